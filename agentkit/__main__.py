@@ -1,0 +1,3 @@
+from agentkit.cli import main
+
+main()
