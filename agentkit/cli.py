@@ -1,6 +1,12 @@
-"""The ``agentkit`` command line (typer + rich)."""
+"""The ``agentkit`` command line (typer + rich).
+
+Each command group lives in its own module under :mod:`agentkit.commands` and exposes ``register(app)``;
+this module only assembles them, so heavy imports (torch, docker) happen when a command runs, not at start-up.
+"""
 
 from __future__ import annotations
+
+import importlib
 
 import typer
 
@@ -11,13 +17,32 @@ app = typer.Typer(
     help="Function-calling agents on an embedded block-diffusion (DiffusionGemma) runtime.",
     no_args_is_help=True,
     add_completion=False,
+    pretty_exceptions_enable=False,
 )
+
+#: Modules under agentkit.commands that provide ``register(app: typer.Typer) -> None``.
+COMMAND_MODULES = ("run", "generate", "sandbox", "train", "eval")
+
+
+@app.callback()
+def _root() -> None:
+    """Function-calling agents on an embedded block-diffusion (DiffusionGemma) runtime."""
 
 
 @app.command()
 def version() -> None:
     """Print the agentkit version."""
     typer.echo(__version__)
+
+
+for _name in COMMAND_MODULES:
+    try:
+        _mod = importlib.import_module(f"agentkit.commands.{_name}")
+    except ModuleNotFoundError as exc:  # a command module not written yet
+        if exc.name != f"agentkit.commands.{_name}":
+            raise
+        continue
+    _mod.register(app)
 
 
 def main() -> None:

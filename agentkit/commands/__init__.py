@@ -1,0 +1,1 @@
+"""Sub-commands of the ``agentkit`` CLI, one module per command group (registered in :mod:`agentkit.cli`)."""
