@@ -1,0 +1,647 @@
+"""Weather tools over the public Open-Meteo APIs (no API key).
+
+Two endpoints are used:
+
+- geocoding, ``GET https://geocoding-api.open-meteo.com/v1/search?name=...&count=...`` returns
+  ``{"results": [{"id", "name", "latitude", "longitude", "elevation", "feature_code", "country_code",
+  "country", "admin1", "timezone", "population", ...}], "generationtime_ms"}``; when nothing matches the
+  ``results`` key is absent.
+- forecast, ``GET https://api.open-meteo.com/v1/forecast?latitude=..&longitude=..&current=..&daily=..``
+  returns ``{"latitude", "longitude", "timezone", "current_units": {...}, "current": {"time", "interval",
+  VAR: value}, "daily_units": {...}, "daily": {"time": [dates], VAR: [values]}}``. Units are chosen with
+  ``temperature_unit=fahrenheit``, ``wind_speed_unit=mph``, ``precipitation_unit=inch``; ``forecast_days``
+  is 1-16; ``start_date``/``end_date`` (``YYYY-MM-DD``) select a date range instead.
+- both answer a bad request with HTTP 400 and ``{"error": true, "reason": "..."}``.
+
+The public tool functions (:func:`geocode`, :func:`get_current_weather`, :func:`get_forecast`) are plain typed
+functions whose arguments are described by Pydantic models (:class:`GeocodeArgs`, :class:`CurrentWeatherArgs`,
+:class:`ForecastArgs`); they return JSON-ready dicts. Failures raise :class:`WeatherError` subclasses whose
+message is written for the model (what went wrong and what to try), so an agent can pass ``str(exc)`` back as
+the tool response.
+
+They use a process-wide :class:`OpenMeteo` client; :func:`configure` replaces it (tests inject an
+``httpx.Client`` with an ``httpx.MockTransport`` and a zero retry wait). The environment variables
+``AGENTKIT_OPEN_METEO_GEOCODING_URL`` and ``AGENTKIT_OPEN_METEO_FORECAST_URL`` override the endpoint URLs of the
+default client (e.g. to point a bot at a local fake server).
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import os
+import threading
+from typing import Annotated, Any, Literal
+
+import httpx
+import tenacity
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
+
+__all__ = [
+    "DEFAULT_FORECAST_URL",
+    "DEFAULT_GEOCODING_URL",
+    "WMO_WEATHER_CODES",
+    "CurrentWeatherArgs",
+    "ForecastArgs",
+    "GeocodeArgs",
+    "OpenMeteo",
+    "PlaceNotFoundError",
+    "WeatherAPIError",
+    "WeatherError",
+    "WeatherUnavailableError",
+    "configure",
+    "geocode",
+    "get_client",
+    "get_current_weather",
+    "get_forecast",
+    "set_client",
+]
+
+DEFAULT_GEOCODING_URL = "https://geocoding-api.open-meteo.com/v1/search"
+DEFAULT_FORECAST_URL = "https://api.open-meteo.com/v1/forecast"
+GEOCODING_URL_ENV = "AGENTKIT_OPEN_METEO_GEOCODING_URL"
+FORECAST_URL_ENV = "AGENTKIT_OPEN_METEO_FORECAST_URL"
+
+#: WMO weather interpretation codes as documented by Open-Meteo (https://open-meteo.com/en/docs, "WMO Weather
+#: interpretation codes").
+WMO_WEATHER_CODES: dict[int, str] = {
+    0: "clear sky",
+    1: "mainly clear",
+    2: "partly cloudy",
+    3: "overcast",
+    45: "fog",
+    48: "depositing rime fog",
+    51: "light drizzle",
+    53: "moderate drizzle",
+    55: "dense drizzle",
+    56: "light freezing drizzle",
+    57: "dense freezing drizzle",
+    61: "slight rain",
+    63: "moderate rain",
+    65: "heavy rain",
+    66: "light freezing rain",
+    67: "heavy freezing rain",
+    71: "slight snowfall",
+    73: "moderate snowfall",
+    75: "heavy snowfall",
+    77: "snow grains",
+    80: "slight rain showers",
+    81: "moderate rain showers",
+    82: "violent rain showers",
+    85: "slight snow showers",
+    86: "heavy snow showers",
+    95: "thunderstorm",
+    96: "thunderstorm with slight hail",
+    99: "thunderstorm with heavy hail",
+}
+
+# Variables requested from the forecast endpoint.
+_CURRENT_VARS = (
+    "temperature_2m",
+    "apparent_temperature",
+    "relative_humidity_2m",
+    "precipitation",
+    "weather_code",
+    "wind_speed_10m",
+    "wind_direction_10m",
+    "wind_gusts_10m",
+)
+_DAILY_VARS = (
+    "weather_code",
+    "temperature_2m_max",
+    "temperature_2m_min",
+    "precipitation_sum",
+    "precipitation_probability_max",
+    "wind_speed_10m_max",
+    "wind_gusts_10m_max",
+)
+# Output names for the API's variable names.
+_RENAME = {
+    "temperature_2m": "temperature",
+    "apparent_temperature": "apparent_temperature",
+    "relative_humidity_2m": "relative_humidity",
+    "precipitation": "precipitation",
+    "weather_code": "weather_code",
+    "wind_speed_10m": "wind_speed",
+    "wind_direction_10m": "wind_direction",
+    "wind_gusts_10m": "wind_gusts",
+    "temperature_2m_max": "temperature_max",
+    "temperature_2m_min": "temperature_min",
+    "precipitation_sum": "precipitation_sum",
+    "precipitation_probability_max": "precipitation_probability_max",
+    "wind_speed_10m_max": "wind_speed_max",
+    "wind_gusts_10m_max": "wind_gusts_max",
+}
+_UNIT_PARAMS: dict[str, dict[str, str]] = {
+    "metric": {"temperature_unit": "celsius", "wind_speed_unit": "kmh", "precipitation_unit": "mm"},
+    "imperial": {"temperature_unit": "fahrenheit", "wind_speed_unit": "mph", "precipitation_unit": "inch"},
+}
+
+# ---------------------------------------------------------------------------------------------------------
+# Argument types (shared by the function signatures and the Pydantic argument models)
+
+PlaceName = Annotated[
+    str,
+    Field(
+        min_length=2,
+        max_length=120,
+        description="Place name, e.g. 'Berlin' or 'Paris, France' (a country or region after a comma narrows it).",
+    ),
+]
+Units = Literal["metric", "imperial"]
+UnitsArg = Annotated[
+    Units,
+    Field(description="'metric' (°C, km/h, mm) or 'imperial' (°F, mph, inch)."),
+]
+Days = Annotated[int, Field(ge=1, le=16, description="Number of forecast days, 1-16, starting today.")]
+ForecastDate = Annotated[
+    dt.date | None,
+    Field(
+        description="A single day to forecast (YYYY-MM-DD) instead of a number of days; at most 15 days ahead."
+    ),
+]
+Count = Annotated[int, Field(ge=1, le=10, description="How many matching places to return, 1-10.")]
+
+
+class GeocodeArgs(BaseModel):
+    """Arguments of :func:`geocode`."""
+
+    model_config = ConfigDict(extra="forbid")
+    place: PlaceName
+    count: Count = 1
+
+
+class CurrentWeatherArgs(BaseModel):
+    """Arguments of :func:`get_current_weather`."""
+
+    model_config = ConfigDict(extra="forbid")
+    place: PlaceName
+    units: UnitsArg = "metric"
+
+
+class ForecastArgs(BaseModel):
+    """Arguments of :func:`get_forecast`."""
+
+    model_config = ConfigDict(extra="forbid")
+    place: PlaceName
+    days: Days = 3
+    units: UnitsArg = "metric"
+    date: ForecastDate = None
+
+
+# ---------------------------------------------------------------------------------------------------------
+# Errors
+
+
+class WeatherError(RuntimeError):
+    """A weather tool failed; ``str(exc)`` is a message meant for the model (what failed, what to try)."""
+
+
+class PlaceNotFoundError(WeatherError, LookupError):
+    """The geocoding API found no place matching the name (with its ``, qualifier``, if any)."""
+
+
+class WeatherAPIError(WeatherError):
+    """Open-Meteo answered with an HTTP error status.
+
+    Attributes:
+        status_code: the HTTP status (e.g. 400, 503).
+        reason: the API's ``reason`` field when the body had one, else a short excerpt of the body.
+    """
+
+    def __init__(self, message: str, *, status_code: int, reason: str) -> None:
+        super().__init__(message)
+        self.status_code = status_code
+        self.reason = reason
+
+
+class WeatherUnavailableError(WeatherError):
+    """The API could not be reached (timeout, connection error) after all retries."""
+
+
+class _TransientStatus(Exception):
+    """Internal: a 429/5xx answer that is worth retrying."""
+
+    def __init__(self, response: httpx.Response) -> None:
+        super().__init__(f"HTTP {response.status_code}")
+        self.response = response
+
+
+def _is_transient(exc: BaseException) -> bool:
+    return isinstance(exc, _TransientStatus | httpx.TimeoutException | httpx.TransportError)
+
+
+def _api_reason(response: httpx.Response) -> str:
+    try:
+        body = response.json()
+    except ValueError:
+        body = None
+    if isinstance(body, dict) and isinstance(body.get("reason"), str):
+        return body["reason"]
+    text = response.text.strip()
+    return text[:200] if text else response.reason_phrase
+
+
+# ---------------------------------------------------------------------------------------------------------
+# Client
+
+
+class OpenMeteo:
+    """A small Open-Meteo client: geocoding, current weather and daily forecast.
+
+    Args:
+        client: an ``httpx.Client`` to use (tests pass one with ``httpx.MockTransport``); by default one is
+            created with ``timeout``.
+        geocoding_url: full URL of the geocoding search endpoint.
+        forecast_url: full URL of the forecast endpoint.
+        timeout: per-request timeout in seconds (connect, read, write and pool each), for a created client.
+        attempts: total tries per request (1 = no retry) on timeouts, connection errors, HTTP 429 and 5xx.
+        retry_wait: base of the exponential back-off between tries, in seconds (0 in tests).
+        max_retry_wait: cap of one back-off wait, in seconds.
+
+    Raises:
+        ValueError: ``attempts < 1`` or a negative wait.
+    """
+
+    def __init__(
+        self,
+        *,
+        client: httpx.Client | None = None,
+        geocoding_url: str = DEFAULT_GEOCODING_URL,
+        forecast_url: str = DEFAULT_FORECAST_URL,
+        timeout: float = 10.0,
+        attempts: int = 3,
+        retry_wait: float = 0.5,
+        max_retry_wait: float = 8.0,
+    ) -> None:
+        if attempts < 1:
+            raise ValueError(f"OpenMeteo: attempts must be >= 1, got {attempts}")
+        if retry_wait < 0 or max_retry_wait < 0:
+            raise ValueError(f"OpenMeteo: waits must be >= 0, got {retry_wait} and {max_retry_wait}")
+        self.client = client if client is not None else httpx.Client(timeout=timeout)
+        self.geocoding_url = geocoding_url
+        self.forecast_url = forecast_url
+        self.attempts = attempts
+        self.retry_wait = retry_wait
+        self.max_retry_wait = max_retry_wait
+
+    # -- HTTP ------------------------------------------------------------------------------------------
+
+    def _get_json(self, url: str, params: dict[str, Any], what: str) -> dict[str, Any]:
+        """GET ``url`` with retries; return the JSON object or raise a :class:`WeatherError`."""
+
+        def once() -> httpx.Response:
+            response = self.client.get(url, params=params)
+            if response.status_code == 429 or response.status_code >= 500:
+                raise _TransientStatus(response)
+            return response
+
+        retrying = tenacity.Retrying(
+            stop=tenacity.stop_after_attempt(self.attempts),
+            wait=tenacity.wait_exponential(multiplier=self.retry_wait, max=self.max_retry_wait),
+            retry=tenacity.retry_if_exception(_is_transient),
+            reraise=True,
+        )
+        try:
+            response = retrying(once)
+        except _TransientStatus as exc:
+            status = exc.response.status_code
+            reason = _api_reason(exc.response)
+            raise WeatherAPIError(
+                f"The {what} service is unavailable (HTTP {status}: {reason}) after {self.attempts} "
+                "tries; try again later.",
+                status_code=status,
+                reason=reason,
+            ) from exc
+        except httpx.TimeoutException as exc:
+            raise WeatherUnavailableError(
+                f"The {what} service did not answer in time after {self.attempts} tries "
+                f"({type(exc).__name__}); try again later."
+            ) from exc
+        except httpx.TransportError as exc:
+            raise WeatherUnavailableError(
+                f"Could not reach the {what} service after {self.attempts} tries "
+                f"({type(exc).__name__}: {exc}); check the network and try again."
+            ) from exc
+        if response.status_code >= 400:
+            reason = _api_reason(response)
+            raise WeatherAPIError(
+                f"The {what} service rejected the request (HTTP {response.status_code}): {reason}",
+                status_code=response.status_code,
+                reason=reason,
+            )
+        try:
+            data = response.json()
+        except ValueError as exc:
+            raise WeatherAPIError(
+                f"The {what} service returned a body that is not JSON.",
+                status_code=response.status_code,
+                reason=response.text[:200],
+            ) from exc
+        if not isinstance(data, dict):
+            raise WeatherAPIError(
+                f"The {what} service returned JSON that is not an object.",
+                status_code=response.status_code,
+                reason=str(data)[:200],
+            )
+        if data.get("error") is True:  # an error body with a 200 status: treat it like a 400
+            reason = str(data.get("reason", "unknown error"))
+            raise WeatherAPIError(
+                f"The {what} service rejected the request: {reason}",
+                status_code=response.status_code,
+                reason=reason,
+            )
+        return data
+
+    # -- geocoding -------------------------------------------------------------------------------------
+
+    def geocode(self, place: str, count: int = 1) -> list[dict[str, Any]]:
+        """Look up a place name; return up to ``count`` matches, best first.
+
+        A qualifier after a comma (``"Paris, France"``, ``"Springfield, Illinois"``, ``"Paris, US"``) keeps
+        only the matches whose country, country code or first-level region starts with it.
+
+        Args:
+            place: place name, optionally ``"name, qualifier"``.
+            count: number of matches to return, >= 1.
+
+        Returns:
+            A list of dicts ``{"name", "region", "country", "country_code", "latitude", "longitude" (degrees),
+            "elevation" (metres), "timezone", "population"}``.
+
+        Raises:
+            PlaceNotFoundError: nothing matches.
+            WeatherAPIError, WeatherUnavailableError: the API failed.
+        """
+        name, _, qualifier = (part.strip() for part in place.partition(","))
+        if len(name) < 2:
+            raise PlaceNotFoundError(
+                f"Place name {place!r} is too short; give at least 2 letters of the name."
+            )
+        fetch = 20 if qualifier else count
+        data = self._get_json(
+            self.geocoding_url,
+            {"name": name, "count": max(fetch, count), "language": "en", "format": "json"},
+            "geocoding",
+        )
+        results = data.get("results") or []
+        if not isinstance(results, list):
+            raise WeatherAPIError(
+                "The geocoding service returned 'results' that is not a list.", status_code=200, reason=""
+            )
+        if qualifier:
+            q = qualifier.casefold()
+            results = [
+                r
+                for r in results
+                if any(
+                    str(r.get(k) or "").casefold().startswith(q)
+                    for k in ("country", "country_code", "admin1")
+                )
+            ]
+        if not results:
+            hint = f" in {qualifier!r}" if qualifier else ""
+            raise PlaceNotFoundError(
+                f"No place named {name!r}{hint} was found. Check the spelling, or use a larger nearby city "
+                "(optionally with ', Country')."
+            )
+        return [_place_summary(r) for r in results[:count]]
+
+    # -- forecast --------------------------------------------------------------------------------------
+
+    def current(self, place: str, units: Units = "metric") -> dict[str, Any]:
+        """Current conditions at the best match for ``place``.
+
+        Args:
+            place: place name (see :meth:`geocode`).
+            units: ``"metric"`` or ``"imperial"``.
+
+        Returns:
+            ``{"place": {...}, "time" (local ISO time), "temperature", "apparent_temperature",
+            "relative_humidity" (%), "precipitation", "weather_code", "conditions" (text), "wind_speed",
+            "wind_direction" (degrees), "wind_gusts", "units": {variable: unit}}``.
+
+        Raises:
+            PlaceNotFoundError, WeatherAPIError, WeatherUnavailableError.
+        """
+        loc = self.geocode(place, 1)[0]
+        params: dict[str, Any] = {
+            "latitude": loc["latitude"],
+            "longitude": loc["longitude"],
+            "current": ",".join(_CURRENT_VARS),
+            "timezone": "auto",
+            **_UNIT_PARAMS[units],
+        }
+        data = self._get_json(self.forecast_url, params, "forecast")
+        current = data.get("current")
+        if not isinstance(current, dict):
+            raise WeatherAPIError(
+                "The forecast service returned no 'current' block.", status_code=200, reason=""
+            )
+        raw_units = data.get("current_units") or {}
+        out: dict[str, Any] = {"place": loc, "time": current.get("time")}
+        out_units: dict[str, str] = {}
+        for var in _CURRENT_VARS:
+            key = _RENAME[var]
+            out[key] = current.get(var)
+            if var in raw_units and var != "weather_code":
+                out_units[key] = raw_units[var]
+        out["conditions"] = _describe(current.get("weather_code"))
+        out["units"] = out_units
+        return out
+
+    def forecast(
+        self, place: str, days: int = 3, units: Units = "metric", date: dt.date | None = None
+    ) -> dict[str, Any]:
+        """Daily forecast at the best match for ``place``: ``days`` days from today, or the single ``date``.
+
+        Args:
+            place: place name (see :meth:`geocode`).
+            days: number of days, 1-16 (ignored when ``date`` is given).
+            units: ``"metric"`` or ``"imperial"``.
+            date: one local calendar day; the API accepts roughly today - 92 days to today + 15 days.
+
+        Returns:
+            ``{"place": {...}, "days": [{"date", "conditions", "weather_code", "temperature_max",
+            "temperature_min", "precipitation_sum", "precipitation_probability_max" (%), "wind_speed_max",
+            "wind_gusts_max"}], "units": {variable: unit}}``.
+
+        Raises:
+            ValueError: ``days`` outside 1-16.
+            PlaceNotFoundError, WeatherAPIError (e.g. a date out of the API's range, with its reason),
+            WeatherUnavailableError.
+        """
+        if not 1 <= days <= 16:
+            raise ValueError(f"days must be between 1 and 16, got {days}")
+        loc = self.geocode(place, 1)[0]
+        params: dict[str, Any] = {
+            "latitude": loc["latitude"],
+            "longitude": loc["longitude"],
+            "daily": ",".join(_DAILY_VARS),
+            "timezone": "auto",
+            **_UNIT_PARAMS[units],
+        }
+        if date is not None:
+            params["start_date"] = params["end_date"] = date.isoformat()
+        else:
+            params["forecast_days"] = days
+        data = self._get_json(self.forecast_url, params, "forecast")
+        daily = data.get("daily")
+        if not isinstance(daily, dict) or not isinstance(daily.get("time"), list):
+            raise WeatherAPIError(
+                "The forecast service returned no 'daily' block.", status_code=200, reason=""
+            )
+        raw_units = data.get("daily_units") or {}
+        rows: list[dict[str, Any]] = []
+        for i, day in enumerate(daily["time"]):
+            row: dict[str, Any] = {"date": day}
+            for var in _DAILY_VARS:
+                series = daily.get(var)
+                row[_RENAME[var]] = series[i] if isinstance(series, list) and i < len(series) else None
+            row["conditions"] = _describe(row["weather_code"])
+            rows.append(row)
+        out_units = {_RENAME[v]: raw_units[v] for v in _DAILY_VARS if v in raw_units and v != "weather_code"}
+        return {"place": loc, "days": rows, "units": out_units}
+
+
+def _place_summary(r: dict[str, Any]) -> dict[str, Any]:
+    try:
+        lat, lon = float(r["latitude"]), float(r["longitude"])
+    except (KeyError, TypeError, ValueError) as exc:
+        raise WeatherAPIError(
+            f"The geocoding service returned a place without coordinates: {str(r)[:200]}",
+            status_code=200,
+            reason="",
+        ) from exc
+    return {
+        "name": r.get("name"),
+        "region": r.get("admin1"),
+        "country": r.get("country"),
+        "country_code": r.get("country_code"),
+        "latitude": lat,
+        "longitude": lon,
+        "elevation": r.get("elevation"),
+        "timezone": r.get("timezone"),
+        "population": r.get("population"),
+    }
+
+
+def _describe(code: Any) -> str | None:
+    if code is None:
+        return None
+    try:
+        return WMO_WEATHER_CODES.get(int(code), f"WMO code {code}")
+    except (TypeError, ValueError):
+        return f"WMO code {code}"
+
+
+# ---------------------------------------------------------------------------------------------------------
+# Process-wide default client and the tool functions
+
+_lock = threading.Lock()
+_default: OpenMeteo | None = None
+
+
+def configure(**kwargs: Any) -> OpenMeteo:
+    """Build an :class:`OpenMeteo` from ``kwargs`` and make it the client of the tool functions.
+
+    Args:
+        **kwargs: :class:`OpenMeteo` keyword arguments, e.g. ``client=httpx.Client(transport=...)``,
+            ``forecast_url=...``, ``attempts=2``, ``retry_wait=0``.
+
+    Returns:
+        The client now in use.
+
+    Raises:
+        ValueError: bad retry settings (see :class:`OpenMeteo`).
+    """
+    client = OpenMeteo(**kwargs)
+    set_client(client)
+    return client
+
+
+def set_client(client: OpenMeteo | None) -> None:
+    """Make ``client`` the client of the tool functions; ``None`` restores the lazily built default."""
+    global _default
+    with _lock:
+        _default = client
+
+
+def get_client() -> OpenMeteo:
+    """The client used by the tool functions; created on first use from the defaults and the environment
+    variables ``AGENTKIT_OPEN_METEO_GEOCODING_URL`` / ``AGENTKIT_OPEN_METEO_FORECAST_URL``."""
+    global _default
+    with _lock:
+        if _default is None:
+            _default = OpenMeteo(
+                geocoding_url=os.environ.get(GEOCODING_URL_ENV, DEFAULT_GEOCODING_URL),
+                forecast_url=os.environ.get(FORECAST_URL_ENV, DEFAULT_FORECAST_URL),
+            )
+        return _default
+
+
+def _validate(model: type[BaseModel], **values: Any) -> Any:
+    try:
+        return model(**values)
+    except ValidationError as exc:
+        problems = "; ".join(
+            f"{'.'.join(str(p) for p in err['loc']) or 'arguments'}: {err['msg']}" for err in exc.errors()
+        )
+        raise ValueError(f"Invalid arguments: {problems}") from exc
+
+
+def geocode(place: PlaceName, count: Count = 1) -> dict[str, Any]:
+    """Find the coordinates of a place by name.
+
+    Args:
+        place: Place name, e.g. 'Berlin' or 'Paris, France' (a country or region after a comma narrows it).
+        count: How many matching places to return, 1-10.
+
+    Returns:
+        ``{"matches": [{"name", "region", "country", "country_code", "latitude", "longitude", "elevation",
+        "timezone", "population"}]}``, best match first.
+
+    Raises:
+        ValueError: invalid arguments. PlaceNotFoundError: no such place. WeatherAPIError /
+        WeatherUnavailableError: the API failed (messages are written for the model).
+    """
+    args: GeocodeArgs = _validate(GeocodeArgs, place=place, count=count)
+    return {"matches": get_client().geocode(args.place, args.count)}
+
+
+def get_current_weather(place: PlaceName, units: UnitsArg = "metric") -> dict[str, Any]:
+    """Get the current weather at a place: temperature, precipitation, wind and conditions.
+
+    Args:
+        place: Place name, e.g. 'Berlin' or 'Paris, France' (a country or region after a comma narrows it).
+        units: 'metric' (°C, km/h, mm) or 'imperial' (°F, mph, inch).
+
+    Returns:
+        See :meth:`OpenMeteo.current`.
+
+    Raises:
+        ValueError: invalid arguments. PlaceNotFoundError, WeatherAPIError, WeatherUnavailableError.
+    """
+    args: CurrentWeatherArgs = _validate(CurrentWeatherArgs, place=place, units=units)
+    return get_client().current(args.place, args.units)
+
+
+def get_forecast(
+    place: PlaceName, days: Days = 3, units: UnitsArg = "metric", date: ForecastDate = None
+) -> dict[str, Any]:
+    """Get the daily weather forecast at a place: min/max temperature, precipitation, wind and conditions.
+
+    Args:
+        place: Place name, e.g. 'Berlin' or 'Paris, France' (a country or region after a comma narrows it).
+        days: Number of forecast days, 1-16, starting today.
+        units: 'metric' (°C, km/h, mm) or 'imperial' (°F, mph, inch).
+        date: A single day to forecast (YYYY-MM-DD) instead of a number of days; at most 15 days ahead.
+
+    Returns:
+        See :meth:`OpenMeteo.forecast`.
+
+    Raises:
+        ValueError: invalid arguments. PlaceNotFoundError, WeatherAPIError (a date out of range carries the
+        API's reason), WeatherUnavailableError.
+    """
+    args: ForecastArgs = _validate(ForecastArgs, place=place, days=days, units=units, date=date)
+    return get_client().forecast(args.place, args.days, args.units, args.date)
