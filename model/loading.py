@@ -1,0 +1,168 @@
+"""Loading DiffusionGemma-architecture checkpoints (the embedded default, a local folder, or a hub id).
+
+Every failure is a :class:`CheckpointError` naming the path and the problem: a missing folder, a folder
+without ``config.json``, a config of another architecture, a truncated or corrupt safetensors file, a hub id
+that is not cached while offline.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import struct
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from model.settings import DenoiseSettings
+
+#: The embedded default checkpoint, trained by the project (``model/training``).
+DEFAULT_CHECKPOINT = Path(__file__).resolve().parent / "checkpoints" / "agentkit-tiny"
+SUPPORTED_MODEL_TYPES = ("diffusion_gemma",)
+
+
+class CheckpointError(RuntimeError):
+    """A checkpoint cannot be loaded; the message names the path and the problem."""
+
+
+@dataclass
+class LoadedCheckpoint:
+    """A loaded checkpoint.
+
+    Attributes:
+        model: ``transformers.DiffusionGemmaForBlockDiffusion`` in eval mode.
+        tokenizer: the checkpoint's ``PreTrainedTokenizerFast`` (control tokens are never stripped on decode).
+        settings: :class:`DenoiseSettings` from its ``generation_config.json``.
+        source: the folder or hub id it came from.
+    """
+
+    model: Any
+    tokenizer: Any
+    settings: DenoiseSettings
+    source: str
+
+
+def _check_safetensors(path: Path) -> None:
+    """Validate a safetensors file's header and size without reading the tensors.
+
+    Raises:
+        CheckpointError: if the file is shorter than its header says (truncated) or the header is corrupt.
+    """
+    size = path.stat().st_size
+    with path.open("rb") as f:
+        raw = f.read(8)
+        if len(raw) < 8:
+            raise CheckpointError(f"{path}: truncated safetensors file ({size} bytes, no header)")
+        (n,) = struct.unpack("<Q", raw)
+        if n > size - 8:
+            raise CheckpointError(f"{path}: truncated safetensors file (header says {n} bytes, file has {size})")
+        try:
+            header = json.loads(f.read(n))
+        except (UnicodeDecodeError, json.JSONDecodeError) as exc:
+            raise CheckpointError(f"{path}: corrupt safetensors header ({exc})") from exc
+    end = 0
+    for name, info in header.items():
+        if name == "__metadata__":
+            continue
+        end = max(end, int(info["data_offsets"][1]))
+    if 8 + n + end > size:
+        raise CheckpointError(
+            f"{path}: truncated safetensors file: tensors need {8 + n + end} bytes, file has {size}"
+        )
+
+
+def _check_local_folder(folder: Path) -> None:
+    if not folder.exists():
+        hint = ""
+        if folder == DEFAULT_CHECKPOINT:
+            hint = " (the embedded default checkpoint is missing: train it with `agentkit train` or reinstall)"
+        raise CheckpointError(f"{folder}: checkpoint folder does not exist{hint}")
+    if not folder.is_dir():
+        raise CheckpointError(f"{folder}: not a folder")
+    cfg_path = folder / "config.json"
+    if not cfg_path.exists():
+        raise CheckpointError(f"{folder}: no config.json, not a transformers checkpoint folder")
+    try:
+        cfg = json.loads(cfg_path.read_text(encoding="utf-8"))
+    except json.JSONDecodeError as exc:
+        raise CheckpointError(f"{cfg_path}: invalid JSON ({exc})") from exc
+    model_type = cfg.get("model_type")
+    if model_type not in SUPPORTED_MODEL_TYPES:
+        raise CheckpointError(
+            f"{cfg_path}: model_type {model_type!r} is not a DiffusionGemma architecture "
+            f"(expected one of {SUPPORTED_MODEL_TYPES}, architectures={cfg.get('architectures')})"
+        )
+    shards = sorted(folder.glob("*.safetensors"))
+    if not shards:
+        raise CheckpointError(f"{folder}: no *.safetensors weights")
+    for shard in shards:
+        _check_safetensors(shard)
+
+
+def load_checkpoint(
+    path_or_id: str | os.PathLike[str] | None = None,
+    *,
+    dtype: str = "float32",
+    device: str = "cpu",
+    device_map: str | dict[str, Any] | None = None,
+    quantization: str | None = None,
+) -> LoadedCheckpoint:
+    """Load a DiffusionGemma checkpoint and its tokenizer and denoising settings.
+
+    Args:
+        path_or_id: local folder, hub id (e.g. ``google/diffusiongemma-26B-A4B-it``; ``HF_HUB_OFFLINE=1`` is
+            honoured: only the local cache is used), or ``None`` for the embedded default checkpoint.
+        dtype: ``"float32"`` or ``"bfloat16"`` (``"float16"`` also accepted on CUDA).
+        device: ``"cpu"``, ``"cuda"`` or ``"cuda:N"``; ignored when ``device_map`` is given.
+        device_map: passed to ``from_pretrained`` (e.g. ``"auto"`` for large checkpoints; needs accelerate).
+        quantization: ``None``, ``"8bit"`` or ``"4bit"`` (bitsandbytes, CUDA only).
+
+    Returns:
+        :class:`LoadedCheckpoint`.
+
+    Raises:
+        CheckpointError: missing folder, wrong architecture, truncated weights, uncached hub id offline,
+            unsupported dtype or quantization.
+    """
+    import torch
+    from transformers import AutoTokenizer, DiffusionGemmaForBlockDiffusion
+
+    dtypes = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16}
+    if dtype not in dtypes:
+        raise CheckpointError(f"unsupported dtype {dtype!r}: choose one of {sorted(dtypes)}")
+    source = DEFAULT_CHECKPOINT if path_or_id is None else path_or_id
+    src = str(source)
+    local = Path(src).expanduser()
+    is_local = local.exists() or path_or_id is None or src.startswith((".", "/", "~")) or src.count("/") != 1
+    kwargs: dict[str, Any] = {"dtype": dtypes[dtype]}
+    if is_local:
+        _check_local_folder(local)
+        src = str(local)
+        kwargs["local_files_only"] = True
+    elif os.environ.get("HF_HUB_OFFLINE", "") not in ("", "0", "false", "False"):
+        kwargs["local_files_only"] = True
+    if quantization is not None:
+        if quantization not in ("8bit", "4bit"):
+            raise CheckpointError(f"unsupported quantization {quantization!r}: use '8bit' or '4bit'")
+        if not str(device).startswith("cuda") and device_map is None:
+            raise CheckpointError("bitsandbytes quantization needs a CUDA device")
+        from transformers import BitsAndBytesConfig
+
+        kwargs["quantization_config"] = BitsAndBytesConfig(
+            load_in_8bit=quantization == "8bit", load_in_4bit=quantization == "4bit"
+        )
+    if device_map is not None or quantization is not None:
+        kwargs["device_map"] = device_map if device_map is not None else {"": device}
+    try:
+        model = DiffusionGemmaForBlockDiffusion.from_pretrained(src, **kwargs)
+        tokenizer = AutoTokenizer.from_pretrained(src, local_files_only=kwargs.get("local_files_only", False))
+    except CheckpointError:
+        raise
+    except OSError as exc:
+        raise CheckpointError(f"{src}: cannot load checkpoint ({exc})") from exc
+    except (ValueError, KeyError, RuntimeError) as exc:
+        raise CheckpointError(f"{src}: checkpoint does not match the DiffusionGemma architecture ({exc})") from exc
+    if "device_map" not in kwargs:
+        model = model.to(device)
+    model.eval()
+    return LoadedCheckpoint(model=model, tokenizer=tokenizer, settings=DenoiseSettings.from_model(model), source=src)

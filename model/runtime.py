@@ -1,0 +1,487 @@
+"""The block-diffusion generation loop for DiffusionGemma checkpoints, with a constraint hook.
+
+One call: prompt prefill by the encoder (causal, writes the KV cache) -> for each canvas: a uniform-noise
+canvas, then denoising steps (decoder forward with self-conditioning on the previous step's logits, linear
+temperature, entropy-bound acceptance, re-noise of the rest), adaptive stop (argmax stable and mean entropy
+of free positions below the confidence threshold), readout, encoder commit of the finished canvas; canvases
+follow each other block-autoregressively until every row has produced an EOS id or the token budget is spent.
+
+The network is transformers' ``DiffusionGemmaForBlockDiffusion`` (encoder, decoder, KV cache, masks); the
+loop is ours because the reference ``generate`` gives a logits processor no view of which positions are
+accepted and no say in acceptance or readout. Source of the algorithm: transformers
+``models/diffusion_gemma/generation_diffusion_gemma.py``.
+
+Two sampling modes:
+
+* ``parity=True`` draws random numbers exactly like the reference (``torch.randint`` canvas, full
+  ``torch.multinomial`` every step, ``torch.randint`` re-noise, global RNG) and reproduces its tokens.
+* the default fast mode computes entropy and argmax in one pass, samples only the positions the entropy
+  bound accepts (same distribution: acceptance depends on entropy only), and draws from a private
+  ``torch.Generator`` seeded by ``seed``; on CUDA it uses :func:`kernels.sampling.fused_sample` when present.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from typing import Any, Protocol, runtime_checkable
+
+import torch
+
+from model.sampler import entropy_and_argmax, entropy_bound_accept, sample_positions
+from model.settings import DenoiseSettings
+
+
+@dataclass
+class ConstraintPlan:
+    """What a constraint imposes on its row of the canvas for the next denoising step.
+
+    Attributes:
+        fixed: tokens for canvas positions ``0..len(fixed)-1``: the committed prefix, then fast-forward
+            tokens (forced by the grammar), then, once the grammar has terminated, pad up to the canvas end.
+            Fixed positions get entropy 0, are always accepted and do not count in the stop statistics.
+        mask: optional packed bitmask (int32 ``[ceil(V/32)]``, llguidance layout: bit ``j`` of word ``w``
+            allows token ``32*w+j``) for position ``len(fixed)`` (the frontier); it must allow >= 1 token.
+    """
+
+    fixed: list[int]
+    mask: torch.Tensor | None = None
+
+
+@runtime_checkable
+class CanvasConstraint(Protocol):
+    """Per-row constraint hook of :func:`generate` (one object per batch row; state carries across canvases).
+
+    Call order per canvas: ``start_canvas`` -> per denoising step ``plan`` (before sampling) then ``commit``
+    (after entropy-bound acceptance) -> ``readout`` (decides the canvas's final tokens).
+    """
+
+    def start_canvas(self, canvas_length: int, tokens_left: int) -> None:
+        """A new canvas begins; ``tokens_left`` is the token budget left, this canvas included."""
+
+    def plan(self) -> ConstraintPlan:
+        """Fixed tokens and frontier mask for the next step."""
+
+    def commit(self, tokens: list[int], accepted: list[bool]) -> list[int]:
+        """See this step's sampled canvas tokens and acceptance; return positions to veto (re-noise)."""
+
+    def readout(self, logits: torch.Tensor) -> list[int]:
+        """Return the canvas's final ``canvas_length`` tokens given the last logits ``[C, V]`` float32."""
+
+
+@dataclass
+class StepEvent:
+    """One denoising step (streamed to ``on_event``).
+
+    Attributes:
+        canvas_index: 0-based canvas number.
+        step: 1-based step number within the canvas.
+        argmax: ``[B, C]`` int64 argmax canvas (the draft).
+        accepted: ``[B, C]`` bool positions accepted this step.
+        entropy: ``[B, C]`` float32 per-position entropy (nats).
+        fixed: ``[B, C]`` bool positions fixed by a constraint (committed or forced).
+        finished: ``[B]`` bool rows whose canvas has stopped denoising.
+    """
+
+    canvas_index: int
+    step: int
+    argmax: torch.Tensor
+    accepted: torch.Tensor
+    entropy: torch.Tensor
+    fixed: torch.Tensor
+    finished: torch.Tensor
+
+
+@dataclass
+class CanvasEvent:
+    """A finished canvas (streamed to ``on_event``): ``tokens`` ``[B, C]`` int64, ``steps`` taken."""
+
+    canvas_index: int
+    tokens: torch.Tensor
+    steps: int
+    finished_rows: torch.Tensor
+
+
+@dataclass
+class GenerationStats:
+    """Statistics of one :func:`generate` call.
+
+    Attributes:
+        canvases: canvases generated.
+        steps_per_canvas: denoising steps taken per canvas (batch max).
+        decoder_forwards: per row, decoder forwards that row actually needed (as the reference counts).
+        new_tokens: per row, generated tokens excluding pad.
+        tokens_per_forward: per row, ``new_tokens / decoder_forwards`` (TPF).
+        time_prefill_s, time_decoder_s, time_sampling_s, time_constraint_s, time_commit_s, time_total_s:
+            wall time per phase in seconds.
+    """
+
+    canvases: int = 0
+    steps_per_canvas: list[int] = field(default_factory=list)
+    decoder_forwards: list[int] = field(default_factory=list)
+    new_tokens: list[int] = field(default_factory=list)
+    tokens_per_forward: list[float] = field(default_factory=list)
+    time_prefill_s: float = 0.0
+    time_decoder_s: float = 0.0
+    time_sampling_s: float = 0.0
+    time_constraint_s: float = 0.0
+    time_commit_s: float = 0.0
+    time_total_s: float = 0.0
+
+    @property
+    def total_steps(self) -> int:
+        """Denoising steps over all canvases."""
+        return sum(self.steps_per_canvas)
+
+    def as_dict(self) -> dict[str, Any]:
+        """JSON-serialisable view."""
+        return {
+            "canvases": self.canvases,
+            "steps_per_canvas": self.steps_per_canvas,
+            "decoder_forwards": self.decoder_forwards,
+            "new_tokens": self.new_tokens,
+            "tokens_per_forward": [round(x, 3) for x in self.tokens_per_forward],
+            "time_prefill_s": round(self.time_prefill_s, 4),
+            "time_decoder_s": round(self.time_decoder_s, 4),
+            "time_sampling_s": round(self.time_sampling_s, 4),
+            "time_constraint_s": round(self.time_constraint_s, 4),
+            "time_commit_s": round(self.time_commit_s, 4),
+            "time_total_s": round(self.time_total_s, 4),
+        }
+
+
+@dataclass
+class GenerationResult:
+    """Output of :func:`generate`: ``sequences`` ``[B, P + n*C]`` int64 (prompt + canvases, pad after EOS)."""
+
+    sequences: torch.Tensor
+    prompt_length: int
+    stats: GenerationStats
+
+    @property
+    def new_tokens(self) -> torch.Tensor:
+        """``[B, n*C]`` int64 generated part of ``sequences``."""
+        return self.sequences[:, self.prompt_length :]
+
+
+EventCallback = Callable[[StepEvent | CanvasEvent], None]
+
+
+def _unpack_bitmask(mask: torch.Tensor, vocab: int) -> torch.Tensor:
+    """Packed int32 ``[W]`` -> bool ``[vocab]`` allowed-token mask (llguidance layout)."""
+    words = mask.to(torch.int64).reshape(-1)
+    bits = (words[:, None] >> torch.arange(32, dtype=torch.int64, device=words.device)) & 1
+    return bits.reshape(-1)[:vocab].bool()
+
+
+def _fused_kernel() -> Callable[..., Any] | None:
+    try:
+        from kernels.sampling import fused_sample
+    except Exception:  # kernels not built / triton missing
+        return None
+    return fused_sample  # type: ignore[no-any-return]
+
+
+@torch.no_grad()
+def generate(
+    model: Any,
+    input_ids: torch.Tensor,
+    settings: DenoiseSettings | None = None,
+    *,
+    attention_mask: torch.Tensor | None = None,
+    constraints: Sequence[CanvasConstraint | None] | None = None,
+    seed: int | None = None,
+    parity: bool = False,
+    on_event: EventCallback | None = None,
+) -> GenerationResult:
+    """Generate canvases block-autoregressively with the entropy-bound sampler.
+
+    Args:
+        model: ``transformers.DiffusionGemmaForBlockDiffusion`` (eval mode).
+        input_ids: ``[B, P]`` int64 prompt ids (left-padded when rows differ in length).
+        settings: denoising settings; default :meth:`DenoiseSettings.from_model`.
+        attention_mask: ``[B, P]`` (bool or int) for left padding; default all ones.
+        constraints: one :class:`CanvasConstraint` or ``None`` per row.
+        seed: seeds this call's random draws (fast mode: a private generator; parity mode: the global RNG).
+            ``None`` in fast mode draws a seed from the global RNG.
+        parity: reproduce transformers' ``generate`` token for token (same RNG discipline; slower).
+        on_event: called with a :class:`StepEvent` after each denoising step and a :class:`CanvasEvent`
+            after each canvas (tensors on CPU).
+
+    Returns:
+        :class:`GenerationResult` with ``sequences`` ``[B, P + n*C]`` and :class:`GenerationStats`.
+
+    Raises:
+        ValueError: ``input_ids`` not 2-D, ``constraints`` of the wrong length, or a constraint mask that
+            allows no token.
+    """
+    if input_ids.dim() != 2:
+        raise ValueError(f"input_ids must be [batch, prompt_len], got shape {tuple(input_ids.shape)}")
+    settings = settings or DenoiseSettings.from_model(model)
+    device = input_ids.device
+    batch, prompt_len = input_ids.shape
+    if constraints is not None and len(constraints) != batch:
+        raise ValueError(f"constraints has {len(constraints)} entries for a batch of {batch}")
+    cons: list[CanvasConstraint | None] = list(constraints) if constraints is not None else [None] * batch
+    any_constraint = any(c is not None for c in cons)
+    canvas_len = int(model.config.canvas_length)
+    if settings.canvas_length != canvas_len:
+        settings = settings.replace(canvas_length=canvas_len)
+    vocab = int(model.config.get_text_config().vocab_size)
+    n_steps = settings.max_denoising_steps
+    stats = GenerationStats()
+    t_start = time.perf_counter()
+
+    gen: torch.Generator | None = None
+    if parity:
+        if seed is not None:
+            torch.manual_seed(seed)
+    else:
+        gen = torch.Generator(device=device)
+        gen.manual_seed(int(seed) if seed is not None else int(torch.randint(0, 2**62, (1,)).item()))
+    fused = _fused_kernel() if (device.type == "cuda" and not parity) else None
+
+    max_canvases = settings.max_canvases
+    cache = model._prepare_cache_for_generation(
+        generation_config=model.generation_config, batch_size=batch, max_length=prompt_len + max_canvases * canvas_len
+    )
+    eos = torch.tensor(settings.eos_token_ids, device=device)
+    if attention_mask is None:
+        attn = torch.ones((batch, prompt_len), dtype=torch.bool, device=device)
+    else:
+        attn = attention_mask.to(device=device).bool()
+    dec_attn = torch.nn.functional.pad(attn, (0, canvas_len), value=True)
+    cur_len = prompt_len
+    enc_pos = torch.arange(0, prompt_len, dtype=torch.int32, device=device).unsqueeze(0)
+    dec_pos = torch.arange(cur_len, cur_len + canvas_len, dtype=torch.int32, device=device).unsqueeze(0)
+    emb_dtype = model.model.decoder.embed_tokens.weight.dtype
+
+    sequences = input_ids
+    finished_seq = torch.zeros(batch, dtype=torch.bool, device=device)
+    forwards = torch.zeros(batch, dtype=torch.long, device=device)
+
+    for canvas_index in range(max_canvases):
+        # 1.a encoder: prefill, then the previous canvas.
+        t0 = time.perf_counter()
+        enc_in, enc_masks = model._prepare_encoder_inputs(
+            input_ids=sequences,
+            attention_mask=attn,
+            encoder_position_ids=enc_pos,
+            cache=cache,
+            is_prefill=canvas_index == 0,
+            canvas_length=canvas_len,
+            batch_size=batch,
+        )
+        cache = model.model.encoder(
+            input_ids=enc_in, attention_mask=enc_masks, cache=cache, position_ids=enc_pos
+        ).cache
+        dt = time.perf_counter() - t0
+        if canvas_index == 0:
+            stats.time_prefill_s += dt
+        else:
+            stats.time_commit_s += dt
+
+        # 1.b a uniform-noise canvas.
+        canvas = torch.randint(0, vocab, (batch, canvas_len), device=device, generator=gen)
+        dec_masks = model.model.decoder.create_diffusion_decoder_attention_mask(
+            config=model.config, inputs_embeds=canvas.unsqueeze(-1), cache=cache, decoder_attention_mask=dec_attn
+        )
+        tokens_left = (max_canvases - canvas_index) * canvas_len
+        t0 = time.perf_counter()
+        for r, c in enumerate(cons):
+            if c is not None and not bool(finished_seq[r]):
+                c.start_canvas(canvas_len, tokens_left)
+        stats.time_constraint_s += time.perf_counter() - t0
+
+        self_cond: torch.Tensor | None = None
+        argmax = canvas
+        # Fast mode: rows already done do not hold the canvas back. Parity mode: as the reference, every row
+        # takes part in the stop test again.
+        finished = torch.zeros_like(finished_seq) if parity else finished_seq.clone()
+        history: torch.Tensor | None = None
+        fixed_mask = torch.zeros((batch, canvas_len), dtype=torch.bool, device=device)
+        steps_taken = 0
+        for cur_step in range(n_steps, 0, -1):
+            steps_taken += 1
+            forwards += (~(finished | finished_seq)).long()
+            t0 = time.perf_counter()
+            logits = model(
+                decoder_input_ids=canvas,
+                self_conditioning_logits=self_cond,
+                decoder_attention_mask=dec_masks,
+                cache=cache,
+                decoder_position_ids=dec_pos,
+            ).logits
+            stats.time_decoder_s += time.perf_counter() - t0
+
+            # Constraint: fixed positions and the frontier mask (a logits processor that knows positions).
+            if any_constraint:
+                t0 = time.perf_counter()
+                fixed_mask = torch.zeros((batch, canvas_len), dtype=torch.bool, device=device)
+                fixed_tok = torch.zeros((batch, canvas_len), dtype=torch.long, device=device)
+                for r, c in enumerate(cons):
+                    if c is None or bool(finished[r]):
+                        continue
+                    plan = c.plan()
+                    k = min(len(plan.fixed), canvas_len)
+                    if k:
+                        fixed_mask[r, :k] = True
+                        fixed_tok[r, :k] = torch.tensor(plan.fixed[:k], dtype=torch.long, device=device)
+                    if plan.mask is not None and k < canvas_len:
+                        allowed = _unpack_bitmask(plan.mask.to(device), vocab)
+                        if not bool(allowed.any()):
+                            raise ValueError(f"row {r}: constraint mask at canvas position {k} allows no token")
+                        logits[r, k].masked_fill_(~allowed, float("-inf"))
+                if bool(fixed_mask.any()):
+                    rows_fixed = logits[fixed_mask]
+                    rows_fixed.fill_(float("-inf"))
+                    rows_fixed.scatter_(1, fixed_tok[fixed_mask].unsqueeze(1), 0.0)
+                    logits[fixed_mask] = rows_fixed
+                stats.time_constraint_s += time.perf_counter() - t0
+
+            t0 = time.perf_counter()
+            temperature = settings.temperature(cur_step)
+            if parity:
+                processed = logits / temperature
+                probs = torch.softmax(processed, dim=-1, dtype=torch.float32)
+                denoised = torch.multinomial(probs.view(-1, vocab), num_samples=1).view(batch, canvas_len)
+                new_argmax = torch.argmax(processed, dim=-1)
+                entropy = torch.distributions.Categorical(logits=processed).entropy()
+                accepted = entropy_bound_accept(entropy, settings.entropy_bound)
+            elif fused is not None:
+                processed = logits.div_(temperature)
+                out = fused(processed.view(-1, vocab), 1.0, seed=int(seed or 0), offset=canvas_index * 4096 + cur_step)
+                new_argmax = out.argmax.view(batch, canvas_len)
+                entropy = out.entropy.view(batch, canvas_len)
+                denoised = out.sample.view(batch, canvas_len)
+                accepted = entropy_bound_accept(entropy, settings.entropy_bound)
+            else:
+                processed = logits.div_(temperature)
+                entropy, new_argmax = entropy_and_argmax(processed)
+                accepted = entropy_bound_accept(entropy, settings.entropy_bound)
+                denoised = sample_positions(processed, accepted, generator=gen)
+            stats.time_sampling_s += time.perf_counter() - t0
+
+            if any_constraint:
+                t0 = time.perf_counter()
+                denoised = torch.where(fixed_mask, fixed_tok, denoised)
+                accepted = accepted | fixed_mask
+                tok_rows = denoised.tolist()
+                acc_rows = accepted.tolist()
+                for r, c in enumerate(cons):
+                    if c is None or bool(finished[r]):
+                        continue
+                    veto = c.commit(tok_rows[r], acc_rows[r])
+                    if veto:
+                        accepted[r, torch.tensor(veto, dtype=torch.long, device=device)] = False
+                stats.time_constraint_s += time.perf_counter() - t0
+
+            t0 = time.perf_counter()
+            accepted_canvas = torch.where(accepted, denoised, canvas)
+            noise = torch.randint(0, vocab, (batch, canvas_len), device=device, generator=gen)
+            new_canvas = torch.where(accepted, accepted_canvas, noise)
+
+            # Adaptive stop: argmax stable for `stability_threshold` steps and confident over free positions.
+            if bool(finished.any()):
+                new_argmax = torch.where(finished[:, None], argmax, new_argmax)
+                new_canvas = torch.where(finished[:, None], canvas, new_canvas)
+                if self_cond is not None:
+                    processed = torch.where(finished[:, None, None], self_cond, processed)
+                if parity:
+                    entropy = torch.distributions.Categorical(logits=processed).entropy()
+                else:
+                    entropy = torch.where(finished[:, None], torch.zeros_like(entropy), entropy)
+            if settings.stability_threshold == 0:
+                stable = torch.ones(batch, dtype=torch.bool, device=device)
+            else:
+                if history is None:
+                    history = torch.full(
+                        (settings.stability_threshold, batch, canvas_len), -1, dtype=torch.long, device=device
+                    )
+                stable = (history == new_argmax[None]).all(dim=-1).all(dim=0)
+                history = torch.roll(history, shifts=-1, dims=0)
+                history[-1] = new_argmax
+            if any_constraint:
+                free = ~fixed_mask
+                n_free = free.sum(dim=-1)
+                mean_h = torch.where(
+                    n_free > 0, (entropy * free).sum(dim=-1) / n_free.clamp(min=1), torch.zeros_like(n_free)
+                )
+            else:
+                mean_h = entropy.mean(dim=-1)
+            finished = finished | (stable & (mean_h < settings.confidence_threshold))
+            self_cond = processed.to(emb_dtype)
+            canvas, argmax = new_canvas, new_argmax
+            stats.time_sampling_s += time.perf_counter() - t0
+
+            if on_event is not None:
+                on_event(
+                    StepEvent(
+                        canvas_index=canvas_index,
+                        step=steps_taken,
+                        argmax=argmax.cpu(),
+                        accepted=accepted.cpu(),
+                        entropy=entropy.float().cpu(),
+                        fixed=fixed_mask.cpu(),
+                        finished=finished.cpu(),
+                    )
+                )
+            if bool(finished.all()):
+                break
+        stats.steps_per_canvas.append(steps_taken)
+        stats.canvases += 1
+
+        # 1.d readout: the argmax canvas, or what the row's constraint decides.
+        readout = argmax
+        if any_constraint:
+            t0 = time.perf_counter()
+            readout = argmax.clone()
+            assert self_cond is not None
+            for r, c in enumerate(cons):
+                if c is None or bool(finished_seq[r]):
+                    continue
+                toks = c.readout(self_cond[r].float())
+                if len(toks) != canvas_len:
+                    raise ValueError(f"row {r}: constraint readout has {len(toks)} tokens, canvas is {canvas_len}")
+                readout[r] = torch.tensor(toks, dtype=torch.long, device=device)
+            stats.time_constraint_s += time.perf_counter() - t0
+
+        # 1.e append, finish rows on EOS, pad after EOS (as the reference's _finalize_canvas).
+        sequences = torch.cat([sequences, readout], dim=-1)
+        new = sequences[:, -canvas_len:]
+        is_eos = torch.isin(new, eos)
+        finished_this = is_eos.any(dim=-1)
+        previously = finished_seq
+        finished_seq = previously | finished_this
+        if bool(finished_seq.any()):
+            sequences[previously, -canvas_len:] = settings.pad_token_id
+            if bool(finished_this.any()):
+                csum = is_eos.cumsum(dim=-1)
+                pad_mask = (csum > 0) & ~((csum == 1) & is_eos)
+                new[pad_mask] = settings.pad_token_id
+        if on_event is not None:
+            on_event(
+                CanvasEvent(
+                    canvas_index=canvas_index,
+                    tokens=sequences[:, -canvas_len:].cpu(),
+                    steps=steps_taken,
+                    finished_rows=finished_seq.cpu(),
+                )
+            )
+        if bool(finished_seq.all()):
+            break
+        # 1.f next canvas positions and masks.
+        cur_len += canvas_len
+        dec_attn = torch.nn.functional.pad(dec_attn, (0, canvas_len), value=True)
+        attn = torch.nn.functional.pad(attn, (0, canvas_len), value=True)
+        enc_pos = dec_pos
+        dec_pos = torch.arange(cur_len, cur_len + canvas_len, dtype=torch.int32, device=device).unsqueeze(0)
+
+    new_tokens = sequences[:, prompt_len:]
+    valid = (new_tokens != settings.pad_token_id).sum(dim=-1)
+    stats.decoder_forwards = forwards.tolist()
+    stats.new_tokens = valid.tolist()
+    stats.tokens_per_forward = [v / max(f, 1) for v, f in zip(stats.new_tokens, stats.decoder_forwards, strict=True)]
+    stats.time_total_s = time.perf_counter() - t_start
+    return GenerationResult(sequences=sequences, prompt_length=prompt_len, stats=stats)

@@ -1,0 +1,108 @@
+"""Denoising settings: the knobs of DiffusionGemma's sampler, read from a checkpoint's ``generation_config.json``.
+
+Defaults follow the real checkpoint (``google/diffusiongemma-26B-A4B-it``): 48 denoising steps, entropy bound
+0.1, temperature falling linearly 0.8 -> 0.4, stability 1, confidence 0.005, EOS ids ``[1, 106, 50]``.
+Source of the algorithm: transformers ``models/diffusion_gemma/generation_diffusion_gemma.py``
+(``EntropyBoundSampler``, ``LinearTemperatureScheduleLogitsProcessor``, ``StableAndConfidentStoppingCriteria``).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass, field
+from typing import Any
+
+
+@dataclass(frozen=True)
+class DenoiseSettings:
+    """Settings of one generation call.
+
+    Attributes:
+        canvas_length: tokens per canvas (block), from the model config.
+        max_new_tokens: token budget; rounded up to whole canvases like the reference ``generate``.
+        max_denoising_steps: at most this many denoising steps per canvas.
+        entropy_bound: the entropy-bound sampler's bound (nats): accept the lowest-entropy positions while
+            ``sum(H) - max(H) <= entropy_bound`` (Ben-Hamu et al. 2025, arXiv:2505.24857).
+        t_max, t_min: linear temperature schedule, ``t = t_min + (t_max - t_min) * n / N`` at step ``n``
+            counting down ``N..1``.
+        stability_threshold: the argmax canvas must be unchanged for this many steps to stop early.
+        confidence_threshold: mean entropy (nats) of free positions below which a stable canvas stops.
+        eos_token_ids: ids that end generation (the real checkpoint: ``<eos>``, ``<turn|>``,
+            ``<|tool_response>``).
+        pad_token_id: written after EOS.
+    """
+
+    canvas_length: int = 256
+    max_new_tokens: int = 256
+    max_denoising_steps: int = 48
+    entropy_bound: float = 0.1
+    t_max: float = 0.8
+    t_min: float = 0.4
+    stability_threshold: int = 1
+    confidence_threshold: float = 0.005
+    eos_token_ids: tuple[int, ...] = field(default=(1, 106, 50))
+    pad_token_id: int = 0
+
+    def __post_init__(self) -> None:
+        if self.canvas_length <= 0:
+            raise ValueError(f"canvas_length must be > 0, got {self.canvas_length}")
+        if self.max_new_tokens <= 0:
+            raise ValueError(f"max_new_tokens must be > 0, got {self.max_new_tokens}")
+        if self.max_denoising_steps <= 0:
+            raise ValueError(f"max_denoising_steps must be > 0, got {self.max_denoising_steps}")
+        if self.entropy_bound <= 0:
+            raise ValueError(f"entropy_bound must be > 0, got {self.entropy_bound}")
+        if not (0 <= self.t_min < self.t_max):
+            raise ValueError(f"need 0 <= t_min < t_max, got t_min={self.t_min}, t_max={self.t_max}")
+        if self.stability_threshold < 0:
+            raise ValueError(f"stability_threshold must be >= 0, got {self.stability_threshold}")
+
+    @property
+    def max_canvases(self) -> int:
+        """Number of canvases the token budget allows (``ceil(max_new_tokens / canvas_length)``)."""
+        return -(-self.max_new_tokens // self.canvas_length)
+
+    def temperature(self, step: int) -> float:
+        """Temperature at denoising step ``step`` (counting down ``max_denoising_steps..1``)."""
+        return self.t_min + (self.t_max - self.t_min) * (step / self.max_denoising_steps)
+
+    def replace(self, **changes: Any) -> DenoiseSettings:
+        """Return a copy with ``changes`` applied (``None`` values are ignored)."""
+        return dataclasses.replace(self, **{k: v for k, v in changes.items() if v is not None})
+
+    @classmethod
+    def from_model(cls, model: Any) -> DenoiseSettings:
+        """Read settings from a loaded ``DiffusionGemmaForBlockDiffusion`` (config + generation_config).
+
+        Missing generation-config fields fall back to the real checkpoint's defaults.
+        """
+        gen = getattr(model, "generation_config", None)
+
+        def g(name: str, default: Any) -> Any:
+            value = getattr(gen, name, None) if gen is not None else None
+            return default if value is None else value
+
+        sampler = g("sampler_config", None)
+        bound = getattr(sampler, "entropy_bound", None) if sampler is not None else None
+        if isinstance(sampler, dict):
+            bound = sampler.get("entropy_bound")
+        eos = g("eos_token_id", None)
+        if eos is None:
+            eos = getattr(model.config.get_text_config(), "eos_token_id", 1)
+        eos_ids = tuple(eos) if isinstance(eos, list | tuple) else (int(eos),)
+        pad = g("pad_token_id", None)
+        if pad is None:
+            pad = getattr(model.config.get_text_config(), "pad_token_id", 0) or 0
+        canvas = int(model.config.canvas_length)
+        return cls(
+            canvas_length=canvas,
+            max_new_tokens=int(g("max_new_tokens", canvas)),
+            max_denoising_steps=int(g("max_denoising_steps", 48)),
+            entropy_bound=float(bound if bound is not None else 0.1),
+            t_max=float(g("t_max", 0.8)),
+            t_min=float(g("t_min", 0.4)),
+            stability_threshold=int(g("stability_threshold", 1)),
+            confidence_threshold=float(g("confidence_threshold", 0.005)),
+            eos_token_ids=eos_ids,
+            pad_token_id=int(pad),
+        )

@@ -1,0 +1,172 @@
+"""Small random-weight DiffusionGemma checkpoints for tests and benchmarks (written locally, never downloaded).
+
+DiffusionGemma has no dense-only variant: every layer carries the dense MLP plus a router and experts, so the
+closest to dense is ``num_experts=1, top_k_experts=1``. A vision tower is always built; a tiny
+``gemma4_vision`` sub-config keeps it at ~20k parameters. ``global_head_dim`` and ``layer_types`` are passed
+explicitly (the defaults are 512 and "force the last layer to full attention with a warning").
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from model import special_tokens as st
+
+_CORPUS_SEED = (
+    "The weather in Paris is sunny today. get_weather city days units metric imperial forecast. "
+    "def find_definition(name): return search(root, pattern) class Agent: tools = [] "
+    "What is 12 plus 30? The answer is 42. Hello, how can I help you? London Tokyo Berlin New York "
+    '{"name": "search", "arguments": {"query": "x", "limit": 3}} call:response:declaration:description: '
+    "parameters:type:object properties required string integer number boolean array items enum "
+)
+
+
+def tiny_corpus() -> list[str]:
+    """Return a small, deterministic English + code + tool-syntax corpus for training test tokenizers."""
+    words = _CORPUS_SEED.split()
+    lines = [_CORPUS_SEED]
+    for i in range(200):
+        lines.append(" ".join(words[(i * 7 + j) % len(words)] for j in range(12)) + f" {i} {i * 3.5}")
+    return lines
+
+
+def tiny_config(
+    vocab_size: int = 512,
+    hidden_size: int = 64,
+    num_layers: int = 2,
+    num_heads: int = 2,
+    num_kv_heads: int = 1,
+    head_dim: int = 32,
+    canvas_length: int = 16,
+    num_experts: int = 1,
+    top_k_experts: int = 1,
+    max_position_embeddings: int = 4096,
+    sliding_window: int = 128,
+) -> Any:
+    """Build a small ``DiffusionGemmaConfig`` whose special ids fit the project's vocabulary layout.
+
+    Returns:
+        ``transformers.DiffusionGemmaConfig`` (text config with explicit ``layer_types`` alternating sliding and
+        full attention, ending in full attention; tiny vision tower; ``canvas_length`` tokens per canvas).
+    """
+    from transformers import DiffusionGemmaConfig, DiffusionGemmaTextConfig
+    from transformers.models.gemma4.configuration_gemma4 import Gemma4VisionConfig
+
+    layer_types = ["sliding_attention" if i % 2 == 0 else "full_attention" for i in range(num_layers)]
+    layer_types[-1] = "full_attention"
+    text = DiffusionGemmaTextConfig(
+        vocab_size=vocab_size,
+        hidden_size=hidden_size,
+        intermediate_size=hidden_size * 2,
+        moe_intermediate_size=hidden_size,
+        num_hidden_layers=num_layers,
+        num_attention_heads=num_heads,
+        num_key_value_heads=num_kv_heads,
+        head_dim=head_dim,
+        global_head_dim=head_dim,
+        layer_types=layer_types,
+        num_experts=num_experts,
+        top_k_experts=top_k_experts,
+        max_position_embeddings=max_position_embeddings,
+        sliding_window=sliding_window,
+        pad_token_id=st.PAD_ID,
+        eos_token_id=st.EOS_ID,
+        bos_token_id=st.BOS_ID,
+    )
+    vision = Gemma4VisionConfig(
+        hidden_size=16,
+        intermediate_size=32,
+        num_hidden_layers=1,
+        num_attention_heads=1,
+        num_key_value_heads=1,
+        head_dim=16,
+        patch_size=16,
+        position_embedding_size=64,
+    )
+    return DiffusionGemmaConfig(
+        text_config=text,
+        vision_config=vision,
+        canvas_length=canvas_length,
+        boi_token_id=st.SPECIAL_IDS[st.IMAGE_START],
+        eoi_token_id=st.SPECIAL_IDS[st.IMAGE_END],
+        image_token_id=st.SPECIAL_IDS[st.IMAGE_TOKEN],
+        pad_token_id=st.PAD_ID,
+        eos_token_id=st.EOS_ID,
+        bos_token_id=st.BOS_ID,
+    )
+
+
+def make_tiny_checkpoint(
+    path: str | Path,
+    *,
+    canvas_length: int = 16,
+    vocab_size: int = 512,
+    seed: int = 0,
+    hidden_size: int = 64,
+    num_layers: int = 2,
+    num_experts: int = 1,
+    top_k_experts: int = 1,
+    generation: dict[str, Any] | None = None,
+) -> Path:
+    """Write a random-weight DiffusionGemma checkpoint with its own tokenizer to ``path``.
+
+    Args:
+        path: output folder (created).
+        canvas_length: tokens per canvas.
+        vocab_size: tokenizer and embedding size (>= 300).
+        seed: torch seed for the weights.
+        hidden_size, num_layers, num_experts, top_k_experts: model size.
+        generation: overrides for ``generation_config.json`` (e.g. ``{"t_max": 0.5}``).
+
+    Returns:
+        The folder, loadable with ``DiffusionGemmaForBlockDiffusion.from_pretrained(path)`` and
+        ``AutoTokenizer.from_pretrained(path)`` offline.
+    """
+    import torch
+    from transformers import DiffusionGemmaForBlockDiffusion
+    from transformers.models.diffusion_gemma.generation_diffusion_gemma import (
+        DiffusionGemmaGenerationConfig,
+        EntropyBoundSamplerConfig,
+    )
+
+    from model.tokenizer import build_tokenizer
+
+    out = Path(path)
+    out.mkdir(parents=True, exist_ok=True)
+    tok = build_tokenizer(tiny_corpus(), vocab_size=vocab_size, min_frequency=1)
+    cfg = tiny_config(
+        vocab_size=vocab_size,
+        hidden_size=hidden_size,
+        num_layers=num_layers,
+        canvas_length=canvas_length,
+        num_experts=num_experts,
+        top_k_experts=top_k_experts,
+    )
+    torch.manual_seed(seed)
+    model = DiffusionGemmaForBlockDiffusion(cfg).eval()
+    gen = {
+        "max_new_tokens": canvas_length * 4,
+        "max_denoising_steps": 48,
+        "t_max": 0.8,
+        "t_min": 0.4,
+        "stability_threshold": 1,
+        "confidence_threshold": 0.005,
+        "entropy_bound": 0.1,
+    }
+    gen.update(generation or {})
+    model.generation_config = DiffusionGemmaGenerationConfig(
+        max_new_tokens=gen["max_new_tokens"],
+        max_denoising_steps=gen["max_denoising_steps"],
+        sampler_config=EntropyBoundSamplerConfig(entropy_bound=float(gen["entropy_bound"])),
+        t_max=gen["t_max"],
+        t_min=gen["t_min"],
+        stability_threshold=gen["stability_threshold"],
+        confidence_threshold=gen["confidence_threshold"],
+        eos_token_id=list(st.GENERATION_EOS_IDS),
+        pad_token_id=st.PAD_ID,
+        bos_token_id=st.BOS_ID,
+    )
+    model.save_pretrained(out)
+    tok.save_pretrained(out)
+    return out
