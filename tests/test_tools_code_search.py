@@ -1,0 +1,423 @@
+"""Code-search tools on a temporary repository built in the test (git and plain-directory modes)."""
+
+from __future__ import annotations
+
+import os
+import pathlib
+import shutil
+import subprocess
+
+import pytest
+
+from tools import code_search as cs
+from tools.code_search import CodeRepo, GitIgnore, PathOutsideRootError
+
+ROOT = pathlib.Path(__file__).resolve().parents[1]
+
+BUNDLES_PY = '''"""Bundles."""
+from typing import TYPE_CHECKING
+
+
+def load_bundle(path: str, *, strict: bool = True) -> "Bundle":
+    """Load a bundle from a YAML file.
+
+    More text.
+    """
+    return Bundle(path)
+
+
+def _load_bundle_impl(path):
+    return path
+
+
+class Bundle:
+    """A bundle."""
+
+    def __init__(self, path: str) -> None:
+        self.path = path
+
+    def load(self):
+        return load_bundle(self.path)
+
+    class Inner:
+        def load(self):
+            pass
+
+
+async def fetch_bundle(url):
+    def helper():
+        pass
+    return url
+
+
+if TYPE_CHECKING:
+    def typed_only() -> None: ...
+'''
+
+FILES = {
+    "pkg/__init__.py": "",
+    "pkg/bundles.py": BUNDLES_PY,
+    "tests/test_bundles.py": "def load_bundle():\n    pass\n\n\ndef test_load_bundle():\n    assert load_bundle() is None\n",
+    "docs/notes.md": "Call `load_bundle` like this:\n\n    def load_bundle(path): ...\n\nclass Bundle is documented.\n",
+    "web/app.js": (
+        "export async function loadBundle(url) {\n  return fetch(url);\n}\n"
+        "const parseBundle = (x) => x;\n"
+        "export default class BundleView extends Base {\n}\n"
+    ),
+    "go/main.go": (
+        "package main\n\ntype Config struct {\n\tName string\n}\n\n"
+        "func (s *Server) LoadBundle() error {\n\treturn nil\n}\n"
+    ),
+    "scripts/run.sh": "#!/bin/sh\nsetup_env() {\n  echo load_bundle\n}\n",
+    "broken.py": "def load_bundle_broken(:\n    pass\n",
+    ".gitignore": "build/\n*.log\n!keep.log\n",
+    "build/gen.py": "def load_bundle_generated():\n    pass\n",
+    "debug.log": "load_bundle called\n",
+    "keep.log": "load_bundle kept\n",
+    "sub/.gitignore": "/local.py\n",
+    "sub/local.py": "def load_bundle_local():\n    pass\n",
+    "sub/deeper/local.py": "def load_bundle_deeper():\n    pass\n",
+    "long.txt": "\n".join(f"line {i}" for i in range(1, 251)) + "\n",
+}
+
+
+def _write_tree(root: pathlib.Path) -> None:
+    for rel, text in FILES.items():
+        p = root / rel
+        p.parent.mkdir(parents=True, exist_ok=True)
+        p.write_text(text, encoding="utf-8")
+    (root / "blob.bin").write_bytes(b"load_bundle\0\x01\x02")
+
+
+@pytest.fixture
+def outside(tmp_path):
+    out = tmp_path / "outside"
+    out.mkdir()
+    (out / "secret.py").write_text("def load_bundle_outside():\n    pass\n")
+    return out
+
+
+def _add_links(root: pathlib.Path, outside: pathlib.Path) -> None:
+    os.symlink(outside / "secret.py", root / "link_out.py")
+    os.symlink(outside, root / "linkdir")
+    os.symlink(root / "pkg" / "bundles.py", root / "link_in.py")
+
+
+@pytest.fixture
+def git_repo(tmp_path, outside):
+    root = tmp_path / "repo"
+    root.mkdir()
+    _write_tree(root)
+    _add_links(root, outside)
+    subprocess.run(["git", "init", "-q", str(root)], check=True)
+    subprocess.run(["git", "-C", str(root), "add", "pkg", "tests", "go", ".gitignore"], check=True)
+    return CodeRepo(root)
+
+
+@pytest.fixture
+def plain_repo(tmp_path, outside):
+    root = tmp_path / "plain"
+    root.mkdir()
+    _write_tree(root)
+    _add_links(root, outside)
+    return CodeRepo(root)
+
+
+@pytest.fixture(params=["git", "plain"])
+def repo(request):
+    return request.getfixturevalue(f"{request.param}_repo")
+
+
+def test_files_honour_gitignore_and_stay_inside(repo):
+    files = repo.files()
+    assert "pkg/bundles.py" in files and "web/app.js" in files  # tracked and untracked-not-ignored
+    assert "keep.log" in files  # re-included by !keep.log
+    assert "sub/deeper/local.py" in files  # "/local.py" is anchored to sub/
+    for gone in ("build/gen.py", "debug.log", "sub/local.py", "link_out.py"):
+        assert gone not in files
+    assert not any(f.startswith(("linkdir/", ".git/")) for f in files)
+    assert "link_in.py" not in files  # a link to a listed file would only duplicate its hits
+
+
+def test_find_definition_exact_python_function_first(repo):
+    out = repo.find_definitions("load_bundle")
+    first = out["matches"][0]
+    assert first == {
+        "location": "pkg/bundles.py:5",
+        "path": "pkg/bundles.py",
+        "line": 5,
+        "end_line": 10,
+        "kind": "function",
+        "name": "load_bundle",
+        "qualname": "load_bundle",
+        "signature": "def load_bundle(path: str, *, strict: bool=True) -> 'Bundle'",
+        "doc": "Load a bundle from a YAML file.",
+    }
+    locations = [m["location"] for m in out["matches"]]
+    # exact names: source before tests
+    assert locations[:2] == ["pkg/bundles.py:5", "tests/test_bundles.py:1"]
+    names = [m["name"] for m in out["matches"]]
+    # then prefix matches, then substring matches; source before tests, public before private
+    assert names == [
+        "load_bundle",
+        "load_bundle",
+        "load_bundle_broken",
+        "load_bundle_deeper",
+        "_load_bundle_impl",
+        "test_load_bundle",
+    ]
+    # nothing from docs, ignored files or outside the root
+    assert not any(
+        m["path"].endswith((".md", ".log")) or m["path"].startswith("build/") for m in out["matches"]
+    )
+    assert "load_bundle_outside" not in names and "load_bundle_generated" not in names
+    assert out["total"] == len(out["matches"]) and out["truncated"] is False
+
+
+def test_find_definition_normalizes_model_style_queries(repo):
+    for q in ("def load_bundle()", "`load_bundle`", "load_bundle(path)", "  LOAD_BUNDLE "):
+        assert repo.find_definitions(q)["matches"][0]["location"] == "pkg/bundles.py:5", q
+
+
+def test_find_definition_kinds_and_qualnames(repo):
+    classes = repo.find_definitions("bundle", kind="class")["matches"]
+    assert [(m["name"], m["path"]) for m in classes] == [
+        ("Bundle", "pkg/bundles.py"),
+        ("BundleView", "web/app.js"),
+    ]
+    methods = repo.find_definitions("load", kind="method", max_results=50)["matches"]
+    assert {m["qualname"] for m in methods} == {"Bundle.load", "Bundle.Inner.load"}
+    assert repo.find_definitions("Bundle.load")["matches"][0]["qualname"] == "Bundle.load"
+    assert repo.find_definitions("Inner.load")["matches"][0]["line"] == 27
+    nested = repo.find_definitions("helper")["matches"][0]
+    assert (nested["qualname"], nested["kind"]) == ("fetch_bundle.helper", "function")
+    assert repo.find_definitions("fetch_bundle")["matches"][0]["signature"] == "async def fetch_bundle(url)"
+    assert repo.find_definitions("typed_only")["matches"][0]["line"] == 38
+
+
+def test_find_definition_other_languages_and_broken_python(repo):
+    js = repo.find_definitions("loadBundle")["matches"]
+    assert [(m["location"], m["kind"]) for m in js][:2] == [
+        ("web/app.js:1", "function"),
+        ("go/main.go:7", "function"),
+    ]
+    assert repo.find_definitions("parseBundle")["matches"][0]["location"] == "web/app.js:4"
+    assert repo.find_definitions("Config")["matches"][0] == {
+        "location": "go/main.go:3",
+        "path": "go/main.go",
+        "line": 3,
+        "end_line": 3,
+        "kind": "class",
+        "name": "Config",
+        "qualname": "Config",
+        "signature": "type Config struct {",
+        "doc": "",
+    }
+    assert repo.find_definitions("setup_env")["matches"][0]["location"] == "scripts/run.sh:2"
+    assert repo.find_definitions("load_bundle_broken")["matches"][0]["location"] == "broken.py:1"
+
+
+def test_find_definition_nothing_found_has_hint(repo):
+    out = repo.find_definitions("no_such_symbol_xyz")
+    assert out["matches"] == [] and out["total"] == 0
+    assert "No definition matches 'no_such_symbol_xyz'" in out["hint"]
+    with pytest.raises(ValueError, match="empty"):
+        repo.find_definitions("()")
+
+
+def test_find_definition_cap_and_cache(repo):
+    out = repo.find_definitions("load", max_results=2)
+    assert len(out["matches"]) == 2 and out["truncated"] is True and out["total"] > 2
+    # an edited file is re-parsed (cache keyed on mtime and size)
+    p = repo.root / "pkg" / "bundles.py"
+    p.write_text(BUNDLES_PY.replace("def load_bundle(", "def load_bundle_v2("))
+    st = p.stat()
+    os.utime(p, ns=(st.st_atime_ns, st.st_mtime_ns + 10**9))
+    assert repo.find_definitions("load_bundle_v2")["matches"][0]["location"] == "pkg/bundles.py:5"
+
+
+def test_search_code_hits_with_context_and_ranking(repo):
+    out = repo.search("load_bundle", context_lines=1, max_results=100)
+    locs = [m["location"] for m in out["matches"]]
+    # definition lines first (source before tests), then the other hits, source before tests/scripts/docs
+    assert locs[:6] == [
+        "broken.py:1",
+        "pkg/bundles.py:5",
+        "pkg/bundles.py:13",
+        "sub/deeper/local.py:1",
+        "tests/test_bundles.py:1",
+        "tests/test_bundles.py:5",
+    ]
+    assert locs.index("pkg/bundles.py:24") < locs.index("tests/test_bundles.py:6")
+    assert locs.index("keep.log:1") < locs.index("docs/notes.md:1")
+    assert "debug.log:1" not in locs and not any(loc.startswith(("build/", "blob.bin")) for loc in locs)
+    hit = next(m for m in out["matches"] if m["location"] == "pkg/bundles.py:24")
+    assert hit["text"] == "return load_bundle(self.path)"
+    assert hit["context"] == "23:     def load(self):\n24>         return load_bundle(self.path)\n25: "
+    assert out["files"] == len({loc.split(":")[0] for loc in locs})
+    assert out["truncated"] is False and out["total"] == len(locs)
+
+
+def test_search_code_options(repo):
+    assert {m["path"] for m in repo.search("load_bundle", glob="*.py")["matches"]} <= {
+        "pkg/bundles.py",
+        "tests/test_bundles.py",
+        "broken.py",
+        "sub/deeper/local.py",
+    }
+    assert repo.search("LOAD_BUNDLE", case_sensitive=True)["matches"] == []
+    assert repo.search("LOAD_BUNDLE")["total"] > 0
+    regex = repo.search(r"^class \w+:", glob="pkg/*")
+    assert [m["location"] for m in regex["matches"]] == ["pkg/bundles.py:17"]
+    capped = repo.search("load", max_results=3)
+    assert len(capped["matches"]) == 3 and capped["truncated"] is True
+    literal = repo.search("load_bundle(self.path")  # unbalanced paren: searched as text
+    assert "not a valid regular expression" in literal["note"]
+    assert [m["location"] for m in literal["matches"]] == ["pkg/bundles.py:24"]
+    with pytest.raises(ValueError, match="context_lines"):
+        repo.search("x", context_lines=11)
+
+
+def test_read_file_ranges(repo):
+    out = repo.read("pkg/bundles.py", 5, 6)
+    assert out == {
+        "path": "pkg/bundles.py",
+        "start_line": 5,
+        "end_line": 6,
+        "total_lines": 38,
+        "content": '5: def load_bundle(path: str, *, strict: bool = True) -> "Bundle":\n'
+        '6:     """Load a bundle from a YAML file.',
+        "truncated": False,
+    }
+    default = repo.read("long.txt", 10)
+    assert (default["start_line"], default["end_line"], default["total_lines"]) == (10, 109, 250)
+    assert default["content"].splitlines()[0] == "10: line 10"
+    assert default["truncated"] is False
+    tail = repo.read("long.txt", 240, 400)
+    assert (tail["end_line"], tail["truncated"]) == (250, False)
+    capped = repo.read("long.txt", 1, 250, max_lines=50)
+    assert (capped["end_line"], capped["truncated"]) == (50, True)
+    assert repo.read("./pkg/../pkg/bundles.py", 1, 1)["path"] == "pkg/bundles.py"
+    assert repo.read(str(repo.root / "pkg" / "bundles.py"), 1, 1)["content"] == '1: """Bundles."""'
+
+
+@pytest.mark.parametrize(
+    ("path", "error", "message"),
+    [
+        ("../outside/secret.py", PathOutsideRootError, "outside the repository root"),
+        ("pkg/../../outside/secret.py", PathOutsideRootError, "outside the repository root"),
+        ("link_out.py", PathOutsideRootError, "outside the repository root"),
+        ("linkdir/secret.py", PathOutsideRootError, "outside the repository root"),
+        ("/etc/passwd", PathOutsideRootError, "outside the repository root"),
+        ("pkg/missing.py", FileNotFoundError, "use find_definition or search_code"),
+        ("pkg", IsADirectoryError, "__init__.py, bundles.py"),
+        ("blob.bin", ValueError, "binary"),
+        ("", ValueError, "path is empty"),
+    ],
+)
+def test_read_file_refuses(repo, path, error, message):
+    with pytest.raises(error, match=message):
+        repo.read(path)
+
+
+def test_read_file_bad_lines(repo):
+    with pytest.raises(ValueError, match="past the end"):
+        repo.read("pkg/bundles.py", 999)
+    with pytest.raises(ValueError, match="before start_line"):
+        repo.read("pkg/bundles.py", 5, 2)
+
+
+def test_gitignore_matcher_patterns():
+    gi = GitIgnore()
+    gi.add_lines(
+        [
+            "# comment",
+            "",
+            "*.pyc",
+            "/top.txt",
+            "doc/*.txt",
+            "**/cache",
+            "a/**/b",
+            "[ab].cfg",
+            "out/",
+            "*.tmp",
+            "!important.tmp",
+            "\\#hash",
+        ]
+    )
+    gi.add_lines(["*.md", "!README.md"], base="pkg")
+    yes = [
+        ("x.pyc", False),
+        ("deep/x.pyc", False),
+        ("top.txt", False),
+        ("doc/a.txt", False),
+        ("cache", True),
+        ("x/y/cache", True),
+        ("a/b", False),
+        ("a/x/y/b", False),
+        ("a.cfg", False),
+        ("q/b.cfg", False),
+        ("out", True),
+        ("x/out", True),
+        ("y.tmp", False),
+        ("#hash", False),
+        ("pkg/notes.md", False),
+        ("pkg/sub/notes.md", False),
+    ]
+    no = [
+        ("x.py", False),
+        ("sub/top.txt", False),
+        ("doc/sub/a.txt", False),
+        ("c.cfg", False),
+        ("out", False),  # "out/" only matches directories
+        ("important.tmp", False),
+        ("pkg/README.md", False),
+        ("notes.md", False),  # pkg's rules do not apply above pkg
+    ]
+    for rel, is_dir in yes:
+        assert gi.ignored(rel, is_dir), rel
+    for rel, is_dir in no:
+        assert not gi.ignored(rel, is_dir), rel
+
+
+def test_module_functions_use_configured_root(git_repo, tmp_path, monkeypatch):
+    cs.set_root(git_repo.root)
+    try:
+        assert cs.find_definition("load_bundle")["matches"][0]["location"] == "pkg/bundles.py:5"
+        assert cs.search_code("setup_env", glob="*.sh")["matches"][0]["location"] == "scripts/run.sh:2"
+        assert cs.read_file("go/main.go", 3, 3)["content"] == "3: type Config struct {"
+        with pytest.raises(
+            ValueError, match=r"Invalid arguments: start_line: Input should be greater than or equal to 1"
+        ):
+            cs.read_file("go/main.go", 0)
+        with pytest.raises(ValueError, match=r"Invalid arguments: kind: Input should be 'any', 'function'"):
+            cs.find_definition("x", kind="module")
+        with pytest.raises(ValueError, match=r"max_results: Input should be less than or equal to 100"):
+            cs.search_code("x", max_results=1000)
+    finally:
+        cs.set_root(None)
+    # default: $AGENTKIT_CODE_ROOT, else the current directory at call time
+    monkeypatch.setenv(cs.CODE_ROOT_ENV, str(git_repo.root))
+    assert cs.get_repo().root == git_repo.root
+    monkeypatch.delenv(cs.CODE_ROOT_ENV)
+    monkeypatch.chdir(git_repo.root / "pkg")
+    assert cs.get_repo().root == git_repo.root / "pkg"
+    assert (
+        cs.find_definition("load_bundle")["matches"][0]["location"] == "bundles.py:5"
+    )  # git, sub-directory root
+    with pytest.raises(NotADirectoryError):
+        cs.set_root(tmp_path / "nope")
+
+
+def test_plain_copy_without_git_matches_git_mode(git_repo, tmp_path):
+    plain = tmp_path / "copy"
+    shutil.copytree(git_repo.root, plain, symlinks=True, ignore=shutil.ignore_patterns(".git"))
+    assert CodeRepo(plain).files() == git_repo.files()
+
+
+def test_finds_real_definition_in_this_project():
+    repo = CodeRepo(ROOT)
+    out = repo.find_definitions("find_definition", kind="function")
+    assert out["matches"][0]["location"].startswith("tools/code_search.py:")
+    assert out["matches"][0]["signature"].startswith("def find_definition(name: SymbolName")
+    assert not any(m["path"].startswith(".venv/") for m in out["matches"])
