@@ -140,7 +140,7 @@ def test_files_honour_gitignore_and_stay_inside(repo):
 
 
 def test_find_definition_exact_python_function_first(repo):
-    out = repo.find_definitions("load_bundle")
+    out = repo.find_definitions("load_bundle", max_results=10)
     first = out["matches"][0]
     assert first == {
         "location": "pkg/bundles.py:5",

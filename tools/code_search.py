@@ -546,7 +546,7 @@ class CodeRepo:
         return defs
 
     def find_definitions(
-        self, name: str, kind: KindFilter = "any", max_results: int = 10, glob: str | None = None
+        self, name: str, kind: KindFilter = "any", max_results: int = 5, glob: str | None = None
     ) -> dict[str, Any]:
         """Find definitions whose name (or dotted qualified name) equals or contains ``name``.
 
@@ -616,7 +616,7 @@ class CodeRepo:
         glob: str | None = None,
         case_sensitive: bool = False,
         context_lines: int = 2,
-        max_results: int = 20,
+        max_results: int = 10,
         max_scanned_matches: int = 5000,
     ) -> dict[str, Any]:
         """Search every searchable file for a regular expression, line by line.
@@ -851,7 +851,7 @@ class FindDefinitionArgs(BaseModel):
     model_config = ConfigDict(extra="forbid")
     name: SymbolName
     kind: KindArg = "any"
-    max_results: MaxDefinitions = 10
+    max_results: MaxDefinitions = 5
 
 
 class SearchCodeArgs(BaseModel):
@@ -862,7 +862,7 @@ class SearchCodeArgs(BaseModel):
     glob: PathGlob = None
     case_sensitive: CaseSensitive = False
     context_lines: ContextLines = 2
-    max_results: MaxHits = 20
+    max_results: MaxHits = 10
 
 
 class ReadFileArgs(BaseModel):
@@ -885,7 +885,7 @@ def _validate(model: type[BaseModel], **values: Any) -> Any:
 
 
 def find_definition(
-    name: SymbolName, kind: KindArg = "any", max_results: MaxDefinitions = 10
+    name: SymbolName, kind: KindArg = "any", max_results: MaxDefinitions = 5
 ) -> dict[str, Any]:
     """Find where a function, class or method is defined in the repository.
 
@@ -911,7 +911,7 @@ def search_code(
     glob: PathGlob = None,
     case_sensitive: CaseSensitive = False,
     context_lines: ContextLines = 2,
-    max_results: MaxHits = 20,
+    max_results: MaxHits = 10,
 ) -> dict[str, Any]:
     """Search the repository's files for a regular expression; returns file:line hits with context.
 
