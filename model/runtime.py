@@ -41,8 +41,9 @@ class ConstraintPlan:
         fixed: tokens for canvas positions ``0..len(fixed)-1``: the committed prefix, then fast-forward
             tokens (forced by the grammar), then, once the grammar has terminated, pad up to the canvas end.
             Fixed positions get entropy 0, are always accepted and do not count in the stop statistics.
-        mask: optional packed bitmask (int32 ``[ceil(V/32)]``, llguidance layout: bit ``j`` of word ``w``
-            allows token ``32*w+j``) for position ``len(fixed)`` (the frontier); it must allow >= 1 token.
+        mask: optional allowed-token mask for position ``len(fixed)`` (the frontier): bool ``[V]``, or packed
+            int32 ``[ceil(V/32)]`` in llguidance's layout (bit ``j`` of word ``w`` allows token ``32*w+j``).
+            It must allow at least one token.
     """
 
     fixed: list[int]
@@ -329,7 +330,10 @@ def generate(
                         fixed_mask[r, :k] = True
                         fixed_tok[r, :k] = torch.tensor(plan.fixed[:k], dtype=torch.long, device=device)
                     if plan.mask is not None and k < canvas_len:
-                        allowed = _unpack_bitmask(plan.mask.to(device), vocab)
+                        if plan.mask.dtype == torch.bool:
+                            allowed = plan.mask[:vocab].to(device)
+                        else:
+                            allowed = _unpack_bitmask(plan.mask.to(device), vocab)
                         if not bool(allowed.any()):
                             raise ValueError(f"row {r}: constraint mask at canvas position {k} allows no token")
                         logits[r, k].masked_fill_(~allowed, float("-inf"))

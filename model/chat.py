@@ -1,0 +1,182 @@
+"""Chat with tools on a DiffusionGemma checkpoint: prompt rendering, constrained generation, parsing.
+
+:class:`ChatModel` is what the agent framework's embedded backend calls. Messages and tools are
+OpenAI-style dicts (see ``docs/INTERFACES.md``); prompts are rendered with the checkpoint's own chat template
+(Gemma 4 format); when tools are offered, generation runs under a :class:`~model.constraints.denoise.
+GrammarConstraint` built from the tools' JSON Schemas, so every tool call in the output parses and validates.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field
+from typing import Any
+
+import torch
+
+from model.loading import LoadedCheckpoint, load_checkpoint
+from model.runtime import EventCallback, GenerationStats, generate
+from model.settings import DenoiseSettings
+
+
+@dataclass
+class ToolCall:
+    """One tool call produced by the model: ``name`` and ``arguments`` (already JSON-typed values)."""
+
+    name: str
+    arguments: dict[str, Any]
+
+
+@dataclass
+class ChatOutput:
+    """Result of :meth:`ChatModel.chat`.
+
+    Attributes:
+        text: prose of the model turn (thinking and control tokens removed).
+        thinking: the thought channel's text, if any.
+        tool_calls: parsed tool calls, in order.
+        raw: the decoded generation with control tokens kept.
+        stats: runtime statistics (canvases, steps, TPF, wall time per phase).
+        prompt_tokens, completion_tokens: token counts.
+        latency_s: wall time of the call in seconds.
+    """
+
+    text: str
+    thinking: str | None
+    tool_calls: list[ToolCall]
+    raw: str
+    stats: GenerationStats
+    prompt_tokens: int = 0
+    completion_tokens: int = 0
+    latency_s: float = 0.0
+    extra: dict[str, Any] = field(default_factory=dict)
+
+
+class ChatModel:
+    """A loaded checkpoint ready for tool-calling chat.
+
+    Args:
+        checkpoint: a :class:`~model.loading.LoadedCheckpoint`.
+        syntax: tool-call syntax of the checkpoint's template: ``"gemma"`` (native Gemma 4 calls) or ``"json"``.
+    """
+
+    def __init__(self, checkpoint: LoadedCheckpoint, syntax: str = "gemma") -> None:
+        self.checkpoint = checkpoint
+        self.model = checkpoint.model
+        self.tokenizer = checkpoint.tokenizer
+        self.settings: DenoiseSettings = checkpoint.settings
+        self.syntax = syntax
+        self._llg_tok: Any = None
+        self._grammar_cache: dict[str, Any] = {}
+
+    @classmethod
+    def load(
+        cls, path_or_id: str | None = None, *, dtype: str = "float32", device: str = "cpu", syntax: str = "gemma"
+    ) -> ChatModel:
+        """Load a checkpoint (``None``: the embedded default). Raises :class:`model.loading.CheckpointError`."""
+        return cls(load_checkpoint(path_or_id, dtype=dtype, device=device), syntax=syntax)
+
+    # ------------------------------------------------------------------------------------------------------
+    def render(self, messages: list[dict[str, Any]], tools: list[dict[str, Any]] | None = None) -> str:
+        """Render ``messages`` (+ tool declarations) with the chat template, ending with the model turn opener."""
+        return str(
+            self.tokenizer.apply_chat_template(
+                messages, tools=tools or None, tokenize=False, add_generation_prompt=True
+            )
+        )
+
+    def _llg_tokenizer(self) -> Any:
+        if self._llg_tok is None:
+            from model.constraints.llg import llg_tokenizer
+
+            self._llg_tok = llg_tokenizer(self.tokenizer)
+        return self._llg_tok
+
+    def make_constraint(self, tools: list[dict[str, Any]], tool_choice: Any = "auto") -> Any:
+        """Build a fresh :class:`GrammarConstraint` for ``tools`` and ``tool_choice``.
+
+        Raises:
+            model.constraints.schema.SchemaError: unsupported keyword or unsatisfiable schema (names its path).
+        """
+        import llguidance
+
+        from model.constraints.denoise import GrammarConstraint
+        from model.constraints.grammar import tool_call_grammar
+
+        grammar = tool_call_grammar(tools, tool_choice=tool_choice, syntax=self.syntax)
+        matcher = llguidance.LLMatcher(self._llg_tokenizer(), grammar)
+        if matcher.is_error():
+            raise ValueError(f"tool grammar does not compile: {matcher.get_error()}")
+        return GrammarConstraint(matcher, self.tokenizer, pad_token_id=self.settings.pad_token_id)
+
+    def chat(
+        self,
+        messages: list[dict[str, Any]],
+        tools: list[dict[str, Any]] | None = None,
+        tool_choice: Any = "auto",
+        max_new_tokens: int | None = None,
+        seed: int | None = None,
+        on_event: EventCallback | None = None,
+        constrained: bool = True,
+    ) -> ChatOutput:
+        """Generate one model turn.
+
+        Args:
+            messages: OpenAI-style messages.
+            tools: OpenAI-style tool declarations (``None``/empty: plain chat).
+            tool_choice: ``"auto" | "required" | "none" | {"name": NAME}``.
+            max_new_tokens: token budget (default: the checkpoint's); raised to fit the shortest possible call.
+            seed: random seed of the denoising (``None``: nondeterministic).
+            on_event: per-step / per-canvas callback (see :mod:`model.runtime`).
+            constrained: apply the tool-call grammar during denoising (on by default).
+
+        Returns:
+            :class:`ChatOutput`.
+
+        Raises:
+            model.constraints.schema.SchemaError: a tool's schema is unsupported.
+            model.constraints.parse.ToolCallParseError: only when ``constrained=False`` and the output is malformed.
+        """
+        from model.constraints.parse import parse_tool_calls
+
+        t0 = time.perf_counter()
+        prompt = self.render(messages, tools)
+        enc = self.tokenizer(prompt, return_tensors="pt", add_special_tokens=False)
+        input_ids = enc.input_ids.to(self.model.device)
+        settings = self.settings
+        if max_new_tokens is not None:
+            settings = settings.replace(max_new_tokens=max_new_tokens)
+        constraint = None
+        if tools and constrained:
+            constraint = self.make_constraint(tools, tool_choice)
+            need = constraint.min_completion_tokens() + constraint.margin + 1
+            if settings.max_new_tokens < need:
+                settings = settings.replace(max_new_tokens=need)
+        result = generate(
+            self.model,
+            input_ids,
+            settings,
+            constraints=[constraint] if constraint is not None else None,
+            seed=seed,
+            on_event=on_event,
+        )
+        new = result.new_tokens[0]
+        new = new[new != settings.pad_token_id]
+        raw = self.tokenizer.decode(new.tolist(), skip_special_tokens=False)
+        parsed = parse_tool_calls(raw, syntax=self.syntax)
+        return ChatOutput(
+            text=parsed.text,
+            thinking=parsed.thinking,
+            tool_calls=[ToolCall(name=c.name, arguments=dict(c.arguments)) for c in parsed.calls],
+            raw=raw,
+            stats=result.stats,
+            prompt_tokens=int(input_ids.shape[1]),
+            completion_tokens=int(new.numel()),
+            latency_s=time.perf_counter() - t0,
+        )
+
+
+def set_threads(n: int | None) -> None:
+    """Set torch's intra-op threads (``None``: leave as is). Measured: 1 thread beats 2 when the other core is busy."""
+    if n is not None:
+        torch.set_num_threads(n)

@@ -1,0 +1,280 @@
+"""Grammar constraints applied *during* denoising: every readout is a valid prefix of a complete tool call.
+
+A left-to-right grammar matcher does not fit a canvas whose positions are accepted in any order and
+re-noised. The design here (prefix commit):
+
+* The matcher (llguidance ``LLMatcher``) holds a *committed prefix* of the canvas. Positions before the
+  frontier are fixed: their logits are forced to the committed token (entropy 0, always accepted, excluded
+  from the stop statistics).
+* Fast-forward tokens (the grammar allows exactly one continuation: ``call:``, a tool name's tail, a required
+  key, ``<|"|>``) are committed without sampling and fixed the same way.
+* The frontier position's logits are masked with the matcher's token bitmask, so what is sampled there is
+  grammatical and its entropy is measured over allowed tokens only.
+* After each denoising step, the run of positions from the frontier that the entropy-bound rule accepted AND
+  the matcher accepts, in order, is committed. An accepted but ungrammatical frontier token is vetoed
+  (re-noised). Committing the longest grammatical run regardless of acceptance would commit noise inside
+  strings, where any token is grammatical.
+* Termination: when the token budget left comes within ``margin`` tokens of the shortest completion (found
+  greedily: fast-forward tokens, then closers such as ``<|"|>``, ``}``, ``]``, ``<tool_call|>``, then the
+  shortest allowed token), the constraint forces that completion. Unbounded strings, numbers and arrays
+  therefore always close inside ``max_new_tokens``.
+* Readout: the committed prefix, then a left-to-right masked argmax over the last logits (with the same
+  budget rule), then pad once the grammar has terminated. The matcher state carries into the next canvas.
+
+Source: prefix-commit design measured in the project's prototype (``../shared/NOTES.md``); llguidance
+(https://github.com/guidance-ai/llguidance) for grammars, token masks and fast-forward tokens.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any, ClassVar
+
+import numpy as np
+import torch
+
+from model import special_tokens as st
+from model.runtime import ConstraintPlan
+
+#: Closing preference (best first) used to find a short completion.
+CLOSERS: tuple[str, ...] = (
+    st.TOOL_RESPONSE_START,
+    st.TURN_END,
+    st.EOS,
+    st.TOOL_CALL_END,
+    st.CHANNEL_END,
+    st.STRING_DELIM,
+    "}",
+    "]",
+    '"',
+    "0",
+    "1",
+)
+
+
+class TokenRanks:
+    """Per-tokenizer ranking of tokens for greedy closing (lower rank = preferred), built once and cached.
+
+    Attributes:
+        ranks: ``np.ndarray`` int64 ``[V]``: closers first (in :data:`CLOSERS` order), then other tokens by
+            decoded byte length, special tokens that are not closers last.
+        vocab_size: ``V``.
+    """
+
+    _cache: ClassVar[dict[int, TokenRanks]] = {}
+
+    def __init__(self, tokenizer: Any) -> None:
+        vocab = len(tokenizer)
+        self.vocab_size = vocab
+        ranks = np.full(vocab, 10_000_000, dtype=np.int64)
+        special = set(tokenizer.all_special_ids)
+        id_to_tok = tokenizer.convert_ids_to_tokens(list(range(vocab)))
+        for i, piece in enumerate(id_to_tok):
+            if piece is None or i in special:
+                continue
+            text = tokenizer.convert_tokens_to_string([piece])
+            ranks[i] = 1000 + 10 * len(text.encode("utf-8")) + (0 if text.isdigit() else 1)
+        for pos, name in enumerate(CLOSERS):
+            tid = tokenizer.convert_tokens_to_ids(name)
+            if isinstance(tid, int) and 0 <= tid < vocab and tid != tokenizer.unk_token_id:
+                ranks[tid] = pos
+        self.ranks = ranks
+
+    @classmethod
+    def of(cls, tokenizer: Any) -> TokenRanks:
+        """Cached instance for ``tokenizer`` (keyed by object identity)."""
+        key = id(tokenizer)
+        if key not in cls._cache:
+            cls._cache[key] = cls(tokenizer)
+        return cls._cache[key]
+
+
+def bitmask_to_bool(mask: bytes | bytearray | np.ndarray, vocab_size: int) -> np.ndarray:
+    """Unpack an llguidance bitmask (little-endian int32 words, bit ``j`` of word ``w`` = token ``32w+j``).
+
+    Returns:
+        ``np.ndarray`` bool ``[vocab_size]`` (llguidance returns a few bytes more than ``vocab/8``: sliced).
+    """
+    raw = np.frombuffer(bytes(mask), dtype=np.uint8)
+    return np.unpackbits(raw, bitorder="little")[:vocab_size].astype(bool)
+
+
+def shortest_completion(matcher: Any, ranks: TokenRanks, limit: int) -> list[int]:
+    """Greedy short completion of ``matcher``'s grammar from its current state (the matcher is not changed).
+
+    Args:
+        matcher: ``llguidance.LLMatcher``.
+        ranks: closing preference for the tokenizer.
+        limit: stop after this many tokens (the returned list then has ``limit`` tokens and is incomplete).
+
+    Returns:
+        Token ids that bring the grammar to its stop state (or ``limit`` tokens).
+    """
+    m = matcher.deep_copy()
+    out: list[int] = []
+    while len(out) < limit and not m.is_stopped():
+        ff = m.compute_ff_tokens()
+        if ff:
+            ff = ff[: limit - len(out)]
+            if m.try_consume_tokens(ff) != len(ff):
+                break
+            out.extend(ff)
+            continue
+        allowed = bitmask_to_bool(m.compute_bitmask(), ranks.vocab_size)
+        if not allowed.any():
+            break
+        tok = int(np.argmin(np.where(allowed, ranks.ranks, np.iinfo(np.int64).max)))
+        if m.try_consume_tokens([tok]) != 1:
+            break
+        out.append(tok)
+    return out
+
+
+class GrammarConstraint:
+    """A :class:`model.runtime.CanvasConstraint` driven by an llguidance matcher (one per batch row).
+
+    Args:
+        matcher: a fresh ``llguidance.LLMatcher`` for the tool-call grammar.
+        tokenizer: the checkpoint's tokenizer (for :class:`TokenRanks`).
+        pad_token_id: written after the grammar terminates.
+        margin: extra tokens kept free when deciding to close (multi-byte UTF-8 openers need >= 3).
+        lookahead_check: budget window (tokens) inside which the shortest completion is recomputed after
+            every commit; outside it the budget cannot be at risk for calls shorter than the window.
+
+    Raises:
+        ValueError: if the matcher is already in an error state (bad grammar).
+    """
+
+    def __init__(
+        self,
+        matcher: Any,
+        tokenizer: Any,
+        pad_token_id: int = st.PAD_ID,
+        margin: int = 3,
+        lookahead_check: int = 512,
+    ) -> None:
+        if matcher.is_error():
+            raise ValueError(f"grammar matcher is in an error state: {matcher.get_error()}")
+        self.matcher = matcher
+        self.ranks = TokenRanks.of(tokenizer)
+        self.vocab_size = self.ranks.vocab_size
+        self.pad = pad_token_id
+        self.margin = margin
+        self.lookahead_check = lookahead_check
+        self.canvas: list[int] = []
+        self.canvas_length = 0
+        self.tokens_left_at_start = 0
+        self.closing: list[int] = []
+        self.all_tokens: list[int] = []
+        self.bitmask_calls = 0
+
+    def min_completion_tokens(self, limit: int = 4096) -> int:
+        """Length in tokens of the greedy shortest completion from the current state (``limit`` if longer)."""
+        return len(shortest_completion(self.matcher, self.ranks, limit))
+
+    # -- state ------------------------------------------------------------------------------------------
+    @property
+    def done(self) -> bool:
+        """True once the grammar has reached its stop state (the call or answer is complete)."""
+        return bool(self.matcher.is_stopped())
+
+    def _left(self) -> int:
+        return self.tokens_left_at_start - len(self.canvas)
+
+    def _consume(self, toks: list[int]) -> int:
+        n = int(self.matcher.try_consume_tokens(toks)) if toks else 0
+        self.canvas.extend(toks[:n])
+        self.all_tokens.extend(toks[:n])
+        return n
+
+    def _room(self) -> int:
+        return self.canvas_length - len(self.canvas)
+
+    def _advance_forced(self) -> None:
+        """Commit fast-forward tokens and, if the budget requires it, the closing sequence."""
+        while self._room() > 0 and not self.done:
+            if self.closing:
+                n = self._consume(self.closing[: self._room()])
+                self.closing = self.closing[n:]
+                if n == 0:  # pragma: no cover - the completion came from the same matcher state
+                    self.closing = []
+                    break
+                continue
+            ff = self.matcher.compute_ff_tokens()
+            if ff:
+                if self._consume(ff[: self._room()]) == 0:
+                    break
+                continue
+            if self._left() <= self.lookahead_check:
+                comp = shortest_completion(self.matcher, self.ranks, self._left() + 1)
+                if len(comp) + self.margin >= self._left():
+                    self.closing = comp
+                    continue
+            break
+
+    def _frontier_mask(self) -> np.ndarray:
+        self.bitmask_calls += 1
+        return bitmask_to_bool(self.matcher.compute_bitmask(), self.vocab_size)
+
+    # -- CanvasConstraint ----------------------------------------------------------------------------------
+    def start_canvas(self, canvas_length: int, tokens_left: int) -> None:
+        """Begin a canvas of ``canvas_length`` positions with ``tokens_left`` tokens of budget (this one included)."""
+        self.canvas = []
+        self.canvas_length = canvas_length
+        self.tokens_left_at_start = tokens_left
+        self._advance_forced()
+
+    def plan(self) -> ConstraintPlan:
+        """Fixed prefix (committed + fast-forward + closing + pad after the end) and the frontier bitmask."""
+        self._advance_forced()
+        if self.done:
+            return ConstraintPlan(fixed=self.canvas + [self.pad] * self._room())
+        if self._room() <= 0:
+            return ConstraintPlan(fixed=list(self.canvas))
+        return ConstraintPlan(fixed=list(self.canvas), mask=torch.from_numpy(self._frontier_mask()))
+
+    def commit(self, tokens: list[int], accepted: list[bool]) -> list[int]:
+        """Commit accepted, grammatical positions from the frontier; veto an accepted ungrammatical one."""
+        i = len(self.canvas)
+        start = i
+        while i < self.canvas_length and not self.done and not self.closing and accepted[i]:
+            if self._consume([int(tokens[i])]) != 1:
+                return [i]
+            i += 1
+        if i > start and not self.done and self._left() <= self.lookahead_check:
+            # The run may have opened structure: make sure the budget still allows a completion.
+            while len(self.canvas) > start:
+                comp = shortest_completion(self.matcher, self.ranks, self._left() + 1)
+                if len(comp) + self.margin <= self._left():
+                    break
+                self.matcher.rollback(1)
+                self.canvas.pop()
+                self.all_tokens.pop()
+            if len(self.canvas) < i:
+                return list(range(len(self.canvas), i))
+        return []
+
+    def readout(self, logits: torch.Tensor) -> list[int]:
+        """Committed prefix, then masked argmax left to right over ``logits`` ``[C, V]``, then pad."""
+        scores = logits.float().cpu().numpy()
+        while self._room() > 0:
+            self._advance_forced()
+            if self.done or self._room() <= 0:
+                break
+            pos = len(self.canvas)
+            allowed = self._frontier_mask()
+            row = np.where(allowed, scores[pos, : self.vocab_size], -math.inf)
+            tok = int(np.argmax(row))
+            if not allowed[tok]:  # pragma: no cover - bitmask always allows >= 1 token when not stopped
+                raise RuntimeError("grammar allows no token at the readout frontier")
+            if self._consume([tok]) != 1:  # pragma: no cover
+                raise RuntimeError(f"matcher rejected an allowed token {tok}: {self.matcher.get_error()}")
+            if not self.done and self._left() <= self.lookahead_check:
+                comp = shortest_completion(self.matcher, self.ranks, self._left() + 1)
+                if len(comp) + self.margin > self._left():
+                    # Undo and close instead.
+                    self.matcher.rollback(1)
+                    self.canvas.pop()
+                    self.all_tokens.pop()
+                    self.closing = shortest_completion(self.matcher, self.ranks, self._left() + 1)
+        return self.canvas + [self.pad] * self._room()
