@@ -71,7 +71,12 @@ class ChatModel:
 
     @classmethod
     def load(
-        cls, path_or_id: str | None = None, *, dtype: str = "float32", device: str = "cpu", syntax: str = "gemma"
+        cls,
+        path_or_id: str | None = None,
+        *,
+        dtype: str = "float32",
+        device: str = "cpu",
+        syntax: str = "gemma",
     ) -> ChatModel:
         """Load a checkpoint (``None``: the embedded default). Raises :class:`model.loading.CheckpointError`."""
         return cls(load_checkpoint(path_or_id, dtype=dtype, device=device), syntax=syntax)

@@ -55,7 +55,9 @@ def _check_safetensors(path: Path) -> None:
             raise CheckpointError(f"{path}: truncated safetensors file ({size} bytes, no header)")
         (n,) = struct.unpack("<Q", raw)
         if n > size - 8:
-            raise CheckpointError(f"{path}: truncated safetensors file (header says {n} bytes, file has {size})")
+            raise CheckpointError(
+                f"{path}: truncated safetensors file (header says {n} bytes, file has {size})"
+            )
         try:
             header = json.loads(f.read(n))
         except (UnicodeDecodeError, json.JSONDecodeError) as exc:
@@ -75,7 +77,9 @@ def _check_local_folder(folder: Path) -> None:
     if not folder.exists():
         hint = ""
         if folder == DEFAULT_CHECKPOINT:
-            hint = " (the embedded default checkpoint is missing: train it with `agentkit train` or reinstall)"
+            hint = (
+                " (the embedded default checkpoint is missing: train it with `agentkit train` or reinstall)"
+            )
         raise CheckpointError(f"{folder}: checkpoint folder does not exist{hint}")
     if not folder.is_dir():
         raise CheckpointError(f"{folder}: not a folder")
@@ -161,8 +165,12 @@ def load_checkpoint(
     except OSError as exc:
         raise CheckpointError(f"{src}: cannot load checkpoint ({exc})") from exc
     except (ValueError, KeyError, RuntimeError) as exc:
-        raise CheckpointError(f"{src}: checkpoint does not match the DiffusionGemma architecture ({exc})") from exc
+        raise CheckpointError(
+            f"{src}: checkpoint does not match the DiffusionGemma architecture ({exc})"
+        ) from exc
     if "device_map" not in kwargs:
         model = model.to(device)
     model.eval()
-    return LoadedCheckpoint(model=model, tokenizer=tokenizer, settings=DenoiseSettings.from_model(model), source=src)
+    return LoadedCheckpoint(
+        model=model, tokenizer=tokenizer, settings=DenoiseSettings.from_model(model), source=src
+    )

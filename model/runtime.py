@@ -245,7 +245,9 @@ def generate(
 
     max_canvases = settings.max_canvases
     cache = model._prepare_cache_for_generation(
-        generation_config=model.generation_config, batch_size=batch, max_length=prompt_len + max_canvases * canvas_len
+        generation_config=model.generation_config,
+        batch_size=batch,
+        max_length=prompt_len + max_canvases * canvas_len,
     )
     eos = torch.tensor(settings.eos_token_ids, device=device)
     if attention_mask is None:
@@ -286,7 +288,10 @@ def generate(
         # 1.b a uniform-noise canvas.
         canvas = torch.randint(0, vocab, (batch, canvas_len), device=device, generator=gen)
         dec_masks = model.model.decoder.create_diffusion_decoder_attention_mask(
-            config=model.config, inputs_embeds=canvas.unsqueeze(-1), cache=cache, decoder_attention_mask=dec_attn
+            config=model.config,
+            inputs_embeds=canvas.unsqueeze(-1),
+            cache=cache,
+            decoder_attention_mask=dec_attn,
         )
         tokens_left = (max_canvases - canvas_index) * canvas_len
         t0 = time.perf_counter()
@@ -335,7 +340,9 @@ def generate(
                         else:
                             allowed = _unpack_bitmask(plan.mask.to(device), vocab)
                         if not bool(allowed.any()):
-                            raise ValueError(f"row {r}: constraint mask at canvas position {k} allows no token")
+                            raise ValueError(
+                                f"row {r}: constraint mask at canvas position {k} allows no token"
+                            )
                         logits[r, k].masked_fill_(~allowed, float("-inf"))
                 if bool(fixed_mask.any()):
                     rows_fixed = logits[fixed_mask]
@@ -355,7 +362,9 @@ def generate(
                 accepted = entropy_bound_accept(entropy, settings.entropy_bound)
             elif fused is not None:
                 processed = logits.div_(temperature)
-                out = fused(processed.view(-1, vocab), 1.0, seed=int(seed or 0), offset=canvas_index * 4096 + cur_step)
+                out = fused(
+                    processed.view(-1, vocab), 1.0, seed=int(seed or 0), offset=canvas_index * 4096 + cur_step
+                )
                 new_argmax = out.argmax.view(batch, canvas_len)
                 entropy = out.entropy.view(batch, canvas_len)
                 denoised = out.sample.view(batch, canvas_len)
@@ -447,7 +456,9 @@ def generate(
                     continue
                 toks = c.readout(self_cond[r].float())
                 if len(toks) != canvas_len:
-                    raise ValueError(f"row {r}: constraint readout has {len(toks)} tokens, canvas is {canvas_len}")
+                    raise ValueError(
+                        f"row {r}: constraint readout has {len(toks)} tokens, canvas is {canvas_len}"
+                    )
                 readout[r] = torch.tensor(toks, dtype=torch.long, device=device)
             stats.time_constraint_s += time.perf_counter() - t0
 
@@ -486,6 +497,8 @@ def generate(
     valid = (new_tokens != settings.pad_token_id).sum(dim=-1)
     stats.decoder_forwards = forwards.tolist()
     stats.new_tokens = valid.tolist()
-    stats.tokens_per_forward = [v / max(f, 1) for v, f in zip(stats.new_tokens, stats.decoder_forwards, strict=True)]
+    stats.tokens_per_forward = [
+        v / max(f, 1) for v, f in zip(stats.new_tokens, stats.decoder_forwards, strict=True)
+    ]
     stats.time_total_s = time.perf_counter() - t_start
     return GenerationResult(sequences=sequences, prompt_length=prompt_len, stats=stats)

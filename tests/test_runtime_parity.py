@@ -35,7 +35,12 @@ def test_token_identical_to_reference(ckpt, batch, max_new_tokens, seed):
     torch.manual_seed(seed)
     ref = ckpt.model.generate(ids, attention_mask=am, max_new_tokens=max_new_tokens)
     ours = generate(
-        ckpt.model, ids, ckpt.settings.replace(max_new_tokens=max_new_tokens), attention_mask=am, seed=seed, parity=True
+        ckpt.model,
+        ids,
+        ckpt.settings.replace(max_new_tokens=max_new_tokens),
+        attention_mask=am,
+        seed=seed,
+        parity=True,
     )
     assert ours.sequences.shape == ref.sequences.shape
     assert torch.equal(ours.sequences, ref.sequences)
@@ -58,7 +63,11 @@ def test_parity_with_eos_padding_and_early_stop(ckpt):
         eos_tok = int(cal[1, prompt_len + 20])  # a token row 1 produces in its second canvas
         model.generation_config.eos_token_id = [1, eos_tok]
         settings = dataclasses.replace(
-            ckpt.settings, max_new_tokens=48, eos_token_ids=(1, eos_tok), confidence_threshold=6.2, stability_threshold=0
+            ckpt.settings,
+            max_new_tokens=48,
+            eos_token_ids=(1, eos_tok),
+            confidence_threshold=6.2,
+            stability_threshold=0,
         )
         padded, early, uneven = False, False, False
         for seed in range(3):
