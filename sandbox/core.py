@@ -1,0 +1,432 @@
+"""The :class:`Sandbox`: hardened, single-use Docker containers for model-written code, with a warm pool.
+
+Security defaults (see :func:`sandbox.engine.container_kwargs`): no network, memory+swap limit, CPU quota,
+pids limit, read-only root with tmpfs ``/work`` and ``/tmp``, every capability dropped, ``no-new-privileges``,
+uid 65534, docker's init as PID 1; optional gVisor via ``Limits(runtime="runsc")``. Each container serves one
+execution and is then removed. A timeout kills and removes the container itself (killing only the client
+would leave the code running). Containers are labelled with the owning process and removed on
+:meth:`Sandbox.close`, on interpreter exit (``atexit``), on SIGTERM/SIGHUP (and SIGINT when Python's
+KeyboardInterrupt is disabled); containers of owners that died anyway (SIGKILL) are reaped when the next
+:class:`Sandbox` starts.
+"""
+
+from __future__ import annotations
+
+import atexit
+import contextlib
+import fnmatch
+import io
+import logging
+import os
+import posixpath
+import queue
+import secrets
+import signal
+import tarfile
+import threading
+import time
+import weakref
+from collections.abc import Mapping, Sequence
+from types import FrameType, TracebackType
+from typing import Any
+
+import docker
+import docker.errors
+import requests
+
+from sandbox import engine
+from sandbox.errors import SandboxClosedError, SandboxError, SandboxInputError
+from sandbox.execio import cap_text, exec_with_stdin
+from sandbox.image import default_image, ensure_image
+from sandbox.models import Execution, Limits
+from sandbox.pool import WarmPool
+
+__all__ = ["LANGUAGES", "Sandbox"]
+
+log = logging.getLogger(__name__)
+
+_CODE_DIR = "/tmp/.agentkit"
+#: Supported languages: file extension of the program and how it is started (cwd is the work dir).
+LANGUAGES: dict[str, tuple[str, str]] = {
+    # `python3 -` reads the program from stdin, so sys.path[0] is '' (the work dir: input files import).
+    "python": ("py", "exec python3 -B -s - < {path}"),
+    "bash": ("sh", "exec bash {path}"),
+    "sh": ("sh", "exec sh {path}"),
+}
+_UNPACK = (
+    "tar -x -f - -C / --no-same-owner --no-same-permissions -m || "
+    '{ echo "sandbox: could not unpack the program and input files (work dir full?)" >&2; exit 125; }'
+)
+
+_LIVE: weakref.WeakSet[Sandbox] = weakref.WeakSet()
+_HOOKS_LOCK = threading.Lock()
+_ATEXIT_INSTALLED = False
+_SIGNALS_INSTALLED = False
+_PREV_HANDLERS: dict[int, Any] = {}
+
+
+def _close_all_live(fast: bool) -> None:
+    for sb in list(_LIVE):
+        with contextlib.suppress(Exception):
+            sb._close(fast=fast)
+
+
+def _on_signal(signum: int, frame: FrameType | None) -> None:
+    _close_all_live(fast=True)
+    prev = _PREV_HANDLERS.get(signum, signal.SIG_DFL)
+    if callable(prev):
+        prev(signum, frame)
+    elif prev == signal.SIG_DFL:
+        signal.signal(signum, signal.SIG_DFL)
+        os.kill(os.getpid(), signum)
+
+
+def _install_hooks(signals: bool) -> None:
+    """Register the atexit cleanup once and, if ``signals``, SIGTERM/SIGHUP handlers (SIGINT too when it is
+    SIG_DFL; Python's default KeyboardInterrupt unwinds through ``with`` blocks and atexit by itself).
+
+    Handlers are installed only from the main thread (a Python rule) and chain to the previous handler.
+    """
+    global _ATEXIT_INSTALLED, _SIGNALS_INSTALLED
+    with _HOOKS_LOCK:
+        if not _ATEXIT_INSTALLED:
+            atexit.register(_close_all_live, False)
+            _ATEXIT_INSTALLED = True
+        if not signals or _SIGNALS_INSTALLED:
+            return
+        if threading.current_thread() is not threading.main_thread():
+            log.debug("sandbox: not in the main thread; no signal handlers (atexit and the reaper remain)")
+            return
+        for sig in (signal.SIGTERM, signal.SIGHUP, signal.SIGINT):
+            prev = signal.getsignal(sig)
+            if prev == signal.SIG_IGN or (sig == signal.SIGINT and prev is signal.default_int_handler):
+                continue
+            _PREV_HANDLERS[sig] = prev
+            signal.signal(sig, _on_signal)
+        _SIGNALS_INSTALLED = True
+
+
+def _check_name(name: object) -> str:
+    if not isinstance(name, str) or not name or "\x00" in name:
+        raise SandboxInputError(f"files: bad file name {name!r} (need a non-empty relative path)")
+    norm = posixpath.normpath(name)
+    if name.startswith("/") or norm.startswith("..") or norm in (".", ""):
+        raise SandboxInputError(f"files: {name!r} must be a relative path inside the work dir (no '/', '..')")
+    return norm
+
+
+def _payload(code: str, ext: str, files: Mapping[str, bytes | str] | None) -> tuple[bytes, dict[str, bytes]]:
+    """A tar (bytes) with the program at ``/tmp/.agentkit/main.EXT`` and the input files under ``/work``."""
+    inputs: dict[str, bytes] = {}
+    buf = io.BytesIO()
+    now = time.time()
+    with tarfile.open(fileobj=buf, mode="w", format=tarfile.GNU_FORMAT) as tar:
+
+        def add(path: str, data: bytes) -> None:
+            info = tarfile.TarInfo(path)
+            info.size, info.mode, info.mtime = len(data), 0o644, now
+            info.uid = info.gid = 65534
+            tar.addfile(info, io.BytesIO(data))
+
+        add(f"{_CODE_DIR.lstrip('/')}/main.{ext}", code.encode("utf-8"))
+        for name, content in (files or {}).items():
+            rel = _check_name(name)
+            if isinstance(content, str):
+                data = content.encode("utf-8")
+            elif isinstance(content, bytes | bytearray | memoryview):
+                data = bytes(content)
+            else:
+                raise SandboxInputError(f"files[{name!r}]: expected bytes or str, got {type(content).__name__}")
+            inputs[rel] = data
+            add(f"{engine.WORKDIR.lstrip('/')}/{rel}", data)
+    return buf.getvalue(), inputs
+
+
+class Sandbox:
+    """Run untrusted code in hardened, single-use Docker containers.
+
+    ``image``: image reference (default :func:`sandbox.image.default_image`, which must have been built with
+    ``agentkit sandbox build-image``). ``pool_size``: pre-started containers kept warm (0 = every run starts a
+    cold container). ``limits``: default :class:`Limits`. ``timeout_s``: default wall-clock limit of one run,
+    seconds. ``client``: a docker SDK client (default: from the environment). ``reap``: remove stale containers
+    of dead owners on start. ``handle_signals``: install SIGTERM/SIGHUP cleanup handlers (main thread only).
+
+    Starting connects to the engine, checks the image and begins filling the pool in the background. Raises
+    :class:`~sandbox.errors.EngineUnavailableError` or :class:`~sandbox.errors.ImageMissingError` (each says how
+    to fix it). Use as a context manager or call :meth:`close`. Thread-safe: ``run`` may be called concurrently.
+    """
+
+    def __init__(
+        self,
+        image: str | None = None,
+        *,
+        pool_size: int = 2,
+        limits: Limits | None = None,
+        timeout_s: float = 10.0,
+        client: docker.DockerClient | None = None,
+        reap: bool = True,
+        handle_signals: bool = True,
+    ) -> None:
+        if not isinstance(pool_size, int) or not 0 <= pool_size <= 64:
+            raise SandboxInputError(f"Sandbox(pool_size={pool_size!r}): must be an int in 0..64")
+        self.timeout_s = self._check_timeout(timeout_s, "Sandbox(timeout_s)")
+        self.limits = limits or Limits()
+        self.client = client or engine.connect()
+        self.image = ensure_image(self.client, image or default_image())
+        #: Random id of this sandbox, the ``agentkit.sandbox.session`` label of its containers.
+        self.session_id = secrets.token_hex(8)
+        self._labels = engine.owner_labels(self.session_id)
+        self._closed = False
+        self._active: set[str] = set()
+        self._lock = threading.Lock()
+        #: Ids of stale containers (dead owners) removed when this sandbox started.
+        self.reaped: list[str] = engine.reap_stale(self.client) if reap else []
+        self._trash: queue.Queue[str | None] = queue.Queue()
+        self._remover = threading.Thread(target=self._remove_loop, name="sandbox-remover", daemon=True)
+        self._remover.start()
+        _LIVE.add(self)
+        _install_hooks(handle_signals)
+        self.pool: WarmPool | None = (
+            WarmPool(lambda: self._start_container(self.limits), self._remove_now, pool_size)
+            if pool_size
+            else None
+        )
+
+    # -- lifecycle ---------------------------------------------------------------------------------------------
+    def __enter__(self) -> Sandbox:
+        return self
+
+    def __exit__(
+        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+    ) -> None:
+        self.close()
+
+    def close(self) -> None:
+        """Stop the pool and remove every container of this sandbox (ready, running or being removed)."""
+        self._close(fast=False)
+
+    def _close(self, fast: bool) -> None:
+        if self._closed and not fast:
+            return
+        self._closed = True
+        ids: list[str] = []
+        if self.pool is not None:
+            ids += self.pool.close(join_s=5.0, lock=not fast)
+        client = self.client
+        if fast:
+            # From a signal handler: a fresh client, no locks the interrupted code could hold.
+            with contextlib.suppress(Exception):
+                client = docker.from_env(timeout=30)
+        with contextlib.suppress(Exception):
+            ids += [c.id for c in engine.list_sandbox_containers(client, self.session_id)]
+        with contextlib.suppress(Exception):
+            engine.remove_containers(client, sorted(set(ids)))
+        self._trash.put(None)
+        _LIVE.discard(self)
+
+    def wait_ready(self, timeout_s: float = 60.0) -> bool:
+        """Block until the warm pool is full (True) or ``timeout_s`` seconds pass (False); True without a pool."""
+        return True if self.pool is None else self.pool.wait_full(timeout_s)
+
+    def containers(self) -> list[str]:
+        """Ids of this sandbox's containers that exist in the engine now (any state)."""
+        return [c.id for c in engine.list_sandbox_containers(self.client, self.session_id)]
+
+    # -- containers --------------------------------------------------------------------------------------------
+    def _start_container(self, limits: Limits) -> str:
+        if self._closed:
+            raise SandboxClosedError("sandbox is closed")
+        kw = engine.container_kwargs(self.image, limits, self._labels)
+        try:
+            c = self.client.containers.create(**kw)
+        except docker.errors.ImageNotFound as exc:
+            raise SandboxError(f"image {self.image!r} disappeared: run `agentkit sandbox build-image`") from exc
+        except docker.errors.APIError as exc:
+            if limits.runtime and "runtime" in str(exc).lower():
+                raise SandboxError(
+                    f"runtime {limits.runtime!r} is not configured in the Docker engine ({exc.explanation}). "
+                    "Fix: install it (e.g. apt-get install runsc) and add it to /etc/docker/daemon.json "
+                    '"runtimes", then restart dockerd; `agentkit sandbox doctor` lists available runtimes.'
+                ) from exc
+            raise
+        try:
+            c.start()
+        except BaseException:
+            self._remove_now([c.id])
+            raise
+        return str(c.id)
+
+    def _remove_now(self, ids: list[str]) -> None:
+        with contextlib.suppress(docker.errors.DockerException, requests.exceptions.RequestException):
+            engine.remove_containers(self.client, ids)
+
+    def _remove_loop(self) -> None:
+        while True:
+            cid = self._trash.get()
+            if cid is None:
+                return
+            self._remove_now([cid])
+            with self._lock:
+                self._active.discard(cid)
+
+    # -- running -----------------------------------------------------------------------------------------------
+    @staticmethod
+    def _check_timeout(timeout: float, where: str) -> float:
+        if isinstance(timeout, bool) or not isinstance(timeout, int | float) or not 0 < timeout <= 86400:
+            raise SandboxInputError(f"{where}={timeout!r}: must be a number of seconds in (0, 86400]")
+        return float(timeout)
+
+    def run(
+        self,
+        code: str,
+        language: str = "python",
+        files: Mapping[str, bytes | str] | None = None,
+        timeout: float | None = None,
+        limits: Limits | None = None,
+        collect: Sequence[str] | None = None,
+    ) -> Execution:
+        """Run ``code`` once in a fresh container and return its :class:`Execution`.
+
+        ``language``: one of :data:`LANGUAGES` (``python``, ``bash``, ``sh``). ``files``: input files,
+        ``{relative path: bytes | str}``, written under the work dir (``/work``, the current directory).
+        ``timeout``: wall-clock limit in seconds (default ``timeout_s`` of the sandbox); on expiry the
+        container is killed and removed before this returns (``timed_out=True``, ``exit_code=137``).
+        ``limits``: per-run :class:`Limits` (other than the sandbox's default, the run uses a cold container).
+        ``collect``: glob patterns (relative to the work dir, e.g. ``["*.png", "out/*"]``) of files to return
+        in ``files_out`` if the program created or changed them.
+
+        Raises :class:`SandboxInputError` for bad arguments, :class:`SandboxClosedError` after :meth:`close`,
+        :class:`SandboxError` when the engine fails.
+        """
+        if self._closed:
+            raise SandboxClosedError("Sandbox.run called after close(); create a new Sandbox")
+        if not isinstance(code, str):
+            raise SandboxInputError(f"Sandbox.run: code must be a str, got {type(code).__name__}")
+        if language not in LANGUAGES:
+            raise SandboxInputError(f"Sandbox.run: unknown language {language!r}; supported: {sorted(LANGUAGES)}")
+        run_timeout = self._check_timeout(self.timeout_s if timeout is None else timeout, "Sandbox.run(timeout)")
+        lim = limits or self.limits
+        if not isinstance(lim, Limits):
+            raise SandboxInputError(f"Sandbox.run: limits must be a sandbox.Limits, got {type(lim).__name__}")
+        if collect is not None and (isinstance(collect, str) or not all(isinstance(p, str) for p in collect)):
+            raise SandboxInputError("Sandbox.run: collect must be a list of glob patterns, e.g. ['*.csv']")
+        ext, launcher = LANGUAGES[language]
+        payload, inputs = _payload(code, ext, files)
+        if len(payload) > lim.workdir_bytes:
+            raise SandboxInputError(
+                f"Sandbox.run: program + files are {len(payload)} bytes, over the work dir size "
+                f"Limits.workdir_bytes={lim.workdir_bytes}"
+            )
+        cmd = ["sh", "-c", f"{_UNPACK}\n{launcher.format(path=f'{_CODE_DIR}/main.{ext}')}"]
+
+        cid: str | None = None
+        warm = False
+        if self.pool is not None and lim == self.limits:
+            cid = self.pool.acquire()
+            warm = cid is not None
+        try:
+            if cid is None:
+                cid = self._start_container(lim)
+            with self._lock:
+                self._active.add(cid)
+            return self._execute(cid, cmd, payload, inputs, run_timeout, lim, collect, warm)
+        except (docker.errors.DockerException, requests.exceptions.RequestException) as exc:
+            if self._closed:
+                raise SandboxClosedError("sandbox closed during the run") from exc
+            raise SandboxError(f"Docker engine error while running code: {exc}") from exc
+        finally:
+            if cid is not None:
+                self._trash.put(cid)
+
+    def _execute(
+        self,
+        cid: str,
+        cmd: list[str],
+        payload: bytes,
+        inputs: dict[str, bytes],
+        timeout: float,
+        lim: Limits,
+        collect: Sequence[str] | None,
+        warm: bool,
+    ) -> Execution:
+        api = self.client.api
+        killed: list[bool] = []
+
+        def kill() -> None:
+            killed.append(True)
+            engine.remove_containers(self.client, [cid])
+
+        t0 = time.monotonic()
+        out = exec_with_stdin(
+            api,
+            cid,
+            cmd,
+            payload,
+            deadline=t0 + timeout,
+            output_cap=lim.output_bytes,
+            on_timeout=kill,
+            workdir=engine.WORKDIR,
+        )
+        duration = time.monotonic() - t0
+        stdout, t1 = cap_text(out.stdout, out.stdout_total)
+        stderr, t2 = cap_text(out.stderr, out.stderr_total)
+        timed_out = not out.finished
+        exit_code = 137 if timed_out else (out.exit_code if out.exit_code is not None else -1)
+        oom = False
+        if not timed_out and exit_code in (137, -1):
+            with contextlib.suppress(docker.errors.NotFound):
+                oom = bool(api.inspect_container(cid)["State"].get("OOMKilled"))
+        files_out: dict[str, bytes] = {}
+        files_truncated = False
+        if collect and not timed_out:
+            files_out, files_truncated = self._collect(cid, collect, inputs, lim)
+        return Execution(
+            stdout=stdout,
+            stderr=stderr,
+            exit_code=exit_code,
+            timed_out=timed_out,
+            oom_killed=oom,
+            duration_s=duration,
+            files_out=files_out,
+            truncated=t1 or t2 or files_truncated,
+            container_id=cid,
+            warm=warm,
+        )
+
+    def _collect(
+        self, cid: str, patterns: Sequence[str], inputs: dict[str, bytes], lim: Limits
+    ) -> tuple[dict[str, bytes], bool]:
+        """Files of the work dir matching ``patterns`` that are new or differ from the inputs (tar over exec)."""
+        cap = lim.files_out_bytes + 1024 * 1024  # tar headers and padding
+        out = exec_with_stdin(
+            self.client.api,
+            cid,
+            ["tar", "-c", "-f", "-", "-C", engine.WORKDIR, "."],
+            b"",
+            deadline=time.monotonic() + 30.0,
+            output_cap=cap,
+            on_timeout=lambda: None,
+        )
+        truncated = out.stdout_total > len(out.stdout)
+        files: dict[str, bytes] = {}
+        total = 0
+        try:
+            with tarfile.open(fileobj=io.BytesIO(out.stdout), mode="r:") as tar:
+                for member in tar:
+                    if not member.isfile():
+                        continue
+                    name = posixpath.normpath(member.name)
+                    if not any(fnmatch.fnmatchcase(name, p) for p in patterns):
+                        continue
+                    fh = tar.extractfile(member)
+                    data = fh.read() if fh is not None else b""
+                    if inputs.get(name) == data:
+                        continue
+                    if total + len(data) > lim.files_out_bytes:
+                        truncated = True
+                        break
+                    files[name] = data
+                    total += len(data)
+        except (tarfile.TarError, EOFError):
+            truncated = True
+        return files, truncated

@@ -1,0 +1,202 @@
+"""Docker engine access: connecting, hardened container settings, ownership labels and the stale-container reaper.
+
+Every container the sandbox creates carries the labels :data:`LABEL_OWNER_PID`, :data:`LABEL_OWNER_START`
+(the owner's start time in clock ticks since boot, from ``/proc/PID/stat`` field 22, so a recycled pid is not
+mistaken for the owner), :data:`LABEL_HOST` and :data:`LABEL_SESSION` (a random id per
+:class:`sandbox.Sandbox`). :func:`reap_stale` removes containers of this host whose owner process is gone.
+"""
+
+from __future__ import annotations
+
+import os
+import socket
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+from typing import Any
+
+import docker
+import docker.errors
+import requests
+
+from sandbox.errors import EngineUnavailableError
+from sandbox.models import Limits
+
+__all__ = [
+    "LABEL_HOST",
+    "LABEL_OWNER_PID",
+    "LABEL_OWNER_START",
+    "LABEL_ROOT",
+    "LABEL_SESSION",
+    "WORKDIR",
+    "connect",
+    "container_kwargs",
+    "list_sandbox_containers",
+    "owner_alive",
+    "owner_labels",
+    "process_start_ticks",
+    "reap_stale",
+    "remove_containers",
+]
+
+LABEL_ROOT = "agentkit.sandbox"
+LABEL_OWNER_PID = "agentkit.sandbox.owner_pid"
+LABEL_OWNER_START = "agentkit.sandbox.owner_start"
+LABEL_HOST = "agentkit.sandbox.host"
+LABEL_SESSION = "agentkit.sandbox.session"
+
+#: Work directory inside the container (a tmpfs; the only writable place besides /tmp).
+WORKDIR = "/work"
+#: Unprivileged user the code runs as (``nobody:nogroup`` on Debian).
+USER = "65534:65534"
+#: What a pooled container runs while it waits for its one execution (PID 1 is docker's init, tini).
+IDLE_COMMAND = ["sleep", "infinity"]
+
+_FIX_ENGINE = (
+    "Fix: start the engine with `bash scripts/services.sh` (installs docker.io and starts "
+    "`dockerd --bridge=none --iptables=false --ip-forward=false --ip-masq=false`), or point DOCKER_HOST at a "
+    "running engine; `agentkit sandbox doctor` shows what is missing."
+)
+
+
+def connect(timeout_s: float = 60.0) -> docker.DockerClient:
+    """A docker SDK client for the engine of ``$DOCKER_HOST`` (default the local unix socket), checked with ping.
+
+    ``timeout_s``: HTTP timeout of API calls (seconds). Raises :class:`EngineUnavailableError` with a fix.
+    """
+    try:
+        client = docker.from_env(timeout=int(timeout_s))
+        client.ping()
+    except (docker.errors.DockerException, requests.exceptions.RequestException, OSError) as exc:
+        where = os.environ.get("DOCKER_HOST", "unix:///var/run/docker.sock")
+        raise EngineUnavailableError(f"cannot reach the Docker engine at {where}: {exc}. {_FIX_ENGINE}") from exc
+    return client
+
+
+def process_start_ticks(pid: int) -> int | None:
+    """Start time of process ``pid`` in clock ticks since boot (``/proc/PID/stat`` field 22), None if gone.
+
+    Returns None too for a zombie (state ``Z``): it has exited, only its parent has not reaped it yet.
+    """
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return None
+    # Field 2 (comm) may contain spaces and parentheses: split after the last ')'.
+    rest = stat[stat.rfind(")") + 2 :].split()
+    if not rest or rest[0] in ("Z", "X"):
+        return None
+    return int(rest[19])
+
+
+def _host_id() -> str:
+    return socket.gethostname()
+
+
+def owner_labels(session: str) -> dict[str, str]:
+    """Labels marking a container as owned by this process and sandbox ``session``."""
+    pid = os.getpid()
+    return {
+        LABEL_ROOT: "1",
+        LABEL_OWNER_PID: str(pid),
+        LABEL_OWNER_START: str(process_start_ticks(pid) or 0),
+        LABEL_HOST: _host_id(),
+        LABEL_SESSION: session,
+    }
+
+
+def owner_alive(labels: dict[str, str]) -> bool:
+    """True unless the owner named by ``labels`` is certainly gone (same host, pid dead or recycled).
+
+    Containers of another host (a shared remote engine) are always considered alive: their owner cannot be
+    checked from here.
+    """
+    if labels.get(LABEL_HOST) != _host_id():
+        return True
+    try:
+        pid = int(labels.get(LABEL_OWNER_PID, ""))
+    except ValueError:
+        return False
+    ticks = process_start_ticks(pid)
+    if ticks is None:
+        return False
+    want = labels.get(LABEL_OWNER_START, "0")
+    return want in ("", "0") or str(ticks) == want
+
+
+def container_kwargs(image: str, limits: Limits, labels: dict[str, str]) -> dict[str, Any]:
+    """Keyword arguments for ``client.containers.create`` of a hardened, idle sandbox container.
+
+    No network (only ``lo``), memory == memory+swap (no swap), CPU quota, pids limit, read-only root with tmpfs
+    ``/work`` and ``/tmp`` (nosuid, nodev, noexec), every capability dropped, ``no-new-privileges``, uid/gid
+    65534, docker's init as PID 1 (reaps zombies, forwards signals), private IPC namespace.
+    """
+    kw: dict[str, Any] = {
+        "image": image,
+        "command": IDLE_COMMAND,
+        "detach": True,
+        "labels": labels,
+        "network_mode": "none",
+        "mem_limit": limits.memory_bytes,
+        "memswap_limit": limits.memory_bytes,
+        "mem_swappiness": 0,
+        "cpu_period": 100_000,
+        "cpu_quota": int(limits.cpus * 100_000),
+        "pids_limit": limits.pids,
+        "read_only": True,
+        "tmpfs": {
+            WORKDIR: f"rw,nosuid,nodev,noexec,size={limits.workdir_bytes},mode=1777",
+            "/tmp": f"rw,nosuid,nodev,noexec,size={limits.tmp_bytes},mode=1777",
+        },
+        "cap_drop": ["ALL"],
+        "security_opt": ["no-new-privileges"],
+        "user": USER,
+        "init": True,
+        "working_dir": WORKDIR,
+        "ipc_mode": "private",
+        "environment": {"HOME": WORKDIR, "PYTHONDONTWRITEBYTECODE": "1", "PYTHONUNBUFFERED": "1"},
+        "stop_signal": "SIGKILL",
+        "ulimits": [docker.types.Ulimit(name="core", soft=0, hard=0)],
+    }
+    if limits.runtime:
+        kw["runtime"] = limits.runtime
+    return kw
+
+
+def list_sandbox_containers(client: docker.DockerClient, session: str | None = None) -> list[Any]:
+    """All sandbox containers (any state), or only those of ``session``."""
+    label = f"{LABEL_SESSION}={session}" if session else LABEL_ROOT
+    return list(client.containers.list(all=True, filters={"label": label}, ignore_removed=True))
+
+
+def remove_containers(client: docker.DockerClient, ids: list[str]) -> list[str]:
+    """Force-remove (kill + delete) containers ``ids`` in parallel; ids already gone count as removed.
+
+    Returns the ids removed. Errors other than "not found" propagate as ``docker.errors.APIError``.
+    """
+
+    def _rm(cid: str) -> str:
+        try:
+            client.api.remove_container(cid, force=True, v=True)
+        except docker.errors.NotFound:
+            pass
+        except docker.errors.APIError as exc:
+            # "removal already in progress" means someone else is removing it: fine.
+            if "already in progress" not in str(exc):
+                raise
+        return cid
+
+    if not ids:
+        return []
+    if len(ids) == 1:
+        return [_rm(ids[0])]
+    with ThreadPoolExecutor(max_workers=min(8, len(ids))) as ex:
+        return list(ex.map(_rm, ids))
+
+
+def reap_stale(client: docker.DockerClient) -> list[str]:
+    """Remove sandbox containers of this host whose owner process has died (e.g. killed by SIGKILL).
+
+    Returns the ids of the removed containers.
+    """
+    stale = [c.id for c in list_sandbox_containers(client) if not owner_alive(c.labels)]
+    return remove_containers(client, stale)

@@ -1,0 +1,199 @@
+"""One ``docker exec`` with a stdin payload, a wall-clock deadline and capped stdout/stderr.
+
+The docker SDK's ``exec_run`` has no timeout and cannot send stdin, so this module drives the Engine API's
+hijacked exec connection itself: ``POST /exec/{id}/start`` upgrades the HTTP connection to a raw stream;
+the payload is written and the write side shut down (the process sees EOF on stdin); the response is the
+multiplexed stream of Docker's attach protocol -- frames of an 8-byte header ``[stream, 0, 0, 0,
+size (uint32 big-endian)]`` followed by ``size`` bytes, stream 1 = stdout, 2 = stderr (Docker Engine API,
+"Attach to a container", stream format). When the deadline passes, ``on_timeout`` is called (the caller
+kills the container: killing the client would leave the process running).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import socket
+import struct
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+import docker
+
+from sandbox.errors import SandboxError
+
+__all__ = ["ExecOutcome", "cap_text", "exec_with_stdin"]
+
+_HEADER = struct.Struct(">BxxxI")
+
+
+@dataclass
+class ExecOutcome:
+    """Raw result of :func:`exec_with_stdin`. Byte counts are totals the process wrote (kept + dropped)."""
+
+    stdout: bytes
+    stderr: bytes
+    stdout_total: int
+    stderr_total: int
+    finished: bool
+    exit_code: int | None
+    exec_id: str
+
+
+class _Capped:
+    def __init__(self, cap: int) -> None:
+        self.cap = cap
+        self.buf = bytearray()
+        self.total = 0
+
+    def add(self, data: bytes | memoryview) -> None:
+        self.total += len(data)
+        room = self.cap - len(self.buf)
+        if room > 0:
+            self.buf += data[:room]
+
+
+def cap_text(data: bytes, total: int) -> tuple[str, bool]:
+    """Decode ``data`` (the kept prefix of ``total`` bytes) as UTF-8 with ``errors="replace"``.
+
+    A cut inside a multi-byte character is moved back to the character boundary. When ``total`` exceeds
+    ``len(data)`` a marker line ``[... truncated N bytes]`` is appended. Returns ``(text, truncated)``.
+    """
+    if total <= len(data):
+        return data.decode("utf-8", errors="replace"), False
+    cut = len(data)
+    # Back off at most 3 continuation bytes (10xxxxxx) plus the lead byte of a partial UTF-8 sequence.
+    back = 0
+    while back < 3 and cut - back > 0 and (data[cut - back - 1] & 0xC0) == 0x80:
+        back += 1
+    if cut - back > 0:
+        lead = data[cut - back - 1]
+        need = 2 if lead >> 5 == 0b110 else 3 if lead >> 4 == 0b1110 else 4 if lead >> 3 == 0b11110 else 1
+        if need > back + 1:
+            cut -= back + 1
+    text = data[:cut].decode("utf-8", errors="replace")
+    sep = "" if text.endswith("\n") or not text else "\n"
+    return f"{text}{sep}[... truncated {total - cut} bytes]\n", True
+
+
+def _raw_socket(sock: Any) -> tuple[socket.socket, bytes]:
+    """The OS socket under the SDK's hijacked exec stream, and bytes already buffered by http.client."""
+    raw = getattr(sock, "_sock", sock)
+    if not isinstance(raw, socket.socket):
+        raise SandboxError(
+            f"unsupported Docker transport for exec streams ({type(sock).__name__}); use a unix socket or tcp "
+            "DOCKER_HOST"
+        )
+    leftover = b""
+    # http.client reads the 101 response headers through a BufferedReader that may have read past them.
+    buffered = getattr(getattr(getattr(getattr(sock, "_response", None), "raw", None), "_fp", None), "fp", None)
+    if buffered is not None and hasattr(buffered, "read1"):
+        raw.setblocking(False)
+        try:
+            leftover = buffered.read1(1 << 16) or b""
+        except (BlockingIOError, OSError, ValueError):
+            leftover = b""
+        finally:
+            raw.setblocking(True)
+    return raw, leftover
+
+
+def exec_with_stdin(
+    api: docker.APIClient,
+    container_id: str,
+    cmd: list[str],
+    stdin: bytes,
+    *,
+    deadline: float,
+    output_cap: int,
+    on_timeout: Callable[[], None],
+    workdir: str | None = None,
+    environment: dict[str, str] | None = None,
+) -> ExecOutcome:
+    """Run ``cmd`` in the running container ``container_id``, feeding ``stdin``, until EOF or ``deadline``.
+
+    ``deadline``: ``time.monotonic()`` value (seconds) after which ``on_timeout()`` is called and reading
+    stops (``finished=False``). ``output_cap``: bytes kept per stream. ``exit_code`` is None when the engine
+    reports none (killed container). Raises ``docker.errors.APIError`` when the engine refuses the exec.
+    """
+    exec_id = api.exec_create(
+        container_id,
+        cmd,
+        stdin=True,
+        stdout=True,
+        stderr=True,
+        tty=False,
+        workdir=workdir,
+        environment=environment,
+    )["Id"]
+    hijacked = api.exec_start(exec_id, socket=True)
+    out, err = _Capped(output_cap), _Capped(output_cap)
+    finished = False
+    try:
+        raw, leftover = _raw_socket(hijacked)
+        buf = bytearray(leftover)
+        try:
+            raw.settimeout(max(0.001, deadline - time.monotonic()))
+            if stdin:
+                raw.sendall(stdin)
+            raw.shutdown(socket.SHUT_WR)
+        except TimeoutError:
+            pass  # handled below as a timeout
+        except OSError:
+            pass  # the process exited without reading stdin: its output and exit code still tell
+        while True:
+            # Parse every complete frame in the buffer.
+            pos = 0
+            while len(buf) - pos >= _HEADER.size:
+                kind, size = _HEADER.unpack_from(buf, pos)
+                if len(buf) - pos - _HEADER.size < size:
+                    break
+                body = memoryview(buf)[pos + _HEADER.size : pos + _HEADER.size + size]
+                if kind in (1, 2):
+                    (out if kind == 1 else err).add(body)
+                body.release()
+                pos += _HEADER.size + size
+            if pos:
+                del buf[:pos]
+            remaining = deadline - time.monotonic()
+            if remaining <= 0:
+                break
+            raw.settimeout(remaining)
+            try:
+                chunk = raw.recv(1 << 16)
+            except TimeoutError:
+                break
+            except OSError:
+                chunk = b""
+            if not chunk:
+                finished = True
+                break
+            buf += chunk
+    finally:
+        if not finished:
+            on_timeout()
+        with contextlib.suppress(Exception):
+            hijacked.close()
+        resp = getattr(hijacked, "_response", None)
+        if resp is not None:
+            with contextlib.suppress(Exception):
+                resp.close()
+    exit_code: int | None = None
+    if finished:
+        # The stream can end a moment before the engine records the exit: poll briefly.
+        for _ in range(200):
+            info = api.exec_inspect(exec_id)
+            if not info.get("Running") and info.get("ExitCode") is not None:
+                exit_code = int(info["ExitCode"])
+                break
+            time.sleep(0.005)
+    return ExecOutcome(
+        stdout=bytes(out.buf),
+        stderr=bytes(err.buf),
+        stdout_total=out.total,
+        stderr_total=err.total,
+        finished=finished,
+        exit_code=exit_code,
+        exec_id=exec_id,
+    )

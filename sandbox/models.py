@@ -1,0 +1,164 @@
+"""Value types of the sandbox: resource :class:`Limits` and the :class:`Execution` result."""
+
+from __future__ import annotations
+
+import base64
+import re
+from dataclasses import dataclass, field
+from typing import Any
+
+from sandbox.errors import SandboxInputError
+
+__all__ = ["MIB", "Execution", "Limits", "parse_size"]
+
+MIB = 1024 * 1024
+_SIZE_RE = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([kmgt]?)i?b?\s*$", re.IGNORECASE)
+_SIZE_MULT = {"": 1, "k": 1024, "m": MIB, "g": 1024 * MIB, "t": 1024 * 1024 * MIB}
+
+
+def parse_size(value: int | str, *, what: str = "size") -> int:
+    """Parse a byte count: an int, or a string such as ``"256m"``, ``"1.5g"``, ``"64MiB"`` (binary units).
+
+    Returns the number of bytes (int). Raises :class:`SandboxInputError` naming ``what`` on bad input.
+    """
+    if isinstance(value, bool):
+        raise SandboxInputError(f"{what}: expected a byte count, got {value!r}")
+    if isinstance(value, int):
+        if value < 0:
+            raise SandboxInputError(f"{what}: must be >= 0 bytes, got {value}")
+        return value
+    m = _SIZE_RE.match(str(value))
+    if not m:
+        raise SandboxInputError(f"{what}: cannot parse {value!r} as a size (examples: 262144, '256m', '1g')")
+    return int(float(m.group(1)) * _SIZE_MULT[m.group(2).lower()])
+
+
+@dataclass(frozen=True)
+class Limits:
+    """Resource limits of one sandbox container. All sizes are bytes; every default is the hardened one.
+
+    - ``memory_bytes``: RAM limit; swap is set to the same value, so the container gets no swap. An
+      execution over it is OOM-killed (``Execution.oom_killed``).
+    - ``cpus``: CPU quota in cores (``cpu_quota = cpus * 100_000`` per ``100_000`` µs period).
+    - ``pids``: maximum number of processes/threads in the container (contains fork bombs).
+    - ``workdir_bytes`` / ``tmp_bytes``: sizes of the tmpfs mounted at the work dir (``/work``) and at
+      ``/tmp``; the root file system is read-only.
+    - ``output_bytes``: cap on each of stdout and stderr kept in the result; the rest is dropped and a
+      truncation marker appended.
+    - ``files_out_bytes``: cap on the total size of files returned in ``Execution.files_out``.
+    - ``runtime``: OCI runtime name, ``None`` for the engine default (runc) or ``"runsc"`` (gVisor, where
+      installed; it needs ``pids >= 1024``).
+
+    Raises :class:`SandboxInputError` (a ``ValueError``) naming the field when a value is out of range.
+    """
+
+    memory_bytes: int = 256 * MIB
+    cpus: float = 1.0
+    pids: int = 64
+    workdir_bytes: int = 64 * MIB
+    tmp_bytes: int = 16 * MIB
+    output_bytes: int = 64 * 1024
+    files_out_bytes: int = 8 * MIB
+    runtime: str | None = None
+
+    def __post_init__(self) -> None:
+        checks: list[tuple[str, bool, str]] = [
+            ("memory_bytes", self.memory_bytes >= 16 * MIB, ">= 16 MiB"),
+            ("cpus", 0.01 <= self.cpus <= 64, "between 0.01 and 64 cores"),
+            ("pids", 8 <= self.pids <= 65536, "between 8 and 65536"),
+            ("workdir_bytes", MIB <= self.workdir_bytes <= 16 * 1024 * MIB, "between 1 MiB and 16 GiB"),
+            ("tmp_bytes", MIB <= self.tmp_bytes <= 16 * 1024 * MIB, "between 1 MiB and 16 GiB"),
+            ("output_bytes", 64 <= self.output_bytes <= 256 * MIB, "between 64 B and 256 MiB"),
+            ("files_out_bytes", 0 <= self.files_out_bytes <= 1024 * MIB, "between 0 and 1 GiB"),
+        ]
+        for name, ok, expected in checks:
+            if not ok:
+                raise SandboxInputError(f"Limits.{name}={getattr(self, name)!r} out of range: must be {expected}")
+        if self.runtime is not None and not re.fullmatch(r"[A-Za-z0-9_.-]+", self.runtime):
+            raise SandboxInputError(f"Limits.runtime={self.runtime!r} is not a runtime name (e.g. 'runsc')")
+        if self.runtime == "runsc" and self.pids < 1024:
+            raise SandboxInputError(
+                f"Limits.pids={self.pids} is too low for gVisor: runsc needs pids >= 1024 "
+                "(it runs its own threads inside the container's pids cgroup)"
+            )
+
+    @classmethod
+    def from_options(
+        cls,
+        *,
+        memory: int | str | None = None,
+        cpus: float | None = None,
+        pids: int | None = None,
+        runtime: str | None = None,
+        output: int | str | None = None,
+        base: Limits | None = None,
+    ) -> Limits:
+        """Build limits from CLI-style options (sizes may be strings like ``"512m"``) over ``base``."""
+        b = base or cls()
+        return cls(
+            memory_bytes=parse_size(memory, what="memory") if memory is not None else b.memory_bytes,
+            cpus=cpus if cpus is not None else b.cpus,
+            pids=pids if pids is not None else b.pids,
+            workdir_bytes=b.workdir_bytes,
+            tmp_bytes=b.tmp_bytes,
+            output_bytes=parse_size(output, what="output") if output is not None else b.output_bytes,
+            files_out_bytes=b.files_out_bytes,
+            runtime=runtime if runtime is not None else b.runtime,
+        )
+
+
+@dataclass
+class Execution:
+    """The result of one :meth:`sandbox.Sandbox.run`.
+
+    - ``stdout`` / ``stderr``: the program's output decoded as UTF-8 with ``errors="replace"``, each capped
+      at ``Limits.output_bytes`` bytes; a capped stream ends with a line ``[... truncated N bytes]``.
+    - ``exit_code``: the program's exit status; 137 (128 + SIGKILL) when it was killed (timeout or OOM);
+      -1 when the engine could not report one.
+    - ``timed_out``: the time limit was reached and the container was killed and removed.
+    - ``oom_killed``: the kernel's OOM killer ended the program (memory limit reached).
+    - ``duration_s``: wall time of the execution inside the container, in seconds (excludes getting a
+      container from the pool).
+    - ``files_out``: files the program created or changed in the work dir, ``{relative path: bytes}``, only
+      for the glob patterns passed as ``collect=``.
+    - ``truncated``: stdout, stderr or ``files_out`` hit its cap.
+    - ``container_id``: the (single-use, now removed or being removed) container it ran in.
+    - ``warm``: True when the container came pre-started from the warm pool.
+    """
+
+    stdout: str
+    stderr: str
+    exit_code: int
+    timed_out: bool = False
+    oom_killed: bool = False
+    duration_s: float = 0.0
+    files_out: dict[str, bytes] = field(default_factory=dict)
+    truncated: bool = False
+    container_id: str = ""
+    warm: bool = False
+
+    @property
+    def ok(self) -> bool:
+        """True when the program exited 0 without timeout or OOM."""
+        return self.exit_code == 0 and not self.timed_out and not self.oom_killed
+
+    def to_dict(self) -> dict[str, Any]:
+        """A JSON-serialisable dict. ``files_out`` values become ``{"encoding": "utf-8"|"base64", "content"}``."""
+        files: dict[str, dict[str, str]] = {}
+        for name, data in self.files_out.items():
+            try:
+                files[name] = {"encoding": "utf-8", "content": data.decode("utf-8")}
+            except UnicodeDecodeError:
+                files[name] = {"encoding": "base64", "content": base64.b64encode(data).decode("ascii")}
+        return {
+            "stdout": self.stdout,
+            "stderr": self.stderr,
+            "exit_code": self.exit_code,
+            "timed_out": self.timed_out,
+            "oom_killed": self.oom_killed,
+            "duration_s": round(self.duration_s, 4),
+            "files_out": files,
+            "truncated": self.truncated,
+            "container_id": self.container_id,
+            "warm": self.warm,
+        }
