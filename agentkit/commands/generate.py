@@ -1,0 +1,114 @@
+"""``agentkit generate``: run the embedded runtime on a prompt, optionally showing the canvas denoise live."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import typer
+
+
+def _live_renderer(tokenizer: Any) -> tuple[Any, Any]:
+    """Return ``(live, callback)``: a rich Live view where accepted tokens are firm and noise is dim."""
+    from rich.console import Group
+    from rich.live import Live
+    from rich.text import Text
+
+    from model.runtime import CanvasEvent, StepEvent
+
+    committed: list[str] = []
+    live = Live(Text(""), refresh_per_second=20, transient=False)
+
+    def piece(tok: int) -> str:
+        return str(tokenizer.decode([tok], skip_special_tokens=False))
+
+    def on_event(ev: StepEvent | CanvasEvent) -> None:
+        if isinstance(ev, CanvasEvent):
+            committed.append(piece_seq(ev.tokens[0].tolist()))
+            live.update(Text("".join(committed)))
+            return
+        draft = Text("".join(committed))
+        toks = ev.argmax[0].tolist()
+        acc = ev.accepted[0].tolist()
+        fixed = ev.fixed[0].tolist()
+        for t, a, f in zip(toks, acc, fixed, strict=True):
+            style = "bold green" if f else ("bold" if a else "dim")
+            draft.append(piece(t), style=style)
+        mean_h = float(ev.entropy[0].mean())
+        status = Text(
+            f"\ncanvas {ev.canvas_index} step {ev.step}  accepted {sum(acc)}/{len(acc)}  mean entropy {mean_h:.3f}",
+            style="cyan",
+        )
+        live.update(Group(draft, status))
+
+    def piece_seq(toks: list[int]) -> str:
+        return str(
+            tokenizer.decode([t for t in toks if t != tokenizer.pad_token_id], skip_special_tokens=False)
+        )
+
+    return live, on_event
+
+
+def generate_command(
+    prompt: str = typer.Argument(..., help="User message (rendered with the checkpoint's chat template)."),
+    model: str | None = typer.Option(
+        None, "--model", "-m", help="Checkpoint folder or hub id (default: embedded)."
+    ),
+    live: bool = typer.Option(False, "--live", help="Show the canvas denoising in the terminal."),
+    raw: bool = typer.Option(False, "--raw", help="Use the prompt as is, without the chat template."),
+    max_new_tokens: int | None = typer.Option(None, help="Token budget (rounded up to whole canvases)."),
+    seed: int | None = typer.Option(0, help="Random seed."),
+    threads: int | None = typer.Option(None, help="torch threads."),
+    device: str = typer.Option("cpu", help="cpu or cuda."),
+    dtype: str = typer.Option("float32", help="float32 or bfloat16."),
+    as_json: bool = typer.Option(False, "--json", help="Print the answer and stats as one JSON object."),
+) -> None:
+    """Generate an answer with the block-diffusion runtime and print it with its stats."""
+    import torch
+    from rich.console import Console
+
+    from model.loading import CheckpointError, load_checkpoint
+    from model.runtime import generate
+
+    if threads:
+        torch.set_num_threads(threads)
+    console = Console()
+    try:
+        ck = load_checkpoint(model, dtype=dtype, device=device)
+    except CheckpointError as exc:
+        console.print(f"[red]error:[/red] {exc}")
+        raise typer.Exit(2) from exc
+    tok = ck.tokenizer
+    text = (
+        prompt
+        if raw
+        else tok.apply_chat_template(
+            [{"role": "user", "content": prompt}], tokenize=False, add_generation_prompt=True
+        )
+    )
+    ids = tok(text, return_tensors="pt", add_special_tokens=False).input_ids.to(ck.model.device)
+    settings = ck.settings.replace(max_new_tokens=max_new_tokens)
+    if live and not as_json:
+        view, cb = _live_renderer(tok)
+        with view:
+            out = generate(ck.model, ids, settings, seed=seed, on_event=cb)
+    else:
+        out = generate(ck.model, ids, settings, seed=seed)
+    new = [t for t in out.new_tokens[0].tolist() if t != settings.pad_token_id]
+    answer = tok.decode(new, skip_special_tokens=False)
+    if as_json:
+        typer.echo(json.dumps({"answer": answer, "stats": out.stats.as_dict()}))
+        return
+    if not live:
+        console.print(answer, markup=False, highlight=False)
+    s = out.stats
+    console.print(
+        f"[cyan]canvases {s.canvases}, steps per canvas {s.steps_per_canvas}, TPF {s.tokens_per_forward[0]:.2f}, "
+        f"prefill {s.time_prefill_s * 1000:.0f} ms, decoder {s.time_decoder_s * 1000:.0f} ms, "
+        f"sampling {s.time_sampling_s * 1000:.0f} ms, total {s.time_total_s * 1000:.0f} ms[/cyan]"
+    )
+
+
+def register(app: typer.Typer) -> None:
+    """Add ``generate`` to the ``agentkit`` CLI."""
+    app.command("generate")(generate_command)
