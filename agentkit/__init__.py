@@ -1,3 +1,105 @@
-"""agentkit: a function-calling agent framework on an embedded block-diffusion language-model runtime."""
+"""agentkit: a function-calling agent framework on an embedded block-diffusion language-model runtime.
+
+Public API (imported lazily, so ``agentkit --help`` stays fast)::
+
+    from agentkit import Agent, tool, load_bundle, Conversation
+    from agentkit.backends.scripted import ScriptedBackend, call, answer
+
+See docs/AGENTS.md for the guide and docs/BUNDLES.md for the YAML bundle format.
+"""
+
+from __future__ import annotations
+
+import importlib
+from typing import TYPE_CHECKING, Any
 
 __version__ = "0.1.0"
+
+if TYPE_CHECKING:
+    from agentkit.agent import Agent, ChatSession
+    from agentkit.backends.base import Backend, ModelTurn, ToolCallRequest, Usage
+    from agentkit.bundle import Bundle, load_bundle
+    from agentkit.errors import (
+        AgentKitError,
+        AgentRunError,
+        BackendError,
+        BundleError,
+        LoopGuardTriggered,
+        MaxStepsExceeded,
+        ModelRetry,
+        ToolDefinitionError,
+        ToolRetriesExceeded,
+    )
+    from agentkit.history import Conversation
+    from agentkit.result import RunResult, Step, Timing, ToolCallRecord
+    from agentkit.tools import Tool, ToolContext, tool
+
+_EXPORTS = {
+    "Agent": "agentkit.agent",
+    "ChatSession": "agentkit.agent",
+    "Backend": "agentkit.backends.base",
+    "ModelTurn": "agentkit.backends.base",
+    "ToolCallRequest": "agentkit.backends.base",
+    "Usage": "agentkit.backends.base",
+    "Bundle": "agentkit.bundle",
+    "load_bundle": "agentkit.bundle",
+    "AgentKitError": "agentkit.errors",
+    "AgentRunError": "agentkit.errors",
+    "BackendError": "agentkit.errors",
+    "BundleError": "agentkit.errors",
+    "LoopGuardTriggered": "agentkit.errors",
+    "MaxStepsExceeded": "agentkit.errors",
+    "ModelRetry": "agentkit.errors",
+    "ToolDefinitionError": "agentkit.errors",
+    "ToolRetriesExceeded": "agentkit.errors",
+    "Conversation": "agentkit.history",
+    "RunResult": "agentkit.result",
+    "Step": "agentkit.result",
+    "Timing": "agentkit.result",
+    "ToolCallRecord": "agentkit.result",
+    "Tool": "agentkit.tools",
+    "ToolContext": "agentkit.tools",
+    "tool": "agentkit.tools",
+}
+
+__all__ = [
+    "Agent",
+    "AgentKitError",
+    "AgentRunError",
+    "Backend",
+    "BackendError",
+    "Bundle",
+    "BundleError",
+    "ChatSession",
+    "Conversation",
+    "LoopGuardTriggered",
+    "MaxStepsExceeded",
+    "ModelRetry",
+    "ModelTurn",
+    "RunResult",
+    "Step",
+    "Timing",
+    "Tool",
+    "ToolCallRecord",
+    "ToolCallRequest",
+    "ToolContext",
+    "ToolDefinitionError",
+    "ToolRetriesExceeded",
+    "Usage",
+    "__version__",
+    "load_bundle",
+    "tool",
+]
+
+
+def __getattr__(name: str) -> Any:
+    module = _EXPORTS.get(name)
+    if module is None:
+        raise AttributeError(f"module 'agentkit' has no attribute {name!r}")
+    value = getattr(importlib.import_module(module), name)
+    globals()[name] = value
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted(__all__)

@@ -1,0 +1,631 @@
+"""The agent and its planner loop.
+
+One run (one user turn) goes through four phases per step, after the OpenAI Agents SDK's split:
+
+1. **Turn preparation** - messages = system prompt + kept history (user messages and final answers only)
+   + the question + this turn's trajectory so far; tool declarations from the tools' JSON Schemas.
+2. **Model turn** - ``backend.complete(messages, tools, tool_choice)`` (``acomplete`` when the backend has
+   it). The embedded backend constrains the denoising to the tool-call grammar.
+3. **Tool planning** - for each requested call, in call-id order: loop guard on (tool, canonical
+   arguments); decode errors, unknown tool names and invalid arguments become error tool responses that
+   list what is valid; valid calls are scheduled.
+4. **Execution and resolution** - scheduled calls run concurrently (sync tools on daemon threads, async
+   tools on the loop), each under its timeout; every call id gets exactly one tool response, appended in
+   call-id order (the order the model issued the calls). A tool exception or timeout becomes an error
+   response naming the tool and the offending arguments - never a crash.
+
+The loop ends with a final answer (a model turn without tool calls), or raises
+:class:`~agentkit.errors.MaxStepsExceeded` / :class:`~agentkit.errors.LoopGuardTriggered` /
+:class:`~agentkit.errors.ToolRetriesExceeded`, each carrying the partial transcript.
+
+``tool_choice`` other than ``"auto"``/``"none"`` applies to the first model turn of a run only (then
+``"auto"``), unless ``reset_tool_choice=False``: a forced call every turn could never end in an answer.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import time
+from collections.abc import Callable, Iterable, Sequence
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from agentkit.backends import resolve_backend
+from agentkit.backends.base import (
+    Backend,
+    ChatMessage,
+    ModelTurn,
+    ToolCallRequest,
+    ToolChoice,
+    ToolDeclaration,
+    Usage,
+    tool_choice_name,
+)
+from agentkit.errors import (
+    AgentRunError,
+    LoopGuardTriggered,
+    MaxStepsExceeded,
+    ToolDefinitionError,
+    ToolRetriesExceeded,
+    describe_exception,
+)
+from agentkit.events import (
+    Event,
+    EventCallback,
+    ModelResponded,
+    RunFailed,
+    RunFinished,
+    RunStarted,
+    ToolCallFinished,
+    ToolCallStarted,
+)
+from agentkit.history import Conversation
+from agentkit.result import RunResult, Step, StopReason, Timing, ToolCallRecord
+from agentkit.tools import Tool, ToolArgumentsError, ToolContext, ToolTimeoutError, as_tool
+
+if TYPE_CHECKING:
+    from agentkit.bundle import Bundle
+
+__all__ = ["Agent", "ChatSession"]
+
+_perf = time.perf_counter
+
+
+def canonical_arguments(arguments: Any) -> str:
+    """Canonical JSON text of tool arguments (sorted keys, no spaces) - the loop guard's key."""
+    return json.dumps(arguments, sort_keys=True, separators=(",", ":"), ensure_ascii=False, default=str)
+
+
+def _error_content(payload: dict[str, Any]) -> str:
+    return json.dumps(payload, ensure_ascii=False, default=str)
+
+
+class Agent:
+    """A function-calling agent: a backend, tools and the planner loop.
+
+    Args:
+        model: a :class:`~agentkit.backends.base.Backend`, or a spec string resolved by
+            :func:`agentkit.backends.resolve_backend` (``"embedded"``, ``"embedded:PATH"``,
+            ``"openai:MODEL"``); ``None`` = the embedded backend with the default checkpoint (loaded on
+            first use).
+        tools: :class:`~agentkit.tools.Tool` objects or plain typed functions (wrapped with defaults).
+        system_prompt: system message put before the history; ``None`` for none.
+        max_steps: model turns allowed per run (>= 1).
+        tool_choice: ``"auto" | "required" | "none" | {"name": NAME}``.
+        loop_guard: stop the run when the model requests the same (tool, canonical arguments) for the
+            ``loop_guard``-th time in one run (that request is not executed); ``None`` disables (>= 2).
+        reset_tool_choice: use ``"auto"`` after the first step when ``tool_choice`` forces a call.
+        on_event: callback(s) receiving every :mod:`agentkit.events` event of every run.
+        name: a label for logs and results.
+
+    Raises:
+        ToolDefinitionError: duplicate tool names, or a forced tool_choice naming an unknown tool.
+        ValueError: ``max_steps < 1``, ``loop_guard < 2``, or an invalid ``tool_choice``.
+    """
+
+    def __init__(
+        self,
+        model: Backend | str | None = None,
+        tools: Iterable[Tool | Callable[..., Any]] = (),
+        *,
+        system_prompt: str | None = None,
+        max_steps: int = 10,
+        tool_choice: ToolChoice = "auto",
+        loop_guard: int | None = 3,
+        reset_tool_choice: bool = True,
+        on_event: EventCallback | Sequence[EventCallback] | None = None,
+        name: str = "agent",
+    ) -> None:
+        if max_steps < 1:
+            raise ValueError(f"max_steps must be >= 1, got {max_steps}")
+        if loop_guard is not None and loop_guard < 2:
+            raise ValueError(f"loop_guard must be >= 2 or None, got {loop_guard}")
+        self.backend: Backend = resolve_backend(model)
+        self.system_prompt = system_prompt
+        self.max_steps = max_steps
+        self.loop_guard = loop_guard
+        self.reset_tool_choice = reset_tool_choice
+        self.name = name
+        self._tools: dict[str, Tool] = {}
+        self._declarations: list[ToolDeclaration] = []
+        for t in tools:
+            self.add_tool(t)
+        forced = tool_choice_name(tool_choice)
+        if forced is not None and forced not in self._tools:
+            raise ToolDefinitionError(f"tool_choice names tool {forced!r}, which is not registered")
+        self.tool_choice: ToolChoice = tool_choice
+        if on_event is None:
+            self._callbacks: list[EventCallback] = []
+        elif callable(on_event):
+            self._callbacks = [on_event]
+        else:
+            self._callbacks = list(on_event)
+
+    # ------------------------------------------------------------------ construction helpers
+
+    @classmethod
+    def from_bundle(
+        cls,
+        bundle: str | Path | Bundle,
+        *,
+        backend: str | Backend | None = None,
+        model: str | None = None,
+        **overrides: Any,
+    ) -> Agent:
+        """Build an agent from a YAML tool bundle (see docs/BUNDLES.md).
+
+        Args:
+            bundle: path of the bundle file, or a loaded :class:`agentkit.bundle.Bundle`.
+            backend: override the bundle's backend: a name (``embedded``, ``openai``, ``scripted``) or a
+                Backend instance.
+            model: override the bundle's model (checkpoint path/id, server model name, or script file).
+            overrides: any :class:`Agent` keyword (``max_steps=``, ``system_prompt=``, ``on_event=``...).
+
+        Raises:
+            BundleError: the file is invalid (file, line, field in the message).
+        """
+        from agentkit.bundle import Bundle, load_bundle
+
+        b = bundle if isinstance(bundle, Bundle) else load_bundle(bundle)
+        return b.make_agent(backend=backend, model=model, **overrides)
+
+    def add_tool(self, t: Tool | Callable[..., Any]) -> Tool:
+        """Register a tool (a :class:`Tool` or a typed function); returns the Tool.
+
+        Raises:
+            ToolDefinitionError: a tool with that name is already registered, or the function cannot be
+                made a tool.
+        """
+        tl = as_tool(t)
+        if tl.name in self._tools:
+            raise ToolDefinitionError(f"duplicate tool name {tl.name!r}")
+        self._tools[tl.name] = tl
+        self._declarations.append(tl.declaration())
+        return tl
+
+    def tool(self, fn: Callable[..., Any]) -> Tool:
+        """Decorator registering ``fn`` as a tool with default settings (``@agent.tool``)."""
+        return self.add_tool(fn)
+
+    @property
+    def tools(self) -> dict[str, Tool]:
+        """Registered tools by name (a copy)."""
+        return dict(self._tools)
+
+    def declarations(self) -> list[ToolDeclaration]:
+        """The tool declarations sent to the model."""
+        return list(self._declarations)
+
+    # ------------------------------------------------------------------------------ running
+
+    def run(
+        self,
+        question: str,
+        *,
+        history: Conversation | None = None,
+        deps: Any = None,
+        on_event: EventCallback | None = None,
+    ) -> RunResult:
+        """Answer one user message (sync wrapper of :meth:`arun`; see there).
+
+        Raises:
+            RuntimeError: called from inside a running event loop (use ``await agent.arun(...)``).
+        """
+        try:
+            asyncio.get_running_loop()
+            in_loop = True
+        except RuntimeError:
+            in_loop = False
+        if in_loop:
+            raise RuntimeError(
+                "Agent.run() cannot be called from a running event loop; use `await agent.arun(...)`"
+            )
+        return asyncio.run(self._arun(question, history, deps, on_event, prefer_sync=True))
+
+    async def arun(
+        self,
+        question: str,
+        *,
+        history: Conversation | None = None,
+        deps: Any = None,
+        on_event: EventCallback | None = None,
+    ) -> RunResult:
+        """Answer one user message: loop model turn -> tool calls -> tool responses until a final answer.
+
+        Args:
+            question: the user message (non-empty).
+            history: kept history of earlier turns (not modified; the new one is ``result.conversation``).
+            deps: any object, handed to tools through :class:`~agentkit.tools.ToolContext`.
+            on_event: an extra event callback for this run only.
+
+        Returns:
+            The :class:`~agentkit.result.RunResult` (answer, steps, usage, timing, transcript, history).
+
+        Raises:
+            ValueError: empty question.
+            MaxStepsExceeded: ``max_steps`` model turns without a final answer.
+            LoopGuardTriggered: the same (tool, canonical arguments) requested ``loop_guard`` times.
+            ToolRetriesExceeded: a tool failed more than its ``retries`` budget in this run.
+            BackendError: the backend failed (after its own retries).
+        """
+        return await self._arun(question, history, deps, on_event, prefer_sync=False)
+
+    async def _arun(
+        self,
+        question: str,
+        history: Conversation | None,
+        deps: Any,
+        on_event: EventCallback | None,
+        *,
+        prefer_sync: bool,
+    ) -> RunResult:
+        if not isinstance(question, str) or not question.strip():
+            raise ValueError("question must be a non-empty string")
+        callbacks = self._callbacks if on_event is None else [*self._callbacks, on_event]
+        emit: Callable[[Event], None] | None = None
+        if callbacks:
+
+            def emit(ev: Event) -> None:
+                for cb in callbacks:
+                    cb(ev)
+
+        t_start = _perf()
+        conv = history if history is not None else Conversation()
+        messages: list[ChatMessage] = []
+        if self.system_prompt:
+            messages.append({"role": "system", "content": self.system_prompt})
+        messages.extend(dict(m) for m in conv.messages)
+        messages.append({"role": "user", "content": question})
+        if emit:
+            emit(RunStarted(question, self.backend.name, tuple(self._tools)))
+
+        backend = self.backend
+        # Agent.run owns its event loop (nothing else runs on it): the sync path is as good and keeps the
+        # backend's sync connection pool across runs.
+        acomplete = None if prefer_sync else getattr(backend, "acomplete", None)
+        declarations = self._declarations
+        tools = self._tools
+        tool_choice = self.tool_choice
+        steps: list[Step] = []
+        usage = Usage()
+        timing = Timing()
+        repeats: dict[tuple[str, str], int] = {}
+        failures: dict[str, int] = {}
+
+        def partial(reason: StopReason) -> RunResult:
+            timing.total_seconds = _perf() - t_start
+            return RunResult(question, None, steps, usage, timing, messages, conv, reason, backend.name)
+
+        def fail(exc: AgentRunError) -> AgentRunError:
+            if emit:
+                emit(RunFailed(exc))
+            return exc
+
+        for step in range(self.max_steps):
+            # -- model turn
+            t0 = _perf()
+            try:
+                if acomplete is not None:
+                    turn: ModelTurn = await acomplete(messages, declarations, tool_choice)
+                else:
+                    turn = backend.complete(messages, declarations, tool_choice)
+            except Exception as exc:
+                if emit:
+                    emit(RunFailed(exc))
+                raise
+            model_s = _perf() - t0
+            timing.model_seconds += model_s
+            usage.add(turn.usage)
+            if emit:
+                emit(ModelResponded(step, turn, model_s))
+            calls = turn.tool_calls
+
+            if not calls:  # final answer
+                steps.append(Step(step, turn.text, turn.thinking, [], turn.usage, model_s))
+                final: ChatMessage = {"role": "assistant", "content": turn.text}
+                if turn.thinking:
+                    final["thinking"] = turn.thinking
+                messages.append(final)
+                timing.total_seconds = _perf() - t_start
+                result = RunResult(
+                    question,
+                    turn.text,
+                    steps,
+                    usage,
+                    timing,
+                    messages,
+                    conv.with_turn(question, turn.text),
+                    "final_answer",
+                    backend.name,
+                )
+                if emit:
+                    emit(RunFinished(result))
+                return result
+
+            # -- unique ids, assistant message
+            ids: set[str] = set()
+            for i, c in enumerate(calls):
+                if not c.id or c.id in ids:
+                    base = c.id or f"call_{step}_{i}"
+                    k = 1
+                    cid = base if base not in ids else f"{base}_{k}"
+                    while cid in ids:
+                        k += 1
+                        cid = f"{base}_{k}"
+                    c.id = cid
+                ids.add(c.id)
+            assistant: ChatMessage = {
+                "role": "assistant",
+                "content": turn.text or None,
+                "tool_calls": [
+                    {
+                        "id": c.id,
+                        "type": "function",
+                        "function": {
+                            "name": c.name,
+                            "arguments": c.arguments if c.error is None else (c.raw_arguments or ""),
+                        },
+                    }
+                    for c in calls
+                ],
+            }
+            if turn.thinking:
+                assistant["thinking"] = turn.thinking
+            messages.append(assistant)
+
+            # -- tool planning
+            n = len(calls)
+            records: list[ToolCallRecord | None] = [None] * n
+            scheduled: list[tuple[int, Tool, Any]] = []
+            step_rec = Step(step, turn.text, turn.thinking, [], turn.usage, model_s)
+            guard_msg: str | None = None
+            for i, c in enumerate(calls):
+                shown_args: Any = c.arguments if c.error is None else c.raw_arguments
+                if self.loop_guard is not None:
+                    key = (c.name, canonical_arguments(shown_args))
+                    cnt = repeats.get(key, 0) + 1
+                    repeats[key] = cnt
+                    if cnt >= self.loop_guard:
+                        guard_msg = (
+                            f"loop guard: the model requested {c.name}({key[1]}) {cnt} times in this run "
+                            f"(loop_guard={self.loop_guard}); stopped at step {step} before running it"
+                        )
+                        break
+                if c.error is not None:
+                    records[i] = ToolCallRecord(
+                        c.id,
+                        c.name,
+                        shown_args,
+                        _error_content(
+                            {
+                                "error": c.error,
+                                "tool": c.name,
+                                "arguments": shown_args,
+                                "valid_tools": list(tools),
+                                "hint": "send the arguments as one JSON object matching the tool's parameters",
+                            }
+                        ),
+                        c.error,
+                        "decode",
+                    )
+                    continue
+                tl = tools.get(c.name)
+                if tl is None:
+                    msg = f"unknown tool {c.name!r}"
+                    records[i] = ToolCallRecord(
+                        c.id,
+                        c.name,
+                        shown_args,
+                        _error_content(
+                            {
+                                "error": msg,
+                                "tool": c.name,
+                                "arguments": shown_args,
+                                "valid_tools": list(tools),
+                                "hint": "call one of valid_tools",
+                            }
+                        ),
+                        msg,
+                        "unknown_tool",
+                    )
+                    continue
+                try:
+                    validated = tl.validate(c.arguments)
+                except ToolArgumentsError as exc:
+                    failures[tl.name] = failures.get(tl.name, 0) + 1
+                    msg = f"invalid arguments: {exc}"
+                    records[i] = ToolCallRecord(
+                        c.id,
+                        c.name,
+                        shown_args,
+                        _error_content(
+                            {
+                                "error": msg,
+                                "tool": c.name,
+                                "arguments": shown_args,
+                                "parameters": tl.parameters,
+                                "hint": "fix the arguments and call again",
+                            }
+                        ),
+                        msg,
+                        "invalid_arguments",
+                    )
+                    continue
+                scheduled.append((i, tl, validated))
+
+            if guard_msg is not None:
+                for i, c in enumerate(calls):
+                    if records[i] is None:
+                        records[i] = ToolCallRecord(
+                            c.id, c.name, c.arguments, "", "not run: loop guard stopped the run", "not_run"
+                        )
+                step_rec.tool_calls = [r for r in records if r is not None]
+                steps.append(step_rec)
+                raise fail(
+                    LoopGuardTriggered(
+                        guard_msg + "; the partial transcript is in .result", partial("loop_guard")
+                    )
+                )
+
+            if emit:
+                for i, _tl, _validated in scheduled:
+                    c = calls[i]
+                    emit(ToolCallStarted(step, c.id, c.name, c.arguments))
+                for rec in records:
+                    if rec is not None:
+                        emit(ToolCallFinished(step, rec))
+
+            # -- execution
+            t1 = _perf()
+            if len(scheduled) == 1:
+                i, tl, validated = scheduled[0]
+                records[i] = await self._execute(tl, calls[i], validated, step, deps, emit)
+            elif scheduled:
+                done = await asyncio.gather(
+                    *(self._execute(tl, calls[i], v, step, deps, emit) for i, tl, v in scheduled)
+                )
+                for (i, _tl, _v), rec in zip(scheduled, done, strict=True):
+                    records[i] = rec
+            tool_s = _perf() - t1
+            timing.tool_seconds += tool_s
+            step_rec.tool_seconds = tool_s
+
+            # -- resolution: one tool response per call id, in call-id order
+            final_records: list[ToolCallRecord] = []
+            for rec in records:
+                assert rec is not None
+                final_records.append(rec)
+                messages.append(
+                    {"role": "tool", "tool_call_id": rec.id, "name": rec.name, "content": rec.content}
+                )
+                if rec.error_kind in ("exception", "timeout"):
+                    failures[rec.name] = failures.get(rec.name, 0) + 1
+            step_rec.tool_calls = final_records
+            steps.append(step_rec)
+
+            for tname, count in failures.items():
+                tl = tools[tname]
+                if count > tl.retries:
+                    last = next(
+                        (r.error for r in reversed(final_records) if r.name == tname and r.error), None
+                    )
+                    raise fail(
+                        ToolRetriesExceeded(
+                            f"tool {tname!r} failed {count} times in this run (retries={tl.retries})"
+                            + (f"; last error: {last}" if last else "")
+                            + "; the partial transcript is in .result",
+                            partial("tool_retries"),
+                        )
+                    )
+
+            if self.reset_tool_choice and tool_choice != "none":
+                tool_choice = "auto"
+
+        raise fail(
+            MaxStepsExceeded(
+                f"no final answer after {self.max_steps} model turns (max_steps={self.max_steps}); the partial "
+                "transcript is in .result",
+                partial("max_steps"),
+            )
+        )
+
+    async def _execute(
+        self,
+        tl: Tool,
+        c: ToolCallRequest,
+        validated: Any,
+        step: int,
+        deps: Any,
+        emit: Callable[[Event], None] | None,
+    ) -> ToolCallRecord:
+        t0 = _perf()
+        try:
+            value = await tl.acall(validated, ToolContext(tl.name, c.id, step, deps))
+            content = tl.serializer(value)
+        except ToolTimeoutError as exc:
+            rec = ToolCallRecord(
+                c.id,
+                c.name,
+                c.arguments,
+                _error_content(
+                    {
+                        "error": str(exc),
+                        "tool": c.name,
+                        "arguments": c.arguments,
+                        "hint": "the tool did not answer in time; try other arguments or another approach",
+                    }
+                ),
+                str(exc),
+                "timeout",
+                None,
+                _perf() - t0,
+            )
+        except Exception as exc:
+            msg = describe_exception(exc)
+            rec = ToolCallRecord(
+                c.id,
+                c.name,
+                c.arguments,
+                _error_content({"error": msg, "tool": c.name, "arguments": c.arguments}),
+                msg,
+                "exception",
+                None,
+                _perf() - t0,
+            )
+        else:
+            rec = ToolCallRecord(c.id, c.name, c.arguments, content, None, None, value, _perf() - t0)
+        if emit:
+            emit(ToolCallFinished(step, rec))
+        return rec
+
+    # -------------------------------------------------------------------------------- chat
+
+    def chat(self, conversation: Conversation | None = None) -> ChatSession:
+        """Start (or resume from ``conversation``) a multi-turn chat session."""
+        return ChatSession(self, conversation)
+
+    def __repr__(self) -> str:
+        return f"Agent(name={self.name!r}, backend={self.backend.name!r}, tools={list(self._tools)})"
+
+
+class ChatSession:
+    """A multi-turn conversation with an agent; history keeps user messages and final answers only.
+
+    Args:
+        agent: the agent answering.
+        conversation: history to resume from (copied); ``None`` starts empty.
+    """
+
+    def __init__(self, agent: Agent, conversation: Conversation | None = None) -> None:
+        self.agent = agent
+        self.conversation = Conversation.from_dict(conversation.to_dict()) if conversation else Conversation()
+        self.results: list[RunResult] = []
+
+    def send(self, message: str, *, deps: Any = None, on_event: EventCallback | None = None) -> RunResult:
+        """Run one turn and append it to the history.
+
+        A turn that fails (e.g. :class:`~agentkit.errors.MaxStepsExceeded`) raises and leaves the history
+        unchanged.
+        """
+        result = self.agent.run(message, history=self.conversation, deps=deps, on_event=on_event)
+        self.conversation = result.conversation
+        self.results.append(result)
+        return result
+
+    async def asend(
+        self, message: str, *, deps: Any = None, on_event: EventCallback | None = None
+    ) -> RunResult:
+        """Async :meth:`send`."""
+        result = await self.agent.arun(message, history=self.conversation, deps=deps, on_event=on_event)
+        self.conversation = result.conversation
+        self.results.append(result)
+        return result
+
+    def reset(self) -> None:
+        """Forget the history."""
+        self.conversation = Conversation()
+
+    def save(self, path: str | Path) -> None:
+        """Write the history as JSON (see :class:`~agentkit.history.Conversation`)."""
+        self.conversation.save(path)

@@ -1,0 +1,158 @@
+"""The backend contract: one model turn from a list of chat messages and tool declarations.
+
+Every backend (``embedded``, ``openai``, ``scripted`` or your own) implements :class:`Backend`. The planner
+(:mod:`agentkit.agent`) owns the loop; a backend only turns messages into one :class:`ModelTurn`.
+
+Message format (OpenAI-style dicts, the same contract as ``model.chat.ChatModel``):
+
+* ``{"role": "system" | "user", "content": str}``
+* ``{"role": "assistant", "content": str | None, "tool_calls": [{"id", "type": "function",
+  "function": {"name", "arguments": dict}}]}`` - arguments are a *dict*, not a JSON string; a backend that
+  speaks the OpenAI wire format encodes them. Within a turn an assistant message may carry ``"thinking"``.
+* ``{"role": "tool", "tool_call_id": str, "name": str, "content": str}``
+
+Tool declarations: ``[{"type": "function", "function": {"name", "description", "parameters"}}]`` with
+``parameters`` a JSON Schema object. ``tool_choice``: ``"auto" | "required" | "none" | {"name": NAME}``.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Literal, Protocol, runtime_checkable
+
+#: One chat message (see the module docstring for the keys).
+ChatMessage = dict[str, Any]
+#: One OpenAI-style tool declaration.
+ToolDeclaration = dict[str, Any]
+#: ``"auto" | "required" | "none" | {"name": NAME}``.
+ToolChoice = Literal["auto", "required", "none"] | dict[str, str]
+
+
+@dataclass(slots=True)
+class Usage:
+    """Token and request counts of one model turn, or summed over a run.
+
+    Attributes:
+        input_tokens: prompt tokens (tokens), as reported by the backend (0 when unknown).
+        output_tokens: generated tokens (tokens).
+        requests: model requests made (HTTP requests for ``openai``, including retried ones that got a body).
+    """
+
+    input_tokens: int = 0
+    output_tokens: int = 0
+    requests: int = 0
+
+    def add(self, other: Usage) -> None:
+        """Add ``other`` into this object in place."""
+        self.input_tokens += other.input_tokens
+        self.output_tokens += other.output_tokens
+        self.requests += other.requests
+
+    @property
+    def total_tokens(self) -> int:
+        """``input_tokens + output_tokens``."""
+        return self.input_tokens + self.output_tokens
+
+    def to_dict(self) -> dict[str, int]:
+        """JSON-ready dict."""
+        return {
+            "input_tokens": self.input_tokens,
+            "output_tokens": self.output_tokens,
+            "requests": self.requests,
+        }
+
+
+@dataclass(slots=True)
+class ToolCallRequest:
+    """One tool call as the model requested it.
+
+    Attributes:
+        id: the call id; the planner makes ids unique within a turn and answers each with exactly one
+            tool response.
+        name: tool name as the model wrote it (may be unknown; the planner answers with the valid names).
+        arguments: decoded arguments object (``{}`` when ``error`` is set).
+        error: set by a backend when the call could not be decoded (malformed JSON, arguments double-encoded
+            as a JSON string, not an object); the planner sends it back to the model as the tool response.
+        raw_arguments: the arguments text as received, when the backend had one (for error messages).
+    """
+
+    id: str
+    name: str
+    arguments: dict[str, Any] = field(default_factory=dict)
+    error: str | None = None
+    raw_arguments: str | None = None
+
+
+@dataclass(slots=True)
+class ModelTurn:
+    """What a backend returns for one model request.
+
+    Attributes:
+        text: visible text (the final answer when there are no tool calls).
+        thinking: reasoning text, if the model produced any (never kept in history across turns).
+        tool_calls: requested calls, in the order the model issued them.
+        usage: token counts of this request.
+        raw: backend-specific raw response (HTTP JSON, ``ChatOutput``...), for debugging; not serialised.
+    """
+
+    text: str = ""
+    thinking: str = ""
+    tool_calls: list[ToolCallRequest] = field(default_factory=list)
+    usage: Usage = field(default_factory=Usage)
+    raw: Any = None
+
+
+@runtime_checkable
+class Backend(Protocol):
+    """A model behind the planner.
+
+    ``complete`` is required; a backend may also define ``async def acomplete(...)`` with the same
+    signature, which :meth:`agentkit.Agent.arun` awaits instead (the ``openai`` backend does).
+    """
+
+    #: Short name shown in results and logs (e.g. ``"openai:qwen3"``).
+    name: str
+
+    def complete(
+        self,
+        messages: list[ChatMessage],
+        tools: list[ToolDeclaration],
+        tool_choice: ToolChoice = "auto",
+    ) -> ModelTurn:
+        """Run one model turn.
+
+        Args:
+            messages: the conversation so far (system, kept history, this turn's trajectory).
+            tools: tool declarations; may be empty.
+            tool_choice: ``"auto" | "required" | "none" | {"name": NAME}``.
+
+        Returns:
+            The model's turn.
+
+        Raises:
+            BackendError: the model could not be reached or answered with something unusable.
+        """
+        ...
+
+
+def tool_choice_name(tool_choice: ToolChoice) -> str | None:
+    """The forced tool name of a ``{"name": NAME}`` tool choice, else ``None``.
+
+    Raises:
+        ValueError: ``tool_choice`` is neither one of the three strings nor ``{"name": str}``.
+    """
+    if isinstance(tool_choice, str):
+        if tool_choice not in ("auto", "required", "none"):
+            raise ValueError(
+                f"tool_choice must be 'auto', 'required', 'none' or {{'name': NAME}}, got {tool_choice!r}"
+            )
+        return None
+    if (
+        isinstance(tool_choice, dict)
+        and set(tool_choice) == {"name"}
+        and isinstance(tool_choice["name"], str)
+    ):
+        return tool_choice["name"]
+    raise ValueError(
+        f"tool_choice must be 'auto', 'required', 'none' or {{'name': NAME}}, got {tool_choice!r}"
+    )

@@ -1,0 +1,127 @@
+"""The default backend: the project's embedded block-diffusion runtime (:class:`model.chat.ChatModel`).
+
+The checkpoint is loaded on the first model turn (not at construction), so building an agent stays cheap
+and ``import agentkit`` never imports torch. Tool calls come out of schema-constrained denoising, so they
+always parse and match their tool's JSON Schema.
+
+Tool responses whose text is a JSON object are handed to the chat template as objects, so they render in
+the native Gemma form ``<|tool_response>response:NAME{key:value}<tool_response|>``.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+from agentkit.backends.base import ChatMessage, ModelTurn, ToolCallRequest, ToolChoice, ToolDeclaration, Usage
+from agentkit.errors import BackendError
+
+
+class EmbeddedBackend:
+    """Runs the model in-process with ``model.chat.ChatModel``.
+
+    Args:
+        model: checkpoint folder or hub id; ``None`` = the embedded default ``model/checkpoints/agentkit-tiny``.
+        dtype: ``"float32"`` or ``"bfloat16"``.
+        device: ``"cpu"``, ``"cuda"``, ``"cuda:N"``.
+        max_new_tokens: token budget per model turn (default: the checkpoint's generation config).
+        seed: denoising seed used for every turn (``None``: nondeterministic).
+        threads: torch intra-op threads to set on load (``None``: leave as is).
+        chat_model: an already loaded ``ChatModel`` (then ``model``/``dtype``/``device`` are unused).
+        on_event: runtime callback (per denoising step / canvas), see ``model.runtime``.
+
+    Raises:
+        BackendError: (from :meth:`complete`) the checkpoint cannot be loaded, or a tool's schema is not
+            supported by the constraint.
+    """
+
+    def __init__(
+        self,
+        model: str | Path | None = None,
+        *,
+        dtype: str = "float32",
+        device: str = "cpu",
+        max_new_tokens: int | None = None,
+        seed: int | None = None,
+        threads: int | None = None,
+        chat_model: Any = None,
+        on_event: Any = None,
+    ) -> None:
+        self.model_path = None if model is None else str(model)
+        self.dtype = dtype
+        self.device = device
+        self.max_new_tokens = max_new_tokens
+        self.seed = seed
+        self.threads = threads
+        self.on_event = on_event
+        self._chat_model = chat_model
+        self.name = f"embedded:{self.model_path or 'default'}"
+        self._next_id = 0
+
+    @property
+    def chat_model(self) -> Any:
+        """The loaded ``model.chat.ChatModel`` (loads the checkpoint on first access).
+
+        Raises:
+            BackendError: the checkpoint cannot be loaded (the message names the path and the problem).
+        """
+        if self._chat_model is None:
+            from model.chat import ChatModel, set_threads
+            from model.loading import CheckpointError
+
+            set_threads(self.threads)
+            try:
+                self._chat_model = ChatModel.load(self.model_path, dtype=self.dtype, device=self.device)
+            except CheckpointError as exc:
+                raise BackendError(f"embedded backend: {exc}") from exc
+        return self._chat_model
+
+    @staticmethod
+    def to_template_messages(messages: list[ChatMessage]) -> list[ChatMessage]:
+        """Messages for the chat template: JSON-object tool responses become objects."""
+        out: list[ChatMessage] = []
+        for m in messages:
+            if m.get("role") == "tool" and isinstance(m.get("content"), str) and m["content"][:1] == "{":
+                try:
+                    value = json.loads(m["content"])
+                except json.JSONDecodeError:
+                    value = None
+                if isinstance(value, dict):
+                    m = {**m, "content": value}
+            out.append(m)
+        return out
+
+    def complete(
+        self,
+        messages: list[ChatMessage],
+        tools: list[ToolDeclaration],
+        tool_choice: ToolChoice = "auto",
+    ) -> ModelTurn:
+        """One constrained model turn (see :class:`agentkit.backends.base.Backend`)."""
+        cm = self.chat_model
+        try:
+            out = cm.chat(
+                self.to_template_messages(messages),
+                tools=tools or None,
+                tool_choice=tool_choice,
+                max_new_tokens=self.max_new_tokens,
+                seed=self.seed,
+                on_event=self.on_event,
+            )
+        except (ValueError, KeyError) as exc:  # SchemaError is a ValueError subclass or reported as one
+            raise BackendError(f"embedded backend: {type(exc).__name__}: {exc}") from exc
+        calls = []
+        for c in out.tool_calls:
+            calls.append(
+                ToolCallRequest(id=f"call_{self._next_id}", name=c.name, arguments=dict(c.arguments))
+            )
+            self._next_id += 1
+        usage = Usage(
+            input_tokens=int(getattr(out, "prompt_tokens", 0) or 0),
+            output_tokens=int(getattr(out, "completion_tokens", 0) or 0),
+            requests=1,
+        )
+        return ModelTurn(
+            text=out.text or "", thinking=out.thinking or "", tool_calls=calls, usage=usage, raw=out
+        )

@@ -1,0 +1,336 @@
+"""Backend for any OpenAI-compatible server (vLLM, SGLang, llama.cpp, OpenAI...) over httpx.
+
+Sends ``POST {base_url}/chat/completions`` with ``tools`` and ``tool_choice``. Transient failures (HTTP 429,
+5xx, timeouts, connection errors) are retried with tenacity, exponential backoff (``retry_wait`` doubling up
+to ``retry_wait_max`` seconds; a ``Retry-After`` header is honoured up to that cap). Other HTTP errors raise
+:class:`~agentkit.errors.BackendError` at once.
+
+Tool-call arguments arrive as JSON text. A call whose arguments are malformed JSON, JSON double-encoded as
+a string (``"\\"{\\\\\\"a\\\\\\": 1}\\""``) or not an object is *not* repaired silently: it is returned with
+:attr:`ToolCallRequest.error` set and the planner sends it back to the model as a tool response listing the
+valid tool names, so the model retries (unknown tool names get the same treatment in the planner).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import weakref
+from typing import Any
+
+import httpx
+import tenacity
+
+from agentkit.backends.base import (
+    ChatMessage,
+    ModelTurn,
+    ToolCallRequest,
+    ToolChoice,
+    ToolDeclaration,
+    Usage,
+    tool_choice_name,
+)
+from agentkit.errors import BackendError
+
+DEFAULT_BASE_URL = "http://127.0.0.1:8000/v1"
+
+
+class _Retryable(Exception):
+    def __init__(self, message: str, status: int | None = None, retry_after: float | None = None) -> None:
+        super().__init__(message)
+        self.status = status
+        self.retry_after = retry_after
+
+
+def decode_arguments(raw: Any) -> tuple[dict[str, Any], str | None]:
+    """Decode the ``arguments`` field of an OpenAI tool call.
+
+    Args:
+        raw: the field as received: normally a JSON string; some servers send an object; ``None``/``""``
+            mean no arguments.
+
+    Returns:
+        ``(arguments, None)`` on success, ``({}, error_message)`` when the arguments are malformed JSON,
+        double-encoded (a JSON string that itself contains JSON) or not a JSON object.
+    """
+    if isinstance(raw, dict):
+        return raw, None
+    if raw is None or (isinstance(raw, str) and not raw.strip()):
+        return {}, None
+    if not isinstance(raw, str):
+        return {}, f"arguments must be a JSON object, got {type(raw).__name__}"
+    try:
+        value = json.loads(raw)
+    except json.JSONDecodeError as exc:
+        return {}, f"arguments are not valid JSON ({exc.msg} at character {exc.pos})"
+    if isinstance(value, str):
+        try:
+            inner = json.loads(value)
+        except json.JSONDecodeError:
+            inner = None
+        if isinstance(inner, dict):
+            return {}, "arguments were double-encoded: a JSON string containing JSON; send the object itself"
+        return {}, "arguments must be a JSON object, got a string"
+    if not isinstance(value, dict):
+        return {}, f"arguments must be a JSON object, got {type(value).__name__}"
+    return value, None
+
+
+def _retry_after(resp: httpx.Response) -> float | None:
+    value = resp.headers.get("retry-after")
+    if value is None:
+        return None
+    try:
+        return max(0.0, float(value))
+    except ValueError:
+        return None
+
+
+class OpenAIBackend:
+    """OpenAI-compatible chat-completions backend (sync :meth:`complete` and async :meth:`acomplete`).
+
+    Args:
+        model: model name the server serves.
+        base_url: API root including ``/v1``; default ``$AGENTKIT_OPENAI_BASE_URL``, ``$OPENAI_BASE_URL``,
+            else ``http://127.0.0.1:8000/v1``.
+        api_key: bearer token; default the value of the environment variable ``api_key_env`` (if set).
+        api_key_env: environment variable holding the key.
+        timeout: per-request timeout (seconds).
+        max_retries: retries after the first attempt on 429/5xx/timeouts/connection errors.
+        retry_wait: first backoff wait (seconds), doubled each retry; 0 for tests.
+        retry_wait_max: cap of one wait (seconds), also for ``Retry-After``.
+        settings: extra request fields (``temperature``, ``max_tokens``, ``seed``...).
+        headers: extra HTTP headers.
+        transport / async_transport: httpx transports (``httpx.MockTransport`` in tests).
+
+    Raises:
+        BackendError: (from :meth:`complete`) a non-retryable HTTP error, retries exhausted, or a response
+            without choices / not JSON.
+    """
+
+    def __init__(
+        self,
+        model: str,
+        *,
+        base_url: str | None = None,
+        api_key: str | None = None,
+        api_key_env: str = "OPENAI_API_KEY",
+        timeout: float = 60.0,
+        max_retries: int = 4,
+        retry_wait: float = 0.5,
+        retry_wait_max: float = 8.0,
+        settings: dict[str, Any] | None = None,
+        headers: dict[str, str] | None = None,
+        transport: httpx.BaseTransport | None = None,
+        async_transport: httpx.AsyncBaseTransport | None = None,
+    ) -> None:
+        if max_retries < 0:
+            raise ValueError(f"max_retries must be >= 0, got {max_retries}")
+        self.model = model
+        self.name = f"openai:{model}"
+        self.base_url = (
+            base_url
+            or os.environ.get("AGENTKIT_OPENAI_BASE_URL")
+            or os.environ.get("OPENAI_BASE_URL")
+            or DEFAULT_BASE_URL
+        ).rstrip("/")
+        self.url = self.base_url + "/chat/completions"
+        key = api_key if api_key is not None else os.environ.get(api_key_env)
+        self.headers = {"content-type": "application/json", **(headers or {})}
+        if key:
+            self.headers["authorization"] = f"Bearer {key}"
+        self.timeout = timeout
+        self.max_retries = max_retries
+        self.retry_wait = retry_wait
+        self.retry_wait_max = retry_wait_max
+        self.settings = dict(settings or {})
+        self._transport = transport
+        self._async_transport = async_transport
+        self._client: httpx.Client | None = None
+        self._aclients: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, httpx.AsyncClient] = (
+            weakref.WeakKeyDictionary()
+        )
+        self._next_id = 0
+
+    # ----------------------------------------------------------------------------- request
+
+    def build_request(
+        self, messages: list[ChatMessage], tools: list[ToolDeclaration], tool_choice: ToolChoice
+    ) -> dict[str, Any]:
+        """The JSON body for ``/chat/completions`` (arguments JSON-encoded, thinking dropped)."""
+        out: list[dict[str, Any]] = []
+        for m in messages:
+            role = m["role"]
+            if role == "assistant":
+                am: dict[str, Any] = {"role": "assistant", "content": m.get("content")}
+                if m.get("tool_calls"):
+                    am["tool_calls"] = [
+                        {
+                            "id": tc["id"],
+                            "type": "function",
+                            "function": {
+                                "name": tc["function"]["name"],
+                                "arguments": tc["function"]["arguments"]
+                                if isinstance(tc["function"]["arguments"], str)
+                                else json.dumps(tc["function"]["arguments"], ensure_ascii=False),
+                            },
+                        }
+                        for tc in m["tool_calls"]
+                    ]
+                out.append(am)
+            elif role == "tool":
+                out.append({"role": "tool", "tool_call_id": m["tool_call_id"], "content": m["content"]})
+            else:
+                out.append({"role": role, "content": m["content"]})
+        body: dict[str, Any] = {"model": self.model, "messages": out, **self.settings}
+        if tools:
+            body["tools"] = tools
+            forced = tool_choice_name(tool_choice)
+            body["tool_choice"] = (
+                {"type": "function", "function": {"name": forced}} if forced is not None else tool_choice
+            )
+        return body
+
+    def parse_response(self, data: Any, requests: int = 1) -> ModelTurn:
+        """Turn a ``/chat/completions`` JSON response into a :class:`ModelTurn`.
+
+        Raises:
+            BackendError: no ``choices[0].message`` in the response.
+        """
+        try:
+            msg = data["choices"][0]["message"]
+        except (KeyError, IndexError, TypeError):
+            raise BackendError(f"{self.url}: response has no choices[0].message: {str(data)[:300]}") from None
+        text = msg.get("content") or ""
+        thinking = msg.get("reasoning_content") or msg.get("reasoning") or ""
+        calls: list[ToolCallRequest] = []
+        for tc in msg.get("tool_calls") or []:
+            fn = tc.get("function") or {}
+            raw = fn.get("arguments")
+            args, err = decode_arguments(raw)
+            cid = tc.get("id") or ""
+            if not cid:
+                cid = f"call_{self._next_id}"
+                self._next_id += 1
+            calls.append(
+                ToolCallRequest(
+                    id=cid,
+                    name=str(fn.get("name") or ""),
+                    arguments=args,
+                    error=err,
+                    raw_arguments=raw if isinstance(raw, str) else None,
+                )
+            )
+        u = data.get("usage") or {}
+        usage = Usage(
+            input_tokens=int(u.get("prompt_tokens") or 0),
+            output_tokens=int(u.get("completion_tokens") or 0),
+            requests=requests,
+        )
+        return ModelTurn(text=text, thinking=thinking, tool_calls=calls, usage=usage, raw=data)
+
+    def _check(self, resp: httpx.Response) -> Any:
+        if resp.status_code == 429 or resp.status_code >= 500:
+            raise _Retryable(
+                f"HTTP {resp.status_code}: {resp.text[:300]}", resp.status_code, _retry_after(resp)
+            )
+        if resp.status_code >= 400:
+            raise BackendError(
+                f"{self.url}: HTTP {resp.status_code}: {resp.text[:500]}", status_code=resp.status_code
+            )
+        try:
+            return resp.json()
+        except ValueError:
+            raise BackendError(f"{self.url}: response is not JSON: {resp.text[:300]}") from None
+
+    def _wait(self, state: tenacity.RetryCallState) -> float:
+        base = min(self.retry_wait * (2 ** (state.attempt_number - 1)), self.retry_wait_max)
+        exc = state.outcome.exception() if state.outcome else None
+        if isinstance(exc, _Retryable) and exc.retry_after is not None:
+            return min(max(base, exc.retry_after), self.retry_wait_max)
+        return base
+
+    def _retry_kwargs(self) -> dict[str, Any]:
+        return {
+            "stop": tenacity.stop_after_attempt(self.max_retries + 1),
+            "wait": self._wait,
+            "retry": tenacity.retry_if_exception_type(_Retryable),
+            "reraise": True,
+        }
+
+    # ------------------------------------------------------------------------------- sync
+
+    def complete(
+        self,
+        messages: list[ChatMessage],
+        tools: list[ToolDeclaration],
+        tool_choice: ToolChoice = "auto",
+    ) -> ModelTurn:
+        """One chat-completions request, retried on transient failures (see the class docstring)."""
+        body = self.build_request(messages, tools, tool_choice)
+        if self._client is None:
+            self._client = httpx.Client(timeout=self.timeout, transport=self._transport)
+        client = self._client
+        sent = 0
+
+        def attempt() -> Any:
+            nonlocal sent
+            sent += 1
+            try:
+                resp = client.post(self.url, json=body, headers=self.headers)
+            except httpx.TimeoutException as exc:
+                raise _Retryable(f"timeout after {self.timeout:g} s ({type(exc).__name__})") from exc
+            except httpx.TransportError as exc:
+                raise _Retryable(f"{type(exc).__name__}: {exc}") from exc
+            return self._check(resp)
+
+        try:
+            data = tenacity.Retrying(**self._retry_kwargs())(attempt)
+        except _Retryable as exc:
+            raise BackendError(
+                f"{self.url}: gave up after {sent} attempt(s): {exc}", status_code=exc.status
+            ) from exc
+        return self.parse_response(data, requests=sent)
+
+    # ------------------------------------------------------------------------------ async
+
+    async def acomplete(
+        self,
+        messages: list[ChatMessage],
+        tools: list[ToolDeclaration],
+        tool_choice: ToolChoice = "auto",
+    ) -> ModelTurn:
+        """Async :meth:`complete` (one ``httpx.AsyncClient`` per event loop)."""
+        body = self.build_request(messages, tools, tool_choice)
+        loop = asyncio.get_running_loop()
+        client = self._aclients.get(loop)
+        if client is None:
+            client = httpx.AsyncClient(timeout=self.timeout, transport=self._async_transport)
+            self._aclients[loop] = client
+        sent = 0
+
+        async def attempt() -> Any:
+            nonlocal sent
+            sent += 1
+            try:
+                resp = await client.post(self.url, json=body, headers=self.headers)
+            except httpx.TimeoutException as exc:
+                raise _Retryable(f"timeout after {self.timeout:g} s ({type(exc).__name__})") from exc
+            except httpx.TransportError as exc:
+                raise _Retryable(f"{type(exc).__name__}: {exc}") from exc
+            return self._check(resp)
+
+        try:
+            data: Any = await tenacity.AsyncRetrying(**self._retry_kwargs())(attempt)
+        except _Retryable as exc:
+            raise BackendError(
+                f"{self.url}: gave up after {sent} attempt(s): {exc}", status_code=exc.status
+            ) from exc
+        return self.parse_response(data, requests=sent)
+
+    def close(self) -> None:
+        """Close the sync HTTP client (async clients close with their event loop)."""
+        if self._client is not None:
+            self._client.close()
+            self._client = None

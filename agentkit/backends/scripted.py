@@ -1,0 +1,205 @@
+"""A deterministic backend for tests (yours and ours) and demos: it replays a script of model turns.
+
+Either a list of turns, consumed one per model request::
+
+    from agentkit.backends.scripted import ScriptedBackend, call, answer
+    backend = ScriptedBackend([
+        call("get_weather", city="Paris"),                 # one tool call
+        [call("add", a=1, b=2), call("add", a=3, b=4)],    # two parallel calls
+        answer("It is sunny."),                            # final answer (a plain str works too)
+    ])
+
+or a function ``(messages, tools, tool_choice) -> item`` deciding each turn from what the agent sent (like
+pydantic-ai's ``FunctionModel``). Every request is recorded in :attr:`ScriptedBackend.requests` so a test can
+assert on exactly what the model would have seen.
+
+A script can also be a JSON file (``agentkit run --backend scripted --model script.json``): a list whose
+items are a string (final answer) or ``{"text", "thinking", "tool_calls": [{"name", "arguments", "id"?}]}``.
+"""
+
+from __future__ import annotations
+
+import copy
+import json
+import threading
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from agentkit.backends.base import ChatMessage, ModelTurn, ToolCallRequest, ToolChoice, ToolDeclaration, Usage
+from agentkit.errors import BackendError
+
+#: One script entry: a final answer (str), one call, parallel calls, or a full turn.
+ScriptItem = str | ToolCallRequest | Sequence[ToolCallRequest] | ModelTurn
+#: ``(messages, tools, tool_choice) -> ScriptItem``.
+ScriptFunction = Callable[[list[ChatMessage], list[ToolDeclaration], ToolChoice], ScriptItem]
+
+
+def call(name: str, /, id: str = "", **arguments: Any) -> ToolCallRequest:
+    """A scripted tool call ``name(**arguments)``; ``id`` defaults to ``call_<n>`` (n counts per backend)."""
+    return ToolCallRequest(id=id, name=name, arguments=arguments)
+
+
+def answer(text: str, *, thinking: str = "") -> ModelTurn:
+    """A scripted final answer (optionally with thinking text, which history must drop)."""
+    return ModelTurn(text=text, thinking=thinking)
+
+
+def turn(
+    *calls: ToolCallRequest, text: str = "", thinking: str = "", usage: Usage | None = None
+) -> ModelTurn:
+    """A scripted turn with text, thinking and any number of calls."""
+    return ModelTurn(text=text, thinking=thinking, tool_calls=list(calls), usage=usage or Usage())
+
+
+@dataclass(slots=True)
+class ScriptedRequest:
+    """What the agent sent for one model turn (deep copies, safe to keep)."""
+
+    messages: list[ChatMessage]
+    tools: list[ToolDeclaration]
+    tool_choice: ToolChoice
+
+
+def _estimate_tokens(messages: list[ChatMessage]) -> int:
+    chars = 0
+    for m in messages:
+        c = m.get("content")
+        if isinstance(c, str):
+            chars += len(c)
+        for tc in m.get("tool_calls") or ():
+            chars += len(tc["function"]["name"]) + 2 * len(tc["function"]["arguments"])
+    return chars // 4
+
+
+class ScriptedBackend:
+    """Replays scripted model turns; see the module docstring.
+
+    Args:
+        script: a sequence of :data:`ScriptItem` (one per model request) or a :data:`ScriptFunction`.
+        name: backend name reported in results.
+        record: keep a deep copy of every request in :attr:`requests` (turn off for benchmarks).
+
+    Usage per turn: the turn's own ``usage`` if the script set one, else an estimate (characters / 4) of
+    the prompt and the output, with ``requests=1``.
+
+    Raises:
+        BackendError: (from :meth:`complete`) the script has no turn left, or a function returned something
+            that is not a :data:`ScriptItem`.
+    """
+
+    def __init__(
+        self,
+        script: Sequence[ScriptItem] | ScriptFunction,
+        *,
+        name: str = "scripted",
+        record: bool = True,
+    ) -> None:
+        self.name = name
+        self._function: ScriptFunction | None = None
+        self._items: list[ScriptItem] = []
+        if callable(script):
+            self._function = script
+        elif isinstance(script, str | bytes) or not isinstance(script, Sequence):
+            raise TypeError("script must be a sequence of turns or a function (messages, tools, tool_choice)")
+        else:
+            self._items = list(script)
+        self._pos = 0
+        self._next_id = 0
+        self._lock = threading.Lock()
+        self.record = record
+        self.requests: list[ScriptedRequest] = []
+
+    @classmethod
+    def from_file(cls, path: str | Path) -> ScriptedBackend:
+        """Load a JSON script (see the module docstring).
+
+        Raises:
+            ValueError: the file is not valid JSON or an item has the wrong shape (names the item index).
+        """
+        p = Path(path)
+        try:
+            data = json.loads(p.read_text(encoding="utf-8"))
+        except (OSError, json.JSONDecodeError) as exc:
+            raise ValueError(f"{p}: cannot read scripted turns: {exc}") from exc
+        if not isinstance(data, list):
+            raise ValueError(f"{p}: a script is a JSON list of turns, got {type(data).__name__}")
+        items: list[ScriptItem] = []
+        for i, item in enumerate(data):
+            if isinstance(item, str):
+                items.append(item)
+                continue
+            if not isinstance(item, dict) or not set(item) <= {"text", "thinking", "tool_calls"}:
+                raise ValueError(
+                    f"{p}: turn {i}: expected a string or an object with text/thinking/tool_calls, got {item!r}"
+                )
+            calls = []
+            for j, c in enumerate(item.get("tool_calls") or []):
+                if not isinstance(c, dict) or not isinstance(c.get("name"), str):
+                    raise ValueError(f"{p}: turn {i} call {j}: expected {{'name': str, 'arguments': object}}")
+                args = c.get("arguments", {})
+                if not isinstance(args, dict):
+                    raise ValueError(f"{p}: turn {i} call {j}: arguments must be an object")
+                calls.append(ToolCallRequest(id=str(c.get("id", "")), name=c["name"], arguments=args))
+            items.append(
+                ModelTurn(text=item.get("text", ""), thinking=item.get("thinking", ""), tool_calls=calls)
+            )
+        return cls(items, name=f"scripted:{p.name}")
+
+    @property
+    def remaining(self) -> int:
+        """Scripted turns not yet played (0 for a function script)."""
+        return len(self._items) - self._pos
+
+    def complete(
+        self,
+        messages: list[ChatMessage],
+        tools: list[ToolDeclaration],
+        tool_choice: ToolChoice = "auto",
+    ) -> ModelTurn:
+        """Return the next scripted turn (see :class:`agentkit.backends.base.Backend`)."""
+        if self.record:
+            self.requests.append(ScriptedRequest(copy.deepcopy(messages), copy.deepcopy(tools), tool_choice))
+        if self._function is not None:
+            item = self._function(messages, tools, tool_choice)
+        else:
+            with self._lock:
+                if self._pos >= len(self._items):
+                    raise BackendError(
+                        f"scripted backend {self.name!r} has no turn left: the script has {len(self._items)} "
+                        "turn(s) and all were played"
+                    )
+                item = self._items[self._pos]
+                self._pos += 1
+        out = self._to_turn(item)
+        if out.usage.requests == 0 and out.usage.total_tokens == 0:
+            n_out = len(out.text) + sum(len(c.name) + 2 * len(c.arguments) for c in out.tool_calls)
+            out.usage = Usage(
+                input_tokens=_estimate_tokens(messages), output_tokens=n_out // 4 + 1, requests=1
+            )
+        return out
+
+    def _to_turn(self, item: Any) -> ModelTurn:
+        if isinstance(item, str):
+            return ModelTurn(text=item)
+        if isinstance(item, ToolCallRequest):
+            calls = [item]
+            out = ModelTurn(tool_calls=calls)
+        elif isinstance(item, ModelTurn):
+            out = ModelTurn(
+                item.text, item.thinking, list(item.tool_calls), Usage(**item.usage.to_dict()), item.raw
+            )
+        elif isinstance(item, Sequence) and all(isinstance(c, ToolCallRequest) for c in item):
+            out = ModelTurn(tool_calls=list(item))
+        else:
+            raise BackendError(f"scripted backend {self.name!r}: not a script item: {item!r}")
+        calls = []
+        for c in out.tool_calls:
+            cid = c.id
+            if not cid:
+                cid = f"call_{self._next_id}"
+                self._next_id += 1
+            calls.append(ToolCallRequest(cid, c.name, dict(c.arguments), c.error, c.raw_arguments))
+        out.tool_calls = calls
+        return out

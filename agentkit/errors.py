@@ -1,0 +1,118 @@
+"""Exceptions raised by agentkit.
+
+Two families:
+
+* Definition errors (:class:`ToolDefinitionError`, :class:`BundleError`) are raised while tools, agents and
+  bundles are built, before any model call; they name the offending function, file, line and field.
+* Run errors (:class:`AgentRunError` and subclasses) stop a run deliberately (step limit, loop guard, a tool's
+  failure budget). Each carries the partial transcript in ``.result`` (a :class:`agentkit.agent.RunResult`
+  with ``answer=None``) so nothing the model and tools did is lost.
+
+A tool's own exception or timeout is *not* raised: the planner turns it into a tool response the model
+sees (see :mod:`agentkit.agent`).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from agentkit.agent import RunResult
+
+
+class AgentKitError(Exception):
+    """Base class of every exception agentkit raises on purpose."""
+
+
+class ToolDefinitionError(AgentKitError, TypeError):
+    """A function cannot become a tool (e.g. ``*args``, an unsupported annotation, a duplicate tool name)."""
+
+
+class ModelRetry(AgentKitError):
+    """Raise inside a tool to send ``message`` back to the model as the tool response (no traceback text).
+
+    Counts against the tool's failure budget like any other tool error.
+    """
+
+
+class BackendError(AgentKitError):
+    """A backend could not produce a model turn (HTTP error after retries, exhausted script, bad response).
+
+    Attributes:
+        status_code: HTTP status of the last attempt, when there was one.
+    """
+
+    def __init__(self, message: str, *, status_code: int | None = None) -> None:
+        super().__init__(message)
+        self.status_code = status_code
+
+
+class AgentRunError(AgentKitError):
+    """A run stopped without a final answer. ``result`` holds the partial transcript (``answer is None``)."""
+
+    def __init__(self, message: str, result: RunResult) -> None:
+        super().__init__(message)
+        self.result = result
+
+
+class MaxStepsExceeded(AgentRunError):
+    """The model made ``max_steps`` turns without giving a final answer."""
+
+
+class LoopGuardTriggered(AgentRunError):
+    """The model requested the same (tool, canonical arguments) pair ``loop_guard`` times in one run."""
+
+
+class ToolRetriesExceeded(AgentRunError):
+    """A tool failed more times in one run than its retry budget (``Tool.retries``) allows."""
+
+
+@dataclass(frozen=True)
+class BundleIssue:
+    """One problem found in a bundle file.
+
+    Attributes:
+        file: path of the bundle file as given.
+        line: 1-based line number (``None`` when the position is unknown).
+        column: 1-based column number (``None`` when unknown).
+        field: dotted path of the field, e.g. ``tools[1].http.url`` (``""`` for the whole document).
+        message: what is wrong.
+    """
+
+    file: str
+    line: int | None
+    column: int | None
+    field: str
+    message: str
+
+    def __str__(self) -> str:
+        pos = self.file
+        if self.line is not None:
+            pos += f":{self.line}"
+            if self.column is not None:
+                pos += f":{self.column}"
+        where = f" {self.field}:" if self.field else ""
+        return f"{pos}:{where} {self.message}"
+
+
+class BundleError(AgentKitError, ValueError):
+    """A bundle file is invalid. ``issues`` lists every problem found, each with file, line and field."""
+
+    def __init__(self, issues: list[BundleIssue]) -> None:
+        self.issues = issues
+        super().__init__("invalid bundle:\n" + "\n".join(f"  {i}" for i in issues))
+
+    @property
+    def first(self) -> BundleIssue:
+        """The first issue (by line)."""
+        return self.issues[0]
+
+
+def describe_exception(exc: BaseException) -> str:
+    """``"TypeName: message"`` for an exception, or just the message for :class:`ModelRetry`."""
+    if isinstance(exc, ModelRetry):
+        return str(exc)
+    text = str(exc)
+    name = type(exc).__name__
+    return f"{name}: {text}" if text else name

@@ -1,0 +1,79 @@
+"""Events the planner emits for tracing: pass ``on_event=callback`` to ``Agent(...)`` or ``Agent.run``.
+
+Order within a run: :class:`RunStarted`; per step :class:`ModelResponded`, then for each call
+:class:`ToolCallStarted` (before any call of the step runs, in call-id order) and :class:`ToolCallFinished`
+(in completion order; parallel calls finish in any order); finally :class:`RunFinished` or
+:class:`RunFailed`. Callbacks run on the planner's thread; an exception in a callback propagates (a broken
+tracer should be noticed, not silently skipped). No events are built when no callback is registered.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any, ClassVar
+
+from agentkit.backends.base import ModelTurn
+from agentkit.result import RunResult, ToolCallRecord
+
+
+@dataclass(frozen=True, slots=True)
+class RunStarted:
+    """A run began. ``tools``: names of the declared tools."""
+
+    kind: ClassVar[str] = "run_started"
+    question: str
+    backend: str
+    tools: tuple[str, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class ModelResponded:
+    """The backend returned a model turn for step ``step`` after ``seconds`` seconds."""
+
+    kind: ClassVar[str] = "model_responded"
+    step: int
+    turn: ModelTurn
+    seconds: float
+
+
+@dataclass(frozen=True, slots=True)
+class ToolCallStarted:
+    """A tool call is about to run (only calls that passed validation run)."""
+
+    kind: ClassVar[str] = "tool_call_started"
+    step: int
+    call_id: str
+    name: str
+    arguments: Any
+
+
+@dataclass(frozen=True, slots=True)
+class ToolCallFinished:
+    """A tool call has its tool response (success or error; also for calls that never ran)."""
+
+    kind: ClassVar[str] = "tool_call_finished"
+    step: int
+    record: ToolCallRecord
+
+
+@dataclass(frozen=True, slots=True)
+class RunFinished:
+    """The model gave its final answer."""
+
+    kind: ClassVar[str] = "run_finished"
+    result: RunResult
+
+
+@dataclass(frozen=True, slots=True)
+class RunFailed:
+    """The run stopped without a final answer (``error`` is raised right after this event)."""
+
+    kind: ClassVar[str] = "run_failed"
+    error: BaseException
+
+
+#: Any planner event.
+Event = RunStarted | ModelResponded | ToolCallStarted | ToolCallFinished | RunFinished | RunFailed
+#: An event callback.
+EventCallback = Callable[[Event], Any]

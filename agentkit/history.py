@@ -1,0 +1,147 @@
+"""Conversation history kept across turns: user messages and final answers, nothing else.
+
+A finished turn leaves exactly two messages in the history: the user's message and the model's final
+answer. The turn's thinking text and its tool-call trajectory (assistant calls and tool responses) are
+dropped - they are in that turn's :class:`agentkit.agent.RunResult` if you need them. Within a turn the
+planner keeps the whole trajectory in the prompt.
+
+Conversations serialise to JSON (:meth:`Conversation.to_json`) and load back equal
+(:meth:`Conversation.from_json`); the format is versioned::
+
+    {"format": "agentkit.conversation", "version": 1, "metadata": {...},
+     "messages": [{"role": "user", "content": "..."}, {"role": "assistant", "content": "..."}, ...]}
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from agentkit.backends.base import ChatMessage
+
+FORMAT = "agentkit.conversation"
+VERSION = 1
+
+
+@dataclass
+class Conversation:
+    """Kept history of a multi-turn conversation.
+
+    Attributes:
+        messages: alternating ``{"role": "user" | "assistant", "content": str}`` dicts, user first.
+        metadata: free JSON-serialisable data of yours (kept through JSON round trips).
+    """
+
+    messages: list[ChatMessage] = field(default_factory=list)
+    metadata: dict[str, Any] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        _check_messages(self.messages, where="Conversation")
+
+    @property
+    def turns(self) -> int:
+        """Number of finished turns (user message + final answer pairs)."""
+        return len(self.messages) // 2
+
+    def with_turn(self, question: str, answer: str) -> Conversation:
+        """A new conversation with one more finished turn (this one is not modified)."""
+        msgs = [dict(m) for m in self.messages]
+        msgs.append({"role": "user", "content": question})
+        msgs.append({"role": "assistant", "content": answer})
+        return Conversation(msgs, dict(self.metadata))
+
+    def to_dict(self) -> dict[str, Any]:
+        """JSON-ready dict in the versioned format."""
+        return {
+            "format": FORMAT,
+            "version": VERSION,
+            "metadata": self.metadata,
+            "messages": [dict(m) for m in self.messages],
+        }
+
+    def to_json(self, *, indent: int | None = None) -> str:
+        """Serialise to JSON (non-ASCII kept as is)."""
+        return json.dumps(self.to_dict(), ensure_ascii=False, indent=indent)
+
+    @classmethod
+    def from_dict(cls, data: Any) -> Conversation:
+        """Build from :meth:`to_dict` output.
+
+        Raises:
+            ValueError: wrong format name or version, or a malformed message (names its index and key).
+        """
+        if not isinstance(data, dict):
+            raise ValueError(f"a conversation is a JSON object, got {type(data).__name__}")
+        if data.get("format") != FORMAT:
+            raise ValueError(
+                f"not an agentkit conversation: format is {data.get('format')!r}, expected {FORMAT!r}"
+            )
+        if data.get("version") != VERSION:
+            raise ValueError(
+                f"unsupported conversation version {data.get('version')!r} (this agentkit reads {VERSION})"
+            )
+        unknown = set(data) - {"format", "version", "metadata", "messages"}
+        if unknown:
+            raise ValueError(f"unknown conversation key(s): {sorted(unknown)}")
+        metadata = data.get("metadata", {})
+        if not isinstance(metadata, dict):
+            raise ValueError("conversation metadata must be an object")
+        messages = data.get("messages")
+        if not isinstance(messages, list):
+            raise ValueError("conversation messages must be a list")
+        return cls([dict(m) if isinstance(m, dict) else m for m in messages], dict(metadata))
+
+    @classmethod
+    def from_json(cls, text: str) -> Conversation:
+        """Parse :meth:`to_json` output.
+
+        Raises:
+            ValueError: not JSON, or see :meth:`from_dict`.
+        """
+        try:
+            data = json.loads(text)
+        except json.JSONDecodeError as exc:
+            raise ValueError(f"conversation is not valid JSON: {exc}") from exc
+        return cls.from_dict(data)
+
+    def save(self, path: str | Path) -> None:
+        """Write :meth:`to_json` (indented) to ``path`` (UTF-8)."""
+        Path(path).write_text(self.to_json(indent=2) + "\n", encoding="utf-8")
+
+    @classmethod
+    def load(cls, path: str | Path) -> Conversation:
+        """Read a file written by :meth:`save`.
+
+        Raises:
+            ValueError: see :meth:`from_json` (the message names the file).
+            OSError: the file cannot be read.
+        """
+        p = Path(path)
+        try:
+            return cls.from_json(p.read_text(encoding="utf-8"))
+        except ValueError as exc:
+            raise ValueError(f"{p}: {exc}") from exc
+
+
+def _check_messages(messages: Any, *, where: str) -> None:
+    if not isinstance(messages, list):
+        raise ValueError(f"{where}: messages must be a list")
+    for i, m in enumerate(messages):
+        if not isinstance(m, dict):
+            raise ValueError(f"{where}: message {i} must be an object, got {type(m).__name__}")
+        if set(m) != {"role", "content"}:
+            raise ValueError(
+                f"{where}: message {i} must have exactly the keys 'role' and 'content' (history keeps only user "
+                f"messages and final answers), got {sorted(m)}"
+            )
+        expected = "user" if i % 2 == 0 else "assistant"
+        if m["role"] != expected:
+            raise ValueError(
+                f"{where}: message {i} has role {m['role']!r}, expected {expected!r} (turns alternate)"
+            )
+        if not isinstance(m["content"], str):
+            raise ValueError(f"{where}: message {i} content must be a string")
+    if len(messages) % 2:
+        raise ValueError(f"{where}: the last message is a user message without a final answer")
