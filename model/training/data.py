@@ -1,0 +1,1051 @@
+"""Synthetic multi-domain function-calling dialogues for training the embedded checkpoint.
+
+Every example is a prompt (OpenAI-style ``messages`` + ``tools``) and the *target continuation*: the text of
+the model turn that follows the prompt as rendered by the Gemma 4 chat template
+(``model/chat_template.jinja``), e.g. ``<|tool_call>call:NAME{...}<tool_call|><|tool_response>`` (generation
+stops at ``<|tool_response>``) or ``Some answer<turn|>``.
+
+Tool declarations come from three sources: the Glaive function-call argument schemas in
+``../shared/data/maskbench/dev.jsonl.gz`` (group ``Glaiveai2K``; names from the schema id), tools generated
+from hand-written domain/parameter banks, and the example bots' tools (code search, weather). Requests are
+built from hand-written templates with values (places, dates, numbers, names, identifiers, code) that the
+call must copy or convert. BFCL is evaluation-only: none of its data or phrasing is used here.
+
+Generation is deterministic for a given ``(seed, split)``; the ``heldout`` split uses a disjoint stream and a
+disjoint tenth of the Glaive schemas.
+"""
+
+from __future__ import annotations
+
+import gzip
+import hashlib
+import json
+import math
+import random
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from model import special_tokens as st
+from model.training import values as V
+
+#: Default location of the Glaive schemas (relative to the repository root).
+DEFAULT_MASKBENCH = Path(__file__).resolve().parents[2].parent / "shared" / "data" / "maskbench" / "dev.jsonl.gz"
+
+
+@dataclass
+class Example:
+    """One training example.
+
+    Attributes:
+        messages: OpenAI-style chat messages forming the prompt (system/user/assistant/tool).
+        tools: OpenAI-style tool list ``[{"type": "function", "function": {...}}]`` (may be empty).
+        target: the continuation text (model turn), ending in ``<|tool_response>`` or ``<turn|>``.
+        kind: ``call | parallel | multi_call | answer_after_tool | followup_call | no_tool | unanswerable``.
+        calls: expected tool calls as ``[(name, arguments)]`` (empty for prose answers).
+    """
+
+    messages: list[dict[str, Any]]
+    tools: list[dict[str, Any]]
+    target: str
+    kind: str
+    calls: list[tuple[str, dict[str, Any]]] = field(default_factory=list)
+
+    def to_json(self) -> dict[str, Any]:
+        """JSON-serialisable dict (``calls`` as ``[{"name", "arguments"}]``)."""
+        return {
+            "messages": self.messages,
+            "tools": self.tools,
+            "target": self.target,
+            "kind": self.kind,
+            "calls": [{"name": n, "arguments": a} for n, a in self.calls],
+        }
+
+
+# --------------------------------------------------------------------------------------------------------------
+# Rendering (mirror of model/chat_template.jinja; tests check both agree)
+# --------------------------------------------------------------------------------------------------------------
+
+
+def format_value(v: Any) -> str:
+    """Render a JSON value in Gemma 4 call syntax: bare keys, no spaces, strings between ``<|"|>``.
+
+    Mirrors ``model.constraints.parse.format_value`` and the chat template's ``render_value``.
+
+    Raises:
+        TypeError: for values that are not JSON (str, int, float, bool, None, list, dict).
+    """
+    q = st.STRING_DELIM
+    if isinstance(v, str):
+        return f"{q}{v}{q}"
+    if v is True:
+        return "true"
+    if v is False:
+        return "false"
+    if v is None:
+        return "null"
+    if isinstance(v, int | float):
+        return str(v)
+    if isinstance(v, dict):
+        return "{" + ",".join(f"{k}:{format_value(x)}" for k, x in v.items()) + "}"
+    if isinstance(v, list | tuple):
+        return "[" + ",".join(format_value(x) for x in v) + "]"
+    raise TypeError(f"format_value: unsupported type {type(v).__name__}")
+
+
+def format_call(name: str, arguments: dict[str, Any]) -> str:
+    """``<|tool_call>call:NAME{...}<tool_call|>`` for one call (see :func:`format_value`)."""
+    return f"{st.TOOL_CALL_START}call:{name}{format_value(arguments)}{st.TOOL_CALL_END}"
+
+
+def _type_str(t: Any) -> str:
+    q = st.STRING_DELIM
+    if isinstance(t, str):
+        return f"{q}{t.upper()}{q}"
+    return "[" + ",".join(f"{q}{str(x).upper()}{q}" for x in t) + "]"
+
+
+def render_schema(s: dict[str, Any]) -> str:
+    """Render a parameter schema as the template's declaration object (sorted properties, upper-case types)."""
+    q = st.STRING_DELIM
+    parts = []
+    if s.get("description"):
+        parts.append(f"description:{q}{s['description']}{q}")
+    if "enum" in s:
+        parts.append("enum:" + format_value(s["enum"]))
+    if isinstance(s.get("items"), dict):
+        parts.append("items:" + render_schema(s["items"]))
+    if isinstance(s.get("properties"), dict):
+        props = ",".join(f"{k}:{render_schema(s['properties'][k])}" for k in sorted(s["properties"]))
+        parts.append("properties:{" + props + "}")
+    if s.get("required"):
+        parts.append("required:" + format_value(s["required"]))
+    if "type" in s:
+        parts.append("type:" + _type_str(s["type"]))
+    return "{" + ",".join(parts) + "}"
+
+
+def render_declaration(tool: dict[str, Any]) -> str:
+    """``<|tool>declaration:NAME{description:...,parameters:{...}}<tool|>`` for an OpenAI-style tool."""
+    f = tool.get("function", tool)
+    q = st.STRING_DELIM
+    params = f.get("parameters") or {"type": "object"}
+    return (
+        f"{st.TOOL_START}declaration:{f['name']}{{description:{q}{f.get('description') or ''}{q},"
+        f"parameters:{render_schema(params)}}}{st.TOOL_END}"
+    )
+
+
+def _content(c: Any) -> str:
+    if isinstance(c, str):
+        return c
+    if isinstance(c, list):
+        return "".join(x.get("text", "") for x in c if isinstance(x, dict) and x.get("type") == "text")
+    return ""
+
+
+def render_prompt(
+    messages: list[dict[str, Any]], tools: list[dict[str, Any]] | None, add_generation_prompt: bool = True
+) -> str:
+    """Render ``messages`` + ``tools`` exactly as ``model/chat_template.jinja`` does (including ``<bos>``).
+
+    Raises:
+        KeyError: if a message lacks ``role``.
+    """
+    out = [st.BOS]
+    msgs = list(messages)
+    system = ""
+    if msgs and msgs[0]["role"] in ("system", "developer"):
+        system = _content(msgs[0]["content"])
+        msgs = msgs[1:]
+    if system or tools:
+        out.append(f"{st.TURN_START}system\n{system}")
+        out.extend(render_declaration(t) for t in tools or [])
+        out.append(f"{st.TURN_END}\n")
+    in_model = False
+    for m in msgs:
+        role = m["role"]
+        if role == "user":
+            if in_model:
+                out.append(f"{st.TURN_END}\n")
+                in_model = False
+            out.append(f"{st.TURN_START}user\n{_content(m['content'])}{st.TURN_END}\n")
+        elif role in ("assistant", "model"):
+            if not in_model:
+                out.append(f"{st.TURN_START}model\n")
+            thought = m.get("reasoning") or m.get("thinking")
+            if thought:
+                out.append(f"{st.CHANNEL_START}thought\n{thought}{st.CHANNEL_END}")
+            if m.get("content"):
+                out.append(_content(m["content"]))
+            if m.get("tool_calls"):
+                for c in m["tool_calls"]:
+                    f = c.get("function", c)
+                    out.append(format_call(f["name"], f["arguments"]))
+                in_model = True
+            else:
+                out.append(f"{st.TURN_END}\n")
+                in_model = False
+        elif role == "tool":
+            c = m["content"]
+            body = c if isinstance(c, dict) else {"result": _content(c)}
+            out.append(f"{st.TOOL_RESPONSE_START}response:{m.get('name') or ''}{format_value(body)}{st.TOOL_RESPONSE_END}")
+    if add_generation_prompt and not in_model:
+        out.append(f"{st.TURN_START}model\n")
+    return "".join(out)
+
+
+# --------------------------------------------------------------------------------------------------------------
+# Parameter kinds: how a parameter is declared, valued and mentioned in a request
+# --------------------------------------------------------------------------------------------------------------
+
+#: A value generator returns (json_value, spoken_text).
+Gen = Callable[[random.Random], tuple[Any, str]]
+
+
+@dataclass(frozen=True)
+class Kind:
+    """A parameter archetype: candidate names, JSON schema, value generator and mention templates.
+
+    ``mentions`` use ``{n}`` (the parameter's natural name) and ``{v}`` (the spoken value).
+    """
+
+    names: tuple[str, ...]
+    schema: dict[str, Any]
+    gen: Gen
+    mentions: tuple[str, ...]
+    descs: tuple[str, ...] = ()
+
+
+def _s(f: Callable[[random.Random], str]) -> Gen:
+    def g(rng: random.Random) -> tuple[Any, str]:
+        x = f(rng)
+        return x, x
+
+    return g
+
+
+def _choice(items: tuple[str, ...]) -> Gen:
+    return _s(lambda rng: rng.choice(items))
+
+
+def _int(lo: int, hi: int, words: float = 0.15) -> Gen:
+    def g(rng: random.Random) -> tuple[Any, str]:
+        n = rng.randint(lo, hi)
+        return n, V.number_words(n) if rng.random() < words else str(n)
+
+    return g
+
+
+def _float(lo: float, hi: float, digits: int = 2) -> Gen:
+    def g(rng: random.Random) -> tuple[Any, str]:
+        x = round(rng.uniform(lo, hi), rng.randint(0, digits))
+        if rng.random() < 0.3:
+            x = float(round(x))
+        return float(x), V.fmt_float(x) if x != int(x) or rng.random() < 0.5 else str(int(x))
+
+    return g
+
+
+def _date(rng: random.Random) -> tuple[Any, str]:
+    return V.date_iso(rng)
+
+
+def _bool(rng: random.Random) -> tuple[Any, str]:
+    b = rng.random() < 0.6
+    return b, "yes" if b else "no"
+
+
+def _list_of(f: Callable[[random.Random], str]) -> Gen:
+    def g(rng: random.Random) -> tuple[Any, str]:
+        k = rng.randint(2, 4)
+        items: list[str] = []
+        while len(items) < k:
+            x = f(rng)
+            if x not in items:
+                items.append(x)
+        return items, ", ".join(items[:-1]) + " and " + items[-1]
+
+    return g
+
+
+def _int_list(rng: random.Random) -> tuple[Any, str]:
+    xs = [rng.randint(-20, 200) for _ in range(rng.randint(3, 6))]
+    return xs, ", ".join(map(str, xs))
+
+
+GENERIC = ("{n} {v}", "{n}: {v}", "the {n} is {v}", "{n} set to {v}", "with {n} {v}", "using {v} as the {n}")
+NUMERIC = ("{n} of {v}", "{n} {v}", "{n} = {v}", "a {n} of {v}", "with {n} {v}", "{n} equal to {v}")
+QUOTED = ('{n} "{v}"', "{n} '{v}'", "the {n} \"{v}\"", "{n}: {v}")
+
+KINDS: dict[str, Kind] = {
+    "city": Kind(("city", "location", "place", "city_name"), {"type": "string"}, _s(V.place),
+                 ("in {v}", "for {v}", "at {v}", "{n} {v}"), ("The city name", "City and country, e.g. Lyon, France", "Location to look up")),
+    "country": Kind(("country", "country_name", "nation"), {"type": "string"}, _choice(V.COUNTRIES),
+                    ("in {v}", "for {v}", "{n} {v}"), ("Name of the country",)),
+    "date": Kind(("date", "day", "on_date", "target_date"), {"type": "string"}, _date,
+                 ("on {v}", "for {v}", "{n} {v}"), ("Date in YYYY-MM-DD format", "The date (ISO 8601)")),
+    "start_date": Kind(("start_date", "from_date", "check_in"), {"type": "string"}, _date,
+                       ("from {v}", "starting {v}", "{n} {v}"), ("Start date, YYYY-MM-DD",)),
+    "end_date": Kind(("end_date", "to_date", "check_out"), {"type": "string"}, _date,
+                     ("until {v}", "to {v}", "{n} {v}"), ("End date, YYYY-MM-DD",)),
+    "days": Kind(("days", "num_days", "duration_days", "nights"), {"type": "integer"}, _int(1, 14),
+                 ("for {v} days", "over the next {v} days", "{n} {v}", "{n} of {v}"), ("Number of days",)),
+    "limit": Kind(("limit", "max_results", "count", "top_n", "num_results"), {"type": "integer"}, _int(1, 50),
+                  ("top {v}", "at most {v} results", "{v} results", "{n} {v}", "limit it to {v}"), ("Maximum number of results",)),
+    "amount": Kind(("amount", "price", "principal", "total", "budget", "value"), {"type": "number"}, _float(1, 50000),
+                   ("{n} of {v}", "{v} dollars", "${v}", "{n} {v}"), ("The amount in the given currency", "Amount of money")),
+    "rate": Kind(("rate", "interest_rate", "tax_rate", "discount", "percentage"), {"type": "number"}, _float(0.5, 30, 1),
+                 ("{n} of {v}%", "at {v} percent", "{n} {v}", "{v}% {n}"), ("Rate in percent",)),
+    "years": Kind(("years", "term", "duration", "period", "age"), {"type": "integer"}, _int(1, 40),
+                  ("for {v} years", "over {v} years", "{n} of {v}", "{n} {v}"), ("Duration in years",)),
+    "person": Kind(("name", "person", "full_name", "contact", "author", "owner"), {"type": "string"}, _s(V.person),
+                   ("for {v}", "named {v}", "{n} {v}", "by {v}"), ("Full name of the person",)),
+    "email": Kind(("email", "recipient", "to", "email_address"), {"type": "string"}, _s(V.email),
+                  ("to {v}", "{n} {v}", "at {v}"), ("Recipient e-mail address",)),
+    "text": Kind(("query", "title", "subject", "message", "keyword", "text", "topic", "note"), {"type": "string"},
+                 _s(V.phrase), (*QUOTED, "about {v}"), ("Free text", "The search query", "Title or subject")),
+    "currency_from": Kind(("from_currency", "base_currency", "source_currency"), {"type": "string"}, _choice(V.CURRENCIES),
+                          ("from {v}", "{n} {v}"), ("ISO code of the source currency",)),
+    "currency_to": Kind(("to_currency", "target_currency", "quote_currency"), {"type": "string"}, _choice(V.CURRENCIES),
+                        ("to {v}", "into {v}", "{n} {v}"), ("ISO code of the target currency",)),
+    "language": Kind(("language", "target_language", "lang"), {"type": "string"}, _choice(V.LANGUAGES),
+                     ("in {v}", "into {v}", "{n} {v}"), ("Language name",)),
+    "ticker": Kind(("symbol", "ticker", "stock_symbol"), {"type": "string"}, _choice(V.TICKERS),
+                   ("for {v}", "of {v}", "{n} {v}"), ("Stock ticker symbol",)),
+    "company": Kind(("company", "company_name", "organization", "vendor"), {"type": "string"}, _choice(V.COMPANIES),
+                    ("for {v}", "at {v}", "{n} {v}"), ("Company name",)),
+    "genre": Kind(("genre", "category", "style"), {"type": "string"}, _choice(V.GENRES),
+                  ("{v}", "in the {v} {n}", "{n} {v}"), ("Genre or category",)),
+    "cuisine": Kind(("cuisine", "food_type"), {"type": "string"}, _choice(V.CUISINES),
+                    ("{v}", "{n} {v}", "serving {v} food"), ("Type of cuisine",)),
+    "dish": Kind(("dish", "recipe_name", "food", "ingredient"), {"type": "string"}, _choice(V.FOODS),
+                 ("for {v}", "{n} {v}", "of {v}"), ("Name of the dish",)),
+    "product": Kind(("product", "item", "product_name"), {"type": "string"}, _choice(V.PRODUCTS),
+                    ("a {v}", "for a {v}", "{n} {v}"), ("Product to search for",)),
+    "color": Kind(("color", "colour"), {"type": "string"}, _choice(V.COLORS), ("in {v}", "{n} {v}"), ("Color",)),
+    "record_id": Kind(("order_id", "user_id", "ticket_id", "id", "account_id", "booking_id"), {"type": "string"},
+                      _s(V.code_id), ("{n} {v}", "number {v}", "with {n} {v}", "#{v}"), ("Identifier of the record",)),
+    "path": Kind(("path", "file", "file_path", "filename"), {"type": "string"}, _s(V.file_path),
+                 ("{v}", "in {v}", "{n} {v}", "the file {v}"), ("Path of the file, relative to the repository root",)),
+    "symbol_name": Kind(("name", "symbol", "function_name", "identifier"), {"type": "string"}, _s(V.identifier),
+                        ("{v}", "`{v}`", "{n} {v}"), ("Identifier to look up",)),
+    "url": Kind(("url", "link", "website"), {"type": "string"}, _s(V.url), ("{v}", "at {v}", "{n} {v}"), ("The URL",)),
+    "team": Kind(("team", "team_name", "club"), {"type": "string"}, _choice(V.SPORTS_TEAMS),
+                 ("for the {v}", "{n} {v}", "of {v}"), ("Name of the team",)),
+    "animal": Kind(("species", "animal"), {"type": "string"}, _choice(V.ANIMALS), ("of the {v}", "{n} {v}", "for {v}"), ("Species name",)),
+    "airport_from": Kind(("origin", "departure_airport", "from_airport"), {"type": "string"}, _choice(V.AIRPORTS),
+                         ("from {v}", "departing {v}", "{n} {v}"), ("IATA code of the origin airport",)),
+    "airport_to": Kind(("destination", "arrival_airport", "to_airport"), {"type": "string"}, _choice(V.AIRPORTS),
+                       ("to {v}", "arriving at {v}", "{n} {v}"), ("IATA code of the destination airport",)),
+    "time": Kind(("time", "start_time", "at_time"), {"type": "string"}, _s(V.time_hm), ("at {v}", "{n} {v}"), ("Time, HH:MM (24h)",)),
+    "weekday": Kind(("weekday", "day_of_week"), {"type": "string"}, _choice(V.WEEKDAYS), ("on {v}", "{n} {v}"), ("Day of the week",)),
+    "num_a": Kind(("a", "x", "n", "number", "num1", "value", "base", "first"), {"type": "integer"}, _int(-50, 500, 0.1),
+                  NUMERIC, ("The first number", "An integer", "Input value")),
+    "num_b": Kind(("b", "y", "k", "num2", "exponent", "second", "divisor"), {"type": "integer"}, _int(-50, 500, 0.1),
+                  NUMERIC, ("The second number", "An integer")),
+    "length": Kind(("length", "width", "height", "radius", "side", "distance", "depth"), {"type": "number"},
+                   _float(0.5, 300, 1), (*NUMERIC, "{v} units of {n}"), ("Length in meters", "Size of the side")),
+    "mass": Kind(("weight", "mass", "weight_kg"), {"type": "number"}, _float(1, 150, 1),
+                 ("{n} of {v}", "{v} kg", "{n} {v}"), ("Weight in kilograms",)),
+    "temperature": Kind(("temperature", "temp"), {"type": "number"}, _float(-30, 120, 1), NUMERIC, ("Temperature value",)),
+    "flag": Kind(("include_details", "verbose", "case_sensitive", "refundable", "vegetarian", "recursive",
+                  "include_forecast", "dry_run", "notify"), {"type": "boolean"}, _bool,
+                 ("{n}: {v}",), ("Whether to enable this option",)),
+    "unit_len": Kind(("unit", "units", "length_unit"), {"type": "string", "enum": list(V.UNITS_LEN)}, _choice(V.UNITS_LEN),
+                     ("in {v}", "{n} {v}"), ("Unit of length",)),
+    "unit_temp": Kind(("unit", "scale", "temperature_unit"), {"type": "string", "enum": list(V.UNITS_TEMP)},
+                      _choice(V.UNITS_TEMP), ("in {v}", "{n} {v}"), ("Temperature scale",)),
+    "sort": Kind(("sort_by", "order", "sort_order"), {"type": "string", "enum": ["asc", "desc", "relevance", "date"]},
+                 _choice(("asc", "desc", "relevance", "date")), ("sorted by {v}", "{n} {v}"), ("Sort order",)),
+    "priority": Kind(("priority", "level", "severity"), {"type": "string", "enum": ["low", "medium", "high"]},
+                     _choice(("low", "medium", "high")), ("with {v} {n}", "{n} {v}", "{v} {n}"), ("Priority level",)),
+    "tags": Kind(("tags", "keywords", "labels"), {"type": "array", "items": {"type": "string"}}, _list_of(lambda r: r.choice(V.WORDS)),
+                 ("{n} {v}", "tagged {v}", "with {n} {v}"), ("List of tags",)),
+    "cities": Kind(("cities", "locations", "destinations"), {"type": "array", "items": {"type": "string"}},
+                   _list_of(lambda r: r.choice(V.CITIES)), ("{n} {v}", "for {v}", "covering {v}"), ("List of cities",)),
+    "ingredients": Kind(("ingredients", "items", "products"), {"type": "array", "items": {"type": "string"}},
+                        _list_of(lambda r: r.choice(V.FOODS + V.PRODUCTS)), ("{n} {v}", "with {v}", "including {v}"), ("List of items",)),
+    "numbers": Kind(("numbers", "values", "data", "scores"), {"type": "array", "items": {"type": "integer"}}, _int_list,
+                    ("{n} {v}", "of {v}", "for the {n} {v}", "[{v}]"), ("List of numbers",)),
+    "ticker_list": Kind(("symbols", "tickers"), {"type": "array", "items": {"type": "string"}}, _list_of(lambda r: r.choice(V.TICKERS)),
+                        ("for {v}", "{n} {v}"), ("Ticker symbols",)),
+}
+
+#: Domains: (noun phrases, verbs, parameter kinds to draw from, name prefixes for dotted names).
+DOMAINS: dict[str, tuple[tuple[str, ...], tuple[str, ...], tuple[str, ...], tuple[str, ...]]] = {
+    "weather": (("weather", "forecast", "air quality", "uv index", "humidity", "sunrise time"),
+                ("get", "check", "fetch", "look up"), ("city", "date", "days", "unit_temp", "flag"), ("weather", "climate")),
+    "travel": (("flights", "hotel", "train tickets", "car rental", "flight status", "travel time"),
+               ("search", "book", "find", "check", "get"), ("airport_from", "airport_to", "date", "start_date", "end_date",
+                                                           "city", "days", "limit", "amount", "flag", "person"), ("travel", "booking")),
+    "finance": (("stock price", "exchange rate", "loan payment", "compound interest", "tax", "portfolio value", "mortgage"),
+                ("get", "calculate", "compute", "estimate", "convert"), ("ticker", "amount", "rate", "years", "currency_from",
+                                                                         "currency_to", "date", "ticker_list", "company"), ("finance", "stocks", "bank")),
+    "math": (("sum", "product", "factorial", "power", "gcd", "average", "median", "prime factors", "square root", "logarithm"),
+             ("calculate", "compute", "find", "get"), ("num_a", "num_b", "numbers", "flag"), ("math", "algebra", "stats")),
+    "geometry": (("area of a circle", "rectangle area", "triangle perimeter", "volume of a cube", "distance between points"),
+                 ("calculate", "compute", "find"), ("length", "num_a", "num_b", "unit_len"), ("geometry", "geo")),
+    "physics": (("velocity", "force", "kinetic energy", "density", "acceleration"),
+                ("calculate", "compute", "estimate"), ("mass", "length", "num_a", "temperature", "unit_len"), ("physics",)),
+    "commerce": (("products", "order status", "shipping cost", "discount", "inventory", "refund"),
+                 ("search", "check", "get", "track", "create", "cancel"), ("product", "record_id", "amount", "limit", "sort", "color",
+                                                                           "ingredients", "flag", "email"), ("shop", "store")),
+    "media": (("movies", "songs", "books", "podcasts", "news articles", "tv shows"),
+              ("find", "search", "recommend", "list", "get"), ("genre", "text", "person", "limit", "years", "language", "sort"),
+              ("media", "library")),
+    "food": (("recipes", "restaurants", "nutrition facts", "calories", "meal plan"),
+             ("find", "search", "get", "suggest", "calculate"), ("cuisine", "dish", "city", "ingredients", "limit", "flag", "amount"),
+             ("food", "recipes")),
+    "sports": (("match results", "team standings", "player stats", "fixtures"),
+               ("get", "find", "check", "list"), ("team", "date", "years", "limit", "person"), ("sports",)),
+    "contacts": (("email", "reminder", "meeting", "contact", "calendar event", "message"),
+                 ("send", "create", "schedule", "find", "delete", "update"), ("email", "person", "text", "date", "time", "weekday",
+                                                                              "priority", "flag"), ("calendar", "mail")),
+    "text": (("translation", "summary", "word count", "sentiment", "spelling check"),
+             ("translate", "get", "analyze", "count", "check"), ("text", "language", "flag", "limit"), ("text", "nlp")),
+    "health": (("bmi", "calorie needs", "heart rate zone", "water intake"),
+               ("calculate", "estimate", "compute"), ("mass", "length", "years", "flag"), ("health",)),
+    "geo": (("population", "timezone", "capital city", "distance", "coordinates"),
+            ("get", "find", "look up", "calculate"), ("city", "country", "cities", "unit_len"), ("geo", "maps")),
+    "science": (("boiling point", "molar mass", "half life", "species info", "habitat"),
+                ("get", "find", "calculate", "look up"), ("animal", "temperature", "mass", "num_a", "text"), ("science", "bio", "chem")),
+    "web": (("web page", "search results", "site status", "links"),
+            ("fetch", "search", "check", "get"), ("url", "text", "limit", "flag", "language"), ("web",)),
+    "support": (("ticket", "account", "subscription", "invoice"),
+                ("create", "get", "update", "cancel", "check"), ("record_id", "email", "priority", "text", "amount", "date"), ("support",)),
+}
+
+VERB_SPOKEN: dict[str, tuple[str, ...]] = {
+    "get": ("get", "fetch", "show me", "give me", "retrieve"),
+    "check": ("check", "verify", "look at"),
+    "fetch": ("fetch", "get", "pull up"),
+    "look up": ("look up", "find", "check"),
+    "search": ("search for", "find", "look for"),
+    "book": ("book", "reserve"),
+    "find": ("find", "look for", "search for", "locate"),
+    "calculate": ("calculate", "compute", "work out", "figure out"),
+    "compute": ("compute", "calculate", "work out"),
+    "estimate": ("estimate", "calculate", "approximate"),
+    "convert": ("convert", "change"),
+    "track": ("track", "follow", "check"),
+    "create": ("create", "make", "open", "set up"),
+    "cancel": ("cancel", "call off"),
+    "recommend": ("recommend", "suggest"),
+    "list": ("list", "show", "give me"),
+    "suggest": ("suggest", "recommend"),
+    "send": ("send", "write"),
+    "schedule": ("schedule", "set up", "plan"),
+    "delete": ("delete", "remove"),
+    "update": ("update", "change", "modify"),
+    "translate": ("translate",),
+    "analyze": ("analyze", "run an analysis of"),
+    "count": ("count",),
+}
+
+OPENERS = ("", "", "Please ", "Can you ", "Could you ", "I need you to ", "Help me ", "I want to ", "I'd like to ",
+           "Would you ", "Go ahead and ", "Quick task: ", "Hey, ", "Kindly ")
+SYSTEM_PROMPTS = (
+    "You are a helpful assistant.",
+    "You are a helpful assistant with access to tools. Call a tool when it helps answer the user.",
+    "You are an agent. Use the available functions to complete the user's request.",
+    "Answer briefly. Use tools when they are needed.",
+    "You are a support bot for a software company.",
+    "You help developers navigate a code base.",
+    "You are a weather assistant.",
+)
+
+
+# --------------------------------------------------------------------------------------------------------------
+# Tools
+# --------------------------------------------------------------------------------------------------------------
+
+
+@dataclass
+class ToolSpec:
+    """A tool with per-parameter value generators and mention templates (``kinds``)."""
+
+    name: str
+    description: str
+    parameters: dict[str, Any]
+    kinds: dict[str, Kind]
+    action: str  # spoken action phrase, e.g. "get the weather"
+    domain: str
+
+    def openai(self) -> dict[str, Any]:
+        """OpenAI-style tool declaration."""
+        return {"type": "function", "function": {"name": self.name, "description": self.description,
+                                                 "parameters": self.parameters}}
+
+
+def _generated_tool(rng: random.Random) -> ToolSpec:
+    domain = rng.choice(sorted(DOMAINS))
+    nouns, verbs, kind_names, prefixes = DOMAINS[domain]
+    noun, verb = rng.choice(nouns), rng.choice(verbs)
+    base = f"{verb.replace(' ', '_')}_{noun.replace(' ', '_')}"
+    style = rng.random()
+    if style < 0.2:
+        name = f"{rng.choice(prefixes)}.{base}"
+    elif style < 0.3:
+        parts = base.split("_")
+        name = parts[0] + "".join(p.capitalize() for p in parts[1:])
+    else:
+        name = base
+    k = min(len(kind_names), rng.choice((1, 1, 2, 2, 2, 3, 3, 4)))
+    chosen = rng.sample(kind_names, k)
+    props: dict[str, Any] = {}
+    kinds: dict[str, Kind] = {}
+    for kn in chosen:
+        kind = KINDS[kn]
+        pname = rng.choice(kind.names)
+        if pname in props:
+            continue
+        schema = dict(kind.schema)
+        if kind.descs and rng.random() < 0.85:
+            schema["description"] = rng.choice(kind.descs)
+        props[pname] = schema
+        kinds[pname] = kind
+    names = list(props)
+    n_req = rng.randint(1, len(names)) if rng.random() < 0.8 else len(names)
+    required = names[:n_req]
+    desc = rng.choice((f"{verb.capitalize()} the {noun}.", f"{verb.capitalize()} {noun} for the given inputs.",
+                       f"Returns the {noun}.", f"{verb.capitalize()} the {noun} using the given parameters."))
+    params = {"type": "object", "properties": props, "required": required}
+    spoken = rng.choice(VERB_SPOKEN.get(verb, (verb,)))
+    action = f"{spoken} {rng.choice(('the ', '', 'the '))}{noun}"
+    return ToolSpec(name, desc, params, kinds, action, domain)
+
+
+def _bot_tools() -> list[ToolSpec]:
+    """The example bots' tools (code search and weather) with hand-written schemas."""
+    place_k = Kind(("place",), {"type": "string"}, _s(V.place), ("in {v}", "for {v}", "at {v}"))
+    units_k = Kind(("units",), {"type": "string", "enum": ["metric", "imperial"]},
+                   lambda r: (lambda u: (u, r.choice({"metric": ("in Celsius", "in metric units", "metric"),
+                                                      "imperial": ("in Fahrenheit", "in imperial units", "imperial")}[u])))(
+                       r.choice(("metric", "imperial"))), ("{v}",))
+    days_k = Kind(("days",), {"type": "integer", "minimum": 1, "maximum": 16}, _int(1, 10, 0.3),
+                  ("for the next {v} days", "for {v} days", "{v}-day"))
+    lat_k = Kind(("lat",), {"type": "number"}, _float(-80, 80, 4), ("latitude {v}", "lat {v}"))
+    lon_k = Kind(("lon",), {"type": "number"}, _float(-170, 170, 4), ("longitude {v}", "lon {v}"))
+    name_k = Kind(("name",), {"type": "string"}, _s(V.identifier), ("{v}", "`{v}`", "the symbol {v}"))
+    pattern_k = Kind(("pattern",), {"type": "string"}, _s(lambda r: r.choice((V.identifier(r), f"TODO {r.choice(V.WORDS)}",
+                                                                              f"import {r.choice(V.IDENT_PARTS)}", f"def {V.identifier(r)}"))),
+                     ('"{v}"', "`{v}`", "the text {v}"))
+    path_k = Kind(("path",), {"type": "string"}, _s(V.file_path), ("{v}", "the file {v}"))
+    start_k = Kind(("start",), {"type": "integer", "minimum": 1}, _int(1, 200, 0.0), ("from line {v}", "starting at line {v}"))
+    end_k = Kind(("end",), {"type": "integer", "minimum": 1}, _int(201, 600, 0.0), ("to line {v}", "up to line {v}"))
+
+    def spec(name: str, desc: str, props: dict[str, tuple[Kind, str]], required: list[str], action: str, dom: str) -> ToolSpec:
+        return ToolSpec(
+            name, desc,
+            {"type": "object", "properties": {k: {**kd.schema, "description": d} for k, (kd, d) in props.items()},
+             "required": required},
+            {k: kd for k, (kd, _) in props.items()}, action, dom)
+
+    return [
+        spec("geocode", "Find the latitude and longitude of a place.", {"place": (place_k, "Place name, e.g. 'Lyon, France'")},
+             ["place"], "find the coordinates of", "bot_weather"),
+        spec("current_weather", "Current weather at a place or at coordinates.",
+             {"place": (place_k, "Place name"), "lat": (lat_k, "Latitude in degrees"), "lon": (lon_k, "Longitude in degrees"),
+              "units": (units_k, "metric (Celsius) or imperial (Fahrenheit)")}, [], "get the current weather", "bot_weather"),
+        spec("forecast", "Daily weather forecast for a place.",
+             {"place": (place_k, "Place name"), "days": (days_k, "Number of days, 1-16"),
+              "units": (units_k, "metric (Celsius) or imperial (Fahrenheit)")}, ["place"], "get the forecast", "bot_weather"),
+        spec("find_definition", "Find where a function, class or variable is defined in the repository.",
+             {"name": (name_k, "Identifier to look up")}, ["name"], "find the definition of", "bot_code"),
+        spec("search_text", "Search the repository for a text pattern (regular expression).",
+             {"pattern": (pattern_k, "Regular expression to search for")}, ["pattern"], "search the code for", "bot_code"),
+        spec("read_file", "Read lines of a file in the repository.",
+             {"path": (path_k, "File path relative to the repository root"), "start": (start_k, "First line (1-based)"),
+              "end": (end_k, "Last line (inclusive)")}, ["path"], "read", "bot_code"),
+    ]
+
+
+def _flat(s: dict[str, Any]) -> bool:
+    t = s.get("type")
+    if t in ("string", "number", "integer", "boolean"):
+        return True
+    return t == "array" and isinstance(s.get("items"), dict) and s["items"].get("type") in ("string", "number", "integer")
+
+
+def _glaive_kind(pname: str, schema: dict[str, Any], samples: list[Any]) -> Kind:
+    t = schema.get("type")
+    lname = pname.lower()
+    gen: Gen
+    if samples:
+        pool = tuple(json.dumps(x) for x in samples)
+
+        def gen_sample(rng: random.Random, pool: tuple[str, ...] = pool, t: Any = t) -> tuple[Any, str]:
+            v = json.loads(rng.choice(pool))
+            if isinstance(v, list):
+                return v, ", ".join(map(str, v[:-1])) + (" and " if len(v) > 1 else "") + str(v[-1]) if v else ""
+            if isinstance(v, bool):
+                return v, "yes" if v else "no"
+            if isinstance(v, float):
+                return v, V.fmt_float(v)
+            return v, str(v)
+
+        gen = gen_sample
+    elif "enum" in schema:
+        gen = _choice(tuple(str(x) for x in schema["enum"]))
+    elif t == "integer":
+        gen = _int(1, 100)
+    elif t == "number":
+        gen = _float(1, 1000)
+    elif t == "boolean":
+        gen = _bool
+    elif t == "array":
+        gen = _list_of(lambda r: r.choice(V.WORDS)) if schema["items"].get("type") == "string" else _int_list
+    elif "date" in lname:
+        gen = _date
+    elif any(w in lname for w in ("location", "city", "place", "destination", "origin")):
+        gen = _s(V.place)
+    elif "email" in lname:
+        gen = _s(V.email)
+    elif "name" in lname:
+        gen = _s(V.person)
+    else:
+        gen = _s(V.phrase)
+    mentions = NUMERIC if t in ("integer", "number") else (("{n}: {v}",) if t == "boolean" else GENERIC + QUOTED[:2])
+    return Kind((pname,), schema, gen, mentions)
+
+
+def load_glaive_tools(path: Path = DEFAULT_MASKBENCH) -> list[ToolSpec]:
+    """Tools from the ``Glaiveai2K`` schemas whose parameters are all scalars or arrays of scalars.
+
+    The function name is the schema id without its hash suffix; argument values come from the schema's valid
+    test instances when present. Returns ``[]`` when the file does not exist.
+
+    Raises:
+        json.JSONDecodeError: if a line of the file is not JSON.
+    """
+    if not path.exists():
+        return []
+    tools: list[ToolSpec] = []
+    seen: set[str] = set()
+    with gzip.open(path, "rt", encoding="utf-8") as fh:
+        for line in fh:
+            o = json.loads(line)
+            if o.get("group") != "Glaiveai2K":
+                continue
+            sc = o["schema"]
+            props = sc.get("properties") or {}
+            if not props or not all(isinstance(v, dict) and _flat(v) for v in props.values()) or set(sc) - {
+                "properties", "required", "type"}:
+                continue
+            name = o["id"].split("---", 1)[1].rsplit("_", 1)[0]
+            if name in seen:
+                continue
+            seen.add(name)
+            samples: dict[str, list[Any]] = {k: [] for k in props}
+            for t in o.get("tests", []):
+                if t.get("valid") and isinstance(t.get("data"), dict):
+                    for k, v in t["data"].items():
+                        if k in samples and v not in (None, "", []):
+                            samples[k].append(v)
+            kinds = {k: _glaive_kind(k, v, samples[k]) for k, v in props.items()}
+            words = V.natural(name)
+            desc = words[0].upper() + words[1:] + "."
+            params = {"type": "object", "properties": props, "required": [r for r in sc.get("required", []) if r in props]}
+            tools.append(ToolSpec(name, desc, params, kinds, words, "glaive:" + name.split("_")[0]))
+    return tools
+
+
+def _split_of(name: str) -> str:
+    h = int(hashlib.sha1(name.encode()).hexdigest(), 16)
+    return "heldout" if h % 10 == 0 else "train"
+
+
+# --------------------------------------------------------------------------------------------------------------
+# Requests
+# --------------------------------------------------------------------------------------------------------------
+
+
+def _param_phrase(rng: random.Random, pname: str, kind: Kind, spoken: str, schema: dict[str, Any]) -> str:
+    n = V.natural(pname)
+    if rng.random() < 0.15 and schema.get("description"):
+        d = schema["description"].rstrip(".")
+        n = d[0].lower() + d[1:]
+        if n.startswith("the "):
+            n = n[4:]
+        if len(n) > 40:
+            n = V.natural(pname)
+    tmpl = rng.choice(kind.mentions)
+    if schema.get("type") == "boolean":
+        if spoken == "yes":
+            tmpl = rng.choice(("with {n} enabled", "{n}: yes", "and turn on {n}", "{n} set to true"))
+        else:
+            tmpl = rng.choice(("with {n} disabled", "{n}: no", "without {n}", "{n} set to false"))
+    return tmpl.format(n=n, v=spoken)
+
+
+def _draw_args(rng: random.Random, tool: ToolSpec, optional_p: float = 0.45) -> tuple[dict[str, Any], list[str]]:
+    """Draw argument values and their spoken mentions (required always, optional with ``optional_p``)."""
+    props = tool.parameters["properties"]
+    required = set(tool.parameters.get("required", []))
+    if not required and props:  # e.g. current_weather: place or lat/lon
+        if "place" in props and ("lat" not in props or rng.random() < 0.75):
+            required = {"place"}
+        elif "lat" in props:
+            required = {"lat", "lon"}
+        else:
+            required = {rng.choice(sorted(props))}
+    args: dict[str, Any] = {}
+    phrases: list[str] = []
+    for pname, schema in props.items():
+        if pname not in required and rng.random() >= optional_p:
+            continue
+        if tool.name == "current_weather" and pname in ("lat", "lon") and "place" in args:
+            continue
+        kind = tool.kinds[pname]
+        value, spoken = kind.gen(rng)
+        if pname == "end" and "start" in args and isinstance(value, int) and value <= args["start"]:
+            value = args["start"] + rng.randint(5, 80)
+            spoken = str(value)
+        args[pname] = value
+        phrases.append(_param_phrase(rng, pname, kind, spoken, schema))
+    return args, phrases
+
+
+def _join(rng: random.Random, phrases: list[str]) -> str:
+    if not phrases:
+        return ""
+    if len(phrases) == 1:
+        return phrases[0]
+    sep = rng.choice((", ", " ", ", ", "; "))
+    if rng.random() < 0.5:
+        return sep.join(phrases[:-1]) + " and " + phrases[-1]
+    return sep.join(phrases)
+
+
+def _request(rng: random.Random, tool: ToolSpec, args_phrases: list[str]) -> str:
+    """One natural-language request for ``tool`` mentioning each argument phrase."""
+    phrases = list(args_phrases)
+    if rng.random() < 0.3:
+        rng.shuffle(phrases)
+    body = _join(rng, phrases)
+    action = tool.action
+    opener = rng.choice(OPENERS)
+    r = rng.random()
+    if r < 0.6:
+        text = f"{opener}{action} {body}".strip()
+    elif r < 0.75:
+        text = f"{body[:1].upper() + body[1:]}: {action}" if body else action
+    elif r < 0.9:
+        text = f"{opener}{action}" + (f". Use {body}" if body else "")
+    else:
+        text = f"I'm looking to {action} {body}".strip()
+    text = text[0].upper() + text[1:]
+    if opener in ("Can you ", "Could you ", "Would you ") or text.startswith(("Can", "Could", "Would")):
+        return text + "?"
+    return text + rng.choice((".", ".", "", "!", " please.", ", thanks."))
+
+
+def _response_for(rng: random.Random, tool: ToolSpec, args: dict[str, Any]) -> dict[str, Any]:
+    keys = ("result", "status", "value", "total", "count", "price", "temperature", "summary", "message", "id")
+    if tool.domain == "bot_weather":
+        if tool.name == "geocode":
+            return {"lat": round(rng.uniform(-80, 80), 4), "lon": round(rng.uniform(-170, 170), 4)}
+        return {"temperature": rng.randint(-10, 38), "condition": rng.choice(("sunny", "cloudy", "rain", "snow", "windy"))}
+    if tool.domain == "bot_code":
+        if tool.name == "read_file":
+            return {"text": f"def {V.identifier(rng)}():\n    return {rng.randint(0, 9)}"}
+        return {"matches": [f"{V.file_path(rng)}:{rng.randint(1, 400)}" for _ in range(rng.randint(1, 3))]}
+    out: dict[str, Any] = {}
+    for k in rng.sample(keys, rng.randint(1, 2)):
+        r = rng.random()
+        out[k] = rng.randint(0, 5000) if r < 0.4 else (round(rng.uniform(0, 999), 2) if r < 0.6 else rng.choice(
+            ("ok", "done", "pending", "confirmed", V.phrase(rng), rng.choice(V.CITIES))))
+    return out
+
+
+def _answer_from(rng: random.Random, responses: list[tuple[str, dict[str, Any]]]) -> str:
+    bits = []
+    for _name, resp in responses:
+        for k, v in resp.items():
+            if isinstance(v, list):
+                v = ", ".join(map(str, v))
+            bits.append(rng.choice((f"the {V.natural(k)} is {v}", f"{V.natural(k)}: {v}", f"{V.natural(k)} {v}")))
+    body = "; ".join(bits) if rng.random() < 0.5 else ", ".join(bits)
+    pre = rng.choice(("", "Here is what I found: ", "Done. ", "Result: ", "According to the tool, ", "Sure: "))
+    s = pre + body
+    return s[0].upper() + s[1:] + "."
+
+
+SMALLTALK = (
+    ("Hi!", ("Hello! How can I help you today?", "Hi there, what can I do for you?")),
+    ("Hello", ("Hello! What can I help you with?",)),
+    ("Thanks a lot", ("You're welcome!", "Glad I could help.")),
+    ("Thank you!", ("You're welcome.", "Happy to help!")),
+    ("Who are you?", ("I'm an assistant that can answer questions and call tools for you.",)),
+    ("What can you do?", ("I can answer questions and use the tools I have been given to get things done.",)),
+    ("Good morning", ("Good morning! How can I help?",)),
+    ("Tell me a joke", ("Why did the developer go broke? Because he used up all his cache.",)),
+    ("Are you there?", ("Yes, I'm here. What do you need?",)),
+    ("ok", ("Let me know if you need anything else.",)),
+)
+
+
+def _no_tool(rng: random.Random) -> tuple[str, str]:
+    r = rng.random()
+    if r < 0.4:
+        q, answers = rng.choice(SMALLTALK)
+        return q, rng.choice(answers)
+    if r < 0.8:
+        a, b = rng.randint(0, 99), rng.randint(0, 99)
+        op, word, res = rng.choice((("+", "plus", a + b), ("-", "minus", a - b), ("*", "times", a * b)))
+        q = rng.choice((f"What is {a} {word} {b}?", f"What's {a} {op} {b}?", f"Compute {a} {op} {b} in your head."))
+        return q, rng.choice((f"{a} {word} {b} is {res}.", f"It's {res}.", f"{res}"))
+    c = rng.choice(V.CITIES)
+    if rng.random() < 0.5:
+        return f"How many letters are in {c}?", f"{c} has {len(c.replace(' ', ''))} letters."
+    return f"Write {c} in upper case.", c.upper()
+
+
+# --------------------------------------------------------------------------------------------------------------
+# Generator
+# --------------------------------------------------------------------------------------------------------------
+
+KIND_WEIGHTS = (
+    ("call", 0.52),
+    ("parallel", 0.1),
+    ("multi_call", 0.06),
+    ("answer_after_tool", 0.13),
+    ("followup_call", 0.06),
+    ("no_tool", 0.07),
+    ("unanswerable", 0.06),
+)
+
+
+class Generator:
+    """Deterministic generator of :class:`Example` s.
+
+    Args:
+        seed: base seed; the same ``(seed, split)`` always yields the same stream.
+        split: ``"train"`` or ``"heldout"`` (disjoint random stream and disjoint tenth of the Glaive tools).
+        maskbench: path of ``dev.jsonl.gz`` (Glaive schemas); missing file = generated tools only.
+
+    Raises:
+        ValueError: for an unknown split.
+    """
+
+    def __init__(self, seed: int = 0, split: str = "train", maskbench: Path = DEFAULT_MASKBENCH) -> None:
+        if split not in ("train", "heldout"):
+            raise ValueError(f"split must be 'train' or 'heldout', got {split!r}")
+        self.rng = random.Random(f"{seed}:{split}")
+        self.split = split
+        self.glaive = [t for t in load_glaive_tools(maskbench) if _split_of(t.name) == split]
+        self.bots = _bot_tools()
+
+    def tool(self) -> ToolSpec:
+        """Draw one tool: 40% Glaive, 45% generated, 15% bot tools."""
+        r = self.rng.random()
+        if r < 0.4 and self.glaive:
+            return self.rng.choice(self.glaive)
+        if r < 0.85:
+            return _generated_tool(self.rng)
+        return self.rng.choice(self.bots)
+
+    def _toolset(self, main: list[ToolSpec], extra_max: int = 3) -> list[ToolSpec]:
+        names = {t.name for t in main}
+        out = list(main)
+        for _ in range(self.rng.choice((0, 0, 0, 1, 1, 1, 2, extra_max))):
+            t = self.tool()
+            if t.name not in names:
+                names.add(t.name)
+                out.append(t)
+        if self.rng.random() < 0.12:
+            bot = self.rng.choice(("bot_weather", "bot_code"))
+            for t in self.bots:
+                if t.domain == bot and t.name not in names:
+                    names.add(t.name)
+                    out.append(t)
+        self.rng.shuffle(out)
+        return out
+
+    def _system(self) -> list[dict[str, Any]]:
+        return [{"role": "system", "content": self.rng.choice(SYSTEM_PROMPTS)}] if self.rng.random() < 0.5 else []
+
+    @staticmethod
+    def _tool_calls_msg(calls: list[tuple[str, dict[str, Any]]], ids: list[str]) -> dict[str, Any]:
+        return {"role": "assistant", "content": "", "tool_calls": [
+            {"id": i, "type": "function", "function": {"name": n, "arguments": a}} for (n, a), i in zip(calls, ids, strict=True)]}
+
+    def _tool_msgs(self, calls: list[tuple[str, dict[str, Any]]], ids: list[str],
+                   responses: list[dict[str, Any]]) -> list[dict[str, Any]]:
+        out = []
+        for (n, _), i, resp in zip(calls, ids, responses, strict=True):
+            content: Any = resp if self.rng.random() < 0.5 else json.dumps(resp)
+            out.append({"role": "tool", "tool_call_id": i, "name": n, "content": content})
+        return out
+
+    def example(self) -> Example:
+        """Draw one example (kind chosen by :data:`KIND_WEIGHTS`)."""
+        rng = self.rng
+        r, acc, kind = rng.random(), 0.0, "call"
+        for k, w in KIND_WEIGHTS:
+            acc += w
+            if r < acc:
+                kind = k
+                break
+        return getattr(self, "_ex_" + kind)()
+
+    def _calls_target(self, calls: list[tuple[str, dict[str, Any]]]) -> str:
+        return "".join(format_call(n, a) for n, a in calls) + st.TOOL_RESPONSE_START
+
+    def _ex_call(self) -> Example:
+        tool = self.tool()
+        args, phrases = _draw_args(self.rng, tool)
+        req = _request(self.rng, tool, phrases)
+        tools = self._toolset([tool])
+        msgs = [*self._system(), {"role": "user", "content": req}]
+        calls = [(tool.name, args)]
+        return Example(msgs, [t.openai() for t in tools], self._calls_target(calls), "call", calls)
+
+    def _ex_parallel(self) -> Example:
+        rng = self.rng
+        for _ in range(20):
+            tool = self.tool()
+            props = tool.parameters["properties"]
+            strs = [k for k, s in props.items() if s.get("type") in ("string", "integer", "number") and "enum" not in s]
+            if strs:
+                break
+        else:
+            return self._ex_call()
+        args, _ = _draw_args(rng, tool, optional_p=0.3)
+        vary = rng.choice([k for k in strs if k in args] or strs)
+        kind = tool.kinds[vary]
+        k = rng.choice((2, 2, 3, 3, 4))
+        vals: list[tuple[Any, str]] = []
+        while len(vals) < k:
+            v = kind.gen(rng)
+            if all(v[0] != x[0] for x in vals):
+                vals.append(v)
+            elif len(vals) == 0:
+                continue
+            else:
+                break
+        if len(vals) < 2:
+            return self._ex_call()
+        calls = []
+        for v, _ in vals:
+            a = dict(args)
+            a[vary] = v
+            calls.append((tool.name, {key: a[key] for key in props if key in a}))
+        spoken = [s for _, s in vals]
+        listed = ", ".join(spoken[:-1]) + " and " + spoken[-1]
+        other = [_param_phrase(rng, p, tool.kinds[p], str(args[p]) if not isinstance(args[p], bool) else ("yes" if args[p] else "no"),
+                               props[p]) for p in args if p != vary and not isinstance(args[p], list)]
+        n = V.natural(vary)
+        each = rng.choice((f"for each of these {n}s: {listed}", f"for {listed}", f"with {n} {listed}",
+                           f"{n} {listed}, one call each"))
+        text = f"{rng.choice(OPENERS)}{tool.action} {each}" + (f", {_join(rng, other)}" if other else "")
+        text = text[0].upper() + text[1:] + "."
+        tools = self._toolset([tool])
+        msgs = [*self._system(), {"role": "user", "content": text}]
+        return Example(msgs, [t.openai() for t in tools], self._calls_target(calls), "parallel", calls)
+
+    def _ex_multi_call(self) -> Example:
+        rng = self.rng
+        t1 = self.tool()
+        t2 = self.tool()
+        if t2.name == t1.name:
+            return self._ex_call()
+        reqs, calls = [], []
+        for t in (t1, t2):
+            args, phrases = _draw_args(rng, t)
+            reqs.append(_request(rng, t, phrases).rstrip(".!?"))
+            calls.append((t.name, args))
+        joiner = rng.choice((". Also, ", ", and also ", ". Then ", "; also "))
+        second = reqs[1][0].lower() + reqs[1][1:] if joiner[-2] != "." else reqs[1]
+        text = reqs[0] + joiner + second + "."
+        tools = self._toolset([t1, t2], extra_max=2)
+        msgs = [*self._system(), {"role": "user", "content": text}]
+        return Example(msgs, [t.openai() for t in tools], self._calls_target(calls), "multi_call", calls)
+
+    def _ex_answer_after_tool(self) -> Example:
+        base = self._ex_call() if self.rng.random() < 0.75 else self._ex_parallel()
+        ids = [f"call_{self.rng.randint(0, 10**6)}" for _ in base.calls]
+        spec = {t["function"]["name"]: t for t in base.tools}
+        responses = [_response_for(self.rng, self._spec_for(n, spec), a) for n, a in base.calls]
+        msgs = [*base.messages, self._tool_calls_msg(base.calls, ids), *self._tool_msgs(base.calls, ids, responses)]
+        answer = _answer_from(self.rng, [(n, r) for (n, _), r in zip(base.calls, responses, strict=True)])
+        return Example(msgs, base.tools, answer + st.TURN_END, "answer_after_tool", [])
+
+    def _spec_for(self, name: str, spec: dict[str, Any]) -> ToolSpec:
+        for t in self.bots:
+            if t.name == name:
+                return t
+        return ToolSpec(name, "", {}, {}, "", "other")
+
+    def _ex_followup_call(self) -> Example:
+        first = self._ex_answer_after_tool()
+        nxt = self._ex_call()
+        tools = first.tools + [t for t in nxt.tools if t["function"]["name"] not in {x["function"]["name"] for x in first.tools}]
+        msgs = [*first.messages, {"role": "assistant", "content": first.target[: -len(st.TURN_END)]},
+                nxt.messages[-1]]
+        if len(tools) > 6:
+            keep = {nxt.calls[0][0]} | {m["name"] for m in first.messages if m["role"] == "tool"}
+            tools = [t for t in tools if t["function"]["name"] in keep] + [t for t in tools if t["function"]["name"] not in keep][:2]
+        return Example(msgs, tools, nxt.target, "followup_call", nxt.calls)
+
+    def _ex_no_tool(self) -> Example:
+        q, a = _no_tool(self.rng)
+        tools = [t.openai() for t in self._toolset([self.tool()])] if self.rng.random() < 0.6 else []
+        msgs = [*self._system(), {"role": "user", "content": q}]
+        return Example(msgs, tools, a + st.TURN_END, "no_tool", [])
+
+    def _ex_unanswerable(self) -> Example:
+        rng = self.rng
+        want = self.tool()
+        args, phrases = _draw_args(rng, want)
+        req = _request(rng, want, phrases)
+        others: list[ToolSpec] = []
+        for _ in range(rng.randint(1, 3)):
+            t = self.tool()
+            if t.domain != want.domain and t.name != want.name and t.name not in {o.name for o in others}:
+                others.append(t)
+        if not others:
+            return self._ex_no_tool()
+        names = ", ".join(t.name for t in others)
+        answer = rng.choice((
+            "Sorry, none of my tools can do that.",
+            f"I can't help with that: my tools ({names}) don't cover it.",
+            "I don't have a tool for that request.",
+            f"That is outside what my tools can do. I can only use {names}.",
+        ))
+        msgs = [*self._system(), {"role": "user", "content": req}]
+        return Example(msgs, [t.openai() for t in others], answer + st.TURN_END, "unanswerable", [])
+
+    def __iter__(self) -> Iterator[Example]:
+        while True:
+            yield self.example()
+
+    def take(self, n: int) -> list[Example]:
+        """The next ``n`` examples of the stream."""
+        return [self.example() for _ in range(n)]
+
+
+def corpus_texts(examples: list[Example]) -> Iterator[str]:
+    """Full rendered texts (prompt + target) for tokenizer training."""
+    for ex in examples:
+        yield render_prompt(ex.messages, ex.tools) + ex.target
+
+
+def sanity_check(ex: Example) -> None:
+    """Assert the example is self-consistent: call names are declared and arguments are declared parameters.
+
+    Raises:
+        ValueError: naming the problem.
+    """
+    declared = {t["function"]["name"]: t["function"]["parameters"] for t in ex.tools}
+    for name, args in ex.calls:
+        if name not in declared:
+            raise ValueError(f"{ex.kind}: call {name!r} is not among the declared tools {sorted(declared)}")
+        unknown = set(args) - set(declared[name].get("properties", {}))
+        if unknown:
+            raise ValueError(f"{ex.kind}: call {name!r} has undeclared arguments {sorted(unknown)}")
+        for k, v in args.items():
+            if isinstance(v, float) and (math.isnan(v) or math.isinf(v)):
+                raise ValueError(f"{ex.kind}: {name}.{k} is not finite")

@@ -1,0 +1,545 @@
+"""Train the embedded DiffusionGemma-architecture checkpoint on synthetic function-calling data.
+
+Objective (uniform-noise block diffusion, the one the runtime samples from): the encoder reads the prompt
+(plus any earlier target tokens) and builds the KV cache with gradients; the canvas is the next
+``canvas_length`` target tokens (``<pad>`` after the end of the target); a fraction ``t ~ U(0, 1)`` of canvas
+positions is replaced by uniform random tokens; the decoder predicts the clean canvas and the loss is
+cross-entropy over the canvas (padding positions weighted by ``pad_weight``). On a fraction
+``self_cond_p`` of the examples a first, detached decoder pass provides ``self_conditioning_logits``
+(Chen et al. 2022, "Analog Bits", self-conditioning; DiffusionGemma's ``self_conditioning`` module).
+
+Sources: transformers ``models/diffusion_gemma/modeling_diffusion_gemma.py`` (encoder/decoder split,
+read-only cache, self-conditioning inputs); the uniform-noise discrete diffusion of Austin et al. 2021 (D3PM).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import math
+import random
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from model import special_tokens as st
+
+
+@dataclass
+class TrainConfig:
+    """All knobs of a training run (saved as ``train_config.json`` next to the checkpoints).
+
+    Sizes are in tokens; times in minutes; ``lr`` is AdamW's peak learning rate.
+    """
+
+    out_dir: str = "runs/agentkit-tiny"
+    final_dir: str | None = None
+    seed: int = 0
+    device: str = "cpu"
+    threads: int = 1
+    steps: int = 3000
+    max_minutes: float | None = None
+    batch_size: int = 16
+    lr: float = 2e-3
+    min_lr_ratio: float = 0.1
+    warmup: int = 100
+    weight_decay: float = 0.01
+    grad_clip: float = 1.0
+    n_train: int = 60000
+    n_heldout: int = 512
+    tokenizer_examples: int = 20000
+    vocab_size: int = 8192
+    hidden_size: int = 256
+    intermediate_size: int = 768
+    moe_intermediate_size: int = 256
+    num_layers: int = 4
+    num_heads: int = 4
+    num_kv_heads: int = 2
+    head_dim: int = 64
+    canvas_length: int = 64
+    max_prompt: int = 512
+    sliding_window: int = 256
+    max_position_embeddings: int = 2048
+    self_cond_p: float = 0.5
+    pad_weight: float = 0.25
+    ckpt_every: int = 250
+    eval_every: int = 250
+    log_every: int = 10
+    bucket_mult: int = 32
+    resume: bool = True
+
+
+# --------------------------------------------------------------------------------------------------------------
+# Model config
+# --------------------------------------------------------------------------------------------------------------
+
+
+def build_model_config(cfg: TrainConfig) -> Any:
+    """``DiffusionGemmaConfig`` for the embedded checkpoint.
+
+    Text model per ``cfg`` (alternating sliding/full attention, ending in full; ``num_experts=1``,
+    ``top_k_experts=1`` is the nearest to dense DiffusionGemma allows), a ~20k-parameter ``gemma4_vision``
+    tower, and the image special ids placed inside the project's vocabulary (:mod:`model.special_tokens`).
+    """
+    from transformers import DiffusionGemmaConfig, DiffusionGemmaTextConfig
+    from transformers.models.gemma4.configuration_gemma4 import Gemma4VisionConfig
+
+    layer_types = ["sliding_attention" if i % 2 == 0 else "full_attention" for i in range(cfg.num_layers)]
+    layer_types[-1] = "full_attention"
+    text = DiffusionGemmaTextConfig(
+        vocab_size=cfg.vocab_size,
+        hidden_size=cfg.hidden_size,
+        intermediate_size=cfg.intermediate_size,
+        moe_intermediate_size=cfg.moe_intermediate_size,
+        num_hidden_layers=cfg.num_layers,
+        num_attention_heads=cfg.num_heads,
+        num_key_value_heads=cfg.num_kv_heads,
+        head_dim=cfg.head_dim,
+        global_head_dim=cfg.head_dim,
+        layer_types=layer_types,
+        num_experts=1,
+        top_k_experts=1,
+        max_position_embeddings=cfg.max_position_embeddings,
+        sliding_window=cfg.sliding_window,
+        pad_token_id=st.PAD_ID,
+        eos_token_id=st.EOS_ID,
+        bos_token_id=st.BOS_ID,
+    )
+    vision = Gemma4VisionConfig(
+        hidden_size=16,
+        intermediate_size=32,
+        num_hidden_layers=1,
+        num_attention_heads=1,
+        num_key_value_heads=1,
+        head_dim=16,
+        patch_size=16,
+        position_embedding_size=64,
+    )
+    return DiffusionGemmaConfig(
+        text_config=text,
+        vision_config=vision,
+        canvas_length=cfg.canvas_length,
+        boi_token_id=st.SPECIAL_IDS[st.IMAGE_START],
+        eoi_token_id=st.SPECIAL_IDS[st.IMAGE_END],
+        image_token_id=st.SPECIAL_IDS[st.IMAGE_TOKEN],
+        pad_token_id=st.PAD_ID,
+        eos_token_id=st.EOS_ID,
+        bos_token_id=st.BOS_ID,
+    )
+
+
+#: Denoising settings shipped in ``generation_config.json`` (tuned on the held-out split; see docs/TRAINING.md).
+GENERATION_DEFAULTS: dict[str, Any] = {
+    "max_denoising_steps": 32,
+    "entropy_bound": 0.1,
+    "t_max": 0.2,
+    "t_min": 0.05,
+    "stability_threshold": 1,
+    "confidence_threshold": 0.005,
+}
+
+
+def generation_config(canvas_length: int, overrides: dict[str, Any] | None = None) -> Any:
+    """``DiffusionGemmaGenerationConfig`` with the project's EOS ids ``[<eos>, <turn|>, <|tool_response>]``."""
+    from transformers.models.diffusion_gemma.generation_diffusion_gemma import (
+        DiffusionGemmaGenerationConfig,
+        EntropyBoundSamplerConfig,
+    )
+
+    g = {**GENERATION_DEFAULTS, **(overrides or {})}
+    return DiffusionGemmaGenerationConfig(
+        max_new_tokens=canvas_length * 4,
+        max_denoising_steps=int(g["max_denoising_steps"]),
+        sampler_config=EntropyBoundSamplerConfig(entropy_bound=float(g["entropy_bound"])),
+        t_max=float(g["t_max"]),
+        t_min=float(g["t_min"]),
+        stability_threshold=int(g["stability_threshold"]),
+        confidence_threshold=float(g["confidence_threshold"]),
+        eos_token_id=list(st.GENERATION_EOS_IDS),
+        pad_token_id=st.PAD_ID,
+        bos_token_id=st.BOS_ID,
+    )
+
+
+# --------------------------------------------------------------------------------------------------------------
+# Data
+# --------------------------------------------------------------------------------------------------------------
+
+
+@dataclass
+class Encoded:
+    """Token ids of one example: ``prompt`` (rendered chat prompt) and ``target`` (model continuation)."""
+
+    prompt: list[int]
+    target: list[int]
+
+
+def encode_examples(tok: Any, examples: list[Any]) -> list[Encoded]:
+    """Tokenize examples (prompt and target separately, as at inference). ``tok``: PreTrainedTokenizerFast."""
+    from model.training.data import render_prompt
+
+    prompts = [render_prompt(e.messages, e.tools) for e in examples]
+    targets = [e.target for e in examples]
+    p_ids = tok(prompts, add_special_tokens=False)["input_ids"]
+    t_ids = tok(targets, add_special_tokens=False)["input_ids"]
+    return [Encoded(p, t) for p, t in zip(p_ids, t_ids, strict=True)]
+
+
+def make_batch(
+    items: list[Encoded], canvas_length: int, max_prompt: int, rng: random.Random
+) -> dict[str, Any]:
+    """Collate examples into left-padded tensors.
+
+    For a target longer than one canvas a canvas-aligned window is drawn uniformly and the earlier target
+    tokens are appended to the prompt. Prompts longer than ``max_prompt`` keep their last ``max_prompt`` tokens.
+
+    Returns:
+        dict with ``input_ids`` [B, P] int64, ``attention_mask`` [B, P] int64 (0 on left padding),
+        ``canvas`` [B, C] int64 (clean targets, ``<pad>`` after the end), ``is_target`` [B, C] bool.
+    """
+    import torch
+
+    C = canvas_length
+    prompts, canvases, real = [], [], []
+    for it in items:
+        t = it.target
+        n_win = max(1, math.ceil(len(t) / C))
+        w = rng.randrange(n_win)
+        p = (it.prompt + t[: w * C])[-max_prompt:]
+        c = t[w * C : (w + 1) * C]
+        real.append(len(c))
+        canvases.append(c + [st.PAD_ID] * (C - len(c)))
+        prompts.append(p)
+    P = max(len(p) for p in prompts)
+    input_ids = torch.full((len(items), P), st.PAD_ID, dtype=torch.long)
+    attn = torch.zeros((len(items), P), dtype=torch.long)
+    for i, p in enumerate(prompts):
+        input_ids[i, P - len(p) :] = torch.tensor(p, dtype=torch.long)
+        attn[i, P - len(p) :] = 1
+    canvas = torch.tensor(canvases, dtype=torch.long)
+    is_target = torch.arange(C)[None, :] < torch.tensor(real)[:, None]
+    return {"input_ids": input_ids, "attention_mask": attn, "canvas": canvas, "is_target": is_target}
+
+
+def batches(data: list[Encoded], cfg: TrainConfig, rng: random.Random) -> Any:
+    """Endless iterator of length-bucketed batches (lists of :class:`Encoded`)."""
+    while True:
+        order = list(range(len(data)))
+        rng.shuffle(order)
+        chunk = cfg.batch_size * cfg.bucket_mult
+        for s in range(0, len(order) - chunk + 1, chunk):
+            idx = sorted(order[s : s + chunk], key=lambda i: len(data[i].prompt) + len(data[i].target))
+            groups = [idx[j : j + cfg.batch_size] for j in range(0, chunk, cfg.batch_size)]
+            rng.shuffle(groups)
+            for g in groups:
+                yield [data[i] for i in g]
+
+
+# --------------------------------------------------------------------------------------------------------------
+# Loss
+# --------------------------------------------------------------------------------------------------------------
+
+
+def diffusion_loss(
+    model: Any,
+    batch: dict[str, Any],
+    *,
+    vocab_size: int,
+    self_cond_p: float,
+    pad_weight: float,
+    generator: Any,
+    t: Any = None,
+) -> tuple[Any, dict[str, float]]:
+    """Uniform-noise diffusion loss of one batch.
+
+    Args:
+        model: ``DiffusionGemmaForBlockDiffusion``.
+        batch: from :func:`make_batch` (tensors already on the model's device).
+        vocab_size: noise tokens are drawn uniformly from ``[0, vocab_size)``.
+        self_cond_p: probability per example of a detached self-conditioning pass.
+        pad_weight: loss weight of canvas positions after the end of the target.
+        generator: ``torch.Generator`` on the batch's device (noise draws).
+        t: optional [B] float tensor of noise levels (default ``U(0, 1)``).
+
+    Returns:
+        ``(loss, stats)``: scalar loss tensor (weighted mean cross-entropy, nats) and floats
+        ``acc_noised`` (argmax accuracy on corrupted target positions) and ``t_mean``.
+    """
+    import torch
+    import torch.nn.functional as F
+
+    ids, attn, canvas, is_target = batch["input_ids"], batch["attention_mask"], batch["canvas"], batch["is_target"]
+    B, C = canvas.shape
+    dev = canvas.device
+    if t is None:
+        t = torch.rand(B, device=dev, generator=generator)
+    corrupt = torch.rand(B, C, device=dev, generator=generator) < t[:, None]
+    noise = torch.randint(0, vocab_size, (B, C), device=dev, generator=generator)
+    noised = torch.where(corrupt, noise, canvas)
+    dec_mask = torch.cat([attn, torch.ones(B, C, dtype=attn.dtype, device=dev)], dim=1)
+
+    enc = model.model.encoder(input_ids=ids, attention_mask=attn)
+    cache = enc.cache
+
+    def decode(sc_logits: Any = None, sc_mask: Any = None) -> Any:
+        out = model(
+            cache=cache,
+            decoder_input_ids=noised,
+            decoder_attention_mask=dec_mask,
+            self_conditioning_logits=sc_logits,
+            self_conditioning_mask=sc_mask,
+        )
+        return out.logits
+
+    sc_mask = torch.rand(B, device=dev, generator=generator) < self_cond_p
+    if bool(sc_mask.any()):
+        with torch.no_grad():
+            first = decode().detach()
+        logits = decode(first, sc_mask)
+    else:
+        logits = decode()
+    ce = F.cross_entropy(logits.float().reshape(-1, logits.shape[-1]), canvas.reshape(-1), reduction="none").view(B, C)
+    w = torch.where(is_target, torch.ones_like(ce), torch.full_like(ce, pad_weight))
+    loss = (ce * w).sum() / w.sum()
+    with torch.no_grad():
+        sel = corrupt & is_target
+        acc = ((logits.argmax(-1) == canvas) & sel).sum().float() / sel.sum().clamp(min=1)
+    return loss, {"acc_noised": float(acc), "t_mean": float(t.mean())}
+
+
+# --------------------------------------------------------------------------------------------------------------
+# Checkpointing
+# --------------------------------------------------------------------------------------------------------------
+
+
+def save_checkpoint(model: Any, tok: Any, out: Path, cfg: TrainConfig, gen_overrides: dict[str, Any] | None = None) -> None:
+    """Write an offline-loadable checkpoint folder: safetensors + config + generation_config + tokenizer."""
+    out.mkdir(parents=True, exist_ok=True)
+    model.generation_config = generation_config(cfg.canvas_length, gen_overrides)
+    model.save_pretrained(out, safe_serialization=True)
+    tok.save_pretrained(out)
+
+
+def _save_state(path: Path, optimizer: Any, step: int, total: int, rng: random.Random, gen: Any, extra: dict[str, Any]) -> None:
+    import torch
+
+    path.mkdir(parents=True, exist_ok=True)
+    torch.save(
+        {
+            "optimizer": optimizer.state_dict(),
+            "step": step,
+            "total_steps": total,
+            "py_rng": rng.getstate(),
+            "torch_rng": torch.get_rng_state(),
+            "noise_rng": gen.get_state(),
+            "extra": extra,
+        },
+        path / "trainer_state.pt",
+    )
+
+
+# --------------------------------------------------------------------------------------------------------------
+# Evaluation helpers
+# --------------------------------------------------------------------------------------------------------------
+
+
+def heldout_loss(model: Any, data: list[Encoded], cfg: TrainConfig, device: str, autocast: Any) -> dict[str, float]:
+    """Mean loss on the held-out split at fixed noise levels (t = 0.25, 0.5, 1.0) and one-pass accuracy from
+    pure noise (fraction of target tokens the first decoder pass gets right; ``acc_t1``)."""
+    import torch
+
+    model.eval()
+    rng = random.Random(1234)
+    out: dict[str, list[float]] = {"loss": [], "acc_t1": []}
+    with torch.no_grad():
+        for s in range(0, len(data), cfg.batch_size):
+            items = data[s : s + cfg.batch_size]
+            b = {k: v.to(device) for k, v in make_batch(items, cfg.canvas_length, cfg.max_prompt, rng).items()}
+            g = torch.Generator(device=device).manual_seed(s)
+            for tv in (0.25, 0.5, 1.0):
+                t = torch.full((len(items),), tv, device=device)
+                with autocast():
+                    loss, stats = diffusion_loss(model, b, vocab_size=cfg.vocab_size, self_cond_p=0.0,
+                                                 pad_weight=cfg.pad_weight, generator=g, t=t)
+                out["loss"].append(float(loss))
+                if tv == 1.0:
+                    out["acc_t1"].append(stats["acc_noised"])
+    model.train()
+    return {k: sum(v) / max(1, len(v)) for k, v in out.items()}
+
+
+# --------------------------------------------------------------------------------------------------------------
+# Main loop
+# --------------------------------------------------------------------------------------------------------------
+
+
+def _lr_at(step: int, total: int, cfg: TrainConfig) -> float:
+    if step < cfg.warmup:
+        return cfg.lr * (step + 1) / cfg.warmup
+    frac = min(1.0, (step - cfg.warmup) / max(1, total - cfg.warmup))
+    return cfg.lr * (cfg.min_lr_ratio + (1 - cfg.min_lr_ratio) * 0.5 * (1 + math.cos(math.pi * frac)))
+
+
+def prepare(cfg: TrainConfig, log: Any = print) -> tuple[Any, list[Encoded], list[Encoded]]:
+    """Generate the synthetic data, train (or load) the tokenizer and encode both splits.
+
+    Returns:
+        ``(tokenizer, train_encoded, heldout_encoded)``.
+    """
+    from transformers import AutoTokenizer
+
+    from model.tokenizer import build_tokenizer
+    from model.training.data import Generator, corpus_texts
+
+    out = Path(cfg.out_dir)
+    t0 = time.time()
+    train_ex = Generator(cfg.seed, "train").take(cfg.n_train)
+    held_ex = Generator(cfg.seed, "heldout").take(cfg.n_heldout)
+    tok_dir = out / "tokenizer"
+    if (tok_dir / "tokenizer.json").exists():
+        tok = AutoTokenizer.from_pretrained(tok_dir)
+        from model.tokenizer import chat_template
+
+        tok.chat_template = chat_template()
+    else:
+        tok = build_tokenizer(corpus_texts(train_ex[: cfg.tokenizer_examples]), vocab_size=cfg.vocab_size)
+        tok.save_pretrained(tok_dir)
+    train = encode_examples(tok, train_ex)
+    held = encode_examples(tok, held_ex)
+    plen = sorted(len(e.prompt) for e in train)
+    tlen = sorted(len(e.target) for e in train)
+    log(
+        f"data: {len(train)} train / {len(held)} held-out examples in {time.time() - t0:.1f}s; vocab {len(tok)}; "
+        f"prompt tokens p50 {plen[len(plen) // 2]} p95 {plen[int(len(plen) * 0.95)]}; "
+        f"target tokens p50 {tlen[len(tlen) // 2]} p95 {tlen[int(len(tlen) * 0.95)]}"
+    )
+    return tok, train, held
+
+
+def train(cfg: TrainConfig) -> Path:
+    """Run (or resume) training; returns the folder of the final checkpoint.
+
+    Writes ``cfg.out_dir/{tokenizer,checkpoint,final}``, ``train_config.json`` and ``log.jsonl`` (one JSON object
+    per logged step: step, loss, lr, tokens/s, held-out figures). Stops at ``cfg.steps`` or when
+    ``cfg.max_minutes`` have passed (the cosine schedule is shortened to fit once the step time is known).
+
+    Raises:
+        ValueError: on an unusable device string.
+    """
+    import contextlib
+
+    import torch
+    from rich.console import Console
+    from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
+    from transformers import DiffusionGemmaForBlockDiffusion
+
+    console = Console()
+    torch.set_num_threads(cfg.threads)
+    device = cfg.device
+    if device.startswith("cuda") and not torch.cuda.is_available():
+        raise ValueError("--device cuda requested but torch.cuda.is_available() is False")
+    use_bf16 = device.startswith("cuda")
+    if use_bf16:
+        torch.backends.cuda.matmul.allow_tf32 = True
+
+    def autocast() -> Any:
+        return torch.autocast("cuda", dtype=torch.bfloat16) if use_bf16 else contextlib.nullcontext()
+
+    out = Path(cfg.out_dir)
+    out.mkdir(parents=True, exist_ok=True)
+    (out / "train_config.json").write_text(json.dumps(dataclasses.asdict(cfg), indent=2))
+    random.seed(cfg.seed)
+    torch.manual_seed(cfg.seed)
+    tok, train_data, held_data = prepare(cfg, log=console.print)
+
+    ckpt = out / "checkpoint"
+    step, total = 0, cfg.steps
+    rng = random.Random(cfg.seed + 1)
+    gen = torch.Generator(device=device).manual_seed(cfg.seed + 2)
+    if cfg.resume and (ckpt / "trainer_state.pt").exists():
+        model = DiffusionGemmaForBlockDiffusion.from_pretrained(ckpt, local_files_only=True).to(device)
+        state = torch.load(ckpt / "trainer_state.pt", weights_only=False)
+        step, total = int(state["step"]), int(state["total_steps"])
+        rng.setstate(state["py_rng"])
+        torch.set_rng_state(state["torch_rng"])
+        gen.set_state(state["noise_rng"])
+        console.print(f"resumed from {ckpt} at step {step}/{total}")
+    else:
+        state = None
+        model = DiffusionGemmaForBlockDiffusion(build_model_config(cfg)).to(device)
+    model.train()
+    n_params = sum(p.numel() for p in model.parameters())
+    console.print(f"model: {n_params / 1e6:.2f}M parameters (tied embeddings counted once), device {device}")
+    decay = [p for n, p in model.named_parameters() if p.ndim >= 2]
+    no_decay = [p for n, p in model.named_parameters() if p.ndim < 2]
+    opt = torch.optim.AdamW(
+        [{"params": decay, "weight_decay": cfg.weight_decay}, {"params": no_decay, "weight_decay": 0.0}],
+        lr=cfg.lr, betas=(0.9, 0.98), eps=1e-8,
+    )
+    if state is not None:
+        opt.load_state_dict(state["optimizer"])
+    stream = batches(train_data, cfg, rng)  # a resumed run continues from the restored RNG state
+    log_f = (out / "log.jsonl").open("a")
+    t_start = time.time()
+    ema: float | None = None
+    toks_window, time_window = 0, 0.0
+    schedule_fixed = cfg.max_minutes is None or state is not None
+    cols = (TextColumn("[bold]train"), BarColumn(), TextColumn("{task.completed}/{task.total}"),
+            TextColumn("loss {task.fields[loss]:.3f}"), TextColumn("{task.fields[tps]:.0f} tok/s"),
+            TimeElapsedColumn(), TimeRemainingColumn())
+    with Progress(*cols, console=console, transient=False) as prog:
+        task = prog.add_task("train", total=total, completed=step, loss=float("nan"), tps=0.0)
+        while step < total:
+            t0 = time.time()
+            items = next(stream)
+            batch = {k: v.to(device) for k, v in make_batch(items, cfg.canvas_length, cfg.max_prompt, rng).items()}
+            lr = _lr_at(step, total, cfg)
+            for g in opt.param_groups:
+                g["lr"] = lr
+            with autocast():
+                loss, stats = diffusion_loss(model, batch, vocab_size=cfg.vocab_size, self_cond_p=cfg.self_cond_p,
+                                             pad_weight=cfg.pad_weight, generator=gen)
+            opt.zero_grad(set_to_none=True)
+            loss.backward()
+            gnorm = torch.nn.utils.clip_grad_norm_(model.parameters(), cfg.grad_clip)
+            opt.step()
+            if device.startswith("cuda"):
+                torch.cuda.synchronize()
+            dt = time.time() - t0
+            step += 1
+            ntok = int(batch["attention_mask"].sum()) + batch["canvas"].numel()
+            toks_window += ntok
+            time_window += dt
+            lv = loss.item()
+            ema = lv if ema is None else 0.95 * ema + 0.05 * lv
+            if not schedule_fixed and step == 20 and cfg.max_minutes is not None:
+                per_step = (time.time() - t_start) / 20
+                budget = cfg.max_minutes * 60 - (time.time() - t_start) - 60  # keep a minute for saving
+                total = min(total, step + max(1, int(budget / per_step)))
+                schedule_fixed = True
+                prog.update(task, total=total)
+                console.print(f"{per_step:.2f} s/step -> {total} steps fit in {cfg.max_minutes} min")
+            prog.update(task, completed=step, loss=ema, tps=toks_window / max(time_window, 1e-9))
+            rec: dict[str, Any] = {}
+            if step % cfg.log_every == 0 or step == total:
+                rec = {"step": step, "loss": lv, "loss_ema": ema, "lr": lr, "grad_norm": float(gnorm),
+                       "tok_per_s": toks_window / max(time_window, 1e-9), "s_per_step": time_window / cfg.log_every,
+                       "elapsed_s": time.time() - t_start, **stats}
+                toks_window, time_window = 0, 0.0
+            if step % cfg.eval_every == 0 or step == total:
+                h = heldout_loss(model, held_data[:128], cfg, device, autocast)
+                rec.update({"step": step, "heldout_loss": h["loss"], "heldout_acc_t1": h["acc_t1"]})
+                console.print(f"step {step}: loss(ema) {ema:.3f} held-out loss {h['loss']:.3f} one-pass acc {h['acc_t1']:.3f}")
+            if rec:
+                log_f.write(json.dumps(rec) + "\n")
+                log_f.flush()
+            if step % cfg.ckpt_every == 0 or step == total:
+                save_checkpoint(model, tok, ckpt, cfg)
+                _save_state(ckpt, opt, step, total, rng, gen, {"loss_ema": ema})
+    log_f.close()
+    final = Path(cfg.final_dir) if cfg.final_dir else out / "final"
+    model.eval()
+    save_checkpoint(model.to("cpu").float(), tok, final, cfg)
+    console.print(f"final checkpoint: {final} ({time.time() - t_start:.0f}s this session)")
+    return final
