@@ -1,0 +1,565 @@
+"""Fused sampling for one denoising step: argmax, sample, entropy and max probability in one pass.
+
+Each denoising step turns canvas logits ``[B, C, V]`` (callers flatten them to ``[R, V]``, ``R = B * C``)
+into, per position: the argmax token, a token sampled from ``softmax(logits / temperature)`` restricted to
+the tokens a bitmask allows, the entropy of that tempered, masked distribution (for the entropy-bound
+acceptance rule and the confidence stop) and its largest probability.
+
+Public API:
+
+* :func:`sample_reference`: PyTorch implementation (any device), the oracle of the tests and the path
+  used on CPU.
+* :func:`sample_triton`: the fused Triton kernel (CUDA tensors; CPU tensors only under
+  ``TRITON_INTERPRET=1``). It reads the logits exactly once.
+* :func:`fused_sample`: dispatch, Triton on CUDA when triton imports, the reference elsewhere.
+* :func:`entropy_reference`: entropy alone.
+
+Semantics shared by all three:
+
+* ``x = float32(logits) * float32(1 / max(temperature, MIN_TEMPERATURE))``; tokens the bitmask forbids get
+  ``x = -inf``. Temperatures below :data:`MIN_TEMPERATURE` (1e-4), including 0, are clamped to it: at that
+  temperature the distribution is one-hot up to float32 underflow whenever the top two logits differ by more
+  than ~0.01, i.e. sampling is greedy in practice.
+* ``argmax``: first index of the maximum of ``x`` (the same tie rule as ``torch.argmax``).
+* ``entropy`` (nats) and ``max_prob`` of ``softmax(x)``.
+* ``sample``: an exact draw from ``softmax(x)``, reproducible from ``(seed, offset)``. The vocabulary is cut
+  into granules of :data:`GRANULE` tokens. Per granule ``g`` one Philox-4x32-10 call with key ``seed`` and
+  counter ``(g, row, offset mod 2**32, offset >> 32)`` gives two uniforms: the first picks a token inside
+  the granule by inverse CDF, the second is turned into a Gumbel variable, and the granule whose score
+  ``log sum_{i in g} exp(x_i) + Gumbel`` is largest wins (the Gumbel-max trick, Gumbel 1954 / Maddison et
+  al. 2014, applied to the granule masses). Choosing a granule with probability proportional to its mass and
+  then a token within it by its conditional probability is exactly a draw from ``softmax(x)``; it needs two
+  random numbers per 1024 logits instead of one per logit (per-logit Philox would make the kernel compute
+  bound). :func:`sample_reference` evaluates the same Philox bits (:mod:`kernels.philox`), so the reference
+  and the kernel return the same samples except where float32 rounding differs at a CDF boundary (rare).
+  Use a new ``offset`` (e.g. the step number) or ``seed`` for each draw of the same rows.
+* Rows with no allowed token of finite logit, or with a NaN / ``+inf`` allowed logit, or a NaN / negative
+  per-row temperature raise ``ValueError`` (never NaN outputs).
+
+The online-softmax merge of per-granule ``(max, sum exp)`` pairs follows Milakov & Gimelshein, "Online
+normalizer calculation for softmax" (2018), extended with ``sum p * (x - max)`` for the entropy.
+"""
+
+from __future__ import annotations
+
+import math
+import operator
+import os
+from dataclasses import dataclass
+from types import ModuleType
+
+import torch
+
+from kernels.philox import philox4x32, uniform_open01
+
+__all__ = [
+    "GRANULE",
+    "MIN_TEMPERATURE",
+    "SampleOutput",
+    "entropy_reference",
+    "fused_sample",
+    "sample_reference",
+    "sample_triton",
+    "triton_available",
+]
+
+MIN_TEMPERATURE = 1e-4
+"""Temperatures below this (including 0) are clamped to it."""
+
+GRANULE = 1024
+"""Tokens per sampling granule (one Philox call each). Changing it changes which sample a seed gives."""
+
+GRANULES_PER_PROGRAM = 1
+"""Granules one Triton program reads (a performance knob: results do not depend on it)."""
+
+NUM_WARPS = 4
+"""Warps per Triton program of the granule kernel (a performance knob: results do not depend on it)."""
+
+_INT32_MAX = 2**31 - 1
+
+
+@dataclass(frozen=True)
+class SampleOutput:
+    """Per-row results of one fused sampling call (all tensors on the logits' device).
+
+    Attributes:
+        argmax: [R] int64, first index of the largest allowed tempered logit.
+        sample: [R] int64, a draw from ``softmax(logits / temperature)`` under the bitmask (see the module
+            docstring for the Gumbel-max construction).
+        entropy: [R] float32, entropy in nats of the tempered, masked distribution.
+        max_prob: [R] float32, its largest probability.
+    """
+
+    argmax: torch.Tensor
+    sample: torch.Tensor
+    entropy: torch.Tensor
+    max_prob: torch.Tensor
+
+
+# --------------------------------------------------------------------------------------------------------
+# Input checks shared by both paths
+# --------------------------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class _Prepared:
+    logits: torch.Tensor  # [R, V], last dim contiguous
+    rows: int
+    vocab: int
+    inv_temp_scalar: float | None  # float32 value of 1 / max(T, MIN_TEMPERATURE) for a scalar temperature
+    temp: torch.Tensor | None  # [R] float32 raw per-row temperatures (device of logits)
+    bitmask: torch.Tensor | None  # [R, ceil(V / 32)] int32
+    seed: int
+    offset: int
+
+
+def _prepare(
+    fn: str,
+    logits: torch.Tensor,
+    temperature: float | torch.Tensor,
+    bitmask: torch.Tensor | None,
+    seed: int,
+    offset: int,
+) -> _Prepared:
+    if not isinstance(logits, torch.Tensor):
+        raise TypeError(f"{fn}: logits must be a torch.Tensor, got {type(logits).__name__}")
+    if logits.dim() != 2:
+        raise ValueError(
+            f"{fn}: logits must be 2-D [rows, vocab] (flatten [batch, canvas, vocab] first), "
+            f"got shape {tuple(logits.shape)}"
+        )
+    if logits.dtype not in (torch.float32, torch.bfloat16, torch.float16):
+        raise ValueError(f"{fn}: logits dtype must be float32, bfloat16 or float16, got {logits.dtype}")
+    rows, vocab = logits.shape
+    if vocab == 0:
+        raise ValueError(f"{fn}: logits have an empty vocabulary dimension (shape {tuple(logits.shape)})")
+    if logits.stride(-1) != 1:
+        logits = logits.contiguous()
+
+    inv_scalar: float | None = None
+    temp: torch.Tensor | None = None
+    if isinstance(temperature, torch.Tensor):
+        if temperature.shape != (rows,):
+            raise ValueError(
+                f"{fn}: per-row temperature must have shape [{rows}] (one per logits row), "
+                f"got {tuple(temperature.shape)}"
+            )
+        if not temperature.dtype.is_floating_point:
+            raise ValueError(f"{fn}: temperature tensor must be floating point, got {temperature.dtype}")
+        temp = temperature.to(device=logits.device, dtype=torch.float32)
+    else:
+        try:
+            t = float(temperature)
+        except (TypeError, ValueError):
+            raise TypeError(
+                f"{fn}: temperature must be a float or a [rows] tensor, got {type(temperature).__name__}"
+            ) from None
+        if math.isnan(t) or t < 0:
+            raise ValueError(f"{fn}: temperature must be >= 0 (clamped to {MIN_TEMPERATURE}), got {t}")
+        t32 = torch.tensor(max(t, MIN_TEMPERATURE), dtype=torch.float32)
+        inv_scalar = float(torch.tensor(1.0, dtype=torch.float32) / t32)
+
+    if bitmask is not None:
+        words = (vocab + 31) // 32
+        if not isinstance(bitmask, torch.Tensor) or bitmask.dtype != torch.int32:
+            got = bitmask.dtype if isinstance(bitmask, torch.Tensor) else type(bitmask).__name__
+            raise ValueError(f"{fn}: bitmask must be an int32 tensor (llguidance's packed layout), got {got}")
+        if tuple(bitmask.shape) != (rows, words):
+            raise ValueError(
+                f"{fn}: bitmask must have shape [{rows}, {words}] = [rows, ceil(vocab / 32)], got "
+                f"{tuple(bitmask.shape)} (llguidance's compute_bitmask returns a few extra words: slice them off)"
+            )
+        if bitmask.device != logits.device:
+            raise ValueError(f"{fn}: bitmask is on {bitmask.device} but logits are on {logits.device}")
+        if bitmask.stride(-1) != 1:
+            bitmask = bitmask.contiguous()
+
+    for name, value in (("seed", seed), ("offset", offset)):
+        if isinstance(value, bool):
+            raise TypeError(f"{fn}: {name} must be an int, got bool")
+        try:
+            v = operator.index(value)
+        except TypeError:
+            raise TypeError(f"{fn}: {name} must be an int, got {type(value).__name__}") from None
+        if not 0 <= v < 2**63:
+            raise ValueError(f"{fn}: {name} must be in [0, 2**63), got {v}")
+    return _Prepared(
+        logits, rows, vocab, inv_scalar, temp, bitmask, operator.index(seed), operator.index(offset)
+    )
+
+
+def _row_list(mask: torch.Tensor, limit: int = 8) -> str:
+    idx = torch.nonzero(mask).flatten().tolist()
+    more = f" and {len(idx) - limit} more" if len(idx) > limit else ""
+    return f"{idx[:limit]}{more}"
+
+
+def _unpack_bitmask(bitmask: torch.Tensor, vocab: int) -> torch.Tensor:
+    """[R, W] int32 packed words -> [R, vocab] bool (bit j of word w allows token 32 * w + j)."""
+    shifts = torch.arange(32, device=bitmask.device, dtype=torch.int32)
+    bits = (bitmask.unsqueeze(-1) >> shifts) & 1
+    return bits.reshape(bitmask.shape[0], -1)[:, :vocab].bool()
+
+
+def _tempered(p: _Prepared) -> torch.Tensor:
+    """float32 [R, V]: logits * inverse temperature, -inf where the bitmask forbids the token."""
+    if p.temp is not None:
+        t = torch.where(p.temp > MIN_TEMPERATURE, p.temp, torch.full_like(p.temp, MIN_TEMPERATURE))
+        x = p.logits.float() * (1.0 / t)[:, None]
+    else:
+        assert p.inv_temp_scalar is not None
+        x = p.logits.float() * torch.tensor(p.inv_temp_scalar, dtype=torch.float32, device=p.logits.device)
+    if p.bitmask is not None:
+        x = x.masked_fill(~_unpack_bitmask(p.bitmask, p.vocab), float("-inf"))
+    return x
+
+
+def _check_rows(fn: str, x: torch.Tensor, temp: torch.Tensor | None) -> None:
+    bad = torch.isnan(x).any(-1) | torch.isposinf(x).any(-1)
+    if temp is not None:
+        bad |= ~(temp >= 0)
+    if bool(bad.any()):
+        raise ValueError(
+            f"{fn}: rows {_row_list(bad)} have a NaN or +inf allowed logit, or a NaN / negative temperature"
+        )
+    empty = (x == float("-inf")).all(-1)
+    if bool(empty.any()):
+        raise ValueError(
+            f"{fn}: rows {_row_list(empty)} have no allowed token with a finite logit "
+            "(the bitmask forbids every token, or every allowed logit is -inf)"
+        )
+
+
+# --------------------------------------------------------------------------------------------------------
+# PyTorch reference
+# --------------------------------------------------------------------------------------------------------
+
+
+def _granule_sample(x: torch.Tensor, seed: int, offset: int, granule: int) -> torch.Tensor:
+    """[R, V] float32 tempered, masked logits -> [R] int64 samples, the kernel's granule construction."""
+    rows, vocab = x.shape
+    n_gran = (vocab + granule - 1) // granule
+    xp = torch.nn.functional.pad(x, (0, n_gran * granule - vocab), value=float("-inf"))
+    xp = xp.view(rows, n_gran, granule)
+    m = xp.amax(-1)
+    e = torch.where(xp == float("-inf"), 0.0, torch.exp(xp - m.unsqueeze(-1)))
+    cs = e.cumsum(-1)
+    s = e.sum(-1)
+    cols = torch.arange(n_gran * granule, device=x.device, dtype=torch.int64).view(n_gran, granule)
+    last = torch.where(e > 0, cols, -1).amax(-1)
+
+    g_idx = torch.arange(n_gran, device=x.device, dtype=torch.int64)[None, :]
+    r_idx = torch.arange(rows, device=x.device, dtype=torch.int64)[:, None]
+    off_lo = torch.tensor(offset & 0xFFFFFFFF, device=x.device, dtype=torch.int64)
+    off_hi = torch.tensor(offset >> 32, device=x.device, dtype=torch.int64)
+    r0, r1, _, _ = philox4x32(seed, g_idx, r_idx, off_lo, off_hi)
+    u0, u1 = uniform_open01(r0), uniform_open01(r1)
+
+    thr = u0 * s
+    cand = (cs > thr.unsqueeze(-1)) & (e > 0)
+    sidx = torch.where(cand, cols, _INT32_MAX).amin(-1)
+    sidx = torch.where(sidx == _INT32_MAX, last, sidx)
+    gumbel = -torch.log(-torch.log(u1))
+    score = torch.where(s > 0, m + torch.log(s) + gumbel, float("-inf"))
+    best = score.argmax(-1, keepdim=True)
+    return sidx.gather(-1, best).squeeze(-1)
+
+
+def _sample_reference(
+    logits: torch.Tensor,
+    temperature: float | torch.Tensor,
+    *,
+    bitmask: torch.Tensor | None,
+    seed: int,
+    offset: int,
+    granule: int,
+) -> SampleOutput:
+    p = _prepare("sample_reference", logits, temperature, bitmask, seed, offset)
+    dev = p.logits.device
+    if p.rows == 0:
+        empty_i = torch.empty(0, dtype=torch.int64, device=dev)
+        empty_f = torch.empty(0, dtype=torch.float32, device=dev)
+        return SampleOutput(empty_i, empty_i.clone(), empty_f, empty_f.clone())
+    x = _tempered(p)
+    _check_rows("sample_reference", x, p.temp)
+    logp = torch.log_softmax(x, dim=-1)
+    prob = logp.exp()
+    entropy = -torch.where(prob > 0, prob * logp, 0.0).sum(-1)
+    return SampleOutput(
+        argmax=x.argmax(-1),
+        sample=_granule_sample(x, p.seed, p.offset, granule),
+        entropy=entropy,
+        max_prob=logp.amax(-1).exp(),
+    )
+
+
+def sample_reference(
+    logits: torch.Tensor,
+    temperature: float | torch.Tensor,
+    *,
+    bitmask: torch.Tensor | None = None,
+    seed: int = 0,
+    offset: int = 0,
+) -> SampleOutput:
+    """PyTorch reference of the fused sampling step (several passes over the logits; any device).
+
+    Args:
+        logits: [R, V] float32, bfloat16 or float16 (flatten [batch, canvas, vocab] to [batch * canvas,
+            vocab]); any device, any row stride.
+        temperature: a float >= 0, or a [R] floating tensor of per-row temperatures; values below
+            :data:`MIN_TEMPERATURE` are clamped to it.
+        bitmask: optional [R, ceil(V / 32)] int32 in llguidance's packed layout: bit ``j`` of word ``w``
+            allows token ``32 * w + j``; bits past ``V`` are ignored. Same device as ``logits``.
+        seed: Philox key, ``0 <= seed < 2**63``.
+        offset: Philox counter offset, ``0 <= offset < 2**63``; use a different one per draw (e.g. the step).
+
+    Returns:
+        :class:`SampleOutput` with [R] int64 ``argmax`` and ``sample``, [R] float32 ``entropy`` (nats)
+        and ``max_prob``, on the logits' device. The sample is the same as :func:`sample_triton`'s for the
+        same ``(seed, offset)`` except at rare float32 rounding ties.
+
+    Raises:
+        ValueError: wrong shapes / dtypes / devices, negative or NaN scalar temperature, seed or offset out
+            of range, a row without any allowed finite logit, a row with a NaN or +inf allowed logit or a
+            NaN / negative per-row temperature.
+        TypeError: logits not a tensor, temperature neither float nor tensor, non-int seed / offset.
+    """
+    return _sample_reference(logits, temperature, bitmask=bitmask, seed=seed, offset=offset, granule=GRANULE)
+
+
+def entropy_reference(logits: torch.Tensor, temperature: float | torch.Tensor) -> torch.Tensor:
+    """Entropy (nats) of ``softmax(logits / max(temperature, MIN_TEMPERATURE))`` over the last dimension.
+
+    Equal to ``torch.distributions.Categorical(logits=logits / temperature).entropy()`` computed in float32.
+
+    Args:
+        logits: [..., V] float32, bfloat16 or float16, any device.
+        temperature: a float >= 0 or a floating tensor of shape ``logits.shape[:-1]``.
+
+    Returns:
+        float32 tensor of shape ``logits.shape[:-1]``.
+
+    Raises:
+        ValueError: as :func:`sample_reference` (bad shapes, rows without a finite logit, NaN / +inf).
+    """
+    if not isinstance(logits, torch.Tensor) or logits.dim() < 1:
+        raise ValueError("entropy_reference: logits must be a tensor with a vocabulary dimension")
+    lead = logits.shape[:-1]
+    flat_t: float | torch.Tensor = temperature
+    if isinstance(temperature, torch.Tensor):
+        if temperature.shape != lead:
+            raise ValueError(
+                f"entropy_reference: temperature shape {tuple(temperature.shape)} must equal "
+                f"logits.shape[:-1] = {tuple(lead)}"
+            )
+        flat_t = temperature.reshape(-1)
+    p = _prepare("entropy_reference", logits.reshape(-1, logits.shape[-1]), flat_t, None, 0, 0)
+    x = _tempered(p)
+    _check_rows("entropy_reference", x, p.temp)
+    logp = torch.log_softmax(x, dim=-1)
+    prob = logp.exp()
+    return (-torch.where(prob > 0, prob * logp, 0.0).sum(-1)).reshape(lead)
+
+
+# --------------------------------------------------------------------------------------------------------
+# Triton path
+# --------------------------------------------------------------------------------------------------------
+
+_TRITON: ModuleType | None = None
+_TRITON_ERROR: BaseException | None = None
+
+
+def _triton_module() -> ModuleType:
+    global _TRITON, _TRITON_ERROR
+    if _TRITON is None and _TRITON_ERROR is None:
+        try:
+            from kernels import _triton_sampling
+
+            _TRITON = _triton_sampling
+        except Exception as exc:  # triton missing or broken: remember why
+            _TRITON_ERROR = exc
+    if _TRITON is None:
+        raise ImportError(
+            f"sample_triton needs triton (pip install 'agentkit[gpu]'): {_TRITON_ERROR!r}"
+        ) from _TRITON_ERROR
+    return _TRITON
+
+
+def triton_available() -> bool:
+    """True when the Triton kernels import (triton installed); says nothing about a GPU being present."""
+    try:
+        _triton_module()
+    except ImportError:
+        return False
+    return True
+
+
+def _interpreted(mod: ModuleType) -> bool:
+    return type(mod._granule_kernel).__name__ == "InterpretedFunction"
+
+
+def _launch_triton(
+    p: _Prepared,
+    *,
+    granule: int,
+    granules_per_program: int,
+    num_warps: int,
+    fused_reduce: bool | None = None,
+) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]:
+    """Launch both kernels; no host sync. Invalid rows get argmax = sample = -1 (empty) or -2 (NaN ...)."""
+    mod = _triton_module()
+    interpreted = _interpreted(mod)
+    dev = p.logits.device
+    rows, vocab = p.rows, p.vocab
+    n_gran = (vocab + granule - 1) // granule
+    per_row = p.temp is not None
+    fparts = torch.empty((4, rows, n_gran), dtype=torch.float32, device=dev)
+    iparts = torch.empty((2, rows, n_gran), dtype=torch.int32, device=dev)
+    argmax = torch.empty(rows, dtype=torch.int64, device=dev)
+    sample = torch.empty(rows, dtype=torch.int64, device=dev)
+    entropy = torch.empty(rows, dtype=torch.float32, device=dev)
+    max_prob = torch.empty(rows, dtype=torch.float32, device=dev)
+    if rows == 0:
+        return argmax, sample, entropy, max_prob
+    programs_per_row = (n_gran + granules_per_program - 1) // granules_per_program
+    temp_arg = p.temp if p.temp is not None else entropy  # placeholder pointer, never read
+    mask_arg = p.bitmask if p.bitmask is not None else iparts  # placeholder pointer, never read
+    mod._granule_kernel[(rows * programs_per_row,)](
+        p.logits,
+        p.logits.stride(0),
+        mask_arg,
+        p.bitmask.stride(0) if p.bitmask is not None else 0,
+        temp_arg,
+        p.inv_temp_scalar if p.inv_temp_scalar is not None else 1.0,
+        vocab,
+        n_gran,
+        programs_per_row,
+        p.seed,
+        p.offset,
+        fparts[0],
+        fparts[1],
+        fparts[2],
+        fparts[3],
+        iparts[0],
+        iparts[1],
+        GRANULE=granule,
+        GRANULES_PER_PROGRAM=granules_per_program,
+        HAS_MASK=p.bitmask is not None,
+        PER_ROW_TEMP=per_row,
+        MIN_TEMP=MIN_TEMPERATURE,
+        FUSED_REDUCE=not interpreted if fused_reduce is None else fused_reduce,
+        num_warps=num_warps,
+    )
+    g_pow2 = max(16, 1 << (n_gran - 1).bit_length())
+    mod._combine_kernel[(rows,)](
+        fparts[0],
+        fparts[1],
+        fparts[2],
+        fparts[3],
+        iparts[0],
+        iparts[1],
+        temp_arg,
+        n_gran,
+        argmax,
+        sample,
+        entropy,
+        max_prob,
+        G_POW2=g_pow2,
+        PER_ROW_TEMP=per_row,
+        num_warps=4 if g_pow2 <= 1024 else 8,
+    )
+    return argmax, sample, entropy, max_prob
+
+
+def _sample_triton(
+    logits: torch.Tensor,
+    temperature: float | torch.Tensor,
+    *,
+    bitmask: torch.Tensor | None,
+    seed: int,
+    offset: int,
+    granule: int = GRANULE,
+    granules_per_program: int = GRANULES_PER_PROGRAM,
+    num_warps: int = NUM_WARPS,
+    fused_reduce: bool | None = None,
+    check: bool = True,
+) -> SampleOutput:
+    mod = _triton_module()
+    p = _prepare("sample_triton", logits, temperature, bitmask, seed, offset)
+    if not p.logits.is_cuda and not _interpreted(mod):
+        raise ValueError(
+            f"sample_triton: logits are on {p.logits.device}; the Triton kernel needs CUDA tensors "
+            "(or TRITON_INTERPRET=1 set before triton is imported); use fused_sample or sample_reference"
+        )
+    argmax, sample, entropy, max_prob = _launch_triton(
+        p,
+        granule=granule,
+        granules_per_program=granules_per_program,
+        num_warps=num_warps,
+        fused_reduce=fused_reduce,
+    )
+    if check and p.rows > 0 and int(argmax.min()) < 0:  # one device->host sync
+        empty, bad = argmax == -1, argmax == -2
+        parts = []
+        if bool(bad.any()):
+            parts.append(
+                f"rows {_row_list(bad)} have a NaN or +inf allowed logit, or a NaN / negative temperature"
+            )
+        if bool(empty.any()):
+            parts.append(
+                f"rows {_row_list(empty)} have no allowed token with a finite logit "
+                "(the bitmask forbids every token, or every allowed logit is -inf)"
+            )
+        raise ValueError("sample_triton: " + "; ".join(parts))
+    return SampleOutput(argmax=argmax, sample=sample, entropy=entropy, max_prob=max_prob)
+
+
+def sample_triton(
+    logits: torch.Tensor,
+    temperature: float | torch.Tensor,
+    *,
+    bitmask: torch.Tensor | None = None,
+    seed: int = 0,
+    offset: int = 0,
+) -> SampleOutput:
+    """Fused Triton sampling: reads the [R, V] logits once and returns argmax, sample, entropy, max prob.
+
+    Two launches: a granule kernel (one program per row and block of :data:`GRANULE`-token granules, each
+    reducing max / argmax / sum-exp / entropy term / in-granule sample / Gumbel score) and a per-row
+    combine (online-softmax merge, Milakov & Gimelshein 2018; Gumbel-max over granules). Arguments,
+    results and errors are those of :func:`sample_reference`; the outputs agree with it (argmax exactly,
+    entropy and max_prob to float32 rounding, samples identical except at rare rounding ties).
+
+    One device-to-host synchronisation per call checks for invalid rows (so it cannot be captured in a CUDA
+    graph).
+
+    Raises:
+        ImportError: triton is not installed.
+        ValueError: as :func:`sample_reference`, and CPU tensors unless ``TRITON_INTERPRET=1`` was set
+            before triton was imported.
+    """
+    return _sample_triton(logits, temperature, bitmask=bitmask, seed=seed, offset=offset)
+
+
+def fused_sample(
+    logits: torch.Tensor,
+    temperature: float | torch.Tensor,
+    *,
+    bitmask: torch.Tensor | None = None,
+    seed: int = 0,
+    offset: int = 0,
+) -> SampleOutput:
+    """Sample a denoising step: :func:`sample_triton` for CUDA logits when triton imports, else
+    :func:`sample_reference`. Arguments, results and errors as :func:`sample_reference`.
+
+    ``AGENTKIT_SAMPLING=reference`` in the environment forces the reference path (debugging).
+    """
+    use_triton = (
+        isinstance(logits, torch.Tensor)
+        and logits.is_cuda
+        and os.environ.get("AGENTKIT_SAMPLING", "") != "reference"
+        and triton_available()
+    )
+    if use_triton:
+        return sample_triton(logits, temperature, bitmask=bitmask, seed=seed, offset=offset)
+    return sample_reference(logits, temperature, bitmask=bitmask, seed=seed, offset=offset)
