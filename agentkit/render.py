@@ -1,0 +1,76 @@
+"""Rich terminal rendering of a run: each model turn's thinking, every tool call and its tool response."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from rich.console import Console
+from rich.panel import Panel
+from rich.text import Text
+
+from agentkit.events import Event, ModelResponded, ToolCallFinished, ToolCallStarted
+from agentkit.result import RunResult
+
+
+def _short(text: str, limit: int) -> str:
+    text = text.strip()
+    return text if len(text) <= limit else text[: limit - 1] + "…"
+
+
+def _args(arguments: Any) -> str:
+    if isinstance(arguments, dict):
+        return ", ".join(f"{k}={json.dumps(v, ensure_ascii=False, default=str)}" for k, v in arguments.items())
+    return str(arguments)
+
+
+class RichRenderer:
+    """An event callback printing the run as it happens.
+
+    Args:
+        console: where to print (default: a new stdout console).
+        max_chars: tool responses and thinking are cut to this many characters.
+        show_thinking: print the model's thinking text (dim).
+    """
+
+    def __init__(self, console: Console | None = None, *, max_chars: int = 400, show_thinking: bool = True) -> None:
+        self.console = console or Console()
+        self.max_chars = max_chars
+        self.show_thinking = show_thinking
+
+    def __call__(self, event: Event) -> None:
+        """Render one :mod:`agentkit.events` event."""
+        c = self.console
+        if isinstance(event, ModelResponded):
+            turn = event.turn
+            if self.show_thinking and turn.thinking:
+                c.print(Text(f"  thinking: {_short(turn.thinking, self.max_chars)}", style="dim italic"))
+            if turn.tool_calls and turn.text.strip():
+                c.print(Text(f"  {_short(turn.text, self.max_chars)}", style="dim"))
+        elif isinstance(event, ToolCallStarted):
+            line = Text("  → ", style="cyan")
+            line.append(event.name, style="bold cyan")
+            line.append(f"({_args(event.arguments)})", style="cyan")
+            c.print(line)
+        elif isinstance(event, ToolCallFinished):
+            rec = event.record
+            if rec.ok:
+                line = Text("  ← ", style="green")
+                line.append(rec.name, style="bold green")
+                line.append(f" [{rec.seconds * 1000:.0f} ms]: ", style="green")
+                line.append(_short(rec.content, self.max_chars))
+            else:
+                line = Text("  ✗ ", style="red")
+                line.append(rec.name, style="bold red")
+                if rec.error_kind in ("unknown_tool", "invalid_arguments", "decode"):
+                    line.append(f"({_args(rec.arguments)})", style="red")
+                line.append(f": {_short(rec.error or '', self.max_chars)}", style="red")
+            c.print(line)
+
+    def answer(self, result: RunResult, *, title: str = "answer") -> None:
+        """Print the final answer in a panel with step, token and time totals."""
+        sub = (
+            f"{len(result.steps)} step(s), {len(result.tool_calls)} tool call(s), "
+            f"{result.usage.total_tokens} tokens, {result.timing.total_seconds:.2f} s"
+        )
+        self.console.print(Panel(Text(result.answer or ""), title=title, subtitle=sub, border_style="blue"))

@@ -1,0 +1,377 @@
+"""The planner loop with the scripted backend: tool round trips, failures, parallel calls, guards, events."""
+
+import asyncio
+import json
+import threading
+import time
+
+import pytest
+
+from agentkit import Agent, ModelRetry, tool
+from agentkit.backends.base import ModelTurn, ToolCallRequest
+from agentkit.backends.scripted import ScriptedBackend, answer, call, turn
+from agentkit.errors import (
+    BackendError,
+    LoopGuardTriggered,
+    MaxStepsExceeded,
+    ToolDefinitionError,
+    ToolRetriesExceeded,
+)
+from agentkit.events import ModelResponded, RunFailed, RunFinished, RunStarted, ToolCallFinished, ToolCallStarted
+from agentkit.tools import ToolContext
+
+
+@tool
+def add(a: int, b: int) -> int:
+    """Add two integers.
+
+    Args:
+        a: First.
+        b: Second.
+    """
+    return a + b
+
+
+@tool
+def divide(a: float, b: float) -> float:
+    """Divide a by b."""
+    return a / b
+
+
+def tool_messages(messages):
+    return [m for m in messages if m["role"] == "tool"]
+
+
+def test_final_answer_without_tools():
+    backend = ScriptedBackend(["Hello!"])
+    result = Agent(backend, [add], system_prompt="Be brief.").run("Hi")
+    assert result.answer == "Hello!"
+    assert result.stop_reason == "final_answer"
+    assert len(result.steps) == 1 and result.steps[0].tool_calls == []
+    assert result.usage.requests == 1
+    assert result.timing.total_seconds >= result.timing.model_seconds >= 0
+    sent = backend.requests[0]
+    assert sent.messages == [{"role": "system", "content": "Be brief."}, {"role": "user", "content": "Hi"}]
+    assert [t["function"]["name"] for t in sent.tools] == ["add"]
+    assert sent.tool_choice == "auto"
+
+
+def test_tool_round_trip_and_transcript():
+    backend = ScriptedBackend([call("add", a=2, b=40), answer("42")])
+    result = Agent(backend, [add]).run("2+40?")
+    assert result.answer == "42"
+    rec = result.steps[0].tool_calls[0]
+    assert (rec.id, rec.name, rec.arguments, rec.content, rec.result, rec.error) == (
+        "call_0",
+        "add",
+        {"a": 2, "b": 40},
+        "42",
+        42,
+        None,
+    )
+    second = backend.requests[1].messages
+    assert second[-2] == {
+        "role": "assistant",
+        "content": None,
+        "tool_calls": [{"id": "call_0", "type": "function", "function": {"name": "add", "arguments": {"a": 2, "b": 40}}}],
+    }
+    assert second[-1] == {"role": "tool", "tool_call_id": "call_0", "name": "add", "content": "42"}
+    assert result.usage.requests == 2
+    assert result.usage.input_tokens > 0
+
+
+def test_tool_exception_becomes_tool_response_with_name_and_arguments():
+    backend = ScriptedBackend([call("divide", a=1, b=0), answer("cannot divide by zero")])
+    result = Agent(backend, [divide]).run("1/0?")
+    assert result.answer == "cannot divide by zero"
+    rec = result.steps[0].tool_calls[0]
+    assert rec.error_kind == "exception"
+    assert rec.error == "ZeroDivisionError: float division by zero"
+    payload = json.loads(rec.content)
+    assert payload == {"error": "ZeroDivisionError: float division by zero", "tool": "divide", "arguments": {"a": 1, "b": 0}}
+    assert tool_messages(backend.requests[1].messages)[0]["content"] == rec.content
+
+
+def test_model_retry_sends_its_message_only():
+    @tool
+    def lookup(key: str) -> str:
+        raise ModelRetry(f"no key {key!r}; valid keys are 'a' and 'b'")
+
+    backend = ScriptedBackend([call("lookup", key="z"), "ok"])
+    result = Agent(backend, [lookup]).run("?")
+    assert json.loads(result.tool_calls[0].content)["error"] == "no key 'z'; valid keys are 'a' and 'b'"
+
+
+def test_sync_tool_hanging_past_timeout_does_not_block_the_loop():
+    release = threading.Event()
+    finished = threading.Event()
+
+    @tool(timeout=0.2)
+    def hang(x: int) -> int:
+        release.wait(30)
+        finished.set()
+        return x
+
+    backend = ScriptedBackend([call("hang", x=1), answer("it timed out")])
+    try:
+        t0 = time.perf_counter()
+        result = Agent(backend, [hang]).run("go")
+        elapsed = time.perf_counter() - t0
+        assert not finished.is_set()  # the planner answered while the tool thread was still blocked
+        assert elapsed < 10
+    finally:
+        release.set()
+    rec = result.tool_calls[0]
+    assert rec.error_kind == "timeout"
+    assert rec.error == "tool 'hang' timed out after 0.2 s"
+    assert json.loads(rec.content)["arguments"] == {"x": 1}
+    assert result.answer == "it timed out"
+    assert finished.wait(5)
+
+
+def test_async_tool_past_timeout_is_cancelled():
+    state = {}
+
+    @tool(timeout=0.1)
+    async def slow(x: int) -> int:
+        try:
+            await asyncio.sleep(30)
+        except asyncio.CancelledError:
+            state["cancelled"] = True
+            raise
+        return x
+
+    result = Agent(ScriptedBackend([call("slow", x=1), "done"]), [slow]).run("go")
+    assert result.tool_calls[0].error_kind == "timeout"
+    assert state == {"cancelled": True}
+
+
+def test_tool_raising_timeout_error_itself_is_an_exception_not_a_timeout():
+    @tool(timeout=5)
+    def flaky() -> str:
+        raise TimeoutError("upstream timed out")
+
+    result = Agent(ScriptedBackend([call("flaky"), "done"]), [flaky]).run("go")
+    assert result.tool_calls[0].error_kind == "exception"
+    assert result.tool_calls[0].error == "TimeoutError: upstream timed out"
+
+
+def test_unknown_tool_name_lists_valid_tools():
+    backend = ScriptedBackend([call("multiply", a=2, b=3), call("add", a=2, b=3), "5"])
+    result = Agent(backend, [add, divide]).run("2*3?")
+    rec = result.steps[0].tool_calls[0]
+    assert rec.error_kind == "unknown_tool"
+    payload = json.loads(rec.content)
+    assert payload["error"] == "unknown tool 'multiply'"
+    assert payload["valid_tools"] == ["add", "divide"]
+    assert payload["arguments"] == {"a": 2, "b": 3}
+    assert result.steps[1].tool_calls[0].content == "5"
+
+
+def test_invalid_arguments_are_reported_with_the_schema():
+    backend = ScriptedBackend([call("add", a="two", b=2), "sorry"])
+    result = Agent(backend, [add]).run("?")
+    rec = result.tool_calls[0]
+    assert rec.error_kind == "invalid_arguments"
+    payload = json.loads(rec.content)
+    assert "a: Input should be a valid integer" in payload["error"]
+    assert payload["parameters"] == add.parameters
+
+
+def test_backend_decode_error_goes_back_with_valid_names():
+    bad = ToolCallRequest("c1", "add", {}, error="arguments are not valid JSON (Expecting value at character 5)", raw_arguments='{"a":')
+    backend = ScriptedBackend([ModelTurn(tool_calls=[bad]), "ok"])
+    result = Agent(backend, [add]).run("?")
+    payload = json.loads(result.tool_calls[0].content)
+    assert payload["error"].startswith("arguments are not valid JSON")
+    assert payload["arguments"] == '{"a":'
+    assert payload["valid_tools"] == ["add"]
+    assert backend.requests[1].messages[-2]["tool_calls"][0]["function"]["arguments"] == '{"a":'
+
+
+def test_parallel_calls_run_concurrently_and_answer_in_id_order():
+    barrier = threading.Barrier(2, timeout=5)
+    order = []
+    second_done = threading.Event()
+
+    @tool
+    def slow_first(x: int) -> str:
+        barrier.wait()  # passes only if slow_second runs at the same time
+        assert second_done.wait(5)
+        order.append("first")
+        return f"first {x}"
+
+    @tool
+    def slow_second(x: int) -> str:
+        barrier.wait()
+        order.append("second")
+        second_done.set()
+        return f"second {x}"
+
+    backend = ScriptedBackend(
+        [[call("slow_first", x=1), call("divide", a=1, b=0), call("slow_second", x=2)], "done"]
+    )
+    result = Agent(backend, [slow_first, slow_second, divide]).run("go")
+    assert order == ["second", "first"]  # completion order differs from call order...
+    recs = result.steps[0].tool_calls
+    assert [r.id for r in recs] == ["call_0", "call_1", "call_2"]  # ...records and responses are in id order
+    assert [r.content for r in (recs[0], recs[2])] == ["first 1", "second 2"]
+    assert recs[1].error_kind == "exception"
+    tms = tool_messages(backend.requests[1].messages)
+    assert [m["tool_call_id"] for m in tms] == ["call_0", "call_1", "call_2"]
+    assert [m["name"] for m in tms] == ["slow_first", "divide", "slow_second"]
+
+
+def test_parallel_async_calls_run_concurrently():
+    @tool(timeout=5)
+    async def ping(ctx: ToolContext) -> str:
+        ctx.deps[ctx.call_id].set()
+        other = "b" if ctx.call_id == "a" else "a"
+        await ctx.deps[other].wait()  # deadlocks (-> timeout) unless both run at once
+        return "pong"
+
+    async def main():
+        events = {"a": asyncio.Event(), "b": asyncio.Event()}
+        backend = ScriptedBackend([[call("ping", id="a"), call("ping", id="b")], "done"])
+        return await Agent(backend, [ping]).arun("go", deps=events)
+
+    result = asyncio.run(main())
+    assert [r.content for r in result.tool_calls] == ["pong", "pong"]
+
+
+def test_duplicate_and_missing_call_ids_are_made_unique():
+    backend = ScriptedBackend([[call("add", id="x", a=1, b=1), call("add", id="x", a=2, b=2)], "ok"])
+    result = Agent(backend, [add]).run("?")
+    ids = [r.id for r in result.tool_calls]
+    assert ids == ["x", "x_1"]
+    assert [m["tool_call_id"] for m in tool_messages(result.messages)] == ids
+
+
+def test_loop_guard_stops_repeated_identical_calls():
+    backend = ScriptedBackend(
+        [call("add", a=1, b=2), call("add", b=2, a=1), call("add", a=1, b=2), "never reached"]
+    )
+    with pytest.raises(LoopGuardTriggered) as ei:
+        Agent(backend, [add], loop_guard=3).run("loop")
+    exc = ei.value
+    assert 'add({"a":1,"b":2}) 3 times' in str(exc)
+    partial = exc.result
+    assert partial.answer is None and partial.stop_reason == "loop_guard"
+    assert [r.error_kind for r in partial.tool_calls] == [None, None, "not_run"]
+    assert len(tool_messages(partial.messages)) == 2
+    assert backend.remaining == 1
+
+
+def test_loop_guard_can_be_disabled():
+    backend = ScriptedBackend([call("add", a=1, b=2)] * 4 + ["3"])
+    assert Agent(backend, [add], loop_guard=None).run("loop").answer == "3"
+
+
+def test_step_limit_raises_with_partial_transcript():
+    backend = ScriptedBackend(lambda messages, tools, tc: call("add", a=len(messages), b=1))
+    with pytest.raises(MaxStepsExceeded) as ei:
+        Agent(backend, [add], max_steps=3).run("count")
+    partial = ei.value.result
+    assert "no final answer after 3 model turns" in str(ei.value)
+    assert partial.stop_reason == "max_steps" and partial.answer is None
+    assert len(partial.steps) == 3
+    assert [r.content for r in partial.tool_calls] == ["2", "4", "6"]  # len(messages) + 1: 1, 3, 5 messages
+    assert partial.conversation.messages == []  # a failed turn does not enter the history
+
+
+def test_failure_budget_stops_a_tool_that_keeps_failing():
+    @tool(retries=1)
+    def broken(n: int) -> int:
+        raise RuntimeError(f"broken {n}")
+
+    backend = ScriptedBackend([call("broken", n=1), call("broken", n=2), "never"])
+    with pytest.raises(ToolRetriesExceeded) as ei:
+        Agent(backend, [broken]).run("go")
+    assert "tool 'broken' failed 2 times in this run (retries=1); last error: RuntimeError: broken 2" in str(ei.value)
+    assert len(ei.value.result.tool_calls) == 2
+
+
+def test_forced_tool_choice_applies_to_first_turn_only():
+    backend = ScriptedBackend([call("add", a=1, b=1), "2"])
+    Agent(backend, [add], tool_choice={"name": "add"}).run("?")
+    assert [r.tool_choice for r in backend.requests] == [{"name": "add"}, "auto"]
+    backend = ScriptedBackend([call("add", a=1, b=1), "2"])
+    Agent(backend, [add], tool_choice="required", reset_tool_choice=False).run("?")
+    assert [r.tool_choice for r in backend.requests] == ["required", "required"]
+
+
+def test_constructor_checks():
+    with pytest.raises(ToolDefinitionError, match="tool_choice names tool 'nope'"):
+        Agent(ScriptedBackend([]), [add], tool_choice={"name": "nope"})
+    with pytest.raises(ToolDefinitionError, match="duplicate tool name 'add'"):
+        Agent(ScriptedBackend([]), [add, add])
+    with pytest.raises(ValueError, match="max_steps must be >= 1"):
+        Agent(ScriptedBackend([]), max_steps=0)
+    with pytest.raises(ValueError, match="tool_choice must be"):
+        Agent(ScriptedBackend([]), tool_choice="sometimes")  # type: ignore[arg-type]
+    with pytest.raises(ValueError, match="question must be a non-empty string"):
+        Agent(ScriptedBackend([])).run("  ")
+
+
+def test_plain_functions_and_agent_tool_decorator():
+    def mul(a: int, b: int) -> int:
+        """Multiply."""
+        return a * b
+
+    agent = Agent(ScriptedBackend([call("mul", a=6, b=7), call("neg", x=42), "-42"]), [mul])
+
+    @agent.tool
+    def neg(x: int) -> int:
+        return -x
+
+    result = agent.run("?")
+    assert [r.content for r in result.tool_calls] == ["42", "-42"]
+    assert list(agent.tools) == ["mul", "neg"]
+
+
+def test_events_are_emitted_in_order():
+    events = []
+    backend = ScriptedBackend([turn(call("add", a=1, b=2), thinking="t"), "3"])
+    result = Agent(backend, [add], on_event=events.append).run("?")
+    kinds = [e.kind for e in events]
+    assert kinds == [
+        "run_started",
+        "model_responded",
+        "tool_call_started",
+        "tool_call_finished",
+        "model_responded",
+        "run_finished",
+    ]
+    assert isinstance(events[0], RunStarted) and events[0].tools == ("add",)
+    assert isinstance(events[1], ModelResponded) and events[1].turn.thinking == "t"
+    assert isinstance(events[2], ToolCallStarted) and events[2].arguments == {"a": 1, "b": 2}
+    assert isinstance(events[3], ToolCallFinished) and events[3].record.content == "3"
+    assert isinstance(events[5], RunFinished) and events[5].result is result
+
+
+def test_run_failed_event_and_backend_error():
+    events = []
+    agent = Agent(ScriptedBackend([]), [add], on_event=events.append)
+    with pytest.raises(BackendError, match="has no turn left"):
+        agent.run("?")
+    assert isinstance(events[-1], RunFailed)
+
+
+def test_run_inside_event_loop_is_refused_and_arun_works():
+    agent = Agent(ScriptedBackend(["a", "b"]))
+
+    async def main():
+        with pytest.raises(RuntimeError, match="use `await agent.arun"):
+            agent.run("x")
+        return await agent.arun("x")
+
+    assert asyncio.run(main()).answer == "a"
+
+
+def test_result_serialises():
+    result = Agent(ScriptedBackend([call("add", a=1, b=2), "3"]), [add]).run("?")
+    d = json.loads(result.to_json())
+    assert d["answer"] == "3"
+    assert d["steps"][0]["tool_calls"][0]["content"] == "3"
+    assert d["usage"]["requests"] == 2
+    assert set(d["timing"]) == {"total_seconds", "model_seconds", "tool_seconds", "framework_seconds"}

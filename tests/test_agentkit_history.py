@@ -1,0 +1,139 @@
+"""History keeps user messages and final answers only; conversations round-trip through JSON exactly."""
+
+import json
+
+import pytest
+
+from agentkit import Agent, Conversation, MaxStepsExceeded, tool
+from agentkit.backends.scripted import ScriptedBackend, answer, call, turn
+
+
+@tool
+def lookup(city: str) -> dict:
+    """Look up a city."""
+    return {"city": city, "population_m": {"Paris": 2.1, "Oslo": 0.7}.get(city)}
+
+
+def make_agent(script):
+    backend = ScriptedBackend(script)
+    return Agent(backend, [lookup], system_prompt="You answer with facts."), backend
+
+
+def test_finished_turns_keep_only_question_and_final_answer():
+    agent, backend = make_agent(
+        [
+            turn(call("lookup", city="Paris"), thinking="I need the population.", text="Looking it up."),
+            answer("Paris has 2.1 million people.", thinking="Done thinking."),
+            call("lookup", city="Oslo"),
+            answer("Oslo has 0.7 million."),
+        ]
+    )
+    session = agent.chat()
+    r1 = session.send("How many people live in Paris?")
+    assert r1.steps[0].thinking == "I need the population."  # the result keeps it...
+    assert session.conversation.messages == [  # ...the history does not
+        {"role": "user", "content": "How many people live in Paris?"},
+        {"role": "assistant", "content": "Paris has 2.1 million people."},
+    ]
+    session.send("And Oslo?")
+    first_request_turn2 = backend.requests[2].messages
+    assert first_request_turn2 == [
+        {"role": "system", "content": "You answer with facts."},
+        {"role": "user", "content": "How many people live in Paris?"},
+        {"role": "assistant", "content": "Paris has 2.1 million people."},
+        {"role": "user", "content": "And Oslo?"},
+    ]
+    text = json.dumps(first_request_turn2)
+    assert "thinking" not in text and "tool" not in text and "Looking it up" not in text
+    # within the turn the trajectory is kept
+    second_request_turn2 = backend.requests[3].messages
+    assert [m["role"] for m in second_request_turn2] == ["system", "user", "assistant", "user", "assistant", "tool"]
+    assert json.loads(second_request_turn2[-1]["content"]) == {"city": "Oslo", "population_m": 0.7}
+    assert session.conversation.turns == 2
+
+
+def test_thinking_is_kept_inside_the_turn_trajectory():
+    agent, backend = make_agent([turn(call("lookup", city="Paris"), thinking="plan"), "ok"])
+    agent.run("q")
+    assert backend.requests[1].messages[-2]["thinking"] == "plan"
+
+
+def test_conversation_json_round_trip_is_exact(tmp_path):
+    agent, _ = make_agent([call("lookup", city="Paris"), "Deux millions — environ 2,1 M.", "Ça va ✓"])
+    session = agent.chat()
+    session.send("Population de Paris ?")
+    session.send("Merci 🙂")
+    conv = session.conversation
+    conv.metadata["user"] = {"id": 7, "tags": ["fr"]}
+    text = conv.to_json()
+    back = Conversation.from_json(text)
+    assert back == conv
+    assert back.to_json() == text
+    path = tmp_path / "conv.json"
+    conv.save(path)
+    assert Conversation.load(path) == conv
+
+
+def test_resumed_conversation_sends_identical_messages():
+    script = ["A1", "A2", "A3"]
+    agent, backend = make_agent(list(script))
+    s = agent.chat()
+    s.send("Q1")
+    s.send("Q2")
+    saved = s.conversation.to_json()
+    s.send("Q3")
+    agent2, backend2 = make_agent(["A3"])
+    s2 = agent2.chat(Conversation.from_json(saved))
+    s2.send("Q3")
+    assert backend2.requests[0].messages == backend.requests[2].messages
+    assert s2.conversation == s.conversation
+
+
+def test_failed_turn_leaves_history_unchanged():
+    agent, _ = make_agent(["A1", call("lookup", city="x"), call("lookup", city="y")])
+    agent.max_steps = 2
+    s = agent.chat()
+    s.send("Q1")
+    before = s.conversation.to_json()
+    with pytest.raises(MaxStepsExceeded):
+        s.send("Q2")
+    assert s.conversation.to_json() == before
+
+
+def test_history_passed_to_run_is_not_modified():
+    agent, _ = make_agent(["A2"])
+    hist = Conversation([{"role": "user", "content": "Q1"}, {"role": "assistant", "content": "A1"}])
+    result = agent.run("Q2", history=hist)
+    assert hist.turns == 1
+    assert result.conversation.turns == 2
+
+
+@pytest.mark.parametrize(
+    ("data", "message"),
+    [
+        ({"format": "other", "version": 1, "messages": []}, "not an agentkit conversation"),
+        ({"format": "agentkit.conversation", "version": 2, "messages": []}, "unsupported conversation version 2"),
+        ({"format": "agentkit.conversation", "version": 1, "messages": {}}, "messages must be a list"),
+        (
+            {"format": "agentkit.conversation", "version": 1, "messages": [{"role": "assistant", "content": "x"}, {"role": "user", "content": "y"}]},
+            "message 0 has role 'assistant', expected 'user'",
+        ),
+        (
+            {"format": "agentkit.conversation", "version": 1, "messages": [{"role": "user", "content": "x", "thinking": "t"}, {"role": "assistant", "content": "y"}]},
+            "message 0 must have exactly the keys 'role' and 'content'",
+        ),
+        (
+            {"format": "agentkit.conversation", "version": 1, "messages": [{"role": "user", "content": "x"}]},
+            "last message is a user message without a final answer",
+        ),
+        ({"format": "agentkit.conversation", "version": 1, "messages": [], "extra": 1}, "unknown conversation key"),
+    ],
+)
+def test_invalid_conversations_are_rejected_clearly(data, message):
+    with pytest.raises(ValueError, match=message):
+        Conversation.from_json(json.dumps(data))
+
+
+def test_not_json():
+    with pytest.raises(ValueError, match="conversation is not valid JSON"):
+        Conversation.from_json("{nope")

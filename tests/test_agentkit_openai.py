@@ -1,0 +1,235 @@
+"""The OpenAI-compatible backend against a fake server (httpx.MockTransport): wire format, argument
+decoding failures sent back to the model, retries on 429/5xx/timeouts."""
+
+import asyncio
+import json
+
+import httpx
+import pytest
+import tenacity
+
+from agentkit import Agent, tool
+from agentkit.backends.openai import OpenAIBackend, _Retryable, decode_arguments
+from agentkit.errors import BackendError
+
+
+@tool
+def get_weather(city: str, days: int = 1) -> dict:
+    """Weather for a city.
+
+    Args:
+        city: City name.
+        days: Days ahead.
+    """
+    return {"city": city, "days": days, "sky": "clear"}
+
+
+@tool
+def add(a: int, b: int) -> int:
+    """Add."""
+    return a + b
+
+
+def completion(*, content=None, tool_calls=None, reasoning=None, usage=(10, 5)):
+    msg = {"role": "assistant", "content": content}
+    if tool_calls is not None:
+        msg["tool_calls"] = [
+            {"id": cid, "type": "function", "function": {"name": name, "arguments": args}} for cid, name, args in tool_calls
+        ]
+    if reasoning is not None:
+        msg["reasoning_content"] = reasoning
+    return {
+        "id": "x",
+        "object": "chat.completion",
+        "choices": [{"index": 0, "message": msg, "finish_reason": "stop"}],
+        "usage": {"prompt_tokens": usage[0], "completion_tokens": usage[1]},
+    }
+
+
+class FakeServer:
+    """Replays responses (a dict -> 200 JSON, an int -> that status, an exception -> raised) and records requests."""
+
+    def __init__(self, responses):
+        self.responses = list(responses)
+        self.requests = []
+
+    def __call__(self, request: httpx.Request) -> httpx.Response:
+        self.requests.append(request)
+        item = self.responses.pop(0)
+        if isinstance(item, Exception):
+            raise item
+        if isinstance(item, int):
+            return httpx.Response(item, text=f"status {item}", headers={"retry-after": "0"})
+        return httpx.Response(200, json=item)
+
+    def body(self, i):
+        return json.loads(self.requests[i].content)
+
+
+def backend_for(server, **kw):
+    kw.setdefault("retry_wait", 0.0)
+    return OpenAIBackend(
+        "dg-test",
+        base_url="http://fake.local/v1",
+        api_key="sk-test",
+        transport=httpx.MockTransport(server),
+        **kw,
+    )
+
+
+def test_request_wire_format_and_response_parsing():
+    server = FakeServer(
+        [
+            completion(tool_calls=[("call_a", "get_weather", '{"city": "Paris"}')], reasoning="need weather"),
+            completion(content="Clear in Paris.", usage=(30, 4)),
+        ]
+    )
+    agent = Agent(backend_for(server, settings={"temperature": 0.2}), [get_weather], tool_choice={"name": "get_weather"})
+    result = agent.run("Weather in Paris?")
+    assert result.answer == "Clear in Paris."
+    assert result.steps[0].thinking == "need weather"
+    assert result.usage.to_dict() == {"input_tokens": 40, "output_tokens": 9, "requests": 2}
+    req = server.requests[0]
+    assert req.url == "http://fake.local/v1/chat/completions"
+    assert req.headers["authorization"] == "Bearer sk-test"
+    b0 = server.body(0)
+    assert b0["model"] == "dg-test" and b0["temperature"] == 0.2
+    assert b0["tool_choice"] == {"type": "function", "function": {"name": "get_weather"}}
+    assert b0["tools"][0]["function"]["name"] == "get_weather"
+    assert b0["tools"][0]["function"]["parameters"]["required"] == ["city"]
+    b1 = server.body(1)
+    assert b1["tool_choice"] == "auto"
+    assistant, tool_msg = b1["messages"][-2:]
+    assert assistant == {
+        "role": "assistant",
+        "content": None,
+        "tool_calls": [{"id": "call_a", "type": "function", "function": {"name": "get_weather", "arguments": '{"city": "Paris"}'}}],
+    }  # arguments re-encoded as a JSON string, thinking not sent
+    assert tool_msg == {"role": "tool", "tool_call_id": "call_a", "content": '{"city":"Paris","days":1,"sky":"clear"}'}
+
+
+@pytest.mark.parametrize(
+    ("raw", "error"),
+    [
+        ('{"city": "Paris"', "arguments are not valid JSON"),
+        (json.dumps(json.dumps({"city": "Paris"})), "arguments were double-encoded"),
+        ('["Paris"]', "arguments must be a JSON object, got list"),
+    ],
+)
+def test_bad_arguments_go_back_to_the_model_listing_valid_tools(raw, error):
+    server = FakeServer(
+        [
+            completion(tool_calls=[("c1", "get_weather", raw)]),
+            completion(tool_calls=[("c2", "get_weather", '{"city": "Paris"}')]),
+            completion(content="Clear."),
+        ]
+    )
+    result = Agent(backend_for(server), [get_weather, add]).run("Weather?")
+    assert result.answer == "Clear."
+    rec = result.steps[0].tool_calls[0]
+    assert rec.error_kind == "decode" and rec.error.startswith(error)
+    retry = server.body(1)["messages"][-1]
+    assert retry["role"] == "tool" and retry["tool_call_id"] == "c1"
+    payload = json.loads(retry["content"])
+    assert payload["error"].startswith(error)
+    assert payload["valid_tools"] == ["get_weather", "add"]
+    assert payload["arguments"] == raw
+    # the model's broken call is echoed back verbatim in the transcript
+    assert server.body(1)["messages"][-2]["tool_calls"][0]["function"]["arguments"] == raw
+    assert result.steps[1].tool_calls[0].content == '{"city":"Paris","days":1,"sky":"clear"}'
+
+
+def test_unknown_tool_name_goes_back_listing_valid_tools():
+    server = FakeServer([completion(tool_calls=[("c1", "weather", '{"city": "Oslo"}')]), completion(content="ok")])
+    Agent(backend_for(server), [get_weather, add]).run("?")
+    payload = json.loads(server.body(1)["messages"][-1]["content"])
+    assert payload["error"] == "unknown tool 'weather'"
+    assert payload["valid_tools"] == ["get_weather", "add"]
+
+
+def test_429_then_success_is_retried():
+    server = FakeServer([429, completion(content="fine")])
+    backend = backend_for(server)
+    turn = backend.complete([{"role": "user", "content": "hi"}], [])
+    assert turn.text == "fine"
+    assert turn.usage.requests == 2
+    assert len(server.requests) == 2
+    assert "tools" not in server.body(0) and "tool_choice" not in server.body(0)
+
+
+def test_timeouts_and_5xx_are_retried_then_give_up():
+    server = FakeServer([httpx.ReadTimeout("slow"), 503, completion(content="ok")])
+    assert backend_for(server).complete([{"role": "user", "content": "hi"}], []).text == "ok"
+    server = FakeServer([500, 502, 500])
+    with pytest.raises(BackendError) as ei:
+        backend_for(server, max_retries=2).complete([{"role": "user", "content": "hi"}], [])
+    assert ei.value.status_code == 500
+    assert "gave up after 3 attempt(s)" in str(ei.value)
+    assert len(server.requests) == 3
+
+
+def test_client_errors_are_not_retried():
+    server = FakeServer([400, completion(content="never")])
+    with pytest.raises(BackendError, match="HTTP 400") as ei:
+        backend_for(server).complete([{"role": "user", "content": "hi"}], [])
+    assert ei.value.status_code == 400
+    assert len(server.requests) == 1
+
+
+def test_response_without_choices():
+    server = FakeServer([{"error": "weird"}])
+    with pytest.raises(BackendError, match=r"no choices\[0\].message"):
+        backend_for(server).complete([{"role": "user", "content": "hi"}], [])
+
+
+def test_retry_after_is_honoured_up_to_the_cap():
+    backend = OpenAIBackend("m", base_url="http://x/v1", retry_wait=0.5, retry_wait_max=8.0)
+    state = tenacity.RetryCallState(None, None, (), {})
+    state.attempt_number = 1
+    try:
+        raise _Retryable("429", 429, retry_after=3.0)
+    except _Retryable as exc:
+        state.set_exception((type(exc), exc, exc.__traceback__))
+    assert backend._wait(state) == 3.0
+    state.outcome.exception().retry_after = 100.0
+    assert backend._wait(state) == 8.0
+    state.outcome.exception().retry_after = None
+    state.attempt_number = 3
+    assert backend._wait(state) == 2.0  # 0.5 * 2**2
+
+
+def test_async_path_with_async_transport():
+    server = FakeServer([429, completion(tool_calls=[("c1", "add", '{"a": 1, "b": 2}')]), completion(content="3")])
+
+    async def handler(request):
+        return server(request)
+
+    backend = OpenAIBackend(
+        "m", base_url="http://fake.local/v1", retry_wait=0.0, async_transport=httpx.MockTransport(handler)
+    )
+
+    async def main():
+        return await Agent(backend, [add]).arun("1+2?")
+
+    result = asyncio.run(main())
+    assert result.answer == "3"
+    assert result.tool_calls[0].content == "3"
+    assert result.usage.requests == 3
+
+
+def test_api_key_from_environment(monkeypatch):
+    monkeypatch.setenv("MY_KEY", "sk-env")
+    server = FakeServer([completion(content="hi")])
+    OpenAIBackend("m", base_url="http://f/v1", api_key_env="MY_KEY", transport=httpx.MockTransport(server)).complete(
+        [{"role": "user", "content": "x"}], []
+    )
+    assert server.requests[0].headers["authorization"] == "Bearer sk-env"
+
+
+def test_decode_arguments_cases():
+    assert decode_arguments('{"a": 1}') == ({"a": 1}, None)
+    assert decode_arguments({"a": 1}) == ({"a": 1}, None)
+    assert decode_arguments("") == ({}, None)
+    assert decode_arguments(None) == ({}, None)
+    assert decode_arguments('"just text"') == ({}, "arguments must be a JSON object, got a string")
+    assert decode_arguments(5)[1] == "arguments must be a JSON object, got int"

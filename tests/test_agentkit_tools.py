@@ -1,0 +1,247 @@
+"""Tools: schemas from type hints and docstrings, explicit models and JSON Schemas, validation, serialisation."""
+
+import asyncio
+import dataclasses
+import datetime
+from typing import Annotated, Literal
+
+import pytest
+from pydantic import BaseModel, Field
+
+from agentkit.errors import ToolDefinitionError
+from agentkit.tools import (
+    Tool,
+    ToolArgumentsError,
+    ToolContext,
+    clean_schema,
+    parse_docstring,
+    serialize_result,
+    tool,
+)
+
+
+@tool
+def get_weather(
+    city: str,
+    days: Annotated[int, Field(ge=1, le=7)] = 1,
+    units: Literal["metric", "imperial"] = "metric",
+    title: str | None = None,
+) -> dict:
+    """Weather forecast for a city.
+
+    Uses the forecast service.
+
+    Args:
+        city: City name,
+            e.g. "Paris".
+        days (int): Number of days.
+        units: Unit system.
+
+    Returns:
+        The forecast.
+    """
+    return {"city": city, "days": days, "units": units, "title": title}
+
+
+def test_schema_from_hints_and_google_docstring():
+    decl = get_weather.declaration()
+    assert decl["type"] == "function"
+    fn = decl["function"]
+    assert fn["name"] == "get_weather"
+    assert fn["description"] == "Weather forecast for a city.\n\nUses the forecast service."
+    params = fn["parameters"]
+    assert params["type"] == "object"
+    assert params["required"] == ["city"]
+    assert params["additionalProperties"] is False
+    props = params["properties"]
+    assert list(props) == ["city", "days", "units", "title"]
+    assert props["city"] == {"type": "string", "description": 'City name, e.g. "Paris".'}
+    assert props["days"] == {"type": "integer", "minimum": 1, "maximum": 7, "default": 1, "description": "Number of days."}
+    assert props["units"]["enum"] == ["metric", "imperial"]
+    # the auto-generated "title" keywords are gone, but a *property* called "title" stays
+    assert "title" in props
+    assert "title" not in params and "title" not in props["city"]
+
+
+def test_validation_lists_every_problem_by_field():
+    with pytest.raises(ToolArgumentsError) as ei:
+        get_weather.validate({"days": 9, "units": "kelvin", "colour": "red"})
+    msg = str(ei.value)
+    assert "city: Field required" in msg
+    assert "days: Input should be less than or equal to 7 (got 9)" in msg
+    assert "units: Input should be 'metric' or 'imperial' (got 'kelvin')" in msg
+    assert "colour: unknown argument" in msg
+    with pytest.raises(ToolArgumentsError, match="arguments must be a JSON object, got list"):
+        get_weather.validate([1, 2])  # type: ignore[arg-type]
+
+
+def test_validate_and_call_coerces_and_fills_defaults():
+    v = get_weather.validate({"city": "Paris", "days": "3"})
+    assert v == {"city": "Paris", "days": 3, "units": "metric", "title": None}
+    out = asyncio.run(get_weather.acall(v, ToolContext("get_weather", "c0", 0)))
+    assert out == {"city": "Paris", "days": 3, "units": "metric", "title": None}
+    # the decorated function is still a function
+    assert get_weather("Oslo", days=2)["days"] == 2
+
+
+def test_parameter_names_shadowing_basemodel_attributes():
+    @tool
+    def t(json: str, schema: int, model_config: bool = False) -> str:
+        return f"{json}-{schema}-{model_config}"
+
+    assert list(t.parameters["properties"]) == ["json", "schema", "model_config"]
+    v = t.validate({"json": "a", "schema": 2})
+    assert asyncio.run(t.acall(v, ToolContext("t", "c", 0))) == "a-2-False"
+
+
+def test_sphinx_and_numpy_docstrings():
+    desc, params = parse_docstring(
+        """Add numbers.
+
+        :param a: the first
+            number
+        :param int b: the second
+        :returns: the sum
+        """
+    )
+    assert desc == "Add numbers."
+    assert params == {"a": "the first number", "b": "the second"}
+    desc, params = parse_docstring(
+        """Scale.
+
+        Parameters
+        ----------
+        x : float
+            The value.
+        factor
+            How much.
+
+        Returns
+        -------
+        float
+        """
+    )
+    assert desc == "Scale."
+    assert params == {"x": "The value.", "factor": "How much."}
+
+
+class SearchArgs(BaseModel):
+    query: str = Field(description="What to look for.")
+    limit: int = Field(5, ge=1, le=50)
+
+
+def test_explicit_args_model_receives_instance():
+    seen = []
+
+    @tool(args_model=SearchArgs, timeout=5, retries=1)
+    def search(args: SearchArgs) -> list[str]:
+        """Search the index."""
+        seen.append(args)
+        return [args.query] * args.limit
+
+    props = search.parameters["properties"]
+    assert props["query"] == {"type": "string", "description": "What to look for."}
+    assert props["limit"] == {"type": "integer", "default": 5, "minimum": 1, "maximum": 50}
+    assert search.timeout == 5 and search.retries == 1
+    v = search.validate({"query": "x", "limit": 2})
+    assert isinstance(v, SearchArgs)
+    assert asyncio.run(search.acall(v, ToolContext("search", "c", 0))) == ["x", "x"]
+    with pytest.raises(ToolArgumentsError, match="limit: Input should be less than or equal to 50"):
+        search.validate({"query": "x", "limit": 99})
+
+
+def test_json_schema_parameters_validated_with_jsonschema():
+    def lookup(**kwargs):
+        return kwargs
+
+    t = Tool(
+        lookup,
+        name="lookup",
+        description="Look up.",
+        parameters={
+            "type": "object",
+            "properties": {"id": {"type": "integer", "minimum": 0}, "tags": {"type": "array", "items": {"type": "string"}}},
+            "required": ["id"],
+            "additionalProperties": False,
+        },
+    )
+    assert t.validate({"id": 3}) == {"id": 3}
+    with pytest.raises(ToolArgumentsError) as ei:
+        t.validate({"id": -1, "tags": ["a", 2], "x": 1})
+    msg = str(ei.value)
+    assert "id: -1 is less than the minimum of 0" in msg
+    assert "tags.1: 2 is not of type 'string'" in msg
+    assert "Additional properties are not allowed ('x' was unexpected)" in msg
+
+
+def test_tool_context_is_injected_and_not_declared():
+    @tool
+    async def whoami(prefix: str, ctx: ToolContext) -> str:
+        return f"{prefix}:{ctx.tool_name}:{ctx.call_id}:{ctx.step}:{ctx.deps}"
+
+    assert whoami.is_async
+    assert list(whoami.parameters["properties"]) == ["prefix"]
+    v = whoami.validate({"prefix": "p"})
+    assert asyncio.run(whoami.acall(v, ToolContext("whoami", "call_7", 2, deps="D"))) == "p:whoami:call_7:2:D"
+
+
+def test_async_callable_object_detected():
+    class Fetch:
+        __name__ = "fetch"
+
+        async def __call__(self, url: str) -> str:
+            return url.upper()
+
+    t = Tool(Fetch(), name="fetch")
+    assert t.is_async
+    assert asyncio.run(t.acall(t.validate({"url": "ab"}), ToolContext("fetch", "c", 0))) == "AB"
+
+
+@pytest.mark.parametrize(
+    ("make", "message"),
+    [
+        (lambda: Tool(lambda *a: None, name="f"), r"\*args / \*\*kwargs"),
+        (lambda: Tool(lambda x: x, name="bad name!"), "invalid tool name 'bad name!'"),
+        (lambda: Tool(lambda x: x, name="f", timeout=0), "timeout must be > 0"),
+        (lambda: Tool(lambda x: x, name="f", retries=-1), "retries must be >= 0"),
+        (
+            lambda: Tool(lambda x: x, name="f", args_model=SearchArgs, parameters={"type": "object"}),
+            "give args_model or parameters, not both",
+        ),
+        (
+            lambda: Tool(lambda **k: k, name="f", parameters={"type": "object", "properties": {"a": {"type": "nope"}}}),
+            "not a valid JSON Schema at 'properties/a/type'",
+        ),
+        (lambda: Tool(lambda a, b: a, name="f", args_model=SearchArgs), "exactly one argument"),
+    ],
+)
+def test_bad_definitions_raise_clear_errors(make, message):
+    with pytest.raises(ToolDefinitionError, match=message):
+        make()
+
+
+def test_serialize_result():
+    class M(BaseModel):
+        a: int
+
+    @dataclasses.dataclass
+    class D:
+        x: float
+
+    assert serialize_result("plain text") == "plain text"
+    assert serialize_result({"b": [1, 2], "c": None}) == '{"b":[1,2],"c":null}'
+    assert serialize_result(M(a=1)) == '{"a":1}'
+    assert serialize_result(D(1.5)) == '{"x":1.5}'
+    assert serialize_result(None) == "null"
+    assert serialize_result(datetime.date(2026, 1, 2)) == '"2026-01-02"'
+
+    class Weird:
+        def __str__(self) -> str:
+            return "weird"
+
+    assert serialize_result({"o": Weird()}) == '{"o":"weird"}'
+
+
+def test_clean_schema_keeps_property_named_title():
+    s = {"title": "X", "type": "object", "properties": {"title": {"title": "Title", "type": "string"}}}
+    assert clean_schema(s) == {"type": "object", "properties": {"title": {"type": "string"}}}
