@@ -157,6 +157,10 @@ def load_checkpoint(
         )
     if device_map is not None or quantization is not None:
         kwargs["device_map"] = device_map if device_map is not None else {"": device}
+    from transformers.utils import logging as hf_logging
+
+    bars = hf_logging.is_progress_bar_enabled()
+    hf_logging.disable_progress_bar()
     try:
         model = DiffusionGemmaForBlockDiffusion.from_pretrained(src, **kwargs)
         tokenizer = AutoTokenizer.from_pretrained(src, local_files_only=kwargs.get("local_files_only", False))
