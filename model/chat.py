@@ -123,6 +123,7 @@ class ChatModel:
         seed: int | None = None,
         on_event: EventCallback | None = None,
         constrained: bool = True,
+        temperature: tuple[float, float] | None = None,
     ) -> ChatOutput:
         """Generate one model turn.
 
@@ -134,6 +135,7 @@ class ChatModel:
             seed: random seed of the denoising (``None``: nondeterministic).
             on_event: per-step / per-canvas callback (see :mod:`model.runtime`).
             constrained: apply the tool-call grammar during denoising (on by default).
+            temperature: ``(t_max, t_min)`` override of the linear temperature schedule.
 
         Returns:
             :class:`ChatOutput`.
@@ -151,6 +153,8 @@ class ChatModel:
         settings = self.settings
         if max_new_tokens is not None:
             settings = settings.replace(max_new_tokens=max_new_tokens)
+        if temperature is not None:
+            settings = settings.replace(t_max=temperature[0], t_min=temperature[1])
         constraint = None
         if tools and constrained:
             constraint = self.make_constraint(tools, tool_choice)
