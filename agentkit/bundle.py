@@ -476,8 +476,8 @@ def load_bundle(
     pos = _Positions()
     raw_issues: list[tuple[Path_, str, bool]] = []
 
-    def issue(path_: Path_, message: str, *, key: bool = False) -> BundleIssue:
-        line, col = pos.at(path_, key=key)
+    def issue(path_: Path_, message: str, *, key: bool = False, at: Path_ | None = None) -> BundleIssue:
+        line, col = pos.at(path_ if at is None else at, key=key)
         fld = _fmt(tuple(x for x in path_ if x != "#dup"))
         return BundleIssue(file, line, col, fld, message)
 
@@ -678,7 +678,7 @@ def _schema_issues(data: Any, issue: Callable[..., BundleIssue]) -> list[BundleI
         if v == "required" and isinstance(err.instance, dict):
             for r in err.validator_value:
                 if r not in err.instance:
-                    out.append(issue((*path, r), f"required field '{r}' is missing"))
+                    out.append(issue((*path, r), f"required field '{r}' is missing", at=path, key=True))
         elif v == "additionalProperties" and isinstance(err.instance, dict):
             allowed = err.schema.get("properties", {})
             for k in err.instance:

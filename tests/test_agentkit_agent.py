@@ -232,7 +232,7 @@ def test_parallel_async_calls_run_concurrently():
 
     async def main():
         events = {"a": asyncio.Event(), "b": asyncio.Event()}
-        backend = ScriptedBackend([[call("ping", id="a"), call("ping", id="b")], "done"])
+        backend = ScriptedBackend([[call("ping", call_id="a"), call("ping", call_id="b")], "done"])
         return await Agent(backend, [ping]).arun("go", deps=events)
 
     result = asyncio.run(main())
@@ -240,7 +240,7 @@ def test_parallel_async_calls_run_concurrently():
 
 
 def test_duplicate_and_missing_call_ids_are_made_unique():
-    backend = ScriptedBackend([[call("add", id="x", a=1, b=1), call("add", id="x", a=2, b=2)], "ok"])
+    backend = ScriptedBackend([[call("add", call_id="x", a=1, b=1), call("add", {"a": 2, "b": 2}, call_id="x")], "ok"])
     result = Agent(backend, [add]).run("?")
     ids = [r.id for r in result.tool_calls]
     assert ids == ["x", "x_1"]

@@ -36,9 +36,15 @@ ScriptItem = str | ToolCallRequest | Sequence[ToolCallRequest] | ModelTurn
 ScriptFunction = Callable[[list[ChatMessage], list[ToolDeclaration], ToolChoice], ScriptItem]
 
 
-def call(name: str, /, id: str = "", **arguments: Any) -> ToolCallRequest:
-    """A scripted tool call ``name(**arguments)``; ``id`` defaults to ``call_<n>`` (n counts per backend)."""
-    return ToolCallRequest(id=id, name=name, arguments=arguments)
+def call(
+    name: str, arguments: dict[str, Any] | None = None, /, *, call_id: str = "", **kwargs: Any
+) -> ToolCallRequest:
+    """A scripted tool call: ``call("add", a=1, b=2)`` or ``call("add", {"a": 1, "b": 2})``.
+
+    ``call_id`` defaults to ``call_<n>`` (n counts per backend). Pass the arguments as a dict when one is
+    named ``call_id``.
+    """
+    return ToolCallRequest(id=call_id, name=name, arguments={**(arguments or {}), **kwargs})
 
 
 def answer(text: str, *, thinking: str = "") -> ModelTurn:

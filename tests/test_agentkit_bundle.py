@@ -1,0 +1,493 @@
+"""YAML tool bundles: loading, python/http/sandbox tools, and errors that name file, line and field."""
+
+import json
+import re
+import textwrap
+import uuid
+from pathlib import Path
+
+import httpx
+import jsonschema
+import pytest
+
+from agentkit import Agent, BundleError, load_bundle
+from agentkit.backends.openai import OpenAIBackend
+from agentkit.backends.scripted import ScriptedBackend, call
+from agentkit.bundle import schema
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def write(tmp_path, text, name="bundle.yaml"):
+    p = tmp_path / name
+    p.write_text(textwrap.dedent(text).lstrip("\n"), encoding="utf-8")
+    return p
+
+
+@pytest.fixture
+def pymod(tmp_path):
+    """A uniquely named helper module next to the bundle (imported from the bundle's folder)."""
+    name = f"bundle_tools_{uuid.uuid4().hex[:8]}"
+    (tmp_path / f"{name}.py").write_text(
+        textwrap.dedent(
+            '''
+            from agentkit import tool
+
+            def add(a: int, b: int = 1) -> int:
+                """Add two integers.
+
+                Args:
+                    a: First.
+                    b: Second.
+                """
+                return a + b
+
+            def echo(**kwargs):
+                return kwargs
+
+            @tool(timeout=3, retries=0)
+            def shout(text: str) -> str:
+                """Upper-case text."""
+                return text.upper()
+            '''
+        )
+    )
+    return name
+
+
+def test_schema_file_is_a_valid_json_schema():
+    jsonschema.Draft202012Validator.check_schema(schema())
+
+
+def test_python_tools_and_agent_settings(tmp_path, pymod):
+    (tmp_path / "script.json").write_text(json.dumps([{"tool_calls": [{"name": "add", "arguments": {"a": 2}}]}, "3"]))
+    p = write(
+        tmp_path,
+        f"""
+        agentkit_bundle: 1
+        name: calc
+        description: A calculator.
+        model:
+          backend: scripted
+          name: script.json
+        system_prompt: You calculate.
+        agent:
+          max_steps: 4
+          loop_guard: 5
+          tool_choice: required
+        tools:
+          - name: add
+            python: {pymod}:add
+          - name: echo
+            description: Echo the arguments.
+            parameters:
+              type: object
+              properties: {{x: {{type: integer}}}}
+              required: [x]
+            python: {pymod}:echo
+            timeout: 2.5
+          - name: shout
+            python: {pymod}:shout
+        """,
+    )
+    b = load_bundle(p)
+    assert (b.name, b.description, b.system_prompt) == ("calc", "A calculator.", "You calculate.")
+    add_t, echo_t, shout_t = b.tools
+    assert add_t.parameters["properties"]["a"] == {"type": "integer", "description": "First."}
+    assert add_t.description == "Add two integers."
+    assert echo_t.timeout == 2.5 and echo_t.parameters["required"] == ["x"]
+    assert (shout_t.timeout, shout_t.retries, shout_t.description) == (3, 0, "Upper-case text.")
+    agent = Agent.from_bundle(p)
+    assert (agent.max_steps, agent.loop_guard, agent.tool_choice, agent.system_prompt) == (4, 5, "required", "You calculate.")
+    result = agent.run("2+1?")
+    assert result.answer == "3" and result.tool_calls[0].content == "3"
+    # overrides: a Backend instance and Agent keywords
+    agent2 = Agent.from_bundle(p, backend=ScriptedBackend([call("echo", x=5), "done"]), max_steps=2)
+    assert agent2.max_steps == 2
+    assert agent2.run("echo").tool_calls[0].content == '{"x":5}'
+
+
+def test_switching_backend_kind_drops_the_bundles_backend_settings(tmp_path, pymod):
+    p = write(
+        tmp_path,
+        f"""
+        agentkit_bundle: 1
+        name: x
+        model: {{backend: openai, name: served, base_url: "http://srv:9/v1", request: {{temperature: 0.1}}, seed: 3}}
+        tools: [{{name: add, python: "{pymod}:add"}}]
+        """,
+    )
+    b = load_bundle(p)
+    be = b.make_backend()
+    assert isinstance(be, OpenAIBackend)
+    assert (be.model, be.base_url, be.settings) == ("served", "http://srv:9/v1", {"temperature": 0.1, "seed": 3})
+    be2 = b.make_backend(model="other")
+    assert (be2.model, be2.base_url) == ("other", "http://srv:9/v1")
+    emb = b.make_backend(backend="embedded")
+    assert emb.name == "embedded:default" and emb.model_path is None
+
+
+def http_bundle(tmp_path, tool_yaml):
+    head = "agentkit_bundle: 1\nname: web\nmodel: {backend: openai, name: m}\ntools:\n"
+    return write(tmp_path, head + textwrap.indent(textwrap.dedent(tool_yaml).lstrip("\n"), "  "))
+
+
+def test_http_tool_builds_the_request(tmp_path, monkeypatch):
+    monkeypatch.setenv("DEMO_TOKEN", "t0k")
+    seen = []
+
+    def handler(request):
+        seen.append(request)
+        return httpx.Response(200, json={"hits": [request.url.path]})
+
+    p = http_bundle(
+        tmp_path,
+        """
+        - name: search
+          description: Search.
+          parameters:
+            type: object
+            properties:
+              repo: {type: string}
+              q: {type: string}
+              limit: {type: integer}
+              exact: {type: boolean}
+            required: [repo, q]
+          http:
+            url: "https://api.example.com/repos/{repo}/search"
+            headers: {Authorization: "Bearer ${DEMO_TOKEN}"}
+            query: {q: "{q}", n: "{limit}", exact: "{exact}", fixed: "v-{q}"}
+            retry_wait: 0
+        """,
+    )
+    b = load_bundle(p, http_client=httpx.Client(transport=httpx.MockTransport(handler)))
+    agent = b.make_agent(backend=ScriptedBackend([call("search", repo="a/b c", q="x y", exact=True), "ok"]))
+    result = agent.run("find")
+    req = seen[0]
+    assert req.method == "GET"
+    assert req.url.raw_path.decode().startswith("/repos/a%2Fb%20c/search?")
+    assert dict(req.url.params) == {"q": "x y", "exact": "true", "fixed": "v-x y"}  # absent limit dropped
+    assert req.headers["authorization"] == "Bearer t0k"
+    assert json.loads(result.tool_calls[0].content) == {"hits": ["/repos/a/b c/search"]}
+
+
+def test_http_post_default_body_retries_and_errors(tmp_path, monkeypatch):
+    monkeypatch.delenv("MISSING_TOKEN", raising=False)
+    responses = [503, 200, 404]
+    seen = []
+
+    def handler(request):
+        seen.append(request)
+        status = responses.pop(0)
+        if status == 200:
+            return httpx.Response(200, text="created", headers={"content-type": "text/plain"})
+        return httpx.Response(status, text=f"status {status}")
+
+    p = http_bundle(
+        tmp_path,
+        """
+        - name: create
+          parameters:
+            type: object
+            properties: {id: {type: integer}, title: {type: string}}
+            required: [id]
+          http: {method: POST, url: "https://api.example.com/items/{id}", retries: 1, retry_wait: 0}
+        - name: secret
+          parameters: {type: object, properties: {}}
+          http: {url: "https://api.example.com/s", headers: {X-Key: "${MISSING_TOKEN}"}}
+        """,
+    )
+    b = load_bundle(p, http_client=httpx.Client(transport=httpx.MockTransport(handler)))
+    script = [call("create", id=7, title="T"), call("create", id=8), call("secret"), "done"]
+    result = b.make_agent(backend=ScriptedBackend(script)).run("go")
+    first, second, third = result.tool_calls
+    assert first.content == "created"
+    assert [r.method for r in seen[:2]] == ["POST", "POST"]  # 503 retried
+    assert json.loads(seen[0].content) == {"title": "T"}  # arguments not in the URL go to the JSON body
+    assert second.error_kind == "exception"
+    assert "POST https://api.example.com/items/8: HTTP 404: status 404" in second.error
+    assert third.error == "RuntimeError: environment variable MISSING_TOKEN is not set (needed by tool 'secret')"
+    assert len(seen) == 3
+
+
+def test_sandbox_tool_gets_arguments_and_reports_failures(tmp_path):
+    class Ex:
+        def __init__(self, stdout="", stderr="", exit_code=0, timed_out=False):
+            self.stdout, self.stderr, self.exit_code, self.timed_out, self.oom_killed = stdout, stderr, exit_code, timed_out, False
+
+    runs = []
+
+    def runner(code, language, files, timeout):
+        runs.append((code, language, files, timeout))
+        args = json.loads(files["args.json"])
+        if args["n"] < 0:
+            return Ex(stderr="Traceback...\nValueError: negative", exit_code=1)
+        if args["n"] > 100:
+            return Ex(timed_out=True, exit_code=137)
+        return Ex(stdout=str(args["n"] ** 2) + "\n")
+
+    p = write(
+        tmp_path,
+        """
+        agentkit_bundle: 1
+        name: sb
+        tools:
+          - name: square
+            description: Square a number in the sandbox.
+            parameters: {type: object, properties: {n: {type: integer}}, required: [n]}
+            sandbox:
+              timeout: 3
+              code: |
+                print(args["n"] ** 2)
+        """,
+    )
+    b = load_bundle(p, sandbox_runner=runner)
+    result = b.make_agent(backend=ScriptedBackend([[call("square", n=12), call("square", n=-1), call("square", n=1000)], "ok"])).run("?")
+    ok, bad, slow = result.tool_calls
+    assert ok.content == "144\n"
+    assert bad.error == "RuntimeError: sandboxed code exited with code 1: Traceback...\nValueError: negative"
+    assert slow.error_kind == "exception" and "timed out after 3 s" in slow.error
+    code, language, files, timeout = runs[0]
+    assert language == "python" and timeout == 3.0
+    assert code.endswith('print(args["n"] ** 2)\n') and "json" in code.split("\n")[0]
+
+
+ERROR_CASES = [
+    (
+        """
+        agentkit_bundle: 1
+        name: x
+        tools:
+          - name: t
+            python: mod:fn
+            timeout: "soon"
+        """,
+        6,
+        "tools[0].timeout",
+        "'soon' is not of type 'number'",
+    ),
+    (
+        """
+        agentkit_bundle: 1
+        name: x
+        tools:
+          - name: t
+            http:
+              method: GET
+        """,
+        5,
+        "tools[0].http.url",
+        "required field 'url' is missing",
+    ),
+    (
+        """
+        agentkit_bundle: 1
+        name: x
+        tools:
+          - name: t
+            python: mod:fn
+            colour: red
+        """,
+        6,
+        "tools[0].colour",
+        "unknown field 'colour'",
+    ),
+    (
+        """
+        agentkit_bundle: 3
+        name: x
+        tools: []
+        """,
+        1,
+        "agentkit_bundle",
+        "unsupported bundle format version 3",
+    ),
+    (
+        """
+        agentkit_bundle: 1
+        name: x
+        tools:
+          - name: t
+            python: not a path
+        """,
+        5,
+        "tools[0].python",
+        "expected 'package.module:function'",
+    ),
+    (
+        """
+        agentkit_bundle: 1
+        name: x
+        tools:
+          - name: t
+            description: no implementation
+        """,
+        4,
+        "tools[0]",
+        "exactly one implementation (python, http or sandbox), found none",
+    ),
+    (
+        """
+        agentkit_bundle: 1
+        name: x
+        name: y
+        tools: []
+        """,
+        3,
+        "name",
+        "duplicate key 'name'",
+    ),
+    (
+        """
+        agentkit_bundle: 1
+        name: x
+        tools:
+          - name: t
+            python: no_such_module_xyz.sub:fn
+        """,
+        5,
+        "tools[0].python",
+        "cannot import 'no_such_module_xyz.sub:fn': No module named 'no_such_module_xyz'",
+    ),
+    (
+        """
+        agentkit_bundle: 1
+        name: x
+        tools:
+          - name: t
+            parameters:
+              type: object
+              properties:
+                q: {type: strng}
+            sandbox: {code: "print(1)"}
+        """,
+        8,
+        "tools[0].parameters.properties.q.type",
+        "not a valid JSON Schema",
+    ),
+    (
+        """
+        agentkit_bundle: 1
+        name: x
+        tools:
+          - name: t
+            parameters: {type: object, properties: {q: {type: string}}}
+            http:
+              url: "https://x.example/{q}"
+        """,
+        7,
+        "tools[0].http.url",
+        "URL placeholder {q} must be a required parameter",
+    ),
+    (
+        """
+        agentkit_bundle: 1
+        name: x
+        tools:
+          - name: t
+            parameters: {type: object, properties: {q: {type: string}}, required: [q]}
+            http:
+              url: "https://x.example/"
+              body: {query: "{q}", page: "{page}"}
+        """,
+        8,
+        "tools[0].http.body.page",
+        "placeholder {page} names no parameter",
+    ),
+    (
+        """
+        agentkit_bundle: 1
+        name: x
+        model:
+          backend: embedded
+          base_url: http://localhost:8000/v1
+        tools: []
+        """,
+        5,
+        "model.base_url",
+        "applies to the openai backend only",
+    ),
+    (
+        """
+        agentkit_bundle: 1
+        name: x
+        agent:
+          tool_choice: {name: ghost}
+        tools: []
+        """,
+        4,
+        "agent.tool_choice.name",
+        "tool_choice names 'ghost', which is not a tool of this bundle",
+    ),
+    (
+        """
+        agentkit_bundle: 1
+        name: x
+        tools:
+          - name: t
+            sandbox: {code: "print(1)"}
+        """,
+        4,
+        "tools[0]",
+        "a sandbox tool needs 'parameters'",
+    ),
+    (
+        """
+        agentkit_bundle: 1
+        name: [unclosed
+        tools: []
+        """,
+        3,
+        "",
+        "YAML syntax",
+    ),
+]
+
+
+@pytest.mark.parametrize(("text", "line", "field", "message"), ERROR_CASES)
+def test_errors_name_file_line_and_field(tmp_path, text, line, field, message):
+    p = write(tmp_path, text)
+    with pytest.raises(BundleError) as ei:
+        load_bundle(p)
+    issues = ei.value.issues
+    match = [i for i in issues if i.field == field and message in i.message]
+    assert match, f"no issue for {field!r} / {message!r} in:\n{ei.value}"
+    assert match[0].line == line
+    assert match[0].file == str(p)
+    assert f"{p}:{line}:" in str(ei.value)
+
+
+def test_all_problems_are_reported_at_once_sorted_by_line(tmp_path):
+    p = write(
+        tmp_path,
+        """
+        agentkit_bundle: 1
+        name: x
+        agent: {max_steps: 0}
+        tools:
+          - name: t
+            python: mod:fn
+            retries: -1
+        """,
+    )
+    with pytest.raises(BundleError) as ei:
+        load_bundle(p)
+    assert [(i.line, i.field) for i in ei.value.issues] == [(3, "agent.max_steps"), (7, "tools[0].retries")]
+
+
+def test_empty_file(tmp_path):
+    with pytest.raises(BundleError, match="the file is empty"):
+        load_bundle(write(tmp_path, "\n"))
+
+
+def test_documented_example_bundles_load(tmp_path, monkeypatch):
+    """Every ```yaml block in docs/BUNDLES.md that starts with agentkit_bundle loads (keeps the doc honest)."""
+    doc = (ROOT / "docs" / "BUNDLES.md").read_text(encoding="utf-8")
+    blocks = [b for b in re.findall(r"```yaml\n(.*?)```", doc, re.S) if b.startswith("agentkit_bundle:")]
+    assert blocks
+    monkeypatch.syspath_prepend(str(ROOT))
+    for i, block in enumerate(blocks):
+        p = tmp_path / f"doc{i}.yaml"
+        p.write_text(block, encoding="utf-8")
+        b = load_bundle(p)
+        assert b.tools
