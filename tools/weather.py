@@ -268,7 +268,7 @@ class OpenMeteo:
         client: httpx.Client | None = None,
         geocoding_url: str = DEFAULT_GEOCODING_URL,
         forecast_url: str = DEFAULT_FORECAST_URL,
-        timeout: float = 10.0,
+        timeout: float = 8.0,
         attempts: int = 3,
         retry_wait: float = 0.5,
         max_retry_wait: float = 8.0,
