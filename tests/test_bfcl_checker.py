@@ -29,7 +29,15 @@ AREA = {
         "required": ["base", "height"],
     },
 }
-GT = {"calc_area": {"base": [10], "height": [5.0], "unit": ["cm", ""], "tags": [["Big Red", "x"], ""], "opts": [{"a": [1]}, ""]}}
+GT = {
+    "calc_area": {
+        "base": [10],
+        "height": [5.0],
+        "unit": ["cm", ""],
+        "tags": [["Big Red", "x"], ""],
+        "opts": [{"a": [1]}, ""],
+    }
+}
 
 
 def test_normalize_string_rules():
@@ -40,7 +48,9 @@ def test_normalize_string_rules():
 
 def test_exact_and_normalised_values_pass():
     assert check_call(AREA, ("calc_area", {"base": 10, "height": 5.0}), GT).valid
-    assert check_call(AREA, ("calc_area", {"base": 10, "height": 5, "unit": "CM"}), GT).valid  # int -> float ok
+    assert check_call(
+        AREA, ("calc_area", {"base": 10, "height": 5, "unit": "CM"}), GT
+    ).valid  # int -> float ok
     assert check_call(AREA, ("calc_area", {"base": 10, "height": 5.0, "tags": ["big red", "X"]}), GT).valid
     assert check_call(AREA, ("calc_area", {"base": 10, "height": 5.0, "opts": {"a": 1}}), GT).valid
 
@@ -108,7 +118,10 @@ def test_evaluate_with_fake_chat_on_files(tmp_path):
         {"id": "a", "question": [[{"role": "user", "content": "area 10 by 5"}]], "function": [AREA]},
         {"id": "b", "question": [[{"role": "user", "content": "area 7 by 5"}]], "function": [AREA]},
     ]
-    ans = [{"id": "a", "ground_truth": [GT]}, {"id": "b", "ground_truth": [{"calc_area": {"base": [7], "height": [5.0]}}]}]
+    ans = [
+        {"id": "a", "ground_truth": [GT]},
+        {"id": "b", "ground_truth": [{"calc_area": {"base": [7], "height": [5.0]}}]},
+    ]
     (tmp_path / "q.json").write_text("\n".join(json.dumps(x) for x in q))
     (tmp_path / "a.json").write_text("\n".join(json.dumps(x) for x in ans))
     questions, gt = load_category(data=tmp_path / "q.json", answers=tmp_path / "a.json")

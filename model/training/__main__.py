@@ -16,7 +16,9 @@ def parse_args(argv: list[str] | None = None) -> TrainConfig:
     Raises:
         SystemExit: on unknown options or bad values (argparse).
     """
-    ap = argparse.ArgumentParser(prog="python -m model.training", description="Train the agentkit-tiny checkpoint.")
+    ap = argparse.ArgumentParser(
+        prog="python -m model.training", description="Train the agentkit-tiny checkpoint."
+    )
     for f in dataclasses.fields(TrainConfig):
         flag = "--" + f.name.replace("_", "-")
         default = f.default

@@ -78,15 +78,16 @@ def _answer_type(accepted: list[Any]) -> type | None:
     return None
 
 
-def _type_ok(value: Any, expected: type, accepted: list[Any], item_type: type | None) -> tuple[bool, bool]:
+def _type_ok(value: Any, expected: type, accepted: Any, item_type: type | None) -> tuple[bool, bool]:
     """Return ``(valid, is_variable)`` following BFCL's type rules."""
     ans_t = _answer_type(accepted)
     is_variable = ans_t is not None and ans_t is not expected
     if type(value) is expected:
         if item_type is None:
             return True, is_variable
+        items: Any = value
         for acc in accepted:  # BFCL: a non-list accepted value (e.g. "") does not constrain the items
-            if not isinstance(acc, list) or all(_type_ok(x, item_type, acc, None)[0] for x in value):
+            if not isinstance(acc, list) or all(_type_ok(x, item_type, acc, None)[0] for x in items):
                 return True, is_variable
         return False, False  # nested type check failed
     if ans_t is not None and type(value) is ans_t:
@@ -108,7 +109,9 @@ def _dict_ok(value: dict[str, Any], accepted: list[Any]) -> bool:
     return False
 
 
-def check_call(func: dict[str, Any], call: tuple[str, dict[str, Any]], expected: dict[str, dict[str, list[Any]]]) -> CheckResult:
+def check_call(
+    func: dict[str, Any], call: tuple[str, dict[str, Any]], expected: dict[str, dict[str, list[Any]]]
+) -> CheckResult:
     """Check one ``(name, arguments)`` call against one ground-truth entry ``{name: {param: [accepted]}}``.
 
     Args:
@@ -140,7 +143,9 @@ def check_call(func: dict[str, Any], call: tuple[str, dict[str, Any]], expected:
         accepted = answers[p]
         ok, is_var = _type_ok(value, expected_t, accepted, item_t)
         if not ok:
-            return CheckResult(False, f"parameter {p!r}: type {type(value).__name__} is not {type_desc}", "type_error")
+            return CheckResult(
+                False, f"parameter {p!r}: type {type(value).__name__} is not {type_desc}", "type_error"
+            )
         if not is_var:
             if expected_t is dict:
                 if not _dict_ok(value, accepted):
@@ -148,18 +153,28 @@ def check_call(func: dict[str, Any], call: tuple[str, dict[str, Any]], expected:
                 continue
             if expected_t is list and item_t is dict:
                 if not any(
-                    isinstance(acc, list) and len(acc) == len(value) and all(_dict_ok(v, [a]) for v, a in zip(value, acc, strict=True))
+                    isinstance(acc, list)
+                    and len(acc) == len(value)
+                    and all(_dict_ok(v, [a]) for v, a in zip(value, acc, strict=True))
                     for acc in accepted
                 ):
-                    return CheckResult(False, f"parameter {p!r}: {value!r} not accepted", "value_error:list_dict")
+                    return CheckResult(
+                        False, f"parameter {p!r}: {value!r} not accepted", "value_error:list_dict"
+                    )
                 continue
             if expected_t is str:
-                if normalize_string(value) not in [normalize_string(a) for a in accepted if isinstance(a, str)]:
-                    return CheckResult(False, f"parameter {p!r}: {value!r} not in {accepted!r}", "value_error:string")
+                if normalize_string(value) not in [
+                    normalize_string(a) for a in accepted if isinstance(a, str)
+                ]:
+                    return CheckResult(
+                        False, f"parameter {p!r}: {value!r} not in {accepted!r}", "value_error:string"
+                    )
                 continue
             if expected_t is list:
                 if _norm(value) not in [_norm(a) for a in accepted if isinstance(a, list)]:
-                    return CheckResult(False, f"parameter {p!r}: {value!r} not in {accepted!r}", "value_error:list")
+                    return CheckResult(
+                        False, f"parameter {p!r}: {value!r} not in {accepted!r}", "value_error:list"
+                    )
                 continue
         if value not in accepted:
             return CheckResult(False, f"parameter {p!r}: {value!r} not in {accepted!r}", "value_error:others")
@@ -192,9 +207,13 @@ def check_output(
         ground_truth: expected calls, or ``None`` for irrelevance scoring.
     """
     if ground_truth is None:
-        return CheckResult(not calls, "" if not calls else f"{len(calls)} call(s) made", "" if not calls else "irrelevance")
+        return CheckResult(
+            not calls, "" if not calls else f"{len(calls)} call(s) made", "" if not calls else "irrelevance"
+        )
     if len(calls) != len(ground_truth):
-        return CheckResult(False, f"wrong number of calls: {len(calls)} != {len(ground_truth)}", "wrong_count")
+        return CheckResult(
+            False, f"wrong number of calls: {len(calls)} != {len(ground_truth)}", "wrong_count"
+        )
     if "parallel" in category:
         used: set[int] = set()
         for exp in ground_truth:
@@ -208,7 +227,9 @@ def check_output(
                     used.add(i)
                     break
             if not last.valid:
-                return CheckResult(False, f"no output call matches {next(iter(exp))!r}: {last.error}", "cannot_find_match")
+                return CheckResult(
+                    False, f"no output call matches {next(iter(exp))!r}: {last.error}", "cannot_find_match"
+                )
         return CheckResult(True)
     exp = ground_truth[0]
     return check_call(_find_func(functions, next(iter(exp))), calls[0], exp)
@@ -242,8 +263,14 @@ def to_json_schema(s: Any) -> Any:
 def to_openai_tools(functions: list[dict[str, Any]]) -> list[dict[str, Any]]:
     """BFCL function declarations -> OpenAI-style tools with JSON Schema parameters."""
     return [
-        {"type": "function", "function": {"name": f["name"], "description": f.get("description", ""),
-                                          "parameters": to_json_schema(f.get("parameters", {"type": "dict"}))}}
+        {
+            "type": "function",
+            "function": {
+                "name": f["name"],
+                "description": f.get("description", ""),
+                "parameters": to_json_schema(f.get("parameters", {"type": "dict"})),
+            },
+        }
         for f in functions
     ]
 
@@ -267,7 +294,11 @@ def read_jsonl(path: Path) -> list[dict[str, Any]]:
 
 
 def load_category(
-    category: str | None = None, *, data: Path | None = None, answers: Path | None = None, bfcl_dir: Path = DEFAULT_BFCL_DIR
+    category: str | None = None,
+    *,
+    data: Path | None = None,
+    answers: Path | None = None,
+    bfcl_dir: Path = DEFAULT_BFCL_DIR,
 ) -> tuple[list[dict[str, Any]], dict[str, list[dict[str, Any]]] | None]:
     """Load questions and (optionally) answers.
 
@@ -281,7 +312,9 @@ def load_category(
     """
     if data is None:
         if category not in CATEGORIES:
-            raise ValueError(f"unknown BFCL category {category!r}; choose one of {', '.join(CATEGORIES)} or pass --data")
+            raise ValueError(
+                f"unknown BFCL category {category!r}; choose one of {', '.join(CATEGORIES)} or pass --data"
+            )
         data = bfcl_dir / f"BFCL_v4_{category}.json"
         answers = bfcl_dir / "possible_answer" / f"BFCL_v4_{category}.json"
     questions = read_jsonl(data)
@@ -313,12 +346,20 @@ class EvalReport:
 
     def to_json(self) -> dict[str, Any]:
         """The JSON object printed by ``agentkit eval bfcl --json``."""
-        return {"category": self.category, "n": self.n, "accuracy": self.accuracy, "parse_rate": self.parse_rate,
-                "mean_latency_s": self.mean_latency_s, "results": self.results}
+        return {
+            "category": self.category,
+            "n": self.n,
+            "accuracy": self.accuracy,
+            "parse_rate": self.parse_rate,
+            "mean_latency_s": self.mean_latency_s,
+            "results": self.results,
+        }
 
 
 #: ``chat(messages, tools) -> (calls, parsed_ok, raw_text)``.
-ChatFn = Callable[[list[dict[str, Any]], list[dict[str, Any]]], tuple[list[tuple[str, dict[str, Any]]], bool, str]]
+ChatFn = Callable[
+    [list[dict[str, Any]], list[dict[str, Any]]], tuple[list[tuple[str, dict[str, Any]]], bool, str]
+]
 
 
 def evaluate(
@@ -350,9 +391,21 @@ def evaluate(
         calls, parsed, raw = chat(messages, tools)
         dt = time.perf_counter() - t0
         gt = ground_truth[q["id"]] if ground_truth is not None else None
-        res = check_output(category, q["function"], calls, gt) if parsed else CheckResult(False, "unparsable output", "parse_error")
-        r = {"id": q["id"], "correct": res.valid, "parsed": parsed, "latency_s": dt, "error": res.error,
-             "error_type": res.error_type, "calls": [{"name": n, "arguments": a} for n, a in calls], "raw": raw}
+        res = (
+            check_output(category, q["function"], calls, gt)
+            if parsed
+            else CheckResult(False, "unparsable output", "parse_error")
+        )
+        r = {
+            "id": q["id"],
+            "correct": res.valid,
+            "parsed": parsed,
+            "latency_s": dt,
+            "error": res.error,
+            "error_type": res.error_type,
+            "calls": [{"name": n, "arguments": a} for n, a in calls],
+            "raw": raw,
+        }
         results.append(r)
         if on_result:
             on_result(r)

@@ -31,7 +31,9 @@ from model import special_tokens as st
 from model.training import values as V
 
 #: Default location of the Glaive schemas (relative to the repository root).
-DEFAULT_MASKBENCH = Path(__file__).resolve().parents[2].parent / "shared" / "data" / "maskbench" / "dev.jsonl.gz"
+DEFAULT_MASKBENCH = (
+    Path(__file__).resolve().parents[2].parent / "shared" / "data" / "maskbench" / "dev.jsonl.gz"
+)
 
 
 @dataclass
@@ -190,7 +192,9 @@ def render_prompt(
         elif role == "tool":
             c = m["content"]
             body = c if isinstance(c, dict) else {"result": _content(c)}
-            out.append(f"{st.TOOL_RESPONSE_START}response:{m.get('name') or ''}{format_value(body)}{st.TOOL_RESPONSE_END}")
+            out.append(
+                f"{st.TOOL_RESPONSE_START}response:{m.get('name') or ''}{format_value(body)}{st.TOOL_RESPONSE_END}"
+            )
     if add_generation_prompt and not in_model:
         out.append(f"{st.TURN_START}model\n")
     return "".join(out)
@@ -277,144 +281,496 @@ def _int_list(rng: random.Random) -> tuple[Any, str]:
 
 GENERIC = ("{n} {v}", "{n}: {v}", "the {n} is {v}", "{n} set to {v}", "with {n} {v}", "using {v} as the {n}")
 NUMERIC = ("{n} of {v}", "{n} {v}", "{n} = {v}", "a {n} of {v}", "with {n} {v}", "{n} equal to {v}")
-QUOTED = ('{n} "{v}"', "{n} '{v}'", "the {n} \"{v}\"", "{n}: {v}")
+QUOTED = ('{n} "{v}"', "{n} '{v}'", 'the {n} "{v}"', "{n}: {v}")
 
 KINDS: dict[str, Kind] = {
-    "city": Kind(("city", "location", "place", "city_name"), {"type": "string"}, _s(V.place),
-                 ("in {v}", "for {v}", "at {v}", "{n} {v}"), ("The city name", "City and country, e.g. Lyon, France", "Location to look up")),
-    "country": Kind(("country", "country_name", "nation"), {"type": "string"}, _choice(V.COUNTRIES),
-                    ("in {v}", "for {v}", "{n} {v}"), ("Name of the country",)),
-    "date": Kind(("date", "day", "on_date", "target_date"), {"type": "string"}, _date,
-                 ("on {v}", "for {v}", "{n} {v}"), ("Date in YYYY-MM-DD format", "The date (ISO 8601)")),
-    "start_date": Kind(("start_date", "from_date", "check_in"), {"type": "string"}, _date,
-                       ("from {v}", "starting {v}", "{n} {v}"), ("Start date, YYYY-MM-DD",)),
-    "end_date": Kind(("end_date", "to_date", "check_out"), {"type": "string"}, _date,
-                     ("until {v}", "to {v}", "{n} {v}"), ("End date, YYYY-MM-DD",)),
-    "days": Kind(("days", "num_days", "duration_days", "nights"), {"type": "integer"}, _int(1, 14),
-                 ("for {v} days", "over the next {v} days", "{n} {v}", "{n} of {v}"), ("Number of days",)),
-    "limit": Kind(("limit", "max_results", "count", "top_n", "num_results"), {"type": "integer"}, _int(1, 50),
-                  ("top {v}", "at most {v} results", "{v} results", "{n} {v}", "limit it to {v}"), ("Maximum number of results",)),
-    "amount": Kind(("amount", "price", "principal", "total", "budget", "value"), {"type": "number"}, _float(1, 50000),
-                   ("{n} of {v}", "{v} dollars", "${v}", "{n} {v}"), ("The amount in the given currency", "Amount of money")),
-    "rate": Kind(("rate", "interest_rate", "tax_rate", "discount", "percentage"), {"type": "number"}, _float(0.5, 30, 1),
-                 ("{n} of {v}%", "at {v} percent", "{n} {v}", "{v}% {n}"), ("Rate in percent",)),
-    "years": Kind(("years", "term", "duration", "period", "age"), {"type": "integer"}, _int(1, 40),
-                  ("for {v} years", "over {v} years", "{n} of {v}", "{n} {v}"), ("Duration in years",)),
-    "person": Kind(("name", "person", "full_name", "contact", "author", "owner"), {"type": "string"}, _s(V.person),
-                   ("for {v}", "named {v}", "{n} {v}", "by {v}"), ("Full name of the person",)),
-    "email": Kind(("email", "recipient", "to", "email_address"), {"type": "string"}, _s(V.email),
-                  ("to {v}", "{n} {v}", "at {v}"), ("Recipient e-mail address",)),
-    "text": Kind(("query", "title", "subject", "message", "keyword", "text", "topic", "note"), {"type": "string"},
-                 _s(V.phrase), (*QUOTED, "about {v}"), ("Free text", "The search query", "Title or subject")),
-    "currency_from": Kind(("from_currency", "base_currency", "source_currency"), {"type": "string"}, _choice(V.CURRENCIES),
-                          ("from {v}", "{n} {v}"), ("ISO code of the source currency",)),
-    "currency_to": Kind(("to_currency", "target_currency", "quote_currency"), {"type": "string"}, _choice(V.CURRENCIES),
-                        ("to {v}", "into {v}", "{n} {v}"), ("ISO code of the target currency",)),
-    "language": Kind(("language", "target_language", "lang"), {"type": "string"}, _choice(V.LANGUAGES),
-                     ("in {v}", "into {v}", "{n} {v}"), ("Language name",)),
-    "ticker": Kind(("symbol", "ticker", "stock_symbol"), {"type": "string"}, _choice(V.TICKERS),
-                   ("for {v}", "of {v}", "{n} {v}"), ("Stock ticker symbol",)),
-    "company": Kind(("company", "company_name", "organization", "vendor"), {"type": "string"}, _choice(V.COMPANIES),
-                    ("for {v}", "at {v}", "{n} {v}"), ("Company name",)),
-    "genre": Kind(("genre", "category", "style"), {"type": "string"}, _choice(V.GENRES),
-                  ("{v}", "in the {v} {n}", "{n} {v}"), ("Genre or category",)),
-    "cuisine": Kind(("cuisine", "food_type"), {"type": "string"}, _choice(V.CUISINES),
-                    ("{v}", "{n} {v}", "serving {v} food"), ("Type of cuisine",)),
-    "dish": Kind(("dish", "recipe_name", "food", "ingredient"), {"type": "string"}, _choice(V.FOODS),
-                 ("for {v}", "{n} {v}", "of {v}"), ("Name of the dish",)),
-    "product": Kind(("product", "item", "product_name"), {"type": "string"}, _choice(V.PRODUCTS),
-                    ("a {v}", "for a {v}", "{n} {v}"), ("Product to search for",)),
-    "color": Kind(("color", "colour"), {"type": "string"}, _choice(V.COLORS), ("in {v}", "{n} {v}"), ("Color",)),
-    "record_id": Kind(("order_id", "user_id", "ticket_id", "id", "account_id", "booking_id"), {"type": "string"},
-                      _s(V.code_id), ("{n} {v}", "number {v}", "with {n} {v}", "#{v}"), ("Identifier of the record",)),
-    "path": Kind(("path", "file", "file_path", "filename"), {"type": "string"}, _s(V.file_path),
-                 ("{v}", "in {v}", "{n} {v}", "the file {v}"), ("Path of the file, relative to the repository root",)),
-    "symbol_name": Kind(("name", "symbol", "function_name", "identifier"), {"type": "string"}, _s(V.identifier),
-                        ("{v}", "`{v}`", "{n} {v}"), ("Identifier to look up",)),
-    "url": Kind(("url", "link", "website"), {"type": "string"}, _s(V.url), ("{v}", "at {v}", "{n} {v}"), ("The URL",)),
-    "team": Kind(("team", "team_name", "club"), {"type": "string"}, _choice(V.SPORTS_TEAMS),
-                 ("for the {v}", "{n} {v}", "of {v}"), ("Name of the team",)),
-    "animal": Kind(("species", "animal"), {"type": "string"}, _choice(V.ANIMALS), ("of the {v}", "{n} {v}", "for {v}"), ("Species name",)),
-    "airport_from": Kind(("origin", "departure_airport", "from_airport"), {"type": "string"}, _choice(V.AIRPORTS),
-                         ("from {v}", "departing {v}", "{n} {v}"), ("IATA code of the origin airport",)),
-    "airport_to": Kind(("destination", "arrival_airport", "to_airport"), {"type": "string"}, _choice(V.AIRPORTS),
-                       ("to {v}", "arriving at {v}", "{n} {v}"), ("IATA code of the destination airport",)),
-    "time": Kind(("time", "start_time", "at_time"), {"type": "string"}, _s(V.time_hm), ("at {v}", "{n} {v}"), ("Time, HH:MM (24h)",)),
-    "weekday": Kind(("weekday", "day_of_week"), {"type": "string"}, _choice(V.WEEKDAYS), ("on {v}", "{n} {v}"), ("Day of the week",)),
-    "num_a": Kind(("a", "x", "n", "number", "num1", "value", "base", "first"), {"type": "integer"}, _int(-50, 500, 0.1),
-                  NUMERIC, ("The first number", "An integer", "Input value")),
-    "num_b": Kind(("b", "y", "k", "num2", "exponent", "second", "divisor"), {"type": "integer"}, _int(-50, 500, 0.1),
-                  NUMERIC, ("The second number", "An integer")),
-    "length": Kind(("length", "width", "height", "radius", "side", "distance", "depth"), {"type": "number"},
-                   _float(0.5, 300, 1), (*NUMERIC, "{v} units of {n}"), ("Length in meters", "Size of the side")),
-    "mass": Kind(("weight", "mass", "weight_kg"), {"type": "number"}, _float(1, 150, 1),
-                 ("{n} of {v}", "{v} kg", "{n} {v}"), ("Weight in kilograms",)),
-    "temperature": Kind(("temperature", "temp"), {"type": "number"}, _float(-30, 120, 1), NUMERIC, ("Temperature value",)),
-    "flag": Kind(("include_details", "verbose", "case_sensitive", "refundable", "vegetarian", "recursive",
-                  "include_forecast", "dry_run", "notify"), {"type": "boolean"}, _bool,
-                 ("{n}: {v}",), ("Whether to enable this option",)),
-    "unit_len": Kind(("unit", "units", "length_unit"), {"type": "string", "enum": list(V.UNITS_LEN)}, _choice(V.UNITS_LEN),
-                     ("in {v}", "{n} {v}"), ("Unit of length",)),
-    "unit_temp": Kind(("unit", "scale", "temperature_unit"), {"type": "string", "enum": list(V.UNITS_TEMP)},
-                      _choice(V.UNITS_TEMP), ("in {v}", "{n} {v}"), ("Temperature scale",)),
-    "sort": Kind(("sort_by", "order", "sort_order"), {"type": "string", "enum": ["asc", "desc", "relevance", "date"]},
-                 _choice(("asc", "desc", "relevance", "date")), ("sorted by {v}", "{n} {v}"), ("Sort order",)),
-    "priority": Kind(("priority", "level", "severity"), {"type": "string", "enum": ["low", "medium", "high"]},
-                     _choice(("low", "medium", "high")), ("with {v} {n}", "{n} {v}", "{v} {n}"), ("Priority level",)),
-    "tags": Kind(("tags", "keywords", "labels"), {"type": "array", "items": {"type": "string"}}, _list_of(lambda r: r.choice(V.WORDS)),
-                 ("{n} {v}", "tagged {v}", "with {n} {v}"), ("List of tags",)),
-    "cities": Kind(("cities", "locations", "destinations"), {"type": "array", "items": {"type": "string"}},
-                   _list_of(lambda r: r.choice(V.CITIES)), ("{n} {v}", "for {v}", "covering {v}"), ("List of cities",)),
-    "ingredients": Kind(("ingredients", "items", "products"), {"type": "array", "items": {"type": "string"}},
-                        _list_of(lambda r: r.choice(V.FOODS + V.PRODUCTS)), ("{n} {v}", "with {v}", "including {v}"), ("List of items",)),
-    "numbers": Kind(("numbers", "values", "data", "scores"), {"type": "array", "items": {"type": "integer"}}, _int_list,
-                    ("{n} {v}", "of {v}", "for the {n} {v}", "[{v}]"), ("List of numbers",)),
-    "ticker_list": Kind(("symbols", "tickers"), {"type": "array", "items": {"type": "string"}}, _list_of(lambda r: r.choice(V.TICKERS)),
-                        ("for {v}", "{n} {v}"), ("Ticker symbols",)),
+    "city": Kind(
+        ("city", "location", "place", "city_name"),
+        {"type": "string"},
+        _s(V.place),
+        ("in {v}", "for {v}", "at {v}", "{n} {v}"),
+        ("The city name", "City and country, e.g. Lyon, France", "Location to look up"),
+    ),
+    "country": Kind(
+        ("country", "country_name", "nation"),
+        {"type": "string"},
+        _choice(V.COUNTRIES),
+        ("in {v}", "for {v}", "{n} {v}"),
+        ("Name of the country",),
+    ),
+    "date": Kind(
+        ("date", "day", "on_date", "target_date"),
+        {"type": "string"},
+        _date,
+        ("on {v}", "for {v}", "{n} {v}"),
+        ("Date in YYYY-MM-DD format", "The date (ISO 8601)"),
+    ),
+    "start_date": Kind(
+        ("start_date", "from_date", "check_in"),
+        {"type": "string"},
+        _date,
+        ("from {v}", "starting {v}", "{n} {v}"),
+        ("Start date, YYYY-MM-DD",),
+    ),
+    "end_date": Kind(
+        ("end_date", "to_date", "check_out"),
+        {"type": "string"},
+        _date,
+        ("until {v}", "to {v}", "{n} {v}"),
+        ("End date, YYYY-MM-DD",),
+    ),
+    "days": Kind(
+        ("days", "num_days", "duration_days", "nights"),
+        {"type": "integer"},
+        _int(1, 14),
+        ("for {v} days", "over the next {v} days", "{n} {v}", "{n} of {v}"),
+        ("Number of days",),
+    ),
+    "limit": Kind(
+        ("limit", "max_results", "count", "top_n", "num_results"),
+        {"type": "integer"},
+        _int(1, 50),
+        ("top {v}", "at most {v} results", "{v} results", "{n} {v}", "limit it to {v}"),
+        ("Maximum number of results",),
+    ),
+    "amount": Kind(
+        ("amount", "price", "principal", "total", "budget", "value"),
+        {"type": "number"},
+        _float(1, 50000),
+        ("{n} of {v}", "{v} dollars", "${v}", "{n} {v}"),
+        ("The amount in the given currency", "Amount of money"),
+    ),
+    "rate": Kind(
+        ("rate", "interest_rate", "tax_rate", "discount", "percentage"),
+        {"type": "number"},
+        _float(0.5, 30, 1),
+        ("{n} of {v}%", "at {v} percent", "{n} {v}", "{v}% {n}"),
+        ("Rate in percent",),
+    ),
+    "years": Kind(
+        ("years", "term", "duration", "period", "age"),
+        {"type": "integer"},
+        _int(1, 40),
+        ("for {v} years", "over {v} years", "{n} of {v}", "{n} {v}"),
+        ("Duration in years",),
+    ),
+    "person": Kind(
+        ("name", "person", "full_name", "contact", "author", "owner"),
+        {"type": "string"},
+        _s(V.person),
+        ("for {v}", "named {v}", "{n} {v}", "by {v}"),
+        ("Full name of the person",),
+    ),
+    "email": Kind(
+        ("email", "recipient", "to", "email_address"),
+        {"type": "string"},
+        _s(V.email),
+        ("to {v}", "{n} {v}", "at {v}"),
+        ("Recipient e-mail address",),
+    ),
+    "text": Kind(
+        ("query", "title", "subject", "message", "keyword", "text", "topic", "note"),
+        {"type": "string"},
+        _s(V.phrase),
+        (*QUOTED, "about {v}"),
+        ("Free text", "The search query", "Title or subject"),
+    ),
+    "currency_from": Kind(
+        ("from_currency", "base_currency", "source_currency"),
+        {"type": "string"},
+        _choice(V.CURRENCIES),
+        ("from {v}", "{n} {v}"),
+        ("ISO code of the source currency",),
+    ),
+    "currency_to": Kind(
+        ("to_currency", "target_currency", "quote_currency"),
+        {"type": "string"},
+        _choice(V.CURRENCIES),
+        ("to {v}", "into {v}", "{n} {v}"),
+        ("ISO code of the target currency",),
+    ),
+    "language": Kind(
+        ("language", "target_language", "lang"),
+        {"type": "string"},
+        _choice(V.LANGUAGES),
+        ("in {v}", "into {v}", "{n} {v}"),
+        ("Language name",),
+    ),
+    "ticker": Kind(
+        ("symbol", "ticker", "stock_symbol"),
+        {"type": "string"},
+        _choice(V.TICKERS),
+        ("for {v}", "of {v}", "{n} {v}"),
+        ("Stock ticker symbol",),
+    ),
+    "company": Kind(
+        ("company", "company_name", "organization", "vendor"),
+        {"type": "string"},
+        _choice(V.COMPANIES),
+        ("for {v}", "at {v}", "{n} {v}"),
+        ("Company name",),
+    ),
+    "genre": Kind(
+        ("genre", "category", "style"),
+        {"type": "string"},
+        _choice(V.GENRES),
+        ("{v}", "in the {v} {n}", "{n} {v}"),
+        ("Genre or category",),
+    ),
+    "cuisine": Kind(
+        ("cuisine", "food_type"),
+        {"type": "string"},
+        _choice(V.CUISINES),
+        ("{v}", "{n} {v}", "serving {v} food"),
+        ("Type of cuisine",),
+    ),
+    "dish": Kind(
+        ("dish", "recipe_name", "food", "ingredient"),
+        {"type": "string"},
+        _choice(V.FOODS),
+        ("for {v}", "{n} {v}", "of {v}"),
+        ("Name of the dish",),
+    ),
+    "product": Kind(
+        ("product", "item", "product_name"),
+        {"type": "string"},
+        _choice(V.PRODUCTS),
+        ("a {v}", "for a {v}", "{n} {v}"),
+        ("Product to search for",),
+    ),
+    "color": Kind(
+        ("color", "colour"), {"type": "string"}, _choice(V.COLORS), ("in {v}", "{n} {v}"), ("Color",)
+    ),
+    "record_id": Kind(
+        ("order_id", "user_id", "ticket_id", "id", "account_id", "booking_id"),
+        {"type": "string"},
+        _s(V.code_id),
+        ("{n} {v}", "number {v}", "with {n} {v}", "#{v}"),
+        ("Identifier of the record",),
+    ),
+    "path": Kind(
+        ("path", "file", "file_path", "filename"),
+        {"type": "string"},
+        _s(V.file_path),
+        ("{v}", "in {v}", "{n} {v}", "the file {v}"),
+        ("Path of the file, relative to the repository root",),
+    ),
+    "symbol_name": Kind(
+        ("name", "symbol", "function_name", "identifier"),
+        {"type": "string"},
+        _s(V.identifier),
+        ("{v}", "`{v}`", "{n} {v}"),
+        ("Identifier to look up",),
+    ),
+    "url": Kind(
+        ("url", "link", "website"), {"type": "string"}, _s(V.url), ("{v}", "at {v}", "{n} {v}"), ("The URL",)
+    ),
+    "team": Kind(
+        ("team", "team_name", "club"),
+        {"type": "string"},
+        _choice(V.SPORTS_TEAMS),
+        ("for the {v}", "{n} {v}", "of {v}"),
+        ("Name of the team",),
+    ),
+    "animal": Kind(
+        ("species", "animal"),
+        {"type": "string"},
+        _choice(V.ANIMALS),
+        ("of the {v}", "{n} {v}", "for {v}"),
+        ("Species name",),
+    ),
+    "airport_from": Kind(
+        ("origin", "departure_airport", "from_airport"),
+        {"type": "string"},
+        _choice(V.AIRPORTS),
+        ("from {v}", "departing {v}", "{n} {v}"),
+        ("IATA code of the origin airport",),
+    ),
+    "airport_to": Kind(
+        ("destination", "arrival_airport", "to_airport"),
+        {"type": "string"},
+        _choice(V.AIRPORTS),
+        ("to {v}", "arriving at {v}", "{n} {v}"),
+        ("IATA code of the destination airport",),
+    ),
+    "time": Kind(
+        ("time", "start_time", "at_time"),
+        {"type": "string"},
+        _s(V.time_hm),
+        ("at {v}", "{n} {v}"),
+        ("Time, HH:MM (24h)",),
+    ),
+    "weekday": Kind(
+        ("weekday", "day_of_week"),
+        {"type": "string"},
+        _choice(V.WEEKDAYS),
+        ("on {v}", "{n} {v}"),
+        ("Day of the week",),
+    ),
+    "num_a": Kind(
+        ("a", "x", "n", "number", "num1", "value", "base", "first"),
+        {"type": "integer"},
+        _int(-50, 500, 0.1),
+        NUMERIC,
+        ("The first number", "An integer", "Input value"),
+    ),
+    "num_b": Kind(
+        ("b", "y", "k", "num2", "exponent", "second", "divisor"),
+        {"type": "integer"},
+        _int(-50, 500, 0.1),
+        NUMERIC,
+        ("The second number", "An integer"),
+    ),
+    "length": Kind(
+        ("length", "width", "height", "radius", "side", "distance", "depth"),
+        {"type": "number"},
+        _float(0.5, 300, 1),
+        (*NUMERIC, "{v} units of {n}"),
+        ("Length in meters", "Size of the side"),
+    ),
+    "mass": Kind(
+        ("weight", "mass", "weight_kg"),
+        {"type": "number"},
+        _float(1, 150, 1),
+        ("{n} of {v}", "{v} kg", "{n} {v}"),
+        ("Weight in kilograms",),
+    ),
+    "temperature": Kind(
+        ("temperature", "temp"), {"type": "number"}, _float(-30, 120, 1), NUMERIC, ("Temperature value",)
+    ),
+    "flag": Kind(
+        (
+            "include_details",
+            "verbose",
+            "case_sensitive",
+            "refundable",
+            "vegetarian",
+            "recursive",
+            "include_forecast",
+            "dry_run",
+            "notify",
+        ),
+        {"type": "boolean"},
+        _bool,
+        ("{n}: {v}",),
+        ("Whether to enable this option",),
+    ),
+    "unit_len": Kind(
+        ("unit", "units", "length_unit"),
+        {"type": "string", "enum": list(V.UNITS_LEN)},
+        _choice(V.UNITS_LEN),
+        ("in {v}", "{n} {v}"),
+        ("Unit of length",),
+    ),
+    "unit_temp": Kind(
+        ("unit", "scale", "temperature_unit"),
+        {"type": "string", "enum": list(V.UNITS_TEMP)},
+        _choice(V.UNITS_TEMP),
+        ("in {v}", "{n} {v}"),
+        ("Temperature scale",),
+    ),
+    "sort": Kind(
+        ("sort_by", "order", "sort_order"),
+        {"type": "string", "enum": ["asc", "desc", "relevance", "date"]},
+        _choice(("asc", "desc", "relevance", "date")),
+        ("sorted by {v}", "{n} {v}"),
+        ("Sort order",),
+    ),
+    "priority": Kind(
+        ("priority", "level", "severity"),
+        {"type": "string", "enum": ["low", "medium", "high"]},
+        _choice(("low", "medium", "high")),
+        ("with {v} {n}", "{n} {v}", "{v} {n}"),
+        ("Priority level",),
+    ),
+    "tags": Kind(
+        ("tags", "keywords", "labels"),
+        {"type": "array", "items": {"type": "string"}},
+        _list_of(lambda r: r.choice(V.WORDS)),
+        ("{n} {v}", "tagged {v}", "with {n} {v}"),
+        ("List of tags",),
+    ),
+    "cities": Kind(
+        ("cities", "locations", "destinations"),
+        {"type": "array", "items": {"type": "string"}},
+        _list_of(lambda r: r.choice(V.CITIES)),
+        ("{n} {v}", "for {v}", "covering {v}"),
+        ("List of cities",),
+    ),
+    "ingredients": Kind(
+        ("ingredients", "items", "products"),
+        {"type": "array", "items": {"type": "string"}},
+        _list_of(lambda r: r.choice(V.FOODS + V.PRODUCTS)),
+        ("{n} {v}", "with {v}", "including {v}"),
+        ("List of items",),
+    ),
+    "numbers": Kind(
+        ("numbers", "values", "data", "scores"),
+        {"type": "array", "items": {"type": "integer"}},
+        _int_list,
+        ("{n} {v}", "of {v}", "for the {n} {v}", "[{v}]"),
+        ("List of numbers",),
+    ),
+    "ticker_list": Kind(
+        ("symbols", "tickers"),
+        {"type": "array", "items": {"type": "string"}},
+        _list_of(lambda r: r.choice(V.TICKERS)),
+        ("for {v}", "{n} {v}"),
+        ("Ticker symbols",),
+    ),
 }
 
 #: Domains: (noun phrases, verbs, parameter kinds to draw from, name prefixes for dotted names).
 DOMAINS: dict[str, tuple[tuple[str, ...], tuple[str, ...], tuple[str, ...], tuple[str, ...]]] = {
-    "weather": (("weather", "forecast", "air quality", "uv index", "humidity", "sunrise time"),
-                ("get", "check", "fetch", "look up"), ("city", "date", "days", "unit_temp", "flag"), ("weather", "climate")),
-    "travel": (("flights", "hotel", "train tickets", "car rental", "flight status", "travel time"),
-               ("search", "book", "find", "check", "get"), ("airport_from", "airport_to", "date", "start_date", "end_date",
-                                                           "city", "days", "limit", "amount", "flag", "person"), ("travel", "booking")),
-    "finance": (("stock price", "exchange rate", "loan payment", "compound interest", "tax", "portfolio value", "mortgage"),
-                ("get", "calculate", "compute", "estimate", "convert"), ("ticker", "amount", "rate", "years", "currency_from",
-                                                                         "currency_to", "date", "ticker_list", "company"), ("finance", "stocks", "bank")),
-    "math": (("sum", "product", "factorial", "power", "gcd", "average", "median", "prime factors", "square root", "logarithm"),
-             ("calculate", "compute", "find", "get"), ("num_a", "num_b", "numbers", "flag"), ("math", "algebra", "stats")),
-    "geometry": (("area of a circle", "rectangle area", "triangle perimeter", "volume of a cube", "distance between points"),
-                 ("calculate", "compute", "find"), ("length", "num_a", "num_b", "unit_len"), ("geometry", "geo")),
-    "physics": (("velocity", "force", "kinetic energy", "density", "acceleration"),
-                ("calculate", "compute", "estimate"), ("mass", "length", "num_a", "temperature", "unit_len"), ("physics",)),
-    "commerce": (("products", "order status", "shipping cost", "discount", "inventory", "refund"),
-                 ("search", "check", "get", "track", "create", "cancel"), ("product", "record_id", "amount", "limit", "sort", "color",
-                                                                           "ingredients", "flag", "email"), ("shop", "store")),
-    "media": (("movies", "songs", "books", "podcasts", "news articles", "tv shows"),
-              ("find", "search", "recommend", "list", "get"), ("genre", "text", "person", "limit", "years", "language", "sort"),
-              ("media", "library")),
-    "food": (("recipes", "restaurants", "nutrition facts", "calories", "meal plan"),
-             ("find", "search", "get", "suggest", "calculate"), ("cuisine", "dish", "city", "ingredients", "limit", "flag", "amount"),
-             ("food", "recipes")),
-    "sports": (("match results", "team standings", "player stats", "fixtures"),
-               ("get", "find", "check", "list"), ("team", "date", "years", "limit", "person"), ("sports",)),
-    "contacts": (("email", "reminder", "meeting", "contact", "calendar event", "message"),
-                 ("send", "create", "schedule", "find", "delete", "update"), ("email", "person", "text", "date", "time", "weekday",
-                                                                              "priority", "flag"), ("calendar", "mail")),
-    "text": (("translation", "summary", "word count", "sentiment", "spelling check"),
-             ("translate", "get", "analyze", "count", "check"), ("text", "language", "flag", "limit"), ("text", "nlp")),
-    "health": (("bmi", "calorie needs", "heart rate zone", "water intake"),
-               ("calculate", "estimate", "compute"), ("mass", "length", "years", "flag"), ("health",)),
-    "geo": (("population", "timezone", "capital city", "distance", "coordinates"),
-            ("get", "find", "look up", "calculate"), ("city", "country", "cities", "unit_len"), ("geo", "maps")),
-    "science": (("boiling point", "molar mass", "half life", "species info", "habitat"),
-                ("get", "find", "calculate", "look up"), ("animal", "temperature", "mass", "num_a", "text"), ("science", "bio", "chem")),
-    "web": (("web page", "search results", "site status", "links"),
-            ("fetch", "search", "check", "get"), ("url", "text", "limit", "flag", "language"), ("web",)),
-    "support": (("ticket", "account", "subscription", "invoice"),
-                ("create", "get", "update", "cancel", "check"), ("record_id", "email", "priority", "text", "amount", "date"), ("support",)),
+    "weather": (
+        ("weather", "forecast", "air quality", "uv index", "humidity", "sunrise time"),
+        ("get", "check", "fetch", "look up"),
+        ("city", "date", "days", "unit_temp", "flag"),
+        ("weather", "climate"),
+    ),
+    "travel": (
+        ("flights", "hotel", "train tickets", "car rental", "flight status", "travel time"),
+        ("search", "book", "find", "check", "get"),
+        (
+            "airport_from",
+            "airport_to",
+            "date",
+            "start_date",
+            "end_date",
+            "city",
+            "days",
+            "limit",
+            "amount",
+            "flag",
+            "person",
+        ),
+        ("travel", "booking"),
+    ),
+    "finance": (
+        (
+            "stock price",
+            "exchange rate",
+            "loan payment",
+            "compound interest",
+            "tax",
+            "portfolio value",
+            "mortgage",
+        ),
+        ("get", "calculate", "compute", "estimate", "convert"),
+        (
+            "ticker",
+            "amount",
+            "rate",
+            "years",
+            "currency_from",
+            "currency_to",
+            "date",
+            "ticker_list",
+            "company",
+        ),
+        ("finance", "stocks", "bank"),
+    ),
+    "math": (
+        (
+            "sum",
+            "product",
+            "factorial",
+            "power",
+            "gcd",
+            "average",
+            "median",
+            "prime factors",
+            "square root",
+            "logarithm",
+        ),
+        ("calculate", "compute", "find", "get"),
+        ("num_a", "num_b", "numbers", "flag"),
+        ("math", "algebra", "stats"),
+    ),
+    "geometry": (
+        (
+            "area of a circle",
+            "rectangle area",
+            "triangle perimeter",
+            "volume of a cube",
+            "distance between points",
+        ),
+        ("calculate", "compute", "find"),
+        ("length", "num_a", "num_b", "unit_len"),
+        ("geometry", "geo"),
+    ),
+    "physics": (
+        ("velocity", "force", "kinetic energy", "density", "acceleration"),
+        ("calculate", "compute", "estimate"),
+        ("mass", "length", "num_a", "temperature", "unit_len"),
+        ("physics",),
+    ),
+    "commerce": (
+        ("products", "order status", "shipping cost", "discount", "inventory", "refund"),
+        ("search", "check", "get", "track", "create", "cancel"),
+        ("product", "record_id", "amount", "limit", "sort", "color", "ingredients", "flag", "email"),
+        ("shop", "store"),
+    ),
+    "media": (
+        ("movies", "songs", "books", "podcasts", "news articles", "tv shows"),
+        ("find", "search", "recommend", "list", "get"),
+        ("genre", "text", "person", "limit", "years", "language", "sort"),
+        ("media", "library"),
+    ),
+    "food": (
+        ("recipes", "restaurants", "nutrition facts", "calories", "meal plan"),
+        ("find", "search", "get", "suggest", "calculate"),
+        ("cuisine", "dish", "city", "ingredients", "limit", "flag", "amount"),
+        ("food", "recipes"),
+    ),
+    "sports": (
+        ("match results", "team standings", "player stats", "fixtures"),
+        ("get", "find", "check", "list"),
+        ("team", "date", "years", "limit", "person"),
+        ("sports",),
+    ),
+    "contacts": (
+        ("email", "reminder", "meeting", "contact", "calendar event", "message"),
+        ("send", "create", "schedule", "find", "delete", "update"),
+        ("email", "person", "text", "date", "time", "weekday", "priority", "flag"),
+        ("calendar", "mail"),
+    ),
+    "text": (
+        ("translation", "summary", "word count", "sentiment", "spelling check"),
+        ("translate", "get", "analyze", "count", "check"),
+        ("text", "language", "flag", "limit"),
+        ("text", "nlp"),
+    ),
+    "health": (
+        ("bmi", "calorie needs", "heart rate zone", "water intake"),
+        ("calculate", "estimate", "compute"),
+        ("mass", "length", "years", "flag"),
+        ("health",),
+    ),
+    "geo": (
+        ("population", "timezone", "capital city", "distance", "coordinates"),
+        ("get", "find", "look up", "calculate"),
+        ("city", "country", "cities", "unit_len"),
+        ("geo", "maps"),
+    ),
+    "science": (
+        ("boiling point", "molar mass", "half life", "species info", "habitat"),
+        ("get", "find", "calculate", "look up"),
+        ("animal", "temperature", "mass", "num_a", "text"),
+        ("science", "bio", "chem"),
+    ),
+    "web": (
+        ("web page", "search results", "site status", "links"),
+        ("fetch", "search", "check", "get"),
+        ("url", "text", "limit", "flag", "language"),
+        ("web",),
+    ),
+    "support": (
+        ("ticket", "account", "subscription", "invoice"),
+        ("create", "get", "update", "cancel", "check"),
+        ("record_id", "email", "priority", "text", "amount", "date"),
+        ("support",),
+    ),
 }
 
 VERB_SPOKEN: dict[str, tuple[str, ...]] = {
@@ -444,8 +800,22 @@ VERB_SPOKEN: dict[str, tuple[str, ...]] = {
     "count": ("count",),
 }
 
-OPENERS = ("", "", "Please ", "Can you ", "Could you ", "I need you to ", "Help me ", "I want to ", "I'd like to ",
-           "Would you ", "Go ahead and ", "Quick task: ", "Hey, ", "Kindly ")
+OPENERS = (
+    "",
+    "",
+    "Please ",
+    "Can you ",
+    "Could you ",
+    "I need you to ",
+    "Help me ",
+    "I want to ",
+    "I'd like to ",
+    "Would you ",
+    "Go ahead and ",
+    "Quick task: ",
+    "Hey, ",
+    "Kindly ",
+)
 SYSTEM_PROMPTS = (
     "You are a helpful assistant.",
     "You are a helpful assistant with access to tools. Call a tool when it helps answer the user.",
@@ -475,8 +845,10 @@ class ToolSpec:
 
     def openai(self) -> dict[str, Any]:
         """OpenAI-style tool declaration."""
-        return {"type": "function", "function": {"name": self.name, "description": self.description,
-                                                 "parameters": self.parameters}}
+        return {
+            "type": "function",
+            "function": {"name": self.name, "description": self.description, "parameters": self.parameters},
+        }
 
 
 def _generated_tool(rng: random.Random) -> ToolSpec:
@@ -509,8 +881,14 @@ def _generated_tool(rng: random.Random) -> ToolSpec:
     names = list(props)
     n_req = rng.randint(1, len(names)) if rng.random() < 0.8 else len(names)
     required = names[:n_req]
-    desc = rng.choice((f"{verb.capitalize()} the {noun}.", f"{verb.capitalize()} {noun} for the given inputs.",
-                       f"Returns the {noun}.", f"{verb.capitalize()} the {noun} using the given parameters."))
+    desc = rng.choice(
+        (
+            f"{verb.capitalize()} the {noun}.",
+            f"{verb.capitalize()} {noun} for the given inputs.",
+            f"Returns the {noun}.",
+            f"{verb.capitalize()} the {noun} using the given parameters.",
+        )
+    )
     params = {"type": "object", "properties": props, "required": required}
     spoken = rng.choice(VERB_SPOKEN.get(verb, (verb,)))
     action = f"{spoken} {rng.choice(('the ', '', 'the '))}{noun}"
@@ -518,47 +896,184 @@ def _generated_tool(rng: random.Random) -> ToolSpec:
 
 
 def _bot_tools() -> list[ToolSpec]:
-    """The example bots' tools (code search and weather) with hand-written schemas."""
-    place_k = Kind(("place",), {"type": "string"}, _s(V.place), ("in {v}", "for {v}", "at {v}"))
-    units_k = Kind(("units",), {"type": "string", "enum": ["metric", "imperial"]},
-                   lambda r: (lambda u: (u, r.choice({"metric": ("in Celsius", "in metric units", "metric"),
-                                                      "imperial": ("in Fahrenheit", "in imperial units", "imperial")}[u])))(
-                       r.choice(("metric", "imperial"))), ("{v}",))
-    days_k = Kind(("days",), {"type": "integer", "minimum": 1, "maximum": 16}, _int(1, 10, 0.3),
-                  ("for the next {v} days", "for {v} days", "{v}-day"))
-    lat_k = Kind(("lat",), {"type": "number"}, _float(-80, 80, 4), ("latitude {v}", "lat {v}"))
-    lon_k = Kind(("lon",), {"type": "number"}, _float(-170, 170, 4), ("longitude {v}", "lon {v}"))
+    """The example bots' tools (``tools.weather``, ``tools.code_search``) with schemas mirroring their signatures."""
+    place_d = "Place name, e.g. 'Berlin' or 'Paris, France' (a country or region after a comma narrows it)."
+    units_d = "'metric' (°C, km/h, mm) or 'imperial' (°F, mph, inch)."
+    place_k = Kind(("place",), {"type": "string"}, _s(V.place), ("in {v}", "for {v}", "at {v}", "{v}"))
+    units_k = Kind(
+        ("units",),
+        {"type": "string", "enum": ["metric", "imperial"]},
+        lambda r: (
+            lambda u: (
+                u,
+                r.choice(
+                    {
+                        "metric": ("in Celsius", "in metric units", "metric"),
+                        "imperial": ("in Fahrenheit", "in imperial units", "imperial"),
+                    }[u]
+                ),
+            )
+        )(r.choice(("metric", "imperial"))),
+        ("{v}",),
+    )
+    days_k = Kind(
+        ("days",),
+        {"type": "integer", "minimum": 1, "maximum": 16},
+        _int(1, 14, 0.3),
+        ("for the next {v} days", "for {v} days", "over {v} days"),
+    )
+    date_k = Kind(("date",), {"type": "string", "format": "date"}, _date, ("on {v}", "for {v}"))
+    count_k = Kind(
+        ("count",),
+        {"type": "integer", "minimum": 1, "maximum": 10},
+        _int(2, 10, 0.3),
+        ("top {v} matches", "{v} matches", "up to {v} results"),
+    )
     name_k = Kind(("name",), {"type": "string"}, _s(V.identifier), ("{v}", "`{v}`", "the symbol {v}"))
-    pattern_k = Kind(("pattern",), {"type": "string"}, _s(lambda r: r.choice((V.identifier(r), f"TODO {r.choice(V.WORDS)}",
-                                                                              f"import {r.choice(V.IDENT_PARTS)}", f"def {V.identifier(r)}"))),
-                     ('"{v}"', "`{v}`", "the text {v}"))
+    dkind_k = Kind(
+        ("kind",),
+        {"type": "string", "enum": ["any", "function", "class", "method"]},
+        _choice(("function", "class", "method")),
+        ("(a {v})", "{v} only", "which is a {v}"),
+    )
+    maxr_k = Kind(
+        ("max_results",),
+        {"type": "integer", "minimum": 1, "maximum": 50},
+        _int(1, 20, 0.2),
+        ("at most {v} results", "top {v}", "{v} results max"),
+    )
+    pattern_k = Kind(
+        ("pattern",),
+        {"type": "string"},
+        _s(
+            lambda r: r.choice(
+                (
+                    V.identifier(r),
+                    f"TODO {r.choice(V.WORDS)}",
+                    f"import {r.choice(V.IDENT_PARTS)}",
+                    f"def {V.identifier(r)}",
+                )
+            )
+        ),
+        ('"{v}"', "`{v}`", "the text {v}", "the pattern {v}"),
+    )
+    glob_k = Kind(
+        ("glob",),
+        {"type": "string"},
+        _s(lambda r: f"*.{r.choice(V.FILE_EXTS)}"),
+        ("in {v} files", "only {v}"),
+    )
+    case_k = Kind(("case_sensitive",), {"type": "boolean"}, _bool, ("{n}: {v}",))
+    ctx_k = Kind(
+        ("context_lines",),
+        {"type": "integer", "minimum": 0, "maximum": 10},
+        _int(0, 10, 0.2),
+        ("with {v} lines of context", "{v} context lines"),
+    )
     path_k = Kind(("path",), {"type": "string"}, _s(V.file_path), ("{v}", "the file {v}"))
-    start_k = Kind(("start",), {"type": "integer", "minimum": 1}, _int(1, 200, 0.0), ("from line {v}", "starting at line {v}"))
-    end_k = Kind(("end",), {"type": "integer", "minimum": 1}, _int(201, 600, 0.0), ("to line {v}", "up to line {v}"))
+    start_k = Kind(
+        ("start_line",),
+        {"type": "integer", "minimum": 1},
+        _int(1, 200, 0.0),
+        ("from line {v}", "starting at line {v}"),
+    )
+    end_k = Kind(
+        ("end_line",),
+        {"type": "integer", "minimum": 1},
+        _int(201, 600, 0.0),
+        ("to line {v}", "up to line {v}"),
+    )
 
-    def spec(name: str, desc: str, props: dict[str, tuple[Kind, str]], required: list[str], action: str, dom: str) -> ToolSpec:
+    def spec(
+        name: str, desc: str, props: dict[str, tuple[Kind, str]], required: list[str], action: str, dom: str
+    ) -> ToolSpec:
         return ToolSpec(
-            name, desc,
-            {"type": "object", "properties": {k: {**kd.schema, "description": d} for k, (kd, d) in props.items()},
-             "required": required},
-            {k: kd for k, (kd, _) in props.items()}, action, dom)
+            name,
+            desc,
+            {
+                "type": "object",
+                "properties": {k: {**kd.schema, "description": d} for k, (kd, d) in props.items()},
+                "required": required,
+            },
+            {k: kd for k, (kd, _) in props.items()},
+            action,
+            dom,
+        )
 
     return [
-        spec("geocode", "Find the latitude and longitude of a place.", {"place": (place_k, "Place name, e.g. 'Lyon, France'")},
-             ["place"], "find the coordinates of", "bot_weather"),
-        spec("current_weather", "Current weather at a place or at coordinates.",
-             {"place": (place_k, "Place name"), "lat": (lat_k, "Latitude in degrees"), "lon": (lon_k, "Longitude in degrees"),
-              "units": (units_k, "metric (Celsius) or imperial (Fahrenheit)")}, [], "get the current weather", "bot_weather"),
-        spec("forecast", "Daily weather forecast for a place.",
-             {"place": (place_k, "Place name"), "days": (days_k, "Number of days, 1-16"),
-              "units": (units_k, "metric (Celsius) or imperial (Fahrenheit)")}, ["place"], "get the forecast", "bot_weather"),
-        spec("find_definition", "Find where a function, class or variable is defined in the repository.",
-             {"name": (name_k, "Identifier to look up")}, ["name"], "find the definition of", "bot_code"),
-        spec("search_text", "Search the repository for a text pattern (regular expression).",
-             {"pattern": (pattern_k, "Regular expression to search for")}, ["pattern"], "search the code for", "bot_code"),
-        spec("read_file", "Read lines of a file in the repository.",
-             {"path": (path_k, "File path relative to the repository root"), "start": (start_k, "First line (1-based)"),
-              "end": (end_k, "Last line (inclusive)")}, ["path"], "read", "bot_code"),
+        spec(
+            "geocode",
+            "Find the coordinates of a place by name.",
+            {"place": (place_k, place_d), "count": (count_k, "How many matching places to return, 1-10.")},
+            ["place"],
+            "find the coordinates of",
+            "bot_weather",
+        ),
+        spec(
+            "get_current_weather",
+            "Get the current weather at a place: temperature, precipitation, wind and conditions.",
+            {"place": (place_k, place_d), "units": (units_k, units_d)},
+            ["place"],
+            "get the current weather",
+            "bot_weather",
+        ),
+        spec(
+            "get_forecast",
+            "Get the daily weather forecast at a place: min/max temperature, precipitation, wind and conditions.",
+            {
+                "place": (place_k, place_d),
+                "days": (days_k, "Number of forecast days, 1-16, starting today."),
+                "units": (units_k, units_d),
+                "date": (
+                    date_k,
+                    "A single day to forecast (YYYY-MM-DD) instead of a number of days; at most 15 days ahead.",
+                ),
+            },
+            ["place"],
+            "get the forecast",
+            "bot_weather",
+        ),
+        spec(
+            "find_definition",
+            "Find where a function, class or method is defined in the repository.",
+            {
+                "name": (
+                    name_k,
+                    "Name or part of a name of a function, class or method, e.g. 'load_bundle' or 'Agent.run'.",
+                ),
+                "kind": (dkind_k, "Only this kind of definition: any, function, class or method."),
+                "max_results": (maxr_k, "At most this many results, 1-50."),
+            },
+            ["name"],
+            "find the definition of",
+            "bot_code",
+        ),
+        spec(
+            "search_code",
+            "Search the repository's files for a regular expression; returns file:line hits with context.",
+            {
+                "pattern": (pattern_k, "Regular expression (Python syntax) to search for."),
+                "glob": (glob_k, "Only files whose path matches this glob, e.g. '*.py'."),
+                "case_sensitive": (case_k, "Match case exactly."),
+                "context_lines": (ctx_k, "Lines of context around each hit, 0-10."),
+                "max_results": (maxr_k, "At most this many hits, 1-100."),
+            },
+            ["pattern"],
+            "search the code for",
+            "bot_code",
+        ),
+        spec(
+            "read_file",
+            "Read a range of lines of a file in the repository.",
+            {
+                "path": (path_k, "File path relative to the repository root."),
+                "start_line": (start_k, "First line to read (1-based)."),
+                "end_line": (end_k, "Last line to read (inclusive); default start_line + 99."),
+            },
+            ["path"],
+            "read",
+            "bot_code",
+        ),
     ]
 
 
@@ -566,7 +1081,11 @@ def _flat(s: dict[str, Any]) -> bool:
     t = s.get("type")
     if t in ("string", "number", "integer", "boolean"):
         return True
-    return t == "array" and isinstance(s.get("items"), dict) and s["items"].get("type") in ("string", "number", "integer")
+    return (
+        t == "array"
+        and isinstance(s.get("items"), dict)
+        and s["items"].get("type") in ("string", "number", "integer")
+    )
 
 
 def _glaive_kind(pname: str, schema: dict[str, Any], samples: list[Any]) -> Kind:
@@ -579,7 +1098,9 @@ def _glaive_kind(pname: str, schema: dict[str, Any], samples: list[Any]) -> Kind
         def gen_sample(rng: random.Random, pool: tuple[str, ...] = pool, t: Any = t) -> tuple[Any, str]:
             v = json.loads(rng.choice(pool))
             if isinstance(v, list):
-                return v, ", ".join(map(str, v[:-1])) + (" and " if len(v) > 1 else "") + str(v[-1]) if v else ""
+                return v, ", ".join(map(str, v[:-1])) + (" and " if len(v) > 1 else "") + str(
+                    v[-1]
+                ) if v else ""
             if isinstance(v, bool):
                 return v, "yes" if v else "no"
             if isinstance(v, float):
@@ -607,7 +1128,9 @@ def _glaive_kind(pname: str, schema: dict[str, Any], samples: list[Any]) -> Kind
         gen = _s(V.person)
     else:
         gen = _s(V.phrase)
-    mentions = NUMERIC if t in ("integer", "number") else (("{n}: {v}",) if t == "boolean" else GENERIC + QUOTED[:2])
+    mentions = (
+        NUMERIC if t in ("integer", "number") else (("{n}: {v}",) if t == "boolean" else GENERIC + QUOTED[:2])
+    )
     return Kind((pname,), schema, gen, mentions)
 
 
@@ -631,8 +1154,11 @@ def load_glaive_tools(path: Path = DEFAULT_MASKBENCH) -> list[ToolSpec]:
                 continue
             sc = o["schema"]
             props = sc.get("properties") or {}
-            if not props or not all(isinstance(v, dict) and _flat(v) for v in props.values()) or set(sc) - {
-                "properties", "required", "type"}:
+            if (
+                not props
+                or not all(isinstance(v, dict) and _flat(v) for v in props.values())
+                or set(sc) - {"properties", "required", "type"}
+            ):
                 continue
             name = o["id"].split("---", 1)[1].rsplit("_", 1)[0]
             if name in seen:
@@ -647,7 +1173,11 @@ def load_glaive_tools(path: Path = DEFAULT_MASKBENCH) -> list[ToolSpec]:
             kinds = {k: _glaive_kind(k, v, samples[k]) for k, v in props.items()}
             words = V.natural(name)
             desc = words[0].upper() + words[1:] + "."
-            params = {"type": "object", "properties": props, "required": [r for r in sc.get("required", []) if r in props]}
+            params = {
+                "type": "object",
+                "properties": props,
+                "required": [r for r in sc.get("required", []) if r in props],
+            }
             tools.append(ToolSpec(name, desc, params, kinds, words, "glaive:" + name.split("_")[0]))
     return tools
 
@@ -680,28 +1210,30 @@ def _param_phrase(rng: random.Random, pname: str, kind: Kind, spoken: str, schem
     return tmpl.format(n=n, v=spoken)
 
 
-def _draw_args(rng: random.Random, tool: ToolSpec, optional_p: float = 0.45) -> tuple[dict[str, Any], list[str]]:
+def _draw_args(
+    rng: random.Random, tool: ToolSpec, optional_p: float = 0.45
+) -> tuple[dict[str, Any], list[str]]:
     """Draw argument values and their spoken mentions (required always, optional with ``optional_p``)."""
     props = tool.parameters["properties"]
     required = set(tool.parameters.get("required", []))
-    if not required and props:  # e.g. current_weather: place or lat/lon
-        if "place" in props and ("lat" not in props or rng.random() < 0.75):
-            required = {"place"}
-        elif "lat" in props:
-            required = {"lat", "lon"}
-        else:
-            required = {rng.choice(sorted(props))}
+    if not required and props:
+        required = {rng.choice(sorted(props))}
     args: dict[str, Any] = {}
     phrases: list[str] = []
     for pname, schema in props.items():
         if pname not in required and rng.random() >= optional_p:
             continue
-        if tool.name == "current_weather" and pname in ("lat", "lon") and "place" in args:
+        if tool.name == "get_forecast" and pname == "date" and "days" in args:
             continue
         kind = tool.kinds[pname]
         value, spoken = kind.gen(rng)
-        if pname == "end" and "start" in args and isinstance(value, int) and value <= args["start"]:
-            value = args["start"] + rng.randint(5, 80)
+        if (
+            pname == "end_line"
+            and "start_line" in args
+            and isinstance(value, int)
+            and value <= args["start_line"]
+        ):
+            value = args["start_line"] + rng.randint(5, 80)
             spoken = str(value)
         args[pname] = value
         phrases.append(_param_phrase(rng, pname, kind, spoken, schema))
@@ -731,12 +1263,13 @@ def _request(rng: random.Random, tool: ToolSpec, args_phrases: list[str]) -> str
     if r < 0.6:
         text = f"{opener}{action} {body}".strip()
     elif r < 0.75:
-        text = f"{body[:1].upper() + body[1:]}: {action}" if body else action
+        text = f"{body}: {action}" if body else action  # values first: never re-case them
     elif r < 0.9:
         text = f"{opener}{action}" + (f". Use {body}" if body else "")
     else:
         text = f"I'm looking to {action} {body}".strip()
-    text = text[0].upper() + text[1:]
+    if not (r >= 0.6 and r < 0.75 and body) and not (not opener and text.startswith(body) and body):
+        text = text[0].upper() + text[1:]
     if opener in ("Can you ", "Could you ", "Would you ") or text.startswith(("Can", "Could", "Would")):
         return text + "?"
     return text + rng.choice((".", ".", "", "!", " please.", ", thanks."))
@@ -747,7 +1280,10 @@ def _response_for(rng: random.Random, tool: ToolSpec, args: dict[str, Any]) -> d
     if tool.domain == "bot_weather":
         if tool.name == "geocode":
             return {"lat": round(rng.uniform(-80, 80), 4), "lon": round(rng.uniform(-170, 170), 4)}
-        return {"temperature": rng.randint(-10, 38), "condition": rng.choice(("sunny", "cloudy", "rain", "snow", "windy"))}
+        return {
+            "temperature": rng.randint(-10, 38),
+            "condition": rng.choice(("sunny", "cloudy", "rain", "snow", "windy")),
+        }
     if tool.domain == "bot_code":
         if tool.name == "read_file":
             return {"text": f"def {V.identifier(rng)}():\n    return {rng.randint(0, 9)}"}
@@ -755,8 +1291,15 @@ def _response_for(rng: random.Random, tool: ToolSpec, args: dict[str, Any]) -> d
     out: dict[str, Any] = {}
     for k in rng.sample(keys, rng.randint(1, 2)):
         r = rng.random()
-        out[k] = rng.randint(0, 5000) if r < 0.4 else (round(rng.uniform(0, 999), 2) if r < 0.6 else rng.choice(
-            ("ok", "done", "pending", "confirmed", V.phrase(rng), rng.choice(V.CITIES))))
+        out[k] = (
+            rng.randint(0, 5000)
+            if r < 0.4
+            else (
+                round(rng.uniform(0, 999), 2)
+                if r < 0.6
+                else rng.choice(("ok", "done", "pending", "confirmed", V.phrase(rng), rng.choice(V.CITIES)))
+            )
+        )
     return out
 
 
@@ -766,9 +1309,13 @@ def _answer_from(rng: random.Random, responses: list[tuple[str, dict[str, Any]]]
         for k, v in resp.items():
             if isinstance(v, list):
                 v = ", ".join(map(str, v))
-            bits.append(rng.choice((f"the {V.natural(k)} is {v}", f"{V.natural(k)}: {v}", f"{V.natural(k)} {v}")))
+            bits.append(
+                rng.choice((f"the {V.natural(k)} is {v}", f"{V.natural(k)}: {v}", f"{V.natural(k)} {v}"))
+            )
     body = "; ".join(bits) if rng.random() < 0.5 else ", ".join(bits)
-    pre = rng.choice(("", "Here is what I found: ", "Done. ", "Result: ", "According to the tool, ", "Sure: "))
+    pre = rng.choice(
+        ("", "Here is what I found: ", "Done. ", "Result: ", "According to the tool, ", "Sure: ")
+    )
     s = pre + body
     return s[0].upper() + s[1:] + "."
 
@@ -795,7 +1342,9 @@ def _no_tool(rng: random.Random) -> tuple[str, str]:
     if r < 0.8:
         a, b = rng.randint(0, 99), rng.randint(0, 99)
         op, word, res = rng.choice((("+", "plus", a + b), ("-", "minus", a - b), ("*", "times", a * b)))
-        q = rng.choice((f"What is {a} {word} {b}?", f"What's {a} {op} {b}?", f"Compute {a} {op} {b} in your head."))
+        q = rng.choice(
+            (f"What is {a} {word} {b}?", f"What's {a} {op} {b}?", f"Compute {a} {op} {b} in your head.")
+        )
         return q, rng.choice((f"{a} {word} {b} is {res}.", f"It's {res}.", f"{res}"))
     c = rng.choice(V.CITIES)
     if rng.random() < 0.5:
@@ -865,15 +1414,26 @@ class Generator:
         return out
 
     def _system(self) -> list[dict[str, Any]]:
-        return [{"role": "system", "content": self.rng.choice(SYSTEM_PROMPTS)}] if self.rng.random() < 0.5 else []
+        return (
+            [{"role": "system", "content": self.rng.choice(SYSTEM_PROMPTS)}]
+            if self.rng.random() < 0.5
+            else []
+        )
 
     @staticmethod
     def _tool_calls_msg(calls: list[tuple[str, dict[str, Any]]], ids: list[str]) -> dict[str, Any]:
-        return {"role": "assistant", "content": "", "tool_calls": [
-            {"id": i, "type": "function", "function": {"name": n, "arguments": a}} for (n, a), i in zip(calls, ids, strict=True)]}
+        return {
+            "role": "assistant",
+            "content": "",
+            "tool_calls": [
+                {"id": i, "type": "function", "function": {"name": n, "arguments": a}}
+                for (n, a), i in zip(calls, ids, strict=True)
+            ],
+        }
 
-    def _tool_msgs(self, calls: list[tuple[str, dict[str, Any]]], ids: list[str],
-                   responses: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    def _tool_msgs(
+        self, calls: list[tuple[str, dict[str, Any]]], ids: list[str], responses: list[dict[str, Any]]
+    ) -> list[dict[str, Any]]:
         out = []
         for (n, _), i, resp in zip(calls, ids, responses, strict=True):
             content: Any = resp if self.rng.random() < 0.5 else json.dumps(resp)
@@ -908,7 +1468,11 @@ class Generator:
         for _ in range(20):
             tool = self.tool()
             props = tool.parameters["properties"]
-            strs = [k for k, s in props.items() if s.get("type") in ("string", "integer", "number") and "enum" not in s]
+            strs = [
+                k
+                for k, s in props.items()
+                if s.get("type") in ("string", "integer", "number") and "enum" not in s
+            ]
             if strs:
                 break
         else:
@@ -935,11 +1499,26 @@ class Generator:
             calls.append((tool.name, {key: a[key] for key in props if key in a}))
         spoken = [s for _, s in vals]
         listed = ", ".join(spoken[:-1]) + " and " + spoken[-1]
-        other = [_param_phrase(rng, p, tool.kinds[p], str(args[p]) if not isinstance(args[p], bool) else ("yes" if args[p] else "no"),
-                               props[p]) for p in args if p != vary and not isinstance(args[p], list)]
+        other = [
+            _param_phrase(
+                rng,
+                p,
+                tool.kinds[p],
+                str(args[p]) if not isinstance(args[p], bool) else ("yes" if args[p] else "no"),
+                props[p],
+            )
+            for p in args
+            if p != vary and not isinstance(args[p], list)
+        ]
         n = V.natural(vary)
-        each = rng.choice((f"for each of these {n}s: {listed}", f"for {listed}", f"with {n} {listed}",
-                           f"{n} {listed}, one call each"))
+        each = rng.choice(
+            (
+                f"for each of these {n}s: {listed}",
+                f"for {listed}",
+                f"with {n} {listed}",
+                f"{n} {listed}, one call each",
+            )
+        )
         text = f"{rng.choice(OPENERS)}{tool.action} {each}" + (f", {_join(rng, other)}" if other else "")
         text = text[0].upper() + text[1:] + "."
         tools = self._toolset([tool])
@@ -969,7 +1548,11 @@ class Generator:
         ids = [f"call_{self.rng.randint(0, 10**6)}" for _ in base.calls]
         spec = {t["function"]["name"]: t for t in base.tools}
         responses = [_response_for(self.rng, self._spec_for(n, spec), a) for n, a in base.calls]
-        msgs = [*base.messages, self._tool_calls_msg(base.calls, ids), *self._tool_msgs(base.calls, ids, responses)]
+        msgs = [
+            *base.messages,
+            self._tool_calls_msg(base.calls, ids),
+            *self._tool_msgs(base.calls, ids, responses),
+        ]
         answer = _answer_from(self.rng, [(n, r) for (n, _), r in zip(base.calls, responses, strict=True)])
         return Example(msgs, base.tools, answer + st.TURN_END, "answer_after_tool", [])
 
@@ -982,12 +1565,19 @@ class Generator:
     def _ex_followup_call(self) -> Example:
         first = self._ex_answer_after_tool()
         nxt = self._ex_call()
-        tools = first.tools + [t for t in nxt.tools if t["function"]["name"] not in {x["function"]["name"] for x in first.tools}]
-        msgs = [*first.messages, {"role": "assistant", "content": first.target[: -len(st.TURN_END)]},
-                nxt.messages[-1]]
+        tools = first.tools + [
+            t for t in nxt.tools if t["function"]["name"] not in {x["function"]["name"] for x in first.tools}
+        ]
+        msgs = [
+            *first.messages,
+            {"role": "assistant", "content": first.target[: -len(st.TURN_END)]},
+            nxt.messages[-1],
+        ]
         if len(tools) > 6:
             keep = {nxt.calls[0][0]} | {m["name"] for m in first.messages if m["role"] == "tool"}
-            tools = [t for t in tools if t["function"]["name"] in keep] + [t for t in tools if t["function"]["name"] not in keep][:2]
+            tools = [t for t in tools if t["function"]["name"] in keep] + [
+                t for t in tools if t["function"]["name"] not in keep
+            ][:2]
         return Example(msgs, tools, nxt.target, "followup_call", nxt.calls)
 
     def _ex_no_tool(self) -> Example:
@@ -999,7 +1589,7 @@ class Generator:
     def _ex_unanswerable(self) -> Example:
         rng = self.rng
         want = self.tool()
-        args, phrases = _draw_args(rng, want)
+        _args, phrases = _draw_args(rng, want)
         req = _request(rng, want, phrases)
         others: list[ToolSpec] = []
         for _ in range(rng.randint(1, 3)):
@@ -1009,12 +1599,14 @@ class Generator:
         if not others:
             return self._ex_no_tool()
         names = ", ".join(t.name for t in others)
-        answer = rng.choice((
-            "Sorry, none of my tools can do that.",
-            f"I can't help with that: my tools ({names}) don't cover it.",
-            "I don't have a tool for that request.",
-            f"That is outside what my tools can do. I can only use {names}.",
-        ))
+        answer = rng.choice(
+            (
+                "Sorry, none of my tools can do that.",
+                f"I can't help with that: my tools ({names}) don't cover it.",
+                "I don't have a tool for that request.",
+                f"That is outside what my tools can do. I can only use {names}.",
+            )
+        )
         msgs = [*self._system(), {"role": "user", "content": req}]
         return Example(msgs, [t.openai() for t in others], answer + st.TURN_END, "unanswerable", [])
 

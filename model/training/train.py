@@ -46,6 +46,7 @@ class TrainConfig:
     warmup: int = 100
     weight_decay: float = 0.01
     grad_clip: float = 1.0
+    maskbench: str = ""
     n_train: int = 60000
     n_heldout: int = 512
     tokenizer_examples: int = 20000
@@ -82,8 +83,12 @@ def build_model_config(cfg: TrainConfig) -> Any:
     ``top_k_experts=1`` is the nearest to dense DiffusionGemma allows), a ~20k-parameter ``gemma4_vision``
     tower, and the image special ids placed inside the project's vocabulary (:mod:`model.special_tokens`).
     """
-    from transformers import DiffusionGemmaConfig, DiffusionGemmaTextConfig
+    import transformers
     from transformers.models.gemma4.configuration_gemma4 import Gemma4VisionConfig
+
+    # Any: the config classes accept these keywords through **kwargs, which their stubs do not declare
+    DiffusionGemmaConfig: Any = transformers.DiffusionGemmaConfig
+    DiffusionGemmaTextConfig: Any = transformers.DiffusionGemmaTextConfig
 
     layer_types = ["sliding_attention" if i % 2 == 0 else "full_attention" for i in range(cfg.num_layers)]
     layer_types[-1] = "full_attention"
@@ -269,7 +274,12 @@ def diffusion_loss(
     import torch
     import torch.nn.functional as F
 
-    ids, attn, canvas, is_target = batch["input_ids"], batch["attention_mask"], batch["canvas"], batch["is_target"]
+    ids, attn, canvas, is_target = (
+        batch["input_ids"],
+        batch["attention_mask"],
+        batch["canvas"],
+        batch["is_target"],
+    )
     B, C = canvas.shape
     dev = canvas.device
     if t is None:
@@ -299,7 +309,9 @@ def diffusion_loss(
         logits = decode(first, sc_mask)
     else:
         logits = decode()
-    ce = F.cross_entropy(logits.float().reshape(-1, logits.shape[-1]), canvas.reshape(-1), reduction="none").view(B, C)
+    ce = F.cross_entropy(
+        logits.float().reshape(-1, logits.shape[-1]), canvas.reshape(-1), reduction="none"
+    ).view(B, C)
     w = torch.where(is_target, torch.ones_like(ce), torch.full_like(ce, pad_weight))
     loss = (ce * w).sum() / w.sum()
     with torch.no_grad():
@@ -313,7 +325,9 @@ def diffusion_loss(
 # --------------------------------------------------------------------------------------------------------------
 
 
-def save_checkpoint(model: Any, tok: Any, out: Path, cfg: TrainConfig, gen_overrides: dict[str, Any] | None = None) -> None:
+def save_checkpoint(
+    model: Any, tok: Any, out: Path, cfg: TrainConfig, gen_overrides: dict[str, Any] | None = None
+) -> None:
     """Write an offline-loadable checkpoint folder: safetensors + config + generation_config + tokenizer."""
     out.mkdir(parents=True, exist_ok=True)
     model.generation_config = generation_config(cfg.canvas_length, gen_overrides)
@@ -321,7 +335,9 @@ def save_checkpoint(model: Any, tok: Any, out: Path, cfg: TrainConfig, gen_overr
     tok.save_pretrained(out)
 
 
-def _save_state(path: Path, optimizer: Any, step: int, total: int, rng: random.Random, gen: Any, extra: dict[str, Any]) -> None:
+def _save_state(
+    path: Path, optimizer: Any, step: int, total: int, rng: random.Random, gen: Any, extra: dict[str, Any]
+) -> None:
     import torch
 
     path.mkdir(parents=True, exist_ok=True)
@@ -344,7 +360,9 @@ def _save_state(path: Path, optimizer: Any, step: int, total: int, rng: random.R
 # --------------------------------------------------------------------------------------------------------------
 
 
-def heldout_loss(model: Any, data: list[Encoded], cfg: TrainConfig, device: str, autocast: Any) -> dict[str, float]:
+def heldout_loss(
+    model: Any, data: list[Encoded], cfg: TrainConfig, device: str, autocast: Any
+) -> dict[str, float]:
     """Mean loss on the held-out split at fixed noise levels (t = 0.25, 0.5, 1.0) and one-pass accuracy from
     pure noise (fraction of target tokens the first decoder pass gets right; ``acc_t1``)."""
     import torch
@@ -355,13 +373,22 @@ def heldout_loss(model: Any, data: list[Encoded], cfg: TrainConfig, device: str,
     with torch.no_grad():
         for s in range(0, len(data), cfg.batch_size):
             items = data[s : s + cfg.batch_size]
-            b = {k: v.to(device) for k, v in make_batch(items, cfg.canvas_length, cfg.max_prompt, rng).items()}
+            b = {
+                k: v.to(device) for k, v in make_batch(items, cfg.canvas_length, cfg.max_prompt, rng).items()
+            }
             g = torch.Generator(device=device).manual_seed(s)
             for tv in (0.25, 0.5, 1.0):
                 t = torch.full((len(items),), tv, device=device)
                 with autocast():
-                    loss, stats = diffusion_loss(model, b, vocab_size=cfg.vocab_size, self_cond_p=0.0,
-                                                 pad_weight=cfg.pad_weight, generator=g, t=t)
+                    loss, stats = diffusion_loss(
+                        model,
+                        b,
+                        vocab_size=cfg.vocab_size,
+                        self_cond_p=0.0,
+                        pad_weight=cfg.pad_weight,
+                        generator=g,
+                        t=t,
+                    )
                 out["loss"].append(float(loss))
                 if tv == 1.0:
                     out["acc_t1"].append(stats["acc_noised"])
@@ -390,12 +417,17 @@ def prepare(cfg: TrainConfig, log: Any = print) -> tuple[Any, list[Encoded], lis
     from transformers import AutoTokenizer
 
     from model.tokenizer import build_tokenizer
-    from model.training.data import Generator, corpus_texts
+    from model.training.data import DEFAULT_MASKBENCH, Generator, corpus_texts
 
     out = Path(cfg.out_dir)
     t0 = time.time()
-    train_ex = Generator(cfg.seed, "train").take(cfg.n_train)
-    held_ex = Generator(cfg.seed, "heldout").take(cfg.n_heldout)
+    mb = Path(cfg.maskbench) if cfg.maskbench else DEFAULT_MASKBENCH
+    if not mb.exists():
+        log(
+            f"[yellow]warning: {mb} not found: training without the Glaive schemas (generated + bot tools only)"
+        )
+    train_ex = Generator(cfg.seed, "train", mb).take(cfg.n_train)
+    held_ex = Generator(cfg.seed, "heldout", mb).take(cfg.n_heldout)
     tok_dir = out / "tokenizer"
     if (tok_dir / "tokenizer.json").exists():
         tok = AutoTokenizer.from_pretrained(tok_dir)
@@ -432,8 +464,9 @@ def train(cfg: TrainConfig) -> Path:
     import torch
     from rich.console import Console
     from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
-    from transformers import DiffusionGemmaForBlockDiffusion
+    import transformers
 
+    DiffusionGemmaForBlockDiffusion: Any = transformers.DiffusionGemmaForBlockDiffusion
     console = Console()
     torch.set_num_threads(cfg.threads)
     device = cfg.device
@@ -461,6 +494,8 @@ def train(cfg: TrainConfig) -> Path:
         model = DiffusionGemmaForBlockDiffusion.from_pretrained(ckpt, local_files_only=True).to(device)
         state = torch.load(ckpt / "trainer_state.pt", weights_only=False)
         step, total = int(state["step"]), int(state["total_steps"])
+        if cfg.max_minutes is None:  # an explicit --steps beyond the saved schedule extends it
+            total = max(total, cfg.steps)
         rng.setstate(state["py_rng"])
         torch.set_rng_state(state["torch_rng"])
         gen.set_state(state["noise_rng"])
@@ -475,7 +510,9 @@ def train(cfg: TrainConfig) -> Path:
     no_decay = [p for n, p in model.named_parameters() if p.ndim < 2]
     opt = torch.optim.AdamW(
         [{"params": decay, "weight_decay": cfg.weight_decay}, {"params": no_decay, "weight_decay": 0.0}],
-        lr=cfg.lr, betas=(0.9, 0.98), eps=1e-8,
+        lr=cfg.lr,
+        betas=(0.9, 0.98),
+        eps=1e-8,
     )
     if state is not None:
         opt.load_state_dict(state["optimizer"])
@@ -485,21 +522,35 @@ def train(cfg: TrainConfig) -> Path:
     ema: float | None = None
     toks_window, time_window = 0, 0.0
     schedule_fixed = cfg.max_minutes is None or state is not None
-    cols = (TextColumn("[bold]train"), BarColumn(), TextColumn("{task.completed}/{task.total}"),
-            TextColumn("loss {task.fields[loss]:.3f}"), TextColumn("{task.fields[tps]:.0f} tok/s"),
-            TimeElapsedColumn(), TimeRemainingColumn())
+    cols = (
+        TextColumn("[bold]train"),
+        BarColumn(),
+        TextColumn("{task.completed}/{task.total}"),
+        TextColumn("loss {task.fields[loss]:.3f}"),
+        TextColumn("{task.fields[tps]:.0f} tok/s"),
+        TimeElapsedColumn(),
+        TimeRemainingColumn(),
+    )
     with Progress(*cols, console=console, transient=False) as prog:
         task = prog.add_task("train", total=total, completed=step, loss=float("nan"), tps=0.0)
         while step < total:
             t0 = time.time()
             items = next(stream)
-            batch = {k: v.to(device) for k, v in make_batch(items, cfg.canvas_length, cfg.max_prompt, rng).items()}
+            batch = {
+                k: v.to(device) for k, v in make_batch(items, cfg.canvas_length, cfg.max_prompt, rng).items()
+            }
             lr = _lr_at(step, total, cfg)
             for g in opt.param_groups:
                 g["lr"] = lr
             with autocast():
-                loss, stats = diffusion_loss(model, batch, vocab_size=cfg.vocab_size, self_cond_p=cfg.self_cond_p,
-                                             pad_weight=cfg.pad_weight, generator=gen)
+                loss, stats = diffusion_loss(
+                    model,
+                    batch,
+                    vocab_size=cfg.vocab_size,
+                    self_cond_p=cfg.self_cond_p,
+                    pad_weight=cfg.pad_weight,
+                    generator=gen,
+                )
             opt.zero_grad(set_to_none=True)
             loss.backward()
             gnorm = torch.nn.utils.clip_grad_norm_(model.parameters(), cfg.grad_clip)
@@ -523,14 +574,24 @@ def train(cfg: TrainConfig) -> Path:
             prog.update(task, completed=step, loss=ema, tps=toks_window / max(time_window, 1e-9))
             rec: dict[str, Any] = {}
             if step % cfg.log_every == 0 or step == total:
-                rec = {"step": step, "loss": lv, "loss_ema": ema, "lr": lr, "grad_norm": float(gnorm),
-                       "tok_per_s": toks_window / max(time_window, 1e-9), "s_per_step": time_window / cfg.log_every,
-                       "elapsed_s": time.time() - t_start, **stats}
+                rec = {
+                    "step": step,
+                    "loss": lv,
+                    "loss_ema": ema,
+                    "lr": lr,
+                    "grad_norm": float(gnorm),
+                    "tok_per_s": toks_window / max(time_window, 1e-9),
+                    "s_per_step": time_window / cfg.log_every,
+                    "elapsed_s": time.time() - t_start,
+                    **stats,
+                }
                 toks_window, time_window = 0, 0.0
             if step % cfg.eval_every == 0 or step == total:
                 h = heldout_loss(model, held_data[:128], cfg, device, autocast)
                 rec.update({"step": step, "heldout_loss": h["loss"], "heldout_acc_t1": h["acc_t1"]})
-                console.print(f"step {step}: loss(ema) {ema:.3f} held-out loss {h['loss']:.3f} one-pass acc {h['acc_t1']:.3f}")
+                console.print(
+                    f"step {step}: loss(ema) {ema:.3f} held-out loss {h['loss']:.3f} one-pass acc {h['acc_t1']:.3f}"
+                )
             if rec:
                 log_f.write(json.dumps(rec) + "\n")
                 log_f.flush()

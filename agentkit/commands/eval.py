@@ -1,0 +1,119 @@
+"""``agentkit eval bfcl`` (BFCL AST accuracy) and ``agentkit eval heldout`` (held-out synthetic split)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import typer
+
+eval_app = typer.Typer(
+    help="Evaluate a checkpoint (BFCL AST scoring, held-out synthetic data).", no_args_is_help=True
+)
+
+
+def _load_chat_model(checkpoint: str | None, threads: int | None) -> Any:
+    from model.chat import ChatModel, set_threads
+
+    set_threads(threads)
+    return ChatModel.load(checkpoint)
+
+
+@eval_app.command("bfcl")
+def bfcl_command(
+    category: str = typer.Option(
+        "simple_python", "--category", "-c", help="simple_python | multiple | parallel | parallel_multiple"
+    ),
+    limit: int | None = typer.Option(None, "--limit", "-n", help="Score only the first N questions."),
+    data: Path | None = typer.Option(
+        None, "--data", help="BFCL-format question file (one JSON object per line)."
+    ),
+    answers: Path | None = typer.Option(
+        None, "--answers", help="Ground-truth file; omit with --data for irrelevance scoring."
+    ),
+    checkpoint: str | None = typer.Option(
+        None, "--checkpoint", "-m", help="Checkpoint folder (default: embedded agentkit-tiny)."
+    ),
+    json_out: bool = typer.Option(
+        False,
+        "--json",
+        help="Print one JSON object (category, n, accuracy, parse_rate, mean_latency_s, results).",
+    ),
+    seed: int = typer.Option(0, "--seed", help="Denoising seed per question."),
+    threads: int | None = typer.Option(
+        None, "--threads", help="torch threads (default: leave torch's setting)."
+    ),
+    unconstrained: bool = typer.Option(
+        False, "--unconstrained", help="Generate without the tool-call grammar."
+    ),
+) -> None:
+    """Score a checkpoint on BFCL with AST matching (reads ../shared/data/bfcl by default)."""
+    from rich.console import Console
+
+    from model.training.bfcl import evaluate, load_category
+
+    console = Console(stderr=True)
+    try:
+        questions, gt = load_category(category if data is None else None, data=data, answers=answers)
+    except (ValueError, FileNotFoundError) as exc:
+        typer.secho(str(exc), err=True, fg="red")
+        raise typer.Exit(2) from None
+    label = category if data is None or answers is not None else "irrelevance"
+    cm = _load_chat_model(checkpoint, threads)
+
+    def chat(
+        messages: list[dict[str, Any]], tools: list[dict[str, Any]]
+    ) -> tuple[list[tuple[str, dict[str, Any]]], bool, str]:
+        try:
+            out = cm.chat(messages, tools, tool_choice="auto", seed=seed, constrained=not unconstrained)
+        except Exception as exc:  # a malformed unconstrained output counts as a parse failure
+            return [], False, f"<error: {exc}>"
+        return [(c.name, c.arguments) for c in out.tool_calls], True, out.raw
+
+    done = [0]
+
+    def progress(r: dict[str, Any]) -> None:
+        done[0] += 1
+        if not json_out:
+            mark = "[green]ok" if r["correct"] else f"[red]{r['error_type']}"
+            console.print(f"{done[0]:4d} {r['id']}: {mark}[/] ({r['latency_s']:.2f}s)")
+
+    rep = evaluate(label, questions, gt, chat, limit=limit, on_result=progress)
+    if json_out:
+        typer.echo(json.dumps(rep.to_json()))
+        return
+    typer.echo(
+        f"BFCL {rep.category}: n={rep.n} accuracy={rep.accuracy:.3f} parse_rate={rep.parse_rate:.3f} "
+        f"mean_latency_s={rep.mean_latency_s:.3f}"
+    )
+
+
+@eval_app.command("heldout")
+def heldout_command(
+    limit: int = typer.Option(100, "--limit", "-n", help="Number of held-out examples."),
+    checkpoint: str | None = typer.Option(
+        None, "--checkpoint", "-m", help="Checkpoint folder (default: embedded agentkit-tiny)."
+    ),
+    seed: int = typer.Option(0, "--seed", help="Data seed (the held-out stream of this seed)."),
+    json_out: bool = typer.Option(False, "--json", help="Print one JSON object."),
+    threads: int | None = typer.Option(None, "--threads", help="torch threads."),
+) -> None:
+    """Exact-match accuracy on the held-out synthetic split (calls order-free; prose turns: no call made)."""
+    from model.training.heldout import evaluate_heldout
+
+    cm = _load_chat_model(checkpoint, threads)
+    rep = evaluate_heldout(cm, limit=limit, seed=seed)
+    if json_out:
+        typer.echo(json.dumps(rep))
+        return
+    typer.echo(
+        f"held-out: n={rep['n']} accuracy={rep['accuracy']:.3f} mean_latency_s={rep['mean_latency_s']:.3f}"
+    )
+    for kind, v in sorted(rep["by_kind"].items()):
+        typer.echo(f"  {kind:18s} n={v['n']:4d} accuracy={v['accuracy']:.3f}")
+
+
+def register(app: typer.Typer) -> None:
+    """Add the ``eval`` command group to ``app``."""
+    app.add_typer(eval_app, name="eval")

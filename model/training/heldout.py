@@ -1,0 +1,73 @@
+"""Evaluation on the held-out synthetic split (disjoint data stream and Glaive tools)."""
+
+from __future__ import annotations
+
+import time
+from typing import Any
+
+from model.training.data import Example, Generator
+
+
+def _canon(v: Any) -> Any:
+    if isinstance(v, float) and v.is_integer():
+        return int(v)
+    if isinstance(v, dict):
+        return {k: _canon(x) for k, x in v.items()}
+    if isinstance(v, list):
+        return [_canon(x) for x in v]
+    return v
+
+
+def calls_match(expected: list[tuple[str, dict[str, Any]]], got: list[tuple[str, dict[str, Any]]]) -> bool:
+    """Order-free exact match of calls (``1.0 == 1``)."""
+    rest = [(n, _canon(a)) for n, a in got]
+    if len(rest) != len(expected):
+        return False
+    for n, a in expected:
+        key = (n, _canon(a))
+        if key not in rest:
+            return False
+        rest.remove(key)
+    return True
+
+
+def score_example(ex: Example, calls: list[tuple[str, dict[str, Any]]]) -> bool:
+    """Correct when the calls match exactly (call examples) or no call was made (prose examples)."""
+    return calls_match(ex.calls, calls) if ex.calls else not calls
+
+
+def evaluate_heldout(chat_model: Any, *, limit: int = 100, seed: int = 0) -> dict[str, Any]:
+    """Run ``chat_model.chat`` (a :class:`model.chat.ChatModel`) on ``limit`` held-out examples.
+
+    Returns:
+        ``{"n", "accuracy", "mean_latency_s", "by_kind": {kind: {"n", "accuracy"}}, "results": [...]}``.
+    """
+    examples = Generator(seed, "heldout").take(limit)
+    results = []
+    for i, ex in enumerate(examples):
+        t0 = time.perf_counter()
+        out = chat_model.chat(ex.messages, ex.tools or None, seed=i)
+        dt = time.perf_counter() - t0
+        calls = [(c.name, c.arguments) for c in out.tool_calls]
+        results.append(
+            {
+                "kind": ex.kind,
+                "correct": score_example(ex, calls),
+                "latency_s": dt,
+                "expected": ex.target,
+                "raw": out.raw,
+            }
+        )
+    by_kind: dict[str, dict[str, Any]] = {}
+    for r in results:
+        k = by_kind.setdefault(r["kind"], {"n": 0, "correct": 0})
+        k["n"] += 1
+        k["correct"] += int(r["correct"])
+    n = len(results)
+    return {
+        "n": n,
+        "accuracy": sum(r["correct"] for r in results) / n if n else 0.0,
+        "mean_latency_s": sum(r["latency_s"] for r in results) / n if n else 0.0,
+        "by_kind": {k: {"n": v["n"], "accuracy": v["correct"] / v["n"]} for k, v in by_kind.items()},
+        "results": results,
+    }

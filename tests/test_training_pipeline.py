@@ -1,0 +1,192 @@
+"""Synthetic data generator, batching, diffusion loss and the train loop (tiny sizes, CPU, offline)."""
+
+from __future__ import annotations
+
+import json
+import random
+
+import pytest
+import torch
+
+from model import special_tokens as st
+from model.training.data import Generator, sanity_check
+from model.training.train import (
+    Encoded,
+    TrainConfig,
+    build_model_config,
+    diffusion_loss,
+    make_batch,
+    train,
+)
+
+torch.set_num_threads(1)
+
+
+def test_generator_is_deterministic_and_consistent():
+    a = [e.to_json() for e in Generator(5).take(200)]
+    b = [e.to_json() for e in Generator(5).take(200)]
+    assert a == b
+    assert a != [e.to_json() for e in Generator(6).take(200)]
+    exs = Generator(5).take(1500)
+    kinds = {e.kind for e in exs}
+    assert kinds == {
+        "call",
+        "parallel",
+        "multi_call",
+        "answer_after_tool",
+        "followup_call",
+        "no_tool",
+        "unanswerable",
+    }
+    for e in exs:
+        sanity_check(e)
+        if e.calls:
+            assert e.target.startswith(st.TOOL_CALL_START) and e.target.endswith(st.TOOL_RESPONSE_START)
+        else:
+            assert e.target.endswith(st.TURN_END) and st.TOOL_CALL_START not in e.target
+    # parallel examples really call one tool several times
+    par = [e for e in exs if e.kind == "parallel"]
+    assert par and all(len(e.calls) >= 2 for e in par)
+
+
+def test_values_are_copied_from_the_request():
+    """String arguments of single calls appear verbatim in the user's request (the skill being taught)."""
+    n_checked = 0
+    for e in Generator(9).take(400):
+        if e.kind != "call":
+            continue
+        req = e.messages[-1]["content"]
+        for v in e.calls[0][1].values():
+            if isinstance(v, str) and not any(c.isdigit() for c in v) and "units" not in e.target:
+                assert v in req, (v, req)
+                n_checked += 1
+    assert n_checked > 100
+
+
+def test_heldout_split_uses_disjoint_glaive_tools():
+    tr, ho = Generator(0, "train"), Generator(0, "heldout")
+    if not tr.glaive:
+        pytest.skip("maskbench data not present")
+    assert tr.glaive and ho.glaive
+    assert not {t.name for t in tr.glaive} & {t.name for t in ho.glaive}
+    with pytest.raises(ValueError, match="split"):
+        Generator(0, "test")
+
+
+def test_no_bfcl_question_is_reproduced():
+    from model.training.bfcl import DEFAULT_BFCL_DIR, read_jsonl
+
+    path = DEFAULT_BFCL_DIR / "BFCL_v4_simple_python.json"
+    if not path.exists():
+        pytest.skip("BFCL data not present")
+    bfcl = {m["content"] for r in read_jsonl(path) for turn in r["question"] for m in turn}
+    ours = {m["content"] for e in Generator(0).take(2000) for m in e.messages if m["role"] == "user"}
+    assert not bfcl & ours
+
+
+def test_make_batch_windows_and_left_padding():
+    C = 4
+    items = [
+        Encoded(prompt=[2, 30, 31], target=[40, 41, 42, 43, 44, 45]),
+        Encoded(prompt=[2, 50], target=[60]),
+    ]
+    rng = random.Random(0)
+    seen_windows = set()
+    for _ in range(20):
+        b = make_batch(items, C, max_prompt=100, rng=rng)
+        ids, attn, canvas, real = b["input_ids"], b["attention_mask"], b["canvas"], b["is_target"]
+        assert canvas.shape == (2, C)
+        # second example: short target, padded canvas, left-padded prompt
+        assert canvas[1].tolist() == [60, st.PAD_ID, st.PAD_ID, st.PAD_ID]
+        assert real[1].tolist() == [True, False, False, False]
+        assert ids[1, -2:].tolist() == [2, 50] and int(attn[1].sum()) == 2
+        assert ids.shape[1] == 2 or int(attn[1, 0]) == 0
+        first = canvas[0].tolist()
+        seen_windows.add(tuple(first))
+        if first[0] == 44:  # second window: earlier target tokens moved into the prompt
+            assert ids[0, -7:].tolist() == [2, 30, 31, 40, 41, 42, 43]
+            assert first == [44, 45, st.PAD_ID, st.PAD_ID]
+    assert seen_windows == {(40, 41, 42, 43), (44, 45, st.PAD_ID, st.PAD_ID)}
+    b = make_batch(items, C, max_prompt=2, rng=rng)
+    assert b["input_ids"].shape[1] <= 2
+
+
+def _tiny_cfg(tmp_path, **kw) -> TrainConfig:
+    base = dict(
+        out_dir=str(tmp_path / "run"),
+        vocab_size=600,
+        hidden_size=64,
+        intermediate_size=128,
+        moe_intermediate_size=64,
+        num_layers=2,
+        num_heads=2,
+        num_kv_heads=1,
+        head_dim=32,
+        canvas_length=16,
+        max_prompt=160,
+        sliding_window=64,
+        n_train=120,
+        n_heldout=16,
+        tokenizer_examples=120,
+        batch_size=4,
+        steps=4,
+        warmup=2,
+        ckpt_every=2,
+        eval_every=4,
+        log_every=2,
+        bucket_mult=2,
+        lr=3e-3,
+    )
+    base.update(kw)
+    return TrainConfig(**base)
+
+
+def test_loss_decreases_when_overfitting_one_batch(tmp_path):
+    from transformers import DiffusionGemmaForBlockDiffusion
+
+    cfg = _tiny_cfg(tmp_path, vocab_size=128)
+    torch.manual_seed(0)
+    model = DiffusionGemmaForBlockDiffusion(build_model_config(cfg))
+    items = [
+        Encoded(prompt=[2, 20 + i, 21 + i], target=[30 + i, 31 + i, 32, st.SPECIAL_IDS[st.TURN_END]])
+        for i in range(4)
+    ]
+    batch = make_batch(items, cfg.canvas_length, cfg.max_prompt, random.Random(0))
+    opt = torch.optim.AdamW(model.parameters(), lr=3e-3)
+    g = torch.Generator().manual_seed(0)
+    losses = []
+    for _ in range(40):
+        loss, stats = diffusion_loss(
+            model, batch, vocab_size=cfg.vocab_size, self_cond_p=0.5, pad_weight=0.25, generator=g
+        )
+        opt.zero_grad()
+        loss.backward()
+        opt.step()
+        losses.append(loss.item())
+        assert 0.0 <= stats["acc_noised"] <= 1.0
+    assert losses[0] > 4.0
+    assert sum(losses[-5:]) / 5 < 0.5 * losses[0]
+
+
+def test_train_writes_offline_checkpoint_and_resumes(tmp_path):
+    from transformers import AutoTokenizer, DiffusionGemmaForBlockDiffusion
+
+    cfg = _tiny_cfg(tmp_path)
+    final = train(cfg)
+    model = DiffusionGemmaForBlockDiffusion.from_pretrained(final, local_files_only=True)
+    tok = AutoTokenizer.from_pretrained(final)
+    assert model.config.text_config.vocab_size == 600 == len(tok)
+    assert model.config.canvas_length == 16
+    assert list(model.generation_config.eos_token_id) == list(st.GENERATION_EOS_IDS)
+    assert model.generation_config.t_max < 0.5
+    assert tok.chat_template and "<|tool>declaration:" in tok.chat_template
+    log = [json.loads(line) for line in (tmp_path / "run" / "log.jsonl").read_text().splitlines()]
+    assert [r["step"] for r in log if "loss" in r] == [2, 4]
+    assert any("heldout_loss" in r for r in log)
+    # resume: continues from the saved step, not from zero
+    cfg2 = _tiny_cfg(tmp_path, steps=6)
+    train(cfg2)
+    state = torch.load(tmp_path / "run" / "checkpoint" / "trainer_state.pt", weights_only=False)
+    assert state["step"] == 6
+    log = [json.loads(line) for line in (tmp_path / "run" / "log.jsonl").read_text().splitlines()]
+    assert [r["step"] for r in log if "loss" in r] == [2, 4, 6]
