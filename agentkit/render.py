@@ -20,7 +20,9 @@ def _short(text: str, limit: int) -> str:
 
 def _args(arguments: Any) -> str:
     if isinstance(arguments, dict):
-        return ", ".join(f"{k}={json.dumps(v, ensure_ascii=False, default=str)}" for k, v in arguments.items())
+        return ", ".join(
+            f"{k}={json.dumps(v, ensure_ascii=False, default=str)}" for k, v in arguments.items()
+        )
     return str(arguments)
 
 
@@ -33,7 +35,9 @@ class RichRenderer:
         show_thinking: print the model's thinking text (dim).
     """
 
-    def __init__(self, console: Console | None = None, *, max_chars: int = 400, show_thinking: bool = True) -> None:
+    def __init__(
+        self, console: Console | None = None, *, max_chars: int = 400, show_thinking: bool = True
+    ) -> None:
         self.console = console or Console()
         self.max_chars = max_chars
         self.show_thinking = show_thinking

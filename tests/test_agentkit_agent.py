@@ -17,7 +17,14 @@ from agentkit.errors import (
     ToolDefinitionError,
     ToolRetriesExceeded,
 )
-from agentkit.events import ModelResponded, RunFailed, RunFinished, RunStarted, ToolCallFinished, ToolCallStarted
+from agentkit.events import (
+    ModelResponded,
+    RunFailed,
+    RunFinished,
+    RunStarted,
+    ToolCallFinished,
+    ToolCallStarted,
+)
 from agentkit.tools import ToolContext
 
 
@@ -73,7 +80,9 @@ def test_tool_round_trip_and_transcript():
     assert second[-2] == {
         "role": "assistant",
         "content": None,
-        "tool_calls": [{"id": "call_0", "type": "function", "function": {"name": "add", "arguments": {"a": 2, "b": 40}}}],
+        "tool_calls": [
+            {"id": "call_0", "type": "function", "function": {"name": "add", "arguments": {"a": 2, "b": 40}}}
+        ],
     }
     assert second[-1] == {"role": "tool", "tool_call_id": "call_0", "name": "add", "content": "42"}
     assert result.usage.requests == 2
@@ -88,7 +97,11 @@ def test_tool_exception_becomes_tool_response_with_name_and_arguments():
     assert rec.error_kind == "exception"
     assert rec.error == "ZeroDivisionError: float division by zero"
     payload = json.loads(rec.content)
-    assert payload == {"error": "ZeroDivisionError: float division by zero", "tool": "divide", "arguments": {"a": 1, "b": 0}}
+    assert payload == {
+        "error": "ZeroDivisionError: float division by zero",
+        "tool": "divide",
+        "arguments": {"a": 1, "b": 0},
+    }
     assert tool_messages(backend.requests[1].messages)[0]["content"] == rec.content
 
 
@@ -179,7 +192,13 @@ def test_invalid_arguments_are_reported_with_the_schema():
 
 
 def test_backend_decode_error_goes_back_with_valid_names():
-    bad = ToolCallRequest("c1", "add", {}, error="arguments are not valid JSON (Expecting value at character 5)", raw_arguments='{"a":')
+    bad = ToolCallRequest(
+        "c1",
+        "add",
+        {},
+        error="arguments are not valid JSON (Expecting value at character 5)",
+        raw_arguments='{"a":',
+    )
     backend = ScriptedBackend([ModelTurn(tool_calls=[bad]), "ok"])
     result = Agent(backend, [add]).run("?")
     payload = json.loads(result.tool_calls[0].content)
@@ -240,7 +259,9 @@ def test_parallel_async_calls_run_concurrently():
 
 
 def test_duplicate_and_missing_call_ids_are_made_unique():
-    backend = ScriptedBackend([[call("add", call_id="x", a=1, b=1), call("add", {"a": 2, "b": 2}, call_id="x")], "ok"])
+    backend = ScriptedBackend(
+        [[call("add", call_id="x", a=1, b=1), call("add", {"a": 2, "b": 2}, call_id="x")], "ok"]
+    )
     result = Agent(backend, [add]).run("?")
     ids = [r.id for r in result.tool_calls]
     assert ids == ["x", "x_1"]
@@ -287,7 +308,9 @@ def test_failure_budget_stops_a_tool_that_keeps_failing():
     backend = ScriptedBackend([call("broken", n=1), call("broken", n=2), "never"])
     with pytest.raises(ToolRetriesExceeded) as ei:
         Agent(backend, [broken]).run("go")
-    assert "tool 'broken' failed 2 times in this run (retries=1); last error: RuntimeError: broken 2" in str(ei.value)
+    assert "tool 'broken' failed 2 times in this run (retries=1); last error: RuntimeError: broken 2" in str(
+        ei.value
+    )
     assert len(ei.value.result.tool_calls) == 2
 
 
@@ -361,7 +384,7 @@ def test_run_inside_event_loop_is_refused_and_arun_works():
     agent = Agent(ScriptedBackend(["a", "b"]))
 
     async def main():
-        with pytest.raises(RuntimeError, match="use `await agent.arun"):
+        with pytest.raises(RuntimeError, match=r"use `await agent\.arun"):
             agent.run("x")
         return await agent.arun("x")
 

@@ -60,7 +60,9 @@ def test_schema_file_is_a_valid_json_schema():
 
 
 def test_python_tools_and_agent_settings(tmp_path, pymod):
-    (tmp_path / "script.json").write_text(json.dumps([{"tool_calls": [{"name": "add", "arguments": {"a": 2}}]}, "3"]))
+    (tmp_path / "script.json").write_text(
+        json.dumps([{"tool_calls": [{"name": "add", "arguments": {"a": 2}}]}, "3"])
+    )
     p = write(
         tmp_path,
         f"""
@@ -98,7 +100,12 @@ def test_python_tools_and_agent_settings(tmp_path, pymod):
     assert echo_t.timeout == 2.5 and echo_t.parameters["required"] == ["x"]
     assert (shout_t.timeout, shout_t.retries, shout_t.description) == (3, 0, "Upper-case text.")
     agent = Agent.from_bundle(p)
-    assert (agent.max_steps, agent.loop_guard, agent.tool_choice, agent.system_prompt) == (4, 5, "required", "You calculate.")
+    assert (agent.max_steps, agent.loop_guard, agent.tool_choice, agent.system_prompt) == (
+        4,
+        5,
+        "required",
+        "You calculate.",
+    )
     result = agent.run("2+1?")
     assert result.answer == "3" and result.tool_calls[0].content == "3"
     # overrides: a Backend instance and Agent keywords
@@ -120,7 +127,11 @@ def test_switching_backend_kind_drops_the_bundles_backend_settings(tmp_path, pym
     b = load_bundle(p)
     be = b.make_backend()
     assert isinstance(be, OpenAIBackend)
-    assert (be.model, be.base_url, be.settings) == ("served", "http://srv:9/v1", {"temperature": 0.1, "seed": 3})
+    assert (be.model, be.base_url, be.settings) == (
+        "served",
+        "http://srv:9/v1",
+        {"temperature": 0.1, "seed": 3},
+    )
     be2 = b.make_backend(model="other")
     assert (be2.model, be2.base_url) == ("other", "http://srv:9/v1")
     emb = b.make_backend(backend="embedded")
@@ -206,14 +217,22 @@ def test_http_post_default_body_retries_and_errors(tmp_path, monkeypatch):
     assert json.loads(seen[0].content) == {"title": "T"}  # arguments not in the URL go to the JSON body
     assert second.error_kind == "exception"
     assert "POST https://api.example.com/items/8: HTTP 404: status 404" in second.error
-    assert third.error == "RuntimeError: environment variable MISSING_TOKEN is not set (needed by tool 'secret')"
+    assert (
+        third.error == "RuntimeError: environment variable MISSING_TOKEN is not set (needed by tool 'secret')"
+    )
     assert len(seen) == 3
 
 
 def test_sandbox_tool_gets_arguments_and_reports_failures(tmp_path):
     class Ex:
         def __init__(self, stdout="", stderr="", exit_code=0, timed_out=False):
-            self.stdout, self.stderr, self.exit_code, self.timed_out, self.oom_killed = stdout, stderr, exit_code, timed_out, False
+            self.stdout, self.stderr, self.exit_code, self.timed_out, self.oom_killed = (
+                stdout,
+                stderr,
+                exit_code,
+                timed_out,
+                False,
+            )
 
     runs = []
 
@@ -242,13 +261,16 @@ def test_sandbox_tool_gets_arguments_and_reports_failures(tmp_path):
         """,
     )
     b = load_bundle(p, sandbox_runner=runner)
-    result = b.make_agent(backend=ScriptedBackend([[call("square", n=12), call("square", n=-1), call("square", n=1000)], "ok"])).run("?")
+    result = b.make_agent(
+        backend=ScriptedBackend([[call("square", n=12), call("square", n=-1), call("square", n=1000)], "ok"])
+    ).run("?")
     ok, bad, slow = result.tool_calls
     assert ok.content == "144\n"
     assert bad.error == "RuntimeError: sandboxed code exited with code 1: Traceback...\nValueError: negative"
     assert slow.error_kind == "exception" and "timed out after 3 s" in slow.error
     code, language, files, timeout = runs[0]
     assert language == "python" and timeout == 3.0
+    assert files == {"args.json": '{"n": 12}'}
     assert code.endswith('print(args["n"] ** 2)\n') and "json" in code.split("\n")[0]
 
 

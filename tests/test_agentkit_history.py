@@ -47,7 +47,14 @@ def test_finished_turns_keep_only_question_and_final_answer():
     assert "thinking" not in text and "tool" not in text and "Looking it up" not in text
     # within the turn the trajectory is kept
     second_request_turn2 = backend.requests[3].messages
-    assert [m["role"] for m in second_request_turn2] == ["system", "user", "assistant", "user", "assistant", "tool"]
+    assert [m["role"] for m in second_request_turn2] == [
+        "system",
+        "user",
+        "assistant",
+        "user",
+        "assistant",
+        "tool",
+    ]
     assert json.loads(second_request_turn2[-1]["content"]) == {"city": "Oslo", "population_m": 0.7}
     assert session.conversation.turns == 2
 
@@ -112,21 +119,38 @@ def test_history_passed_to_run_is_not_modified():
     ("data", "message"),
     [
         ({"format": "other", "version": 1, "messages": []}, "not an agentkit conversation"),
-        ({"format": "agentkit.conversation", "version": 2, "messages": []}, "unsupported conversation version 2"),
+        (
+            {"format": "agentkit.conversation", "version": 2, "messages": []},
+            "unsupported conversation version 2",
+        ),
         ({"format": "agentkit.conversation", "version": 1, "messages": {}}, "messages must be a list"),
         (
-            {"format": "agentkit.conversation", "version": 1, "messages": [{"role": "assistant", "content": "x"}, {"role": "user", "content": "y"}]},
+            {
+                "format": "agentkit.conversation",
+                "version": 1,
+                "messages": [{"role": "assistant", "content": "x"}, {"role": "user", "content": "y"}],
+            },
             "message 0 has role 'assistant', expected 'user'",
         ),
         (
-            {"format": "agentkit.conversation", "version": 1, "messages": [{"role": "user", "content": "x", "thinking": "t"}, {"role": "assistant", "content": "y"}]},
+            {
+                "format": "agentkit.conversation",
+                "version": 1,
+                "messages": [
+                    {"role": "user", "content": "x", "thinking": "t"},
+                    {"role": "assistant", "content": "y"},
+                ],
+            },
             "message 0 must have exactly the keys 'role' and 'content'",
         ),
         (
             {"format": "agentkit.conversation", "version": 1, "messages": [{"role": "user", "content": "x"}]},
             "last message is a user message without a final answer",
         ),
-        ({"format": "agentkit.conversation", "version": 1, "messages": [], "extra": 1}, "unknown conversation key"),
+        (
+            {"format": "agentkit.conversation", "version": 1, "messages": [], "extra": 1},
+            "unknown conversation key",
+        ),
     ],
 )
 def test_invalid_conversations_are_rejected_clearly(data, message):

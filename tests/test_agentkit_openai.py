@@ -34,7 +34,8 @@ def completion(*, content=None, tool_calls=None, reasoning=None, usage=(10, 5)):
     msg = {"role": "assistant", "content": content}
     if tool_calls is not None:
         msg["tool_calls"] = [
-            {"id": cid, "type": "function", "function": {"name": name, "arguments": args}} for cid, name, args in tool_calls
+            {"id": cid, "type": "function", "function": {"name": name, "arguments": args}}
+            for cid, name, args in tool_calls
         ]
     if reasoning is not None:
         msg["reasoning_content"] = reasoning
@@ -84,7 +85,9 @@ def test_request_wire_format_and_response_parsing():
             completion(content="Clear in Paris.", usage=(30, 4)),
         ]
     )
-    agent = Agent(backend_for(server, settings={"temperature": 0.2}), [get_weather], tool_choice={"name": "get_weather"})
+    agent = Agent(
+        backend_for(server, settings={"temperature": 0.2}), [get_weather], tool_choice={"name": "get_weather"}
+    )
     result = agent.run("Weather in Paris?")
     assert result.answer == "Clear in Paris."
     assert result.steps[0].thinking == "need weather"
@@ -103,9 +106,19 @@ def test_request_wire_format_and_response_parsing():
     assert assistant == {
         "role": "assistant",
         "content": None,
-        "tool_calls": [{"id": "call_a", "type": "function", "function": {"name": "get_weather", "arguments": '{"city": "Paris"}'}}],
+        "tool_calls": [
+            {
+                "id": "call_a",
+                "type": "function",
+                "function": {"name": "get_weather", "arguments": '{"city": "Paris"}'},
+            }
+        ],
     }  # arguments re-encoded as a JSON string, thinking not sent
-    assert tool_msg == {"role": "tool", "tool_call_id": "call_a", "content": '{"city":"Paris","days":1,"sky":"clear"}'}
+    assert tool_msg == {
+        "role": "tool",
+        "tool_call_id": "call_a",
+        "content": '{"city":"Paris","days":1,"sky":"clear"}',
+    }
 
 
 @pytest.mark.parametrize(
@@ -140,7 +153,9 @@ def test_bad_arguments_go_back_to_the_model_listing_valid_tools(raw, error):
 
 
 def test_unknown_tool_name_goes_back_listing_valid_tools():
-    server = FakeServer([completion(tool_calls=[("c1", "weather", '{"city": "Oslo"}')]), completion(content="ok")])
+    server = FakeServer(
+        [completion(tool_calls=[("c1", "weather", '{"city": "Oslo"}')]), completion(content="ok")]
+    )
     Agent(backend_for(server), [get_weather, add]).run("?")
     payload = json.loads(server.body(1)["messages"][-1]["content"])
     assert payload["error"] == "unknown tool 'weather'"
@@ -199,7 +214,9 @@ def test_retry_after_is_honoured_up_to_the_cap():
 
 
 def test_async_path_with_async_transport():
-    server = FakeServer([429, completion(tool_calls=[("c1", "add", '{"a": 1, "b": 2}')]), completion(content="3")])
+    server = FakeServer(
+        [429, completion(tool_calls=[("c1", "add", '{"a": 1, "b": 2}')]), completion(content="3")]
+    )
 
     async def handler(request):
         return server(request)
@@ -220,9 +237,9 @@ def test_async_path_with_async_transport():
 def test_api_key_from_environment(monkeypatch):
     monkeypatch.setenv("MY_KEY", "sk-env")
     server = FakeServer([completion(content="hi")])
-    OpenAIBackend("m", base_url="http://f/v1", api_key_env="MY_KEY", transport=httpx.MockTransport(server)).complete(
-        [{"role": "user", "content": "x"}], []
-    )
+    OpenAIBackend(
+        "m", base_url="http://f/v1", api_key_env="MY_KEY", transport=httpx.MockTransport(server)
+    ).complete([{"role": "user", "content": "x"}], [])
     assert server.requests[0].headers["authorization"] == "Bearer sk-env"
 
 

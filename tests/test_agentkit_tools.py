@@ -56,7 +56,13 @@ def test_schema_from_hints_and_google_docstring():
     props = params["properties"]
     assert list(props) == ["city", "days", "units", "title"]
     assert props["city"] == {"type": "string", "description": 'City name, e.g. "Paris".'}
-    assert props["days"] == {"type": "integer", "minimum": 1, "maximum": 7, "default": 1, "description": "Number of days."}
+    assert props["days"] == {
+        "type": "integer",
+        "minimum": 1,
+        "maximum": 7,
+        "default": 1,
+        "description": "Number of days.",
+    }
     assert props["units"]["enum"] == ["metric", "imperial"]
     # the auto-generated "title" keywords are gone, but a *property* called "title" stays
     assert "title" in props
@@ -160,7 +166,10 @@ def test_json_schema_parameters_validated_with_jsonschema():
         description="Look up.",
         parameters={
             "type": "object",
-            "properties": {"id": {"type": "integer", "minimum": 0}, "tags": {"type": "array", "items": {"type": "string"}}},
+            "properties": {
+                "id": {"type": "integer", "minimum": 0},
+                "tags": {"type": "array", "items": {"type": "string"}},
+            },
             "required": ["id"],
             "additionalProperties": False,
         },
@@ -209,7 +218,9 @@ def test_async_callable_object_detected():
             "give args_model or parameters, not both",
         ),
         (
-            lambda: Tool(lambda **k: k, name="f", parameters={"type": "object", "properties": {"a": {"type": "nope"}}}),
+            lambda: Tool(
+                lambda **k: k, name="f", parameters={"type": "object", "properties": {"a": {"type": "nope"}}}
+            ),
             "not a valid JSON Schema at 'properties/a/type'",
         ),
         (lambda: Tool(lambda a, b: a, name="f", args_model=SearchArgs), "exactly one argument"),

@@ -47,10 +47,17 @@ def _build_agent(bundle: Path, backend: str | None, model: str | None, max_steps
 def run_command(
     bundle: Path = typer.Argument(..., help="Bundle file (YAML, see docs/BUNDLES.md)."),
     question: str = typer.Argument(..., help="The user message."),
-    json_out: bool = typer.Option(False, "--json", help="Print the run result as one JSON object (no rendering)."),
-    backend: str | None = typer.Option(None, "--backend", "-b", help="embedded | openai | scripted (default: the bundle's)."),
+    json_out: bool = typer.Option(
+        False, "--json", help="Print the run result as one JSON object (no rendering)."
+    ),
+    backend: str | None = typer.Option(
+        None, "--backend", "-b", help="embedded | openai | scripted (default: the bundle's)."
+    ),
     model: str | None = typer.Option(
-        None, "--model", "-m", help="Checkpoint path/id, served model name, or script file (default: the bundle's)."
+        None,
+        "--model",
+        "-m",
+        help="Checkpoint path/id, served model name, or script file (default: the bundle's).",
     ),
     max_steps: int | None = typer.Option(None, "--max-steps", help="Override the bundle's step limit."),
 ) -> None:
@@ -69,7 +76,10 @@ def run_command(
         if json_out:
             typer.echo(
                 json.dumps(
-                    {"error": {"type": type(exc).__name__, "message": str(exc)}, "result": exc.result.to_dict()},
+                    {
+                        "error": {"type": type(exc).__name__, "message": str(exc)},
+                        "result": exc.result.to_dict(),
+                    },
                     ensure_ascii=False,
                     default=str,
                 )
@@ -92,9 +102,14 @@ def run_command(
 
 def chat_command(
     bundle: Path = typer.Argument(..., help="Bundle file (YAML, see docs/BUNDLES.md)."),
-    backend: str | None = typer.Option(None, "--backend", "-b", help="embedded | openai | scripted (default: the bundle's)."),
+    backend: str | None = typer.Option(
+        None, "--backend", "-b", help="embedded | openai | scripted (default: the bundle's)."
+    ),
     model: str | None = typer.Option(
-        None, "--model", "-m", help="Checkpoint path/id, served model name, or script file (default: the bundle's)."
+        None,
+        "--model",
+        "-m",
+        help="Checkpoint path/id, served model name, or script file (default: the bundle's).",
     ),
     load: Path | None = typer.Option(None, "--load", help="Resume a conversation saved as JSON."),
     save: Path | None = typer.Option(None, "--save", help="Save the conversation as JSON after every turn."),

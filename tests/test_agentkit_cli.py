@@ -1,0 +1,133 @@
+"""``agentkit run`` and ``agentkit chat`` with the scripted backend."""
+
+import json
+import textwrap
+import uuid
+
+import pytest
+from typer.testing import CliRunner
+
+from agentkit.cli import app
+from agentkit.history import Conversation
+
+runner = CliRunner()
+
+
+@pytest.fixture
+def bundle(tmp_path):
+    mod = f"cli_tools_{uuid.uuid4().hex[:8]}"
+    (tmp_path / f"{mod}.py").write_text(
+        textwrap.dedent(
+            '''
+            def add(a: int, b: int) -> int:
+                """Add two integers."""
+                return a + b
+
+            def fail(x: int) -> int:
+                """Always fails."""
+                raise ValueError(f"bad x={x}")
+            '''
+        )
+    )
+    script = [
+        {
+            "thinking": "add them",
+            "tool_calls": [
+                {"name": "add", "arguments": {"a": 2, "b": 40}},
+                {"name": "fail", "arguments": {"x": 1}},
+            ],
+        },
+        "The answer is 42.",
+    ]
+    (tmp_path / "script.json").write_text(json.dumps(script))
+    p = tmp_path / "calc.yaml"
+    p.write_text(
+        textwrap.dedent(
+            f"""\
+            agentkit_bundle: 1
+            name: calc
+            model: {{backend: scripted, name: script.json}}
+            agent: {{max_steps: 3}}
+            tools:
+              - {{name: add, python: "{mod}:add"}}
+              - {{name: fail, python: "{mod}:fail"}}
+            """
+        )
+    )
+    return p
+
+
+def test_run_renders_calls_and_answer(bundle):
+    res = runner.invoke(app, ["run", str(bundle), "What is 2+40?"])
+    assert res.exit_code == 0, res.output
+    out = res.stdout
+    assert "thinking: add them" in out
+    assert "→ add(a=2, b=40)" in out
+    assert "← add" in out and ": 42" in out
+    assert "✗ fail: ValueError: bad x=1" in out
+    assert "The answer is 42." in out
+
+
+def test_run_json(bundle):
+    res = runner.invoke(app, ["run", str(bundle), "What is 2+40?", "--json"])
+    assert res.exit_code == 0, res.output
+    data = json.loads(res.stdout)
+    assert data["answer"] == "The answer is 42."
+    assert data["stop_reason"] == "final_answer"
+    calls = data["steps"][0]["tool_calls"]
+    assert (calls[0]["name"], calls[0]["content"]) == ("add", "42")
+    assert calls[1]["error_kind"] == "exception"
+    assert data["conversation"]["messages"][-1] == {"role": "assistant", "content": "The answer is 42."}
+
+
+def test_run_model_override_and_step_limit(bundle, tmp_path):
+    loop = tmp_path / "loop.json"
+    loop.write_text(
+        json.dumps([{"tool_calls": [{"name": "add", "arguments": {"a": i, "b": 1}}]} for i in range(5)])
+    )
+    res = runner.invoke(app, ["run", str(bundle), "loop", "--model", str(loop), "--max-steps", "2", "--json"])
+    assert res.exit_code == 1
+    data = json.loads(res.stdout)
+    assert data["error"]["type"] == "MaxStepsExceeded"
+    assert len(data["result"]["steps"]) == 2 and data["result"]["answer"] is None
+    res = runner.invoke(app, ["run", str(bundle), "loop", "--model", str(loop), "--max-steps", "2"])
+    assert res.exit_code == 1
+    assert "MaxStepsExceeded: no final answer after 2 model turns" in res.stderr
+
+
+def test_run_bad_bundle_exits_2_with_file_line_field(tmp_path):
+    p = tmp_path / "bad.yaml"
+    p.write_text("agentkit_bundle: 1\nname: x\ntools:\n  - name: t\n    python: mod:fn\n    timeout: -1\n")
+    res = runner.invoke(app, ["run", str(p), "q"])
+    assert res.exit_code == 2
+    assert f"{p}:6:14: tools[0].timeout: -1 is less than or equal to the minimum of 0" in res.stderr
+
+
+def test_run_unknown_backend(bundle):
+    res = runner.invoke(app, ["run", str(bundle), "q", "--backend", "nope"])
+    assert res.exit_code == 2
+    assert "unknown backend 'nope'" in res.stderr
+
+
+def test_chat_repl_history_save_and_resume(bundle, tmp_path):
+    script = tmp_path / "chat.json"
+    script.write_text(json.dumps(["Hello!", "You said hi before.", "Still here."]))
+    saved = tmp_path / "conv.json"
+    res = runner.invoke(
+        app,
+        ["chat", str(bundle), "--model", str(script), "--save", str(saved)],
+        input="hi\n\n/history\nremember?\n/exit\n",
+    )
+    assert res.exit_code == 0, res.output
+    assert "agent> Hello!" in res.stdout
+    assert "user> hi" in res.stdout and "assistant> Hello!" in res.stdout
+    assert "agent> You said hi before." in res.stdout
+    conv = Conversation.load(saved)
+    assert [m["content"] for m in conv.messages] == ["hi", "Hello!", "remember?", "You said hi before."]
+    script.write_text(json.dumps(["Still here."]))
+    res = runner.invoke(
+        app, ["chat", str(bundle), "--model", str(script), "--load", str(saved)], input="again\n"
+    )
+    assert res.exit_code == 0, res.output  # EOF ends the REPL
+    assert "2 earlier turn(s)" in res.stdout
+    assert "agent> Still here." in res.stdout
