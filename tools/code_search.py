@@ -398,6 +398,7 @@ class CodeRepo:
         self.max_file_bytes = max_file_bytes
         self.time_budget_s = time_budget_s
         self._defs_cache: dict[str, _FileDefs] = {}
+        self._git: bool | None = None  # whether the root is in a git work tree (checked once)
         self._lock = threading.Lock()
 
     # -- paths -----------------------------------------------------------------------------------------
@@ -487,7 +488,9 @@ class CodeRepo:
 
         A symlink whose target is itself a listed file is left out (its hits would be duplicates).
         """
-        names = self._git_files() if self._in_git() else None
+        if self._git is None:
+            self._git = self._in_git()
+        names = self._git_files() if self._git else None
         if names is None:
             names = self._walk_files()
         entries: list[tuple[str, Path]] = []
