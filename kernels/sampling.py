@@ -75,7 +75,6 @@ GRANULES_PER_PROGRAM = 1
 NUM_WARPS = 4
 """Warps per Triton program of the granule kernel (a performance knob: results do not depend on it)."""
 
-_INT32_MAX = 2**31 - 1
 
 
 @dataclass(frozen=True)
@@ -215,14 +214,16 @@ def _tempered(p: _Prepared) -> torch.Tensor:
 
 
 def _check_rows(fn: str, x: torch.Tensor, temp: torch.Tensor | None) -> None:
-    bad = torch.isnan(x).any(-1) | torch.isposinf(x).any(-1)
+    """Raise ValueError for rows without a finite allowed logit, with NaN / +inf, or a bad temperature."""
+    top = x.amax(-1)  # amax propagates NaN
+    bad = torch.isnan(top) | torch.isposinf(top)
     if temp is not None:
         bad |= ~(temp >= 0)
     if bool(bad.any()):
         raise ValueError(
             f"{fn}: rows {_row_list(bad)} have a NaN or +inf allowed logit, or a NaN / negative temperature"
         )
-    empty = (x == float("-inf")).all(-1)
+    empty = top == float("-inf")
     if bool(empty.any()):
         raise ValueError(
             f"{fn}: rows {_row_list(empty)} have no allowed token with a finite logit "
@@ -236,17 +237,21 @@ def _check_rows(fn: str, x: torch.Tensor, temp: torch.Tensor | None) -> None:
 
 
 def _granule_sample(x: torch.Tensor, seed: int, offset: int, granule: int) -> torch.Tensor:
-    """[R, V] float32 tempered, masked logits -> [R] int64 samples, the kernel's granule construction."""
+    """[R, V] float32 tempered, masked, checked logits -> [R] int64 samples: the kernel's granule construction.
+
+    Inside a granule, the kernel's "first index with cumsum > u * s and exp > 0" is a binary search here:
+    a sequential cumsum of non-negative terms is non-decreasing and flat exactly where exp == 0.
+    """
     rows, vocab = x.shape
     n_gran = (vocab + granule - 1) // granule
-    xp = torch.nn.functional.pad(x, (0, n_gran * granule - vocab), value=float("-inf"))
-    xp = xp.view(rows, n_gran, granule)
-    m = xp.amax(-1)
-    e = torch.where(xp == float("-inf"), 0.0, torch.exp(xp - m.unsqueeze(-1)))
+    if n_gran * granule != vocab:
+        x = torch.nn.functional.pad(x, (0, n_gran * granule - vocab), value=float("-inf"))
+    xg = x.view(rows, n_gran, granule)
+    m = xg.amax(-1, keepdim=True)
+    m_safe = torch.where(m == float("-inf"), 0.0, m)  # an all -inf granule gives e = 0, not NaN
+    e = torch.exp(xg - m_safe)
+    s = e.sum(-1, keepdim=True)
     cs = e.cumsum(-1)
-    s = e.sum(-1)
-    cols = torch.arange(n_gran * granule, device=x.device, dtype=torch.int64).view(n_gran, granule)
-    last = torch.where(e > 0, cols, -1).amax(-1)
 
     g_idx = torch.arange(n_gran, device=x.device, dtype=torch.int64)[None, :]
     r_idx = torch.arange(rows, device=x.device, dtype=torch.int64)[:, None]
@@ -255,14 +260,23 @@ def _granule_sample(x: torch.Tensor, seed: int, offset: int, granule: int) -> to
     r0, r1, _, _ = philox4x32(seed, g_idx, r_idx, off_lo, off_hi)
     u0, u1 = uniform_open01(r0), uniform_open01(r1)
 
-    thr = u0 * s
-    cand = (cs > thr.unsqueeze(-1)) & (e > 0)
-    sidx = torch.where(cand, cols, _INT32_MAX).amin(-1)
-    sidx = torch.where(sidx == _INT32_MAX, last, sidx)
+    inner = torch.searchsorted(cs, u0.unsqueeze(-1) * s, right=True)  # first index with cs > u * s
+    last = torch.searchsorted(cs, cs[..., -1:].contiguous(), right=False)  # last index with e > 0 (rounding fallback)
+    inner = torch.where(inner >= granule, last, inner).squeeze(-1)
     gumbel = -torch.log(-torch.log(u1))
-    score = torch.where(s > 0, m + torch.log(s) + gumbel, float("-inf"))
+    s = s.squeeze(-1)
+    score = torch.where(s > 0, m.squeeze(-1) + torch.log(s) + gumbel, float("-inf"))
     best = score.argmax(-1, keepdim=True)
-    return sidx.gather(-1, best).squeeze(-1)
+    return best.squeeze(-1) * granule + inner.gather(-1, best).squeeze(-1)
+
+
+def _entropy_max_prob(x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    """[R, V] checked float32 logits -> ([R] entropy in nats, [R] max probability) of softmax(x)."""
+    logp = torch.log_softmax(x, dim=-1)
+    # p * log p is 0 * -inf = NaN exactly where p = 0 (masked / -inf tokens): nansum drops those terms;
+    # genuine NaNs were rejected by _check_rows.
+    entropy = -(logp.exp() * logp).nansum(-1)
+    return entropy, logp.amax(-1).exp()
 
 
 def _sample_reference(
@@ -282,14 +296,12 @@ def _sample_reference(
         return SampleOutput(empty_i, empty_i.clone(), empty_f, empty_f.clone())
     x = _tempered(p)
     _check_rows("sample_reference", x, p.temp)
-    logp = torch.log_softmax(x, dim=-1)
-    prob = logp.exp()
-    entropy = -torch.where(prob > 0, prob * logp, 0.0).sum(-1)
+    entropy, max_prob = _entropy_max_prob(x)
     return SampleOutput(
         argmax=x.argmax(-1),
         sample=_granule_sample(x, p.seed, p.offset, granule),
         entropy=entropy,
-        max_prob=logp.amax(-1).exp(),
+        max_prob=max_prob,
     )
 
 
@@ -356,9 +368,7 @@ def entropy_reference(logits: torch.Tensor, temperature: float | torch.Tensor) -
     p = _prepare("entropy_reference", logits.reshape(-1, logits.shape[-1]), flat_t, None, 0, 0)
     x = _tempered(p)
     _check_rows("entropy_reference", x, p.temp)
-    logp = torch.log_softmax(x, dim=-1)
-    prob = logp.exp()
-    return (-torch.where(prob > 0, prob * logp, 0.0).sum(-1)).reshape(lead)
+    return _entropy_max_prob(x)[0].reshape(lead)
 
 
 # --------------------------------------------------------------------------------------------------------
