@@ -1,0 +1,71 @@
+"""Tune the shipped denoising settings (temperatures, steps, entropy bound) on the held-out synthetic split.
+
+``python -m model.training.tune CHECKPOINT [--limit N] [--write]`` scores a small grid with
+:func:`model.training.heldout.evaluate_heldout` and prints one JSON object per setting (accuracy, mean
+latency in seconds); ``--write`` stores the best setting in the checkpoint's ``generation_config.json``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from typing import Any
+
+#: Candidate settings: (t_max, t_min, max_denoising_steps, entropy_bound).
+GRID: tuple[tuple[float, float, int, float], ...] = (
+    (0.8, 0.4, 32, 0.1),
+    (0.4, 0.1, 32, 0.1),
+    (0.2, 0.05, 32, 0.1),
+    (0.1, 0.02, 32, 0.1),
+    (0.2, 0.05, 16, 0.3),
+    (0.2, 0.05, 32, 0.5),
+)
+
+
+def tune(checkpoint: str, limit: int = 40, threads: int = 1) -> list[dict[str, Any]]:
+    """Score every :data:`GRID` setting on ``limit`` held-out examples; returns one dict per setting."""
+    from model.chat import ChatModel, set_threads
+    from model.training.heldout import evaluate_heldout
+
+    set_threads(threads)
+    cm = ChatModel.load(checkpoint)
+    base = cm.settings
+    rows = []
+    for t_max, t_min, steps, bound in GRID:
+        cm.settings = base.replace(t_max=t_max, t_min=t_min, max_denoising_steps=steps, entropy_bound=bound)
+        rep = evaluate_heldout(cm, limit=limit)
+        rows.append({"t_max": t_max, "t_min": t_min, "max_denoising_steps": steps, "entropy_bound": bound,
+                     "accuracy": rep["accuracy"], "mean_latency_s": rep["mean_latency_s"], "by_kind": rep["by_kind"]})
+        print(json.dumps(rows[-1]), flush=True)
+    return rows
+
+
+def write_best(checkpoint: str, rows: list[dict[str, Any]]) -> dict[str, Any]:
+    """Write the most accurate setting (ties: lower latency) into ``checkpoint/generation_config.json``."""
+    from model.training.train import generation_config
+
+    best = max(rows, key=lambda r: (r["accuracy"], -r["mean_latency_s"]))
+    with open(f"{checkpoint}/config.json") as fh:
+        canvas = int(json.load(fh)["canvas_length"])
+    keys = ("t_max", "t_min", "max_denoising_steps", "entropy_bound")
+    generation_config(canvas, {k: best[k] for k in keys}).save_pretrained(checkpoint)
+    return best
+
+
+def main(argv: list[str] | None = None) -> int:
+    """CLI entry point."""
+    ap = argparse.ArgumentParser(prog="python -m model.training.tune")
+    ap.add_argument("checkpoint")
+    ap.add_argument("--limit", type=int, default=40)
+    ap.add_argument("--threads", type=int, default=1)
+    ap.add_argument("--write", action="store_true")
+    a = ap.parse_args(argv)
+    rows = tune(a.checkpoint, a.limit, a.threads)
+    if a.write:
+        print(json.dumps({"best": write_best(a.checkpoint, rows)}))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
