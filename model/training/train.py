@@ -462,9 +462,9 @@ def train(cfg: TrainConfig) -> Path:
     import contextlib
 
     import torch
+    import transformers
     from rich.console import Console
     from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
-    import transformers
 
     DiffusionGemmaForBlockDiffusion: Any = transformers.DiffusionGemmaForBlockDiffusion
     console = Console()

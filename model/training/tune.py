@@ -35,8 +35,17 @@ def tune(checkpoint: str, limit: int = 40, threads: int = 1) -> list[dict[str, A
     for t_max, t_min, steps, bound in GRID:
         cm.settings = base.replace(t_max=t_max, t_min=t_min, max_denoising_steps=steps, entropy_bound=bound)
         rep = evaluate_heldout(cm, limit=limit)
-        rows.append({"t_max": t_max, "t_min": t_min, "max_denoising_steps": steps, "entropy_bound": bound,
-                     "accuracy": rep["accuracy"], "mean_latency_s": rep["mean_latency_s"], "by_kind": rep["by_kind"]})
+        rows.append(
+            {
+                "t_max": t_max,
+                "t_min": t_min,
+                "max_denoising_steps": steps,
+                "entropy_bound": bound,
+                "accuracy": rep["accuracy"],
+                "mean_latency_s": rep["mean_latency_s"],
+                "by_kind": rep["by_kind"],
+            }
+        )
         print(json.dumps(rows[-1]), flush=True)
     return rows
 
