@@ -212,6 +212,10 @@ class Sandbox:
         ids: list[str] = []
         if self.pool is not None:
             ids += self.pool.close(join_s=5.0, lock=not fast)
+        # Let the remover finish what it is removing, so the sweep below does not race it.
+        self._trash.put(None)
+        if threading.current_thread() is not self._remover:
+            self._remover.join(5.0)
         client = self.client
         if fast:
             # From a signal handler: a fresh client, no locks the interrupted code could hold.
@@ -221,12 +225,19 @@ class Sandbox:
             ids += [c.id for c in engine.list_sandbox_containers(client, self.session_id)]
         with contextlib.suppress(Exception):
             engine.remove_containers(client, sorted(set(ids)))
-        self._trash.put(None)
         _LIVE.discard(self)
 
     def wait_ready(self, timeout_s: float = 60.0) -> bool:
-        """Block until the warm pool is full (True) or ``timeout_s`` seconds pass (False); True without a pool."""
-        return True if self.pool is None else self.pool.wait_full(timeout_s)
+        """Block until the warm pool is full and used containers are removed (True), or ``timeout_s`` seconds
+        pass (False). Without a pool only the removals are waited for."""
+        deadline = time.monotonic() + timeout_s
+        if self.pool is not None and not self.pool.wait_full(timeout_s):
+            return False
+        while self._trash.unfinished_tasks and not self._closed:
+            if time.monotonic() > deadline:
+                return False
+            time.sleep(0.005)
+        return True
 
     def containers(self) -> list[str]:
         """Ids of this sandbox's containers that exist in the engine now (any state)."""
@@ -265,9 +276,12 @@ class Sandbox:
             cid = self._trash.get()
             if cid is None:
                 return
-            self._remove_now([cid])
-            with self._lock:
-                self._active.discard(cid)
+            try:
+                self._remove_now([cid])
+                with self._lock:
+                    self._active.discard(cid)
+            finally:
+                self._trash.task_done()
 
     # -- running -----------------------------------------------------------------------------------------------
     @staticmethod
@@ -311,13 +325,18 @@ class Sandbox:
         if collect is not None and (isinstance(collect, str) or not all(isinstance(p, str) for p in collect)):
             raise SandboxInputError("Sandbox.run: collect must be a list of glob patterns, e.g. ['*.csv']")
         ext, launcher = LANGUAGES[language]
-        payload, inputs = _payload(code, ext, files)
+        if language == "python" and not files:
+            # Fast path (no sh, no tar): the program goes straight to `python3 -` on stdin.
+            payload, inputs = code.encode("utf-8"), {}
+            cmd = ["python3", "-B", "-s", "-"]
+        else:
+            payload, inputs = _payload(code, ext, files)
+            cmd = ["sh", "-c", f"{_UNPACK}\n{launcher.format(path=f'{_CODE_DIR}/main.{ext}')}"]
         if len(payload) > lim.workdir_bytes:
             raise SandboxInputError(
                 f"Sandbox.run: program + files are {len(payload)} bytes, over the work dir size "
                 f"Limits.workdir_bytes={lim.workdir_bytes}"
             )
-        cmd = ["sh", "-c", f"{_UNPACK}\n{launcher.format(path=f'{_CODE_DIR}/main.{ext}')}"]
 
         cid: str | None = None
         warm = False
@@ -374,8 +393,7 @@ class Sandbox:
         exit_code = 137 if timed_out else (out.exit_code if out.exit_code is not None else -1)
         oom = False
         if not timed_out and exit_code in (137, -1):
-            with contextlib.suppress(docker.errors.NotFound):
-                oom = bool(api.inspect_container(cid)["State"].get("OOMKilled"))
+            oom = self._oom_killed(cid)
         files_out: dict[str, bytes] = {}
         files_truncated = False
         if collect and not timed_out:
@@ -392,6 +410,31 @@ class Sandbox:
             container_id=cid,
             warm=warm,
         )
+
+    def _oom_killed(self, cid: str) -> bool:
+        """Whether the kernel OOM killer fired in the container (single-use, so it was this execution).
+
+        The engine's ``State.OOMKilled`` only covers the container's main process, not an exec'd program, so
+        the container's own memory cgroup counter ``oom_kill`` is read (``memory.events`` on cgroup v2,
+        ``memory/memory.oom_control`` on v1; Linux >= 4.13).
+        """
+        with contextlib.suppress(docker.errors.DockerException, requests.exceptions.RequestException):
+            out = exec_with_stdin(
+                self.client.api,
+                cid,
+                ["cat", "/sys/fs/cgroup/memory.events", "/sys/fs/cgroup/memory/memory.oom_control"],
+                b"",
+                deadline=time.monotonic() + 10.0,
+                output_cap=4096,
+                on_timeout=lambda: None,
+            )
+            for line in out.stdout.decode("ascii", errors="replace").splitlines():
+                key, _, val = line.partition(" ")
+                if key == "oom_kill" and val.strip().isdigit() and int(val) > 0:
+                    return True
+        with contextlib.suppress(docker.errors.DockerException, requests.exceptions.RequestException):
+            return bool(self.client.api.inspect_container(cid)["State"].get("OOMKilled"))
+        return False
 
     def _collect(
         self, cid: str, patterns: Sequence[str], inputs: dict[str, bytes], lim: Limits

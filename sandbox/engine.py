@@ -10,7 +10,8 @@ from __future__ import annotations
 
 import os
 import socket
-from concurrent.futures import ThreadPoolExecutor
+import threading
+import time
 from pathlib import Path
 from typing import Any
 
@@ -180,17 +181,43 @@ def remove_containers(client: docker.DockerClient, ids: list[str]) -> list[str]:
         except docker.errors.NotFound:
             pass
         except docker.errors.APIError as exc:
-            # "removal already in progress" means someone else is removing it: fine.
             if "already in progress" not in str(exc):
                 raise
+            # Another thread is removing it: wait until it is really gone (at most ~30 s).
+            for _ in range(600):
+                try:
+                    client.api.inspect_container(cid)
+                except docker.errors.NotFound:
+                    break
+                time.sleep(0.05)
         return cid
 
-    if not ids:
-        return []
-    if len(ids) == 1:
-        return [_rm(ids[0])]
-    with ThreadPoolExecutor(max_workers=min(8, len(ids))) as ex:
-        return list(ex.map(_rm, ids))
+    if len(ids) <= 1:
+        return [_rm(cid) for cid in ids]
+    # In parallel on plain threads (an executor refuses work once the interpreter is shutting down, which is
+    # exactly when atexit cleanup runs); sequentially if threads cannot be started.
+    errors: list[BaseException] = []
+
+    def _worker(cid: str) -> None:
+        try:
+            _rm(cid)
+        except BaseException as exc:
+            errors.append(exc)
+
+    threads = [threading.Thread(target=_worker, args=(cid,), daemon=True) for cid in ids]
+    try:
+        for t in threads:
+            t.start()
+    except RuntimeError:
+        started = [t for t in threads if t.ident is not None]
+        for t in started:
+            t.join()
+        return [_rm(cid) for cid in ids]
+    for t in threads:
+        t.join()
+    if errors:
+        raise errors[0]
+    return list(ids)
 
 
 def reap_stale(client: docker.DockerClient) -> list[str]:

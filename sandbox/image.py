@@ -75,6 +75,8 @@ RECIPE: dict[str, Any] = {
     # Directories created in the image (octal mode): the tmpfs mounted there copies the mode, and the
     # code runs as uid 65534, so the work dir is world-writable and sticky like /tmp.
     "mkdirs": {"work": "1777"},
+    # Symlinks created in the image: `python` as well as `python3` (models and other tools call `python`).
+    "symlinks": {"usr/bin/python": "python3"},
 }
 
 
@@ -198,6 +200,9 @@ def _trim(root: Path, recipe: dict[str, Any]) -> None:
     for rel, mode in recipe.get("mkdirs", {}).items():
         (root / rel).mkdir(exist_ok=True)
         os.chmod(root / rel, int(mode, 8))
+    for rel, target in recipe.get("symlinks", {}).items():
+        if not (root / rel).exists():
+            os.symlink(target, root / rel)
 
 
 def build_image(
