@@ -68,15 +68,15 @@ def test_code_search_bundle_loads_with_typed_tools():
     assert b.model == {"backend": "embedded"}
     assert [t.name for t in b.tools] == ["find_definition", "search_code", "read_file", "run_python"]
     decl = {t.name: t.declaration()["function"] for t in b.tools}
-    for fn in (code_search.find_definition, code_search.search_code, code_search.read_file):
+    for fn in (
+        code_search.find_definition,
+        code_search.search_code,
+        code_search.read_file,
+        code_search.run_python,
+    ):
         assert decl[fn.__name__] == tool(fn).declaration()["function"]
     assert decl["find_definition"]["parameters"]["required"] == ["name"]
-    assert decl["run_python"]["parameters"] == {
-        "type": "object",
-        "properties": {"code": {"type": "string", "description": "The Python program; print() the result."}},
-        "required": ["code"],
-        "additionalProperties": False,
-    }
+    assert decl["run_python"]["parameters"]["required"] == ["code"]
     assert "find_definition" in b.system_prompt
 
 
@@ -141,40 +141,66 @@ def test_code_search_tool_errors_reach_the_model_as_tool_responses():
     )
 
 
-def _local_python_runner(tmp_path):
-    """Stands in for Docker: runs the sandbox tool's program with this Python in a scratch folder."""
+def test_code_search_bot_counts_with_python_over_repository_files(tmp_path):
+    """run_python gets copies of the named files; a local Python stands in for Docker here."""
+    ran = []
 
-    def run(code, language, files, timeout):
-        assert language == "python"
-        work = tmp_path / f"run{len(list(tmp_path.iterdir()))}"
-        work.mkdir()
-        for name, text in files.items():
-            (work / name).write_text(text)
+    def local_runner(code, files, timeout_s):
+        work = tmp_path / f"run{len(ran)}"
+        for name, data in files.items():
+            (work / name).parent.mkdir(parents=True, exist_ok=True)
+            (work / name).write_bytes(data)
+        ran.append(sorted(files))
         out = subprocess.run(
-            [sys.executable, "-c", code], cwd=work, capture_output=True, text=True, timeout=timeout
+            [sys.executable, "-c", code], cwd=work, capture_output=True, text=True, timeout=timeout_s
         )
         return types.SimpleNamespace(
             stdout=out.stdout, stderr=out.stderr, exit_code=out.returncode, timed_out=False, oom_killed=False
         )
 
-    return run
+    snippet = "print(open('tools/weather.py').read().count('\\ndef '))"
+    expected = (ROOT / "tools" / "weather.py").read_text().count("\ndef ")
 
+    def model(messages, tools, tool_choice):
+        results = _tool_messages(messages)
+        if not results:
+            return call("run_python", code=snippet, files=["tools/weather.py"])
+        out = json.loads(results[-1]["content"])
+        return answer(f"tools/weather.py has {out['stdout'].strip()} top-level functions.")
 
-def test_run_python_tool_program_runs_the_snippet(tmp_path):
-    b = load_bundle(CODE_SEARCH, sandbox_runner=_local_python_runner(tmp_path))
-    run_python = next(t for t in b.tools if t.name == "run_python")
-    snippet = "import math\nwords = 'a bb ccc'.split()\nprint(sum(map(len, words)), math.factorial(5))"
-    assert run_python.function(code=snippet) == "6 120\n"
-    with pytest.raises(RuntimeError, match=r"(?s)exited with code 1: .*ZeroDivisionError: division by zero"):
-        run_python.function(code="print(1/0)")
+    code_search.set_root(ROOT)
+    code_search.set_sandbox_runner(local_runner)
+    try:
+        result = (
+            load_bundle(CODE_SEARCH)
+            .make_agent(backend=ScriptedBackend(model))
+            .run("How many top-level functions does tools/weather.py define?")
+        )
+    finally:
+        code_search.set_sandbox_runner(None)
+        code_search.set_root(None)
+    assert ran == [["tools/weather.py"]]
+    assert result.answer == f"tools/weather.py has {expected} top-level functions."
+    assert expected > 5
 
 
 @pytest.mark.docker
 @pytest.mark.usefixtures("sandbox_image")
 def test_run_python_tool_in_docker():
-    b = load_bundle(CODE_SEARCH)
-    run_python = next(t for t in b.tools if t.name == "run_python")
-    assert run_python.function(code="print(sum(range(101)))") == "5050\n"
+    code_search.set_root(ROOT)
+    try:
+        tools_ = {t.name: t for t in load_bundle(CODE_SEARCH).tools}
+        out = tools_["run_python"].function(
+            code="import ast\nt = ast.parse(open('tools/code_search.py').read())\n"
+            "print(sum(isinstance(n, ast.ClassDef) for n in t.body))",
+            files=["tools/code_search.py"],
+        )
+    finally:
+        code_search.set_root(None)
+    tree = ast.parse((ROOT / "tools" / "code_search.py").read_text())
+    assert out["exit_code"] == 0 and out["timed_out"] is False
+    assert out["stdout"] == f"{sum(isinstance(n, ast.ClassDef) for n in tree.body)}\n"
+    assert out["files"] == ["tools/code_search.py"]
 
 
 # ------------------------------------------------------------------------------------------ weather

@@ -6,6 +6,7 @@ import os
 import pathlib
 import shutil
 import subprocess
+import types
 
 import pytest
 
@@ -421,3 +422,79 @@ def test_finds_real_definition_in_this_project():
     assert out["matches"][0]["location"].startswith("tools/code_search.py:")
     assert out["matches"][0]["signature"].startswith("def find_definition(name: SymbolName")
     assert not any(m["path"].startswith(".venv/") for m in out["matches"])
+
+
+class _FakeRunner:
+    """Records what run_python hands to the sandbox; answers like a finished program."""
+
+    def __init__(self, stdout="ok\n", stderr="", exit_code=0):
+        self.calls = []
+        self.stdout, self.stderr, self.exit_code = stdout, stderr, exit_code
+
+    def __call__(self, code, files, timeout_s):
+        self.calls.append((code, files, timeout_s))
+        return types.SimpleNamespace(
+            stdout=self.stdout,
+            stderr=self.stderr,
+            exit_code=self.exit_code,
+            timed_out=False,
+            oom_killed=False,
+        )
+
+
+@pytest.fixture
+def runner(git_repo):
+    fake = _FakeRunner()
+    cs.set_root(git_repo.root)
+    cs.set_sandbox_runner(fake)
+    yield fake
+    cs.set_sandbox_runner(None)
+    cs.set_root(None)
+
+
+def test_run_python_copies_named_files(runner, git_repo):
+    out = cs.run_python("print(1)", files=["pkg/bundles.py", "./go/../go/main.go"], timeout=5)
+    assert out == {
+        "exit_code": 0,
+        "stdout": "ok\n",
+        "stderr": "",
+        "timed_out": False,
+        "oom_killed": False,
+        "files": ["go/main.go", "pkg/bundles.py"],
+    }
+    ((code, files, timeout_s),) = runner.calls
+    assert code == "print(1)" and timeout_s == 5.0
+    assert files == {
+        "pkg/bundles.py": BUNDLES_PY.encode(),
+        "go/main.go": FILES["go/main.go"].encode(),
+    }
+
+
+def test_run_python_reports_failures_and_cuts_long_output(runner):
+    runner.exit_code, runner.stdout, runner.stderr = 1, "x" * 5000, "Traceback...\nZeroDivisionError"
+    out = cs.run_python("1/0")
+    assert out["exit_code"] == 1 and out["stderr"].endswith("ZeroDivisionError")
+    assert out["stdout"] == "[... cut]\n" + "x" * 4000
+    assert runner.calls[0][1] == {} and runner.calls[0][2] == 20.0
+
+
+@pytest.mark.parametrize(
+    ("files", "error", "message"),
+    [
+        (["../outside/secret.py"], PathOutsideRootError, "outside the repository root"),
+        (["link_out.py"], PathOutsideRootError, "outside the repository root"),
+        (["pkg/missing.py"], FileNotFoundError, "no file"),
+        (["pkg"], FileNotFoundError, "no file"),
+        (["blob.bin"], ValueError, "binary"),
+        ([f"f{i}.py" for i in range(21)], ValueError, "files: List should have at most 20 items"),
+    ],
+)
+def test_run_python_refuses_bad_files(runner, files, error, message):
+    with pytest.raises(error, match=message):
+        cs.run_python("print(1)", files=files)
+    assert runner.calls == []
+
+
+def test_run_python_bad_timeout(runner):
+    with pytest.raises(ValueError, match="timeout: Input should be less than or equal to 60"):
+        cs.run_python("print(1)", timeout=61)

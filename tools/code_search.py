@@ -33,6 +33,7 @@ import re
 import subprocess
 import threading
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
 from typing import Annotated, Any, Literal
@@ -51,8 +52,10 @@ __all__ = [
     "find_definition",
     "get_repo",
     "read_file",
+    "run_python",
     "search_code",
     "set_root",
+    "set_sandbox_runner",
 ]
 
 CODE_ROOT_ENV = "AGENTKIT_CODE_ROOT"
@@ -965,3 +968,113 @@ def read_file(path: RelPath, start_line: StartLine = 1, end_line: EndLine = None
     """
     args: ReadFileArgs = _validate(ReadFileArgs, path=path, start_line=start_line, end_line=end_line)
     return get_repo().read(args.path, args.start_line, args.end_line)
+
+
+# ---------------------------------------------------------------------------------------------------------
+# Python snippets in the Docker sandbox, with copies of repository files
+
+#: ``(code, files, timeout_s) -> execution`` where the execution has ``stdout``, ``stderr``, ``exit_code``,
+#: ``timed_out`` and ``oom_killed`` (a :class:`sandbox.Execution`).
+SandboxRunner = Callable[[str, dict[str, bytes], float], Any]
+
+MAX_SNIPPET_FILES = 20
+MAX_SNIPPET_FILE_BYTES = 2_000_000
+_OUTPUT_CHARS = 4000
+
+_sandbox_lock = threading.Lock()
+_sandbox: Any = None
+_sandbox_runner: SandboxRunner | None = None
+
+
+def _docker_runner(code: str, files: dict[str, bytes], timeout_s: float) -> Any:
+    """Run with one process-wide :class:`sandbox.Sandbox` (warm pool of 1, started on first use)."""
+    global _sandbox
+    with _sandbox_lock:
+        if _sandbox is None:
+            from sandbox import Sandbox
+
+            _sandbox = Sandbox(pool_size=1, handle_signals=False)
+    return _sandbox.run(code, language="python", files=files, timeout=timeout_s)
+
+
+def set_sandbox_runner(runner: SandboxRunner | None) -> None:
+    """Replace how :func:`run_python` executes code (tests); ``None`` restores the Docker sandbox."""
+    global _sandbox_runner
+    _sandbox_runner = runner
+
+
+SnippetCode = Annotated[
+    str,
+    Field(min_length=1, max_length=20_000, description="The Python 3 program; print() what you want to see."),
+]
+SnippetFiles = Annotated[
+    list[Annotated[str, Field(min_length=1, max_length=500)]],
+    Field(
+        max_length=MAX_SNIPPET_FILES,
+        description="Repository files (paths relative to the root) to copy into the program's working directory.",
+    ),
+]
+SnippetTimeout = Annotated[int, Field(ge=1, le=60, description="Time limit in seconds, 1-60.")]
+
+
+class RunPythonArgs(BaseModel):
+    """Arguments of :func:`run_python`."""
+
+    model_config = ConfigDict(extra="forbid")
+    code: SnippetCode
+    files: SnippetFiles = Field(default_factory=list)
+    timeout: SnippetTimeout = 20
+
+
+def _tail(text: str) -> str:
+    return text if len(text) <= _OUTPUT_CHARS else "[... cut]\n" + text[-_OUTPUT_CHARS:]
+
+
+def run_python(
+    code: SnippetCode, files: SnippetFiles | None = None, timeout: SnippetTimeout = 20
+) -> dict[str, Any]:
+    """Run a short Python program in an isolated sandbox, optionally with copies of repository files.
+
+    Args:
+        code: The Python 3 program; print() what you want to see.
+        files: Repository files (paths relative to the root) to copy into the program's working directory.
+        timeout: Time limit in seconds, 1-60.
+
+    Returns:
+        ``{"exit_code", "stdout", "stderr", "timed_out", "files"}`` (output streams cut to their last 4000
+        characters; ``files`` lists the copied paths). The program runs in the Docker sandbox (no network,
+        read-only system, memory and process limits); the copies sit at the same relative paths under its
+        working directory, so ``open("agentkit/bundle.py")`` works.
+
+    Raises:
+        ValueError: invalid arguments, a binary file, or files over the size limits.
+        PathOutsideRootError, FileNotFoundError: a path leaves the root or is not a file.
+        sandbox.SandboxError: Docker or the sandbox image is unavailable (the message says how to fix it).
+    """
+    args: RunPythonArgs = _validate(RunPythonArgs, code=code, files=files or [], timeout=timeout)
+    repo = get_repo()
+    payload: dict[str, bytes] = {}
+    total = 0
+    for name in args.files:
+        p = repo.resolve(name)
+        if not p.is_file():
+            raise FileNotFoundError(f"no file {name!r} under the repository root")
+        data = p.read_bytes()
+        if b"\0" in data[:8192]:
+            raise ValueError(f"{name!r} is a binary file; only text files can be copied")
+        total += len(data)
+        if total > MAX_SNIPPET_FILE_BYTES:
+            raise ValueError(
+                f"the files add up to more than {MAX_SNIPPET_FILE_BYTES} bytes; copy fewer files"
+            )
+        payload[repo.rel(p)] = data
+    runner = _sandbox_runner or _docker_runner
+    ex = runner(args.code, payload, float(args.timeout))
+    return {
+        "exit_code": ex.exit_code,
+        "stdout": _tail(ex.stdout),
+        "stderr": _tail(ex.stderr),
+        "timed_out": bool(ex.timed_out),
+        "oom_killed": bool(getattr(ex, "oom_killed", False)),
+        "files": sorted(payload),
+    }
