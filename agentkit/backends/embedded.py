@@ -109,7 +109,7 @@ class EmbeddedBackend:
                 seed=self.seed,
                 on_event=self.on_event,
             )
-        except (ValueError, KeyError) as exc:  # SchemaError is a ValueError subclass or reported as one
+        except ValueError as exc:  # model.constraints SchemaError / ToolCallParseError, grammar errors
             raise BackendError(f"embedded backend: {type(exc).__name__}: {exc}") from exc
         calls = []
         for c in out.tool_calls:
