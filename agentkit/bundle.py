@@ -315,23 +315,17 @@ def _make_http_function(
 #: ``(code, language, files, timeout) -> result with stdout, stderr, exit_code, timed_out, oom_killed``.
 SandboxRunner = Callable[[str, str, dict[str, str], float], Any]
 
-_SANDBOX_LOCK = threading.Lock()
-_SANDBOX: Any = None
-
 
 def default_sandbox_runner(code: str, language: str, files: dict[str, str], timeout: float) -> Any:
-    """Run code with one process-wide :class:`sandbox.Sandbox` (started on first use, warm pool of 1).
+    """Run code in the process-wide sandbox of :mod:`tools.python_exec` (one :class:`sandbox.Sandbox`, warm
+    pool of 1, started on first use and shared with the ``python_exec`` tool).
 
     Raises:
         sandbox.SandboxError: the Docker engine or image is unavailable (the message says how to fix it).
     """
-    global _SANDBOX
-    with _SANDBOX_LOCK:
-        if _SANDBOX is None:
-            from sandbox import Sandbox
+    from tools.python_exec import get_sandbox
 
-            _SANDBOX = Sandbox(pool_size=1, handle_signals=False)
-    return _SANDBOX.run(code, language=language, files=files, timeout=timeout)
+    return get_sandbox().run(code, language=language, files=files, timeout=timeout)
 
 
 _PY_PRELUDE = (

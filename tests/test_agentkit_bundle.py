@@ -9,6 +9,7 @@ from pathlib import Path
 import httpx
 import jsonschema
 import pytest
+from sandbox_fixtures import docker_client, sandbox_image, shared_sandbox  # noqa: F401  (fixtures)
 
 from agentkit import Agent, BundleError, load_bundle
 from agentkit.backends.openai import OpenAIBackend
@@ -272,6 +273,46 @@ def test_sandbox_tool_gets_arguments_and_reports_failures(tmp_path):
     assert language == "python" and timeout == 3.0
     assert files == {"args.json": '{"n": 12}'}
     assert code.endswith('print(args["n"] ** 2)\n') and "json" in code.split("\n")[0]
+
+
+@pytest.mark.docker
+def test_sandbox_tool_runs_in_docker(tmp_path, shared_sandbox):  # noqa: F811 (fixture)
+    from tools import python_exec
+
+    p = write(
+        tmp_path,
+        """
+        agentkit_bundle: 1
+        name: sb
+        tools:
+          - name: stats
+            description: Mean of numbers, computed in the sandbox.
+            parameters:
+              type: object
+              properties: {values: {type: array, items: {type: number}}, label: {type: string}}
+              required: [values]
+            sandbox:
+              timeout: 20
+              code: |
+                import statistics, sys
+                if not args["values"]:
+                    sys.exit("no values")
+                print(args.get("label", ""), statistics.mean(args["values"]))
+        """,
+    )
+    python_exec.set_sandbox(shared_sandbox)  # the default runner uses tools.python_exec's sandbox
+    try:
+        b = load_bundle(p)
+        script = [[call("stats", values=[1, 2, 3, 4], label="moyenne é"), call("stats", values=[])], "done"]
+        result = b.make_agent(backend=ScriptedBackend(script)).run("mean?")
+    finally:
+        python_exec.set_sandbox(None)
+    ok, bad = result.tool_calls
+    assert ok.content == "moyenne é 2.5\n"
+    assert bad.error_kind == "exception"
+    assert (
+        bad.error.startswith("RuntimeError: sandboxed code exited with code 1") and "no values" in bad.error
+    )
 
 
 ERROR_CASES = [
