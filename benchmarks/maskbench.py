@@ -1,0 +1,311 @@
+"""MaskBench (JSONSchemaBench) for the tool-call constraint, in the JSON syntax and in the Gemma syntax.
+
+For every schema of ``--data`` (one JSON object per line: ``id``, ``group``, ``schema``, ``tests`` with
+``{valid, data}``):
+
+* JSON syntax: llguidance's JSON Schema compiler on the schema as is (``whitespace_flexible: false``); each
+  test instance is written as compact JSON (``separators=(",", ":")``, UTF-8).
+* Gemma syntax: :func:`model.constraints.grammar.tool_call_grammar` with the schema as a tool's parameters
+  (``tool_choice="required"``, no thinking block, ``additional_properties=True`` = JSON Schema semantics).
+  Schemas whose ``type`` is not ``"object"`` are WRAPPED as ``{"type": "object", "properties": {"value":
+  SCHEMA}, "required": ["value"], "additionalProperties": false}`` (definitions hoisted, references into the
+  schema rewritten) and their instances become ``{"value": INSTANCE}``: the wrapper is exact, so wrapped
+  schemas count like the others. Each instance is written with ``format_tool_call`` and followed by
+  ``<|tool_response>``. An instance the Gemma syntax cannot write (a key holding ``:`` with ``,{}[]``) is
+  counted as "unwritable": a validation error when valid, a correct rejection when invalid.
+
+A schema passes when it compiles, every valid instance drives the matcher to an accepting state (each token
+allowed by the mask computed before it) and every invalid instance is rejected before or at the end. Compile
+time covers grammar generation and ``LLMatcher`` construction; the per-token check is one
+``compute_bitmask`` + ``consume_token``. The tokenizer is a byte-level BPE (vocab 4096) trained by
+``model.tokenizer.build_tokenizer`` on the schemas' and instances' text.
+
+Targets (issue #4): 0 invalidation errors in both syntaxes; JSON passing >= 78.8% (llguidance's published
+rate on the full 11,306-schema MaskBench); Gemma passing within 1 point of JSON passing.
+
+    python benchmarks/maskbench.py [--data ../shared/data/maskbench/dev.jsonl.gz] [--quick] [--json]
+"""
+
+from __future__ import annotations
+
+import argparse
+import gzip
+import json
+import statistics
+import sys
+import time
+from collections import Counter
+from pathlib import Path
+from typing import Any
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+from benchmarks._common import emit, target
+
+ROOT = Path(__file__).resolve().parent.parent
+DEFAULT_DATA = ROOT.parent / "shared" / "data" / "maskbench" / "dev.jsonl.gz"
+PUBLISHED_PASSING = 0.788
+
+
+def load(path: Path) -> list[dict[str, Any]]:
+    """Read the MaskBench JSONL(.gz) file."""
+    opener = gzip.open if path.suffix == ".gz" else open
+    with opener(path, "rt", encoding="utf-8") as f:
+        return [json.loads(line) for line in f if line.strip()]
+
+
+def _rewrite_refs(node: Any) -> Any:
+    """Point references into the wrapped schema at its new place (definitions stay at the root)."""
+    if isinstance(node, list):
+        return [_rewrite_refs(x) for x in node]
+    if not isinstance(node, dict):
+        return node
+    out = {}
+    for k, v in node.items():
+        if k == "$ref" and isinstance(v, str) and v.startswith("#"):
+            ptr = v[1:]
+            first = ptr.lstrip("/").split("/", 1)[0]
+            out[k] = v if first in ("definitions", "$defs") else "#/properties/value" + ptr
+        elif k in ("enum", "const", "default", "examples"):
+            out[k] = v
+        else:
+            out[k] = _rewrite_refs(v)
+    return out
+
+
+def wrap(schema: Any) -> tuple[Any, bool]:
+    """(tool parameters, wrapped?) for a MaskBench schema."""
+    if isinstance(schema, dict) and schema.get("type") == "object":
+        return schema, False
+    inner = _rewrite_refs(schema)
+    params: dict[str, Any] = {
+        "type": "object",
+        "properties": {"value": inner},
+        "required": ["value"],
+        "additionalProperties": False,
+    }
+    if isinstance(inner, dict):
+        for k in ("definitions", "$defs"):
+            if k in inner:
+                params[k] = inner[k]
+    return params, True
+
+
+def check(matcher: Any, ids: list[int], vocab: int, mask_times: list[float]) -> bool:
+    """Feed ``ids`` token by token (mask first); True when all are allowed and the matcher accepts."""
+    m = matcher.deep_copy()
+    for t in ids:
+        t0 = time.perf_counter()
+        mask = m.compute_bitmask()
+        mask_times.append(time.perf_counter() - t0)
+        if t >= vocab or not (mask[t >> 3] >> (t & 7)) & 1:
+            return False
+        if not m.consume_token(t):
+            return False
+    return bool(m.is_accepting())
+
+
+class Tally:
+    """Counts for one syntax."""
+
+    def __init__(self, name: str) -> None:
+        self.name = name
+        self.schemas = 0
+        self.passing = 0
+        self.compile_errors = 0
+        self.validation_errors = 0
+        self.invalidation_errors = 0
+        self.unwritable = 0
+        self.wrapped = 0
+        self.compile_s: list[float] = []
+        self.mask_s: list[float] = []
+        self.reasons: Counter[str] = Counter()
+        self.failed_ids: list[str] = []
+
+    def row(self) -> dict[str, Any]:
+        def pct(xs: list[float], q: float, scale: float) -> float | None:
+            if not xs:
+                return None
+            ys = sorted(xs)
+            return round(ys[min(len(ys) - 1, int(q * len(ys)))] * scale, 3)
+
+        return {
+            "syntax": self.name,
+            "schemas": self.schemas,
+            "passing": self.passing,
+            "passing_rate": round(self.passing / max(1, self.schemas), 4),
+            "compile_errors": self.compile_errors,
+            "validation_errors": self.validation_errors,
+            "invalidation_errors": self.invalidation_errors,
+            "unwritable_instances": self.unwritable,
+            "wrapped_schemas": self.wrapped,
+            "compile_ms_p50": pct(self.compile_s, 0.5, 1e3),
+            "compile_ms_p90": pct(self.compile_s, 0.9, 1e3),
+            "compile_ms_max": pct(self.compile_s, 1.0, 1e3),
+            "mask_us_p50": pct(self.mask_s, 0.5, 1e6),
+            "mask_us_p90": pct(self.mask_s, 0.9, 1e6),
+            "mask_us_p99": pct(self.mask_s, 0.99, 1e6),
+            "mask_us_mean": round(statistics.fmean(self.mask_s) * 1e6, 3) if self.mask_s else None,
+            "tokens_checked": len(self.mask_s),
+            "top_compile_errors": self.reasons.most_common(12),
+        }
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--data", type=Path, default=DEFAULT_DATA)
+    ap.add_argument("--quick", action="store_true", help="300 schemas spread over the file")
+    ap.add_argument("--limit", type=int, default=None, help="first N schemas (after --quick sampling)")
+    ap.add_argument("--json", action="store_true", help="print one JSON object")
+    ap.add_argument("--failures", type=Path, default=None, help="write failing schema ids per syntax here")
+    args = ap.parse_args()
+
+    import llguidance
+
+    from model.constraints.grammar import tool_call_grammar
+    from model.constraints.llg import llg_tokenizer
+    from model.constraints.parse import format_tool_call
+    from model.constraints.schema import SchemaError
+    from model.special_tokens import TOOL_RESPONSE_START
+    from model.tokenizer import build_tokenizer
+
+    rows = load(args.data)
+    if args.quick:
+        step = max(1, len(rows) // 300)
+        rows = rows[::step][:300]
+    if args.limit:
+        rows = rows[: args.limit]
+    corpus = [json.dumps(r["schema"], ensure_ascii=False) for r in rows]
+    corpus += [json.dumps(t["data"], ensure_ascii=False) for r in rows for t in r["tests"]]
+    t0 = time.perf_counter()
+    tok = build_tokenizer(corpus, vocab_size=4096, min_frequency=2)
+    ll = llg_tokenizer(tok)
+    setup_s = time.perf_counter() - t0
+    vocab = int(ll.vocab_size)
+    tj, tg = Tally("json"), Tally("gemma")
+
+    for r in rows:
+        schema, tests = r["schema"], r["tests"]
+        # --- JSON syntax: llguidance's JSON Schema compiler on the schema as is ---
+        tj.schemas += 1
+        t0 = time.perf_counter()
+        g = llguidance.LLMatcher.grammar_from_json_schema(schema, defaults={"whitespace_flexible": False})
+        m = llguidance.LLMatcher(ll, g, log_level=0)
+        tj.compile_s.append(time.perf_counter() - t0)
+        if m.is_error():
+            tj.compile_errors += 1
+            tj.reasons[m.get_error().split("\n")[0][:90]] += 1
+            tj.failed_ids.append(r["id"])
+        else:
+            ok = True
+            for t in tests:
+                text = json.dumps(t["data"], ensure_ascii=False, separators=(",", ":"))
+                acc = check(m, tok.encode(text, add_special_tokens=False), vocab, tj.mask_s)
+                if acc != t["valid"]:
+                    ok = False
+                    if t["valid"]:
+                        tj.validation_errors += 1
+                    else:
+                        tj.invalidation_errors += 1
+            tj.passing += ok
+            if not ok:
+                tj.failed_ids.append(r["id"])
+        # --- Gemma syntax: the tool-call grammar with the schema as a tool's parameters ---
+        tg.schemas += 1
+        params, wrapped = wrap(schema)
+        tg.wrapped += wrapped
+        t0 = time.perf_counter()
+        err = ""
+        try:
+            gg = tool_call_grammar(
+                [{"name": "f", "parameters": params}],
+                tool_choice="required",
+                syntax="gemma",
+                allow_thinking=False,
+                additional_properties=True,
+            )
+            mg = llguidance.LLMatcher(ll, gg, log_level=0)
+            if mg.is_error():
+                err = "llguidance: " + mg.get_error().split("\n")[0][:80]
+        except SchemaError as e:
+            err = f"SchemaError {e.keyword}: {str(e).split(' (keyword')[0][:70]}"
+        except RecursionError:
+            err = "RecursionError"
+        tg.compile_s.append(time.perf_counter() - t0)
+        if err:
+            tg.compile_errors += 1
+            tg.reasons[err] += 1
+            tg.failed_ids.append(r["id"])
+            continue
+        ok = True
+        for t in tests:
+            data = {"value": t["data"]} if wrapped else t["data"]
+            try:
+                text = format_tool_call("f", data) + TOOL_RESPONSE_START
+            except ValueError:
+                tg.unwritable += 1
+                if t["valid"]:
+                    tg.validation_errors += 1
+                    ok = False
+                continue
+            acc = check(mg, tok.encode(text, add_special_tokens=False), vocab, tg.mask_s)
+            if acc != t["valid"]:
+                ok = False
+                if t["valid"]:
+                    tg.validation_errors += 1
+                else:
+                    tg.invalidation_errors += 1
+        tg.passing += ok
+        if not ok:
+            tg.failed_ids.append(r["id"])
+
+    rj, rg = tj.row(), tg.row()
+    if args.failures:
+        args.failures.write_text(json.dumps({"json": tj.failed_ids, "gemma": tg.failed_ids}))
+    targets = [
+        target("json_invalidation_errors", rj["invalidation_errors"], 0, False),
+        target("gemma_invalidation_errors", rg["invalidation_errors"], 0, False),
+        target("json_passing_rate", rj["passing_rate"], PUBLISHED_PASSING, True),
+        target(
+            "gemma_minus_json_passing_points",
+            round(100 * (rg["passing_rate"] - rj["passing_rate"]), 2),
+            -1.0,
+            True,
+        ),
+    ]
+    report = {
+        "benchmark": "maskbench",
+        "data": str(args.data),
+        "schemas": len(rows),
+        "tests": sum(len(r["tests"]) for r in rows),
+        "tokenizer_vocab": vocab,
+        "setup_s": round(setup_s, 2),
+        "rows": [rj, rg],
+        "targets": targets,
+    }
+    if not args.json:
+        print(f"MaskBench: {len(rows)} schemas, {report['tests']} instances, BPE vocab {vocab}")
+        hdr = (
+            "| syntax | passing | compile errors | validation errors | invalidation errors "
+            "| compile ms p50 / p90 / max | mask us p50 / p90 / p99 |"
+        )
+        print(hdr)
+        print("|" + "---|" * 7)
+        for x in (rj, rg):
+            print(
+                f"| {x['syntax']} | {x['passing']} ({100 * x['passing_rate']:.1f}%) | {x['compile_errors']} "
+                f"| {x['validation_errors']} | {x['invalidation_errors']} "
+                f"| {x['compile_ms_p50']} / {x['compile_ms_p90']} / {x['compile_ms_max']} "
+                f"| {x['mask_us_p50']} / {x['mask_us_p90']} / {x['mask_us_p99']} |"
+            )
+        print(
+            f"gemma: {rg['wrapped_schemas']} schemas wrapped as {{value: ...}}, {rg['unwritable_instances']} unwritable instances"
+        )
+        for x in (rj, rg):
+            print(f"top compile errors ({x['syntax']}):")
+            for reason, n in x["top_compile_errors"]:
+                print(f"  {n:5d}  {reason}")
+    emit(report, args.json)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,927 @@
+"""Tool-call grammars for llguidance, generated from tool declarations, and a greedy shortest completion.
+
+:func:`tool_call_grammar` returns an llguidance grammar (Lark syntax, for ``llguidance.LLMatcher(tok,
+grammar)``) for one assistant turn:
+
+* optional thinking block ``<|channel>...<channel|>`` first (``allow_thinking``);
+* ``tool_choice="none"``: prose, then ``<turn|>``;
+* ``"auto"``: optional prose, then either ``<turn|>`` or one or more calls;
+* ``"required"`` / ``{"name": NAME}``: one or more calls (of any tool / of that tool);
+* calls are concatenated and followed by ``<|tool_response>`` (the token after which a tool result is due),
+  so "the matcher is accepting" means "the turn is complete".
+
+Call syntaxes (no flexible whitespace anywhere):
+
+* ``"gemma"`` (Gemma 4 native): ``<|tool_call>call:NAME{key:<|"|>text<|"|>,n:42,flag:true,obj:{...},
+  list:[...]}<tool_call|>``. Keys are bare, strings are raw text between ``<|"|>`` tokens (no escaping; the
+  text ``<|"|>`` itself cannot occur inside). The argument grammar is compiled here from the schema IR of
+  :mod:`model.constraints.schema` (properties in schema order, optional ones skippable, enums/consts as
+  literals, string lengths/patterns/formats as regex terminals, bounded numbers through llguidance's JSON
+  number regexes ``%json{...}``, arrays with min/max items, ``anyOf`` as alternatives, recursion as rules).
+* ``"json"``: ``<|tool_call>{"name":"NAME","arguments":{...}}<tool_call|>``: the same call tokens wrap a
+  compact JSON object so the runtime's control tokens still apply; the arguments are constrained by
+  llguidance's own JSON Schema compiler (``%json{...}`` with ``whitespace_flexible: false``), fed the same
+  IR written back as plain JSON Schema.
+
+Special tokens appear bare in rules (``<|tool_call>``, ``<|"|>``): a quoted literal would only match their
+text. Grammars are cached by (tools, tool_choice, syntax, allow_thinking, additional_properties).
+
+Sources: llguidance Lark syntax (https://github.com/guidance-ai/llguidance/blob/main/docs/syntax.md); Gemma 4
+tool-call format as rendered by the project's chat template (``model/chat_template.jinja``).
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import threading
+from collections import OrderedDict
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from model import special_tokens as st
+from model.constraints.schema import (
+    FORMATS,
+    IR,
+    AnyNode,
+    AnyOf,
+    Arr,
+    Bool,
+    Lit,
+    Never,
+    Node,
+    Null,
+    Num,
+    Obj,
+    Ref,
+    SchemaError,
+    Str,
+    ToolSpec,
+    build_ir,
+    canonical,
+    normalize_tool,
+    object_part,
+    pattern_matches,
+    pattern_to_regex,
+)
+
+SYNTAXES = ("gemma", "json")
+TOOL_CHOICES = ("auto", "required", "none")
+
+#: Keys of the Gemma syntax not declared in ``properties`` (the ``:`` after them is part of the terminal):
+#: no control characters, not starting with ``}``, and a ``:`` inside only when the next character cannot
+#: start a value (digit, ``-``, ``t``/``f``/``n``, ``{``, ``[``), so that greedy lexing ends the key at the
+#: right ``:`` and the parser's backtracking finds the same split.
+_KEY_COLON = r":[^0-9tfn\-{\[\x00-\x1f]"
+KEY_REGEX = rf"(?:[^:}}\x00-\x1f]|{_KEY_COLON})(?:[^:\x00-\x1f]|{_KEY_COLON})*"
+_NO_DELIM = r'~/(?s:.*)<\|"\|>(?s:.*)/'
+_INT_RX = r"-?(?:0|[1-9][0-9]*)"
+_NUM_RX = r"-?(?:0|[1-9][0-9]*)(?:\.[0-9]+)?(?:[eE][+-]?[0-9]+)?"
+_MAX_OBJECT_STATES = 20_000
+
+
+def _lark_str(text: str) -> str:
+    """A Lark string literal for ``text``."""
+    return json.dumps(text, ensure_ascii=False)
+
+
+def _lark_rx(rx: str) -> str:
+    """Escape unescaped ``/`` so ``rx`` fits inside a Lark ``/.../`` literal."""
+    out, i = [], 0
+    while i < len(rx):
+        c = rx[i]
+        if c == "\\" and i + 1 < len(rx):
+            out.append(rx[i : i + 2])
+            i += 2
+            continue
+        out.append("\\/" if c == "/" else c)
+        i += 1
+    return "".join(out)
+
+
+def _json_text(v: Any) -> str:
+    """Compact JSON text of a scalar (the Gemma syntax writes numbers, booleans and null as JSON does)."""
+    return json.dumps(v, ensure_ascii=False, separators=(",", ":"))
+
+
+# ----------------------------------------------------------------------------------------------------------
+# Gemma syntax: IR -> Lark
+# ----------------------------------------------------------------------------------------------------------
+
+
+@dataclass
+class _State:
+    body: str | None  # alternatives deriving a non-empty string, or None when only "" is possible
+    nullable: bool
+
+
+class _GemmaCompiler:
+    """Compile schema IR to Lark rules for the Gemma value syntax (one instance per grammar)."""
+
+    def __init__(self, additional_default: bool) -> None:
+        self.additional_default = additional_default
+        self.rules: dict[str, str] = {}
+        self.terms: dict[str, str] = {}
+        self._term_names: dict[str, str] = {}
+        self._node_rules: dict[tuple[int, Node], str] = {}
+        self._defs: dict[int, dict[str, Node]] = {}
+        self._n = 0
+        self._any_done = False
+
+    def _name(self, prefix: str) -> str:
+        self._n += 1
+        return f"{prefix}{self._n}"
+
+    def term(self, definition: str) -> str:
+        """A terminal for ``definition`` (deduplicated)."""
+        name = self._term_names.get(definition)
+        if name is None:
+            name = f"T{len(self._term_names)}"
+            self._term_names[definition] = name
+            self.terms[name] = definition
+        return name
+
+    def rule(self, body: str, prefix: str = "r") -> str:
+        name = self._name(prefix)
+        self.rules[name] = body
+        return name
+
+    # -- values ---------------------------------------------------------------------------------------------
+    def value(self, node: Node, scope: int, defs: dict[str, Node]) -> str:
+        """A Lark expression for values valid against ``node`` (``defs``: this tool's recursive definitions).
+
+        Raises:
+            SchemaError: ``node`` is ``Never`` (no value possible) or an object needs too many states.
+        """
+        if isinstance(node, Never):
+            raise SchemaError(node.keyword or "type", node.path, f"no value is possible: {node.reason}")
+        if isinstance(node, AnyNode):
+            return self._any()
+        if isinstance(node, Null):
+            return '"null"'
+        if isinstance(node, Bool):
+            return '("true" | "false")'
+        if isinstance(node, Lit):
+            if node.kind == "str":
+                return f'<|"|> {_lark_str(node.value)} <|"|>' if node.value else '<|"|> <|"|>'
+            return _lark_str(_json_text(node.value))
+        if isinstance(node, Num):
+            if not node.bounded:
+                return self.term(f"/{_INT_RX if node.integer else _NUM_RX}/")
+        if isinstance(node, Str):
+            return f'<|"|> {self._str_term(node)} <|"|>'
+        key = (scope, node)
+        if key in self._node_rules:
+            return self._node_rules[key]
+        self._defs[scope] = defs
+        if isinstance(node, Ref):
+            name = f"def{scope}_{node.name}"
+            self._node_rules[key] = name
+            self.rules[name] = "PENDING"
+            self.rules[name] = self.value(defs[node.name], scope, defs)
+            return name
+        name = self._name("v")
+        self._node_rules[key] = name
+        self.rules[name] = "PENDING"
+        if isinstance(node, Num):
+            schema = {**node.json_schema(), "x-guidance": {"whitespace_flexible": False}}
+            body = "%json " + json.dumps(schema)
+        elif isinstance(node, AnyOf):
+            body = " | ".join(self.value(o, scope, defs) for o in node.options)
+        elif isinstance(node, Arr):
+            body = self._arr(node, scope, defs)
+        elif isinstance(node, Obj):
+            body = self._obj(node, scope, defs)
+        else:  # pragma: no cover
+            raise TypeError(f"unknown IR node {node!r}")
+        self.rules[name] = body
+        return name
+
+    def _any(self) -> str:
+        if not self._any_done:
+            self._any_done = True
+            body = self.term(f"/(?s:.*)/ & {_NO_DELIM}")
+            key = self.term(f'(/{KEY_REGEX}/ & {_NO_DELIM}) ":"')
+            num = self.term(f"/{_NUM_RX}/")
+            self.rules["any_value"] = (
+                f'"null" | "true" | "false" | {num} | <|"|> {body} <|"|> | any_array | any_object'
+            )
+            self.rules["any_array"] = '"[" (any_value ("," any_value)*)? "]"'
+            self.rules["any_object"] = '"{" (any_kv ("," any_kv)*)? "}"'
+            self.rules["any_kv"] = f"{key} any_value"
+        return "any_value"
+
+    def _str_term(self, node: Str) -> str:
+        parts = []
+        if node.min_len or node.max_len is not None:
+            hi = "" if node.max_len is None else str(node.max_len)
+            parts.append(f"/(?s:.{{{node.min_len},{hi}}})/")
+        for p in node.patterns:
+            parts.append(f"/{pattern_to_regex(p)}/")
+        for f in node.formats:
+            parts.append(f"/{_lark_rx(FORMATS[f])}/")
+        if not parts:
+            parts.append("/(?s:.*)/")
+        parts.append(_NO_DELIM)
+        return self.term(" & ".join(parts))
+
+    def _arr(self, node: Arr, scope: int, defs: dict[str, Node]) -> str:
+        k = len(node.prefix)
+        mn, mx = node.min_items, node.max_items
+
+        def tail(i: int, first: bool) -> tuple[str, bool]:
+            """(non-empty expression or "", nullable) for the elements from index ``i`` on."""
+            sep = "" if first else '"," '
+            if mx is not None and i >= mx:
+                return "", True
+            if i < k:
+                rest, rest_null = tail(i + 1, False)
+                expr = f"{sep}{self.value(node.prefix[i], scope, defs)}"
+                if rest:
+                    expr += f" {rest}?" if rest_null else f" {rest}"
+                elif not rest_null:  # pragma: no cover - a dead tail was pruned by make_arr
+                    return "", i >= mn
+                return f"({expr})", i >= mn
+            if isinstance(node.items, Never):
+                return "", i >= mn
+            lo = max(0, mn - i)
+            hi = None if mx is None else mx - i
+            it = self.value(node.items, scope, defs)
+            if first:
+                rep = _rep(f'"," {it}', max(lo - 1, 0), None if hi is None else hi - 1)
+                return f"({it}{' ' + rep if rep else ''})", lo == 0
+            rep = _rep(f'"," {it}', max(lo, 1), hi)
+            return rep, lo == 0
+
+        expr, nullable = tail(0, True)
+        inner = f"{expr}?" if (expr and nullable) else expr
+        return f'"[" {inner} "]"' if inner else '"[" "]"'
+
+    def _obj(self, node: Obj, scope: int, defs: dict[str, Node]) -> str:
+        entries = [(k, v, k in node.required) for k, v in node.props if not isinstance(v, Never)]
+        for r in node.required_only():
+            v = self._undeclared(node, r)
+            if isinstance(v, Never):
+                raise SchemaError("required", "", f"required property {r!r} is not allowed by the schema")
+            entries.append((r, v, True))
+        taken = [k for k, _ in node.props] + node.required_only()
+        extras = self._extras(node, taken, scope, defs)
+        n = len(entries)
+        mn, mx = node.min_props, node.max_props
+        cap = mx if mx is not None else mn
+        if (n + 1) * (cap + 1) * 2 > _MAX_OBJECT_STATES:
+            raise SchemaError("maxProperties", "", "minProperties/maxProperties need too many grammar states")
+        states: dict[tuple[int, bool, int], _State] = {}
+        names: dict[tuple[int, bool, int], str] = {}
+        base = self._name("o")
+
+        def ref(i: int, first: bool, c: int) -> tuple[str, bool] | None:
+            """(reference, nullable) for state (i, first, c); None when the state is dead."""
+            c = min(c, cap)
+            st_ = get(i, first, c)
+            if st_.body is None:
+                return ("", True) if st_.nullable else None
+            key = (i, first, c)
+            if key not in names:
+                names[key] = f"{base}_{i}_{int(first)}_{c}"
+                self.rules[names[key]] = st_.body
+            return names[key], st_.nullable
+
+        def get(i: int, first: bool, c: int) -> _State:
+            c = min(c, cap)
+            key = (i, first, c)
+            if key in states:
+                return states[key]
+            if i == n:
+                s = self._extras_state(extras, first, c, mn, mx)
+            else:
+                name, v, required = entries[i]
+                alts: list[str] = []
+                nullable = False
+                if mx is None or c + 1 <= mx:
+                    nxt = ref(i + 1, False, c + 1) if i + 1 <= n else None
+                    if nxt is not None:
+                        sep = "" if first else '"," '
+                        e = f"{sep}{_lark_str(name + ':')} {self.value(v, scope, defs)}"
+                        if nxt[0]:
+                            e += f" {nxt[0]}?" if nxt[1] else f" {nxt[0]}"
+                        alts.append(e)
+                if not required:
+                    skip = ref(i + 1, first, c)
+                    if skip is not None:
+                        if skip[0]:
+                            alts.append(skip[0])
+                        nullable = skip[1]
+                s = _State(" | ".join(alts) if alts else None, nullable)
+            states[key] = s
+            return s
+
+        top = ref(0, True, 0)
+        if top is None:
+            raise SchemaError("minProperties", "", "no object satisfies the property constraints")
+        body, nullable = top
+        if not body:
+            return '"{" "}"'
+        return f'"{{" {body}{"?" if nullable else ""} "}}"'
+
+    def _undeclared(self, node: Obj, name: str) -> Node:
+        """The schema of a key not in ``props``: matching patternProperties, else additionalProperties."""
+        from model.constraints.schema import pattern_matches
+
+        matched = [sub for p, sub in node.pattern_props if pattern_matches(p, name)]
+        if matched:
+            out: Node = AnyNode()
+            for sub in matched:
+                out = _intersect_simple(out, sub)
+            return out
+        if node.additional is None:
+            return AnyNode()
+        return node.additional
+
+    def _extras(self, node: Obj, taken: list[str], scope: int, defs: dict[str, Node]) -> str | None:
+        """Rule for one ``key:value`` pair of a key not in ``properties`` (None when none is allowed)."""
+        excl = " | ".join(_lark_str(k) for k in taken)
+        not_taken = f" & ~({excl})" if taken else ""
+        alts = []
+        pats = [(pattern_to_regex(p), sub) for p, sub in node.pattern_props]
+        if len(pats) > 4:
+            raise SchemaError("patternProperties", "", "more than 4 patternProperties are not supported")
+        # Partition keys by the set of patterns they match: their value must satisfy all of those schemas.
+        for mask in range(1, 1 << len(pats)):
+            sub: Node = AnyNode()
+            rx_parts = [f"/{KEY_REGEX}/"]
+            for j, (rx, s) in enumerate(pats):
+                if mask >> j & 1:
+                    rx_parts.append(f"/{rx}/")
+                    sub = _intersect_simple(sub, s)
+                else:
+                    rx_parts.append(f"~/{rx}/")
+            if isinstance(sub, Never):
+                continue
+            key = self.term("(" + " & ".join(rx_parts) + not_taken + f' & {_NO_DELIM}) ":"')
+            alts.append(f"{key} {self.value(sub, scope, defs)}")
+        additional = node.additional
+        if additional is None:
+            additional = AnyNode() if self.additional_default else Never("additionalProperties")
+        if not isinstance(additional, Never):
+            rx_parts = [f"/{KEY_REGEX}/"] + [f"~/{rx}/" for rx, _ in pats]
+            key = self.term("(" + " & ".join(rx_parts) + not_taken + f' & {_NO_DELIM}) ":"')
+            alts.append(f"{key} {self.value(additional, scope, defs)}")
+        if not alts:
+            return None
+        return self.rule(" | ".join(alts), "kv")
+
+    @staticmethod
+    def _extras_state(kv: str | None, first: bool, c: int, mn: int, mx: int | None) -> _State:
+        lo = max(0, mn - c)
+        hi = None if mx is None else mx - c
+        if hi is not None and hi < lo:
+            return _State(None, False)
+        if kv is None or hi == 0:
+            return _State(None, lo == 0)
+        if first:
+            rep = _rep(f'"," {kv}', max(lo - 1, 0), None if hi is None else hi - 1)
+            return _State(f"{kv}{' ' + rep if rep else ''}", lo == 0)
+        return _State(_rep(f'"," {kv}', max(lo, 1), hi), lo == 0)
+
+
+def _rep(expr: str, lo: int, hi: int | None) -> str:
+    """``(expr){lo,hi}`` in Lark ("" when it can only be empty)."""
+    if hi is not None and hi <= 0:
+        return ""
+    if hi is None:
+        if lo == 0:
+            return f"({expr})*"
+        if lo == 1:
+            return f"({expr})+"
+        return f"({expr}){{{lo},}}"
+    if lo == 0 and hi == 1:
+        return f"({expr})?"
+    if lo == hi:
+        return f"({expr}){{{lo}}}"
+    return f"({expr}){{{lo},{hi}}}"
+
+
+def _intersect_simple(a: Node, b: Node) -> Node:
+    """Intersection used for overlapping patternProperties (full IR intersection via a throwaway builder)."""
+    from model.constraints.schema import _Builder
+
+    return _Builder({}, True).intersect(a, b, "")
+
+
+# ----------------------------------------------------------------------------------------------------------
+# JSON syntax: IR -> JSON Schema for llguidance's compiler
+# ----------------------------------------------------------------------------------------------------------
+
+
+def ir_to_json_schema(node: Node, *, additional_default: bool, ref_prefix: str = "") -> Any:
+    """Write IR back as plain JSON Schema (no ``allOf``/``oneOf``; ``additionalProperties`` explicit).
+
+    Args:
+        node: IR node.
+        additional_default: value of an unspecified ``additionalProperties``.
+        ref_prefix: prefix of ``$defs`` names for :class:`Ref` nodes (``#/$defs/<prefix><name>``).
+
+    Returns:
+        A JSON Schema (dict or bool) with the same instances as ``node``.
+    """
+
+    def go(n: Node) -> Any:
+        if isinstance(n, AnyNode):
+            return True
+        if isinstance(n, Never):
+            return False
+        if isinstance(n, Null):
+            return {"type": "null"}
+        if isinstance(n, Bool):
+            return {"type": "boolean"}
+        if isinstance(n, Lit):
+            return {"const": n.value}
+        if isinstance(n, Num):
+            return n.json_schema()
+        if isinstance(n, Str):
+            out: dict[str, Any] = {"type": "string"}
+            if n.min_len:
+                out["minLength"] = n.min_len
+            if n.max_len is not None:
+                out["maxLength"] = n.max_len
+            extra = [{"pattern": p} for p in n.patterns] + [{"format": f} for f in n.formats]
+            if extra:
+                out.update(extra[0])
+                if len(extra) > 1:
+                    out["allOf"] = extra[1:]
+            return out
+        if isinstance(n, Arr):
+            out = {"type": "array"}
+            if n.prefix:
+                out["prefixItems"] = [go(x) for x in n.prefix]
+            out["items"] = go(n.items)
+            if n.min_items:
+                out["minItems"] = n.min_items
+            if n.max_items is not None:
+                out["maxItems"] = n.max_items
+            return out
+        if isinstance(n, Obj):
+            props = {k: go(v) for k, v in n.props}
+            for r in n.required_only():
+                matched = [sub for p, sub in n.pattern_props if pattern_matches(p, r)]
+                props[r] = True if matched or n.additional is None else go(n.additional)
+            out = {"type": "object", "properties": props}
+            if n.required:
+                out["required"] = list(n.required)
+            if n.pattern_props:
+                out["patternProperties"] = {p: go(v) for p, v in n.pattern_props}
+            add = n.additional
+            out["additionalProperties"] = go(add) if add is not None else bool(additional_default)
+            if n.min_props:
+                out["minProperties"] = n.min_props
+            if n.max_props is not None:
+                out["maxProperties"] = n.max_props
+            return out
+        if isinstance(n, AnyOf):
+            return {"anyOf": [go(o) for o in n.options]}
+        if isinstance(n, Ref):
+            return {"$ref": f"#/$defs/{ref_prefix}{n.name}"}
+        raise TypeError(f"unknown IR node {n!r}")  # pragma: no cover
+
+    return go(node)
+
+
+# ----------------------------------------------------------------------------------------------------------
+# Tool-call grammars
+# ----------------------------------------------------------------------------------------------------------
+
+_CACHE: OrderedDict[tuple[str, str, str, bool, bool], str] = OrderedDict()
+_CACHE_LOCK = threading.Lock()
+_CACHE_SIZE = 256
+
+
+def _tool_ir(spec: ToolSpec, additional_default: bool) -> IR:
+    ir = build_ir(spec.parameters, additional_properties=additional_default)
+    root = object_part(ir.root, ir.defs)
+    if isinstance(root, Never):
+        raise SchemaError("type", "", f"tool {spec.name!r}: parameters must describe a JSON object")
+    return IR(root, ir.defs)
+
+
+def _choice_key(tool_choice: Any) -> str:
+    if isinstance(tool_choice, str):
+        if tool_choice not in TOOL_CHOICES:
+            raise ValueError(
+                f"tool_choice must be one of {TOOL_CHOICES} or {{'name': NAME}}, got {tool_choice!r}"
+            )
+        return tool_choice
+    if isinstance(tool_choice, dict):
+        name = tool_choice.get("name")
+        if name is None and isinstance(tool_choice.get("function"), dict):  # OpenAI {"type":"function",...}
+            name = tool_choice["function"].get("name")
+        if isinstance(name, str):
+            return "name:" + name
+    raise ValueError(f"tool_choice must be one of {TOOL_CHOICES} or {{'name': NAME}}, got {tool_choice!r}")
+
+
+def tool_call_grammar(
+    tools: list[Any] | None,
+    tool_choice: Any = "auto",
+    syntax: str = "gemma",
+    allow_thinking: bool = True,
+    *,
+    additional_properties: bool = False,
+) -> str:
+    """The llguidance grammar of one assistant turn with tool calls (see the module docstring).
+
+    Args:
+        tools: tool declarations (OpenAI-style dicts, bare/BFCL dicts or :class:`ToolSpec`); may be empty
+            for ``tool_choice="none"``/``"auto"`` (then prose only).
+        tool_choice: ``"auto" | "required" | "none" | {"name": NAME}``.
+        syntax: ``"gemma"`` (native calls) or ``"json"`` (``{"name":...,"arguments":{...}}`` calls).
+        allow_thinking: allow a leading ``<|channel>...<channel|>`` block.
+        additional_properties: what objects without ``additionalProperties`` allow: ``False`` (default for
+            tool arguments: only declared keys) or ``True`` (JSON Schema semantics).
+
+    Returns:
+        Grammar text for ``llguidance.LLMatcher(llg_tokenizer, grammar)`` (compiles in about a millisecond).
+        It ends with ``<|tool_response>`` after calls and ``<turn|>`` after prose.
+
+    Raises:
+        SchemaError: a tool's schema is unsupported or unsatisfiable (keyword and JSON path named).
+        ValueError: unknown ``syntax``/``tool_choice``, a named tool that is not declared, duplicate tool
+            names, or ``"required"`` without tools.
+    """
+    if syntax not in SYNTAXES:
+        raise ValueError(f"syntax must be one of {SYNTAXES}, got {syntax!r}")
+    choice = _choice_key(tool_choice)
+    specs = [normalize_tool(t) for t in (tools or [])]
+    key = (canonical(specs), choice, syntax, bool(allow_thinking), bool(additional_properties))
+    with _CACHE_LOCK:
+        if key in _CACHE:
+            _CACHE.move_to_end(key)
+            return _CACHE[key]
+    grammar = _build_grammar(specs, choice, syntax, allow_thinking, additional_properties)
+    with _CACHE_LOCK:
+        _CACHE[key] = grammar
+        while len(_CACHE) > _CACHE_SIZE:
+            _CACHE.popitem(last=False)
+    return grammar
+
+
+def _build_grammar(
+    specs: list[ToolSpec], choice: str, syntax: str, allow_thinking: bool, additional: bool
+) -> str:
+    names = [s.name for s in specs]
+    if len(set(names)) != len(names):
+        raise ValueError(f"duplicate tool names: {sorted({n for n in names if names.count(n) > 1})}")
+    if choice.startswith("name:"):
+        wanted = choice[5:]
+        if wanted not in names:
+            raise ValueError(f"tool_choice names tool {wanted!r}, which is not declared (tools: {names})")
+        callable_specs = [s for s in specs if s.name == wanted]
+    else:
+        callable_specs = specs if choice != "none" else []
+    if choice == "required" and not callable_specs:
+        raise ValueError("tool_choice='required' needs at least one tool")
+
+    lines: list[str] = []
+    thinking = "thinking? " if allow_thinking else ""
+    terms: dict[str, str] = {}
+    prose = "PROSE"
+    terms["PROSE"] = r"/(?s:.+)/ & ~/(?s:.*)(?:<\|tool_call>|<turn\|>|<\|tool_response>)(?s:.*)/"
+    if allow_thinking:
+        terms["THOUGHT"] = r"/(?s:.*)/ & ~/(?s:.*)<channel\|>(?s:.*)/"
+        lines.append("thinking: <|channel> THOUGHT <channel|>")
+    if not callable_specs:
+        lines.insert(0, f"start: {thinking}{prose}? <turn|>")
+    elif choice == "auto":
+        lines.insert(0, f"start: {thinking}{prose}? (<turn|> | calls)")
+    else:
+        lines.insert(0, f"start: {thinking}calls")
+
+    rules: dict[str, str] = {}
+    if callable_specs:
+        lines.append("calls: call+ <|tool_response>")
+        if syntax == "gemma":
+            comp = _GemmaCompiler(additional)
+            alts = []
+            for i, spec in enumerate(callable_specs):
+                ir = _tool_ir(spec, additional)
+                try:
+                    body = comp.value(ir.root, i, ir.defs)
+                except SchemaError as e:
+                    raise SchemaError(e.keyword, e.path, f"tool {spec.name!r}: {e}") from None
+                alts.append(f"{_lark_str('call:' + spec.name)} {body}")
+            lines.append("call: <|tool_call> (" + " | ".join(alts) + ") <tool_call|>")
+            rules.update(comp.rules)
+            terms.update(comp.terms)
+        else:
+            options = []
+            all_defs: dict[str, Any] = {}
+            for i, spec in enumerate(callable_specs):
+                ir = _tool_ir(spec, additional)
+                prefix = f"t{i}_"
+                args = ir_to_json_schema(ir.root, additional_default=additional, ref_prefix=prefix)
+                for name, node in ir.defs.items():
+                    all_defs[prefix + name] = ir_to_json_schema(
+                        node, additional_default=additional, ref_prefix=prefix
+                    )
+                options.append(
+                    {
+                        "type": "object",
+                        "properties": {"name": {"const": spec.name}, "arguments": args},
+                        "required": ["name", "arguments"],
+                        "additionalProperties": False,
+                    }
+                )
+            schema: dict[str, Any] = options[0] if len(options) == 1 else {"anyOf": options}
+            if all_defs:
+                schema = {**schema, "$defs": all_defs}
+            schema = {**schema, "x-guidance": {"whitespace_flexible": False}}
+            lines.append("call: <|tool_call> call_json <tool_call|>")
+            rules["call_json"] = "%json " + json.dumps(schema, ensure_ascii=False)
+    out = [*lines, *(f"{k}: {v}" for k, v in rules.items()), *(f"{k}: {v}" for k, v in terms.items())]
+    return "\n".join(out) + "\n"
+
+
+def value_grammar(schema: Any, *, additional_properties: bool = True) -> str:
+    """Lark grammar whose language is the Gemma-syntax rendering of JSON values valid against ``schema``.
+
+    Used by the MaskBench benchmark and tests (tool calls use :func:`tool_call_grammar`).
+
+    Raises:
+        SchemaError: unsupported keyword or unsatisfiable schema.
+    """
+    ir = build_ir(schema, additional_properties=additional_properties)
+    comp = _GemmaCompiler(additional_properties)
+    body = comp.value(ir.root, 0, ir.defs)
+    out = [f"start: {body}", *(f"{k}: {v}" for k, v in comp.rules.items())]
+    out += [f"{k}: {v}" for k, v in comp.terms.items()]
+    return "\n".join(out) + "\n"
+
+
+# ----------------------------------------------------------------------------------------------------------
+# Shortest completion (termination support for the denoising constraint)
+# ----------------------------------------------------------------------------------------------------------
+
+#: Tokens that end something, best first: the turn/call terminators, then string and container closers.
+CLOSER_TEXTS: tuple[str, ...] = (
+    st.TOOL_RESPONSE_START,
+    st.TURN_END,
+    st.TOOL_CALL_END,
+    st.CHANNEL_END,
+    st.STRING_DELIM,
+    "]",
+    "}",
+    '"',
+)
+_CLOSER_CHARS = set('"]}')
+
+
+@dataclass
+class _Tables:
+    vocab: int
+    specials: list[int]  # <|tool_response>, <turn|>, <tool_call|>, <channel|>
+    quotes: list[int]  # <|"|> and '"': end a string (or open one)
+    brackets: list[int]  # tokens made only of '"', ']' and '}', longest first, then ']' and '}'
+    probes: list[int]  # single ASCII letters: allowed only inside free text
+    exits: list[int]  # closers that may end free text: specials, quotes, brackets, ':'
+    structural: list[int]  # closers outside text: specials, brackets, quotes
+    closer_mask: np.ndarray  # bool [V]
+    printable: np.ndarray  # bool [V]: non-special tokens whose text is printable ASCII
+    rank: np.ndarray  # int64 [V]: smaller is tried first among other allowed tokens
+
+
+_TABLES: dict[int, tuple[Any, _Tables]] = {}
+
+
+def _single_id(tokenizer: Any, text: str, vocab: int) -> int | None:
+    tid: Any = None
+    if text.startswith("<"):
+        tid = tokenizer.convert_tokens_to_ids(text)
+        if tid == tokenizer.unk_token_id:
+            tid = None
+    if not isinstance(tid, int):
+        ids = tokenizer.encode(text, add_special_tokens=False)
+        tid = ids[0] if len(ids) == 1 else None
+    return tid if tid is not None and 0 <= tid < vocab else None
+
+
+def _tables(tokenizer: Any) -> _Tables:
+    from model.constraints.llg import llg_tokenizer
+
+    hit = _TABLES.get(id(tokenizer))
+    if hit is not None and hit[0] is tokenizer:
+        return hit[1]
+    ll = llg_tokenizer(tokenizer)
+    vocab = int(ll.vocab_size)
+
+    def ids(texts: tuple[str, ...]) -> list[int]:
+        out = [_single_id(tokenizer, t, vocab) for t in texts]
+        return list(dict.fromkeys(i for i in out if i is not None))
+
+    specials = ids((st.TOOL_RESPONSE_START, st.TURN_END, st.TOOL_CALL_END, st.CHANNEL_END))
+    quotes = ids((st.STRING_DELIM, '"'))
+    probes = ids(("a", "x", "Z", "q"))
+    rank = np.full(vocab, 1 << 40, dtype=np.int64)
+    printable = np.zeros(vocab, dtype=bool)
+    multi: list[tuple[int, int]] = []
+    for i in range(vocab):
+        if ll.is_special_token(i):
+            continue
+        b = ll.decode_bytes([i])
+        if not b:
+            continue
+        try:
+            text = b.decode("utf-8")
+            nice = text.isascii() and text.isprintable()
+        except UnicodeDecodeError:
+            text, nice = "", False
+        printable[i] = nice
+        if text and set(text) <= _CLOSER_CHARS and len(text) > 1:
+            multi.append((len(text), i))
+        cls = 0 if text == "," else 1 if text == "0" else 2 if text.isdigit() else 3 if text.isalpha() else 4
+        rank[i] = ((0 if nice else 1) << 36) | (min(len(b), 255) << 28) | (cls << 24) | i
+    brackets = [i for _, i in sorted(multi, reverse=True)] + ids(("]", "}"))
+    mask = np.zeros(vocab, dtype=bool)
+    mask[specials + quotes + brackets] = True
+    exits = specials + quotes + brackets + ids((":",))
+    structural = specials + brackets + quotes
+    tab = _Tables(vocab, specials, quotes, brackets, probes, exits, structural, mask, printable, rank)
+    _TABLES[id(tokenizer)] = (tokenizer, tab)
+    return tab
+
+
+def _allowed(matcher: Any, vocab: int) -> np.ndarray:
+    raw = np.frombuffer(bytes(matcher.compute_bitmask()), dtype=np.uint8)
+    return np.unpackbits(raw, bitorder="little")[:vocab].astype(bool)
+
+
+def _in_text(allowed: np.ndarray, tab: _Tables) -> bool:
+    """True inside free text (a string body, a key, prose): a single-letter token is allowed."""
+    return any(allowed[t] for t in tab.probes)
+
+
+def _exit(m: Any, allowed: np.ndarray, tab: _Tables) -> int:
+    """An allowed closer whose consumption leaves free text (-1 if none): ends a string, key or prose."""
+    for t in tab.exits:
+        if allowed[t]:
+            probe = m.deep_copy()
+            if probe.try_consume_tokens([t]) == 1 and (
+                probe.is_accepting() or not _in_text(_allowed(probe, tab.vocab), tab)
+            ):
+                return t
+    return -1
+
+
+def _ranked(allowed: np.ndarray, tab: _Tables, k: int) -> list[int]:
+    ids = np.flatnonzero(allowed)
+    if ids.size == 0:
+        return []
+    order = ids[np.argsort(tab.rank[ids], kind="stable")]
+    return [int(t) for t in order[:k]]
+
+
+def _search_exit(m: Any, tab: _Tables, depth: int = 3, budget: int = 400) -> list[int] | None:
+    """Breadth-first search for a short token path after which free text can be left.
+
+    Children of a state are its allowed printable tokens (best-ranked first, at most 128); a child whose
+    allowed set equals one already seen is not expanded (states are told apart by their bitmask), so the
+    search follows the characters that change what may come next (``@`` in an e-mail address, the ``x`` a
+    pattern ends with). Stops after ``budget`` matcher probes.
+    """
+    seen = {bytes(m.compute_bitmask())}
+    frontier: list[tuple[Any, list[int]]] = [(m, [])]
+    probes = 0
+    for _ in range(depth):
+        nxt: list[tuple[Any, list[int]]] = []
+        for node, path in frontier:
+            allowed = _allowed(node, tab.vocab)
+            for c in _ranked(allowed & tab.printable, tab, 128):
+                probe = node.deep_copy()
+                probes += 1
+                if probes > budget:
+                    return None
+                if probe.try_consume_tokens([c]) != 1:
+                    continue
+                mask = bytes(probe.compute_bitmask())
+                sub = np.unpackbits(np.frombuffer(mask, dtype=np.uint8), bitorder="little")[
+                    : tab.vocab
+                ].astype(bool)
+                if probe.is_accepting() or _exit(probe, sub, tab) >= 0:
+                    return [*path, c]
+                if mask not in seen:
+                    seen.add(mask)
+                    nxt.append((probe, [*path, c]))
+        frontier = nxt
+    return None
+
+
+def shortest_completion(matcher: Any, tokenizer: Any, limit: int, *, lookahead: int = 6) -> list[int]:
+    """Greedily complete a copy of ``matcher`` to an accepting state, preferring the shortest way out.
+
+    Each step: take the fast-forward tokens if any. Inside free text (a string body, a key, prose: a
+    single-letter token is allowed), take an allowed closer after which the text is left (``<|tool_response>``,
+    ``<turn|>``, ``<tool_call|>``, ``<channel|>``, ``<|"|>``, ``"``, tokens made only of ``"]}``, ``:``);
+    if none, try the ``lookahead`` best-ranked tokens (printable ASCII first, shorter first; ``,`` then
+    ``0`` then digits then letters) for one after which a closer is allowed, else add the best-ranked one
+    (minLength progress); after 4 such steps without a way out, a small breadth-first search over the
+    characters that change the allowed set finds the missing ones (``@`` and a letter for an e-mail, the
+    final ``x`` of pattern ``x$``). Outside text (after a value, inside a number), take the first allowed
+    of: the special closers, ``]``/``}``-only tokens, ``<|"|>``/``"``; else the first of the ``lookahead``
+    best-ranked tokens after which one of those is allowed (``5`` for ``minimum: 5``), else the best-ranked.
+
+    Args:
+        matcher: ``llguidance.LLMatcher`` (not modified: a ``deep_copy`` is advanced).
+        tokenizer: the Hugging Face tokenizer the matcher's ``LLTokenizer`` was built from.
+        limit: maximum number of tokens returned.
+        lookahead: allowed tokens tried per step when no closer is allowed.
+
+    Returns:
+        Token ids. Consumed after the matcher's state they reach an accepting state, unless the list has
+        ``limit`` tokens (not enough budget) or no completion was found (grammar error state: empty list).
+    """
+    tab = _tables(tokenizer)
+    m = matcher.deep_copy()
+    out: list[int] = []
+    stuck = 0
+    last, repeats = -1, 0
+    banned: set[int] = set()
+
+    def take(toks: list[int]) -> bool:
+        toks = toks[: limit - len(out)]
+        n = int(m.try_consume_tokens(toks))
+        out.extend(toks[:n])
+        return n == len(toks)
+
+    while len(out) < limit and not m.is_error():
+        if m.is_accepting() or m.is_stopped():
+            break
+        ff = m.compute_ff_tokens()
+        if ff:
+            if not take(ff):
+                break
+            continue
+        allowed = _allowed(m, tab.vocab)
+        if not allowed.any():
+            break
+        choice = -1
+        if _in_text(allowed, tab):
+            choice = _exit(m, allowed, tab)
+            if choice < 0:
+                if stuck >= 4:
+                    stuck = 0
+                    path = _search_exit(m, tab)
+                    if path:
+                        if not take(path):
+                            break
+                        continue
+                stuck += 1
+                cands = _ranked(allowed, tab, lookahead)
+                for c in cands:
+                    probe = m.deep_copy()
+                    if (
+                        probe.try_consume_tokens([c]) == 1
+                        and _exit(probe, _allowed(probe, tab.vocab), tab) >= 0
+                    ):
+                        choice = c
+                        break
+                if choice < 0:
+                    choice = cands[0]
+            else:
+                stuck = 0
+        else:
+            stuck = 0
+            for t in tab.structural:
+                if allowed[t] and t not in banned:
+                    choice = t
+                    break
+            if choice < 0:
+                cands = [c for c in _ranked(allowed, tab, lookahead + len(banned)) if c not in banned][
+                    :lookahead
+                ]
+                cands = cands or _ranked(allowed, tab, 1)
+                for c in cands:
+                    probe = m.deep_copy()
+                    if probe.try_consume_tokens([c]) == 1 and (
+                        probe.is_accepting() or (_allowed(probe, tab.vocab) & tab.closer_mask).any()
+                    ):
+                        choice = c
+                        break
+                if choice < 0:
+                    choice = cands[0]
+        if not take([choice]):  # pragma: no cover - the bitmask allowed it
+            break
+        if choice in tab.specials or choice in tab.quotes:
+            banned.clear()
+        repeats = repeats + 1 if choice == last else 0
+        last = choice
+        if repeats >= 8:
+            banned.add(choice)
+            repeats = 0
+    return out
+
+
+def split_special(text: str) -> list[str]:
+    """Split ``text`` at the project's control tokens (kept as separate pieces), for exact tokenisation."""
+    rx = "(" + "|".join(re.escape(t) for t in sorted(st.SPECIAL_TOKENS, key=len, reverse=True)) + ")"
+    return [p for p in re.split(rx, text) if p]

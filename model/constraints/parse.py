@@ -1,0 +1,316 @@
+"""Parse and format tool calls in the Gemma 4 native syntax and in the JSON call syntax.
+
+Gemma syntax: ``<|tool_call>call:NAME{key:<|"|>text<|"|>,n:42,x:1.5,flag:true,none:null,obj:{...},
+list:[...]}<tool_call|>``; keys are bare (read up to ``:``), strings are raw text between ``<|"|>`` tokens,
+numbers are JSON numbers (``42`` is an ``int``, ``42.0``/``1e3`` are ``float``). JSON syntax:
+``<|tool_call>{"name":NAME,"arguments":{...}}<tool_call|>``. An optional thinking block
+``<|channel>thought ...<channel|>`` may come first; prose may precede the calls; ``<|tool_response>``,
+``<turn|>`` or ``<eos>`` end the turn.
+
+:func:`format_value` and :func:`parse_value` are inverses: ``parse_value(format_value(x)) == x`` for every
+JSON value ``format_value`` accepts (property-tested).
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import re
+from dataclasses import dataclass, field
+from typing import Any
+
+from model import special_tokens as st
+
+DELIM = st.STRING_DELIM
+_NUMBER = re.compile(r"-?(?:0|[1-9][0-9]*)(?:\.[0-9]+)?(?:[eE][+-]?[0-9]+)?")
+_TERMINATORS = (st.TOOL_RESPONSE_START, st.TURN_END, st.EOS)
+
+
+class ToolCallParseError(ValueError):
+    """Malformed tool-call text.
+
+    Attributes:
+        offset: character offset in the parsed text where the problem was found.
+    """
+
+    def __init__(self, message: str, offset: int) -> None:
+        self.offset = offset
+        super().__init__(f"{message} (at character {offset})")
+
+
+@dataclass(frozen=True)
+class ParsedCall:
+    """One tool call: the tool's name and its decoded arguments."""
+
+    name: str
+    arguments: dict[str, Any] = field(hash=False)
+
+
+@dataclass(frozen=True)
+class ParsedOutput:
+    """A parsed model turn.
+
+    Attributes:
+        text: the prose (outside thinking and calls), stripped, without the terminating token.
+        thinking: the thinking block's text (``None`` when there was none), without the channel name.
+        calls: the tool calls in order.
+    """
+
+    text: str
+    thinking: str | None
+    calls: list[ParsedCall] = field(hash=False)
+
+
+# ----------------------------------------------------------------------------------------------------------
+# Formatting
+# ----------------------------------------------------------------------------------------------------------
+
+
+def _check_key(k: Any) -> str:
+    if not isinstance(k, str):
+        raise ValueError(f"object keys must be strings, got {type(k).__name__} {k!r}")
+    if DELIM in k:
+        raise ValueError(f"object key {k!r} contains the string delimiter {DELIM!r}")
+    if k.startswith("}"):
+        raise ValueError(f"object key {k!r} starts with '}}' (cannot be told from the end of the object)")
+    if ":" in k and any(c in k for c in ",{}[]"):
+        raise ValueError(f"object key {k!r} holds ':' together with one of ',{{}}[]' (ambiguous)")
+    return k
+
+
+def format_value(v: Any) -> str:
+    """Render a JSON value in the Gemma syntax.
+
+    Strings become ``<|"|>text<|"|>`` (raw, unescaped), numbers and ``true``/``false``/``null`` are written as
+    in JSON (floats with Python's shortest round-trip repr: ``1.0``, ``1e+100``), objects ``{k:v,...}``
+    with bare keys, arrays ``[a,b]``; no whitespace is added.
+
+    Raises:
+        ValueError: a string holding ``<|"|>``; a non-finite float; a key that is not a string, holds
+            ``<|"|>``, starts with ``}``, or holds ``:`` together with one of ``,{}[]``; any non-JSON type.
+    """
+    if v is None:
+        return "null"
+    if v is True:
+        return "true"
+    if v is False:
+        return "false"
+    if isinstance(v, int):
+        return str(int(v))
+    if isinstance(v, float):
+        if not math.isfinite(v):
+            raise ValueError(f"non-finite number {v!r} has no JSON form")
+        return json.dumps(v)
+    if isinstance(v, str):
+        if DELIM in v:
+            raise ValueError(f"string {v[:40]!r} contains the string delimiter {DELIM!r}")
+        return f"{DELIM}{v}{DELIM}"
+    if isinstance(v, dict):
+        return "{" + ",".join(f"{_check_key(k)}:{format_value(x)}" for k, x in v.items()) + "}"
+    if isinstance(v, (list, tuple)):
+        return "[" + ",".join(format_value(x) for x in v) + "]"
+    raise ValueError(f"not a JSON value: {type(v).__name__} {v!r}")
+
+
+def format_tool_call(name: str, arguments: dict[str, Any], syntax: str = "gemma") -> str:
+    """Render one tool call, ``<|tool_call>`` ... ``<tool_call|>`` included.
+
+    Args:
+        name: the tool's name.
+        arguments: JSON object of arguments.
+        syntax: ``"gemma"`` (``call:NAME{...}``) or ``"json"`` (``{"name":NAME,"arguments":{...}}``, compact).
+
+    Raises:
+        ValueError: unknown syntax, a name holding ``{`` or whitespace, or arguments :func:`format_value` rejects.
+    """
+    if not isinstance(arguments, dict):
+        raise ValueError(f"arguments must be a dict, got {type(arguments).__name__}")
+    if not name or re.search(r"[{\s]", name):
+        raise ValueError(f"tool name {name!r} must be non-empty without '{{' or whitespace")
+    if syntax == "gemma":
+        return f"{st.TOOL_CALL_START}call:{name}{format_value(arguments)}{st.TOOL_CALL_END}"
+    if syntax == "json":
+        body = json.dumps({"name": name, "arguments": arguments}, ensure_ascii=False, separators=(",", ":"))
+        return f"{st.TOOL_CALL_START}{body}{st.TOOL_CALL_END}"
+    raise ValueError(f"syntax must be 'gemma' or 'json', got {syntax!r}")
+
+
+# ----------------------------------------------------------------------------------------------------------
+# Parsing
+# ----------------------------------------------------------------------------------------------------------
+
+
+class _ValueParser:
+    """Recursive-descent parser of Gemma-syntax values over ``text`` (offsets index ``text``)."""
+
+    def __init__(self, text: str) -> None:
+        self.text = text
+
+    def fail(self, msg: str, pos: int) -> ToolCallParseError:
+        return ToolCallParseError(msg, pos)
+
+    def value(self, i: int) -> tuple[Any, int]:
+        t = self.text
+        if t.startswith(DELIM, i):
+            j = t.find(DELIM, i + len(DELIM))
+            if j < 0:
+                raise self.fail("unterminated string", i)
+            return t[i + len(DELIM) : j], j + len(DELIM)
+        if i >= len(t):
+            raise self.fail("expected a value, found the end of the text", i)
+        c = t[i]
+        if c == "{":
+            return self.obj(i)
+        if c == "[":
+            return self.arr(i)
+        for word, val in (("true", True), ("false", False), ("null", None)):
+            if t.startswith(word, i):
+                return val, i + len(word)
+        m = _NUMBER.match(t, i)
+        if m:
+            s = m.group(0)
+            if "." in s or "e" in s or "E" in s:
+                return float(s), m.end()
+            return int(s), m.end()
+        raise self.fail(f"expected a value, found {t[i : i + 12]!r}", i)
+
+    def arr(self, i: int) -> tuple[list[Any], int]:
+        t = self.text
+        out: list[Any] = []
+        i += 1
+        if t.startswith("]", i):
+            return out, i + 1
+        while True:
+            v, i = self.value(i)
+            out.append(v)
+            if t.startswith(",", i):
+                i += 1
+                continue
+            if t.startswith("]", i):
+                return out, i + 1
+            raise self.fail("expected ',' or ']' in array", i)
+
+    def obj(self, i: int) -> tuple[dict[str, Any], int]:
+        t = self.text
+        out: dict[str, Any] = {}
+        i += 1
+        if t.startswith("}", i):
+            return out, i + 1
+        while True:
+            k, v, i = self.member(i)
+            out[k] = v
+            if t.startswith(",", i):
+                i += 1
+                continue
+            if t.startswith("}", i):
+                return out, i + 1
+            raise self.fail("expected ',' or '}' in object", i)  # pragma: no cover - member() checks
+
+    def member(self, i: int) -> tuple[str, Any, int]:
+        """``key:value`` at ``i``; a key may hold ``:`` (then the split that parses is taken)."""
+        t = self.text
+        colon = t.find(":", i)
+        first_err: ToolCallParseError | None = None
+        while colon >= 0:
+            key = t[i:colon]
+            if DELIM in key:
+                break
+            try:
+                v, j = self.value(colon + 1)
+                if t.startswith((",", "}"), j):
+                    return key, v, j
+                raise self.fail("expected ',' or '}' after a value in object", j)
+            except ToolCallParseError as e:
+                first_err = first_err or e
+            colon = t.find(":", colon + 1)
+        if first_err is not None:
+            raise first_err
+        raise self.fail("expected 'key:' in object", i)
+
+
+def parse_value(text: str) -> Any:
+    """Parse one Gemma-syntax value spanning all of ``text``.
+
+    Raises:
+        ToolCallParseError: malformed value or trailing text (with the character offset).
+    """
+    v, i = _ValueParser(text).value(0)
+    if i != len(text):
+        raise ToolCallParseError("unexpected text after the value", i)
+    return v
+
+
+def _strip_thinking(text: str) -> tuple[str | None, int]:
+    """(thinking text or None, offset after the block)."""
+    i = len(text) - len(text.lstrip())
+    if text.startswith(st.BOS, i):
+        i += len(st.BOS)
+    if not text.startswith(st.CHANNEL_START, i):
+        return None, 0
+    end = text.find(st.CHANNEL_END, i)
+    if end < 0:
+        raise ToolCallParseError("thinking block is not closed with <channel|>", i)
+    body = text[i + len(st.CHANNEL_START) : end]
+    if body.startswith("thought"):
+        body = body[len("thought") :]
+    return body.strip(), end + len(st.CHANNEL_END)
+
+
+def parse_tool_calls(text: str, syntax: str = "gemma") -> ParsedOutput:
+    """Parse a model turn: optional thinking, prose, tool calls, terminator.
+
+    Args:
+        text: decoded model output with control tokens kept (``skip_special_tokens=False``).
+        syntax: ``"gemma"`` or ``"json"`` (see the module docstring).
+
+    Returns:
+        :class:`ParsedOutput`. Text after the first ``<|tool_response>``/``<turn|>``/``<eos>`` outside a
+        call is ignored; padding and ``<eos>`` at the end are ignored.
+
+    Raises:
+        ToolCallParseError: a call that is malformed or not closed, with the character offset.
+        ValueError: unknown ``syntax``.
+    """
+    if syntax not in ("gemma", "json"):
+        raise ValueError(f"syntax must be 'gemma' or 'json', got {syntax!r}")
+    thinking, i = _strip_thinking(text)
+    prose: list[str] = []
+    calls: list[ParsedCall] = []
+    parser = _ValueParser(text)
+    n = len(text)
+    while i < n:
+        nxt = text.find(st.TOOL_CALL_START, i)
+        ends = [p for p in (text.find(t, i) for t in _TERMINATORS) if p >= 0]
+        end = min(ends) if ends else n
+        if nxt < 0 or end < nxt:
+            prose.append(text[i:end])
+            break
+        prose.append(text[i:nxt])
+        start = nxt + len(st.TOOL_CALL_START)
+        if syntax == "gemma":
+            if not text.startswith("call:", start):
+                raise ToolCallParseError("expected 'call:' after <|tool_call>", start)
+            brace = text.find("{", start)
+            if brace < 0:
+                raise ToolCallParseError("expected '{' after the tool name", start)
+            name = text[start + 5 : brace]
+            if not name or re.search(r"[\s<>]", name):
+                raise ToolCallParseError(f"bad tool name {name!r}", start + 5)
+            args, j = parser.obj(brace)
+        else:
+            try:
+                obj, j = json.JSONDecoder().raw_decode(text, start)
+            except json.JSONDecodeError as e:
+                raise ToolCallParseError(f"invalid JSON call: {e.msg}", e.pos) from None
+            if not isinstance(obj, dict) or not isinstance(obj.get("name"), str):
+                raise ToolCallParseError("a JSON call must be an object with a string 'name'", start)
+            args = obj.get("arguments", {})
+            if not isinstance(args, dict) or set(obj) - {"name", "arguments"}:
+                raise ToolCallParseError("a JSON call must be {'name': ..., 'arguments': {...}}", start)
+            name = obj["name"]
+        if not text.startswith(st.TOOL_CALL_END, j):
+            raise ToolCallParseError("tool call is not closed with <tool_call|>", j)
+        calls.append(ParsedCall(name, args))
+        i = j + len(st.TOOL_CALL_END)
+    body = "".join(prose).replace(st.PAD, "").replace(st.BOS, "")
+    return ParsedOutput(text=body.strip(), thinking=thinking, calls=calls)
