@@ -269,9 +269,10 @@ def test_sandbox_tool_gets_arguments_and_reports_failures(tmp_path):
     assert ok.content == "144\n"
     assert bad.error == "RuntimeError: sandboxed code exited with code 1: Traceback...\nValueError: negative"
     assert slow.error_kind == "exception" and "timed out after 3 s" in slow.error
-    code, language, files, timeout = runs[0]
+    # the three calls ran in parallel, in any order; each got its own arguments file
+    assert sorted(r[2]["args.json"] for r in runs) == ['{"n": -1}', '{"n": 1000}', '{"n": 12}']
+    code, language, _files, timeout = runs[0]
     assert language == "python" and timeout == 3.0
-    assert files == {"args.json": '{"n": 12}'}
     assert code.endswith('print(args["n"] ** 2)\n') and "json" in code.split("\n")[0]
 
 
