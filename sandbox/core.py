@@ -136,7 +136,9 @@ def _payload(code: str, ext: str, files: Mapping[str, bytes | str] | None) -> tu
             elif isinstance(content, bytes | bytearray | memoryview):
                 data = bytes(content)
             else:
-                raise SandboxInputError(f"files[{name!r}]: expected bytes or str, got {type(content).__name__}")
+                raise SandboxInputError(
+                    f"files[{name!r}]: expected bytes or str, got {type(content).__name__}"
+                )
             inputs[rel] = data
             add(f"{engine.WORKDIR.lstrip('/')}/{rel}", data)
     return buf.getvalue(), inputs
@@ -251,7 +253,9 @@ class Sandbox:
         try:
             c = self.client.containers.create(**kw)
         except docker.errors.ImageNotFound as exc:
-            raise SandboxError(f"image {self.image!r} disappeared: run `agentkit sandbox build-image`") from exc
+            raise SandboxError(
+                f"image {self.image!r} disappeared: run `agentkit sandbox build-image`"
+            ) from exc
         except docker.errors.APIError as exc:
             if limits.runtime and "runtime" in str(exc).lower():
                 raise SandboxError(
@@ -317,14 +321,19 @@ class Sandbox:
         if not isinstance(code, str):
             raise SandboxInputError(f"Sandbox.run: code must be a str, got {type(code).__name__}")
         if language not in LANGUAGES:
-            raise SandboxInputError(f"Sandbox.run: unknown language {language!r}; supported: {sorted(LANGUAGES)}")
-        run_timeout = self._check_timeout(self.timeout_s if timeout is None else timeout, "Sandbox.run(timeout)")
+            raise SandboxInputError(
+                f"Sandbox.run: unknown language {language!r}; supported: {sorted(LANGUAGES)}"
+            )
+        run_timeout = self._check_timeout(
+            self.timeout_s if timeout is None else timeout, "Sandbox.run(timeout)"
+        )
         lim = limits or self.limits
         if not isinstance(lim, Limits):
             raise SandboxInputError(f"Sandbox.run: limits must be a sandbox.Limits, got {type(lim).__name__}")
         if collect is not None and (isinstance(collect, str) or not all(isinstance(p, str) for p in collect)):
             raise SandboxInputError("Sandbox.run: collect must be a list of glob patterns, e.g. ['*.csv']")
         ext, launcher = LANGUAGES[language]
+        inputs: dict[str, bytes]
         if language == "python" and not files:
             # Fast path (no sh, no tar): the program goes straight to `python3 -` on stdin.
             payload, inputs = code.encode("utf-8"), {}

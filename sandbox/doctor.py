@@ -41,20 +41,28 @@ def diagnose(image: str | None = None) -> list[Check]:
         ver = client.version()
         info = client.info()
         checks.append(
-            Check("engine", True, f"Docker {ver.get('Version')} (API {ver.get('ApiVersion')}), {info.get('OSType')}")
+            Check(
+                "engine",
+                True,
+                f"Docker {ver.get('Version')} (API {ver.get('ApiVersion')}), {info.get('OSType')}",
+            )
         )
         present = image_present(client, ref)
         if present:
             size = client.images.get(ref).attrs.get("Size", 0)
             checks.append(Check("image", True, f"{ref} ({size / 1e6:.0f} MB)"))
         else:
-            checks.append(Check("image", False, f"{ref} not found", "run `agentkit sandbox build-image` (~60 s, root)"))
+            checks.append(
+                Check("image", False, f"{ref} not found", "run `agentkit sandbox build-image` (~60 s, root)")
+            )
         missing = [k for k in ("MemoryLimit", "SwapLimit", "CpuCfsQuota", "PidsLimit") if not info.get(k)]
         checks.append(
             Check(
                 "limits",
                 not missing,
-                "memory, swap, CPU quota and pids limits supported" if not missing else f"unsupported: {missing}",
+                "memory, swap, CPU quota and pids limits supported"
+                if not missing
+                else f"unsupported: {missing}",
                 "enable the cgroup controllers (memory, pids, cpu) in the kernel / host",
             )
         )
@@ -71,13 +79,17 @@ def diagnose(image: str | None = None) -> list[Check]:
             Check(
                 "gvisor",
                 has_runsc,
-                "runsc available: Limits(runtime='runsc', pids=1024)" if has_runsc else "runsc not configured",
+                "runsc available: Limits(runtime='runsc', pids=1024)"
+                if has_runsc
+                else "runsc not configured",
                 "optional: apt-get install runsc and register it in /etc/docker/daemon.json runtimes",
                 required=False,
             )
         )
         net = info.get("Plugins", {}).get("Network", [])
-        checks.append(Check("network", "null" in net, f"network drivers: {', '.join(net)} (sandbox uses none)"))
+        checks.append(
+            Check("network", "null" in net, f"network drivers: {', '.join(net)} (sandbox uses none)")
+        )
         stale = [c for c in engine.list_sandbox_containers(client) if not engine.owner_alive(c.labels)]
         live = engine.list_sandbox_containers(client)
         checks.append(

@@ -69,7 +69,9 @@ def connect(timeout_s: float = 60.0) -> docker.DockerClient:
         client.ping()
     except (docker.errors.DockerException, requests.exceptions.RequestException, OSError) as exc:
         where = os.environ.get("DOCKER_HOST", "unix:///var/run/docker.sock")
-        raise EngineUnavailableError(f"cannot reach the Docker engine at {where}: {exc}. {_FIX_ENGINE}") from exc
+        raise EngineUnavailableError(
+            f"cannot reach the Docker engine at {where}: {exc}. {_FIX_ENGINE}"
+        ) from exc
     return client
 
 

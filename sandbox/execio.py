@@ -87,7 +87,9 @@ def _raw_socket(sock: Any) -> tuple[socket.socket, bytes]:
         )
     leftover = b""
     # http.client reads the 101 response headers through a BufferedReader that may have read past them.
-    buffered = getattr(getattr(getattr(getattr(sock, "_response", None), "raw", None), "_fp", None), "fp", None)
+    buffered = getattr(
+        getattr(getattr(getattr(sock, "_response", None), "raw", None), "_fp", None), "fp", None
+    )
     if buffered is not None and hasattr(buffered, "read1"):
         raw.setblocking(False)
         try:

@@ -224,7 +224,9 @@ def build_image(
         log(f"image {tag} already present; nothing to do")
         return tag, False
     if os.geteuid() != 0:
-        raise ImageBuildError("building the sandbox image needs root (debootstrap chroots). Fix: run as root.")
+        raise ImageBuildError(
+            "building the sandbox image needs root (debootstrap chroots). Fix: run as root."
+        )
     if shutil.which("debootstrap") is None:
         raise ImageBuildError(
             "debootstrap not found. Fix: apt-get install -y --no-install-recommends debootstrap "
@@ -244,7 +246,9 @@ def build_image(
         log(f"debootstrap done in {time.monotonic() - t0:.1f} s; trimming")
         _trim(rootfs, RECIPE)
         tarball = tmp / "rootfs.tar"
-        _run(["tar", "--numeric-owner", "-C", str(rootfs), "-cf", str(tarball), "."], "tar of the rootfs", log)
+        _run(
+            ["tar", "--numeric-owner", "-C", str(rootfs), "-cf", str(tarball), "."], "tar of the rootfs", log
+        )
         changes = [*RECIPE["changes"], f"LABEL agentkit.sandbox.recipe={recipe_hash()}"]
         log(f"docker import ({tarball.stat().st_size / 1e6:.0f} MB) as {tag}")
         try:

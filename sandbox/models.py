@@ -73,7 +73,9 @@ class Limits:
         ]
         for name, ok, expected in checks:
             if not ok:
-                raise SandboxInputError(f"Limits.{name}={getattr(self, name)!r} out of range: must be {expected}")
+                raise SandboxInputError(
+                    f"Limits.{name}={getattr(self, name)!r} out of range: must be {expected}"
+                )
         if self.runtime is not None and not re.fullmatch(r"[A-Za-z0-9_.-]+", self.runtime):
             raise SandboxInputError(f"Limits.runtime={self.runtime!r} is not a runtime name (e.g. 'runsc')")
         if self.runtime == "runsc" and self.pids < 1024:

@@ -79,8 +79,9 @@ class WarmPool:
     def acquire(self, wait_s: float = 60.0) -> str | None:
         """A ready container id, or None when the caller should create one itself.
 
-        Waits (at most ``wait_s`` seconds) only for a container the refiller is already creating and that
-        no other caller waits for; otherwise returns None at once so concurrent callers create in parallel.
+        Waits (at most ``wait_s`` seconds) only while fewer callers wait than containers are on their way
+        (being created or about to be); otherwise returns None at once so that a burst of callers creates
+        in parallel instead of queueing behind the one refill thread.
         """
         deadline = time.monotonic() + wait_s
         with self._cond:
@@ -91,7 +92,10 @@ class WarmPool:
                         cid = self._ready.popleft()
                         self._cond.notify_all()  # wake the refiller
                         return cid
-                    if self._waiters > self._creating:
+                    # Containers on their way: being created, or about to be (the refiller tops up to size
+                    # unless it is failing).
+                    coming = self._creating if self.error is not None else max(self._creating, self.size)
+                    if self._waiters > coming:
                         return None
                     remaining = deadline - time.monotonic()
                     if remaining <= 0:

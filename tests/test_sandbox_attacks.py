@@ -65,7 +65,9 @@ def test_fork_bomb_is_contained_by_pids_limit(shared_sandbox, docker_client):
     assert res["errno"] == 11  # EAGAIN: the pids cgroup refused the fork
     assert 10 <= res["forks"] < shared_sandbox.limits.pids
     # A real, unbounded bomb: ends by the timeout, the host keeps working, the container is gone.
-    ex = shared_sandbox.run("import os\nwhile True:\n    try:\n        os.fork()\n    except OSError:\n        pass\n", timeout=2)
+    ex = shared_sandbox.run(
+        "import os\nwhile True:\n    try:\n        os.fork()\n    except OSError:\n        pass\n", timeout=2
+    )
     assert ex.timed_out and ex.exit_code == 137
     assert _gone(docker_client, ex.container_id)
     assert subprocess.run(["true"], check=False).returncode == 0
@@ -159,7 +161,9 @@ def test_network_to_host_and_outside_is_unreachable(shared_sandbox):
 
 def test_huge_output_is_capped_and_bad_utf8_is_replaced(shared_sandbox):
     cap = shared_sandbox.limits.output_bytes
-    code = "import sys\nsys.stdout.write('y' * 30_000_000)\nsys.stderr.buffer.write(b'bad \\xff\\xfe bytes')\n"
+    code = (
+        "import sys\nsys.stdout.write('y' * 30_000_000)\nsys.stderr.buffer.write(b'bad \\xff\\xfe bytes')\n"
+    )
     t0 = time.monotonic()
     ex = shared_sandbox.run(code, timeout=30)
     assert time.monotonic() - t0 < 15

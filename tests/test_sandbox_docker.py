@@ -67,8 +67,12 @@ def test_bash_and_sh(shared_sandbox):
 
 
 def test_each_execution_gets_a_fresh_container(shared_sandbox):
-    first = shared_sandbox.run("open('/work/state','w').write('1'); open('/tmp/state','w').write('1'); print('ok')")
-    second = shared_sandbox.run("import os; print(os.path.exists('/work/state'), os.path.exists('/tmp/state'))")
+    first = shared_sandbox.run(
+        "open('/work/state','w').write('1'); open('/tmp/state','w').write('1'); print('ok')"
+    )
+    second = shared_sandbox.run(
+        "import os; print(os.path.exists('/work/state'), os.path.exists('/tmp/state'))"
+    )
     assert first.stdout == "ok\n"
     assert second.stdout == "False False\n"
     assert first.container_id != second.container_id

@@ -81,7 +81,9 @@ def _wait_mid_run(client, sid: str, timeout_s: float = 30.0) -> list:
     raise AssertionError(f"child never reached mid-run: {_session_containers(client, sid)}")
 
 
-def test_sigkill_leaves_containers_that_the_next_start_reaps(docker_client, sandbox_image, shared_sandbox, children):
+def test_sigkill_leaves_containers_that_the_next_start_reaps(
+    docker_client, sandbox_image, shared_sandbox, children
+):
     proc, sid = _start_child("run", children)
     left = _wait_mid_run(docker_client, sid)
     proc.send_signal(signal.SIGKILL)
@@ -119,7 +121,10 @@ def test_normal_exit_without_close_cleans_up(docker_client, sandbox_image, child
 
 
 def test_exception_in_with_block_cleans_up(docker_client, sandbox_image):
-    with pytest.raises(RuntimeError, match="boom"), Sandbox(sandbox_image, pool_size=1, client=docker_client) as sb:
+    with (
+        pytest.raises(RuntimeError, match="boom"),
+        Sandbox(sandbox_image, pool_size=1, client=docker_client) as sb,
+    ):
         sid = sb.session_id
         sb.wait_ready(60)
         assert len(_session_containers(docker_client, sid)) == 1

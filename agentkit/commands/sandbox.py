@@ -28,17 +28,21 @@ def run_cmd(
     code: Annotated[str, typer.Argument(help="Program text, or '-' to read it from stdin.")],
     language: Annotated[str, typer.Option("--language", "-l", help="python | bash | sh")] = "python",
     file: Annotated[
-        list[Path] | None, typer.Option("--file", "-f", help="Local file copied into the work dir (repeatable).")
+        list[Path] | None,
+        typer.Option("--file", "-f", help="Local file copied into the work dir (repeatable)."),
     ] = None,
     collect: Annotated[
-        list[str] | None, typer.Option("--collect", "-c", help="Glob of work-dir files to return (repeatable).")
+        list[str] | None,
+        typer.Option("--collect", "-c", help="Glob of work-dir files to return (repeatable)."),
     ] = None,
     timeout: Annotated[float, typer.Option(help="Wall-clock limit, seconds.")] = 10.0,
     memory: Annotated[str, typer.Option(help="Memory (= memory+swap) limit, e.g. 256m.")] = "256m",
     cpus: Annotated[float, typer.Option(help="CPU quota in cores.")] = 1.0,
     pids: Annotated[int, typer.Option(help="Max processes/threads.")] = 64,
     runtime: Annotated[str | None, typer.Option(help="OCI runtime, e.g. runsc (gVisor).")] = None,
-    image: Annotated[str | None, typer.Option(help="Image (default: agentkit-sandbox:<recipe hash>).")] = None,
+    image: Annotated[
+        str | None, typer.Option(help="Image (default: agentkit-sandbox:<recipe hash>).")
+    ] = None,
     as_json: Annotated[bool, typer.Option("--json", help="Print the Execution as one JSON object.")] = False,
 ) -> None:
     """Run CODE once in a fresh container and print the Execution; exits with the program's exit code."""
@@ -84,7 +88,9 @@ def build_image_cmd(
     from sandbox.image import build_image
 
     try:
-        tag, built = build_image(connect(), mirror=mirror, force=force, log=lambda m: typer.echo(f"build: {m}"))
+        tag, built = build_image(
+            connect(), mirror=mirror, force=force, log=lambda m: typer.echo(f"build: {m}")
+        )
     except SandboxError as exc:
         raise _fail(str(exc), 1) from exc
     typer.echo(f"{tag} {'built' if built else 'present'}")
