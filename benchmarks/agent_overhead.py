@@ -84,6 +84,7 @@ def make_pydantic_ai(n_calls: list[int], is_async: bool) -> Callable[[], object]
     from pydantic_ai import Agent
     from pydantic_ai.messages import ModelResponse, TextPart, ToolCallPart
     from pydantic_ai.models.function import AgentInfo, FunctionModel
+    from pydantic_ai.usage import UsageLimits
 
     state = {"i": 0}
 
@@ -99,9 +100,10 @@ def make_pydantic_ai(n_calls: list[int], is_async: bool) -> Callable[[], object]
 
     agent = Agent(FunctionModel(model))
     agent.tool_plain(name="add")(add_async if is_async else add)
+    limits = UsageLimits(request_limit=None)  # its default stops at 50 requests
 
     def run() -> object:
-        r = agent.run_sync("go")
+        r = agent.run_sync("go", usage_limits=limits)
         assert r.output == "done", r.output
         return r
 
