@@ -26,6 +26,7 @@ import sys
 import time
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
@@ -61,7 +62,7 @@ def make_agentkit(n_calls: list[int], is_async: bool) -> Callable[[], object]:
 
     state = {"i": 0}
 
-    def model(messages, tools, tool_choice):
+    def model(messages: list[Any], tools: list[Any], tool_choice: Any) -> ModelTurn:
         i = state["i"]
         if i < n_calls[0]:
             state["i"] = i + 1
@@ -88,7 +89,7 @@ def make_pydantic_ai(n_calls: list[int], is_async: bool) -> Callable[[], object]
 
     state = {"i": 0}
 
-    def model(messages, info: AgentInfo):
+    def model(messages: list[Any], info: AgentInfo) -> ModelResponse:
         i = state["i"]
         if i < n_calls[0]:
             state["i"] = i + 1
