@@ -161,6 +161,7 @@ def load_checkpoint(
 
     bars = hf_logging.is_progress_bar_enabled()
     hf_logging.disable_progress_bar()
+    model: Any
     try:
         model = DiffusionGemmaForBlockDiffusion.from_pretrained(src, **kwargs)
         tokenizer = AutoTokenizer.from_pretrained(src, local_files_only=kwargs.get("local_files_only", False))
@@ -172,8 +173,11 @@ def load_checkpoint(
         raise CheckpointError(
             f"{src}: checkpoint does not match the DiffusionGemma architecture ({exc})"
         ) from exc
+    finally:
+        if bars:
+            hf_logging.enable_progress_bar()
     if "device_map" not in kwargs:
-        model = model.to(device)
+        model.to(device)  # in place for nn.Module
     model.eval()
     return LoadedCheckpoint(
         model=model, tokenizer=tokenizer, settings=DenoiseSettings.from_model(model), source=src

@@ -54,6 +54,13 @@ def tiny_config(
     from transformers.models.gemma4.configuration_gemma4 import Gemma4VisionConfig
 
     layer_types = ["sliding_attention" if i % 2 == 0 else "full_attention" for i in range(num_layers)]
+    # Consumed by the configs' __post_init__ (not declared fields, hence passed through dicts).
+    extra_text: dict[str, Any] = {"global_head_dim": head_dim}
+    extra_top: dict[str, Any] = {
+        "pad_token_id": st.PAD_ID,
+        "eos_token_id": st.EOS_ID,
+        "bos_token_id": st.BOS_ID,
+    }
     layer_types[-1] = "full_attention"
     text = DiffusionGemmaTextConfig(
         vocab_size=vocab_size,
@@ -64,7 +71,7 @@ def tiny_config(
         num_attention_heads=num_heads,
         num_key_value_heads=num_kv_heads,
         head_dim=head_dim,
-        global_head_dim=head_dim,
+        **extra_text,
         layer_types=layer_types,
         num_experts=num_experts,
         top_k_experts=top_k_experts,
@@ -91,9 +98,7 @@ def tiny_config(
         boi_token_id=st.SPECIAL_IDS[st.IMAGE_START],
         eoi_token_id=st.SPECIAL_IDS[st.IMAGE_END],
         image_token_id=st.SPECIAL_IDS[st.IMAGE_TOKEN],
-        pad_token_id=st.PAD_ID,
-        eos_token_id=st.EOS_ID,
-        bos_token_id=st.BOS_ID,
+        **extra_top,
     )
 
 
