@@ -981,20 +981,15 @@ MAX_SNIPPET_FILES = 20
 MAX_SNIPPET_FILE_BYTES = 2_000_000
 _OUTPUT_CHARS = 4000
 
-_sandbox_lock = threading.Lock()
-_sandbox: Any = None
 _sandbox_runner: SandboxRunner | None = None
 
 
 def _docker_runner(code: str, files: dict[str, bytes], timeout_s: float) -> Any:
-    """Run with one process-wide :class:`sandbox.Sandbox` (warm pool of 1, started on first use)."""
-    global _sandbox
-    with _sandbox_lock:
-        if _sandbox is None:
-            from sandbox import Sandbox
+    """Run in the process-wide sandbox shared with :mod:`tools.python_exec` (warm pool of 1, started on first
+    use)."""
+    from tools.python_exec import get_sandbox
 
-            _sandbox = Sandbox(pool_size=1, handle_signals=False)
-    return _sandbox.run(code, language="python", files=files, timeout=timeout_s)
+    return get_sandbox().run(code, language="python", files=files, timeout=timeout_s)
 
 
 def set_sandbox_runner(runner: SandboxRunner | None) -> None:
