@@ -66,15 +66,14 @@ __all__ = [
 MIN_TEMPERATURE = 1e-4
 """Temperatures below this (including 0) are clamped to it."""
 
-GRANULE = 1024
-"""Tokens per sampling granule (one Philox call each). Changing it changes which sample a seed gives."""
+GRANULE = 4096
+"""Tokens per sampling granule (one Philox call and one Triton program each). Changing it changes which
+sample a seed gives (not the distribution)."""
 
-GRANULES_PER_PROGRAM = 1
-"""Granules one Triton program reads (a performance knob: results do not depend on it)."""
-
-NUM_WARPS = 4
+NUM_WARPS = 1
 """Warps per Triton program of the granule kernel (a performance knob: results do not depend on it)."""
 
+_LOG2E = 1.4426950408889634
 
 
 @dataclass(frozen=True)
@@ -105,7 +104,7 @@ class _Prepared:
     logits: torch.Tensor  # [R, V], last dim contiguous
     rows: int
     vocab: int
-    inv_temp_scalar: float | None  # float32 value of 1 / max(T, MIN_TEMPERATURE) for a scalar temperature
+    inv_temp2_scalar: float | None  # float32 log2(e) / max(T, MIN_TEMPERATURE) for a scalar temperature
     temp: torch.Tensor | None  # [R] float32 raw per-row temperatures (device of logits)
     bitmask: torch.Tensor | None  # [R, ceil(V / 32)] int32
     seed: int
@@ -156,7 +155,7 @@ def _prepare(
         if math.isnan(t) or t < 0:
             raise ValueError(f"{fn}: temperature must be >= 0 (clamped to {MIN_TEMPERATURE}), got {t}")
         t32 = torch.tensor(max(t, MIN_TEMPERATURE), dtype=torch.float32)
-        inv_scalar = float(torch.tensor(1.0, dtype=torch.float32) / t32)
+        inv_scalar = float(torch.tensor(_LOG2E, dtype=torch.float32) / t32)  # IEEE fp32, as the kernel
 
     if bitmask is not None:
         words = (vocab + 31) // 32
@@ -200,17 +199,20 @@ def _unpack_bitmask(bitmask: torch.Tensor, vocab: int) -> torch.Tensor:
     return bits.reshape(bitmask.shape[0], -1)[:, :vocab].bool()
 
 
-def _tempered(p: _Prepared) -> torch.Tensor:
-    """float32 [R, V]: logits * inverse temperature, -inf where the bitmask forbids the token."""
-    if p.temp is not None:
-        t = torch.where(p.temp > MIN_TEMPERATURE, p.temp, torch.full_like(p.temp, MIN_TEMPERATURE))
-        x = p.logits.float() * (1.0 / t)[:, None]
-    else:
-        assert p.inv_temp_scalar is not None
-        x = p.logits.float() * torch.tensor(p.inv_temp_scalar, dtype=torch.float32, device=p.logits.device)
+def _masked_and_tempered2(p: _Prepared) -> tuple[torch.Tensor, torch.Tensor]:
+    """float32 [R, V] masked logits (-inf where the bitmask forbids the token) and the base-2 tempered
+    logits ``masked * (log2(e) / T)`` (the kernel's values)."""
+    raw = p.logits.float()
     if p.bitmask is not None:
-        x = x.masked_fill(~_unpack_bitmask(p.bitmask, p.vocab), float("-inf"))
-    return x
+        raw = raw.masked_fill(~_unpack_bitmask(p.bitmask, p.vocab), float("-inf"))
+    if p.temp is not None:
+        log2e = torch.tensor(_LOG2E, dtype=torch.float32, device=p.logits.device)
+        t = torch.where(p.temp > MIN_TEMPERATURE, p.temp, torch.full_like(p.temp, MIN_TEMPERATURE))
+        inv2 = (log2e / t)[:, None]
+    else:
+        assert p.inv_temp2_scalar is not None
+        inv2 = torch.tensor(p.inv_temp2_scalar, dtype=torch.float32, device=p.logits.device)
+    return raw, raw * inv2
 
 
 def _check_rows(fn: str, x: torch.Tensor, temp: torch.Tensor | None) -> None:
@@ -236,43 +238,47 @@ def _check_rows(fn: str, x: torch.Tensor, temp: torch.Tensor | None) -> None:
 # --------------------------------------------------------------------------------------------------------
 
 
-def _granule_sample(x: torch.Tensor, seed: int, offset: int, granule: int) -> torch.Tensor:
-    """[R, V] float32 tempered, masked, checked logits -> [R] int64 samples: the kernel's granule construction.
+def _granule_sample(x2: torch.Tensor, seed: int, offset: int, granule: int) -> torch.Tensor:
+    """[R, V] float32 base-2 tempered, masked, checked logits -> [R] int64 samples (the kernel's method).
 
-    Inside a granule, the kernel's "first index with cumsum > u * s and exp > 0" is a binary search here:
-    a sequential cumsum of non-negative terms is non-decreasing and flat exactly where exp == 0.
+    Per granule ``g`` of ``granule`` tokens: ``m`` = max, ``e = 2**max(x2 - m, -1000)``, ``s = sum e``; the
+    token is the first with ``cumsum(e) > u0 * s`` (inverse CDF; a binary search here, since a sequential
+    cumsum of non-negative terms is non-decreasing and flat exactly where ``e == 0``); the granule is the
+    one maximising ``m + log2(s) + log2(e) * Gumbel(u1)``. ``(u0, u1)`` are Philox-4x32-10 words 0 and 1 for
+    key ``seed`` and counter ``(g, row, offset mod 2**32, offset >> 32)``.
     """
-    rows, vocab = x.shape
+    rows, vocab = x2.shape
     n_gran = (vocab + granule - 1) // granule
     if n_gran * granule != vocab:
-        x = torch.nn.functional.pad(x, (0, n_gran * granule - vocab), value=float("-inf"))
-    xg = x.view(rows, n_gran, granule)
+        x2 = torch.nn.functional.pad(x2, (0, n_gran * granule - vocab), value=float("-inf"))
+    xg = x2.view(rows, n_gran, granule)
     m = xg.amax(-1, keepdim=True)
     m_safe = torch.where(m == float("-inf"), 0.0, m)  # an all -inf granule gives e = 0, not NaN
-    e = torch.exp(xg - m_safe)
+    e = torch.exp2((xg - m_safe).clamp_min(-1000.0))
     s = e.sum(-1, keepdim=True)
     cs = e.cumsum(-1)
 
-    g_idx = torch.arange(n_gran, device=x.device, dtype=torch.int64)[None, :]
-    r_idx = torch.arange(rows, device=x.device, dtype=torch.int64)[:, None]
-    off_lo = torch.tensor(offset & 0xFFFFFFFF, device=x.device, dtype=torch.int64)
-    off_hi = torch.tensor(offset >> 32, device=x.device, dtype=torch.int64)
+    g_idx = torch.arange(n_gran, device=x2.device, dtype=torch.int64)[None, :]
+    r_idx = torch.arange(rows, device=x2.device, dtype=torch.int64)[:, None]
+    off_lo = torch.tensor(offset & 0xFFFFFFFF, device=x2.device, dtype=torch.int64)
+    off_hi = torch.tensor(offset >> 32, device=x2.device, dtype=torch.int64)
     r0, r1, _, _ = philox4x32(seed, g_idx, r_idx, off_lo, off_hi)
     u0, u1 = uniform_open01(r0), uniform_open01(r1)
 
-    inner = torch.searchsorted(cs, u0.unsqueeze(-1) * s, right=True)  # first index with cs > u * s
-    last = torch.searchsorted(cs, cs[..., -1:].contiguous(), right=False)  # last index with e > 0 (rounding fallback)
+    inner = torch.searchsorted(cs, u0.unsqueeze(-1) * s, right=True)  # first index with cs > u0 * s
+    # float rounding can put u0 * s past the total: take the last token with e > 0
+    last = torch.searchsorted(cs, cs[..., -1:].contiguous(), right=False)
     inner = torch.where(inner >= granule, last, inner).squeeze(-1)
     gumbel = -torch.log(-torch.log(u1))
     s = s.squeeze(-1)
-    score = torch.where(s > 0, m.squeeze(-1) + torch.log(s) + gumbel, float("-inf"))
+    score = torch.where(s > 0, m.squeeze(-1) + torch.log2(s) + gumbel * _LOG2E, float("-inf"))
     best = score.argmax(-1, keepdim=True)
     return best.squeeze(-1) * granule + inner.gather(-1, best).squeeze(-1)
 
 
-def _entropy_max_prob(x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-    """[R, V] checked float32 logits -> ([R] entropy in nats, [R] max probability) of softmax(x)."""
-    logp = torch.log_softmax(x, dim=-1)
+def _entropy_max_prob(x2: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    """[R, V] checked base-2 tempered logits -> ([R] entropy in nats, [R] max probability) of their softmax."""
+    logp = torch.log_softmax(x2 * math.log(2.0), dim=-1)
     # p * log p is 0 * -inf = NaN exactly where p = 0 (masked / -inf tokens): nansum drops those terms;
     # genuine NaNs were rejected by _check_rows.
     entropy = -(logp.exp() * logp).nansum(-1)
@@ -294,12 +300,12 @@ def _sample_reference(
         empty_i = torch.empty(0, dtype=torch.int64, device=dev)
         empty_f = torch.empty(0, dtype=torch.float32, device=dev)
         return SampleOutput(empty_i, empty_i.clone(), empty_f, empty_f.clone())
-    x = _tempered(p)
-    _check_rows("sample_reference", x, p.temp)
-    entropy, max_prob = _entropy_max_prob(x)
+    raw, x2 = _masked_and_tempered2(p)
+    _check_rows("sample_reference", x2, p.temp)
+    entropy, max_prob = _entropy_max_prob(x2)
     return SampleOutput(
-        argmax=x.argmax(-1),
-        sample=_granule_sample(x, p.seed, p.offset, granule),
+        argmax=raw.argmax(-1),
+        sample=_granule_sample(x2, p.seed, p.offset, granule),
         entropy=entropy,
         max_prob=max_prob,
     )
@@ -366,9 +372,9 @@ def entropy_reference(logits: torch.Tensor, temperature: float | torch.Tensor) -
             )
         flat_t = temperature.reshape(-1)
     p = _prepare("entropy_reference", logits.reshape(-1, logits.shape[-1]), flat_t, None, 0, 0)
-    x = _tempered(p)
-    _check_rows("entropy_reference", x, p.temp)
-    return _entropy_max_prob(x)[0].reshape(lead)
+    _raw, x2 = _masked_and_tempered2(p)
+    _check_rows("entropy_reference", x2, p.temp)
+    return _entropy_max_prob(x2)[0].reshape(lead)
 
 
 # --------------------------------------------------------------------------------------------------------
@@ -411,14 +417,13 @@ def _interpreted(mod: ModuleType) -> bool:
 def _launch_triton(
     p: _Prepared,
     *,
-    granule: int,
-    granules_per_program: int,
-    num_warps: int,
-    fused_reduce: bool | None = None,
+    granule: int = GRANULE,
+    num_warps: int = NUM_WARPS,
 ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]:
     """Launch both kernels; no host sync. Invalid rows get argmax = sample = -1 (empty) or -2 (NaN ...)."""
     mod = _triton_module()
-    interpreted = _interpreted(mod)
+    if granule < 16 or granule & (granule - 1):
+        raise ValueError(f"granule must be a power of two >= 16, got {granule}")
     dev = p.logits.device
     rows, vocab = p.rows, p.vocab
     n_gran = (vocab + granule - 1) // granule
@@ -431,19 +436,17 @@ def _launch_triton(
     max_prob = torch.empty(rows, dtype=torch.float32, device=dev)
     if rows == 0:
         return argmax, sample, entropy, max_prob
-    programs_per_row = (n_gran + granules_per_program - 1) // granules_per_program
     temp_arg = p.temp if p.temp is not None else entropy  # placeholder pointer, never read
     mask_arg = p.bitmask if p.bitmask is not None else iparts  # placeholder pointer, never read
-    mod._granule_kernel[(rows * programs_per_row,)](
+    mod._granule_kernel[(rows * n_gran,)](
         p.logits,
         p.logits.stride(0),
         mask_arg,
         p.bitmask.stride(0) if p.bitmask is not None else 0,
         temp_arg,
-        p.inv_temp_scalar if p.inv_temp_scalar is not None else 1.0,
+        p.inv_temp2_scalar if p.inv_temp2_scalar is not None else 1.0,
         vocab,
         n_gran,
-        programs_per_row,
         p.seed,
         p.offset,
         fparts[0],
@@ -453,11 +456,11 @@ def _launch_triton(
         iparts[0],
         iparts[1],
         GRANULE=granule,
-        GRANULES_PER_PROGRAM=granules_per_program,
+        CH=16 // p.logits.element_size(),  # one 16-byte vector of logits per chunk
+        EVEN=vocab % granule == 0,
         HAS_MASK=p.bitmask is not None,
         PER_ROW_TEMP=per_row,
         MIN_TEMP=MIN_TEMPERATURE,
-        FUSED_REDUCE=not interpreted if fused_reduce is None else fused_reduce,
         num_warps=num_warps,
     )
     g_pow2 = max(16, 1 << (n_gran - 1).bit_length())
@@ -476,7 +479,7 @@ def _launch_triton(
         max_prob,
         G_POW2=g_pow2,
         PER_ROW_TEMP=per_row,
-        num_warps=4 if g_pow2 <= 1024 else 8,
+        num_warps=1 if g_pow2 <= 256 else 4,
     )
     return argmax, sample, entropy, max_prob
 
@@ -489,9 +492,7 @@ def _sample_triton(
     seed: int,
     offset: int,
     granule: int = GRANULE,
-    granules_per_program: int = GRANULES_PER_PROGRAM,
     num_warps: int = NUM_WARPS,
-    fused_reduce: bool | None = None,
     check: bool = True,
 ) -> SampleOutput:
     mod = _triton_module()
@@ -501,13 +502,7 @@ def _sample_triton(
             f"sample_triton: logits are on {p.logits.device}; the Triton kernel needs CUDA tensors "
             "(or TRITON_INTERPRET=1 set before triton is imported); use fused_sample or sample_reference"
         )
-    argmax, sample, entropy, max_prob = _launch_triton(
-        p,
-        granule=granule,
-        granules_per_program=granules_per_program,
-        num_warps=num_warps,
-        fused_reduce=fused_reduce,
-    )
+    argmax, sample, entropy, max_prob = _launch_triton(p, granule=granule, num_warps=num_warps)
     if check and p.rows > 0 and int(argmax.min()) < 0:  # one device->host sync
         empty, bad = argmax == -1, argmax == -2
         parts = []

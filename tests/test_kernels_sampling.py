@@ -328,23 +328,22 @@ def test_triton_layout_knobs_do_not_change_results(device):
     wide = torch.randn(3, 700, generator=g)
     wide[:, :600] = base
     ref = S._sample_reference(base, 1.1, bitmask=None, seed=4, offset=1, granule=64)
-    for x, gpp, fused in ((transposed, 1, False), ("sliced", 3, False), ("sliced", 4, True)):
+    for x, warps in ((transposed, 1), ("sliced", 2), ("sliced", 4)):
         if isinstance(x, str):
             x = on(device, wide)[:, :600]  # row stride 700
-        kern = kernel(
-            device, x, 1.1, seed=4, offset=1, granule=64, granules_per_program=gpp, fused_reduce=fused
-        )
+        kern = kernel(device, x, 1.1, seed=4, offset=1, granule=64, num_warps=warps)
         assert_same(kern, ref)
 
 
 @interp_warnings
 def test_triton_sample_distribution_chi_square(device):
     g = torch.Generator().manual_seed(5)
-    vocab, rows = 10, 160
+    vocab, rows = 40, 160
     base = torch.randn(vocab, generator=g)
     allowed = torch.ones(vocab, dtype=torch.bool)
     allowed[3] = False
-    kw = dict(bitmask=pack_bitmask(allowed.expand(rows, vocab)), seed=21, offset=0, granule=4)  # 3 granules
+    allowed[20:30] = False
+    kw = dict(bitmask=pack_bitmask(allowed.expand(rows, vocab)), seed=21, offset=0, granule=16)  # 3 granules
     kern = kernel(device, base.expand(rows, vocab), 0.7, **kw)
     assert bool(allowed[kern.sample].all())
     assert chi2_pvalue(kern.sample, tempered_probs(base, 0.7, allowed)) > 1e-3
