@@ -16,10 +16,12 @@ import atexit
 import contextlib
 import fnmatch
 import io
+import json
 import logging
 import os
 import posixpath
 import queue
+import re
 import secrets
 import signal
 import tarfile
@@ -36,7 +38,7 @@ import requests
 
 from sandbox import engine
 from sandbox.errors import SandboxClosedError, SandboxError, SandboxInputError
-from sandbox.execio import cap_text, exec_with_stdin
+from sandbox.execio import Markers, cap_text, exec_with_stdin, pump
 from sandbox.image import default_image, ensure_image
 from sandbox.models import Execution, Limits
 from sandbox.pool import WarmPool
@@ -45,18 +47,9 @@ __all__ = ["LANGUAGES", "Sandbox"]
 
 log = logging.getLogger(__name__)
 
-_CODE_DIR = "/tmp/.agentkit"
-#: Supported languages: file extension of the program and how it is started (cwd is the work dir).
-LANGUAGES: dict[str, tuple[str, str]] = {
-    # `python3 -` reads the program from stdin, so sys.path[0] is '' (the work dir: input files import).
-    "python": ("py", "exec python3 -B -s - < {path}"),
-    "bash": ("sh", "exec bash {path}"),
-    "sh": ("sh", "exec sh {path}"),
-}
-_UNPACK = (
-    "tar -x -f - -C / --no-same-owner --no-same-permissions -m || "
-    '{ echo "sandbox: could not unpack the program and input files (work dir full?)" >&2; exit 125; }'
-)
+#: Supported languages and the extension of the program file. Python runs in the container's waiting
+#: interpreter (:mod:`sandbox.bootstrap`); ``bash``/``sh`` run as a child process of it.
+LANGUAGES: dict[str, str] = {"python": "py", "bash": "sh", "sh": "sh"}
 
 _LIVE: weakref.WeakSet[Sandbox] = weakref.WeakSet()
 _HOOKS_LOCK = threading.Lock()
@@ -115,20 +108,25 @@ def _check_name(name: object) -> str:
     return norm
 
 
-def _payload(code: str, ext: str, files: Mapping[str, bytes | str] | None) -> tuple[bytes, dict[str, bytes]]:
-    """A tar (bytes) with the program at ``/tmp/.agentkit/main.EXT`` and the input files under ``/work``."""
+def _payload(
+    code: str, language: str, files: Mapping[str, bytes | str] | None, nonce: str, keep_alive: bool
+) -> tuple[bytes, dict[str, bytes]]:
+    """The job for :mod:`sandbox.bootstrap`: a JSON header line, then a tar with ``code/main.EXT`` and
+    ``work/<file>`` members. Returns ``(job bytes, {normalised input name: bytes})``."""
     inputs: dict[str, bytes] = {}
     buf = io.BytesIO()
+    ext = LANGUAGES[language]
+    header = {"nonce": nonce, "language": language, "ext": ext, "keep_alive": keep_alive}
+    buf.write(json.dumps(header).encode() + b"\n")
     now = time.time()
     with tarfile.open(fileobj=buf, mode="w", format=tarfile.GNU_FORMAT) as tar:
 
         def add(path: str, data: bytes) -> None:
             info = tarfile.TarInfo(path)
             info.size, info.mode, info.mtime = len(data), 0o644, now
-            info.uid = info.gid = 65534
             tar.addfile(info, io.BytesIO(data))
 
-        add(f"{_CODE_DIR.lstrip('/')}/main.{ext}", code.encode("utf-8"))
+        add(f"code/main.{ext}", code.encode("utf-8"))
         for name, content in (files or {}).items():
             rel = _check_name(name)
             if isinstance(content, str):
@@ -140,7 +138,7 @@ def _payload(code: str, ext: str, files: Mapping[str, bytes | str] | None) -> tu
                     f"files[{name!r}]: expected bytes or str, got {type(content).__name__}"
                 )
             inputs[rel] = data
-            add(f"{engine.WORKDIR.lstrip('/')}/{rel}", data)
+            add(f"work/{rel}", data)
     return buf.getvalue(), inputs
 
 
@@ -332,15 +330,8 @@ class Sandbox:
             raise SandboxInputError(f"Sandbox.run: limits must be a sandbox.Limits, got {type(lim).__name__}")
         if collect is not None and (isinstance(collect, str) or not all(isinstance(p, str) for p in collect)):
             raise SandboxInputError("Sandbox.run: collect must be a list of glob patterns, e.g. ['*.csv']")
-        ext, launcher = LANGUAGES[language]
-        inputs: dict[str, bytes]
-        if language == "python" and not files:
-            # Fast path (no sh, no tar): the program goes straight to `python3 -` on stdin.
-            payload, inputs = code.encode("utf-8"), {}
-            cmd = ["python3", "-B", "-s", "-"]
-        else:
-            payload, inputs = _payload(code, ext, files)
-            cmd = ["sh", "-c", f"{_UNPACK}\n{launcher.format(path=f'{_CODE_DIR}/main.{ext}')}"]
+        nonce = secrets.token_hex(16)
+        payload, inputs = _payload(code, language, files, nonce, keep_alive=bool(collect))
         if len(payload) > lim.workdir_bytes:
             raise SandboxInputError(
                 f"Sandbox.run: program + files are {len(payload)} bytes, over the work dir size "
@@ -357,7 +348,7 @@ class Sandbox:
                 cid = self._start_container(lim)
             with self._lock:
                 self._active.add(cid)
-            return self._execute(cid, cmd, payload, inputs, run_timeout, lim, collect, warm)
+            return self._execute(cid, payload, nonce, inputs, run_timeout, lim, collect, warm)
         except (docker.errors.DockerException, requests.exceptions.RequestException) as exc:
             if self._closed:
                 raise SandboxClosedError("sandbox closed during the run") from exc
@@ -369,8 +360,8 @@ class Sandbox:
     def _execute(
         self,
         cid: str,
-        cmd: list[str],
         payload: bytes,
+        nonce: str,
         inputs: dict[str, bytes],
         timeout: float,
         lim: Limits,
@@ -378,34 +369,47 @@ class Sandbox:
         warm: bool,
     ) -> Execution:
         api = self.client.api
-        killed: list[bool] = []
 
         def kill() -> None:
-            killed.append(True)
             engine.remove_containers(self.client, [cid])
 
+        n = nonce.encode("ascii")
+        markers = Markers(
+            out=b"\x00AK:" + n + b":end\x00",
+            err=re.compile(rb"\x00AK:" + n + rb":(\d{3}):([01])\x00$"),
+            err_max_len=len(n) + 12,
+        )
         t0 = time.monotonic()
-        out = exec_with_stdin(
-            api,
-            cid,
-            cmd,
+        deadline = t0 + timeout
+        hijacked = api.attach_socket(cid, params={"stdin": 1, "stdout": 1, "stderr": 1, "stream": 1})
+        res = pump(
+            hijacked,
             payload,
-            deadline=t0 + timeout,
+            deadline=deadline,
             output_cap=lim.output_bytes,
             on_timeout=kill,
-            workdir=engine.WORKDIR,
+            markers=markers,
         )
-        duration = time.monotonic() - t0
-        stdout, t1 = cap_text(out.stdout, out.stdout_total)
-        stderr, t2 = cap_text(out.stderr, out.stderr_total)
-        timed_out = not out.finished
-        exit_code = 137 if timed_out else (out.exit_code if out.exit_code is not None else -1)
+        timed_out = res.how == "timeout"
         oom = False
-        if not timed_out and exit_code in (137, -1):
-            oom = self._oom_killed(cid)
+        if res.marker is not None:
+            exit_code, oom = int(res.marker.group(1)), res.marker.group(2) == b"1"
+        elif not timed_out:
+            # The program ended the interpreter itself (os._exit, a signal, the OOM killer): ask the engine.
+            state = self._final_state(cid, deadline)
+            if state is None:
+                kill()
+                timed_out = True
+            else:
+                exit_code, oom = int(state.get("ExitCode", -1)), bool(state.get("OOMKilled"))
+        if timed_out:
+            exit_code = 137
+        duration = time.monotonic() - t0
+        stdout, t1 = cap_text(res.stdout, res.stdout_total)
+        stderr, t2 = cap_text(res.stderr, res.stderr_total)
         files_out: dict[str, bytes] = {}
         files_truncated = False
-        if collect and not timed_out:
+        if collect and res.marker is not None:
             files_out, files_truncated = self._collect(cid, collect, inputs, lim)
         return Execution(
             stdout=stdout,
@@ -420,30 +424,18 @@ class Sandbox:
             warm=warm,
         )
 
-    def _oom_killed(self, cid: str) -> bool:
-        """Whether the kernel OOM killer fired in the container (single-use, so it was this execution).
-
-        The engine's ``State.OOMKilled`` only covers the container's main process, not an exec'd program, so
-        the container's own memory cgroup counter ``oom_kill`` is read (``memory.events`` on cgroup v2,
-        ``memory/memory.oom_control`` on v1; Linux >= 4.13).
-        """
-        with contextlib.suppress(docker.errors.DockerException, requests.exceptions.RequestException):
-            out = exec_with_stdin(
-                self.client.api,
-                cid,
-                ["cat", "/sys/fs/cgroup/memory.events", "/sys/fs/cgroup/memory/memory.oom_control"],
-                b"",
-                deadline=time.monotonic() + 10.0,
-                output_cap=4096,
-                on_timeout=lambda: None,
-            )
-            for line in out.stdout.decode("ascii", errors="replace").splitlines():
-                key, _, val = line.partition(" ")
-                if key == "oom_kill" and val.strip().isdigit() and int(val) > 0:
-                    return True
-        with contextlib.suppress(docker.errors.DockerException, requests.exceptions.RequestException):
-            return bool(self.client.api.inspect_container(cid)["State"].get("OOMKilled"))
-        return False
+    def _final_state(self, cid: str, deadline: float) -> dict[str, Any] | None:
+        """The container's ``State`` once it has stopped, or None if it still runs at ``deadline``."""
+        while True:
+            try:
+                state: dict[str, Any] = self.client.api.inspect_container(cid)["State"]
+            except docker.errors.NotFound:
+                return {"ExitCode": -1, "OOMKilled": False}
+            if not state.get("Running"):
+                return state
+            if time.monotonic() >= deadline:
+                return None
+            time.sleep(0.005)
 
     def _collect(
         self, cid: str, patterns: Sequence[str], inputs: dict[str, bytes], lim: Limits

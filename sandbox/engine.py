@@ -23,6 +23,8 @@ from sandbox.errors import EngineUnavailableError
 from sandbox.models import Limits
 
 __all__ = [
+    "BOOTSTRAP_COMMAND",
+    "CODE_DIR",
     "LABEL_HOST",
     "LABEL_OWNER_PID",
     "LABEL_OWNER_START",
@@ -49,8 +51,12 @@ LABEL_SESSION = "agentkit.sandbox.session"
 WORKDIR = "/work"
 #: Unprivileged user the code runs as (``nobody:nogroup`` on Debian).
 USER = "65534:65534"
-#: What a pooled container runs while it waits for its one execution (PID 1 is docker's init, tini).
-IDLE_COMMAND = ["sleep", "infinity"]
+#: Where the program file is written in the container (a tmpfs).
+CODE_DIR = "/tmp/.agentkit"
+_BOOTSTRAP_SOURCE = (Path(__file__).with_name("bootstrap.py")).read_text(encoding="utf-8")
+#: What a container runs: an interpreter waiting for its one job on stdin (:mod:`sandbox.bootstrap`);
+#: PID 1 is docker's init (tini).
+BOOTSTRAP_COMMAND = ["python3", "-B", "-s", "-c", _BOOTSTRAP_SOURCE, WORKDIR, CODE_DIR]
 
 _FIX_ENGINE = (
     "Fix: start the engine with `bash scripts/services.sh` (installs docker.io and starts "
@@ -127,7 +133,7 @@ def owner_alive(labels: dict[str, str]) -> bool:
 
 
 def container_kwargs(image: str, limits: Limits, labels: dict[str, str]) -> dict[str, Any]:
-    """Keyword arguments for ``client.containers.create`` of a hardened, idle sandbox container.
+    """Keyword arguments for ``client.containers.create`` of a hardened sandbox container that waits for a job.
 
     No network (only ``lo``), memory == memory+swap (no swap), CPU quota, pids limit, read-only root with tmpfs
     ``/work`` and ``/tmp`` (nosuid, nodev, noexec), every capability dropped, ``no-new-privileges``, uid/gid
@@ -135,8 +141,11 @@ def container_kwargs(image: str, limits: Limits, labels: dict[str, str]) -> dict
     """
     kw: dict[str, Any] = {
         "image": image,
-        "command": IDLE_COMMAND,
-        "detach": True,
+        "command": BOOTSTRAP_COMMAND,
+        # stdin open for one attach: detach=False makes the SDK set AttachStdin/StdinOnce, so closing our side
+        # of the attach closes the program's stdin (EOF).
+        "stdin_open": True,
+        "detach": False,
         "labels": labels,
         "network_mode": "none",
         "mem_limit": limits.memory_bytes,

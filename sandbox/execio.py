@@ -1,17 +1,18 @@
-"""One ``docker exec`` with a stdin payload, a wall-clock deadline and capped stdout/stderr.
+"""Hijacked Docker streams: a stdin payload in, capped stdout/stderr out, a wall-clock deadline.
 
 The docker SDK's ``exec_run`` has no timeout and cannot send stdin, so this module drives the Engine API's
-hijacked exec connection itself: ``POST /exec/{id}/start`` upgrades the HTTP connection to a raw stream;
-the payload is written and the write side shut down (the process sees EOF on stdin); the response is the
-multiplexed stream of Docker's attach protocol -- frames of an 8-byte header ``[stream, 0, 0, 0,
-size (uint32 big-endian)]`` followed by ``size`` bytes, stream 1 = stdout, 2 = stderr (Docker Engine API,
-"Attach to a container", stream format). When the deadline passes, ``on_timeout`` is called (the caller
-kills the container: killing the client would leave the process running).
+hijacked connections itself (``POST /containers/{id}/attach`` or ``POST /exec/{id}/start`` upgrade the HTTP
+connection to a raw stream): the payload is written and the write side shut down (the process sees EOF on
+stdin); what comes back is the multiplexed stream of Docker's attach protocol -- frames of an 8-byte header
+``[stream, 0, 0, 0, size (uint32 big-endian)]`` followed by ``size`` bytes, stream 1 = stdout, 2 = stderr
+(Docker Engine API, "Attach to a container", stream format). When the deadline passes, ``on_timeout`` is
+called (the caller kills the container: killing the client would leave the process running).
 """
 
 from __future__ import annotations
 
 import contextlib
+import re
 import socket
 import struct
 import time
@@ -23,7 +24,7 @@ import docker
 
 from sandbox.errors import SandboxError
 
-__all__ = ["ExecOutcome", "cap_text", "exec_with_stdin"]
+__all__ = ["ExecOutcome", "Markers", "Pumped", "cap_text", "exec_with_stdin", "pump"]
 
 _HEADER = struct.Struct(">BxxxI")
 
@@ -52,6 +53,11 @@ class _Capped:
         room = self.cap - len(self.buf)
         if room > 0:
             self.buf += data[:room]
+
+    def strip_tail(self, n: int) -> None:
+        """Forget the last ``n`` bytes written (a completion marker), kept or dropped."""
+        self.total -= n
+        del self.buf[self.total :]
 
 
 def cap_text(data: bytes, total: int) -> tuple[str, bool]:
@@ -101,6 +107,107 @@ def _raw_socket(sock: Any) -> tuple[socket.socket, bytes]:
     return raw, leftover
 
 
+@dataclass
+class Pumped:
+    """What :func:`pump` read: kept bytes and totals per stream; ``how`` is ``"eof"``, ``"marker"`` or
+    ``"timeout"``; ``marker`` is the regex match of the stderr completion marker (``how == "marker"``)."""
+
+    stdout: bytes
+    stderr: bytes
+    stdout_total: int
+    stderr_total: int
+    how: str
+    marker: re.Match[bytes] | None = None
+
+
+class Markers:
+    """Completion markers expected as the last bytes of stdout (``out``, exact) and stderr (``err``, regex)."""
+
+    def __init__(self, out: bytes, err: re.Pattern[bytes], err_max_len: int) -> None:
+        self.out, self.err, self.err_max_len = out, err, err_max_len
+
+
+def pump(
+    hijacked: Any,
+    stdin: bytes,
+    *,
+    deadline: float,
+    output_cap: int,
+    on_timeout: Callable[[], None],
+    markers: Markers | None = None,
+) -> Pumped:
+    """Write ``stdin`` to a hijacked attach/exec connection, half-close it, then read the multiplexed stream.
+
+    Reading stops at EOF, when both streams end with their ``markers``, or at ``deadline`` (monotonic
+    seconds), when ``on_timeout()`` is called. The markers are removed from the returned bytes and totals.
+    ``output_cap``: bytes kept per stream. Closes the connection.
+    """
+    out, err = _Capped(output_cap), _Capped(output_cap)
+    tails = {1: b"", 2: b""}
+    keep = max(len(markers.out), markers.err_max_len) if markers else 0
+    how = "timeout"
+    match: re.Match[bytes] | None = None
+    try:
+        raw, leftover = _raw_socket(hijacked)
+        buf = bytearray(leftover)
+        try:
+            raw.settimeout(max(0.001, deadline - time.monotonic()))
+            if stdin:
+                raw.sendall(stdin)
+            raw.shutdown(socket.SHUT_WR)
+        except TimeoutError:
+            pass  # handled below as a timeout
+        except OSError:
+            pass  # the process exited without reading stdin: its output and exit status still tell
+        while True:
+            pos = 0
+            got = False
+            while len(buf) - pos >= _HEADER.size:
+                kind, size = _HEADER.unpack_from(buf, pos)
+                if len(buf) - pos - _HEADER.size < size:
+                    break
+                body = bytes(buf[pos + _HEADER.size : pos + _HEADER.size + size])
+                if kind in (1, 2):
+                    (out if kind == 1 else err).add(body)
+                    if keep:
+                        tails[kind] = (tails[kind] + body)[-keep:]
+                    got = True
+                pos += _HEADER.size + size
+            if pos:
+                del buf[:pos]
+            if markers is not None and got and tails[1].endswith(markers.out):
+                match = markers.err.search(tails[2])
+                if match is not None:
+                    how = "marker"
+                    out.strip_tail(len(markers.out))
+                    err.strip_tail(len(match.group(0)))
+                    break
+            remaining = deadline - time.monotonic()
+            if remaining <= 0:
+                break
+            raw.settimeout(remaining)
+            try:
+                chunk = raw.recv(1 << 16)
+            except TimeoutError:
+                break
+            except OSError:
+                chunk = b""
+            if not chunk:
+                how = "eof"
+                break
+            buf += chunk
+    finally:
+        if how == "timeout":
+            on_timeout()
+        with contextlib.suppress(Exception):
+            hijacked.close()
+        resp = getattr(hijacked, "_response", None)
+        if resp is not None:
+            with contextlib.suppress(Exception):
+                resp.close()
+    return Pumped(bytes(out.buf), bytes(err.buf), out.total, err.total, how, match)
+
+
 def exec_with_stdin(
     api: docker.APIClient,
     container_id: str,
@@ -130,57 +237,8 @@ def exec_with_stdin(
         environment=environment,
     )["Id"]
     hijacked = api.exec_start(exec_id, socket=True)
-    out, err = _Capped(output_cap), _Capped(output_cap)
-    finished = False
-    try:
-        raw, leftover = _raw_socket(hijacked)
-        buf = bytearray(leftover)
-        try:
-            raw.settimeout(max(0.001, deadline - time.monotonic()))
-            if stdin:
-                raw.sendall(stdin)
-            raw.shutdown(socket.SHUT_WR)
-        except TimeoutError:
-            pass  # handled below as a timeout
-        except OSError:
-            pass  # the process exited without reading stdin: its output and exit code still tell
-        while True:
-            # Parse every complete frame in the buffer.
-            pos = 0
-            while len(buf) - pos >= _HEADER.size:
-                kind, size = _HEADER.unpack_from(buf, pos)
-                if len(buf) - pos - _HEADER.size < size:
-                    break
-                body = memoryview(buf)[pos + _HEADER.size : pos + _HEADER.size + size]
-                if kind in (1, 2):
-                    (out if kind == 1 else err).add(body)
-                body.release()
-                pos += _HEADER.size + size
-            if pos:
-                del buf[:pos]
-            remaining = deadline - time.monotonic()
-            if remaining <= 0:
-                break
-            raw.settimeout(remaining)
-            try:
-                chunk = raw.recv(1 << 16)
-            except TimeoutError:
-                break
-            except OSError:
-                chunk = b""
-            if not chunk:
-                finished = True
-                break
-            buf += chunk
-    finally:
-        if not finished:
-            on_timeout()
-        with contextlib.suppress(Exception):
-            hijacked.close()
-        resp = getattr(hijacked, "_response", None)
-        if resp is not None:
-            with contextlib.suppress(Exception):
-                resp.close()
+    res = pump(hijacked, stdin, deadline=deadline, output_cap=output_cap, on_timeout=on_timeout)
+    finished = res.how == "eof"
     exit_code: int | None = None
     if finished:
         # The stream can end a moment before the engine records the exit: poll briefly.
@@ -191,10 +249,10 @@ def exec_with_stdin(
                 break
             time.sleep(0.005)
     return ExecOutcome(
-        stdout=bytes(out.buf),
-        stderr=bytes(err.buf),
-        stdout_total=out.total,
-        stderr_total=err.total,
+        stdout=res.stdout,
+        stderr=res.stderr,
+        stdout_total=res.stdout_total,
+        stderr_total=res.stderr_total,
         finished=finished,
         exit_code=exit_code,
         exec_id=exec_id,

@@ -37,6 +37,45 @@ def test_syntax_error_and_unicode(shared_sandbox):
     assert ex.stdout == "héllo ✓\n"
 
 
+def test_program_sees_a_normal_interpreter_exit(shared_sandbox):
+    code = (
+        "import atexit, sys, threading, time\n"
+        "print(__name__, sys.argv, repr(sys.stdin.read()))\n"
+        "atexit.register(lambda: print('atexit ran'))\n"
+        "threading.Thread(target=lambda: (time.sleep(0.2), print('thread done'))).start()\n"
+        "sys.exit(5)\n"
+    )
+    ex = shared_sandbox.run(code)
+    assert ex.stdout == "__main__ ['-'] ''\nthread done\natexit ran\n"
+    assert ex.exit_code == 5 and ex.stderr == ""
+
+
+def test_exit_statuses_and_tracebacks(shared_sandbox):
+    ex = shared_sandbox.run("import sys\nsys.exit('bad input')")
+    assert (ex.exit_code, ex.stderr) == (1, "bad input\n")
+    ex = shared_sandbox.run("def f(x):\n    return 1 / x\n\nf(0)\n")
+    assert ex.exit_code == 1
+    assert ex.stderr.startswith('Traceback (most recent call last):\n  File "<stdin>", line 4, in <module>\n')
+    assert "    return 1 / x\n" in ex.stderr and ex.stderr.endswith("ZeroDivisionError: division by zero\n")
+    assert "bootstrap" not in ex.stderr and "exec(" not in ex.stderr
+    # Ending the interpreter directly: no completion marker, the status comes from the stopped container.
+    ex = shared_sandbox.run("import os\nprint('bye', flush=True)\nos._exit(7)")
+    assert (ex.exit_code, ex.stdout, ex.timed_out) == (7, "bye\n", False)
+    ex = shared_sandbox.run("import os, signal\nos.kill(os.getpid(), signal.SIGKILL)")
+    assert ex.exit_code == 137 and not ex.oom_killed and not ex.timed_out
+
+
+def test_oom_of_a_child_process_is_reported(shared_sandbox):
+    code = (
+        "import subprocess, sys\n"
+        "r = subprocess.run([sys.executable, '-c', 's = b\"x\" * (600 << 20)'])\n"
+        "print('child', r.returncode)\n"
+    )
+    ex = shared_sandbox.run(code, timeout=20)
+    assert ex.stdout == "child -9\n" and ex.exit_code == 0
+    assert ex.oom_killed is True
+
+
 def test_files_in_and_out(shared_sandbox):
     files = {"helper.py": "BASE = 40\n", "data/in.txt": b"2\n", "keep.txt": "same"}
     code = (

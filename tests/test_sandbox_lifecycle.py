@@ -18,7 +18,8 @@ pytestmark = pytest.mark.docker
 
 ROOT = Path(__file__).resolve().parents[1]
 
-# The child owns a warm pool of 2, says its session id, then runs a program that sleeps (mid-run when killed).
+# The child owns a warm pool of 2, says its session id, then runs a program that starts `sleep 120`
+# (mid-run when killed).
 CHILD = textwrap.dedent(
     """
     import sys
@@ -29,7 +30,7 @@ CHILD = textwrap.dedent(
     if sys.argv[1] == "exit":
         print(sb.run("print('done')").stdout, end="", flush=True)
         sys.exit(0)  # no close(): atexit must clean up
-    sb.run("import time; time.sleep(120)", timeout=300)
+    sb.run("import subprocess; subprocess.run(['sleep', '120'])", timeout=300)
     """
 )
 
@@ -73,8 +74,7 @@ def _wait_mid_run(client, sid: str, timeout_s: float = 30.0) -> list:
         cs = _session_containers(client, sid)
         running = [c for c in cs if c.status == "running"]
         if len(running) == 3 and len(cs) == 3:
-            # The program reaches python3 on stdin (`python3 -B -s -`): look for that process.
-            busy = [c for c in running if any("python3 -B -s -" in " ".join(p) for p in c.top()["Processes"])]
+            busy = [c for c in running if any("sleep 120" in " ".join(p) for p in c.top()["Processes"])]
             if busy:
                 return cs
         time.sleep(0.1)

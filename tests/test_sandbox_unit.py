@@ -6,6 +6,7 @@ from __future__ import annotations
 import io
 import json
 import os
+import re
 import socket
 import struct
 import subprocess
@@ -90,20 +91,69 @@ def test_cap_text_marks_truncation_and_respects_utf8_boundaries():
 
 
 def test_payload_layout_and_name_checks():
-    data, inputs = _payload("print(1)", "py", {"a.txt": "x", "d/b.bin": b"\x00\x01"})
-    with tarfile.open(fileobj=io.BytesIO(data)) as tar:
-        names = {m.name: (m.mode, m.uid, tar.extractfile(m).read()) for m in tar}
-    assert names == {
-        "tmp/.agentkit/main.py": (0o644, 65534, b"print(1)"),
-        "work/a.txt": (0o644, 65534, b"x"),
-        "work/d/b.bin": (0o644, 65534, b"\x00\x01"),
-    }
+    data, inputs = _payload("print(1)", "python", {"a.txt": "x", "d/b.bin": b"\x00\x01"}, "ab12", False)
+    head, _, body = data.partition(b"\n")
+    assert json.loads(head) == {"nonce": "ab12", "language": "python", "ext": "py", "keep_alive": False}
+    with tarfile.open(fileobj=io.BytesIO(body)) as tar:
+        names = {m.name: tar.extractfile(m).read() for m in tar}
+    assert names == {"code/main.py": b"print(1)", "work/a.txt": b"x", "work/d/b.bin": b"\x00\x01"}
     assert inputs == {"a.txt": b"x", "d/b.bin": b"\x00\x01"}
+    assert json.loads(_payload("echo", "bash", None, "n", True)[0].partition(b"\n")[0])["ext"] == "sh"
     for bad in ["../x", "/etc/passwd", "", "a/../../x", "."]:
         with pytest.raises(SandboxInputError, match="files"):
-            _payload("", "py", {bad: "x"})
+            _payload("", "python", {bad: "x"}, "n", False)
     with pytest.raises(SandboxInputError, match="expected bytes or str"):
-        _payload("", "py", {"a": 3})  # type: ignore[dict-item]
+        _payload("", "python", {"a": 3}, "n", False)  # type: ignore[dict-item]
+
+
+def test_bootstrap_protocol_on_the_host_interpreter(tmp_path):
+    """The container's bootstrap, run here by this Python: job in, output + completion markers out."""
+    src = engine.BOOTSTRAP_COMMAND[4]
+    work, code_dir = tmp_path / "work", tmp_path / "code"
+    work.mkdir()
+    code_dir.mkdir()
+    job, _ = _payload(
+        "import sys\nprint(open('in/x.txt').read(), end='')\nprint('err', file=sys.stderr)\nsys.exit(3)\n",
+        "python",
+        {"in/x.txt": "data"},
+        "feed",
+        False,
+    )
+    r = subprocess.run(
+        [sys.executable, "-B", "-s", "-c", src, str(work), str(code_dir)],
+        input=job,
+        capture_output=True,
+        timeout=60,
+    )
+    assert r.returncode == 3
+    assert r.stdout == b"data\x00AK:feed:end\x00"
+    assert r.stderr == b"err\n\x00AK:feed:003:0\x00"
+    assert (work / "in/x.txt").read_text() == "data"
+    job, _ = _payload("echo $((1+2)); exit 4", "sh", None, "beef", False)
+    r = subprocess.run(
+        [sys.executable, "-c", src, str(work), str(code_dir)], input=job, capture_output=True, timeout=60
+    )
+    assert (r.returncode, r.stdout, r.stderr) == (4, b"3\n\x00AK:beef:end\x00", b"\x00AK:beef:004:0\x00")
+
+
+def test_exec_stream_stops_at_completion_markers_and_strips_them():
+    from sandbox.execio import Markers, pump
+
+    frames = [(1, b"hello"), (2, b"warn\x00AK:n1:007:1\x00"), (1, b"\x00AK:n1:end\x00")]
+    api = FakeExecAPI(frames, hang=True)  # the connection stays open: only the markers can end the read
+    markers = Markers(b"\x00AK:n1:end\x00", re.compile(rb"\x00AK:n1:(\d{3}):([01])\x00$"), 14)
+    t0 = time.monotonic()
+    res = pump(
+        api.exec_start("x", socket=True),
+        b"job",
+        deadline=time.monotonic() + 4,
+        output_cap=3,
+        on_timeout=lambda: None,
+        markers=markers,
+    )
+    assert time.monotonic() - t0 < 2
+    assert res.how == "marker" and res.marker.group(1) == b"007" and res.marker.group(2) == b"1"
+    assert (res.stdout, res.stdout_total, res.stderr, res.stderr_total) == (b"hel", 5, b"war", 4)
 
 
 def test_execution_to_dict_is_json():
