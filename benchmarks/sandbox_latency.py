@@ -137,7 +137,9 @@ def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--quick", action="store_true", help="10 runs per configuration instead of 50 (~20 s)")
     ap.add_argument("--json", action="store_true", help="print one JSON object")
-    ap.add_argument("--runs", type=int, default=None, help="timed runs per configuration (default 50, quick 10)")
+    ap.add_argument(
+        "--runs", type=int, default=None, help="timed runs per configuration (default 50, quick 10)"
+    )
     args = ap.parse_args(argv)
     runs = args.runs or (10 if args.quick else 50)
     from sandbox import SandboxError
