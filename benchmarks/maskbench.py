@@ -61,12 +61,10 @@ def _rewrite_refs(node: Any) -> Any:
         return node
     out = {}
     for k, v in node.items():
-        if k == "$ref" and isinstance(v, str) and v.startswith("#"):
+        if k == "$ref" and isinstance(v, str) and (v == "#" or v.startswith("#/")):
             ptr = v[1:]
             first = ptr.lstrip("/").split("/", 1)[0]
             out[k] = v if first in ("definitions", "$defs") else "#/properties/value" + ptr
-        elif k in ("enum", "const", "default", "examples"):
-            out[k] = v
         else:
             out[k] = _rewrite_refs(v)
     return out

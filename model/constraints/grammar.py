@@ -14,7 +14,7 @@ Call syntaxes (no flexible whitespace anywhere):
 
 * ``"gemma"`` (Gemma 4 native): ``<|tool_call>call:NAME{key:<|"|>text<|"|>,n:42,flag:true,obj:{...},
   list:[...]}<tool_call|>``. Keys are bare, strings are raw text between ``<|"|>`` tokens (no escaping; the
-  text ``<|"|>`` itself cannot occur inside). The argument grammar is compiled here from the schema IR of
+  text ``<|``, which starts every control token, cannot occur inside). The argument grammar is compiled here from the schema IR of
   :mod:`model.constraints.schema` (properties in schema order, optional ones skippable, enums/consts as
   literals, string lengths/patterns/formats as regex terminals, bounded numbers through llguidance's JSON
   number regexes ``%json{...}``, arrays with min/max items, ``anyOf`` as alternatives, recursion as rules).
@@ -76,7 +76,10 @@ TOOL_CHOICES = ("auto", "required", "none")
 #: right ``:`` and the parser's backtracking finds the same split.
 _KEY_COLON = r":[^0-9tfn\-{\[\x00-\x1f]"
 KEY_REGEX = rf"(?:[^:}}\x00-\x1f]|{_KEY_COLON})(?:[^:\x00-\x1f]|{_KEY_COLON})*"
-_NO_DELIM = r'~/(?s:.*)<\|"\|>(?s:.*)/'
+#: String bodies and keys never hold the text ``<|`` (the start of every control token, ``<|"|>`` included):
+#: a positive regex, cheap to intersect with patterns (the negation ``~/.*<\|"\|>.*/`` made some
+#: pattern/length combinations exceed llguidance's regex limits).
+_NO_DELIM = r"/(?s:(?:[^<]|<+[^<|])*<*)/"
 _INT_RX = r"-?(?:0|[1-9][0-9]*)"
 _NUM_RX = r"-?(?:0|[1-9][0-9]*)(?:\.[0-9]+)?(?:[eE][+-]?[0-9]+)?"
 _MAX_OBJECT_STATES = 20_000
@@ -202,7 +205,7 @@ class _GemmaCompiler:
     def _any(self) -> str:
         if not self._any_done:
             self._any_done = True
-            body = self.term(f"/(?s:.*)/ & {_NO_DELIM}")
+            body = self.term(_NO_DELIM)
             key = self.term(f'(/{KEY_REGEX}/ & {_NO_DELIM}) ":"')
             num = self.term(f"/{_NUM_RX}/")
             self.rules["any_value"] = (
@@ -222,8 +225,6 @@ class _GemmaCompiler:
             parts.append(f"/{pattern_to_regex(p)}/")
         for f in node.formats:
             parts.append(f"/{_lark_rx(FORMATS[f])}/")
-        if not parts:
-            parts.append("/(?s:.*)/")
         parts.append(_NO_DELIM)
         return self.term(" & ".join(parts))
 
@@ -560,11 +561,31 @@ def tool_call_grammar(
             _CACHE.move_to_end(key)
             return _CACHE[key]
     grammar = _build_grammar(specs, choice, syntax, allow_thinking, additional_properties)
+    _validate(grammar)
     with _CACHE_LOCK:
         _CACHE[key] = grammar
         while len(_CACHE) > _CACHE_SIZE:
             _CACHE.popitem(last=False)
     return grammar
+
+
+def _validate(grammar: str) -> None:
+    """Compile ``grammar`` once with llguidance (no tokenizer) so errors surface at registration.
+
+    Raises:
+        SchemaError: llguidance rejects the grammar (e.g. overlapping ``patternProperties`` in the JSON
+            syntax, which llguidance's JSON compiler does not support).
+    """
+    import llguidance
+
+    err = llguidance.LLMatcher.validate_grammar(grammar)
+    if err:
+        first = err.strip().splitlines()[0]
+        keyword = next(
+            (k for k in ("patternProperties", "minProperties", "pattern", "format") if k[:10] in first),
+            "schema",
+        )
+        raise SchemaError(keyword, "", f"llguidance rejects the grammar: {first[:300]}")
 
 
 def _build_grammar(

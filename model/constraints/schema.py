@@ -289,10 +289,11 @@ def _direct_refs(node: Any, path: str, out: list[str], refs: _Refs) -> None:
     for k, v in node.items():
         if k == "$ref":
             out.append(refs.pointer(v, path))
-        elif k in ("$defs", "definitions", "enum", "const", "default", "examples"):
-            continue
-        else:
+        elif k in _SCHEMA_KEYS or k in _SCHEMA_LIST_KEYS:
             _direct_refs(v, f"{path}/{k}", out, refs)
+        elif k in _SCHEMA_MAP_KEYS and k not in ("$defs", "definitions") and isinstance(v, dict):
+            for name, sub in v.items():
+                _direct_refs(sub, f"{path}/{k}/{_esc(name)}", out, refs)
 
 
 def _all_refs(root: Any, refs: _Refs) -> set[str]:
@@ -363,6 +364,7 @@ def _inline_all(root: Any, keep: set[str], refs: _Refs) -> Any:
     count = [0]
 
     def inline(node: Any) -> Any:
+        """Inline references in a schema (a dict or bool; lists only under list keywords)."""
         count[0] += 1
         if count[0] > _MAX_INLINED_NODES:
             raise _TooLarge
@@ -382,7 +384,12 @@ def _inline_all(root: Any, keep: set[str], refs: _Refs) -> Any:
                 else:
                     ref_target = inline(_pointer_get(root, ptr))
                 continue
-            out[k] = v if k in ("enum", "const", "default", "examples") else inline(v)
+            if k in _SCHEMA_KEYS or k in _SCHEMA_LIST_KEYS:
+                out[k] = inline(v)
+            elif k in _SCHEMA_MAP_KEYS and isinstance(v, dict):
+                out[k] = {name: inline(sub) for name, sub in v.items()}
+            else:
+                out[k] = v
         if ref_target is None:
             return out
         if not out:
@@ -542,6 +549,15 @@ class AnyOf(Node):
     """One of several schemas (at least two, none ``Never``/``AnyNode``)."""
 
     options: tuple[Node, ...]
+
+
+@dataclass(frozen=True)
+class OneOf(Node):
+    """``oneOf`` whose branches are not (yet) provably disjoint. Intersections distribute over it and
+    re-check; one that survives the whole schema is an error (:func:`build_ir`)."""
+
+    options: tuple[Node, ...]
+    path: str = ""
 
 
 @dataclass(frozen=True)
@@ -747,11 +763,97 @@ def _translate_body(p: str, path: str) -> str:
     return "".join(out)
 
 
+def _groups(b: str) -> list[tuple[int, int]]:
+    """(start, end) of the top-level groups of ``b`` (``end`` = index of the closing parenthesis)."""
+    spans, depth, in_cls, i, start = [], 0, False, 0, 0
+    while i < len(b):
+        c = b[i]
+        if c == "\\":
+            i += 2
+            continue
+        if in_cls:
+            in_cls = c != "]"
+        elif c == "[":
+            in_cls = True
+            if b[i + 1 : i + 2] == "]":
+                i += 1
+        elif c == "(":
+            if depth == 0:
+                start = i
+            depth += 1
+        elif c == ")":
+            depth -= 1
+            if depth == 0:
+                spans.append((start, i))
+        i += 1
+    return spans
+
+
+def _has_anchor(b: str) -> bool:
+    i, in_cls = 0, False
+    while i < len(b):
+        c = b[i]
+        if c == "\\":
+            i += 2
+            continue
+        if in_cls:
+            in_cls = c != "]"
+        elif c == "[":
+            in_cls = True
+            if b[i + 1 : i + 2] == "^":
+                i += 1
+        elif c in "^$":
+            return True
+        i += 1
+    return False
+
+
+def _group_inner(b: str, start: int, end: int) -> str | None:
+    """The alternatives text of group ``b[start:end+1]``, or None for lookarounds/named groups we keep."""
+    inner = b[start + 1 : end]
+    if inner.startswith("?:"):
+        return inner[2:]
+    if inner.startswith("?<") and not inner.startswith(("?<=", "?<!")):
+        close = inner.find(">")
+        return inner[close + 1 :] if close > 0 else None
+    return None if inner.startswith("?") else inner
+
+
+def _anchor_branches(p: str, depth: int = 0) -> list[str]:
+    """Alternatives of ``p`` with every ``^``/``$`` moved to an alternative's edge where possible."""
+    out: list[str] = []
+    for b in _split_top(p):
+        out.extend(_expand_branch(b, depth))
+    return out
+
+
+def _expand_branch(b: str, depth: int) -> list[str]:
+    if depth > 8 or not _has_anchor(b.removeprefix("^").removesuffix("$")):
+        return [b]
+    spans = _groups(b)
+    # A trailing group (no quantifier after it) holding anchors: distribute the prefix over its alternatives.
+    if spans and spans[-1][1] == len(b) - 1:
+        s0, e0 = spans[-1]
+        inner = _group_inner(b, s0, e0)
+        if inner is not None and _has_anchor(inner):
+            return [x for alt in _split_top(inner) for x in _expand_branch(b[:s0] + alt, depth + 1)]
+    if spans and spans[0][0] == 0:
+        s0, e0 = spans[0]
+        rest = b[e0 + 1 :]
+        if not rest[:1] or rest[:1] not in "*+?{":
+            inner = _group_inner(b, s0, e0)
+            if inner is not None and _has_anchor(inner):
+                return [x for alt in _split_top(inner) for x in _expand_branch(alt + rest, depth + 1)]
+    return [b]
+
+
 @lru_cache(maxsize=4096)
 def pattern_to_regex(pattern: str, path: str = "") -> str:
     """Translate a JSON Schema ``pattern`` (ECMA-262, unanchored search) to a full-match llguidance regex.
 
     Top-level alternatives anchored with ``^``/``$`` keep their anchors; unanchored ends get ``(?s:.*)``.
+    Anchors inside a group at either end of an alternative are distributed over the group's alternatives
+    (``(^a|^b)``, ``^(x|$)``, ``(\\d+$)``).
     ``\\d`` and ``\\w`` are ASCII as in ECMA-262; ``/`` is escaped for Lark's ``/.../`` literals.
 
     Raises:
@@ -763,7 +865,7 @@ def pattern_to_regex(pattern: str, path: str = "") -> str:
     if _BACKREF.search(pattern):
         raise SchemaError("pattern", path, f"backreference in pattern {pattern!r} is not supported")
     branches = []
-    for b in _split_top(pattern):
+    for b in _anchor_branches(pattern):
         start = b.startswith("^")
         if start:
             b = b[1:]
@@ -868,6 +970,7 @@ _OBJ_KEYS = (
     "maxProperties",
 )
 _MAX_INTERSECT_DEPTH = 60
+_CONSTRAINT_KEYS = {"type", *_NUM_KEYS, *_STR_KEYS, *_ARR_KEYS, *_OBJ_KEYS}
 
 
 def _trivial(key: str, value: Any) -> bool:
@@ -930,7 +1033,7 @@ class _Builder:
             seen.add(id(n))
             if isinstance(n, Ref):
                 return n.name == name
-            if isinstance(n, AnyOf):
+            if isinstance(n, (AnyOf, OneOf)):
                 return any(walk(o) for o in n.options)
             if isinstance(n, Arr):
                 return any(walk(o) for o in n.prefix) or walk(n.items)
@@ -967,52 +1070,60 @@ class _Builder:
         for k, v in s.items():
             if k in _UNSUPPORTED and not _trivial(k, v):
                 raise SchemaError(k, path, f"keyword {k!r} is not supported")
-        # Parts are intersected in the order their keywords appear (property order follows it, as in
-        # llguidance); the type keywords count at the position of "properties".
-        keys = list(s)
-        own_at = keys.index("properties") if "properties" in s else -1
-        parts: list[tuple[int, Node | None]] = [(own_at, self._own(s, path))]
-        one_of: list[Node] = []
-        for at, k in enumerate(keys):
-            v = s[k]
-            if k == "$ref":
-                parts.append((at, self.ref(v, path)))
-            elif k in ("allOf", "anyOf", "oneOf"):
-                if not isinstance(v, list) or not v:
-                    raise SchemaError(k, path, f"{k} must be a non-empty list")
-                subs = [self.build(x, f"{path}/{k}/{i}") for i, x in enumerate(v)]
-                if k == "allOf":
-                    parts.extend((at, x) for x in subs)
-                elif k == "anyOf":
-                    parts.append((at, any_of(subs)))
+        # Keywords are applied in the order they appear, as llguidance does (property order follows it):
+        # runs of plain keywords form one part (with the schema's type, and the names of all its properties
+        # when the run holds additionalProperties), each applicator ($ref, allOf, anyOf, oneOf, enum, const)
+        # is one part; parts are intersected left to right.
+        parts: list[Node] = []
+        batch: dict[str, Any] = {}
+
+        def flush() -> None:
+            if not batch:
+                return
+            b = dict(batch)
+            for k in ("type", "nullable"):
+                if k in s:
+                    b[k] = s[k]
+            if (
+                "additionalProperties" in b
+                and "properties" not in b
+                and isinstance(s.get("properties"), dict)
+            ):
+                b["properties"] = {k: True for k in s["properties"]}
+            if ("items" in b or "additionalItems" in b) and "prefixItems" not in b and "prefixItems" in s:
+                b["prefixItems"] = (
+                    [True] * len(s["prefixItems"]) if isinstance(s["prefixItems"], list) else []
+                )
+            parts.append(self._own(b, path))
+            batch.clear()
+
+        for k, v in s.items():
+            if k in ("$ref", "allOf", "anyOf", "oneOf", "enum", "const"):
+                flush()
+                if k == "$ref":
+                    parts.append(self.ref(v, path))
+                elif k in ("enum", "const"):
+                    if k == "const" or "const" not in s:
+                        parts.append(self._enum(s, path))
                 else:
-                    one_of = subs
-                    parts.append((at, None))
-            elif k == "enum" or (k == "const" and "enum" not in s):
-                parts.append((at, self._enum(s, path)))
-        parts.sort(key=lambda x: x[0])
-        before: Node = AnyNode()
-        after: Node = AnyNode()
-        seen_one_of = False
-        for _, p in parts:
-            if p is None:
-                seen_one_of = True
-            elif seen_one_of:
-                after = self.intersect(after, p, path)
-            else:
-                before = self.intersect(before, p, path)
-        if not seen_one_of:
-            return before
-        # Sibling keywords first: they often hold what makes the branches disjoint (a required key).
-        opts = [self.intersect(self.intersect(before, b, path), after, path) for b in one_of]
-        live = [o for o in opts if not isinstance(o, Never)]
-        for i, a in enumerate(live):
-            for b in live[i + 1 :]:
-                if not self.disjoint(a, b):
-                    raise SchemaError(
-                        "oneOf", path, "oneOf is supported only when its branches are provably disjoint"
-                    )
-        return any_of(opts)
+                    if not isinstance(v, list) or not v:
+                        raise SchemaError(k, path, f"{k} must be a non-empty list")
+                    subs = [self.build(x, f"{path}/{k}/{i}") for i, x in enumerate(v)]
+                    if k == "allOf":
+                        parts.extend(subs)
+                    elif k == "anyOf":
+                        parts.append(any_of(subs))
+                    else:
+                        parts.append(self.one_of(subs, path))
+            elif k in _CONSTRAINT_KEYS:
+                batch[k] = v
+        flush()
+        if not parts and s.get("nullable") is True:
+            parts.append(self._own(s, path))
+        node: Node = AnyNode()
+        for p in parts:
+            node = self.intersect(node, p, path)
+        return node
 
     def _enum(self, s: dict[str, Any], path: str) -> Node:
         if "const" in s:
@@ -1233,6 +1344,10 @@ class _Builder:
                 raise SchemaError("allOf", path, "schema intersection is too deep (recursive allOf/$ref)")
             if isinstance(a, Ref) or isinstance(b, Ref):
                 return self.intersect(self.resolve(a), self.resolve(b), path)
+            if isinstance(a, OneOf):
+                return self.one_of([self.intersect(o, b, path) for o in a.options], a.path)
+            if isinstance(b, OneOf):
+                return self.one_of([self.intersect(a, o, path) for o in b.options], b.path)
             if isinstance(a, AnyOf):
                 return any_of([self.intersect(o, b, path) for o in a.options])
             if isinstance(b, AnyOf):
@@ -1329,6 +1444,17 @@ class _Builder:
             return Never("minProperties > maxProperties", "minProperties", path)
         return Obj(tuple(props), required, additional, pattern_props, mn, mx)
 
+    def one_of(self, options: list[Node], path: str) -> Node:
+        """``oneOf``: an ``anyOf`` when the live branches are pairwise disjoint, else a :class:`OneOf`."""
+        live = [o for o in options if not isinstance(o, Never)]
+        if not live:
+            return any_of(options)
+        for i, x in enumerate(live):
+            for y in live[i + 1 :]:
+                if not self.disjoint(x, y):
+                    return OneOf(tuple(live), path)
+        return any_of(live)
+
     # -- membership and disjointness ---------------------------------------------------------------------
     def accepts(self, node: Node, v: Any, depth: int = 0) -> bool:
         """Whether JSON value ``v`` is valid against ``node`` (patterns checked with Python's ``re``)."""
@@ -1341,6 +1467,8 @@ class _Builder:
             return False
         if isinstance(node, AnyOf):
             return any(self.accepts(o, v, depth + 1) for o in node.options)
+        if isinstance(node, OneOf):
+            return sum(self.accepts(o, v, depth + 1) for o in node.options) == 1
         if isinstance(node, Lit):
             return _json_eq(node.value, v)
         if isinstance(node, Null):
@@ -1399,9 +1527,9 @@ class _Builder:
             return True
         if isinstance(a, AnyNode) or isinstance(b, AnyNode):
             return False
-        if isinstance(a, AnyOf):
+        if isinstance(a, (AnyOf, OneOf)):
             return all(self.disjoint(o, b, depth + 1) for o in a.options)
-        if isinstance(b, AnyOf):
+        if isinstance(b, (AnyOf, OneOf)):
             return all(self.disjoint(a, o, depth + 1) for o in b.options)
         if isinstance(a, Lit) and isinstance(b, Lit):
             return not _json_eq(a.value, b.value)
@@ -1586,6 +1714,10 @@ def object_part(node: Node, defs: dict[str, Node] | None = None) -> Node:
         return node
     if isinstance(node, AnyOf):
         return any_of([object_part(o, defs) for o in node.options])
+    if isinstance(node, OneOf):
+        parts = [object_part(o, defs) for o in node.options]
+        live = [p for p in parts if not isinstance(p, Never)]
+        return OneOf(tuple(live), node.path) if len(live) > 1 else any_of(parts)
     return Never("not an object", "type")
 
 
@@ -1611,7 +1743,34 @@ def build_ir(schema: Any, *, additional_properties: bool = True) -> IR:
     root = b.build(schema, "")
     if isinstance(root, Never):
         raise SchemaError(root.keyword or "type", root.path, f"schema is unsatisfiable: {root.reason}")
+    for node in (root, *b.defs.values()):
+        _reject_one_of(node)
     return IR(root, b.defs)
+
+
+def _reject_one_of(node: Node) -> None:
+    """Raise for a ``oneOf`` left whose branches could not be shown disjoint."""
+    seen: set[int] = set()
+    todo = [node]
+    while todo:
+        n = todo.pop()
+        if id(n) in seen:
+            continue
+        seen.add(id(n))
+        if isinstance(n, OneOf):
+            raise SchemaError(
+                "oneOf", n.path, "oneOf is supported only when its branches are provably disjoint"
+            )
+        if isinstance(n, AnyOf):
+            todo.extend(n.options)
+        elif isinstance(n, Arr):
+            todo.extend(n.prefix)
+            todo.append(n.items)
+        elif isinstance(n, Obj):
+            todo.extend(v for _, v in n.props)
+            todo.extend(v for _, v in n.pattern_props)
+            if n.additional is not None:
+                todo.append(n.additional)
 
 
 def canonical(obj: Any) -> str:
