@@ -70,6 +70,9 @@ class CanvasConstraint(Protocol):
     def readout(self, logits: torch.Tensor) -> list[int]:
         """Return the canvas's final ``canvas_length`` tokens given the last logits ``[C, V]`` float32."""
 
+    # Optional: a ``done`` attribute that turns True once the grammar has terminated; the runtime then stops
+    # denoising that row's canvas (its readout is fully decided).
+
 
 @dataclass
 class StepEvent:
@@ -307,6 +310,7 @@ def generate(
         finished = torch.zeros_like(finished_seq) if parity else finished_seq.clone()
         history: torch.Tensor | None = None
         fixed_mask = torch.zeros((batch, canvas_len), dtype=torch.bool, device=device)
+        grammar_done = torch.zeros(batch, dtype=torch.bool, device=device)
         steps_taken = 0
         for cur_step in range(n_steps, 0, -1):
             steps_taken += 1
@@ -339,16 +343,23 @@ def generate(
                             allowed = plan.mask[:vocab].to(device)
                         else:
                             allowed = _unpack_bitmask(plan.mask.to(device), vocab)
+                        if (
+                            allowed.numel() < vocab
+                        ):  # tokenizer smaller than the embedding: the rest is never allowed
+                            allowed = torch.nn.functional.pad(
+                                allowed, (0, vocab - allowed.numel()), value=False
+                            )
                         if not bool(allowed.any()):
                             raise ValueError(
                                 f"row {r}: constraint mask at canvas position {k} allows no token"
                             )
                         logits[r, k].masked_fill_(~allowed, float("-inf"))
                 if bool(fixed_mask.any()):
-                    rows_fixed = logits[fixed_mask]
-                    rows_fixed.fill_(float("-inf"))
-                    rows_fixed.scatter_(1, fixed_tok[fixed_mask].unsqueeze(1), 0.0)
-                    logits[fixed_mask] = rows_fixed
+                    # In place, one write pass per fixed row: -inf everywhere, 0 at the fixed token (entropy 0).
+                    flat = logits.view(-1, vocab)
+                    idx = fixed_mask.view(-1).nonzero().squeeze(1)
+                    flat.index_fill_(0, idx, float("-inf"))
+                    flat[idx, fixed_tok.view(-1)[idx]] = 0.0
                 stats.time_constraint_s += time.perf_counter() - t0
 
             t0 = time.perf_counter()
@@ -388,6 +399,8 @@ def generate(
                     veto = c.commit(tok_rows[r], acc_rows[r])
                     if veto:
                         accepted[r, torch.tensor(veto, dtype=torch.long, device=device)] = False
+                    if getattr(c, "done", False):
+                        grammar_done[r] = True
                 stats.time_constraint_s += time.perf_counter() - t0
 
             t0 = time.perf_counter()
@@ -424,6 +437,9 @@ def generate(
             else:
                 mean_h = entropy.mean(dim=-1)
             finished = finished | (stable & (mean_h < settings.confidence_threshold))
+            if any_constraint:
+                # A row whose grammar has terminated has nothing left to denoise: the readout is fully decided.
+                finished = finished | grammar_done
             self_cond = processed.to(emb_dtype)
             canvas, argmax = new_canvas, new_argmax
             stats.time_sampling_s += time.perf_counter() - t0

@@ -175,3 +175,65 @@ def make_tiny_checkpoint(
     model.save_pretrained(out)
     tok.save_pretrained(out)
     return out
+
+
+def synthetic_tokenizer(vocab_size: int = 262_144) -> Any:
+    """A byte-level BPE tokenizer of exactly ``vocab_size`` tokens built from programmatic merges.
+
+    For measuring constraint cost at the real Gemma vocabulary size (262,144) without training a tokenizer
+    that large: ids ``0..17`` are the project's special tokens, then the 256 byte tokens, then merges of
+    printable characters into 2- and 3-character tokens until the size is reached. Carries the chat template.
+
+    Raises:
+        ValueError: if ``vocab_size`` exceeds what the merge scheme can generate (~2.4M).
+    """
+    from tokenizers import Tokenizer, decoders, models, pre_tokenizers
+    from transformers import PreTrainedTokenizerFast
+
+    from model.tokenizer import chat_template
+
+    alphabet = pre_tokenizers.ByteLevel.alphabet()
+    byte_chars = sorted(alphabet)
+    vocab: dict[str, int] = {tok: i for i, tok in enumerate(st.SPECIAL_TOKENS)}
+    for ch in byte_chars:
+        vocab[ch] = len(vocab)
+    merges: list[tuple[str, str]] = []
+    base = [c for c in "etaoinshrdlcumwfgypbvkjxqzETAOINSHRDLCUMWFGYPBVKJXQZ0123456789_:{},.\"'Ġ-()[]/=<>"]
+    base = [c for c in base if c in vocab]
+    level2 = []
+    for a in base:
+        for b in base:
+            if len(vocab) >= vocab_size:
+                break
+            tok = a + b
+            if tok not in vocab:
+                vocab[tok] = len(vocab)
+                merges.append((a, b))
+                level2.append(tok)
+    for ab in level2:
+        for c in base:
+            if len(vocab) >= vocab_size:
+                break
+            tok = ab + c
+            if tok not in vocab:
+                vocab[tok] = len(vocab)
+                merges.append((ab, c))
+        if len(vocab) >= vocab_size:
+            break
+    if len(vocab) < vocab_size:
+        raise ValueError(f"synthetic scheme reaches only {len(vocab)} tokens < {vocab_size}")
+    tok = Tokenizer(models.BPE(vocab=vocab, merges=merges))
+    tok.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False, use_regex=True)
+    tok.decoder = decoders.ByteLevel()
+    tok.add_special_tokens(list(st.SPECIAL_TOKENS))
+    fast = PreTrainedTokenizerFast(
+        tokenizer_object=tok,
+        pad_token=st.PAD,
+        eos_token=st.EOS,
+        bos_token=st.BOS,
+        unk_token=st.UNK,
+        additional_special_tokens=list(st.SPECIAL_TOKENS[4:]),
+        clean_up_tokenization_spaces=False,
+    )
+    fast.chat_template = chat_template()
+    return fast

@@ -79,6 +79,10 @@ class TokenRanks:
             if isinstance(tid, int) and 0 <= tid < vocab and tid != tokenizer.unk_token_id:
                 ranks[tid] = pos
         self.ranks = ranks
+        #: closer ids in preference order, for a fast bit test before any full-vocabulary work
+        self.closer_ids = [
+            int(i) for i in np.argsort(ranks, kind="stable")[: len(CLOSERS)] if ranks[i] < len(CLOSERS)
+        ]
 
     @classmethod
     def of(cls, tokenizer: Any) -> TokenRanks:
@@ -120,10 +124,17 @@ def shortest_completion(matcher: Any, ranks: TokenRanks, limit: int) -> list[int
                 break
             out.extend(ff)
             continue
-        allowed = bitmask_to_bool(m.compute_bitmask(), ranks.vocab_size)
-        if not allowed.any():
-            break
-        tok = int(np.argmin(np.where(allowed, ranks.ranks, np.iinfo(np.int64).max)))
+        raw = m.compute_bitmask()
+        tok = -1
+        for cid in ranks.closer_ids:  # fast path: a closer is allowed (bit test, no full-vocabulary pass)
+            if (raw[cid >> 3] >> (cid & 7)) & 1:
+                tok = cid
+                break
+        if tok < 0:
+            allowed = bitmask_to_bool(raw, ranks.vocab_size)
+            if not allowed.any():
+                break
+            tok = int(np.argmin(np.where(allowed, ranks.ranks, np.iinfo(np.int64).max)))
         if m.try_consume_tokens([tok]) != 1:
             break
         out.append(tok)
@@ -133,13 +144,18 @@ def shortest_completion(matcher: Any, ranks: TokenRanks, limit: int) -> list[int
 class GrammarConstraint:
     """A :class:`model.runtime.CanvasConstraint` driven by an llguidance matcher (one per batch row).
 
+    Budget guard (termination): the constraint keeps a checkpoint, the last committed length at which the
+    greedy shortest completion plus ``margin`` fitted in the token budget left. It re-checks every few
+    tokens (every token near the limit); when a check fails it rolls the matcher back to the checkpoint and
+    forces the completion computed there, which fits by construction. Calls therefore always finish inside
+    ``max_new_tokens`` whatever the checkpoint, seed or temperature.
+
     Args:
         matcher: a fresh ``llguidance.LLMatcher`` for the tool-call grammar.
         tokenizer: the checkpoint's tokenizer (for :class:`TokenRanks`).
         pad_token_id: written after the grammar terminates.
         margin: extra tokens kept free when deciding to close (multi-byte UTF-8 openers need >= 3).
-        lookahead_check: budget window (tokens) inside which the shortest completion is recomputed after
-            every commit; outside it the budget cannot be at risk for calls shorter than the window.
+        max_check_gap: at most this many tokens between two budget checks.
 
     Raises:
         ValueError: if the matcher is already in an error state (bad grammar).
@@ -151,7 +167,7 @@ class GrammarConstraint:
         tokenizer: Any,
         pad_token_id: int = st.PAD_ID,
         margin: int = 3,
-        lookahead_check: int = 512,
+        max_check_gap: int = 16,
     ) -> None:
         if matcher.is_error():
             raise ValueError(f"grammar matcher is in an error state: {matcher.get_error()}")
@@ -160,13 +176,16 @@ class GrammarConstraint:
         self.vocab_size = self.ranks.vocab_size
         self.pad = pad_token_id
         self.margin = margin
-        self.lookahead_check = lookahead_check
+        self.max_check_gap = max_check_gap
         self.canvas: list[int] = []
         self.canvas_length = 0
         self.tokens_left_at_start = 0
         self.closing: list[int] = []
         self.all_tokens: list[int] = []
         self.bitmask_calls = 0
+        self.budget_checks = 0
+        self._ok_len = 0
+        self._next_check = 0
 
     def min_completion_tokens(self, limit: int = 4096) -> int:
         """Length in tokens of the greedy shortest completion from the current state (``limit`` if longer)."""
@@ -187,16 +206,44 @@ class GrammarConstraint:
         self.all_tokens.extend(toks[:n])
         return n
 
+    def _rollback(self, n: int) -> None:
+        if n > 0:
+            self.matcher.rollback(n)
+            del self.canvas[-n:]
+            del self.all_tokens[-n:]
+
     def _room(self) -> int:
         return self.canvas_length - len(self.canvas)
+
+    def _budget_check(self, force: bool = False) -> int:
+        """Check that a completion still fits; on failure roll back to the checkpoint and close from there.
+
+        Returns:
+            The number of tokens rolled back (0 when the budget is fine or no check was due).
+        """
+        n = len(self.all_tokens)
+        if self.done or self.closing or (not force and n < self._next_check):
+            return 0
+        self.budget_checks += 1
+        left = self._left()
+        comp = shortest_completion(self.matcher, self.ranks, left + 1)
+        if len(comp) + self.margin <= left:
+            self._ok_len = n
+            slack = left - len(comp) - self.margin
+            self._next_check = n + max(1, min(self.max_check_gap, slack // 4))
+            return 0
+        back = min(n - self._ok_len, len(self.canvas)) if not force else 0
+        self._rollback(back)
+        self.closing = comp if back == 0 else shortest_completion(self.matcher, self.ranks, self._left() + 1)
+        return back
 
     def _advance_forced(self) -> None:
         """Commit fast-forward tokens and, if the budget requires it, the closing sequence."""
         while self._room() > 0 and not self.done:
             if self.closing:
-                n = self._consume(self.closing[: self._room()])
-                self.closing = self.closing[n:]
-                if n == 0:  # pragma: no cover - the completion came from the same matcher state
+                k = self._consume(self.closing[: self._room()])
+                self.closing = self.closing[k:]
+                if k == 0:  # pragma: no cover - the completion came from the same matcher state
                     self.closing = []
                     break
                 continue
@@ -204,13 +251,11 @@ class GrammarConstraint:
             if ff:
                 if self._consume(ff[: self._room()]) == 0:
                     break
+                self._budget_check()
                 continue
-            if self._left() <= self.lookahead_check:
-                comp = shortest_completion(self.matcher, self.ranks, self._left() + 1)
-                if len(comp) + self.margin >= self._left():
-                    self.closing = comp
-                    continue
-            break
+            self._budget_check()
+            if not self.closing:
+                break
 
     def _frontier_mask(self) -> np.ndarray:
         self.bitmask_calls += 1
@@ -222,6 +267,9 @@ class GrammarConstraint:
         self.canvas = []
         self.canvas_length = canvas_length
         self.tokens_left_at_start = tokens_left
+        self._budget_check(
+            force=True
+        )  # the checkpoint must lie inside this canvas (rollback cannot cross it)
         self._advance_forced()
 
     def plan(self) -> ConstraintPlan:
@@ -234,47 +282,40 @@ class GrammarConstraint:
         return ConstraintPlan(fixed=list(self.canvas), mask=torch.from_numpy(self._frontier_mask()))
 
     def commit(self, tokens: list[int], accepted: list[bool]) -> list[int]:
-        """Commit accepted, grammatical positions from the frontier; veto an accepted ungrammatical one."""
+        """Commit accepted, grammatical positions from the frontier; veto an accepted ungrammatical one.
+
+        Returns:
+            Canvas positions to re-noise: an ungrammatical accepted token, or tokens rolled back by the
+            budget guard.
+        """
         i = len(self.canvas)
-        start = i
         while i < self.canvas_length and not self.done and not self.closing and accepted[i]:
             if self._consume([int(tokens[i])]) != 1:
                 return [i]
             i += 1
-        if i > start and not self.done and self._left() <= self.lookahead_check:
-            # The run may have opened structure: make sure the budget still allows a completion.
-            while len(self.canvas) > start:
-                comp = shortest_completion(self.matcher, self.ranks, self._left() + 1)
-                if len(comp) + self.margin <= self._left():
-                    break
-                self.matcher.rollback(1)
-                self.canvas.pop()
-                self.all_tokens.pop()
-            if len(self.canvas) < i:
-                return list(range(len(self.canvas), i))
-        return []
+        back = self._budget_check()
+        return list(range(len(self.canvas), len(self.canvas) + back))
 
     def readout(self, logits: torch.Tensor) -> list[int]:
         """Committed prefix, then masked argmax left to right over ``logits`` ``[C, V]``, then pad."""
         scores = logits.float().cpu().numpy()
+        best = scores.argmax(axis=1)
         while self._room() > 0:
             self._advance_forced()
             if self.done or self._room() <= 0:
                 break
             pos = len(self.canvas)
-            allowed = self._frontier_mask()
-            row = np.where(allowed, scores[pos, : self.vocab_size], -math.inf)
-            tok = int(np.argmax(row))
-            if not allowed[tok]:  # pragma: no cover - bitmask always allows >= 1 token when not stopped
-                raise RuntimeError("grammar allows no token at the readout frontier")
+            raw = self.matcher.compute_bitmask()
+            tok = int(best[pos])
+            if not (tok < self.vocab_size and (raw[tok >> 3] >> (tok & 7)) & 1):
+                allowed = bitmask_to_bool(raw, self.vocab_size)
+                row = np.where(
+                    allowed, scores[pos, : self.vocab_size], -math.inf
+                )  # tokenizer size <= model vocab
+                tok = int(np.argmax(row))
+                if not allowed[tok]:  # pragma: no cover - a live matcher allows >= 1 token
+                    raise RuntimeError("grammar allows no token at the readout frontier")
             if self._consume([tok]) != 1:  # pragma: no cover
                 raise RuntimeError(f"matcher rejected an allowed token {tok}: {self.matcher.get_error()}")
-            if not self.done and self._left() <= self.lookahead_check:
-                comp = shortest_completion(self.matcher, self.ranks, self._left() + 1)
-                if len(comp) + self.margin > self._left():
-                    # Undo and close instead.
-                    self.matcher.rollback(1)
-                    self.canvas.pop()
-                    self.all_tokens.pop()
-                    self.closing = shortest_completion(self.matcher, self.ranks, self._left() + 1)
+            self._budget_check()
         return self.canvas + [self.pad] * self._room()
