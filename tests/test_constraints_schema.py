@@ -1,0 +1,418 @@
+"""Tool declarations and their schemas: normalisation, checks at registration, the schema IR."""
+
+from __future__ import annotations
+
+import json
+import re
+from typing import Literal
+
+import llguidance
+import pytest
+from pydantic import BaseModel, Field
+
+from model.constraints.schema import (
+    AnyOf,
+    Lit,
+    Num,
+    Obj,
+    Ref,
+    SchemaError,
+    Str,
+    ToolSpec,
+    build_ir,
+    normalize_schema,
+    normalize_tool,
+    pattern_to_regex,
+)
+from model.tokenizer import build_tokenizer
+
+
+def _walk_keys(node):
+    if isinstance(node, dict):
+        for k, v in node.items():
+            yield k
+            if k != "properties":
+                yield from _walk_keys(v)
+            else:
+                for sub in v.values():
+                    yield from _walk_keys(sub)
+    elif isinstance(node, list):
+        for x in node:
+            yield from _walk_keys(x)
+
+
+PARAMS = {"type": "object", "properties": {"q": {"type": "string"}}, "required": ["q"]}
+
+
+@pytest.mark.parametrize(
+    "decl",
+    [
+        {
+            "type": "function",
+            "function": {"name": "search", "description": "Find things.", "parameters": PARAMS},
+        },
+        {"name": "search", "description": "Find things.", "parameters": PARAMS},
+    ],
+)
+def test_normalize_tool_shapes(decl):
+    spec = normalize_tool(decl)
+    assert spec == ToolSpec("search", "Find things.", PARAMS)
+    assert normalize_tool(spec) is spec
+    assert spec.to_openai()["function"]["parameters"] == PARAMS
+    with pytest.raises(AttributeError):
+        spec.name = "x"  # type: ignore[misc]
+
+
+def test_missing_parameters_mean_no_arguments():
+    spec = normalize_tool({"name": "now"})
+    assert spec.parameters == {"type": "object", "properties": {}}
+    assert spec.description == ""
+
+
+def test_bfcl_types_are_translated():
+    decl = {
+        "name": "math.hypot",
+        "description": "d",
+        "parameters": {
+            "type": "dict",
+            "properties": {
+                "x": {"type": "float", "description": "x", "optional": True},
+                "pt": {"type": "tuple", "items": {"type": "integer"}},
+                "blob": {"type": "any"},
+                "cfg": {"type": "dict", "properties": {"w": {"type": "float"}}},
+            },
+            "required": ["x"],
+        },
+    }
+    p = normalize_tool(decl).parameters
+    assert p["type"] == "object"
+    assert p["properties"]["x"] == {"type": "number", "description": "x"}
+    assert p["properties"]["pt"] == {"type": "array", "items": {"type": "integer"}}
+    assert p["properties"]["blob"] == {}
+    assert p["properties"]["cfg"]["properties"]["w"]["type"] == "number"
+
+
+class Address(BaseModel):
+    street: str
+    zip_code: str | None = None
+
+
+class CreateArgs(BaseModel):
+    name: str = Field(title="The name", description="who")
+    address: Address
+    billing: Address | None = None
+    tags: list[str] = []
+    mode: Literal["fast", "slow"] = "fast"
+
+
+class TreeNode(BaseModel):
+    label: str
+    children: list[TreeNode] = []
+
+
+class Forest(BaseModel):
+    root: TreeNode
+
+
+def test_pydantic_schema_is_inlined_without_titles():
+    raw = CreateArgs.model_json_schema()
+    assert "$defs" in raw and "title" in raw
+    p = normalize_tool({"name": "create", "parameters": raw}).parameters
+    keys = set(_walk_keys(p))
+    assert "title" not in keys and "$defs" not in keys and "$ref" not in keys
+    assert p["properties"]["address"]["properties"]["street"] == {"type": "string"}
+    billing = p["properties"]["billing"]["anyOf"]
+    assert {"type": "null"} in billing and any("properties" in b for b in billing)
+    assert p["properties"]["name"]["description"] == "who"
+    assert p["properties"]["mode"]["enum"] == ["fast", "slow"]
+    # the property *named* "title" is kept: only the keyword is dropped
+    p2 = normalize_tool(
+        {
+            "name": "t",
+            "parameters": {"type": "object", "properties": {"title": {"type": "string", "title": "T"}}},
+        }
+    ).parameters
+    assert p2["properties"] == {"title": {"type": "string"}}
+
+
+def test_recursive_pydantic_schema_keeps_rules():
+    p = normalize_tool({"name": "tree", "parameters": Forest.model_json_schema()}).parameters
+    text = json.dumps(p)
+    assert '"$ref": "#/$defs/TreeNode"' in text
+    assert set(p["$defs"]) == {"TreeNode"}
+    ir = build_ir(p)
+    assert isinstance(ir.root, Obj) and isinstance(ir.root.prop("root"), Ref)
+    node = ir.defs[ir.root.prop("root").name]
+    children = node.prop("children")
+    assert children.items == ir.root.prop("root")  # the rule refers to itself
+
+
+@pytest.mark.parametrize(
+    ("params", "keyword", "path"),
+    [
+        ({"type": "object", "properties": {"a": {"not": {"type": "string"}}}}, "not", "/properties/a"),
+        (
+            {"type": "object", "properties": {"n": {"type": "integer", "minimum": 5, "maximum": 3}}},
+            "minimum",
+            "/properties/n",
+        ),
+        (
+            {
+                "type": "object",
+                "properties": {"n": {"type": "number", "exclusiveMinimum": 1, "exclusiveMaximum": 1}},
+            },
+            "exclusiveMinimum",
+            "/properties/n",
+        ),
+        (
+            {"type": "object", "properties": {"n": {"type": "integer", "minimum": 1.2, "maximum": 1.8}}},
+            "minimum",
+            "/properties/n",
+        ),
+        (
+            {
+                "type": "object",
+                "properties": {
+                    "l": {
+                        "type": "array",
+                        "items": {
+                            "type": "object",
+                            "properties": {"x": {"type": "array", "minItems": 3, "maxItems": 2}},
+                        },
+                    }
+                },
+            },
+            "minItems",
+            "/properties/l/items/properties/x",
+        ),
+        (
+            {"type": "object", "properties": {"s": {"type": "string", "minLength": 4, "maxLength": 2}}},
+            "minLength",
+            "/properties/s",
+        ),
+        ({"type": "object", "properties": {"e": {"enum": []}}}, "enum", "/properties/e"),
+        (
+            {
+                "type": "object",
+                "properties": {"a": {"type": "string"}},
+                "required": ["b"],
+                "additionalProperties": False,
+            },
+            "required",
+            "",
+        ),
+        (
+            {"type": "object", "properties": {"d": {"type": "string", "format": "telephone"}}},
+            "format",
+            "/properties/d",
+        ),
+        (
+            {"type": "object", "properties": {"p": {"type": "string", "pattern": "^(?!x)"}}},
+            "pattern",
+            "/properties/p",
+        ),
+        (
+            {"type": "object", "properties": {"p": {"type": "string", "pattern": "(a)\\1"}}},
+            "pattern",
+            "/properties/p",
+        ),
+        (
+            {"type": "object", "properties": {"r": {"$ref": "https://example.com/s.json"}}},
+            "$ref",
+            "/properties/r",
+        ),
+        ({"type": "object", "properties": {"r": {"$ref": "#/$defs/missing"}}}, "$ref", "/properties/r"),
+        (
+            {
+                "type": "object",
+                "properties": {"u": {"oneOf": [{"type": "string"}, {"type": "string", "maxLength": 3}]}},
+            },
+            "oneOf",
+            "/properties/u",
+        ),
+        (
+            {"type": "object", "properties": {"u": {"type": "array", "uniqueItems": True}}},
+            "uniqueItems",
+            "/properties/u",
+        ),
+        ({"type": "object", "if": {"required": ["a"]}, "then": {"required": ["b"]}}, "if", ""),
+        (
+            {"type": "object", "properties": {"c": {"type": "array", "contains": {"type": "integer"}}}},
+            "contains",
+            "/properties/c",
+        ),
+        ({"type": "object", "properties": {"t": {"type": "strng"}}}, "type", "/properties/t"),
+        (
+            {"type": "object", "properties": {"m": {"type": "integer", "multipleOf": 0}}},
+            "multipleOf",
+            "/properties/m",
+        ),
+        ({"type": "array", "items": {"type": "integer"}}, "type", ""),
+        ({"type": "object", "required": ["a", "b"], "maxProperties": 1}, "maxProperties", ""),
+    ],
+)
+def test_unsupported_or_unsatisfiable_schemas_fail_at_registration(params, keyword, path):
+    with pytest.raises(SchemaError) as ei:
+        normalize_tool({"name": "t", "parameters": params})
+    assert (ei.value.keyword, ei.value.path) == (keyword, path)
+    assert repr(keyword) in str(ei.value) and (path or "/") in str(ei.value)
+
+
+@pytest.mark.parametrize("name", ["", "two words", "f{x}", "a:b", None])
+def test_bad_tool_names(name):
+    with pytest.raises(SchemaError) as ei:
+        normalize_tool({"name": name, "parameters": PARAMS})
+    assert ei.value.keyword == "name"
+
+
+def test_trivial_values_of_unsupported_keywords_are_accepted():
+    spec = normalize_tool(
+        {
+            "name": "t",
+            "parameters": {
+                "type": "object",
+                "properties": {"l": {"type": "array", "uniqueItems": False}},
+                "dependencies": {},
+            },
+        }
+    )
+    assert spec.parameters["properties"]["l"]["uniqueItems"] is False
+
+
+def test_ir_intersects_allof_in_keyword_order():
+    ir = build_ir(
+        {
+            "type": "object",
+            "allOf": [
+                {"properties": {"a": {"type": "integer", "minimum": 0}}, "required": ["a"]},
+                {"properties": {"b": {"type": "string"}, "a": {"maximum": 9}}},
+            ],
+            "properties": {"c": {"type": "boolean"}},
+        }
+    )
+    root = ir.root
+    assert isinstance(root, Obj)
+    assert [k for k, _ in root.props] == ["a", "b", "c"]
+    assert root.required == ("a",)
+    a = root.prop("a")
+    assert isinstance(a, Num) and (a.integer, a.minimum, a.maximum) == (True, 0, 9)
+
+
+def test_ir_oneof_disjoint_through_siblings_and_enum_filtering():
+    schema = {
+        "type": "object",
+        "required": ["kind"],
+        "oneOf": [
+            {"properties": {"kind": {"const": "a"}}},
+            {"properties": {"kind": {"const": "b"}, "x": {"type": "integer"}}},
+        ],
+        "properties": {"kind": {"type": "string"}},
+    }
+    root = build_ir(schema).root
+    assert isinstance(root, AnyOf) and len(root.options) == 2
+    assert root.options[0].prop("kind") == Lit("a", "str")
+    e = build_ir({"type": "string", "enum": ["a", 1, "bb", None], "maxLength": 1}).root
+    assert e == Lit("a", "str")
+
+
+def test_ir_refs_anchors_and_ids():
+    schema = {
+        "id": "http://example.com/root.json#",
+        "definitions": {"pos": {"id": "#pos", "type": "integer", "minimum": 0}},
+        "type": "object",
+        "properties": {"a": {"$ref": "#pos"}, "b": {"$ref": "http://example.com/root.json#/definitions/pos"}},
+    }
+    root = build_ir(schema).root
+    assert root.prop("a") == root.prop("b") == Num(True, 0, None, None, None, None)
+
+
+def test_ir_draft4_exclusive_bounds_nullable_and_const_objects():
+    root = build_ir(
+        {
+            "type": "object",
+            "properties": {
+                "x": {"type": "number", "minimum": 0, "exclusiveMinimum": True},
+                "n": {"type": "string", "nullable": True},
+                "c": {"const": {"k": [1, "v"]}},
+            },
+        }
+    ).root
+    assert root.prop("x") == Num(False, None, None, 0, None, None)
+    assert isinstance(root.prop("n"), AnyOf) and Str() in root.prop("n").options
+    c = root.prop("c")
+    assert (
+        isinstance(c, Obj) and c.required == ("k",) and c.prop("k").prefix == (Lit(1, "int"), Lit("v", "str"))
+    )
+
+
+def test_normalize_schema_does_not_modify_input():
+    raw = CreateArgs.model_json_schema()
+    before = json.dumps(raw, sort_keys=True)
+    normalize_schema(raw)
+    assert json.dumps(raw, sort_keys=True) == before
+
+
+# ---------------------------------------------------------------------------------------------------------
+# Patterns: ECMA-262 search semantics, checked against Python's re.search through llguidance
+# ---------------------------------------------------------------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def ll():
+    from model.constraints.llg import llg_tokenizer
+
+    return llg_tokenizer(build_tokenizer(["abc 123 xyz-_./:@ ABC"] * 10, vocab_size=400, min_frequency=1))
+
+
+PATTERNS = [
+    ("abc", ["abc", "xabcx", "ab", ""]),
+    ("^a|b$", ["a", "ax", "xb", "xbx", "b"]),
+    ("^[\\w.-]+@x\\.com$", ["bob@x.com", "b.o-b@x.com", "bob@y.com", "@x.com"]),
+    ("\\d{2,3}", ["12", "x123y", "1", "a"]),
+    ("^(abc|xyz)$", ["abc", "xyz", "abcxyz", "ab"]),
+    ("(^a.+)|(^[0-9]+)", ["ab", "a", "12", "x12"]),
+    ("^([^,]|$)", ["", "a", ",", "a,"]),
+    ("^[^/]*/[^/]*$", ["a/b", "a/b/c", "/", "ab"]),
+    ("x{2}$", ["axx", "xx", "x", "xxa"]),
+    ("^\\/path\\/\\d+$", ["/path/12", "/path/x"]),
+    ("^[a-z]{1,3}\\-\\_$", ["ab-_", "abcd-_"]),
+]
+
+
+@pytest.mark.parametrize(("pattern", "texts"), PATTERNS)
+def test_pattern_translation_matches_python_search(ll, pattern, texts):
+    rx = pattern_to_regex(pattern)
+    for text in texts:
+        m = llguidance.LLMatcher(ll, llguidance.LLMatcher.grammar_from_lark(f"start: /{rx}/"), log_level=0)
+        ids = ll.tokenize_str(text)
+        got = m.try_consume_tokens(ids) == len(ids) and m.is_accepting()
+        assert got == (re.search(pattern, text, re.ASCII) is not None), (pattern, text, rx)
+
+
+def test_format_regexes_accept_and_reject():
+    from model.constraints.schema import FORMATS
+
+    cases = {
+        "date": (["2024-02-29", "1999-12-31"], ["2024-02-30", "2024-13-01", "24-01-01"]),
+        "date-time": (
+            ["2024-05-01T12:30:00Z", "2024-05-01t12:30:00.5+02:00"],
+            ["2024-05-01 12:30:00Z", "2024-05-01T25:00:00Z"],
+        ),
+        "time": (["23:59:60Z", "00:00:00-01:30"], ["24:00:00Z", "12:00"]),
+        "duration": (["P1Y2M3D", "PT5M", "P3W", "P1DT2H"], ["P", "PT", "1Y"]),
+        "email": (["bob@example.com", "a.b+c@x.io", "u@[1.2.3.4]"], ["bob", "a..b@x.com", "@x.com"]),
+        "hostname": (["example.com", "a-b.c"], ["-a.com", "a_b.com"]),
+        "ipv4": (["192.168.0.1", "0.0.0.0"], ["256.1.1.1", "1.2.3"]),
+        "ipv6": (["::1", "2001:db8::8a2e:370:7334", "::ffff:1.2.3.4"], ["1:2:3", "::g"]),
+        "uuid": (["123e4567-e89b-12d3-a456-426614174000"], ["123e4567e89b12d3a456426614174000"]),
+        "uri": (
+            ["https://example.com/a?b=c#d", "urn:isbn:0451450523", "mailto:a@b.c"],
+            ["example.com/a", "1http://x", "http://a b"],
+        ),
+    }
+    assert set(cases) == set(FORMATS)
+    for name, (good, bad) in cases.items():
+        for s in good:
+            assert re.fullmatch(FORMATS[name], s), (name, s)
+        for s in bad:
+            assert not re.fullmatch(FORMATS[name], s), (name, s)
