@@ -222,12 +222,12 @@ def synthetic_tokenizer(vocab_size: int = 262_144) -> Any:
             break
     if len(vocab) < vocab_size:
         raise ValueError(f"synthetic scheme reaches only {len(vocab)} tokens < {vocab_size}")
-    tok = Tokenizer(models.BPE(vocab=vocab, merges=merges))
-    tok.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False, use_regex=True)
-    tok.decoder = decoders.ByteLevel()
-    tok.add_special_tokens(list(st.SPECIAL_TOKENS))
+    bpe = Tokenizer(models.BPE(vocab=vocab, merges=merges))
+    bpe.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False, use_regex=True)
+    bpe.decoder = decoders.ByteLevel()
+    bpe.add_special_tokens(list(st.SPECIAL_TOKENS))
     fast = PreTrainedTokenizerFast(
-        tokenizer_object=tok,
+        tokenizer_object=bpe,
         pad_token=st.PAD,
         eos_token=st.EOS,
         bos_token=st.BOS,
