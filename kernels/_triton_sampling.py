@@ -11,7 +11,7 @@ Two launches per call:
 1. ``_granule_kernel``: one program per (row, granule of ``GRANULE`` tokens); grid ``R * G``,
    ``G = ceil(V / GRANULE)``. The granule is read once as a ``[GRANULE / CH, CH]`` tile, ``CH`` = 16 bytes
    of logits (4 fp32 / 8 bf16), so each thread owns whole 16-byte chunks and every per-element operation is
-   thread-local: chunk max, then ``d = x - m`` (clamped at -1000 with NaN kept), ``e = 2**d``, chunk sums
+   thread-local: chunk max, then ``d = x - m``, ``e = 2**d``, chunk sums
    of ``e`` and ``e * d``. Only per-chunk vectors cross threads: the granule max ``m``, ``s = sum e``,
    ``t = sum e * d``; the first chunk holding ``m``; the chunk where the cumulative mass first exceeds
    ``u0 * s``. Those two chunks (``CH`` logits each, cache hits) are re-read to find the exact argmax and
@@ -33,6 +33,9 @@ import triton
 import triton.language as tl
 
 _INT32_MAX = tl.constexpr(2147483647)
+# Forbidden / out-of-range tokens read as this finite value, not -inf: 2**(-1e30 * scale - m) is 0 and so is
+# its product with the exponent, where -inf would give 0 * -inf = NaN. Logits <= NEG_SENTINEL count as -inf.
+NEG_SENTINEL = tl.constexpr(-1e30)
 
 
 @triton.jit
@@ -57,27 +60,21 @@ def _lo_hi(value):
 
 
 @triton.jit
-def _load_masked(row_ptr, mask_row_ptr, cols, V, EVEN: tl.constexpr, HAS_MASK: tl.constexpr):
-    """float32 logits at ``cols`` (any shape); -inf past ``V`` and where the bitmask forbids the token."""
+def _load_masked(row_ptr, mask_row_ptr, cols, start, jbit, V, EVEN: tl.constexpr, HAS_MASK: tl.constexpr):
+    """float32 logits at ``cols = start + j`` (chunks of CHUNK <= 32 tokens starting at multiples of CHUNK, so
+    one bitmask word covers a chunk); ``NEG_SENTINEL`` past ``V`` and where the bitmask forbids the token.
+    ``start`` broadcasts against ``cols``; ``jbit = 1 << j``."""
     if EVEN:
         x = tl.load(row_ptr + cols).to(tl.float32)
     else:
-        x = tl.load(row_ptr + cols, mask=cols < V, other=float("-inf")).to(tl.float32)
+        x = tl.load(row_ptr + cols, mask=cols < V, other=NEG_SENTINEL).to(tl.float32)
     if HAS_MASK:
         if EVEN:
-            words = tl.load(mask_row_ptr + (cols >> 5))
+            words = tl.load(mask_row_ptr + (start >> 5))
         else:
-            words = tl.load(mask_row_ptr + (cols >> 5), mask=cols < V, other=0)
-        x = tl.where(((words >> (cols & 31)) & 1) != 0, x, float("-inf"))
+            words = tl.load(mask_row_ptr + (start >> 5), mask=start < V, other=0)
+        x = tl.where(((words >> (start & 31)) & jbit) != 0, x, NEG_SENTINEL)
     return x
-
-
-@triton.jit
-def _exp2_rel(raw, inv_temp2, m_safe):
-    """(d, 2**d) with d = raw * inv_temp2 - m clamped at -1000 (2**-1000 == 0, and 0 * -1000 == 0, where
-    -inf would give NaN); NaN stays NaN."""
-    d = tl.maximum(raw * inv_temp2 - m_safe, -1000.0, propagate_nan=tl.PropagateNan.ALL)
-    return d, tl.exp2(d)
 
 
 @triton.jit(do_not_specialize=["seed", "offset"])
@@ -99,13 +96,18 @@ def _granule_kernel(
     pamax_ptr,
     psidx_ptr,
     GRANULE: tl.constexpr,
-    CH: tl.constexpr,
+    LANES: tl.constexpr,
+    CHUNK: tl.constexpr,
     EVEN: tl.constexpr,
     HAS_MASK: tl.constexpr,
     PER_ROW_TEMP: tl.constexpr,
     MIN_TEMP: tl.constexpr,
+    SAFE: tl.constexpr,
 ):
-    NCH: tl.constexpr = GRANULE // CH
+    # The granule is a [K, LANES, CHUNK] tile: token base + (k * LANES + l) * CHUNK + j. Memory order is
+    # (k, l, j), so consecutive lanes read consecutive chunks (coalesced); the sampling CDF runs in (l, k, j)
+    # order, so the scan over k is thread-local and only the LANES lane totals are scanned across threads.
+    K: tl.constexpr = GRANULE // (LANES * CHUNK)
     LOG2E: tl.constexpr = 1.4426950408889634
     pid = tl.program_id(0)
     row = pid // G
@@ -122,47 +124,74 @@ def _granule_kernel(
         inv_temp2 = inv_temp2_scalar
 
     base = g * GRANULE
-    ci = tl.arange(0, NCH)
-    cj = tl.arange(0, CH)
-    cols = base + ci[:, None] * CH + cj[None, :]
-    raw = _load_masked(row_ptr, mask_row_ptr, cols, V, EVEN, HAS_MASK)
+    k2 = tl.arange(0, K)[:, None]
+    l2 = tl.arange(0, LANES)[None, :]
+    j1 = tl.arange(0, CHUNK)
+    jbit = 1 << j1
+    chunk_id = k2 * LANES + l2  # [K, LANES], chunk index in memory order
+    start = base + chunk_id[:, :, None] * CHUNK  # [K, LANES, 1]
+    cols = start + j1[None, None, :]
+    raw = _load_masked(row_ptr, mask_row_ptr, cols, start, jbit[None, None, :], V, EVEN, HAS_MASK)
 
     # The max is taken on the raw logits (x = raw * inv_temp2 is monotone in raw): one multiply less per
     # logit, and the argmax is exactly torch.argmax of the masked logits.
-    chunk_max = tl.max(raw, 1)
-    m_raw = tl.max(chunk_max, 0)
-    m = m_raw * inv_temp2
-    m_safe = tl.where(m == float("-inf"), 0.0, m)
-    d, e = _exp2_rel(raw, inv_temp2, m_safe)
-    chunk_s = tl.sum(e, 1)
-    chunk_t = tl.sum(e * d, 1)
-    s_g = tl.sum(chunk_s, 0)  # NaN logits make it NaN: the combine kernel flags the row
-    t_g = tl.sum(chunk_t, 0)
+    chunk_max = tl.max(raw, 2)
+    m_raw = tl.max(tl.max(chunk_max, 0), 0)  # reduce k (in-thread) before lanes (shuffles)
+    empty = m_raw <= NEG_SENTINEL  # no allowed token with a logit above the sentinel
+    m = tl.where(empty, float("-inf"), m_raw * inv_temp2)
+    m_safe = tl.where(empty, 0.0, m)
+    d = raw * inv_temp2 - m_safe
+    if SAFE:
+        # clamp: a -inf logit gives 2**-1000 * -1000 == 0 instead of 0 * -inf = NaN; NaN stays NaN
+        d = tl.maximum(d, -1000.0, propagate_nan=tl.PropagateNan.ALL)
+    e = tl.exp2(d)
+    chunk_s = tl.sum(e, 2)  # [K, LANES]
+    lane_s = tl.sum(chunk_s, 0)  # [LANES]
+    s_g = tl.sum(lane_s, 0)  # NaN logits make it NaN: the combine kernel flags the row
+    t_g = tl.sum(tl.sum(tl.sum(e * d, 0), 1), 0)
 
-    # argmax: the first chunk holding the max, then the first position in it
-    ca = tl.min(tl.where(chunk_max == m_raw, ci, NCH - 1), 0)
-    cols_a = base + ca * CH + cj
-    raw_a = _load_masked(row_ptr, mask_row_ptr, cols_a, V, EVEN, HAS_MASK)
+    # argmax: the first chunk (memory order) holding the max, then the first position in it
+    ca = tl.min(tl.min(tl.where(chunk_max == m_raw, chunk_id, GRANULE), 0), 0)
+    ca = tl.where(ca == GRANULE, 0, ca)
+    start_a = base + ca * CHUNK
+    cols_a = start_a + j1
+    raw_a = _load_masked(row_ptr, mask_row_ptr, cols_a, start_a, jbit, V, EVEN, HAS_MASK)
     amax = tl.min(tl.where(raw_a == m_raw, cols_a, _INT32_MAX), 0)
 
-    # sample: inverse CDF, first over the chunk masses, then inside the chosen chunk
-    key_lo, key_hi = _lo_hi(seed)
-    off_lo, off_hi = _lo_hi(offset)
-    r0, r1, _r2, _r3 = _philox(key_lo, key_hi, g.to(tl.uint32), row.to(tl.uint32), off_lo, off_hi)
+    # sample: inverse CDF in (lane, k, j) order: pick the lane, then k in it (thread-local), then j
+    # (helpers are inlined by hand: every device-function call costs the interpreter ~5 ms)
+    seed64 = tl.to_tensor(seed).to(tl.int64)
+    off64 = tl.to_tensor(offset).to(tl.int64)
+    r0, r1, _r2, _r3 = _philox(
+        (seed64 & 0xFFFFFFFF).to(tl.uint32),
+        ((seed64 >> 32) & 0xFFFFFFFF).to(tl.uint32),
+        g.to(tl.uint32),
+        row.to(tl.uint32),
+        (off64 & 0xFFFFFFFF).to(tl.uint32),
+        ((off64 >> 32) & 0xFFFFFFFF).to(tl.uint32),
+    )
     u0 = ((r0 >> 9).to(tl.float32) + 0.5) * 1.1920928955078125e-07
     u1 = ((r1 >> 9).to(tl.float32) + 0.5) * 1.1920928955078125e-07
     thr = u0 * s_g
-    chunk_cs = tl.cumsum(chunk_s, 0)
-    cs = tl.min(tl.where((chunk_cs > thr) & (chunk_s > 0.0), ci, NCH), 0)
-    cs = tl.where(cs == NCH, ca, cs)  # float rounding put thr past the total: use the argmax chunk
-    before = tl.sum(tl.where(ci == cs, chunk_cs - chunk_s, 0.0), 0)
-    cols_s = base + cs * CH + cj
-    raw_s = _load_masked(row_ptr, mask_row_ptr, cols_s, V, EVEN, HAS_MASK)
-    _ds, es = _exp2_rel(raw_s, inv_temp2, m_safe)
-    inner_cs = before + tl.cumsum(es, 0)
-    sidx = tl.min(tl.where((inner_cs > thr) & (es > 0.0), cols_s, _INT32_MAX), 0)
+    l1 = tl.arange(0, LANES)
+    lane_cs = tl.cumsum(lane_s, 0)
+    ls = tl.min(tl.where((lane_cs > thr) & (lane_s > 0.0), l1, LANES), 0)
+    ls = tl.where(ls == LANES, ca % LANES, ls)  # float rounding put thr past the total
+    thr_lane = thr - tl.sum(tl.where(l1 == ls, lane_cs - lane_s, 0.0), 0)
+    k_cs = tl.cumsum(chunk_s, 0)  # [K, LANES], thread-local running sums along k
+    below = (k_cs <= thr_lane) & (l2 == ls)
+    ks = tl.sum(tl.sum(below.to(tl.int32), 0), 0)  # chunks of lane ls entirely below the threshold
+    thr_chunk = thr_lane - tl.max(tl.max(tl.where(below, k_cs, 0.0), 0), 0)
+    cs = tl.where(ks < K, ks * LANES + ls, ca)
+    start_s = base + cs * CHUNK
+    cols_s = start_s + j1
+    raw_s = _load_masked(row_ptr, mask_row_ptr, cols_s, start_s, jbit, V, EVEN, HAS_MASK)
+    es = tl.exp2(raw_s * inv_temp2 - m_safe)
+    inner_cs = tl.cumsum(es, 0)
+    sidx = tl.min(tl.where((inner_cs > thr_chunk) & (es > 0.0), cols_s, _INT32_MAX), 0)
     last = tl.max(tl.where(es > 0.0, cols_s, -1), 0)
     sidx = tl.where(sidx == _INT32_MAX, last, sidx)
+    sidx = tl.where(sidx < 0, amax, sidx)  # never a token without mass
     gumbel = -tl.log(-tl.log(u1))
     score = tl.where(s_g > 0.0, m + tl.log2(s_g) + gumbel * LOG2E, float("-inf"))
 
@@ -216,13 +245,15 @@ def _combine_kernel(
     _best, g_smp = tl.max(score, 0, return_indices=True, return_indices_tie_break_left=True)
     sample = tl.load(psidx_ptr + base + g_smp).to(tl.int64)
 
-    good = (big_s >= 0.5) & (big_s < float("inf")) & (big_t == big_t) & (big_m < float("inf"))
+    s_ok = (big_s >= 0.5) & (big_s < float("inf")) & (big_m < float("inf"))
     if PER_ROW_TEMP:
         temp = tl.load(temp_ptr + row)
-        good = good & (temp >= 0.0)
+        s_ok = s_ok & (temp >= 0.0)
+    good = s_ok & (big_t == big_t)
     empty = (big_m == float("-inf")) & (big_s == 0.0)
-    # Error codes for the host: -1 = no allowed token with a finite logit, -2 = NaN / +inf / bad temperature.
-    code = tl.where(empty, -1, -2).to(tl.int64)
+    # Codes for the host: -1 = no allowed token with a finite logit, -2 = NaN / +inf / bad temperature,
+    # -3 = an allowed -inf logit made the entropy term NaN: run again with SAFE=True.
+    code = tl.where(empty, -1, tl.where(s_ok, -3, -2)).to(tl.int64)
     tl.store(argmax_ptr + row, tl.where(good, argmax, code))
     tl.store(sample_ptr + row, tl.where(good, sample, code))
     tl.store(entropy_ptr + row, entropy)

@@ -67,13 +67,50 @@ MIN_TEMPERATURE = 1e-4
 """Temperatures below this (including 0) are clamped to it."""
 
 GRANULE = 4096
-"""Tokens per sampling granule (one Philox call and one Triton program each). Changing it changes which
-sample a seed gives (not the distribution)."""
+"""Tokens per sampling granule (one Philox call and one Triton program each). With :data:`LANES` and
+:data:`CHUNK` it fixes which sample a seed gives (not the distribution)."""
 
-NUM_WARPS = 1
-"""Warps per Triton program of the granule kernel (a performance knob: results do not depend on it)."""
+LANES = 32
+"""Lanes of the granule tile ``[GRANULE / (LANES * CHUNK), LANES, CHUNK]`` (see :func:`_granule_sample`)."""
+
+CHUNK = 8
+"""Contiguous tokens per chunk of the granule tile."""
+
+
+@dataclass(frozen=True)
+class _Granule:
+    """Shape of the sampling granule: ``size = k * lanes * chunk`` tokens, all powers of two."""
+
+    size: int = GRANULE
+    lanes: int = LANES
+    chunk: int = CHUNK
+
+    def __post_init__(self) -> None:
+        for name in ("size", "lanes", "chunk"):
+            v = getattr(self, name)
+            if v < 1 or v & (v - 1):
+                raise ValueError(f"granule {name} must be a power of two, got {v}")
+        if self.size % (self.lanes * self.chunk):
+            raise ValueError(f"granule size {self.size} must be a multiple of lanes * chunk")
+
+    @property
+    def k(self) -> int:
+        return self.size // (self.lanes * self.chunk)
+
+
+_DEFAULT_GRANULE = _Granule()
+
+NUM_WARPS = {torch.float32: 2, torch.bfloat16: 1, torch.float16: 1}
+"""Warps per Triton program of the granule kernel by logits dtype (a performance knob: results do not
+depend on it). One warp keeps every reduction over a granule in registers and shuffles."""
+
+
+def _default_num_warps(dtype: torch.dtype) -> int:
+    return NUM_WARPS.get(dtype, 1)
+
 
 _LOG2E = 1.4426950408889634
+_NEG_SENTINEL = -1e30
 
 
 @dataclass(frozen=True)
@@ -203,8 +240,10 @@ def _masked_and_tempered2(p: _Prepared) -> tuple[torch.Tensor, torch.Tensor]:
     """float32 [R, V] masked logits (-inf where the bitmask forbids the token) and the base-2 tempered
     logits ``masked * (log2(e) / T)`` (the kernel's values)."""
     raw = p.logits.float()
+    forbidden = raw <= _NEG_SENTINEL  # the kernel reads forbidden tokens as -1e30: lower logits count as -inf
     if p.bitmask is not None:
-        raw = raw.masked_fill(~_unpack_bitmask(p.bitmask, p.vocab), float("-inf"))
+        forbidden |= ~_unpack_bitmask(p.bitmask, p.vocab)
+    raw = raw.masked_fill(forbidden, float("-inf"))
     if p.temp is not None:
         log2e = torch.tensor(_LOG2E, dtype=torch.float32, device=p.logits.device)
         t = torch.where(p.temp > MIN_TEMPERATURE, p.temp, torch.full_like(p.temp, MIN_TEMPERATURE))
@@ -238,20 +277,24 @@ def _check_rows(fn: str, x: torch.Tensor, temp: torch.Tensor | None) -> None:
 # --------------------------------------------------------------------------------------------------------
 
 
-def _granule_sample(x2: torch.Tensor, seed: int, offset: int, granule: int) -> torch.Tensor:
+def _granule_sample(x2: torch.Tensor, seed: int, offset: int, gr: _Granule) -> torch.Tensor:
     """[R, V] float32 base-2 tempered, masked, checked logits -> [R] int64 samples (the kernel's method).
 
-    Per granule ``g`` of ``granule`` tokens: ``m`` = max, ``e = 2**max(x2 - m, -1000)``, ``s = sum e``; the
-    token is the first with ``cumsum(e) > u0 * s`` (inverse CDF; a binary search here, since a sequential
-    cumsum of non-negative terms is non-decreasing and flat exactly where ``e == 0``); the granule is the
-    one maximising ``m + log2(s) + log2(e) * Gumbel(u1)``. ``(u0, u1)`` are Philox-4x32-10 words 0 and 1 for
-    key ``seed`` and counter ``(g, row, offset mod 2**32, offset >> 32)``.
+    The vocabulary is cut into granules of ``gr.size`` tokens; granule ``g`` is viewed as a
+    ``[k, lanes, chunk]`` tile (token ``g * size + (k_i * lanes + l) * chunk + j``). In granule ``g``:
+    ``m`` = max, ``e = 2**max(x2 - m, -1000)``, ``s = sum e``; the token is the first, in ``(l, k_i, j)``
+    order, whose running sum of ``e`` exceeds ``u0 * s`` (inverse CDF; a binary search here). The granule
+    is the one maximising ``m + log2(s) + log2(e) * Gumbel(u1)`` (Gumbel-max over granule masses).
+    ``(u0, u1)`` are Philox-4x32-10 words 0 and 1 for key ``seed``, counter
+    ``(g, row, offset mod 2**32, offset >> 32)``.
     """
     rows, vocab = x2.shape
-    n_gran = (vocab + granule - 1) // granule
-    if n_gran * granule != vocab:
-        x2 = torch.nn.functional.pad(x2, (0, n_gran * granule - vocab), value=float("-inf"))
-    xg = x2.view(rows, n_gran, granule)
+    size = gr.size
+    n_gran = (vocab + size - 1) // size
+    if n_gran * size != vocab:
+        x2 = torch.nn.functional.pad(x2, (0, n_gran * size - vocab), value=float("-inf"))
+    # (k, l, j) memory order -> (l, k, j) sampling order
+    xg = x2.view(rows, n_gran, gr.k, gr.lanes, gr.chunk).transpose(2, 3).reshape(rows, n_gran, size)
     m = xg.amax(-1, keepdim=True)
     m_safe = torch.where(m == float("-inf"), 0.0, m)  # an all -inf granule gives e = 0, not NaN
     e = torch.exp2((xg - m_safe).clamp_min(-1000.0))
@@ -265,15 +308,17 @@ def _granule_sample(x2: torch.Tensor, seed: int, offset: int, granule: int) -> t
     r0, r1, _, _ = philox4x32(seed, g_idx, r_idx, off_lo, off_hi)
     u0, u1 = uniform_open01(r0), uniform_open01(r1)
 
-    inner = torch.searchsorted(cs, u0.unsqueeze(-1) * s, right=True)  # first index with cs > u0 * s
-    # float rounding can put u0 * s past the total: take the last token with e > 0
+    pos = torch.searchsorted(cs, u0.unsqueeze(-1) * s, right=True)  # first position with cs > u0 * s
+    # float rounding can put u0 * s past the total: take the last position with e > 0
     last = torch.searchsorted(cs, cs[..., -1:].contiguous(), right=False)
-    inner = torch.where(inner >= granule, last, inner).squeeze(-1)
+    pos = torch.where(pos >= size, last, pos).squeeze(-1)
+    lane, kk, j = pos // (gr.k * gr.chunk), (pos // gr.chunk) % gr.k, pos % gr.chunk
+    inner = (kk * gr.lanes + lane) * gr.chunk + j
     gumbel = -torch.log(-torch.log(u1))
     s = s.squeeze(-1)
     score = torch.where(s > 0, m.squeeze(-1) + torch.log2(s) + gumbel * _LOG2E, float("-inf"))
     best = score.argmax(-1, keepdim=True)
-    return best.squeeze(-1) * granule + inner.gather(-1, best).squeeze(-1)
+    return best.squeeze(-1) * size + inner.gather(-1, best).squeeze(-1)
 
 
 def _entropy_max_prob(x2: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
@@ -292,7 +337,7 @@ def _sample_reference(
     bitmask: torch.Tensor | None,
     seed: int,
     offset: int,
-    granule: int,
+    granule: _Granule = _DEFAULT_GRANULE,
 ) -> SampleOutput:
     p = _prepare("sample_reference", logits, temperature, bitmask, seed, offset)
     dev = p.logits.device
@@ -342,7 +387,7 @@ def sample_reference(
             NaN / negative per-row temperature.
         TypeError: logits not a tensor, temperature neither float nor tensor, non-int seed / offset.
     """
-    return _sample_reference(logits, temperature, bitmask=bitmask, seed=seed, offset=offset, granule=GRANULE)
+    return _sample_reference(logits, temperature, bitmask=bitmask, seed=seed, offset=offset)
 
 
 def entropy_reference(logits: torch.Tensor, temperature: float | torch.Tensor) -> torch.Tensor:
@@ -417,16 +462,16 @@ def _interpreted(mod: ModuleType) -> bool:
 def _launch_triton(
     p: _Prepared,
     *,
-    granule: int = GRANULE,
-    num_warps: int = NUM_WARPS,
+    granule: _Granule = _DEFAULT_GRANULE,
+    num_warps: int | None = None,
+    safe: bool = False,
 ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]:
-    """Launch both kernels; no host sync. Invalid rows get argmax = sample = -1 (empty) or -2 (NaN ...)."""
+    """Launch both kernels; no host sync. Invalid rows get argmax = sample = -1 (no allowed finite logit),
+    -2 (NaN / +inf / bad temperature) or -3 (an allowed -inf logit: launch again with ``safe=True``)."""
     mod = _triton_module()
-    if granule < 16 or granule & (granule - 1):
-        raise ValueError(f"granule must be a power of two >= 16, got {granule}")
     dev = p.logits.device
     rows, vocab = p.rows, p.vocab
-    n_gran = (vocab + granule - 1) // granule
+    n_gran = (vocab + granule.size - 1) // granule.size
     per_row = p.temp is not None
     fparts = torch.empty((4, rows, n_gran), dtype=torch.float32, device=dev)
     iparts = torch.empty((2, rows, n_gran), dtype=torch.int32, device=dev)
@@ -455,13 +500,16 @@ def _launch_triton(
         fparts[3],
         iparts[0],
         iparts[1],
-        GRANULE=granule,
-        CH=16 // p.logits.element_size(),  # one 16-byte vector of logits per chunk
-        EVEN=vocab % granule == 0,
+        GRANULE=granule.size,
+        LANES=granule.lanes,
+        CHUNK=granule.chunk,
+        EVEN=vocab % granule.size == 0,
         HAS_MASK=p.bitmask is not None,
         PER_ROW_TEMP=per_row,
         MIN_TEMP=MIN_TEMPERATURE,
-        num_warps=num_warps,
+        SAFE=safe,
+        num_warps=num_warps or _default_num_warps(p.logits.dtype),
+        enable_fp_fusion=True,
     )
     g_pow2 = max(16, 1 << (n_gran - 1).bit_length())
     mod._combine_kernel[(rows,)](
@@ -491,8 +539,8 @@ def _sample_triton(
     bitmask: torch.Tensor | None,
     seed: int,
     offset: int,
-    granule: int = GRANULE,
-    num_warps: int = NUM_WARPS,
+    granule: _Granule = _DEFAULT_GRANULE,
+    num_warps: int | None = None,
     check: bool = True,
 ) -> SampleOutput:
     mod = _triton_module()
@@ -503,7 +551,11 @@ def _sample_triton(
             "(or TRITON_INTERPRET=1 set before triton is imported); use fused_sample or sample_reference"
         )
     argmax, sample, entropy, max_prob = _launch_triton(p, granule=granule, num_warps=num_warps)
-    if check and p.rows > 0 and int(argmax.min()) < 0:  # one device->host sync
+    low = int(argmax.min()) if check and p.rows > 0 else 0  # one device->host sync
+    if low < 0 and bool((argmax == -3).any()):  # allowed -inf logits: the clamped variant handles them
+        argmax, sample, entropy, max_prob = _launch_triton(p, granule=granule, num_warps=num_warps, safe=True)
+        low = int(argmax.min())
+    if low < 0:
         empty, bad = argmax == -1, argmax == -2
         parts = []
         if bool(bad.any()):
