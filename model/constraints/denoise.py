@@ -215,8 +215,12 @@ class GrammarConstraint:
     def _room(self) -> int:
         return self.canvas_length - len(self.canvas)
 
-    def _budget_check(self, force: bool = False) -> int:
+    def _budget_check(self, force: bool = False, rollback: bool = True) -> int:
         """Check that a completion still fits; on failure roll back to the checkpoint and close from there.
+
+        Args:
+            force: check even if the next scheduled check is not due.
+            rollback: allowed to roll back (not at a canvas start: earlier canvases are already emitted).
 
         Returns:
             The number of tokens rolled back (0 when the budget is fine or no check was due).
@@ -232,7 +236,7 @@ class GrammarConstraint:
             slack = left - len(comp) - self.margin
             self._next_check = n + max(1, min(self.max_check_gap, slack // 4))
             return 0
-        back = min(n - self._ok_len, len(self.canvas)) if not force else 0
+        back = min(n - self._ok_len, len(self.canvas)) if rollback else 0
         self._rollback(back)
         self.closing = comp if back == 0 else shortest_completion(self.matcher, self.ranks, self._left() + 1)
         return back
@@ -267,9 +271,9 @@ class GrammarConstraint:
         self.canvas = []
         self.canvas_length = canvas_length
         self.tokens_left_at_start = tokens_left
-        self._budget_check(
-            force=True
-        )  # the checkpoint must lie inside this canvas (rollback cannot cross it)
+        # The checkpoint must lie inside this canvas (rollback cannot cross it); the previous canvas ended
+        # on a verified state (see readout), so this passes unless the budget was too small to start with.
+        self._budget_check(force=True, rollback=False)
         self._advance_forced()
 
     def plan(self) -> ConstraintPlan:
@@ -297,25 +301,32 @@ class GrammarConstraint:
         return list(range(len(self.canvas), len(self.canvas) + back))
 
     def readout(self, logits: torch.Tensor) -> list[int]:
-        """Committed prefix, then masked argmax left to right over ``logits`` ``[C, V]``, then pad."""
+        """Committed prefix, then masked argmax left to right over ``logits`` ``[C, V]``, then pad.
+
+        The canvas always ends on a state verified by the budget guard, because the next canvas cannot roll
+        back into this one.
+        """
         scores = logits.float().cpu().numpy()
         best = scores.argmax(axis=1)
-        while self._room() > 0:
-            self._advance_forced()
-            if self.done or self._room() <= 0:
+        while True:
+            while self._room() > 0:
+                self._advance_forced()
+                if self.done or self._room() <= 0:
+                    break
+                pos = len(self.canvas)
+                raw = self.matcher.compute_bitmask()
+                tok = int(best[pos])
+                if not (tok < self.vocab_size and (raw[tok >> 3] >> (tok & 7)) & 1):
+                    allowed = bitmask_to_bool(raw, self.vocab_size)
+                    row = np.where(
+                        allowed, scores[pos, : self.vocab_size], -math.inf
+                    )  # tokenizer <= model vocab
+                    tok = int(np.argmax(row))
+                    if not allowed[tok]:  # pragma: no cover - a live matcher allows >= 1 token
+                        raise RuntimeError("grammar allows no token at the readout frontier")
+                if self._consume([tok]) != 1:  # pragma: no cover
+                    raise RuntimeError(f"matcher rejected an allowed token {tok}: {self.matcher.get_error()}")
+                self._budget_check()
+            if self.done or self.closing or self._budget_check(force=True) == 0:
                 break
-            pos = len(self.canvas)
-            raw = self.matcher.compute_bitmask()
-            tok = int(best[pos])
-            if not (tok < self.vocab_size and (raw[tok >> 3] >> (tok & 7)) & 1):
-                allowed = bitmask_to_bool(raw, self.vocab_size)
-                row = np.where(
-                    allowed, scores[pos, : self.vocab_size], -math.inf
-                )  # tokenizer size <= model vocab
-                tok = int(np.argmax(row))
-                if not allowed[tok]:  # pragma: no cover - a live matcher allows >= 1 token
-                    raise RuntimeError("grammar allows no token at the readout frontier")
-            if self._consume([tok]) != 1:  # pragma: no cover
-                raise RuntimeError(f"matcher rejected an allowed token {tok}: {self.matcher.get_error()}")
-            self._budget_check()
         return self.canvas + [self.pad] * self._room()
