@@ -378,3 +378,29 @@ def test_triton_errors(device):
     out = kernel(device, nan_masked, 1.0, bitmask=pack_bitmask(allowed_all_but))
     ref = S.sample_reference(nan_masked, 1.0, bitmask=pack_bitmask(allowed_all_but))
     assert_same(out, ref)
+
+
+@interp_warnings
+def test_triton_neg_inf_retry_and_sentinel(device):
+    # Forbidden tokens read as -1e30 (finite) so the fast kernel needs no clamp; an *allowed* -inf logit makes
+    # its entropy term 0 * -inf = NaN, which the combine reports as -3 and sample_triton reruns clamped.
+    g = torch.Generator().manual_seed(9)
+    logits = torch.randn(3, 80, generator=g)
+    logits[1, 7] = NEG_INF  # allowed -inf
+    logits[2, 11] = -1e31  # below the sentinel: counts as -inf, and needs no retry
+    allowed = torch.ones(3, 80, dtype=torch.bool)
+    allowed[0, ::2] = False  # forbidden tokens need no retry either
+    mask = pack_bitmask(allowed)
+    p = S._prepare("test", on(device, logits), 0.9, on(device, mask), 3, 0)
+    fast = S._launch_triton(p)[0].cpu()
+    assert fast.tolist()[0] >= 0 and fast.tolist()[1] == -3 and fast.tolist()[2] >= 0
+    safe = S._launch_triton(p, safe=True)[0].cpu()
+    assert bool((safe >= 0).all())
+    ref = S.sample_reference(logits, 0.9, bitmask=mask, seed=3)
+    assert_same(kernel(device, logits, 0.9, bitmask=mask, seed=3), ref)
+    # the reference treats -1e31 as -inf too: a row of only such logits has no allowed finite logit
+    low = torch.full((1, 80), -1e31)
+    with pytest.raises(ValueError, match="no allowed token"):
+        S.sample_reference(low, 1.0)
+    with pytest.raises(ValueError, match="no allowed token"):
+        kernel(device, low, 1.0)
