@@ -9,21 +9,28 @@ All arithmetic is in base 2: ``x = logit * (log2(e) / T)`` so that ``exp`` is on
 Two launches per call:
 
 1. ``_granule_kernel``: one program per (row, granule of ``GRANULE`` tokens); grid ``R * G``,
-   ``G = ceil(V / GRANULE)``. The granule is read once as a ``[GRANULE / CH, CH]`` tile, ``CH`` = 16 bytes
-   of logits (4 fp32 / 8 bf16), so each thread owns whole 16-byte chunks and every per-element operation is
-   thread-local: chunk max, then ``d = x - m``, ``e = 2**d``, chunk sums
-   of ``e`` and ``e * d``. Only per-chunk vectors cross threads: the granule max ``m``, ``s = sum e``,
-   ``t = sum e * d``; the first chunk holding ``m``; the chunk where the cumulative mass first exceeds
-   ``u0 * s``. Those two chunks (``CH`` logits each, cache hits) are re-read to find the exact argmax and
-   the sampled token (inverse CDF). Per granule it writes ``m, s, t``, the argmax, the sample and the
-   granule's Gumbel score ``m + log2(s) + log2(e) * Gumbel(u1)``; ``u0, u1`` come from one Philox-4x32-10
-   call with key ``seed`` and counter ``(granule, row, offset lo, offset hi)``.
+   ``G = ceil(V / GRANULE)``. The granule is read once as a ``[K, LANES, CHUNK]`` tile (token
+   ``(k * LANES + l) * CHUNK + j``; with one warp, lane ``l`` owns ``K`` chunks of 16 bytes of bf16
+   logits, and consecutive lanes read consecutive chunks). Every per-logit operation is thread-local (the
+   sm_90 SASS has about 12 instructions per bf16 logit and 18 per fp32 logit, per-granule work included):
+   chunk max of the raw logits, ``d = x - m``, ``e = 2**d``, chunk sums of ``e`` and ``e * d``. Across
+   threads go only the granule max ``m``, ``s = sum e``, ``t = sum e * d``, the first chunk holding the
+   max, and the inverse-CDF search for ``u0 * s``, done in (lane, k, j) order: a scan over the ``LANES``
+   lane totals, then a thread-local scan over ``k`` inside the chosen lane. The argmax chunk and the sampled chunk (``CHUNK`` logits each, cache hits)
+   are re-read to pick the exact token. Per granule it writes ``m, s, t``, the argmax, the sample and the
+   Gumbel score ``m + log2(s) + log2(e) * Gumbel(u1)``; ``u0, u1`` are words 0 and 1 of one Philox-4x32-10
+   call (Salmon et al., SC 2011) with key ``seed`` and counter ``(granule, row, offset lo, offset hi)``.
+   Forbidden and out-of-range tokens read as ``NEG_SENTINEL`` (-1e30, finite) so that ``e * d`` needs no
+   clamp; an allowed ``-inf`` logit makes ``t`` NaN, reported as code -3, and the host reruns with
+   ``SAFE=True`` (``d`` clamped at -1000).
 2. ``_combine_kernel``: one program per row merges the granule partials like online softmax merges running
    (max, sum) pairs (Milakov & Gimelshein 2018): ``M = max m``, ``S = sum s 2**(m - M)``,
    ``T = sum 2**(m - M) (t + s (m - M))``; entropy ``ln(2) (log2 S - T / S)`` nats; max probability
    ``1 / S``; the sample is that of the granule with the best Gumbel score (Gumbel-max over granule masses).
+   Invalid rows get argmax = sample = -1 (no allowed finite logit), -2 (NaN / +inf / bad temperature) or -3.
 
-Results depend on ``GRANULE`` (which Philox counter covers which tokens), not on ``num_warps``.
+Results depend on ``GRANULE``, ``LANES`` and ``CHUNK`` (which Philox counter covers which tokens, and the
+CDF order), not on ``num_warps``.
 """
 
 from __future__ import annotations

@@ -16,24 +16,26 @@ Public API:
 
 Semantics shared by all three:
 
-* ``x = float32(logits) * float32(1 / max(temperature, MIN_TEMPERATURE))``; tokens the bitmask forbids get
-  ``x = -inf``. Temperatures below :data:`MIN_TEMPERATURE` (1e-4), including 0, are clamped to it: at that
-  temperature the distribution is one-hot up to float32 underflow whenever the top two logits differ by more
-  than ~0.01, i.e. sampling is greedy in practice.
-* ``argmax``: first index of the maximum of ``x`` (the same tie rule as ``torch.argmax``).
+* Tempered logits ``x = logits / max(temperature, MIN_TEMPERATURE)`` (computed in float32, in base 2 as
+  ``logits * (log2(e) / T)``); tokens the bitmask forbids, and logits <= -1e30, count as ``-inf``.
+  Temperatures below :data:`MIN_TEMPERATURE` (1e-4), including 0, are clamped to it: at that temperature
+  the distribution is one-hot up to float32 underflow whenever the top two logits differ by more than
+  ~0.01, i.e. sampling is greedy in practice.
+* ``argmax``: first index of the largest allowed logit (``torch.argmax`` of the masked logits).
 * ``entropy`` (nats) and ``max_prob`` of ``softmax(x)``.
 * ``sample``: an exact draw from ``softmax(x)``, reproducible from ``(seed, offset)``. The vocabulary is cut
-  into granules of :data:`GRANULE` tokens. Per granule ``g`` one Philox-4x32-10 call with key ``seed`` and
-  counter ``(g, row, offset mod 2**32, offset >> 32)`` gives two uniforms: the first picks a token inside
-  the granule by inverse CDF, the second is turned into a Gumbel variable, and the granule whose score
-  ``log sum_{i in g} exp(x_i) + Gumbel`` is largest wins (the Gumbel-max trick, Gumbel 1954 / Maddison et
-  al. 2014, applied to the granule masses). Choosing a granule with probability proportional to its mass and
-  then a token within it by its conditional probability is exactly a draw from ``softmax(x)``; it needs two
-  random numbers per 1024 logits instead of one per logit (per-logit Philox would make the kernel compute
-  bound). :func:`sample_reference` evaluates the same Philox bits (:mod:`kernels.philox`), so the reference
-  and the kernel return the same samples except where float32 rounding differs at a CDF boundary (rare).
-  Use a new ``offset`` (e.g. the step number) or ``seed`` for each draw of the same rows.
-* Rows with no allowed token of finite logit, or with a NaN / ``+inf`` allowed logit, or a NaN / negative
+  into granules of :data:`GRANULE` (4096) tokens. Per granule ``g`` one Philox-4x32-10 call (Salmon et al.,
+  SC 2011) with key ``seed`` and counter ``(g, row, offset mod 2**32, offset >> 32)`` gives two uniforms:
+  the first picks a token inside the granule by inverse CDF (in the order of :func:`_granule_sample`), the
+  second becomes a Gumbel variable, and the granule whose ``log(sum_{i in g} exp(x_i)) + Gumbel`` is largest
+  wins (the Gumbel-max trick, Gumbel 1954 / Maddison et al. 2014, over granule masses). Choosing a granule
+  with probability proportional to its mass, then a token by its conditional probability, is exactly a draw
+  from ``softmax(x)``, with two random numbers per 4096 logits instead of one per logit (per-logit Philox
+  would make the kernel compute bound). :func:`sample_reference` evaluates the same Philox bits
+  (:mod:`kernels.philox`) and the same construction, so it returns the kernel's samples except where float32
+  rounding differs at a CDF boundary (about one draw in a million). Use a new ``offset`` (e.g. the step
+  number) or ``seed`` for each draw of the same rows.
+* Rows with no allowed token of finite logit, with a NaN / ``+inf`` allowed logit, or with a NaN / negative
   per-row temperature raise ``ValueError`` (never NaN outputs).
 
 The online-softmax merge of per-granule ``(max, sum exp)`` pairs follows Milakov & Gimelshein, "Online
@@ -581,14 +583,16 @@ def sample_triton(
 ) -> SampleOutput:
     """Fused Triton sampling: reads the [R, V] logits once and returns argmax, sample, entropy, max prob.
 
-    Two launches: a granule kernel (one program per row and block of :data:`GRANULE`-token granules, each
-    reducing max / argmax / sum-exp / entropy term / in-granule sample / Gumbel score) and a per-row
-    combine (online-softmax merge, Milakov & Gimelshein 2018; Gumbel-max over granules). Arguments,
-    results and errors are those of :func:`sample_reference`; the outputs agree with it (argmax exactly,
-    entropy and max_prob to float32 rounding, samples identical except at rare rounding ties).
+    Two launches: a granule kernel (one program per row and :data:`GRANULE`-token granule: max, argmax,
+    sum of exponentials, entropy term, in-granule sample and Gumbel score) and a per-row combine
+    (online-softmax merge, Milakov & Gimelshein 2018; Gumbel-max over granules); see
+    ``kernels/_triton_sampling.py``. Arguments, results and errors are those of :func:`sample_reference`;
+    the outputs agree with it (argmax exactly, entropy and max_prob to float32 rounding, samples identical
+    except at rare rounding ties).
 
-    One device-to-host synchronisation per call checks for invalid rows (so it cannot be captured in a CUDA
-    graph).
+    One device-to-host synchronisation per call checks for invalid rows (so the call cannot be captured in a
+    CUDA graph). Rows with an allowed ``-inf`` logit trigger a second, clamped launch (logits processors
+    rarely produce ``-inf``; bitmask-forbidden tokens never do).
 
     Raises:
         ImportError: triton is not installed.
