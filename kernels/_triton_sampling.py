@@ -52,10 +52,10 @@ def _philox(k0, k1, c0, c1, c2, c3):
         _c0, _c2 = c0, c2
         c0 = tl.math.umulhi(0xCD9E8D57, _c2) ^ c1 ^ k0
         c2 = tl.math.umulhi(0xD2511F53, _c0) ^ c3 ^ k1
-        c1 = tl.mul(0xCD9E8D57, _c2, sanitize_overflow=False)
-        c3 = tl.mul(0xD2511F53, _c0, sanitize_overflow=False)
-        k0 = tl.add(k0, 0x9E3779B9, sanitize_overflow=False)
-        k1 = tl.add(k1, 0xBB67AE85, sanitize_overflow=False)
+        c1 = _c2 * 0xCD9E8D57  # uint32 arithmetic wraps (overflow checks run only in debug mode)
+        c3 = _c0 * 0xD2511F53
+        k0 = k0 + 0x9E3779B9
+        k1 = k1 + 0xBB67AE85
     return c0, c1, c2, c3
 
 
