@@ -94,6 +94,8 @@ class _Granule:
                 raise ValueError(f"granule {name} must be a power of two, got {v}")
         if self.size % (self.lanes * self.chunk):
             raise ValueError(f"granule size {self.size} must be a multiple of lanes * chunk")
+        if self.chunk > 32:
+            raise ValueError(f"granule chunk {self.chunk} must be <= 32 (one bitmask word per chunk)")
 
     @property
     def k(self) -> int:
