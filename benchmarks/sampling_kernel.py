@@ -423,6 +423,15 @@ def bench_cpu(quick: bool) -> dict[str, Any]:
                     "higher_is_better": True,
                 }
             )
+    for name, target, higher in (
+        ("check_philox_bits_match", 1.0, True),
+        ("check_argmax_match", 1.0, True),
+        ("check_sample_match", 0.99, True),
+        ("check_entropy_max_abs_err", 1e-3, False),
+        ("check_chi2_pvalue", 1e-3, True),
+        ("check_samples_allowed_by_bitmask", 1.0, True),
+    ):
+        targets.append({"name": name, "value": None, "target": target, "higher_is_better": higher})
     return {
         "device": "cpu",
         "note": "no CUDA device: the Triton kernel was not run; targets not measured",
