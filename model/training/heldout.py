@@ -46,13 +46,27 @@ def evaluate_heldout(chat_model: Any, *, limit: int = 100, seed: int = 0) -> dic
     results = []
     for i, ex in enumerate(examples):
         t0 = time.perf_counter()
-        out = chat_model.chat(ex.messages, ex.tools or None, seed=i)
+        try:
+            out = chat_model.chat(ex.messages, ex.tools or None, seed=i)
+        except Exception as exc:  # unconstrained (no tools) output that does not parse
+            results.append(
+                {
+                    "kind": ex.kind,
+                    "correct": False,
+                    "parsed": False,
+                    "latency_s": time.perf_counter() - t0,
+                    "expected": ex.target,
+                    "raw": f"<error: {exc}>",
+                }
+            )
+            continue
         dt = time.perf_counter() - t0
         calls = [(c.name, c.arguments) for c in out.tool_calls]
         results.append(
             {
                 "kind": ex.kind,
                 "correct": score_example(ex, calls),
+                "parsed": True,
                 "latency_s": dt,
                 "expected": ex.target,
                 "raw": out.raw,
