@@ -43,7 +43,7 @@ def evaluate_heldout(chat_model: Any, *, limit: int = 100, seed: int = 0) -> dic
         ``{"n", "accuracy", "mean_latency_s", "by_kind": {kind: {"n", "accuracy"}}, "results": [...]}``.
     """
     examples = Generator(seed, "heldout").take(limit)
-    results = []
+    results: list[dict[str, Any]] = []
     for i, ex in enumerate(examples):
         t0 = time.perf_counter()
         try:
