@@ -238,12 +238,14 @@ def generate(
     t_start = time.perf_counter()
 
     gen: torch.Generator | None = None
+    run_seed = 0
     if parity:
         if seed is not None:
             torch.manual_seed(seed)
     else:
         gen = torch.Generator(device=device)
-        gen.manual_seed(int(seed) if seed is not None else int(torch.randint(0, 2**62, (1,)).item()))
+        run_seed = int(seed) if seed is not None else int(torch.randint(0, 2**62, (1,)).item())
+        gen.manual_seed(run_seed)
     fused = _fused_kernel() if (device.type == "cuda" and not parity) else None
 
     max_canvases = settings.max_canvases
@@ -374,7 +376,10 @@ def generate(
             elif fused is not None:
                 processed = logits.div_(temperature)
                 out = fused(
-                    processed.view(-1, vocab), 1.0, seed=int(seed or 0), offset=canvas_index * 4096 + cur_step
+                    processed.view(-1, vocab),
+                    1.0,
+                    seed=run_seed & 0x7FFFFFFF,
+                    offset=canvas_index * 4096 + cur_step,
                 )
                 new_argmax = out.argmax.view(batch, canvas_len)
                 entropy = out.entropy.view(batch, canvas_len)
