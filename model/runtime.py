@@ -198,6 +198,7 @@ def generate(
     seed: int | None = None,
     parity: bool = False,
     on_event: EventCallback | None = None,
+    sampler: str = "auto",
 ) -> GenerationResult:
     """Generate canvases block-autoregressively with the entropy-bound sampler.
 
@@ -212,6 +213,9 @@ def generate(
         parity: reproduce transformers' ``generate`` token for token (same RNG discipline; slower).
         on_event: called with a :class:`StepEvent` after each denoising step and a :class:`CanvasEvent`
             after each canvas (tensors on CPU).
+        sampler: fast-mode sampling path: ``"auto"`` (the fused kernel of :mod:`kernels.sampling` on CUDA,
+            the torch path elsewhere), ``"kernel"`` (always :func:`kernels.sampling.fused_sample`, whose
+            reference runs on CPU) or ``"torch"``. Ignored in parity mode.
 
     Returns:
         :class:`GenerationResult` with ``sequences`` ``[B, P + n*C]`` and :class:`GenerationStats`.
@@ -246,7 +250,12 @@ def generate(
         gen = torch.Generator(device=device)
         run_seed = int(seed) if seed is not None else int(torch.randint(0, 2**62, (1,)).item())
         gen.manual_seed(run_seed)
-    fused = _fused_kernel() if (device.type == "cuda" and not parity) else None
+    if sampler not in ("auto", "kernel", "torch"):
+        raise ValueError(f"sampler must be 'auto', 'kernel' or 'torch', got {sampler!r}")
+    use_kernel = not parity and (sampler == "kernel" or (sampler == "auto" and device.type == "cuda"))
+    fused = _fused_kernel() if use_kernel else None
+    if sampler == "kernel" and fused is None and not parity:
+        raise ValueError("sampler='kernel' requested but kernels.sampling cannot be imported")
 
     max_canvases = settings.max_canvases
     cache = model._prepare_cache_for_generation(

@@ -85,6 +85,19 @@ def test_fast_mode_reproducible_and_streams(ckpt):
     assert a.stats.tokens_per_forward == pytest.approx([32 / 12, 32 / 12])
 
 
+def test_kernel_sampling_path_end_to_end(ckpt):
+    """The path the runtime takes on CUDA (kernels.sampling.fused_sample), here through its CPU reference."""
+    ids = ckpt.tokenizer(["Hello there", "Weather"], return_tensors="pt", padding=True).input_ids
+    settings = ckpt.settings.replace(max_new_tokens=32)
+    a = generate(ckpt.model, ids, settings, seed=5, sampler="kernel")
+    b = generate(ckpt.model, ids, settings, seed=5, sampler="kernel")
+    c = generate(ckpt.model, ids, settings, seed=6, sampler="kernel")
+    assert torch.equal(a.sequences, b.sequences) and not torch.equal(a.sequences, c.sequences)
+    assert a.sequences.shape == (2, ids.shape[1] + 32) and a.stats.canvases == 2
+    with pytest.raises(ValueError, match="sampler must be"):
+        generate(ckpt.model, ids, settings, sampler="bogus")
+
+
 def test_missing_and_bad_checkpoints(tmp_path):
     with pytest.raises(CheckpointError, match="does not exist"):
         load_checkpoint(tmp_path / "nope")
