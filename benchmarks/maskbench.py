@@ -16,7 +16,8 @@ For every schema of ``--data`` (one JSON object per line: ``id``, ``group``, ``s
 
 A schema passes when it compiles, every valid instance drives the matcher to an accepting state (each token
 allowed by the mask computed before it) and every invalid instance is rejected before or at the end. Compile
-time covers grammar generation and ``LLMatcher`` construction; the per-token check is one
+time covers grammar generation and ``LLMatcher`` construction (Gemma: ``model.constraints.llg.new_matcher``,
+whose parser limits raise llguidance's initial lexer fuel 10x; JSON: llguidance's defaults); the per-token check is one
 ``compute_bitmask`` + ``consume_token``. The tokenizer is a byte-level BPE (vocab 4096) trained by
 ``model.tokenizer.build_tokenizer`` on the schemas' and instances' text.
 
@@ -160,7 +161,7 @@ def main() -> None:
     import llguidance
 
     from model.constraints.grammar import tool_call_grammar
-    from model.constraints.llg import llg_tokenizer
+    from model.constraints.llg import llg_tokenizer, new_matcher
     from model.constraints.parse import format_tool_call
     from model.constraints.schema import SchemaError
     from model.special_tokens import TOOL_RESPONSE_START
@@ -221,11 +222,11 @@ def main() -> None:
                 allow_thinking=False,
                 additional_properties=True,
             )
-            mg = llguidance.LLMatcher(ll, gg, log_level=0)
-            if mg.is_error():
-                err = "llguidance: " + mg.get_error().split("\n")[0][:80]
+            mg = new_matcher(tok, gg)
         except SchemaError as e:
             err = f"SchemaError {e.keyword}: {str(e).split(' (keyword')[0][:70]}"
+        except ValueError as e:
+            err = "llguidance: " + str(e)[:80]
         except RecursionError:
             err = "RecursionError"
         tg.compile_s.append(time.perf_counter() - t0)

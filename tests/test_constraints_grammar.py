@@ -628,3 +628,30 @@ def test_shortest_completion_is_short_and_respects_limit(ll, tok):
     assert not m.is_accepting()  # the matcher itself was not advanced
     assert m.consume_tokens(comp) and m.is_accepting()
     assert parse_tool_calls(prefix + tok.decode(comp)).calls[0].arguments == {"q": "some text"}
+
+
+def test_keys_with_colons_parse_the_way_the_grammar_reads_them(ll, tok):
+    g = tool_call_grammar(
+        [tool({"type": "object", "properties": {"a": {"type": "integer"}}})],
+        "required",
+        additional_properties=True,
+    )
+    for args in (
+        {"a": 1, "gdbots:ncr:1": True},
+        {"x:y": None, "did:persona:123": "s"},
+        {"10:30": [1], "k": {"n:1": 2}},
+    ):
+        text = call_text("f", args, "gemma")
+        assert accepts(ll, tok, g, text), text
+        assert parse_tool_calls(text).calls[0].arguments == args
+    assert not accepts(ll, tok, g, call_text("f", {"a": "x"}, "gemma"))  # a declared key keeps its schema
+    assert not accepts(ll, tok, g, call_text("f", {"a:": 1}, "gemma"))  # empty key part
+
+
+def test_new_matcher_raises_on_grammar_errors(tok):
+    from model.constraints.llg import new_matcher
+
+    m = new_matcher(tok, tool_call_grammar([tool({"type": "object"})], "required"))
+    assert not m.is_error()
+    with pytest.raises(ValueError, match="does not compile"):
+        new_matcher(tok, "start: <|no_such_token|>")

@@ -416,3 +416,36 @@ def test_format_regexes_accept_and_reject():
             assert re.fullmatch(FORMATS[name], s), (name, s)
         for s in bad:
             assert not re.fullmatch(FORMATS[name], s), (name, s)
+
+
+def test_contradictions_inside_anyof_branches_only_remove_the_branch():
+    schema = {
+        "type": "object",
+        "properties": {"v": {"anyOf": [{"type": "integer", "minimum": 3, "maximum": 1}, {"type": "string"}]}},
+        "anyOf": [{"required": ["v"]}, {"required": ["w"], "additionalProperties": False}],
+    }
+    root = build_ir(schema).root
+    assert isinstance(root, Obj) and root.prop("v") == Str()
+    with pytest.raises(SchemaError) as ei:
+        build_ir(
+            {
+                "anyOf": [
+                    {"type": "integer", "minimum": 3, "maximum": 1},
+                    {"type": "string", "minLength": 2, "maxLength": 1},
+                ]
+            }
+        )
+    assert (ei.value.keyword, ei.value.path) == ("minimum", "/anyOf/0")  # the first branch's contradiction
+
+
+def test_ref_with_siblings_keeps_its_place_in_property_order():
+    schema = {
+        "definitions": {
+            "base": {"type": "object", "properties": {"id": {"type": "integer"}}, "required": ["id"]}
+        },
+        "type": "object",
+        "$ref": "#/definitions/base",
+        "properties": {"name": {"type": "string"}},
+    }
+    p = normalize_tool({"name": "t", "parameters": schema}).parameters
+    assert [k for k, _ in build_ir(p).root.props] == ["id", "name"]

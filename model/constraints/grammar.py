@@ -36,7 +36,7 @@ import json
 import re
 import threading
 from collections import OrderedDict
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
@@ -76,6 +76,11 @@ TOOL_CHOICES = ("auto", "required", "none")
 #: right ``:`` and the parser's backtracking finds the same split.
 _KEY_COLON = r":[^0-9tfn\-{\[\x00-\x1f]"
 KEY_REGEX = rf"(?:[^:}}\x00-\x1f]|{_KEY_COLON})(?:[^:\x00-\x1f]|{_KEY_COLON})*"
+#: Without patternProperties, a key is either one part without ``:`` (``KEY1``) or parts without
+#: ``:,{}[]`` joined by ``:`` (``gdbots:ncr:1``): a rule, so the Earley parser (not the greedy lexer)
+#: decides which ``:`` ends the key; the parser's backtracking finds the same split.
+KEY1_REGEX = r"[^:}\x00-\x1f][^:\x00-\x1f]*"
+KEY_PART_REGEX = r"[^:,{}\[\]\x00-\x1f]+"
 #: String bodies and keys never hold the text ``<|`` (the start of every control token, ``<|"|>`` included):
 #: a positive regex, cheap to intersect with patterns (the negation ``~/.*<\|"\|>.*/`` made some
 #: pattern/length combinations exceed llguidance's regex limits).
@@ -206,14 +211,14 @@ class _GemmaCompiler:
         if not self._any_done:
             self._any_done = True
             body = self.term(_NO_DELIM)
-            key = self.term(f'(/{KEY_REGEX}/ & {_NO_DELIM}) ":"')
+            key = self._plain_key([])
             num = self.term(f"/{_NUM_RX}/")
             self.rules["any_value"] = (
                 f'"null" | "true" | "false" | {num} | <|"|> {body} <|"|> | any_array | any_object'
             )
             self.rules["any_array"] = '"[" (any_value ("," any_value)*)? "]"'
             self.rules["any_object"] = '"{" (any_kv ("," any_kv)*)? "}"'
-            self.rules["any_kv"] = f"{key} any_value"
+            self.rules["any_kv"] = f'{key} ":" any_value'
         return "any_value"
 
     def _str_term(self, node: Str) -> str:
@@ -341,6 +346,15 @@ class _GemmaCompiler:
             return AnyNode()
         return node.additional
 
+    def _plain_key(self, taken: list[str]) -> str:
+        """Expression for a key that is not one of ``taken`` (no patternProperties involved)."""
+        excl = f" & ~({' | '.join(_lark_str(k) for k in taken)})" if taken else ""
+        one = self.term(f"/{KEY1_REGEX}/ & {_NO_DELIM}{excl}")
+        if any(":" in k for k in taken):
+            return one
+        part = self.term(f"/{KEY_PART_REGEX}/ & {_NO_DELIM}")
+        return f'({one} | {part} (":" {part})+)'
+
     def _extras(self, node: Obj, taken: list[str], scope: int, defs: dict[str, Node]) -> str | None:
         """Rule for one ``key:value`` pair of a key not in ``properties`` (None when none is allowed)."""
         excl = " | ".join(_lark_str(k) for k in taken)
@@ -367,9 +381,12 @@ class _GemmaCompiler:
         if additional is None:
             additional = AnyNode() if self.additional_default else Never("additionalProperties")
         if not isinstance(additional, Never):
-            rx_parts = [f"/{KEY_REGEX}/"] + [f"~/{rx}/" for rx, _ in pats]
-            key = self.term("(" + " & ".join(rx_parts) + not_taken + f' & {_NO_DELIM}) ":"')
-            alts.append(f"{key} {self.value(additional, scope, defs)}")
+            if pats:
+                rx_parts = [f"/{KEY_REGEX}/"] + [f"~/{rx}/" for rx, _ in pats]
+                key = self.term("(" + " & ".join(rx_parts) + not_taken + f' & {_NO_DELIM}) ":"')
+                alts.append(f"{key} {self.value(additional, scope, defs)}")
+            else:
+                alts.append(f'{self._plain_key(taken)} ":" {self.value(additional, scope, defs)}')
         if not alts:
             return None
         return self.rule(" | ".join(alts), "kv")
@@ -710,6 +727,7 @@ class _Tables:
     closer_mask: np.ndarray  # bool [V]
     printable: np.ndarray  # bool [V]: non-special tokens whose text is printable ASCII
     rank: np.ndarray  # int64 [V]: smaller is tried first among other allowed tokens
+    order: np.ndarray = field(default_factory=lambda: np.zeros(0, dtype=np.int64))  # ids by rank
 
 
 _TABLES: dict[int, tuple[Any, _Tables]] = {}
@@ -768,6 +786,7 @@ def _tables(tokenizer: Any) -> _Tables:
     exits = specials + quotes + brackets + ids((":",))
     structural = specials + brackets + quotes
     tab = _Tables(vocab, specials, quotes, brackets, probes, exits, structural, mask, printable, rank)
+    tab.order = np.argsort(rank, kind="stable")
     _TABLES[id(tokenizer)] = (tokenizer, tab)
     return tab
 
@@ -795,11 +814,12 @@ def _exit(m: Any, allowed: np.ndarray, tab: _Tables) -> int:
 
 
 def _ranked(allowed: np.ndarray, tab: _Tables, k: int) -> list[int]:
-    ids = np.flatnonzero(allowed)
-    if ids.size == 0:
-        return []
-    order = ids[np.argsort(tab.rank[ids], kind="stable")]
-    return [int(t) for t in order[:k]]
+    """The ``k`` best-ranked allowed tokens (scans the first 4096 of the rank order before the rest)."""
+    head = tab.order[:4096]
+    sel = head[allowed[head]]
+    if sel.size < k:
+        sel = tab.order[allowed[tab.order]]
+    return [int(t) for t in sel[:k]]
 
 
 def _search_exit(m: Any, tab: _Tables, depth: int = 3, budget: int = 400) -> list[int] | None:

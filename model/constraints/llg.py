@@ -43,3 +43,40 @@ def llg_tokenizer(hf_tokenizer: Any, n_vocab: int | None = None) -> Any:
         while len(_CACHE) > _MAX_ENTRIES:
             _CACHE.pop(next(iter(_CACHE)))
     return tok
+
+
+#: ``initial_lexer_fuel`` for tool-call grammars: 10x llguidance's default (1M). Objects with many string
+#: properties that combine a length bound and a pattern (``^(?:\S+\s+){0,49}\S+$`` with ``maxLength: 500``)
+#: exhausted the default while building their regexes, leaving the matcher in an error state mid-call.
+INITIAL_LEXER_FUEL = 10_000_000
+
+
+def parser_limits() -> Any:
+    """``llguidance.LLParserLimits`` for tool-call grammars (:data:`INITIAL_LEXER_FUEL`, other limits default)."""
+    import llguidance
+
+    return llguidance.LLParserLimits(initial_lexer_fuel=INITIAL_LEXER_FUEL)
+
+
+def new_matcher(hf_tokenizer: Any, grammar: str, n_vocab: int | None = None) -> Any:
+    """A fresh ``llguidance.LLMatcher`` for ``grammar`` with :func:`parser_limits`, checked for errors.
+
+    Args:
+        hf_tokenizer: the checkpoint's tokenizer (its ``LLTokenizer`` comes from :func:`llg_tokenizer`).
+        grammar: grammar text, e.g. from :func:`model.constraints.grammar.tool_call_grammar`.
+        n_vocab: see :func:`llg_tokenizer`.
+
+    Returns:
+        ``llguidance.LLMatcher`` in its initial state (about 1 ms to build for a tool grammar).
+
+    Raises:
+        ValueError: llguidance rejects the grammar (message from ``get_error()``).
+    """
+    import llguidance
+
+    m = llguidance.LLMatcher(
+        llg_tokenizer(hf_tokenizer, n_vocab), grammar, log_level=0, limits=parser_limits()
+    )
+    if m.is_error():
+        raise ValueError(f"tool grammar does not compile: {m.get_error().strip().splitlines()[0][:300]}")
+    return m

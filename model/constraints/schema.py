@@ -374,6 +374,7 @@ def _inline_all(root: Any, keep: set[str], refs: _Refs) -> Any:
             return node
         out: dict[str, Any] = {}
         ref_target: Any = None
+        ref_at = -1
         for k, v in node.items():
             if k in ("$defs", "definitions"):
                 continue
@@ -383,6 +384,7 @@ def _inline_all(root: Any, keep: set[str], refs: _Refs) -> Any:
                     out["$ref"] = f"#/$defs/{names[ptr]}"
                 else:
                     ref_target = inline(_pointer_get(root, ptr))
+                    ref_at = len(out)
                 continue
             if k in _SCHEMA_KEYS or k in _SCHEMA_LIST_KEYS:
                 out[k] = inline(v)
@@ -392,9 +394,15 @@ def _inline_all(root: Any, keep: set[str], refs: _Refs) -> Any:
                 out[k] = v
         if ref_target is None:
             return out
-        if not out:
-            return ref_target
-        return {**out, "allOf": [*out.get("allOf", []), ref_target]}
+        # Keep the reference where it was among its siblings (keyword order fixes property order).
+        items = list(out.items())
+        notes = {k: v for k, v in items if k in _ANNOTATIONS}
+        before = {k: v for k, v in items[:ref_at] if k not in _ANNOTATIONS}
+        after = {k: v for k, v in items[ref_at:] if k not in _ANNOTATIONS}
+        parts = [p for p in (before, ref_target, after) if p != {}]
+        if len(parts) == 1 and not notes:
+            return parts[0]
+        return {**notes, "allOf": parts}
 
     if "" in names:
         result: Any = {"$ref": f"#/$defs/{names['']}"}
@@ -1000,6 +1008,7 @@ class _Builder:
         self._in_progress: set[str] = set()
         self._ref_names: dict[str, str] = {}
         self._depth = 0
+        self._union = 0  # > 0 while building anyOf/oneOf branches
 
     # -- references -------------------------------------------------------------------------------------
     def ref(self, ref: Any, path: str) -> Node:
@@ -1046,6 +1055,17 @@ class _Builder:
             return False
 
         return walk(node)
+
+    def unsat(self, keyword: str, path: str, message: str) -> Never:
+        """A contradiction among a schema's own keywords: an error, unless the schema is an ``anyOf``/``oneOf``
+        branch (then that branch simply matches nothing, as JSON Schema says).
+
+        Raises:
+            SchemaError: outside ``anyOf``/``oneOf`` branches.
+        """
+        if self._union:
+            return Never(message, keyword, path)
+        raise SchemaError(keyword, path, message)
 
     def resolve(self, node: Node) -> Node:
         """The node a :class:`Ref` stands for (other nodes unchanged)."""
@@ -1108,7 +1128,11 @@ class _Builder:
                 else:
                     if not isinstance(v, list) or not v:
                         raise SchemaError(k, path, f"{k} must be a non-empty list")
-                    subs = [self.build(x, f"{path}/{k}/{i}") for i, x in enumerate(v)]
+                    self._union += k != "allOf"
+                    try:
+                        subs = [self.build(x, f"{path}/{k}/{i}") for i, x in enumerate(v)]
+                    finally:
+                        self._union -= k != "allOf"
                     if k == "allOf":
                         parts.extend(subs)
                     elif k == "anyOf":
@@ -1135,7 +1159,7 @@ class _Builder:
             if not isinstance(values, list):
                 raise SchemaError("enum", path, "enum must be a list")
             if not values:
-                raise SchemaError("enum", path, "enum is empty: no value can match")
+                return self.unsat("enum", path, "enum is empty: no value can match")
         return any_of([literal(v) for v in values]) if values else Never("empty enum", kw, path)
 
     def _types(self, s: dict[str, Any], path: str) -> list[str]:
@@ -1206,7 +1230,7 @@ class _Builder:
         node = Num(integer, mn, mx, emn, emx, mult)
         err = _num_unsat(node)
         if err:
-            raise SchemaError(err[0], path, err[1])
+            return self.unsat(err[0], path, err[1])
         return node
 
     def _int_kw(self, s: dict[str, Any], k: str, path: str) -> int | None:
@@ -1226,7 +1250,7 @@ class _Builder:
         mn = self._int_kw(s, "minLength", path) or 0
         mx = self._int_kw(s, "maxLength", path)
         if mx is not None and mn > mx:
-            raise SchemaError("minLength", path, f"minLength ({mn}) is greater than maxLength ({mx})")
+            return self.unsat("minLength", path, f"minLength ({mn}) is greater than maxLength ({mx})")
         patterns: tuple[str, ...] = ()
         if "pattern" in s:
             p = s["pattern"]
@@ -1248,7 +1272,7 @@ class _Builder:
         mn = self._int_kw(s, "minItems", path) or 0
         mx = self._int_kw(s, "maxItems", path)
         if mx is not None and mn > mx:
-            raise SchemaError("minItems", path, f"minItems ({mn}) is greater than maxItems ({mx})")
+            return self.unsat("minItems", path, f"minItems ({mn}) is greater than maxItems ({mx})")
         items = s.get("items")
         prefix: list[Node] = []
         rest: Node = AnyNode()
@@ -1289,7 +1313,7 @@ class _Builder:
         mn = self._int_kw(s, "minProperties", path) or 0
         mx = self._int_kw(s, "maxProperties", path)
         if mx is not None and mn > mx:
-            raise SchemaError(
+            return self.unsat(
                 "minProperties", path, f"minProperties ({mn}) is greater than maxProperties ({mx})"
             )
         props: list[tuple[str, Node]] = []
@@ -1310,19 +1334,19 @@ class _Builder:
                 for pn in matched:
                     node = self.intersect(node, pn, path)
             if isinstance(node, Never):
-                raise SchemaError(
+                return self.unsat(
                     "required",
                     path,
                     f"required property {r!r} is not in properties and additionalProperties forbids it",
                 )
         for name, node in props:
             if name in req and isinstance(node, Never):
-                raise SchemaError(
+                return self.unsat(
                     "required", path, f"required property {name!r} can have no value ({node.reason})"
                 )
         req = list(dict.fromkeys(req))
         if mx is not None and len(req) > mx:
-            raise SchemaError(
+            return self.unsat(
                 "maxProperties", path, f"{len(req)} required properties exceed maxProperties ({mx})"
             )
         return Obj(tuple(props), tuple(req), additional, tuple(pattern_props), mn, mx)
