@@ -60,6 +60,7 @@ from model.constraints.schema import (
     Str,
     ToolSpec,
     build_ir,
+    cached_ir,
     canonical,
     normalize_tool,
     object_part,
@@ -517,7 +518,7 @@ _CACHE_SIZE = 256
 
 
 def _tool_ir(spec: ToolSpec, additional_default: bool) -> IR:
-    ir = build_ir(spec.parameters, additional_properties=additional_default)
+    ir = cached_ir(canonical(spec.parameters), additional_default)
     root = object_part(ir.root, ir.defs)
     if isinstance(root, Never):
         raise SchemaError("type", "", f"tool {spec.name!r}: parameters must describe a JSON object")

@@ -115,7 +115,7 @@ def normalize_tool(tool: Any) -> ToolSpec:
     if not isinstance(params, dict):
         raise SchemaError("parameters", "", f"tool {name!r}: parameters must be a JSON Schema object")
     clean = normalize_schema(params)
-    ir = build_ir(clean, additional_properties=False)
+    ir = cached_ir(canonical(clean), False)
     if isinstance(object_part(ir.root, ir.defs), Never):
         raise SchemaError("type", "", f"tool {name!r}: parameters must describe a JSON object")
     return ToolSpec(name=name, description=description, parameters=clean)
@@ -1712,7 +1712,7 @@ def literal(v: Any) -> Node:
 
 def any_of(options: list[Node]) -> Node:
     """Union of ``options`` (flattened, ``Never`` dropped, duplicates removed, ``AnyNode`` absorbing)."""
-    flat: list[Node] = []
+    flat: dict[Node, None] = {}
     never: Never | None = None
     for o in options:
         if isinstance(o, AnyNode):
@@ -1721,11 +1721,11 @@ def any_of(options: list[Node]) -> Node:
             never = never or o
             continue
         for x in o.options if isinstance(o, AnyOf) else (o,):
-            if x not in flat:
-                flat.append(x)
+            flat[x] = None
     if not flat:
         return never or Never("anyOf has no satisfiable option", "anyOf")
-    return flat[0] if len(flat) == 1 else AnyOf(tuple(flat))
+    nodes = list(flat)
+    return nodes[0] if len(nodes) == 1 else AnyOf(tuple(nodes))
 
 
 def object_part(node: Node, defs: dict[str, Node] | None = None) -> Node:
@@ -1795,6 +1795,13 @@ def _reject_one_of(node: Node) -> None:
             todo.extend(v for _, v in n.pattern_props)
             if n.additional is not None:
                 todo.append(n.additional)
+
+
+@lru_cache(maxsize=512)
+def cached_ir(schema_json: str, additional_properties: bool) -> IR:
+    """:func:`build_ir` of ``json.loads(schema_json)``, memoised (tool registration and grammar building
+    compile the same schema; the IR is immutable)."""
+    return build_ir(json.loads(schema_json), additional_properties=additional_properties)
 
 
 def canonical(obj: Any) -> str:
