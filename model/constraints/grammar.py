@@ -728,6 +728,8 @@ class _Tables:
     closer_mask: np.ndarray  # bool [V]
     printable: np.ndarray  # bool [V]: non-special tokens whose text is printable ASCII
     rank: np.ndarray  # int64 [V]: smaller is tried first among other allowed tokens
+    chars: list[int] = field(default_factory=list)  # single printable ASCII characters, by rank
+    avoid: set[int] = field(default_factory=set)  # tried only when nothing else is allowed (<|channel>)
     order: np.ndarray = field(default_factory=lambda: np.zeros(0, dtype=np.int64))  # ids by rank
 
 
@@ -787,7 +789,12 @@ def _tables(tokenizer: Any) -> _Tables:
     exits = specials + quotes + brackets + ids((":",))
     structural = specials + brackets + quotes
     tab = _Tables(vocab, specials, quotes, brackets, probes, exits, structural, mask, printable, rank)
+    opener = _single_id(tokenizer, st.CHANNEL_START, vocab)
+    if opener is not None:  # a thinking block is never the short way out
+        rank[opener] = 1 << 41
+        tab.avoid = {opener}
     tab.order = np.argsort(rank, kind="stable")
+    tab.chars = [int(i) for i in tab.order if printable[i] and len(ll.decode_bytes([int(i)])) == 1][:128]
     _TABLES[id(tokenizer)] = (tokenizer, tab)
     return tab
 
@@ -797,21 +804,29 @@ def _allowed(matcher: Any, vocab: int) -> np.ndarray:
     return np.unpackbits(raw, bitorder="little")[:vocab].astype(bool)
 
 
-def _in_text(allowed: np.ndarray, tab: _Tables) -> bool:
-    """True inside free text (a string body, a key, prose): a single-letter token is allowed."""
-    return any(allowed[t] for t in tab.probes)
+def _ok(m: Any, t: int) -> bool:
+    """Whether token ``t`` may come next (``validate_tokens``: ~1 us, state unchanged; a bitmask costs ~100x)."""
+    return bool(m.validate_tokens([t]) == 1)
 
 
-def _exit(m: Any, allowed: np.ndarray, tab: _Tables) -> int:
+def _in_text(m: Any, tab: _Tables) -> bool:
+    """True inside free text (a string body, a key, prose): a single-letter token may come next."""
+    return any(_ok(m, t) for t in tab.probes)
+
+
+def _exit(m: Any, tab: _Tables) -> int:
     """An allowed closer whose consumption leaves free text (-1 if none): ends a string, key or prose."""
     for t in tab.exits:
-        if allowed[t]:
+        if _ok(m, t):
             probe = m.deep_copy()
-            if probe.try_consume_tokens([t]) == 1 and (
-                probe.is_accepting() or not _in_text(_allowed(probe, tab.vocab), tab)
-            ):
+            if probe.try_consume_tokens([t]) == 1 and (probe.is_accepting() or not _in_text(probe, tab)):
                 return t
     return -1
+
+
+def _closable(m: Any, tab: _Tables) -> bool:
+    """Whether the state is accepting or one of the structural closers may come next."""
+    return bool(m.is_accepting()) or any(_ok(m, t) for t in tab.structural)
 
 
 def _ranked(allowed: np.ndarray, tab: _Tables, k: int) -> list[int]:
@@ -823,37 +838,38 @@ def _ranked(allowed: np.ndarray, tab: _Tables, k: int) -> list[int]:
     return [int(t) for t in sel[:k]]
 
 
-def _search_exit(m: Any, tab: _Tables, depth: int = 3, budget: int = 400) -> list[int] | None:
+def _search_exit(m: Any, tab: _Tables, depth: int = 3, budget: int = 300) -> list[int] | None:
     """Breadth-first search for a short token path after which free text can be left.
 
-    Children of a state are its allowed printable tokens (best-ranked first, at most 128); a child whose
-    allowed set equals one already seen is not expanded (states are told apart by their bitmask), so the
-    search follows the characters that change what may come next (``@`` in an e-mail address, the ``x`` a
-    pattern ends with). Stops after ``budget`` matcher probes.
+    Children of a state are the single printable ASCII characters it allows; a child whose set of allowed
+    characters was already seen is not expanded, so the search follows the characters that change what may
+    come next (``@`` in an e-mail address, the ``x`` pattern ``x$`` ends with). Stops after ``budget``
+    children (each costs ~100 ``validate_tokens`` calls, no bitmask).
     """
-    seen = {bytes(m.compute_bitmask())}
-    frontier: list[tuple[Any, list[int]]] = [(m, [])]
+
+    def chars(node: Any) -> tuple[int, ...]:
+        return tuple(c for c in tab.chars if _ok(node, c))
+
+    start = chars(m)
+    seen = {start}
+    frontier: list[tuple[Any, list[int], tuple[int, ...]]] = [(m, [], start)]
     probes = 0
     for _ in range(depth):
-        nxt: list[tuple[Any, list[int]]] = []
-        for node, path in frontier:
-            allowed = _allowed(node, tab.vocab)
-            for c in _ranked(allowed & tab.printable, tab, 128):
-                probe = node.deep_copy()
+        nxt: list[tuple[Any, list[int], tuple[int, ...]]] = []
+        for node, path, allowed in frontier:
+            for c in allowed:
                 probes += 1
                 if probes > budget:
                     return None
+                probe = node.deep_copy()
                 if probe.try_consume_tokens([c]) != 1:
                     continue
-                mask = bytes(probe.compute_bitmask())
-                sub = np.unpackbits(np.frombuffer(mask, dtype=np.uint8), bitorder="little")[
-                    : tab.vocab
-                ].astype(bool)
-                if probe.is_accepting() or _exit(probe, sub, tab) >= 0:
+                if probe.is_accepting() or _exit(probe, tab) >= 0:
                     return [*path, c]
-                if mask not in seen:
-                    seen.add(mask)
-                    nxt.append((probe, [*path, c]))
+                sig = chars(probe)
+                if sig not in seen:
+                    seen.add(sig)
+                    nxt.append((probe, [*path, c], sig))
         frontier = nxt
     return None
 
@@ -907,8 +923,8 @@ def shortest_completion(matcher: Any, tokenizer: Any, limit: int, *, lookahead: 
         if not allowed.any():
             break
         choice = -1
-        if _in_text(allowed, tab):
-            choice = _exit(m, allowed, tab)
+        if _in_text(m, tab):
+            choice = _exit(m, tab)
             if choice < 0:
                 if stuck >= 4:
                     stuck = 0
@@ -921,10 +937,7 @@ def shortest_completion(matcher: Any, tokenizer: Any, limit: int, *, lookahead: 
                 cands = _ranked(allowed, tab, lookahead)
                 for c in cands:
                     probe = m.deep_copy()
-                    if (
-                        probe.try_consume_tokens([c]) == 1
-                        and _exit(probe, _allowed(probe, tab.vocab), tab) >= 0
-                    ):
+                    if probe.try_consume_tokens([c]) == 1 and _exit(probe, tab) >= 0:
                         choice = c
                         break
                 if choice < 0:
@@ -938,15 +951,12 @@ def shortest_completion(matcher: Any, tokenizer: Any, limit: int, *, lookahead: 
                     choice = t
                     break
             if choice < 0:
-                cands = [c for c in _ranked(allowed, tab, lookahead + len(banned)) if c not in banned][
-                    :lookahead
-                ]
-                cands = cands or _ranked(allowed, tab, 1)
+                ranked = _ranked(allowed, tab, lookahead + len(banned) + len(tab.avoid))
+                cands = [c for c in ranked if c not in banned and c not in tab.avoid][:lookahead]
+                cands = cands or ranked[:1]
                 for c in cands:
                     probe = m.deep_copy()
-                    if probe.try_consume_tokens([c]) == 1 and (
-                        probe.is_accepting() or (_allowed(probe, tab.vocab) & tab.closer_mask).any()
-                    ):
+                    if probe.try_consume_tokens([c]) == 1 and _closable(probe, tab):
                         choice = c
                         break
                 if choice < 0:
