@@ -33,7 +33,6 @@ tool-call format as rendered by the project's chat template (``model/chat_templa
 from __future__ import annotations
 
 import json
-import re
 import threading
 from collections import OrderedDict
 from dataclasses import dataclass, field
@@ -280,54 +279,72 @@ class _GemmaCompiler:
         cap = mx if mx is not None else mn
         if (n + 1) * (cap + 1) * 2 > _MAX_OBJECT_STATES:
             raise SchemaError("maxProperties", "", "minProperties/maxProperties need too many grammar states")
-        states: dict[tuple[int, bool, int], _State] = {}
-        names: dict[tuple[int, bool, int], str] = {}
         base = self._name("o")
+        # State (i, first, c): properties i.. still to come, nothing emitted yet (first), c emitted so far
+        # (capped at cap). Built bottom-up (no recursion: objects may have hundreds of properties); only the
+        # states reachable from (0, True, 0) become rules.
+        Key = tuple[int, bool, int]
+        states: dict[Key, _State] = {}
+        uses: dict[Key, list[Key]] = {}
+        values: dict[int, str] = {}
 
-        def ref(i: int, first: bool, c: int) -> tuple[str, bool] | None:
-            """(reference, nullable) for state (i, first, c); None when the state is dead."""
-            c = min(c, cap)
-            st_ = get(i, first, c)
+        def name(k: Key) -> str:
+            return f"{base}_{k[0]}_{int(k[1])}_{k[2]}"
+
+        def ref(k: Key) -> tuple[str, bool] | None:
+            """(reference or "", nullable) for state ``k``; None when the state is dead."""
+            st_ = states[k]
             if st_.body is None:
                 return ("", True) if st_.nullable else None
-            key = (i, first, c)
-            if key not in names:
-                names[key] = f"{base}_{i}_{int(first)}_{c}"
-                self.rules[names[key]] = st_.body
-            return names[key], st_.nullable
+            return name(k), st_.nullable
 
-        def get(i: int, first: bool, c: int) -> _State:
-            c = min(c, cap)
-            key = (i, first, c)
-            if key in states:
-                return states[key]
-            if i == n:
-                s = self._extras_state(extras, first, c, mn, mx)
-            else:
-                name, v, required = entries[i]
+        for i in range(n, -1, -1):
+            for first, c in [(True, 0)] + [(False, c) for c in range(cap + 1)]:
+                key = (i, first, c)
+                if i == n:
+                    states[key] = self._extras_state(extras, first, c, mn, mx)
+                    uses[key] = []
+                    continue
+                prop, v, required = entries[i]
                 alts: list[str] = []
+                used: list[Key] = []
                 nullable = False
                 if mx is None or c + 1 <= mx:
-                    nxt = ref(i + 1, False, c + 1) if i + 1 <= n else None
+                    nk = (i + 1, False, min(c + 1, cap))
+                    nxt = ref(nk)
                     if nxt is not None:
+                        if i not in values:
+                            values[i] = self.value(v, scope, defs)
                         sep = "" if first else '"," '
-                        e = f"{sep}{_lark_str(name + ':')} {self.value(v, scope, defs)}"
+                        e = f"{sep}{_lark_str(prop + ':')} {values[i]}"
                         if nxt[0]:
                             e += f" {nxt[0]}?" if nxt[1] else f" {nxt[0]}"
+                            used.append(nk)
                         alts.append(e)
                 if not required:
-                    skip = ref(i + 1, first, c)
+                    sk = (i + 1, first, c)
+                    skip = ref(sk)
                     if skip is not None:
                         if skip[0]:
                             alts.append(skip[0])
+                            used.append(sk)
                         nullable = skip[1]
-                s = _State(" | ".join(alts) if alts else None, nullable)
-            states[key] = s
-            return s
-
-        top = ref(0, True, 0)
+                states[key] = _State(" | ".join(alts) if alts else None, nullable)
+                uses[key] = used
+        top = ref((0, True, 0))
         if top is None:
             raise SchemaError("minProperties", "", "no object satisfies the property constraints")
+        todo = [(0, True, 0)] if top[0] else []
+        seen: set[Key] = set(todo)
+        while todo:
+            k = todo.pop()
+            body_k = states[k].body
+            assert body_k is not None
+            self.rules[name(k)] = body_k
+            for u in uses[k]:
+                if u not in seen:
+                    seen.add(u)
+                    todo.append(u)
         body, nullable = top
         if not body:
             return '"{" "}"'
@@ -702,17 +719,7 @@ def value_grammar(schema: Any, *, additional_properties: bool = True) -> str:
 # Shortest completion (termination support for the denoising constraint)
 # ----------------------------------------------------------------------------------------------------------
 
-#: Tokens that end something, best first: the turn/call terminators, then string and container closers.
-CLOSER_TEXTS: tuple[str, ...] = (
-    st.TOOL_RESPONSE_START,
-    st.TURN_END,
-    st.TOOL_CALL_END,
-    st.CHANNEL_END,
-    st.STRING_DELIM,
-    "]",
-    "}",
-    '"',
-)
+#: Characters of tokens that close several things at once (``"}``, ``]]``).
 _CLOSER_CHARS = set('"]}')
 
 
@@ -971,9 +978,3 @@ def shortest_completion(matcher: Any, tokenizer: Any, limit: int, *, lookahead: 
             banned.add(choice)
             repeats = 0
     return out
-
-
-def split_special(text: str) -> list[str]:
-    """Split ``text`` at the project's control tokens (kept as separate pieces), for exact tokenisation."""
-    rx = "(" + "|".join(re.escape(t) for t in sorted(st.SPECIAL_TOKENS, key=len, reverse=True)) + ")"
-    return [p for p in re.split(rx, text) if p]
