@@ -13,11 +13,12 @@ grammar)``) for one assistant turn:
 Call syntaxes (no flexible whitespace anywhere):
 
 * ``"gemma"`` (Gemma 4 native): ``<|tool_call>call:NAME{key:<|"|>text<|"|>,n:42,flag:true,obj:{...},
-  list:[...]}<tool_call|>``. Keys are bare, strings are raw text between ``<|"|>`` tokens (no escaping; the
-  text ``<|``, which starts every control token, cannot occur inside). The argument grammar is compiled here from the schema IR of
-  :mod:`model.constraints.schema` (properties in schema order, optional ones skippable, enums/consts as
-  literals, string lengths/patterns/formats as regex terminals, bounded numbers through llguidance's JSON
-  number regexes ``%json{...}``, arrays with min/max items, ``anyOf`` as alternatives, recursion as rules).
+  list:[...]}<tool_call|>``. Keys are bare, strings are raw text between ``<|"|>`` tokens (no escaping;
+  the text ``<|``, which starts every control token, cannot occur inside). The argument grammar is
+  compiled here from the schema IR of :mod:`model.constraints.schema` (properties in schema order,
+  optional ones skippable, enums/consts as literals, string lengths/patterns/formats as regex terminals,
+  bounded numbers through llguidance's JSON number regexes ``%json{...}``, arrays with min/max items,
+  ``anyOf`` as alternatives, recursion as rules, min/maxProperties as counted states).
 * ``"json"``: ``<|tool_call>{"name":"NAME","arguments":{...}}<tool_call|>``: the same call tokens wrap a
   compact JSON object so the runtime's control tokens still apply; the arguments are constrained by
   llguidance's own JSON Schema compiler (``%json{...}`` with ``whitespace_flexible: false``), fed the same
