@@ -644,7 +644,9 @@ def _build_grammar(
     thinking = "thinking? " if allow_thinking else ""
     terms: dict[str, str] = {}
     prose = "PROSE"
-    terms["PROSE"] = r"/(?s:.+)/ & ~/(?s:.*)(?:<\|tool_call>|<turn\|>|<\|tool_response>)(?s:.*)/"
+    if not callable_specs or choice == "auto":
+        # Prose never holds the text of the tokens the parser stops at (it reads text, not token ids).
+        terms["PROSE"] = r"/(?s:.+)/ & ~/(?s:.*)(?:<\|tool_call>|<turn\|>|<\|tool_response>|<eos>)(?s:.*)/"
     if allow_thinking:
         terms["THOUGHT"] = r"/(?s:.*)/ & ~/(?s:.*)<channel\|>(?s:.*)/"
         lines.append("thinking: <|channel> THOUGHT <channel|>")
