@@ -3,7 +3,7 @@
 #
 # Usage (repository root, on the GPU machine):
 #   OUT=/some/dir bash model/training/gpu_train.sh [MINUTES=7] [BATCH=128]
-# Wall time ~= data preparation (~1 min for 200k examples on 16 cores) + MINUTES + saving (seconds).
+# Wall time ~= data preparation (~1-2 min for 300k examples on 16 cores) + MINUTES + saving (seconds).
 # Writes $OUT/agentkit-tiny (offline-loadable checkpoint: copy it to model/checkpoints/agentkit-tiny),
 # $OUT/run/log.jsonl (loss curve, held-out loss) and $OUT/run/stdout.log.
 set -euo pipefail
@@ -20,7 +20,7 @@ if [[ -n "${MASKBENCH:-}" ]]; then MB_ARGS=(--maskbench "$MASKBENCH"); fi
   --device cuda --threads 8 \
   --max-minutes "$MINUTES" --steps 200000 \
   --batch-size "$BATCH" --lr 2e-3 --warmup 200 \
-  --n-train 200000 --n-heldout 512 --max-prompt 768 \
+  --n-train 300000 --n-heldout 512 --max-prompt 768 \
   --ckpt-every 1000 --eval-every 500 --log-every 50 \
   --out-dir "$OUT/run" --final-dir "$OUT/agentkit-tiny" "${MB_ARGS[@]}" 2>&1 | tee "$OUT/run/stdout.log" | grep -v "Writing model shards"
 ls -la "$OUT/agentkit-tiny"
