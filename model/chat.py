@@ -66,7 +66,6 @@ class ChatModel:
         self.tokenizer = checkpoint.tokenizer
         self.settings: DenoiseSettings = checkpoint.settings
         self.syntax = syntax
-        self._llg_tok: Any = None
         self._grammar_cache: dict[str, Any] = {}
 
     @classmethod
@@ -90,28 +89,18 @@ class ChatModel:
             )
         )
 
-    def _llg_tokenizer(self) -> Any:
-        if self._llg_tok is None:
-            from model.constraints.llg import llg_tokenizer
-
-            self._llg_tok = llg_tokenizer(self.tokenizer)
-        return self._llg_tok
-
     def make_constraint(self, tools: list[dict[str, Any]], tool_choice: Any = "auto") -> Any:
         """Build a fresh :class:`GrammarConstraint` for ``tools`` and ``tool_choice``.
 
         Raises:
             model.constraints.schema.SchemaError: unsupported keyword or unsatisfiable schema (names its path).
         """
-        import llguidance
-
         from model.constraints.denoise import GrammarConstraint
         from model.constraints.grammar import tool_call_grammar
+        from model.constraints.llg import new_matcher
 
         grammar = tool_call_grammar(tools, tool_choice=tool_choice, syntax=self.syntax)
-        matcher = llguidance.LLMatcher(self._llg_tokenizer(), grammar)
-        if matcher.is_error():
-            raise ValueError(f"tool grammar does not compile: {matcher.get_error()}")
+        matcher = new_matcher(self.tokenizer, grammar)
         return GrammarConstraint(matcher, self.tokenizer, pad_token_id=self.settings.pad_token_id)
 
     def chat(

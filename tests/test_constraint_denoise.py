@@ -6,7 +6,8 @@ import numpy as np
 import pytest
 import torch
 
-from model.constraints.denoise import GrammarConstraint, bitmask_to_bool, shortest_completion
+from model.constraints.denoise import GrammarConstraint, bitmask_to_bool
+from model.constraints.grammar import shortest_completion
 from model.loading import load_checkpoint
 from model.runtime import StepEvent, generate
 
@@ -113,9 +114,7 @@ def test_shortest_completion_closes_open_structures(ckpt):
     m = llguidance.LLMatcher(ckpt.llg, llguidance.LLMatcher.grammar_from_lark(GRAMMARS["array"]))
     start = ckpt.tokenizer('<|tool_call>call:f{l:[<|"|>abc', add_special_tokens=False).input_ids
     assert m.try_consume_tokens(start) == len(start)
-    from model.constraints.denoise import TokenRanks
-
-    comp = shortest_completion(m, TokenRanks.of(ckpt.tokenizer), 50)
+    comp = shortest_completion(m, ckpt.tokenizer, 50)
     text = ckpt.tokenizer.decode(comp, skip_special_tokens=False)
     assert text == '<|"|>]}<tool_call|><|tool_response>'
     assert m.try_consume_tokens(comp) == len(comp) and m.is_stopped()

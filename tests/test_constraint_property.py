@@ -18,7 +18,7 @@ from model.chat import ChatModel
 from model.constraints.schema import normalize_tool
 
 NAMES = st.sampled_from(["city", "days", "query", "limit", "unit", "tags", "opts", "id", "x", "note_text"])
-PATTERNS = ["^[a-z]{1,8}$", "^[0-9]{3}-[0-9]{4}$", "^[A-Z][a-z]*$", "^(yes|no)$"]
+PATTERNS = ["^[a-z]{1,8}$", "^[0-9]{3}-[0-9]{4}$", "^[A-Z][a-z]*$", "^(yes|no)$", "x$"]
 
 
 def _leaf() -> st.SearchStrategy[dict]:
@@ -34,6 +34,7 @@ def _leaf() -> st.SearchStrategy[dict]:
     )
     nums = st.one_of(
         st.just({"type": "number"}),
+        st.just({"type": "number", "exclusiveMinimum": 0}),
         st.builds(
             lambda lo, span: {"type": "number", "minimum": lo, "maximum": lo + span},
             st.integers(-5, 5),
@@ -45,6 +46,8 @@ def _leaf() -> st.SearchStrategy[dict]:
         st.builds(lambda n: {"type": "string", "maxLength": n}, st.integers(0, 12)),
         st.builds(lambda n: {"type": "string", "minLength": 1, "maxLength": n}, st.integers(1, 6)),
         st.builds(lambda p: {"type": "string", "pattern": p}, st.sampled_from(PATTERNS)),
+        st.just({"type": "string", "format": "email"}),
+        st.just({"type": "string", "format": "date"}),
     )
     enums = st.one_of(
         st.builds(

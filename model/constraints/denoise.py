@@ -15,7 +15,8 @@ re-noised. The design here (prefix commit):
   (re-noised). Committing the longest grammatical run regardless of acceptance would commit noise inside
   strings, where any token is grammatical.
 * Termination: when the token budget left comes within ``margin`` tokens of the shortest completion (found
-  greedily: fast-forward tokens, then closers such as ``<|"|>``, ``}``, ``]``, ``<tool_call|>``, then the
+  by :func:`model.constraints.grammar.shortest_completion`: fast-forward tokens, then closers such as
+  ``<|"|>``, ``}``, ``]``, ``<tool_call|>``, a small search for formats and patterns, then the
   shortest allowed token), the constraint forces that completion. Unbounded strings, numbers and arrays
   therefore always close inside ``max_new_tokens``.
 * Readout: the committed prefix, then a left-to-right masked argmax over the last logits (with the same
@@ -28,69 +29,14 @@ Source: prefix-commit design measured in the project's prototype (``../shared/NO
 from __future__ import annotations
 
 import math
-from typing import Any, ClassVar
+from typing import Any
 
 import numpy as np
 import torch
 
 from model import special_tokens as st
+from model.constraints.grammar import shortest_completion
 from model.runtime import ConstraintPlan
-
-#: Closing preference (best first) used to find a short completion.
-CLOSERS: tuple[str, ...] = (
-    st.TOOL_RESPONSE_START,
-    st.TURN_END,
-    st.EOS,
-    st.TOOL_CALL_END,
-    st.CHANNEL_END,
-    st.STRING_DELIM,
-    "}",
-    "]",
-    '"',
-    "0",
-    "1",
-)
-
-
-class TokenRanks:
-    """Per-tokenizer ranking of tokens for greedy closing (lower rank = preferred), built once and cached.
-
-    Attributes:
-        ranks: ``np.ndarray`` int64 ``[V]``: closers first (in :data:`CLOSERS` order), then other tokens by
-            decoded byte length, special tokens that are not closers last.
-        vocab_size: ``V``.
-    """
-
-    _cache: ClassVar[dict[int, TokenRanks]] = {}
-
-    def __init__(self, tokenizer: Any) -> None:
-        vocab = len(tokenizer)
-        self.vocab_size = vocab
-        ranks = np.full(vocab, 10_000_000, dtype=np.int64)
-        special = set(tokenizer.all_special_ids)
-        id_to_tok = tokenizer.convert_ids_to_tokens(list(range(vocab)))
-        for i, piece in enumerate(id_to_tok):
-            if piece is None or i in special:
-                continue
-            text = tokenizer.convert_tokens_to_string([piece])
-            ranks[i] = 1000 + 10 * len(text.encode("utf-8")) + (0 if text.isdigit() else 1)
-        for pos, name in enumerate(CLOSERS):
-            tid = tokenizer.convert_tokens_to_ids(name)
-            if isinstance(tid, int) and 0 <= tid < vocab and tid != tokenizer.unk_token_id:
-                ranks[tid] = pos
-        self.ranks = ranks
-        #: closer ids in preference order, for a fast bit test before any full-vocabulary work
-        self.closer_ids = [
-            int(i) for i in np.argsort(ranks, kind="stable")[: len(CLOSERS)] if ranks[i] < len(CLOSERS)
-        ]
-
-    @classmethod
-    def of(cls, tokenizer: Any) -> TokenRanks:
-        """Cached instance for ``tokenizer`` (keyed by object identity)."""
-        key = id(tokenizer)
-        if key not in cls._cache:
-            cls._cache[key] = cls(tokenizer)
-        return cls._cache[key]
 
 
 def bitmask_to_bool(mask: bytes | bytearray | np.ndarray, vocab_size: int) -> np.ndarray:
@@ -101,44 +47,6 @@ def bitmask_to_bool(mask: bytes | bytearray | np.ndarray, vocab_size: int) -> np
     """
     raw = np.frombuffer(bytes(mask), dtype=np.uint8)
     return np.unpackbits(raw, bitorder="little")[:vocab_size].astype(bool)
-
-
-def shortest_completion(matcher: Any, ranks: TokenRanks, limit: int) -> list[int]:
-    """Greedy short completion of ``matcher``'s grammar from its current state (the matcher is not changed).
-
-    Args:
-        matcher: ``llguidance.LLMatcher``.
-        ranks: closing preference for the tokenizer.
-        limit: stop after this many tokens (the returned list then has ``limit`` tokens and is incomplete).
-
-    Returns:
-        Token ids that bring the grammar to its stop state (or ``limit`` tokens).
-    """
-    m = matcher.deep_copy()
-    out: list[int] = []
-    while len(out) < limit and not m.is_stopped():
-        ff = m.compute_ff_tokens()
-        if ff:
-            ff = ff[: limit - len(out)]
-            if m.try_consume_tokens(ff) != len(ff):
-                break
-            out.extend(ff)
-            continue
-        raw = m.compute_bitmask()
-        tok = -1
-        for cid in ranks.closer_ids:  # fast path: a closer is allowed (bit test, no full-vocabulary pass)
-            if (raw[cid >> 3] >> (cid & 7)) & 1:
-                tok = cid
-                break
-        if tok < 0:
-            allowed = bitmask_to_bool(raw, ranks.vocab_size)
-            if not allowed.any():
-                break
-            tok = int(np.argmin(np.where(allowed, ranks.ranks, np.iinfo(np.int64).max)))
-        if m.try_consume_tokens([tok]) != 1:
-            break
-        out.append(tok)
-    return out
 
 
 class GrammarConstraint:
@@ -152,7 +60,7 @@ class GrammarConstraint:
 
     Args:
         matcher: a fresh ``llguidance.LLMatcher`` for the tool-call grammar.
-        tokenizer: the checkpoint's tokenizer (for :class:`TokenRanks`).
+        tokenizer: the checkpoint's tokenizer (for :func:`~model.constraints.grammar.shortest_completion`).
         pad_token_id: written after the grammar terminates.
         margin: extra tokens kept free when deciding to close (multi-byte UTF-8 openers need >= 3).
         max_check_gap: at most this many tokens between two budget checks.
@@ -172,8 +80,8 @@ class GrammarConstraint:
         if matcher.is_error():
             raise ValueError(f"grammar matcher is in an error state: {matcher.get_error()}")
         self.matcher = matcher
-        self.ranks = TokenRanks.of(tokenizer)
-        self.vocab_size = self.ranks.vocab_size
+        self.tokenizer = tokenizer
+        self.vocab_size = len(tokenizer)
         self.pad = pad_token_id
         self.margin = margin
         self.max_check_gap = max_check_gap
@@ -189,13 +97,13 @@ class GrammarConstraint:
 
     def min_completion_tokens(self, limit: int = 4096) -> int:
         """Length in tokens of the greedy shortest completion from the current state (``limit`` if longer)."""
-        return len(shortest_completion(self.matcher, self.ranks, limit))
+        return len(shortest_completion(self.matcher, self.tokenizer, limit))
 
     # -- state ------------------------------------------------------------------------------------------
     @property
     def done(self) -> bool:
         """True once the grammar has reached its stop state (the call or answer is complete)."""
-        return bool(self.matcher.is_stopped())
+        return bool(self.matcher.is_stopped() or self.matcher.is_accepting())
 
     def _left(self) -> int:
         return self.tokens_left_at_start - len(self.canvas)
@@ -230,7 +138,7 @@ class GrammarConstraint:
             return 0
         self.budget_checks += 1
         left = self._left()
-        comp = shortest_completion(self.matcher, self.ranks, left + 1)
+        comp = shortest_completion(self.matcher, self.tokenizer, left + 1)
         if len(comp) + self.margin <= left:
             self._ok_len = n
             slack = left - len(comp) - self.margin
@@ -238,7 +146,9 @@ class GrammarConstraint:
             return 0
         back = min(n - self._ok_len, len(self.canvas)) if rollback else 0
         self._rollback(back)
-        self.closing = comp if back == 0 else shortest_completion(self.matcher, self.ranks, self._left() + 1)
+        self.closing = (
+            comp if back == 0 else shortest_completion(self.matcher, self.tokenizer, self._left() + 1)
+        )
         return back
 
     def _advance_forced(self) -> None:
