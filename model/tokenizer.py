@@ -10,8 +10,12 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from model import special_tokens as st
+
+if TYPE_CHECKING:
+    from transformers import PreTrainedTokenizerFast
 
 CHAT_TEMPLATE_PATH = Path(__file__).with_name("chat_template.jinja")
 
@@ -25,7 +29,9 @@ def chat_template() -> str:
     return CHAT_TEMPLATE_PATH.read_text(encoding="utf-8")
 
 
-def build_tokenizer(texts: Iterable[str], vocab_size: int = 4096, min_frequency: int = 2):  # type: ignore[no-untyped-def]
+def build_tokenizer(
+    texts: Iterable[str], vocab_size: int = 4096, min_frequency: int = 2
+) -> PreTrainedTokenizerFast:
     """Train a byte-level BPE tokenizer on ``texts`` and return a ``PreTrainedTokenizerFast``.
 
     Args:
