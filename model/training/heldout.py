@@ -7,6 +7,8 @@ from typing import Any
 
 from model.training.data import Example, Generator
 
+_CALL_KINDS = ("call", "parallel", "multi_call", "followup_call")
+
 
 def _canon(v: Any) -> Any:
     if isinstance(v, float) and v.is_integer():
@@ -40,7 +42,8 @@ def evaluate_heldout(chat_model: Any, *, limit: int = 100, seed: int = 0) -> dic
     """Run ``chat_model.chat`` (a :class:`model.chat.ChatModel`) on ``limit`` held-out examples.
 
     Returns:
-        ``{"n", "accuracy", "mean_latency_s", "by_kind": {kind: {"n", "accuracy"}}, "results": [...]}``.
+        ``{"n", "accuracy", "mean_latency_s", "call_name_accuracy" (call examples whose called function names
+        match, ignoring arguments), "by_kind": {kind: {"n", "accuracy"}}, "results": [...]}``.
     """
     examples = Generator(seed, "heldout").take(limit)
     results: list[dict[str, Any]] = []
@@ -53,6 +56,7 @@ def evaluate_heldout(chat_model: Any, *, limit: int = 100, seed: int = 0) -> dic
                 {
                     "kind": ex.kind,
                     "correct": False,
+                    "names_correct": False,
                     "parsed": False,
                     "latency_s": time.perf_counter() - t0,
                     "expected": ex.target,
@@ -66,6 +70,7 @@ def evaluate_heldout(chat_model: Any, *, limit: int = 100, seed: int = 0) -> dic
             {
                 "kind": ex.kind,
                 "correct": score_example(ex, calls),
+                "names_correct": sorted(n for n, _ in calls) == sorted(n for n, _ in ex.calls),
                 "parsed": True,
                 "latency_s": dt,
                 "expected": ex.target,
@@ -82,6 +87,10 @@ def evaluate_heldout(chat_model: Any, *, limit: int = 100, seed: int = 0) -> dic
         "n": n,
         "accuracy": sum(r["correct"] for r in results) / n if n else 0.0,
         "mean_latency_s": sum(r["latency_s"] for r in results) / n if n else 0.0,
+        "call_name_accuracy": (
+            sum(r["names_correct"] for r in results if r["kind"] in _CALL_KINDS)
+            / max(1, sum(r["kind"] in _CALL_KINDS for r in results))
+        ),
         "by_kind": {k: {"n": v["n"], "accuracy": v["correct"] / v["n"]} for k, v in by_kind.items()},
         "results": results,
     }
