@@ -138,8 +138,8 @@ def build_model_config(cfg: TrainConfig) -> Any:
 GENERATION_DEFAULTS: dict[str, Any] = {
     "max_denoising_steps": 32,
     "entropy_bound": 0.1,
-    "t_max": 0.2,
-    "t_min": 0.05,
+    "t_max": 0.1,
+    "t_min": 0.02,
     "stability_threshold": 1,
     "confidence_threshold": 0.005,
 }
