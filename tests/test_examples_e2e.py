@@ -28,6 +28,15 @@ CI = os.environ.get("CI", "").strip().lower() in ("1", "true", "yes")
 
 pytestmark = pytest.mark.slow
 
+# The shipped agentkit-tiny (1,068 CPU training steps) calls the right tool with well-formed arguments but
+# does not yet copy the values from the request (BFCL simple_python 0%, see docs/TRAINING.md and issue #8).
+# These tests state the requirement; they are expected to fail until a better-trained checkpoint ships.
+# strict=True: the day they pass, the marker must go.
+NOT_YET = pytest.mark.xfail(
+    strict=True,
+    reason="agentkit-tiny does not yet copy argument values from the request (issue #8 open)",
+)
+
 
 @pytest.fixture(scope="module")
 def backend():
@@ -46,6 +55,7 @@ def _calls(result):
     return [rec for step in result.steps for rec in step.tool_calls]
 
 
+@NOT_YET
 def test_code_search_bot_where_is_load_bundle_defined(backend):
     code_search.set_root(ROOT)
     try:
@@ -66,6 +76,7 @@ def test_code_search_bot_where_is_load_bundle_defined(backend):
     assert result.answer is not None and "agentkit/bundle.py" in result.answer
 
 
+@NOT_YET
 def test_weather_bot_current_weather_in_berlin(backend):
     requests: list[httpx.Request] = []
 
