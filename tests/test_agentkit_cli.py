@@ -1,6 +1,7 @@
 """``agentkit run`` and ``agentkit chat`` with the scripted backend."""
 
 import json
+import pathlib
 import textwrap
 import uuid
 
@@ -131,3 +132,26 @@ def test_chat_repl_history_save_and_resume(bundle, tmp_path):
     assert res.exit_code == 0, res.output  # EOF ends the REPL
     assert "2 earlier turn(s)" in res.stdout
     assert "agent> Still here." in res.stdout
+
+
+def test_cli_rejects_empty_question_and_zero_budget_cleanly():
+    """Bad CLI input gets a one-line error and exit code 2, never a traceback."""
+    import subprocess
+    import sys
+
+    root = pathlib.Path(__file__).resolve().parents[1]
+    out = subprocess.run(
+        [sys.executable, "-m", "agentkit", "run", str(root / "examples/code_search/bundle.yaml"), "  "],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert out.returncode == 2 and "question is empty" in out.stderr + out.stdout
+    assert "Traceback" not in out.stderr
+    out = subprocess.run(
+        [sys.executable, "-m", "agentkit", "generate", "hi", "--max-new-tokens", "0"],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert out.returncode == 2 and "Traceback" not in out.stderr

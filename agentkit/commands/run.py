@@ -67,6 +67,9 @@ def run_command(
     from agentkit.errors import AgentRunError, BackendError
     from agentkit.render import RichRenderer
 
+    if not question.strip():
+        _error("the question is empty: pass the user message as the second argument")
+        raise typer.Exit(EXIT_BAD_INPUT)
     agent = _build_agent(bundle, backend, model, max_steps)
     console = Console()
     renderer = None if json_out else RichRenderer(console)
