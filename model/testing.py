@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import Any
 
 from model import special_tokens as st
+from model.config import small_config
 
 _CORPUS_SEED = (
     "The weather in Paris is sunny today. get_weather city days units metric imperial forecast. "
@@ -44,61 +45,19 @@ def tiny_config(
     max_position_embeddings: int = 4096,
     sliding_window: int = 128,
 ) -> Any:
-    """Build a small ``DiffusionGemmaConfig`` whose special ids fit the project's vocabulary layout.
-
-    Returns:
-        ``transformers.DiffusionGemmaConfig`` (text config with explicit ``layer_types`` alternating sliding and
-        full attention, ending in full attention; tiny vision tower; ``canvas_length`` tokens per canvas).
-    """
-    from transformers import DiffusionGemmaConfig, DiffusionGemmaTextConfig
-    from transformers.models.gemma4.configuration_gemma4 import Gemma4VisionConfig
-
-    layer_types = ["sliding_attention" if i % 2 == 0 else "full_attention" for i in range(num_layers)]
-    # Consumed by the configs' __post_init__ (not declared fields, hence passed through dicts).
-    extra_text: dict[str, Any] = {"global_head_dim": head_dim}
-    extra_top: dict[str, Any] = {
-        "pad_token_id": st.PAD_ID,
-        "eos_token_id": st.EOS_ID,
-        "bos_token_id": st.BOS_ID,
-    }
-    layer_types[-1] = "full_attention"
-    text = DiffusionGemmaTextConfig(
-        vocab_size=vocab_size,
-        hidden_size=hidden_size,
-        intermediate_size=hidden_size * 2,
-        moe_intermediate_size=hidden_size,
-        num_hidden_layers=num_layers,
-        num_attention_heads=num_heads,
-        num_key_value_heads=num_kv_heads,
+    """A small random-weight test configuration (see :func:`model.config.small_config`)."""
+    return small_config(
+        vocab_size,
+        hidden_size,
+        num_layers,
+        num_heads=num_heads,
+        num_kv_heads=num_kv_heads,
         head_dim=head_dim,
-        **extra_text,
-        layer_types=layer_types,
+        canvas_length=canvas_length,
         num_experts=num_experts,
         top_k_experts=top_k_experts,
         max_position_embeddings=max_position_embeddings,
         sliding_window=sliding_window,
-        pad_token_id=st.PAD_ID,
-        eos_token_id=st.EOS_ID,
-        bos_token_id=st.BOS_ID,
-    )
-    vision = Gemma4VisionConfig(
-        hidden_size=16,
-        intermediate_size=32,
-        num_hidden_layers=1,
-        num_attention_heads=1,
-        num_key_value_heads=1,
-        head_dim=16,
-        patch_size=16,
-        position_embedding_size=64,
-    )
-    return DiffusionGemmaConfig(
-        text_config=text,
-        vision_config=vision,
-        canvas_length=canvas_length,
-        boi_token_id=st.SPECIAL_IDS[st.IMAGE_START],
-        eoi_token_id=st.SPECIAL_IDS[st.IMAGE_END],
-        image_token_id=st.SPECIAL_IDS[st.IMAGE_TOKEN],
-        **extra_top,
     )
 
 
@@ -188,9 +147,8 @@ def synthetic_tokenizer(vocab_size: int = 262_144) -> Any:
         ValueError: if ``vocab_size`` exceeds what the merge scheme can generate (~2.4M).
     """
     from tokenizers import Tokenizer, decoders, models, pre_tokenizers
-    from transformers import PreTrainedTokenizerFast
 
-    from model.tokenizer import chat_template
+    from model.tokenizer import wrap_tokenizer
 
     alphabet = pre_tokenizers.ByteLevel.alphabet()
     byte_chars = sorted(alphabet)
@@ -226,14 +184,4 @@ def synthetic_tokenizer(vocab_size: int = 262_144) -> Any:
     bpe.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False, use_regex=True)
     bpe.decoder = decoders.ByteLevel()
     bpe.add_special_tokens(list(st.SPECIAL_TOKENS))
-    fast = PreTrainedTokenizerFast(
-        tokenizer_object=bpe,
-        pad_token=st.PAD,
-        eos_token=st.EOS,
-        bos_token=st.BOS,
-        unk_token=st.UNK,
-        additional_special_tokens=list(st.SPECIAL_TOKENS[4:]),
-        clean_up_tokenization_spaces=False,
-    )
-    fast.chat_template = chat_template()
-    return fast
+    return wrap_tokenizer(bpe)

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from model import special_tokens as st
 
@@ -47,7 +47,6 @@ def build_tokenizer(
         ValueError: if ``vocab_size`` is too small to hold the special and byte tokens.
     """
     from tokenizers import Tokenizer, decoders, models, pre_tokenizers, processors, trainers
-    from transformers import PreTrainedTokenizerFast
 
     if vocab_size < len(st.SPECIAL_TOKENS) + 256 + 1:
         raise ValueError(f"vocab_size={vocab_size} is too small: need > {len(st.SPECIAL_TOKENS) + 256}")
@@ -67,6 +66,18 @@ def build_tokenizer(
         got = tok.token_to_id(name)
         if got != i:  # pragma: no cover - guaranteed by the trainer's special_tokens order
             raise RuntimeError(f"special token {name!r} got id {got}, expected {i}")
+    return wrap_tokenizer(tok)
+
+
+def wrap_tokenizer(tok: Any) -> Any:
+    """Wrap a ``tokenizers.Tokenizer`` whose ids 0..17 are :data:`model.special_tokens.SPECIAL_TOKENS`.
+
+    Returns:
+        ``transformers.PreTrainedTokenizerFast`` with pad/eos/bos/unk, the control tokens as special tokens and
+        the Gemma 4 chat template.
+    """
+    from transformers import PreTrainedTokenizerFast
+
     fast = PreTrainedTokenizerFast(
         tokenizer_object=tok,
         pad_token=st.PAD,

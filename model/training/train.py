@@ -77,60 +77,21 @@ class TrainConfig:
 
 
 def build_model_config(cfg: TrainConfig) -> Any:
-    """``DiffusionGemmaConfig`` for the embedded checkpoint.
+    """``DiffusionGemmaConfig`` for the embedded checkpoint: :func:`model.config.small_config` sized by ``cfg``."""
+    from model.config import small_config
 
-    Text model per ``cfg`` (alternating sliding/full attention, ending in full; ``num_experts=1``,
-    ``top_k_experts=1`` is the nearest to dense DiffusionGemma allows), a ~20k-parameter ``gemma4_vision``
-    tower, and the image special ids placed inside the project's vocabulary (:mod:`model.special_tokens`).
-    """
-    import transformers
-    from transformers.models.gemma4.configuration_gemma4 import Gemma4VisionConfig
-
-    # Any: the config classes accept these keywords through **kwargs, which their stubs do not declare
-    DiffusionGemmaConfig: Any = transformers.DiffusionGemmaConfig
-    DiffusionGemmaTextConfig: Any = transformers.DiffusionGemmaTextConfig
-
-    layer_types = ["sliding_attention" if i % 2 == 0 else "full_attention" for i in range(cfg.num_layers)]
-    layer_types[-1] = "full_attention"
-    text = DiffusionGemmaTextConfig(
-        vocab_size=cfg.vocab_size,
-        hidden_size=cfg.hidden_size,
+    return small_config(
+        cfg.vocab_size,
+        cfg.hidden_size,
+        cfg.num_layers,
         intermediate_size=cfg.intermediate_size,
         moe_intermediate_size=cfg.moe_intermediate_size,
-        num_hidden_layers=cfg.num_layers,
-        num_attention_heads=cfg.num_heads,
-        num_key_value_heads=cfg.num_kv_heads,
+        num_heads=cfg.num_heads,
+        num_kv_heads=cfg.num_kv_heads,
         head_dim=cfg.head_dim,
-        global_head_dim=cfg.head_dim,
-        layer_types=layer_types,
-        num_experts=1,
-        top_k_experts=1,
+        canvas_length=cfg.canvas_length,
         max_position_embeddings=cfg.max_position_embeddings,
         sliding_window=cfg.sliding_window,
-        pad_token_id=st.PAD_ID,
-        eos_token_id=st.EOS_ID,
-        bos_token_id=st.BOS_ID,
-    )
-    vision = Gemma4VisionConfig(
-        hidden_size=16,
-        intermediate_size=32,
-        num_hidden_layers=1,
-        num_attention_heads=1,
-        num_key_value_heads=1,
-        head_dim=16,
-        patch_size=16,
-        position_embedding_size=64,
-    )
-    return DiffusionGemmaConfig(
-        text_config=text,
-        vision_config=vision,
-        canvas_length=cfg.canvas_length,
-        boi_token_id=st.SPECIAL_IDS[st.IMAGE_START],
-        eoi_token_id=st.SPECIAL_IDS[st.IMAGE_END],
-        image_token_id=st.SPECIAL_IDS[st.IMAGE_TOKEN],
-        pad_token_id=st.PAD_ID,
-        eos_token_id=st.EOS_ID,
-        bos_token_id=st.BOS_ID,
     )
 
 
