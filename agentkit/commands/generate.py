@@ -56,7 +56,9 @@ def generate_command(
     ),
     live: bool = typer.Option(False, "--live", help="Show the canvas denoising in the terminal."),
     raw: bool = typer.Option(False, "--raw", help="Use the prompt as is, without the chat template."),
-    max_new_tokens: int | None = typer.Option(None, min=1, help="Token budget (rounded up to whole canvases)."),
+    max_new_tokens: int | None = typer.Option(
+        None, min=1, help="Token budget (rounded up to whole canvases)."
+    ),
     seed: int | None = typer.Option(0, help="Random seed."),
     threads: int | None = typer.Option(None, help="torch threads."),
     device: str = typer.Option("cpu", help="cpu or cuda."),
