@@ -170,18 +170,7 @@ def parse_docstring(doc: str | None) -> tuple[str, dict[str, str]]:
                 block.append(lines[i])
                 i += 1
             if section in _PARAM_SECTIONS:
-                base = min((_indent(b) for b in block if b.strip()), default=0)
-                name: str | None = None
-                for b in block:
-                    if not b.strip():
-                        continue
-                    if _indent(b) == base:
-                        em = _NUMPY_ENTRY.match(b.strip())
-                        name = em.group("name") if em else None
-                        if name:
-                            params[name] = ""
-                    elif name:
-                        params[name] = (params[name] + " " + b.strip()).strip()
+                _parse_param_block(block, _NUMPY_ENTRY, params)
             continue
         gm = _GOOGLE_HEADER.match(line)
         if gm:
@@ -194,23 +183,29 @@ def parse_docstring(doc: str | None) -> tuple[str, dict[str, str]]:
                 block.append(lines[i])
                 i += 1
             if section in _PARAM_SECTIONS:
-                base = min((_indent(b) for b in block if b.strip()), default=0)
-                current: str | None = None
-                for b in block:
-                    if not b.strip():
-                        continue
-                    if _indent(b) == base:
-                        em = _GOOGLE_ENTRY.match(b.strip())
-                        current = em.group("name") if em else None
-                        if em and current:
-                            params[current] = em.group("desc").strip()
-                    elif current:
-                        params[current] = (params[current] + " " + b.strip()).strip()
+                _parse_param_block(block, _GOOGLE_ENTRY, params)
             continue
         if in_description:
             desc.append(line)
         i += 1
     return "\n".join(desc).strip(), params
+
+
+def _parse_param_block(block: list[str], entry: re.Pattern[str], params: dict[str, str]) -> None:
+    """Read one parameters section: entries at the block's base indent (``entry`` gives ``name`` and, for
+    Google style, ``desc``), deeper lines continue the previous entry's description. Fills ``params``."""
+    base = min((_indent(b) for b in block if b.strip()), default=0)
+    name: str | None = None
+    for b in block:
+        if not b.strip():
+            continue
+        if _indent(b) == base:
+            em = entry.match(b.strip())
+            name = em.group("name") if em else None
+            if em and name:
+                params[name] = (em.groupdict().get("desc") or "").strip()
+        elif name:
+            params[name] = (params[name] + " " + b.strip()).strip()
 
 
 # ------------------------------------------------------------------------------------------------ schemas
