@@ -44,6 +44,7 @@ import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+from benchmarks._common import target
 from kernels import sampling as S
 from kernels.philox import philox4x32
 
@@ -331,51 +332,53 @@ def bench_cuda(quick: bool) -> dict[str, Any]:
             report["sweep"] += sweep
             torch.cuda.empty_cache()
 
-    targets = []
-    for row in report["results"]:
-        tag = f"{'x'.join(map(str, row['shape']))}_{row['dtype']}"
-        targets.append(
-            {
-                "name": f"bw_fraction_of_copy_{tag}",
-                "value": row["bw_fraction_of_copy"],
-                "target": BW_TARGET,
-                "higher_is_better": True,
-            }
-        )
-        targets.append(
-            {
-                "name": f"speedup_vs_reference_{tag}",
-                "value": row["speedup_vs_reference"],
-                "target": SPEEDUP_TARGET,
-                "higher_is_better": True,
-            }
-        )
-    c = report["checks"]
-    targets += [
-        {
-            "name": "check_philox_bits_match",
-            "value": c["philox_bits_match"],
-            "target": 1.0,
-            "higher_is_better": True,
-        },
-        {"name": "check_argmax_match", "value": c["argmax_match"], "target": 1.0, "higher_is_better": True},
-        {"name": "check_sample_match", "value": c["sample_match"], "target": 0.99, "higher_is_better": True},
-        {
-            "name": "check_entropy_max_abs_err",
-            "value": c["entropy_err"],
-            "target": 1e-3,
-            "higher_is_better": False,
-        },
-        {"name": "check_chi2_pvalue", "value": c["chi2_pvalue"], "target": 1e-3, "higher_is_better": True},
-        {
-            "name": "check_samples_allowed_by_bitmask",
-            "value": float(all(v for k, v in c.items() if k.startswith("samples_allowed_"))),
-            "target": 1.0,
-            "higher_is_better": True,
-        },
-    ]
+    rows = {f"{'x'.join(map(str, r['shape']))}_{r['dtype']}": r for r in report["results"]}
+    targets = _targets(rows, report["checks"])
     report["targets"] = targets
     return report
+
+
+def _targets(rows: dict[str, dict[str, Any] | None], checks: dict[str, Any] | None) -> list[dict[str, Any]]:
+    """The issue's targets per shape/dtype tag plus the compiled-kernel checks (``None`` values: not measured)."""
+    out = []
+    for tag, row in rows.items():
+        out.append(
+            target(
+                f"bw_fraction_of_copy_{tag}",
+                None if row is None else row["bw_fraction_of_copy"],
+                BW_TARGET,
+                True,
+            )
+        )
+        out.append(
+            target(
+                f"speedup_vs_reference_{tag}",
+                None if row is None else row["speedup_vs_reference"],
+                SPEEDUP_TARGET,
+                True,
+            )
+        )
+    c = checks or {}
+    values = {
+        "check_philox_bits_match": c.get("philox_bits_match"),
+        "check_argmax_match": c.get("argmax_match"),
+        "check_sample_match": c.get("sample_match"),
+        "check_entropy_max_abs_err": c.get("entropy_err"),
+        "check_chi2_pvalue": c.get("chi2_pvalue"),
+        "check_samples_allowed_by_bitmask": (
+            float(all(v for k, v in c.items() if k.startswith("samples_allowed_"))) if checks else None
+        ),
+    }
+    for name, goal, higher in (
+        ("check_philox_bits_match", 1.0, True),
+        ("check_argmax_match", 1.0, True),
+        ("check_sample_match", 0.99, True),
+        ("check_entropy_max_abs_err", 1e-3, False),
+        ("check_chi2_pvalue", 1e-3, True),
+        ("check_samples_allowed_by_bitmask", 1.0, True),
+    ):
+        out.append(target(name, values[name], goal, higher))
+    return out
 
 
 def bench_cpu(quick: bool) -> dict[str, Any]:
@@ -403,35 +406,8 @@ def bench_cpu(quick: bool) -> dict[str, Any]:
             }
         )
         log(f"  {results[-1]}")
-    targets = []
-    for shape in SHAPES:
-        for dname in DTYPES:
-            tag = f"{'x'.join(map(str, shape))}_{dname}"
-            targets.append(
-                {
-                    "name": f"bw_fraction_of_copy_{tag}",
-                    "value": None,
-                    "target": BW_TARGET,
-                    "higher_is_better": True,
-                }
-            )
-            targets.append(
-                {
-                    "name": f"speedup_vs_reference_{tag}",
-                    "value": None,
-                    "target": SPEEDUP_TARGET,
-                    "higher_is_better": True,
-                }
-            )
-    for name, target, higher in (
-        ("check_philox_bits_match", 1.0, True),
-        ("check_argmax_match", 1.0, True),
-        ("check_sample_match", 0.99, True),
-        ("check_entropy_max_abs_err", 1e-3, False),
-        ("check_chi2_pvalue", 1e-3, True),
-        ("check_samples_allowed_by_bitmask", 1.0, True),
-    ):
-        targets.append({"name": name, "value": None, "target": target, "higher_is_better": higher})
+    tags = [f"{'x'.join(map(str, shape))}_{dname}" for shape in SHAPES for dname in DTYPES]
+    targets = _targets(dict.fromkeys(tags), None)
     return {
         "device": "cpu",
         "note": "no CUDA device: the Triton kernel was not run; targets not measured",
