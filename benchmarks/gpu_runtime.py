@@ -33,7 +33,8 @@ ACTIVE_PARAMS_30 = 3.8e9  # the real checkpoint's active parameters per token (3
 def full_config(num_layers: int, canvas: int = 256) -> Any:
     """The real checkpoint's text architecture at ``num_layers`` layers (tiny vision tower)."""
     from transformers import DiffusionGemmaConfig, DiffusionGemmaTextConfig
-    from transformers.models.gemma4.configuration_gemma4 import Gemma4VisionConfig
+
+    from model.config import tiny_vision_config
 
     layer_types = ["full_attention" if (i + 1) % 6 == 0 else "sliding_attention" for i in range(num_layers)]
     layer_types[-1] = "full_attention"
@@ -54,17 +55,7 @@ def full_config(num_layers: int, canvas: int = 256) -> Any:
         sliding_window=1024,
         max_position_embeddings=8192,
     )
-    vision = Gemma4VisionConfig(
-        hidden_size=16,
-        intermediate_size=32,
-        num_hidden_layers=1,
-        num_attention_heads=1,
-        num_key_value_heads=1,
-        head_dim=16,
-        patch_size=16,
-        position_embedding_size=64,
-    )
-    return DiffusionGemmaConfig(text_config=text, vision_config=vision, canvas_length=canvas)
+    return DiffusionGemmaConfig(text_config=text, vision_config=tiny_vision_config(), canvas_length=canvas)
 
 
 def copy_bandwidth(nbytes: int = 4 << 30) -> float:

@@ -14,6 +14,22 @@ from typing import Any
 from model import special_tokens as st
 
 
+def tiny_vision_config() -> Any:
+    """A ~20k-parameter ``gemma4_vision`` sub-config (DiffusionGemma always builds a vision tower)."""
+    from transformers.models.gemma4.configuration_gemma4 import Gemma4VisionConfig
+
+    return Gemma4VisionConfig(
+        hidden_size=16,
+        intermediate_size=32,
+        num_hidden_layers=1,
+        num_attention_heads=1,
+        num_key_value_heads=1,
+        head_dim=16,
+        patch_size=16,
+        position_embedding_size=64,
+    )
+
+
 def small_config(
     vocab_size: int,
     hidden_size: int,
@@ -46,7 +62,6 @@ def small_config(
         ``transformers.DiffusionGemmaConfig``.
     """
     from transformers import DiffusionGemmaConfig, DiffusionGemmaTextConfig
-    from transformers.models.gemma4.configuration_gemma4 import Gemma4VisionConfig
 
     layer_types = ["sliding_attention" if i % 2 == 0 else "full_attention" for i in range(num_layers)]
     layer_types[-1] = "full_attention"
@@ -76,19 +91,9 @@ def small_config(
         bos_token_id=st.BOS_ID,
         **extra_text,
     )
-    vision = Gemma4VisionConfig(
-        hidden_size=16,
-        intermediate_size=32,
-        num_hidden_layers=1,
-        num_attention_heads=1,
-        num_key_value_heads=1,
-        head_dim=16,
-        patch_size=16,
-        position_embedding_size=64,
-    )
     return DiffusionGemmaConfig(
         text_config=text,
-        vision_config=vision,
+        vision_config=tiny_vision_config(),
         canvas_length=canvas_length,
         boi_token_id=st.SPECIAL_IDS[st.IMAGE_START],
         eoi_token_id=st.SPECIAL_IDS[st.IMAGE_END],
