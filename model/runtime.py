@@ -64,14 +64,22 @@ class CanvasConstraint(Protocol):
     def plan(self) -> ConstraintPlan:
         """Fixed tokens and frontier mask for the next step."""
 
-    def commit(self, tokens: list[int], accepted: list[bool]) -> list[int]:
-        """See this step's sampled canvas tokens and acceptance; return positions to veto (re-noise)."""
+    def commit(
+        self,
+        tokens: list[int],
+        accepted: list[bool],
+        logits: torch.Tensor | None = None,
+        entropy_bound: float = 0.0,
+    ) -> list[int]:
+        """See this step's sampled canvas tokens ``[C]``, acceptance ``[C]`` and tempered logits ``[C, V]``
+        (with the sampler's entropy bound, nats); return positions to veto (re-noise)."""
 
     def readout(self, logits: torch.Tensor) -> list[int]:
         """Return the canvas's final ``canvas_length`` tokens given the last logits ``[C, V]`` float32."""
 
     # Optional: a ``done`` attribute that turns True once the grammar has terminated; the runtime then stops
-    # denoising that row's canvas (its readout is fully decided).
+    # denoising that row's canvas (its readout is fully decided). Optional: a ``committed`` attribute (list of
+    # token ids for positions 0..k-1) that the runtime writes into the next step's canvas as accepted tokens.
 
 
 @dataclass
@@ -410,7 +418,14 @@ def generate(
                 for r, c in enumerate(cons):
                     if c is None or bool(finished[r]):
                         continue
-                    veto = c.commit(tok_rows[r], acc_rows[r])
+                    veto = c.commit(
+                        tok_rows[r], acc_rows[r], logits=processed[r], entropy_bound=settings.entropy_bound
+                    )
+                    prefix = getattr(c, "committed", None)
+                    if prefix:  # committed tokens go into the next step's canvas (the extension may differ)
+                        k = min(len(prefix), canvas_len)
+                        denoised[r, :k] = torch.tensor(prefix[:k], dtype=torch.long, device=device)
+                        accepted[r, :k] = True
                     if veto:
                         accepted[r, torch.tensor(veto, dtype=torch.long, device=device)] = False
                     if getattr(c, "done", False):

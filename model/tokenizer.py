@@ -30,7 +30,7 @@ def chat_template() -> str:
 
 
 def build_tokenizer(
-    texts: Iterable[str], vocab_size: int = 4096, min_frequency: int = 2
+    texts: Iterable[str], vocab_size: int = 4096, min_frequency: int = 2, *, space_tokens: bool = False
 ) -> PreTrainedTokenizerFast:
     """Train a byte-level BPE tokenizer on ``texts`` and return a ``PreTrainedTokenizerFast``.
 
@@ -38,6 +38,10 @@ def build_tokenizer(
         texts: training corpus (any iterable of strings; a few MB train in about a second).
         vocab_size: total vocabulary size including the 18 special tokens and the 256 byte tokens.
         min_frequency: minimum pair count for a BPE merge.
+        space_tokens: split runs of spaces into their own pre-tokens before the byte-level split, so a word
+            has the same token ids after a space (in a request) as after ``<|"|>`` (in a tool call): copying a
+            value from the request becomes an identity copy, which a small model learns far sooner than the
+            GPT-2 ``Ġword`` -> ``word`` mapping. Costs about one token per space.
 
     Returns:
         ``transformers.PreTrainedTokenizerFast`` with ``pad/eos/bos/unk`` set, the Gemma 4 control tokens as
@@ -51,7 +55,15 @@ def build_tokenizer(
     if vocab_size < len(st.SPECIAL_TOKENS) + 256 + 1:
         raise ValueError(f"vocab_size={vocab_size} is too small: need > {len(st.SPECIAL_TOKENS) + 256}")
     tok = Tokenizer(models.BPE(unk_token=None, byte_fallback=False))
-    tok.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False, use_regex=True)
+    byte_level = pre_tokenizers.ByteLevel(add_prefix_space=False, use_regex=True)
+    if space_tokens:
+        from tokenizers import Regex
+
+        tok.pre_tokenizer = pre_tokenizers.Sequence(
+            [pre_tokenizers.Split(Regex(" +"), behavior="isolated"), byte_level]
+        )
+    else:
+        tok.pre_tokenizer = byte_level
     tok.decoder = decoders.ByteLevel()
     tok.post_processor = processors.ByteLevel(trim_offsets=False)
     trainer = trainers.BpeTrainer(

@@ -124,3 +124,79 @@ def test_bitmask_unpacking_layout():
     words = np.array([0b101, -(2**31)], dtype=np.int32).tobytes() + b"\x00\x00\x00\x00"
     allowed = bitmask_to_bool(words, 64)
     assert allowed.nonzero()[0].tolist() == [0, 2, 63]
+
+
+def _row(vocab, hot):
+    """Tempered logits [V] with the given {token id: logit}; 0 elsewhere."""
+    r = torch.zeros(vocab)
+    for t, v in hot.items():
+        r[t] = v
+    return r
+
+
+@pytest.mark.parametrize("extend", [True, False])
+def test_frontier_extension_commits_stable_confident_masked_token(ckpt, extend):
+    tok = ckpt.tokenizer
+    vocab = ckpt.model.config.get_text_config().vocab_size
+    c = GrammarConstraint(
+        llguidance.LLMatcher(ckpt.llg, llguidance.LLMatcher.grammar_from_lark(GRAMMARS["number"])),
+        tok,
+        extend=extend,
+    )
+    c.start_canvas(16, 16)
+    plan = c.plan()
+    k = len(plan.fixed)
+    assert tok.decode(plan.fixed) == "<|tool_call>call:f{n:"  # fast-forward tokens
+    seven, close, letter = (tok.convert_tokens_to_ids(x) for x in ("7", "}", "a"))
+    logits = torch.zeros(16, vocab)
+    logits[k] = _row(vocab, {seven: 30.0})
+    # the model prefers an ungrammatical letter; under the grammar's mask "}" is near certain
+    logits[k + 1] = _row(vocab, {letter: 30.0, close: 20.0})
+    tokens = [0] * 16
+    tokens[: k + 2] = [*plan.fixed, seven, letter]
+    accepted = [True] * (k + 2) + [False] * (16 - k - 2)
+    # first step of the canvas: no previous logits, so no extension: the accepted letter is vetoed
+    assert c.commit(tokens, accepted, logits=logits, entropy_bound=0.1) == [k + 1]
+    assert c.committed == [*plan.fixed, seven]
+    # second step, same (stable) logits: the extension commits "}" and the fast-forward tokens close the call
+    veto = c.commit(tokens, accepted, logits=logits.clone(), entropy_bound=0.1)
+    if extend:
+        assert veto == []
+        assert c.done and c.extended_tokens == 1
+        assert tok.decode(c.committed) == "<|tool_call>call:f{n:7}<tool_call|><|tool_response>"
+    else:
+        assert veto == [k + 1] and not c.done and c.committed == [*plan.fixed, seven]
+
+
+def test_frontier_extension_needs_stability_and_low_entropy(ckpt):
+    tok = ckpt.tokenizer
+    vocab = ckpt.model.config.get_text_config().vocab_size
+    seven, eight = (tok.convert_tokens_to_ids(x) for x in ("7", "8"))
+
+    def fresh():
+        c = _constraint(ckpt, GRAMMARS["number"])
+        c.start_canvas(16, 16)
+        return c, len(c.plan().fixed)
+
+    accepted = [False] * 16  # the sampler accepted nothing past the fast-forward prefix
+    # unstable: the masked argmax moves from "8" to "7" between the two steps -> nothing committed
+    c, k = fresh()
+    a, b = torch.zeros(16, vocab), torch.zeros(16, vocab)
+    a[k], b[k] = _row(vocab, {eight: 30.0}), _row(vocab, {seven: 30.0})
+    assert c.commit([0] * 16, accepted, logits=a, entropy_bound=0.1) == []
+    assert c.commit([0] * 16, accepted, logits=b, entropy_bound=0.1) == []
+    assert len(c.committed) == k
+    # stable but uncertain: "7" and "8" are tied under the mask -> entropy ~0.69 > 0.1 -> nothing
+    c, k = fresh()
+    a = torch.zeros(16, vocab)
+    a[k] = _row(vocab, {seven: 30.0, eight: 30.0})
+    c.commit([0] * 16, accepted, logits=a, entropy_bound=0.1)
+    c.commit([0] * 16, accepted, logits=a.clone(), entropy_bound=0.1)
+    assert len(c.committed) == k
+    # stable and confident -> committed without the sampler's acceptance, then more digits may follow
+    c, k = fresh()
+    a = torch.zeros(16, vocab)
+    a[k] = _row(vocab, {seven: 30.0})
+    c.commit([0] * 16, accepted, logits=a, entropy_bound=0.1)
+    c.commit([0] * 16, accepted, logits=a.clone(), entropy_bound=0.1)
+    assert c.committed[k:] == [seven] and not c.done

@@ -76,3 +76,42 @@ def test_one_pass_denoising_reproduces_a_training_style_call():
         correct += sum(a == b for a, b in zip(pred, t, strict=True))
         total += len(t)
     assert correct / total > 0.15, correct / total
+
+
+def test_frontier_extension_cuts_decoder_forwards_on_shipped_checkpoint():
+    """Same prompts and seeds, tool choice required: the constraint's frontier extension (commit stable,
+    confident masked argmaxes past the accepted run) needs fewer decoder forwards; every call still validates.
+    Measured at commit time (6 prompts x 2 seeds): see docs/BENCHMARKS.md, constraint_overhead."""
+    import jsonschema
+
+    from model.chat import ChatModel
+    from model.constraints.parse import parse_tool_calls
+    from model.runtime import generate
+
+    sys_path_tools = __import__("benchmarks.constraint_overhead", fromlist=["TOOLS", "PROMPTS"])
+    tools, prompts = sys_path_tools.TOOLS, sys_path_tools.PROMPTS
+    schemas = {t["function"]["name"]: t["function"]["parameters"] for t in tools}
+    chat = ChatModel.load(str(CKPT))
+    forwards = {}
+    for extend in (False, True):
+        total = 0
+        for prompt in prompts:
+            for seed in (0, 1):
+                c = chat.make_constraint(tools, "required")
+                c.extend = extend
+                ids = chat.tokenizer(
+                    chat.render([{"role": "user", "content": prompt}], tools),
+                    return_tensors="pt",
+                    add_special_tokens=False,
+                ).input_ids
+                out = generate(
+                    chat.model, ids, chat.settings.replace(max_new_tokens=128), constraints=[c], seed=seed
+                )
+                new = [t for t in out.new_tokens[0].tolist() if t != st.PAD_ID]
+                calls = parse_tool_calls(chat.tokenizer.decode(new, skip_special_tokens=False)).calls
+                assert calls, prompt
+                for call in calls:
+                    jsonschema.Draft202012Validator(schemas[call.name]).validate(dict(call.arguments))
+                total += int(out.stats.decoder_forwards[0])
+        forwards[extend] = total
+    assert forwards[True] < forwards[False], forwards

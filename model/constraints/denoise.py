@@ -11,9 +11,17 @@ re-noised. The design here (prefix commit):
 * The frontier position's logits are masked with the matcher's token bitmask, so what is sampled there is
   grammatical and its entropy is measured over allowed tokens only.
 * After each denoising step, the run of positions from the frontier that the entropy-bound rule accepted AND
-  the matcher accepts, in order, is committed. An accepted but ungrammatical frontier token is vetoed
-  (re-noised). Committing the longest grammatical run regardless of acceptance would commit noise inside
-  strings, where any token is grammatical.
+  the matcher accepts, in order, is committed. Committing the longest grammatical run regardless of
+  acceptance would commit noise inside strings, where any token is grammatical.
+* Frontier extension: where that run stops (a position the sampler did not accept, or an accepted token the
+  grammar rejects), the walk goes on with fast-forward tokens and then with the *masked* distribution of the
+  same step's logits at that position: if its entropy (tempered, over the allowed tokens only) fits in what
+  is left of an entropy budget equal to the sampler's bound, and its masked argmax is also the masked argmax
+  of the previous step's logits there (the stability the runtime's stop rule asks of a canvas, under the
+  grammar; so never on a canvas's first step, whose input is pure noise), that token is committed and the
+  walk continues. Without it each ungrammatical or unaccepted position costs one more decoder forward (the
+  constrained canvas needed 5.4 forwards against 4.25 unconstrained on the shipped checkpoint). An accepted
+  ungrammatical token that the extension cannot replace is vetoed (re-noised).
 * Termination: when the token budget left comes within ``margin`` tokens of the shortest completion (found
   by :func:`model.constraints.grammar.shortest_completion`: fast-forward tokens, then closers such as
   ``<|"|>``, ``}``, ``]``, ``<tool_call|>``, a small search for formats and patterns, then the
@@ -64,6 +72,8 @@ class GrammarConstraint:
         pad_token_id: written after the grammar terminates.
         margin: extra tokens kept free when deciding to close (multi-byte UTF-8 openers need >= 3).
         max_check_gap: at most this many tokens between two budget checks.
+        extend: commit confident, stable masked argmaxes past the accepted run (the frontier extension of the
+            module docstring); False keeps the plain accepted-and-grammatical walk.
 
     Raises:
         ValueError: if the matcher is already in an error state (bad grammar).
@@ -76,6 +86,7 @@ class GrammarConstraint:
         pad_token_id: int = st.PAD_ID,
         margin: int = 3,
         max_check_gap: int = 16,
+        extend: bool = True,
     ) -> None:
         if matcher.is_error():
             raise ValueError(f"grammar matcher is in an error state: {matcher.get_error()}")
@@ -85,6 +96,8 @@ class GrammarConstraint:
         self.pad = pad_token_id
         self.margin = margin
         self.max_check_gap = max_check_gap
+        self.extend = extend
+        self.extended_tokens = 0
         self.canvas: list[int] = []
         self.canvas_length = 0
         self.tokens_left_at_start = 0
@@ -94,6 +107,7 @@ class GrammarConstraint:
         self.budget_checks = 0
         self._ok_len = 0
         self._next_check = 0
+        self._prev_logits: torch.Tensor | None = None
 
     def min_completion_tokens(self, limit: int = 4096) -> int:
         """Length in tokens of the greedy shortest completion from the current state (``limit`` if longer)."""
@@ -175,10 +189,33 @@ class GrammarConstraint:
         self.bitmask_calls += 1
         return bitmask_to_bool(self.matcher.compute_bitmask(), self.vocab_size)
 
+    def _masked_choice(self, row: torch.Tensor, prev_row: torch.Tensor) -> tuple[int, float, int]:
+        """Masked argmax and masked entropy (nats) of one position's tempered logits ``row`` ``[V]``, and the
+        masked argmax of the previous step's ``prev_row`` ``[V]`` (same mask: the matcher's current state)."""
+        allowed = torch.from_numpy(self._frontier_mask()).to(row.device)
+        v = min(allowed.numel(), row.numel())
+
+        def mask(r: torch.Tensor) -> torch.Tensor:
+            out = torch.full((r.numel(),), -math.inf, dtype=torch.float32, device=r.device)
+            out[:v] = torch.where(allowed[:v], r[:v].float(), out[:v])
+            return out
+
+        masked = mask(row)
+        logp = torch.log_softmax(masked, dim=-1)
+        p = logp.exp()
+        h = float(-(p * torch.where(p > 0, logp, torch.zeros_like(logp))).sum())
+        return int(masked.argmax()), h, int(mask(prev_row).argmax())
+
+    @property
+    def committed(self) -> list[int]:
+        """Tokens committed in the current canvas so far (positions ``0..len-1``), fast-forward ones included."""
+        return list(self.canvas)
+
     # -- CanvasConstraint ----------------------------------------------------------------------------------
     def start_canvas(self, canvas_length: int, tokens_left: int) -> None:
         """Begin a canvas of ``canvas_length`` positions with ``tokens_left`` tokens of budget (this one included)."""
         self.canvas = []
+        self._prev_logits = None
         self.canvas_length = canvas_length
         self.tokens_left_at_start = tokens_left
         # The checkpoint must lie inside this canvas (rollback cannot cross it); the previous canvas ended
@@ -195,20 +232,53 @@ class GrammarConstraint:
             return ConstraintPlan(fixed=list(self.canvas))
         return ConstraintPlan(fixed=list(self.canvas), mask=torch.from_numpy(self._frontier_mask()))
 
-    def commit(self, tokens: list[int], accepted: list[bool]) -> list[int]:
-        """Commit accepted, grammatical positions from the frontier; veto an accepted ungrammatical one.
+    def commit(
+        self,
+        tokens: list[int],
+        accepted: list[bool],
+        logits: torch.Tensor | None = None,
+        entropy_bound: float = 0.0,
+    ) -> list[int]:
+        """Commit accepted, grammatical positions from the frontier, extended by fast-forward tokens and by
+        confident masked argmaxes (see the module docstring); veto an accepted ungrammatical token.
+
+        Args:
+            tokens: this step's sampled canvas ``[C]`` (token ids).
+            accepted: the entropy-bound acceptance ``[C]``.
+            logits: this step's tempered logits ``[C, V]`` (any float dtype, any device); ``None`` disables the
+                masked extension. A reference is kept until the next step (stability test); not modified.
+            entropy_bound: entropy budget (nats) the masked extension may spend in this step.
 
         Returns:
             Canvas positions to re-noise: an ungrammatical accepted token, or tokens rolled back by the
             budget guard.
         """
-        i = len(self.canvas)
-        while i < self.canvas_length and not self.done and not self.closing and accepted[i]:
-            if self._consume([int(tokens[i])]) != 1:
-                return [i]
-            i += 1
-        back = self._budget_check()
-        return list(range(len(self.canvas), len(self.canvas) + back))
+        prev, self._prev_logits = self._prev_logits, logits
+        budget = float(entropy_bound) if self.extend and logits is not None and prev is not None else 0.0
+        while (i := len(self.canvas)) < self.canvas_length and not self.done and not self.closing:
+            if accepted[i] and self._consume([int(tokens[i])]) == 1:
+                back = self._budget_check()
+                if back:
+                    return list(range(len(self.canvas), len(self.canvas) + back))
+                continue
+            ff = self.matcher.compute_ff_tokens()
+            if ff:
+                if (
+                    self._consume(ff[: self._room()]) == 0
+                ):  # pragma: no cover - ff tokens come from the matcher
+                    break
+            elif logits is not None and prev is not None and budget > 0:
+                tok, h, prev_tok = self._masked_choice(logits[i], prev[i])
+                if h > budget or prev_tok != tok or self._consume([tok]) != 1:
+                    return [i] if accepted[i] else []
+                budget -= h
+                self.extended_tokens += 1
+            else:
+                return [i] if accepted[i] else []
+            back = self._budget_check()
+            if back:
+                return list(range(len(self.canvas), len(self.canvas) + back))
+        return []
 
     def readout(self, logits: torch.Tensor) -> list[int]:
         """Committed prefix, then masked argmax left to right over ``logits`` ``[C, V]``, then pad.

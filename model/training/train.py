@@ -60,6 +60,8 @@ class TrainConfig:
     head_dim: int = 64
     canvas_length: int = 64
     max_prompt: int = 512
+    space_tokens: bool = True
+    copy_weight: float = 2.0
     sliding_window: int = 256
     max_position_embeddings: int = 2048
     self_cond_p: float = 0.5
@@ -135,25 +137,58 @@ def generation_config(canvas_length: int, overrides: dict[str, Any] | None = Non
 
 @dataclass
 class Encoded:
-    """Token ids of one example: ``prompt`` (rendered chat prompt) and ``target`` (model continuation)."""
+    """Token ids of one example: ``prompt`` (rendered chat prompt) and ``target`` (model continuation).
+
+    ``copied[i]`` is True where ``target[i]`` is a word-like token (letters or digits) that occurs in the prompt
+    after the system turn (the request, earlier calls, tool responses) but not in the system turn (tool names,
+    keys and descriptions, which the schema constraint forces anyway): a value the model must copy.
+    """
 
     prompt: list[int]
     target: list[int]
+    copied: list[bool] = dataclasses.field(default_factory=list)
 
 
-def encode_examples(tok: Any, examples: list[Any]) -> list[Encoded]:
-    """Tokenize examples (prompt and target separately, as at inference). ``tok``: PreTrainedTokenizerFast."""
+def word_token_table(tok: Any) -> list[bool]:
+    """``table[id]`` is True when token ``id`` decodes to text with a letter or digit (not a control token)."""
+    n = len(tok)
+    table = [False] * n
+    for i in range(len(st.SPECIAL_TOKENS), n):
+        table[i] = any(ch.isalnum() for ch in tok.decode([i]))
+    return table
+
+
+def encode_examples(tok: Any, examples: list[Any], word_table: list[bool] | None = None) -> list[Encoded]:
+    """Tokenize examples (prompt and target separately, as at inference). ``tok``: PreTrainedTokenizerFast.
+
+    With ``word_table`` (from :func:`word_token_table`) each example also gets its ``copied`` flags.
+    """
     from model.training.data import render_prompt
 
     prompts = [render_prompt(e.messages, e.tools) for e in examples]
     targets = [e.target for e in examples]
     p_ids = tok(prompts, add_special_tokens=False)["input_ids"]
     t_ids = tok(targets, add_special_tokens=False)["input_ids"]
-    return [Encoded(p, t) for p, t in zip(p_ids, t_ids, strict=True)]
+    out = []
+    for p, t in zip(p_ids, t_ids, strict=True):
+        copied: list[bool] = []
+        if word_table is not None:
+            turn_end = st.SPECIAL_IDS[st.TURN_END]
+            start = p.index(turn_end) + 1 if turn_end in p else 0
+            seen = set(p[start:]) - set(p[:start])  # not in the system turn (names, keys, descriptions)
+            copied = [word_table[x] and x in seen for x in t]
+        out.append(Encoded(p, t, copied))
+    return out
 
 
 def make_batch(
-    items: list[Encoded], canvas_length: int, max_prompt: int, rng: random.Random
+    items: list[Encoded],
+    canvas_length: int,
+    max_prompt: int,
+    rng: random.Random,
+    *,
+    pad_weight: float = 0.25,
+    copy_weight: float = 0.0,
 ) -> dict[str, Any]:
     """Collate examples into left-padded tensors.
 
@@ -162,12 +197,14 @@ def make_batch(
 
     Returns:
         dict with ``input_ids`` [B, P] int64, ``attention_mask`` [B, P] int64 (0 on left padding),
-        ``canvas`` [B, C] int64 (clean targets, ``<pad>`` after the end), ``is_target`` [B, C] bool.
+        ``canvas`` [B, C] int64 (clean targets, ``<pad>`` after the end), ``is_target`` [B, C] bool,
+        ``weight`` [B, C] float32 (loss weight: ``pad_weight`` after the end of the target, ``1 + copy_weight``
+        on copied tokens, 1 elsewhere).
     """
     import torch
 
     C = canvas_length
-    prompts, canvases, real = [], [], []
+    prompts, canvases, real, weights = [], [], [], []
     for it in items:
         t = it.target
         n_win = max(1, math.ceil(len(t) / C))
@@ -175,6 +212,8 @@ def make_batch(
         p = (it.prompt + t[: w * C])[-max_prompt:]
         c = t[w * C : (w + 1) * C]
         real.append(len(c))
+        cp = it.copied[w * C : (w + 1) * C] if it.copied else [False] * len(c)
+        weights.append([1.0 + copy_weight * f for f in cp] + [pad_weight] * (C - len(c)))
         canvases.append(c + [st.PAD_ID] * (C - len(c)))
         prompts.append(p)
     P = max(len(p) for p in prompts)
@@ -185,7 +224,14 @@ def make_batch(
         attn[i, P - len(p) :] = 1
     canvas = torch.tensor(canvases, dtype=torch.long)
     is_target = torch.arange(C)[None, :] < torch.tensor(real)[:, None]
-    return {"input_ids": input_ids, "attention_mask": attn, "canvas": canvas, "is_target": is_target}
+    weight = torch.tensor(weights, dtype=torch.float32)
+    return {
+        "input_ids": input_ids,
+        "attention_mask": attn,
+        "canvas": canvas,
+        "is_target": is_target,
+        "weight": weight,
+    }
 
 
 def batches(data: list[Encoded], cfg: TrainConfig, rng: random.Random) -> Any:
@@ -221,10 +267,11 @@ def diffusion_loss(
 
     Args:
         model: ``DiffusionGemmaForBlockDiffusion``.
-        batch: from :func:`make_batch` (tensors already on the model's device).
+        batch: from :func:`make_batch` (tensors already on the model's device); its ``weight`` [B, C], when
+            present, weights the cross-entropy per position (else ``pad_weight`` after the end, 1 elsewhere).
         vocab_size: noise tokens are drawn uniformly from ``[0, vocab_size)``.
         self_cond_p: probability per example of a detached self-conditioning pass.
-        pad_weight: loss weight of canvas positions after the end of the target.
+        pad_weight: loss weight of canvas positions after the end of the target (without ``weight``).
         generator: ``torch.Generator`` on the batch's device (noise draws).
         t: optional [B] float tensor of noise levels (default ``U(0, 1)``).
 
@@ -273,7 +320,9 @@ def diffusion_loss(
     ce = F.cross_entropy(
         logits.float().reshape(-1, logits.shape[-1]), canvas.reshape(-1), reduction="none"
     ).view(B, C)
-    w = torch.where(is_target, torch.ones_like(ce), torch.full_like(ce, pad_weight))
+    w = batch.get("weight")
+    if w is None:
+        w = torch.where(is_target, torch.ones_like(ce), torch.full_like(ce, pad_weight))
     loss = (ce * w).sum() / w.sum()
     with torch.no_grad():
         sel = corrupt & is_target
@@ -335,7 +384,15 @@ def heldout_loss(
         for s in range(0, len(data), cfg.batch_size):
             items = data[s : s + cfg.batch_size]
             b = {
-                k: v.to(device) for k, v in make_batch(items, cfg.canvas_length, cfg.max_prompt, rng).items()
+                k: v.to(device)
+                for k, v in make_batch(
+                    items,
+                    cfg.canvas_length,
+                    cfg.max_prompt,
+                    rng,
+                    pad_weight=cfg.pad_weight,
+                    copy_weight=cfg.copy_weight,
+                ).items()
             }
             g = torch.Generator(device=device).manual_seed(s)
             for tv in (0.25, 0.5, 1.0):
@@ -396,10 +453,15 @@ def prepare(cfg: TrainConfig, log: Any = print) -> tuple[Any, list[Encoded], lis
 
         tok.chat_template = chat_template()
     else:
-        tok = build_tokenizer(corpus_texts(train_ex[: cfg.tokenizer_examples]), vocab_size=cfg.vocab_size)
+        tok = build_tokenizer(
+            corpus_texts(train_ex[: cfg.tokenizer_examples]),
+            vocab_size=cfg.vocab_size,
+            space_tokens=cfg.space_tokens,
+        )
         tok.save_pretrained(tok_dir)
-    train = encode_examples(tok, train_ex)
-    held = encode_examples(tok, held_ex)
+    table = word_token_table(tok)
+    train = encode_examples(tok, train_ex, table)
+    held = encode_examples(tok, held_ex, table)
     plen = sorted(len(e.prompt) for e in train)
     tlen = sorted(len(e.target) for e in train)
     log(
@@ -498,7 +560,15 @@ def train(cfg: TrainConfig) -> Path:
             t0 = time.time()
             items = next(stream)
             batch = {
-                k: v.to(device) for k, v in make_batch(items, cfg.canvas_length, cfg.max_prompt, rng).items()
+                k: v.to(device)
+                for k, v in make_batch(
+                    items,
+                    cfg.canvas_length,
+                    cfg.max_prompt,
+                    rng,
+                    pad_weight=cfg.pad_weight,
+                    copy_weight=cfg.copy_weight,
+                ).items()
             }
             lr = _lr_at(step, total, cfg)
             for g in opt.param_groups:
