@@ -60,8 +60,8 @@ class TrainConfig:
     head_dim: int = 64
     canvas_length: int = 64
     max_prompt: int = 512
-    space_tokens: bool = True
-    copy_weight: float = 2.0
+    space_tokens: bool = False
+    copy_weight: float = 0.0
     sliding_window: int = 256
     max_position_embeddings: int = 2048
     self_cond_p: float = 0.5
