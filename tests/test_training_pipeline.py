@@ -190,3 +190,43 @@ def test_train_writes_offline_checkpoint_and_resumes(tmp_path):
     assert state["step"] == 6
     log = [json.loads(line) for line in (tmp_path / "run" / "log.jsonl").read_text().splitlines()]
     assert [r["step"] for r in log if "loss" in r] == [2, 4, 6]
+
+
+def test_space_tokens_make_copies_identity_and_copy_weights_mark_values():
+    from model.tokenizer import build_tokenizer
+    from model.training.data import corpus_texts
+    from model.training.train import encode_examples, word_token_table
+
+    exs = Generator(3).take(400)
+    texts = corpus_texts(exs)
+    request = "What is the weather in Berlin right now?"
+    call = '<|tool_call>call:get_current_weather{place:<|"|>Berlin<|"|>}<tool_call|>'
+    for space_tokens in (False, True):
+        tok = build_tokenizer(texts, vocab_size=1024, space_tokens=space_tokens)
+        r_ids = tok(request, add_special_tokens=False)["input_ids"]
+        c_ids = tok(call, add_special_tokens=False)["input_ids"]
+        assert tok.decode(r_ids) == request and tok.decode(c_ids) == call  # lossless either way
+        d = tok.convert_tokens_to_ids(st.STRING_DELIM)
+        value = c_ids[c_ids.index(d) + 1 : len(c_ids) - 1 - c_ids[::-1].index(d)]
+        found = any(r_ids[i : i + len(value)] == value for i in range(len(r_ids)))
+        # with space tokens the value's ids appear as they are in the request (an identity copy); GPT-2 style
+        # pre-tokens give the request's word its leading space ("ĠBerlin") once that merge is learned
+        assert found or not space_tokens, (tok.convert_ids_to_tokens(value), tok.convert_ids_to_tokens(r_ids))
+        if space_tokens:
+            assert tok.convert_tokens_to_ids("Ġ") in r_ids and "Ġthe" not in tok.convert_ids_to_tokens(r_ids)
+
+    tok = build_tokenizer(texts, vocab_size=1024, space_tokens=True)
+    calls = [e for e in exs if e.kind == "call"]
+    encs = encode_examples(tok, calls, word_token_table(tok))
+    assert sum(any(e.copied) for e in encs) > len(encs) // 4
+    for enc in encs:
+        assert len(enc.copied) == len(enc.target)
+        system = set(enc.prompt[: enc.prompt.index(st.SPECIAL_IDS[st.TURN_END]) + 1])
+        for t, c in zip(enc.target, enc.copied, strict=True):
+            if c:  # a copied token is a word from the request, never a name/key from the declarations
+                assert t not in system and t in enc.prompt and any(ch.isalnum() for ch in tok.decode([t]))
+    enc = next(e for e in encs if any(e.copied))
+    C = len(enc.target) + 4
+    b = make_batch([enc], C, 4096, random.Random(0), pad_weight=0.25, copy_weight=2.0)
+    w = b["weight"][0].tolist()
+    assert w == [3.0 if c else 1.0 for c in enc.copied] + [0.25] * 4

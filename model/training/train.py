@@ -234,6 +234,14 @@ def make_batch(
     }
 
 
+def device_batch(items: list[Encoded], cfg: TrainConfig, rng: random.Random, device: str) -> dict[str, Any]:
+    """:func:`make_batch` with ``cfg``'s canvas, prompt cap and loss weights, tensors moved to ``device``."""
+    b = make_batch(
+        items, cfg.canvas_length, cfg.max_prompt, rng, pad_weight=cfg.pad_weight, copy_weight=cfg.copy_weight
+    )
+    return {k: v.to(device) for k, v in b.items()}
+
+
 def batches(data: list[Encoded], cfg: TrainConfig, rng: random.Random) -> Any:
     """Endless iterator of length-bucketed batches (lists of :class:`Encoded`)."""
     while True:
@@ -383,17 +391,7 @@ def heldout_loss(
     with torch.no_grad():
         for s in range(0, len(data), cfg.batch_size):
             items = data[s : s + cfg.batch_size]
-            b = {
-                k: v.to(device)
-                for k, v in make_batch(
-                    items,
-                    cfg.canvas_length,
-                    cfg.max_prompt,
-                    rng,
-                    pad_weight=cfg.pad_weight,
-                    copy_weight=cfg.copy_weight,
-                ).items()
-            }
+            b = device_batch(items, cfg, rng, device)
             g = torch.Generator(device=device).manual_seed(s)
             for tv in (0.25, 0.5, 1.0):
                 t = torch.full((len(items),), tv, device=device)
@@ -559,17 +557,7 @@ def train(cfg: TrainConfig) -> Path:
         while step < total:
             t0 = time.time()
             items = next(stream)
-            batch = {
-                k: v.to(device)
-                for k, v in make_batch(
-                    items,
-                    cfg.canvas_length,
-                    cfg.max_prompt,
-                    rng,
-                    pad_weight=cfg.pad_weight,
-                    copy_weight=cfg.copy_weight,
-                ).items()
-            }
+            batch = device_batch(items, cfg, rng, device)
             lr = _lr_at(step, total, cfg)
             for g in opt.param_groups:
                 g["lr"] = lr
