@@ -33,7 +33,7 @@ from typing import TYPE_CHECKING, Any
 import yaml
 
 from agentkit.errors import BundleError, BundleIssue, ToolDefinitionError
-from agentkit.tools import DEFAULT_RETRIES, DEFAULT_TIMEOUT_S, Tool
+from agentkit.tools import DEFAULT_RETRIES, DEFAULT_TIMEOUT_S, Tool, constraint_support_error
 
 if TYPE_CHECKING:
     import httpx
@@ -567,6 +567,14 @@ def load_bundle(
             except jsonschema.SchemaError as exc:
                 issues.append(
                     issue((*tp, "parameters", *exc.path), f"not a valid JSON Schema: {exc.message}")
+                )
+                continue
+            unsupported = constraint_support_error(name, params)
+            if unsupported is not None:
+                where = tuple(x for x in unsupported.path.split("/") if x)
+                at = (*tp, "parameters", *(int(x) if x.isdigit() else x for x in where), unsupported.keyword)
+                issues.append(
+                    issue(at, f"the tool-call constraint cannot enforce this schema: {unsupported}")
                 )
                 continue
         props = set((params or {}).get("properties", {}))

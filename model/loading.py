@@ -126,7 +126,7 @@ def load_checkpoint(
 
     Raises:
         CheckpointError: missing folder, wrong architecture, truncated weights, uncached hub id offline,
-            unsupported dtype or quantization.
+            unsupported dtype or quantization, a CUDA device where torch sees none.
     """
     import torch
     from transformers import AutoTokenizer, DiffusionGemmaForBlockDiffusion
@@ -134,6 +134,8 @@ def load_checkpoint(
     dtypes = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16}
     if dtype not in dtypes:
         raise CheckpointError(f"unsupported dtype {dtype!r}: choose one of {sorted(dtypes)}")
+    if device_map is None and str(device).startswith("cuda") and not torch.cuda.is_available():
+        raise CheckpointError(f"device {device!r} requested but this torch build sees no CUDA device")
     source = DEFAULT_CHECKPOINT if path_or_id is None else path_or_id
     src = str(source)
     local = Path(src).expanduser()

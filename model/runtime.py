@@ -229,11 +229,15 @@ def generate(
         :class:`GenerationResult` with ``sequences`` ``[B, P + n*C]`` and :class:`GenerationStats`.
 
     Raises:
-        ValueError: ``input_ids`` not 2-D, ``constraints`` of the wrong length, or a constraint mask that
-            allows no token.
+        ValueError: ``input_ids`` not 2-D or empty, a seed outside the signed 64-bit range, ``constraints`` of
+            the wrong length, or a constraint mask that allows no token.
     """
     if input_ids.dim() != 2:
         raise ValueError(f"input_ids must be [batch, prompt_len], got shape {tuple(input_ids.shape)}")
+    if input_ids.shape[1] == 0:
+        raise ValueError("input_ids is empty: the prompt needs at least one token (e.g. <bos>)")
+    if seed is not None and not -(2**63) <= int(seed) < 2**63:
+        raise ValueError(f"seed must fit in a signed 64-bit integer, got {seed}")
     settings = settings or DenoiseSettings.from_model(model)
     device = input_ids.device
     batch, prompt_len = input_ids.shape

@@ -505,6 +505,25 @@ ERROR_CASES = [
         "",
         "YAML syntax",
     ),
+    (  # valid JSON Schema, but the tool-call constraint cannot enforce it: an error at load, not mid-generation
+        """
+        agentkit_bundle: 1
+        name: x
+        tools:
+          - name: t
+            parameters:
+              type: object
+              properties:
+                tags:
+                  type: array
+                  items: {type: string}
+                  uniqueItems: true
+            sandbox: {code: "print(1)"}
+        """,
+        11,
+        "tools[0].parameters.properties.tags.uniqueItems",
+        "keyword 'uniqueItems' is not supported",
+    ),
 ]
 
 

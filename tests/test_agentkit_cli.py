@@ -155,3 +155,23 @@ def test_cli_rejects_empty_question_and_zero_budget_cleanly():
         timeout=120,
     )
     assert out.returncode == 2 and "Traceback" not in out.stderr
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (["generate", "hi", "--seed", "99999999999999999999999"], "seed must fit in a signed 64-bit integer"),
+        (["generate", "", "--raw"], "input_ids is empty"),
+        (["generate", "hi", "--threads", "-1"], "--threads"),
+        (["eval", "bfcl", "--limit", "0"], "--limit"),
+    ],
+)
+def test_cli_bad_options_exit_2_without_traceback(args, message):
+    import subprocess
+    import sys
+
+    out = subprocess.run(
+        [sys.executable, "-m", "agentkit", *args], capture_output=True, text=True, timeout=120
+    )
+    assert out.returncode == 2, out.stdout + out.stderr
+    assert message in out.stdout + out.stderr and "Traceback" not in out.stderr

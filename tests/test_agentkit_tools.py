@@ -224,6 +224,20 @@ def test_async_callable_object_detected():
             "not a valid JSON Schema at 'properties/a/type'",
         ),
         (lambda: Tool(lambda a, b: a, name="f", args_model=SearchArgs), "exactly one argument"),
+        (  # valid JSON Schema the tool-call constraint cannot enforce: refused at registration
+            lambda: Tool(
+                lambda **k: k, name="f", parameters={"type": "object", "properties": {"a": {"not": {}}}}
+            ),
+            r"constraint cannot enforce its parameters: .*keyword 'not' at /properties/a",
+        ),
+        (
+            lambda: Tool(
+                lambda **k: k,
+                name="f",
+                parameters={"type": "object", "properties": {"n": {"type": "integer", "minimum": 10**20}}},
+            ),
+            r"minimum=100000000000000000000 is beyond .*keyword 'minimum' at /properties/n",
+        ),
     ],
 )
 def test_bad_definitions_raise_clear_errors(make, message):

@@ -25,7 +25,7 @@ def bfcl_command(
     category: str = typer.Option(
         "simple_python", "--category", "-c", help="simple_python | multiple | parallel | parallel_multiple"
     ),
-    limit: int | None = typer.Option(None, "--limit", "-n", help="Score only the first N questions."),
+    limit: int | None = typer.Option(None, "--limit", "-n", min=1, help="Score only the first N questions."),
     data: Path | None = typer.Option(
         None, "--data", help="BFCL-format question file (one JSON object per line)."
     ),
@@ -42,7 +42,7 @@ def bfcl_command(
     ),
     seed: int = typer.Option(0, "--seed", help="Denoising seed per question."),
     threads: int | None = typer.Option(
-        None, "--threads", help="torch threads (default: leave torch's setting)."
+        None, "--threads", min=1, help="torch threads (default: leave torch's setting)."
     ),
     unconstrained: bool = typer.Option(
         False, "--unconstrained", help="Generate without the tool-call grammar."
@@ -91,13 +91,13 @@ def bfcl_command(
 
 @eval_app.command("heldout")
 def heldout_command(
-    limit: int = typer.Option(100, "--limit", "-n", help="Number of held-out examples."),
+    limit: int = typer.Option(100, "--limit", "-n", min=1, help="Number of held-out examples."),
     checkpoint: str | None = typer.Option(
         None, "--checkpoint", "-m", help="Checkpoint folder (default: embedded agentkit-tiny)."
     ),
     seed: int = typer.Option(0, "--seed", help="Data seed (the held-out stream of this seed)."),
     json_out: bool = typer.Option(False, "--json", help="Print one JSON object."),
-    threads: int | None = typer.Option(None, "--threads", help="torch threads."),
+    threads: int | None = typer.Option(None, "--threads", min=1, help="torch threads."),
 ) -> None:
     """Exact-match accuracy on the held-out synthetic split (calls order-free; prose turns: no call made)."""
     from model.training.heldout import evaluate_heldout

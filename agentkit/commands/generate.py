@@ -60,9 +60,9 @@ def generate_command(
         None, min=1, help="Token budget (rounded up to whole canvases)."
     ),
     seed: int | None = typer.Option(0, help="Random seed."),
-    threads: int | None = typer.Option(None, help="torch threads."),
+    threads: int | None = typer.Option(None, min=1, help="torch threads."),
     device: str = typer.Option("cpu", help="cpu or cuda."),
-    dtype: str = typer.Option("float32", help="float32 or bfloat16."),
+    dtype: str = typer.Option("float32", help="float32, bfloat16 or float16."),
     as_json: bool = typer.Option(False, "--json", help="Print the answer and stats as one JSON object."),
 ) -> None:
     """Generate an answer with the block-diffusion runtime and print it with its stats."""
@@ -90,12 +90,16 @@ def generate_command(
     )
     ids = tok(text, return_tensors="pt", add_special_tokens=False).input_ids.to(ck.model.device)
     settings = ck.settings.replace(max_new_tokens=max_new_tokens)
-    if live and not as_json:
-        view, cb = _live_renderer(tok)
-        with view:
-            out = generate(ck.model, ids, settings, seed=seed, on_event=cb)
-    else:
-        out = generate(ck.model, ids, settings, seed=seed)
+    try:
+        if live and not as_json:
+            view, cb = _live_renderer(tok)
+            with view:
+                out = generate(ck.model, ids, settings, seed=seed, on_event=cb)
+        else:
+            out = generate(ck.model, ids, settings, seed=seed)
+    except ValueError as exc:  # empty --raw prompt, a seed beyond 64 bits
+        console.print(f"[red]error:[/red] {exc}")
+        raise typer.Exit(2) from exc
     new = [t for t in out.new_tokens[0].tolist() if t != settings.pad_token_id]
     answer = tok.decode(new, skip_special_tokens=False)
     if as_json:

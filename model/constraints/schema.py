@@ -1220,6 +1220,17 @@ class _Builder:
         mx = self._number_kw(s, "maximum", path)
         emn = self._number_kw(s, "exclusiveMinimum", path)
         emx = self._number_kw(s, "exclusiveMaximum", path)
+        if integer:
+            for k, v in (
+                ("minimum", mn),
+                ("maximum", mx),
+                ("exclusiveMinimum", emn),
+                ("exclusiveMaximum", emx),
+            ):
+                if v is not None and abs(v) > 2**59:  # llguidance's integer-range regex fails from 2**60
+                    raise SchemaError(
+                        k, path, f"integer bound {k}={v!r} is beyond +-2**59, which the grammar supports"
+                    )
         if s.get("exclusiveMinimum") is True and mn is not None:  # draft 4
             mn, emn = None, mn
         if s.get("exclusiveMaximum") is True and mx is not None:
