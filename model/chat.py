@@ -132,6 +132,7 @@ class ChatModel:
         Raises:
             model.constraints.schema.SchemaError: a tool's schema is unsupported.
             model.constraints.parse.ToolCallParseError: only when ``constrained=False`` and the output is malformed.
+            ValueError: ``tool_choice`` ``"required"`` or a named tool without ``tools``.
         """
         from model.constraints.parse import parse_tool_calls
 
@@ -145,6 +146,8 @@ class ChatModel:
         if temperature is not None:
             settings = settings.replace(t_max=temperature[0], t_min=temperature[1])
         constraint = None
+        if not tools and tool_choice not in ("auto", "none", None):
+            raise ValueError(f"tool_choice={tool_choice!r} needs at least one tool, but no tools were given")
         if tools and constrained:
             constraint = self.make_constraint(tools, tool_choice)
             need = constraint.min_completion_tokens() + constraint.margin + 1

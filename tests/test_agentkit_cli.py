@@ -175,3 +175,28 @@ def test_cli_bad_options_exit_2_without_traceback(args, message):
     )
     assert out.returncode == 2, out.stdout + out.stderr
     assert message in out.stdout + out.stderr and "Traceback" not in out.stderr
+
+
+def test_cli_eval_empty_question_file_and_generate_answer_without_end_marker(tmp_path):
+    import json
+    import subprocess
+    import sys
+
+    empty = tmp_path / "empty.json"
+    empty.write_text("")
+    out = subprocess.run(
+        [sys.executable, "-m", "agentkit", "eval", "bfcl", "--data", str(empty)],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert out.returncode == 2 and "no BFCL questions read" in out.stderr, out.stdout + out.stderr
+    out = subprocess.run(
+        [sys.executable, "-m", "agentkit", "generate", "hi", "--json", "--threads", "1"],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert out.returncode == 0, out.stderr
+    answer = json.loads(out.stdout)["answer"]
+    assert answer and not answer.endswith(("<turn|>", "<eos>", "<|tool_response>")), answer

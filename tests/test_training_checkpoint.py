@@ -115,3 +115,14 @@ def test_frontier_extension_cuts_decoder_forwards_on_shipped_checkpoint():
                 total += int(out.stats.decoder_forwards[0])
         forwards[extend] = total
     assert forwards[True] < forwards[False], forwards
+
+
+def test_required_tool_choice_without_tools_is_an_error():
+    import pytest
+
+    from model.chat import ChatModel
+
+    chat = ChatModel.load(str(CKPT))
+    for choice in ("required", {"name": "f"}):
+        with pytest.raises(ValueError, match="needs at least one tool"):
+            chat.chat([{"role": "user", "content": "hi"}], tools=[], tool_choice=choice, seed=0)

@@ -59,6 +59,9 @@ def bfcl_command(
     except (ValueError, FileNotFoundError) as exc:
         typer.secho(str(exc), err=True, fg="red")
         raise typer.Exit(2) from None
+    if not questions:
+        typer.secho(f"no BFCL questions read from {data or category}", err=True, fg="red")
+        raise typer.Exit(2)
     label = category if data is None or answers is not None else "irrelevance"
     cm = _load_chat_model(checkpoint, threads)
 

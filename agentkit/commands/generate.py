@@ -101,6 +101,8 @@ def generate_command(
         console.print(f"[red]error:[/red] {exc}")
         raise typer.Exit(2) from exc
     new = [t for t in out.new_tokens[0].tolist() if t != settings.pad_token_id]
+    while new and new[-1] in settings.eos_token_ids:  # the end-of-turn marker is not part of the answer
+        new.pop()
     answer = tok.decode(new, skip_special_tokens=False)
     if as_json:
         typer.echo(json.dumps({"answer": answer, "stats": out.stats.as_dict()}))
