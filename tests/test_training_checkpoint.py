@@ -84,12 +84,12 @@ def test_frontier_extension_cuts_decoder_forwards_on_shipped_checkpoint():
     Measured at commit time (6 prompts x 2 seeds): see docs/BENCHMARKS.md, constraint_overhead."""
     import jsonschema
 
+    from benchmarks.constraint_overhead import PROMPTS as prompts
+    from benchmarks.constraint_overhead import TOOLS as tools
     from model.chat import ChatModel
     from model.constraints.parse import parse_tool_calls
     from model.runtime import generate
 
-    sys_path_tools = __import__("benchmarks.constraint_overhead", fromlist=["TOOLS", "PROMPTS"])
-    tools, prompts = sys_path_tools.TOOLS, sys_path_tools.PROMPTS
     schemas = {t["function"]["name"]: t["function"]["parameters"] for t in tools}
     chat = ChatModel.load(str(CKPT))
     forwards = {}

@@ -257,17 +257,12 @@ class GrammarConstraint:
         budget = float(entropy_bound) if self.extend and logits is not None and prev is not None else 0.0
         while (i := len(self.canvas)) < self.canvas_length and not self.done and not self.closing:
             if accepted[i] and self._consume([int(tokens[i])]) == 1:
-                back = self._budget_check()
-                if back:
-                    return list(range(len(self.canvas), len(self.canvas) + back))
-                continue
-            ff = self.matcher.compute_ff_tokens()
-            if ff:
-                if (
-                    self._consume(ff[: self._room()]) == 0
-                ):  # pragma: no cover - ff tokens come from the matcher
+                pass
+            elif ff := self.matcher.compute_ff_tokens():
+                # pragma: no cover - ff tokens come from the matcher, so they are always consumed
+                if self._consume(ff[: self._room()]) == 0:
                     break
-            elif logits is not None and prev is not None and budget > 0:
+            elif budget > 0 and logits is not None and prev is not None:
                 tok, h, prev_tok = self._masked_choice(logits[i], prev[i])
                 if h > budget or prev_tok != tok or self._consume([tok]) != 1:
                     return [i] if accepted[i] else []

@@ -457,7 +457,7 @@ def prepare(cfg: TrainConfig, log: Any = print) -> tuple[Any, list[Encoded], lis
             space_tokens=cfg.space_tokens,
         )
         tok.save_pretrained(tok_dir)
-    table = word_token_table(tok)
+    table = word_token_table(tok) if cfg.copy_weight else None  # copied flags only matter when weighted
     train = encode_examples(tok, train_ex, table)
     held = encode_examples(tok, held_ex, table)
     plen = sorted(len(e.prompt) for e in train)
