@@ -168,6 +168,62 @@ def test_loss_decreases_when_overfitting_one_batch(tmp_path):
     assert sum(losses[-5:]) / 5 < 0.5 * losses[0]
 
 
+def test_autoregressive_auxiliary_loss_keeps_the_decoder_view_and_learns_copying(tmp_path):
+    """With ar_weight the encoder also reads the clean canvas, yet the diffusion part of the loss is the same
+    number as without it (the canvas part of the cache is masked, positions continue after the prompt), and a
+    few steps of the auxiliary loss alone teach next-token copying of a span from the prompt."""
+    from transformers import DiffusionGemmaForBlockDiffusion
+
+    cfg = _tiny_cfg(tmp_path, vocab_size=128)
+    torch.manual_seed(0)
+    model = DiffusionGemmaForBlockDiffusion(build_model_config(cfg)).eval()
+    rng = random.Random(0)
+    items = []
+    for _ in range(8):
+        span = [rng.randrange(40, 120) for _ in range(5)]
+        items.append(Encoded(prompt=[2, 20, *span, 21], target=[*span, st.SPECIAL_IDS[st.TURN_END]]))
+    # a left-padded batch: prompts of different lengths
+    items[0] = Encoded(prompt=[2, 20, 21], target=[50, 51, st.SPECIAL_IDS[st.TURN_END]])
+    batch = make_batch(items, cfg.canvas_length, cfg.max_prompt, random.Random(0))
+    t = torch.full((len(items),), 0.5)
+    kw = dict(vocab_size=cfg.vocab_size, self_cond_p=0.0, pad_weight=0.25, t=t)
+    with torch.no_grad():
+        plain, s0 = diffusion_loss(model, batch, generator=torch.Generator().manual_seed(3), **kw)
+        both, s1 = diffusion_loss(
+            model, batch, generator=torch.Generator().manual_seed(3), ar_weight=2.0, **kw
+        )
+    assert "ar_loss" not in s0 and s1["ar_loss"] > 3.0
+    assert both.item() == pytest.approx(plain.item() + 2.0 * s1["ar_loss"], rel=1e-4)
+    model.train()
+    opt = torch.optim.AdamW(model.parameters(), lr=3e-3)
+    g = torch.Generator().manual_seed(0)
+    first = None
+    for _ in range(60):
+        loss, st_ = diffusion_loss(model, batch, generator=g, ar_weight=1.0, **{**kw, "t": None})
+        first = st_["ar_loss"] if first is None else first
+        opt.zero_grad()
+        loss.backward()
+        opt.step()
+    assert st_["ar_loss"] < 0.5 * first
+    assert st_["ar_acc"] > 0.5
+
+
+def test_terse_declarations_drop_descriptions_only():
+    from model.training.data import render_declaration, strip_descriptions
+
+    ex = next(e for e in Generator(4).take(50) if e.tools and e.kind == "call")
+    terse = strip_descriptions(ex.tools)
+    assert "description" not in json.dumps(terse)
+    assert "description" in json.dumps(ex.tools)  # the original is untouched
+    for full, short in zip(ex.tools, terse, strict=True):
+        f, s = full["function"], short["function"]
+        assert f["name"] == s["name"]
+        assert f["parameters"].get("required") == s["parameters"].get("required")
+        for k, v in f["parameters"]["properties"].items():
+            assert {kk: vv for kk, vv in v.items() if kk != "description"} == s["parameters"]["properties"][k]
+        assert len(render_declaration(short)) < len(render_declaration(full))
+
+
 def test_train_writes_offline_checkpoint_and_resumes(tmp_path):
     from transformers import AutoTokenizer, DiffusionGemmaForBlockDiffusion
 

@@ -139,6 +139,20 @@ def render_declaration(tool: dict[str, Any]) -> str:
     )
 
 
+def strip_descriptions(tools: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Copies of OpenAI-style ``tools`` without any ``description`` (function's and parameters'), for terse
+    declarations: a prompt about half as long that still names every function, parameter, type and enum."""
+
+    def strip(s: Any) -> Any:
+        if isinstance(s, dict):
+            return {k: strip(v) for k, v in s.items() if k != "description"}
+        if isinstance(s, list):
+            return [strip(x) for x in s]
+        return s
+
+    return [strip(t) for t in tools]
+
+
 def _content(c: Any) -> str:
     if isinstance(c, str):
         return c

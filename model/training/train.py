@@ -30,7 +30,11 @@ from model import special_tokens as st
 class TrainConfig:
     """All knobs of a training run (saved as ``train_config.json`` next to the checkpoints).
 
-    Sizes are in tokens; times in minutes; ``lr`` is AdamW's peak learning rate.
+    Sizes are in tokens; times in minutes; ``lr`` is AdamW's peak learning rate. ``ar_weight``: weight of the
+    autoregressive auxiliary loss through the encoder (see :func:`diffusion_loss`; keep ``max_prompt +
+    canvas_length`` under ``sliding_window`` when it is on). ``terse_p``: share of training examples whose tool
+    declarations lose their descriptions (shorter, cheaper prompts). ``copy_weight``: extra loss weight on
+    copied value tokens. ``space_tokens``: spaces as their own pre-tokens.
     """
 
     out_dir: str = "runs/agentkit-tiny"
@@ -62,6 +66,8 @@ class TrainConfig:
     max_prompt: int = 512
     space_tokens: bool = False
     copy_weight: float = 0.0
+    ar_weight: float = 0.0
+    terse_p: float = 0.0
     sliding_window: int = 256
     max_position_embeddings: int = 2048
     self_cond_p: float = 0.5
@@ -270,8 +276,18 @@ def diffusion_loss(
     pad_weight: float,
     generator: Any,
     t: Any = None,
+    ar_weight: float = 0.0,
 ) -> tuple[Any, dict[str, float]]:
-    """Uniform-noise diffusion loss of one batch.
+    """Uniform-noise diffusion loss of one batch, plus an optional autoregressive auxiliary loss.
+
+    With ``ar_weight > 0`` the encoder (causal) reads the prompt followed by the clean canvas [B, P + C]; its
+    hidden states at positions ``P - 1 .. P + C - 2`` predict the canvas tokens through the tied LM head
+    (next-token cross-entropy, same per-position weights) and the loss is ``diffusion + ar_weight * ar``.
+    The canvas part of the KV cache is hidden from the decoder by ``decoder_attention_mask`` and the decoder's
+    positions are ``P .. P + C - 1``, so the decoder sees exactly what it sees without the auxiliary loss as long
+    as ``P + C`` fits the sliding window. Encoder and decoder share their weights (DiffusionGemma ties them),
+    so this trains the same layers to find and copy a span from the prompt, the way the real checkpoint starts
+    from an autoregressive Gemma (DiffusionGemma model card; "Dream 7B", Ye et al. 2025, AR initialisation).
 
     Args:
         model: ``DiffusionGemmaForBlockDiffusion``.
@@ -282,10 +298,12 @@ def diffusion_loss(
         pad_weight: loss weight of canvas positions after the end of the target (without ``weight``).
         generator: ``torch.Generator`` on the batch's device (noise draws).
         t: optional [B] float tensor of noise levels (default ``U(0, 1)``).
+        ar_weight: weight of the autoregressive auxiliary loss (0: off, one encoder pass over the prompt only).
 
     Returns:
         ``(loss, stats)``: scalar loss tensor (weighted mean cross-entropy, nats) and floats
-        ``acc_noised`` (argmax accuracy on corrupted target positions) and ``t_mean``.
+        ``acc_noised`` (argmax accuracy on corrupted target positions), ``t_mean`` and, with the auxiliary
+        loss, ``ar_loss`` (nats) and ``ar_acc`` (next-token accuracy on target positions).
     """
     import torch
     import torch.nn.functional as F
@@ -303,9 +321,36 @@ def diffusion_loss(
     corrupt = torch.rand(B, C, device=dev, generator=generator) < t[:, None]
     noise = torch.randint(0, vocab_size, (B, C), device=dev, generator=generator)
     noised = torch.where(corrupt, noise, canvas)
-    dec_mask = torch.cat([attn, torch.ones(B, C, dtype=attn.dtype, device=dev)], dim=1)
-
-    enc = model.model.encoder(input_ids=ids, attention_mask=attn)
+    ones = torch.ones(B, C, dtype=attn.dtype, device=dev)
+    w = batch.get("weight")
+    if w is None:
+        w = torch.where(is_target, torch.ones(B, C, device=dev), torch.full((B, C), pad_weight, device=dev))
+    stats: dict[str, float] = {}
+    ar_loss = None
+    dec_pos = None
+    if ar_weight > 0:
+        P = ids.shape[1]
+        enc = model.model.encoder(
+            input_ids=torch.cat([ids, canvas], 1), attention_mask=torch.cat([attn, ones], 1)
+        )
+        dec_mask = torch.cat([attn, torch.zeros_like(ones), ones], dim=1)
+        dec_pos = torch.arange(P, P + C, device=dev)[None, :]
+        h = enc.last_hidden_state[:, P - 1 : P + C - 1]
+        cap = model.final_logit_softcapping
+        ar_logits = model.lm_head(h).float()
+        if cap:
+            ar_logits = torch.tanh(ar_logits / cap) * cap
+        ar_ce = F.cross_entropy(
+            ar_logits.reshape(-1, ar_logits.shape[-1]), canvas.reshape(-1), reduction="none"
+        )
+        ar_loss = (ar_ce.view(B, C) * w).sum() / w.sum()
+        with torch.no_grad():
+            hit = (ar_logits.argmax(-1) == canvas) & is_target
+            stats["ar_loss"] = float(ar_loss)
+            stats["ar_acc"] = float(hit.sum().float() / is_target.sum().clamp(min=1))
+    else:
+        dec_mask = torch.cat([attn, ones], dim=1)
+        enc = model.model.encoder(input_ids=ids, attention_mask=attn)
     cache = enc.cache
 
     def decode(sc_logits: Any = None, sc_mask: Any = None) -> Any:
@@ -313,6 +358,7 @@ def diffusion_loss(
             cache=cache,
             decoder_input_ids=noised,
             decoder_attention_mask=dec_mask,
+            decoder_position_ids=dec_pos,
             self_conditioning_logits=sc_logits,
             self_conditioning_mask=sc_mask,
         )
@@ -328,14 +374,13 @@ def diffusion_loss(
     ce = F.cross_entropy(
         logits.float().reshape(-1, logits.shape[-1]), canvas.reshape(-1), reduction="none"
     ).view(B, C)
-    w = batch.get("weight")
-    if w is None:
-        w = torch.where(is_target, torch.ones_like(ce), torch.full_like(ce, pad_weight))
     loss = (ce * w).sum() / w.sum()
     with torch.no_grad():
         sel = corrupt & is_target
         acc = ((logits.argmax(-1) == canvas) & sel).sum().float() / sel.sum().clamp(min=1)
-    return loss, {"acc_noised": float(acc), "t_mean": float(t.mean())}
+    if ar_loss is not None:
+        loss = loss + ar_weight * ar_loss
+    return loss, {"acc_noised": float(acc), "t_mean": float(t.mean()), **stats}
 
 
 # --------------------------------------------------------------------------------------------------------------
@@ -433,7 +478,7 @@ def prepare(cfg: TrainConfig, log: Any = print) -> tuple[Any, list[Encoded], lis
     from transformers import AutoTokenizer
 
     from model.tokenizer import build_tokenizer
-    from model.training.data import DEFAULT_MASKBENCH, Generator, corpus_texts
+    from model.training.data import DEFAULT_MASKBENCH, Generator, corpus_texts, strip_descriptions
 
     out = Path(cfg.out_dir)
     t0 = time.time()
@@ -443,6 +488,11 @@ def prepare(cfg: TrainConfig, log: Any = print) -> tuple[Any, list[Encoded], lis
             f"[yellow]warning: {mb} not found: training without the Glaive schemas (generated + bot tools only)"
         )
     train_ex = Generator(cfg.seed, "train", mb).take(cfg.n_train)
+    if cfg.terse_p > 0:  # a seeded share of the examples gets declarations without descriptions
+        pick = random.Random(cfg.seed + 3)
+        for e in train_ex:
+            if e.tools and pick.random() < cfg.terse_p:
+                e.tools = strip_descriptions(e.tools)
     held_ex = Generator(cfg.seed, "heldout", mb).take(cfg.n_heldout)
     tok_dir = out / "tokenizer"
     if (tok_dir / "tokenizer.json").exists():
@@ -569,6 +619,7 @@ def train(cfg: TrainConfig) -> Path:
                     self_cond_p=cfg.self_cond_p,
                     pad_weight=cfg.pad_weight,
                     generator=gen,
+                    ar_weight=cfg.ar_weight,
                 )
             opt.zero_grad(set_to_none=True)
             loss.backward()
