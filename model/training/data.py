@@ -153,6 +153,18 @@ def strip_descriptions(tools: list[dict[str, Any]]) -> list[dict[str, Any]]:
     return [strip(t) for t in tools]
 
 
+def copy_drill(ex: Example) -> Example | None:
+    """A short version of a call example for the copy drill: no system prompt, only the called tools, terse
+    declarations (prompts of ~40-90 tokens, so many more examples per second; the request and the target call are
+    unchanged). Returns None for examples without calls or with earlier turns."""
+    if not ex.calls or len(ex.messages) - (ex.messages[0]["role"] == "system") != 1:
+        return None
+    called = {n for n, _ in ex.calls}
+    tools = strip_descriptions([t for t in ex.tools if t.get("function", t)["name"] in called])
+    msgs = [m for m in ex.messages if m["role"] != "system"]
+    return Example(msgs, tools, ex.target, ex.kind, list(ex.calls))
+
+
 def _content(c: Any) -> str:
     if isinstance(c, str):
         return c

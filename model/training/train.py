@@ -33,7 +33,9 @@ class TrainConfig:
     Sizes are in tokens; times in minutes; ``lr`` is AdamW's peak learning rate. ``ar_weight``: weight of the
     autoregressive auxiliary loss through the encoder (see :func:`diffusion_loss`; keep ``max_prompt +
     canvas_length`` under ``sliding_window`` when it is on). ``terse_p``: share of training examples whose tool
-    declarations lose their descriptions (shorter, cheaper prompts). ``copy_weight``: extra loss weight on
+    declarations lose their descriptions (shorter, cheaper prompts). ``drill_steps``: the first steps train on
+    the copy drill only (:func:`model.training.data.copy_drill`: single-turn call examples with only the called
+    tools, terse). ``copy_weight``: extra loss weight on
     copied value tokens. ``space_tokens``: spaces as their own pre-tokens.
     """
 
@@ -68,6 +70,7 @@ class TrainConfig:
     copy_weight: float = 0.0
     ar_weight: float = 0.0
     terse_p: float = 0.0
+    drill_steps: int = 0
     sliding_window: int = 256
     max_position_embeddings: int = 2048
     self_cond_p: float = 0.5
@@ -469,16 +472,22 @@ def _lr_at(step: int, total: int, cfg: TrainConfig) -> float:
     return cfg.lr * (cfg.min_lr_ratio + (1 - cfg.min_lr_ratio) * 0.5 * (1 + math.cos(math.pi * frac)))
 
 
-def prepare(cfg: TrainConfig, log: Any = print) -> tuple[Any, list[Encoded], list[Encoded]]:
+def prepare(cfg: TrainConfig, log: Any = print) -> tuple[Any, list[Encoded], list[Encoded], list[Encoded]]:
     """Generate the synthetic data, train (or load) the tokenizer and encode both splits.
 
     Returns:
-        ``(tokenizer, train_encoded, heldout_encoded)``.
+        ``(tokenizer, train_encoded, heldout_encoded, drill_encoded)`` (the last empty without ``drill_steps``).
     """
     from transformers import AutoTokenizer
 
     from model.tokenizer import build_tokenizer
-    from model.training.data import DEFAULT_MASKBENCH, Generator, corpus_texts, strip_descriptions
+    from model.training.data import (
+        DEFAULT_MASKBENCH,
+        Generator,
+        copy_drill,
+        corpus_texts,
+        strip_descriptions,
+    )
 
     out = Path(cfg.out_dir)
     t0 = time.time()
@@ -510,6 +519,13 @@ def prepare(cfg: TrainConfig, log: Any = print) -> tuple[Any, list[Encoded], lis
     table = word_token_table(tok) if cfg.copy_weight else None  # copied flags only matter when weighted
     train = encode_examples(tok, train_ex, table)
     held = encode_examples(tok, held_ex, table)
+    drill: list[Encoded] = []
+    if cfg.drill_steps > 0:
+        short = [d for d in (copy_drill(e) for e in train_ex) if d is not None]
+        drill = encode_examples(tok, short, table)
+        log(
+            f"copy drill: {len(drill)} examples, prompt tokens p50 {sorted(len(e.prompt) for e in drill)[len(drill) // 2]}"
+        )
     plen = sorted(len(e.prompt) for e in train)
     tlen = sorted(len(e.target) for e in train)
     log(
@@ -517,7 +533,7 @@ def prepare(cfg: TrainConfig, log: Any = print) -> tuple[Any, list[Encoded], lis
         f"prompt tokens p50 {plen[len(plen) // 2]} p95 {plen[int(len(plen) * 0.95)]}; "
         f"target tokens p50 {tlen[len(tlen) // 2]} p95 {tlen[int(len(tlen) * 0.95)]}"
     )
-    return tok, train, held
+    return tok, train, held, drill
 
 
 def train(cfg: TrainConfig) -> Path:
@@ -555,7 +571,7 @@ def train(cfg: TrainConfig) -> Path:
     (out / "train_config.json").write_text(json.dumps(dataclasses.asdict(cfg), indent=2))
     random.seed(cfg.seed)
     torch.manual_seed(cfg.seed)
-    tok, train_data, held_data = prepare(cfg, log=console.print)
+    tok, train_data, held_data, drill_data = prepare(cfg, log=console.print)
 
     ckpt = out / "checkpoint"
     step, total = 0, cfg.steps
@@ -588,6 +604,7 @@ def train(cfg: TrainConfig) -> Path:
     if state is not None:
         opt.load_state_dict(state["optimizer"])
     stream = batches(train_data, cfg, rng)  # a resumed run continues from the restored RNG state
+    drill_stream = batches(drill_data or train_data, cfg, rng)
     log_f = (out / "log.jsonl").open("a")
     t_start = time.time()
     ema: float | None = None
@@ -606,7 +623,7 @@ def train(cfg: TrainConfig) -> Path:
         task = prog.add_task("train", total=total, completed=step, loss=float("nan"), tps=0.0)
         while step < total:
             t0 = time.time()
-            items = next(stream)
+            items = next(drill_stream if step < cfg.drill_steps else stream)
             batch = device_batch(items, cfg, rng, device)
             lr = _lr_at(step, total, cfg)
             for g in opt.param_groups:
