@@ -58,7 +58,7 @@ def copy_probe(checkpoint: str, n: int = 40, seed: int = 7, threads: int = 1) ->
     b = make_batch(enc, C, 4096, random.Random(0))
     ids, attn, canvas, is_target = b["input_ids"], b["attention_mask"], b["canvas"], b["is_target"]
     copied = torch.zeros_like(is_target)
-    text = [tok.decode([i]).strip() for i in range(len(tok))]
+    text = [str(tok.decode([i])).strip() for i in range(len(tok))]
     turn_end = tok.convert_tokens_to_ids(st.TURN_END)
     for i, e in enumerate(enc):
         start = e.prompt.index(turn_end) + 1 if turn_end in e.prompt else 0
