@@ -200,3 +200,15 @@ def test_cli_eval_empty_question_file_and_generate_answer_without_end_marker(tmp
     assert out.returncode == 0, out.stderr
     answer = json.loads(out.stdout)["answer"]
     assert answer and not answer.endswith(("<turn|>", "<eos>", "<|tool_response>")), answer
+
+    # --live with stdout piped: the last canvas frame and the stats line are separate lines
+    out = subprocess.run(
+        [sys.executable, "-m", "agentkit", "generate", "hi", "--live", "--threads", "1"],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert out.returncode == 0, out.stderr
+    lines = out.stdout.splitlines()
+    assert lines[-1].startswith("canvases "), out.stdout
+    assert len(lines) >= 2 and "canvases" not in lines[-2], out.stdout

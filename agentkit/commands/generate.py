@@ -95,6 +95,8 @@ def generate_command(
             view, cb = _live_renderer(tok)
             with view:
                 out = generate(ck.model, ids, settings, seed=seed, on_event=cb)
+            if not view.console.is_terminal:  # piped: the last frame ends without a newline
+                view.console.line()
         else:
             out = generate(ck.model, ids, settings, seed=seed)
     except ValueError as exc:  # empty --raw prompt, a seed beyond 64 bits
@@ -113,7 +115,8 @@ def generate_command(
     console.print(
         f"[cyan]canvases {s.canvases}, steps per canvas {s.steps_per_canvas}, TPF {s.tokens_per_forward[0]:.2f}, "
         f"prefill {s.time_prefill_s * 1000:.0f} ms, decoder {s.time_decoder_s * 1000:.0f} ms, "
-        f"sampling {s.time_sampling_s * 1000:.0f} ms, total {s.time_total_s * 1000:.0f} ms[/cyan]"
+        f"sampling {s.time_sampling_s * 1000:.0f} ms, total {s.time_total_s * 1000:.0f} ms[/cyan]",
+        soft_wrap=True,  # one line, also when piped (no wrapping at 80 columns)
     )
 
 

@@ -12,6 +12,8 @@ BATCH="${2:-128}"
 OUT="${OUT:-runs/gpu}"
 PY="${PYTHON:-python}"
 mkdir -p "$OUT/run"
+# EXTRA_ARGS: more training options, e.g. EXTRA_ARGS="--ar-weight 1 --terse-p 0.5 --sliding-window 1024"
+# (docs/TRAINING.md, experiment 2; the window must exceed --max-prompt + the canvas when --ar-weight is on).
 # The Glaive schemas live in ../shared/data/maskbench (pass MASKBENCH=... if the tree is elsewhere).
 MB_ARGS=()
 if [[ -n "${MASKBENCH:-}" ]]; then MB_ARGS=(--maskbench "$MASKBENCH"); fi
@@ -22,5 +24,5 @@ if [[ -n "${MASKBENCH:-}" ]]; then MB_ARGS=(--maskbench "$MASKBENCH"); fi
   --batch-size "$BATCH" --lr 2e-3 --warmup 200 \
   --n-train 300000 --n-heldout 512 --max-prompt 768 \
   --ckpt-every 1000 --eval-every 500 --log-every 50 \
-  --out-dir "$OUT/run" --final-dir "$OUT/agentkit-tiny" "${MB_ARGS[@]}" 2>&1 | tee "$OUT/run/stdout.log" | grep -v "Writing model shards"
+  --out-dir "$OUT/run" --final-dir "$OUT/agentkit-tiny" "${MB_ARGS[@]}" ${EXTRA_ARGS:-} 2>&1 | tee "$OUT/run/stdout.log" | grep -v "Writing model shards"
 ls -la "$OUT/agentkit-tiny"
