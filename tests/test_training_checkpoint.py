@@ -148,3 +148,5 @@ def test_copy_probe_on_shipped_checkpoint(capsys):
     assert main([str(CKPT), "--n", "2", "--json"]) == 0
     assert json.loads(capsys.readouterr().out)["n_examples"] == 2
     assert main(["/nonexistent/ckpt"]) == 2
+    assert main([str(CKPT), "--n", "0"]) == 2
+    assert "no checkpoint at /nonexistent/ckpt" in capsys.readouterr().err

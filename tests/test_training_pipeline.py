@@ -286,3 +286,12 @@ def test_space_tokens_make_copies_identity_and_copy_weights_mark_values():
     b = make_batch([enc], C, 4096, random.Random(0), pad_weight=0.25, copy_weight=2.0)
     w = b["weight"][0].tolist()
     assert w == [3.0 if c else 1.0 for c in enc.copied] + [0.25] * 4
+
+
+def test_ar_weight_needs_the_prompt_and_canvas_inside_the_sliding_window(tmp_path):
+    from model.training.__main__ import main
+
+    cfg = _tiny_cfg(tmp_path, ar_weight=1.0, max_prompt=512, sliding_window=256)
+    with pytest.raises(ValueError, match="--sliding-window"):
+        train(cfg)
+    assert main(["--out-dir", str(tmp_path / "x"), "--ar-weight", "1", "--max-prompt", "512"]) == 2

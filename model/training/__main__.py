@@ -35,7 +35,12 @@ def parse_args(argv: list[str] | None = None) -> TrainConfig:
 
 def main(argv: list[str] | None = None) -> int:
     """Entry point; returns the process exit code."""
-    train(parse_args(argv))
+    cfg = parse_args(argv)
+    try:
+        train(cfg)
+    except ValueError as e:
+        print(f"error: {e}", file=sys.stderr)
+        return 2
     return 0
 
 

@@ -21,6 +21,7 @@ import argparse
 import json
 import random
 import sys
+from pathlib import Path
 from typing import Any
 
 
@@ -39,8 +40,11 @@ def copy_probe(checkpoint: str, n: int = 40, seed: int = 7, threads: int = 1) ->
         (fractions in [0, 1]).
 
     Raises:
+        ValueError: if ``n < 1``.
         OSError: if the checkpoint folder cannot be loaded.
     """
+    if n < 1:
+        raise ValueError(f"n must be >= 1, got {n}")
     import torch
     from transformers import AutoTokenizer, DiffusionGemmaForBlockDiffusion
 
@@ -109,6 +113,14 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--threads", type=int, default=1)
     ap.add_argument("--json", action="store_true")
     a = ap.parse_args(argv)
+    if a.n < 1:
+        print(f"error: --n must be >= 1 (got {a.n})", file=sys.stderr)
+        return 2
+    if not (Path(a.checkpoint) / "config.json").is_file():
+        print(
+            f"error: no checkpoint at {a.checkpoint} (a folder with config.json is expected)", file=sys.stderr
+        )
+        return 2
     try:
         r = copy_probe(a.checkpoint, n=a.n, threads=a.threads)
     except OSError as e:

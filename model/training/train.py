@@ -544,7 +544,8 @@ def train(cfg: TrainConfig) -> Path:
     ``cfg.max_minutes`` have passed (the cosine schedule is shortened to fit once the step time is known).
 
     Raises:
-        ValueError: on an unusable device string.
+        ValueError: on an unusable device string, or ``ar_weight > 0`` with ``max_prompt + canvas_length`` not
+            below ``sliding_window``.
     """
     import contextlib
 
@@ -555,6 +556,11 @@ def train(cfg: TrainConfig) -> Path:
 
     DiffusionGemmaForBlockDiffusion: Any = transformers.DiffusionGemmaForBlockDiffusion
     console = Console()
+    if cfg.ar_weight > 0 and cfg.max_prompt + cfg.canvas_length >= cfg.sliding_window:
+        raise ValueError(
+            f"--ar-weight needs --max-prompt + the canvas ({cfg.max_prompt} + {cfg.canvas_length}) below "
+            f"--sliding-window ({cfg.sliding_window}): the decoder's sliding layers would lose prompt tokens"
+        )
     torch.set_num_threads(cfg.threads)
     device = cfg.device
     if device.startswith("cuda") and not torch.cuda.is_available():
