@@ -177,37 +177,29 @@ def test_cli_bad_options_exit_2_without_traceback(args, message):
     assert message in out.stdout + out.stderr and "Traceback" not in out.stderr
 
 
-def test_cli_eval_empty_question_file_and_generate_answer_without_end_marker(tmp_path):
-    import json
+def _agentkit(*args: str):
     import subprocess
     import sys
 
+    return subprocess.run(
+        [sys.executable, "-m", "agentkit", *args], capture_output=True, text=True, timeout=120
+    )
+
+
+def test_cli_eval_empty_question_file_and_generate_answer_without_end_marker(tmp_path):
+    import json
+
     empty = tmp_path / "empty.json"
     empty.write_text("")
-    out = subprocess.run(
-        [sys.executable, "-m", "agentkit", "eval", "bfcl", "--data", str(empty)],
-        capture_output=True,
-        text=True,
-        timeout=120,
-    )
+    out = _agentkit("eval", "bfcl", "--data", str(empty))
     assert out.returncode == 2 and "no BFCL questions read" in out.stderr, out.stdout + out.stderr
-    out = subprocess.run(
-        [sys.executable, "-m", "agentkit", "generate", "hi", "--json", "--threads", "1"],
-        capture_output=True,
-        text=True,
-        timeout=120,
-    )
+    out = _agentkit("generate", "hi", "--json", "--threads", "1")
     assert out.returncode == 0, out.stderr
     answer = json.loads(out.stdout)["answer"]
     assert answer and not answer.endswith(("<turn|>", "<eos>", "<|tool_response>")), answer
 
     # --live with stdout piped: the last canvas frame and the stats line are separate lines
-    out = subprocess.run(
-        [sys.executable, "-m", "agentkit", "generate", "hi", "--live", "--threads", "1"],
-        capture_output=True,
-        text=True,
-        timeout=120,
-    )
+    out = _agentkit("generate", "hi", "--live", "--threads", "1")
     assert out.returncode == 0, out.stderr
     lines = out.stdout.splitlines()
     assert lines[-1].startswith("canvases "), out.stdout
