@@ -1,9 +1,9 @@
 """Copy probe: how often a checkpoint reproduces the value tokens a tool call must copy from the request.
 
-``python -m model.training.probe CKPT [--n 40] [--json]`` draws single-call examples from the held-out synthetic
-split and measures, on the tokens of the target call that are *copied* values (tokens with a letter or digit whose text, leading
-space stripped, is the text of a token of the request but of no token of the system turn, so ``ĠBerlin`` in the
-request and ``Berlin`` in the call count as a copy):
+``python -m model.training.probe CKPT [--n 40] [--json]`` draws single-call examples from the held-out
+synthetic split and measures, on the tokens of the target call that are *copied* values (tokens with a letter
+or digit whose text, leading space stripped, is the text of a token of the request but of no token of the
+system turn, so ``ĠBerlin`` in the request and ``Berlin`` in the call count as a copy):
 
 - ``ar``: next-token accuracy of the encoder read-out (causal, teacher-forced over prompt + target) through the
   tied LM head: the autoregressive route that ``--ar-weight`` trains;
@@ -50,7 +50,7 @@ def copy_probe(checkpoint: str, n: int = 40, seed: int = 7, threads: int = 1) ->
 
     from model import special_tokens as st
     from model.training.data import Generator
-    from model.training.train import encode_examples, make_batch
+    from model.training.train import ar_readout, encode_examples, make_batch
 
     torch.set_num_threads(threads)
     model = DiffusionGemmaForBlockDiffusion.from_pretrained(checkpoint, local_files_only=True).eval()
@@ -70,7 +70,7 @@ def copy_probe(checkpoint: str, n: int = 40, seed: int = 7, threads: int = 1) ->
         request = {text[x] for x in e.prompt[start:]} - system
         for j, x in enumerate(e.target[:C]):
             copied[i, j] = any(ch.isalnum() for ch in text[x]) and text[x] in request
-    B, P = ids.shape
+    B = ids.shape[0]
     ones = torch.ones_like(canvas)
 
     def acc(ok: Any, sel: Any) -> float:
@@ -83,17 +83,14 @@ def copy_probe(checkpoint: str, n: int = 40, seed: int = 7, threads: int = 1) ->
         "n_copied_tokens": int(copied.sum()),
     }
     with torch.no_grad():
-        enc_out = model.model.encoder(
-            input_ids=torch.cat([ids, canvas], 1), attention_mask=torch.cat([attn, ones], 1)
-        )
-        pred = model.lm_head(enc_out.last_hidden_state[:, P - 1 : P + C - 1]).argmax(-1)
-        ok = pred == canvas
+        _, ar_logits = ar_readout(model, ids, attn, canvas)
+        ok = ar_logits.argmax(-1) == canvas
         out["ar"] = {"all": acc(ok, is_target), "copied": acc(ok, copied)}
+        cache = model.model.encoder(input_ids=ids, attention_mask=attn).cache  # read-only for the decoder
         for tv in (0.25, 0.5, 1.0):
             g = torch.Generator().manual_seed(0)
             corrupt = torch.rand(B, C, generator=g) < tv
             noised = torch.where(corrupt, torch.randint(0, V, (B, C), generator=g), canvas)
-            cache = model.model.encoder(input_ids=ids, attention_mask=attn).cache
             logits = model(
                 cache=cache, decoder_input_ids=noised, decoder_attention_mask=torch.cat([attn, ones], 1)
             ).logits

@@ -35,8 +35,9 @@ class TrainConfig:
     canvas_length`` under ``sliding_window`` when it is on). ``terse_p``: share of training examples whose tool
     declarations lose their descriptions (shorter, cheaper prompts). ``drill_steps``: the first steps train on
     the copy drill only (:func:`model.training.data.copy_drill`: single-turn call examples with only the called
-    tools, terse). ``copy_weight``: extra loss weight on
-    copied value tokens. ``space_tokens``: spaces as their own pre-tokens.
+    tools, terse); ``max_minutes`` times the first 20 steps, so with a drill give ``steps`` instead (drill steps
+    are faster). ``copy_weight``: extra loss weight on copied value tokens. ``space_tokens``: spaces as their
+    own pre-tokens.
     """
 
     out_dir: str = "runs/agentkit-tiny"
@@ -270,6 +271,32 @@ def batches(data: list[Encoded], cfg: TrainConfig, rng: random.Random) -> Any:
 # --------------------------------------------------------------------------------------------------------------
 
 
+def ar_readout(model: Any, ids: Any, attn: Any, canvas: Any) -> tuple[Any, Any]:
+    """The encoder (causal) over the prompt followed by the clean canvas, read out as next-token logits.
+
+    Args:
+        model: ``DiffusionGemmaForBlockDiffusion``.
+        ids, attn: prompt ``input_ids`` / ``attention_mask`` [B, P] int64 (left-padded).
+        canvas: clean canvas tokens [B, C] int64.
+
+    Returns:
+        ``(encoder_output, logits)``: the encoder output (its ``cache`` holds P + C positions) and float32
+        logits [B, C, V] predicting ``canvas[:, j]`` from position ``P - 1 + j`` through the tied LM head with the
+        model's final logit soft-capping.
+    """
+    import torch
+
+    P, C = ids.shape[1], canvas.shape[1]
+    enc = model.model.encoder(
+        input_ids=torch.cat([ids, canvas], 1), attention_mask=torch.cat([attn, torch.ones_like(canvas)], 1)
+    )
+    logits = model.lm_head(enc.last_hidden_state[:, P - 1 : P + C - 1]).float()
+    cap = model.final_logit_softcapping
+    if cap:
+        logits = torch.tanh(logits / cap) * cap
+    return enc, logits
+
+
 def diffusion_loss(
     model: Any,
     batch: dict[str, Any],
@@ -333,16 +360,9 @@ def diffusion_loss(
     dec_pos = None
     if ar_weight > 0:
         P = ids.shape[1]
-        enc = model.model.encoder(
-            input_ids=torch.cat([ids, canvas], 1), attention_mask=torch.cat([attn, ones], 1)
-        )
+        enc, ar_logits = ar_readout(model, ids, attn, canvas)
         dec_mask = torch.cat([attn, torch.zeros_like(ones), ones], dim=1)
         dec_pos = torch.arange(P, P + C, device=dev)[None, :]
-        h = enc.last_hidden_state[:, P - 1 : P + C - 1]
-        cap = model.final_logit_softcapping
-        ar_logits = model.lm_head(h).float()
-        if cap:
-            ar_logits = torch.tanh(ar_logits / cap) * cap
         ar_ce = F.cross_entropy(
             ar_logits.reshape(-1, ar_logits.shape[-1]), canvas.reshape(-1), reduction="none"
         )
