@@ -1,5 +1,9 @@
 """Loading DiffusionGemma-architecture checkpoints (the embedded default, a local folder, or a hub id).
 
+A ``copy_head`` entry in ``config.json`` selects :class:`model.copy_model.DiffusionGemmaWithCopyHead` (the copy
+head's weights are in the same ``model.safetensors``); every other checkpoint loads as
+``transformers.DiffusionGemmaForBlockDiffusion``.
+
 Every failure is a :class:`CheckpointError` naming the path and the problem: a missing folder, a folder
 without ``config.json``, a config of another architecture, a truncated or corrupt safetensors file, a hub id
 that is not cached while offline.
@@ -165,7 +169,15 @@ def load_checkpoint(
     hf_logging.disable_progress_bar()
     model: Any
     try:
-        model = DiffusionGemmaForBlockDiffusion.from_pretrained(src, **kwargs)
+        from transformers import AutoConfig
+
+        config = AutoConfig.from_pretrained(src, local_files_only=kwargs.get("local_files_only", False))
+        cls: Any = DiffusionGemmaForBlockDiffusion
+        if isinstance(getattr(config, "copy_head", None), dict):
+            from model.copy_model import DiffusionGemmaWithCopyHead
+
+            cls = DiffusionGemmaWithCopyHead
+        model = cls.from_pretrained(src, config=config, **kwargs)
         tokenizer = AutoTokenizer.from_pretrained(src, local_files_only=kwargs.get("local_files_only", False))
     except CheckpointError:
         raise

@@ -11,6 +11,11 @@ loop is ours because the reference ``generate`` gives a logits processor no view
 accepted and no say in acceptance or readout. Source of the algorithm: transformers
 ``models/diffusion_gemma/generation_diffusion_gemma.py``.
 
+Checkpoints with a copy head (:mod:`model.copy_head`) also get a :class:`~model.copy_head.CopyMemory` kept beside
+the KV cache: built from the encoder's final states at prefill and extended at each committed canvas, and passed
+to every decoder forward, whose logits are then the log of the vocabulary/copy mixture. Checkpoints without the
+head run exactly as before.
+
 Two sampling modes:
 
 * ``parity=True`` draws random numbers exactly like the reference (``torch.randint`` canvas, full
@@ -29,6 +34,7 @@ from typing import Any, Protocol, runtime_checkable
 
 import torch
 
+from model.copy_head import CopyHead, CopyMemory
 from model.sampler import entropy_and_argmax, entropy_bound_accept, sample_positions
 from model.settings import DenoiseSettings
 
@@ -286,6 +292,11 @@ def generate(
     dec_pos = torch.arange(cur_len, cur_len + canvas_len, dtype=torch.int32, device=device).unsqueeze(0)
     emb_dtype = model.model.decoder.embed_tokens.weight.dtype
 
+    head = getattr(model, "copy_head", None)
+    if not isinstance(head, CopyHead):
+        head = None
+    memory: CopyMemory | None = None
+
     sequences = input_ids
     finished_seq = torch.zeros(batch, dtype=torch.bool, device=device)
     forwards = torch.zeros(batch, dtype=torch.long, device=device)
@@ -302,9 +313,15 @@ def generate(
             canvas_length=canvas_len,
             batch_size=batch,
         )
-        cache = model.model.encoder(
+        enc_out = model.model.encoder(
             input_ids=enc_in, attention_mask=enc_masks, cache=cache, position_ids=enc_pos
-        ).cache
+        )
+        cache = enc_out.cache
+        if head is not None:  # the copy head's keys for the newly encoded positions, beside the cache
+            if memory is None:
+                memory = head.new_memory(enc_in, enc_out.last_hidden_state, attn)
+            else:
+                memory = head.extend_memory(memory, enc_in, enc_out.last_hidden_state)
         dt = time.perf_counter() - t0
         if canvas_index == 0:
             stats.time_prefill_s += dt
@@ -339,12 +356,14 @@ def generate(
             steps_taken += 1
             forwards += (~(finished | finished_seq)).long()
             t0 = time.perf_counter()
+            extra = {} if memory is None else {"copy_memory": memory}
             logits = model(
                 decoder_input_ids=canvas,
                 self_conditioning_logits=self_cond,
                 decoder_attention_mask=dec_masks,
                 cache=cache,
                 decoder_position_ids=dec_pos,
+                **extra,
             ).logits
             stats.time_decoder_s += time.perf_counter() - t0
 

@@ -72,6 +72,7 @@ def make_tiny_checkpoint(
     num_experts: int = 1,
     top_k_experts: int = 1,
     generation: dict[str, Any] | None = None,
+    copy_head: bool = False,
 ) -> Path:
     """Write a random-weight DiffusionGemma checkpoint with its own tokenizer to ``path``.
 
@@ -82,6 +83,8 @@ def make_tiny_checkpoint(
         seed: torch seed for the weights.
         hidden_size, num_layers, num_experts, top_k_experts: model size.
         generation: overrides for ``generation_config.json`` (e.g. ``{"t_max": 0.5}``).
+        copy_head: write a ``DiffusionGemmaWithCopyHead`` (:mod:`model.copy_head`; ``copy_head`` in
+            ``config.json``) with its variant tables filled from the tokenizer.
 
     Returns:
         The folder, loadable with ``DiffusionGemmaForBlockDiffusion.from_pretrained(path)`` and
@@ -108,7 +111,22 @@ def make_tiny_checkpoint(
         top_k_experts=top_k_experts,
     )
     torch.manual_seed(seed)
-    model = DiffusionGemmaForBlockDiffusion(cfg).eval()
+    model: Any
+    if copy_head:
+        from model.copy_head import CopyHeadConfig
+        from model.copy_model import DiffusionGemmaWithCopyHead
+
+        cfg.copy_head = CopyHeadConfig(
+            dim=16,
+            free_dim=8,
+            turn_start_id=st.SPECIAL_IDS[st.TURN_START],
+            turn_end_id=st.SPECIAL_IDS[st.TURN_END],
+            excluded_role_ids=tok("system", add_special_tokens=False)["input_ids"][:1],
+        ).to_dict()
+        model = DiffusionGemmaWithCopyHead(cfg).eval()
+        model.copy_head.set_token_tables(tok)
+    else:
+        model = DiffusionGemmaForBlockDiffusion(cfg).eval()
     gen = {
         "max_new_tokens": canvas_length * 4,
         "max_denoising_steps": 48,

@@ -1,0 +1,118 @@
+"""``DiffusionGemmaWithCopyHead``: ``transformers.DiffusionGemmaForBlockDiffusion`` with a :class:`~model.copy_head.CopyHead`.
+
+Selected by a ``copy_head`` entry in ``config.json`` (see :mod:`model.copy_head` for the algorithm); loaded
+offline by :func:`model.loading.load_checkpoint`. Checkpoints without the entry load as the base class.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import torch
+from transformers import DiffusionGemmaForBlockDiffusion
+
+from model.copy_head import CopyHead, CopyHeadConfig, CopyMemory
+
+
+def _softcap(logits: torch.Tensor, cap: float | None) -> torch.Tensor:
+    logits = logits.float()
+    if cap:
+        logits = torch.tanh(logits / cap) * cap
+    return logits
+
+
+class DiffusionGemmaWithCopyHead(DiffusionGemmaForBlockDiffusion):  # type: ignore[misc]
+    """``DiffusionGemmaForBlockDiffusion`` plus a :class:`CopyHead` (``config.copy_head`` selects it).
+
+    ``forward`` takes the base model's arguments plus ``copy_memory`` (:class:`CopyMemory`). With a memory, or
+    with ``input_ids`` (the encoder runs in the same call and the memory is built from its states), ``logits``
+    is the ``[B, C, V]`` float32 log-mixture of the module docstring; with neither, the call is exactly the
+    base model's. Weights: the base model's plus ``copy_head.*`` in the same ``model.safetensors``.
+
+    Raises:
+        ValueError: at construction, if ``config.copy_head`` is missing or malformed.
+    """
+
+    def __init__(self, config: Any) -> None:
+        super().__init__(config)
+        raw = getattr(config, "copy_head", None)
+        if not isinstance(raw, dict):
+            raise ValueError("DiffusionGemmaWithCopyHead needs a `copy_head` dict in the model config")
+        text = config.get_text_config()
+        self.copy_head = CopyHead(text.hidden_size, text.vocab_size, CopyHeadConfig.from_dict(raw))
+
+    def _init_weights(self, module: Any) -> None:
+        if isinstance(module, CopyHead):
+            module.reset_parameters()
+            return
+        head = self._modules.get("copy_head")
+        if head is not None and any(module is m for m in head.modules()):
+            return
+        super()._init_weights(module)
+
+    def copy_memory(
+        self, ids: torch.Tensor, hidden: torch.Tensor, attention_mask: torch.Tensor | None = None
+    ) -> CopyMemory:
+        """:meth:`CopyHead.new_memory` (see there)."""
+        return self.copy_head.new_memory(ids, hidden, attention_mask)
+
+    def forward(  # type: ignore[override]
+        self,
+        input_ids: torch.Tensor | None = None,
+        attention_mask: torch.Tensor | None = None,
+        cache: Any = None,
+        position_ids: torch.Tensor | None = None,
+        decoder_input_ids: torch.Tensor | None = None,
+        self_conditioning_logits: torch.Tensor | None = None,
+        self_conditioning_mask: torch.Tensor | None = None,
+        decoder_attention_mask: Any = None,
+        decoder_position_ids: torch.Tensor | None = None,
+        copy_memory: CopyMemory | None = None,
+        **kwargs: Any,
+    ) -> Any:
+        """Base forward; with a copy memory (given, or built from ``input_ids``) the logits are the log-mixture."""
+        if copy_memory is None and input_ids is None:
+            return super().forward(
+                input_ids=input_ids,
+                attention_mask=attention_mask,
+                cache=cache,
+                position_ids=position_ids,
+                decoder_input_ids=decoder_input_ids,
+                self_conditioning_logits=self_conditioning_logits,
+                self_conditioning_mask=self_conditioning_mask,
+                decoder_attention_mask=decoder_attention_mask,
+                decoder_position_ids=decoder_position_ids,
+                **kwargs,
+            )
+        from transformers.models.diffusion_gemma.modeling_diffusion_gemma import (
+            DiffusionGemmaBlockDiffusionOutputWithPast,
+        )
+
+        out = self.model(
+            input_ids=input_ids,
+            attention_mask=attention_mask,
+            cache=cache,
+            position_ids=position_ids,
+            decoder_input_ids=decoder_input_ids,
+            self_conditioning_logits=self_conditioning_logits,
+            self_conditioning_mask=self_conditioning_mask,
+            decoder_attention_mask=decoder_attention_mask,
+            decoder_position_ids=decoder_position_ids,
+            **kwargs,
+        )
+        if copy_memory is None:
+            assert input_ids is not None
+            copy_memory = self.copy_head.new_memory(input_ids, out.encoder_last_hidden_state, attention_mask)
+        h = out.last_hidden_state
+        vocab_logits = _softcap(self.lm_head(h), self.final_logit_softcapping)
+        canvas = decoder_input_ids
+        assert canvas is not None
+        ptr = self.copy_head.pointer(h, canvas, copy_memory)
+        logits = self.copy_head.mixture_logits(vocab_logits, ptr, copy_memory)
+        return DiffusionGemmaBlockDiffusionOutputWithPast(
+            logits=logits,
+            hidden_states=out.hidden_states,
+            attentions=out.attentions,
+            cache=out.cache,
+            encoder_last_hidden_state=out.encoder_last_hidden_state,
+        )

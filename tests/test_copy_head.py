@@ -1,0 +1,161 @@
+"""The copy head (model/copy_head.py, model/copy_model.py): loading, the mixture, the memory, the runtime path."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+import torch
+
+from model import special_tokens as st
+from model.copy_head import CopyHeadConfig, has_copy_head
+from model.loading import load_checkpoint
+from model.runtime import generate
+from model.testing import make_tiny_checkpoint
+
+torch.set_num_threads(1)
+
+
+@pytest.fixture(scope="module")
+def copy_ckpt(tmp_path_factory):
+    return make_tiny_checkpoint(tmp_path_factory.mktemp("copy"), copy_head=True, seed=3)
+
+
+@pytest.fixture(scope="module")
+def loaded(copy_ckpt):
+    return load_checkpoint(str(copy_ckpt))
+
+
+def _prompt(tok, text="Where is the function parse_token defined?"):
+    s = (
+        f"{st.BOS}{st.TURN_START}system\nYou help with code.{st.TURN_END}\n"
+        f"{st.TURN_START}user\n{text}{st.TURN_END}\n{st.TURN_START}model\n"
+    )
+    return torch.tensor([tok(s, add_special_tokens=False)["input_ids"]])
+
+
+def test_config_selects_the_subclass_and_weights_round_trip_offline(copy_ckpt, loaded, tmp_path):
+    cfg = json.loads((copy_ckpt / "config.json").read_text())
+    assert set(cfg["copy_head"]) == {
+        "dim",
+        "free_dim",
+        "lookahead",
+        "turn_start_id",
+        "turn_end_id",
+        "excluded_role_ids",
+    }
+    assert type(loaded.model).__name__ == "DiffusionGemmaWithCopyHead" and has_copy_head(loaded.model)
+    # the variant tables were saved with the weights: 'ĠBerlin' -> 'Berlin'
+    tok = loaded.tokenizer
+    head = loaded.model.copy_head
+    sp, bare = tok.convert_tokens_to_ids("ĠBerlin"), tok.convert_tokens_to_ids("Berlin")
+    if sp != tok.unk_token_id and bare != tok.unk_token_id:
+        assert int(head.base_ids[sp]) == bare and int(head.spaced_ids[bare]) == sp
+    assert not bool(head.copyable[st.SPECIAL_IDS[st.STRING_DELIM]])
+    # a checkpoint without the entry loads as the base class
+    plain = load_checkpoint(str(make_tiny_checkpoint(tmp_path / "plain")))
+    assert type(plain.model).__name__ == "DiffusionGemmaForBlockDiffusion" and not has_copy_head(plain.model)
+
+
+def test_bad_copy_head_entry_is_rejected():
+    with pytest.raises(ValueError, match="unknown keys"):
+        CopyHeadConfig.from_dict({"dim": 8, "bogus": 1})
+    with pytest.raises(ValueError, match="dim must be > 0"):
+        CopyHeadConfig.from_dict({"dim": 0})
+
+
+def test_mixture_is_a_distribution_and_gathers_match_the_full_logits(loaded):
+    m, tok = loaded.model, loaded.tokenizer
+    ids = _prompt(tok)
+    torch.manual_seed(0)
+    canvas = torch.randint(0, len(tok), (1, 16))
+    with torch.no_grad():
+        enc = m.model.encoder(input_ids=ids)
+        mem = m.copy_head.new_memory(ids, enc.last_hidden_state)
+        out = m.model(cache=enc.cache, decoder_input_ids=canvas)
+        vocab_logits = torch.tanh(m.lm_head(out.last_hidden_state).float() / m.final_logit_softcapping)
+        vocab_logits = vocab_logits * m.final_logit_softcapping
+        ptr = m.copy_head.pointer(out.last_hidden_state, canvas, mem)
+        full = m.copy_head.mixture_logits(vocab_logits, ptr, mem)
+        assert torch.allclose(full.logsumexp(-1), torch.zeros(1, 16), atol=1e-4)
+        target = ids[:, -16:]
+        log_mix, _ = m.copy_head.target_logprob(vocab_logits, ptr, mem, target)
+        assert torch.allclose(log_mix, full.gather(-1, target[..., None]).squeeze(-1), atol=1e-4)
+        # the model's own forward with the memory returns the same log-mixture
+        same = m(cache=enc.cache, decoder_input_ids=canvas, copy_memory=mem).logits
+        assert torch.allclose(same, full, atol=1e-5)
+
+
+def test_system_turn_and_control_tokens_are_never_copy_sources(loaded):
+    m, tok = loaded.model, loaded.tokenizer
+    ids = _prompt(tok)
+    with torch.no_grad():
+        mem = m.copy_head.new_memory(ids, m.model.encoder(input_ids=ids).last_hidden_state)
+    text = [tok.decode([i]) for i in ids[0].tolist()]
+    end_sys = text.index(st.TURN_END)
+    assert not mem.mask[0, : end_sys + 1].any()  # <bos>, the system turn and its <turn|>
+    controls = [i for i, t in enumerate(text) if t in st.SPECIAL_TOKENS]
+    assert not mem.mask[0, controls].any()
+    # every other token after the system turn (the request) may be copied
+    rest = [i for i in range(end_sys + 1, len(text)) if i not in controls]
+    assert len(rest) > 10 and bool(mem.mask[0, rest].all())
+
+
+def test_extending_the_memory_equals_encoding_everything_at_once(loaded):
+    m, tok = loaded.model, loaded.tokenizer
+    ids = _prompt(tok)
+    more = torch.tensor([tok("load_bundle is at agentkit/bundle.py:446", add_special_tokens=False)["input_ids"]])
+    with torch.no_grad():
+        enc = m.model.encoder(input_ids=ids)
+        mem = m.copy_head.new_memory(ids, enc.last_hidden_state)
+        enc2 = m.model.encoder(input_ids=more, cache=enc.cache)
+        inc = m.copy_head.extend_memory(mem, more, enc2.last_hidden_state)
+        both = torch.cat([ids, more], dim=1)
+        full = m.copy_head.new_memory(both, m.model.encoder(input_ids=both).last_hidden_state)
+    assert torch.equal(inc.ids, full.ids) and torch.equal(inc.mask, full.mask)
+    assert torch.equal(inc.prev_base, full.prev_base)
+    assert torch.allclose(inc.keys, full.keys, atol=1e-4)
+
+
+def test_a_copy_gate_forced_open_copies_request_tokens_through_the_runtime(loaded):
+    """With the gate forced to the pointer, every generated token comes from the request (never from the system
+    turn, never a control token): the runtime hands the memory to each decoder forward."""
+    m, tok = loaded.model, loaded.tokenizer
+    head = m.copy_head
+    saved = head.ctrl.bias.detach().clone()
+    try:
+        with torch.no_grad():
+            head.ctrl.bias[0] = -40.0  # log g -> -40: the vocabulary gets no mass
+        ids = _prompt(tok)
+        res = generate(m, ids, loaded.settings, seed=0)
+        new = res.new_tokens[0].tolist()
+        request = set(ids[0, ids[0].tolist().index(st.SPECIAL_IDS[st.TURN_END]) + 1 :].tolist())
+        variants = request | {int(head.base_ids[i]) for i in request} | {int(head.spaced_ids[i]) for i in request}
+        produced = [t for t in new if t != st.PAD_ID]
+        assert produced and all(t in variants for t in produced)
+        assert not any(t in set(range(len(st.SPECIAL_TOKENS))) for t in produced)
+    finally:
+        with torch.no_grad():
+            head.ctrl.bias.copy_(saved)
+
+
+def test_the_pointer_follows_a_multi_token_value(loaded):
+    """The induction feature: with the content score switched off, a canvas position whose left neighbour is
+    a copied token points at the source token that follows that token in the request."""
+    m, tok = loaded.model, loaded.tokenizer
+    head = m.copy_head
+    ids = _prompt(tok, "Where is the function parse_token_stream defined?")
+    row = ids[0].tolist()
+    names = [tok.decode([i]) for i in row]
+    user_at = names.index(st.TURN_END) + 3  # <turn|> \n <|turn> user \n: first request tokens after it
+    r = next(i for i in range(user_at, len(names) - 3) if names[i + 1] not in st.SPECIAL_TOKENS and names[i].strip())
+    with torch.no_grad():
+        enc = m.model.encoder(input_ids=ids)
+        mem = head.new_memory(ids, enc.last_hidden_state)
+        mem.keys.zero_()  # no content score: only the match term remains
+        canvas = torch.full((1, 16), st.PAD_ID)
+        canvas[0, 0] = int(head.base_ids[row[r]])  # a request token written at canvas position 0
+        h = m.model(cache=enc.cache, decoder_input_ids=canvas).last_hidden_state
+        ptr = head.pointer(h, canvas, mem)
+    best = int(ptr["log_alpha"][0, 1].argmax())  # the token after it in the request (or after a repeat)
+    assert int(head.base_ids[row[best - 1]]) == int(head.base_ids[row[r]])
