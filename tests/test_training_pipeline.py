@@ -37,6 +37,8 @@ def test_generator_is_deterministic_and_consistent():
         "followup_call",
         "no_tool",
         "unanswerable",
+        "bot_call",
+        "bot_answer",
     }
     for e in exs:
         sanity_check(e)

@@ -46,6 +46,9 @@ class Example:
         target: the continuation text (model turn), ending in ``<|tool_response>`` or ``<turn|>``.
         kind: ``call | parallel | multi_call | answer_after_tool | followup_call | no_tool | unanswerable``.
         calls: expected tool calls as ``[(name, arguments)]`` (empty for prose answers).
+        bindings: ``[(tool, parameter, spoken)]``: the text of the last user message that states each call
+            argument (``"five"`` for ``days=5``, ``"Berlin"`` for ``place="Berlin"``); the labels of the binding
+            supervision (:mod:`model.training.labels`).
     """
 
     messages: list[dict[str, Any]]
@@ -53,6 +56,7 @@ class Example:
     target: str
     kind: str
     calls: list[tuple[str, dict[str, Any]]] = field(default_factory=list)
+    bindings: list[tuple[str, str, str]] = field(default_factory=list)
 
     def to_json(self) -> dict[str, Any]:
         """JSON-serialisable dict (``calls`` as ``[{"name", "arguments"}]``)."""
@@ -162,7 +166,7 @@ def copy_drill(ex: Example) -> Example | None:
     called = {n for n, _ in ex.calls}
     tools = strip_descriptions([t for t in ex.tools if t.get("function", t)["name"] in called])
     msgs = [m for m in ex.messages if m["role"] != "system"]
-    return Example(msgs, tools, ex.target, ex.kind, list(ex.calls))
+    return Example(msgs, tools, ex.target, ex.kind, list(ex.calls), list(ex.bindings))
 
 
 def _content(c: Any) -> str:
@@ -1026,7 +1030,7 @@ def _bot_tools() -> list[ToolSpec]:
             dom,
         )
 
-    return [
+    specs = [
         spec(
             "geocode",
             "Find the coordinates of a place by name.",
@@ -1101,6 +1105,15 @@ def _bot_tools() -> list[ToolSpec]:
             "bot_code",
         ),
     ]
+    # The bundles' own declarations (the snapshot in bot_tools.json), so training sees what the bots send.
+    from model.training.bots import load_bot_tools
+
+    real = {t["function"]["name"]: t["function"] for d in load_bot_tools().values() for t in d["tools"]}
+    for sp in specs:
+        if sp.name in real:
+            sp.description = real[sp.name]["description"]
+            sp.parameters = real[sp.name]["parameters"]
+    return specs
 
 
 def _flat(s: dict[str, Any]) -> bool:
@@ -1237,9 +1250,12 @@ def _param_phrase(rng: random.Random, pname: str, kind: Kind, spoken: str, schem
 
 
 def _draw_args(
-    rng: random.Random, tool: ToolSpec, optional_p: float = 0.45
+    rng: random.Random, tool: ToolSpec, optional_p: float = 0.45, spoken_out: dict[str, str] | None = None
 ) -> tuple[dict[str, Any], list[str]]:
-    """Draw argument values and their spoken mentions (required always, optional with ``optional_p``)."""
+    """Draw argument values and their spoken mentions (required always, optional with ``optional_p``).
+
+    ``spoken_out``, when given, receives each argument's spoken value text (the words of the request that state
+    it)."""
     props = tool.parameters["properties"]
     required = set(tool.parameters.get("required", []))
     if not required and props:
@@ -1262,6 +1278,8 @@ def _draw_args(
             value = args["start_line"] + rng.randint(5, 80)
             spoken = str(value)
         args[pname] = value
+        if spoken_out is not None:
+            spoken_out[pname] = str(spoken)
         phrases.append(_param_phrase(rng, pname, kind, spoken, schema))
     return args, phrases
 
@@ -1303,6 +1321,13 @@ def _request(rng: random.Random, tool: ToolSpec, args_phrases: list[str]) -> str
 
 def _response_for(rng: random.Random, tool: ToolSpec, args: dict[str, Any]) -> dict[str, Any]:
     keys = ("result", "status", "value", "total", "count", "price", "temperature", "summary", "message", "id")
+    if tool.domain in ("bot_weather", "bot_code"):
+        from model.training.bots import bot_response
+
+        try:
+            return bot_response(rng, tool.name, args)
+        except KeyError:  # another tool of the same name (a Glaive schema): a generic response below
+            pass
     if tool.domain == "bot_weather":
         if tool.name == "geocode":
             return {"lat": round(rng.uniform(-80, 80), 4), "lon": round(rng.uniform(-170, 170), 4)}
@@ -1383,13 +1408,15 @@ def _no_tool(rng: random.Random) -> tuple[str, str]:
 # --------------------------------------------------------------------------------------------------------------
 
 KIND_WEIGHTS = (
-    ("call", 0.52),
-    ("parallel", 0.1),
-    ("multi_call", 0.06),
-    ("answer_after_tool", 0.13),
-    ("followup_call", 0.06),
-    ("no_tool", 0.07),
-    ("unanswerable", 0.06),
+    ("call", 0.44),
+    ("parallel", 0.08),
+    ("multi_call", 0.05),
+    ("answer_after_tool", 0.11),
+    ("followup_call", 0.05),
+    ("no_tool", 0.06),
+    ("unanswerable", 0.05),
+    ("bot_call", 0.08),
+    ("bot_answer", 0.08),
 )
 
 
@@ -1482,12 +1509,14 @@ class Generator:
 
     def _ex_call(self) -> Example:
         tool = self.tool()
-        args, phrases = _draw_args(self.rng, tool)
+        spoken: dict[str, str] = {}
+        args, phrases = _draw_args(self.rng, tool, spoken_out=spoken)
         req = _request(self.rng, tool, phrases)
         tools = self._toolset([tool])
         msgs = [*self._system(), {"role": "user", "content": req}]
         calls = [(tool.name, args)]
-        return Example(msgs, [t.openai() for t in tools], self._calls_target(calls), "call", calls)
+        binds = [(tool.name, k, v) for k, v in spoken.items()]
+        return Example(msgs, [t.openai() for t in tools], self._calls_target(calls), "call", calls, binds)
 
     def _ex_parallel(self) -> Example:
         rng = self.rng
@@ -1503,7 +1532,8 @@ class Generator:
                 break
         else:
             return self._ex_call()
-        args, _ = _draw_args(rng, tool, optional_p=0.3)
+        spoken: dict[str, str] = {}
+        args, _ = _draw_args(rng, tool, optional_p=0.3, spoken_out=spoken)
         vary = rng.choice([k for k in strs if k in args] or strs)
         kind = tool.kinds[vary]
         k = rng.choice((2, 2, 3, 3, 4))
@@ -1549,7 +1579,9 @@ class Generator:
         text = text[0].upper() + text[1:] + "."
         tools = self._toolset([tool])
         msgs = [*self._system(), {"role": "user", "content": text}]
-        return Example(msgs, [t.openai() for t in tools], self._calls_target(calls), "parallel", calls)
+        binds = [(tool.name, vary, sp) for sp in spoken]
+        binds += [(tool.name, p, spoken[p]) for p in args if p != vary and p in spoken]
+        return Example(msgs, [t.openai() for t in tools], self._calls_target(calls), "parallel", calls, binds)
 
     def _ex_multi_call(self) -> Example:
         rng = self.rng
@@ -1557,17 +1589,21 @@ class Generator:
         t2 = self.tool()
         if t2.name == t1.name:
             return self._ex_call()
-        reqs, calls = [], []
+        reqs, calls, binds = [], [], []
         for t in (t1, t2):
-            args, phrases = _draw_args(rng, t)
+            spoken: dict[str, str] = {}
+            args, phrases = _draw_args(rng, t, spoken_out=spoken)
             reqs.append(_request(rng, t, phrases).rstrip(".!?"))
             calls.append((t.name, args))
+            binds += [(t.name, k, v) for k, v in spoken.items()]
         joiner = rng.choice((". Also, ", ", and also ", ". Then ", "; also "))
         second = reqs[1][0].lower() + reqs[1][1:] if joiner[-2] != "." else reqs[1]
         text = reqs[0] + joiner + second + "."
         tools = self._toolset([t1, t2], extra_max=2)
         msgs = [*self._system(), {"role": "user", "content": text}]
-        return Example(msgs, [t.openai() for t in tools], self._calls_target(calls), "multi_call", calls)
+        return Example(
+            msgs, [t.openai() for t in tools], self._calls_target(calls), "multi_call", calls, binds
+        )
 
     def _ex_answer_after_tool(self) -> Example:
         base = self._ex_call() if self.rng.random() < 0.75 else self._ex_parallel()
@@ -1579,7 +1615,21 @@ class Generator:
             self._tool_calls_msg(base.calls, ids),
             *self._tool_msgs(base.calls, ids, responses),
         ]
-        answer = _answer_from(self.rng, [(n, r) for (n, _), r in zip(base.calls, responses, strict=True)])
+        bot_names = {t.name for t in self.bots}
+        if any(n in bot_names for n, _ in base.calls):
+            from model.training.bots import bot_answer
+
+            parts = []
+            for (n, a), r in zip(base.calls, responses, strict=True):
+                try:
+                    parts.append(bot_answer(self.rng, n, a, r) if n in bot_names else "")
+                except (KeyError, TypeError, IndexError):  # same name, another tool's response
+                    parts.append("")
+                if not parts[-1]:
+                    parts[-1] = _answer_from(self.rng, [(n, r)])
+            answer = " ".join(parts)
+        else:
+            answer = _answer_from(self.rng, [(n, r) for (n, _), r in zip(base.calls, responses, strict=True)])
         return Example(msgs, base.tools, answer + st.TURN_END, "answer_after_tool", [])
 
     def _spec_for(self, name: str, spec: dict[str, Any]) -> ToolSpec:
@@ -1591,6 +1641,12 @@ class Generator:
     def _ex_followup_call(self) -> Example:
         first = self._ex_answer_after_tool()
         nxt = self._ex_call()
+        declared = {x["function"]["name"]: x for x in first.tools}
+        called = nxt.calls[0][0]
+        if called in declared and declared[called] != next(
+            t for t in nxt.tools if t["function"]["name"] == called
+        ):
+            return nxt  # two different tools share the name: keep the plain call
         tools = first.tools + [
             t for t in nxt.tools if t["function"]["name"] not in {x["function"]["name"] for x in first.tools}
         ]
@@ -1604,7 +1660,42 @@ class Generator:
             tools = [t for t in tools if t["function"]["name"] in keep] + [
                 t for t in tools if t["function"]["name"] not in keep
             ][:2]
-        return Example(msgs, tools, nxt.target, "followup_call", nxt.calls)
+        return Example(msgs, tools, nxt.target, "followup_call", nxt.calls, nxt.bindings)
+
+    def _bot_parts(self) -> tuple[dict[str, Any], list[dict[str, Any]], list[dict[str, Any]]]:
+        """A bot exchange (:func:`model.training.bots.bot_example_parts`) with its prompt messages and tools:
+        the bundle's system prompt (70%) and its tools in bundle order (80%, else shuffled plus distractors)."""
+        from model.training.bots import bot_example_parts
+
+        rng = self.rng
+        parts = bot_example_parts(rng)
+        order = next(p for p in parts["tools"] if p["function"]["name"] == parts["tool"])["function"]
+        props = list(order["parameters"].get("properties", {}))
+        parts["arguments"] = {k: parts["arguments"][k] for k in props if k in parts["arguments"]}
+        tools = list(parts["tools"])
+        if rng.random() >= 0.8:
+            tools = [t.openai() for t in self._toolset([])] + tools
+            rng.shuffle(tools)
+        system = parts["system_prompt"] if rng.random() < 0.7 else rng.choice(SYSTEM_PROMPTS)
+        msgs = [{"role": "system", "content": system}, {"role": "user", "content": parts["question"]}]
+        return parts, msgs, tools
+
+    def _ex_bot_call(self) -> Example:
+        parts, msgs, tools = self._bot_parts()
+        calls = [(parts["tool"], parts["arguments"])]
+        binds = [(parts["tool"], k, v) for k, v in parts["bindings"]]
+        return Example(msgs, tools, self._calls_target(calls), "bot_call", calls, binds)
+
+    def _ex_bot_answer(self) -> Example:
+        parts, msgs, tools = self._bot_parts()
+        calls = [(parts["tool"], parts["arguments"])]
+        cid = [f"call_{self.rng.randint(0, 10**6)}"]
+        msgs = [
+            *msgs,
+            self._tool_calls_msg(calls, cid),
+            {"role": "tool", "tool_call_id": cid[0], "name": parts["tool"], "content": parts["response"]},
+        ]
+        return Example(msgs, tools, parts["answer"] + st.TURN_END, "bot_answer", [])
 
     def _ex_no_tool(self) -> Example:
         q, a = _no_tool(self.rng)

@@ -38,6 +38,12 @@ class TrainConfig:
     tools, terse); ``max_minutes`` times the first 20 steps, so with a drill give ``steps`` instead (drill steps
     are faster). ``copy_weight``: extra loss weight on copied value tokens. ``space_tokens``: spaces as their
     own pre-tokens.
+
+    Copy head (:mod:`model.copy_head`): ``copy_head`` builds ``DiffusionGemmaWithCopyHead`` and trains it with
+    :func:`copy_diffusion_loss`; ``noise_draws`` decoder passes (each with its own noise level) share one
+    encoder pass; ``bind_weight``, ``key_weight`` and ``ptr_weight`` weight the binding, parameter and pointer
+    auxiliary losses, ``none_weight`` the "none" request tokens inside the binding loss. ``init_from``: a
+    checkpoint folder whose weights (and tokenizer) start the run; weights it lacks (the copy head) start fresh.
     """
 
     out_dir: str = "runs/agentkit-tiny"
@@ -72,6 +78,14 @@ class TrainConfig:
     ar_weight: float = 0.0
     terse_p: float = 0.0
     drill_steps: int = 0
+    copy_head: bool = False
+    copy_dim: int = 64
+    noise_draws: int = 1
+    bind_weight: float = 1.0
+    key_weight: float = 0.5
+    ptr_weight: float = 0.5
+    none_weight: float = 0.3
+    init_from: str = ""
     sliding_window: int = 256
     max_position_embeddings: int = 2048
     self_cond_p: float = 0.5
@@ -105,6 +119,48 @@ def build_model_config(cfg: TrainConfig) -> Any:
         max_position_embeddings=cfg.max_position_embeddings,
         sliding_window=cfg.sliding_window,
     )
+
+
+def build_model(cfg: TrainConfig, tok: Any) -> Any:
+    """A fresh model for ``cfg``: ``DiffusionGemmaForBlockDiffusion``, or ``DiffusionGemmaWithCopyHead`` (its
+    variant tables filled from ``tok``) with ``cfg.copy_head``; ``cfg.init_from`` weights loaded where names and
+    shapes match.
+
+    Raises:
+        ValueError: if ``cfg.init_from`` has no ``model.safetensors`` or shares no weight with the model.
+    """
+    import transformers
+
+    config = build_model_config(cfg)
+    if cfg.copy_head:
+        from model.copy_head import CopyHeadConfig
+        from model.copy_model import DiffusionGemmaWithCopyHead
+
+        system = tok("system", add_special_tokens=False)["input_ids"]
+        config.copy_head = CopyHeadConfig(
+            dim=cfg.copy_dim,
+            free_dim=cfg.copy_dim // 2,
+            turn_start_id=st.SPECIAL_IDS[st.TURN_START],
+            turn_end_id=st.SPECIAL_IDS[st.TURN_END],
+            excluded_role_ids=system[:1],
+        ).to_dict()
+        model = DiffusionGemmaWithCopyHead(config)
+        model.copy_head.set_token_tables(tok)
+    else:
+        model = transformers.DiffusionGemmaForBlockDiffusion(config)
+    if cfg.init_from:
+        from safetensors.torch import load_file
+
+        f = Path(cfg.init_from) / "model.safetensors"
+        if not f.is_file():
+            raise ValueError(f"--init-from {cfg.init_from}: no model.safetensors there")
+        own = model.state_dict()
+        src = {k: v for k, v in load_file(str(f)).items() if k in own and own[k].shape == v.shape}
+        if not src:
+            raise ValueError(f"--init-from {cfg.init_from}: no weight matches this model's names and shapes")
+        model.load_state_dict(src, strict=False)
+        model.tie_weights()
+    return model
 
 
 #: Denoising settings shipped in ``generation_config.json`` (tuned on the held-out split; see docs/TRAINING.md).
@@ -149,6 +205,9 @@ def generation_config(canvas_length: int, overrides: dict[str, Any] | None = Non
 class Encoded:
     """Token ids of one example: ``prompt`` (rendered chat prompt) and ``target`` (model continuation).
 
+    ``decl_pos``, ``bind``, ``key``, ``ptr``: the copy head's binding labels (:mod:`model.training.labels`; empty
+    without the copy head).
+
     ``copied[i]`` is True where ``target[i]`` is a word-like token (letters or digits) that occurs in the prompt
     after the system turn (the request, earlier calls, tool responses) but not in the system turn (tool names,
     keys and descriptions, which the schema constraint forces anyway): a value the model must copy.
@@ -157,6 +216,10 @@ class Encoded:
     prompt: list[int]
     target: list[int]
     copied: list[bool] = dataclasses.field(default_factory=list)
+    decl_pos: list[int] = dataclasses.field(default_factory=list)
+    bind: list[int] = dataclasses.field(default_factory=list)
+    key: list[int] = dataclasses.field(default_factory=list)
+    ptr: list[bool] = dataclasses.field(default_factory=list)
 
 
 def word_token_table(tok: Any) -> list[bool]:
@@ -166,6 +229,17 @@ def word_token_table(tok: Any) -> list[bool]:
     for i in range(len(st.SPECIAL_TOKENS), n):
         table[i] = any(ch.isalnum() for ch in tok.decode([i]))
     return table
+
+
+def encode_labelled(tok: Any, examples: list[Any], word_table: list[bool]) -> list[Encoded]:
+    """Tokenize examples with the copy head's binding labels (:func:`model.training.labels.example_labels`)."""
+    from model.training.labels import example_labels
+
+    out = []
+    for e in examples:
+        lab = example_labels(tok, e, word_table)
+        out.append(Encoded(lab.prompt, lab.target, [], lab.decl_pos, lab.bind, lab.key, lab.ptr))
+    return out
 
 
 def encode_examples(tok: Any, examples: list[Any], word_table: list[bool] | None = None) -> list[Encoded]:
@@ -209,17 +283,30 @@ def make_batch(
         dict with ``input_ids`` [B, P] int64, ``attention_mask`` [B, P] int64 (0 on left padding),
         ``canvas`` [B, C] int64 (clean targets, ``<pad>`` after the end), ``is_target`` [B, C] bool,
         ``weight`` [B, C] float32 (loss weight: ``pad_weight`` after the end of the target, ``1 + copy_weight``
-        on copied tokens, 1 elsewhere).
+        on copied tokens, 1 elsewhere) and, when the items carry binding labels, ``decl_pos`` [B, K] int64,
+        ``decl_valid`` [B, K] bool, ``bind`` [B, P] int64 (-100: no label), ``key`` [B, C] int64 (-100: no
+        label) and ``ptr`` [B, C] bool (see :mod:`model.training.labels`).
     """
     import torch
 
     C = canvas_length
+    labelled = all(it.bind for it in items)
     prompts, canvases, real, weights = [], [], [], []
+    binds, keys, ptrs, decls = [], [], [], []
     for it in items:
         t = it.target
         n_win = max(1, math.ceil(len(t) / C))
         w = rng.randrange(n_win)
+        full = len(it.prompt) + w * C
         p = (it.prompt + t[: w * C])[-max_prompt:]
+        if labelled:
+            cut = max(0, full - max_prompt)
+            binds.append((it.bind + [-100] * (w * C))[-max_prompt:])
+            decls.append([(q - cut) for q in it.decl_pos])
+            kl = it.key[w * C : (w + 1) * C]
+            keys.append(kl + [-100] * (C - len(kl)))
+            pl = it.ptr[w * C : (w + 1) * C]
+            ptrs.append(pl + [False] * (C - len(pl)))
         c = t[w * C : (w + 1) * C]
         real.append(len(c))
         cp = it.copied[w * C : (w + 1) * C] if it.copied else [False] * len(c)
@@ -235,13 +322,41 @@ def make_batch(
     canvas = torch.tensor(canvases, dtype=torch.long)
     is_target = torch.arange(C)[None, :] < torch.tensor(real)[:, None]
     weight = torch.tensor(weights, dtype=torch.float32)
-    return {
+    out = {
         "input_ids": input_ids,
         "attention_mask": attn,
         "canvas": canvas,
         "is_target": is_target,
         "weight": weight,
     }
+    if labelled:
+        B = len(items)
+        K = max(1, max(len(d) for d in decls))
+        decl_pos = torch.zeros((B, K), dtype=torch.long)
+        decl_valid = torch.zeros((B, K), dtype=torch.bool)
+        bind = torch.full((B, P), -100, dtype=torch.long)
+        key = torch.tensor(keys, dtype=torch.long)
+        for i, (p, d, b) in enumerate(zip(prompts, decls, binds, strict=True)):
+            shift = P - len(p)
+            bind[i, shift:] = torch.tensor(b, dtype=torch.long)
+            for j, q in enumerate(d):
+                if q >= 0:
+                    decl_pos[i, j] = q + shift
+                    decl_valid[i, j] = True
+            # labels that point at a declaration cut off by the prompt cap are dropped
+            lost = [j for j, q in enumerate(d) if q < 0]
+            if lost:
+                lost_t = torch.tensor(lost)
+                bind[i][torch.isin(bind[i] - 1, lost_t)] = -100
+                key[i][torch.isin(key[i], lost_t)] = -100
+        out.update(
+            decl_pos=decl_pos,
+            decl_valid=decl_valid,
+            bind=bind,
+            key=key,
+            ptr=torch.tensor(ptrs, dtype=torch.bool),
+        )
+    return out
 
 
 def device_batch(items: list[Encoded], cfg: TrainConfig, rng: random.Random, device: str) -> dict[str, Any]:
@@ -406,6 +521,153 @@ def diffusion_loss(
     return loss, {"acc_noised": float(acc), "t_mean": float(t.mean()), **stats}
 
 
+def copy_diffusion_loss(
+    model: Any,
+    batch: dict[str, Any],
+    cfg: TrainConfig,
+    *,
+    generator: Any,
+    t: Any = None,
+    draws: int | None = None,
+    self_cond_p: float | None = None,
+) -> tuple[Any, dict[str, float]]:
+    """Loss of a ``DiffusionGemmaWithCopyHead`` on one batch (see :mod:`model.copy_head`).
+
+    One encoder pass over the prompt builds the KV cache and the copy memory; then ``draws`` decoder passes,
+    each with its own noise level ``t ~ U(0, 1)`` and uniform-noise canvas (with, per example and probability
+    ``self_cond_p``, a detached self-conditioning pass whose logits are the full log-mixture, as at inference).
+    Per draw: the mixture's negative log-likelihood of the clean canvas (weighted as in
+    :func:`diffusion_loss`), plus ``ptr_weight x`` the pointer's NLL at ``ptr`` positions whose token occurs
+    among the copyable sources, plus ``key_weight x`` a cross-entropy of each value position's query against
+    the declared parameters' states. Once per batch: ``bind_weight x`` the binding cross-entropy of every
+    request token's key over ``["none", parameter_1..K]`` (``none_weight`` on "none" tokens).
+
+    Args:
+        model: ``model.copy_model.DiffusionGemmaWithCopyHead``.
+        batch: from :func:`make_batch` with binding labels, on the model's device.
+        cfg: the run's :class:`TrainConfig` (weights, vocabulary, pad weight).
+        generator: ``torch.Generator`` on the batch's device.
+        t: optional [B] float noise levels (then every draw uses them).
+        draws: decoder passes per encoder pass (default ``cfg.noise_draws``).
+        self_cond_p: default ``cfg.self_cond_p``.
+
+    Returns:
+        ``(loss, stats)``: scalar loss (nats) and floats ``acc_noised``, ``copy_acc`` (argmax accuracy on
+        corrupted ``ptr`` positions), ``mix_nll``, ``ptr_nll``, ``key_acc``, ``bind_loss``, ``bind_acc``
+        (accuracy on bound request tokens), ``gate`` (mean copy weight at ``ptr`` positions), ``t_mean``.
+    """
+    import torch
+    import torch.nn.functional as F
+
+    head = model.copy_head
+    ids, attn, canvas, is_target = (
+        batch["input_ids"],
+        batch["attention_mask"],
+        batch["canvas"],
+        batch["is_target"],
+    )
+    B, C = canvas.shape
+    dev = canvas.device
+    draws = draws or cfg.noise_draws
+    sc_p = cfg.self_cond_p if self_cond_p is None else self_cond_p
+    V = cfg.vocab_size
+    enc = model.model.encoder(input_ids=ids, attention_mask=attn)
+    cache, E = enc.cache, enc.last_hidden_state
+    mem = head.new_memory(ids, E, attn)
+    H = E.shape[-1]
+    decl = E.gather(1, batch["decl_pos"][..., None].expand(-1, -1, H))  # [B, K, H]
+    valid = batch["decl_valid"]
+    bind_logits = head.binding_logits(mem.keys, decl)  # [B, P, 1 + K]
+    bind_logits[..., 1:] = bind_logits[..., 1:].masked_fill(~valid[:, None, :], float("-inf"))
+    bl = batch["bind"]
+    has_b = bl >= 0
+    stats: dict[str, float] = {}
+    loss = torch.zeros((), device=dev)
+    if bool(has_b.any()):
+        ce_b = F.cross_entropy(bind_logits[has_b], bl[has_b], reduction="none")
+        wb = torch.where(bl[has_b] == 0, cfg.none_weight, 1.0)
+        bind_loss = (ce_b * wb).sum() / wb.sum()
+        loss = loss + cfg.bind_weight * bind_loss
+        with torch.no_grad():
+            pos = has_b & (bl > 0)
+            stats["bind_loss"] = float(bind_loss)
+            stats["bind_acc"] = float(
+                (bind_logits.argmax(-1)[pos] == bl[pos]).float().mean() if bool(pos.any()) else 0.0
+            )
+    z = head.decl_proj(decl).float()  # [B, K, dim]
+    w = batch["weight"]
+    ones = torch.ones(B, C, dtype=attn.dtype, device=dev)
+    dec_mask = torch.cat([attn, ones], dim=1)
+    kl, pl = batch["key"], batch["ptr"]
+    copyable_tgt = (
+        (head.base_ids[mem.ids][:, None, :] == head.base_ids[canvas][:, :, None]) & mem.mask[:, None, :]
+    ).any(-1)
+    ptr_sel = pl & is_target & copyable_tgt
+    acc_hits = acc_n = copy_hits = copy_n = 0.0
+    sums = {"mix_nll": 0.0, "ptr_nll": 0.0, "key_acc": 0.0, "gate": 0.0, "t_mean": 0.0}
+    for _ in range(draws):
+        tt = t if t is not None else torch.rand(B, device=dev, generator=generator)
+        corrupt = torch.rand(B, C, device=dev, generator=generator) < tt[:, None]
+        noise = torch.randint(0, V, (B, C), device=dev, generator=generator)
+        noised = torch.where(corrupt, noise, canvas)
+        sc_mask = torch.rand(B, device=dev, generator=generator) < sc_p
+        sc_logits = None
+        if bool(sc_mask.any()):
+            with torch.no_grad():
+                sc_logits = model(
+                    cache=cache,
+                    decoder_input_ids=noised,
+                    decoder_attention_mask=dec_mask,
+                    copy_memory=mem,
+                ).logits.detach()
+        out = model.model(
+            cache=cache,
+            decoder_input_ids=noised,
+            decoder_attention_mask=dec_mask,
+            self_conditioning_logits=sc_logits,
+            self_conditioning_mask=sc_mask if sc_logits is not None else None,
+        )
+        h = out.last_hidden_state
+        vocab_logits = model.lm_head(h).float()
+        cap = model.final_logit_softcapping
+        if cap:
+            vocab_logits = torch.tanh(vocab_logits / cap) * cap
+        ptr = head.pointer(h, noised, mem)
+        log_mix, log_ptr = head.target_logprob(vocab_logits, ptr, mem, canvas)
+        mix_nll = -(log_mix * w).sum() / w.sum()
+        loss = loss + mix_nll / draws
+        sums["mix_nll"] += float(mix_nll.detach()) / draws
+        if bool(ptr_sel.any()):
+            ptr_nll = -log_ptr[ptr_sel].mean()
+            loss = loss + cfg.ptr_weight * ptr_nll / draws
+            sums["ptr_nll"] += float(ptr_nll.detach()) / draws
+        has_k = kl >= 0
+        if bool(has_k.any()):
+            qb = ptr["query"][..., : head.cfg.dim].float()
+            kl_logits = torch.einsum("bcd,bkd->bck", qb, z) / math.sqrt(head.cfg.dim)
+            kl_logits = kl_logits.masked_fill(~valid[:, None, :], float("-inf"))
+            key_loss = F.cross_entropy(kl_logits[has_k], kl[has_k])
+            loss = loss + cfg.key_weight * key_loss / draws
+            with torch.no_grad():
+                sums["key_acc"] += float((kl_logits.argmax(-1)[has_k] == kl[has_k]).float().mean()) / draws
+        with torch.no_grad():
+            full = head.mixture_logits(vocab_logits, ptr, mem)
+            hit = full.argmax(-1) == canvas
+            sel = corrupt & is_target
+            acc_hits += float((hit & sel).sum())
+            acc_n += float(sel.sum())
+            csel = sel & ptr_sel
+            copy_hits += float((hit & csel).sum())
+            copy_n += float(csel.sum())
+            if bool(ptr_sel.any()):
+                sums["gate"] += float(ptr["log_copy_gate"][ptr_sel].exp().mean()) / draws
+            sums["t_mean"] += float(tt.mean()) / draws
+    stats.update(sums)
+    stats["acc_noised"] = acc_hits / max(1.0, acc_n)
+    stats["copy_acc"] = copy_hits / max(1.0, copy_n)
+    return loss, stats
+
+
 # --------------------------------------------------------------------------------------------------------------
 # Checkpointing
 # --------------------------------------------------------------------------------------------------------------
@@ -464,16 +726,24 @@ def heldout_loss(
             for tv in (0.25, 0.5, 1.0):
                 t = torch.full((len(items),), tv, device=device)
                 with autocast():
-                    loss, stats = diffusion_loss(
-                        model,
-                        b,
-                        vocab_size=cfg.vocab_size,
-                        self_cond_p=0.0,
-                        pad_weight=cfg.pad_weight,
-                        generator=g,
-                        t=t,
-                    )
+                    if cfg.copy_head:
+                        loss, stats = copy_diffusion_loss(
+                            model, b, cfg, generator=g, t=t, draws=1, self_cond_p=0.0
+                        )
+                        loss = torch.tensor(stats["mix_nll"])
+                    else:
+                        loss, stats = diffusion_loss(
+                            model,
+                            b,
+                            vocab_size=cfg.vocab_size,
+                            self_cond_p=0.0,
+                            pad_weight=cfg.pad_weight,
+                            generator=g,
+                            t=t,
+                        )
                 out["loss"].append(float(loss))
+                if tv == 0.25 and cfg.copy_head:
+                    out.setdefault("copy_t025", []).append(stats["copy_acc"])
                 if tv == 1.0:
                     out["acc_t1"].append(stats["acc_noised"])
     model.train()
@@ -524,6 +794,8 @@ def prepare(cfg: TrainConfig, log: Any = print) -> tuple[Any, list[Encoded], lis
                 e.tools = strip_descriptions(e.tools)
     held_ex = Generator(cfg.seed, "heldout", mb).take(cfg.n_heldout)
     tok_dir = out / "tokenizer"
+    if cfg.init_from and not (tok_dir / "tokenizer.json").exists():
+        AutoTokenizer.from_pretrained(cfg.init_from).save_pretrained(tok_dir)
     if (tok_dir / "tokenizer.json").exists():
         tok = AutoTokenizer.from_pretrained(tok_dir)
         from model.tokenizer import chat_template
@@ -536,13 +808,22 @@ def prepare(cfg: TrainConfig, log: Any = print) -> tuple[Any, list[Encoded], lis
             space_tokens=cfg.space_tokens,
         )
         tok.save_pretrained(tok_dir)
-    table = word_token_table(tok) if cfg.copy_weight else None  # copied flags only matter when weighted
-    train = encode_examples(tok, train_ex, table)
-    held = encode_examples(tok, held_ex, table)
+    if cfg.copy_head:
+        words = word_token_table(tok)
+        train = encode_labelled(tok, train_ex, words)
+        held = encode_labelled(tok, held_ex, words)
+    else:
+        table = word_token_table(tok) if cfg.copy_weight else None  # copied flags only matter when weighted
+        train = encode_examples(tok, train_ex, table)
+        held = encode_examples(tok, held_ex, table)
     drill: list[Encoded] = []
     if cfg.drill_steps > 0:
         short = [d for d in (copy_drill(e) for e in train_ex) if d is not None]
-        drill = encode_examples(tok, short, table)
+        drill = (
+            encode_labelled(tok, short, word_token_table(tok))
+            if cfg.copy_head
+            else encode_examples(tok, short, word_token_table(tok) if cfg.copy_weight else None)
+        )
         log(
             f"copy drill: {len(drill)} examples, prompt tokens p50 {sorted(len(e.prompt) for e in drill)[len(drill) // 2]}"
         )
@@ -604,7 +885,12 @@ def train(cfg: TrainConfig) -> Path:
     rng = random.Random(cfg.seed + 1)
     gen = torch.Generator(device=device).manual_seed(cfg.seed + 2)
     if cfg.resume and (ckpt / "trainer_state.pt").exists():
-        model = DiffusionGemmaForBlockDiffusion.from_pretrained(ckpt, local_files_only=True).to(device)
+        cls: Any = DiffusionGemmaForBlockDiffusion
+        if cfg.copy_head:
+            from model.copy_model import DiffusionGemmaWithCopyHead
+
+            cls = DiffusionGemmaWithCopyHead
+        model = cls.from_pretrained(ckpt, local_files_only=True).to(device)
         state = torch.load(ckpt / "trainer_state.pt", weights_only=False)
         step, total = int(state["step"]), int(state["total_steps"])
         if cfg.max_minutes is None:  # an explicit --steps beyond the saved schedule extends it
@@ -615,7 +901,7 @@ def train(cfg: TrainConfig) -> Path:
         console.print(f"resumed from {ckpt} at step {step}/{total}")
     else:
         state = None
-        model = DiffusionGemmaForBlockDiffusion(build_model_config(cfg)).to(device)
+        model = build_model(cfg, tok).to(device)
     model.train()
     n_params = sum(p.numel() for p in model.parameters())
     console.print(f"model: {n_params / 1e6:.2f}M parameters (tied embeddings counted once), device {device}")
@@ -655,15 +941,18 @@ def train(cfg: TrainConfig) -> Path:
             for g in opt.param_groups:
                 g["lr"] = lr
             with autocast():
-                loss, stats = diffusion_loss(
-                    model,
-                    batch,
-                    vocab_size=cfg.vocab_size,
-                    self_cond_p=cfg.self_cond_p,
-                    pad_weight=cfg.pad_weight,
-                    generator=gen,
-                    ar_weight=cfg.ar_weight,
-                )
+                if cfg.copy_head:
+                    loss, stats = copy_diffusion_loss(model, batch, cfg, generator=gen)
+                else:
+                    loss, stats = diffusion_loss(
+                        model,
+                        batch,
+                        vocab_size=cfg.vocab_size,
+                        self_cond_p=cfg.self_cond_p,
+                        pad_weight=cfg.pad_weight,
+                        generator=gen,
+                        ar_weight=cfg.ar_weight,
+                    )
             opt.zero_grad(set_to_none=True)
             loss.backward()
             gnorm = torch.nn.utils.clip_grad_norm_(model.parameters(), cfg.grad_clip)
@@ -702,8 +991,12 @@ def train(cfg: TrainConfig) -> Path:
             if step % cfg.eval_every == 0 or step == total:
                 h = heldout_loss(model, held_data[:128], cfg, device, autocast)
                 rec.update({"step": step, "heldout_loss": h["loss"], "heldout_acc_t1": h["acc_t1"]})
+                extra = ""
+                if "copy_t025" in h:
+                    rec["heldout_copy_t025"] = h["copy_t025"]
+                    extra = f" copied-token acc t=0.25 {h['copy_t025']:.3f}"
                 console.print(
-                    f"step {step}: loss(ema) {ema:.3f} held-out loss {h['loss']:.3f} one-pass acc {h['acc_t1']:.3f}"
+                    f"step {step}: loss(ema) {ema:.3f} held-out loss {h['loss']:.3f} one-pass acc {h['acc_t1']:.3f}{extra}"
                 )
             if rec:
                 log_f.write(json.dumps(rec) + "\n")

@@ -1,0 +1,898 @@
+"""Training dialogues in the example bots' domains (code search, weather), with their real declarations.
+
+The declarations and system prompts are the bundles' own (``examples/*/bundle.yaml``), snapshotted in
+``bot_tools.json`` (``tests/test_training_data.py`` checks the snapshot against the live bundles, so a tool
+change cannot silently drift from the training data). Requests are natural questions ("Where is the class
+FooBar defined?", "What's the forecast for Lyon for the next 4 days?"); tool responses have the real tools'
+shapes (``tools/code_search.py``, ``tools/weather.py``) with invented contents; final answers quote the
+response (path:line, temperature and units), as the bundles' system prompts ask.
+
+Identifiers, places, paths and numbers are drawn from large generated pools so the model learns to copy
+rather than to remember. The exact questions of the end-to-end tests (``tests/test_examples_e2e.py``) are
+never produced, and the identifier ``load_bundle`` never occurs.
+"""
+
+from __future__ import annotations
+
+import json
+import random
+from pathlib import Path
+from typing import Any
+
+from model import special_tokens as st
+from model.training import values as V
+
+BOT_TOOLS_PATH = Path(__file__).with_name("bot_tools.json")
+
+#: Questions the end-to-end tests ask; never generated.
+TEST_QUESTIONS = frozenset(
+    {"Where is the function load_bundle defined?", "What is the weather in Berlin right now?"}
+)
+_FORBIDDEN_IDENTIFIERS = frozenset({"load_bundle"})
+
+CODE_WORDS = (
+    "user",
+    "order",
+    "cache",
+    "parse",
+    "load",
+    "config",
+    "item",
+    "token",
+    "session",
+    "buffer",
+    "render",
+    "index",
+    "query",
+    "event",
+    "handler",
+    "client",
+    "server",
+    "stream",
+    "model",
+    "path",
+    "agent",
+    "tool",
+    "bundle",
+    "schema",
+    "grammar",
+    "canvas",
+    "step",
+    "state",
+    "run",
+    "result",
+    "error",
+    "retry",
+    "backend",
+    "format",
+    "call",
+    "args",
+    "value",
+    "name",
+    "file",
+    "line",
+    "match",
+    "search",
+    "read",
+    "write",
+    "build",
+    "make",
+    "get",
+    "set",
+    "update",
+    "delete",
+    "create",
+    "check",
+    "validate",
+    "encode",
+    "decode",
+    "split",
+    "merge",
+    "sort",
+    "filter",
+    "map",
+    "reduce",
+    "plan",
+    "score",
+    "eval",
+    "train",
+    "batch",
+    "loss",
+    "weight",
+    "layer",
+    "head",
+    "mask",
+    "sample",
+    "noise",
+    "prompt",
+    "chat",
+    "message",
+    "history",
+    "turn",
+    "image",
+    "text",
+    "json",
+    "yaml",
+    "http",
+    "request",
+    "response",
+    "timeout",
+    "limit",
+    "count",
+    "total",
+    "sum",
+    "min",
+    "max",
+    "mean",
+    "node",
+    "graph",
+    "tree",
+    "edge",
+    "queue",
+    "pool",
+    "worker",
+    "task",
+    "job",
+    "lock",
+    "signal",
+    "hook",
+    "plugin",
+    "registry",
+    "loader",
+    "reader",
+    "writer",
+    "parser",
+    "lexer",
+    "compiler",
+    "runtime",
+    "kernel",
+    "device",
+    "memory",
+    "vector",
+    "matrix",
+    "tensor",
+    "shape",
+    "dtype",
+    "seed",
+    "rng",
+    "clock",
+    "timer",
+    "date",
+    "time",
+    "zone",
+    "weather",
+    "place",
+    "forecast",
+    "report",
+    "summary",
+    "table",
+    "row",
+    "column",
+    "cell",
+    "sheet",
+    "page",
+    "view",
+    "widget",
+    "button",
+    "form",
+    "field",
+    "label",
+    "theme",
+    "color",
+    "style",
+    "font",
+    "icon",
+    "asset",
+    "store",
+    "db",
+    "sql",
+    "cursor",
+    "txn",
+    "commit",
+    "branch",
+    "diff",
+    "patch",
+    "repo",
+    "remote",
+    "fetch",
+    "push",
+    "pull",
+    "auth",
+    "login",
+    "logout",
+    "password",
+    "key",
+    "secret",
+    "cert",
+    "policy",
+    "rule",
+    "role",
+    "permission",
+    "account",
+    "invoice",
+    "payment",
+    "cart",
+    "price",
+    "tax",
+    "refund",
+    "ship",
+    "stock",
+    "sku",
+    "inventory",
+    "vendor",
+    "email",
+    "notify",
+    "alert",
+    "metric",
+    "trace",
+    "log",
+    "debug",
+    "info",
+    "warn",
+    "dispatch",
+    "route",
+    "url",
+    "slug",
+    "cookie",
+    "header",
+)
+VERB_PREFIXES = (
+    "get",
+    "set",
+    "load",
+    "make",
+    "build",
+    "parse",
+    "run",
+    "check",
+    "find",
+    "to",
+    "is",
+    "has",
+    "on",
+)
+
+
+def load_bot_tools(path: Path = BOT_TOOLS_PATH) -> dict[str, dict[str, Any]]:
+    """``{"code_search": {"system_prompt", "tools"}, "weather": {...}}`` from the snapshot.
+
+    Raises:
+        FileNotFoundError: if the snapshot is missing from the installation.
+    """
+    data: dict[str, dict[str, Any]] = json.loads(path.read_text(encoding="utf-8"))
+    return data
+
+
+def identifier(rng: random.Random) -> str:
+    """A code identifier in one of the usual styles: ``parse_token_stream``, ``TokenCache``, ``Agent.run``,
+    ``_load_config``, ``getUserName``, ``MAX_RETRIES``, ``render2d``."""
+    while True:
+        n = rng.choice((1, 2, 2, 2, 3, 3))
+        parts = [rng.choice(CODE_WORDS) for _ in range(n)]
+        if n >= 2 and rng.random() < 0.4:
+            parts[0] = rng.choice(VERB_PREFIXES)
+        r = rng.random()
+        if r < 0.45:
+            s = "_".join(parts)
+        elif r < 0.6:
+            s = parts[0] + "".join(p.capitalize() for p in parts[1:])
+        elif r < 0.82:
+            s = "".join(p.capitalize() for p in parts)
+        elif r < 0.9:
+            s = (
+                "".join(p.capitalize() for p in parts)
+                + "."
+                + "_".join(rng.sample(CODE_WORDS, rng.randint(1, 2)))
+            )
+        elif r < 0.95:
+            s = "_" + "_".join(parts)
+        else:
+            s = "_".join(p.upper() for p in parts)
+        if rng.random() < 0.06:
+            s += str(rng.randint(2, 64))
+        if s not in _FORBIDDEN_IDENTIFIERS and len(s) <= 48:
+            return s
+
+
+def source_path(rng: random.Random, ext: str = "py") -> str:
+    """A repository path such as ``agentkit/backends/openai.py`` or ``tests/test_cache.py``."""
+    top = rng.choice(
+        ("src", "lib", "app", "core", "pkg", "tests", "agentkit", "model", "tools", "server", "utils")
+    )
+    depth = rng.choice((0, 0, 1, 1, 2))
+    dirs = [rng.choice(CODE_WORDS) + rng.choice(("", "s")) for _ in range(depth)]
+    stem = "_".join(rng.sample(CODE_WORDS, rng.choice((1, 1, 2))))
+    if top == "tests":
+        stem = "test_" + stem
+    return "/".join([top, *dirs, f"{stem}.{ext}"])
+
+
+def _kind_of(name: str) -> str:
+    base = name.split(".")[-1].lstrip("_")
+    if "." in name:
+        return "method"
+    return "class" if base[:1].isupper() and not base.isupper() else "function"
+
+
+def _signature(name: str, kind: str, rng: random.Random) -> str:
+    bare = name.split(".")[-1]
+    if kind == "class":
+        return f"class {bare}" + rng.choice(("", "(BaseModel)", "(Exception)", "(Protocol)"))
+    args = rng.sample(
+        ("self", "path", "n", "value", "config", "items", "timeout", "name", "data"), rng.randint(0, 3)
+    )
+    if kind == "method" and "self" not in args:
+        args = ["self", *args]
+    ret = rng.choice(("", " -> None", " -> str", " -> int", " -> dict", " -> bool", " -> list[str]"))
+    return f"def {bare}({', '.join(args)}){ret}"
+
+
+def _doc(rng: random.Random) -> str:
+    return rng.choice(
+        (
+            "",
+            f"Return the {rng.choice(CODE_WORDS)} for a {rng.choice(CODE_WORDS)}.",
+            f"Load and validate a {rng.choice(CODE_WORDS)} file.",
+            f"Build the {rng.choice(CODE_WORDS)} {rng.choice(CODE_WORDS)}.",
+            f"Check that the {rng.choice(CODE_WORDS)} is valid.",
+        )
+    )
+
+
+def _loc(path: str, line: int) -> str:
+    return f"{path}:{line}"
+
+
+# -------------------------------------------------------------------------------------------------------------
+# code search
+
+
+def find_definition_response(
+    rng: random.Random, name: str, kind: str = "any", found_p: float = 0.9
+) -> dict[str, Any]:
+    """A ``find_definition`` result shaped like ``tools.code_search.find_definition``'s."""
+    if rng.random() >= found_p:
+        return {
+            "query": name,
+            "matches": [],
+            "total": 0,
+            "truncated": False,
+            "hint": f"No definition matches '{name}'; try a shorter part of the name, another kind, or search_code.",
+        }
+    k = kind if kind != "any" else _kind_of(name)
+    matches = []
+    for j in range(rng.choice((1, 1, 2, 3))):
+        path = source_path(rng)
+        line = rng.randint(1, 900)
+        mname = name if j == 0 else f"test_{name.split('.')[-1].lower()}_{rng.choice(CODE_WORDS)}"
+        mk = k if j == 0 else "function"
+        bare = mname.split(".")[-1]
+        matches.append(
+            {
+                "location": _loc(path, line),
+                "path": path,
+                "line": line,
+                "end_line": line + rng.randint(2, 120),
+                "kind": mk,
+                "name": bare,
+                "qualname": mname,
+                "signature": _signature(mname, mk, rng),
+                "doc": _doc(rng),
+            }
+        )
+    return {"query": name, "matches": matches, "total": len(matches), "truncated": False}
+
+
+def find_definition_answer(rng: random.Random, name: str, resp: dict[str, Any]) -> str:
+    """The final answer to a ``find_definition`` result (cites path:line)."""
+    if not resp["matches"]:
+        return rng.choice(
+            (
+                f"I could not find a definition of {name} in this repository.",
+                f"No definition of {name} was found.",
+                f"There is no definition matching {name}.",
+            )
+        )
+    m = resp["matches"][0]
+    loc, path, line, kind = m["location"], m["path"], m["line"], m["kind"]
+    return rng.choice(
+        (
+            f"{name} is defined at {loc}.",
+            f"{name} is defined in {path} at line {line}.",
+            f"The {kind} {name} is defined at {loc}.",
+            f"`{name}` is defined at {loc} ({m['signature']}).",
+            f"It is defined at {loc}.",
+            f"{name} is a {kind} defined at {loc}.",
+        )
+    )
+
+
+def search_code_response(rng: random.Random, pattern: str) -> dict[str, Any]:
+    """A ``search_code`` result shaped like ``tools.code_search.search_code``'s."""
+    n = rng.choice((0, 1, 1, 2, 2, 3))
+    matches = []
+    for _ in range(n):
+        path = source_path(rng, rng.choice(("py", "py", "md", "yaml")))
+        line = rng.randint(1, 700)
+        text = rng.choice(
+            (
+                f"# {pattern}",
+                f"x = {pattern}",
+                f"{pattern}(",
+                f"from {rng.choice(CODE_WORDS)} import {pattern}",
+            )
+        )
+        matches.append(
+            {
+                "location": _loc(path, line),
+                "path": path,
+                "line": line,
+                "text": text,
+                "context": f"{line - 1}: \n{line}> {text}\n{line + 1}:     pass",
+            }
+        )
+    return {"pattern": pattern, "matches": matches, "total": n, "truncated": False}
+
+
+def search_code_answer(rng: random.Random, pattern: str, resp: dict[str, Any]) -> str:
+    """The final answer to a ``search_code`` result."""
+    locs = [m["location"] for m in resp["matches"]]
+    if not locs:
+        return rng.choice((f"No matches for {pattern}.", f"I found no occurrence of {pattern}."))
+    if len(locs) == 1:
+        return rng.choice((f"{pattern} appears at {locs[0]}.", f"One match: {locs[0]}."))
+    listed = ", ".join(locs[:-1]) + " and " + locs[-1]
+    return rng.choice((f"{pattern} appears at {listed}.", f"Found {len(locs)} matches: {listed}."))
+
+
+def read_file_response(rng: random.Random, path: str, start: int, end: int) -> dict[str, Any]:
+    """A ``read_file`` result shaped like ``tools.code_search.read_file``'s."""
+    end = min(end, start + 4)
+    ident = identifier(rng)
+    lines = [f"{start}: def {ident.split('.')[-1]}():"] + [
+        f"{i}:     return {rng.choice(CODE_WORDS)}" for i in range(start + 1, end + 1)
+    ]
+    return {
+        "path": path,
+        "start_line": start,
+        "end_line": end,
+        "total_lines": end + rng.randint(0, 400),
+        "content": "\n".join(lines),
+        "truncated": False,
+    }
+
+
+# -------------------------------------------------------------------------------------------------------------
+# weather
+
+_CONDITIONS = (
+    "clear sky",
+    "mainly clear",
+    "partly cloudy",
+    "overcast",
+    "fog",
+    "light drizzle",
+    "slight rain",
+    "moderate rain",
+    "heavy rain",
+    "slight snow fall",
+    "moderate snow fall",
+    "slight rain showers",
+    "thunderstorm",
+)
+
+
+def _units(imperial: bool) -> tuple[str, str, str]:
+    return ("°F", "mph", "inch") if imperial else ("°C", "km/h", "mm")
+
+
+def _place_info(rng: random.Random, place: str) -> dict[str, Any]:
+    name = place.split(",")[0].strip()
+    return {
+        "name": name,
+        "region": rng.choice(
+            ("", f"Land {name}", f"{name} Region", "Île-de-France", "California", "Ontario")
+        ),
+        "country": rng.choice(V.COUNTRIES),
+        "country_code": rng.choice(("DE", "FR", "US", "GB", "IT", "ES", "JP", "BR", "IN", "CA")),
+        "latitude": round(rng.uniform(-60, 70), 5),
+        "longitude": round(rng.uniform(-170, 170), 5),
+        "elevation": float(rng.randint(0, 2500)),
+        "timezone": rng.choice(("Europe/Berlin", "Europe/Paris", "America/New_York", "Asia/Tokyo", "GMT")),
+        "population": rng.randint(2000, 9000000),
+    }
+
+
+def _temp(rng: random.Random, imperial: bool) -> float:
+    c = rng.uniform(-15, 38)
+    return round(c * 9 / 5 + 32 if imperial else c, 1)
+
+
+def current_weather_response(rng: random.Random, place: str, units: str = "metric") -> dict[str, Any]:
+    """A ``get_current_weather`` result shaped like ``tools.weather.get_current_weather``'s."""
+    imp = units == "imperial"
+    t_u, w_u, p_u = _units(imp)
+    t = _temp(rng, imp)
+    return {
+        "place": _place_info(rng, place),
+        "time": f"2026-{rng.randint(1, 12):02d}-{rng.randint(1, 28):02d}T{rng.randint(0, 23):02d}:{rng.choice((0, 15, 30, 45)):02d}",
+        "temperature": t,
+        "apparent_temperature": round(t - rng.uniform(0, 5), 1),
+        "relative_humidity": rng.randint(20, 100),
+        "precipitation": round(rng.choice((0.0, 0.0, rng.uniform(0, 8))), 1),
+        "weather_code": rng.choice((0, 1, 2, 3, 45, 51, 61, 63, 71, 80, 95)),
+        "wind_speed": round(rng.uniform(0, 40), 1),
+        "wind_direction": rng.randint(0, 359),
+        "wind_gusts": round(rng.uniform(5, 70), 1),
+        "conditions": rng.choice(_CONDITIONS),
+        "units": {
+            "temperature": t_u,
+            "apparent_temperature": t_u,
+            "relative_humidity": "%",
+            "precipitation": p_u,
+            "wind_speed": w_u,
+            "wind_direction": "°",
+            "wind_gusts": w_u,
+        },
+    }
+
+
+def current_weather_answer(rng: random.Random, resp: dict[str, Any]) -> str:
+    """The final answer to a ``get_current_weather`` result (place, numbers and units from it)."""
+    p, u = resp["place"]["name"], resp["units"]
+    t, tu, c = resp["temperature"], u["temperature"], resp["conditions"]
+    w, wu = resp["wind_speed"], u["wind_speed"]
+    return rng.choice(
+        (
+            f"In {p} it is {t} {tu} with {c}; wind {w} {wu}.",
+            f"It is {t} {tu} in {p} right now, {c}, with wind at {w} {wu}.",
+            f"{p}: {t} {tu}, {c}, wind {w} {wu}.",
+            f"Currently {t} {tu} and {c} in {p} (feels like {resp['apparent_temperature']} {tu}).",
+        )
+    )
+
+
+def forecast_response(
+    rng: random.Random, place: str, days: int, units: str = "metric", date: str | None = None
+) -> dict[str, Any]:
+    """A ``get_forecast`` result shaped like ``tools.weather.get_forecast``'s."""
+    imp = units == "imperial"
+    t_u, w_u, p_u = _units(imp)
+    import datetime as _dt
+
+    first = _dt.date(2026, 1, 1) + _dt.timedelta(days=rng.randint(0, 364))
+    rows = []
+    n = 1 if date else min(days, 16)
+    for i in range(n):
+        lo = _temp(rng, imp)
+        rows.append(
+            {
+                "date": date or (first + _dt.timedelta(days=i)).isoformat(),
+                "weather_code": rng.choice((0, 1, 2, 3, 45, 61, 63, 71, 80, 95)),
+                "temperature_max": round(lo + rng.uniform(2, 12), 1),
+                "temperature_min": lo,
+                "precipitation_sum": round(rng.choice((0.0, rng.uniform(0, 20))), 1),
+                "precipitation_probability_max": rng.randint(0, 100),
+                "wind_speed_max": round(rng.uniform(3, 50), 1),
+                "wind_gusts_max": round(rng.uniform(10, 90), 1),
+                "conditions": rng.choice(_CONDITIONS),
+            }
+        )
+    return {
+        "place": _place_info(rng, place),
+        "days": rows,
+        "units": {
+            "temperature_max": t_u,
+            "temperature_min": t_u,
+            "precipitation_sum": p_u,
+            "precipitation_probability_max": "%",
+            "wind_speed_max": w_u,
+            "wind_gusts_max": w_u,
+        },
+    }
+
+
+def forecast_answer(rng: random.Random, resp: dict[str, Any]) -> str:
+    """The final answer to a ``get_forecast`` result (up to three days quoted)."""
+    p, tu = resp["place"]["name"], resp["units"]["temperature_max"]
+    bits = [
+        f"{r['date']}: {r['conditions']}, {r['temperature_min']} to {r['temperature_max']} {tu}"
+        for r in resp["days"][:3]
+    ]
+    more = f" ({len(resp['days'])} days in total)" if len(resp["days"]) > 3 else ""
+    lead = rng.choice((f"Forecast for {p}: ", f"In {p}: ", f"Here is the forecast for {p}: "))
+    return lead + "; ".join(bits) + more + "."
+
+
+def geocode_response(rng: random.Random, place: str, count: int = 1) -> dict[str, Any]:
+    """A ``geocode`` result shaped like ``tools.weather.geocode``'s."""
+    return {"matches": [_place_info(rng, place) for _ in range(max(1, min(count, 3)))]}
+
+
+def geocode_answer(rng: random.Random, resp: dict[str, Any]) -> str:
+    """The final answer to a ``geocode`` result."""
+    m = resp["matches"][0]
+    return rng.choice(
+        (
+            f"{m['name']}, {m['country']} is at latitude {m['latitude']}, longitude {m['longitude']}.",
+            f"{m['name']} lies at {m['latitude']}, {m['longitude']} ({m['country']}).",
+        )
+    )
+
+
+# -------------------------------------------------------------------------------------------------------------
+# requests
+
+
+def _q(rng: random.Random, templates: tuple[str, ...], **kw: str) -> str:
+    return rng.choice(templates).format(**kw)
+
+
+def code_request(rng: random.Random) -> tuple[str, str, dict[str, Any], list[tuple[str, str]]]:
+    """A code-search question: ``(question, tool, arguments, [(parameter, spoken)])``."""
+    r = rng.random()
+    if r < 0.6:
+        name = identifier(rng)
+        kind = _kind_of(name)
+        args: dict[str, Any] = {"name": name}
+        binds = [("name", name)]
+        t = rng.random()
+        if t < 0.75:
+            q = _q(
+                rng,
+                (
+                    "Where is the {k} {n} defined?",
+                    "Where is {n} defined?",
+                    "Where's {n} defined?",
+                    "Which file defines {n}?",
+                    "Find the definition of {n}.",
+                    "Where can I find the {k} {n}?",
+                    "Show me where {n} is defined.",
+                    "In which file is the {k} {n} defined?",
+                    "Locate the definition of `{n}`.",
+                    "where is {n} implemented",
+                    "Where is `{n}` declared?",
+                    "What file has the {k} {n}?",
+                    "Where do we define {n}?",
+                    "Find {n} in the code base.",
+                ),
+                n=name,
+                k=kind,
+            )
+        else:
+            kind_arg = rng.choice(("function", "class", "method"))
+            args["kind"] = kind_arg
+            binds.append(("kind", kind_arg))
+            q = _q(
+                rng,
+                (
+                    "Find the {k} named {n}, only {k}s.",
+                    "Where is {n} defined? Only look at {k}s.",
+                    "Look up {n}, restricted to {k} definitions.",
+                ),
+                n=name,
+                k=kind_arg,
+            )
+        if rng.random() < 0.12:
+            mr = rng.randint(1, 20)
+            args["max_results"] = mr
+            binds.append(("max_results", str(mr)))
+            q = q.rstrip(".?") + f", at most {mr} results."
+        return q, "find_definition", args, binds
+    if r < 0.85:
+        pat = rng.choice(
+            (
+                identifier(rng),
+                f"TODO {rng.choice(CODE_WORDS)}",
+                f"import {rng.choice(CODE_WORDS)}",
+                identifier(rng),
+            )
+        )
+        args = {"pattern": pat}
+        q = _q(
+            rng,
+            (
+                "Where is {p} used?",
+                "Search the code for {p}.",
+                "Which files mention {p}?",
+                "Find all uses of {p}.",
+                'Grep for "{p}".',
+                "Where does the text {p} appear?",
+            ),
+            p=pat,
+        )
+        binds = [("pattern", pat)]
+        if rng.random() < 0.2:
+            g = f"*.{rng.choice(('py', 'md', 'yaml', 'toml'))}"
+            args["glob"] = g
+            binds.append(("glob", g))
+            q = q.rstrip(".?") + f" in {g} files."
+        return q, "search_code", args, binds
+    path = source_path(rng, rng.choice(("py", "py", "md", "toml")))
+    start = rng.randint(1, 300)
+    end = start + rng.randint(3, 60)
+    if rng.random() < 0.6:
+        q = _q(
+            rng,
+            (
+                "Show me lines {a}-{b} of {p}.",
+                "Read {p} from line {a} to {b}.",
+                "What is in {p} between lines {a} and {b}?",
+            ),
+            a=str(start),
+            b=str(end),
+            p=path,
+        )
+        return (
+            q,
+            "read_file",
+            {"path": path, "start_line": start, "end_line": end},
+            [("path", path), ("start_line", str(start)), ("end_line", str(end))],
+        )
+    q = _q(
+        rng,
+        ("Show me the start of {p}.", "Read the file {p}.", "What does {p} contain?", "Open {p}."),
+        p=path,
+    )
+    return q, "read_file", {"path": path}, [("path", path)]
+
+
+_DAY_WORDS = {1: "today", 2: "tomorrow"}
+
+
+def weather_request(rng: random.Random) -> tuple[str, str, dict[str, Any], list[tuple[str, str]]]:
+    """A weather question: ``(question, tool, arguments, [(parameter, spoken)])``."""
+    place = V.place(rng)
+    imperial = rng.random() < 0.2
+    unit_phrase = rng.choice((" in Fahrenheit", " in imperial units", " in °F")) if imperial else ""
+    r = rng.random()
+    binds = [("place", place)]
+    if r < 0.45:
+        q = _q(
+            rng,
+            (
+                "What is the weather in {p} right now?",
+                "What's the weather like in {p}?",
+                "How warm is it in {p} at the moment?",
+                "Is it raining in {p} now?",
+                "Current weather for {p}, please.",
+                "How cold is it in {p} right now?",
+                "What's the temperature in {p} right now?",
+                "Tell me the current weather in {p}.",
+                "weather in {p} now",
+                "What are the conditions in {p} at the moment?",
+            ),
+            p=place,
+        )
+        q = q.rstrip("?.") + unit_phrase + q[len(q.rstrip("?.")) :]
+        args: dict[str, Any] = {"place": place}
+        if imperial:
+            args["units"] = "imperial"
+        return q, "get_current_weather", args, binds
+    if r < 0.9:
+        args = {"place": place}
+        t = rng.random()
+        if t < 0.55:
+            days = rng.randint(2, 14)
+            spoken = V.number_words(days) if rng.random() < 0.3 else str(days)
+            q = _q(
+                rng,
+                (
+                    "What's the forecast for {p} for the next {d} days?",
+                    "Give me a {d}-day forecast for {p}.",
+                    "Weather forecast for {p}, {d} days.",
+                    "How will the weather be in {p} over the next {d} days?",
+                    "Forecast for the coming {d} days in {p}?",
+                ),
+                p=place,
+                d=spoken,
+            )
+            args["days"] = days
+            binds.append(("days", spoken))
+        elif t < 0.8:
+            days = rng.choice((1, 2))
+            word = _DAY_WORDS[days]
+            q = _q(
+                rng,
+                (
+                    "Will it rain in {p} {w}?",
+                    "What's the weather going to be like in {p} {w}?",
+                    "Forecast for {p} {w}?",
+                    "Do I need an umbrella in {p} {w}?",
+                ),
+                p=place,
+                w=word,
+            )
+            args["days"] = days
+            binds.append(("days", word))
+        else:
+            iso, spoken = V.date_iso(rng)
+            iso = "2026" + iso[4:]
+            spoken = (
+                iso
+                if rng.random() < 0.5
+                else spoken.replace(spoken[-4:], "2026")
+                if spoken[-4:].isdigit()
+                else iso
+            )
+            q = _q(
+                rng,
+                ("What will the weather be in {p} on {d}?", "Forecast for {p} on {d}."),
+                p=place,
+                d=spoken,
+            )
+            args["date"] = iso
+            binds.append(("date", spoken))
+        q = q.rstrip("?.") + unit_phrase + q[len(q.rstrip("?.")) :]
+        if imperial:
+            args["units"] = "imperial"
+        return q, "get_forecast", args, binds
+    q = _q(rng, ("Where is {p}?", "What are the coordinates of {p}?", "Find {p} on the map."), p=place)
+    return q, "geocode", {"place": place}, binds
+
+
+def bot_response(rng: random.Random, tool: str, args: dict[str, Any]) -> dict[str, Any]:
+    """A realistic response of bot tool ``tool`` to ``args``.
+
+    Raises:
+        KeyError: for a tool that is not one of the bots'.
+    """
+    if tool == "find_definition":
+        return find_definition_response(rng, args["name"], args.get("kind", "any"))
+    if tool == "search_code":
+        return search_code_response(rng, args["pattern"])
+    if tool == "read_file":
+        return read_file_response(rng, args["path"], args.get("start_line", 1), args.get("end_line", 20))
+    if tool == "get_current_weather":
+        return current_weather_response(rng, args["place"], args.get("units", "metric"))
+    if tool == "get_forecast":
+        return forecast_response(
+            rng, args["place"], args.get("days", 3), args.get("units", "metric"), args.get("date")
+        )
+    if tool == "geocode":
+        return geocode_response(rng, args["place"])
+    raise KeyError(tool)
+
+
+def bot_answer(rng: random.Random, tool: str, args: dict[str, Any], resp: dict[str, Any]) -> str:
+    """The final answer to ``resp`` (ends without the end-of-turn marker)."""
+    if tool == "find_definition":
+        return find_definition_answer(rng, args["name"], resp)
+    if tool == "search_code":
+        return search_code_answer(rng, args["pattern"], resp)
+    if tool == "read_file":
+        first = resp["content"].split("\n", 1)[0]
+        return f"Lines {resp['start_line']}-{resp['end_line']} of {resp['path']} start with `{first.split(': ', 1)[-1]}`."
+    if tool == "get_current_weather":
+        return current_weather_answer(rng, resp)
+    if tool == "get_forecast":
+        return forecast_answer(rng, resp)
+    return geocode_answer(rng, resp)
+
+
+def bot_example_parts(rng: random.Random) -> dict[str, Any]:
+    """One bot-domain exchange: the bundle, question, call, response and answer.
+
+    Returns:
+        dict with ``domain``, ``system_prompt``, ``tools`` (OpenAI-style), ``question``, ``tool``, ``arguments``,
+        ``bindings`` (``[(parameter, spoken)]``), ``response`` (dict) and ``answer`` (str).
+    """
+    bots = load_bot_tools()
+    domain = rng.choice(("code_search", "weather"))
+    while True:
+        q, tool, args, binds = (code_request if domain == "code_search" else weather_request)(rng)
+        if q not in TEST_QUESTIONS:
+            break
+    resp = bot_response(rng, tool, args)
+    return {
+        "domain": domain,
+        "system_prompt": bots[domain]["system_prompt"],
+        "tools": bots[domain]["tools"],
+        "question": q,
+        "tool": tool,
+        "arguments": args,
+        "bindings": binds,
+        "response": resp,
+        "answer": bot_answer(rng, tool, args, resp),
+        "eot": st.TURN_END,
+    }
