@@ -554,6 +554,24 @@ def load_bundle(
             continue
         names[name] = i
         params = t.get("parameters")
+        if isinstance(params, dict) and isinstance(params.get("properties"), dict):
+            # `grounded: true` on a property is the bundle spelling of the `x-grounded` keyword
+            props_in, bad_g = {}, False
+            for k, v in params["properties"].items():
+                if isinstance(v, dict) and "grounded" in v:
+                    if not isinstance(v["grounded"], bool):
+                        issues.append(
+                            issue(
+                                (*tp, "parameters", "properties", k, "grounded"),
+                                "grounded must be true or false",
+                            )
+                        )
+                        bad_g = True
+                    v = {**{kk: vv for kk, vv in v.items() if kk != "grounded"}, "x-grounded": v["grounded"]}
+                props_in[k] = v
+            if bad_g:
+                continue
+            params = {**params, "properties": props_in}
         if params is not None:
             import jsonschema
 
@@ -583,6 +601,7 @@ def load_bundle(
             "name": name,
             "description": t.get("description"),
             "retries": t.get("retries", DEFAULT_RETRIES),
+            "grounded": list(t.get("grounded", [])),
         }
         try:
             if "python" in t:

@@ -34,9 +34,9 @@ import re
 import threading
 import types
 import typing
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
-from typing import Any, cast
+from typing import Annotated, Any, cast
 
 import pydantic
 import pydantic_core
@@ -45,6 +45,7 @@ from agentkit.backends.base import ToolDeclaration
 from agentkit.errors import ToolDefinitionError
 
 __all__ = [
+    "Grounded",
     "Tool",
     "ToolArgumentsError",
     "ToolContext",
@@ -211,6 +212,54 @@ def _parse_param_block(block: list[str], entry: re.Pattern[str], params: dict[st
 # ------------------------------------------------------------------------------------------------ schemas
 
 _SCHEMA_MAPS = ("properties", "$defs", "definitions", "patternProperties", "dependentSchemas")
+
+
+#: Keyword marking a grounded string parameter (see :class:`Grounded`).
+GROUNDED_KEYWORD = "x-grounded"
+
+
+class Grounded:
+    """``Grounded[str]``: a string parameter whose value must be a span of the conversation.
+
+    ``def find_definition(name: Grounded[str]) -> dict`` declares ``name`` with ``x-grounded: true``; the embedded
+    backend's tool-call constraint then only lets the model write a span of the user's messages or of the tool
+    responses so far (no invented identifier, path or id). Remote backends receive the keyword as a schema
+    annotation. Equivalent: ``Tool(fn, grounded=["name"])``, or ``grounded: true`` on a parameter in a bundle.
+    """
+
+    def __class_getitem__(cls, item: Any) -> Any:
+        return Annotated[item, pydantic.Field(json_schema_extra={GROUNDED_KEYWORD: True})]
+
+
+def mark_grounded(tool: str, parameters: dict[str, Any], names: Sequence[str]) -> dict[str, Any]:
+    """A copy of ``parameters`` with ``x-grounded: true`` on the top-level string properties ``names``.
+
+    Raises:
+        ToolDefinitionError: a name that is not a property, or a property that is not a string.
+    """
+    props = dict(parameters.get("properties") or {})
+    for n in names:
+        sub = props.get(n)
+        if not isinstance(sub, dict):
+            raise ToolDefinitionError(
+                f"tool {tool!r}: grounded parameter {n!r} is not one of its parameters ({sorted(props)})"
+            )
+        types = [sub.get("type")] + [b.get("type") for b in sub.get("anyOf", []) if isinstance(b, dict)]
+        if "string" not in types:
+            raise ToolDefinitionError(
+                f"tool {tool!r}: grounded parameter {n!r} must be a string (a span of the conversation)"
+            )
+        if sub.get("type") == "string":
+            props[n] = {**sub, GROUNDED_KEYWORD: True}
+        else:  # Optional[str]: the string branch of the anyOf
+            props[n] = {
+                **sub,
+                "anyOf": [
+                    {**b, GROUNDED_KEYWORD: True} if isinstance(b, dict) and b.get("type") == "string" else b
+                    for b in sub["anyOf"]
+                ],
+            }
+    return {**parameters, "properties": props}
 
 
 def clean_schema(schema: Any) -> Any:
@@ -392,10 +441,14 @@ class Tool:
             arguments, exception, timeout) and try again; one more failure stops the run with
             :class:`agentkit.errors.ToolRetriesExceeded`.
         serializer: turns the return value into the tool response text (default :func:`serialize_result`).
+        grounded: names of top-level string parameters whose value must be a span of the conversation (the
+            user's messages and the tool responses so far): marked ``x-grounded: true`` in the schema, which the
+            embedded backend's constraint enforces during denoising (same as annotating ``Grounded[str]``).
 
     Raises:
         ToolDefinitionError: bad name, ``*args``/``**kwargs``, both ``args_model`` and ``parameters``, an
-            invalid JSON Schema, or a function whose parameters cannot be turned into a Pydantic model.
+            invalid JSON Schema, a function whose parameters cannot be turned into a Pydantic model, or a
+            ``grounded`` name that is not a string parameter.
     """
 
     __slots__ = (
@@ -425,6 +478,7 @@ class Tool:
         timeout: float | None = DEFAULT_TIMEOUT_S,
         retries: int = DEFAULT_RETRIES,
         serializer: Callable[[Any], str] | None = None,
+        grounded: Sequence[str] = (),
     ) -> None:
         if not callable(function):
             raise ToolDefinitionError(f"tool implementation must be callable, got {function!r}")
@@ -481,6 +535,8 @@ class Tool:
             if sig is None:
                 raise ToolDefinitionError(f"tool {self.name!r}: cannot read the signature of {function!r}")
             self._init_from_signature(sig, hints, doc_params)
+        if grounded:
+            self.parameters = mark_grounded(self.name, self.parameters, grounded)
         self._declaration: ToolDeclaration = {
             "type": "function",
             "function": {"name": self.name, "description": self.description, "parameters": self.parameters},
@@ -704,6 +760,7 @@ def tool(
     timeout: float | None = DEFAULT_TIMEOUT_S,
     retries: int = DEFAULT_RETRIES,
     serializer: Callable[[Any], str] | None = None,
+    grounded: Sequence[str] = (),
 ) -> Callable[[Callable[..., Any]], Tool]: ...
 
 
@@ -718,6 +775,7 @@ def tool(
     timeout: float | None = DEFAULT_TIMEOUT_S,
     retries: int = DEFAULT_RETRIES,
     serializer: Callable[[Any], str] | None = None,
+    grounded: Sequence[str] = (),
 ) -> Tool | Callable[[Callable[..., Any]], Tool]:
     """Make a :class:`Tool` from a function: ``@tool`` or ``@tool(timeout=5, retries=1, ...)``.
 
@@ -748,6 +806,7 @@ def tool(
             timeout=timeout,
             retries=retries,
             serializer=serializer,
+            grounded=grounded,
         )
 
     if function is not None:

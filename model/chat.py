@@ -8,6 +8,7 @@ GrammarConstraint` built from the tools' JSON Schemas, so every tool call in the
 
 from __future__ import annotations
 
+import json
 import time
 from dataclasses import dataclass, field
 from typing import Any
@@ -89,17 +90,26 @@ class ChatModel:
             )
         )
 
-    def make_constraint(self, tools: list[dict[str, Any]], tool_choice: Any = "auto") -> Any:
+    def make_constraint(
+        self, tools: list[dict[str, Any]], tool_choice: Any = "auto", grounding: list[str] | None = None
+    ) -> Any:
         """Build a fresh :class:`GrammarConstraint` for ``tools`` and ``tool_choice``.
+
+        Args:
+            tools: OpenAI-style tool declarations.
+            tool_choice: ``"auto" | "required" | "none" | {"name": NAME}``.
+            grounding: texts that grounded parameters (``x-grounded``) must take a span of (see
+                :func:`grounding_texts`); ``None``: grounded parameters are not restricted.
 
         Raises:
             model.constraints.schema.SchemaError: unsupported keyword or unsatisfiable schema (names its path).
+            ValueError: a named tool's required grounded parameter has nothing to ground on.
         """
         from model.constraints.denoise import GrammarConstraint
         from model.constraints.grammar import tool_call_grammar
         from model.constraints.llg import new_matcher
 
-        grammar = tool_call_grammar(tools, tool_choice=tool_choice, syntax=self.syntax)
+        grammar = tool_call_grammar(tools, tool_choice=tool_choice, syntax=self.syntax, grounding=grounding)
         matcher = new_matcher(self.tokenizer, grammar)
         return GrammarConstraint(matcher, self.tokenizer, pad_token_id=self.settings.pad_token_id)
 
@@ -149,7 +159,8 @@ class ChatModel:
         if not tools and tool_choice not in ("auto", "none", None):
             raise ValueError(f"tool_choice={tool_choice!r} needs at least one tool, but no tools were given")
         if tools and constrained:
-            constraint = self.make_constraint(tools, tool_choice)
+            grounding = grounding_texts(messages) if any(_grounded(t) for t in tools) else None
+            constraint = self.make_constraint(tools, tool_choice, grounding)
             need = constraint.min_completion_tokens() + constraint.margin + 1
             if settings.max_new_tokens < need:
                 settings = settings.replace(max_new_tokens=need)
@@ -175,6 +186,29 @@ class ChatModel:
             completion_tokens=int(new.numel()),
             latency_s=time.perf_counter() - t0,
         )
+
+
+def _grounded(tool: dict[str, Any]) -> bool:
+    return '"x-grounded": true' in json.dumps(tool)
+
+
+def grounding_texts(messages: list[dict[str, Any]]) -> list[str]:
+    """The texts grounded parameters may copy from: the user's messages and the tool responses so far.
+
+    A tool response given as an object counts as its JSON text (its string values are spans of it).
+    """
+    out: list[str] = []
+    for m in messages:
+        if m.get("role") not in ("user", "tool"):
+            continue
+        c = m.get("content")
+        if isinstance(c, str):
+            out.append(c)
+        elif isinstance(c, list):  # content parts
+            out.extend(str(p.get("text", "")) for p in c if isinstance(p, dict) and p.get("type") == "text")
+        elif c is not None:
+            out.append(json.dumps(c, ensure_ascii=False))
+    return out
 
 
 def set_threads(n: int | None) -> None:

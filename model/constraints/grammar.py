@@ -36,6 +36,7 @@ from __future__ import annotations
 import json
 import threading
 from collections import OrderedDict
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -129,8 +130,9 @@ class _State:
 class _GemmaCompiler:
     """Compile schema IR to Lark rules for the Gemma value syntax (one instance per grammar)."""
 
-    def __init__(self, additional_default: bool) -> None:
+    def __init__(self, additional_default: bool, grounding: tuple[str, ...] | None = None) -> None:
         self.additional_default = additional_default
+        self.grounding = grounding
         self.rules: dict[str, str] = {}
         self.terms: dict[str, str] = {}
         self._term_names: dict[str, str] = {}
@@ -231,6 +233,12 @@ class _GemmaCompiler:
             parts.append(f"/{pattern_to_regex(p)}/")
         for f in node.formats:
             parts.append(f"/{_lark_rx(FORMATS[f])}/")
+        if node.grounded and self.grounding is not None:
+            from model.constraints.grounding import MAX_GROUNDED_CHARS, grounding_regex
+
+            rx = grounding_regex(self.grounding, node.max_len or MAX_GROUNDED_CHARS)
+            # no span at all: the empty language (the tool is dropped before this when the key is required)
+            parts.append(f"/{_lark_rx(rx)}/" if rx is not None else r"/[^\s\S]/")
         parts.append(_NO_DELIM)
         return self.term(" & ".join(parts))
 
@@ -489,6 +497,8 @@ def ir_to_json_schema(node: Node, *, additional_default: bool, ref_prefix: str =
                 out.update(extra[0])
                 if len(extra) > 1:
                     out["allOf"] = extra[1:]
+            if n.grounded:
+                out["x-grounded"] = True
             return out
         if isinstance(n, Arr):
             out = {"type": "array"}
@@ -566,6 +576,7 @@ def tool_call_grammar(
     allow_thinking: bool = True,
     *,
     additional_properties: bool = False,
+    grounding: Sequence[str] | None = None,
 ) -> str:
     """The llguidance grammar of one assistant turn with tool calls (see the module docstring).
 
@@ -577,6 +588,10 @@ def tool_call_grammar(
         allow_thinking: allow a leading ``<|channel>...<channel|>`` block.
         additional_properties: what objects without ``additionalProperties`` allow: ``False`` (default for
             tool arguments: only declared keys) or ``True`` (JSON Schema semantics).
+        grounding: the conversation's texts (user messages, tool responses) that grounded string values
+            (``x-grounded: true``) must be spans of (:mod:`model.constraints.grounding`; Gemma syntax). ``None``
+            leaves grounded strings unconstrained (registration-time checks). A tool whose *required* grounded
+            parameter has nothing to ground on is left out of the grammar (the model cannot call it).
 
     Returns:
         Grammar text for ``llguidance.LLMatcher(llg_tokenizer, grammar)`` (compiles in about a millisecond).
@@ -585,18 +600,38 @@ def tool_call_grammar(
     Raises:
         SchemaError: a tool's schema is unsupported or unsatisfiable (keyword and JSON path named).
         ValueError: unknown ``syntax``/``tool_choice``, a named tool that is not declared, duplicate tool
-            names, or ``"required"`` without tools.
+            names, or ``"required"`` without tools; a named (or the only, under ``"required"``) tool whose
+            required grounded parameter has nothing to ground on (the message names the parameter).
     """
     if syntax not in SYNTAXES:
         raise ValueError(f"syntax must be one of {SYNTAXES}, got {syntax!r}")
     choice = _choice_key(tool_choice)
     specs = [normalize_tool(t) for t in (tools or [])]
-    key = (canonical(specs), choice, syntax, bool(allow_thinking), bool(additional_properties))
+    ground = tuple(grounding) if grounding is not None and syntax == "gemma" else None
+    if ground is not None:
+        from model.constraints.grounding import grounding_regex
+
+        if grounding_regex(ground, 1) is None:  # no span at all: drop tools that cannot be called
+            blocked = {s.name: _required_grounded(s) for s in specs}
+            blocked = {n: k for n, k in blocked.items() if k}
+            wanted = choice[5:] if choice.startswith("name:") else None
+            if wanted in blocked or (
+                choice == "required" and specs and all(s.name in blocked for s in specs)
+            ):
+                name = wanted or specs[0].name
+                raise ValueError(
+                    f"tool {name!r} cannot be called: its parameter {blocked[name]!r} is grounded "
+                    "(x-grounded) and the conversation has no text to ground it on"
+                )
+            specs = [s for s in specs if s.name not in blocked]
+        if not any(_has_grounded(s) for s in specs):
+            ground = None
+    key = (canonical(specs), choice, syntax, bool(allow_thinking), bool(additional_properties), ground)
     with _CACHE_LOCK:
         if key in _CACHE:
             _CACHE.move_to_end(key)
             return _CACHE[key]
-    grammar = _build_grammar(specs, choice, syntax, allow_thinking, additional_properties)
+    grammar = _build_grammar(specs, choice, syntax, allow_thinking, additional_properties, ground)
     _validate(grammar)
     with _CACHE_LOCK:
         _CACHE[key] = grammar
@@ -624,8 +659,27 @@ def _validate(grammar: str) -> None:
         raise SchemaError(keyword, "", f"llguidance rejects the grammar: {first[:300]}")
 
 
+def _required_grounded(spec: ToolSpec) -> str | None:
+    """The first required top-level parameter of ``spec`` marked ``x-grounded``, or None."""
+    params = spec.parameters if isinstance(spec.parameters, dict) else {}
+    props = params.get("properties") or {}
+    for k in params.get("required") or []:
+        if isinstance(props.get(k), dict) and props[k].get("x-grounded") is True:
+            return str(k)
+    return None
+
+
+def _has_grounded(spec: ToolSpec) -> bool:
+    return '"x-grounded"' in json.dumps(spec.parameters)
+
+
 def _build_grammar(
-    specs: list[ToolSpec], choice: str, syntax: str, allow_thinking: bool, additional: bool
+    specs: list[ToolSpec],
+    choice: str,
+    syntax: str,
+    allow_thinking: bool,
+    additional: bool,
+    grounding: tuple[str, ...] | None = None,
 ) -> str:
     names = [s.name for s in specs]
     if len(set(names)) != len(names):
@@ -661,7 +715,7 @@ def _build_grammar(
     if callable_specs:
         lines.append("calls: call+ <|tool_response>")
         if syntax == "gemma":
-            comp = _GemmaCompiler(additional)
+            comp = _GemmaCompiler(additional, grounding)
             alts = []
             for i, spec in enumerate(callable_specs):
                 ir = _tool_ir(spec, additional)

@@ -484,12 +484,15 @@ class Num(Node):
 
 @dataclass(frozen=True)
 class Str(Node):
-    """A string. ``patterns``: ECMA patterns (JSON Schema search semantics); ``formats``: format names."""
+    """A string. ``patterns``: ECMA patterns (JSON Schema search semantics); ``formats``: format names;
+    ``grounded``: the value must be a span of the conversation (``x-grounded: true``; see
+    :mod:`model.constraints.grounding`)."""
 
     min_len: int = 0
     max_len: int | None = None
     patterns: tuple[str, ...] = ()
     formats: tuple[str, ...] = ()
+    grounded: bool = False
 
 
 @dataclass(frozen=True)
@@ -967,7 +970,7 @@ _UNSUPPORTED = {
 }
 _TYPES = ("null", "boolean", "integer", "number", "string", "array", "object")
 _NUM_KEYS = ("minimum", "maximum", "exclusiveMinimum", "exclusiveMaximum", "multipleOf")
-_STR_KEYS = ("minLength", "maxLength", "pattern", "format")
+_STR_KEYS = ("minLength", "maxLength", "pattern", "format", "x-grounded")
 _ARR_KEYS = ("items", "prefixItems", "additionalItems", "minItems", "maxItems")
 _OBJ_KEYS = (
     "properties",
@@ -1277,7 +1280,10 @@ class _Builder:
                     "format", path, f"string format {f!r} is not supported (known: {sorted(FORMATS)})"
                 )
             formats = (f,)
-        return Str(mn, mx, patterns, formats)
+        grounded = s.get("x-grounded", False)
+        if not isinstance(grounded, bool):
+            raise SchemaError("x-grounded", path, f"x-grounded must be true or false, got {grounded!r}")
+        return Str(mn, mx, patterns, formats, grounded)
 
     def _arr(self, s: dict[str, Any], path: str) -> Node:
         mn = self._int_kw(s, "minItems", path) or 0
@@ -1410,7 +1416,13 @@ class _Builder:
                 mx = _opt(min, a.max_len, b.max_len)
                 if mx is not None and mn > mx:
                     return Never("minLength > maxLength", "minLength", path)
-                return Str(mn, mx, _uniq(a.patterns + b.patterns), _uniq(a.formats + b.formats))
+                return Str(
+                    mn,
+                    mx,
+                    _uniq(a.patterns + b.patterns),
+                    _uniq(a.formats + b.formats),
+                    a.grounded or b.grounded,
+                )
             if isinstance(a, Arr) and isinstance(b, Arr):
                 n = max(len(a.prefix), len(b.prefix))
                 pa = list(a.prefix) + [a.items] * (n - len(a.prefix))
