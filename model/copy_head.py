@@ -342,9 +342,9 @@ class CopyHead(nn.Module):
         st_idx = self.base_ids[mem.ids][:, None, :].expand(B, C, R)
         p_copy.scatter_add_(2, sp_idx, w_sp)
         p_copy.scatter_add_(2, st_idx, w_st)
-        log_vocab = torch.log_softmax(vocab_logits, dim=-1) + ptr["log_gate"][..., None]
-        log_copy = torch.log(p_copy.clamp_min(1e-30)) + ptr["log_copy_gate"][..., None]
-        return torch.logaddexp(log_vocab, log_copy)
+        p = torch.softmax(vocab_logits, dim=-1).mul_(ptr["log_gate"].exp()[..., None])
+        p.add_(p_copy.mul_(ptr["log_copy_gate"].exp()[..., None]))
+        return p.clamp_min_(1e-30).log_()
 
     def target_logprob(
         self, vocab_logits: torch.Tensor, ptr: dict[str, torch.Tensor], mem: CopyMemory, target: torch.Tensor

@@ -12,7 +12,12 @@ system turn, so ``ĠBerlin`` in the request and ``Berlin`` in the call count as 
   noise, the first denoising step).
 
 Each figure is reported for all target tokens and for copied tokens alone. A model that has learned to copy has
-copied-token accuracy close to its all-token accuracy; the checkpoints of docs/TRAINING.md sit near 0.
+copied-token accuracy close to its all-token accuracy; the checkpoints of docs/TRAINING.md before the copy head
+sit near 0. Checkpoints with a copy head (:mod:`model.copy_head`) are read through their log-mixture (the decoder
+gets the copy memory of the prompt, as in the runtime); their AR read-out is the plain LM head.
+
+The probe's 40-example version had about +/- 0.04 of noise on the copied-token figure (``../shared/NOTES.md``), so
+the default is 200 calls.
 """
 
 from __future__ import annotations
@@ -25,7 +30,7 @@ from pathlib import Path
 from typing import Any
 
 
-def copy_probe(checkpoint: str, n: int = 40, seed: int = 7, threads: int = 1) -> dict[str, Any]:
+def copy_probe(checkpoint: str, n: int = 200, seed: int = 7, threads: int = 1) -> dict[str, Any]:
     """Run the probe on ``checkpoint`` (a local folder).
 
     Args:
@@ -46,59 +51,74 @@ def copy_probe(checkpoint: str, n: int = 40, seed: int = 7, threads: int = 1) ->
     if n < 1:
         raise ValueError(f"n must be >= 1, got {n}")
     import torch
-    from transformers import AutoTokenizer, DiffusionGemmaForBlockDiffusion
 
     from model import special_tokens as st
+    from model.copy_head import has_copy_head
+    from model.loading import load_checkpoint
     from model.training.data import Generator
     from model.training.train import ar_readout, encode_examples, make_batch
 
     torch.set_num_threads(threads)
-    model = DiffusionGemmaForBlockDiffusion.from_pretrained(checkpoint, local_files_only=True).eval()
-    tok = AutoTokenizer.from_pretrained(checkpoint)
+    loaded = load_checkpoint(checkpoint)
+    model, tok = loaded.model, loaded.tokenizer
     C = int(model.config.canvas_length)
     V = int(model.config.text_config.vocab_size)
     exs = [e for e in Generator(seed, "heldout").take(20 * n) if e.kind == "call"][:n]
     enc = encode_examples(tok, exs)
-    b = make_batch(enc, C, 4096, random.Random(0))
-    ids, attn, canvas, is_target = b["input_ids"], b["attention_mask"], b["canvas"], b["is_target"]
-    copied = torch.zeros_like(is_target)
     text = [str(tok.decode([i])).strip() for i in range(len(tok))]
     turn_end = tok.convert_tokens_to_ids(st.TURN_END)
-    for i, e in enumerate(enc):
-        start = e.prompt.index(turn_end) + 1 if turn_end in e.prompt else 0
-        system = {text[x] for x in e.prompt[:start]}
-        request = {text[x] for x in e.prompt[start:]} - system
-        for j, x in enumerate(e.target[:C]):
-            copied[i, j] = any(ch.isalnum() for ch in text[x]) and text[x] in request
-    B = ids.shape[0]
-    ones = torch.ones_like(canvas)
+    levels = ("ar", "diffusion_t0.25", "diffusion_t0.5", "diffusion_t1.0")
+    hits = {k: {"all": [0, 0], "copied": [0, 0]} for k in levels}
+    n_target = n_copied = 0
 
-    def acc(ok: Any, sel: Any) -> float:
-        return float((ok & sel).sum()) / max(1, int(sel.sum()))
+    def add(key: str, ok: Any, sel: Any, copied: Any) -> None:
+        for part, mask in (("all", sel), ("copied", sel & copied)):
+            hits[key][part][0] += int((ok & mask).sum())
+            hits[key][part][1] += int(mask.sum())
 
+    chunk = 25
+    for s0 in range(0, len(enc), chunk):
+        part = enc[s0 : s0 + chunk]
+        b = make_batch(part, C, 4096, random.Random(0))
+        ids, attn, canvas, is_target = b["input_ids"], b["attention_mask"], b["canvas"], b["is_target"]
+        copied = torch.zeros_like(is_target)
+        for i, e in enumerate(part):
+            start = e.prompt.index(turn_end) + 1 if turn_end in e.prompt else 0
+            system = {text[x] for x in e.prompt[:start]}
+            request = {text[x] for x in e.prompt[start:]} - system
+            for j, x in enumerate(e.target[:C]):
+                copied[i, j] = any(ch.isalnum() for ch in text[x]) and text[x] in request
+        n_target += int(is_target.sum())
+        n_copied += int(copied.sum())
+        B = ids.shape[0]
+        ones = torch.ones_like(canvas)
+        with torch.no_grad():
+            _, ar_logits = ar_readout(model, ids, attn, canvas)
+            add("ar", ar_logits.argmax(-1) == canvas, is_target, copied)
+            enc_out = model.model.encoder(input_ids=ids, attention_mask=attn)
+            cache = enc_out.cache  # read-only for the decoder
+            extra: dict[str, Any] = {}
+            if has_copy_head(model):
+                extra["copy_memory"] = model.copy_head.new_memory(ids, enc_out.last_hidden_state, attn)
+            for tv in (0.25, 0.5, 1.0):
+                g = torch.Generator().manual_seed(s0)
+                corrupt = torch.rand(B, C, generator=g) < tv
+                noised = torch.where(corrupt, torch.randint(0, V, (B, C), generator=g), canvas)
+                logits = model(
+                    cache=cache,
+                    decoder_input_ids=noised,
+                    decoder_attention_mask=torch.cat([attn, ones], 1),
+                    **extra,
+                ).logits
+                add(f"diffusion_t{tv}", logits.argmax(-1) == canvas, corrupt & is_target, copied)
     out: dict[str, Any] = {
         "checkpoint": checkpoint,
-        "n_examples": B,
-        "n_target_tokens": int(is_target.sum()),
-        "n_copied_tokens": int(copied.sum()),
+        "n_examples": len(enc),
+        "n_target_tokens": n_target,
+        "n_copied_tokens": n_copied,
     }
-    with torch.no_grad():
-        _, ar_logits = ar_readout(model, ids, attn, canvas)
-        ok = ar_logits.argmax(-1) == canvas
-        out["ar"] = {"all": acc(ok, is_target), "copied": acc(ok, copied)}
-        cache = model.model.encoder(input_ids=ids, attention_mask=attn).cache  # read-only for the decoder
-        for tv in (0.25, 0.5, 1.0):
-            g = torch.Generator().manual_seed(0)
-            corrupt = torch.rand(B, C, generator=g) < tv
-            noised = torch.where(corrupt, torch.randint(0, V, (B, C), generator=g), canvas)
-            logits = model(
-                cache=cache, decoder_input_ids=noised, decoder_attention_mask=torch.cat([attn, ones], 1)
-            ).logits
-            ok = logits.argmax(-1) == canvas
-            out[f"diffusion_t{tv}"] = {
-                "all": acc(ok, corrupt & is_target),
-                "copied": acc(ok, corrupt & copied),
-            }
+    for k in levels:
+        out[k] = {p: h[0] / max(1, h[1]) for p, h in hits[k].items()}
     return out
 
 
@@ -106,7 +126,7 @@ def main(argv: list[str] | None = None) -> int:
     """CLI entry point; prints a table (or one JSON object with ``--json``); returns the exit code."""
     ap = argparse.ArgumentParser(prog="python -m model.training.probe", description=__doc__.split("\n\n")[0])
     ap.add_argument("checkpoint")
-    ap.add_argument("--n", type=int, default=40, help="held-out single-call examples")
+    ap.add_argument("--n", type=int, default=200, help="held-out single-call examples")
     ap.add_argument("--threads", type=int, default=1)
     ap.add_argument("--json", action="store_true")
     a = ap.parse_args(argv)

@@ -530,12 +530,14 @@ def copy_diffusion_loss(
     t: Any = None,
     draws: int | None = None,
     self_cond_p: float | None = None,
+    with_stats: bool = True,
 ) -> tuple[Any, dict[str, float]]:
     """Loss of a ``DiffusionGemmaWithCopyHead`` on one batch (see :mod:`model.copy_head`).
 
     One encoder pass over the prompt builds the KV cache and the copy memory; then ``draws`` decoder passes,
-    each with its own noise level ``t ~ U(0, 1)`` and uniform-noise canvas (with, per example and probability
-    ``self_cond_p``, a detached self-conditioning pass whose logits are the full log-mixture, as at inference).
+    each with its own noise level ``t ~ U(0, 1)`` and uniform-noise canvas (with probability ``self_cond_p``
+    per draw, a detached self-conditioning pass for the whole batch whose logits are the full log-mixture, as at
+    inference).
     Per draw: the mixture's negative log-likelihood of the clean canvas (weighted as in
     :func:`diffusion_loss`), plus ``ptr_weight x`` the pointer's NLL at ``ptr`` positions whose token occurs
     among the copyable sources, plus ``key_weight x`` a cross-entropy of each value position's query against
@@ -550,6 +552,7 @@ def copy_diffusion_loss(
         t: optional [B] float noise levels (then every draw uses them).
         draws: decoder passes per encoder pass (default ``cfg.noise_draws``).
         self_cond_p: default ``cfg.self_cond_p``.
+        with_stats: compute the accuracy statistics (one more full-vocabulary mixture per draw).
 
     Returns:
         ``(loss, stats)``: scalar loss (nats) and floats ``acc_noised``, ``copy_acc`` (argmax accuracy on
@@ -610,9 +613,9 @@ def copy_diffusion_loss(
         corrupt = torch.rand(B, C, device=dev, generator=generator) < tt[:, None]
         noise = torch.randint(0, V, (B, C), device=dev, generator=generator)
         noised = torch.where(corrupt, noise, canvas)
-        sc_mask = torch.rand(B, device=dev, generator=generator) < sc_p
+        use_sc = float(torch.rand(1, device=dev, generator=generator)) < sc_p
         sc_logits = None
-        if bool(sc_mask.any()):
+        if use_sc:
             with torch.no_grad():
                 sc_logits = model(
                     cache=cache,
@@ -625,7 +628,6 @@ def copy_diffusion_loss(
             decoder_input_ids=noised,
             decoder_attention_mask=dec_mask,
             self_conditioning_logits=sc_logits,
-            self_conditioning_mask=sc_mask if sc_logits is not None else None,
         )
         h = out.last_hidden_state
         vocab_logits = model.lm_head(h).float()
@@ -650,6 +652,8 @@ def copy_diffusion_loss(
             loss = loss + cfg.key_weight * key_loss / draws
             with torch.no_grad():
                 sums["key_acc"] += float((kl_logits.argmax(-1)[has_k] == kl[has_k]).float().mean()) / draws
+        if not with_stats:
+            continue
         with torch.no_grad():
             full = head.mixture_logits(vocab_logits, ptr, mem)
             hit = full.argmax(-1) == canvas
@@ -942,7 +946,9 @@ def train(cfg: TrainConfig) -> Path:
                 g["lr"] = lr
             with autocast():
                 if cfg.copy_head:
-                    loss, stats = copy_diffusion_loss(model, batch, cfg, generator=gen)
+                    loss, stats = copy_diffusion_loss(
+                        model, batch, cfg, generator=gen, with_stats=(step + 1) % cfg.log_every == 0
+                    )
                 else:
                     loss, stats = diffusion_loss(
                         model,

@@ -1,0 +1,182 @@
+"""Training the copy head: binding labels, bot-domain data, the copy loss (tiny sizes, CPU, offline)."""
+
+from __future__ import annotations
+
+import json
+import random
+from pathlib import Path
+
+import pytest
+import torch
+
+from model import special_tokens as st
+from model.training.bots import TEST_QUESTIONS, load_bot_tools
+from model.training.data import Example, Generator, sanity_check
+from model.training.labels import IGNORE, example_labels
+from model.training.train import (
+    TrainConfig,
+    build_model,
+    copy_diffusion_loss,
+    encode_labelled,
+    make_batch,
+    word_token_table,
+)
+
+ROOT = Path(__file__).resolve().parents[1]
+torch.set_num_threads(1)
+
+
+@pytest.fixture(scope="module")
+def tok():
+    from transformers import AutoTokenizer
+
+    return AutoTokenizer.from_pretrained(ROOT / "model" / "checkpoints" / "agentkit-tiny")
+
+
+def _example() -> Example:
+    tools = [
+        {
+            "type": "function",
+            "function": {
+                "name": "get_forecast",
+                "description": "Forecast.",
+                "parameters": {
+                    "type": "object",
+                    "properties": {"place": {"type": "string"}, "days": {"type": "integer"}},
+                    "required": ["place"],
+                },
+            },
+        }
+    ]
+    msgs = [{"role": "user", "content": "Forecast for New York for the next five days, please."}]
+    calls = [("get_forecast", {"place": "New York", "days": 5})]
+    target = '<|tool_call>call:get_forecast{place:<|"|>New York<|"|>,days:5}<tool_call|><|tool_response>'
+    return Example(
+        msgs, tools, target, "call", calls, [("get_forecast", "place", "New York"), ("get_forecast", "days", "five")]
+    )
+
+
+def test_labels_mark_the_value_words_and_the_parameter_names(tok):
+    lab = example_labels(tok, _example(), word_token_table(tok))
+    piece = tok.convert_ids_to_tokens
+    # declared parameters in declaration order (properties sorted): days, place
+    assert [piece(lab.prompt[p]) for p in lab.decl_pos] == ["days", "place"]
+    bound = {piece(lab.prompt[i]).lstrip("Ġ"): v for i, v in enumerate(lab.bind) if v > 0}
+    assert bound == {"New": 2, "York": 2, "five": 1}
+    # every other request token is "none", everything outside the request has no label
+    request = [i for i, v in enumerate(lab.bind) if v != IGNORE]
+    assert request and all(lab.bind[i] == 0 for i in request if piece(lab.prompt[i]).lstrip("Ġ") not in bound)
+    assert lab.bind[0] == IGNORE
+    keyed = [(piece(lab.target[i]), k) for i, k in enumerate(lab.key) if k >= 0]
+    assert keyed == [("New", 1), ("ĠYork", 1), ("5", 0)]
+    assert [lab.ptr[i] for i, k in enumerate(lab.key) if k >= 0] == [True, True, True]
+
+
+def test_bot_snapshot_matches_the_bundles():
+    from agentkit.bundle import load_bundle
+
+    snap = load_bot_tools()
+    for key, path in (("code_search", "examples/code_search/bundle.yaml"), ("weather", "examples/weather/bundle.yaml")):
+        b = load_bundle(ROOT / path)
+        assert snap[key]["system_prompt"] == b.system_prompt
+        assert snap[key]["tools"] == [json.loads(json.dumps(t.declaration())) for t in b.tools], key
+
+
+def test_bot_dialogues_never_contain_the_test_questions():
+    for split in ("train", "heldout"):
+        exs = Generator(11, split).take(3000)
+        bots = [e for e in exs if e.kind.startswith("bot_")]
+        assert len(bots) > 300
+        for e in exs:
+            sanity_check(e)
+            user = [m["content"] for m in e.messages if m["role"] == "user"]
+            assert not set(user) & TEST_QUESTIONS
+            # (the bundle's own description of find_definition names it as an example; nothing else may)
+            assert "load_bundle" not in json.dumps([e.messages, e.target, e.calls])
+        calls = [e for e in bots if e.kind == "bot_call"]
+        # the call's string values are copied from the question
+        for e in calls:
+            for name, args in e.calls:
+                for k, v in args.items():
+                    if k in ("name", "place", "pattern", "path"):
+                        assert v in e.messages[-1]["content"], (v, e.messages[-1]["content"])
+        answers = [e for e in bots if e.kind == "bot_answer"]
+        # answers quote the tool response: find_definition answers carry the first match's path
+        for e in answers:
+            resp = e.messages[-1]["content"]
+            if e.messages[-1]["name"] == "find_definition" and resp["matches"]:
+                assert resp["matches"][0]["path"] in e.target
+
+
+def test_copy_loss_learns_binding_on_a_tiny_model(tok):
+    """A few AdamW steps on one batch: the loss falls and request tokens get bound to their parameters."""
+    cfg = TrainConfig(
+        copy_head=True,
+        vocab_size=len(tok),
+        hidden_size=64,
+        intermediate_size=128,
+        moe_intermediate_size=64,
+        num_layers=2,
+        num_heads=2,
+        num_kv_heads=1,
+        head_dim=32,
+        canvas_length=32,
+        copy_dim=16,
+        noise_draws=2,
+        self_cond_p=0.5,
+    )
+    torch.manual_seed(0)
+    model = build_model(cfg, tok)
+    exs = [e for e in Generator(3, "train").take(80) if e.kind in ("call", "bot_call")][:6]
+    enc = encode_labelled(tok, exs, word_token_table(tok))
+    batch = make_batch(enc, cfg.canvas_length, 512, random.Random(0))
+    assert {"decl_pos", "decl_valid", "bind", "key", "ptr"} <= set(batch)
+    opt = torch.optim.AdamW(model.parameters(), lr=3e-3)
+    g = torch.Generator().manual_seed(0)
+    first = None
+    for _ in range(40):
+        loss, stats = copy_diffusion_loss(model, batch, cfg, generator=g)
+        assert torch.isfinite(loss)
+        opt.zero_grad()
+        loss.backward()
+        opt.step()
+        first = first if first is not None else (float(loss), stats)
+    assert float(loss) < 0.6 * first[0]
+    assert stats["bind_acc"] > first[1]["bind_acc"] and stats["bind_acc"] >= 0.5
+    assert stats["key_acc"] >= 0.5
+
+
+def test_init_from_loads_matching_weights_and_starts_the_head_fresh(tok, tmp_path):
+    from model.testing import make_tiny_checkpoint
+
+    src = make_tiny_checkpoint(tmp_path / "base", vocab_size=512)
+    from transformers import AutoTokenizer
+
+    small_tok = AutoTokenizer.from_pretrained(src)
+    cfg = TrainConfig(
+        copy_head=True,
+        vocab_size=512,
+        hidden_size=64,
+        num_layers=2,
+        num_heads=2,
+        num_kv_heads=1,
+        head_dim=32,
+        canvas_length=16,
+        intermediate_size=128,
+        moe_intermediate_size=64,
+        copy_dim=16,
+        sliding_window=128,
+        max_position_embeddings=4096,
+        init_from=str(src),
+    )
+    from safetensors.torch import load_file
+
+    m = build_model(cfg, small_tok)
+    base = load_file(str(src / "model.safetensors"))
+    own = m.state_dict()
+    same = [k for k in base if k in own and own[k].shape == base[k].shape]
+    assert same and all(torch.equal(own[k], base[k]) for k in same)
+    assert any(k.startswith("copy_head.") for k in own)
+    with pytest.raises(ValueError, match="no model.safetensors"):
+        build_model(TrainConfig(**{**cfg.__dict__, "init_from": str(tmp_path)}), small_tok)
+    assert st.SPECIAL_IDS[st.TURN_START] == m.copy_head.cfg.turn_start_id
