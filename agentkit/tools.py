@@ -27,6 +27,7 @@ from __future__ import annotations
 import asyncio
 import concurrent.futures
 import contextvars
+import dataclasses
 import functools
 import inspect
 import queue
@@ -371,17 +372,70 @@ def run_sync_in_thread(fn: Callable[..., Any], /, *args: Any, **kwargs: Any) -> 
 # -------------------------------------------------------------------------------------------------- Tool
 
 
+#: Line appended to a tool response whose bytes were not valid UTF-8 (``{n}``: invalid byte sequences replaced).
+INVALID_UTF8_NOTE = (
+    "[agentkit: the tool output was not valid UTF-8; {n} invalid byte sequence(s) replaced with U+FFFD]"
+)
+_REPLACEMENT_UTF8 = "\ufffd".encode()
+
+
+def decode_utf8(data: bytes | bytearray | memoryview) -> tuple[str, int]:
+    """Decode bytes as UTF-8, replacing each invalid byte sequence with U+FFFD.
+
+    Returns:
+        ``(text, n)``: the text and the number of invalid sequences replaced (0 for valid UTF-8).
+    """
+    raw = bytes(data)
+    text = raw.decode("utf-8", errors="replace")
+    return text, text.count("\ufffd") - raw.count(_REPLACEMENT_UTF8)
+
+
+def _decode_nested_bytes(value: Any) -> tuple[Any, int]:
+    """``value`` with bytes inside dicts, lists, tuples, sets, Pydantic models and dataclasses decoded by
+    :func:`decode_utf8`; returns the new value and the number of invalid sequences replaced."""
+    if isinstance(value, (bytes, bytearray, memoryview)):
+        return decode_utf8(value)
+    if isinstance(value, pydantic.BaseModel):
+        return _decode_nested_bytes(value.model_dump())
+    if dataclasses.is_dataclass(value) and not isinstance(value, type):
+        return _decode_nested_bytes(dataclasses.asdict(value))
+    if isinstance(value, dict):
+        out, bad = {}, 0
+        for k, v in value.items():
+            k2, n1 = _decode_nested_bytes(k)
+            v2, n2 = _decode_nested_bytes(v)
+            out[k2] = v2
+            bad += n1 + n2
+        return out, bad
+    if isinstance(value, (list, tuple, set, frozenset)):
+        pairs = [_decode_nested_bytes(v) for v in value]
+        return [v for v, _ in pairs], sum(n for _, n in pairs)
+    return value, 0
+
+
 def serialize_result(value: Any) -> str:
     """Turn a tool's return value into the text of the tool response.
 
-    ``str`` is sent as is; Pydantic models as their JSON; anything else (dicts, lists, numbers, ``None``,
-    dataclasses, datetimes...) as JSON via ``pydantic_core.to_json``, with ``str()`` for unknown types.
+    ``str`` is sent as is; ``bytes`` are decoded as UTF-8 text; Pydantic models as their JSON; anything else
+    (dicts, lists, numbers, ``None``, dataclasses, datetimes...) as JSON via ``pydantic_core.to_json``, with
+    ``str()`` for unknown types. Bytes that are not valid UTF-8 (at the top or nested) are decoded with
+    U+FFFD in place of each invalid sequence, and the text ends with a line :data:`INVALID_UTF8_NOTE` saying
+    how many were replaced: the output reaches the model instead of failing the call.
     """
     if isinstance(value, str):
         return value
-    if isinstance(value, pydantic.BaseModel):
-        return value.model_dump_json()
-    return pydantic_core.to_json(value, fallback=str).decode()
+    if isinstance(value, (bytes, bytearray, memoryview)):
+        text, bad = decode_utf8(value)
+        return text + ("\n" + INVALID_UTF8_NOTE.format(n=bad) if bad else "")
+    try:
+        if isinstance(value, pydantic.BaseModel):
+            return value.model_dump_json()
+        return pydantic_core.to_json(value, fallback=str).decode()
+    except pydantic_core.PydanticSerializationError:
+        fixed, bad = _decode_nested_bytes(value)
+        if not bad:
+            raise
+    return pydantic_core.to_json(fixed, fallback=str).decode() + "\n" + INVALID_UTF8_NOTE.format(n=bad)
 
 
 def _is_async_callable(fn: Any) -> bool:

@@ -109,14 +109,15 @@ def _unconstrained(chat: ChatModel, msgs: list[dict[str, Any]], seed: int, max_n
     from model.chat import ChatOutput
     from model.constraints.parse import ToolCallParseError, parse_tool_calls
     from model.runtime import generate
+    from model.tokenizer import decode_marked
 
     t0 = time.perf_counter()
-    ids = chat.tokenizer(chat.render(msgs, TOOLS), return_tensors="pt", add_special_tokens=False).input_ids
+    ids = torch.tensor([chat.encode(msgs, TOOLS)], dtype=torch.long)
     res = generate(chat.model, ids, chat.settings.replace(max_new_tokens=max_new_tokens), seed=seed)
     new = [t for t in res.new_tokens[0].tolist() if t != chat.settings.pad_token_id]
     raw = chat.tokenizer.decode(new, skip_special_tokens=False)
     try:
-        calls = parse_tool_calls(raw).calls
+        calls = parse_tool_calls(decode_marked(chat.tokenizer, new)).calls
     except ToolCallParseError:
         calls = []
     return ChatOutput(

@@ -165,7 +165,7 @@ def main() -> None:
     from model.constraints.parse import format_tool_call
     from model.constraints.schema import SchemaError
     from model.special_tokens import TOOL_RESPONSE_START
-    from model.tokenizer import build_tokenizer
+    from model.tokenizer import build_tokenizer, encode_marked, encode_text
 
     rows = load(args.data)
     if args.quick:
@@ -198,7 +198,7 @@ def main() -> None:
             ok = True
             for t in tests:
                 text = json.dumps(t["data"], ensure_ascii=False, separators=(",", ":"))
-                acc = check(m, tok.encode(text, add_special_tokens=False), vocab, tj.mask_s)
+                acc = check(m, encode_text(tok, text), vocab, tj.mask_s)
                 if acc != t["valid"]:
                     ok = False
                     if t["valid"]:
@@ -246,7 +246,7 @@ def main() -> None:
                     tg.validation_errors += 1
                     ok = False
                 continue
-            acc = check(mg, tok.encode(text, add_special_tokens=False), vocab, tg.mask_s)
+            acc = check(mg, encode_marked(tok, text), vocab, tg.mask_s)
             if acc != t["valid"]:
                 ok = False
                 if t["valid"]:

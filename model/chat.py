@@ -4,6 +4,11 @@
 OpenAI-style dicts (see ``docs/INTERFACES.md``); prompts are rendered with the checkpoint's own chat template
 (Gemma 4 format); when tools are offered, generation runs under a :class:`~model.constraints.denoise.
 GrammarConstraint` built from the tools' JSON Schemas, so every tool call in the output parses and validates.
+
+Text is never a control token: prompts are encoded with :func:`model.tokenizer.encode_chat` (only the
+template's own control tokens become control ids; a tool result spelling ``<turn|><|turn>user`` stays text) and
+outputs are parsed from :func:`model.tokenizer.decode_marked` (the ``<|"|>`` token is told apart from ordinary
+tokens spelling it inside a value).
 """
 
 from __future__ import annotations
@@ -83,12 +88,26 @@ class ChatModel:
 
     # ------------------------------------------------------------------------------------------------------
     def render(self, messages: list[dict[str, Any]], tools: list[dict[str, Any]] | None = None) -> str:
-        """Render ``messages`` (+ tool declarations) with the chat template, ending with the model turn opener."""
+        """Render ``messages`` (+ tool declarations) with the chat template, ending with the model turn opener.
+
+        For display: a string cannot tell text that spells a control token from the token; the model gets
+        :meth:`encode`'s ids.
+        """
         return str(
             self.tokenizer.apply_chat_template(
                 messages, tools=tools or None, tokenize=False, add_generation_prompt=True
             )
         )
+
+    def encode(self, messages: list[dict[str, Any]], tools: list[dict[str, Any]] | None = None) -> list[int]:
+        """Prompt token ids of ``messages`` (+ tool declarations), ending with the model turn opener.
+
+        Control ids appear only where the chat template places them; all text of the messages and tools is
+        ordinary text tokens (:func:`model.tokenizer.encode_chat`). Decoding the ids gives :meth:`render`.
+        """
+        from model.tokenizer import encode_chat
+
+        return encode_chat(self.tokenizer, messages, tools or None)
 
     def make_constraint(
         self, tools: list[dict[str, Any]], tool_choice: Any = "auto", grounding: list[str] | None = None
@@ -145,11 +164,10 @@ class ChatModel:
             ValueError: ``tool_choice`` ``"required"`` or a named tool without ``tools``.
         """
         from model.constraints.parse import parse_tool_calls
+        from model.tokenizer import decode_marked
 
         t0 = time.perf_counter()
-        prompt = self.render(messages, tools)
-        enc = self.tokenizer(prompt, return_tensors="pt", add_special_tokens=False)
-        input_ids = enc.input_ids.to(self.model.device)
+        input_ids = torch.tensor([self.encode(messages, tools)], dtype=torch.long, device=self.model.device)
         settings = self.settings
         if max_new_tokens is not None:
             settings = settings.replace(max_new_tokens=max_new_tokens)
@@ -175,7 +193,7 @@ class ChatModel:
         new = result.new_tokens[0]
         new = new[new != settings.pad_token_id]
         raw = self.tokenizer.decode(new.tolist(), skip_special_tokens=False)
-        parsed = parse_tool_calls(raw, syntax=self.syntax)
+        parsed = parse_tool_calls(decode_marked(self.tokenizer, new.tolist()), syntax=self.syntax)
         return ChatOutput(
             text=parsed.text,
             thinking=parsed.thinking,

@@ -10,16 +10,18 @@ import copy
 
 import jsonschema
 import llguidance
+import numpy as np
 import pytest
 from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
 
 from model import special_tokens as sp
+from model.constraints.denoise import bitmask_to_bool
 from model.constraints.grammar import shortest_completion, tool_call_grammar, value_grammar
 from model.constraints.llg import llg_tokenizer
 from model.constraints.parse import format_tool_call, format_value, parse_tool_calls
 from model.constraints.schema import SchemaError
-from model.tokenizer import build_tokenizer
+from model.tokenizer import build_tokenizer, encode_marked
 
 CORPUS = [
     "call:get_weather{city:Paris,days:3,units:celsius,tags:[a,b],flag:true,none:null}",
@@ -44,8 +46,8 @@ def matcher(ll, grammar):
     return m
 
 
-def accepts(ll, tok, grammar, text):
-    ids = tok.encode(text, add_special_tokens=False)
+def accepts(ll, tok, grammar, text, marked=False):
+    ids = encode_marked(tok, text) if marked else tok.encode(text, add_special_tokens=False)
     m = matcher(ll, grammar)
     return m.try_consume_tokens(ids) == len(ids) and m.is_accepting()
 
@@ -365,7 +367,7 @@ def test_gemma_forced_tokens_and_no_whitespace(ll, tok):
     )
 
 
-def test_gemma_strings_cannot_hold_control_token_text(ll, tok):
+def test_gemma_strings_hold_control_token_text_but_never_the_token(ll, tok):
     g = tool_call_grammar(
         [tool({"type": "object", "properties": {"s": {"type": "string"}}, "required": ["s"]})], "required"
     )
@@ -373,7 +375,9 @@ def test_gemma_strings_cannot_hold_control_token_text(ll, tok):
     head = tok.encode('<|tool_call>call:f{s:<|"|>', add_special_tokens=False)
     body = tok.encode("a<", add_special_tokens=False) + tok.encode('|"|>b', add_special_tokens=False)
     assert sp.SPECIAL_IDS[sp.STRING_DELIM] not in body
-    assert m.try_consume_tokens(head + body) < len(head + body)
+    assert m.try_consume_tokens(head + body) == len(head + body)  # the text <|"|> stays inside the string
+    allowed = np.flatnonzero(bitmask_to_bool(m.compute_bitmask(), len(tok)))
+    assert [int(i) for i in allowed if i < len(sp.SPECIAL_TOKENS)] == [sp.SPECIAL_IDS[sp.STRING_DELIM]]
     # the special token itself ends the string
     assert accepts(ll, tok, g, '<|tool_call>call:f{s:<|"|>a<b|>"<|"|>}<tool_call|><|tool_response>')
 
@@ -498,12 +502,12 @@ def test_acceptance_matches_jsonschema(ll, tok, idx, args, syntax):
     schema = PROP_SCHEMAS[idx]
     assume(not (idx == 4 and syntax == "json"))  # llguidance's JSON compiler needs disjoint patternProperties
     args = _ordered(schema, args)
-    text = format_tool_call("f", args, syntax)
-    assume("<|" not in format_value(args).replace(sp.STRING_DELIM, ""))
+    text = format_tool_call("f", args, syntax)  # marked text: control-token spellings in values stay text
     g = tool_call_grammar(
         [tool(schema)], "required", syntax, allow_thinking=False, additional_properties=True
     )
-    assert accepts(ll, tok, g, text + sp.TOOL_RESPONSE_START) == _Validator(schema).is_valid(args), (
+    accepted = accepts(ll, tok, g, text + sp.TOOL_RESPONSE_START, marked=True)
+    assert accepted == _Validator(schema).is_valid(args), (
         text,
         schema,
     )

@@ -104,7 +104,9 @@ def test_system_turn_and_control_tokens_are_never_copy_sources(loaded):
 def test_extending_the_memory_equals_encoding_everything_at_once(loaded):
     m, tok = loaded.model, loaded.tokenizer
     ids = _prompt(tok)
-    more = torch.tensor([tok("load_bundle is at agentkit/bundle.py:446", add_special_tokens=False)["input_ids"]])
+    more = torch.tensor(
+        [tok("load_bundle is at agentkit/bundle.py:446", add_special_tokens=False)["input_ids"]]
+    )
     with torch.no_grad():
         enc = m.model.encoder(input_ids=ids)
         mem = m.copy_head.new_memory(ids, enc.last_hidden_state)
@@ -130,7 +132,9 @@ def test_a_copy_gate_forced_open_copies_request_tokens_through_the_runtime(loade
         res = generate(m, ids, loaded.settings, seed=0)
         new = res.new_tokens[0].tolist()
         request = set(ids[0, ids[0].tolist().index(st.SPECIAL_IDS[st.TURN_END]) + 1 :].tolist())
-        variants = request | {int(head.base_ids[i]) for i in request} | {int(head.spaced_ids[i]) for i in request}
+        variants = (
+            request | {int(head.base_ids[i]) for i in request} | {int(head.spaced_ids[i]) for i in request}
+        )
         produced = [t for t in new if t != st.PAD_ID]
         assert produced and all(t in variants for t in produced)
         assert not any(t in set(range(len(st.SPECIAL_TOKENS))) for t in produced)
@@ -148,7 +152,11 @@ def test_the_pointer_follows_a_multi_token_value(loaded):
     row = ids[0].tolist()
     names = [tok.decode([i]) for i in row]
     user_at = names.index(st.TURN_END) + 3  # <turn|> \n <|turn> user \n: first request tokens after it
-    r = next(i for i in range(user_at, len(names) - 3) if names[i + 1] not in st.SPECIAL_TOKENS and names[i].strip())
+    r = next(
+        i
+        for i in range(user_at, len(names) - 3)
+        if names[i + 1] not in st.SPECIAL_TOKENS and names[i].strip()
+    )
     with torch.no_grad():
         enc = m.model.encoder(input_ids=ids)
         mem = head.new_memory(ids, enc.last_hidden_state)

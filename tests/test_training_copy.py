@@ -52,7 +52,12 @@ def _example() -> Example:
     calls = [("get_forecast", {"place": "New York", "days": 5})]
     target = '<|tool_call>call:get_forecast{place:<|"|>New York<|"|>,days:5}<tool_call|><|tool_response>'
     return Example(
-        msgs, tools, target, "call", calls, [("get_forecast", "place", "New York"), ("get_forecast", "days", "five")]
+        msgs,
+        tools,
+        target,
+        "call",
+        calls,
+        [("get_forecast", "place", "New York"), ("get_forecast", "days", "five")],
     )
 
 
@@ -76,7 +81,10 @@ def test_bot_snapshot_matches_the_bundles():
     from agentkit.bundle import load_bundle
 
     snap = load_bot_tools()
-    for key, path in (("code_search", "examples/code_search/bundle.yaml"), ("weather", "examples/weather/bundle.yaml")):
+    for key, path in (
+        ("code_search", "examples/code_search/bundle.yaml"),
+        ("weather", "examples/weather/bundle.yaml"),
+    ):
         b = load_bundle(ROOT / path)
         assert snap[key]["system_prompt"] == b.system_prompt
         assert snap[key]["tools"] == [json.loads(json.dumps(t.declaration())) for t in b.tools], key
@@ -96,7 +104,7 @@ def test_bot_dialogues_never_contain_the_test_questions():
         calls = [e for e in bots if e.kind == "bot_call"]
         # the call's string values are copied from the question
         for e in calls:
-            for name, args in e.calls:
+            for _name, args in e.calls:
                 for k, v in args.items():
                     if k in ("name", "place", "pattern", "path"):
                         assert v in e.messages[-1]["content"], (v, e.messages[-1]["content"])
@@ -177,6 +185,6 @@ def test_init_from_loads_matching_weights_and_starts_the_head_fresh(tok, tmp_pat
     same = [k for k in base if k in own and own[k].shape == base[k].shape]
     assert same and all(torch.equal(own[k], base[k]) for k in same)
     assert any(k.startswith("copy_head.") for k in own)
-    with pytest.raises(ValueError, match="no model.safetensors"):
+    with pytest.raises(ValueError, match=r"no model\.safetensors"):
         build_model(TrainConfig(**{**cfg.__dict__, "init_from": str(tmp_path)}), small_tok)
     assert st.SPECIAL_IDS[st.TURN_START] == m.copy_head.cfg.turn_start_id

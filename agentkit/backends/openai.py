@@ -17,7 +17,7 @@ import asyncio
 import json
 import os
 import weakref
-from typing import Any
+from typing import Any, cast
 
 import httpx
 import tenacity
@@ -75,6 +75,25 @@ def decode_arguments(raw: Any) -> tuple[dict[str, Any], str | None]:
     if not isinstance(value, dict):
         return {}, f"arguments must be a JSON object, got {type(value).__name__}"
     return value, None
+
+
+def escape_lone_surrogates(value: Any) -> Any:
+    """``value`` with every lone surrogate in its strings (dict keys included) written as the text ``\\udXXX``.
+
+    A lone surrogate (``"\\udc80"``, e.g. from ``surrogateescape`` decoding) cannot be encoded as UTF-8, so
+    httpx would raise ``UnicodeEncodeError`` while sending the request; other text is returned unchanged.
+    """
+    if isinstance(value, str):
+        try:
+            value.encode("utf-8")
+        except UnicodeEncodeError:
+            return value.encode("utf-8", "backslashreplace").decode("utf-8")
+        return value
+    if isinstance(value, dict):
+        return {escape_lone_surrogates(k): escape_lone_surrogates(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [escape_lone_surrogates(v) for v in value]
+    return value
 
 
 def _retry_after(resp: httpx.Response) -> float | None:
@@ -158,7 +177,8 @@ class OpenAIBackend:
     def build_request(
         self, messages: list[ChatMessage], tools: list[ToolDeclaration], tool_choice: ToolChoice
     ) -> dict[str, Any]:
-        """The JSON body for ``/chat/completions`` (arguments JSON-encoded, thinking dropped)."""
+        """The JSON body for ``/chat/completions`` (arguments JSON-encoded, thinking dropped, lone surrogates
+        escaped by :func:`escape_lone_surrogates`)."""
         out: list[dict[str, Any]] = []
         for m in messages:
             role = m["role"]
@@ -190,7 +210,7 @@ class OpenAIBackend:
             body["tool_choice"] = (
                 {"type": "function", "function": {"name": forced}} if forced is not None else tool_choice
             )
-        return body
+        return cast(dict[str, Any], escape_lone_surrogates(body))
 
     def parse_response(self, data: Any, requests: int = 1) -> ModelTurn:
         """Turn a ``/chat/completions`` JSON response into a :class:`ModelTurn`.

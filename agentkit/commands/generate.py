@@ -80,15 +80,14 @@ def generate_command(
     except CheckpointError as exc:
         console.print(f"[red]error:[/red] {exc}")
         raise typer.Exit(2) from exc
+    from model.tokenizer import encode_chat
+
     tok = ck.tokenizer
-    text = (
-        prompt
-        if raw
-        else tok.apply_chat_template(
-            [{"role": "user", "content": prompt}], tokenize=False, add_generation_prompt=True
-        )
-    )
-    ids = tok(text, return_tensors="pt", add_special_tokens=False).input_ids.to(ck.model.device)
+    if raw:
+        ids = tok(prompt, return_tensors="pt", add_special_tokens=False).input_ids.to(ck.model.device)
+    else:  # the question is text: control-token spellings in it stay text (never a fake turn)
+        chat = encode_chat(tok, [{"role": "user", "content": prompt}])
+        ids = torch.tensor([chat], dtype=torch.long, device=ck.model.device)
     settings = ck.settings.replace(max_new_tokens=max_new_tokens)
     try:
         if live and not as_json:

@@ -13,8 +13,10 @@ grammar)``) for one assistant turn:
 Call syntaxes (no flexible whitespace anywhere):
 
 * ``"gemma"`` (Gemma 4 native): ``<|tool_call>call:NAME{key:<|"|>text<|"|>,n:42,flag:true,obj:{...},
-  list:[...]}<tool_call|>``. Keys are bare, strings are raw text between ``<|"|>`` tokens (no escaping;
-  the text ``<|``, which starts every control token, cannot occur inside). The argument grammar is
+  list:[...]}<tool_call|>``. Keys are bare, strings are raw text between ``<|"|>`` tokens (no escaping).
+  Strings and keys may hold any text, the text of a control token included (spelled with ordinary
+  tokens): special tokens never match a terminal, so the delimiter *token* always ends a string and no
+  other control token can occur inside one. The argument grammar is
   compiled here from the schema IR of :mod:`model.constraints.schema` (properties in schema order,
   optional ones skippable, enums/consts as literals, string lengths/patterns/formats as regex terminals,
   bounded numbers through llguidance's JSON number regexes ``%json{...}``, arrays with min/max items,
@@ -83,10 +85,9 @@ KEY_REGEX = rf"(?:[^:}}\x00-\x1f]|{_KEY_COLON})(?:[^:\x00-\x1f]|{_KEY_COLON})*"
 #: decides which ``:`` ends the key; the parser's backtracking finds the same split.
 KEY1_REGEX = r"[^:}\x00-\x1f][^:\x00-\x1f]*"
 KEY_PART_REGEX = r"[^:,{}\[\]\x00-\x1f]+"
-#: String bodies and keys never hold the text ``<|`` (the start of every control token, ``<|"|>`` included):
-#: a positive regex, cheap to intersect with patterns (the negation ``~/.*<\|"\|>.*/`` made some
-#: pattern/length combinations exceed llguidance's regex limits).
-_NO_DELIM = r"/(?s:(?:[^<]|<+[^<|])*<*)/"
+#: Any text: string bodies (special tokens never match a terminal, so the ``<|"|>`` token ends the string and
+#: text spelling it with ordinary tokens stays inside; the parser reads marked text and tells them apart).
+_ANY_TEXT = r"/(?s:.*)/"
 _INT_RX = r"-?(?:0|[1-9][0-9]*)"
 _NUM_RX = r"-?(?:0|[1-9][0-9]*)(?:\.[0-9]+)?(?:[eE][+-]?[0-9]+)?"
 _MAX_OBJECT_STATES = 20_000
@@ -213,7 +214,7 @@ class _GemmaCompiler:
     def _any(self) -> str:
         if not self._any_done:
             self._any_done = True
-            body = self.term(_NO_DELIM)
+            body = self.term(_ANY_TEXT)
             key = self._plain_key([])
             num = self.term(f"/{_NUM_RX}/")
             self.rules["any_value"] = (
@@ -239,8 +240,7 @@ class _GemmaCompiler:
             rx = grounding_regex(self.grounding, node.max_len or MAX_GROUNDED_CHARS)
             # no span at all: the empty language (the tool is dropped before this when the key is required)
             parts.append(f"/{_lark_rx(rx)}/" if rx is not None else r"/[^\s\S]/")
-        parts.append(_NO_DELIM)
-        return self.term(" & ".join(parts))
+        return self.term(" & ".join(parts) if parts else _ANY_TEXT)
 
     def _arr(self, node: Arr, scope: int, defs: dict[str, Node]) -> str:
         k = len(node.prefix)
@@ -376,10 +376,10 @@ class _GemmaCompiler:
     def _plain_key(self, taken: list[str]) -> str:
         """Expression for a key that is not one of ``taken`` (no patternProperties involved)."""
         excl = f" & ~({' | '.join(_lark_str(k) for k in taken)})" if taken else ""
-        one = self.term(f"/{KEY1_REGEX}/ & {_NO_DELIM}{excl}")
+        one = self.term(f"/{KEY1_REGEX}/{excl}")
         if any(":" in k for k in taken):
             return one
-        part = self.term(f"/{KEY_PART_REGEX}/ & {_NO_DELIM}")
+        part = self.term(f"/{KEY_PART_REGEX}/")
         return f'({one} | {part} (":" {part})+)'
 
     def _extras(self, node: Obj, taken: list[str], scope: int, defs: dict[str, Node]) -> str | None:
@@ -402,7 +402,7 @@ class _GemmaCompiler:
                     rx_parts.append(f"~/{rx}/")
             if isinstance(sub, Never):
                 continue
-            key = self.term("(" + " & ".join(rx_parts) + not_taken + f' & {_NO_DELIM}) ":"')
+            key = self.term("(" + " & ".join(rx_parts) + not_taken + ') ":"')
             alts.append(f"{key} {self.value(sub, scope, defs)}")
         additional = node.additional
         if additional is None:
@@ -410,7 +410,7 @@ class _GemmaCompiler:
         if not isinstance(additional, Never):
             if pats:
                 rx_parts = [f"/{KEY_REGEX}/"] + [f"~/{rx}/" for rx, _ in pats]
-                key = self.term("(" + " & ".join(rx_parts) + not_taken + f' & {_NO_DELIM}) ":"')
+                key = self.term("(" + " & ".join(rx_parts) + not_taken + ') ":"')
                 alts.append(f"{key} {self.value(additional, scope, defs)}")
             else:
                 alts.append(f'{self._plain_key(taken)} ":" {self.value(additional, scope, defs)}')
@@ -699,7 +699,8 @@ def _build_grammar(
     terms: dict[str, str] = {}
     prose = "PROSE"
     if not callable_specs or choice == "auto":
-        # Prose never holds the text of the tokens the parser stops at (it reads text, not token ids).
+        # Prose never spells, with ordinary tokens, the tokens a turn ends at or a call starts with: a model
+        # that starts writing one as text is steered to the token itself.
         terms["PROSE"] = r"/(?s:.+)/ & ~/(?s:.*)(?:<\|tool_call>|<turn\|>|<\|tool_response>|<eos>)(?s:.*)/"
     if allow_thinking:
         terms["THOUGHT"] = r"/(?s:.*)/ & ~/(?s:.*)<channel\|>(?s:.*)/"

@@ -9,6 +9,13 @@ numbers are JSON numbers (``42`` is an ``int``, ``42.0``/``1e3`` are ``float``).
 
 :func:`format_value` and :func:`parse_value` are inverses: ``parse_value(format_value(x)) == x`` for every
 JSON value ``format_value`` accepts (property-tested).
+
+Text versus control tokens: strings, keys and prose may hold text that spells a control token (a value
+``a<|"|>b<turn|>``). Formatting writes such text *marked* (:func:`model.special_tokens.mark_text`), so in a
+formatted call a literal ``<|"|>`` is always the delimiter token; encode it with
+:func:`model.tokenizer.encode_marked` and the text stays ordinary text tokens. Parsing reads marked text
+(:func:`model.tokenizer.decode_marked` of the generated ids, which keeps the delimiter token apart from
+ordinary tokens spelling it) and returns unmarked values; plain decoded text without marks parses as before.
 """
 
 from __future__ import annotations
@@ -69,25 +76,27 @@ class ParsedOutput:
 def _check_key(k: Any) -> str:
     if not isinstance(k, str):
         raise ValueError(f"object keys must be strings, got {type(k).__name__} {k!r}")
-    if DELIM in k:
-        raise ValueError(f"object key {k!r} contains the string delimiter {DELIM!r}")
     if k.startswith("}"):
         raise ValueError(f"object key {k!r} starts with '}}' (cannot be told from the end of the object)")
     if ":" in k and any(c in k for c in ",{}[]"):
         raise ValueError(f"object key {k!r} holds ':' together with one of ',{{}}[]' (ambiguous)")
-    return k
+    return st.mark_text(k)
 
 
 def format_value(v: Any) -> str:
     """Render a JSON value in the Gemma syntax.
 
-    Strings become ``<|"|>text<|"|>`` (raw, unescaped), numbers and ``true``/``false``/``null`` are written as
-    in JSON (floats with Python's shortest round-trip repr: ``1.0``, ``1e+100``), objects ``{k:v,...}``
-    with bare keys, arrays ``[a,b]``; no whitespace is added.
+    Strings become ``<|"|>text<|"|>`` (raw text, marked where it spells a control token, see the module
+    docstring), numbers and ``true``/``false``/``null`` are written as in JSON (floats with Python's shortest
+    round-trip repr: ``1.0``, ``1e+100``), objects ``{k:v,...}`` with bare keys (marked like strings),
+    arrays ``[a,b]``; no whitespace is added.
+
+    Returns:
+        Marked text: ``str``; encode it with :func:`model.tokenizer.encode_marked`.
 
     Raises:
-        ValueError: a string holding ``<|"|>``; a non-finite float; a key that is not a string, holds
-            ``<|"|>``, starts with ``}``, or holds ``:`` together with one of ``,{}[]``; any non-JSON type.
+        ValueError: a non-finite float; a key that is not a string, starts with ``}``, or holds ``:``
+            together with one of ``,{}[]``; any non-JSON type.
     """
     if v is None:
         return "null"
@@ -102,9 +111,7 @@ def format_value(v: Any) -> str:
             raise ValueError(f"non-finite number {v!r} has no JSON form")
         return json.dumps(v)
     if isinstance(v, str):
-        if DELIM in v:
-            raise ValueError(f"string {v[:40]!r} contains the string delimiter {DELIM!r}")
-        return f"{DELIM}{v}{DELIM}"
+        return f"{DELIM}{st.mark_text(v)}{DELIM}"
     if isinstance(v, dict):
         return "{" + ",".join(f"{_check_key(k)}:{format_value(x)}" for k, x in v.items()) + "}"
     if isinstance(v, (list, tuple)):
@@ -113,7 +120,8 @@ def format_value(v: Any) -> str:
 
 
 def format_tool_call(name: str, arguments: dict[str, Any], syntax: str = "gemma") -> str:
-    """Render one tool call, ``<|tool_call>`` ... ``<tool_call|>`` included.
+    """Render one tool call, ``<|tool_call>`` ... ``<tool_call|>`` included, as marked text (string values
+    may hold any text, control-token spellings included; see the module docstring).
 
     Args:
         name: the tool's name.
@@ -121,17 +129,18 @@ def format_tool_call(name: str, arguments: dict[str, Any], syntax: str = "gemma"
         syntax: ``"gemma"`` (``call:NAME{...}``) or ``"json"`` (``{"name":NAME,"arguments":{...}}``, compact).
 
     Raises:
-        ValueError: unknown syntax, a name holding ``{`` or whitespace, or arguments :func:`format_value` rejects.
+        ValueError: unknown syntax, a name holding ``{``, ``<``, ``>`` or whitespace, or arguments
+            :func:`format_value` rejects.
     """
     if not isinstance(arguments, dict):
         raise ValueError(f"arguments must be a dict, got {type(arguments).__name__}")
-    if not name or re.search(r"[{\s]", name):
-        raise ValueError(f"tool name {name!r} must be non-empty without '{{' or whitespace")
+    if not name or re.search(r"[{<>\s]", name):
+        raise ValueError(f"tool name {name!r} must be non-empty without '{{', '<', '>' or whitespace")
     if syntax == "gemma":
         return f"{st.TOOL_CALL_START}call:{name}{format_value(arguments)}{st.TOOL_CALL_END}"
     if syntax == "json":
         body = json.dumps({"name": name, "arguments": arguments}, ensure_ascii=False, separators=(",", ":"))
-        return f"{st.TOOL_CALL_START}{body}{st.TOOL_CALL_END}"
+        return f"{st.TOOL_CALL_START}{st.mark_text(body)}{st.TOOL_CALL_END}"
     raise ValueError(f"syntax must be 'gemma' or 'json', got {syntax!r}")
 
 
@@ -155,7 +164,7 @@ class _ValueParser:
             j = t.find(DELIM, i + len(DELIM))
             if j < 0:
                 raise self.fail("unterminated string", i)
-            return t[i + len(DELIM) : j], j + len(DELIM)
+            return st.unmark_text(t[i + len(DELIM) : j]), j + len(DELIM)
         if i >= len(t):
             raise self.fail("expected a value, found the end of the text", i)
         c = t[i]
@@ -218,7 +227,7 @@ class _ValueParser:
             try:
                 v, j = self.value(colon + 1)
                 if t.startswith((",", "}"), j):
-                    return key, v, j
+                    return st.unmark_text(key), v, j
                 raise self.fail("expected ',' or '}' after a value in object", j)
             except ToolCallParseError as e:
                 first_err = first_err or e
@@ -253,19 +262,23 @@ def _strip_thinking(text: str) -> tuple[str | None, int]:
     body = text[i + len(st.CHANNEL_START) : end]
     if body.startswith("thought"):
         body = body[len("thought") :]
-    return body.strip(), end + len(st.CHANNEL_END)
+    return st.unmark_text(body.strip()), end + len(st.CHANNEL_END)
 
 
 def parse_tool_calls(text: str, syntax: str = "gemma") -> ParsedOutput:
     """Parse a model turn: optional thinking, prose, tool calls, terminator.
 
     Args:
-        text: decoded model output with control tokens kept (``skip_special_tokens=False``).
+        text: decoded model output with control tokens kept, best from
+            :func:`model.tokenizer.decode_marked` (then a control token's text inside a value, key or prose is
+            told apart from the token and comes back as text); plain ``decode(..., skip_special_tokens=False)``
+            output parses too, reading every control-token spelling as the token.
         syntax: ``"gemma"`` or ``"json"`` (see the module docstring).
 
     Returns:
-        :class:`ParsedOutput`. Text after the first ``<|tool_response>``/``<turn|>``/``<eos>`` outside a
-        call is ignored; padding and ``<eos>`` at the end are ignored.
+        :class:`ParsedOutput` with unmarked text, thinking, names and values. Text after the first
+        ``<|tool_response>``/``<turn|>``/``<eos>`` outside a call is ignored; padding and ``<eos>`` at the end
+        are ignored.
 
     Raises:
         ToolCallParseError: a call that is malformed or not closed, with the character offset.
@@ -308,9 +321,21 @@ def parse_tool_calls(text: str, syntax: str = "gemma") -> ParsedOutput:
             if not isinstance(args, dict) or set(obj) - {"name", "arguments"}:
                 raise ToolCallParseError("a JSON call must be {'name': ..., 'arguments': {...}}", start)
             name = obj["name"]
+            args = _unmark_json(args)
         if not text.startswith(st.TOOL_CALL_END, j):
             raise ToolCallParseError("tool call is not closed with <tool_call|>", j)
-        calls.append(ParsedCall(name, args))
+        calls.append(ParsedCall(st.unmark_text(name), args))
         i = j + len(st.TOOL_CALL_END)
     body = "".join(prose).replace(st.PAD, "").replace(st.BOS, "")
-    return ParsedOutput(text=body.strip(), thinking=thinking, calls=calls)
+    return ParsedOutput(text=st.unmark_text(body.strip()), thinking=thinking, calls=calls)
+
+
+def _unmark_json(v: Any) -> Any:
+    """A JSON value with every string and key unmarked."""
+    if isinstance(v, str):
+        return st.unmark_text(v)
+    if isinstance(v, dict):
+        return {st.unmark_text(k): _unmark_json(x) for k, x in v.items()}
+    if isinstance(v, list):
+        return [_unmark_json(x) for x in v]
+    return v
