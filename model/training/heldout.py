@@ -7,7 +7,7 @@ from typing import Any
 
 from model.training.data import Example, Generator
 
-_CALL_KINDS = ("call", "parallel", "multi_call", "followup_call")
+_CALL_KINDS = ("call", "parallel", "multi_call", "followup_call", "bot_call")
 
 
 def _canon(v: Any) -> Any:
@@ -43,7 +43,8 @@ def evaluate_heldout(chat_model: Any, *, limit: int = 100, seed: int = 0) -> dic
 
     Returns:
         ``{"n", "accuracy", "mean_latency_s", "call_name_accuracy" (call examples whose called function names
-        match, ignoring arguments), "by_kind": {kind: {"n", "accuracy"}}, "results": [...]}``.
+        match, ignoring arguments), "call_accuracy" (call examples whose calls match exactly, arguments
+        included), "n_calls", "by_kind": {kind: {"n", "accuracy"}}, "results": [...]}``.
     """
     examples = Generator(seed, "heldout").take(limit)
     results: list[dict[str, Any]] = []
@@ -91,6 +92,11 @@ def evaluate_heldout(chat_model: Any, *, limit: int = 100, seed: int = 0) -> dic
             sum(r["names_correct"] for r in results if r["kind"] in _CALL_KINDS)
             / max(1, sum(r["kind"] in _CALL_KINDS for r in results))
         ),
+        "call_accuracy": (
+            sum(r["correct"] for r in results if r["kind"] in _CALL_KINDS)
+            / max(1, sum(r["kind"] in _CALL_KINDS for r in results))
+        ),
+        "n_calls": sum(r["kind"] in _CALL_KINDS for r in results),
         "by_kind": {k: {"n": v["n"], "accuracy": v["correct"] / v["n"]} for k, v in by_kind.items()},
         "results": results,
     }
