@@ -369,7 +369,7 @@ class Bundle:
         model: the ``model:`` section (backend kind, name, backend settings).
         system_prompt: system prompt (``None`` if absent).
         agent_settings: the ``agent:`` section (``max_steps``, ``tool_choice``, ``loop_guard``,
-            ``reset_tool_choice``).
+            ``reset_tool_choice``, ``max_tool_output_bytes``, ``trim_history``).
         tools: the tools, ready to use.
         data: the parsed YAML document.
     """
@@ -583,6 +583,7 @@ def load_bundle(
             "name": name,
             "description": t.get("description"),
             "retries": t.get("retries", DEFAULT_RETRIES),
+            "max_output_bytes": t.get("max_output_bytes"),
         }
         try:
             if "python" in t:
@@ -601,6 +602,8 @@ def load_bundle(
                     base_timeout = obj.timeout
                     if "retries" not in t:
                         common["retries"] = obj.retries
+                    if "max_output_bytes" not in t:
+                        common["max_output_bytes"] = obj.max_output_bytes
                     if common["description"] is None:
                         common["description"] = obj.description
                     obj = obj.function
@@ -700,6 +703,8 @@ def _schema_issues(data: Any, issue: Callable[..., BundleIssue]) -> list[BundleI
                     path, f"a tool needs exactly one implementation (python, http or sandbox), found {found}"
                 )
             )
+        elif v == "oneOf" and path and path[-1] == "max_tool_output_bytes":
+            out.append(issue(path, f"must be an integer >= 1 (bytes), 'auto' or null, got {err.instance!r}"))
         elif v == "oneOf":
             out.append(
                 issue(path, f"must be 'auto', 'required', 'none' or {{name: TOOL}}, got {err.instance!r}")

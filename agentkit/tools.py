@@ -49,6 +49,7 @@ __all__ = [
     "ToolArgumentsError",
     "ToolContext",
     "ToolTimeoutError",
+    "cap_output",
     "parse_docstring",
     "serialize_result",
     "tool",
@@ -335,6 +336,39 @@ def serialize_result(value: Any) -> str:
     return pydantic_core.to_json(value, fallback=str).decode()
 
 
+def _cut_marker(cut: int, total: int, limit: int) -> str:
+    return f"\n[agentkit: cut {cut:,} of {total:,} bytes of this tool output (limit {limit:,} bytes)]"
+
+
+def cap_output(text: str, limit: int | None) -> str:
+    """Cut a tool response to at most ``limit`` bytes of UTF-8, a marker saying how much was cut included.
+
+    The head is kept, cut on a character boundary, and followed by one line
+    ``[agentkit: cut N of M bytes of this tool output (limit L bytes)]`` (under 100 bytes; when ``limit`` is
+    smaller than the marker, the marker alone is returned). Bytes, not characters, because a byte never
+    becomes more than one token with byte-fallback tokenizers (Gemma's), so a byte limit is also a token
+    limit whatever the script.
+
+    Args:
+        text: the tool response.
+        limit: the most bytes returned (>= 0); ``None`` keeps everything.
+
+    Returns:
+        ``text`` itself when it fits, else the cut text ending with the marker.
+    """
+    if limit is None or len(text) <= limit // 4:  # 4 bytes per character at most: fits without encoding
+        return text
+    data = text.encode("utf-8", "surrogatepass")
+    total = len(data)
+    if total <= limit:
+        return text
+    keep = max(limit - len(_cut_marker(total, total, limit).encode()), 0)  # the longest marker: cut <= total
+    while keep > 0 and (data[keep] & 0xC0) == 0x80:  # do not split a multi-byte character
+        keep -= 1
+    head = data[:keep].decode("utf-8", "surrogatepass")
+    return head + _cut_marker(total - keep, total, limit)
+
+
 def _is_async_callable(fn: Any) -> bool:
     while isinstance(fn, functools.partial):
         fn = fn.func
@@ -392,9 +426,12 @@ class Tool:
             arguments, exception, timeout) and try again; one more failure stops the run with
             :class:`agentkit.errors.ToolRetriesExceeded`.
         serializer: turns the return value into the tool response text (default :func:`serialize_result`).
+        max_output_bytes: the most bytes (UTF-8) of one tool response the model sees; a longer response is cut
+            with a marker saying how much (see :func:`cap_output`). ``None``: only the agent's limit
+            (``Agent(max_tool_output_bytes=...)``) applies; when both are set, the smaller one does.
 
     Raises:
-        ToolDefinitionError: bad name, ``*args``/``**kwargs``, both ``args_model`` and ``parameters``, an
+        ToolDefinitionError: bad name, ``max_output_bytes < 1``, ``*args``/``**kwargs``, both ``args_model`` and ``parameters``, an
             invalid JSON Schema, or a function whose parameters cannot be turned into a Pydantic model.
     """
 
@@ -407,6 +444,7 @@ class Tool:
         "description",
         "function",
         "is_async",
+        "max_output_bytes",
         "name",
         "parameters",
         "retries",
@@ -425,6 +463,7 @@ class Tool:
         timeout: float | None = DEFAULT_TIMEOUT_S,
         retries: int = DEFAULT_RETRIES,
         serializer: Callable[[Any], str] | None = None,
+        max_output_bytes: int | None = None,
     ) -> None:
         if not callable(function):
             raise ToolDefinitionError(f"tool implementation must be callable, got {function!r}")
@@ -441,6 +480,16 @@ class Tool:
             )
         if retries < 0:
             raise ToolDefinitionError(f"tool {self.name!r}: retries must be >= 0, got {retries}")
+        if max_output_bytes is not None and (
+            isinstance(max_output_bytes, bool)
+            or not isinstance(max_output_bytes, int)
+            or max_output_bytes < 1
+        ):
+            raise ToolDefinitionError(
+                f"tool {self.name!r}: max_output_bytes must be an integer >= 1 (bytes) or None, got "
+                f"{max_output_bytes!r}"
+            )
+        self.max_output_bytes = max_output_bytes
         if args_model is not None and parameters is not None:
             raise ToolDefinitionError(f"tool {self.name!r}: give args_model or parameters, not both")
         self.function = function
@@ -686,7 +735,8 @@ class Tool:
 
     def __repr__(self) -> str:
         return (
-            f"Tool(name={self.name!r}, timeout={self.timeout}, retries={self.retries}, async={self.is_async})"
+            f"Tool(name={self.name!r}, timeout={self.timeout}, retries={self.retries}, async={self.is_async}, "
+            f"max_output_bytes={self.max_output_bytes})"
         )
 
 
@@ -704,6 +754,7 @@ def tool(
     timeout: float | None = DEFAULT_TIMEOUT_S,
     retries: int = DEFAULT_RETRIES,
     serializer: Callable[[Any], str] | None = None,
+    max_output_bytes: int | None = None,
 ) -> Callable[[Callable[..., Any]], Tool]: ...
 
 
@@ -718,6 +769,7 @@ def tool(
     timeout: float | None = DEFAULT_TIMEOUT_S,
     retries: int = DEFAULT_RETRIES,
     serializer: Callable[[Any], str] | None = None,
+    max_output_bytes: int | None = None,
 ) -> Tool | Callable[[Callable[..., Any]], Tool]:
     """Make a :class:`Tool` from a function: ``@tool`` or ``@tool(timeout=5, retries=1, ...)``.
 
@@ -748,6 +800,7 @@ def tool(
             timeout=timeout,
             retries=retries,
             serializer=serializer,
+            max_output_bytes=max_output_bytes,
         )
 
     if function is not None:

@@ -69,6 +69,7 @@ def generate_command(
     import torch
     from rich.console import Console
 
+    from model.limits import PromptTooLong, check_prompt_length
     from model.loading import CheckpointError, load_checkpoint
     from model.runtime import generate
 
@@ -88,9 +89,12 @@ def generate_command(
             [{"role": "user", "content": prompt}], tokenize=False, add_generation_prompt=True
         )
     )
-    ids = tok(text, return_tensors="pt", add_special_tokens=False).input_ids.to(ck.model.device)
+    ids = tok(text, return_tensors="pt", add_special_tokens=False).input_ids
     settings = ck.settings.replace(max_new_tokens=max_new_tokens)
     try:
+        # before anything of the prompt's size is allocated
+        check_prompt_length(int(ids.shape[1]), ck.model, settings)
+        ids = ids.to(ck.model.device)
         if live and not as_json:
             view, cb = _live_renderer(tok)
             with view:
@@ -99,6 +103,9 @@ def generate_command(
                 view.console.line()
         else:
             out = generate(ck.model, ids, settings, seed=seed)
+    except PromptTooLong as exc:
+        typer.secho(f"error: PromptTooLong: {exc}", err=True, fg="red")
+        raise typer.Exit(2) from None
     except ValueError as exc:  # empty --raw prompt, a seed beyond 64 bits
         console.print(f"[red]error:[/red] {exc}")
         raise typer.Exit(2) from exc

@@ -13,7 +13,7 @@ if TYPE_CHECKING:
 
 #: Exit status when the run stopped without an answer or the backend failed.
 EXIT_RUN_FAILED = 1
-#: Exit status for an invalid bundle or option.
+#: Exit status for an invalid bundle or option, and for a question that does not fit the model's context.
 EXIT_BAD_INPUT = 2
 
 
@@ -64,7 +64,7 @@ def run_command(
     """Answer one question with a bundle's agent, rendering each tool call and tool response."""
     from rich.console import Console
 
-    from agentkit.errors import AgentRunError, BackendError
+    from agentkit.errors import AgentRunError, BackendError, PromptTooLong
     from agentkit.render import RichRenderer
 
     if not question.strip():
@@ -87,9 +87,11 @@ def run_command(
                     default=str,
                 )
             )
+        elif isinstance(exc, PromptTooLong):
+            _error(f"PromptTooLong: {exc.reason}")
         else:
             _error(f"{type(exc).__name__}: {exc}")
-        raise typer.Exit(EXIT_RUN_FAILED) from None
+        raise typer.Exit(EXIT_BAD_INPUT if isinstance(exc, PromptTooLong) else EXIT_RUN_FAILED) from None
     except BackendError as exc:
         if json_out:
             typer.echo(json.dumps({"error": {"type": "BackendError", "message": str(exc)}, "result": None}))
@@ -121,7 +123,7 @@ def chat_command(
     """Multi-turn chat with a bundle's agent. Commands: /exit, /reset, /history, /save PATH."""
     from rich.console import Console
 
-    from agentkit.errors import AgentRunError, BackendError
+    from agentkit.errors import AgentRunError, BackendError, PromptTooLong
     from agentkit.history import Conversation
     from agentkit.render import RichRenderer
 
@@ -170,6 +172,9 @@ def chat_command(
             continue
         try:
             result = session.send(text, on_event=renderer)
+        except PromptTooLong as exc:
+            _error(f"PromptTooLong: {exc.reason}")
+            continue
         except (AgentRunError, BackendError) as exc:
             _error(f"{type(exc).__name__}: {exc}")
             continue
