@@ -211,7 +211,8 @@ class Agent:
             backend: override the bundle's backend: a name (``embedded``, ``openai``, ``scripted``) or a
                 Backend instance.
             model: override the bundle's model (checkpoint path/id, server model name, or script file).
-            overrides: any :class:`Agent` keyword (``max_steps=``, ``system_prompt=``, ``on_event=``...).
+            overrides: any :class:`Agent` keyword (``max_steps=``, ``system_prompt=``, ``on_event=``...), and
+                ``seed=`` (the backend's seed, see :meth:`agentkit.bundle.Bundle.make_backend`).
 
         Raises:
             BundleError: the file is invalid (file, line, field in the message).

@@ -383,12 +383,20 @@ class Bundle:
     tools: list[Tool]
     data: dict[str, Any] = field(repr=False)
 
-    def make_backend(self, backend: str | Backend | None = None, model: str | None = None) -> Backend:
-        """The backend: the bundle's ``model:`` section, or the ``backend``/``model`` overrides.
+    def make_backend(
+        self, backend: str | Backend | None = None, model: str | None = None, *, seed: int | None = None
+    ) -> Backend:
+        """The backend: the bundle's ``model:`` section, or the ``backend``/``model``/``seed`` overrides.
 
         The bundle's backend settings apply only while the kind is the bundle's own (switching
-        ``--backend`` keeps only ``--model``). A relative ``scripted`` script path in the bundle is relative to
-        the bundle's folder.
+        ``--backend`` keeps only ``--model`` and ``--seed``). A relative ``scripted`` script path in the bundle
+        is relative to the bundle's folder.
+
+        Args:
+            backend: a backend kind, or a Backend instance (returned as is).
+            model: checkpoint path/id, served model name or script file.
+            seed: the embedded backend's denoising seed / the openai request's ``seed``, overriding
+                ``model.seed``; the scripted backend is deterministic and ignores it.
 
         Raises:
             ValueError: unknown backend kind, or a required model name missing.
@@ -415,14 +423,26 @@ class Bundle:
                 request.setdefault("seed", self.model["seed"])
             if request:
                 settings["settings"] = request
+        if seed is not None and kind == "embedded":
+            settings["seed"] = seed
+        elif seed is not None and kind == "openai":
+            settings["settings"] = {**settings.get("settings", {}), "seed": seed}
         if kind == "scripted" and name and model is None and not Path(name).is_absolute():
             name = str(self.path.parent / name)
         return make_backend(kind, name, **settings)
 
     def make_agent(
-        self, backend: str | Backend | None = None, model: str | None = None, **overrides: Any
+        self,
+        backend: str | Backend | None = None,
+        model: str | None = None,
+        *,
+        seed: int | None = None,
+        **overrides: Any,
     ) -> Agent:
-        """An :class:`~agentkit.agent.Agent` from this bundle; ``overrides`` are ``Agent`` keywords."""
+        """An :class:`~agentkit.agent.Agent` from this bundle; ``overrides`` are ``Agent`` keywords.
+
+        ``backend``, ``model`` and ``seed`` are those of :meth:`make_backend`.
+        """
         from agentkit.agent import Agent
 
         kwargs: dict[str, Any] = {
@@ -431,7 +451,7 @@ class Bundle:
             **self.agent_settings,
         }
         kwargs.update(overrides)
-        return Agent(self.make_backend(backend, model), self.tools, **kwargs)
+        return Agent(self.make_backend(backend, model, seed=seed), self.tools, **kwargs)
 
 
 def _import_object(target: str) -> Any:

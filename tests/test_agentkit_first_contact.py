@@ -1,0 +1,114 @@
+"""First contact (issue 18): what a new user meets on the command line - seeds, failed runs that show their
+last steps, chat commands. Offline, CPU."""
+
+import json
+import pathlib
+import textwrap
+import uuid
+
+import pytest
+from typer.testing import CliRunner
+
+from agentkit.bundle import load_bundle
+from agentkit.cli import app
+
+ROOT = pathlib.Path(__file__).resolve().parents[1]
+runner = CliRunner()
+
+
+@pytest.fixture
+def calc_bundle(tmp_path):
+    mod = f"fc_tools_{uuid.uuid4().hex[:8]}"
+    (tmp_path / f"{mod}.py").write_text(
+        textwrap.dedent(
+            '''
+            def add(a: int, b: int) -> int:
+                """Add two integers."""
+                return a + b
+            '''
+        )
+    )
+    p = tmp_path / "calc.yaml"
+    p.write_text(
+        f"agentkit_bundle: 1\nname: calc\nmodel: {{backend: scripted, name: script.json}}\n"
+        f"tools:\n  - {{name: add, python: '{mod}:add'}}\n"
+    )
+    return p
+
+
+# ------------------------------------------------------------------------------------------------ seeds
+
+
+def test_seed_from_bundle_cli_and_examples(tmp_path):
+    p = tmp_path / "s.yaml"
+    p.write_text("agentkit_bundle: 1\nname: s\nmodel: {backend: embedded, seed: 7}\ntools: []\n")
+    b = load_bundle(p)
+    assert b.make_backend().seed == 7
+    assert b.make_agent(seed=3).backend.seed == 3  # --seed overrides the bundle
+    assert b.make_backend("openai", "m", seed=5).settings["seed"] == 5  # and follows a --backend switch
+    for example in ("code_search", "weather"):
+        assert load_bundle(ROOT / "examples" / example / "bundle.yaml").make_backend().seed == 0
+
+
+def test_run_with_seed_is_reproducible(tmp_path):
+    torch = pytest.importorskip("torch")
+    from model.testing import make_tiny_checkpoint
+
+    torch.set_num_threads(1)
+    ckpt = make_tiny_checkpoint(tmp_path / "ck", canvas_length=16, generation={"max_denoising_steps": 4})
+    mod = f"fc_seed_{uuid.uuid4().hex[:8]}"
+    (tmp_path / f"{mod}.py").write_text("def echo(text: str) -> str:\n    '''Echo.'''\n    return text\n")
+    p = tmp_path / "b.yaml"
+    p.write_text(
+        f"agentkit_bundle: 1\nname: b\nmodel: {{name: '{ckpt}', max_new_tokens: 32}}\n"
+        "agent: {max_steps: 2, tool_choice: {name: echo}, loop_guard: null}\n"
+        f"tools:\n  - {{name: echo, python: '{mod}:echo'}}\n"
+    )
+
+    def steps(seed):
+        res = runner.invoke(app, ["run", str(p), "Say hi", "--json", "--seed", str(seed)])
+        assert res.exit_code in (0, 1), res.output
+        data = json.loads(res.stdout)
+        data = data.get("result") or data
+        return [(s["text"], [(c["name"], c["arguments"]) for c in s["tool_calls"]]) for s in data["steps"]]
+
+    first = steps(11)
+    assert first[0][1] and first[0][1][0][0] == "echo"
+    assert steps(11) == first
+    res = runner.invoke(app, ["run", str(p), "Say hi", "--seed", str(2**63)])
+    assert res.exit_code == 2 and "--seed" in res.output
+
+
+# ------------------------------------------------------------------------------------- failed runs, chat
+
+
+def test_failed_run_prints_its_last_steps_and_points_to_json(calc_bundle):
+    script = calc_bundle.parent / "script.json"
+    script.write_text(
+        json.dumps([{"tool_calls": [{"name": "add", "arguments": {"a": i, "b": 40}}]} for i in range(4)])
+    )
+    res = runner.invoke(app, ["run", str(calc_bundle), "add forever", "--max-steps", "4"])
+    assert res.exit_code == 1
+    err = res.stderr
+    assert "MaxStepsExceeded: no final answer after 4 model turns (max_steps=4)\n" in err
+    assert "last 3 of 4 step(s):" in err
+    assert 'step 1: add({"a": 1, "b": 40}) -> 41' in err and 'step 3: add({"a": 3, "b": 40}) -> 43' in err
+    assert "step 0:" not in err
+    assert "run the same command with --json" in err and ".result" not in err
+
+
+def test_chat_refuses_unknown_commands_and_lists_them(calc_bundle):
+    script = calc_bundle.parent / "script.json"
+    script.write_text(json.dumps(["Yes, /etc is a folder."]))
+    res = runner.invoke(
+        app, ["chat", str(calc_bundle)], input="/help\n/reset now\n//etc is a folder?\n/history\n/quit\n"
+    )
+    assert res.exit_code == 0, res.output
+    assert (
+        "unknown command '/help'; commands: /exit, /quit, /reset, /history, /save PATH (start a message with // "
+        "to send one that begins with /)"
+    ) in res.stderr
+    assert "/reset takes no argument" in res.stderr
+    # one model turn: only the // message reached the model
+    assert res.stdout.count("agent> ") == 1 and "agent> Yes, /etc is a folder." in res.stdout
+    assert "user> /etc is a folder?" in res.stdout and "BackendError" not in res.output
