@@ -1,5 +1,5 @@
 """First contact (issue 18): what a new user meets on the command line - seeds, failed runs that show their
-last steps, chat commands. Offline, CPU."""
+last steps, chat commands, empty prompts, a readable ``generate``. Offline, CPU."""
 
 import json
 import pathlib
@@ -112,3 +112,49 @@ def test_chat_refuses_unknown_commands_and_lists_them(calc_bundle):
     # one model turn: only the // message reached the model
     assert res.stdout.count("agent> ") == 1 and "agent> Yes, /etc is a folder." in res.stdout
     assert "user> /etc is a folder?" in res.stdout and "BackendError" not in res.output
+
+
+def test_generate_and_run_refuse_an_empty_prompt(calc_bundle):
+    for args in (
+        ["generate", ""],
+        ["generate", "  "],
+        ["generate", "", "--raw-prompt"],
+        ["run", str(calc_bundle), " "],
+    ):
+        res = runner.invoke(app, args)
+        assert res.exit_code == 2, args
+        assert "is empty" in res.stderr
+
+
+# --------------------------------------------------------------------------------------------- generate
+
+
+def test_generate_prints_a_readable_answer_and_the_raw_canvas_on_request():
+    pytest.importorskip("torch")
+    args = ["generate", "What is the weather in Paris?", "--threads", "1", "--seed", "0"]
+    data = json.loads(runner.invoke(app, [*args, "--json"]).stdout)
+    assert set(data) == {"answer", "thinking", "tool_calls", "error", "raw", "stats"}
+    readable = runner.invoke(app, args)
+    raw = runner.invoke(app, [*args, "--raw-output"])
+    assert readable.exit_code == 0 and raw.exit_code == 0
+    for control in ("<pad>", "<|tool_call>", "<turn|>", "<eos>"):
+        assert control not in readable.stdout and control not in data["answer"]
+    assert raw.stdout.startswith(data["raw"] + "\n")  # every token of the canvases, as generated
+    assert data["raw"].endswith(("<pad>", "<turn|>", "<eos>", "<|tool_response>"))
+    if data["answer"]:
+        assert readable.stdout.startswith(data["answer"] + "\n")
+
+
+def test_readable_answer_shows_calls_and_thinking():
+    from agentkit.commands.generate import _readable
+
+    text = '<|channel>thought\nlook it up<channel|><|tool_call>call:get_weather{city:<|"|>Paris<|"|>,days:2}<tool_call|>'
+    out = _readable(text, "")
+    assert out == {
+        "answer": "",
+        "thinking": "look it up",
+        "tool_calls": [{"name": "get_weather", "arguments": {"city": "Paris", "days": 2}}],
+        "error": None,
+    }
+    bad = _readable("<|tool_call>call:oops.", "call:oops.")
+    assert bad["answer"] == "call:oops." and bad["error"].startswith("malformed tool call:")
