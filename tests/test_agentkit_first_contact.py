@@ -1,8 +1,9 @@
 """First contact (issue 18): what a new user meets on the command line - seeds, failed runs that show their
-last steps, chat commands, empty prompts, a readable ``generate``. Offline, CPU."""
+last steps, chat commands, empty prompts, a readable ``generate``, BFCL data in the repository. Offline, CPU."""
 
 import json
 import pathlib
+import shutil
 import textwrap
 import uuid
 
@@ -158,3 +159,42 @@ def test_readable_answer_shows_calls_and_thinking():
     }
     bad = _readable("<|tool_call>call:oops.", "call:oops.")
     assert bad["answer"] == "call:oops." and bad["error"].startswith("malformed tool call:")
+
+
+# ------------------------------------------------------------------------------------------ BFCL data
+
+
+def test_bfcl_categories_ship_in_the_repository_with_licence_and_source():
+    from model.training.bfcl import CATEGORIES, DEFAULT_BFCL_DIR, load_category
+
+    assert DEFAULT_BFCL_DIR.is_relative_to(ROOT / "model")
+    assert "Apache License" in (DEFAULT_BFCL_DIR / "LICENSE").read_text()
+    assert (DEFAULT_BFCL_DIR / "SOURCE").read_text().split() == [
+        "ShishirPatil/gorilla",
+        "6ea57973c7a6097fd7c5915698c54c17c5b1b6c8",
+    ]
+    for category in CATEGORIES:
+        questions, answers = load_category(category)
+        assert questions and answers is not None and {q["id"] for q in questions} <= set(answers)
+
+
+def test_eval_bfcl_runs_from_the_shipped_data(tmp_path):
+    pytest.importorskip("torch")
+    res = runner.invoke(
+        app, ["eval", "bfcl", "--category", "parallel", "--limit", "1", "--threads", "1", "--json"]
+    )
+    assert res.exit_code == 0, res.output
+    rep = json.loads(res.stdout)
+    assert (rep["category"], rep["n"], rep["results"][0]["id"]) == ("parallel", 1, "parallel_0")
+    # --data/--answers still read other files, plain or gzipped
+    from model.training.bfcl import DEFAULT_BFCL_DIR
+
+    q = tmp_path / "q.json.gz"
+    shutil.copy(DEFAULT_BFCL_DIR / "BFCL_v4_simple_python.json.gz", q)
+    a = tmp_path / "a.json.gz"
+    shutil.copy(DEFAULT_BFCL_DIR / "possible_answer" / "BFCL_v4_simple_python.json.gz", a)
+    res = runner.invoke(
+        app, ["eval", "bfcl", "--data", str(q), "--answers", str(a), "--limit", "1", "--json"]
+    )
+    assert res.exit_code == 0, res.output
+    assert json.loads(res.stdout)["results"][0]["id"] == "simple_python_0"
