@@ -1,10 +1,13 @@
 """First contact (issue 18): what a new user meets on the command line - seeds, failed runs that show their
-last steps, chat commands, empty prompts, a readable ``generate``, BFCL data in the repository. Offline, CPU."""
+last steps, chat commands, empty prompts, a readable ``generate``, BFCL data in the repository, hub ids
+that are not cached. Offline, CPU."""
 
 import json
 import pathlib
 import shutil
+import socket
 import textwrap
+import time
 import uuid
 
 import pytest
@@ -198,3 +201,57 @@ def test_eval_bfcl_runs_from_the_shipped_data(tmp_path):
     )
     assert res.exit_code == 0, res.output
     assert json.loads(res.stdout)["results"][0]["id"] == "simple_python_0"
+
+
+# ----------------------------------------------------------------------------------------- hub ids
+
+
+@pytest.fixture
+def hf_cache(tmp_path, monkeypatch):
+    """An empty Hugging Face cache, and no network: any connection attempt fails the test."""
+    from huggingface_hub import constants
+
+    cache = tmp_path / "hub"
+    cache.mkdir()
+    monkeypatch.setattr(constants, "HF_HUB_CACHE", str(cache))
+
+    def no_network(*a, **k):
+        raise AssertionError("the network was contacted")
+
+    monkeypatch.setattr(socket.socket, "connect", no_network)
+    monkeypatch.setattr(socket, "create_connection", no_network)
+    return cache
+
+
+def test_uncached_hub_id_fails_fast_with_path_and_fetch_command(hf_cache):
+    pytest.importorskip("torch")
+    from model.loading import CheckpointError, load_checkpoint
+
+    t0 = time.perf_counter()
+    with pytest.raises(CheckpointError) as ei:
+        load_checkpoint("someorg/not-cached-model")
+    assert time.perf_counter() - t0 < 2.0
+    msg = str(ei.value)
+    assert f"({hf_cache / 'models--someorg--not-cached-model'} does not exist)" in msg
+    assert "`hf download someorg/not-cached-model`" in msg
+    (hf_cache / "models--someorg--not-cached-model" / "refs").mkdir(parents=True)
+    (hf_cache / "models--someorg--not-cached-model" / "refs" / "main").write_text("0" * 40)
+    with pytest.raises(CheckpointError, match="has no complete snapshot"):
+        load_checkpoint("someorg/not-cached-model")
+    res = runner.invoke(app, ["generate", "hi", "--model", "someorg/not-cached-model"])
+    assert res.exit_code == 2 and "hf download someorg/not-cached-model" in res.output
+
+
+def test_cached_hub_id_loads_from_the_cache_without_network(hf_cache, tmp_path):
+    torch = pytest.importorskip("torch")
+    from model.loading import load_checkpoint
+    from model.testing import make_tiny_checkpoint
+
+    torch.set_num_threads(1)
+    commit = "a" * 40
+    snap = hf_cache / "models--someorg--tiny" / "snapshots" / commit
+    make_tiny_checkpoint(snap)
+    (hf_cache / "models--someorg--tiny" / "refs").mkdir()
+    (hf_cache / "models--someorg--tiny" / "refs" / "main").write_text(commit)
+    ck = load_checkpoint("someorg/tiny")
+    assert ck.source == str(snap) and ck.model.config.model_type == "diffusion_gemma"
