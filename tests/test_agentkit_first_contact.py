@@ -225,6 +225,8 @@ def hf_cache(tmp_path, monkeypatch):
 
 def test_uncached_hub_id_fails_fast_with_path_and_fetch_command(hf_cache):
     pytest.importorskip("torch")
+    from transformers import DiffusionGemmaForBlockDiffusion  # noqa: F401  (import time is not lookup time)
+
     from model.loading import CheckpointError, load_checkpoint
 
     t0 = time.perf_counter()
