@@ -27,6 +27,7 @@ if TYPE_CHECKING:
         LoopGuardTriggered,
         MaxStepsExceeded,
         ModelRetry,
+        PromptTooLong,
         ToolDefinitionError,
         ToolRetriesExceeded,
     )
@@ -50,6 +51,7 @@ _EXPORTS = {
     "LoopGuardTriggered": "agentkit.errors",
     "MaxStepsExceeded": "agentkit.errors",
     "ModelRetry": "agentkit.errors",
+    "PromptTooLong": "agentkit.errors",
     "ToolDefinitionError": "agentkit.errors",
     "ToolRetriesExceeded": "agentkit.errors",
     "Conversation": "agentkit.history",
@@ -78,6 +80,7 @@ __all__ = [
     "MaxStepsExceeded",
     "ModelRetry",
     "ModelTurn",
+    "PromptTooLong",
     "RunResult",
     "Step",
     "Timing",

@@ -16,7 +16,16 @@ One run (one user turn) goes through four phases per step, after the OpenAI Agen
 
 The loop ends with a final answer (a model turn without tool calls), or raises
 :class:`~agentkit.errors.MaxStepsExceeded` / :class:`~agentkit.errors.LoopGuardTriggered` /
-:class:`~agentkit.errors.ToolRetriesExceeded`, each carrying the partial transcript.
+:class:`~agentkit.errors.ToolRetriesExceeded` / :class:`~agentkit.errors.PromptTooLong`, each carrying the
+partial transcript.
+
+Size limits: every tool response is cut to ``min(tool.max_output_bytes, agent budget / calls in the step)``
+bytes with a marker saying how much was cut (:func:`agentkit.tools.cap_output`); the agent's budget defaults
+to the model's prompt capacity in tokens, taken as bytes (about a third of the prompt at 2.5-4 bytes per token). When a backend reports that the prompt
+does not fit (:class:`model.limits.PromptTooLong`, raised before anything is allocated), the oldest kept turns
+and then the oldest tool-call groups (a call message together with all its responses) are dropped from the
+prompt, never the system prompt, the question or the latest calls; the transcript in ``RunResult.messages``
+keeps everything.
 
 ``tool_choice`` other than ``"auto"``/``"none"`` applies to the first model turn of a run only (then
 ``"auto"``), unless ``reset_tool_choice=False``: a forced call every turn could never end in an answer.
@@ -29,7 +38,7 @@ import json
 import time
 from collections.abc import Callable, Iterable, Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Literal
 
 from agentkit.backends import resolve_backend
 from agentkit.backends.base import (
@@ -46,6 +55,7 @@ from agentkit.errors import (
     AgentRunError,
     LoopGuardTriggered,
     MaxStepsExceeded,
+    PromptTooLong,
     ToolDefinitionError,
     ToolRetriesExceeded,
     describe_exception,
@@ -54,15 +64,25 @@ from agentkit.events import (
     Event,
     EventCallback,
     ModelResponded,
+    PromptTrimmed,
     RunFailed,
     RunFinished,
     RunStarted,
     ToolCallFinished,
     ToolCallStarted,
 )
-from agentkit.history import Conversation
+from agentkit.history import Conversation, droppable_groups
 from agentkit.result import RunResult, Step, StopReason, Timing, ToolCallRecord
-from agentkit.tools import Tool, ToolArgumentsError, ToolContext, ToolTimeoutError, as_tool
+from agentkit.tools import (
+    Tool,
+    ToolArgumentsError,
+    ToolContext,
+    ToolTimeoutError,
+    as_tool,
+    cap_output,
+    cap_output_tokens,
+)
+from model.limits import PromptTooLong as ModelPromptTooLong
 
 if TYPE_CHECKING:
     from agentkit.bundle import Bundle
@@ -70,6 +90,9 @@ if TYPE_CHECKING:
 __all__ = ["Agent", "ChatSession"]
 
 _perf = time.perf_counter
+
+#: Tool-output budget per model turn (bytes) when the backend does not say how many prompt tokens it takes.
+DEFAULT_TOOL_OUTPUT_BYTES = 32_768
 
 
 def canonical_arguments(arguments: Any) -> str:
@@ -79,6 +102,19 @@ def canonical_arguments(arguments: Any) -> str:
 
 def _error_content(payload: dict[str, Any]) -> str:
     return json.dumps(payload, ensure_ascii=False, default=str)
+
+
+def _message_chars(m: ChatMessage) -> int:
+    """Rough size of a message in the prompt (characters of its content and call arguments)."""
+    c = m.get("content")
+    n = len(c) if isinstance(c, str) else len(json.dumps(c, default=str)) if c is not None else 0
+    for tc in m.get("tool_calls") or ():
+        fn = tc.get("function", {})
+        args = fn.get("arguments")
+        n += len(str(fn.get("name", ""))) + (
+            len(args) if isinstance(args, str) else len(json.dumps(args, default=str))
+        )
+    return n
 
 
 class Agent:
@@ -98,10 +134,21 @@ class Agent:
         reset_tool_choice: use ``"auto"`` after the first step when ``tool_choice`` forces a call.
         on_event: callback(s) receiving every :mod:`agentkit.events` event of every run.
         name: a label for logs and results.
+        max_tool_output_bytes: bytes (UTF-8) of tool output the model may see per model turn, shared evenly
+            by that turn's calls (a tool's own ``max_output_bytes`` lowers its share); longer responses are cut
+            with a marker saying how much. ``"auto"``: as many bytes as the backend's prompt capacity in tokens
+            (``backend.max_prompt_tokens``, e.g. 1,792 bytes for the embedded ``agentkit-tiny``: JSON and prose
+            take 2.5-4 bytes per token, so about a third of the prompt; a prompt that still does not fit is
+            trimmed or raises :class:`~agentkit.errors.PromptTooLong`), else :data:`DEFAULT_TOOL_OUTPUT_BYTES`;
+            ``None``: only the tools' own limits.
+        trim_history: when the prompt does not fit the model, drop the oldest kept turns, then the oldest
+            tool-call groups of this turn (a call never without its responses) before giving up with
+            :class:`~agentkit.errors.PromptTooLong`.
 
     Raises:
         ToolDefinitionError: duplicate tool names, or a forced tool_choice naming an unknown tool.
-        ValueError: ``max_steps < 1``, ``loop_guard < 2``, or an invalid ``tool_choice``.
+        ValueError: ``max_steps < 1``, ``loop_guard < 2``, ``max_tool_output_bytes < 1``, or an invalid
+            ``tool_choice``.
     """
 
     def __init__(
@@ -116,11 +163,25 @@ class Agent:
         reset_tool_choice: bool = True,
         on_event: EventCallback | Sequence[EventCallback] | None = None,
         name: str = "agent",
+        max_tool_output_bytes: int | Literal["auto"] | None = "auto",
+        trim_history: bool = True,
     ) -> None:
         if max_steps < 1:
             raise ValueError(f"max_steps must be >= 1, got {max_steps}")
         if loop_guard is not None and loop_guard < 2:
             raise ValueError(f"loop_guard must be >= 2 or None, got {loop_guard}")
+        if max_tool_output_bytes is not None and max_tool_output_bytes != "auto":
+            if (
+                isinstance(max_tool_output_bytes, bool)
+                or not isinstance(max_tool_output_bytes, int)
+                or max_tool_output_bytes < 1
+            ):
+                raise ValueError(
+                    "max_tool_output_bytes must be an integer >= 1 (bytes), 'auto' or None, got "
+                    f"{max_tool_output_bytes!r}"
+                )
+        self.max_tool_output_bytes = max_tool_output_bytes
+        self.trim_history = trim_history
         self.backend: Backend = resolve_backend(model)
         self.system_prompt = system_prompt
         self.max_steps = max_steps
@@ -160,7 +221,8 @@ class Agent:
             backend: override the bundle's backend: a name (``embedded``, ``openai``, ``scripted``) or a
                 Backend instance.
             model: override the bundle's model (checkpoint path/id, server model name, or script file).
-            overrides: any :class:`Agent` keyword (``max_steps=``, ``system_prompt=``, ``on_event=``...).
+            overrides: any :class:`Agent` keyword (``max_steps=``, ``system_prompt=``, ``on_event=``...), and
+                ``seed=`` (the backend's seed, see :meth:`agentkit.bundle.Bundle.make_backend`).
 
         Raises:
             BundleError: the file is invalid (file, line, field in the message).
@@ -196,6 +258,44 @@ class Agent:
     def declarations(self) -> list[ToolDeclaration]:
         """The tool declarations sent to the model."""
         return list(self._declarations)
+
+    def tool_output_budget(self) -> int | None:
+        """Bytes of tool output the model may see per model turn (see ``max_tool_output_bytes``).
+
+        ``"auto"`` asks the backend for ``max_prompt_tokens`` (the embedded backend loads its checkpoint for
+        that) and takes that many bytes; ``None`` means no agent-wide limit.
+        """
+        if self.max_tool_output_bytes != "auto":
+            return self.max_tool_output_bytes
+        try:
+            tokens = getattr(self.backend, "max_prompt_tokens", None)
+        except Exception:  # a backend that cannot tell (e.g. its checkpoint failed to load)
+            tokens = None
+        if isinstance(tokens, int) and not isinstance(tokens, bool) and tokens > 0:
+            if callable(getattr(self.backend, "count_tokens", None)):
+                # the backend counts tokens: half the prompt in tokens (tool_output_token_budget), and a
+                # byte pre-cut generous enough never to bind before it (no token is longer than 16 bytes)
+                return max(tokens // 2, 1) * 16
+            return max(tokens // 2, 1)
+        return DEFAULT_TOOL_OUTPUT_BYTES
+
+    def tool_output_token_budget(self) -> int | None:
+        """Tokens of tool output the model may see per model turn, when the backend counts tokens.
+
+        With ``max_tool_output_bytes="auto"`` and a backend that has ``count_tokens`` and reports
+        ``max_prompt_tokens`` (the embedded backend): half the prompt capacity in tokens, so a turn's tool output
+        always leaves the other half to the system prompt, declarations and question. ``None`` otherwise (the
+        byte budget of :meth:`tool_output_budget` is then the only agent-wide limit).
+        """
+        if self.max_tool_output_bytes != "auto" or not callable(getattr(self.backend, "count_tokens", None)):
+            return None
+        try:
+            tokens = getattr(self.backend, "max_prompt_tokens", None)
+        except Exception:
+            return None
+        if isinstance(tokens, int) and not isinstance(tokens, bool) and tokens > 0:
+            return max(tokens // 2, 1)
+        return None
 
     # ------------------------------------------------------------------------------ running
 
@@ -247,6 +347,8 @@ class Agent:
             MaxStepsExceeded: ``max_steps`` model turns without a final answer.
             LoopGuardTriggered: the same (tool, canonical arguments) requested ``loop_guard`` times.
             ToolRetriesExceeded: a tool failed more than its ``retries`` budget in this run.
+            PromptTooLong: a prompt does not fit the model's context even after trimming (names the token
+                count and the limit).
             BackendError: the backend failed (after its own retries).
         """
         return await self._arun(question, history, deps, on_event, prefer_sync=False)
@@ -292,6 +394,15 @@ class Agent:
         timing = Timing()
         repeats: dict[tuple[str, str], int] = {}
         failures: dict[str, int] = {}
+        dropped_groups = 0  # oldest droppable message groups left out of the prompt (trimming)
+        budget: list[int | None] = []  # the agent's tool-output budget, asked for once per run
+
+        def prompt_view() -> tuple[list[ChatMessage], list[tuple[int, int]]]:
+            groups = droppable_groups(messages)
+            if not dropped_groups:
+                return messages, groups
+            skip = {i for a, b in groups[:dropped_groups] for i in range(a, b)}
+            return [m for i, m in enumerate(messages) if i not in skip], groups
 
         def partial(reason: StopReason) -> RunResult:
             timing.total_seconds = _perf() - t_start
@@ -303,17 +414,64 @@ class Agent:
             return exc
 
         for step in range(self.max_steps):
-            # -- model turn
+            # -- model turn (trimming the prompt while the backend says it does not fit)
             t0 = _perf()
-            try:
-                if acomplete is not None:
-                    turn: ModelTurn = await acomplete(messages, declarations, tool_choice)
-                else:
-                    turn = backend.complete(messages, declarations, tool_choice)
-            except Exception as exc:
-                if emit:
-                    emit(RunFailed(exc))
-                raise
+            while True:
+                prompt, groups = prompt_view()
+                try:
+                    if acomplete is not None:
+                        turn: ModelTurn = await acomplete(prompt, declarations, tool_choice)
+                    else:
+                        turn = backend.complete(prompt, declarations, tool_choice)
+                except ModelPromptTooLong as exc:
+                    left = groups[dropped_groups:]
+                    dropped = sum(b - a for a, b in groups[:dropped_groups])
+                    if not self.trim_history or not left:
+                        timing.model_seconds += _perf() - t0
+                        has_calls = any(m.get("role") == "tool" for m in prompt)
+                        if not self.trim_history:
+                            why = "history trimming is off (trim_history=False)"
+                        else:
+                            why = (f"dropped {dropped} older message(s); " if dropped else "") + (
+                                "nothing left to drop (the system prompt, the tool declarations, the question"
+                                + (" and the latest tool calls with their responses)" if has_calls else ")")
+                            )
+                        fix = "shorten the question or the system prompt" + (
+                            ", or lower max_tool_output_bytes" if has_calls else ""
+                        )
+                        raise fail(
+                            PromptTooLong(
+                                f"step {step}: {exc}; {why}; {fix}",
+                                partial("prompt_too_long"),
+                                prompt_tokens=exc.prompt_tokens,
+                                limit=exc.limit,
+                                dropped_messages=dropped,
+                            )
+                        ) from None
+                    # drop roughly enough of the oldest groups at once (characters per token of this prompt)
+                    per_token = sum(_message_chars(m) for m in prompt) / max(exc.prompt_tokens, 1)
+                    need = (exc.prompt_tokens - exc.limit) * per_token
+                    freed = 0.0
+                    for a, b in left:
+                        dropped_groups += 1
+                        freed += sum(_message_chars(m) for m in messages[a:b])
+                        if freed >= need:
+                            break
+                    if emit:
+                        emit(
+                            PromptTrimmed(
+                                step,
+                                sum(b - a for a, b in groups[:dropped_groups]),
+                                exc.prompt_tokens,
+                                exc.limit,
+                            )
+                        )
+                    continue
+                except Exception as exc:
+                    if emit:
+                        emit(RunFailed(exc))
+                    raise
+                break
             model_s = _perf() - t0
             timing.model_seconds += model_s
             usage.add(turn.usage)
@@ -462,11 +620,7 @@ class Agent:
                         )
                 step_rec.tool_calls = [r for r in records if r is not None]
                 steps.append(step_rec)
-                raise fail(
-                    LoopGuardTriggered(
-                        guard_msg + "; the partial transcript is in .result", partial("loop_guard")
-                    )
-                )
+                raise fail(LoopGuardTriggered(guard_msg, partial("loop_guard")))
 
             if emit:
                 for i, _tl, _validated in scheduled:
@@ -478,12 +632,27 @@ class Agent:
 
             # -- execution
             t1 = _perf()
+            share: int | None = None
+            token_share: int | None = None
+            if scheduled:
+                if not budget:
+                    budget.append(self.tool_output_budget())
+                    budget.append(self.tool_output_token_budget())
+                if budget[0] is not None:
+                    share = max(budget[0] // len(scheduled), 1)
+                if budget[1] is not None:
+                    token_share = max(budget[1] // len(scheduled), 1)
             if len(scheduled) == 1:
                 i, tl, validated = scheduled[0]
-                records[i] = await self._execute(tl, calls[i], validated, step, deps, emit)
+                records[i] = await self._execute(
+                    tl, calls[i], validated, step, deps, emit, share, token_share
+                )
             elif scheduled:
                 done = await asyncio.gather(
-                    *(self._execute(tl, calls[i], v, step, deps, emit) for i, tl, v in scheduled)
+                    *(
+                        self._execute(tl, calls[i], v, step, deps, emit, share, token_share)
+                        for i, tl, v in scheduled
+                    )
                 )
                 for (i, _tl, _v), rec in zip(scheduled, done, strict=True):
                     records[i] = rec
@@ -513,8 +682,7 @@ class Agent:
                     raise fail(
                         ToolRetriesExceeded(
                             f"tool {tname!r} failed {count} times in this run (retries={tl.retries})"
-                            + (f"; last error: {last}" if last else "")
-                            + "; the partial transcript is in .result",
+                            + (f"; last error: {last}" if last else ""),
                             partial("tool_retries"),
                         )
                     )
@@ -524,8 +692,7 @@ class Agent:
 
         raise fail(
             MaxStepsExceeded(
-                f"no final answer after {self.max_steps} model turns (max_steps={self.max_steps}); the partial "
-                "transcript is in .result",
+                f"no final answer after {self.max_steps} model turns (max_steps={self.max_steps})",
                 partial("max_steps"),
             )
         )
@@ -538,11 +705,25 @@ class Agent:
         step: int,
         deps: Any,
         emit: Callable[[Event], None] | None,
+        share: int | None = None,
+        token_share: int | None = None,
     ) -> ToolCallRecord:
+        limits = [x for x in (tl.max_output_bytes, share) if x is not None]
+        limit = min(limits) if limits else None
+        count = getattr(self.backend, "count_tokens", None) if token_share is not None else None
+
+        def cap(text: str) -> str:
+            by_bytes = cap_output(text, limit)
+            if count is None or token_share is None or count(by_bytes) <= token_share:
+                return by_bytes
+            # the token cap binds: cut the head the byte cap kept (so both hold), marker sized on the whole
+            head = text if by_bytes is text else by_bytes[: by_bytes.rfind("\n[agentkit: cut ")]
+            return cap_output_tokens(head, token_share, count, len(text.encode("utf-8", "surrogatepass")))
+
         t0 = _perf()
         try:
             value = await tl.acall(validated, ToolContext(tl.name, c.id, step, deps))
-            content = tl.serializer(value)
+            content = cap(tl.serializer(value))
         except ToolTimeoutError as exc:
             rec = ToolCallRecord(
                 c.id,
@@ -562,7 +743,7 @@ class Agent:
                 _perf() - t0,
             )
         except Exception as exc:
-            msg = describe_exception(exc)
+            msg = cap(describe_exception(exc))
             rec = ToolCallRecord(
                 c.id,
                 c.name,

@@ -369,7 +369,7 @@ class Bundle:
         model: the ``model:`` section (backend kind, name, backend settings).
         system_prompt: system prompt (``None`` if absent).
         agent_settings: the ``agent:`` section (``max_steps``, ``tool_choice``, ``loop_guard``,
-            ``reset_tool_choice``).
+            ``reset_tool_choice``, ``max_tool_output_bytes``, ``trim_history``).
         tools: the tools, ready to use.
         data: the parsed YAML document.
     """
@@ -383,12 +383,20 @@ class Bundle:
     tools: list[Tool]
     data: dict[str, Any] = field(repr=False)
 
-    def make_backend(self, backend: str | Backend | None = None, model: str | None = None) -> Backend:
-        """The backend: the bundle's ``model:`` section, or the ``backend``/``model`` overrides.
+    def make_backend(
+        self, backend: str | Backend | None = None, model: str | None = None, *, seed: int | None = None
+    ) -> Backend:
+        """The backend: the bundle's ``model:`` section, or the ``backend``/``model``/``seed`` overrides.
 
         The bundle's backend settings apply only while the kind is the bundle's own (switching
-        ``--backend`` keeps only ``--model``). A relative ``scripted`` script path in the bundle is relative to
-        the bundle's folder.
+        ``--backend`` keeps only ``--model`` and ``--seed``). A relative ``scripted`` script path in the bundle
+        is relative to the bundle's folder.
+
+        Args:
+            backend: a backend kind, or a Backend instance (returned as is).
+            model: checkpoint path/id, served model name or script file.
+            seed: the embedded backend's denoising seed / the openai request's ``seed``, overriding
+                ``model.seed``; the scripted backend is deterministic and ignores it.
 
         Raises:
             ValueError: unknown backend kind, or a required model name missing.
@@ -415,14 +423,26 @@ class Bundle:
                 request.setdefault("seed", self.model["seed"])
             if request:
                 settings["settings"] = request
+        if seed is not None and kind == "embedded":
+            settings["seed"] = seed
+        elif seed is not None and kind == "openai":
+            settings["settings"] = {**settings.get("settings", {}), "seed": seed}
         if kind == "scripted" and name and model is None and not Path(name).is_absolute():
             name = str(self.path.parent / name)
         return make_backend(kind, name, **settings)
 
     def make_agent(
-        self, backend: str | Backend | None = None, model: str | None = None, **overrides: Any
+        self,
+        backend: str | Backend | None = None,
+        model: str | None = None,
+        *,
+        seed: int | None = None,
+        **overrides: Any,
     ) -> Agent:
-        """An :class:`~agentkit.agent.Agent` from this bundle; ``overrides`` are ``Agent`` keywords."""
+        """An :class:`~agentkit.agent.Agent` from this bundle; ``overrides`` are ``Agent`` keywords.
+
+        ``backend``, ``model`` and ``seed`` are those of :meth:`make_backend`.
+        """
         from agentkit.agent import Agent
 
         kwargs: dict[str, Any] = {
@@ -431,7 +451,7 @@ class Bundle:
             **self.agent_settings,
         }
         kwargs.update(overrides)
-        return Agent(self.make_backend(backend, model), self.tools, **kwargs)
+        return Agent(self.make_backend(backend, model, seed=seed), self.tools, **kwargs)
 
 
 def _import_object(target: str) -> Any:
@@ -602,6 +622,7 @@ def load_bundle(
             "description": t.get("description"),
             "retries": t.get("retries", DEFAULT_RETRIES),
             "grounded": list(t.get("grounded", [])),
+            "max_output_bytes": t.get("max_output_bytes"),
         }
         try:
             if "python" in t:
@@ -620,6 +641,8 @@ def load_bundle(
                     base_timeout = obj.timeout
                     if "retries" not in t:
                         common["retries"] = obj.retries
+                    if "max_output_bytes" not in t:
+                        common["max_output_bytes"] = obj.max_output_bytes
                     if common["description"] is None:
                         common["description"] = obj.description
                     obj = obj.function
@@ -719,6 +742,8 @@ def _schema_issues(data: Any, issue: Callable[..., BundleIssue]) -> list[BundleI
                     path, f"a tool needs exactly one implementation (python, http or sandbox), found {found}"
                 )
             )
+        elif v == "oneOf" and path and path[-1] == "max_tool_output_bytes":
+            out.append(issue(path, f"must be an integer >= 1 (bytes), 'auto' or null, got {err.instance!r}"))
         elif v == "oneOf":
             out.append(
                 issue(path, f"must be 'auto', 'required', 'none' or {{name: TOOL}}, got {err.instance!r}")

@@ -5,7 +5,7 @@ Two families:
 * Definition errors (:class:`ToolDefinitionError`, :class:`BundleError`) are raised while tools, agents and
   bundles are built, before any model call; they name the offending function, file, line and field.
 * Run errors (:class:`AgentRunError` and subclasses) stop a run deliberately (step limit, loop guard, a tool's
-  failure budget). Each carries the partial transcript in ``.result`` (a :class:`agentkit.agent.RunResult`
+  failure budget, a prompt that does not fit the model's context). Each carries the partial transcript in ``.result`` (a :class:`agentkit.agent.RunResult`
   with ``answer=None``) so nothing the model and tools did is lost.
 
 A tool's own exception or timeout is *not* raised: the planner turns it into a tool response the model
@@ -49,10 +49,16 @@ class BackendError(AgentKitError):
 
 
 class AgentRunError(AgentKitError):
-    """A run stopped without a final answer. ``result`` holds the partial transcript (``answer is None``)."""
+    """A run stopped without a final answer. ``result`` holds the partial transcript (``answer is None``).
+
+    Attributes:
+        reason: why the run stopped, one line (``str(exc)`` adds where the partial transcript is).
+        result: the partial transcript.
+    """
 
     def __init__(self, message: str, result: RunResult) -> None:
-        super().__init__(message)
+        super().__init__(f"{message}; the partial transcript is in .result")
+        self.reason = message
         self.result = result
 
 
@@ -66,6 +72,30 @@ class LoopGuardTriggered(AgentRunError):
 
 class ToolRetriesExceeded(AgentRunError):
     """A tool failed more times in one run than its retry budget (``Tool.retries``) allows."""
+
+
+class PromptTooLong(AgentRunError):
+    """A model turn's prompt does not fit the model's context, even after dropping the oldest turns.
+
+    Raised before the model allocates anything for the prompt (the embedded backend checks the token count
+    right after tokenizing, see :mod:`model.limits`). Trimming (``Agent(trim_history=True)``, the default)
+    first drops the oldest history turns and tool-call groups; this error means what is left (system prompt,
+    tool declarations, the question and the latest tool calls with their responses) is still too long.
+
+    Attributes:
+        prompt_tokens: tokens of the smallest prompt tried (tokens).
+        limit: the most prompt tokens the model takes (tokens): its ``max_position_embeddings`` minus the
+            generation budget.
+        dropped_messages: messages trimmed from the prompt before giving up.
+    """
+
+    def __init__(
+        self, message: str, result: RunResult, *, prompt_tokens: int, limit: int, dropped_messages: int = 0
+    ) -> None:
+        super().__init__(message, result)
+        self.prompt_tokens = prompt_tokens
+        self.limit = limit
+        self.dropped_messages = dropped_messages
 
 
 @dataclass(frozen=True)

@@ -3,7 +3,8 @@
 Order within a run: :class:`RunStarted`; per step :class:`ModelResponded`, then for each call
 :class:`ToolCallStarted` (before any call of the step runs, in call-id order) and :class:`ToolCallFinished`
 (in completion order; parallel calls finish in any order); finally :class:`RunFinished` or
-:class:`RunFailed`. Callbacks run on the planner's thread; an exception in a callback propagates (a broken
+:class:`RunFailed`. :class:`PromptTrimmed` comes before a step's :class:`ModelResponded` when its prompt had
+to be trimmed to fit the model. Callbacks run on the planner's thread; an exception in a callback propagates (a broken
 tracer should be noticed, not silently skipped). No events are built when no callback is registered.
 """
 
@@ -58,6 +59,19 @@ class ToolCallFinished:
 
 
 @dataclass(frozen=True, slots=True)
+class PromptTrimmed:
+    """The prompt of step ``step`` did not fit the model (``prompt_tokens`` > ``limit``, tokens): the oldest
+    ``dropped_messages`` messages in all (history turns, then whole tool-call groups) are left out of it from
+    now on; the transcript keeps them."""
+
+    kind: ClassVar[str] = "prompt_trimmed"
+    step: int
+    dropped_messages: int
+    prompt_tokens: int
+    limit: int
+
+
+@dataclass(frozen=True, slots=True)
 class RunFinished:
     """The model gave its final answer."""
 
@@ -74,6 +88,8 @@ class RunFailed:
 
 
 #: Any planner event.
-Event = RunStarted | ModelResponded | ToolCallStarted | ToolCallFinished | RunFinished | RunFailed
+Event = (
+    RunStarted | ModelResponded | ToolCallStarted | ToolCallFinished | PromptTrimmed | RunFinished | RunFailed
+)
 #: An event callback.
 EventCallback = Callable[[Event], Any]

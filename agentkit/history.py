@@ -125,6 +125,49 @@ class Conversation:
             raise ValueError(f"{p}: {exc}") from exc
 
 
+def droppable_groups(messages: list[ChatMessage]) -> list[tuple[int, int]]:
+    """The message groups a prompt may lose when it does not fit the model, oldest first.
+
+    A group is a half-open index range ``(start, end)`` into ``messages``: a kept-history turn (a user
+    message up to the next user message, i.e. with its final answer), or, after the question, one assistant
+    tool-call message together with all the tool responses that follow it - so a call is never separated
+    from its response. Never in a group: system messages, the question (the last user message) and the
+    latest tool-call group (the responses the model is about to read).
+
+    Args:
+        messages: a planner prompt: system message(s), kept history, the question, this turn's trajectory.
+
+    Returns:
+        The droppable groups in the order they should be dropped (oldest first).
+    """
+    users = [i for i, m in enumerate(messages) if m.get("role") == "user"]
+    if not users:
+        return []
+    question = users[-1]
+    groups: list[tuple[int, int]] = []
+    start: int | None = None
+    for i in range(question):
+        role = messages[i].get("role")
+        if role == "user":
+            if start is not None:
+                groups.append((start, i))
+            start = i
+        elif role == "system" and start is not None:
+            groups.append((start, i))
+            start = None
+    if start is not None:
+        groups.append((start, question))
+    calls: list[tuple[int, int]] = []
+    i = question + 1
+    while i < len(messages):
+        j = i + 1
+        while j < len(messages) and messages[j].get("role") == "tool":
+            j += 1
+        calls.append((i, j))
+        i = j
+    return groups + calls[:-1]
+
+
 def _check_messages(messages: Any, *, where: str) -> None:
     if not isinstance(messages, list):
         raise ValueError(f"{where}: messages must be a list")

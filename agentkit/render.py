@@ -9,7 +9,7 @@ from rich.console import Console
 from rich.panel import Panel
 from rich.text import Text
 
-from agentkit.events import Event, ModelResponded, ToolCallFinished, ToolCallStarted
+from agentkit.events import Event, ModelResponded, PromptTrimmed, ToolCallFinished, ToolCallStarted
 from agentkit.result import RunResult
 
 
@@ -51,6 +51,14 @@ class RichRenderer:
                 c.print(Text(f"  thinking: {_short(turn.thinking, self.max_chars)}", style="dim italic"))
             if turn.tool_calls and turn.text.strip():
                 c.print(Text(f"  {_short(turn.text, self.max_chars)}", style="dim"))
+        elif isinstance(event, PromptTrimmed):
+            c.print(
+                Text(
+                    f"  (prompt of {event.prompt_tokens} tokens over the model's {event.limit}: the oldest "
+                    f"{event.dropped_messages} message(s) are left out)",
+                    style="dim yellow",
+                )
+            )
         elif isinstance(event, ToolCallStarted):
             line = Text("  → ", style="cyan")
             line.append(event.name, style="bold cyan")

@@ -51,6 +51,7 @@ __all__ = [
     "ToolArgumentsError",
     "ToolContext",
     "ToolTimeoutError",
+    "cap_output",
     "parse_docstring",
     "serialize_result",
     "tool",
@@ -438,6 +439,81 @@ def serialize_result(value: Any) -> str:
     return pydantic_core.to_json(fixed, fallback=str).decode() + "\n" + INVALID_UTF8_NOTE.format(n=bad)
 
 
+def _cut_marker(cut: int, total: int, limit: int) -> str:
+    return f"\n[agentkit: cut {cut:,} of {total:,} bytes of this tool output (limit {limit:,} bytes)]"
+
+
+def cap_output(text: str, limit: int | None) -> str:
+    """Cut a tool response to at most ``limit`` bytes of UTF-8, a marker saying how much was cut included.
+
+    The head is kept, cut on a character boundary, and followed by one line
+    ``[agentkit: cut N of M bytes of this tool output (limit L bytes)]`` (under 100 bytes; when ``limit`` is
+    smaller than the marker, the marker alone is returned). Bytes, not characters, because a byte never
+    becomes more than one token with byte-fallback tokenizers (Gemma's), so a byte limit is also a token
+    limit whatever the script.
+
+    Args:
+        text: the tool response.
+        limit: the most bytes returned (>= 0); ``None`` keeps everything.
+
+    Returns:
+        ``text`` itself when it fits, else the cut text ending with the marker.
+    """
+    if limit is None or len(text) <= limit // 4:  # 4 bytes per character at most: fits without encoding
+        return text
+    data = text.encode("utf-8", "surrogatepass")
+    total = len(data)
+    if total <= limit:
+        return text
+    keep = max(limit - len(_cut_marker(total, total, limit).encode()), 0)  # the longest marker: cut <= total
+    while keep > 0 and (data[keep] & 0xC0) == 0x80:  # do not split a multi-byte character
+        keep -= 1
+    head = data[:keep].decode("utf-8", "surrogatepass")
+    return head + _cut_marker(total - keep, total, limit)
+
+
+def cap_output_tokens(
+    text: str, max_tokens: int, count_tokens: Callable[[str], int], total_bytes: int | None = None
+) -> str:
+    """Cut a tool response to at most ``max_tokens`` tokens of the model that reads it, marker included.
+
+    Used on top of :func:`cap_output` when the backend can count its tokens (the embedded backend): a byte cap
+    that must hold for any text has to assume one token per byte, which cuts ordinary JSON (2.5-4 bytes per
+    token) to a third of what fits. The head is kept (the longest prefix that fits, found by bisection over
+    characters, O(log n) tokenizer calls) and followed by the marker of :func:`cap_output`, whose limit is
+    given in tokens: ``[agentkit: cut N of M bytes of this tool output (limit L tokens)]``.
+
+    Args:
+        text: the tool response (already byte-capped).
+        max_tokens: the most tokens returned (>= 1).
+        count_tokens: the model's token count of a text.
+        total_bytes: size of the whole response when ``text`` is already a head of it (for the marker).
+
+    Returns:
+        ``text`` itself when it fits, else the cut text ending with the marker.
+    """
+    if count_tokens(text) <= max_tokens and total_bytes is None:
+        return text
+    total = len(text.encode("utf-8", "surrogatepass")) if total_bytes is None else total_bytes
+
+    def with_marker(k: int) -> str:
+        head = text[:k]
+        cut = total - len(head.encode("utf-8", "surrogatepass"))
+        return (
+            head
+            + f"\n[agentkit: cut {cut:,} of {total:,} bytes of this tool output (limit {max_tokens:,} tokens)]"
+        )
+
+    lo, hi = 0, len(text)
+    while lo < hi:  # largest k with count_tokens(with_marker(k)) <= max_tokens
+        mid = (lo + hi + 1) // 2
+        if count_tokens(with_marker(mid)) <= max_tokens:
+            lo = mid
+        else:
+            hi = mid - 1
+    return with_marker(lo)
+
+
 def _is_async_callable(fn: Any) -> bool:
     while isinstance(fn, functools.partial):
         fn = fn.func
@@ -498,11 +574,14 @@ class Tool:
         grounded: names of top-level string parameters whose value must be a span of the conversation (the
             user's messages and the tool responses so far): marked ``x-grounded: true`` in the schema, which the
             embedded backend's constraint enforces during denoising (same as annotating ``Grounded[str]``).
+        max_output_bytes: the most bytes (UTF-8) of one tool response the model sees; a longer response is cut
+            with a marker saying how much (see :func:`cap_output`). ``None``: only the agent's limit
+            (``Agent(max_tool_output_bytes=...)``) applies; when both are set, the smaller one does.
 
     Raises:
-        ToolDefinitionError: bad name, ``*args``/``**kwargs``, both ``args_model`` and ``parameters``, an
-            invalid JSON Schema, a function whose parameters cannot be turned into a Pydantic model, or a
-            ``grounded`` name that is not a string parameter.
+        ToolDefinitionError: bad name, ``max_output_bytes < 1``, ``*args``/``**kwargs``, both ``args_model`` and
+            ``parameters``, an invalid JSON Schema, a function whose parameters cannot be turned into a Pydantic
+            model, or a ``grounded`` name that is not a string parameter.
     """
 
     __slots__ = (
@@ -514,6 +593,7 @@ class Tool:
         "description",
         "function",
         "is_async",
+        "max_output_bytes",
         "name",
         "parameters",
         "retries",
@@ -533,6 +613,7 @@ class Tool:
         retries: int = DEFAULT_RETRIES,
         serializer: Callable[[Any], str] | None = None,
         grounded: Sequence[str] = (),
+        max_output_bytes: int | None = None,
     ) -> None:
         if not callable(function):
             raise ToolDefinitionError(f"tool implementation must be callable, got {function!r}")
@@ -549,6 +630,16 @@ class Tool:
             )
         if retries < 0:
             raise ToolDefinitionError(f"tool {self.name!r}: retries must be >= 0, got {retries}")
+        if max_output_bytes is not None and (
+            isinstance(max_output_bytes, bool)
+            or not isinstance(max_output_bytes, int)
+            or max_output_bytes < 1
+        ):
+            raise ToolDefinitionError(
+                f"tool {self.name!r}: max_output_bytes must be an integer >= 1 (bytes) or None, got "
+                f"{max_output_bytes!r}"
+            )
+        self.max_output_bytes = max_output_bytes
         if args_model is not None and parameters is not None:
             raise ToolDefinitionError(f"tool {self.name!r}: give args_model or parameters, not both")
         self.function = function
@@ -796,7 +887,8 @@ class Tool:
 
     def __repr__(self) -> str:
         return (
-            f"Tool(name={self.name!r}, timeout={self.timeout}, retries={self.retries}, async={self.is_async})"
+            f"Tool(name={self.name!r}, timeout={self.timeout}, retries={self.retries}, async={self.is_async}, "
+            f"max_output_bytes={self.max_output_bytes})"
         )
 
 
@@ -815,6 +907,7 @@ def tool(
     retries: int = DEFAULT_RETRIES,
     serializer: Callable[[Any], str] | None = None,
     grounded: Sequence[str] = (),
+    max_output_bytes: int | None = None,
 ) -> Callable[[Callable[..., Any]], Tool]: ...
 
 
@@ -830,6 +923,7 @@ def tool(
     retries: int = DEFAULT_RETRIES,
     serializer: Callable[[Any], str] | None = None,
     grounded: Sequence[str] = (),
+    max_output_bytes: int | None = None,
 ) -> Tool | Callable[[Callable[..., Any]], Tool]:
     """Make a :class:`Tool` from a function: ``@tool`` or ``@tool(timeout=5, retries=1, ...)``.
 
@@ -861,6 +955,7 @@ def tool(
             retries=retries,
             serializer=serializer,
             grounded=grounded,
+            max_output_bytes=max_output_bytes,
         )
 
     if function is not None:

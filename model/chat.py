@@ -20,6 +20,7 @@ from typing import Any
 
 import torch
 
+from model.limits import check_prompt_length, prompt_token_limit
 from model.loading import LoadedCheckpoint, load_checkpoint
 from model.runtime import EventCallback, GenerationStats, generate
 from model.settings import DenoiseSettings
@@ -132,6 +133,11 @@ class ChatModel:
         matcher = new_matcher(self.tokenizer, grammar)
         return GrammarConstraint(matcher, self.tokenizer, pad_token_id=self.settings.pad_token_id)
 
+    def max_prompt_tokens(self, max_new_tokens: int | None = None) -> int | None:
+        """The longest prompt (tokens) :meth:`chat` accepts with this token budget (default: the checkpoint's):
+        ``max_position_embeddings`` minus the budget rounded up to whole canvases; ``None`` when unbounded."""
+        return prompt_token_limit(self.model, self.settings.replace(max_new_tokens=max_new_tokens))
+
     def chat(
         self,
         messages: list[dict[str, Any]],
@@ -162,6 +168,8 @@ class ChatModel:
             model.constraints.schema.SchemaError: a tool's schema is unsupported.
             model.constraints.parse.ToolCallParseError: only when ``constrained=False`` and the output is malformed.
             ValueError: ``tool_choice`` ``"required"`` or a named tool without ``tools``.
+            model.limits.PromptTooLong: the prompt's tokens do not fit ``max_position_embeddings`` minus the
+                generation budget (checked before generation allocates anything).
         """
         from model.constraints.parse import parse_tool_calls
         from model.tokenizer import decode_marked
@@ -182,6 +190,7 @@ class ChatModel:
             need = constraint.min_completion_tokens() + constraint.margin + 1
             if settings.max_new_tokens < need:
                 settings = settings.replace(max_new_tokens=need)
+        check_prompt_length(int(input_ids.shape[1]), self.model, settings)
         result = generate(
             self.model,
             input_ids,

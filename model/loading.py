@@ -6,7 +6,7 @@ head's weights are in the same ``model.safetensors``); every other checkpoint lo
 
 Every failure is a :class:`CheckpointError` naming the path and the problem: a missing folder, a folder
 without ``config.json``, a config of another architecture, a truncated or corrupt safetensors file, a hub id
-that is not cached while offline.
+that is not in the local Hugging Face cache (found out before any network access).
 """
 
 from __future__ import annotations
@@ -107,6 +107,31 @@ def _check_local_folder(folder: Path) -> None:
         _check_safetensors(shard)
 
 
+def _cached_snapshot(repo_id: str) -> str:
+    """The folder of ``repo_id``'s complete snapshot in the local Hugging Face cache (no network, milliseconds).
+
+    Raises:
+        CheckpointError: not a valid hub id, or no complete snapshot cached: names the cache folder looked at,
+            whether offline mode is on, and the command that fetches the model (``hf download ID``).
+    """
+    from huggingface_hub import constants, snapshot_download
+    from huggingface_hub.file_download import repo_folder_name
+
+    try:
+        return str(snapshot_download(repo_id, local_files_only=True))
+    except OSError:  # LocalEntryNotFoundError, IncompleteSnapshotError
+        pass
+    except ValueError as exc:  # HFValidationError
+        raise CheckpointError(f"{repo_id!r} is neither a local folder nor a valid hub id ({exc})") from None
+    folder = Path(constants.HF_HUB_CACHE) / repo_folder_name(repo_id=repo_id, repo_type="model")
+    state = "has no complete snapshot" if folder.exists() else "does not exist"
+    offline = ", offline mode is on (HF_HUB_OFFLINE)" if constants.HF_HUB_OFFLINE else ""
+    raise CheckpointError(
+        f"{repo_id}: not in the local Hugging Face cache ({folder} {state}{offline}); fetch it first with "
+        f"`hf download {repo_id}` (agentkit never downloads a checkpoint by itself), or pass a local folder"
+    )
+
+
 def load_checkpoint(
     path_or_id: str | os.PathLike[str] | None = None,
     *,
@@ -118,8 +143,9 @@ def load_checkpoint(
     """Load a DiffusionGemma checkpoint and its tokenizer and denoising settings.
 
     Args:
-        path_or_id: local folder, hub id (e.g. ``google/diffusiongemma-26B-A4B-it``; ``HF_HUB_OFFLINE=1`` is
-            honoured: only the local cache is used), or ``None`` for the embedded default checkpoint.
+        path_or_id: local folder, hub id (e.g. ``google/diffusiongemma-26B-A4B-it``, read from the local Hugging
+            Face cache only, never downloaded: ``hf download ID`` fetches it), or ``None`` for the embedded
+            default checkpoint.
         dtype: ``"float32"`` or ``"bfloat16"`` (``"float16"`` also accepted on CUDA).
         device: ``"cpu"``, ``"cuda"`` or ``"cuda:N"``; ignored when ``device_map`` is given.
         device_map: passed to ``from_pretrained`` (e.g. ``"auto"`` for large checkpoints; needs accelerate).
@@ -129,7 +155,7 @@ def load_checkpoint(
         :class:`LoadedCheckpoint`.
 
     Raises:
-        CheckpointError: missing folder, wrong architecture, truncated weights, uncached hub id offline,
+        CheckpointError: missing folder, wrong architecture, truncated weights, a hub id not in the cache,
             unsupported dtype or quantization, a CUDA device where torch sees none.
     """
     import torch
@@ -149,7 +175,9 @@ def load_checkpoint(
         _check_local_folder(local)
         src = str(local)
         kwargs["local_files_only"] = True
-    elif os.environ.get("HF_HUB_OFFLINE", "") not in ("", "0", "false", "False"):
+    else:  # a hub id: the local cache only, looked up before anything touches the network
+        src = _cached_snapshot(src)
+        _check_local_folder(Path(src))
         kwargs["local_files_only"] = True
     if quantization is not None:
         if quantization not in ("8bit", "4bit"):

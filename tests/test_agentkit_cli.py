@@ -161,7 +161,9 @@ def test_cli_rejects_empty_question_and_zero_budget_cleanly():
     ("args", "message"),
     [
         (["generate", "hi", "--seed", "99999999999999999999999"], "seed must fit in a signed 64-bit integer"),
-        (["generate", "", "--raw"], "input_ids is empty"),
+        (["generate", "", "--raw"], "the prompt is empty"),
+        (["generate", ""], "the prompt is empty"),
+        (["generate", "  \n"], "the prompt is empty"),
         (["generate", "hi", "--threads", "-1"], "--threads"),
         (["eval", "bfcl", "--limit", "0"], "--limit"),
     ],

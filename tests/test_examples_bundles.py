@@ -48,7 +48,7 @@ def _where_defined(path: pathlib.Path, name: str) -> int:
 def test_weather_bundle_loads_with_typed_tools():
     b = load_bundle(WEATHER)
     assert b.name == "weather"
-    assert b.model == {"backend": "embedded"}  # the embedded default checkpoint
+    assert b.model == {"backend": "embedded", "seed": 0}  # the embedded default checkpoint, reproducible
     assert [t.name for t in b.tools] == ["get_current_weather", "get_forecast", "geocode"]
     decl = {t.name: t.declaration()["function"] for t in b.tools}
     # declarations are the functions' own (type hints + docstring Args), identical to @tool's
@@ -65,7 +65,7 @@ def test_weather_bundle_loads_with_typed_tools():
 def test_code_search_bundle_loads_with_typed_tools():
     b = load_bundle(CODE_SEARCH)
     assert b.name == "code-search"
-    assert b.model == {"backend": "embedded"}
+    assert b.model == {"backend": "embedded", "seed": 0}
     assert [t.name for t in b.tools] == ["find_definition", "search_code", "read_file", "run_python"]
     decl = {t.name: t.declaration()["function"] for t in b.tools}
     for fn in (

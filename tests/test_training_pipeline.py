@@ -76,12 +76,16 @@ def test_heldout_split_uses_disjoint_glaive_tools():
 
 
 def test_no_bfcl_question_is_reproduced():
-    from model.training.bfcl import DEFAULT_BFCL_DIR, read_jsonl
+    from model.training.bfcl import CATEGORIES, load_category
 
-    path = DEFAULT_BFCL_DIR / "BFCL_v4_simple_python.json"
-    if not path.exists():
-        pytest.skip("BFCL data not present")
-    bfcl = {m["content"] for r in read_jsonl(path) for turn in r["question"] for m in turn}
+    bfcl = set()
+    sizes = {}
+    for category in CATEGORIES:  # shipped in the repository: never skipped
+        questions, _ = load_category(category)
+        sizes[category] = len(questions)
+        bfcl |= {m["content"] for r in questions for turn in r["question"] for m in turn}
+    assert sizes == {"simple_python": 400, "multiple": 200, "parallel": 200, "parallel_multiple": 200}
+    assert len(bfcl) == 900  # distinct user and system texts of the 1,000 questions
     ours = {m["content"] for e in Generator(0).take(2000) for m in e.messages if m["role"] == "user"}
     assert not bfcl & ours
 

@@ -113,6 +113,9 @@ class Backend(Protocol):
     #: Short name shown in results and logs (e.g. ``"openai:qwen3"``).
     name: str
 
+    # Optional: ``max_prompt_tokens`` (int or None), the longest prompt a turn takes, in tokens; the agent
+    # sizes its default tool-output budget from it (``Agent(max_tool_output_bytes="auto")``).
+
     def complete(
         self,
         messages: list[ChatMessage],
@@ -131,6 +134,8 @@ class Backend(Protocol):
 
         Raises:
             BackendError: the model could not be reached or answered with something unusable.
+            model.limits.PromptTooLong: the prompt does not fit the model's context (raise it before
+                allocating anything; the planner then drops the oldest turns and asks again).
         """
         ...
 

@@ -34,6 +34,9 @@ class EmbeddedBackend:
     Raises:
         BackendError: (from :meth:`complete`) the checkpoint cannot be loaded, or a tool's schema is not
             supported by the constraint.
+        model.limits.PromptTooLong: (from :meth:`complete`) the prompt does not fit the checkpoint's
+            positions with the token budget; raised before generation allocates anything, so the planner can
+            trim the prompt.
     """
 
     def __init__(
@@ -77,6 +80,27 @@ class EmbeddedBackend:
                 raise BackendError(f"embedded backend: {exc}") from exc
         return self._chat_model
 
+    @property
+    def max_prompt_tokens(self) -> int | None:
+        """The longest prompt (tokens) a model turn takes: the checkpoint's ``max_position_embeddings`` minus
+        the token budget rounded up to whole canvases (loads the checkpoint on first access).
+
+        Raises:
+            BackendError: the checkpoint cannot be loaded.
+        """
+        limit = self.chat_model.max_prompt_tokens(self.max_new_tokens)
+        return None if limit is None else int(limit)
+
+    def count_tokens(self, text: str) -> int:
+        """Tokens ``text`` takes in this checkpoint's prompts (as ordinary text; loads the checkpoint).
+
+        Raises:
+            BackendError: the checkpoint cannot be loaded.
+        """
+        from model.tokenizer import encode_text
+
+        return len(encode_text(self.chat_model.tokenizer, text))
+
     @staticmethod
     def to_template_messages(messages: list[ChatMessage]) -> list[ChatMessage]:
         """Messages for the chat template: JSON-object tool responses become objects."""
@@ -99,6 +123,8 @@ class EmbeddedBackend:
         tool_choice: ToolChoice = "auto",
     ) -> ModelTurn:
         """One constrained model turn (see :class:`agentkit.backends.base.Backend`)."""
+        from model.limits import PromptTooLong
+
         cm = self.chat_model
         try:
             out = cm.chat(
@@ -109,6 +135,8 @@ class EmbeddedBackend:
                 seed=self.seed,
                 on_event=self.on_event,
             )
+        except PromptTooLong:  # the planner trims the prompt or raises agentkit.errors.PromptTooLong
+            raise
         except ValueError as exc:  # model.constraints SchemaError / ToolCallParseError, grammar errors
             raise BackendError(f"embedded backend: {type(exc).__name__}: {exc}") from exc
         calls = []

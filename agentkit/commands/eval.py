@@ -27,10 +27,12 @@ def bfcl_command(
     ),
     limit: int | None = typer.Option(None, "--limit", "-n", min=1, help="Score only the first N questions."),
     data: Path | None = typer.Option(
-        None, "--data", help="BFCL-format question file (one JSON object per line)."
+        None,
+        "--data",
+        help="BFCL-format question file (one JSON object per line, .json or .json.gz) instead of --category.",
     ),
     answers: Path | None = typer.Option(
-        None, "--answers", help="Ground-truth file; omit with --data for irrelevance scoring."
+        None, "--answers", help="Ground-truth file for --data; omit it for irrelevance scoring."
     ),
     checkpoint: str | None = typer.Option(
         None, "--checkpoint", "-m", help="Checkpoint folder (default: embedded agentkit-tiny)."
@@ -48,7 +50,7 @@ def bfcl_command(
         False, "--unconstrained", help="Generate without the tool-call grammar."
     ),
 ) -> None:
-    """Score a checkpoint on BFCL with AST matching (reads ../shared/data/bfcl by default)."""
+    """Score a checkpoint on BFCL with AST matching (the four categories ship in model/training/bfcl_data)."""
     from rich.console import Console
 
     from model.training.bfcl import evaluate, load_category

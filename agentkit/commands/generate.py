@@ -49,26 +49,65 @@ def _live_renderer(tokenizer: Any) -> tuple[Any, Any]:
     return live, on_event
 
 
+def _readable(text: str, plain: str) -> dict[str, Any]:
+    """The answer of one generation as ``{"answer", "thinking", "tool_calls", "error"}``.
+
+    ``text``: the decoded answer with control tokens; ``plain``: the same without them (shown when the
+    tool-call syntax is malformed, which unconstrained generation can produce).
+    """
+    from model.constraints.parse import ToolCallParseError, parse_tool_calls
+
+    try:
+        parsed = parse_tool_calls(text, syntax="gemma")
+    except ToolCallParseError as exc:
+        return {
+            "answer": plain.strip(),
+            "thinking": None,
+            "tool_calls": [],
+            "error": f"malformed tool call: {exc}",
+        }
+    calls = [{"name": c.name, "arguments": c.arguments} for c in parsed.calls]
+    return {"answer": parsed.text, "thinking": parsed.thinking, "tool_calls": calls, "error": None}
+
+
 def generate_command(
     prompt: str = typer.Argument(..., help="User message (rendered with the checkpoint's chat template)."),
     model: str | None = typer.Option(
         None, "--model", "-m", help="Checkpoint folder or hub id (default: embedded)."
     ),
     live: bool = typer.Option(False, "--live", help="Show the canvas denoising in the terminal."),
-    raw: bool = typer.Option(False, "--raw", help="Use the prompt as is, without the chat template."),
+    raw_prompt: bool = typer.Option(
+        False, "--raw-prompt", "--raw", help="Use the prompt as is, without the chat template."
+    ),
+    raw_output: bool = typer.Option(
+        False,
+        "--raw-output",
+        help="Print the raw canvases (control tokens and <pad> kept) instead of the readable answer.",
+    ),
     max_new_tokens: int | None = typer.Option(
         None, min=1, help="Token budget (rounded up to whole canvases)."
     ),
-    seed: int | None = typer.Option(0, help="Random seed."),
+    seed: int | None = typer.Option(0, help="Random seed (same seed, same prompt: same output)."),
     threads: int | None = typer.Option(None, min=1, help="torch threads."),
     device: str = typer.Option("cpu", help="cpu or cuda."),
     dtype: str = typer.Option("float32", help="float32, bfloat16 or float16."),
-    as_json: bool = typer.Option(False, "--json", help="Print the answer and stats as one JSON object."),
+    as_json: bool = typer.Option(
+        False,
+        "--json",
+        help="Print one JSON object: answer, thinking, tool_calls, raw (the canvases), stats.",
+    ),
 ) -> None:
-    """Generate an answer with the block-diffusion runtime and print it with its stats."""
+    """Generate an answer with the block-diffusion runtime and print it readably (tool calls as
+    name(arguments)) with its stats; --raw-output prints the canvases' tokens as generated."""
+    if not prompt.strip():
+        typer.secho("error: the prompt is empty: pass the text to answer as the argument", err=True, fg="red")
+        raise typer.Exit(2)
+
     import torch
     from rich.console import Console
+    from rich.text import Text
 
+    from model.limits import PromptTooLong, check_prompt_length
     from model.loading import CheckpointError, load_checkpoint
     from model.runtime import generate
 
@@ -78,18 +117,21 @@ def generate_command(
     try:
         ck = load_checkpoint(model, dtype=dtype, device=device)
     except CheckpointError as exc:
-        console.print(f"[red]error:[/red] {exc}")
+        console.print(f"[red]error:[/red] {exc}", soft_wrap=True, markup=True, highlight=False)
         raise typer.Exit(2) from exc
     from model.tokenizer import encode_chat
 
     tok = ck.tokenizer
-    if raw:
+    if raw_prompt:
         ids = tok(prompt, return_tensors="pt", add_special_tokens=False).input_ids.to(ck.model.device)
     else:  # the question is text: control-token spellings in it stay text (never a fake turn)
         chat = encode_chat(tok, [{"role": "user", "content": prompt}])
         ids = torch.tensor([chat], dtype=torch.long, device=ck.model.device)
     settings = ck.settings.replace(max_new_tokens=max_new_tokens)
     try:
+        # before anything of the prompt's size is allocated
+        check_prompt_length(int(ids.shape[1]), ck.model, settings)
+        ids = ids.to(ck.model.device)
         if live and not as_json:
             view, cb = _live_renderer(tok)
             with view:
@@ -98,18 +140,39 @@ def generate_command(
                 view.console.line()
         else:
             out = generate(ck.model, ids, settings, seed=seed)
+    except PromptTooLong as exc:
+        typer.secho(f"error: PromptTooLong: {exc}", err=True, fg="red")
+        raise typer.Exit(2) from None
     except ValueError as exc:  # empty --raw prompt, a seed beyond 64 bits
-        console.print(f"[red]error:[/red] {exc}")
+        console.print(f"[red]error:[/red] {exc}", highlight=False)
         raise typer.Exit(2) from exc
+    canvases = tok.decode(out.new_tokens[0].tolist(), skip_special_tokens=False)
     new = [t for t in out.new_tokens[0].tolist() if t != settings.pad_token_id]
     while new and new[-1] in settings.eos_token_ids:  # the end-of-turn marker is not part of the answer
         new.pop()
-    answer = tok.decode(new, skip_special_tokens=False)
+    shown = _readable(tok.decode(new, skip_special_tokens=False), tok.decode(new, skip_special_tokens=True))
     if as_json:
-        typer.echo(json.dumps({"answer": answer, "stats": out.stats.as_dict()}))
+        typer.echo(json.dumps({**shown, "raw": canvases, "stats": out.stats.as_dict()}, ensure_ascii=False))
         return
-    if not live:
-        console.print(answer, markup=False, highlight=False)
+    if raw_output:
+        console.print(canvases, markup=False, highlight=False, soft_wrap=True)
+    else:
+        if shown["thinking"]:
+            console.print(Text(f"thinking: {shown['thinking']}", style="dim italic"))
+        if shown["answer"]:
+            console.print(shown["answer"], markup=False, highlight=False)
+        for c in shown["tool_calls"]:
+            args = ", ".join(f"{k}={json.dumps(v, ensure_ascii=False)}" for k, v in c["arguments"].items())
+            line = Text("call ", style="cyan")
+            line.append(c["name"], style="bold cyan")
+            line.append(f"({args})", style="cyan")
+            console.print(line)
+        if shown["error"]:
+            console.print(
+                Text(f"({shown['error']}; --raw-output shows the tokens)", style="yellow"), soft_wrap=True
+            )
+        if not (shown["answer"] or shown["tool_calls"] or shown["error"]):
+            console.print(Text("(empty answer; --raw-output shows the tokens)", style="yellow"))
     s = out.stats
     console.print(
         f"[cyan]canvases {s.canvases}, steps per canvas {s.steps_per_canvas}, TPF {s.tokens_per_forward[0]:.2f}, "

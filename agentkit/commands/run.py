@@ -10,11 +10,21 @@ import typer
 
 if TYPE_CHECKING:
     from agentkit.agent import Agent
+    from agentkit.errors import AgentRunError
 
 #: Exit status when the run stopped without an answer or the backend failed.
 EXIT_RUN_FAILED = 1
-#: Exit status for an invalid bundle or option.
+#: Exit status for an invalid bundle or option, and for a question that does not fit the model's context.
 EXIT_BAD_INPUT = 2
+#: Steps of a failed run's transcript printed on the terminal.
+FAILED_STEPS_SHOWN = 3
+#: REPL commands of ``agentkit chat``.
+CHAT_COMMANDS = ("/exit", "/quit", "/reset", "/history", "/save PATH")
+
+_SEED_HELP = (
+    "Seed of the model's sampling (embedded: denoising seed; openai: the request's seed); default: the "
+    "bundle's model.seed. Same seed, same question, same answer."
+)
 
 
 def _error(message: str) -> None:
@@ -22,7 +32,36 @@ def _error(message: str) -> None:
     typer.secho(message, err=True, fg="red")
 
 
-def _build_agent(bundle: Path, backend: str | None, model: str | None, max_steps: int | None) -> Agent:
+def _short(value: Any, limit: int = 160) -> str:
+    text = value if isinstance(value, str) else json.dumps(value, ensure_ascii=False, default=str)
+    text = " ".join(text.split())
+    return text if len(text) <= limit else text[: limit - 1] + "…"
+
+
+def _print_failure(exc: AgentRunError, *, json_hint: bool) -> None:
+    """A stopped run on stderr: the reason, the transcript's last steps, and where the whole of it is."""
+    _error(f"{type(exc).__name__}: {exc.reason}")
+    steps = exc.result.steps
+    if not steps:
+        return
+    shown = steps[-FAILED_STEPS_SHOWN:]
+    typer.echo(f"last {len(shown)} of {len(steps)} step(s):", err=True)
+    for st in shown:
+        if st.text.strip():
+            typer.echo(f"  step {st.index}: said {_short(st.text)}", err=True)
+        for rec in st.tool_calls:
+            call = f"{rec.name}({_short(rec.arguments, 80)})"
+            if rec.ok:
+                typer.echo(f"  step {st.index}: {call} -> {_short(rec.content)}", err=True)
+            else:
+                typer.echo(f"  step {st.index}: {call} -> {rec.error_kind}: {_short(rec.error)}", err=True)
+    if json_hint:
+        typer.echo("the whole transcript: run the same command with --json", err=True)
+
+
+def _build_agent(
+    bundle: Path, backend: str | None, model: str | None, max_steps: int | None, seed: int | None = None
+) -> Agent:
     from agentkit.bundle import load_bundle
     from agentkit.errors import BundleError
 
@@ -38,7 +77,7 @@ def _build_agent(bundle: Path, backend: str | None, model: str | None, max_steps
     if max_steps is not None:
         overrides["max_steps"] = max_steps
     try:
-        return b.make_agent(backend=backend, model=model, **overrides)
+        return b.make_agent(backend=backend, model=model, seed=seed, **overrides)
     except (ValueError, TypeError) as exc:
         _error(f"{bundle}: {exc}")
         raise typer.Exit(EXIT_BAD_INPUT) from None
@@ -60,17 +99,18 @@ def run_command(
         help="Checkpoint path/id, served model name, or script file (default: the bundle's).",
     ),
     max_steps: int | None = typer.Option(None, "--max-steps", help="Override the bundle's step limit."),
+    seed: int | None = typer.Option(None, "--seed", min=-(2**63), max=2**63 - 1, help=_SEED_HELP),
 ) -> None:
     """Answer one question with a bundle's agent, rendering each tool call and tool response."""
     from rich.console import Console
 
-    from agentkit.errors import AgentRunError, BackendError
+    from agentkit.errors import AgentRunError, BackendError, PromptTooLong
     from agentkit.render import RichRenderer
 
     if not question.strip():
         _error("the question is empty: pass the user message as the second argument")
         raise typer.Exit(EXIT_BAD_INPUT)
-    agent = _build_agent(bundle, backend, model, max_steps)
+    agent = _build_agent(bundle, backend, model, max_steps, seed)
     console = Console()
     renderer = None if json_out else RichRenderer(console)
     try:
@@ -87,9 +127,11 @@ def run_command(
                     default=str,
                 )
             )
+        elif isinstance(exc, PromptTooLong):
+            _error(f"PromptTooLong: {exc.reason}")
         else:
-            _error(f"{type(exc).__name__}: {exc}")
-        raise typer.Exit(EXIT_RUN_FAILED) from None
+            _print_failure(exc, json_hint=True)
+        raise typer.Exit(EXIT_BAD_INPUT if isinstance(exc, PromptTooLong) else EXIT_RUN_FAILED) from None
     except BackendError as exc:
         if json_out:
             typer.echo(json.dumps({"error": {"type": "BackendError", "message": str(exc)}, "result": None}))
@@ -117,15 +159,17 @@ def chat_command(
     load: Path | None = typer.Option(None, "--load", help="Resume a conversation saved as JSON."),
     save: Path | None = typer.Option(None, "--save", help="Save the conversation as JSON after every turn."),
     max_steps: int | None = typer.Option(None, "--max-steps", help="Override the bundle's step limit."),
+    seed: int | None = typer.Option(None, "--seed", min=-(2**63), max=2**63 - 1, help=_SEED_HELP),
 ) -> None:
-    """Multi-turn chat with a bundle's agent. Commands: /exit, /reset, /history, /save PATH."""
+    """Multi-turn chat with a bundle's agent. Commands: /exit, /quit, /reset, /history, /save PATH; start a
+    message with // to send one that begins with /."""
     from rich.console import Console
 
-    from agentkit.errors import AgentRunError, BackendError
+    from agentkit.errors import AgentRunError, BackendError, PromptTooLong
     from agentkit.history import Conversation
     from agentkit.render import RichRenderer
 
-    agent = _build_agent(bundle, backend, model, max_steps)
+    agent = _build_agent(bundle, backend, model, max_steps, seed)
     console = Console()
     conversation = None
     if load is not None:
@@ -138,7 +182,7 @@ def chat_command(
     renderer = RichRenderer(console)
     console.print(
         f"[bold]{agent.name}[/bold] on {agent.backend.name} with tools: {', '.join(agent.tools) or '(none)'}"
-        f" - {session.conversation.turns} earlier turn(s). /exit to quit.",
+        f" - {session.conversation.turns} earlier turn(s). Commands: {', '.join(CHAT_COMMANDS)}.",
         highlight=False,
     )
     while True:
@@ -150,28 +194,48 @@ def chat_command(
         text = line.strip()
         if not text:
             continue
-        if text in ("/exit", "/quit"):
-            break
-        if text == "/reset":
-            session.reset()
-            console.print("history cleared")
-            continue
-        if text == "/history":
-            for m in session.conversation.messages:
-                console.print(f"[bold]{m['role']}>[/bold] {m['content']}", highlight=False)
-            continue
-        if text.startswith("/save"):
-            target = text[5:].strip() or (str(save) if save else "")
-            if not target:
-                _error("usage: /save PATH")
-                continue
-            session.save(target)
-            console.print(f"saved {session.conversation.turns} turn(s) to {target}")
+        if text.startswith("//"):  # a message that begins with "/"
+            text = text[1:]
+        elif text.startswith("/"):
+            command, _, arg = text.partition(" ")
+            arg = arg.strip()
+            if command in ("/exit", "/quit") and not arg:
+                break
+            if command == "/reset" and not arg:
+                session.reset()
+                console.print("history cleared")
+            elif command == "/history" and not arg:
+                for m in session.conversation.messages:
+                    console.print(f"[bold]{m['role']}>[/bold] {m['content']}", highlight=False)
+            elif command == "/save":
+                target = arg or (str(save) if save else "")
+                if not target:
+                    _error("usage: /save PATH")
+                    continue
+                try:
+                    session.save(target)
+                except OSError as exc:
+                    _error(f"/save: cannot write {target}: {exc}")
+                    continue
+                console.print(f"saved {session.conversation.turns} turn(s) to {target}")
+            elif command in ("/exit", "/quit", "/reset", "/history"):
+                _error(f"{command} takes no argument (got {arg!r})")
+            else:
+                _error(
+                    f"unknown command {command!r}; commands: {', '.join(CHAT_COMMANDS)} "
+                    "(start a message with // to send one that begins with /)"
+                )
             continue
         try:
             result = session.send(text, on_event=renderer)
-        except (AgentRunError, BackendError) as exc:
-            _error(f"{type(exc).__name__}: {exc}")
+        except PromptTooLong as exc:
+            _error(f"PromptTooLong: {exc.reason}")
+            continue
+        except AgentRunError as exc:
+            _print_failure(exc, json_hint=False)
+            continue
+        except BackendError as exc:
+            _error(f"BackendError: {exc}")
             continue
         console.print(f"[bold blue]agent>[/bold blue] {result.answer}", highlight=False)
         if save is not None:

@@ -18,11 +18,14 @@ Rules (BFCL ``eval_checker/ast_eval/ast_checker.py``, Python categories), implem
 - irrelevance (a question file without answers): correct when no tool is called.
 
 Data: one JSON object per line (``id``, ``question`` (list of turns, each a list of messages), ``function``);
-answers: ``id``, ``ground_truth`` (list of ``{name: {param: [accepted values]}}``).
+answers: ``id``, ``ground_truth`` (list of ``{name: {param: [accepted values]}}``). The four categories the
+project evaluates ship gzipped in ``model/training/bfcl_data/`` (BFCL's Apache-2.0 licence and source are next
+to them); other files, plain or ``.gz``, are read with ``--data``/``--answers``.
 """
 
 from __future__ import annotations
 
+import gzip
 import json
 import re
 import time
@@ -31,8 +34,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-#: Default BFCL data folder (``../shared/data/bfcl`` from the repository root).
-DEFAULT_BFCL_DIR = Path(__file__).resolve().parents[2].parent / "shared" / "data" / "bfcl"
+#: Default BFCL data folder: the four evaluated categories, shipped with the package (gzipped JSON lines).
+DEFAULT_BFCL_DIR = Path(__file__).resolve().parent / "bfcl_data"
 CATEGORIES = ("simple_python", "multiple", "parallel", "parallel_multiple")
 
 _PY_TYPES: dict[str, type] = {
@@ -276,14 +279,21 @@ def to_openai_tools(functions: list[dict[str, Any]]) -> list[dict[str, Any]]:
 
 
 def read_jsonl(path: Path) -> list[dict[str, Any]]:
-    """Read one JSON object per line (BFCL's ``.json`` files).
+    """Read one JSON object per line (BFCL's ``.json`` files; a ``.gz`` name is decompressed).
 
     Raises:
         FileNotFoundError: if ``path`` does not exist.
-        ValueError: naming the file and line of a malformed line.
+        ValueError: naming the file and line of a malformed line, or a corrupt ``.gz`` file.
     """
     rows = []
-    for i, line in enumerate(path.read_text(encoding="utf-8").splitlines(), 1):
+    if path.suffix == ".gz":
+        try:
+            text = gzip.decompress(path.read_bytes()).decode("utf-8")
+        except (OSError, EOFError) as e:
+            raise ValueError(f"{path}: not a gzip file ({e})") from e
+    else:
+        text = path.read_text(encoding="utf-8")
+    for i, line in enumerate(text.splitlines(), 1):
         if not line.strip():
             continue
         try:
@@ -291,6 +301,14 @@ def read_jsonl(path: Path) -> list[dict[str, Any]]:
         except json.JSONDecodeError as e:
             raise ValueError(f"{path}:{i}: not JSON ({e.msg})") from e
     return rows
+
+
+def _plain_or_gz(path: Path) -> Path:
+    """``path`` if it exists, else ``path`` + ``.gz`` if that exists, else ``path`` (reading it names it)."""
+    if path.exists():
+        return path
+    gz = path.with_name(path.name + ".gz")
+    return gz if gz.exists() else path
 
 
 def load_category(
@@ -303,8 +321,8 @@ def load_category(
     """Load questions and (optionally) answers.
 
     With ``category`` and no ``data``: ``bfcl_dir/BFCL_v4_{category}.json`` and
-    ``bfcl_dir/possible_answer/BFCL_v4_{category}.json``. With ``data`` and no ``answers``: irrelevance scoring
-    (answers ``None``).
+    ``bfcl_dir/possible_answer/BFCL_v4_{category}.json`` (or the same names with ``.gz``, as shipped in
+    :data:`DEFAULT_BFCL_DIR`). With ``data`` and no ``answers``: irrelevance scoring (answers ``None``).
 
     Raises:
         ValueError: for an unknown category without ``data``, or an answers file missing ids of the questions.
@@ -315,8 +333,8 @@ def load_category(
             raise ValueError(
                 f"unknown BFCL category {category!r}; choose one of {', '.join(CATEGORIES)} or pass --data"
             )
-        data = bfcl_dir / f"BFCL_v4_{category}.json"
-        answers = bfcl_dir / "possible_answer" / f"BFCL_v4_{category}.json"
+        data = _plain_or_gz(bfcl_dir / f"BFCL_v4_{category}.json")
+        answers = _plain_or_gz(bfcl_dir / "possible_answer" / f"BFCL_v4_{category}.json")
     questions = read_jsonl(data)
     if answers is None:
         return questions, None
