@@ -681,7 +681,7 @@ class Tool:
                 raise ToolDefinitionError(f"tool {self.name!r}: cannot read the signature of {function!r}")
             self._init_from_signature(sig, hints, doc_params)
         if grounded:
-            self.parameters = mark_grounded(self.name, self.parameters, grounded)
+            self.parameters: dict[str, Any] = mark_grounded(self.name, self.parameters, grounded)
         self._declaration: ToolDeclaration = {
             "type": "function",
             "function": {"name": self.name, "description": self.description, "parameters": self.parameters},

@@ -153,6 +153,11 @@ class CopyHead(nn.Module):
         a leading space, or itself), is_spaced ``[V]`` bool, copyable ``[V]`` bool (not a control token).
     """
 
+    base_ids: torch.Tensor
+    spaced_ids: torch.Tensor
+    is_spaced: torch.Tensor
+    copyable: torch.Tensor
+
     def __init__(self, hidden_size: int, vocab_size: int, cfg: CopyHeadConfig) -> None:
         super().__init__()
         self.cfg = cfg

@@ -51,9 +51,11 @@ def test_weather_bundle_loads_with_typed_tools():
     assert b.model == {"backend": "embedded", "seed": 0}  # the embedded default checkpoint, reproducible
     assert [t.name for t in b.tools] == ["get_current_weather", "get_forecast", "geocode"]
     decl = {t.name: t.declaration()["function"] for t in b.tools}
-    # declarations are the functions' own (type hints + docstring Args), identical to @tool's
+    # declarations are the functions' own (type hints + docstring Args), identical to @tool's, with the
+    # place grounded on the conversation (grounded: [place] in the bundle)
     for fn in (weather.get_current_weather, weather.get_forecast, weather.geocode):
-        assert decl[fn.__name__] == tool(fn).declaration()["function"]
+        assert decl[fn.__name__] == tool(fn, grounded=["place"]).declaration()["function"]
+        assert decl[fn.__name__]["parameters"]["properties"]["place"]["x-grounded"] is True
     fc = decl["get_forecast"]["parameters"]
     assert fc["required"] == ["place"]
     assert (fc["properties"]["days"]["minimum"], fc["properties"]["days"]["maximum"]) == (1, 16)
@@ -68,13 +70,17 @@ def test_code_search_bundle_loads_with_typed_tools():
     assert b.model == {"backend": "embedded", "seed": 0}
     assert [t.name for t in b.tools] == ["find_definition", "search_code", "read_file", "run_python"]
     decl = {t.name: t.declaration()["function"] for t in b.tools}
+    grounded = {"find_definition": ["name"], "read_file": ["path"]}  # grounded: [...] in the bundle
     for fn in (
         code_search.find_definition,
         code_search.search_code,
         code_search.read_file,
         code_search.run_python,
     ):
-        assert decl[fn.__name__] == tool(fn).declaration()["function"]
+        g = grounded.get(fn.__name__, [])
+        assert decl[fn.__name__] == tool(fn, grounded=g).declaration()["function"]
+        for k in g:
+            assert decl[fn.__name__]["parameters"]["properties"][k]["x-grounded"] is True
     assert decl["find_definition"]["parameters"]["required"] == ["name"]
     assert decl["run_python"]["parameters"]["required"] == ["code"]
     assert "find_definition" in b.system_prompt

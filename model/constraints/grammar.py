@@ -540,7 +540,7 @@ def ir_to_json_schema(node: Node, *, additional_default: bool, ref_prefix: str =
 # Tool-call grammars
 # ----------------------------------------------------------------------------------------------------------
 
-_CACHE: OrderedDict[tuple[str, str, str, bool, bool], str] = OrderedDict()
+_CACHE: OrderedDict[tuple[str, str, str, bool, bool, tuple[str, ...] | None], str] = OrderedDict()
 _CACHE_LOCK = threading.Lock()
 _CACHE_SIZE = 256
 

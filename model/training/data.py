@@ -1532,8 +1532,8 @@ class Generator:
                 break
         else:
             return self._ex_call()
-        spoken: dict[str, str] = {}
-        args, _ = _draw_args(rng, tool, optional_p=0.3, spoken_out=spoken)
+        spoken_args: dict[str, str] = {}
+        args, _ = _draw_args(rng, tool, optional_p=0.3, spoken_out=spoken_args)
         vary = rng.choice([k for k in strs if k in args] or strs)
         kind = tool.kinds[vary]
         k = rng.choice((2, 2, 3, 3, 4))
@@ -1580,7 +1580,7 @@ class Generator:
         tools = self._toolset([tool])
         msgs = [*self._system(), {"role": "user", "content": text}]
         binds = [(tool.name, vary, sp) for sp in spoken]
-        binds += [(tool.name, p, spoken[p]) for p in args if p != vary and p in spoken]
+        binds += [(tool.name, p, spoken_args[p]) for p in args if p != vary and p in spoken_args]
         return Example(msgs, [t.openai() for t in tools], self._calls_target(calls), "parallel", calls, binds)
 
     def _ex_multi_call(self) -> Example:

@@ -132,6 +132,7 @@ def build_model(cfg: TrainConfig, tok: Any) -> Any:
     import transformers
 
     config = build_model_config(cfg)
+    model: Any
     if cfg.copy_head:
         from model.copy_head import CopyHeadConfig
         from model.copy_model import DiffusionGemmaWithCopyHead
