@@ -27,6 +27,7 @@ if TYPE_CHECKING:
         LoopGuardTriggered,
         MaxStepsExceeded,
         ModelRetry,
+        ToolCallFormatError,
         ToolDefinitionError,
         ToolRetriesExceeded,
     )
@@ -50,6 +51,7 @@ _EXPORTS = {
     "LoopGuardTriggered": "agentkit.errors",
     "MaxStepsExceeded": "agentkit.errors",
     "ModelRetry": "agentkit.errors",
+    "ToolCallFormatError": "agentkit.errors",
     "ToolDefinitionError": "agentkit.errors",
     "ToolRetriesExceeded": "agentkit.errors",
     "Conversation": "agentkit.history",
@@ -80,6 +82,7 @@ __all__ = [
     "Step",
     "Timing",
     "Tool",
+    "ToolCallFormatError",
     "ToolCallRecord",
     "ToolCallRequest",
     "ToolContext",

@@ -16,7 +16,18 @@ One run (one user turn) goes through four phases per step, after the OpenAI Agen
 
 The loop ends with a final answer (a model turn without tool calls), or raises
 :class:`~agentkit.errors.MaxStepsExceeded` / :class:`~agentkit.errors.LoopGuardTriggered` /
-:class:`~agentkit.errors.ToolRetriesExceeded`, each carrying the partial transcript.
+:class:`~agentkit.errors.ToolRetriesExceeded` / :class:`~agentkit.errors.ToolCallFormatError`, each carrying
+the partial transcript.
+
+A model turn whose text looks like a tool call that does not parse (``ModelTurn.format_error``, set by the
+``openai`` backend for calls written as text) is not a final answer: the planner sends a format reminder
+(a user message naming the problem, the expected format and the valid tools), at most
+``max_format_retries`` times per run.
+
+Tool names: an exact name wins; ``functions.NAME`` is read as ``NAME`` when that is a tool and
+``functions.NAME`` is not. An unknown name is answered with the valid names and the nearest one
+(:func:`difflib.get_close_matches` over the names, then over the tools' descriptions, for a model that used
+a description as the name).
 
 ``tool_choice`` other than ``"auto"``/``"none"`` applies to the first model turn of a run only (then
 ``"auto"``), unless ``reset_tool_choice=False``: a forced call every turn could never end in an answer.
@@ -25,6 +36,7 @@ The loop ends with a final answer (a model turn without tool calls), or raises
 from __future__ import annotations
 
 import asyncio
+import difflib
 import json
 import time
 from collections.abc import Callable, Iterable, Sequence
@@ -46,6 +58,7 @@ from agentkit.errors import (
     AgentRunError,
     LoopGuardTriggered,
     MaxStepsExceeded,
+    ToolCallFormatError,
     ToolDefinitionError,
     ToolRetriesExceeded,
     describe_exception,
@@ -81,6 +94,60 @@ def _error_content(payload: dict[str, Any]) -> str:
     return json.dumps(payload, ensure_ascii=False, default=str)
 
 
+#: The namespace some models (trained on OpenAI's tool format) put before tool names.
+_NAMESPACE = "functions."
+
+
+def resolve_tool_name(name: str, tools: Iterable[str]) -> str | None:
+    """The registered tool a requested name designates, or ``None``.
+
+    An exact name wins; ``functions.NAME`` designates ``NAME`` when ``NAME`` is registered and
+    ``functions.NAME`` is not (the only unambiguous reading).
+    """
+    names = set(tools)
+    if name in names:
+        return name
+    if name.startswith(_NAMESPACE) and name[len(_NAMESPACE) :] in names:
+        return name[len(_NAMESPACE) :]
+    return None
+
+
+def nearest_tool_name(name: str, tools: dict[str, Tool]) -> str | None:
+    """The registered tool a model most likely meant by an unknown ``name``, or ``None``.
+
+    Algorithm: :func:`difflib.get_close_matches` (cutoff 0.6) of the name, its last dotted part and their
+    lower-case forms against the tool names; then of the lower-case name against each tool's description
+    and its first line (a model that wrote a description as the name).
+    """
+    by_lower = {n.lower(): n for n in tools}
+    bare = name.rsplit(".", 1)[-1]
+    for cand in dict.fromkeys((name, bare)):
+        hit = difflib.get_close_matches(cand, list(tools), n=1, cutoff=0.6)
+        if hit:
+            return hit[0]
+        hit = difflib.get_close_matches(cand.lower(), list(by_lower), n=1, cutoff=0.6)
+        if hit:
+            return by_lower[hit[0]]
+    descriptions: dict[str, str] = {}
+    for n, t in tools.items():
+        d = t.description.strip().lower()
+        if d:
+            descriptions.setdefault(d, n)
+            descriptions.setdefault(d.splitlines()[0].strip(), n)
+    hit = difflib.get_close_matches(name.strip().lower(), list(descriptions), n=1, cutoff=0.6)
+    return descriptions[hit[0]] if hit else None
+
+
+def _format_reminder(problem: str, tools: Iterable[str]) -> str:
+    names = ", ".join(tools)
+    return (
+        f"Your last message was not used: it looks like a tool call, but {problem}. To call a tool, use the "
+        'tool-calling interface, or write the call exactly as <tool_call>{"name": "TOOL", "arguments": '
+        f"{{...}}}}</tool_call> with a JSON object of arguments. Tools: {names}. To answer the user instead, "
+        "reply with plain text only."
+    )
+
+
 class Agent:
     """A function-calling agent: a backend, tools and the planner loop.
 
@@ -98,10 +165,14 @@ class Agent:
         reset_tool_choice: use ``"auto"`` after the first step when ``tool_choice`` forces a call.
         on_event: callback(s) receiving every :mod:`agentkit.events` event of every run.
         name: a label for logs and results.
+        max_format_retries: format reminders per run for model turns whose text looks like a tool call
+            that does not parse (>= 0); one more such turn stops the run with
+            :class:`~agentkit.errors.ToolCallFormatError`.
 
     Raises:
         ToolDefinitionError: duplicate tool names, or a forced tool_choice naming an unknown tool.
-        ValueError: ``max_steps < 1``, ``loop_guard < 2``, or an invalid ``tool_choice``.
+        ValueError: ``max_steps < 1``, ``loop_guard < 2``, ``max_format_retries < 0``, or an invalid
+            ``tool_choice``.
     """
 
     def __init__(
@@ -116,9 +187,12 @@ class Agent:
         reset_tool_choice: bool = True,
         on_event: EventCallback | Sequence[EventCallback] | None = None,
         name: str = "agent",
+        max_format_retries: int = 2,
     ) -> None:
         if max_steps < 1:
             raise ValueError(f"max_steps must be >= 1, got {max_steps}")
+        if max_format_retries < 0:
+            raise ValueError(f"max_format_retries must be >= 0, got {max_format_retries}")
         if loop_guard is not None and loop_guard < 2:
             raise ValueError(f"loop_guard must be >= 2 or None, got {loop_guard}")
         self.backend: Backend = resolve_backend(model)
@@ -127,6 +201,7 @@ class Agent:
         self.loop_guard = loop_guard
         self.reset_tool_choice = reset_tool_choice
         self.name = name
+        self.max_format_retries = max_format_retries
         self._tools: dict[str, Tool] = {}
         self._declarations: list[ToolDeclaration] = []
         for t in tools:
@@ -247,6 +322,8 @@ class Agent:
             MaxStepsExceeded: ``max_steps`` model turns without a final answer.
             LoopGuardTriggered: the same (tool, canonical arguments) requested ``loop_guard`` times.
             ToolRetriesExceeded: a tool failed more than its ``retries`` budget in this run.
+            ToolCallFormatError: more than ``max_format_retries`` model turns wrote a tool call that does
+                not parse.
             BackendError: the backend failed (after its own retries).
         """
         return await self._arun(question, history, deps, on_event, prefer_sync=False)
@@ -292,6 +369,7 @@ class Agent:
         timing = Timing()
         repeats: dict[tuple[str, str], int] = {}
         failures: dict[str, int] = {}
+        reminders = 0
 
         def partial(reason: StopReason) -> RunResult:
             timing.total_seconds = _perf() - t_start
@@ -321,6 +399,22 @@ class Agent:
                 emit(ModelResponded(step, turn, model_s))
             calls = turn.tool_calls
 
+            if not calls and turn.format_error is not None:  # a call written as text that does not parse
+                steps.append(Step(step, turn.text, turn.thinking, [], turn.usage, model_s))
+                if reminders >= self.max_format_retries:
+                    raise fail(
+                        ToolCallFormatError(
+                            f"the model wrote a tool call that does not parse {reminders + 1} times in this run "
+                            f"(max_format_retries={self.max_format_retries}); last problem: "
+                            f"{turn.format_error}; the partial transcript is in .result",
+                            partial("format_retries"),
+                        )
+                    )
+                reminders += 1
+                messages.append({"role": "assistant", "content": turn.text})
+                messages.append({"role": "user", "content": _format_reminder(turn.format_error, tools)})
+                continue
+
             if not calls:  # final answer
                 steps.append(Step(step, turn.text, turn.thinking, [], turn.usage, model_s))
                 final: ChatMessage = {"role": "assistant", "content": turn.text}
@@ -343,9 +437,10 @@ class Agent:
                     emit(RunFinished(result))
                 return result
 
-            # -- unique ids, assistant message
+            # -- tool names (functions.NAME), unique ids, assistant message
             ids: set[str] = set()
             for i, c in enumerate(calls):
+                c.name = resolve_tool_name(c.name, tools) or c.name
                 if not c.id or c.id in ids:
                     base = c.id or f"call_{step}_{i}"
                     k = 1
@@ -413,19 +508,22 @@ class Agent:
                 tl = tools.get(c.name)
                 if tl is None:
                     msg = f"unknown tool {c.name!r}"
+                    nearest = nearest_tool_name(c.name, tools)
+                    payload = {
+                        "error": msg,
+                        "tool": c.name,
+                        "arguments": shown_args,
+                        "valid_tools": list(tools),
+                        "hint": "call one of valid_tools",
+                    }
+                    if nearest is not None:
+                        payload["did_you_mean"] = nearest
+                        payload["hint"] = f"call {nearest!r} (or another of valid_tools) with its parameters"
                     records[i] = ToolCallRecord(
                         c.id,
                         c.name,
                         shown_args,
-                        _error_content(
-                            {
-                                "error": msg,
-                                "tool": c.name,
-                                "arguments": shown_args,
-                                "valid_tools": list(tools),
-                                "hint": "call one of valid_tools",
-                            }
-                        ),
+                        _error_content(payload),
                         msg,
                         "unknown_tool",
                     )

@@ -68,6 +68,11 @@ class ToolRetriesExceeded(AgentRunError):
     """A tool failed more times in one run than its retry budget (``Tool.retries``) allows."""
 
 
+class ToolCallFormatError(AgentRunError):
+    """The model kept writing tool calls as text that does not parse: more such turns in one run than
+    ``Agent(max_format_retries=...)`` format reminders allow."""
+
+
 @dataclass(frozen=True)
 class BundleIssue:
     """One problem found in a bundle file.

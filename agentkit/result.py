@@ -10,7 +10,7 @@ from agentkit.backends.base import ChatMessage, Usage
 from agentkit.history import Conversation
 
 #: Why a run ended.
-StopReason = Literal["final_answer", "max_steps", "loop_guard", "tool_retries"]
+StopReason = Literal["final_answer", "max_steps", "loop_guard", "tool_retries", "format_retries"]
 
 
 @dataclass(slots=True)
