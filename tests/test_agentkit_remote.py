@@ -128,6 +128,7 @@ def test_several_text_calls_and_prose_around_them():
     [
         "It is sunny in Paris.",
         '{"city": "Paris", "temperature": 21}',
+        '{"name": "Paris", "population": 2100000}',
         'The tool format is {"name": ..., "arguments": ...}, but here is the answer: 42.',
     ],
 )

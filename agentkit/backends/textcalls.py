@@ -240,11 +240,7 @@ def _bare_json(text: str) -> TextCalls | None:
         )
         for x in items
     ):
-        if call_like:
-            return TextCalls(
-                text, [], 'the text looks like a JSON call but is not {"name": NAME, "arguments": {...}}'
-            )
-        return None  # ordinary JSON in an answer
+        return None  # ordinary JSON in an answer (an object with a "name" key is not a call by itself)
     try:
         return TextCalls("", [_call_from_object(x, f"call {k + 1}") for k, x in enumerate(items)])
     except ValueError as exc:
