@@ -28,6 +28,7 @@ if TYPE_CHECKING:
         MaxStepsExceeded,
         ModelRetry,
         PromptTooLong,
+        ToolCallFormatError,
         ToolDefinitionError,
         ToolRetriesExceeded,
     )
@@ -52,6 +53,7 @@ _EXPORTS = {
     "MaxStepsExceeded": "agentkit.errors",
     "ModelRetry": "agentkit.errors",
     "PromptTooLong": "agentkit.errors",
+    "ToolCallFormatError": "agentkit.errors",
     "ToolDefinitionError": "agentkit.errors",
     "ToolRetriesExceeded": "agentkit.errors",
     "Conversation": "agentkit.history",
@@ -85,6 +87,7 @@ __all__ = [
     "Step",
     "Timing",
     "Tool",
+    "ToolCallFormatError",
     "ToolCallRecord",
     "ToolCallRequest",
     "ToolContext",

@@ -16,16 +16,29 @@ One run (one user turn) goes through four phases per step, after the OpenAI Agen
 
 The loop ends with a final answer (a model turn without tool calls), or raises
 :class:`~agentkit.errors.MaxStepsExceeded` / :class:`~agentkit.errors.LoopGuardTriggered` /
-:class:`~agentkit.errors.ToolRetriesExceeded` / :class:`~agentkit.errors.PromptTooLong`, each carrying the
-partial transcript.
+:class:`~agentkit.errors.ToolRetriesExceeded` / :class:`~agentkit.errors.PromptTooLong` /
+:class:`~agentkit.errors.ToolCallFormatError`, each carrying the partial transcript.
 
 Size limits: every tool response is cut to ``min(tool.max_output_bytes, agent budget / calls in the step)``
-bytes with a marker saying how much was cut (:func:`agentkit.tools.cap_output`); the agent's budget defaults
-to the model's prompt capacity in tokens, taken as bytes (about a third of the prompt at 2.5-4 bytes per token). When a backend reports that the prompt
+bytes with a marker saying how much was cut (:func:`agentkit.tools.cap_output`). With the default budget
+(``"auto"``) on a backend that counts its tokens (the embedded one), a turn's tool output is also cut to half
+the model's prompt capacity in *tokens*, counted by the model's own tokenizer
+(:func:`agentkit.tools.cap_output_tokens`), so it always fits beside the rest of the prompt without cutting
+ordinary JSON to the one-token-per-byte worst case. When a backend reports that the prompt
 does not fit (:class:`model.limits.PromptTooLong`, raised before anything is allocated), the oldest kept turns
 and then the oldest tool-call groups (a call message together with all its responses) are dropped from the
 prompt, never the system prompt, the question or the latest calls; the transcript in ``RunResult.messages``
 keeps everything.
+
+A model turn whose text looks like a tool call that does not parse (``ModelTurn.format_error``, set by the
+``openai`` backend for calls written as text) is not a final answer: the planner sends a format reminder
+(a user message naming the problem, the expected format and the valid tools), at most
+``max_format_retries`` times per run.
+
+Tool names: an exact name wins; ``functions.NAME`` is read as ``NAME`` when that is a tool and
+``functions.NAME`` is not. An unknown name is answered with the valid names and the nearest one
+(:func:`difflib.get_close_matches` over the names, then over the tools' descriptions, for a model that used
+a description as the name).
 
 ``tool_choice`` other than ``"auto"``/``"none"`` applies to the first model turn of a run only (then
 ``"auto"``), unless ``reset_tool_choice=False``: a forced call every turn could never end in an answer.
@@ -34,6 +47,7 @@ keeps everything.
 from __future__ import annotations
 
 import asyncio
+import difflib
 import json
 import time
 from collections.abc import Callable, Iterable, Sequence
@@ -56,6 +70,7 @@ from agentkit.errors import (
     LoopGuardTriggered,
     MaxStepsExceeded,
     PromptTooLong,
+    ToolCallFormatError,
     ToolDefinitionError,
     ToolRetriesExceeded,
     describe_exception,
@@ -117,6 +132,60 @@ def _message_chars(m: ChatMessage) -> int:
     return n
 
 
+#: The namespace some models (trained on OpenAI's tool format) put before tool names.
+_NAMESPACE = "functions."
+
+
+def resolve_tool_name(name: str, tools: Iterable[str]) -> str | None:
+    """The registered tool a requested name designates, or ``None``.
+
+    An exact name wins; ``functions.NAME`` designates ``NAME`` when ``NAME`` is registered and
+    ``functions.NAME`` is not (the only unambiguous reading).
+    """
+    names = set(tools)
+    if name in names:
+        return name
+    if name.startswith(_NAMESPACE) and name[len(_NAMESPACE) :] in names:
+        return name[len(_NAMESPACE) :]
+    return None
+
+
+def nearest_tool_name(name: str, tools: dict[str, Tool]) -> str | None:
+    """The registered tool a model most likely meant by an unknown ``name``, or ``None``.
+
+    Algorithm: :func:`difflib.get_close_matches` (cutoff 0.6) of the name, its last dotted part and their
+    lower-case forms against the tool names; then of the lower-case name against each tool's description
+    and its first line (a model that wrote a description as the name).
+    """
+    by_lower = {n.lower(): n for n in tools}
+    bare = name.rsplit(".", 1)[-1]
+    for cand in dict.fromkeys((name, bare)):
+        hit = difflib.get_close_matches(cand, list(tools), n=1, cutoff=0.6)
+        if hit:
+            return hit[0]
+        hit = difflib.get_close_matches(cand.lower(), list(by_lower), n=1, cutoff=0.6)
+        if hit:
+            return by_lower[hit[0]]
+    descriptions: dict[str, str] = {}
+    for n, t in tools.items():
+        d = t.description.strip().lower()
+        if d:
+            descriptions.setdefault(d, n)
+            descriptions.setdefault(d.splitlines()[0].strip(), n)
+    hit = difflib.get_close_matches(name.strip().lower(), list(descriptions), n=1, cutoff=0.6)
+    return descriptions[hit[0]] if hit else None
+
+
+def _format_reminder(problem: str, tools: Iterable[str]) -> str:
+    names = ", ".join(tools)
+    return (
+        f"Your last message was not used: it looks like a tool call, but {problem}. To call a tool, use the "
+        'tool-calling interface, or write the call exactly as <tool_call>{"name": "TOOL", "arguments": '
+        f"{{...}}}}</tool_call> with a JSON object of arguments. Tools: {names}. To answer the user instead, "
+        "reply with plain text only."
+    )
+
+
 class Agent:
     """A function-calling agent: a backend, tools and the planner loop.
 
@@ -136,18 +205,23 @@ class Agent:
         name: a label for logs and results.
         max_tool_output_bytes: bytes (UTF-8) of tool output the model may see per model turn, shared evenly
             by that turn's calls (a tool's own ``max_output_bytes`` lowers its share); longer responses are cut
-            with a marker saying how much. ``"auto"``: as many bytes as the backend's prompt capacity in tokens
-            (``backend.max_prompt_tokens``, e.g. 1,792 bytes for the embedded ``agentkit-tiny``: JSON and prose
-            take 2.5-4 bytes per token, so about a third of the prompt; a prompt that still does not fit is
-            trimmed or raises :class:`~agentkit.errors.PromptTooLong`), else :data:`DEFAULT_TOOL_OUTPUT_BYTES`;
-            ``None``: only the tools' own limits.
+            with a marker saying how much. ``"auto"``: on a backend that counts tokens and reports
+            ``max_prompt_tokens`` (the embedded one), half the prompt capacity in tokens (1,792 / 2 = 896 tokens
+            for ``agentkit-tiny``, counted with its tokenizer; :meth:`tool_output_token_budget`); on other
+            backends half of ``max_prompt_tokens`` as bytes, or :data:`DEFAULT_TOOL_OUTPUT_BYTES`; ``None``:
+            only the tools' own limits.
         trim_history: when the prompt does not fit the model, drop the oldest kept turns, then the oldest
             tool-call groups of this turn (a call never without its responses) before giving up with
             :class:`~agentkit.errors.PromptTooLong`.
 
+        max_format_retries: format reminders per run for model turns whose text looks like a tool call
+            that does not parse (>= 0); one more such turn stops the run with
+            :class:`~agentkit.errors.ToolCallFormatError`.
+
     Raises:
         ToolDefinitionError: duplicate tool names, or a forced tool_choice naming an unknown tool.
-        ValueError: ``max_steps < 1``, ``loop_guard < 2``, ``max_tool_output_bytes < 1``, or an invalid
+        ValueError: ``max_steps < 1``, ``loop_guard < 2``, ``max_tool_output_bytes < 1``,
+            ``max_format_retries < 0``, or an invalid
             ``tool_choice``.
     """
 
@@ -165,9 +239,12 @@ class Agent:
         name: str = "agent",
         max_tool_output_bytes: int | Literal["auto"] | None = "auto",
         trim_history: bool = True,
+        max_format_retries: int = 2,
     ) -> None:
         if max_steps < 1:
             raise ValueError(f"max_steps must be >= 1, got {max_steps}")
+        if max_format_retries < 0:
+            raise ValueError(f"max_format_retries must be >= 0, got {max_format_retries}")
         if loop_guard is not None and loop_guard < 2:
             raise ValueError(f"loop_guard must be >= 2 or None, got {loop_guard}")
         if max_tool_output_bytes is not None and max_tool_output_bytes != "auto":
@@ -188,6 +265,7 @@ class Agent:
         self.loop_guard = loop_guard
         self.reset_tool_choice = reset_tool_choice
         self.name = name
+        self.max_format_retries = max_format_retries
         self._tools: dict[str, Tool] = {}
         self._declarations: list[ToolDeclaration] = []
         for t in tools:
@@ -349,6 +427,8 @@ class Agent:
             ToolRetriesExceeded: a tool failed more than its ``retries`` budget in this run.
             PromptTooLong: a prompt does not fit the model's context even after trimming (names the token
                 count and the limit).
+            ToolCallFormatError: more than ``max_format_retries`` model turns wrote a tool call that does
+                not parse.
             BackendError: the backend failed (after its own retries).
         """
         return await self._arun(question, history, deps, on_event, prefer_sync=False)
@@ -403,6 +483,8 @@ class Agent:
                 return messages, groups
             skip = {i for a, b in groups[:dropped_groups] for i in range(a, b)}
             return [m for i, m in enumerate(messages) if i not in skip], groups
+
+        reminders = 0
 
         def partial(reason: StopReason) -> RunResult:
             timing.total_seconds = _perf() - t_start
@@ -479,6 +561,22 @@ class Agent:
                 emit(ModelResponded(step, turn, model_s))
             calls = turn.tool_calls
 
+            if not calls and turn.format_error is not None:  # a call written as text that does not parse
+                steps.append(Step(step, turn.text, turn.thinking, [], turn.usage, model_s))
+                if reminders >= self.max_format_retries:
+                    raise fail(
+                        ToolCallFormatError(
+                            f"the model wrote a tool call that does not parse {reminders + 1} times in this run "
+                            f"(max_format_retries={self.max_format_retries}); last problem: "
+                            f"{turn.format_error}; the partial transcript is in .result",
+                            partial("format_retries"),
+                        )
+                    )
+                reminders += 1
+                messages.append({"role": "assistant", "content": turn.text})
+                messages.append({"role": "user", "content": _format_reminder(turn.format_error, tools)})
+                continue
+
             if not calls:  # final answer
                 steps.append(Step(step, turn.text, turn.thinking, [], turn.usage, model_s))
                 final: ChatMessage = {"role": "assistant", "content": turn.text}
@@ -501,9 +599,10 @@ class Agent:
                     emit(RunFinished(result))
                 return result
 
-            # -- unique ids, assistant message
+            # -- tool names (functions.NAME), unique ids, assistant message
             ids: set[str] = set()
             for i, c in enumerate(calls):
+                c.name = resolve_tool_name(c.name, tools) or c.name
                 if not c.id or c.id in ids:
                     base = c.id or f"call_{step}_{i}"
                     k = 1
@@ -571,19 +670,22 @@ class Agent:
                 tl = tools.get(c.name)
                 if tl is None:
                     msg = f"unknown tool {c.name!r}"
+                    nearest = nearest_tool_name(c.name, tools)
+                    payload = {
+                        "error": msg,
+                        "tool": c.name,
+                        "arguments": shown_args,
+                        "valid_tools": list(tools),
+                        "hint": "call one of valid_tools",
+                    }
+                    if nearest is not None:
+                        payload["did_you_mean"] = nearest
+                        payload["hint"] = f"call {nearest!r} (or another of valid_tools) with its parameters"
                     records[i] = ToolCallRecord(
                         c.id,
                         c.name,
                         shown_args,
-                        _error_content(
-                            {
-                                "error": msg,
-                                "tool": c.name,
-                                "arguments": shown_args,
-                                "valid_tools": list(tools),
-                                "hint": "call one of valid_tools",
-                            }
-                        ),
+                        _error_content(payload),
                         msg,
                         "unknown_tool",
                     )

@@ -98,6 +98,11 @@ class PromptTooLong(AgentRunError):
         self.dropped_messages = dropped_messages
 
 
+class ToolCallFormatError(AgentRunError):
+    """The model kept writing tool calls as text that does not parse: more such turns in one run than
+    ``Agent(max_format_retries=...)`` format reminders allow."""
+
+
 @dataclass(frozen=True)
 class BundleIssue:
     """One problem found in a bundle file.

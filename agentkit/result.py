@@ -10,7 +10,9 @@ from agentkit.backends.base import ChatMessage, Usage
 from agentkit.history import Conversation
 
 #: Why a run ended.
-StopReason = Literal["final_answer", "max_steps", "loop_guard", "tool_retries", "prompt_too_long"]
+StopReason = Literal[
+    "final_answer", "max_steps", "loop_guard", "tool_retries", "prompt_too_long", "format_retries"
+]
 
 
 @dataclass(slots=True)

@@ -27,9 +27,11 @@ from __future__ import annotations
 import asyncio
 import concurrent.futures
 import contextvars
+import copy
 import dataclasses
 import functools
 import inspect
+import json
 import queue
 import re
 import threading
@@ -533,6 +535,38 @@ def _is_context_annotation(annotation: Any) -> bool:
     return isinstance(annotation, type) and issubclass(annotation, ToolContext)
 
 
+@functools.cache
+def grammar_format_checker() -> Any:
+    """A ``jsonschema.FormatChecker`` that checks exactly the string formats the tool-call grammar enforces.
+
+    Each format of ``model.constraints.schema.FORMATS`` (date, time, date-time, duration, email, hostname,
+    ipv4, ipv6, uuid, uri; regexes written from the RFCs named there) is checked with the same regex the
+    grammar uses, as a full match, so a remote model's arguments are held to what the embedded model can
+    produce. Other formats are not checked (a tool cannot declare them: registration refuses them). Values
+    that are not strings pass (``format`` applies to strings only).
+
+    Returns:
+        The checker (built once).
+    """
+    import jsonschema
+
+    from model.constraints.schema import FORMATS
+
+    checker = jsonschema.FormatChecker(formats=())
+    for fmt, rx in FORMATS.items():
+        compiled = re.compile(rx)
+
+        def check(value: Any, _rx: re.Pattern[str] = compiled) -> bool:
+            return not isinstance(value, str) or _rx.fullmatch(value) is not None
+
+        checker.checks(fmt)(check)
+    return checker
+
+
+def _format_message(e: Any) -> str:
+    return f"{'.'.join(str(p) for p in e.path) or '(arguments)'}: {e.message}"
+
+
 def constraint_support_error(name: str, parameters: dict[str, Any]) -> Any:
     """Check at registration that the schema-constrained decoder can enforce a tool's ``parameters``.
 
@@ -588,6 +622,7 @@ class Tool:
         "__wrapped__",
         "_context_param",
         "_declaration",
+        "_format_validator",
         "_invoke",
         "_validate",
         "description",
@@ -651,6 +686,7 @@ class Tool:
         doc_desc, doc_params = parse_docstring(inspect.getdoc(function))
         self.description = (description if description is not None else doc_desc).strip()
         self._context_param: str | None = None
+        self._format_validator: Any = None
 
         try:
             sig = inspect.signature(function)
@@ -691,6 +727,13 @@ class Tool:
             raise ToolDefinitionError(
                 f"tool {self.name!r}: the tool-call constraint cannot enforce its parameters: {unsupported}"
             )
+        if parameters is None and '"format"' in json.dumps(self.parameters):
+            # Pydantic validates the values; the formats its schema declares are checked as the grammar does.
+            import jsonschema
+
+            self._format_validator = jsonschema.Draft202012Validator(
+                self.parameters, format_checker=grammar_format_checker()
+            )
 
     # -- construction paths
 
@@ -714,19 +757,16 @@ class Tool:
             raise ToolDefinitionError(
                 f"tool {self.name!r}: parameters is not a valid JSON Schema at '{path}': {exc.message}"
             ) from exc
-        validator = validator_cls(schema)
-        self.parameters = schema
+        validator = validator_cls(schema, format_checker=grammar_format_checker())
+        # Declared to the model exactly as written (a copy: later edits of the caller's dict do not leak in).
+        self.parameters = copy.deepcopy(parameters)
         ctx_param = self._context_param
         fn = self.function
 
         def validate(arguments: dict[str, Any]) -> Any:
             errors = sorted(validator.iter_errors(arguments), key=lambda e: [str(p) for p in e.path])
             if errors:
-                raise ToolArgumentsError(
-                    "; ".join(
-                        f"{'.'.join(str(p) for p in e.path) or '(arguments)'}: {e.message}" for e in errors
-                    )
-                )
+                raise ToolArgumentsError("; ".join(_format_message(e) for e in errors))
             return arguments
 
         def invoke(validated: Any, ctx: ToolContext) -> Any:
@@ -841,6 +881,10 @@ class Tool:
         """
         if not isinstance(arguments, dict):
             raise ToolArgumentsError(f"arguments must be a JSON object, got {type(arguments).__name__}")
+        if self._format_validator is not None:
+            bad = [e for e in self._format_validator.iter_errors(arguments) if e.validator == "format"]
+            if bad:
+                raise ToolArgumentsError("; ".join(_format_message(e) for e in bad))
         return self._validate(arguments)
 
     async def acall(self, validated: Any, ctx: ToolContext) -> Any:

@@ -21,8 +21,15 @@ whose parser limits raise llguidance's initial lexer fuel 10x; JSON: llguidance'
 ``compute_bitmask`` + ``consume_token``. The tokenizer is a byte-level BPE (vocab 4096) trained by
 ``model.tokenizer.build_tokenizer`` on the schemas' and instances' text.
 
+Each compile is timed after ``gc.collect()`` and ``gc.freeze()``: objects left by earlier schemas (the
+grammar and IR caches hold hundreds of them) are not rescanned by a collection that happens to fall inside
+a later schema's timing; a process that registers a handful of tools has no such heap. A schema refused
+by the compile bound (``MAX_COMPILE_STEPS``, ``MAX_GRAMMAR_CHARS``) counts as a compile error, and its
+time to refusal counts in the compile times.
+
 Targets (issue #4): 0 invalidation errors in both syntaxes; JSON passing >= 78.8% (llguidance's published
-rate on the full 11,306-schema MaskBench); Gemma passing within 1 point of JSON passing.
+rate on the full 11,306-schema MaskBench); Gemma passing within 1 point of JSON passing. Issue #18: max
+compile time <= 1 s (Gemma syntax: grammar generation plus matcher construction).
 
     python benchmarks/maskbench.py [--data ../shared/data/maskbench/dev.jsonl.gz] [--quick] [--json]
 """
@@ -30,6 +37,7 @@ rate on the full 11,306-schema MaskBench); Gemma passing within 1 point of JSON 
 from __future__ import annotations
 
 import argparse
+import gc
 import gzip
 import json
 import statistics
@@ -119,6 +127,7 @@ class Tally:
         self.mask_s: list[float] = []
         self.reasons: Counter[str] = Counter()
         self.failed_ids: list[str] = []
+        self.ids: list[str] = []
 
     def row(self) -> dict[str, Any]:
         def pct(xs: list[float], q: float, scale: float) -> float | None:
@@ -139,7 +148,9 @@ class Tally:
             "wrapped_schemas": self.wrapped,
             "compile_ms_p50": pct(self.compile_s, 0.5, 1e3),
             "compile_ms_p90": pct(self.compile_s, 0.9, 1e3),
+            "compile_ms_p99": pct(self.compile_s, 0.99, 1e3),
             "compile_ms_max": pct(self.compile_s, 1.0, 1e3),
+            "slowest_compile": max(zip(self.compile_s, self.ids, strict=True), default=(None, None))[1],
             "mask_us_p50": pct(self.mask_s, 0.5, 1e6),
             "mask_us_p90": pct(self.mask_s, 0.9, 1e6),
             "mask_us_p99": pct(self.mask_s, 0.99, 1e6),
@@ -186,6 +197,9 @@ def main() -> None:
         schema, tests = r["schema"], r["tests"]
         # --- JSON syntax: llguidance's JSON Schema compiler on the schema as is ---
         tj.schemas += 1
+        tj.ids.append(r["id"])
+        gc.collect()
+        gc.freeze()
         t0 = time.perf_counter()
         g = llguidance.LLMatcher.grammar_from_json_schema(schema, defaults={"whitespace_flexible": False})
         m = llguidance.LLMatcher(ll, g, log_level=0)
@@ -212,6 +226,9 @@ def main() -> None:
         tg.schemas += 1
         params, wrapped = wrap(schema)
         tg.wrapped += wrapped
+        tg.ids.append(r["id"])
+        gc.collect()
+        gc.freeze()
         t0 = time.perf_counter()
         err = ""
         try:
@@ -270,6 +287,13 @@ def main() -> None:
             -1.0,
             True,
         ),
+        # "max compile time <= 1 s" (issue #18), Gemma syntax, in seconds.
+        target(
+            "gemma_max_compile_s",
+            None if rg["compile_ms_max"] is None else round(rg["compile_ms_max"] / 1e3, 3),
+            1.0,
+            False,
+        ),
     ]
     report = {
         "benchmark": "maskbench",
@@ -285,7 +309,7 @@ def main() -> None:
         print(f"MaskBench: {len(rows)} schemas, {report['tests']} instances, BPE vocab {vocab}")
         hdr = (
             "| syntax | passing | compile errors | validation errors | invalidation errors "
-            "| compile ms p50 / p90 / max | mask us p50 / p90 / p99 |"
+            "| compile ms p50 / p99 / max | mask us p50 / p90 / p99 |"
         )
         print(hdr)
         print("|" + "---|" * 7)
@@ -293,12 +317,14 @@ def main() -> None:
             print(
                 f"| {x['syntax']} | {x['passing']} ({100 * x['passing_rate']:.1f}%) | {x['compile_errors']} "
                 f"| {x['validation_errors']} | {x['invalidation_errors']} "
-                f"| {x['compile_ms_p50']} / {x['compile_ms_p90']} / {x['compile_ms_max']} "
+                f"| {x['compile_ms_p50']} / {x['compile_ms_p99']} / {x['compile_ms_max']} "
                 f"| {x['mask_us_p50']} / {x['mask_us_p90']} / {x['mask_us_p99']} |"
             )
         print(
             f"gemma: {rg['wrapped_schemas']} schemas wrapped as {{value: ...}}, {rg['unwritable_instances']} unwritable instances"
         )
+        for x in (rj, rg):
+            print(f"slowest compile ({x['syntax']}): {x['slowest_compile']} ({x['compile_ms_max']} ms)")
         for x in (rj, rg):
             print(f"top compile errors ({x['syntax']}):")
             for reason, n in x["top_compile_errors"]:

@@ -106,6 +106,7 @@ def test_request_wire_format_and_response_parsing():
     assert assistant == {
         "role": "assistant",
         "content": None,
+        "reasoning_content": "need weather",
         "tool_calls": [
             {
                 "id": "call_a",
@@ -113,7 +114,7 @@ def test_request_wire_format_and_response_parsing():
                 "function": {"name": "get_weather", "arguments": '{"city": "Paris"}'},
             }
         ],
-    }  # arguments re-encoded as a JSON string, thinking not sent
+    }  # arguments re-encoded as a JSON string, the turn's reasoning sent back under the server's field
     assert tool_msg == {
         "role": "tool",
         "tool_call_id": "call_a",

@@ -93,6 +93,9 @@ class ModelTurn:
         tool_calls: requested calls, in the order the model issued them.
         usage: token counts of this request.
         raw: backend-specific raw response (HTTP JSON, ``ChatOutput``...), for debugging; not serialised.
+        format_error: set by a backend when ``text`` looks like a tool call that does not parse (a remote
+            model writing calls as text, see :mod:`agentkit.backends.textcalls`): what is wrong. The
+            planner answers with a format reminder instead of taking ``text`` as the final answer.
     """
 
     text: str = ""
@@ -100,6 +103,7 @@ class ModelTurn:
     tool_calls: list[ToolCallRequest] = field(default_factory=list)
     usage: Usage = field(default_factory=Usage)
     raw: Any = None
+    format_error: str | None = None
 
 
 @runtime_checkable

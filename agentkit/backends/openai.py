@@ -9,6 +9,19 @@ Tool-call arguments arrive as JSON text. A call whose arguments are malformed JS
 a string (``"\\"{\\\\\\"a\\\\\\": 1}\\""``) or not an object is *not* repaired silently: it is returned with
 :attr:`ToolCallRequest.error` set and the planner sends it back to the model as a tool response listing the
 valid tool names, so the model retries (unknown tool names get the same treatment in the planner).
+
+Servers without a reasoning parser or a tool parser return thinking and calls as text in ``content``
+(:mod:`agentkit.backends.textcalls`). Inline thinking (``<|channel>thought ...<channel|>``,
+``<think>...</think>``) is moved to :attr:`ModelTurn.thinking`, so it never reaches the answer or the kept
+history. When the response has no structured ``tool_calls`` and tools were declared (``tool_choice`` not
+``"none"``), calls written as text (Gemma native, ``<tool_call>`` tags, bare ``{"name", "arguments"}``
+JSON) are recovered and returned as calls; text that looks like a call but does not parse sets
+:attr:`ModelTurn.format_error`, and the planner answers it with a format reminder (``recover_text_calls``
+turns both off).
+
+Reasoning returned by the server (``reasoning_content`` or ``reasoning``) is sent back, under the same
+field, on the assistant tool-call messages of the current user turn (``replay_reasoning``); the planner
+keeps no thinking across user turns, so none is sent for earlier turns.
 """
 
 from __future__ import annotations
@@ -31,6 +44,7 @@ from agentkit.backends.base import (
     Usage,
     tool_choice_name,
 )
+from agentkit.backends.textcalls import recover_calls, split_thinking
 from agentkit.errors import BackendError
 
 DEFAULT_BASE_URL = "http://127.0.0.1:8000/v1"
@@ -122,6 +136,13 @@ class OpenAIBackend:
         settings: extra request fields (``temperature``, ``max_tokens``, ``seed``...).
         headers: extra HTTP headers.
         transport / async_transport: httpx transports (``httpx.MockTransport`` in tests).
+        recover_text_calls: recover tool calls written as text in ``content`` (see the module docstring).
+        replay_reasoning: send the turn's reasoning back on its assistant tool-call messages (servers such
+            as DeepSeek/Qwen3 thinking models need it within a tool loop).
+        reasoning_field: the request field that carries it back; ``None`` = the field the server used in
+            its responses (``reasoning_content`` or ``reasoning``), and nothing is sent until the server has
+            returned one. Set it (e.g. ``"reasoning"``, which the project's chat template reads) to replay
+            thinking that arrived inline in ``content``.
 
     Raises:
         BackendError: (from :meth:`complete`) a non-retryable HTTP error, retries exhausted, or a response
@@ -143,6 +164,9 @@ class OpenAIBackend:
         headers: dict[str, str] | None = None,
         transport: httpx.BaseTransport | None = None,
         async_transport: httpx.AsyncBaseTransport | None = None,
+        recover_text_calls: bool = True,
+        replay_reasoning: bool = True,
+        reasoning_field: str | None = None,
     ) -> None:
         if max_retries < 0:
             raise ValueError(f"max_retries must be >= 0, got {max_retries}")
@@ -171,19 +195,30 @@ class OpenAIBackend:
             weakref.WeakKeyDictionary()
         )
         self._next_id = 0
+        self.recover_text_calls = recover_text_calls
+        self.replay_reasoning = replay_reasoning
+        self.reasoning_field = reasoning_field
+        self._server_reasoning_field: str | None = None
 
     # ----------------------------------------------------------------------------- request
 
     def build_request(
         self, messages: list[ChatMessage], tools: list[ToolDeclaration], tool_choice: ToolChoice
     ) -> dict[str, Any]:
-        """The JSON body for ``/chat/completions`` (arguments JSON-encoded, thinking dropped, lone surrogates
-        escaped by :func:`escape_lone_surrogates`)."""
+        """The JSON body for ``/chat/completions``.
+
+        Arguments are JSON-encoded; an assistant tool-call message's ``thinking`` is sent as the reasoning
+        field when replay is on (see the class docstring), other thinking is dropped; lone surrogates are escaped by
+        :func:`escape_lone_surrogates`.
+        """
         out: list[dict[str, Any]] = []
+        field = self.reasoning_field or self._server_reasoning_field
         for m in messages:
             role = m["role"]
             if role == "assistant":
                 am: dict[str, Any] = {"role": "assistant", "content": m.get("content")}
+                if m.get("tool_calls") and m.get("thinking") and self.replay_reasoning and field:
+                    am[field] = m["thinking"]
                 if m.get("tool_calls"):
                     am["tool_calls"] = [
                         {
@@ -212,8 +247,26 @@ class OpenAIBackend:
             )
         return cast(dict[str, Any], escape_lone_surrogates(body))
 
-    def parse_response(self, data: Any, requests: int = 1) -> ModelTurn:
+    def _new_id(self) -> str:
+        cid = f"call_{self._next_id}"
+        self._next_id += 1
+        return cid
+
+    def parse_response(
+        self,
+        data: Any,
+        requests: int = 1,
+        *,
+        tools: list[ToolDeclaration] | None = None,
+        tool_choice: ToolChoice = "auto",
+    ) -> ModelTurn:
         """Turn a ``/chat/completions`` JSON response into a :class:`ModelTurn`.
+
+        Args:
+            data: the decoded response body.
+            requests: HTTP requests it took (for :class:`Usage`).
+            tools: the declarations sent; calls written as text are recovered only when there were some.
+            tool_choice: the request's tool choice; nothing is recovered for ``"none"``.
 
         Raises:
             BackendError: no ``choices[0].message`` in the response.
@@ -222,17 +275,30 @@ class OpenAIBackend:
             msg = data["choices"][0]["message"]
         except (KeyError, IndexError, TypeError):
             raise BackendError(f"{self.url}: response has no choices[0].message: {str(data)[:300]}") from None
-        text = msg.get("content") or ""
-        thinking = msg.get("reasoning_content") or msg.get("reasoning") or ""
+        if not isinstance(msg, dict):
+            raise BackendError(f"{self.url}: choices[0].message is not an object: {str(msg)[:300]}")
+        content = msg.get("content") or ""
+        if isinstance(content, list):  # content parts: keep the text ones
+            content = "".join(p.get("text") or "" for p in content if isinstance(p, dict))
+        if not isinstance(content, str):
+            raise BackendError(f"{self.url}: choices[0].message.content is not text: {str(content)[:300]}")
+        thinking = ""
+        for key in ("reasoning_content", "reasoning"):
+            value = msg.get(key)
+            if isinstance(value, str) and value:
+                thinking = value
+                self._server_reasoning_field = key
+                break
+        text, inline = split_thinking(content)
+        if inline:
+            thinking = f"{thinking}\n\n{inline}" if thinking else inline
+        format_error: str | None = None
         calls: list[ToolCallRequest] = []
         for tc in msg.get("tool_calls") or []:
             fn = tc.get("function") or {}
             raw = fn.get("arguments")
             args, err = decode_arguments(raw)
-            cid = tc.get("id") or ""
-            if not cid:
-                cid = f"call_{self._next_id}"
-                self._next_id += 1
+            cid = tc.get("id") or self._new_id()
             calls.append(
                 ToolCallRequest(
                     id=cid,
@@ -242,13 +308,25 @@ class OpenAIBackend:
                     raw_arguments=raw if isinstance(raw, str) else None,
                 )
             )
+        if not calls and tools and tool_choice != "none" and self.recover_text_calls:
+            found = recover_calls(text)
+            if found.problem is not None:
+                format_error = found.problem
+            else:
+                text = found.text
+                calls = [
+                    ToolCallRequest(self._new_id(), c.name, c.arguments, c.error, c.raw_arguments)
+                    for c in found.calls
+                ]
         u = data.get("usage") or {}
         usage = Usage(
             input_tokens=int(u.get("prompt_tokens") or 0),
             output_tokens=int(u.get("completion_tokens") or 0),
             requests=requests,
         )
-        return ModelTurn(text=text, thinking=thinking, tool_calls=calls, usage=usage, raw=data)
+        return ModelTurn(
+            text=text, thinking=thinking, tool_calls=calls, usage=usage, raw=data, format_error=format_error
+        )
 
     def _check(self, resp: httpx.Response) -> Any:
         if resp.status_code == 429 or resp.status_code >= 500:
@@ -311,7 +389,7 @@ class OpenAIBackend:
             raise BackendError(
                 f"{self.url}: gave up after {sent} attempt(s): {exc}", status_code=exc.status
             ) from exc
-        return self.parse_response(data, requests=sent)
+        return self.parse_response(data, requests=sent, tools=tools, tool_choice=tool_choice)
 
     # ------------------------------------------------------------------------------ async
 
@@ -347,7 +425,7 @@ class OpenAIBackend:
             raise BackendError(
                 f"{self.url}: gave up after {sent} attempt(s): {exc}", status_code=exc.status
             ) from exc
-        return self.parse_response(data, requests=sent)
+        return self.parse_response(data, requests=sent, tools=tools, tool_choice=tool_choice)
 
     def close(self) -> None:
         """Close the sync HTTP client (async clients close with their event loop)."""

@@ -91,6 +91,31 @@ _ANY_TEXT = r"/(?s:.*)/"
 _INT_RX = r"-?(?:0|[1-9][0-9]*)"
 _NUM_RX = r"-?(?:0|[1-9][0-9]*)(?:\.[0-9]+)?(?:[eE][+-]?[0-9]+)?"
 _MAX_OBJECT_STATES = 20_000
+#: Bound on the grammar text generated for one tool list (characters of rule and terminal bodies). llguidance's
+#: compile time grows with it: 0.46 s (validation + matcher, 4k-token vocabulary) for the largest grammar of
+#: MaskBench's schemas under the bound (docs/BENCHMARKS.md); a schema whose grammar would be larger is refused
+#: at registration with a :class:`SchemaError` naming the subschema being compiled when the bound was reached.
+MAX_GRAMMAR_CHARS = 500_000
+
+
+def _esc(name: str) -> str:
+    """A JSON-pointer token (RFC 6901: ``~`` -> ``~0``, ``/`` -> ``~1``)."""
+    return name.replace("~", "~0").replace("/", "~1")
+
+
+def _size_keyword(node: Node) -> str:
+    """The keyword named when ``node``'s subschema trips :data:`MAX_GRAMMAR_CHARS`."""
+    if isinstance(node, Obj):
+        return "properties"
+    if isinstance(node, Arr):
+        return "items"
+    if isinstance(node, AnyOf):
+        return "anyOf"
+    if isinstance(node, Ref):
+        return "$ref"
+    if isinstance(node, Str):
+        return "pattern" if node.patterns else "format" if node.formats else "maxLength"
+    return "type"
 
 
 def _lark_str(text: str) -> str:
@@ -141,6 +166,31 @@ class _GemmaCompiler:
         self._defs: dict[int, dict[str, Node]] = {}
         self._n = 0
         self._any_done = False
+        #: Characters of grammar emitted so far (bounded by MAX_GRAMMAR_CHARS).
+        self.size = 0
+        #: Per tool (scope): JSON pointer of each recursive definition, for error messages.
+        self.def_paths: dict[int, dict[str, str]] = {}
+        self._where = ""  # pointer of the subschema being compiled
+        self._where_node: Node = AnyNode()
+
+    def _charge(self, text: str, path: str | None = None, node: Node | None = None) -> None:
+        """Count emitted grammar against :data:`MAX_GRAMMAR_CHARS` (``path``/``node``: the subschema the
+        text belongs to; default the one being compiled).
+
+        Raises:
+            SchemaError: the grammar would exceed the bound; keyword and path name the subschema being
+                compiled when it was reached.
+        """
+        self.size += len(text) + 8
+        if self.size > MAX_GRAMMAR_CHARS:
+            where, what = (self._where, self._where_node) if path is None or node is None else (path, node)
+            raise SchemaError(
+                _size_keyword(what),
+                where,
+                f"schema is too large to compile: its grammar exceeds {MAX_GRAMMAR_CHARS:,} characters (the bound "
+                "on compile work, which keeps llguidance's compile under about a second); split the tool or "
+                "simplify the schema",
+            )
 
     def _name(self, prefix: str) -> str:
         self._n += 1
@@ -150,6 +200,7 @@ class _GemmaCompiler:
         """A terminal for ``definition`` (deduplicated)."""
         name = self._term_names.get(definition)
         if name is None:
+            self._charge(definition)
             name = f"T{len(self._term_names)}"
             self._term_names[definition] = name
             self.terms[name] = definition
@@ -157,16 +208,20 @@ class _GemmaCompiler:
 
     def rule(self, body: str, prefix: str = "r") -> str:
         name = self._name(prefix)
+        self._charge(body)
         self.rules[name] = body
         return name
 
     # -- values ---------------------------------------------------------------------------------------------
-    def value(self, node: Node, scope: int, defs: dict[str, Node]) -> str:
-        """A Lark expression for values valid against ``node`` (``defs``: this tool's recursive definitions).
+    def value(self, node: Node, scope: int, defs: dict[str, Node], path: str = "") -> str:
+        """A Lark expression for values valid against ``node`` (``defs``: this tool's recursive definitions;
+        ``path``: JSON pointer of ``node``'s schema, for error messages).
 
         Raises:
-            SchemaError: ``node`` is ``Never`` (no value possible) or an object needs too many states.
+            SchemaError: ``node`` is ``Never`` (no value possible), an object needs too many states, or the
+                grammar exceeds :data:`MAX_GRAMMAR_CHARS`.
         """
+        self._where, self._where_node = path, node
         if isinstance(node, Never):
             raise SchemaError(node.keyword or "type", node.path, f"no value is possible: {node.reason}")
         if isinstance(node, AnyNode):
@@ -192,7 +247,10 @@ class _GemmaCompiler:
             name = f"def{scope}_{node.name}"
             self._node_rules[key] = name
             self.rules[name] = "PENDING"
-            self.rules[name] = self.value(defs[node.name], scope, defs)
+            dpath = self.def_paths.get(scope, {}).get(node.name, path)
+            body = self.value(defs[node.name], scope, defs, dpath)
+            self._charge(body, dpath, defs[node.name])
+            self.rules[name] = body
             return name
         name = self._name("v")
         self._node_rules[key] = name
@@ -201,13 +259,17 @@ class _GemmaCompiler:
             schema = {**node.json_schema(), "x-guidance": {"whitespace_flexible": False}}
             body = "%json " + json.dumps(schema)
         elif isinstance(node, AnyOf):
-            body = " | ".join(self.value(o, scope, defs) for o in node.options)
+            body = " | ".join(
+                self.value(o, scope, defs, f"{path}/anyOf/{i}") for i, o in enumerate(node.options)
+            )
         elif isinstance(node, Arr):
-            body = self._arr(node, scope, defs)
+            body = self._arr(node, scope, defs, path)
         elif isinstance(node, Obj):
-            body = self._obj(node, scope, defs)
+            body = self._obj(node, scope, defs, path)
         else:  # pragma: no cover
             raise TypeError(f"unknown IR node {node!r}")
+        self._where, self._where_node = path, node
+        self._charge(body, path, node)
         self.rules[name] = body
         return name
 
@@ -242,7 +304,7 @@ class _GemmaCompiler:
             parts.append(f"/{_lark_rx(rx)}/" if rx is not None else r"/[^\s\S]/")
         return self.term(" & ".join(parts) if parts else _ANY_TEXT)
 
-    def _arr(self, node: Arr, scope: int, defs: dict[str, Node]) -> str:
+    def _arr(self, node: Arr, scope: int, defs: dict[str, Node], path: str) -> str:
         k = len(node.prefix)
         mn, mx = node.min_items, node.max_items
 
@@ -253,7 +315,7 @@ class _GemmaCompiler:
                 return "", True
             if i < k:
                 rest, rest_null = tail(i + 1, False)
-                expr = f"{sep}{self.value(node.prefix[i], scope, defs)}"
+                expr = f"{sep}{self.value(node.prefix[i], scope, defs, f'{path}/prefixItems/{i}')}"
                 if rest:
                     expr += f" {rest}?" if rest_null else f" {rest}"
                 elif not rest_null:  # pragma: no cover - a dead tail was pruned by make_arr
@@ -263,7 +325,7 @@ class _GemmaCompiler:
                 return "", i >= mn
             lo = max(0, mn - i)
             hi = None if mx is None else mx - i
-            it = self.value(node.items, scope, defs)
+            it = self.value(node.items, scope, defs, f"{path}/items")
             if first:
                 rep = _rep(f'"," {it}', max(lo - 1, 0), None if hi is None else hi - 1)
                 return f"({it}{' ' + rep if rep else ''})", lo == 0
@@ -274,7 +336,7 @@ class _GemmaCompiler:
         inner = f"{expr}?" if (expr and nullable) else expr
         return f'"[" {inner} "]"' if inner else '"[" "]"'
 
-    def _obj(self, node: Obj, scope: int, defs: dict[str, Node]) -> str:
+    def _obj(self, node: Obj, scope: int, defs: dict[str, Node], path: str) -> str:
         entries = [(k, v, k in node.required) for k, v in node.props if not isinstance(v, Never)]
         for r in node.required_only():
             v = self._undeclared(node, r)
@@ -282,7 +344,7 @@ class _GemmaCompiler:
                 raise SchemaError("required", "", f"required property {r!r} is not allowed by the schema")
             entries.append((r, v, True))
         taken = [k for k, _ in node.props] + node.required_only()
-        extras = self._extras(node, taken, scope, defs)
+        extras = self._extras(node, taken, scope, defs, path)
         n = len(entries)
         mn, mx = node.min_props, node.max_props
         cap = mx if mx is not None else mn
@@ -323,7 +385,7 @@ class _GemmaCompiler:
                     nxt = ref(nk)
                     if nxt is not None:
                         if i not in values:
-                            values[i] = self.value(v, scope, defs)
+                            values[i] = self.value(v, scope, defs, f"{path}/properties/{_esc(prop)}")
                         sep = "" if first else '"," '
                         e = f"{sep}{_lark_str(prop + ':')} {values[i]}"
                         if nxt[0]:
@@ -349,6 +411,7 @@ class _GemmaCompiler:
             k = todo.pop()
             body_k = states[k].body
             assert body_k is not None
+            self._charge(body_k, path, node)
             self.rules[name(k)] = body_k
             for u in uses[k]:
                 if u not in seen:
@@ -382,7 +445,9 @@ class _GemmaCompiler:
         part = self.term(f"/{KEY_PART_REGEX}/")
         return f'({one} | {part} (":" {part})+)'
 
-    def _extras(self, node: Obj, taken: list[str], scope: int, defs: dict[str, Node]) -> str | None:
+    def _extras(
+        self, node: Obj, taken: list[str], scope: int, defs: dict[str, Node], path: str
+    ) -> str | None:
         """Rule for one ``key:value`` pair of a key not in ``properties`` (None when none is allowed)."""
         excl = " | ".join(_lark_str(k) for k in taken)
         not_taken = f" & ~({excl})" if taken else ""
@@ -403,7 +468,7 @@ class _GemmaCompiler:
             if isinstance(sub, Never):
                 continue
             key = self.term("(" + " & ".join(rx_parts) + not_taken + ') ":"')
-            alts.append(f"{key} {self.value(sub, scope, defs)}")
+            alts.append(f"{key} {self.value(sub, scope, defs, f'{path}/patternProperties')}")
         additional = node.additional
         if additional is None:
             additional = AnyNode() if self.additional_default else Never("additionalProperties")
@@ -411,9 +476,11 @@ class _GemmaCompiler:
             if pats:
                 rx_parts = [f"/{KEY_REGEX}/"] + [f"~/{rx}/" for rx, _ in pats]
                 key = self.term("(" + " & ".join(rx_parts) + not_taken + ') ":"')
-                alts.append(f"{key} {self.value(additional, scope, defs)}")
+                alts.append(f"{key} {self.value(additional, scope, defs, f'{path}/additionalProperties')}")
             else:
-                alts.append(f'{self._plain_key(taken)} ":" {self.value(additional, scope, defs)}')
+                alts.append(
+                    f'{self._plain_key(taken)} ":" {self.value(additional, scope, defs, f"{path}/additionalProperties")}'
+                )
         if not alts:
             return None
         return self.rule(" | ".join(alts), "kv")
@@ -550,7 +617,7 @@ def _tool_ir(spec: ToolSpec, additional_default: bool) -> IR:
     root = object_part(ir.root, ir.defs)
     if isinstance(root, Never):
         raise SchemaError("type", "", f"tool {spec.name!r}: parameters must describe a JSON object")
-    return IR(root, ir.defs)
+    return IR(root, ir.defs, ir.paths)
 
 
 def _choice_key(tool_choice: Any) -> str:
@@ -598,7 +665,9 @@ def tool_call_grammar(
         It ends with ``<|tool_response>`` after calls and ``<turn|>`` after prose.
 
     Raises:
-        SchemaError: a tool's schema is unsupported or unsatisfiable (keyword and JSON path named).
+        SchemaError: a tool's schema is unsupported or unsatisfiable, or too large to compile (more than
+            :data:`model.constraints.schema.MAX_COMPILE_STEPS` steps or :data:`MAX_GRAMMAR_CHARS` characters
+            of grammar); keyword and JSON path named.
         ValueError: unknown ``syntax``/``tool_choice``, a named tool that is not declared, duplicate tool
             names, or ``"required"`` without tools; a named (or the only, under ``"required"``) tool whose
             required grounded parameter has nothing to ground on (the message names the parameter).
@@ -649,7 +718,9 @@ def _validate(grammar: str) -> None:
     """
     import llguidance
 
-    err = llguidance.LLMatcher.validate_grammar(grammar)
+    from model.constraints.llg import parser_limits
+
+    err = llguidance.LLMatcher.validate_grammar(grammar, limits=parser_limits())
     if err:
         first = err.strip().splitlines()[0]
         keyword = next(
@@ -720,10 +791,12 @@ def _build_grammar(
             alts = []
             for i, spec in enumerate(callable_specs):
                 ir = _tool_ir(spec, additional)
+                comp.def_paths[i] = ir.paths
                 try:
                     body = comp.value(ir.root, i, ir.defs)
                 except SchemaError as e:
-                    raise SchemaError(e.keyword, e.path, f"tool {spec.name!r}: {e}") from None
+                    message = str(e).rsplit(" (keyword ", 1)[0]  # the new error names keyword and path again
+                    raise SchemaError(e.keyword, e.path, f"tool {spec.name!r}: {message}") from None
                 alts.append(f"{_lark_str('call:' + spec.name)} {body}")
             lines.append("call: <|tool_call> (" + " | ".join(alts) + ") <tool_call|>")
             rules.update(comp.rules)
@@ -767,6 +840,7 @@ def value_grammar(schema: Any, *, additional_properties: bool = True) -> str:
     """
     ir = build_ir(schema, additional_properties=additional_properties)
     comp = _GemmaCompiler(additional_properties)
+    comp.def_paths[0] = ir.paths
     body = comp.value(ir.root, 0, ir.defs)
     out = [f"start: {body}", *(f"{k}: {v}" for k, v in comp.rules.items())]
     out += [f"{k}: {v}" for k, v in comp.terms.items()]

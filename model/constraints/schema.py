@@ -6,6 +6,8 @@ Pydantic output with ``$defs``/``$ref``/``anyOf``/``title``) and returns a :clas
 ``parameters`` are plain JSON Schema (BFCL types translated, titles dropped, non-recursive ``$ref`` inlined).
 Every schema is also compiled to the IR below, so an unsupported keyword or an unsatisfiable schema is a
 :class:`SchemaError` at registration (naming the keyword and its JSON pointer), never a failure mid-generation.
+Compile work is bounded (:data:`MAX_COMPILE_STEPS` here, ``MAX_GRAMMAR_CHARS`` for the grammar text): a schema
+past the bound is refused the same way, so registering a tool never hangs.
 
 The IR (:class:`Node` subclasses) is what the grammar compilers in :mod:`model.constraints.grammar` consume:
 ``allOf`` and sibling keywords are intersected, ``oneOf`` becomes ``anyOf`` when its branches are provably
@@ -26,6 +28,7 @@ from dataclasses import dataclass, field
 from fractions import Fraction
 from functools import lru_cache
 from typing import Any
+from urllib.parse import unquote
 
 # ----------------------------------------------------------------------------------------------------------
 # Errors and the tool declaration
@@ -177,10 +180,7 @@ def _pointer_get(root: Any, pointer: str) -> Any:
     if pointer in ("", "/"):
         return cur
     for raw in pointer.lstrip("/").split("/"):
-        part = raw.replace("~1", "/").replace("~0", "~")
-        from urllib.parse import unquote
-
-        part = unquote(part)
+        part = unquote(raw.replace("~1", "/").replace("~0", "~"))
         if isinstance(cur, list):
             cur = cur[int(part)]
         elif isinstance(cur, dict) and part in cur:
@@ -264,10 +264,11 @@ def normalize_schema(schema: Any) -> Any:
     refs = _Refs(root)
     recursive = _recursive_targets(root, refs)
     try:
-        return _inline_all(root, recursive, refs)
+        return _inline_all(root, recursive, refs, _MAX_INLINED_NODES)
     except _TooLarge:
-        # Shared definitions referenced along many paths: keep every reference instead of inlining.
-        return _inline_all(root, set(recursive) | _all_refs(root, refs), refs)
+        # Shared definitions referenced along many paths: keep every reference instead of inlining (the
+        # result is then no larger than the input, so no limit applies).
+        return _inline_all(root, set(recursive) | _all_refs(root, refs), refs, None)
 
 
 class _TooLarge(Exception):
@@ -359,14 +360,14 @@ def _def_names(ptrs: set[str]) -> dict[str, str]:
     return names
 
 
-def _inline_all(root: Any, keep: set[str], refs: _Refs) -> Any:
+def _inline_all(root: Any, keep: set[str], refs: _Refs, limit: int | None) -> Any:
     names = _def_names(keep)
     count = [0]
 
     def inline(node: Any) -> Any:
         """Inline references in a schema (a dict or bool; lists only under list keywords)."""
         count[0] += 1
-        if count[0] > _MAX_INLINED_NODES:
+        if limit is not None and count[0] > limit:
             raise _TooLarge
         if isinstance(node, list):
             return [inline(x) for x in node]
@@ -578,12 +579,47 @@ class Ref(Node):
     name: str
 
 
+def _memo_hash(cls: type) -> None:
+    """Give an IR class a memoised structural hash and an equality that checks hashes first.
+
+    The dataclass-generated ``__hash__`` recomputes the hash of the whole subtree on every call; schemas
+    with shared definitions (Kubernetes, SchemaStore) build trees of thousands of nodes that are hashed
+    again at every dictionary lookup, which made compile time quadratic (16.7 s for one MaskBench schema).
+    Nodes are immutable, so the hash is computed once and kept in the instance ``__dict__``.
+    """
+    structural_hash: Any = cls.__hash__
+    structural_eq: Any = cls.__eq__
+
+    def __hash__(self: Any) -> int:
+        d = self.__dict__
+        h = d.get("_hash")
+        if h is None:
+            h = d["_hash"] = structural_hash(self)
+        return int(h)
+
+    def __eq__(self: Any, other: Any) -> Any:
+        if self is other:
+            return True
+        if other.__class__ is self.__class__ and hash(self) != hash(other):
+            return False
+        return structural_eq(self, other)
+
+    cls.__hash__ = __hash__  # type: ignore[method-assign,assignment]
+    cls.__eq__ = __eq__  # type: ignore[method-assign,assignment]
+
+
+for _cls in (AnyNode, Never, Null, Bool, Num, Str, Lit, Arr, Obj, AnyOf, OneOf, Ref):
+    _memo_hash(_cls)
+
+
 @dataclass
 class IR:
-    """A compiled schema: the root node and the definitions its :class:`Ref` nodes point to."""
+    """A compiled schema: the root node, the definitions its :class:`Ref` nodes point to, and the JSON
+    pointer of each definition in the (normalised) schema (``paths``, for error messages)."""
 
     root: Node
     defs: dict[str, Node]
+    paths: dict[str, str] = field(default_factory=dict)
 
 
 # ----------------------------------------------------------------------------------------------------------
@@ -981,6 +1017,19 @@ _OBJ_KEYS = (
     "maxProperties",
 )
 _MAX_INTERSECT_DEPTH = 60
+#: Bound on the work of compiling one schema to the IR, in steps: one subschema built, one enum value, one
+#: pair of nodes intersected or one enum value checked against a constraint (a few microseconds each), and
+#: 200 per distinct regex (:data:`_PATTERN_STEPS`). A schema that needs more is refused at registration with
+#: a :class:`SchemaError` naming the keyword and path where the bound was reached, so registering a tool
+#: never hangs. Of MaskBench's 11,305 schemas (the shared dev file and the hard groups) only one needs more
+#: (SchemaStore's Azure Pipelines schema: an ``anyOf`` of ~500 objects each narrowing a ~500-value ``enum``,
+#: 913k steps, 4-17 s to compile before this bound, refused after 0.3 s now); the next needs 56k.
+MAX_COMPILE_STEPS = 100_000
+#: Steps charged per distinct ``pattern``/``patternProperties`` regex (each is compiled once by llguidance to
+#: check it, about 2 ms: 200 steps at the ~10 us a step costs on average).
+_PATTERN_STEPS = 200
+#: Keywords named when a subschema's size trips the bound (the first one it holds).
+_SIZE_KEYWORDS = ("$ref", "properties", "items", "prefixItems", "anyOf", "oneOf", "allOf", "enum")
 _CONSTRAINT_KEYS = {"type", *_NUM_KEYS, *_STR_KEYS, *_ARR_KEYS, *_OBJ_KEYS}
 
 
@@ -1012,6 +1061,9 @@ class _Builder:
         self._ref_names: dict[str, str] = {}
         self._depth = 0
         self._union = 0  # > 0 while building anyOf/oneOf branches
+        self.steps = 0  # compile work so far (see charge)
+        self._refs_memo: dict[Node, frozenset[str]] = {}
+        self._patterns: set[str] = set()
 
     # -- references -------------------------------------------------------------------------------------
     def ref(self, ref: Any, path: str) -> Node:
@@ -1037,27 +1089,29 @@ class _Builder:
         return result
 
     def _is_referenced(self, name: str, node: Node) -> bool:
-        seen: set[int] = set()
+        return name in self._free_refs(node)
 
-        def walk(n: Node) -> bool:
-            if id(n) in seen:
-                return False
-            seen.add(id(n))
-            if isinstance(n, Ref):
-                return n.name == name
+    def _free_refs(self, n: Node) -> frozenset[str]:
+        """Names of the :class:`Ref` nodes inside ``n`` (not following them), memoised per node: walking
+        every definition's tree again for each reference was quadratic in the number of definitions."""
+        hit = self._refs_memo.get(n)
+        if hit is not None:
+            return hit
+        subs: list[Node] = []
+        if isinstance(n, Ref):
+            out = frozenset((n.name,))
+        else:
             if isinstance(n, (AnyOf, OneOf)):
-                return any(walk(o) for o in n.options)
-            if isinstance(n, Arr):
-                return any(walk(o) for o in n.prefix) or walk(n.items)
-            if isinstance(n, Obj):
-                return (
-                    any(walk(v) for _, v in n.props)
-                    or any(walk(v) for _, v in n.pattern_props)
-                    or (n.additional is not None and walk(n.additional))
-                )
-            return False
-
-        return walk(node)
+                subs = list(n.options)
+            elif isinstance(n, Arr):
+                subs = [*n.prefix, n.items]
+            elif isinstance(n, Obj):
+                subs = [v for _, v in n.props] + [v for _, v in n.pattern_props]
+                if n.additional is not None:
+                    subs.append(n.additional)
+            out = frozenset().union(*(self._free_refs(x) for x in subs)) if subs else frozenset()
+        self._refs_memo[n] = out
+        return out
 
     def unsat(self, keyword: str, path: str, message: str) -> Never:
         """A contradiction among a schema's own keywords: an error, unless the schema is an ``anyOf``/``oneOf``
@@ -1093,6 +1147,7 @@ class _Builder:
         for k, v in s.items():
             if k in _UNSUPPORTED and not _trivial(k, v):
                 raise SchemaError(k, path, f"keyword {k!r} is not supported")
+        self.charge(1, next((k for k in _SIZE_KEYWORDS if k in s), "type"), path)
         # Keywords are applied in the order they appear, as llguidance does (property order follows it):
         # runs of plain keywords form one part (with the schema's type, and the names of all its properties
         # when the run holds additionalProperties), each applicator ($ref, allOf, anyOf, oneOf, enum, const)
@@ -1163,6 +1218,7 @@ class _Builder:
                 raise SchemaError("enum", path, "enum must be a list")
             if not values:
                 return self.unsat("enum", path, "enum is empty: no value can match")
+            self.charge(len(values), "enum", path)
         return any_of([literal(v) for v in values]) if values else Never("empty enum", kw, path)
 
     def _types(self, s: dict[str, Any], path: str) -> list[str]:
@@ -1270,7 +1326,7 @@ class _Builder:
             p = s["pattern"]
             if not isinstance(p, str):
                 raise SchemaError("pattern", path, "pattern must be a string")
-            pattern_to_regex(p, path)
+            self.check_pattern(p, path, "pattern")
             patterns = (p,)
         formats: tuple[str, ...] = ()
         if "format" in s:
@@ -1322,7 +1378,7 @@ class _Builder:
             raise SchemaError("patternProperties", path, "patternProperties must be an object")
         pattern_props = []
         for p, sub in pp_in.items():
-            pattern_to_regex(p, f"{path}/patternProperties")
+            self.check_pattern(p, f"{path}/patternProperties", "patternProperties")
             pattern_props.append((p, self.build(sub, f"{path}/patternProperties/{_esc(p)}")))
         additional: Node | None = None
         if "additionalProperties" in s:
@@ -1379,6 +1435,9 @@ class _Builder:
             return a
         if isinstance(b, Never):
             return b
+        self.charge(
+            1, "anyOf" if isinstance(a, (AnyOf, OneOf)) or isinstance(b, (AnyOf, OneOf)) else "allOf", path
+        )
         self._depth += 1
         try:
             if self._depth > _MAX_INTERSECT_DEPTH:
@@ -1389,9 +1448,15 @@ class _Builder:
                 return self.one_of([self.intersect(o, b, path) for o in a.options], a.path)
             if isinstance(b, OneOf):
                 return self.one_of([self.intersect(a, o, path) for o in b.options], b.path)
+            if isinstance(a, AnyOf) and isinstance(b, AnyOf) and len(a.options) * len(b.options) > 1:
+                self.charge(len(a.options) * len(b.options), "anyOf", path)
             if isinstance(a, AnyOf):
+                if not isinstance(b, (AnyOf, Ref)) and all(isinstance(o, Lit) for o in a.options):
+                    return self._filter_literals(a, b, path)
                 return any_of([self.intersect(o, b, path) for o in a.options])
             if isinstance(b, AnyOf):
+                if not isinstance(a, Ref) and all(isinstance(o, Lit) for o in b.options):
+                    return self._filter_literals(b, a, path)
                 return any_of([self.intersect(a, o, path) for o in b.options])
             if isinstance(a, Lit):
                 return (
@@ -1439,6 +1504,38 @@ class _Builder:
             return Never("incompatible types", "type", path)  # pragma: no cover
         finally:
             self._depth -= 1
+
+    def _filter_literals(self, lits: AnyOf, other: Node, path: str) -> Node:
+        """``lits`` (an ``enum``) intersected with ``other``: the literals ``other`` accepts."""
+        self.charge(len(lits.options), "enum", path)
+        kept: list[Node] = [o for o in lits.options if isinstance(o, Lit) and self.accepts(other, o.value)]
+        return any_of(kept) if kept else Never("value excluded by another constraint", "enum", path)
+
+    def check_pattern(self, pattern: str, path: str, keyword: str) -> None:
+        """Translate and check ``pattern`` (:func:`pattern_to_regex`: one llguidance regex compile, about
+        2 ms); each distinct pattern costs :data:`_PATTERN_STEPS` of the compile bound."""
+        if pattern not in self._patterns:
+            self._patterns.add(pattern)
+            self.charge(_PATTERN_STEPS, keyword, path)
+        pattern_to_regex(pattern, path)
+
+    def charge(self, steps: int, keyword: str, path: str) -> None:
+        """Count compile work against :data:`MAX_COMPILE_STEPS`.
+
+        Raises:
+            SchemaError: the schema needs more steps than the bound; ``keyword``/``path`` say where the bound
+                was reached (an ``anyOf``/``allOf``/``enum`` whose branches multiply, or the subschema
+                being built when there are simply too many).
+        """
+        self.steps += steps
+        if self.steps > MAX_COMPILE_STEPS:
+            raise SchemaError(
+                keyword,
+                path,
+                f"schema is too large to compile: it needs more than {MAX_COMPILE_STEPS:,} compile steps "
+                "(subschemas built, node pairs intersected, enum values checked; the bound on compile work); "
+                "split the tool or simplify its anyOf/allOf/enum",
+            )
 
     def prop_schema(self, o: Obj, name: str) -> Node:
         """The schema ``o`` applies to the value of key ``name`` (declared, pattern or additional)."""
@@ -1784,21 +1881,22 @@ def build_ir(schema: Any, *, additional_properties: bool = True) -> IR:
         SchemaError: unsupported keyword (``not``, ``if``, ``uniqueItems``, ``contains``, unknown ``format``,
             lookaround in ``pattern``...), non-local ``$ref``, non-disjoint ``oneOf``, or unsatisfiable
             (``minimum > maximum``, ``minItems > maxItems``, ``minLength > maxLength``, empty ``enum``,
-            required property forbidden by ``additionalProperties: false``, or the whole schema).
+            required property forbidden by ``additionalProperties: false``, or the whole schema), or too
+            large to compile (more than :data:`MAX_COMPILE_STEPS` steps).
     """
     b = _Builder(schema, additional_properties)
     root = b.build(schema, "")
     if isinstance(root, Never):
         raise SchemaError(root.keyword or "type", root.path, f"schema is unsatisfiable: {root.reason}")
-    for node in (root, *b.defs.values()):
-        _reject_one_of(node)
-    return IR(root, b.defs)
+    _reject_one_of([root, *b.defs.values()])
+    return IR(root, b.defs, {name: ptr for ptr, name in b._ref_names.items()})
 
 
-def _reject_one_of(node: Node) -> None:
-    """Raise for a ``oneOf`` left whose branches could not be shown disjoint."""
+def _reject_one_of(nodes: list[Node]) -> None:
+    """Raise for a ``oneOf`` left whose branches could not be shown disjoint (one walk over all the trees:
+    shared subtrees are visited once)."""
     seen: set[int] = set()
-    todo = [node]
+    todo = nodes[::-1]
     while todo:
         n = todo.pop()
         if id(n) in seen:

@@ -1,0 +1,273 @@
+"""Reading what a remote model wrote as *text*: inline thinking and tool calls sent in ``content``.
+
+A server without a reasoning parser or a tool parser (vLLM serving the checkpoint with neither, a plain
+llama.cpp server...) returns the model's thinking and its calls inside ``message.content`` with
+``tool_calls`` empty. :func:`split_thinking` moves the thinking out of the answer; :func:`recover_calls`
+finds calls written in the formats models are trained on, so the planner runs them instead of returning
+them to the user as the final answer:
+
+* Gemma 4 native: ``<|tool_call>call:NAME{key:<|"|>text<|"|>,n:1}<tool_call|>`` and its JSON form
+  ``<|tool_call>{"name":NAME,"arguments":{...}}<tool_call|>`` (parsed with
+  :func:`model.constraints.parse.parse_tool_calls`; a missing final ``<tool_call|>``, which a stop string
+  may have eaten, is tolerated);
+* Hermes/Qwen tags: ``<tool_call>{"name": NAME, "arguments": {...}}</tool_call>`` (one or more; the last
+  one may be left open);
+* bare JSON: the whole content is ``{"name": NAME, "arguments": {...}}`` (``"parameters"`` is accepted for
+  ``"arguments"``, as Llama 3 writes it), a list of such objects, optionally inside a Markdown code fence.
+
+Text that *looks* like a call (a call marker, or a content that opens like a call object) but does not
+parse is reported as a problem; the planner answers it with a format reminder instead of treating it as the
+final answer.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from dataclasses import dataclass, field
+from typing import Any
+
+from model import special_tokens as st
+from model.constraints.parse import ToolCallParseError, parse_tool_calls
+
+__all__ = ["TextCall", "TextCalls", "recover_calls", "split_thinking"]
+
+#: (opening tag, closing tag) of inline thinking blocks: Gemma 4's thought channel, DeepSeek/Qwen ``<think>``.
+THINKING_TAGS: tuple[tuple[str, str], ...] = ((st.CHANNEL_START, st.CHANNEL_END), ("<think>", "</think>"))
+
+_HERMES_OPEN = "<tool_call>"
+_HERMES_CLOSE = "</tool_call>"
+_FENCE = re.compile(r"^```[A-Za-z0-9_-]*\s*\n?(?P<body>.*?)\n?\s*```$", re.DOTALL)
+#: A content that opens like a call object: ``{"name"``, ``[{"name"``, ``{"function"``...
+_CALL_LIKE_JSON = re.compile(r'^\s*\[?\s*\{\s*"(?:name|function|tool|tool_name)"\s*:')
+#: ``call:NAME{`` at the start of the text: a Gemma call whose markers were stripped.
+_UNMARKED_GEMMA = re.compile(r"^\s*call:[A-Za-z_][A-Za-z0-9_.\-]*\{")
+_CALL_KEYS = {"name", "arguments", "parameters", "id", "type"}
+
+
+def _strip_channel_name(body: str, open_tag: str) -> str:
+    if open_tag == st.CHANNEL_START and body.startswith("thought"):
+        body = body[len("thought") :]
+    return body.strip()
+
+
+def split_thinking(text: str) -> tuple[str, str]:
+    """Move inline thinking out of a model's text.
+
+    Recognised blocks (see :data:`THINKING_TAGS`): ``<|channel>thought ...<channel|>`` and
+    ``<think>...</think>``, anywhere in the text, any number of them. A closing tag without an opening one
+    (the chat template opened the block in the prompt) makes everything before it thinking; an opening tag
+    never closed (generation cut short) makes everything after it thinking.
+
+    Args:
+        text: the ``content`` a server returned.
+
+    Returns:
+        ``(answer, thinking)``: the text without the blocks (stripped) and the blocks' text joined with
+        blank lines (``""`` when there was none).
+    """
+    thoughts: list[str] = []
+    for open_tag, close_tag in THINKING_TAGS:
+        if open_tag not in text and close_tag not in text:
+            continue
+        out: list[str] = []
+        i = 0
+        while i < len(text):
+            o = text.find(open_tag, i)
+            c = text.find(close_tag, i)
+            if c >= 0 and (o < 0 or c < o):  # closed but not opened here: all before it is thinking
+                thoughts.append(_strip_channel_name(text[i:c], open_tag))
+                i = c + len(close_tag)
+                continue
+            if o < 0:
+                out.append(text[i:])
+                break
+            out.append(text[i:o])
+            c = text.find(close_tag, o + len(open_tag))
+            end = len(text) if c < 0 else c
+            thoughts.append(_strip_channel_name(text[o + len(open_tag) : end], open_tag))
+            i = len(text) if c < 0 else c + len(close_tag)
+        text = "".join(out)
+    return text.strip(), "\n\n".join(t for t in thoughts if t)
+
+
+@dataclass(slots=True)
+class TextCall:
+    """One call recovered from text.
+
+    Attributes:
+        name: the tool name as written.
+        arguments: decoded arguments (``{}`` when ``error`` is set).
+        error: why the arguments could not be used (not an object, malformed JSON string), else ``None``.
+        raw_arguments: the arguments text, when it was a JSON string.
+    """
+
+    name: str
+    arguments: dict[str, Any] = field(default_factory=dict)
+    error: str | None = None
+    raw_arguments: str | None = None
+
+
+@dataclass(slots=True)
+class TextCalls:
+    """What :func:`recover_calls` found.
+
+    Attributes:
+        text: the text without the recovered calls (prose around them), stripped.
+        calls: the calls, in order.
+        problem: set when the text looks like a call that does not parse (then ``calls`` is empty and
+            ``text`` is the input): what is wrong, with the character offset where known.
+    """
+
+    text: str
+    calls: list[TextCall] = field(default_factory=list)
+    problem: str | None = None
+
+
+def _call_from_object(obj: Any, where: str) -> TextCall:
+    """A :class:`TextCall` from a ``{"name", "arguments"}`` object.
+
+    Raises:
+        ValueError: not an object with a string ``name`` and object (or JSON-string) ``arguments``.
+    """
+    if isinstance(obj, dict) and isinstance(obj.get("function"), dict) and "name" not in obj:
+        obj = obj["function"]  # {"type": "function", "function": {...}}
+    if not isinstance(obj, dict) or not isinstance(obj.get("name"), str) or not obj["name"].strip():
+        raise ValueError(f"{where}: a call must be a JSON object with a non-empty string 'name'")
+    args: Any = obj.get("arguments", obj.get("parameters", {}))
+    raw = args if isinstance(args, str) else None
+    if isinstance(args, str):
+        try:
+            args = json.loads(args) if args.strip() else {}
+        except json.JSONDecodeError as exc:
+            return TextCall(
+                obj["name"].strip(),
+                {},
+                f"arguments are not valid JSON ({exc.msg} at character {exc.pos})",
+                raw,
+            )
+    if not isinstance(args, dict):
+        return TextCall(
+            obj["name"].strip(), {}, f"arguments must be a JSON object, got {type(args).__name__}", raw
+        )
+    return TextCall(obj["name"].strip(), args, None, raw)
+
+
+def _unfence(text: str) -> str:
+    m = _FENCE.match(text.strip())
+    return m.group("body").strip() if m else text.strip()
+
+
+def _gemma(text: str) -> TextCalls:
+    errors: list[str] = []
+    for candidate in (text, text.rstrip() + st.TOOL_CALL_END):
+        for syntax in ("gemma", "json"):
+            try:
+                parsed = parse_tool_calls(candidate, syntax)
+            except ToolCallParseError as exc:
+                errors.append(f"{syntax} syntax: {exc}")
+                continue
+            if parsed.calls:
+                return TextCalls(parsed.text, [TextCall(c.name, dict(c.arguments)) for c in parsed.calls])
+        if text.rstrip().endswith(st.TOOL_CALL_END):
+            break
+    why = errors[0] if errors else f"no call before the end of the turn ({st.TURN_END} or {st.EOS})"
+    return TextCalls(text, [], f"{st.TOOL_CALL_START} call does not parse ({why})")
+
+
+def _unmarked_gemma(text: str) -> TextCalls:
+    """``call:NAME{...}`` without its markers (a server that strips special tokens drops them)."""
+    got = _gemma(st.TOOL_CALL_START + text.strip())
+    if got.calls:
+        return got
+    return TextCalls(
+        text,
+        [],
+        "the text looks like a Gemma call without its <|tool_call> markers (a server that strips special "
+        'tokens removes them and the <|"|> string delimiters; serve with skip_special_tokens=false or a tool '
+        f"parser): {got.problem}",
+    )
+
+
+def _hermes(text: str) -> TextCalls:
+    calls: list[TextCall] = []
+    prose: list[str] = []
+    i = 0
+    n = 0
+    while True:
+        o = text.find(_HERMES_OPEN, i)
+        if o < 0:
+            prose.append(text[i:])
+            break
+        prose.append(text[i:o])
+        c = text.find(_HERMES_CLOSE, o)
+        body = text[o + len(_HERMES_OPEN) : len(text) if c < 0 else c]
+        n += 1
+        where = f"{_HERMES_OPEN} number {n}"
+        try:
+            obj = json.loads(_unfence(body))
+        except json.JSONDecodeError as exc:
+            return TextCalls(text, [], f"{where} does not hold valid JSON ({exc.msg} at character {exc.pos})")
+        try:
+            calls.append(_call_from_object(obj, where))
+        except ValueError as exc:
+            return TextCalls(text, [], str(exc))
+        i = len(text) if c < 0 else c + len(_HERMES_CLOSE)
+    return TextCalls("".join(prose).strip(), calls)
+
+
+def _bare_json(text: str) -> TextCalls | None:
+    body = _unfence(text)
+    if not body.startswith(("{", "[")):
+        return None
+    call_like = bool(_CALL_LIKE_JSON.match(body))
+    try:
+        obj = json.loads(body)
+    except json.JSONDecodeError as exc:
+        if call_like:
+            return TextCalls(
+                text,
+                [],
+                f"the text looks like a JSON call but is not valid JSON ({exc.msg} at character {exc.pos})",
+            )
+        return None
+    items = obj if isinstance(obj, list) else [obj]
+    if not items or not all(
+        isinstance(x, dict)
+        and (
+            ("name" in x and ("arguments" in x or "parameters" in x) and set(x) <= _CALL_KEYS)
+            or (set(x) <= {"type", "id", "function"} and isinstance(x.get("function"), dict))
+        )
+        for x in items
+    ):
+        return None  # ordinary JSON in an answer (an object with a "name" key is not a call by itself)
+    try:
+        return TextCalls("", [_call_from_object(x, f"call {k + 1}") for k, x in enumerate(items)])
+    except ValueError as exc:
+        return TextCalls(text, [], str(exc))
+
+
+def recover_calls(text: str) -> TextCalls:
+    """Find tool calls written as text (see the module docstring for the formats).
+
+    Tried in order: Gemma native markers (``<|tool_call>``), Hermes tags (``<tool_call>``), a Gemma call
+    whose markers a server stripped (``call:NAME{...}`` opening the text), bare JSON. The
+    first format present decides; names are returned as written (the planner checks them against the
+    declared tools and answers unknown ones with the valid names and the nearest one).
+
+    Args:
+        text: the model's text with thinking already removed (:func:`split_thinking`).
+
+    Returns:
+        :class:`TextCalls`: no calls and no problem for ordinary prose or JSON that is not call-shaped.
+    """
+    if st.TOOL_CALL_START in text:
+        return _gemma(text)
+    if _HERMES_OPEN in text:
+        return _hermes(text)
+    if _UNMARKED_GEMMA.match(text):
+        return _unmarked_gemma(text)
+    bare = _bare_json(text)
+    if bare is not None:
+        return bare
+    return TextCalls(text.strip())
