@@ -350,6 +350,7 @@ def generate(
         finished = torch.zeros_like(finished_seq) if parity else finished_seq.clone()
         history: torch.Tensor | None = None
         fixed_mask = torch.zeros((batch, canvas_len), dtype=torch.bool, device=device)
+        prev_accepted = torch.zeros((batch, canvas_len), dtype=torch.bool, device=device)
         grammar_done = torch.zeros(batch, dtype=torch.bool, device=device)
         steps_taken = 0
         for cur_step in range(n_steps, 0, -1):
@@ -430,6 +431,16 @@ def generate(
                 entropy, new_argmax = entropy_and_argmax(processed)
                 accepted = entropy_bound_accept(entropy, settings.entropy_bound)
                 denoised = sample_positions(processed, accepted, generator=gen)
+            if settings.accept_window is not None and not parity:
+                # left to right in bites: nothing past the frontier + W (fixed prefix, else the leading run of
+                # positions accepted in the previous step)
+                if any_constraint and bool(fixed_mask.any()):
+                    lead = fixed_mask.long().cumprod(dim=1).sum(dim=1)
+                else:
+                    lead = prev_accepted.long().cumprod(dim=1).sum(dim=1)
+                pos = torch.arange(canvas_len, device=device)[None, :]
+                accepted = accepted & (pos < (lead + settings.accept_window)[:, None])
+                denoised = torch.where(accepted, denoised, canvas)
             stats.time_sampling_s += time.perf_counter() - t0
 
             if any_constraint:
@@ -456,6 +467,7 @@ def generate(
                 stats.time_constraint_s += time.perf_counter() - t0
 
             t0 = time.perf_counter()
+            prev_accepted = accepted
             accepted_canvas = torch.where(accepted, denoised, canvas)
             noise = torch.randint(0, vocab, (batch, canvas_len), device=device, generator=gen)
             new_canvas = torch.where(accepted, accepted_canvas, noise)

@@ -30,6 +30,11 @@ class DenoiseSettings:
         eos_token_ids: ids that end generation (the real checkpoint: ``<eos>``, ``<turn|>``,
             ``<|tool_response>``).
         pad_token_id: written after EOS.
+        accept_window: ``None`` (the reference sampler) or ``W``: a step accepts only positions before
+            ``frontier + W``, where the frontier is the end of the row's fixed prefix (constrained rows) or of the
+            leading run of positions accepted in the previous step. Decoding then moves left to right in bites
+            of at most ``W`` tokens, so each position sees the tokens to its left; a copy head's induction match
+            (:mod:`model.copy_head`) needs that to copy multi-token spans in order. Not used in parity mode.
     """
 
     canvas_length: int = 256
@@ -42,6 +47,7 @@ class DenoiseSettings:
     confidence_threshold: float = 0.005
     eos_token_ids: tuple[int, ...] = field(default=(1, 106, 50))
     pad_token_id: int = 0
+    accept_window: int | None = None
 
     def __post_init__(self) -> None:
         if self.canvas_length <= 0:
@@ -56,6 +62,8 @@ class DenoiseSettings:
             raise ValueError(f"need 0 <= t_min < t_max, got t_min={self.t_min}, t_max={self.t_max}")
         if self.stability_threshold < 0:
             raise ValueError(f"stability_threshold must be >= 0, got {self.stability_threshold}")
+        if self.accept_window is not None and self.accept_window < 1:
+            raise ValueError(f"accept_window must be >= 1 or None, got {self.accept_window}")
 
     @property
     def max_canvases(self) -> int:
@@ -105,4 +113,5 @@ class DenoiseSettings:
             confidence_threshold=float(g("confidence_threshold", 0.005)),
             eos_token_ids=eos_ids,
             pad_token_id=int(pad),
+            accept_window=None if g("accept_window", None) is None else int(g("accept_window", None)),
         )
