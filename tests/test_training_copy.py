@@ -148,7 +148,7 @@ def test_copy_loss_learns_binding_on_a_tiny_model(tok):
         opt.zero_grad()
         loss.backward()
         opt.step()
-        first = first if first is not None else (float(loss), stats)
+        first = first if first is not None else (float(loss.detach()), stats)
     assert float(loss) < 0.6 * first[0]
     assert stats["bind_acc"] > first[1]["bind_acc"] and stats["bind_acc"] >= 0.5
     assert stats["key_acc"] >= 0.5
