@@ -188,3 +188,15 @@ def test_init_from_loads_matching_weights_and_starts_the_head_fresh(tok, tmp_pat
     with pytest.raises(ValueError, match=r"no model\.safetensors"):
         build_model(TrainConfig(**{**cfg.__dict__, "init_from": str(tmp_path)}), small_tok)
     assert st.SPECIAL_IDS[st.TURN_START] == m.copy_head.cfg.turn_start_id
+
+
+def test_heldout_answers_must_repeat_the_tool_facts():
+    from model.training.heldout import answer_facts, score_example
+
+    ex = Example([], [], "load_bundle is defined at agentkit/bundle.py:446.<turn|>", "bot_answer")
+    assert answer_facts(ex.target) == ["agentkit/bundle.py:446"]
+    assert score_example(ex, [], "It is at agentkit/bundle.py:446.")
+    assert not score_example(ex, [], "It is at agentkit/bundle.py:44.")
+    assert not score_example(ex, [("find_definition", {"name": "x"})], "agentkit/bundle.py:446")
+    chat = Example([], [], "Hello! How can I help you today?<turn|>", "no_tool")
+    assert score_example(chat, [], "anything") and not score_example(chat, [("f", {})], "")

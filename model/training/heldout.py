@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 import time
 from typing import Any
 
@@ -33,9 +34,27 @@ def calls_match(expected: list[tuple[str, dict[str, Any]]], got: list[tuple[str,
     return True
 
 
-def score_example(ex: Example, calls: list[tuple[str, dict[str, Any]]]) -> bool:
-    """Correct when the calls match exactly (call examples) or no call was made (prose examples)."""
-    return calls_match(ex.calls, calls) if ex.calls else not calls
+#: Facts an answer must carry: words with a digit (numbers, dates, ``path:line``) and paths.
+_FACT = re.compile(r"[\w./:-]*\d[\w./:-]*|[A-Za-z_][\w.-]*/[\w./-]+")
+_ANSWER_KINDS = ("answer_after_tool", "bot_answer")
+
+
+def answer_facts(target: str) -> list[str]:
+    """The facts of an expected answer that a generated one must repeat (numbers, dates, paths), punctuation
+    at their ends removed."""
+    return [f.strip(".:,;-") for f in _FACT.findall(target.replace("<turn|>", "")) if f.strip(".:,;-")]
+
+
+def score_example(ex: Example, calls: list[tuple[str, dict[str, Any]]], text: str = "") -> bool:
+    """Correct when the calls match exactly (call examples), or, for prose examples, no call was made and, after
+    a tool response, the answer ``text`` repeats every fact of the expected one (:func:`answer_facts`)."""
+    if ex.calls:
+        return calls_match(ex.calls, calls)
+    if calls:
+        return False
+    if ex.kind in _ANSWER_KINDS:
+        return all(f in text for f in answer_facts(ex.target))
+    return True
 
 
 def evaluate_heldout(chat_model: Any, *, limit: int = 100, seed: int = 0) -> dict[str, Any]:
@@ -70,7 +89,7 @@ def evaluate_heldout(chat_model: Any, *, limit: int = 100, seed: int = 0) -> dic
         results.append(
             {
                 "kind": ex.kind,
-                "correct": score_example(ex, calls),
+                "correct": score_example(ex, calls, out.text),
                 "names_correct": sorted(n for n, _ in calls) == sorted(n for n, _ in ex.calls),
                 "parsed": True,
                 "latency_s": dt,

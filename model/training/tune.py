@@ -19,6 +19,7 @@ GRID: tuple[tuple[float, float, int, float], ...] = (
     (0.2, 0.05, 32, 0.1),
     (0.1, 0.02, 32, 0.1),
     (0.2, 0.05, 16, 0.3),
+    (0.2, 0.05, 32, 0.05),
 )
 
 
@@ -41,6 +42,7 @@ def tune(checkpoint: str, limit: int = 40, threads: int = 1) -> list[dict[str, A
                 "max_denoising_steps": steps,
                 "entropy_bound": bound,
                 "accuracy": rep["accuracy"],
+                "call_accuracy": rep["call_accuracy"],
                 "mean_latency_s": rep["mean_latency_s"],
                 "by_kind": rep["by_kind"],
             }
