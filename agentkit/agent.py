@@ -178,6 +178,11 @@ def nearest_tool_name(name: str, tools: dict[str, Tool]) -> str | None:
 
 def _format_reminder(problem: str, tools: Iterable[str]) -> str:
     names = ", ".join(tools)
+    if problem.startswith("the reply ended inside a thinking block"):
+        return (
+            f"Your last message was not used: {problem}. Close your thinking and write the answer (or a tool "
+            "call) after it."
+        )
     return (
         f"Your last message was not used: it looks like a tool call, but {problem}. To call a tool, use the "
         'tool-calling interface, or write the call exactly as <tool_call>{"name": "TOOL", "arguments": '
@@ -213,7 +218,6 @@ class Agent:
         trim_history: when the prompt does not fit the model, drop the oldest kept turns, then the oldest
             tool-call groups of this turn (a call never without its responses) before giving up with
             :class:`~agentkit.errors.PromptTooLong`.
-
         max_format_retries: format reminders per run for model turns whose text looks like a tool call
             that does not parse (>= 0); one more such turn stops the run with
             :class:`~agentkit.errors.ToolCallFormatError`.
@@ -783,7 +787,8 @@ class Agent:
                     )
                     raise fail(
                         ToolRetriesExceeded(
-                            f"tool {tname!r} failed {count} times in this run (retries={tl.retries})"
+                            f"tool {tname!r} failed {count} time{'s' if count != 1 else ''} in this run "
+                            f"(retries={tl.retries}; the calls of one step all run before the budget is checked)"
                             + (f"; last error: {last}" if last else ""),
                             partial("tool_retries"),
                         )

@@ -645,6 +645,13 @@ def load_bundle(
                         common["max_output_bytes"] = obj.max_output_bytes
                     if common["description"] is None:
                         common["description"] = obj.description
+                    # the decorator's grounded parameters stay grounded (the bundle may add more)
+                    marked = [
+                        k
+                        for k, v in (obj.parameters.get("properties") or {}).items()
+                        if isinstance(v, dict) and v.get("x-grounded") is True
+                    ]
+                    common["grounded"] = list(dict.fromkeys([*marked, *common["grounded"]]))
                     obj = obj.function
                 if not callable(obj):
                     issues.append(issue((*tp, "python"), f"{t['python']!r} is not callable"))

@@ -107,8 +107,17 @@ class Conversation:
         return cls.from_dict(data)
 
     def save(self, path: str | Path) -> None:
-        """Write :meth:`to_json` (indented) to ``path`` (UTF-8)."""
-        Path(path).write_text(self.to_json(indent=2) + "\n", encoding="utf-8")
+        """Write :meth:`to_json` (indented) to ``path`` (UTF-8).
+
+        Lone surrogates (text that was never valid UTF-8, e.g. a file name read with ``surrogateescape``) are
+        written as JSON ``\\udXXX`` escapes, so the file is valid UTF-8 and loads back to the same strings.
+        """
+        text = self.to_json(indent=2)
+        try:
+            data = text.encode("utf-8")
+        except UnicodeEncodeError:
+            data = json.dumps(self.to_dict(), ensure_ascii=True, indent=2).encode("ascii")
+        Path(path).write_bytes(data + b"\n")
 
     @classmethod
     def load(cls, path: str | Path) -> Conversation:

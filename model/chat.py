@@ -184,13 +184,15 @@ class ChatModel:
         constraint = None
         if not tools and tool_choice not in ("auto", "none", None):
             raise ValueError(f"tool_choice={tool_choice!r} needs at least one tool, but no tools were given")
-        if tools and constrained:
+        check_prompt_length(int(input_ids.shape[1]), self.model, settings)  # before any grammar work
+        if constrained:  # without tools: the prose-only grammar (text, never a call or a control token)
+            tools = tools or []
             grounding = grounding_texts(messages) if any(_grounded(t) for t in tools) else None
-            constraint = self.make_constraint(tools, tool_choice, grounding)
+            constraint = self.make_constraint(tools, tool_choice if tools else "auto", grounding)
             need = constraint.min_completion_tokens() + constraint.margin + 1
             if settings.max_new_tokens < need:
                 settings = settings.replace(max_new_tokens=need)
-        check_prompt_length(int(input_ids.shape[1]), self.model, settings)
+                check_prompt_length(int(input_ids.shape[1]), self.model, settings)
         result = generate(
             self.model,
             input_ids,
@@ -222,19 +224,34 @@ def _grounded(tool: dict[str, Any]) -> bool:
 def grounding_texts(messages: list[dict[str, Any]]) -> list[str]:
     """The texts grounded parameters may copy from: the user's messages and the tool responses so far.
 
-    A tool response given as an object counts as its JSON text (its string values are spans of it).
+    A tool response given as an object (the embedded backend turns JSON-object results into objects) counts as
+    its string and number values, as the model reads them in the prompt (``path:<|"|>C:\\dir<|"|>``), not as
+    escaped JSON text. :mod:`model.constraints.grounding` bounds what is kept (the newest texts first).
     """
     out: list[str] = []
+
+    def leaves(v: Any) -> None:
+        if isinstance(v, str):
+            out.append(v)
+        elif isinstance(v, bool) or v is None:
+            return
+        elif isinstance(v, int | float):
+            out.append(str(v))
+        elif isinstance(v, dict):
+            for x in v.values():
+                leaves(x)
+        elif isinstance(v, list | tuple):
+            for x in v:
+                leaves(x)
+
     for m in messages:
         if m.get("role") not in ("user", "tool"):
             continue
         c = m.get("content")
-        if isinstance(c, str):
-            out.append(c)
-        elif isinstance(c, list):  # content parts
+        if isinstance(c, list) and m.get("role") == "user":  # content parts
             out.extend(str(p.get("text", "")) for p in c if isinstance(p, dict) and p.get("type") == "text")
-        elif c is not None:
-            out.append(json.dumps(c, ensure_ascii=False))
+        else:
+            leaves(c)
     return out
 
 

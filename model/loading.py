@@ -158,27 +158,28 @@ def load_checkpoint(
         CheckpointError: missing folder, wrong architecture, truncated weights, a hub id not in the cache,
             unsupported dtype or quantization, a CUDA device where torch sees none.
     """
-    import torch
-    from transformers import AutoTokenizer, DiffusionGemmaForBlockDiffusion
-
-    dtypes = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16}
-    if dtype not in dtypes:
-        raise CheckpointError(f"unsupported dtype {dtype!r}: choose one of {sorted(dtypes)}")
-    if device_map is None and str(device).startswith("cuda") and not torch.cuda.is_available():
-        raise CheckpointError(f"device {device!r} requested but this torch build sees no CUDA device")
+    if dtype not in ("float32", "bfloat16", "float16"):
+        raise CheckpointError(f"unsupported dtype {dtype!r}: choose one of ['bfloat16', 'float16', 'float32']")
+    # where the weights are, checked before torch and transformers are imported (seconds): a missing folder
+    # or an uncached hub id fails at once
     source = DEFAULT_CHECKPOINT if path_or_id is None else path_or_id
     src = str(source)
     local = Path(src).expanduser()
     is_local = local.exists() or path_or_id is None or src.startswith((".", "/", "~")) or src.count("/") != 1
-    kwargs: dict[str, Any] = {"dtype": dtypes[dtype]}
     if is_local:
         _check_local_folder(local)
         src = str(local)
-        kwargs["local_files_only"] = True
     else:  # a hub id: the local cache only, looked up before anything touches the network
         src = _cached_snapshot(src)
         _check_local_folder(Path(src))
-        kwargs["local_files_only"] = True
+
+    import torch
+    from transformers import AutoTokenizer, DiffusionGemmaForBlockDiffusion
+
+    dtypes = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16}
+    if device_map is None and str(device).startswith("cuda") and not torch.cuda.is_available():
+        raise CheckpointError(f"device {device!r} requested but this torch build sees no CUDA device")
+    kwargs: dict[str, Any] = {"dtype": dtypes[dtype], "local_files_only": True}
     if quantization is not None:
         if quantization not in ("8bit", "4bit"):
             raise CheckpointError(f"unsupported quantization {quantization!r}: use '8bit' or '4bit'")

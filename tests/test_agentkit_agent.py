@@ -308,8 +308,9 @@ def test_failure_budget_stops_a_tool_that_keeps_failing():
     backend = ScriptedBackend([call("broken", n=1), call("broken", n=2), "never"])
     with pytest.raises(ToolRetriesExceeded) as ei:
         Agent(backend, [broken]).run("go")
-    assert "tool 'broken' failed 2 times in this run (retries=1); last error: RuntimeError: broken 2" in str(
-        ei.value
+    assert (
+        "tool 'broken' failed 2 times in this run (retries=1; the calls of one step all run before the budget is checked); last error: RuntimeError: broken 2"
+        in str(ei.value)
     )
     assert len(ei.value.result.tool_calls) == 2
 

@@ -574,3 +574,20 @@ def test_documented_example_bundles_load(tmp_path, monkeypatch):
         p.write_text(block, encoding="utf-8")
         b = load_bundle(p)
         assert b.tools
+
+
+def test_a_decorated_python_target_keeps_its_grounded_parameters(tmp_path):
+    (tmp_path / "mytools.py").write_text(
+        "from agentkit import tool\n\n"
+        "@tool(grounded=['x'], timeout=7)\n"
+        "def look(x: str, y: str = 'a') -> str:\n"
+        "    '''Look.\n\n    Args:\n        x: a name.\n        y: another.\n    '''\n"
+        "    return x\n"
+    )
+    (tmp_path / "b.yaml").write_text(
+        "agentkit_bundle: 1\nname: g\ntools:\n  - name: look\n    python: mytools:look\n    grounded: [y]\n"
+    )
+    b = load_bundle(tmp_path / "b.yaml")
+    props = b.tools[0].declaration()["function"]["parameters"]["properties"]
+    assert props["x"]["x-grounded"] is True and props["y"]["x-grounded"] is True
+    assert b.tools[0].timeout == 7

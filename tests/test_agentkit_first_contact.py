@@ -242,6 +242,10 @@ def test_uncached_hub_id_fails_fast_with_path_and_fetch_command(hf_cache):
         load_checkpoint("someorg/not-cached-model")
     res = runner.invoke(app, ["generate", "hi", "--model", "someorg/not-cached-model"])
     assert res.exit_code == 2 and "hf download someorg/not-cached-model" in res.output
+    bundle = str(ROOT / "examples" / "code_search" / "bundle.yaml")
+    for cmd in (["run", bundle, "hi"], ["chat", bundle]):  # the same exit code everywhere, before any REPL
+        res = runner.invoke(app, [*cmd, "--model", "someorg/not-cached-model"], input="hello\n")
+        assert res.exit_code == 2 and "hf download someorg/not-cached-model" in res.output, res.output
 
 
 def test_cached_hub_id_loads_from_the_cache_without_network(hf_cache, tmp_path):

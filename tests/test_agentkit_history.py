@@ -161,3 +161,14 @@ def test_invalid_conversations_are_rejected_clearly(data, message):
 def test_not_json():
     with pytest.raises(ValueError, match="conversation is not valid JSON"):
         Conversation.from_json("{nope")
+
+
+def test_save_writes_lone_surrogates_as_escapes_and_loads_them_back(tmp_path):
+    from agentkit.history import Conversation
+
+    conv = Conversation().with_turn("open caf\udce9.txt", "done with \ud800 inside")
+    p = tmp_path / "c.json"
+    conv.save(p)
+    p.read_bytes().decode("utf-8")  # valid UTF-8
+    back = Conversation.load(p)
+    assert back.messages == conv.messages

@@ -452,3 +452,13 @@ def test_recover_calls_reports_where_a_call_is_broken():
         found.problem
         == "<tool_call> number 1 does not hold valid JSON (Expecting property name enclosed in double quotes at character 35)"
     )
+
+
+def test_a_reply_cut_inside_a_thinking_block_gets_a_reminder_not_an_empty_answer():
+    server = FakeServer(
+        [completion(content="<think>I should call the tool... and then"), completion(content="It is 3.")]
+    )
+    result = Agent(backend_for(server), [add]).run("What is 1 plus 2?")
+    assert result.answer == "It is 3."
+    reminder = server.bodies[1]["messages"][-1]
+    assert reminder["role"] == "user" and "ended inside a thinking block" in reminder["content"]

@@ -93,7 +93,8 @@ def test_generated_grounded_values_are_always_spans_of_the_conversation(ckpt):
         {"role": "user", "content": "And the helper in src/util.py?"},
     ]
     conversation = grounding_texts(messages)
-    assert conversation[1] == json.dumps({"matches": ["src/cache.py:40"], "total": 1})
+    # an object response counts as its values, as the model reads them (not as escaped JSON)
+    assert conversation == [messages[0]["content"], "src/cache.py:40", "1", messages[2]["content"]]
     spans = grounding_spans(conversation)
     values = []
     for seed in range(12):
@@ -108,6 +109,30 @@ def test_generated_grounded_values_are_always_spans_of_the_conversation(ckpt):
 def test_nothing_to_ground_on(ckpt):
     with pytest.raises(ValueError, match=r"parameter 'name' is grounded"):
         tool_call_grammar(TOOLS, {"name": "find_definition"}, grounding=["   "])
+    # words without punctuation are something to ground on
+    tok = ckpt.tokenizer
+    g = tool_call_grammar(TOOLS, {"name": "find_definition"}, grounding=["hello world"])
+    ids = _call_ids(tok, "world")
+    assert new_matcher(tok, g).validate_tokens(ids) == len(ids)
+    # a span must also fit the parameter's lengths: none of these words is 20 characters long
+    long_name = json.loads(json.dumps(TOOLS))
+    long_name[0]["function"]["parameters"]["properties"]["name"]["minLength"] = 20
+    with pytest.raises(ValueError, match="no span of the conversation"):
+        tool_call_grammar(long_name, "required", grounding=["short words only"])
+    # an optional grounded parameter with nothing to ground on is left out, the tool stays callable
+    opt = json.loads(json.dumps(TOOLS))
+    opt[0]["function"]["parameters"]["properties"]["path"] = {
+        "type": "string",
+        "minLength": 50,
+        "x-grounded": True,
+    }
+    g = tool_call_grammar(opt, "required", grounding=["where is parse_config"])
+    ids = _call_ids(tok, "parse_config")
+    assert new_matcher(tok, g).validate_tokens(ids) == len(ids)
+    bad = tok('<|tool_call>call:find_definition{name:<|"|>parse_config<|"|>,path:', add_special_tokens=False)[
+        "input_ids"
+    ]
+    assert new_matcher(tok, g).validate_tokens(bad) < len(bad)
     # with auto, the tool is left out of the grammar: the model cannot call it
     tok = ckpt.tokenizer
     g = tool_call_grammar(TOOLS, "auto", grounding=[""])
@@ -172,3 +197,58 @@ def lambda_free(text: str) -> str:
         text: anything.
     """
     return text
+
+
+def test_grounding_stays_bounded_on_long_and_odd_conversations(ckpt):
+    tok = ckpt.tokenizer
+    long = ["where is load_bundle " * 400, "agentkit/bundle.py:446 " * 300, "caf\udce9.txt and more"]
+    g = tool_call_grammar(TOOLS, "required", grounding=long)
+    assert len(g) < 500_000
+    m = new_matcher(tok, g)
+    assert not m.is_error()
+    ids = _call_ids(tok, "agentkit/bundle.py:446")
+    assert new_matcher(tok, g).validate_tokens(ids) == len(ids)
+    assert any("\\udce9" in s for s in grounding_spans(long))  # a lone surrogate is kept as its escape text
+
+
+def test_grounded_keyword_is_refused_where_it_cannot_mean_a_span():
+    from model.constraints.schema import SchemaError, build_ir
+
+    for schema, why in (
+        ({"type": "integer", "x-grounded": True}, "only strings"),
+        ({"type": "string", "enum": ["red", "blue"], "x-grounded": True}, "enum"),
+        ({"type": "string", "pattern": "^[0-9]+$", "x-grounded": True}, "pattern"),
+        ({"type": "string", "format": "email", "x-grounded": True}, "format"),
+        ({"type": "array", "items": {"type": "string"}, "x-grounded": True}, "only strings"),
+    ):
+        with pytest.raises(SchemaError, match=why):
+            build_ir({"type": "object", "properties": {"v": schema}})
+    build_ir(
+        {
+            "type": "object",
+            "properties": {"v": {"anyOf": [{"type": "string"}, {"type": "null"}], "x-grounded": True}},
+        }
+    )
+
+
+def test_every_printable_character_can_be_grounded(ckpt):
+    import string
+
+    text = "say " + string.printable + ' end <|"|> <turn|> ünï 東京'
+    g = tool_call_grammar(TOOLS, "required", grounding=[text])
+    m = new_matcher(ckpt.tokenizer, g)
+    assert not m.is_error()
+    assert "東京" in grounding_spans([text]) and '<|"|>' in grounding_spans([text])
+
+
+def test_an_agent_without_tools_always_answers_in_prose(ckpt):
+    """No tools: the prose-only grammar applies, so a random-weight model can never write a call."""
+    from agentkit import Agent
+    from agentkit.backends.embedded import EmbeddedBackend
+
+    cm = ChatModel(ckpt)
+    for seed in range(6):
+        out = cm.chat([{"role": "user", "content": "Hello, how are you?"}], seed=seed, max_new_tokens=32)
+        assert not out.tool_calls and "<|tool_call>" not in out.raw
+    result = Agent(EmbeddedBackend(chat_model=cm, seed=1, max_new_tokens=32), []).run("Hello")
+    assert result.stop_reason == "final_answer"

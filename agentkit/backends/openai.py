@@ -44,8 +44,18 @@ from agentkit.backends.base import (
     Usage,
     tool_choice_name,
 )
-from agentkit.backends.textcalls import recover_calls, split_thinking
+from agentkit.backends.textcalls import THINKING_TAGS, recover_calls, split_thinking
 from agentkit.errors import BackendError
+
+
+def _unclosed_thinking(content: str) -> bool:
+    """True when ``content`` opens a thinking block (:data:`THINKING_TAGS`) that it never closes."""
+    for open_tag, close_tag in THINKING_TAGS:
+        o = content.rfind(open_tag)
+        if o >= 0 and content.find(close_tag, o) < 0:
+            return True
+    return False
+
 
 DEFAULT_BASE_URL = "http://127.0.0.1:8000/v1"
 
@@ -318,6 +328,11 @@ class OpenAIBackend:
                     ToolCallRequest(self._new_id(), c.name, c.arguments, c.error, c.raw_arguments)
                     for c in found.calls
                 ]
+        if not calls and not text and inline and format_error is None and _unclosed_thinking(content):
+            # the reply ended inside a thinking block: no answer was written (a cut-short generation)
+            format_error = (
+                "the reply ended inside a thinking block, without an answer or a tool call after it"
+            )
         u = data.get("usage") or {}
         usage = Usage(
             input_tokens=int(u.get("prompt_tokens") or 0),

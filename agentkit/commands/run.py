@@ -77,10 +77,21 @@ def _build_agent(
     if max_steps is not None:
         overrides["max_steps"] = max_steps
     try:
-        return b.make_agent(backend=backend, model=model, seed=seed, **overrides)
+        agent = b.make_agent(backend=backend, model=model, seed=seed, **overrides)
     except (ValueError, TypeError) as exc:
         _error(f"{bundle}: {exc}")
         raise typer.Exit(EXIT_BAD_INPUT) from None
+    from agentkit.backends.embedded import EmbeddedBackend
+
+    if isinstance(agent.backend, EmbeddedBackend):  # a checkpoint that cannot load is bad input (exit 2)
+        from agentkit.errors import BackendError
+
+        try:
+            _ = agent.backend.chat_model
+        except BackendError as exc:
+            _error(str(exc))
+            raise typer.Exit(EXIT_BAD_INPUT) from None
+    return agent
 
 
 def run_command(

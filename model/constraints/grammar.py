@@ -159,6 +159,7 @@ class _GemmaCompiler:
     def __init__(self, additional_default: bool, grounding: tuple[str, ...] | None = None) -> None:
         self.additional_default = additional_default
         self.grounding = grounding
+        self._ground_rx: dict[tuple[int, int], str | None] = {}
         self.rules: dict[str, str] = {}
         self.terms: dict[str, str] = {}
         self._term_names: dict[str, str] = {}
@@ -299,8 +300,12 @@ class _GemmaCompiler:
         if node.grounded and self.grounding is not None:
             from model.constraints.grounding import MAX_GROUNDED_CHARS, grounding_regex
 
-            rx = grounding_regex(self.grounding, node.max_len or MAX_GROUNDED_CHARS)
-            # no span at all: the empty language (the tool is dropped before this when the key is required)
+            lengths = (node.max_len or MAX_GROUNDED_CHARS, node.min_len or 1)
+            if lengths not in self._ground_rx:
+                self._ground_rx[lengths] = grounding_regex(self.grounding, *lengths)
+            rx = self._ground_rx[lengths]
+            # no span fits: the empty language (top-level grounded keys without a span are removed before
+            # this, see _ground_specs; this covers nested grounded strings)
             parts.append(f"/{_lark_rx(rx)}/" if rx is not None else r"/[^\s\S]/")
         return self.term(" & ".join(parts) if parts else _ANY_TEXT)
 
@@ -676,25 +681,19 @@ def tool_call_grammar(
         raise ValueError(f"syntax must be one of {SYNTAXES}, got {syntax!r}")
     choice = _choice_key(tool_choice)
     specs = [normalize_tool(t) for t in (tools or [])]
-    ground = tuple(grounding) if grounding is not None and syntax == "gemma" else None
-    if ground is not None:
-        from model.constraints.grounding import grounding_regex
+    ground = None
+    if grounding is not None and syntax == "gemma" and any(_has_grounded(s) for s in specs):
+        from model.constraints.grounding import bounded_texts
 
-        if grounding_regex(ground, 1) is None:  # no span at all: drop tools that cannot be called
-            blocked = {s.name: _required_grounded(s) for s in specs}
-            blocked = {n: k for n, k in blocked.items() if k}
-            wanted = choice[5:] if choice.startswith("name:") else None
-            if wanted in blocked or (
-                choice == "required" and specs and all(s.name in blocked for s in specs)
-            ):
-                name = wanted or specs[0].name
-                raise ValueError(
-                    f"tool {name!r} cannot be called: its parameter {blocked[name]!r} is grounded "
-                    "(x-grounded) and the conversation has no text to ground it on"
-                )
-            specs = [s for s in specs if s.name not in blocked]
-        if not any(_has_grounded(s) for s in specs):
-            ground = None
+        ground = tuple(bounded_texts(grounding))
+        specs, blocked = _ground_specs(specs, ground)
+        wanted = choice[5:] if choice.startswith("name:") else None
+        if wanted in blocked or (choice == "required" and blocked and not specs):
+            name = wanted if wanted in blocked else next(iter(blocked))
+            raise ValueError(
+                f"tool {name!r} cannot be called: its parameter {blocked[name]!r} is grounded (x-grounded) "
+                "and no span of the conversation (user messages, tool responses) fits it"
+            )
     key = (canonical(specs), choice, syntax, bool(allow_thinking), bool(additional_properties), ground)
     with _CACHE_LOCK:
         if key in _CACHE:
@@ -730,14 +729,53 @@ def _validate(grammar: str) -> None:
         raise SchemaError(keyword, "", f"llguidance rejects the grammar: {first[:300]}")
 
 
-def _required_grounded(spec: ToolSpec) -> str | None:
-    """The first required top-level parameter of ``spec`` marked ``x-grounded``, or None."""
-    params = spec.parameters if isinstance(spec.parameters, dict) else {}
-    props = params.get("properties") or {}
-    for k in params.get("required") or []:
-        if isinstance(props.get(k), dict) and props[k].get("x-grounded") is True:
-            return str(k)
+def _grounded_string(sub: Any) -> dict[str, Any] | None:
+    """The string schema of a grounded top-level property (its lengths included), or None if not grounded."""
+    if not isinstance(sub, dict):
+        return None
+    branches = [b for b in sub.get("anyOf", []) if isinstance(b, dict) and b.get("type") == "string"]
+    if sub.get("x-grounded") is True:
+        return {**(branches[0] if branches else {}), **sub}
+    for b in branches:
+        if b.get("x-grounded") is True:
+            return b
     return None
+
+
+def _ground_specs(specs: list[ToolSpec], ground: tuple[str, ...]) -> tuple[list[ToolSpec], dict[str, str]]:
+    """Tools as the grounding texts allow them: an optional grounded top-level parameter no span fits is left
+    out of the tool's schema; a tool whose required grounded parameter no span fits is left out.
+
+    Returns:
+        ``(specs kept, {tool: parameter} of the tools left out)``.
+    """
+    import dataclasses
+
+    from model.constraints.grounding import MAX_GROUNDED_CHARS, has_span
+
+    kept, blocked = [], {}
+    for spec in specs:
+        params = spec.parameters if isinstance(spec.parameters, dict) else {}
+        props = params.get("properties") or {}
+        required = set(params.get("required") or [])
+        drop = []
+        for k, sub in props.items():
+            g = _grounded_string(sub)
+            if g is None:
+                continue
+            lo, hi = int(g.get("minLength", 1) or 1), int(g.get("maxLength", MAX_GROUNDED_CHARS))
+            if not has_span(ground, hi, lo):
+                if k in required:
+                    blocked[spec.name] = str(k)
+                    break
+                drop.append(k)
+        if spec.name in blocked:
+            continue
+        if drop:
+            new = {**params, "properties": {k: v for k, v in props.items() if k not in drop}}
+            spec = dataclasses.replace(spec, parameters=new)
+        kept.append(spec)
+    return kept, blocked
 
 
 def _has_grounded(spec: ToolSpec) -> bool:

@@ -8,17 +8,38 @@ model write such a span: no invented identifier, path or id, whatever the checkp
 
 A span starts where a word or a run of punctuation starts (never inside a word, never on whitespace) and ends
 where one ends (never on whitespace); it is at most ``max_len`` characters long. The regex is a trie over the
-spans, so shared prefixes are written once: ``load(?:_bundle)?`` for ``load_bundle``.
+spans, so shared prefixes are written once: ``load(?:_bundle)?`` for ``load_bundle``. Its size grows with the
+text times the span length, so the texts are bounded (:data:`MAX_TEXT_CHARS` each, :data:`MAX_TOTAL_CHARS` in
+all, newest first) and spans are at most :data:`MAX_GROUNDED_CHARS` long. Lone surrogates (text that is not
+UTF-8) become the text ``\\udXXX``, as the tokenizer writes them.
 """
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterable, Sequence
 
 #: Longest grounded value considered, in characters (longer schema ``maxLength`` values are capped here).
-MAX_GROUNDED_CHARS = 96
-#: Characters of each text kept for grounding, from its end (the newest part of a long tool response).
-MAX_TEXT_CHARS = 6000
+MAX_GROUNDED_CHARS = 64
+#: Characters of each text kept for grounding (its beginning).
+MAX_TEXT_CHARS = 1500
+#: Characters of all texts kept for grounding (the newest texts first).
+MAX_TOTAL_CHARS = 4000
+_SURROGATE = re.compile("[\ud800-\udfff]")
+
+
+def bounded_texts(texts: Sequence[str]) -> list[str]:
+    """The texts grounding uses: surrogates escaped, each cut to :data:`MAX_TEXT_CHARS`, and the newest texts
+    kept up to :data:`MAX_TOTAL_CHARS` in all (in their original order)."""
+    out: list[str] = []
+    left = MAX_TOTAL_CHARS
+    for text in reversed(list(texts)):
+        if left <= 0:
+            break
+        t = _SURROGATE.sub(lambda m: f"\\u{ord(m.group()):04x}", text)[: min(MAX_TEXT_CHARS, left)]
+        out.append(t)
+        left -= len(t)
+    return out[::-1]
 
 
 def _cls(ch: str) -> int:
@@ -27,21 +48,21 @@ def _cls(ch: str) -> int:
     return 1 if ch.isalnum() else 2
 
 
-def grounding_spans(texts: Iterable[str], max_len: int = MAX_GROUNDED_CHARS) -> set[str]:
+def grounding_spans(texts: Sequence[str], max_len: int = MAX_GROUNDED_CHARS, min_len: int = 1) -> set[str]:
     """Every span of ``texts`` a grounded value may take (see the module docstring).
 
     Args:
-        texts: the conversation's user messages and tool responses.
-        max_len: longest span in characters.
+        texts: the conversation's user messages and tool responses (bounded by :func:`bounded_texts`).
+        max_len, min_len: span length limits in characters.
 
     Returns:
         The set of spans (a test and diagnostics helper; the grammar uses :func:`grounding_regex`).
     """
     out: set[str] = set()
-    for text in texts:
-        text = text[-MAX_TEXT_CHARS:]
-        for i, j in _span_bounds(text, max_len):
-            out.add(text[i:j])
+    for text in bounded_texts(texts):
+        for i, j in _span_bounds(text, min(max_len, MAX_GROUNDED_CHARS)):
+            if j - i >= min_len:
+                out.add(text[i:j])
     return out
 
 
@@ -61,27 +82,44 @@ def _span_bounds(text: str, max_len: int) -> Iterable[tuple[int, int]]:
                 yield s, e
 
 
+def has_span(texts: Sequence[str], max_len: int = MAX_GROUNDED_CHARS, min_len: int = 1) -> bool:
+    """True when ``texts`` hold at least one span of ``min_len..max_len`` characters (cheap: stops at the first)."""
+    max_len = min(max_len, MAX_GROUNDED_CHARS)
+    if min_len > max_len:
+        return False
+    for text in bounded_texts(texts):
+        for i, j in _span_bounds(text, max_len):
+            if j - i >= min_len:
+                return True
+    return False
+
+
 def _esc(ch: str) -> str:
-    return ch if ch.isascii() and ch.isalnum() else f"\\u{{{ord(ch):x}}}"
+    if ch.isalnum():
+        return ch
+    if ch.isascii() and ch.isprintable() and ch not in "<>":  # ASCII punctuation, space: a backslash escape
+        return "\\" + ch
+    return f"\\u{{{ord(ch):x}}}"
 
 
-def grounding_regex(texts: Sequence[str], max_len: int = MAX_GROUNDED_CHARS) -> str | None:
+def grounding_regex(texts: Sequence[str], max_len: int = MAX_GROUNDED_CHARS, min_len: int = 1) -> str | None:
     """A regex (llguidance / Rust syntax, no delimiters) matching exactly the spans of ``texts``.
 
     Args:
-        texts: the conversation's user messages and tool responses (each cut to its last
-            :data:`MAX_TEXT_CHARS` characters).
+        texts: the conversation's user messages and tool responses (bounded by :func:`bounded_texts`).
         max_len: longest span in characters (capped at :data:`MAX_GROUNDED_CHARS`).
+        min_len: shortest span in characters.
 
     Returns:
-        The regex, or ``None`` when the texts hold no span at all (nothing to ground on).
+        The regex, or ``None`` when no span fits (nothing to ground on).
     """
     max_len = max(1, min(max_len, MAX_GROUNDED_CHARS))
     trie: dict[str, dict] = {}  # char -> child; the key "" marks the end of a span
     any_span = False
-    for text in texts:
-        text = text[-MAX_TEXT_CHARS:]
+    for text in bounded_texts(texts):
         for s, e in _span_bounds(text, max_len):
+            if e - s < min_len:
+                continue
             node = trie
             for ch in text[s:e]:
                 node = node.setdefault(ch, {})

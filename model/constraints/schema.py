@@ -1033,6 +1033,36 @@ _SIZE_KEYWORDS = ("$ref", "properties", "items", "prefixItems", "anyOf", "oneOf"
 _CONSTRAINT_KEYS = {"type", *_NUM_KEYS, *_STR_KEYS, *_ARR_KEYS, *_OBJ_KEYS}
 
 
+def _check_grounded(s: dict[str, Any], path: str) -> None:
+    """``x-grounded: true`` marks a free string (a span of the conversation): refuse it elsewhere.
+
+    Raises:
+        SchemaError: on a schema that cannot be a string, or with ``enum``/``const``/``pattern``/``format`` (a
+            grounded value is any span; combine the constraints in the tool instead).
+    """
+    for k in ("enum", "const", "pattern", "format"):
+        if k in s:
+            raise SchemaError(
+                "x-grounded",
+                path,
+                f"a grounded value is a free span of the conversation: it cannot also have {k!r}",
+            )
+    types: list[Any] = []
+    if "type" in s:
+        types = s["type"] if isinstance(s["type"], list) else [s["type"]]
+    else:
+        for k in ("anyOf", "oneOf"):
+            for b in s.get(k) or []:
+                if isinstance(b, dict) and "type" in b:
+                    types += b["type"] if isinstance(b["type"], list) else [b["type"]]
+    if "string" not in types:
+        raise SchemaError(
+            "x-grounded",
+            path,
+            f"only strings can be grounded (a span of the conversation), this is {types or 'untyped'}",
+        )
+
+
 def _trivial(key: str, value: Any) -> bool:
     """True when an unsupported keyword's value constrains nothing (e.g. ``uniqueItems: false``)."""
     if key == "uniqueItems":
@@ -1147,6 +1177,8 @@ class _Builder:
         for k, v in s.items():
             if k in _UNSUPPORTED and not _trivial(k, v):
                 raise SchemaError(k, path, f"keyword {k!r} is not supported")
+        if s.get("x-grounded") is True:
+            _check_grounded(s, path)
         self.charge(1, next((k for k in _SIZE_KEYWORDS if k in s), "type"), path)
         # Keywords are applied in the order they appear, as llguidance does (property order follows it):
         # runs of plain keywords form one part (with the schema's type, and the names of all its properties

@@ -41,7 +41,10 @@ class TrainConfig:
 
     Copy head (:mod:`model.copy_head`): ``copy_head`` builds ``DiffusionGemmaWithCopyHead`` and trains it with
     :func:`copy_diffusion_loss`; ``noise_draws`` decoder passes (each with its own noise level) share one
-    encoder pass; ``bind_weight``, ``key_weight`` and ``ptr_weight`` weight the binding, parameter and pointer
+    encoder pass; ``prefix_clean_p``: share of (example, draw) pairs whose canvas keeps a clean prefix of random
+    length and is mostly noise after it (``t ~ U(0.5, 1)`` there): the state the constraint's prefix commit
+    leaves at inference, so the frontier token is learned from its left context; ``bind_weight``, ``key_weight``
+    and ``ptr_weight`` weight the binding, parameter and pointer
     auxiliary losses, ``none_weight`` the "none" request tokens inside the binding loss. ``init_from``: a
     checkpoint folder whose weights (and tokenizer) start the run; weights it lacks (the copy head) start fresh.
     """
@@ -81,6 +84,7 @@ class TrainConfig:
     copy_head: bool = False
     copy_dim: int = 64
     noise_draws: int = 1
+    prefix_clean_p: float = 0.0
     bind_weight: float = 1.0
     key_weight: float = 0.5
     ptr_weight: float = 0.5
@@ -612,6 +616,16 @@ def copy_diffusion_loss(
     for _ in range(draws):
         tt = t if t is not None else torch.rand(B, device=dev, generator=generator)
         corrupt = torch.rand(B, C, device=dev, generator=generator) < tt[:, None]
+        if t is None and cfg.prefix_clean_p > 0:
+            # the state prefix commit leaves at inference: a clean prefix (committed), then mostly noise
+            pick = torch.rand(B, device=dev, generator=generator) < cfg.prefix_clean_p
+            n_real = is_target.sum(dim=1).clamp(min=1)
+            k = (torch.rand(B, device=dev, generator=generator) * (n_real + 1).float()).long()
+            right = torch.arange(C, device=dev)[None, :] >= k[:, None]
+            t_right = 0.5 + 0.5 * torch.rand(B, device=dev, generator=generator)
+            pref = right & (torch.rand(B, C, device=dev, generator=generator) < t_right[:, None])
+            corrupt = torch.where(pick[:, None], pref, corrupt)
+            tt = torch.where(pick, t_right, tt)
         noise = torch.randint(0, V, (B, C), device=dev, generator=generator)
         noised = torch.where(corrupt, noise, canvas)
         use_sc = float(torch.rand(1, device=dev, generator=generator)) < sc_p
