@@ -189,7 +189,15 @@ class ChatModel:
             tools = tools or []
             grounding = grounding_texts(messages) if any(_grounded(t) for t in tools) else None
             constraint = self.make_constraint(tools, tool_choice if tools else "auto", grounding)
-            need = constraint.min_completion_tokens() + constraint.margin + 1
+            limit = 4096
+            shortest = constraint.min_completion_tokens(limit)
+            if shortest >= limit:
+                raise ValueError(
+                    f"the tool-call grammar found no completion shorter than {limit} tokens for "
+                    f"tool_choice={tool_choice!r}: a string pattern it cannot complete (simplify the pattern, "
+                    "anchor it with ^...$, or let the model answer in prose with tool_choice='auto')"
+                )
+            need = shortest + constraint.margin + 1
             if settings.max_new_tokens < need:
                 settings = settings.replace(max_new_tokens=need)
                 check_prompt_length(int(input_ids.shape[1]), self.model, settings)

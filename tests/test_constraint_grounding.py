@@ -252,3 +252,24 @@ def test_an_agent_without_tools_always_answers_in_prose(ckpt):
         assert not out.tool_calls and "<|tool_call>" not in out.raw
     result = Agent(EmbeddedBackend(chat_model=cm, seed=1, max_new_tokens=32), []).run("Hello")
     assert result.stop_reason == "final_answer"
+
+
+def test_a_forced_call_the_grammar_cannot_complete_is_a_clear_error(ckpt):
+    tools = [
+        {
+            "type": "function",
+            "function": {
+                "name": "order",
+                "description": "",
+                "parameters": {
+                    "type": "object",
+                    "properties": {"id": {"type": "string", "pattern": "[0-9]{3,}"}},
+                    "required": ["id"],
+                },
+            },
+        }
+    ]
+    with pytest.raises(ValueError, match="no completion shorter than 4096 tokens"):
+        ChatModel(ckpt).chat(
+            [{"role": "user", "content": "order 12345"}], tools=tools, tool_choice={"name": "order"}
+        )
