@@ -301,3 +301,19 @@ def test_ar_weight_needs_the_prompt_and_canvas_inside_the_sliding_window(tmp_pat
     with pytest.raises(ValueError, match="--sliding-window"):
         train(cfg)
     assert main(["--out-dir", str(tmp_path / "x"), "--ar-weight", "1", "--max-prompt", "512"]) == 2
+
+
+def test_copy_head_run_stops_at_stop_at_with_the_long_schedule(tmp_path):
+    """--copy-head --prefix-clean-p --stop-at: a copy-head checkpoint saved at the stop step, lr still high."""
+    cfg = _tiny_cfg(
+        tmp_path, copy_head=True, copy_dim=16, noise_draws=2, prefix_clean_p=0.5, steps=40, stop_at=2
+    )
+    final = train(cfg)
+    log = [json.loads(line) for line in (tmp_path / "run" / "log.jsonl").read_text().splitlines()]
+    assert max(r["step"] for r in log) == 2
+    assert log[-1]["lr"] > 0.5 * cfg.lr  # the 40-step cosine schedule, stopped early
+    conf = json.loads((final / "config.json").read_text())
+    assert "copy_head" in conf
+    from model.loading import load_checkpoint
+
+    assert type(load_checkpoint(str(final)).model).__name__ == "DiffusionGemmaWithCopyHead"

@@ -28,6 +28,8 @@ def parse_args(argv: list[str] | None = None) -> TrainConfig:
         typ: Any = {int: int, float: float, str: str}.get(type(default), str)
         if f.name in ("max_minutes",):
             typ = float
+        if f.name in ("stop_at",):
+            typ = int
         ap.add_argument(flag, type=typ, default=default)
     ns = ap.parse_args(argv)
     return TrainConfig(**vars(ns))

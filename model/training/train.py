@@ -47,6 +47,7 @@ class TrainConfig:
     and ``ptr_weight`` weight the binding, parameter and pointer
     auxiliary losses, ``none_weight`` the "none" request tokens inside the binding loss. ``init_from``: a
     checkpoint folder whose weights (and tokenizer) start the run; weights it lacks (the copy head) start fresh.
+    ``stop_at``: stop (and save) after this many steps while keeping the learning-rate schedule of ``steps``.
     """
 
     out_dir: str = "runs/agentkit-tiny"
@@ -55,6 +56,7 @@ class TrainConfig:
     device: str = "cpu"
     threads: int = 1
     steps: int = 3000
+    stop_at: int | None = None
     max_minutes: float | None = None
     batch_size: int = 16
     lr: float = 2e-3
@@ -952,7 +954,7 @@ def train(cfg: TrainConfig) -> Path:
     )
     with Progress(*cols, console=console, transient=False) as prog:
         task = prog.add_task("train", total=total, completed=step, loss=float("nan"), tps=0.0)
-        while step < total:
+        while step < total and (cfg.stop_at is None or step < cfg.stop_at):
             t0 = time.time()
             items = next(drill_stream if step < cfg.drill_steps else stream)
             batch = device_batch(items, cfg, rng, device)
@@ -1022,7 +1024,7 @@ def train(cfg: TrainConfig) -> Path:
             if rec:
                 log_f.write(json.dumps(rec) + "\n")
                 log_f.flush()
-            if step % cfg.ckpt_every == 0 or step == total:
+            if step % cfg.ckpt_every == 0 or step == total or step == cfg.stop_at:
                 save_checkpoint(model, tok, ckpt, cfg)
                 _save_state(ckpt, opt, step, total, rng, gen, {"loss_ema": ema})
     log_f.close()
