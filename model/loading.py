@@ -159,7 +159,9 @@ def load_checkpoint(
             unsupported dtype or quantization, a CUDA device where torch sees none.
     """
     if dtype not in ("float32", "bfloat16", "float16"):
-        raise CheckpointError(f"unsupported dtype {dtype!r}: choose one of ['bfloat16', 'float16', 'float32']")
+        raise CheckpointError(
+            f"unsupported dtype {dtype!r}: choose one of ['bfloat16', 'float16', 'float32']"
+        )
     # where the weights are, checked before torch and transformers are imported (seconds): a missing folder
     # or an uncached hub id fails at once
     source = DEFAULT_CHECKPOINT if path_or_id is None else path_or_id
