@@ -25,6 +25,12 @@ DEFAULT_CHECKPOINT = Path(__file__).resolve().parent / "checkpoints" / "agentkit
 SUPPORTED_MODEL_TYPES = ("diffusion_gemma",)
 
 
+#: Decoding options that transformers' ``DiffusionGemmaGenerationConfig`` has no field for (it refuses unknown
+#: keys), kept beside ``generation_config.json``: ``{"accept_window": W}`` (see :class:`DenoiseSettings`).
+DECODING_FILE = "agentkit_decoding.json"
+DECODING_KEYS = ("accept_window",)
+
+
 class CheckpointError(RuntimeError):
     """A checkpoint cannot be loaded; the message names the path and the problem."""
 
@@ -224,6 +230,28 @@ def load_checkpoint(
     if "device_map" not in kwargs:
         model.to(device)  # in place for nn.Module
     model.eval()
-    return LoadedCheckpoint(
-        model=model, tokenizer=tokenizer, settings=DenoiseSettings.from_model(model), source=src
-    )
+    settings = DenoiseSettings.from_model(model)
+    extra = Path(src) / DECODING_FILE
+    if extra.is_file():
+        settings = settings.replace(**read_decoding_file(extra))
+    return LoadedCheckpoint(model=model, tokenizer=tokenizer, settings=settings, source=src)
+
+
+def read_decoding_file(path: Path) -> dict[str, Any]:
+    """The decoding options of a checkpoint's :data:`DECODING_FILE` (only :data:`DECODING_KEYS`).
+
+    Raises:
+        CheckpointError: the file is not a JSON object, or has an unknown key or a bad value (names the file).
+    """
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, json.JSONDecodeError) as exc:
+        raise CheckpointError(f"{path}: cannot read decoding options ({exc})") from exc
+    if not isinstance(data, dict) or set(data) - set(DECODING_KEYS):
+        raise CheckpointError(
+            f"{path}: a JSON object with keys among {list(DECODING_KEYS)} is expected, got {data!r}"
+        )
+    w = data.get("accept_window")
+    if w is not None and (isinstance(w, bool) or not isinstance(w, int) or w < 1):
+        raise CheckpointError(f"{path}: accept_window must be an integer >= 1 or null, got {w!r}")
+    return data

@@ -75,8 +75,11 @@ class DenoiseSettings:
         return self.t_min + (self.t_max - self.t_min) * (step / self.max_denoising_steps)
 
     def replace(self, **changes: Any) -> DenoiseSettings:
-        """Return a copy with ``changes`` applied (``None`` values are ignored)."""
-        return dataclasses.replace(self, **{k: v for k, v in changes.items() if v is not None})
+        """Return a copy with ``changes`` applied (``None`` values are ignored, except ``accept_window``, where
+        ``None`` switches the window off)."""
+        return dataclasses.replace(
+            self, **{k: v for k, v in changes.items() if v is not None or k == "accept_window"}
+        )
 
     @classmethod
     def from_model(cls, model: Any) -> DenoiseSettings:

@@ -1,8 +1,9 @@
-"""Tune the shipped denoising settings (temperatures, steps, entropy bound) on the held-out synthetic split.
+"""Tune the shipped denoising settings (temperatures, steps, entropy bound, accept window) on the held-out split.
 
 ``python -m model.training.tune CHECKPOINT [--limit N] [--write]`` scores a small grid with
-:func:`model.training.heldout.evaluate_heldout` and prints one JSON object per setting (accuracy, mean
-latency in seconds); ``--write`` stores the best setting in the checkpoint's ``generation_config.json``.
+:func:`model.training.heldout.evaluate_heldout` and prints one JSON object per setting (accuracy, call accuracy,
+mean latency in seconds); ``--write`` stores the best setting (accuracy, ties: lower latency) in the checkpoint's
+``generation_config.json`` and its accept window in ``agentkit_decoding.json`` (:data:`model.loading.DECODING_FILE`).
 """
 
 from __future__ import annotations
@@ -12,14 +13,15 @@ import json
 import sys
 from typing import Any
 
-#: Candidate settings: (t_max, t_min, max_denoising_steps, entropy_bound).
-GRID: tuple[tuple[float, float, int, float], ...] = (
-    (0.8, 0.4, 32, 0.1),
-    (0.4, 0.1, 32, 0.1),
-    (0.2, 0.05, 32, 0.1),
-    (0.1, 0.02, 32, 0.1),
-    (0.2, 0.05, 16, 0.3),
-    (0.2, 0.05, 32, 0.05),
+#: Candidate settings: (t_max, t_min, max_denoising_steps, entropy_bound, accept_window).
+GRID: tuple[tuple[float, float, int, float, int | None], ...] = (
+    (0.4, 0.1, 32, 0.1, None),
+    (0.1, 0.02, 32, 0.1, None),
+    (0.2, 0.05, 16, 0.3, None),
+    (0.1, 0.02, 32, 0.1, 4),
+    (0.4, 0.1, 32, 0.1, 4),
+    (0.4, 0.1, 48, 0.1, 2),
+    (0.8, 0.4, 32, 0.1, 4),
 )
 
 
@@ -32,8 +34,10 @@ def tune(checkpoint: str, limit: int = 40, threads: int = 1) -> list[dict[str, A
     cm = ChatModel.load(checkpoint)
     base = cm.settings
     rows = []
-    for t_max, t_min, steps, bound in GRID:
-        cm.settings = base.replace(t_max=t_max, t_min=t_min, max_denoising_steps=steps, entropy_bound=bound)
+    for t_max, t_min, steps, bound, window in GRID:
+        cm.settings = base.replace(
+            t_max=t_max, t_min=t_min, max_denoising_steps=steps, entropy_bound=bound, accept_window=window
+        )
         rep = evaluate_heldout(cm, limit=limit)
         rows.append(
             {
@@ -41,6 +45,7 @@ def tune(checkpoint: str, limit: int = 40, threads: int = 1) -> list[dict[str, A
                 "t_min": t_min,
                 "max_denoising_steps": steps,
                 "entropy_bound": bound,
+                "accept_window": window,
                 "accuracy": rep["accuracy"],
                 "call_accuracy": rep["call_accuracy"],
                 "mean_latency_s": rep["mean_latency_s"],
@@ -60,6 +65,11 @@ def write_best(checkpoint: str, rows: list[dict[str, Any]]) -> dict[str, Any]:
         canvas = int(json.load(fh)["canvas_length"])
     keys = ("t_max", "t_min", "max_denoising_steps", "entropy_bound")
     generation_config(canvas, {k: best[k] for k in keys}).save_pretrained(checkpoint)
+    from model.loading import DECODING_FILE
+
+    with open(f"{checkpoint}/{DECODING_FILE}", "w") as fh:
+        json.dump({"accept_window": best["accept_window"]}, fh)
+        fh.write("\n")
     return best
 
 

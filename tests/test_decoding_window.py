@@ -1,0 +1,67 @@
+"""The accept window (left-to-right bites) and the checkpoint's decoding file (model/loading.py)."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+import torch
+
+from model.loading import DECODING_FILE, CheckpointError, load_checkpoint
+from model.runtime import StepEvent, generate
+from model.testing import make_tiny_checkpoint
+
+torch.set_num_threads(1)
+
+
+@pytest.fixture(scope="module")
+def ckpt_dir(tmp_path_factory):
+    return make_tiny_checkpoint(tmp_path_factory.mktemp("w"), canvas_length=16, copy_head=True)
+
+
+def test_no_position_past_the_frontier_plus_the_window_is_accepted(ckpt_dir):
+    ck = load_checkpoint(str(ckpt_dir))
+    ids = torch.tensor([ck.tokenizer("<bos>hello there", add_special_tokens=False)["input_ids"]])
+    for w in (1, 3):
+        settings = ck.settings.replace(accept_window=w, max_new_tokens=16)
+        events: list = []
+        generate(ck.model, ids, settings, seed=0, on_event=events.append)
+        steps = [e for e in events if isinstance(e, StepEvent)]
+        prev = torch.zeros(16, dtype=torch.bool)
+        assert steps
+        for e in steps:
+            acc = e.accepted[0]
+            lead = int(prev.long().cumprod(0).sum())
+            assert not acc[lead + w :].any(), (w, lead, acc)
+            prev = acc
+    # without the window a step accepts positions anywhere (here, past the frontier + 1)
+    seen = []
+    generate(
+        ck.model,
+        ids,
+        ck.settings.replace(max_new_tokens=16, t_max=0.05, t_min=0.01),
+        seed=0,
+        on_event=seen.append,
+    )
+    prev = torch.zeros(16, dtype=torch.bool)
+    far = False
+    for e in seen:
+        if isinstance(e, StepEvent):
+            lead = int(prev.long().cumprod(0).sum())
+            far = far or bool(e.accepted[0][lead + 1 :].any())
+            prev = e.accepted[0]
+    assert far
+
+
+def test_the_decoding_file_sets_the_window_and_bad_files_are_named(ckpt_dir, tmp_path):
+    import shutil
+
+    d = tmp_path / "ck"
+    shutil.copytree(ckpt_dir, d)
+    assert load_checkpoint(str(d)).settings.accept_window is None
+    (d / DECODING_FILE).write_text(json.dumps({"accept_window": 4}))
+    assert load_checkpoint(str(d)).settings.accept_window == 4
+    for bad in ({"accept_window": 0}, {"window": 4}, [4]):
+        (d / DECODING_FILE).write_text(json.dumps(bad))
+        with pytest.raises(CheckpointError, match=DECODING_FILE):
+            load_checkpoint(str(d))
