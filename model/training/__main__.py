@@ -30,6 +30,8 @@ def parse_args(argv: list[str] | None = None) -> TrainConfig:
             typ = float
         if f.name in ("stop_at",):
             typ = int
+        if f.name in ("bot_share",):
+            typ = float
         ap.add_argument(flag, type=typ, default=default)
     ns = ap.parse_args(argv)
     return TrainConfig(**vars(ns))

@@ -1420,6 +1420,18 @@ KIND_WEIGHTS = (
 )
 
 
+def _kind_weights(bot_share: float | None) -> tuple[tuple[str, float], ...]:
+    """:data:`KIND_WEIGHTS`, or with the bot kinds (``bot_*``) rescaled to ``bot_share`` of the stream."""
+    if bot_share is None:
+        return KIND_WEIGHTS
+    bots = sum(w for k, w in KIND_WEIGHTS if k.startswith("bot_"))
+    rest = 1.0 - bots
+    return tuple(
+        (k, w * bot_share / bots if k.startswith("bot_") else w * (1.0 - bot_share) / rest)
+        for k, w in KIND_WEIGHTS
+    )
+
+
 class Generator:
     """Deterministic generator of :class:`Example` s.
 
@@ -1427,14 +1439,25 @@ class Generator:
         seed: base seed; the same ``(seed, split)`` always yields the same stream.
         split: ``"train"`` or ``"heldout"`` (disjoint random stream and disjoint tenth of the Glaive tools).
         maskbench: path of ``dev.jsonl.gz`` (Glaive schemas); missing file = generated tools only.
+        bot_share: share of the stream in the example bots' domains (``bot_call`` + ``bot_answer``); ``None``:
+            :data:`KIND_WEIGHTS` as they are (16%).
 
     Raises:
         ValueError: for an unknown split.
     """
 
-    def __init__(self, seed: int = 0, split: str = "train", maskbench: Path = DEFAULT_MASKBENCH) -> None:
+    def __init__(
+        self,
+        seed: int = 0,
+        split: str = "train",
+        maskbench: Path = DEFAULT_MASKBENCH,
+        bot_share: float | None = None,
+    ) -> None:
         if split not in ("train", "heldout"):
             raise ValueError(f"split must be 'train' or 'heldout', got {split!r}")
+        if bot_share is not None and not 0.0 <= bot_share < 1.0:
+            raise ValueError(f"bot_share must be in [0, 1), got {bot_share}")
+        self.weights = _kind_weights(bot_share)
         self.rng = random.Random(f"{seed}:{split}")
         self.split = split
         self.glaive = [t for t in load_glaive_tools(maskbench) if _split_of(t.name) == split]
@@ -1494,10 +1517,10 @@ class Generator:
         return out
 
     def example(self) -> Example:
-        """Draw one example (kind chosen by :data:`KIND_WEIGHTS`)."""
+        """Draw one example (kind chosen by :data:`KIND_WEIGHTS`, or the ``bot_share`` reweighting)."""
         rng = self.rng
         r, acc, kind = rng.random(), 0.0, "call"
-        for k, w in KIND_WEIGHTS:
+        for k, w in self.weights:
             acc += w
             if r < acc:
                 kind = k

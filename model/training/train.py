@@ -48,6 +48,7 @@ class TrainConfig:
     auxiliary losses, ``none_weight`` the "none" request tokens inside the binding loss. ``init_from``: a
     checkpoint folder whose weights (and tokenizer) start the run; weights it lacks (the copy head) start fresh.
     ``stop_at``: stop (and save) after this many steps while keeping the learning-rate schedule of ``steps``.
+    ``bot_share``: share of the training stream in the example bots' domains (default: the generator's 16%).
     """
 
     out_dir: str = "runs/agentkit-tiny"
@@ -87,6 +88,7 @@ class TrainConfig:
     copy_dim: int = 64
     noise_draws: int = 1
     prefix_clean_p: float = 0.0
+    bot_share: float | None = None
     bind_weight: float = 1.0
     key_weight: float = 0.5
     ptr_weight: float = 0.5
@@ -807,7 +809,7 @@ def prepare(cfg: TrainConfig, log: Any = print) -> tuple[Any, list[Encoded], lis
         log(
             f"[yellow]warning: {mb} not found: training without the Glaive schemas (generated + bot tools only)"
         )
-    train_ex = Generator(cfg.seed, "train", mb).take(cfg.n_train)
+    train_ex = Generator(cfg.seed, "train", mb, bot_share=cfg.bot_share).take(cfg.n_train)
     if cfg.terse_p > 0:  # a seeded share of the examples gets declarations without descriptions
         pick = random.Random(cfg.seed + 3)
         for e in train_ex:
