@@ -111,7 +111,11 @@ class ChatModel:
         return encode_chat(self.tokenizer, messages, tools or None)
 
     def make_constraint(
-        self, tools: list[dict[str, Any]], tool_choice: Any = "auto", grounding: list[str] | None = None
+        self,
+        tools: list[dict[str, Any]],
+        tool_choice: Any = "auto",
+        grounding: list[str] | None = None,
+        no_repeat: bool | None = None,
     ) -> Any:
         """Build a fresh :class:`GrammarConstraint` for ``tools`` and ``tool_choice``.
 
@@ -120,6 +124,7 @@ class ChatModel:
             tool_choice: ``"auto" | "required" | "none" | {"name": NAME}``.
             grounding: texts that grounded parameters (``x-grounded``) must take a span of (see
                 :func:`grounding_texts`); ``None``: grounded parameters are not restricted.
+            no_repeat: the constraint's no-repeat rule (default: the checkpoint's ``settings.no_repeat``).
 
         Raises:
             model.constraints.schema.SchemaError: unsupported keyword or unsatisfiable schema (names its path).
@@ -131,7 +136,12 @@ class ChatModel:
 
         grammar = tool_call_grammar(tools, tool_choice=tool_choice, syntax=self.syntax, grounding=grounding)
         matcher = new_matcher(self.tokenizer, grammar)
-        return GrammarConstraint(matcher, self.tokenizer, pad_token_id=self.settings.pad_token_id)
+        return GrammarConstraint(
+            matcher,
+            self.tokenizer,
+            pad_token_id=self.settings.pad_token_id,
+            no_repeat=self.settings.no_repeat if no_repeat is None else no_repeat,
+        )
 
     def max_prompt_tokens(self, max_new_tokens: int | None = None) -> int | None:
         """The longest prompt (tokens) :meth:`chat` accepts with this token budget (default: the checkpoint's):

@@ -35,6 +35,8 @@ class DenoiseSettings:
             leading run of positions accepted in the previous step. Decoding then moves left to right in bites
             of at most ``W`` tokens, so each position sees the tokens to its left; a copy head's induction match
             (:mod:`model.copy_head`) needs that to copy multi-token spans in order. Not used in parity mode.
+        no_repeat: the tool-call constraint never commits a word right after the same word
+            (:class:`model.constraints.denoise.GrammarConstraint`, ``no_repeat``).
     """
 
     canvas_length: int = 256
@@ -48,6 +50,7 @@ class DenoiseSettings:
     eos_token_ids: tuple[int, ...] = field(default=(1, 106, 50))
     pad_token_id: int = 0
     accept_window: int | None = None
+    no_repeat: bool = False
 
     def __post_init__(self) -> None:
         if self.canvas_length <= 0:

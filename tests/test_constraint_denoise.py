@@ -1,5 +1,7 @@
 """GrammarConstraint during denoising on a random-weight checkpoint: complete, valid, within budget."""
 
+import itertools
+
 import llguidance
 import llguidance.hf
 import numpy as np
@@ -200,3 +202,30 @@ def test_frontier_extension_needs_stability_and_low_entropy(ckpt):
     c.commit([0] * 16, accepted, logits=a, entropy_bound=0.1)
     c.commit([0] * 16, accepted, logits=a.clone(), entropy_bound=0.1)
     assert c.committed[k:] == [seven] and not c.done
+
+
+@pytest.mark.parametrize("no_repeat", [True, False])
+def test_no_repeat_rule_never_commits_a_word_twice_in_a_row(ckpt, no_repeat):
+    tok = ckpt.tokenizer
+    vocab = ckpt.model.config.get_text_config().vocab_size
+    grammar = 'start: "say:" /[a-z ]+/ "."'
+    m = llguidance.LLMatcher(ckpt.llg, llguidance.LLMatcher.grammar_from_lark(grammar))
+    c = GrammarConstraint(m, tok, no_repeat=no_repeat)
+    c.start_canvas(16, 16)
+    plan = c.plan()
+    k = len(plan.fixed)
+    w = next(i for p, i in sorted(tok.get_vocab().items()) if p.isalpha() and p.islower() and len(p) >= 3)
+    tokens = [0] * 16
+    tokens[:k] = plan.fixed
+    tokens[k] = tokens[k + 1] = w  # two parallel positions copied the same word
+    accepted = [True] * (k + 2) + [False] * (16 - k - 2)
+    c.commit(tokens, accepted)
+    n_words = sum(1 for t in c.committed if t == w)
+    assert n_words == (1 if no_repeat else 2)
+    mask = c.plan().mask
+    assert mask is not None and bool(mask[w]) is (not no_repeat)  # the frontier mask leaves the repeat out
+    logits = torch.zeros(16, vocab)
+    logits[:, w] = 30.0  # readout: the argmax everywhere is the same word
+    out = c.readout(logits)
+    doubled = any(a == b == w for a, b in itertools.pairwise(out))
+    assert doubled is (not no_repeat)

@@ -46,6 +46,28 @@ from model import special_tokens as st
 from model.constraints.grammar import shortest_completion
 from model.runtime import ConstraintPlan
 
+_BASE_CACHE: dict[int, tuple[np.ndarray, np.ndarray]] = {}
+
+
+def word_bases(tokenizer: Any) -> tuple[np.ndarray, np.ndarray]:
+    """Per token id: the id of its space-stripped form (``ĠBerlin`` -> ``Berlin``, else itself) and whether it is
+    word-like (has a letter or digit); ``([V] int64, [V] bool)``, cached per tokenizer object."""
+    key = id(tokenizer)
+    if key not in _BASE_CACHE:
+        vocab = tokenizer.get_vocab()
+        n = len(tokenizer)
+        base = np.arange(n, dtype=np.int64)
+        word = np.zeros(n, dtype=bool)
+        special = set(tokenizer.all_special_ids)
+        for piece, i in vocab.items():
+            if i >= n or i in special:
+                continue
+            word[i] = any(ch.isalnum() for ch in piece)
+            if piece.startswith("Ġ") and len(piece) > 1 and piece[1:] in vocab and vocab[piece[1:]] < n:
+                base[i] = vocab[piece[1:]]
+        _BASE_CACHE[key] = (base, word)
+    return _BASE_CACHE[key]
+
 
 def bitmask_to_bool(mask: bytes | bytearray | np.ndarray, vocab_size: int) -> np.ndarray:
     """Unpack an llguidance bitmask (little-endian int32 words, bit ``j`` of word ``w`` = token ``32w+j``).
@@ -74,6 +96,10 @@ class GrammarConstraint:
         max_check_gap: at most this many tokens between two budget checks.
         extend: commit confident, stable masked argmaxes past the accepted run (the frontier extension of the
             module docstring); False keeps the plain accepted-and-grammatical walk.
+        no_repeat: never commit a word-like token right after the same word (compared on the space-stripped
+            form: ``bundle`` after ``bundle``, ``Ġ466`` after ``466``): the frontier mask leaves it out and the
+            commit walk stops before it. A decoding rule for small checkpoints, whose parallel positions tend to
+            copy the same source token twice (the autoregressive analogue is a bigram repetition ban).
 
     Raises:
         ValueError: if the matcher is already in an error state (bad grammar).
@@ -87,6 +113,7 @@ class GrammarConstraint:
         margin: int = 3,
         max_check_gap: int = 16,
         extend: bool = True,
+        no_repeat: bool = False,
     ) -> None:
         if matcher.is_error():
             raise ValueError(f"grammar matcher is in an error state: {matcher.get_error()}")
@@ -97,6 +124,8 @@ class GrammarConstraint:
         self.margin = margin
         self.max_check_gap = max_check_gap
         self.extend = extend
+        self.no_repeat = no_repeat
+        self._bases = word_bases(tokenizer) if no_repeat else None
         self.extended_tokens = 0
         self.canvas: list[int] = []
         self.canvas_length = 0
@@ -185,9 +214,32 @@ class GrammarConstraint:
             if not self.closing:
                 break
 
+    def _repeat_of_last(self) -> int | None:
+        """The space-stripped id a no-repeat rule forbids next (the last committed word), or None."""
+        if self._bases is None or not self.all_tokens:
+            return None
+        last = self.all_tokens[-1]
+        base, word = self._bases
+        return int(base[last]) if 0 <= last < len(word) and word[last] else None
+
+    def _repeats(self, tok: int) -> bool:
+        banned = self._repeat_of_last()
+        return (
+            banned is not None
+            and self._bases is not None
+            and 0 <= tok < len(self._bases[0])
+            and int(self._bases[0][tok]) == banned
+        )
+
     def _frontier_mask(self) -> np.ndarray:
         self.bitmask_calls += 1
-        return bitmask_to_bool(self.matcher.compute_bitmask(), self.vocab_size)
+        allowed = bitmask_to_bool(self.matcher.compute_bitmask(), self.vocab_size)
+        banned = self._repeat_of_last()
+        if banned is not None and self._bases is not None:
+            keep = allowed & (self._bases[0][: allowed.size] != banned)
+            if keep.any():  # never empty the mask: the grammar may demand the repeat
+                allowed = keep
+        return allowed
 
     def _masked_choice(self, row: torch.Tensor, prev_row: torch.Tensor) -> tuple[int, float, int]:
         """Masked argmax and masked entropy (nats) of one position's tempered logits ``row`` ``[V]``, and the
@@ -256,7 +308,7 @@ class GrammarConstraint:
         prev, self._prev_logits = self._prev_logits, logits
         budget = float(entropy_bound) if self.extend and logits is not None and prev is not None else 0.0
         while (i := len(self.canvas)) < self.canvas_length and not self.done and not self.closing:
-            if accepted[i] and self._consume([int(tokens[i])]) == 1:
+            if accepted[i] and not self._repeats(int(tokens[i])) and self._consume([int(tokens[i])]) == 1:
                 pass
             elif ff := self.matcher.compute_ff_tokens():
                 # pragma: no cover - ff tokens come from the matcher, so they are always consumed
@@ -291,8 +343,8 @@ class GrammarConstraint:
                 pos = len(self.canvas)
                 raw = self.matcher.compute_bitmask()
                 tok = int(best[pos])
-                if not (tok < self.vocab_size and (raw[tok >> 3] >> (tok & 7)) & 1):
-                    allowed = bitmask_to_bool(raw, self.vocab_size)
+                if not (tok < self.vocab_size and (raw[tok >> 3] >> (tok & 7)) & 1) or self._repeats(tok):
+                    allowed = self._frontier_mask()
                     row = np.where(
                         allowed, scores[pos, : self.vocab_size], -math.inf
                     )  # tokenizer <= model vocab

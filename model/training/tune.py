@@ -13,15 +13,15 @@ import json
 import sys
 from typing import Any
 
-#: Candidate settings: (t_max, t_min, max_denoising_steps, entropy_bound, accept_window).
-GRID: tuple[tuple[float, float, int, float, int | None], ...] = (
-    (0.4, 0.1, 32, 0.1, None),
-    (0.1, 0.02, 32, 0.1, None),
-    (0.2, 0.05, 16, 0.3, None),
-    (0.1, 0.02, 32, 0.1, 4),
-    (0.4, 0.1, 32, 0.1, 4),
-    (0.4, 0.1, 48, 0.1, 2),
-    (0.8, 0.4, 32, 0.1, 4),
+#: Candidate settings: (t_max, t_min, max_denoising_steps, entropy_bound, accept_window, no_repeat).
+GRID: tuple[tuple[float, float, int, float, int | None, bool], ...] = (
+    (0.4, 0.1, 32, 0.1, None, False),
+    (0.1, 0.02, 32, 0.1, None, False),
+    (0.1, 0.02, 32, 0.1, 4, False),
+    (0.4, 0.1, 32, 0.1, 4, False),
+    (0.4, 0.1, 32, 0.1, 4, True),
+    (0.4, 0.1, 48, 0.1, 2, True),
+    (0.8, 0.4, 32, 0.1, 4, True),
 )
 
 
@@ -34,9 +34,14 @@ def tune(checkpoint: str, limit: int = 40, threads: int = 1) -> list[dict[str, A
     cm = ChatModel.load(checkpoint)
     base = cm.settings
     rows = []
-    for t_max, t_min, steps, bound, window in GRID:
+    for t_max, t_min, steps, bound, window, no_repeat in GRID:
         cm.settings = base.replace(
-            t_max=t_max, t_min=t_min, max_denoising_steps=steps, entropy_bound=bound, accept_window=window
+            t_max=t_max,
+            t_min=t_min,
+            max_denoising_steps=steps,
+            entropy_bound=bound,
+            accept_window=window,
+            no_repeat=no_repeat,
         )
         rep = evaluate_heldout(cm, limit=limit)
         rows.append(
@@ -46,6 +51,7 @@ def tune(checkpoint: str, limit: int = 40, threads: int = 1) -> list[dict[str, A
                 "max_denoising_steps": steps,
                 "entropy_bound": bound,
                 "accept_window": window,
+                "no_repeat": no_repeat,
                 "accuracy": rep["accuracy"],
                 "call_accuracy": rep["call_accuracy"],
                 "mean_latency_s": rep["mean_latency_s"],
@@ -68,7 +74,7 @@ def write_best(checkpoint: str, rows: list[dict[str, Any]]) -> dict[str, Any]:
     from model.loading import DECODING_FILE
 
     with open(f"{checkpoint}/{DECODING_FILE}", "w") as fh:
-        json.dump({"accept_window": best["accept_window"]}, fh)
+        json.dump({"accept_window": best["accept_window"], "no_repeat": best["no_repeat"]}, fh)
         fh.write("\n")
     return best
 
