@@ -17,10 +17,11 @@ from typing import Any
 GRID: tuple[tuple[float, float, int, float, int | None, bool], ...] = (
     (0.4, 0.1, 32, 0.1, None, False),
     (0.1, 0.02, 32, 0.1, None, False),
-    (0.1, 0.02, 32, 0.1, 4, False),
     (0.4, 0.1, 32, 0.1, 4, False),
     (0.4, 0.1, 32, 0.1, 4, True),
-    (0.4, 0.1, 48, 0.1, 2, True),
+    (0.1, 0.02, 32, 0.1, 4, True),
+    (0.2, 0.05, 48, 0.1, 2, True),
+    (0.1, 0.02, 64, 0.1, 1, True),
     (0.8, 0.4, 32, 0.1, 4, True),
 )
 
