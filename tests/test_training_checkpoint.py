@@ -150,3 +150,27 @@ def test_copy_probe_on_shipped_checkpoint(capsys):
     assert main(["/nonexistent/ckpt"]) == 2
     assert main([str(CKPT), "--n", "0"]) == 2
     assert "no checkpoint at /nonexistent/ckpt" in capsys.readouterr().err
+
+
+def test_word_reachability_finds_bpe_spacing_mismatches(capsys):
+    """A path quoted in a JSON tool response is split ``a gent k it``; after a space it is ``Ġagent k it``, which
+    no token of the response reaches. A value the request spells the same way is reachable."""
+    import json
+
+    from transformers import AutoTokenizer
+
+    from model.training.probe import copy_reachability, main, word_reachability
+
+    tok = AutoTokenizer.from_pretrained(CKPT)
+    response = '{"location":"agentkit/bundle.py:466","path":"agentkit/bundle.py"}'
+    assert word_reachability(tok, response, "It is defined at agentkit/bundle.py:466.", spaced=True) == (1, 1)
+    # the same word unspaced (a string value) is tokenized as in the response: reachable
+    assert word_reachability(tok, response, "agentkit/bundle.py:466", spaced=False) == (1, 0)
+    # words absent from the prompt and control-token spellings are not counted
+    assert word_reachability(tok, response, '<turn|> elsewhere <|"|>', spaced=True) == (0, 0)
+    r = copy_reachability(str(CKPT), n=20)
+    for group in ("calls", "answers"):
+        assert r[group]["n_examples"] == 20 and r[group]["n_words"] > 20
+        assert 0.0 <= r[group]["unreachable_words"] < 0.5
+    assert main([str(CKPT), "--reachability", "--n", "5", "--json"]) == 0
+    assert json.loads(capsys.readouterr().out)["calls"]["n_examples"] == 5

@@ -16,6 +16,9 @@ copied-token accuracy close to its all-token accuracy; the checkpoints of docs/T
 sit near 0. Checkpoints with a copy head (:mod:`model.copy_head`) are read through their log-mixture (the decoder
 gets the copy memory of the prompt, as in the runtime); their AR read-out is the plain LM head.
 
+``--reachability`` measures instead (tokenizer only) the share of words copied from the prompt that no
+token-by-token copy can produce, because BPE splits them differently there (:func:`word_reachability`).
+
 The probe's 40-example version had about +/- 0.04 of noise on the copied-token figure (``../shared/NOTES.md``), so
 the default is 200 calls.
 """
@@ -25,6 +28,7 @@ from __future__ import annotations
 import argparse
 import json
 import random
+import re
 import sys
 from pathlib import Path
 from typing import Any
@@ -122,6 +126,89 @@ def copy_probe(checkpoint: str, n: int = 200, seed: int = 7, threads: int = 1) -
     return out
 
 
+_WORD = re.compile(r"[A-Za-z0-9_./:-]{3,}")
+_CONTROL = re.compile(r"<\|[^<>|]*>|<[^<>|]*\|>")  # control-token spellings: <|turn>, <turn|>, <|"|>
+
+
+def word_reachability(tokenizer: Any, prompt: str, target: str, *, spaced: bool) -> tuple[int, int]:
+    """Count the words of ``target`` found in ``prompt`` that the copy head cannot copy token by token.
+
+    The copy head (:mod:`model.copy_head`) can emit, for each source token, that token's stripped or spaced form
+    (``Berlin``/``ĠBerlin``). BPE does not split a word the same way in every context: ``agentkit`` after a quote
+    in a JSON tool response is ``a gent k it``, after a space in an answer ``Ġagent k it``. A word is *reachable*
+    when every token of its tokenization in the target (with a leading space when ``spaced``) has its stripped
+    text among the stripped texts of the prompt's tokens.
+
+    Args:
+        tokenizer: a Hugging Face tokenizer (the checkpoint's).
+        prompt: the text the pointer can point into (request, tool responses).
+        target: the text to produce (a final answer or a call's values).
+        spaced: tokenize each target word with a leading space (prose) or without (a string value).
+
+    Returns:
+        ``(n_words, n_unreachable)``: words of ``target`` (runs of letters, digits and ``_./:-``, 3 characters or
+        more, control-token spellings left out) that occur in ``prompt``, and how many of them are not reachable.
+    """
+
+    def pieces(text: str) -> list[str]:
+        ids = tokenizer(text, add_special_tokens=False)["input_ids"]
+        return [str(tokenizer.decode([i])).strip() for i in ids]
+
+    source = set(pieces(prompt))
+    n = bad = 0
+    for m in _WORD.findall(_CONTROL.sub(" ", target)):
+        w = m.strip("./:-")  # a sentence's final period is not part of the word
+        if len(w) < 3 or w not in prompt:
+            continue
+        n += 1
+        bad += not all(t in source for t in pieces((" " if spaced else "") + w) if t)
+    return n, bad
+
+
+def copy_reachability(checkpoint: str, n: int = 300, seed: int = 7) -> dict[str, Any]:
+    """Share of copied words that no token-by-token copy can produce, on held-out calls and answers.
+
+    Runs :func:`word_reachability` over ``n`` held-out ``call`` examples (values, unspaced) and ``n`` answer
+    examples (``answer_after_tool`` and ``bot_answer``, prose, spaced). Needs only the tokenizer.
+
+    Args:
+        checkpoint: folder with the checkpoint's tokenizer.
+        n: examples per group.
+        seed: held-out generator seed.
+
+    Returns:
+        ``{"calls": {...}, "answers": {...}}``, each with ``n_examples``, ``n_words`` (target words found in the
+        prompt), ``unreachable_words`` and ``examples_with_unreachable`` (fractions in [0, 1]).
+
+    Raises:
+        OSError: if the tokenizer cannot be loaded from ``checkpoint``.
+    """
+    from transformers import AutoTokenizer
+
+    from model.training.data import Generator
+    from model.training.train import encode_examples
+
+    tok = AutoTokenizer.from_pretrained(checkpoint, local_files_only=True)
+    pool = Generator(seed, "heldout").take(20 * n)
+    out: dict[str, Any] = {}
+    for group, kinds, spaced in (
+        ("calls", ("call",), False),
+        ("answers", ("answer_after_tool", "bot_answer"), True),
+    ):
+        exs = [e for e in pool if e.kind in kinds][:n]
+        words = bad = with_bad = 0
+        for e, enc in zip(exs, encode_examples(tok, exs), strict=True):
+            w, b = word_reachability(tok, str(tok.decode(enc.prompt)), e.target, spaced=spaced)
+            words, bad, with_bad = words + w, bad + b, with_bad + (b > 0)
+        out[group] = {
+            "n_examples": len(exs),
+            "n_words": words,
+            "unreachable_words": bad / max(1, words),
+            "examples_with_unreachable": with_bad / max(1, len(exs)),
+        }
+    return out
+
+
 def main(argv: list[str] | None = None) -> int:
     """CLI entry point; prints a table (or one JSON object with ``--json``); returns the exit code."""
     ap = argparse.ArgumentParser(prog="python -m model.training.probe", description=__doc__.split("\n\n")[0])
@@ -129,6 +216,11 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--n", type=int, default=200, help="held-out single-call examples")
     ap.add_argument("--threads", type=int, default=1)
     ap.add_argument("--json", action="store_true")
+    ap.add_argument(
+        "--reachability",
+        action="store_true",
+        help="instead: the share of copied words no token-by-token copy can produce (tokenizer only)",
+    )
     a = ap.parse_args(argv)
     if a.n < 1:
         print(f"error: --n must be >= 1 (got {a.n})", file=sys.stderr)
@@ -138,6 +230,22 @@ def main(argv: list[str] | None = None) -> int:
             f"error: no checkpoint at {a.checkpoint} (a folder with config.json is expected)", file=sys.stderr
         )
         return 2
+    if a.reachability:
+        try:
+            reach = copy_reachability(a.checkpoint, n=a.n)
+        except OSError as e:
+            print(f"error: cannot load the tokenizer of {a.checkpoint}: {e}", file=sys.stderr)
+            return 2
+        if a.json:
+            print(json.dumps(reach))
+            return 0
+        for group, g in reach.items():
+            print(
+                f"{group}: {g['n_examples']} examples, {g['n_words']} words copied from the prompt; "
+                f"unreachable token by token {g['unreachable_words']:.3f} of words, "
+                f"{g['examples_with_unreachable']:.3f} of examples"
+            )
+        return 0
     try:
         r = copy_probe(a.checkpoint, n=a.n, threads=a.threads)
     except OSError as e:
