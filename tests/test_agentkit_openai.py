@@ -181,7 +181,17 @@ def test_timeouts_and_5xx_are_retried_then_give_up():
         backend_for(server, max_retries=2).complete([{"role": "user", "content": "hi"}], [])
     assert ei.value.status_code == 500
     assert "gave up after 3 attempt(s)" in str(ei.value)
+    assert "AGENTKIT_OPENAI_BASE_URL" not in str(ei.value)  # the server answered: its address is right
     assert len(server.requests) == 3
+
+
+def test_refused_connection_names_where_the_address_comes_from():
+    server = FakeServer([httpx.ConnectError("refused"), httpx.ConnectError("refused")])
+    with pytest.raises(BackendError) as ei:
+        backend_for(server, max_retries=1).complete([{"role": "user", "content": "hi"}], [])
+    msg = str(ei.value)
+    assert "gave up after 2 attempt(s): ConnectError: refused" in msg
+    assert "$AGENTKIT_OPENAI_BASE_URL" in msg and ei.value.status_code is None
 
 
 def test_client_errors_are_not_retried():

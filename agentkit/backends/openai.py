@@ -401,10 +401,18 @@ class OpenAIBackend:
         try:
             data = tenacity.Retrying(**self._retry_kwargs())(attempt)
         except _Retryable as exc:
-            raise BackendError(
-                f"{self.url}: gave up after {sent} attempt(s): {exc}", status_code=exc.status
-            ) from exc
+            raise self._gave_up(sent, exc) from exc
         return self.parse_response(data, requests=sent, tools=tools, tool_choice=tool_choice)
+
+    def _gave_up(self, sent: int, exc: _Retryable) -> BackendError:
+        """The error after the last retry; a refused connection names where the address comes from."""
+        msg = f"{self.url}: gave up after {sent} attempt(s): {exc}"
+        if str(exc).startswith("ConnectError"):
+            msg += (
+                " (is a server listening there? the address comes from base_url, $AGENTKIT_OPENAI_BASE_URL "
+                "or $OPENAI_BASE_URL)"
+            )
+        return BackendError(msg, status_code=exc.status)
 
     # ------------------------------------------------------------------------------ async
 
@@ -437,9 +445,7 @@ class OpenAIBackend:
         try:
             data: Any = await tenacity.AsyncRetrying(**self._retry_kwargs())(attempt)
         except _Retryable as exc:
-            raise BackendError(
-                f"{self.url}: gave up after {sent} attempt(s): {exc}", status_code=exc.status
-            ) from exc
+            raise self._gave_up(sent, exc) from exc
         return self.parse_response(data, requests=sent, tools=tools, tool_choice=tool_choice)
 
     def close(self) -> None:
