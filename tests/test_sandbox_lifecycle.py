@@ -20,9 +20,13 @@ ROOT = Path(__file__).resolve().parents[1]
 
 # The child owns a warm pool of 2, says its session id, then runs a program that starts `sleep 120`
 # (mid-run when killed).
+# The child is a foreground program: Ctrl-C reaches it as KeyboardInterrupt. A shell that starts the test run in
+# the background (``cmd &``) makes SIGINT ignored in every descendant, so the child restores Python's handler.
 CHILD = textwrap.dedent(
     """
+    import signal
     import sys
+    signal.signal(signal.SIGINT, signal.default_int_handler)
     from sandbox import Sandbox
     sb = Sandbox(pool_size=2)
     sb.wait_ready(60)
