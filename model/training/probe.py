@@ -230,29 +230,26 @@ def main(argv: list[str] | None = None) -> int:
             f"error: no checkpoint at {a.checkpoint} (a folder with config.json is expected)", file=sys.stderr
         )
         return 2
+    what = "the tokenizer of" if a.reachability else "checkpoint"
+    try:
+        r = (
+            copy_reachability(a.checkpoint, n=a.n)
+            if a.reachability
+            else copy_probe(a.checkpoint, n=a.n, threads=a.threads)
+        )
+    except OSError as e:
+        print(f"error: cannot load {what} {a.checkpoint}: {e}", file=sys.stderr)
+        return 2
+    if a.json:
+        print(json.dumps(r))
+        return 0
     if a.reachability:
-        try:
-            reach = copy_reachability(a.checkpoint, n=a.n)
-        except OSError as e:
-            print(f"error: cannot load the tokenizer of {a.checkpoint}: {e}", file=sys.stderr)
-            return 2
-        if a.json:
-            print(json.dumps(reach))
-            return 0
-        for group, g in reach.items():
+        for group, g in r.items():
             print(
                 f"{group}: {g['n_examples']} examples, {g['n_words']} words copied from the prompt; "
                 f"unreachable token by token {g['unreachable_words']:.3f} of words, "
                 f"{g['examples_with_unreachable']:.3f} of examples"
             )
-        return 0
-    try:
-        r = copy_probe(a.checkpoint, n=a.n, threads=a.threads)
-    except OSError as e:
-        print(f"error: cannot load checkpoint {a.checkpoint}: {e}", file=sys.stderr)
-        return 2
-    if a.json:
-        print(json.dumps(r))
         return 0
     print(
         f"{r['checkpoint']}: {r['n_examples']} calls, {r['n_target_tokens']} target tokens, "
