@@ -148,6 +148,107 @@ class ChatModel:
         ``max_position_embeddings`` minus the budget rounded up to whole canvases; ``None`` when unbounded."""
         return prompt_token_limit(self.model, self.settings.replace(max_new_tokens=max_new_tokens))
 
+    def prepare(
+        self,
+        messages: list[dict[str, Any]],
+        tools: list[dict[str, Any]] | None = None,
+        tool_choice: Any = "auto",
+        max_new_tokens: int | None = None,
+        constrained: bool = True,
+        temperature: tuple[float, float] | None = None,
+        response_format: dict[str, Any] | None = None,
+    ) -> PreparedTurn:
+        """Everything one model turn needs before denoising: prompt ids, settings and a fresh constraint.
+
+        :meth:`chat` runs it with :func:`model.runtime.generate`; a batching server (:mod:`model.batching`) runs
+        many of them in one batch. Arguments as :meth:`chat`, plus ``response_format`` (OpenAI's shape:
+        ``{"type": "json_schema", "json_schema": {"schema": ..., "strict": bool}}`` or
+        ``{"type": "json_object"}``; the turn's text is then a JSON value under that schema; not with tool calls).
+
+        Raises:
+            As :meth:`chat`; ``ValueError`` also for an unknown ``response_format`` type, or ``response_format``
+            given with a ``tool_choice`` that requires a call.
+        """
+        input_ids = self.encode(messages, tools)
+        settings = self.settings
+        if max_new_tokens is not None:
+            settings = settings.replace(max_new_tokens=max_new_tokens)
+        if temperature is not None:
+            settings = settings.replace(t_max=temperature[0], t_min=temperature[1])
+        constraint = None
+        if not tools and tool_choice not in ("auto", "none", None):
+            raise ValueError(f"tool_choice={tool_choice!r} needs at least one tool, but no tools were given")
+        check_prompt_length(len(input_ids), self.model, settings)  # before any grammar work
+        if response_format is not None and response_format.get("type", "text") != "text":
+            if tool_choice not in ("auto", "none", None):
+                raise ValueError(f"response_format cannot be combined with tool_choice={tool_choice!r}")
+            constraint = self._response_constraint(response_format)
+        elif constrained:  # without tools: the prose-only grammar (text, never a call or a control token)
+            tools = tools or []
+            grounding = grounding_texts(messages) if any(_grounded(t) for t in tools) else None
+            constraint = self.make_constraint(tools, tool_choice if tools else "auto", grounding)
+        if constraint is not None:
+            limit = 4096
+            shortest = constraint.min_completion_tokens(limit)
+            if shortest >= limit:
+                raise ValueError(
+                    f"the tool-call grammar found no completion shorter than {limit} tokens for "
+                    f"tool_choice={tool_choice!r}: a string pattern it cannot complete (simplify the pattern, "
+                    "anchor it with ^...$, or let the model answer in prose with tool_choice='auto')"
+                )
+            need = shortest + constraint.margin + 1
+            if settings.max_new_tokens < need:
+                settings = settings.replace(max_new_tokens=need)
+                check_prompt_length(len(input_ids), self.model, settings)
+        return PreparedTurn(input_ids=input_ids, settings=settings, constraint=constraint)
+
+    def _response_constraint(self, response_format: dict[str, Any]) -> Any:
+        from model.constraints.denoise import GrammarConstraint
+        from model.constraints.grammar import response_format_grammar
+        from model.constraints.llg import new_matcher
+
+        kind = response_format.get("type")
+        if kind == "json_object":
+            grammar = response_format_grammar(None)
+        elif kind == "json_schema":
+            spec = response_format.get("json_schema")
+            if not isinstance(spec, dict) or "schema" not in spec:
+                raise ValueError("response_format json_schema needs a 'json_schema' object with a 'schema'")
+            grammar = response_format_grammar(spec["schema"], strict=bool(spec.get("strict", False)))
+        else:
+            raise ValueError(
+                f"response_format type must be 'text', 'json_object' or 'json_schema', got {kind!r}"
+            )
+        return GrammarConstraint(
+            new_matcher(self.tokenizer, grammar), self.tokenizer, pad_token_id=self.settings.pad_token_id
+        )
+
+    def finish(
+        self, new_tokens: list[int], prompt_tokens: int, stats: GenerationStats, started: float
+    ) -> ChatOutput:
+        """Decode and parse one generated turn (``new_tokens``: ids after the prompt, padding removed).
+
+        ``started`` is the :func:`time.perf_counter` reading at the turn's start (for ``latency_s``).
+
+        Raises:
+            model.constraints.parse.ToolCallParseError: malformed call text (only possible unconstrained).
+        """
+        from model.constraints.parse import parse_tool_calls
+        from model.tokenizer import decode_marked
+
+        raw = self.tokenizer.decode(new_tokens, skip_special_tokens=False)
+        parsed = parse_tool_calls(decode_marked(self.tokenizer, new_tokens), syntax=self.syntax)
+        return ChatOutput(
+            text=parsed.text,
+            thinking=parsed.thinking,
+            tool_calls=[ToolCall(name=c.name, arguments=dict(c.arguments)) for c in parsed.calls],
+            raw=raw,
+            stats=stats,
+            prompt_tokens=prompt_tokens,
+            completion_tokens=len(new_tokens),
+            latency_s=time.perf_counter() - started,
+        )
+
     def chat(
         self,
         messages: list[dict[str, Any]],
@@ -158,6 +259,7 @@ class ChatModel:
         on_event: EventCallback | None = None,
         constrained: bool = True,
         temperature: tuple[float, float] | None = None,
+        response_format: dict[str, Any] | None = None,
     ) -> ChatOutput:
         """Generate one model turn.
 
@@ -170,6 +272,7 @@ class ChatModel:
             on_event: per-step / per-canvas callback (see :mod:`model.runtime`).
             constrained: apply the tool-call grammar during denoising (on by default).
             temperature: ``(t_max, t_min)`` override of the linear temperature schedule.
+            response_format: see :meth:`prepare`.
 
         Returns:
             :class:`ChatOutput`.
@@ -181,58 +284,37 @@ class ChatModel:
             model.limits.PromptTooLong: the prompt's tokens do not fit ``max_position_embeddings`` minus the
                 generation budget (checked before generation allocates anything).
         """
-        from model.constraints.parse import parse_tool_calls
-        from model.tokenizer import decode_marked
-
         t0 = time.perf_counter()
-        input_ids = torch.tensor([self.encode(messages, tools)], dtype=torch.long, device=self.model.device)
-        settings = self.settings
-        if max_new_tokens is not None:
-            settings = settings.replace(max_new_tokens=max_new_tokens)
-        if temperature is not None:
-            settings = settings.replace(t_max=temperature[0], t_min=temperature[1])
-        constraint = None
-        if not tools and tool_choice not in ("auto", "none", None):
-            raise ValueError(f"tool_choice={tool_choice!r} needs at least one tool, but no tools were given")
-        check_prompt_length(int(input_ids.shape[1]), self.model, settings)  # before any grammar work
-        if constrained:  # without tools: the prose-only grammar (text, never a call or a control token)
-            tools = tools or []
-            grounding = grounding_texts(messages) if any(_grounded(t) for t in tools) else None
-            constraint = self.make_constraint(tools, tool_choice if tools else "auto", grounding)
-            limit = 4096
-            shortest = constraint.min_completion_tokens(limit)
-            if shortest >= limit:
-                raise ValueError(
-                    f"the tool-call grammar found no completion shorter than {limit} tokens for "
-                    f"tool_choice={tool_choice!r}: a string pattern it cannot complete (simplify the pattern, "
-                    "anchor it with ^...$, or let the model answer in prose with tool_choice='auto')"
-                )
-            need = shortest + constraint.margin + 1
-            if settings.max_new_tokens < need:
-                settings = settings.replace(max_new_tokens=need)
-                check_prompt_length(int(input_ids.shape[1]), self.model, settings)
+        turn = self.prepare(
+            messages, tools, tool_choice, max_new_tokens, constrained, temperature, response_format
+        )
+        input_ids = torch.tensor([turn.input_ids], dtype=torch.long, device=self.model.device)
         result = generate(
             self.model,
             input_ids,
-            settings,
-            constraints=[constraint] if constraint is not None else None,
+            turn.settings,
+            constraints=[turn.constraint] if turn.constraint is not None else None,
             seed=seed,
             on_event=on_event,
         )
         new = result.new_tokens[0]
-        new = new[new != settings.pad_token_id]
-        raw = self.tokenizer.decode(new.tolist(), skip_special_tokens=False)
-        parsed = parse_tool_calls(decode_marked(self.tokenizer, new.tolist()), syntax=self.syntax)
-        return ChatOutput(
-            text=parsed.text,
-            thinking=parsed.thinking,
-            tool_calls=[ToolCall(name=c.name, arguments=dict(c.arguments)) for c in parsed.calls],
-            raw=raw,
-            stats=result.stats,
-            prompt_tokens=int(input_ids.shape[1]),
-            completion_tokens=int(new.numel()),
-            latency_s=time.perf_counter() - t0,
-        )
+        new = new[new != turn.settings.pad_token_id]
+        return self.finish(new.tolist(), len(turn.input_ids), result.stats, t0)
+
+
+@dataclass
+class PreparedTurn:
+    """One model turn ready to denoise (:meth:`ChatModel.prepare`).
+
+    Attributes:
+        input_ids: prompt token ids.
+        settings: denoising settings (token budget raised to fit the shortest call).
+        constraint: a fresh :class:`~model.constraints.denoise.GrammarConstraint`, or ``None`` (unconstrained).
+    """
+
+    input_ids: list[int]
+    settings: DenoiseSettings
+    constraint: Any = None
 
 
 def _grounded(tool: dict[str, Any]) -> bool:

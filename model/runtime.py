@@ -201,6 +201,132 @@ def _fused_kernel() -> Callable[..., Any] | None:
     return fused_sample  # type: ignore[no-any-return]
 
 
+def constrain_logits(
+    logits: torch.Tensor, cons: Sequence[CanvasConstraint | None], active: Sequence[bool]
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """Apply each active row's :class:`ConstraintPlan` to one denoising step's logits, in place.
+
+    Fixed positions get ``-inf`` everywhere but ``0`` at their token (entropy 0); the frontier position is
+    masked with the plan's allowed-token mask (bool ``[V]`` or llguidance's packed int32 bitmask).
+
+    Args:
+        logits: ``[B, C, V]`` float decoder logits (modified in place).
+        cons: one constraint or ``None`` per row.
+        active: per row, whether its constraint is consulted (rows that finished are not).
+
+    Returns:
+        ``(fixed_mask, fixed_tok)``: ``[B, C]`` bool and ``[B, C]`` int64.
+
+    Raises:
+        ValueError: a constraint's frontier mask allows no token (names the row and position).
+    """
+    batch, canvas_len, vocab = logits.shape
+    device = logits.device
+    fixed_mask = torch.zeros((batch, canvas_len), dtype=torch.bool, device=device)
+    fixed_tok = torch.zeros((batch, canvas_len), dtype=torch.long, device=device)
+    for r, c in enumerate(cons):
+        if c is None or not active[r]:
+            continue
+        plan = c.plan()
+        k = min(len(plan.fixed), canvas_len)
+        if k:
+            fixed_mask[r, :k] = True
+            fixed_tok[r, :k] = torch.tensor(plan.fixed[:k], dtype=torch.long, device=device)
+        if plan.mask is not None and k < canvas_len:
+            if plan.mask.dtype == torch.bool:
+                allowed = plan.mask[:vocab].to(device)
+            else:
+                allowed = _unpack_bitmask(plan.mask.to(device), vocab)
+            if allowed.numel() < vocab:  # tokenizer smaller than the embedding: the rest is never allowed
+                allowed = torch.nn.functional.pad(allowed, (0, vocab - allowed.numel()), value=False)
+            if not bool(allowed.any()):
+                raise ValueError(f"row {r}: constraint mask at canvas position {k} allows no token")
+            logits[r, k].masked_fill_(~allowed, float("-inf"))
+    if bool(fixed_mask.any()):
+        # In place, one write pass per fixed row: -inf everywhere, 0 at the fixed token (entropy 0).
+        flat = logits.view(-1, vocab)
+        idx = fixed_mask.view(-1).nonzero().squeeze(1)
+        flat.index_fill_(0, idx, float("-inf"))
+        flat[idx, fixed_tok.view(-1)[idx]] = 0.0
+    return fixed_mask, fixed_tok
+
+
+def commit_constraints(
+    cons: Sequence[CanvasConstraint | None],
+    active: Sequence[bool],
+    denoised: torch.Tensor,
+    accepted: torch.Tensor,
+    fixed_mask: torch.Tensor,
+    fixed_tok: torch.Tensor,
+    processed: torch.Tensor,
+    settings: DenoiseSettings,
+) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """Hand one denoising step's accepted tokens to each active row's constraint (its ``commit``).
+
+    Args:
+        cons, active: as :func:`constrain_logits`.
+        denoised: ``[B, C]`` int64 sampled tokens; accepted: ``[B, C]`` bool (entropy bound and window).
+        fixed_mask, fixed_tok: from :func:`constrain_logits`.
+        processed: ``[B, C, V]`` tempered, constrained logits of the step.
+        settings: for the entropy bound.
+
+    Returns:
+        ``(denoised, accepted, grammar_done)``: the step's tokens with each constraint's committed prefix
+        written in, acceptance with vetoed positions re-noised, and ``[B]`` bool rows whose grammar terminated.
+    """
+    device = denoised.device
+    denoised = torch.where(fixed_mask, fixed_tok, denoised)
+    accepted = accepted | fixed_mask
+    done = torch.zeros(denoised.shape[0], dtype=torch.bool, device=device)
+    tok_rows = denoised.tolist()
+    acc_rows = accepted.tolist()
+    canvas_len = denoised.shape[1]
+    for r, c in enumerate(cons):
+        if c is None or not active[r]:
+            continue
+        veto = c.commit(tok_rows[r], acc_rows[r], logits=processed[r], entropy_bound=settings.entropy_bound)
+        prefix = getattr(c, "committed", None)
+        if prefix:  # committed tokens go into the next step's canvas (the extension may differ)
+            k = min(len(prefix), canvas_len)
+            denoised[r, :k] = torch.tensor(prefix[:k], dtype=torch.long, device=device)
+            accepted[r, :k] = True
+        if veto:
+            accepted[r, torch.tensor(veto, dtype=torch.long, device=device)] = False
+        if getattr(c, "done", False):
+            done[r] = True
+    return denoised, accepted, done
+
+
+def constrained_readout(
+    argmax: torch.Tensor,
+    last_logits: torch.Tensor,
+    cons: Sequence[CanvasConstraint | None],
+    active: Sequence[bool],
+) -> torch.Tensor:
+    """A finished canvas's tokens: the argmax, or for constrained rows what their constraint reads out.
+
+    Args:
+        argmax: ``[B, C]`` int64; last_logits: ``[B, C, V]`` the last step's processed logits.
+        cons, active: as :func:`constrain_logits`.
+
+    Returns:
+        ``[B, C]`` int64.
+
+    Raises:
+        ValueError: a readout whose length is not the canvas length.
+    """
+    canvas_len = argmax.shape[1]
+    readout = argmax.clone()
+    for r, c in enumerate(cons):
+        if c is None or not active[r]:
+            continue
+        toks = c.readout(last_logits[r].float())
+        if len(toks) != canvas_len:
+            raise ValueError(f"row {r}: constraint readout has {len(toks)} tokens, canvas is {canvas_len}")
+        readout[r] = torch.tensor(toks, dtype=torch.long, device=argmax.device)
+    return readout
+
+
 @torch.no_grad()
 def generate(
     model: Any,
@@ -371,38 +497,7 @@ def generate(
             # Constraint: fixed positions and the frontier mask (a logits processor that knows positions).
             if any_constraint:
                 t0 = time.perf_counter()
-                fixed_mask = torch.zeros((batch, canvas_len), dtype=torch.bool, device=device)
-                fixed_tok = torch.zeros((batch, canvas_len), dtype=torch.long, device=device)
-                for r, c in enumerate(cons):
-                    if c is None or bool(finished[r]):
-                        continue
-                    plan = c.plan()
-                    k = min(len(plan.fixed), canvas_len)
-                    if k:
-                        fixed_mask[r, :k] = True
-                        fixed_tok[r, :k] = torch.tensor(plan.fixed[:k], dtype=torch.long, device=device)
-                    if plan.mask is not None and k < canvas_len:
-                        if plan.mask.dtype == torch.bool:
-                            allowed = plan.mask[:vocab].to(device)
-                        else:
-                            allowed = _unpack_bitmask(plan.mask.to(device), vocab)
-                        if (
-                            allowed.numel() < vocab
-                        ):  # tokenizer smaller than the embedding: the rest is never allowed
-                            allowed = torch.nn.functional.pad(
-                                allowed, (0, vocab - allowed.numel()), value=False
-                            )
-                        if not bool(allowed.any()):
-                            raise ValueError(
-                                f"row {r}: constraint mask at canvas position {k} allows no token"
-                            )
-                        logits[r, k].masked_fill_(~allowed, float("-inf"))
-                if bool(fixed_mask.any()):
-                    # In place, one write pass per fixed row: -inf everywhere, 0 at the fixed token (entropy 0).
-                    flat = logits.view(-1, vocab)
-                    idx = fixed_mask.view(-1).nonzero().squeeze(1)
-                    flat.index_fill_(0, idx, float("-inf"))
-                    flat[idx, fixed_tok.view(-1)[idx]] = 0.0
+                fixed_mask, fixed_tok = constrain_logits(logits, cons, (~finished).tolist())
                 stats.time_constraint_s += time.perf_counter() - t0
 
             t0 = time.perf_counter()
@@ -445,25 +540,10 @@ def generate(
 
             if any_constraint:
                 t0 = time.perf_counter()
-                denoised = torch.where(fixed_mask, fixed_tok, denoised)
-                accepted = accepted | fixed_mask
-                tok_rows = denoised.tolist()
-                acc_rows = accepted.tolist()
-                for r, c in enumerate(cons):
-                    if c is None or bool(finished[r]):
-                        continue
-                    veto = c.commit(
-                        tok_rows[r], acc_rows[r], logits=processed[r], entropy_bound=settings.entropy_bound
-                    )
-                    prefix = getattr(c, "committed", None)
-                    if prefix:  # committed tokens go into the next step's canvas (the extension may differ)
-                        k = min(len(prefix), canvas_len)
-                        denoised[r, :k] = torch.tensor(prefix[:k], dtype=torch.long, device=device)
-                        accepted[r, :k] = True
-                    if veto:
-                        accepted[r, torch.tensor(veto, dtype=torch.long, device=device)] = False
-                    if getattr(c, "done", False):
-                        grammar_done[r] = True
+                denoised, accepted, done_rows = commit_constraints(
+                    cons, (~finished).tolist(), denoised, accepted, fixed_mask, fixed_tok, processed, settings
+                )
+                grammar_done |= done_rows
                 stats.time_constraint_s += time.perf_counter() - t0
 
             t0 = time.perf_counter()
@@ -529,17 +609,8 @@ def generate(
         readout = argmax
         if any_constraint:
             t0 = time.perf_counter()
-            readout = argmax.clone()
             assert self_cond is not None
-            for r, c in enumerate(cons):
-                if c is None or bool(finished_seq[r]):
-                    continue
-                toks = c.readout(self_cond[r].float())
-                if len(toks) != canvas_len:
-                    raise ValueError(
-                        f"row {r}: constraint readout has {len(toks)} tokens, canvas is {canvas_len}"
-                    )
-                readout[r] = torch.tensor(toks, dtype=torch.long, device=device)
+            readout = constrained_readout(argmax, self_cond, cons, (~finished_seq).tolist())
             stats.time_constraint_s += time.perf_counter() - t0
 
         # 1.e append, finish rows on EOS, pad after EOS (as the reference's _finalize_canvas).

@@ -868,6 +868,43 @@ def _build_grammar(
     return "\n".join(out) + "\n"
 
 
+def response_format_grammar(schema: Any | None, *, strict: bool = True, allow_thinking: bool = True) -> str:
+    """The llguidance grammar of one assistant turn whose text is a JSON value (OpenAI ``response_format``).
+
+    Args:
+        schema: the JSON Schema the value must match (``response_format={"type": "json_schema", ...}``), or
+            ``None`` for any JSON object (``{"type": "json_object"}``).
+        strict: objects without ``additionalProperties`` are closed (OpenAI's strict mode); ``False`` keeps
+            JSON Schema's default (open objects).
+        allow_thinking: allow a leading ``<|channel>...<channel|>`` block (not part of the value).
+
+    Returns:
+        Grammar text: optional thinking, the compact JSON text (no free whitespace), then ``<turn|>``.
+
+    Raises:
+        SchemaError: an unsupported keyword or an unsatisfiable schema (keyword and JSON pointer named), or a
+            schema llguidance's JSON compiler rejects.
+    """
+    if schema is None:
+        json_schema: Any = {"type": "object"}
+    else:
+        ir = build_ir(schema, additional_properties=not strict)
+        json_schema = ir_to_json_schema(ir.root, additional_default=not strict)
+        if ir.defs:
+            defs = {k: ir_to_json_schema(v, additional_default=not strict) for k, v in ir.defs.items()}
+            json_schema = {**json_schema, "$defs": defs} if isinstance(json_schema, dict) else json_schema
+    if isinstance(json_schema, dict):
+        json_schema = {**json_schema, "x-guidance": {"whitespace_flexible": False}}
+    lines = [f"start: {'thinking? ' if allow_thinking else ''}value <turn|>"]
+    lines.append("value: %json " + json.dumps(json_schema, ensure_ascii=False))
+    if allow_thinking:
+        lines.append("thinking: <|channel> THOUGHT <channel|>")
+        lines.append(r"THOUGHT: /(?s:.*)/ & ~/(?s:.*)<channel\|>(?s:.*)/")
+    grammar = "\n".join(lines) + "\n"
+    _validate(grammar)
+    return grammar
+
+
 def value_grammar(schema: Any, *, additional_properties: bool = True) -> str:
     """Lark grammar whose language is the Gemma-syntax rendering of JSON values valid against ``schema``.
 

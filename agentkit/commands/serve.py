@@ -1,0 +1,73 @@
+"""``agentkit serve``: the OpenAI-compatible server (see :mod:`agentkit.serve` and ``docs/SERVING.md``)."""
+
+from __future__ import annotations
+
+import typer
+
+
+def serve_command(
+    model: str | None = typer.Option(
+        None, "--model", "-m", help="Checkpoint folder or hub id (default: the embedded agentkit-tiny)."
+    ),
+    host: str = typer.Option("127.0.0.1", help="Address to bind; any other than loopback needs an API key."),
+    port: int = typer.Option(8000, min=0, max=65535, help="Port (0: an ephemeral one, printed at start)."),
+    max_batch: int = typer.Option(16, min=1, help="At most this many requests denoise together."),
+    api_key: str | None = typer.Option(
+        None, "--api-key", help="Require 'Authorization: Bearer KEY' (default: $AGENTKIT_API_KEY)."
+    ),
+    model_name: str | None = typer.Option(
+        None, "--model-name", help="The id clients send as 'model' (default: the checkpoint folder's name)."
+    ),
+    max_body_mb: float = typer.Option(4.0, min=0.001, help="Largest request body, MiB (413 above)."),
+    threads: int | None = typer.Option(None, min=1, help="torch threads."),
+    device: str = typer.Option("cpu", help="cpu or cuda."),
+    dtype: str = typer.Option("float32", help="float32, bfloat16 or float16."),
+    log_level: str = typer.Option("info", help="uvicorn log level."),
+) -> None:
+    """Serve a checkpoint behind OpenAI's /v1/chat/completions: tool calls constrained during denoising (they
+    always parse and validate), requests batched together, streaming as server-sent events."""
+    from agentkit.serve.app import resolve_api_key, run_server
+
+    try:
+        key = resolve_api_key(host, api_key)
+    except ValueError as exc:
+        typer.secho(f"error: {exc}", err=True, fg="red")
+        raise typer.Exit(2) from None
+    import torch
+
+    from agentkit.serve import load_engine
+    from model.loading import CheckpointError
+
+    if threads:
+        torch.set_num_threads(threads)
+    try:
+        engine = load_engine(model, model_id=model_name, max_batch=max_batch, dtype=dtype, device=device)
+    except CheckpointError as exc:
+        typer.secho(f"error: {exc}", err=True, fg="red")
+        raise typer.Exit(2) from None
+
+    def ready(bound: int) -> None:
+        typer.echo(
+            f"agentkit serve: model {engine.model_id!r} on http://{host}:{bound}/v1 "
+            f"(max batch {max_batch}, {'API key required' if key else 'no API key'})",
+            err=True,
+        )
+
+    try:
+        run_server(
+            engine,
+            host=host,
+            port=port,
+            api_key=key,
+            max_body_bytes=int(max_body_mb * 1024 * 1024),
+            log_level=log_level,
+            on_ready=ready,
+        )
+    except OSError as exc:  # port taken, address not available
+        typer.secho(f"error: cannot listen on {host}:{port}: {exc}", err=True, fg="red")
+        raise typer.Exit(2) from None
+
+
+def register(app: typer.Typer) -> None:
+    """Add ``serve`` to the ``agentkit`` CLI."""
+    app.command("serve")(serve_command)

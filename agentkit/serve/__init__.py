@@ -1,0 +1,49 @@
+"""``agentkit serve``: an OpenAI-compatible HTTP server over the embedded runtime, with continuous batching.
+
+* :func:`load_engine` loads a checkpoint and starts its batcher (:class:`~agentkit.serve.engine.ServeEngine`);
+* :func:`~agentkit.serve.app.create_app` is the ASGI app factory (mount it, or test it in-process);
+* :func:`~agentkit.serve.app.run_server` runs it with uvicorn and drains on SIGTERM.
+
+``docs/SERVING.md`` says how to point the openai SDK, pydantic-ai and agentkit bundles at it. Importing this
+package does not import torch or FastAPI; :func:`load_engine` and the app modules do.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+__all__ = ["load_engine", "model_id_for"]
+
+
+def model_id_for(model: str | None) -> str:
+    """The id clients name in ``model``: the folder's name for a local checkpoint (``agentkit-tiny`` for the
+    embedded default), else the hub id as given."""
+    if model is None:
+        return "agentkit-tiny"
+    p = Path(model)
+    return p.name if p.exists() else model
+
+
+def load_engine(
+    model: str | None = None,
+    *,
+    model_id: str | None = None,
+    max_batch: int = 16,
+    dtype: str = "float32",
+    device: str = "cpu",
+) -> Any:
+    """Load ``model`` (``None``: the embedded default) and start its batcher.
+
+    Returns:
+        :class:`agentkit.serve.engine.ServeEngine`.
+
+    Raises:
+        model.loading.CheckpointError: the checkpoint is missing or unreadable (the message names it).
+        ValueError: ``max_batch`` below 1.
+    """
+    from agentkit.serve.engine import ServeEngine
+    from model.chat import ChatModel
+
+    cm = ChatModel.load(model, dtype=dtype, device=device)
+    return ServeEngine(cm, model_id or model_id_for(model), max_batch=max_batch)

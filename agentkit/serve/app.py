@@ -1,0 +1,341 @@
+"""The ASGI app of ``agentkit serve``: OpenAI-compatible endpoints over the embedded runtime.
+
+:func:`create_app` builds a FastAPI app (mount it, or run it with uvicorn: :func:`run_server`):
+
+* ``GET /health``: ``{"status": "ok" | "draining", "model", "load"}`` (503 while draining, no key needed).
+* ``GET /v1/models``: the served model.
+* ``POST /v1/chat/completions``: chat, tools (``tool_choice`` auto/none/required/named), ``response_format``
+  (``json_schema``, ``json_object``), ``max_tokens``/``max_completion_tokens``, ``seed``, ``temperature``,
+  ``stream`` (server-sent events in OpenAI's chunk format, ending with ``data: [DONE]``).
+
+Errors are OpenAI's shape ``{"error": {"message", "type", "param", "code"}}``: 400 malformed JSON, a field of
+the wrong type, an unsupported schema keyword, a prompt over the context, a bad ``tool_choice``; 401 a missing
+or wrong key (when a key is set; compared in constant time); 404 an unknown model or route; 413 a body over
+the cap; 503 while shutting down. Streaming uses sse-starlette for the event framing; the request and
+response shapes are the Pydantic models of :mod:`agentkit.serve.schemas`.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import hmac
+import json
+import os
+import threading
+import time
+from collections.abc import AsyncIterator, Awaitable, Callable
+from typing import Any
+
+from fastapi import FastAPI, Request
+from fastapi.exceptions import RequestValidationError
+from fastapi.responses import JSONResponse
+from starlette.concurrency import run_in_threadpool
+from starlette.exceptions import HTTPException as StarletteHTTPException
+from starlette.responses import Response
+
+from agentkit.serve import schemas as S
+from agentkit.serve.engine import ServeEngine, ServeError, StreamView, usage
+
+#: Default cap on a request body, bytes (a long conversation with tool results fits; a runaway upload does not).
+DEFAULT_MAX_BODY_BYTES = 4 * 1024 * 1024
+#: Environment variable read for the API key when none is passed.
+API_KEY_ENV = "AGENTKIT_API_KEY"
+
+
+def _validation_message(exc: RequestValidationError) -> tuple[str, str | None]:
+    parts = []
+    param = None
+    for err in exc.errors():
+        loc = [str(x) for x in err.get("loc", ()) if x != "body"]
+        where = ".".join(loc)
+        if err.get("type") == "json_invalid":
+            ctx = err.get("ctx") or {}
+            return f"malformed JSON in the request body: {ctx.get('error', err.get('msg'))}", None
+        if param is None and loc:
+            param = where
+        parts.append(f"{where or 'body'}: {err.get('msg')}")
+    return "invalid request: " + "; ".join(parts[:5]) + (" ..." if len(parts) > 5 else ""), param
+
+
+def create_app(
+    engine: ServeEngine,
+    *,
+    api_key: str | None = None,
+    max_body_bytes: int = DEFAULT_MAX_BODY_BYTES,
+) -> FastAPI:
+    """The OpenAI-compatible ASGI app over ``engine`` (see the module docstring).
+
+    Args:
+        engine: a :class:`~agentkit.serve.engine.ServeEngine` (a loaded checkpoint and its batcher).
+        api_key: require ``Authorization: Bearer <api_key>`` on ``/v1/*``; ``None``: no key.
+        max_body_bytes: larger request bodies get 413.
+
+    Returns:
+        A ``FastAPI`` app. ``app.state.draining`` (set by :func:`run_server` on SIGTERM) makes ``/v1/*`` answer
+        503; ``app.state.inflight`` counts requests being answered.
+    """
+    app = FastAPI(title="agentkit serve", max_body_size=max_body_bytes, docs_url=None, redoc_url=None)
+    app.state.engine = engine
+    app.state.draining = False
+    app.state.inflight = 0
+    lock = threading.Lock()
+
+    def enter() -> None:
+        with lock:
+            app.state.inflight += 1
+
+    def leave() -> None:
+        with lock:
+            app.state.inflight -= 1
+
+    @app.exception_handler(ServeError)
+    async def _serve_error(_: Request, exc: ServeError) -> JSONResponse:
+        return JSONResponse(exc.body(), status_code=exc.status)
+
+    @app.exception_handler(RequestValidationError)
+    async def _invalid(_: Request, exc: RequestValidationError) -> JSONResponse:
+        message, param = _validation_message(exc)
+        return JSONResponse(ServeError(400, message, param=param).body(), status_code=400)
+
+    @app.exception_handler(StarletteHTTPException)
+    async def _http(_: Request, exc: StarletteHTTPException) -> JSONResponse:
+        kind = "not_found_error" if exc.status_code == 404 else "invalid_request_error"
+        err = ServeError(exc.status_code, str(exc.detail), type=kind)
+        return JSONResponse(err.body(), status_code=exc.status_code, headers=getattr(exc, "headers", None))
+
+    @app.exception_handler(Exception)
+    async def _crash(_: Request, exc: Exception) -> JSONResponse:
+        err = ServeError(500, f"internal error: {type(exc).__name__}: {exc}", type="server_error")
+        return JSONResponse(err.body(), status_code=500)
+
+    @app.middleware("http")
+    async def _gate(request: Request, call_next: Callable[[Request], Awaitable[Response]]) -> Response:
+        if request.url.path.startswith("/v1/"):
+            if app.state.draining:
+                err = ServeError(
+                    503, "the server is shutting down; retry on another replica", type="server_error"
+                )
+                return JSONResponse(err.body(), status_code=503, headers={"Retry-After": "1"})
+            if api_key is not None:
+                auth = request.headers.get("authorization", "")
+                scheme, _, given = auth.partition(" ")
+                if not auth:
+                    err = ServeError(
+                        401, "missing API key: send 'Authorization: Bearer <key>'", code="invalid_api_key"
+                    )
+                    return JSONResponse(err.body(), status_code=401)
+                if scheme.lower() != "bearer" or not hmac.compare_digest(
+                    given.strip().encode(), api_key.encode()
+                ):
+                    err = ServeError(401, "invalid API key", code="invalid_api_key")
+                    return JSONResponse(err.body(), status_code=401)
+        return await call_next(request)
+
+    @app.get("/health")
+    async def health() -> JSONResponse:
+        status = "draining" if app.state.draining else "ok"
+        body = {"status": status, "model": engine.model_id, "load": engine.batcher.load}
+        return JSONResponse(body, status_code=503 if app.state.draining else 200)
+
+    @app.get("/v1/models")
+    async def models() -> S.ModelList:
+        return S.ModelList(data=[S.ModelCard(id=engine.model_id, created=engine.created)])
+
+    @app.post("/v1/chat/completions", response_model=None)
+    async def chat_completions(req: S.ChatCompletionRequest, request: Request) -> Any:
+        enter()
+        streaming = False
+        try:
+            engine.check_model(req.model)
+            turn, _ = await run_in_threadpool(engine.prepare, req)
+            if req.stream:
+                from sse_starlette import EventSourceResponse
+
+                streaming = True
+                return EventSourceResponse(_stream(engine, turn, req, leave), sep="\n")
+            sub = engine.submit(turn, req.seed)
+            result = await _wait(sub, request)
+            if result is None:  # the client went away; its row is freed
+                return Response(status_code=499)
+            return JSONResponse(engine.completion(sub, result).model_dump(exclude_none=True))
+        finally:
+            if not streaming:
+                leave()
+
+    return app
+
+
+async def _wait(sub: Any, request: Request) -> Any:
+    """The batch result of ``sub``; ``None`` (and the row cancelled) when the client disconnects first."""
+    from model.batching import BatcherClosed, RequestCancelled
+
+    fut = asyncio.wrap_future(sub.handle.future)
+    try:
+        while True:
+            done, _ = await asyncio.wait({fut}, timeout=0.2)
+            if done:
+                break
+            if await request.is_disconnected():
+                sub.handle.cancel()
+                return None
+        return fut.result()
+    except RequestCancelled:
+        return None
+    except BatcherClosed as exc:
+        raise ServeError(503, str(exc), type="server_error") from None
+    except asyncio.CancelledError:
+        sub.handle.cancel()
+        raise
+
+
+def _chunk(engine: ServeEngine, sub: Any, delta: S.Delta, finish: str | None = None) -> dict[str, str]:
+    c = S.ChatCompletionChunk(
+        id=sub.id,
+        created=sub.created,
+        model=engine.model_id,
+        choices=[S.ChunkChoice(delta=delta, finish_reason=finish)],  # type: ignore[arg-type]
+    )
+    return {"data": c.model_dump_json(exclude_none=True)}
+
+
+async def _stream(
+    engine: ServeEngine, turn: Any, req: S.ChatCompletionRequest, leave: Callable[[], None]
+) -> AsyncIterator[dict[str, str]]:
+    """Server-sent events of one streamed completion (OpenAI chunk format, ``[DONE]`` last)."""
+    loop = asyncio.get_running_loop()
+    queue: asyncio.Queue[list[int]] = asyncio.Queue()
+    sub = None
+    try:
+        sub = engine.submit(turn, req.seed, lambda toks: loop.call_soon_threadsafe(queue.put_nowait, toks))
+        view = StreamView(engine)
+        yield _chunk(engine, sub, S.Delta(role="assistant", content=""))
+        fut = asyncio.wrap_future(sub.handle.future)
+        while True:
+            getter = asyncio.ensure_future(queue.get())
+            done, _ = await asyncio.wait({getter, fut}, return_when=asyncio.FIRST_COMPLETED)
+            if getter in done:
+                delta = view.feed(getter.result())
+                if delta is not None:
+                    yield _chunk(engine, sub, delta)
+                continue
+            getter.cancel()
+            while not queue.empty():
+                delta = view.feed(queue.get_nowait())
+                if delta is not None:
+                    yield _chunk(engine, sub, delta)
+            break
+        try:
+            result = fut.result()
+        except Exception as exc:
+            status = 503 if type(exc).__name__ == "BatcherClosed" else 500
+            err = ServeError(status, f"generation failed: {type(exc).__name__}: {exc}", type="server_error")
+            yield {"data": json.dumps(err.body())}
+            yield {"data": "[DONE]"}
+            return
+        delta = view.feed([], final=True)
+        if delta is not None:
+            yield _chunk(engine, sub, delta)
+        finish = "tool_calls" if view.calls else ("length" if result.finish_reason == "length" else "stop")
+        yield _chunk(engine, sub, S.Delta(), finish)
+        if req.stream_options is not None and req.stream_options.include_usage:
+            c = S.ChatCompletionChunk(
+                id=sub.id,
+                created=sub.created,
+                model=engine.model_id,
+                choices=[],
+                usage=usage(result.prompt_tokens, len(result.tokens)),
+            )
+            yield {"data": c.model_dump_json(exclude_none=True)}
+        yield {"data": "[DONE]"}
+    finally:
+        if sub is not None and not sub.handle.future.done():
+            sub.handle.cancel()  # the client went away mid-stream: free the row
+        leave()
+
+
+# ---------------------------------------------------------------------------------------------------------- run
+def is_loopback(host: str) -> bool:
+    """Whether ``host`` only accepts connections from this machine."""
+    import ipaddress
+
+    if host == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return False
+
+
+def resolve_api_key(host: str, api_key: str | None) -> str | None:
+    """The key to require: ``api_key``, else ``$AGENTKIT_API_KEY``, else ``None`` on a loopback address.
+
+    Raises:
+        ValueError: a non-loopback ``host`` with no key (binding beyond this machine requires one).
+    """
+    key = api_key or os.environ.get(API_KEY_ENV) or None
+    if key is None and not is_loopback(host):
+        raise ValueError(
+            f"binding {host} exposes the server beyond this machine: set an API key with --api-key or "
+            f"${API_KEY_ENV} (or bind 127.0.0.1)"
+        )
+    return key
+
+
+def run_server(
+    engine: ServeEngine,
+    *,
+    host: str = "127.0.0.1",
+    port: int = 8000,
+    api_key: str | None = None,
+    max_body_bytes: int = DEFAULT_MAX_BODY_BYTES,
+    drain_timeout_s: float = 120.0,
+    log_level: str = "info",
+    on_ready: Callable[[int], None] | None = None,
+) -> None:
+    """Serve ``engine`` with uvicorn until SIGINT/SIGTERM.
+
+    On the first SIGTERM/SIGINT the server drains: ``/v1/*`` answers 503, requests in flight (streams included)
+    finish, for at most ``drain_timeout_s`` seconds; then uvicorn stops. A second signal stops at once.
+
+    Args:
+        host, port: where to listen (``port=0``: an ephemeral port, reported to ``on_ready``).
+        api_key: see :func:`resolve_api_key`.
+        on_ready: called with the bound port once the server accepts connections.
+
+    Raises:
+        ValueError: a non-loopback ``host`` without an API key.
+    """
+    import uvicorn
+
+    key = resolve_api_key(host, api_key)
+    app = create_app(engine, api_key=key, max_body_bytes=max_body_bytes)
+
+    class _Draining(uvicorn.Server):
+        draining = False
+
+        def handle_exit(self, sig: int, frame: Any) -> None:
+            if self.draining:
+                self.force_exit = True
+                super().handle_exit(sig, frame)
+                return
+            self.draining = True
+            app.state.draining = True
+            threading.Thread(target=self._drain, name="serve-drain", daemon=True).start()
+
+        def _drain(self) -> None:
+            deadline = time.monotonic() + drain_timeout_s
+            while (app.state.inflight > 0 or engine.batcher.load > 0) and time.monotonic() < deadline:
+                time.sleep(0.05)
+            self.should_exit = True
+
+        async def startup(self, sockets: Any = None) -> None:
+            await super().startup(sockets=sockets)
+            if on_ready is not None and self.servers:
+                on_ready(int(self.servers[0].sockets[0].getsockname()[1]))
+
+    config = uvicorn.Config(app, host=host, port=port, log_level=log_level, timeout_graceful_shutdown=5)
+    server = _Draining(config)
+    try:
+        server.run()
+    finally:
+        engine.close(wait=False)

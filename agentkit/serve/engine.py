@@ -1,0 +1,380 @@
+"""The bridge between OpenAI requests and the embedded runtime's continuous batcher.
+
+:class:`ServeEngine` turns a validated :class:`~agentkit.serve.schemas.ChatCompletionRequest` into a prepared
+model turn (prompt ids, denoising settings, a fresh grammar constraint: :meth:`model.chat.ChatModel.prepare`),
+submits it to one :class:`model.batching.CanvasBatcher` shared by all requests, and turns the generated tokens
+into OpenAI's response shapes. Every problem with a request is a :class:`ServeError` carrying the HTTP status
+and OpenAI's error ``type``/``param``/``code``.
+
+Temperature: OpenAI's ``temperature`` ``T`` (0-2, default 1) scales the checkpoint's linear denoising
+schedule: ``t_max * T`` falling to ``t_min * T`` (each at least 0.01), so ``T = 1`` is the checkpoint's own
+schedule and ``T = 0`` is near-greedy.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+import uuid
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+from agentkit.serve import schemas as S
+
+#: The lowest temperature of a denoising step (``temperature = 0`` maps here).
+MIN_STEP_TEMPERATURE = 0.01
+
+
+class ServeError(Exception):
+    """A request the server refuses: HTTP ``status`` and OpenAI's error fields."""
+
+    def __init__(
+        self,
+        status: int,
+        message: str,
+        *,
+        type: str = "invalid_request_error",
+        param: str | None = None,
+        code: str | None = None,
+    ) -> None:
+        super().__init__(message)
+        self.status = status
+        self.message = message
+        self.type = type
+        self.param = param
+        self.code = code
+
+    def body(self) -> dict[str, Any]:
+        """The JSON body: ``{"error": {"message", "type", "param", "code"}}``."""
+        err = S.ErrorBody(message=self.message, type=self.type, param=self.param, code=self.code)
+        return S.ErrorResponse(error=err).model_dump()
+
+
+def _text(content: Any) -> str:
+    if content is None:
+        return ""
+    if isinstance(content, str):
+        return content
+    return "".join(p.text for p in content)
+
+
+def to_template_messages(messages: list[Any]) -> list[dict[str, Any]]:
+    """OpenAI request messages -> the chat template's message dicts (``docs/INTERFACES.md``).
+
+    Assistant ``arguments`` are decoded from JSON; a tool message gets its tool's ``name`` from the assistant
+    call it answers (``tool_call_id``); JSON-object tool results become objects (native Gemma rendering).
+
+    Raises:
+        ServeError: (400) arguments that are not a JSON object, or a tool message whose ``tool_call_id``
+            matches no earlier call and that has no ``name``; ``param`` names the message.
+    """
+    from agentkit.backends.embedded import EmbeddedBackend
+    from agentkit.backends.openai import decode_arguments
+
+    out: list[dict[str, Any]] = []
+    names: dict[str, str] = {}
+    for i, m in enumerate(messages):
+        if isinstance(m, S.SystemMessage):
+            out.append({"role": "system", "content": _text(m.content)})
+        elif isinstance(m, S.UserMessage):
+            out.append({"role": "user", "content": _text(m.content)})
+        elif isinstance(m, S.AssistantMessage):
+            am: dict[str, Any] = {"role": "assistant", "content": _text(m.content)}
+            if m.tool_calls:
+                calls = []
+                for j, tc in enumerate(m.tool_calls):
+                    args, err = decode_arguments(tc.function.arguments)
+                    if err is not None:
+                        raise ServeError(
+                            400,
+                            f"messages[{i}].tool_calls[{j}].function.arguments: {err}",
+                            param=f"messages[{i}].tool_calls[{j}].function.arguments",
+                        )
+                    names[tc.id] = tc.function.name
+                    calls.append(
+                        {
+                            "id": tc.id,
+                            "type": "function",
+                            "function": {"name": tc.function.name, "arguments": args},
+                        }
+                    )
+                am["tool_calls"] = calls
+            out.append(am)
+        else:
+            name = m.name or names.get(m.tool_call_id)
+            if name is None:
+                raise ServeError(
+                    400,
+                    f"messages[{i}]: tool_call_id {m.tool_call_id!r} answers no earlier assistant tool call "
+                    "(and the message has no 'name')",
+                    param=f"messages[{i}].tool_call_id",
+                )
+            out.append(
+                {"role": "tool", "tool_call_id": m.tool_call_id, "name": name, "content": _text(m.content)}
+            )
+    return EmbeddedBackend.to_template_messages(out)
+
+
+@dataclass
+class Submission:
+    """A request on its way through the batcher."""
+
+    id: str
+    created: int
+    prompt_tokens: int
+    handle: Any  # model.batching.RequestHandle
+    started: float = field(default_factory=time.perf_counter)
+
+
+class ServeEngine:
+    """One loaded checkpoint behind a :class:`model.batching.CanvasBatcher`.
+
+    Args:
+        chat_model: a loaded :class:`model.chat.ChatModel`.
+        model_id: the id clients put in ``model`` (``GET /v1/models`` lists it).
+        max_batch: at most this many requests denoise together.
+    """
+
+    def __init__(self, chat_model: Any, model_id: str, max_batch: int = 16) -> None:
+        from model.batching import CanvasBatcher
+
+        self.chat_model = chat_model
+        self.model_id = model_id
+        self.created = int(time.time())
+        self.batcher = CanvasBatcher(chat_model.model, chat_model.settings, max_batch=max_batch)
+
+    # ------------------------------------------------------------------------------------------------------
+    def check_model(self, name: str) -> None:
+        """Raises :class:`ServeError` (404) unless ``name`` is the served model's id."""
+        if name != self.model_id:
+            raise ServeError(
+                404,
+                f"model {name!r} does not exist; this server serves {self.model_id!r}",
+                param="model",
+                code="model_not_found",
+            )
+
+    def prepare(self, req: S.ChatCompletionRequest) -> Any:
+        """Validate ``req`` against the checkpoint and build its prepared turn (runs grammar compilation).
+
+        Returns:
+            ``(model.chat.PreparedTurn, tools)``.
+
+        Raises:
+            ServeError: 400 for ``n != 1``, a bad ``tool_choice``, an unsupported schema keyword (keyword and JSON
+                pointer named, ``param`` the tool), ``response_format`` problems, a prompt longer than the
+                context (``code="context_length_exceeded"``).
+        """
+        from model.constraints.grammar import tool_call_grammar
+        from model.constraints.schema import SchemaError
+        from model.limits import PromptTooLong
+
+        if req.n != 1:
+            raise ServeError(
+                400, f"n={req.n} is not supported: this server returns one choice (n=1)", param="n"
+            )
+        tools = [t.model_dump(exclude_none=True) for t in req.tools or []]
+        for i, t in enumerate(tools):
+            try:
+                tool_call_grammar([t], "auto")
+            except SchemaError as exc:
+                raise ServeError(
+                    400,
+                    f"tools[{i}] ({t['function']['name']}): unsupported schema: {exc}",
+                    param=f"tools[{i}].function.parameters",
+                    code="unsupported_schema",
+                ) from None
+            except ValueError as exc:
+                raise ServeError(400, f"tools[{i}]: {exc}", param=f"tools[{i}]") from None
+        choice: Any = req.tool_choice or "auto"
+        if isinstance(choice, S.NamedToolChoice):
+            name = choice.function.name
+            declared = [t["function"]["name"] for t in tools]
+            if name not in declared:
+                raise ServeError(
+                    400,
+                    f"tool_choice names tool {name!r}, which is not among the request's tools {declared}",
+                    param="tool_choice",
+                )
+            choice = {"name": name}
+        elif choice == "required" and not tools:
+            raise ServeError(
+                400, "tool_choice='required' needs at least one tool in 'tools'", param="tool_choice"
+            )
+        rf = req.response_format
+        response_format: dict[str, Any] | None = None
+        if rf is not None and rf.type != "text":
+            if rf.type == "json_schema" and rf.json_schema is None:
+                raise ServeError(
+                    400,
+                    "response_format type 'json_schema' needs a 'json_schema' object",
+                    param="response_format",
+                )
+            response_format = {"type": rf.type}
+            if rf.json_schema is not None:
+                response_format["json_schema"] = {
+                    "schema": rf.json_schema.schema_,
+                    "strict": bool(rf.json_schema.strict),
+                }
+        max_tokens = req.max_completion_tokens or req.max_tokens
+        temperature = None
+        if req.temperature is not None:
+            s = self.chat_model.settings
+            temperature = (
+                max(s.t_max * req.temperature, MIN_STEP_TEMPERATURE),
+                max(s.t_min * req.temperature, MIN_STEP_TEMPERATURE),
+            )
+        messages = to_template_messages(req.messages)
+        try:
+            turn = self.chat_model.prepare(
+                messages,
+                tools or None,
+                choice,
+                max_new_tokens=max_tokens,
+                temperature=temperature,
+                response_format=response_format,
+            )
+        except PromptTooLong as exc:
+            raise ServeError(400, str(exc), param="messages", code="context_length_exceeded") from None
+        except SchemaError as exc:
+            raise ServeError(
+                400,
+                f"response_format: unsupported schema: {exc}",
+                param="response_format",
+                code="unsupported_schema",
+            ) from None
+        except ValueError as exc:
+            raise ServeError(400, str(exc)) from None
+        return turn, tools
+
+    def submit(self, turn: Any, seed: int | None, on_canvas: Any = None) -> Submission:
+        """Queue a prepared turn in the batcher.
+
+        Raises:
+            ServeError: 503 while the batcher is shutting down.
+        """
+        from model.batching import BatcherClosed
+
+        try:
+            handle = self.batcher.submit(turn.input_ids, turn.settings, turn.constraint, seed, on_canvas)
+        except BatcherClosed as exc:
+            raise ServeError(503, f"the server is shutting down: {exc}", type="server_error") from None
+        return Submission(
+            id=f"chatcmpl-{uuid.uuid4().hex[:24]}",
+            created=int(time.time()),
+            prompt_tokens=len(turn.input_ids),
+            handle=handle,
+        )
+
+    # ------------------------------------------------------------------------------------------------------
+    def parse(self, tokens: list[int], prompt_tokens: int, stats: Any, started: float) -> Any:
+        """``model.chat.ChatOutput`` of generated ``tokens``."""
+        return self.chat_model.finish(tokens, prompt_tokens, stats, started)
+
+    @staticmethod
+    def tool_calls(calls: list[Any]) -> list[S.ResponseToolCall]:
+        """OpenAI tool calls (fresh ids, JSON-string arguments) of parsed calls (``name``, ``arguments``)."""
+        return [
+            S.ResponseToolCall(
+                id=f"call_{uuid.uuid4().hex[:24]}",
+                function=S.ResponseFunction(
+                    name=c.name, arguments=json.dumps(c.arguments, ensure_ascii=False)
+                ),
+            )
+            for c in calls
+        ]
+
+    def completion(self, sub: Submission, result: Any) -> S.ChatCompletion:
+        """The non-streaming response for a finished :class:`model.batching.BatchOutput`."""
+        out = self.parse(result.tokens, result.prompt_tokens, result.stats, sub.started)
+        calls = self.tool_calls(out.tool_calls)
+        finish: Literal["stop", "length", "tool_calls"] = (
+            "tool_calls" if calls else ("length" if result.finish_reason == "length" else "stop")
+        )
+        message = S.ResponseMessage(
+            content=out.text if (out.text or not calls) else None,
+            tool_calls=calls or None,
+            reasoning_content=out.thinking or None,
+        )
+        return S.ChatCompletion(
+            id=sub.id,
+            created=sub.created,
+            model=self.model_id,
+            choices=[S.Choice(message=message, finish_reason=finish)],
+            usage=usage(result.prompt_tokens, len(result.tokens)),
+        )
+
+    def close(self, wait: bool = True, timeout: float | None = None) -> None:
+        """Stop the batcher (see :meth:`model.batching.CanvasBatcher.close`)."""
+        self.batcher.close(wait=wait, timeout=timeout)
+
+
+def usage(prompt: int, completion: int) -> S.Usage:
+    """OpenAI ``usage`` from token counts."""
+    return S.Usage(prompt_tokens=prompt, completion_tokens=completion, total_tokens=prompt + completion)
+
+
+class StreamView:
+    """What a streamed response has sent so far, and the deltas that bring it up to a longer output.
+
+    Content is sent per committed canvas; a tool call is sent whole (name and arguments) once its
+    ``<tool_call|>`` has been generated; thinking goes out as ``reasoning_content``.
+    """
+
+    def __init__(self, engine: ServeEngine) -> None:
+        self.engine = engine
+        self.reasoning = ""
+        self.content = ""
+        self.calls = 0
+        self.tokens: list[int] = []
+
+    def _view(self, final: bool) -> tuple[str, str, list[Any]]:
+        from model import special_tokens as st
+        from model.constraints.parse import ToolCallParseError, parse_tool_calls
+        from model.tokenizer import decode_marked
+
+        text = decode_marked(self.engine.chat_model.tokenizer, self.tokens)
+        body = text.lstrip()
+        if body.startswith(st.CHANNEL_START) and st.CHANNEL_END not in body and not final:
+            thought = body[len(st.CHANNEL_START) :]
+            thought = thought[len("thought") :] if thought.startswith("thought") else thought
+            return st.unmark_text(thought.strip()), "", []
+        if not final:
+            last_close = text.rfind(st.TOOL_CALL_END)
+            open_at = text.find(st.TOOL_CALL_START, last_close + 1 if last_close >= 0 else 0)
+            if open_at >= 0:
+                text = text[:open_at]
+        try:
+            parsed = parse_tool_calls(text, syntax=self.engine.chat_model.syntax)
+        except ToolCallParseError:
+            return self.reasoning, self.content, []
+        return parsed.thinking or "", parsed.text, parsed.calls
+
+    def feed(self, tokens: list[int], final: bool = False) -> S.Delta | None:
+        """Add a committed canvas's ``tokens``; the delta to send, or ``None`` when nothing is new."""
+        self.tokens.extend(tokens)
+        reasoning, content, calls = self._view(final)
+        delta = S.Delta()
+        new = False
+        if reasoning.startswith(self.reasoning) and len(reasoning) > len(self.reasoning):
+            delta.reasoning_content = reasoning[len(self.reasoning) :]
+            self.reasoning = reasoning
+            new = True
+        if content.startswith(self.content) and len(content) > len(self.content):
+            delta.content = content[len(self.content) :]
+            self.content = content
+            new = True
+        if len(calls) > self.calls:
+            fresh = self.engine.tool_calls(calls[self.calls :])
+            delta.tool_calls = [
+                S.DeltaToolCall(
+                    index=self.calls + k,
+                    id=c.id,
+                    type="function",
+                    function=S.DeltaFunction(name=c.function.name, arguments=c.function.arguments),
+                )
+                for k, c in enumerate(fresh)
+            ]
+            self.calls = len(calls)
+            new = True
+        return delta if new else None

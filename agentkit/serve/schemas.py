@@ -1,0 +1,236 @@
+"""Pydantic models of the OpenAI chat-completions shapes that ``agentkit serve`` reads and writes.
+
+Only what the server supports is modelled; unknown top-level request fields that OpenAI clients send by
+default (``user``, ``top_p``, ``parallel_tool_calls``, ...) are accepted and ignored (``docs/SERVING.md`` lists
+them). Shapes follow the OpenAI API reference for ``POST /v1/chat/completions`` and its streaming chunks.
+"""
+
+from __future__ import annotations
+
+from typing import Annotated, Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+
+class _Open(BaseModel):
+    model_config = ConfigDict(extra="ignore")
+
+
+class TextPart(_Open):
+    """A text content part (``{"type": "text", "text": ...}``)."""
+
+    type: Literal["text"]
+    text: str
+
+
+Content = str | list[TextPart] | None
+
+
+class FunctionCall(_Open):
+    """``function`` of a tool call: its name and JSON-encoded ``arguments``."""
+
+    name: str
+    arguments: str | dict[str, Any] = "{}"
+
+
+class ToolCall(_Open):
+    """One tool call of an assistant message (OpenAI shape)."""
+
+    id: str
+    type: Literal["function"] = "function"
+    function: FunctionCall
+
+
+class SystemMessage(_Open):
+    role: Literal["system", "developer"]
+    content: str | list[TextPart]
+
+
+class UserMessage(_Open):
+    role: Literal["user"]
+    content: str | list[TextPart]
+
+
+class AssistantMessage(_Open):
+    role: Literal["assistant"]
+    content: Content = None
+    tool_calls: list[ToolCall] | None = None
+    reasoning_content: str | None = None
+
+
+class ToolMessage(_Open):
+    role: Literal["tool"]
+    tool_call_id: str
+    content: str | list[TextPart]
+    name: str | None = None
+
+
+Message = Annotated[SystemMessage | UserMessage | AssistantMessage | ToolMessage, Field(discriminator="role")]
+
+
+class FunctionDef(_Open):
+    """A tool's ``function``: name, description and JSON Schema ``parameters``."""
+
+    name: str = Field(min_length=1, max_length=128)
+    description: str | None = None
+    parameters: dict[str, Any] = Field(default_factory=lambda: {"type": "object", "properties": {}})
+    strict: bool | None = None
+
+
+class Tool(_Open):
+    """A tool declaration (``{"type": "function", "function": {...}}``)."""
+
+    type: Literal["function"]
+    function: FunctionDef
+
+
+class NamedFunction(_Open):
+    name: str
+
+
+class NamedToolChoice(_Open):
+    """``{"type": "function", "function": {"name": NAME}}``: the model must call that tool."""
+
+    type: Literal["function"]
+    function: NamedFunction
+
+
+class JsonSchemaSpec(_Open):
+    name: str = "response"
+    schema_: dict[str, Any] | bool = Field(alias="schema")
+    strict: bool | None = None
+    description: str | None = None
+
+
+class ResponseFormat(_Open):
+    """``response_format``: ``text``, ``json_object`` or ``json_schema`` (with its schema)."""
+
+    type: Literal["text", "json_object", "json_schema"]
+    json_schema: JsonSchemaSpec | None = None
+
+
+class StreamOptions(_Open):
+    include_usage: bool = False
+
+
+class ChatCompletionRequest(_Open):
+    """The body of ``POST /v1/chat/completions`` (see the module docstring for ignored fields)."""
+
+    model: str
+    messages: list[Message] = Field(min_length=1)
+    tools: list[Tool] | None = None
+    tool_choice: Literal["auto", "none", "required"] | NamedToolChoice | None = None
+    response_format: ResponseFormat | None = None
+    max_tokens: int | None = Field(default=None, ge=1)
+    max_completion_tokens: int | None = Field(default=None, ge=1)
+    seed: int | None = Field(default=None, ge=-(2**63), lt=2**63)
+    temperature: float | None = Field(default=None, ge=0.0, le=2.0)
+    n: int = 1
+    stream: bool = False
+    stream_options: StreamOptions | None = None
+
+
+# ---------------------------------------------------------------------------------------------------------- out
+class ResponseFunction(BaseModel):
+    name: str
+    arguments: str
+
+
+class ResponseToolCall(BaseModel):
+    id: str
+    type: Literal["function"] = "function"
+    function: ResponseFunction
+
+
+class ResponseMessage(BaseModel):
+    role: Literal["assistant"] = "assistant"
+    content: str | None
+    tool_calls: list[ResponseToolCall] | None = None
+    reasoning_content: str | None = None
+
+
+class Choice(BaseModel):
+    index: int = 0
+    message: ResponseMessage
+    finish_reason: Literal["stop", "length", "tool_calls"]
+    logprobs: None = None
+
+
+class Usage(BaseModel):
+    prompt_tokens: int
+    completion_tokens: int
+    total_tokens: int
+
+
+class ChatCompletion(BaseModel):
+    """The non-streaming response."""
+
+    id: str
+    object: Literal["chat.completion"] = "chat.completion"
+    created: int
+    model: str
+    choices: list[Choice]
+    usage: Usage
+    system_fingerprint: str | None = None
+
+
+class DeltaFunction(BaseModel):
+    name: str | None = None
+    arguments: str | None = None
+
+
+class DeltaToolCall(BaseModel):
+    index: int
+    id: str | None = None
+    type: Literal["function"] | None = None
+    function: DeltaFunction
+
+
+class Delta(BaseModel):
+    role: Literal["assistant"] | None = None
+    content: str | None = None
+    reasoning_content: str | None = None
+    tool_calls: list[DeltaToolCall] | None = None
+
+
+class ChunkChoice(BaseModel):
+    index: int = 0
+    delta: Delta
+    finish_reason: Literal["stop", "length", "tool_calls"] | None = None
+    logprobs: None = None
+
+
+class ChatCompletionChunk(BaseModel):
+    """One server-sent event of a streamed response."""
+
+    id: str
+    object: Literal["chat.completion.chunk"] = "chat.completion.chunk"
+    created: int
+    model: str
+    choices: list[ChunkChoice]
+    usage: Usage | None = None
+
+
+class ModelCard(BaseModel):
+    id: str
+    object: Literal["model"] = "model"
+    created: int
+    owned_by: str = "agentkit"
+
+
+class ModelList(BaseModel):
+    object: Literal["list"] = "list"
+    data: list[ModelCard]
+
+
+class ErrorBody(BaseModel):
+    message: str
+    type: str
+    param: str | None = None
+    code: str | None = None
+
+
+class ErrorResponse(BaseModel):
+    """OpenAI's error shape: ``{"error": {"message", "type", "param", "code"}}``."""
+
+    error: ErrorBody

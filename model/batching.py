@@ -1,0 +1,531 @@
+"""Continuous batching for block diffusion: requests join at canvas boundaries and leave as they finish.
+
+:func:`model.runtime.generate` denoises a fixed batch from prefill to the last canvas. A server gets requests
+at any time; :class:`CanvasBatcher` runs one loop (a thread) whose unit is the *canvas*:
+
+1. **Admit.** Each new request is prefilled alone (encoder, its own KV cache and copy-head memory) and
+   joins the batch at the next canvas boundary. Cancelled requests leave here.
+2. **Pack.** The rows' KV caches are left-padded to a common length and stacked into one
+   ``transformers.DynamicCache``; each row keeps its *own* positions (decoder position ids are per row), so a
+   row's attention is what it would be alone: padding is masked and RoPE sees the row's true distances.
+3. **Denoise one canvas** for all rows: the entropy-bound sampler of :mod:`model.runtime` (fast mode, torch
+   sampling), with per-row temperature schedules, per-row constraints (:func:`~model.runtime.constrain_logits`,
+   :func:`~model.runtime.commit_constraints`) and a per-row ``torch.Generator`` seeded with the row's seed, so
+   a row's draws do not depend on who else is in the batch. A row alone draws exactly like ``generate``.
+4. **Commit.** The canvas read-outs are encoded into the packed cache; rows that produced EOS or spent their
+   budget leave (their future resolves), the others are unpacked to per-row caches for the next canvas.
+
+A request's failure (a constraint raising) fails that request only; the batch goes on without it.
+
+Source: the denoising step follows transformers ``models/diffusion_gemma/generation_diffusion_gemma.py`` (as
+:mod:`model.runtime` does); joining at block boundaries is the iteration-level scheduling of Orca (Yu et al.,
+OSDI 2022) applied to canvases instead of tokens.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Callable
+from concurrent.futures import Future
+from dataclasses import dataclass, field
+from typing import Any
+
+import torch
+
+from model.copy_head import CopyHead, CopyMemory
+from model.runtime import (
+    CanvasConstraint,
+    GenerationStats,
+    commit_constraints,
+    constrain_logits,
+    constrained_readout,
+)
+from model.sampler import entropy_and_argmax, entropy_bound_accept, sample_positions
+from model.settings import DenoiseSettings
+
+#: Called after each committed canvas of a row with that canvas's tokens (EOS padding removed).
+CanvasCallback = Callable[[list[int]], None]
+
+
+class BatcherClosed(RuntimeError):
+    """The batcher is shutting down and takes no new requests."""
+
+
+class RequestCancelled(RuntimeError):
+    """The request was cancelled (its client went away) before it finished."""
+
+
+@dataclass
+class BatchOutput:
+    """What a finished request gets: ``tokens`` (generated ids, EOS kept, padding removed) and its stats."""
+
+    tokens: list[int]
+    prompt_tokens: int
+    stats: GenerationStats
+    finish_reason: str  # "stop" (EOS) or "length" (budget spent)
+
+
+@dataclass
+class _Row:
+    prompt: list[int]
+    settings: DenoiseSettings
+    constraint: CanvasConstraint | None
+    seed: int
+    on_canvas: CanvasCallback | None
+    future: Future[BatchOutput]
+    cancelled: threading.Event
+    # filled at admission
+    layers: list[tuple[torch.Tensor, torch.Tensor]] = field(default_factory=list)
+    length: int = 0
+    memory: CopyMemory | None = None
+    gen: torch.Generator | None = None
+    tokens: list[int] = field(default_factory=list)
+    canvases: int = 0
+    stats: GenerationStats = field(default_factory=GenerationStats)
+    started: float = 0.0
+
+
+class RequestHandle:
+    """A submitted request: ``future`` resolves to :class:`BatchOutput`; :meth:`cancel` frees its row."""
+
+    def __init__(self, row: _Row) -> None:
+        self._row = row
+        self.future = row.future
+
+    def cancel(self) -> None:
+        """Leave the batch at the next canvas boundary (the future then raises :class:`RequestCancelled`)."""
+        self._row.cancelled.set()
+
+
+class CanvasBatcher:
+    """One denoising loop shared by concurrent requests (see the module docstring).
+
+    Args:
+        model: a loaded ``DiffusionGemmaForBlockDiffusion`` (eval mode), optionally with a copy head.
+        settings: the checkpoint's denoising settings (canvas length, steps, entropy bound, EOS ids); each
+            request may bring its own temperature schedule and token budget.
+        max_batch: at most this many rows denoise together; more requests wait for a free row.
+
+    Thread safety: :meth:`submit` and :meth:`close` may be called from any thread; the model runs only on the
+    batcher's own thread.
+    """
+
+    def __init__(self, model: Any, settings: DenoiseSettings, max_batch: int = 16) -> None:
+        if max_batch < 1:
+            raise ValueError(f"max_batch must be at least 1, got {max_batch}")
+        self.model = model
+        self.settings = settings.replace(canvas_length=int(model.config.canvas_length))
+        self.max_batch = max_batch
+        self.vocab = int(model.config.get_text_config().vocab_size)
+        head = getattr(model, "copy_head", None)
+        self.head: CopyHead | None = head if isinstance(head, CopyHead) else None
+        self._waiting: list[_Row] = []
+        self._active: list[_Row] = []
+        self._cv = threading.Condition()
+        self._closed = False
+        self._stop = False
+        self.canvases_run = 0
+        self.max_rows_seen = 0
+        self._thread = threading.Thread(target=self._loop, name="canvas-batcher", daemon=True)
+        self._thread.start()
+
+    # ------------------------------------------------------------------------------------------------------
+    @property
+    def load(self) -> int:
+        """Requests admitted or waiting."""
+        with self._cv:
+            return len(self._waiting) + len(self._active)
+
+    def submit(
+        self,
+        input_ids: list[int],
+        settings: DenoiseSettings | None = None,
+        constraint: CanvasConstraint | None = None,
+        seed: int | None = None,
+        on_canvas: CanvasCallback | None = None,
+    ) -> RequestHandle:
+        """Queue one request; it joins the batch at the next canvas boundary.
+
+        Args:
+            input_ids: prompt token ids (at least one).
+            settings: this request's settings (temperature schedule, ``max_new_tokens``); default the batcher's.
+            constraint: a fresh :class:`~model.runtime.CanvasConstraint` for this row, or ``None``.
+            seed: seeds the row's own generator (canvas noise, sampling, re-noise); ``None`` draws one.
+            on_canvas: called on the batcher's thread after each committed canvas (see :data:`CanvasCallback`).
+
+        Returns:
+            :class:`RequestHandle`.
+
+        Raises:
+            BatcherClosed: :meth:`close` was called.
+            ValueError: empty ``input_ids`` or a seed outside the signed 64-bit range.
+        """
+        if not input_ids:
+            raise ValueError("input_ids is empty: the prompt needs at least one token")
+        if seed is None:
+            seed = int(torch.randint(0, 2**62, (1,)).item())
+        if not -(2**63) <= int(seed) < 2**63:
+            raise ValueError(f"seed must fit in a signed 64-bit integer, got {seed}")
+        s = (settings or self.settings).replace(canvas_length=self.settings.canvas_length)
+        row = _Row(list(input_ids), s, constraint, int(seed), on_canvas, Future(), threading.Event())
+        with self._cv:
+            if self._closed:
+                raise BatcherClosed("the batcher is shutting down")
+            self._waiting.append(row)
+            self._cv.notify_all()
+        return RequestHandle(row)
+
+    def close(self, wait: bool = True, timeout: float | None = None) -> None:
+        """Take no new requests; with ``wait``, let admitted and queued ones finish (at most ``timeout`` s).
+
+        Requests still unfinished after that (or at once without ``wait``) fail with :class:`BatcherClosed`.
+        """
+        with self._cv:
+            self._closed = True
+            self._cv.notify_all()
+        if wait:
+            deadline = None if timeout is None else time.monotonic() + timeout
+            with self._cv:
+                while self._waiting or self._active:
+                    left = None if deadline is None else deadline - time.monotonic()
+                    if left is not None and left <= 0:
+                        break
+                    self._cv.wait(timeout=left if left is not None else 0.5)
+        with self._cv:
+            self._stop = True
+            self._cv.notify_all()
+        self._thread.join(timeout=30)
+        for row in self._waiting + self._active:
+            if not row.future.done():
+                row.future.set_exception(BatcherClosed("the server shut down before the request finished"))
+
+    # ------------------------------------------------------------------------------------------------------
+    def _loop(self) -> None:
+        while True:
+            with self._cv:
+                while not self._stop and not self._waiting and not self._active:
+                    self._cv.wait()
+                if self._stop:
+                    return
+                room = self.max_batch - len(self._active)
+                new, self._waiting = self._waiting[:room], self._waiting[room:]
+            for row in new:
+                self._admit(row)
+            with self._cv:
+                self._active = [r for r in self._active if not self._drop_if_cancelled(r)]
+                rows = list(self._active)
+            if not rows:
+                continue
+            try:
+                self._run_canvas(rows)
+            except Exception as exc:  # a fault of the batch as a whole: fail its rows, keep serving
+                for r in rows:
+                    self._fail(r, exc)
+            with self._cv:
+                self._active = [r for r in self._active if not r.future.done()]
+                self._cv.notify_all()
+
+    def _fail(self, row: _Row, exc: BaseException) -> None:
+        if not row.future.done():
+            row.future.set_exception(exc)
+
+    def _drop_if_cancelled(self, row: _Row) -> bool:
+        if row.future.done():
+            return True
+        if row.cancelled.is_set():
+            row.future.set_exception(RequestCancelled("request cancelled"))
+            return True
+        return False
+
+    @torch.no_grad()
+    def _admit(self, row: _Row) -> None:
+        """Prefill one request alone; on success it joins ``_active``."""
+        if self._drop_if_cancelled(row):
+            return
+        try:
+            m = self.model
+            device = m.device
+            ids = torch.tensor([row.prompt], dtype=torch.long, device=device)
+            P = ids.shape[1]
+            row.started = time.perf_counter()
+            cache = m._prepare_cache_for_generation(
+                generation_config=m.generation_config,
+                batch_size=1,
+                max_length=P + self.settings.canvas_length,
+            )
+            attn = torch.ones((1, P), dtype=torch.bool, device=device)
+            pos = torch.arange(0, P, dtype=torch.int32, device=device).unsqueeze(0)
+            enc_in, masks = m._prepare_encoder_inputs(
+                input_ids=ids,
+                attention_mask=attn,
+                encoder_position_ids=pos,
+                cache=cache,
+                is_prefill=True,
+                canvas_length=self.settings.canvas_length,
+                batch_size=1,
+            )
+            out = m.model.encoder(input_ids=enc_in, attention_mask=masks, cache=cache, position_ids=pos)
+            row.layers = [(layer.keys, layer.values) for layer in out.cache.layers]
+            row.length = P
+            if self.head is not None:
+                row.memory = self.head.new_memory(enc_in, out.last_hidden_state, attn)
+            row.gen = torch.Generator(device=device)
+            row.gen.manual_seed(row.seed)
+            row.stats.time_prefill_s += time.perf_counter() - row.started
+        except Exception as exc:
+            self._fail(row, exc)
+            return
+        with self._cv:
+            self._active.append(row)
+            self.max_rows_seen = max(self.max_rows_seen, len(self._active))
+
+    # ------------------------------------------------------------------------------------------------------
+    def _pack(self, rows: list[_Row]) -> tuple[Any, torch.Tensor, int]:
+        """Stack the rows' caches left-padded: ``(DynamicCache, attention mask [B, L + C] bool, L)``."""
+        from transformers import DynamicCache
+
+        m = self.model
+        C = self.settings.canvas_length
+        L = max(r.length for r in rows)
+        cache = DynamicCache(config=m.config.get_text_config())
+        layer: Any
+        for i, layer in enumerate(cache.layers):
+            size = max(r.layers[i][0].shape[-2] for r in rows)
+            ks, vs = [], []
+            for r in rows:
+                k, v = r.layers[i]
+                pad = size - k.shape[-2]
+                ks.append(torch.nn.functional.pad(k, (0, 0, pad, 0)))
+                vs.append(torch.nn.functional.pad(v, (0, 0, pad, 0)))
+            layer.lazy_initialization(ks[0], vs[0])
+            layer.keys, layer.values = torch.cat(ks), torch.cat(vs)
+            if hasattr(layer, "cumulative_length"):
+                layer.cumulative_length = L
+        attn = torch.ones((len(rows), L + C), dtype=torch.bool, device=m.device)
+        for b, r in enumerate(rows):
+            attn[b, : L - r.length] = False
+        return cache, attn, L
+
+    def _pack_memory(self, rows: list[_Row], L: int) -> CopyMemory | None:
+        if self.head is None:
+            return None
+        mems = [r.memory for r in rows]
+        assert all(mm is not None for mm in mems)
+
+        def left(t: torch.Tensor, value: float) -> torch.Tensor:
+            pad = L - t.shape[1]
+            if pad == 0:
+                return t
+            shape = (t.shape[0], pad, *t.shape[2:])
+            return torch.cat([torch.full(shape, value, dtype=t.dtype, device=t.device), t], dim=1)
+
+        return CopyMemory(
+            ids=torch.cat([left(mm.ids, 0) for mm in mems]),  # type: ignore[union-attr]
+            keys=torch.cat([left(mm.keys, 0.0) for mm in mems]),  # type: ignore[union-attr]
+            mask=torch.cat([left(mm.mask, False) for mm in mems]),  # type: ignore[union-attr]
+            prev_base=torch.cat([left(mm.prev_base, -1) for mm in mems]),  # type: ignore[union-attr]
+            tail=torch.cat([mm.tail for mm in mems]),  # type: ignore[union-attr]
+            in_excluded=torch.cat([mm.in_excluded.reshape(1) for mm in mems]),  # type: ignore[union-attr]
+        )
+
+    @torch.no_grad()
+    def _run_canvas(self, rows: list[_Row]) -> None:
+        m = self.model
+        device = m.device
+        s = self.settings
+        C, V, B = s.canvas_length, self.vocab, len(rows)
+        t0 = time.perf_counter()
+        cache, dec_attn, L = self._pack(rows)
+        memory = self._pack_memory(rows, L)
+        dec_pos = torch.stack(
+            [torch.arange(r.length, r.length + C, dtype=torch.int32, device=device) for r in rows]
+        )
+        cons: list[CanvasConstraint | None] = [r.constraint for r in rows]
+        any_constraint = any(c is not None for c in cons)
+        gens = [r.gen for r in rows]
+        canvas = torch.cat([torch.randint(0, V, (1, C), device=device, generator=g) for g in gens])
+        dec_masks = m.model.decoder.create_diffusion_decoder_attention_mask(
+            config=m.config, inputs_embeds=canvas.unsqueeze(-1), cache=cache, decoder_attention_mask=dec_attn
+        )
+        for r, c in zip(rows, cons, strict=True):
+            if c is not None:
+                budget = r.settings.max_new_tokens
+                left = -(-budget // C) * C - r.canvases * C
+                t1 = time.perf_counter()
+                c.start_canvas(C, left)
+                r.stats.time_constraint_s += time.perf_counter() - t1
+        setup = time.perf_counter() - t0
+
+        emb_dtype = m.model.decoder.embed_tokens.weight.dtype
+        self_cond: torch.Tensor | None = None
+        argmax = canvas
+        finished = torch.zeros(B, dtype=torch.bool, device=device)
+        grammar_done = torch.zeros(B, dtype=torch.bool, device=device)
+        fixed_mask = torch.zeros((B, C), dtype=torch.bool, device=device)
+        prev_accepted = torch.zeros((B, C), dtype=torch.bool, device=device)
+        history: torch.Tensor | None = None
+        steps = [0] * B
+        n_steps = s.max_denoising_steps
+        t_dec = t_con = t_smp = 0.0
+        for cur_step in range(n_steps, 0, -1):
+            active = (~finished).tolist()
+            for b in range(B):
+                steps[b] += int(active[b])
+            t1 = time.perf_counter()
+            extra = {} if memory is None else {"copy_memory": memory}
+            logits = m(
+                decoder_input_ids=canvas,
+                self_conditioning_logits=self_cond,
+                decoder_attention_mask=dec_masks,
+                cache=cache,
+                decoder_position_ids=dec_pos,
+                **extra,
+            ).logits
+            t_dec += time.perf_counter() - t1
+            if any_constraint:
+                t1 = time.perf_counter()
+                fixed_mask, fixed_tok = constrain_logits(logits, cons, active)
+                t_con += time.perf_counter() - t1
+            t1 = time.perf_counter()
+            temps = torch.tensor([r.settings.temperature(cur_step) for r in rows], device=device)
+            processed = logits.div_(temps.to(logits.dtype)[:, None, None])
+            entropy, new_argmax = entropy_and_argmax(processed)
+            accepted = entropy_bound_accept(entropy, s.entropy_bound)
+            denoised = torch.cat(
+                [
+                    sample_positions(processed[b : b + 1], accepted[b : b + 1], generator=gens[b])
+                    for b in range(B)
+                ]
+            )
+            if s.accept_window is not None:
+                if any_constraint and bool(fixed_mask.any()):
+                    lead = fixed_mask.long().cumprod(dim=1).sum(dim=1)
+                else:
+                    lead = prev_accepted.long().cumprod(dim=1).sum(dim=1)
+                pos = torch.arange(C, device=device)[None, :]
+                accepted = accepted & (pos < (lead + s.accept_window)[:, None])
+                denoised = torch.where(accepted, denoised, canvas)
+            t_smp += time.perf_counter() - t1
+            if any_constraint:
+                t1 = time.perf_counter()
+                denoised, accepted, done_rows = commit_constraints(
+                    cons, active, denoised, accepted, fixed_mask, fixed_tok, processed, s
+                )
+                grammar_done |= done_rows
+                t_con += time.perf_counter() - t1
+            t1 = time.perf_counter()
+            prev_accepted = accepted
+            noise = torch.cat([torch.randint(0, V, (1, C), device=device, generator=g) for g in gens])
+            new_canvas = torch.where(accepted, denoised, noise)
+            if bool(finished.any()):
+                new_argmax = torch.where(finished[:, None], argmax, new_argmax)
+                new_canvas = torch.where(finished[:, None], canvas, new_canvas)
+                if self_cond is not None:
+                    processed = torch.where(finished[:, None, None], self_cond, processed)
+                entropy = torch.where(finished[:, None], torch.zeros_like(entropy), entropy)
+            if s.stability_threshold == 0:
+                stable = torch.ones(B, dtype=torch.bool, device=device)
+            else:
+                if history is None:
+                    history = torch.full((s.stability_threshold, B, C), -1, dtype=torch.long, device=device)
+                stable = (history == new_argmax[None]).all(dim=-1).all(dim=0)
+                history = torch.roll(history, shifts=-1, dims=0)
+                history[-1] = new_argmax
+            if any_constraint:
+                free = ~fixed_mask
+                n_free = free.sum(dim=-1)
+                mean_h = torch.where(
+                    n_free > 0, (entropy * free).sum(dim=-1) / n_free.clamp(min=1), torch.zeros_like(n_free)
+                )
+            else:
+                mean_h = entropy.mean(dim=-1)
+            finished = finished | (stable & (mean_h < s.confidence_threshold)) | grammar_done
+            self_cond = processed.to(emb_dtype)
+            canvas, argmax = new_canvas, new_argmax
+            t_smp += time.perf_counter() - t1
+            if bool(finished.all()):
+                break
+
+        assert self_cond is not None
+        t1 = time.perf_counter()
+        readout = constrained_readout(argmax, self_cond, cons, [True] * B) if any_constraint else argmax
+        t_con += time.perf_counter() - t1
+
+        # Commit: encode the canvases into the packed cache (rows that continue need it).
+        eos = torch.tensor(s.eos_token_ids, device=device)
+        is_eos = torch.isin(readout, eos)
+        stop = is_eos.any(dim=-1).tolist()
+        rows_tokens = readout.tolist()
+        cont = []
+        for b, r in enumerate(rows):
+            toks = rows_tokens[b]
+            if stop[b]:
+                toks = toks[: toks.index(next(t for t in toks if t in s.eos_token_ids)) + 1]
+            r.tokens.extend(t for t in toks if t != s.pad_token_id)
+            r.canvases += 1
+            r.stats.steps_per_canvas.append(steps[b])
+            r.stats.canvases += 1
+            share = 1.0 / B
+            r.stats.time_decoder_s += t_dec * share
+            r.stats.time_sampling_s += (t_smp + setup) * share
+            r.stats.time_constraint_s += t_con * share
+            r.stats.decoder_forwards = [sum(r.stats.steps_per_canvas)]
+            if r.on_canvas is not None:
+                try:
+                    r.on_canvas(toks)
+                except Exception as exc:  # a broken stream fails its own request only
+                    self._fail(r, exc)
+                    continue
+            out_of_budget = r.canvases * C >= r.settings.max_new_tokens
+            if stop[b] or out_of_budget:
+                self._finish(r, "stop" if stop[b] else "length")
+            elif not r.cancelled.is_set():
+                cont.append(b)
+        if not cont:
+            return
+        t1 = time.perf_counter()
+        enc_masks = m.model.encoder.create_masks_for_generate(
+            config=m.config,
+            inputs_embeds=torch.empty((B, C, 0), dtype=m.dtype, device=device),
+            attention_mask=dec_attn,
+            cache=cache,
+            position_ids=dec_pos,
+        )
+        enc_in = readout.clone(memory_format=torch.contiguous_format)
+        out = m.model.encoder(input_ids=enc_in, attention_mask=enc_masks, cache=cache, position_ids=dec_pos)
+        if memory is not None:
+            assert self.head is not None
+            memory = self.head.extend_memory(memory, enc_in, out.last_hidden_state)
+        for b in cont:
+            r = rows[b]
+            n = r.length + C
+            layers = []
+            for layer in out.cache.layers:
+                keep = min(n, layer.keys.shape[-2])
+                layers.append(
+                    (layer.keys[b : b + 1, :, -keep:].clone(), layer.values[b : b + 1, :, -keep:].clone())
+                )
+            r.layers = layers
+            r.length = n
+            if memory is not None:
+                r.memory = CopyMemory(
+                    ids=memory.ids[b : b + 1, -n:],
+                    keys=memory.keys[b : b + 1, -n:],
+                    mask=memory.mask[b : b + 1, -n:],
+                    prev_base=memory.prev_base[b : b + 1, -n:],
+                    tail=memory.tail[b : b + 1],
+                    in_excluded=memory.in_excluded[b : b + 1],
+                )
+            r.stats.time_commit_s += (time.perf_counter() - t1) / len(cont)
+        self.canvases_run += 1
+
+    def _finish(self, row: _Row, reason: str) -> None:
+        st = row.stats
+        st.new_tokens = [len(row.tokens)]
+        st.tokens_per_forward = [
+            len(row.tokens) / max(1, st.decoder_forwards[0] if st.decoder_forwards else 1)
+        ]
+        st.time_total_s = time.perf_counter() - row.started
+        if not row.future.done():
+            row.future.set_result(BatchOutput(row.tokens, len(row.prompt), st, reason))
