@@ -36,6 +36,7 @@ import torch
 from model.copy_head import CopyHead, CopyMemory
 from model.runtime import (
     CanvasConstraint,
+    ConstraintPlan,
     GenerationStats,
     commit_constraints,
     constrain_logits,
@@ -84,6 +85,48 @@ class _Row:
     canvases: int = 0
     stats: GenerationStats = field(default_factory=GenerationStats)
     started: float = 0.0
+
+
+class _Guarded:
+    """A row's constraint with its faults kept to the row: the first exception is recorded and the constraint
+    steps aside (no fixed tokens, argmax readout) until the canvas ends, when the row fails with it."""
+
+    def __init__(self, inner: CanvasConstraint) -> None:
+        self.inner = inner
+        self.error: BaseException | None = None
+
+    def _run(self, fn: Callable[[], Any], fallback: Any) -> Any:
+        if self.error is not None:
+            return fallback
+        try:
+            return fn()
+        except Exception as exc:
+            self.error = exc
+            return fallback
+
+    def start_canvas(self, canvas_length: int, tokens_left: int) -> None:
+        self._run(lambda: self.inner.start_canvas(canvas_length, tokens_left), None)
+
+    def plan(self) -> ConstraintPlan:
+        plan = self._run(self.inner.plan, None)
+        if plan is not None and plan.mask is not None and not bool(plan.mask.any()):
+            self.error = ValueError("constraint mask allows no token")
+            plan = None
+        return plan if plan is not None else ConstraintPlan(fixed=[])
+
+    def commit(self, tokens: list[int], accepted: list[bool], **kwargs: Any) -> list[int]:
+        return self._run(lambda: self.inner.commit(tokens, accepted, **kwargs), [])  # type: ignore[no-any-return]
+
+    def readout(self, logits: torch.Tensor) -> list[int]:
+        return self._run(lambda: self.inner.readout(logits), None) or logits.argmax(-1).tolist()  # type: ignore[no-any-return]
+
+    @property
+    def committed(self) -> list[int] | None:
+        return None if self.error is not None else getattr(self.inner, "committed", None)
+
+    @property
+    def done(self) -> bool:
+        return self.error is None and bool(getattr(self.inner, "done", False))
 
 
 class RequestHandle:
@@ -341,7 +384,7 @@ class CanvasBatcher:
         dec_pos = torch.stack(
             [torch.arange(r.length, r.length + C, dtype=torch.int32, device=device) for r in rows]
         )
-        cons: list[CanvasConstraint | None] = [r.constraint for r in rows]
+        cons: list[Any] = [None if r.constraint is None else _Guarded(r.constraint) for r in rows]
         any_constraint = any(c is not None for c in cons)
         gens = [r.gen for r in rows]
         canvas = torch.cat([torch.randint(0, V, (1, C), device=device, generator=g) for g in gens])
@@ -459,6 +502,10 @@ class CanvasBatcher:
         rows_tokens = readout.tolist()
         cont = []
         for b, r in enumerate(rows):
+            guard = cons[b]
+            if guard is not None and guard.error is not None:  # this row's constraint failed: only it leaves
+                self._fail(r, guard.error)
+                continue
             toks = rows_tokens[b]
             if stop[b]:
                 toks = toks[: toks.index(next(t for t in toks if t in s.eos_token_ids)) + 1]

@@ -23,7 +23,7 @@ import json
 import os
 import threading
 import time
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import AsyncIterator, Callable
 from typing import Any
 
 from fastapi import FastAPI, Request
@@ -55,6 +55,55 @@ def _validation_message(exc: RequestValidationError) -> tuple[str, str | None]:
             param = where
         parts.append(f"{where or 'body'}: {err.get('msg')}")
     return "invalid request: " + "; ".join(parts[:5]) + (" ..." if len(parts) > 5 else ""), param
+
+
+class _Gate:
+    """ASGI middleware for ``/v1/*``: 503 while draining, then the API key (before the body is read).
+
+    A plain ASGI middleware (not ``BaseHTTPMiddleware``), so a handler still sees the client disconnect.
+    """
+
+    def __init__(self, app: Any, state: Any, api_key: str | None) -> None:
+        self.app = app
+        self.state = state
+        self.api_key = api_key
+
+    async def __call__(self, scope: Any, receive: Any, send: Any) -> None:
+        if scope["type"] == "http" and scope["path"].startswith("/v1/"):
+            refusal = self._refusal(Request(scope))
+            if refusal is not None:
+                await refusal(scope, receive, send)
+                return
+        await self.app(scope, receive, send)
+
+    def _refusal(self, request: Request) -> Response | None:
+        if self.state.draining:
+            err = ServeError(
+                503, "the server is shutting down; retry on another replica", type="server_error"
+            )
+            return JSONResponse(err.body(), status_code=503, headers={"Retry-After": "1"})
+        if self.api_key is None:
+            return None
+        auth = request.headers.get("authorization", "")
+        scheme, _, given = auth.partition(" ")
+        if not auth:
+            err = ServeError(
+                401, "missing API key: send 'Authorization: Bearer <key>'", code="invalid_api_key"
+            )
+            return JSONResponse(err.body(), status_code=401)
+        if scheme.lower() != "bearer" or not hmac.compare_digest(
+            given.strip().encode(), self.api_key.encode()
+        ):
+            return JSONResponse(
+                ServeError(401, "invalid API key", code="invalid_api_key").body(), status_code=401
+            )
+        return None
+
+
+def _consume(fut: Any) -> None:
+    """Retrieve a future's outcome nobody waits for any more (no 'exception was never retrieved' log)."""
+    if not fut.cancelled():
+        fut.exception()
 
 
 def create_app(
@@ -108,28 +157,7 @@ def create_app(
         err = ServeError(500, f"internal error: {type(exc).__name__}: {exc}", type="server_error")
         return JSONResponse(err.body(), status_code=500)
 
-    @app.middleware("http")
-    async def _gate(request: Request, call_next: Callable[[Request], Awaitable[Response]]) -> Response:
-        if request.url.path.startswith("/v1/"):
-            if app.state.draining:
-                err = ServeError(
-                    503, "the server is shutting down; retry on another replica", type="server_error"
-                )
-                return JSONResponse(err.body(), status_code=503, headers={"Retry-After": "1"})
-            if api_key is not None:
-                auth = request.headers.get("authorization", "")
-                scheme, _, given = auth.partition(" ")
-                if not auth:
-                    err = ServeError(
-                        401, "missing API key: send 'Authorization: Bearer <key>'", code="invalid_api_key"
-                    )
-                    return JSONResponse(err.body(), status_code=401)
-                if scheme.lower() != "bearer" or not hmac.compare_digest(
-                    given.strip().encode(), api_key.encode()
-                ):
-                    err = ServeError(401, "invalid API key", code="invalid_api_key")
-                    return JSONResponse(err.body(), status_code=401)
-        return await call_next(request)
+    app.add_middleware(_Gate, state=app.state, api_key=api_key)
 
     @app.get("/health")
     async def health() -> JSONResponse:
@@ -177,6 +205,7 @@ async def _wait(sub: Any, request: Request) -> Any:
                 break
             if await request.is_disconnected():
                 sub.handle.cancel()
+                fut.add_done_callback(_consume)
                 return None
         return fut.result()
     except RequestCancelled:
@@ -185,6 +214,7 @@ async def _wait(sub: Any, request: Request) -> Any:
         raise ServeError(503, str(exc), type="server_error") from None
     except asyncio.CancelledError:
         sub.handle.cancel()
+        fut.add_done_callback(_consume)
         raise
 
 
@@ -205,6 +235,8 @@ async def _stream(
     loop = asyncio.get_running_loop()
     queue: asyncio.Queue[list[int]] = asyncio.Queue()
     sub = None
+    getter: asyncio.Future[list[int]] | None = None
+    fut: asyncio.Future[Any] | None = None
     try:
         sub = engine.submit(turn, req.seed, lambda toks: loop.call_soon_threadsafe(queue.put_nowait, toks))
         view = StreamView(engine)
@@ -248,8 +280,12 @@ async def _stream(
             yield {"data": c.model_dump_json(exclude_none=True)}
         yield {"data": "[DONE]"}
     finally:
+        if getter is not None and not getter.done():
+            getter.cancel()
         if sub is not None and not sub.handle.future.done():
             sub.handle.cancel()  # the client went away mid-stream: free the row
+            if fut is not None:
+                fut.add_done_callback(_consume)
         leave()
 
 

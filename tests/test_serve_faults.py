@@ -1,0 +1,359 @@
+"""``agentkit serve`` under faults: disconnects, 64 concurrent requests, every error case, SIGTERM drain."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import signal
+import subprocess
+import sys
+import threading
+import time
+
+import httpx
+import jsonschema
+import pytest
+from serve_helpers import CHECKPOINT, ROOT, WEATHER, running_server
+
+CI = os.environ.get("CI", "").strip().lower() in ("1", "true", "yes")
+MODEL = "agentkit-tiny"
+LONG = {  # a JSON string the model keeps writing until the token budget closes it: many canvases
+    "type": "json_schema",
+    "json_schema": {"name": "s", "schema": {"type": "object", "properties": {"s": {"type": "string"}}}},
+}
+
+
+@pytest.fixture(scope="module")
+def engine():
+    if not (CHECKPOINT / "config.json").is_file():
+        if CI:
+            pytest.fail(f"embedded default checkpoint missing at {CHECKPOINT}")
+        pytest.skip("embedded default checkpoint missing")
+    import torch
+
+    from agentkit.serve import load_engine
+
+    torch.set_num_threads(1)
+    eng = load_engine(None, max_batch=16)
+    yield eng
+    eng.close(wait=False)
+
+
+@pytest.fixture(scope="module")
+def server(engine):
+    with running_server(engine, max_body_bytes=64 * 1024) as (url, app):
+        yield url, app
+
+
+def _chat(**kw):
+    return {"model": MODEL, "messages": [{"role": "user", "content": kw.pop("q", "Hello there")}], **kw}
+
+
+def _wait_idle(engine, timeout=30.0):
+    deadline = time.monotonic() + timeout
+    while engine.batcher.load and time.monotonic() < deadline:
+        time.sleep(0.02)
+    return engine.batcher.load
+
+
+def test_a_client_that_disconnects_frees_its_row_and_others_finish(server, engine):
+    url, _ = server
+    other = _chat(q="What is the weather in Rome?", tools=[WEATHER], tool_choice="required", seed=9)
+    want = httpx.post(url + "/v1/chat/completions", json=other, timeout=60).json()["choices"][0]["message"]
+    long = _chat(q="Write a long story", response_format=LONG, max_tokens=1800, seed=1, stream=True)
+    result = {}
+
+    def run_other():
+        time.sleep(0.2)
+        result["r"] = httpx.post(url + "/v1/chat/completions", json=other, timeout=60)
+
+    t = threading.Thread(target=run_other)
+    with httpx.Client(timeout=60) as c, c.stream("POST", url + "/v1/chat/completions", json=long) as resp:
+        t.start()
+        lines = resp.iter_lines()
+        got = [next(lines) for _ in range(3)]  # the role chunk and the first canvas: generation is under way
+        assert engine.batcher.load >= 1 and got[0].startswith("data: ")
+    # the stream is closed mid-generation: its row leaves at the next canvas boundary
+    assert _wait_idle(engine) == 0
+    t.join(60)
+    r = result["r"]
+    assert r.status_code == 200
+    assert r.json()["choices"][0]["message"]["tool_calls"][0]["function"] == want["tool_calls"][0]["function"]
+
+
+def test_a_non_streaming_client_that_gives_up_frees_its_row(server, engine):
+    url, _ = server
+    long = _chat(q="Write a long story", response_format=LONG, max_tokens=1800, seed=2)
+    with pytest.raises(httpx.ReadTimeout):
+        httpx.post(url + "/v1/chat/completions", json=long, timeout=httpx.Timeout(60, read=0.6))
+    assert _wait_idle(engine) == 0
+
+
+def _named_tool(i: int) -> dict:
+    return {
+        "type": "function",
+        "function": {
+            "name": f"tool_{i}",
+            "description": f"Look up record number {i}",
+            "parameters": {
+                "type": "object",
+                "properties": {"key": {"type": "string"}, "n": {"type": "integer", "minimum": 0}},
+                "required": ["key", "n"],
+            },
+        },
+    }
+
+
+def test_64_concurrent_requests_all_answer_and_nothing_crosses(server, engine):
+    url, _ = server
+
+    async def one(client, i):
+        if i % 4 == 3:  # plain chat
+            body = _chat(q=f"Say hello to person {i}", seed=i)
+        else:  # a different named tool per request, among decoys
+            tools = [_named_tool(j) for j in (i, (i + 1) % 64, (i + 7) % 64)]
+            body = _chat(
+                q=f"Look up record {i}",
+                tools=tools,
+                seed=i,
+                tool_choice={"type": "function", "function": {"name": f"tool_{i}"}},
+            )
+        r = await client.post(url + "/v1/chat/completions", json=body)
+        return i, body, r
+
+    async def main():
+        async with httpx.AsyncClient(timeout=300) as client:
+            return await asyncio.gather(*(one(client, i) for i in range(64)))
+
+    out = asyncio.run(main())
+    assert len(out) == 64
+    ids = set()
+    for i, body, r in out:
+        assert r.status_code == 200, (i, r.text)
+        data = r.json()
+        ids.add(data["id"])
+        msg = data["choices"][0]["message"]
+        if "tools" in body:
+            calls = msg["tool_calls"]
+            assert calls and {c["function"]["name"] for c in calls} == {f"tool_{i}"}, (i, calls)
+            for c in calls:
+                jsonschema.validate(
+                    json.loads(c["function"]["arguments"]), _named_tool(i)["function"]["parameters"]
+                )
+            assert data["choices"][0]["finish_reason"] == "tool_calls"
+        else:
+            assert msg.get("tool_calls") is None and isinstance(msg["content"], str)
+    assert len(ids) == 64
+    assert engine.batcher.max_rows_seen > 1  # they shared batches
+    # nothing crossed: a plain request answers alone exactly as it did among 63 others (same seed)
+    i, body, r = out[3]
+    alone = httpx.post(url + "/v1/chat/completions", json=body, timeout=60).json()
+    assert alone["choices"][0]["message"]["content"] == r.json()["choices"][0]["message"]["content"]
+
+
+@pytest.mark.parametrize(
+    "body, status, fragments",
+    [
+        ('{"model": "agentkit-tiny", "messages": [', 400, ["malformed JSON"]),
+        (_chat(temperature="hot"), 400, ["temperature"]),
+        (_chat(messages="hi"), 400, ["messages"]),
+        (
+            _chat(
+                tools=[
+                    {
+                        "type": "function",
+                        "function": {
+                            "name": "f",
+                            "parameters": {"type": "object", "properties": {"a": {"type": "banana"}}},
+                        },
+                    }
+                ]
+            ),
+            400,
+            ["tools[0]", "banana", "'type'", "/properties/a"],
+        ),
+        (
+            _chat(
+                tools=[
+                    {
+                        "type": "function",
+                        "function": {
+                            "name": "f",
+                            "parameters": {
+                                "type": "object",
+                                "properties": {"a": {"not": {"type": "string"}}},
+                            },
+                        },
+                    }
+                ]
+            ),
+            400,
+            ["tools[0]", "'not'", "/properties/a"],
+        ),
+        (
+            _chat(
+                response_format={
+                    "type": "json_schema",
+                    "json_schema": {
+                        "name": "x",
+                        "schema": {"type": "object", "unevaluatedProperties": False},
+                    },
+                }
+            ),
+            400,
+            ["response_format", "unevaluatedProperties"],
+        ),
+        (_chat(q="word " * 3000), 400, ["prompt", "tokens"]),
+        (
+            _chat(tools=[WEATHER], tool_choice={"type": "function", "function": {"name": "nope"}}),
+            400,
+            ["tool_choice", "nope"],
+        ),
+        (_chat(tool_choice="required"), 400, ["tool_choice", "required"]),
+        (_chat(tools=[WEATHER], tool_choice="sometimes"), 400, ["tool_choice"]),
+        (_chat(n=2), 400, ["n=2"]),
+        (
+            {"model": "gpt-4o", "messages": [{"role": "user", "content": "hi"}]},
+            404,
+            ["gpt-4o", "agentkit-tiny"],
+        ),
+    ],
+    ids=[
+        "malformed-json",
+        "field-type",
+        "messages-type",
+        "unknown-schema-type",
+        "unsupported-keyword",
+        "response-format-keyword",
+        "prompt-too-long",
+        "unknown-named-tool",
+        "required-without-tools",
+        "bad-tool-choice",
+        "n",
+        "unknown-model",
+    ],
+)
+def test_errors_have_their_status_and_name_the_problem(server, body, status, fragments):
+    url, _ = server
+    content = body if isinstance(body, str) else json.dumps(body)
+    r = httpx.post(
+        url + "/v1/chat/completions", content=content, headers={"content-type": "application/json"}
+    )
+    assert r.status_code == status, r.text
+    err = r.json()["error"]
+    assert set(err) == {"message", "type", "param", "code"}
+    for f in fragments:
+        assert f in err["message"], (f, err["message"])
+
+
+def test_prompt_too_long_has_its_code(server):
+    url, _ = server
+    r = httpx.post(url + "/v1/chat/completions", json=_chat(q="word " * 3000))
+    assert r.json()["error"]["code"] == "context_length_exceeded"
+
+
+def test_body_cap_unknown_route_and_draining(server):
+    url, app = server
+    r = httpx.post(url + "/v1/chat/completions", json=_chat(q="x" * 70_000))
+    assert r.status_code == 413
+    r = httpx.get(url + "/v1/nothing")
+    assert r.status_code == 404 and "error" in r.json()
+    app.state.draining = True
+    try:
+        r = httpx.post(url + "/v1/chat/completions", json=_chat())
+        assert r.status_code == 503 and "shutting down" in r.json()["error"]["message"]
+        assert httpx.get(url + "/health").json()["status"] == "draining"
+    finally:
+        app.state.draining = False
+    assert httpx.get(url + "/health").json() == {"status": "ok", "model": MODEL, "load": 0}
+
+
+def test_api_key_is_required_and_compared(engine):
+    with running_server(engine, api_key="s3cret") as (url, _):
+        r = httpx.get(url + "/v1/models")
+        assert r.status_code == 401 and "missing API key" in r.json()["error"]["message"]
+        r = httpx.get(url + "/v1/models", headers={"Authorization": "Bearer wrong"})
+        assert r.status_code == 401 and r.json()["error"]["message"] == "invalid API key"
+        # auth comes before parsing: a malformed body without a key is still 401
+        r = httpx.post(
+            url + "/v1/chat/completions", content="{", headers={"content-type": "application/json"}
+        )
+        assert r.status_code == 401
+        r = httpx.get(url + "/v1/models", headers={"Authorization": "Bearer s3cret"})
+        assert r.status_code == 200 and r.json()["data"][0]["id"] == MODEL
+        assert httpx.get(url + "/health").status_code == 200
+
+
+def test_binding_beyond_loopback_needs_a_key(monkeypatch):
+    from agentkit.serve.app import resolve_api_key
+
+    monkeypatch.delenv("AGENTKIT_API_KEY", raising=False)
+    assert resolve_api_key("127.0.0.1", None) is None
+    assert resolve_api_key("::1", None) is None
+    with pytest.raises(ValueError, match="API key"):
+        resolve_api_key("0.0.0.0", None)
+    monkeypatch.setenv("AGENTKIT_API_KEY", "k")
+    assert resolve_api_key("0.0.0.0", None) == "k"
+    monkeypatch.delenv("AGENTKIT_API_KEY")
+    r = subprocess.run(
+        [sys.executable, "-m", "agentkit", "serve", "--host", "0.0.0.0"],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert r.returncode == 2 and "API key" in r.stderr and "Traceback" not in r.stderr
+
+
+def test_sigterm_finishes_in_flight_requests_and_refuses_new_ones(engine):
+    if not (CHECKPOINT / "config.json").is_file():
+        pytest.skip("embedded default checkpoint missing")
+    env = {**os.environ, "PYTHONUNBUFFERED": "1"}
+    proc = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "agentkit",
+            "serve",
+            "--port",
+            "0",
+            "--threads",
+            "1",
+            "--log-level",
+            "warning",
+        ],
+        cwd=ROOT,
+        stderr=subprocess.PIPE,
+        text=True,
+        env=env,
+    )
+    try:
+        line = ""
+        deadline = time.monotonic() + 120
+        while "http://" not in line and time.monotonic() < deadline:
+            line = proc.stderr.readline()
+        url = line.split(" on ", 1)[1].split()[0].removesuffix("/v1")
+        long = _chat(q="Write a long story", response_format=LONG, max_tokens=640, seed=1, stream=True)
+        events: list[str] = []
+        with (
+            httpx.Client(timeout=120) as c,
+            c.stream("POST", url + "/v1/chat/completions", json=long) as resp,
+        ):
+            lines = resp.iter_lines()
+            events.append(next(lines))
+            proc.send_signal(signal.SIGTERM)
+            time.sleep(0.3)
+            refused = httpx.post(url + "/v1/chat/completions", json=_chat(), timeout=30)
+            assert refused.status_code == 503, refused.text
+            events.extend(lines)
+        data = [e[len("data: ") :] for e in events if e.startswith("data: ")]
+        assert data[-1] == "[DONE]"
+        chunks = [json.loads(d) for d in data[:-1]]
+        assert chunks[-1]["choices"][0]["finish_reason"] in ("stop", "length")
+        text = "".join(c["choices"][0]["delta"].get("content") or "" for c in chunks)
+        assert isinstance(json.loads(text), dict)  # the in-flight answer finished whole
+        assert proc.wait(timeout=60) == 0
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
