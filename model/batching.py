@@ -24,6 +24,7 @@ OSDI 2022) applied to canvases instead of tokens.
 
 from __future__ import annotations
 
+import itertools
 import threading
 import time
 from collections.abc import Callable
@@ -40,13 +41,15 @@ from model.runtime import (
     GenerationStats,
     commit_constraints,
     constrain_logits,
-    constrained_readout,
 )
 from model.sampler import entropy_and_argmax, entropy_bound_accept, sample_positions
 from model.settings import DenoiseSettings
 
 #: Called after each committed canvas of a row with that canvas's tokens (EOS padding removed).
 CanvasCallback = Callable[[list[int]], None]
+
+
+_SERIALS = itertools.count()
 
 
 class BatcherClosed(RuntimeError):
@@ -85,6 +88,16 @@ class _Row:
     canvases: int = 0
     stats: GenerationStats = field(default_factory=GenerationStats)
     started: float = 0.0
+    guard: Any = None
+    serial: int = field(default_factory=lambda: next(_SERIALS))  # identifies the row in packing keys
+    # the canvas being denoised (``canvas is None``: the next step starts a new one)
+    canvas: torch.Tensor | None = None  # [1, C] int64
+    argmax: torch.Tensor | None = None  # [1, C] int64
+    self_cond: torch.Tensor | None = None  # [1, C, V] the previous step's processed logits
+    history: torch.Tensor | None = None  # [T, 1, C] int64 argmax of the last T steps
+    prev_accepted: torch.Tensor | None = None  # [1, C] bool
+    step_left: int = 0  # denoising steps left in this canvas (the temperature schedule's index)
+    steps: int = 0  # steps taken in this canvas
 
 
 class _Guarded:
@@ -168,7 +181,9 @@ class CanvasBatcher:
         self._cv = threading.Condition()
         self._closed = False
         self._stop = False
-        self.canvases_run = 0
+        self.steps_run = 0
+        self._packed: tuple[Any, ...] | None = None
+        self._last_sc: tuple[Any, torch.Tensor] | None = None
         self.max_rows_seen = 0
         self._thread = threading.Thread(target=self._loop, name="canvas-batcher", daemon=True)
         self._thread.start()
@@ -261,7 +276,7 @@ class CanvasBatcher:
             if not rows:
                 continue
             try:
-                self._run_canvas(rows)
+                self._step(rows)
             except Exception as exc:  # a fault of the batch as a whole: fail its rows, keep serving
                 for r in rows:
                     self._fail(r, exc)
@@ -372,180 +387,211 @@ class CanvasBatcher:
             in_excluded=torch.cat([mm.in_excluded.reshape(1) for mm in mems]),  # type: ignore[union-attr]
         )
 
+    def _start_canvas(self, r: _Row) -> None:
+        """A fresh uniform-noise canvas for ``r`` (drawn from its own generator, as ``generate`` does)."""
+        s, C, dev = self.settings, self.settings.canvas_length, self.model.device
+        r.canvas = torch.randint(0, self.vocab, (1, C), device=dev, generator=r.gen)
+        r.argmax = r.canvas
+        r.self_cond = None
+        r.history = torch.full((max(s.stability_threshold, 1), 1, C), -1, dtype=torch.long, device=dev)
+        r.prev_accepted = torch.zeros((1, C), dtype=torch.bool, device=dev)
+        r.step_left = s.max_denoising_steps
+        r.steps = 0
+        if r.guard is not None:
+            left = -(-r.settings.max_new_tokens // C) * C - r.canvases * C
+            t1 = time.perf_counter()
+            r.guard.start_canvas(C, left)
+            r.stats.time_constraint_s += time.perf_counter() - t1
+
     @torch.no_grad()
-    def _run_canvas(self, rows: list[_Row]) -> None:
+    def _step(self, rows: list[_Row]) -> None:
+        """One denoising step for every row, each at its own step of its own canvas; rows whose canvas is
+        done are read out and committed (or leave) at once."""
         m = self.model
         device = m.device
         s = self.settings
         C, V, B = s.canvas_length, self.vocab, len(rows)
         t0 = time.perf_counter()
-        cache, dec_attn, L = self._pack(rows)
-        memory = self._pack_memory(rows, L)
-        dec_pos = torch.stack(
-            [torch.arange(r.length, r.length + C, dtype=torch.int32, device=device) for r in rows]
-        )
-        cons: list[Any] = [None if r.constraint is None else _Guarded(r.constraint) for r in rows]
+        for r in rows:
+            if r.constraint is not None and r.guard is None:
+                r.guard = _Guarded(r.constraint)
+            if r.canvas is None:
+                self._start_canvas(r)
+        canvas = torch.cat([r.canvas for r in rows])  # type: ignore[misc]
+        key = tuple((r.serial, r.length) for r in rows)
+        if self._packed is None or self._packed[0] != key:  # membership or a row's length changed: repack
+            cache, dec_attn, L = self._pack(rows)
+            memory = self._pack_memory(rows, L)
+            dec_pos = torch.stack(
+                [torch.arange(r.length, r.length + C, dtype=torch.int32, device=device) for r in rows]
+            )
+            dec_masks = m.model.decoder.create_diffusion_decoder_attention_mask(
+                config=m.config,
+                inputs_embeds=canvas.unsqueeze(-1),
+                cache=cache,
+                decoder_attention_mask=dec_attn,
+            )
+            self._packed = (key, cache, memory, dec_pos, dec_masks)
+        _, cache, memory, dec_pos, dec_masks = self._packed
+        emb_dtype = m.model.decoder.embed_tokens.weight.dtype
+        has_sc = [r.self_cond is not None for r in rows]
+        sc_kwargs: dict[str, Any] = {}
+        if all(has_sc) and self._last_sc is not None and self._last_sc[0] == key:
+            sc_kwargs["self_conditioning_logits"] = self._last_sc[
+                1
+            ]  # the same rows as the last step: no copy
+        elif any(has_sc):
+            zeros = torch.zeros((1, C, V), dtype=emb_dtype, device=device)
+            sc_kwargs["self_conditioning_logits"] = torch.cat(
+                [r.self_cond if r.self_cond is not None else zeros for r in rows]
+            )
+            if not all(has_sc):  # rows on their first step get zero soft embeddings, exactly as with None
+                sc_kwargs["self_conditioning_mask"] = torch.tensor(has_sc, device=device)
+        if memory is not None:
+            sc_kwargs["copy_memory"] = memory
+        cons = [r.guard for r in rows]
         any_constraint = any(c is not None for c in cons)
         gens = [r.gen for r in rows]
-        canvas = torch.cat([torch.randint(0, V, (1, C), device=device, generator=g) for g in gens])
-        dec_masks = m.model.decoder.create_diffusion_decoder_attention_mask(
-            config=m.config, inputs_embeds=canvas.unsqueeze(-1), cache=cache, decoder_attention_mask=dec_attn
-        )
-        for r, c in zip(rows, cons, strict=True):
-            if c is not None:
-                budget = r.settings.max_new_tokens
-                left = -(-budget // C) * C - r.canvases * C
-                t1 = time.perf_counter()
-                c.start_canvas(C, left)
-                r.stats.time_constraint_s += time.perf_counter() - t1
-        setup = time.perf_counter() - t0
+        t_set = time.perf_counter() - t0
 
-        emb_dtype = m.model.decoder.embed_tokens.weight.dtype
-        self_cond: torch.Tensor | None = None
-        argmax = canvas
-        finished = torch.zeros(B, dtype=torch.bool, device=device)
-        grammar_done = torch.zeros(B, dtype=torch.bool, device=device)
-        fixed_mask = torch.zeros((B, C), dtype=torch.bool, device=device)
-        prev_accepted = torch.zeros((B, C), dtype=torch.bool, device=device)
-        history: torch.Tensor | None = None
-        steps = [0] * B
-        n_steps = s.max_denoising_steps
-        t_dec = t_con = t_smp = 0.0
-        for cur_step in range(n_steps, 0, -1):
-            active = (~finished).tolist()
-            for b in range(B):
-                steps[b] += int(active[b])
-            t1 = time.perf_counter()
-            extra = {} if memory is None else {"copy_memory": memory}
-            logits = m(
-                decoder_input_ids=canvas,
-                self_conditioning_logits=self_cond,
-                decoder_attention_mask=dec_masks,
-                cache=cache,
-                decoder_position_ids=dec_pos,
-                **extra,
-            ).logits
-            t_dec += time.perf_counter() - t1
-            if any_constraint:
-                t1 = time.perf_counter()
-                fixed_mask, fixed_tok = constrain_logits(logits, cons, active)
-                t_con += time.perf_counter() - t1
-            t1 = time.perf_counter()
-            temps = torch.tensor([r.settings.temperature(cur_step) for r in rows], device=device)
-            processed = logits.div_(temps.to(logits.dtype)[:, None, None])
-            entropy, new_argmax = entropy_and_argmax(processed)
-            accepted = entropy_bound_accept(entropy, s.entropy_bound)
-            denoised = torch.cat(
-                [
-                    sample_positions(processed[b : b + 1], accepted[b : b + 1], generator=gens[b])
-                    for b in range(B)
-                ]
-            )
-            if s.accept_window is not None:
-                if any_constraint and bool(fixed_mask.any()):
-                    lead = fixed_mask.long().cumprod(dim=1).sum(dim=1)
-                else:
-                    lead = prev_accepted.long().cumprod(dim=1).sum(dim=1)
-                pos = torch.arange(C, device=device)[None, :]
-                accepted = accepted & (pos < (lead + s.accept_window)[:, None])
-                denoised = torch.where(accepted, denoised, canvas)
-            t_smp += time.perf_counter() - t1
-            if any_constraint:
-                t1 = time.perf_counter()
-                denoised, accepted, done_rows = commit_constraints(
-                    cons, active, denoised, accepted, fixed_mask, fixed_tok, processed, s
-                )
-                grammar_done |= done_rows
-                t_con += time.perf_counter() - t1
-            t1 = time.perf_counter()
-            prev_accepted = accepted
-            noise = torch.cat([torch.randint(0, V, (1, C), device=device, generator=g) for g in gens])
-            new_canvas = torch.where(accepted, denoised, noise)
-            if bool(finished.any()):
-                new_argmax = torch.where(finished[:, None], argmax, new_argmax)
-                new_canvas = torch.where(finished[:, None], canvas, new_canvas)
-                if self_cond is not None:
-                    processed = torch.where(finished[:, None, None], self_cond, processed)
-                entropy = torch.where(finished[:, None], torch.zeros_like(entropy), entropy)
-            if s.stability_threshold == 0:
-                stable = torch.ones(B, dtype=torch.bool, device=device)
-            else:
-                if history is None:
-                    history = torch.full((s.stability_threshold, B, C), -1, dtype=torch.long, device=device)
-                stable = (history == new_argmax[None]).all(dim=-1).all(dim=0)
-                history = torch.roll(history, shifts=-1, dims=0)
-                history[-1] = new_argmax
-            if any_constraint:
-                free = ~fixed_mask
-                n_free = free.sum(dim=-1)
-                mean_h = torch.where(
-                    n_free > 0, (entropy * free).sum(dim=-1) / n_free.clamp(min=1), torch.zeros_like(n_free)
-                )
-            else:
-                mean_h = entropy.mean(dim=-1)
-            finished = finished | (stable & (mean_h < s.confidence_threshold)) | grammar_done
-            self_cond = processed.to(emb_dtype)
-            canvas, argmax = new_canvas, new_argmax
-            t_smp += time.perf_counter() - t1
-            if bool(finished.all()):
-                break
-
-        assert self_cond is not None
         t1 = time.perf_counter()
-        readout = constrained_readout(argmax, self_cond, cons, [True] * B) if any_constraint else argmax
-        t_con += time.perf_counter() - t1
-
-        # Commit: encode the canvases into the packed cache (rows that continue need it).
-        eos = torch.tensor(s.eos_token_ids, device=device)
-        is_eos = torch.isin(readout, eos)
-        stop = is_eos.any(dim=-1).tolist()
-        rows_tokens = readout.tolist()
-        cont = []
+        logits = m(
+            decoder_input_ids=canvas,
+            decoder_attention_mask=dec_masks,
+            cache=cache,
+            decoder_position_ids=dec_pos,
+            **sc_kwargs,
+        ).logits
+        t_dec = time.perf_counter() - t1
+        t_con = 0.0
+        on = [True] * B
+        if any_constraint:
+            t1 = time.perf_counter()
+            fixed_mask, fixed_tok = constrain_logits(logits, cons, on)
+            t_con += time.perf_counter() - t1
+        t1 = time.perf_counter()
+        temps = torch.tensor([r.settings.temperature(r.step_left) for r in rows], device=device)
+        processed = logits.div_(temps.to(logits.dtype)[:, None, None])
+        entropy, new_argmax = entropy_and_argmax(processed)
+        accepted = entropy_bound_accept(entropy, s.entropy_bound)
+        denoised = torch.cat(
+            [sample_positions(processed[b : b + 1], accepted[b : b + 1], generator=gens[b]) for b in range(B)]
+        )
+        if s.accept_window is not None:
+            if any_constraint and bool(fixed_mask.any()):
+                lead = fixed_mask.long().cumprod(dim=1).sum(dim=1)
+            else:
+                prev = torch.cat([r.prev_accepted for r in rows])  # type: ignore[misc]
+                lead = prev.long().cumprod(dim=1).sum(dim=1)
+            pos = torch.arange(C, device=device)[None, :]
+            accepted = accepted & (pos < (lead + s.accept_window)[:, None])
+            denoised = torch.where(accepted, denoised, canvas)
+        t_smp = time.perf_counter() - t1
+        grammar_done = torch.zeros(B, dtype=torch.bool, device=device)
+        if any_constraint:
+            t1 = time.perf_counter()
+            denoised, accepted, grammar_done = commit_constraints(
+                cons, on, denoised, accepted, fixed_mask, fixed_tok, processed, s
+            )
+            t_con += time.perf_counter() - t1
+        t1 = time.perf_counter()
+        noise = torch.cat([torch.randint(0, V, (1, C), device=device, generator=g) for g in gens])
+        new_canvas = torch.where(accepted, denoised, noise)
+        history = torch.cat([r.history for r in rows], dim=1)  # type: ignore[misc]
+        if s.stability_threshold == 0:
+            stable = torch.ones(B, dtype=torch.bool, device=device)
+        else:
+            stable = (history == new_argmax[None]).all(dim=-1).all(dim=0)
+            history = torch.roll(history, shifts=-1, dims=0)
+            history[-1] = new_argmax
+        if any_constraint:
+            free = ~fixed_mask
+            n_free = free.sum(dim=-1)
+            mean_h = torch.where(
+                n_free > 0, (entropy * free).sum(dim=-1) / n_free.clamp(min=1), torch.zeros_like(n_free)
+            )
+        else:
+            mean_h = entropy.mean(dim=-1)
+        fin = ((stable & (mean_h < s.confidence_threshold)) | grammar_done).tolist()
+        sc_new = processed.to(emb_dtype)
+        self._last_sc = (key, sc_new)
+        done_rows = []
         for b, r in enumerate(rows):
-            guard = cons[b]
+            r.canvas, r.argmax = new_canvas[b : b + 1], new_argmax[b : b + 1]
+            r.self_cond, r.history = sc_new[b : b + 1], history[:, b : b + 1]
+            r.prev_accepted = accepted[b : b + 1]
+            r.step_left -= 1
+            r.steps += 1
+            if fin[b] or r.step_left == 0:
+                done_rows.append(b)
+        t_smp += time.perf_counter() - t1
+        share = 1.0 / B
+        for r in rows:
+            r.stats.time_decoder_s += t_dec * share
+            r.stats.time_sampling_s += (t_smp + t_set) * share
+            r.stats.time_constraint_s += t_con * share
+        if done_rows:
+            self._end_canvases([rows[b] for b in done_rows])
+        self.steps_run += 1
+
+    def _end_canvases(self, rows: list[_Row]) -> None:
+        """Read out the rows' finished canvases; rows that go on have them encoded into their caches."""
+        m = self.model
+        s = self.settings
+        C, device = s.canvas_length, m.device
+        cont: list[tuple[_Row, list[int]]] = []
+        for r in rows:
+            assert r.argmax is not None and r.self_cond is not None
+            guard = r.guard
+            t1 = time.perf_counter()
+            toks = guard.readout(r.self_cond[0].float()) if guard is not None else r.argmax[0].tolist()
+            r.stats.time_constraint_s += time.perf_counter() - t1
             if guard is not None and guard.error is not None:  # this row's constraint failed: only it leaves
                 self._fail(r, guard.error)
                 continue
-            toks = rows_tokens[b]
-            if stop[b]:
-                toks = toks[: toks.index(next(t for t in toks if t in s.eos_token_ids)) + 1]
-            r.tokens.extend(t for t in toks if t != s.pad_token_id)
+            if len(toks) != C:
+                self._fail(r, ValueError(f"constraint readout has {len(toks)} tokens, canvas is {C}"))
+                continue
+            stop = any(t in s.eos_token_ids for t in toks)
+            kept = toks[: toks.index(next(t for t in toks if t in s.eos_token_ids)) + 1] if stop else toks
+            r.tokens.extend(t for t in kept if t != s.pad_token_id)
             r.canvases += 1
-            r.stats.steps_per_canvas.append(steps[b])
+            r.canvas = None
+            r.stats.steps_per_canvas.append(r.steps)
             r.stats.canvases += 1
-            share = 1.0 / B
-            r.stats.time_decoder_s += t_dec * share
-            r.stats.time_sampling_s += (t_smp + setup) * share
-            r.stats.time_constraint_s += t_con * share
             r.stats.decoder_forwards = [sum(r.stats.steps_per_canvas)]
             if r.on_canvas is not None:
                 try:
-                    r.on_canvas(toks)
+                    r.on_canvas(kept)
                 except Exception as exc:  # a broken stream fails its own request only
                     self._fail(r, exc)
                     continue
-            out_of_budget = r.canvases * C >= r.settings.max_new_tokens
-            if stop[b] or out_of_budget:
-                self._finish(r, "stop" if stop[b] else "length")
+            if stop or r.canvases * C >= r.settings.max_new_tokens:
+                self._finish(r, "stop" if stop else "length")
             elif not r.cancelled.is_set():
-                cont.append(b)
+                cont.append((r, toks))
         if not cont:
             return
         t1 = time.perf_counter()
+        crow = [r for r, _ in cont]
+        cache, attn, L = self._pack(crow)
+        memory = self._pack_memory(crow, L)
+        pos = torch.stack(
+            [torch.arange(r.length, r.length + C, dtype=torch.int32, device=device) for r in crow]
+        )
         enc_masks = m.model.encoder.create_masks_for_generate(
             config=m.config,
-            inputs_embeds=torch.empty((B, C, 0), dtype=m.dtype, device=device),
-            attention_mask=dec_attn,
+            inputs_embeds=torch.empty((len(crow), C, 0), dtype=m.dtype, device=device),
+            attention_mask=attn,
             cache=cache,
-            position_ids=dec_pos,
+            position_ids=pos,
         )
-        enc_in = readout.clone(memory_format=torch.contiguous_format)
-        out = m.model.encoder(input_ids=enc_in, attention_mask=enc_masks, cache=cache, position_ids=dec_pos)
+        enc_in = torch.tensor([t for _, t in cont], dtype=torch.long, device=device)
+        out = m.model.encoder(input_ids=enc_in, attention_mask=enc_masks, cache=cache, position_ids=pos)
         if memory is not None:
             assert self.head is not None
             memory = self.head.extend_memory(memory, enc_in, out.last_hidden_state)
-        for b in cont:
-            r = rows[b]
+        for b, r in enumerate(crow):
             n = r.length + C
             layers = []
             for layer in out.cache.layers:
@@ -564,8 +610,7 @@ class CanvasBatcher:
                     tail=memory.tail[b : b + 1],
                     in_excluded=memory.in_excluded[b : b + 1],
                 )
-            r.stats.time_commit_s += (time.perf_counter() - t1) / len(cont)
-        self.canvases_run += 1
+            r.stats.time_commit_s += (time.perf_counter() - t1) / len(crow)
 
     def _finish(self, row: _Row, reason: str) -> None:
         st = row.stats

@@ -118,6 +118,7 @@ def test_64_concurrent_requests_all_answer_and_nothing_crosses(server, engine):
                 tools=tools,
                 seed=i,
                 tool_choice={"type": "function", "function": {"name": f"tool_{i}"}},
+                max_tokens=64,  # one canvas: the constraint closes the call inside it
             )
         r = await client.post(url + "/v1/chat/completions", json=body)
         return i, body, r
@@ -333,7 +334,7 @@ def test_sigterm_finishes_in_flight_requests_and_refuses_new_ones(engine):
         while "http://" not in line and time.monotonic() < deadline:
             line = proc.stderr.readline()
         url = line.split(" on ", 1)[1].split()[0].removesuffix("/v1")
-        long = _chat(q="Write a long story", response_format=LONG, max_tokens=640, seed=1, stream=True)
+        long = _chat(q="Write a long story", response_format=LONG, max_tokens=320, seed=1, stream=True)
         events: list[str] = []
         with (
             httpx.Client(timeout=120) as c,
