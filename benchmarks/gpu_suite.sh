@@ -2,7 +2,7 @@
 # Every GPU check of the project in one run (one short device lease): kernel correctness + speed, the
 # full-width runtime benchmark, then a few minutes of training of the embedded checkpoint.
 # Usage on the GPU machine, repository root: OUT=/dir bash benchmarks/gpu_suite.sh [TRAIN_MINUTES]
-# Results under $OUT: sampling_kernel.json, gpu_runtime.json, logs.tgz, agentkit-tiny.tgz.part-* (split to
+# Results under $OUT: sampling_kernel.json, gpu_runtime.json, serve_load.json, logs.tgz, agentkit-tiny.tgz.part-* (split to
 # stay under file-size limits). Each part has its own timeout so one failure does not lose the others.
 set -uo pipefail
 TRAIN_MIN="${1:-3.5}"
@@ -33,6 +33,9 @@ echo "== full-width runtime ($(date +%T))"
 OUT=/tmp/gpu_logs timeout "$(left 170)" python3 benchmarks/gpu_runtime.py --quick --json > "$OUT/gpu_runtime.json" 2> /tmp/gpu_logs/gpu_runtime.err
 echo "rc=$? $(( $(date +%s) - t0 )) s"; tail -3 /tmp/gpu_logs/gpu_runtime.err
 cp /tmp/gpu_logs/gpu_runtime_partial.json "$OUT/" 2>/dev/null
+echo "== agentkit serve under load ($(date +%T))"
+timeout "$(left 90)" python3 benchmarks/serve_load.py --quick --json --device cuda > "$OUT/serve_load.json" 2> /tmp/gpu_logs/serve_load.err
+echo "rc=$? $(( $(date +%s) - t0 )) s"; tail -3 /tmp/gpu_logs/serve_load.err
 tar -C /tmp -czf "$OUT/logs.tgz" gpu_logs
 ls -la "$OUT"
 echo "== total $(( $(date +%s) - t0 )) s"

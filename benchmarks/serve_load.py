@@ -169,8 +169,9 @@ def raw_generate(engine: Any, bodies: list[dict[str, Any]]) -> float:
     turns = [engine.prepare(ChatCompletionRequest.model_validate(b))[0] for b in bodies]
     width = max(len(t.input_ids) for t in turns)
     pad = engine.chat_model.settings.pad_token_id
-    ids = torch.tensor([[pad] * (width - len(t.input_ids)) + t.input_ids for t in turns])
-    attn = torch.tensor([[0] * (width - len(t.input_ids)) + [1] * len(t.input_ids) for t in turns])
+    dev = engine.chat_model.model.device
+    ids = torch.tensor([[pad] * (width - len(t.input_ids)) + t.input_ids for t in turns], device=dev)
+    attn = torch.tensor([[0] * (width - len(t.input_ids)) + [1] * len(t.input_ids) for t in turns], device=dev)
     settings = max((t.settings for t in turns), key=lambda s: s.max_new_tokens)
     t0 = time.perf_counter()
     generate(engine.chat_model.model, ids, settings, attention_mask=attn, constraints=[t.constraint for t in turns], seed=0)
@@ -183,6 +184,7 @@ def main() -> None:
     ap.add_argument("--json", action="store_true", help="print one JSON object")
     ap.add_argument("--requests", type=int, default=None, help="requests per concurrency level")
     ap.add_argument("--threads", type=int, default=os.cpu_count() or 1, help="torch threads (default: all cores)")
+    ap.add_argument("--device", default="cpu", help="cpu or cuda")
     args = ap.parse_args()
     import torch
 
@@ -191,7 +193,7 @@ def main() -> None:
 
     torch.set_num_threads(args.threads)
     n = args.requests or (16 if args.quick else 48)
-    engine = load_engine(None, max_batch=16)
+    engine = load_engine(None, max_batch=16, device=args.device)
     canvas = int(engine.chat_model.model.config.canvas_length)
     bodies = workload(n, max_tokens=canvas)
     levels = []
@@ -212,6 +214,7 @@ def main() -> None:
         "benchmark": "serve_load",
         "checkpoint": "agentkit-tiny",
         "threads": args.threads,
+        "device": args.device,
         "cpus": os.cpu_count(),
         "levels": levels,
         "server_16_wall_s": server16,

@@ -1,25 +1,31 @@
-"""Continuous batching for block diffusion: requests join at canvas boundaries and leave as they finish.
+"""Continuous batching for block diffusion: requests join and leave the batch between denoising steps.
 
-:func:`model.runtime.generate` denoises a fixed batch from prefill to the last canvas. A server gets requests
-at any time; :class:`CanvasBatcher` runs one loop (a thread) whose unit is the *canvas*:
+:func:`model.runtime.generate` denoises a fixed batch from prefill to the last canvas, every row waiting for the
+slowest. A server gets requests at any time; :class:`CanvasBatcher` runs one loop (a thread) in which every row
+is at its own denoising step of its own canvas:
 
-1. **Admit.** Each new request is prefilled alone (encoder, its own KV cache and copy-head memory) and
-   joins the batch at the next canvas boundary. Cancelled requests leave here.
+1. **Admit.** A new request is prefilled alone (encoder, its own KV cache and copy-head memory) and joins at the
+   next step with a fresh canvas (its canvas boundary). Cancelled requests leave here.
 2. **Pack.** The rows' KV caches are left-padded to a common length and stacked into one
-   ``transformers.DynamicCache``; each row keeps its *own* positions (decoder position ids are per row), so a
-   row's attention is what it would be alone: padding is masked and RoPE sees the row's true distances.
-3. **Denoise one canvas** for all rows: the entropy-bound sampler of :mod:`model.runtime` (fast mode, torch
-   sampling), with per-row temperature schedules, per-row constraints (:func:`~model.runtime.constrain_logits`,
-   :func:`~model.runtime.commit_constraints`) and a per-row ``torch.Generator`` seeded with the row's seed, so
-   a row's draws do not depend on who else is in the batch. A row alone draws exactly like ``generate``.
-4. **Commit.** The canvas read-outs are encoded into the packed cache; rows that produced EOS or spent their
-   budget leave (their future resolves), the others are unpacked to per-row caches for the next canvas.
+   ``transformers.DynamicCache`` (repacked only when a row joins, leaves or commits a canvas); each row keeps its
+   *own* positions (decoder position ids are per row), so a row's attention is what it would be alone: padding is
+   masked and RoPE sees the row's true distances. Rows on their first step get zero self-conditioning
+   (``self_conditioning_mask``), exactly as ``generate``'s first step.
+3. **Denoise one step** for all rows: the entropy-bound sampler of :mod:`model.runtime` (fast mode, torch
+   sampling) with each row's own temperature (its own step index and schedule), constraint
+   (:func:`~model.runtime.constrain_logits`, :func:`~model.runtime.commit_constraints`) and ``torch.Generator``
+   seeded with the row's seed, so a row's draws do not depend on who else is in the batch: a row's tokens are
+   those ``generate`` gives it alone (tests/test_batching.py).
+4. **Commit.** A row whose canvas stops (argmax stable and confident, grammar done, or steps spent) is read out at
+   once; it leaves when it produced EOS or spent its budget, otherwise its canvas is encoded into its cache and
+   it starts the next canvas on the next step. Rows never wait for each other.
 
-A request's failure (a constraint raising) fails that request only; the batch goes on without it.
+A request's failure (its constraint raising, its stream callback raising) fails that request only; the batch goes
+on without it.
 
 Source: the denoising step follows transformers ``models/diffusion_gemma/generation_diffusion_gemma.py`` (as
-:mod:`model.runtime` does); joining at block boundaries is the iteration-level scheduling of Orca (Yu et al.,
-OSDI 2022) applied to canvases instead of tokens.
+:mod:`model.runtime` does); scheduling per step rather than per batch is Orca's iteration-level scheduling (Yu
+et al., OSDI 2022) applied to denoising steps.
 """
 
 from __future__ import annotations
@@ -150,7 +156,7 @@ class RequestHandle:
         self.future = row.future
 
     def cancel(self) -> None:
-        """Leave the batch at the next canvas boundary (the future then raises :class:`RequestCancelled`)."""
+        """Leave the batch before its next denoising step (the future then raises :class:`RequestCancelled`)."""
         self._row.cancelled.set()
 
 
@@ -203,7 +209,7 @@ class CanvasBatcher:
         seed: int | None = None,
         on_canvas: CanvasCallback | None = None,
     ) -> RequestHandle:
-        """Queue one request; it joins the batch at the next canvas boundary.
+        """Queue one request; it joins the batch at the next denoising step with a fresh canvas.
 
         Args:
             input_ids: prompt token ids (at least one).
