@@ -45,7 +45,10 @@ TOOLS = [
             "description": "Current weather for a city",
             "parameters": {
                 "type": "object",
-                "properties": {"city": {"type": "string"}, "units": {"type": "string", "enum": ["metric", "imperial"]}},
+                "properties": {
+                    "city": {"type": "string"},
+                    "units": {"type": "string", "enum": ["metric", "imperial"]},
+                },
                 "required": ["city"],
             },
         },
@@ -153,7 +156,7 @@ async def level(url: str, bodies: list[dict[str, Any]], concurrency: int) -> dic
         "wall_s": round(wall, 3),
         "requests_per_s": round(len(bodies) / wall, 3),
         "p50_s": round(statistics.median(lat), 3),
-        "p95_s": round(lat[min(len(lat) - 1, int(round(0.95 * (len(lat) - 1))))], 3),
+        "p95_s": round(lat[min(len(lat) - 1, round(0.95 * (len(lat) - 1)))], 3),
         "tool_calls": calls,
         "valid_calls": valid,
     }
@@ -171,10 +174,19 @@ def raw_generate(engine: Any, bodies: list[dict[str, Any]]) -> float:
     pad = engine.chat_model.settings.pad_token_id
     dev = engine.chat_model.model.device
     ids = torch.tensor([[pad] * (width - len(t.input_ids)) + t.input_ids for t in turns], device=dev)
-    attn = torch.tensor([[0] * (width - len(t.input_ids)) + [1] * len(t.input_ids) for t in turns], device=dev)
+    attn = torch.tensor(
+        [[0] * (width - len(t.input_ids)) + [1] * len(t.input_ids) for t in turns], device=dev
+    )
     settings = max((t.settings for t in turns), key=lambda s: s.max_new_tokens)
     t0 = time.perf_counter()
-    generate(engine.chat_model.model, ids, settings, attention_mask=attn, constraints=[t.constraint for t in turns], seed=0)
+    generate(
+        engine.chat_model.model,
+        ids,
+        settings,
+        attention_mask=attn,
+        constraints=[t.constraint for t in turns],
+        seed=0,
+    )
     return time.perf_counter() - t0
 
 
@@ -183,13 +195,15 @@ def main() -> None:
     ap.add_argument("--quick", action="store_true", help="16 requests per level (default 48)")
     ap.add_argument("--json", action="store_true", help="print one JSON object")
     ap.add_argument("--requests", type=int, default=None, help="requests per concurrency level")
-    ap.add_argument("--threads", type=int, default=os.cpu_count() or 1, help="torch threads (default: all cores)")
+    ap.add_argument(
+        "--threads", type=int, default=os.cpu_count() or 1, help="torch threads (default: all cores)"
+    )
     ap.add_argument("--device", default="cpu", help="cpu or cuda")
     args = ap.parse_args()
     import torch
+    from serve_helpers import running_server
 
     from agentkit.serve import load_engine
-    from serve_helpers import running_server
 
     torch.set_num_threads(args.threads)
     n = args.requests or (16 if args.quick else 48)
