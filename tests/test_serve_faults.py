@@ -214,6 +214,8 @@ def test_64_concurrent_requests_all_answer_and_nothing_crosses(server, engine):
         (_chat(tool_choice="required"), 400, ["tool_choice", "required"]),
         (_chat(tools=[WEATHER], tool_choice="sometimes"), 400, ["tool_choice"]),
         (_chat(n=2), 400, ["n=2"]),
+        (_chat(stop=["\n"]), 400, ["stop sequences"]),
+        (_chat(logprobs=True), 400, ["logprobs"]),
         (
             {"model": "gpt-4o", "messages": [{"role": "user", "content": "hi"}]},
             404,
@@ -232,6 +234,8 @@ def test_64_concurrent_requests_all_answer_and_nothing_crosses(server, engine):
         "required-without-tools",
         "bad-tool-choice",
         "n",
+        "stop",
+        "logprobs",
         "unknown-model",
     ],
 )

@@ -173,6 +173,15 @@ class ServeEngine:
             raise ServeError(
                 400, f"n={req.n} is not supported: this server returns one choice (n=1)", param="n"
             )
+        if req.stop:
+            raise ServeError(
+                400,
+                "stop sequences are not supported by this server (a canvas is denoised in parallel; "
+                "limit the length with max_tokens)",
+                param="stop",
+            )
+        if req.logprobs:
+            raise ServeError(400, "logprobs are not supported by this server", param="logprobs")
         tools = [t.model_dump(exclude_none=True) for t in req.tools or []]
         for i, t in enumerate(tools):
             try:

@@ -128,6 +128,8 @@ class ChatCompletionRequest(_Open):
     n: int = 1
     stream: bool = False
     stream_options: StreamOptions | None = None
+    stop: str | list[str] | None = None  # refused when set (not supported): see ServeEngine.prepare
+    logprobs: bool | None = None  # refused when true
 
 
 # ---------------------------------------------------------------------------------------------------------- out
