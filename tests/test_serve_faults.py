@@ -135,6 +135,7 @@ def test_64_concurrent_requests_all_answer_and_nothing_crosses(server, engine):
         data = r.json()
         ids.add(data["id"])
         msg = data["choices"][0]["message"]
+        assert "content" in msg and "logprobs" in data["choices"][0]  # written out, null when empty
         if "tools" in body:
             calls = msg["tool_calls"]
             assert calls and {c["function"]["name"] for c in calls} == {f"tool_{i}"}, (i, calls)

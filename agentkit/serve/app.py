@@ -185,7 +185,11 @@ def create_app(
             result = await _wait(sub, request)
             if result is None:  # the client went away; its row is freed
                 return Response(status_code=499)
-            return JSONResponse(engine.completion(sub, result).model_dump(exclude_none=True))
+            data = engine.completion(sub, result).model_dump(exclude_none=True)
+            for choice in data["choices"]:  # OpenAI writes these out as null rather than leaving them out
+                choice["message"].setdefault("content", None)
+                choice.setdefault("logprobs", None)
+            return JSONResponse(data)
         finally:
             if not streaming:
                 leave()
