@@ -404,7 +404,7 @@ class CanvasBatcher:
         r.step_left = s.max_denoising_steps
         r.steps = 0
         if r.guard is not None:
-            left = -(-r.settings.max_new_tokens // C) * C - r.canvases * C
+            left = r.settings.max_new_tokens - r.canvases * C  # exact: a constrained turn closes within it
             t1 = time.perf_counter()
             r.guard.start_canvas(C, left)
             r.stats.time_constraint_s += time.perf_counter() - t1

@@ -193,8 +193,10 @@ class ChatModel:
             if shortest >= limit:
                 raise ValueError(
                     f"the tool-call grammar found no completion shorter than {limit} tokens for "
-                    f"tool_choice={tool_choice!r}: a string pattern it cannot complete (simplify the pattern, "
-                    "anchor it with ^...$, or let the model answer in prose with tool_choice='auto')"
+                    f"tool_choice={tool_choice!r}: a schema no short value satisfies (a required property "
+                    "whose schema recurses into itself, a length or item bound in the thousands, or a string "
+                    "pattern it cannot complete: simplify it, anchor patterns with ^...$, or let the model "
+                    "answer in prose with tool_choice='auto')"
                 )
             need = shortest + constraint.margin + 1
             if settings.max_new_tokens < need:

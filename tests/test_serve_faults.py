@@ -154,6 +154,27 @@ def test_64_concurrent_requests_all_answer_and_nothing_crosses(server, engine):
     assert alone["choices"][0]["message"]["content"] == r.json()["choices"][0]["message"]["content"]
 
 
+RECURSIVE = {  # a required property whose schema recurses into itself: no call can ever close
+    "type": "function",
+    "function": {
+        "name": "nest",
+        "parameters": {
+            "type": "object",
+            "properties": {"c": {"$ref": "#/$defs/n"}},
+            "required": ["c"],
+            "$defs": {"n": {"type": "object", "properties": {"c": {"$ref": "#/$defs/n"}}, "required": ["c"]}},
+        },
+    },
+}
+
+
+def _deep_tool(depth: int) -> dict:
+    schema: dict = {"type": "string"}
+    for _ in range(depth):
+        schema = {"type": "object", "properties": {"a": schema}}
+    return {"type": "function", "function": {"name": "deep", "parameters": schema}}
+
+
 @pytest.mark.parametrize(
     "body, status, fragments",
     [
@@ -222,6 +243,21 @@ def test_64_concurrent_requests_all_answer_and_nothing_crosses(server, engine):
             404,
             ["gpt-4o", "agentkit-tiny"],
         ),
+        (
+            _chat(tools=[RECURSIVE], tool_choice="auto"),
+            400,
+            ["tools[0]", "no call of this tool fits", "recurses"],
+        ),
+        (_chat(tools=[_deep_tool(300)]), 400, ["tools[0]", "nested too deeply"]),
+        (_chat(max_tokens=2000), 400, ["max_tokens=2000", "lower max_tokens"]),
+        (
+            {
+                "model": MODEL,
+                "messages": [{"role": "user", "content": [{"type": "image_url", "image_url": {"url": "x"}}]}],
+            },
+            400,
+            ["messages[0].content[0]", "'image_url'", "not supported"],
+        ),
     ],
     ids=[
         "malformed-json",
@@ -238,6 +274,10 @@ def test_64_concurrent_requests_all_answer_and_nothing_crosses(server, engine):
         "stop",
         "logprobs",
         "unknown-model",
+        "recursive-required-ref",
+        "deep-schema",
+        "max-tokens-over-context",
+        "image-part",
     ],
 )
 def test_errors_have_their_status_and_name_the_problem(server, body, status, fragments):
@@ -253,6 +293,40 @@ def test_errors_have_their_status_and_name_the_problem(server, body, status, fra
         assert f in err["message"], (f, err["message"])
 
 
+def test_error_params_name_the_field_as_written(server):
+    url, _ = server
+    cases = [
+        (_chat(messages="hi"), "messages"),
+        (_chat(tools=[WEATHER], tool_choice="sometimes"), "tool_choice"),
+        ({"model": MODEL, "messages": [{"role": "user", "content": 5}]}, "messages[0].content"),
+        (_chat(max_tokens=2000), "max_tokens"),
+    ]
+    for body, param in cases:
+        r = httpx.post(url + "/v1/chat/completions", json=body)
+        assert (r.status_code, r.json()["error"]["param"]) == (400, param), r.text
+    r = httpx.post(
+        url + "/v1/chat/completions", content='{"model": 1,,}', headers={"content-type": "application/json"}
+    )
+    assert "at character" in r.json()["error"]["message"]
+
+
+def test_temperature_extremes_and_max_tokens_as_a_cap(server):
+    url, _ = server
+    for t in (0, 0.001, 2):
+        body = _chat(
+            q="What is the weather in Oslo?", tools=[WEATHER], tool_choice="required", temperature=t, seed=1
+        )
+        r = httpx.post(url + "/v1/chat/completions", json=body, timeout=120)
+        assert r.status_code == 200, (t, r.text)
+        call = r.json()["choices"][0]["message"]["tool_calls"][0]
+        jsonschema.validate(json.loads(call["function"]["arguments"]), WEATHER["function"]["parameters"])
+    for n in (5, 70):  # the prose grammar closes inside the budget, also mid-canvas
+        r = httpx.post(
+            url + "/v1/chat/completions", json=_chat(q="Tell me a long story", max_tokens=n, seed=2)
+        )
+        assert r.status_code == 200 and r.json()["usage"]["completion_tokens"] <= n, (n, r.json()["usage"])
+
+
 def test_prompt_too_long_has_its_code(server):
     url, _ = server
     r = httpx.post(url + "/v1/chat/completions", json=_chat(q="word " * 3000))
@@ -262,7 +336,8 @@ def test_prompt_too_long_has_its_code(server):
 def test_body_cap_unknown_route_and_draining(server):
     url, app = server
     r = httpx.post(url + "/v1/chat/completions", json=_chat(q="x" * 70_000))
-    assert r.status_code == 413
+    assert r.status_code == 413 and "over this server's cap" in r.json()["error"]["message"]
+    assert httpx.get(url + "/openapi.json").status_code == 404
     r = httpx.get(url + "/v1/nothing")
     assert r.status_code == 404 and "error" in r.json()
     app.state.draining = True
@@ -309,6 +384,11 @@ def test_binding_beyond_loopback_needs_a_key(monkeypatch):
         timeout=60,
     )
     assert r.returncode == 2 and "API key" in r.stderr and "Traceback" not in r.stderr
+    for flags, words in ((["--log-level", "loud"], "--log-level"), (["--device", "tpu"], "--device tpu")):
+        r = subprocess.run(
+            [sys.executable, "-m", "agentkit", "serve", *flags], capture_output=True, text=True, timeout=120
+        )
+        assert r.returncode == 2 and words in r.stderr and "Traceback" not in r.stderr, r.stderr
 
 
 def test_sigterm_finishes_in_flight_requests_and_refuses_new_ones(engine):

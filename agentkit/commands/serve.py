@@ -29,11 +29,22 @@ def serve_command(
     threads: int | None = typer.Option(None, min=1, help="torch threads."),
     device: str = typer.Option("cpu", help="cpu or cuda."),
     dtype: str = typer.Option("float32", help="float32, bfloat16 or float16."),
-    log_level: str = typer.Option("info", help="uvicorn log level."),
+    log_level: str = typer.Option(
+        "info",
+        help="uvicorn log level: critical, error, warning, info, debug or trace.",
+        case_sensitive=False,
+    ),
 ) -> None:
     """Serve a checkpoint behind OpenAI's /v1/chat/completions: tool calls constrained during denoising (they
     always parse and validate), requests batched together, streaming as server-sent events."""
     from agentkit.serve.app import resolve_api_key, run_server
+
+    levels = ("critical", "error", "warning", "info", "debug", "trace")
+    if log_level.lower() not in levels:
+        typer.secho(
+            f"error: --log-level must be one of {', '.join(levels)}, got {log_level!r}", err=True, fg="red"
+        )
+        raise typer.Exit(2)
 
     try:
         key = resolve_api_key(host, api_key)
@@ -54,6 +65,12 @@ def serve_command(
     except CheckpointError as exc:
         typer.secho(f"error: {exc}", err=True, fg="red")
         raise typer.Exit(2) from None
+    except (RuntimeError, ValueError, TypeError) as exc:  # a device or dtype torch does not know
+        first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+        typer.secho(
+            f"error: cannot load the model on --device {device} --dtype {dtype}: {first}", err=True, fg="red"
+        )
+        raise typer.Exit(2) from None
 
     def ready(bound: int) -> None:
         typer.echo(
@@ -69,7 +86,7 @@ def serve_command(
             port=port,
             api_key=key,
             max_body_bytes=int(max_body_mb * 1024 * 1024),
-            log_level=log_level,
+            log_level=log_level.lower(),
             on_ready=ready,
         )
     except OSError as exc:  # port taken, address not available

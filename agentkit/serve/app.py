@@ -42,19 +42,49 @@ DEFAULT_MAX_BODY_BYTES = 4 * 1024 * 1024
 API_KEY_ENV = "AGENTKIT_API_KEY"
 
 
+_BRANCHES = {"str", "int", "float", "bool", "list", "dict", "none"}
+_ROLES = {"system", "developer", "user", "assistant", "tool"}
+
+
+def _param(loc: tuple[Any, ...]) -> str:
+    """A pydantic error location as the request's path (``messages[0].content``), union branch names left out."""
+    out = ""
+    after_index = False
+    for x in loc:
+        if x == "body":
+            continue
+        if isinstance(x, int):
+            out += f"[{x}]"
+            after_index = True
+            continue
+        name = str(x)
+        skip = (
+            (after_index and name in _ROLES)  # the discriminator's branch (messages[0].user)
+            or not name.isidentifier()  # list[TextPart], literal['auto', ...], function-after[...]
+            or name in _BRANCHES
+            or name[:1].isupper()  # a model class name: NamedToolChoice
+        )
+        after_index = False
+        if not skip:
+            out += ("." if out else "") + name
+    return out
+
+
 def _validation_message(exc: RequestValidationError) -> tuple[str, str | None]:
     parts = []
     param = None
     for err in exc.errors():
-        loc = [str(x) for x in err.get("loc", ()) if x != "body"]
-        where = ".".join(loc)
+        loc = tuple(err.get("loc", ()))
         if err.get("type") == "json_invalid":
             ctx = err.get("ctx") or {}
-            return f"malformed JSON in the request body: {ctx.get('error', err.get('msg'))}", None
-        if param is None and loc:
+            at = next((f" at character {x}" for x in loc if isinstance(x, int)), "")
+            return f"malformed JSON in the request body{at}: {ctx.get('error', err.get('msg'))}", None
+        where = _param(loc)
+        if param is None and where:
             param = where
         parts.append(f"{where or 'body'}: {err.get('msg')}")
-    return "invalid request: " + "; ".join(parts[:5]) + (" ..." if len(parts) > 5 else ""), param
+    unique = list(dict.fromkeys(parts))
+    return "invalid request: " + "; ".join(unique[:5]) + (" ..." if len(unique) > 5 else ""), param
 
 
 class _Gate:
@@ -63,10 +93,11 @@ class _Gate:
     A plain ASGI middleware (not ``BaseHTTPMiddleware``), so a handler still sees the client disconnect.
     """
 
-    def __init__(self, app: Any, state: Any, api_key: str | None) -> None:
+    def __init__(self, app: Any, state: Any, api_key: str | None, max_body_bytes: int | None = None) -> None:
         self.app = app
         self.state = state
         self.api_key = api_key
+        self.max_body_bytes = max_body_bytes
 
     async def __call__(self, scope: Any, receive: Any, send: Any) -> None:
         if scope["type"] == "http" and scope["path"].startswith("/v1/"):
@@ -82,21 +113,28 @@ class _Gate:
                 503, "the server is shutting down; retry on another replica", type="server_error"
             )
             return JSONResponse(err.body(), status_code=503, headers={"Retry-After": "1"})
-        if self.api_key is None:
-            return None
-        auth = request.headers.get("authorization", "")
-        scheme, _, given = auth.partition(" ")
-        if not auth:
+        if self.api_key is not None:
+            auth = request.headers.get("authorization", "")
+            scheme, _, given = auth.partition(" ")
+            if not auth:
+                err = ServeError(
+                    401, "missing API key: send 'Authorization: Bearer <key>'", code="invalid_api_key"
+                )
+                return JSONResponse(err.body(), status_code=401)
+            if scheme.lower() != "bearer" or not hmac.compare_digest(
+                given.strip().encode(), self.api_key.encode()
+            ):
+                err = ServeError(401, "invalid API key", code="invalid_api_key")
+                return JSONResponse(err.body(), status_code=401)
+        declared = request.headers.get("content-length", "")
+        if self.max_body_bytes is not None and declared.isdigit() and int(declared) > self.max_body_bytes:
+            # a declared size over the cap (chunked bodies are cut by FastAPI's own body limit)
             err = ServeError(
-                401, "missing API key: send 'Authorization: Bearer <key>'", code="invalid_api_key"
+                413,
+                f"request body of {int(declared):,} bytes is over this server's cap of {self.max_body_bytes:,}",
+                code="request_too_large",
             )
-            return JSONResponse(err.body(), status_code=401)
-        if scheme.lower() != "bearer" or not hmac.compare_digest(
-            given.strip().encode(), self.api_key.encode()
-        ):
-            return JSONResponse(
-                ServeError(401, "invalid API key", code="invalid_api_key").body(), status_code=401
-            )
+            return JSONResponse(err.body(), status_code=413)
         return None
 
 
@@ -123,7 +161,9 @@ def create_app(
         A ``FastAPI`` app. ``app.state.draining`` (set by :func:`run_server` on SIGTERM) makes ``/v1/*`` answer
         503; ``app.state.inflight`` counts requests being answered.
     """
-    app = FastAPI(title="agentkit serve", max_body_size=max_body_bytes, docs_url=None, redoc_url=None)
+    # The body cap: a declared Content-Length is checked by _Gate; a chunked body is cut by the route's own
+    # FastAPI limit (inside the exception handlers, so both answer in OpenAI's error shape).
+    app = FastAPI(title="agentkit serve", docs_url=None, redoc_url=None, openapi_url=None)
     app.state.engine = engine
     app.state.draining = False
     app.state.inflight = 0
@@ -157,7 +197,7 @@ def create_app(
         err = ServeError(500, f"internal error: {type(exc).__name__}: {exc}", type="server_error")
         return JSONResponse(err.body(), status_code=500)
 
-    app.add_middleware(_Gate, state=app.state, api_key=api_key)
+    app.add_middleware(_Gate, state=app.state, api_key=api_key, max_body_bytes=max_body_bytes)
 
     @app.get("/health")
     async def health() -> JSONResponse:
@@ -169,7 +209,7 @@ def create_app(
     async def models() -> S.ModelList:
         return S.ModelList(data=[S.ModelCard(id=engine.model_id, created=engine.created)])
 
-    @app.post("/v1/chat/completions", response_model=None)
+    @app.post("/v1/chat/completions", response_model=None, max_body_size=max_body_bytes)
     async def chat_completions(req: S.ChatCompletionRequest, request: Request) -> Any:
         enter()
         streaming = False
@@ -335,7 +375,8 @@ def run_server(
     """Serve ``engine`` with uvicorn until SIGINT/SIGTERM.
 
     On the first SIGTERM/SIGINT the server drains: ``/v1/*`` answers 503, requests in flight (streams included)
-    finish, for at most ``drain_timeout_s`` seconds; then uvicorn stops. A second signal stops at once.
+    finish, for at most ``drain_timeout_s`` seconds; requests still unfinished then get a 503 error (a stream, an
+    error event and ``[DONE]``); then uvicorn stops. A second signal stops at once.
 
     Args:
         host, port: where to listen (``port=0``: an ephemeral port, reported to ``on_ready``).
@@ -366,6 +407,13 @@ def run_server(
             deadline = time.monotonic() + drain_timeout_s
             while (app.state.inflight > 0 or engine.load > 0) and time.monotonic() < deadline:
                 time.sleep(0.05)
+            if (
+                engine.load > 0
+            ):  # out of time: unfinished requests end with a 503 error (streams: an error event)
+                engine.close(wait=False)
+                end = time.monotonic() + 5
+                while app.state.inflight > 0 and time.monotonic() < end:
+                    time.sleep(0.05)
             self.should_exit = True
 
         async def startup(self, sockets: Any = None) -> None:

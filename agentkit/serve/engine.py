@@ -7,8 +7,8 @@ into OpenAI's response shapes. Every problem with a request is a :class:`ServeEr
 and OpenAI's error ``type``/``param``/``code``.
 
 Temperature: OpenAI's ``temperature`` ``T`` (0-2, default 1) scales the checkpoint's linear denoising
-schedule: ``t_max * T`` falling to ``t_min * T`` (each at least 0.01), so ``T = 1`` is the checkpoint's own
-schedule and ``T = 0`` is near-greedy.
+schedule: ``t_max * T`` falling to ``t_min * T`` (``t_min`` at least 0.01, ``t_max`` at least twice ``t_min``), so
+``T = 1`` is the checkpoint's own schedule and ``T = 0`` is near-greedy (0.02 falling to 0.01).
 """
 
 from __future__ import annotations
@@ -21,7 +21,7 @@ from typing import Any, Literal
 
 from agentkit.serve import schemas as S
 
-#: The lowest temperature of a denoising step (``temperature = 0`` maps here).
+#: The lowest temperature of a denoising step (``temperature = 0`` ends here, starting from twice this).
 MIN_STEP_TEMPERATURE = 0.01
 
 
@@ -50,12 +50,26 @@ class ServeError(Exception):
         return S.ErrorResponse(error=err).model_dump()
 
 
-def _text(content: Any) -> str:
+def _text(content: Any, where: str = "content") -> str:
+    """The text of a message's content (a string or text parts).
+
+    Raises:
+        ServeError: (400) a part that is not text, or a text part without ``text``; ``where`` names the message.
+    """
     if content is None:
         return ""
     if isinstance(content, str):
         return content
-    return "".join(p.text for p in content)
+    for j, p in enumerate(content):
+        if p.type != "text":
+            raise ServeError(
+                400,
+                f"{where}[{j}]: content parts of type {p.type!r} are not supported by this server (text only)",
+                param=f"{where}[{j}].type",
+            )
+        if p.text is None:
+            raise ServeError(400, f"{where}[{j}]: a text part needs 'text'", param=f"{where}[{j}].text")
+    return "".join(p.text or "" for p in content)
 
 
 def to_template_messages(messages: list[Any]) -> list[dict[str, Any]]:
@@ -75,11 +89,11 @@ def to_template_messages(messages: list[Any]) -> list[dict[str, Any]]:
     names: dict[str, str] = {}
     for i, m in enumerate(messages):
         if isinstance(m, S.SystemMessage):
-            out.append({"role": "system", "content": _text(m.content)})
+            out.append({"role": "system", "content": _text(m.content, f"messages[{i}].content")})
         elif isinstance(m, S.UserMessage):
-            out.append({"role": "user", "content": _text(m.content)})
+            out.append({"role": "user", "content": _text(m.content, f"messages[{i}].content")})
         elif isinstance(m, S.AssistantMessage):
-            am: dict[str, Any] = {"role": "assistant", "content": _text(m.content)}
+            am: dict[str, Any] = {"role": "assistant", "content": _text(m.content, f"messages[{i}].content")}
             if m.tool_calls:
                 calls = []
                 for j, tc in enumerate(m.tool_calls):
@@ -110,7 +124,12 @@ def to_template_messages(messages: list[Any]) -> list[dict[str, Any]]:
                     param=f"messages[{i}].tool_call_id",
                 )
             out.append(
-                {"role": "tool", "tool_call_id": m.tool_call_id, "name": name, "content": _text(m.content)}
+                {
+                    "role": "tool",
+                    "tool_call_id": m.tool_call_id,
+                    "name": name,
+                    "content": _text(m.content, f"messages[{i}].content"),
+                }
             )
     return EmbeddedBackend.to_template_messages(out)
 
@@ -174,6 +193,42 @@ class ServeEngine:
                 code="model_not_found",
             )
 
+    def _check_tool(self, i: int, tool: dict[str, Any]) -> None:
+        """Raises :class:`ServeError` (400) unless ``tools[i]``'s schema compiles and a call of it can finish.
+
+        The tool alone, forced (``tool_choice`` named), must have a completion within 4,096 tokens: a required
+        property whose schema recurses into itself has none, and the model could start such a call but never
+        close it.
+        """
+        from model.constraints.schema import SchemaError
+
+        name = tool["function"]["name"]
+        param = f"tools[{i}].function.parameters"
+        try:
+            constraint = self.chat_model.make_constraint([tool], {"name": name})
+            shortest = constraint.min_completion_tokens(4096)
+        except SchemaError as exc:
+            raise ServeError(
+                400, f"tools[{i}] ({name}): unsupported schema: {exc}", param=param, code="unsupported_schema"
+            ) from None
+        except RecursionError:
+            raise ServeError(
+                400,
+                f"tools[{i}] ({name}): the schema is nested too deeply",
+                param=param,
+                code="unsupported_schema",
+            ) from None
+        except ValueError as exc:
+            raise ServeError(400, f"tools[{i}] ({name}): {exc}", param=f"tools[{i}]") from None
+        if shortest >= 4096:
+            raise ServeError(
+                400,
+                f"tools[{i}] ({name}): no call of this tool fits in 4096 tokens (a required property whose "
+                "schema recurses into itself, or a length or item bound in the thousands)",
+                param=param,
+                code="unsupported_schema",
+            )
+
     def prepare(self, req: S.ChatCompletionRequest) -> Any:
         """Validate ``req`` against the checkpoint and build its prepared turn (runs grammar compilation).
 
@@ -185,7 +240,6 @@ class ServeEngine:
                 pointer named, ``param`` the tool), ``response_format`` problems, a prompt longer than the
                 context (``code="context_length_exceeded"``).
         """
-        from model.constraints.grammar import tool_call_grammar
         from model.constraints.schema import SchemaError
         from model.limits import PromptTooLong
 
@@ -204,17 +258,7 @@ class ServeEngine:
             raise ServeError(400, "logprobs are not supported by this server", param="logprobs")
         tools = [t.model_dump(exclude_none=True) for t in req.tools or []]
         for i, t in enumerate(tools):
-            try:
-                tool_call_grammar([t], "auto")
-            except SchemaError as exc:
-                raise ServeError(
-                    400,
-                    f"tools[{i}] ({t['function']['name']}): unsupported schema: {exc}",
-                    param=f"tools[{i}].function.parameters",
-                    code="unsupported_schema",
-                ) from None
-            except ValueError as exc:
-                raise ServeError(400, f"tools[{i}]: {exc}", param=f"tools[{i}]") from None
+            self._check_tool(i, t)
         choice: Any = req.tool_choice or "auto"
         if isinstance(choice, S.NamedToolChoice):
             name = choice.function.name
@@ -249,10 +293,8 @@ class ServeEngine:
         temperature = None
         if req.temperature is not None:
             s = self.chat_model.settings
-            temperature = (
-                max(s.t_max * req.temperature, MIN_STEP_TEMPERATURE),
-                max(s.t_min * req.temperature, MIN_STEP_TEMPERATURE),
-            )
+            t_min = max(s.t_min * req.temperature, MIN_STEP_TEMPERATURE)
+            temperature = (max(s.t_max * req.temperature, 2 * t_min), t_min)
         messages = to_template_messages(req.messages)
         try:
             turn = self.chat_model.prepare(
@@ -264,6 +306,17 @@ class ServeEngine:
                 response_format=response_format,
             )
         except PromptTooLong as exc:
+            if (
+                max_tokens is not None
+                and exc.prompt_tokens < exc.max_positions - self.chat_model.settings.canvas_length
+            ):
+                raise ServeError(  # the prompt would fit with a smaller budget: the culprit is max_tokens
+                    400,
+                    f"max_tokens={max_tokens} does not fit with this prompt: {exc} (the budget counts whole "
+                    f"canvases of {self.chat_model.settings.canvas_length} tokens); lower max_tokens",
+                    param="max_tokens",
+                    code="context_length_exceeded",
+                ) from None
             raise ServeError(400, str(exc), param="messages", code="context_length_exceeded") from None
         except SchemaError as exc:
             raise ServeError(

@@ -17,10 +17,11 @@ class _Open(BaseModel):
 
 
 class TextPart(_Open):
-    """A text content part (``{"type": "text", "text": ...}``)."""
+    """A content part. Only ``{"type": "text", "text": ...}`` is supported; other types (``image_url``,
+    ``input_audio``, ...) are read so the server can refuse them by name (400), not with a validation dump."""
 
-    type: Literal["text"]
-    text: str
+    type: str
+    text: str | None = None
 
 
 Content = str | list[TextPart] | None

@@ -139,8 +139,15 @@ class GrammarConstraint:
         self._prev_logits: torch.Tensor | None = None
 
     def min_completion_tokens(self, limit: int = 4096) -> int:
-        """Length in tokens of the greedy shortest completion from the current state (``limit`` if longer)."""
-        return len(shortest_completion(self.matcher, self.tokenizer, limit))
+        """Length in tokens of the greedy shortest completion from the current state; ``limit`` when it is
+        longer or when none was found (a grammar with no finite completion from here, e.g. a required property
+        whose schema recurses into itself)."""
+        toks = shortest_completion(self.matcher, self.tokenizer, limit)
+        if len(toks) < limit:
+            probe = self.matcher.deep_copy()
+            if probe.try_consume_tokens(toks) != len(toks) or not (probe.is_accepting() or probe.is_stopped()):
+                return limit
+        return len(toks)
 
     # -- state ------------------------------------------------------------------------------------------
     @property
