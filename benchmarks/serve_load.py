@@ -14,7 +14,7 @@ and lookup tools; ``tool_choice`` auto, required or named), one in four is plain
 
 Usage::
 
-    .venv/bin/python benchmarks/serve_load.py [--quick] [--json] [--requests N] [--threads T] [--workers W]
+    .venv/bin/python benchmarks/serve_load.py [--quick] [--json] [--requests N] [--threads T]
 
 Targets (issue #15): requests/s at 16 >= 2x at 1 on 2 CPU cores; p95 at 16 <= 3x p50 at 1; parse-and-validate
 100%; server cost <= 10%.
@@ -199,7 +199,6 @@ def main() -> None:
         "--threads", type=int, default=os.cpu_count() or 1, help="torch threads (default: all cores)"
     )
     ap.add_argument("--device", default="cpu", help="cpu or cuda")
-    ap.add_argument("--workers", type=int, default=1, help="server denoising loops (ServeEngine workers)")
     args = ap.parse_args()
     import torch
     from serve_helpers import running_server
@@ -208,7 +207,7 @@ def main() -> None:
 
     torch.set_num_threads(args.threads)
     n = args.requests or (16 if args.quick else 48)
-    engine = load_engine(None, max_batch=16, workers=args.workers, device=args.device)
+    engine = load_engine(None, max_batch=16, device=args.device)
     canvas = int(engine.chat_model.model.config.canvas_length)
     bodies = workload(n, max_tokens=canvas)
     levels = []
@@ -230,7 +229,6 @@ def main() -> None:
         "checkpoint": "agentkit-tiny",
         "threads": args.threads,
         "device": args.device,
-        "workers": args.workers,
         "cpus": os.cpu_count(),
         "levels": levels,
         "server_16_wall_s": server16,

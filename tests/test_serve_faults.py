@@ -52,9 +52,9 @@ def _chat(**kw):
 
 def _wait_idle(engine, timeout=30.0):
     deadline = time.monotonic() + timeout
-    while engine.load and time.monotonic() < deadline:
+    while engine.batcher.load and time.monotonic() < deadline:
         time.sleep(0.02)
-    return engine.load
+    return engine.batcher.load
 
 
 def test_a_client_that_disconnects_frees_its_row_and_others_finish(server, engine):
@@ -73,7 +73,7 @@ def test_a_client_that_disconnects_frees_its_row_and_others_finish(server, engin
         t.start()
         lines = resp.iter_lines()
         got = [next(lines) for _ in range(3)]  # the role chunk and the first canvas: generation is under way
-        assert engine.load >= 1 and got[0].startswith("data: ")
+        assert engine.batcher.load >= 1 and got[0].startswith("data: ")
     # the stream is closed mid-generation: its row leaves at the next canvas boundary
     assert _wait_idle(engine) == 0
     t.join(60)
@@ -147,7 +147,7 @@ def test_64_concurrent_requests_all_answer_and_nothing_crosses(server, engine):
         else:
             assert msg.get("tool_calls") is None and isinstance(msg["content"], str)
     assert len(ids) == 64
-    assert engine.max_rows_seen > 1  # they shared batches
+    assert engine.batcher.max_rows_seen > 1  # they shared batches
     # nothing crossed: a plain request answers alone exactly as it did among 63 others (same seed)
     i, body, r = out[3]
     alone = httpx.post(url + "/v1/chat/completions", json=body, timeout=60).json()
@@ -443,27 +443,3 @@ def test_sigterm_finishes_in_flight_requests_and_refuses_new_ones(engine):
         if proc.poll() is None:
             proc.kill()
             proc.wait()
-
-
-def test_two_workers_share_the_weights_and_answer_like_one(engine):
-    from agentkit.serve.engine import ServeEngine
-    from agentkit.serve.schemas import ChatCompletionRequest
-
-    two = ServeEngine(engine.chat_model, MODEL, max_batch=4, workers=2)
-    try:
-        bodies = [
-            _chat(q=q, seed=i) for i, q in enumerate(["Hello there", "Hi!", "Who are you?", "Good morning"])
-        ]
-        subs = [
-            two.submit(two.prepare(ChatCompletionRequest.model_validate(b))[0], b["seed"]) for b in bodies
-        ]
-        got = [two.completion(s, s.handle.future.result(timeout=120)) for s in subs]
-        assert all(b.max_rows_seen > 0 for b in two.batchers)  # least loaded first: both workers took rows
-    finally:
-        two.close()
-    for b, r in zip(bodies, got, strict=True):
-        s = engine.submit(engine.prepare(ChatCompletionRequest.model_validate(b))[0], b["seed"])
-        want = engine.completion(s, s.handle.future.result(timeout=120))
-        assert r.choices[0].message.content == want.choices[0].message.content
-    with pytest.raises(ValueError, match="workers"):
-        ServeEngine(engine.chat_model, MODEL, workers=0)

@@ -11,14 +11,7 @@ def serve_command(
     ),
     host: str = typer.Option("127.0.0.1", help="Address to bind; any other than loopback needs an API key."),
     port: int = typer.Option(8000, min=0, max=65535, help="Port (0: an ephemeral one, printed at start)."),
-    max_batch: int = typer.Option(
-        16, min=1, help="At most this many requests denoise together (per worker)."
-    ),
-    workers: int = typer.Option(
-        1,
-        min=1,
-        help="Denoising loops, each with its own batch on its own thread (CPU with few cores: 2 with --threads 1).",
-    ),
+    max_batch: int = typer.Option(16, min=1, help="At most this many requests denoise together."),
     api_key: str | None = typer.Option(
         None, "--api-key", help="Require 'Authorization: Bearer KEY' (default: $AGENTKIT_API_KEY)."
     ),
@@ -59,9 +52,7 @@ def serve_command(
     if threads:
         torch.set_num_threads(threads)
     try:
-        engine = load_engine(
-            model, model_id=model_name, max_batch=max_batch, workers=workers, dtype=dtype, device=device
-        )
+        engine = load_engine(model, model_id=model_name, max_batch=max_batch, dtype=dtype, device=device)
     except CheckpointError as exc:
         typer.secho(f"error: {exc}", err=True, fg="red")
         raise typer.Exit(2) from None
@@ -75,7 +66,7 @@ def serve_command(
     def ready(bound: int) -> None:
         typer.echo(
             f"agentkit serve: model {engine.model_id!r} on http://{host}:{bound}/v1 "
-            f"(max batch {max_batch}, {workers} worker(s), {'API key required' if key else 'no API key'})",
+            f"(max batch {max_batch}, {'API key required' if key else 'no API key'})",
             err=True,
         )
 

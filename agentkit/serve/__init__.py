@@ -30,22 +30,20 @@ def load_engine(
     *,
     model_id: str | None = None,
     max_batch: int = 16,
-    workers: int = 1,
     dtype: str = "float32",
     device: str = "cpu",
 ) -> Any:
-    """Load ``model`` (``None``: the embedded default) and start its batcher(s) (``workers``: see
-    :class:`~agentkit.serve.engine.ServeEngine`).
+    """Load ``model`` (``None``: the embedded default) and start its batcher.
 
     Returns:
         :class:`agentkit.serve.engine.ServeEngine`.
 
     Raises:
         model.loading.CheckpointError: the checkpoint is missing or unreadable (the message names it).
-        ValueError: ``max_batch`` or ``workers`` below 1.
+        ValueError: ``max_batch`` below 1.
     """
     from agentkit.serve.engine import ServeEngine
     from model.chat import ChatModel
 
     cm = ChatModel.load(model, dtype=dtype, device=device)
-    return ServeEngine(cm, model_id or model_id_for(model), max_batch=max_batch, workers=workers)
+    return ServeEngine(cm, model_id or model_id_for(model), max_batch=max_batch)

@@ -202,7 +202,7 @@ def create_app(
     @app.get("/health")
     async def health() -> JSONResponse:
         status = "draining" if app.state.draining else "ok"
-        body = {"status": status, "model": engine.model_id, "load": engine.load}
+        body = {"status": status, "model": engine.model_id, "load": engine.batcher.load}
         return JSONResponse(body, status_code=503 if app.state.draining else 200)
 
     @app.get("/v1/models")
@@ -405,7 +405,7 @@ def run_server(
 
         def _drain(self) -> None:
             deadline = time.monotonic() + drain_timeout_s
-            while (app.state.inflight > 0 or engine.load > 0) and time.monotonic() < deadline:
+            while (app.state.inflight > 0 or engine.batcher.load > 0) and time.monotonic() < deadline:
                 time.sleep(0.05)
             if (
                 engine.load > 0

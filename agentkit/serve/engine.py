@@ -151,36 +151,16 @@ class ServeEngine:
     Args:
         chat_model: a loaded :class:`model.chat.ChatModel`.
         model_id: the id clients put in ``model`` (``GET /v1/models`` lists it).
-        max_batch: at most this many requests denoise together (per worker).
-        workers: denoising loops sharing the weights, each on its own thread with its own batch; a request goes
-            to the least loaded. One is right for a GPU; on a CPU with few cores, two workers with one torch
-            thread each keep both cores busy with a batch each (``docs/SERVING.md``).
-
-    Raises:
-        ValueError: ``max_batch`` or ``workers`` below 1.
+        max_batch: at most this many requests denoise together.
     """
 
-    def __init__(self, chat_model: Any, model_id: str, max_batch: int = 16, workers: int = 1) -> None:
+    def __init__(self, chat_model: Any, model_id: str, max_batch: int = 16) -> None:
         from model.batching import CanvasBatcher
 
-        if workers < 1:
-            raise ValueError(f"workers must be at least 1, got {workers}")
         self.chat_model = chat_model
         self.model_id = model_id
         self.created = int(time.time())
-        self.batchers = [
-            CanvasBatcher(chat_model.model, chat_model.settings, max_batch=max_batch) for _ in range(workers)
-        ]
-
-    @property
-    def load(self) -> int:
-        """Requests admitted or waiting, over all workers."""
-        return sum(b.load for b in self.batchers)
-
-    @property
-    def max_rows_seen(self) -> int:
-        """The largest batch any worker has denoised."""
-        return max(b.max_rows_seen for b in self.batchers)
+        self.batcher = CanvasBatcher(chat_model.model, chat_model.settings, max_batch=max_batch)
 
     # ------------------------------------------------------------------------------------------------------
     def check_model(self, name: str) -> None:
@@ -338,8 +318,7 @@ class ServeEngine:
         from model.batching import BatcherClosed
 
         try:
-            batcher = min(self.batchers, key=lambda b: b.load)
-            handle = batcher.submit(turn.input_ids, turn.settings, turn.constraint, seed, on_canvas)
+            handle = self.batcher.submit(turn.input_ids, turn.settings, turn.constraint, seed, on_canvas)
         except BatcherClosed as exc:
             raise ServeError(503, f"the server is shutting down: {exc}", type="server_error") from None
         return Submission(
@@ -388,9 +367,8 @@ class ServeEngine:
         )
 
     def close(self, wait: bool = True, timeout: float | None = None) -> None:
-        """Stop the workers' batchers (see :meth:`model.batching.CanvasBatcher.close`)."""
-        for b in self.batchers:
-            b.close(wait=wait, timeout=timeout)
+        """Stop the batcher (see :meth:`model.batching.CanvasBatcher.close`)."""
+        self.batcher.close(wait=wait, timeout=timeout)
 
 
 def usage(prompt: int, completion: int) -> S.Usage:
