@@ -462,7 +462,9 @@ def generate(
             cache=cache,
             decoder_attention_mask=dec_attn,
         )
-        tokens_left = settings.max_new_tokens - canvas_index * canvas_len  # the budget is exact for constraints
+        tokens_left = (
+            settings.max_new_tokens - canvas_index * canvas_len
+        )  # the budget is exact for constraints
         t0 = time.perf_counter()
         for r, c in enumerate(cons):
             if c is not None and not bool(finished_seq[r]):

@@ -408,8 +408,8 @@ def run_server(
             while (app.state.inflight > 0 or engine.batcher.load > 0) and time.monotonic() < deadline:
                 time.sleep(0.05)
             if (
-                engine.load > 0
-            ):  # out of time: unfinished requests end with a 503 error (streams: an error event)
+                engine.batcher.load > 0
+            ):  # out of time: unfinished requests get a 503 (a stream: an error event)
                 engine.close(wait=False)
                 end = time.monotonic() + 5
                 while app.state.inflight > 0 and time.monotonic() < end:

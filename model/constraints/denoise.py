@@ -145,7 +145,9 @@ class GrammarConstraint:
         toks = shortest_completion(self.matcher, self.tokenizer, limit)
         if len(toks) < limit:
             probe = self.matcher.deep_copy()
-            if probe.try_consume_tokens(toks) != len(toks) or not (probe.is_accepting() or probe.is_stopped()):
+            if probe.try_consume_tokens(toks) != len(toks) or not (
+                probe.is_accepting() or probe.is_stopped()
+            ):
                 return limit
         return len(toks)
 
