@@ -443,3 +443,52 @@ def test_sigterm_finishes_in_flight_requests_and_refuses_new_ones(engine):
         if proc.poll() is None:
             proc.kill()
             proc.wait()
+
+
+def test_a_request_still_running_when_the_drain_times_out_ends_with_a_503_event():
+    if not (CHECKPOINT / "config.json").is_file():
+        pytest.skip("embedded default checkpoint missing")
+    proc = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "agentkit",
+            "serve",
+            "--port",
+            "0",
+            "--threads",
+            "1",
+            "--log-level",
+            "warning",
+            "--drain-timeout",
+            "0.5",
+        ],
+        cwd=ROOT,
+        stderr=subprocess.PIPE,
+        text=True,
+        env={**os.environ, "PYTHONUNBUFFERED": "1"},
+    )
+    try:
+        line = ""
+        deadline = time.monotonic() + 120
+        while "http://" not in line and time.monotonic() < deadline:
+            line = proc.stderr.readline()
+        url = line.split(" on ", 1)[1].split()[0].removesuffix("/v1")
+        long = _chat(q="Write a long story", response_format=LONG, max_tokens=1800, seed=1, stream=True)
+        with (
+            httpx.Client(timeout=120) as c,
+            c.stream("POST", url + "/v1/chat/completions", json=long) as resp,
+        ):
+            lines = resp.iter_lines()
+            first = next(lines)
+            proc.send_signal(signal.SIGTERM)
+            rest = list(lines)
+        data = [e[len("data: ") :] for e in [first, *rest] if e.startswith("data: ")]
+        assert data[-1] == "[DONE]"
+        err = json.loads(data[-2])["error"]
+        assert "shut down" in err["message"] and err["type"] == "server_error"
+        assert proc.wait(timeout=60) == 0
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()

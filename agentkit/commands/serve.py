@@ -19,6 +19,11 @@ def serve_command(
         None, "--model-name", help="The id clients send as 'model' (default: the checkpoint folder's name)."
     ),
     max_body_mb: float = typer.Option(4.0, min=0.001, help="Largest request body, MiB (413 above)."),
+    drain_timeout: float = typer.Option(
+        120.0,
+        min=0.0,
+        help="On SIGTERM, seconds in-flight requests get to finish before they are ended with 503.",
+    ),
     threads: int | None = typer.Option(None, min=1, help="torch threads."),
     device: str = typer.Option("cpu", help="cpu or cuda."),
     dtype: str = typer.Option("float32", help="float32, bfloat16 or float16."),
@@ -77,6 +82,7 @@ def serve_command(
             port=port,
             api_key=key,
             max_body_bytes=int(max_body_mb * 1024 * 1024),
+            drain_timeout_s=drain_timeout,
             log_level=log_level.lower(),
             on_ready=ready,
         )
