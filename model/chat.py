@@ -190,6 +190,11 @@ class ChatModel:
         if constraint is not None:
             limit = 4096
             shortest = constraint.min_completion_tokens(limit)
+            if shortest >= limit and response_format is not None and response_format.get("type") != "text":
+                raise ValueError(
+                    f"the response_format schema has no value shorter than {limit} tokens (a required property "
+                    "whose schema recurses into itself, or a length or item bound in the thousands)"
+                )
             if shortest >= limit:
                 raise ValueError(
                     f"the tool-call grammar found no completion shorter than {limit} tokens for "

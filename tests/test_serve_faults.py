@@ -249,6 +249,27 @@ def _deep_tool(depth: int) -> dict:
             ["tools[0]", "no call of this tool fits", "recurses"],
         ),
         (_chat(tools=[_deep_tool(300)]), 400, ["tools[0]", "nested too deeply"]),
+        (_chat(tools=[_deep_tool(200)]), 400, ["nested too deeply"]),
+        (
+            _chat(
+                response_format={
+                    "type": "json_schema",
+                    "json_schema": {"name": "d", "schema": _deep_tool(300)["function"]["parameters"]},
+                }
+            ),
+            400,
+            ["nested too deeply"],
+        ),
+        (
+            _chat(
+                response_format={
+                    "type": "json_schema",
+                    "json_schema": {"name": "r", "schema": RECURSIVE["function"]["parameters"]},
+                }
+            ),
+            400,
+            ["response_format schema has no value shorter"],
+        ),
         (_chat(max_tokens=2000), 400, ["max_tokens=2000", "lower max_tokens"]),
         (
             {
@@ -276,6 +297,9 @@ def _deep_tool(depth: int) -> dict:
         "unknown-model",
         "recursive-required-ref",
         "deep-schema",
+        "deep-schema-200",
+        "deep-response-format",
+        "recursive-response-format",
         "max-tokens-over-context",
         "image-part",
     ],
@@ -320,11 +344,28 @@ def test_temperature_extremes_and_max_tokens_as_a_cap(server):
         assert r.status_code == 200, (t, r.text)
         call = r.json()["choices"][0]["message"]["tool_calls"][0]
         jsonschema.validate(json.loads(call["function"]["arguments"]), WEATHER["function"]["parameters"])
-    for n in (5, 70):  # the prose grammar closes inside the budget, also mid-canvas
+    long = {
+        "type": "json_schema",
+        "json_schema": {
+            "name": "s",
+            "schema": {"type": "object", "properties": {"s": {"type": "string"}}, "required": ["s"]},
+        },
+    }
+    # the grammar closes inside the budget, also mid-canvas, and says it cut the answer
+    for n in (20, 70, 130):
         r = httpx.post(
-            url + "/v1/chat/completions", json=_chat(q="Tell me a long story", max_tokens=n, seed=2)
+            url + "/v1/chat/completions",
+            json=_chat(q="Tell me a long story", response_format=long, max_tokens=n, seed=2),
+            timeout=120,
         )
-        assert r.status_code == 200 and r.json()["usage"]["completion_tokens"] <= n, (n, r.json()["usage"])
+        data = r.json()
+        assert r.status_code == 200 and data["usage"]["completion_tokens"] <= n, (n, data["usage"])
+        assert data["choices"][0]["finish_reason"] == "length", (n, data["choices"][0])
+        json.loads(data["choices"][0]["message"]["content"])  # cut, and still a whole JSON value
+    r = httpx.post(
+        url + "/v1/chat/completions", json=_chat(q="Hello there", max_tokens=64, seed=5), timeout=120
+    )
+    assert r.json()["choices"][0]["finish_reason"] == "stop"
 
 
 def test_prompt_too_long_has_its_code(server):

@@ -34,7 +34,7 @@ from starlette.exceptions import HTTPException as StarletteHTTPException
 from starlette.responses import Response
 
 from agentkit.serve import schemas as S
-from agentkit.serve.engine import ServeEngine, ServeError, StreamView, usage
+from agentkit.serve.engine import ServeEngine, ServeError, StreamView, finish_reason, usage
 
 #: Default cap on a request body, bytes (a long conversation with tool results fits; a runaway upload does not).
 DEFAULT_MAX_BODY_BYTES = 4 * 1024 * 1024
@@ -311,7 +311,7 @@ async def _stream(
         delta = view.feed([], final=True)
         if delta is not None:
             yield _chunk(engine, sub, delta)
-        finish = "tool_calls" if view.calls else ("length" if result.finish_reason == "length" else "stop")
+        finish = finish_reason(sub, result, view.calls > 0)
         yield _chunk(engine, sub, S.Delta(), finish)
         if req.stream_options is not None and req.stream_options.include_usage:
             c = S.ChatCompletionChunk(

@@ -142,6 +142,7 @@ class Submission:
     created: int
     prompt_tokens: int
     handle: Any  # model.batching.RequestHandle
+    constraint: Any = None  # the turn's GrammarConstraint (``budget_closed``: the budget forced the end)
     started: float = field(default_factory=time.perf_counter)
 
 
@@ -285,6 +286,12 @@ class ServeEngine:
                 temperature=temperature,
                 response_format=response_format,
             )
+        except RecursionError:
+            raise ServeError(
+                400,
+                "a schema in the request (a tool's parameters or response_format) is nested too deeply",
+                code="unsupported_schema",
+            ) from None
         except PromptTooLong as exc:
             if (
                 max_tokens is not None
@@ -306,7 +313,8 @@ class ServeEngine:
                 code="unsupported_schema",
             ) from None
         except ValueError as exc:
-            raise ServeError(400, str(exc)) from None
+            param = "response_format" if response_format is not None else None
+            raise ServeError(400, str(exc), param=param) from None
         return turn, tools
 
     def submit(self, turn: Any, seed: int | None, on_canvas: Any = None) -> Submission:
@@ -326,6 +334,7 @@ class ServeEngine:
             created=int(time.time()),
             prompt_tokens=len(turn.input_ids),
             handle=handle,
+            constraint=turn.constraint,
         )
 
     # ------------------------------------------------------------------------------------------------------
@@ -350,9 +359,7 @@ class ServeEngine:
         """The non-streaming response for a finished :class:`model.batching.BatchOutput`."""
         out = self.parse(result.tokens, result.prompt_tokens, result.stats, sub.started)
         calls = self.tool_calls(out.tool_calls)
-        finish: Literal["stop", "length", "tool_calls"] = (
-            "tool_calls" if calls else ("length" if result.finish_reason == "length" else "stop")
-        )
+        finish = finish_reason(sub, result, bool(calls))
         message = S.ResponseMessage(
             content=out.text if (out.text or not calls) else None,
             tool_calls=calls or None,
@@ -369,6 +376,17 @@ class ServeEngine:
     def close(self, wait: bool = True, timeout: float | None = None) -> None:
         """Stop the batcher (see :meth:`model.batching.CanvasBatcher.close`)."""
         self.batcher.close(wait=wait, timeout=timeout)
+
+
+def finish_reason(sub: Submission, result: Any, has_calls: bool) -> Literal["stop", "length", "tool_calls"]:
+    """``tool_calls`` when there are calls (each complete and valid, even when the budget forced its end: clients
+    act on them); else ``length`` when the token budget ended the turn (ran out, or the constraint had to force
+    the end: its ``budget_closed``); else ``stop``."""
+    if has_calls:
+        return "tool_calls"
+    if result.finish_reason == "length" or bool(getattr(sub.constraint, "budget_closed", False)):
+        return "length"
+    return "stop"
 
 
 def usage(prompt: int, completion: int) -> S.Usage:

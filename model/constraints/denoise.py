@@ -131,6 +131,8 @@ class GrammarConstraint:
         self.canvas_length = 0
         self.tokens_left_at_start = 0
         self.closing: list[int] = []
+        #: True once the token budget forced the shortest completion (the turn was cut, not finished).
+        self.budget_closed = False
         self.all_tokens: list[int] = []
         self.bitmask_calls = 0
         self.budget_checks = 0
@@ -201,6 +203,7 @@ class GrammarConstraint:
         self.closing = (
             comp if back == 0 else shortest_completion(self.matcher, self.tokenizer, self._left() + 1)
         )
+        self.budget_closed = True
         return back
 
     def _advance_forced(self) -> None:
