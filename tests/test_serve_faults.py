@@ -425,6 +425,19 @@ def test_binding_beyond_loopback_needs_a_key(monkeypatch):
         timeout=60,
     )
     assert r.returncode == 2 and "API key" in r.stderr and "Traceback" not in r.stderr
+    import socket
+
+    with socket.create_server(("127.0.0.1", 0)) as taken:
+        port = str(taken.getsockname()[1])
+        r = subprocess.run(
+            [sys.executable, "-m", "agentkit", "serve", "--port", port],
+            capture_output=True,
+            text=True,
+            timeout=60,
+        )
+    assert (
+        r.returncode == 2 and f"cannot listen on 127.0.0.1:{port}" in r.stderr and "Traceback" not in r.stderr
+    )
     for flags, words in ((["--log-level", "loud"], "--log-level"), (["--device", "tpu"], "--device tpu")):
         r = subprocess.run(
             [sys.executable, "-m", "agentkit", "serve", *flags], capture_output=True, text=True, timeout=120

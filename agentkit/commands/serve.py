@@ -49,6 +49,14 @@ def serve_command(
     except ValueError as exc:
         typer.secho(f"error: {exc}", err=True, fg="red")
         raise typer.Exit(2) from None
+    import socket
+
+    try:  # fail before the model loads (seconds) when the address cannot be bound
+        with socket.create_server((host, port)):
+            pass
+    except OSError as exc:
+        typer.secho(f"error: cannot listen on {host}:{port}: {exc.strerror or exc}", err=True, fg="red")
+        raise typer.Exit(2) from None
     import torch
 
     from agentkit.serve import load_engine
