@@ -47,6 +47,7 @@ from model.runtime import (
     GenerationStats,
     commit_constraints,
     constrain_logits,
+    free_mean_entropy,
 )
 from model.sampler import entropy_and_argmax, entropy_bound_accept, sample_positions
 from model.settings import DenoiseSettings
@@ -510,14 +511,7 @@ class CanvasBatcher:
             stable = (history == new_argmax[None]).all(dim=-1).all(dim=0)
             history = torch.roll(history, shifts=-1, dims=0)
             history[-1] = new_argmax
-        if any_constraint:
-            free = ~fixed_mask
-            n_free = free.sum(dim=-1)
-            mean_h = torch.where(
-                n_free > 0, (entropy * free).sum(dim=-1) / n_free.clamp(min=1), torch.zeros_like(n_free)
-            )
-        else:
-            mean_h = entropy.mean(dim=-1)
+        mean_h = free_mean_entropy(entropy, fixed_mask if any_constraint else None)
         fin = ((stable & (mean_h < s.confidence_threshold)) | grammar_done).tolist()
         sc_new = processed.to(emb_dtype)
         self._last_sc = (key, sc_new)

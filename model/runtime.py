@@ -201,6 +201,24 @@ def _fused_kernel() -> Callable[..., Any] | None:
     return fused_sample  # type: ignore[no-any-return]
 
 
+def free_mean_entropy(entropy: torch.Tensor, fixed_mask: torch.Tensor | None) -> torch.Tensor:
+    """The adaptive stop's statistic: per row, the mean entropy over positions no constraint fixed.
+
+    Args:
+        entropy: ``[B, C]`` float32 entropies (nats); fixed_mask: ``[B, C]`` bool, or ``None`` (no constraint).
+
+    Returns:
+        ``[B]`` float32 (0 for a row whose positions are all fixed).
+    """
+    if fixed_mask is None:
+        return entropy.mean(dim=-1)
+    free = ~fixed_mask
+    n_free = free.sum(dim=-1)
+    return torch.where(
+        n_free > 0, (entropy * free).sum(dim=-1) / n_free.clamp(min=1), torch.zeros_like(n_free)
+    )
+
+
 def constrain_logits(
     logits: torch.Tensor, cons: Sequence[CanvasConstraint | None], active: Sequence[bool]
 ) -> tuple[torch.Tensor, torch.Tensor]:
@@ -574,14 +592,7 @@ def generate(
                 stable = (history == new_argmax[None]).all(dim=-1).all(dim=0)
                 history = torch.roll(history, shifts=-1, dims=0)
                 history[-1] = new_argmax
-            if any_constraint:
-                free = ~fixed_mask
-                n_free = free.sum(dim=-1)
-                mean_h = torch.where(
-                    n_free > 0, (entropy * free).sum(dim=-1) / n_free.clamp(min=1), torch.zeros_like(n_free)
-                )
-            else:
-                mean_h = entropy.mean(dim=-1)
+            mean_h = free_mean_entropy(entropy, fixed_mask if any_constraint else None)
             finished = finished | (stable & (mean_h < settings.confidence_threshold))
             if any_constraint:
                 # A row whose grammar has terminated has nothing left to denoise: the readout is fully decided.

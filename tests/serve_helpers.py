@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import os
 import pathlib
 import threading
 import time
@@ -51,3 +52,19 @@ def running_server(engine: Any, **app_kwargs: Any) -> Iterator[tuple[str, Any]]:
     finally:
         server.should_exit = True
         thread.join(timeout=10)
+
+
+def load_test_engine(max_batch: int = 16) -> Any:
+    """The embedded default behind a batcher, torch on 1 thread; skips (fails in CI) without the checkpoint."""
+    import pytest
+
+    if not (CHECKPOINT / "config.json").is_file():
+        if os.environ.get("CI", "").strip().lower() in ("1", "true", "yes"):
+            pytest.fail(f"embedded default checkpoint missing at {CHECKPOINT}")
+        pytest.skip("embedded default checkpoint missing")
+    import torch
+
+    from agentkit.serve import load_engine
+
+    torch.set_num_threads(1)
+    return load_engine(None, max_batch=max_batch)

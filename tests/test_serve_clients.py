@@ -5,28 +5,16 @@ checkpoint; every tool call's arguments must parse and validate against the requ
 from __future__ import annotations
 
 import json
-import os
 
 import httpx
 import jsonschema
 import pytest
-from serve_helpers import CHECKPOINT, ROOT, WEATHER, running_server
-
-CI = os.environ.get("CI", "").strip().lower() in ("1", "true", "yes")
+from serve_helpers import ROOT, WEATHER, load_test_engine, running_server
 
 
 @pytest.fixture(scope="module")
 def engine():
-    if not (CHECKPOINT / "config.json").is_file():
-        if CI:
-            pytest.fail(f"embedded default checkpoint missing at {CHECKPOINT}")
-        pytest.skip("embedded default checkpoint missing")
-    import torch
-
-    from agentkit.serve import load_engine
-
-    torch.set_num_threads(1)
-    eng = load_engine(None, max_batch=16)
+    eng = load_test_engine()
     yield eng
     eng.close(wait=False)
 

@@ -14,9 +14,8 @@ import time
 import httpx
 import jsonschema
 import pytest
-from serve_helpers import CHECKPOINT, ROOT, WEATHER, running_server
+from serve_helpers import CHECKPOINT, ROOT, WEATHER, load_test_engine, running_server
 
-CI = os.environ.get("CI", "").strip().lower() in ("1", "true", "yes")
 MODEL = "agentkit-tiny"
 LONG = {  # a JSON string the model keeps writing until the token budget closes it: many canvases
     "type": "json_schema",
@@ -26,16 +25,7 @@ LONG = {  # a JSON string the model keeps writing until the token budget closes 
 
 @pytest.fixture(scope="module")
 def engine():
-    if not (CHECKPOINT / "config.json").is_file():
-        if CI:
-            pytest.fail(f"embedded default checkpoint missing at {CHECKPOINT}")
-        pytest.skip("embedded default checkpoint missing")
-    import torch
-
-    from agentkit.serve import load_engine
-
-    torch.set_num_threads(1)
-    eng = load_engine(None, max_batch=16)
+    eng = load_test_engine()
     yield eng
     eng.close(wait=False)
 
