@@ -188,7 +188,6 @@ class CanvasBatcher:
         self._cv = threading.Condition()
         self._closed = False
         self._stop = False
-        self.steps_run = 0
         self._packed: tuple[Any, ...] | None = None
         self._last_sc: tuple[Any, torch.Tensor] | None = None
         self.max_rows_seen = 0
@@ -372,6 +371,12 @@ class CanvasBatcher:
             attn[b, : L - r.length] = False
         return cache, attn, L
 
+    def _positions(self, rows: list[_Row]) -> torch.Tensor:
+        """``[B, C]`` int32: each row's own positions for its canvas (right after its encoded length)."""
+        C = self.settings.canvas_length
+        start = torch.tensor([r.length for r in rows], dtype=torch.int32, device=self.model.device)
+        return start[:, None] + torch.arange(C, dtype=torch.int32, device=self.model.device)[None, :]
+
     def _pack_memory(self, rows: list[_Row], L: int) -> CopyMemory | None:
         if self.head is None:
             return None
@@ -429,9 +434,7 @@ class CanvasBatcher:
         if self._packed is None or self._packed[0] != key:  # membership or a row's length changed: repack
             cache, dec_attn, L = self._pack(rows)
             memory = self._pack_memory(rows, L)
-            dec_pos = torch.stack(
-                [torch.arange(r.length, r.length + C, dtype=torch.int32, device=device) for r in rows]
-            )
+            dec_pos = self._positions(rows)
             dec_masks = m.model.decoder.create_diffusion_decoder_attention_mask(
                 config=m.config,
                 inputs_embeds=canvas.unsqueeze(-1),
@@ -532,7 +535,6 @@ class CanvasBatcher:
             r.stats.time_constraint_s += t_con * share
         if done_rows:
             self._end_canvases([rows[b] for b in done_rows])
-        self.steps_run += 1
 
     def _end_canvases(self, rows: list[_Row]) -> None:
         """Read out the rows' finished canvases; rows that go on have them encoded into their caches."""
@@ -576,9 +578,7 @@ class CanvasBatcher:
         crow = [r for r, _ in cont]
         cache, attn, L = self._pack(crow)
         memory = self._pack_memory(crow, L)
-        pos = torch.stack(
-            [torch.arange(r.length, r.length + C, dtype=torch.int32, device=device) for r in crow]
-        )
+        pos = self._positions(crow)
         enc_masks = m.model.encoder.create_masks_for_generate(
             config=m.config,
             inputs_embeds=torch.empty((len(crow), C, 0), dtype=m.dtype, device=device),

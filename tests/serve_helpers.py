@@ -29,6 +29,19 @@ WEATHER = {
     },
 }
 
+ADD = {
+    "type": "function",
+    "function": {
+        "name": "add",
+        "description": "Add two integers",
+        "parameters": {
+            "type": "object",
+            "properties": {"a": {"type": "integer"}, "b": {"type": "integer"}},
+            "required": ["a", "b"],
+        },
+    },
+}
+
 
 @contextlib.contextmanager
 def running_server(engine: Any, **app_kwargs: Any) -> Iterator[tuple[str, Any]]:

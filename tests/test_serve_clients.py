@@ -9,7 +9,7 @@ import json
 import httpx
 import jsonschema
 import pytest
-from serve_helpers import ROOT, WEATHER, load_test_engine, running_server
+from serve_helpers import ADD, ROOT, WEATHER, load_test_engine, running_server
 
 
 @pytest.fixture(scope="module")
@@ -53,19 +53,7 @@ def test_models_and_plain_chat(client):
 
 
 def test_tool_choice_required_and_named_give_valid_calls(client):
-    other = {
-        "type": "function",
-        "function": {
-            "name": "add",
-            "description": "Add two integers",
-            "parameters": {
-                "type": "object",
-                "properties": {"a": {"type": "integer"}, "b": {"type": "integer"}},
-                "required": ["a", "b"],
-            },
-        },
-    }
-    tools = [WEATHER, other]
+    tools = [WEATHER, ADD]
     r = client.chat.completions.create(
         model="agentkit-tiny",
         messages=[{"role": "user", "content": "What is the weather in Berlin?"}],

@@ -435,34 +435,42 @@ def test_binding_beyond_loopback_needs_a_key(monkeypatch):
         assert r.returncode == 2 and words in r.stderr and "Traceback" not in r.stderr, r.stderr
 
 
-def test_sigterm_finishes_in_flight_requests_and_refuses_new_ones(engine):
+def _serve_subprocess(*flags: str) -> tuple[subprocess.Popen, str]:
+    """A real ``agentkit serve`` process on an ephemeral port: ``(process, base URL)`` once it listens."""
     if not (CHECKPOINT / "config.json").is_file():
         pytest.skip("embedded default checkpoint missing")
-    env = {**os.environ, "PYTHONUNBUFFERED": "1"}
+    cmd = [
+        sys.executable,
+        "-m",
+        "agentkit",
+        "serve",
+        "--port",
+        "0",
+        "--threads",
+        "1",
+        "--log-level",
+        "warning",
+    ]
     proc = subprocess.Popen(
-        [
-            sys.executable,
-            "-m",
-            "agentkit",
-            "serve",
-            "--port",
-            "0",
-            "--threads",
-            "1",
-            "--log-level",
-            "warning",
-        ],
+        [*cmd, *flags],
         cwd=ROOT,
         stderr=subprocess.PIPE,
         text=True,
-        env=env,
+        env={**os.environ, "PYTHONUNBUFFERED": "1"},
     )
+    line = ""
+    deadline = time.monotonic() + 120
+    while "http://" not in line and time.monotonic() < deadline and proc.poll() is None:
+        line = proc.stderr.readline()
+    if "http://" not in line:
+        proc.kill()
+        pytest.fail(f"agentkit serve did not start: {line!r}")
+    return proc, line.split(" on ", 1)[1].split()[0].removesuffix("/v1")
+
+
+def test_sigterm_finishes_in_flight_requests_and_refuses_new_ones(engine):
+    proc, url = _serve_subprocess()
     try:
-        line = ""
-        deadline = time.monotonic() + 120
-        while "http://" not in line and time.monotonic() < deadline:
-            line = proc.stderr.readline()
-        url = line.split(" on ", 1)[1].split()[0].removesuffix("/v1")
         long = _chat(q="Write a long story", response_format=LONG, max_tokens=320, seed=1, stream=True)
         events: list[str] = []
         with (
@@ -490,34 +498,8 @@ def test_sigterm_finishes_in_flight_requests_and_refuses_new_ones(engine):
 
 
 def test_a_request_still_running_when_the_drain_times_out_ends_with_a_503_event():
-    if not (CHECKPOINT / "config.json").is_file():
-        pytest.skip("embedded default checkpoint missing")
-    proc = subprocess.Popen(
-        [
-            sys.executable,
-            "-m",
-            "agentkit",
-            "serve",
-            "--port",
-            "0",
-            "--threads",
-            "1",
-            "--log-level",
-            "warning",
-            "--drain-timeout",
-            "0.5",
-        ],
-        cwd=ROOT,
-        stderr=subprocess.PIPE,
-        text=True,
-        env={**os.environ, "PYTHONUNBUFFERED": "1"},
-    )
+    proc, url = _serve_subprocess("--drain-timeout", "0.5")
     try:
-        line = ""
-        deadline = time.monotonic() + 120
-        while "http://" not in line and time.monotonic() < deadline:
-            line = proc.stderr.readline()
-        url = line.split(" on ", 1)[1].split()[0].removesuffix("/v1")
         long = _chat(q="Write a long story", response_format=LONG, max_tokens=1800, seed=1, stream=True)
         with (
             httpx.Client(timeout=120) as c,

@@ -162,6 +162,7 @@ class ServeEngine:
         self.model_id = model_id
         self.created = int(time.time())
         self.batcher = CanvasBatcher(chat_model.model, chat_model.settings, max_batch=max_batch)
+        self._checked: set[str] = set()  # tools whose schema passed _check_tool (canonical JSON)
 
     # ------------------------------------------------------------------------------------------------------
     def check_model(self, name: str) -> None:
@@ -183,6 +184,9 @@ class ServeEngine:
         """
         from model.constraints.schema import SchemaError
 
+        key = json.dumps(tool, sort_keys=True)
+        if key in self._checked:  # clients resend the same tools with every request
+            return
         name = tool["function"]["name"]
         param = f"tools[{i}].function.parameters"
         try:
@@ -209,6 +213,9 @@ class ServeEngine:
                 param=param,
                 code="unsupported_schema",
             )
+        if len(self._checked) >= 1024:
+            self._checked.clear()
+        self._checked.add(key)
 
     def prepare(self, req: S.ChatCompletionRequest) -> Any:
         """Validate ``req`` against the checkpoint and build its prepared turn (runs grammar compilation).
