@@ -98,6 +98,7 @@ from agentkit.tools import (
     cap_output_tokens,
 )
 from model.limits import PromptTooLong as ModelPromptTooLong
+from model.vision import DEFAULT_VISION_BUDGET, ImageError, ImageSource, check_budget, to_data_url
 
 if TYPE_CHECKING:
     from agentkit.bundle import Bundle
@@ -119,10 +120,23 @@ def _error_content(payload: dict[str, Any]) -> str:
     return json.dumps(payload, ensure_ascii=False, default=str)
 
 
+#: Characters an image counts for, per soft token, in :func:`_message_chars` (about a text token's worth).
+_CHARS_PER_SOFT_TOKEN = 4
+
+
 def _message_chars(m: ChatMessage) -> int:
-    """Rough size of a message in the prompt (characters of its content and call arguments)."""
+    """Rough size of a message in the prompt (characters of its content and call arguments; an image counts
+    as its vision budget's soft tokens, not as the length of its data URL)."""
     c = m.get("content")
-    n = len(c) if isinstance(c, str) else len(json.dumps(c, default=str)) if c is not None else 0
+    if isinstance(c, list):
+        n = 0
+        for part in c:
+            if isinstance(part, dict) and part.get("type") in ("image_url", "image"):
+                n += int(part.get("vision_budget") or DEFAULT_VISION_BUDGET) * _CHARS_PER_SOFT_TOKEN
+            else:
+                n += len(json.dumps(part, default=str))
+    else:
+        n = len(c) if isinstance(c, str) else len(json.dumps(c, default=str)) if c is not None else 0
     for tc in m.get("tool_calls") or ():
         fn = tc.get("function", {})
         args = fn.get("arguments")
@@ -130,6 +144,38 @@ def _message_chars(m: ChatMessage) -> int:
             len(args) if isinstance(args, str) else len(json.dumps(args, default=str))
         )
     return n
+
+
+def user_content(
+    question: str, images: Sequence[ImageSource] | None = None, vision_budget: int | None = None
+) -> str | list[dict[str, Any]]:
+    """The content of a user message: ``question`` alone, or image parts followed by a text part.
+
+    Each image is checked and stored inline as a ``data:`` URL (:func:`model.vision.to_data_url`), so the
+    message is self-contained JSON (history, saved conversations, remote requests).
+
+    Raises:
+        ValueError: ``question`` is not a non-empty string.
+        model.vision.ImageError: an unusable image or vision budget (names the image and the reason).
+    """
+    if not isinstance(question, str) or not question.strip():
+        raise ValueError("question must be a non-empty string")
+    if vision_budget is not None:
+        check_budget(vision_budget)
+    if images is None or len(images) == 0:
+        return question
+    if isinstance(images, (str, bytes, Path)):
+        raise ImageError(
+            f"images must be a list of images, got one {type(images).__name__}: wrap it in a list"
+        )
+    parts: list[dict[str, Any]] = []
+    for image in images:
+        part: dict[str, Any] = {"type": "image_url", "image_url": {"url": to_data_url(image)}}
+        if vision_budget is not None:
+            part["vision_budget"] = vision_budget
+        parts.append(part)
+    parts.append({"type": "text", "text": question})
+    return parts
 
 
 #: The namespace some models (trained on OpenAI's tool format) put before tool names.
@@ -388,6 +434,8 @@ class Agent:
         history: Conversation | None = None,
         deps: Any = None,
         on_event: EventCallback | None = None,
+        images: Sequence[ImageSource] | None = None,
+        vision_budget: int | None = None,
     ) -> RunResult:
         """Answer one user message (sync wrapper of :meth:`arun`; see there).
 
@@ -403,7 +451,8 @@ class Agent:
             raise RuntimeError(
                 "Agent.run() cannot be called from a running event loop; use `await agent.arun(...)`"
             )
-        return asyncio.run(self._arun(question, history, deps, on_event, prefer_sync=True))
+        content = user_content(question, images, vision_budget)
+        return asyncio.run(self._arun(question, content, history, deps, on_event, prefer_sync=True))
 
     async def arun(
         self,
@@ -412,6 +461,8 @@ class Agent:
         history: Conversation | None = None,
         deps: Any = None,
         on_event: EventCallback | None = None,
+        images: Sequence[ImageSource] | None = None,
+        vision_budget: int | None = None,
     ) -> RunResult:
         """Answer one user message: loop model turn -> tool calls -> tool responses until a final answer.
 
@@ -420,12 +471,22 @@ class Agent:
             history: kept history of earlier turns (not modified; the new one is ``result.conversation``).
             deps: any object, handed to tools through :class:`~agentkit.tools.ToolContext`.
             on_event: an extra event callback for this run only.
+            images: images the question is about: file paths, bytes, ``data:`` URLs or ``PIL.Image.Image``
+                objects (PNG, JPEG or WebP; EXIF orientation applied). They go into the user message as OpenAI
+                content parts before the text (``{"type": "image_url", "image_url": {"url": "data:..."}}``),
+                and so into the history, saved conversations and a remote server's request.
+            vision_budget: soft tokens per image for the embedded backend: 70, 140, 280 (default), 560 or
+                1120 (see :mod:`model.vision`); kept on each image part as ``vision_budget`` (not sent to a
+                remote server).
 
         Returns:
             The :class:`~agentkit.result.RunResult` (answer, steps, usage, timing, transcript, history).
 
         Raises:
             ValueError: empty question.
+            model.vision.ImageError: an image that is missing, unreadable, corrupt or of another format, or a
+                vision budget outside the five values (raised before the model is asked; one line naming the
+                image and the reason).
             MaxStepsExceeded: ``max_steps`` model turns without a final answer.
             LoopGuardTriggered: the same (tool, canonical arguments) requested ``loop_guard`` times.
             ToolRetriesExceeded: a tool failed more than its ``retries`` budget in this run.
@@ -435,11 +496,13 @@ class Agent:
                 not parse.
             BackendError: the backend failed (after its own retries).
         """
-        return await self._arun(question, history, deps, on_event, prefer_sync=False)
+        content = user_content(question, images, vision_budget)
+        return await self._arun(question, content, history, deps, on_event, prefer_sync=False)
 
     async def _arun(
         self,
         question: str,
+        content: str | list[dict[str, Any]],
         history: Conversation | None,
         deps: Any,
         on_event: EventCallback | None,
@@ -462,7 +525,7 @@ class Agent:
         if self.system_prompt:
             messages.append({"role": "system", "content": self.system_prompt})
         messages.extend(dict(m) for m in conv.messages)
-        messages.append({"role": "user", "content": question})
+        messages.append({"role": "user", "content": content})
         if emit:
             emit(RunStarted(question, self.backend.name, tuple(self._tools)))
 
@@ -595,7 +658,7 @@ class Agent:
                     usage,
                     timing,
                     messages,
-                    conv.with_turn(question, turn.text),
+                    conv.with_turn(content, turn.text),
                     "final_answer",
                     backend.name,
                 )
@@ -890,22 +953,50 @@ class ChatSession:
         self.conversation = Conversation.from_dict(conversation.to_dict()) if conversation else Conversation()
         self.results: list[RunResult] = []
 
-    def send(self, message: str, *, deps: Any = None, on_event: EventCallback | None = None) -> RunResult:
-        """Run one turn and append it to the history.
+    def send(
+        self,
+        message: str,
+        *,
+        deps: Any = None,
+        on_event: EventCallback | None = None,
+        images: Sequence[ImageSource] | None = None,
+        vision_budget: int | None = None,
+    ) -> RunResult:
+        """Run one turn and append it to the history (``images``/``vision_budget`` as :meth:`Agent.arun`).
 
         A turn that fails (e.g. :class:`~agentkit.errors.MaxStepsExceeded`) raises and leaves the history
         unchanged.
         """
-        result = self.agent.run(message, history=self.conversation, deps=deps, on_event=on_event)
+        result = self.agent.run(
+            message,
+            history=self.conversation,
+            deps=deps,
+            on_event=on_event,
+            images=images,
+            vision_budget=vision_budget,
+        )
         self.conversation = result.conversation
         self.results.append(result)
         return result
 
     async def asend(
-        self, message: str, *, deps: Any = None, on_event: EventCallback | None = None
+        self,
+        message: str,
+        *,
+        deps: Any = None,
+        on_event: EventCallback | None = None,
+        images: Sequence[ImageSource] | None = None,
+        vision_budget: int | None = None,
     ) -> RunResult:
         """Async :meth:`send`."""
-        result = await self.agent.arun(message, history=self.conversation, deps=deps, on_event=on_event)
+        result = await self.agent.arun(
+            message,
+            history=self.conversation,
+            deps=deps,
+            on_event=on_event,
+            images=images,
+            vision_budget=vision_budget,
+        )
         self.conversation = result.conversation
         self.results.append(result)
         return result

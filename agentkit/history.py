@@ -10,6 +10,10 @@ Conversations serialise to JSON (:meth:`Conversation.to_json`) and load back equ
 
     {"format": "agentkit.conversation", "version": 1, "metadata": {...},
      "messages": [{"role": "user", "content": "..."}, {"role": "assistant", "content": "..."}, ...]}
+
+A user message that came with images has a list of OpenAI content parts as its content: image parts
+``{"type": "image_url", "image_url": {"url": "data:image/png;base64,..."}, "vision_budget": 280}`` (the budget
+is optional) followed by ``{"type": "text", "text": "..."}``. Such files are read by the same version.
 """
 
 from __future__ import annotations
@@ -30,7 +34,8 @@ class Conversation:
     """Kept history of a multi-turn conversation.
 
     Attributes:
-        messages: alternating ``{"role": "user" | "assistant", "content": str}`` dicts, user first.
+        messages: alternating ``{"role": "user" | "assistant", "content": str}`` dicts, user first (a user
+            message with images has a list of content parts, see the module docstring).
         metadata: free JSON-serialisable data of yours (kept through JSON round trips).
     """
 
@@ -45,8 +50,9 @@ class Conversation:
         """Number of finished turns (user message + final answer pairs)."""
         return len(self.messages) // 2
 
-    def with_turn(self, question: str, answer: str) -> Conversation:
-        """A new conversation with one more finished turn (this one is not modified)."""
+    def with_turn(self, question: str | list[dict[str, Any]], answer: str) -> Conversation:
+        """A new conversation with one more finished turn (this one is not modified); ``question`` is the user
+        message's content (text, or content parts with images)."""
         msgs = [dict(m) for m in self.messages]
         msgs.append({"role": "user", "content": question})
         msgs.append({"role": "assistant", "content": answer})
@@ -193,7 +199,31 @@ def _check_messages(messages: Any, *, where: str) -> None:
             raise ValueError(
                 f"{where}: message {i} has role {m['role']!r}, expected {expected!r} (turns alternate)"
             )
-        if not isinstance(m["content"], str):
-            raise ValueError(f"{where}: message {i} content must be a string")
+        if isinstance(m["content"], list) and expected == "user":
+            _check_parts(m["content"], where=f"{where}: message {i}")
+        elif not isinstance(m["content"], str):
+            raise ValueError(
+                f"{where}: message {i} content must be a string"
+                + (" or a list of content parts" if expected == "user" else "")
+            )
     if len(messages) % 2:
         raise ValueError(f"{where}: the last message is a user message without a final answer")
+
+
+def _check_parts(parts: list[Any], *, where: str) -> None:
+    """Check a user message's content parts: text parts and image parts holding a URL (a ``data:`` URL)."""
+    if not parts:
+        raise ValueError(f"{where}: content parts must not be empty")
+    for j, p in enumerate(parts):
+        kind = p.get("type") if isinstance(p, dict) else None
+        if kind == "text":
+            if not isinstance(p.get("text"), str):
+                raise ValueError(f"{where} part {j}: a text part needs a string 'text'")
+        elif kind == "image_url":
+            spec = p.get("image_url")
+            if not isinstance(spec, dict) or not isinstance(spec.get("url"), str):
+                raise ValueError(f"{where} part {j}: an image_url part needs image_url.url (a data: URL)")
+        else:
+            raise ValueError(
+                f"{where} part {j}: content parts are 'text' or 'image_url', got {kind or type(p).__name__!r}"
+            )

@@ -48,6 +48,7 @@ from model.runtime import (
     commit_constraints,
     constrain_logits,
     free_mean_entropy,
+    image_inputs,
 )
 from model.sampler import entropy_and_argmax, entropy_bound_accept, sample_positions
 from model.settings import DenoiseSettings
@@ -86,6 +87,7 @@ class _Row:
     on_canvas: CanvasCallback | None
     future: Future[BatchOutput]
     cancelled: threading.Event
+    vision: Any = None  # model.vision.VisionInputs of the prompt's images, consumed by the prefill
     # filled at admission
     layers: list[tuple[torch.Tensor, torch.Tensor]] = field(default_factory=list)
     length: int = 0
@@ -208,6 +210,7 @@ class CanvasBatcher:
         constraint: CanvasConstraint | None = None,
         seed: int | None = None,
         on_canvas: CanvasCallback | None = None,
+        vision: Any = None,
     ) -> RequestHandle:
         """Queue one request; it joins the batch at the next denoising step with a fresh canvas.
 
@@ -217,6 +220,8 @@ class CanvasBatcher:
             constraint: a fresh :class:`~model.runtime.CanvasConstraint` for this row, or ``None``.
             seed: seeds the row's own generator (canvas noise, sampling, re-noise); ``None`` draws one.
             on_canvas: called on the batcher's thread after each committed canvas (see :data:`CanvasCallback`).
+            vision: the prompt's images (:class:`model.vision.VisionInputs`, ``input_ids`` already expanded),
+                read by the request's own prefill; ``None``: no images.
 
         Returns:
             :class:`RequestHandle`.
@@ -232,7 +237,7 @@ class CanvasBatcher:
         if not -(2**63) <= int(seed) < 2**63:
             raise ValueError(f"seed must fit in a signed 64-bit integer, got {seed}")
         s = (settings or self.settings).replace(canvas_length=self.settings.canvas_length)
-        row = _Row(list(input_ids), s, constraint, int(seed), on_canvas, Future(), threading.Event())
+        row = _Row(list(input_ids), s, constraint, int(seed), on_canvas, Future(), threading.Event(), vision)
         with self._cv:
             if self._closed:
                 raise BatcherClosed("the batcher is shutting down")
@@ -320,6 +325,8 @@ class CanvasBatcher:
             )
             attn = torch.ones((1, P), dtype=torch.bool, device=device)
             pos = torch.arange(0, P, dtype=torch.int32, device=device).unsqueeze(0)
+            v = row.vision
+            images = {} if v is None else image_inputs(m, ids, v.pixel_values, v.image_position_ids, None)
             enc_in, masks = m._prepare_encoder_inputs(
                 input_ids=ids,
                 attention_mask=attn,
@@ -328,8 +335,12 @@ class CanvasBatcher:
                 is_prefill=True,
                 canvas_length=self.settings.canvas_length,
                 batch_size=1,
+                **images,
             )
-            out = m.model.encoder(input_ids=enc_in, attention_mask=masks, cache=cache, position_ids=pos)
+            out = m.model.encoder(
+                input_ids=enc_in, attention_mask=masks, cache=cache, position_ids=pos, **images
+            )
+            row.vision = None  # the images live on in the cache
             row.layers = [(layer.keys, layer.values) for layer in out.cache.layers]
             row.length = P
             if self.head is not None:

@@ -24,6 +24,7 @@ from model.limits import check_prompt_length, prompt_token_limit
 from model.loading import LoadedCheckpoint, load_checkpoint
 from model.runtime import EventCallback, GenerationStats, generate
 from model.settings import DenoiseSettings
+from model.vision import VisionInputs, prepare_images, vision_processor
 
 
 @dataclass
@@ -157,8 +158,9 @@ class ChatModel:
         constrained: bool = True,
         temperature: tuple[float, float] | None = None,
         response_format: dict[str, Any] | None = None,
+        vision_budget: int | None = None,
     ) -> PreparedTurn:
-        """Everything one model turn needs before denoising: prompt ids, settings and a fresh constraint.
+        """Everything one model turn needs before denoising: prompt ids, images, settings and a fresh constraint.
 
         :meth:`chat` runs it with :func:`model.runtime.generate`; a batching server (:mod:`model.batching`) runs
         many of them in one batch. Arguments as :meth:`chat`, plus ``response_format`` (OpenAI's shape:
@@ -169,7 +171,10 @@ class ChatModel:
             As :meth:`chat`; ``ValueError`` also for an unknown ``response_format`` type, or ``response_format``
             given with a ``tool_choice`` that requires a call.
         """
+        messages, vision = prepare_images(self.checkpoint, messages, vision_budget)
         input_ids = self.encode(messages, tools)
+        if vision is not None:
+            input_ids = vision_processor(self.checkpoint).expand(input_ids, vision.soft_tokens)
         settings = self.settings
         if max_new_tokens is not None:
             settings = settings.replace(max_new_tokens=max_new_tokens)
@@ -207,7 +212,7 @@ class ChatModel:
             if settings.max_new_tokens < need:
                 settings = settings.replace(max_new_tokens=need)
                 check_prompt_length(len(input_ids), self.model, settings)
-        return PreparedTurn(input_ids=input_ids, settings=settings, constraint=constraint)
+        return PreparedTurn(input_ids=input_ids, settings=settings, constraint=constraint, vision=vision)
 
     def _response_constraint(self, response_format: dict[str, Any]) -> Any:
         from model.constraints.denoise import GrammarConstraint
@@ -267,6 +272,7 @@ class ChatModel:
         constrained: bool = True,
         temperature: tuple[float, float] | None = None,
         response_format: dict[str, Any] | None = None,
+        vision_budget: int | None = None,
     ) -> ChatOutput:
         """Generate one model turn.
 
@@ -280,11 +286,18 @@ class ChatModel:
             constrained: apply the tool-call grammar during denoising (on by default).
             temperature: ``(t_max, t_min)`` override of the linear temperature schedule.
             response_format: see :meth:`prepare`.
+            vision_budget: soft tokens per image for image parts in ``messages`` that carry no
+                ``vision_budget`` of their own (one of :data:`model.vision.VISION_BUDGETS`; ``None``: the
+                checkpoint's default, 280). Image parts are OpenAI's ``{"type": "image_url", "image_url":
+                {"url": "data:image/png;base64,..."}}`` (a data URL or a local file path) or ``{"type": "image",
+                "image": PATH | bytes | PIL.Image}``.
 
         Returns:
             :class:`ChatOutput`.
 
         Raises:
+            model.vision.ImageError: an image is missing, corrupt or of another format, a budget is not one of
+                the five, or the checkpoint cannot read images (no vision tower or image processor config).
             model.constraints.schema.SchemaError: a tool's schema is unsupported.
             model.constraints.parse.ToolCallParseError: only when ``constrained=False`` and the output is malformed.
             ValueError: ``tool_choice`` ``"required"`` or a named tool without ``tools``.
@@ -293,9 +306,17 @@ class ChatModel:
         """
         t0 = time.perf_counter()
         turn = self.prepare(
-            messages, tools, tool_choice, max_new_tokens, constrained, temperature, response_format
+            messages,
+            tools,
+            tool_choice,
+            max_new_tokens,
+            constrained,
+            temperature,
+            response_format,
+            vision_budget,
         )
         input_ids = torch.tensor([turn.input_ids], dtype=torch.long, device=self.model.device)
+        images = turn.vision
         result = generate(
             self.model,
             input_ids,
@@ -303,6 +324,8 @@ class ChatModel:
             constraints=[turn.constraint] if turn.constraint is not None else None,
             seed=seed,
             on_event=on_event,
+            pixel_values=None if images is None else images.pixel_values,
+            image_position_ids=None if images is None else images.image_position_ids,
         )
         new = result.new_tokens[0]
         new = new[new != turn.settings.pad_token_id]
@@ -317,11 +340,13 @@ class PreparedTurn:
         input_ids: prompt token ids.
         settings: denoising settings (token budget raised to fit the shortest call).
         constraint: a fresh :class:`~model.constraints.denoise.GrammarConstraint`, or ``None`` (unconstrained).
+        vision: the prompt's processed images (:class:`model.vision.VisionInputs`), or ``None``.
     """
 
     input_ids: list[int]
     settings: DenoiseSettings
     constraint: Any = None
+    vision: VisionInputs | None = None
 
 
 def _grounded(tool: dict[str, Any]) -> bool:

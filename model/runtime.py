@@ -345,6 +345,38 @@ def constrained_readout(
     return readout
 
 
+def image_inputs(
+    model: Any,
+    input_ids: torch.Tensor,
+    pixel_values: torch.Tensor | None,
+    image_position_ids: torch.Tensor | None,
+    mm_token_type_ids: torch.Tensor | None,
+) -> dict[str, torch.Tensor]:
+    """The prefill's image keyword arguments for ``_prepare_encoder_inputs`` and the encoder (empty: no images).
+
+    Args:
+        model: the checkpoint (its ``config.image_token_id`` marks soft tokens).
+        input_ids: ``[B, P]`` expanded prompt ids.
+        pixel_values, image_position_ids, mm_token_type_ids: see :func:`generate`.
+
+    Raises:
+        ValueError: ``image_position_ids`` missing with ``pixel_values``, or image tensors on another device.
+    """
+    if pixel_values is None:
+        return {}
+    if image_position_ids is None:
+        raise ValueError("pixel_values needs image_position_ids (from the image processor)")
+    if mm_token_type_ids is None:
+        image_id = int(getattr(model.config, "image_token_id", -1))
+        mm_token_type_ids = (input_ids == image_id).long()
+    device = input_ids.device
+    return {
+        "pixel_values": pixel_values.to(device=device, dtype=model.model.encoder.dtype),
+        "image_position_ids": image_position_ids.to(device),
+        "mm_token_type_ids": mm_token_type_ids.to(device),
+    }
+
+
 @torch.no_grad()
 def generate(
     model: Any,
@@ -357,6 +389,9 @@ def generate(
     parity: bool = False,
     on_event: EventCallback | None = None,
     sampler: str = "auto",
+    pixel_values: torch.Tensor | None = None,
+    image_position_ids: torch.Tensor | None = None,
+    mm_token_type_ids: torch.Tensor | None = None,
 ) -> GenerationResult:
     """Generate canvases block-autoregressively with the entropy-bound sampler.
 
@@ -374,13 +409,21 @@ def generate(
         sampler: fast-mode sampling path: ``"auto"`` (the fused kernel of :mod:`kernels.sampling` on CUDA,
             the torch path elsewhere), ``"kernel"`` (always :func:`kernels.sampling.fused_sample`, whose
             reference runs on CPU) or ``"torch"``. Ignored in parity mode.
+        pixel_values: ``[N, max_patches, 3 * patch**2]`` float image patches of every image in the batch, in
+            row-major prompt order (see :class:`model.vision.VisionInputs`); the prefill's vision tower writes
+            them over the prompt's ``<|image|>`` soft tokens, as in transformers' ``generate``.
+        image_position_ids: ``[N, max_patches, 2]`` int64 patch positions (``-1`` = padding), with
+            ``pixel_values``.
+        mm_token_type_ids: ``[B, P]`` int64, 1 at image soft tokens (for checkpoints whose encoder attends
+            bidirectionally within an image); ``None``: derived from ``input_ids`` when ``pixel_values`` is given.
 
     Returns:
         :class:`GenerationResult` with ``sequences`` ``[B, P + n*C]`` and :class:`GenerationStats`.
 
     Raises:
         ValueError: ``input_ids`` not 2-D or empty, a seed outside the signed 64-bit range, ``constraints`` of
-            the wrong length, or a constraint mask that allows no token.
+            the wrong length, a constraint mask that allows no token, or ``pixel_values`` whose soft tokens do
+            not match the prompt's ``<|image|>`` tokens (transformers' check).
     """
     if input_ids.dim() != 2:
         raise ValueError(f"input_ids must be [batch, prompt_len], got shape {tuple(input_ids.shape)}")
@@ -445,9 +488,12 @@ def generate(
     finished_seq = torch.zeros(batch, dtype=torch.bool, device=device)
     forwards = torch.zeros(batch, dtype=torch.long, device=device)
 
+    images = image_inputs(model, input_ids, pixel_values, image_position_ids, mm_token_type_ids)
+
     for canvas_index in range(max_canvases):
-        # 1.a encoder: prefill, then the previous canvas.
+        # 1.a encoder: prefill (with the images), then the previous canvas.
         t0 = time.perf_counter()
+        prefill_images = images if canvas_index == 0 else {}
         enc_in, enc_masks = model._prepare_encoder_inputs(
             input_ids=sequences,
             attention_mask=attn,
@@ -456,9 +502,10 @@ def generate(
             is_prefill=canvas_index == 0,
             canvas_length=canvas_len,
             batch_size=batch,
+            **prefill_images,
         )
         enc_out = model.model.encoder(
-            input_ids=enc_in, attention_mask=enc_masks, cache=cache, position_ids=enc_pos
+            input_ids=enc_in, attention_mask=enc_masks, cache=cache, position_ids=enc_pos, **prefill_images
         )
         cache = enc_out.cache
         if head is not None:  # the copy head's keys for the newly encoded positions, beside the cache

@@ -87,8 +87,8 @@ def make_tiny_checkpoint(
             ``config.json``) with its variant tables filled from the tokenizer.
 
     Returns:
-        The folder, loadable with ``DiffusionGemmaForBlockDiffusion.from_pretrained(path)`` and
-        ``AutoTokenizer.from_pretrained(path)`` offline.
+        The folder, loadable with ``DiffusionGemmaForBlockDiffusion.from_pretrained(path)``,
+        ``AutoTokenizer.from_pretrained(path)`` and ``AutoImageProcessor.from_pretrained(path)`` offline.
     """
     import torch
     from transformers import DiffusionGemmaForBlockDiffusion
@@ -98,6 +98,7 @@ def make_tiny_checkpoint(
     )
 
     from model.tokenizer import build_tokenizer
+    from model.vision import write_processor_config
 
     out = Path(path)
     out.mkdir(parents=True, exist_ok=True)
@@ -151,6 +152,7 @@ def make_tiny_checkpoint(
     )
     model.save_pretrained(out)
     tok.save_pretrained(out)
+    write_processor_config(out, cfg)
     return out
 
 

@@ -88,8 +88,9 @@ def wrap_tokenizer(tok: Any) -> Any:
     """Wrap a ``tokenizers.Tokenizer`` whose ids 0..17 are :data:`model.special_tokens.SPECIAL_TOKENS`.
 
     Returns:
-        ``transformers.PreTrainedTokenizerFast`` with pad/eos/bos/unk, the control tokens as special tokens and
-        the Gemma 4 chat template.
+        ``transformers.PreTrainedTokenizerFast`` with pad/eos/bos/unk, the control tokens as special tokens,
+        the image tokens named as Gemma 4's processor expects them (``image_token``, ``boi_token``,
+        ``eoi_token``) and the Gemma 4 chat template.
     """
     from transformers import PreTrainedTokenizerFast
 
@@ -101,6 +102,9 @@ def wrap_tokenizer(tok: Any) -> Any:
         unk_token=st.UNK,
         additional_special_tokens=list(st.SPECIAL_TOKENS[4:]),
         clean_up_tokenization_spaces=False,
+        image_token=st.IMAGE_TOKEN,
+        boi_token=st.IMAGE_START,
+        eoi_token=st.IMAGE_END,
     )
     fast.chat_template = chat_template()
     return fast

@@ -109,7 +109,8 @@ def test_chat_refuses_unknown_commands_and_lists_them(calc_bundle):
     )
     assert res.exit_code == 0, res.output
     assert (
-        "unknown command '/help'; commands: /exit, /quit, /reset, /history, /save PATH (start a message with // "
+        "unknown command '/help'; commands: /exit, /quit, /reset, /history, /save PATH, /image PATH (start a message "
+        "with // "
         "to send one that begins with /)"
     ) in res.stderr
     assert "/reset takes no argument" in res.stderr

@@ -267,7 +267,31 @@ def _deep_tool(depth: int) -> dict:
                 "messages": [{"role": "user", "content": [{"type": "image_url", "image_url": {"url": "x"}}]}],
             },
             400,
-            ["messages[0].content[0]", "'image_url'", "not supported"],
+            ["messages[0].content[0]", "data:image/...;base64, URL", "does not fetch URLs or read files"],
+        ),
+        (
+            {
+                "model": MODEL,
+                "messages": [
+                    {
+                        "role": "user",
+                        "content": [
+                            {"type": "image_url", "image_url": {"url": "data:image/png;base64,AAAA"}},
+                            {"type": "text", "text": "what?"},
+                        ],
+                    }
+                ],
+            },
+            400,
+            ["data URL (image/png", "not a readable image"],
+        ),
+        (
+            {
+                "model": MODEL,
+                "messages": [{"role": "user", "content": [{"type": "input_audio", "input_audio": {}}]}],
+            },
+            400,
+            ["messages[0].content[0]", "'input_audio'", "not supported"],
         ),
     ],
     ids=[
@@ -291,7 +315,9 @@ def _deep_tool(depth: int) -> dict:
         "deep-response-format",
         "recursive-response-format",
         "max-tokens-over-context",
-        "image-part",
+        "image-part-url",
+        "image-part-corrupt",
+        "audio-part",
     ],
 )
 def test_errors_have_their_status_and_name_the_problem(server, body, status, fragments):
@@ -305,6 +331,42 @@ def test_errors_have_their_status_and_name_the_problem(server, body, status, fra
     assert set(err) == {"message", "type", "param", "code"}
     for f in fragments:
         assert f in err["message"], (f, err["message"])
+
+
+def test_an_image_in_a_user_message_reaches_the_prompt(server):
+    """A data-URL image part is read by the checkpoint's image processor: its soft tokens count as prompt
+    tokens (the default budget, 280, for a 672x960 image)."""
+    import base64
+    import io
+
+    from PIL import Image
+
+    buf = io.BytesIO()
+    Image.new("RGB", (960, 672), (200, 30, 30)).save(buf, format="PNG")
+    url = "data:image/png;base64," + base64.b64encode(buf.getvalue()).decode()
+    text = {
+        "model": MODEL,
+        "messages": [{"role": "user", "content": "what is it?"}],
+        "max_tokens": 16,
+        "seed": 1,
+    }
+    image = {
+        **text,
+        "messages": [
+            {
+                "role": "user",
+                "content": [
+                    {"type": "image_url", "image_url": {"url": url}},
+                    {"type": "text", "text": "what is it?"},
+                ],
+            }
+        ],
+    }
+    url_base, _ = server
+    a = httpx.post(f"{url_base}/v1/chat/completions", json=text, timeout=60)
+    b = httpx.post(f"{url_base}/v1/chat/completions", json=image, timeout=60)
+    assert a.status_code == 200 and b.status_code == 200, b.text
+    assert b.json()["usage"]["prompt_tokens"] - a.json()["usage"]["prompt_tokens"] == 280 + 2
 
 
 def test_error_params_name_the_field_as_written(server):

@@ -120,6 +120,16 @@ def escape_lone_surrogates(value: Any) -> Any:
     return value
 
 
+def wire_content(content: Any) -> Any:
+    """A message's content as OpenAI's API takes it: a string as is; content parts without agentkit's own
+    ``vision_budget`` key (a budget of the embedded runtime that servers do not know)."""
+    if not isinstance(content, list):
+        return content
+    return [
+        {k: v for k, v in p.items() if k != "vision_budget"} if isinstance(p, dict) else p for p in content
+    ]
+
+
 def _retry_after(resp: httpx.Response) -> float | None:
     value = resp.headers.get("retry-after")
     if value is None:
@@ -217,9 +227,10 @@ class OpenAIBackend:
     ) -> dict[str, Any]:
         """The JSON body for ``/chat/completions``.
 
-        Arguments are JSON-encoded; an assistant tool-call message's ``thinking`` is sent as the reasoning
-        field when replay is on (see the class docstring), other thinking is dropped; lone surrogates are escaped by
-        :func:`escape_lone_surrogates`.
+        Content parts (text and ``image_url`` images) are sent as they are, less agentkit's own
+        ``vision_budget`` key; arguments are JSON-encoded; an assistant tool-call message's ``thinking`` is
+        sent as the reasoning field when replay is on (see the class docstring), other thinking is dropped; lone
+        surrogates are escaped by :func:`escape_lone_surrogates`.
         """
         out: list[dict[str, Any]] = []
         field = self.reasoning_field or self._server_reasoning_field
@@ -247,7 +258,7 @@ class OpenAIBackend:
             elif role == "tool":
                 out.append({"role": "tool", "tool_call_id": m["tool_call_id"], "content": m["content"]})
             else:
-                out.append({"role": role, "content": m["content"]})
+                out.append({"role": role, "content": wire_content(m["content"])})
         body: dict[str, Any] = {"model": self.model, "messages": out, **self.settings}
         if tools:
             body["tools"] = tools

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from pathlib import Path
 from typing import Any
 
 import typer
@@ -96,6 +97,12 @@ def generate_command(
         "--json",
         help="Print one JSON object: answer, thinking, tool_calls, raw (the canvases), stats.",
     ),
+    image: list[Path] | None = typer.Option(
+        None, "--image", help="An image the prompt is about (PNG, JPEG or WebP); repeat for several."
+    ),
+    vision_budget: int | None = typer.Option(
+        None, "--vision-budget", help="Soft tokens per image: 70, 140, 280 (default), 560 or 1120."
+    ),
 ) -> None:
     """Generate an answer with the block-diffusion runtime and print it readably (tool calls as
     name(arguments)) with its stats; --raw-output prints the canvases' tokens as generated."""
@@ -110,6 +117,22 @@ def generate_command(
     from model.limits import PromptTooLong, check_prompt_length
     from model.loading import CheckpointError, load_checkpoint
     from model.runtime import generate
+    from model.vision import ImageError, check_budget, open_image, prepare_images, vision_processor
+
+    def bad_image(exc: Exception) -> typer.Exit:
+        typer.secho(f"error: {exc}", err=True, fg="red")
+        return typer.Exit(2)
+
+    if image and raw_prompt:
+        typer.secho("error: --image needs the chat template: drop --raw-prompt", err=True, fg="red")
+        raise typer.Exit(2)
+    try:  # every image checked before the model loads
+        if vision_budget is not None:
+            check_budget(vision_budget)
+        for path in image or ():
+            open_image(path)
+    except ImageError as exc:
+        raise bad_image(exc) from None
 
     if threads:
         torch.set_num_threads(threads)
@@ -122,11 +145,25 @@ def generate_command(
     from model.tokenizer import encode_chat
 
     tok = ck.tokenizer
+    vision = None
     if raw_prompt:
         ids = tok(prompt, return_tensors="pt", add_special_tokens=False).input_ids.to(ck.model.device)
     else:  # the question is text: control-token spellings in it stay text (never a fake turn)
-        chat = encode_chat(tok, [{"role": "user", "content": prompt}])
+        content: Any = prompt
+        if image:
+            parts = [{"type": "image_url", "image_url": {"url": str(p)}} for p in image]
+            content = [*parts, {"type": "text", "text": prompt}]
+        try:
+            messages, vision = prepare_images(ck, [{"role": "user", "content": content}], vision_budget)
+            chat = encode_chat(tok, messages)
+            if vision is not None:
+                chat = vision_processor(ck).expand(chat, vision.soft_tokens)
+        except ImageError as exc:  # e.g. a checkpoint that cannot read images
+            raise bad_image(exc) from None
         ids = torch.tensor([chat], dtype=torch.long, device=ck.model.device)
+    images: dict[str, Any] = {}
+    if vision is not None:
+        images = {"pixel_values": vision.pixel_values, "image_position_ids": vision.image_position_ids}
     settings = ck.settings.replace(max_new_tokens=max_new_tokens)
     try:
         # before anything of the prompt's size is allocated
@@ -135,11 +172,11 @@ def generate_command(
         if live and not as_json:
             view, cb = _live_renderer(tok)
             with view:
-                out = generate(ck.model, ids, settings, seed=seed, on_event=cb)
+                out = generate(ck.model, ids, settings, seed=seed, on_event=cb, **images)
             if not view.console.is_terminal:  # piped: the last frame ends without a newline
                 view.console.line()
         else:
-            out = generate(ck.model, ids, settings, seed=seed)
+            out = generate(ck.model, ids, settings, seed=seed, **images)
     except PromptTooLong as exc:
         typer.secho(f"error: PromptTooLong: {exc}", err=True, fg="red")
         raise typer.Exit(2) from None

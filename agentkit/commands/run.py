@@ -19,7 +19,12 @@ EXIT_BAD_INPUT = 2
 #: Steps of a failed run's transcript printed on the terminal.
 FAILED_STEPS_SHOWN = 3
 #: REPL commands of ``agentkit chat``.
-CHAT_COMMANDS = ("/exit", "/quit", "/reset", "/history", "/save PATH")
+CHAT_COMMANDS = ("/exit", "/quit", "/reset", "/history", "/save PATH", "/image PATH")
+
+_IMAGE_HELP = "An image the question is about (PNG, JPEG or WebP); repeat for several."
+_BUDGET_HELP = (
+    "Soft tokens per image for the embedded model: 70, 140, 280 (default), 560 or 1120 (see docs/AGENTS.md)."
+)
 
 _SEED_HELP = (
     "Seed of the model's sampling (embedded: denoising seed; openai: the request's seed); default: the "
@@ -36,6 +41,17 @@ def _short(value: Any, limit: int = 160) -> str:
     text = value if isinstance(value, str) else json.dumps(value, ensure_ascii=False, default=str)
     text = " ".join(text.split())
     return text if len(text) <= limit else text[: limit - 1] + "…"
+
+
+def _shown(content: Any) -> str:
+    """A message's content for the terminal: its text, with ``[image]`` for each image part."""
+    if isinstance(content, str):
+        return content
+    return " ".join(
+        "[image]" if p.get("type") in ("image_url", "image") else str(p.get("text", ""))
+        for p in content
+        if isinstance(p, dict)
+    )
 
 
 def _print_failure(exc: AgentRunError, *, json_hint: bool) -> None:
@@ -57,6 +73,22 @@ def _print_failure(exc: AgentRunError, *, json_hint: bool) -> None:
                 typer.echo(f"  step {st.index}: {call} -> {rec.error_kind}: {_short(rec.error)}", err=True)
     if json_hint:
         typer.echo("the whole transcript: run the same command with --json", err=True)
+
+
+def _check_images(images: list[Path] | None, vision_budget: int | None) -> list[str]:
+    """The image files as paths, each checked (readable, PNG/JPEG/WebP, not corrupt) with the budget, before
+    any model loads; a bad one is a one-line error and exit 2."""
+    from model.vision import ImageError, check_budget, open_image
+
+    try:
+        if vision_budget is not None:
+            check_budget(vision_budget)
+        for image in images or ():
+            open_image(image)
+    except ImageError as exc:
+        _error(f"error: {exc}")
+        raise typer.Exit(EXIT_BAD_INPUT) from None
+    return [str(p) for p in images or ()]
 
 
 def _build_agent(
@@ -111,21 +143,25 @@ def run_command(
     ),
     max_steps: int | None = typer.Option(None, "--max-steps", help="Override the bundle's step limit."),
     seed: int | None = typer.Option(None, "--seed", min=-(2**63), max=2**63 - 1, help=_SEED_HELP),
+    image: list[Path] | None = typer.Option(None, "--image", help=_IMAGE_HELP),
+    vision_budget: int | None = typer.Option(None, "--vision-budget", help=_BUDGET_HELP),
 ) -> None:
     """Answer one question with a bundle's agent, rendering each tool call and tool response."""
     from rich.console import Console
 
     from agentkit.errors import AgentRunError, BackendError, PromptTooLong
     from agentkit.render import RichRenderer
+    from model.vision import ImageError
 
     if not question.strip():
         _error("the question is empty: pass the user message as the second argument")
         raise typer.Exit(EXIT_BAD_INPUT)
+    images = _check_images(image, vision_budget)
     agent = _build_agent(bundle, backend, model, max_steps, seed)
     console = Console()
     renderer = None if json_out else RichRenderer(console)
     try:
-        result = agent.run(question, on_event=renderer)
+        result = agent.run(question, on_event=renderer, images=images, vision_budget=vision_budget)
     except AgentRunError as exc:
         if json_out:
             typer.echo(
@@ -149,6 +185,9 @@ def run_command(
         else:
             _error(f"BackendError: {exc}")
         raise typer.Exit(EXIT_RUN_FAILED) from None
+    except ImageError as exc:  # e.g. a checkpoint without a vision tower
+        _error(f"error: {exc}")
+        raise typer.Exit(EXIT_BAD_INPUT) from None
     if json_out:
         typer.echo(result.to_json())
     else:
@@ -171,15 +210,23 @@ def chat_command(
     save: Path | None = typer.Option(None, "--save", help="Save the conversation as JSON after every turn."),
     max_steps: int | None = typer.Option(None, "--max-steps", help="Override the bundle's step limit."),
     seed: int | None = typer.Option(None, "--seed", min=-(2**63), max=2**63 - 1, help=_SEED_HELP),
+    image: list[Path] | None = typer.Option(
+        None, "--image", help=_IMAGE_HELP + " Attached to the first message; /image PATH attaches later ones."
+    ),
+    vision_budget: int | None = typer.Option(None, "--vision-budget", help=_BUDGET_HELP),
 ) -> None:
-    """Multi-turn chat with a bundle's agent. Commands: /exit, /quit, /reset, /history, /save PATH; start a
-    message with // to send one that begins with /."""
+    """Multi-turn chat with a bundle's agent. Commands: /exit, /quit, /reset, /history, /save PATH,
+    /image PATH (attach an image to the next message); start a message with // to send one that begins
+    with /."""
     from rich.console import Console
+    from rich.text import Text
 
     from agentkit.errors import AgentRunError, BackendError, PromptTooLong
     from agentkit.history import Conversation
     from agentkit.render import RichRenderer
+    from model.vision import ImageError, open_image
 
+    pending = _check_images(image, vision_budget)
     agent = _build_agent(bundle, backend, model, max_steps, seed)
     console = Console()
     conversation = None
@@ -217,7 +264,18 @@ def chat_command(
                 console.print("history cleared")
             elif command == "/history" and not arg:
                 for m in session.conversation.messages:
-                    console.print(f"[bold]{m['role']}>[/bold] {m['content']}", highlight=False)
+                    console.print(Text.assemble((f"{m['role']}> ", "bold"), _shown(m["content"])))
+            elif command == "/image":
+                if not arg:
+                    _error("usage: /image PATH")
+                    continue
+                try:
+                    open_image(arg)
+                except ImageError as exc:
+                    _error(f"/image: {exc}")
+                    continue
+                pending.append(arg)
+                console.print(f"{len(pending)} image(s) attached to your next message")
             elif command == "/save":
                 target = arg or (str(save) if save else "")
                 if not target:
@@ -229,7 +287,7 @@ def chat_command(
                     _error(f"/save: cannot write {target}: {exc}")
                     continue
                 console.print(f"saved {session.conversation.turns} turn(s) to {target}")
-            elif command in ("/exit", "/quit", "/reset", "/history"):
+            elif command in ("/exit", "/quit", "/reset", "/history", "/image"):
                 _error(f"{command} takes no argument (got {arg!r})")
             else:
                 _error(
@@ -238,9 +296,13 @@ def chat_command(
                 )
             continue
         try:
-            result = session.send(text, on_event=renderer)
+            result = session.send(text, on_event=renderer, images=pending, vision_budget=vision_budget)
         except PromptTooLong as exc:
             _error(f"PromptTooLong: {exc.reason}")
+            continue
+        except ImageError as exc:
+            _error(f"error: {exc}")
+            pending = []
             continue
         except AgentRunError as exc:
             _print_failure(exc, json_hint=False)
@@ -248,6 +310,7 @@ def chat_command(
         except BackendError as exc:
             _error(f"BackendError: {exc}")
             continue
+        pending = []
         console.print(f"[bold blue]agent>[/bold blue] {result.answer}", highlight=False)
         if save is not None:
             session.save(save)

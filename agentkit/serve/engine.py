@@ -72,6 +72,43 @@ def _text(content: Any, where: str = "content") -> str:
     return "".join(p.text or "" for p in content)
 
 
+def _user_content(content: Any, where: str) -> Any:
+    """A user message's content: its text, or text and image parts when it holds images.
+
+    An image part must carry its image inline (``image_url.url`` a ``data:image/...;base64,`` URL): the server
+    never reads a file path or fetches a URL named in a request.
+
+    Raises:
+        ServeError: (400) an image part without a data URL, or a part of another type (see :func:`_text`).
+    """
+    if isinstance(content, str) or content is None or all(p.type != "image_url" for p in content):
+        return _text(content, where)
+    parts: list[dict[str, Any]] = []
+    for j, p in enumerate(content):
+        if p.type == "image_url":
+            url = (p.image_url or {}).get("url") if isinstance(p.image_url, dict) else None
+            if not isinstance(url, str) or not url.startswith("data:"):
+                raise ServeError(
+                    400,
+                    f"{where}[{j}]: an image_url part must hold the image as a data:image/...;base64, URL "
+                    "(this server does not fetch URLs or read files)",
+                    param=f"{where}[{j}].image_url.url",
+                )
+            parts.append({"type": "image_url", "image_url": {"url": url}})
+        elif p.type != "text":
+            raise ServeError(
+                400,
+                f"{where}[{j}]: content parts of type {p.type!r} are not supported by this server "
+                "(text and image_url only)",
+                param=f"{where}[{j}].type",
+            )
+        elif p.text is None:
+            raise ServeError(400, f"{where}[{j}]: a text part needs 'text'", param=f"{where}[{j}].text")
+        else:
+            parts.append({"type": "text", "text": p.text})
+    return parts
+
+
 def to_template_messages(messages: list[Any]) -> list[dict[str, Any]]:
     """OpenAI request messages -> the chat template's message dicts (``docs/INTERFACES.md``).
 
@@ -91,7 +128,7 @@ def to_template_messages(messages: list[Any]) -> list[dict[str, Any]]:
         if isinstance(m, S.SystemMessage):
             out.append({"role": "system", "content": _text(m.content, f"messages[{i}].content")})
         elif isinstance(m, S.UserMessage):
-            out.append({"role": "user", "content": _text(m.content, f"messages[{i}].content")})
+            out.append({"role": "user", "content": _user_content(m.content, f"messages[{i}].content")})
         elif isinstance(m, S.AssistantMessage):
             am: dict[str, Any] = {"role": "assistant", "content": _text(m.content, f"messages[{i}].content")}
             if m.tool_calls:
@@ -333,7 +370,9 @@ class ServeEngine:
         from model.batching import BatcherClosed
 
         try:
-            handle = self.batcher.submit(turn.input_ids, turn.settings, turn.constraint, seed, on_canvas)
+            handle = self.batcher.submit(
+                turn.input_ids, turn.settings, turn.constraint, seed, on_canvas, vision=turn.vision
+            )
         except BatcherClosed as exc:
             raise ServeError(503, f"the server is shutting down: {exc}", type="server_error") from None
         return Submission(

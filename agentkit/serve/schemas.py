@@ -17,11 +17,13 @@ class _Open(BaseModel):
 
 
 class TextPart(_Open):
-    """A content part. Only ``{"type": "text", "text": ...}`` is supported; other types (``image_url``,
-    ``input_audio``, ...) are read so the server can refuse them by name (400), not with a validation dump."""
+    """A content part: ``{"type": "text", "text": ...}``, or in a user message ``{"type": "image_url",
+    "image_url": {"url": "data:image/png;base64,..."}}``; other types (``input_audio``, ...) are read so the
+    server can refuse them by name (400), not with a validation dump."""
 
     type: str
     text: str | None = None
+    image_url: dict[str, Any] | None = None
 
 
 Content = str | list[TextPart] | None

@@ -699,11 +699,15 @@ def copy_diffusion_loss(
 def save_checkpoint(
     model: Any, tok: Any, out: Path, cfg: TrainConfig, gen_overrides: dict[str, Any] | None = None
 ) -> None:
-    """Write an offline-loadable checkpoint folder: safetensors + config + generation_config + tokenizer."""
+    """Write an offline-loadable checkpoint folder: safetensors + config + generation_config + tokenizer +
+    the image processor config (``processor_config.json``)."""
+    from model.vision import write_processor_config
+
     out.mkdir(parents=True, exist_ok=True)
     model.generation_config = generation_config(cfg.canvas_length, gen_overrides)
     model.save_pretrained(out, safe_serialization=True)
     tok.save_pretrained(out)
+    write_processor_config(out, model.config)
 
 
 def _save_state(
