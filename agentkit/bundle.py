@@ -47,7 +47,7 @@ __all__ = ["FORMAT_VERSION", "Bundle", "load_bundle", "schema"]
 FORMAT_VERSION = 1
 SCHEMA_PATH = Path(__file__).resolve().parent / "schemas" / "bundle.schema.json"
 
-_EMBEDDED_KEYS = ("dtype", "device", "max_new_tokens", "seed", "threads")
+_EMBEDDED_KEYS = ("dtype", "device", "max_new_tokens", "seed", "threads", "adapter")
 _OPENAI_KEYS = ("base_url", "api_key_env", "timeout", "max_retries", "request", "seed")
 
 Path_ = tuple[str | int, ...]
@@ -384,7 +384,12 @@ class Bundle:
     data: dict[str, Any] = field(repr=False)
 
     def make_backend(
-        self, backend: str | Backend | None = None, model: str | None = None, *, seed: int | None = None
+        self,
+        backend: str | Backend | None = None,
+        model: str | None = None,
+        *,
+        seed: int | None = None,
+        adapter: str | Path | None = None,
     ) -> Backend:
         """The backend: the bundle's ``model:`` section, or the ``backend``/``model``/``seed`` overrides.
 
@@ -397,9 +402,12 @@ class Bundle:
             model: checkpoint path/id, served model name or script file.
             seed: the embedded backend's denoising seed / the openai request's ``seed``, overriding
                 ``model.seed``; the scripted backend is deterministic and ignores it.
+            adapter: a LoRA adapter folder (``agentkit specialize``) for the embedded backend, overriding
+                ``model.adapter`` (a relative ``model.adapter`` in the bundle is relative to the bundle's folder).
 
         Raises:
-            ValueError: unknown backend kind, or a required model name missing.
+            ValueError: unknown backend kind, a required model name missing, or ``adapter`` with a backend
+                other than embedded.
         """
         from agentkit.backends import make_backend
 
@@ -412,6 +420,8 @@ class Bundle:
         settings: dict[str, Any] = {}
         if same and kind == "embedded":
             settings = {k: self.model[k] for k in _EMBEDDED_KEYS if k in self.model}
+            if "adapter" in settings and not Path(settings["adapter"]).is_absolute():
+                settings["adapter"] = str(self.path.parent / settings["adapter"])
         elif same and kind == "openai":
             settings = {
                 k: self.model[k]
@@ -423,6 +433,10 @@ class Bundle:
                 request.setdefault("seed", self.model["seed"])
             if request:
                 settings["settings"] = request
+        if adapter is not None:
+            if kind != "embedded":
+                raise ValueError(f"--adapter applies to the embedded backend only (backend is {kind!r})")
+            settings["adapter"] = str(adapter)
         if seed is not None and kind == "embedded":
             settings["seed"] = seed
         elif seed is not None and kind == "openai":
@@ -437,11 +451,12 @@ class Bundle:
         model: str | None = None,
         *,
         seed: int | None = None,
+        adapter: str | Path | None = None,
         **overrides: Any,
     ) -> Agent:
         """An :class:`~agentkit.agent.Agent` from this bundle; ``overrides`` are ``Agent`` keywords.
 
-        ``backend``, ``model`` and ``seed`` are those of :meth:`make_backend`.
+        ``backend``, ``model``, ``seed`` and ``adapter`` are those of :meth:`make_backend`.
         """
         from agentkit.agent import Agent
 
@@ -451,7 +466,7 @@ class Bundle:
             **self.agent_settings,
         }
         kwargs.update(overrides)
-        return Agent(self.make_backend(backend, model, seed=seed), self.tools, **kwargs)
+        return Agent(self.make_backend(backend, model, seed=seed, adapter=adapter), self.tools, **kwargs)
 
 
 def _import_object(target: str) -> Any:

@@ -21,7 +21,7 @@ app = typer.Typer(
 )
 
 #: Modules under agentkit.commands that provide ``register(app: typer.Typer) -> None``.
-COMMAND_MODULES = ("run", "generate", "serve", "sandbox", "train", "eval")
+COMMAND_MODULES = ("run", "generate", "serve", "sandbox", "train", "eval", "specialize")
 
 
 @app.callback()

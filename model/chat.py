@@ -84,9 +84,12 @@ class ChatModel:
         dtype: str = "float32",
         device: str = "cpu",
         syntax: str = "gemma",
+        adapter: str | None = None,
     ) -> ChatModel:
-        """Load a checkpoint (``None``: the embedded default). Raises :class:`model.loading.CheckpointError`."""
-        return cls(load_checkpoint(path_or_id, dtype=dtype, device=device), syntax=syntax)
+        """Load a checkpoint (``None``: the embedded default), with a LoRA ``adapter`` folder applied when
+        given. Raises :class:`model.loading.CheckpointError` (:class:`model.adapters.AdapterError` for the
+        adapter)."""
+        return cls(load_checkpoint(path_or_id, dtype=dtype, device=device, adapter=adapter), syntax=syntax)
 
     # ------------------------------------------------------------------------------------------------------
     def render(self, messages: list[dict[str, Any]], tools: list[dict[str, Any]] | None = None) -> str:

@@ -45,12 +45,14 @@ class LoadedCheckpoint:
         tokenizer: the checkpoint's ``PreTrainedTokenizerFast`` (control tokens are never stripped on decode).
         settings: :class:`DenoiseSettings` from its ``generation_config.json``.
         source: the folder or hub id it came from.
+        adapter: the LoRA adapter folder applied to the model (its layers injected), or ``None``.
     """
 
     model: Any
     tokenizer: Any
     settings: DenoiseSettings
     source: str
+    adapter: str | None = None
 
 
 def _check_safetensors(path: Path) -> None:
@@ -146,6 +148,7 @@ def load_checkpoint(
     device: str = "cpu",
     device_map: str | dict[str, Any] | None = None,
     quantization: str | None = None,
+    adapter: str | os.PathLike[str] | None = None,
 ) -> LoadedCheckpoint:
     """Load a DiffusionGemma checkpoint and its tokenizer and denoising settings.
 
@@ -157,13 +160,17 @@ def load_checkpoint(
         device: ``"cpu"``, ``"cuda"`` or ``"cuda:N"``; ignored when ``device_map`` is given.
         device_map: passed to ``from_pretrained`` (e.g. ``"auto"`` for large checkpoints; needs accelerate).
         quantization: ``None``, ``"8bit"`` or ``"4bit"`` (bitsandbytes, CUDA only).
+        adapter: a LoRA adapter folder written by ``agentkit specialize`` (:mod:`model.adapters`), applied
+            after loading (its LoRA layers injected into the decoder and copy head); ``None``: none.
 
     Returns:
-        :class:`LoadedCheckpoint`.
+        :class:`LoadedCheckpoint` (``adapter`` set when one was applied).
 
     Raises:
         CheckpointError: missing folder, wrong architecture, truncated weights, a hub id not in the cache,
-            unsupported dtype or quantization, a CUDA device where torch sees none.
+            unsupported dtype or quantization, a CUDA device where torch sees none;
+            :class:`model.adapters.AdapterError` (a subclass) for an adapter that is missing, malformed or
+            trained on another base (both named).
     """
     if dtype not in ("float32", "bfloat16", "float16"):
         raise CheckpointError(
@@ -181,6 +188,11 @@ def load_checkpoint(
     else:  # a hub id: the local cache only, looked up before anything touches the network
         src = _cached_snapshot(src)
         _check_local_folder(Path(src))
+
+    if adapter is not None:  # a missing or malformed adapter fails before the weights load
+        from model.adapters import read_adapter_info
+
+        read_adapter_info(Path(adapter))
 
     import torch
     from transformers import AutoTokenizer, DiffusionGemmaForBlockDiffusion
@@ -228,6 +240,10 @@ def load_checkpoint(
     finally:
         if bars:
             hf_logging.enable_progress_bar()
+    if adapter is not None:
+        from model.adapters import apply_adapter
+
+        model = apply_adapter(model, src, Path(adapter))
     if "device_map" not in kwargs:
         model.to(device)  # in place for nn.Module
     model.eval()
@@ -235,7 +251,13 @@ def load_checkpoint(
     extra = Path(src) / DECODING_FILE
     if extra.is_file():
         settings = settings.replace(**read_decoding_file(extra))
-    return LoadedCheckpoint(model=model, tokenizer=tokenizer, settings=settings, source=src)
+    return LoadedCheckpoint(
+        model=model,
+        tokenizer=tokenizer,
+        settings=settings,
+        source=src,
+        adapter=None if adapter is None else str(adapter),
+    )
 
 
 def read_decoding_file(path: Path) -> dict[str, Any]:

@@ -30,6 +30,8 @@ class EmbeddedBackend:
         threads: torch intra-op threads to set on load (``None``: leave as is).
         chat_model: an already loaded ``ChatModel`` (then ``model``/``dtype``/``device`` are unused).
         on_event: runtime callback (per denoising step / canvas), see ``model.runtime``.
+        adapter: a LoRA adapter folder written by ``agentkit specialize``, applied to the checkpoint on load
+            (``None``: none); one trained on another base is refused, naming both.
 
     Raises:
         BackendError: (from :meth:`complete`) the checkpoint cannot be loaded, or a tool's schema is not
@@ -50,8 +52,10 @@ class EmbeddedBackend:
         threads: int | None = None,
         chat_model: Any = None,
         on_event: Any = None,
+        adapter: str | Path | None = None,
     ) -> None:
         self.model_path = None if model is None else str(model)
+        self.adapter = None if adapter is None else str(adapter)
         self.dtype = dtype
         self.device = device
         self.max_new_tokens = max_new_tokens
@@ -59,7 +63,7 @@ class EmbeddedBackend:
         self.threads = threads
         self.on_event = on_event
         self._chat_model = chat_model
-        self.name = f"embedded:{self.model_path or 'default'}"
+        self.name = f"embedded:{self.model_path or 'default'}" + (f"+{self.adapter}" if self.adapter else "")
         self._next_id = 0
 
     @property
@@ -75,7 +79,9 @@ class EmbeddedBackend:
 
             set_threads(self.threads)
             try:
-                self._chat_model = ChatModel.load(self.model_path, dtype=self.dtype, device=self.device)
+                self._chat_model = ChatModel.load(
+                    self.model_path, dtype=self.dtype, device=self.device, adapter=self.adapter
+                )
             except CheckpointError as exc:
                 raise BackendError(f"embedded backend: {exc}") from exc
         return self._chat_model

@@ -103,6 +103,9 @@ def generate_command(
     vision_budget: int | None = typer.Option(
         None, "--vision-budget", help="Soft tokens per image: 70, 140, 280 (default), 560 or 1120."
     ),
+    adapter: Path | None = typer.Option(
+        None, "--adapter", help="LoRA adapter folder from `agentkit specialize`, applied to the checkpoint."
+    ),
 ) -> None:
     """Generate an answer with the block-diffusion runtime and print it readably (tool calls as
     name(arguments)) with its stats; --raw-output prints the canvases' tokens as generated."""
@@ -138,7 +141,7 @@ def generate_command(
         torch.set_num_threads(threads)
     console = Console()
     try:
-        ck = load_checkpoint(model, dtype=dtype, device=device)
+        ck = load_checkpoint(model, dtype=dtype, device=device, adapter=adapter)
     except CheckpointError as exc:
         console.print(f"[red]error:[/red] {exc}", soft_wrap=True, markup=True, highlight=False)
         raise typer.Exit(2) from exc

@@ -26,6 +26,10 @@ _BUDGET_HELP = (
     "Soft tokens per image for the embedded model: 70, 140, 280 (default), 560 or 1120 (see docs/AGENTS.md)."
 )
 
+_ADAPTER_HELP = (
+    "LoRA adapter folder from `agentkit specialize` (embedded backend), applied to the checkpoint."
+)
+
 _SEED_HELP = (
     "Seed of the model's sampling (embedded: denoising seed; openai: the request's seed); default: the "
     "bundle's model.seed. Same seed, same question, same answer."
@@ -92,7 +96,12 @@ def _check_images(images: list[Path] | None, vision_budget: int | None) -> list[
 
 
 def _build_agent(
-    bundle: Path, backend: str | None, model: str | None, max_steps: int | None, seed: int | None = None
+    bundle: Path,
+    backend: str | None,
+    model: str | None,
+    max_steps: int | None,
+    seed: int | None = None,
+    adapter: Path | None = None,
 ) -> Agent:
     from agentkit.bundle import load_bundle
     from agentkit.errors import BundleError
@@ -109,7 +118,7 @@ def _build_agent(
     if max_steps is not None:
         overrides["max_steps"] = max_steps
     try:
-        agent = b.make_agent(backend=backend, model=model, seed=seed, **overrides)
+        agent = b.make_agent(backend=backend, model=model, seed=seed, adapter=adapter, **overrides)
     except (ValueError, TypeError) as exc:
         _error(f"{bundle}: {exc}")
         raise typer.Exit(EXIT_BAD_INPUT) from None
@@ -145,6 +154,7 @@ def run_command(
     seed: int | None = typer.Option(None, "--seed", min=-(2**63), max=2**63 - 1, help=_SEED_HELP),
     image: list[Path] | None = typer.Option(None, "--image", help=_IMAGE_HELP),
     vision_budget: int | None = typer.Option(None, "--vision-budget", help=_BUDGET_HELP),
+    adapter: Path | None = typer.Option(None, "--adapter", help=_ADAPTER_HELP),
 ) -> None:
     """Answer one question with a bundle's agent, rendering each tool call and tool response."""
     from rich.console import Console
@@ -157,7 +167,7 @@ def run_command(
         _error("the question is empty: pass the user message as the second argument")
         raise typer.Exit(EXIT_BAD_INPUT)
     images = _check_images(image, vision_budget)
-    agent = _build_agent(bundle, backend, model, max_steps, seed)
+    agent = _build_agent(bundle, backend, model, max_steps, seed, adapter)
     console = Console()
     renderer = None if json_out else RichRenderer(console)
     try:
@@ -214,6 +224,7 @@ def chat_command(
         None, "--image", help=_IMAGE_HELP + " Attached to the first message; /image PATH attaches later ones."
     ),
     vision_budget: int | None = typer.Option(None, "--vision-budget", help=_BUDGET_HELP),
+    adapter: Path | None = typer.Option(None, "--adapter", help=_ADAPTER_HELP),
 ) -> None:
     """Multi-turn chat with a bundle's agent. Commands: /exit, /quit, /reset, /history, /save PATH,
     /image PATH (attach an image to the next message); start a message with // to send one that begins
@@ -227,7 +238,7 @@ def chat_command(
     from model.vision import ImageError, open_image
 
     pending = _check_images(image, vision_budget)
-    agent = _build_agent(bundle, backend, model, max_steps, seed)
+    agent = _build_agent(bundle, backend, model, max_steps, seed, adapter)
     console = Console()
     conversation = None
     if load is not None:

@@ -25,6 +25,9 @@ def serve_command(
         help="On SIGTERM, seconds in-flight requests get to finish before they are ended with 503.",
     ),
     threads: int | None = typer.Option(None, min=1, help="torch threads."),
+    adapter: str | None = typer.Option(
+        None, "--adapter", help="LoRA adapter folder from `agentkit specialize`, applied to the checkpoint."
+    ),
     device: str = typer.Option("cpu", help="cpu or cuda."),
     dtype: str = typer.Option("float32", help="float32, bfloat16 or float16."),
     log_level: str = typer.Option(
@@ -65,7 +68,9 @@ def serve_command(
     if threads:
         torch.set_num_threads(threads)
     try:
-        engine = load_engine(model, model_id=model_name, max_batch=max_batch, dtype=dtype, device=device)
+        engine = load_engine(
+            model, model_id=model_name, max_batch=max_batch, dtype=dtype, device=device, adapter=adapter
+        )
     except CheckpointError as exc:
         typer.secho(f"error: {exc}", err=True, fg="red")
         raise typer.Exit(2) from None

@@ -32,8 +32,10 @@ def load_engine(
     max_batch: int = 16,
     dtype: str = "float32",
     device: str = "cpu",
+    adapter: str | None = None,
 ) -> Any:
-    """Load ``model`` (``None``: the embedded default) and start its batcher.
+    """Load ``model`` (``None``: the embedded default), with a LoRA ``adapter`` folder applied when given,
+    and start its batcher.
 
     Returns:
         :class:`agentkit.serve.engine.ServeEngine`.
@@ -45,5 +47,5 @@ def load_engine(
     from agentkit.serve.engine import ServeEngine
     from model.chat import ChatModel
 
-    cm = ChatModel.load(model, dtype=dtype, device=device)
+    cm = ChatModel.load(model, dtype=dtype, device=device, adapter=adapter)
     return ServeEngine(cm, model_id or model_id_for(model), max_batch=max_batch)

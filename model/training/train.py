@@ -540,6 +540,7 @@ def copy_diffusion_loss(
     draws: int | None = None,
     self_cond_p: float | None = None,
     with_stats: bool = True,
+    encoded: tuple[Any, Any] | None = None,
 ) -> tuple[Any, dict[str, float]]:
     """Loss of a ``DiffusionGemmaWithCopyHead`` on one batch (see :mod:`model.copy_head`).
 
@@ -562,6 +563,9 @@ def copy_diffusion_loss(
         draws: decoder passes per encoder pass (default ``cfg.noise_draws``).
         self_cond_p: default ``cfg.self_cond_p``.
         with_stats: compute the accuracy statistics (one more full-vocabulary mixture per draw).
+        encoded: ``(cache, last_hidden_state [B, P, H])`` of the prompt, already encoded (a frozen encoder over
+            a shared prefix, :mod:`model.training.specialize`); the batch then also carries
+            ``decoder_position_ids`` [B, C] (each row's canvas positions). ``None``: the encoder runs here.
 
     Returns:
         ``(loss, stats)``: scalar loss (nats) and floats ``acc_noised``, ``copy_acc`` (argmax accuracy on
@@ -583,8 +587,12 @@ def copy_diffusion_loss(
     draws = draws or cfg.noise_draws
     sc_p = cfg.self_cond_p if self_cond_p is None else self_cond_p
     V = cfg.vocab_size
-    enc = model.model.encoder(input_ids=ids, attention_mask=attn)
-    cache, E = enc.cache, enc.last_hidden_state
+    if encoded is None:
+        enc = model.model.encoder(input_ids=ids, attention_mask=attn)
+        cache, E = enc.cache, enc.last_hidden_state
+    else:
+        cache, E = encoded
+    dec_pos = batch.get("decoder_position_ids")
     mem = head.new_memory(ids, E, attn)
     H = E.shape[-1]
     decl = E.gather(1, batch["decl_pos"][..., None].expand(-1, -1, H))  # [B, K, H]
@@ -640,12 +648,14 @@ def copy_diffusion_loss(
                     cache=cache,
                     decoder_input_ids=noised,
                     decoder_attention_mask=dec_mask,
+                    decoder_position_ids=dec_pos,
                     copy_memory=mem,
                 ).logits.detach()
         out = model.model(
             cache=cache,
             decoder_input_ids=noised,
             decoder_attention_mask=dec_mask,
+            decoder_position_ids=dec_pos,
             self_conditioning_logits=sc_logits,
         )
         h = out.last_hidden_state

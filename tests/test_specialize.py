@@ -1,0 +1,310 @@
+"""``agentkit specialize``: the bundle dialogue generator, LoRA fine-tuning of a random-weight tiny checkpoint
+(the adapter saves, loads back and changes the outputs), and every adapter error as one line."""
+
+from __future__ import annotations
+
+import json
+import random
+import re
+import shutil
+from pathlib import Path
+
+import jsonschema
+import pytest
+import torch
+from typer.testing import CliRunner
+
+from agentkit.cli import app
+from agentkit.commands.specialize import bundle_declarations
+from model.adapters import ADAPTER_INFO, AdapterError, base_fingerprint
+from model.loading import load_checkpoint
+from model.training.bundle_data import BundleGenerator, pattern_sampler, tool_specs, train_and_heldout
+
+ROOT = Path(__file__).resolve().parents[1]
+GREENHOUSE = ROOT / "examples" / "greenhouse" / "bundle.yaml"
+
+TOY = [
+    {
+        "type": "function",
+        "function": {
+            "name": "feed_fish",
+            "description": "Feed the fish in a tank.",
+            "parameters": {
+                "type": "object",
+                "properties": {
+                    "tank": {"type": "string", "pattern": "^T[0-9]{2}$", "description": "Tank label."},
+                    "grams": {"type": "integer", "minimum": 1, "maximum": 30},
+                    "food": {"anyOf": [{"enum": ["flakes", "pellets"], "type": "string"}, {"type": "null"}]},
+                },
+                "required": ["tank", "grams"],
+            },
+        },
+    },
+    {
+        "type": "function",
+        "function": {
+            "name": "log_visit",
+            "description": "Log a visit to the aquarium.",
+            "parameters": {
+                "type": "object",
+                "properties": {
+                    "visitor_name": {"type": "string", "examples": ["Ada", "Grace"]},
+                    "day": {"type": "string", "format": "date"},
+                },
+                "required": ["visitor_name", "day"],
+            },
+        },
+    },
+]
+
+
+# ----------------------------------------------------------------------------------------------- dialogue data
+def test_pattern_sampler_draws_values_its_pattern_accepts():
+    for pattern in (r"^[A-H][1-9]$", r"^T[0-9]{2}$", r"^[a-z_]{3,6}-\d+$", r"^x?y+z*$"):
+        gen = pattern_sampler(pattern)
+        assert gen is not None, pattern
+        rng = random.Random(0)
+        values = {gen(rng)[0] for _ in range(200)}
+        assert all(re.fullmatch(pattern.strip("^$"), v) for v in values), pattern
+        assert len(values) > 5
+    assert pattern_sampler(r"^(a|b)$") is None and pattern_sampler(r"^[^a]$") is None
+
+
+def test_every_generated_call_validates_against_its_tool_and_the_heldout_requests_are_new():
+    train, held = train_and_heldout(TOY, "You keep an aquarium.", 400, 60, seed=3)
+    schemas = {t["function"]["name"]: t["function"]["parameters"] for t in TOY}
+    kinds = {e.kind for e in train}
+    assert {"call", "parallel", "multi_call", "answer_after_tool", "followup_call", "no_tool"} <= kinds
+    called = set()
+    for ex in train + held:
+        assert ex.tools == TOY  # every prompt declares the whole bundle, in order
+        assert ex.messages[0] == {"role": "system", "content": "You keep an aquarium."}
+        for name, args in ex.calls:
+            jsonschema.validate(args, schemas[name])
+            called.add(name)
+    assert called == {"feed_fish", "log_visit"}
+    seen = {e.messages[-1]["content"] for e in train if e.messages[-1]["role"] == "user"}
+    assert not {e.messages[-1]["content"] for e in held if e.messages[-1]["role"] == "user"} & seen
+    # the same seed and split give the same stream; another split another one
+    again = BundleGenerator(TOY, "You keep an aquarium.", 3, "train").take(5)
+    assert [e.target for e in again] == [e.target for e in train[:5]]
+    assert [e.target for e in held[:5]] != [e.target for e in train[:5]]
+
+
+def test_parameter_kinds_follow_enum_bounds_format_and_examples():
+    specs = {s.name: s for s in tool_specs(TOY)}
+    rng = random.Random(1)
+    feed, visit = specs["feed_fish"], specs["log_visit"]
+    assert feed.action == "feed the fish in a tank"
+    assert {feed.kinds["food"].gen(rng)[0] for _ in range(50)} == {"flakes", "pellets"}
+    grams = [feed.kinds["grams"].gen(rng)[0] for _ in range(200)]
+    assert min(grams) >= 1 and max(grams) <= 30
+    days = [visit.kinds["day"].gen(rng)[0] for _ in range(20)]
+    assert all(re.fullmatch(r"\d{4}-\d{2}-\d{2}", d) for d in days)
+    visitors = {visit.kinds["visitor_name"].gen(rng)[0] for _ in range(100)}
+    assert {"Ada", "Grace"} <= visitors and len(visitors) > 2  # the examples and names beyond them
+    with pytest.raises(ValueError, match=r"tool 'nested', parameter 'spec': objects"):
+        tool_specs(
+            [{"function": {"name": "nested", "parameters": {"properties": {"spec": {"type": "object"}}}}}]
+        )
+
+
+def test_the_greenhouse_bundle_is_unknown_to_the_base_training_data():
+    from model.training.data import Generator
+
+    declarations, system = bundle_declarations(GREENHOUSE)
+    names = {d["function"]["name"] for d in declarations}
+    assert len(names) == 5 and system
+    seen = set()
+    gen = Generator(0, "train")
+    for _ in range(3000):
+        ex = gen.example()
+        seen |= {t["function"]["name"] for t in ex.tools}
+    assert not names & seen
+
+
+# ------------------------------------------------------------------------------------------------ fine-tuning
+@pytest.fixture(scope="module")
+def tiny(tmp_path_factory):
+    from model.testing import make_tiny_checkpoint
+
+    torch.set_num_threads(1)
+    root = tmp_path_factory.mktemp("spec")
+    base = make_tiny_checkpoint(
+        root / "base", canvas_length=16, copy_head=True, generation={"max_denoising_steps": 4}
+    )
+    other = make_tiny_checkpoint(
+        root / "other", canvas_length=16, seed=5, generation={"max_denoising_steps": 4}
+    )
+    return root, base, other
+
+
+@pytest.fixture(scope="module")
+def adapter(tiny):
+    from model.training.specialize import SpecializeConfig, specialize
+
+    root, base, _ = tiny
+    cfg = SpecializeConfig(
+        bundle="toy",
+        out=str(root / "adapter"),
+        base=str(base),
+        minutes=5,
+        lora_rank=4,
+        threads=1,
+        n_train=48,
+        n_eval=3,
+        batch_size=4,
+        max_prompt=512,
+        max_steps=3,
+        lr=5e-2,
+    )
+    lines: list[str] = []
+    report = specialize(cfg, TOY, "You keep an aquarium.", log=lines.append)
+    return root / "adapter", report, lines
+
+
+def _decoder_logits(ck) -> torch.Tensor:
+    ids = torch.tensor([[2, 30, 31, 32, 33, 34]])
+    with torch.no_grad():
+        enc = ck.model.model.encoder(input_ids=ids)
+        canvas = torch.tensor([[40 + i for i in range(16)]])
+        return ck.model(cache=enc.cache, decoder_input_ids=canvas).logits
+
+
+def test_specialize_saves_an_adapter_that_loads_and_changes_the_outputs(tiny, adapter):
+    _, base, _ = tiny
+    folder, report, lines = adapter
+    for name in ("adapter_config.json", "adapter_model.safetensors", ADAPTER_INFO, "report.json"):
+        assert (folder / name).is_file(), name
+    info = json.loads((folder / ADAPTER_INFO).read_text())
+    assert info["base_fingerprint"] == base_fingerprint(base) and info["tools"] == ["feed_fish", "log_visit"]
+    assert report["steps"] == 3 and report["threads"] == 1
+    assert 0 < report["adapter_bytes"] < report["base_bytes"]
+    assert report["held_out_call_dialogues"] >= 1
+    assert 0.0 <= report["exact_call_accuracy_before"] <= 1.0
+    assert json.loads((folder / "report.json").read_text())["steps"] == 3
+    assert any("exact-call accuracy" in line for line in lines)
+    plain = load_checkpoint(base)
+    tuned = load_checkpoint(base, adapter=folder)
+    assert tuned.adapter == str(folder)
+    lora = [n for n, _ in tuned.model.named_modules() if n.endswith("lora_A")]
+    assert lora and all(n.startswith(("model.decoder.", "copy_head.")) for n in lora)  # never the encoder
+    diff = (_decoder_logits(tuned) - _decoder_logits(plain)).abs().max()
+    assert float(diff) > 1e-3
+    # the frozen encoder is the base's
+    for (n, p), (_, q) in zip(
+        plain.model.model.encoder.named_parameters(),
+        tuned.model.model.encoder.named_parameters(),
+        strict=True,
+    ):
+        assert torch.equal(p, q), n
+
+
+def test_an_adapter_on_the_wrong_base_names_both(tiny, adapter):
+    _, base, other = tiny
+    folder, _, _ = adapter
+    with pytest.raises(AdapterError) as info:
+        load_checkpoint(other, adapter=folder)
+    msg = str(info.value)
+    assert f"adapter {folder} was trained on base {base}" in msg and str(other) in msg and "\n" not in msg
+
+
+def test_bad_adapter_folders_are_one_line_errors(tmp_path, tiny):
+    _, base, _ = tiny
+    with pytest.raises(AdapterError, match="no such folder"):
+        load_checkpoint(base, adapter=tmp_path / "missing")
+    (tmp_path / "empty").mkdir()
+    with pytest.raises(AdapterError, match=r"no adapter_config\.json"):
+        load_checkpoint(base, adapter=tmp_path / "empty")
+    (tmp_path / "empty" / "adapter_config.json").write_text("{}")
+    with pytest.raises(AdapterError, match=f"no {ADAPTER_INFO}"):
+        load_checkpoint(base, adapter=tmp_path / "empty")
+
+
+def test_cli_adapter_option_and_bundle_key(tiny, adapter, tmp_path):
+    root, base, _ = tiny
+    folder, _, _ = adapter
+    shutil.copytree(folder, tmp_path / "lora")
+    (tmp_path / "b.yaml").write_text(
+        f"agentkit_bundle: 1\nname: b\nmodel: {{backend: embedded, name: {base}, adapter: lora, seed: 0}}\n"
+        "agent: {max_steps: 1}\ntools: []\n"
+    )
+    runner = CliRunner()
+    r = runner.invoke(app, ["run", str(tmp_path / "b.yaml"), "hello", "--json"])
+    assert r.exit_code in (0, 1), r.output  # the random model may not answer; it must load the adapter
+    assert "Traceback" not in r.output
+    r = runner.invoke(app, ["run", str(tmp_path / "b.yaml"), "hello", "--adapter", str(tmp_path / "nope")])
+    assert r.exit_code == 2 and "no such folder" in r.output and "Traceback" not in r.output
+    r = runner.invoke(app, ["generate", "hi", "--model", str(root / "other"), "--adapter", str(folder)])
+    assert r.exit_code == 2 and "was trained on base" in r.output
+    r = runner.invoke(
+        app,
+        [
+            "run",
+            str(tmp_path / "b.yaml"),
+            "hi",
+            "--backend",
+            "openai",
+            "--model",
+            "m",
+            "--adapter",
+            str(folder),
+        ],
+    )
+    assert r.exit_code == 2 and "--adapter applies to the embedded backend only" in r.output
+
+
+def test_cli_specialize_refuses_bad_input_in_one_line(tmp_path):
+    runner = CliRunner()
+    (tmp_path / "bad.yaml").write_text("agentkit_bundle: 1\nname: [\n")
+    r = runner.invoke(app, ["specialize", str(tmp_path / "bad.yaml"), "--out", str(tmp_path / "o")])
+    assert r.exit_code == 2 and "bad.yaml" in r.output and "Traceback" not in r.output
+    (tmp_path / "none.yaml").write_text("agentkit_bundle: 1\nname: n\ntools: []\n")
+    r = runner.invoke(app, ["specialize", str(tmp_path / "none.yaml"), "--out", str(tmp_path / "o")])
+    assert r.exit_code == 2 and "declares no tools" in r.output
+    (tmp_path / "full").mkdir()
+    (tmp_path / "full" / "x.txt").write_text("mine")
+    r = runner.invoke(app, ["specialize", str(GREENHOUSE), "--out", str(tmp_path / "full"), "--eval", "1"])
+    assert r.exit_code == 2 and "not an adapter folder" in r.output
+
+
+def test_the_shared_prefix_encoded_once_gives_the_states_of_whole_prompts(tiny):
+    from model.training.specialize import PrefixEncoder, length_batches, shared_prefix
+    from model.training.train import TrainConfig, device_batch, encode_labelled, word_token_table
+
+    _, base, _ = tiny
+    ck = load_checkpoint(base)
+    train, _ = train_and_heldout(TOY, "You keep an aquarium.", 40, 1, seed=0)
+    data = encode_labelled(ck.tokenizer, train, word_token_table(ck.tokenizer))
+    pe = PrefixEncoder(ck.model, shared_prefix([d.prompt for d in data]))
+    assert len(pe.prefix) > 100  # the system prompt and both declarations
+    tcfg = TrainConfig(batch_size=6, canvas_length=16, max_prompt=4096, vocab_size=512, copy_head=True)
+    items = sorted(data, key=lambda d: len(d.prompt))[::7][:6]  # six different lengths
+    batch = device_batch(items, tcfg, random.Random(0), "cpu")
+    groups = pe.groups(batch)
+    assert len(groups) == len({len(d.prompt) for d in items}) and abs(sum(g[2] for g in groups) - 1) < 1e-9
+    for sub, (cache, hidden), _ in groups:
+        with torch.no_grad():
+            whole = ck.model.model.encoder(input_ids=sub["input_ids"], attention_mask=sub["attention_mask"])
+            torch.testing.assert_close(hidden, whole.last_hidden_state, atol=1e-4, rtol=1e-4)
+            canvas = sub["canvas"]
+            mask = torch.cat([sub["attention_mask"], torch.ones_like(canvas)], 1)
+            a = ck.model.model(cache=whole.cache, decoder_input_ids=canvas, decoder_attention_mask=mask)
+            b = ck.model.model(
+                cache=cache,
+                decoder_input_ids=canvas,
+                decoder_attention_mask=mask,
+                decoder_position_ids=sub["decoder_position_ids"],
+            )
+        torch.testing.assert_close(a.last_hidden_state, b.last_hidden_state, atol=1e-4, rtol=1e-4)
+    # batches of one prompt length where the data allows it
+    many, _ = train_and_heldout(TOY, "You keep an aquarium.", 400, 1, seed=1)
+    encoded = encode_labelled(ck.tokenizer, many, word_token_table(ck.tokenizer))
+    buckets: dict[int, int] = {}
+    for d in encoded:
+        buckets[len(d.prompt)] = buckets.get(len(d.prompt), 0) + 1
+    full = sum(n // 4 for n in buckets.values())  # batches of one length the data allows
+    stream = length_batches(encoded, 4, random.Random(1))
+    one_pass = [next(stream) for _ in range(-(-len(encoded) // 4))]
+    assert sum(len({len(d.prompt) for d in b}) == 1 for b in one_pass) >= full > 10
+    assert sorted(id(d) for b in one_pass for d in b) == sorted(id(d) for d in encoded)
