@@ -73,14 +73,20 @@ def read_adapter_info(adapter: str | Path) -> dict[str, Any]:
     """The :data:`ADAPTER_INFO` record of an adapter folder.
 
     Raises:
-        AdapterError: a missing folder, no ``adapter_config.json`` (not a peft adapter), or a missing or
-            malformed :data:`ADAPTER_INFO`.
+        AdapterError: a missing folder (or a file), no ``adapter_config.json`` (not a peft adapter), no
+            ``adapter_model.safetensors``, or a missing or malformed :data:`ADAPTER_INFO`.
     """
     root = Path(adapter)
+    if root.is_file():
+        raise AdapterError(f"adapter {root}: is a file; give the adapter's folder")
     if not root.is_dir():
         raise AdapterError(f"adapter {root}: no such folder")
     if not (root / "adapter_config.json").is_file():
         raise AdapterError(f"adapter {root}: no adapter_config.json (not a LoRA adapter folder)")
+    if not (root / "adapter_model.safetensors").is_file():
+        raise AdapterError(
+            f"adapter {root}: no adapter_model.safetensors (the adapter's weights are missing)"
+        )
     info_file = root / ADAPTER_INFO
     try:
         info = json.loads(info_file.read_text(encoding="utf-8"))
@@ -120,11 +126,15 @@ def apply_adapter(model: Any, base_folder: str | Path, adapter: str | Path) -> A
             f"{info['base_fingerprint'][:12]}), not on {base_folder} (fingerprint {have[:12]}): load it with "
             f"that base (--model)"
         )
-    try:
-        from peft import PeftModel
+    import warnings
 
-        wrapped = PeftModel.from_pretrained(model, str(adapter), is_trainable=False)
-    except (ValueError, KeyError, RuntimeError, OSError) as exc:
+    from peft import PeftModel
+
+    try:
+        with warnings.catch_warnings():  # transformers deprecation noise raised through peft, not the user's
+            warnings.filterwarnings("ignore", message=".*is_gradient_checkpointing.*", category=FutureWarning)
+            wrapped = PeftModel.from_pretrained(model, str(adapter), is_trainable=False)
+    except Exception as exc:
         first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
         raise AdapterError(f"adapter {adapter}: cannot be loaded onto {base_folder} ({first})") from None
     inner: Any = wrapped.base_model.model  # the same model object, LoRA layers injected (not merged)

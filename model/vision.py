@@ -186,8 +186,21 @@ def to_data_url(source: ImageSource) -> str:
     image = open_image(source)
     data, _ = read_image_bytes(source)
     if data is None:
+        if image.mode not in (
+            "1",
+            "L",
+            "LA",
+            "I",
+            "P",
+            "RGB",
+            "RGBA",
+        ):  # CMYK, YCbCr, ...: PNG cannot hold them
+            image = image.convert("RGB")
         buf = io.BytesIO()
-        image.save(buf, format="PNG")
+        try:
+            image.save(buf, format="PNG")
+        except (OSError, ValueError) as exc:
+            raise ImageError(f"{describe(source)}: cannot be encoded as PNG ({exc})") from None
         data, mime = buf.getvalue(), "image/png"
     else:
         from PIL import Image
@@ -230,6 +243,8 @@ class VisionProcessor:
             ``num_soft_tokens_per_image``).
         image_token_id, boi_token_id, eoi_token_id: ids of ``<|image|>``, ``<|image>``, ``<image|>``.
         source: the checkpoint's name, for messages.
+        max_side: the most patches along one side the vision tower has position embeddings for
+            (``vision_config.position_embedding_size``); ``None``: unchecked.
     """
 
     def __init__(
@@ -239,7 +254,9 @@ class VisionProcessor:
         boi_token_id: int,
         eoi_token_id: int,
         source: str = "checkpoint",
+        max_side: int | None = None,
     ) -> None:
+        self.max_side = max_side
         self.image_processor = image_processor
         self.image_token_id = int(image_token_id)
         self.boi_token_id = int(boi_token_id)
@@ -277,8 +294,16 @@ class VisionProcessor:
                 out = self.image_processor(images=[rgb], max_soft_tokens=budget, return_tensors="pt")
             except ValueError as exc:
                 raise ImageError(f"image {k + 1} ({rgb.width}x{rgb.height} px): {exc}") from None
+            grid = out["image_position_ids"].long()
+            side = int(grid.max()) + 1
+            if self.max_side is not None and side > self.max_side:
+                raise ImageError(
+                    f"image {k + 1} ({rgb.width}x{rgb.height} px) at vision budget {budget} is {side} patches along "
+                    f"one side; the vision tower of {self.source} has positions for {self.max_side}: use a smaller "
+                    "budget or a less elongated image"
+                )
             pixels.append(out["pixel_values"].float())
-            positions.append(out["image_position_ids"].long())
+            positions.append(grid)
             counts.append(int(out["num_soft_tokens_per_image"][0]))
         if not pixels:
             raise ImageError("no images to process")
@@ -366,7 +391,15 @@ def vision_processor(checkpoint: Any) -> VisionProcessor:
                 f"checkpoint {source} has no usable image processor config (preprocessor_config.json or "
                 f"processor_config.json): {first}"
             ) from None
-        vp = VisionProcessor(processor, ids["image"], ids["boi"], ids["eoi"], source=source)
+        side = getattr(config.vision_config, "position_embedding_size", None)
+        vp = VisionProcessor(
+            processor,
+            ids["image"],
+            ids["boi"],
+            ids["eoi"],
+            source=source,
+            max_side=None if side is None else int(side),
+        )
         checkpoint._vision = vp
         return vp
 

@@ -217,6 +217,7 @@ def test_bad_adapter_folders_are_one_line_errors(tmp_path, tiny):
     with pytest.raises(AdapterError, match=r"no adapter_config\.json"):
         load_checkpoint(base, adapter=tmp_path / "empty")
     (tmp_path / "empty" / "adapter_config.json").write_text("{}")
+    (tmp_path / "empty" / "adapter_model.safetensors").write_bytes(b"")
     with pytest.raises(AdapterError, match=f"no {ADAPTER_INFO}"):
         load_checkpoint(base, adapter=tmp_path / "empty")
 
@@ -308,3 +309,19 @@ def test_the_shared_prefix_encoded_once_gives_the_states_of_whole_prompts(tiny):
     one_pass = [next(stream) for _ in range(-(-len(encoded) // 4))]
     assert sum(len({len(d.prompt) for d in b}) == 1 for b in one_pass) >= full > 10
     assert sorted(id(d) for b in one_pass for d in b) == sorted(id(d) for d in encoded)
+
+
+def test_adapter_files_missing_or_corrupt_are_one_line(tiny, adapter, tmp_path):
+    _, base, _ = tiny
+    folder, _, _ = adapter
+    with pytest.raises(AdapterError, match="is a file; give the adapter's folder"):
+        load_checkpoint(base, adapter=folder / "adapter_config.json")
+    broken = tmp_path / "broken"
+    shutil.copytree(folder, broken)
+    (broken / "adapter_model.safetensors").unlink()
+    with pytest.raises(AdapterError, match=r"no adapter_model\.safetensors"):
+        load_checkpoint(base, adapter=broken)
+    (broken / "adapter_model.safetensors").write_bytes(b"junk")
+    with pytest.raises(AdapterError, match="cannot be loaded onto") as info:
+        load_checkpoint(base, adapter=broken)
+    assert "\n" not in str(info.value)

@@ -27,6 +27,7 @@ from model.runtime import generate
 from model.vision import (
     VISION_BUDGETS,
     ImageError,
+    VisionProcessor,
     open_image,
     prepare_images,
     to_data_url,
@@ -64,6 +65,8 @@ def vp(ck):
 # ---------------------------------------------------------------------------------------------------------- budgets
 @pytest.mark.parametrize("budget", VISION_BUDGETS)
 def test_soft_tokens_per_budget(vp, budget):
+    # the checkpoint's image processor alone (the tiny tower's 64 positions per side would refuse 560 and 1120)
+    vp = VisionProcessor(vp.image_processor, vp.image_token_id, vp.boi_token_id, vp.eoi_token_id)
     h, w = EXACT[budget]
     exact = vp.process([_noise(h, w)], budget)
     assert exact.soft_tokens == [budget]
@@ -395,3 +398,16 @@ def test_cli_image_errors_exit_2_with_one_line(tmp_path):
     assert r.exit_code == 0, r.output
     content = json.loads(r.output)["conversation"]["messages"][0]["content"]
     assert content[0]["type"] == "image_url" and content[1] == {"type": "text", "text": "what?"}
+
+
+def test_a_patch_grid_beyond_the_towers_positions_is_one_line(ck, vp):
+    """The tiny tower has positions for 64 patches per side; an elongated image at 280 needs more."""
+    assert vp.max_side == 64
+    msg = _err(lambda: vp.process([_noise(100, 300)], 280))
+    assert "image 1 (300x100 px) at vision budget 280" in msg and "positions for 64" in msg
+    assert vp.process([_noise(100, 300)], 70).soft_tokens[0] <= 70
+
+
+def test_a_cmyk_image_object_is_converted_not_refused():
+    url = to_data_url(_noise(20, 30).convert("CMYK"))
+    assert url.startswith("data:image/png;base64,") and open_image(url).size == (30, 20)

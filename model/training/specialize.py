@@ -227,10 +227,12 @@ def _folder_bytes(folder: Path, pattern: str) -> int:
 
 
 def _lr(step: int, total: int, cfg: SpecializeConfig) -> float:
-    """Linear warm-up over ``cfg.warmup`` steps, then cosine from ``cfg.lr`` to a tenth of it at ``total``."""
-    if step < cfg.warmup:
-        return cfg.lr * (step + 1) / cfg.warmup
-    frac = min(1.0, step / max(1, total - cfg.warmup))
+    """Linear warm-up over ``cfg.warmup`` steps (at most a tenth of a short run), then cosine from ``cfg.lr`` to a
+    tenth of it at ``total``."""
+    warmup = max(1, min(cfg.warmup, total // 10))
+    if step < warmup:
+        return cfg.lr * (step + 1) / warmup
+    frac = min(1.0, step / max(1, total - warmup))
     return cfg.lr * (0.1 + 0.9 * 0.5 * (1 + math.cos(math.pi * frac)))
 
 
@@ -329,6 +331,8 @@ def specialize(
     if cfg.lora_rank < 1:
         raise ValueError(f"--lora-rank must be >= 1, got {cfg.lora_rank}")
     out = Path(cfg.out)
+    if out.exists() and not out.is_dir():
+        raise ValueError(f"{out}: --out is a file; give a folder for the adapter")
     if out.exists() and any(out.iterdir()) and not (out / ADAPTER_INFO).exists():
         raise ValueError(
             f"{out}: the output folder exists and is not an adapter folder; choose another --out"
