@@ -24,6 +24,13 @@ def bundle_declarations(bundle_path: Path) -> tuple[list[dict[str, Any]], str | 
     return agent.declarations(), bundle.system_prompt
 
 
+def default_device() -> str:
+    """``"cuda"`` where torch sees a GPU, else ``"cpu"``."""
+    import torch
+
+    return "cuda" if torch.cuda.is_available() else "cpu"
+
+
 def specialize_command(
     bundle: Path = typer.Argument(..., help="Bundle file (YAML) whose tools to teach."),
     out: Path = typer.Option(
@@ -38,7 +45,9 @@ def specialize_command(
     threads: int | None = typer.Option(None, "--threads", min=1, help="torch threads (default: every core)."),
     n_eval: int = typer.Option(100, "--eval", min=1, help="Held-out dialogues scored before and after."),
     lr: float = typer.Option(6e-3, "--lr", help="Peak learning rate of the LoRA weights."),
-    device: str = typer.Option("cpu", "--device", help="cpu or cuda."),
+    device: str | None = typer.Option(
+        None, "--device", help="cpu or cuda (default: cuda where torch sees a GPU)."
+    ),
     as_json: bool = typer.Option(False, "--json", help="Print the report as one JSON object at the end."),
 ) -> None:
     """Generate training dialogues for a bundle's tools, fine-tune LoRA adapters on the base checkpoint for
@@ -71,7 +80,7 @@ def specialize_command(
         threads=threads,
         n_eval=n_eval,
         lr=lr,
-        device=device,
+        device=device or default_device(),
     )
     try:
         report = specialize(cfg, declarations, system_prompt, log=lambda line: typer.echo(line, err=as_json))
