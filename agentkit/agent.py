@@ -509,8 +509,6 @@ class Agent:
         *,
         prefer_sync: bool,
     ) -> RunResult:
-        if not isinstance(question, str) or not question.strip():
-            raise ValueError("question must be a non-empty string")
         callbacks = self._callbacks if on_event is None else [*self._callbacks, on_event]
         emit: Callable[[Event], None] | None = None
         if callbacks:

@@ -97,13 +97,13 @@ def rescore(folder: Path, args: argparse.Namespace) -> int:
     from model.chat import ChatModel
     from model.loading import load_checkpoint
     from model.training.bundle_data import train_and_heldout
-    from model.training.specialize import evaluate
+    from model.training.heldout import evaluate_examples
 
     r = json.loads((folder / "report.json").read_text())
     cfg = r["config"]
     declarations, system_prompt = bundle_declarations(Path(cfg["bundle"]))
     _, held = train_and_heldout(declarations, system_prompt, cfg["n_train"], cfg["n_eval"], cfg["seed"])
-    after = evaluate(ChatModel(load_checkpoint(r["base"], adapter=folder)), held)
+    after = evaluate_examples(ChatModel(load_checkpoint(r["base"], adapter=folder)), held)
     gain = 100.0 * (after["call_accuracy"] - r["exact_call_accuracy_before"])
     report = {
         "benchmark": "specialize_bundle",

@@ -6,8 +6,9 @@ checkpoint and its fingerprint (:func:`base_fingerprint`). :func:`apply_adapter`
 base fingerprint is not the loaded checkpoint's, naming both, then loads it with peft. The LoRA layers stay
 unmerged: DiffusionGemma's encoder and decoder share their weight tensors (the tiny checkpoint's 6.7M parameters
 are stored once), so merging a decoder adapter (``merge_and_unload``) would add its delta to the encoder as
-well, which training never saw (measured: a 1,604-step adapter went from better to 2.5 points below the base
-when merged). The runtime calls the model's modules directly, so the injected layers run without the wrapper.
+well, which training never saw (a development measurement: a 1,604-step adapter that scores +48 points unmerged
+scored 2.5 points below the base merged; ``tests/test_specialize.py`` checks that loading leaves the encoder's
+weights as they are). The runtime calls the model's modules directly, so the injected layers run without the wrapper.
 
 Source of the method: Hu et al. 2021, "LoRA: Low-Rank Adaptation of Large Language Models"; implementation:
 Hugging Face ``peft`` (``LoraConfig``, ``get_peft_model``, ``PeftModel.from_pretrained``).
@@ -28,8 +29,8 @@ ADAPTER_INFO = "agentkit_adapter.json"
 #: The modules LoRA adapts (a regular expression over module names, peft's ``target_modules``): the attention
 #: and MLP projections of the decoder's layers, and the copy head's projections when present. The encoder (it
 #: writes the KV cache), the vision tower, the embeddings and the router stay as the base has them: with no
-#: trainable weight in the encoder, training runs it without building a graph over the long prompt (measured on
-#: 2 CPU cores, batch 16, 758-token prompts: 2.4 s per step against 12.6 s with the encoder adapted too).
+#: trainable weight in the encoder, training runs it without building a graph over the long prompt (a development
+#: timing on 2 CPU cores, batch 16, 758-token prompts: 2.4 s per step against 12.6 s with the encoder adapted too).
 LORA_TARGETS = (
     r"model\.decoder\.layers\.\d+\.(self_attn\.(q|k|v|o)_proj|mlp\.(gate|up|down)_proj)"
     r"|copy_head\.(key_proj|query_proj|decl_proj|ctrl)"

@@ -326,7 +326,7 @@ class CanvasBatcher:
             attn = torch.ones((1, P), dtype=torch.bool, device=device)
             pos = torch.arange(0, P, dtype=torch.int32, device=device).unsqueeze(0)
             v = row.vision
-            images = {} if v is None else image_inputs(m, ids, v.pixel_values, v.image_position_ids, None)
+            images = {} if v is None else image_inputs(m, ids, mm_token_type_ids=None, **v.generate_kwargs())
             enc_in, masks = m._prepare_encoder_inputs(
                 input_ids=ids,
                 attention_mask=attn,

@@ -114,6 +114,26 @@ class ChatModel:
 
         return encode_chat(self.tokenizer, messages, tools or None)
 
+    def encode_turn(
+        self,
+        messages: list[dict[str, Any]],
+        tools: list[dict[str, Any]] | None = None,
+        vision_budget: int | None = None,
+    ) -> tuple[list[int], VisionInputs | None]:
+        """Prompt ids of a turn whose messages may hold images, and the processed images (or ``None``).
+
+        Each image part is rendered by the chat template as ``<|image|>`` and expanded to its soft tokens
+        (:mod:`model.vision`); without images this is :meth:`encode`.
+
+        Raises:
+            model.vision.ImageError: an unusable image or budget, or a checkpoint that cannot read images.
+        """
+        messages, vision = prepare_images(self.checkpoint, messages, vision_budget)
+        input_ids = self.encode(messages, tools)
+        if vision is not None:
+            input_ids = vision_processor(self.checkpoint).expand(input_ids, vision.soft_tokens)
+        return input_ids, vision
+
     def make_constraint(
         self,
         tools: list[dict[str, Any]],
@@ -174,10 +194,7 @@ class ChatModel:
             As :meth:`chat`; ``ValueError`` also for an unknown ``response_format`` type, or ``response_format``
             given with a ``tool_choice`` that requires a call.
         """
-        messages, vision = prepare_images(self.checkpoint, messages, vision_budget)
-        input_ids = self.encode(messages, tools)
-        if vision is not None:
-            input_ids = vision_processor(self.checkpoint).expand(input_ids, vision.soft_tokens)
+        input_ids, vision = self.encode_turn(messages, tools, vision_budget)
         settings = self.settings
         if max_new_tokens is not None:
             settings = settings.replace(max_new_tokens=max_new_tokens)
@@ -319,7 +336,6 @@ class ChatModel:
             vision_budget,
         )
         input_ids = torch.tensor([turn.input_ids], dtype=torch.long, device=self.model.device)
-        images = turn.vision
         result = generate(
             self.model,
             input_ids,
@@ -327,8 +343,7 @@ class ChatModel:
             constraints=[turn.constraint] if turn.constraint is not None else None,
             seed=seed,
             on_event=on_event,
-            pixel_values=None if images is None else images.pixel_values,
-            image_position_ids=None if images is None else images.image_position_ids,
+            **({} if turn.vision is None else turn.vision.generate_kwargs()),
         )
         new = result.new_tokens[0]
         new = new[new != turn.settings.pad_token_id]

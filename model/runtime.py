@@ -359,8 +359,12 @@ def image_inputs(
         input_ids: ``[B, P]`` expanded prompt ids.
         pixel_values, image_position_ids, mm_token_type_ids: see :func:`generate`.
 
+    Returns:
+        ``{"pixel_values", "image_position_ids", "mm_token_type_ids"}`` on ``input_ids``' device (pixels in the
+        encoder's dtype).
+
     Raises:
-        ValueError: ``image_position_ids`` missing with ``pixel_values``, or image tensors on another device.
+        ValueError: ``image_position_ids`` missing with ``pixel_values``.
     """
     if pixel_values is None:
         return {}

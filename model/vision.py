@@ -40,10 +40,10 @@ if TYPE_CHECKING:  # torch is imported where tensors are made: reading and check
 VISION_BUDGETS: tuple[int, ...] = (70, 140, 280, 560, 1120)
 #: The budget used when none is given (OCR and documents).
 DEFAULT_VISION_BUDGET = 280
+#: Image modes a PNG file holds (others, e.g. CMYK, are converted to RGB before encoding).
+_PNG_MODES = ("1", "L", "LA", "I", "P", "RGB", "RGBA")
 #: Image file formats accepted (Pillow's format names) and their MIME types.
 ACCEPTED_FORMATS: dict[str, str] = {"PNG": "image/png", "JPEG": "image/jpeg", "WEBP": "image/webp"}
-#: ``mm_token_type_ids`` value of an image soft token (text is 0), as ``Gemma4Processor`` writes it.
-IMAGE_TOKEN_TYPE = 1
 
 #: What an image can be given as: a file path, the file's bytes, a ``data:image/...;base64,`` URL, or a
 #: ``PIL.Image.Image``.
@@ -146,23 +146,38 @@ def open_image(source: ImageSource) -> Any:
         ImageError: see :func:`read_image_bytes`; a file that is not an image, is corrupt or truncated, or is in
             another format (the message names the format and the accepted ones).
     """
-    from PIL import Image, ImageOps, UnidentifiedImageError
-
     data, image = read_image_bytes(source)
     name = describe(source)
-    if image is None:
-        try:
-            image = Image.open(io.BytesIO(data or b""))
-        except UnidentifiedImageError:
-            raise ImageError(f"{name}: not a readable image (corrupt, or not an image file)") from None
-        except (OSError, ValueError, SyntaxError) as exc:
-            raise ImageError(f"{name}: not a readable image ({exc})") from None
-        if image.format not in ACCEPTED_FORMATS:
-            raise ImageError(f"{name}: unsupported image format {image.format} (accepted: PNG, JPEG, WebP)")
-        try:
-            image.load()
-        except (OSError, ValueError, SyntaxError) as exc:
-            raise ImageError(f"{name}: corrupt or truncated {image.format} image ({exc})") from None
+    return _upright(image if image is not None else _decode(data or b"", name), name)
+
+
+def _decode(data: bytes, name: str) -> Any:
+    """An accepted image file's bytes opened and fully decoded (``PIL.Image.Image`` with its ``format``).
+
+    Raises:
+        ImageError: not an image, another format, or corrupt or truncated data.
+    """
+    from PIL import Image, UnidentifiedImageError
+
+    try:
+        image = Image.open(io.BytesIO(data))
+    except UnidentifiedImageError:
+        raise ImageError(f"{name}: not a readable image (corrupt, or not an image file)") from None
+    except (OSError, ValueError, SyntaxError) as exc:
+        raise ImageError(f"{name}: not a readable image ({exc})") from None
+    if image.format not in ACCEPTED_FORMATS:
+        raise ImageError(f"{name}: unsupported image format {image.format} (accepted: PNG, JPEG, WebP)")
+    try:
+        image.load()
+    except (OSError, ValueError, SyntaxError) as exc:
+        raise ImageError(f"{name}: corrupt or truncated {image.format} image ({exc})") from None
+    return image
+
+
+def _upright(image: Any, name: str) -> Any:
+    """``image`` with its EXIF orientation applied. Raises :class:`ImageError` for unreadable EXIF data."""
+    from PIL import ImageOps
+
     try:
         upright = ImageOps.exif_transpose(image)
     except (OSError, ValueError, SyntaxError) as exc:
@@ -180,34 +195,35 @@ def to_data_url(source: ImageSource) -> str:
     Raises:
         ImageError: see :func:`open_image`.
     """
-    if isinstance(source, str) and source.startswith("data:"):
-        open_image(source)
-        return source
-    image = open_image(source)
-    data, _ = read_image_bytes(source)
-    if data is None:
-        if image.mode not in (
-            "1",
-            "L",
-            "LA",
-            "I",
-            "P",
-            "RGB",
-            "RGBA",
-        ):  # CMYK, YCbCr, ...: PNG cannot hold them
-            image = image.convert("RGB")
-        buf = io.BytesIO()
-        try:
-            image.save(buf, format="PNG")
-        except (OSError, ValueError) as exc:
-            raise ImageError(f"{describe(source)}: cannot be encoded as PNG ({exc})") from None
-        data, mime = buf.getvalue(), "image/png"
-    else:
-        from PIL import Image
+    data, image = read_image_bytes(source)
+    name = describe(source)
+    if data is not None:  # the file's own bytes, read once; checked and kept as they are
+        decoded = _decode(data, name)
+        _upright(decoded, name)
+        if isinstance(source, str) and source.startswith("data:"):
+            return source
+        return f"data:{ACCEPTED_FORMATS[str(decoded.format)]};base64,{base64.b64encode(data).decode('ascii')}"
+    image = _upright(image, name)
+    if image.mode not in _PNG_MODES:  # CMYK, YCbCr, ...
+        image = image.convert("RGB")
+    buf = io.BytesIO()
+    try:
+        image.save(buf, format="PNG")
+    except (OSError, ValueError) as exc:
+        raise ImageError(f"{name}: cannot be encoded as PNG ({exc})") from None
+    return f"data:image/png;base64,{base64.b64encode(buf.getvalue()).decode('ascii')}"
 
-        with Image.open(io.BytesIO(data)) as probe:
-            mime = ACCEPTED_FORMATS[str(probe.format)]
-    return f"data:{mime};base64,{base64.b64encode(data).decode('ascii')}"
+
+def check_images(sources: Any, budget: int | None = None) -> None:
+    """Check a vision budget (when given) and that each image opens, before any model loads (the CLI's check).
+
+    Raises:
+        ImageError: the first unusable image or the budget (see :func:`open_image`, :func:`check_budget`).
+    """
+    if budget is not None:
+        check_budget(budget)
+    for source in sources or ():
+        open_image(source)
 
 
 @dataclass
@@ -227,11 +243,9 @@ class VisionInputs:
     soft_tokens: list[int]
     budgets: list[int]
 
-    def to(self, device: Any) -> VisionInputs:
-        """The same inputs on ``device``."""
-        return VisionInputs(
-            self.pixel_values.to(device), self.image_position_ids.to(device), self.soft_tokens, self.budgets
-        )
+    def generate_kwargs(self) -> dict[str, Any]:
+        """``pixel_values`` and ``image_position_ids`` as :func:`model.runtime.generate` takes them."""
+        return {"pixel_values": self.pixel_values, "image_position_ids": self.image_position_ids}
 
 
 class VisionProcessor:
@@ -339,10 +353,6 @@ class VisionProcessor:
             else:
                 out.append(i)
         return out
-
-    def token_type_ids(self, input_ids: torch.Tensor) -> torch.Tensor:
-        """``mm_token_type_ids`` of expanded prompt ids ``[B, P]``: 1 at image soft tokens, else 0 (int64)."""
-        return (input_ids == self.image_token_id).long() * IMAGE_TOKEN_TYPE
 
 
 _LOCK = threading.Lock()

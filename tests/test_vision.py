@@ -23,7 +23,7 @@ from agentkit.cli import app
 from agentkit.history import Conversation
 from model.chat import ChatModel
 from model.loading import load_checkpoint
-from model.runtime import generate
+from model.runtime import generate, image_inputs
 from model.vision import (
     VISION_BUDGETS,
     ImageError,
@@ -187,7 +187,9 @@ def test_prefill_with_images_is_token_identical_to_transformers_generate(ck, vp)
         ids,
         pixel_values=v.pixel_values,
         image_position_ids=v.image_position_ids,
-        mm_token_type_ids=vp.token_type_ids(ids),
+        mm_token_type_ids=image_inputs(ck.model, ids, v.pixel_values, v.image_position_ids, None)[
+            "mm_token_type_ids"
+        ],
         max_new_tokens=32,
     )
     assert torch.equal(ours.sequences, ref.sequences)

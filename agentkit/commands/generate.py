@@ -120,7 +120,7 @@ def generate_command(
     from model.limits import PromptTooLong, check_prompt_length
     from model.loading import CheckpointError, load_checkpoint
     from model.runtime import generate
-    from model.vision import ImageError, check_budget, open_image, prepare_images, vision_processor
+    from model.vision import ImageError, check_images
 
     def bad_image(exc: Exception) -> typer.Exit:
         typer.secho(f"error: {exc}", err=True, fg="red")
@@ -130,10 +130,7 @@ def generate_command(
         typer.secho("error: --image needs the chat template: drop --raw-prompt", err=True, fg="red")
         raise typer.Exit(2)
     try:  # every image checked before the model loads
-        if vision_budget is not None:
-            check_budget(vision_budget)
-        for path in image or ():
-            open_image(path)
+        check_images(image, vision_budget)
     except ImageError as exc:
         raise bad_image(exc) from None
 
@@ -145,7 +142,7 @@ def generate_command(
     except CheckpointError as exc:
         console.print(f"[red]error:[/red] {exc}", soft_wrap=True, markup=True, highlight=False)
         raise typer.Exit(2) from exc
-    from model.tokenizer import encode_chat
+    from model.chat import ChatModel
 
     tok = ck.tokenizer
     vision = None
@@ -157,16 +154,13 @@ def generate_command(
             parts = [{"type": "image_url", "image_url": {"url": str(p)}} for p in image]
             content = [*parts, {"type": "text", "text": prompt}]
         try:
-            messages, vision = prepare_images(ck, [{"role": "user", "content": content}], vision_budget)
-            chat = encode_chat(tok, messages)
-            if vision is not None:
-                chat = vision_processor(ck).expand(chat, vision.soft_tokens)
+            chat, vision = ChatModel(ck).encode_turn(
+                [{"role": "user", "content": content}], None, vision_budget
+            )
         except ImageError as exc:  # e.g. a checkpoint that cannot read images
             raise bad_image(exc) from None
         ids = torch.tensor([chat], dtype=torch.long, device=ck.model.device)
-    images: dict[str, Any] = {}
-    if vision is not None:
-        images = {"pixel_values": vision.pixel_values, "image_position_ids": vision.image_position_ids}
+    images: dict[str, Any] = {} if vision is None else vision.generate_kwargs()
     settings = ck.settings.replace(max_new_tokens=max_new_tokens)
     try:
         # before anything of the prompt's size is allocated

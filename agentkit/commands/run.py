@@ -82,13 +82,10 @@ def _print_failure(exc: AgentRunError, *, json_hint: bool) -> None:
 def _check_images(images: list[Path] | None, vision_budget: int | None) -> list[str]:
     """The image files as paths, each checked (readable, PNG/JPEG/WebP, not corrupt) with the budget, before
     any model loads; a bad one is a one-line error and exit 2."""
-    from model.vision import ImageError, check_budget, open_image
+    from model.vision import ImageError, check_images
 
     try:
-        if vision_budget is not None:
-            check_budget(vision_budget)
-        for image in images or ():
-            open_image(image)
+        check_images(images, vision_budget)
     except ImageError as exc:
         _error(f"error: {exc}")
         raise typer.Exit(EXIT_BAD_INPUT) from None

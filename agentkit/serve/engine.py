@@ -50,43 +50,26 @@ class ServeError(Exception):
         return S.ErrorResponse(error=err).model_dump()
 
 
-def _text(content: Any, where: str = "content") -> str:
-    """The text of a message's content (a string or text parts).
-
-    Raises:
-        ServeError: (400) a part that is not text, or a text part without ``text``; ``where`` names the message.
-    """
-    if content is None:
-        return ""
-    if isinstance(content, str):
-        return content
-    for j, p in enumerate(content):
-        if p.type != "text":
-            raise ServeError(
-                400,
-                f"{where}[{j}]: content parts of type {p.type!r} are not supported by this server (text only)",
-                param=f"{where}[{j}].type",
-            )
-        if p.text is None:
-            raise ServeError(400, f"{where}[{j}]: a text part needs 'text'", param=f"{where}[{j}].text")
-    return "".join(p.text or "" for p in content)
-
-
-def _user_content(content: Any, where: str) -> Any:
-    """A user message's content: its text, or text and image parts when it holds images.
+def _content(content: Any, where: str = "content", *, images: bool = False) -> Any:
+    """The text of a message's content (a string or text parts), or, when ``images`` and the content holds
+    ``image_url`` parts, its text and image parts (OpenAI's shape).
 
     An image part must carry its image inline (``image_url.url`` a ``data:image/...;base64,`` URL): the server
     never reads a file path or fetches a URL named in a request.
 
     Raises:
-        ServeError: (400) an image part without a data URL, or a part of another type (see :func:`_text`).
+        ServeError: (400) a part of another type, a text part without ``text``, or an image part without a data
+            URL; ``where`` names the message.
     """
-    if isinstance(content, str) or content is None or all(p.type != "image_url" for p in content):
-        return _text(content, where)
+    if content is None:
+        return ""
+    if isinstance(content, str):
+        return content
     parts: list[dict[str, Any]] = []
+    allowed = "text and image_url only" if images else "text only"
     for j, p in enumerate(content):
-        if p.type == "image_url":
-            url = (p.image_url or {}).get("url") if isinstance(p.image_url, dict) else None
+        if p.type == "image_url" and images:
+            url = p.image_url.get("url") if isinstance(p.image_url, dict) else None
             if not isinstance(url, str) or not url.startswith("data:"):
                 raise ServeError(
                     400,
@@ -98,15 +81,16 @@ def _user_content(content: Any, where: str) -> Any:
         elif p.type != "text":
             raise ServeError(
                 400,
-                f"{where}[{j}]: content parts of type {p.type!r} are not supported by this server "
-                "(text and image_url only)",
+                f"{where}[{j}]: content parts of type {p.type!r} are not supported by this server ({allowed})",
                 param=f"{where}[{j}].type",
             )
         elif p.text is None:
             raise ServeError(400, f"{where}[{j}]: a text part needs 'text'", param=f"{where}[{j}].text")
         else:
             parts.append({"type": "text", "text": p.text})
-    return parts
+    if any(part["type"] == "image_url" for part in parts):
+        return parts
+    return "".join(part["text"] for part in parts)
 
 
 def to_template_messages(messages: list[Any]) -> list[dict[str, Any]]:
@@ -126,11 +110,16 @@ def to_template_messages(messages: list[Any]) -> list[dict[str, Any]]:
     names: dict[str, str] = {}
     for i, m in enumerate(messages):
         if isinstance(m, S.SystemMessage):
-            out.append({"role": "system", "content": _text(m.content, f"messages[{i}].content")})
+            out.append({"role": "system", "content": _content(m.content, f"messages[{i}].content")})
         elif isinstance(m, S.UserMessage):
-            out.append({"role": "user", "content": _user_content(m.content, f"messages[{i}].content")})
+            out.append(
+                {"role": "user", "content": _content(m.content, f"messages[{i}].content", images=True)}
+            )
         elif isinstance(m, S.AssistantMessage):
-            am: dict[str, Any] = {"role": "assistant", "content": _text(m.content, f"messages[{i}].content")}
+            am: dict[str, Any] = {
+                "role": "assistant",
+                "content": _content(m.content, f"messages[{i}].content"),
+            }
             if m.tool_calls:
                 calls = []
                 for j, tc in enumerate(m.tool_calls):
@@ -165,7 +154,7 @@ def to_template_messages(messages: list[Any]) -> list[dict[str, Any]]:
                     "role": "tool",
                     "tool_call_id": m.tool_call_id,
                     "name": name,
-                    "content": _text(m.content, f"messages[{i}].content"),
+                    "content": _content(m.content, f"messages[{i}].content"),
                 }
             )
     return EmbeddedBackend.to_template_messages(out)

@@ -150,26 +150,21 @@ def kind_for_parameter(name: str, schema: dict[str, Any]) -> D.Kind:
         elif not examples:
             own = D._s(V.phrase)
     pool = tuple(examples)
+
+    def example(rng: random.Random) -> tuple[Any, str]:
+        v = rng.choice(pool)
+        return v, V.fmt_float(v) if isinstance(v, float) else str(v)
+
     gen: D.Gen
     if pool and own is not None:
         base = own
 
         def mixed(rng: random.Random) -> tuple[Any, str]:
-            if rng.random() < 0.5:
-                v = rng.choice(pool)
-                return v, D.V.fmt_float(v) if isinstance(v, float) else str(v)
-            return base(rng)
+            return example(rng) if rng.random() < 0.5 else base(rng)
 
         gen = mixed
-    elif pool:
-
-        def pooled(rng: random.Random) -> tuple[Any, str]:
-            v = rng.choice(pool)
-            return v, D.V.fmt_float(v) if isinstance(v, float) else str(v)
-
-        gen = pooled
     else:
-        gen = own or D._s(V.phrase)
+        gen = example if pool else (own or D._s(V.phrase))
     mentions = D.NUMERIC if t in ("integer", "number") else D.GENERIC + D.QUOTED[:2]
     return D.Kind((name,), s, gen, mentions)
 

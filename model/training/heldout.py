@@ -58,16 +58,24 @@ def score_example(ex: Example, calls: list[tuple[str, dict[str, Any]]], text: st
 
 
 def evaluate_heldout(chat_model: Any, *, limit: int = 100, seed: int = 0) -> dict[str, Any]:
-    """Run ``chat_model.chat`` (a :class:`model.chat.ChatModel`) on ``limit`` held-out examples.
+    """Run ``chat_model.chat`` (a :class:`model.chat.ChatModel`) on ``limit`` held-out examples
+    (:func:`evaluate_examples` on ``Generator(seed, "heldout")``)."""
+    return evaluate_examples(chat_model, Generator(seed, "heldout").take(limit))
+
+
+def evaluate_examples(chat_model: Any, examples: list[Example], log: Any = None) -> dict[str, Any]:
+    """Run ``chat_model.chat`` (a :class:`model.chat.ChatModel`) on ``examples``, each decoded with seed = its
+    index; a turn that raises counts as wrong. ``log``, when given, gets a progress line every 25 examples.
 
     Returns:
         ``{"n", "accuracy", "mean_latency_s", "call_name_accuracy" (call examples whose called function names
         match, ignoring arguments), "call_accuracy" (call examples whose calls match exactly, arguments
-        included), "n_calls", "by_kind": {kind: {"n", "accuracy"}}, "results": [...]}``.
+        included: the exact-call accuracy), "n_calls", "by_kind": {kind: {"n", "accuracy"}}, "results": [...]}``.
     """
-    examples = Generator(seed, "heldout").take(limit)
     results: list[dict[str, Any]] = []
     for i, ex in enumerate(examples):
+        if log is not None and i and i % 25 == 0:
+            log(f"  evaluated {i}/{len(examples)}")
         t0 = time.perf_counter()
         try:
             out = chat_model.chat(ex.messages, ex.tools or None, seed=i)

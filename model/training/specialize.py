@@ -2,7 +2,7 @@
 
 1. Data: synthetic dialogues for the bundle's own declarations (:mod:`model.training.bundle_data`): a training
    stream and a held-out split whose requests never occur in it.
-2. Before: held-out exact-call accuracy of the base checkpoint (:func:`evaluate`).
+2. Before: held-out exact-call accuracy of the base checkpoint (:func:`model.training.heldout.evaluate_examples`).
 3. Fine-tuning: LoRA adapters (peft, Hu et al. 2021) on the text layers' attention and MLP projections and the
    copy head's projections (:data:`model.adapters.LORA_TARGETS`); the base weights stay frozen. The loss is the
    one the base was trained with (:func:`model.training.train.copy_diffusion_loss` for a copy-head checkpoint,
@@ -29,7 +29,7 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
-from model.training.heldout import _CALL_KINDS, score_example
+from model.training.heldout import evaluate_examples
 
 
 @dataclass
@@ -59,52 +59,18 @@ class SpecializeConfig:
     max_steps: int | None = None
 
 
-def evaluate(chat_model: Any, examples: list[Any], log: Any = None) -> dict[str, Any]:
-    """Held-out scores of ``chat_model`` (a :class:`model.chat.ChatModel`) on ``examples``.
-
-    Returns:
-        ``{"n", "accuracy" (all examples), "n_calls", "call_accuracy" (exact-call accuracy), "by_kind",
-        "seconds"}``; each example is decoded with seed = its index.
-    """
-    t0 = time.perf_counter()
-    rows = []
-    for i, ex in enumerate(examples):
-        try:
-            out = chat_model.chat(ex.messages, ex.tools or None, seed=i)
-            calls = [(c.name, c.arguments) for c in out.tool_calls]
-            ok = score_example(ex, calls, out.text)
-        except Exception:
-            ok = False
-        rows.append((ex.kind, ok))
-        if log is not None and (i + 1) % 25 == 0:
-            log(f"  evaluated {i + 1}/{len(examples)}")
-    by_kind: dict[str, dict[str, Any]] = {}
-    for kind, ok in rows:
-        k = by_kind.setdefault(kind, {"n": 0, "correct": 0})
-        k["n"] += 1
-        k["correct"] += int(ok)
-    call_oks = [ok for kind, ok in rows if kind in _CALL_KINDS]
-    return {
-        "n": len(rows),
-        "accuracy": sum(ok for _, ok in rows) / max(1, len(rows)),
-        "n_calls": len(call_oks),
-        "call_accuracy": sum(call_oks) / max(1, len(call_oks)),
-        "by_kind": {k: {"n": v["n"], "accuracy": v["correct"] / v["n"]} for k, v in sorted(by_kind.items())},
-        "seconds": time.perf_counter() - t0,
-    }
-
-
 class PrefixEncoder:
     """Encodes training prompts that all start with the same prefix (system prompt and tool declarations),
     the prefix once: with the encoder frozen, its KV cache and final states are the same for every example.
 
     :meth:`groups` splits a batch into rows of equal prompt length and encodes only each group's suffix on top
     of the prefix's cache, with the tokens' true positions: the same states as encoding each prompt whole
-    (checked to 1e-5 in ``tests/test_specialize.py``). Rows of unequal length in one layout would need a gap
-    between prefix and suffix, and the sliding-window layers count a gap's slots (a 22-token gap moved the
-    decoder's states by 0.03; a LoRA trained that way called the wrong tools: +4 points against +12 to +18), so
-    :func:`length_batches` draws batches of one length where the data allows. Measured on 2 CPU cores, batch
-    8, ~760-token prompts: 0.72 s per step against 1.25 s encoding every prompt whole.
+    (checked to 1e-4 in ``tests/test_specialize.py``). Rows of unequal length in one layout would need a gap
+    between prefix and suffix, and the sliding-window layers count a gap's slots (in development runs, a
+    22-token gap moved the decoder's states by 0.03, and a LoRA trained that way called the wrong tools: +4
+    points against +12 to +18), so :func:`length_batches` draws batches of one length where the data allows.
+    On 2 CPU cores, batch 8, ~760-token prompts: about 0.7 s per step (each run logs its ``s/step``) against
+    1.25 s encoding every prompt whole.
 
     Args:
         model: the checkpoint (``DiffusionGemmaWithCopyHead``); its encoder must have no trainable weight.
@@ -220,6 +186,11 @@ def shared_prefix(prompts: list[list[int]]) -> list[int]:
             k += 1
         n = k
     return first[:n]
+
+
+def _scores(r: dict[str, Any]) -> dict[str, Any]:
+    """The figures of an evaluation for the report (its per-example raw outputs left out)."""
+    return {k: v for k, v in r.items() if k != "results"}
 
 
 def _folder_bytes(folder: Path, pattern: str) -> int:
@@ -350,7 +321,7 @@ def specialize(
     ck = load_checkpoint(str(DEFAULT_CHECKPOINT if cfg.base is None else cfg.base), device=cfg.device)
     base_src = ck.source
     log(f"base: {base_src}; held-out evaluation of the base ({len(held_ex)} dialogues)...")
-    before = evaluate(ChatModel(ck), held_ex, log)
+    before = _scores(evaluate_examples(ChatModel(ck), held_ex, log))
     log(f"base: exact-call accuracy {before['call_accuracy']:.3f} ({before['n_calls']} call dialogues)")
 
     model, tok = ck.model, ck.tokenizer
@@ -391,7 +362,9 @@ def specialize(
     }
     (out / ADAPTER_INFO).write_text(json.dumps(info, indent=2) + "\n", encoding="utf-8")
     log(f"adapter saved to {out}; loading it onto the base as a user would and evaluating...")
-    after = evaluate(ChatModel(load_checkpoint(base_src, device=cfg.device, adapter=out)), held_ex, log)
+    after = _scores(
+        evaluate_examples(ChatModel(load_checkpoint(base_src, device=cfg.device, adapter=out)), held_ex, log)
+    )
     adapter_bytes = _folder_bytes(out, "adapter_model.safetensors")
     base_bytes = _folder_bytes(Path(base_src), "*.safetensors")
     report = {
