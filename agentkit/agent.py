@@ -364,12 +364,16 @@ class Agent:
         """Register a tool (a :class:`Tool` or a typed function); returns the Tool.
 
         Raises:
-            ToolDefinitionError: a tool with that name is already registered, or the function cannot be
-                made a tool.
+            ToolDefinitionError: a tool with that name is already registered, the function cannot be made a
+                tool, or the backend cannot serve it (the embedded backend: a schema its tool-call constraint
+                cannot enforce, checked here and not when the tool is defined).
         """
         tl = as_tool(t)
         if tl.name in self._tools:
             raise ToolDefinitionError(f"duplicate tool name {tl.name!r}")
+        check_tool = getattr(self.backend, "check_tool", None)
+        if check_tool is not None:
+            check_tool(tl.name, tl.parameters)
         self._tools[tl.name] = tl
         self._declarations.append(tl.declaration())
         return tl

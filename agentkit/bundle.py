@@ -32,8 +32,9 @@ from typing import TYPE_CHECKING, Any
 
 import yaml
 
+from agentkit.backends.embedded import constraint_support_error
 from agentkit.errors import BundleError, BundleIssue, ToolDefinitionError
-from agentkit.tools import DEFAULT_RETRIES, DEFAULT_TIMEOUT_S, Tool, constraint_support_error
+from agentkit.tools import DEFAULT_RETRIES, DEFAULT_TIMEOUT_S, Tool
 
 if TYPE_CHECKING:
     import httpx
@@ -622,8 +623,7 @@ def load_bundle(
                     issue((*tp, "parameters", *exc.path), f"not a valid JSON Schema: {exc.message}")
                 )
                 continue
-            unsupported = constraint_support_error(name, params)
-            if unsupported is not None:
+            if kind == "embedded" and (unsupported := constraint_support_error(name, params)) is not None:
                 where = tuple(x for x in unsupported.path.split("/") if x)
                 at = (*tp, "parameters", *(int(x) if x.isdigit() else x for x in where), unsupported.keyword)
                 issues.append(
@@ -671,7 +671,20 @@ def load_bundle(
                 if not callable(obj):
                     issues.append(issue((*tp, "python"), f"{t['python']!r} is not callable"))
                     continue
-                tools.append(Tool(obj, parameters=params, timeout=t.get("timeout", base_timeout), **common))
+                made = Tool(obj, parameters=params, timeout=t.get("timeout", base_timeout), **common)
+                if kind == "embedded" and params is None:
+                    # the schema comes from the function's signature: checked here, so the error has a line
+                    unsupported = constraint_support_error(name, made.parameters)
+                    if unsupported is not None:
+                        issues.append(
+                            issue(
+                                (*tp, "python"),
+                                f"the tool-call constraint cannot enforce the parameters of {t['python']!r}: "
+                                f"{unsupported}",
+                            )
+                        )
+                        continue
+                tools.append(made)
                 continue
             if params is None:
                 impl = "http" if "http" in t else "sandbox"

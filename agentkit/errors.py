@@ -5,7 +5,7 @@ Two families:
 * Definition errors (:class:`ToolDefinitionError`, :class:`BundleError`) are raised while tools, agents and
   bundles are built, before any model call; they name the offending function, file, line and field.
 * Run errors (:class:`AgentRunError` and subclasses) stop a run deliberately (step limit, loop guard, a tool's
-  failure budget, a prompt that does not fit the model's context). Each carries the partial transcript in ``.result`` (a :class:`agentkit.agent.RunResult`
+  failure budget, a prompt that does not fit the model's context). Each carries the partial transcript in ``.result`` (a :class:`agentkit.result.RunResult`
   with ``answer=None``) so nothing the model and tools did is lost.
 
 A tool's own exception or timeout is *not* raised: the planner turns it into a tool response the model
@@ -18,7 +18,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
-    from agentkit.agent import RunResult
+    from agentkit.result import RunResult
 
 
 class AgentKitError(Exception):

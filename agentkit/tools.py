@@ -567,27 +567,6 @@ def _format_message(e: Any) -> str:
     return f"{'.'.join(str(p) for p in e.path) or '(arguments)'}: {e.message}"
 
 
-def constraint_support_error(name: str, parameters: dict[str, Any]) -> Any:
-    """Check at registration that the schema-constrained decoder can enforce a tool's ``parameters``.
-
-    Compiles the tool-call grammar of this one tool (``model.constraints.grammar.tool_call_grammar``, no
-    tokenizer, about a millisecond), so an unsupported keyword or an unsatisfiable schema fails when the tool
-    is defined, not mid-generation.
-
-    Returns:
-        ``None`` when supported, else the ``model.constraints.schema.SchemaError`` (``keyword``, JSON pointer
-        ``path`` relative to ``parameters``, message).
-    """
-    from model.constraints.grammar import tool_call_grammar
-    from model.constraints.schema import SchemaError
-
-    try:
-        tool_call_grammar([{"name": name, "parameters": parameters}], tool_choice="required")
-    except SchemaError as exc:
-        return exc
-    return None
-
-
 class Tool:
     """A tool the model can call.
 
@@ -722,11 +701,6 @@ class Tool:
             "type": "function",
             "function": {"name": self.name, "description": self.description, "parameters": self.parameters},
         }
-        unsupported = constraint_support_error(self.name, self.parameters)
-        if unsupported is not None:
-            raise ToolDefinitionError(
-                f"tool {self.name!r}: the tool-call constraint cannot enforce its parameters: {unsupported}"
-            )
         if parameters is None and '"format"' in json.dumps(self.parameters):
             # Pydantic validates the values; the formats its schema declares are checked as the grammar does.
             import jsonschema

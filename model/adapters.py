@@ -21,7 +21,7 @@ import json
 from pathlib import Path
 from typing import Any
 
-from model.loading import CheckpointError
+from model.errors import CheckpointError
 
 #: agentkit's record beside peft's files: ``{"base", "base_fingerprint", "bundle", "tools", "lora_rank"}``.
 ADAPTER_INFO = "agentkit_adapter.json"

@@ -18,6 +18,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from model.errors import CheckpointError
 from model.settings import DenoiseSettings
 
 #: The embedded default checkpoint, trained by the project (``model/training``).
@@ -30,10 +31,6 @@ SUPPORTED_MODEL_TYPES = ("diffusion_gemma",)
 #: :class:`DenoiseSettings`).
 DECODING_FILE = "agentkit_decoding.json"
 DECODING_KEYS = ("accept_window", "no_repeat")
-
-
-class CheckpointError(RuntimeError):
-    """A checkpoint cannot be loaded; the message names the path and the problem."""
 
 
 @dataclass

@@ -15,6 +15,7 @@ from agentkit import Agent, BundleError, load_bundle
 from agentkit.backends.openai import OpenAIBackend
 from agentkit.backends.scripted import ScriptedBackend, call
 from agentkit.bundle import schema
+from agentkit.errors import ToolDefinitionError
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -538,6 +539,55 @@ def test_errors_name_file_line_and_field(tmp_path, text, line, field, message):
     assert match[0].line == line
     assert match[0].file == str(p)
     assert f"{p}:{line}:" in str(ei.value)
+
+
+def test_the_constraint_check_follows_the_backend(tmp_path):
+    # The same schema: refused with its line for the embedded backend (above), loaded for a remote server,
+    # and refused by the agent (naming the tool) when the bundle is run on the embedded backend after all.
+    p = write(
+        tmp_path,
+        """
+        agentkit_bundle: 1
+        name: x
+        model: {backend: openai, base_url: "http://127.0.0.1:9/v1", name: m}
+        tools:
+          - name: t
+            parameters:
+              type: object
+              properties:
+                tags: {type: array, items: {type: string}, uniqueItems: true}
+            sandbox: {code: "print(1)"}
+        """,
+    )
+    b = load_bundle(p)
+    assert [t.name for t in b.tools] == ["t"]
+    with pytest.raises(ToolDefinitionError, match=r"tool 't': .*keyword 'uniqueItems' is not supported"):
+        b.make_agent(backend="embedded")
+
+
+def test_a_python_tool_whose_signature_the_constraint_cannot_enforce_has_a_line(tmp_path):
+    (tmp_path / "unenforceable_mod.py").write_text(
+        "from typing import Annotated\n"
+        "from pydantic import Field\n"
+        "def big(n: Annotated[int, Field(ge=10**20)]) -> int:\n"
+        "    return n\n"
+    )
+    p = write(
+        tmp_path,
+        """
+        agentkit_bundle: 1
+        name: x
+        tools:
+          - name: big
+            python: unenforceable_mod:big
+        """,
+    )
+    with pytest.raises(BundleError) as ei:
+        load_bundle(p)
+    (issue,) = ei.value.issues
+    assert (issue.line, issue.field) == (5, "tools[0].python")
+    assert "cannot enforce the parameters of 'unenforceable_mod:big'" in issue.message
+    assert "keyword 'minimum'" in issue.message
 
 
 def test_all_problems_are_reported_at_once_sorted_by_line(tmp_path):

@@ -5,9 +5,15 @@ import dataclasses
 import datetime
 from typing import Annotated, Literal
 
+import subprocess
+import sys
+
 import pytest
 from pydantic import BaseModel, Field
 
+from agentkit import Agent
+from agentkit.backends.embedded import EmbeddedBackend
+from agentkit.backends.scripted import ScriptedBackend
 from agentkit.errors import ToolDefinitionError
 from agentkit.tools import (
     Tool,
@@ -224,25 +230,52 @@ def test_async_callable_object_detected():
             "not a valid JSON Schema at 'properties/a/type'",
         ),
         (lambda: Tool(lambda a, b: a, name="f", args_model=SearchArgs), "exactly one argument"),
-        (  # valid JSON Schema the tool-call constraint cannot enforce: refused at registration
-            lambda: Tool(
-                lambda **k: k, name="f", parameters={"type": "object", "properties": {"a": {"not": {}}}}
-            ),
-            r"constraint cannot enforce its parameters: .*keyword 'not' at /properties/a",
-        ),
-        (
-            lambda: Tool(
-                lambda **k: k,
-                name="f",
-                parameters={"type": "object", "properties": {"n": {"type": "integer", "minimum": 10**20}}},
-            ),
-            r"minimum=100000000000000000000 is beyond .*keyword 'minimum' at /properties/n",
-        ),
     ],
 )
 def test_bad_definitions_raise_clear_errors(make, message):
     with pytest.raises(ToolDefinitionError, match=message):
         make()
+
+
+UNENFORCEABLE = [
+    (
+        {"type": "object", "properties": {"a": {"not": {}}}},
+        r"constraint cannot enforce its parameters: .*keyword 'not' at /properties/a",
+    ),
+    (
+        {"type": "object", "properties": {"n": {"type": "integer", "minimum": 10**20}}},
+        r"minimum=100000000000000000000 is beyond .*keyword 'minimum' at /properties/n",
+    ),
+]
+
+
+@pytest.mark.parametrize(("parameters", "message"), UNENFORCEABLE)
+def test_schemas_the_constraint_cannot_enforce_are_refused_by_an_embedded_agent(parameters, message):
+    # Defining the tool is fine (a remote server may take any JSON Schema); assembling an agent on the
+    # embedded backend refuses it, before any model loads.
+    t = Tool(lambda **k: k, name="f", parameters=parameters)
+    assert t.parameters["properties"] == parameters["properties"]
+    backend = EmbeddedBackend()
+    with pytest.raises(ToolDefinitionError, match=message):
+        Agent(backend, tools=[t])
+    assert backend._chat_model is None  # no checkpoint was loaded to decide
+    agent = Agent(ScriptedBackend([]), tools=[t])  # a backend without the constraint takes it
+    assert [d["function"]["name"] for d in agent.declarations()] == ["f"]
+
+
+def test_defining_a_tool_does_not_import_the_constraint_compiler():
+    # A subprocess, so modules imported by other tests do not count.
+    code = (
+        "import sys\n"
+        "from agentkit import tool\n"
+        "@tool\n"
+        "def add(a: int, b: int) -> int:\n"
+        "    'Add two integers.'\n"
+        "    return a + b\n"
+        "print(sorted(m for m in ('llguidance', 'torch', 'model.constraints.grammar') if m in sys.modules))\n"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
+    assert out.strip() == "[]"
 
 
 def test_serialize_result():

@@ -5,7 +5,8 @@ hang. Sizes here sit just past the bounds, so the refusals are quick."""
 import llguidance
 import pytest
 
-from agentkit import Tool
+from agentkit import Agent, Tool
+from agentkit.backends.embedded import EmbeddedBackend
 from agentkit.errors import ToolDefinitionError
 from model.constraints.grammar import MAX_GRAMMAR_CHARS, tool_call_grammar
 from model.constraints.llg import llg_tokenizer
@@ -111,8 +112,9 @@ def test_registration_refuses_too_large_schemas_with_a_clear_message():
     def run(**kw):
         return "ok"
 
+    t = Tool(run, name="pipeline", parameters=azure_pipelines_like(300))  # fine for a remote server
     with pytest.raises(ToolDefinitionError) as ei:
-        Tool(run, name="pipeline", parameters=azure_pipelines_like(300))
+        Agent(EmbeddedBackend(), tools=[t])
     msg = str(ei.value)
     assert msg.startswith("tool 'pipeline': the tool-call constraint cannot enforce its parameters: ")
     assert "schema is too large to compile" in msg and "(keyword '" in msg

@@ -119,6 +119,9 @@ class Backend(Protocol):
 
     # Optional: ``max_prompt_tokens`` (int or None), the longest prompt a turn takes, in tokens; the agent
     # sizes its default tool-output budget from it (``Agent(max_tool_output_bytes="auto")``).
+    # Optional: ``check_tool(name, parameters) -> None``, raising ``ToolDefinitionError`` for a tool this
+    # backend cannot serve; the agent calls it for each tool it registers (the embedded backend refuses schemas
+    # its tool-call constraint cannot enforce).
 
     def complete(
         self,

@@ -15,7 +15,33 @@ from pathlib import Path
 from typing import Any
 
 from agentkit.backends.base import ChatMessage, ModelTurn, ToolCallRequest, ToolChoice, ToolDeclaration, Usage
-from agentkit.errors import BackendError
+from agentkit.errors import BackendError, ToolDefinitionError
+
+
+def constraint_support_error(name: str, parameters: dict[str, Any]) -> Any:
+    """Whether the schema-constrained decoder can enforce a tool's ``parameters``.
+
+    Compiles the tool-call grammar of this one tool (``model.constraints.grammar.tool_call_grammar``, no
+    tokenizer, about a millisecond; it imports llguidance), so an unsupported keyword or an unsatisfiable schema
+    fails when an agent on the embedded backend is assembled (or its bundle loaded), not mid-generation.
+    Defining a tool does not run it: a tool for a remote server may use any JSON Schema.
+
+    Args:
+        name: the tool's name.
+        parameters: its JSON Schema (``type: object``).
+
+    Returns:
+        ``None`` when supported, else the ``model.constraints.schema.SchemaError`` (``keyword``, JSON pointer
+        ``path`` relative to ``parameters``, message).
+    """
+    from model.constraints.grammar import tool_call_grammar
+    from model.constraints.schema import SchemaError
+
+    try:
+        tool_call_grammar([{"name": name, "parameters": parameters}], tool_choice="required")
+    except SchemaError as exc:
+        return exc
+    return None
 
 
 class EmbeddedBackend:
@@ -65,6 +91,20 @@ class EmbeddedBackend:
         self._chat_model = chat_model
         self.name = f"embedded:{self.model_path or 'default'}" + (f"+{self.adapter}" if self.adapter else "")
         self._next_id = 0
+
+    def check_tool(self, name: str, parameters: dict[str, Any]) -> None:
+        """Refuse a tool whose ``parameters`` the tool-call constraint cannot enforce (see
+        :func:`constraint_support_error`); :class:`agentkit.Agent` calls it for each tool it registers.
+
+        Raises:
+            ToolDefinitionError: ``tool 'NAME': the tool-call constraint cannot enforce its parameters:
+                ... (keyword 'K' at /json/pointer)``.
+        """
+        unsupported = constraint_support_error(name, parameters)
+        if unsupported is not None:
+            raise ToolDefinitionError(
+                f"tool {name!r}: the tool-call constraint cannot enforce its parameters: {unsupported}"
+            )
 
     @property
     def chat_model(self) -> Any:
