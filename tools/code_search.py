@@ -5,9 +5,8 @@ the current directory at call time). Which files are searched:
 
 - inside a git work tree: ``git ls-files --cached --others --exclude-standard`` (tracked files plus untracked
   files that ``.gitignore`` / ``.git/info/exclude`` / the global excludes do not ignore);
-- otherwise: a walk of the root that honours every ``.gitignore`` on the way (:class:`GitIgnore`, the usual
-  subset of gitignore(5): ``#`` comments, ``!`` negation, trailing ``/`` for directories, leading or inner
-  ``/`` anchoring, ``*``, ``?``, ``[...]`` and ``**``) and skips ``.git``.
+- otherwise: a walk of the root that honours every ``.gitignore`` on the way (:class:`GitIgnore`, gitignore(5)
+  as the ``pathspec`` library implements it) and skips ``.git``.
 
 Paths never escape the root: every path (given by the model or listed) is resolved, symlinks and ``..``
 included, and must lie under the resolved root; listed files that resolve outside are skipped, and a path
@@ -38,6 +37,7 @@ from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
 from typing import Annotated, Any, Literal
 
+import pathspec
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 __all__ = [
@@ -97,57 +97,8 @@ class PathOutsideRootError(ValueError):
 # .gitignore matching (used when the root is not in a git work tree)
 
 
-def _glob_to_regex(glob: str) -> str:
-    """Translate one gitignore glob (already stripped of ``!``, anchors and trailing ``/``) to a regex."""
-    out: list[str] = []
-    i, n = 0, len(glob)
-    while i < n:
-        c = glob[i]
-        if glob.startswith("**/", i):
-            out.append("(?:.*/)?")
-            i += 3
-        elif glob.startswith("/**", i) and i + 3 == n:
-            out.append("/.*")
-            i += 3
-        elif glob.startswith("**", i):
-            out.append(".*")
-            i += 2
-        elif c == "*":
-            out.append("[^/]*")
-            i += 1
-        elif c == "?":
-            out.append("[^/]")
-            i += 1
-        elif c == "[":
-            j = glob.find("]", i + 2)
-            if j == -1:
-                out.append(re.escape(c))
-                i += 1
-            else:
-                body = glob[i + 1 : j]
-                if body.startswith("!"):
-                    body = "^" + body[1:]
-                out.append("[" + body.replace("\\", "\\\\") + "]")
-                i = j + 1
-        elif c == "\\" and i + 1 < n:
-            out.append(re.escape(glob[i + 1]))
-            i += 2
-        else:
-            out.append(re.escape(c))
-            i += 1
-    return "".join(out)
-
-
-@dataclass(frozen=True)
-class _Rule:
-    base: str  # directory of the .gitignore, relative to the root, "" for the root
-    regex: re.Pattern[str]
-    negated: bool
-    dir_only: bool
-
-
 class GitIgnore:
-    """A matcher for the ``.gitignore`` files of a tree (see the module docstring for the supported syntax).
+    """A matcher for the ``.gitignore`` files of a tree, on :class:`pathspec.GitIgnoreSpec` (gitignore(5)).
 
     Rules are added per directory with :meth:`add_file`; :meth:`ignored` answers for one path relative to the
     root (POSIX separators). As in git, the last matching rule wins, rules of a deeper ``.gitignore`` come
@@ -155,31 +106,11 @@ class GitIgnore:
     """
 
     def __init__(self) -> None:
-        self.rules: list[_Rule] = []
+        self.specs: list[tuple[str, pathspec.GitIgnoreSpec]] = []
 
     def add_lines(self, lines: list[str], base: str = "") -> None:
         """Add the rules of one ``.gitignore`` whose directory is ``base`` (relative, POSIX, "" = root)."""
-        for raw in lines:
-            line = raw.rstrip("\n").rstrip("\r")
-            if not line.strip() or line.startswith("#"):
-                continue
-            if not line.endswith("\\ "):
-                line = line.rstrip(" ")
-            negated = line.startswith("!")
-            if negated:
-                line = line[1:]
-            elif line.startswith("\\!") or line.startswith("\\#"):
-                line = line[1:]
-            dir_only = line.endswith("/")
-            line = line.rstrip("/")
-            if not line:
-                continue
-            anchored = "/" in line
-            line = line.lstrip("/")
-            regex = _glob_to_regex(line)
-            if not anchored:
-                regex = "(?:.*/)?" + regex
-            self.rules.append(_Rule(base, re.compile(regex + r"\Z", re.DOTALL), negated, dir_only))
+        self.specs.append((base, pathspec.GitIgnoreSpec.from_lines(lines)))
 
     def add_file(self, path: Path, base: str = "") -> None:
         """Read a ``.gitignore`` file (undecodable bytes replaced) and add its rules under ``base``."""
@@ -192,17 +123,13 @@ class GitIgnore:
     def ignored(self, rel: str, is_dir: bool) -> bool:
         """Whether the path ``rel`` (relative to the root, POSIX) is ignored."""
         result = False
-        for rule in self.rules:
-            if rule.dir_only and not is_dir:
+        for base, spec in self.specs:
+            if base and not rel.startswith(base + "/"):
                 continue
-            if rule.base:
-                if not rel.startswith(rule.base + "/"):
-                    continue
-                sub = rel[len(rule.base) + 1 :]
-            else:
-                sub = rel
-            if rule.regex.match(sub):
-                result = not rule.negated
+            sub = rel[len(base) + 1 :] if base else rel
+            include = spec.check_file(sub + "/" if is_dir else sub).include
+            if include is not None:
+                result = include
         return result
 
 
