@@ -41,6 +41,7 @@ from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
 from typing import Annotated, Any, cast
 
+import docstring_parser
 import pydantic
 import pydantic_core
 
@@ -99,35 +100,12 @@ class ToolTimeoutError(TimeoutError):
 
 # --------------------------------------------------------------------------------------------- docstrings
 
-_GOOGLE_HEADER = re.compile(
-    r"^(?P<indent>\s*)(?P<name>Args|Arguments|Parameters|Params|Keyword Args|Keyword Arguments|Other Parameters|"
-    r"Returns?|Yields?|Raises|Examples?|Notes?|Attributes|See Also|Warnings?|Todo|References)\s*:\s*$",
-    re.IGNORECASE,
-)
-_PARAM_SECTIONS = {
-    "args",
-    "arguments",
-    "parameters",
-    "params",
-    "keyword args",
-    "keyword arguments",
-    "other parameters",
-}
-_GOOGLE_ENTRY = re.compile(r"^\*{0,2}(?P<name>[A-Za-z_]\w*)\s*(?:\([^)]*\))?\s*:\s*(?P<desc>.*)$")
-_SPHINX_PARAM = re.compile(r"^:param\s+(?:[^:]*?\s)?(?P<name>[A-Za-z_]\w*)\s*:\s*(?P<desc>.*)$")
-_SPHINX_OTHER = re.compile(r"^:(returns?|rtype|raises?|type|yields?|ytype)\b")
-_NUMPY_ENTRY = re.compile(r"^(?P<name>[A-Za-z_]\w*)\s*(?::.*)?$")
-
-
-def _indent(line: str) -> int:
-    return len(line) - len(line.lstrip())
-
-
 def parse_docstring(doc: str | None) -> tuple[str, dict[str, str]]:
     """Split a docstring into the tool description and per-parameter descriptions.
 
-    Understands Google style (``Args:`` with ``name (type): text`` entries), Sphinx (``:param name: text``)
-    and NumPy (``Parameters`` underlined with dashes). Continuation lines are joined with spaces.
+    Parsed with the ``docstring_parser`` library (style detected: Google ``Args:`` with ``name (type): text``
+    entries, Sphinx ``:param name: text``, NumPy ``Parameters`` underlined with dashes, Epydoc). Continuation
+    lines are joined with spaces.
 
     Args:
         doc: the raw docstring (``None`` allowed).
@@ -138,79 +116,18 @@ def parse_docstring(doc: str | None) -> tuple[str, dict[str, str]]:
     """
     if not doc:
         return "", {}
-    lines = inspect.cleandoc(doc).splitlines()
-    params: dict[str, str] = {}
-    desc: list[str] = []
-    in_description = True
-    i = 0
-    n = len(lines)
-    while i < n:
-        line = lines[i]
-        stripped = line.strip()
-        m = _SPHINX_PARAM.match(stripped)
-        if m:
-            in_description = False
-            parts = [m.group("desc").strip()]
-            i += 1
-            while (
-                i < n and lines[i].strip() and not lines[i].strip().startswith(":") and _indent(lines[i]) > 0
-            ):
-                parts.append(lines[i].strip())
-                i += 1
-            params[m.group("name")] = " ".join(p for p in parts if p)
-            continue
-        if _SPHINX_OTHER.match(stripped):
-            in_description = False
-            i += 1
-            continue
-        # NumPy section: a title line underlined with dashes.
-        if stripped and i + 1 < n and re.fullmatch(r"-{3,}", lines[i + 1].strip()):
-            in_description = False
-            section = stripped.lower()
-            i += 2
-            block: list[str] = []
-            while i < n and not (
-                lines[i].strip() and i + 1 < n and re.fullmatch(r"-{3,}", lines[i + 1].strip())
-            ):
-                block.append(lines[i])
-                i += 1
-            if section in _PARAM_SECTIONS:
-                _parse_param_block(block, _NUMPY_ENTRY, params)
-            continue
-        gm = _GOOGLE_HEADER.match(line)
-        if gm:
-            in_description = False
-            section = gm.group("name").lower()
-            header_indent = len(gm.group("indent"))
-            i += 1
-            block = []
-            while i < n and (not lines[i].strip() or _indent(lines[i]) > header_indent):
-                block.append(lines[i])
-                i += 1
-            if section in _PARAM_SECTIONS:
-                _parse_param_block(block, _GOOGLE_ENTRY, params)
-            continue
-        if in_description:
-            desc.append(line)
-        i += 1
-    return "\n".join(desc).strip(), params
-
-
-def _parse_param_block(block: list[str], entry: re.Pattern[str], params: dict[str, str]) -> None:
-    """Read one parameters section: entries at the block's base indent (``entry`` gives ``name`` and, for
-    Google style, ``desc``), deeper lines continue the previous entry's description. Fills ``params``."""
-    base = min((_indent(b) for b in block if b.strip()), default=0)
-    name: str | None = None
-    for b in block:
-        if not b.strip():
-            continue
-        if _indent(b) == base:
-            em = entry.match(b.strip())
-            name = em.group("name") if em else None
-            if em and name:
-                params[name] = (em.groupdict().get("desc") or "").strip()
-        elif name:
-            params[name] = (params[name] + " " + b.strip()).strip()
+    try:
+        parsed = docstring_parser.parse(inspect.cleandoc(doc))
+    except docstring_parser.ParseError:
+        return inspect.cleandoc(doc).strip(), {}
+    desc = parsed.short_description or ""
+    if parsed.long_description:
+        desc += ("\n\n" if parsed.blank_after_short_description else "\n") + parsed.long_description
+    params = {
+        p.arg_name: " ".join(line.strip() for line in (p.description or "").splitlines() if line.strip())
+        for p in parsed.params
+    }
+    return desc.strip(), params
 
 
 # ------------------------------------------------------------------------------------------------ schemas

@@ -3,10 +3,9 @@
 import asyncio
 import dataclasses
 import datetime
-from typing import Annotated, Literal
-
 import subprocess
 import sys
+from typing import Annotated, Literal
 
 import pytest
 from pydantic import BaseModel, Field
