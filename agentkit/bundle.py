@@ -200,15 +200,12 @@ def _render(template: Any, args: dict[str, Any], where: str, *, quote: bool = Fa
 # ------------------------------------------------------------------------------------------ http tools
 
 
-class _RetryableHttp(Exception):
-    pass
-
-
 def _make_http_function(
     tool_name: str, spec: dict[str, Any], client_getter: Callable[[], httpx.Client]
 ) -> Callable[..., Any]:
     import httpx
-    import tenacity
+
+    from tools.httpclient import RetriesExhausted, RetryingClient
 
     method = spec.get("method", "GET")
     url_t = spec["url"]
@@ -261,33 +258,17 @@ def _make_http_function(
         shown = f"{method} {url.split('?', 1)[0]}"
         client = client_getter()
 
-        def attempt() -> httpx.Response:
-            try:
-                resp = client.request(
-                    method,
-                    url,
-                    params=params,
-                    json=body if body is not None else None,
-                    headers=headers,
-                    timeout=timeout,
-                )
-            except httpx.TimeoutException as exc:
-                raise _RetryableHttp(f"{shown}: timed out after {timeout:g} s") from exc
-            except httpx.TransportError as exc:
-                raise _RetryableHttp(f"{shown}: {type(exc).__name__}: {exc}") from exc
-            if resp.status_code == 429 or resp.status_code >= 500:
-                raise _RetryableHttp(f"{shown}: HTTP {resp.status_code}: {resp.text[:300]}")
-            return resp
-
+        http = RetryingClient(client, attempts=retries + 1, retry_wait=retry_wait, max_wait=retry_wait * 16)
         try:
-            resp = tenacity.Retrying(
-                stop=tenacity.stop_after_attempt(retries + 1),
-                wait=tenacity.wait_exponential(multiplier=retry_wait, max=max(retry_wait * 16, retry_wait)),
-                retry=tenacity.retry_if_exception_type(_RetryableHttp),
-                reraise=True,
-            )(attempt)
-        except _RetryableHttp as exc:
-            raise RuntimeError(f"{exc} (after {retries + 1} attempt(s))") from None
+            resp, _ = http.request(method, url, params=params, json=body, headers=headers, timeout=timeout)
+        except RetriesExhausted as exc:
+            if exc.response is not None:
+                why = f"HTTP {exc.response.status_code}: {exc.response.text[:300]}"
+            elif isinstance(exc.error, httpx.TimeoutException):
+                why = f"timed out after {timeout:g} s"
+            else:
+                why = f"{type(exc.error).__name__}: {exc.error}"
+            raise RuntimeError(f"{shown}: {why} (after {exc.attempts} attempt(s))") from None
         if resp.status_code >= 400:
             raise RuntimeError(f"{shown}: HTTP {resp.status_code}: {resp.text[:500]}")
         ctype = resp.headers.get("content-type", "")

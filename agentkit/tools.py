@@ -100,6 +100,7 @@ class ToolTimeoutError(TimeoutError):
 
 # --------------------------------------------------------------------------------------------- docstrings
 
+
 def parse_docstring(doc: str | None) -> tuple[str, dict[str, str]]:
     """Split a docstring into the tool description and per-parameter descriptions.
 

@@ -114,7 +114,9 @@ def import_graph(root: Path = ROOT, deferred: bool = False) -> dict[str, set[str
     modules = {module_name(p, root): p for p in files}
     graph: dict[str, set[str]] = {}
     for mod, path in modules.items():
-        imported = _imports(ast.parse(path.read_text()), mod, path.name == "__init__.py", deferred, set(modules))
+        imported = _imports(
+            ast.parse(path.read_text()), mod, path.name == "__init__.py", deferred, set(modules)
+        )
         graph[mod] = {m for m in imported if m in modules and m != mod}
     return graph
 
@@ -171,7 +173,8 @@ def figures(root: Path = ROOT, max_function: int = 80, max_file: int = 700) -> d
         "files": len(files),
         "lines": sum(sizes.values()),
         "long_files": sorted(
-            ({"file": f, "lines": n} for f, n in sizes.items() if n > max_file), key=lambda d: -int(d["lines"])
+            ({"file": f, "lines": n} for f, n in sizes.items() if n > max_file),
+            key=lambda d: -int(d["lines"]),
         ),
         "long_functions": sorted(longs, key=lambda d: -int(d["lines"])),
         "import_cycles": import_cycles(import_graph(root)),

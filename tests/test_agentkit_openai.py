@@ -6,10 +6,9 @@ import json
 
 import httpx
 import pytest
-import tenacity
 
 from agentkit import Agent, tool
-from agentkit.backends.openai import OpenAIBackend, _Retryable, decode_arguments
+from agentkit.backends.openai import OpenAIBackend, decode_arguments
 from agentkit.errors import BackendError
 
 
@@ -209,19 +208,13 @@ def test_response_without_choices():
 
 
 def test_retry_after_is_honoured_up_to_the_cap():
-    backend = OpenAIBackend("m", base_url="http://x/v1", retry_wait=0.5, retry_wait_max=8.0)
-    state = tenacity.RetryCallState(None, None, (), {})
-    state.attempt_number = 1
-    try:
-        raise _Retryable("429", 429, retry_after=3.0)
-    except _Retryable as exc:
-        state.set_exception((type(exc), exc, exc.__traceback__))
-    assert backend._wait(state) == 3.0
-    state.outcome.exception().retry_after = 100.0
-    assert backend._wait(state) == 8.0
-    state.outcome.exception().retry_after = None
-    state.attempt_number = 3
-    assert backend._wait(state) == 2.0  # 0.5 * 2**2
+    http = OpenAIBackend("m", base_url="http://x/v1", retry_wait=0.5, retry_wait_max=8.0).http()
+    assert http.attempts == 5  # max_retries=4 by default, plus the first attempt
+    answer = httpx.Response(429, headers={"retry-after": "3"})
+    assert http.wait_seconds(1, answer) == 3.0
+    assert http.wait_seconds(1, httpx.Response(429, headers={"retry-after": "100"})) == 8.0
+    assert http.wait_seconds(1, httpx.Response(429, headers={"retry-after": "soon"})) == 0.5
+    assert http.wait_seconds(3, None) == 2.0  # 0.5 * 2**2
 
 
 def test_async_path_with_async_transport():

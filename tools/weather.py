@@ -33,8 +33,9 @@ import threading
 from typing import Annotated, Any, Literal
 
 import httpx
-import tenacity
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
+
+from tools.httpclient import RetriesExhausted, RetryingClient
 
 __all__ = [
     "DEFAULT_FORECAST_URL",
@@ -218,18 +219,6 @@ class WeatherUnavailableError(WeatherError):
     """The API could not be reached (timeout, connection error) after all retries."""
 
 
-class _TransientStatus(Exception):
-    """Internal: a 429/5xx answer that is worth retrying."""
-
-    def __init__(self, response: httpx.Response) -> None:
-        super().__init__(f"HTTP {response.status_code}")
-        self.response = response
-
-
-def _is_transient(exc: BaseException) -> bool:
-    return isinstance(exc, _TransientStatus | httpx.TimeoutException | httpx.TransportError)
-
-
 def _api_reason(response: httpx.Response) -> str:
     try:
         body = response.json()
@@ -281,46 +270,35 @@ class OpenMeteo:
         self.geocoding_url = geocoding_url
         self.forecast_url = forecast_url
         self.attempts = attempts
-        self.retry_wait = retry_wait
-        self.max_retry_wait = max_retry_wait
+        self._http = RetryingClient(
+            self.client, attempts=attempts, retry_wait=retry_wait, max_wait=max_retry_wait
+        )
 
     # -- HTTP ------------------------------------------------------------------------------------------
 
     def _get_json(self, url: str, params: dict[str, Any], what: str) -> dict[str, Any]:
         """GET ``url`` with retries; return the JSON object or raise a :class:`WeatherError`."""
 
-        def once() -> httpx.Response:
-            response = self.client.get(url, params=params)
-            if response.status_code == 429 or response.status_code >= 500:
-                raise _TransientStatus(response)
-            return response
-
-        retrying = tenacity.Retrying(
-            stop=tenacity.stop_after_attempt(self.attempts),
-            wait=tenacity.wait_exponential(multiplier=self.retry_wait, max=self.max_retry_wait),
-            retry=tenacity.retry_if_exception(_is_transient),
-            reraise=True,
-        )
         try:
-            response = retrying(once)
-        except _TransientStatus as exc:
-            status = exc.response.status_code
-            reason = _api_reason(exc.response)
-            raise WeatherAPIError(
-                f"The {what} service is unavailable (HTTP {status}: {reason}) after {self.attempts} "
-                "tries; try again later.",
-                status_code=status,
-                reason=reason,
-            ) from exc
-        except httpx.TimeoutException as exc:
-            raise WeatherUnavailableError(
-                f"The {what} service did not answer in time after {self.attempts} tries "
-                f"({type(exc).__name__}); try again later."
-            ) from exc
-        except httpx.TransportError as exc:
+            response, _ = self._http.request("GET", url, params=params)
+        except RetriesExhausted as exc:
+            if exc.response is not None:
+                status = exc.response.status_code
+                reason = _api_reason(exc.response)
+                raise WeatherAPIError(
+                    f"The {what} service is unavailable (HTTP {status}: {reason}) after {self.attempts} "
+                    "tries; try again later.",
+                    status_code=status,
+                    reason=reason,
+                ) from exc
+            if isinstance(exc.error, httpx.TimeoutException):
+                raise WeatherUnavailableError(
+                    f"The {what} service did not answer in time after {self.attempts} tries "
+                    f"({type(exc.error).__name__}); try again later."
+                ) from exc
             raise WeatherUnavailableError(
                 f"Could not reach the {what} service after {self.attempts} tries "
-                f"({type(exc).__name__}: {exc}); check the network and try again."
+                f"({type(exc.error).__name__}: {exc.error}); check the network and try again."
             ) from exc
         if response.status_code >= 400:
             reason = _api_reason(response)

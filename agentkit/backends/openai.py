@@ -1,8 +1,9 @@
 """Backend for any OpenAI-compatible server (vLLM, SGLang, llama.cpp, OpenAI...) over httpx.
 
 Sends ``POST {base_url}/chat/completions`` with ``tools`` and ``tool_choice``. Transient failures (HTTP 429,
-5xx, timeouts, connection errors) are retried with tenacity, exponential backoff (``retry_wait`` doubling up
-to ``retry_wait_max`` seconds; a ``Retry-After`` header is honoured up to that cap). Other HTTP errors raise
+5xx, timeouts, connection errors) are retried by :class:`tools.httpclient.RetryingClient` (tenacity), with
+exponential backoff (``retry_wait`` doubling up to ``retry_wait_max`` seconds; a ``Retry-After`` header is
+honoured up to that cap). Other HTTP errors raise
 :class:`~agentkit.errors.BackendError` at once.
 
 Tool-call arguments arrive as JSON text. A call whose arguments are malformed JSON, JSON double-encoded as
@@ -33,7 +34,6 @@ import weakref
 from typing import Any, cast
 
 import httpx
-import tenacity
 
 from agentkit.backends.base import (
     ChatMessage,
@@ -46,6 +46,7 @@ from agentkit.backends.base import (
 )
 from agentkit.backends.textcalls import THINKING_TAGS, recover_calls, split_thinking
 from agentkit.errors import BackendError
+from tools.httpclient import RetriesExhausted, RetryingClient
 
 
 def _unclosed_thinking(content: str) -> bool:
@@ -58,13 +59,6 @@ def _unclosed_thinking(content: str) -> bool:
 
 
 DEFAULT_BASE_URL = "http://127.0.0.1:8000/v1"
-
-
-class _Retryable(Exception):
-    def __init__(self, message: str, status: int | None = None, retry_after: float | None = None) -> None:
-        super().__init__(message)
-        self.status = status
-        self.retry_after = retry_after
 
 
 def decode_arguments(raw: Any) -> tuple[dict[str, Any], str | None]:
@@ -128,16 +122,6 @@ def wire_content(content: Any) -> Any:
     return [
         {k: v for k, v in p.items() if k != "vision_budget"} if isinstance(p, dict) else p for p in content
     ]
-
-
-def _retry_after(resp: httpx.Response) -> float | None:
-    value = resp.headers.get("retry-after")
-    if value is None:
-        return None
-    try:
-        return max(0.0, float(value))
-    except ValueError:
-        return None
 
 
 class OpenAIBackend:
@@ -355,10 +339,6 @@ class OpenAIBackend:
         )
 
     def _check(self, resp: httpx.Response) -> Any:
-        if resp.status_code == 429 or resp.status_code >= 500:
-            raise _Retryable(
-                f"HTTP {resp.status_code}: {resp.text[:300]}", resp.status_code, _retry_after(resp)
-            )
         if resp.status_code >= 400:
             raise BackendError(
                 f"{self.url}: HTTP {resp.status_code}: {resp.text[:500]}", status_code=resp.status_code
@@ -367,21 +347,6 @@ class OpenAIBackend:
             return resp.json()
         except ValueError:
             raise BackendError(f"{self.url}: response is not JSON: {resp.text[:300]}") from None
-
-    def _wait(self, state: tenacity.RetryCallState) -> float:
-        base = min(self.retry_wait * (2 ** (state.attempt_number - 1)), self.retry_wait_max)
-        exc = state.outcome.exception() if state.outcome else None
-        if isinstance(exc, _Retryable) and exc.retry_after is not None:
-            return min(max(base, exc.retry_after), self.retry_wait_max)
-        return base
-
-    def _retry_kwargs(self) -> dict[str, Any]:
-        return {
-            "stop": tenacity.stop_after_attempt(self.max_retries + 1),
-            "wait": self._wait,
-            "retry": tenacity.retry_if_exception_type(_Retryable),
-            "reraise": True,
-        }
 
     # ------------------------------------------------------------------------------- sync
 
@@ -395,35 +360,35 @@ class OpenAIBackend:
         body = self.build_request(messages, tools, tool_choice)
         if self._client is None:
             self._client = httpx.Client(timeout=self.timeout, transport=self._transport)
-        client = self._client
-        sent = 0
-
-        def attempt() -> Any:
-            nonlocal sent
-            sent += 1
-            try:
-                resp = client.post(self.url, json=body, headers=self.headers)
-            except httpx.TimeoutException as exc:
-                raise _Retryable(f"timeout after {self.timeout:g} s ({type(exc).__name__})") from exc
-            except httpx.TransportError as exc:
-                raise _Retryable(f"{type(exc).__name__}: {exc}") from exc
-            return self._check(resp)
-
         try:
-            data = tenacity.Retrying(**self._retry_kwargs())(attempt)
-        except _Retryable as exc:
-            raise self._gave_up(sent, exc) from exc
-        return self.parse_response(data, requests=sent, tools=tools, tool_choice=tool_choice)
+            resp, sent = self.http(self._client).request("POST", self.url, json=body, headers=self.headers)
+        except RetriesExhausted as exc:
+            raise self._gave_up(exc) from exc
+        return self.parse_response(self._check(resp), requests=sent, tools=tools, tool_choice=tool_choice)
 
-    def _gave_up(self, sent: int, exc: _Retryable) -> BackendError:
+    def http(self, client: httpx.Client | None = None) -> RetryingClient:
+        """The retry policy of this backend (``max_retries + 1`` attempts, ``retry_wait`` doubling up to
+        ``retry_wait_max``, ``Retry-After`` honoured up to that cap) over ``client``."""
+        return RetryingClient(
+            client, attempts=self.max_retries + 1, retry_wait=self.retry_wait, max_wait=self.retry_wait_max
+        )
+
+    def _gave_up(self, exc: RetriesExhausted) -> BackendError:
         """The error after the last retry; a refused connection names where the address comes from."""
-        msg = f"{self.url}: gave up after {sent} attempt(s): {exc}"
-        if str(exc).startswith("ConnectError"):
+        if exc.response is not None:
+            why = f"HTTP {exc.response.status_code}: {exc.response.text[:300]}"
+        elif isinstance(exc.error, httpx.TimeoutException):
+            why = f"timeout after {self.timeout:g} s ({type(exc.error).__name__})"
+        else:
+            why = f"{type(exc.error).__name__}: {exc.error}"
+        msg = f"{self.url}: gave up after {exc.attempts} attempt(s): {why}"
+        if isinstance(exc.error, httpx.ConnectError):
             msg += (
                 " (is a server listening there? the address comes from base_url, $AGENTKIT_OPENAI_BASE_URL "
                 "or $OPENAI_BASE_URL)"
             )
-        return BackendError(msg, status_code=exc.status)
+        status = exc.response.status_code if exc.response is not None else None
+        return BackendError(msg, status_code=status)
 
     # ------------------------------------------------------------------------------ async
 
@@ -440,24 +405,13 @@ class OpenAIBackend:
         if client is None:
             client = httpx.AsyncClient(timeout=self.timeout, transport=self._async_transport)
             self._aclients[loop] = client
-        sent = 0
-
-        async def attempt() -> Any:
-            nonlocal sent
-            sent += 1
-            try:
-                resp = await client.post(self.url, json=body, headers=self.headers)
-            except httpx.TimeoutException as exc:
-                raise _Retryable(f"timeout after {self.timeout:g} s ({type(exc).__name__})") from exc
-            except httpx.TransportError as exc:
-                raise _Retryable(f"{type(exc).__name__}: {exc}") from exc
-            return self._check(resp)
-
         try:
-            data: Any = await tenacity.AsyncRetrying(**self._retry_kwargs())(attempt)
-        except _Retryable as exc:
-            raise self._gave_up(sent, exc) from exc
-        return self.parse_response(data, requests=sent, tools=tools, tool_choice=tool_choice)
+            resp, sent = await self.http().arequest(
+                lambda: client.post(self.url, json=body, headers=self.headers)
+            )
+        except RetriesExhausted as exc:
+            raise self._gave_up(exc) from exc
+        return self.parse_response(self._check(resp), requests=sent, tools=tools, tool_choice=tool_choice)
 
     def close(self) -> None:
         """Close the sync HTTP client (async clients close with their event loop)."""

@@ -1,0 +1,177 @@
+"""One retrying HTTP client for every outbound request agentkit makes (bundle ``http:`` tools, the ``openai``
+backend, the weather tool).
+
+:class:`RetryingClient` sends a request with an ``httpx.Client`` (or, from :meth:`RetryingClient.arequest`, an
+``httpx.AsyncClient``) and retries it with tenacity on what is worth retrying: timeouts, transport errors
+(refused connection, reset, DNS), HTTP 429 and 5xx. The wait before retry ``k`` (1-based) is
+``retry_wait * 2**(k-1)`` seconds, capped at ``max_wait``; a ``Retry-After`` header in seconds lengthens it,
+up to the same cap. Any other answer, 4xx included, is returned for the caller to read. When the attempts run
+out, :class:`RetriesExhausted` carries the last failure, so each caller words its own error.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable
+from typing import Any
+
+import httpx
+import tenacity
+
+__all__ = ["RetriesExhausted", "RetryingClient", "retry_after_seconds"]
+
+
+class RetriesExhausted(Exception):
+    """Every attempt failed in a retryable way.
+
+    Attributes:
+        attempts: requests sent (count).
+        response: the last answer when it was a 429 or 5xx, else ``None``.
+        error: the last ``httpx.TimeoutException`` / ``httpx.TransportError``, else ``None``.
+    """
+
+    def __init__(self, attempts: int, response: httpx.Response | None, error: httpx.HTTPError | None) -> None:
+        self.attempts = attempts
+        self.response = response
+        self.error = error
+        what = f"HTTP {response.status_code}" if response is not None else f"{type(error).__name__}: {error}"
+        super().__init__(f"{what} (after {attempts} attempt(s))")
+
+
+class _Transient(Exception):
+    """Internal: one retryable failure (a 429/5xx answer or an httpx timeout/transport error)."""
+
+    def __init__(self, response: httpx.Response | None = None, error: httpx.HTTPError | None = None) -> None:
+        super().__init__()
+        self.response = response
+        self.error = error
+
+
+def retry_after_seconds(response: httpx.Response) -> float | None:
+    """The ``Retry-After`` header of ``response`` in seconds (its numeric form only), else ``None``."""
+    value = response.headers.get("retry-after")
+    try:
+        return max(0.0, float(value)) if value is not None else None
+    except ValueError:
+        return None
+
+
+def _classify(response: httpx.Response) -> httpx.Response:
+    if response.status_code == 429 or response.status_code >= 500:
+        raise _Transient(response=response)
+    return response
+
+
+class RetryingClient:
+    """Send requests with retries (see the module docstring).
+
+    Args:
+        client: the ``httpx.Client`` for :meth:`request` (``None``: one is created on first use, with
+            ``timeout``); tests pass one with an ``httpx.MockTransport``.
+        attempts: requests per call, at least 1 (1 = no retry).
+        retry_wait: first wait between attempts, seconds (0 in tests); doubled each retry.
+        max_wait: cap of one wait, seconds (also for ``Retry-After``).
+        timeout: per-request timeout of a created client, seconds.
+
+    Raises:
+        ValueError: ``attempts < 1`` or a negative wait.
+    """
+
+    def __init__(
+        self,
+        client: httpx.Client | None = None,
+        *,
+        attempts: int = 3,
+        retry_wait: float = 0.5,
+        max_wait: float = 8.0,
+        timeout: float = 10.0,
+    ) -> None:
+        if attempts < 1:
+            raise ValueError(f"attempts must be >= 1, got {attempts}")
+        if retry_wait < 0 or max_wait < 0:
+            raise ValueError(f"waits must be >= 0, got {retry_wait} and {max_wait}")
+        self._client = client
+        self.attempts = attempts
+        self.retry_wait = retry_wait
+        self.max_wait = max_wait
+        self.timeout = timeout
+
+    @property
+    def client(self) -> httpx.Client:
+        """The sync ``httpx.Client`` (created on first use)."""
+        if self._client is None:
+            self._client = httpx.Client(timeout=self.timeout, follow_redirects=True)
+        return self._client
+
+    def wait_seconds(self, attempt: int, response: httpx.Response | None = None) -> float:
+        """The wait after failed attempt ``attempt`` (1-based), seconds: ``retry_wait * 2**(attempt-1)`` capped at
+        ``max_wait``, lengthened to ``response``'s ``Retry-After`` (up to the same cap)."""
+        base = min(self.retry_wait * (2 ** (attempt - 1)), self.max_wait)
+        after = retry_after_seconds(response) if response is not None else None
+        return base if after is None else min(max(base, after), self.max_wait)
+
+    def _wait(self, state: tenacity.RetryCallState) -> float:
+        exc = state.outcome.exception() if state.outcome else None
+        return self.wait_seconds(state.attempt_number, exc.response if isinstance(exc, _Transient) else None)
+
+    def _retrying_kwargs(self) -> dict[str, Any]:
+        return {
+            "stop": tenacity.stop_after_attempt(self.attempts),
+            "wait": self._wait,
+            "retry": tenacity.retry_if_exception_type(_Transient),
+            "reraise": True,
+        }
+
+    def request(self, method: str, url: str, **kwargs: Any) -> tuple[httpx.Response, int]:
+        """``client.request(method, url, **kwargs)`` with retries.
+
+        Returns:
+            ``(response, attempts)``: the first answer that is neither a 429 nor a 5xx (a 4xx included), and
+            the requests sent to get it.
+
+        Raises:
+            RetriesExhausted: every attempt timed out, failed to connect or got a 429/5xx.
+        """
+        sent = 0
+
+        def once() -> httpx.Response:
+            nonlocal sent
+            sent += 1
+            try:
+                return _classify(self.client.request(method, url, **kwargs))
+            except (httpx.TimeoutException, httpx.TransportError) as exc:
+                raise _Transient(error=exc) from exc
+
+        try:
+            return tenacity.Retrying(**self._retrying_kwargs())(once), sent
+        except _Transient as exc:
+            raise RetriesExhausted(sent, exc.response, exc.error) from exc.error
+
+    async def arequest(self, send: Callable[[], Awaitable[httpx.Response]]) -> tuple[httpx.Response, int]:
+        """Await ``send()`` (one request on the caller's ``httpx.AsyncClient``) with retries.
+
+        Returns:
+            ``(response, attempts)`` as :meth:`request`.
+
+        Raises:
+            RetriesExhausted: as :meth:`request`.
+        """
+        sent = 0
+
+        async def once() -> httpx.Response:
+            nonlocal sent
+            sent += 1
+            try:
+                return _classify(await send())
+            except (httpx.TimeoutException, httpx.TransportError) as exc:
+                raise _Transient(error=exc) from exc
+
+        try:
+            return await tenacity.AsyncRetrying(**self._retrying_kwargs())(once), sent
+        except _Transient as exc:
+            raise RetriesExhausted(sent, exc.response, exc.error) from exc.error
+
+    def close(self) -> None:
+        """Close the sync client if this object created it or was given it."""
+        if self._client is not None:
+            self._client.close()
+            self._client = None
