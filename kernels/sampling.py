@@ -233,11 +233,19 @@ def _row_list(mask: torch.Tensor, limit: int = 8) -> str:
     return f"{idx[:limit]}{more}"
 
 
-def _unpack_bitmask(bitmask: torch.Tensor, vocab: int) -> torch.Tensor:
-    """[R, W] int32 packed words -> [R, vocab] bool (bit j of word w allows token 32 * w + j)."""
+def unpack_bitmask(bitmask: torch.Tensor, vocab: int) -> torch.Tensor:
+    """Unpack llguidance bitmasks: bit ``j`` of word ``w`` allows token ``32 * w + j``.
+
+    Args:
+        bitmask: ``[..., W]`` int32 packed words (``W >= ceil(vocab / 32)``), any device.
+        vocab: tokens to keep.
+
+    Returns:
+        ``[..., vocab]`` bool on the same device: True where the token is allowed.
+    """
     shifts = torch.arange(32, device=bitmask.device, dtype=torch.int32)
-    bits = (bitmask.unsqueeze(-1) >> shifts) & 1
-    return bits.reshape(bitmask.shape[0], -1)[:, :vocab].bool()
+    bits = (bitmask.to(torch.int32).unsqueeze(-1) >> shifts) & 1
+    return bits.reshape(*bitmask.shape[:-1], -1)[..., :vocab].bool()
 
 
 def _masked_and_tempered2(p: _Prepared) -> tuple[torch.Tensor, torch.Tensor]:
@@ -246,7 +254,7 @@ def _masked_and_tempered2(p: _Prepared) -> tuple[torch.Tensor, torch.Tensor]:
     raw = p.logits.float()
     forbidden = raw <= _NEG_SENTINEL  # the kernel reads forbidden tokens as -1e30: lower logits count as -inf
     if p.bitmask is not None:
-        forbidden |= ~_unpack_bitmask(p.bitmask, p.vocab)
+        forbidden |= ~unpack_bitmask(p.bitmask, p.vocab)
     raw = raw.masked_fill(forbidden, float("-inf"))
     if p.temp is not None:
         log2e = torch.tensor(_LOG2E, dtype=torch.float32, device=p.logits.device)

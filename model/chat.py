@@ -74,7 +74,6 @@ class ChatModel:
         self.tokenizer = checkpoint.tokenizer
         self.settings: DenoiseSettings = checkpoint.settings
         self.syntax = syntax
-        self._grammar_cache: dict[str, Any] = {}
 
     @classmethod
     def load(

@@ -34,6 +34,7 @@ from typing import Any, Protocol, runtime_checkable
 
 import torch
 
+from kernels.sampling import unpack_bitmask
 from model.copy_head import CopyHead, CopyMemory
 from model.sampler import entropy_and_argmax, entropy_bound_accept, sample_positions
 from model.settings import DenoiseSettings
@@ -186,13 +187,6 @@ class GenerationResult:
 EventCallback = Callable[[StepEvent | CanvasEvent], None]
 
 
-def _unpack_bitmask(mask: torch.Tensor, vocab: int) -> torch.Tensor:
-    """Packed int32 ``[W]`` -> bool ``[vocab]`` allowed-token mask (llguidance layout)."""
-    words = mask.to(torch.int64).reshape(-1)
-    bits = (words[:, None] >> torch.arange(32, dtype=torch.int64, device=words.device)) & 1
-    return bits.reshape(-1)[:vocab].bool()
-
-
 def _fused_kernel() -> Callable[..., Any] | None:
     try:
         from kernels.sampling import fused_sample
@@ -254,7 +248,7 @@ def constrain_logits(
             if plan.mask.dtype == torch.bool:
                 allowed = plan.mask[:vocab].to(device)
             else:
-                allowed = _unpack_bitmask(plan.mask.to(device), vocab)
+                allowed = unpack_bitmask(plan.mask.to(device).reshape(-1), vocab)
             if allowed.numel() < vocab:  # tokenizer smaller than the embedding: the rest is never allowed
                 allowed = torch.nn.functional.pad(allowed, (0, vocab - allowed.numel()), value=False)
             if not bool(allowed.any()):

@@ -1,12 +1,15 @@
-"""The entropy-bound sampler of one denoising step, in two flavours.
+"""The entropy-bound sampler of one denoising step: its three tensor operations.
 
-* :func:`reference_step_stats` / parity mode: the exact tensor operations (and random draws, in the same
-  order) of transformers' ``DiffusionGemmaGenerationMixin._denoising_step``: ``softmax`` ->
-  ``torch.multinomial`` over every position -> ``argmax`` -> ``Categorical(logits).entropy()``.
-* :func:`fast_step_stats`: one max pass (value and argmax together) and one fused exp/sum pass for the
-  entropy, then a sample drawn *only at the positions the entropy bound accepts*. The acceptance rule depends
-  on entropies alone, never on the sampled token, so sampling the accepted positions only gives the same
+* :func:`entropy_and_argmax`: one max pass (value and argmax together) and one fused exp/sum pass for the
+  entropy of ``softmax(logits)`` at every canvas position.
+* :func:`entropy_bound_accept`: which positions the entropy bound accepts this step.
+* :func:`sample_positions`: a token drawn *only at the accepted positions*. The acceptance rule depends on
+  entropies alone, never on the sampled token, so sampling the accepted positions only gives the same
   distribution of accepted canvases while skipping a multinomial over ``batch x canvas x vocab`` values.
+
+The parity path of :func:`model.runtime.generate` does not use these: it repeats transformers'
+``DiffusionGemmaGenerationMixin._denoising_step`` operation for operation (``softmax`` -> ``torch.multinomial``
+over every position -> ``argmax`` -> ``Categorical(logits).entropy()``), random draws in the same order.
 
 Entropy-bound acceptance: sort positions by entropy ascending and accept the prefix with
 ``cumsum(H) - H <= bound`` (``H`` sorted, so ``H`` is the running maximum). Source: Ben-Hamu et al., "Accelerated

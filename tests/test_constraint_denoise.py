@@ -8,8 +8,8 @@ import numpy as np
 import pytest
 import torch
 
+from model.constraints.completion import shortest_completion
 from model.constraints.denoise import GrammarConstraint, bitmask_to_bool
-from model.constraints.grammar import shortest_completion
 from model.loading import load_checkpoint
 from model.runtime import StepEvent, generate
 

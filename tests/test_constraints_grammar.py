@@ -16,8 +16,9 @@ from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
 
 from model import special_tokens as sp
+from model.constraints.completion import shortest_completion
 from model.constraints.denoise import bitmask_to_bool
-from model.constraints.grammar import shortest_completion, tool_call_grammar, value_grammar
+from model.constraints.grammar import tool_call_grammar, value_grammar
 from model.constraints.llg import llg_tokenizer
 from model.constraints.parse import format_tool_call, format_value, parse_tool_calls
 from model.constraints.schema import SchemaError

@@ -23,7 +23,7 @@ re-noised. The design here (prefix commit):
   constrained canvas needed 5.4 forwards against 4.25 unconstrained on the shipped checkpoint). An accepted
   ungrammatical token that the extension cannot replace is vetoed (re-noised).
 * Termination: when the token budget left comes within ``margin`` tokens of the shortest completion (found
-  by :func:`model.constraints.grammar.shortest_completion`: fast-forward tokens, then closers such as
+  by :func:`model.constraints.completion.shortest_completion`: fast-forward tokens, then closers such as
   ``<|"|>``, ``}``, ``]``, ``<tool_call|>``, a small search for formats and patterns, then the
   shortest allowed token), the constraint forces that completion. Unbounded strings, numbers and arrays
   therefore always close inside ``max_new_tokens``.
@@ -43,7 +43,7 @@ import numpy as np
 import torch
 
 from model import special_tokens as st
-from model.constraints.grammar import shortest_completion
+from model.constraints.completion import bitmask_to_bool, shortest_completion
 from model.runtime import ConstraintPlan
 
 _BASE_CACHE: dict[int, tuple[np.ndarray, np.ndarray]] = {}
@@ -69,16 +69,6 @@ def word_bases(tokenizer: Any) -> tuple[np.ndarray, np.ndarray]:
     return _BASE_CACHE[key]
 
 
-def bitmask_to_bool(mask: bytes | bytearray | np.ndarray, vocab_size: int) -> np.ndarray:
-    """Unpack an llguidance bitmask (little-endian int32 words, bit ``j`` of word ``w`` = token ``32w+j``).
-
-    Returns:
-        ``np.ndarray`` bool ``[vocab_size]`` (llguidance returns a few bytes more than ``vocab/8``: sliced).
-    """
-    raw = np.frombuffer(bytes(mask), dtype=np.uint8)
-    return np.unpackbits(raw, bitorder="little")[:vocab_size].astype(bool)
-
-
 class GrammarConstraint:
     """A :class:`model.runtime.CanvasConstraint` driven by an llguidance matcher (one per batch row).
 
@@ -90,7 +80,7 @@ class GrammarConstraint:
 
     Args:
         matcher: a fresh ``llguidance.LLMatcher`` for the tool-call grammar.
-        tokenizer: the checkpoint's tokenizer (for :func:`~model.constraints.grammar.shortest_completion`).
+        tokenizer: the checkpoint's tokenizer (for :func:`~model.constraints.completion.shortest_completion`).
         pad_token_id: written after the grammar terminates.
         margin: extra tokens kept free when deciding to close (multi-byte UTF-8 openers need >= 3).
         max_check_gap: at most this many tokens between two budget checks.
@@ -134,8 +124,6 @@ class GrammarConstraint:
         #: True once the token budget forced the shortest completion (the turn was cut, not finished).
         self.budget_closed = False
         self.all_tokens: list[int] = []
-        self.bitmask_calls = 0
-        self.budget_checks = 0
         self._ok_len = 0
         self._next_check = 0
         self._prev_logits: torch.Tensor | None = None
@@ -190,7 +178,6 @@ class GrammarConstraint:
         n = len(self.all_tokens)
         if self.done or self.closing or (not force and n < self._next_check):
             return 0
-        self.budget_checks += 1
         left = self._left()
         comp = shortest_completion(self.matcher, self.tokenizer, left + 1)
         if len(comp) + self.margin <= left:
@@ -244,7 +231,6 @@ class GrammarConstraint:
         )
 
     def _frontier_mask(self) -> np.ndarray:
-        self.bitmask_calls += 1
         allowed = bitmask_to_bool(self.matcher.compute_bitmask(), self.vocab_size)
         banned = self._repeat_of_last()
         if banned is not None and self._bases is not None:

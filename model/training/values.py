@@ -344,7 +344,6 @@ LANGUAGES = (
     "Greek",
     "Swahili",
 )
-LANG_CODES = ("en", "fr", "de", "es", "it", "pt", "nl", "pl", "sv", "ja", "ko", "zh", "hi", "ar", "tr")
 COLORS = ("red", "blue", "green", "black", "white", "yellow", "purple", "orange", "grey", "pink")
 GENRES = (
     "comedy",
@@ -470,9 +469,7 @@ AIRPORTS = (
     "DEL",
 )
 ANIMALS = ("tiger", "elephant", "penguin", "dolphin", "wolf", "koala", "eagle", "octopus", "giraffe", "owl")
-CHEMICALS = ("water", "ethanol", "glucose", "sodium chloride", "carbon dioxide", "methane", "ammonia")
 UNITS_LEN = ("meters", "kilometers", "miles", "feet", "inches", "centimeters")
-UNITS_MASS = ("kilograms", "grams", "pounds", "ounces")
 UNITS_TEMP = ("celsius", "fahrenheit", "kelvin")
 WORDS = (
     "apple",

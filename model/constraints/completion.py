@@ -1,0 +1,281 @@
+"""Shortest completion: the fewest tokens that close an llguidance matcher's current parse (termination
+support for the denoising constraint, :mod:`model.constraints.denoise`).
+
+:func:`shortest_completion` is greedy with a bounded look-ahead: at each token it prefers an "exit" (a quote,
+bracket, brace or special token that ends the current string, array, object or call), probes a few tokens deep
+for one when none is allowed at once, and otherwise takes the best-ranked allowed token (short printable ASCII
+first). :func:`bitmask_to_bool` is the one numpy unpacking of an llguidance bitmask.
+"""
+
+from __future__ import annotations
+
+import functools
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from model import special_tokens as st
+
+
+def bitmask_to_bool(mask: bytes | bytearray | np.ndarray, vocab_size: int) -> np.ndarray:
+    """Unpack an llguidance bitmask (little-endian int32 words, bit ``j`` of word ``w`` = token ``32w+j``).
+
+    Returns:
+        ``np.ndarray`` bool ``[vocab_size]`` (llguidance returns a few bytes more than ``vocab/8``: sliced).
+    """
+    raw = np.frombuffer(bytes(mask), dtype=np.uint8)
+    return np.unpackbits(raw, bitorder="little")[:vocab_size].astype(bool)
+
+
+
+#: Characters of tokens that close several things at once (``"}``, ``]]``).
+_CLOSER_CHARS = set('"]}')
+
+
+@dataclass
+class _Tables:
+    vocab: int
+    specials: list[int]  # <|tool_response>, <turn|>, <tool_call|>, <channel|>
+    quotes: list[int]  # <|"|> and '"': end a string (or open one)
+    brackets: list[int]  # tokens made only of '"', ']' and '}', longest first, then ']' and '}'
+    probes: list[int]  # single ASCII letters: allowed only inside free text
+    exits: list[int]  # closers that may end free text: specials, quotes, brackets, ':'
+    structural: list[int]  # closers outside text: specials, brackets, quotes
+    printable: np.ndarray  # bool [V]: non-special tokens whose text is printable ASCII
+    rank: np.ndarray  # int64 [V]: smaller is tried first among other allowed tokens
+    chars: list[int] = field(default_factory=list)  # single printable ASCII characters, by rank
+    avoid: set[int] = field(default_factory=set)  # tried only when nothing else is allowed (<|channel>)
+    order: np.ndarray = field(default_factory=lambda: np.zeros(0, dtype=np.int64))  # ids by rank
+
+
+def _single_id(tokenizer: Any, text: str, vocab: int) -> int | None:
+    tid: Any = None
+    if text.startswith("<"):
+        tid = tokenizer.convert_tokens_to_ids(text)
+        if tid == tokenizer.unk_token_id:
+            tid = None
+    if not isinstance(tid, int):
+        ids = tokenizer.encode(text, add_special_tokens=False)
+        tid = ids[0] if len(ids) == 1 else None
+    return tid if tid is not None and 0 <= tid < vocab else None
+
+
+@functools.lru_cache(maxsize=8)
+def _tables(tokenizer: Any) -> _Tables:
+    """Token tables of one tokenizer (built once per tokenizer object: about a second for 262k tokens)."""
+    from model.constraints.llg import llg_tokenizer
+
+    ll = llg_tokenizer(tokenizer)
+    vocab = int(ll.vocab_size)
+
+    def ids(texts: tuple[str, ...]) -> list[int]:
+        out = [_single_id(tokenizer, t, vocab) for t in texts]
+        return list(dict.fromkeys(i for i in out if i is not None))
+
+    specials = ids((st.TOOL_RESPONSE_START, st.TURN_END, st.TOOL_CALL_END, st.CHANNEL_END))
+    quotes = ids((st.STRING_DELIM, '"'))
+    probes = ids(("a", "x", "Z", "q"))
+    rank = np.full(vocab, 1 << 40, dtype=np.int64)
+    printable = np.zeros(vocab, dtype=bool)
+    multi: list[tuple[int, int]] = []
+    for i in range(vocab):
+        if ll.is_special_token(i):
+            continue
+        b = ll.decode_bytes([i])
+        if not b:
+            continue
+        try:
+            text = b.decode("utf-8")
+            nice = text.isascii() and text.isprintable()
+        except UnicodeDecodeError:
+            text, nice = "", False
+        printable[i] = nice
+        if text and set(text) <= _CLOSER_CHARS and len(text) > 1:
+            multi.append((len(text), i))
+        cls = 0 if text == "," else 1 if text == "0" else 2 if text.isdigit() else 3 if text.isalpha() else 4
+        rank[i] = ((0 if nice else 1) << 36) | (min(len(b), 255) << 28) | (cls << 24) | i
+    brackets = [i for _, i in sorted(multi, reverse=True)] + ids(("]", "}"))
+    exits = specials + quotes + brackets + ids((":",))
+    structural = specials + brackets + quotes
+    tab = _Tables(vocab, specials, quotes, brackets, probes, exits, structural, printable, rank)
+    opener = _single_id(tokenizer, st.CHANNEL_START, vocab)
+    if opener is not None:  # a thinking block is never the short way out
+        rank[opener] = 1 << 41
+        tab.avoid = {opener}
+    tab.order = np.argsort(rank, kind="stable")
+    tab.chars = [int(i) for i in tab.order if printable[i] and len(ll.decode_bytes([int(i)])) == 1][:128]
+    return tab
+
+
+def _allowed(matcher: Any, vocab: int) -> np.ndarray:
+    return bitmask_to_bool(matcher.compute_bitmask(), vocab)
+
+
+def _ok(m: Any, t: int) -> bool:
+    """Whether token ``t`` may come next (``validate_tokens``: ~1 us, state unchanged; a bitmask costs ~100x)."""
+    return bool(m.validate_tokens([t]) == 1)
+
+
+def _in_text(m: Any, tab: _Tables) -> bool:
+    """True inside free text (a string body, a key, prose): a single-letter token may come next."""
+    return any(_ok(m, t) for t in tab.probes)
+
+
+def _exit(m: Any, tab: _Tables) -> int:
+    """An allowed closer whose consumption leaves free text (-1 if none): ends a string, key or prose."""
+    for t in tab.exits:
+        if _ok(m, t):
+            probe = m.deep_copy()
+            if probe.try_consume_tokens([t]) == 1 and (probe.is_accepting() or not _in_text(probe, tab)):
+                return t
+    return -1
+
+
+def _closable(m: Any, tab: _Tables) -> bool:
+    """Whether the state is accepting or one of the structural closers may come next."""
+    return bool(m.is_accepting()) or any(_ok(m, t) for t in tab.structural)
+
+
+def _ranked(allowed: np.ndarray, tab: _Tables, k: int) -> list[int]:
+    """The ``k`` best-ranked allowed tokens (scans the first 4096 of the rank order before the rest)."""
+    head = tab.order[:4096]
+    sel = head[allowed[head]]
+    if sel.size < k:
+        sel = tab.order[allowed[tab.order]]
+    return [int(t) for t in sel[:k]]
+
+
+def _search_exit(m: Any, tab: _Tables, depth: int = 3, budget: int = 300) -> list[int] | None:
+    """Breadth-first search for a short token path after which free text can be left.
+
+    Children of a state are the single printable ASCII characters it allows; a child whose set of allowed
+    characters was already seen is not expanded, so the search follows the characters that change what may
+    come next (``@`` in an e-mail address, the ``x`` pattern ``x$`` ends with). Stops after ``budget``
+    children (each costs ~100 ``validate_tokens`` calls, no bitmask).
+    """
+
+    def chars(node: Any) -> tuple[int, ...]:
+        return tuple(c for c in tab.chars if _ok(node, c))
+
+    start = chars(m)
+    seen = {start}
+    frontier: list[tuple[Any, list[int], tuple[int, ...]]] = [(m, [], start)]
+    probes = 0
+    for _ in range(depth):
+        nxt: list[tuple[Any, list[int], tuple[int, ...]]] = []
+        for node, path, allowed in frontier:
+            for c in allowed:
+                probes += 1
+                if probes > budget:
+                    return None
+                probe = node.deep_copy()
+                if probe.try_consume_tokens([c]) != 1:
+                    continue
+                if probe.is_accepting() or _exit(probe, tab) >= 0:
+                    return [*path, c]
+                sig = chars(probe)
+                if sig not in seen:
+                    seen.add(sig)
+                    nxt.append((probe, [*path, c], sig))
+        frontier = nxt
+    return None
+
+
+def shortest_completion(matcher: Any, tokenizer: Any, limit: int, *, lookahead: int = 6) -> list[int]:
+    """Greedily complete a copy of ``matcher`` to an accepting state, preferring the shortest way out.
+
+    Each step: take the fast-forward tokens if any. Inside free text (a string body, a key, prose: a
+    single-letter token is allowed), take an allowed closer after which the text is left (``<|tool_response>``,
+    ``<turn|>``, ``<tool_call|>``, ``<channel|>``, ``<|"|>``, ``"``, tokens made only of ``"]}``, ``:``);
+    if none, try the ``lookahead`` best-ranked tokens (printable ASCII first, shorter first; ``,`` then
+    ``0`` then digits then letters) for one after which a closer is allowed, else add the best-ranked one
+    (minLength progress); after 4 such steps without a way out, a small breadth-first search over the
+    characters that change the allowed set finds the missing ones (``@`` and a letter for an e-mail, the
+    final ``x`` of pattern ``x$``). Outside text (after a value, inside a number), take the first allowed
+    of: the special closers, ``]``/``}``-only tokens, ``<|"|>``/``"``; else the first of the ``lookahead``
+    best-ranked tokens after which one of those is allowed (``5`` for ``minimum: 5``), else the best-ranked.
+
+    Args:
+        matcher: ``llguidance.LLMatcher`` (not modified: a ``deep_copy`` is advanced).
+        tokenizer: the Hugging Face tokenizer the matcher's ``LLTokenizer`` was built from.
+        limit: maximum number of tokens returned.
+        lookahead: allowed tokens tried per step when no closer is allowed.
+
+    Returns:
+        Token ids. Consumed after the matcher's state they reach an accepting state, unless the list has
+        ``limit`` tokens (not enough budget) or no completion was found (grammar error state: empty list).
+    """
+    tab = _tables(tokenizer)
+    m = matcher.deep_copy()
+    out: list[int] = []
+    stuck = 0
+    last, repeats = -1, 0
+    banned: set[int] = set()
+
+    def take(toks: list[int]) -> bool:
+        toks = toks[: limit - len(out)]
+        n = int(m.try_consume_tokens(toks))
+        out.extend(toks[:n])
+        return n == len(toks)
+
+    while len(out) < limit and not m.is_error():
+        if m.is_accepting() or m.is_stopped():
+            break
+        ff = m.compute_ff_tokens()
+        if ff:
+            if not take(ff):
+                break
+            continue
+        allowed = _allowed(m, tab.vocab)
+        if not allowed.any():
+            break
+        choice = -1
+        if _in_text(m, tab):
+            choice = _exit(m, tab)
+            if choice < 0:
+                if stuck >= 4:
+                    stuck = 0
+                    path = _search_exit(m, tab)
+                    if path:
+                        if not take(path):
+                            break
+                        continue
+                stuck += 1
+                cands = _ranked(allowed, tab, lookahead)
+                for c in cands:
+                    probe = m.deep_copy()
+                    if probe.try_consume_tokens([c]) == 1 and _exit(probe, tab) >= 0:
+                        choice = c
+                        break
+                if choice < 0:
+                    choice = cands[0]
+            else:
+                stuck = 0
+        else:
+            stuck = 0
+            for t in tab.structural:
+                if allowed[t] and t not in banned:
+                    choice = t
+                    break
+            if choice < 0:
+                ranked = _ranked(allowed, tab, lookahead + len(banned) + len(tab.avoid))
+                cands = [c for c in ranked if c not in banned and c not in tab.avoid][:lookahead]
+                cands = cands or ranked[:1]
+                for c in cands:
+                    probe = m.deep_copy()
+                    if probe.try_consume_tokens([c]) == 1 and _closable(probe, tab):
+                        choice = c
+                        break
+                if choice < 0:
+                    choice = cands[0]
+        if not take([choice]):  # pragma: no cover - the bitmask allowed it
+            break
+        if choice in tab.specials or choice in tab.quotes:
+            banned.clear()
+        repeats = repeats + 1 if choice == last else 0
+        last = choice
+        if repeats >= 8:
+            banned.add(choice)
+            repeats = 0
+    return out
