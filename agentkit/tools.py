@@ -41,7 +41,6 @@ from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
 from typing import Annotated, Any, cast
 
-import docstring_parser
 import pydantic
 import pydantic_core
 
@@ -104,9 +103,10 @@ class ToolTimeoutError(TimeoutError):
 def parse_docstring(doc: str | None) -> tuple[str, dict[str, str]]:
     """Split a docstring into the tool description and per-parameter descriptions.
 
-    Parsed with the ``docstring_parser`` library (style detected: Google ``Args:`` with ``name (type): text``
-    entries, Sphinx ``:param name: text``, NumPy ``Parameters`` underlined with dashes, Epydoc). Continuation
-    lines are joined with spaces.
+    Parsed with griffe (``griffe.Docstring(...).parse("auto")``: Google ``Args:`` with ``name (type): text``
+    entries, Sphinx ``:param name: text``, NumPy ``Parameters`` underlined with dashes), which is lenient: a
+    malformed entry elsewhere (say in ``Raises:``) does not lose the parameters. Continuation lines are joined
+    with spaces; griffe's warnings about the docstring are not logged.
 
     Args:
         doc: the raw docstring (``None`` allowed).
@@ -117,18 +117,32 @@ def parse_docstring(doc: str | None) -> tuple[str, dict[str, str]]:
     """
     if not doc:
         return "", {}
+    import logging
+
+    from griffe import Docstring
+
+    log = logging.getLogger("griffe")
+    level = log.level
+    log.setLevel(logging.ERROR)
     try:
-        parsed = docstring_parser.parse(inspect.cleandoc(doc))
-    except docstring_parser.ParseError:
-        return inspect.cleandoc(doc).strip(), {}
-    desc = parsed.short_description or ""
-    if parsed.long_description:
-        desc += ("\n\n" if parsed.blank_after_short_description else "\n") + parsed.long_description
-    params = {
-        p.arg_name: " ".join(line.strip() for line in (p.description or "").splitlines() if line.strip())
-        for p in parsed.params
-    }
-    return desc.strip(), params
+        sections = Docstring(inspect.cleandoc(doc)).parse("auto")
+    finally:
+        log.setLevel(level)
+    desc: list[str] = []
+    params: dict[str, str] = {}
+    in_description = True
+    for section in sections:
+        kind = section.kind.value
+        if kind == "text" and in_description:
+            desc.append(str(section.value))
+            continue
+        in_description = False  # text after the first section is not the tool's description
+        if kind in ("parameters", "other parameters"):
+            for p in section.value:
+                params[p.name.lstrip("*")] = " ".join(
+                    x.strip() for x in p.description.splitlines() if x.strip()
+                )
+    return "\n\n".join(desc).strip(), params
 
 
 # ------------------------------------------------------------------------------------------------ schemas

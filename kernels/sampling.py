@@ -46,7 +46,6 @@ from __future__ import annotations
 
 import math
 import operator
-import os
 from dataclasses import dataclass
 from types import ModuleType
 
@@ -621,16 +620,10 @@ def fused_sample(
     offset: int = 0,
 ) -> SampleOutput:
     """Sample a denoising step: :func:`sample_triton` for CUDA logits when triton imports, else
-    :func:`sample_reference`. Arguments, results and errors as :func:`sample_reference`.
-
-    ``AGENTKIT_SAMPLING=reference`` in the environment forces the reference path (debugging).
+    :func:`sample_reference`. Arguments, results and errors as :func:`sample_reference`. (To force the
+    reference on CUDA, call it directly, or pass ``sampler="reference"`` to :func:`model.runtime.generate`.)
     """
-    use_triton = (
-        isinstance(logits, torch.Tensor)
-        and logits.is_cuda
-        and os.environ.get("AGENTKIT_SAMPLING", "") != "reference"
-        and triton_available()
-    )
+    use_triton = isinstance(logits, torch.Tensor) and logits.is_cuda and triton_available()
     if use_triton:
         return sample_triton(logits, temperature, bitmask=bitmask, seed=seed, offset=offset)
     return sample_reference(logits, temperature, bitmask=bitmask, seed=seed, offset=offset)

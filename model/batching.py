@@ -40,17 +40,11 @@ from typing import Any
 
 import torch
 
+from model import hf_compat as hf
+from model.constraint_batch import CanvasConstraint, ConstraintBatch, ConstraintPlan, TerminatingConstraint
 from model.copy_head import CopyHead, CopyMemory
-from model.runtime import (
-    CanvasConstraint,
-    ConstraintPlan,
-    GenerationStats,
-    commit_constraints,
-    constrain_logits,
-    free_mean_entropy,
-    image_inputs,
-)
-from model.sampler import entropy_and_argmax, entropy_bound_accept, sample_positions
+from model.runtime import GenerationStats, image_inputs
+from model.sampler import TorchSampler, stop_test, window_accept
 from model.settings import DenoiseSettings
 
 #: Called after each committed canvas of a row with that canvas's tokens (EOS padding removed).
@@ -144,11 +138,12 @@ class _Guarded:
 
     @property
     def committed(self) -> list[int] | None:
-        return None if self.error is not None else getattr(self.inner, "committed", None)
+        inner = self.inner
+        return inner.committed if self.error is None and isinstance(inner, TerminatingConstraint) else None
 
     @property
     def done(self) -> bool:
-        return self.error is None and bool(getattr(self.inner, "done", False))
+        return self.error is None and isinstance(self.inner, TerminatingConstraint) and bool(self.inner.done)
 
 
 class RequestHandle:
@@ -318,27 +313,20 @@ class CanvasBatcher:
             ids = torch.tensor([row.prompt], dtype=torch.long, device=device)
             P = ids.shape[1]
             row.started = time.perf_counter()
-            cache = m._prepare_cache_for_generation(
-                generation_config=m.generation_config,
-                batch_size=1,
-                max_length=P + self.settings.canvas_length,
-            )
+            cache = hf.new_cache(m, 1, P + self.settings.canvas_length)
             attn = torch.ones((1, P), dtype=torch.bool, device=device)
             pos = torch.arange(0, P, dtype=torch.int32, device=device).unsqueeze(0)
             v = row.vision
             images = {} if v is None else image_inputs(m, ids, mm_token_type_ids=None, **v.generate_kwargs())
-            enc_in, masks = m._prepare_encoder_inputs(
-                input_ids=ids,
-                attention_mask=attn,
-                encoder_position_ids=pos,
-                cache=cache,
+            enc_in, out = hf.encode(
+                m,
+                ids,
+                attn,
+                pos,
+                cache,
                 is_prefill=True,
                 canvas_length=self.settings.canvas_length,
-                batch_size=1,
-                **images,
-            )
-            out = m.model.encoder(
-                input_ids=enc_in, attention_mask=masks, cache=cache, position_ids=pos, **images
+                images=images,
             )
             row.vision = None  # the images live on in the cache
             row.layers = [(layer.keys, layer.values) for layer in out.cache.layers]
@@ -358,14 +346,11 @@ class CanvasBatcher:
     # ------------------------------------------------------------------------------------------------------
     def _pack(self, rows: list[_Row]) -> tuple[Any, torch.Tensor, int]:
         """Stack the rows' caches left-padded: ``(DynamicCache, attention mask [B, L + C] bool, L)``."""
-        from transformers import DynamicCache
-
         m = self.model
         C = self.settings.canvas_length
         L = max(r.length for r in rows)
-        cache = DynamicCache(config=m.config.get_text_config())
-        layer: Any
-        for i, layer in enumerate(cache.layers):
+        layers = []
+        for i in range(len(rows[0].layers)):
             size = max(r.layers[i][0].shape[-2] for r in rows)
             ks, vs = [], []
             for r in rows:
@@ -373,10 +358,8 @@ class CanvasBatcher:
                 pad = size - k.shape[-2]
                 ks.append(torch.nn.functional.pad(k, (0, 0, pad, 0)))
                 vs.append(torch.nn.functional.pad(v, (0, 0, pad, 0)))
-            layer.lazy_initialization(ks[0], vs[0])
-            layer.keys, layer.values = torch.cat(ks), torch.cat(vs)
-            if hasattr(layer, "cumulative_length"):
-                layer.cumulative_length = L
+            layers.append((torch.cat(ks), torch.cat(vs)))
+        cache = hf.cache_from_layers(m, layers, L)
         attn = torch.ones((len(rows), L + C), dtype=torch.bool, device=m.device)
         for b, r in enumerate(rows):
             attn[b, : L - r.length] = False
@@ -446,12 +429,7 @@ class CanvasBatcher:
             cache, dec_attn, L = self._pack(rows)
             memory = self._pack_memory(rows, L)
             dec_pos = self._positions(rows)
-            dec_masks = m.model.decoder.create_diffusion_decoder_attention_mask(
-                config=m.config,
-                inputs_embeds=canvas.unsqueeze(-1),
-                cache=cache,
-                decoder_attention_mask=dec_attn,
-            )
+            dec_masks = hf.decoder_mask(m, canvas, cache, dec_attn)
             self._packed = (key, cache, memory, dec_pos, dec_masks)
         _, cache, memory, dec_pos, dec_masks = self._packed
         emb_dtype = m.model.decoder.embed_tokens.weight.dtype
@@ -470,8 +448,7 @@ class CanvasBatcher:
                 sc_kwargs["self_conditioning_mask"] = torch.tensor(has_sc, device=device)
         if memory is not None:
             sc_kwargs["copy_memory"] = memory
-        cons = [r.guard for r in rows]
-        any_constraint = any(c is not None for c in cons)
+        cons = ConstraintBatch([r.guard for r in rows])
         gens = [r.gen for r in rows]
         t_set = time.perf_counter() - t0
 
@@ -486,47 +463,35 @@ class CanvasBatcher:
         t_dec = time.perf_counter() - t1
         t_con = 0.0
         on = [True] * B
-        if any_constraint:
+        fixed_mask: torch.Tensor | None = None
+        if cons.any:
             t1 = time.perf_counter()
-            fixed_mask, fixed_tok = constrain_logits(logits, cons, on)
+            fixed_mask, fixed_tok = cons.apply(logits, on)
             t_con += time.perf_counter() - t1
         t1 = time.perf_counter()
         temps = torch.tensor([r.settings.temperature(r.step_left) for r in rows], device=device)
-        processed = logits.div_(temps.to(logits.dtype)[:, None, None])
-        entropy, new_argmax = entropy_and_argmax(processed)
-        accepted = entropy_bound_accept(entropy, s.entropy_bound)
-        denoised = torch.cat(
-            [sample_positions(processed[b : b + 1], accepted[b : b + 1], generator=gens[b]) for b in range(B)]
-        )
+        draw = TorchSampler(gens).draw(logits, temps, s.entropy_bound, canvas=0, step=0)
         if s.accept_window is not None:
-            if any_constraint and bool(fixed_mask.any()):
-                lead = fixed_mask.long().cumprod(dim=1).sum(dim=1)
-            else:
-                prev = torch.cat([r.prev_accepted for r in rows])  # type: ignore[misc]
-                lead = prev.long().cumprod(dim=1).sum(dim=1)
-            pos = torch.arange(C, device=device)[None, :]
-            accepted = accepted & (pos < (lead + s.accept_window)[:, None])
-            denoised = torch.where(accepted, denoised, canvas)
+            prev = torch.cat([r.prev_accepted for r in rows])  # type: ignore[misc]
+            window_accept(draw, canvas, s.accept_window, fixed_mask, prev)
         t_smp = time.perf_counter() - t1
         grammar_done = torch.zeros(B, dtype=torch.bool, device=device)
-        if any_constraint:
+        if fixed_mask is not None:
             t1 = time.perf_counter()
-            denoised, accepted, grammar_done = commit_constraints(
-                cons, on, denoised, accepted, fixed_mask, fixed_tok, processed, s
+            draw.denoised, draw.accepted, grammar_done = cons.commit(
+                on, draw.denoised, draw.accepted, fixed_mask, fixed_tok, draw.processed, s.entropy_bound
             )
             t_con += time.perf_counter() - t1
         t1 = time.perf_counter()
+        accepted, processed, new_argmax = draw.accepted, draw.processed, draw.argmax
         noise = torch.cat([torch.randint(0, V, (1, C), device=device, generator=g) for g in gens])
-        new_canvas = torch.where(accepted, denoised, noise)
+        new_canvas = torch.where(accepted, draw.denoised, noise)
         history = torch.cat([r.history for r in rows], dim=1)  # type: ignore[misc]
-        if s.stability_threshold == 0:
-            stable = torch.ones(B, dtype=torch.bool, device=device)
-        else:
-            stable = (history == new_argmax[None]).all(dim=-1).all(dim=0)
-            history = torch.roll(history, shifts=-1, dims=0)
-            history[-1] = new_argmax
-        mean_h = free_mean_entropy(entropy, fixed_mask if any_constraint else None)
-        fin = ((stable & (mean_h < s.confidence_threshold)) | grammar_done).tolist()
+        stop, new_history = stop_test(
+            history, new_argmax, draw.entropy, fixed_mask, s.stability_threshold, s.confidence_threshold
+        )
+        history = history if new_history is None else new_history
+        fin = (stop | grammar_done).tolist()
         sc_new = processed.to(emb_dtype)
         self._last_sc = (key, sc_new)
         done_rows = []
@@ -590,13 +555,7 @@ class CanvasBatcher:
         cache, attn, L = self._pack(crow)
         memory = self._pack_memory(crow, L)
         pos = self._positions(crow)
-        enc_masks = m.model.encoder.create_masks_for_generate(
-            config=m.config,
-            inputs_embeds=torch.empty((len(crow), C, 0), dtype=m.dtype, device=device),
-            attention_mask=attn,
-            cache=cache,
-            position_ids=pos,
-        )
+        enc_masks = hf.encoder_mask(m, len(crow), C, attn, cache, pos)
         enc_in = torch.tensor([t for _, t in cont], dtype=torch.long, device=device)
         out = m.model.encoder(input_ids=enc_in, attention_mask=enc_masks, cache=cache, position_ids=pos)
         if memory is not None:

@@ -30,63 +30,29 @@ from __future__ import annotations
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Protocol, runtime_checkable
+from typing import Any
 
 import torch
 
-from kernels.sampling import unpack_bitmask
+from model import hf_compat as hf
+from model.constraint_batch import CanvasConstraint, ConstraintBatch, ConstraintPlan, TerminatingConstraint
 from model.copy_head import CopyHead, CopyMemory
-from model.sampler import entropy_and_argmax, entropy_bound_accept, sample_positions
+from model.sampler import StepDraw, StepSampler, select_sampler, stop_test, window_accept
 from model.settings import DenoiseSettings
 
-
-@dataclass
-class ConstraintPlan:
-    """What a constraint imposes on its row of the canvas for the next denoising step.
-
-    Attributes:
-        fixed: tokens for canvas positions ``0..len(fixed)-1``: the committed prefix, then fast-forward
-            tokens (forced by the grammar), then, once the grammar has terminated, pad up to the canvas end.
-            Fixed positions get entropy 0, are always accepted and do not count in the stop statistics.
-        mask: optional allowed-token mask for position ``len(fixed)`` (the frontier): bool ``[V]``, or packed
-            int32 ``[ceil(V/32)]`` in llguidance's layout (bit ``j`` of word ``w`` allows token ``32*w+j``).
-            It must allow at least one token.
-    """
-
-    fixed: list[int]
-    mask: torch.Tensor | None = None
-
-
-@runtime_checkable
-class CanvasConstraint(Protocol):
-    """Per-row constraint hook of :func:`generate` (one object per batch row; state carries across canvases).
-
-    Call order per canvas: ``start_canvas`` -> per denoising step ``plan`` (before sampling) then ``commit``
-    (after entropy-bound acceptance) -> ``readout`` (decides the canvas's final tokens).
-    """
-
-    def start_canvas(self, canvas_length: int, tokens_left: int) -> None:
-        """A new canvas begins; ``tokens_left`` is the token budget left, this canvas included."""
-
-    def plan(self) -> ConstraintPlan:
-        """Fixed tokens and frontier mask for the next step."""
-
-    def commit(
-        self,
-        tokens: list[int],
-        accepted: list[bool],
-        logits: torch.Tensor | None = None,
-        entropy_bound: float = 0.0,
-    ) -> list[int]:
-        """See this step's sampled canvas tokens ``[C]``, acceptance ``[C]`` and tempered logits ``[C, V]``
-        (with the sampler's entropy bound, nats); return positions to veto (re-noise)."""
-
-    def readout(self, logits: torch.Tensor) -> list[int]:
-        """Return the canvas's final ``canvas_length`` tokens given the last logits ``[C, V]`` float32."""
-
-    # Optional: a ``done`` attribute that turns True once the grammar has terminated; the runtime then stops
-    # denoising that row's canvas (its readout is fully decided). Optional: a ``committed`` attribute (list of
-    # token ids for positions 0..k-1) that the runtime writes into the next step's canvas as accepted tokens.
+__all__ = [
+    "CanvasConstraint",
+    "CanvasEvent",
+    "CanvasState",
+    "ConstraintPlan",
+    "EventCallback",
+    "GenerationResult",
+    "GenerationStats",
+    "StepEvent",
+    "TerminatingConstraint",
+    "generate",
+    "image_inputs",
+]
 
 
 @dataclass
@@ -187,158 +153,6 @@ class GenerationResult:
 EventCallback = Callable[[StepEvent | CanvasEvent], None]
 
 
-def _fused_kernel() -> Callable[..., Any] | None:
-    try:
-        from kernels.sampling import fused_sample
-    except Exception:  # kernels not built / triton missing
-        return None
-    return fused_sample  # type: ignore[no-any-return]
-
-
-def free_mean_entropy(entropy: torch.Tensor, fixed_mask: torch.Tensor | None) -> torch.Tensor:
-    """The adaptive stop's statistic: per row, the mean entropy over positions no constraint fixed.
-
-    Args:
-        entropy: ``[B, C]`` float32 entropies (nats); fixed_mask: ``[B, C]`` bool, or ``None`` (no constraint).
-
-    Returns:
-        ``[B]`` float32 (0 for a row whose positions are all fixed).
-    """
-    if fixed_mask is None:
-        return entropy.mean(dim=-1)
-    free = ~fixed_mask
-    n_free = free.sum(dim=-1)
-    return torch.where(
-        n_free > 0, (entropy * free).sum(dim=-1) / n_free.clamp(min=1), torch.zeros_like(n_free)
-    )
-
-
-def constrain_logits(
-    logits: torch.Tensor, cons: Sequence[CanvasConstraint | None], active: Sequence[bool]
-) -> tuple[torch.Tensor, torch.Tensor]:
-    """Apply each active row's :class:`ConstraintPlan` to one denoising step's logits, in place.
-
-    Fixed positions get ``-inf`` everywhere but ``0`` at their token (entropy 0); the frontier position is
-    masked with the plan's allowed-token mask (bool ``[V]`` or llguidance's packed int32 bitmask).
-
-    Args:
-        logits: ``[B, C, V]`` float decoder logits (modified in place).
-        cons: one constraint or ``None`` per row.
-        active: per row, whether its constraint is consulted (rows that finished are not).
-
-    Returns:
-        ``(fixed_mask, fixed_tok)``: ``[B, C]`` bool and ``[B, C]`` int64.
-
-    Raises:
-        ValueError: a constraint's frontier mask allows no token (names the row and position).
-    """
-    batch, canvas_len, vocab = logits.shape
-    device = logits.device
-    fixed_mask = torch.zeros((batch, canvas_len), dtype=torch.bool, device=device)
-    fixed_tok = torch.zeros((batch, canvas_len), dtype=torch.long, device=device)
-    for r, c in enumerate(cons):
-        if c is None or not active[r]:
-            continue
-        plan = c.plan()
-        k = min(len(plan.fixed), canvas_len)
-        if k:
-            fixed_mask[r, :k] = True
-            fixed_tok[r, :k] = torch.tensor(plan.fixed[:k], dtype=torch.long, device=device)
-        if plan.mask is not None and k < canvas_len:
-            if plan.mask.dtype == torch.bool:
-                allowed = plan.mask[:vocab].to(device)
-            else:
-                allowed = unpack_bitmask(plan.mask.to(device).reshape(-1), vocab)
-            if allowed.numel() < vocab:  # tokenizer smaller than the embedding: the rest is never allowed
-                allowed = torch.nn.functional.pad(allowed, (0, vocab - allowed.numel()), value=False)
-            if not bool(allowed.any()):
-                raise ValueError(f"row {r}: constraint mask at canvas position {k} allows no token")
-            logits[r, k].masked_fill_(~allowed, float("-inf"))
-    if bool(fixed_mask.any()):
-        # In place, one write pass per fixed row: -inf everywhere, 0 at the fixed token (entropy 0).
-        flat = logits.view(-1, vocab)
-        idx = fixed_mask.view(-1).nonzero().squeeze(1)
-        flat.index_fill_(0, idx, float("-inf"))
-        flat[idx, fixed_tok.view(-1)[idx]] = 0.0
-    return fixed_mask, fixed_tok
-
-
-def commit_constraints(
-    cons: Sequence[CanvasConstraint | None],
-    active: Sequence[bool],
-    denoised: torch.Tensor,
-    accepted: torch.Tensor,
-    fixed_mask: torch.Tensor,
-    fixed_tok: torch.Tensor,
-    processed: torch.Tensor,
-    settings: DenoiseSettings,
-) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
-    """Hand one denoising step's accepted tokens to each active row's constraint (its ``commit``).
-
-    Args:
-        cons, active: as :func:`constrain_logits`.
-        denoised: ``[B, C]`` int64 sampled tokens; accepted: ``[B, C]`` bool (entropy bound and window).
-        fixed_mask, fixed_tok: from :func:`constrain_logits`.
-        processed: ``[B, C, V]`` tempered, constrained logits of the step.
-        settings: for the entropy bound.
-
-    Returns:
-        ``(denoised, accepted, grammar_done)``: the step's tokens with each constraint's committed prefix
-        written in, acceptance with vetoed positions re-noised, and ``[B]`` bool rows whose grammar terminated.
-    """
-    device = denoised.device
-    denoised = torch.where(fixed_mask, fixed_tok, denoised)
-    accepted = accepted | fixed_mask
-    done = torch.zeros(denoised.shape[0], dtype=torch.bool, device=device)
-    tok_rows = denoised.tolist()
-    acc_rows = accepted.tolist()
-    canvas_len = denoised.shape[1]
-    for r, c in enumerate(cons):
-        if c is None or not active[r]:
-            continue
-        veto = c.commit(tok_rows[r], acc_rows[r], logits=processed[r], entropy_bound=settings.entropy_bound)
-        prefix = getattr(c, "committed", None)
-        if prefix:  # committed tokens go into the next step's canvas (the extension may differ)
-            k = min(len(prefix), canvas_len)
-            denoised[r, :k] = torch.tensor(prefix[:k], dtype=torch.long, device=device)
-            accepted[r, :k] = True
-        if veto:
-            accepted[r, torch.tensor(veto, dtype=torch.long, device=device)] = False
-        if getattr(c, "done", False):
-            done[r] = True
-    return denoised, accepted, done
-
-
-def constrained_readout(
-    argmax: torch.Tensor,
-    last_logits: torch.Tensor,
-    cons: Sequence[CanvasConstraint | None],
-    active: Sequence[bool],
-) -> torch.Tensor:
-    """A finished canvas's tokens: the argmax, or for constrained rows what their constraint reads out.
-
-    Args:
-        argmax: ``[B, C]`` int64; last_logits: ``[B, C, V]`` the last step's processed logits.
-        cons, active: as :func:`constrain_logits`.
-
-    Returns:
-        ``[B, C]`` int64.
-
-    Raises:
-        ValueError: a readout whose length is not the canvas length.
-    """
-    canvas_len = argmax.shape[1]
-    readout = argmax.clone()
-    for r, c in enumerate(cons):
-        if c is None or not active[r]:
-            continue
-        toks = c.readout(last_logits[r].float())
-        if len(toks) != canvas_len:
-            raise ValueError(f"row {r}: constraint readout has {len(toks)} tokens, canvas is {canvas_len}")
-        readout[r] = torch.tensor(toks, dtype=torch.long, device=argmax.device)
-    return readout
-
-
 def image_inputs(
     model: Any,
     input_ids: torch.Tensor,
@@ -375,6 +189,363 @@ def image_inputs(
     }
 
 
+class CanvasState:
+    """Everything one :func:`generate` call carries between its phases, and the phases themselves.
+
+    The phases, each callable on its own (tests do): :meth:`prefill` (encode the prompt), :meth:`start_canvas`
+    (a uniform-noise canvas), :meth:`denoise_step` (one denoising step: :meth:`forward`, :meth:`constrain`,
+    :meth:`draw` (temper, entropy/argmax, sample), :meth:`accept` (window, constraint commit, re-noise),
+    :meth:`stop`), :meth:`commit_canvas` (readout, append, EOS) and :meth:`encode_canvas` (the committed
+    canvas into the KV cache). :func:`generate` is the driver. The loop follows gpt-fast's split of
+    ``prefill`` / ``decode_one_token`` / ``generate``.
+
+    Build one with :meth:`create` (arguments as :func:`generate`).
+
+    Attributes (tensors on the prompt's device; B rows, C = canvas length, V = vocabulary):
+        sequences: ``[B, P + n*C]`` int64 prompt and committed canvases.
+        canvas, argmax: ``[B, C]`` int64 the current canvas and its argmax draft.
+        self_cond: ``[B, C, V]`` the previous step's tempered logits (``None`` on a canvas's first step).
+        finished: ``[B]`` bool rows whose canvas stopped denoising; finished_seq: ``[B]`` rows past EOS.
+        fixed_mask, fixed_tok: ``[B, C]`` positions fixed by a constraint this step, and their tokens.
+        canvas_index: 0-based canvas; step: the schedule's step (steps left, counting down); steps_taken.
+    """
+
+    def __init__(
+        self,
+        model: Any,
+        input_ids: torch.Tensor,
+        settings: DenoiseSettings,
+        attention_mask: torch.Tensor | None,
+        constraints: ConstraintBatch,
+        sampler: StepSampler,
+        generator: torch.Generator | None,
+        images: dict[str, torch.Tensor],
+        on_event: EventCallback | None,
+    ) -> None:
+        self.model = model
+        self.settings = settings
+        self.constraints = constraints
+        self.sampler = sampler
+        self.generator = generator
+        self.images = images
+        self.on_event = on_event
+        self.stats = GenerationStats()
+        self.t_start = time.perf_counter()
+        self.device = device = input_ids.device
+        self.batch, self.prompt_length = batch, prompt_len = input_ids.shape
+        self.canvas_length = canvas_len = settings.canvas_length
+        self.vocab = int(model.config.get_text_config().vocab_size)
+        self.emb_dtype = model.model.decoder.embed_tokens.weight.dtype
+        self.eos = torch.tensor(settings.eos_token_ids, device=device)
+        self.cache = hf.new_cache(model, batch, prompt_len + settings.max_canvases * canvas_len)
+        self.attn = (
+            torch.ones((batch, prompt_len), dtype=torch.bool, device=device)
+            if attention_mask is None
+            else attention_mask.to(device=device).bool()
+        )
+        self.dec_attn = torch.nn.functional.pad(self.attn, (0, canvas_len), value=True)
+        self.cur_len = prompt_len
+        self.enc_pos = torch.arange(0, prompt_len, dtype=torch.int32, device=device).unsqueeze(0)
+        self.dec_pos = torch.arange(prompt_len, prompt_len + canvas_len, dtype=torch.int32, device=device)[
+            None
+        ]
+        head = getattr(model, "copy_head", None)
+        self.head: CopyHead | None = head if isinstance(head, CopyHead) else None
+        self.memory: CopyMemory | None = None
+        self.sequences = input_ids
+        self.finished_seq = torch.zeros(batch, dtype=torch.bool, device=device)
+        self.forwards = torch.zeros(batch, dtype=torch.long, device=device)
+        self.canvas_index = 0
+        # per canvas (set by start_canvas)
+        self.canvas = self.argmax = torch.zeros((batch, canvas_len), dtype=torch.long, device=device)
+        self.dec_masks: Any = None
+        self.self_cond: torch.Tensor | None = None
+        self.finished = self.finished_seq.clone()
+        self.history: torch.Tensor | None = None
+        self.fixed_mask = torch.zeros((batch, canvas_len), dtype=torch.bool, device=device)
+        self.fixed_tok = torch.zeros((batch, canvas_len), dtype=torch.long, device=device)
+        self.prev_accepted = self.fixed_mask
+        self.grammar_done = torch.zeros(batch, dtype=torch.bool, device=device)
+        self.step = settings.max_denoising_steps
+        self.steps_taken = 0
+
+    @classmethod
+    def create(
+        cls,
+        model: Any,
+        input_ids: torch.Tensor,
+        settings: DenoiseSettings | None = None,
+        *,
+        attention_mask: torch.Tensor | None = None,
+        constraints: Sequence[CanvasConstraint | None] | None = None,
+        seed: int | None = None,
+        parity: bool = False,
+        on_event: EventCallback | None = None,
+        sampler: str = "auto",
+        pixel_values: torch.Tensor | None = None,
+        image_position_ids: torch.Tensor | None = None,
+        mm_token_type_ids: torch.Tensor | None = None,
+    ) -> CanvasState:
+        """Check the arguments and set up a call (see :func:`generate` for them and the errors raised)."""
+        if input_ids.dim() != 2:
+            raise ValueError(f"input_ids must be [batch, prompt_len], got shape {tuple(input_ids.shape)}")
+        if input_ids.shape[1] == 0:
+            raise ValueError("input_ids is empty: the prompt needs at least one token (e.g. <bos>)")
+        if seed is not None and not -(2**63) <= int(seed) < 2**63:
+            raise ValueError(f"seed must fit in a signed 64-bit integer, got {seed}")
+        hf.check_model(model)
+        settings = settings or DenoiseSettings.from_model(model)
+        batch = input_ids.shape[0]
+        if constraints is not None and len(constraints) != batch:
+            raise ValueError(f"constraints has {len(constraints)} entries for a batch of {batch}")
+        canvas_len = int(model.config.canvas_length)
+        if settings.canvas_length != canvas_len:
+            settings = settings.replace(canvas_length=canvas_len)
+        device = input_ids.device
+        gen: torch.Generator | None = None
+        run_seed = 0
+        if parity:
+            if seed is not None:
+                torch.manual_seed(seed)
+        else:
+            gen = torch.Generator(device=device)
+            run_seed = int(seed) if seed is not None else int(torch.randint(0, 2**62, (1,)).item())
+            gen.manual_seed(run_seed)
+        step_sampler = select_sampler(sampler, parity=parity, device=device, generator=gen, seed=run_seed)
+        images = image_inputs(model, input_ids, pixel_values, image_position_ids, mm_token_type_ids)
+        batch_constraints = ConstraintBatch(constraints if constraints is not None else [None] * batch)
+        return cls(
+            model, input_ids, settings, attention_mask, batch_constraints, step_sampler, gen, images, on_event
+        )
+
+    # ---------------------------------------------------------------------------------------------- phases
+
+    def _encode(self, prefill: bool) -> None:
+        """The encoder over the prompt (``prefill``) or the last committed canvas; extends the copy memory."""
+        t0 = time.perf_counter()
+        enc_in, out = hf.encode(
+            self.model,
+            self.sequences,
+            self.attn,
+            self.enc_pos,
+            self.cache,
+            is_prefill=prefill,
+            canvas_length=self.canvas_length,
+            images=self.images if prefill else None,
+        )
+        self.cache = out.cache
+        if self.head is not None:  # the copy head's keys for the newly encoded positions, beside the cache
+            if self.memory is None:
+                self.memory = self.head.new_memory(enc_in, out.last_hidden_state, self.attn)
+            else:
+                self.memory = self.head.extend_memory(self.memory, enc_in, out.last_hidden_state)
+        if prefill:
+            self.stats.time_prefill_s += time.perf_counter() - t0
+        else:
+            self.stats.time_commit_s += time.perf_counter() - t0
+
+    def prefill(self) -> None:
+        """Encode the prompt (with its images) into the KV cache."""
+        self._encode(prefill=True)
+
+    def start_canvas(self) -> None:
+        """A uniform-noise canvas; the constraints of unfinished rows are told the token budget left."""
+        b, c = self.batch, self.canvas_length
+        self.canvas = torch.randint(0, self.vocab, (b, c), device=self.device, generator=self.generator)
+        self.argmax = self.canvas
+        self.dec_masks = hf.decoder_mask(self.model, self.canvas, self.cache, self.dec_attn)
+        tokens_left = self.settings.max_new_tokens - self.canvas_index * c  # exact for constraints
+        t0 = time.perf_counter()
+        self.constraints.start_canvas(c, tokens_left, (~self.finished_seq).tolist())
+        self.stats.time_constraint_s += time.perf_counter() - t0
+        self.self_cond = None
+        # Fast mode: rows already done do not hold the canvas back. Parity mode: as the reference, every row
+        # takes part in the stop test again.
+        self.finished = (
+            torch.zeros_like(self.finished_seq) if self.sampler.parity else self.finished_seq.clone()
+        )
+        self.history = None
+        self.fixed_mask = torch.zeros((b, c), dtype=torch.bool, device=self.device)
+        self.prev_accepted = torch.zeros((b, c), dtype=torch.bool, device=self.device)
+        self.grammar_done = torch.zeros(b, dtype=torch.bool, device=self.device)
+        self.step = self.settings.max_denoising_steps
+        self.steps_taken = 0
+
+    def forward(self) -> torch.Tensor:
+        """The decoder over the canvas (self-conditioned on the last step's logits): ``[B, C, V]`` logits."""
+        self.steps_taken += 1
+        self.forwards += (~(self.finished | self.finished_seq)).long()
+        t0 = time.perf_counter()
+        extra = {} if self.memory is None else {"copy_memory": self.memory}
+        logits = self.model(
+            decoder_input_ids=self.canvas,
+            self_conditioning_logits=self.self_cond,
+            decoder_attention_mask=self.dec_masks,
+            cache=self.cache,
+            decoder_position_ids=self.dec_pos,
+            **extra,
+        ).logits
+        self.stats.time_decoder_s += time.perf_counter() - t0
+        return logits  # type: ignore[no-any-return]
+
+    def constrain(self, logits: torch.Tensor) -> None:
+        """Fixed positions and frontier masks of the active rows' constraints, into ``logits`` in place."""
+        if not self.constraints.any:
+            return
+        t0 = time.perf_counter()
+        self.fixed_mask, self.fixed_tok = self.constraints.apply(logits, (~self.finished).tolist())
+        self.stats.time_constraint_s += time.perf_counter() - t0
+
+    def draw(self, logits: torch.Tensor) -> StepDraw:
+        """Temper (the linear schedule at this step), entropy and argmax, sample: the step sampler's draw."""
+        t0 = time.perf_counter()
+        s = self.settings
+        out = self.sampler.draw(
+            logits, s.temperature(self.step), s.entropy_bound, canvas=self.canvas_index, step=self.step
+        )
+        self.stats.time_sampling_s += time.perf_counter() - t0
+        return out
+
+    def accept(self, draw: StepDraw) -> torch.Tensor:
+        """Acceptance: the window, the constraints' commits and vetoes; returns the next canvas ``[B, C]``
+        (accepted tokens kept, the rest re-noised)."""
+        t0 = time.perf_counter()
+        s = self.settings
+        if s.accept_window is not None and not self.sampler.parity:
+            fixed = self.fixed_mask if self.constraints.any else None
+            window_accept(draw, self.canvas, s.accept_window, fixed, self.prev_accepted)
+        self.stats.time_sampling_s += time.perf_counter() - t0
+        if self.constraints.any:
+            t0 = time.perf_counter()
+            draw.denoised, draw.accepted, done = self.constraints.commit(
+                (~self.finished).tolist(),
+                draw.denoised,
+                draw.accepted,
+                self.fixed_mask,
+                self.fixed_tok,
+                draw.processed,
+                s.entropy_bound,
+            )
+            self.grammar_done |= done
+            self.stats.time_constraint_s += time.perf_counter() - t0
+        self.prev_accepted = draw.accepted
+        accepted_canvas = torch.where(draw.accepted, draw.denoised, self.canvas)
+        b, c = self.batch, self.canvas_length
+        noise = torch.randint(0, self.vocab, (b, c), device=self.device, generator=self.generator)
+        return torch.where(draw.accepted, accepted_canvas, noise)
+
+    def stop(self, draw: StepDraw, new_canvas: torch.Tensor) -> bool:
+        """The adaptive stop: rows whose argmax is stable and confident (or whose grammar terminated) finish;
+        rows already finished keep their canvas. Advances to the next step; True when every row finished."""
+        t0 = time.perf_counter()
+        s = self.settings
+        finished = self.finished
+        new_argmax, processed, entropy = draw.argmax, draw.processed, draw.entropy
+        if bool(finished.any()):
+            new_argmax = torch.where(finished[:, None], self.argmax, new_argmax)
+            new_canvas = torch.where(finished[:, None], self.canvas, new_canvas)
+            if self.self_cond is not None:
+                processed = torch.where(finished[:, None, None], self.self_cond, processed)
+            if self.sampler.parity:
+                entropy = torch.distributions.Categorical(logits=processed).entropy()
+            else:
+                entropy = torch.where(finished[:, None], torch.zeros_like(entropy), entropy)
+        fixed = self.fixed_mask if self.constraints.any else None
+        stop, self.history = stop_test(
+            self.history, new_argmax, entropy, fixed, s.stability_threshold, s.confidence_threshold
+        )
+        self.finished = finished | stop
+        if self.constraints.any:
+            # A row whose grammar has terminated has nothing left to denoise: the readout is fully decided.
+            self.finished = self.finished | self.grammar_done
+        self.self_cond = processed.to(self.emb_dtype)
+        self.canvas, self.argmax = new_canvas, new_argmax
+        self.stats.time_sampling_s += time.perf_counter() - t0
+        if self.on_event is not None:
+            self.on_event(
+                StepEvent(
+                    canvas_index=self.canvas_index,
+                    step=self.steps_taken,
+                    argmax=self.argmax.cpu(),
+                    accepted=draw.accepted.cpu(),
+                    entropy=entropy.float().cpu(),
+                    fixed=self.fixed_mask.cpu(),
+                    finished=self.finished.cpu(),
+                )
+            )
+        self.step -= 1
+        return bool(self.finished.all())
+
+    def denoise_step(self) -> bool:
+        """One denoising step (forward, constrain, draw, accept, stop); True when the canvas is done (every row
+        finished, or the step schedule is spent)."""
+        logits = self.forward()
+        self.constrain(logits)
+        draw = self.draw(logits)
+        new_canvas = self.accept(draw)
+        return self.stop(draw, new_canvas) or self.step == 0
+
+    def commit_canvas(self) -> bool:
+        """Read the canvas out (argmax, or what each row's constraint decides), append it, finish rows on EOS
+        and pad after EOS (as the reference's ``_finalize_canvas``). True when every row has finished."""
+        c = self.canvas_length
+        self.stats.steps_per_canvas.append(self.steps_taken)
+        self.stats.canvases += 1
+        readout = self.argmax
+        if self.constraints.any:
+            t0 = time.perf_counter()
+            assert self.self_cond is not None
+            readout = self.constraints.readout(self.argmax, self.self_cond, (~self.finished_seq).tolist())
+            self.stats.time_constraint_s += time.perf_counter() - t0
+        self.sequences = sequences = torch.cat([self.sequences, readout], dim=-1)
+        new = sequences[:, -c:]
+        is_eos = torch.isin(new, self.eos)
+        finished_this = is_eos.any(dim=-1)
+        previously = self.finished_seq
+        self.finished_seq = previously | finished_this
+        if bool(self.finished_seq.any()):
+            sequences[previously, -c:] = self.settings.pad_token_id
+            if bool(finished_this.any()):
+                csum = is_eos.cumsum(dim=-1)
+                pad_mask = (csum > 0) & ~((csum == 1) & is_eos)
+                new[pad_mask] = self.settings.pad_token_id
+        if self.on_event is not None:
+            self.on_event(
+                CanvasEvent(
+                    canvas_index=self.canvas_index,
+                    tokens=sequences[:, -c:].cpu(),
+                    steps=self.steps_taken,
+                    finished_rows=self.finished_seq.cpu(),
+                )
+            )
+        return bool(self.finished_seq.all())
+
+    def encode_canvas(self) -> None:
+        """Move to the next canvas: positions and masks advance, and the committed canvas is encoded."""
+        c = self.canvas_length
+        self.cur_len += c
+        self.dec_attn = torch.nn.functional.pad(self.dec_attn, (0, c), value=True)
+        self.attn = torch.nn.functional.pad(self.attn, (0, c), value=True)
+        self.enc_pos = self.dec_pos
+        self.dec_pos = torch.arange(self.cur_len, self.cur_len + c, dtype=torch.int32, device=self.device)[
+            None
+        ]
+        self.canvas_index += 1
+        self._encode(prefill=False)
+
+    def result(self) -> GenerationResult:
+        """The call's :class:`GenerationResult` (per-row forwards, tokens and TPF filled in)."""
+        st = self.stats
+        valid = (self.sequences[:, self.prompt_length :] != self.settings.pad_token_id).sum(dim=-1)
+        st.decoder_forwards = self.forwards.tolist()
+        st.new_tokens = valid.tolist()
+        st.tokens_per_forward = [
+            v / max(f, 1) for v, f in zip(st.new_tokens, st.decoder_forwards, strict=True)
+        ]
+        st.time_total_s = time.perf_counter() - self.t_start
+        return GenerationResult(sequences=self.sequences, prompt_length=self.prompt_length, stats=st)
+
+
 @torch.no_grad()
 def generate(
     model: Any,
@@ -404,9 +575,10 @@ def generate(
         parity: reproduce transformers' ``generate`` token for token (same RNG discipline; slower).
         on_event: called with a :class:`StepEvent` after each denoising step and a :class:`CanvasEvent`
             after each canvas (tensors on CPU).
-        sampler: fast-mode sampling path: ``"auto"`` (the fused kernel of :mod:`kernels.sampling` on CUDA,
-            the torch path elsewhere), ``"kernel"`` (always :func:`kernels.sampling.fused_sample`, whose
-            reference runs on CPU) or ``"torch"``. Ignored in parity mode.
+        sampler: fast-mode step sampler (:func:`model.sampler.select_sampler`): ``"auto"`` (the fused kernel of
+            :mod:`kernels.sampling` on CUDA, the torch path elsewhere), ``"kernel"`` (always
+            :func:`kernels.sampling.fused_sample`, whose reference runs on CPU), ``"reference"`` (the kernel's
+            PyTorch reference) or ``"torch"``. Ignored in parity mode.
         pixel_values: ``[N, max_patches, 3 * patch**2]`` float image patches of every image in the batch, in
             row-major prompt order (see :class:`model.vision.VisionInputs`); the prefill's vision tower writes
             them over the prompt's ``<|image|>`` soft tokens, as in transformers' ``generate``.
@@ -418,296 +590,35 @@ def generate(
     Returns:
         :class:`GenerationResult` with ``sequences`` ``[B, P + n*C]`` and :class:`GenerationStats`.
 
+    The driver over :class:`CanvasState`'s phases: prefill, then per canvas start, denoising steps until the
+    canvas is done, commit, and (unless every row finished) encode the canvas.
+
     Raises:
-        ValueError: ``input_ids`` not 2-D or empty, a seed outside the signed 64-bit range, ``constraints`` of
+        RuntimeError: the installed transformers lacks a helper the loop calls (:func:`model.hf_compat.check_model`).
+        ValueError: ``input_ids`` not 2-D or empty, an unknown ``sampler``, a seed outside the signed 64-bit range, ``constraints`` of
             the wrong length, a constraint mask that allows no token, or ``pixel_values`` whose soft tokens do
             not match the prompt's ``<|image|>`` tokens (transformers' check).
     """
-    if input_ids.dim() != 2:
-        raise ValueError(f"input_ids must be [batch, prompt_len], got shape {tuple(input_ids.shape)}")
-    if input_ids.shape[1] == 0:
-        raise ValueError("input_ids is empty: the prompt needs at least one token (e.g. <bos>)")
-    if seed is not None and not -(2**63) <= int(seed) < 2**63:
-        raise ValueError(f"seed must fit in a signed 64-bit integer, got {seed}")
-    settings = settings or DenoiseSettings.from_model(model)
-    device = input_ids.device
-    batch, prompt_len = input_ids.shape
-    if constraints is not None and len(constraints) != batch:
-        raise ValueError(f"constraints has {len(constraints)} entries for a batch of {batch}")
-    cons: list[CanvasConstraint | None] = list(constraints) if constraints is not None else [None] * batch
-    any_constraint = any(c is not None for c in cons)
-    canvas_len = int(model.config.canvas_length)
-    if settings.canvas_length != canvas_len:
-        settings = settings.replace(canvas_length=canvas_len)
-    vocab = int(model.config.get_text_config().vocab_size)
-    n_steps = settings.max_denoising_steps
-    stats = GenerationStats()
-    t_start = time.perf_counter()
-
-    gen: torch.Generator | None = None
-    run_seed = 0
-    if parity:
-        if seed is not None:
-            torch.manual_seed(seed)
-    else:
-        gen = torch.Generator(device=device)
-        run_seed = int(seed) if seed is not None else int(torch.randint(0, 2**62, (1,)).item())
-        gen.manual_seed(run_seed)
-    if sampler not in ("auto", "kernel", "torch"):
-        raise ValueError(f"sampler must be 'auto', 'kernel' or 'torch', got {sampler!r}")
-    use_kernel = not parity and (sampler == "kernel" or (sampler == "auto" and device.type == "cuda"))
-    fused = _fused_kernel() if use_kernel else None
-    if sampler == "kernel" and fused is None and not parity:
-        raise ValueError("sampler='kernel' requested but kernels.sampling cannot be imported")
-
-    max_canvases = settings.max_canvases
-    cache = model._prepare_cache_for_generation(
-        generation_config=model.generation_config,
-        batch_size=batch,
-        max_length=prompt_len + max_canvases * canvas_len,
+    state = CanvasState.create(
+        model,
+        input_ids,
+        settings,
+        attention_mask=attention_mask,
+        constraints=constraints,
+        seed=seed,
+        parity=parity,
+        on_event=on_event,
+        sampler=sampler,
+        pixel_values=pixel_values,
+        image_position_ids=image_position_ids,
+        mm_token_type_ids=mm_token_type_ids,
     )
-    eos = torch.tensor(settings.eos_token_ids, device=device)
-    if attention_mask is None:
-        attn = torch.ones((batch, prompt_len), dtype=torch.bool, device=device)
-    else:
-        attn = attention_mask.to(device=device).bool()
-    dec_attn = torch.nn.functional.pad(attn, (0, canvas_len), value=True)
-    cur_len = prompt_len
-    enc_pos = torch.arange(0, prompt_len, dtype=torch.int32, device=device).unsqueeze(0)
-    dec_pos = torch.arange(cur_len, cur_len + canvas_len, dtype=torch.int32, device=device).unsqueeze(0)
-    emb_dtype = model.model.decoder.embed_tokens.weight.dtype
-
-    head = getattr(model, "copy_head", None)
-    if not isinstance(head, CopyHead):
-        head = None
-    memory: CopyMemory | None = None
-
-    sequences = input_ids
-    finished_seq = torch.zeros(batch, dtype=torch.bool, device=device)
-    forwards = torch.zeros(batch, dtype=torch.long, device=device)
-
-    images = image_inputs(model, input_ids, pixel_values, image_position_ids, mm_token_type_ids)
-
-    for canvas_index in range(max_canvases):
-        # 1.a encoder: prefill (with the images), then the previous canvas.
-        t0 = time.perf_counter()
-        prefill_images = images if canvas_index == 0 else {}
-        enc_in, enc_masks = model._prepare_encoder_inputs(
-            input_ids=sequences,
-            attention_mask=attn,
-            encoder_position_ids=enc_pos,
-            cache=cache,
-            is_prefill=canvas_index == 0,
-            canvas_length=canvas_len,
-            batch_size=batch,
-            **prefill_images,
-        )
-        enc_out = model.model.encoder(
-            input_ids=enc_in, attention_mask=enc_masks, cache=cache, position_ids=enc_pos, **prefill_images
-        )
-        cache = enc_out.cache
-        if head is not None:  # the copy head's keys for the newly encoded positions, beside the cache
-            if memory is None:
-                memory = head.new_memory(enc_in, enc_out.last_hidden_state, attn)
-            else:
-                memory = head.extend_memory(memory, enc_in, enc_out.last_hidden_state)
-        dt = time.perf_counter() - t0
-        if canvas_index == 0:
-            stats.time_prefill_s += dt
-        else:
-            stats.time_commit_s += dt
-
-        # 1.b a uniform-noise canvas.
-        canvas = torch.randint(0, vocab, (batch, canvas_len), device=device, generator=gen)
-        dec_masks = model.model.decoder.create_diffusion_decoder_attention_mask(
-            config=model.config,
-            inputs_embeds=canvas.unsqueeze(-1),
-            cache=cache,
-            decoder_attention_mask=dec_attn,
-        )
-        tokens_left = (
-            settings.max_new_tokens - canvas_index * canvas_len
-        )  # the budget is exact for constraints
-        t0 = time.perf_counter()
-        for r, c in enumerate(cons):
-            if c is not None and not bool(finished_seq[r]):
-                c.start_canvas(canvas_len, tokens_left)
-        stats.time_constraint_s += time.perf_counter() - t0
-
-        self_cond: torch.Tensor | None = None
-        argmax = canvas
-        # Fast mode: rows already done do not hold the canvas back. Parity mode: as the reference, every row
-        # takes part in the stop test again.
-        finished = torch.zeros_like(finished_seq) if parity else finished_seq.clone()
-        history: torch.Tensor | None = None
-        fixed_mask = torch.zeros((batch, canvas_len), dtype=torch.bool, device=device)
-        prev_accepted = torch.zeros((batch, canvas_len), dtype=torch.bool, device=device)
-        grammar_done = torch.zeros(batch, dtype=torch.bool, device=device)
-        steps_taken = 0
-        for cur_step in range(n_steps, 0, -1):
-            steps_taken += 1
-            forwards += (~(finished | finished_seq)).long()
-            t0 = time.perf_counter()
-            extra = {} if memory is None else {"copy_memory": memory}
-            logits = model(
-                decoder_input_ids=canvas,
-                self_conditioning_logits=self_cond,
-                decoder_attention_mask=dec_masks,
-                cache=cache,
-                decoder_position_ids=dec_pos,
-                **extra,
-            ).logits
-            stats.time_decoder_s += time.perf_counter() - t0
-
-            # Constraint: fixed positions and the frontier mask (a logits processor that knows positions).
-            if any_constraint:
-                t0 = time.perf_counter()
-                fixed_mask, fixed_tok = constrain_logits(logits, cons, (~finished).tolist())
-                stats.time_constraint_s += time.perf_counter() - t0
-
-            t0 = time.perf_counter()
-            temperature = settings.temperature(cur_step)
-            if parity:
-                processed = logits / temperature
-                probs = torch.softmax(processed, dim=-1, dtype=torch.float32)
-                denoised = torch.multinomial(probs.view(-1, vocab), num_samples=1).view(batch, canvas_len)
-                new_argmax = torch.argmax(processed, dim=-1)
-                entropy = torch.distributions.Categorical(logits=processed).entropy()
-                accepted = entropy_bound_accept(entropy, settings.entropy_bound)
-            elif fused is not None:
-                processed = logits.div_(temperature)
-                out = fused(
-                    processed.view(-1, vocab),
-                    1.0,
-                    seed=run_seed & 0x7FFFFFFF,
-                    offset=canvas_index * 4096 + cur_step,
-                )
-                new_argmax = out.argmax.view(batch, canvas_len)
-                entropy = out.entropy.view(batch, canvas_len)
-                denoised = out.sample.view(batch, canvas_len)
-                accepted = entropy_bound_accept(entropy, settings.entropy_bound)
-            else:
-                processed = logits.div_(temperature)
-                entropy, new_argmax = entropy_and_argmax(processed)
-                accepted = entropy_bound_accept(entropy, settings.entropy_bound)
-                denoised = sample_positions(processed, accepted, generator=gen)
-            if settings.accept_window is not None and not parity:
-                # left to right in bites: nothing past the frontier + W (fixed prefix, else the leading run of
-                # positions accepted in the previous step)
-                if any_constraint and bool(fixed_mask.any()):
-                    lead = fixed_mask.long().cumprod(dim=1).sum(dim=1)
-                else:
-                    lead = prev_accepted.long().cumprod(dim=1).sum(dim=1)
-                pos = torch.arange(canvas_len, device=device)[None, :]
-                accepted = accepted & (pos < (lead + settings.accept_window)[:, None])
-                denoised = torch.where(accepted, denoised, canvas)
-            stats.time_sampling_s += time.perf_counter() - t0
-
-            if any_constraint:
-                t0 = time.perf_counter()
-                denoised, accepted, done_rows = commit_constraints(
-                    cons, (~finished).tolist(), denoised, accepted, fixed_mask, fixed_tok, processed, settings
-                )
-                grammar_done |= done_rows
-                stats.time_constraint_s += time.perf_counter() - t0
-
-            t0 = time.perf_counter()
-            prev_accepted = accepted
-            accepted_canvas = torch.where(accepted, denoised, canvas)
-            noise = torch.randint(0, vocab, (batch, canvas_len), device=device, generator=gen)
-            new_canvas = torch.where(accepted, accepted_canvas, noise)
-
-            # Adaptive stop: argmax stable for `stability_threshold` steps and confident over free positions.
-            if bool(finished.any()):
-                new_argmax = torch.where(finished[:, None], argmax, new_argmax)
-                new_canvas = torch.where(finished[:, None], canvas, new_canvas)
-                if self_cond is not None:
-                    processed = torch.where(finished[:, None, None], self_cond, processed)
-                if parity:
-                    entropy = torch.distributions.Categorical(logits=processed).entropy()
-                else:
-                    entropy = torch.where(finished[:, None], torch.zeros_like(entropy), entropy)
-            if settings.stability_threshold == 0:
-                stable = torch.ones(batch, dtype=torch.bool, device=device)
-            else:
-                if history is None:
-                    history = torch.full(
-                        (settings.stability_threshold, batch, canvas_len), -1, dtype=torch.long, device=device
-                    )
-                stable = (history == new_argmax[None]).all(dim=-1).all(dim=0)
-                history = torch.roll(history, shifts=-1, dims=0)
-                history[-1] = new_argmax
-            mean_h = free_mean_entropy(entropy, fixed_mask if any_constraint else None)
-            finished = finished | (stable & (mean_h < settings.confidence_threshold))
-            if any_constraint:
-                # A row whose grammar has terminated has nothing left to denoise: the readout is fully decided.
-                finished = finished | grammar_done
-            self_cond = processed.to(emb_dtype)
-            canvas, argmax = new_canvas, new_argmax
-            stats.time_sampling_s += time.perf_counter() - t0
-
-            if on_event is not None:
-                on_event(
-                    StepEvent(
-                        canvas_index=canvas_index,
-                        step=steps_taken,
-                        argmax=argmax.cpu(),
-                        accepted=accepted.cpu(),
-                        entropy=entropy.float().cpu(),
-                        fixed=fixed_mask.cpu(),
-                        finished=finished.cpu(),
-                    )
-                )
-            if bool(finished.all()):
-                break
-        stats.steps_per_canvas.append(steps_taken)
-        stats.canvases += 1
-
-        # 1.d readout: the argmax canvas, or what the row's constraint decides.
-        readout = argmax
-        if any_constraint:
-            t0 = time.perf_counter()
-            assert self_cond is not None
-            readout = constrained_readout(argmax, self_cond, cons, (~finished_seq).tolist())
-            stats.time_constraint_s += time.perf_counter() - t0
-
-        # 1.e append, finish rows on EOS, pad after EOS (as the reference's _finalize_canvas).
-        sequences = torch.cat([sequences, readout], dim=-1)
-        new = sequences[:, -canvas_len:]
-        is_eos = torch.isin(new, eos)
-        finished_this = is_eos.any(dim=-1)
-        previously = finished_seq
-        finished_seq = previously | finished_this
-        if bool(finished_seq.any()):
-            sequences[previously, -canvas_len:] = settings.pad_token_id
-            if bool(finished_this.any()):
-                csum = is_eos.cumsum(dim=-1)
-                pad_mask = (csum > 0) & ~((csum == 1) & is_eos)
-                new[pad_mask] = settings.pad_token_id
-        if on_event is not None:
-            on_event(
-                CanvasEvent(
-                    canvas_index=canvas_index,
-                    tokens=sequences[:, -canvas_len:].cpu(),
-                    steps=steps_taken,
-                    finished_rows=finished_seq.cpu(),
-                )
-            )
-        if bool(finished_seq.all()):
+    state.prefill()
+    for _ in range(state.settings.max_canvases):
+        state.start_canvas()
+        while not state.denoise_step():
+            pass
+        if state.commit_canvas() or state.canvas_index + 1 == state.settings.max_canvases:
             break
-        # 1.f next canvas positions and masks.
-        cur_len += canvas_len
-        dec_attn = torch.nn.functional.pad(dec_attn, (0, canvas_len), value=True)
-        attn = torch.nn.functional.pad(attn, (0, canvas_len), value=True)
-        enc_pos = dec_pos
-        dec_pos = torch.arange(cur_len, cur_len + canvas_len, dtype=torch.int32, device=device).unsqueeze(0)
-
-    new_tokens = sequences[:, prompt_len:]
-    valid = (new_tokens != settings.pad_token_id).sum(dim=-1)
-    stats.decoder_forwards = forwards.tolist()
-    stats.new_tokens = valid.tolist()
-    stats.tokens_per_forward = [
-        v / max(f, 1) for v, f in zip(stats.new_tokens, stats.decoder_forwards, strict=True)
-    ]
-    stats.time_total_s = time.perf_counter() - t_start
-    return GenerationResult(sequences=sequences, prompt_length=prompt_len, stats=stats)
+        state.encode_canvas()
+    return state.result()

@@ -1,4 +1,5 @@
-"""The entropy-bound sampler of one denoising step: its three tensor operations.
+"""The entropy-bound sampler of one denoising step: its tensor operations, the step samplers built on them,
+and the adaptive stop test.
 
 * :func:`entropy_and_argmax`: one max pass (value and argmax together) and one fused exp/sum pass for the
   entropy of ``softmax(logits)`` at every canvas position.
@@ -7,9 +8,18 @@
   entropies alone, never on the sampled token, so sampling the accepted positions only gives the same
   distribution of accepted canvases while skipping a multinomial over ``batch x canvas x vocab`` values.
 
-The parity path of :func:`model.runtime.generate` does not use these: it repeats transformers'
-``DiffusionGemmaGenerationMixin._denoising_step`` operation for operation (``softmax`` -> ``torch.multinomial``
-over every position -> ``argmax`` -> ``Categorical(logits).entropy()``), random draws in the same order.
+A :class:`StepSampler` turns one step's constrained logits into a :class:`StepDraw` (tempered logits, argmax,
+entropy, sampled tokens, accepted positions). :func:`select_sampler` is the one dispatch over the three:
+
+* :class:`ParitySampler`: transformers' ``DiffusionGemmaGenerationMixin._denoising_step`` operation for
+  operation (``softmax`` -> ``torch.multinomial`` over every position -> ``argmax`` ->
+  ``Categorical(logits).entropy()``), global RNG, draws in the same order: token-identical to ``generate``;
+* :class:`TorchSampler`: the three functions above, a private ``torch.Generator`` (or one per row);
+* :class:`KernelSampler`: :func:`kernels.sampling.fused_sample` (Triton on CUDA) or its PyTorch reference,
+  with counter-based Philox draws.
+
+:func:`window_accept` and :func:`stop_test` are the acceptance window and the adaptive stop, shared by
+:func:`model.runtime.generate` and :class:`model.batching.CanvasBatcher`.
 
 Entropy-bound acceptance: sort positions by entropy ascending and accept the prefix with
 ``cumsum(H) - H <= bound`` (``H`` sorted, so ``H`` is the running maximum). Source: Ben-Hamu et al., "Accelerated
@@ -18,6 +28,10 @@ Sampling from Masked Diffusion Models via Entropy Bounded Unmasking", arXiv:2505
 """
 
 from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any, Protocol
 
 import torch
 
@@ -77,3 +91,250 @@ def sample_positions(
         probs = torch.softmax(rows, dim=-1)
         out[mask] = torch.multinomial(probs, 1, generator=generator).squeeze(-1)
     return out
+
+
+@dataclass
+class StepDraw:
+    """One denoising step's draw.
+
+    Attributes:
+        processed: ``[B, C, V]`` tempered, constrained logits (the next step's self-conditioning input).
+        argmax: ``[B, C]`` int64 argmax of ``processed``.
+        entropy: ``[B, C]`` float32 per-position entropy (nats).
+        denoised: ``[B, C]`` int64 sampled tokens (meaningful where ``accepted``).
+        accepted: ``[B, C]`` bool positions the entropy bound accepts.
+    """
+
+    processed: torch.Tensor
+    argmax: torch.Tensor
+    entropy: torch.Tensor
+    denoised: torch.Tensor
+    accepted: torch.Tensor
+
+
+class StepSampler(Protocol):
+    """Turns one step's constrained decoder logits into a :class:`StepDraw`.
+
+    ``parity`` is True for the sampler that reproduces transformers' draws (the runtime then also recomputes
+    entropies as the reference does in its stop test).
+    """
+
+    name: str
+    parity: bool
+
+    def draw(
+        self, logits: torch.Tensor, temperature: float | torch.Tensor, bound: float, *, canvas: int, step: int
+    ) -> StepDraw:
+        """Temper ``logits`` ``[B, C, V]`` (modified in place by the fast samplers) and draw.
+
+        Args:
+            logits: ``[B, C, V]`` float decoder logits, constrained.
+            temperature: one temperature, or ``[B]`` per-row temperatures.
+            bound: the entropy bound (nats).
+            canvas: 0-based canvas index; step: the schedule's step (steps left, counting down); together
+                they key counter-based draws.
+        """
+        ...
+
+
+def _temper(logits: torch.Tensor, temperature: float | torch.Tensor) -> torch.Tensor:
+    if isinstance(temperature, torch.Tensor):
+        return logits.div_(temperature.to(logits.dtype)[:, None, None])
+    return logits.div_(temperature)
+
+
+class ParitySampler:
+    """transformers' sampling step, draw for draw (global RNG); see the module docstring."""
+
+    name = "parity"
+    parity = True
+
+    def draw(
+        self, logits: torch.Tensor, temperature: float | torch.Tensor, bound: float, *, canvas: int, step: int
+    ) -> StepDraw:
+        """See :meth:`StepSampler.draw` (``logits`` is not modified)."""
+        batch, canvas_len, vocab = logits.shape
+        processed = logits / temperature
+        probs = torch.softmax(processed, dim=-1, dtype=torch.float32)
+        denoised = torch.multinomial(probs.view(-1, vocab), num_samples=1).view(batch, canvas_len)
+        argmax = torch.argmax(processed, dim=-1)
+        entropy = torch.distributions.Categorical(logits=processed).entropy()
+        return StepDraw(processed, argmax, entropy, denoised, entropy_bound_accept(entropy, bound))
+
+
+class TorchSampler:
+    """Entropy and argmax in one pass, a sample only where the bound accepts (see the module docstring).
+
+    Args:
+        generator: one ``torch.Generator`` for the batch, or one per row (rows then draw separately, each
+            exactly as it would alone).
+    """
+
+    name = "torch"
+    parity = False
+
+    def __init__(self, generator: torch.Generator | Sequence[torch.Generator | None] | None) -> None:
+        self.generator = generator
+
+    def draw(
+        self, logits: torch.Tensor, temperature: float | torch.Tensor, bound: float, *, canvas: int, step: int
+    ) -> StepDraw:
+        """See :meth:`StepSampler.draw`."""
+        processed = _temper(logits, temperature)
+        entropy, argmax = entropy_and_argmax(processed)
+        accepted = entropy_bound_accept(entropy, bound)
+        if isinstance(self.generator, Sequence):
+            denoised = torch.cat(
+                [
+                    sample_positions(processed[b : b + 1], accepted[b : b + 1], generator=g)
+                    for b, g in enumerate(self.generator)
+                ]
+            )
+        else:
+            denoised = sample_positions(processed, accepted, generator=self.generator)
+        return StepDraw(processed, argmax, entropy, denoised, accepted)
+
+
+class KernelSampler:
+    """:func:`kernels.sampling.fused_sample` (Triton on CUDA) or, with ``reference=True``, always its PyTorch
+    reference; Philox draws keyed by ``(seed, canvas * 4096 + step)``.
+
+    Raises:
+        ImportError: (at construction) ``kernels.sampling`` cannot be imported.
+    """
+
+    name = "kernel"
+    parity = False
+
+    def __init__(self, seed: int, *, reference: bool = False) -> None:
+        from kernels import sampling
+
+        self.fn: Any = sampling.sample_reference if reference else sampling.fused_sample
+        self.seed = int(seed) & 0x7FFFFFFF
+        if reference:
+            self.name = "reference"
+
+    def draw(
+        self, logits: torch.Tensor, temperature: float | torch.Tensor, bound: float, *, canvas: int, step: int
+    ) -> StepDraw:
+        """See :meth:`StepSampler.draw`."""
+        batch, canvas_len, vocab = logits.shape
+        processed = _temper(logits, temperature)
+        out = self.fn(processed.view(-1, vocab), 1.0, seed=self.seed, offset=canvas * 4096 + step)
+        entropy = out.entropy.view(batch, canvas_len)
+        return StepDraw(
+            processed,
+            out.argmax.view(batch, canvas_len),
+            entropy,
+            out.sample.view(batch, canvas_len),
+            entropy_bound_accept(entropy, bound),
+        )
+
+
+#: Names :func:`select_sampler` accepts.
+SAMPLERS = ("auto", "torch", "kernel", "reference")
+
+
+def select_sampler(
+    name: str, *, parity: bool, device: torch.device, generator: torch.Generator | None, seed: int
+) -> StepSampler:
+    """The one dispatch over the step samplers.
+
+    Args:
+        name: ``"auto"`` (the kernel on CUDA, torch elsewhere), ``"torch"``, ``"kernel"`` (Triton on CUDA, its
+            reference elsewhere) or ``"reference"`` (the kernel's PyTorch reference everywhere: same Philox
+            draws, for debugging the kernel). Ignored when ``parity``.
+        parity: reproduce transformers' draws (:class:`ParitySampler`).
+        device: the logits' device; generator: the torch path's generator; seed: the kernel's Philox key.
+
+    Raises:
+        ValueError: an unknown name, or ``"kernel"``/``"reference"`` when ``kernels.sampling`` cannot be
+            imported.
+    """
+    if name not in SAMPLERS:
+        raise ValueError(f"sampler must be one of {', '.join(map(repr, SAMPLERS))}, got {name!r}")
+    if parity:
+        return ParitySampler()
+    if name == "torch" or (name == "auto" and device.type != "cuda"):
+        return TorchSampler(generator)
+    try:
+        return KernelSampler(seed, reference=name == "reference")
+    except Exception as exc:  # kernels not built / triton missing
+        if name == "auto":
+            return TorchSampler(generator)
+        raise ValueError(
+            f"sampler={name!r} requested but kernels.sampling cannot be imported: {exc}"
+        ) from exc
+
+
+def window_accept(
+    draw: StepDraw,
+    canvas: torch.Tensor,
+    window: int,
+    fixed_mask: torch.Tensor | None,
+    prev_accepted: torch.Tensor,
+) -> None:
+    """Left to right in bites: accept nothing past the frontier + ``window`` (in place on ``draw``).
+
+    The frontier is the end of the constraint's fixed prefix when a row has one (``fixed_mask`` ``[B, C]``
+    bool), else the leading run of positions accepted in the previous step (``prev_accepted`` ``[B, C]``).
+    Positions no longer accepted keep the canvas token (``canvas`` ``[B, C]`` int64).
+    """
+    if fixed_mask is not None and bool(fixed_mask.any()):
+        lead = fixed_mask.long().cumprod(dim=1).sum(dim=1)
+    else:
+        lead = prev_accepted.long().cumprod(dim=1).sum(dim=1)
+    pos = torch.arange(canvas.shape[1], device=canvas.device)[None, :]
+    draw.accepted = draw.accepted & (pos < (lead + window)[:, None])
+    draw.denoised = torch.where(draw.accepted, draw.denoised, canvas)
+
+
+def free_mean_entropy(entropy: torch.Tensor, fixed_mask: torch.Tensor | None) -> torch.Tensor:
+    """The adaptive stop's statistic: per row, the mean entropy over positions no constraint fixed.
+
+    Args:
+        entropy: ``[B, C]`` float32 entropies (nats); fixed_mask: ``[B, C]`` bool, or ``None`` (no constraint).
+
+    Returns:
+        ``[B]`` float32 (0 for a row whose positions are all fixed).
+    """
+    if fixed_mask is None:
+        return entropy.mean(dim=-1)
+    free = ~fixed_mask
+    n_free = free.sum(dim=-1)
+    return torch.where(
+        n_free > 0, (entropy * free).sum(dim=-1) / n_free.clamp(min=1), torch.zeros_like(n_free)
+    )
+
+
+def stop_test(
+    history: torch.Tensor | None,
+    argmax: torch.Tensor,
+    entropy: torch.Tensor,
+    fixed_mask: torch.Tensor | None,
+    stability_threshold: int,
+    confidence_threshold: float,
+) -> tuple[torch.Tensor, torch.Tensor | None]:
+    """The adaptive stop: argmax stable for ``stability_threshold`` steps and mean free entropy below
+    ``confidence_threshold`` (nats). Source: transformers ``DiffusionGemmaGenerationMixin`` stop criterion.
+
+    Args:
+        history: ``[T, B, C]`` int64 argmax of the last ``T = stability_threshold`` steps (``None``: first
+            step; filled with -1); argmax: ``[B, C]`` this step's; entropy: ``[B, C]``; fixed_mask: see
+            :func:`free_mean_entropy`.
+
+    Returns:
+        ``(stop [B] bool, history)`` with this step's argmax rolled into the history.
+    """
+    batch, canvas_len = argmax.shape
+    if stability_threshold == 0:
+        stable = torch.ones(batch, dtype=torch.bool, device=argmax.device)
+    else:
+        if history is None:
+            history = torch.full(
+                (stability_threshold, batch, canvas_len), -1, dtype=torch.long, device=argmax.device
+            )
+        stable = (history == argmax[None]).all(dim=-1).all(dim=0)
+        history = torch.roll(history, shifts=-1, dims=0)
+        history[-1] = argmax
+    return stable & (free_mean_entropy(entropy, fixed_mask) < confidence_threshold), history

@@ -28,7 +28,6 @@ def bitmask_to_bool(mask: bytes | bytearray | np.ndarray, vocab_size: int) -> np
     return np.unpackbits(raw, bitorder="little")[:vocab_size].astype(bool)
 
 
-
 #: Characters of tokens that close several things at once (``"}``, ``]]``).
 _CLOSER_CHARS = set('"]}')
 

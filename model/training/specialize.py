@@ -29,6 +29,7 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
+from model import hf_compat as hf
 from model.training.heldout import evaluate_examples
 
 
@@ -95,29 +96,20 @@ class PrefixEncoder:
             ValueError: a prompt that does not start with the prefix (cut by ``max_prompt``).
         """
         import torch
-        from transformers import DynamicCache
 
         m = self.model
         B, n = ids.shape
         L0 = len(self.prefix)
         if n <= L0 or not bool((ids[:, :L0] == torch.tensor(self.prefix, device=ids.device)).all()):
             raise ValueError("a training prompt does not start with the bundle's shared prefix")
-        cache = DynamicCache(config=m.config.get_text_config())
-        layer: Any
-        for i, layer in enumerate(cache.layers):
-            k, v = self.layers[i]
-            layer.lazy_initialization(k, v)
-            layer.keys, layer.values = k.expand(B, -1, -1, -1).clone(), v.expand(B, -1, -1, -1).clone()
-            if hasattr(layer, "cumulative_length"):
-                layer.cumulative_length = L0
-        pos = torch.arange(L0, n, dtype=torch.int32, device=ids.device)[None, :].expand(B, -1)
-        masks = m.model.encoder.create_masks_for_generate(
-            config=m.config,
-            inputs_embeds=torch.empty((B, n - L0, 0), dtype=m.dtype, device=ids.device),
-            attention_mask=torch.ones((B, n), dtype=torch.bool, device=ids.device),
-            cache=cache,
-            position_ids=pos,
+        cache = hf.cache_from_layers(
+            m,
+            [(k.expand(B, -1, -1, -1).clone(), v.expand(B, -1, -1, -1).clone()) for k, v in self.layers],
+            L0,
         )
+        pos = torch.arange(L0, n, dtype=torch.int32, device=ids.device)[None, :].expand(B, -1)
+        attn = torch.ones((B, n), dtype=torch.bool, device=ids.device)
+        masks = hf.encoder_mask(m, B, n - L0, attn, cache, pos)
         with torch.no_grad():
             out = m.model.encoder(input_ids=ids[:, L0:], attention_mask=masks, cache=cache, position_ids=pos)
         return out.cache, torch.cat([self.hidden.expand(B, -1, -1), out.last_hidden_state], dim=1)

@@ -1,0 +1,243 @@
+"""The constraint hook of the denoising loop, and the batch that applies every row's constraint each step.
+
+A :class:`CanvasConstraint` (one per batch row; :class:`model.constraints.denoise.GrammarConstraint` is the
+project's) says, before each denoising step, which canvas positions are fixed and which tokens the frontier
+position may take (:class:`ConstraintPlan`); after the step it sees what was accepted and may veto positions;
+at the end of a canvas it reads the canvas out. :class:`ConstraintBatch` runs the rows' constraints together:
+one allowed-token tensor for every row's frontier (packed bitmasks unpacked once, by
+:func:`kernels.sampling.unpack_bitmask`), one write of the fixed positions, one commit pass per step.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Protocol, runtime_checkable
+
+import torch
+
+from kernels.sampling import unpack_bitmask
+
+__all__ = ["CanvasConstraint", "ConstraintBatch", "ConstraintPlan", "TerminatingConstraint"]
+
+
+@dataclass
+class ConstraintPlan:
+    """What a constraint imposes on its row of the canvas for the next denoising step.
+
+    Attributes:
+        fixed: tokens for canvas positions ``0..len(fixed)-1``: the committed prefix, then fast-forward
+            tokens (forced by the grammar), then, once the grammar has terminated, pad up to the canvas end.
+            Fixed positions get entropy 0, are always accepted and do not count in the stop statistics.
+        mask: optional allowed-token mask for position ``len(fixed)`` (the frontier): bool ``[V]``, or packed
+            int32 ``[ceil(V/32)]`` in llguidance's layout (bit ``j`` of word ``w`` allows token ``32*w+j``).
+            It must allow at least one token.
+    """
+
+    fixed: list[int]
+    mask: torch.Tensor | None = None
+
+
+@runtime_checkable
+class CanvasConstraint(Protocol):
+    """Per-row constraint hook of :func:`model.runtime.generate` (one object per batch row; state carries
+    across canvases).
+
+    Call order per canvas: ``start_canvas`` -> per denoising step ``plan`` (before sampling) then ``commit``
+    (after entropy-bound acceptance) -> ``readout`` (decides the canvas's final tokens). A constraint that
+    can terminate early or rewrites its prefix also implements :class:`TerminatingConstraint`.
+    """
+
+    def start_canvas(self, canvas_length: int, tokens_left: int) -> None:
+        """A new canvas begins; ``tokens_left`` is the token budget left, this canvas included."""
+
+    def plan(self) -> ConstraintPlan:
+        """Fixed tokens and frontier mask for the next step."""
+
+    def commit(
+        self,
+        tokens: list[int],
+        accepted: list[bool],
+        logits: torch.Tensor | None = None,
+        entropy_bound: float = 0.0,
+    ) -> list[int]:
+        """See this step's sampled canvas tokens ``[C]``, acceptance ``[C]`` and tempered logits ``[C, V]``
+        (with the sampler's entropy bound, nats); return positions to veto (re-noise)."""
+
+    def readout(self, logits: torch.Tensor) -> list[int]:
+        """Return the canvas's final ``canvas_length`` tokens given the last logits ``[C, V]`` float32."""
+
+
+@runtime_checkable
+class TerminatingConstraint(CanvasConstraint, Protocol):
+    """A :class:`CanvasConstraint` with the two optional members.
+
+    Attributes:
+        done: True once the grammar has terminated: the runtime stops denoising that row's canvas (its
+            readout is fully decided).
+        committed: token ids for positions ``0..k-1`` that the runtime writes into the next step's canvas as
+            accepted tokens (``None`` or empty: none).
+    """
+
+    done: bool
+    committed: list[int] | None
+
+
+class ConstraintBatch:
+    """The rows' constraints of one generation (see the module docstring).
+
+    Args:
+        constraints: one constraint or ``None`` per row.
+    """
+
+    def __init__(self, constraints: Sequence[CanvasConstraint | None]) -> None:
+        self.rows = list(constraints)
+        self.any = any(c is not None for c in self.rows)
+        self._terminating = [isinstance(c, TerminatingConstraint) for c in self.rows]
+
+    def _live(self, active: Sequence[bool]) -> list[tuple[int, CanvasConstraint]]:
+        return [(r, c) for r, c in enumerate(self.rows) if c is not None and active[r]]
+
+    def start_canvas(self, canvas_length: int, tokens_left: int, active: Sequence[bool]) -> None:
+        """Tell each active row's constraint a canvas begins (``tokens_left``: the budget, this canvas included)."""
+        for _, c in self._live(active):
+            c.start_canvas(canvas_length, tokens_left)
+
+    def apply(self, logits: torch.Tensor, active: Sequence[bool]) -> tuple[torch.Tensor, torch.Tensor]:
+        """Apply each active row's :class:`ConstraintPlan` to one denoising step's logits, in place.
+
+        Fixed positions get ``-inf`` everywhere but ``0`` at their token (entropy 0); each frontier position
+        is masked with its plan's allowed tokens.
+
+        Args:
+            logits: ``[B, C, V]`` float decoder logits (modified in place).
+            active: per row, whether its constraint is consulted (rows that finished are not).
+
+        Returns:
+            ``(fixed_mask, fixed_tok)``: ``[B, C]`` bool and ``[B, C]`` int64.
+
+        Raises:
+            ValueError: a constraint's frontier mask allows no token (names the row and position).
+        """
+        batch, canvas_len, vocab = logits.shape
+        device = logits.device
+        fixed_mask = torch.zeros((batch, canvas_len), dtype=torch.bool, device=device)
+        fixed_tok = torch.zeros((batch, canvas_len), dtype=torch.long, device=device)
+        frontier: list[tuple[int, int, torch.Tensor]] = []
+        for r, c in self._live(active):
+            plan = c.plan()
+            k = min(len(plan.fixed), canvas_len)
+            if k:
+                fixed_mask[r, :k] = True
+                fixed_tok[r, :k] = torch.tensor(plan.fixed[:k], dtype=torch.long, device=device)
+            if plan.mask is not None and k < canvas_len:
+                frontier.append((r, k, plan.mask))
+        if frontier:
+            allowed = _allowed_tokens([m for _, _, m in frontier], vocab, device)
+            ok = allowed.any(dim=-1)
+            if not bool(ok.all()):
+                r, k, _ = frontier[int((~ok).nonzero()[0])]
+                raise ValueError(f"row {r}: constraint mask at canvas position {k} allows no token")
+            rows = torch.tensor([r for r, _, _ in frontier], device=device)
+            cols = torch.tensor([k for _, k, _ in frontier], device=device)
+            logits[rows, cols] = logits[rows, cols].masked_fill(~allowed, float("-inf"))
+        if bool(fixed_mask.any()):
+            # In place, one write pass per fixed row: -inf everywhere, 0 at the fixed token (entropy 0).
+            flat = logits.view(-1, vocab)
+            idx = fixed_mask.view(-1).nonzero().squeeze(1)
+            flat.index_fill_(0, idx, float("-inf"))
+            flat[idx, fixed_tok.view(-1)[idx]] = 0.0
+        return fixed_mask, fixed_tok
+
+    def commit(
+        self,
+        active: Sequence[bool],
+        denoised: torch.Tensor,
+        accepted: torch.Tensor,
+        fixed_mask: torch.Tensor,
+        fixed_tok: torch.Tensor,
+        processed: torch.Tensor,
+        entropy_bound: float,
+    ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+        """Hand one denoising step's accepted tokens to each active row's constraint (its ``commit``).
+
+        Args:
+            active: as :meth:`apply`.
+            denoised: ``[B, C]`` int64 sampled tokens; accepted: ``[B, C]`` bool (entropy bound and window).
+            fixed_mask, fixed_tok: from :meth:`apply`.
+            processed: ``[B, C, V]`` tempered, constrained logits of the step.
+            entropy_bound: the sampler's entropy bound (nats).
+
+        Returns:
+            ``(denoised, accepted, done)``: the step's tokens with each constraint's committed prefix written in,
+            acceptance with vetoed positions re-noised, and ``[B]`` bool rows whose grammar terminated.
+        """
+        device = denoised.device
+        denoised = torch.where(fixed_mask, fixed_tok, denoised)
+        accepted = accepted | fixed_mask
+        done = torch.zeros(denoised.shape[0], dtype=torch.bool, device=device)
+        tok_rows = denoised.tolist()
+        acc_rows = accepted.tolist()
+        canvas_len = denoised.shape[1]
+        for r, c in self._live(active):
+            veto = c.commit(tok_rows[r], acc_rows[r], logits=processed[r], entropy_bound=entropy_bound)
+            if self._terminating[r]:
+                assert isinstance(c, TerminatingConstraint)
+                prefix = c.committed
+                if prefix:  # committed tokens go into the next step's canvas (the extension may differ)
+                    k = min(len(prefix), canvas_len)
+                    denoised[r, :k] = torch.tensor(prefix[:k], dtype=torch.long, device=device)
+                    accepted[r, :k] = True
+                if c.done:
+                    done[r] = True
+            if veto:
+                accepted[r, torch.tensor(veto, dtype=torch.long, device=device)] = False
+        return denoised, accepted, done
+
+    def readout(
+        self, argmax: torch.Tensor, last_logits: torch.Tensor, active: Sequence[bool]
+    ) -> torch.Tensor:
+        """A finished canvas's tokens: the argmax, or for constrained rows what their constraint reads out.
+
+        Args:
+            argmax: ``[B, C]`` int64; last_logits: ``[B, C, V]`` the last step's processed logits.
+            active: as :meth:`apply`.
+
+        Returns:
+            ``[B, C]`` int64.
+
+        Raises:
+            ValueError: a readout whose length is not the canvas length.
+        """
+        canvas_len = argmax.shape[1]
+        readout = argmax.clone()
+        for r, c in self._live(active):
+            toks = c.readout(last_logits[r].float())
+            if len(toks) != canvas_len:
+                raise ValueError(
+                    f"row {r}: constraint readout has {len(toks)} tokens, canvas is {canvas_len}"
+                )
+            readout[r] = torch.tensor(toks, dtype=torch.long, device=argmax.device)
+        return readout
+
+
+def _allowed_tokens(masks: list[torch.Tensor], vocab: int, device: torch.device) -> torch.Tensor:
+    """``[n, vocab]`` bool from the frontier masks: packed int32 ones stacked and unpacked in one call, bool
+    ones as given; a mask shorter than the vocabulary (a tokenizer smaller than the embedding) allows none of
+    the rest."""
+
+    def fit(m: torch.Tensor) -> torch.Tensor:
+        m = m[:vocab]
+        return torch.nn.functional.pad(m, (0, vocab - m.numel()), value=False) if m.numel() < vocab else m
+
+    if all(m.dtype != torch.bool for m in masks) and len({m.numel() for m in masks}) == 1:
+        words = torch.stack([m.reshape(-1) for m in masks]).to(device)
+        unpacked = unpack_bitmask(words, vocab)
+        if unpacked.shape[-1] < vocab:
+            unpacked = torch.nn.functional.pad(unpacked, (0, vocab - unpacked.shape[-1]), value=False)
+        return unpacked
+    rows = [
+        fit(m.to(device)) if m.dtype == torch.bool else fit(unpack_bitmask(m.to(device).reshape(-1), vocab))
+        for m in masks
+    ]
+    return torch.stack(rows)
