@@ -1,0 +1,252 @@
+"""Each phase of the denoising loop on its own (model.runtime.CanvasState), the step samplers, the constraint
+batch and the transformers adapter; and the phases stepped by hand equal generate()."""
+
+import pytest
+import torch
+
+from model import hf_compat
+from model.constraint_batch import ConstraintBatch, ConstraintPlan
+from model.loading import load_checkpoint
+from model.runtime import CanvasState, generate
+from model.sampler import (
+    KernelSampler,
+    ParitySampler,
+    StepDraw,
+    TorchSampler,
+    entropy_and_argmax,
+    select_sampler,
+    stop_test,
+    window_accept,
+)
+
+C = 16
+
+
+@pytest.fixture(scope="module")
+def ck(tmp_path_factory):
+    from model.testing import make_tiny_checkpoint
+
+    torch.set_num_threads(1)
+    path = make_tiny_checkpoint(
+        tmp_path_factory.mktemp("phases"),
+        canvas_length=C,
+        generation={"max_denoising_steps": 4},
+        copy_head=True,
+    )
+    return load_checkpoint(path)
+
+
+def prompt():
+    return torch.tensor([[2, 5, 9, 11, 13], [0, 2, 7, 8, 9]]), torch.tensor([[1] * 5, [0, 1, 1, 1, 1]])
+
+
+class Fixed:
+    """A constraint that fixes the first tokens of each canvas and records what it is told."""
+
+    def __init__(self, tokens, mask=None):
+        self.tokens, self.mask, self.budgets, self.commits = tokens, mask, [], 0
+
+    def start_canvas(self, canvas_length, tokens_left):
+        self.budgets.append(tokens_left)
+
+    def plan(self):
+        return ConstraintPlan(fixed=list(self.tokens), mask=self.mask)
+
+    def commit(self, tokens, accepted, logits=None, entropy_bound=0.0):
+        self.commits += 1
+        return [len(self.tokens) + 1]  # veto the position after the frontier
+
+    def readout(self, logits):
+        return [*self.tokens, *logits.argmax(-1).tolist()[len(self.tokens) :]]
+
+
+def test_phases_one_at_a_time(ck):
+    ids, am = prompt()
+    settings = ck.settings.replace(max_new_tokens=2 * C)
+    con = Fixed([40, 41])
+    st = CanvasState.create(ck.model, ids, settings, attention_mask=am, constraints=[con, None], seed=3)
+    vocab = st.vocab
+
+    st.prefill()
+    assert st.cache.get_seq_length() == 5  # the prompt's positions are in the KV cache
+    assert st.memory is not None and st.memory.ids.shape == (2, 5)  # the copy head's keys beside it
+
+    st.start_canvas()
+    assert st.canvas.shape == (2, C) and int(st.canvas.min()) >= 0 and int(st.canvas.max()) < vocab
+    assert con.budgets == [2 * C] and st.step == 4 and st.self_cond is None
+
+    logits = st.forward()
+    assert logits.shape == (2, C, vocab) and st.forwards.tolist() == [1, 1]
+
+    st.constrain(logits)
+    assert st.fixed_mask[0, :2].all() and not st.fixed_mask[0, 2:].any() and not st.fixed_mask[1].any()
+    assert logits[0, 0, 40] == 0 and torch.isinf(logits[0, 0, :40]).all()  # fixed: one token, entropy 0
+
+    draw = st.draw(logits)
+    assert isinstance(draw, StepDraw) and draw.entropy.shape == (2, C)
+    assert draw.entropy[0, :2].abs().max() < 1e-6 and draw.argmax[0, :2].tolist() == [40, 41]
+
+    new_canvas = st.accept(draw)
+    assert con.commits == 1
+    assert not draw.accepted[0, 3]  # the constraint's veto re-noises its position
+    assert torch.equal(new_canvas[draw.accepted], draw.denoised[draw.accepted])
+    assert new_canvas[0, :2].tolist() == [40, 41]
+
+    done = st.stop(draw, new_canvas)
+    assert st.step == 3 and st.self_cond is not None and not done
+    assert st.history is not None and torch.equal(st.history[-1], st.argmax)
+
+    while not st.denoise_step():
+        pass
+    assert st.step == 0 and st.steps_taken == 4
+    all_done = st.commit_canvas()
+    assert st.sequences.shape == (2, 5 + C) and st.sequences[0, 5:7].tolist() == [40, 41]
+    assert st.stats.steps_per_canvas == [4] and all_done is False
+
+    st.encode_canvas()
+    assert st.canvas_index == 1 and st.cache.get_seq_length() == 5 + C
+    assert st.dec_pos.tolist() == [list(range(5 + C, 5 + 2 * C))]
+    assert st.memory.ids.shape == (2, 5 + C)
+
+
+def test_phases_stepped_by_hand_equal_generate(ck):
+    ids, am = prompt()
+    settings = ck.settings.replace(max_new_tokens=2 * C)
+    want = generate(ck.model, ids, settings, attention_mask=am, seed=11)
+    st = CanvasState.create(ck.model, ids, settings, attention_mask=am, seed=11)
+    st.prefill()
+    for k in range(2):
+        st.start_canvas()
+        while not st.denoise_step():
+            pass
+        st.commit_canvas()
+        if k == 0:
+            st.encode_canvas()
+    got = st.result()
+    assert torch.equal(got.sequences, want.sequences)
+    assert got.stats.decoder_forwards == want.stats.decoder_forwards
+
+
+def test_commit_canvas_finishes_rows_on_eos_and_pads_after_it(ck):
+    ids, _ = prompt()
+    settings = ck.settings.replace(max_new_tokens=2 * C, eos_token_ids=[1], pad_token_id=0)
+    st = CanvasState.create(ck.model, ids, settings, seed=0)
+    st.prefill()
+    st.start_canvas()
+    st.self_cond = torch.zeros(2, C, st.vocab)
+    st.argmax = torch.full((2, C), 7)
+    st.argmax[0, 3] = 1  # row 0 ends at position 3
+    assert st.commit_canvas() is False
+    assert st.sequences[0, 5:].tolist() == [7, 7, 7, 1] + [0] * (C - 4)
+    assert st.sequences[1, 5:].tolist() == [7] * C
+    assert st.finished_seq.tolist() == [True, False]
+
+
+def test_samplers_draw_consistently():
+    g = torch.Generator().manual_seed(0)
+    logits = torch.randn(2, 8, 40, generator=g) * 3
+    torch.manual_seed(4)
+    p = ParitySampler().draw(logits.clone(), 0.5, 0.1, canvas=0, step=3)
+    ref = torch.distributions.Categorical(logits=logits / 0.5).entropy()
+    assert torch.allclose(p.entropy, ref) and torch.equal(p.argmax, (logits / 0.5).argmax(-1))
+    t = TorchSampler(torch.Generator().manual_seed(1)).draw(logits.clone(), 0.5, 0.1, canvas=0, step=3)
+    ent, am = entropy_and_argmax(logits / 0.5)
+    assert torch.allclose(t.entropy, ent, atol=1e-5) and torch.equal(t.argmax, am)
+    assert torch.equal(t.accepted, p.accepted)  # acceptance depends on entropy only
+    assert (t.denoised[t.accepted] >= 0).all() and (t.denoised[~t.accepted] == -1).all()
+    # per-row generators: each row draws as it would alone
+    gens = [torch.Generator().manual_seed(5), torch.Generator().manual_seed(6)]
+    rows = TorchSampler(gens).draw(logits.clone(), torch.tensor([0.5, 0.5]), 0.1, canvas=0, step=3)
+    alone = TorchSampler(torch.Generator().manual_seed(6)).draw(
+        logits[1:].clone(), 0.5, 0.1, canvas=0, step=3
+    )
+    assert torch.equal(rows.denoised[1:], alone.denoised)
+    k1 = KernelSampler(9).draw(logits.clone(), 0.5, 0.1, canvas=1, step=2)
+    k2 = KernelSampler(9, reference=True).draw(logits.clone(), 0.5, 0.1, canvas=1, step=2)
+    assert torch.equal(k1.denoised, k2.denoised) and torch.equal(k1.argmax, am)  # CPU: the same reference
+
+
+def test_select_sampler_is_the_one_dispatch():
+    cpu = torch.device("cpu")
+    pick = {
+        name: type(select_sampler(name, parity=False, device=cpu, generator=None, seed=1)).__name__
+        for name in ("auto", "torch", "kernel", "reference")
+    }
+    assert pick == {
+        "auto": "TorchSampler",
+        "torch": "TorchSampler",
+        "kernel": "KernelSampler",
+        "reference": "KernelSampler",
+    }
+    assert isinstance(
+        select_sampler("kernel", parity=True, device=cpu, generator=None, seed=1), ParitySampler
+    )
+    with pytest.raises(ValueError, match="sampler must be one of 'auto', 'torch', 'kernel', 'reference'"):
+        select_sampler("fast", parity=False, device=cpu, generator=None, seed=1)
+
+
+def test_window_and_stop_test():
+    canvas = torch.full((2, 6), 9)
+    draw = StepDraw(
+        torch.zeros(2, 6, 4),
+        torch.zeros(2, 6, dtype=torch.long),
+        torch.zeros(2, 6),
+        torch.arange(12).view(2, 6),
+        torch.ones(2, 6, dtype=torch.bool),
+    )
+    prev = torch.tensor([[1, 1, 0, 0, 0, 0], [0] * 6], dtype=torch.bool)
+    window_accept(draw, canvas, 2, None, prev)
+    assert draw.accepted.tolist() == [[True] * 4 + [False] * 2, [True] * 2 + [False] * 4]
+    assert draw.denoised.tolist() == [[0, 1, 2, 3, 9, 9], [6, 7, 9, 9, 9, 9]]
+    argmax = torch.tensor([[1, 2], [3, 4]])
+    low, high = torch.full((2, 2), 0.001), torch.full((2, 2), 1.0)
+    stop, hist = stop_test(None, argmax, low, None, 2, 0.005)
+    assert stop.tolist() == [False, False]  # not yet stable for 2 steps
+    stop, hist = stop_test(hist, argmax, low, None, 2, 0.005)
+    stop, hist = stop_test(hist, argmax, low, None, 2, 0.005)
+    assert stop.tolist() == [True, True]
+    stop, _ = stop_test(hist, argmax, high, None, 2, 0.005)
+    assert stop.tolist() == [False, False]  # stable but not confident
+    fixed = torch.tensor([[True, True], [False, False]])
+    stop, _ = stop_test(hist, argmax, high, fixed, 2, 0.005)
+    assert stop.tolist() == [True, False]  # fixed positions do not count
+
+
+def test_constraint_batch_unpacks_every_frontier_at_once():
+    vocab = 70
+    words = (vocab + 31) // 32
+
+    def packed(allowed):
+        bits = torch.zeros(words * 32, dtype=torch.bool)
+        bits[allowed] = True
+        return (bits.view(words, 32).long() << torch.arange(32)).sum(-1).to(torch.int32)
+
+    rows = [
+        Fixed([], packed([3, 40, 69])),
+        None,
+        Fixed([5], packed([33])),
+        Fixed([], torch.arange(vocab) == 7),
+    ]
+    logits = torch.zeros(4, 3, vocab)
+    fixed_mask, fixed_tok = ConstraintBatch(rows).apply(logits, [True] * 4)
+    finite = lambda r, k: torch.isfinite(logits[r, k]).nonzero().flatten().tolist()  # noqa: E731
+    assert (
+        finite(0, 0) == [3, 40, 69] and finite(2, 1) == [33] and finite(3, 0) == [7] and finite(2, 0) == [5]
+    )
+    assert finite(1, 0) == list(range(vocab)) and fixed_mask.tolist()[2] == [True, False, False]
+    assert fixed_tok[2, 0] == 5
+    with pytest.raises(ValueError, match="row 1: constraint mask at canvas position 0 allows no token"):
+        ConstraintBatch([None, Fixed([], packed([]))]).apply(torch.zeros(2, 3, vocab), [True, True])
+
+
+def test_the_transformers_adapter_names_a_missing_helper(ck):
+    hf_compat.check_model(ck.model)
+
+    class Old:
+        _prepare_cache_for_generation = ck.model._prepare_cache_for_generation
+        model = ck.model.model
+
+    with pytest.raises(
+        RuntimeError, match=r"Old\._prepare_encoder_inputs is missing: transformers \S+ is not"
+    ):
+        hf_compat.check_model(Old())
