@@ -285,6 +285,7 @@ class CanvasState:
         pixel_values: torch.Tensor | None = None,
         image_position_ids: torch.Tensor | None = None,
         mm_token_type_ids: torch.Tensor | None = None,
+        compile_step: bool = False,
     ) -> CanvasState:
         """Check the arguments and set up a call (see :func:`generate` for them and the errors raised)."""
         if input_ids.dim() != 2:
@@ -311,7 +312,9 @@ class CanvasState:
             gen = torch.Generator(device=device)
             run_seed = int(seed) if seed is not None else int(torch.randint(0, 2**62, (1,)).item())
             gen.manual_seed(run_seed)
-        step_sampler = select_sampler(sampler, parity=parity, device=device, generator=gen, seed=run_seed)
+        step_sampler = select_sampler(
+            sampler, parity=parity, device=device, generator=gen, seed=run_seed, compiled=compile_step
+        )
         images = image_inputs(model, input_ids, pixel_values, image_position_ids, mm_token_type_ids)
         batch_constraints = ConstraintBatch(constraints if constraints is not None else [None] * batch)
         return cls(
@@ -561,6 +564,7 @@ def generate(
     pixel_values: torch.Tensor | None = None,
     image_position_ids: torch.Tensor | None = None,
     mm_token_type_ids: torch.Tensor | None = None,
+    compile_step: bool = False,
 ) -> GenerationResult:
     """Generate canvases block-autoregressively with the entropy-bound sampler.
 
@@ -586,6 +590,8 @@ def generate(
             ``pixel_values``.
         mm_token_type_ids: ``[B, P]`` int64, 1 at image soft tokens (for checkpoints whose encoder attends
             bidirectionally within an image); ``None``: derived from ``input_ids`` when ``pixel_values`` is given.
+        compile_step: the torch sampler's ``torch.compile`` option (:class:`model.sampler.TorchSampler`; off by
+            default: not token-identical to eager, and the first step compiles).
 
     Returns:
         :class:`GenerationResult` with ``sequences`` ``[B, P + n*C]`` and :class:`GenerationStats`.
@@ -612,6 +618,7 @@ def generate(
         pixel_values=pixel_values,
         image_position_ids=image_position_ids,
         mm_token_type_ids=mm_token_type_ids,
+        compile_step=compile_step,
     )
     state.prefill()
     for _ in range(state.settings.max_canvases):

@@ -250,3 +250,16 @@ def test_the_transformers_adapter_names_a_missing_helper(ck):
         RuntimeError, match=r"Old\._prepare_encoder_inputs is missing: transformers \S+ is not"
     ):
         hf_compat.check_model(Old())
+
+
+def test_the_compiled_step_agrees_with_eager():
+    # torch.compile (inductor) of the step's tensor part: same argmax and acceptance, entropies within 1e-5.
+    g = torch.Generator().manual_seed(2)
+    logits = torch.randn(3, 8, 64, generator=g) * 3
+    eager = TorchSampler(torch.Generator().manual_seed(0)).draw(logits.clone(), 0.7, 0.1, canvas=0, step=1)
+    comp = TorchSampler(torch.Generator().manual_seed(0), compiled=True).draw(
+        logits.clone(), 0.7, 0.1, canvas=0, step=1
+    )
+    assert torch.equal(comp.argmax, eager.argmax) and torch.equal(comp.accepted, eager.accepted)
+    assert torch.allclose(comp.entropy, eager.entropy, atol=1e-5)
+    assert torch.equal(comp.denoised, eager.denoised)  # same acceptance, same generator: same draws
