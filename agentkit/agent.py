@@ -1,149 +1,34 @@
-"""The agent and its planner loop.
+"""The agent: a backend, tools and the planner loop (:mod:`agentkit.planner`, whose phases it inherits).
 
-One run (one user turn) goes through four phases per step, after the OpenAI Agents SDK's split:
-
-1. **Turn preparation** - messages = system prompt + kept history (user messages and final answers only)
-   + the question + this turn's trajectory so far; tool declarations from the tools' JSON Schemas.
-2. **Model turn** - ``backend.complete(messages, tools, tool_choice)`` (``acomplete`` when the backend has
-   it). The embedded backend constrains the denoising to the tool-call grammar.
-3. **Tool planning** - for each requested call, in call-id order: loop guard on (tool, canonical
-   arguments); decode errors, unknown tool names and invalid arguments become error tool responses that
-   list what is valid; valid calls are scheduled.
-4. **Execution and resolution** - scheduled calls run concurrently (sync tools on daemon threads, async
-   tools on the loop), each under its timeout; every call id gets exactly one tool response, appended in
-   call-id order (the order the model issued the calls). A tool exception or timeout becomes an error
-   response naming the tool and the offending arguments - never a crash.
-
-The loop ends with a final answer (a model turn without tool calls), or raises
-:class:`~agentkit.errors.MaxStepsExceeded` / :class:`~agentkit.errors.LoopGuardTriggered` /
-:class:`~agentkit.errors.ToolRetriesExceeded` / :class:`~agentkit.errors.PromptTooLong` /
-:class:`~agentkit.errors.ToolCallFormatError`, each carrying the partial transcript.
-
-Size limits: every tool response is cut to ``min(tool.max_output_bytes, agent budget / calls in the step)``
-bytes with a marker saying how much was cut (:func:`agentkit.tools.cap_output`). With the default budget
-(``"auto"``) on a backend that counts its tokens (the embedded one), a turn's tool output is also cut to half
-the model's prompt capacity in *tokens*, counted by the model's own tokenizer
-(:func:`agentkit.tools.cap_output_tokens`), so it always fits beside the rest of the prompt without cutting
-ordinary JSON to the one-token-per-byte worst case. When a backend reports that the prompt
-does not fit (:class:`model.limits.PromptTooLong`, raised before anything is allocated), the oldest kept turns
-and then the oldest tool-call groups (a call message together with all its responses) are dropped from the
-prompt, never the system prompt, the question or the latest calls; the transcript in ``RunResult.messages``
-keeps everything.
-
-A model turn whose text looks like a tool call that does not parse (``ModelTurn.format_error``, set by the
-``openai`` backend for calls written as text) is not a final answer: the planner sends a format reminder
-(a user message naming the problem, the expected format and the valid tools), at most
-``max_format_retries`` times per run.
-
-Tool names: an exact name wins; ``functions.NAME`` is read as ``NAME`` when that is a tool and
-``functions.NAME`` is not. An unknown name is answered with the valid names and the nearest one
-(:func:`difflib.get_close_matches` over the names, then over the tools' descriptions, for a model that used
-a description as the name).
-
-``tool_choice`` other than ``"auto"``/``"none"`` applies to the first model turn of a run only (then
-``"auto"``), unless ``reset_tool_choice=False``: a forced call every turn could never end in an answer.
+``Agent.run`` / ``arun`` answer one user message; ``Agent.iter`` gives the same run as an async iterator over
+its steps (for UIs and streaming); ``Agent.chat`` keeps a multi-turn :class:`ChatSession` whose history holds
+user messages and final answers only.
 """
 
 from __future__ import annotations
 
 import asyncio
-import difflib
-import json
-import time
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import AsyncIterator, Callable, Iterable, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 
 from agentkit.backends import resolve_backend
-from agentkit.backends.base import (
-    Backend,
-    ChatMessage,
-    ModelTurn,
-    ToolCallRequest,
-    ToolChoice,
-    ToolDeclaration,
-    Usage,
-    tool_choice_name,
-)
-from agentkit.errors import (
-    AgentRunError,
-    LoopGuardTriggered,
-    MaxStepsExceeded,
-    PromptTooLong,
-    ToolCallFormatError,
-    ToolDefinitionError,
-    ToolRetriesExceeded,
-    describe_exception,
-)
-from agentkit.events import (
-    Event,
-    EventCallback,
-    ModelResponded,
-    PromptTrimmed,
-    RunFailed,
-    RunFinished,
-    RunStarted,
-    ToolCallFinished,
-    ToolCallStarted,
-)
-from agentkit.history import Conversation, droppable_groups
-from agentkit.result import RunResult, Step, StopReason, Timing, ToolCallRecord
-from agentkit.tools import (
-    Tool,
-    ToolArgumentsError,
-    ToolContext,
-    ToolTimeoutError,
-    as_tool,
-    cap_output,
-    cap_output_tokens,
-)
-from model.limits import PromptTooLong as ModelPromptTooLong
-from model.vision import DEFAULT_VISION_BUDGET, ImageError, ImageSource, check_budget, to_data_url
+from agentkit.backends.base import Backend, ToolChoice, ToolDeclaration, tool_choice_name
+from agentkit.errors import ToolDefinitionError
+from agentkit.events import EventCallback
+from agentkit.history import Conversation
+from agentkit.planner import Planner, RunState
+from agentkit.result import RunResult, Step
+from agentkit.tools import Tool, as_tool
+from model.vision import ImageError, ImageSource, check_budget, to_data_url
 
 if TYPE_CHECKING:
     from agentkit.bundle import Bundle
 
-__all__ = ["Agent", "ChatSession"]
-
-_perf = time.perf_counter
+__all__ = ["Agent", "AgentRun", "ChatSession", "user_content"]
 
 #: Tool-output budget per model turn (bytes) when the backend does not say how many prompt tokens it takes.
 DEFAULT_TOOL_OUTPUT_BYTES = 32_768
-
-
-def canonical_arguments(arguments: Any) -> str:
-    """Canonical JSON text of tool arguments (sorted keys, no spaces) - the loop guard's key."""
-    return json.dumps(arguments, sort_keys=True, separators=(",", ":"), ensure_ascii=False, default=str)
-
-
-def _error_content(payload: dict[str, Any]) -> str:
-    return json.dumps(payload, ensure_ascii=False, default=str)
-
-
-#: Characters an image counts for, per soft token, in :func:`_message_chars` (about a text token's worth).
-_CHARS_PER_SOFT_TOKEN = 4
-
-
-def _message_chars(m: ChatMessage) -> int:
-    """Rough size of a message in the prompt (characters of its content and call arguments; an image counts
-    as its vision budget's soft tokens, not as the length of its data URL)."""
-    c = m.get("content")
-    if isinstance(c, list):
-        n = 0
-        for part in c:
-            if isinstance(part, dict) and part.get("type") in ("image_url", "image"):
-                n += int(part.get("vision_budget") or DEFAULT_VISION_BUDGET) * _CHARS_PER_SOFT_TOKEN
-            else:
-                n += len(json.dumps(part, default=str))
-    else:
-        n = len(c) if isinstance(c, str) else len(json.dumps(c, default=str)) if c is not None else 0
-    for tc in m.get("tool_calls") or ():
-        fn = tc.get("function", {})
-        args = fn.get("arguments")
-        n += len(str(fn.get("name", ""))) + (
-            len(args) if isinstance(args, str) else len(json.dumps(args, default=str))
-        )
-    return n
 
 
 def user_content(
@@ -178,67 +63,8 @@ def user_content(
     return parts
 
 
-#: The namespace some models (trained on OpenAI's tool format) put before tool names.
-_NAMESPACE = "functions."
-
-
-def resolve_tool_name(name: str, tools: Iterable[str]) -> str | None:
-    """The registered tool a requested name designates, or ``None``.
-
-    An exact name wins; ``functions.NAME`` designates ``NAME`` when ``NAME`` is registered and
-    ``functions.NAME`` is not (the only unambiguous reading).
-    """
-    names = set(tools)
-    if name in names:
-        return name
-    if name.startswith(_NAMESPACE) and name[len(_NAMESPACE) :] in names:
-        return name[len(_NAMESPACE) :]
-    return None
-
-
-def nearest_tool_name(name: str, tools: dict[str, Tool]) -> str | None:
-    """The registered tool a model most likely meant by an unknown ``name``, or ``None``.
-
-    Algorithm: :func:`difflib.get_close_matches` (cutoff 0.6) of the name, its last dotted part and their
-    lower-case forms against the tool names; then of the lower-case name against each tool's description
-    and its first line (a model that wrote a description as the name).
-    """
-    by_lower = {n.lower(): n for n in tools}
-    bare = name.rsplit(".", 1)[-1]
-    for cand in dict.fromkeys((name, bare)):
-        hit = difflib.get_close_matches(cand, list(tools), n=1, cutoff=0.6)
-        if hit:
-            return hit[0]
-        hit = difflib.get_close_matches(cand.lower(), list(by_lower), n=1, cutoff=0.6)
-        if hit:
-            return by_lower[hit[0]]
-    descriptions: dict[str, str] = {}
-    for n, t in tools.items():
-        d = t.description.strip().lower()
-        if d:
-            descriptions.setdefault(d, n)
-            descriptions.setdefault(d.splitlines()[0].strip(), n)
-    hit = difflib.get_close_matches(name.strip().lower(), list(descriptions), n=1, cutoff=0.6)
-    return descriptions[hit[0]] if hit else None
-
-
-def _format_reminder(problem: str, tools: Iterable[str]) -> str:
-    names = ", ".join(tools)
-    if problem.startswith("the reply ended inside a thinking block"):
-        return (
-            f"Your last message was not used: {problem}. Close your thinking and write the answer (or a tool "
-            "call) after it."
-        )
-    return (
-        f"Your last message was not used: it looks like a tool call, but {problem}. To call a tool, use the "
-        'tool-calling interface, or write the call exactly as <tool_call>{"name": "TOOL", "arguments": '
-        f"{{...}}}}</tool_call> with a JSON object of arguments. Tools: {names}. To answer the user instead, "
-        "reply with plain text only."
-    )
-
-
-class Agent:
-    """A function-calling agent: a backend, tools and the planner loop.
+class Agent(Planner):
+    """A function-calling agent: a backend, tools and the planner loop (its phases: :class:`agentkit.planner.Planner`).
 
     Args:
         model: a :class:`~agentkit.backends.base.Backend`, or a spec string resolved by
@@ -456,7 +282,7 @@ class Agent:
                 "Agent.run() cannot be called from a running event loop; use `await agent.arun(...)`"
             )
         content = user_content(question, images, vision_budget)
-        return asyncio.run(self._arun(question, content, history, deps, on_event, prefer_sync=True))
+        return asyncio.run(self._complete(self.prepare(question, content, history, deps, on_event), True))
 
     async def arun(
         self,
@@ -501,436 +327,40 @@ class Agent:
             BackendError: the backend failed (after its own retries).
         """
         content = user_content(question, images, vision_budget)
-        return await self._arun(question, content, history, deps, on_event, prefer_sync=False)
+        return await self._complete(self.prepare(question, content, history, deps, on_event), False)
 
-    async def _arun(
+    def iter(
         self,
         question: str,
-        content: str | list[dict[str, Any]],
-        history: Conversation | None,
-        deps: Any,
-        on_event: EventCallback | None,
         *,
-        prefer_sync: bool,
-    ) -> RunResult:
-        callbacks = self._callbacks if on_event is None else [*self._callbacks, on_event]
-        emit: Callable[[Event], None] | None = None
-        if callbacks:
+        history: Conversation | None = None,
+        deps: Any = None,
+        on_event: EventCallback | None = None,
+        images: Sequence[ImageSource] | None = None,
+        vision_budget: int | None = None,
+    ) -> AgentRun:
+        """The run :meth:`arun` makes, as an async iterator over its steps (for UIs and streaming)::
 
-            def emit(ev: Event) -> None:
-                for cb in callbacks:
-                    cb(ev)
+            run = agent.iter("What is the weather in Paris?")
+            async for step in run:
+                print(step.index, [c.name for c in step.tool_calls] or step.text)
+            print(run.result.answer)
 
-        t_start = _perf()
-        conv = history if history is not None else Conversation()
-        messages: list[ChatMessage] = []
-        if self.system_prompt:
-            messages.append({"role": "system", "content": self.system_prompt})
-        messages.extend(dict(m) for m in conv.messages)
-        messages.append({"role": "user", "content": content})
-        if emit:
-            emit(RunStarted(question, self.backend.name, tuple(self._tools)))
+        Arguments as :meth:`arun`. Each :class:`~agentkit.result.Step` is yielded once its tool calls have
+        answered; the final answer's step comes last, and ``run.result`` is then the
+        :class:`~agentkit.result.RunResult`. A run that stops raises from the ``async for`` as :meth:`arun`.
 
-        backend = self.backend
-        # Agent.run owns its event loop (nothing else runs on it): the sync path is as good and keeps the
-        # backend's sync connection pool across runs.
-        acomplete = None if prefer_sync else getattr(backend, "acomplete", None)
-        declarations = self._declarations
-        tools = self._tools
-        tool_choice = self.tool_choice
-        steps: list[Step] = []
-        usage = Usage()
-        timing = Timing()
-        repeats: dict[tuple[str, str], int] = {}
-        failures: dict[str, int] = {}
-        dropped_groups = 0  # oldest droppable message groups left out of the prompt (trimming)
-        budget: list[int | None] = []  # the agent's tool-output budget, asked for once per run
+        Raises:
+            ValueError, model.vision.ImageError: as :meth:`arun`, at once.
+        """
+        content = user_content(question, images, vision_budget)
+        return AgentRun(self, self.prepare(question, content, history, deps, on_event))
 
-        def prompt_view() -> tuple[list[ChatMessage], list[tuple[int, int]]]:
-            groups = droppable_groups(messages)
-            if not dropped_groups:
-                return messages, groups
-            skip = {i for a, b in groups[:dropped_groups] for i in range(a, b)}
-            return [m for i, m in enumerate(messages) if i not in skip], groups
-
-        reminders = 0
-
-        def partial(reason: StopReason) -> RunResult:
-            timing.total_seconds = _perf() - t_start
-            return RunResult(question, None, steps, usage, timing, messages, conv, reason, backend.name)
-
-        def fail(exc: AgentRunError) -> AgentRunError:
-            if emit:
-                emit(RunFailed(exc))
-            return exc
-
-        for step in range(self.max_steps):
-            # -- model turn (trimming the prompt while the backend says it does not fit)
-            t0 = _perf()
-            while True:
-                prompt, groups = prompt_view()
-                try:
-                    if acomplete is not None:
-                        turn: ModelTurn = await acomplete(prompt, declarations, tool_choice)
-                    else:
-                        turn = backend.complete(prompt, declarations, tool_choice)
-                except ModelPromptTooLong as exc:
-                    left = groups[dropped_groups:]
-                    dropped = sum(b - a for a, b in groups[:dropped_groups])
-                    if not self.trim_history or not left:
-                        timing.model_seconds += _perf() - t0
-                        has_calls = any(m.get("role") == "tool" for m in prompt)
-                        if not self.trim_history:
-                            why = "history trimming is off (trim_history=False)"
-                        else:
-                            why = (f"dropped {dropped} older message(s); " if dropped else "") + (
-                                "nothing left to drop (the system prompt, the tool declarations, the question"
-                                + (" and the latest tool calls with their responses)" if has_calls else ")")
-                            )
-                        fix = "shorten the question or the system prompt" + (
-                            ", or lower max_tool_output_bytes" if has_calls else ""
-                        )
-                        raise fail(
-                            PromptTooLong(
-                                f"step {step}: {exc}; {why}; {fix}",
-                                partial("prompt_too_long"),
-                                prompt_tokens=exc.prompt_tokens,
-                                limit=exc.limit,
-                                dropped_messages=dropped,
-                            )
-                        ) from None
-                    # drop roughly enough of the oldest groups at once (characters per token of this prompt)
-                    per_token = sum(_message_chars(m) for m in prompt) / max(exc.prompt_tokens, 1)
-                    need = (exc.prompt_tokens - exc.limit) * per_token
-                    freed = 0.0
-                    for a, b in left:
-                        dropped_groups += 1
-                        freed += sum(_message_chars(m) for m in messages[a:b])
-                        if freed >= need:
-                            break
-                    if emit:
-                        emit(
-                            PromptTrimmed(
-                                step,
-                                sum(b - a for a, b in groups[:dropped_groups]),
-                                exc.prompt_tokens,
-                                exc.limit,
-                            )
-                        )
-                    continue
-                except Exception as exc:
-                    if emit:
-                        emit(RunFailed(exc))
-                    raise
-                break
-            model_s = _perf() - t0
-            timing.model_seconds += model_s
-            usage.add(turn.usage)
-            if emit:
-                emit(ModelResponded(step, turn, model_s))
-            calls = turn.tool_calls
-
-            if not calls and turn.format_error is not None:  # a call written as text that does not parse
-                steps.append(Step(step, turn.text, turn.thinking, [], turn.usage, model_s))
-                if reminders >= self.max_format_retries:
-                    raise fail(
-                        ToolCallFormatError(
-                            f"the model wrote a tool call that does not parse {reminders + 1} times in this run "
-                            f"(max_format_retries={self.max_format_retries}); last problem: "
-                            f"{turn.format_error}; the partial transcript is in .result",
-                            partial("format_retries"),
-                        )
-                    )
-                reminders += 1
-                messages.append({"role": "assistant", "content": turn.text})
-                messages.append({"role": "user", "content": _format_reminder(turn.format_error, tools)})
-                continue
-
-            if not calls:  # final answer
-                steps.append(Step(step, turn.text, turn.thinking, [], turn.usage, model_s))
-                final: ChatMessage = {"role": "assistant", "content": turn.text}
-                if turn.thinking:
-                    final["thinking"] = turn.thinking
-                messages.append(final)
-                timing.total_seconds = _perf() - t_start
-                result = RunResult(
-                    question,
-                    turn.text,
-                    steps,
-                    usage,
-                    timing,
-                    messages,
-                    conv.with_turn(content, turn.text),
-                    "final_answer",
-                    backend.name,
-                )
-                if emit:
-                    emit(RunFinished(result))
-                return result
-
-            # -- tool names (functions.NAME), unique ids, assistant message
-            ids: set[str] = set()
-            for i, c in enumerate(calls):
-                c.name = resolve_tool_name(c.name, tools) or c.name
-                if not c.id or c.id in ids:
-                    base = c.id or f"call_{step}_{i}"
-                    k = 1
-                    cid = base if base not in ids else f"{base}_{k}"
-                    while cid in ids:
-                        k += 1
-                        cid = f"{base}_{k}"
-                    c.id = cid
-                ids.add(c.id)
-            assistant: ChatMessage = {
-                "role": "assistant",
-                "content": turn.text or None,
-                "tool_calls": [
-                    {
-                        "id": c.id,
-                        "type": "function",
-                        "function": {
-                            "name": c.name,
-                            "arguments": c.arguments if c.error is None else (c.raw_arguments or ""),
-                        },
-                    }
-                    for c in calls
-                ],
-            }
-            if turn.thinking:
-                assistant["thinking"] = turn.thinking
-            messages.append(assistant)
-
-            # -- tool planning
-            n = len(calls)
-            records: list[ToolCallRecord | None] = [None] * n
-            scheduled: list[tuple[int, Tool, Any]] = []
-            step_rec = Step(step, turn.text, turn.thinking, [], turn.usage, model_s)
-            guard_msg: str | None = None
-            for i, c in enumerate(calls):
-                shown_args: Any = c.arguments if c.error is None else c.raw_arguments
-                if self.loop_guard is not None:
-                    key = (c.name, canonical_arguments(shown_args))
-                    cnt = repeats.get(key, 0) + 1
-                    repeats[key] = cnt
-                    if cnt >= self.loop_guard:
-                        guard_msg = (
-                            f"loop guard: the model requested {c.name}({key[1]}) {cnt} times in this run "
-                            f"(loop_guard={self.loop_guard}); stopped at step {step} before running it"
-                        )
-                        break
-                if c.error is not None:
-                    records[i] = ToolCallRecord(
-                        c.id,
-                        c.name,
-                        shown_args,
-                        _error_content(
-                            {
-                                "error": c.error,
-                                "tool": c.name,
-                                "arguments": shown_args,
-                                "valid_tools": list(tools),
-                                "hint": "send the arguments as one JSON object matching the tool's parameters",
-                            }
-                        ),
-                        c.error,
-                        "decode",
-                    )
-                    continue
-                tl = tools.get(c.name)
-                if tl is None:
-                    msg = f"unknown tool {c.name!r}"
-                    nearest = nearest_tool_name(c.name, tools)
-                    payload = {
-                        "error": msg,
-                        "tool": c.name,
-                        "arguments": shown_args,
-                        "valid_tools": list(tools),
-                        "hint": "call one of valid_tools",
-                    }
-                    if nearest is not None:
-                        payload["did_you_mean"] = nearest
-                        payload["hint"] = f"call {nearest!r} (or another of valid_tools) with its parameters"
-                    records[i] = ToolCallRecord(
-                        c.id,
-                        c.name,
-                        shown_args,
-                        _error_content(payload),
-                        msg,
-                        "unknown_tool",
-                    )
-                    continue
-                try:
-                    validated = tl.validate(c.arguments)
-                except ToolArgumentsError as exc:
-                    failures[tl.name] = failures.get(tl.name, 0) + 1
-                    msg = f"invalid arguments: {exc}"
-                    records[i] = ToolCallRecord(
-                        c.id,
-                        c.name,
-                        shown_args,
-                        _error_content(
-                            {
-                                "error": msg,
-                                "tool": c.name,
-                                "arguments": shown_args,
-                                "parameters": tl.parameters,
-                                "hint": "fix the arguments and call again",
-                            }
-                        ),
-                        msg,
-                        "invalid_arguments",
-                    )
-                    continue
-                scheduled.append((i, tl, validated))
-
-            if guard_msg is not None:
-                for i, c in enumerate(calls):
-                    if records[i] is None:
-                        records[i] = ToolCallRecord(
-                            c.id, c.name, c.arguments, "", "not run: loop guard stopped the run", "not_run"
-                        )
-                step_rec.tool_calls = [r for r in records if r is not None]
-                steps.append(step_rec)
-                raise fail(LoopGuardTriggered(guard_msg, partial("loop_guard")))
-
-            if emit:
-                for i, _tl, _validated in scheduled:
-                    c = calls[i]
-                    emit(ToolCallStarted(step, c.id, c.name, c.arguments))
-                for rec in records:
-                    if rec is not None:
-                        emit(ToolCallFinished(step, rec))
-
-            # -- execution
-            t1 = _perf()
-            share: int | None = None
-            token_share: int | None = None
-            if scheduled:
-                if not budget:
-                    budget.append(self.tool_output_budget())
-                    budget.append(self.tool_output_token_budget())
-                if budget[0] is not None:
-                    share = max(budget[0] // len(scheduled), 1)
-                if budget[1] is not None:
-                    token_share = max(budget[1] // len(scheduled), 1)
-            if len(scheduled) == 1:
-                i, tl, validated = scheduled[0]
-                records[i] = await self._execute(
-                    tl, calls[i], validated, step, deps, emit, share, token_share
-                )
-            elif scheduled:
-                done = await asyncio.gather(
-                    *(
-                        self._execute(tl, calls[i], v, step, deps, emit, share, token_share)
-                        for i, tl, v in scheduled
-                    )
-                )
-                for (i, _tl, _v), rec in zip(scheduled, done, strict=True):
-                    records[i] = rec
-            tool_s = _perf() - t1
-            timing.tool_seconds += tool_s
-            step_rec.tool_seconds = tool_s
-
-            # -- resolution: one tool response per call id, in call-id order
-            final_records: list[ToolCallRecord] = []
-            for rec in records:
-                assert rec is not None
-                final_records.append(rec)
-                messages.append(
-                    {"role": "tool", "tool_call_id": rec.id, "name": rec.name, "content": rec.content}
-                )
-                if rec.error_kind in ("exception", "timeout"):
-                    failures[rec.name] = failures.get(rec.name, 0) + 1
-            step_rec.tool_calls = final_records
-            steps.append(step_rec)
-
-            for tname, count in failures.items():
-                tl = tools[tname]
-                if count > tl.retries:
-                    last = next(
-                        (r.error for r in reversed(final_records) if r.name == tname and r.error), None
-                    )
-                    raise fail(
-                        ToolRetriesExceeded(
-                            f"tool {tname!r} failed {count} time{'s' if count != 1 else ''} in this run "
-                            f"(retries={tl.retries}; the calls of one step all run before the budget is checked)"
-                            + (f"; last error: {last}" if last else ""),
-                            partial("tool_retries"),
-                        )
-                    )
-
-            if self.reset_tool_choice and tool_choice != "none":
-                tool_choice = "auto"
-
-        raise fail(
-            MaxStepsExceeded(
-                f"no final answer after {self.max_steps} model turns (max_steps={self.max_steps})",
-                partial("max_steps"),
-            )
-        )
-
-    async def _execute(
-        self,
-        tl: Tool,
-        c: ToolCallRequest,
-        validated: Any,
-        step: int,
-        deps: Any,
-        emit: Callable[[Event], None] | None,
-        share: int | None = None,
-        token_share: int | None = None,
-    ) -> ToolCallRecord:
-        limits = [x for x in (tl.max_output_bytes, share) if x is not None]
-        limit = min(limits) if limits else None
-        count = getattr(self.backend, "count_tokens", None) if token_share is not None else None
-
-        def cap(text: str) -> str:
-            by_bytes = cap_output(text, limit)
-            if count is None or token_share is None or count(by_bytes) <= token_share:
-                return by_bytes
-            # the token cap binds: cut the head the byte cap kept (so both hold), marker sized on the whole
-            head = text if by_bytes is text else by_bytes[: by_bytes.rfind("\n[agentkit: cut ")]
-            return cap_output_tokens(head, token_share, count, len(text.encode("utf-8", "surrogatepass")))
-
-        t0 = _perf()
-        try:
-            value = await tl.acall(validated, ToolContext(tl.name, c.id, step, deps))
-            content = cap(tl.serializer(value))
-        except ToolTimeoutError as exc:
-            rec = ToolCallRecord(
-                c.id,
-                c.name,
-                c.arguments,
-                _error_content(
-                    {
-                        "error": str(exc),
-                        "tool": c.name,
-                        "arguments": c.arguments,
-                        "hint": "the tool did not answer in time; try other arguments or another approach",
-                    }
-                ),
-                str(exc),
-                "timeout",
-                None,
-                _perf() - t0,
-            )
-        except Exception as exc:
-            msg = cap(describe_exception(exc))
-            rec = ToolCallRecord(
-                c.id,
-                c.name,
-                c.arguments,
-                _error_content({"error": msg, "tool": c.name, "arguments": c.arguments}),
-                msg,
-                "exception",
-                None,
-                _perf() - t0,
-            )
-        else:
-            rec = ToolCallRecord(c.id, c.name, c.arguments, content, None, None, value, _perf() - t0)
-        if emit:
-            emit(ToolCallFinished(step, rec))
-        return rec
+    async def _complete(self, state: RunState, prefer_sync: bool) -> RunResult:
+        async for _ in self.steps(state, prefer_sync=prefer_sync):
+            pass
+        assert state.result is not None
+        return state.result
 
     # -------------------------------------------------------------------------------- chat
 
@@ -940,6 +370,28 @@ class Agent:
 
     def __repr__(self) -> str:
         return f"Agent(name={self.name!r}, backend={self.backend.name!r}, tools={list(self._tools)})"
+
+
+class AgentRun:
+    """One run as an async iterator over its :class:`~agentkit.result.Step` (see :meth:`Agent.iter`).
+
+    Attributes:
+        state: the run's :class:`~agentkit.planner.RunState` (transcript, usage, timing so far).
+        result: the :class:`~agentkit.result.RunResult` once the final answer's step has been yielded, else
+            ``None``.
+    """
+
+    def __init__(self, agent: Agent, state: RunState) -> None:
+        self.agent = agent
+        self.state = state
+
+    @property
+    def result(self) -> RunResult | None:
+        """The run's result, once it has one."""
+        return self.state.result
+
+    def __aiter__(self) -> AsyncIterator[Step]:
+        return self.agent.steps(self.state)
 
 
 class ChatSession:
@@ -969,17 +421,8 @@ class ChatSession:
         A turn that fails (e.g. :class:`~agentkit.errors.MaxStepsExceeded`) raises and leaves the history
         unchanged.
         """
-        result = self.agent.run(
-            message,
-            history=self.conversation,
-            deps=deps,
-            on_event=on_event,
-            images=images,
-            vision_budget=vision_budget,
-        )
-        self.conversation = result.conversation
-        self.results.append(result)
-        return result
+        kw = {"deps": deps, "on_event": on_event, "images": images, "vision_budget": vision_budget}
+        return self._keep(self.agent.run(message, history=self.conversation, **kw))
 
     async def asend(
         self,
@@ -991,14 +434,10 @@ class ChatSession:
         vision_budget: int | None = None,
     ) -> RunResult:
         """Async :meth:`send`."""
-        result = await self.agent.arun(
-            message,
-            history=self.conversation,
-            deps=deps,
-            on_event=on_event,
-            images=images,
-            vision_budget=vision_budget,
-        )
+        kw = {"deps": deps, "on_event": on_event, "images": images, "vision_budget": vision_budget}
+        return self._keep(await self.agent.arun(message, history=self.conversation, **kw))
+
+    def _keep(self, result: RunResult) -> RunResult:
         self.conversation = result.conversation
         self.results.append(result)
         return result

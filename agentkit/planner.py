@@ -1,0 +1,699 @@
+"""The planner loop: one run (one user turn) as small named phases over an explicit :class:`RunState`.
+
+Phases of a step, each an overridable method of :class:`Planner` (the base of :class:`agentkit.Agent`), after
+the OpenAI Agents SDK's split and pydantic-ai's graph of small nodes:
+
+1. :meth:`Planner.prepare` - messages = system prompt + kept history (user messages and final answers only)
+   + the question; the run's state.
+2. :meth:`Planner.model_turn` - ``backend.complete(messages, tools, tool_choice)`` (``acomplete`` when the
+   backend has it), trimming the prompt while the backend says it does not fit. The embedded backend
+   constrains the denoising to the tool-call grammar.
+3. :meth:`Planner.process_tool_calls` (as in smolagents), made of:
+
+   - :meth:`Planner.plan_calls` - for each requested call, in call-id order: loop guard on (tool, canonical
+     arguments); decode errors, unknown tool names and invalid arguments become error tool responses that
+     list what is valid; valid calls are scheduled;
+   - :meth:`Planner.execute` - scheduled calls run concurrently (sync tools on daemon threads, async tools
+     on the loop), each under its timeout, through :meth:`Planner.execute_tool_call`; a tool exception or
+     timeout becomes an error response naming the tool and the offending arguments - never a crash;
+   - :meth:`Planner.resolve` - every call id gets exactly one tool response, appended in call-id order (the
+     order the model issued the calls); the tools' failure budgets are checked.
+
+The loop ends with a final answer (a model turn without tool calls), or raises
+:class:`~agentkit.errors.MaxStepsExceeded` / :class:`~agentkit.errors.LoopGuardTriggered` /
+:class:`~agentkit.errors.ToolRetriesExceeded` / :class:`~agentkit.errors.PromptTooLong` /
+:class:`~agentkit.errors.ToolCallFormatError`, each carrying the partial transcript.
+:meth:`Planner.steps` is the loop as an async iterator over :class:`~agentkit.result.Step` (what
+``Agent.iter()`` gives a UI).
+
+Size limits: every tool response is cut to ``min(tool.max_output_bytes, agent budget / calls in the step)``
+bytes with a marker saying how much was cut (:func:`agentkit.tools.cap_output`). With the default budget
+(``"auto"``) on a backend that counts its tokens (the embedded one), a turn's tool output is also cut to half
+the model's prompt capacity in *tokens*, counted by the model's own tokenizer
+(:func:`agentkit.tools.cap_output_tokens`). When a backend reports that the prompt does not fit
+(:class:`model.limits.PromptTooLong`, raised before anything is allocated), the oldest kept turns and then the
+oldest tool-call groups (a call message together with all its responses) are dropped from the prompt, never the
+system prompt, the question or the latest calls; the transcript in ``RunResult.messages`` keeps everything.
+
+A model turn whose text looks like a tool call that does not parse (``ModelTurn.format_error``, set by the
+``openai`` backend for calls written as text) is not a final answer: the planner sends a format reminder, at
+most ``max_format_retries`` times per run.
+
+Tool names: an exact name wins; ``functions.NAME`` is read as ``NAME`` when that is a tool and
+``functions.NAME`` is not. An unknown name is answered with the valid names and the nearest one
+(:func:`difflib.get_close_matches` over the names, then over the tools' descriptions).
+
+``tool_choice`` other than ``"auto"``/``"none"`` applies to the first model turn of a run only (then
+``"auto"``), unless ``reset_tool_choice=False``: a forced call every turn could never end in an answer.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import difflib
+import json
+import time
+from collections.abc import AsyncIterator, Callable, Iterable, Sequence
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+from agentkit.backends.base import ChatMessage, ModelTurn, ToolCallRequest, ToolChoice, Usage
+from agentkit.errors import (
+    AgentRunError,
+    LoopGuardTriggered,
+    MaxStepsExceeded,
+    PromptTooLong,
+    ToolCallFormatError,
+    ToolRetriesExceeded,
+    describe_exception,
+)
+from agentkit.events import (
+    Event,
+    EventCallback,
+    ModelResponded,
+    PromptTrimmed,
+    RunFailed,
+    RunFinished,
+    RunStarted,
+    ToolCallFinished,
+    ToolCallStarted,
+)
+from agentkit.history import Conversation, droppable_groups
+from agentkit.result import RunResult, Step, StopReason, Timing, ToolCallRecord
+from agentkit.tools import (
+    Tool,
+    ToolArgumentsError,
+    ToolContext,
+    ToolTimeoutError,
+    cap_output,
+    cap_output_tokens,
+)
+from model.limits import PromptTooLong as ModelPromptTooLong
+from model.vision import DEFAULT_VISION_BUDGET
+
+if TYPE_CHECKING:
+    from agentkit.backends.base import Backend, ToolDeclaration
+
+__all__ = ["CallPlan", "Emitter", "Planner", "RunState", "canonical_arguments", "nearest_tool_name"]
+
+_perf = time.perf_counter
+
+
+class Emitter:
+    """The run's event callbacks as one callable; with none it does nothing (no ``if emit:`` guards)."""
+
+    def __init__(self, callbacks: Sequence[EventCallback]) -> None:
+        self.callbacks = list(callbacks)
+
+    def __call__(self, event: Event) -> None:
+        """Hand ``event`` to every callback, in order."""
+        for cb in self.callbacks:
+            cb(event)
+
+
+@dataclass
+class RunState:
+    """Everything one run carries between its phases.
+
+    Attributes:
+        question: the user message's text; content: the user message's content (text, or image parts and text).
+        conversation: the kept history the run started from.
+        deps: handed to tools through :class:`~agentkit.tools.ToolContext`.
+        emit: the run's :class:`Emitter`.
+        messages: the transcript so far (system, history, question, this run's model turns and tool responses).
+        steps, usage, timing: what the :class:`~agentkit.result.RunResult` reports.
+        step: 0-based index of the current step; tool_choice: the choice for the next model turn.
+        repeats: requests per (tool, canonical arguments), for the loop guard; failures: failures per tool.
+        dropped_groups: the oldest droppable message groups left out of the prompt (trimming).
+        reminders: format reminders sent; budget: the tool-output budgets (bytes, tokens), asked once per run.
+        result: the final :class:`~agentkit.result.RunResult`, once there is one.
+    """
+
+    question: str
+    content: str | list[dict[str, Any]]
+    conversation: Conversation
+    deps: Any
+    emit: Emitter
+    messages: list[ChatMessage]
+    tool_choice: ToolChoice
+    backend_name: str
+    steps: list[Step] = field(default_factory=list)
+    usage: Usage = field(default_factory=Usage)
+    timing: Timing = field(default_factory=Timing)
+    step: int = 0
+    repeats: dict[tuple[str, str], int] = field(default_factory=dict)
+    failures: dict[str, int] = field(default_factory=dict)
+    dropped_groups: int = 0
+    reminders: int = 0
+    budget: tuple[int | None, int | None] | None = None
+    t_start: float = field(default_factory=_perf)
+    result: RunResult | None = None
+
+    def prompt_view(self) -> tuple[list[ChatMessage], list[tuple[int, int]]]:
+        """The messages sent to the model (the dropped groups left out) and the droppable groups."""
+        groups = droppable_groups(self.messages)
+        if not self.dropped_groups:
+            return self.messages, groups
+        skip = {i for a, b in groups[: self.dropped_groups] for i in range(a, b)}
+        return [m for i, m in enumerate(self.messages) if i not in skip], groups
+
+    def partial(self, reason: StopReason) -> RunResult:
+        """The transcript so far as a :class:`RunResult` without an answer (for a run that stops)."""
+        self.timing.total_seconds = _perf() - self.t_start
+        return RunResult(
+            self.question,
+            None,
+            self.steps,
+            self.usage,
+            self.timing,
+            self.messages,
+            self.conversation,
+            reason,
+            self.backend_name,
+        )
+
+    def fail(self, exc: AgentRunError) -> AgentRunError:
+        """Emit :class:`~agentkit.events.RunFailed` and return ``exc`` for the caller to raise."""
+        self.emit(RunFailed(exc))
+        return exc
+
+
+@dataclass
+class CallPlan:
+    """One step's tool calls after planning.
+
+    Attributes:
+        calls: the requested calls (names resolved, ids unique), in call-id order.
+        records: per call, its record when planning already decided it (an error response), else ``None``.
+        scheduled: ``(index, tool, validated arguments)`` of the calls to run.
+        step: the :class:`~agentkit.result.Step` being built.
+    """
+
+    calls: list[ToolCallRequest]
+    records: list[ToolCallRecord | None]
+    scheduled: list[tuple[int, Tool, Any]]
+    step: Step
+
+
+# ------------------------------------------------------------------------------------------------ helpers
+
+
+def canonical_arguments(arguments: Any) -> str:
+    """Canonical JSON text of tool arguments (sorted keys, no spaces) - the loop guard's key."""
+    return json.dumps(arguments, sort_keys=True, separators=(",", ":"), ensure_ascii=False, default=str)
+
+
+def error_record(
+    call: ToolCallRequest, arguments: Any, kind: str, message: str, extra: dict[str, Any] | None = None
+) -> ToolCallRecord:
+    """A tool response that reports an error to the model: a JSON object with ``error``, ``tool``,
+    ``arguments`` and the ``extra`` keys (``hint``, ``valid_tools``...), recorded with its ``kind``."""
+    payload = {"error": message, "tool": call.name, "arguments": arguments, **(extra or {})}
+    return ToolCallRecord(
+        call.id, call.name, arguments, json.dumps(payload, ensure_ascii=False, default=str), message, kind
+    )
+
+
+#: Characters an image counts for, per soft token, in :func:`message_chars` (about a text token's worth).
+_CHARS_PER_SOFT_TOKEN = 4
+
+
+def message_chars(m: ChatMessage) -> int:
+    """Rough size of a message in the prompt (characters of its content and call arguments; an image counts
+    as its vision budget's soft tokens, not as the length of its data URL)."""
+    c = m.get("content")
+    if isinstance(c, list):
+        n = 0
+        for part in c:
+            if isinstance(part, dict) and part.get("type") in ("image_url", "image"):
+                n += int(part.get("vision_budget") or DEFAULT_VISION_BUDGET) * _CHARS_PER_SOFT_TOKEN
+            else:
+                n += len(json.dumps(part, default=str))
+    else:
+        n = len(c) if isinstance(c, str) else len(json.dumps(c, default=str)) if c is not None else 0
+    for tc in m.get("tool_calls") or ():
+        fn = tc.get("function", {})
+        args = fn.get("arguments")
+        n += len(str(fn.get("name", ""))) + (
+            len(args) if isinstance(args, str) else len(json.dumps(args, default=str))
+        )
+    return n
+
+
+#: The namespace some models (trained on OpenAI's tool format) put before tool names.
+_NAMESPACE = "functions."
+
+
+def resolve_tool_name(name: str, tools: Iterable[str]) -> str | None:
+    """The registered tool a requested name designates, or ``None``.
+
+    An exact name wins; ``functions.NAME`` designates ``NAME`` when ``NAME`` is registered and
+    ``functions.NAME`` is not (the only unambiguous reading).
+    """
+    names = set(tools)
+    if name in names:
+        return name
+    if name.startswith(_NAMESPACE) and name[len(_NAMESPACE) :] in names:
+        return name[len(_NAMESPACE) :]
+    return None
+
+
+def nearest_tool_name(name: str, tools: dict[str, Tool]) -> str | None:
+    """The registered tool a model most likely meant by an unknown ``name``, or ``None``.
+
+    Algorithm: :func:`difflib.get_close_matches` (cutoff 0.6) of the name, its last dotted part and their
+    lower-case forms against the tool names; then of the lower-case name against each tool's description
+    and its first line (a model that wrote a description as the name).
+    """
+    by_lower = {n.lower(): n for n in tools}
+    bare = name.rsplit(".", 1)[-1]
+    for cand in dict.fromkeys((name, bare)):
+        hit = difflib.get_close_matches(cand, list(tools), n=1, cutoff=0.6)
+        if hit:
+            return hit[0]
+        hit = difflib.get_close_matches(cand.lower(), list(by_lower), n=1, cutoff=0.6)
+        if hit:
+            return by_lower[hit[0]]
+    descriptions: dict[str, str] = {}
+    for n, t in tools.items():
+        d = t.description.strip().lower()
+        if d:
+            descriptions.setdefault(d, n)
+            descriptions.setdefault(d.splitlines()[0].strip(), n)
+    hit = difflib.get_close_matches(name.strip().lower(), list(descriptions), n=1, cutoff=0.6)
+    return descriptions[hit[0]] if hit else None
+
+
+def format_reminder(problem: str, tools: Iterable[str]) -> str:
+    """The user message sent after a model turn whose tool call does not parse."""
+    names = ", ".join(tools)
+    if problem.startswith("the reply ended inside a thinking block"):
+        return (
+            f"Your last message was not used: {problem}. Close your thinking and write the answer (or a tool "
+            "call) after it."
+        )
+    return (
+        f"Your last message was not used: it looks like a tool call, but {problem}. To call a tool, use the "
+        'tool-calling interface, or write the call exactly as <tool_call>{"name": "TOOL", "arguments": '
+        f"{{...}}}}</tool_call> with a JSON object of arguments. Tools: {names}. To answer the user instead, "
+        "reply with plain text only."
+    )
+
+
+def _unique_ids(calls: list[ToolCallRequest], step: int, tools: dict[str, Tool]) -> None:
+    """Resolve ``functions.NAME`` names and make the call ids unique (``call_STEP_I`` when missing)."""
+    ids: set[str] = set()
+    for i, c in enumerate(calls):
+        c.name = resolve_tool_name(c.name, tools) or c.name
+        if not c.id or c.id in ids:
+            base = c.id or f"call_{step}_{i}"
+            k = 1
+            cid = base if base not in ids else f"{base}_{k}"
+            while cid in ids:
+                k += 1
+                cid = f"{base}_{k}"
+            c.id = cid
+        ids.add(c.id)
+
+
+def _assistant_message(turn: ModelTurn, calls: list[ToolCallRequest]) -> ChatMessage:
+    msg: ChatMessage = {
+        "role": "assistant",
+        "content": turn.text or None,
+        "tool_calls": [
+            {
+                "id": c.id,
+                "type": "function",
+                "function": {
+                    "name": c.name,
+                    "arguments": c.arguments if c.error is None else (c.raw_arguments or ""),
+                },
+            }
+            for c in calls
+        ],
+    }
+    if turn.thinking:
+        msg["thinking"] = turn.thinking
+    return msg
+
+
+# -------------------------------------------------------------------------------------------------- loop
+
+
+class Planner:
+    """The planner loop's phases (see the module docstring); :class:`agentkit.Agent` is one.
+
+    A subclass may override any phase (:meth:`model_turn`, :meth:`process_tool_calls`, :meth:`plan_calls`,
+    :meth:`execute`, :meth:`execute_tool_call`, :meth:`resolve`); the attributes it reads are the agent's
+    settings (``backend``, ``max_steps``, ``loop_guard``...) and its tools.
+    """
+
+    backend: Backend
+    system_prompt: str | None
+    max_steps: int
+    tool_choice: ToolChoice
+    loop_guard: int | None
+    reset_tool_choice: bool
+    trim_history: bool
+    max_format_retries: int
+    _tools: dict[str, Tool]
+    _declarations: list[ToolDeclaration]
+    _callbacks: list[EventCallback]
+
+    def tool_output_budget(self) -> int | None:  # pragma: no cover - defined by Agent
+        raise NotImplementedError
+
+    def tool_output_token_budget(self) -> int | None:  # pragma: no cover - defined by Agent
+        raise NotImplementedError
+
+    def prepare(
+        self,
+        question: str,
+        content: str | list[dict[str, Any]],
+        history: Conversation | None,
+        deps: Any,
+        on_event: EventCallback | None,
+    ) -> RunState:
+        """Phase 1: the run's state, its messages (system prompt, kept history, the question)."""
+        conv = history if history is not None else Conversation()
+        messages: list[ChatMessage] = []
+        if self.system_prompt:
+            messages.append({"role": "system", "content": self.system_prompt})
+        messages.extend(dict(m) for m in conv.messages)  # type: ignore[misc]
+        messages.append({"role": "user", "content": content})
+        callbacks = self._callbacks if on_event is None else [*self._callbacks, on_event]
+        return RunState(
+            question, content, conv, deps, Emitter(callbacks), messages, self.tool_choice, self.backend.name
+        )
+
+    async def steps(self, state: RunState, *, prefer_sync: bool = False) -> AsyncIterator[Step]:
+        """The loop: yields each finished :class:`Step`; the final answer's step comes last and
+        ``state.result`` is then set. Raises as :meth:`agentkit.Agent.arun`."""
+        state.emit(RunStarted(state.question, self.backend.name, tuple(self._tools)))
+        for step in range(self.max_steps):
+            state.step = step
+            turn, model_s = await self.model_turn(state, prefer_sync=prefer_sync)
+            calls = turn.tool_calls
+            if not calls and turn.format_error is not None:  # a call written as text that does not parse
+                state.steps.append(Step(step, turn.text, turn.thinking, [], turn.usage, model_s))
+                self._remind(state, turn)
+                yield state.steps[-1]
+                continue
+            if not calls:
+                state.steps.append(Step(step, turn.text, turn.thinking, [], turn.usage, model_s))
+                state.result = self.final_answer(state, turn)
+                yield state.steps[-1]
+                return
+            yield await self.process_tool_calls(state, turn, model_s)
+            if self.reset_tool_choice and state.tool_choice != "none":
+                state.tool_choice = "auto"
+        raise state.fail(
+            MaxStepsExceeded(
+                f"no final answer after {self.max_steps} model turns (max_steps={self.max_steps})",
+                state.partial("max_steps"),
+            )
+        )
+
+    async def model_turn(self, state: RunState, *, prefer_sync: bool = False) -> tuple[ModelTurn, float]:
+        """Phase 2: one model turn, trimming the prompt while the backend says it does not fit.
+
+        Returns:
+            ``(turn, seconds in the backend)``.
+        """
+        backend = self.backend
+        # Agent.run owns its event loop (nothing else runs on it): the sync path is as good and keeps the
+        # backend's sync connection pool across runs.
+        acomplete = None if prefer_sync else getattr(backend, "acomplete", None)
+        t0 = _perf()
+        while True:
+            prompt, groups = state.prompt_view()
+            try:
+                if acomplete is not None:
+                    turn: ModelTurn = await acomplete(prompt, self._declarations, state.tool_choice)
+                else:
+                    turn = backend.complete(prompt, self._declarations, state.tool_choice)
+            except ModelPromptTooLong as exc:
+                self._trim(state, exc, prompt, groups, t0)
+                continue
+            except Exception as exc:
+                state.emit(RunFailed(exc))
+                raise
+            break
+        model_s = _perf() - t0
+        state.timing.model_seconds += model_s
+        state.usage.add(turn.usage)
+        state.emit(ModelResponded(state.step, turn, model_s))
+        return turn, model_s
+
+    def _trim(
+        self,
+        state: RunState,
+        exc: ModelPromptTooLong,
+        prompt: list[ChatMessage],
+        groups: list[tuple[int, int]],
+        t0: float,
+    ) -> None:
+        """Drop roughly enough of the oldest message groups for the prompt to fit, or raise PromptTooLong."""
+        left = groups[state.dropped_groups :]
+        dropped = sum(b - a for a, b in groups[: state.dropped_groups])
+        if not self.trim_history or not left:
+            state.timing.model_seconds += _perf() - t0
+            has_calls = any(m.get("role") == "tool" for m in prompt)
+            if not self.trim_history:
+                why = "history trimming is off (trim_history=False)"
+            else:
+                why = (f"dropped {dropped} older message(s); " if dropped else "") + (
+                    "nothing left to drop (the system prompt, the tool declarations, the question"
+                    + (" and the latest tool calls with their responses)" if has_calls else ")")
+                )
+            fix = "shorten the question or the system prompt" + (
+                ", or lower max_tool_output_bytes" if has_calls else ""
+            )
+            raise state.fail(
+                PromptTooLong(
+                    f"step {state.step}: {exc}; {why}; {fix}",
+                    state.partial("prompt_too_long"),
+                    prompt_tokens=exc.prompt_tokens,
+                    limit=exc.limit,
+                    dropped_messages=dropped,
+                )
+            ) from None
+        # characters per token of this prompt, to drop about what is needed at once
+        per_token = sum(message_chars(m) for m in prompt) / max(exc.prompt_tokens, 1)
+        need = (exc.prompt_tokens - exc.limit) * per_token
+        freed = 0.0
+        for a, b in left:
+            state.dropped_groups += 1
+            freed += sum(message_chars(m) for m in state.messages[a:b])
+            if freed >= need:
+                break
+        kept_out = sum(b - a for a, b in groups[: state.dropped_groups])
+        state.emit(PromptTrimmed(state.step, kept_out, exc.prompt_tokens, exc.limit))
+
+    def _remind(self, state: RunState, turn: ModelTurn) -> None:
+        """A turn whose tool call does not parse: a format reminder, or ToolCallFormatError past the budget."""
+        assert turn.format_error is not None
+        if state.reminders >= self.max_format_retries:
+            raise state.fail(
+                ToolCallFormatError(
+                    f"the model wrote a tool call that does not parse {state.reminders + 1} times in this run "
+                    f"(max_format_retries={self.max_format_retries}); last problem: "
+                    f"{turn.format_error}; the partial transcript is in .result",
+                    state.partial("format_retries"),
+                )
+            )
+        state.reminders += 1
+        state.messages.append({"role": "assistant", "content": turn.text})
+        state.messages.append({"role": "user", "content": format_reminder(turn.format_error, self._tools)})
+
+    def final_answer(self, state: RunState, turn: ModelTurn) -> RunResult:
+        """A model turn without tool calls ends the run: the answer joins the transcript and the history."""
+        final: ChatMessage = {"role": "assistant", "content": turn.text}
+        if turn.thinking:
+            final["thinking"] = turn.thinking
+        state.messages.append(final)
+        state.timing.total_seconds = _perf() - state.t_start
+        result = RunResult(
+            state.question,
+            turn.text,
+            state.steps,
+            state.usage,
+            state.timing,
+            state.messages,
+            state.conversation.with_turn(state.content, turn.text),
+            "final_answer",
+            self.backend.name,
+        )
+        state.emit(RunFinished(result))
+        return result
+
+    async def process_tool_calls(self, state: RunState, turn: ModelTurn, model_s: float) -> Step:
+        """Phase 3: the step's tool calls: :meth:`plan_calls`, :meth:`execute`, :meth:`resolve`."""
+        plan = self.plan_calls(state, turn, model_s)
+        await self.execute(state, plan)
+        return self.resolve(state, plan)
+
+    def plan_calls(self, state: RunState, turn: ModelTurn, model_s: float) -> CallPlan:
+        """Phase 3a: names resolved, ids made unique, the assistant message appended; each call checked
+        (loop guard, decode error, unknown tool, invalid arguments) and the valid ones scheduled.
+
+        Raises:
+            LoopGuardTriggered: a (tool, canonical arguments) requested ``loop_guard`` times in this run.
+        """
+        calls = turn.tool_calls
+        tools = self._tools
+        _unique_ids(calls, state.step, tools)
+        state.messages.append(_assistant_message(turn, calls))
+        plan = CallPlan(
+            calls,
+            [None] * len(calls),
+            [],
+            Step(state.step, turn.text, turn.thinking, [], turn.usage, model_s),
+        )
+        for i, c in enumerate(calls):
+            shown: Any = c.arguments if c.error is None else c.raw_arguments
+            if self.loop_guard is not None:
+                key = (c.name, canonical_arguments(shown))
+                state.repeats[key] = count = state.repeats.get(key, 0) + 1
+                if count >= self.loop_guard:
+                    self._stop_at_loop_guard(state, plan, key, count)
+            if c.error is not None:
+                hint = "send the arguments as one JSON object matching the tool's parameters"
+                plan.records[i] = error_record(
+                    c, shown, "decode", c.error, {"valid_tools": list(tools), "hint": hint}
+                )
+                continue
+            tl = tools.get(c.name)
+            if tl is None:
+                extra: dict[str, Any] = {"valid_tools": list(tools), "hint": "call one of valid_tools"}
+                nearest = nearest_tool_name(c.name, tools)
+                if nearest is not None:
+                    extra["did_you_mean"] = nearest
+                    extra["hint"] = f"call {nearest!r} (or another of valid_tools) with its parameters"
+                plan.records[i] = error_record(c, shown, "unknown_tool", f"unknown tool {c.name!r}", extra)
+                continue
+            try:
+                validated = tl.validate(c.arguments)
+            except ToolArgumentsError as exc:
+                state.failures[tl.name] = state.failures.get(tl.name, 0) + 1
+                extra = {"parameters": tl.parameters, "hint": "fix the arguments and call again"}
+                plan.records[i] = error_record(
+                    c, shown, "invalid_arguments", f"invalid arguments: {exc}", extra
+                )
+                continue
+            plan.scheduled.append((i, tl, validated))
+        for i, _tl, _validated in plan.scheduled:
+            c = calls[i]
+            state.emit(ToolCallStarted(state.step, c.id, c.name, c.arguments))
+        for rec in plan.records:
+            if rec is not None:
+                state.emit(ToolCallFinished(state.step, rec))
+        return plan
+
+    def _stop_at_loop_guard(self, state: RunState, plan: CallPlan, key: tuple[str, str], count: int) -> None:
+        message = (
+            f"loop guard: the model requested {key[0]}({key[1]}) {count} times in this run "
+            f"(loop_guard={self.loop_guard}); stopped at step {state.step} before running it"
+        )
+        for i, c in enumerate(plan.calls):
+            if plan.records[i] is None:
+                plan.records[i] = ToolCallRecord(
+                    c.id, c.name, c.arguments, "", "not run: loop guard stopped the run", "not_run"
+                )
+        plan.step.tool_calls = [r for r in plan.records if r is not None]
+        state.steps.append(plan.step)
+        raise state.fail(LoopGuardTriggered(message, state.partial("loop_guard")))
+
+    async def execute(self, state: RunState, plan: CallPlan) -> None:
+        """Phase 3b: run the scheduled calls concurrently (:meth:`execute_tool_call` each), sharing the
+        tool-output budget evenly; their records go into ``plan.records``."""
+        t1 = _perf()
+        byte_share: int | None = None
+        token_share: int | None = None
+        n = len(plan.scheduled)
+        if n:
+            if state.budget is None:
+                state.budget = (self.tool_output_budget(), self.tool_output_token_budget())
+            byte_share = None if state.budget[0] is None else max(state.budget[0] // n, 1)
+            token_share = None if state.budget[1] is None else max(state.budget[1] // n, 1)
+        runs = [
+            self.execute_tool_call(state, tl, plan.calls[i], v, byte_share, token_share)
+            for i, tl, v in plan.scheduled
+        ]
+        done = [await runs[0]] if n == 1 else await asyncio.gather(*runs)
+        for (i, _tl, _v), rec in zip(plan.scheduled, done, strict=True):
+            plan.records[i] = rec
+        tool_s = _perf() - t1
+        state.timing.tool_seconds += tool_s
+        plan.step.tool_seconds = tool_s
+
+    async def execute_tool_call(
+        self,
+        state: RunState,
+        tl: Tool,
+        c: ToolCallRequest,
+        validated: Any,
+        byte_share: int | None = None,
+        token_share: int | None = None,
+    ) -> ToolCallRecord:
+        """Run one validated call under its timeout; its response cut to the budget (bytes, then tokens).
+        An exception or a timeout becomes an error record, never a crash."""
+        limits = [x for x in (tl.max_output_bytes, byte_share) if x is not None]
+        limit = min(limits) if limits else None
+        count: Callable[[str], int] | None = (
+            getattr(self.backend, "count_tokens", None) if token_share is not None else None
+        )
+
+        def cap(text: str) -> str:
+            by_bytes = cap_output(text, limit)
+            if count is None or token_share is None or count(by_bytes) <= token_share:
+                return by_bytes
+            # the token cap binds: cut the head the byte cap kept (so both hold), marker sized on the whole
+            head = text if by_bytes is text else by_bytes[: by_bytes.rfind("\n[agentkit: cut ")]
+            return cap_output_tokens(head, token_share, count, len(text.encode("utf-8", "surrogatepass")))
+
+        t0 = _perf()
+        try:
+            value = await tl.acall(validated, ToolContext(tl.name, c.id, state.step, state.deps))
+            content = cap(tl.serializer(value))
+        except ToolTimeoutError as exc:
+            hint = "the tool did not answer in time; try other arguments or another approach"
+            rec = error_record(c, c.arguments, "timeout", str(exc), {"hint": hint})
+        except Exception as exc:
+            rec = error_record(c, c.arguments, "exception", cap(describe_exception(exc)))
+        else:
+            rec = ToolCallRecord(c.id, c.name, c.arguments, content, None, None, value)
+        rec.seconds = _perf() - t0
+        state.emit(ToolCallFinished(state.step, rec))
+        return rec
+
+    def resolve(self, state: RunState, plan: CallPlan) -> Step:
+        """Phase 3c: one tool response per call id, in call-id order; the tools' failure budgets checked.
+
+        Raises:
+            ToolRetriesExceeded: a tool failed more than its ``retries`` in this run.
+        """
+        records: list[ToolCallRecord] = []
+        for rec in plan.records:
+            assert rec is not None
+            records.append(rec)
+            state.messages.append(
+                {"role": "tool", "tool_call_id": rec.id, "name": rec.name, "content": rec.content}
+            )
+            if rec.error_kind in ("exception", "timeout"):
+                state.failures[rec.name] = state.failures.get(rec.name, 0) + 1
+        plan.step.tool_calls = records
+        state.steps.append(plan.step)
+        for name, count in state.failures.items():
+            tl = self._tools[name]
+            if count > tl.retries:
+                last = next((r.error for r in reversed(records) if r.name == name and r.error), None)
+                raise state.fail(
+                    ToolRetriesExceeded(
+                        f"tool {name!r} failed {count} time{'s' if count != 1 else ''} in this run "
+                        f"(retries={tl.retries}; the calls of one step all run before the budget is checked)"
+                        + (f"; last error: {last}" if last else ""),
+                        state.partial("tool_retries"),
+                    )
+                )
+        return plan.step
