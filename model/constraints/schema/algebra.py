@@ -1,0 +1,429 @@
+"""Intersection, acceptance and disjointness of IR nodes (the part of the builder that reasons about two
+schemas at once), and the numeric helpers."""
+
+from __future__ import annotations
+
+import math
+import re
+from fractions import Fraction
+from typing import Any
+
+from model.constraints.schema.errors import SchemaError
+from model.constraints.schema.ir import (
+    AnyNode,
+    AnyOf,
+    Arr,
+    Bool,
+    Lit,
+    Never,
+    Node,
+    Null,
+    Num,
+    Obj,
+    OneOf,
+    Ref,
+    Str,
+    _opt,
+    any_of,
+    make_arr,
+)
+from model.constraints.schema.regex import FORMATS, pattern_matches, pattern_to_regex
+
+_MAX_INTERSECT_DEPTH = 60
+#: Bound on the work of compiling one schema to the IR, in steps: one subschema built, one enum value, one
+#: pair of nodes intersected or one enum value checked against a constraint (a few microseconds each), and
+#: 200 per distinct regex (:data:`_PATTERN_STEPS`). A schema that needs more is refused at registration with
+#: a :class:`SchemaError` naming the keyword and path where the bound was reached, so registering a tool
+#: never hangs. Of MaskBench's 11,305 schemas (the shared dev file and the hard groups) only one needs more
+#: (SchemaStore's Azure Pipelines schema: an ``anyOf`` of ~500 objects each narrowing a ~500-value ``enum``,
+#: 913k steps, 4-17 s to compile before this bound, refused after 0.3 s now); the next needs 56k.
+MAX_COMPILE_STEPS = 100_000
+#: Steps charged per distinct ``pattern``/``patternProperties`` regex (each is compiled once by llguidance to
+#: check it, about 2 ms: 200 steps at the ~10 us a step costs on average).
+_PATTERN_STEPS = 200
+
+
+def _uniq(t: tuple[str, ...]) -> tuple[str, ...]:
+    return tuple(dict.fromkeys(t))
+
+
+def _json_eq(a: Any, b: Any) -> bool:
+    if isinstance(a, bool) or isinstance(b, bool):
+        return isinstance(a, bool) and isinstance(b, bool) and a == b
+    if isinstance(a, (int, float)) and isinstance(b, (int, float)):
+        return a == b and type(a) is type(b)
+    if isinstance(a, list) and isinstance(b, list):
+        return len(a) == len(b) and all(_json_eq(x, y) for x, y in zip(a, b, strict=True))
+    if isinstance(a, dict) and isinstance(b, dict):
+        return a.keys() == b.keys() and all(_json_eq(a[k], b[k]) for k in a)
+    return type(a) is type(b) and a == b
+
+
+def _num_range(n: Num) -> tuple[float, float]:
+    lo = max([x for x in (n.minimum, n.excl_min) if x is not None], default=-math.inf)
+    hi = min([x for x in (n.maximum, n.excl_max) if x is not None], default=math.inf)
+    return lo, hi
+
+
+def _num_ok(n: Num, v: float) -> bool:
+    if n.minimum is not None and v < n.minimum:
+        return False
+    if n.maximum is not None and v > n.maximum:
+        return False
+    if n.excl_min is not None and v <= n.excl_min:
+        return False
+    if n.excl_max is not None and v >= n.excl_max:
+        return False
+    if n.multiple_of is not None:
+        q = Fraction(str(v)) / Fraction(str(n.multiple_of))
+        if q.denominator != 1:
+            return False
+    return True
+
+
+def _num_unsat(n: Num) -> tuple[str, str] | None:
+    lo, hi = _num_range(n)
+    if lo > hi:
+        return ("minimum", f"minimum ({lo}) is greater than maximum ({hi})")
+    if lo == hi and (n.excl_min == lo or n.excl_max == hi):
+        return ("exclusiveMinimum", f"exclusive bounds leave no number between {lo} and {hi}")
+    if n.integer and math.isfinite(lo) and math.isfinite(hi):
+        first = math.floor(lo) + 1 if n.excl_min == lo else math.ceil(lo)
+        last = math.ceil(hi) - 1 if n.excl_max == hi else math.floor(hi)
+        if first > last:
+            return ("minimum", f"no integer lies between {lo} and {hi}")
+    return None
+
+
+def _intersect_num(a: Num, b: Num, path: str) -> Node:
+    mult: float | None
+    if a.multiple_of is None or b.multiple_of is None:
+        mult = a.multiple_of if b.multiple_of is None else b.multiple_of
+    else:
+        fa, fb = Fraction(str(a.multiple_of)), Fraction(str(b.multiple_of))
+        num = math.lcm(fa.numerator * fb.denominator, fb.numerator * fa.denominator)
+        lcm = Fraction(num, fa.denominator * fb.denominator)
+        mult = int(lcm) if lcm.denominator == 1 else float(lcm)
+    n = Num(
+        a.integer or b.integer,
+        _opt(max, a.minimum, b.minimum),
+        _opt(min, a.maximum, b.maximum),
+        _opt(max, a.excl_min, b.excl_min),
+        _opt(min, a.excl_max, b.excl_max),
+        mult,
+    )
+    err = _num_unsat(n)
+    return Never(err[1], err[0], path) if err else n
+
+
+class _Algebra:
+    """The builder's two-schema reasoning (a base of ``_Builder``, which sets these attributes)."""
+
+    defs: dict[str, Node]
+    additional_default: bool
+    steps: int
+    _depth: int
+    _patterns: set[str]
+
+    def resolve(self, node: Node) -> Node:
+        """The node a :class:`Ref` stands for (other nodes unchanged)."""
+        while isinstance(node, Ref):
+            if node.name not in self.defs:
+                raise SchemaError(
+                    "$ref", "", "circular references combined with sibling keywords are not supported"
+                )
+            node = self.defs[node.name]
+        return node
+
+    # -- schemas ----------------------------------------------------------------------------------------
+    # -- intersection -----------------------------------------------------------------------------------
+    def intersect(self, a: Node, b: Node, path: str) -> Node:
+        """The schema of values valid against both ``a`` and ``b`` (``Never`` when none)."""
+        if isinstance(a, AnyNode):
+            return b
+        if isinstance(b, AnyNode) or a == b:
+            return a
+        if isinstance(a, Never):
+            return a
+        if isinstance(b, Never):
+            return b
+        self.charge(
+            1, "anyOf" if isinstance(a, (AnyOf, OneOf)) or isinstance(b, (AnyOf, OneOf)) else "allOf", path
+        )
+        self._depth += 1
+        try:
+            if self._depth > _MAX_INTERSECT_DEPTH:
+                raise SchemaError("allOf", path, "schema intersection is too deep (recursive allOf/$ref)")
+            if isinstance(a, Ref) or isinstance(b, Ref):
+                return self.intersect(self.resolve(a), self.resolve(b), path)
+            if isinstance(a, OneOf):
+                return self.one_of([self.intersect(o, b, path) for o in a.options], a.path)
+            if isinstance(b, OneOf):
+                return self.one_of([self.intersect(a, o, path) for o in b.options], b.path)
+            if isinstance(a, AnyOf) and isinstance(b, AnyOf) and len(a.options) * len(b.options) > 1:
+                self.charge(len(a.options) * len(b.options), "anyOf", path)
+            if isinstance(a, AnyOf):
+                if not isinstance(b, (AnyOf, Ref)) and all(isinstance(o, Lit) for o in a.options):
+                    return self._filter_literals(a, b, path)
+                return any_of([self.intersect(o, b, path) for o in a.options])
+            if isinstance(b, AnyOf):
+                if not isinstance(a, Ref) and all(isinstance(o, Lit) for o in b.options):
+                    return self._filter_literals(b, a, path)
+                return any_of([self.intersect(a, o, path) for o in b.options])
+            if isinstance(a, Lit):
+                return (
+                    a
+                    if self.accepts(b, a.value)
+                    else Never("value excluded by another constraint", "enum", path)
+                )
+            if isinstance(b, Lit):
+                return (
+                    b
+                    if self.accepts(a, b.value)
+                    else Never("value excluded by another constraint", "enum", path)
+                )
+            if type(a) is not type(b):
+                return Never("incompatible types", "type", path)
+            if isinstance(a, (Null, Bool)):
+                return a
+            if isinstance(a, Num) and isinstance(b, Num):
+                return _intersect_num(a, b, path)
+            if isinstance(a, Str) and isinstance(b, Str):
+                mn = max(a.min_len, b.min_len)
+                mx = _opt(min, a.max_len, b.max_len)
+                if mx is not None and mn > mx:
+                    return Never("minLength > maxLength", "minLength", path)
+                return Str(
+                    mn,
+                    mx,
+                    _uniq(a.patterns + b.patterns),
+                    _uniq(a.formats + b.formats),
+                    a.grounded or b.grounded,
+                )
+            if isinstance(a, Arr) and isinstance(b, Arr):
+                n = max(len(a.prefix), len(b.prefix))
+                pa = list(a.prefix) + [a.items] * (n - len(a.prefix))
+                pb = list(b.prefix) + [b.items] * (n - len(b.prefix))
+                prefix = tuple(self.intersect(x, y, path) for x, y in zip(pa, pb, strict=True))
+                return make_arr(
+                    max(a.min_items, b.min_items),
+                    _opt(min, a.max_items, b.max_items),
+                    prefix,
+                    self.intersect(a.items, b.items, path),
+                )
+            if isinstance(a, Obj) and isinstance(b, Obj):
+                return self._intersect_obj(a, b, path)
+            return Never("incompatible types", "type", path)  # pragma: no cover
+        finally:
+            self._depth -= 1
+
+    def _filter_literals(self, lits: AnyOf, other: Node, path: str) -> Node:
+        """``lits`` (an ``enum``) intersected with ``other``: the literals ``other`` accepts."""
+        self.charge(len(lits.options), "enum", path)
+        kept: list[Node] = [o for o in lits.options if isinstance(o, Lit) and self.accepts(other, o.value)]
+        return any_of(kept) if kept else Never("value excluded by another constraint", "enum", path)
+
+    def check_pattern(self, pattern: str, path: str, keyword: str) -> None:
+        """Translate and check ``pattern`` (:func:`pattern_to_regex`: one llguidance regex compile, about
+        2 ms); each distinct pattern costs :data:`_PATTERN_STEPS` of the compile bound."""
+        if pattern not in self._patterns:
+            self._patterns.add(pattern)
+            self.charge(_PATTERN_STEPS, keyword, path)
+        pattern_to_regex(pattern, path)
+
+    def charge(self, steps: int, keyword: str, path: str) -> None:
+        """Count compile work against :data:`MAX_COMPILE_STEPS`.
+
+        Raises:
+            SchemaError: the schema needs more steps than the bound; ``keyword``/``path`` say where the bound
+                was reached (an ``anyOf``/``allOf``/``enum`` whose branches multiply, or the subschema
+                being built when there are simply too many).
+        """
+        self.steps += steps
+        if self.steps > MAX_COMPILE_STEPS:
+            raise SchemaError(
+                keyword,
+                path,
+                f"schema is too large to compile: it needs more than {MAX_COMPILE_STEPS:,} compile steps "
+                "(subschemas built, node pairs intersected, enum values checked; the bound on compile work); "
+                "split the tool or simplify its anyOf/allOf/enum",
+            )
+
+    def prop_schema(self, o: Obj, name: str) -> Node:
+        """The schema ``o`` applies to the value of key ``name`` (declared, pattern or additional)."""
+        node = o.prop(name)
+        if node is not None:
+            return node
+        matched = [pn for p, pn in o.pattern_props if pattern_matches(p, name)]
+        if matched:
+            out: Node = AnyNode()
+            for pn in matched:
+                out = self.intersect(out, pn, "")
+            return out
+        if o.additional is None:
+            return AnyNode()
+        return o.additional
+
+    def _intersect_obj(self, a: Obj, b: Obj, path: str) -> Node:
+        props: list[tuple[str, Node]] = []
+        for k, v in a.props:
+            props.append((k, self.intersect(v, self.prop_schema(b, k), path)))
+        for k, v in b.props:
+            if a.prop(k) is None:
+                props.append((k, self.intersect(self.prop_schema(a, k), v, path)))
+        required = tuple(dict.fromkeys(a.required + b.required))
+        declared = {k for k, _ in props}
+        for k, v in props:
+            if k in required and isinstance(v, Never):
+                return Never(f"required property {k!r} can have no value", "required", path)
+        for k in required:
+            if k not in declared:
+                v = self.intersect(self.prop_schema(a, k), self.prop_schema(b, k), path)
+                if isinstance(v, Never):
+                    return Never(f"required property {k!r} can have no value", "required", path)
+        additional: Node | None
+        if a.additional is None:
+            additional = b.additional
+        elif b.additional is None:
+            additional = a.additional
+        else:
+            additional = self.intersect(a.additional, b.additional, path)
+        pattern_props = tuple(dict(a.pattern_props + b.pattern_props).items())
+        if len(pattern_props) < len(a.pattern_props) + len(b.pattern_props):
+            merged: dict[str, Node] = {}
+            for p, n in a.pattern_props + b.pattern_props:
+                merged[p] = self.intersect(merged[p], n, path) if p in merged else n
+            pattern_props = tuple(merged.items())
+        mn = max(a.min_props, b.min_props)
+        mx = _opt(min, a.max_props, b.max_props)
+        if mx is not None and mn > mx:
+            return Never("minProperties > maxProperties", "minProperties", path)
+        return Obj(tuple(props), required, additional, pattern_props, mn, mx)
+
+    def one_of(self, options: list[Node], path: str) -> Node:
+        """``oneOf``: an ``anyOf`` when the live branches are pairwise disjoint, else a :class:`OneOf`."""
+        live = [o for o in options if not isinstance(o, Never)]
+        if not live:
+            return any_of(options)
+        for i, x in enumerate(live):
+            for y in live[i + 1 :]:
+                if not self.disjoint(x, y):
+                    return OneOf(tuple(live), path)
+        return any_of(live)
+
+    # -- membership and disjointness ---------------------------------------------------------------------
+    def accepts(self, node: Node, v: Any, depth: int = 0) -> bool:
+        """Whether JSON value ``v`` is valid against ``node`` (patterns checked with Python's ``re``)."""
+        if depth > 50:
+            return True
+        node = self.resolve(node)
+        if isinstance(node, AnyNode):
+            return True
+        if isinstance(node, Never):
+            return False
+        if isinstance(node, AnyOf):
+            return any(self.accepts(o, v, depth + 1) for o in node.options)
+        if isinstance(node, OneOf):
+            return sum(self.accepts(o, v, depth + 1) for o in node.options) == 1
+        if isinstance(node, Lit):
+            return _json_eq(node.value, v)
+        if isinstance(node, Null):
+            return v is None
+        if isinstance(node, Bool):
+            return isinstance(v, bool)
+        if isinstance(node, Num):
+            if isinstance(v, bool) or not isinstance(v, (int, float)):
+                return False
+            if node.integer and not isinstance(v, int):
+                return False
+            return _num_ok(node, v)
+        if isinstance(node, Str):
+            if not isinstance(v, str):
+                return False
+            n = len(v)
+            if n < node.min_len or (node.max_len is not None and n > node.max_len):
+                return False
+            for p in node.patterns:
+                if pattern_matches(p, v) is False:
+                    return False
+            return all(re.fullmatch(FORMATS[f], v) is not None for f in node.formats)
+        if isinstance(node, Arr):
+            if not isinstance(v, list):
+                return False
+            if len(v) < node.min_items or (node.max_items is not None and len(v) > node.max_items):
+                return False
+            for i, x in enumerate(v):
+                sub = node.prefix[i] if i < len(node.prefix) else node.items
+                if not self.accepts(sub, x, depth + 1):
+                    return False
+            return True
+        if isinstance(node, Obj):
+            if not isinstance(v, dict):
+                return False
+            if not set(node.required) <= set(v):
+                return False
+            if len(v) < node.min_props or (node.max_props is not None and len(v) > node.max_props):
+                return False
+            for k, x in v.items():
+                sub = self.prop_schema(node, k)
+                if node.prop(k) is None and node.additional is None and not self.additional_default:
+                    if not any(pattern_matches(p, k) for p, _ in node.pattern_props):
+                        return False
+                if not self.accepts(sub, x, depth + 1):
+                    return False
+            return True
+        return True  # pragma: no cover
+
+    def disjoint(self, a: Node, b: Node, depth: int = 0) -> bool:
+        """True only when no value can be valid against both ``a`` and ``b`` (a sound, incomplete test)."""
+        if depth > 20:
+            return False
+        a, b = self.resolve(a), self.resolve(b)
+        if isinstance(a, Never) or isinstance(b, Never):
+            return True
+        if isinstance(a, AnyNode) or isinstance(b, AnyNode):
+            return False
+        if isinstance(a, (AnyOf, OneOf)):
+            return all(self.disjoint(o, b, depth + 1) for o in a.options)
+        if isinstance(b, (AnyOf, OneOf)):
+            return all(self.disjoint(a, o, depth + 1) for o in b.options)
+        if isinstance(a, Lit) and isinstance(b, Lit):
+            return not _json_eq(a.value, b.value)
+        if isinstance(a, Lit):
+            return not self.accepts(b, a.value)
+        if isinstance(b, Lit):
+            return not self.accepts(a, b.value)
+        if type(a) is not type(b):
+            return True
+        if isinstance(a, Num) and isinstance(b, Num):
+            lo_a, hi_a = _num_range(a)
+            lo_b, hi_b = _num_range(b)
+            return hi_a < lo_b or hi_b < lo_a
+        if isinstance(a, Arr) and isinstance(b, Arr):
+            if a.max_items is not None and a.max_items < b.min_items:
+                return True
+            if b.max_items is not None and b.max_items < a.min_items:
+                return True
+            n = min(max(a.min_items, b.min_items), max(len(a.prefix), len(b.prefix)))
+            for i in range(n):
+                x = a.prefix[i] if i < len(a.prefix) else a.items
+                y = b.prefix[i] if i < len(b.prefix) else b.items
+                if self.disjoint(x, y, depth + 1):
+                    return True
+            return False
+        if isinstance(a, Obj) and isinstance(b, Obj):
+            for k in dict.fromkeys(a.required + b.required):
+                if self.disjoint(self._key_schema(a, k), self._key_schema(b, k), depth + 1):
+                    return True
+            return False
+        return False
+
+    def _key_schema(self, o: Obj, k: str) -> Node:
+        node = o.prop(k)
+        if node is not None:
+            return node
+        if any(pattern_matches(p, k) for p, _ in o.pattern_props):
+            return self.prop_schema(o, k)
+        if o.additional is None:
+            return AnyNode() if self.additional_default else Never("additional property")
+        return o.additional

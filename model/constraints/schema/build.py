@@ -1,0 +1,543 @@
+"""Building the IR from a JSON Schema: every keyword checked, the compile work bounded."""
+
+from __future__ import annotations
+
+import json
+import math
+from functools import lru_cache
+from typing import Any
+
+from model.constraints.schema.algebra import (
+    _Algebra,
+    _num_unsat,
+)
+from model.constraints.schema.errors import SchemaError
+from model.constraints.schema.ir import (
+    IR,
+    AnyNode,
+    AnyOf,
+    Arr,
+    Bool,
+    Never,
+    Node,
+    Null,
+    Num,
+    Obj,
+    OneOf,
+    Ref,
+    Str,
+    any_of,
+    literal,
+    make_arr,
+)
+from model.constraints.schema.refs import _esc, _pointer_get, _Refs
+from model.constraints.schema.regex import FORMATS, pattern_matches
+
+# ----------------------------------------------------------------------------------------------------------
+# Building the IR
+# ----------------------------------------------------------------------------------------------------------
+
+_UNSUPPORTED = {
+    "not",
+    "if",
+    "then",
+    "else",
+    "dependencies",
+    "dependentRequired",
+    "dependentSchemas",
+    "contains",
+    "minContains",
+    "maxContains",
+    "propertyNames",
+    "unevaluatedProperties",
+    "unevaluatedItems",
+    "uniqueItems",
+    "$dynamicRef",
+    "$recursiveRef",
+    "$dynamicAnchor",
+    "$recursiveAnchor",
+}
+_TYPES = ("null", "boolean", "integer", "number", "string", "array", "object")
+_NUM_KEYS = ("minimum", "maximum", "exclusiveMinimum", "exclusiveMaximum", "multipleOf")
+_STR_KEYS = ("minLength", "maxLength", "pattern", "format", "x-grounded")
+_ARR_KEYS = ("items", "prefixItems", "additionalItems", "minItems", "maxItems")
+_OBJ_KEYS = (
+    "properties",
+    "required",
+    "additionalProperties",
+    "patternProperties",
+    "minProperties",
+    "maxProperties",
+)
+#: Keywords named when a subschema's size trips the bound (the first one it holds).
+_SIZE_KEYWORDS = ("$ref", "properties", "items", "prefixItems", "anyOf", "oneOf", "allOf", "enum")
+_CONSTRAINT_KEYS = {"type", *_NUM_KEYS, *_STR_KEYS, *_ARR_KEYS, *_OBJ_KEYS}
+
+
+def _check_grounded(s: dict[str, Any], path: str) -> None:
+    """``x-grounded: true`` marks a free string (a span of the conversation): refuse it elsewhere.
+
+    Raises:
+        SchemaError: on a schema that cannot be a string, or with ``enum``/``const``/``pattern``/``format`` (a
+            grounded value is any span; combine the constraints in the tool instead).
+    """
+    for k in ("enum", "const", "pattern", "format"):
+        if k in s:
+            raise SchemaError(
+                "x-grounded",
+                path,
+                f"a grounded value is a free span of the conversation: it cannot also have {k!r}",
+            )
+    types: list[Any] = []
+    if "type" in s:
+        types = s["type"] if isinstance(s["type"], list) else [s["type"]]
+    else:
+        for k in ("anyOf", "oneOf"):
+            for b in s.get(k) or []:
+                if isinstance(b, dict) and "type" in b:
+                    types += b["type"] if isinstance(b["type"], list) else [b["type"]]
+    if "string" not in types:
+        raise SchemaError(
+            "x-grounded",
+            path,
+            f"only strings can be grounded (a span of the conversation), this is {types or 'untyped'}",
+        )
+
+
+def _trivial(key: str, value: Any) -> bool:
+    """True when an unsupported keyword's value constrains nothing (e.g. ``uniqueItems: false``)."""
+    if key == "uniqueItems":
+        return value is False
+    if key in ("dependencies", "dependentRequired", "dependentSchemas"):
+        return value == {}
+    if key in ("propertyNames", "unevaluatedProperties", "unevaluatedItems"):
+        return value is True or value == {}
+    if key in ("minContains",):
+        return value == 0 and True
+    return False
+
+
+class _Builder(_Algebra):
+    def __init__(self, root: Any, additional_default: bool) -> None:
+        self.root = root
+        self.refs = _Refs(root)
+        self.defs: dict[str, Node] = {}
+        self.additional_default = additional_default
+        self._ref_nodes: dict[str, Node] = {}
+        self._in_progress: set[str] = set()
+        self._ref_names: dict[str, str] = {}
+        self._depth = 0
+        self._union = 0  # > 0 while building anyOf/oneOf branches
+        self.steps = 0  # compile work so far (see charge)
+        self._refs_memo: dict[Node, frozenset[str]] = {}
+        self._patterns: set[str] = set()
+
+    # -- references -------------------------------------------------------------------------------------
+    def ref(self, ref: Any, path: str) -> Node:
+        ptr = self.refs.pointer(ref, path)
+        if ptr in self._ref_nodes:
+            return self._ref_nodes[ptr]
+        if ptr not in self._ref_names:
+            self._ref_names[ptr] = f"d{len(self._ref_names)}"
+        name = self._ref_names[ptr]
+        if ptr in self._in_progress:
+            return Ref(name)
+        try:
+            target = _pointer_get(self.root, ptr)
+        except (KeyError, IndexError, ValueError):
+            raise SchemaError("$ref", path, f"reference {ref!r} does not resolve") from None
+        self._in_progress.add(ptr)
+        node = self.build(target, ptr)
+        self._in_progress.discard(ptr)
+        self.defs[name] = node
+        # A reference that was used recursively while being built stays a rule; others are inlined.
+        result: Node = Ref(name) if self._is_referenced(name, node) else node
+        self._ref_nodes[ptr] = result
+        return result
+
+    def _is_referenced(self, name: str, node: Node) -> bool:
+        return name in self._free_refs(node)
+
+    def _free_refs(self, n: Node) -> frozenset[str]:
+        """Names of the :class:`Ref` nodes inside ``n`` (not following them), memoised per node: walking
+        every definition's tree again for each reference was quadratic in the number of definitions."""
+        hit = self._refs_memo.get(n)
+        if hit is not None:
+            return hit
+        subs: list[Node] = []
+        if isinstance(n, Ref):
+            out = frozenset((n.name,))
+        else:
+            if isinstance(n, (AnyOf, OneOf)):
+                subs = list(n.options)
+            elif isinstance(n, Arr):
+                subs = [*n.prefix, n.items]
+            elif isinstance(n, Obj):
+                subs = [v for _, v in n.props] + [v for _, v in n.pattern_props]
+                if n.additional is not None:
+                    subs.append(n.additional)
+            out = frozenset().union(*(self._free_refs(x) for x in subs)) if subs else frozenset()
+        self._refs_memo[n] = out
+        return out
+
+    def unsat(self, keyword: str, path: str, message: str) -> Never:
+        """A contradiction among a schema's own keywords: an error, unless the schema is an ``anyOf``/``oneOf``
+        branch (then that branch simply matches nothing, as JSON Schema says).
+
+        Raises:
+            SchemaError: outside ``anyOf``/``oneOf`` branches.
+        """
+        if self._union:
+            return Never(message, keyword, path)
+        raise SchemaError(keyword, path, message)
+
+    def build(self, s: Any, path: str) -> Node:
+        if s is True or s == {}:
+            return AnyNode()
+        if s is False:
+            return Never("schema is false", "false", path)
+        if not isinstance(s, dict):
+            raise SchemaError(
+                "type", path, f"a schema must be an object or a boolean, got {type(s).__name__}"
+            )
+        for k, v in s.items():
+            if k in _UNSUPPORTED and not _trivial(k, v):
+                raise SchemaError(k, path, f"keyword {k!r} is not supported")
+        if s.get("x-grounded") is True:
+            _check_grounded(s, path)
+        self.charge(1, next((k for k in _SIZE_KEYWORDS if k in s), "type"), path)
+        # Keywords are applied in the order they appear, as llguidance does (property order follows it):
+        # runs of plain keywords form one part (with the schema's type, and the names of all its properties
+        # when the run holds additionalProperties), each applicator ($ref, allOf, anyOf, oneOf, enum, const)
+        # is one part; parts are intersected left to right.
+        parts: list[Node] = []
+        batch: dict[str, Any] = {}
+
+        def flush() -> None:
+            if not batch:
+                return
+            b = dict(batch)
+            for k in ("type", "nullable"):
+                if k in s:
+                    b[k] = s[k]
+            if (
+                "additionalProperties" in b
+                and "properties" not in b
+                and isinstance(s.get("properties"), dict)
+            ):
+                b["properties"] = {k: True for k in s["properties"]}
+            if ("items" in b or "additionalItems" in b) and "prefixItems" not in b and "prefixItems" in s:
+                b["prefixItems"] = (
+                    [True] * len(s["prefixItems"]) if isinstance(s["prefixItems"], list) else []
+                )
+            parts.append(self._own(b, path))
+            batch.clear()
+
+        for k, v in s.items():
+            if k in ("$ref", "allOf", "anyOf", "oneOf", "enum", "const"):
+                flush()
+                if k == "$ref":
+                    parts.append(self.ref(v, path))
+                elif k in ("enum", "const"):
+                    if k == "const" or "const" not in s:
+                        parts.append(self._enum(s, path))
+                else:
+                    if not isinstance(v, list) or not v:
+                        raise SchemaError(k, path, f"{k} must be a non-empty list")
+                    self._union += k != "allOf"
+                    try:
+                        subs = [self.build(x, f"{path}/{k}/{i}") for i, x in enumerate(v)]
+                    finally:
+                        self._union -= k != "allOf"
+                    if k == "allOf":
+                        parts.extend(subs)
+                    elif k == "anyOf":
+                        parts.append(any_of(subs))
+                    else:
+                        parts.append(self.one_of(subs, path))
+            elif k in _CONSTRAINT_KEYS:
+                batch[k] = v
+        flush()
+        if not parts and s.get("nullable") is True:
+            parts.append(self._own(s, path))
+        node: Node = AnyNode()
+        for p in parts:
+            node = self.intersect(node, p, path)
+        return node
+
+    def _enum(self, s: dict[str, Any], path: str) -> Node:
+        if "const" in s:
+            values = [s["const"]]
+            kw = "const"
+        else:
+            values = s["enum"]
+            kw = "enum"
+            if not isinstance(values, list):
+                raise SchemaError("enum", path, "enum must be a list")
+            if not values:
+                return self.unsat("enum", path, "enum is empty: no value can match")
+            self.charge(len(values), "enum", path)
+        return any_of([literal(v) for v in values]) if values else Never("empty enum", kw, path)
+
+    def _types(self, s: dict[str, Any], path: str) -> list[str]:
+        t = s.get("type")
+        if t is None:
+            types = list(_TYPES)
+        else:
+            tl = [t] if isinstance(t, str) else t
+            if not isinstance(tl, list) or not tl or not all(isinstance(x, str) for x in tl):
+                raise SchemaError("type", path, f"type must be a type name or a list of them, got {t!r}")
+            for x in tl:
+                if x not in _TYPES:
+                    raise SchemaError("type", path, f"unknown type {x!r}")
+            types = [x for x in _TYPES if x in tl]
+            if "number" in types and "integer" in types:
+                types.remove("integer")
+        if s.get("nullable") is True and "null" not in types:
+            types.insert(0, "null")
+        return types
+
+    def _own(self, s: dict[str, Any], path: str) -> Node:
+        """The node for ``type`` and the type-specific keywords of ``s`` (no applicators)."""
+        types = self._types(s, path)
+        has_kw = {
+            "number": any(k in s for k in _NUM_KEYS),
+            "string": any(k in s for k in _STR_KEYS),
+            "array": any(k in s for k in _ARR_KEYS),
+            "object": any(k in s for k in _OBJ_KEYS),
+        }
+        if "type" not in s and not any(has_kw.values()) and s.get("nullable") is not True:
+            return AnyNode()
+        opts: list[Node] = []
+        for t in types:
+            if t == "null":
+                opts.append(Null())
+            elif t == "boolean":
+                opts.append(Bool())
+            elif t in ("integer", "number"):
+                opts.append(self._num(s, path, t == "integer"))
+            elif t == "string":
+                opts.append(self._str(s, path))
+            elif t == "array":
+                opts.append(self._arr(s, path))
+            else:
+                opts.append(self._obj(s, path))
+        return any_of(opts)
+
+    def _number_kw(self, s: dict[str, Any], k: str, path: str) -> float | None:
+        v = s.get(k)
+        if v is None or isinstance(v, bool):
+            return None
+        if not isinstance(v, (int, float)) or (isinstance(v, float) and not math.isfinite(v)):
+            raise SchemaError(k, path, f"{k} must be a finite number, got {v!r}")
+        return v
+
+    def _num(self, s: dict[str, Any], path: str, integer: bool) -> Node:
+        mn = self._number_kw(s, "minimum", path)
+        mx = self._number_kw(s, "maximum", path)
+        emn = self._number_kw(s, "exclusiveMinimum", path)
+        emx = self._number_kw(s, "exclusiveMaximum", path)
+        if integer:
+            for k, v in (
+                ("minimum", mn),
+                ("maximum", mx),
+                ("exclusiveMinimum", emn),
+                ("exclusiveMaximum", emx),
+            ):
+                if v is not None and abs(v) > 2**59:  # llguidance's integer-range regex fails from 2**60
+                    raise SchemaError(
+                        k, path, f"integer bound {k}={v!r} is beyond +-2**59, which the grammar supports"
+                    )
+        if s.get("exclusiveMinimum") is True and mn is not None:  # draft 4
+            mn, emn = None, mn
+        if s.get("exclusiveMaximum") is True and mx is not None:
+            mx, emx = None, mx
+        mult = self._number_kw(s, "multipleOf", path)
+        if mult is not None and mult <= 0:
+            raise SchemaError("multipleOf", path, f"multipleOf must be > 0, got {mult}")
+        node = Num(integer, mn, mx, emn, emx, mult)
+        err = _num_unsat(node)
+        if err:
+            return self.unsat(err[0], path, err[1])
+        return node
+
+    def _int_kw(self, s: dict[str, Any], k: str, path: str) -> int | None:
+        v = s.get(k)
+        if v is None:
+            return None
+        if (
+            isinstance(v, bool)
+            or not isinstance(v, (int, float))
+            or v < 0
+            or (isinstance(v, float) and not v.is_integer())
+        ):
+            raise SchemaError(k, path, f"{k} must be a non-negative integer, got {v!r}")
+        return int(v)
+
+    def _str(self, s: dict[str, Any], path: str) -> Node:
+        mn = self._int_kw(s, "minLength", path) or 0
+        mx = self._int_kw(s, "maxLength", path)
+        if mx is not None and mn > mx:
+            return self.unsat("minLength", path, f"minLength ({mn}) is greater than maxLength ({mx})")
+        patterns: tuple[str, ...] = ()
+        if "pattern" in s:
+            p = s["pattern"]
+            if not isinstance(p, str):
+                raise SchemaError("pattern", path, "pattern must be a string")
+            self.check_pattern(p, path, "pattern")
+            patterns = (p,)
+        formats: tuple[str, ...] = ()
+        if "format" in s:
+            f = s["format"]
+            if f not in FORMATS:
+                raise SchemaError(
+                    "format", path, f"string format {f!r} is not supported (known: {sorted(FORMATS)})"
+                )
+            formats = (f,)
+        grounded = s.get("x-grounded", False)
+        if not isinstance(grounded, bool):
+            raise SchemaError("x-grounded", path, f"x-grounded must be true or false, got {grounded!r}")
+        return Str(mn, mx, patterns, formats, grounded)
+
+    def _arr(self, s: dict[str, Any], path: str) -> Node:
+        mn = self._int_kw(s, "minItems", path) or 0
+        mx = self._int_kw(s, "maxItems", path)
+        if mx is not None and mn > mx:
+            return self.unsat("minItems", path, f"minItems ({mn}) is greater than maxItems ({mx})")
+        items = s.get("items")
+        prefix: list[Node] = []
+        rest: Node = AnyNode()
+        if isinstance(items, list):  # draft 4-2019 tuple form
+            prefix = [self.build(x, f"{path}/items/{i}") for i, x in enumerate(items)]
+            if "additionalItems" in s:
+                rest = self.build(s["additionalItems"], f"{path}/additionalItems")
+        else:
+            if "prefixItems" in s:
+                pi = s["prefixItems"]
+                if not isinstance(pi, list):
+                    raise SchemaError("prefixItems", path, "prefixItems must be a list")
+                prefix = [self.build(x, f"{path}/prefixItems/{i}") for i, x in enumerate(pi)]
+            if items is not None:
+                rest = self.build(items, f"{path}/items")
+        return make_arr(mn, mx, tuple(prefix), rest)
+
+    def _obj(self, s: dict[str, Any], path: str) -> Node:
+        props_in = s.get("properties", {})
+        if not isinstance(props_in, dict):
+            raise SchemaError("properties", path, "properties must be an object")
+        req = s.get("required", [])
+        if not isinstance(req, list):  # draft 3 boolean "required" inside a property: no effect
+            req = []
+        for r in req:
+            if not isinstance(r, str):
+                raise SchemaError("required", path, f"required must list property names, got {r!r}")
+        pp_in = s.get("patternProperties", {})
+        if not isinstance(pp_in, dict):
+            raise SchemaError("patternProperties", path, "patternProperties must be an object")
+        pattern_props = []
+        for p, sub in pp_in.items():
+            self.check_pattern(p, f"{path}/patternProperties", "patternProperties")
+            pattern_props.append((p, self.build(sub, f"{path}/patternProperties/{_esc(p)}")))
+        additional: Node | None = None
+        if "additionalProperties" in s:
+            additional = self.build(s["additionalProperties"], f"{path}/additionalProperties")
+        mn = self._int_kw(s, "minProperties", path) or 0
+        mx = self._int_kw(s, "maxProperties", path)
+        if mx is not None and mn > mx:
+            return self.unsat(
+                "minProperties", path, f"minProperties ({mn}) is greater than maxProperties ({mx})"
+            )
+        props: list[tuple[str, Node]] = []
+        for name, sub in props_in.items():
+            node = self.build(sub, f"{path}/properties/{_esc(name)}")
+            for p, pn in pattern_props:
+                if pattern_matches(p, name):
+                    node = self.intersect(node, pn, path)
+            props.append((name, node))
+        names = {n for n, _ in props}
+        for r in req:
+            if r in names:
+                continue
+            node = AnyNode() if additional is None else additional
+            matched = [pn for p, pn in pattern_props if pattern_matches(p, r)]
+            if matched:
+                node = AnyNode()
+                for pn in matched:
+                    node = self.intersect(node, pn, path)
+            if isinstance(node, Never):
+                return self.unsat(
+                    "required",
+                    path,
+                    f"required property {r!r} is not in properties and additionalProperties forbids it",
+                )
+        for name, node in props:
+            if name in req and isinstance(node, Never):
+                return self.unsat(
+                    "required", path, f"required property {name!r} can have no value ({node.reason})"
+                )
+        req = list(dict.fromkeys(req))
+        if mx is not None and len(req) > mx:
+            return self.unsat(
+                "maxProperties", path, f"{len(req)} required properties exceed maxProperties ({mx})"
+            )
+        return Obj(tuple(props), tuple(req), additional, tuple(pattern_props), mn, mx)
+
+
+def build_ir(schema: Any, *, additional_properties: bool = True) -> IR:
+    """Compile a JSON Schema to the IR, checking every keyword.
+
+    Args:
+        schema: JSON Schema (dict or bool); local ``$ref`` are resolved against it.
+        additional_properties: what an object without ``additionalProperties`` allows when deciding whether
+            ``oneOf`` branches are disjoint (JSON Schema: ``True``; tool arguments are compiled with
+            ``False``). :class:`Obj` keeps ``additional=None`` for the compiler to decide.
+
+    Returns:
+        :class:`IR` (root node and the recursive definitions).
+
+    Raises:
+        SchemaError: unsupported keyword (``not``, ``if``, ``uniqueItems``, ``contains``, unknown ``format``,
+            lookaround in ``pattern``...), non-local ``$ref``, non-disjoint ``oneOf``, or unsatisfiable
+            (``minimum > maximum``, ``minItems > maxItems``, ``minLength > maxLength``, empty ``enum``,
+            required property forbidden by ``additionalProperties: false``, or the whole schema), or too
+            large to compile (more than :data:`MAX_COMPILE_STEPS` steps).
+    """
+    b = _Builder(schema, additional_properties)
+    root = b.build(schema, "")
+    if isinstance(root, Never):
+        raise SchemaError(root.keyword or "type", root.path, f"schema is unsatisfiable: {root.reason}")
+    _reject_one_of([root, *b.defs.values()])
+    return IR(root, b.defs, {name: ptr for ptr, name in b._ref_names.items()})
+
+
+def _reject_one_of(nodes: list[Node]) -> None:
+    """Raise for a ``oneOf`` left whose branches could not be shown disjoint (one walk over all the trees:
+    shared subtrees are visited once)."""
+    seen: set[int] = set()
+    todo = nodes[::-1]
+    while todo:
+        n = todo.pop()
+        if id(n) in seen:
+            continue
+        seen.add(id(n))
+        if isinstance(n, OneOf):
+            raise SchemaError(
+                "oneOf", n.path, "oneOf is supported only when its branches are provably disjoint"
+            )
+        if isinstance(n, AnyOf):
+            todo.extend(n.options)
+        elif isinstance(n, Arr):
+            todo.extend(n.prefix)
+            todo.append(n.items)
+        elif isinstance(n, Obj):
+            todo.extend(v for _, v in n.props)
+            todo.extend(v for _, v in n.pattern_props)
+            if n.additional is not None:
+                todo.append(n.additional)
+
+
+@lru_cache(maxsize=512)
+def cached_ir(schema_json: str, additional_properties: bool) -> IR:
+    """:func:`build_ir` of ``json.loads(schema_json)``, memoised (tool registration and grammar building
+    compile the same schema; the IR is immutable)."""
+    return build_ir(json.loads(schema_json), additional_properties=additional_properties)

@@ -1,0 +1,291 @@
+"""The schema IR (:class:`Node` subclasses) that the grammar compilers consume, and its constructors."""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+from typing import Any
+
+from model.constraints.schema.errors import SchemaError
+
+# ----------------------------------------------------------------------------------------------------------
+# The IR
+# ----------------------------------------------------------------------------------------------------------
+
+
+def _num_out(v: float) -> float | int:
+    return int(v) if isinstance(v, float) and v.is_integer() and abs(v) < 2**53 else v
+
+
+class Node:
+    """Base class of the schema IR (immutable, hashable, compared structurally)."""
+
+    __slots__ = ()
+
+
+@dataclass(frozen=True)
+class AnyNode(Node):
+    """Any JSON value."""
+
+
+@dataclass(frozen=True)
+class Never(Node):
+    """No value (``false``, or an unsatisfiable combination). ``keyword``/``path`` say where it came from."""
+
+    reason: str
+    keyword: str = ""
+    path: str = ""
+
+
+@dataclass(frozen=True)
+class Null(Node):
+    """``null``."""
+
+
+@dataclass(frozen=True)
+class Bool(Node):
+    """``true``/``false``."""
+
+
+@dataclass(frozen=True)
+class Num(Node):
+    """A number; ``integer`` means no fraction or exponent. Bounds are inclusive unless ``excl_*``."""
+
+    integer: bool = False
+    minimum: float | None = None
+    maximum: float | None = None
+    excl_min: float | None = None
+    excl_max: float | None = None
+    multiple_of: float | None = None
+
+    def json_schema(self) -> dict[str, Any]:
+        """The equivalent JSON Schema (for llguidance's number regexes)."""
+        out: dict[str, Any] = {"type": "integer" if self.integer else "number"}
+        for k, v in (
+            ("minimum", self.minimum),
+            ("maximum", self.maximum),
+            ("exclusiveMinimum", self.excl_min),
+            ("exclusiveMaximum", self.excl_max),
+            ("multipleOf", self.multiple_of),
+        ):
+            if v is not None:
+                out[k] = _num_out(v)
+        return out
+
+    @property
+    def bounded(self) -> bool:
+        """True when any bound or ``multipleOf`` applies (then llguidance's regexes are needed)."""
+        return any(
+            v is not None
+            for v in (self.minimum, self.maximum, self.excl_min, self.excl_max, self.multiple_of)
+        )
+
+
+@dataclass(frozen=True)
+class Str(Node):
+    """A string. ``patterns``: ECMA patterns (JSON Schema search semantics); ``formats``: format names;
+    ``grounded``: the value must be a span of the conversation (``x-grounded: true``; see
+    :mod:`model.constraints.grounding`)."""
+
+    min_len: int = 0
+    max_len: int | None = None
+    patterns: tuple[str, ...] = ()
+    formats: tuple[str, ...] = ()
+    grounded: bool = False
+
+
+@dataclass(frozen=True)
+class Lit(Node):
+    """One JSON scalar (string, number, bool or null), from ``enum``/``const``."""
+
+    value: Any
+    kind: str  # "str" | "int" | "float" | "bool" | "null"
+
+    @staticmethod
+    def of(value: Any) -> Lit:
+        """Wrap a scalar, tagging its JSON type (``True`` is not ``1``)."""
+        if value is None:
+            return Lit(None, "null")
+        if isinstance(value, bool):
+            return Lit(value, "bool")
+        if isinstance(value, int):
+            return Lit(value, "int")
+        if isinstance(value, float):
+            return Lit(value, "float")
+        if isinstance(value, str):
+            return Lit(value, "str")
+        raise TypeError(f"not a JSON scalar: {value!r}")
+
+
+@dataclass(frozen=True)
+class Arr(Node):
+    """An array: ``prefix`` item schemas, then ``items`` for the rest (``Never`` = no more items)."""
+
+    min_items: int = 0
+    max_items: int | None = None
+    prefix: tuple[Node, ...] = ()
+    items: Node = AnyNode()
+
+
+@dataclass(frozen=True)
+class Obj(Node):
+    """An object. ``props`` in emission order; ``required`` in order (names not in ``props`` come after them,
+    valued by ``pattern_props``/``additional``); ``additional`` ``None`` means "not specified" (a compile
+    option decides: JSON Schema says any value, tool arguments default to none). ``pattern_props``: ECMA
+    pattern -> schema."""
+
+    props: tuple[tuple[str, Node], ...] = ()
+    required: tuple[str, ...] = ()
+    additional: Node | None = None
+    pattern_props: tuple[tuple[str, Node], ...] = ()
+    min_props: int = 0
+    max_props: int | None = None
+
+    def required_only(self) -> list[str]:
+        """Required names not declared in ``props`` (in ``required`` order)."""
+        declared = {k for k, _ in self.props}
+        return [r for r in self.required if r not in declared]
+
+    def prop(self, name: str) -> Node | None:
+        """The declared schema of property ``name`` (``None`` when not declared)."""
+        for k, v in self.props:
+            if k == name:
+                return v
+        return None
+
+
+@dataclass(frozen=True)
+class AnyOf(Node):
+    """One of several schemas (at least two, none ``Never``/``AnyNode``)."""
+
+    options: tuple[Node, ...]
+
+
+@dataclass(frozen=True)
+class OneOf(Node):
+    """``oneOf`` whose branches are not (yet) provably disjoint. Intersections distribute over it and
+    re-check; one that survives the whole schema is an error (:func:`build_ir`)."""
+
+    options: tuple[Node, ...]
+    path: str = ""
+
+
+@dataclass(frozen=True)
+class Ref(Node):
+    """A recursive reference to ``IR.defs[name]``."""
+
+    name: str
+
+
+def _memo_hash(cls: type) -> None:
+    """Give an IR class a memoised structural hash and an equality that checks hashes first.
+
+    The dataclass-generated ``__hash__`` recomputes the hash of the whole subtree on every call; schemas
+    with shared definitions (Kubernetes, SchemaStore) build trees of thousands of nodes that are hashed
+    again at every dictionary lookup, which made compile time quadratic (16.7 s for one MaskBench schema).
+    Nodes are immutable, so the hash is computed once and kept in the instance ``__dict__``.
+    """
+    structural_hash: Any = cls.__hash__
+    structural_eq: Any = cls.__eq__
+
+    def __hash__(self: Any) -> int:
+        d = self.__dict__
+        h = d.get("_hash")
+        if h is None:
+            h = d["_hash"] = structural_hash(self)
+        return int(h)
+
+    def __eq__(self: Any, other: Any) -> Any:
+        if self is other:
+            return True
+        if other.__class__ is self.__class__ and hash(self) != hash(other):
+            return False
+        return structural_eq(self, other)
+
+    cls.__hash__ = __hash__  # type: ignore[method-assign,assignment]
+    cls.__eq__ = __eq__  # type: ignore[method-assign,assignment]
+
+
+for _cls in (AnyNode, Never, Null, Bool, Num, Str, Lit, Arr, Obj, AnyOf, OneOf, Ref):
+    _memo_hash(_cls)
+
+
+@dataclass
+class IR:
+    """A compiled schema: the root node, the definitions its :class:`Ref` nodes point to, and the JSON
+    pointer of each definition in the (normalised) schema (``paths``, for error messages)."""
+
+    root: Node
+    defs: dict[str, Node]
+    paths: dict[str, str] = field(default_factory=dict)
+
+
+def _opt(f: Any, x: Any, y: Any) -> Any:
+    if x is None:
+        return y
+    if y is None:
+        return x
+    return f(x, y)
+
+
+def make_arr(mn: int, mx: int | None, prefix: tuple[Node, ...], items: Node) -> Node:
+    """An :class:`Arr`, or ``Never`` when no length is possible (prefix items that cannot be met)."""
+    cap = len(prefix) if isinstance(items, Never) else None
+    mx = _opt(min, mx, cap)
+    for i, p in enumerate(prefix):
+        if isinstance(p, Never):
+            mx = _opt(min, mx, i)
+            break
+    if mx is not None and mn > mx:
+        return Never("minItems > the number of items allowed", "minItems")
+    if mx is not None:
+        prefix = prefix[:mx]
+    return Arr(mn, mx, prefix, items)
+
+
+def literal(v: Any) -> Node:
+    """The IR of a constant JSON value: a :class:`Lit`, or an :class:`Arr`/:class:`Obj` of literals."""
+    if isinstance(v, list):
+        return Arr(len(v), len(v), tuple(literal(x) for x in v), Never("no more items"))
+    if isinstance(v, dict):
+        return Obj(
+            tuple((k, literal(x)) for k, x in v.items()), tuple(v), Never("no other keys"), (), 0, None
+        )
+    if isinstance(v, float) and not math.isfinite(v):
+        raise SchemaError("enum", "", f"non-finite number {v!r} in enum/const")
+    return Lit.of(v)
+
+
+def any_of(options: list[Node]) -> Node:
+    """Union of ``options`` (flattened, ``Never`` dropped, duplicates removed, ``AnyNode`` absorbing)."""
+    flat: dict[Node, None] = {}
+    never: Never | None = None
+    for o in options:
+        if isinstance(o, AnyNode):
+            return o
+        if isinstance(o, Never):
+            never = never or o
+            continue
+        for x in o.options if isinstance(o, AnyOf) else (o,):
+            flat[x] = None
+    if not flat:
+        return never or Never("anyOf has no satisfiable option", "anyOf")
+    nodes = list(flat)
+    return nodes[0] if len(nodes) == 1 else AnyOf(tuple(nodes))
+
+
+def object_part(node: Node, defs: dict[str, Node] | None = None) -> Node:
+    """The part of ``node`` that accepts objects (``Never`` when it accepts none)."""
+    if isinstance(node, Ref) and defs is not None and node.name in defs:
+        return object_part(defs[node.name], defs)
+    if isinstance(node, AnyNode):
+        return Obj()
+    if isinstance(node, (Obj, Ref)):
+        return node
+    if isinstance(node, AnyOf):
+        return any_of([object_part(o, defs) for o in node.options])
+    if isinstance(node, OneOf):
+        parts = [object_part(o, defs) for o in node.options]
+        live = [p for p in parts if not isinstance(p, Never)]
+        return OneOf(tuple(live), node.path) if len(live) > 1 else any_of(parts)
+    return Never("not an object", "type")

@@ -1,0 +1,81 @@
+"""Schema clean-up: BFCL types translated, titles and BFCL ``optional`` flags dropped, ``$ref`` inlined."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from model.constraints.schema.refs import (
+    _MAX_INLINED_NODES,
+    _SCHEMA_KEYS,
+    _SCHEMA_LIST_KEYS,
+    _SCHEMA_MAP_KEYS,
+    _all_refs,
+    _inline_all,
+    _recursive_targets,
+    _Refs,
+    _TooLarge,
+)
+
+_BFCL_TYPES = {"dict": "object", "float": "number", "tuple": "array", "list": "array", "int": "integer"}
+_DROP_KEYS = {"title", "optional"}
+
+
+#: Keywords whose value is a schema.
+def _translate_type(t: Any) -> Any:
+    if isinstance(t, str):
+        return _BFCL_TYPES.get(t, t)
+    if isinstance(t, list):
+        return [_BFCL_TYPES.get(x, x) if isinstance(x, str) else x for x in t]
+    return t
+
+
+def _clean(s: Any) -> Any:
+    """Recursively translate BFCL types and drop titles (keeps everything else for :func:`build_ir`)."""
+    if isinstance(s, list):
+        return [_clean(x) for x in s]
+    if not isinstance(s, dict):
+        return s
+    out: dict[str, Any] = {}
+    for k, v in s.items():
+        if k in _DROP_KEYS and not isinstance(v, dict):
+            continue
+        if k == "title" and isinstance(v, str):
+            continue
+        if k == "type":
+            t = _translate_type(v)
+            if t == "any" or (isinstance(t, list) and "any" in t):
+                continue
+            out[k] = t
+        elif k in _SCHEMA_KEYS:
+            out[k] = _clean(v)
+        elif k in _SCHEMA_LIST_KEYS or (k == "items" and isinstance(v, list)):
+            out[k] = [_clean(x) for x in v] if isinstance(v, list) else v
+        elif k in _SCHEMA_MAP_KEYS:
+            out[k] = {kk: _clean(vv) for kk, vv in v.items()} if isinstance(v, dict) else v
+        else:
+            out[k] = v
+    return out
+
+
+def normalize_schema(schema: Any) -> Any:
+    """Clean a tool's argument schema: BFCL types, no titles, local ``$ref`` inlined where not recursive.
+
+    Args:
+        schema: a JSON Schema (dict or bool).
+
+    Returns:
+        A new schema (the input is not modified). Recursive references are rewritten to
+        ``{"$ref": "#/$defs/<name>"}`` with the targets under the root's ``$defs``.
+
+    Raises:
+        SchemaError: a non-local or dangling ``$ref`` (keyword ``"$ref"``).
+    """
+    root = _clean(schema)
+    refs = _Refs(root)
+    recursive = _recursive_targets(root, refs)
+    try:
+        return _inline_all(root, recursive, refs, _MAX_INLINED_NODES)
+    except _TooLarge:
+        # Shared definitions referenced along many paths: keep every reference instead of inlining (the
+        # result is then no larger than the input, so no limit applies).
+        return _inline_all(root, set(recursive) | _all_refs(root, refs), refs, None)

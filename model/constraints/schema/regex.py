@@ -1,0 +1,315 @@
+"""String formats and ECMA-262 patterns translated to llguidance's regex syntax (search semantics made
+explicit), with one scanner over a pattern's characters."""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterator
+from functools import lru_cache
+
+from model.constraints.schema.errors import SchemaError
+
+# ----------------------------------------------------------------------------------------------------------
+# Patterns and formats
+# ----------------------------------------------------------------------------------------------------------
+
+_HEX = "[0-9a-fA-F]"
+_DEC_OCTET = "(?:25[0-5]|2[0-4][0-9]|1[0-9][0-9]|[1-9][0-9]|[0-9])"
+_IPV4 = rf"(?:{_DEC_OCTET}\.){{3}}{_DEC_OCTET}"
+_H16 = f"{_HEX}{{1,4}}"
+_LS32 = f"(?:{_H16}:{_H16}|{_IPV4})"
+_IPV6 = "|".join(
+    [
+        f"(?:{_H16}:){{6}}{_LS32}",
+        f"::(?:{_H16}:){{5}}{_LS32}",
+        f"(?:{_H16})?::(?:{_H16}:){{4}}{_LS32}",
+        f"(?:(?:{_H16}:){{0,1}}{_H16})?::(?:{_H16}:){{3}}{_LS32}",
+        f"(?:(?:{_H16}:){{0,2}}{_H16})?::(?:{_H16}:){{2}}{_LS32}",
+        f"(?:(?:{_H16}:){{0,3}}{_H16})?::{_H16}:{_LS32}",
+        f"(?:(?:{_H16}:){{0,4}}{_H16})?::{_LS32}",
+        f"(?:(?:{_H16}:){{0,5}}{_H16})?::{_H16}",
+        f"(?:(?:{_H16}:){{0,6}}{_H16})?::",
+    ]
+)
+_DATE = (
+    "[0-9]{4}-(?:(?:0[13578]|1[02])-(?:0[1-9]|[12][0-9]|3[01])"
+    "|(?:0[469]|11)-(?:0[1-9]|[12][0-9]|30)|02-(?:0[1-9]|1[0-9]|2[0-9]))"
+)
+_TIME = r"(?:[01][0-9]|2[0-3]):[0-5][0-9]:(?:[0-5][0-9]|60)(?:\.[0-9]+)?(?:[zZ]|[+-](?:[01][0-9]|2[0-3]):[0-5][0-9])"
+_DUR_TIME = "T(?:[0-9]+H(?:[0-9]+M(?:[0-9]+S)?)?|[0-9]+M(?:[0-9]+S)?|[0-9]+S)"
+_DUR_DATE = "(?:[0-9]+D|[0-9]+M(?:[0-9]+D)?|[0-9]+Y(?:[0-9]+M(?:[0-9]+D)?)?)"
+_LABEL = "[a-zA-Z0-9](?:[a-zA-Z0-9-]{0,61}[a-zA-Z0-9])?"
+_ATEXT = r"[a-zA-Z0-9!#$%&'*+\-/=?^_`{|}~]"
+_UNRESERVED = r"[a-zA-Z0-9\-._~]"
+_PCT = f"%{_HEX}{{2}}"
+_SUB_DELIMS = r"[!$&'()*+,;=]"
+_PCHAR = f"(?:{_UNRESERVED}|{_PCT}|{_SUB_DELIMS}|[:@])"
+_URI = (
+    r"[a-zA-Z][a-zA-Z0-9+\-.]*:"
+    "(?:"
+    f"//(?:(?:{_UNRESERVED}|{_PCT}|{_SUB_DELIMS}|:)*@)?"
+    rf"(?:\[(?:{_IPV6}|v{_HEX}+\.(?:{_UNRESERVED}|{_SUB_DELIMS}|:)+)\]|{_IPV4}|(?:{_UNRESERVED}|{_PCT}|{_SUB_DELIMS})*)"
+    "(?::[0-9]*)?"
+    f"(?:/{_PCHAR}*)*"
+    f"|/(?:{_PCHAR}+(?:/{_PCHAR}*)*)?"
+    f"|{_PCHAR}+(?:/{_PCHAR}*)*"
+    "|"
+    ")"
+    rf"(?:\?(?:{_PCHAR}|[/?])*)?"
+    rf"(?:#(?:{_PCHAR}|[/?])*)?"
+)
+
+#: String formats and their regexes (full match), written from the RFCs: date/time/date-time/duration
+#: RFC 3339 (+ appendix A), email RFC 5321 mailbox (dot-string or IPv4 literal), hostname RFC 1123,
+#: ipv4/ipv6 RFC 3986 section 3.2.2, uuid RFC 4122, uri RFC 3986. The regexes use the subset of syntax
+#: shared by Python's ``re`` and llguidance (Rust ``regex``).
+FORMATS: dict[str, str] = {
+    "date": _DATE,
+    "time": _TIME,
+    "date-time": f"{_DATE}[tT]{_TIME}",
+    "duration": f"P(?:{_DUR_DATE}(?:{_DUR_TIME})?|{_DUR_TIME}|[0-9]+W)",
+    "email": rf"{_ATEXT}+(?:\.{_ATEXT}+)*@(?:{_LABEL}(?:\.{_LABEL})*|\[{_IPV4}\])",
+    "hostname": f"{_LABEL}(?:\\.{_LABEL})*",
+    "ipv4": _IPV4,
+    "ipv6": _IPV6,
+    "uuid": f"{_HEX}{{8}}-{_HEX}{{4}}-{_HEX}{{4}}-{_HEX}{{4}}-{_HEX}{{12}}",
+    "uri": _URI,
+}
+
+_LOOKAROUND = re.compile(r"\(\?(?:=|!|<=|<!)")
+_BACKREF = re.compile(r"\\(?:[1-9]|k<)")
+_RUST_META = set("\\.+*?()|[]{}^$#&-~")
+
+
+def _scan(p: str) -> Iterator[tuple[int, str, int]]:
+    """The one scanner of a pattern's structure: ``(index, character, group depth before it)`` for each
+    character outside escapes and character classes. Classes follow ECMA-262: ``[]`` matches nothing and
+    ``[^]`` any character (both end at once), otherwise a class runs to the first unescaped ``]``."""
+    depth = i = 0
+    n = len(p)
+    while i < n:
+        c = p[i]
+        if c == "\\":
+            i += 2
+            continue
+        if c == "[":
+            k = i + 1 + (p[i + 1 : i + 2] == "^")
+            if p[k : k + 1] != "]":
+                while k < n and p[k] != "]":
+                    k += 2 if p[k] == "\\" else 1
+            i = k + 1
+            continue
+        yield i, c, depth
+        depth += (c == "(") - (c == ")")
+        i += 1
+
+
+def _split_top(p: str) -> list[str]:
+    """Split ``p`` at top-level ``|`` (outside groups and classes)."""
+    cuts = [i for i, c, depth in _scan(p) if c == "|" and depth == 0]
+    return [p[a + 1 : b] for a, b in zip([-1, *cuts], [*cuts, len(p)], strict=True)]
+
+
+_QUANT = re.compile(r"\{\d+(?:,\d*)?\}")
+
+
+def _translate_body(p: str, path: str) -> str:
+    """Translate ECMA-262 regex syntax to llguidance's (Rust ``regex``) inside ``/.../`` of a Lark grammar."""
+    out: list[str] = []
+    i, in_cls, cls_first = 0, False, False
+    while i < len(p):
+        c = p[i]
+        if c == "\\":
+            if i + 1 >= len(p):
+                raise SchemaError("pattern", path, f"pattern {p!r} ends with a lone backslash")
+            e = p[i + 1]
+            i += 2
+            cls_first = False
+            if e == "d":
+                out.append("0-9" if in_cls else "[0-9]")
+            elif e == "D" and not in_cls:
+                out.append("[^0-9]")
+            elif e == "w":
+                out.append("0-9A-Za-z_" if in_cls else "[0-9A-Za-z_]")
+            elif e == "W" and not in_cls:
+                out.append("[^0-9A-Za-z_]")
+            elif e == "u" and re.fullmatch(r"[0-9a-fA-F]{4}", p[i : i + 4]):
+                out.append("\\u{" + p[i : i + 4] + "}")
+                i += 4
+            elif e == "0":
+                out.append("\\x00")
+            elif e == "c" and i < len(p) and p[i].isalpha():
+                out.append(f"\\x{ord(p[i].upper()) - 64:02x}")
+                i += 1
+            elif e == "/":
+                out.append("\\/")
+            elif e.isalnum() or e in _RUST_META:
+                out.append("\\" + e)  # \s \n \t \xHH \p{..}...: llguidance checks the rest
+            else:
+                out.append(e)  # ECMA identity escape of a character Rust does not allow escaped
+            continue
+        if in_cls:
+            if c == "]" and not cls_first:
+                in_cls = False
+                out.append("]")
+            elif c in "[&~":
+                out.append("\\" + c)
+            elif c == "/":
+                out.append("\\/")
+            else:
+                out.append(c)
+            cls_first = False
+            i += 1
+            continue
+        if c == "[":
+            neg = p[i + 1 : i + 2] == "^"
+            j = i + (2 if neg else 1)
+            if p[j : j + 1] == "]":  # ECMA: "[]" matches nothing, "[^]" any character
+                if not neg:
+                    raise SchemaError(
+                        "pattern", path, f"empty character class in pattern {p!r} is not supported"
+                    )
+                out.append("(?s:.)")
+                i = j + 1
+                continue
+            out.append("[^" if neg else "[")
+            in_cls, cls_first = True, False
+            i = j
+            continue
+        if c == "{":
+            m = _QUANT.match(p, i)
+            if m and out:
+                out.append(m.group(0))
+                i = m.end()
+                continue
+            out.append("\\{")
+        elif c == "}":
+            out.append("\\}")
+        elif c == "/":
+            out.append("\\/")
+        elif c in "^$":
+            raise SchemaError("pattern", path, f"anchor {c!r} inside pattern {p!r} is not supported")
+        else:
+            out.append(c)
+        i += 1
+    if in_cls:
+        raise SchemaError("pattern", path, f"unterminated character class in pattern {p!r}")
+    return "".join(out)
+
+
+def _groups(b: str) -> list[tuple[int, int]]:
+    """(start, end) of the top-level groups of ``b`` (``end`` = index of the closing parenthesis)."""
+    spans, start = [], 0
+    for i, c, depth in _scan(b):
+        if c == "(" and depth == 0:
+            start = i
+        elif c == ")" and depth == 1:
+            spans.append((start, i))
+    return spans
+
+
+def _has_anchor(b: str) -> bool:
+    """Whether ``b`` holds a ``^`` or ``$`` anchor (outside escapes and classes)."""
+    return any(c in "^$" for _, c, _ in _scan(b))
+
+
+def _group_inner(b: str, start: int, end: int) -> str | None:
+    """The alternatives text of group ``b[start:end+1]``, or None for lookarounds/named groups we keep."""
+    inner = b[start + 1 : end]
+    if inner.startswith("?:"):
+        return inner[2:]
+    if inner.startswith("?<") and not inner.startswith(("?<=", "?<!")):
+        close = inner.find(">")
+        return inner[close + 1 :] if close > 0 else None
+    return None if inner.startswith("?") else inner
+
+
+def _anchor_branches(p: str, depth: int = 0) -> list[str]:
+    """Alternatives of ``p`` with every ``^``/``$`` moved to an alternative's edge where possible."""
+    out: list[str] = []
+    for b in _split_top(p):
+        out.extend(_expand_branch(b, depth))
+    return out
+
+
+def _expand_branch(b: str, depth: int) -> list[str]:
+    if depth > 8 or not _has_anchor(b.removeprefix("^").removesuffix("$")):
+        return [b]
+    spans = _groups(b)
+    # A trailing group (no quantifier after it) holding anchors: distribute the prefix over its alternatives.
+    if spans and spans[-1][1] == len(b) - 1:
+        s0, e0 = spans[-1]
+        inner = _group_inner(b, s0, e0)
+        if inner is not None and _has_anchor(inner):
+            return [x for alt in _split_top(inner) for x in _expand_branch(b[:s0] + alt, depth + 1)]
+    if spans and spans[0][0] == 0:
+        s0, e0 = spans[0]
+        rest = b[e0 + 1 :]
+        if not rest[:1] or rest[:1] not in "*+?{":
+            inner = _group_inner(b, s0, e0)
+            if inner is not None and _has_anchor(inner):
+                return [x for alt in _split_top(inner) for x in _expand_branch(alt + rest, depth + 1)]
+    return [b]
+
+
+@lru_cache(maxsize=4096)
+def pattern_to_regex(pattern: str, path: str = "") -> str:
+    """Translate a JSON Schema ``pattern`` (ECMA-262, unanchored search) to a full-match llguidance regex.
+
+    Top-level alternatives anchored with ``^``/``$`` keep their anchors; unanchored ends get ``(?s:.*)``.
+    Anchors inside a group at either end of an alternative are distributed over the group's alternatives
+    (``(^a|^b)``, ``^(x|$)``, ``(\\d+$)``).
+    ``\\d`` and ``\\w`` are ASCII as in ECMA-262; ``/`` is escaped for Lark's ``/.../`` literals.
+
+    Raises:
+        SchemaError: lookaround, backreference, an anchor inside the pattern, or syntax llguidance rejects
+            (keyword ``"pattern"``).
+    """
+    if _LOOKAROUND.search(pattern):
+        raise SchemaError("pattern", path, f"lookaround in pattern {pattern!r} is not supported")
+    if _BACKREF.search(pattern):
+        raise SchemaError("pattern", path, f"backreference in pattern {pattern!r} is not supported")
+    branches = []
+    for b in _anchor_branches(pattern):
+        start = b.startswith("^")
+        if start:
+            b = b[1:]
+        end = b.endswith("$") and not b.endswith("\\$")
+        if end:
+            b = b[:-1]
+        body = _translate_body(b, path)
+        branches.append(("" if start else "(?s:.*)") + f"(?:{body})" + ("" if end else "(?s:.*)"))
+    rx = branches[0] if len(branches) == 1 else "|".join(f"(?:{b})" for b in branches)
+    _check_regex(rx, pattern, path)
+    return rx
+
+
+@lru_cache(maxsize=4096)
+def _regex_error(rx: str) -> str:
+    import llguidance
+
+    return str(
+        llguidance.LLMatcher.validate_grammar(llguidance.LLMatcher.grammar_from_lark(f"start: /{rx}/"))
+    )
+
+
+def _check_regex(rx: str, pattern: str, path: str) -> None:
+    err = _regex_error(rx)
+    if err:
+        raise SchemaError(
+            "pattern", path, f"pattern {pattern!r} is not supported: {err.splitlines()[0][:200]}"
+        )
+
+
+@lru_cache(maxsize=4096)
+def _py_pattern(pattern: str) -> re.Pattern[str] | None:
+    try:
+        return re.compile(pattern, re.ASCII)
+    except re.error:
+        return None
+
+
+def pattern_matches(pattern: str, text: str) -> bool | None:
+    """``re.search`` of a JSON Schema pattern in ``text`` with Python's engine; ``None`` if it cannot compile."""
+    rx = _py_pattern(pattern)
+    return None if rx is None else rx.search(text) is not None

@@ -1,0 +1,97 @@
+"""The tool declaration: :class:`ToolSpec` and :func:`normalize_tool`."""
+
+from __future__ import annotations
+
+import json
+import re
+from dataclasses import dataclass, field
+from typing import Any
+
+from model.constraints.schema.build import cached_ir
+from model.constraints.schema.errors import SchemaError
+from model.constraints.schema.ir import Never, object_part
+from model.constraints.schema.normalize import normalize_schema
+
+
+@dataclass(frozen=True)
+class ToolSpec:
+    """A normalised tool declaration.
+
+    Attributes:
+        name: the tool's name as it appears in calls (``call:NAME{...}``).
+        description: free text for the prompt (may be empty).
+        parameters: JSON Schema of the arguments object (plain JSON Schema, see :func:`normalize_tool`).
+    """
+
+    name: str
+    description: str
+    parameters: dict[str, Any] = field(hash=False)
+
+    def to_openai(self) -> dict[str, Any]:
+        """The declaration as an OpenAI-style tool dict (what the chat template renders)."""
+        return {
+            "type": "function",
+            "function": {"name": self.name, "description": self.description, "parameters": self.parameters},
+        }
+
+
+#: Characters a tool name cannot hold: the Gemma call syntax reads the name up to ``{``.
+_BAD_NAME = re.compile(r"[{}\s<>:,\[\]\"]")
+
+
+def normalize_tool(tool: Any) -> ToolSpec:
+    """Normalise one tool declaration and check its argument schema.
+
+    Args:
+        tool: ``{"type": "function", "function": {"name", "description", "parameters"}}`` (OpenAI),
+            ``{"name", "description", "parameters"}`` (bare or BFCL) or a :class:`ToolSpec` (returned as is).
+
+    Returns:
+        :class:`ToolSpec` whose ``parameters`` is an object schema with BFCL types translated
+        (``dict`` -> ``object``, ``float`` -> ``number``, ``tuple`` -> ``array``, ``any`` -> no type),
+        ``title`` keys dropped, BFCL ``optional`` flags dropped, non-recursive local ``$ref`` inlined
+        (recursive ones are kept, with their targets collected under a root ``$defs``).
+
+    Raises:
+        SchemaError: the declaration is malformed (keyword ``"name"``/``"parameters"``), or its schema uses an
+            unsupported keyword or is unsatisfiable (see :func:`build_ir`); ``path`` is relative to
+            ``parameters``.
+    """
+    if isinstance(tool, ToolSpec):
+        return tool
+    if not isinstance(tool, dict):
+        raise SchemaError("name", "", f"tool declaration must be a dict, got {type(tool).__name__}")
+    fn = tool.get("function") if tool.get("type") == "function" or "function" in tool else tool
+    if not isinstance(fn, dict):
+        raise SchemaError("name", "", "tool declaration's 'function' must be a dict")
+    name = fn.get("name")
+    if not isinstance(name, str) or not name or _BAD_NAME.search(name):
+        raise SchemaError(
+            "name",
+            "",
+            f"tool name must be a non-empty string without spaces or any of '{{}}[]<>:,\"': {name!r}",
+        )
+    description = fn.get("description") or ""
+    if not isinstance(description, str):
+        raise SchemaError("description", "", f"tool {name!r}: description must be a string")
+    params = fn.get("parameters")
+    if params is None:
+        params = {"type": "object", "properties": {}}
+    if not isinstance(params, dict):
+        raise SchemaError("parameters", "", f"tool {name!r}: parameters must be a JSON Schema object")
+    clean = normalize_schema(params)
+    ir = cached_ir(canonical(clean), False)
+    if isinstance(object_part(ir.root, ir.defs), Never):
+        raise SchemaError("type", "", f"tool {name!r}: parameters must describe a JSON object")
+    return ToolSpec(name=name, description=description, parameters=clean)
+
+
+def canonical(obj: Any) -> str:
+    """A stable text key for caching schemas and tool lists (property order preserved)."""
+    return json.dumps(obj, separators=(",", ":"), ensure_ascii=False, default=_default)
+
+
+def _default(o: Any) -> Any:
+    if isinstance(o, ToolSpec):
+        return {"name": o.name, "description": o.description, "parameters": o.parameters}
+    raise TypeError(f"not JSON serialisable: {type(o).__name__}")
