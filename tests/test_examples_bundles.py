@@ -197,16 +197,16 @@ def test_run_python_tool_in_docker():
     try:
         tools_ = {t.name: t for t in load_bundle(CODE_SEARCH).tools}
         out = tools_["run_python"].function(
-            code="import ast\nt = ast.parse(open('tools/code_search.py').read())\n"
+            code="import ast\nt = ast.parse(open('tools/code_search/repo.py').read())\n"
             "print(sum(isinstance(n, ast.ClassDef) for n in t.body))",
-            files=["tools/code_search.py"],
+            files=["tools/code_search/repo.py"],
         )
     finally:
         code_search.set_root(None)
-    tree = ast.parse((ROOT / "tools" / "code_search.py").read_text())
+    tree = ast.parse((ROOT / "tools" / "code_search" / "repo.py").read_text())
     assert out["exit_code"] == 0 and out["timed_out"] is False
     assert out["stdout"] == f"{sum(isinstance(n, ast.ClassDef) for n in tree.body)}\n"
-    assert out["files"] == ["tools/code_search.py"]
+    assert out["files"] == ["tools/code_search/repo.py"]
 
 
 # ------------------------------------------------------------------------------------------ weather

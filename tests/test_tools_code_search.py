@@ -419,7 +419,7 @@ def test_plain_copy_without_git_matches_git_mode(git_repo, tmp_path):
 def test_finds_real_definition_in_this_project():
     repo = CodeRepo(ROOT)
     out = repo.find_definitions("find_definition", kind="function")
-    assert out["matches"][0]["location"].startswith("tools/code_search.py:")
+    assert out["matches"][0]["location"].startswith("tools/code_search/__init__.py:")
     assert out["matches"][0]["signature"].startswith("def find_definition(name: SymbolName")
     assert not any(m["path"].startswith(".venv/") for m in out["matches"])
 

@@ -1,0 +1,351 @@
+"""Code-search tools over a local repository: find definitions, full-text regex search, read a file range.
+
+The repository root is configurable (:func:`set_root`, the ``AGENTKIT_CODE_ROOT`` environment variable, or
+the current directory at call time). Which files are searched:
+
+- inside a git work tree: ``git ls-files --cached --others --exclude-standard`` (tracked files plus untracked
+  files that ``.gitignore`` / ``.git/info/exclude`` / the global excludes do not ignore);
+- otherwise: a walk of the root that honours every ``.gitignore`` on the way (:class:`GitIgnore`, gitignore(5)
+  as the ``pathspec`` library implements it) and skips ``.git``.
+
+Paths never escape the root: every path (given by the model or listed) is resolved, symlinks and ``..``
+included, and must lie under the resolved root; listed files that resolve outside are skipped, and a path
+argument that does raises :class:`PathOutsideRootError`. Binary files (a NUL byte in the first 8 KiB) and
+files over ``max_file_bytes`` are skipped.
+
+Definitions come from Python's :mod:`ast` for ``.py`` files (functions, async functions, classes, methods,
+with qualified names, signatures and the first docstring line) and from a language-agnostic regular
+expression over declaration keywords (``def``, ``class``, ``function``, ``fn``, ``func``, ``struct``,
+``interface``, ``trait``, ``enum``, ``type``, ...) for other source files and for Python files that do not parse.
+
+The tool functions (:func:`find_definition`, :func:`search_code`, :func:`read_file`) are plain typed functions
+with Pydantic argument models (:class:`FindDefinitionArgs`, :class:`SearchCodeArgs`, :class:`ReadFileArgs`)
+returning JSON-ready dicts; results are ranked and capped.
+"""
+
+from __future__ import annotations
+
+import os
+import threading
+from collections.abc import Callable
+from pathlib import Path
+from typing import Annotated, Any
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
+
+from tools.code_search.definitions import Definition, KindFilter
+from tools.code_search.gitignore import GitIgnore
+from tools.code_search.repo import CodeRepo, PathOutsideRootError
+
+__all__ = [
+    "CODE_ROOT_ENV",
+    "CodeRepo",
+    "Definition",
+    "FindDefinitionArgs",
+    "GitIgnore",
+    "PathOutsideRootError",
+    "ReadFileArgs",
+    "SearchCodeArgs",
+    "find_definition",
+    "get_repo",
+    "read_file",
+    "run_python",
+    "search_code",
+    "set_root",
+    "set_sandbox_runner",
+]
+
+CODE_ROOT_ENV = "AGENTKIT_CODE_ROOT"
+
+
+# ---------------------------------------------------------------------------------------------------------
+# Default repository and the tool functions
+
+_repo_lock = threading.Lock()
+_configured_root: Path | None = None
+_repos: dict[Path, CodeRepo] = {}
+
+
+def set_root(root: str | os.PathLike[str] | None) -> None:
+    """Set the repository root of the tool functions; ``None`` restores the default
+    (``$AGENTKIT_CODE_ROOT``, else the current directory at call time).
+
+    Raises:
+        NotADirectoryError: ``root`` is not an existing directory.
+    """
+    global _configured_root
+    if root is None:
+        _configured_root = None
+        return
+    path = Path(root).expanduser().resolve()
+    if not path.is_dir():
+        raise NotADirectoryError(f"code-search root {str(path)!r} is not a directory")
+    _configured_root = path
+
+
+def get_repo() -> CodeRepo:
+    """The :class:`CodeRepo` of the current root (one cached instance per root)."""
+    root = _configured_root
+    if root is None:
+        root = Path(os.environ.get(CODE_ROOT_ENV) or os.getcwd()).expanduser().resolve()
+    with _repo_lock:
+        repo = _repos.get(root)
+        if repo is None:
+            repo = _repos[root] = CodeRepo(root)
+        return repo
+
+
+SymbolName = Annotated[
+    str,
+    Field(
+        min_length=1,
+        max_length=200,
+        description="Name or part of a name of a function, class or method, e.g. 'load_bundle' or 'Agent.run'.",
+    ),
+]
+KindArg = Annotated[
+    KindFilter, Field(description="Only this kind of definition: any, function, class or method.")
+]
+Pattern = Annotated[
+    str, Field(min_length=1, max_length=500, description="Regular expression (Python syntax) to search for.")
+]
+PathGlob = Annotated[
+    str | None, Field(max_length=200, description="Only files whose path matches this glob, e.g. '*.py'.")
+]
+RelPath = Annotated[
+    str, Field(min_length=1, max_length=500, description="File path relative to the repository root.")
+]
+
+
+MaxDefinitions = Annotated[int, Field(ge=1, le=50, description="At most this many results, 1-50.")]
+CaseSensitive = Annotated[bool, Field(description="Match case exactly.")]
+ContextLines = Annotated[int, Field(ge=0, le=10, description="Lines of context around each hit, 0-10.")]
+MaxHits = Annotated[int, Field(ge=1, le=100, description="At most this many hits, 1-100.")]
+StartLine = Annotated[int, Field(ge=1, description="First line to read (1-based).")]
+EndLine = Annotated[
+    int | None, Field(ge=1, description="Last line to read (inclusive); default start_line + 99.")
+]
+
+
+class FindDefinitionArgs(BaseModel):
+    """Arguments of :func:`find_definition`."""
+
+    model_config = ConfigDict(extra="forbid")
+    name: SymbolName
+    kind: KindArg = "any"
+    max_results: MaxDefinitions = 5
+
+
+class SearchCodeArgs(BaseModel):
+    """Arguments of :func:`search_code`."""
+
+    model_config = ConfigDict(extra="forbid")
+    pattern: Pattern
+    glob: PathGlob = None
+    case_sensitive: CaseSensitive = False
+    context_lines: ContextLines = 2
+    max_results: MaxHits = 10
+
+
+class ReadFileArgs(BaseModel):
+    """Arguments of :func:`read_file`."""
+
+    model_config = ConfigDict(extra="forbid")
+    path: RelPath
+    start_line: StartLine = 1
+    end_line: EndLine = None
+
+
+def _validate(model: type[BaseModel], **values: Any) -> Any:
+    try:
+        return model(**values)
+    except ValidationError as exc:
+        problems = "; ".join(
+            f"{'.'.join(str(p) for p in err['loc']) or 'arguments'}: {err['msg']}" for err in exc.errors()
+        )
+        raise ValueError(f"Invalid arguments: {problems}") from exc
+
+
+def find_definition(
+    name: SymbolName, kind: KindArg = "any", max_results: MaxDefinitions = 5
+) -> dict[str, Any]:
+    """Find where a function, class or method is defined in the repository.
+
+    Args:
+        name: Name or part of a name of a function, class or method, e.g. 'load_bundle' or 'Agent.run'.
+        kind: Only this kind of definition: any, function, class or method.
+        max_results: At most this many results, 1-50.
+
+    Returns:
+        ``{"query", "matches": [{"location": "path:line", "path", "line", "end_line", "kind", "name",
+        "qualname", "signature", "doc"}], "total", "truncated"}``, best match first (see
+        :meth:`CodeRepo.find_definitions`).
+
+    Raises:
+        ValueError: invalid arguments.
+    """
+    args: FindDefinitionArgs = _validate(FindDefinitionArgs, name=name, kind=kind, max_results=max_results)
+    return get_repo().find_definitions(args.name, args.kind, args.max_results)
+
+
+def search_code(
+    pattern: Pattern,
+    glob: PathGlob = None,
+    case_sensitive: CaseSensitive = False,
+    context_lines: ContextLines = 2,
+    max_results: MaxHits = 10,
+) -> dict[str, Any]:
+    """Search the repository's files for a regular expression; returns file:line hits with context.
+
+    Args:
+        pattern: Regular expression (Python syntax) to search for.
+        glob: Only files whose path matches this glob, e.g. '*.py'.
+        case_sensitive: Match case exactly.
+        context_lines: Lines of context around each hit, 0-10.
+        max_results: At most this many hits, 1-100.
+
+    Returns:
+        See :meth:`CodeRepo.search`.
+
+    Raises:
+        ValueError: invalid arguments.
+    """
+    args: SearchCodeArgs = _validate(
+        SearchCodeArgs,
+        pattern=pattern,
+        glob=glob,
+        case_sensitive=case_sensitive,
+        context_lines=context_lines,
+        max_results=max_results,
+    )
+    return get_repo().search(
+        args.pattern,
+        glob=args.glob,
+        case_sensitive=args.case_sensitive,
+        context_lines=args.context_lines,
+        max_results=args.max_results,
+    )
+
+
+def read_file(path: RelPath, start_line: StartLine = 1, end_line: EndLine = None) -> dict[str, Any]:
+    """Read a range of lines of a file in the repository.
+
+    Args:
+        path: File path relative to the repository root.
+        start_line: First line to read (1-based).
+        end_line: Last line to read (inclusive); default start_line + 99.
+
+    Returns:
+        See :meth:`CodeRepo.read`.
+
+    Raises:
+        ValueError: invalid arguments or line numbers. PathOutsideRootError: the path leaves the root.
+        FileNotFoundError, IsADirectoryError.
+    """
+    args: ReadFileArgs = _validate(ReadFileArgs, path=path, start_line=start_line, end_line=end_line)
+    return get_repo().read(args.path, args.start_line, args.end_line)
+
+
+# ---------------------------------------------------------------------------------------------------------
+# Python snippets in the Docker sandbox, with copies of repository files
+
+#: ``(code, files, timeout_s) -> execution`` where the execution has ``stdout``, ``stderr``, ``exit_code``,
+#: ``timed_out`` and ``oom_killed`` (a :class:`sandbox.Execution`).
+SandboxRunner = Callable[[str, dict[str, bytes], float], Any]
+
+MAX_SNIPPET_FILES = 20
+MAX_SNIPPET_FILE_BYTES = 2_000_000
+_OUTPUT_CHARS = 4000
+
+_sandbox_runner: SandboxRunner | None = None
+
+
+def _docker_runner(code: str, files: dict[str, bytes], timeout_s: float) -> Any:
+    """Run in the process-wide sandbox shared with :mod:`tools.python_exec` (warm pool of 1, started on first
+    use)."""
+    from tools.python_exec import get_sandbox
+
+    return get_sandbox().run(code, language="python", files=files, timeout=timeout_s)
+
+
+def set_sandbox_runner(runner: SandboxRunner | None) -> None:
+    """Replace how :func:`run_python` executes code (tests); ``None`` restores the Docker sandbox."""
+    global _sandbox_runner
+    _sandbox_runner = runner
+
+
+SnippetCode = Annotated[
+    str,
+    Field(min_length=1, max_length=20_000, description="The Python 3 program; print() what you want to see."),
+]
+SnippetFiles = Annotated[
+    list[Annotated[str, Field(min_length=1, max_length=500)]],
+    Field(
+        max_length=MAX_SNIPPET_FILES,
+        description="Repository files (paths relative to the root) to copy into the program's working directory.",
+    ),
+]
+SnippetTimeout = Annotated[int, Field(ge=1, le=60, description="Time limit in seconds, 1-60.")]
+
+
+class RunPythonArgs(BaseModel):
+    """Arguments of :func:`run_python`."""
+
+    model_config = ConfigDict(extra="forbid")
+    code: SnippetCode
+    files: SnippetFiles = Field(default_factory=list)
+    timeout: SnippetTimeout = 20
+
+
+def _tail(text: str) -> str:
+    return text if len(text) <= _OUTPUT_CHARS else "[... cut]\n" + text[-_OUTPUT_CHARS:]
+
+
+def run_python(
+    code: SnippetCode, files: SnippetFiles | None = None, timeout: SnippetTimeout = 20
+) -> dict[str, Any]:
+    """Run a short Python program in an isolated sandbox, optionally with copies of repository files.
+
+    Args:
+        code: The Python 3 program; print() what you want to see.
+        files: Repository files (paths relative to the root) to copy into the program's working directory.
+        timeout: Time limit in seconds, 1-60.
+
+    Returns:
+        ``{"exit_code", "stdout", "stderr", "timed_out", "files"}`` (output streams cut to their last 4000
+        characters; ``files`` lists the copied paths). The program runs in the Docker sandbox (no network,
+        read-only system, memory and process limits); the copies sit at the same relative paths under its
+        working directory, so ``open("agentkit/bundle.py")`` works.
+
+    Raises:
+        ValueError: invalid arguments, a binary file, or files over the size limits.
+        PathOutsideRootError, FileNotFoundError: a path leaves the root or is not a file.
+        sandbox.SandboxError: Docker or the sandbox image is unavailable (the message says how to fix it).
+    """
+    args: RunPythonArgs = _validate(RunPythonArgs, code=code, files=files or [], timeout=timeout)
+    repo = get_repo()
+    payload: dict[str, bytes] = {}
+    total = 0
+    for name in args.files:
+        p = repo.resolve(name)
+        if not p.is_file():
+            raise FileNotFoundError(f"no file {name!r} under the repository root")
+        data = p.read_bytes()
+        if b"\0" in data[:8192]:
+            raise ValueError(f"{name!r} is a binary file; only text files can be copied")
+        total += len(data)
+        if total > MAX_SNIPPET_FILE_BYTES:
+            raise ValueError(
+                f"the files add up to more than {MAX_SNIPPET_FILE_BYTES} bytes; copy fewer files"
+            )
+        payload[repo.rel(p)] = data
+    runner = _sandbox_runner or _docker_runner
+    ex = runner(args.code, payload, float(args.timeout))
+    return {
+        "exit_code": ex.exit_code,
+        "stdout": _tail(ex.stdout),
+        "stderr": _tail(ex.stderr),
+        "timed_out": bool(ex.timed_out),
+        "oom_killed": bool(getattr(ex, "oom_killed", False)),
+        "files": sorted(payload),
+    }

@@ -1,0 +1,190 @@
+"""Definitions in source files: Python's :mod:`ast` for ``.py`` files, a language-agnostic declaration regex
+for the rest; and how a query matches and ranks them."""
+
+from __future__ import annotations
+
+import ast
+import re
+from dataclasses import dataclass
+from pathlib import PurePosixPath
+from typing import Any, Literal
+
+_NON_CODE_SUFFIXES = frozenset(
+    ".md .markdown .rst .txt .adoc .json .jsonl .yaml .yml .toml .ini .cfg .csv .tsv .lock .xml .html .htm "
+    ".svg .log .ipynb .jinja .j2".split()
+)
+_DOC_SUFFIXES = frozenset(".md .markdown .rst .txt .adoc".split())
+
+_DECL_RE = re.compile(
+    r"""^[ \t]*
+    (?:(?:export|default|public|private|protected|internal|static|async|abstract|final|pub(?:\([^)]*\))?|
+        unsafe|extern|inline|virtual|override|open|sealed|data|suspend|declare|const)[ \t]+)*
+    (?P<kw>function\*?|def|class|fn|func|struct|enum|interface|trait|type|module|impl|object|record|macro|
+        sub|proc|local[ \t]+function)
+    [ \t]+(?:\([^)]*\)[ \t]*)?          # Go receiver: func (r *T) Name
+    (?P<name>[A-Za-z_$][\w$]*)""",
+    re.VERBOSE,
+)
+_ASSIGNED_FN_RE = re.compile(
+    r"^[ \t]*(?:export[ \t]+)?(?:const|let|var)[ \t]+(?P<name>[A-Za-z_$][\w$]*)[ \t]*=[ \t]*"
+    r"(?:async[ \t]+)?(?:function\b|\([^)]*\)[ \t]*=>|[A-Za-z_$][\w$]*[ \t]*=>)"
+)
+_SHELL_FN_RE = re.compile(r"^[ \t]*(?:function[ \t]+)?(?P<name>[A-Za-z_][\w.-]*)[ \t]*\(\)[ \t]*\{?")
+_CLASS_KWS = frozenset("class struct enum interface trait type module impl object record".split())
+_PY_DEF_LINE_RE = re.compile(r"^\s*(?:async\s+def|def|class)\s")
+
+Kind = Literal["function", "class", "method"]
+KindFilter = Literal["any", "function", "class", "method"]
+
+
+@dataclass(frozen=True)
+class Definition:
+    """One definition found in a file.
+
+    Attributes:
+        path: file path relative to the root (POSIX).
+        line: 1-based line of the ``def``/``class`` keyword (decorators excluded); ``end_line`` its last line
+            (equal to ``line`` for the regex fallback).
+        kind: ``"function"``, ``"class"`` or ``"method"`` (a function defined directly in a class).
+        name: the bare name; ``qualname``: dotted with the enclosing classes/functions (``Agent.run``).
+        signature: e.g. ``def load_bundle(path: str | Path) -> Bundle`` (Python) or the declaration line.
+        doc: first line of the docstring ("" if none or not Python).
+    """
+
+    path: str
+    line: int
+    end_line: int
+    kind: Kind
+    name: str
+    qualname: str
+    signature: str
+    doc: str
+
+    def as_dict(self) -> dict[str, Any]:
+        """JSON-ready form, with ``location`` = ``"path:line"``."""
+        return {
+            "location": f"{self.path}:{self.line}",
+            "path": self.path,
+            "line": self.line,
+            "end_line": self.end_line,
+            "kind": self.kind,
+            "name": self.name,
+            "qualname": self.qualname,
+            "signature": self.signature,
+            "doc": self.doc,
+        }
+
+
+def _py_signature(node: ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef) -> str:
+    if isinstance(node, ast.ClassDef):
+        bases = [ast.unparse(b) for b in node.bases] + [ast.unparse(k) for k in node.keywords]
+        return f"class {node.name}" + (f"({', '.join(bases)})" if bases else "")
+    prefix = "async def" if isinstance(node, ast.AsyncFunctionDef) else "def"
+    sig = f"{prefix} {node.name}({ast.unparse(node.args)})"
+    if node.returns is not None:
+        sig += f" -> {ast.unparse(node.returns)}"
+    return sig if len(sig) <= 300 else sig[:297] + "..."
+
+
+def _python_definitions(rel: str, text: str) -> list[Definition]:
+    """All function/class/method definitions of a Python source (raises SyntaxError/ValueError if bad)."""
+    tree = ast.parse(text)
+    out: list[Definition] = []
+
+    def visit(body: list[ast.stmt], prefix: str, in_class: bool) -> None:
+        for node in body:
+            if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef):
+                qual = f"{prefix}{node.name}"
+                kind: Kind = (
+                    "class" if isinstance(node, ast.ClassDef) else ("method" if in_class else "function")
+                )
+                doc = ast.get_docstring(node, clean=True) or ""
+                out.append(
+                    Definition(
+                        path=rel,
+                        line=node.lineno,
+                        end_line=node.end_lineno or node.lineno,
+                        kind=kind,
+                        name=node.name,
+                        qualname=qual,
+                        signature=_py_signature(node),
+                        doc=doc.strip().splitlines()[0][:200] if doc.strip() else "",
+                    )
+                )
+                visit(node.body, qual + ".", isinstance(node, ast.ClassDef))
+            elif isinstance(node, ast.If | ast.Try | ast.With | ast.AsyncWith | ast.For | ast.While):
+                # definitions under `if TYPE_CHECKING:`, `try:` etc. belong to the enclosing scope
+                for field in ("body", "orelse", "finalbody"):
+                    visit(getattr(node, field, []) or [], prefix, in_class)
+                for handler in getattr(node, "handlers", []) or []:
+                    visit(handler.body, prefix, in_class)
+
+    visit(tree.body, "", False)
+    return out
+
+
+def _regex_definitions(rel: str, text: str) -> list[Definition]:
+    """Language-agnostic definitions: declaration-keyword lines, JS function assignments, shell functions."""
+    out: list[Definition] = []
+    shellish = rel.endswith((".sh", ".bash", ".zsh")) or PurePosixPath(rel).suffix == ""
+    for lineno, line in enumerate(text.splitlines(), 1):
+        if len(line) > 500:
+            continue
+        kind: Kind
+        m = _DECL_RE.match(line)
+        if m:
+            kw = m.group("kw").split()[-1].rstrip("*")
+            kind = "class" if kw in _CLASS_KWS else "function"
+            name = m.group("name")
+        else:
+            m = _ASSIGNED_FN_RE.match(line)
+            if m is None and shellish:
+                m = _SHELL_FN_RE.match(line)
+            if m is None:
+                continue
+            kind, name = "function", m.group("name")
+        out.append(Definition(rel, lineno, lineno, kind, name, name, line.strip()[:300], ""))
+    return out
+
+
+def _normalize_query(name: str) -> str:
+    """Strip what a model may wrap around a name: ``def``/``class`` keywords, ``()``, backticks, spaces."""
+    q = name.strip().strip("`'\"").strip()
+    q = re.sub(r"^(?:async\s+def|def|class|function|func|fn)\s+", "", q)
+    q = re.sub(r"\(.*\)?$", "", q).strip()
+    return q
+
+
+def _match_score(query: str, d: Definition) -> int | None:
+    """0 exact name, 1 exact ignoring case, 2 qualname match, 3 prefix, 4 substring, None no match."""
+    ql = query.casefold()
+    if "." in query:
+        qn = d.qualname.casefold()
+        if d.qualname == query:
+            return 0
+        if qn == ql or qn.endswith("." + ql):
+            return 2
+        return 4 if ql in qn else None
+    if d.name == query:
+        return 0
+    nl = d.name.casefold()
+    if nl == ql:
+        return 1
+    if nl.startswith(ql):
+        return 3
+    if ql in nl:
+        return 4
+    return None
+
+
+def _path_rank(rel: str) -> int:
+    """0 source, 1 tests/examples/benchmarks/scripts, 2 docs."""
+    p = PurePosixPath(rel)
+    if p.suffix in _DOC_SUFFIXES:
+        return 2
+    parts = {part.casefold() for part in p.parts[:-1]}
+    if parts & {"tests", "test", "testing", "examples", "benchmarks", "scripts"} or p.name.startswith(
+        "test_"
+    ):
+        return 1
+    return 0

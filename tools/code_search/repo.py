@@ -1,0 +1,447 @@
+"""The repository: which files are searched, their definitions (cached by mtime), full-text search and
+reading a line range; paths never escape the root."""
+
+from __future__ import annotations
+
+import fnmatch
+import os
+import re
+import subprocess
+import threading
+import time
+from dataclasses import dataclass
+from pathlib import Path, PurePosixPath
+from typing import Any
+
+from tools.code_search.definitions import (
+    _DECL_RE,
+    _NON_CODE_SUFFIXES,
+    _PY_DEF_LINE_RE,
+    Definition,
+    KindFilter,
+    _match_score,
+    _normalize_query,
+    _path_rank,
+    _python_definitions,
+    _regex_definitions,
+)
+from tools.code_search.gitignore import GitIgnore
+
+
+class PathOutsideRootError(ValueError):
+    """A path resolves (after ``..`` and symlinks) to a place outside the repository root."""
+
+
+@dataclass
+class _FileDefs:
+    mtime_ns: int
+    size: int
+    defs: list[Definition]
+
+
+class CodeRepo:
+    """A local repository the tools read. Thread-safe for concurrent tool calls.
+
+    Args:
+        root: the repository root (default: the current directory); resolved once, symlinks included.
+        max_file_bytes: files larger than this (bytes) are skipped by searches and refused by :meth:`read`.
+        time_budget_s: wall-clock seconds a search may spend scanning before it returns what it has
+            (``truncated`` is then true).
+
+    Raises:
+        NotADirectoryError: ``root`` is not an existing directory.
+    """
+
+    def __init__(
+        self,
+        root: str | os.PathLike[str] | None = None,
+        *,
+        max_file_bytes: int = 1_000_000,
+        time_budget_s: float = 10.0,
+    ) -> None:
+        path = Path(root if root is not None else os.getcwd()).expanduser().resolve()
+        if not path.is_dir():
+            raise NotADirectoryError(f"code-search root {str(path)!r} is not a directory")
+        self.root = path
+        self.max_file_bytes = max_file_bytes
+        self.time_budget_s = time_budget_s
+        self._defs_cache: dict[str, _FileDefs] = {}
+        self._git: bool | None = None  # whether the root is in a git work tree (checked once)
+        self._lock = threading.Lock()
+
+    # -- paths -----------------------------------------------------------------------------------------
+
+    def resolve(self, path: str) -> Path:
+        """Resolve ``path`` (relative to the root, or absolute) and check it stays inside the root.
+
+        Raises:
+            ValueError: empty path.
+            PathOutsideRootError: the resolved path (``..`` and symlinks followed) is outside the root.
+        """
+        if not path or not path.strip():
+            raise ValueError("path is empty; give a file path relative to the repository root")
+        p = Path(path.strip())
+        candidate = (p if p.is_absolute() else self.root / p).resolve()
+        if candidate != self.root and not candidate.is_relative_to(self.root):
+            raise PathOutsideRootError(
+                f"path {path!r} is outside the repository root; give a path relative to the root"
+            )
+        return candidate
+
+    def rel(self, path: Path) -> str:
+        """The POSIX path of ``path`` (already resolved, inside the root) relative to the root."""
+        return path.relative_to(self.root).as_posix()
+
+    def _in_git(self) -> bool:
+        try:
+            out = subprocess.run(
+                ["git", "-C", str(self.root), "rev-parse", "--is-inside-work-tree"],
+                capture_output=True,
+                text=True,
+                timeout=10,
+                check=False,
+            )
+        except (OSError, subprocess.TimeoutExpired):
+            return False
+        return out.returncode == 0 and out.stdout.strip() == "true"
+
+    def _git_files(self) -> list[str] | None:
+        try:
+            out = subprocess.run(
+                [
+                    "git",
+                    "-c",
+                    "core.quotepath=off",
+                    "ls-files",
+                    "-z",
+                    "--cached",
+                    "--others",
+                    "--exclude-standard",
+                ],
+                cwd=self.root,
+                capture_output=True,
+                timeout=30,
+                check=False,
+            )
+        except (OSError, subprocess.TimeoutExpired):
+            return None
+        if out.returncode != 0:
+            return None
+        names = out.stdout.decode("utf-8", errors="surrogateescape").split("\0")
+        return sorted({n for n in names if n})
+
+    def _walk_files(self) -> list[str]:
+        ignore = GitIgnore()
+        found: list[str] = []
+        for dirpath, dirnames, filenames in os.walk(self.root, followlinks=False):
+            dpath = Path(dirpath)
+            base = "" if dpath == self.root else dpath.relative_to(self.root).as_posix()
+            if ".gitignore" in filenames:
+                ignore.add_file(dpath / ".gitignore", base)
+            keep = []
+            for d in sorted(dirnames):
+                rel = f"{base}/{d}" if base else d
+                if d == ".git" or ignore.ignored(rel, True):
+                    continue
+                keep.append(d)
+            dirnames[:] = keep
+            for f in filenames:
+                rel = f"{base}/{f}" if base else f
+                if not ignore.ignored(rel, False):
+                    found.append(rel)
+        return sorted(found)
+
+    def files(self) -> list[str]:
+        """Searchable files: relative POSIX paths, sorted, each a regular file resolving inside the root.
+
+        A symlink whose target is itself a listed file is left out (its hits would be duplicates).
+        """
+        if self._git is None:
+            self._git = self._in_git()
+        names = self._git_files() if self._git else None
+        if names is None:
+            names = self._walk_files()
+        entries: list[tuple[str, Path]] = []
+        for rel in names:
+            p = self.root / rel
+            try:
+                # resolve() follows symlinks in every component: a link (to a file or a directory) that
+                # leads outside the root is dropped here.
+                real = p.resolve()
+                if not real.is_relative_to(self.root) or not p.is_file():
+                    continue
+            except (OSError, RuntimeError):
+                continue
+            entries.append((rel, real))
+        # a link to a file that is itself listed is a duplicate: keep the file under its real path
+        direct = {real for rel, real in entries if real == self.root / rel}
+        return [rel for rel, real in entries if real == self.root / rel or real not in direct]
+
+    def _read_text(self, rel: str) -> str | None:
+        """The file's text (UTF-8, undecodable bytes replaced), or None if binary / too large / unreadable."""
+        p = self.root / rel
+        try:
+            if p.stat().st_size > self.max_file_bytes:
+                return None
+            data = p.read_bytes()
+        except OSError:
+            return None
+        if b"\0" in data[:8192]:
+            return None
+        return data.decode("utf-8", errors="replace")
+
+    # -- definitions -----------------------------------------------------------------------------------
+
+    def _definitions(self, rel: str, text: str) -> list[Definition]:
+        p = self.root / rel
+        try:
+            st = p.stat()
+        except OSError:
+            return []
+        with self._lock:
+            cached = self._defs_cache.get(rel)
+        if cached is not None and cached.mtime_ns == st.st_mtime_ns and cached.size == st.st_size:
+            return cached.defs
+        defs: list[Definition]
+        if rel.endswith((".py", ".pyi")):
+            try:
+                defs = _python_definitions(rel, text)
+            except (SyntaxError, ValueError, RecursionError):
+                defs = _regex_definitions(rel, text)
+        elif PurePosixPath(rel).suffix.casefold() in _NON_CODE_SUFFIXES:
+            defs = []
+        else:
+            defs = _regex_definitions(rel, text)
+        with self._lock:
+            self._defs_cache[rel] = _FileDefs(st.st_mtime_ns, st.st_size, defs)
+        return defs
+
+    def find_definitions(
+        self, name: str, kind: KindFilter = "any", max_results: int = 5, glob: str | None = None
+    ) -> dict[str, Any]:
+        """Find definitions whose name (or dotted qualified name) equals or contains ``name``.
+
+        Ranking: exact name, then exact ignoring case, qualified-name match, prefix, substring; within a rank
+        source files before tests/examples before docs, public before ``_private`` (unless asked for),
+        shallower paths first, then path and line.
+
+        Args:
+            name: a name (``load_bundle``), a substring (``bundle``) or a dotted name (``Agent.run``);
+                ``def``/``class`` keywords and ``(...)`` around it are ignored. Case-insensitive.
+            kind: ``"any"``, ``"function"``, ``"class"`` or ``"method"``.
+            max_results: cap on returned matches (>= 1).
+            glob: optional ``fnmatch`` pattern on the relative path (``*`` crosses ``/``), e.g. ``agentkit/*``.
+
+        Returns:
+            ``{"query", "matches": [Definition.as_dict()], "total": int, "truncated": bool}`` and a ``hint``
+            when nothing matched.
+
+        Raises:
+            ValueError: an empty name.
+        """
+        query = _normalize_query(name)
+        if not query:
+            raise ValueError(f"name {name!r} is empty after stripping; give a function or class name")
+        needle = query.rsplit(".", 1)[-1].casefold().encode()
+        deadline = time.monotonic() + self.time_budget_s
+        scored: list[tuple[tuple[Any, ...], Definition]] = []
+        timed_out = False
+        for rel in self.files():
+            if glob and not fnmatch.fnmatch(rel, glob):
+                continue
+            if time.monotonic() > deadline:
+                timed_out = True
+                break
+            text = self._read_text(rel)
+            if text is None or needle not in text.casefold().encode():
+                continue
+            for d in self._definitions(rel, text):
+                if kind != "any" and d.kind != kind:
+                    continue
+                score = _match_score(query, d)
+                if score is None:
+                    continue
+                private = d.name.startswith("_") and not query.startswith("_")
+                key = (score, _path_rank(rel), private, rel.count("/"), rel, d.line)
+                scored.append((key, d))
+        scored.sort(key=lambda kd: kd[0])
+        out: dict[str, Any] = {
+            "query": query,
+            "matches": [d.as_dict() for _, d in scored[:max_results]],
+            "total": len(scored),
+            "truncated": len(scored) > max_results or timed_out,
+        }
+        if not scored:
+            what = "definition" if kind == "any" else f"{kind} definition"
+            out["hint"] = (
+                f"No {what} matches {query!r}; try a shorter part of the name, another kind, or search_code."
+            )
+        return out
+
+    # -- full-text search ------------------------------------------------------------------------------
+
+    def search(
+        self,
+        pattern: str,
+        *,
+        glob: str | None = None,
+        case_sensitive: bool = False,
+        context_lines: int = 2,
+        max_results: int = 10,
+        max_scanned_matches: int = 5000,
+    ) -> dict[str, Any]:
+        """Search every searchable file for a regular expression, line by line.
+
+        A pattern that is not a valid regular expression is searched as literal text (``note`` says so).
+        Ranking: lines that define something (Python ``def``/``class`` or a declaration-keyword line) first,
+        then source files before tests/examples before docs, then path and line.
+
+        Args:
+            pattern: a Python regular expression (``re`` syntax), matched with ``search`` on each line.
+            glob: optional ``fnmatch`` pattern on the relative path (``*`` crosses ``/``), e.g. ``*.py``.
+            case_sensitive: match case exactly (default: ignore case).
+            context_lines: lines of context before and after each hit (0-10).
+            max_results: cap on returned hits (>= 1).
+            max_scanned_matches: stop scanning after this many hits (then ``truncated``).
+
+        Returns:
+            ``{"pattern", "matches": [{"location", "path", "line", "text", "context"}], "total", "files",
+            "truncated"}``; ``context`` is the hit's neighbourhood, one ``"N: text"`` line each, the hit
+            marked ``"N> text"``; ``total`` counts hits (a lower bound when truncated), ``files`` the files
+            with hits.
+
+        Raises:
+            ValueError: an empty pattern or ``context_lines`` outside 0-10.
+        """
+        if not pattern:
+            raise ValueError("pattern is empty; give a regular expression or text to search for")
+        if not 0 <= context_lines <= 10:
+            raise ValueError(f"context_lines must be between 0 and 10, got {context_lines}")
+        flags = 0 if case_sensitive else re.IGNORECASE
+        note = None
+        try:
+            rx = re.compile(pattern, flags)
+        except re.error as exc:
+            pattern_text = re.escape(pattern)
+            note = f"pattern is not a valid regular expression ({exc}); searched it as literal text"
+        else:
+            pattern_text = pattern
+        rx = re.compile(pattern_text, flags)
+        # file-level pre-check; MULTILINE so that ^ and $ mean what they mean on a single line
+        rx_file = re.compile(pattern_text, flags | re.MULTILINE)
+        deadline = time.monotonic() + self.time_budget_s
+        hits: list[tuple[tuple[Any, ...], dict[str, Any]]] = []
+        files_hit = 0
+        truncated = False
+        for rel in self.files():
+            if glob and not fnmatch.fnmatch(rel, glob):
+                continue
+            if time.monotonic() > deadline or len(hits) >= max_scanned_matches:
+                truncated = True
+                break
+            text = self._read_text(rel)
+            if text is None or not rx_file.search(text):
+                continue
+            lines = text.splitlines()
+            file_hit = False
+            for i, line in enumerate(lines):
+                if len(line) > 2000 or not rx.search(line):
+                    continue
+                file_hit = True
+                is_def = bool(_PY_DEF_LINE_RE.match(line) if rel.endswith(".py") else _DECL_RE.match(line))
+                lo, hi = max(0, i - context_lines), min(len(lines), i + context_lines + 1)
+                context = "\n".join(
+                    f"{j + 1}{'>' if j == i else ':'} {lines[j][:300]}" for j in range(lo, hi)
+                )
+                hit = {
+                    "location": f"{rel}:{i + 1}",
+                    "path": rel,
+                    "line": i + 1,
+                    "text": line.strip()[:300],
+                    "context": context,
+                }
+                hits.append(((not is_def, _path_rank(rel), rel, i), hit))
+                if len(hits) >= max_scanned_matches:
+                    break
+            files_hit += file_hit
+        hits.sort(key=lambda kh: kh[0])
+        out: dict[str, Any] = {
+            "pattern": pattern,
+            "matches": [h for _, h in hits[:max_results]],
+            "total": len(hits),
+            "files": files_hit,
+            "truncated": truncated or len(hits) > max_results,
+        }
+        if note:
+            out["note"] = note
+        return out
+
+    # -- reading ---------------------------------------------------------------------------------------
+
+    def read(
+        self, path: str, start_line: int = 1, end_line: int | None = None, max_lines: int = 400
+    ) -> dict[str, Any]:
+        """Read lines ``start_line``..``end_line`` (1-based, inclusive) of a text file under the root.
+
+        Args:
+            path: file path relative to the root (or absolute inside it).
+            start_line: first line, >= 1.
+            end_line: last line (default ``start_line + 99``); clipped to the file end and to ``max_lines``
+                lines after ``start_line``.
+            max_lines: cap on the number of lines returned.
+
+        Returns:
+            ``{"path", "start_line", "end_line", "total_lines", "content", "truncated"}``; ``content`` has one
+            ``"N: text"`` line per file line (lines over 500 characters cut).
+
+        Raises:
+            PathOutsideRootError: the path leaves the root. FileNotFoundError: no such file.
+            IsADirectoryError: the path is a directory (the message lists some entries).
+            ValueError: bad line numbers, a binary file, or a file over ``max_file_bytes``.
+        """
+        if start_line < 1:
+            raise ValueError(f"start_line must be >= 1, got {start_line}")
+        if end_line is not None and end_line < start_line:
+            raise ValueError(f"end_line ({end_line}) is before start_line ({start_line})")
+        p = self.resolve(path)
+        rel = self.rel(p)
+        if p.is_dir():
+            entries = sorted(e.name + ("/" if e.is_dir() else "") for e in p.iterdir())
+            shown = ", ".join(entries[:30]) + (", ..." if len(entries) > 30 else "")
+            raise IsADirectoryError(f"{rel or '.'!r} is a directory; it contains: {shown}")
+        if not p.is_file():
+            raise FileNotFoundError(
+                f"no file {path!r} under the repository root; use find_definition or search_code to find paths"
+            )
+        if p.stat().st_size > self.max_file_bytes:
+            raise ValueError(f"{rel!r} is larger than {self.max_file_bytes} bytes; it is not read")
+        data = p.read_bytes()
+        if b"\0" in data[:8192]:
+            raise ValueError(f"{rel!r} is a binary file")
+        lines = data.decode("utf-8", errors="replace").splitlines()
+        total = len(lines)
+        if total == 0:
+            return {
+                "path": rel,
+                "start_line": 0,
+                "end_line": 0,
+                "total_lines": 0,
+                "content": "",
+                "truncated": False,
+            }
+        if start_line > total:
+            raise ValueError(f"start_line {start_line} is past the end of {rel!r} ({total} lines)")
+        wanted_end = end_line if end_line is not None else start_line + 99
+        last = min(wanted_end, total, start_line + max_lines - 1)
+        content = "\n".join(
+            f"{n}: {lines[n - 1] if len(lines[n - 1]) <= 500 else lines[n - 1][:500] + '...'}"
+            for n in range(start_line, last + 1)
+        )
+        return {
+            "path": rel,
+            "start_line": start_line,
+            "end_line": last,
+            "total_lines": total,
+            "content": content,
+            "truncated": last < min(wanted_end, total),
+        }
