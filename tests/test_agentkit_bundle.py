@@ -641,3 +641,29 @@ def test_a_decorated_python_target_keeps_its_grounded_parameters(tmp_path):
     props = b.tools[0].declaration()["function"]["parameters"]["properties"]
     assert props["x"]["x-grounded"] is True and props["y"]["x-grounded"] is True
     assert b.tools[0].timeout == 7
+
+
+def test_model_and_agent_sections_are_typed(tmp_path):
+    from agentkit.bundle import AgentSection, EmbeddedModel, OpenAIModel
+
+    p = write(
+        tmp_path,
+        """
+        agentkit_bundle: 1
+        name: x
+        model: {backend: openai, name: m, base_url: "http://127.0.0.1:9/v1", seed: 3, request: {top_p: 0.5}}
+        agent: {max_steps: 4, tool_choice: none}
+        tools: []
+        """,
+    )
+    b = load_bundle(p)
+    assert isinstance(b.model_section, OpenAIModel) and b.model_section.name == "m"
+    assert b.model_section.backend_settings(tmp_path) == {
+        "base_url": "http://127.0.0.1:9/v1",
+        "settings": {"top_p": 0.5, "seed": 3},
+    }
+    assert AgentSection.model_validate(b.agent_settings).max_steps == 4
+    p2 = write(tmp_path, "agentkit_bundle: 1\nname: y\nmodel: {adapter: ad, seed: 1}\ntools: []\n", "b2.yaml")
+    section = load_bundle(p2).model_section
+    assert isinstance(section, EmbeddedModel)
+    assert section.backend_settings(tmp_path) == {"seed": 1, "adapter": str(tmp_path / "ad")}

@@ -1,0 +1,254 @@
+"""The tool factories of YAML bundles: ``http:`` tools (one request per call, through
+:class:`tools.httpclient.RetryingClient`) and ``sandbox:`` tools (code in the Docker sandbox, arguments in
+``args.json``), and the ``{arg}`` / ``${ENV}`` templates they fill. :mod:`agentkit.bundle` loads the file and
+calls these.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import urllib.parse
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    import httpx
+
+__all__ = [
+    "SandboxRunner",
+    "default_sandbox_runner",
+    "make_http_function",
+    "make_sandbox_function",
+    "placeholders",
+]
+
+#: A field path in the bundle document (``("tools", 1, "http", "url")``).
+Path_ = tuple[str | int, ...]
+
+# ------------------------------------------------------------------------------------------ templates
+
+_TEMPLATE = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)\}|\{\{|\}\}|\{([A-Za-z_][A-Za-z0-9_]*)\}")
+_EXACT = re.compile(r"\{([A-Za-z_][A-Za-z0-9_]*)\}")
+
+
+class _Missing(Exception):
+    pass
+
+
+def placeholders(value: Any, path: Path_) -> list[tuple[str, Path_]]:
+    """Every ``{arg}`` placeholder in a template value, with the field path where it appears."""
+    found: list[tuple[str, Path_]] = []
+    if isinstance(value, str):
+        for m in _TEMPLATE.finditer(value):
+            if m.group(2):
+                found.append((m.group(2), path))
+    elif isinstance(value, dict):
+        for k, v in value.items():
+            found.extend(placeholders(v, (*path, k)))
+    elif isinstance(value, list):
+        for i, v in enumerate(value):
+            found.extend(placeholders(v, (*path, i)))
+    return found
+
+
+def _env(name: str, where: str) -> str:
+    value = os.environ.get(name)
+    if value is None:
+        raise RuntimeError(f"environment variable {name} is not set (needed by {where})")
+    return value
+
+
+def _render(template: Any, args: dict[str, Any], where: str, *, quote: bool = False) -> Any:
+    """Fill a template: ``${ENV}`` from the environment, ``{arg}`` from the arguments (single pass, so values
+    are never re-expanded). A string that is exactly ``{arg}`` yields the argument's typed value. Mappings
+    and lists drop entries whose placeholders name absent arguments.
+
+    Raises:
+        _Missing: the (top-level) template needs an argument that is absent or null.
+        RuntimeError: an environment variable is not set.
+    """
+    if isinstance(template, str):
+        m = _EXACT.fullmatch(template)
+        if m:
+            if args.get(m.group(1)) is None:
+                raise _Missing(m.group(1))
+            value = args[m.group(1)]
+            if not quote:
+                return value
+            template_value = value if isinstance(value, str) else json.dumps(value)
+            return urllib.parse.quote(template_value, safe="")
+
+        def rep(mm: re.Match[str]) -> str:
+            if mm.group(1):
+                return _env(mm.group(1), where)
+            if mm.group(0) == "{{":
+                return "{"
+            if mm.group(0) == "}}":
+                return "}"
+            name = mm.group(2)
+            if args.get(name) is None:
+                raise _Missing(name)
+            v = args[name]
+            text = v if isinstance(v, str) else json.dumps(v)
+            return urllib.parse.quote(text, safe="") if quote else text
+
+        return _TEMPLATE.sub(rep, template)
+    if isinstance(template, dict):
+        out: dict[str, Any] = {}
+        for k, v in template.items():
+            try:
+                out[k] = _render(v, args, where)
+            except _Missing:
+                continue
+        return out
+    if isinstance(template, list):
+        items = []
+        for v in template:
+            try:
+                items.append(_render(v, args, where))
+            except _Missing:
+                continue
+        return items
+    return template
+
+
+# ------------------------------------------------------------------------------------------ http tools
+
+
+def make_http_function(
+    tool_name: str, spec: dict[str, Any], client_getter: Callable[[], httpx.Client]
+) -> Callable[..., Any]:
+    import httpx
+
+    from tools.httpclient import RetriesExhausted, RetryingClient
+
+    method = spec.get("method", "GET")
+    url_t = spec["url"]
+    headers_t = spec.get("headers", {})
+    has_query = "query" in spec
+    has_body = "body" in spec
+    timeout = float(spec.get("timeout", 10.0))
+    retries = int(spec.get("retries", 2))
+    retry_wait = float(spec.get("retry_wait", 0.5))
+    mode = spec.get("response", "auto")
+    max_chars = int(spec.get("max_response_chars", 20000))
+    url_args = {n for n, _ in placeholders(url_t, ())}
+    where = f"tool {tool_name!r}"
+
+    def call(**arguments: Any) -> Any:
+        try:
+            url = _render(url_t, arguments, where, quote=True)
+        except _Missing as exc:
+            raise ValueError(f"argument {exc} is needed to build the URL") from None
+        headers: dict[str, str] = {}
+        for k, v in headers_t.items():
+            try:
+                headers[k] = str(_render(v, arguments, where))
+            except _Missing:
+                continue
+        rest = {k: v for k, v in arguments.items() if k not in url_args and v is not None}
+        params: Any = None
+        body: Any = None
+        if has_query:
+            params = _render(spec["query"], arguments, where)
+        if has_body:
+            try:
+                body = _render(spec["body"], arguments, where)
+            except _Missing:
+                body = None
+        if not has_query and not has_body and rest:
+            if method in ("GET", "DELETE"):
+                params = rest
+            else:
+                body = rest
+        if isinstance(params, dict):
+            params = {
+                k: (
+                    json.dumps(v)
+                    if isinstance(v, dict)
+                    else ("true" if v is True else "false" if v is False else v)
+                )
+                for k, v in params.items()
+            }
+        shown = f"{method} {url.split('?', 1)[0]}"
+        client = client_getter()
+
+        http = RetryingClient(client, attempts=retries + 1, retry_wait=retry_wait, max_wait=retry_wait * 16)
+        try:
+            resp, _ = http.request(method, url, params=params, json=body, headers=headers, timeout=timeout)
+        except RetriesExhausted as exc:
+            if exc.response is not None:
+                why = f"HTTP {exc.response.status_code}: {exc.response.text[:300]}"
+            elif isinstance(exc.error, httpx.TimeoutException):
+                why = f"timed out after {timeout:g} s"
+            else:
+                why = f"{type(exc.error).__name__}: {exc.error}"
+            raise RuntimeError(f"{shown}: {why} (after {exc.attempts} attempt(s))") from None
+        if resp.status_code >= 400:
+            raise RuntimeError(f"{shown}: HTTP {resp.status_code}: {resp.text[:500]}")
+        ctype = resp.headers.get("content-type", "")
+        if mode == "json" or (mode == "auto" and "json" in ctype):
+            try:
+                value = resp.json()
+            except ValueError:
+                if mode == "json":
+                    raise RuntimeError(f"{shown}: response is not JSON: {resp.text[:200]}") from None
+            else:
+                text = json.dumps(value, ensure_ascii=False)
+                if len(text) <= max_chars:
+                    return value
+                return text[:max_chars] + f"... [truncated {len(text) - max_chars} characters]"
+        text = resp.text
+        if len(text) > max_chars:
+            text = text[:max_chars] + f"... [truncated {len(text) - max_chars} characters]"
+        return text
+
+    call.__name__ = tool_name
+    return call
+
+
+# --------------------------------------------------------------------------------------- sandbox tools
+
+#: ``(code, language, files, timeout) -> result with stdout, stderr, exit_code, timed_out, oom_killed``.
+SandboxRunner = Callable[[str, str, dict[str, str], float], Any]
+
+
+def default_sandbox_runner(code: str, language: str, files: dict[str, str], timeout: float) -> Any:
+    """Run code in the process-wide sandbox of :mod:`tools.python_exec` (one :class:`sandbox.Sandbox`, warm
+    pool of 1, started on first use and shared with the ``python_exec`` tool).
+
+    Raises:
+        sandbox.SandboxError: the Docker engine or image is unavailable (the message says how to fix it).
+    """
+    from tools.python_exec import get_sandbox
+
+    return get_sandbox().run(code, language=language, files=files, timeout=timeout)
+
+
+_PY_PRELUDE = (
+    "import json as _agentkit_json\nwith open('args.json') as _f:\n    args = _agentkit_json.load(_f)\n"
+)
+
+
+def make_sandbox_function(tool_name: str, spec: dict[str, Any], runner: SandboxRunner) -> Callable[..., Any]:
+    language = spec.get("language", "python")
+    code = spec["code"]
+    timeout = float(spec.get("timeout", 10.0))
+    program = _PY_PRELUDE + code if language == "python" else code
+
+    def call(**arguments: Any) -> Any:
+        files = {"args.json": json.dumps(arguments, ensure_ascii=False)}
+        ex = runner(program, language, files, timeout)
+        if getattr(ex, "timed_out", False):
+            raise TimeoutError(f"sandboxed code timed out after {timeout:g} s")
+        if getattr(ex, "oom_killed", False):
+            raise MemoryError("sandboxed code ran out of memory")
+        if ex.exit_code != 0:
+            tail = (ex.stderr or ex.stdout or "").strip()[-1500:]
+            raise RuntimeError(f"sandboxed code exited with code {ex.exit_code}: {tail}")
+        return ex.stdout
+
+    call.__name__ = tool_name
+    return call
