@@ -25,36 +25,57 @@ caller's event loop and are cancelled at the timeout.
 from __future__ import annotations
 
 import asyncio
-import concurrent.futures
-import contextvars
 import copy
-import dataclasses
 import functools
 import inspect
 import json
-import queue
 import re
-import threading
 import types
 import typing
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
-from typing import Annotated, Any, cast
+from typing import Any, cast
 
 import pydantic
-import pydantic_core
 
 from agentkit.backends.base import ToolDeclaration
 from agentkit.errors import ToolDefinitionError
+from agentkit.tool_output import (
+    INVALID_UTF8_NOTE,
+    cap_output,
+    cap_output_tokens,
+    decode_utf8,
+    run_sync_in_thread,
+    serialize_result,
+)
+from agentkit.tool_schema import (
+    Grounded,
+    _format_message,
+    clean_schema,
+    grammar_format_checker,
+    mark_grounded,
+    parse_docstring,
+)
+from tools.args import format_validation_error
 
 __all__ = [
+    "DEFAULT_RETRIES",
+    "DEFAULT_TIMEOUT_S",
+    "INVALID_UTF8_NOTE",
     "Grounded",
     "Tool",
     "ToolArgumentsError",
     "ToolContext",
     "ToolTimeoutError",
+    "as_tool",
     "cap_output",
+    "cap_output_tokens",
+    "clean_schema",
+    "decode_utf8",
+    "grammar_format_checker",
+    "mark_grounded",
     "parse_docstring",
+    "run_sync_in_thread",
     "serialize_result",
     "tool",
 ]
@@ -97,357 +118,6 @@ class ToolTimeoutError(TimeoutError):
         self.timeout = timeout
 
 
-# --------------------------------------------------------------------------------------------- docstrings
-
-
-def parse_docstring(doc: str | None) -> tuple[str, dict[str, str]]:
-    """Split a docstring into the tool description and per-parameter descriptions.
-
-    Parsed with griffe (``griffe.Docstring(...).parse("auto")``: Google ``Args:`` with ``name (type): text``
-    entries, Sphinx ``:param name: text``, NumPy ``Parameters`` underlined with dashes), which is lenient: a
-    malformed entry elsewhere (say in ``Raises:``) does not lose the parameters. Continuation lines are joined
-    with spaces; griffe's warnings about the docstring are not logged.
-
-    Args:
-        doc: the raw docstring (``None`` allowed).
-
-    Returns:
-        ``(description, {parameter: description})``; the description is the text before the first section,
-        with paragraphs kept.
-    """
-    if not doc:
-        return "", {}
-    import logging
-
-    from griffe import Docstring
-
-    log = logging.getLogger("griffe")
-    level = log.level
-    log.setLevel(logging.ERROR)
-    try:
-        sections = Docstring(inspect.cleandoc(doc)).parse("auto")
-    finally:
-        log.setLevel(level)
-    desc: list[str] = []
-    params: dict[str, str] = {}
-    in_description = True
-    for section in sections:
-        kind = section.kind.value
-        if kind == "text" and in_description:
-            desc.append(str(section.value))
-            continue
-        in_description = False  # text after the first section is not the tool's description
-        if kind in ("parameters", "other parameters"):
-            for p in section.value:
-                params[p.name.lstrip("*")] = " ".join(
-                    x.strip() for x in p.description.splitlines() if x.strip()
-                )
-    return "\n\n".join(desc).strip(), params
-
-
-# ------------------------------------------------------------------------------------------------ schemas
-
-_SCHEMA_MAPS = ("properties", "$defs", "definitions", "patternProperties", "dependentSchemas")
-
-
-#: Keyword marking a grounded string parameter (see :class:`Grounded`).
-GROUNDED_KEYWORD = "x-grounded"
-
-
-class Grounded:
-    """``Grounded[str]``: a string parameter whose value must be a span of the conversation.
-
-    ``def find_definition(name: Grounded[str]) -> dict`` declares ``name`` with ``x-grounded: true``; the embedded
-    backend's tool-call constraint then only lets the model write a span of the user's messages or of the tool
-    responses so far (no invented identifier, path or id). Remote backends receive the keyword as a schema
-    annotation. Equivalent: ``Tool(fn, grounded=["name"])``, or ``grounded: true`` on a parameter in a bundle.
-    """
-
-    def __class_getitem__(cls, item: Any) -> Any:
-        return Annotated[item, pydantic.Field(json_schema_extra={GROUNDED_KEYWORD: True})]
-
-
-def mark_grounded(tool: str, parameters: dict[str, Any], names: Sequence[str]) -> dict[str, Any]:
-    """A copy of ``parameters`` with ``x-grounded: true`` on the top-level string properties ``names``.
-
-    Raises:
-        ToolDefinitionError: a name that is not a property, or a property that is not a string.
-    """
-    props = dict(parameters.get("properties") or {})
-    for n in names:
-        sub = props.get(n)
-        if not isinstance(sub, dict):
-            raise ToolDefinitionError(
-                f"tool {tool!r}: grounded parameter {n!r} is not one of its parameters ({sorted(props)})"
-            )
-        types = [sub.get("type")] + [b.get("type") for b in sub.get("anyOf", []) if isinstance(b, dict)]
-        if "string" not in types:
-            raise ToolDefinitionError(
-                f"tool {tool!r}: grounded parameter {n!r} must be a string (a span of the conversation)"
-            )
-        if sub.get("type") == "string":
-            props[n] = {**sub, GROUNDED_KEYWORD: True}
-        else:  # Optional[str]: the string branch of the anyOf
-            props[n] = {
-                **sub,
-                "anyOf": [
-                    {**b, GROUNDED_KEYWORD: True} if isinstance(b, dict) and b.get("type") == "string" else b
-                    for b in sub["anyOf"]
-                ],
-            }
-    return {**parameters, "properties": props}
-
-
-def clean_schema(schema: Any) -> Any:
-    """Drop Pydantic's auto-generated ``title`` keywords from a JSON Schema (they only cost prompt tokens).
-
-    Property *names* called ``title`` are kept: only the keyword is removed, never a key inside
-    ``properties`` / ``$defs``.
-
-    Args:
-        schema: a JSON Schema (dict), or any JSON value inside one.
-
-    Returns:
-        A new schema without ``title`` keywords.
-    """
-    if isinstance(schema, list):
-        return [clean_schema(s) for s in schema]
-    if not isinstance(schema, dict):
-        return schema
-    out: dict[str, Any] = {}
-    for key, value in schema.items():
-        if key == "title" and isinstance(value, str):
-            continue
-        if key in _SCHEMA_MAPS and isinstance(value, dict):
-            out[key] = {k: clean_schema(v) for k, v in value.items()}
-        else:
-            out[key] = clean_schema(value)
-    return out
-
-
-def _format_validation_error(exc: pydantic.ValidationError) -> str:
-    parts = []
-    for err in exc.errors(include_url=False):
-        loc = ".".join(str(p) for p in err["loc"]) or "(arguments)"
-        msg = err["msg"]
-        if err["type"] not in ("missing", "extra_forbidden"):
-            msg += f" (got {err['input']!r})"
-        elif err["type"] == "extra_forbidden":
-            msg = "unknown argument"
-        parts.append(f"{loc}: {msg}")
-    return "; ".join(parts)
-
-
-# ---------------------------------------------------------------------------------------------- threads
-
-
-class _DaemonThreadPool:
-    """A growable pool of daemon threads for sync tools.
-
-    Unlike :class:`concurrent.futures.ThreadPoolExecutor`, its threads are daemons and are not joined at
-    interpreter exit, so a tool that hangs past its timeout cannot keep the process alive. A new thread is
-    started whenever every existing one is busy (a hung tool holds its thread), up to ``max_workers``.
-    """
-
-    def __init__(self, max_workers: int = 64, name: str = "agentkit-tool") -> None:
-        self._queue: queue.SimpleQueue[tuple[concurrent.futures.Future[Any], Callable[[], Any]]] = (
-            queue.SimpleQueue()
-        )
-        self._lock = threading.Lock()
-        self._idle = 0
-        self._pending = 0
-        self._threads = 0
-        self._max = max_workers
-        self._name = name
-
-    def submit(self, fn: Callable[[], Any]) -> concurrent.futures.Future[Any]:
-        """Run ``fn()`` on a worker thread; returns its future."""
-        fut: concurrent.futures.Future[Any] = concurrent.futures.Future()
-        with self._lock:
-            self._pending += 1
-            if self._pending > self._idle and self._threads < self._max:
-                self._threads += 1
-                t = threading.Thread(target=self._work, name=f"{self._name}-{self._threads}", daemon=True)
-                t.start()
-            self._queue.put((fut, fn))
-        return fut
-
-    def _work(self) -> None:
-        while True:
-            with self._lock:
-                self._idle += 1
-            fut, fn = self._queue.get()
-            with self._lock:
-                self._idle -= 1
-                self._pending -= 1
-            if not fut.set_running_or_notify_cancel():
-                continue
-            try:
-                result = fn()
-            except BaseException as exc:
-                fut.set_exception(exc)
-            else:
-                fut.set_result(result)
-            del fut, fn
-
-
-_POOL = _DaemonThreadPool()
-
-
-def run_sync_in_thread(fn: Callable[..., Any], /, *args: Any, **kwargs: Any) -> asyncio.Future[Any]:
-    """Schedule ``fn(*args, **kwargs)`` on agentkit's daemon tool threads; await the returned future.
-
-    The current :mod:`contextvars` context is copied into the thread (as :func:`asyncio.to_thread` does).
-    Must be called from a running event loop.
-    """
-    ctx = contextvars.copy_context()
-    return asyncio.wrap_future(_POOL.submit(functools.partial(ctx.run, fn, *args, **kwargs)))
-
-
-# -------------------------------------------------------------------------------------------------- Tool
-
-
-#: Line appended to a tool response whose bytes were not valid UTF-8 (``{n}``: invalid byte sequences replaced).
-INVALID_UTF8_NOTE = (
-    "[agentkit: the tool output was not valid UTF-8; {n} invalid byte sequence(s) replaced with U+FFFD]"
-)
-_REPLACEMENT_UTF8 = "\ufffd".encode()
-
-
-def decode_utf8(data: bytes | bytearray | memoryview) -> tuple[str, int]:
-    """Decode bytes as UTF-8, replacing each invalid byte sequence with U+FFFD.
-
-    Returns:
-        ``(text, n)``: the text and the number of invalid sequences replaced (0 for valid UTF-8).
-    """
-    raw = bytes(data)
-    text = raw.decode("utf-8", errors="replace")
-    return text, text.count("\ufffd") - raw.count(_REPLACEMENT_UTF8)
-
-
-def _decode_nested_bytes(value: Any) -> tuple[Any, int]:
-    """``value`` with bytes inside dicts, lists, tuples, sets, Pydantic models and dataclasses decoded by
-    :func:`decode_utf8`; returns the new value and the number of invalid sequences replaced."""
-    if isinstance(value, (bytes, bytearray, memoryview)):
-        return decode_utf8(value)
-    if isinstance(value, pydantic.BaseModel):
-        return _decode_nested_bytes(value.model_dump())
-    if dataclasses.is_dataclass(value) and not isinstance(value, type):
-        return _decode_nested_bytes(dataclasses.asdict(value))
-    if isinstance(value, dict):
-        out, bad = {}, 0
-        for k, v in value.items():
-            k2, n1 = _decode_nested_bytes(k)
-            v2, n2 = _decode_nested_bytes(v)
-            out[k2] = v2
-            bad += n1 + n2
-        return out, bad
-    if isinstance(value, (list, tuple, set, frozenset)):
-        pairs = [_decode_nested_bytes(v) for v in value]
-        return [v for v, _ in pairs], sum(n for _, n in pairs)
-    return value, 0
-
-
-def serialize_result(value: Any) -> str:
-    """Turn a tool's return value into the text of the tool response.
-
-    ``str`` is sent as is; ``bytes`` are decoded as UTF-8 text; Pydantic models as their JSON; anything else
-    (dicts, lists, numbers, ``None``, dataclasses, datetimes...) as JSON via ``pydantic_core.to_json``, with
-    ``str()`` for unknown types. Bytes that are not valid UTF-8 (at the top or nested) are decoded with
-    U+FFFD in place of each invalid sequence, and the text ends with a line :data:`INVALID_UTF8_NOTE` saying
-    how many were replaced: the output reaches the model instead of failing the call.
-    """
-    if isinstance(value, str):
-        return value
-    if isinstance(value, (bytes, bytearray, memoryview)):
-        text, bad = decode_utf8(value)
-        return text + ("\n" + INVALID_UTF8_NOTE.format(n=bad) if bad else "")
-    try:
-        if isinstance(value, pydantic.BaseModel):
-            return value.model_dump_json()
-        return pydantic_core.to_json(value, fallback=str).decode()
-    except pydantic_core.PydanticSerializationError:
-        fixed, bad = _decode_nested_bytes(value)
-        if not bad:
-            raise
-    return pydantic_core.to_json(fixed, fallback=str).decode() + "\n" + INVALID_UTF8_NOTE.format(n=bad)
-
-
-def _cut_marker(cut: int, total: int, limit: int) -> str:
-    return f"\n[agentkit: cut {cut:,} of {total:,} bytes of this tool output (limit {limit:,} bytes)]"
-
-
-def cap_output(text: str, limit: int | None) -> str:
-    """Cut a tool response to at most ``limit`` bytes of UTF-8, a marker saying how much was cut included.
-
-    The head is kept, cut on a character boundary, and followed by one line
-    ``[agentkit: cut N of M bytes of this tool output (limit L bytes)]`` (under 100 bytes; when ``limit`` is
-    smaller than the marker, the marker alone is returned). Bytes, not characters, because a byte never
-    becomes more than one token with byte-fallback tokenizers (Gemma's), so a byte limit is also a token
-    limit whatever the script.
-
-    Args:
-        text: the tool response.
-        limit: the most bytes returned (>= 0); ``None`` keeps everything.
-
-    Returns:
-        ``text`` itself when it fits, else the cut text ending with the marker.
-    """
-    if limit is None or len(text) <= limit // 4:  # 4 bytes per character at most: fits without encoding
-        return text
-    data = text.encode("utf-8", "surrogatepass")
-    total = len(data)
-    if total <= limit:
-        return text
-    keep = max(limit - len(_cut_marker(total, total, limit).encode()), 0)  # the longest marker: cut <= total
-    while keep > 0 and (data[keep] & 0xC0) == 0x80:  # do not split a multi-byte character
-        keep -= 1
-    head = data[:keep].decode("utf-8", "surrogatepass")
-    return head + _cut_marker(total - keep, total, limit)
-
-
-def cap_output_tokens(
-    text: str, max_tokens: int, count_tokens: Callable[[str], int], total_bytes: int | None = None
-) -> str:
-    """Cut a tool response to at most ``max_tokens`` tokens of the model that reads it, marker included.
-
-    Used on top of :func:`cap_output` when the backend can count its tokens (the embedded backend): a byte cap
-    that must hold for any text has to assume one token per byte, which cuts ordinary JSON (2.5-4 bytes per
-    token) to a third of what fits. The head is kept (the longest prefix that fits, found by bisection over
-    characters, O(log n) tokenizer calls) and followed by the marker of :func:`cap_output`, whose limit is
-    given in tokens: ``[agentkit: cut N of M bytes of this tool output (limit L tokens)]``.
-
-    Args:
-        text: the tool response (already byte-capped).
-        max_tokens: the most tokens returned (>= 1).
-        count_tokens: the model's token count of a text.
-        total_bytes: size of the whole response when ``text`` is already a head of it (for the marker).
-
-    Returns:
-        ``text`` itself when it fits, else the cut text ending with the marker.
-    """
-    if count_tokens(text) <= max_tokens and total_bytes is None:
-        return text
-    total = len(text.encode("utf-8", "surrogatepass")) if total_bytes is None else total_bytes
-
-    def with_marker(k: int) -> str:
-        head = text[:k]
-        cut = total - len(head.encode("utf-8", "surrogatepass"))
-        return (
-            head
-            + f"\n[agentkit: cut {cut:,} of {total:,} bytes of this tool output (limit {max_tokens:,} tokens)]"
-        )
-
-    lo, hi = 0, len(text)
-    while lo < hi:  # largest k with count_tokens(with_marker(k)) <= max_tokens
-        mid = (lo + hi + 1) // 2
-        if count_tokens(with_marker(mid)) <= max_tokens:
-            lo = mid
-        else:
-            hi = mid - 1
-    return with_marker(lo)
-
-
 def _is_async_callable(fn: Any) -> bool:
     while isinstance(fn, functools.partial):
         fn = fn.func
@@ -465,38 +135,6 @@ def _is_context_annotation(annotation: Any) -> bool:
     if origin is typing.Union or origin is types.UnionType:  # Optional[ToolContext], ToolContext | None
         return any(_is_context_annotation(a) for a in typing.get_args(annotation) if a is not type(None))
     return isinstance(annotation, type) and issubclass(annotation, ToolContext)
-
-
-@functools.cache
-def grammar_format_checker() -> Any:
-    """A ``jsonschema.FormatChecker`` that checks exactly the string formats the tool-call grammar enforces.
-
-    Each format of ``model.constraints.schema.FORMATS`` (date, time, date-time, duration, email, hostname,
-    ipv4, ipv6, uuid, uri; regexes written from the RFCs named there) is checked with the same regex the
-    grammar uses, as a full match, so a remote model's arguments are held to what the embedded model can
-    produce. Other formats are not checked (a tool cannot declare them: registration refuses them). Values
-    that are not strings pass (``format`` applies to strings only).
-
-    Returns:
-        The checker (built once).
-    """
-    import jsonschema
-
-    from model.constraints.schema import FORMATS
-
-    checker = jsonschema.FormatChecker(formats=())
-    for fmt, rx in FORMATS.items():
-        compiled = re.compile(rx)
-
-        def check(value: Any, _rx: re.Pattern[str] = compiled) -> bool:
-            return not isinstance(value, str) or _rx.fullmatch(value) is not None
-
-        checker.checks(fmt)(check)
-    return checker
-
-
-def _format_message(e: Any) -> str:
-    return f"{'.'.join(str(p) for p in e.path) or '(arguments)'}: {e.message}"
 
 
 class Tool:
@@ -701,7 +339,7 @@ class Tool:
             try:
                 return model.model_validate(arguments)
             except pydantic.ValidationError as exc:
-                raise ToolArgumentsError(_format_validation_error(exc)) from None
+                raise ToolArgumentsError(format_validation_error(exc)) from None
 
         def invoke(validated: Any, ctx: ToolContext) -> Any:
             if ctx_param is not None:
@@ -757,7 +395,7 @@ class Tool:
             try:
                 inst = validator.validate_python(arguments)
             except pydantic.ValidationError as exc:
-                raise ToolArgumentsError(_format_validation_error(exc)) from None
+                raise ToolArgumentsError(format_validation_error(exc)) from None
             d = inst.__dict__
             return {pname: d[fname] for fname, pname in names}
 

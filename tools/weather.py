@@ -33,8 +33,9 @@ import threading
 from typing import Annotated, Any, Literal
 
 import httpx
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import BaseModel, ConfigDict, Field
 
+from tools.args import validate_args
 from tools.httpclient import RetriesExhausted, RetryingClient
 
 __all__ = [
@@ -557,16 +558,6 @@ def get_client() -> OpenMeteo:
         return _default
 
 
-def _validate(model: type[BaseModel], **values: Any) -> Any:
-    try:
-        return model(**values)
-    except ValidationError as exc:
-        problems = "; ".join(
-            f"{'.'.join(str(p) for p in err['loc']) or 'arguments'}: {err['msg']}" for err in exc.errors()
-        )
-        raise ValueError(f"Invalid arguments: {problems}") from exc
-
-
 def geocode(place: PlaceName, count: Count = 1) -> dict[str, Any]:
     """Find the coordinates of a place by name.
 
@@ -582,7 +573,7 @@ def geocode(place: PlaceName, count: Count = 1) -> dict[str, Any]:
         ValueError: invalid arguments. PlaceNotFoundError: no such place. WeatherAPIError /
         WeatherUnavailableError: the API failed (messages are written for the model).
     """
-    args: GeocodeArgs = _validate(GeocodeArgs, place=place, count=count)
+    args: GeocodeArgs = validate_args(GeocodeArgs, place=place, count=count)
     return {"matches": get_client().geocode(args.place, args.count)}
 
 
@@ -599,7 +590,7 @@ def get_current_weather(place: PlaceName, units: UnitsArg = "metric") -> dict[st
     Raises:
         ValueError: invalid arguments. PlaceNotFoundError, WeatherAPIError, WeatherUnavailableError.
     """
-    args: CurrentWeatherArgs = _validate(CurrentWeatherArgs, place=place, units=units)
+    args: CurrentWeatherArgs = validate_args(CurrentWeatherArgs, place=place, units=units)
     return get_client().current(args.place, args.units)
 
 
@@ -621,5 +612,5 @@ def get_forecast(
         ValueError: invalid arguments. PlaceNotFoundError, WeatherAPIError (a date out of range carries the
         API's reason), WeatherUnavailableError.
     """
-    args: ForecastArgs = _validate(ForecastArgs, place=place, days=days, units=units, date=date)
+    args: ForecastArgs = validate_args(ForecastArgs, place=place, days=days, units=units, date=date)
     return get_client().forecast(args.place, args.days, args.units, args.date)

@@ -31,8 +31,9 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Annotated, Any
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import BaseModel, ConfigDict, Field
 
+from tools.args import validate_args
 from tools.code_search.definitions import Definition, KindFilter
 from tools.code_search.gitignore import GitIgnore
 from tools.code_search.repo import CodeRepo, PathOutsideRootError
@@ -156,16 +157,6 @@ class ReadFileArgs(BaseModel):
     end_line: EndLine = None
 
 
-def _validate(model: type[BaseModel], **values: Any) -> Any:
-    try:
-        return model(**values)
-    except ValidationError as exc:
-        problems = "; ".join(
-            f"{'.'.join(str(p) for p in err['loc']) or 'arguments'}: {err['msg']}" for err in exc.errors()
-        )
-        raise ValueError(f"Invalid arguments: {problems}") from exc
-
-
 def find_definition(
     name: SymbolName, kind: KindArg = "any", max_results: MaxDefinitions = 5
 ) -> dict[str, Any]:
@@ -184,7 +175,9 @@ def find_definition(
     Raises:
         ValueError: invalid arguments.
     """
-    args: FindDefinitionArgs = _validate(FindDefinitionArgs, name=name, kind=kind, max_results=max_results)
+    args: FindDefinitionArgs = validate_args(
+        FindDefinitionArgs, name=name, kind=kind, max_results=max_results
+    )
     return get_repo().find_definitions(args.name, args.kind, args.max_results)
 
 
@@ -210,7 +203,7 @@ def search_code(
     Raises:
         ValueError: invalid arguments.
     """
-    args: SearchCodeArgs = _validate(
+    args: SearchCodeArgs = validate_args(
         SearchCodeArgs,
         pattern=pattern,
         glob=glob,
@@ -242,7 +235,7 @@ def read_file(path: RelPath, start_line: StartLine = 1, end_line: EndLine = None
         ValueError: invalid arguments or line numbers. PathOutsideRootError: the path leaves the root.
         FileNotFoundError, IsADirectoryError.
     """
-    args: ReadFileArgs = _validate(ReadFileArgs, path=path, start_line=start_line, end_line=end_line)
+    args: ReadFileArgs = validate_args(ReadFileArgs, path=path, start_line=start_line, end_line=end_line)
     return get_repo().read(args.path, args.start_line, args.end_line)
 
 
@@ -322,7 +315,7 @@ def run_python(
         PathOutsideRootError, FileNotFoundError: a path leaves the root or is not a file.
         sandbox.SandboxError: Docker or the sandbox image is unavailable (the message says how to fix it).
     """
-    args: RunPythonArgs = _validate(RunPythonArgs, code=code, files=files or [], timeout=timeout)
+    args: RunPythonArgs = validate_args(RunPythonArgs, code=code, files=files or [], timeout=timeout)
     repo = get_repo()
     payload: dict[str, bytes] = {}
     total = 0

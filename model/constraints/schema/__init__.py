@@ -42,7 +42,7 @@ from model.constraints.schema.ir import (
     make_arr,
     object_part,
 )
-from model.constraints.schema.normalize import normalize_schema
+from model.constraints.schema.normalize import drop_titles, normalize_schema
 from model.constraints.schema.regex import FORMATS, pattern_matches, pattern_to_regex
 from model.constraints.schema.spec import ToolSpec, canonical, normalize_tool
 
@@ -70,6 +70,7 @@ __all__ = [
     "build_ir",
     "cached_ir",
     "canonical",
+    "drop_titles",
     "literal",
     "make_arr",
     "normalize_schema",

@@ -29,8 +29,44 @@ def _translate_type(t: Any) -> Any:
     return t
 
 
+def map_subschemas(schema: dict[str, Any], f: Any) -> dict[str, Any]:
+    """A copy of ``schema`` with ``f`` applied to each of its direct subschemas (``items``, ``anyOf``
+    members, ``properties`` values...); values elsewhere (``enum``, ``default``, ``examples``) are left alone."""
+    out: dict[str, Any] = {}
+    for k, v in schema.items():
+        if k in _SCHEMA_KEYS:
+            out[k] = [f(x) for x in v] if isinstance(v, list) else f(v)
+        elif k in _SCHEMA_LIST_KEYS:
+            out[k] = [f(x) for x in v] if isinstance(v, list) else v
+        elif k in _SCHEMA_MAP_KEYS:
+            out[k] = {kk: f(vv) for kk, vv in v.items()} if isinstance(v, dict) else v
+        else:
+            out[k] = v
+    return out
+
+
+def drop_titles(schema: Any) -> Any:
+    """Drop the ``title`` keywords of a JSON Schema (Pydantic writes one per model and field; they only cost
+    prompt tokens). Property *names* called ``title``, and ``title`` keys inside values (``default``,
+    ``enum``...), are kept: only the keyword of a (sub)schema is removed.
+
+    Args:
+        schema: a JSON Schema (dict or bool), or a list of them.
+
+    Returns:
+        A new schema without ``title`` keywords.
+    """
+    if isinstance(schema, list):
+        return [drop_titles(x) for x in schema]
+    if not isinstance(schema, dict):
+        return schema
+    kept = {k: v for k, v in schema.items() if not (k == "title" and isinstance(v, str))}
+    return map_subschemas(kept, drop_titles)
+
+
 def _clean(s: Any) -> Any:
-    """Recursively translate BFCL types and drop titles (keeps everything else for :func:`build_ir`)."""
+    """Recursively translate BFCL types and drop titles and BFCL ``optional`` flags (keeps everything else
+    for :func:`build_ir`)."""
     if isinstance(s, list):
         return [_clean(x) for x in s]
     if not isinstance(s, dict):
@@ -39,22 +75,14 @@ def _clean(s: Any) -> Any:
     for k, v in s.items():
         if k in _DROP_KEYS and not isinstance(v, dict):
             continue
-        if k == "title" and isinstance(v, str):
-            continue
         if k == "type":
             t = _translate_type(v)
             if t == "any" or (isinstance(t, list) and "any" in t):
                 continue
             out[k] = t
-        elif k in _SCHEMA_KEYS:
-            out[k] = _clean(v)
-        elif k in _SCHEMA_LIST_KEYS or (k == "items" and isinstance(v, list)):
-            out[k] = [_clean(x) for x in v] if isinstance(v, list) else v
-        elif k in _SCHEMA_MAP_KEYS:
-            out[k] = {kk: _clean(vv) for kk, vv in v.items()} if isinstance(v, dict) else v
         else:
             out[k] = v
-    return out
+    return map_subschemas(out, _clean)
 
 
 def normalize_schema(schema: Any) -> Any:

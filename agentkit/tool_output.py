@@ -1,0 +1,231 @@
+"""What a tool returns, as the model sees it, and where a sync tool runs.
+
+:func:`serialize_result` turns a return value into the tool response text (``str`` as is, ``bytes`` decoded as
+UTF-8, Pydantic models and dataclasses as their JSON); :func:`cap_output` / :func:`cap_output_tokens` cut it to
+a budget in bytes or tokens with a marker saying how much was cut. :func:`run_sync_in_thread` runs a sync tool
+on a daemon worker thread, so a tool that hangs cannot block the planner or keep the process alive.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import concurrent.futures
+import contextvars
+import dataclasses
+import functools
+import queue
+import threading
+from collections.abc import Callable
+from typing import Any
+
+import pydantic
+import pydantic_core
+
+# ---------------------------------------------------------------------------------------------- threads
+
+
+class _DaemonThreadPool:
+    """A growable pool of daemon threads for sync tools.
+
+    Unlike :class:`concurrent.futures.ThreadPoolExecutor`, its threads are daemons and are not joined at
+    interpreter exit, so a tool that hangs past its timeout cannot keep the process alive. A new thread is
+    started whenever every existing one is busy (a hung tool holds its thread), up to ``max_workers``.
+    """
+
+    def __init__(self, max_workers: int = 64, name: str = "agentkit-tool") -> None:
+        self._queue: queue.SimpleQueue[tuple[concurrent.futures.Future[Any], Callable[[], Any]]] = (
+            queue.SimpleQueue()
+        )
+        self._lock = threading.Lock()
+        self._idle = 0
+        self._pending = 0
+        self._threads = 0
+        self._max = max_workers
+        self._name = name
+
+    def submit(self, fn: Callable[[], Any]) -> concurrent.futures.Future[Any]:
+        """Run ``fn()`` on a worker thread; returns its future."""
+        fut: concurrent.futures.Future[Any] = concurrent.futures.Future()
+        with self._lock:
+            self._pending += 1
+            if self._pending > self._idle and self._threads < self._max:
+                self._threads += 1
+                t = threading.Thread(target=self._work, name=f"{self._name}-{self._threads}", daemon=True)
+                t.start()
+            self._queue.put((fut, fn))
+        return fut
+
+    def _work(self) -> None:
+        while True:
+            with self._lock:
+                self._idle += 1
+            fut, fn = self._queue.get()
+            with self._lock:
+                self._idle -= 1
+                self._pending -= 1
+            if not fut.set_running_or_notify_cancel():
+                continue
+            try:
+                result = fn()
+            except BaseException as exc:
+                fut.set_exception(exc)
+            else:
+                fut.set_result(result)
+            del fut, fn
+
+
+_POOL = _DaemonThreadPool()
+
+
+def run_sync_in_thread(fn: Callable[..., Any], /, *args: Any, **kwargs: Any) -> asyncio.Future[Any]:
+    """Schedule ``fn(*args, **kwargs)`` on agentkit's daemon tool threads; await the returned future.
+
+    The current :mod:`contextvars` context is copied into the thread (as :func:`asyncio.to_thread` does).
+    Must be called from a running event loop.
+    """
+    ctx = contextvars.copy_context()
+    return asyncio.wrap_future(_POOL.submit(functools.partial(ctx.run, fn, *args, **kwargs)))
+
+
+# -------------------------------------------------------------------------------------------------- Tool
+
+
+#: Line appended to a tool response whose bytes were not valid UTF-8 (``{n}``: invalid byte sequences replaced).
+INVALID_UTF8_NOTE = (
+    "[agentkit: the tool output was not valid UTF-8; {n} invalid byte sequence(s) replaced with U+FFFD]"
+)
+_REPLACEMENT_UTF8 = "\ufffd".encode()
+
+
+def decode_utf8(data: bytes | bytearray | memoryview) -> tuple[str, int]:
+    """Decode bytes as UTF-8, replacing each invalid byte sequence with U+FFFD.
+
+    Returns:
+        ``(text, n)``: the text and the number of invalid sequences replaced (0 for valid UTF-8).
+    """
+    raw = bytes(data)
+    text = raw.decode("utf-8", errors="replace")
+    return text, text.count("\ufffd") - raw.count(_REPLACEMENT_UTF8)
+
+
+def _decode_nested_bytes(value: Any) -> tuple[Any, int]:
+    """``value`` with bytes inside dicts, lists, tuples, sets, Pydantic models and dataclasses decoded by
+    :func:`decode_utf8`; returns the new value and the number of invalid sequences replaced."""
+    if isinstance(value, (bytes, bytearray, memoryview)):
+        return decode_utf8(value)
+    if isinstance(value, pydantic.BaseModel):
+        return _decode_nested_bytes(value.model_dump())
+    if dataclasses.is_dataclass(value) and not isinstance(value, type):
+        return _decode_nested_bytes(dataclasses.asdict(value))
+    if isinstance(value, dict):
+        out, bad = {}, 0
+        for k, v in value.items():
+            k2, n1 = _decode_nested_bytes(k)
+            v2, n2 = _decode_nested_bytes(v)
+            out[k2] = v2
+            bad += n1 + n2
+        return out, bad
+    if isinstance(value, (list, tuple, set, frozenset)):
+        pairs = [_decode_nested_bytes(v) for v in value]
+        return [v for v, _ in pairs], sum(n for _, n in pairs)
+    return value, 0
+
+
+def serialize_result(value: Any) -> str:
+    """Turn a tool's return value into the text of the tool response.
+
+    ``str`` is sent as is; ``bytes`` are decoded as UTF-8 text; Pydantic models as their JSON; anything else
+    (dicts, lists, numbers, ``None``, dataclasses, datetimes...) as JSON via ``pydantic_core.to_json``, with
+    ``str()`` for unknown types. Bytes that are not valid UTF-8 (at the top or nested) are decoded with
+    U+FFFD in place of each invalid sequence, and the text ends with a line :data:`INVALID_UTF8_NOTE` saying
+    how many were replaced: the output reaches the model instead of failing the call.
+    """
+    if isinstance(value, str):
+        return value
+    if isinstance(value, (bytes, bytearray, memoryview)):
+        text, bad = decode_utf8(value)
+        return text + ("\n" + INVALID_UTF8_NOTE.format(n=bad) if bad else "")
+    try:
+        if isinstance(value, pydantic.BaseModel):
+            return value.model_dump_json()
+        return pydantic_core.to_json(value, fallback=str).decode()
+    except pydantic_core.PydanticSerializationError:
+        fixed, bad = _decode_nested_bytes(value)
+        if not bad:
+            raise
+    return pydantic_core.to_json(fixed, fallback=str).decode() + "\n" + INVALID_UTF8_NOTE.format(n=bad)
+
+
+def _cut_marker(cut: int, total: int, limit: int) -> str:
+    return f"\n[agentkit: cut {cut:,} of {total:,} bytes of this tool output (limit {limit:,} bytes)]"
+
+
+def cap_output(text: str, limit: int | None) -> str:
+    """Cut a tool response to at most ``limit`` bytes of UTF-8, a marker saying how much was cut included.
+
+    The head is kept, cut on a character boundary, and followed by one line
+    ``[agentkit: cut N of M bytes of this tool output (limit L bytes)]`` (under 100 bytes; when ``limit`` is
+    smaller than the marker, the marker alone is returned). Bytes, not characters, because a byte never
+    becomes more than one token with byte-fallback tokenizers (Gemma's), so a byte limit is also a token
+    limit whatever the script.
+
+    Args:
+        text: the tool response.
+        limit: the most bytes returned (>= 0); ``None`` keeps everything.
+
+    Returns:
+        ``text`` itself when it fits, else the cut text ending with the marker.
+    """
+    if limit is None or len(text) <= limit // 4:  # 4 bytes per character at most: fits without encoding
+        return text
+    data = text.encode("utf-8", "surrogatepass")
+    total = len(data)
+    if total <= limit:
+        return text
+    keep = max(limit - len(_cut_marker(total, total, limit).encode()), 0)  # the longest marker: cut <= total
+    while keep > 0 and (data[keep] & 0xC0) == 0x80:  # do not split a multi-byte character
+        keep -= 1
+    head = data[:keep].decode("utf-8", "surrogatepass")
+    return head + _cut_marker(total - keep, total, limit)
+
+
+def cap_output_tokens(
+    text: str, max_tokens: int, count_tokens: Callable[[str], int], total_bytes: int | None = None
+) -> str:
+    """Cut a tool response to at most ``max_tokens`` tokens of the model that reads it, marker included.
+
+    Used on top of :func:`cap_output` when the backend can count its tokens (the embedded backend): a byte cap
+    that must hold for any text has to assume one token per byte, which cuts ordinary JSON (2.5-4 bytes per
+    token) to a third of what fits. The head is kept (the longest prefix that fits, found by bisection over
+    characters, O(log n) tokenizer calls) and followed by the marker of :func:`cap_output`, whose limit is
+    given in tokens: ``[agentkit: cut N of M bytes of this tool output (limit L tokens)]``.
+
+    Args:
+        text: the tool response (already byte-capped).
+        max_tokens: the most tokens returned (>= 1).
+        count_tokens: the model's token count of a text.
+        total_bytes: size of the whole response when ``text`` is already a head of it (for the marker).
+
+    Returns:
+        ``text`` itself when it fits, else the cut text ending with the marker.
+    """
+    if count_tokens(text) <= max_tokens and total_bytes is None:
+        return text
+    total = len(text.encode("utf-8", "surrogatepass")) if total_bytes is None else total_bytes
+
+    def with_marker(k: int) -> str:
+        head = text[:k]
+        cut = total - len(head.encode("utf-8", "surrogatepass"))
+        return (
+            head
+            + f"\n[agentkit: cut {cut:,} of {total:,} bytes of this tool output (limit {max_tokens:,} tokens)]"
+        )
+
+    lo, hi = 0, len(text)
+    while lo < hi:  # largest k with count_tokens(with_marker(k)) <= max_tokens
+        mid = (lo + hi + 1) // 2
+        if count_tokens(with_marker(mid)) <= max_tokens:
+            lo = mid
+        else:
+            hi = mid - 1
+    return with_marker(lo)

@@ -1,0 +1,149 @@
+"""How a tool's declaration is written: descriptions from its docstring, grounded parameters, titles
+dropped, and the string formats the tool-call grammar enforces (checked for remote models too)."""
+
+from __future__ import annotations
+
+import functools
+import inspect
+import re
+from collections.abc import Sequence
+from typing import Annotated, Any
+
+import pydantic
+
+from agentkit.errors import ToolDefinitionError
+from model.constraints.schema.normalize import drop_titles
+
+# --------------------------------------------------------------------------------------------- docstrings
+
+
+def parse_docstring(doc: str | None) -> tuple[str, dict[str, str]]:
+    """Split a docstring into the tool description and per-parameter descriptions.
+
+    Parsed with griffe (``griffe.Docstring(...).parse("auto")``: Google ``Args:`` with ``name (type): text``
+    entries, Sphinx ``:param name: text``, NumPy ``Parameters`` underlined with dashes), which is lenient: a
+    malformed entry elsewhere (say in ``Raises:``) does not lose the parameters. Continuation lines are joined
+    with spaces; griffe's warnings about the docstring are not logged.
+
+    Args:
+        doc: the raw docstring (``None`` allowed).
+
+    Returns:
+        ``(description, {parameter: description})``; the description is the text before the first section,
+        with paragraphs kept.
+    """
+    if not doc:
+        return "", {}
+    import logging
+
+    from griffe import Docstring
+
+    log = logging.getLogger("griffe")
+    level = log.level
+    log.setLevel(logging.ERROR)
+    try:
+        sections = Docstring(inspect.cleandoc(doc)).parse("auto")
+    finally:
+        log.setLevel(level)
+    desc: list[str] = []
+    params: dict[str, str] = {}
+    in_description = True
+    for section in sections:
+        kind = section.kind.value
+        if kind == "text" and in_description:
+            desc.append(str(section.value))
+            continue
+        in_description = False  # text after the first section is not the tool's description
+        if kind in ("parameters", "other parameters"):
+            for p in section.value:
+                params[p.name.lstrip("*")] = " ".join(
+                    x.strip() for x in p.description.splitlines() if x.strip()
+                )
+    return "\n\n".join(desc).strip(), params
+
+
+# ------------------------------------------------------------------------------------------------ schemas
+
+
+#: Keyword marking a grounded string parameter (see :class:`Grounded`).
+GROUNDED_KEYWORD = "x-grounded"
+
+
+class Grounded:
+    """``Grounded[str]``: a string parameter whose value must be a span of the conversation.
+
+    ``def find_definition(name: Grounded[str]) -> dict`` declares ``name`` with ``x-grounded: true``; the embedded
+    backend's tool-call constraint then only lets the model write a span of the user's messages or of the tool
+    responses so far (no invented identifier, path or id). Remote backends receive the keyword as a schema
+    annotation. Equivalent: ``Tool(fn, grounded=["name"])``, or ``grounded: true`` on a parameter in a bundle.
+    """
+
+    def __class_getitem__(cls, item: Any) -> Any:
+        return Annotated[item, pydantic.Field(json_schema_extra={GROUNDED_KEYWORD: True})]
+
+
+def mark_grounded(tool: str, parameters: dict[str, Any], names: Sequence[str]) -> dict[str, Any]:
+    """A copy of ``parameters`` with ``x-grounded: true`` on the top-level string properties ``names``.
+
+    Raises:
+        ToolDefinitionError: a name that is not a property, or a property that is not a string.
+    """
+    props = dict(parameters.get("properties") or {})
+    for n in names:
+        sub = props.get(n)
+        if not isinstance(sub, dict):
+            raise ToolDefinitionError(
+                f"tool {tool!r}: grounded parameter {n!r} is not one of its parameters ({sorted(props)})"
+            )
+        types = [sub.get("type")] + [b.get("type") for b in sub.get("anyOf", []) if isinstance(b, dict)]
+        if "string" not in types:
+            raise ToolDefinitionError(
+                f"tool {tool!r}: grounded parameter {n!r} must be a string (a span of the conversation)"
+            )
+        if sub.get("type") == "string":
+            props[n] = {**sub, GROUNDED_KEYWORD: True}
+        else:  # Optional[str]: the string branch of the anyOf
+            props[n] = {
+                **sub,
+                "anyOf": [
+                    {**b, GROUNDED_KEYWORD: True} if isinstance(b, dict) and b.get("type") == "string" else b
+                    for b in sub["anyOf"]
+                ],
+            }
+    return {**parameters, "properties": props}
+
+
+#: Drop Pydantic's ``title`` keywords from a JSON Schema (:func:`model.constraints.schema.drop_titles`).
+clean_schema = drop_titles
+
+
+@functools.cache
+def grammar_format_checker() -> Any:
+    """A ``jsonschema.FormatChecker`` that checks exactly the string formats the tool-call grammar enforces.
+
+    Each format of ``model.constraints.schema.FORMATS`` (date, time, date-time, duration, email, hostname,
+    ipv4, ipv6, uuid, uri; regexes written from the RFCs named there) is checked with the same regex the
+    grammar uses, as a full match, so a remote model's arguments are held to what the embedded model can
+    produce. Other formats are not checked (a tool cannot declare them: registration refuses them). Values
+    that are not strings pass (``format`` applies to strings only).
+
+    Returns:
+        The checker (built once).
+    """
+    import jsonschema
+
+    from model.constraints.schema import FORMATS
+
+    checker = jsonschema.FormatChecker(formats=())
+    for fmt, rx in FORMATS.items():
+        compiled = re.compile(rx)
+
+        def check(value: Any, _rx: re.Pattern[str] = compiled) -> bool:
+            return not isinstance(value, str) or _rx.fullmatch(value) is not None
+
+        checker.checks(fmt)(check)
+    return checker
+
+
+def _format_message(e: Any) -> str:
+    return f"{'.'.join(str(p) for p in e.path) or '(arguments)'}: {e.message}"

@@ -1,0 +1,41 @@
+"""Validation of a tool's arguments against its Pydantic model, with one error format for every tool.
+
+:func:`format_validation_error` is also what :mod:`agentkit.tools` sends the model when a call's arguments
+are invalid: ``field: message (got value)`` per problem, ``unknown argument`` for an extra key.
+"""
+
+from __future__ import annotations
+
+from typing import Any, TypeVar
+
+import pydantic
+
+__all__ = ["format_validation_error", "validate_args"]
+
+M = TypeVar("M", bound=pydantic.BaseModel)
+
+
+def format_validation_error(exc: pydantic.ValidationError) -> str:
+    """One line per problem, joined with ``; ``: ``days: Input should be less than or equal to 7 (got 9)``."""
+    parts = []
+    for err in exc.errors(include_url=False):
+        loc = ".".join(str(p) for p in err["loc"]) or "(arguments)"
+        msg = err["msg"]
+        if err["type"] not in ("missing", "extra_forbidden"):
+            msg += f" (got {err['input']!r})"
+        elif err["type"] == "extra_forbidden":
+            msg = "unknown argument"
+        parts.append(f"{loc}: {msg}")
+    return "; ".join(parts)
+
+
+def validate_args(model: type[M], **values: Any) -> M:
+    """``model(**values)``.
+
+    Raises:
+        ValueError: ``Invalid arguments: ...`` in :func:`format_validation_error`'s format.
+    """
+    try:
+        return model(**values)
+    except pydantic.ValidationError as exc:
+        raise ValueError(f"Invalid arguments: {format_validation_error(exc)}") from exc
