@@ -19,6 +19,7 @@ import re
 from typing import Any
 
 from model.training import data as D
+from model.training import kinds as K
 from model.training import values as V
 
 #: Share of each kind of example in a bundle's stream.
@@ -47,7 +48,7 @@ _ATOM = re.compile(r"\\d|\[[^\]]+\]|\\.|[^\\\[\]{}()*+?|^$.]")
 _COUNT = re.compile(r"\{(\d+)(?:,(\d*))?\}|[*+?]")
 
 
-def pattern_sampler(pattern: str) -> D.Gen | None:
+def pattern_sampler(pattern: str) -> K.Gen | None:
     """A value generator for simple anchored patterns (literals, ``\\d``, ``[A-Z0-9_]`` classes, counts
     ``{n}``/``{n,m}``/``?``/``+``/``*``), or ``None`` when the pattern uses anything else (groups, ``|``, ``.``)."""
     body = pattern[1:] if pattern.startswith("^") else pattern
@@ -109,7 +110,7 @@ def _time(rng: random.Random) -> tuple[Any, str]:
     return f"{h:02d}:{m:02d}", f"{h:02d}:{m:02d}"
 
 
-def kind_for_parameter(name: str, schema: dict[str, Any]) -> D.Kind:
+def kind_for_parameter(name: str, schema: dict[str, Any]) -> K.Kind:
     """The value generator and mention templates of one declared parameter (see the module docstring).
 
     Examples the schema gives are drawn half of the time when another generator exists (``pattern``, bounds,
@@ -119,43 +120,43 @@ def kind_for_parameter(name: str, schema: dict[str, Any]) -> D.Kind:
     t = s.get("type")
     lname = name.lower()
     examples = [x for x in s.get("examples") or [] if x is not None and not isinstance(x, (dict, list))]
-    own: D.Gen | None = None
+    own: K.Gen | None = None
     if "enum" in s:
-        return D.Kind((name,), s, D._choice(tuple(str(x) for x in s["enum"])), D.GENERIC)
+        return K.Kind((name,), s, K._choice(tuple(str(x) for x in s["enum"])), K.GENERIC)
     if t == "integer":
         lo = int(s.get("minimum", s.get("exclusiveMinimum", 0) + (1 if "exclusiveMinimum" in s else 0)))
         hi = int(
             s.get("maximum", s.get("exclusiveMaximum", lo + 101) - (1 if "exclusiveMaximum" in s else 0))
         )
-        own = D._int(lo, max(lo, hi))
+        own = K._int(lo, max(lo, hi))
     elif t == "number":
         flo = float(s.get("minimum", s.get("exclusiveMinimum", 0.0)))
         fhi = float(s.get("maximum", s.get("exclusiveMaximum", flo + 1000.0)))
-        own = D._float(max(flo, 0.5) if "exclusiveMinimum" in s else flo, fhi if fhi > flo else flo + 1)
+        own = K._float(max(flo, 0.5) if "exclusiveMinimum" in s else flo, fhi if fhi > flo else flo + 1)
     elif t == "boolean":
-        own = D._bool
+        own = K._bool
     elif s.get("format") == "date" or "date" in lname:
-        own = D._date
+        own = K._date
     elif s.get("format") == "time":
         own = _time
     elif s.get("format") == "email" or "email" in lname:
-        own = D._s(V.email)
+        own = K._s(V.email)
     elif isinstance(s.get("pattern"), str):
         own = pattern_sampler(s["pattern"])
     elif t == "string":
         if any(w in lname for w in ("location", "city", "place", "destination", "origin")):
-            own = D._s(V.place)
+            own = K._s(V.place)
         elif "name" in lname or "person" in lname or "assignee" in lname:
-            own = D._s(V.person)
+            own = K._s(V.person)
         elif not examples:
-            own = D._s(V.phrase)
+            own = K._s(V.phrase)
     pool = tuple(examples)
 
     def example(rng: random.Random) -> tuple[Any, str]:
         v = rng.choice(pool)
         return v, V.fmt_float(v) if isinstance(v, float) else str(v)
 
-    gen: D.Gen
+    gen: K.Gen
     if pool and own is not None:
         base = own
 
@@ -164,13 +165,13 @@ def kind_for_parameter(name: str, schema: dict[str, Any]) -> D.Kind:
 
         gen = mixed
     else:
-        gen = example if pool else (own or D._s(V.phrase))
-    mentions = D.NUMERIC if t in ("integer", "number") else D.GENERIC + D.QUOTED[:2]
-    return D.Kind((name,), s, gen, mentions)
+        gen = example if pool else (own or K._s(V.phrase))
+    mentions = K.NUMERIC if t in ("integer", "number") else K.GENERIC + K.QUOTED[:2]
+    return K.Kind((name,), s, gen, mentions)
 
 
-def tool_specs(declarations: list[dict[str, Any]]) -> list[D.ToolSpec]:
-    """:class:`model.training.data.ToolSpec` s of OpenAI-style declarations (``agent.declarations()``).
+def tool_specs(declarations: list[dict[str, Any]]) -> list[D.TrainingTool]:
+    """:class:`model.training.data.TrainingTool` s of OpenAI-style declarations (``agent.declarations()``).
 
     The spoken action is the description's first sentence (``"Order seed packets."`` -> ``order seed
     packets``), or the name as words.
@@ -203,7 +204,7 @@ def tool_specs(declarations: list[dict[str, Any]]) -> list[D.ToolSpec]:
         desc = str(f.get("description") or "").strip()
         first = desc.split(".")[0].strip() if desc else ""
         action = first[0].lower() + first[1:] if first else V.natural(name)
-        specs.append(D.ToolSpec(name, desc, params, kinds, action, "bundle"))
+        specs.append(D.TrainingTool(name, desc, params, kinds, action, "bundle"))
     return specs
 
 
@@ -238,11 +239,11 @@ class BundleGenerator(D.Generator):
         self.declarations = [dict(d) for d in declarations]
         self.system_prompt = system_prompt
 
-    def tool(self) -> D.ToolSpec:
+    def tool(self) -> D.TrainingTool:
         """One of the bundle's tools, uniformly."""
         return self.rng.choice(self.specs)
 
-    def _toolset(self, main: list[D.ToolSpec], extra_max: int = 3) -> list[D.ToolSpec]:
+    def _toolset(self, main: list[D.TrainingTool], extra_max: int = 3) -> list[D.TrainingTool]:
         return list(self.specs)
 
     def _system(self) -> list[dict[str, Any]]:

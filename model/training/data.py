@@ -22,15 +22,62 @@ import hashlib
 import json
 import math
 import random
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from model import special_tokens as st
 from model.training import values as V
+from model.training.kinds import (
+    DOMAINS,
+    GENERIC,
+    KINDS,
+    NUMERIC,
+    OPENERS,
+    QUOTED,
+    SYSTEM_PROMPTS,
+    VERB_SPOKEN,
+    Gen,
+    Kind,
+    _bool,
+    _choice,
+    _date,
+    _float,
+    _int,
+    _int_list,
+    _list_of,
+    _s,
+)
+from model.training.render import (
+    format_call,
+    format_value,
+    render_declaration,
+    render_prompt,
+    render_schema,
+    strip_descriptions,
+)
 
 #: Default location of the Glaive schemas (relative to the repository root).
+__all__ = [
+    "GENERIC",
+    "NUMERIC",
+    "QUOTED",
+    "Example",
+    "Gen",
+    "Generator",
+    "Kind",
+    "TrainingTool",
+    "corpus_texts",
+    "format_call",
+    "format_value",
+    "render_declaration",
+    "render_prompt",
+    "render_schema",
+    "sanity_check",
+    "strip_descriptions",
+]
+
 DEFAULT_MASKBENCH = (
     Path(__file__).resolve().parents[2].parent / "shared" / "data" / "maskbench" / "dev.jsonl.gz"
 )
@@ -69,94 +116,6 @@ class Example:
         }
 
 
-# --------------------------------------------------------------------------------------------------------------
-# Rendering (mirror of model/chat_template.jinja; tests check both agree)
-# --------------------------------------------------------------------------------------------------------------
-
-
-def format_value(v: Any) -> str:
-    """Render a JSON value in Gemma 4 call syntax: bare keys, no spaces, strings between ``<|"|>``.
-
-    Mirrors ``model.constraints.parse.format_value`` and the chat template's ``render_value``.
-
-    Raises:
-        TypeError: for values that are not JSON (str, int, float, bool, None, list, dict).
-    """
-    q = st.STRING_DELIM
-    if isinstance(v, str):
-        return f"{q}{v}{q}"
-    if v is True:
-        return "true"
-    if v is False:
-        return "false"
-    if v is None:
-        return "null"
-    if isinstance(v, int | float):
-        return str(v)
-    if isinstance(v, dict):
-        return "{" + ",".join(f"{k}:{format_value(x)}" for k, x in v.items()) + "}"
-    if isinstance(v, list | tuple):
-        return "[" + ",".join(format_value(x) for x in v) + "]"
-    raise TypeError(f"format_value: unsupported type {type(v).__name__}")
-
-
-def format_call(name: str, arguments: dict[str, Any]) -> str:
-    """``<|tool_call>call:NAME{...}<tool_call|>`` for one call (see :func:`format_value`)."""
-    return f"{st.TOOL_CALL_START}call:{name}{format_value(arguments)}{st.TOOL_CALL_END}"
-
-
-def _type_str(t: Any) -> str:
-    q = st.STRING_DELIM
-    if isinstance(t, str):
-        return f"{q}{t.upper()}{q}"
-    return "[" + ",".join(f"{q}{str(x).upper()}{q}" for x in t) + "]"
-
-
-def render_schema(s: dict[str, Any]) -> str:
-    """Render a parameter schema as the template's declaration object (sorted properties, upper-case types)."""
-    q = st.STRING_DELIM
-    parts = []
-    if s.get("description"):
-        parts.append(f"description:{q}{s['description']}{q}")
-    if "enum" in s:
-        parts.append("enum:" + format_value(s["enum"]))
-    if isinstance(s.get("items"), dict):
-        parts.append("items:" + render_schema(s["items"]))
-    if isinstance(s.get("properties"), dict):
-        props = ",".join(f"{k}:{render_schema(s['properties'][k])}" for k in sorted(s["properties"]))
-        parts.append("properties:{" + props + "}")
-    if s.get("required"):
-        parts.append("required:" + format_value(s["required"]))
-    if "type" in s:
-        parts.append("type:" + _type_str(s["type"]))
-    return "{" + ",".join(parts) + "}"
-
-
-def render_declaration(tool: dict[str, Any]) -> str:
-    """``<|tool>declaration:NAME{description:...,parameters:{...}}<tool|>`` for an OpenAI-style tool."""
-    f = tool.get("function", tool)
-    q = st.STRING_DELIM
-    params = f.get("parameters") or {"type": "object"}
-    return (
-        f"{st.TOOL_START}declaration:{f['name']}{{description:{q}{f.get('description') or ''}{q},"
-        f"parameters:{render_schema(params)}}}{st.TOOL_END}"
-    )
-
-
-def strip_descriptions(tools: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    """Copies of OpenAI-style ``tools`` without any ``description`` (function's and parameters'), for terse
-    declarations: a prompt about half as long that still names every function, parameter, type and enum."""
-
-    def strip(s: Any) -> Any:
-        if isinstance(s, dict):
-            return {k: strip(v) for k, v in s.items() if k != "description"}
-        if isinstance(s, list):
-            return [strip(x) for x in s]
-        return s
-
-    return [strip(t) for t in tools]
-
-
 def copy_drill(ex: Example) -> Example | None:
     """A short version of a call example for the copy drill: no system prompt, only the called tools, terse
     declarations (prompt p50 114 tokens against 253 for the full mix, so more examples per second; the request and
@@ -169,701 +128,13 @@ def copy_drill(ex: Example) -> Example | None:
     return Example(msgs, tools, ex.target, ex.kind, list(ex.calls), list(ex.bindings))
 
 
-def _content(c: Any) -> str:
-    if isinstance(c, str):
-        return c
-    if isinstance(c, list):
-        return "".join(x.get("text", "") for x in c if isinstance(x, dict) and x.get("type") == "text")
-    return ""
-
-
-def render_prompt(
-    messages: list[dict[str, Any]], tools: list[dict[str, Any]] | None, add_generation_prompt: bool = True
-) -> str:
-    """Render ``messages`` + ``tools`` exactly as ``model/chat_template.jinja`` does (including ``<bos>``).
-
-    Raises:
-        KeyError: if a message lacks ``role``.
-    """
-    out = [st.BOS]
-    msgs = list(messages)
-    system = ""
-    if msgs and msgs[0]["role"] in ("system", "developer"):
-        system = _content(msgs[0]["content"])
-        msgs = msgs[1:]
-    if system or tools:
-        out.append(f"{st.TURN_START}system\n{system}")
-        out.extend(render_declaration(t) for t in tools or [])
-        out.append(f"{st.TURN_END}\n")
-    in_model = False
-    for m in msgs:
-        role = m["role"]
-        if role == "user":
-            if in_model:
-                out.append(f"{st.TURN_END}\n")
-                in_model = False
-            out.append(f"{st.TURN_START}user\n{_content(m['content'])}{st.TURN_END}\n")
-        elif role in ("assistant", "model"):
-            if not in_model:
-                out.append(f"{st.TURN_START}model\n")
-            thought = m.get("reasoning") or m.get("thinking")
-            if thought:
-                out.append(f"{st.CHANNEL_START}thought\n{thought}{st.CHANNEL_END}")
-            if m.get("content"):
-                out.append(_content(m["content"]))
-            if m.get("tool_calls"):
-                for c in m["tool_calls"]:
-                    f = c.get("function", c)
-                    out.append(format_call(f["name"], f["arguments"]))
-                in_model = True
-            else:
-                out.append(f"{st.TURN_END}\n")
-                in_model = False
-        elif role == "tool":
-            c = m["content"]
-            body = c if isinstance(c, dict) else {"result": _content(c)}
-            out.append(
-                f"{st.TOOL_RESPONSE_START}response:{m.get('name') or ''}{format_value(body)}{st.TOOL_RESPONSE_END}"
-            )
-    if add_generation_prompt and not in_model:
-        out.append(f"{st.TURN_START}model\n")
-    return "".join(out)
-
-
-# --------------------------------------------------------------------------------------------------------------
-# Parameter kinds: how a parameter is declared, valued and mentioned in a request
-# --------------------------------------------------------------------------------------------------------------
-
-#: A value generator returns (json_value, spoken_text).
-Gen = Callable[[random.Random], tuple[Any, str]]
-
-
-@dataclass(frozen=True)
-class Kind:
-    """A parameter archetype: candidate names, JSON schema, value generator and mention templates.
-
-    ``mentions`` use ``{n}`` (the parameter's natural name) and ``{v}`` (the spoken value).
-    """
-
-    names: tuple[str, ...]
-    schema: dict[str, Any]
-    gen: Gen
-    mentions: tuple[str, ...]
-    descs: tuple[str, ...] = ()
-
-
-def _s(f: Callable[[random.Random], str]) -> Gen:
-    def g(rng: random.Random) -> tuple[Any, str]:
-        x = f(rng)
-        return x, x
-
-    return g
-
-
-def _choice(items: tuple[str, ...]) -> Gen:
-    return _s(lambda rng: rng.choice(items))
-
-
-def _int(lo: int, hi: int, words: float = 0.15) -> Gen:
-    def g(rng: random.Random) -> tuple[Any, str]:
-        n = rng.randint(lo, hi)
-        return n, V.number_words(n) if rng.random() < words else str(n)
-
-    return g
-
-
-def _float(lo: float, hi: float, digits: int = 2) -> Gen:
-    def g(rng: random.Random) -> tuple[Any, str]:
-        x = round(rng.uniform(lo, hi), rng.randint(0, digits))
-        if rng.random() < 0.3:
-            x = float(round(x))
-        return float(x), V.fmt_float(x) if x != int(x) or rng.random() < 0.5 else str(int(x))
-
-    return g
-
-
-def _date(rng: random.Random) -> tuple[Any, str]:
-    return V.date_iso(rng)
-
-
-def _bool(rng: random.Random) -> tuple[Any, str]:
-    b = rng.random() < 0.6
-    return b, "yes" if b else "no"
-
-
-def _list_of(f: Callable[[random.Random], str]) -> Gen:
-    def g(rng: random.Random) -> tuple[Any, str]:
-        k = rng.randint(2, 4)
-        items: list[str] = []
-        while len(items) < k:
-            x = f(rng)
-            if x not in items:
-                items.append(x)
-        return items, ", ".join(items[:-1]) + " and " + items[-1]
-
-    return g
-
-
-def _int_list(rng: random.Random) -> tuple[Any, str]:
-    xs = [rng.randint(-20, 200) for _ in range(rng.randint(3, 6))]
-    return xs, ", ".join(map(str, xs))
-
-
-GENERIC = ("{n} {v}", "{n}: {v}", "the {n} is {v}", "{n} set to {v}", "with {n} {v}", "using {v} as the {n}")
-NUMERIC = ("{n} of {v}", "{n} {v}", "{n} = {v}", "a {n} of {v}", "with {n} {v}", "{n} equal to {v}")
-QUOTED = ('{n} "{v}"', "{n} '{v}'", 'the {n} "{v}"', "{n}: {v}")
-
-KINDS: dict[str, Kind] = {
-    "city": Kind(
-        ("city", "location", "place", "city_name"),
-        {"type": "string"},
-        _s(V.place),
-        ("in {v}", "for {v}", "at {v}", "{n} {v}"),
-        ("The city name", "City and country, e.g. Lyon, France", "Location to look up"),
-    ),
-    "country": Kind(
-        ("country", "country_name", "nation"),
-        {"type": "string"},
-        _choice(V.COUNTRIES),
-        ("in {v}", "for {v}", "{n} {v}"),
-        ("Name of the country",),
-    ),
-    "date": Kind(
-        ("date", "day", "on_date", "target_date"),
-        {"type": "string"},
-        _date,
-        ("on {v}", "for {v}", "{n} {v}"),
-        ("Date in YYYY-MM-DD format", "The date (ISO 8601)"),
-    ),
-    "start_date": Kind(
-        ("start_date", "from_date", "check_in"),
-        {"type": "string"},
-        _date,
-        ("from {v}", "starting {v}", "{n} {v}"),
-        ("Start date, YYYY-MM-DD",),
-    ),
-    "end_date": Kind(
-        ("end_date", "to_date", "check_out"),
-        {"type": "string"},
-        _date,
-        ("until {v}", "to {v}", "{n} {v}"),
-        ("End date, YYYY-MM-DD",),
-    ),
-    "days": Kind(
-        ("days", "num_days", "duration_days", "nights"),
-        {"type": "integer"},
-        _int(1, 14),
-        ("for {v} days", "over the next {v} days", "{n} {v}", "{n} of {v}"),
-        ("Number of days",),
-    ),
-    "limit": Kind(
-        ("limit", "max_results", "count", "top_n", "num_results"),
-        {"type": "integer"},
-        _int(1, 50),
-        ("top {v}", "at most {v} results", "{v} results", "{n} {v}", "limit it to {v}"),
-        ("Maximum number of results",),
-    ),
-    "amount": Kind(
-        ("amount", "price", "principal", "total", "budget", "value"),
-        {"type": "number"},
-        _float(1, 50000),
-        ("{n} of {v}", "{v} dollars", "${v}", "{n} {v}"),
-        ("The amount in the given currency", "Amount of money"),
-    ),
-    "rate": Kind(
-        ("rate", "interest_rate", "tax_rate", "discount", "percentage"),
-        {"type": "number"},
-        _float(0.5, 30, 1),
-        ("{n} of {v}%", "at {v} percent", "{n} {v}", "{v}% {n}"),
-        ("Rate in percent",),
-    ),
-    "years": Kind(
-        ("years", "term", "duration", "period", "age"),
-        {"type": "integer"},
-        _int(1, 40),
-        ("for {v} years", "over {v} years", "{n} of {v}", "{n} {v}"),
-        ("Duration in years",),
-    ),
-    "person": Kind(
-        ("name", "person", "full_name", "contact", "author", "owner"),
-        {"type": "string"},
-        _s(V.person),
-        ("for {v}", "named {v}", "{n} {v}", "by {v}"),
-        ("Full name of the person",),
-    ),
-    "email": Kind(
-        ("email", "recipient", "to", "email_address"),
-        {"type": "string"},
-        _s(V.email),
-        ("to {v}", "{n} {v}", "at {v}"),
-        ("Recipient e-mail address",),
-    ),
-    "text": Kind(
-        ("query", "title", "subject", "message", "keyword", "text", "topic", "note"),
-        {"type": "string"},
-        _s(V.phrase),
-        (*QUOTED, "about {v}"),
-        ("Free text", "The search query", "Title or subject"),
-    ),
-    "currency_from": Kind(
-        ("from_currency", "base_currency", "source_currency"),
-        {"type": "string"},
-        _choice(V.CURRENCIES),
-        ("from {v}", "{n} {v}"),
-        ("ISO code of the source currency",),
-    ),
-    "currency_to": Kind(
-        ("to_currency", "target_currency", "quote_currency"),
-        {"type": "string"},
-        _choice(V.CURRENCIES),
-        ("to {v}", "into {v}", "{n} {v}"),
-        ("ISO code of the target currency",),
-    ),
-    "language": Kind(
-        ("language", "target_language", "lang"),
-        {"type": "string"},
-        _choice(V.LANGUAGES),
-        ("in {v}", "into {v}", "{n} {v}"),
-        ("Language name",),
-    ),
-    "ticker": Kind(
-        ("symbol", "ticker", "stock_symbol"),
-        {"type": "string"},
-        _choice(V.TICKERS),
-        ("for {v}", "of {v}", "{n} {v}"),
-        ("Stock ticker symbol",),
-    ),
-    "company": Kind(
-        ("company", "company_name", "organization", "vendor"),
-        {"type": "string"},
-        _choice(V.COMPANIES),
-        ("for {v}", "at {v}", "{n} {v}"),
-        ("Company name",),
-    ),
-    "genre": Kind(
-        ("genre", "category", "style"),
-        {"type": "string"},
-        _choice(V.GENRES),
-        ("{v}", "in the {v} {n}", "{n} {v}"),
-        ("Genre or category",),
-    ),
-    "cuisine": Kind(
-        ("cuisine", "food_type"),
-        {"type": "string"},
-        _choice(V.CUISINES),
-        ("{v}", "{n} {v}", "serving {v} food"),
-        ("Type of cuisine",),
-    ),
-    "dish": Kind(
-        ("dish", "recipe_name", "food", "ingredient"),
-        {"type": "string"},
-        _choice(V.FOODS),
-        ("for {v}", "{n} {v}", "of {v}"),
-        ("Name of the dish",),
-    ),
-    "product": Kind(
-        ("product", "item", "product_name"),
-        {"type": "string"},
-        _choice(V.PRODUCTS),
-        ("a {v}", "for a {v}", "{n} {v}"),
-        ("Product to search for",),
-    ),
-    "color": Kind(
-        ("color", "colour"), {"type": "string"}, _choice(V.COLORS), ("in {v}", "{n} {v}"), ("Color",)
-    ),
-    "record_id": Kind(
-        ("order_id", "user_id", "ticket_id", "id", "account_id", "booking_id"),
-        {"type": "string"},
-        _s(V.code_id),
-        ("{n} {v}", "number {v}", "with {n} {v}", "#{v}"),
-        ("Identifier of the record",),
-    ),
-    "path": Kind(
-        ("path", "file", "file_path", "filename"),
-        {"type": "string"},
-        _s(V.file_path),
-        ("{v}", "in {v}", "{n} {v}", "the file {v}"),
-        ("Path of the file, relative to the repository root",),
-    ),
-    "symbol_name": Kind(
-        ("name", "symbol", "function_name", "identifier"),
-        {"type": "string"},
-        _s(V.identifier),
-        ("{v}", "`{v}`", "{n} {v}"),
-        ("Identifier to look up",),
-    ),
-    "url": Kind(
-        ("url", "link", "website"), {"type": "string"}, _s(V.url), ("{v}", "at {v}", "{n} {v}"), ("The URL",)
-    ),
-    "team": Kind(
-        ("team", "team_name", "club"),
-        {"type": "string"},
-        _choice(V.SPORTS_TEAMS),
-        ("for the {v}", "{n} {v}", "of {v}"),
-        ("Name of the team",),
-    ),
-    "animal": Kind(
-        ("species", "animal"),
-        {"type": "string"},
-        _choice(V.ANIMALS),
-        ("of the {v}", "{n} {v}", "for {v}"),
-        ("Species name",),
-    ),
-    "airport_from": Kind(
-        ("origin", "departure_airport", "from_airport"),
-        {"type": "string"},
-        _choice(V.AIRPORTS),
-        ("from {v}", "departing {v}", "{n} {v}"),
-        ("IATA code of the origin airport",),
-    ),
-    "airport_to": Kind(
-        ("destination", "arrival_airport", "to_airport"),
-        {"type": "string"},
-        _choice(V.AIRPORTS),
-        ("to {v}", "arriving at {v}", "{n} {v}"),
-        ("IATA code of the destination airport",),
-    ),
-    "time": Kind(
-        ("time", "start_time", "at_time"),
-        {"type": "string"},
-        _s(V.time_hm),
-        ("at {v}", "{n} {v}"),
-        ("Time, HH:MM (24h)",),
-    ),
-    "weekday": Kind(
-        ("weekday", "day_of_week"),
-        {"type": "string"},
-        _choice(V.WEEKDAYS),
-        ("on {v}", "{n} {v}"),
-        ("Day of the week",),
-    ),
-    "num_a": Kind(
-        ("a", "x", "n", "number", "num1", "value", "base", "first"),
-        {"type": "integer"},
-        _int(-50, 500, 0.1),
-        NUMERIC,
-        ("The first number", "An integer", "Input value"),
-    ),
-    "num_b": Kind(
-        ("b", "y", "k", "num2", "exponent", "second", "divisor"),
-        {"type": "integer"},
-        _int(-50, 500, 0.1),
-        NUMERIC,
-        ("The second number", "An integer"),
-    ),
-    "length": Kind(
-        ("length", "width", "height", "radius", "side", "distance", "depth"),
-        {"type": "number"},
-        _float(0.5, 300, 1),
-        (*NUMERIC, "{v} units of {n}"),
-        ("Length in meters", "Size of the side"),
-    ),
-    "mass": Kind(
-        ("weight", "mass", "weight_kg"),
-        {"type": "number"},
-        _float(1, 150, 1),
-        ("{n} of {v}", "{v} kg", "{n} {v}"),
-        ("Weight in kilograms",),
-    ),
-    "temperature": Kind(
-        ("temperature", "temp"), {"type": "number"}, _float(-30, 120, 1), NUMERIC, ("Temperature value",)
-    ),
-    "flag": Kind(
-        (
-            "include_details",
-            "verbose",
-            "case_sensitive",
-            "refundable",
-            "vegetarian",
-            "recursive",
-            "include_forecast",
-            "dry_run",
-            "notify",
-        ),
-        {"type": "boolean"},
-        _bool,
-        ("{n}: {v}",),
-        ("Whether to enable this option",),
-    ),
-    "unit_len": Kind(
-        ("unit", "units", "length_unit"),
-        {"type": "string", "enum": list(V.UNITS_LEN)},
-        _choice(V.UNITS_LEN),
-        ("in {v}", "{n} {v}"),
-        ("Unit of length",),
-    ),
-    "unit_temp": Kind(
-        ("unit", "scale", "temperature_unit"),
-        {"type": "string", "enum": list(V.UNITS_TEMP)},
-        _choice(V.UNITS_TEMP),
-        ("in {v}", "{n} {v}"),
-        ("Temperature scale",),
-    ),
-    "sort": Kind(
-        ("sort_by", "order", "sort_order"),
-        {"type": "string", "enum": ["asc", "desc", "relevance", "date"]},
-        _choice(("asc", "desc", "relevance", "date")),
-        ("sorted by {v}", "{n} {v}"),
-        ("Sort order",),
-    ),
-    "priority": Kind(
-        ("priority", "level", "severity"),
-        {"type": "string", "enum": ["low", "medium", "high"]},
-        _choice(("low", "medium", "high")),
-        ("with {v} {n}", "{n} {v}", "{v} {n}"),
-        ("Priority level",),
-    ),
-    "tags": Kind(
-        ("tags", "keywords", "labels"),
-        {"type": "array", "items": {"type": "string"}},
-        _list_of(lambda r: r.choice(V.WORDS)),
-        ("{n} {v}", "tagged {v}", "with {n} {v}"),
-        ("List of tags",),
-    ),
-    "cities": Kind(
-        ("cities", "locations", "destinations"),
-        {"type": "array", "items": {"type": "string"}},
-        _list_of(lambda r: r.choice(V.CITIES)),
-        ("{n} {v}", "for {v}", "covering {v}"),
-        ("List of cities",),
-    ),
-    "ingredients": Kind(
-        ("ingredients", "items", "products"),
-        {"type": "array", "items": {"type": "string"}},
-        _list_of(lambda r: r.choice(V.FOODS + V.PRODUCTS)),
-        ("{n} {v}", "with {v}", "including {v}"),
-        ("List of items",),
-    ),
-    "numbers": Kind(
-        ("numbers", "values", "data", "scores"),
-        {"type": "array", "items": {"type": "integer"}},
-        _int_list,
-        ("{n} {v}", "of {v}", "for the {n} {v}", "[{v}]"),
-        ("List of numbers",),
-    ),
-    "ticker_list": Kind(
-        ("symbols", "tickers"),
-        {"type": "array", "items": {"type": "string"}},
-        _list_of(lambda r: r.choice(V.TICKERS)),
-        ("for {v}", "{n} {v}"),
-        ("Ticker symbols",),
-    ),
-}
-
-#: Domains: (noun phrases, verbs, parameter kinds to draw from, name prefixes for dotted names).
-DOMAINS: dict[str, tuple[tuple[str, ...], tuple[str, ...], tuple[str, ...], tuple[str, ...]]] = {
-    "weather": (
-        ("weather", "forecast", "air quality", "uv index", "humidity", "sunrise time"),
-        ("get", "check", "fetch", "look up"),
-        ("city", "date", "days", "unit_temp", "flag"),
-        ("weather", "climate"),
-    ),
-    "travel": (
-        ("flights", "hotel", "train tickets", "car rental", "flight status", "travel time"),
-        ("search", "book", "find", "check", "get"),
-        (
-            "airport_from",
-            "airport_to",
-            "date",
-            "start_date",
-            "end_date",
-            "city",
-            "days",
-            "limit",
-            "amount",
-            "flag",
-            "person",
-        ),
-        ("travel", "booking"),
-    ),
-    "finance": (
-        (
-            "stock price",
-            "exchange rate",
-            "loan payment",
-            "compound interest",
-            "tax",
-            "portfolio value",
-            "mortgage",
-        ),
-        ("get", "calculate", "compute", "estimate", "convert"),
-        (
-            "ticker",
-            "amount",
-            "rate",
-            "years",
-            "currency_from",
-            "currency_to",
-            "date",
-            "ticker_list",
-            "company",
-        ),
-        ("finance", "stocks", "bank"),
-    ),
-    "math": (
-        (
-            "sum",
-            "product",
-            "factorial",
-            "power",
-            "gcd",
-            "average",
-            "median",
-            "prime factors",
-            "square root",
-            "logarithm",
-        ),
-        ("calculate", "compute", "find", "get"),
-        ("num_a", "num_b", "numbers", "flag"),
-        ("math", "algebra", "stats"),
-    ),
-    "geometry": (
-        (
-            "area of a circle",
-            "rectangle area",
-            "triangle perimeter",
-            "volume of a cube",
-            "distance between points",
-        ),
-        ("calculate", "compute", "find"),
-        ("length", "num_a", "num_b", "unit_len"),
-        ("geometry", "geo"),
-    ),
-    "physics": (
-        ("velocity", "force", "kinetic energy", "density", "acceleration"),
-        ("calculate", "compute", "estimate"),
-        ("mass", "length", "num_a", "temperature", "unit_len"),
-        ("physics",),
-    ),
-    "commerce": (
-        ("products", "order status", "shipping cost", "discount", "inventory", "refund"),
-        ("search", "check", "get", "track", "create", "cancel"),
-        ("product", "record_id", "amount", "limit", "sort", "color", "ingredients", "flag", "email"),
-        ("shop", "store"),
-    ),
-    "media": (
-        ("movies", "songs", "books", "podcasts", "news articles", "tv shows"),
-        ("find", "search", "recommend", "list", "get"),
-        ("genre", "text", "person", "limit", "years", "language", "sort"),
-        ("media", "library"),
-    ),
-    "food": (
-        ("recipes", "restaurants", "nutrition facts", "calories", "meal plan"),
-        ("find", "search", "get", "suggest", "calculate"),
-        ("cuisine", "dish", "city", "ingredients", "limit", "flag", "amount"),
-        ("food", "recipes"),
-    ),
-    "sports": (
-        ("match results", "team standings", "player stats", "fixtures"),
-        ("get", "find", "check", "list"),
-        ("team", "date", "years", "limit", "person"),
-        ("sports",),
-    ),
-    "contacts": (
-        ("email", "reminder", "meeting", "contact", "calendar event", "message"),
-        ("send", "create", "schedule", "find", "delete", "update"),
-        ("email", "person", "text", "date", "time", "weekday", "priority", "flag"),
-        ("calendar", "mail"),
-    ),
-    "text": (
-        ("translation", "summary", "word count", "sentiment", "spelling check"),
-        ("translate", "get", "analyze", "count", "check"),
-        ("text", "language", "flag", "limit"),
-        ("text", "nlp"),
-    ),
-    "health": (
-        ("bmi", "calorie needs", "heart rate zone", "water intake"),
-        ("calculate", "estimate", "compute"),
-        ("mass", "length", "years", "flag"),
-        ("health",),
-    ),
-    "geo": (
-        ("population", "timezone", "capital city", "distance", "coordinates"),
-        ("get", "find", "look up", "calculate"),
-        ("city", "country", "cities", "unit_len"),
-        ("geo", "maps"),
-    ),
-    "science": (
-        ("boiling point", "molar mass", "half life", "species info", "habitat"),
-        ("get", "find", "calculate", "look up"),
-        ("animal", "temperature", "mass", "num_a", "text"),
-        ("science", "bio", "chem"),
-    ),
-    "web": (
-        ("web page", "search results", "site status", "links"),
-        ("fetch", "search", "check", "get"),
-        ("url", "text", "limit", "flag", "language"),
-        ("web",),
-    ),
-    "support": (
-        ("ticket", "account", "subscription", "invoice"),
-        ("create", "get", "update", "cancel", "check"),
-        ("record_id", "email", "priority", "text", "amount", "date"),
-        ("support",),
-    ),
-}
-
-VERB_SPOKEN: dict[str, tuple[str, ...]] = {
-    "get": ("get", "fetch", "show me", "give me", "retrieve"),
-    "check": ("check", "verify", "look at"),
-    "fetch": ("fetch", "get", "pull up"),
-    "look up": ("look up", "find", "check"),
-    "search": ("search for", "find", "look for"),
-    "book": ("book", "reserve"),
-    "find": ("find", "look for", "search for", "locate"),
-    "calculate": ("calculate", "compute", "work out", "figure out"),
-    "compute": ("compute", "calculate", "work out"),
-    "estimate": ("estimate", "calculate", "approximate"),
-    "convert": ("convert", "change"),
-    "track": ("track", "follow", "check"),
-    "create": ("create", "make", "open", "set up"),
-    "cancel": ("cancel", "call off"),
-    "recommend": ("recommend", "suggest"),
-    "list": ("list", "show", "give me"),
-    "suggest": ("suggest", "recommend"),
-    "send": ("send", "write"),
-    "schedule": ("schedule", "set up", "plan"),
-    "delete": ("delete", "remove"),
-    "update": ("update", "change", "modify"),
-    "translate": ("translate",),
-    "analyze": ("analyze", "run an analysis of"),
-    "count": ("count",),
-}
-
-OPENERS = (
-    "",
-    "",
-    "Please ",
-    "Can you ",
-    "Could you ",
-    "I need you to ",
-    "Help me ",
-    "I want to ",
-    "I'd like to ",
-    "Would you ",
-    "Go ahead and ",
-    "Quick task: ",
-    "Hey, ",
-    "Kindly ",
-)
-SYSTEM_PROMPTS = (
-    "You are a helpful assistant.",
-    "You are a helpful assistant with access to tools. Call a tool when it helps answer the user.",
-    "You are an agent. Use the available functions to complete the user's request.",
-    "Answer briefly. Use tools when they are needed.",
-    "You are a support bot for a software company.",
-    "You help developers navigate a code base.",
-    "You are a weather assistant.",
-)
-
-
 # --------------------------------------------------------------------------------------------------------------
 # Tools
 # --------------------------------------------------------------------------------------------------------------
 
 
 @dataclass
-class ToolSpec:
+class TrainingTool:
     """A tool with per-parameter value generators and mention templates (``kinds``)."""
 
     name: str
@@ -881,7 +152,7 @@ class ToolSpec:
         }
 
 
-def _generated_tool(rng: random.Random) -> ToolSpec:
+def _generated_tool(rng: random.Random) -> TrainingTool:
     domain = rng.choice(sorted(DOMAINS))
     nouns, verbs, kind_names, prefixes = DOMAINS[domain]
     noun, verb = rng.choice(nouns), rng.choice(verbs)
@@ -922,10 +193,10 @@ def _generated_tool(rng: random.Random) -> ToolSpec:
     params = {"type": "object", "properties": props, "required": required}
     spoken = rng.choice(VERB_SPOKEN.get(verb, (verb,)))
     action = f"{spoken} {rng.choice(('the ', '', 'the '))}{noun}"
-    return ToolSpec(name, desc, params, kinds, action, domain)
+    return TrainingTool(name, desc, params, kinds, action, domain)
 
 
-def _bot_tools() -> list[ToolSpec]:
+def _bot_tools() -> list[TrainingTool]:
     """The example bots' tools (``tools.weather``, ``tools.code_search``) with schemas mirroring their signatures."""
     place_d = "Place name, e.g. 'Berlin' or 'Paris, France' (a country or region after a comma narrows it)."
     units_d = "'metric' (°C, km/h, mm) or 'imperial' (°F, mph, inch)."
@@ -1016,8 +287,8 @@ def _bot_tools() -> list[ToolSpec]:
 
     def spec(
         name: str, desc: str, props: dict[str, tuple[Kind, str]], required: list[str], action: str, dom: str
-    ) -> ToolSpec:
-        return ToolSpec(
+    ) -> TrainingTool:
+        return TrainingTool(
             name,
             desc,
             {
@@ -1173,7 +444,7 @@ def _glaive_kind(pname: str, schema: dict[str, Any], samples: list[Any]) -> Kind
     return Kind((pname,), schema, gen, mentions)
 
 
-def load_glaive_tools(path: Path = DEFAULT_MASKBENCH) -> list[ToolSpec]:
+def load_glaive_tools(path: Path = DEFAULT_MASKBENCH) -> list[TrainingTool]:
     """Tools from the ``Glaiveai2K`` schemas whose parameters are all scalars or arrays of scalars.
 
     The function name is the schema id without its hash suffix; argument values come from the schema's valid
@@ -1184,7 +455,7 @@ def load_glaive_tools(path: Path = DEFAULT_MASKBENCH) -> list[ToolSpec]:
     """
     if not path.exists():
         return []
-    tools: list[ToolSpec] = []
+    tools: list[TrainingTool] = []
     seen: set[str] = set()
     with gzip.open(path, "rt", encoding="utf-8") as fh:
         for line in fh:
@@ -1217,7 +488,7 @@ def load_glaive_tools(path: Path = DEFAULT_MASKBENCH) -> list[ToolSpec]:
                 "properties": props,
                 "required": [r for r in sc.get("required", []) if r in props],
             }
-            tools.append(ToolSpec(name, desc, params, kinds, words, "glaive:" + name.split("_")[0]))
+            tools.append(TrainingTool(name, desc, params, kinds, words, "glaive:" + name.split("_")[0]))
     return tools
 
 
@@ -1250,7 +521,7 @@ def _param_phrase(rng: random.Random, pname: str, kind: Kind, spoken: str, schem
 
 
 def _draw_args(
-    rng: random.Random, tool: ToolSpec, optional_p: float = 0.45, spoken_out: dict[str, str] | None = None
+    rng: random.Random, tool: TrainingTool, optional_p: float = 0.45, spoken_out: dict[str, str] | None = None
 ) -> tuple[dict[str, Any], list[str]]:
     """Draw argument values and their spoken mentions (required always, optional with ``optional_p``).
 
@@ -1295,7 +566,7 @@ def _join(rng: random.Random, phrases: list[str]) -> str:
     return sep.join(phrases)
 
 
-def _request(rng: random.Random, tool: ToolSpec, args_phrases: list[str]) -> str:
+def _request(rng: random.Random, tool: TrainingTool, args_phrases: list[str]) -> str:
     """One natural-language request for ``tool`` mentioning each argument phrase."""
     phrases = list(args_phrases)
     if rng.random() < 0.3:
@@ -1319,7 +590,7 @@ def _request(rng: random.Random, tool: ToolSpec, args_phrases: list[str]) -> str
     return text + rng.choice((".", ".", "", "!", " please.", ", thanks."))
 
 
-def _response_for(rng: random.Random, tool: ToolSpec, args: dict[str, Any]) -> dict[str, Any]:
+def _response_for(rng: random.Random, tool: TrainingTool, args: dict[str, Any]) -> dict[str, Any]:
     keys = ("result", "status", "value", "total", "count", "price", "temperature", "summary", "message", "id")
     if tool.domain in ("bot_weather", "bot_code"):
         from model.training.bots import bot_response
@@ -1463,7 +734,7 @@ class Generator:
         self.glaive = [t for t in load_glaive_tools(maskbench) if _split_of(t.name) == split]
         self.bots = _bot_tools()
 
-    def tool(self) -> ToolSpec:
+    def tool(self) -> TrainingTool:
         """Draw one tool: 40% Glaive, 45% generated, 15% bot tools."""
         r = self.rng.random()
         if r < 0.4 and self.glaive:
@@ -1472,7 +743,7 @@ class Generator:
             return _generated_tool(self.rng)
         return self.rng.choice(self.bots)
 
-    def _toolset(self, main: list[ToolSpec], extra_max: int = 3) -> list[ToolSpec]:
+    def _toolset(self, main: list[TrainingTool], extra_max: int = 3) -> list[TrainingTool]:
         names = {t.name for t in main}
         out = list(main)
         for _ in range(self.rng.choice((0, 0, 0, 1, 1, 1, 2, extra_max))):
@@ -1655,11 +926,11 @@ class Generator:
             answer = _answer_from(self.rng, [(n, r) for (n, _), r in zip(base.calls, responses, strict=True)])
         return Example(msgs, base.tools, answer + st.TURN_END, "answer_after_tool", [])
 
-    def _spec_for(self, name: str, spec: dict[str, Any]) -> ToolSpec:
+    def _spec_for(self, name: str, spec: dict[str, Any]) -> TrainingTool:
         for t in self.bots:
             if t.name == name:
                 return t
-        return ToolSpec(name, "", {}, {}, "", "other")
+        return TrainingTool(name, "", {}, {}, "", "other")
 
     def _ex_followup_call(self) -> Example:
         first = self._ex_answer_after_tool()
@@ -1731,7 +1002,7 @@ class Generator:
         want = self.tool()
         _args, phrases = _draw_args(rng, want)
         req = _request(rng, want, phrases)
-        others: list[ToolSpec] = []
+        others: list[TrainingTool] = []
         for _ in range(rng.randint(1, 3)):
             t = self.tool()
             if t.domain != want.domain and t.name != want.name and t.name not in {o.name for o in others}:

@@ -24,7 +24,14 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from model import special_tokens as st
-from model.training.data import Example, format_value, render_declaration, render_prompt, render_schema
+from model.training.data import Example
+from model.training.render import (
+    declaration_head,
+    format_value,
+    render_declaration,
+    render_prompt,
+    render_schema,
+)
 
 IGNORE = -100
 
@@ -74,8 +81,7 @@ def declared_keys(prompt: str, tools: list[dict[str, Any]]) -> list[tuple[str, s
             continue
         pos = at + len(decl)
         params = f.get("parameters") or {"type": "object"}
-        head = f"{st.TOOL_START}declaration:{f['name']}{{description:{st.STRING_DELIM}{f.get('description') or ''}{st.STRING_DELIM},parameters:"
-        base = at + len(head)
+        base = at + len(declaration_head(t))
         for k, (s, e) in _property_offsets(params).items():
             out.append((f["name"], k, base + s, base + e))
     return out
