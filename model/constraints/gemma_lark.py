@@ -1,0 +1,485 @@
+"""The Gemma tool-call syntax as an llguidance Lark grammar: the schema IR (:mod:`model.constraints.schema`)
+compiled to rules for ``call:NAME{key:value,...}`` (bare keys in declaration order, strings between
+``<|"|>``, numbers, arrays and nested objects), with the bounds llguidance can enforce; and the helpers for
+Lark terminals. :mod:`model.constraints.grammar` assembles whole-turn grammars from these rules.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from typing import Any
+
+from model.constraints.schema import (
+    FORMATS,
+    AnyNode,
+    AnyOf,
+    Arr,
+    Bool,
+    Lit,
+    Never,
+    Node,
+    Null,
+    Num,
+    Obj,
+    Ref,
+    SchemaError,
+    Str,
+    pattern_matches,
+    pattern_to_regex,
+)
+
+SYNTAXES = ("gemma", "json")
+TOOL_CHOICES = ("auto", "required", "none")
+
+#: Keys of the Gemma syntax not declared in ``properties`` (the ``:`` after them is part of the terminal):
+#: no control characters, not starting with ``}``, and a ``:`` inside only when the next character cannot
+#: start a value (digit, ``-``, ``t``/``f``/``n``, ``{``, ``[``), so that greedy lexing ends the key at the
+#: right ``:`` and the parser's backtracking finds the same split.
+_KEY_COLON = r":[^0-9tfn\-{\[\x00-\x1f]"
+KEY_REGEX = rf"(?:[^:}}\x00-\x1f]|{_KEY_COLON})(?:[^:\x00-\x1f]|{_KEY_COLON})*"
+#: Without patternProperties, a key is either one part without ``:`` (``KEY1``) or parts without
+#: ``:,{}[]`` joined by ``:`` (``gdbots:ncr:1``): a rule, so the Earley parser (not the greedy lexer)
+#: decides which ``:`` ends the key; the parser's backtracking finds the same split.
+KEY1_REGEX = r"[^:}\x00-\x1f][^:\x00-\x1f]*"
+KEY_PART_REGEX = r"[^:,{}\[\]\x00-\x1f]+"
+#: Any text: string bodies (special tokens never match a terminal, so the ``<|"|>`` token ends the string and
+#: text spelling it with ordinary tokens stays inside; the parser reads marked text and tells them apart).
+_ANY_TEXT = r"/(?s:.*)/"
+_INT_RX = r"-?(?:0|[1-9][0-9]*)"
+_NUM_RX = r"-?(?:0|[1-9][0-9]*)(?:\.[0-9]+)?(?:[eE][+-]?[0-9]+)?"
+_MAX_OBJECT_STATES = 20_000
+#: Bound on the grammar text generated for one tool list (characters of rule and terminal bodies). llguidance's
+#: compile time grows with it: 0.46 s (validation + matcher, 4k-token vocabulary) for the largest grammar of
+#: MaskBench's schemas under the bound (docs/BENCHMARKS.md); a schema whose grammar would be larger is refused
+#: at registration with a :class:`SchemaError` naming the subschema being compiled when the bound was reached.
+MAX_GRAMMAR_CHARS = 500_000
+
+
+def _esc(name: str) -> str:
+    """A JSON-pointer token (RFC 6901: ``~`` -> ``~0``, ``/`` -> ``~1``)."""
+    return name.replace("~", "~0").replace("/", "~1")
+
+
+def _size_keyword(node: Node) -> str:
+    """The keyword named when ``node``'s subschema trips :data:`MAX_GRAMMAR_CHARS`."""
+    if isinstance(node, Obj):
+        return "properties"
+    if isinstance(node, Arr):
+        return "items"
+    if isinstance(node, AnyOf):
+        return "anyOf"
+    if isinstance(node, Ref):
+        return "$ref"
+    if isinstance(node, Str):
+        return "pattern" if node.patterns else "format" if node.formats else "maxLength"
+    return "type"
+
+
+def _lark_str(text: str) -> str:
+    """A Lark string literal for ``text``."""
+    return json.dumps(text, ensure_ascii=False)
+
+
+def _lark_rx(rx: str) -> str:
+    """Escape unescaped ``/`` so ``rx`` fits inside a Lark ``/.../`` literal."""
+    out, i = [], 0
+    while i < len(rx):
+        c = rx[i]
+        if c == "\\" and i + 1 < len(rx):
+            out.append(rx[i : i + 2])
+            i += 2
+            continue
+        out.append("\\/" if c == "/" else c)
+        i += 1
+    return "".join(out)
+
+
+def _json_text(v: Any) -> str:
+    """Compact JSON text of a scalar (the Gemma syntax writes numbers, booleans and null as JSON does)."""
+    return json.dumps(v, ensure_ascii=False, separators=(",", ":"))
+
+
+# ----------------------------------------------------------------------------------------------------------
+# Gemma syntax: IR -> Lark
+# ----------------------------------------------------------------------------------------------------------
+
+
+@dataclass
+class _State:
+    body: str | None  # alternatives deriving a non-empty string, or None when only "" is possible
+    nullable: bool
+
+
+class _GemmaCompiler:
+    """Compile schema IR to Lark rules for the Gemma value syntax (one instance per grammar)."""
+
+    def __init__(self, additional_default: bool, grounding: tuple[str, ...] | None = None) -> None:
+        self.additional_default = additional_default
+        self.grounding = grounding
+        self._ground_rx: dict[tuple[int, int], str | None] = {}
+        self.rules: dict[str, str] = {}
+        self.terms: dict[str, str] = {}
+        self._term_names: dict[str, str] = {}
+        self._node_rules: dict[tuple[int, Node], str] = {}
+        self._defs: dict[int, dict[str, Node]] = {}
+        self._n = 0
+        self._any_done = False
+        #: Characters of grammar emitted so far (bounded by MAX_GRAMMAR_CHARS).
+        self.size = 0
+        #: Per tool (scope): JSON pointer of each recursive definition, for error messages.
+        self.def_paths: dict[int, dict[str, str]] = {}
+        self._where = ""  # pointer of the subschema being compiled
+        self._where_node: Node = AnyNode()
+
+    def _charge(self, text: str, path: str | None = None, node: Node | None = None) -> None:
+        """Count emitted grammar against :data:`MAX_GRAMMAR_CHARS` (``path``/``node``: the subschema the
+        text belongs to; default the one being compiled).
+
+        Raises:
+            SchemaError: the grammar would exceed the bound; keyword and path name the subschema being
+                compiled when it was reached.
+        """
+        self.size += len(text) + 8
+        if self.size > MAX_GRAMMAR_CHARS:
+            where, what = (self._where, self._where_node) if path is None or node is None else (path, node)
+            raise SchemaError(
+                _size_keyword(what),
+                where,
+                f"schema is too large to compile: its grammar exceeds {MAX_GRAMMAR_CHARS:,} characters (the bound "
+                "on compile work, which keeps llguidance's compile under about a second); split the tool or "
+                "simplify the schema",
+            )
+
+    def _name(self, prefix: str) -> str:
+        self._n += 1
+        return f"{prefix}{self._n}"
+
+    def term(self, definition: str) -> str:
+        """A terminal for ``definition`` (deduplicated)."""
+        name = self._term_names.get(definition)
+        if name is None:
+            self._charge(definition)
+            name = f"T{len(self._term_names)}"
+            self._term_names[definition] = name
+            self.terms[name] = definition
+        return name
+
+    def rule(self, body: str, prefix: str = "r") -> str:
+        name = self._name(prefix)
+        self._charge(body)
+        self.rules[name] = body
+        return name
+
+    # -- values ---------------------------------------------------------------------------------------------
+    def value(self, node: Node, scope: int, defs: dict[str, Node], path: str = "") -> str:
+        """A Lark expression for values valid against ``node`` (``defs``: this tool's recursive definitions;
+        ``path``: JSON pointer of ``node``'s schema, for error messages).
+
+        Raises:
+            SchemaError: ``node`` is ``Never`` (no value possible), an object needs too many states, or the
+                grammar exceeds :data:`MAX_GRAMMAR_CHARS`.
+        """
+        self._where, self._where_node = path, node
+        if isinstance(node, Never):
+            raise SchemaError(node.keyword or "type", node.path, f"no value is possible: {node.reason}")
+        if isinstance(node, AnyNode):
+            return self._any()
+        if isinstance(node, Null):
+            return '"null"'
+        if isinstance(node, Bool):
+            return '("true" | "false")'
+        if isinstance(node, Lit):
+            if node.kind == "str":
+                return f'<|"|> {_lark_str(node.value)} <|"|>' if node.value else '<|"|> <|"|>'
+            return _lark_str(_json_text(node.value))
+        if isinstance(node, Num):
+            if not node.bounded:
+                return self.term(f"/{_INT_RX if node.integer else _NUM_RX}/")
+        if isinstance(node, Str):
+            return f'<|"|> {self._str_term(node)} <|"|>'
+        key = (scope, node)
+        if key in self._node_rules:
+            return self._node_rules[key]
+        self._defs[scope] = defs
+        if isinstance(node, Ref):
+            name = f"def{scope}_{node.name}"
+            self._node_rules[key] = name
+            self.rules[name] = "PENDING"
+            dpath = self.def_paths.get(scope, {}).get(node.name, path)
+            body = self.value(defs[node.name], scope, defs, dpath)
+            self._charge(body, dpath, defs[node.name])
+            self.rules[name] = body
+            return name
+        name = self._name("v")
+        self._node_rules[key] = name
+        self.rules[name] = "PENDING"
+        if isinstance(node, Num):
+            schema = {**node.json_schema(), "x-guidance": {"whitespace_flexible": False}}
+            body = "%json " + json.dumps(schema)
+        elif isinstance(node, AnyOf):
+            body = " | ".join(
+                self.value(o, scope, defs, f"{path}/anyOf/{i}") for i, o in enumerate(node.options)
+            )
+        elif isinstance(node, Arr):
+            body = self._arr(node, scope, defs, path)
+        elif isinstance(node, Obj):
+            body = self._obj(node, scope, defs, path)
+        else:  # pragma: no cover
+            raise TypeError(f"unknown IR node {node!r}")
+        self._where, self._where_node = path, node
+        self._charge(body, path, node)
+        self.rules[name] = body
+        return name
+
+    def _any(self) -> str:
+        if not self._any_done:
+            self._any_done = True
+            body = self.term(_ANY_TEXT)
+            key = self._plain_key([])
+            num = self.term(f"/{_NUM_RX}/")
+            self.rules["any_value"] = (
+                f'"null" | "true" | "false" | {num} | <|"|> {body} <|"|> | any_array | any_object'
+            )
+            self.rules["any_array"] = '"[" (any_value ("," any_value)*)? "]"'
+            self.rules["any_object"] = '"{" (any_kv ("," any_kv)*)? "}"'
+            self.rules["any_kv"] = f'{key} ":" any_value'
+        return "any_value"
+
+    def _str_term(self, node: Str) -> str:
+        parts = []
+        if node.min_len or node.max_len is not None:
+            hi = "" if node.max_len is None else str(node.max_len)
+            parts.append(f"/(?s:.{{{node.min_len},{hi}}})/")
+        for p in node.patterns:
+            parts.append(f"/{pattern_to_regex(p)}/")
+        for f in node.formats:
+            parts.append(f"/{_lark_rx(FORMATS[f])}/")
+        if node.grounded and self.grounding is not None:
+            from model.constraints.grounding import MAX_GROUNDED_CHARS, grounding_regex
+
+            lengths = (node.max_len or MAX_GROUNDED_CHARS, node.min_len or 1)
+            if lengths not in self._ground_rx:
+                self._ground_rx[lengths] = grounding_regex(self.grounding, *lengths)
+            rx = self._ground_rx[lengths]
+            # no span fits: the empty language (top-level grounded keys without a span are removed before
+            # this, see _ground_specs; this covers nested grounded strings)
+            parts.append(f"/{_lark_rx(rx)}/" if rx is not None else r"/[^\s\S]/")
+        return self.term(" & ".join(parts) if parts else _ANY_TEXT)
+
+    def _arr(self, node: Arr, scope: int, defs: dict[str, Node], path: str) -> str:
+        k = len(node.prefix)
+        mn, mx = node.min_items, node.max_items
+
+        def tail(i: int, first: bool) -> tuple[str, bool]:
+            """(non-empty expression or "", nullable) for the elements from index ``i`` on."""
+            sep = "" if first else '"," '
+            if mx is not None and i >= mx:
+                return "", True
+            if i < k:
+                rest, rest_null = tail(i + 1, False)
+                expr = f"{sep}{self.value(node.prefix[i], scope, defs, f'{path}/prefixItems/{i}')}"
+                if rest:
+                    expr += f" {rest}?" if rest_null else f" {rest}"
+                elif not rest_null:  # pragma: no cover - a dead tail was pruned by make_arr
+                    return "", i >= mn
+                return f"({expr})", i >= mn
+            if isinstance(node.items, Never):
+                return "", i >= mn
+            lo = max(0, mn - i)
+            hi = None if mx is None else mx - i
+            it = self.value(node.items, scope, defs, f"{path}/items")
+            if first:
+                rep = _rep(f'"," {it}', max(lo - 1, 0), None if hi is None else hi - 1)
+                return f"({it}{' ' + rep if rep else ''})", lo == 0
+            rep = _rep(f'"," {it}', max(lo, 1), hi)
+            return rep, lo == 0
+
+        expr, nullable = tail(0, True)
+        inner = f"{expr}?" if (expr and nullable) else expr
+        return f'"[" {inner} "]"' if inner else '"[" "]"'
+
+    def _obj(self, node: Obj, scope: int, defs: dict[str, Node], path: str) -> str:
+        entries = [(k, v, k in node.required) for k, v in node.props if not isinstance(v, Never)]
+        for r in node.required_only():
+            v = self._undeclared(node, r)
+            if isinstance(v, Never):
+                raise SchemaError("required", "", f"required property {r!r} is not allowed by the schema")
+            entries.append((r, v, True))
+        taken = [k for k, _ in node.props] + node.required_only()
+        extras = self._extras(node, taken, scope, defs, path)
+        n = len(entries)
+        mn, mx = node.min_props, node.max_props
+        cap = mx if mx is not None else mn
+        if (n + 1) * (cap + 1) * 2 > _MAX_OBJECT_STATES:
+            raise SchemaError("maxProperties", "", "minProperties/maxProperties need too many grammar states")
+        base = self._name("o")
+        # State (i, first, c): properties i.. still to come, nothing emitted yet (first), c emitted so far
+        # (capped at cap). Built bottom-up (no recursion: objects may have hundreds of properties); only the
+        # states reachable from (0, True, 0) become rules.
+        Key = tuple[int, bool, int]
+        states: dict[Key, _State] = {}
+        uses: dict[Key, list[Key]] = {}
+        values: dict[int, str] = {}
+
+        def name(k: Key) -> str:
+            return f"{base}_{k[0]}_{int(k[1])}_{k[2]}"
+
+        def ref(k: Key) -> tuple[str, bool] | None:
+            """(reference or "", nullable) for state ``k``; None when the state is dead."""
+            st_ = states[k]
+            if st_.body is None:
+                return ("", True) if st_.nullable else None
+            return name(k), st_.nullable
+
+        for i in range(n, -1, -1):
+            for first, c in [(True, 0)] + [(False, c) for c in range(cap + 1)]:
+                key = (i, first, c)
+                if i == n:
+                    states[key] = self._extras_state(extras, first, c, mn, mx)
+                    uses[key] = []
+                    continue
+                prop, v, required = entries[i]
+                alts: list[str] = []
+                used: list[Key] = []
+                nullable = False
+                if mx is None or c + 1 <= mx:
+                    nk = (i + 1, False, min(c + 1, cap))
+                    nxt = ref(nk)
+                    if nxt is not None:
+                        if i not in values:
+                            values[i] = self.value(v, scope, defs, f"{path}/properties/{_esc(prop)}")
+                        sep = "" if first else '"," '
+                        e = f"{sep}{_lark_str(prop + ':')} {values[i]}"
+                        if nxt[0]:
+                            e += f" {nxt[0]}?" if nxt[1] else f" {nxt[0]}"
+                            used.append(nk)
+                        alts.append(e)
+                if not required:
+                    sk = (i + 1, first, c)
+                    skip = ref(sk)
+                    if skip is not None:
+                        if skip[0]:
+                            alts.append(skip[0])
+                            used.append(sk)
+                        nullable = skip[1]
+                states[key] = _State(" | ".join(alts) if alts else None, nullable)
+                uses[key] = used
+        top = ref((0, True, 0))
+        if top is None:
+            raise SchemaError("minProperties", "", "no object satisfies the property constraints")
+        todo = [(0, True, 0)] if top[0] else []
+        seen: set[Key] = set(todo)
+        while todo:
+            k = todo.pop()
+            body_k = states[k].body
+            assert body_k is not None
+            self._charge(body_k, path, node)
+            self.rules[name(k)] = body_k
+            for u in uses[k]:
+                if u not in seen:
+                    seen.add(u)
+                    todo.append(u)
+        body, nullable = top
+        if not body:
+            return '"{" "}"'
+        return f'"{{" {body}{"?" if nullable else ""} "}}"'
+
+    def _undeclared(self, node: Obj, name: str) -> Node:
+        """The schema of a key not in ``props``: matching patternProperties, else additionalProperties."""
+
+        matched = [sub for p, sub in node.pattern_props if pattern_matches(p, name)]
+        if matched:
+            out: Node = AnyNode()
+            for sub in matched:
+                out = _intersect_simple(out, sub)
+            return out
+        if node.additional is None:
+            return AnyNode()
+        return node.additional
+
+    def _plain_key(self, taken: list[str]) -> str:
+        """Expression for a key that is not one of ``taken`` (no patternProperties involved)."""
+        excl = f" & ~({' | '.join(_lark_str(k) for k in taken)})" if taken else ""
+        one = self.term(f"/{KEY1_REGEX}/{excl}")
+        if any(":" in k for k in taken):
+            return one
+        part = self.term(f"/{KEY_PART_REGEX}/")
+        return f'({one} | {part} (":" {part})+)'
+
+    def _extras(
+        self, node: Obj, taken: list[str], scope: int, defs: dict[str, Node], path: str
+    ) -> str | None:
+        """Rule for one ``key:value`` pair of a key not in ``properties`` (None when none is allowed)."""
+        excl = " | ".join(_lark_str(k) for k in taken)
+        not_taken = f" & ~({excl})" if taken else ""
+        alts = []
+        pats = [(pattern_to_regex(p), sub) for p, sub in node.pattern_props]
+        if len(pats) > 4:
+            raise SchemaError("patternProperties", "", "more than 4 patternProperties are not supported")
+        # Partition keys by the set of patterns they match: their value must satisfy all of those schemas.
+        for mask in range(1, 1 << len(pats)):
+            sub: Node = AnyNode()
+            rx_parts = [f"/{KEY_REGEX}/"]
+            for j, (rx, s) in enumerate(pats):
+                if mask >> j & 1:
+                    rx_parts.append(f"/{rx}/")
+                    sub = _intersect_simple(sub, s)
+                else:
+                    rx_parts.append(f"~/{rx}/")
+            if isinstance(sub, Never):
+                continue
+            key = self.term("(" + " & ".join(rx_parts) + not_taken + ') ":"')
+            alts.append(f"{key} {self.value(sub, scope, defs, f'{path}/patternProperties')}")
+        additional = node.additional
+        if additional is None:
+            additional = AnyNode() if self.additional_default else Never("additionalProperties")
+        if not isinstance(additional, Never):
+            if pats:
+                rx_parts = [f"/{KEY_REGEX}/"] + [f"~/{rx}/" for rx, _ in pats]
+                key = self.term("(" + " & ".join(rx_parts) + not_taken + ') ":"')
+                alts.append(f"{key} {self.value(additional, scope, defs, f'{path}/additionalProperties')}")
+            else:
+                alts.append(
+                    f'{self._plain_key(taken)} ":" {self.value(additional, scope, defs, f"{path}/additionalProperties")}'
+                )
+        if not alts:
+            return None
+        return self.rule(" | ".join(alts), "kv")
+
+    @staticmethod
+    def _extras_state(kv: str | None, first: bool, c: int, mn: int, mx: int | None) -> _State:
+        lo = max(0, mn - c)
+        hi = None if mx is None else mx - c
+        if hi is not None and hi < lo:
+            return _State(None, False)
+        if kv is None or hi == 0:
+            return _State(None, lo == 0)
+        if first:
+            rep = _rep(f'"," {kv}', max(lo - 1, 0), None if hi is None else hi - 1)
+            return _State(f"{kv}{' ' + rep if rep else ''}", lo == 0)
+        return _State(_rep(f'"," {kv}', max(lo, 1), hi), lo == 0)
+
+
+def _rep(expr: str, lo: int, hi: int | None) -> str:
+    """``(expr){lo,hi}`` in Lark ("" when it can only be empty)."""
+    if hi is not None and hi <= 0:
+        return ""
+    if hi is None:
+        if lo == 0:
+            return f"({expr})*"
+        if lo == 1:
+            return f"({expr})+"
+        return f"({expr}){{{lo},}}"
+    if lo == 0 and hi == 1:
+        return f"({expr})?"
+    if lo == hi:
+        return f"({expr}){{{lo}}}"
+    return f"({expr}){{{lo},{hi}}}"
+
+
+def _intersect_simple(a: Node, b: Node) -> Node:
+    """Intersection used for overlapping patternProperties (full IR intersection via a throwaway builder)."""
+    from model.constraints.schema import _Builder
+
+    return _Builder({}, True).intersect(a, b, "")
