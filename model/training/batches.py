@@ -1,0 +1,197 @@
+"""Training data as tensors: examples encoded (prompt, target, value labels), batches of similar length,
+left-padded prompts and canvases of target tokens."""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+import random
+from dataclasses import dataclass
+from typing import Any
+
+from model import special_tokens as st
+from model.training.settings import TrainConfig
+
+# --------------------------------------------------------------------------------------------------------------
+# Data
+# --------------------------------------------------------------------------------------------------------------
+
+
+@dataclass
+class Encoded:
+    """Token ids of one example: ``prompt`` (rendered chat prompt) and ``target`` (model continuation).
+
+    ``decl_pos``, ``bind``, ``key``, ``ptr``: the copy head's binding labels (:mod:`model.training.labels`; empty
+    without the copy head).
+
+    ``copied[i]`` is True where ``target[i]`` is a word-like token (letters or digits) that occurs in the prompt
+    after the system turn (the request, earlier calls, tool responses) but not in the system turn (tool names,
+    keys and descriptions, which the schema constraint forces anyway): a value the model must copy.
+    """
+
+    prompt: list[int]
+    target: list[int]
+    copied: list[bool] = dataclasses.field(default_factory=list)
+    decl_pos: list[int] = dataclasses.field(default_factory=list)
+    bind: list[int] = dataclasses.field(default_factory=list)
+    key: list[int] = dataclasses.field(default_factory=list)
+    ptr: list[bool] = dataclasses.field(default_factory=list)
+
+
+def word_token_table(tok: Any) -> list[bool]:
+    """``table[id]`` is True when token ``id`` decodes to text with a letter or digit (not a control token)."""
+    n = len(tok)
+    table = [False] * n
+    for i in range(len(st.SPECIAL_TOKENS), n):
+        table[i] = any(ch.isalnum() for ch in tok.decode([i]))
+    return table
+
+
+def encode_labelled(tok: Any, examples: list[Any], word_table: list[bool]) -> list[Encoded]:
+    """Tokenize examples with the copy head's binding labels (:func:`model.training.labels.example_labels`)."""
+    from model.training.labels import example_labels
+
+    out = []
+    for e in examples:
+        lab = example_labels(tok, e, word_table)
+        out.append(Encoded(lab.prompt, lab.target, [], lab.decl_pos, lab.bind, lab.key, lab.ptr))
+    return out
+
+
+def encode_examples(tok: Any, examples: list[Any], word_table: list[bool] | None = None) -> list[Encoded]:
+    """Tokenize examples (prompt and target separately, as at inference). ``tok``: PreTrainedTokenizerFast.
+
+    With ``word_table`` (from :func:`word_token_table`) each example also gets its ``copied`` flags.
+    """
+    from model.training.data import render_prompt
+
+    prompts = [render_prompt(e.messages, e.tools) for e in examples]
+    targets = [e.target for e in examples]
+    p_ids = tok(prompts, add_special_tokens=False)["input_ids"]
+    t_ids = tok(targets, add_special_tokens=False)["input_ids"]
+    out = []
+    for p, t in zip(p_ids, t_ids, strict=True):
+        copied: list[bool] = []
+        if word_table is not None:
+            turn_end = st.SPECIAL_IDS[st.TURN_END]
+            start = p.index(turn_end) + 1 if turn_end in p else 0
+            seen = set(p[start:]) - set(p[:start])  # not in the system turn (names, keys, descriptions)
+            copied = [word_table[x] and x in seen for x in t]
+        out.append(Encoded(p, t, copied))
+    return out
+
+
+def make_batch(
+    items: list[Encoded],
+    canvas_length: int,
+    max_prompt: int,
+    rng: random.Random,
+    *,
+    pad_weight: float = 0.25,
+    copy_weight: float = 0.0,
+) -> dict[str, Any]:
+    """Collate examples into left-padded tensors.
+
+    For a target longer than one canvas a canvas-aligned window is drawn uniformly and the earlier target
+    tokens are appended to the prompt. Prompts longer than ``max_prompt`` keep their last ``max_prompt`` tokens.
+
+    Returns:
+        dict with ``input_ids`` [B, P] int64, ``attention_mask`` [B, P] int64 (0 on left padding),
+        ``canvas`` [B, C] int64 (clean targets, ``<pad>`` after the end), ``is_target`` [B, C] bool,
+        ``weight`` [B, C] float32 (loss weight: ``pad_weight`` after the end of the target, ``1 + copy_weight``
+        on copied tokens, 1 elsewhere) and, when the items carry binding labels, ``decl_pos`` [B, K] int64,
+        ``decl_valid`` [B, K] bool, ``bind`` [B, P] int64 (-100: no label), ``key`` [B, C] int64 (-100: no
+        label) and ``ptr`` [B, C] bool (see :mod:`model.training.labels`).
+    """
+    import torch
+
+    C = canvas_length
+    labelled = all(it.bind for it in items)
+    prompts, canvases, real, weights = [], [], [], []
+    binds, keys, ptrs, decls = [], [], [], []
+    for it in items:
+        t = it.target
+        n_win = max(1, math.ceil(len(t) / C))
+        w = rng.randrange(n_win)
+        full = len(it.prompt) + w * C
+        p = (it.prompt + t[: w * C])[-max_prompt:]
+        if labelled:
+            cut = max(0, full - max_prompt)
+            binds.append((it.bind + [-100] * (w * C))[-max_prompt:])
+            decls.append([(q - cut) for q in it.decl_pos])
+            kl = it.key[w * C : (w + 1) * C]
+            keys.append(kl + [-100] * (C - len(kl)))
+            pl = it.ptr[w * C : (w + 1) * C]
+            ptrs.append(pl + [False] * (C - len(pl)))
+        c = t[w * C : (w + 1) * C]
+        real.append(len(c))
+        cp = it.copied[w * C : (w + 1) * C] if it.copied else [False] * len(c)
+        weights.append([1.0 + copy_weight * f for f in cp] + [pad_weight] * (C - len(c)))
+        canvases.append(c + [st.PAD_ID] * (C - len(c)))
+        prompts.append(p)
+    P = max(len(p) for p in prompts)
+    input_ids = torch.full((len(items), P), st.PAD_ID, dtype=torch.long)
+    attn = torch.zeros((len(items), P), dtype=torch.long)
+    for i, p in enumerate(prompts):
+        input_ids[i, P - len(p) :] = torch.tensor(p, dtype=torch.long)
+        attn[i, P - len(p) :] = 1
+    canvas = torch.tensor(canvases, dtype=torch.long)
+    is_target = torch.arange(C)[None, :] < torch.tensor(real)[:, None]
+    weight = torch.tensor(weights, dtype=torch.float32)
+    out = {
+        "input_ids": input_ids,
+        "attention_mask": attn,
+        "canvas": canvas,
+        "is_target": is_target,
+        "weight": weight,
+    }
+    if labelled:
+        B = len(items)
+        K = max(1, max(len(d) for d in decls))
+        decl_pos = torch.zeros((B, K), dtype=torch.long)
+        decl_valid = torch.zeros((B, K), dtype=torch.bool)
+        bind = torch.full((B, P), -100, dtype=torch.long)
+        key = torch.tensor(keys, dtype=torch.long)
+        for i, (p, d, b) in enumerate(zip(prompts, decls, binds, strict=True)):
+            shift = P - len(p)
+            bind[i, shift:] = torch.tensor(b, dtype=torch.long)
+            for j, q in enumerate(d):
+                if q >= 0:
+                    decl_pos[i, j] = q + shift
+                    decl_valid[i, j] = True
+            # labels that point at a declaration cut off by the prompt cap are dropped
+            lost = [j for j, q in enumerate(d) if q < 0]
+            if lost:
+                lost_t = torch.tensor(lost)
+                bind[i][torch.isin(bind[i] - 1, lost_t)] = -100
+                key[i][torch.isin(key[i], lost_t)] = -100
+        out.update(
+            decl_pos=decl_pos,
+            decl_valid=decl_valid,
+            bind=bind,
+            key=key,
+            ptr=torch.tensor(ptrs, dtype=torch.bool),
+        )
+    return out
+
+
+def device_batch(items: list[Encoded], cfg: TrainConfig, rng: random.Random, device: str) -> dict[str, Any]:
+    """:func:`make_batch` with ``cfg``'s canvas, prompt cap and loss weights, tensors moved to ``device``."""
+    b = make_batch(
+        items, cfg.canvas_length, cfg.max_prompt, rng, pad_weight=cfg.pad_weight, copy_weight=cfg.copy_weight
+    )
+    return {k: v.to(device) for k, v in b.items()}
+
+
+def batches(data: list[Encoded], cfg: TrainConfig, rng: random.Random) -> Any:
+    """Endless iterator of length-bucketed batches (lists of :class:`Encoded`)."""
+    while True:
+        order = list(range(len(data)))
+        rng.shuffle(order)
+        chunk = cfg.batch_size * cfg.bucket_mult
+        for s in range(0, len(order) - chunk + 1, chunk):
+            idx = sorted(order[s : s + chunk], key=lambda i: len(data[i].prompt) + len(data[i].target))
+            groups = [idx[j : j + cfg.batch_size] for j in range(0, chunk, cfg.batch_size)]
+            rng.shuffle(groups)
+            for g in groups:
+                yield [data[i] for i in g]

@@ -1,0 +1,323 @@
+"""Training losses: the uniform-noise block-diffusion loss (with self-conditioning), the copy head's mixture
+loss with binding supervision, and the autoregressive read-out of a canvas.
+
+Sources: transformers ``models/diffusion_gemma/modeling_diffusion_gemma.py``; Austin et al. 2021 (D3PM); See
+et al. 2017 (pointer-generator) for the copy mixture.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+from model.training.settings import TrainConfig
+
+# --------------------------------------------------------------------------------------------------------------
+# Loss
+# --------------------------------------------------------------------------------------------------------------
+
+
+def ar_readout(model: Any, ids: Any, attn: Any, canvas: Any) -> tuple[Any, Any]:
+    """The encoder (causal) over the prompt followed by the clean canvas, read out as next-token logits.
+
+    Args:
+        model: ``DiffusionGemmaForBlockDiffusion``.
+        ids, attn: prompt ``input_ids`` / ``attention_mask`` [B, P] int64 (left-padded).
+        canvas: clean canvas tokens [B, C] int64.
+
+    Returns:
+        ``(encoder_output, logits)``: the encoder output (its ``cache`` holds P + C positions) and float32
+        logits [B, C, V] predicting ``canvas[:, j]`` from position ``P - 1 + j`` through the tied LM head with the
+        model's final logit soft-capping.
+    """
+    import torch
+
+    P, C = ids.shape[1], canvas.shape[1]
+    enc = model.model.encoder(
+        input_ids=torch.cat([ids, canvas], 1), attention_mask=torch.cat([attn, torch.ones_like(canvas)], 1)
+    )
+    logits = model.lm_head(enc.last_hidden_state[:, P - 1 : P + C - 1]).float()
+    cap = model.final_logit_softcapping
+    if cap:
+        logits = torch.tanh(logits / cap) * cap
+    return enc, logits
+
+
+def diffusion_loss(
+    model: Any,
+    batch: dict[str, Any],
+    *,
+    vocab_size: int,
+    self_cond_p: float,
+    pad_weight: float,
+    generator: Any,
+    t: Any = None,
+    ar_weight: float = 0.0,
+) -> tuple[Any, dict[str, float]]:
+    """Uniform-noise diffusion loss of one batch, plus an optional autoregressive auxiliary loss.
+
+    With ``ar_weight > 0`` the encoder (causal) reads the prompt followed by the clean canvas [B, P + C]; its
+    hidden states at positions ``P - 1 .. P + C - 2`` predict the canvas tokens through the tied LM head
+    (next-token cross-entropy, same per-position weights) and the loss is ``diffusion + ar_weight * ar``.
+    The canvas part of the KV cache is hidden from the decoder by ``decoder_attention_mask`` and the decoder's
+    positions are ``P .. P + C - 1``, so the decoder sees exactly what it sees without the auxiliary loss as long
+    as ``P + C`` fits the sliding window. Encoder and decoder share their weights (DiffusionGemma ties them),
+    so this trains the same layers to find and copy a span from the prompt, the way the real checkpoint starts
+    from an autoregressive Gemma (DiffusionGemma model card; "Dream 7B", Ye et al. 2025, AR initialisation).
+
+    Args:
+        model: ``DiffusionGemmaForBlockDiffusion``.
+        batch: from :func:`make_batch` (tensors already on the model's device); its ``weight`` [B, C], when
+            present, weights the cross-entropy per position (else ``pad_weight`` after the end, 1 elsewhere).
+        vocab_size: noise tokens are drawn uniformly from ``[0, vocab_size)``.
+        self_cond_p: probability per example of a detached self-conditioning pass.
+        pad_weight: loss weight of canvas positions after the end of the target (without ``weight``).
+        generator: ``torch.Generator`` on the batch's device (noise draws).
+        t: optional [B] float tensor of noise levels (default ``U(0, 1)``).
+        ar_weight: weight of the autoregressive auxiliary loss (0: off, one encoder pass over the prompt only).
+
+    Returns:
+        ``(loss, stats)``: scalar loss tensor (weighted mean cross-entropy, nats) and floats
+        ``acc_noised`` (argmax accuracy on corrupted target positions), ``t_mean`` and, with the auxiliary
+        loss, ``ar_loss`` (nats) and ``ar_acc`` (next-token accuracy on target positions).
+    """
+    import torch
+    import torch.nn.functional as F
+
+    ids, attn, canvas, is_target = (
+        batch["input_ids"],
+        batch["attention_mask"],
+        batch["canvas"],
+        batch["is_target"],
+    )
+    B, C = canvas.shape
+    dev = canvas.device
+    if t is None:
+        t = torch.rand(B, device=dev, generator=generator)
+    corrupt = torch.rand(B, C, device=dev, generator=generator) < t[:, None]
+    noise = torch.randint(0, vocab_size, (B, C), device=dev, generator=generator)
+    noised = torch.where(corrupt, noise, canvas)
+    ones = torch.ones(B, C, dtype=attn.dtype, device=dev)
+    w = batch.get("weight")
+    if w is None:
+        w = torch.where(is_target, torch.ones(B, C, device=dev), torch.full((B, C), pad_weight, device=dev))
+    stats: dict[str, float] = {}
+    ar_loss = None
+    dec_pos = None
+    if ar_weight > 0:
+        P = ids.shape[1]
+        enc, ar_logits = ar_readout(model, ids, attn, canvas)
+        dec_mask = torch.cat([attn, torch.zeros_like(ones), ones], dim=1)
+        dec_pos = torch.arange(P, P + C, device=dev)[None, :]
+        ar_ce = F.cross_entropy(
+            ar_logits.reshape(-1, ar_logits.shape[-1]), canvas.reshape(-1), reduction="none"
+        )
+        ar_loss = (ar_ce.view(B, C) * w).sum() / w.sum()
+        with torch.no_grad():
+            hit = (ar_logits.argmax(-1) == canvas) & is_target
+            stats["ar_loss"] = float(ar_loss)
+            stats["ar_acc"] = float(hit.sum().float() / is_target.sum().clamp(min=1))
+    else:
+        dec_mask = torch.cat([attn, ones], dim=1)
+        enc = model.model.encoder(input_ids=ids, attention_mask=attn)
+    cache = enc.cache
+
+    def decode(sc_logits: Any = None, sc_mask: Any = None) -> Any:
+        out = model(
+            cache=cache,
+            decoder_input_ids=noised,
+            decoder_attention_mask=dec_mask,
+            decoder_position_ids=dec_pos,
+            self_conditioning_logits=sc_logits,
+            self_conditioning_mask=sc_mask,
+        )
+        return out.logits
+
+    sc_mask = torch.rand(B, device=dev, generator=generator) < self_cond_p
+    if bool(sc_mask.any()):
+        with torch.no_grad():
+            first = decode().detach()
+        logits = decode(first, sc_mask)
+    else:
+        logits = decode()
+    ce = F.cross_entropy(
+        logits.float().reshape(-1, logits.shape[-1]), canvas.reshape(-1), reduction="none"
+    ).view(B, C)
+    loss = (ce * w).sum() / w.sum()
+    with torch.no_grad():
+        sel = corrupt & is_target
+        acc = ((logits.argmax(-1) == canvas) & sel).sum().float() / sel.sum().clamp(min=1)
+    if ar_loss is not None:
+        loss = loss + ar_weight * ar_loss
+    return loss, {"acc_noised": float(acc), "t_mean": float(t.mean()), **stats}
+
+
+def copy_diffusion_loss(
+    model: Any,
+    batch: dict[str, Any],
+    cfg: TrainConfig,
+    *,
+    generator: Any,
+    t: Any = None,
+    draws: int | None = None,
+    self_cond_p: float | None = None,
+    with_stats: bool = True,
+    encoded: tuple[Any, Any] | None = None,
+) -> tuple[Any, dict[str, float]]:
+    """Loss of a ``DiffusionGemmaWithCopyHead`` on one batch (see :mod:`model.copy_head`).
+
+    One encoder pass over the prompt builds the KV cache and the copy memory; then ``draws`` decoder passes,
+    each with its own noise level ``t ~ U(0, 1)`` and uniform-noise canvas (with probability ``self_cond_p``
+    per draw, a detached self-conditioning pass for the whole batch whose logits are the full log-mixture, as at
+    inference).
+    Per draw: the mixture's negative log-likelihood of the clean canvas (weighted as in
+    :func:`diffusion_loss`), plus ``ptr_weight x`` the pointer's NLL at ``ptr`` positions whose token occurs
+    among the copyable sources, plus ``key_weight x`` a cross-entropy of each value position's query against
+    the declared parameters' states. Once per batch: ``bind_weight x`` the binding cross-entropy of every
+    request token's key over ``["none", parameter_1..K]`` (``none_weight`` on "none" tokens).
+
+    Args:
+        model: ``model.copy_model.DiffusionGemmaWithCopyHead``.
+        batch: from :func:`make_batch` with binding labels, on the model's device.
+        cfg: the run's :class:`TrainConfig` (weights, vocabulary, pad weight).
+        generator: ``torch.Generator`` on the batch's device.
+        t: optional [B] float noise levels (then every draw uses them).
+        draws: decoder passes per encoder pass (default ``cfg.noise_draws``).
+        self_cond_p: default ``cfg.self_cond_p``.
+        with_stats: compute the accuracy statistics (one more full-vocabulary mixture per draw).
+        encoded: ``(cache, last_hidden_state [B, P, H])`` of the prompt, already encoded (a frozen encoder over
+            a shared prefix, :mod:`model.training.specialize`); the batch then also carries
+            ``decoder_position_ids`` [B, C] (each row's canvas positions). ``None``: the encoder runs here.
+
+    Returns:
+        ``(loss, stats)``: scalar loss (nats) and floats ``acc_noised``, ``copy_acc`` (argmax accuracy on
+        corrupted ``ptr`` positions), ``mix_nll``, ``ptr_nll``, ``key_acc``, ``bind_loss``, ``bind_acc``
+        (accuracy on bound request tokens), ``gate`` (mean copy weight at ``ptr`` positions), ``t_mean``.
+    """
+    import torch
+    import torch.nn.functional as F
+
+    head = model.copy_head
+    ids, attn, canvas, is_target = (
+        batch["input_ids"],
+        batch["attention_mask"],
+        batch["canvas"],
+        batch["is_target"],
+    )
+    B, C = canvas.shape
+    dev = canvas.device
+    draws = draws or cfg.noise_draws
+    sc_p = cfg.self_cond_p if self_cond_p is None else self_cond_p
+    V = cfg.vocab_size
+    if encoded is None:
+        enc = model.model.encoder(input_ids=ids, attention_mask=attn)
+        cache, E = enc.cache, enc.last_hidden_state
+    else:
+        cache, E = encoded
+    dec_pos = batch.get("decoder_position_ids")
+    mem = head.new_memory(ids, E, attn)
+    H = E.shape[-1]
+    decl = E.gather(1, batch["decl_pos"][..., None].expand(-1, -1, H))  # [B, K, H]
+    valid = batch["decl_valid"]
+    bind_logits = head.binding_logits(mem.keys, decl)  # [B, P, 1 + K]
+    bind_logits[..., 1:] = bind_logits[..., 1:].masked_fill(~valid[:, None, :], float("-inf"))
+    bl = batch["bind"]
+    has_b = bl >= 0
+    stats: dict[str, float] = {}
+    loss = torch.zeros((), device=dev)
+    if bool(has_b.any()):
+        ce_b = F.cross_entropy(bind_logits[has_b], bl[has_b], reduction="none")
+        wb = torch.where(bl[has_b] == 0, cfg.none_weight, 1.0)
+        bind_loss = (ce_b * wb).sum() / wb.sum()
+        loss = loss + cfg.bind_weight * bind_loss
+        with torch.no_grad():
+            pos = has_b & (bl > 0)
+            stats["bind_loss"] = float(bind_loss)
+            stats["bind_acc"] = float(
+                (bind_logits.argmax(-1)[pos] == bl[pos]).float().mean() if bool(pos.any()) else 0.0
+            )
+    z = head.decl_proj(decl).float()  # [B, K, dim]
+    w = batch["weight"]
+    ones = torch.ones(B, C, dtype=attn.dtype, device=dev)
+    dec_mask = torch.cat([attn, ones], dim=1)
+    kl, pl = batch["key"], batch["ptr"]
+    copyable_tgt = (
+        (head.base_ids[mem.ids][:, None, :] == head.base_ids[canvas][:, :, None]) & mem.mask[:, None, :]
+    ).any(-1)
+    ptr_sel = pl & is_target & copyable_tgt
+    acc_hits = acc_n = copy_hits = copy_n = 0.0
+    sums = {"mix_nll": 0.0, "ptr_nll": 0.0, "key_acc": 0.0, "gate": 0.0, "t_mean": 0.0}
+    for _ in range(draws):
+        tt = t if t is not None else torch.rand(B, device=dev, generator=generator)
+        corrupt = torch.rand(B, C, device=dev, generator=generator) < tt[:, None]
+        if t is None and cfg.prefix_clean_p > 0:
+            # the state prefix commit leaves at inference: a clean prefix (committed), then mostly noise
+            pick = torch.rand(B, device=dev, generator=generator) < cfg.prefix_clean_p
+            n_real = is_target.sum(dim=1).clamp(min=1)
+            k = (torch.rand(B, device=dev, generator=generator) * (n_real + 1).float()).long()
+            right = torch.arange(C, device=dev)[None, :] >= k[:, None]
+            t_right = 0.5 + 0.5 * torch.rand(B, device=dev, generator=generator)
+            pref = right & (torch.rand(B, C, device=dev, generator=generator) < t_right[:, None])
+            corrupt = torch.where(pick[:, None], pref, corrupt)
+            tt = torch.where(pick, t_right, tt)
+        noise = torch.randint(0, V, (B, C), device=dev, generator=generator)
+        noised = torch.where(corrupt, noise, canvas)
+        use_sc = float(torch.rand(1, device=dev, generator=generator)) < sc_p
+        sc_logits = None
+        if use_sc:
+            with torch.no_grad():
+                sc_logits = model(
+                    cache=cache,
+                    decoder_input_ids=noised,
+                    decoder_attention_mask=dec_mask,
+                    decoder_position_ids=dec_pos,
+                    copy_memory=mem,
+                ).logits.detach()
+        out = model.model(
+            cache=cache,
+            decoder_input_ids=noised,
+            decoder_attention_mask=dec_mask,
+            decoder_position_ids=dec_pos,
+            self_conditioning_logits=sc_logits,
+        )
+        h = out.last_hidden_state
+        vocab_logits = model.lm_head(h).float()
+        cap = model.final_logit_softcapping
+        if cap:
+            vocab_logits = torch.tanh(vocab_logits / cap) * cap
+        ptr = head.pointer(h, noised, mem)
+        log_mix, log_ptr = head.target_logprob(vocab_logits, ptr, mem, canvas)
+        mix_nll = -(log_mix * w).sum() / w.sum()
+        loss = loss + mix_nll / draws
+        sums["mix_nll"] += float(mix_nll.detach()) / draws
+        if bool(ptr_sel.any()):
+            ptr_nll = -log_ptr[ptr_sel].mean()
+            loss = loss + cfg.ptr_weight * ptr_nll / draws
+            sums["ptr_nll"] += float(ptr_nll.detach()) / draws
+        has_k = kl >= 0
+        if bool(has_k.any()):
+            qb = ptr["query"][..., : head.cfg.dim].float()
+            kl_logits = torch.einsum("bcd,bkd->bck", qb, z) / math.sqrt(head.cfg.dim)
+            kl_logits = kl_logits.masked_fill(~valid[:, None, :], float("-inf"))
+            key_loss = F.cross_entropy(kl_logits[has_k], kl[has_k])
+            loss = loss + cfg.key_weight * key_loss / draws
+            with torch.no_grad():
+                sums["key_acc"] += float((kl_logits.argmax(-1)[has_k] == kl[has_k]).float().mean()) / draws
+        if not with_stats:
+            continue
+        with torch.no_grad():
+            full = head.mixture_logits(vocab_logits, ptr, mem)
+            hit = full.argmax(-1) == canvas
+            sel = corrupt & is_target
+            acc_hits += float((hit & sel).sum())
+            acc_n += float(sel.sum())
+            csel = sel & ptr_sel
+            copy_hits += float((hit & csel).sum())
+            copy_n += float(csel.sum())
+            if bool(ptr_sel.any()):
+                sums["gate"] += float(ptr["log_copy_gate"][ptr_sel].exp().mean()) / draws
+            sums["t_mean"] += float(tt.mean()) / draws
+    stats.update(sums)
+    stats["acc_noised"] = acc_hits / max(1.0, acc_n)
+    stats["copy_acc"] = copy_hits / max(1.0, copy_n)
+    return loss, stats
