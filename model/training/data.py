@@ -17,8 +17,6 @@ disjoint tenth of the Glaive schemas.
 
 from __future__ import annotations
 
-import gzip
-import hashlib
 import json
 import math
 import random
@@ -29,25 +27,24 @@ from typing import Any
 
 from model import special_tokens as st
 from model.training import values as V
+
+#: Default location of the Glaive schemas (relative to the repository root).
+from model.training.catalog import (
+    DEFAULT_MASKBENCH,
+    TrainingTool,
+    _bot_tools,
+    _generated_tool,
+    _split_of,
+    load_glaive_tools,
+)
 from model.training.kinds import (
-    DOMAINS,
     GENERIC,
-    KINDS,
     NUMERIC,
     OPENERS,
     QUOTED,
     SYSTEM_PROMPTS,
-    VERB_SPOKEN,
     Gen,
     Kind,
-    _bool,
-    _choice,
-    _date,
-    _float,
-    _int,
-    _int_list,
-    _list_of,
-    _s,
 )
 from model.training.render import (
     format_call,
@@ -58,7 +55,6 @@ from model.training.render import (
     strip_descriptions,
 )
 
-#: Default location of the Glaive schemas (relative to the repository root).
 __all__ = [
     "GENERIC",
     "NUMERIC",
@@ -77,10 +73,6 @@ __all__ = [
     "sanity_check",
     "strip_descriptions",
 ]
-
-DEFAULT_MASKBENCH = (
-    Path(__file__).resolve().parents[2].parent / "shared" / "data" / "maskbench" / "dev.jsonl.gz"
-)
 
 
 @dataclass
@@ -126,375 +118,6 @@ def copy_drill(ex: Example) -> Example | None:
     tools = strip_descriptions([t for t in ex.tools if t.get("function", t)["name"] in called])
     msgs = [m for m in ex.messages if m["role"] != "system"]
     return Example(msgs, tools, ex.target, ex.kind, list(ex.calls), list(ex.bindings))
-
-
-# --------------------------------------------------------------------------------------------------------------
-# Tools
-# --------------------------------------------------------------------------------------------------------------
-
-
-@dataclass
-class TrainingTool:
-    """A tool with per-parameter value generators and mention templates (``kinds``)."""
-
-    name: str
-    description: str
-    parameters: dict[str, Any]
-    kinds: dict[str, Kind]
-    action: str  # spoken action phrase, e.g. "get the weather"
-    domain: str
-
-    def openai(self) -> dict[str, Any]:
-        """OpenAI-style tool declaration."""
-        return {
-            "type": "function",
-            "function": {"name": self.name, "description": self.description, "parameters": self.parameters},
-        }
-
-
-def _generated_tool(rng: random.Random) -> TrainingTool:
-    domain = rng.choice(sorted(DOMAINS))
-    nouns, verbs, kind_names, prefixes = DOMAINS[domain]
-    noun, verb = rng.choice(nouns), rng.choice(verbs)
-    base = f"{verb.replace(' ', '_')}_{noun.replace(' ', '_')}"
-    style = rng.random()
-    if style < 0.2:
-        name = f"{rng.choice(prefixes)}.{base}"
-    elif style < 0.3:
-        parts = base.split("_")
-        name = parts[0] + "".join(p.capitalize() for p in parts[1:])
-    else:
-        name = base
-    k = min(len(kind_names), rng.choice((1, 1, 2, 2, 2, 3, 3, 4)))
-    chosen = rng.sample(kind_names, k)
-    props: dict[str, Any] = {}
-    kinds: dict[str, Kind] = {}
-    for kn in chosen:
-        kind = KINDS[kn]
-        pname = rng.choice(kind.names)
-        if pname in props:
-            continue
-        schema = dict(kind.schema)
-        if kind.descs and rng.random() < 0.85:
-            schema["description"] = rng.choice(kind.descs)
-        props[pname] = schema
-        kinds[pname] = kind
-    names = list(props)
-    n_req = rng.randint(1, len(names)) if rng.random() < 0.8 else len(names)
-    required = names[:n_req]
-    desc = rng.choice(
-        (
-            f"{verb.capitalize()} the {noun}.",
-            f"{verb.capitalize()} {noun} for the given inputs.",
-            f"Returns the {noun}.",
-            f"{verb.capitalize()} the {noun} using the given parameters.",
-        )
-    )
-    params = {"type": "object", "properties": props, "required": required}
-    spoken = rng.choice(VERB_SPOKEN.get(verb, (verb,)))
-    action = f"{spoken} {rng.choice(('the ', '', 'the '))}{noun}"
-    return TrainingTool(name, desc, params, kinds, action, domain)
-
-
-def _bot_tools() -> list[TrainingTool]:
-    """The example bots' tools (``tools.weather``, ``tools.code_search``) with schemas mirroring their signatures."""
-    place_d = "Place name, e.g. 'Berlin' or 'Paris, France' (a country or region after a comma narrows it)."
-    units_d = "'metric' (°C, km/h, mm) or 'imperial' (°F, mph, inch)."
-    place_k = Kind(("place",), {"type": "string"}, _s(V.place), ("in {v}", "for {v}", "at {v}", "{v}"))
-    units_k = Kind(
-        ("units",),
-        {"type": "string", "enum": ["metric", "imperial"]},
-        lambda r: (
-            lambda u: (
-                u,
-                r.choice(
-                    {
-                        "metric": ("in Celsius", "in metric units", "metric"),
-                        "imperial": ("in Fahrenheit", "in imperial units", "imperial"),
-                    }[u]
-                ),
-            )
-        )(r.choice(("metric", "imperial"))),
-        ("{v}",),
-    )
-    days_k = Kind(
-        ("days",),
-        {"type": "integer", "minimum": 1, "maximum": 16},
-        _int(1, 14, 0.3),
-        ("for the next {v} days", "for {v} days", "over {v} days"),
-    )
-    date_k = Kind(("date",), {"type": "string", "format": "date"}, _date, ("on {v}", "for {v}"))
-    count_k = Kind(
-        ("count",),
-        {"type": "integer", "minimum": 1, "maximum": 10},
-        _int(2, 10, 0.3),
-        ("top {v} matches", "{v} matches", "up to {v} results"),
-    )
-    name_k = Kind(("name",), {"type": "string"}, _s(V.identifier), ("{v}", "`{v}`", "the symbol {v}"))
-    dkind_k = Kind(
-        ("kind",),
-        {"type": "string", "enum": ["any", "function", "class", "method"]},
-        _choice(("function", "class", "method")),
-        ("(a {v})", "{v} only", "which is a {v}"),
-    )
-    maxr_k = Kind(
-        ("max_results",),
-        {"type": "integer", "minimum": 1, "maximum": 50},
-        _int(1, 20, 0.2),
-        ("at most {v} results", "top {v}", "{v} results max"),
-    )
-    pattern_k = Kind(
-        ("pattern",),
-        {"type": "string"},
-        _s(
-            lambda r: r.choice(
-                (
-                    V.identifier(r),
-                    f"TODO {r.choice(V.WORDS)}",
-                    f"import {r.choice(V.IDENT_PARTS)}",
-                    f"def {V.identifier(r)}",
-                )
-            )
-        ),
-        ('"{v}"', "`{v}`", "the text {v}", "the pattern {v}"),
-    )
-    glob_k = Kind(
-        ("glob",),
-        {"type": "string"},
-        _s(lambda r: f"*.{r.choice(V.FILE_EXTS)}"),
-        ("in {v} files", "only {v}"),
-    )
-    case_k = Kind(("case_sensitive",), {"type": "boolean"}, _bool, ("{n}: {v}",))
-    ctx_k = Kind(
-        ("context_lines",),
-        {"type": "integer", "minimum": 0, "maximum": 10},
-        _int(0, 10, 0.2),
-        ("with {v} lines of context", "{v} context lines"),
-    )
-    path_k = Kind(("path",), {"type": "string"}, _s(V.file_path), ("{v}", "the file {v}"))
-    start_k = Kind(
-        ("start_line",),
-        {"type": "integer", "minimum": 1},
-        _int(1, 200, 0.0),
-        ("from line {v}", "starting at line {v}"),
-    )
-    end_k = Kind(
-        ("end_line",),
-        {"type": "integer", "minimum": 1},
-        _int(201, 600, 0.0),
-        ("to line {v}", "up to line {v}"),
-    )
-
-    def spec(
-        name: str, desc: str, props: dict[str, tuple[Kind, str]], required: list[str], action: str, dom: str
-    ) -> TrainingTool:
-        return TrainingTool(
-            name,
-            desc,
-            {
-                "type": "object",
-                "properties": {k: {**kd.schema, "description": d} for k, (kd, d) in props.items()},
-                "required": required,
-            },
-            {k: kd for k, (kd, _) in props.items()},
-            action,
-            dom,
-        )
-
-    specs = [
-        spec(
-            "geocode",
-            "Find the coordinates of a place by name.",
-            {"place": (place_k, place_d), "count": (count_k, "How many matching places to return, 1-10.")},
-            ["place"],
-            "find the coordinates of",
-            "bot_weather",
-        ),
-        spec(
-            "get_current_weather",
-            "Get the current weather at a place: temperature, precipitation, wind and conditions.",
-            {"place": (place_k, place_d), "units": (units_k, units_d)},
-            ["place"],
-            "get the current weather",
-            "bot_weather",
-        ),
-        spec(
-            "get_forecast",
-            "Get the daily weather forecast at a place: min/max temperature, precipitation, wind and conditions.",
-            {
-                "place": (place_k, place_d),
-                "days": (days_k, "Number of forecast days, 1-16, starting today."),
-                "units": (units_k, units_d),
-                "date": (
-                    date_k,
-                    "A single day to forecast (YYYY-MM-DD) instead of a number of days; at most 15 days ahead.",
-                ),
-            },
-            ["place"],
-            "get the forecast",
-            "bot_weather",
-        ),
-        spec(
-            "find_definition",
-            "Find where a function, class or method is defined in the repository.",
-            {
-                "name": (
-                    name_k,
-                    "Name or part of a name of a function, class or method, e.g. 'load_bundle' or 'Agent.run'.",
-                ),
-                "kind": (dkind_k, "Only this kind of definition: any, function, class or method."),
-                "max_results": (maxr_k, "At most this many results, 1-50."),
-            },
-            ["name"],
-            "find the definition of",
-            "bot_code",
-        ),
-        spec(
-            "search_code",
-            "Search the repository's files for a regular expression; returns file:line hits with context.",
-            {
-                "pattern": (pattern_k, "Regular expression (Python syntax) to search for."),
-                "glob": (glob_k, "Only files whose path matches this glob, e.g. '*.py'."),
-                "case_sensitive": (case_k, "Match case exactly."),
-                "context_lines": (ctx_k, "Lines of context around each hit, 0-10."),
-                "max_results": (maxr_k, "At most this many hits, 1-100."),
-            },
-            ["pattern"],
-            "search the code for",
-            "bot_code",
-        ),
-        spec(
-            "read_file",
-            "Read a range of lines of a file in the repository.",
-            {
-                "path": (path_k, "File path relative to the repository root."),
-                "start_line": (start_k, "First line to read (1-based)."),
-                "end_line": (end_k, "Last line to read (inclusive); default start_line + 99."),
-            },
-            ["path"],
-            "read",
-            "bot_code",
-        ),
-    ]
-    # The bundles' own declarations (the snapshot in bot_tools.json), so training sees what the bots send.
-    from model.training.bots import load_bot_tools
-
-    real = {t["function"]["name"]: t["function"] for d in load_bot_tools().values() for t in d["tools"]}
-    for sp in specs:
-        if sp.name in real:
-            sp.description = real[sp.name]["description"]
-            sp.parameters = real[sp.name]["parameters"]
-    return specs
-
-
-def _flat(s: dict[str, Any]) -> bool:
-    t = s.get("type")
-    if t in ("string", "number", "integer", "boolean"):
-        return True
-    return (
-        t == "array"
-        and isinstance(s.get("items"), dict)
-        and s["items"].get("type") in ("string", "number", "integer")
-    )
-
-
-def _glaive_kind(pname: str, schema: dict[str, Any], samples: list[Any]) -> Kind:
-    t = schema.get("type")
-    lname = pname.lower()
-    gen: Gen
-    if samples:
-        pool = tuple(json.dumps(x) for x in samples)
-
-        def gen_sample(rng: random.Random, pool: tuple[str, ...] = pool, t: Any = t) -> tuple[Any, str]:
-            v = json.loads(rng.choice(pool))
-            if isinstance(v, list):
-                return v, ", ".join(map(str, v[:-1])) + (" and " if len(v) > 1 else "") + str(
-                    v[-1]
-                ) if v else ""
-            if isinstance(v, bool):
-                return v, "yes" if v else "no"
-            if isinstance(v, float):
-                return v, V.fmt_float(v)
-            return v, str(v)
-
-        gen = gen_sample
-    elif "enum" in schema:
-        gen = _choice(tuple(str(x) for x in schema["enum"]))
-    elif t == "integer":
-        gen = _int(1, 100)
-    elif t == "number":
-        gen = _float(1, 1000)
-    elif t == "boolean":
-        gen = _bool
-    elif t == "array":
-        gen = _list_of(lambda r: r.choice(V.WORDS)) if schema["items"].get("type") == "string" else _int_list
-    elif "date" in lname:
-        gen = _date
-    elif any(w in lname for w in ("location", "city", "place", "destination", "origin")):
-        gen = _s(V.place)
-    elif "email" in lname:
-        gen = _s(V.email)
-    elif "name" in lname:
-        gen = _s(V.person)
-    else:
-        gen = _s(V.phrase)
-    mentions = (
-        NUMERIC if t in ("integer", "number") else (("{n}: {v}",) if t == "boolean" else GENERIC + QUOTED[:2])
-    )
-    return Kind((pname,), schema, gen, mentions)
-
-
-def load_glaive_tools(path: Path = DEFAULT_MASKBENCH) -> list[TrainingTool]:
-    """Tools from the ``Glaiveai2K`` schemas whose parameters are all scalars or arrays of scalars.
-
-    The function name is the schema id without its hash suffix; argument values come from the schema's valid
-    test instances when present. Returns ``[]`` when the file does not exist.
-
-    Raises:
-        json.JSONDecodeError: if a line of the file is not JSON.
-    """
-    if not path.exists():
-        return []
-    tools: list[TrainingTool] = []
-    seen: set[str] = set()
-    with gzip.open(path, "rt", encoding="utf-8") as fh:
-        for line in fh:
-            o = json.loads(line)
-            if o.get("group") != "Glaiveai2K":
-                continue
-            sc = o["schema"]
-            props = sc.get("properties") or {}
-            if (
-                not props
-                or not all(isinstance(v, dict) and _flat(v) for v in props.values())
-                or set(sc) - {"properties", "required", "type"}
-            ):
-                continue
-            name = o["id"].split("---", 1)[1].rsplit("_", 1)[0]
-            if name in seen:
-                continue
-            seen.add(name)
-            samples: dict[str, list[Any]] = {k: [] for k in props}
-            for t in o.get("tests", []):
-                if t.get("valid") and isinstance(t.get("data"), dict):
-                    for k, v in t["data"].items():
-                        if k in samples and v not in (None, "", []):
-                            samples[k].append(v)
-            kinds = {k: _glaive_kind(k, v, samples[k]) for k, v in props.items()}
-            words = V.natural(name)
-            desc = words[0].upper() + words[1:] + "."
-            params = {
-                "type": "object",
-                "properties": props,
-                "required": [r for r in sc.get("required", []) if r in props],
-            }
-            tools.append(TrainingTool(name, desc, params, kinds, words, "glaive:" + name.split("_")[0]))
-    return tools
-
-
-def _split_of(name: str) -> str:
-    h = int(hashlib.sha1(name.encode()).hexdigest(), 16)
-    return "heldout" if h % 10 == 0 else "train"
 
 
 # --------------------------------------------------------------------------------------------------------------
