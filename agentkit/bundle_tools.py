@@ -117,67 +117,95 @@ def _render(template: Any, args: dict[str, Any], where: str, *, quote: bool = Fa
 # ------------------------------------------------------------------------------------------ http tools
 
 
+def _request_parts(spec: dict[str, Any], arguments: dict[str, Any], where: str) -> dict[str, Any]:
+    """``url``, ``headers``, ``params`` and ``json`` of one ``http:`` call: the templates filled; without
+    ``query``/``body`` templates, the arguments not in the URL go in the query (GET, DELETE) or the body."""
+    method = spec.get("method", "GET")
+    try:
+        url = _render(spec["url"], arguments, where, quote=True)
+    except _Missing as exc:
+        raise ValueError(f"argument {exc} is needed to build the URL") from None
+    headers: dict[str, str] = {}
+    for k, v in spec.get("headers", {}).items():
+        try:
+            headers[k] = str(_render(v, arguments, where))
+        except _Missing:
+            continue
+    url_args = {n for n, _ in placeholders(spec["url"], ())}
+    rest = {k: v for k, v in arguments.items() if k not in url_args and v is not None}
+    params: Any = _render(spec["query"], arguments, where) if "query" in spec else None
+    body: Any = None
+    if "body" in spec:
+        try:
+            body = _render(spec["body"], arguments, where)
+        except _Missing:
+            body = None
+    if "query" not in spec and "body" not in spec and rest:
+        if method in ("GET", "DELETE"):
+            params = rest
+        else:
+            body = rest
+    if isinstance(params, dict):
+        params = {
+            k: json.dumps(v)
+            if isinstance(v, dict)
+            else ("true" if v is True else "false" if v is False else v)
+            for k, v in params.items()
+        }
+    return {"url": url, "headers": headers, "params": params, "json": body}
+
+
+def _read_response(resp: httpx.Response, mode: str, max_chars: int, shown: str) -> Any:
+    """The tool's value: parsed JSON (``response: json``, or ``auto`` with a JSON content type) when it fits
+    ``max_chars``, else the text cut to ``max_chars`` characters with a marker."""
+    if resp.status_code >= 400:
+        raise RuntimeError(f"{shown}: HTTP {resp.status_code}: {resp.text[:500]}")
+    if mode == "json" or (mode == "auto" and "json" in resp.headers.get("content-type", "")):
+        try:
+            value = resp.json()
+        except ValueError:
+            if mode == "json":
+                raise RuntimeError(f"{shown}: response is not JSON: {resp.text[:200]}") from None
+        else:
+            text = json.dumps(value, ensure_ascii=False)
+            if len(text) <= max_chars:
+                return value
+            return text[:max_chars] + f"... [truncated {len(text) - max_chars} characters]"
+    text = resp.text
+    if len(text) > max_chars:
+        text = text[:max_chars] + f"... [truncated {len(text) - max_chars} characters]"
+    return text
+
+
 def make_http_function(
     tool_name: str, spec: dict[str, Any], client_getter: Callable[[], httpx.Client]
 ) -> Callable[..., Any]:
+    """The function of an ``http:`` tool: one request per call (templates filled by :func:`_request_parts`),
+    retried by :class:`tools.httpclient.RetryingClient` on 429/5xx/timeouts/transport errors (``retries``,
+    ``retry_wait`` doubling up to 16x), its answer read by :func:`_read_response`.
+
+    Raises:
+        (from the function) ValueError: an argument the URL needs is missing; RuntimeError: the request failed
+        after its retries, an HTTP error status, or a body that is not JSON with ``response: json``.
+    """
     import httpx
 
     from tools.httpclient import RetriesExhausted, RetryingClient
 
     method = spec.get("method", "GET")
-    url_t = spec["url"]
-    headers_t = spec.get("headers", {})
-    has_query = "query" in spec
-    has_body = "body" in spec
     timeout = float(spec.get("timeout", 10.0))
     retries = int(spec.get("retries", 2))
     retry_wait = float(spec.get("retry_wait", 0.5))
-    mode = spec.get("response", "auto")
-    max_chars = int(spec.get("max_response_chars", 20000))
-    url_args = {n for n, _ in placeholders(url_t, ())}
     where = f"tool {tool_name!r}"
 
     def call(**arguments: Any) -> Any:
+        parts = _request_parts(spec, arguments, where)
+        shown = f"{method} {parts['url'].split('?', 1)[0]}"
+        http = RetryingClient(
+            client_getter(), attempts=retries + 1, retry_wait=retry_wait, max_wait=retry_wait * 16
+        )
         try:
-            url = _render(url_t, arguments, where, quote=True)
-        except _Missing as exc:
-            raise ValueError(f"argument {exc} is needed to build the URL") from None
-        headers: dict[str, str] = {}
-        for k, v in headers_t.items():
-            try:
-                headers[k] = str(_render(v, arguments, where))
-            except _Missing:
-                continue
-        rest = {k: v for k, v in arguments.items() if k not in url_args and v is not None}
-        params: Any = None
-        body: Any = None
-        if has_query:
-            params = _render(spec["query"], arguments, where)
-        if has_body:
-            try:
-                body = _render(spec["body"], arguments, where)
-            except _Missing:
-                body = None
-        if not has_query and not has_body and rest:
-            if method in ("GET", "DELETE"):
-                params = rest
-            else:
-                body = rest
-        if isinstance(params, dict):
-            params = {
-                k: (
-                    json.dumps(v)
-                    if isinstance(v, dict)
-                    else ("true" if v is True else "false" if v is False else v)
-                )
-                for k, v in params.items()
-            }
-        shown = f"{method} {url.split('?', 1)[0]}"
-        client = client_getter()
-
-        http = RetryingClient(client, attempts=retries + 1, retry_wait=retry_wait, max_wait=retry_wait * 16)
-        try:
-            resp, _ = http.request(method, url, params=params, json=body, headers=headers, timeout=timeout)
+            resp, _ = http.request(method, timeout=timeout, **parts)
         except RetriesExhausted as exc:
             if exc.response is not None:
                 why = f"HTTP {exc.response.status_code}: {exc.response.text[:300]}"
@@ -186,24 +214,9 @@ def make_http_function(
             else:
                 why = f"{type(exc.error).__name__}: {exc.error}"
             raise RuntimeError(f"{shown}: {why} (after {exc.attempts} attempt(s))") from None
-        if resp.status_code >= 400:
-            raise RuntimeError(f"{shown}: HTTP {resp.status_code}: {resp.text[:500]}")
-        ctype = resp.headers.get("content-type", "")
-        if mode == "json" or (mode == "auto" and "json" in ctype):
-            try:
-                value = resp.json()
-            except ValueError:
-                if mode == "json":
-                    raise RuntimeError(f"{shown}: response is not JSON: {resp.text[:200]}") from None
-            else:
-                text = json.dumps(value, ensure_ascii=False)
-                if len(text) <= max_chars:
-                    return value
-                return text[:max_chars] + f"... [truncated {len(text) - max_chars} characters]"
-        text = resp.text
-        if len(text) > max_chars:
-            text = text[:max_chars] + f"... [truncated {len(text) - max_chars} characters]"
-        return text
+        return _read_response(
+            resp, spec.get("response", "auto"), int(spec.get("max_response_chars", 20000)), shown
+        )
 
     call.__name__ = tool_name
     return call

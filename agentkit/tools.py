@@ -137,6 +137,45 @@ def _is_context_annotation(annotation: Any) -> bool:
     return isinstance(annotation, type) and issubclass(annotation, ToolContext)
 
 
+def _check_settings(name: str, timeout: float | None, retries: int, max_output_bytes: int | None) -> None:
+    """Raise :class:`ToolDefinitionError` for a bad timeout, retry budget or output limit."""
+    if timeout is not None and not timeout > 0:
+        raise ToolDefinitionError(f"tool {name!r}: timeout must be > 0 seconds or None, got {timeout}")
+    if retries < 0:
+        raise ToolDefinitionError(f"tool {name!r}: retries must be >= 0, got {retries}")
+    if max_output_bytes is not None and (
+        isinstance(max_output_bytes, bool) or not isinstance(max_output_bytes, int) or max_output_bytes < 1
+    ):
+        raise ToolDefinitionError(
+            f"tool {name!r}: max_output_bytes must be an integer >= 1 (bytes) or None, got {max_output_bytes!r}"
+        )
+
+
+def _signature_and_hints(
+    name: str, function: Callable[..., Any], fname: str
+) -> tuple[inspect.Signature | None, dict[str, Any]]:
+    """The function's signature (``None`` when it has none) and resolved type hints (of ``__call__`` for a
+    callable object).
+
+    Raises:
+        ToolDefinitionError: the type hints cannot be resolved (a forward reference to an unknown name...).
+    """
+    try:
+        sig = inspect.signature(function)
+    except (TypeError, ValueError):
+        return None, {}
+    try:
+        return sig, typing.get_type_hints(function, include_extras=True)
+    except Exception:
+        target = function.__call__ if not inspect.isroutine(function) else function  # type: ignore[operator]
+        try:
+            return sig, typing.get_type_hints(target, include_extras=True)
+        except Exception as exc:
+            raise ToolDefinitionError(
+                f"tool {name!r}: cannot resolve the type hints of {fname}: {exc}"
+            ) from exc
+
+
 class Tool:
     """A tool the model can call.
 
@@ -208,21 +247,7 @@ class Tool:
                 f"invalid tool name {self.name!r}: use letters, digits, '_', '.', '-' (max 64), starting "
                 "with a letter or '_'"
             )
-        if timeout is not None and not timeout > 0:
-            raise ToolDefinitionError(
-                f"tool {self.name!r}: timeout must be > 0 seconds or None, got {timeout}"
-            )
-        if retries < 0:
-            raise ToolDefinitionError(f"tool {self.name!r}: retries must be >= 0, got {retries}")
-        if max_output_bytes is not None and (
-            isinstance(max_output_bytes, bool)
-            or not isinstance(max_output_bytes, int)
-            or max_output_bytes < 1
-        ):
-            raise ToolDefinitionError(
-                f"tool {self.name!r}: max_output_bytes must be an integer >= 1 (bytes) or None, got "
-                f"{max_output_bytes!r}"
-            )
+        _check_settings(self.name, timeout, retries, max_output_bytes)
         self.max_output_bytes = max_output_bytes
         if args_model is not None and parameters is not None:
             raise ToolDefinitionError(f"tool {self.name!r}: give args_model or parameters, not both")
@@ -237,22 +262,8 @@ class Tool:
         self._context_param: str | None = None
         self._format_validator: Any = None
 
-        try:
-            sig = inspect.signature(function)
-        except (TypeError, ValueError):
-            sig = None
-        hints: dict[str, Any] = {}
+        sig, hints = _signature_and_hints(self.name, function, fname)
         if sig is not None:
-            try:
-                hints = typing.get_type_hints(function, include_extras=True)
-            except Exception:
-                target = function.__call__ if not inspect.isroutine(function) else function  # type: ignore[operator]
-                try:
-                    hints = typing.get_type_hints(target, include_extras=True)
-                except Exception as exc:
-                    raise ToolDefinitionError(
-                        f"tool {self.name!r}: cannot resolve the type hints of {fname}: {exc}"
-                    ) from exc
             for pname, p in sig.parameters.items():
                 if _is_context_annotation(hints.get(pname, p.annotation)):
                     self._context_param = pname

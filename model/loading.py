@@ -138,6 +138,84 @@ def _cached_snapshot(repo_id: str) -> str:
     )
 
 
+def _resolve_source(path_or_id: str | os.PathLike[str] | None) -> str:
+    """The checkpoint's local folder, checked before torch and transformers are imported (seconds): a missing
+    folder or a hub id that is not in the local cache fails at once (nothing touches the network)."""
+    source = DEFAULT_CHECKPOINT if path_or_id is None else path_or_id
+    src = str(source)
+    local = Path(src).expanduser()
+    is_local = local.exists() or path_or_id is None or src.startswith((".", "/", "~")) or src.count("/") != 1
+    if is_local:
+        _check_local_folder(local)
+        return str(local)
+    src = _cached_snapshot(src)
+    _check_local_folder(Path(src))
+    return src
+
+
+def _load_kwargs(
+    dtype: str, device: str, device_map: str | dict[str, Any] | None, quantization: str | None
+) -> dict[str, Any]:
+    """``from_pretrained`` keywords: dtype, local files only, bitsandbytes quantization, device map.
+
+    Raises:
+        CheckpointError: a CUDA device torch does not see, or an unsupported quantization.
+    """
+    import torch
+
+    dtypes = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16}
+    if device_map is None and str(device).startswith("cuda") and not torch.cuda.is_available():
+        raise CheckpointError(f"device {device!r} requested but this torch build sees no CUDA device")
+    kwargs: dict[str, Any] = {"dtype": dtypes[dtype], "local_files_only": True}
+    if quantization is not None:
+        if quantization not in ("8bit", "4bit"):
+            raise CheckpointError(f"unsupported quantization {quantization!r}: use '8bit' or '4bit'")
+        if not str(device).startswith("cuda") and device_map is None:
+            raise CheckpointError("bitsandbytes quantization needs a CUDA device")
+        from transformers import BitsAndBytesConfig
+
+        kwargs["quantization_config"] = BitsAndBytesConfig(
+            load_in_8bit=quantization == "8bit", load_in_4bit=quantization == "4bit"
+        )
+    if device_map is not None or quantization is not None:
+        kwargs["device_map"] = device_map if device_map is not None else {"": device}
+    return kwargs
+
+
+def _from_pretrained(src: str, kwargs: dict[str, Any]) -> tuple[Any, Any]:
+    """The model (with a copy head when ``config.json`` declares one) and its tokenizer, progress bars off.
+
+    Raises:
+        CheckpointError: the files cannot be read, or do not match the DiffusionGemma architecture.
+    """
+    from transformers import AutoConfig, AutoTokenizer, DiffusionGemmaForBlockDiffusion
+    from transformers.utils import logging as hf_logging
+
+    bars = hf_logging.is_progress_bar_enabled()
+    hf_logging.disable_progress_bar()
+    try:
+        config = AutoConfig.from_pretrained(src, local_files_only=kwargs.get("local_files_only", False))
+        cls: Any = DiffusionGemmaForBlockDiffusion
+        if isinstance(getattr(config, "copy_head", None), dict):
+            from model.copy_model import DiffusionGemmaWithCopyHead
+
+            cls = DiffusionGemmaWithCopyHead
+        model = cls.from_pretrained(src, config=config, **kwargs)
+        tokenizer = AutoTokenizer.from_pretrained(src, local_files_only=kwargs.get("local_files_only", False))
+    except CheckpointError:
+        raise
+    except OSError as exc:
+        raise CheckpointError(f"{src}: cannot load checkpoint ({exc})") from exc
+    except (ValueError, KeyError, RuntimeError) as exc:
+        raise CheckpointError(
+            f"{src}: checkpoint does not match the DiffusionGemma architecture ({exc})"
+        ) from exc
+    finally:
+        if bars:
+            hf_logging.enable_progress_bar()
+    return model, tokenizer
+
+
 def load_checkpoint(
     path_or_id: str | os.PathLike[str] | None = None,
     *,
@@ -175,68 +253,14 @@ def load_checkpoint(
         )
     # where the weights are, checked before torch and transformers are imported (seconds): a missing folder
     # or an uncached hub id fails at once
-    source = DEFAULT_CHECKPOINT if path_or_id is None else path_or_id
-    src = str(source)
-    local = Path(src).expanduser()
-    is_local = local.exists() or path_or_id is None or src.startswith((".", "/", "~")) or src.count("/") != 1
-    if is_local:
-        _check_local_folder(local)
-        src = str(local)
-    else:  # a hub id: the local cache only, looked up before anything touches the network
-        src = _cached_snapshot(src)
-        _check_local_folder(Path(src))
-
+    src = _resolve_source(path_or_id)
     if adapter is not None:  # a missing or malformed adapter fails before the weights load
         from model.adapters import read_adapter_info
 
         read_adapter_info(Path(adapter))
 
-    import torch
-    from transformers import AutoTokenizer, DiffusionGemmaForBlockDiffusion
-
-    dtypes = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16}
-    if device_map is None and str(device).startswith("cuda") and not torch.cuda.is_available():
-        raise CheckpointError(f"device {device!r} requested but this torch build sees no CUDA device")
-    kwargs: dict[str, Any] = {"dtype": dtypes[dtype], "local_files_only": True}
-    if quantization is not None:
-        if quantization not in ("8bit", "4bit"):
-            raise CheckpointError(f"unsupported quantization {quantization!r}: use '8bit' or '4bit'")
-        if not str(device).startswith("cuda") and device_map is None:
-            raise CheckpointError("bitsandbytes quantization needs a CUDA device")
-        from transformers import BitsAndBytesConfig
-
-        kwargs["quantization_config"] = BitsAndBytesConfig(
-            load_in_8bit=quantization == "8bit", load_in_4bit=quantization == "4bit"
-        )
-    if device_map is not None or quantization is not None:
-        kwargs["device_map"] = device_map if device_map is not None else {"": device}
-    from transformers.utils import logging as hf_logging
-
-    bars = hf_logging.is_progress_bar_enabled()
-    hf_logging.disable_progress_bar()
-    model: Any
-    try:
-        from transformers import AutoConfig
-
-        config = AutoConfig.from_pretrained(src, local_files_only=kwargs.get("local_files_only", False))
-        cls: Any = DiffusionGemmaForBlockDiffusion
-        if isinstance(getattr(config, "copy_head", None), dict):
-            from model.copy_model import DiffusionGemmaWithCopyHead
-
-            cls = DiffusionGemmaWithCopyHead
-        model = cls.from_pretrained(src, config=config, **kwargs)
-        tokenizer = AutoTokenizer.from_pretrained(src, local_files_only=kwargs.get("local_files_only", False))
-    except CheckpointError:
-        raise
-    except OSError as exc:
-        raise CheckpointError(f"{src}: cannot load checkpoint ({exc})") from exc
-    except (ValueError, KeyError, RuntimeError) as exc:
-        raise CheckpointError(
-            f"{src}: checkpoint does not match the DiffusionGemma architecture ({exc})"
-        ) from exc
-    finally:
-        if bars:
-            hf_logging.enable_progress_bar()
+    kwargs = _load_kwargs(dtype, device, device_map, quantization)
+    model, tokenizer = _from_pretrained(src, kwargs)
     if adapter is not None:
         from model.adapters import apply_adapter
 
