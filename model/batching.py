@@ -44,7 +44,7 @@ from model import hf_compat as hf
 from model.constraint_batch import CanvasConstraint, ConstraintBatch, ConstraintPlan, TerminatingConstraint
 from model.copy_head import CopyHead, CopyMemory
 from model.runtime import GenerationStats, image_inputs
-from model.sampler import TorchSampler, stop_test, window_accept
+from model.sampler import StepDraw, TorchSampler, stop_test, window_accept
 from model.settings import DenoiseSettings
 
 #: Called after each committed canvas of a row with that canvas's tokens (EOS padding removed).
@@ -416,7 +416,7 @@ class CanvasBatcher:
         m = self.model
         device = m.device
         s = self.settings
-        C, V, B = s.canvas_length, self.vocab, len(rows)
+        B = len(rows)
         t0 = time.perf_counter()
         for r in rows:
             if r.constraint is not None and r.guard is None:
@@ -425,41 +425,13 @@ class CanvasBatcher:
                 self._start_canvas(r)
         canvas = torch.cat([r.canvas for r in rows])  # type: ignore[misc]
         key = tuple((r.serial, r.length) for r in rows)
-        if self._packed is None or self._packed[0] != key:  # membership or a row's length changed: repack
-            cache, dec_attn, L = self._pack(rows)
-            memory = self._pack_memory(rows, L)
-            dec_pos = self._positions(rows)
-            dec_masks = hf.decoder_mask(m, canvas, cache, dec_attn)
-            self._packed = (key, cache, memory, dec_pos, dec_masks)
-        _, cache, memory, dec_pos, dec_masks = self._packed
-        emb_dtype = m.model.decoder.embed_tokens.weight.dtype
-        has_sc = [r.self_cond is not None for r in rows]
-        sc_kwargs: dict[str, Any] = {}
-        if all(has_sc) and self._last_sc is not None and self._last_sc[0] == key:
-            sc_kwargs["self_conditioning_logits"] = self._last_sc[
-                1
-            ]  # the same rows as the last step: no copy
-        elif any(has_sc):
-            zeros = torch.zeros((1, C, V), dtype=emb_dtype, device=device)
-            sc_kwargs["self_conditioning_logits"] = torch.cat(
-                [r.self_cond if r.self_cond is not None else zeros for r in rows]
-            )
-            if not all(has_sc):  # rows on their first step get zero soft embeddings, exactly as with None
-                sc_kwargs["self_conditioning_mask"] = torch.tensor(has_sc, device=device)
-        if memory is not None:
-            sc_kwargs["copy_memory"] = memory
+        inputs = self._decoder_inputs(rows, canvas, key)
         cons = ConstraintBatch([r.guard for r in rows])
         gens = [r.gen for r in rows]
         t_set = time.perf_counter() - t0
 
         t1 = time.perf_counter()
-        logits = m(
-            decoder_input_ids=canvas,
-            decoder_attention_mask=dec_masks,
-            cache=cache,
-            decoder_position_ids=dec_pos,
-            **sc_kwargs,
-        ).logits
+        logits = m(decoder_input_ids=canvas, **inputs).logits
         t_dec = time.perf_counter() - t1
         t_con = 0.0
         on = [True] * B
@@ -483,26 +455,7 @@ class CanvasBatcher:
             )
             t_con += time.perf_counter() - t1
         t1 = time.perf_counter()
-        accepted, processed, new_argmax = draw.accepted, draw.processed, draw.argmax
-        noise = torch.cat([torch.randint(0, V, (1, C), device=device, generator=g) for g in gens])
-        new_canvas = torch.where(accepted, draw.denoised, noise)
-        history = torch.cat([r.history for r in rows], dim=1)  # type: ignore[misc]
-        stop, new_history = stop_test(
-            history, new_argmax, draw.entropy, fixed_mask, s.stability_threshold, s.confidence_threshold
-        )
-        history = history if new_history is None else new_history
-        fin = (stop | grammar_done).tolist()
-        sc_new = processed.to(emb_dtype)
-        self._last_sc = (key, sc_new)
-        done_rows = []
-        for b, r in enumerate(rows):
-            r.canvas, r.argmax = new_canvas[b : b + 1], new_argmax[b : b + 1]
-            r.self_cond, r.history = sc_new[b : b + 1], history[:, b : b + 1]
-            r.prev_accepted = accepted[b : b + 1]
-            r.step_left -= 1
-            r.steps += 1
-            if fin[b] or r.step_left == 0:
-                done_rows.append(b)
+        done_rows = self._advance(rows, key, canvas, draw, fixed_mask, grammar_done)
         t_smp += time.perf_counter() - t1
         share = 1.0 / B
         for r in rows:
@@ -511,6 +464,74 @@ class CanvasBatcher:
             r.stats.time_constraint_s += t_con * share
         if done_rows:
             self._end_canvases([rows[b] for b in done_rows])
+
+    def _decoder_inputs(self, rows: list[_Row], canvas: torch.Tensor, key: tuple[Any, ...]) -> dict[str, Any]:
+        """The decoder's keyword inputs for ``rows``: the packed cache, masks and positions (repacked only when
+        membership or a row's length changed), the rows' self-conditioning logits and the copy memory."""
+        m = self.model
+        C, V = self.settings.canvas_length, self.vocab
+        if self._packed is None or self._packed[0] != key:
+            cache, dec_attn, L = self._pack(rows)
+            memory = self._pack_memory(rows, L)
+            self._packed = (
+                key,
+                cache,
+                memory,
+                self._positions(rows),
+                hf.decoder_mask(m, canvas, cache, dec_attn),
+            )
+        _, cache, memory, dec_pos, dec_masks = self._packed
+        out: dict[str, Any] = {
+            "decoder_attention_mask": dec_masks,
+            "cache": cache,
+            "decoder_position_ids": dec_pos,
+        }
+        has_sc = [r.self_cond is not None for r in rows]
+        if all(has_sc) and self._last_sc is not None and self._last_sc[0] == key:
+            out["self_conditioning_logits"] = self._last_sc[1]  # the same rows as the last step: no copy
+        elif any(has_sc):
+            zeros = torch.zeros((1, C, V), dtype=m.model.decoder.embed_tokens.weight.dtype, device=m.device)
+            out["self_conditioning_logits"] = torch.cat(
+                [r.self_cond if r.self_cond is not None else zeros for r in rows]
+            )
+            if not all(has_sc):  # rows on their first step get zero soft embeddings, exactly as with None
+                out["self_conditioning_mask"] = torch.tensor(has_sc, device=m.device)
+        if memory is not None:
+            out["copy_memory"] = memory
+        return out
+
+    def _advance(
+        self,
+        rows: list[_Row],
+        key: tuple[Any, ...],
+        canvas: torch.Tensor,
+        draw: StepDraw,
+        fixed_mask: torch.Tensor | None,
+        grammar_done: torch.Tensor,
+    ) -> list[int]:
+        """Re-noise, stop test and each row's next state; returns the indices of rows whose canvas is done."""
+        s, C, V = self.settings, self.settings.canvas_length, self.vocab
+        device = self.model.device
+        noise = torch.cat([torch.randint(0, V, (1, C), device=device, generator=r.gen) for r in rows])
+        new_canvas = torch.where(draw.accepted, draw.denoised, noise)
+        history = torch.cat([r.history for r in rows], dim=1)  # type: ignore[misc]
+        stop, new_history = stop_test(
+            history, draw.argmax, draw.entropy, fixed_mask, s.stability_threshold, s.confidence_threshold
+        )
+        history = history if new_history is None else new_history
+        fin = (stop | grammar_done).tolist()
+        sc_new = draw.processed.to(self.model.model.decoder.embed_tokens.weight.dtype)
+        self._last_sc = (key, sc_new)
+        done_rows = []
+        for b, r in enumerate(rows):
+            r.canvas, r.argmax = new_canvas[b : b + 1], draw.argmax[b : b + 1]
+            r.self_cond, r.history = sc_new[b : b + 1], history[:, b : b + 1]
+            r.prev_accepted = draw.accepted[b : b + 1]
+            r.step_left -= 1
+            r.steps += 1
+            if fin[b] or r.step_left == 0:
+                done_rows.append(b)
+        return done_rows
 
     def _end_canvases(self, rows: list[_Row]) -> None:
         """Read out the rows' finished canvases; rows that go on have them encoded into their caches."""
