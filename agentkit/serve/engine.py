@@ -172,6 +172,56 @@ class Submission:
     started: float = field(default_factory=time.perf_counter)
 
 
+def _refuse_unsupported(req: S.ChatCompletionRequest) -> None:
+    """400 for what this server does not do: ``n != 1``, stop sequences, logprobs."""
+    if req.n != 1:
+        raise ServeError(400, f"n={req.n} is not supported: this server returns one choice (n=1)", param="n")
+    if req.stop:
+        raise ServeError(
+            400,
+            "stop sequences are not supported by this server (a canvas is denoised in parallel; "
+            "limit the length with max_tokens)",
+            param="stop",
+        )
+    if req.logprobs:
+        raise ServeError(400, "logprobs are not supported by this server", param="logprobs")
+
+
+def _tool_choice(req: S.ChatCompletionRequest, tools: list[dict[str, Any]]) -> Any:
+    """The runtime's tool choice: ``"auto"``/``"required"``/``"none"`` or ``{"name": NAME}`` of a declared tool."""
+    choice: Any = req.tool_choice or "auto"
+    if isinstance(choice, S.NamedToolChoice):
+        name = choice.function.name
+        declared = [t["function"]["name"] for t in tools]
+        if name not in declared:
+            raise ServeError(
+                400,
+                f"tool_choice names tool {name!r}, which is not among the request's tools {declared}",
+                param="tool_choice",
+            )
+        return {"name": name}
+    if choice == "required" and not tools:
+        raise ServeError(
+            400, "tool_choice='required' needs at least one tool in 'tools'", param="tool_choice"
+        )
+    return choice
+
+
+def _response_format(req: S.ChatCompletionRequest) -> dict[str, Any] | None:
+    """The runtime's ``response_format`` (``None`` for plain text)."""
+    rf = req.response_format
+    if rf is None or rf.type == "text":
+        return None
+    if rf.type == "json_schema" and rf.json_schema is None:
+        raise ServeError(
+            400, "response_format type 'json_schema' needs a 'json_schema' object", param="response_format"
+        )
+    out: dict[str, Any] = {"type": rf.type}
+    if rf.json_schema is not None:
+        out["json_schema"] = {"schema": rf.json_schema.schema_, "strict": bool(rf.json_schema.strict)}
+    return out
+
+
 class ServeEngine:
     """One loaded checkpoint behind a :class:`model.batching.CanvasBatcher`.
 
@@ -257,52 +307,12 @@ class ServeEngine:
         from model.constraints.schema import SchemaError
         from model.limits import PromptTooLong
 
-        if req.n != 1:
-            raise ServeError(
-                400, f"n={req.n} is not supported: this server returns one choice (n=1)", param="n"
-            )
-        if req.stop:
-            raise ServeError(
-                400,
-                "stop sequences are not supported by this server (a canvas is denoised in parallel; "
-                "limit the length with max_tokens)",
-                param="stop",
-            )
-        if req.logprobs:
-            raise ServeError(400, "logprobs are not supported by this server", param="logprobs")
+        _refuse_unsupported(req)
         tools = [t.model_dump(exclude_none=True) for t in req.tools or []]
         for i, t in enumerate(tools):
             self._check_tool(i, t)
-        choice: Any = req.tool_choice or "auto"
-        if isinstance(choice, S.NamedToolChoice):
-            name = choice.function.name
-            declared = [t["function"]["name"] for t in tools]
-            if name not in declared:
-                raise ServeError(
-                    400,
-                    f"tool_choice names tool {name!r}, which is not among the request's tools {declared}",
-                    param="tool_choice",
-                )
-            choice = {"name": name}
-        elif choice == "required" and not tools:
-            raise ServeError(
-                400, "tool_choice='required' needs at least one tool in 'tools'", param="tool_choice"
-            )
-        rf = req.response_format
-        response_format: dict[str, Any] | None = None
-        if rf is not None and rf.type != "text":
-            if rf.type == "json_schema" and rf.json_schema is None:
-                raise ServeError(
-                    400,
-                    "response_format type 'json_schema' needs a 'json_schema' object",
-                    param="response_format",
-                )
-            response_format = {"type": rf.type}
-            if rf.json_schema is not None:
-                response_format["json_schema"] = {
-                    "schema": rf.json_schema.schema_,
-                    "strict": bool(rf.json_schema.strict),
-                }
+        choice = _tool_choice(req, tools)
+        response_format = _response_format(req)
         max_tokens = req.max_completion_tokens or req.max_tokens
         temperature = None
         if req.temperature is not None:
