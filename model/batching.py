@@ -11,9 +11,10 @@ is at its own denoising step of its own canvas:
    *own* positions (decoder position ids are per row), so a row's attention is what it would be alone: padding is
    masked and RoPE sees the row's true distances. Rows on their first step get zero self-conditioning
    (``self_conditioning_mask``), exactly as ``generate``'s first step.
-3. **Denoise one step** for all rows: the entropy-bound sampler of :mod:`model.runtime` (fast mode, torch
-   sampling) with each row's own temperature (its own step index and schedule), constraint
-   (:func:`~model.runtime.constrain_logits`, :func:`~model.runtime.commit_constraints`) and ``torch.Generator``
+3. **Denoise one step** for all rows: the same phases as :class:`model.runtime.CanvasState`
+   (:class:`model.sampler.TorchSampler` with each row's own temperature, its own step index and schedule;
+   :func:`model.sampler.window_accept` and :func:`model.sampler.stop_test`; the rows' constraints through
+   :class:`model.constraint_batch.ConstraintBatch`) and a ``torch.Generator`` per row
    seeded with the row's seed, so a row's draws do not depend on who else is in the batch: a row's tokens are
    those ``generate`` gives it alone (tests/test_batching.py).
 4. **Commit.** A row whose canvas stops (argmax stable and confident, grammar done, or steps spent) is read out at
