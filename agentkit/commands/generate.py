@@ -71,6 +71,55 @@ def _readable(text: str, plain: str) -> dict[str, Any]:
     return {"answer": parsed.text, "thinking": parsed.thinking, "tool_calls": calls, "error": None}
 
 
+def _prompt_ids(
+    ck: Any, prompt: str, raw_prompt: bool, image: list[Path] | None, vision_budget: int | None
+) -> tuple[Any, dict[str, Any]]:
+    """``([1, P] int64 prompt ids on the model's device, image keyword arguments of generate)``: the prompt as
+    is (``--raw-prompt``) or as a user message through the chat template, images first.
+
+    Raises:
+        model.vision.ImageError: an image the checkpoint cannot read.
+    """
+    import torch
+
+    from model.chat import ChatModel
+
+    device = ck.model.device
+    if raw_prompt:
+        return ck.tokenizer(prompt, return_tensors="pt", add_special_tokens=False).input_ids.to(device), {}
+    content: Any = prompt  # the question is text: control-token spellings in it stay text (never a fake turn)
+    if image:
+        content = [
+            *({"type": "image_url", "image_url": {"url": str(p)}} for p in image),
+            {"type": "text", "text": prompt},
+        ]
+    chat, vision = ChatModel(ck).encode_turn([{"role": "user", "content": content}], None, vision_budget)
+    ids = torch.tensor([chat], dtype=torch.long, device=device)
+    return ids, ({} if vision is None else vision.generate_kwargs())
+
+
+def _print_readable(console: Any, shown: dict[str, Any]) -> None:
+    """The answer as a person reads it: thinking (dim), text, tool calls as ``name(arguments)``, problems."""
+    from rich.text import Text
+
+    if shown["thinking"]:
+        console.print(Text(f"thinking: {shown['thinking']}", style="dim italic"))
+    if shown["answer"]:
+        console.print(shown["answer"], markup=False, highlight=False)
+    for c in shown["tool_calls"]:
+        args = ", ".join(f"{k}={json.dumps(v, ensure_ascii=False)}" for k, v in c["arguments"].items())
+        line = Text("call ", style="cyan")
+        line.append(c["name"], style="bold cyan")
+        line.append(f"({args})", style="cyan")
+        console.print(line)
+    if shown["error"]:
+        console.print(
+            Text(f"({shown['error']}; --raw-output shows the tokens)", style="yellow"), soft_wrap=True
+        )
+    if not (shown["answer"] or shown["tool_calls"] or shown["error"]):
+        console.print(Text("(empty answer; --raw-output shows the tokens)", style="yellow"))
+
+
 def generate_command(
     prompt: str = typer.Argument(..., help="User message (rendered with the checkpoint's chat template)."),
     model: str | None = typer.Option(
@@ -115,7 +164,6 @@ def generate_command(
 
     import torch
     from rich.console import Console
-    from rich.text import Text
 
     from model.limits import PromptTooLong, check_prompt_length
     from model.loading import CheckpointError, load_checkpoint
@@ -142,25 +190,11 @@ def generate_command(
     except CheckpointError as exc:
         console.print(f"[red]error:[/red] {exc}", soft_wrap=True, markup=True, highlight=False)
         raise typer.Exit(2) from exc
-    from model.chat import ChatModel
-
     tok = ck.tokenizer
-    vision = None
-    if raw_prompt:
-        ids = tok(prompt, return_tensors="pt", add_special_tokens=False).input_ids.to(ck.model.device)
-    else:  # the question is text: control-token spellings in it stay text (never a fake turn)
-        content: Any = prompt
-        if image:
-            parts = [{"type": "image_url", "image_url": {"url": str(p)}} for p in image]
-            content = [*parts, {"type": "text", "text": prompt}]
-        try:
-            chat, vision = ChatModel(ck).encode_turn(
-                [{"role": "user", "content": content}], None, vision_budget
-            )
-        except ImageError as exc:  # e.g. a checkpoint that cannot read images
-            raise bad_image(exc) from None
-        ids = torch.tensor([chat], dtype=torch.long, device=ck.model.device)
-    images: dict[str, Any] = {} if vision is None else vision.generate_kwargs()
+    try:
+        ids, images = _prompt_ids(ck, prompt, raw_prompt, image, vision_budget)
+    except ImageError as exc:  # e.g. a checkpoint that cannot read images
+        raise bad_image(exc) from None
     settings = ck.settings.replace(max_new_tokens=max_new_tokens)
     try:
         # before anything of the prompt's size is allocated
@@ -191,22 +225,7 @@ def generate_command(
     if raw_output:
         console.print(canvases, markup=False, highlight=False, soft_wrap=True)
     else:
-        if shown["thinking"]:
-            console.print(Text(f"thinking: {shown['thinking']}", style="dim italic"))
-        if shown["answer"]:
-            console.print(shown["answer"], markup=False, highlight=False)
-        for c in shown["tool_calls"]:
-            args = ", ".join(f"{k}={json.dumps(v, ensure_ascii=False)}" for k, v in c["arguments"].items())
-            line = Text("call ", style="cyan")
-            line.append(c["name"], style="bold cyan")
-            line.append(f"({args})", style="cyan")
-            console.print(line)
-        if shown["error"]:
-            console.print(
-                Text(f"({shown['error']}; --raw-output shows the tokens)", style="yellow"), soft_wrap=True
-            )
-        if not (shown["answer"] or shown["tool_calls"] or shown["error"]):
-            console.print(Text("(empty answer; --raw-output shows the tokens)", style="yellow"))
+        _print_readable(console, shown)
     s = out.stats
     console.print(
         f"[cyan]canvases {s.canvases}, steps per canvas {s.steps_per_canvas}, TPF {s.tokens_per_forward[0]:.2f}, "
