@@ -202,6 +202,54 @@ def run_command(
         renderer.answer(result)
 
 
+def _chat_command(console: Any, session: Any, text: str, pending: list[str], save: Path | None) -> bool:
+    """Run one ``/command`` of the chat; True for ``/exit`` and ``/quit``. Problems are printed, never raised."""
+    from rich.text import Text
+
+    from model.vision import ImageError, open_image
+
+    command, _, arg = text.partition(" ")
+    arg = arg.strip()
+    if command in ("/exit", "/quit") and not arg:
+        return True
+    if command == "/reset" and not arg:
+        session.reset()
+        console.print("history cleared")
+    elif command == "/history" and not arg:
+        for m in session.conversation.messages:
+            console.print(Text.assemble((f"{m['role']}> ", "bold"), _shown(m["content"])))
+    elif command == "/image":
+        if not arg:
+            _error("usage: /image PATH")
+            return False
+        try:
+            open_image(arg)
+        except ImageError as exc:
+            _error(f"/image: {exc}")
+            return False
+        pending.append(arg)
+        console.print(f"{len(pending)} image(s) attached to your next message")
+    elif command == "/save":
+        target = arg or (str(save) if save else "")
+        if not target:
+            _error("usage: /save PATH")
+            return False
+        try:
+            session.save(target)
+        except OSError as exc:
+            _error(f"/save: cannot write {target}: {exc}")
+            return False
+        console.print(f"saved {session.conversation.turns} turn(s) to {target}")
+    elif command in ("/exit", "/quit", "/reset", "/history", "/image"):
+        _error(f"{command} takes no argument (got {arg!r})")
+    else:
+        _error(
+            f"unknown command {command!r}; commands: {', '.join(CHAT_COMMANDS)} "
+            "(start a message with // to send one that begins with /)"
+        )
+    return False
+
+
 def chat_command(
     bundle: Path = typer.Argument(..., help="Bundle file (YAML, see docs/BUNDLES.md)."),
     backend: str | None = typer.Option(
@@ -227,12 +275,11 @@ def chat_command(
     /image PATH (attach an image to the next message); start a message with // to send one that begins
     with /."""
     from rich.console import Console
-    from rich.text import Text
 
     from agentkit.errors import AgentRunError, BackendError, PromptTooLong
     from agentkit.history import Conversation
     from agentkit.render import RichRenderer
-    from model.vision import ImageError, open_image
+    from model.vision import ImageError
 
     pending = _check_images(image, vision_budget)
     agent = _build_agent(bundle, backend, model, max_steps, seed, adapter)
@@ -263,45 +310,8 @@ def chat_command(
         if text.startswith("//"):  # a message that begins with "/"
             text = text[1:]
         elif text.startswith("/"):
-            command, _, arg = text.partition(" ")
-            arg = arg.strip()
-            if command in ("/exit", "/quit") and not arg:
+            if _chat_command(console, session, text, pending, save):
                 break
-            if command == "/reset" and not arg:
-                session.reset()
-                console.print("history cleared")
-            elif command == "/history" and not arg:
-                for m in session.conversation.messages:
-                    console.print(Text.assemble((f"{m['role']}> ", "bold"), _shown(m["content"])))
-            elif command == "/image":
-                if not arg:
-                    _error("usage: /image PATH")
-                    continue
-                try:
-                    open_image(arg)
-                except ImageError as exc:
-                    _error(f"/image: {exc}")
-                    continue
-                pending.append(arg)
-                console.print(f"{len(pending)} image(s) attached to your next message")
-            elif command == "/save":
-                target = arg or (str(save) if save else "")
-                if not target:
-                    _error("usage: /save PATH")
-                    continue
-                try:
-                    session.save(target)
-                except OSError as exc:
-                    _error(f"/save: cannot write {target}: {exc}")
-                    continue
-                console.print(f"saved {session.conversation.turns} turn(s) to {target}")
-            elif command in ("/exit", "/quit", "/reset", "/history", "/image"):
-                _error(f"{command} takes no argument (got {arg!r})")
-            else:
-                _error(
-                    f"unknown command {command!r}; commands: {', '.join(CHAT_COMMANDS)} "
-                    "(start a message with // to send one that begins with /)"
-                )
             continue
         try:
             result = session.send(text, on_event=renderer, images=pending, vision_budget=vision_budget)
