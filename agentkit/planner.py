@@ -620,7 +620,7 @@ class Planner:
             self.execute_tool_call(state, tl, plan.calls[i], v, byte_share, token_share)
             for i, tl, v in plan.scheduled
         ]
-        done = [await runs[0]] if n == 1 else await asyncio.gather(*runs)
+        done = [] if n == 0 else [await runs[0]] if n == 1 else await asyncio.gather(*runs)
         for (i, _tl, _v), rec in zip(plan.scheduled, done, strict=True):
             plan.records[i] = rec
         tool_s = _perf() - t1
