@@ -6,7 +6,7 @@ Debian mirror taken from the machine's apt sources (``/etc/apt/sources.list.d/*.
 man pages, locales; setuid/setgid bits stripped), then ``tar --numeric-owner -C ROOTFS -c . | docker import``.
 ``python3-minimal`` alone lacks most of the standard library; ``python3`` brings ``libpython3.11-stdlib``.
 The image is tagged ``agentkit-sandbox:<first 12 hex digits of sha256(recipe)>`` so a changed recipe gives a
-new tag and an unchanged one is never rebuilt. Measured: 40-60 s, ~117 MB (/work/shared/NOTES.md).
+new tag and an unchanged one is never rebuilt. Measured on the development machines: 40-60 s, ~117 MB.
 """
 
 from __future__ import annotations
