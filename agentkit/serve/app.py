@@ -144,6 +144,30 @@ def _consume(fut: Any) -> None:
         fut.exception()
 
 
+def _add_error_handlers(app: FastAPI) -> None:
+    """Every error in OpenAI's shape: ours (:class:`ServeError`), validation (400), HTTP (404, 413...), crashes (500)."""
+
+    @app.exception_handler(ServeError)
+    async def _serve_error(_: Request, exc: ServeError) -> JSONResponse:
+        return JSONResponse(exc.body(), status_code=exc.status)
+
+    @app.exception_handler(RequestValidationError)
+    async def _invalid(_: Request, exc: RequestValidationError) -> JSONResponse:
+        message, param = _validation_message(exc)
+        return JSONResponse(ServeError(400, message, param=param).body(), status_code=400)
+
+    @app.exception_handler(StarletteHTTPException)
+    async def _http(_: Request, exc: StarletteHTTPException) -> JSONResponse:
+        kind = "not_found_error" if exc.status_code == 404 else "invalid_request_error"
+        err = ServeError(exc.status_code, str(exc.detail), type=kind)
+        return JSONResponse(err.body(), status_code=exc.status_code, headers=getattr(exc, "headers", None))
+
+    @app.exception_handler(Exception)
+    async def _crash(_: Request, exc: Exception) -> JSONResponse:
+        err = ServeError(500, f"internal error: {type(exc).__name__}: {exc}", type="server_error")
+        return JSONResponse(err.body(), status_code=500)
+
+
 def create_app(
     engine: ServeEngine,
     *,
@@ -177,26 +201,7 @@ def create_app(
         with lock:
             app.state.inflight -= 1
 
-    @app.exception_handler(ServeError)
-    async def _serve_error(_: Request, exc: ServeError) -> JSONResponse:
-        return JSONResponse(exc.body(), status_code=exc.status)
-
-    @app.exception_handler(RequestValidationError)
-    async def _invalid(_: Request, exc: RequestValidationError) -> JSONResponse:
-        message, param = _validation_message(exc)
-        return JSONResponse(ServeError(400, message, param=param).body(), status_code=400)
-
-    @app.exception_handler(StarletteHTTPException)
-    async def _http(_: Request, exc: StarletteHTTPException) -> JSONResponse:
-        kind = "not_found_error" if exc.status_code == 404 else "invalid_request_error"
-        err = ServeError(exc.status_code, str(exc.detail), type=kind)
-        return JSONResponse(err.body(), status_code=exc.status_code, headers=getattr(exc, "headers", None))
-
-    @app.exception_handler(Exception)
-    async def _crash(_: Request, exc: Exception) -> JSONResponse:
-        err = ServeError(500, f"internal error: {type(exc).__name__}: {exc}", type="server_error")
-        return JSONResponse(err.body(), status_code=500)
-
+    _add_error_handlers(app)
     app.add_middleware(_Gate, state=app.state, api_key=api_key, max_body_bytes=max_body_bytes)
 
     @app.get("/health")

@@ -39,6 +39,31 @@ class _FileDefs:
     defs: list[Definition]
 
 
+def _line_hits(
+    rel: str, text: str, rx: re.Pattern[str], context_lines: int, limit: int
+) -> list[tuple[tuple[Any, ...], dict[str, Any]]]:
+    """The hits of ``rx`` in one file, at most ``limit``: ``(sort key, hit)`` with the hit's context lines."""
+    lines = text.splitlines()
+    hits: list[tuple[tuple[Any, ...], dict[str, Any]]] = []
+    for i, line in enumerate(lines):
+        if len(line) > 2000 or not rx.search(line):
+            continue
+        is_def = bool(_PY_DEF_LINE_RE.match(line) if rel.endswith(".py") else _DECL_RE.match(line))
+        lo, hi = max(0, i - context_lines), min(len(lines), i + context_lines + 1)
+        context = "\n".join(f"{j + 1}{'>' if j == i else ':'} {lines[j][:300]}" for j in range(lo, hi))
+        hit = {
+            "location": f"{rel}:{i + 1}",
+            "path": rel,
+            "line": i + 1,
+            "text": line.strip()[:300],
+            "context": context,
+        }
+        hits.append(((not is_def, _path_rank(rel), rel, i), hit))
+        if len(hits) >= limit:
+            break
+    return hits
+
+
 class CodeRepo:
     """A local repository the tools read. Thread-safe for concurrent tool calls.
 
@@ -342,28 +367,9 @@ class CodeRepo:
             text = self._read_text(rel)
             if text is None or not rx_file.search(text):
                 continue
-            lines = text.splitlines()
-            file_hit = False
-            for i, line in enumerate(lines):
-                if len(line) > 2000 or not rx.search(line):
-                    continue
-                file_hit = True
-                is_def = bool(_PY_DEF_LINE_RE.match(line) if rel.endswith(".py") else _DECL_RE.match(line))
-                lo, hi = max(0, i - context_lines), min(len(lines), i + context_lines + 1)
-                context = "\n".join(
-                    f"{j + 1}{'>' if j == i else ':'} {lines[j][:300]}" for j in range(lo, hi)
-                )
-                hit = {
-                    "location": f"{rel}:{i + 1}",
-                    "path": rel,
-                    "line": i + 1,
-                    "text": line.strip()[:300],
-                    "context": context,
-                }
-                hits.append(((not is_def, _path_rank(rel), rel, i), hit))
-                if len(hits) >= max_scanned_matches:
-                    break
-            files_hit += file_hit
+            found = _line_hits(rel, text, rx, context_lines, max_scanned_matches - len(hits))
+            hits.extend(found)
+            files_hit += bool(found)
         hits.sort(key=lambda kh: kh[0])
         out: dict[str, Any] = {
             "pattern": pattern,
