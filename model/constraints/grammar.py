@@ -330,6 +330,53 @@ def _has_grounded(spec: ToolSpec) -> bool:
     return '"x-grounded"' in json.dumps(spec.parameters)
 
 
+def _gemma_calls(
+    specs: list[ToolSpec], additional: bool, grounding: tuple[str, ...] | None
+) -> tuple[str, dict[str, str], dict[str, str]]:
+    """The ``call`` rule in the Gemma syntax, with the rules and terminals of every tool's arguments."""
+    comp = _GemmaCompiler(additional, grounding)
+    alts = []
+    for i, spec in enumerate(specs):
+        ir = _tool_ir(spec, additional)
+        comp.def_paths[i] = ir.paths
+        try:
+            body = comp.value(ir.root, i, ir.defs)
+        except SchemaError as e:
+            message = str(e).rsplit(" (keyword ", 1)[0]  # the new error names keyword and path again
+            raise SchemaError(e.keyword, e.path, f"tool {spec.name!r}: {message}") from None
+        alts.append(f"{_lark_str('call:' + spec.name)} {body}")
+    return "call: <|tool_call> (" + " | ".join(alts) + ") <tool_call|>", dict(comp.rules), dict(comp.terms)
+
+
+def _json_calls(specs: list[ToolSpec], additional: bool) -> tuple[str, dict[str, str]]:
+    """The ``call`` rule in the JSON syntax: one ``%json`` schema of ``{"name", "arguments"}`` over the tools."""
+    options = []
+    all_defs: dict[str, Any] = {}
+    for i, spec in enumerate(specs):
+        ir = _tool_ir(spec, additional)
+        prefix = f"t{i}_"
+        args = ir_to_json_schema(ir.root, additional_default=additional, ref_prefix=prefix)
+        for name, node in ir.defs.items():
+            all_defs[prefix + name] = ir_to_json_schema(
+                node, additional_default=additional, ref_prefix=prefix
+            )
+        options.append(
+            {
+                "type": "object",
+                "properties": {"name": {"const": spec.name}, "arguments": args},
+                "required": ["name", "arguments"],
+                "additionalProperties": False,
+            }
+        )
+    schema: dict[str, Any] = options[0] if len(options) == 1 else {"anyOf": options}
+    if all_defs:
+        schema = {**schema, "$defs": all_defs}
+    schema = {**schema, "x-guidance": {"whitespace_flexible": False}}
+    return "call: <|tool_call> call_json <tool_call|>", {
+        "call_json": "%json " + json.dumps(schema, ensure_ascii=False)
+    }
+
+
 def _build_grammar(
     specs: list[ToolSpec],
     choice: str,
@@ -373,45 +420,11 @@ def _build_grammar(
     if callable_specs:
         lines.append("calls: call+ <|tool_response>")
         if syntax == "gemma":
-            comp = _GemmaCompiler(additional, grounding)
-            alts = []
-            for i, spec in enumerate(callable_specs):
-                ir = _tool_ir(spec, additional)
-                comp.def_paths[i] = ir.paths
-                try:
-                    body = comp.value(ir.root, i, ir.defs)
-                except SchemaError as e:
-                    message = str(e).rsplit(" (keyword ", 1)[0]  # the new error names keyword and path again
-                    raise SchemaError(e.keyword, e.path, f"tool {spec.name!r}: {message}") from None
-                alts.append(f"{_lark_str('call:' + spec.name)} {body}")
-            lines.append("call: <|tool_call> (" + " | ".join(alts) + ") <tool_call|>")
-            rules.update(comp.rules)
-            terms.update(comp.terms)
+            call_line, rules, gemma_terms = _gemma_calls(callable_specs, additional, grounding)
+            terms.update(gemma_terms)
         else:
-            options = []
-            all_defs: dict[str, Any] = {}
-            for i, spec in enumerate(callable_specs):
-                ir = _tool_ir(spec, additional)
-                prefix = f"t{i}_"
-                args = ir_to_json_schema(ir.root, additional_default=additional, ref_prefix=prefix)
-                for name, node in ir.defs.items():
-                    all_defs[prefix + name] = ir_to_json_schema(
-                        node, additional_default=additional, ref_prefix=prefix
-                    )
-                options.append(
-                    {
-                        "type": "object",
-                        "properties": {"name": {"const": spec.name}, "arguments": args},
-                        "required": ["name", "arguments"],
-                        "additionalProperties": False,
-                    }
-                )
-            schema: dict[str, Any] = options[0] if len(options) == 1 else {"anyOf": options}
-            if all_defs:
-                schema = {**schema, "$defs": all_defs}
-            schema = {**schema, "x-guidance": {"whitespace_flexible": False}}
-            lines.append("call: <|tool_call> call_json <tool_call|>")
-            rules["call_json"] = "%json " + json.dumps(schema, ensure_ascii=False)
+            call_line, rules = _json_calls(callable_specs, additional)
+        lines.append(call_line)
     out = [*lines, *(f"{k}: {v}" for k, v in rules.items()), *(f"{k}: {v}" for k, v in terms.items())]
     return "\n".join(out) + "\n"
 
