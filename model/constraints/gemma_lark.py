@@ -368,8 +368,25 @@ class _GemmaCompiler:
         top = ref((0, True, 0))
         if top is None:
             raise SchemaError("minProperties", "", "no object satisfies the property constraints")
-        todo = [(0, True, 0)] if top[0] else []
-        seen: set[Key] = set(todo)
+        if top[0]:
+            self._emit_reachable((0, True, 0), states, uses, name, path, node)
+        body, nullable = top
+        if not body:
+            return '"{" "}"'
+        return f'"{{" {body}{"?" if nullable else ""} "}}"'
+
+    def _emit_reachable(
+        self,
+        start: tuple[int, bool, int],
+        states: dict[Any, _State],
+        uses: dict[Any, list[Any]],
+        name: Any,
+        path: str,
+        node: Obj,
+    ) -> None:
+        """Write a rule for each object state reachable from ``start`` (depth-first over ``uses``)."""
+        todo = [start]
+        seen = set(todo)
         while todo:
             k = todo.pop()
             body_k = states[k].body
@@ -380,10 +397,6 @@ class _GemmaCompiler:
                 if u not in seen:
                     seen.add(u)
                     todo.append(u)
-        body, nullable = top
-        if not body:
-            return '"{" "}"'
-        return f'"{{" {body}{"?" if nullable else ""} "}}"'
 
     def _undeclared(self, node: Obj, name: str) -> Node:
         """The schema of a key not in ``props``: matching patternProperties, else additionalProperties."""
