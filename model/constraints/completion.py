@@ -181,6 +181,26 @@ def _search_exit(m: Any, tab: _Tables, depth: int = 3, budget: int = 300) -> lis
     return None
 
 
+def _first_leading_out(m: Any, cands: list[int], ok: Any) -> int:
+    """The first of ``cands`` after which ``ok(matcher)`` holds (probed on a copy), else the first one."""
+    for c in cands:
+        probe = m.deep_copy()
+        if probe.try_consume_tokens([c]) == 1 and ok(probe):
+            return c
+    return cands[0]
+
+
+def _outside_text_choice(m: Any, tab: _Tables, allowed: np.ndarray, banned: set[int], lookahead: int) -> int:
+    """Outside free text: the first allowed structural closer not banned, else the best-ranked token after
+    which one is allowed (``5`` for ``minimum: 5``), thinking blocks and banned tokens tried last."""
+    for t in tab.structural:
+        if allowed[t] and t not in banned:
+            return t
+    ranked = _ranked(allowed, tab, lookahead + len(banned) + len(tab.avoid))
+    cands = [c for c in ranked if c not in banned and c not in tab.avoid][:lookahead]
+    return _first_leading_out(m, cands or ranked[:1], lambda p: _closable(p, tab))
+
+
 def shortest_completion(matcher: Any, tokenizer: Any, limit: int, *, lookahead: int = 6) -> list[int]:
     """Greedily complete a copy of ``matcher`` to an accepting state, preferring the shortest way out.
 
@@ -241,33 +261,12 @@ def shortest_completion(matcher: Any, tokenizer: Any, limit: int, *, lookahead: 
                             break
                         continue
                 stuck += 1
-                cands = _ranked(allowed, tab, lookahead)
-                for c in cands:
-                    probe = m.deep_copy()
-                    if probe.try_consume_tokens([c]) == 1 and _exit(probe, tab) >= 0:
-                        choice = c
-                        break
-                if choice < 0:
-                    choice = cands[0]
+                choice = _first_leading_out(m, _ranked(allowed, tab, lookahead), lambda p: _exit(p, tab) >= 0)
             else:
                 stuck = 0
         else:
             stuck = 0
-            for t in tab.structural:
-                if allowed[t] and t not in banned:
-                    choice = t
-                    break
-            if choice < 0:
-                ranked = _ranked(allowed, tab, lookahead + len(banned) + len(tab.avoid))
-                cands = [c for c in ranked if c not in banned and c not in tab.avoid][:lookahead]
-                cands = cands or ranked[:1]
-                for c in cands:
-                    probe = m.deep_copy()
-                    if probe.try_consume_tokens([c]) == 1 and _closable(probe, tab):
-                        choice = c
-                        break
-                if choice < 0:
-                    choice = cands[0]
+            choice = _outside_text_choice(m, tab, allowed, banned, lookahead)
         if not take([choice]):  # pragma: no cover - the bitmask allowed it
             break
         if choice in tab.specials or choice in tab.quotes:
