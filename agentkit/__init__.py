@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Any
 __version__ = "0.1.0"
 
 if TYPE_CHECKING:
-    from agentkit.agent import Agent, ChatSession
+    from agentkit.agent import Agent, AgentRun, ChatSession
     from agentkit.backends.base import Backend, ModelTurn, ToolCallRequest, Usage
     from agentkit.bundle import Bundle, load_bundle
     from agentkit.errors import (
@@ -38,6 +38,7 @@ if TYPE_CHECKING:
 
 _EXPORTS = {
     "Agent": "agentkit.agent",
+    "AgentRun": "agentkit.agent",
     "ChatSession": "agentkit.agent",
     "Backend": "agentkit.backends.base",
     "ModelTurn": "agentkit.backends.base",
@@ -70,6 +71,7 @@ _EXPORTS = {
 __all__ = [
     "Agent",
     "AgentKitError",
+    "AgentRun",
     "AgentRunError",
     "Backend",
     "BackendError",

@@ -183,7 +183,8 @@ class Agent(Planner):
         """
         from agentkit.bundle import Bundle, load_bundle
 
-        b = bundle if isinstance(bundle, Bundle) else load_bundle(bundle)
+        kind = backend if isinstance(backend, str) else None if backend is None else "custom"
+        b = bundle if isinstance(bundle, Bundle) else load_bundle(bundle, backend=kind)
         return b.make_agent(backend=backend, model=model, **overrides)
 
     def add_tool(self, t: Tool | Callable[..., Any]) -> Tool:
@@ -349,6 +350,8 @@ class Agent(Planner):
         Arguments as :meth:`arun`. Each :class:`~agentkit.result.Step` is yielded once its tool calls have
         answered; the final answer's step comes last, and ``run.result`` is then the
         :class:`~agentkit.result.RunResult`. A run that stops raises from the ``async for`` as :meth:`arun`.
+        The run is one loop: a second ``async for`` over it continues where the first stopped (after the end,
+        it yields nothing); call ``iter`` again for a new run.
 
         Raises:
             ValueError, model.vision.ImageError: as :meth:`arun`, at once.
@@ -384,6 +387,7 @@ class AgentRun:
     def __init__(self, agent: Agent, state: RunState) -> None:
         self.agent = agent
         self.state = state
+        self._steps: AsyncIterator[Step] | None = None
 
     @property
     def result(self) -> RunResult | None:
@@ -391,7 +395,10 @@ class AgentRun:
         return self.state.result
 
     def __aiter__(self) -> AsyncIterator[Step]:
-        return self.agent.steps(self.state)
+        # One run, one loop: iterating again continues where the last loop stopped (nothing more once it ended).
+        if self._steps is None:
+            self._steps = self.agent.steps(self.state)
+        return self._steps
 
 
 class ChatSession:

@@ -322,14 +322,18 @@ class Bundle:
 class _Load:
     """One :func:`load_bundle` call: the document, where its fields are, the issues found so far."""
 
-    def __init__(self, path: Path, http_client: httpx.Client | None, runner: SandboxRunner) -> None:
+    def __init__(
+        self, path: Path, http_client: httpx.Client | None, runner: SandboxRunner, backend: str | None = None
+    ) -> None:
         self.path = path
+        self.backend = backend  # the backend the bundle will run on, when the caller overrides the bundle's
         self.file = str(path)
         self.pos = _Positions()
         self.issues: list[BundleIssue] = []
         self.runner = runner
         self.bundle_dir = str(path.resolve().parent)
         self.kind = "embedded"
+        self.checked = True
         self._client_lock = threading.Lock()
         self._client = http_client
 
@@ -388,6 +392,7 @@ class _Load:
     def model_section(self, model: dict[str, Any]) -> EmbeddedModel | OpenAIModel | ScriptedModel:
         """The typed ``model:`` section; a setting of another backend is an issue naming which."""
         self.kind = kind = model.get("backend", "embedded")
+        self.checked = (self.backend or kind) == "embedded"  # the constraint check is the embedded backend's
         try:
             return _MODEL_SECTION.validate_python({"backend": kind, **model})
         except pydantic.ValidationError as exc:
@@ -444,12 +449,10 @@ class _Load:
         except jsonschema.SchemaError as exc:
             self.add((*tp, "parameters", *exc.path), f"not a valid JSON Schema: {exc.message}")
             return None, False
-        if (
-            self.kind == "embedded"
-            and (unsupported := constraint_support_error(t["name"], params)) is not None
-        ):
+        if self.checked and (unsupported := constraint_support_error(t["name"], params)) is not None:
             where = tuple(x for x in unsupported.path.split("/") if x)
-            at = (*tp, "parameters", *(int(x) if x.isdigit() else x for x in where), unsupported.keyword)
+            keyword = "grounded" if unsupported.keyword == "x-grounded" else unsupported.keyword  # as written
+            at = (*tp, "parameters", *(int(x) if x.isdigit() else x for x in where), keyword)
             self.add(at, f"the tool-call constraint cannot enforce this schema: {unsupported}")
             return None, False
         return params, True
@@ -520,7 +523,7 @@ class _Load:
             self.add((*tp, "python"), f"{target!r} is not callable")
             return None
         made = Tool(obj, parameters=params, timeout=t.get("timeout", base_timeout), **common)
-        if self.kind == "embedded" and params is None:
+        if self.checked and params is None:
             # the schema comes from the function's signature: checked here, so the error has a line
             unsupported = constraint_support_error(t["name"], made.parameters)
             if unsupported is not None:
@@ -598,11 +601,15 @@ def load_bundle(
     *,
     http_client: httpx.Client | None = None,
     sandbox_runner: SandboxRunner | None = None,
+    backend: str | None = None,
 ) -> Bundle:
     """Load and validate a bundle file.
 
     Args:
         path: the YAML file.
+        backend: the backend kind the bundle will run on when it is not the bundle's own (``--backend``):
+            the check that the tool-call constraint can enforce each tool's parameters runs only for
+            ``embedded``.
         http_client: httpx client used by ``http:`` tools (default: one created on first call); pass one
             with a ``transport`` for tests, proxies or custom TLS.
         sandbox_runner: runs ``sandbox:`` tools (default :func:`default_sandbox_runner`, Docker).
@@ -615,7 +622,7 @@ def load_bundle(
         OSError: the file cannot be read.
     """
     p = Path(path)
-    load = _Load(p, http_client, sandbox_runner or default_sandbox_runner)
+    load = _Load(p, http_client, sandbox_runner or default_sandbox_runner, backend)
     data = load.read()
     model = dict(data.get("model", {}))
     section = load.model_section(model)

@@ -409,7 +409,8 @@ class Planner:
                 state.tool_choice = "auto"
         raise state.fail(
             MaxStepsExceeded(
-                f"no final answer after {self.max_steps} model turns (max_steps={self.max_steps})",
+                f"no final answer after {self.max_steps} model turn{'s' if self.max_steps != 1 else ''} "
+                f"(max_steps={self.max_steps})",
                 state.partial("max_steps"),
             )
         )
@@ -466,7 +467,7 @@ class Planner:
                     "nothing left to drop (the system prompt, the tool declarations, the question"
                     + (" and the latest tool calls with their responses)" if has_calls else ")")
                 )
-            fix = "shorten the question or the system prompt" + (
+            fix = "shorten the question, the system prompt or the tool declarations" + (
                 ", or lower max_tool_output_bytes" if has_calls else ""
             )
             raise state.fail(
@@ -617,7 +618,7 @@ class Planner:
             byte_share = None if state.budget[0] is None else max(state.budget[0] // n, 1)
             token_share = None if state.budget[1] is None else max(state.budget[1] // n, 1)
         runs = [
-            self.execute_tool_call(state, tl, plan.calls[i], v, byte_share, token_share)
+            self._run_call(state, tl, plan.calls[i], v, byte_share, token_share)
             for i, tl, v in plan.scheduled
         ]
         done = [] if n == 0 else [await runs[0]] if n == 1 else await asyncio.gather(*runs)
@@ -626,6 +627,26 @@ class Planner:
         tool_s = _perf() - t1
         state.timing.tool_seconds += tool_s
         plan.step.tool_seconds = tool_s
+
+    async def _run_call(
+        self,
+        state: RunState,
+        tl: Tool,
+        c: ToolCallRequest,
+        validated: Any,
+        byte_share: int | None,
+        token_share: int | None,
+    ) -> ToolCallRecord:
+        """:meth:`execute_tool_call`, checked, and its :class:`~agentkit.events.ToolCallFinished` event (so an
+        override does not have to emit it)."""
+        rec = await self.execute_tool_call(state, tl, c, validated, byte_share, token_share)
+        if not isinstance(rec, ToolCallRecord):
+            raise TypeError(
+                f"{type(self).__name__}.execute_tool_call must return an agentkit.ToolCallRecord, got "
+                f"{type(rec).__name__}"
+            )
+        state.emit(ToolCallFinished(state.step, rec))
+        return rec
 
     async def execute_tool_call(
         self,
@@ -637,7 +658,11 @@ class Planner:
         token_share: int | None = None,
     ) -> ToolCallRecord:
         """Run one validated call under its timeout; its response cut to the budget (bytes, then tokens).
-        An exception or a timeout becomes an error record, never a crash."""
+        An exception or a timeout becomes an error record, never a crash.
+
+        Override it to put something in front of the tools (a cache, a policy): return an
+        :class:`agentkit.ToolCallRecord` (``ToolCallRecord(c.id, c.name, c.arguments, content)`` for a success);
+        the planner emits its :class:`~agentkit.events.ToolCallFinished` event."""
         limits = [x for x in (tl.max_output_bytes, byte_share) if x is not None]
         limit = min(limits) if limits else None
         count: Callable[[str], int] | None = (
@@ -664,7 +689,6 @@ class Planner:
         else:
             rec = ToolCallRecord(c.id, c.name, c.arguments, content, None, None, value)
         rec.seconds = _perf() - t0
-        state.emit(ToolCallFinished(state.step, rec))
         return rec
 
     def resolve(self, state: RunState, plan: CallPlan) -> Step:

@@ -189,6 +189,33 @@ def image_inputs(
     }
 
 
+def _check_inputs(
+    model: Any, input_ids: torch.Tensor, attention_mask: torch.Tensor | None, settings: DenoiseSettings
+) -> None:
+    """One-line errors for inputs torch would reject deep inside the model (or run past the trained positions).
+
+    Raises:
+        ValueError: ids that are not integers or lie outside the vocabulary, an attention mask of another shape.
+        model.limits.PromptTooLong: the prompt and the generation budget do not fit ``max_position_embeddings``.
+    """
+    from model.limits import check_prompt_length
+
+    if input_ids.dtype.is_floating_point or input_ids.dtype == torch.bool:
+        raise ValueError(f"input_ids must be integer token ids (int64), got {input_ids.dtype}")
+    vocab = int(model.config.get_text_config().vocab_size)
+    lo, hi = int(input_ids.min()), int(input_ids.max())
+    if lo < 0 or hi >= vocab:
+        raise ValueError(
+            f"input_ids holds ids outside the vocabulary [0, {vocab}): smallest {lo}, largest {hi}"
+        )
+    if attention_mask is not None and tuple(attention_mask.shape) != tuple(input_ids.shape):
+        raise ValueError(
+            f"attention_mask has shape {tuple(attention_mask.shape)}, input_ids {tuple(input_ids.shape)}: "
+            "they must match"
+        )
+    check_prompt_length(int(input_ids.shape[1]), model, settings)
+
+
 class CanvasState:
     """Everything one :func:`generate` call carries between its phases, and the phases themselves.
 
@@ -296,6 +323,7 @@ class CanvasState:
             raise ValueError(f"seed must fit in a signed 64-bit integer, got {seed}")
         hf.check_model(model)
         settings = settings or DenoiseSettings.from_model(model)
+        _check_inputs(model, input_ids, attention_mask, settings)
         batch = input_ids.shape[0]
         if constraints is not None and len(constraints) != batch:
             raise ValueError(f"constraints has {len(constraints)} entries for a batch of {batch}")
@@ -601,7 +629,9 @@ def generate(
 
     Raises:
         RuntimeError: the installed transformers lacks a helper the loop calls (:func:`model.hf_compat.check_model`).
-        ValueError: ``input_ids`` not 2-D or empty, an unknown ``sampler``, a seed outside the signed 64-bit range, ``constraints`` of
+        model.limits.PromptTooLong: the prompt plus the generation budget exceed ``max_position_embeddings``.
+        ValueError: ``input_ids`` not 2-D, empty, not integer or outside the vocabulary, an ``attention_mask`` of
+            another shape, an unknown ``sampler``, a seed outside the signed 64-bit range, ``constraints`` of
             the wrong length, a constraint mask that allows no token, or ``pixel_values`` whose soft tokens do
             not match the prompt's ``<|image|>`` tokens (transformers' check).
     """

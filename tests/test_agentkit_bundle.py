@@ -667,3 +667,50 @@ def test_model_and_agent_sections_are_typed(tmp_path):
     section = load_bundle(p2).model_section
     assert isinstance(section, EmbeddedModel)
     assert section.backend_settings(tmp_path) == {"seed": 1, "adapter": str(tmp_path / "ad")}
+
+
+def test_an_embedded_bundle_can_run_on_a_server_despite_an_unenforceable_schema(tmp_path):
+    # The constraint check is the embedded backend's: overriding the backend (--backend openai) skips it.
+    p = write(
+        tmp_path,
+        """
+        agentkit_bundle: 1
+        name: x
+        tools:
+          - name: t
+            parameters:
+              type: object
+              properties:
+                tags: {type: array, items: {type: string}, uniqueItems: true}
+            sandbox: {code: "print(1)"}
+        """,
+    )
+    with pytest.raises(BundleError, match="uniqueItems"):
+        load_bundle(p)
+    b = load_bundle(p, backend="openai")
+    agent = b.make_agent(backend="openai", model="m")
+    assert [d["function"]["name"] for d in agent.declarations()] == ["t"]
+    (tmp_path / "script.json").write_text('["done"]')
+    agent = Agent.from_bundle(p, backend="scripted", model=str(tmp_path / "script.json"))
+    assert list(agent.tools) == ["t"]
+
+
+def test_a_grounding_error_points_at_the_field_as_written(tmp_path):
+    p = write(
+        tmp_path,
+        """
+        agentkit_bundle: 1
+        name: x
+        tools:
+          - name: t
+            parameters:
+              type: object
+              properties:
+                n: {type: integer, grounded: true}
+            sandbox: {code: "print(1)"}
+        """,
+    )
+    with pytest.raises(BundleError) as ei:
+        load_bundle(p)
+    (issue,) = ei.value.issues
+    assert issue.field == "tools[0].parameters.properties.n.grounded"

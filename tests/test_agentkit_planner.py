@@ -113,3 +113,43 @@ def test_the_emitter_without_callbacks_does_nothing():
     got = []
     Emitter([got.append, got.append])("e")
     assert got == ["e", "e"]
+
+
+def test_iterating_a_run_again_continues_it_and_never_restarts_it():
+    a = agent([call("add", a=1, b=2), "It is 3."])
+
+    async def go():
+        run = a.iter("1+2?")
+        first = []
+        async for step in run:
+            first.append(step.index)
+            break  # stop after the first step
+        rest = [step.index async for step in run]
+        again = [step.index async for step in run]
+        return first, rest, again, run.result
+
+    first, rest, again, result = asyncio.run(go())
+    assert (first, rest, again) == ([0], [1], [])
+    assert result.answer == "It is 3." and len(result.steps) == 2
+
+
+def test_an_overridden_execute_tool_call_still_gets_its_finished_event_and_a_type_check():
+    from agentkit.result import ToolCallRecord
+
+    class Cached(Agent):
+        async def execute_tool_call(self, state, tl, c, validated, byte_share=None, token_share=None):
+            return ToolCallRecord(c.id, c.name, c.arguments, "cached")
+
+    events = []
+    Cached(ScriptedBackend([call("add", a=1, b=1), "ok"]), [add]).run("x", on_event=events.append)
+    kinds = [e.kind for e in events]
+    assert kinds.count("tool_call_started") == kinds.count("tool_call_finished") == 1
+
+    class Wrong(Agent):
+        async def execute_tool_call(self, state, tl, c, validated, byte_share=None, token_share=None):
+            return "not a record"
+
+    with pytest.raises(
+        TypeError, match=r"Wrong.execute_tool_call must return an agentkit.ToolCallRecord, got str"
+    ):
+        Wrong(ScriptedBackend([call("add", a=1, b=1), "ok"]), [add]).run("x")

@@ -263,3 +263,19 @@ def test_the_compiled_step_agrees_with_eager():
     assert torch.equal(comp.argmax, eager.argmax) and torch.equal(comp.accepted, eager.accepted)
     assert torch.allclose(comp.entropy, eager.entropy, atol=1e-5)
     assert torch.equal(comp.denoised, eager.denoised)  # same acceptance, same generator: same draws
+
+
+def test_bad_inputs_get_one_line_errors(ck):
+    from model.limits import PromptTooLong
+
+    ids, am = prompt()
+    with pytest.raises(ValueError, match=r"input_ids must be integer token ids \(int64\), got torch.float32"):
+        generate(ck.model, ids.float(), seed=0)
+    vocab = int(ck.model.config.get_text_config().vocab_size)
+    with pytest.raises(ValueError, match=rf"outside the vocabulary \[0, {vocab}\): smallest -3, largest 10"):
+        generate(ck.model, ids - 3, seed=0)
+    with pytest.raises(ValueError, match=r"attention_mask has shape \(2, 4\), input_ids \(2, 5\)"):
+        generate(ck.model, ids, attention_mask=am[:, :4], seed=0)
+    limit = int(ck.model.config.get_text_config().max_position_embeddings)
+    with pytest.raises(PromptTooLong):
+        generate(ck.model, torch.full((1, limit), 5), seed=0)

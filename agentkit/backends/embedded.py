@@ -22,7 +22,7 @@ def constraint_support_error(name: str, parameters: dict[str, Any]) -> Any:
     """Whether the schema-constrained decoder can enforce a tool's ``parameters``.
 
     Compiles the tool-call grammar of this one tool (``model.constraints.grammar.tool_call_grammar``, no
-    tokenizer, about a millisecond; it imports llguidance), so an unsupported keyword or an unsatisfiable schema
+    tokenizer, about a millisecond), so an unsupported keyword or an unsatisfiable schema
     fails when an agent on the embedded backend is assembled (or its bundle loaded), not mid-generation.
     Defining a tool does not run it: a tool for a remote server may use any JSON Schema.
 
@@ -102,8 +102,9 @@ class EmbeddedBackend:
         """
         unsupported = constraint_support_error(name, parameters)
         if unsupported is not None:
+            why = str(unsupported).removeprefix(f"tool {name!r}: ")  # the grammar's message may name it too
             raise ToolDefinitionError(
-                f"tool {name!r}: the tool-call constraint cannot enforce its parameters: {unsupported}"
+                f"tool {name!r}: the tool-call constraint cannot enforce its parameters: {why}"
             )
 
     @property

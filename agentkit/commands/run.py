@@ -104,7 +104,7 @@ def _build_agent(
     from agentkit.errors import BundleError
 
     try:
-        b = load_bundle(bundle)
+        b = load_bundle(bundle, backend=backend)
     except BundleError as exc:
         _error(str(exc))
         raise typer.Exit(EXIT_BAD_INPUT) from None
