@@ -14,6 +14,10 @@ Conversations serialise to JSON (:meth:`Conversation.to_json`) and load back equ
 A user message that came with images has a list of OpenAI content parts as its content: image parts
 ``{"type": "image_url", "image_url": {"url": "data:image/png;base64,..."}, "vision_budget": 280}`` (the budget
 is optional) followed by ``{"type": "text", "text": "..."}``. Such files are read by the same version.
+
+The format is typed by Pydantic models (:class:`SavedConversation`, :class:`HistoryMessage`, :class:`TextPart`,
+:class:`ImageURLPart`); a malformed file or message list is a ``ValueError`` naming the message, the part and the
+problem.
 """
 
 from __future__ import annotations
@@ -21,12 +25,70 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Annotated, Any, Literal
+
+import pydantic
 
 from agentkit.backends.base import ChatMessage
 
 FORMAT = "agentkit.conversation"
 VERSION = 1
+
+
+class _Strict(pydantic.BaseModel):
+    model_config = pydantic.ConfigDict(extra="forbid")
+
+
+class _Open(pydantic.BaseModel):
+    model_config = pydantic.ConfigDict(extra="allow")  # OpenAI's optional keys (``detail``...) are kept
+
+
+class TextPart(_Open):
+    """``{"type": "text", "text": ...}``."""
+
+    type: Literal["text"]
+    text: str
+
+
+class ImageURL(_Open):
+    """``{"url": "data:..."}``."""
+
+    url: str
+
+
+class ImageURLPart(_Open):
+    """``{"type": "image_url", "image_url": {"url": ...}, "vision_budget": N}`` (the budget is optional)."""
+
+    type: Literal["image_url"]
+    image_url: ImageURL
+    vision_budget: int | None = None
+
+
+ContentPart = Annotated[TextPart | ImageURLPart, pydantic.Field(discriminator="type")]
+
+
+class HistoryMessage(_Strict):
+    """A kept message: a user message (text or content parts) or a final answer (text)."""
+
+    role: Literal["user", "assistant"]
+    content: str | list[ContentPart]
+
+
+class SavedConversation(_Strict):
+    """The saved-conversation file (see the module docstring); :meth:`Conversation.to_dict` writes it."""
+
+    format: Literal["agentkit.conversation"]
+    version: Literal[1]
+    metadata: dict[str, Any] = pydantic.Field(default_factory=dict)
+    messages: list[HistoryMessage]
+
+    @pydantic.model_validator(mode="after")
+    def _turns(self) -> SavedConversation:
+        _check_turns([m.role for m in self.messages], [m.content for m in self.messages])
+        return self
+
+
+_MESSAGES = pydantic.TypeAdapter(list[HistoryMessage])
 
 
 @dataclass
@@ -59,7 +121,7 @@ class Conversation:
         return Conversation(msgs, dict(self.metadata))
 
     def to_dict(self) -> dict[str, Any]:
-        """JSON-ready dict in the versioned format."""
+        """JSON-ready dict in the versioned format (:class:`SavedConversation`)."""
         return {
             "format": FORMAT,
             "version": VERSION,
@@ -88,16 +150,13 @@ class Conversation:
             raise ValueError(
                 f"unsupported conversation version {data.get('version')!r} (this agentkit reads {VERSION})"
             )
-        unknown = set(data) - {"format", "version", "metadata", "messages"}
-        if unknown:
-            raise ValueError(f"unknown conversation key(s): {sorted(unknown)}")
-        metadata = data.get("metadata", {})
-        if not isinstance(metadata, dict):
-            raise ValueError("conversation metadata must be an object")
-        messages = data.get("messages")
-        if not isinstance(messages, list):
-            raise ValueError("conversation messages must be a list")
-        return cls([dict(m) if isinstance(m, dict) else m for m in messages], dict(metadata))
+        _assistant_text(data.get("messages"), where="")
+        try:
+            saved = SavedConversation.model_validate(data)
+        except pydantic.ValidationError as exc:
+            raise ValueError(_problem(exc, "conversation")) from None
+        messages = [m.model_dump(exclude_none=True) for m in saved.messages]
+        return cls(messages, saved.metadata)  # type: ignore[arg-type]
 
     @classmethod
     def from_json(cls, text: str) -> Conversation:
@@ -184,46 +243,79 @@ def droppable_groups(messages: list[ChatMessage]) -> list[tuple[int, int]]:
 
 
 def _check_messages(messages: Any, *, where: str) -> None:
-    if not isinstance(messages, list):
-        raise ValueError(f"{where}: messages must be a list")
-    for i, m in enumerate(messages):
-        if not isinstance(m, dict):
-            raise ValueError(f"{where}: message {i} must be an object, got {type(m).__name__}")
-        if set(m) != {"role", "content"}:
-            raise ValueError(
-                f"{where}: message {i} must have exactly the keys 'role' and 'content' (history keeps only user "
-                f"messages and final answers), got {sorted(m)}"
-            )
+    """Check kept messages (:class:`HistoryMessage`, turns alternating user / assistant, a final answer last).
+
+    Raises:
+        ValueError: the first problem, naming the message (and part) index.
+    """
+    _assistant_text(messages, where=f"{where}: ")
+    try:
+        _MESSAGES.validate_python(messages)
+    except pydantic.ValidationError as exc:
+        raise ValueError(f"{where}: {_problem(exc, 'messages')}") from None
+    _check_turns([m["role"] for m in messages], [m["content"] for m in messages], where=f"{where}: ")
+
+
+def _assistant_text(messages: Any, *, where: str) -> None:
+    """A final answer is text: said before the part checks, which would read an answer's list as user parts."""
+    for i, m in enumerate(messages if isinstance(messages, list) else []):
+        if isinstance(m, dict) and m.get("role") == "assistant" and not isinstance(m.get("content", ""), str):
+            raise ValueError(f"{where}message {i} content must be a string")
+
+
+def _check_turns(roles: list[str], contents: list[Any], *, where: str = "") -> None:
+    for i, (role, content) in enumerate(zip(roles, contents, strict=True)):
         expected = "user" if i % 2 == 0 else "assistant"
-        if m["role"] != expected:
-            raise ValueError(
-                f"{where}: message {i} has role {m['role']!r}, expected {expected!r} (turns alternate)"
-            )
-        if isinstance(m["content"], list) and expected == "user":
-            _check_parts(m["content"], where=f"{where}: message {i}")
-        elif not isinstance(m["content"], str):
-            raise ValueError(
-                f"{where}: message {i} content must be a string"
-                + (" or a list of content parts" if expected == "user" else "")
-            )
-    if len(messages) % 2:
-        raise ValueError(f"{where}: the last message is a user message without a final answer")
+        if role != expected:
+            raise ValueError(f"{where}message {i} has role {role!r}, expected {expected!r} (turns alternate)")
+        if role == "assistant" and not isinstance(content, str):
+            raise ValueError(f"{where}message {i} content must be a string")
+        if isinstance(content, list) and not content:
+            raise ValueError(f"{where}message {i}: content parts must not be empty")
+    if len(roles) % 2:
+        raise ValueError(f"{where}the last message is a user message without a final answer")
 
 
-def _check_parts(parts: list[Any], *, where: str) -> None:
-    """Check a user message's content parts: text parts and image parts holding a URL (a ``data:`` URL)."""
-    if not parts:
-        raise ValueError(f"{where}: content parts must not be empty")
-    for j, p in enumerate(parts):
-        kind = p.get("type") if isinstance(p, dict) else None
-        if kind == "text":
-            if not isinstance(p.get("text"), str):
-                raise ValueError(f"{where} part {j}: a text part needs a string 'text'")
-        elif kind == "image_url":
-            spec = p.get("image_url")
-            if not isinstance(spec, dict) or not isinstance(spec.get("url"), str):
-                raise ValueError(f"{where} part {j}: an image_url part needs image_url.url (a data: URL)")
-        else:
-            raise ValueError(
-                f"{where} part {j}: content parts are 'text' or 'image_url', got {kind or type(p).__name__!r}"
-            )
+def _problem(exc: pydantic.ValidationError, top: str) -> str:
+    """The first validation error in the words of the history's format: which message, part or key."""
+    errors = exc.errors(include_url=False)
+    err = max(
+        errors, key=lambda e: len(e["loc"])
+    )  # the deepest: for str | list content, the list's own problem
+    loc = [x for x in err["loc"] if x not in ("str", "list[tagged-union[TextPart,ImageURLPart]]")]
+    kind = err["type"]
+    if kind.startswith("value_error"):
+        return (
+            str(err["ctx"].get("error", err["msg"]))
+            if err.get("ctx")
+            else err["msg"].removeprefix("Value error, ")
+        )
+    if loc and loc[0] == "messages":
+        loc = loc[1:]
+    if top == "conversation" and len(loc) == 1 and kind == "extra_forbidden":
+        return f"unknown conversation key(s): {[loc[0]]}"
+    if not loc or not isinstance(loc[0], int):
+        what = loc[0] if loc else "messages"
+        return f"conversation {what} must be " + ("an object" if what == "metadata" else "a list")
+    i, rest = loc[0], loc[1:]
+    if kind == "extra_forbidden" or (not rest and kind == "missing"):
+        return (
+            f"message {i} must have exactly the keys 'role' and 'content' (history keeps only user messages and "
+            "final answers)"
+        )
+    if not rest:
+        return f"message {i} must be an object, got {type(err['input']).__name__}"
+    if rest[0] == "role":
+        return f"message {i} has role {err['input']!r}, expected 'user' or 'assistant'"
+    if rest[0] == "content" and len(rest) >= 2 and isinstance(rest[1], int):
+        j = rest[1]
+        if kind == "union_tag_invalid" or kind == "union_tag_not_found" or kind == "model_attributes_type":
+            got = err["input"].get("type") if isinstance(err["input"], dict) else type(err["input"]).__name__
+            return f"message {i} part {j}: content parts are 'text' or 'image_url', got {got!r}"
+        field = rest[3] if len(rest) > 3 else ""  # rest[2] is the part's type (the union's tag)
+        if field == "image_url" or (field == "" and rest[2:3] == ("image_url",)):
+            return f"message {i} part {j}: an image_url part needs image_url.url (a data: URL)"
+        if field == "text":
+            return f"message {i} part {j}: a text part needs a string 'text'"
+        return f"message {i} part {j}: {field or 'part'}: {err['msg']}"
+    return f"message {i} content must be a string or a list of content parts"

@@ -172,3 +172,21 @@ def test_save_writes_lone_surrogates_as_escapes_and_loads_them_back(tmp_path):
     p.read_bytes().decode("utf-8")  # valid UTF-8
     back = Conversation.load(p)
     assert back.messages == conv.messages
+
+
+def test_a_file_saved_before_the_typed_models_loads_and_saves_back_byte_for_byte(tmp_path):
+    # tests/data/conversation_v1_6d17d1d.json was written by Conversation.save at commit 6d17d1d (hand-written
+    # to_dict/from_dict); the Pydantic models of agentkit.history read it and write the same bytes.
+    from pathlib import Path
+
+    from agentkit.history import SavedConversation
+
+    src = Path(__file__).parent / "data" / "conversation_v1_6d17d1d.json"
+    conv = Conversation.load(src)
+    assert conv.turns == 2 and conv.metadata == {"user": "ada", "n": 3}
+    assert conv.messages[0]["content"] == "Where is load_bundle defined? café ☕"
+    assert conv.messages[2]["content"][0]["vision_budget"] == 280
+    SavedConversation.model_validate_json(src.read_text(encoding="utf-8"))
+    out = tmp_path / "again.json"
+    conv.save(out)
+    assert out.read_bytes() == src.read_bytes()
