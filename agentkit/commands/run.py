@@ -250,6 +250,40 @@ def _chat_command(console: Any, session: Any, text: str, pending: list[str], sav
     return False
 
 
+def _chat_turn(
+    console: Any,
+    session: Any,
+    text: str,
+    pending: list[str],
+    budget: int | None,
+    renderer: Any,
+    save: Path | None,
+) -> bool:
+    """Send one message (with the attached images); True when the images were used up (sent, or refused).
+    A failed turn prints its one-line reason and leaves the history unchanged."""
+    from agentkit.errors import AgentRunError, BackendError, PromptTooLong
+    from model.vision import ImageError
+
+    try:
+        result = session.send(text, on_event=renderer, images=pending, vision_budget=budget)
+    except PromptTooLong as exc:
+        _error(f"PromptTooLong: {exc.reason}")
+        return False
+    except ImageError as exc:
+        _error(f"error: {exc}")
+        return True
+    except AgentRunError as exc:
+        _print_failure(exc, json_hint=False)
+        return False
+    except BackendError as exc:
+        _error(f"BackendError: {exc}")
+        return False
+    console.print(f"[bold blue]agent>[/bold blue] {result.answer}", highlight=False)
+    if save is not None:
+        session.save(save)
+    return True
+
+
 def chat_command(
     bundle: Path = typer.Argument(..., help="Bundle file (YAML, see docs/BUNDLES.md)."),
     backend: str | None = typer.Option(
@@ -276,10 +310,8 @@ def chat_command(
     with /."""
     from rich.console import Console
 
-    from agentkit.errors import AgentRunError, BackendError, PromptTooLong
     from agentkit.history import Conversation
     from agentkit.render import RichRenderer
-    from model.vision import ImageError
 
     pending = _check_images(image, vision_budget)
     agent = _build_agent(bundle, backend, model, max_steps, seed, adapter)
@@ -313,25 +345,8 @@ def chat_command(
             if _chat_command(console, session, text, pending, save):
                 break
             continue
-        try:
-            result = session.send(text, on_event=renderer, images=pending, vision_budget=vision_budget)
-        except PromptTooLong as exc:
-            _error(f"PromptTooLong: {exc.reason}")
-            continue
-        except ImageError as exc:
-            _error(f"error: {exc}")
+        if _chat_turn(console, session, text, pending, vision_budget, renderer, save):
             pending = []
-            continue
-        except AgentRunError as exc:
-            _print_failure(exc, json_hint=False)
-            continue
-        except BackendError as exc:
-            _error(f"BackendError: {exc}")
-            continue
-        pending = []
-        console.print(f"[bold blue]agent>[/bold blue] {result.answer}", highlight=False)
-        if save is not None:
-            session.save(save)
 
 
 def register(app: typer.Typer) -> None:

@@ -5,6 +5,27 @@ from __future__ import annotations
 import typer
 
 
+def _check_address(host: str, port: int, api_key: str | None) -> str | None:
+    """The API key to require (``--api-key`` or ``$AGENTKIT_API_KEY``), after checking that a non-loopback host
+    has one and that the address can be bound, before the model loads (seconds). Exits 2 with one line if not."""
+    import socket
+
+    from agentkit.serve.app import resolve_api_key
+
+    try:
+        key = resolve_api_key(host, api_key)
+    except ValueError as exc:
+        typer.secho(f"error: {exc}", err=True, fg="red")
+        raise typer.Exit(2) from None
+    try:
+        with socket.create_server((host, port)):
+            pass
+    except OSError as exc:
+        typer.secho(f"error: cannot listen on {host}:{port}: {exc.strerror or exc}", err=True, fg="red")
+        raise typer.Exit(2) from None
+    return key
+
+
 def serve_command(
     model: str | None = typer.Option(
         None, "--model", "-m", help="Checkpoint folder or hub id (default: the embedded agentkit-tiny)."
@@ -38,7 +59,7 @@ def serve_command(
 ) -> None:
     """Serve a checkpoint behind OpenAI's /v1/chat/completions: tool calls constrained during denoising (they
     always parse and validate), requests batched together, streaming as server-sent events."""
-    from agentkit.serve.app import resolve_api_key, run_server
+    from agentkit.serve.app import run_server
 
     levels = ("critical", "error", "warning", "info", "debug", "trace")
     if log_level.lower() not in levels:
@@ -47,19 +68,7 @@ def serve_command(
         )
         raise typer.Exit(2)
 
-    try:
-        key = resolve_api_key(host, api_key)
-    except ValueError as exc:
-        typer.secho(f"error: {exc}", err=True, fg="red")
-        raise typer.Exit(2) from None
-    import socket
-
-    try:  # fail before the model loads (seconds) when the address cannot be bound
-        with socket.create_server((host, port)):
-            pass
-    except OSError as exc:
-        typer.secho(f"error: cannot listen on {host}:{port}: {exc.strerror or exc}", err=True, fg="red")
-        raise typer.Exit(2) from None
+    key = _check_address(host, port, api_key)
     import torch
 
     from agentkit.serve import load_engine
