@@ -607,10 +607,8 @@ def generate(
         parity: reproduce transformers' ``generate`` token for token (same RNG discipline; slower).
         on_event: called with a :class:`StepEvent` after each denoising step and a :class:`CanvasEvent`
             after each canvas (tensors on CPU).
-        sampler: fast-mode step sampler (:func:`model.sampler.select_sampler`): ``"auto"`` (the fused kernel of
-            :mod:`kernels.sampling` on CUDA, the torch path elsewhere), ``"kernel"`` (always
-            :func:`kernels.sampling.fused_sample`, whose reference runs on CPU), ``"reference"`` (the kernel's
-            PyTorch reference) or ``"torch"``. Ignored in parity mode.
+        sampler: fast-mode step sampler, ``"auto"``, ``"torch"``, ``"kernel"`` or ``"reference"`` (see
+            :func:`model.sampler.select_sampler`). Ignored in parity mode.
         pixel_values: ``[N, max_patches, 3 * patch**2]`` float image patches of every image in the batch, in
             row-major prompt order (see :class:`model.vision.VisionInputs`); the prefill's vision tower writes
             them over the prompt's ``<|image|>`` soft tokens, as in transformers' ``generate``.
