@@ -120,6 +120,38 @@ def _print_readable(console: Any, shown: dict[str, Any]) -> None:
         console.print(Text("(empty answer; --raw-output shows the tokens)", style="yellow"))
 
 
+def _run(ck: Any, ids: Any, settings: Any, seed: int | None, live: bool, images: dict[str, Any]) -> Any:
+    """``model.runtime.generate`` after the prompt-length check (before anything of its size is allocated),
+    with the live canvas view when ``live``.
+
+    Raises:
+        model.limits.PromptTooLong, ValueError: as ``generate``.
+    """
+    from model.limits import check_prompt_length
+    from model.runtime import generate
+
+    check_prompt_length(int(ids.shape[1]), ck.model, settings)
+    ids = ids.to(ck.model.device)
+    if not live:
+        return generate(ck.model, ids, settings, seed=seed, **images)
+    view, cb = _live_renderer(ck.tokenizer)
+    with view:
+        out = generate(ck.model, ids, settings, seed=seed, on_event=cb, **images)
+    if not view.console.is_terminal:  # piped: the last frame ends without a newline
+        view.console.line()
+    return out
+
+
+def _print_stats(console: Any, s: Any) -> None:
+    """One line of generation stats (canvases, steps, TPF, phase times), unwrapped also when piped."""
+    console.print(
+        f"[cyan]canvases {s.canvases}, steps per canvas {s.steps_per_canvas}, TPF {s.tokens_per_forward[0]:.2f}, "
+        f"prefill {s.time_prefill_s * 1000:.0f} ms, decoder {s.time_decoder_s * 1000:.0f} ms, "
+        f"sampling {s.time_sampling_s * 1000:.0f} ms, total {s.time_total_s * 1000:.0f} ms[/cyan]",
+        soft_wrap=True,
+    )
+
+
 def generate_command(
     prompt: str = typer.Argument(..., help="User message (rendered with the checkpoint's chat template)."),
     model: str | None = typer.Option(
@@ -165,9 +197,8 @@ def generate_command(
     import torch
     from rich.console import Console
 
-    from model.limits import PromptTooLong, check_prompt_length
+    from model.limits import PromptTooLong
     from model.loading import CheckpointError, load_checkpoint
-    from model.runtime import generate
     from model.vision import ImageError, check_images
 
     def bad_image(exc: Exception) -> typer.Exit:
@@ -197,17 +228,7 @@ def generate_command(
         raise bad_image(exc) from None
     settings = ck.settings.replace(max_new_tokens=max_new_tokens)
     try:
-        # before anything of the prompt's size is allocated
-        check_prompt_length(int(ids.shape[1]), ck.model, settings)
-        ids = ids.to(ck.model.device)
-        if live and not as_json:
-            view, cb = _live_renderer(tok)
-            with view:
-                out = generate(ck.model, ids, settings, seed=seed, on_event=cb, **images)
-            if not view.console.is_terminal:  # piped: the last frame ends without a newline
-                view.console.line()
-        else:
-            out = generate(ck.model, ids, settings, seed=seed, **images)
+        out = _run(ck, ids, settings, seed, live and not as_json, images)
     except PromptTooLong as exc:
         typer.secho(f"error: PromptTooLong: {exc}", err=True, fg="red")
         raise typer.Exit(2) from None
@@ -226,13 +247,7 @@ def generate_command(
         console.print(canvases, markup=False, highlight=False, soft_wrap=True)
     else:
         _print_readable(console, shown)
-    s = out.stats
-    console.print(
-        f"[cyan]canvases {s.canvases}, steps per canvas {s.steps_per_canvas}, TPF {s.tokens_per_forward[0]:.2f}, "
-        f"prefill {s.time_prefill_s * 1000:.0f} ms, decoder {s.time_decoder_s * 1000:.0f} ms, "
-        f"sampling {s.time_sampling_s * 1000:.0f} ms, total {s.time_total_s * 1000:.0f} ms[/cyan]",
-        soft_wrap=True,  # one line, also when piped (no wrapping at 80 columns)
-    )
+    _print_stats(console, out.stats)
 
 
 def register(app: typer.Typer) -> None:
