@@ -50,14 +50,21 @@ Tool names: an exact name wins; ``functions.NAME`` is read as ``NAME`` when that
 from __future__ import annotations
 
 import asyncio
-import difflib
 import json
 import time
-from collections.abc import AsyncIterator, Callable, Iterable, Sequence
+from collections.abc import AsyncIterator, Callable, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from agentkit.backends.base import ChatMessage, ModelTurn, ToolCallRequest, ToolChoice, Usage
+from agentkit.calls import (
+    assistant_message,
+    canonical_arguments,
+    error_record,
+    format_reminder,
+    nearest_tool_name,
+    unique_ids,
+)
 from agentkit.errors import (
     AgentRunError,
     LoopGuardTriggered,
@@ -198,22 +205,6 @@ class CallPlan:
 # ------------------------------------------------------------------------------------------------ helpers
 
 
-def canonical_arguments(arguments: Any) -> str:
-    """Canonical JSON text of tool arguments (sorted keys, no spaces) - the loop guard's key."""
-    return json.dumps(arguments, sort_keys=True, separators=(",", ":"), ensure_ascii=False, default=str)
-
-
-def error_record(
-    call: ToolCallRequest, arguments: Any, kind: str, message: str, extra: dict[str, Any] | None = None
-) -> ToolCallRecord:
-    """A tool response that reports an error to the model: a JSON object with ``error``, ``tool``,
-    ``arguments`` and the ``extra`` keys (``hint``, ``valid_tools``...), recorded with its ``kind``."""
-    payload = {"error": message, "tool": call.name, "arguments": arguments, **(extra or {})}
-    return ToolCallRecord(
-        call.id, call.name, arguments, json.dumps(payload, ensure_ascii=False, default=str), message, kind
-    )
-
-
 #: Characters an image counts for, per soft token, in :func:`message_chars` (about a text token's worth).
 _CHARS_PER_SOFT_TOKEN = 4
 
@@ -238,103 +229,6 @@ def message_chars(m: ChatMessage) -> int:
             len(args) if isinstance(args, str) else len(json.dumps(args, default=str))
         )
     return n
-
-
-#: The namespace some models (trained on OpenAI's tool format) put before tool names.
-_NAMESPACE = "functions."
-
-
-def resolve_tool_name(name: str, tools: Iterable[str]) -> str | None:
-    """The registered tool a requested name designates, or ``None``.
-
-    An exact name wins; ``functions.NAME`` designates ``NAME`` when ``NAME`` is registered and
-    ``functions.NAME`` is not (the only unambiguous reading).
-    """
-    names = set(tools)
-    if name in names:
-        return name
-    if name.startswith(_NAMESPACE) and name[len(_NAMESPACE) :] in names:
-        return name[len(_NAMESPACE) :]
-    return None
-
-
-def nearest_tool_name(name: str, tools: dict[str, Tool]) -> str | None:
-    """The registered tool a model most likely meant by an unknown ``name``, or ``None``.
-
-    Algorithm: :func:`difflib.get_close_matches` (cutoff 0.6) of the name, its last dotted part and their
-    lower-case forms against the tool names; then of the lower-case name against each tool's description
-    and its first line (a model that wrote a description as the name).
-    """
-    by_lower = {n.lower(): n for n in tools}
-    bare = name.rsplit(".", 1)[-1]
-    for cand in dict.fromkeys((name, bare)):
-        hit = difflib.get_close_matches(cand, list(tools), n=1, cutoff=0.6)
-        if hit:
-            return hit[0]
-        hit = difflib.get_close_matches(cand.lower(), list(by_lower), n=1, cutoff=0.6)
-        if hit:
-            return by_lower[hit[0]]
-    descriptions: dict[str, str] = {}
-    for n, t in tools.items():
-        d = t.description.strip().lower()
-        if d:
-            descriptions.setdefault(d, n)
-            descriptions.setdefault(d.splitlines()[0].strip(), n)
-    hit = difflib.get_close_matches(name.strip().lower(), list(descriptions), n=1, cutoff=0.6)
-    return descriptions[hit[0]] if hit else None
-
-
-def format_reminder(problem: str, tools: Iterable[str]) -> str:
-    """The user message sent after a model turn whose tool call does not parse."""
-    names = ", ".join(tools)
-    if problem.startswith("the reply ended inside a thinking block"):
-        return (
-            f"Your last message was not used: {problem}. Close your thinking and write the answer (or a tool "
-            "call) after it."
-        )
-    return (
-        f"Your last message was not used: it looks like a tool call, but {problem}. To call a tool, use the "
-        'tool-calling interface, or write the call exactly as <tool_call>{"name": "TOOL", "arguments": '
-        f"{{...}}}}</tool_call> with a JSON object of arguments. Tools: {names}. To answer the user instead, "
-        "reply with plain text only."
-    )
-
-
-def _unique_ids(calls: list[ToolCallRequest], step: int, tools: dict[str, Tool]) -> None:
-    """Resolve ``functions.NAME`` names and make the call ids unique (``call_STEP_I`` when missing)."""
-    ids: set[str] = set()
-    for i, c in enumerate(calls):
-        c.name = resolve_tool_name(c.name, tools) or c.name
-        if not c.id or c.id in ids:
-            base = c.id or f"call_{step}_{i}"
-            k = 1
-            cid = base if base not in ids else f"{base}_{k}"
-            while cid in ids:
-                k += 1
-                cid = f"{base}_{k}"
-            c.id = cid
-        ids.add(c.id)
-
-
-def _assistant_message(turn: ModelTurn, calls: list[ToolCallRequest]) -> ChatMessage:
-    msg: ChatMessage = {
-        "role": "assistant",
-        "content": turn.text or None,
-        "tool_calls": [
-            {
-                "id": c.id,
-                "type": "function",
-                "function": {
-                    "name": c.name,
-                    "arguments": c.arguments if c.error is None else (c.raw_arguments or ""),
-                },
-            }
-            for c in calls
-        ],
-    }
-    if turn.thinking:
-        msg["thinking"] = turn.thinking
-    return msg
 
 
 # -------------------------------------------------------------------------------------------------- loop
@@ -543,8 +437,8 @@ class Planner:
         """
         calls = turn.tool_calls
         tools = self._tools
-        _unique_ids(calls, state.step, tools)
-        state.messages.append(_assistant_message(turn, calls))
+        unique_ids(calls, state.step, tools)
+        state.messages.append(assistant_message(turn, calls))
         plan = CallPlan(
             calls,
             [None] * len(calls),
