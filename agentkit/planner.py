@@ -511,13 +511,19 @@ class Planner:
                 state.budget = (self.tool_output_budget(), self.tool_output_token_budget())
             byte_share = None if state.budget[0] is None else max(state.budget[0] // n, 1)
             token_share = None if state.budget[1] is None else max(state.budget[1] // n, 1)
-        runs = [
-            self._run_call(state, tl, plan.calls[i], v, byte_share, token_share)
-            for i, tl, v in plan.scheduled
-        ]
-        done = [] if n == 0 else [await runs[0]] if n == 1 else await asyncio.gather(*runs)
-        for (i, _tl, _v), rec in zip(plan.scheduled, done, strict=True):
-            plan.records[i] = rec
+        if n == 1:  # the common case, without a gather
+            i, tl, v = plan.scheduled[0]
+            rec = await self.execute_tool_call(state, tl, plan.calls[i], v, byte_share, token_share)
+            plan.records[i] = self._finished(state, rec)
+        elif n > 1:
+            done = await asyncio.gather(
+                *(
+                    self._run_call(state, tl, plan.calls[i], v, byte_share, token_share)
+                    for i, tl, v in plan.scheduled
+                )
+            )
+            for (i, _tl, _v), rec in zip(plan.scheduled, done, strict=True):
+                plan.records[i] = rec
         tool_s = _perf() - t1
         state.timing.tool_seconds += tool_s
         plan.step.tool_seconds = tool_s
@@ -533,7 +539,12 @@ class Planner:
     ) -> ToolCallRecord:
         """:meth:`execute_tool_call`, checked, and its :class:`~agentkit.events.ToolCallFinished` event (so an
         override does not have to emit it)."""
-        rec = await self.execute_tool_call(state, tl, c, validated, byte_share, token_share)
+        return self._finished(
+            state, await self.execute_tool_call(state, tl, c, validated, byte_share, token_share)
+        )
+
+    def _finished(self, state: RunState, rec: Any) -> ToolCallRecord:
+        """Check an :meth:`execute_tool_call` result and emit its :class:`~agentkit.events.ToolCallFinished`."""
         if not isinstance(rec, ToolCallRecord):
             raise TypeError(
                 f"{type(self).__name__}.execute_tool_call must return an agentkit.ToolCallRecord, got "
