@@ -113,6 +113,30 @@ def _split_top(p: str) -> list[str]:
 _QUANT = re.compile(r"\{\d+(?:,\d*)?\}")
 
 
+def _escape(p: str, i: int, e: str, in_cls: bool) -> tuple[str, int]:
+    """The Rust-regex spelling of the ECMA escape ``\\e`` (``i``: the index after it), and the index after
+    whatever else it consumed (``\\uHHHH`` and ``\\cX`` read on)."""
+    if e == "d":
+        return ("0-9" if in_cls else "[0-9]"), i
+    if e == "D" and not in_cls:
+        return "[^0-9]", i
+    if e == "w":
+        return ("0-9A-Za-z_" if in_cls else "[0-9A-Za-z_]"), i
+    if e == "W" and not in_cls:
+        return "[^0-9A-Za-z_]", i
+    if e == "u" and re.fullmatch(r"[0-9a-fA-F]{4}", p[i : i + 4]):
+        return "\\u{" + p[i : i + 4] + "}", i + 4
+    if e == "0":
+        return "\\x00", i
+    if e == "c" and i < len(p) and p[i].isalpha():
+        return f"\\x{ord(p[i].upper()) - 64:02x}", i + 1
+    if e == "/":
+        return "\\/", i
+    if e.isalnum() or e in _RUST_META:
+        return "\\" + e, i  # \s \n \t \xHH \p{..}...: llguidance checks the rest
+    return e, i  # ECMA identity escape of a character Rust does not allow escaped
+
+
 def _translate_body(p: str, path: str) -> str:
     """Translate ECMA-262 regex syntax to llguidance's (Rust ``regex``) inside ``/.../`` of a Lark grammar."""
     out: list[str] = []
@@ -122,31 +146,9 @@ def _translate_body(p: str, path: str) -> str:
         if c == "\\":
             if i + 1 >= len(p):
                 raise SchemaError("pattern", path, f"pattern {p!r} ends with a lone backslash")
-            e = p[i + 1]
-            i += 2
+            piece, i = _escape(p, i + 2, p[i + 1], in_cls)
+            out.append(piece)
             cls_first = False
-            if e == "d":
-                out.append("0-9" if in_cls else "[0-9]")
-            elif e == "D" and not in_cls:
-                out.append("[^0-9]")
-            elif e == "w":
-                out.append("0-9A-Za-z_" if in_cls else "[0-9A-Za-z_]")
-            elif e == "W" and not in_cls:
-                out.append("[^0-9A-Za-z_]")
-            elif e == "u" and re.fullmatch(r"[0-9a-fA-F]{4}", p[i : i + 4]):
-                out.append("\\u{" + p[i : i + 4] + "}")
-                i += 4
-            elif e == "0":
-                out.append("\\x00")
-            elif e == "c" and i < len(p) and p[i].isalpha():
-                out.append(f"\\x{ord(p[i].upper()) - 64:02x}")
-                i += 1
-            elif e == "/":
-                out.append("\\/")
-            elif e.isalnum() or e in _RUST_META:
-                out.append("\\" + e)  # \s \n \t \xHH \p{..}...: llguidance checks the rest
-            else:
-                out.append(e)  # ECMA identity escape of a character Rust does not allow escaped
             continue
         if in_cls:
             if c == "]" and not cls_first:
