@@ -61,6 +61,38 @@ def tiny_config(
     )
 
 
+def _tiny_generation_config(canvas_length: int, overrides: dict[str, Any] | None) -> Any:
+    """The tiny checkpoint's ``DiffusionGemmaGenerationConfig``: the real checkpoint's schedule (0.8 -> 0.4, 48
+    steps, entropy bound 0.1) with four canvases of budget, then ``overrides``."""
+    from transformers.models.diffusion_gemma.generation_diffusion_gemma import (
+        DiffusionGemmaGenerationConfig,
+        EntropyBoundSamplerConfig,
+    )
+
+    gen = {
+        "max_new_tokens": canvas_length * 4,
+        "max_denoising_steps": 48,
+        "t_max": 0.8,
+        "t_min": 0.4,
+        "stability_threshold": 1,
+        "confidence_threshold": 0.005,
+        "entropy_bound": 0.1,
+        **(overrides or {}),
+    }
+    return DiffusionGemmaGenerationConfig(
+        max_new_tokens=gen["max_new_tokens"],
+        max_denoising_steps=gen["max_denoising_steps"],
+        sampler_config=EntropyBoundSamplerConfig(entropy_bound=float(gen["entropy_bound"])),
+        t_max=gen["t_max"],
+        t_min=gen["t_min"],
+        stability_threshold=gen["stability_threshold"],
+        confidence_threshold=gen["confidence_threshold"],
+        eos_token_id=list(st.GENERATION_EOS_IDS),
+        pad_token_id=st.PAD_ID,
+        bos_token_id=st.BOS_ID,
+    )
+
+
 def make_tiny_checkpoint(
     path: str | Path,
     *,
@@ -92,10 +124,6 @@ def make_tiny_checkpoint(
     """
     import torch
     from transformers import DiffusionGemmaForBlockDiffusion
-    from transformers.models.diffusion_gemma.generation_diffusion_gemma import (
-        DiffusionGemmaGenerationConfig,
-        EntropyBoundSamplerConfig,
-    )
 
     from model.tokenizer import build_tokenizer
     from model.vision import write_processor_config
@@ -128,28 +156,7 @@ def make_tiny_checkpoint(
         model.copy_head.set_token_tables(tok)
     else:
         model = DiffusionGemmaForBlockDiffusion(cfg).eval()
-    gen = {
-        "max_new_tokens": canvas_length * 4,
-        "max_denoising_steps": 48,
-        "t_max": 0.8,
-        "t_min": 0.4,
-        "stability_threshold": 1,
-        "confidence_threshold": 0.005,
-        "entropy_bound": 0.1,
-    }
-    gen.update(generation or {})
-    model.generation_config = DiffusionGemmaGenerationConfig(
-        max_new_tokens=gen["max_new_tokens"],
-        max_denoising_steps=gen["max_denoising_steps"],
-        sampler_config=EntropyBoundSamplerConfig(entropy_bound=float(gen["entropy_bound"])),
-        t_max=gen["t_max"],
-        t_min=gen["t_min"],
-        stability_threshold=gen["stability_threshold"],
-        confidence_threshold=gen["confidence_threshold"],
-        eos_token_id=list(st.GENERATION_EOS_IDS),
-        pad_token_id=st.PAD_ID,
-        bos_token_id=st.BOS_ID,
-    )
+    model.generation_config = _tiny_generation_config(canvas_length, generation)
     model.save_pretrained(out)
     tok.save_pretrained(out)
     write_processor_config(out, cfg)
