@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 import typer
 
 
@@ -24,6 +26,39 @@ def _check_address(host: str, port: int, api_key: str | None) -> str | None:
         typer.secho(f"error: cannot listen on {host}:{port}: {exc.strerror or exc}", err=True, fg="red")
         raise typer.Exit(2) from None
     return key
+
+
+def _load(
+    model: str | None,
+    model_name: str | None,
+    max_batch: int,
+    dtype: str,
+    device: str,
+    adapter: str | None,
+    threads: int | None,
+) -> Any:
+    """The serving engine (checkpoint and batcher); a checkpoint, device or dtype that cannot load exits 2 with
+    one line."""
+    import torch
+
+    from agentkit.serve import load_engine
+    from model.loading import CheckpointError
+
+    if threads:
+        torch.set_num_threads(threads)
+    try:
+        return load_engine(
+            model, model_id=model_name, max_batch=max_batch, dtype=dtype, device=device, adapter=adapter
+        )
+    except CheckpointError as exc:
+        typer.secho(f"error: {exc}", err=True, fg="red")
+        raise typer.Exit(2) from None
+    except (RuntimeError, ValueError, TypeError) as exc:  # a device or dtype torch does not know
+        first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+        typer.secho(
+            f"error: cannot load the model on --device {device} --dtype {dtype}: {first}", err=True, fg="red"
+        )
+        raise typer.Exit(2) from None
 
 
 def serve_command(
@@ -69,26 +104,7 @@ def serve_command(
         raise typer.Exit(2)
 
     key = _check_address(host, port, api_key)
-    import torch
-
-    from agentkit.serve import load_engine
-    from model.loading import CheckpointError
-
-    if threads:
-        torch.set_num_threads(threads)
-    try:
-        engine = load_engine(
-            model, model_id=model_name, max_batch=max_batch, dtype=dtype, device=device, adapter=adapter
-        )
-    except CheckpointError as exc:
-        typer.secho(f"error: {exc}", err=True, fg="red")
-        raise typer.Exit(2) from None
-    except (RuntimeError, ValueError, TypeError) as exc:  # a device or dtype torch does not know
-        first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
-        typer.secho(
-            f"error: cannot load the model on --device {device} --dtype {dtype}: {first}", err=True, fg="red"
-        )
-        raise typer.Exit(2) from None
+    engine = _load(model, model_name, max_batch, dtype, device, adapter, threads)
 
     def ready(bound: int) -> None:
         typer.echo(
