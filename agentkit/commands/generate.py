@@ -71,6 +71,26 @@ def _readable(text: str, plain: str) -> dict[str, Any]:
     return {"answer": parsed.text, "thinking": parsed.thinking, "tool_calls": calls, "error": None}
 
 
+def _check_input(prompt: str, image: list[Path] | None, raw_prompt: bool, vision_budget: int | None) -> None:
+    """Exit 2 with one line for an empty prompt, images with ``--raw-prompt``, or an unusable image (every image
+    is checked before the model loads)."""
+    from model.vision import ImageError, check_images
+
+    problem = None
+    if not prompt.strip():
+        problem = "the prompt is empty: pass the text to answer as the argument"
+    elif image and raw_prompt:
+        problem = "--image needs the chat template: drop --raw-prompt"
+    else:
+        try:
+            check_images(image, vision_budget)
+        except ImageError as exc:
+            problem = str(exc)
+    if problem is not None:
+        typer.secho(f"error: {problem}", err=True, fg="red")
+        raise typer.Exit(2)
+
+
 def _prompt_ids(
     ck: Any, prompt: str, raw_prompt: bool, image: list[Path] | None, vision_budget: int | None
 ) -> tuple[Any, dict[str, Any]]:
@@ -190,28 +210,13 @@ def generate_command(
 ) -> None:
     """Generate an answer with the block-diffusion runtime and print it readably (tool calls as
     name(arguments)) with its stats; --raw-output prints the canvases' tokens as generated."""
-    if not prompt.strip():
-        typer.secho("error: the prompt is empty: pass the text to answer as the argument", err=True, fg="red")
-        raise typer.Exit(2)
-
+    _check_input(prompt, image, raw_prompt, vision_budget)
     import torch
     from rich.console import Console
 
     from model.limits import PromptTooLong
     from model.loading import CheckpointError, load_checkpoint
-    from model.vision import ImageError, check_images
-
-    def bad_image(exc: Exception) -> typer.Exit:
-        typer.secho(f"error: {exc}", err=True, fg="red")
-        return typer.Exit(2)
-
-    if image and raw_prompt:
-        typer.secho("error: --image needs the chat template: drop --raw-prompt", err=True, fg="red")
-        raise typer.Exit(2)
-    try:  # every image checked before the model loads
-        check_images(image, vision_budget)
-    except ImageError as exc:
-        raise bad_image(exc) from None
+    from model.vision import ImageError
 
     if threads:
         torch.set_num_threads(threads)
@@ -225,7 +230,8 @@ def generate_command(
     try:
         ids, images = _prompt_ids(ck, prompt, raw_prompt, image, vision_budget)
     except ImageError as exc:  # e.g. a checkpoint that cannot read images
-        raise bad_image(exc) from None
+        typer.secho(f"error: {exc}", err=True, fg="red")
+        raise typer.Exit(2) from None
     settings = ck.settings.replace(max_new_tokens=max_new_tokens)
     try:
         out = _run(ck, ids, settings, seed, live and not as_json, images)
