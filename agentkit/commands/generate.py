@@ -162,6 +162,18 @@ def _run(ck: Any, ids: Any, settings: Any, seed: int | None, live: bool, images:
     return out
 
 
+def _decoded(tok: Any, tokens: list[int], settings: Any) -> tuple[str, dict[str, Any]]:
+    """The raw canvases (control tokens and pad kept) and the readable answer (:func:`_readable`; the pad and
+    the end-of-turn marker are not part of it)."""
+    canvases = tok.decode(tokens, skip_special_tokens=False)
+    new = [t for t in tokens if t != settings.pad_token_id]
+    while new and new[-1] in settings.eos_token_ids:
+        new.pop()
+    return canvases, _readable(
+        tok.decode(new, skip_special_tokens=False), tok.decode(new, skip_special_tokens=True)
+    )
+
+
 def _print_stats(console: Any, s: Any) -> None:
     """One line of generation stats (canvases, steps, TPF, phase times), unwrapped also when piped."""
     console.print(
@@ -241,11 +253,7 @@ def generate_command(
     except ValueError as exc:  # empty --raw prompt, a seed beyond 64 bits
         console.print(f"[red]error:[/red] {exc}", highlight=False)
         raise typer.Exit(2) from exc
-    canvases = tok.decode(out.new_tokens[0].tolist(), skip_special_tokens=False)
-    new = [t for t in out.new_tokens[0].tolist() if t != settings.pad_token_id]
-    while new and new[-1] in settings.eos_token_ids:  # the end-of-turn marker is not part of the answer
-        new.pop()
-    shown = _readable(tok.decode(new, skip_special_tokens=False), tok.decode(new, skip_special_tokens=True))
+    canvases, shown = _decoded(tok, out.new_tokens[0].tolist(), settings)
     if as_json:
         typer.echo(json.dumps({**shown, "raw": canvases, "stats": out.stats.as_dict()}, ensure_ascii=False))
         return
