@@ -107,10 +107,12 @@ def _generated_tool(rng: random.Random) -> TrainingTool:
     return TrainingTool(name, desc, params, kinds, action, domain)
 
 
-def _bot_tools() -> list[TrainingTool]:
-    """The example bots' tools (``tools.weather``, ``tools.code_search``) with schemas mirroring their signatures."""
-    place_d = "Place name, e.g. 'Berlin' or 'Paris, France' (a country or region after a comma narrows it)."
-    units_d = "'metric' (°C, km/h, mm) or 'imperial' (°F, mph, inch)."
+_PLACE_D = "Place name, e.g. 'Berlin' or 'Paris, France' (a country or region after a comma narrows it)."
+_UNITS_D = "'metric' (°C, km/h, mm) or 'imperial' (°F, mph, inch)."
+
+
+def _weather_kinds() -> dict[str, Kind]:
+    """The parameter kinds of the weather bot's tools (``tools.weather``)."""
     place_k = Kind(("place",), {"type": "string"}, _s(V.place), ("in {v}", "for {v}", "at {v}", "{v}"))
     units_k = Kind(
         ("units",),
@@ -141,6 +143,11 @@ def _bot_tools() -> list[TrainingTool]:
         _int(2, 10, 0.3),
         ("top {v} matches", "{v} matches", "up to {v} results"),
     )
+    return {"place": place_k, "units": units_k, "days": days_k, "date": date_k, "count": count_k}
+
+
+def _code_kinds() -> dict[str, Kind]:
+    """The parameter kinds of the code-search bot's tools (``tools.code_search``)."""
     name_k = Kind(("name",), {"type": "string"}, _s(V.identifier), ("{v}", "`{v}`", "the symbol {v}"))
     dkind_k = Kind(
         ("kind",),
@@ -196,48 +203,69 @@ def _bot_tools() -> list[TrainingTool]:
         ("to line {v}", "up to line {v}"),
     )
 
-    def spec(
-        name: str, desc: str, props: dict[str, tuple[Kind, str]], required: list[str], action: str, dom: str
-    ) -> TrainingTool:
-        return TrainingTool(
-            name,
-            desc,
-            {
-                "type": "object",
-                "properties": {k: {**kd.schema, "description": d} for k, (kd, d) in props.items()},
-                "required": required,
-            },
-            {k: kd for k, (kd, _) in props.items()},
-            action,
-            dom,
-        )
+    return {
+        "name": name_k,
+        "dkind": dkind_k,
+        "maxr": maxr_k,
+        "pattern": pattern_k,
+        "glob": glob_k,
+        "case": case_k,
+        "ctx": ctx_k,
+        "path": path_k,
+        "start": start_k,
+        "end": end_k,
+    }
 
+
+def _spec(
+    name: str, desc: str, props: dict[str, tuple[Kind, str]], required: list[str], action: str, dom: str
+) -> TrainingTool:
+    return TrainingTool(
+        name,
+        desc,
+        {
+            "type": "object",
+            "properties": {k: {**kd.schema, "description": d} for k, (kd, d) in props.items()},
+            "required": required,
+        },
+        {k: kd for k, (kd, _) in props.items()},
+        action,
+        dom,
+    )
+
+
+def _bot_tools() -> list[TrainingTool]:
+    """The example bots' tools (``tools.weather``, ``tools.code_search``) with schemas mirroring their signatures."""
+    w, c = _weather_kinds(), _code_kinds()
     specs = [
-        spec(
+        _spec(
             "geocode",
             "Find the coordinates of a place by name.",
-            {"place": (place_k, place_d), "count": (count_k, "How many matching places to return, 1-10.")},
+            {
+                "place": (w["place"], _PLACE_D),
+                "count": (w["count"], "How many matching places to return, 1-10."),
+            },
             ["place"],
             "find the coordinates of",
             "bot_weather",
         ),
-        spec(
+        _spec(
             "get_current_weather",
             "Get the current weather at a place: temperature, precipitation, wind and conditions.",
-            {"place": (place_k, place_d), "units": (units_k, units_d)},
+            {"place": (w["place"], _PLACE_D), "units": (w["units"], _UNITS_D)},
             ["place"],
             "get the current weather",
             "bot_weather",
         ),
-        spec(
+        _spec(
             "get_forecast",
             "Get the daily weather forecast at a place: min/max temperature, precipitation, wind and conditions.",
             {
-                "place": (place_k, place_d),
-                "days": (days_k, "Number of forecast days, 1-16, starting today."),
-                "units": (units_k, units_d),
+                "place": (w["place"], _PLACE_D),
+                "days": (w["days"], "Number of forecast days, 1-16, starting today."),
+                "units": (w["units"], _UNITS_D),
                 "date": (
-                    date_k,
+                    w["date"],
                     "A single day to forecast (YYYY-MM-DD) instead of a number of days; at most 15 days ahead.",
                 ),
             },
@@ -245,42 +273,42 @@ def _bot_tools() -> list[TrainingTool]:
             "get the forecast",
             "bot_weather",
         ),
-        spec(
+        _spec(
             "find_definition",
             "Find where a function, class or method is defined in the repository.",
             {
                 "name": (
-                    name_k,
+                    c["name"],
                     "Name or part of a name of a function, class or method, e.g. 'load_bundle' or 'Agent.run'.",
                 ),
-                "kind": (dkind_k, "Only this kind of definition: any, function, class or method."),
-                "max_results": (maxr_k, "At most this many results, 1-50."),
+                "kind": (c["dkind"], "Only this kind of definition: any, function, class or method."),
+                "max_results": (c["maxr"], "At most this many results, 1-50."),
             },
             ["name"],
             "find the definition of",
             "bot_code",
         ),
-        spec(
+        _spec(
             "search_code",
             "Search the repository's files for a regular expression; returns file:line hits with context.",
             {
-                "pattern": (pattern_k, "Regular expression (Python syntax) to search for."),
-                "glob": (glob_k, "Only files whose path matches this glob, e.g. '*.py'."),
-                "case_sensitive": (case_k, "Match case exactly."),
-                "context_lines": (ctx_k, "Lines of context around each hit, 0-10."),
-                "max_results": (maxr_k, "At most this many hits, 1-100."),
+                "pattern": (c["pattern"], "Regular expression (Python syntax) to search for."),
+                "glob": (c["glob"], "Only files whose path matches this glob, e.g. '*.py'."),
+                "case_sensitive": (c["case"], "Match case exactly."),
+                "context_lines": (c["ctx"], "Lines of context around each hit, 0-10."),
+                "max_results": (c["maxr"], "At most this many hits, 1-100."),
             },
             ["pattern"],
             "search the code for",
             "bot_code",
         ),
-        spec(
+        _spec(
             "read_file",
             "Read a range of lines of a file in the repository.",
             {
-                "path": (path_k, "File path relative to the repository root."),
-                "start_line": (start_k, "First line to read (1-based)."),
-                "end_line": (end_k, "Last line to read (inclusive); default start_line + 99."),
+                "path": (c["path"], "File path relative to the repository root."),
+                "start_line": (c["start"], "First line to read (1-based)."),
+                "end_line": (c["end"], "Last line to read (inclusive); default start_line + 99."),
             },
             ["path"],
             "read",
