@@ -234,10 +234,9 @@ def _spec(
     )
 
 
-def _bot_tools() -> list[TrainingTool]:
-    """The example bots' tools (``tools.weather``, ``tools.code_search``) with schemas mirroring their signatures."""
-    w, c = _weather_kinds(), _code_kinds()
-    specs = [
+def _weather_specs(w: dict[str, Kind]) -> list[TrainingTool]:
+    """``geocode``, ``get_current_weather``, ``get_forecast`` (the weather bot)."""
+    return [
         _spec(
             "geocode",
             "Find the coordinates of a place by name.",
@@ -273,6 +272,12 @@ def _bot_tools() -> list[TrainingTool]:
             "get the forecast",
             "bot_weather",
         ),
+    ]
+
+
+def _code_specs(c: dict[str, Kind]) -> list[TrainingTool]:
+    """``find_definition``, ``search_code``, ``read_file`` (the code-search bot)."""
+    return [
         _spec(
             "find_definition",
             "Find where a function, class or method is defined in the repository.",
@@ -315,6 +320,12 @@ def _bot_tools() -> list[TrainingTool]:
             "bot_code",
         ),
     ]
+
+
+def _bot_tools() -> list[TrainingTool]:
+    """The example bots' tools (``tools.weather``, ``tools.code_search``) with schemas mirroring their signatures."""
+    w, c = _weather_kinds(), _code_kinds()
+    specs = [*_weather_specs(w), *_code_specs(c)]
     # The bundles' own declarations (the snapshot in bot_tools.json), so training sees what the bots send.
     from model.training.bots import load_bot_tools
 
