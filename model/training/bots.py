@@ -391,86 +391,91 @@ def _q(rng: random.Random, templates: tuple[str, ...], **kw: str) -> str:
     return rng.choice(templates).format(**kw)
 
 
-def code_request(rng: random.Random) -> tuple[str, str, dict[str, Any], list[tuple[str, str]]]:
-    """A code-search question: ``(question, tool, arguments, [(parameter, spoken)])``."""
-    r = rng.random()
-    if r < 0.6:
-        name = identifier(rng)
-        kind = _kind_of(name)
-        args: dict[str, Any] = {"name": name}
-        binds = [("name", name)]
-        t = rng.random()
-        if t < 0.75:
-            q = _q(
-                rng,
-                (
-                    "Where is the {k} {n} defined?",
-                    "Where is {n} defined?",
-                    "Where's {n} defined?",
-                    "Which file defines {n}?",
-                    "Find the definition of {n}.",
-                    "Where can I find the {k} {n}?",
-                    "Show me where {n} is defined.",
-                    "In which file is the {k} {n} defined?",
-                    "Locate the definition of `{n}`.",
-                    "where is {n} implemented",
-                    "Where is `{n}` declared?",
-                    "What file has the {k} {n}?",
-                    "Where do we define {n}?",
-                    "Find {n} in the code base.",
-                ),
-                n=name,
-                k=kind,
-            )
-        else:
-            kind_arg = rng.choice(("function", "class", "method"))
-            args["kind"] = kind_arg
-            binds.append(("kind", kind_arg))
-            q = _q(
-                rng,
-                (
-                    "Find the {k} named {n}, only {k}s.",
-                    "Where is {n} defined? Only look at {k}s.",
-                    "Look up {n}, restricted to {k} definitions.",
-                ),
-                n=name,
-                k=kind_arg,
-            )
-        if rng.random() < 0.12:
-            mr = rng.randint(1, 20)
-            args["max_results"] = mr
-            binds.append(("max_results", str(mr)))
-            q = q.rstrip(".?") + f", at most {mr} results."
-        return q, "find_definition", args, binds
-    if r < 0.85:
-        pat = rng.choice(
-            (
-                identifier(rng),
-                f"TODO {rng.choice(CODE_WORDS)}",
-                f"import {rng.choice(CODE_WORDS)}",
-                identifier(rng),
-            )
-        )
-        args = {"pattern": pat}
+def _find_definition_request(rng: random.Random) -> tuple[str, str, dict[str, Any], list[tuple[str, str]]]:
+    """A ``find_definition`` question (a name, sometimes a kind or a result cap)."""
+    name = identifier(rng)
+    kind = _kind_of(name)
+    args: dict[str, Any] = {"name": name}
+    binds = [("name", name)]
+    t = rng.random()
+    if t < 0.75:
         q = _q(
             rng,
             (
-                "Where is {p} used?",
-                "Search the code for {p}.",
-                "Which files mention {p}?",
-                "Find all uses of {p}.",
-                'Grep for "{p}".',
-                "Where does the text {p} appear?",
+                "Where is the {k} {n} defined?",
+                "Where is {n} defined?",
+                "Where's {n} defined?",
+                "Which file defines {n}?",
+                "Find the definition of {n}.",
+                "Where can I find the {k} {n}?",
+                "Show me where {n} is defined.",
+                "In which file is the {k} {n} defined?",
+                "Locate the definition of `{n}`.",
+                "where is {n} implemented",
+                "Where is `{n}` declared?",
+                "What file has the {k} {n}?",
+                "Where do we define {n}?",
+                "Find {n} in the code base.",
             ),
-            p=pat,
+            n=name,
+            k=kind,
         )
-        binds = [("pattern", pat)]
-        if rng.random() < 0.2:
-            g = f"*.{rng.choice(('py', 'md', 'yaml', 'toml'))}"
-            args["glob"] = g
-            binds.append(("glob", g))
-            q = q.rstrip(".?") + f" in {g} files."
-        return q, "search_code", args, binds
+    else:
+        kind_arg = rng.choice(("function", "class", "method"))
+        args["kind"] = kind_arg
+        binds.append(("kind", kind_arg))
+        q = _q(
+            rng,
+            (
+                "Find the {k} named {n}, only {k}s.",
+                "Where is {n} defined? Only look at {k}s.",
+                "Look up {n}, restricted to {k} definitions.",
+            ),
+            n=name,
+            k=kind_arg,
+        )
+    if rng.random() < 0.12:
+        mr = rng.randint(1, 20)
+        args["max_results"] = mr
+        binds.append(("max_results", str(mr)))
+        q = q.rstrip(".?") + f", at most {mr} results."
+    return q, "find_definition", args, binds
+
+
+def _search_code_request(rng: random.Random) -> tuple[str, str, dict[str, Any], list[tuple[str, str]]]:
+    """A ``search_code`` question (a pattern, sometimes a glob)."""
+    pat = rng.choice(
+        (
+            identifier(rng),
+            f"TODO {rng.choice(CODE_WORDS)}",
+            f"import {rng.choice(CODE_WORDS)}",
+            identifier(rng),
+        )
+    )
+    args = {"pattern": pat}
+    q = _q(
+        rng,
+        (
+            "Where is {p} used?",
+            "Search the code for {p}.",
+            "Which files mention {p}?",
+            "Find all uses of {p}.",
+            'Grep for "{p}".',
+            "Where does the text {p} appear?",
+        ),
+        p=pat,
+    )
+    binds = [("pattern", pat)]
+    if rng.random() < 0.2:
+        g = f"*.{rng.choice(('py', 'md', 'yaml', 'toml'))}"
+        args["glob"] = g
+        binds.append(("glob", g))
+        q = q.rstrip(".?") + f" in {g} files."
+    return q, "search_code", args, binds
+
+
+def _read_file_request(rng: random.Random) -> tuple[str, str, dict[str, Any], list[tuple[str, str]]]:
+    """A ``read_file`` question (a path, sometimes a line range)."""
     path = source_path(rng, rng.choice(("py", "py", "md", "toml")))
     start = rng.randint(1, 300)
     end = start + rng.randint(3, 60)
@@ -498,6 +503,16 @@ def code_request(rng: random.Random) -> tuple[str, str, dict[str, Any], list[tup
         p=path,
     )
     return q, "read_file", {"path": path}, [("path", path)]
+
+
+def code_request(rng: random.Random) -> tuple[str, str, dict[str, Any], list[tuple[str, str]]]:
+    """A code-search question: ``(question, tool, arguments, [(parameter, spoken)])``."""
+    r = rng.random()
+    if r < 0.6:
+        return _find_definition_request(rng)
+    if r < 0.85:
+        return _search_code_request(rng)
+    return _read_file_request(rng)
 
 
 _DAY_WORDS = {1: "today", 2: "tomorrow"}
