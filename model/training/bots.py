@@ -518,6 +518,66 @@ def code_request(rng: random.Random) -> tuple[str, str, dict[str, Any], list[tup
 _DAY_WORDS = {1: "today", 2: "tomorrow"}
 
 
+def _forecast_question(
+    rng: random.Random, place: str, args: dict[str, Any], binds: list[tuple[str, str]]
+) -> str:
+    """A forecast question for ``place``: a number of days, today/tomorrow or a date (written into ``args`` and
+    ``binds``)."""
+    t = rng.random()
+    if t < 0.55:
+        days = rng.randint(2, 14)
+        spoken = V.number_words(days) if rng.random() < 0.3 else str(days)
+        q = _q(
+            rng,
+            (
+                "What's the forecast for {p} for the next {d} days?",
+                "Give me a {d}-day forecast for {p}.",
+                "Weather forecast for {p}, {d} days.",
+                "How will the weather be in {p} over the next {d} days?",
+                "Forecast for the coming {d} days in {p}?",
+            ),
+            p=place,
+            d=spoken,
+        )
+        args["days"] = days
+        binds.append(("days", spoken))
+    elif t < 0.8:
+        days = rng.choice((1, 2))
+        word = _DAY_WORDS[days]
+        q = _q(
+            rng,
+            (
+                "Will it rain in {p} {w}?",
+                "What's the weather going to be like in {p} {w}?",
+                "Forecast for {p} {w}?",
+                "Do I need an umbrella in {p} {w}?",
+            ),
+            p=place,
+            w=word,
+        )
+        args["days"] = days
+        binds.append(("days", word))
+    else:
+        iso, spoken = V.date_iso(rng)
+        iso = "2026" + iso[4:]
+        spoken = (
+            iso
+            if rng.random() < 0.5
+            else spoken.replace(spoken[-4:], "2026")
+            if spoken[-4:].isdigit()
+            else iso
+        )
+        q = _q(
+            rng,
+            ("What will the weather be in {p} on {d}?", "Forecast for {p} on {d}."),
+            p=place,
+            d=spoken,
+        )
+        args["date"] = iso
+        binds.append(("date", spoken))
+    return q
+
+
 def weather_request(rng: random.Random) -> tuple[str, str, dict[str, Any], list[tuple[str, str]]]:
     """A weather question: ``(question, tool, arguments, [(parameter, spoken)])``."""
     place = V.place(rng)
@@ -549,58 +609,7 @@ def weather_request(rng: random.Random) -> tuple[str, str, dict[str, Any], list[
         return q, "get_current_weather", args, binds
     if r < 0.9:
         args = {"place": place}
-        t = rng.random()
-        if t < 0.55:
-            days = rng.randint(2, 14)
-            spoken = V.number_words(days) if rng.random() < 0.3 else str(days)
-            q = _q(
-                rng,
-                (
-                    "What's the forecast for {p} for the next {d} days?",
-                    "Give me a {d}-day forecast for {p}.",
-                    "Weather forecast for {p}, {d} days.",
-                    "How will the weather be in {p} over the next {d} days?",
-                    "Forecast for the coming {d} days in {p}?",
-                ),
-                p=place,
-                d=spoken,
-            )
-            args["days"] = days
-            binds.append(("days", spoken))
-        elif t < 0.8:
-            days = rng.choice((1, 2))
-            word = _DAY_WORDS[days]
-            q = _q(
-                rng,
-                (
-                    "Will it rain in {p} {w}?",
-                    "What's the weather going to be like in {p} {w}?",
-                    "Forecast for {p} {w}?",
-                    "Do I need an umbrella in {p} {w}?",
-                ),
-                p=place,
-                w=word,
-            )
-            args["days"] = days
-            binds.append(("days", word))
-        else:
-            iso, spoken = V.date_iso(rng)
-            iso = "2026" + iso[4:]
-            spoken = (
-                iso
-                if rng.random() < 0.5
-                else spoken.replace(spoken[-4:], "2026")
-                if spoken[-4:].isdigit()
-                else iso
-            )
-            q = _q(
-                rng,
-                ("What will the weather be in {p} on {d}?", "Forecast for {p} on {d}."),
-                p=place,
-                d=spoken,
-            )
-            args["date"] = iso
-            binds.append(("date", spoken))
+        q = _forecast_question(rng, place, args, binds)
         q = q.rstrip("?.") + unit_phrase + q[len(q.rstrip("?.")) :]
         if imperial:
             args["units"] = "imperial"
