@@ -453,7 +453,10 @@ class _Load:
             where = tuple(x for x in unsupported.path.split("/") if x)
             keyword = "grounded" if unsupported.keyword == "x-grounded" else unsupported.keyword  # as written
             at = (*tp, "parameters", *(int(x) if x.isdigit() else x for x in where), keyword)
-            self.add(at, f"the tool-call constraint cannot enforce this schema: {unsupported}")
+            why = str(unsupported).replace(
+                "keyword 'x-grounded'", "keyword 'grounded'"
+            )  # as the bundle spells it
+            self.add(at, f"the tool-call constraint cannot enforce this schema: {why}")
             return None, False
         return params, True
 

@@ -268,7 +268,9 @@ class CopyHead(nn.Module):
         pad = hidden.new_zeros((B, la, hidden.shape[-1]))
         seq = torch.cat([mem.tail.to(hidden.dtype), hidden, pad], dim=1)
         new_keys = self._keys(seq)  # [B, la + C, D]: the last `la` old positions, then the new ones
-        old = mem.keys[:, : mem.keys.shape[1] - la] if la else mem.keys
+        redo = min(la, mem.keys.shape[1])  # a memory shorter than the lookahead (a 1-token prompt) has fewer
+        new_keys = new_keys[:, la - redo :]  # rows of `tail` before it are padding, not positions
+        old = mem.keys[:, : mem.keys.shape[1] - redo]
         keys = torch.cat([old, new_keys], dim=1)
         excl = _excluded_turns(ids, self.cfg, mem.in_excluded)
         mask = torch.cat([mem.mask, self.copyable[ids] & ~excl], dim=1)

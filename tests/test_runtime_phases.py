@@ -279,3 +279,11 @@ def test_bad_inputs_get_one_line_errors(ck):
     limit = int(ck.model.config.get_text_config().max_position_embeddings)
     with pytest.raises(PromptTooLong):
         generate(ck.model, torch.full((1, limit), 5), seed=0)
+
+
+def test_a_prompt_shorter_than_the_copy_heads_lookahead_generates(ck):
+    # A 1-token prompt gave the copy memory one key too many at the first committed canvas (a shape error).
+    assert ck.model.copy_head.cfg.lookahead >= 2
+    settings = ck.settings.replace(max_new_tokens=2 * C)
+    out = generate(ck.model, torch.tensor([[5]]), settings, seed=0)
+    assert out.sequences.shape == (1, 1 + 2 * C) and out.stats.canvases == 2
