@@ -81,6 +81,41 @@ def encode_examples(tok: Any, examples: list[Any], word_table: list[bool] | None
     return out
 
 
+def _label_tensors(
+    prompts: list[list[int]],
+    decls: list[list[int]],
+    binds: list[list[int]],
+    keys: list[list[int]],
+    ptrs: list[list[bool]],
+    P: int,
+) -> dict[str, Any]:
+    """The binding labels of a batch, left-padded like the prompts: ``decl_pos``/``decl_valid`` [B, K],
+    ``bind`` [B, P], ``key`` [B, C], ``ptr`` [B, C]; labels pointing at a declaration the prompt cap cut off are
+    dropped."""
+    import torch
+
+    B = len(prompts)
+    K = max(1, max(len(d) for d in decls))
+    decl_pos = torch.zeros((B, K), dtype=torch.long)
+    decl_valid = torch.zeros((B, K), dtype=torch.bool)
+    bind = torch.full((B, P), -100, dtype=torch.long)
+    key = torch.tensor(keys, dtype=torch.long)
+    for i, (p, d, b) in enumerate(zip(prompts, decls, binds, strict=True)):
+        shift = P - len(p)
+        bind[i, shift:] = torch.tensor(b, dtype=torch.long)
+        for j, q in enumerate(d):
+            if q >= 0:
+                decl_pos[i, j] = q + shift
+                decl_valid[i, j] = True
+        lost = [j for j, q in enumerate(d) if q < 0]
+        if lost:
+            lost_t = torch.tensor(lost)
+            bind[i][torch.isin(bind[i] - 1, lost_t)] = -100
+            key[i][torch.isin(key[i], lost_t)] = -100
+    ptr = torch.tensor(ptrs, dtype=torch.bool)
+    return {"decl_pos": decl_pos, "decl_valid": decl_valid, "bind": bind, "key": key, "ptr": ptr}
+
+
 def make_batch(
     items: list[Encoded],
     canvas_length: int,
@@ -146,32 +181,7 @@ def make_batch(
         "weight": weight,
     }
     if labelled:
-        B = len(items)
-        K = max(1, max(len(d) for d in decls))
-        decl_pos = torch.zeros((B, K), dtype=torch.long)
-        decl_valid = torch.zeros((B, K), dtype=torch.bool)
-        bind = torch.full((B, P), -100, dtype=torch.long)
-        key = torch.tensor(keys, dtype=torch.long)
-        for i, (p, d, b) in enumerate(zip(prompts, decls, binds, strict=True)):
-            shift = P - len(p)
-            bind[i, shift:] = torch.tensor(b, dtype=torch.long)
-            for j, q in enumerate(d):
-                if q >= 0:
-                    decl_pos[i, j] = q + shift
-                    decl_valid[i, j] = True
-            # labels that point at a declaration cut off by the prompt cap are dropped
-            lost = [j for j, q in enumerate(d) if q < 0]
-            if lost:
-                lost_t = torch.tensor(lost)
-                bind[i][torch.isin(bind[i] - 1, lost_t)] = -100
-                key[i][torch.isin(key[i], lost_t)] = -100
-        out.update(
-            decl_pos=decl_pos,
-            decl_valid=decl_valid,
-            bind=bind,
-            key=key,
-            ptr=torch.tensor(ptrs, dtype=torch.bool),
-        )
+        out.update(_label_tensors(prompts, decls, binds, keys, ptrs, P))
     return out
 
 
