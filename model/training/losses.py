@@ -43,6 +43,45 @@ def ar_readout(model: Any, ids: Any, attn: Any, canvas: Any) -> tuple[Any, Any]:
     return enc, logits
 
 
+def _encode(
+    model: Any,
+    ids: Any,
+    attn: Any,
+    canvas: Any,
+    w: Any,
+    is_target: Any,
+    with_ar: bool,
+    stats: dict[str, float],
+) -> tuple[Any, Any, Any, Any]:
+    """The encoder pass of :func:`diffusion_loss`: over the prompt, or with the autoregressive auxiliary loss
+    over prompt + clean canvas (the canvas hidden from the decoder by its mask, which is returned with the
+    decoder's positions). Returns ``(encoder output, ar_loss or None, decoder mask, decoder positions or None)``;
+    writes ``ar_loss``/``ar_acc`` into ``stats``."""
+    import torch
+    import torch.nn.functional as F
+
+    B, C = canvas.shape
+    ones = torch.ones(B, C, dtype=attn.dtype, device=canvas.device)
+    if not with_ar:
+        return (
+            model.model.encoder(input_ids=ids, attention_mask=attn),
+            None,
+            torch.cat([attn, ones], dim=1),
+            None,
+        )
+    P = ids.shape[1]
+    enc, ar_logits = ar_readout(model, ids, attn, canvas)
+    dec_mask = torch.cat([attn, torch.zeros_like(ones), ones], dim=1)
+    dec_pos = torch.arange(P, P + C, device=canvas.device)[None, :]
+    ar_ce = F.cross_entropy(ar_logits.reshape(-1, ar_logits.shape[-1]), canvas.reshape(-1), reduction="none")
+    ar_loss = (ar_ce.view(B, C) * w).sum() / w.sum()
+    with torch.no_grad():
+        hit = (ar_logits.argmax(-1) == canvas) & is_target
+        stats["ar_loss"] = float(ar_loss)
+        stats["ar_acc"] = float(hit.sum().float() / is_target.sum().clamp(min=1))
+    return enc, ar_loss, dec_mask, dec_pos
+
+
 def diffusion_loss(
     model: Any,
     batch: dict[str, Any],
@@ -97,29 +136,11 @@ def diffusion_loss(
     corrupt = torch.rand(B, C, device=dev, generator=generator) < t[:, None]
     noise = torch.randint(0, vocab_size, (B, C), device=dev, generator=generator)
     noised = torch.where(corrupt, noise, canvas)
-    ones = torch.ones(B, C, dtype=attn.dtype, device=dev)
     w = batch.get("weight")
     if w is None:
         w = torch.where(is_target, torch.ones(B, C, device=dev), torch.full((B, C), pad_weight, device=dev))
     stats: dict[str, float] = {}
-    ar_loss = None
-    dec_pos = None
-    if ar_weight > 0:
-        P = ids.shape[1]
-        enc, ar_logits = ar_readout(model, ids, attn, canvas)
-        dec_mask = torch.cat([attn, torch.zeros_like(ones), ones], dim=1)
-        dec_pos = torch.arange(P, P + C, device=dev)[None, :]
-        ar_ce = F.cross_entropy(
-            ar_logits.reshape(-1, ar_logits.shape[-1]), canvas.reshape(-1), reduction="none"
-        )
-        ar_loss = (ar_ce.view(B, C) * w).sum() / w.sum()
-        with torch.no_grad():
-            hit = (ar_logits.argmax(-1) == canvas) & is_target
-            stats["ar_loss"] = float(ar_loss)
-            stats["ar_acc"] = float(hit.sum().float() / is_target.sum().clamp(min=1))
-    else:
-        dec_mask = torch.cat([attn, ones], dim=1)
-        enc = model.model.encoder(input_ids=ids, attention_mask=attn)
+    enc, ar_loss, dec_mask, dec_pos = _encode(model, ids, attn, canvas, w, is_target, ar_weight > 0, stats)
     cache = enc.cache
 
     def decode(sc_logits: Any = None, sc_mask: Any = None) -> Any:
