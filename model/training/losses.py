@@ -173,6 +173,92 @@ def diffusion_loss(
     return loss, {"acc_noised": float(acc), "t_mean": float(t.mean()), **stats}
 
 
+def _binding_loss(
+    head: Any, mem: Any, E: Any, batch: dict[str, Any], cfg: TrainConfig, stats: dict[str, float]
+) -> tuple[Any, Any, Any]:
+    """The dense binding loss (each request token labelled with its parameter or none), weighted by
+    ``cfg.bind_weight``. Returns ``(declaration states [B, K, H], their validity [B, K], loss)``; writes
+    ``bind_loss``/``bind_acc`` into ``stats``."""
+    import torch
+    import torch.nn.functional as F
+
+    H = E.shape[-1]
+    decl = E.gather(1, batch["decl_pos"][..., None].expand(-1, -1, H))  # [B, K, H]
+    valid = batch["decl_valid"]
+    bind_logits = head.binding_logits(mem.keys, decl)  # [B, P, 1 + K]
+    bind_logits[..., 1:] = bind_logits[..., 1:].masked_fill(~valid[:, None, :], float("-inf"))
+    bl = batch["bind"]
+    has_b = bl >= 0
+    loss = torch.zeros((), device=E.device)
+    if bool(has_b.any()):
+        ce_b = F.cross_entropy(bind_logits[has_b], bl[has_b], reduction="none")
+        wb = torch.where(bl[has_b] == 0, cfg.none_weight, 1.0)
+        bind_loss = (ce_b * wb).sum() / wb.sum()
+        loss = loss + cfg.bind_weight * bind_loss
+        with torch.no_grad():
+            pos = has_b & (bl > 0)
+            stats["bind_loss"] = float(bind_loss)
+            stats["bind_acc"] = float(
+                (bind_logits.argmax(-1)[pos] == bl[pos]).float().mean() if bool(pos.any()) else 0.0
+            )
+    return decl, valid, loss
+
+
+def _corruption(
+    B: int, C: int, t: Any, prefix_clean_p: float, is_target: Any, generator: Any
+) -> tuple[Any, Any]:
+    """Which canvas positions are noised ``[B, C]`` bool, and each row's noise level ``[B]``: ``t ~ U(0, 1)``
+    per row, or (with probability ``prefix_clean_p``) the state a prefix commit leaves at inference: a clean
+    prefix, then mostly noise."""
+    import torch
+
+    dev = is_target.device
+    tt = t if t is not None else torch.rand(B, device=dev, generator=generator)
+    corrupt = torch.rand(B, C, device=dev, generator=generator) < tt[:, None]
+    if t is None and prefix_clean_p > 0:
+        pick = torch.rand(B, device=dev, generator=generator) < prefix_clean_p
+        n_real = is_target.sum(dim=1).clamp(min=1)
+        k = (torch.rand(B, device=dev, generator=generator) * (n_real + 1).float()).long()
+        right = torch.arange(C, device=dev)[None, :] >= k[:, None]
+        t_right = 0.5 + 0.5 * torch.rand(B, device=dev, generator=generator)
+        pref = right & (torch.rand(B, C, device=dev, generator=generator) < t_right[:, None])
+        corrupt = torch.where(pick[:, None], pref, corrupt)
+        tt = torch.where(pick, t_right, tt)
+    return corrupt, tt
+
+
+def _copy_decode(
+    model: Any, cache: Any, noised: Any, dec_mask: Any, dec_pos: Any, mem: Any, use_sc: bool
+) -> tuple[Any, Any]:
+    """One decoder pass (after a detached self-conditioning pass when ``use_sc``): ``(final hidden states
+    [B, C, H], soft-capped vocabulary logits [B, C, V] float32)``."""
+    import torch
+
+    sc_logits = None
+    if use_sc:
+        with torch.no_grad():
+            sc_logits = model(
+                cache=cache,
+                decoder_input_ids=noised,
+                decoder_attention_mask=dec_mask,
+                decoder_position_ids=dec_pos,
+                copy_memory=mem,
+            ).logits.detach()
+    out = model.model(
+        cache=cache,
+        decoder_input_ids=noised,
+        decoder_attention_mask=dec_mask,
+        decoder_position_ids=dec_pos,
+        self_conditioning_logits=sc_logits,
+    )
+    h = out.last_hidden_state
+    vocab_logits = model.lm_head(h).float()
+    cap = model.final_logit_softcapping
+    if cap:
+        vocab_logits = torch.tanh(vocab_logits / cap) * cap
+    return h, vocab_logits
+
+
 def copy_diffusion_loss(
     model: Any,
     batch: dict[str, Any],
@@ -237,26 +323,8 @@ def copy_diffusion_loss(
         cache, E = encoded
     dec_pos = batch.get("decoder_position_ids")
     mem = head.new_memory(ids, E, attn)
-    H = E.shape[-1]
-    decl = E.gather(1, batch["decl_pos"][..., None].expand(-1, -1, H))  # [B, K, H]
-    valid = batch["decl_valid"]
-    bind_logits = head.binding_logits(mem.keys, decl)  # [B, P, 1 + K]
-    bind_logits[..., 1:] = bind_logits[..., 1:].masked_fill(~valid[:, None, :], float("-inf"))
-    bl = batch["bind"]
-    has_b = bl >= 0
     stats: dict[str, float] = {}
-    loss = torch.zeros((), device=dev)
-    if bool(has_b.any()):
-        ce_b = F.cross_entropy(bind_logits[has_b], bl[has_b], reduction="none")
-        wb = torch.where(bl[has_b] == 0, cfg.none_weight, 1.0)
-        bind_loss = (ce_b * wb).sum() / wb.sum()
-        loss = loss + cfg.bind_weight * bind_loss
-        with torch.no_grad():
-            pos = has_b & (bl > 0)
-            stats["bind_loss"] = float(bind_loss)
-            stats["bind_acc"] = float(
-                (bind_logits.argmax(-1)[pos] == bl[pos]).float().mean() if bool(pos.any()) else 0.0
-            )
+    decl, valid, loss = _binding_loss(head, mem, E, batch, cfg, stats)
     z = head.decl_proj(decl).float()  # [B, K, dim]
     w = batch["weight"]
     ones = torch.ones(B, C, dtype=attn.dtype, device=dev)
@@ -269,43 +337,11 @@ def copy_diffusion_loss(
     acc_hits = acc_n = copy_hits = copy_n = 0.0
     sums = {"mix_nll": 0.0, "ptr_nll": 0.0, "key_acc": 0.0, "gate": 0.0, "t_mean": 0.0}
     for _ in range(draws):
-        tt = t if t is not None else torch.rand(B, device=dev, generator=generator)
-        corrupt = torch.rand(B, C, device=dev, generator=generator) < tt[:, None]
-        if t is None and cfg.prefix_clean_p > 0:
-            # the state prefix commit leaves at inference: a clean prefix (committed), then mostly noise
-            pick = torch.rand(B, device=dev, generator=generator) < cfg.prefix_clean_p
-            n_real = is_target.sum(dim=1).clamp(min=1)
-            k = (torch.rand(B, device=dev, generator=generator) * (n_real + 1).float()).long()
-            right = torch.arange(C, device=dev)[None, :] >= k[:, None]
-            t_right = 0.5 + 0.5 * torch.rand(B, device=dev, generator=generator)
-            pref = right & (torch.rand(B, C, device=dev, generator=generator) < t_right[:, None])
-            corrupt = torch.where(pick[:, None], pref, corrupt)
-            tt = torch.where(pick, t_right, tt)
+        corrupt, tt = _corruption(B, C, t, cfg.prefix_clean_p, is_target, generator)
         noise = torch.randint(0, V, (B, C), device=dev, generator=generator)
         noised = torch.where(corrupt, noise, canvas)
         use_sc = float(torch.rand(1, device=dev, generator=generator)) < sc_p
-        sc_logits = None
-        if use_sc:
-            with torch.no_grad():
-                sc_logits = model(
-                    cache=cache,
-                    decoder_input_ids=noised,
-                    decoder_attention_mask=dec_mask,
-                    decoder_position_ids=dec_pos,
-                    copy_memory=mem,
-                ).logits.detach()
-        out = model.model(
-            cache=cache,
-            decoder_input_ids=noised,
-            decoder_attention_mask=dec_mask,
-            decoder_position_ids=dec_pos,
-            self_conditioning_logits=sc_logits,
-        )
-        h = out.last_hidden_state
-        vocab_logits = model.lm_head(h).float()
-        cap = model.final_logit_softcapping
-        if cap:
-            vocab_logits = torch.tanh(vocab_logits / cap) * cap
+        h, vocab_logits = _copy_decode(model, cache, noised, dec_mask, dec_pos, mem, use_sc)
         ptr = head.pointer(h, noised, mem)
         log_mix, log_ptr = head.target_logprob(vocab_logits, ptr, mem, canvas)
         mix_nll = -(log_mix * w).sum() / w.sum()
