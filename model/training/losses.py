@@ -82,6 +82,27 @@ def _encode(
     return enc, ar_loss, dec_mask, dec_pos
 
 
+def _self_conditioned(model: Any, cache: Any, noised: Any, dec_mask: Any, dec_pos: Any, sc_mask: Any) -> Any:
+    """Decoder logits ``[B, C, V]``; rows in ``sc_mask`` are self-conditioned on a first, detached pass."""
+    import torch
+
+    def decode(sc_logits: Any = None, mask: Any = None) -> Any:
+        return model(
+            cache=cache,
+            decoder_input_ids=noised,
+            decoder_attention_mask=dec_mask,
+            decoder_position_ids=dec_pos,
+            self_conditioning_logits=sc_logits,
+            self_conditioning_mask=mask,
+        ).logits
+
+    if not bool(sc_mask.any()):
+        return decode()
+    with torch.no_grad():
+        first = decode().detach()
+    return decode(first, sc_mask)
+
+
 def diffusion_loss(
     model: Any,
     batch: dict[str, Any],
@@ -141,26 +162,8 @@ def diffusion_loss(
         w = torch.where(is_target, torch.ones(B, C, device=dev), torch.full((B, C), pad_weight, device=dev))
     stats: dict[str, float] = {}
     enc, ar_loss, dec_mask, dec_pos = _encode(model, ids, attn, canvas, w, is_target, ar_weight > 0, stats)
-    cache = enc.cache
-
-    def decode(sc_logits: Any = None, sc_mask: Any = None) -> Any:
-        out = model(
-            cache=cache,
-            decoder_input_ids=noised,
-            decoder_attention_mask=dec_mask,
-            decoder_position_ids=dec_pos,
-            self_conditioning_logits=sc_logits,
-            self_conditioning_mask=sc_mask,
-        )
-        return out.logits
-
     sc_mask = torch.rand(B, device=dev, generator=generator) < self_cond_p
-    if bool(sc_mask.any()):
-        with torch.no_grad():
-            first = decode().detach()
-        logits = decode(first, sc_mask)
-    else:
-        logits = decode()
+    logits = _self_conditioned(model, enc.cache, noised, dec_mask, dec_pos, sc_mask)
     ce = F.cross_entropy(
         logits.float().reshape(-1, logits.shape[-1]), canvas.reshape(-1), reduction="none"
     ).view(B, C)
