@@ -262,6 +262,36 @@ def _copy_decode(
     return h, vocab_logits
 
 
+def _key_loss(query: Any, z: Any, valid: Any, kl: Any) -> tuple[Any, float] | None:
+    """Parameter identity of the value tokens: ``(cross-entropy of each labelled canvas query against the
+    declared parameters' states, its accuracy)``, or ``None`` without labels."""
+    import torch
+    import torch.nn.functional as F
+
+    has_k = kl >= 0
+    if not bool(has_k.any()):
+        return None
+    kl_logits = torch.einsum("bcd,bkd->bck", query.float(), z) / math.sqrt(z.shape[-1])
+    kl_logits = kl_logits.masked_fill(~valid[:, None, :], float("-inf"))
+    key_loss = F.cross_entropy(kl_logits[has_k], kl[has_k])
+    with torch.no_grad():
+        acc = float((kl_logits.argmax(-1)[has_k] == kl[has_k]).float().mean())
+    return key_loss, acc
+
+
+def _draw_hits(
+    head: Any, vocab_logits: Any, ptr: Any, mem: Any, canvas: Any, sel: Any, ptr_sel: Any
+) -> tuple[float, float, float, float]:
+    """``(argmax hits on the noised target positions, their count, hits among the copied ones, their count)``
+    of the mixture's argmax."""
+    import torch
+
+    with torch.no_grad():
+        hit = head.mixture_logits(vocab_logits, ptr, mem).argmax(-1) == canvas
+        csel = sel & ptr_sel
+        return float((hit & sel).sum()), float(sel.sum()), float((hit & csel).sum()), float(csel.sum())
+
+
 def copy_diffusion_loss(
     model: Any,
     batch: dict[str, Any],
@@ -305,7 +335,6 @@ def copy_diffusion_loss(
         (accuracy on bound request tokens), ``gate`` (mean copy weight at ``ptr`` positions), ``t_mean``.
     """
     import torch
-    import torch.nn.functional as F
 
     head = model.copy_head
     ids, attn, canvas, is_target = (
@@ -354,29 +383,19 @@ def copy_diffusion_loss(
             ptr_nll = -log_ptr[ptr_sel].mean()
             loss = loss + cfg.ptr_weight * ptr_nll / draws
             sums["ptr_nll"] += float(ptr_nll.detach()) / draws
-        has_k = kl >= 0
-        if bool(has_k.any()):
-            qb = ptr["query"][..., : head.cfg.dim].float()
-            kl_logits = torch.einsum("bcd,bkd->bck", qb, z) / math.sqrt(head.cfg.dim)
-            kl_logits = kl_logits.masked_fill(~valid[:, None, :], float("-inf"))
-            key_loss = F.cross_entropy(kl_logits[has_k], kl[has_k])
-            loss = loss + cfg.key_weight * key_loss / draws
-            with torch.no_grad():
-                sums["key_acc"] += float((kl_logits.argmax(-1)[has_k] == kl[has_k]).float().mean()) / draws
+        key = _key_loss(ptr["query"][..., : head.cfg.dim], z, valid, kl)
+        if key is not None:
+            loss = loss + cfg.key_weight * key[0] / draws
+            sums["key_acc"] += key[1] / draws
         if not with_stats:
             continue
-        with torch.no_grad():
-            full = head.mixture_logits(vocab_logits, ptr, mem)
-            hit = full.argmax(-1) == canvas
-            sel = corrupt & is_target
-            acc_hits += float((hit & sel).sum())
-            acc_n += float(sel.sum())
-            csel = sel & ptr_sel
-            copy_hits += float((hit & csel).sum())
-            copy_n += float(csel.sum())
-            if bool(ptr_sel.any()):
-                sums["gate"] += float(ptr["log_copy_gate"][ptr_sel].exp().mean()) / draws
-            sums["t_mean"] += float(tt.mean()) / draws
+        hits = _draw_hits(head, vocab_logits, ptr, mem, canvas, corrupt & is_target, ptr_sel)
+        acc_hits, acc_n, copy_hits, copy_n = (
+            a + b for a, b in zip((acc_hits, acc_n, copy_hits, copy_n), hits, strict=True)
+        )
+        if bool(ptr_sel.any()):
+            sums["gate"] += float(ptr["log_copy_gate"][ptr_sel].exp().mean().detach()) / draws
+        sums["t_mean"] += float(tt.mean()) / draws
     stats.update(sums)
     stats["acc_noised"] = acc_hits / max(1.0, acc_n)
     stats["copy_acc"] = copy_hits / max(1.0, copy_n)
