@@ -144,12 +144,7 @@ def diffusion_loss(
     import torch
     import torch.nn.functional as F
 
-    ids, attn, canvas, is_target = (
-        batch["input_ids"],
-        batch["attention_mask"],
-        batch["canvas"],
-        batch["is_target"],
-    )
+    ids, attn, canvas, is_target = (batch[k] for k in ("input_ids", "attention_mask", "canvas", "is_target"))
     B, C = canvas.shape
     dev = canvas.device
     if t is None:
@@ -337,12 +332,7 @@ def copy_diffusion_loss(
     import torch
 
     head = model.copy_head
-    ids, attn, canvas, is_target = (
-        batch["input_ids"],
-        batch["attention_mask"],
-        batch["canvas"],
-        batch["is_target"],
-    )
+    ids, attn, canvas, is_target = (batch[k] for k in ("input_ids", "attention_mask", "canvas", "is_target"))
     B, C = canvas.shape
     dev = canvas.device
     draws = draws or cfg.noise_draws
