@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Protocol, runtime_checkable
+from typing import Protocol, cast, runtime_checkable
 
 import torch
 
@@ -138,9 +138,9 @@ class ConstraintBatch:
             if not bool(ok.all()):
                 r, k, _ = frontier[int((~ok).nonzero()[0])]
                 raise ValueError(f"row {r}: constraint mask at canvas position {k} allows no token")
-            rows = torch.tensor([r for r, _, _ in frontier], device=device)
-            cols = torch.tensor([k for _, k, _ in frontier], device=device)
-            logits[rows, cols] = logits[rows, cols].masked_fill(~allowed, float("-inf"))
+            forbidden = ~allowed
+            for j, (r, k, _) in enumerate(frontier):  # in place on each row's view (no gather and scatter)
+                logits[r, k].masked_fill_(forbidden[j], float("-inf"))
         if bool(fixed_mask.any()):
             # In place, one write pass per fixed row: -inf everywhere, 0 at the fixed token (entropy 0).
             flat = logits.view(-1, vocab)
@@ -182,7 +182,7 @@ class ConstraintBatch:
         for r, c in self._live(active):
             veto = c.commit(tok_rows[r], acc_rows[r], logits=processed[r], entropy_bound=entropy_bound)
             if self._terminating[r]:
-                assert isinstance(c, TerminatingConstraint)
+                c = cast(TerminatingConstraint, c)  # checked once, in __init__
                 prefix = c.committed
                 if prefix:  # committed tokens go into the next step's canvas (the extension may differ)
                     k = min(len(prefix), canvas_len)
