@@ -227,6 +227,90 @@ def prepare(cfg: TrainConfig, log: Any = print) -> tuple[Any, list[Encoded], lis
     return tok, train, held, drill
 
 
+def _model_and_state(
+    cfg: TrainConfig, tok: Any, ckpt: Path, rng: random.Random, gen: Any, console: Any
+) -> tuple[Any, dict[str, Any] | None, int, int]:
+    """The model to train: resumed from ``ckpt`` (weights, step, schedule and RNG states restored) when
+    ``cfg.resume`` and a trainer state is there, else built fresh. Returns ``(model, state, step, total)``."""
+    import torch
+    import transformers
+
+    if not (cfg.resume and (ckpt / "trainer_state.pt").exists()):
+        return build_model(cfg, tok).to(cfg.device), None, 0, cfg.steps
+    cls: Any = transformers.DiffusionGemmaForBlockDiffusion
+    if cfg.copy_head:
+        from model.copy_model import DiffusionGemmaWithCopyHead
+
+        cls = DiffusionGemmaWithCopyHead
+    model = cls.from_pretrained(ckpt, local_files_only=True).to(cfg.device)
+    state = torch.load(ckpt / "trainer_state.pt", weights_only=False)
+    step, total = int(state["step"]), int(state["total_steps"])
+    if cfg.max_minutes is None:  # an explicit --steps beyond the saved schedule extends it
+        total = max(total, cfg.steps)
+    rng.setstate(state["py_rng"])
+    torch.set_rng_state(state["torch_rng"])
+    gen.set_state(state["noise_rng"])
+    console.print(f"resumed from {ckpt} at step {step}/{total}")
+    return model, state, step, total
+
+
+def _optimizer(model: Any, cfg: TrainConfig, state: dict[str, Any] | None) -> Any:
+    """AdamW (betas 0.9/0.98), weight decay on matrices only; its state restored when resuming."""
+    import torch
+
+    decay = [p for n, p in model.named_parameters() if p.ndim >= 2]
+    no_decay = [p for n, p in model.named_parameters() if p.ndim < 2]
+    opt = torch.optim.AdamW(
+        [{"params": decay, "weight_decay": cfg.weight_decay}, {"params": no_decay, "weight_decay": 0.0}],
+        lr=cfg.lr,
+        betas=(0.9, 0.98),
+        eps=1e-8,
+    )
+    if state is not None:
+        opt.load_state_dict(state["optimizer"])
+    return opt
+
+
+def _step_loss(
+    model: Any, batch: dict[str, Any], cfg: TrainConfig, gen: Any, with_stats: bool
+) -> tuple[Any, Any]:
+    """The training loss of one batch: the copy head's (:func:`copy_diffusion_loss`) or the plain diffusion loss."""
+    if cfg.copy_head:
+        return copy_diffusion_loss(model, batch, cfg, generator=gen, with_stats=with_stats)
+    return diffusion_loss(
+        model,
+        batch,
+        vocab_size=cfg.vocab_size,
+        self_cond_p=cfg.self_cond_p,
+        pad_weight=cfg.pad_weight,
+        generator=gen,
+        ar_weight=cfg.ar_weight,
+    )
+
+
+def _evaluate(
+    model: Any,
+    held_data: list[Encoded],
+    cfg: TrainConfig,
+    device: str,
+    autocast: Any,
+    step: int,
+    ema: Any,
+    console: Any,
+) -> dict[str, Any]:
+    """Held-out figures of ``step`` (printed, and returned for the log)."""
+    h = heldout_loss(model, held_data[:128], cfg, device, autocast)
+    rec = {"step": step, "heldout_loss": h["loss"], "heldout_acc_t1": h["acc_t1"]}
+    extra = ""
+    if "copy_t025" in h:
+        rec["heldout_copy_t025"] = h["copy_t025"]
+        extra = f" copied-token acc t=0.25 {h['copy_t025']:.3f}"
+    console.print(
+        f"step {step}: loss(ema) {ema:.3f} held-out loss {h['loss']:.3f} one-pass acc {h['acc_t1']:.3f}{extra}"
+    )
+    return rec
+
+
 def train(cfg: TrainConfig) -> Path:
     """Run (or resume) training; returns the folder of the final checkpoint.
 
@@ -241,11 +325,9 @@ def train(cfg: TrainConfig) -> Path:
     import contextlib
 
     import torch
-    import transformers
     from rich.console import Console
     from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
 
-    DiffusionGemmaForBlockDiffusion: Any = transformers.DiffusionGemmaForBlockDiffusion
     console = Console()
     if cfg.ar_weight > 0 and cfg.max_prompt + cfg.canvas_length >= cfg.sliding_window:
         raise ValueError(
@@ -271,40 +353,13 @@ def train(cfg: TrainConfig) -> Path:
     tok, train_data, held_data, drill_data = prepare(cfg, log=console.print)
 
     ckpt = out / "checkpoint"
-    step, total = 0, cfg.steps
     rng = random.Random(cfg.seed + 1)
     gen = torch.Generator(device=device).manual_seed(cfg.seed + 2)
-    if cfg.resume and (ckpt / "trainer_state.pt").exists():
-        cls: Any = DiffusionGemmaForBlockDiffusion
-        if cfg.copy_head:
-            from model.copy_model import DiffusionGemmaWithCopyHead
-
-            cls = DiffusionGemmaWithCopyHead
-        model = cls.from_pretrained(ckpt, local_files_only=True).to(device)
-        state = torch.load(ckpt / "trainer_state.pt", weights_only=False)
-        step, total = int(state["step"]), int(state["total_steps"])
-        if cfg.max_minutes is None:  # an explicit --steps beyond the saved schedule extends it
-            total = max(total, cfg.steps)
-        rng.setstate(state["py_rng"])
-        torch.set_rng_state(state["torch_rng"])
-        gen.set_state(state["noise_rng"])
-        console.print(f"resumed from {ckpt} at step {step}/{total}")
-    else:
-        state = None
-        model = build_model(cfg, tok).to(device)
+    model, state, step, total = _model_and_state(cfg, tok, ckpt, rng, gen, console)
     model.train()
     n_params = sum(p.numel() for p in model.parameters())
     console.print(f"model: {n_params / 1e6:.2f}M parameters (tied embeddings counted once), device {device}")
-    decay = [p for n, p in model.named_parameters() if p.ndim >= 2]
-    no_decay = [p for n, p in model.named_parameters() if p.ndim < 2]
-    opt = torch.optim.AdamW(
-        [{"params": decay, "weight_decay": cfg.weight_decay}, {"params": no_decay, "weight_decay": 0.0}],
-        lr=cfg.lr,
-        betas=(0.9, 0.98),
-        eps=1e-8,
-    )
-    if state is not None:
-        opt.load_state_dict(state["optimizer"])
+    opt = _optimizer(model, cfg, state)
     stream = batches(train_data, cfg, rng)  # a resumed run continues from the restored RNG state
     drill_stream = batches(drill_data or train_data, cfg, rng)
     log_f = (out / "log.jsonl").open("a")
@@ -331,20 +386,7 @@ def train(cfg: TrainConfig) -> Path:
             for g in opt.param_groups:
                 g["lr"] = lr
             with autocast():
-                if cfg.copy_head:
-                    loss, stats = copy_diffusion_loss(
-                        model, batch, cfg, generator=gen, with_stats=(step + 1) % cfg.log_every == 0
-                    )
-                else:
-                    loss, stats = diffusion_loss(
-                        model,
-                        batch,
-                        vocab_size=cfg.vocab_size,
-                        self_cond_p=cfg.self_cond_p,
-                        pad_weight=cfg.pad_weight,
-                        generator=gen,
-                        ar_weight=cfg.ar_weight,
-                    )
+                loss, stats = _step_loss(model, batch, cfg, gen, (step + 1) % cfg.log_every == 0)
             opt.zero_grad(set_to_none=True)
             loss.backward()
             gnorm = torch.nn.utils.clip_grad_norm_(model.parameters(), cfg.grad_clip)
@@ -381,15 +423,7 @@ def train(cfg: TrainConfig) -> Path:
                 }
                 toks_window, time_window = 0, 0.0
             if step % cfg.eval_every == 0 or step == total:
-                h = heldout_loss(model, held_data[:128], cfg, device, autocast)
-                rec.update({"step": step, "heldout_loss": h["loss"], "heldout_acc_t1": h["acc_t1"]})
-                extra = ""
-                if "copy_t025" in h:
-                    rec["heldout_copy_t025"] = h["copy_t025"]
-                    extra = f" copied-token acc t=0.25 {h['copy_t025']:.3f}"
-                console.print(
-                    f"step {step}: loss(ema) {ema:.3f} held-out loss {h['loss']:.3f} one-pass acc {h['acc_t1']:.3f}{extra}"
-                )
+                rec.update(_evaluate(model, held_data, cfg, device, autocast, step, ema, console))
             if rec:
                 log_f.write(json.dumps(rec) + "\n")
                 log_f.flush()
