@@ -34,6 +34,40 @@ from pathlib import Path
 from typing import Any
 
 
+def _copied_positions(part: list[Any], is_target: Any, text: list[str], turn_end: int, C: int) -> Any:
+    """``[B, C]`` bool: target tokens that are a word of the request (the user turn, not the system prompt)."""
+    import torch
+
+    copied = torch.zeros_like(is_target)
+    for i, e in enumerate(part):
+        start = e.prompt.index(turn_end) + 1 if turn_end in e.prompt else 0
+        system = {text[x] for x in e.prompt[:start]}
+        request = {text[x] for x in e.prompt[start:]} - system
+        for j, x in enumerate(e.target[:C]):
+            copied[i, j] = any(ch.isalnum() for ch in text[x]) and text[x] in request
+    return copied
+
+
+def _denoised_once(
+    model: Any, cache: Any, attn: Any, canvas: Any, is_target: Any, tv: float, V: int, seed: int, extra: Any
+) -> tuple[Any, Any]:
+    """One decoder pass over the canvas with a fraction ``tv`` of positions noised (noise seeded by ``seed``):
+    ``(argmax == canvas, noised target positions)``, both ``[B, C]`` bool."""
+    import torch
+
+    B, C = canvas.shape
+    g = torch.Generator().manual_seed(seed)
+    corrupt = torch.rand(B, C, generator=g) < tv
+    noised = torch.where(corrupt, torch.randint(0, V, (B, C), generator=g), canvas)
+    logits = model(
+        cache=cache,
+        decoder_input_ids=noised,
+        decoder_attention_mask=torch.cat([attn, torch.ones_like(canvas)], 1),
+        **extra,
+    ).logits
+    return logits.argmax(-1) == canvas, corrupt & is_target
+
+
 def copy_probe(checkpoint: str, n: int = 200, seed: int = 7, threads: int = 1) -> dict[str, Any]:
     """Run the probe on ``checkpoint`` (a local folder).
 
@@ -85,17 +119,9 @@ def copy_probe(checkpoint: str, n: int = 200, seed: int = 7, threads: int = 1) -
         part = enc[s0 : s0 + chunk]
         b = make_batch(part, C, 4096, random.Random(0))
         ids, attn, canvas, is_target = b["input_ids"], b["attention_mask"], b["canvas"], b["is_target"]
-        copied = torch.zeros_like(is_target)
-        for i, e in enumerate(part):
-            start = e.prompt.index(turn_end) + 1 if turn_end in e.prompt else 0
-            system = {text[x] for x in e.prompt[:start]}
-            request = {text[x] for x in e.prompt[start:]} - system
-            for j, x in enumerate(e.target[:C]):
-                copied[i, j] = any(ch.isalnum() for ch in text[x]) and text[x] in request
+        copied = _copied_positions(part, is_target, text, turn_end, C)
         n_target += int(is_target.sum())
         n_copied += int(copied.sum())
-        B = ids.shape[0]
-        ones = torch.ones_like(canvas)
         with torch.no_grad():
             _, ar_logits = ar_readout(model, ids, attn, canvas)
             add("ar", ar_logits.argmax(-1) == canvas, is_target, copied)
@@ -105,16 +131,8 @@ def copy_probe(checkpoint: str, n: int = 200, seed: int = 7, threads: int = 1) -
             if has_copy_head(model):
                 extra["copy_memory"] = model.copy_head.new_memory(ids, enc_out.last_hidden_state, attn)
             for tv in (0.25, 0.5, 1.0):
-                g = torch.Generator().manual_seed(s0)
-                corrupt = torch.rand(B, C, generator=g) < tv
-                noised = torch.where(corrupt, torch.randint(0, V, (B, C), generator=g), canvas)
-                logits = model(
-                    cache=cache,
-                    decoder_input_ids=noised,
-                    decoder_attention_mask=torch.cat([attn, ones], 1),
-                    **extra,
-                ).logits
-                add(f"diffusion_t{tv}", logits.argmax(-1) == canvas, corrupt & is_target, copied)
+                ok, sel = _denoised_once(model, cache, attn, canvas, is_target, tv, V, s0, extra)
+                add(f"diffusion_t{tv}", ok, sel, copied)
     out: dict[str, Any] = {
         "checkpoint": checkpoint,
         "n_examples": len(enc),
