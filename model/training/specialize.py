@@ -261,6 +261,62 @@ def _train_adapter(
     return step, time.perf_counter() - t_start
 
 
+def _save_adapter(peft_model: Any, out: Path, base_src: str, cfg: Any, names: list[str]) -> None:
+    """Write the LoRA weights and ``agentkit_adapter.json`` (the base's path and fingerprint, the tools)."""
+    from model.adapters import ADAPTER_INFO, base_fingerprint
+
+    out.mkdir(parents=True, exist_ok=True)
+    peft_model.save_pretrained(str(out))
+    info = {
+        "base": base_src,
+        "base_fingerprint": base_fingerprint(base_src),
+        "bundle": str(cfg.bundle),
+        "tools": names,
+        "lora_rank": cfg.lora_rank,
+    }
+    (out / ADAPTER_INFO).write_text(json.dumps(info, indent=2) + "\n", encoding="utf-8")
+
+
+def _report(
+    cfg: Any,
+    base_src: str,
+    out: Path,
+    before: dict[str, Any],
+    after: dict[str, Any],
+    train_s: float,
+    steps: int,
+    threads: int,
+    n_train: int,
+    n_trainable: int,
+) -> dict[str, Any]:
+    """``report.json`` (written to ``out``): accuracy before and after, time, sizes, the settings."""
+    adapter_bytes = _folder_bytes(out, "adapter_model.safetensors")
+    base_bytes = _folder_bytes(Path(base_src), "*.safetensors")
+    report = {
+        "bundle": str(cfg.bundle),
+        "base": base_src,
+        "adapter": str(out),
+        "exact_call_accuracy_before": before["call_accuracy"],
+        "exact_call_accuracy_after": after["call_accuracy"],
+        "gain_points": 100.0 * (after["call_accuracy"] - before["call_accuracy"]),
+        "held_out_call_dialogues": after["n_calls"],
+        "before": before,
+        "after": after,
+        "train_minutes": train_s / 60.0,
+        "steps": steps,
+        "threads": threads,
+        "cores": os.cpu_count(),
+        "train_dialogues": n_train,
+        "trainable_parameters": n_trainable,
+        "adapter_bytes": adapter_bytes,
+        "base_bytes": base_bytes,
+        "adapter_share_of_base": adapter_bytes / max(1, base_bytes),
+        "config": asdict(cfg),
+    }
+    (out / "report.json").write_text(json.dumps(report, indent=2) + "\n", encoding="utf-8")
+    return report
+
+
 def specialize(
     cfg: SpecializeConfig,
     declarations: list[dict[str, Any]],
@@ -283,7 +339,7 @@ def specialize(
     import torch
     from peft import LoraConfig, get_peft_model
 
-    from model.adapters import ADAPTER_INFO, LORA_TARGETS, base_fingerprint
+    from model.adapters import ADAPTER_INFO, LORA_TARGETS
     from model.chat import ChatModel
     from model.loading import DEFAULT_CHECKPOINT, load_checkpoint
     from model.training.bundle_data import train_and_heldout
@@ -343,44 +399,13 @@ def specialize(
     log(f"LoRA rank {cfg.lora_rank}: {n_trainable / 1e3:.0f}k trainable parameters")
     steps, train_s = _train_adapter(peft_model.base_model.model, data, tcfg, cfg, trainable, log)
 
-    out.mkdir(parents=True, exist_ok=True)
-    peft_model.save_pretrained(str(out))
-    info = {
-        "base": base_src,
-        "base_fingerprint": base_fingerprint(base_src),
-        "bundle": str(cfg.bundle),
-        "tools": names,
-        "lora_rank": cfg.lora_rank,
-    }
-    (out / ADAPTER_INFO).write_text(json.dumps(info, indent=2) + "\n", encoding="utf-8")
+    _save_adapter(peft_model, out, base_src, cfg, names)
     log(f"adapter saved to {out}; loading it onto the base as a user would and evaluating...")
     after = _scores(
         evaluate_examples(ChatModel(load_checkpoint(base_src, device=cfg.device, adapter=out)), held_ex, log)
     )
-    adapter_bytes = _folder_bytes(out, "adapter_model.safetensors")
-    base_bytes = _folder_bytes(Path(base_src), "*.safetensors")
-    report = {
-        "bundle": str(cfg.bundle),
-        "base": base_src,
-        "adapter": str(out),
-        "exact_call_accuracy_before": before["call_accuracy"],
-        "exact_call_accuracy_after": after["call_accuracy"],
-        "gain_points": 100.0 * (after["call_accuracy"] - before["call_accuracy"]),
-        "held_out_call_dialogues": after["n_calls"],
-        "before": before,
-        "after": after,
-        "train_minutes": train_s / 60.0,
-        "steps": steps,
-        "threads": threads,
-        "cores": os.cpu_count(),
-        "train_dialogues": len(train_ex),
-        "trainable_parameters": n_trainable,
-        "adapter_bytes": adapter_bytes,
-        "base_bytes": base_bytes,
-        "adapter_share_of_base": adapter_bytes / max(1, base_bytes),
-        "config": asdict(cfg),
-    }
-    (out / "report.json").write_text(json.dumps(report, indent=2) + "\n", encoding="utf-8")
+    report = _report(cfg, base_src, out, before, after, train_s, steps, threads, len(train_ex), n_trainable)
+    adapter_bytes = report["adapter_bytes"]
     log(
         f"exact-call accuracy {before['call_accuracy']:.3f} -> {after['call_accuracy']:.3f} "
         f"({report['gain_points']:+.1f} points) on {after['n_calls']} held-out call dialogues; "
