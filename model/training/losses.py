@@ -287,6 +287,20 @@ def _draw_hits(
         return float((hit & sel).sum()), float(sel.sum()), float((hit & csel).sum()), float(csel.sum())
 
 
+def _encoder_states(model: Any, ids: Any, attn: Any) -> tuple[Any, Any]:
+    """``(KV cache, final hidden states [B, P, H])`` of the encoder over the prompt."""
+    enc = model.model.encoder(input_ids=ids, attention_mask=attn)
+    return enc.cache, enc.last_hidden_state
+
+
+def _copy_targets(head: Any, mem: Any, canvas: Any, ptr: Any, is_target: Any) -> Any:
+    """``[B, C]`` bool: labelled copy positions whose token (up to a leading space) is in the copy memory."""
+    copyable = (
+        (head.base_ids[mem.ids][:, None, :] == head.base_ids[canvas][:, :, None]) & mem.mask[:, None, :]
+    ).any(-1)
+    return ptr & is_target & copyable
+
+
 def copy_diffusion_loss(
     model: Any,
     batch: dict[str, Any],
@@ -338,24 +352,16 @@ def copy_diffusion_loss(
     draws = draws or cfg.noise_draws
     sc_p = cfg.self_cond_p if self_cond_p is None else self_cond_p
     V = cfg.vocab_size
-    if encoded is None:
-        enc = model.model.encoder(input_ids=ids, attention_mask=attn)
-        cache, E = enc.cache, enc.last_hidden_state
-    else:
-        cache, E = encoded
+    cache, E = encoded if encoded is not None else _encoder_states(model, ids, attn)
     dec_pos = batch.get("decoder_position_ids")
     mem = head.new_memory(ids, E, attn)
     stats: dict[str, float] = {}
     decl, valid, loss = _binding_loss(head, mem, E, batch, cfg, stats)
     z = head.decl_proj(decl).float()  # [B, K, dim]
     w = batch["weight"]
-    ones = torch.ones(B, C, dtype=attn.dtype, device=dev)
-    dec_mask = torch.cat([attn, ones], dim=1)
-    kl, pl = batch["key"], batch["ptr"]
-    copyable_tgt = (
-        (head.base_ids[mem.ids][:, None, :] == head.base_ids[canvas][:, :, None]) & mem.mask[:, None, :]
-    ).any(-1)
-    ptr_sel = pl & is_target & copyable_tgt
+    dec_mask = torch.cat([attn, torch.ones(B, C, dtype=attn.dtype, device=dev)], dim=1)
+    kl = batch["key"]
+    ptr_sel = _copy_targets(head, mem, canvas, batch["ptr"], is_target)
     acc_hits = acc_n = copy_hits = copy_n = 0.0
     sums = {"mix_nll": 0.0, "ptr_nll": 0.0, "key_acc": 0.0, "gate": 0.0, "t_mean": 0.0}
     for _ in range(draws):
