@@ -188,6 +188,7 @@ class CanvasBatcher:
         self._stop = False
         self._packed: tuple[Any, ...] | None = None
         self._last_sc: tuple[Any, torch.Tensor] | None = None
+        self._cons: tuple[tuple[int, ...], ConstraintBatch] | None = None  # (the rows' guards, their batch)
         self.max_rows_seen = 0
         self._thread = threading.Thread(target=self._loop, name="canvas-batcher", daemon=True)
         self._thread.start()
@@ -427,7 +428,10 @@ class CanvasBatcher:
         canvas = torch.cat([r.canvas for r in rows])  # type: ignore[misc]
         key = tuple((r.serial, r.length) for r in rows)
         inputs = self._decoder_inputs(rows, canvas, key)
-        cons = ConstraintBatch([r.guard for r in rows])
+        guards = tuple(id(r.guard) for r in rows)
+        if self._cons is None or self._cons[0] != guards:  # built once per set of rows, not every step
+            self._cons = (guards, ConstraintBatch([r.guard for r in rows]))
+        cons = self._cons[1]
         gens = [r.gen for r in rows]
         t_set = time.perf_counter() - t0
 

@@ -141,16 +141,14 @@ def _print_readable(console: Any, shown: dict[str, Any]) -> None:
 
 
 def _run(ck: Any, ids: Any, settings: Any, seed: int | None, live: bool, images: dict[str, Any]) -> Any:
-    """``model.runtime.generate`` after the prompt-length check (before anything of its size is allocated),
-    with the live canvas view when ``live``.
+    """``model.runtime.generate`` (which checks the prompt's length before allocating anything), with the live
+    canvas view when ``live``.
 
     Raises:
         model.limits.PromptTooLong, ValueError: as ``generate``.
     """
-    from model.limits import check_prompt_length
     from model.runtime import generate
 
-    check_prompt_length(int(ids.shape[1]), ck.model, settings)
     ids = ids.to(ck.model.device)
     if not live:
         return generate(ck.model, ids, settings, seed=seed, **images)
