@@ -1,0 +1,227 @@
+"""Fingerprints of what a refactoring must leave unchanged, to compare two checkouts.
+
+    .venv/bin/python scripts/equivalence.py [--skip-maskbench] > after.json
+    git worktree add /tmp/before REV && cp scripts/equivalence.py /tmp/before/scripts/
+    .venv/bin/python /tmp/before/scripts/equivalence.py > before.json   # imports /tmp/before's own code
+    diff before.json after.json
+
+(``../shared`` must sit beside both checkouts, or beside neither: the training data draws Glaive tools from it.)
+
+One JSON object, each value a SHA-1 over its part:
+
+- ``runtime``: generated token ids on tiny checkpoints (with and without a copy head) in fast, kernel (its CPU
+  reference) and parity mode, with and without an acceptance window, and the batcher's rows; chat turns of the embedded
+  checkpoint with and without the tool-call constraint;
+- ``grammars_bfcl``: tool-call grammars (both syntaxes) of the BFCL tool lists shipped in ``model/training``;
+- ``grammars_maskbench``: value grammars of every third MaskBench schema (``../shared/data``; absent: skipped);
+- ``training_data``: 3,000 generated examples per split (seed 3);
+- ``training_losses``: three steps of the diffusion and copy losses on a fixed-seed batch.
+
+Nothing is written; CPU, one thread, a few minutes.
+"""
+
+from __future__ import annotations
+
+import argparse
+import gzip
+import hashlib
+import json
+import random
+import sys
+import tempfile
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+
+def _sha(obj: Any) -> str:
+    return hashlib.sha1(json.dumps(obj, sort_keys=True, default=str).encode()).hexdigest()
+
+
+def runtime() -> str:
+    import torch
+
+    from model.batching import CanvasBatcher
+    from model.chat import ChatModel
+    from model.loading import load_checkpoint
+    from model.runtime import generate
+    from model.testing import make_tiny_checkpoint
+
+    out: dict[str, Any] = {}
+    cm = ChatModel.load(None)
+    tools = [
+        {
+            "type": "function",
+            "function": {
+                "name": "get_weather",
+                "description": "Weather",
+                "parameters": {
+                    "type": "object",
+                    "properties": {"city": {"type": "string"}, "days": {"type": "integer", "minimum": 1}},
+                    "required": ["city"],
+                },
+            },
+        }
+    ]
+    for i, q in enumerate(["What is the weather in Paris?", "Hello, who are you?"]):
+        for tc in ("auto", "required"):
+            r = cm.chat([{"role": "user", "content": q}], tools=tools, tool_choice=tc, seed=i)
+            out[f"chat {i} {tc}"] = [r.text, [(c.name, c.arguments) for c in r.tool_calls]]
+        out[f"chat {i} free"] = cm.chat([{"role": "user", "content": q}], seed=i, constrained=False).text
+    folder = tempfile.mkdtemp()
+    ids = torch.tensor([[2, 5, 9, 11, 13], [0, 2, 7, 8, 9]])
+    mask = torch.tensor([[1] * 5, [0, 1, 1, 1, 1]])
+    for head in (False, True):
+        ck = load_checkpoint(make_tiny_checkpoint(f"{folder}/t{int(head)}", copy_head=head))
+        for parity, sampler in ((False, "torch"), (False, "kernel"), (True, "auto")):
+            for window in (None, 4):
+                s = ck.settings.replace(accept_window=window) if window else ck.settings
+                r = generate(ck.model, ids, s, attention_mask=mask, seed=7, parity=parity, sampler=sampler)
+                out[f"generate {head} {parity} {sampler} {window}"] = r.sequences.tolist()
+        b = CanvasBatcher(ck.model, ck.settings, max_batch=4)
+        try:
+            handles = [b.submit([2, 5, 9, 11 + k], seed=k) for k in range(3)]
+            out[f"batcher {head}"] = [h.future.result(timeout=300).tokens for h in handles]
+        finally:
+            b.close()
+    return _sha(out)
+
+
+def grammars_bfcl() -> str:
+    from model.constraints.grammar import tool_call_grammar
+    from model.constraints.schema import SchemaError
+
+    out = []
+    for f in sorted((ROOT / "model" / "training" / "bfcl_data").glob("*.json.gz")):
+        for line in gzip.open(f, "rt"):
+            fns = json.loads(line).get("function") if line.strip() else None
+            for syntax in ("gemma", "json") if fns else ():
+                try:
+                    out.append(tool_call_grammar(fns if isinstance(fns, list) else [fns], syntax=syntax))
+                except SchemaError as exc:
+                    out.append(f"error: {exc}")
+    return _sha(out)
+
+
+def grammars_maskbench() -> str | None:
+    from model.constraints.grammar import value_grammar
+    from model.constraints.schema import SchemaError
+
+    path = ROOT.parent / "shared" / "data" / "maskbench" / "dev.jsonl.gz"
+    if not path.exists():
+        return None
+    out = []
+    for i, line in enumerate(gzip.open(path, "rt")):
+        if i % 3 == 0:
+            try:
+                out.append(value_grammar(json.loads(line)["schema"]))
+            except SchemaError as exc:
+                out.append(f"error: {exc}")
+            except Exception as exc:
+                out.append(f"exception: {type(exc).__name__}")
+    return _sha(out)
+
+
+def training_data() -> str:
+    from model.training.data import Generator
+
+    return _sha(
+        [
+            [e.messages, e.target, e.kind]
+            for split in ("train", "heldout")
+            for e in Generator(3, split).take(3000)
+        ]
+    )
+
+
+def training_losses() -> str:
+    import torch
+
+    from model.testing import tiny_corpus
+    from model.tokenizer import build_tokenizer
+    from model.training.data import Generator, corpus_texts
+    from model.training.train import (
+        TrainConfig,
+        build_model,
+        copy_diffusion_loss,
+        diffusion_loss,
+        encode_labelled,
+        make_batch,
+        word_token_table,
+    )
+
+    examples = Generator(3, "train").take(200)
+    tok = build_tokenizer(tiny_corpus() + list(corpus_texts(examples)), vocab_size=512, min_frequency=1)
+    out: dict[str, Any] = {}
+    for head in (True, False):
+        cfg = TrainConfig(
+            copy_head=head,
+            vocab_size=len(tok),
+            hidden_size=64,
+            intermediate_size=128,
+            moe_intermediate_size=64,
+            num_layers=2,
+            num_heads=2,
+            num_kv_heads=1,
+            head_dim=32,
+            canvas_length=32,
+            copy_dim=16,
+            noise_draws=2,
+            self_cond_p=0.5,
+            ar_weight=0.3,
+            prefix_clean_p=0.5,
+        )
+        torch.manual_seed(0)
+        model = build_model(cfg, tok)
+        calls = [e for e in examples if e.kind in ("call", "bot_call")][:6]
+        enc = encode_labelled(tok, calls, word_token_table(tok))
+        batch = make_batch(enc, cfg.canvas_length, 512, random.Random(0), pad_weight=0.25, copy_weight=0.5)
+        out[f"batch {head}"] = {k: v.tolist() for k, v in sorted(batch.items())}
+        g = torch.Generator().manual_seed(0)
+        for step in range(3):
+            if head:
+                loss, stats = copy_diffusion_loss(model, batch, cfg, generator=g)
+            else:
+                loss, stats = diffusion_loss(
+                    model,
+                    batch,
+                    vocab_size=cfg.vocab_size,
+                    self_cond_p=0.5,
+                    pad_weight=0.25,
+                    generator=g,
+                    ar_weight=0.3,
+                )
+            out[f"loss {head} {step}"] = [
+                round(float(loss.detach()), 6),
+                {k: round(float(v), 6) for k, v in stats.items()},
+            ]
+    return _sha(out)
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument(
+        "--skip-maskbench", action="store_true", help="leave out the MaskBench grammars (slowest part)"
+    )
+    args = ap.parse_args()
+    import torch
+
+    torch.set_num_threads(1)
+    print(
+        json.dumps(
+            {
+                "runtime": runtime(),
+                "grammars_bfcl": grammars_bfcl(),
+                "grammars_maskbench": None if args.skip_maskbench else grammars_maskbench(),
+                "training_data": training_data(),
+                "training_losses": training_losses(),
+            },
+            indent=1,
+        )
+    )
+
+
+if __name__ == "__main__":
+    main()
