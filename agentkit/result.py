@@ -3,11 +3,28 @@
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
+
+from pydantic import ConfigDict, Field, PlainSerializer, SkipValidation, TypeAdapter, computed_field
+from pydantic.dataclasses import dataclass
 
 from agentkit.backends.base import ChatMessage, Usage
 from agentkit.history import Conversation
+
+# Records are built by the planner from values it has already checked; validation is limited to the typed
+# scalars, free-form values (arguments, results, messages) pass through as they are.
+_CONFIG = ConfigDict(arbitrary_types_allowed=True)
+_ADAPTERS: dict[type, TypeAdapter[Any]] = {}
+
+
+def _dump(obj: Any) -> Any:
+    """``obj`` as plain Python data (dicts, lists, scalars) by its Pydantic schema; free-form values as they are."""
+    cls = type(obj)
+    adapter = _ADAPTERS.get(cls)
+    if adapter is None:
+        adapter = _ADAPTERS[cls] = TypeAdapter(cls)
+    return adapter.dump_python(obj)
+
 
 #: Why a run ended.
 StopReason = Literal[
@@ -15,7 +32,7 @@ StopReason = Literal[
 ]
 
 
-@dataclass(slots=True)
+@dataclass(slots=True, config=_CONFIG)
 class ToolCallRecord:
     """One tool call and the tool response the model got for it.
 
@@ -33,11 +50,11 @@ class ToolCallRecord:
 
     id: str
     name: str
-    arguments: Any
+    arguments: SkipValidation[Any]
     content: str
     error: str | None = None
     error_kind: str | None = None
-    result: Any = None
+    result: SkipValidation[Any] = Field(default=None, exclude=True)
     seconds: float = 0.0
 
     @property
@@ -47,18 +64,10 @@ class ToolCallRecord:
 
     def to_dict(self) -> dict[str, Any]:
         """JSON-ready dict (without ``result``)."""
-        return {
-            "id": self.id,
-            "name": self.name,
-            "arguments": self.arguments,
-            "content": self.content,
-            "error": self.error,
-            "error_kind": self.error_kind,
-            "seconds": self.seconds,
-        }
+        return dict(_dump(self))
 
 
-@dataclass(slots=True)
+@dataclass(slots=True, config=_CONFIG)
 class Step:
     """One model turn and the tool calls it requested.
 
@@ -82,18 +91,10 @@ class Step:
 
     def to_dict(self) -> dict[str, Any]:
         """JSON-ready dict."""
-        return {
-            "index": self.index,
-            "text": self.text,
-            "thinking": self.thinking,
-            "tool_calls": [c.to_dict() for c in self.tool_calls],
-            "usage": self.usage.to_dict(),
-            "model_seconds": self.model_seconds,
-            "tool_seconds": self.tool_seconds,
-        }
+        return dict(_dump(self))
 
 
-@dataclass(slots=True)
+@dataclass(slots=True, config=_CONFIG)
 class Timing:
     """Wall-clock split of a run (seconds).
 
@@ -107,6 +108,7 @@ class Timing:
     model_seconds: float = 0.0
     tool_seconds: float = 0.0
 
+    @computed_field  # type: ignore[prop-decorator]
     @property
     def framework_seconds(self) -> float:
         """Time spent in agentkit itself: ``total - model - tool`` (seconds)."""
@@ -114,15 +116,10 @@ class Timing:
 
     def to_dict(self) -> dict[str, float]:
         """JSON-ready dict."""
-        return {
-            "total_seconds": self.total_seconds,
-            "model_seconds": self.model_seconds,
-            "tool_seconds": self.tool_seconds,
-            "framework_seconds": self.framework_seconds,
-        }
+        return dict(_dump(self))
 
 
-@dataclass
+@dataclass(config=_CONFIG)
 class RunResult:
     """The outcome of one turn (``Agent.run``) - or, inside an :class:`agentkit.errors.AgentRunError`, the
     partial transcript of a stopped one.
@@ -146,8 +143,8 @@ class RunResult:
     steps: list[Step]
     usage: Usage
     timing: Timing
-    messages: list[ChatMessage]
-    conversation: Conversation
+    messages: SkipValidation[list[ChatMessage]]
+    conversation: Annotated[SkipValidation[Conversation], PlainSerializer(lambda c: c.to_dict())]
     stop_reason: StopReason
     backend: str = ""
 
@@ -157,19 +154,24 @@ class RunResult:
         return [c for s in self.steps for c in s.tool_calls]
 
     def to_dict(self) -> dict[str, Any]:
-        """JSON-ready dict (what ``agentkit run --json`` prints)."""
-        return {
-            "question": self.question,
-            "answer": self.answer,
-            "stop_reason": self.stop_reason,
-            "backend": self.backend,
-            "steps": [s.to_dict() for s in self.steps],
-            "usage": self.usage.to_dict(),
-            "timing": self.timing.to_dict(),
-            "messages": self.messages,
-            "conversation": self.conversation.to_dict(),
-        }
+        """JSON-ready dict (what ``agentkit run --json`` prints): the fields in the order ``question, answer,
+        stop_reason, backend, steps, usage, timing, messages, conversation``."""
+        d = _dump(self)
+        return {k: d[k] for k in _RUN_KEYS}
 
     def to_json(self, *, indent: int | None = None) -> str:
         """:meth:`to_dict` as JSON (tool results that are not JSON are written with ``str``)."""
         return json.dumps(self.to_dict(), ensure_ascii=False, indent=indent, default=str)
+
+
+_RUN_KEYS = (
+    "question",
+    "answer",
+    "stop_reason",
+    "backend",
+    "steps",
+    "usage",
+    "timing",
+    "messages",
+    "conversation",
+)

@@ -20,6 +20,9 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, Literal, Protocol, runtime_checkable
 
+from pydantic import TypeAdapter
+from pydantic.dataclasses import dataclass as pydantic_dataclass
+
 #: One chat message (see the module docstring for the keys).
 ChatMessage = dict[str, Any]
 #: One OpenAI-style tool declaration.
@@ -28,7 +31,7 @@ ToolDeclaration = dict[str, Any]
 ToolChoice = Literal["auto", "required", "none"] | dict[str, str]
 
 
-@dataclass(slots=True)
+@pydantic_dataclass(slots=True)
 class Usage:
     """Token and request counts of one model turn, or summed over a run.
 
@@ -55,11 +58,10 @@ class Usage:
 
     def to_dict(self) -> dict[str, int]:
         """JSON-ready dict."""
-        return {
-            "input_tokens": self.input_tokens,
-            "output_tokens": self.output_tokens,
-            "requests": self.requests,
-        }
+        return dict(_USAGE.dump_python(self))
+
+
+_USAGE: TypeAdapter[Usage] = TypeAdapter(Usage)
 
 
 @dataclass(slots=True)
