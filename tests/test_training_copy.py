@@ -77,6 +77,62 @@ def test_labels_mark_the_value_words_and_the_parameter_names(tok):
     assert [lab.ptr[i] for i, k in enumerate(lab.key) if k >= 0] == [True, True, True]
 
 
+def _answer_example() -> Example:
+    tools = [
+        {
+            "type": "function",
+            "function": {
+                "name": "find_definition",
+                "description": "Find where a name is defined.",
+                "parameters": {
+                    "type": "object",
+                    "properties": {"name": {"type": "string"}},
+                    "required": ["name"],
+                },
+            },
+        }
+    ]
+    msgs = [
+        {"role": "user", "content": "Where is parse_config defined?"},
+        {
+            "role": "assistant",
+            "content": "",
+            "tool_calls": [{"function": {"name": "find_definition", "arguments": {"name": "parse_config"}}}],
+        },
+        {"role": "tool", "name": "find_definition", "content": {"path": "agentkit/config.py", "line": 12}},
+    ]
+    target = "parse_config is defined at agentkit/config.py:12.<turn|>"
+    return Example(msgs, tools, target, "bot_answer", [], [])
+
+
+def test_aligned_copies_spell_a_path_with_its_tool_response_tokens(tok):
+    ex = _answer_example()
+    plain = example_labels(tok, ex, word_token_table(tok))
+    aligned = example_labels(tok, ex, word_token_table(tok), align_copies=True)
+    piece = tok.convert_ids_to_tokens
+    # canonical prose spelling: "Ġagent k it"; the tool response (after a quote) has "a gent k it"
+    assert "Ġagent" in piece(plain.target) and "Ġagent" not in piece(plain.prompt)
+    path = piece(aligned.target)
+    at = path.index("Ġa")
+    assert path[at : at + 4] == ["Ġa", "gent", "k", "it"]
+    assert tok.decode(aligned.target) == ex.target  # the same text, other tokens
+    source = {p.lstrip("Ġ") for p in piece(aligned.prompt)}
+    assert all(p.lstrip("Ġ") in source for p in path[at : at + 8])  # every token of the path is copyable
+    # words whose canonical tokens are copyable keep them; labels stay one per target token
+    assert path[: path.index("Ġis")] == piece(plain.target)[: piece(plain.target).index("Ġis")]
+    assert len(aligned.ptr) == len(aligned.key) == len(aligned.target)
+
+
+def test_aligned_copies_change_no_target_text_on_generated_examples(tok):
+    pool = Generator(5, "heldout").take(400)
+    changed = 0
+    for e in pool:
+        a = example_labels(tok, e, align_copies=True)
+        assert tok.decode(a.target) == e.target
+        changed += a.target != example_labels(tok, e).target
+    assert 0 < changed < len(pool) // 5  # some words respelled, most examples untouched
+
+
 def test_bot_snapshot_matches_the_bundles():
     from agentkit.bundle import load_bundle
 

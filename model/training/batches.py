@@ -47,13 +47,16 @@ def word_token_table(tok: Any) -> list[bool]:
     return table
 
 
-def encode_labelled(tok: Any, examples: list[Any], word_table: list[bool]) -> list[Encoded]:
-    """Tokenize examples with the copy head's binding labels (:func:`model.training.labels.example_labels`)."""
+def encode_labelled(
+    tok: Any, examples: list[Any], word_table: list[bool], *, align_copies: bool = False
+) -> list[Encoded]:
+    """Tokenize examples with the copy head's binding labels (:func:`model.training.labels.example_labels`;
+    ``align_copies`` spells copied words with their prompt tokens, :func:`~model.training.labels.align_copied_words`)."""
     from model.training.labels import example_labels
 
     out = []
     for e in examples:
-        lab = example_labels(tok, e, word_table)
+        lab = example_labels(tok, e, word_table, align_copies=align_copies)
         out.append(Encoded(lab.prompt, lab.target, [], lab.decl_pos, lab.bind, lab.key, lab.ptr))
     return out
 

@@ -137,7 +137,126 @@ def _overlap(offsets: list[tuple[int, int]], s: int, e: int) -> list[int]:
     return [i for i, (a, b) in enumerate(offsets) if a < e and b > s and b > a]
 
 
-def example_labels(tok: Any, ex: Example, word_table: list[bool] | None = None) -> ExampleLabels:
+_COPY_WORD = re.compile(r"[A-Za-z0-9_]+")  # a path or a location is several words: agentkit / bundle . py
+_CONTROL = re.compile(r"<\|[^<>|]*>|<[^<>|]*\|>")  # control-token spellings: <|turn>, <turn|>, <|"|>
+_VARIANTS: dict[int, tuple[dict[str, int], dict[str, int]]] = {}
+
+
+def _variant_tables(tok: Any) -> tuple[dict[str, int], dict[str, int]]:
+    """``(plain, spaced)``: token text -> id for the tokens without and with a leading ``Ġ`` (byte-level BPE)."""
+    got = _VARIANTS.get(id(tok))
+    if got is None:
+        plain: dict[str, int] = {}
+        spaced: dict[str, int] = {}
+        for t, i in tok.get_vocab().items():
+            if t.startswith("Ġ") and len(t) > 1:
+                spaced[t[1:]] = i
+            else:
+                plain[t] = i
+        got = _VARIANTS[id(tok)] = (plain, spaced)
+    return got
+
+
+def _word_tokens(offsets: list[tuple[int, int]], text: str, s: int, e: int) -> list[int] | None:
+    """Indices of the tokens that spell exactly ``text[s:e]`` (the first may also hold one leading space), or
+    ``None`` when a token crosses the word's edges."""
+    idx = _overlap(offsets, s, e)
+    if not idx:
+        return None
+    a, b = offsets[idx[0]][0], offsets[idx[-1]][1]
+    if b != e or not (a == s or (a == s - 1 and text[a] == " ")):
+        return None
+    return idx
+
+
+def align_copied_words(
+    tok: Any,
+    prompt: str,
+    p_ids: list[int],
+    p_off: list[tuple[int, int]],
+    target: str,
+    t_ids: list[int],
+    t_off: list[tuple[int, int]],
+) -> tuple[list[int], list[tuple[int, int]]]:
+    """Spell each copied target word with the tokens it has in the prompt, where its own spelling cannot be copied.
+
+    Byte-level BPE splits a word by its context: ``agentkit`` after a quote in a JSON tool response is
+    ``a gent k it``, after a space in an answer ``Ġagent k it``. The copy head (:mod:`model.copy_head`) emits
+    each source token's stripped or spaced form, so the canonical answer spelling is unreachable token by token
+    (``python -m model.training.probe CKPT --reachability`` counts these words). For each target word that occurs
+    in the prompt after the system turn and whose canonical tokens are not all (stripped) prompt tokens, this
+    writes the word as the source's tokens instead (``Ġa gent k it``): the same text, one token more or less,
+    and every token copyable. A word is left as it is when no occurrence in the prompt starts and ends on token
+    edges, or when the needed variant (``Ġa`` for ``a``) is not in the vocabulary.
+
+    Args:
+        tok: the checkpoint's byte-level BPE ``PreTrainedTokenizerFast``.
+        prompt, p_ids, p_off: the rendered prompt, its token ids and character offsets.
+        target, t_ids, t_off: the target text, its canonical token ids and character offsets.
+
+    Returns:
+        ``(ids, offsets)`` of the target: equal to the inputs where no word needed a new spelling; the offsets
+        still cover ``target`` exactly, so the labels computed from them stay valid.
+    """
+    plain, spaced = _variant_tables(tok)
+    end = prompt.find(st.TURN_END)
+    src = end + len(st.TURN_END) if end >= 0 else 0
+    names = tok.convert_ids_to_tokens(p_ids)
+    source = {n[1:] if n.startswith("Ġ") else n for n, (a, _) in zip(names, p_off, strict=True) if a >= src}
+    t_names = tok.convert_ids_to_tokens(t_ids)
+    masked = _CONTROL.sub(lambda m: " " * len(m.group()), target)
+    edits: list[tuple[list[int], list[int], list[tuple[int, int]]]] = []
+    for m in _COPY_WORD.finditer(masked):
+        s, e = m.span()
+        idx = _word_tokens(t_off, target, s, e)
+        if idx is None or all(
+            (t_names[i][1:] if t_names[i].startswith("Ġ") else t_names[i]) in source for i in idx
+        ):
+            continue
+        lead = t_off[idx[0]][0] < s  # the first token holds the word's leading space
+        new = _source_spelling(prompt, p_off, names, src, m.group(), lead, plain, spaced)
+        if new is None:
+            continue
+        ids, pos, offs = [], t_off[idx[0]][0], []
+        for j, piece in enumerate(new):
+            n = len(piece) + (1 if j == 0 and lead else 0)
+            ids.append(spaced[piece] if j == 0 and lead else plain[piece])
+            offs.append((pos, pos + n))
+            pos += n
+        edits.append((idx, ids, offs))
+    for idx, ids, offs in reversed(edits):
+        t_ids = t_ids[: idx[0]] + ids + t_ids[idx[-1] + 1 :]
+        t_off = t_off[: idx[0]] + offs + t_off[idx[-1] + 1 :]
+    return t_ids, t_off
+
+
+def _source_spelling(
+    prompt: str,
+    p_off: list[tuple[int, int]],
+    names: list[str],
+    src: int,
+    word: str,
+    lead: bool,
+    plain: dict[str, int],
+    spaced: dict[str, int],
+) -> list[str] | None:
+    """The token texts (leading ``Ġ`` dropped) of the last occurrence of ``word`` in ``prompt[src:]`` that
+    starts and ends on token edges and can be written with the variant ``lead`` asks for; ``None`` if none."""
+    pat = r"(?<![A-Za-z0-9_])" + re.escape(word) + r"(?![A-Za-z0-9_])"
+    for m in reversed(list(re.finditer(pat, prompt[src:]))):
+        idx = _word_tokens(p_off, prompt, src + m.start(), src + m.end())
+        if idx is None:
+            continue
+        pieces = [names[i][1:] if names[i].startswith("Ġ") else names[i] for i in idx]
+        first = spaced if lead else plain
+        if pieces[0] in first and all(p in plain for p in pieces[1:]):
+            return pieces
+    return None
+
+
+def example_labels(
+    tok: Any, ex: Example, word_table: list[bool] | None = None, *, align_copies: bool = False
+) -> ExampleLabels:
     """Token ids and binding labels of ``ex`` (prompt and target tokenized separately, as at inference).
 
     Args:
@@ -145,6 +264,8 @@ def example_labels(tok: Any, ex: Example, word_table: list[bool] | None = None) 
         ex: a generated :class:`~model.training.data.Example`.
         word_table: ``table[id]`` True for word-like tokens (letters or digits); marks the pointer targets of
             prose answers. ``None``: prose answers get no pointer labels.
+        align_copies: spell copied target words with their prompt tokens where the canonical spelling cannot be
+            copied (:func:`align_copied_words`).
 
     Returns:
         :class:`ExampleLabels`.
@@ -154,6 +275,8 @@ def example_labels(tok: Any, ex: Example, word_table: list[bool] | None = None) 
     te = tok(ex.target, add_special_tokens=False, return_offsets_mapping=True)
     p_ids, p_off = list(pe["input_ids"]), [tuple(o) for o in pe["offset_mapping"]]
     t_ids, t_off = list(te["input_ids"]), [tuple(o) for o in te["offset_mapping"]]
+    if align_copies:
+        t_ids, t_off = align_copied_words(tok, prompt, p_ids, p_off, ex.target, t_ids, t_off)
     keys = declared_keys(prompt, ex.tools)
     index = {(tool, k): j for j, (tool, k, _, _) in enumerate(keys)}
     decl_pos = []

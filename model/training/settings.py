@@ -32,6 +32,8 @@ class TrainConfig:
     checkpoint folder whose weights (and tokenizer) start the run; weights it lacks (the copy head) start fresh.
     ``stop_at``: stop (and save) after this many steps while keeping the learning-rate schedule of ``steps``.
     ``bot_share``: share of the training stream in the example bots' domains (default: the generator's 16%).
+    ``align_copies``: spell each copied target word with its prompt tokens where BPE splits it differently there
+    (:func:`model.training.labels.align_copied_words`), so every copy is reachable token by token.
     """
 
     out_dir: str = "runs/agentkit-tiny"
@@ -77,6 +79,7 @@ class TrainConfig:
     ptr_weight: float = 0.5
     none_weight: float = 0.3
     init_from: str = ""
+    align_copies: bool = False
     sliding_window: int = 256
     max_position_embeddings: int = 2048
     self_cond_p: float = 0.5

@@ -200,8 +200,8 @@ def prepare(cfg: TrainConfig, log: Any = print) -> tuple[Any, list[Encoded], lis
         tok.save_pretrained(tok_dir)
     if cfg.copy_head:
         words = word_token_table(tok)
-        train = encode_labelled(tok, train_ex, words)
-        held = encode_labelled(tok, held_ex, words)
+        train = encode_labelled(tok, train_ex, words, align_copies=cfg.align_copies)
+        held = encode_labelled(tok, held_ex, words, align_copies=cfg.align_copies)
     else:
         table = word_token_table(tok) if cfg.copy_weight else None  # copied flags only matter when weighted
         train = encode_examples(tok, train_ex, table)
