@@ -311,6 +311,123 @@ def _evaluate(
     return rec
 
 
+def _autocast_for(cfg: TrainConfig) -> Any:
+    """Check ``cfg``'s options and device; return a no-argument factory of the step's autocast context (bfloat16
+    on CUDA, none on CPU).
+
+    Raises:
+        ValueError: see :func:`train`.
+    """
+    import contextlib
+
+    import torch
+
+    if cfg.ar_weight > 0 and cfg.max_prompt + cfg.canvas_length >= cfg.sliding_window:
+        raise ValueError(
+            f"--ar-weight needs --max-prompt + the canvas ({cfg.max_prompt} + {cfg.canvas_length}) below "
+            f"--sliding-window ({cfg.sliding_window}): the decoder's sliding layers would lose prompt tokens"
+        )
+    torch.set_num_threads(cfg.threads)
+    if cfg.device.startswith("cuda") and not torch.cuda.is_available():
+        raise ValueError("--device cuda requested but torch.cuda.is_available() is False")
+    if not cfg.device.startswith("cuda"):
+        return contextlib.nullcontext
+    torch.backends.cuda.matmul.allow_tf32 = True
+    return lambda: torch.autocast("cuda", dtype=torch.bfloat16)
+
+
+def _progress(console: Any) -> Any:
+    """The training progress bar (rich): step, loss EMA, tokens/s, elapsed and remaining time."""
+    from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
+
+    return Progress(
+        TextColumn("[bold]train"),
+        BarColumn(),
+        TextColumn("{task.completed}/{task.total}"),
+        TextColumn("loss {task.fields[loss]:.3f}"),
+        TextColumn("{task.fields[tps]:.0f} tok/s"),
+        TimeElapsedColumn(),
+        TimeRemainingColumn(),
+        console=console,
+        transient=False,
+    )
+
+
+def _optimizer_step(
+    model: Any,
+    opt: Any,
+    batch: dict[str, Any],
+    cfg: TrainConfig,
+    gen: Any,
+    lr: float,
+    autocast: Any,
+    stats: bool,
+) -> tuple[float, dict[str, float], float]:
+    """One optimizer step at learning rate ``lr``: loss, backward, gradient clipping (``cfg.grad_clip``), update.
+
+    Returns:
+        ``(loss, stats, grad_norm)``: the step's loss, its auxiliary figures (only when ``stats``, see
+        :func:`_step_loss`) and the gradient norm before clipping.
+    """
+    import torch
+
+    for g in opt.param_groups:
+        g["lr"] = lr
+    with autocast():
+        loss, figures = _step_loss(model, batch, cfg, gen, stats)
+    opt.zero_grad(set_to_none=True)
+    loss.backward()
+    gnorm = torch.nn.utils.clip_grad_norm_(model.parameters(), cfg.grad_clip)
+    opt.step()
+    if cfg.device.startswith("cuda"):
+        torch.cuda.synchronize()
+    return loss.item(), figures, float(gnorm)
+
+
+@dataclasses.dataclass
+class _Meter:
+    """The loss EMA (0.95) and the tokens and seconds since the last log record."""
+
+    t_start: float
+    ema: float | None = None
+    tokens: int = 0
+    seconds: float = 0.0
+
+    def add(self, loss: float, tokens: int, seconds: float) -> None:
+        self.ema = loss if self.ema is None else 0.95 * self.ema + 0.05 * loss
+        self.tokens += tokens
+        self.seconds += seconds
+
+    @property
+    def tokens_per_s(self) -> float:
+        return self.tokens / max(self.seconds, 1e-9)
+
+    def record(
+        self, step: int, loss: float, lr: float, gnorm: float, stats: dict[str, float], every: int
+    ) -> dict[str, Any]:
+        """One ``log.jsonl`` record; starts a new window."""
+        rec = {
+            "step": step,
+            "loss": loss,
+            "loss_ema": self.ema,
+            "lr": lr,
+            "grad_norm": gnorm,
+            "tok_per_s": self.tokens_per_s,
+            "s_per_step": self.seconds / every,
+            "elapsed_s": time.time() - self.t_start,
+            **stats,
+        }
+        self.tokens, self.seconds = 0, 0.0
+        return rec
+
+
+def _fitted_total(cfg: TrainConfig, step: int, total: int, t_start: float) -> int:
+    """The step count that fits ``cfg.max_minutes`` (a minute kept for saving), from the time of ``step`` steps."""
+    per_step = (time.time() - t_start) / step
+    budget = (cfg.max_minutes or 0.0) * 60 - (time.time() - t_start) - 60
+    return min(total, step + max(1, int(budget / per_step)))
+
+
 def train(cfg: TrainConfig) -> Path:
     """Run (or resume) training; returns the folder of the final checkpoint.
 
@@ -322,29 +439,12 @@ def train(cfg: TrainConfig) -> Path:
         ValueError: on an unusable device string, or ``ar_weight > 0`` with ``max_prompt + canvas_length`` not
             below ``sliding_window``.
     """
-    import contextlib
-
     import torch
     from rich.console import Console
-    from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
 
     console = Console()
-    if cfg.ar_weight > 0 and cfg.max_prompt + cfg.canvas_length >= cfg.sliding_window:
-        raise ValueError(
-            f"--ar-weight needs --max-prompt + the canvas ({cfg.max_prompt} + {cfg.canvas_length}) below "
-            f"--sliding-window ({cfg.sliding_window}): the decoder's sliding layers would lose prompt tokens"
-        )
-    torch.set_num_threads(cfg.threads)
+    autocast = _autocast_for(cfg)
     device = cfg.device
-    if device.startswith("cuda") and not torch.cuda.is_available():
-        raise ValueError("--device cuda requested but torch.cuda.is_available() is False")
-    use_bf16 = device.startswith("cuda")
-    if use_bf16:
-        torch.backends.cuda.matmul.allow_tf32 = True
-
-    def autocast() -> Any:
-        return torch.autocast("cuda", dtype=torch.bfloat16) if use_bf16 else contextlib.nullcontext()
-
     out = Path(cfg.out_dir)
     out.mkdir(parents=True, exist_ok=True)
     (out / "train_config.json").write_text(json.dumps(dataclasses.asdict(cfg), indent=2))
@@ -363,76 +463,42 @@ def train(cfg: TrainConfig) -> Path:
     stream = batches(train_data, cfg, rng)  # a resumed run continues from the restored RNG state
     drill_stream = batches(drill_data or train_data, cfg, rng)
     log_f = (out / "log.jsonl").open("a")
-    t_start = time.time()
-    ema: float | None = None
-    toks_window, time_window = 0, 0.0
+    meter = _Meter(time.time())
     schedule_fixed = cfg.max_minutes is None or state is not None
-    cols = (
-        TextColumn("[bold]train"),
-        BarColumn(),
-        TextColumn("{task.completed}/{task.total}"),
-        TextColumn("loss {task.fields[loss]:.3f}"),
-        TextColumn("{task.fields[tps]:.0f} tok/s"),
-        TimeElapsedColumn(),
-        TimeRemainingColumn(),
-    )
-    with Progress(*cols, console=console, transient=False) as prog:
+    with _progress(console) as prog:
         task = prog.add_task("train", total=total, completed=step, loss=float("nan"), tps=0.0)
         while step < total and (cfg.stop_at is None or step < cfg.stop_at):
             t0 = time.time()
-            items = next(drill_stream if step < cfg.drill_steps else stream)
-            batch = device_batch(items, cfg, rng, device)
+            batch = device_batch(next(drill_stream if step < cfg.drill_steps else stream), cfg, rng, device)
             lr = _lr_at(step, total, cfg)
-            for g in opt.param_groups:
-                g["lr"] = lr
-            with autocast():
-                loss, stats = _step_loss(model, batch, cfg, gen, (step + 1) % cfg.log_every == 0)
-            opt.zero_grad(set_to_none=True)
-            loss.backward()
-            gnorm = torch.nn.utils.clip_grad_norm_(model.parameters(), cfg.grad_clip)
-            opt.step()
-            if device.startswith("cuda"):
-                torch.cuda.synchronize()
-            dt = time.time() - t0
+            lv, stats, gnorm = _optimizer_step(
+                model, opt, batch, cfg, gen, lr, autocast, (step + 1) % cfg.log_every == 0
+            )
             step += 1
-            ntok = int(batch["attention_mask"].sum()) + batch["canvas"].numel()
-            toks_window += ntok
-            time_window += dt
-            lv = loss.item()
-            ema = lv if ema is None else 0.95 * ema + 0.05 * lv
-            if not schedule_fixed and step == 20 and cfg.max_minutes is not None:
-                per_step = (time.time() - t_start) / 20
-                budget = cfg.max_minutes * 60 - (time.time() - t_start) - 60  # keep a minute for saving
-                total = min(total, step + max(1, int(budget / per_step)))
-                schedule_fixed = True
+            meter.add(lv, int(batch["attention_mask"].sum()) + batch["canvas"].numel(), time.time() - t0)
+            if not schedule_fixed and step == 20:
+                total, schedule_fixed = _fitted_total(cfg, step, total, meter.t_start), True
                 prog.update(task, total=total)
-                console.print(f"{per_step:.2f} s/step -> {total} steps fit in {cfg.max_minutes} min")
-            prog.update(task, completed=step, loss=ema, tps=toks_window / max(time_window, 1e-9))
-            rec: dict[str, Any] = {}
-            if step % cfg.log_every == 0 or step == total:
-                rec = {
-                    "step": step,
-                    "loss": lv,
-                    "loss_ema": ema,
-                    "lr": lr,
-                    "grad_norm": float(gnorm),
-                    "tok_per_s": toks_window / max(time_window, 1e-9),
-                    "s_per_step": time_window / cfg.log_every,
-                    "elapsed_s": time.time() - t_start,
-                    **stats,
-                }
-                toks_window, time_window = 0, 0.0
+                console.print(
+                    f"{(time.time() - meter.t_start) / 20:.2f} s/step -> {total} steps fit in {cfg.max_minutes} min"
+                )
+            prog.update(task, completed=step, loss=meter.ema, tps=meter.tokens_per_s)
+            rec = (
+                meter.record(step, lv, lr, gnorm, stats, cfg.log_every)
+                if step % cfg.log_every == 0 or step == total
+                else {}
+            )
             if step % cfg.eval_every == 0 or step == total:
-                rec.update(_evaluate(model, held_data, cfg, device, autocast, step, ema, console))
+                rec.update(_evaluate(model, held_data, cfg, device, autocast, step, meter.ema, console))
             if rec:
                 log_f.write(json.dumps(rec) + "\n")
                 log_f.flush()
             if step % cfg.ckpt_every == 0 or step == total or step == cfg.stop_at:
                 save_checkpoint(model, tok, ckpt, cfg)
-                _save_state(ckpt, opt, step, total, rng, gen, {"loss_ema": ema})
+                _save_state(ckpt, opt, step, total, rng, gen, {"loss_ema": meter.ema})
     log_f.close()
     final = Path(cfg.final_dir) if cfg.final_dir else out / "final"
     model.eval()
     save_checkpoint(model.to("cpu").float(), tok, final, cfg)
-    console.print(f"final checkpoint: {final} ({time.time() - t_start:.0f}s this session)")
+    console.print(f"final checkpoint: {final} ({time.time() - meter.t_start:.0f}s this session)")
     return final
