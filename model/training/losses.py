@@ -7,6 +7,7 @@ et al. 2017 (pointer-generator) for the copy mixture.
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from typing import Any
 
@@ -301,6 +302,78 @@ def _copy_targets(head: Any, mem: Any, canvas: Any, ptr: Any, is_target: Any) ->
     return ptr & is_target & copyable
 
 
+@dataclasses.dataclass
+class _DrawInputs:
+    """What every noise draw of :func:`copy_diffusion_loss` shares: the encoded prompt (``cache``, copy memory
+    ``mem``), the clean ``canvas`` [B, C] with its ``is_target`` mask and loss weights ``w``, the decoder's
+    attention mask [B, P + C] and positions, the declared parameters' states ``z`` [B, K, dim] with ``valid``
+    [B, K], the value positions' parameter labels ``key`` [B, C], the pointer-trained positions ``ptr_sel``
+    [B, C] and the fixed noise levels ``t`` (or ``None``)."""
+
+    cache: Any
+    mem: Any
+    canvas: Any
+    is_target: Any
+    w: Any
+    dec_mask: Any
+    dec_pos: Any
+    z: Any
+    valid: Any
+    key: Any
+    ptr_sel: Any
+    t: Any
+
+
+def _copy_draw(
+    model: Any,
+    d: _DrawInputs,
+    cfg: TrainConfig,
+    generator: Any,
+    sc_p: float,
+    loss: Any,
+    sums: dict[str, float],
+    draws: int,
+    with_stats: bool,
+) -> tuple[Any, tuple[float, float, float, float] | None]:
+    """One noise draw of :func:`copy_diffusion_loss`: corrupt the canvas, decode, add this draw's share
+    (``1 / draws``) of the mixture NLL, pointer NLL and parameter loss to ``loss``, and its figures to ``sums``.
+
+    Returns:
+        ``(loss, hits)``: the updated loss and, when ``with_stats``, :func:`_draw_hits`' counts (else ``None``).
+    """
+    import torch
+
+    head = model.copy_head
+    B, C = d.canvas.shape
+    dev = d.canvas.device
+    corrupt, tt = _corruption(B, C, d.t, cfg.prefix_clean_p, d.is_target, generator)
+    noise = torch.randint(0, cfg.vocab_size, (B, C), device=dev, generator=generator)
+    noised = torch.where(corrupt, noise, d.canvas)
+    use_sc = float(torch.rand(1, device=dev, generator=generator)) < sc_p
+    h, vocab_logits = _copy_decode(model, d.cache, noised, d.dec_mask, d.dec_pos, d.mem, use_sc)
+    ptr = head.pointer(h, noised, d.mem)
+    log_mix, log_ptr = head.target_logprob(vocab_logits, ptr, d.mem, d.canvas)
+    mix_nll = -(log_mix * d.w).sum() / d.w.sum()
+    loss = loss + mix_nll / draws
+    sums["mix_nll"] += float(mix_nll.detach()) / draws
+    any_ptr = bool(d.ptr_sel.any())
+    if any_ptr:
+        ptr_nll = -log_ptr[d.ptr_sel].mean()
+        loss = loss + cfg.ptr_weight * ptr_nll / draws
+        sums["ptr_nll"] += float(ptr_nll.detach()) / draws
+    key = _key_loss(ptr["query"][..., : head.cfg.dim], d.z, d.valid, d.key)
+    if key is not None:
+        loss = loss + cfg.key_weight * key[0] / draws
+        sums["key_acc"] += key[1] / draws
+    if not with_stats:
+        return loss, None
+    hits = _draw_hits(head, vocab_logits, ptr, d.mem, d.canvas, corrupt & d.is_target, d.ptr_sel)
+    if any_ptr:
+        sums["gate"] += float(ptr["log_copy_gate"][d.ptr_sel].exp().mean().detach()) / draws
+    sums["t_mean"] += float(tt.mean()) / draws
+    return loss, hits
+
+
 def copy_diffusion_loss(
     model: Any,
     batch: dict[str, Any],
@@ -351,47 +424,25 @@ def copy_diffusion_loss(
     dev = canvas.device
     draws = draws or cfg.noise_draws
     sc_p = cfg.self_cond_p if self_cond_p is None else self_cond_p
-    V = cfg.vocab_size
     cache, E = encoded if encoded is not None else _encoder_states(model, ids, attn)
     dec_pos = batch.get("decoder_position_ids")
     mem = head.new_memory(ids, E, attn)
     stats: dict[str, float] = {}
     decl, valid, loss = _binding_loss(head, mem, E, batch, cfg, stats)
     z = head.decl_proj(decl).float()  # [B, K, dim]
-    w = batch["weight"]
     dec_mask = torch.cat([attn, torch.ones(B, C, dtype=attn.dtype, device=dev)], dim=1)
-    kl = batch["key"]
     ptr_sel = _copy_targets(head, mem, canvas, batch["ptr"], is_target)
+    fixed = _DrawInputs(
+        cache, mem, canvas, is_target, batch["weight"], dec_mask, dec_pos, z, valid, batch["key"], ptr_sel, t
+    )
     acc_hits = acc_n = copy_hits = copy_n = 0.0
     sums = {"mix_nll": 0.0, "ptr_nll": 0.0, "key_acc": 0.0, "gate": 0.0, "t_mean": 0.0}
     for _ in range(draws):
-        corrupt, tt = _corruption(B, C, t, cfg.prefix_clean_p, is_target, generator)
-        noise = torch.randint(0, V, (B, C), device=dev, generator=generator)
-        noised = torch.where(corrupt, noise, canvas)
-        use_sc = float(torch.rand(1, device=dev, generator=generator)) < sc_p
-        h, vocab_logits = _copy_decode(model, cache, noised, dec_mask, dec_pos, mem, use_sc)
-        ptr = head.pointer(h, noised, mem)
-        log_mix, log_ptr = head.target_logprob(vocab_logits, ptr, mem, canvas)
-        mix_nll = -(log_mix * w).sum() / w.sum()
-        loss = loss + mix_nll / draws
-        sums["mix_nll"] += float(mix_nll.detach()) / draws
-        if bool(ptr_sel.any()):
-            ptr_nll = -log_ptr[ptr_sel].mean()
-            loss = loss + cfg.ptr_weight * ptr_nll / draws
-            sums["ptr_nll"] += float(ptr_nll.detach()) / draws
-        key = _key_loss(ptr["query"][..., : head.cfg.dim], z, valid, kl)
-        if key is not None:
-            loss = loss + cfg.key_weight * key[0] / draws
-            sums["key_acc"] += key[1] / draws
-        if not with_stats:
-            continue
-        hits = _draw_hits(head, vocab_logits, ptr, mem, canvas, corrupt & is_target, ptr_sel)
-        acc_hits, acc_n, copy_hits, copy_n = (
-            a + b for a, b in zip((acc_hits, acc_n, copy_hits, copy_n), hits, strict=True)
-        )
-        if bool(ptr_sel.any()):
-            sums["gate"] += float(ptr["log_copy_gate"][ptr_sel].exp().mean().detach()) / draws
-        sums["t_mean"] += float(tt.mean()) / draws
+        loss, hits = _copy_draw(model, fixed, cfg, generator, sc_p, loss, sums, draws, with_stats)
+        if hits is not None:
+            acc_hits, acc_n, copy_hits, copy_n = (
+                a + b for a, b in zip((acc_hits, acc_n, copy_hits, copy_n), hits, strict=True)
+            )
     stats.update(sums)
     stats["acc_noised"] = acc_hits / max(1.0, acc_n)
     stats["copy_acc"] = copy_hits / max(1.0, copy_n)
