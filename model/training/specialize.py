@@ -317,6 +317,58 @@ def _report(
     return report
 
 
+def _checked_out(cfg: SpecializeConfig) -> Path:
+    """The adapter folder ``cfg.out``, after checking the options (see :func:`specialize` for the errors)."""
+    from model.adapters import ADAPTER_INFO
+
+    if cfg.minutes <= 0:
+        raise ValueError(f"--minutes must be > 0, got {cfg.minutes}")
+    if cfg.lora_rank < 1:
+        raise ValueError(f"--lora-rank must be >= 1, got {cfg.lora_rank}")
+    out = Path(cfg.out)
+    if out.exists() and not out.is_dir():
+        raise ValueError(f"{out}: --out is a file; give a folder for the adapter")
+    if out.exists() and any(out.iterdir()) and not (out / ADAPTER_INFO).exists():
+        raise ValueError(
+            f"{out}: the output folder exists and is not an adapter folder; choose another --out"
+        )
+    return out
+
+
+def _train_config(cfg: SpecializeConfig, model: Any, out: Path) -> Any:
+    """The :class:`~model.training.settings.TrainConfig` of the fine-tuning: the base's canvas and vocabulary,
+    the copy-head losses when the base has the head, 2 noise draws, 70% clean-prefix canvases."""
+    from model.training.train import TrainConfig
+
+    return TrainConfig(
+        out_dir=str(out),
+        seed=cfg.seed,
+        batch_size=cfg.batch_size,
+        canvas_length=int(model.config.canvas_length),
+        max_prompt=cfg.max_prompt,
+        vocab_size=int(model.config.get_text_config().vocab_size),
+        copy_head=getattr(model.config, "copy_head", None) is not None,
+        noise_draws=2,
+        prefix_clean_p=0.7,
+        bucket_mult=8,
+    )
+
+
+def _with_lora(model: Any, cfg: SpecializeConfig) -> tuple[Any, list[Any]]:
+    """``(peft_model, trainable parameters)``: LoRA of rank ``cfg.lora_rank`` (alpha ``cfg.lora_alpha``, default
+    twice the rank) on :data:`model.adapters.LORA_TARGETS` (PEFT's ``get_peft_model``)."""
+    from peft import LoraConfig, get_peft_model
+
+    from model.adapters import LORA_TARGETS
+
+    alpha = cfg.lora_alpha if cfg.lora_alpha is not None else 2 * cfg.lora_rank
+    lora = LoraConfig(
+        r=cfg.lora_rank, lora_alpha=alpha, lora_dropout=0.0, target_modules=LORA_TARGETS, bias="none"
+    )
+    peft_model = get_peft_model(model, lora)
+    return peft_model, [p for p in peft_model.parameters() if p.requires_grad]
+
+
 def specialize(
     cfg: SpecializeConfig,
     declarations: list[dict[str, Any]],
@@ -337,25 +389,13 @@ def specialize(
             output folder that holds something other than an earlier adapter.
     """
     import torch
-    from peft import LoraConfig, get_peft_model
 
-    from model.adapters import ADAPTER_INFO, LORA_TARGETS
     from model.chat import ChatModel
     from model.loading import DEFAULT_CHECKPOINT, load_checkpoint
     from model.training.bundle_data import train_and_heldout
-    from model.training.train import TrainConfig, encode_examples, encode_labelled, word_token_table
+    from model.training.train import encode_examples, encode_labelled, word_token_table
 
-    if cfg.minutes <= 0:
-        raise ValueError(f"--minutes must be > 0, got {cfg.minutes}")
-    if cfg.lora_rank < 1:
-        raise ValueError(f"--lora-rank must be >= 1, got {cfg.lora_rank}")
-    out = Path(cfg.out)
-    if out.exists() and not out.is_dir():
-        raise ValueError(f"{out}: --out is a file; give a folder for the adapter")
-    if out.exists() and any(out.iterdir()) and not (out / ADAPTER_INFO).exists():
-        raise ValueError(
-            f"{out}: the output folder exists and is not an adapter folder; choose another --out"
-        )
+    out = _checked_out(cfg)
     threads = cfg.threads or os.cpu_count() or 1
     torch.set_num_threads(threads)
     random.seed(cfg.seed)
@@ -373,28 +413,13 @@ def specialize(
     log(f"base: exact-call accuracy {before['call_accuracy']:.3f} ({before['n_calls']} call dialogues)")
 
     model, tok = ck.model, ck.tokenizer
-    has_head = getattr(model.config, "copy_head", None) is not None
-    tcfg = TrainConfig(
-        out_dir=str(out),
-        seed=cfg.seed,
-        batch_size=cfg.batch_size,
-        canvas_length=int(model.config.canvas_length),
-        max_prompt=cfg.max_prompt,
-        vocab_size=int(model.config.get_text_config().vocab_size),
-        copy_head=has_head,
-        noise_draws=2,
-        prefix_clean_p=0.7,
-        bucket_mult=8,
-    )
+    tcfg = _train_config(cfg, model, out)
     data = (
-        encode_labelled(tok, train_ex, word_token_table(tok)) if has_head else encode_examples(tok, train_ex)
+        encode_labelled(tok, train_ex, word_token_table(tok))
+        if tcfg.copy_head
+        else encode_examples(tok, train_ex)
     )
-    alpha = cfg.lora_alpha if cfg.lora_alpha is not None else 2 * cfg.lora_rank
-    lora = LoraConfig(
-        r=cfg.lora_rank, lora_alpha=alpha, lora_dropout=0.0, target_modules=LORA_TARGETS, bias="none"
-    )
-    peft_model = get_peft_model(model, lora)
-    trainable = [p for p in peft_model.parameters() if p.requires_grad]
+    peft_model, trainable = _with_lora(model, cfg)
     n_trainable = sum(p.numel() for p in trainable)
     log(f"LoRA rank {cfg.lora_rank}: {n_trainable / 1e3:.0f}k trainable parameters")
     steps, train_s = _train_adapter(peft_model.base_model.model, data, tcfg, cfg, trainable, log)
