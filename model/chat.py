@@ -135,7 +135,7 @@ class ChatModel:
 
     def make_constraint(
         self,
-        tools: list[dict[str, Any]],
+        tools: list[Any],
         tool_choice: Any = "auto",
         grounding: list[str] | None = None,
         no_repeat: bool | None = None,
@@ -143,7 +143,8 @@ class ChatModel:
         """Build a fresh :class:`GrammarConstraint` for ``tools`` and ``tool_choice``.
 
         Args:
-            tools: OpenAI-style tool declarations.
+            tools: OpenAI-style tool declarations, or their ``model.constraints.schema.ToolSpec`` (used as
+                they are).
             tool_choice: ``"auto" | "required" | "none" | {"name": NAME}``.
             grounding: texts that grounded parameters (``x-grounded``) must take a span of (see
                 :func:`grounding_texts`); ``None``: grounded parameters are not restricted.
@@ -181,6 +182,7 @@ class ChatModel:
         temperature: tuple[float, float] | None = None,
         response_format: dict[str, Any] | None = None,
         vision_budget: int | None = None,
+        tool_specs: list[Any] | None = None,
     ) -> PreparedTurn:
         """Everything one model turn needs before denoising: prompt ids, images, settings and a fresh constraint.
 
@@ -188,6 +190,10 @@ class ChatModel:
         many of them in one batch. Arguments as :meth:`chat`, plus ``response_format`` (OpenAI's shape:
         ``{"type": "json_schema", "json_schema": {"schema": ..., "strict": bool}}`` or
         ``{"type": "json_object"}``; the turn's text is then a JSON value under that schema; not with tool calls).
+        ``tool_specs``: the same tools, in the same order, already normalised
+        (``model.constraints.schema.ToolSpec``, e.g. kept by the agent's embedded backend since the tool was
+        registered); the constraint is built from them and ``tools`` only render the prompt. ``None``: the
+        constraint normalises ``tools``.
 
         Raises:
             As :meth:`chat`; ``ValueError`` also for an unknown ``response_format`` type, or ``response_format``
@@ -210,7 +216,8 @@ class ChatModel:
         elif constrained:  # without tools: the prose-only grammar (text, never a call or a control token)
             tools = tools or []
             grounding = grounding_texts(messages) if any(_grounded(t) for t in tools) else None
-            constraint = self.make_constraint(tools, tool_choice if tools else "auto", grounding)
+            specs = tool_specs if tool_specs is not None and len(tool_specs) == len(tools) else tools
+            constraint = self.make_constraint(specs, tool_choice if tools else "auto", grounding)
         if constraint is not None:
             limit = 4096
             shortest = constraint.min_completion_tokens(limit)
@@ -292,6 +299,7 @@ class ChatModel:
         temperature: tuple[float, float] | None = None,
         response_format: dict[str, Any] | None = None,
         vision_budget: int | None = None,
+        tool_specs: list[Any] | None = None,
     ) -> ChatOutput:
         """Generate one model turn.
 
@@ -310,6 +318,7 @@ class ChatModel:
                 checkpoint's default, 280). Image parts are OpenAI's ``{"type": "image_url", "image_url":
                 {"url": "data:image/png;base64,..."}}`` (a data URL or a local file path) or ``{"type": "image",
                 "image": PATH | bytes | PIL.Image}``.
+            tool_specs: ``tools`` already normalised, for the constraint (see :meth:`prepare`).
 
         Returns:
             :class:`ChatOutput`.
@@ -333,6 +342,7 @@ class ChatModel:
             temperature,
             response_format,
             vision_budget,
+            tool_specs,
         )
         input_ids = torch.tensor([turn.input_ids], dtype=torch.long, device=self.model.device)
         result = generate(

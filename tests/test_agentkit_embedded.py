@@ -94,3 +94,40 @@ def test_missing_checkpoint_is_a_backend_error(tmp_path):
     backend = EmbeddedBackend(tmp_path / "nope")
     with pytest.raises(BackendError, match="checkpoint folder does not exist"):
         Agent(backend).run("hi")
+
+
+def test_tool_schema_is_normalised_once_when_registered(chat_model, monkeypatch):
+    import model.constraints.grammar as grammar
+    import model.constraints.schema.spec as spec_mod
+    from model.constraints.schema import ToolSpec
+
+    calls = []
+    real = spec_mod.normalize_tool
+
+    def counting(tool):
+        calls.append(isinstance(tool, ToolSpec))
+        return real(tool)
+
+    monkeypatch.setattr(grammar, "normalize_tool", counting)
+    backend = EmbeddedBackend(chat_model=chat_model, seed=0, max_new_tokens=48)
+    Agent(backend, [get_weather], tool_choice={"name": "get_weather"}, max_steps=2, loop_guard=None)
+    spec = backend.tool_specs([get_weather.declaration()])[0]
+    assert isinstance(spec, ToolSpec) and spec.name == "get_weather"
+    assert spec.parameters == real(get_weather.declaration()).parameters
+    calls.clear()
+    turn = backend.complete([{"role": "user", "content": "Weather in Paris?"}], [get_weather.declaration()])
+    assert calls and all(calls)  # the grammar got the kept ToolSpec, never a dict to normalise again
+    assert all(c.name == "get_weather" for c in turn.tool_calls)
+    # a declaration the backend never checked (another parameters object) is normalised by the grammar
+    other = {
+        "type": "function",
+        "function": {
+            **get_weather.declaration()["function"],
+            "parameters": {
+                "type": "object",
+                "properties": {"city": {"type": "string"}},
+                "required": ["city"],
+            },
+        },
+    }
+    assert backend.tool_specs([other]) == [other]

@@ -18,12 +18,13 @@ from agentkit.backends.base import ChatMessage, ModelTurn, ToolCallRequest, Tool
 from agentkit.errors import BackendError, ToolDefinitionError
 
 
-def constraint_support_error(name: str, parameters: dict[str, Any]) -> Any:
-    """Whether the schema-constrained decoder can enforce a tool's ``parameters``.
+def normalized_tool(name: str, parameters: dict[str, Any]) -> Any:
+    """Normalise a tool for the schema-constrained decoder and check that it can enforce the tool's ``parameters``.
 
-    Compiles the tool-call grammar of this one tool (``model.constraints.grammar.tool_call_grammar``, no
-    tokenizer, about a millisecond), so an unsupported keyword or an unsatisfiable schema
-    fails when an agent on the embedded backend is assembled (or its bundle loaded), not mid-generation.
+    Normalises once (``model.constraints.schema.normalize_tool``: BFCL types, titles, local ``$ref``) and
+    compiles the tool-call grammar of this one tool from the result (``model.constraints.grammar.
+    tool_call_grammar``, no tokenizer, about a millisecond), so an unsupported keyword or an unsatisfiable
+    schema fails when an agent on the embedded backend is assembled (or its bundle loaded), not mid-generation.
     Defining a tool does not run it: a tool for a remote server may use any JSON Schema.
 
     Args:
@@ -31,17 +32,28 @@ def constraint_support_error(name: str, parameters: dict[str, Any]) -> Any:
         parameters: its JSON Schema (``type: object``).
 
     Returns:
-        ``None`` when supported, else the ``model.constraints.schema.SchemaError`` (``keyword``, JSON pointer
-        ``path`` relative to ``parameters``, message).
+        The ``model.constraints.schema.ToolSpec`` (what the grammar of every later turn is built from), or the
+        ``model.constraints.schema.SchemaError`` (``keyword``, JSON pointer ``path`` relative to ``parameters``,
+        message) when the constraint cannot enforce the schema.
     """
     from model.constraints.grammar import tool_call_grammar
-    from model.constraints.schema import SchemaError
+    from model.constraints.schema import SchemaError, normalize_tool
 
     try:
-        tool_call_grammar([{"name": name, "parameters": parameters}], tool_choice="required")
+        spec = normalize_tool({"name": name, "parameters": parameters})
+        tool_call_grammar([spec], tool_choice="required")
     except SchemaError as exc:
         return exc
-    return None
+    return spec
+
+
+def constraint_support_error(name: str, parameters: dict[str, Any]) -> Any:
+    """``None`` when the schema-constrained decoder can enforce a tool's ``parameters``, else the
+    ``model.constraints.schema.SchemaError`` (see :func:`normalized_tool`)."""
+    from model.constraints.schema import SchemaError
+
+    got = normalized_tool(name, parameters)
+    return got if isinstance(got, SchemaError) else None
 
 
 class EmbeddedBackend:
@@ -91,21 +103,38 @@ class EmbeddedBackend:
         self._chat_model = chat_model
         self.name = f"embedded:{self.model_path or 'default'}" + (f"+{self.adapter}" if self.adapter else "")
         self._next_id = 0
+        # tool name -> (its parameters object, its ToolSpec): normalised once in check_tool
+        self._specs: dict[str, tuple[dict[str, Any], Any]] = {}
 
     def check_tool(self, name: str, parameters: dict[str, Any]) -> None:
         """Refuse a tool whose ``parameters`` the tool-call constraint cannot enforce (see
-        :func:`constraint_support_error`); :class:`agentkit.Agent` calls it for each tool it registers.
+        :func:`normalized_tool`); :class:`agentkit.Agent` calls it for each tool it registers. The normalised
+        ``ToolSpec`` is kept: the constraint of every turn that declares this tool (the same ``parameters``
+        object) is built from it, without normalising the schema again.
 
         Raises:
             ToolDefinitionError: ``tool 'NAME': the tool-call constraint cannot enforce its parameters:
                 ... (keyword 'K' at /json/pointer)``.
         """
-        unsupported = constraint_support_error(name, parameters)
-        if unsupported is not None:
-            why = str(unsupported).removeprefix(f"tool {name!r}: ")  # the grammar's message may name it too
+        from model.constraints.schema import SchemaError
+
+        got = normalized_tool(name, parameters)
+        if isinstance(got, SchemaError):
+            why = str(got).removeprefix(f"tool {name!r}: ")  # the grammar's message may name it too
             raise ToolDefinitionError(
                 f"tool {name!r}: the tool-call constraint cannot enforce its parameters: {why}"
             )
+        self._specs[name] = (parameters, got)
+
+    def tool_specs(self, tools: list[ToolDeclaration]) -> list[Any]:
+        """Per declaration, the ``ToolSpec`` :meth:`check_tool` kept for it (same name, same ``parameters``
+        object), else the declaration itself (the grammar normalises it)."""
+        out: list[Any] = []
+        for d in tools:
+            f = d.get("function", d)
+            known = self._specs.get(f.get("name", ""))
+            out.append(known[1] if known is not None and known[0] is f.get("parameters") else d)
+        return out
 
     @property
     def chat_model(self) -> Any:
@@ -177,6 +206,7 @@ class EmbeddedBackend:
             out = cm.chat(
                 self.to_template_messages(messages),
                 tools=tools or None,
+                tool_specs=self.tool_specs(tools) if tools else None,
                 tool_choice=tool_choice,
                 max_new_tokens=self.max_new_tokens,
                 seed=self.seed,
