@@ -61,6 +61,23 @@ def tiny_config(
     )
 
 
+def tiny_train_config(**overrides: Any) -> Any:
+    """A :class:`model.training.settings.TrainConfig` of a model small enough for CPU tests (hidden 64, 2 layers,
+    2 query heads and 1 KV head of 32, MLP 128 plus one expert of 64); ``overrides`` set any field."""
+    from model.training.settings import TrainConfig
+
+    fields: dict[str, Any] = {
+        "hidden_size": 64,
+        "intermediate_size": 128,
+        "moe_intermediate_size": 64,
+        "num_layers": 2,
+        "num_heads": 2,
+        "num_kv_heads": 1,
+        "head_dim": 32,
+    }
+    return TrainConfig(**{**fields, **overrides})
+
+
 def _tiny_generation_config(canvas_length: int, overrides: dict[str, Any] | None) -> Any:
     """The tiny checkpoint's ``DiffusionGemmaGenerationConfig``: the real checkpoint's schedule (0.8 -> 0.4, 48
     steps, entropy bound 0.1) with four canvases of budget, then ``overrides``."""

@@ -139,11 +139,10 @@ def training_data() -> str:
 def training_losses() -> str:
     import torch
 
-    from model.testing import tiny_corpus
+    from model.testing import tiny_corpus, tiny_train_config
     from model.tokenizer import build_tokenizer
     from model.training.data import Generator, corpus_texts
     from model.training.train import (
-        TrainConfig,
         build_model,
         copy_diffusion_loss,
         diffusion_loss,
@@ -156,16 +155,9 @@ def training_losses() -> str:
     tok = build_tokenizer(tiny_corpus() + list(corpus_texts(examples)), vocab_size=512, min_frequency=1)
     out: dict[str, Any] = {}
     for head in (True, False):
-        cfg = TrainConfig(
+        cfg = tiny_train_config(
             copy_head=head,
             vocab_size=len(tok),
-            hidden_size=64,
-            intermediate_size=128,
-            moe_intermediate_size=64,
-            num_layers=2,
-            num_heads=2,
-            num_kv_heads=1,
-            head_dim=32,
             canvas_length=32,
             copy_dim=16,
             noise_draws=2,

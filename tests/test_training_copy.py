@@ -10,6 +10,7 @@ import pytest
 import torch
 
 from model import special_tokens as st
+from model.testing import tiny_train_config
 from model.training.bots import TEST_QUESTIONS, load_bot_tools
 from model.training.data import Example, Generator, sanity_check
 from model.training.labels import IGNORE, example_labels
@@ -174,16 +175,9 @@ def test_bot_dialogues_never_contain_the_test_questions():
 
 def test_copy_loss_learns_binding_on_a_tiny_model(tok):
     """A few AdamW steps on one batch: the loss falls and request tokens get bound to their parameters."""
-    cfg = TrainConfig(
+    cfg = tiny_train_config(
         copy_head=True,
         vocab_size=len(tok),
-        hidden_size=64,
-        intermediate_size=128,
-        moe_intermediate_size=64,
-        num_layers=2,
-        num_heads=2,
-        num_kv_heads=1,
-        head_dim=32,
         canvas_length=32,
         copy_dim=16,
         noise_draws=2,
@@ -217,17 +211,10 @@ def test_init_from_loads_matching_weights_and_starts_the_head_fresh(tok, tmp_pat
     from transformers import AutoTokenizer
 
     small_tok = AutoTokenizer.from_pretrained(src)
-    cfg = TrainConfig(
+    cfg = tiny_train_config(
         copy_head=True,
         vocab_size=512,
-        hidden_size=64,
-        num_layers=2,
-        num_heads=2,
-        num_kv_heads=1,
-        head_dim=32,
         canvas_length=16,
-        intermediate_size=128,
-        moe_intermediate_size=64,
         copy_dim=16,
         sliding_window=128,
         max_position_embeddings=4096,

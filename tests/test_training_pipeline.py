@@ -9,6 +9,7 @@ import pytest
 import torch
 
 from model import special_tokens as st
+from model.testing import tiny_train_config
 from model.training.data import Generator, sanity_check
 from model.training.train import (
     Encoded,
@@ -121,13 +122,6 @@ def _tiny_cfg(tmp_path, **kw) -> TrainConfig:
     base = dict(
         out_dir=str(tmp_path / "run"),
         vocab_size=600,
-        hidden_size=64,
-        intermediate_size=128,
-        moe_intermediate_size=64,
-        num_layers=2,
-        num_heads=2,
-        num_kv_heads=1,
-        head_dim=32,
         canvas_length=16,
         max_prompt=160,
         sliding_window=64,
@@ -144,7 +138,7 @@ def _tiny_cfg(tmp_path, **kw) -> TrainConfig:
         lr=3e-3,
     )
     base.update(kw)
-    return TrainConfig(**base)
+    return tiny_train_config(**base)
 
 
 def test_loss_decreases_when_overfitting_one_batch(tmp_path):
