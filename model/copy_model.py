@@ -71,35 +71,25 @@ class DiffusionGemmaWithCopyHead(DiffusionGemmaForBlockDiffusion):  # type: igno
         **kwargs: Any,
     ) -> Any:
         """Base forward; with a copy memory (given, or built from ``input_ids``) the logits are the log-mixture."""
+        inputs = {
+            "input_ids": input_ids,
+            "attention_mask": attention_mask,
+            "cache": cache,
+            "position_ids": position_ids,
+            "decoder_input_ids": decoder_input_ids,
+            "self_conditioning_logits": self_conditioning_logits,
+            "self_conditioning_mask": self_conditioning_mask,
+            "decoder_attention_mask": decoder_attention_mask,
+            "decoder_position_ids": decoder_position_ids,
+            **kwargs,
+        }
         if copy_memory is None and input_ids is None:
-            return super().forward(
-                input_ids=input_ids,
-                attention_mask=attention_mask,
-                cache=cache,
-                position_ids=position_ids,
-                decoder_input_ids=decoder_input_ids,
-                self_conditioning_logits=self_conditioning_logits,
-                self_conditioning_mask=self_conditioning_mask,
-                decoder_attention_mask=decoder_attention_mask,
-                decoder_position_ids=decoder_position_ids,
-                **kwargs,
-            )
+            return super().forward(**inputs)
         from transformers.models.diffusion_gemma.modeling_diffusion_gemma import (
             DiffusionGemmaBlockDiffusionOutputWithPast,
         )
 
-        out = self.model(
-            input_ids=input_ids,
-            attention_mask=attention_mask,
-            cache=cache,
-            position_ids=position_ids,
-            decoder_input_ids=decoder_input_ids,
-            self_conditioning_logits=self_conditioning_logits,
-            self_conditioning_mask=self_conditioning_mask,
-            decoder_attention_mask=decoder_attention_mask,
-            decoder_position_ids=decoder_position_ids,
-            **kwargs,
-        )
+        out = self.model(**inputs)
         if copy_memory is None:
             assert input_ids is not None
             copy_memory = self.copy_head.new_memory(input_ids, out.encoder_last_hidden_state, attention_mask)

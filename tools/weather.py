@@ -263,17 +263,18 @@ class OpenMeteo:
         retry_wait: float = 0.5,
         max_retry_wait: float = 8.0,
     ) -> None:
-        if attempts < 1:
-            raise ValueError(f"OpenMeteo: attempts must be >= 1, got {attempts}")
-        if retry_wait < 0 or max_retry_wait < 0:
-            raise ValueError(f"OpenMeteo: waits must be >= 0, got {retry_wait} and {max_retry_wait}")
         self.client = client if client is not None else httpx.Client(timeout=timeout)
+        try:  # RetryingClient checks the retry settings
+            self._http = RetryingClient(
+                self.client, attempts=attempts, retry_wait=retry_wait, max_wait=max_retry_wait
+            )
+        except ValueError as exc:
+            if client is None:
+                self.client.close()
+            raise ValueError(f"OpenMeteo: {exc}") from None
         self.geocoding_url = geocoding_url
         self.forecast_url = forecast_url
         self.attempts = attempts
-        self._http = RetryingClient(
-            self.client, attempts=attempts, retry_wait=retry_wait, max_wait=max_retry_wait
-        )
 
     # -- HTTP ------------------------------------------------------------------------------------------
 
