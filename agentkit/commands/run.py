@@ -21,6 +21,16 @@ FAILED_STEPS_SHOWN = 3
 #: REPL commands of ``agentkit chat``.
 CHAT_COMMANDS = ("/exit", "/quit", "/reset", "/history", "/save PATH", "/image PATH")
 
+# Options shared by `run` and `chat` (typer reads them as defaults).
+_BUNDLE = typer.Argument(..., help="Bundle file (YAML, see docs/BUNDLES.md).")
+_BACKEND = typer.Option(None, "--backend", "-b", help="embedded | openai | scripted (default: the bundle's).")
+_MODEL = typer.Option(
+    None,
+    "--model",
+    "-m",
+    help="Checkpoint path/id, served model name, or script file (default: the bundle's).",
+)
+_MAX_STEPS = typer.Option(None, "--max-steps", help="Override the bundle's step limit.")
 _IMAGE_HELP = "An image the question is about (PNG, JPEG or WebP); repeat for several."
 _BUDGET_HELP = (
     "Soft tokens per image for the embedded model: 70, 140, 280 (default), 560 or 1120 (see docs/AGENTS.md)."
@@ -133,21 +143,14 @@ def _build_agent(
 
 
 def run_command(
-    bundle: Path = typer.Argument(..., help="Bundle file (YAML, see docs/BUNDLES.md)."),
+    bundle: Path = _BUNDLE,
     question: str = typer.Argument(..., help="The user message."),
     json_out: bool = typer.Option(
         False, "--json", help="Print the run result as one JSON object (no rendering)."
     ),
-    backend: str | None = typer.Option(
-        None, "--backend", "-b", help="embedded | openai | scripted (default: the bundle's)."
-    ),
-    model: str | None = typer.Option(
-        None,
-        "--model",
-        "-m",
-        help="Checkpoint path/id, served model name, or script file (default: the bundle's).",
-    ),
-    max_steps: int | None = typer.Option(None, "--max-steps", help="Override the bundle's step limit."),
+    backend: str | None = _BACKEND,
+    model: str | None = _MODEL,
+    max_steps: int | None = _MAX_STEPS,
     seed: int | None = typer.Option(None, "--seed", min=-(2**63), max=2**63 - 1, help=_SEED_HELP),
     image: list[Path] | None = typer.Option(None, "--image", help=_IMAGE_HELP),
     vision_budget: int | None = typer.Option(None, "--vision-budget", help=_BUDGET_HELP),
@@ -285,19 +288,12 @@ def _chat_turn(
 
 
 def chat_command(
-    bundle: Path = typer.Argument(..., help="Bundle file (YAML, see docs/BUNDLES.md)."),
-    backend: str | None = typer.Option(
-        None, "--backend", "-b", help="embedded | openai | scripted (default: the bundle's)."
-    ),
-    model: str | None = typer.Option(
-        None,
-        "--model",
-        "-m",
-        help="Checkpoint path/id, served model name, or script file (default: the bundle's).",
-    ),
+    bundle: Path = _BUNDLE,
+    backend: str | None = _BACKEND,
+    model: str | None = _MODEL,
     load: Path | None = typer.Option(None, "--load", help="Resume a conversation saved as JSON."),
     save: Path | None = typer.Option(None, "--save", help="Save the conversation as JSON after every turn."),
-    max_steps: int | None = typer.Option(None, "--max-steps", help="Override the bundle's step limit."),
+    max_steps: int | None = _MAX_STEPS,
     seed: int | None = typer.Option(None, "--seed", min=-(2**63), max=2**63 - 1, help=_SEED_HELP),
     image: list[Path] | None = typer.Option(
         None, "--image", help=_IMAGE_HELP + " Attached to the first message; /image PATH attaches later ones."
