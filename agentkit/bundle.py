@@ -319,6 +319,21 @@ class Bundle:
 # ----------------------------------------------------------------------------------------------- loading
 
 
+def _grounded_keyword(schema: Any, bad: list[bool]) -> Any:
+    """``schema`` with the bundle's ``grounded`` keyword written as ``x-grounded`` in it and in every subschema
+    (``items``, ``anyOf`` members, nested ``properties``...); appends to ``bad`` for a value that is not a boolean.
+    Property *names* called ``grounded`` are left alone."""
+    from model.constraints.schema.normalize import map_subschemas
+
+    if not isinstance(schema, dict):
+        return schema
+    if "grounded" in schema:
+        if not isinstance(schema["grounded"], bool):
+            bad.append(True)
+        schema = {**{k: v for k, v in schema.items() if k != "grounded"}, "x-grounded": schema["grounded"]}
+    return map_subschemas(schema, lambda sub: _grounded_keyword(sub, bad))
+
+
 class _Load:
     """One :func:`load_bundle` call: the document, where its fields are, the issues found so far."""
 
@@ -428,14 +443,13 @@ class _Load:
         if isinstance(params, dict) and isinstance(params.get("properties"), dict):
             props: dict[str, Any] = {}
             for k, v in params["properties"].items():
-                if isinstance(v, dict) and "grounded" in v:
-                    if not isinstance(v["grounded"], bool):
-                        self.add(
-                            (*tp, "parameters", "properties", k, "grounded"), "grounded must be true or false"
-                        )
-                        return None, False
-                    v = {**{kk: vv for kk, vv in v.items() if kk != "grounded"}, "x-grounded": v["grounded"]}
-                props[k] = v
+                bad: list[bool] = []
+                props[k] = _grounded_keyword(v, bad)
+                if bad:
+                    nested = "" if isinstance(v, dict) and "grounded" in v else " (in a nested schema)"
+                    at = (*tp, "parameters", "properties", k, *(("grounded",) if not nested else ()))
+                    self.add(at, f"grounded must be true or false{nested}")
+                    return None, False
             params = {**params, "properties": props}
         if params is None:
             return None, True

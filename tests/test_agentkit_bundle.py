@@ -714,3 +714,31 @@ def test_a_grounding_error_points_at_the_field_as_written(tmp_path):
         load_bundle(p)
     (issue,) = ei.value.issues
     assert issue.field == "tools[0].parameters.properties.n.grounded"
+
+
+def test_grounded_inside_a_nested_schema_is_converted_too(tmp_path):
+    p = write(
+        tmp_path,
+        """
+        agentkit_bundle: 1
+        name: x
+        tools:
+          - name: t
+            parameters:
+              type: object
+              properties:
+                files: {type: array, items: {type: string, grounded: true}}
+                grounded: {type: string}
+            sandbox: {code: "print(1)"}
+        """,
+    )
+    (t,) = load_bundle(p, backend="scripted").tools
+    props = t.parameters["properties"]
+    assert props["files"]["items"] == {"type": "string", "x-grounded": True}
+    assert props["grounded"] == {"type": "string"}  # a property *named* grounded is a property
+    bad = write(tmp_path, p.read_text().replace("grounded: true", "grounded: yes please"))
+    with pytest.raises(BundleError) as ei:
+        load_bundle(bad, backend="scripted")
+    (issue,) = ei.value.issues
+    assert issue.field == "tools[0].parameters.properties.files"
+    assert "grounded must be true or false (in a nested schema)" in str(ei.value)
