@@ -7,6 +7,7 @@ this module only assembles them, so heavy imports (torch, docker) happen when a 
 from __future__ import annotations
 
 import importlib
+import inspect
 
 import typer
 
@@ -43,6 +44,13 @@ for _name in COMMAND_MODULES:
             raise
         continue
     _mod.register(app)
+
+# The command list shows each command's summary: the first paragraph of its docstring as one line (typer would
+# keep the docstring's line breaks and wrap them again).
+for _cmd in app.registered_commands:
+    _doc = _cmd.help or (_cmd.callback.__doc__ if _cmd.callback is not None else None)
+    if _cmd.short_help is None and _doc:
+        _cmd.short_help = " ".join(inspect.cleandoc(_doc).split("\n\n")[0].split())
 
 
 def main() -> None:

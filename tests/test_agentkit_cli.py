@@ -206,3 +206,10 @@ def test_cli_eval_empty_question_file_and_generate_answer_without_end_marker(tmp
     lines = out.stdout.splitlines()
     assert lines[-1].startswith("canvases "), out.stdout
     assert len(lines) >= 2 and "canvases" not in lines[-2], out.stdout
+
+
+def test_the_command_list_shows_each_summary_as_one_paragraph():
+    out = runner.invoke(app, ["--help"], env={"COLUMNS": "300", "TERM": "dumb"}).output
+    # the chat docstring breaks its first paragraph after "/save PATH,"; the list joins the lines again
+    assert "/save PATH, /image PATH (attach an image to the next message)" in out
+    assert "Train the embedded checkpoint" in out  # an explicit help= wins over the docstring
