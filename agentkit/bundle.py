@@ -42,6 +42,7 @@ from agentkit.bundle_tools import (
     placeholders,
 )
 from agentkit.errors import BundleError, BundleIssue, ToolDefinitionError
+from agentkit.tool_schema import grounded_keyword
 from agentkit.tools import DEFAULT_RETRIES, DEFAULT_TIMEOUT_S, Tool
 
 if TYPE_CHECKING:
@@ -319,21 +320,6 @@ class Bundle:
 # ----------------------------------------------------------------------------------------------- loading
 
 
-def _grounded_keyword(schema: Any, bad: list[bool]) -> Any:
-    """``schema`` with the bundle's ``grounded`` keyword written as ``x-grounded`` in it and in every subschema
-    (``items``, ``anyOf`` members, nested ``properties``...); appends to ``bad`` for a value that is not a boolean.
-    Property *names* called ``grounded`` are left alone."""
-    from model.constraints.schema.normalize import map_subschemas
-
-    if not isinstance(schema, dict):
-        return schema
-    if "grounded" in schema:
-        if not isinstance(schema["grounded"], bool):
-            bad.append(True)
-        schema = {**{k: v for k, v in schema.items() if k != "grounded"}, "x-grounded": schema["grounded"]}
-    return map_subschemas(schema, lambda sub: _grounded_keyword(sub, bad))
-
-
 class _Load:
     """One :func:`load_bundle` call: the document, where its fields are, the issues found so far."""
 
@@ -444,7 +430,7 @@ class _Load:
             props: dict[str, Any] = {}
             for k, v in params["properties"].items():
                 bad: list[bool] = []
-                props[k] = _grounded_keyword(v, bad)
+                props[k] = grounded_keyword(v, bad)
                 if bad:
                     nested = "" if isinstance(v, dict) and "grounded" in v else " (in a nested schema)"
                     at = (*tp, "parameters", "properties", k, *(("grounded",) if not nested else ()))
