@@ -1,5 +1,5 @@
-"""Structure rules read from the code (beside ``test_smoke.test_import_direction``): no import cycles, and the
-inference path never reaches the training code. The figures come from ``scripts/structure.py``."""
+"""Structure rules read from the code (beside ``test_smoke.test_import_direction``): no import cycles, the
+inference path never reaches the training code, no library file over 700 lines and no function over 80. The figures come from ``scripts/structure.py``."""
 
 import importlib.util
 from pathlib import Path
@@ -54,3 +54,21 @@ def test_the_inference_path_does_not_import_training_or_test_code():
     assert "model.loading" in seen and "model.constraints.grammar" in seen
     bad = sorted(m for m in seen if m.startswith("model.training") or m == "model.testing")
     assert bad == []
+
+
+def test_no_library_file_over_700_lines_and_no_function_over_80():
+    figures = structure.figures(ROOT)
+    assert figures["files"] > 50
+    assert figures["long_files"] == []
+    assert figures["long_functions"] == []
+    # the counter counts: a 90-line function in a throwaway file is found
+    assert structure.long_functions(_write_long_function(), 80) == [("long", 91)]
+
+
+def _write_long_function() -> Path:
+    import tempfile
+
+    body = "".join(f"    x{i} = {i}\n" for i in range(89))
+    path = Path(tempfile.mkdtemp()) / "long.py"
+    path.write_text("def long():\n" + body + "    return 0\n")
+    return path
