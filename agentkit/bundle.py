@@ -419,24 +419,20 @@ class _Load:
     # -- tools
 
     def parameters(self, t: dict[str, Any], tp: Path_) -> tuple[dict[str, Any] | None, bool]:
-        """A tool's ``parameters`` (``grounded: true`` on a property written as ``x-grounded``), checked:
+        """A tool's ``parameters`` (``grounded: true`` written as ``x-grounded``, at any depth), checked:
         a valid JSON Schema of an object that, on the embedded backend, the constraint can enforce.
 
         Returns:
             ``(parameters or None, ok)``.
         """
         params = t.get("parameters")
-        if isinstance(params, dict) and isinstance(params.get("properties"), dict):
-            props: dict[str, Any] = {}
-            for k, v in params["properties"].items():
-                bad: list[bool] = []
-                props[k] = grounded_keyword(v, bad)
-                if bad:
-                    nested = "" if isinstance(v, dict) and "grounded" in v else " (in a nested schema)"
-                    at = (*tp, "parameters", "properties", k, *(("grounded",) if not nested else ()))
-                    self.add(at, f"grounded must be true or false{nested}")
-                    return None, False
-            params = {**params, "properties": props}
+        if isinstance(params, dict):
+            bad: list[tuple[str | int, ...]] = []
+            params = grounded_keyword(params, bad)
+            for spot in bad:
+                self.add((*tp, "parameters", *spot), "grounded must be true or false")
+            if bad:
+                return None, False
         if params is None:
             return None, True
         import jsonschema

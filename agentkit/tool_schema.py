@@ -12,7 +12,7 @@ from typing import Annotated, Any
 import pydantic
 
 from agentkit.errors import ToolDefinitionError
-from model.constraints.schema.normalize import drop_titles, map_subschemas
+from model.constraints.schema.normalize import drop_titles, map_subschemas_at
 
 # --------------------------------------------------------------------------------------------- docstrings
 
@@ -117,17 +117,18 @@ def mark_grounded(tool: str, parameters: dict[str, Any], names: Sequence[str]) -
 clean_schema = drop_titles
 
 
-def grounded_keyword(schema: Any, bad: list[bool]) -> Any:
-    """``schema`` (a bundle's parameter) with the bundle's ``grounded`` keyword written as ``x-grounded``, in it
-    and in every subschema (``items``, ``anyOf`` members, nested ``properties``...); appends to ``bad`` for a value
-    that is not a boolean. Property *names* called ``grounded`` are left alone."""
+def grounded_keyword(schema: Any, bad: list[tuple[str | int, ...]], at: tuple[str | int, ...] = ()) -> Any:
+    """``schema`` (a bundle tool's ``parameters``) with the bundle's ``grounded`` keyword written as ``x-grounded``,
+    in it and in every subschema (``properties``, ``items``, ``anyOf`` members, ``$defs``...); appends to ``bad``
+    the path (below ``schema``, after ``at``) of each ``grounded`` whose value is not a boolean. Property *names*
+    called ``grounded`` are left alone."""
     if not isinstance(schema, dict):
         return schema
     if "grounded" in schema:
         if not isinstance(schema["grounded"], bool):
-            bad.append(True)
+            bad.append((*at, "grounded"))
         schema = {**{k: v for k, v in schema.items() if k != "grounded"}, "x-grounded": schema["grounded"]}
-    return map_subschemas(schema, lambda sub: grounded_keyword(sub, bad))
+    return map_subschemas_at(schema, lambda sub, where: grounded_keyword(sub, bad, (*at, *where)))
 
 
 @functools.cache

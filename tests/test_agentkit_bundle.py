@@ -728,17 +728,25 @@ def test_grounded_inside_a_nested_schema_is_converted_too(tmp_path):
               type: object
               properties:
                 files: {type: array, items: {type: string, grounded: true}}
+                owner: {$ref: "#/$defs/Name"}
                 grounded: {type: string}
+              $defs:
+                Name: {type: string, grounded: true}
             sandbox: {code: "print(1)"}
         """,
     )
     (t,) = load_bundle(p, backend="scripted").tools
     props = t.parameters["properties"]
     assert props["files"]["items"] == {"type": "string", "x-grounded": True}
+    assert t.parameters["$defs"]["Name"] == {"type": "string", "x-grounded": True}
     assert props["grounded"] == {"type": "string"}  # a property *named* grounded is a property
-    bad = write(tmp_path, p.read_text().replace("grounded: true", "grounded: yes please"))
+    text = p.read_text()
+    bad = write(tmp_path, text.replace("grounded: true}}", 'grounded: "yes"}}').replace("true}\n", "1}\n"))
     with pytest.raises(BundleError) as ei:
         load_bundle(bad, backend="scripted")
-    (issue,) = ei.value.issues
-    assert issue.field == "tools[0].parameters.properties.files"
-    assert "grounded must be true or false (in a nested schema)" in str(ei.value)
+    fields = [i.field for i in ei.value.issues]  # every bad value, each where it is written
+    assert fields == [
+        "tools[0].parameters.properties.files.items.grounded",
+        "tools[0].parameters.$defs.Name.grounded",
+    ]
+    assert "grounded must be true or false" in str(ei.value)

@@ -32,14 +32,20 @@ def _translate_type(t: Any) -> Any:
 def map_subschemas(schema: dict[str, Any], f: Any) -> dict[str, Any]:
     """A copy of ``schema`` with ``f`` applied to each of its direct subschemas (``items``, ``anyOf``
     members, ``properties`` values...); values elsewhere (``enum``, ``default``, ``examples``) are left alone."""
+    return map_subschemas_at(schema, lambda sub, _where: f(sub))
+
+
+def map_subschemas_at(schema: dict[str, Any], f: Any) -> dict[str, Any]:
+    """As :func:`map_subschemas`, with ``f(subschema, where)`` told where the subschema is below ``schema``:
+    ``("items",)``, ``("anyOf", 0)``, ``("properties", "name")``."""
     out: dict[str, Any] = {}
     for k, v in schema.items():
         if k in _SCHEMA_KEYS:
-            out[k] = [f(x) for x in v] if isinstance(v, list) else f(v)
+            out[k] = [f(x, (k, i)) for i, x in enumerate(v)] if isinstance(v, list) else f(v, (k,))
         elif k in _SCHEMA_LIST_KEYS:
-            out[k] = [f(x) for x in v] if isinstance(v, list) else v
+            out[k] = [f(x, (k, i)) for i, x in enumerate(v)] if isinstance(v, list) else v
         elif k in _SCHEMA_MAP_KEYS:
-            out[k] = {kk: f(vv) for kk, vv in v.items()} if isinstance(v, dict) else v
+            out[k] = {kk: f(vv, (k, kk)) for kk, vv in v.items()} if isinstance(v, dict) else v
         else:
             out[k] = v
     return out
