@@ -10,7 +10,7 @@ from collections.abc import Iterable
 from typing import Any
 
 from agentkit.backends.base import ChatMessage, ModelTurn, ToolCallRequest
-from agentkit.result import ToolCallRecord
+from agentkit.result import ErrorKind, ToolCallRecord
 from agentkit.tools import Tool
 
 __all__ = ["canonical_arguments", "error_record", "format_reminder", "nearest_tool_name", "resolve_tool_name"]
@@ -22,7 +22,7 @@ def canonical_arguments(arguments: Any) -> str:
 
 
 def error_record(
-    call: ToolCallRequest, arguments: Any, kind: str, message: str, extra: dict[str, Any] | None = None
+    call: ToolCallRequest, arguments: Any, kind: ErrorKind, message: str, extra: dict[str, Any] | None = None
 ) -> ToolCallRecord:
     """A tool response that reports an error to the model: a JSON object with ``error``, ``tool``,
     ``arguments`` and the ``extra`` keys (``hint``, ``valid_tools``...), recorded with its ``kind``."""

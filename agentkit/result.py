@@ -26,6 +26,9 @@ def _dump(obj: Any) -> Any:
     return adapter.dump_python(obj)
 
 
+#: What went wrong with a tool call (see :class:`ToolCallRecord`).
+ErrorKind = Literal["decode", "unknown_tool", "invalid_arguments", "exception", "timeout", "not_run"]
+
 #: Why a run ended.
 StopReason = Literal[
     "final_answer", "max_steps", "loop_guard", "tool_retries", "prompt_too_long", "format_retries"
@@ -53,7 +56,7 @@ class ToolCallRecord:
     arguments: SkipValidation[Any]
     content: str
     error: str | None = None
-    error_kind: str | None = None
+    error_kind: ErrorKind | None = None
     result: SkipValidation[Any] = Field(default=None, exclude=True)
     seconds: float = 0.0
 
