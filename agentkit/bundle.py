@@ -685,6 +685,11 @@ def _schema_issues(data: Any, issue: Callable[..., BundleIssue]) -> list[BundleI
                     f"unsupported bundle format version {err.instance!r}; this agentkit reads version {FORMAT_VERSION}",
                 )
             )
+        elif v == "type" and not path:
+            kind = {list: "a list", str: "a string"}.get(type(err.instance), type(err.instance).__name__)
+            out.append(
+                issue(path, f"a bundle is a YAML mapping (agentkit_bundle:, name:, tools: ...), got {kind}")
+            )
         elif v == "pattern" and path and path[-1] == "python":
             out.append(issue(path, f"expected 'package.module:function', got {err.instance!r}"))
         else:

@@ -750,3 +750,13 @@ def test_grounded_inside_a_nested_schema_is_converted_too(tmp_path):
         "tools[0].parameters.$defs.Name.grounded",
     ]
     assert "grounded must be true or false" in str(ei.value)
+
+
+@pytest.mark.parametrize(("text", "kind"), [("- a\n- b\n", "a list"), ("just text\n", "a string")])
+def test_a_document_that_is_not_a_mapping_is_named(tmp_path, text, kind):
+    p = tmp_path / "b.yaml"
+    p.write_text(text)
+    with pytest.raises(BundleError) as ei:
+        load_bundle(p)
+    assert f"a bundle is a YAML mapping (agentkit_bundle:, name:, tools: ...), got {kind}" in str(ei.value)
+    assert f"{p}:1:1:" in str(ei.value)

@@ -30,7 +30,7 @@ _MODEL = typer.Option(
     "-m",
     help="Checkpoint path/id, served model name, or script file (default: the bundle's).",
 )
-_MAX_STEPS = typer.Option(None, "--max-steps", help="Override the bundle's step limit.")
+_MAX_STEPS = typer.Option(None, "--max-steps", min=1, help="Override the bundle's step limit.")
 _IMAGE_HELP = "An image the question is about (PNG, JPEG or WebP); repeat for several."
 _BUDGET_HELP = (
     "Soft tokens per image for the embedded model: 70, 140, 280 (default), 560 or 1120 (see docs/AGENTS.md)."
