@@ -427,10 +427,10 @@ class _Load:
         """
         params = t.get("parameters")
         if isinstance(params, dict):
-            bad: list[tuple[str | int, ...]] = []
+            bad: list[tuple[Path_, str]] = []
             params = grounded_keyword(params, bad)
-            for spot in bad:
-                self.add((*tp, "parameters", *spot), "grounded must be true or false")
+            for spot, why in bad:
+                self.add((*tp, "parameters", *spot), why)
             if bad:
                 return None, False
         if params is None:
@@ -686,7 +686,8 @@ def _schema_issues(data: Any, issue: Callable[..., BundleIssue]) -> list[BundleI
                 )
             )
         elif v == "type" and not path:
-            kind = {list: "a list", str: "a string"}.get(type(err.instance), type(err.instance).__name__)
+            kinds: dict[type, str] = {list: "a list", str: "a string"}
+            kind = kinds.get(type(err.instance), type(err.instance).__name__)
             out.append(
                 issue(path, f"a bundle is a YAML mapping (agentkit_bundle:, name:, tools: ...), got {kind}")
             )

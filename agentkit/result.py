@@ -5,15 +5,24 @@ from __future__ import annotations
 import json
 from typing import Annotated, Any, Literal
 
-from pydantic import ConfigDict, Field, PlainSerializer, SkipValidation, TypeAdapter, computed_field
+from pydantic import (
+    ConfigDict,
+    Field,
+    InstanceOf,
+    PlainSerializer,
+    SkipValidation,
+    TypeAdapter,
+    computed_field,
+)
 from pydantic.dataclasses import dataclass
 
 from agentkit.backends.base import ChatMessage, Usage
 from agentkit.history import Conversation
 
 # Records are built by the planner from values it has already checked; validation is limited to the typed
-# scalars, free-form values (arguments, results, messages) pass through as they are.
-_CONFIG = ConfigDict(arbitrary_types_allowed=True)
+# scalars, free-form values (arguments, results, messages) pass through as they are. An unknown keyword is an
+# error, as it was for the plain dataclasses these replaced.
+_CONFIG = ConfigDict(arbitrary_types_allowed=True, extra="forbid")
 _ADAPTERS: dict[type, TypeAdapter[Any]] = {}
 
 
@@ -147,7 +156,7 @@ class RunResult:
     usage: Usage
     timing: Timing
     messages: SkipValidation[list[ChatMessage]]
-    conversation: Annotated[SkipValidation[Conversation], PlainSerializer(lambda c: c.to_dict())]
+    conversation: Annotated[InstanceOf[Conversation], PlainSerializer(lambda c: c.to_dict())]
     stop_reason: StopReason
     backend: str = ""
 

@@ -117,17 +117,25 @@ def mark_grounded(tool: str, parameters: dict[str, Any], names: Sequence[str]) -
 clean_schema = drop_titles
 
 
-def grounded_keyword(schema: Any, bad: list[tuple[str | int, ...]], at: tuple[str | int, ...] = ()) -> Any:
+def grounded_keyword(
+    schema: Any, bad: list[tuple[tuple[str | int, ...], str]], at: tuple[str | int, ...] = ()
+) -> Any:
     """``schema`` (a bundle tool's ``parameters``) with the bundle's ``grounded`` keyword written as ``x-grounded``,
-    in it and in every subschema (``properties``, ``items``, ``anyOf`` members, ``$defs``...); appends to ``bad``
-    the path (below ``schema``, after ``at``) of each ``grounded`` whose value is not a boolean. Property *names*
-    called ``grounded`` are left alone."""
+    in it and in every subschema (``properties``, ``items``, ``anyOf`` members, ``$defs``...). Appends to ``bad``
+    ``(path below schema after at, message)`` for each ``grounded`` that is not a boolean and each property or
+    definition name that YAML did not read as a string (``off:``, ``no:``, ``1:``). Property *names* called
+    ``grounded`` are left alone."""
     if not isinstance(schema, dict):
         return schema
     if "grounded" in schema:
         if not isinstance(schema["grounded"], bool):
-            bad.append((*at, "grounded"))
+            bad.append(((*at, "grounded"), "grounded must be true or false"))
         schema = {**{k: v for k, v in schema.items() if k != "grounded"}, "x-grounded": schema["grounded"]}
+    for key in ("properties", "patternProperties", "$defs", "definitions"):
+        for name in schema.get(key) or {} if isinstance(schema.get(key), dict) else ():
+            if not isinstance(name, str):
+                why = f"the name {name!r} is not a string (YAML reads off, no, yes, on and numbers as values): quote it"
+                bad.append(((*at, key), why))
     return map_subschemas_at(schema, lambda sub, where: grounded_keyword(sub, bad, (*at, *where)))
 
 

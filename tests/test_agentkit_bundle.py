@@ -760,3 +760,26 @@ def test_a_document_that_is_not_a_mapping_is_named(tmp_path, text, kind):
         load_bundle(p)
     assert f"a bundle is a YAML mapping (agentkit_bundle:, name:, tools: ...), got {kind}" in str(ei.value)
     assert f"{p}:1:1:" in str(ei.value)
+
+
+def test_a_property_name_yaml_reads_as_a_boolean_or_number_is_named(tmp_path):
+    p = write(
+        tmp_path,
+        """
+        agentkit_bundle: 1
+        name: x
+        tools:
+          - name: t
+            parameters:
+              type: object
+              properties:
+                off: {type: string}
+                "on": {type: string}
+            sandbox: {code: "print(1)"}
+        """,
+    )
+    with pytest.raises(BundleError) as ei:
+        load_bundle(p)  # the embedded backend's check used to crash on the name False
+    (issue,) = ei.value.issues
+    assert issue.field == "tools[0].parameters.properties"
+    assert "the name False is not a string" in issue.message and "quote it" in issue.message

@@ -20,7 +20,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, Literal, Protocol, runtime_checkable
 
-from pydantic import TypeAdapter
+from pydantic import ConfigDict, TypeAdapter
 from pydantic.dataclasses import dataclass as pydantic_dataclass
 
 #: One chat message (see the module docstring for the keys).
@@ -31,7 +31,7 @@ ToolDeclaration = dict[str, Any]
 ToolChoice = Literal["auto", "required", "none"] | dict[str, str]
 
 
-@pydantic_dataclass(slots=True)
+@pydantic_dataclass(slots=True, config=ConfigDict(extra="forbid"))
 class Usage:
     """Token and request counts of one model turn, or summed over a run.
 
