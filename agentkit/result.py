@@ -11,28 +11,17 @@ from pydantic import (
     InstanceOf,
     PlainSerializer,
     SkipValidation,
-    TypeAdapter,
     computed_field,
 )
 from pydantic.dataclasses import dataclass
 
-from agentkit.backends.base import ChatMessage, Usage
+from agentkit.backends.base import ChatMessage, Usage, plain_data
 from agentkit.history import Conversation
 
 # Records are built by the planner from values it has already checked; validation is limited to the typed
 # scalars, free-form values (arguments, results, messages) pass through as they are. An unknown keyword is an
 # error, as it was for the plain dataclasses these replaced.
 _CONFIG = ConfigDict(arbitrary_types_allowed=True, extra="forbid")
-_ADAPTERS: dict[type, TypeAdapter[Any]] = {}
-
-
-def _dump(obj: Any) -> Any:
-    """``obj`` as plain Python data (dicts, lists, scalars) by its Pydantic schema; free-form values as they are."""
-    cls = type(obj)
-    adapter = _ADAPTERS.get(cls)
-    if adapter is None:
-        adapter = _ADAPTERS[cls] = TypeAdapter(cls)
-    return adapter.dump_python(obj)
 
 
 #: What went wrong with a tool call (see :class:`ToolCallRecord`).
@@ -76,7 +65,7 @@ class ToolCallRecord:
 
     def to_dict(self) -> dict[str, Any]:
         """JSON-ready dict (without ``result``)."""
-        return dict(_dump(self))
+        return dict(plain_data(self))
 
 
 @dataclass(slots=True, config=_CONFIG)
@@ -103,7 +92,7 @@ class Step:
 
     def to_dict(self) -> dict[str, Any]:
         """JSON-ready dict."""
-        return dict(_dump(self))
+        return dict(plain_data(self))
 
 
 @dataclass(slots=True, config=_CONFIG)
@@ -128,7 +117,7 @@ class Timing:
 
     def to_dict(self) -> dict[str, float]:
         """JSON-ready dict."""
-        return dict(_dump(self))
+        return dict(plain_data(self))
 
 
 @dataclass(config=_CONFIG)
@@ -168,7 +157,7 @@ class RunResult:
     def to_dict(self) -> dict[str, Any]:
         """JSON-ready dict (what ``agentkit run --json`` prints): the fields in the order ``question, answer,
         stop_reason, backend, steps, usage, timing, messages, conversation``."""
-        d = _dump(self)
+        d = plain_data(self)
         return {k: d[k] for k in _RUN_KEYS}
 
     def to_json(self, *, indent: int | None = None) -> str:

@@ -132,7 +132,8 @@ def grounded_keyword(
             bad.append(((*at, "grounded"), "grounded must be true or false"))
         schema = {**{k: v for k, v in schema.items() if k != "grounded"}, "x-grounded": schema["grounded"]}
     for key in ("properties", "patternProperties", "$defs", "definitions"):
-        for name in schema.get(key) or {} if isinstance(schema.get(key), dict) else ():
+        names = schema.get(key)
+        for name in names if isinstance(names, dict) else ():
             if not isinstance(name, str):
                 why = f"the name {name!r} is not a string (YAML reads off, no, yes, on and numbers as values): quote it"
                 bad.append(((*at, key), why))

@@ -196,7 +196,8 @@ class ChatModel:
         constraint normalises ``tools``.
 
         Raises:
-            As :meth:`chat`; ``ValueError`` also for an unknown ``response_format`` type, or ``response_format``
+            As :meth:`chat`; ``ValueError`` also for ``tool_specs`` of another length than ``tools``, an unknown
+            ``response_format`` type, or ``response_format``
             given with a ``tool_choice`` that requires a call.
         """
         input_ids, vision = self.encode_turn(messages, tools, vision_budget)
@@ -216,7 +217,11 @@ class ChatModel:
         elif constrained:  # without tools: the prose-only grammar (text, never a call or a control token)
             tools = tools or []
             grounding = grounding_texts(messages) if any(_grounded(t) for t in tools) else None
-            specs = tool_specs if tool_specs is not None and len(tool_specs) == len(tools) else tools
+            if tool_specs is not None and len(tool_specs) != len(tools):
+                raise ValueError(
+                    f"tool_specs has {len(tool_specs)} entries for {len(tools)} tools (one per tool)"
+                )
+            specs = tools if tool_specs is None else tool_specs
             constraint = self.make_constraint(specs, tool_choice if tools else "auto", grounding)
         if constraint is not None:
             limit = 4096

@@ -20,7 +20,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, Literal, Protocol, runtime_checkable
 
-from pydantic import ConfigDict, TypeAdapter
+from pydantic import ConfigDict
 from pydantic.dataclasses import dataclass as pydantic_dataclass
 
 #: One chat message (see the module docstring for the keys).
@@ -58,10 +58,13 @@ class Usage:
 
     def to_dict(self) -> dict[str, int]:
         """JSON-ready dict."""
-        return dict(_USAGE.dump_python(self))
+        return dict(plain_data(self))
 
 
-_USAGE: TypeAdapter[Usage] = TypeAdapter(Usage)
+def plain_data(obj: Any) -> Any:
+    """``obj`` (a Pydantic dataclass: :class:`Usage`, ``agentkit.result``'s records) as plain Python data (dicts,
+    lists, scalars) by the serializer its schema carries; values typed ``Any`` as they are."""
+    return obj.__pydantic_serializer__.to_python(obj)
 
 
 @dataclass(slots=True)

@@ -19,6 +19,7 @@ Slot-filling taggers learn binding from exactly this kind of per-token labelling
 
 from __future__ import annotations
 
+import functools
 import re
 from dataclasses import dataclass, field
 from typing import Any
@@ -138,23 +139,21 @@ def _overlap(offsets: list[tuple[int, int]], s: int, e: int) -> list[int]:
 
 
 _COPY_WORD = re.compile(r"[A-Za-z0-9_]+")  # a path or a location is several words: agentkit / bundle . py
-_CONTROL = re.compile(r"<\|[^<>|]*>|<[^<>|]*\|>")  # control-token spellings: <|turn>, <turn|>, <|"|>
-_VARIANTS: dict[int, tuple[dict[str, int], dict[str, int]]] = {}
+#: Control-token spellings in a text: ``<|turn>``, ``<turn|>``, ``<|"|>``.
+CONTROL_SPELLING = re.compile(r"<\|[^<>|]*>|<[^<>|]*\|>")
 
 
+@functools.cache
 def _variant_tables(tok: Any) -> tuple[dict[str, int], dict[str, int]]:
     """``(plain, spaced)``: token text -> id for the tokens without and with a leading ``Ġ`` (byte-level BPE)."""
-    got = _VARIANTS.get(id(tok))
-    if got is None:
-        plain: dict[str, int] = {}
-        spaced: dict[str, int] = {}
-        for t, i in tok.get_vocab().items():
-            if t.startswith("Ġ") and len(t) > 1:
-                spaced[t[1:]] = i
-            else:
-                plain[t] = i
-        got = _VARIANTS[id(tok)] = (plain, spaced)
-    return got
+    plain: dict[str, int] = {}
+    spaced: dict[str, int] = {}
+    for t, i in tok.get_vocab().items():
+        if t.startswith("Ġ") and len(t) > 1:
+            spaced[t[1:]] = i
+        else:
+            plain[t] = i
+    return plain, spaced
 
 
 def _word_tokens(offsets: list[tuple[int, int]], text: str, s: int, e: int) -> list[int] | None:
@@ -202,16 +201,14 @@ def align_copied_words(
     end = prompt.find(st.TURN_END)
     src = end + len(st.TURN_END) if end >= 0 else 0
     names = tok.convert_ids_to_tokens(p_ids)
-    source = {n[1:] if n.startswith("Ġ") else n for n, (a, _) in zip(names, p_off, strict=True) if a >= src}
+    source = {n.removeprefix("Ġ") for n, (a, _) in zip(names, p_off, strict=True) if a >= src}
     t_names = tok.convert_ids_to_tokens(t_ids)
-    masked = _CONTROL.sub(lambda m: " " * len(m.group()), target)
+    masked = CONTROL_SPELLING.sub(lambda m: " " * len(m.group()), target)
     edits: list[tuple[list[int], list[int], list[tuple[int, int]]]] = []
     for m in _COPY_WORD.finditer(masked):
         s, e = m.span()
         idx = _word_tokens(t_off, target, s, e)
-        if idx is None or all(
-            (t_names[i][1:] if t_names[i].startswith("Ġ") else t_names[i]) in source for i in idx
-        ):
+        if idx is None or all(t_names[i].removeprefix("Ġ") in source for i in idx):
             continue
         lead = t_off[idx[0]][0] < s  # the first token holds the word's leading space
         new = _source_spelling(prompt, p_off, names, src, m.group(), lead, plain, spaced)
@@ -247,7 +244,7 @@ def _source_spelling(
         idx = _word_tokens(p_off, prompt, src + m.start(), src + m.end())
         if idx is None:
             continue
-        pieces = [names[i][1:] if names[i].startswith("Ġ") else names[i] for i in idx]
+        pieces = [names[i].removeprefix("Ġ") for i in idx]
         first = spaced if lead else plain
         if pieces[0] in first and all(p in plain for p in pieces[1:]):
             return pieces

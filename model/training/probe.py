@@ -145,7 +145,6 @@ def copy_probe(checkpoint: str, n: int = 200, seed: int = 7, threads: int = 1) -
 
 
 _WORD = re.compile(r"[A-Za-z0-9_./:-]{3,}")
-_CONTROL = re.compile(r"<\|[^<>|]*>|<[^<>|]*\|>")  # control-token spellings: <|turn>, <turn|>, <|"|>
 
 
 def word_reachability(tokenizer: Any, prompt: str, target: str, *, spaced: bool) -> tuple[int, int]:
@@ -168,13 +167,15 @@ def word_reachability(tokenizer: Any, prompt: str, target: str, *, spaced: bool)
         more, control-token spellings left out) that occur in ``prompt``, and how many of them are not reachable.
     """
 
+    from model.training.labels import CONTROL_SPELLING
+
     def pieces(text: str) -> list[str]:
         ids = tokenizer(text, add_special_tokens=False)["input_ids"]
         return [str(tokenizer.decode([i])).strip() for i in ids]
 
     source = set(pieces(prompt))
     n = bad = 0
-    for m in _WORD.findall(_CONTROL.sub(" ", target)):
+    for m in _WORD.findall(CONTROL_SPELLING.sub(" ", target)):
         w = m.strip("./:-")  # a sentence's final period is not part of the word
         if len(w) < 3 or w not in prompt:
             continue
