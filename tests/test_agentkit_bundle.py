@@ -26,6 +26,13 @@ def write(tmp_path, text, name="bundle.yaml"):
     return p
 
 
+def one_tool_bundle(tmp_path, parameters, name="bundle.yaml"):
+    """A bundle with one sandbox tool ``t`` whose ``parameters:`` block is ``parameters`` (YAML)."""
+    block = textwrap.indent(textwrap.dedent(parameters).strip("\n"), "      ")
+    head = "agentkit_bundle: 1\nname: x\ntools:\n  - name: t\n    parameters:\n"
+    return write(tmp_path, head + block + '\n    sandbox: {code: "print(1)"}\n', name)
+
+
 @pytest.fixture
 def pymod(tmp_path):
     """A uniquely named helper module next to the bundle (imported from the bundle's folder)."""
@@ -696,18 +703,12 @@ def test_an_embedded_bundle_can_run_on_a_server_despite_an_unenforceable_schema(
 
 
 def test_a_grounding_error_points_at_the_field_as_written(tmp_path):
-    p = write(
+    p = one_tool_bundle(
         tmp_path,
         """
-        agentkit_bundle: 1
-        name: x
-        tools:
-          - name: t
-            parameters:
-              type: object
-              properties:
-                n: {type: integer, grounded: true}
-            sandbox: {code: "print(1)"}
+        type: object
+        properties:
+          n: {type: integer, grounded: true}
         """,
     )
     with pytest.raises(BundleError) as ei:
@@ -717,31 +718,22 @@ def test_a_grounding_error_points_at_the_field_as_written(tmp_path):
 
 
 def test_grounded_inside_a_nested_schema_is_converted_too(tmp_path):
-    p = write(
-        tmp_path,
+    nested = """
+        type: object
+        properties:
+          files: {type: array, items: {type: string, grounded: GOOD}}
+          owner: {$ref: "#/$defs/Name"}
+          grounded: {type: string}
+        $defs:
+          Name: {type: string, grounded: GOOD}
         """
-        agentkit_bundle: 1
-        name: x
-        tools:
-          - name: t
-            parameters:
-              type: object
-              properties:
-                files: {type: array, items: {type: string, grounded: true}}
-                owner: {$ref: "#/$defs/Name"}
-                grounded: {type: string}
-              $defs:
-                Name: {type: string, grounded: true}
-            sandbox: {code: "print(1)"}
-        """,
-    )
+    p = one_tool_bundle(tmp_path, nested.replace("GOOD", "true"))
     (t,) = load_bundle(p, backend="scripted").tools
     props = t.parameters["properties"]
     assert props["files"]["items"] == {"type": "string", "x-grounded": True}
     assert t.parameters["$defs"]["Name"] == {"type": "string", "x-grounded": True}
     assert props["grounded"] == {"type": "string"}  # a property *named* grounded is a property
-    text = p.read_text()
-    bad = write(tmp_path, text.replace("grounded: true}}", 'grounded: "yes"}}').replace("true}\n", "1}\n"))
+    bad = one_tool_bundle(tmp_path, nested.replace("GOOD", '"yes"', 1).replace("GOOD", "1"), "bad.yaml")
     with pytest.raises(BundleError) as ei:
         load_bundle(bad, backend="scripted")
     fields = [i.field for i in ei.value.issues]  # every bad value, each where it is written
@@ -763,19 +755,13 @@ def test_a_document_that_is_not_a_mapping_is_named(tmp_path, text, kind):
 
 
 def test_a_property_name_yaml_reads_as_a_boolean_or_number_is_named(tmp_path):
-    p = write(
+    p = one_tool_bundle(
         tmp_path,
         """
-        agentkit_bundle: 1
-        name: x
-        tools:
-          - name: t
-            parameters:
-              type: object
-              properties:
-                off: {type: string}
-                "on": {type: string}
-            sandbox: {code: "print(1)"}
+        type: object
+        properties:
+          off: {type: string}
+          "on": {type: string}
         """,
     )
     with pytest.raises(BundleError) as ei:
