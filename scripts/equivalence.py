@@ -15,7 +15,8 @@ One JSON object, each value a SHA-1 over its part:
 - ``grammars_bfcl``: tool-call grammars (both syntaxes) of the BFCL tool lists shipped in ``model/training``;
 - ``grammars_maskbench``: value grammars of every third MaskBench schema (``../shared/data``; absent: skipped);
 - ``training_data``: 3,000 generated examples per split (seed 3);
-- ``training_losses``: three steps of the diffusion and copy losses on a fixed-seed batch.
+- ``training_losses``: three steps of the diffusion and copy losses on a fixed-seed batch;
+- ``training_loop``: the logged figures of 6 steps of ``train()`` on a tiny run, with and without the copy head.
 
 Nothing is written; CPU, one thread, a few minutes.
 """
@@ -136,13 +137,26 @@ def training_data() -> str:
     )
 
 
+#: The tiny model of the training fingerprints (the fields of ``model.testing.tiny_train_config``).
+_TINY = {
+    "hidden_size": 64,
+    "intermediate_size": 128,
+    "moe_intermediate_size": 64,
+    "num_layers": 2,
+    "num_heads": 2,
+    "num_kv_heads": 1,
+    "head_dim": 32,
+}
+
+
 def training_losses() -> str:
     import torch
 
-    from model.testing import tiny_corpus, tiny_train_config
+    from model.testing import tiny_corpus
     from model.tokenizer import build_tokenizer
     from model.training.data import Generator, corpus_texts
     from model.training.train import (
+        TrainConfig,
         build_model,
         copy_diffusion_loss,
         diffusion_loss,
@@ -155,9 +169,11 @@ def training_losses() -> str:
     tok = build_tokenizer(tiny_corpus() + list(corpus_texts(examples)), vocab_size=512, min_frequency=1)
     out: dict[str, Any] = {}
     for head in (True, False):
-        cfg = tiny_train_config(
+        # spelled out rather than model.testing.tiny_train_config: this script also runs in older checkouts
+        cfg = TrainConfig(
             copy_head=head,
             vocab_size=len(tok),
+            **_TINY,
             canvas_length=32,
             copy_dim=16,
             noise_draws=2,
@@ -192,6 +208,45 @@ def training_losses() -> str:
     return _sha(out)
 
 
+def training_loop() -> str:
+    """``train()`` itself, 6 steps of a tiny run with and without the copy head: every logged figure but the
+    timings (loss, its EMA, learning rate, gradient norm, auxiliary statistics, held-out figures)."""
+    from model.training.train import TrainConfig, train
+
+    out: dict[str, Any] = {}
+    for head in (False, True):
+        with tempfile.TemporaryDirectory() as d:
+            cfg = TrainConfig(
+                out_dir=f"{d}/run",
+                vocab_size=600,
+                **_TINY,
+                canvas_length=16,
+                max_prompt=160,
+                n_train=120,
+                n_heldout=16,
+                tokenizer_examples=120,
+                batch_size=4,
+                steps=6,
+                warmup=2,
+                ckpt_every=3,
+                eval_every=3,
+                log_every=1,
+                bucket_mult=2,
+                lr=3e-3,
+                copy_head=head,
+                noise_draws=2,
+                copy_dim=16,
+                threads=1,
+            )
+            train(cfg)
+            timings = {"tok_per_s", "s_per_step", "elapsed_s"}
+            out[str(head)] = [
+                {k: round(v, 6) for k, v in json.loads(line).items() if k not in timings}
+                for line in Path(cfg.out_dir, "log.jsonl").read_text().splitlines()
+            ]
+    return _sha(out)
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument(
@@ -209,6 +264,7 @@ def main() -> None:
                 "grammars_maskbench": None if args.skip_maskbench else grammars_maskbench(),
                 "training_data": training_data(),
                 "training_losses": training_losses(),
+                "training_loop": training_loop(),
             },
             indent=1,
         )
