@@ -131,3 +131,19 @@ def test_tool_schema_is_normalised_once_when_registered(chat_model, monkeypatch)
         },
     }
     assert backend.tool_specs([other]) == [other]
+
+
+@pytest.mark.parametrize("bundle", ["code_search", "weather", "greenhouse"])
+def test_the_kept_tool_spec_gives_the_same_grammar_as_the_declaration(bundle):
+    from pathlib import Path
+
+    from agentkit.backends.embedded import normalized_tool
+    from agentkit.bundle import load_bundle
+    from model.constraints.grammar import tool_call_grammar
+
+    root = Path(__file__).resolve().parents[1]
+    decls = [t.declaration() for t in load_bundle(root / "examples" / bundle / "bundle.yaml").tools]
+    specs = [normalized_tool(d["function"]["name"], d["function"]["parameters"]) for d in decls]
+    assert decls and all(s.name == d["function"]["name"] for s, d in zip(specs, decls, strict=True))
+    for choice in ("auto", "required"):
+        assert tool_call_grammar(specs, tool_choice=choice) == tool_call_grammar(decls, tool_choice=choice)

@@ -80,7 +80,9 @@ def test_labels_mark_the_value_words_and_the_parameter_names(tok):
 
 def _answer_example() -> Example:
     # the code-search bot's real find_definition declaration (the bundles' snapshot)
-    tools = [d for d in load_bot_tools()["code_search"]["tools"] if d["function"]["name"] == "find_definition"]
+    tools = [
+        d for d in load_bot_tools()["code_search"]["tools"] if d["function"]["name"] == "find_definition"
+    ]
     msgs = [
         {"role": "user", "content": "Where is parse_config defined?"},
         {
