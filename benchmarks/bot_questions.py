@@ -1,7 +1,7 @@
 """The example bots beyond the README's question: other definitions in this repository, other places and days.
 
 Runs both bundles (``examples/code_search``, ``examples/weather``) on the embedded checkpoint (CPU, 2 threads,
-seed 0) with questions no test was written for, and scores each run:
+seed 0 unless ``--seed``) with questions no test was written for, and scores each run:
 
 * code search: the first call is ``find_definition`` with the asked name (``kind`` any or the asked kind), and the
   final answer cites the path of the tool's first match;
@@ -12,7 +12,7 @@ seed 0) with questions no test was written for, and scores each run:
 Prints the per-question transcript and ``call``/``answer`` rates, and the model's mean time per question
 (seconds inside the backend). ``--quick``: 3 questions per bot. ``--json``: one JSON object with ``targets``.
 
-Usage: ``python benchmarks/bot_questions.py [--checkpoint DIR] [--quick] [--json]``.
+Usage: ``python benchmarks/bot_questions.py [--checkpoint DIR] [--seed N] [--quick] [--json]``.
 """
 
 from __future__ import annotations
@@ -85,6 +85,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--checkpoint", default=None)
     ap.add_argument("--quick", action="store_true")
     ap.add_argument("--json", action="store_true")
+    ap.add_argument("--seed", type=int, default=0, help="the backend's sampling seed")
     a = ap.parse_args(argv)
 
     import httpx
@@ -96,7 +97,7 @@ def main(argv: list[str] | None = None) -> int:
     from tools import code_search, weather
 
     torch.set_num_threads(2)
-    backend = make_backend("embedded", a.checkpoint, seed=0, threads=2)
+    backend = make_backend("embedded", a.checkpoint, seed=a.seed, threads=2)
     _ = backend.chat_model
     rows: list[dict[str, Any]] = []
     n = 3 if a.quick else None

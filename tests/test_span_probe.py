@@ -1,0 +1,35 @@
+"""``scripts/span_probe.py``: the word-start table its ``--snap`` rule uses."""
+
+from __future__ import annotations
+
+import importlib.util
+from pathlib import Path
+
+import torch
+from transformers import AutoTokenizer
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def _probe_module():
+    spec = importlib.util.spec_from_file_location("span_probe", ROOT / "scripts" / "span_probe.py")
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    return mod
+
+
+def test_word_starts_maps_each_piece_of_a_word_to_its_first_piece():
+    tok = AutoTokenizer.from_pretrained(ROOT / "model" / "checkpoints" / "agentkit-tiny")
+    pieces = tok.convert_ids_to_tokens(list(range(len(tok))))
+    starts = torch.tensor([bool(p) and not p.startswith("Ġ") and p[0].isalnum() for p in pieces])
+    ends = torch.tensor([bool(p) and p[-1].isalnum() for p in pieces])
+    text = '"agentkit/bundle.py:598 load_bundle'
+    toks = tok.tokenize(text)
+    assert toks[:5] == ['"', "a", "gent", "k", "it"]  # the spelling the probe is about
+    ids = torch.tensor([tok.convert_tokens_to_ids(toks)])
+    first = _probe_module().word_starts(ids, starts, ends)[0].tolist()
+    by_piece = [toks[f] for f in first]
+    # a gent k it -> a; '/', 'bundle', '.', 'py', ':', '598' each start their own run; Ġload starts a word
+    assert by_piece[:5] == ['"', "a", "a", "a", "a"]
+    assert by_piece[5:11] == toks[5:11]
+    assert by_piece[toks.index("Ġload")] == "Ġload"
