@@ -182,6 +182,7 @@ def main(argv: list[str] | None = None) -> int:
     mean_s = sum(r["model_seconds"] for r in rows) / len(rows)
     report = {
         "checkpoint": a.checkpoint or "agentkit-tiny",
+        "seed": a.seed,
         "n": len(rows),
         "call_rate": call_rate,
         "answer_rate": answer_rate,
@@ -202,7 +203,7 @@ def main(argv: list[str] | None = None) -> int:
                 f"[{r['bot']}] {r['question']}\n    {r['calls'][:2]}\n    -> {r['answer']!r}  ({mark}, {r['model_seconds']:.2f} s)"
             )
         print(
-            f"calls {call_rate:.2f}  answers {answer_rate:.2f}  model time {mean_s:.2f} s per question (n={len(rows)})"
+            f"calls {call_rate:.2f}  answers {answer_rate:.2f}  model time {mean_s:.2f} s per question (n={len(rows)}, seed {a.seed})"
         )
     emit(report, a.json)
     return 0

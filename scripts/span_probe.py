@@ -4,9 +4,10 @@
         "Where is the function load_bundle defined?" \\
         "load_bundle is defined at agentkit/bundle.py:598." "agentkit/bundle.py:598"
 
-Runs the bundle's agent on the embedded backend (the code-search tools read this repository) and prints its
-answer, then encodes the conversation up to the first tool response (the prompt of the answer turn) and puts the
-given ANSWER on the canvas (``<turn|>`` after it, ``<pad>`` to the canvas end). For each token of SPAN it runs one
+Runs the bundle's agent on the embedded backend (the code-search tools read this repository; the weather tools
+need the network) and prints its answer and calls (a failed call is marked), then encodes the conversation up to
+the first tool response (the prompt of the answer turn) and puts the given ANSWER on the canvas (``<turn|>``
+after it, ``<pad>`` to the canvas end). For each token of SPAN it runs one
 decoder pass (with the copy head's memory of the whole prompt) under three noise patterns and prints the token,
 the decoder's argmax there, the probability of the right token and its rank (0 = argmax), each the mean over
 ``--draws`` noise draws:
@@ -90,8 +91,10 @@ def main() -> None:
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--draws", type=int, default=8, help="noise draws averaged per probe (default 8)")
     a = ap.parse_args()
-    if a.span not in a.answer:
-        ap.error(f"span {a.span!r} is not a substring of the answer {a.answer!r}")
+    if not a.span.strip() or a.span not in a.answer:
+        ap.error(f"span {a.span!r} is not a non-blank substring of the answer {a.answer!r}")
+    if a.draws < 1:
+        ap.error("--draws must be >= 1")
 
     import torch
 
@@ -110,6 +113,10 @@ def main() -> None:
     agent = load_bundle(a.bundle).make_agent(backend=backend)
     result = agent.run(a.question)
     print("answer:", repr(result.answer))
+    for step in result.steps:
+        for call in step.tool_calls:
+            failed = f"  FAILED: {call.error}" if call.error else ""
+            print(f"call: {call.name}({call.arguments}){failed}")
     tool_at = next((i for i, m in enumerate(result.messages) if m.get("role") == "tool"), None)
     if tool_at is None:
         print("no tool response: nothing to probe")
@@ -135,8 +142,6 @@ def main() -> None:
         if off < s1 and off + n > s0:
             span.append(i)
         off += n
-    if a.draws < 1:
-        ap.error("--draws must be >= 1")
     print(f"prompt: {ids.shape[1]} tokens; canvas: {tok.convert_ids_to_tokens(target)}")
     with torch.no_grad():
         ids, attn = ids.repeat(a.draws, 1), attn.repeat(a.draws, 1)  # one row per noise draw
