@@ -311,3 +311,42 @@ def test_copy_head_run_stops_at_stop_at_with_the_long_schedule(tmp_path):
     from model.loading import load_checkpoint
 
     assert type(load_checkpoint(str(final)).model).__name__ == "DiffusionGemmaWithCopyHead"
+
+
+def test_training_options_are_typed_by_annotation_and_documented(capsys):
+    """``python -m model.training``: every TrainConfig field is an option with its docstring's help text, typed
+    by its annotation (``int | None`` fields take ints, ``float | None`` floats)."""
+    import dataclasses
+
+    import pytest
+
+    from model.training.__main__ import option_help, parse_args
+    from model.training.settings import TrainConfig
+
+    helps = option_help()
+    fields = [f.name for f in dataclasses.fields(TrainConfig)]
+    assert sorted(helps) == sorted(fields)  # no field without help, no help for a field that is gone
+    assert all(len(h) > 10 for h in helps.values())
+    cfg = parse_args(
+        ["--stop-at", "5", "--bot-share", "0.3", "--max-minutes", "2", "--final-dir", "x", "--no-resume"]
+    )
+    assert (cfg.stop_at, cfg.bot_share, cfg.max_minutes, cfg.final_dir, cfg.resume) == (
+        5,
+        0.3,
+        2.0,
+        "x",
+        False,
+    )
+    assert isinstance(cfg.stop_at, int) and isinstance(cfg.max_minutes, float)
+    assert parse_args([]) == TrainConfig()
+    with pytest.raises(SystemExit):
+        parse_args(["--stop-at", "1.5"])
+    assert "invalid int value: '1.5'" in capsys.readouterr().err
+    with pytest.raises(SystemExit):
+        parse_args(["--help"])
+    out = capsys.readouterr().out
+    assert (
+        "Share of the training stream in the example bots' domains (default: the generator's 16%)"
+        in " ".join(out.split())
+    )
+    assert "--prefix-clean-p" in out and "(default: 0.0)" in out

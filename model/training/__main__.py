@@ -4,35 +4,66 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
+import inspect
 import sys
+import typing
 from typing import Any
 
 from model.training.train import TrainConfig, train
 
 
+def option_help() -> dict[str, str]:
+    """``{field: help text}`` from the ``Attributes:`` section of :class:`TrainConfig`'s docstring (griffe)."""
+    import logging
+
+    from griffe import Docstring
+
+    log = logging.getLogger("griffe")
+    level = log.level
+    log.setLevel(logging.ERROR)  # griffe warns about attributes it cannot type; the dataclass types them
+    try:
+        sections = Docstring(inspect.cleandoc(TrainConfig.__doc__ or "")).parse("google")
+    finally:
+        log.setLevel(level)
+    return {
+        a.name: " ".join(line.strip() for line in a.description.splitlines() if line.strip())
+        for s in sections
+        if s.kind.value == "attributes"
+        for a in s.value
+    }
+
+
+def _option_type(hint: Any) -> Any:
+    """The argparse ``type`` of a field annotated ``hint`` (``int``, ``float``, ``str``, or ``X | None``)."""
+    args = [a for a in typing.get_args(hint) if a is not type(None)]
+    base = args[0] if args else hint
+    if base not in (int, float, str):
+        raise TypeError(f"TrainConfig field type {hint!r} has no command-line form")
+    return base
+
+
 def parse_args(argv: list[str] | None = None) -> TrainConfig:
-    """Build a :class:`TrainConfig` from ``--field-name VALUE`` options (one per config field).
+    """Build a :class:`TrainConfig` from ``--field-name VALUE`` options (one per config field; its type from
+    the field's annotation, its help from the class docstring).
 
     Raises:
         SystemExit: on unknown options or bad values (argparse).
     """
     ap = argparse.ArgumentParser(
-        prog="python -m model.training", description="Train the agentkit-tiny checkpoint."
+        prog="python -m model.training",
+        description="Train the agentkit-tiny checkpoint (docs/TRAINING.md has the recipe).",
     )
+    helps = {k: v.replace("%", "%%") for k, v in option_help().items()}  # argparse formats help with %
+    hints = typing.get_type_hints(TrainConfig)
     for f in dataclasses.fields(TrainConfig):
         flag = "--" + f.name.replace("_", "-")
-        default = f.default
-        if isinstance(default, bool):
-            ap.add_argument(flag, action=argparse.BooleanOptionalAction, default=default)
-            continue
-        typ: Any = {int: int, float: float, str: str}.get(type(default), str)
-        if f.name in ("max_minutes",):
-            typ = float
-        if f.name in ("stop_at",):
-            typ = int
-        if f.name in ("bot_share",):
-            typ = float
-        ap.add_argument(flag, type=typ, default=default)
+        text = helps[f.name]
+        if f.default not in (None, "") and "default" not in text:
+            text += f" (default: {f.default})"
+        if hints[f.name] is bool:
+            ap.add_argument(flag, action=argparse.BooleanOptionalAction, default=f.default, help=text)
+        else:
+            ap.add_argument(flag, type=_option_type(hints[f.name]), default=f.default, help=text)
     ns = ap.parse_args(argv)
     return TrainConfig(**vars(ns))
 

@@ -13,27 +13,68 @@ from model import special_tokens as st
 class TrainConfig:
     """All knobs of a training run (saved as ``train_config.json`` next to the checkpoints).
 
-    Sizes are in tokens; times in minutes; ``lr`` is AdamW's peak learning rate. ``ar_weight``: weight of the
-    autoregressive auxiliary loss through the encoder (see :func:`diffusion_loss`; keep ``max_prompt +
-    canvas_length`` under ``sliding_window`` when it is on). ``terse_p``: share of training examples whose tool
-    declarations lose their descriptions (shorter, cheaper prompts). ``drill_steps``: the first steps train on
-    the copy drill only (:func:`model.training.data.copy_drill`: single-turn call examples with only the called
-    tools, terse); ``max_minutes`` times the first 20 steps, so with a drill give ``steps`` instead (drill steps
-    are faster). ``copy_weight``: extra loss weight on copied value tokens. ``space_tokens``: spaces as their
-    own pre-tokens.
+    Each attribute is also a ``python -m model.training`` option (``--field-name``; the text below is its
+    ``--help``). Sizes are in tokens, times in minutes.
 
-    Copy head (:mod:`model.copy_head`): ``copy_head`` builds ``DiffusionGemmaWithCopyHead`` and trains it with
-    :func:`copy_diffusion_loss`; ``noise_draws`` decoder passes (each with its own noise level) share one
-    encoder pass; ``prefix_clean_p``: share of (example, draw) pairs whose canvas keeps a clean prefix of random
-    length and is mostly noise after it (``t ~ U(0.5, 1)`` there): the state the constraint's prefix commit
-    leaves at inference, so the frontier token is learned from its left context; ``bind_weight``, ``key_weight``
-    and ``ptr_weight`` weight the binding, parameter and pointer
-    auxiliary losses, ``none_weight`` the "none" request tokens inside the binding loss. ``init_from``: a
-    checkpoint folder whose weights (and tokenizer) start the run; weights it lacks (the copy head) start fresh.
-    ``stop_at``: stop (and save) after this many steps while keeping the learning-rate schedule of ``steps``.
-    ``bot_share``: share of the training stream in the example bots' domains (default: the generator's 16%).
-    ``align_copies``: spell each copied target word with its prompt tokens where BPE splits it differently there
-    (:func:`model.training.labels.align_copied_words`), so every copy is reachable token by token.
+    Attributes:
+        out_dir: Folder of the run: tokenizer, checkpoints, logs and train_config.json.
+        final_dir: Folder of the final checkpoint (default: OUT_DIR/final).
+        seed: Seed of the data generators, the initial weights and the noise draws.
+        device: Torch device: cpu or cuda.
+        threads: torch.set_num_threads for the run (CPU).
+        steps: Optimizer steps of the learning-rate schedule.
+        stop_at: Stop (and save) after this many steps while keeping the schedule of STEPS.
+        max_minutes: Fit the step count to this wall-clock budget (minutes), timed on the first 20 steps.
+        batch_size: Examples per optimizer step.
+        lr: AdamW's peak learning rate.
+        min_lr_ratio: Floor of the cosine schedule, as a fraction of LR.
+        warmup: Linear warm-up steps.
+        weight_decay: AdamW weight decay.
+        grad_clip: Gradient-norm clip.
+        maskbench: MaskBench schemas file (.jsonl.gz) for the Glaive-schema examples (default: the shared data's
+            dev split; missing: trains without them).
+        n_train: Training examples generated.
+        n_heldout: Held-out examples for the periodic evaluation.
+        tokenizer_examples: Training examples the BPE tokenizer is trained on (a fresh run only).
+        vocab_size: Vocabulary size of a fresh tokenizer and model.
+        hidden_size: Model width.
+        intermediate_size: Width of the dense MLP.
+        moe_intermediate_size: Width of each expert's MLP.
+        num_layers: Transformer layers (sliding and full attention alternate; the last is full).
+        num_heads: Attention heads.
+        num_kv_heads: Key/value heads (grouped-query attention).
+        head_dim: Width of one attention head.
+        canvas_length: Tokens per canvas (the decoder's block).
+        max_prompt: Prompt tokens kept per example (the last ones).
+        space_tokens: Spaces as their own pre-tokens in a fresh tokenizer.
+        copy_weight: Extra loss weight on copied value tokens.
+        ar_weight: Weight of the autoregressive auxiliary loss through the encoder (keep MAX_PROMPT +
+            CANVAS_LENGTH under SLIDING_WINDOW when it is on).
+        terse_p: Share of the examples whose tool declarations lose their descriptions.
+        drill_steps: First steps trained on the copy drill only (single-call examples with only the called tools,
+            terse); give STEPS rather than MAX_MINUTES with it.
+        copy_head: Build and train DiffusionGemmaWithCopyHead (model/copy_head.py) with the copy losses.
+        copy_dim: Width of the copy head's binding space (its free space is half of it).
+        noise_draws: Decoder passes, each with its own noise level, per encoder pass.
+        prefix_clean_p: Share of (example, draw) pairs whose canvas keeps a clean prefix of random length and is
+            mostly noise after it (the state the constraint's prefix commit leaves at inference).
+        bot_share: Share of the training stream in the example bots' domains (default: the generator's 16%).
+        bind_weight: Weight of the binding loss (request tokens against the declared parameters).
+        key_weight: Weight of the parameter loss (value tokens against the parameter they fill).
+        ptr_weight: Weight of the pointer's own loss.
+        none_weight: Weight of the "none" request tokens inside the binding loss.
+        init_from: Checkpoint folder whose weights (and tokenizer) start the run; weights it lacks start fresh.
+        align_copies: Spell each copied target word with its prompt tokens where BPE splits it differently there
+            (model.training.labels.align_copied_words).
+        sliding_window: Sliding-window size of the local attention layers.
+        max_position_embeddings: Longest sequence the model's positions cover.
+        self_cond_p: Probability per example of a detached self-conditioning pass.
+        pad_weight: Loss weight of canvas positions after the end of the target.
+        ckpt_every: Steps between checkpoints.
+        eval_every: Steps between held-out evaluations.
+        log_every: Steps between log lines.
+        bucket_mult: Batches per length bucket (examples are sorted by length within BATCH_SIZE x BUCKET_MULT).
+        resume: Continue from the trainer state in OUT_DIR when there is one.
     """
 
     out_dir: str = "runs/agentkit-tiny"
