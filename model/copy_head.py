@@ -36,6 +36,9 @@ in a call). Each copied source token therefore contributes to two vocabulary ent
 spaced form, split by ``sigma(i, r) = sigmoid(a_i + b * match(i, r) * (+1 if x_r is spaced else -1))``: at a
 span start the decoder's state decides (after ``<|"|>`` a value starts unspaced; in prose a copied word is
 spaced), inside a span the source's own spacing is kept.
+With ``spaced_word_starts`` (a ``copy_head`` entry of ``config.json``, off when absent) a source token inside a
+word (``gent``, ``k``, ``it`` of ``a gent k it``, as JSON spells ``agentkit``) has no spaced form: ``Ġit`` cannot
+start a copied word, so a word copied after a space starts at its first piece (``Ġa``).
 """
 
 from __future__ import annotations
@@ -49,7 +52,15 @@ from torch import nn
 from torch.nn import functional as F
 
 #: Keys of the ``copy_head`` entry in ``config.json``.
-COPY_HEAD_FIELDS = ("dim", "free_dim", "lookahead", "turn_start_id", "turn_end_id", "excluded_role_ids")
+COPY_HEAD_FIELDS = (
+    "dim",
+    "free_dim",
+    "lookahead",
+    "turn_start_id",
+    "turn_end_id",
+    "excluded_role_ids",
+    "spaced_word_starts",
+)
 
 
 @dataclass
@@ -63,6 +74,8 @@ class CopyHeadConfig:
         turn_start_id, turn_end_id: ids of ``<|turn>`` and ``<turn|>``.
         excluded_role_ids: role tokens (the token after ``<|turn>``) whose turns are never copied from (the
             system turn: tool names, keys and descriptions, which the grammar forces anyway).
+        spaced_word_starts: a copied token takes its spaced form only where it starts a word in the source (not
+            ``it`` of ``a gent k it``: its copy is always the stripped form). Absent from ``config.json`` = off.
     """
 
     dim: int = 64
@@ -71,6 +84,7 @@ class CopyHeadConfig:
     turn_start_id: int = 4
     turn_end_id: int = 5
     excluded_role_ids: list[int] = field(default_factory=list)
+    spaced_word_starts: bool = False
 
     @classmethod
     def from_dict(cls, d: dict[str, Any]) -> CopyHeadConfig:
@@ -88,8 +102,11 @@ class CopyHeadConfig:
         return cfg
 
     def to_dict(self) -> dict[str, Any]:
-        """JSON-serialisable dict for ``config.json``."""
-        return {k: getattr(self, k) for k in COPY_HEAD_FIELDS}
+        """JSON-serialisable dict for ``config.json`` (``spaced_word_starts`` only when on)."""
+        out = {k: getattr(self, k) for k in COPY_HEAD_FIELDS}
+        if not self.spaced_word_starts:
+            del out["spaced_word_starts"]
+        return out
 
 
 @dataclass
@@ -150,13 +167,17 @@ class CopyHead(nn.Module):
 
     Buffers (saved in ``model.safetensors``; set from the tokenizer by :meth:`set_token_tables`):
         base_ids ``[V]`` int64 (a token's id without its leading space, or itself), spaced_ids ``[V]`` int64 (with
-        a leading space, or itself), is_spaced ``[V]`` bool, copyable ``[V]`` bool (not a control token).
+        a leading space, or itself), is_spaced ``[V]`` bool, copyable ``[V]`` bool (not a control token); with
+        ``spaced_word_starts``, word_piece ``[V]`` bool (no leading space, starts with a letter or digit: it
+        continues a word after a token that ends with one) and ends_alnum ``[V]`` bool.
     """
 
     base_ids: torch.Tensor
     spaced_ids: torch.Tensor
     is_spaced: torch.Tensor
     copyable: torch.Tensor
+    word_piece: torch.Tensor
+    ends_alnum: torch.Tensor
 
     def __init__(self, hidden_size: int, vocab_size: int, cfg: CopyHeadConfig) -> None:
         super().__init__()
@@ -173,6 +194,9 @@ class CopyHead(nn.Module):
         self.register_buffer("spaced_ids", torch.arange(vocab_size), persistent=True)
         self.register_buffer("is_spaced", torch.zeros(vocab_size, dtype=torch.bool), persistent=True)
         self.register_buffer("copyable", torch.ones(vocab_size, dtype=torch.bool), persistent=True)
+        if cfg.spaced_word_starts:
+            self.register_buffer("word_piece", torch.zeros(vocab_size, dtype=torch.bool), persistent=True)
+            self.register_buffer("ends_alnum", torch.zeros(vocab_size, dtype=torch.bool), persistent=True)
         self.reset_parameters()
 
     def reset_parameters(self) -> None:
@@ -215,6 +239,12 @@ class CopyHead(nn.Module):
                     spaced[j] = i
         with torch.no_grad():
             dev = self.base_ids.device
+            if self.cfg.spaced_word_starts:
+                text = [
+                    tokenizer.convert_tokens_to_string([p]) for p in tokenizer.convert_ids_to_tokens(range(V))
+                ]
+                self.word_piece.copy_(torch.tensor([t[:1].isalnum() for t in text], device=dev))
+                self.ends_alnum.copy_(torch.tensor([t[-1:].isalnum() for t in text], device=dev))
             self.base_ids.copy_(torch.tensor(base, device=dev))
             self.spaced_ids.copy_(torch.tensor(spaced, device=dev))
             self.is_spaced.copy_(torch.tensor(is_sp, device=dev))
@@ -326,6 +356,21 @@ class CopyHead(nn.Module):
             "query": q,
         }
 
+    def _variant_split(
+        self, ptr: dict[str, torch.Tensor], mem: CopyMemory
+    ) -> tuple[torch.Tensor, torch.Tensor]:
+        """``(log_spaced, log_stripped)`` ``[B, C, R]``: the pointer's split, with ``spaced_word_starts`` forced to
+        all-stripped at source positions inside a word (a word piece after a token ending with a letter/digit)."""
+        if not self.cfg.spaced_word_starts:
+            return ptr["log_spaced"], ptr["log_stripped"]
+        prev = mem.prev_base
+        inside = self.word_piece[mem.ids] & (prev >= 0) & self.ends_alnum[prev.clamp(min=0)]  # [B, R]
+        inside = inside[:, None, :]
+        log_sp = ptr["log_spaced"].masked_fill(
+            inside, -1e4
+        )  # exp(-1e4) is 0 in float32; gradients stay finite
+        return log_sp, ptr["log_stripped"].masked_fill(inside, 0.0)
+
     def mixture_logits(
         self, vocab_logits: torch.Tensor, ptr: dict[str, torch.Tensor], mem: CopyMemory
     ) -> torch.Tensor:
@@ -342,7 +387,7 @@ class CopyHead(nn.Module):
         B, C, V = vocab_logits.shape
         R = mem.ids.shape[1]
         alpha = ptr["log_alpha"].exp()  # [B, C, R] (0 where masked)
-        w_sp = alpha * ptr["log_spaced"].exp()
+        w_sp = alpha * self._variant_split(ptr, mem)[0].exp()
         w_st = alpha - w_sp
         p_copy = vocab_logits.new_zeros((B, C, V))
         sp_idx = self.spaced_ids[mem.ids][:, None, :].expand(B, C, R)
@@ -375,8 +420,9 @@ class CopyHead(nn.Module):
         # finite stand-ins for -inf keep every gradient finite (exp(-1e4) is 0 in float32)
         la = ptr["log_alpha"].clamp(min=-1e4)
         neg = torch.full_like(la, -1e4)
-        lp_sp = torch.where(src_sp == tgt, la + ptr["log_spaced"], neg)
-        lp_st = torch.where(src_st == tgt, la + ptr["log_stripped"], neg)
+        log_sp, log_st = self._variant_split(ptr, mem)
+        lp_sp = torch.where(src_sp == tgt, la + log_sp, neg)
+        lp_st = torch.where(src_st == tgt, la + log_st, neg)
         log_copy = torch.logsumexp(torch.cat([lp_sp, lp_st], dim=-1), dim=-1)
         log_mix = torch.logaddexp(
             log_vocab + ptr["log_gate"], log_copy + ptr["log_copy_gate"].clamp(min=-1e4)

@@ -167,3 +167,45 @@ def test_the_pointer_follows_a_multi_token_value(loaded):
         ptr = head.pointer(h, canvas, mem)
     best = int(ptr["log_alpha"][0, 1].argmax())  # the token after it in the request (or after a repeat)
     assert int(head.base_ids[row[best - 1]]) == int(head.base_ids[row[r]])
+
+
+def test_spaced_word_starts_gives_a_mid_word_source_only_its_stripped_form():
+    """``spaced_word_starts``: a copied ``it`` of ``a gent k it`` cannot become ``Ġit`` (its mass goes to ``it``);
+    the word's first piece ``a`` keeps both forms; the gathers still match the full mixture."""
+    from model.copy_head import CopyHead
+
+    shipped = load_checkpoint("model/checkpoints/agentkit-tiny")
+    m, tok = shipped.model, shipped.tokenizer
+    ids = _prompt(tok, 'The file is "agentkit/bundle.py" here.')
+    pieces = tok.convert_ids_to_tokens(ids[0].tolist())
+    assert pieces[pieces.index("a") : pieces.index("a") + 4] == ["a", "gent", "k", "it"]
+    cfg = CopyHeadConfig.from_dict({**m.copy_head.cfg.to_dict(), "spaced_word_starts": True})
+    assert (
+        cfg.to_dict()["spaced_word_starts"] is True and "spaced_word_starts" not in m.copy_head.cfg.to_dict()
+    )
+    on = CopyHead(m.config.text_config.hidden_size, len(tok), cfg)
+    on.load_state_dict(m.copy_head.state_dict(), strict=False)
+    on.set_token_tables(tok)
+    canvas = torch.tensor([tok.convert_tokens_to_ids(["Ġat", "Ġa", "gent", "k", "it"])])
+    with torch.no_grad():
+        enc = m.model.encoder(input_ids=ids)
+        h = m.model(cache=enc.cache, decoder_input_ids=canvas).last_hidden_state
+        vocab_logits = torch.zeros(1, 5, len(tok))
+        out = {}
+        for name, head in (("off", m.copy_head), ("on", on)):
+            mem = head.new_memory(ids, enc.last_hidden_state)
+            ptr = head.pointer(h, canvas, mem)
+            ptr["log_gate"] = torch.full_like(ptr["log_gate"], float("-inf"))  # the copy distribution alone
+            ptr["log_copy_gate"] = torch.zeros_like(ptr["log_copy_gate"])
+            full = head.mixture_logits(vocab_logits, ptr, mem)
+            assert torch.allclose(full.logsumexp(-1), torch.zeros(1, 5), atol=1e-4)
+            log_mix, _ = head.target_logprob(vocab_logits, ptr, mem, canvas)
+            gathered = full.gather(-1, canvas[..., None]).squeeze(-1)
+            # (Ġat is nowhere in the prompt: both are "no mass", -69 = log 1e-30 and the -1e4 stand-in)
+            assert torch.allclose(log_mix[:, 1:], gathered[:, 1:], atol=1e-4) and gathered[0, 0] < -60
+            out[name] = full.exp()
+    sp_it, it, sp_a = (tok.convert_tokens_to_ids(p) for p in ("Ġit", "it", "Ġa"))
+    assert (out["off"][0, :, sp_it] > 1e-6).all()  # off: every position gives Ġit some copy mass
+    assert (out["on"][0, :, sp_it] < 1e-12).all()  # on: none (no word of the prompt starts with it)
+    assert torch.allclose(out["on"][0, :, it], out["off"][0, :, it] + out["off"][0, :, sp_it], atol=1e-5)
+    assert torch.allclose(out["on"][0, :, sp_a], out["off"][0, :, sp_a], atol=1e-6)  # a starts the word

@@ -295,6 +295,8 @@ def test_ar_weight_needs_the_prompt_and_canvas_inside_the_sliding_window(tmp_pat
     with pytest.raises(ValueError, match="--sliding-window"):
         train(cfg)
     assert main(["--out-dir", str(tmp_path / "x"), "--ar-weight", "1", "--max-prompt", "512"]) == 2
+    with pytest.raises(ValueError, match="give --copy-head"):
+        train(_tiny_cfg(tmp_path, spaced_word_starts=True))
 
 
 def test_copy_head_run_stops_at_stop_at_with_the_long_schedule(tmp_path):
@@ -311,6 +313,20 @@ def test_copy_head_run_stops_at_stop_at_with_the_long_schedule(tmp_path):
     from model.loading import load_checkpoint
 
     assert type(load_checkpoint(str(final)).model).__name__ == "DiffusionGemmaWithCopyHead"
+
+
+def test_spaced_word_starts_is_saved_with_its_tables_and_loads_offline(tmp_path):
+    """--copy-head --spaced-word-starts: config.json says so and the word tables load from model.safetensors."""
+    from model.loading import load_checkpoint
+
+    final = train(_tiny_cfg(tmp_path, copy_head=True, copy_dim=16, spaced_word_starts=True, steps=2))
+    assert json.loads((final / "config.json").read_text())["copy_head"]["spaced_word_starts"] is True
+    loaded = load_checkpoint(str(final))
+    head, tok = loaded.model.copy_head, loaded.tokenizer
+    assert head.cfg.spaced_word_starts
+    word_pieces = {p for p, i in tok.get_vocab().items() if bool(head.word_piece[i])}
+    assert word_pieces and all(not p.startswith("Ġ") and p[0].isalnum() for p in word_pieces)
+    assert bool(head.ends_alnum[tok.convert_tokens_to_ids(word_pieces.pop())])
 
 
 def test_training_options_are_typed_by_annotation_and_documented(capsys):

@@ -55,6 +55,8 @@ class TrainConfig:
             terse); give STEPS rather than MAX_MINUTES with it.
         copy_head: Build and train DiffusionGemmaWithCopyHead (model/copy_head.py) with the copy losses.
         copy_dim: Width of the copy head's binding space (its free space is half of it).
+        spaced_word_starts: A copied token takes its spaced form only where it starts a word in the source
+            (the copy head's spaced_word_starts).
         noise_draws: Decoder passes, each with its own noise level, per encoder pass.
         prefix_clean_p: Share of (example, draw) pairs whose canvas keeps a clean prefix of random length and is
             mostly noise after it (the state the constraint's prefix commit leaves at inference).
@@ -112,6 +114,7 @@ class TrainConfig:
     drill_steps: int = 0
     copy_head: bool = False
     copy_dim: int = 64
+    spaced_word_starts: bool = False
     noise_draws: int = 1
     prefix_clean_p: float = 0.0
     bot_share: float | None = None
@@ -179,6 +182,7 @@ def build_model(cfg: TrainConfig, tok: Any) -> Any:
             turn_start_id=st.SPECIAL_IDS[st.TURN_START],
             turn_end_id=st.SPECIAL_IDS[st.TURN_END],
             excluded_role_ids=system[:1],
+            spaced_word_starts=cfg.spaced_word_starts,
         ).to_dict()
         model = DiffusionGemmaWithCopyHead(config)
         model.copy_head.set_token_tables(tok)

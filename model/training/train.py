@@ -327,6 +327,8 @@ def _autocast_for(cfg: TrainConfig) -> Any:
             f"--ar-weight needs --max-prompt + the canvas ({cfg.max_prompt} + {cfg.canvas_length}) below "
             f"--sliding-window ({cfg.sliding_window}): the decoder's sliding layers would lose prompt tokens"
         )
+    if cfg.spaced_word_starts and not cfg.copy_head:
+        raise ValueError("--spaced-word-starts is a copy-head rule: give --copy-head with it")
     torch.set_num_threads(cfg.threads)
     if cfg.device.startswith("cuda") and not torch.cuda.is_available():
         raise ValueError("--device cuda requested but torch.cuda.is_available() is False")
