@@ -91,12 +91,16 @@ class CopyHeadConfig:
         """Build from the ``copy_head`` dict of ``config.json``.
 
         Raises:
-            ValueError: on an unknown key or a non-positive size.
+            ValueError: on an unknown key, a non-positive size or a non-boolean ``spaced_word_starts``.
         """
         unknown = set(d) - set(COPY_HEAD_FIELDS)
         if unknown:
             raise ValueError(f"copy_head: unknown keys {sorted(unknown)} (known: {list(COPY_HEAD_FIELDS)})")
         cfg = cls(**{k: d[k] for k in COPY_HEAD_FIELDS if k in d})
+        if not isinstance(cfg.spaced_word_starts, bool):
+            raise ValueError(
+                f"copy_head: spaced_word_starts must be true or false, got {cfg.spaced_word_starts!r}"
+            )
         if cfg.dim <= 0 or cfg.free_dim < 0 or cfg.lookahead < 0:
             raise ValueError(f"copy_head: dim must be > 0 and free_dim, lookahead >= 0, got {d}")
         return cfg

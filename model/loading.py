@@ -186,7 +186,8 @@ def _from_pretrained(src: str, kwargs: dict[str, Any]) -> tuple[Any, Any]:
     """The model (with a copy head when ``config.json`` declares one) and its tokenizer, progress bars off.
 
     Raises:
-        CheckpointError: the files cannot be read, or do not match the DiffusionGemma architecture.
+        CheckpointError: the files cannot be read, or do not match the DiffusionGemma architecture (a
+            ``copy_head`` entry whose weights or tables ``model.safetensors`` lacks included).
     """
     from transformers import AutoConfig, AutoTokenizer, DiffusionGemmaForBlockDiffusion
     from transformers.utils import logging as hf_logging
@@ -200,7 +201,12 @@ def _from_pretrained(src: str, kwargs: dict[str, Any]) -> tuple[Any, Any]:
             from model.copy_model import DiffusionGemmaWithCopyHead
 
             cls = DiffusionGemmaWithCopyHead
-        model = cls.from_pretrained(src, config=config, **kwargs)
+        model, info = cls.from_pretrained(src, config=config, output_loading_info=True, **kwargs)
+        lost = sorted(k for k in info.get("missing_keys", ()) if k.startswith("copy_head."))
+        if lost:  # transformers would leave them uninitialised: a copy head of garbage
+            raise CheckpointError(
+                f"{src}: model.safetensors lacks {', '.join(lost)}, which the copy_head entry of config.json needs"
+            )
         tokenizer = AutoTokenizer.from_pretrained(src, local_files_only=kwargs.get("local_files_only", False))
     except CheckpointError:
         raise

@@ -62,6 +62,24 @@ def test_bad_copy_head_entry_is_rejected():
         CopyHeadConfig.from_dict({"dim": 8, "bogus": 1})
     with pytest.raises(ValueError, match="dim must be > 0"):
         CopyHeadConfig.from_dict({"dim": 0})
+    with pytest.raises(ValueError, match="spaced_word_starts must be true or false, got 'yes'"):
+        CopyHeadConfig.from_dict({"dim": 8, "spaced_word_starts": "yes"})
+
+
+def test_a_copy_head_entry_whose_tables_the_weights_lack_is_refused(copy_ckpt, tmp_path):
+    """config.json turning spaced_word_starts on for weights saved without it: a clear error, not a copy head
+    with uninitialised tables."""
+    import shutil
+
+    from model.loading import CheckpointError
+
+    bad = tmp_path / "bad"
+    shutil.copytree(copy_ckpt, bad)
+    cfg = json.loads((bad / "config.json").read_text())
+    cfg["copy_head"]["spaced_word_starts"] = True
+    (bad / "config.json").write_text(json.dumps(cfg))
+    with pytest.raises(CheckpointError, match=r"lacks copy_head\.ends_alnum, copy_head\.word_piece"):
+        load_checkpoint(str(bad))
 
 
 def test_mixture_is_a_distribution_and_gathers_match_the_full_logits(loaded):
