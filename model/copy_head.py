@@ -91,12 +91,24 @@ class CopyHeadConfig:
         """Build from the ``copy_head`` dict of ``config.json``.
 
         Raises:
-            ValueError: on an unknown key, a non-positive size or a non-boolean ``spaced_word_starts``.
+            ValueError: on an unknown key, a non-integer or non-positive size or token id, ``excluded_role_ids``
+                not a list of ids, or a non-boolean ``spaced_word_starts``.
         """
         unknown = set(d) - set(COPY_HEAD_FIELDS)
         if unknown:
             raise ValueError(f"copy_head: unknown keys {sorted(unknown)} (known: {list(COPY_HEAD_FIELDS)})")
         cfg = cls(**{k: d[k] for k in COPY_HEAD_FIELDS if k in d})
+        ints = ("dim", "free_dim", "lookahead", "turn_start_id", "turn_end_id")
+        bad = [k for k in ints if isinstance(getattr(cfg, k), bool) or not isinstance(getattr(cfg, k), int)]
+        if bad:
+            raise ValueError(
+                f"copy_head: {', '.join(bad)} must be integers, got {[getattr(cfg, k) for k in bad]}"
+            )
+        roles = cfg.excluded_role_ids
+        if not isinstance(roles, list) or not all(
+            isinstance(r, int) and not isinstance(r, bool) for r in roles
+        ):
+            raise ValueError(f"copy_head: excluded_role_ids must be a list of token ids, got {roles!r}")
         if not isinstance(cfg.spaced_word_starts, bool):
             raise ValueError(
                 f"copy_head: spaced_word_starts must be true or false, got {cfg.spaced_word_starts!r}"

@@ -64,6 +64,10 @@ def test_bad_copy_head_entry_is_rejected():
         CopyHeadConfig.from_dict({"dim": 0})
     with pytest.raises(ValueError, match="spaced_word_starts must be true or false, got 'yes'"):
         CopyHeadConfig.from_dict({"dim": 8, "spaced_word_starts": "yes"})
+    with pytest.raises(ValueError, match=r"dim must be integers, got \['64'\]"):
+        CopyHeadConfig.from_dict({"dim": "64"})
+    with pytest.raises(ValueError, match="excluded_role_ids must be a list of token ids, got 'system'"):
+        CopyHeadConfig.from_dict({"dim": 8, "excluded_role_ids": "system"})
 
 
 def test_a_copy_head_entry_whose_tables_the_weights_lack_is_refused(copy_ckpt, tmp_path):

@@ -327,6 +327,50 @@ def test_spaced_word_starts_is_saved_with_its_tables_and_loads_offline(tmp_path)
     word_pieces = {p for p, i in tok.get_vocab().items() if bool(head.word_piece[i])}
     assert word_pieces and all(not p.startswith("Ġ") and p[0].isalnum() for p in word_pieces)
     assert bool(head.ends_alnum[tok.convert_tokens_to_ids(word_pieces.pop())])
+    # config.json edited after training (the entry deleted): the saved tables are refused by name, not ignored
+    from model.loading import CheckpointError
+
+    conf = json.loads((final / "config.json").read_text())
+    del conf["copy_head"]["spaced_word_starts"]
+    (final / "config.json").write_text(json.dumps(conf))
+    with pytest.raises(CheckpointError, match=r"holds copy_head\.ends_alnum, copy_head\.word_piece"):
+        load_checkpoint(str(final))
+    # resuming the run without the rule: refused, naming both settings
+    with pytest.raises(
+        ValueError, match="spaced_word_starts=True; this run asks for copy_head=True, spaced_word_"
+    ):
+        train(_tiny_cfg(tmp_path, copy_head=True, copy_dim=16, steps=4))
+
+
+def test_batches_fit_a_small_training_set_and_refuse_an_empty_batch():
+    """Fewer examples than batch_size x bucket_mult: smaller buckets (this looped forever); fewer than one
+    batch: a ValueError."""
+    import random
+
+    from model.training.batches import batches
+
+    data = [Encoded(prompt=[1] * (i + 1), target=[2] * 3) for i in range(10)]
+    cfg = tiny_train_config(batch_size=4, bucket_mult=32)
+    it = batches(data, cfg, random.Random(0))
+    got = [next(it) for _ in range(6)]
+    assert all(len(b) == 4 for b in got)
+    with pytest.raises(ValueError, match="3 training examples cannot fill one batch of --batch-size 4"):
+        next(batches(data[:3], cfg, random.Random(0)))
+
+
+def test_non_positive_counts_are_refused_before_training(tmp_path):
+    from model.training.__main__ import main
+
+    for flag, value in (
+        ("--threads", "0"),
+        ("--eval-every", "0"),
+        ("--bucket-mult", "0"),
+        ("--stop-at", "0"),
+    ):
+        with pytest.raises(ValueError, match=f"{flag} must be >= 1, got 0"):
+            train(_tiny_cfg(tmp_path, **{flag[2:].replace("-", "_"): int(value)}))
+        assert main(["--out-dir", str(tmp_path / "x"), flag, value]) == 2
+    assert not (tmp_path / "x").exists()
 
 
 def test_training_options_are_typed_by_annotation_and_documented(capsys):

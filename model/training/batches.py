@@ -197,11 +197,22 @@ def device_batch(items: list[Encoded], cfg: TrainConfig, rng: random.Random, dev
 
 
 def batches(data: list[Encoded], cfg: TrainConfig, rng: random.Random) -> Any:
-    """Endless iterator of length-bucketed batches (lists of :class:`Encoded`)."""
+    """Endless iterator of length-bucketed batches (lists of :class:`Encoded`): each pass shuffles ``data``, sorts
+    buckets of ``batch_size x bucket_mult`` examples (fewer when ``data`` is smaller) by length and yields their
+    batches in random order.
+
+    Raises:
+        ValueError: if ``data`` holds fewer than ``cfg.batch_size`` examples (at the first ``next``).
+    """
+    if len(data) < cfg.batch_size:
+        raise ValueError(
+            f"{len(data)} training examples cannot fill one batch of --batch-size {cfg.batch_size}"
+        )
+    mult = max(1, min(cfg.bucket_mult, len(data) // cfg.batch_size))
     while True:
         order = list(range(len(data)))
         rng.shuffle(order)
-        chunk = cfg.batch_size * cfg.bucket_mult
+        chunk = cfg.batch_size * mult
         for s in range(0, len(order) - chunk + 1, chunk):
             idx = sorted(order[s : s + chunk], key=lambda i: len(data[i].prompt) + len(data[i].target))
             groups = [idx[j : j + cfg.batch_size] for j in range(0, chunk, cfg.batch_size)]

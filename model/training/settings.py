@@ -56,7 +56,7 @@ class TrainConfig:
         copy_head: Build and train DiffusionGemmaWithCopyHead (model/copy_head.py) with the copy losses.
         copy_dim: Width of the copy head's binding space (its free space is half of it).
         spaced_word_starts: A copied token takes its spaced form only where it starts a word in the source
-            (the copy head's spaced_word_starts).
+            (the copy head's spaced_word_starts; needs --copy-head).
         noise_draws: Decoder passes, each with its own noise level, per encoder pass.
         prefix_clean_p: Share of (example, draw) pairs whose canvas keeps a clean prefix of random length and is
             mostly noise after it (the state the constraint's prefix commit leaves at inference).

@@ -227,6 +227,23 @@ def prepare(cfg: TrainConfig, log: Any = print) -> tuple[Any, list[Encoded], lis
     return tok, train, held, drill
 
 
+#: Options that must be positive integers.
+POSITIVE_OPTIONS = (
+    "threads",
+    "steps",
+    "batch_size",
+    "n_train",
+    "n_heldout",
+    "canvas_length",
+    "max_prompt",
+    "noise_draws",
+    "ckpt_every",
+    "eval_every",
+    "log_every",
+    "bucket_mult",
+)
+
+
 def _model_and_state(
     cfg: TrainConfig, tok: Any, ckpt: Path, rng: random.Random, gen: Any, console: Any
 ) -> tuple[Any, dict[str, Any] | None, int, int]:
@@ -243,6 +260,14 @@ def _model_and_state(
 
         cls = DiffusionGemmaWithCopyHead
     model = cls.from_pretrained(ckpt, local_files_only=True).to(cfg.device)
+    saved = getattr(model.config, "copy_head", None)
+    saved_rule = bool(isinstance(saved, dict) and saved.get("spaced_word_starts", False))
+    if (saved is not None) != cfg.copy_head or saved_rule != (cfg.copy_head and cfg.spaced_word_starts):
+        raise ValueError(
+            f"{ckpt} was saved with copy_head={saved is not None}, spaced_word_starts={saved_rule}; this run asks "
+            f"for copy_head={cfg.copy_head}, spaced_word_starts={cfg.spaced_word_starts}: give another --out-dir, "
+            "or --no-resume to start over"
+        )
     state = torch.load(ckpt / "trainer_state.pt", weights_only=False)
     step, total = int(state["step"]), int(state["total_steps"])
     if cfg.max_minutes is None:  # an explicit --steps beyond the saved schedule extends it
@@ -329,6 +354,11 @@ def _autocast_for(cfg: TrainConfig) -> Any:
         )
     if cfg.spaced_word_starts and not cfg.copy_head:
         raise ValueError("--spaced-word-starts is a copy-head rule: give --copy-head with it")
+    for name in POSITIVE_OPTIONS:
+        if getattr(cfg, name) < 1:
+            raise ValueError(f"--{name.replace('_', '-')} must be >= 1, got {getattr(cfg, name)}")
+    if cfg.stop_at is not None and cfg.stop_at < 1:
+        raise ValueError(f"--stop-at must be >= 1, got {cfg.stop_at}")
     torch.set_num_threads(cfg.threads)
     if cfg.device.startswith("cuda") and not torch.cuda.is_available():
         raise ValueError("--device cuda requested but torch.cuda.is_available() is False")
