@@ -91,12 +91,15 @@ class CopyHeadConfig:
         """Build from the ``copy_head`` dict of ``config.json``.
 
         Raises:
-            ValueError: on an unknown key, a non-integer or non-positive size or token id, ``excluded_role_ids``
+            ValueError: on an unknown or missing key, a non-integer or non-positive size or token id, ``excluded_role_ids``
                 not a list of ids, or a non-boolean ``spaced_word_starts``.
         """
         unknown = set(d) - set(COPY_HEAD_FIELDS)
         if unknown:
             raise ValueError(f"copy_head: unknown keys {sorted(unknown)} (known: {list(COPY_HEAD_FIELDS)})")
+        missing = [k for k in COPY_HEAD_FIELDS if k not in d and k != "spaced_word_starts"]
+        if missing:  # the defaults need not be what the weights were trained with
+            raise ValueError(f"copy_head: missing keys {missing} (only spaced_word_starts may be left out)")
         cfg = cls(**{k: d[k] for k in COPY_HEAD_FIELDS if k in d})
         ints = ("dim", "free_dim", "lookahead", "turn_start_id", "turn_end_id")
         bad = [k for k in ints if isinstance(getattr(cfg, k), bool) or not isinstance(getattr(cfg, k), int)]

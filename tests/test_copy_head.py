@@ -58,16 +58,20 @@ def test_config_selects_the_subclass_and_weights_round_trip_offline(copy_ckpt, l
 
 
 def test_bad_copy_head_entry_is_rejected():
+    good = CopyHeadConfig(dim=8).to_dict()
+    assert CopyHeadConfig.from_dict(good) == CopyHeadConfig(dim=8)
     with pytest.raises(ValueError, match="unknown keys"):
-        CopyHeadConfig.from_dict({"dim": 8, "bogus": 1})
+        CopyHeadConfig.from_dict({**good, "bogus": 1})
+    with pytest.raises(ValueError, match=r"missing keys \['excluded_role_ids'\]"):
+        CopyHeadConfig.from_dict({k: v for k, v in good.items() if k != "excluded_role_ids"})
     with pytest.raises(ValueError, match="dim must be > 0"):
-        CopyHeadConfig.from_dict({"dim": 0})
+        CopyHeadConfig.from_dict({**good, "dim": 0})
     with pytest.raises(ValueError, match="spaced_word_starts must be true or false, got 'yes'"):
-        CopyHeadConfig.from_dict({"dim": 8, "spaced_word_starts": "yes"})
+        CopyHeadConfig.from_dict({**good, "spaced_word_starts": "yes"})
     with pytest.raises(ValueError, match=r"dim must be integers, got \['64'\]"):
-        CopyHeadConfig.from_dict({"dim": "64"})
+        CopyHeadConfig.from_dict({**good, "dim": "64"})
     with pytest.raises(ValueError, match="excluded_role_ids must be a list of token ids, got 'system'"):
-        CopyHeadConfig.from_dict({"dim": 8, "excluded_role_ids": "system"})
+        CopyHeadConfig.from_dict({**good, "excluded_role_ids": "system"})
 
 
 def test_a_copy_head_entry_whose_tables_the_weights_lack_is_refused(copy_ckpt, tmp_path):
