@@ -8,7 +8,7 @@ import pytest
 import torch
 
 from model import special_tokens as st
-from model.copy_head import CopyHeadConfig, has_copy_head
+from model.copy_head import COPY_HEAD_FIELDS, CopyHeadConfig, has_copy_head
 from model.loading import load_checkpoint
 from model.runtime import generate
 from model.testing import make_tiny_checkpoint
@@ -36,14 +36,9 @@ def _prompt(tok, text="Where is the function parse_token defined?"):
 
 def test_config_selects_the_subclass_and_weights_round_trip_offline(copy_ckpt, loaded, tmp_path):
     cfg = json.loads((copy_ckpt / "config.json").read_text())
-    assert set(cfg["copy_head"]) == {
-        "dim",
-        "free_dim",
-        "lookahead",
-        "turn_start_id",
-        "turn_end_id",
-        "excluded_role_ids",
-    }
+    # every field is written, except spaced_word_starts when it is off (old configs stay byte-identical)
+    assert set(cfg["copy_head"]) == set(COPY_HEAD_FIELDS) - {"spaced_word_starts"}
+    assert len(COPY_HEAD_FIELDS) == 7
     assert type(loaded.model).__name__ == "DiffusionGemmaWithCopyHead" and has_copy_head(loaded.model)
     # the variant tables were saved with the weights: 'ĠBerlin' -> 'Berlin'
     tok = loaded.tokenizer
