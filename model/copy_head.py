@@ -176,6 +176,24 @@ def _excluded_turns(ids: torch.Tensor, cfg: CopyHeadConfig, start_inside: torch.
     return out.to(ids.device)
 
 
+def word_tables(tokenizer: Any, vocab_size: int) -> tuple[torch.Tensor, torch.Tensor]:
+    """``(word_piece, ends_alnum)``, both ``[vocab_size]`` bool: a token's text has no leading space and starts
+    with a letter or digit (it continues a word after a token that ends with one), and its text ends with one."""
+    text = [
+        tokenizer.convert_tokens_to_string([p]) for p in tokenizer.convert_ids_to_tokens(range(vocab_size))
+    ]
+    return torch.tensor([t[:1].isalnum() for t in text]), torch.tensor([t[-1:].isalnum() for t in text])
+
+
+def inside_word(
+    ids: torch.Tensor, prev: torch.Tensor, word_piece: torch.Tensor, ends_alnum: torch.Tensor
+) -> torch.Tensor:
+    """``[B, R]`` bool: the token at each position continues the word of the token left of it (``gent``, ``k`` and
+    ``it`` of ``a gent k it``). ``ids``/``prev``: ``[B, R]`` int64 tokens and their left neighbours (``-1``: none);
+    ``word_piece``/``ends_alnum``: :func:`word_tables`."""
+    return word_piece[ids] & (prev >= 0) & ends_alnum[prev.clamp(min=0)]
+
+
 class CopyHead(nn.Module):
     """Pointer, gates and binding projections of the copy head (about 0.1M parameters at hidden 256).
 
@@ -259,11 +277,9 @@ class CopyHead(nn.Module):
         with torch.no_grad():
             dev = self.base_ids.device
             if self.cfg.spaced_word_starts:
-                text = [
-                    tokenizer.convert_tokens_to_string([p]) for p in tokenizer.convert_ids_to_tokens(range(V))
-                ]
-                self.word_piece.copy_(torch.tensor([t[:1].isalnum() for t in text], device=dev))
-                self.ends_alnum.copy_(torch.tensor([t[-1:].isalnum() for t in text], device=dev))
+                word_piece, ends_alnum = word_tables(tokenizer, V)
+                self.word_piece.copy_(word_piece.to(dev))
+                self.ends_alnum.copy_(ends_alnum.to(dev))
             self.base_ids.copy_(torch.tensor(base, device=dev))
             self.spaced_ids.copy_(torch.tensor(spaced, device=dev))
             self.is_spaced.copy_(torch.tensor(is_sp, device=dev))
@@ -382,12 +398,9 @@ class CopyHead(nn.Module):
         all-stripped at source positions inside a word (a word piece after a token ending with a letter/digit)."""
         if not self.cfg.spaced_word_starts:
             return ptr["log_spaced"], ptr["log_stripped"]
-        prev = mem.prev_base
-        inside = self.word_piece[mem.ids] & (prev >= 0) & self.ends_alnum[prev.clamp(min=0)]  # [B, R]
-        inside = inside[:, None, :]
-        log_sp = ptr["log_spaced"].masked_fill(
-            inside, -1e4
-        )  # exp(-1e4) is 0 in float32; gradients stay finite
+        inside = inside_word(mem.ids, mem.prev_base, self.word_piece, self.ends_alnum)[:, None, :]
+        # -1e4, not -inf: exp(-1e4) is 0 in float32 and gradients stay finite
+        log_sp = ptr["log_spaced"].masked_fill(inside, -1e4)
         return log_sp, ptr["log_stripped"].masked_fill(inside, 0.0)
 
     def mixture_logits(

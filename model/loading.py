@@ -207,10 +207,9 @@ def _from_pretrained(src: str, kwargs: dict[str, Any]) -> tuple[Any, Any]:
             raise CheckpointError(
                 f"{src}: model.safetensors lacks {', '.join(lost)}, which the copy_head entry of config.json needs"
             )
+        # saved by a copy head with other settings (e.g. spaced_word_starts deleted from config.json)
         extra = sorted(k for k in info.get("unexpected_keys", ()) if k.startswith("copy_head."))
-        if (
-            extra
-        ):  # saved by a copy head with other settings (e.g. spaced_word_starts deleted from config.json)
+        if extra:
             raise CheckpointError(
                 f"{src}: model.safetensors holds {', '.join(extra)}, which the copy_head entry of config.json does "
                 "not declare (an entry edited after training?)"

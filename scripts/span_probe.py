@@ -37,17 +37,16 @@ sys.path.insert(0, str(ROOT))
 MODES = ("span noised at once", "one position noised", "span from here on noised")
 
 
-def word_starts(ids: Any, starts_alnum: Any, ends_alnum: Any) -> Any:
-    """``[B, R]`` int64: for each source position, the position of the first token of its word.
-
-    A token continues a word when it has no leading space, starts with a letter or digit, and the token left of
-    it ends with one (``gent``, ``k``, ``it`` in ``a gent k it``). ``starts_alnum``/``ends_alnum``: ``[V]`` bool.
-    """
+def word_starts(ids: Any, word_piece: Any, ends_alnum: Any) -> Any:
+    """``[B, R]`` int64: for each source position, the position of the first token of its word (a token
+    continues a word as :func:`model.copy_head.inside_word` says; ``word_piece``/``ends_alnum``:
+    :func:`model.copy_head.word_tables`)."""
     import torch
 
-    cont = starts_alnum[ids].clone()
-    cont[:, 0] = False
-    cont[:, 1:] &= ends_alnum[ids[:, :-1]]
+    from model.copy_head import inside_word
+
+    prev = torch.cat([torch.full_like(ids[:, :1], -1), ids[:, :-1]], dim=1)
+    cont = inside_word(ids, prev, word_piece, ends_alnum)
     pos = torch.arange(ids.shape[1], device=ids.device)[None, :].expand_as(ids)
     return torch.where(cont, torch.zeros_like(pos), pos).cummax(dim=1).values
 
@@ -56,17 +55,17 @@ def snap_spaced_copies(model: Any, tokenizer: Any) -> None:
     """Patch ``model.copy_head.mixture_logits`` (this process only): spaced copies go to their word's start."""
     import torch
 
+    from model.copy_head import word_tables
+
     head = model.copy_head
-    pieces = tokenizer.convert_ids_to_tokens(list(range(head.base_ids.numel())))
-    starts = torch.tensor([bool(p) and not p.startswith("Ġ") and p[0].isalnum() for p in pieces])
-    ends = torch.tensor([bool(p) and p[-1].isalnum() for p in pieces])
+    word_piece, ends_alnum = word_tables(tokenizer, head.base_ids.numel())
 
     def mixture_logits(vocab_logits: Any, ptr: Any, mem: Any) -> Any:
         B, C, V = vocab_logits.shape
         R = mem.ids.shape[1]
         alpha = ptr["log_alpha"].exp()
         w_sp = alpha * ptr["log_spaced"].exp()
-        first = mem.ids.gather(1, word_starts(mem.ids, starts, ends))
+        first = mem.ids.gather(1, word_starts(mem.ids, word_piece, ends_alnum))
         p_copy = vocab_logits.new_zeros((B, C, V))
         p_copy.scatter_add_(2, head.spaced_ids[first][:, None, :].expand(B, C, R), w_sp)
         p_copy.scatter_add_(2, head.base_ids[mem.ids][:, None, :].expand(B, C, R), alpha - w_sp)

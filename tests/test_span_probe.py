@@ -1,4 +1,4 @@
-"""``scripts/span_probe.py``: the word-start table its ``--snap`` rule uses."""
+"""``scripts/span_probe.py``: the word starts its ``--snap`` rule uses."""
 
 from __future__ import annotations
 
@@ -7,6 +7,8 @@ from pathlib import Path
 
 import torch
 from transformers import AutoTokenizer
+
+from model.copy_head import word_tables
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -20,14 +22,12 @@ def _probe_module():
 
 def test_word_starts_maps_each_piece_of_a_word_to_its_first_piece():
     tok = AutoTokenizer.from_pretrained(ROOT / "model" / "checkpoints" / "agentkit-tiny")
-    pieces = tok.convert_ids_to_tokens(list(range(len(tok))))
-    starts = torch.tensor([bool(p) and not p.startswith("Ġ") and p[0].isalnum() for p in pieces])
-    ends = torch.tensor([bool(p) and p[-1].isalnum() for p in pieces])
+    word_piece, ends_alnum = word_tables(tok, len(tok))
     text = '"agentkit/bundle.py:598 load_bundle'
     toks = tok.tokenize(text)
     assert toks[:5] == ['"', "a", "gent", "k", "it"]  # the spelling the probe is about
     ids = torch.tensor([tok.convert_tokens_to_ids(toks)])
-    first = _probe_module().word_starts(ids, starts, ends)[0].tolist()
+    first = _probe_module().word_starts(ids, word_piece, ends_alnum)[0].tolist()
     by_piece = [toks[f] for f in first]
     # a gent k it -> a; '/', 'bundle', '.', 'py', ':', '598' each start their own run; Ġload starts a word
     assert by_piece[:5] == ['"', "a", "a", "a", "a"]
