@@ -293,6 +293,9 @@ def _deep_tool(depth: int) -> dict:
             400,
             ["messages[0].content[0]", "'input_audio'", "not supported"],
         ),
+        (_chat(max_tokens="10"), 400, ["max_tokens", "valid integer"]),
+        (_chat(stream="yes"), 400, ["stream", "valid boolean"]),
+        (_chat(temperature="0.5"), 400, ["temperature", "valid number"]),
     ],
     ids=[
         "malformed-json",
@@ -318,6 +321,9 @@ def _deep_tool(depth: int) -> dict:
         "image-part-url",
         "image-part-corrupt",
         "audio-part",
+        "max-tokens-string",
+        "stream-string",
+        "temperature-string",
     ],
 )
 def test_errors_have_their_status_and_name_the_problem(server, body, status, fragments):

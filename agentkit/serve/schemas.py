@@ -13,7 +13,13 @@ from pydantic import BaseModel, ConfigDict, Field
 
 
 class _Open(BaseModel):
-    model_config = ConfigDict(extra="ignore")
+    """Request shapes: unknown fields ignored, known ones typed strictly.
+
+    Strict, as OpenAI's API is: ``"max_tokens": "10"`` or ``"stream": "yes"`` is a 400 naming the field, not a
+    value coerced into something the client did not send (an integer JSON number is still a valid float).
+    """
+
+    model_config = ConfigDict(extra="ignore", strict=True)
 
 
 class TextPart(_Open):
