@@ -11,9 +11,12 @@ that is not in the local Hugging Face cache (found out before any network access
 
 from __future__ import annotations
 
+import contextlib
 import json
+import logging
 import os
 import struct
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -182,6 +185,33 @@ def _load_kwargs(
     return kwargs
 
 
+@contextlib.contextmanager
+def _held_load_report() -> Iterator[list[logging.LogRecord]]:
+    """Hold back what ``transformers.modeling_utils`` logs (its LOAD REPORT of missing/unexpected keys).
+
+    Yields the held records; the caller re-emits them (:func:`_release`) when the load goes on, and drops them
+    when it raises a :class:`CheckpointError` that says the same thing in one line.
+    """
+    logger = logging.getLogger("transformers.modeling_utils")
+    held: list[logging.LogRecord] = []
+
+    def hold(record: logging.LogRecord) -> bool:
+        held.append(record)
+        return False
+
+    logger.addFilter(hold)
+    try:
+        yield held
+    finally:
+        logger.removeFilter(hold)
+
+
+def _release(held: list[logging.LogRecord]) -> None:
+    """Log the records :func:`_held_load_report` held back, as transformers would have."""
+    for record in held:
+        logging.getLogger(record.name).handle(record)
+
+
 def _from_pretrained(src: str, kwargs: dict[str, Any]) -> tuple[Any, Any]:
     """The model (with a copy head when ``config.json`` declares one) and its tokenizer, progress bars off.
 
@@ -201,7 +231,8 @@ def _from_pretrained(src: str, kwargs: dict[str, Any]) -> tuple[Any, Any]:
             from model.copy_model import DiffusionGemmaWithCopyHead
 
             cls = DiffusionGemmaWithCopyHead
-        model, info = cls.from_pretrained(src, config=config, output_loading_info=True, **kwargs)
+        with _held_load_report() as held:
+            model, info = cls.from_pretrained(src, config=config, output_loading_info=True, **kwargs)
         lost = sorted(k for k in info.get("missing_keys", ()) if k.startswith("copy_head."))
         if lost:  # transformers would leave them uninitialised: a copy head of garbage
             raise CheckpointError(
@@ -214,6 +245,7 @@ def _from_pretrained(src: str, kwargs: dict[str, Any]) -> tuple[Any, Any]:
                 f"{src}: model.safetensors holds {', '.join(extra)}, which the copy_head entry of config.json does "
                 "not declare (an entry edited after training?)"
             )
+        _release(held)  # any other key transformers reports (e.g. a checkpoint of a newer architecture)
         tokenizer = AutoTokenizer.from_pretrained(src, local_files_only=kwargs.get("local_files_only", False))
     except CheckpointError:
         raise

@@ -85,6 +85,32 @@ def test_a_copy_head_entry_whose_tables_the_weights_lack_is_refused(copy_ckpt, t
         load_checkpoint(str(bad))
 
 
+def test_load_report_is_held_back_for_a_refused_copy_head_and_kept_otherwise(copy_ckpt, tmp_path, caplog):
+    """transformers' LOAD REPORT table: not printed above a CheckpointError that names the same keys; printed
+    as transformers would for a key the loader lets through (here an extra tensor it does not know)."""
+    import shutil
+
+    from safetensors.torch import load_file, save_file
+
+    from model.loading import CheckpointError
+
+    bad = tmp_path / "bad"
+    shutil.copytree(copy_ckpt, bad)
+    cfg = json.loads((bad / "config.json").read_text())
+    del cfg["copy_head"]
+    (bad / "config.json").write_text(json.dumps(cfg))
+    with pytest.raises(CheckpointError, match=r"holds copy_head\."):
+        load_checkpoint(str(bad))
+    assert "LOAD REPORT" not in caplog.text
+
+    extra = tmp_path / "extra"
+    shutil.copytree(copy_ckpt, extra)
+    weights = load_file(str(extra / "model.safetensors"))
+    save_file({**weights, "probe.weight": torch.zeros(2)}, str(extra / "model.safetensors"), {"format": "pt"})
+    assert type(load_checkpoint(str(extra)).model).__name__ == "DiffusionGemmaWithCopyHead"
+    assert "LOAD REPORT" in caplog.text and "probe.weight" in caplog.text and "UNEXPECTED" in caplog.text
+
+
 def test_mixture_is_a_distribution_and_gathers_match_the_full_logits(loaded):
     m, tok = loaded.model, loaded.tokenizer
     ids = _prompt(tok)
