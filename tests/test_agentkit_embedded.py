@@ -11,19 +11,10 @@ import pytest
 
 torch = pytest.importorskip("torch")
 
-from agentkit import Agent, BackendError, MaxStepsExceeded, tool  # noqa: E402
+from sample_tools import get_weather  # noqa: E402
+
+from agentkit import Agent, BackendError, MaxStepsExceeded  # noqa: E402
 from agentkit.backends.embedded import EmbeddedBackend  # noqa: E402
-
-
-@tool
-def get_weather(city: str, days: int = 1) -> dict:
-    """Weather forecast.
-
-    Args:
-        city: City name.
-        days: Days ahead.
-    """
-    return {"city": city, "days": days, "sky": "clear"}
 
 
 @pytest.fixture(scope="module")

@@ -6,27 +6,11 @@ import json
 
 import httpx
 import pytest
+from sample_tools import add, get_weather
 
-from agentkit import Agent, tool
+from agentkit import Agent
 from agentkit.backends.openai import OpenAIBackend, decode_arguments
 from agentkit.errors import BackendError
-
-
-@tool
-def get_weather(city: str, days: int = 1) -> dict:
-    """Weather for a city.
-
-    Args:
-        city: City name.
-        days: Days ahead.
-    """
-    return {"city": city, "days": days, "sky": "clear"}
-
-
-@tool
-def add(a: int, b: int) -> int:
-    """Add."""
-    return a + b
 
 
 def completion(*, content=None, tool_calls=None, reasoning=None, usage=(10, 5)):

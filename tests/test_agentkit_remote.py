@@ -9,28 +9,12 @@ from datetime import datetime
 import httpx
 import llguidance
 import pytest
+from sample_tools import add, get_weather
 
 from agentkit import Agent, ChatSession, Tool, ToolCallFormatError, tool
 from agentkit.backends.openai import OpenAIBackend
 from agentkit.backends.textcalls import recover_calls, split_thinking
 from agentkit.tools import grammar_format_checker
-
-
-@tool
-def get_weather(city: str, days: int = 1) -> dict:
-    """Weather forecast for a city.
-
-    Args:
-        city: City name.
-        days: Days ahead.
-    """
-    return {"city": city, "days": days, "sky": "clear"}
-
-
-@tool
-def add(a: int, b: int) -> int:
-    """Add two integers."""
-    return a + b
 
 
 def completion(*, content=None, tool_calls=None, reasoning=None, reasoning_key="reasoning_content"):
