@@ -30,10 +30,10 @@ SUPPORTED_MODEL_TYPES = ("diffusion_gemma",)
 
 
 #: Decoding options that transformers' ``DiffusionGemmaGenerationConfig`` has no field for (it refuses unknown
-#: keys), kept beside ``generation_config.json``: ``{"accept_window": W, "no_repeat": true}`` (see
+#: keys), kept beside ``generation_config.json``: ``{"accept_window": W, "no_repeat": true, "extend_prose": false}`` (see
 #: :class:`DenoiseSettings`).
 DECODING_FILE = "agentkit_decoding.json"
-DECODING_KEYS = ("accept_window", "no_repeat")
+DECODING_KEYS = ("accept_window", "no_repeat", "extend_prose")
 
 
 @dataclass
@@ -343,6 +343,7 @@ def read_decoding_file(path: Path) -> dict[str, Any]:
     w = data.get("accept_window")
     if w is not None and (isinstance(w, bool) or not isinstance(w, int) or w < 1):
         raise CheckpointError(f"{path}: accept_window must be an integer >= 1 or null, got {w!r}")
-    if not isinstance(data.get("no_repeat", False), bool):
-        raise CheckpointError(f"{path}: no_repeat must be true or false, got {data['no_repeat']!r}")
+    for key in ("no_repeat", "extend_prose"):
+        if not isinstance(data.get(key, False), bool):
+            raise CheckpointError(f"{path}: {key} must be true or false, got {data[key]!r}")
     return data

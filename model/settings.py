@@ -37,6 +37,11 @@ class DenoiseSettings:
             (:mod:`model.copy_head`) needs that to copy multi-token spans in order. Not used in parity mode.
         no_repeat: the tool-call constraint never commits a word right after the same word
             (:class:`model.constraints.denoise.GrammarConstraint`, ``no_repeat``).
+        extend_prose: the tool-call constraint's frontier extension also commits prose (text outside a tool
+            call); ``False``: prose advances only by positions the sampler accepts, so with ``accept_window``
+            1 an answer is written strictly left to right, one position per denoising step, each token
+            seeing the decided tokens to its left (:class:`model.constraints.denoise.GrammarConstraint`,
+            ``extend_prose``). Tool calls keep the extension.
     """
 
     canvas_length: int = 256
@@ -51,6 +56,7 @@ class DenoiseSettings:
     pad_token_id: int = 0
     accept_window: int | None = None
     no_repeat: bool = False
+    extend_prose: bool = True
 
     def __post_init__(self) -> None:
         if self.canvas_length <= 0:

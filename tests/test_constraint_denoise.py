@@ -229,3 +229,46 @@ def test_no_repeat_rule_never_commits_a_word_twice_in_a_row(ckpt, no_repeat):
     out = c.readout(logits)
     doubled = any(a == b == w for a, b in itertools.pairwise(out))
     assert doubled is (not no_repeat)
+
+
+@pytest.mark.parametrize("extend_prose", [True, False])
+def test_extend_prose_off_stops_the_extension_in_prose_but_not_in_calls(ckpt, extend_prose):
+    """extend_prose=False: prose (a turn with tokens and no <|tool_call> yet) advances only by accepted
+    positions; a stable confident masked argmax past them waits. Inside a call the extension still commits."""
+    tok = ckpt.tokenizer
+    vocab = ckpt.model.config.get_text_config().vocab_size
+    grammar = r"""start: TEXT | <|tool_call> "call:f{n:" NUM "}" <tool_call|>
+TEXT: /[a-z ]+\./
+NUM: /[0-9]+/
+"""
+    words = [i for p, i in sorted(tok.get_vocab().items()) if p.isalpha() and p.islower() and len(p) >= 3][:2]
+
+    def fresh():
+        m = llguidance.LLMatcher(ckpt.llg, llguidance.LLMatcher.grammar_from_lark(grammar))
+        c = GrammarConstraint(m, tok, extend_prose=extend_prose)
+        c.start_canvas(16, 16)
+        assert c.plan().fixed == []
+        return c
+
+    # prose: the first word accepted at position 0; position 1 stable and confident but not accepted
+    c = fresh()
+    logits = torch.zeros(16, vocab)
+    logits[0] = _row(vocab, {words[0]: 30.0})
+    logits[1] = _row(vocab, {words[1]: 30.0})
+    tokens = [words[0]] + [0] * 15
+    accepted = [True] + [False] * 15
+    c.commit(tokens, accepted, logits=logits, entropy_bound=0.1)
+    c.commit(tokens[:1] + [0] * 15, [False] * 16, logits=logits.clone(), entropy_bound=0.1)
+    assert c.committed == ([words[0], words[1]] if extend_prose else [words[0]])
+
+    # a call: "<|tool_call>" accepted, then fast-forward; the digit comes from the extension either way
+    c = fresh()
+    start, seven = (tok.convert_tokens_to_ids(x) for x in ("<|tool_call>", "7"))
+    c.commit([start] + [0] * 15, [True] + [False] * 15)
+    k = len(c.committed)
+    assert tok.decode(c.committed) == "<|tool_call>call:f{n:"
+    logits = torch.zeros(16, vocab)
+    logits[k] = _row(vocab, {seven: 30.0})
+    c.commit(c.committed + [0] * (16 - k), [False] * 16, logits=logits, entropy_bound=0.1)
+    c.commit(c.committed + [0] * (16 - k), [False] * 16, logits=logits.clone(), entropy_bound=0.1)
+    assert c.committed[k:] == [seven]

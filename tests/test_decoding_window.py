@@ -61,7 +61,14 @@ def test_the_decoding_file_sets_the_window_and_bad_files_are_named(ckpt_dir, tmp
     assert load_checkpoint(str(d)).settings.accept_window is None
     (d / DECODING_FILE).write_text(json.dumps({"accept_window": 4}))
     assert load_checkpoint(str(d)).settings.accept_window == 4
-    for bad in ({"accept_window": 0}, {"window": 4}, [4]):
+    assert load_checkpoint(str(d)).settings.extend_prose is True
+    (d / DECODING_FILE).write_text(json.dumps({"accept_window": 1, "extend_prose": False}))
+    loaded = load_checkpoint(str(d))
+    assert (loaded.settings.accept_window, loaded.settings.extend_prose) == (1, False)
+    from model.chat import ChatModel
+
+    assert ChatModel(loaded).make_constraint([]).extend_prose is False  # carried to the tool-call constraint
+    for bad in ({"accept_window": 0}, {"window": 4}, [4], {"extend_prose": "no"}):
         (d / DECODING_FILE).write_text(json.dumps(bad))
         with pytest.raises(CheckpointError, match=DECODING_FILE):
             load_checkpoint(str(d))

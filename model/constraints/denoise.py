@@ -21,7 +21,8 @@ re-noised. The design here (prefix commit):
   grammar; so never on a canvas's first step, whose input is pure noise), that token is committed and the
   walk continues. Without it each ungrammatical or unaccepted position costs one more decoder forward (the
   constrained canvas needed 5.4 forwards against 4.25 unconstrained on the shipped checkpoint). An accepted
-  ungrammatical token that the extension cannot replace is vetoed (re-noised).
+  ungrammatical token that the extension cannot replace is vetoed (re-noised). With ``extend_prose=False``
+  the extension waits while the turn is prose (text before its first ``<|tool_call>``).
 * Termination: when the token budget left comes within ``margin`` tokens of the shortest completion (found
   by :func:`model.constraints.completion.shortest_completion`: fast-forward tokens, then closers such as
   ``<|"|>``, ``}``, ``]``, ``<tool_call|>``, a small search for formats and patterns, then the
@@ -86,6 +87,12 @@ class GrammarConstraint:
         max_check_gap: at most this many tokens between two budget checks.
         extend: commit confident, stable masked argmaxes past the accepted run (the frontier extension of the
             module docstring); False keeps the plain accepted-and-grammatical walk.
+        extend_prose: with ``extend``, extend prose too (text of the turn before its first ``<|tool_call>``);
+            False extends only inside tool calls, so prose advances by accepted positions alone (with an
+            accept window of 1: one token per step, left to right). A decoding rule for small checkpoints,
+            whose extension commits several prose positions predicted in parallel from one forward, each
+            blind to the others: copied spans then skip or repeat tokens (docs/TRAINING.md, "Experiment
+            2026-12-02 (4)").
         no_repeat: never commit a word-like token right after the same word (compared on the space-stripped
             form: ``bundle`` after ``bundle``, ``Ġ466`` after ``466``): the frontier mask leaves it out and the
             commit walk stops before it. A decoding rule for small checkpoints, whose parallel positions tend to
@@ -104,6 +111,7 @@ class GrammarConstraint:
         max_check_gap: int = 16,
         extend: bool = True,
         no_repeat: bool = False,
+        extend_prose: bool = True,
     ) -> None:
         if matcher.is_error():
             raise ValueError(f"grammar matcher is in an error state: {matcher.get_error()}")
@@ -114,6 +122,8 @@ class GrammarConstraint:
         self.margin = margin
         self.max_check_gap = max_check_gap
         self.extend = extend
+        self.extend_prose = extend_prose
+        self._call_start = int(tokenizer.convert_tokens_to_ids(st.TOOL_CALL_START))
         self.no_repeat = no_repeat
         self._bases = word_bases(tokenizer) if no_repeat else None
         self.extended_tokens = 0
@@ -230,6 +240,11 @@ class GrammarConstraint:
             and int(self._bases[0][tok]) == banned
         )
 
+    def _in_prose(self) -> bool:
+        """True when the extension must wait: ``extend_prose`` is off and the turn so far is prose (it has
+        committed tokens and no ``<|tool_call>`` among them)."""
+        return not self.extend_prose and bool(self.all_tokens) and self._call_start not in self.all_tokens
+
     def _frontier_mask(self) -> np.ndarray:
         allowed = bitmask_to_bool(self.matcher.compute_bitmask(), self.vocab_size)
         banned = self._repeat_of_last()
@@ -312,7 +327,7 @@ class GrammarConstraint:
                 # pragma: no cover - ff tokens come from the matcher, so they are always consumed
                 if self._consume(ff[: self._room()]) == 0:
                     break
-            elif budget > 0 and logits is not None and prev is not None:
+            elif budget > 0 and logits is not None and prev is not None and not self._in_prose():
                 tok, h, prev_tok = self._masked_choice(logits[i], prev[i])
                 if h > budget or prev_tok != tok or self._consume([tok]) != 1:
                     return [i] if accepted[i] else []

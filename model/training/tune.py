@@ -1,9 +1,11 @@
-"""Tune the shipped denoising settings (temperatures, steps, entropy bound, accept window) on the held-out split.
+"""Tune the shipped denoising settings (temperatures, steps, entropy bound, accept window, the constraint's
+no-repeat rule and prose extension) on the held-out split.
 
 ``python -m model.training.tune CHECKPOINT [--limit N] [--write]`` scores a small grid with
 :func:`model.training.heldout.evaluate_heldout` and prints one JSON object per setting (accuracy, call accuracy,
 mean latency in seconds); ``--write`` stores the best setting (accuracy, ties: lower latency) in the checkpoint's
-``generation_config.json`` and its accept window in ``agentkit_decoding.json`` (:data:`model.loading.DECODING_FILE`).
+``generation_config.json`` and its accept window, no-repeat rule and prose extension in ``agentkit_decoding.json``
+(:data:`model.loading.DECODING_FILE`).
 """
 
 from __future__ import annotations
@@ -13,16 +15,19 @@ import json
 import sys
 from typing import Any
 
-#: Candidate settings: (t_max, t_min, max_denoising_steps, entropy_bound, accept_window, no_repeat).
-GRID: tuple[tuple[float, float, int, float, int | None, bool], ...] = (
-    (0.4, 0.1, 32, 0.1, None, False),
-    (0.1, 0.02, 32, 0.1, None, False),
-    (0.4, 0.1, 32, 0.1, 4, False),
-    (0.4, 0.1, 32, 0.1, 4, True),
-    (0.1, 0.02, 32, 0.1, 4, True),
-    (0.2, 0.05, 48, 0.1, 2, True),
-    (0.1, 0.02, 64, 0.1, 1, True),
-    (0.8, 0.4, 32, 0.1, 4, True),
+#: Candidate settings: (t_max, t_min, max_denoising_steps, entropy_bound, accept_window, no_repeat, extend_prose).
+GRID: tuple[tuple[float, float, int, float, int | None, bool, bool], ...] = (
+    (0.4, 0.1, 32, 0.1, None, False, True),
+    (0.1, 0.02, 32, 0.1, None, False, True),
+    (0.4, 0.1, 32, 0.1, 4, False, True),
+    (0.4, 0.1, 32, 0.1, 4, True, True),
+    (0.1, 0.02, 32, 0.1, 4, True, True),
+    (0.2, 0.05, 48, 0.1, 2, True, True),
+    (0.1, 0.02, 64, 0.1, 1, True, True),
+    (0.8, 0.4, 32, 0.1, 4, True, True),
+    # prose strictly left to right (one position per step), calls as before: a canvas needs up to 64 steps
+    (0.1, 0.02, 64, 0.1, 1, True, False),
+    (0.4, 0.1, 64, 0.1, 1, True, False),
 )
 
 
@@ -35,7 +40,7 @@ def tune(checkpoint: str, limit: int = 40, threads: int = 1) -> list[dict[str, A
     cm = ChatModel.load(checkpoint)
     base = cm.settings
     rows = []
-    for t_max, t_min, steps, bound, window, no_repeat in GRID:
+    for t_max, t_min, steps, bound, window, no_repeat, extend_prose in GRID:
         cm.settings = base.replace(
             t_max=t_max,
             t_min=t_min,
@@ -43,6 +48,7 @@ def tune(checkpoint: str, limit: int = 40, threads: int = 1) -> list[dict[str, A
             entropy_bound=bound,
             accept_window=window,
             no_repeat=no_repeat,
+            extend_prose=extend_prose,
         )
         rep = evaluate_heldout(cm, limit=limit)
         rows.append(
@@ -53,6 +59,7 @@ def tune(checkpoint: str, limit: int = 40, threads: int = 1) -> list[dict[str, A
                 "entropy_bound": bound,
                 "accept_window": window,
                 "no_repeat": no_repeat,
+                "extend_prose": extend_prose,
                 "accuracy": rep["accuracy"],
                 "call_accuracy": rep["call_accuracy"],
                 "mean_latency_s": rep["mean_latency_s"],
@@ -75,7 +82,7 @@ def write_best(checkpoint: str, rows: list[dict[str, Any]]) -> dict[str, Any]:
     from model.loading import DECODING_FILE
 
     with open(f"{checkpoint}/{DECODING_FILE}", "w") as fh:
-        json.dump({"accept_window": best["accept_window"], "no_repeat": best["no_repeat"]}, fh)
+        json.dump({k: best[k] for k in ("accept_window", "no_repeat", "extend_prose")}, fh)
         fh.write("\n")
     return best
 
