@@ -1,7 +1,8 @@
 """Tune the shipped denoising settings (temperatures, steps, entropy bound, accept window, the constraint's
 no-repeat rule and prose extension) on the held-out split.
 
-``python -m model.training.tune CHECKPOINT [--limit N] [--write]`` scores a small grid with
+``python -m model.training.tune CHECKPOINT [--limit N] [--rows I,J,...] [--write]`` scores a small grid (or the
+rows of :data:`GRID` numbered ``I, J``, from 0) with
 :func:`model.training.heldout.evaluate_heldout` and prints one JSON object per setting (accuracy, call accuracy,
 mean latency in seconds); ``--write`` stores the best setting (accuracy, ties: lower latency) in the checkpoint's
 ``generation_config.json`` and its accept window, no-repeat rule and prose extension in ``agentkit_decoding.json``
@@ -31,16 +32,28 @@ GRID: tuple[tuple[float, float, int, float, int | None, bool, bool], ...] = (
 )
 
 
-def tune(checkpoint: str, limit: int = 40, threads: int = 1) -> list[dict[str, Any]]:
-    """Score every :data:`GRID` setting on ``limit`` held-out examples; returns one dict per setting."""
+def tune(
+    checkpoint: str, limit: int = 40, threads: int = 1, rows: list[int] | None = None
+) -> list[dict[str, Any]]:
+    """Score every :data:`GRID` setting (or the rows numbered ``rows``) on ``limit`` held-out examples; returns
+    one dict per setting.
+
+    Raises:
+        ValueError: a row number outside :data:`GRID`.
+    """
+    bad = [r for r in rows or () if not 0 <= r < len(GRID)]
+    if bad:
+        raise ValueError(f"grid rows are numbered 0..{len(GRID) - 1}, got {bad}")
     from model.chat import ChatModel, set_threads
     from model.training.heldout import evaluate_heldout
 
     set_threads(threads)
     cm = ChatModel.load(checkpoint)
     base = cm.settings
-    rows = []
-    for t_max, t_min, steps, bound, window, no_repeat, extend_prose in GRID:
+    out = []
+    for t_max, t_min, steps, bound, window, no_repeat, extend_prose in (
+        GRID if rows is None else [GRID[r] for r in rows]
+    ):
         cm.settings = base.replace(
             t_max=t_max,
             t_min=t_min,
@@ -51,7 +64,7 @@ def tune(checkpoint: str, limit: int = 40, threads: int = 1) -> list[dict[str, A
             extend_prose=extend_prose,
         )
         rep = evaluate_heldout(cm, limit=limit)
-        rows.append(
+        out.append(
             {
                 "t_max": t_max,
                 "t_min": t_min,
@@ -66,8 +79,8 @@ def tune(checkpoint: str, limit: int = 40, threads: int = 1) -> list[dict[str, A
                 "by_kind": rep["by_kind"],
             }
         )
-        print(json.dumps(rows[-1]), flush=True)
-    return rows
+        print(json.dumps(out[-1]), flush=True)
+    return out
 
 
 def write_best(checkpoint: str, rows: list[dict[str, Any]]) -> dict[str, Any]:
@@ -93,9 +106,18 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("checkpoint")
     ap.add_argument("--limit", type=int, default=40)
     ap.add_argument("--threads", type=int, default=1)
+    ap.add_argument("--rows", default=None, help="comma-separated GRID row numbers (default: every row)")
     ap.add_argument("--write", action="store_true")
     a = ap.parse_args(argv)
-    rows = tune(a.checkpoint, a.limit, a.threads)
+    picked = None
+    if a.rows is not None:
+        try:
+            picked = [int(x) for x in a.rows.split(",")]
+        except ValueError:
+            ap.error(f"--rows takes comma-separated row numbers, got {a.rows!r}")
+        if any(not 0 <= r < len(GRID) for r in picked):
+            ap.error(f"--rows: GRID rows are numbered 0..{len(GRID) - 1}, got {a.rows}")
+    rows = tune(a.checkpoint, a.limit, a.threads, picked)
     if a.write:
         print(json.dumps({"best": write_best(a.checkpoint, rows)}))
     return 0

@@ -1,0 +1,38 @@
+"""model.training.tune: the decoding grid scored on held-out examples, the best row written beside the weights."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+import torch
+
+from model.loading import DECODING_FILE, load_checkpoint
+from model.testing import make_tiny_checkpoint
+from model.training import tune
+
+
+def test_rows_are_scored_and_the_best_is_written_with_its_decoding_file(tmp_path):
+    torch.set_num_threads(1)
+    ckpt = make_tiny_checkpoint(tmp_path / "ck", canvas_length=16)
+    rows = tune.tune(str(ckpt), limit=2, rows=[3, 9])
+    assert [(r["accept_window"], r["extend_prose"]) for r in rows] == [(4, True), (1, False)]
+    assert all(0.0 <= r["accuracy"] <= 1.0 and r["mean_latency_s"] > 0 for r in rows)
+    rows[1]["accuracy"] = 1.0  # make the strict-prose row the best
+    best = tune.write_best(str(ckpt), rows)
+    assert json.loads((ckpt / DECODING_FILE).read_text()) == {
+        "accept_window": 1,
+        "no_repeat": True,
+        "extend_prose": False,
+    }
+    s = load_checkpoint(str(ckpt)).settings
+    assert (s.accept_window, s.extend_prose, s.max_denoising_steps, s.t_max) == (1, False, 64, best["t_max"])
+
+
+def test_bad_rows_are_refused_before_anything_loads(capsys):
+    for bad, said in (("3,99", "numbered 0..9, got 3,99"), ("a", "comma-separated row numbers")):
+        with pytest.raises(SystemExit) as ei:
+            tune.main(["no-such-checkpoint", "--rows", bad])
+        assert ei.value.code == 2 and said in capsys.readouterr().err
+    with pytest.raises(ValueError, match=r"numbered 0\.\.9"):
+        tune.tune("no-such-checkpoint", rows=[-1])
