@@ -226,20 +226,21 @@ def test_spaced_word_starts_gives_a_mid_word_source_only_its_stripped_form():
     ids = _prompt(tok, 'The file is "agentkit/bundle.py" here.')
     pieces = tok.convert_ids_to_tokens(ids[0].tolist())
     assert pieces[pieces.index("a") : pieces.index("a") + 4] == ["a", "gent", "k", "it"]
-    cfg = CopyHeadConfig.from_dict({**m.copy_head.cfg.to_dict(), "spaced_word_starts": True})
-    assert (
-        cfg.to_dict()["spaced_word_starts"] is True and "spaced_word_starts" not in m.copy_head.cfg.to_dict()
-    )
-    on = CopyHead(m.config.text_config.hidden_size, len(tok), cfg)
-    on.load_state_dict(m.copy_head.state_dict(), strict=False)
-    on.set_token_tables(tok)
+    saved = {k: v for k, v in m.copy_head.cfg.to_dict().items() if k != "spaced_word_starts"}
+    heads = {}
+    for name, extra in (("off", {}), ("on", {"spaced_word_starts": True})):
+        cfg = CopyHeadConfig.from_dict({**saved, **extra})
+        assert ("spaced_word_starts" in cfg.to_dict()) is bool(extra)  # saved only when on
+        heads[name] = CopyHead(m.config.text_config.hidden_size, len(tok), cfg)
+        heads[name].load_state_dict(m.copy_head.state_dict(), strict=False)  # the learnt weights, either way
+        heads[name].set_token_tables(tok)
     canvas = torch.tensor([tok.convert_tokens_to_ids(["Ġat", "Ġa", "gent", "k", "it"])])
     with torch.no_grad():
         enc = m.model.encoder(input_ids=ids)
         h = m.model(cache=enc.cache, decoder_input_ids=canvas).last_hidden_state
         vocab_logits = torch.zeros(1, 5, len(tok))
         out = {}
-        for name, head in (("off", m.copy_head), ("on", on)):
+        for name, head in heads.items():
             mem = head.new_memory(ids, enc.last_hidden_state)
             ptr = head.pointer(h, canvas, mem)
             ptr["log_gate"] = torch.full_like(ptr["log_gate"], float("-inf"))  # the copy distribution alone
@@ -252,7 +253,7 @@ def test_spaced_word_starts_gives_a_mid_word_source_only_its_stripped_form():
             assert torch.allclose(log_mix[:, 1:], gathered[:, 1:], atol=1e-4) and gathered[0, 0] < -60
             out[name] = full.exp()
     sp_it, it, sp_a = (tok.convert_tokens_to_ids(p) for p in ("Ġit", "it", "Ġa"))
-    assert (out["off"][0, :, sp_it] > 1e-6).all()  # off: every position gives Ġit some copy mass
+    assert (out["off"][0, :, sp_it] > 1e-9).all()  # off: every position gives Ġit some copy mass
     assert (out["on"][0, :, sp_it] < 1e-12).all()  # on: none (no word of the prompt starts with it)
     assert torch.allclose(out["on"][0, :, it], out["off"][0, :, it] + out["off"][0, :, sp_it], atol=1e-5)
     assert torch.allclose(out["on"][0, :, sp_a], out["off"][0, :, sp_a], atol=1e-6)  # a starts the word
