@@ -29,9 +29,9 @@ CI = os.environ.get("CI", "").strip().lower() in ("1", "true", "yes")
 pytestmark = pytest.mark.slow
 
 # The shipped agentkit-tiny (copy head, docs/TRAINING.md) makes both calls exactly, and its weather answer states
-# the fake's temperature. Its code-search answer does not yet spell the path and line reliably: copied spans are
-# committed in parallel and skip or repeat tokens, and "agentkit" in the JSON tool response is split
-# ``a gent k it``, in prose ``Ġagent k it`` (docs/TRAINING.md, issue #14).
+# the fake's temperature. Its code-search answer does not yet spell the path and line at every line of the
+# function: at one of the three below it does (`agentkit/bundle.py:601`), at the others the path's first piece
+# is lost (`definedgentkit/bundle.py:598`; docs/TRAINING.md, "Experiment 2026-12-02 (4)", issue #14).
 # strict=True: the day it passes, the marker must go.
 NOT_YET = pytest.mark.xfail(
     strict=True,
