@@ -334,12 +334,15 @@ def read_decoding_file(path: Path) -> dict[str, Any]:
     """
     try:
         data = json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, json.JSONDecodeError) as exc:
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
         raise CheckpointError(f"{path}: cannot read decoding options ({exc})") from exc
-    if not isinstance(data, dict) or set(data) - set(DECODING_KEYS):
+    if not isinstance(data, dict):
         raise CheckpointError(
             f"{path}: a JSON object with keys among {list(DECODING_KEYS)} is expected, got {data!r}"
         )
+    unknown = sorted(set(data) - set(DECODING_KEYS))
+    if unknown:
+        raise CheckpointError(f"{path}: unknown keys {unknown} (known: {list(DECODING_KEYS)})")
     w = data.get("accept_window")
     if w is not None and (isinstance(w, bool) or not isinstance(w, int) or w < 1):
         raise CheckpointError(f"{path}: accept_window must be an integer >= 1 or null, got {w!r}")

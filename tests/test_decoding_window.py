@@ -68,6 +68,12 @@ def test_the_decoding_file_sets_the_window_and_bad_files_are_named(ckpt_dir, tmp
     from model.chat import ChatModel
 
     assert ChatModel(loaded).make_constraint([]).extend_prose is False  # carried to the tool-call constraint
+    (d / DECODING_FILE).write_bytes(b'\xff\xfe{"a')  # not UTF-8: named, not a UnicodeDecodeError traceback
+    with pytest.raises(CheckpointError, match="cannot read decoding options"):
+        load_checkpoint(str(d))
+    (d / DECODING_FILE).write_text(json.dumps({"accept_window": 1, "bogus": 1}))
+    with pytest.raises(CheckpointError, match=r"unknown keys \['bogus'\]"):
+        load_checkpoint(str(d))
     for bad in ({"accept_window": 0}, {"window": 4}, [4], {"extend_prose": "no"}):
         (d / DECODING_FILE).write_text(json.dumps(bad))
         with pytest.raises(CheckpointError, match=DECODING_FILE):

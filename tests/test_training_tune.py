@@ -34,5 +34,12 @@ def test_bad_rows_are_refused_before_anything_loads(capsys):
         with pytest.raises(SystemExit) as ei:
             tune.main(["no-such-checkpoint", "--rows", bad])
         assert ei.value.code == 2 and said in capsys.readouterr().err
+    with pytest.raises(SystemExit) as ei:
+        tune.main(["no-such-checkpoint", "--limit", "0", "--write"])  # would score nothing and overwrite
+    assert ei.value.code == 2 and "--limit must be >= 1" in capsys.readouterr().err
+    assert (
+        tune.main(["no-such-checkpoint", "--rows", "3"]) == 2
+    )  # a CheckpointError: one line, not a traceback
+    assert "checkpoint folder does not exist" in capsys.readouterr().err
     with pytest.raises(ValueError, match=r"numbered 0\.\.9"):
         tune.tune("no-such-checkpoint", rows=[-1])

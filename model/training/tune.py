@@ -104,11 +104,13 @@ def main(argv: list[str] | None = None) -> int:
     """CLI entry point."""
     ap = argparse.ArgumentParser(prog="python -m model.training.tune")
     ap.add_argument("checkpoint")
-    ap.add_argument("--limit", type=int, default=40)
+    ap.add_argument("--limit", type=int, default=40, help="held-out examples scored per row (>= 1)")
     ap.add_argument("--threads", type=int, default=1)
     ap.add_argument("--rows", default=None, help="comma-separated GRID row numbers (default: every row)")
     ap.add_argument("--write", action="store_true")
     a = ap.parse_args(argv)
+    if a.limit < 1:
+        ap.error(f"--limit must be >= 1, got {a.limit}")
     picked = None
     if a.rows is not None:
         try:
@@ -117,7 +119,13 @@ def main(argv: list[str] | None = None) -> int:
             ap.error(f"--rows takes comma-separated row numbers, got {a.rows!r}")
         if any(not 0 <= r < len(GRID) for r in picked):
             ap.error(f"--rows: GRID rows are numbered 0..{len(GRID) - 1}, got {a.rows}")
-    rows = tune(a.checkpoint, a.limit, a.threads, picked)
+    from model.errors import CheckpointError
+
+    try:
+        rows = tune(a.checkpoint, a.limit, a.threads, picked)
+    except CheckpointError as exc:
+        print(f"python -m model.training.tune: {exc}", file=sys.stderr)
+        return 2
     if a.write:
         print(json.dumps({"best": write_best(a.checkpoint, rows)}))
     return 0
