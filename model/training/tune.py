@@ -32,6 +32,19 @@ GRID: tuple[tuple[float, float, int, float, int | None, bool, bool], ...] = (
 )
 
 
+def grid_rows(rows: list[int] | None) -> list[tuple[float, float, int, float, int | None, bool, bool]]:
+    """The :data:`GRID` settings numbered ``rows`` (``None``: all of them).
+
+    Raises:
+        ValueError: a row number outside :data:`GRID`.
+    """
+    if rows is None:
+        return list(GRID)
+    if any(not 0 <= r < len(GRID) for r in rows):
+        raise ValueError(f"GRID rows are numbered 0..{len(GRID) - 1}, got {','.join(map(str, rows))}")
+    return [GRID[r] for r in rows]
+
+
 def tune(
     checkpoint: str, limit: int = 40, threads: int = 1, rows: list[int] | None = None
 ) -> list[dict[str, Any]]:
@@ -41,9 +54,7 @@ def tune(
     Raises:
         ValueError: a row number outside :data:`GRID`.
     """
-    bad = [r for r in rows or () if not 0 <= r < len(GRID)]
-    if bad:
-        raise ValueError(f"grid rows are numbered 0..{len(GRID) - 1}, got {bad}")
+    settings = grid_rows(rows)
     from model.chat import ChatModel, set_threads
     from model.training.heldout import evaluate_heldout
 
@@ -51,9 +62,7 @@ def tune(
     cm = ChatModel.load(checkpoint)
     base = cm.settings
     out = []
-    for t_max, t_min, steps, bound, window, no_repeat, extend_prose in (
-        GRID if rows is None else [GRID[r] for r in rows]
-    ):
+    for t_max, t_min, steps, bound, window, no_repeat, extend_prose in settings:
         cm.settings = base.replace(
             t_max=t_max,
             t_min=t_min,
@@ -92,10 +101,10 @@ def write_best(checkpoint: str, rows: list[dict[str, Any]]) -> dict[str, Any]:
         canvas = int(json.load(fh)["canvas_length"])
     keys = ("t_max", "t_min", "max_denoising_steps", "entropy_bound")
     generation_config(canvas, {k: best[k] for k in keys}).save_pretrained(checkpoint)
-    from model.loading import DECODING_FILE
+    from model.loading import DECODING_FILE, DECODING_KEYS
 
     with open(f"{checkpoint}/{DECODING_FILE}", "w") as fh:
-        json.dump({k: best[k] for k in ("accept_window", "no_repeat", "extend_prose")}, fh)
+        json.dump({k: best[k] for k in DECODING_KEYS}, fh)
         fh.write("\n")
     return best
 
@@ -117,8 +126,10 @@ def main(argv: list[str] | None = None) -> int:
             picked = [int(x) for x in a.rows.split(",")]
         except ValueError:
             ap.error(f"--rows takes comma-separated row numbers, got {a.rows!r}")
-        if any(not 0 <= r < len(GRID) for r in picked):
-            ap.error(f"--rows: GRID rows are numbered 0..{len(GRID) - 1}, got {a.rows}")
+        try:
+            grid_rows(picked)
+        except ValueError as exc:
+            ap.error(f"--rows: {exc}")
     from model.errors import CheckpointError
 
     try:
