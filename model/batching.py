@@ -42,10 +42,16 @@ from typing import Any
 import torch
 
 from model import hf_compat as hf
-from model.constraint_batch import CanvasConstraint, ConstraintBatch, ConstraintPlan, TerminatingConstraint
+from model.constraint_batch import (
+    CallAwareConstraint,
+    CanvasConstraint,
+    ConstraintBatch,
+    ConstraintPlan,
+    TerminatingConstraint,
+)
 from model.copy_head import CopyHead, CopyMemory
 from model.runtime import GenerationStats, image_inputs
-from model.sampler import StepDraw, TorchSampler, stop_test, window_accept
+from model.sampler import StepDraw, TorchSampler, row_windows, stop_test, window_accept
 from model.settings import DenoiseSettings
 
 #: Called after each committed canvas of a row with that canvas's tokens (EOS padding removed).
@@ -145,6 +151,11 @@ class _Guarded:
     @property
     def done(self) -> bool:
         return self.error is None and isinstance(self.inner, TerminatingConstraint) and bool(self.inner.done)
+
+    @property
+    def in_call(self) -> bool:
+        inner = self.inner
+        return self.error is None and isinstance(inner, CallAwareConstraint) and bool(inner.in_call)
 
 
 class RequestHandle:
@@ -448,9 +459,10 @@ class CanvasBatcher:
         t1 = time.perf_counter()
         temps = torch.tensor([r.settings.temperature(r.step_left) for r in rows], device=device)
         draw = TorchSampler(gens).draw(logits, temps, s.entropy_bound, canvas=0, step=0)
-        if s.accept_window is not None:
+        window = row_windows(s, cons.in_call(), canvas.shape[1], device)
+        if window is not None:
             prev = torch.cat([r.prev_accepted for r in rows])  # type: ignore[misc]
-            window_accept(draw, canvas, s.accept_window, fixed_mask, prev)
+            window_accept(draw, canvas, window, fixed_mask, prev)
         t_smp = time.perf_counter() - t1
         grammar_done = torch.zeros(B, dtype=torch.bool, device=device)
         if fixed_mask is not None:

@@ -166,6 +166,7 @@ class ChatModel:
             pad_token_id=self.settings.pad_token_id,
             no_repeat=self.settings.no_repeat if no_repeat is None else no_repeat,
             extend_prose=self.settings.extend_prose,
+            repeat_window=self.settings.repeat_window,
         )
 
     def max_prompt_tokens(self, max_new_tokens: int | None = None) -> int | None:

@@ -18,7 +18,13 @@ import torch
 
 from kernels.sampling import unpack_bitmask
 
-__all__ = ["CanvasConstraint", "ConstraintBatch", "ConstraintPlan", "TerminatingConstraint"]
+__all__ = [
+    "CallAwareConstraint",
+    "CanvasConstraint",
+    "ConstraintBatch",
+    "ConstraintPlan",
+    "TerminatingConstraint",
+]
 
 
 @dataclass
@@ -83,6 +89,18 @@ class TerminatingConstraint(CanvasConstraint, Protocol):
     committed: list[int] | None
 
 
+@runtime_checkable
+class CallAwareConstraint(CanvasConstraint, Protocol):
+    """A :class:`CanvasConstraint` that says whether its turn has opened a tool call, for the per-mode accept
+    window (:attr:`model.settings.DenoiseSettings.call_accept_window`).
+
+    Attributes:
+        in_call: True once a ``<|tool_call>`` is committed in the row's turn (read before each step).
+    """
+
+    in_call: bool
+
+
 class ConstraintBatch:
     """The rows' constraints of one generation (see the module docstring).
 
@@ -94,6 +112,7 @@ class ConstraintBatch:
         self.rows = list(constraints)
         self.any = any(c is not None for c in self.rows)
         self._terminating = [isinstance(c, TerminatingConstraint) for c in self.rows]
+        self._call_aware = [isinstance(c, CallAwareConstraint) for c in self.rows]
 
     def _live(self, active: Sequence[bool]) -> list[tuple[int, CanvasConstraint]]:
         return [(r, c) for r, c in enumerate(self.rows) if c is not None and active[r]]
@@ -102,6 +121,14 @@ class ConstraintBatch:
         """Tell each active row's constraint a canvas begins (``tokens_left``: the budget, this canvas included)."""
         for _, c in self._live(active):
             c.start_canvas(canvas_length, tokens_left)
+
+    def in_call(self) -> list[bool]:
+        """Per row, whether its constraint reports a tool call opened in its turn (:class:`CallAwareConstraint`;
+        False for rows without one)."""
+        return [
+            aware and bool(cast(CallAwareConstraint, c).in_call)
+            for c, aware in zip(self.rows, self._call_aware, strict=True)
+        ]
 
     def apply(self, logits: torch.Tensor, active: Sequence[bool]) -> tuple[torch.Tensor, torch.Tensor]:
         """Apply each active row's :class:`ConstraintPlan` to one denoising step's logits, in place.

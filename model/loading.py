@@ -30,10 +30,10 @@ SUPPORTED_MODEL_TYPES = ("diffusion_gemma",)
 
 
 #: Decoding options that transformers' ``DiffusionGemmaGenerationConfig`` has no field for (it refuses unknown
-#: keys), kept beside ``generation_config.json``: ``{"accept_window": W, "no_repeat": true, "extend_prose": false}`` (see
-#: :class:`DenoiseSettings`).
+#: keys), kept beside ``generation_config.json``: ``{"accept_window": W, "no_repeat": true, "extend_prose": false,
+#: "call_accept_window": W2, "repeat_window": K}`` (see :class:`DenoiseSettings`; a missing key keeps its default).
 DECODING_FILE = "agentkit_decoding.json"
-DECODING_KEYS = ("accept_window", "no_repeat", "extend_prose")
+DECODING_KEYS = ("accept_window", "no_repeat", "extend_prose", "call_accept_window", "repeat_window")
 
 
 @dataclass
@@ -343,9 +343,13 @@ def read_decoding_file(path: Path) -> dict[str, Any]:
     unknown = sorted(set(data) - set(DECODING_KEYS))
     if unknown:
         raise CheckpointError(f"{path}: unknown keys {unknown} (known: {list(DECODING_KEYS)})")
-    w = data.get("accept_window")
-    if w is not None and (isinstance(w, bool) or not isinstance(w, int) or w < 1):
-        raise CheckpointError(f"{path}: accept_window must be an integer >= 1 or null, got {w!r}")
+    for key in ("accept_window", "call_accept_window"):
+        w = data.get(key)
+        if w is not None and (isinstance(w, bool) or not isinstance(w, int) or w < 1):
+            raise CheckpointError(f"{path}: {key} must be an integer >= 1 or null, got {w!r}")
+    k = data.get("repeat_window", 1)
+    if isinstance(k, bool) or not isinstance(k, int) or k < 1:
+        raise CheckpointError(f"{path}: repeat_window must be an integer >= 1, got {k!r}")
     for key in ("no_repeat", "extend_prose"):
         if not isinstance(data.get(key, False), bool):
             raise CheckpointError(f"{path}: {key} must be true or false, got {data[key]!r}")

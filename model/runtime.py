@@ -37,7 +37,7 @@ import torch
 from model import hf_compat as hf
 from model.constraint_batch import CanvasConstraint, ConstraintBatch, ConstraintPlan, TerminatingConstraint
 from model.copy_head import CopyHead, CopyMemory
-from model.sampler import StepDraw, StepSampler, select_sampler, stop_test, window_accept
+from model.sampler import StepDraw, StepSampler, row_windows, select_sampler, stop_test, window_accept
 from model.settings import DenoiseSettings
 
 __all__ = [
@@ -442,9 +442,14 @@ class CanvasState:
         (accepted tokens kept, the rest re-noised)."""
         t0 = time.perf_counter()
         s = self.settings
-        if s.accept_window is not None and not self.sampler.parity:
+        window = (
+            None
+            if self.sampler.parity
+            else row_windows(s, self.constraints.in_call(), self.canvas_length, self.device)
+        )
+        if window is not None:
             fixed = self.fixed_mask if self.constraints.any else None
-            window_accept(draw, self.canvas, s.accept_window, fixed, self.prev_accepted)
+            window_accept(draw, self.canvas, window, fixed, self.prev_accepted)
         self.stats.time_sampling_s += time.perf_counter() - t0
         if self.constraints.any:
             t0 = time.perf_counter()

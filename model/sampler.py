@@ -32,9 +32,12 @@ from __future__ import annotations
 import functools
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
 import torch
+
+if TYPE_CHECKING:
+    from model.settings import DenoiseSettings
 
 #: ``exp(-1e4)`` is 0 in fp32: clamping shifted logits there keeps ``p * log p`` finite for masked (-inf) tokens.
 _NEG_CLAMP = -1.0e4
@@ -305,7 +308,7 @@ def select_sampler(
 def window_accept(
     draw: StepDraw,
     canvas: torch.Tensor,
-    window: int,
+    window: int | torch.Tensor,
     fixed_mask: torch.Tensor | None,
     prev_accepted: torch.Tensor,
 ) -> None:
@@ -313,6 +316,7 @@ def window_accept(
 
     The frontier is the end of the constraint's fixed prefix when a row has one (``fixed_mask`` ``[B, C]``
     bool), else the leading run of positions accepted in the previous step (``prev_accepted`` ``[B, C]``).
+    ``window`` is one int for every row or an int64 ``[B]`` tensor, one per row (``C`` or more: no limit).
     Positions no longer accepted keep the canvas token (``canvas`` ``[B, C]`` int64).
     """
     if fixed_mask is not None and bool(fixed_mask.any()):
@@ -322,6 +326,20 @@ def window_accept(
     pos = torch.arange(canvas.shape[1], device=canvas.device)[None, :]
     draw.accepted = draw.accepted & (pos < (lead + window)[:, None])
     draw.denoised = torch.where(draw.accepted, draw.denoised, canvas)
+
+
+def row_windows(
+    settings: DenoiseSettings, in_call: Sequence[bool], canvas_length: int, device: torch.device | str = "cpu"
+) -> torch.Tensor | int | None:
+    """The accept window of each row (:meth:`DenoiseSettings.window_for`): one int when every row has the
+    same, an int64 ``[B]`` tensor on ``device`` when they differ (``canvas_length`` stands for no window),
+    ``None`` when no row has a window. ``in_call`` ``[B]``: whether each row's turn has opened a tool call."""
+    wins = [settings.window_for(c) for c in in_call]
+    if all(w is None for w in wins):
+        return None
+    if len(set(wins)) == 1:
+        return wins[0]
+    return torch.tensor([canvas_length if w is None else w for w in wins], dtype=torch.long, device=device)
 
 
 def free_mean_entropy(entropy: torch.Tensor, fixed_mask: torch.Tensor | None) -> torch.Tensor:

@@ -42,6 +42,13 @@ class DenoiseSettings:
             1 an answer is written strictly left to right, one position per denoising step, each token
             seeing the decided tokens to its left (:class:`model.constraints.denoise.GrammarConstraint`,
             ``extend_prose``). Tool calls keep the extension.
+        repeat_window: with ``no_repeat``, prose also never commits a word of 3 letters or more that is among
+            the last ``repeat_window`` committed tokens (:class:`model.constraints.denoise.GrammarConstraint`,
+            ``repeat_window``; 1: only the word right before).
+        call_accept_window: the accept window (as ``accept_window``) of a constrained row once its turn has
+            opened a tool call (a ``<|tool_call>`` committed); ``None``: ``accept_window`` everywhere. Lets a
+            checkpoint write prose one position per step (``accept_window`` 1) and calls in bites of several
+            tokens, whose values the copy head and the grammar already keep in order.
     """
 
     canvas_length: int = 256
@@ -57,6 +64,8 @@ class DenoiseSettings:
     accept_window: int | None = None
     no_repeat: bool = False
     extend_prose: bool = True
+    call_accept_window: int | None = None
+    repeat_window: int = 1
 
     def __post_init__(self) -> None:
         if self.canvas_length <= 0:
@@ -73,6 +82,10 @@ class DenoiseSettings:
             raise ValueError(f"stability_threshold must be >= 0, got {self.stability_threshold}")
         if self.accept_window is not None and self.accept_window < 1:
             raise ValueError(f"accept_window must be >= 1 or None, got {self.accept_window}")
+        if self.repeat_window < 1:
+            raise ValueError(f"repeat_window must be >= 1, got {self.repeat_window}")
+        if self.call_accept_window is not None and self.call_accept_window < 1:
+            raise ValueError(f"call_accept_window must be >= 1 or None, got {self.call_accept_window}")
 
     @property
     def max_canvases(self) -> int:
@@ -84,11 +97,19 @@ class DenoiseSettings:
         return self.t_min + (self.t_max - self.t_min) * (step / self.max_denoising_steps)
 
     def replace(self, **changes: Any) -> DenoiseSettings:
-        """Return a copy with ``changes`` applied (``None`` values are ignored, except ``accept_window``, where
-        ``None`` switches the window off)."""
+        """Return a copy with ``changes`` applied (``None`` values are ignored, except ``accept_window`` and
+        ``call_accept_window``, where ``None`` switches the window off)."""
+        windows = ("accept_window", "call_accept_window")
         return dataclasses.replace(
-            self, **{k: v for k, v in changes.items() if v is not None or k == "accept_window"}
+            self, **{k: v for k, v in changes.items() if v is not None or k in windows}
         )
+
+    def window_for(self, in_call: bool) -> int | None:
+        """The accept window of a row: ``call_accept_window`` when set and the row's turn is in a tool call,
+        else ``accept_window`` (``None``: no window)."""
+        if in_call and self.call_accept_window is not None:
+            return self.call_accept_window
+        return self.accept_window
 
     @classmethod
     def from_model(cls, model: Any) -> DenoiseSettings:

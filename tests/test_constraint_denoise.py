@@ -231,6 +231,56 @@ def test_no_repeat_rule_never_commits_a_word_twice_in_a_row(ckpt, no_repeat):
     assert doubled is (not no_repeat)
 
 
+@pytest.mark.parametrize("window", [1, 3])
+def test_repeat_window_keeps_prose_from_looping_back_on_a_word_but_not_numbers_or_calls(ckpt, window):
+    """repeat_window=3: in prose a word of 3+ letters among the last 3 committed tokens is not committed again
+    (``defined is defined``); a number may repeat (``52.52``), and inside a tool call only the word right
+    before is banned."""
+    tok = ckpt.tokenizer
+    grammar = r"""start: TEXT "!" | <|tool_call> "call:f{s:" TEXT "}" <tool_call|>
+TEXT: /[a-z0-9. ]+/
+"""
+    vocab = tok.get_vocab()
+    w1, w2 = [i for p, i in sorted(vocab.items()) if p.isalpha() and p.islower() and len(p) >= 3][:2]
+    num = next(i for p, i in sorted(vocab.items()) if p.isdigit())
+    dot = vocab["."]
+
+    def fresh(prefix: list[int]):
+        m = llguidance.LLMatcher(ckpt.llg, llguidance.LLMatcher.grammar_from_lark(grammar))
+        c = GrammarConstraint(m, tok, no_repeat=True, repeat_window=window)
+        c.start_canvas(16, 16)
+        k = len(c.plan().fixed)
+        c.commit(
+            c.plan().fixed + prefix + [0] * (16 - k - len(prefix)),
+            [True] * (k + len(prefix)) + [False] * (16 - k - len(prefix)),
+        )
+        return c
+
+    def allowed_next(c, t: int) -> bool:
+        mask = c.plan().mask
+        assert mask is not None
+        return bool(mask[t])
+
+    c = fresh([w1, w2])  # prose: "w1 w2", then w1 again
+    assert tok.convert_ids_to_tokens(c.committed) == tok.convert_ids_to_tokens([w1, w2])
+    assert allowed_next(c, w1) is (window == 1)
+    before = len(c.committed)
+    c.commit(c.committed + [w1] + [0] * (15 - before), [True] * (before + 1) + [False] * (15 - before))
+    assert len(c.committed) == before + (window == 1)  # the commit walk stops before the banned word
+    c = fresh([num, dot])  # "52." then 52 again: numbers are left alone
+    assert allowed_next(c, num)
+    start = tok.convert_tokens_to_ids("<|tool_call>")
+    c = fresh([start])  # a call: "call:f{s:" fast-forwarded, then "w1 w2" inside the value, then w1 again
+    c.commit(
+        c.committed + [w1, w2] + [0] * (14 - len(c.committed)),
+        [True] * (len(c.committed) + 2) + [False] * (14 - len(c.committed)),
+    )
+    assert c.in_call and c.committed[-2:] == [w1, w2]
+    assert allowed_next(c, w1) and not allowed_next(c, w2)
+    with pytest.raises(ValueError, match="repeat_window must be >= 1"):
+        GrammarConstraint(c.matcher, tok, repeat_window=0)
+
+
 @pytest.mark.parametrize("extend_prose", [True, False])
 def test_extend_prose_off_stops_the_extension_in_prose_but_not_in_calls(ckpt, extend_prose):
     """extend_prose=False: prose (a turn with tokens and no <|tool_call> yet) advances only by accepted
@@ -260,6 +310,7 @@ NUM: /[0-9]+/
     c.commit(tokens, accepted, logits=logits, entropy_bound=0.1)
     c.commit(tokens[:1] + [0] * 15, [False] * 16, logits=logits.clone(), entropy_bound=0.1)
     assert c.committed == ([words[0], words[1]] if extend_prose else [words[0]])
+    assert c.in_call is False  # prose: the runtime gives this row the (prose) accept window
 
     # a call: "<|tool_call>" accepted, then fast-forward; the digit comes from the extension either way
     c = fresh()
@@ -267,6 +318,7 @@ NUM: /[0-9]+/
     c.commit([start] + [0] * 15, [True] + [False] * 15)
     k = len(c.committed)
     assert tok.decode(c.committed) == "<|tool_call>call:f{n:"
+    assert c.in_call is True  # a call opened: the runtime gives this row the call window
     logits = torch.zeros(16, vocab)
     logits[k] = _row(vocab, {seven: 30.0})
     c.commit(c.committed + [0] * (16 - k), [False] * 16, logits=logits, entropy_bound=0.1)

@@ -7,6 +7,7 @@ import json
 import pytest
 import torch
 
+from model.constraint_batch import ConstraintPlan
 from model.loading import DECODING_FILE, CheckpointError, load_checkpoint
 from model.runtime import StepEvent, generate
 from model.testing import make_tiny_checkpoint
@@ -53,6 +54,47 @@ def test_no_position_past_the_frontier_plus_the_window_is_accepted(ckpt_dir):
     assert far
 
 
+class _Free:
+    """A constraint that fixes nothing and masks nothing, and reports whether its turn is in a tool call."""
+
+    def __init__(self, in_call: bool) -> None:
+        self.in_call = in_call
+
+    def start_canvas(self, canvas_length: int, tokens_left: int) -> None:
+        pass
+
+    def plan(self) -> ConstraintPlan:
+        return ConstraintPlan(fixed=[])
+
+    def commit(self, tokens, accepted, logits=None, entropy_bound=0.0):
+        return []
+
+    def readout(self, logits):
+        return logits.argmax(-1).tolist()
+
+
+def test_a_row_in_a_tool_call_gets_the_call_window_and_prose_rows_the_accept_window(ckpt_dir):
+    ck = load_checkpoint(str(ckpt_dir))
+    ids = torch.tensor([ck.tokenizer("<bos>hello there", add_special_tokens=False)["input_ids"]] * 3)
+    settings = ck.settings.replace(
+        accept_window=1, call_accept_window=3, max_new_tokens=16, t_max=0.05, t_min=0.01
+    )
+    events: list = []
+    rows = [_Free(in_call=True), _Free(in_call=False), None]  # call, prose, no constraint (prose window)
+    generate(ck.model, ids, settings, seed=0, constraints=rows, on_event=events.append)
+    steps = [e for e in events if isinstance(e, StepEvent)]
+    assert steps
+    prev = torch.zeros(3, 16, dtype=torch.bool)
+    past_one = [False, False, False]
+    for e in steps:
+        for r, w in enumerate((3, 1, 1)):
+            lead = int(prev[r].long().cumprod(0).sum())
+            assert not e.accepted[r][lead + w :].any(), (r, w, lead, e.accepted[r])
+            past_one[r] = past_one[r] or bool(e.accepted[r][lead + 1 :].any())
+        prev = e.accepted.clone()
+    assert past_one == [True, False, False]  # the call row took bites of more than one token
+
+
 def test_the_decoding_file_sets_the_window_and_bad_files_are_named(ckpt_dir, tmp_path):
     import shutil
 
@@ -62,19 +104,33 @@ def test_the_decoding_file_sets_the_window_and_bad_files_are_named(ckpt_dir, tmp
     (d / DECODING_FILE).write_text(json.dumps({"accept_window": 4}))
     assert load_checkpoint(str(d)).settings.accept_window == 4
     assert load_checkpoint(str(d)).settings.extend_prose is True
-    (d / DECODING_FILE).write_text(json.dumps({"accept_window": 1, "extend_prose": False}))
+    assert load_checkpoint(str(d)).settings.call_accept_window is None
+    (d / DECODING_FILE).write_text(
+        json.dumps({"accept_window": 1, "extend_prose": False, "call_accept_window": 4, "repeat_window": 3})
+    )
     loaded = load_checkpoint(str(d))
     assert (loaded.settings.accept_window, loaded.settings.extend_prose) == (1, False)
+    assert [loaded.settings.window_for(c) for c in (False, True)] == [1, 4]
     from model.chat import ChatModel
 
-    assert ChatModel(loaded).make_constraint([]).extend_prose is False  # carried to the tool-call constraint
+    made = ChatModel(loaded).make_constraint([])  # carried to the tool-call constraint
+    assert (made.extend_prose, made.repeat_window) == (False, 3)
     (d / DECODING_FILE).write_bytes(b'\xff\xfe{"a')  # not UTF-8: named, not a UnicodeDecodeError traceback
     with pytest.raises(CheckpointError, match="cannot read decoding options"):
         load_checkpoint(str(d))
     (d / DECODING_FILE).write_text(json.dumps({"accept_window": 1, "bogus": 1}))
     with pytest.raises(CheckpointError, match=r"unknown keys \['bogus'\]"):
         load_checkpoint(str(d))
-    for bad in ({"accept_window": 0}, {"window": 4}, [4], {"extend_prose": "no"}):
+    for bad in (
+        {"accept_window": 0},
+        {"window": 4},
+        [4],
+        {"extend_prose": "no"},
+        {"call_accept_window": True},
+    ):
         (d / DECODING_FILE).write_text(json.dumps(bad))
         with pytest.raises(CheckpointError, match=DECODING_FILE):
             load_checkpoint(str(d))
+    (d / DECODING_FILE).write_text(json.dumps({"call_accept_window": 0}))
+    with pytest.raises(CheckpointError, match="call_accept_window must be an integer >= 1 or null, got 0"):
+        load_checkpoint(str(d))

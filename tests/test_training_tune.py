@@ -15,8 +15,11 @@ from model.training import tune
 def test_rows_are_scored_and_the_best_is_written_with_its_decoding_file(tmp_path):
     torch.set_num_threads(1)
     ckpt = make_tiny_checkpoint(tmp_path / "ck", canvas_length=16)
-    rows = tune.tune(str(ckpt), limit=2, rows=[3, 9])
-    assert [(r["accept_window"], r["extend_prose"]) for r in rows] == [(4, True), (1, False)]
+    rows = tune.tune(str(ckpt), limit=2, rows=[3, 10])
+    assert [(r["accept_window"], r["extend_prose"], r["call_accept_window"]) for r in rows] == [
+        (4, True, None),
+        (1, False, 4),
+    ]
     assert all(0.0 <= r["accuracy"] <= 1.0 and r["mean_latency_s"] > 0 for r in rows)
     rows[1]["accuracy"] = 1.0  # make the strict-prose row the best
     best = tune.write_best(str(ckpt), rows)
@@ -24,13 +27,21 @@ def test_rows_are_scored_and_the_best_is_written_with_its_decoding_file(tmp_path
         "accept_window": 1,
         "no_repeat": True,
         "extend_prose": False,
+        "call_accept_window": 4,
+        "repeat_window": 1,
     }
     s = load_checkpoint(str(ckpt)).settings
-    assert (s.accept_window, s.extend_prose, s.max_denoising_steps, s.t_max) == (1, False, 64, best["t_max"])
+    assert (s.accept_window, s.extend_prose, s.call_accept_window, s.max_denoising_steps, s.t_max) == (
+        1,
+        False,
+        4,
+        64,
+        best["t_max"],
+    )
 
 
 def test_bad_rows_are_refused_before_anything_loads(capsys):
-    for bad, said in (("3,99", "numbered 0..9, got 3,99"), ("a", "comma-separated row numbers")):
+    for bad, said in (("3,99", "numbered 0..11, got 3,99"), ("a", "comma-separated row numbers")):
         with pytest.raises(SystemExit) as ei:
             tune.main(["no-such-checkpoint", "--rows", bad])
         assert ei.value.code == 2 and said in capsys.readouterr().err
@@ -41,5 +52,5 @@ def test_bad_rows_are_refused_before_anything_loads(capsys):
         tune.main(["no-such-checkpoint", "--rows", "3"]) == 2
     )  # a CheckpointError: one line, not a traceback
     assert "checkpoint folder does not exist" in capsys.readouterr().err
-    with pytest.raises(ValueError, match=r"numbered 0\.\.9"):
+    with pytest.raises(ValueError, match=r"numbered 0\.\.11"):
         tune.tune("no-such-checkpoint", rows=[-1])

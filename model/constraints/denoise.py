@@ -48,6 +48,7 @@ from model.constraints.completion import bitmask_to_bool, shortest_completion
 from model.runtime import ConstraintPlan
 
 _BASE_CACHE: dict[int, tuple[np.ndarray, np.ndarray]] = {}
+_LETTER_CACHE: dict[int, np.ndarray] = {}
 
 
 def word_bases(tokenizer: Any) -> tuple[np.ndarray, np.ndarray]:
@@ -68,6 +69,17 @@ def word_bases(tokenizer: Any) -> tuple[np.ndarray, np.ndarray]:
                 base[i] = vocab[piece[1:]]
         _BASE_CACHE[key] = (base, word)
     return _BASE_CACHE[key]
+
+
+def letter_words(tokenizer: Any) -> np.ndarray:
+    """Per token id: whether its space-stripped form is a word of 3 letters or more (``ĠBerlin``, ``defined``;
+    not ``598``, ``py``, ``_``); ``[V]`` bool, cached per tokenizer object."""
+    key = id(tokenizer)
+    if key not in _LETTER_CACHE:
+        pieces = tokenizer.convert_ids_to_tokens(list(range(len(tokenizer))))
+        stripped = [(p or "").removeprefix("Ġ") for p in pieces]
+        _LETTER_CACHE[key] = np.array([p.isalpha() and len(p) >= 3 for p in stripped], dtype=bool)
+    return _LETTER_CACHE[key]
 
 
 class GrammarConstraint:
@@ -97,9 +109,15 @@ class GrammarConstraint:
             form: ``bundle`` after ``bundle``, ``Ġ466`` after ``466``): the frontier mask leaves it out and the
             commit walk stops before it. A decoding rule for small checkpoints, whose parallel positions tend to
             copy the same source token twice (the autoregressive analogue is a bigram repetition ban).
+        repeat_window: with ``no_repeat``, in prose (outside tool calls) a word of 3 letters or more is also
+            not committed while it is among the last ``repeat_window`` committed tokens (1: only the rule
+            above). Catches ``load_bundle defined is defined...``, where a small checkpoint's prose loops back
+            on a word; numbers and short pieces are left alone, since values such as ``52.52`` repeat them.
+            The analogue of ``no_repeat_ngram_size=1`` limited to a window (transformers'
+            ``NoRepeatNGramLogitsProcessor``).
 
     Raises:
-        ValueError: if the matcher is already in an error state (bad grammar).
+        ValueError: if the matcher is already in an error state (bad grammar), or ``repeat_window < 1``.
     """
 
     def __init__(
@@ -112,6 +130,7 @@ class GrammarConstraint:
         extend: bool = True,
         no_repeat: bool = False,
         extend_prose: bool = True,
+        repeat_window: int = 1,
     ) -> None:
         if matcher.is_error():
             raise ValueError(f"grammar matcher is in an error state: {matcher.get_error()}")
@@ -126,6 +145,9 @@ class GrammarConstraint:
         self._call_start = int(tokenizer.convert_tokens_to_ids(st.TOOL_CALL_START))
         self.no_repeat = no_repeat
         self._bases = word_bases(tokenizer) if no_repeat else None
+        if repeat_window < 1:
+            raise ValueError(f"repeat_window must be >= 1, got {repeat_window}")
+        self.repeat_window = repeat_window
         self.extended_tokens = 0
         self.canvas: list[int] = []
         self.canvas_length = 0
@@ -223,33 +245,48 @@ class GrammarConstraint:
             if not self.closing:
                 break
 
-    def _repeat_of_last(self) -> int | None:
-        """The space-stripped id a no-repeat rule forbids next (the last committed word), or None."""
+    def _banned(self) -> list[int]:
+        """The space-stripped ids the no-repeat rule forbids next: the last committed word, and in prose the
+        words (3 letters or more) among the last ``repeat_window`` committed tokens; [] when the rule is off."""
         if self._bases is None or not self.all_tokens:
-            return None
-        last = self.all_tokens[-1]
+            return []
         base, word = self._bases
-        return int(base[last]) if 0 <= last < len(word) and word[last] else None
+        last = self.all_tokens[-1]
+        out = [int(base[last])] if 0 <= last < len(word) and word[last] else []
+        if self.repeat_window > 1 and not self.in_call:
+            letters = letter_words(self.tokenizer)
+            out += [
+                int(base[t])
+                for t in self.all_tokens[-self.repeat_window : -1]
+                if 0 <= t < len(letters) and letters[t]
+            ]
+        return out
 
     def _repeats(self, tok: int) -> bool:
-        banned = self._repeat_of_last()
+        banned = self._banned()
         return (
-            banned is not None
+            bool(banned)
             and self._bases is not None
             and 0 <= tok < len(self._bases[0])
-            and int(self._bases[0][tok]) == banned
+            and int(self._bases[0][tok]) in banned
         )
+
+    @property
+    def in_call(self) -> bool:
+        """True once the turn has opened a tool call (a ``<|tool_call>`` among its committed tokens): the
+        runtime's per-mode accept window (:attr:`model.settings.DenoiseSettings.call_accept_window`)."""
+        return self._call_start in self.all_tokens
 
     def _in_prose(self) -> bool:
         """True when the extension must wait: ``extend_prose`` is off and the turn so far is prose (it has
         committed tokens and no ``<|tool_call>`` among them)."""
-        return not self.extend_prose and bool(self.all_tokens) and self._call_start not in self.all_tokens
+        return not self.extend_prose and bool(self.all_tokens) and not self.in_call
 
     def _frontier_mask(self) -> np.ndarray:
         allowed = bitmask_to_bool(self.matcher.compute_bitmask(), self.vocab_size)
-        banned = self._repeat_of_last()
-        if banned is not None and self._bases is not None:
-            keep = allowed & (self._bases[0][: allowed.size] != banned)
+        banned = self._banned()
+        if banned and self._bases is not None:
+            keep = allowed & ~np.isin(self._bases[0][: allowed.size], banned)
             if keep.any():  # never empty the mask: the grammar may demand the repeat
                 allowed = keep
         return allowed

@@ -1,11 +1,11 @@
-"""Tune the shipped denoising settings (temperatures, steps, entropy bound, accept window, the constraint's
+"""Tune the shipped denoising settings (temperatures, steps, entropy bound, accept windows, the constraint's
 no-repeat rule and prose extension) on the held-out split.
 
 ``python -m model.training.tune CHECKPOINT [--limit N] [--rows I,J,...] [--write]`` scores a small grid (or the
 rows of :data:`GRID` numbered ``I, J``, from 0) with
 :func:`model.training.heldout.evaluate_heldout` and prints one JSON object per setting (accuracy, call accuracy,
 mean latency in seconds); ``--write`` stores the best setting (accuracy, ties: lower latency) in the checkpoint's
-``generation_config.json`` and its accept window, no-repeat rule and prose extension in ``agentkit_decoding.json``
+``generation_config.json`` and the rest (:data:`model.loading.DECODING_KEYS`) in ``agentkit_decoding.json``
 (:data:`model.loading.DECODING_FILE`).
 """
 
@@ -16,23 +16,40 @@ import json
 import sys
 from typing import Any
 
-#: Candidate settings: (t_max, t_min, max_denoising_steps, entropy_bound, accept_window, no_repeat, extend_prose).
-GRID: tuple[tuple[float, float, int, float, int | None, bool, bool], ...] = (
-    (0.4, 0.1, 32, 0.1, None, False, True),
-    (0.1, 0.02, 32, 0.1, None, False, True),
-    (0.4, 0.1, 32, 0.1, 4, False, True),
-    (0.4, 0.1, 32, 0.1, 4, True, True),
-    (0.1, 0.02, 32, 0.1, 4, True, True),
-    (0.2, 0.05, 48, 0.1, 2, True, True),
-    (0.1, 0.02, 64, 0.1, 1, True, True),
-    (0.8, 0.4, 32, 0.1, 4, True, True),
+#: The fields of a :data:`GRID` row, in order (each a :class:`model.settings.DenoiseSettings` field).
+FIELDS = (
+    "t_max",
+    "t_min",
+    "max_denoising_steps",
+    "entropy_bound",
+    "accept_window",
+    "no_repeat",
+    "extend_prose",
+    "call_accept_window",
+    "repeat_window",
+)
+Setting = tuple[float, float, int, float, int | None, bool, bool, int | None, int]
+#: Candidate settings, one tuple of :data:`FIELDS` per row.
+GRID: tuple[Setting, ...] = (
+    (0.4, 0.1, 32, 0.1, None, False, True, None, 1),
+    (0.1, 0.02, 32, 0.1, None, False, True, None, 1),
+    (0.4, 0.1, 32, 0.1, 4, False, True, None, 1),
+    (0.4, 0.1, 32, 0.1, 4, True, True, None, 1),
+    (0.1, 0.02, 32, 0.1, 4, True, True, None, 1),
+    (0.2, 0.05, 48, 0.1, 2, True, True, None, 1),
+    (0.1, 0.02, 64, 0.1, 1, True, True, None, 1),
+    (0.8, 0.4, 32, 0.1, 4, True, True, None, 1),
     # prose strictly left to right (one position per step), calls as before: a canvas needs up to 64 steps
-    (0.1, 0.02, 64, 0.1, 1, True, False),
-    (0.4, 0.1, 64, 0.1, 1, True, False),
+    (0.1, 0.02, 64, 0.1, 1, True, False, None, 1),
+    (0.4, 0.1, 64, 0.1, 1, True, False, None, 1),
+    # row 9 with calls in bites of 4 tokens (prose stays one position per step)
+    (0.4, 0.1, 64, 0.1, 1, True, False, 4, 1),
+    # row 9 with prose words not repeated within 3 tokens
+    (0.4, 0.1, 64, 0.1, 1, True, False, None, 3),
 )
 
 
-def grid_rows(rows: list[int] | None) -> list[tuple[float, float, int, float, int | None, bool, bool]]:
+def grid_rows(rows: list[int] | None) -> list[Setting]:
     """The :data:`GRID` settings numbered ``rows`` (``None``: all of them).
 
     Raises:
@@ -62,26 +79,13 @@ def tune(
     cm = ChatModel.load(checkpoint)
     base = cm.settings
     out = []
-    for t_max, t_min, steps, bound, window, no_repeat, extend_prose in settings:
-        cm.settings = base.replace(
-            t_max=t_max,
-            t_min=t_min,
-            max_denoising_steps=steps,
-            entropy_bound=bound,
-            accept_window=window,
-            no_repeat=no_repeat,
-            extend_prose=extend_prose,
-        )
+    for setting in settings:
+        row = dict(zip(FIELDS, setting, strict=True))
+        cm.settings = base.replace(**row)
         rep = evaluate_heldout(cm, limit=limit)
         out.append(
             {
-                "t_max": t_max,
-                "t_min": t_min,
-                "max_denoising_steps": steps,
-                "entropy_bound": bound,
-                "accept_window": window,
-                "no_repeat": no_repeat,
-                "extend_prose": extend_prose,
+                **row,
                 "accuracy": rep["accuracy"],
                 "call_accuracy": rep["call_accuracy"],
                 "mean_latency_s": rep["mean_latency_s"],
