@@ -8,6 +8,7 @@ import time
 
 import pytest
 import torch
+from fake_constraints import ModeConstraint
 
 from model.batching import BatcherClosed, CanvasBatcher, RequestCancelled
 from model.loading import load_checkpoint
@@ -138,34 +139,15 @@ def test_each_row_keeps_its_own_constraint_and_a_failing_one_fails_only_its_row(
         b.close()
 
 
-class _Mode:
-    """A constraint that fixes and masks nothing and reports whether its turn is in a tool call."""
-
-    def __init__(self, in_call: bool) -> None:
-        self.in_call = in_call
-
-    def start_canvas(self, canvas_length, tokens_left):
-        pass
-
-    def plan(self):
-        return ConstraintPlan(fixed=[])
-
-    def commit(self, tokens, accepted, logits=None, entropy_bound=0.0):
-        return []
-
-    def readout(self, logits):
-        return logits.argmax(-1).tolist()
-
-
 def test_rows_in_a_call_and_in_prose_get_their_own_accept_window_as_in_generate(ck):
     s = ck.settings.replace(accept_window=1, call_accept_window=4, t_max=0.05, t_min=0.01)
     ids = _prompt(12, 7)
-    call, prose = _solo(ck, ids, 7, s, _Mode(True)), _solo(ck, ids, 7, s, _Mode(False))
+    call, prose = _solo(ck, ids, 7, s, ModeConstraint(True)), _solo(ck, ids, 7, s, ModeConstraint(False))
     assert call != prose  # the window changed what the row wrote
     b = CanvasBatcher(ck.model, s, max_batch=4)
     try:
-        h1 = b.submit(ids, constraint=_Mode(True), seed=7)
-        h2 = b.submit(ids, constraint=_Mode(False), seed=7)
+        h1 = b.submit(ids, constraint=ModeConstraint(True), seed=7)
+        h2 = b.submit(ids, constraint=ModeConstraint(False), seed=7)
         assert [h.future.result(timeout=60).tokens for h in (h1, h2)] == [call, prose]
     finally:
         b.close()

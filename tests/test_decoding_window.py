@@ -6,8 +6,8 @@ import json
 
 import pytest
 import torch
+from fake_constraints import ModeConstraint
 
-from model.constraint_batch import ConstraintPlan
 from model.loading import DECODING_FILE, CheckpointError, load_checkpoint
 from model.runtime import StepEvent, generate
 from model.testing import make_tiny_checkpoint
@@ -54,25 +54,6 @@ def test_no_position_past_the_frontier_plus_the_window_is_accepted(ckpt_dir):
     assert far
 
 
-class _Free:
-    """A constraint that fixes nothing and masks nothing, and reports whether its turn is in a tool call."""
-
-    def __init__(self, in_call: bool) -> None:
-        self.in_call = in_call
-
-    def start_canvas(self, canvas_length: int, tokens_left: int) -> None:
-        pass
-
-    def plan(self) -> ConstraintPlan:
-        return ConstraintPlan(fixed=[])
-
-    def commit(self, tokens, accepted, logits=None, entropy_bound=0.0):
-        return []
-
-    def readout(self, logits):
-        return logits.argmax(-1).tolist()
-
-
 def test_a_row_in_a_tool_call_gets_the_call_window_and_prose_rows_the_accept_window(ckpt_dir):
     ck = load_checkpoint(str(ckpt_dir))
     ids = torch.tensor([ck.tokenizer("<bos>hello there", add_special_tokens=False)["input_ids"]] * 3)
@@ -80,7 +61,11 @@ def test_a_row_in_a_tool_call_gets_the_call_window_and_prose_rows_the_accept_win
         accept_window=1, call_accept_window=3, max_new_tokens=16, t_max=0.05, t_min=0.01
     )
     events: list = []
-    rows = [_Free(in_call=True), _Free(in_call=False), None]  # call, prose, no constraint (prose window)
+    rows = [
+        ModeConstraint(in_call=True),
+        ModeConstraint(in_call=False),
+        None,
+    ]  # call, prose, no constraint (prose window)
     generate(ck.model, ids, settings, seed=0, constraints=rows, on_event=events.append)
     steps = [e for e in events if isinstance(e, StepEvent)]
     assert steps
