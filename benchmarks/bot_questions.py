@@ -97,8 +97,14 @@ def main(argv: list[str] | None = None) -> int:
     from tools import code_search, weather
 
     torch.set_num_threads(2)
+    from agentkit.errors import BackendError
+
     backend = make_backend("embedded", a.checkpoint, seed=a.seed, threads=2)
-    _ = backend.chat_model
+    try:
+        _ = backend.chat_model
+    except BackendError as exc:  # a missing folder or a bad decoding file: one line, exit status 2
+        print(f"bot_questions: {exc}", file=sys.stderr)
+        return 2
     rows: list[dict[str, Any]] = []
     n = 3 if a.quick else None
 

@@ -105,11 +105,17 @@ def main(argv: list[str] | None = None) -> int:
     import torch
 
     from model.chat import ChatModel
+    from model.errors import CheckpointError
     from model.loading import DEFAULT_CHECKPOINT
     from model.training.heldout import evaluate_heldout
     from model.training.probe import copy_probe
 
     ckpt = a.checkpoint or str(DEFAULT_CHECKPOINT)
+    try:  # a missing folder or a bad decoding file: one line and exit status 2, before the long measurements
+        ChatModel.load(ckpt)
+    except CheckpointError as exc:
+        print(f"checkpoint_quality: {exc}", file=sys.stderr)
+        return 2
     t0 = time.time()
     report: dict[str, Any] = {"checkpoint": ckpt, "quick": a.quick}
     torch.set_num_threads(1)

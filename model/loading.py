@@ -315,7 +315,7 @@ def load_checkpoint(
     model.eval()
     settings = DenoiseSettings.from_model(model)
     extra = Path(src) / DECODING_FILE
-    if extra.is_file():
+    if extra.exists():  # a folder or unreadable entry there is an error, not a silent default
         settings = settings.replace(**read_decoding_file(extra))
     return LoadedCheckpoint(
         model=model,
@@ -326,11 +326,20 @@ def load_checkpoint(
     )
 
 
+def _json(value: Any) -> str:
+    """``value`` as JSON spells it (``true``, ``null``, ``"3"``), for error messages about a JSON file."""
+    try:
+        return json.dumps(value)
+    except (TypeError, ValueError):  # pragma: no cover - values parsed from JSON always serialise
+        return repr(value)
+
+
 def read_decoding_file(path: Path) -> dict[str, Any]:
     """The decoding options of a checkpoint's :data:`DECODING_FILE` (only :data:`DECODING_KEYS`).
 
     Raises:
-        CheckpointError: the file is not a JSON object, or has an unknown key or a bad value (names the file).
+        CheckpointError: the file cannot be read (a folder, not UTF-8) or is not a JSON object, or has an unknown
+            key, a bad value or ``repeat_window`` > 1 without ``no_repeat`` (names the file and the key).
     """
     try:
         data = json.loads(path.read_text(encoding="utf-8"))
@@ -338,7 +347,7 @@ def read_decoding_file(path: Path) -> dict[str, Any]:
         raise CheckpointError(f"{path}: cannot read decoding options ({exc})") from exc
     if not isinstance(data, dict):
         raise CheckpointError(
-            f"{path}: a JSON object with keys among {list(DECODING_KEYS)} is expected, got {data!r}"
+            f"{path}: a JSON object with keys among {list(DECODING_KEYS)} is expected, got {_json(data)}"
         )
     unknown = sorted(set(data) - set(DECODING_KEYS))
     if unknown:
@@ -346,11 +355,13 @@ def read_decoding_file(path: Path) -> dict[str, Any]:
     for key in ("accept_window", "call_accept_window"):
         w = data.get(key)
         if w is not None and (isinstance(w, bool) or not isinstance(w, int) or w < 1):
-            raise CheckpointError(f"{path}: {key} must be an integer >= 1 or null, got {w!r}")
+            raise CheckpointError(f"{path}: {key} must be an integer >= 1 or null, got {_json(w)}")
     k = data.get("repeat_window", 1)
     if isinstance(k, bool) or not isinstance(k, int) or k < 1:
-        raise CheckpointError(f"{path}: repeat_window must be an integer >= 1, got {k!r}")
+        raise CheckpointError(f"{path}: repeat_window must be an integer >= 1, got {_json(k)}")
     for key in ("no_repeat", "extend_prose"):
         if not isinstance(data.get(key, False), bool):
-            raise CheckpointError(f"{path}: {key} must be true or false, got {data[key]!r}")
+            raise CheckpointError(f"{path}: {key} must be true or false, got {_json(data[key])}")
+    if k > 1 and not data.get("no_repeat", False):
+        raise CheckpointError(f'{path}: repeat_window {k} needs "no_repeat": true (the rule it widens)')
     return data

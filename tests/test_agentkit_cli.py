@@ -208,8 +208,34 @@ def test_cli_eval_empty_question_file_and_generate_answer_without_end_marker(tmp
     assert len(lines) >= 2 and "canvases" not in lines[-2], out.stdout
 
 
+def test_eval_names_a_bad_checkpoint_in_one_line_and_takes_model_like_run(tmp_path):
+    import shutil
+
+    from model.loading import DECODING_FILE, DEFAULT_CHECKPOINT
+
+    ck = tmp_path / "ck"
+    shutil.copytree(DEFAULT_CHECKPOINT, ck)
+    (ck / DECODING_FILE).write_text('{"repeat_window": 0}')
+    for cmd in (["eval", "heldout", "--limit", "1"], ["eval", "bfcl", "--limit", "1"]):
+        for flag in ("--checkpoint", "--model"):
+            out = runner.invoke(app, [*cmd, flag, str(ck)])
+            assert out.exit_code == 2, out.output
+            assert "repeat_window must be an integer >= 1, got 0" in out.output
+            assert "Traceback" not in out.output
+
+
 def test_the_command_list_shows_each_summary_as_one_paragraph():
     out = runner.invoke(app, ["--help"], env={"COLUMNS": "300", "TERM": "dumb"}).output
     # the chat docstring breaks its first paragraph after "/save PATH,"; the list joins the lines again
     assert "/save PATH, /image PATH (attach an image to the next message)" in out
     assert "Train the embedded checkpoint" in out  # an explicit help= wins over the docstring
+
+
+def test_the_quality_benchmarks_name_a_missing_checkpoint_in_one_line(tmp_path, capsys):
+    import importlib
+
+    for name in ("bot_questions", "checkpoint_quality"):
+        mod = importlib.import_module(f"benchmarks.{name}")
+        assert mod.main(["--checkpoint", str(tmp_path / "nowhere")]) == 2
+        err = capsys.readouterr().err
+        assert err.startswith(f"{name}: ") and "checkpoint folder does not exist" in err, err

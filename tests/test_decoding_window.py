@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 
 import pytest
 import torch
@@ -91,7 +92,15 @@ def test_the_decoding_file_sets_the_window_and_bad_files_are_named(ckpt_dir, tmp
     assert load_checkpoint(str(d)).settings.extend_prose is True
     assert load_checkpoint(str(d)).settings.call_accept_window is None
     (d / DECODING_FILE).write_text(
-        json.dumps({"accept_window": 1, "extend_prose": False, "call_accept_window": 4, "repeat_window": 3})
+        json.dumps(
+            {
+                "accept_window": 1,
+                "extend_prose": False,
+                "call_accept_window": 4,
+                "no_repeat": True,
+                "repeat_window": 3,
+            }
+        )
     )
     loaded = load_checkpoint(str(d))
     assert (loaded.settings.accept_window, loaded.settings.extend_prose) == (1, False)
@@ -116,6 +125,18 @@ def test_the_decoding_file_sets_the_window_and_bad_files_are_named(ckpt_dir, tmp
         (d / DECODING_FILE).write_text(json.dumps(bad))
         with pytest.raises(CheckpointError, match=DECODING_FILE):
             load_checkpoint(str(d))
-    (d / DECODING_FILE).write_text(json.dumps({"call_accept_window": 0}))
-    with pytest.raises(CheckpointError, match="call_accept_window must be an integer >= 1 or null, got 0"):
+    for bad, said in (
+        ({"call_accept_window": 0}, "call_accept_window must be an integer >= 1 or null, got 0"),
+        ({"call_accept_window": True}, "call_accept_window must be an integer >= 1 or null, got true"),
+        ({"repeat_window": "3"}, 'repeat_window must be an integer >= 1, got "3"'),
+        ({"repeat_window": None}, "repeat_window must be an integer >= 1, got null"),
+        ({"repeat_window": 3}, 'repeat_window 3 needs "no_repeat": true'),
+        ({"no_repeat": "true"}, 'no_repeat must be true or false, got "true"'),
+    ):
+        (d / DECODING_FILE).write_text(json.dumps(bad))
+        with pytest.raises(CheckpointError, match=re.escape(said)):
+            load_checkpoint(str(d))
+    (d / DECODING_FILE).unlink()
+    (d / DECODING_FILE).mkdir()  # a folder where the file belongs: named, not silently the defaults
+    with pytest.raises(CheckpointError, match="cannot read decoding options"):
         load_checkpoint(str(d))

@@ -14,10 +14,17 @@ eval_app = typer.Typer(
 
 
 def _load_chat_model(checkpoint: str | None, threads: int | None) -> Any:
+    """The checkpoint's ChatModel; a CheckpointError (missing folder, bad decoding file...) is one red line and
+    exit status 2, as in ``agentkit run``."""
     from model.chat import ChatModel, set_threads
+    from model.errors import CheckpointError
 
     set_threads(threads)
-    return ChatModel.load(checkpoint)
+    try:
+        return ChatModel.load(checkpoint)
+    except CheckpointError as exc:
+        typer.secho(f"error: {exc}", err=True, fg="red")
+        raise typer.Exit(2) from None
 
 
 @eval_app.command("bfcl")
@@ -35,7 +42,11 @@ def bfcl_command(
         None, "--answers", help="Ground-truth file for --data; omit it for irrelevance scoring."
     ),
     checkpoint: str | None = typer.Option(
-        None, "--checkpoint", "-m", help="Checkpoint folder (default: embedded agentkit-tiny)."
+        None,
+        "--checkpoint",
+        "--model",
+        "-m",
+        help="Checkpoint folder (default: embedded agentkit-tiny); --model as in `agentkit run`.",
     ),
     json_out: bool = typer.Option(
         False,
@@ -98,7 +109,11 @@ def bfcl_command(
 def heldout_command(
     limit: int = typer.Option(100, "--limit", "-n", min=1, help="Number of held-out examples."),
     checkpoint: str | None = typer.Option(
-        None, "--checkpoint", "-m", help="Checkpoint folder (default: embedded agentkit-tiny)."
+        None,
+        "--checkpoint",
+        "--model",
+        "-m",
+        help="Checkpoint folder (default: embedded agentkit-tiny); --model as in `agentkit run`.",
     ),
     seed: int = typer.Option(0, "--seed", help="Data seed (the held-out stream of this seed)."),
     json_out: bool = typer.Option(False, "--json", help="Print one JSON object."),
