@@ -27,6 +27,17 @@ def _load_chat_model(checkpoint: str | None, threads: int | None) -> Any:
         raise typer.Exit(2) from None
 
 
+def _checkpoint_option() -> Any:
+    """The ``--checkpoint`` / ``--model`` / ``-m`` option of both eval commands."""
+    return typer.Option(
+        None,
+        "--checkpoint",
+        "--model",
+        "-m",
+        help="Checkpoint folder (default: embedded agentkit-tiny); --model as in `agentkit run`.",
+    )
+
+
 @eval_app.command("bfcl")
 def bfcl_command(
     category: str = typer.Option(
@@ -41,13 +52,7 @@ def bfcl_command(
     answers: Path | None = typer.Option(
         None, "--answers", help="Ground-truth file for --data; omit it for irrelevance scoring."
     ),
-    checkpoint: str | None = typer.Option(
-        None,
-        "--checkpoint",
-        "--model",
-        "-m",
-        help="Checkpoint folder (default: embedded agentkit-tiny); --model as in `agentkit run`.",
-    ),
+    checkpoint: str | None = _checkpoint_option(),
     json_out: bool = typer.Option(
         False,
         "--json",
@@ -108,13 +113,7 @@ def bfcl_command(
 @eval_app.command("heldout")
 def heldout_command(
     limit: int = typer.Option(100, "--limit", "-n", min=1, help="Number of held-out examples."),
-    checkpoint: str | None = typer.Option(
-        None,
-        "--checkpoint",
-        "--model",
-        "-m",
-        help="Checkpoint folder (default: embedded agentkit-tiny); --model as in `agentkit run`.",
-    ),
+    checkpoint: str | None = _checkpoint_option(),
     seed: int = typer.Option(0, "--seed", help="Data seed (the held-out stream of this seed)."),
     json_out: bool = typer.Option(False, "--json", help="Print one JSON object."),
     threads: int | None = typer.Option(None, "--threads", min=1, help="torch threads."),
