@@ -112,7 +112,7 @@ def main(argv: list[str] | None = None) -> int:
 
     ckpt = a.checkpoint or str(DEFAULT_CHECKPOINT)
     try:  # a missing folder or a bad decoding file: one line and exit status 2, before the long measurements
-        ChatModel.load(ckpt)
+        cm = ChatModel.load(ckpt)
     except CheckpointError as exc:
         print(f"checkpoint_quality: {exc}", file=sys.stderr)
         return 2
@@ -120,7 +120,6 @@ def main(argv: list[str] | None = None) -> int:
     report: dict[str, Any] = {"checkpoint": ckpt, "quick": a.quick}
     torch.set_num_threads(1)
     report["probe"] = copy_probe(ckpt, n=50 if a.quick else 200)
-    cm = ChatModel.load(ckpt)
     held = evaluate_heldout(cm, limit=40 if a.quick else 200)
     held.pop("results")
     report["heldout"] = held

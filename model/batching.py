@@ -459,7 +459,7 @@ class CanvasBatcher:
         t1 = time.perf_counter()
         temps = torch.tensor([r.settings.temperature(r.step_left) for r in rows], device=device)
         draw = TorchSampler(gens).draw(logits, temps, s.entropy_bound, canvas=0, step=0)
-        window = row_windows(s, cons.in_call(), canvas.shape[1], device)
+        window = row_windows(s, cons.in_call, canvas.shape[1], device)
         if window is not None:
             prev = torch.cat([r.prev_accepted for r in rows])  # type: ignore[misc]
             window_accept(draw, canvas, window, fixed_mask, prev)

@@ -445,7 +445,7 @@ class CanvasState:
         window = (
             None
             if self.sampler.parity
-            else row_windows(s, self.constraints.in_call(), self.canvas_length, self.device)
+            else row_windows(s, self.constraints.in_call, self.canvas_length, self.device)
         )
         if window is not None:
             fixed = self.fixed_mask if self.constraints.any else None

@@ -30,7 +30,7 @@ Sampling from Masked Diffusion Models via Entropy Bounded Unmasking", arXiv:2505
 from __future__ import annotations
 
 import functools
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Protocol
 
@@ -329,12 +329,18 @@ def window_accept(
 
 
 def row_windows(
-    settings: DenoiseSettings, in_call: Sequence[bool], canvas_length: int, device: torch.device | str = "cpu"
+    settings: DenoiseSettings,
+    in_call: Callable[[], Sequence[bool]],
+    canvas_length: int,
+    device: torch.device | str = "cpu",
 ) -> torch.Tensor | int | None:
     """The accept window of each row (:meth:`DenoiseSettings.window_for`): one int when every row has the
     same, an int64 ``[B]`` tensor on ``device`` when they differ (``canvas_length`` stands for no window),
-    ``None`` when no row has a window. ``in_call`` ``[B]``: whether each row's turn has opened a tool call."""
-    wins = [settings.window_for(c) for c in in_call]
+    ``None`` when no row has a window. ``in_call`` returns, per row, whether its turn has opened a tool call;
+    it is called only when ``settings.call_accept_window`` is set (the denoising step pays nothing otherwise)."""
+    if settings.call_accept_window is None:
+        return settings.accept_window
+    wins = [settings.window_for(c) for c in in_call()]
     if all(w is None for w in wins):
         return None
     if len(set(wins)) == 1:

@@ -47,39 +47,32 @@ from model import special_tokens as st
 from model.constraints.completion import bitmask_to_bool, shortest_completion
 from model.runtime import ConstraintPlan
 
-_BASE_CACHE: dict[int, tuple[np.ndarray, np.ndarray]] = {}
-_LETTER_CACHE: dict[int, np.ndarray] = {}
+_BASE_CACHE: dict[int, tuple[np.ndarray, np.ndarray, np.ndarray]] = {}
 
 
-def word_bases(tokenizer: Any) -> tuple[np.ndarray, np.ndarray]:
-    """Per token id: the id of its space-stripped form (``ĠBerlin`` -> ``Berlin``, else itself) and whether it is
-    word-like (has a letter or digit); ``([V] int64, [V] bool)``, cached per tokenizer object."""
+def word_bases(tokenizer: Any) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Per token id: the id of its space-stripped form (``ĠBerlin`` -> ``Berlin``, else itself), whether it is
+    word-like (has a letter or digit), and whether its space-stripped form is a word of 3 letters or more
+    (``ĠBerlin``, ``defined``; not ``598``, ``py``, ``_``); ``([V] int64, [V] bool, [V] bool)``, cached per
+    tokenizer object. Special tokens are none of these."""
     key = id(tokenizer)
     if key not in _BASE_CACHE:
         vocab = tokenizer.get_vocab()
         n = len(tokenizer)
         base = np.arange(n, dtype=np.int64)
         word = np.zeros(n, dtype=bool)
+        letters = np.zeros(n, dtype=bool)
         special = set(tokenizer.all_special_ids)
         for piece, i in vocab.items():
             if i >= n or i in special:
                 continue
             word[i] = any(ch.isalnum() for ch in piece)
+            stripped = piece.removeprefix("Ġ")
+            letters[i] = stripped.isalpha() and len(stripped) >= 3
             if piece.startswith("Ġ") and len(piece) > 1 and piece[1:] in vocab and vocab[piece[1:]] < n:
                 base[i] = vocab[piece[1:]]
-        _BASE_CACHE[key] = (base, word)
+        _BASE_CACHE[key] = (base, word, letters)
     return _BASE_CACHE[key]
-
-
-def letter_words(tokenizer: Any) -> np.ndarray:
-    """Per token id: whether its space-stripped form is a word of 3 letters or more (``ĠBerlin``, ``defined``;
-    not ``598``, ``py``, ``_``); ``[V]`` bool, cached per tokenizer object."""
-    key = id(tokenizer)
-    if key not in _LETTER_CACHE:
-        pieces = tokenizer.convert_ids_to_tokens(list(range(len(tokenizer))))
-        stripped = [(p or "").removeprefix("Ġ") for p in pieces]
-        _LETTER_CACHE[key] = np.array([p.isalpha() and len(p) >= 3 for p in stripped], dtype=bool)
-    return _LETTER_CACHE[key]
 
 
 class GrammarConstraint:
@@ -156,6 +149,7 @@ class GrammarConstraint:
         #: True once the token budget forced the shortest completion (the turn was cut, not finished).
         self.budget_closed = False
         self.all_tokens: list[int] = []
+        self._call_at: int | None = None  # index in all_tokens of the turn's first <|tool_call>
         self._ok_len = 0
         self._next_check = 0
         self._prev_logits: torch.Tensor | None = None
@@ -185,6 +179,8 @@ class GrammarConstraint:
     def _consume(self, toks: list[int]) -> int:
         n = int(self.matcher.try_consume_tokens(toks)) if toks else 0
         self.canvas.extend(toks[:n])
+        if self._call_at is None and self._call_start in toks[:n]:
+            self._call_at = len(self.all_tokens) + toks[:n].index(self._call_start)
         self.all_tokens.extend(toks[:n])
         return n
 
@@ -193,6 +189,8 @@ class GrammarConstraint:
             self.matcher.rollback(n)
             del self.canvas[-n:]
             del self.all_tokens[-n:]
+            if self._call_at is not None and self._call_at >= len(self.all_tokens):
+                self._call_at = None
 
     def _room(self) -> int:
         return self.canvas_length - len(self.canvas)
@@ -250,11 +248,10 @@ class GrammarConstraint:
         words (3 letters or more) among the last ``repeat_window`` committed tokens; [] when the rule is off."""
         if self._bases is None or not self.all_tokens:
             return []
-        base, word = self._bases
+        base, word, letters = self._bases
         last = self.all_tokens[-1]
         out = [int(base[last])] if 0 <= last < len(word) and word[last] else []
         if self.repeat_window > 1 and not self.in_call:
-            letters = letter_words(self.tokenizer)
             out += [
                 int(base[t])
                 for t in self.all_tokens[-self.repeat_window : -1]
@@ -275,7 +272,7 @@ class GrammarConstraint:
     def in_call(self) -> bool:
         """True once the turn has opened a tool call (a ``<|tool_call>`` among its committed tokens): the
         runtime's per-mode accept window (:attr:`model.settings.DenoiseSettings.call_accept_window`)."""
-        return self._call_start in self.all_tokens
+        return self._call_at is not None
 
     def _in_prose(self) -> bool:
         """True when the extension must wait: ``extend_prose`` is off and the turn so far is prose (it has
