@@ -86,6 +86,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--quick", action="store_true")
     ap.add_argument("--json", action="store_true")
     ap.add_argument("--seed", type=int, default=0, help="the backend's sampling seed")
+    ap.add_argument("--threads", type=int, default=2, help="torch threads (default 2)")
     a = ap.parse_args(argv)
 
     import httpx
@@ -96,7 +97,7 @@ def main(argv: list[str] | None = None) -> int:
     from agentkit.errors import AgentRunError
     from tools import code_search, weather
 
-    torch.set_num_threads(2)
+    torch.set_num_threads(a.threads)
     from agentkit.errors import BackendError
 
     backend = make_backend("embedded", a.checkpoint, seed=a.seed, threads=2)

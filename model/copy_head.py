@@ -60,7 +60,10 @@ COPY_HEAD_FIELDS = (
     "turn_end_id",
     "excluded_role_ids",
     "spaced_word_starts",
+    "answer_match_responses",
 )
+#: Keys of the ``copy_head`` entry that may be left out (their rule is then off).
+OPTIONAL_FIELDS = ("spaced_word_starts", "answer_match_responses")
 
 
 @dataclass
@@ -76,6 +79,10 @@ class CopyHeadConfig:
             system turn: tool names, keys and descriptions, which the grammar forces anyway).
         spaced_word_starts: a copied token takes its spaced form only where it starts a word in the source (not
             ``it`` of ``a gent k it``: its copy is always the stripped form). Absent from ``config.json`` = off.
+        answer_match_responses: ``[start_id, end_id]``, the ids of ``<|tool_response>`` and ``<tool_response|>``:
+            in a turn that already holds a tool response (an answer turn), the induction match counts only source
+            positions inside tool responses, not the question (after ``is`` the question's ``the`` is not the
+            next word of an answer). Absent from ``config.json`` (``None``) = off: the match counts every source.
     """
 
     dim: int = 64
@@ -85,6 +92,7 @@ class CopyHeadConfig:
     turn_end_id: int = 5
     excluded_role_ids: list[int] = field(default_factory=list)
     spaced_word_starts: bool = False
+    answer_match_responses: list[int] | None = None
 
     @classmethod
     def from_dict(cls, d: dict[str, Any]) -> CopyHeadConfig:
@@ -92,14 +100,17 @@ class CopyHeadConfig:
 
         Raises:
             ValueError: on an unknown or missing key, a non-integer or non-positive size or token id, ``excluded_role_ids``
-                not a list of ids, or a non-boolean ``spaced_word_starts``.
+                not a list of ids, a non-boolean ``spaced_word_starts``, or an ``answer_match_responses`` that is
+                not two token ids.
         """
         unknown = set(d) - set(COPY_HEAD_FIELDS)
         if unknown:
             raise ValueError(f"copy_head: unknown keys {sorted(unknown)} (known: {list(COPY_HEAD_FIELDS)})")
-        missing = [k for k in COPY_HEAD_FIELDS if k not in d and k != "spaced_word_starts"]
+        missing = [k for k in COPY_HEAD_FIELDS if k not in d and k not in OPTIONAL_FIELDS]
         if missing:  # the defaults need not be what the weights were trained with
-            raise ValueError(f"copy_head: missing keys {missing} (only spaced_word_starts may be left out)")
+            raise ValueError(
+                f"copy_head: missing keys {missing} (only {', '.join(OPTIONAL_FIELDS)} may be left out)"
+            )
         cfg = cls(**{k: d[k] for k in COPY_HEAD_FIELDS if k in d})
         ints = ("dim", "free_dim", "lookahead", "turn_start_id", "turn_end_id")
         bad = [k for k in ints if isinstance(getattr(cfg, k), bool) or not isinstance(getattr(cfg, k), int)]
@@ -108,24 +119,35 @@ class CopyHeadConfig:
                 f"copy_head: {', '.join(bad)} must be integers, got {[getattr(cfg, k) for k in bad]}"
             )
         roles = cfg.excluded_role_ids
-        if not isinstance(roles, list) or not all(
-            isinstance(r, int) and not isinstance(r, bool) for r in roles
-        ):
+        if not isinstance(roles, list) or not all(_is_id(r) for r in roles):
             raise ValueError(f"copy_head: excluded_role_ids must be a list of token ids, got {roles!r}")
         if not isinstance(cfg.spaced_word_starts, bool):
             raise ValueError(
                 f"copy_head: spaced_word_starts must be true or false, got {cfg.spaced_word_starts!r}"
+            )
+        resp = cfg.answer_match_responses
+        if resp is not None and not (
+            isinstance(resp, list) and len(resp) == 2 and all(_is_id(r) for r in resp)
+        ):
+            raise ValueError(
+                "copy_head: answer_match_responses must be [start_id, end_id] of the tool-response tokens, "
+                f"got {resp!r}"
             )
         if cfg.dim <= 0 or cfg.free_dim < 0 or cfg.lookahead < 0:
             raise ValueError(f"copy_head: dim must be > 0 and free_dim, lookahead >= 0, got {d}")
         return cfg
 
     def to_dict(self) -> dict[str, Any]:
-        """JSON-serialisable dict for ``config.json`` (``spaced_word_starts`` only when on)."""
+        """JSON-serialisable dict for ``config.json`` (the :data:`OPTIONAL_FIELDS` only when on)."""
         out = {k: getattr(self, k) for k in COPY_HEAD_FIELDS}
-        if not self.spaced_word_starts:
-            del out["spaced_word_starts"]
+        for k in OPTIONAL_FIELDS:
+            if not out[k]:
+                del out[k]
         return out
+
+
+def _is_id(x: Any) -> bool:
+    return isinstance(x, int) and not isinstance(x, bool) and x >= 0
 
 
 @dataclass
@@ -367,7 +389,7 @@ class CopyHead(nn.Module):
         left = torch.cat([mem.last_ids[:, None], canvas[:, :-1]], dim=1)  # token left of each position
         left_ok = self.copyable[left]
         left_base = torch.where(left_ok, self.base_ids[left], torch.full_like(left, -2))
-        match = (left_base[:, :, None] == mem.prev_base[:, None, :]).float()  # [B, C, R]
+        match = (left_base[:, :, None] == self._match_sources(mem)[:, None, :]).float()  # [B, C, R]
         beta = F.softplus(ctrl[..., 2])
         scores = scores + beta[..., None] * match
         mask = mem.mask[:, None, :]
@@ -390,6 +412,22 @@ class CopyHead(nn.Module):
             "log_stripped": F.logsigmoid(-sp),
             "query": q,
         }
+
+    def _match_sources(self, mem: CopyMemory) -> torch.Tensor:
+        """``[B, R]`` int64: the left-neighbour form each source position offers to the induction match
+        (``mem.prev_base``), ``-3`` (never equal to a canvas token) where ``answer_match_responses`` rules the
+        position out: outside tool responses, in rows whose current turn (after the last ``<|turn>``) already
+        holds a tool response."""
+        resp = self.cfg.answer_match_responses
+        if resp is None:
+            return mem.prev_base
+        ids = mem.ids
+        start, end = (ids == resp[0]).long().cumsum(1), (ids == resp[1]).long().cumsum(1)
+        inside = start > end  # from <|tool_response> up to (not including) its <tool_response|>
+        turn = (ids == self.cfg.turn_start_id).long().cumsum(1)
+        current = turn == turn[:, -1:]
+        answer_turn = ((ids == resp[1]) & current).any(dim=1)  # [B]
+        return mem.prev_base.masked_fill(answer_turn[:, None] & ~inside, -3)
 
     def _variant_split(
         self, ptr: dict[str, torch.Tensor], mem: CopyMemory

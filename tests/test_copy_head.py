@@ -8,7 +8,7 @@ import pytest
 import torch
 
 from model import special_tokens as st
-from model.copy_head import COPY_HEAD_FIELDS, CopyHeadConfig, has_copy_head
+from model.copy_head import COPY_HEAD_FIELDS, OPTIONAL_FIELDS, CopyHeadConfig, has_copy_head
 from model.loading import load_checkpoint
 from model.runtime import generate
 from model.testing import make_tiny_checkpoint
@@ -36,9 +36,9 @@ def _prompt(tok, text="Where is the function parse_token defined?"):
 
 def test_config_selects_the_subclass_and_weights_round_trip_offline(copy_ckpt, loaded, tmp_path):
     cfg = json.loads((copy_ckpt / "config.json").read_text())
-    # every field is written, except spaced_word_starts when it is off (old configs stay byte-identical)
-    assert set(cfg["copy_head"]) == set(COPY_HEAD_FIELDS) - {"spaced_word_starts"}
-    assert len(COPY_HEAD_FIELDS) == 7
+    # every field is written, except the optional rules when off (old configs stay byte-identical)
+    assert set(cfg["copy_head"]) == set(COPY_HEAD_FIELDS) - set(OPTIONAL_FIELDS)
+    assert len(COPY_HEAD_FIELDS) == 8 and set(OPTIONAL_FIELDS) < set(COPY_HEAD_FIELDS)
     assert type(loaded.model).__name__ == "DiffusionGemmaWithCopyHead" and has_copy_head(loaded.model)
     # the variant tables were saved with the weights: 'ĠBerlin' -> 'Berlin'
     tok = loaded.tokenizer
@@ -257,3 +257,60 @@ def test_spaced_word_starts_gives_a_mid_word_source_only_its_stripped_form():
     assert (out["on"][0, :, sp_it] < 1e-12).all()  # on: none (no word of the prompt starts with it)
     assert torch.allclose(out["on"][0, :, it], out["off"][0, :, it] + out["off"][0, :, sp_it], atol=1e-5)
     assert torch.allclose(out["on"][0, :, sp_a], out["off"][0, :, sp_a], atol=1e-6)  # a starts the word
+
+
+def _answer_turn(tok, question, response, answer_start):
+    """Prompt ids of an answer turn: a question, the model's call, a tool response, the first answer words."""
+    s = (
+        f"{st.BOS}{st.TURN_START}system\nYou help with code.{st.TURN_END}\n"
+        f"{st.TURN_START}user\n{question}{st.TURN_END}\n{st.TURN_START}model\n"
+        f"{st.TOOL_CALL_START}call:find_definition{{name:{st.STRING_DELIM}load_bundle{st.STRING_DELIM}}}"
+        f"{st.TOOL_CALL_END}{st.TOOL_RESPONSE_START}response:find_definition{{location:{st.STRING_DELIM}"
+        f"{response}{st.STRING_DELIM}}}{st.TOOL_RESPONSE_END}{answer_start}"
+    )
+    return torch.tensor([tok(s, add_special_tokens=False)["input_ids"]])
+
+
+def test_answer_match_responses_limits_the_match_to_tool_responses_in_answer_turns():
+    """``answer_match_responses``: once the model turn holds a tool response, the induction match counts only
+    positions inside tool responses (after ``Ġis`` the question's ``Ġthe`` gets no match); a turn without a tool
+    response (the call turn) keeps the match everywhere; the entry is saved only when on and checked."""
+    from model.copy_head import CopyHead
+
+    shipped = load_checkpoint("model/checkpoints/agentkit-tiny")
+    m, tok = shipped.model, shipped.tokenizer
+    base = {k: v for k, v in m.copy_head.cfg.to_dict().items() if k != "answer_match_responses"}
+    ids_resp = [st.SPECIAL_IDS[st.TOOL_RESPONSE_START], st.SPECIAL_IDS[st.TOOL_RESPONSE_END]]
+    on = CopyHeadConfig.from_dict({**base, "answer_match_responses": ids_resp})
+    assert on.to_dict()["answer_match_responses"] == ids_resp
+    assert "answer_match_responses" not in CopyHeadConfig.from_dict(base).to_dict()
+    for bad in ([10], "yes", [10, "11"], [10, True]):
+        with pytest.raises(ValueError, match="answer_match_responses must be \\[start_id, end_id\\]"):
+            CopyHeadConfig.from_dict({**base, "answer_match_responses": bad})
+    head = CopyHead(m.config.text_config.hidden_size, len(tok), on)
+    head.load_state_dict(m.copy_head.state_dict(), strict=False)
+    head.set_token_tables(tok)
+    ids = _answer_turn(tok, "Where is the function load_bundle defined?", "agentkit/bundle.py:598", "It is")
+    row = ids[0].tolist()
+    with torch.no_grad():
+        enc = m.model.encoder(input_ids=ids)
+        mem = head.new_memory(ids, enc.last_hidden_state)
+        canvas = torch.tensor([tok.convert_tokens_to_ids(["Ġa", "gent"])])  # left of position 0: "Ġis"
+        h = m.model(cache=enc.cache, decoder_input_ids=canvas).last_hidden_state
+        ptr_on = head.pointer(h, canvas, mem)
+        ptr_off = m.copy_head.pointer(h, canvas, mem)
+    the = row.index(tok.convert_tokens_to_ids("Ġthe"))  # "Where is the": its left neighbour is "Ġis"
+    r0, r1 = row.index(ids_resp[0]), row.index(ids_resp[1])
+    sources = head._match_sources(mem)[0]
+    assert sources[the] == -3 and torch.equal(sources[r0 + 1 : r1], mem.prev_base[0, r0 + 1 : r1])
+    # the match raised the question's "the" before; now it is only the content score
+    assert ptr_off["log_alpha"][0, 0, the] > ptr_on["log_alpha"][0, 0, the] + 0.5
+    # inside the response the match still follows a copied token: after "gent" the next piece "k"
+    k_at = next(i for i in range(r0, r1) if row[i - 1] == tok.convert_tokens_to_ids("gent"))
+    # (the question's matches no longer share the mass, so it can only rise)
+    assert ptr_on["log_alpha"][0, 1, k_at] >= ptr_off["log_alpha"][0, 1, k_at] - 1e-5
+    # a call turn (no tool response yet): the rule leaves every source as it was
+    call = _prompt(tok)
+    with torch.no_grad():
+        cmem = head.new_memory(call, m.model.encoder(input_ids=call).last_hidden_state)
+    assert torch.equal(head._match_sources(cmem), cmem.prev_base)

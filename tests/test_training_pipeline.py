@@ -295,8 +295,10 @@ def test_ar_weight_needs_the_prompt_and_canvas_inside_the_sliding_window(tmp_pat
     with pytest.raises(ValueError, match="--sliding-window"):
         train(cfg)
     assert main(["--out-dir", str(tmp_path / "x"), "--ar-weight", "1", "--max-prompt", "512"]) == 2
-    with pytest.raises(ValueError, match="give --copy-head"):
+    with pytest.raises(ValueError, match="--spaced-word-starts is a copy-head rule: give --copy-head"):
         train(_tiny_cfg(tmp_path, spaced_word_starts=True))
+    with pytest.raises(ValueError, match="--answer-match-responses is a copy-head rule: give --copy-head"):
+        train(_tiny_cfg(tmp_path, answer_match_responses=True))
 
 
 def test_copy_head_run_stops_at_stop_at_with_the_long_schedule(tmp_path):
@@ -337,7 +339,9 @@ def test_spaced_word_starts_is_saved_with_its_tables_and_loads_offline(tmp_path)
         load_checkpoint(str(final))
     # resuming the run without the rule: refused, naming both settings
     with pytest.raises(
-        ValueError, match="spaced_word_starts=True; this run asks for copy_head=True, spaced_word_"
+        ValueError,
+        match="spaced_word_starts=True, answer_match_responses=False; this run asks for copy_head=True, "
+        "spaced_word_starts=False",
     ):
         train(_tiny_cfg(tmp_path, copy_head=True, copy_dim=16, steps=4))
 

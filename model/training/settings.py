@@ -57,6 +57,8 @@ class TrainConfig:
         copy_dim: Width of the copy head's binding space (its free space is half of it).
         spaced_word_starts: A copied token takes its spaced form only where it starts a word in the source
             (the copy head's spaced_word_starts; needs --copy-head).
+        answer_match_responses: In a turn that holds a tool response, the copy head's induction match counts
+            only the tool responses, not the question (the copy head's answer_match_responses; needs --copy-head).
         noise_draws: Decoder passes, each with its own noise level, per encoder pass.
         prefix_clean_p: Share of (example, draw) pairs whose canvas keeps a clean prefix of random length and is
             mostly noise after it (the state the constraint's prefix commit leaves at inference).
@@ -115,6 +117,7 @@ class TrainConfig:
     copy_head: bool = False
     copy_dim: int = 64
     spaced_word_starts: bool = False
+    answer_match_responses: bool = False
     noise_draws: int = 1
     prefix_clean_p: float = 0.0
     bot_share: float | None = None
@@ -183,6 +186,11 @@ def build_model(cfg: TrainConfig, tok: Any) -> Any:
             turn_end_id=st.SPECIAL_IDS[st.TURN_END],
             excluded_role_ids=system[:1],
             spaced_word_starts=cfg.spaced_word_starts,
+            answer_match_responses=(
+                [st.SPECIAL_IDS[st.TOOL_RESPONSE_START], st.SPECIAL_IDS[st.TOOL_RESPONSE_END]]
+                if cfg.answer_match_responses
+                else None
+            ),
         ).to_dict()
         model = DiffusionGemmaWithCopyHead(config)
         model.copy_head.set_token_tables(tok)

@@ -228,6 +228,9 @@ def prepare(cfg: TrainConfig, log: Any = print) -> tuple[Any, list[Encoded], lis
 
 
 #: Options that must be positive integers.
+#: Copy-head rules that a training option turns on (``TrainConfig`` fields named as the ``copy_head`` keys).
+COPY_HEAD_RULES = ("spaced_word_starts", "answer_match_responses")
+
 POSITIVE_OPTIONS = (
     "threads",
     "steps",
@@ -261,12 +264,14 @@ def _model_and_state(
         cls = DiffusionGemmaWithCopyHead
     model = cls.from_pretrained(ckpt, local_files_only=True).to(cfg.device)
     saved = getattr(model.config, "copy_head", None)
-    saved_rule = bool(isinstance(saved, dict) and saved.get("spaced_word_starts", False))
-    if (saved is not None) != cfg.copy_head or saved_rule != (cfg.copy_head and cfg.spaced_word_starts):
+    saved_rules = {r: bool(isinstance(saved, dict) and saved.get(r)) for r in COPY_HEAD_RULES}
+    asked = {r: cfg.copy_head and bool(getattr(cfg, r)) for r in COPY_HEAD_RULES}
+    if (saved is not None) != cfg.copy_head or saved_rules != asked:
+        said = ", ".join(f"{r}={v}" for r, v in saved_rules.items())
+        asks = ", ".join(f"{r}={getattr(cfg, r)}" for r in COPY_HEAD_RULES)
         raise ValueError(
-            f"{ckpt} was saved with copy_head={saved is not None}, spaced_word_starts={saved_rule}; this run asks "
-            f"for copy_head={cfg.copy_head}, spaced_word_starts={cfg.spaced_word_starts}: give another --out-dir, "
-            "or --no-resume to start over"
+            f"{ckpt} was saved with copy_head={saved is not None}, {said}; this run asks "
+            f"for copy_head={cfg.copy_head}, {asks}: give another --out-dir, or --no-resume to start over"
         )
     state = torch.load(ckpt / "trainer_state.pt", weights_only=False)
     step, total = int(state["step"]), int(state["total_steps"])
@@ -352,8 +357,10 @@ def _autocast_for(cfg: TrainConfig) -> Any:
             f"--ar-weight needs --max-prompt + the canvas ({cfg.max_prompt} + {cfg.canvas_length}) below "
             f"--sliding-window ({cfg.sliding_window}): the decoder's sliding layers would lose prompt tokens"
         )
-    if cfg.spaced_word_starts and not cfg.copy_head:
-        raise ValueError("--spaced-word-starts is a copy-head rule: give --copy-head with it")
+    for rule in COPY_HEAD_RULES:
+        if getattr(cfg, rule) and not cfg.copy_head:
+            flag = "--" + rule.replace("_", "-")
+            raise ValueError(f"{flag} is a copy-head rule: give --copy-head with it")
     for name in POSITIVE_OPTIONS:
         if getattr(cfg, name) < 1:
             raise ValueError(f"--{name.replace('_', '-')} must be >= 1, got {getattr(cfg, name)}")
