@@ -28,15 +28,10 @@ CI = os.environ.get("CI", "").strip().lower() in ("1", "true", "yes")
 
 pytestmark = pytest.mark.slow
 
-# The shipped agentkit-tiny (copy head, docs/TRAINING.md) makes both calls exactly, and its weather answer states
-# the fake's temperature. Its code-search answer does not yet spell the path and line at every line of the
-# function: at one of the three below it does (`agentkit/bundle.py:601`), at the others the path's first piece
-# is lost (`definedgentkit/bundle.py:598`; docs/TRAINING.md, "Experiment 2026-12-02 (4)", issue #14).
-# strict=True: the day it passes, the marker must go.
-NOT_YET = pytest.mark.xfail(
-    strict=True,
-    reason="agentkit-tiny does not yet name the file and line of every answer (issue #14)",
-)
+# The shipped agentkit-tiny (copy head, docs/TRAINING.md) makes both calls exactly, its weather answer states the
+# fake's temperature, and its code-search answer spells the path and line wherever the function is (the copy
+# head's answer_match_responses: in an answer turn its induction match copies from the tool response only;
+# issue #14, docs/TRAINING.md "Experiment 2026-12-03").
 
 
 @pytest.fixture(scope="module")
@@ -78,7 +73,6 @@ def test_code_search_bot_where_is_load_bundle_defined(backend):
     assert first.result["matches"][0]["location"].startswith("agentkit/bundle.py:")
 
 
-@NOT_YET
 def test_code_search_bot_answer_names_the_file_and_line(backend, tmp_path):
     """The answer names the file and the line of the tool's response, wherever the function is: the real
     ``agentkit/bundle.py`` shifted down by 0, 3 and 17 lines (the tiny model's answer changes with the line; at

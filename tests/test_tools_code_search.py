@@ -155,22 +155,25 @@ def test_find_definition_exact_python_function_first(repo):
         "doc": "Load a bundle from a YAML file.",
     }
     locations = [m["location"] for m in out["matches"]]
-    # exact names: source before tests
-    assert locations[:2] == ["pkg/bundles.py:5", "tests/test_bundles.py:1"]
-    names = [m["name"] for m in out["matches"]]
-    # then prefix matches, then substring matches; source before tests, public before private
-    assert names == [
-        "load_bundle",
-        "load_bundle",
-        "load_bundle_broken",
-        "load_bundle_deeper",
-        "_load_bundle_impl",
-        "test_load_bundle",
+    # the definitions named load_bundle itself, source before tests; not the names that contain it
+    assert locations == ["pkg/bundles.py:5", "tests/test_bundles.py:1"]
+    assert out["total"] == 2 and out["truncated"] is False
+    # part of a name that names no definition: prefix matches, then substring matches; source before tests,
+    # public before private
+    out = repo.find_definitions("load_bund", max_results=10)
+    assert [(m["name"], m["path"]) for m in out["matches"]] == [
+        ("load_bundle_broken", "broken.py"),
+        ("load_bundle", "pkg/bundles.py"),
+        ("load_bundle_deeper", "sub/deeper/local.py"),
+        ("load_bundle", "tests/test_bundles.py"),
+        ("_load_bundle_impl", "pkg/bundles.py"),
+        ("test_load_bundle", "tests/test_bundles.py"),
     ]
     # nothing from docs, ignored files or outside the root
     assert not any(
         m["path"].endswith((".md", ".log")) or m["path"].startswith("build/") for m in out["matches"]
     )
+    names = [m["name"] for m in out["matches"]]
     assert "load_bundle_outside" not in names and "load_bundle_generated" not in names
     assert out["total"] == len(out["matches"]) and out["truncated"] is False
 
@@ -181,11 +184,13 @@ def test_find_definition_normalizes_model_style_queries(repo):
 
 
 def test_find_definition_kinds_and_qualnames(repo):
-    classes = repo.find_definitions("bundle", kind="class")["matches"]
+    classes = repo.find_definitions("bundl", kind="class")["matches"]
     assert [(m["name"], m["path"]) for m in classes] == [
         ("Bundle", "pkg/bundles.py"),
         ("BundleView", "web/app.js"),
     ]
+    # "bundle" names the class Bundle (ignoring case): BundleView, which only starts with it, is left out
+    assert [m["name"] for m in repo.find_definitions("bundle", kind="class")["matches"]] == ["Bundle"]
     methods = repo.find_definitions("load", kind="method", max_results=50)["matches"]
     assert {m["qualname"] for m in methods} == {"Bundle.load", "Bundle.Inner.load"}
     assert repo.find_definitions("Bundle.load")["matches"][0]["qualname"] == "Bundle.load"
@@ -227,7 +232,7 @@ def test_find_definition_nothing_found_has_hint(repo):
 
 
 def test_find_definition_cap_and_cache(repo):
-    out = repo.find_definitions("load", max_results=2)
+    out = repo.find_definitions("load_", max_results=2)
     assert len(out["matches"]) == 2 and out["truncated"] is True and out["total"] > 2
     # an edited file is re-parsed (cache keyed on mtime and size)
     p = repo.root / "pkg" / "bundles.py"

@@ -233,26 +233,3 @@ def test_heldout_answers_must_repeat_the_tool_facts():
     assert not score_example(ex, [("find_definition", {"name": "x"})], "agentkit/bundle.py:446")
     chat = Example([], [], "Hello! How can I help you today?<turn|>", "no_tool")
     assert score_example(chat, [], "anything") and not score_example(chat, [("f", {})], "")
-
-
-def test_find_definition_responses_list_other_definitions_that_contain_the_name():
-    """As the real tool does (substring matches after the exact one), the bots' training responses list other
-    definitions whose names contain the asked name, also in the middle (``test_x_where_NAME_is_y``), so an answer
-    learns to cite the first match rather than copy on through a longer name."""
-    import random
-
-    from model.training.bots import find_definition_response
-
-    rng = random.Random(0)
-    seen_middle = False
-    several = 0
-    for _ in range(300):
-        resp = find_definition_response(rng, "parse_token")
-        names = [m["name"] for m in resp["matches"]]
-        if not names:
-            continue
-        assert names[0] == "parse_token" and resp["total"] == len(names)
-        assert all("parse_token" in n and n != "parse_token" for n in names[1:])
-        several += len(names) > 1
-        seen_middle |= any(n.startswith("test_") and not n.startswith("test_parse_token") for n in names[1:])
-    assert several > 100 and seen_middle

@@ -126,32 +126,6 @@ def _loc(path: str, line: int) -> str:
 # code search
 
 
-#: Short words that test names put around the name they test (``..._where_load_bundle_is_defined``).
-_GLUE_WORDS = ("is", "in", "at", "of", "for", "and", "to", "where", "when", "with", "without")
-
-
-def _containing_name(rng: random.Random, name: str) -> str:
-    """A definition name that contains ``name`` (``find_definition`` also lists substring matches): a test of it,
-    or a helper with it as a prefix, suffix or middle part."""
-    bare = name.split(".")[-1]
-    low = bare.lower()
-
-    def w() -> str:
-        return rng.choice(CODE_WORDS)
-
-    glue = rng.choice(_GLUE_WORDS)
-    return rng.choice(
-        (
-            f"test_{low}_{w()}",
-            f"test_{w()}_{w()}_{glue}_{low}_{rng.choice(_GLUE_WORDS)}_{w()}",
-            f"test_{w()}_{low}_{glue}_{w()}",
-            f"{bare}_{w()}",
-            f"_{low}_{w()}",
-            f"{w()}_{glue}_{low}",
-        )
-    )
-
-
 def find_definition_response(
     rng: random.Random, name: str, kind: str = "any", found_p: float = 0.9
 ) -> dict[str, Any]:
@@ -166,10 +140,10 @@ def find_definition_response(
         }
     k = kind if kind != "any" else _kind_of(name)
     matches = []
-    for j in range(rng.choice((1, 1, 2, 3, 3))):
+    for j in range(rng.choice((1, 1, 2, 3))):
         path = source_path(rng)
         line = rng.randint(1, 900)
-        mname = name if j == 0 else _containing_name(rng, name)
+        mname = name if j == 0 else f"test_{name.split('.')[-1].lower()}_{rng.choice(CODE_WORDS)}"
         mk = k if j == 0 else "function"
         bare = mname.split(".")[-1]
         matches.append(

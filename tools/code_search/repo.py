@@ -27,6 +27,10 @@ from tools.code_search.definitions import (
 )
 from tools.code_search.gitignore import GitIgnore
 
+#: Ranks of :func:`~tools.code_search.definitions._match_score` that name the definition itself (exact, exact
+#: ignoring case, qualified name); above it, prefix and substring matches.
+_NAMED = 2
+
 
 class PathOutsideRootError(ValueError):
     """A path resolves (after ``..`` and symlinks) to a place outside the repository root."""
@@ -248,7 +252,12 @@ class CodeRepo:
 
         Ranking: exact name, then exact ignoring case, qualified-name match, prefix, substring; within a rank
         source files before tests/examples before docs, public before ``_private`` (unless asked for),
-        shallower paths first, then path and line.
+        shallower paths first, then path and line. When some definition is named ``name`` itself (the first
+        three ranks), only those are listed and counted, not the prefix and substring matches
+        (``test_load_bundle`` for ``load_bundle``): a reader, a model above all, cites the first match and copies
+        from what it sees, and definitions that merely contain the name are noise beside it. Part of a name
+        (``bundle``) that names no definition lists the prefix and substring matches; ``search_code`` finds
+        every use of a name.
 
         Args:
             name: a name (``load_bundle``), a substring (``bundle``) or a dotted name (``Agent.run``);
@@ -258,8 +267,9 @@ class CodeRepo:
             glob: optional ``fnmatch`` pattern on the relative path (``*`` crosses ``/``), e.g. ``agentkit/*``.
 
         Returns:
-            ``{"query", "matches": [Definition.as_dict()], "total": int, "truncated": bool}`` and a ``hint``
-            when nothing matched.
+            ``{"query", "matches": [Definition.as_dict()], "total": int, "truncated": bool}`` (``total``: the
+            matches of the listed ranks; ``truncated``: more than ``max_results`` of them, or the time budget ran
+            out) and a ``hint`` when nothing matched.
 
         Raises:
             ValueError: an empty name.
@@ -290,11 +300,14 @@ class CodeRepo:
                 key = (score, _path_rank(rel), private, rel.count("/"), rel, d.line)
                 scored.append((key, d))
         scored.sort(key=lambda kd: kd[0])
+        named = [kd for kd in scored if kd[0][0] <= _NAMED]
+        listed = named or scored  # definitions of the name itself, when there are any
+        shown = listed[:max_results]
         out: dict[str, Any] = {
             "query": query,
-            "matches": [d.as_dict() for _, d in scored[:max_results]],
-            "total": len(scored),
-            "truncated": len(scored) > max_results or timed_out,
+            "matches": [d.as_dict() for _, d in shown],
+            "total": len(listed),
+            "truncated": len(listed) > len(shown) or timed_out,
         }
         if not scored:
             what = "definition" if kind == "any" else f"{kind} definition"
