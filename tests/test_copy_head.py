@@ -287,9 +287,12 @@ def test_answer_match_responses_limits_the_match_to_tool_responses_in_answer_tur
     for bad in ([10], "yes", [10, "11"], [10, True]):
         with pytest.raises(ValueError, match="answer_match_responses must be \\[start_id, end_id\\]"):
             CopyHeadConfig.from_dict({**base, "answer_match_responses": bad})
-    head = CopyHead(m.config.text_config.hidden_size, len(tok), on)
-    head.load_state_dict(m.copy_head.state_dict(), strict=False)
-    head.set_token_tables(tok)
+    heads = {}
+    for name, cfg in (("on", on), ("off", CopyHeadConfig.from_dict(base))):
+        heads[name] = CopyHead(m.config.text_config.hidden_size, len(tok), cfg)
+        heads[name].load_state_dict(m.copy_head.state_dict(), strict=False)  # the shipped weights, either way
+        heads[name].set_token_tables(tok)
+    head, off = heads["on"], heads["off"]
     ids = _answer_turn(tok, "Where is the function load_bundle defined?", "agentkit/bundle.py:598", "It is")
     row = ids[0].tolist()
     with torch.no_grad():
@@ -298,7 +301,7 @@ def test_answer_match_responses_limits_the_match_to_tool_responses_in_answer_tur
         canvas = torch.tensor([tok.convert_tokens_to_ids(["Ġa", "gent"])])  # left of position 0: "Ġis"
         h = m.model(cache=enc.cache, decoder_input_ids=canvas).last_hidden_state
         ptr_on = head.pointer(h, canvas, mem)
-        ptr_off = m.copy_head.pointer(h, canvas, mem)
+        ptr_off = off.pointer(h, canvas, mem)
     the = row.index(tok.convert_tokens_to_ids("Ġthe"))  # "Where is the": its left neighbour is "Ġis"
     r0, r1 = row.index(ids_resp[0]), row.index(ids_resp[1])
     sources = head._match_sources(mem)[0]

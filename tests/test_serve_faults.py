@@ -339,6 +339,43 @@ def test_errors_have_their_status_and_name_the_problem(server, body, status, fra
         assert f in err["message"], (f, err["message"])
 
 
+def test_schema_depth_is_refused_whatever_the_recursion_limit(server):
+    """``torch.compile`` raises the interpreter's recursion limit for the whole process (to 2000): a deep schema is
+    still a 400 naming the nesting, checked before anything recurses, with the tool's or response_format's
+    field as ``param``; a schema just inside the limit is not refused for its depth."""
+    import sys
+
+    from agentkit.serve.engine import MAX_SCHEMA_NESTING, _nesting
+
+    url, _ = server
+    assert _nesting({"a": [1, {"b": []}]}) == 4 and _nesting(3) == 0
+    before = sys.getrecursionlimit()
+    sys.setrecursionlimit(max(before, 2000))
+    try:
+        for body, param in (
+            (_chat(tools=[_deep_tool(200)]), "tools[0].function.parameters"),
+            (
+                _chat(
+                    response_format={
+                        "type": "json_schema",
+                        "json_schema": {"name": "d", "schema": _deep_tool(100)["function"]["parameters"]},
+                    }
+                ),
+                "response_format",
+            ),
+        ):
+            r = httpx.post(url + "/v1/chat/completions", json=body)
+            assert r.status_code == 400, r.text
+            err = r.json()["error"]
+            assert "nested too deeply" in err["message"] and f"at most {MAX_SCHEMA_NESTING}" in err["message"]
+            assert err["param"] == param
+    finally:
+        sys.setrecursionlimit(before)
+    # 20 levels of objects (40 of JSON nesting) pass the depth check: whatever happens next, it is not that
+    r = httpx.post(url + "/v1/chat/completions", json=_chat(tools=[_deep_tool(20)], max_tokens=8))
+    assert "nested too deeply" not in r.text
+
+
 def test_an_image_in_a_user_message_reaches_the_prompt(server):
     """A data-URL image part is read by the checkpoint's image processor: its soft tokens count as prompt
     tokens (the default budget, 280, for a 672x960 image)."""

@@ -207,8 +207,43 @@ def _tool_choice(req: S.ChatCompletionRequest, tools: list[dict[str, Any]]) -> A
     return choice
 
 
+#: Deepest nesting of objects and arrays accepted in a tool's parameters or a ``response_format`` schema. Checked
+#: before anything recurses into the schema, so the answer does not depend on the interpreter's recursion limit
+#: (which ``torch.compile`` raises for the whole process).
+MAX_SCHEMA_NESTING = 128
+
+
+def _nesting(value: Any) -> int:
+    """Levels of JSON objects and arrays in ``value`` (0 for a scalar), counted without recursion."""
+    deepest, stack = 0, [(value, 1)]
+    while stack:
+        v, depth = stack.pop()
+        if isinstance(v, dict | list):
+            deepest = max(deepest, depth)
+            stack.extend((c, depth + 1) for c in (v.values() if isinstance(v, dict) else v))
+    return deepest
+
+
+def _check_nesting(schema: Any, where: str, param: str) -> None:
+    """Raises :class:`ServeError` (400) when ``schema`` nests objects and arrays deeper than
+    :data:`MAX_SCHEMA_NESTING`; ``where`` starts the message, ``param`` names the field."""
+    n = _nesting(schema)
+    if n > MAX_SCHEMA_NESTING:
+        raise ServeError(
+            400,
+            f"{where}: the schema is nested too deeply ({n} levels of objects and arrays; at most "
+            f"{MAX_SCHEMA_NESTING})",
+            param=param,
+            code="unsupported_schema",
+        )
+
+
 def _response_format(req: S.ChatCompletionRequest) -> dict[str, Any] | None:
-    """The runtime's ``response_format`` (``None`` for plain text)."""
+    """The runtime's ``response_format`` (``None`` for plain text).
+
+    Raises:
+        ServeError: 400 for a ``json_schema`` type without its object, or a schema nested too deeply.
+    """
     rf = req.response_format
     if rf is None or rf.type == "text":
         return None
@@ -218,6 +253,7 @@ def _response_format(req: S.ChatCompletionRequest) -> dict[str, Any] | None:
         )
     out: dict[str, Any] = {"type": rf.type}
     if rf.json_schema is not None:
+        _check_nesting(rf.json_schema.schema_, "response_format", "response_format")
         out["json_schema"] = {"schema": rf.json_schema.schema_, "strict": bool(rf.json_schema.strict)}
     return out
 
@@ -265,6 +301,7 @@ class ServeEngine:
             return
         name = tool["function"]["name"]
         param = f"tools[{i}].function.parameters"
+        _check_nesting(tool["function"].get("parameters"), f"tools[{i}] ({name})", param)
         try:
             constraint = self.chat_model.make_constraint([tool], {"name": name})
             shortest = constraint.min_completion_tokens(4096)
