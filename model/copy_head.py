@@ -43,6 +43,7 @@ start a copied word, so a word copied after a space starts at its first piece (`
 
 from __future__ import annotations
 
+import json
 import math
 from dataclasses import dataclass, field
 from typing import Any
@@ -82,7 +83,8 @@ class CopyHeadConfig:
         answer_match_responses: ``[start_id, end_id]``, the ids of ``<|tool_response>`` and ``<tool_response|>``:
             in a turn that already holds a tool response (an answer turn), the induction match counts only source
             positions inside tool responses, not the question (after ``is`` the question's ``the`` is not the
-            next word of an answer). Absent from ``config.json`` (``None``) = off: the match counts every source.
+            next word of an answer). Absent from ``config.json`` or ``null`` (``None``) = off: the match counts
+            every source. ``model.loading`` checks the ids against the checkpoint's tokenizer.
     """
 
     dim: int = 64
@@ -127,11 +129,11 @@ class CopyHeadConfig:
             )
         resp = cfg.answer_match_responses
         if resp is not None and not (
-            isinstance(resp, list) and len(resp) == 2 and all(_is_id(r) for r in resp)
+            isinstance(resp, list) and len(resp) == 2 and all(_is_id(r) for r in resp) and resp[0] != resp[1]
         ):
             raise ValueError(
                 "copy_head: answer_match_responses must be [start_id, end_id] of the tool-response tokens, "
-                f"got {resp!r}"
+                f"got {json.dumps(resp)}"
             )
         if cfg.dim <= 0 or cfg.free_dim < 0 or cfg.lookahead < 0:
             raise ValueError(f"copy_head: dim must be > 0 and free_dim, lookahead >= 0, got {d}")

@@ -21,6 +21,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from model import special_tokens as st
 from model.errors import CheckpointError
 from model.settings import DenoiseSettings
 
@@ -247,6 +248,7 @@ def _from_pretrained(src: str, kwargs: dict[str, Any]) -> tuple[Any, Any]:
             )
         _release(held)  # any other key transformers reports (e.g. a checkpoint of a newer architecture)
         tokenizer = AutoTokenizer.from_pretrained(src, local_files_only=kwargs.get("local_files_only", False))
+        _check_response_ids(src, model, tokenizer)
     except CheckpointError:
         raise
     except OSError as exc:
@@ -259,6 +261,22 @@ def _from_pretrained(src: str, kwargs: dict[str, Any]) -> tuple[Any, Any]:
         if bars:
             hf_logging.enable_progress_bar()
     return model, tokenizer
+
+
+def _check_response_ids(src: str, model: Any, tokenizer: Any) -> None:
+    """Raises :class:`CheckpointError` when a copy head's ``answer_match_responses`` ids are not the tokenizer's
+    ``<|tool_response>`` and ``<tool_response|>`` (the rule would silently watch other tokens)."""
+    head = getattr(model, "copy_head", None)
+    ids = getattr(getattr(head, "cfg", None), "answer_match_responses", None)
+    if ids is None:
+        return
+    want = [st.TOOL_RESPONSE_START, st.TOOL_RESPONSE_END]
+    got = [tokenizer.convert_ids_to_tokens(i) if i < len(tokenizer) else None for i in ids]
+    if got != want:
+        raise CheckpointError(
+            f"{src}: config.json copy_head.answer_match_responses {json.dumps(ids)} must be the ids of "
+            f"{json.dumps(want)} in this tokenizer, not of {json.dumps(got)}"
+        )
 
 
 def load_checkpoint(

@@ -317,3 +317,28 @@ def test_answer_match_responses_limits_the_match_to_tool_responses_in_answer_tur
     with torch.no_grad():
         cmem = head.new_memory(call, m.model.encoder(input_ids=call).last_hidden_state)
     assert torch.equal(head._match_sources(cmem), cmem.prev_base)
+
+
+def test_answer_match_responses_ids_are_checked_against_the_tokenizer(tmp_path):
+    """The rule's ids must be the checkpoint tokenizer's ``<|tool_response>`` and ``<tool_response|>``: reversed
+    or out-of-vocabulary ids (a rule that would silently watch other tokens) are a CheckpointError naming them."""
+    import shutil
+
+    from model.loading import CheckpointError
+
+    ck = tmp_path / "ck"
+    shutil.copytree("model/checkpoints/agentkit-tiny", ck)
+    conf = json.loads((ck / "config.json").read_text())
+    assert conf["copy_head"]["answer_match_responses"] == [10, 11]  # the shipped rule
+    for bad, shown in (
+        ([11, 10], '"<tool_response|>", "<|tool_response>"'),
+        ([10, 999999], '"<|tool_response>", null'),
+    ):
+        conf["copy_head"]["answer_match_responses"] = bad
+        (ck / "config.json").write_text(json.dumps(conf))
+        with pytest.raises(CheckpointError, match=r"answer_match_responses .* must be the ids of") as err:
+            load_checkpoint(str(ck))
+        assert shown in str(err.value)
+    conf["copy_head"]["answer_match_responses"] = None  # null: the rule is off
+    (ck / "config.json").write_text(json.dumps(conf))
+    assert load_checkpoint(str(ck)).model.copy_head.cfg.answer_match_responses is None

@@ -256,7 +256,7 @@ class CodeRepo:
         three ranks), only those are listed and counted, not the prefix and substring matches
         (``test_load_bundle`` for ``load_bundle``): a reader, a model above all, cites the first match and copies
         from what it sees, and definitions that merely contain the name are noise beside it. Part of a name
-        (``bundle``) that names no definition lists the prefix and substring matches; ``search_code`` finds
+        that names no definition (``bundl``) lists the prefix and substring matches; ``search_code`` finds
         every use of a name.
 
         Args:
