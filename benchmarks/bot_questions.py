@@ -100,7 +100,7 @@ def main(argv: list[str] | None = None) -> int:
     torch.set_num_threads(a.threads)
     from agentkit.errors import BackendError
 
-    backend = make_backend("embedded", a.checkpoint, seed=a.seed, threads=2)
+    backend = make_backend("embedded", a.checkpoint, seed=a.seed, threads=a.threads)
     try:
         _ = backend.chat_model
     except BackendError as exc:  # a missing folder or a bad decoding file: one line, exit status 2

@@ -165,6 +165,8 @@ class CopyMemory:
         tail: ``[B, lookahead, H]`` encoder states of the last ``lookahead`` positions (their keys are
             recomputed when more positions arrive).
         in_excluded: ``[B]`` bool, the sequence ends inside an excluded (system) turn.
+        match_sources: ``[B, R]`` int64, what :meth:`CopyHead._match_sources` derived from ``ids`` and
+            ``prev_base`` (kept so that the denoising steps over one memory derive it once); ``None`` until then.
     """
 
     ids: torch.Tensor
@@ -173,6 +175,7 @@ class CopyMemory:
     prev_base: torch.Tensor
     tail: torch.Tensor
     in_excluded: torch.Tensor
+    match_sources: torch.Tensor | None = field(default=None, repr=False, compare=False)
 
     @property
     def last_ids(self) -> torch.Tensor:
@@ -419,17 +422,20 @@ class CopyHead(nn.Module):
         """``[B, R]`` int64: the left-neighbour form each source position offers to the induction match
         (``mem.prev_base``), ``-3`` (never equal to a canvas token) where ``answer_match_responses`` rules the
         position out: outside tool responses, in rows whose current turn (after the last ``<|turn>``) already
-        holds a tool response."""
+        holds a tool response. Derived once per memory (``mem.match_sources``): the memory changes only when a
+        canvas is committed, which builds a new one."""
         resp = self.cfg.answer_match_responses
         if resp is None:
             return mem.prev_base
-        ids = mem.ids
-        start, end = (ids == resp[0]).long().cumsum(1), (ids == resp[1]).long().cumsum(1)
-        inside = start > end  # from <|tool_response> up to (not including) its <tool_response|>
-        turn = (ids == self.cfg.turn_start_id).long().cumsum(1)
-        current = turn == turn[:, -1:]
-        answer_turn = ((ids == resp[1]) & current).any(dim=1)  # [B]
-        return mem.prev_base.masked_fill(answer_turn[:, None] & ~inside, -3)
+        if mem.match_sources is None:
+            ids = mem.ids
+            start, end = (ids == resp[0]).long().cumsum(1), (ids == resp[1]).long().cumsum(1)
+            inside = start > end  # from <|tool_response> up to (not including) its <tool_response|>
+            turn = (ids == self.cfg.turn_start_id).long().cumsum(1)
+            current = turn == turn[:, -1:]
+            answer_turn = ((ids == resp[1]) & current).any(dim=1)  # [B]
+            mem.match_sources = mem.prev_base.masked_fill(answer_turn[:, None] & ~inside, -3)
+        return mem.match_sources
 
     def _variant_split(
         self, ptr: dict[str, torch.Tensor], mem: CopyMemory

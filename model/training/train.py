@@ -227,10 +227,10 @@ def prepare(cfg: TrainConfig, log: Any = print) -> tuple[Any, list[Encoded], lis
     return tok, train, held, drill
 
 
-#: Options that must be positive integers.
 #: Copy-head rules that a training option turns on (``TrainConfig`` fields named as the ``copy_head`` keys).
 COPY_HEAD_RULES = ("spaced_word_starts", "answer_match_responses")
 
+#: Options that must be positive integers.
 POSITIVE_OPTIONS = (
     "threads",
     "steps",

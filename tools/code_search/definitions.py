@@ -155,6 +155,11 @@ def _normalize_query(name: str) -> str:
     return q
 
 
+#: The highest :func:`_match_score` that names the definition itself (exact, exact ignoring case, qualified
+#: name); above it, prefix and substring matches.
+_NAMED = 2
+
+
 def _match_score(query: str, d: Definition) -> int | None:
     """0 exact name, 1 exact ignoring case, 2 qualname match, 3 prefix, 4 substring, None no match."""
     ql = query.casefold()

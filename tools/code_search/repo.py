@@ -15,6 +15,7 @@ from typing import Any
 
 from tools.code_search.definitions import (
     _DECL_RE,
+    _NAMED,
     _NON_CODE_SUFFIXES,
     _PY_DEF_LINE_RE,
     Definition,
@@ -26,10 +27,6 @@ from tools.code_search.definitions import (
     _regex_definitions,
 )
 from tools.code_search.gitignore import GitIgnore
-
-#: Ranks of :func:`~tools.code_search.definitions._match_score` that name the definition itself (exact, exact
-#: ignoring case, qualified name); above it, prefix and substring matches.
-_NAMED = 2
 
 
 class PathOutsideRootError(ValueError):
