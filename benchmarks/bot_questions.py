@@ -9,8 +9,9 @@ seed 0 unless ``--seed``) with questions no test was written for, and scores eac
   ``tests/test_tools_weather.py``): the first call is the expected tool with the asked place (and days or units
   when asked), and the final answer states the temperature the fake returned.
 
-Prints the per-question transcript and ``call``/``answer`` rates, and the model's mean time per question
-(seconds inside the backend). ``--quick``: 3 questions per bot. ``--json``: one JSON object with ``targets``.
+Prints the per-question transcript, the ``call``/``answer`` rates, the fact precision (of the facts the answers
+state, words with a digit and paths, the share spelled as the tool's response spells them: how garbled the
+answers are) and the model's mean time per question (seconds inside the backend). ``--quick``: 3 questions per bot. ``--json``: one JSON object with ``targets``.
 
 Usage: ``python benchmarks/bot_questions.py [--checkpoint DIR] [--seed N] [--quick] [--json]``.
 """
@@ -19,6 +20,7 @@ from __future__ import annotations
 
 import argparse
 import copy
+import json
 import os
 import sys
 import urllib.parse
@@ -73,6 +75,17 @@ def any_place_fake(request: Any) -> Any:
             entry.update(name=name.split(",")[0], admin1=name, admin3=name, admin4=name)
             return httpx.Response(200, json={"results": [entry], "generationtime_ms": 0.5})
     return fake_open_meteo(request)
+
+
+def fact_counts(answer: str | None, calls: list[Any]) -> tuple[int, int]:
+    """``(stated, right)``: the facts the answer states (words with a digit, and paths:
+    :func:`model.training.heldout.answer_facts`) and how many of them the tools' responses spell the same way
+    (a garbled ``2026---29`` or ``km/mk/h`` is stated but not right)."""
+    from model.training.heldout import answer_facts
+
+    facts = answer_facts(answer or "")
+    told = " ".join(json.dumps(c.result, ensure_ascii=False) for c in calls if c.result is not None)
+    return len(facts), sum(f in told for f in facts)
 
 
 def _calls(result: Any) -> list[Any]:
@@ -137,6 +150,7 @@ def main(argv: list[str] | None = None) -> int:
                     "answer": r.answer,
                     "call_ok": call_ok,
                     "answer_ok": answer_ok,
+                    "facts": fact_counts(r.answer, calls),
                     "model_seconds": r.timing.model_seconds,
                 }
             )
@@ -178,6 +192,7 @@ def main(argv: list[str] | None = None) -> int:
                     "answer": r.answer,
                     "call_ok": call_ok,
                     "answer_ok": answer_ok,
+                    "facts": fact_counts(r.answer, calls),
                     "model_seconds": r.timing.model_seconds,
                 }
             )
@@ -187,6 +202,8 @@ def main(argv: list[str] | None = None) -> int:
     call_rate = sum(r["call_ok"] for r in rows) / len(rows)
     answer_rate = sum(r["answer_ok"] for r in rows) / len(rows)
     mean_s = sum(r["model_seconds"] for r in rows) / len(rows)
+    stated = sum(r["facts"][0] for r in rows)
+    fact_precision = sum(r["facts"][1] for r in rows) / max(1, stated)
     report = {
         "checkpoint": a.checkpoint or "agentkit-tiny",
         "seed": a.seed,
@@ -194,6 +211,7 @@ def main(argv: list[str] | None = None) -> int:
         "call_rate": call_rate,
         "answer_rate": answer_rate,
         "mean_model_seconds": mean_s,
+        "fact_precision": fact_precision,
         "rows": rows,
         "targets": [
             target("bots on unseen questions: exact first call", call_rate, 1.0, True),
@@ -210,7 +228,8 @@ def main(argv: list[str] | None = None) -> int:
                 f"[{r['bot']}] {r['question']}\n    {r['calls'][:2]}\n    -> {r['answer']!r}  ({mark}, {r['model_seconds']:.2f} s)"
             )
         print(
-            f"calls {call_rate:.2f}  answers {answer_rate:.2f}  model time {mean_s:.2f} s per question (n={len(rows)}, seed {a.seed})"
+            f"calls {call_rate:.2f}  answers {answer_rate:.2f}  facts spelled as the tool wrote them {fact_precision:.2f}"
+            f" ({stated} stated)  model time {mean_s:.2f} s per question (n={len(rows)}, seed {a.seed})"
         )
     emit(report, a.json)
     return 0
