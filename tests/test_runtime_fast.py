@@ -81,8 +81,15 @@ def test_fast_mode_reproducible_and_streams(ckpt):
     steps = [e for e in events if isinstance(e, StepEvent)]
     assert len(steps) == a.stats.total_steps == 12
     assert steps[0].argmax.shape == (2, 16) and steps[0].accepted.dtype == torch.bool
-    assert a.stats.canvases == 2 and a.stats.decoder_forwards == [12, 12]
-    assert a.stats.tokens_per_forward == pytest.approx([32 / 12, 32 / 12])
+    st = a.stats
+    assert st.canvases == 2 and sum(st.steps_per_canvas) == 12
+    # a row is denoised in the canvases up to the one where it ends: its forwards are those canvases' steps
+    in_canvases = [-(-n // 16) for n in st.new_tokens]
+    assert max(in_canvases) == 2 and all(1 <= k <= 2 for k in in_canvases)
+    assert st.decoder_forwards == [sum(st.steps_per_canvas[:k]) for k in in_canvases]
+    assert st.tokens_per_forward == pytest.approx(
+        [n / f for n, f in zip(st.new_tokens, st.decoder_forwards, strict=True)]
+    )
 
 
 def test_kernel_sampling_path_end_to_end(ckpt):
