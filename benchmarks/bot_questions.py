@@ -11,7 +11,8 @@ seed 0 unless ``--seed``) with questions no test was written for, and scores eac
 
 Prints the per-question transcript, the ``call``/``answer`` rates, the fact precision (of the facts the answers
 state, words with a digit and paths, the share spelled as the tool's response spells them: how garbled the
-answers are) and the model's mean time per question (seconds inside the backend). ``--quick``: 3 questions per bot. ``--json``: one JSON object with ``targets``.
+answers are) and the model's mean time per question (seconds inside the backend). ``--quick``: 3 questions per
+bot. ``--json``: one JSON object with ``targets``.
 
 Usage: ``python benchmarks/bot_questions.py [--checkpoint DIR] [--seed N] [--quick] [--json]``.
 """

@@ -21,7 +21,9 @@ On CUDA, in one run (< 2 minutes on an H200 including Triton compiles):
    and other granule sizes (these change which sample a seed gives, not the distribution), so that the
    defaults in kernels/sampling.py can be set from measurements.
 
-Without CUDA it times the reference paths on small shapes and reports the targets as not measured (null).
+Without CUDA it times the reference paths on small shapes and reports the targets as not measured (null), and
+times the CPU path's draw (``model.sampler.sample_positions``, inverse CDF) against ``torch.multinomial``
+(``torch_path_draw``).
 
 Usage: ``python benchmarks/sampling_kernel.py [--quick] [--json]``. ``--json`` prints one JSON object on
 stdout (progress goes to stderr). When ``$OUT`` is set the JSON is also written to
@@ -412,8 +414,49 @@ def bench_cpu(quick: bool) -> dict[str, Any]:
         "device": "cpu",
         "note": "no CUDA device: the Triton kernel was not run; targets not measured",
         "results": results,
+        "torch_path_draw": bench_torch_draw(quick),
         "targets": targets,
     }
+
+
+def bench_torch_draw(quick: bool) -> list[dict[str, Any]]:
+    """The CPU path's draw at the accepted positions (:func:`model.sampler.sample_positions`: softmax and
+    inverse-CDF lookup) against softmax + ``torch.multinomial`` on the same rows, one thread, at the embedded
+    checkpoint's vocabulary (8,192) for 1 and 64 accepted positions; median microseconds per call."""
+    from model.sampler import sample_positions
+
+    torch.set_num_threads(1)
+    gen = torch.Generator().manual_seed(0)
+    n = 20 if quick else 100
+
+    def median_us(fn: Callable[[], Any]) -> float:
+        for _ in range(5):
+            fn()
+        times = []
+        for _ in range(n):
+            t = time.perf_counter()
+            fn()
+            times.append(time.perf_counter() - t)
+        return statistics.median(times) * 1e6
+
+    out = []
+    for rows in (1, 64):
+        logits = torch.randn(1, rows, 8192) * 3
+        mask = torch.ones(1, rows, dtype=torch.bool)
+        ours = median_us(lambda lg=logits, m=mask: sample_positions(lg, m, generator=gen))
+        multi = median_us(
+            lambda lg=logits, m=mask: torch.multinomial(torch.softmax(lg[m], -1), 1, generator=gen)
+        )
+        out.append(
+            {
+                "positions": rows,
+                "vocab": 8192,
+                "inverse_cdf_us": round(ours, 1),
+                "multinomial_us": round(multi, 1),
+            }
+        )
+        log(f"  torch-path draw: {out[-1]}")
+    return out
 
 
 def main(argv: list[str] | None = None) -> int:
