@@ -1,4 +1,4 @@
-"""Benchmark + GPU check of the fused sampling kernel (kernels/sampling.py).
+"""Benchmark + GPU check of the fused sampling kernel (dg_kernels/sampling.py).
 
 On CUDA, in one run (< 2 minutes on an H200 including Triton compiles):
 
@@ -19,7 +19,7 @@ On CUDA, in one run (< 2 minutes on an H200 including Triton compiles):
    Targets: bandwidth >= 70% of copy; ``reference_us / call_us >= 4``.
 3. (full mode) a sweep on the [16, 256, 262144] shapes: other ``num_warps`` (results do not depend on it)
    and other granule sizes (these change which sample a seed gives, not the distribution), so that the
-   defaults in kernels/sampling.py can be set from measurements.
+   defaults in dg_kernels/sampling.py can be set from measurements.
 
 Without CUDA it times the reference paths on small shapes and reports the targets as not measured (null), and
 times the CPU path's draw (``model.sampler.sample_positions``, inverse CDF) against ``torch.multinomial``
@@ -47,8 +47,8 @@ import torch
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from benchmarks._common import target
-from kernels import sampling as S
-from kernels.philox import philox4x32
+from dg_kernels import sampling as S
+from dg_kernels.philox import philox4x32
 
 VOCAB = 262144
 SHAPES = [(1, 256, VOCAB), (16, 256, VOCAB)]

@@ -5,7 +5,7 @@ project's) says, before each denoising step, which canvas positions are fixed an
 position may take (:class:`ConstraintPlan`); after the step it sees what was accepted and may veto positions;
 at the end of a canvas it reads the canvas out. :class:`ConstraintBatch` runs the rows' constraints together:
 one allowed-token tensor for every row's frontier (packed bitmasks unpacked once, by
-:func:`kernels.sampling.unpack_bitmask`), one write of the fixed positions, one commit pass per step.
+:func:`dg_kernels.sampling.unpack_bitmask`), one write of the fixed positions, one commit pass per step.
 """
 
 from __future__ import annotations
@@ -16,7 +16,7 @@ from typing import Protocol, cast, runtime_checkable
 
 import torch
 
-from kernels.sampling import unpack_bitmask
+from dg_kernels.sampling import unpack_bitmask
 
 __all__ = [
     "CallAwareConstraint",

@@ -22,7 +22,7 @@ Two sampling modes:
   ``torch.multinomial`` every step, ``torch.randint`` re-noise, global RNG) and reproduces its tokens.
 * the default fast mode computes entropy and argmax in one pass, samples only the positions the entropy
   bound accepts (same distribution: acceptance depends on entropy only), and draws from a private
-  ``torch.Generator`` seeded by ``seed``; on CUDA it uses :func:`kernels.sampling.fused_sample` when present.
+  ``torch.Generator`` seeded by ``seed``; on CUDA it uses :func:`dg_kernels.sampling.fused_sample` when present.
 """
 
 from __future__ import annotations

@@ -16,7 +16,7 @@ entropy, sampled tokens, accepted positions). :func:`select_sampler` is the one 
   operation (``softmax`` -> ``torch.multinomial`` over every position -> ``argmax`` ->
   ``Categorical(logits).entropy()``), global RNG, draws in the same order: token-identical to ``generate``;
 * :class:`TorchSampler`: the three functions above, a private ``torch.Generator`` (or one per row);
-* :class:`KernelSampler`: :func:`kernels.sampling.fused_sample` (Triton on CUDA) or its PyTorch reference,
+* :class:`KernelSampler`: :func:`dg_kernels.sampling.fused_sample` (Triton on CUDA) or its PyTorch reference,
   with counter-based Philox draws.
 
 :func:`window_accept` and :func:`stop_test` are the acceptance window and the adaptive stop, shared by
@@ -241,18 +241,18 @@ class TorchSampler:
 
 
 class KernelSampler:
-    """:func:`kernels.sampling.fused_sample` (Triton on CUDA) or, with ``reference=True``, always its PyTorch
+    """:func:`dg_kernels.sampling.fused_sample` (Triton on CUDA) or, with ``reference=True``, always its PyTorch
     reference; Philox draws keyed by ``(seed, canvas * 4096 + step)``.
 
     Raises:
-        ImportError: (at construction) ``kernels.sampling`` cannot be imported.
+        ImportError: (at construction) ``dg_kernels.sampling`` cannot be imported.
     """
 
     name = "kernel"
     parity = False
 
     def __init__(self, seed: int, *, reference: bool = False) -> None:
-        from kernels import sampling
+        from dg_kernels import sampling
 
         self.fn: Any = sampling.sample_reference if reference else sampling.fused_sample
         self.seed = int(seed) & 0x7FFFFFFF
@@ -300,7 +300,7 @@ def select_sampler(
         compiled: the torch path's ``torch.compile`` option (see :class:`TorchSampler`).
 
     Raises:
-        ValueError: an unknown name, or ``"kernel"``/``"reference"`` when ``kernels.sampling`` cannot be
+        ValueError: an unknown name, or ``"kernel"``/``"reference"`` when ``dg_kernels.sampling`` cannot be
             imported.
     """
     if name not in SAMPLERS:
@@ -315,7 +315,7 @@ def select_sampler(
         if name == "auto":
             return TorchSampler(generator, compiled=compiled)
         raise ValueError(
-            f"sampler={name!r} requested but kernels.sampling cannot be imported: {exc}"
+            f"sampler={name!r} requested but dg_kernels.sampling cannot be imported: {exc}"
         ) from exc
 
 

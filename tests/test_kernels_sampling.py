@@ -1,4 +1,4 @@
-"""kernels.sampling: the PyTorch reference against torch.distributions, and the Triton kernel (run on CPU by
+"""dg_kernels.sampling: the PyTorch reference against torch.distributions, and the Triton kernel (run on CPU by
 Triton's interpreter, TRITON_INTERPRET=1) against the reference. Shapes stay small: the interpreter runs one
 Python call per Triton op (~5 ms per program)."""
 
@@ -12,8 +12,8 @@ import sys
 import pytest
 import torch
 
-from kernels import sampling as S
-from kernels.philox import philox4x32, uniform_open01
+from dg_kernels import sampling as S
+from dg_kernels.philox import philox4x32, uniform_open01
 
 torch.set_num_threads(1)
 HAS_CUDA = torch.cuda.is_available()

@@ -93,7 +93,7 @@ def test_fast_mode_reproducible_and_streams(ckpt):
 
 
 def test_kernel_sampling_path_end_to_end(ckpt):
-    """The path the runtime takes on CUDA (kernels.sampling.fused_sample), here through its CPU reference."""
+    """The path the runtime takes on CUDA (dg_kernels.sampling.fused_sample), here through its CPU reference."""
     ids = ckpt.tokenizer(["Hello there", "Weather"], return_tensors="pt", padding=True).input_ids
     settings = ckpt.settings.replace(max_new_tokens=32)
     a = generate(ckpt.model, ids, settings, seed=5, sampler="kernel")

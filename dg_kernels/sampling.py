@@ -32,7 +32,7 @@ Semantics shared by all three:
   with probability proportional to its mass, then a token by its conditional probability, is exactly a draw
   from ``softmax(x)``, with two random numbers per 4096 logits instead of one per logit (per-logit Philox
   would make the kernel compute bound). :func:`sample_reference` evaluates the same Philox bits
-  (:mod:`kernels.philox`) and the same construction, so it returns the kernel's samples except where float32
+  (:mod:`dg_kernels.philox`) and the same construction, so it returns the kernel's samples except where float32
   rounding differs at a CDF boundary (about one draw in a million). Use a new ``offset`` (e.g. the step
   number) or ``seed`` for each draw of the same rows.
 * Rows with no allowed token of finite logit, with a NaN / ``+inf`` allowed logit, or with a NaN / negative
@@ -51,7 +51,7 @@ from types import ModuleType
 
 import torch
 
-from kernels.philox import philox4x32, uniform_open01
+from dg_kernels.philox import philox4x32, uniform_open01
 
 __all__ = [
     "GRANULE",
@@ -445,7 +445,7 @@ def _triton_module() -> ModuleType:
     global _TRITON, _TRITON_ERROR
     if _TRITON is None and _TRITON_ERROR is None:
         try:
-            from kernels import _triton_sampling
+            from dg_kernels import _triton_sampling
 
             _TRITON = _triton_sampling
         except Exception as exc:  # triton missing or broken: remember why
@@ -595,7 +595,7 @@ def sample_triton(
     Two launches: a granule kernel (one program per row and :data:`GRANULE`-token granule: max, argmax,
     sum of exponentials, entropy term, in-granule sample and Gumbel score) and a per-row combine
     (online-softmax merge, Milakov & Gimelshein 2018; Gumbel-max over granules); see
-    ``kernels/_triton_sampling.py``. Arguments, results and errors are those of :func:`sample_reference`;
+    ``dg_kernels/_triton_sampling.py``. Arguments, results and errors are those of :func:`sample_reference`;
     the outputs agree with it (argmax exactly, entropy and max_prob to float32 rounding, samples identical
     except at rare rounding ties).
 

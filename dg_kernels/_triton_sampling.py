@@ -1,5 +1,5 @@
 # mypy: disallow-untyped-defs=False
-"""Triton kernels behind :func:`kernels.sampling.sample_triton` (imported lazily: triton is optional).
+"""Triton kernels behind :func:`dg_kernels.sampling.sample_triton` (imported lazily: triton is optional).
 
 Set ``TRITON_INTERPRET=1`` before triton is first imported to run them on CPU tensors with Triton's
 interpreter (the tests do this).
@@ -286,7 +286,7 @@ def _philox_probe_kernel(seed, c_ptr, out_ptr, N, BLOCK: tl.constexpr):
 def philox_triton(seed: int, counters: torch.Tensor) -> torch.Tensor:
     """Triton's ``tl.philox`` on [N, 4] int64 counters (uint32 values) -> [N, 4] int64 outputs (uint32 values).
 
-    Test / GPU-check helper: compares the kernel's random bits with :func:`kernels.philox.philox4x32`.
+    Test / GPU-check helper: compares the kernel's random bits with :func:`dg_kernels.philox.philox4x32`.
     """
     if counters.dim() != 2 or counters.shape[1] != 4 or counters.dtype != torch.int64:
         raise ValueError(f"philox_triton: counters must be [N, 4] int64, got {tuple(counters.shape)}")
