@@ -224,6 +224,8 @@ class ChatModel:
                     f"tool_specs has {len(tool_specs)} entries for {len(tools)} tools (one per tool)"
                 )
             specs = tools if tool_specs is None else tool_specs
+            if settings.bind_values and tools and tool_choice != "none":
+                specs = self._bind_values(input_ids, tools, specs)
             constraint = self.make_constraint(specs, tool_choice if tools else "auto", grounding)
         if constraint is not None:
             limit = 4096
@@ -246,6 +248,22 @@ class ChatModel:
                 settings = settings.replace(max_new_tokens=need)
                 check_prompt_length(len(input_ids), self.model, settings)
         return PreparedTurn(input_ids=input_ids, settings=settings, constraint=constraint, vision=vision)
+
+    def _bind_values(self, input_ids: list[int], tools: list[dict[str, Any]], specs: list[Any]) -> list[Any]:
+        """``specs`` normalised, with the parameters the copy head's binding classifier binds fixed to their
+        request words (:mod:`model.binding`); ``tools`` are the declarations the prompt renders.
+
+        Raises:
+            model.constraints.schema.SchemaError: a tool's schema is unsupported (as the constraint would).
+        """
+        from model.binding import bound_spans, pin_bound_values
+        from model.constraints.schema import normalize_tool
+
+        spans = bound_spans(self.model, self.tokenizer, input_ids, tools)
+        if not spans:
+            return specs
+        pinned, _ = pin_bound_values([normalize_tool(t) for t in specs], spans)
+        return pinned
 
     def _response_constraint(self, response_format: dict[str, Any]) -> Any:
         from model.constraints.denoise import GrammarConstraint

@@ -105,6 +105,12 @@ def encode(
     return enc_in, out
 
 
+def encoder_states(model: Any, ids: torch.Tensor) -> torch.Tensor:
+    """The encoder's final hidden states over ``ids`` alone, without a cache: ``[B, L, H]`` (the model's dtype)
+    for ``[B, L]`` int64 ids without padding (what the copy head's binding supervision was trained on)."""
+    return model.model.encoder(input_ids=ids, attention_mask=torch.ones_like(ids)).last_hidden_state
+
+
 def decoder_mask(model: Any, canvas: torch.Tensor, cache: Any, attention_mask: torch.Tensor) -> Any:
     """The decoder's attention mask for canvas ``[B, C]`` over ``cache`` (``attention_mask`` ``[B, L + C]`` bool)."""
     return model.model.decoder.create_diffusion_decoder_attention_mask(

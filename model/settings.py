@@ -49,6 +49,10 @@ class DenoiseSettings:
             opened a tool call (a ``<|tool_call>`` committed); ``None``: ``accept_window`` everywhere. Lets a
             checkpoint write prose one position per step (``accept_window`` 1) and calls in bites of several
             tokens, whose values the copy head and the grammar already keep in order.
+        bind_values: before a constrained turn with tools, the copy head's binding classifier binds request
+            words to declared parameters and the turn's constraint allows exactly those words there
+            (:mod:`model.binding`; a checkpoint without a copy head ignores it). Read by
+            :meth:`model.chat.ChatModel.prepare`, not by the denoising loop.
     """
 
     canvas_length: int = 256
@@ -66,6 +70,7 @@ class DenoiseSettings:
     extend_prose: bool = True
     call_accept_window: int | None = None
     repeat_window: int = 1
+    bind_values: bool = False
 
     def __post_init__(self) -> None:
         if self.canvas_length <= 0:

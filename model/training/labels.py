@@ -25,14 +25,9 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from model import special_tokens as st
+from model.declarations import declared_keys, format_value, last_user_span
 from model.training.data import Example
-from model.training.render import (
-    declaration_head,
-    format_value,
-    render_declaration,
-    render_prompt,
-    render_schema,
-)
+from model.training.render import render_prompt
 
 IGNORE = -100
 
@@ -47,55 +42,6 @@ class ExampleLabels:
     bind: list[int] = field(default_factory=list)
     key: list[int] = field(default_factory=list)
     ptr: list[bool] = field(default_factory=list)
-
-
-def _property_offsets(params: dict[str, Any]) -> dict[str, tuple[int, int]]:
-    """Character spans of the top-level property names inside ``render_schema(params)``."""
-    props = params.get("properties")
-    if not isinstance(props, dict) or not props:
-        return {}
-    before = []  # the parts render_schema writes before "properties:{"
-    if params.get("description"):
-        before.append(f"description:{st.STRING_DELIM}{params['description']}{st.STRING_DELIM}")
-    if "enum" in params:
-        before.append("enum:" + format_value(params["enum"]))
-    if isinstance(params.get("items"), dict):
-        before.append("items:" + render_schema(params["items"]))
-    off = 1 + sum(len(b) + 1 for b in before) + len("properties:{")
-    out = {}
-    for k in sorted(props):
-        out[k] = (off, off + len(k))
-        off += len(k) + 1 + len(render_schema(props[k])) + 1
-    return out
-
-
-def declared_keys(prompt: str, tools: list[dict[str, Any]]) -> list[tuple[str, str, int, int]]:
-    """``[(tool, parameter, start, end)]``: character spans of every declared top-level parameter name in
-    ``prompt`` (rendered by :func:`model.training.data.render_prompt`), in declaration order."""
-    out: list[tuple[str, str, int, int]] = []
-    pos = 0
-    for t in tools:
-        f = t.get("function", t)
-        decl = render_declaration(t)
-        at = prompt.find(decl, pos)
-        if at < 0:
-            continue
-        pos = at + len(decl)
-        params = f.get("parameters") or {"type": "object"}
-        base = at + len(declaration_head(t))
-        for k, (s, e) in _property_offsets(params).items():
-            out.append((f["name"], k, base + s, base + e))
-    return out
-
-
-def _last_user_span(prompt: str) -> tuple[int, int] | None:
-    opener = f"{st.TURN_START}user\n"
-    at = prompt.rfind(opener)
-    if at < 0:
-        return None
-    start = at + len(opener)
-    end = prompt.find(st.TURN_END, start)
-    return start, (end if end >= 0 else len(prompt))
 
 
 def _mentions(text: str, spoken: str) -> list[tuple[int, int]]:
@@ -281,7 +227,7 @@ def example_labels(
         toks = _overlap(p_off, s, e)
         decl_pos.append(toks[-1] if toks else 0)
     bind = [IGNORE] * len(p_ids)
-    req = _last_user_span(prompt)
+    req = last_user_span(prompt)
     if req is not None and ex.calls:
         for i in _overlap(p_off, *req):
             bind[i] = 0

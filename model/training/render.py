@@ -1,7 +1,8 @@
 """Training prompts in the Gemma 4 format the checkpoint's chat template (``model/chat_template.jinja``)
 writes, as plain text (tests pin :func:`render_prompt` equal to the template, and :func:`format_value` to the
-parser's renderer on ordinary values). :mod:`model.training.labels` reads its offsets from the same
-:func:`declaration_head`, so the Python rendering exists once.
+parser's renderer on ordinary values). The declarations themselves come from :mod:`model.declarations`, which
+:mod:`model.training.labels` and :mod:`model.binding` read their offsets from, so the Python rendering exists
+once.
 """
 
 from __future__ import annotations
@@ -9,82 +10,23 @@ from __future__ import annotations
 from typing import Any
 
 from model import special_tokens as st
+from model.declarations import (
+    declaration_head,
+    format_call,
+    format_value,
+    render_declaration,
+    render_schema,
+)
 
-
-def format_value(v: Any) -> str:
-    """Render a JSON value in Gemma 4 call syntax: bare keys, no spaces, strings between ``<|"|>``, as plain
-    text for plain tokenization (what the checkpoint was trained on).
-
-    Equal to :func:`model.constraints.parse.format_value` on ordinary values (a test pins it); the parser's
-    renderer also marks text that spells a control token, for :func:`model.tokenizer.encode_marked`, which
-    plain tokenization of training prompts does not read.
-
-    Raises:
-        TypeError: for values that are not JSON (str, int, float, bool, None, list, dict).
-    """
-    q = st.STRING_DELIM
-    if isinstance(v, str):
-        return f"{q}{v}{q}"
-    if v is True:
-        return "true"
-    if v is False:
-        return "false"
-    if v is None:
-        return "null"
-    if isinstance(v, int | float):
-        return str(v)
-    if isinstance(v, dict):
-        return "{" + ",".join(f"{k}:{format_value(x)}" for k, x in v.items()) + "}"
-    if isinstance(v, list | tuple):
-        return "[" + ",".join(format_value(x) for x in v) + "]"
-    raise TypeError(f"format_value: unsupported type {type(v).__name__}")
-
-
-def format_call(name: str, arguments: dict[str, Any]) -> str:
-    """``<|tool_call>call:NAME{...}<tool_call|>`` for one call (see :func:`format_value`)."""
-    return f"{st.TOOL_CALL_START}call:{name}{format_value(arguments)}{st.TOOL_CALL_END}"
-
-
-def _type_str(t: Any) -> str:
-    q = st.STRING_DELIM
-    if isinstance(t, str):
-        return f"{q}{t.upper()}{q}"
-    return "[" + ",".join(f"{q}{str(x).upper()}{q}" for x in t) + "]"
-
-
-def render_schema(s: dict[str, Any]) -> str:
-    """Render a parameter schema as the template's declaration object (sorted properties, upper-case types)."""
-    q = st.STRING_DELIM
-    parts = []
-    if s.get("description"):
-        parts.append(f"description:{q}{s['description']}{q}")
-    if "enum" in s:
-        parts.append("enum:" + format_value(s["enum"]))
-    if isinstance(s.get("items"), dict):
-        parts.append("items:" + render_schema(s["items"]))
-    if isinstance(s.get("properties"), dict):
-        props = ",".join(f"{k}:{render_schema(s['properties'][k])}" for k in sorted(s["properties"]))
-        parts.append("properties:{" + props + "}")
-    if s.get("required"):
-        parts.append("required:" + format_value(s["required"]))
-    if "type" in s:
-        parts.append("type:" + _type_str(s["type"]))
-    return "{" + ",".join(parts) + "}"
-
-
-def declaration_head(tool: dict[str, Any]) -> str:
-    """``<|tool>declaration:NAME{description:<|"|>...<|"|>,parameters:`` (what comes before the parameters)."""
-    f = tool.get("function", tool)
-    q = st.STRING_DELIM
-    return (
-        f"{st.TOOL_START}declaration:{f['name']}{{description:{q}{f.get('description') or ''}{q},parameters:"
-    )
-
-
-def render_declaration(tool: dict[str, Any]) -> str:
-    """``<|tool>declaration:NAME{description:...,parameters:{...}}<tool|>`` for an OpenAI-style tool."""
-    params = tool.get("function", tool).get("parameters") or {"type": "object"}
-    return f"{declaration_head(tool)}{render_schema(params)}}}{st.TOOL_END}"
+__all__ = [
+    "declaration_head",
+    "format_call",
+    "format_value",
+    "render_declaration",
+    "render_prompt",
+    "render_schema",
+    "strip_descriptions",
+]
 
 
 def strip_descriptions(tools: list[dict[str, Any]]) -> list[dict[str, Any]]:

@@ -16,36 +16,31 @@ import json
 import sys
 from typing import Any
 
+from model.loading import DECODING_FILE, DECODING_KEYS
+
 #: The fields of a :data:`GRID` row, in order (each a :class:`model.settings.DenoiseSettings` field).
-FIELDS = (
-    "t_max",
-    "t_min",
-    "max_denoising_steps",
-    "entropy_bound",
-    "accept_window",
-    "no_repeat",
-    "extend_prose",
-    "call_accept_window",
-    "repeat_window",
-)
-Setting = tuple[float, float, int, float, int | None, bool, bool, int | None, int]
+#: The settings a row sets: the generation config's four, then the decoding file's (:data:`DECODING_KEYS`).
+FIELDS = ("t_max", "t_min", "max_denoising_steps", "entropy_bound", *DECODING_KEYS)
+Setting = tuple[float, float, int, float, int | None, bool, bool, int | None, int, bool]
 #: Candidate settings, one tuple of :data:`FIELDS` per row.
 GRID: tuple[Setting, ...] = (
-    (0.4, 0.1, 32, 0.1, None, False, True, None, 1),
-    (0.1, 0.02, 32, 0.1, None, False, True, None, 1),
-    (0.4, 0.1, 32, 0.1, 4, False, True, None, 1),
-    (0.4, 0.1, 32, 0.1, 4, True, True, None, 1),
-    (0.1, 0.02, 32, 0.1, 4, True, True, None, 1),
-    (0.2, 0.05, 48, 0.1, 2, True, True, None, 1),
-    (0.1, 0.02, 64, 0.1, 1, True, True, None, 1),
-    (0.8, 0.4, 32, 0.1, 4, True, True, None, 1),
+    (0.4, 0.1, 32, 0.1, None, False, True, None, 1, False),
+    (0.1, 0.02, 32, 0.1, None, False, True, None, 1, False),
+    (0.4, 0.1, 32, 0.1, 4, False, True, None, 1, False),
+    (0.4, 0.1, 32, 0.1, 4, True, True, None, 1, False),
+    (0.1, 0.02, 32, 0.1, 4, True, True, None, 1, False),
+    (0.2, 0.05, 48, 0.1, 2, True, True, None, 1, False),
+    (0.1, 0.02, 64, 0.1, 1, True, True, None, 1, False),
+    (0.8, 0.4, 32, 0.1, 4, True, True, None, 1, False),
     # prose strictly left to right (one position per step), calls as before: a canvas needs up to 64 steps
-    (0.1, 0.02, 64, 0.1, 1, True, False, None, 1),
-    (0.4, 0.1, 64, 0.1, 1, True, False, None, 1),
+    (0.1, 0.02, 64, 0.1, 1, True, False, None, 1, False),
+    (0.4, 0.1, 64, 0.1, 1, True, False, None, 1, False),
     # row 9 with calls in bites of 4 tokens (prose stays one position per step)
-    (0.4, 0.1, 64, 0.1, 1, True, False, 4, 1),
+    (0.4, 0.1, 64, 0.1, 1, True, False, 4, 1, False),
     # row 9 with prose words not repeated within 3 tokens
-    (0.4, 0.1, 64, 0.1, 1, True, False, None, 3),
+    (0.4, 0.1, 64, 0.1, 1, True, False, None, 3, False),
+    # row 11 with bound values: the copy head's binding classifier fixes the words of bound parameters
+    (0.4, 0.1, 64, 0.1, 1, True, False, None, 3, True),
 )
 
 
@@ -105,8 +100,6 @@ def write_best(checkpoint: str, rows: list[dict[str, Any]]) -> dict[str, Any]:
         canvas = int(json.load(fh)["canvas_length"])
     keys = ("t_max", "t_min", "max_denoising_steps", "entropy_bound")
     generation_config(canvas, {k: best[k] for k in keys}).save_pretrained(checkpoint)
-    from model.loading import DECODING_FILE, DECODING_KEYS
-
     with open(f"{checkpoint}/{DECODING_FILE}", "w") as fh:
         json.dump({k: best[k] for k in DECODING_KEYS}, fh)
         fh.write("\n")

@@ -1,0 +1,133 @@
+"""Bound values (model.binding): the copy head's binding classifier fixes the request words of bound parameters
+in the turn's constraint."""
+
+from __future__ import annotations
+
+import functools
+import json
+
+import pytest
+
+from model.binding import bound_spans, pin_bound_values
+from model.constraints.schema import normalize_tool
+
+WEATHER = {
+    "type": "function",
+    "function": {
+        "name": "get_current_weather",
+        "description": "Get the current weather for a place.",
+        "parameters": {
+            "type": "object",
+            "properties": {
+                "place": {"type": "string", "description": "City name."},
+                "units": {"type": "string", "enum": ["metric", "imperial"]},
+            },
+            "required": ["place"],
+        },
+    },
+}
+READ = {
+    "type": "function",
+    "function": {
+        "name": "read_file",
+        "description": "Read lines of a file.",
+        "parameters": {
+            "type": "object",
+            "properties": {
+                "path": {"type": "string", "x-grounded": True, "maxLength": 40},
+                "end_line": {"type": "integer", "minimum": 1},
+                "ratio": {"type": "number"},
+                "tags": {"type": "array", "items": {"type": "string"}},
+            },
+            "required": ["path"],
+        },
+    },
+}
+
+
+def test_pin_fixes_strings_and_numbers_that_their_schema_accepts():
+    specs = [normalize_tool(WEATHER), normalize_tool(READ)]
+    spans = {
+        ("get_current_weather", "place"): "Edinburgh",
+        ("get_current_weather", "units"): "metric",  # has an enum: the constraint already shapes it
+        ("read_file", "path"): "scripts/run.md",
+        ("read_file", "end_line"): "473",
+        ("read_file", "ratio"): "about half",  # not a number: left free
+        ("read_file", "tags"): "a b",  # an array: left free
+    }
+    out, n = pin_bound_values(specs, spans)
+    assert n == 3
+    place = out[0].parameters["properties"]["place"]
+    assert place["enum"] == ["Edinburgh"] and place["type"] == "string"
+    assert out[0].parameters["properties"]["units"] == specs[0].parameters["properties"]["units"]
+    path = out[1].parameters["properties"]["path"]
+    assert path["enum"] == ["scripts/run.md"] and "x-grounded" not in path  # the span is of the conversation
+    assert out[1].parameters["properties"]["end_line"]["enum"] == [473]
+    assert "enum" not in out[1].parameters["properties"]["ratio"]
+    assert "x-grounded" in specs[1].parameters["properties"]["path"]  # the inputs are not modified
+
+
+def test_pin_leaves_a_value_its_own_schema_refuses():
+    specs = [normalize_tool(READ)]
+    out, n = pin_bound_values(specs, {("read_file", "path"): "x" * 41, ("read_file", "end_line"): "0"})
+    assert n == 0 and out[0] is specs[0]
+
+
+def test_bound_spans_of_a_model_without_copy_head_is_empty():
+    class Plain:
+        pass
+
+    assert bound_spans(Plain(), None, [1, 2, 3], [WEATHER]) == {}
+
+
+@functools.lru_cache(maxsize=1)
+def _shipped():
+    from model.chat import ChatModel
+
+    return ChatModel.load(None)
+
+
+def _ask(question: str) -> list[dict]:
+    return [{"role": "user", "content": question}]
+
+
+def test_shipped_checkpoint_binds_the_place_of_a_weather_request():
+    cm = _shipped()
+    msgs = _ask("Quick task: get the current weather at Edinburgh")
+    spans = bound_spans(cm.model, cm.tokenizer, cm.encode(msgs, [WEATHER, READ]), [WEATHER, READ])
+    assert spans.get(("get_current_weather", "place")) == "Edinburgh"
+    assert ("read_file", "path") not in spans
+
+
+def test_bind_values_fixes_the_call_value_in_the_constraint_only(monkeypatch):
+    cm = _shipped()
+    assert cm.settings.bind_values  # the shipped decoding file turns it on
+    msgs = _ask("What's the weather like in Reykjavik right now?")
+    seen = []
+    real = cm.make_constraint
+
+    def spy(tools, *args, **kwargs):
+        seen.append(tools)
+        return real(tools, *args, **kwargs)
+
+    monkeypatch.setattr(cm, "make_constraint", spy)
+    turn = cm.prepare(msgs, [WEATHER])
+    assert turn.input_ids == cm.encode(msgs, [WEATHER])  # the model reads the declarations as given
+    assert seen[-1][0].parameters["properties"]["place"]["enum"] == ["Reykjavik"]
+    out = cm.chat(msgs, [WEATHER], tool_choice="required", seed=0)
+    assert [(c.name, c.arguments.get("place")) for c in out.tool_calls] == [
+        ("get_current_weather", "Reykjavik")
+    ]
+    monkeypatch.setattr(cm, "settings", cm.settings.replace(bind_values=False))
+    cm.prepare(msgs, [WEATHER])
+    assert seen[-1] == [WEATHER]  # off: the constraint gets the tools unchanged
+
+
+def test_decoding_file_refuses_a_non_boolean_bind_values(tmp_path):
+    from model.errors import CheckpointError
+    from model.loading import read_decoding_file
+
+    p = tmp_path / "agentkit_decoding.json"
+    p.write_text(json.dumps({"bind_values": "yes"}))
+    with pytest.raises(CheckpointError, match="bind_values must be true or false"):
+        read_decoding_file(p)
