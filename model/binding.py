@@ -113,9 +113,7 @@ def _pinned(schema: dict[str, Any], text: str) -> dict[str, Any] | None:
     bare = {k: v for k, v in schema.items() if k != "x-grounded"}
     try:
         jsonschema.validate(value, bare)
-    except jsonschema.exceptions.ValidationError:
-        return None
-    except jsonschema.exceptions.SchemaError:
+    except (jsonschema.exceptions.ValidationError, jsonschema.exceptions.SchemaError):
         return None
     return {**bare, "enum": [value]}
 
@@ -140,15 +138,16 @@ def pin_bound_values(specs: list[Any], spans: dict[tuple[str, str], str]) -> tup
         if not isinstance(props, dict):
             out.append(spec)
             continue
-        new_props = dict(props)
+        fixed = {}
         for name, schema in props.items():
             text = spans.get((spec.name, name))
-            fixed = _pinned(schema, text) if text is not None and isinstance(schema, dict) else None
-            if fixed is not None:
-                new_props[name] = fixed
-                pinned += 1
-        if new_props == props:
+            new = _pinned(schema, text) if text is not None and isinstance(schema, dict) else None
+            if new is not None:
+                fixed[name] = new
+        pinned += len(fixed)
+        if not fixed:
             out.append(spec)
         else:
-            out.append(dataclasses.replace(spec, parameters={**spec.parameters, "properties": new_props}))
+            props = {**props, **fixed}
+            out.append(dataclasses.replace(spec, parameters={**spec.parameters, "properties": props}))
     return out, pinned
