@@ -80,9 +80,20 @@ class RichRenderer:
             c.print(line)
 
     def answer(self, result: RunResult, *, title: str = "answer") -> None:
-        """Print the final answer in a panel with step, token and time totals."""
+        """Print the final answer in a panel with step, token and time totals, then a warning line when the
+        run made tool calls and every one of them failed (the answer then rests on no tool response)."""
         sub = (
             f"{len(result.steps)} step(s), {len(result.tool_calls)} tool call(s), "
             f"{result.usage.total_tokens} tokens, {result.timing.total_seconds:.2f} s"
         )
         self.console.print(Panel(Text(result.answer or ""), title=title, subtitle=sub, border_style="blue"))
+        calls = result.tool_calls
+        if calls and not any(c.ok for c in calls):
+            last = calls[-1]
+            self.console.print(
+                Text(
+                    f"warning: every tool call failed ({len(calls)}), so the answer above had no tool response "
+                    f"to draw on; the last: {last.name}: {last.error_kind}: {_short(last.error or '', 200)}",
+                    style="bold yellow",
+                )
+            )

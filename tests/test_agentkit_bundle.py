@@ -513,6 +513,18 @@ ERROR_CASES = [
         "",
         "YAML syntax",
     ),
+    (  # an unclosed bracket is found on a later line: the error is there and names where the bracket opened
+        """
+        agentkit_bundle: 1
+        name: x
+        tools:
+          - {name: add, python: "m:add", tags: [a, b
+          - {name: sub, python: "m:sub"}
+        """,
+        5,
+        "",
+        "but got '{' (it began at line 4, column 40)",
+    ),
     (  # valid JSON Schema, but the tool-call constraint cannot enforce it: an error at load, not mid-generation
         """
         agentkit_bundle: 1

@@ -67,6 +67,18 @@ def test_run_renders_calls_and_answer(bundle):
     assert "← add" in out and ": 42" in out
     assert "✗ fail: ValueError: bad x=1" in out
     assert "The answer is 42." in out
+    assert "warning: every tool call failed" not in out  # add succeeded
+
+
+def test_run_warns_when_every_tool_call_failed(bundle, tmp_path):
+    script = tmp_path / "fails.json"
+    script.write_text(json.dumps([{"tool_calls": [{"name": "fail", "arguments": {"x": 7}}]}, "It is 42."]))
+    res = runner.invoke(app, ["run", str(bundle), "What is x?", "--model", str(script)])
+    assert res.exit_code == 0, res.output
+    out = " ".join(res.stdout.split())  # rich wraps long lines
+    assert "It is 42." in out
+    assert "warning: every tool call failed (1)" in out
+    assert "the last: fail: exception: ValueError: bad x=7" in out
 
 
 def test_run_json(bundle):
