@@ -11,11 +11,21 @@ than the denoising loop copies it (docs/TRAINING.md, "Bound values"), so a turn 
    parameters of every tool);
 2. a parameter whose labelled tokens form one contiguous run gets that run's text, widened to whole words
    (:func:`bound_spans`);
-3. its schema in the turn's constraint (never in the prompt the model reads) becomes ``enum: [text]`` for a
-   string, or ``enum: [number]`` for an integer or number parameter whose text parses as one, when the value
-   passes the parameter's own schema (:func:`pin_bound_values`).
+3. the turn's *constraint* (never the prompt the model reads) then follows the binding
+   (:func:`pin_bound_values`):
 
-The model still chooses the tool, which parameters to write and every value the classifier left unbound.
+   * a bound string parameter allows only its text (``enum: [text]``), and also the ISO form of a spoken date
+     (``December 16, 2022`` -> ``2022-12-16``); a bound integer or number parameter allows only the number its
+     text spells; a bound ``enum`` parameter allows only the option its text names as a whole word ("in metric
+     units" -> ``metric``); each only when the parameter's own schema accepts the value;
+   * a bound parameter becomes required, and an optional parameter no request word is bound to is left out,
+     in every tool with at least one bound parameter;
+   * when any parameter is bound, only the tools with a bound parameter can be called (a named
+     ``tool_choice`` keeps its tool).
+
+The model still chooses between the tools left, which of them to call and every value the classifier left
+unbound. On the held-out split these rules took exact calls from 0.31 (values only) to 0.53
+(docs/TRAINING.md, "Bound values").
 Slot-filling taggers decide binding the same way, from per-token labels (Mesnil et al. 2015, "Using Recurrent
 Neural Networks for Slot Filling in Spoken Language Understanding").
 """
@@ -24,6 +34,8 @@ from __future__ import annotations
 
 import bisect
 import dataclasses
+import datetime
+import re
 from typing import Any
 
 import jsonschema
@@ -95,59 +107,101 @@ def bound_spans(
     return out
 
 
+def _spoken_date(text: str) -> str | None:
+    """``text`` as an ISO date (``"2022-12-16"``) when it spells one as ``December 16, 2022`` or ``16 December
+    2022`` (month names in English, full or abbreviated), else ``None``."""
+    for fmt in ("%B %d, %Y", "%d %B %Y", "%b %d, %Y", "%d %b %Y"):
+        try:
+            return datetime.datetime.strptime(text, fmt).date().isoformat()
+        except ValueError:
+            continue
+    return None
+
+
 def _pinned(schema: dict[str, Any], text: str) -> dict[str, Any] | None:
-    """``schema`` allowing only ``text`` (a string, or the number it spells), or ``None`` to leave it free."""
+    """``schema`` allowing only the value(s) ``text`` states, or ``None`` to leave it as it is."""
+    enum = schema.get("enum")
+    if isinstance(enum, list) and not {"const", "pattern", "format"} & schema.keys():
+        words = set(re.findall(r"[a-z0-9]+", text.lower()))
+        named = [o for o in enum if isinstance(o, str) and o.lower() in words]
+        return {**schema, "enum": named} if len(named) == 1 and len(enum) > 1 else None
     if _KEEP & schema.keys():
         return None
     kind = schema.get("type")
-    value: Any
+    values: list[Any]
     if kind == "string":
-        value = text
+        iso = _spoken_date(text)
+        values = [text] if iso is None else [iso, text]
     elif kind in ("integer", "number"):
         try:
-            value = int(text) if kind == "integer" else float(text)
+            values = [int(text) if kind == "integer" else float(text)]
         except ValueError:
             return None
     else:
         return None
     bare = {k: v for k, v in schema.items() if k != "x-grounded"}
-    try:
-        jsonschema.validate(value, bare)
-    except (jsonschema.exceptions.ValidationError, jsonschema.exceptions.SchemaError):
-        return None
-    return {**bare, "enum": [value]}
+    ok = []
+    for value in values:
+        try:
+            jsonschema.validate(value, bare)
+        except (jsonschema.exceptions.ValidationError, jsonschema.exceptions.SchemaError):
+            continue
+        ok.append(value)
+    return {**bare, "enum": ok} if ok else None
 
 
-def pin_bound_values(specs: list[Any], spans: dict[tuple[str, str], str]) -> tuple[list[Any], int]:
-    """Copies of the turn's normalised tools with each bound parameter's value fixed to its span.
+def _bound_spec(spec: Any, spans: dict[tuple[str, str], str]) -> tuple[Any, int]:
+    """One tool's spec under the binding (the rules of the module docstring) and how many values it pins."""
+    props = (spec.parameters or {}).get("properties")
+    if not isinstance(props, dict):
+        return spec, 0
+    bound = [name for name in props if (spec.name, name) in spans]
+    if not bound:
+        return spec, 0
+    fixed = {}
+    for name in bound:
+        new = _pinned(props[name], spans[(spec.name, name)]) if isinstance(props[name], dict) else None
+        if new is not None:
+            fixed[name] = new
+    required = list(spec.parameters.get("required") or [])
+    required += [n for n in bound if n not in required]
+    props = {n: fixed.get(n, v) for n, v in props.items() if n in required}
+    params = {**spec.parameters, "properties": props, "required": required}
+    return dataclasses.replace(spec, parameters=params), len(fixed)
+
+
+def pin_bound_values(
+    specs: list[Any], spans: dict[tuple[str, str], str], tool_choice: Any = "auto"
+) -> tuple[list[Any], int]:
+    """The turn's normalised tools as the constraint should enforce them under the binding ``spans``.
 
     Args:
         specs: ``model.constraints.schema.ToolSpec`` list (not modified).
-        spans: :func:`bound_spans`' result.
+        spans: :func:`bound_spans`' result, ``{(tool name, parameter): text}``.
+        tool_choice: the turn's ``tool_choice``; a named tool (``{"name": NAME}``, OpenAI's
+            ``{"type": "function", "function": {"name": NAME}}``) is never left out.
 
     Returns:
-        ``(specs, pinned)``: new ``ToolSpec`` objects where a top-level string parameter bound to ``text`` has
-        ``enum: [text]`` (its ``x-grounded`` dropped: the span is of the conversation), an integer or number
-        parameter ``enum: [value]`` when ``text`` parses as one; a parameter with ``enum``, ``const``,
-        ``pattern`` or ``format``, of another type, or whose own schema refuses the value stays as it was.
-        ``pinned`` counts the parameters fixed.
+        ``(specs, pinned)``. In each tool with a bound top-level parameter: a bound string parameter has
+        ``enum: [text]`` (plus the ISO date when ``text`` spells a date; ``x-grounded`` dropped: the span is of
+        the conversation), a bound integer or number parameter ``enum: [value]`` when ``text`` parses as one,
+        a bound ``enum`` parameter the one option ``text`` names as a whole word; a value the parameter's own
+        schema refuses, a ``const``/``pattern``/``format`` parameter or another type keeps its schema. Bound
+        parameters are added to ``required`` and optional unbound ones are removed. When ``spans`` binds
+        anything, tools without a bound parameter are left out (except the named one). ``pinned`` counts the
+        values fixed. Tools untouched are returned as the same objects.
     """
     out, pinned = [], 0
     for spec in specs:
-        props = (spec.parameters or {}).get("properties")
-        if not isinstance(props, dict):
-            out.append(spec)
-            continue
-        fixed = {}
-        for name, schema in props.items():
-            text = spans.get((spec.name, name))
-            new = _pinned(schema, text) if text is not None and isinstance(schema, dict) else None
-            if new is not None:
-                fixed[name] = new
-        pinned += len(fixed)
-        if not fixed:
-            out.append(spec)
-        else:
-            props = {**props, **fixed}
-            out.append(dataclasses.replace(spec, parameters={**spec.parameters, "properties": props}))
+        new, n = _bound_spec(spec, spans)
+        out.append(new)
+        pinned += n
+    named = (
+        tool_choice.get("name") or (tool_choice.get("function") or {}).get("name")
+        if isinstance(tool_choice, dict)
+        else None
+    )
+    hit = {tool for (tool, _) in spans} & {s.name for s in specs}
+    if hit:
+        out = [s for s in out if s.name in hit or s.name == named]
     return out, pinned

@@ -225,7 +225,7 @@ class ChatModel:
                 )
             specs = tools if tool_specs is None else tool_specs
             if settings.bind_values and tools and tool_choice != "none":
-                specs = self._bind_values(input_ids, tools, specs)
+                specs = self._bind_values(input_ids, tools, specs, tool_choice)
             constraint = self.make_constraint(specs, tool_choice if tools else "auto", grounding)
         if constraint is not None:
             limit = 4096
@@ -249,9 +249,12 @@ class ChatModel:
                 check_prompt_length(len(input_ids), self.model, settings)
         return PreparedTurn(input_ids=input_ids, settings=settings, constraint=constraint, vision=vision)
 
-    def _bind_values(self, input_ids: list[int], tools: list[dict[str, Any]], specs: list[Any]) -> list[Any]:
-        """``specs`` normalised, with the parameters the copy head's binding classifier binds fixed to their
-        request words (:mod:`model.binding`); ``tools`` are the declarations the prompt renders.
+    def _bind_values(
+        self, input_ids: list[int], tools: list[dict[str, Any]], specs: list[Any], tool_choice: Any
+    ) -> list[Any]:
+        """``specs`` normalised and constrained by the copy head's binding classifier (:mod:`model.binding`:
+        bound parameters fixed to their request words and required, unbound optional ones and tools without a
+        bound parameter left out); ``tools`` are the declarations the prompt renders.
 
         Raises:
             model.constraints.schema.SchemaError: a tool's schema is unsupported (as the constraint would).
@@ -262,7 +265,7 @@ class ChatModel:
         spans = bound_spans(self.model, self.tokenizer, input_ids, tools)
         if not spans:
             return specs
-        pinned, _ = pin_bound_values([normalize_tool(t) for t in specs], spans)
+        pinned, _ = pin_bound_values([normalize_tool(t) for t in specs], spans, tool_choice)
         return pinned
 
     def _response_constraint(self, response_format: dict[str, Any]) -> Any:

@@ -45,32 +45,64 @@ READ = {
 }
 
 
-def test_pin_fixes_strings_and_numbers_that_their_schema_accepts():
+def test_pin_fixes_strings_numbers_and_enums_that_their_schema_accepts():
     specs = [normalize_tool(WEATHER), normalize_tool(READ)]
     spans = {
         ("get_current_weather", "place"): "Edinburgh",
-        ("get_current_weather", "units"): "metric",  # has an enum: the constraint already shapes it
+        ("get_current_weather", "units"): "in metric units",  # names one option of the enum
         ("read_file", "path"): "scripts/run.md",
         ("read_file", "end_line"): "473",
         ("read_file", "ratio"): "about half",  # not a number: left free
         ("read_file", "tags"): "a b",  # an array: left free
     }
     out, n = pin_bound_values(specs, spans)
-    assert n == 3
+    assert n == 4
     place = out[0].parameters["properties"]["place"]
     assert place["enum"] == ["Edinburgh"] and place["type"] == "string"
-    assert out[0].parameters["properties"]["units"] == specs[0].parameters["properties"]["units"]
+    assert out[0].parameters["properties"]["units"]["enum"] == ["metric"]
     path = out[1].parameters["properties"]["path"]
     assert path["enum"] == ["scripts/run.md"] and "x-grounded" not in path  # the span is of the conversation
     assert out[1].parameters["properties"]["end_line"]["enum"] == [473]
     assert "enum" not in out[1].parameters["properties"]["ratio"]
+    assert out[1].parameters["properties"]["tags"] == specs[1].parameters["properties"]["tags"]
+    # every bound parameter must be written
+    assert out[0].parameters["required"] == ["place", "units"]
+    assert out[1].parameters["required"] == ["path", "end_line", "ratio", "tags"]
     assert "x-grounded" in specs[1].parameters["properties"]["path"]  # the inputs are not modified
+    assert specs[0].parameters["required"] == ["place"]
 
 
-def test_pin_leaves_a_value_its_own_schema_refuses():
+def test_pin_leaves_a_value_its_own_schema_refuses_but_still_requires_it():
     specs = [normalize_tool(READ)]
     out, n = pin_bound_values(specs, {("read_file", "path"): "x" * 41, ("read_file", "end_line"): "0"})
-    assert n == 0 and out[0] is specs[0]
+    assert n == 0
+    props = out[0].parameters["properties"]
+    assert props["path"] == specs[0].parameters["properties"]["path"]
+    assert props["end_line"] == {"type": "integer", "minimum": 1}
+    assert set(props) == {"path", "end_line"}  # ratio and tags: optional and unbound, left out
+    assert out[0].parameters["required"] == ["path", "end_line"]
+
+
+def test_pin_offers_the_iso_form_of_a_spoken_date_and_narrows_the_tools():
+    specs = [normalize_tool(WEATHER), normalize_tool(READ)]
+    out, n = pin_bound_values(specs, {("read_file", "path"): "December 16, 2022"})
+    assert n == 1 and [s.name for s in out] == ["read_file"]  # get_current_weather has nothing bound
+    assert out[0].parameters["properties"]["path"]["enum"] == ["2022-12-16", "December 16, 2022"]
+    # a named tool_choice keeps its tool; nothing bound leaves every tool as it was
+    named = {"type": "function", "function": {"name": "get_current_weather"}}
+    out, _ = pin_bound_values(specs, {("read_file", "path"): "a.md"}, named)
+    assert [s.name for s in out] == ["get_current_weather", "read_file"] and out[0] is specs[0]
+    out, n = pin_bound_values(specs, {})
+    assert n == 0 and all(a is b for a, b in zip(out, specs, strict=True))
+
+
+def test_an_enum_text_that_names_no_option_or_two_is_left_to_the_model():
+    specs = [normalize_tool(WEATHER)]
+    for text in ("in Fahrenheit", "metric or imperial"):
+        out, n = pin_bound_values(specs, {("get_current_weather", "units"): text})
+        assert n == 0
+        assert out[0].parameters["properties"]["units"] == specs[0].parameters["properties"]["units"]
+        assert out[0].parameters["required"] == ["place", "units"]
 
 
 def test_bound_spans_of_a_model_without_copy_head_is_empty():
