@@ -25,7 +25,7 @@ than the denoising loop copies it (docs/TRAINING.md, "Bound values"), so a turn 
 
 The model still chooses between the tools left, which of them to call and every value the classifier left
 unbound. On the held-out split these rules took exact calls from 0.31 (values only) to 0.53
-(docs/TRAINING.md, "Bound values").
+(docs/TRAINING.md, "Experiment 2026-12-03 (4)").
 Slot-filling taggers decide binding the same way, from per-token labels (Mesnil et al. 2015, "Using Recurrent
 Neural Networks for Slot Filling in Spoken Language Understanding").
 """
@@ -42,10 +42,11 @@ import jsonschema
 import torch
 
 from model import hf_compat as hf
+from model.constraints.grammar import named_tool
 from model.declarations import declared_keys, last_user_span
 
 #: Schema keywords under which a parameter is never pinned: the constraint already fixes or shapes its value.
-_KEEP = frozenset({"enum", "const", "pattern", "format"})
+_KEEP = frozenset({"const", "pattern", "format"})
 
 
 def bound_spans(
@@ -120,13 +121,15 @@ def _spoken_date(text: str) -> str | None:
 
 def _pinned(schema: dict[str, Any], text: str) -> dict[str, Any] | None:
     """``schema`` allowing only the value(s) ``text`` states, or ``None`` to leave it as it is."""
-    enum = schema.get("enum")
-    if isinstance(enum, list) and not {"const", "pattern", "format"} & schema.keys():
-        words = set(re.findall(r"[a-z0-9]+", text.lower()))
-        named = [o for o in enum if isinstance(o, str) and o.lower() in words]
-        return {**schema, "enum": named} if len(named) == 1 and len(enum) > 1 else None
     if _KEEP & schema.keys():
         return None
+    if "enum" in schema:  # narrowed to the one option the words name, if they name exactly one
+        enum = schema["enum"]
+        words = set(re.findall(r"[a-z0-9]+", text.lower()))
+        named = (
+            [o for o in enum if isinstance(o, str) and o.lower() in words] if isinstance(enum, list) else []
+        )
+        return {**schema, "enum": named} if len(named) == 1 and len(enum) > 1 else None
     kind = schema.get("type")
     values: list[Any]
     if kind == "string":
@@ -196,11 +199,7 @@ def pin_bound_values(
         new, n = _bound_spec(spec, spans)
         out.append(new)
         pinned += n
-    named = (
-        tool_choice.get("name") or (tool_choice.get("function") or {}).get("name")
-        if isinstance(tool_choice, dict)
-        else None
-    )
+    named = named_tool(tool_choice)
     hit = {tool for (tool, _) in spans} & {s.name for s in specs}
     if hit:
         out = [s for s in out if s.name in hit or s.name == named]

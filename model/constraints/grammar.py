@@ -189,6 +189,17 @@ def _choice_key(tool_choice: Any) -> str:
     raise ValueError(f"tool_choice must be one of {TOOL_CHOICES} or {{'name': NAME}}, got {tool_choice!r}")
 
 
+def named_tool(tool_choice: Any) -> str | None:
+    """The tool a named ``tool_choice`` forces (``{"name": NAME}`` or OpenAI's
+    ``{"type": "function", "function": {"name": NAME}}``), else ``None``.
+
+    Raises:
+        ValueError: ``tool_choice`` is none of the accepted shapes (as :func:`tool_call_grammar`).
+    """
+    key = _choice_key(tool_choice)
+    return key.removeprefix("name:") if key.startswith("name:") else None
+
+
 def tool_call_grammar(
     tools: list[Any] | None,
     tool_choice: Any = "auto",
