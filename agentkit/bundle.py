@@ -374,13 +374,11 @@ class _Load:
                 raise BundleError([BundleIssue(self.file, 1, 1, "", "the file is empty")])
             data = loader.construct_document(node)
         except yaml.MarkedYAMLError as exc:
-            mark = exc.problem_mark or exc.context_mark
+            mark, opened = exc.problem_mark or exc.context_mark, exc.context_mark
             msg = " ".join(x for x in (exc.context, exc.problem) if x) or str(exc)
             line, col = (mark.line + 1, mark.column + 1) if mark else (None, None)
-            opened = exc.context_mark
             if opened is not None and mark is not None and opened.line != mark.line and exc.context:
-                # an unclosed bracket or quote shows up lines later: name where it opened as well
-                msg += f" (it began at line {opened.line + 1}, column {opened.column + 1})"
+                msg += f" (it began at line {opened.line + 1}, column {opened.column + 1})"  # an unclosed bracket
             raise BundleError([BundleIssue(self.file, line, col, "", f"YAML syntax: {msg}")]) from None
         except yaml.YAMLError as exc:
             raise BundleError([BundleIssue(self.file, None, None, "", f"YAML: {exc}")]) from None
