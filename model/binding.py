@@ -9,8 +9,9 @@ than the denoising loop copies it (docs/TRAINING.md, "Bound values"), so a turn 
 
 1. encode the prompt once and label each token of the last user message (argmax over "none" and the declared
    parameters of every tool);
-2. a parameter whose labelled tokens form one contiguous run gets that run's text, widened to whole words
-   (:func:`bound_spans`);
+2. the labelled tokens of each parameter form runs, widened to whole words (:func:`binding_runs`); a number
+   parameter keeps only the numbers its runs spell (:func:`typed_runs`); a parameter left with one run is
+   bound to its text;
 3. the turn's *constraint* (never the prompt the model reads) then follows the binding
    (:func:`pin_bound_values`):
 
@@ -21,11 +22,13 @@ than the denoising loop copies it (docs/TRAINING.md, "Bound values"), so a turn 
    * a bound parameter becomes required, and an optional parameter no request word is bound to is left out,
      in every tool with at least one bound parameter;
    * when any parameter is bound, only the tools with a bound parameter can be called (a named
-     ``tool_choice`` keeps its tool).
+     ``tool_choice`` keeps its tool);
+   * when something is bound and no parameter has several runs, the turn holds one call
+     (:func:`single_call`; several runs, as "in Berlin and in Paris", leave parallel calls open).
 
 The model still chooses between the tools left, which of them to call and every value the classifier left
-unbound. On the held-out split these rules took exact calls from 0.31 (values only) to 0.53
-(docs/TRAINING.md, "Experiment 2026-12-03 (4)").
+unbound. On the held-out split these rules took exact calls from 0.31 (values only) to 0.52
+(docs/TRAINING.md, "Experiment 2026-12-03 (4)" and "Experiment 2026-12-04").
 Slot-filling taggers decide binding the same way, from per-token labels (Mesnil et al. 2015, "Using Recurrent
 Neural Networks for Slot Filling in Spoken Language Understanding").
 """
@@ -52,7 +55,26 @@ _KEEP = frozenset({"const", "pattern", "format"})
 def bound_spans(
     model: Any, tokenizer: Any, input_ids: list[int], tools: list[dict[str, Any]]
 ) -> dict[tuple[str, str], str]:
-    """The request words the binding classifier binds to each declared parameter.
+    """The request words the binding classifier binds to each declared parameter: :func:`binding_runs` for the
+    parameters labelled on exactly one run (arguments and cost as there)."""
+    return {
+        key: texts[0]
+        for key, texts in binding_runs(model, tokenizer, input_ids, tools).items()
+        if len(texts) == 1
+    }
+
+
+def single_call(runs: dict[tuple[str, str], list[str]]) -> bool:
+    """Whether the binding plans one tool call for the turn: something is bound and no parameter is labelled on
+    several runs of the request (as "in Berlin and in Paris" would be, a parallel request). ``runs``:
+    :func:`binding_runs`' result. The turn's constraint then allows one call (``parallel_tool_calls=False``)."""
+    return bool(runs) and all(len(texts) == 1 for texts in runs.values())
+
+
+def binding_runs(
+    model: Any, tokenizer: Any, input_ids: list[int], tools: list[dict[str, Any]]
+) -> dict[tuple[str, str], list[str]]:
+    """The runs of request words the binding classifier labels with each declared parameter.
 
     Args:
         model: a checkpoint with a copy head (``model.copy_model.DiffusionGemmaWithCopyHead``); another model
@@ -62,9 +84,10 @@ def bound_spans(
         tools: the OpenAI-style tools rendered in that prompt, in order.
 
     Returns:
-        ``{(tool name, parameter): text}`` for each parameter whose labelled request tokens form one contiguous
-        run (widened to whole words, stripped); parameters with no run or several runs are left out, as are
-        tools whose declaration the prompt does not hold verbatim. One encoder pass over the ``P`` prompt tokens.
+        ``{(tool name, parameter): [text, ...]}``: the texts of the contiguous runs of request tokens labelled
+        with each parameter, in request order (widened to whole words, stripped); parameters with no labelled
+        token are left out, as are tools whose declaration the prompt does not hold verbatim. One encoder pass
+        over the ``P`` prompt tokens.
     """
     head = getattr(model, "copy_head", None)
     if head is None or not tools or not input_ids:
@@ -91,20 +114,64 @@ def bound_spans(
         decl = hidden[:, [token_at(end - 1) for (_, _, _, end) in keys]]
         labels = head.binding_logits(memory.keys[:, : len(input_ids)], decl)[0].argmax(-1).tolist()
     first, last = token_at(user[0]), token_at(user[1] - 1)
-    out: dict[tuple[str, str], str] = {}
+    out: dict[tuple[str, str], list[str]] = {}
     for k, (tool, name, _, _) in enumerate(keys):
         toks = [i for i in range(first, last + 1) if labels[i] == k + 1]
-        if not toks or toks[-1] - toks[0] + 1 != len(toks):
-            continue  # unbound, or several runs: the model decides
-        start = max(ends[toks[0] - 1] if toks[0] else 0, user[0])
-        end = min(ends[toks[-1]], user[1])
-        while start > user[0] and prompt[start - 1].isalnum() and prompt[start].isalnum():
-            start -= 1
-        while end < user[1] and prompt[end].isalnum() and prompt[end - 1].isalnum():
-            end += 1
-        text = prompt[start:end].strip()
-        if text:
-            out[(tool, name)] = text
+        runs = [[t] for t in toks[:1]]
+        for t in toks[1:]:
+            runs[-1].append(t) if t == runs[-1][-1] + 1 else runs.append([t])
+        texts = []
+        for run in runs:
+            start = max(ends[run[0] - 1] if run[0] else 0, user[0])
+            end = min(ends[run[-1]], user[1])
+            while start > user[0] and prompt[start - 1].isalnum() and prompt[start].isalnum():
+                start -= 1
+            while end < user[1] and prompt[end].isalnum() and prompt[end - 1].isalnum():
+                end += 1
+            text = prompt[start:end].strip()
+            if text and text not in texts:
+                texts.append(text)
+        if texts:
+            out[(tool, name)] = texts
+    return out
+
+
+_NUMBER = re.compile(r"-?\d+(?:\.\d+)?")
+
+
+def typed_runs(runs: dict[tuple[str, str], list[str]], specs: list[Any]) -> dict[tuple[str, str], list[str]]:
+    """``runs`` with each ``integer`` or ``number`` top-level parameter of ``specs`` (without an ``enum``) keeping
+    only the numbers its runs spell.
+
+    The classifier labels words a number parameter cannot take ("greatest common divisor of 40 and 50" ->
+    ``num1``: greatest, common, two, 40); only the numbers are values for it: ``"a=2"`` -> ``"2"``, ``"-3"``, an
+    integer parameter only whole ones, each distinct number once, in request order. A number parameter whose
+    runs spell no number, and every other parameter, keeps its runs (still bound: :func:`pin_bound_values`
+    makes it required). On the held-out split this costs 2 of 142 calls, where the classifier puts a
+    parameter on the wrong number beside words (docs/TRAINING.md, "Experiment 2026-12-04").
+
+    Args:
+        runs: :func:`binding_runs`' result, ``{(tool name, parameter): [text, ...]}``.
+        specs: the turn's ``model.constraints.schema.ToolSpec`` list.
+
+    Returns:
+        The same shape; ``runs`` is not modified.
+    """
+    props = {
+        (spec.name, name): sub
+        for spec in specs
+        if isinstance((spec.parameters or {}).get("properties"), dict)
+        for name, sub in spec.parameters["properties"].items()
+        if isinstance(sub, dict)
+    }
+    out: dict[tuple[str, str], list[str]] = {}
+    for key, texts in runs.items():
+        schema = props.get(key, {})
+        kind = schema.get("type")
+        if kind in ("integer", "number") and "enum" not in schema:
+            found = [n for t in texts for n in _NUMBER.findall(t) if kind == "number" or "." not in n]
+            texts = list(dict.fromkeys(found)) or texts
+        out[key] = texts
     return out
 
 

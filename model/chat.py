@@ -139,6 +139,7 @@ class ChatModel:
         tool_choice: Any = "auto",
         grounding: list[str] | None = None,
         no_repeat: bool | None = None,
+        parallel_tool_calls: bool = True,
     ) -> Any:
         """Build a fresh :class:`GrammarConstraint` for ``tools`` and ``tool_choice``.
 
@@ -149,6 +150,7 @@ class ChatModel:
             grounding: texts that grounded parameters (``x-grounded``) must take a span of (see
                 :func:`grounding_texts`); ``None``: grounded parameters are not restricted.
             no_repeat: the constraint's no-repeat rule (default: the checkpoint's ``settings.no_repeat``).
+            parallel_tool_calls: ``False``: one call at most in the turn.
 
         Raises:
             model.constraints.schema.SchemaError: unsupported keyword or unsatisfiable schema (names its path).
@@ -158,7 +160,13 @@ class ChatModel:
         from model.constraints.grammar import tool_call_grammar
         from model.constraints.llg import new_matcher
 
-        grammar = tool_call_grammar(tools, tool_choice=tool_choice, syntax=self.syntax, grounding=grounding)
+        grammar = tool_call_grammar(
+            tools,
+            tool_choice=tool_choice,
+            syntax=self.syntax,
+            grounding=grounding,
+            parallel_tool_calls=parallel_tool_calls,
+        )
         matcher = new_matcher(self.tokenizer, grammar)
         return GrammarConstraint(
             matcher,
@@ -224,9 +232,12 @@ class ChatModel:
                     f"tool_specs has {len(tool_specs)} entries for {len(tools)} tools (one per tool)"
                 )
             specs = tools if tool_specs is None else tool_specs
+            parallel = True
             if settings.bind_values and tools and tool_choice != "none":
-                specs = self._bind_values(input_ids, tools, specs, tool_choice)
-            constraint = self.make_constraint(specs, tool_choice if tools else "auto", grounding)
+                specs, parallel = self._bind_values(input_ids, tools, specs, tool_choice)
+            constraint = self.make_constraint(
+                specs, tool_choice if tools else "auto", grounding, parallel_tool_calls=parallel
+            )
         if constraint is not None:
             limit = 4096
             shortest = constraint.min_completion_tokens(limit)
@@ -251,22 +262,25 @@ class ChatModel:
 
     def _bind_values(
         self, input_ids: list[int], tools: list[dict[str, Any]], specs: list[Any], tool_choice: Any
-    ) -> list[Any]:
+    ) -> tuple[list[Any], bool]:
         """``specs`` normalised and constrained by the copy head's binding classifier (:mod:`model.binding`:
         bound parameters fixed to their request words and required, unbound optional ones and tools without a
-        bound parameter left out); ``tools`` are the declarations the prompt renders.
+        bound parameter left out), and whether the turn may hold several calls (``False`` when the binding
+        plans one: :func:`model.binding.single_call`); ``tools`` are the declarations the prompt renders.
 
         Raises:
             model.constraints.schema.SchemaError: a tool's schema is unsupported (as the constraint would).
         """
-        from model.binding import bound_spans, pin_bound_values
+        from model.binding import binding_runs, pin_bound_values, single_call, typed_runs
         from model.constraints.schema import normalize_tool
 
-        spans = bound_spans(self.model, self.tokenizer, input_ids, tools)
+        normal = [normalize_tool(t) for t in specs]
+        runs = typed_runs(binding_runs(self.model, self.tokenizer, input_ids, tools), normal)
+        spans = {key: texts[0] for key, texts in runs.items() if len(texts) == 1}
         if not spans:
-            return specs
-        pinned, _ = pin_bound_values([normalize_tool(t) for t in specs], spans, tool_choice)
-        return pinned
+            return specs, True
+        pinned, _ = pin_bound_values(normal, spans, tool_choice)
+        return pinned, not single_call(runs)
 
     def _response_constraint(self, response_format: dict[str, Any]) -> Any:
         from model.constraints.denoise import GrammarConstraint

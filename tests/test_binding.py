@@ -8,7 +8,7 @@ import json
 
 import pytest
 
-from model.binding import bound_spans, pin_bound_values
+from model.binding import binding_runs, bound_spans, pin_bound_values, single_call, typed_runs
 from model.constraints.schema import normalize_tool
 
 WEATHER = {
@@ -105,6 +105,31 @@ def test_an_enum_text_that_names_no_option_or_two_is_left_to_the_model():
         assert out[0].parameters["required"] == ["place", "units"]
 
 
+def test_single_call_needs_a_binding_with_one_run_per_parameter():
+    assert single_call(
+        {("get_current_weather", "place"): ["Berlin"], ("get_current_weather", "units"): ["metric"]}
+    )
+    assert not single_call({("get_current_weather", "place"): ["Berlin", "Paris"]})  # a parallel request
+    assert not single_call({})  # nothing bound: the model decides
+
+
+def test_typed_runs_keep_the_numbers_of_number_parameters():
+    specs = [normalize_tool(WEATHER), normalize_tool(READ)]
+    runs = {
+        ("read_file", "end_line"): ["greatest", "common", "40", "a=2", "-3", "2.5", "40"],
+        ("read_file", "ratio"): ["about", "0.5"],
+        ("read_file", "path"): ["notes", "a.md"],  # a string: every run kept
+        ("get_current_weather", "units"): ["in metric units", "Fahrenheit"],  # an enum: kept
+    }
+    out = typed_runs(runs, specs)
+    assert out[("read_file", "end_line")] == ["40", "2", "-3"]  # whole numbers, each once, in request order
+    assert out[("read_file", "ratio")] == ["0.5"]
+    assert out[("read_file", "path")] == ["notes", "a.md"]
+    assert out[("get_current_weather", "units")] == ["in metric units", "Fahrenheit"]
+    assert typed_runs({("read_file", "end_line"): ["two"]}, specs) == {("read_file", "end_line"): ["two"]}
+    assert runs[("read_file", "ratio")] == ["about", "0.5"]  # the input is not modified
+
+
 def test_bound_spans_of_a_model_without_copy_head_is_empty():
     class Plain:
         pass
@@ -129,6 +154,9 @@ def test_shipped_checkpoint_binds_the_place_of_a_weather_request():
     spans = bound_spans(cm.model, cm.tokenizer, cm.encode(msgs, [WEATHER, READ]), [WEATHER, READ])
     assert spans.get(("get_current_weather", "place")) == "Edinburgh"
     assert ("read_file", "path") not in spans
+    runs = binding_runs(cm.model, cm.tokenizer, cm.encode(msgs, [WEATHER, READ]), [WEATHER, READ])
+    assert runs[("get_current_weather", "place")] == ["Edinburgh"]
+    assert single_call(runs)
 
 
 def test_bind_values_fixes_the_call_value_in_the_constraint_only(monkeypatch):

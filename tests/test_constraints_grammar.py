@@ -660,3 +660,15 @@ def test_new_matcher_raises_on_grammar_errors(tok):
     assert not m.is_error()
     with pytest.raises(ValueError, match="does not compile"):
         new_matcher(tok, "start: <|no_such_token|>")
+
+
+@pytest.mark.parametrize("choice", ["auto", "required", {"name": "f"}])
+def test_parallel_tool_calls_false_allows_one_call_only(tok, ll, choice):
+    f = tool({"type": "object", "properties": {"a": {"type": "integer"}}, "required": ["a"]})
+    one = format_tool_call("f", {"a": 1}, "gemma")
+    two = one + format_tool_call("f", {"a": 2}, "gemma")
+    single = tool_call_grammar([f], tool_choice=choice, parallel_tool_calls=False)
+    several = tool_call_grammar([f], tool_choice=choice)
+    assert accepts(ll, tok, single, one + sp.TOOL_RESPONSE_START, marked=True)
+    assert not accepts(ll, tok, single, two + sp.TOOL_RESPONSE_START, marked=True)
+    assert accepts(ll, tok, several, two + sp.TOOL_RESPONSE_START, marked=True)

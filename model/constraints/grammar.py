@@ -7,6 +7,7 @@ grammar)``) for one assistant turn:
 * ``tool_choice="none"``: prose, then ``<turn|>``;
 * ``"auto"``: optional prose, then either ``<turn|>`` or one or more calls;
 * ``"required"`` / ``{"name": NAME}``: one or more calls (of any tool / of that tool);
+* ``parallel_tool_calls=False``: at most one call per turn (OpenAI's request field of that name);
 * calls are concatenated and followed by ``<|tool_response>`` (the token after which a tool result is due),
   so "the matcher is accepting" means "the turn is complete".
 
@@ -27,7 +28,8 @@ Call syntaxes (no flexible whitespace anywhere):
   IR written back as plain JSON Schema.
 
 Special tokens appear bare in rules (``<|tool_call>``, ``<|"|>``): a quoted literal would only match their
-text. Grammars are cached by (tools, tool_choice, syntax, allow_thinking, additional_properties).
+text. Grammars are cached by (tools, tool_choice, syntax, allow_thinking, additional_properties, grounding,
+parallel_tool_calls).
 
 Sources: llguidance Lark syntax (https://github.com/guidance-ai/llguidance/blob/main/docs/syntax.md); Gemma 4
 tool-call format as rendered by the project's chat template (``model/chat_template.jinja``).
@@ -150,7 +152,7 @@ def ir_to_json_schema(node: Node, *, additional_default: bool, ref_prefix: str =
 # Tool-call grammars
 # ----------------------------------------------------------------------------------------------------------
 
-_CACHE: OrderedDict[tuple[str, str, str, bool, bool, tuple[str, ...] | None], str] = OrderedDict()
+_CACHE: OrderedDict[tuple[str, str, str, bool, bool, tuple[str, ...] | None, bool], str] = OrderedDict()
 __all__ = [
     "MAX_GRAMMAR_CHARS",
     "SYNTAXES",
@@ -208,6 +210,7 @@ def tool_call_grammar(
     *,
     additional_properties: bool = False,
     grounding: Sequence[str] | None = None,
+    parallel_tool_calls: bool = True,
 ) -> str:
     """The llguidance grammar of one assistant turn with tool calls (see the module docstring).
 
@@ -223,6 +226,7 @@ def tool_call_grammar(
             (``x-grounded: true``) must be spans of (:mod:`model.constraints.grounding`; Gemma syntax). ``None``
             leaves grounded strings unconstrained (registration-time checks). A tool whose *required* grounded
             parameter has nothing to ground on is left out of the grammar (the model cannot call it).
+        parallel_tool_calls: ``False``: the turn holds one call at most (``calls: call <|tool_response>``).
 
     Returns:
         Grammar text for ``llguidance.LLMatcher(llg_tokenizer, grammar)`` (compiles in about a millisecond).
@@ -253,12 +257,13 @@ def tool_call_grammar(
                 f"tool {name!r} cannot be called: its parameter {blocked[name]!r} is grounded (x-grounded) "
                 "and no span of the conversation (user messages, tool responses) fits it"
             )
-    key = (canonical(specs), choice, syntax, bool(allow_thinking), bool(additional_properties), ground)
+    one = not parallel_tool_calls
+    key = (canonical(specs), choice, syntax, bool(allow_thinking), bool(additional_properties), ground, one)
     with _CACHE_LOCK:
         if key in _CACHE:
             _CACHE.move_to_end(key)
             return _CACHE[key]
-    grammar = _build_grammar(specs, choice, syntax, allow_thinking, additional_properties, ground)
+    grammar = _build_grammar(specs, choice, syntax, allow_thinking, additional_properties, ground, one)
     _validate(grammar)
     with _CACHE_LOCK:
         _CACHE[key] = grammar
@@ -395,6 +400,7 @@ def _build_grammar(
     allow_thinking: bool,
     additional: bool,
     grounding: tuple[str, ...] | None = None,
+    one_call: bool = False,
 ) -> str:
     names = [s.name for s in specs]
     if len(set(names)) != len(names):
@@ -429,7 +435,7 @@ def _build_grammar(
 
     rules: dict[str, str] = {}
     if callable_specs:
-        lines.append("calls: call+ <|tool_response>")
+        lines.append(f"calls: call{'' if one_call else '+'} <|tool_response>")
         if syntax == "gemma":
             call_line, rules, gemma_terms = _gemma_calls(callable_specs, additional, grounding)
             terms.update(gemma_terms)
