@@ -11,19 +11,14 @@ import pytest
 from pydantic import BaseModel, Field
 
 from model.constraints.schema import (
-    AnyOf,
-    Lit,
-    Num,
-    Obj,
-    Ref,
     SchemaError,
-    Str,
     ToolSpec,
     build_ir,
     normalize_schema,
     normalize_tool,
     pattern_to_regex,
 )
+from model.constraints.schema.ir import AnyOf, Lit, Num, Obj, Ref, Str
 from model.tokenizer import build_tokenizer
 
 

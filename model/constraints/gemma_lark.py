@@ -10,24 +10,7 @@ import json
 from dataclasses import dataclass
 from typing import Any
 
-from model.constraints.schema import (
-    FORMATS,
-    AnyNode,
-    AnyOf,
-    Arr,
-    Bool,
-    Lit,
-    Never,
-    Node,
-    Null,
-    Num,
-    Obj,
-    Ref,
-    SchemaError,
-    Str,
-    pattern_matches,
-    pattern_to_regex,
-)
+from model.constraints.schema import FORMATS, SchemaError, ir, pattern_matches, pattern_to_regex
 
 SYNTAXES = ("gemma", "json")
 TOOL_CHOICES = ("auto", "required", "none")
@@ -61,17 +44,17 @@ def _esc(name: str) -> str:
     return name.replace("~", "~0").replace("/", "~1")
 
 
-def _size_keyword(node: Node) -> str:
+def _size_keyword(node: ir.Node) -> str:
     """The keyword named when ``node``'s subschema trips :data:`MAX_GRAMMAR_CHARS`."""
-    if isinstance(node, Obj):
+    if isinstance(node, ir.Obj):
         return "properties"
-    if isinstance(node, Arr):
+    if isinstance(node, ir.Arr):
         return "items"
-    if isinstance(node, AnyOf):
+    if isinstance(node, ir.AnyOf):
         return "anyOf"
-    if isinstance(node, Ref):
+    if isinstance(node, ir.Ref):
         return "$ref"
-    if isinstance(node, Str):
+    if isinstance(node, ir.Str):
         return "pattern" if node.patterns else "format" if node.formats else "maxLength"
     return "type"
 
@@ -121,8 +104,8 @@ class _GemmaCompiler:
         self.rules: dict[str, str] = {}
         self.terms: dict[str, str] = {}
         self._term_names: dict[str, str] = {}
-        self._node_rules: dict[tuple[int, Node], str] = {}
-        self._defs: dict[int, dict[str, Node]] = {}
+        self._node_rules: dict[tuple[int, ir.Node], str] = {}
+        self._defs: dict[int, dict[str, ir.Node]] = {}
         self._n = 0
         self._any_done = False
         #: Characters of grammar emitted so far (bounded by MAX_GRAMMAR_CHARS).
@@ -130,9 +113,9 @@ class _GemmaCompiler:
         #: Per tool (scope): JSON pointer of each recursive definition, for error messages.
         self.def_paths: dict[int, dict[str, str]] = {}
         self._where = ""  # pointer of the subschema being compiled
-        self._where_node: Node = AnyNode()
+        self._where_node: ir.Node = ir.AnyNode()
 
-    def _charge(self, text: str, path: str | None = None, node: Node | None = None) -> None:
+    def _charge(self, text: str, path: str | None = None, node: ir.Node | None = None) -> None:
         """Count emitted grammar against :data:`MAX_GRAMMAR_CHARS` (``path``/``node``: the subschema the
         text belongs to; default the one being compiled).
 
@@ -172,7 +155,7 @@ class _GemmaCompiler:
         return name
 
     # -- values ---------------------------------------------------------------------------------------------
-    def value(self, node: Node, scope: int, defs: dict[str, Node], path: str = "") -> str:
+    def value(self, node: ir.Node, scope: int, defs: dict[str, ir.Node], path: str = "") -> str:
         """A Lark expression for values valid against ``node`` (``defs``: this tool's recursive definitions;
         ``path``: JSON pointer of ``node``'s schema, for error messages).
 
@@ -181,28 +164,28 @@ class _GemmaCompiler:
                 grammar exceeds :data:`MAX_GRAMMAR_CHARS`.
         """
         self._where, self._where_node = path, node
-        if isinstance(node, Never):
+        if isinstance(node, ir.Never):
             raise SchemaError(node.keyword or "type", node.path, f"no value is possible: {node.reason}")
-        if isinstance(node, AnyNode):
+        if isinstance(node, ir.AnyNode):
             return self._any()
-        if isinstance(node, Null):
+        if isinstance(node, ir.Null):
             return '"null"'
-        if isinstance(node, Bool):
+        if isinstance(node, ir.Bool):
             return '("true" | "false")'
-        if isinstance(node, Lit):
+        if isinstance(node, ir.Lit):
             if node.kind == "str":
                 return f'<|"|> {_lark_str(node.value)} <|"|>' if node.value else '<|"|> <|"|>'
             return _lark_str(_json_text(node.value))
-        if isinstance(node, Num):
+        if isinstance(node, ir.Num):
             if not node.bounded:
                 return self.term(f"/{_INT_RX if node.integer else _NUM_RX}/")
-        if isinstance(node, Str):
+        if isinstance(node, ir.Str):
             return f'<|"|> {self._str_term(node)} <|"|>'
         key = (scope, node)
         if key in self._node_rules:
             return self._node_rules[key]
         self._defs[scope] = defs
-        if isinstance(node, Ref):
+        if isinstance(node, ir.Ref):
             name = f"def{scope}_{node.name}"
             self._node_rules[key] = name
             self.rules[name] = "PENDING"
@@ -214,16 +197,16 @@ class _GemmaCompiler:
         name = self._name("v")
         self._node_rules[key] = name
         self.rules[name] = "PENDING"
-        if isinstance(node, Num):
+        if isinstance(node, ir.Num):
             schema = {**node.json_schema(), "x-guidance": {"whitespace_flexible": False}}
             body = "%json " + json.dumps(schema)
-        elif isinstance(node, AnyOf):
+        elif isinstance(node, ir.AnyOf):
             body = " | ".join(
                 self.value(o, scope, defs, f"{path}/anyOf/{i}") for i, o in enumerate(node.options)
             )
-        elif isinstance(node, Arr):
+        elif isinstance(node, ir.Arr):
             body = self._arr(node, scope, defs, path)
-        elif isinstance(node, Obj):
+        elif isinstance(node, ir.Obj):
             body = self._obj(node, scope, defs, path)
         else:  # pragma: no cover
             raise TypeError(f"unknown IR node {node!r}")
@@ -246,7 +229,7 @@ class _GemmaCompiler:
             self.rules["any_kv"] = f'{key} ":" any_value'
         return "any_value"
 
-    def _str_term(self, node: Str) -> str:
+    def _str_term(self, node: ir.Str) -> str:
         parts = []
         if node.min_len or node.max_len is not None:
             hi = "" if node.max_len is None else str(node.max_len)
@@ -267,7 +250,7 @@ class _GemmaCompiler:
             parts.append(f"/{_lark_rx(rx)}/" if rx is not None else r"/[^\s\S]/")
         return self.term(" & ".join(parts) if parts else _ANY_TEXT)
 
-    def _arr(self, node: Arr, scope: int, defs: dict[str, Node], path: str) -> str:
+    def _arr(self, node: ir.Arr, scope: int, defs: dict[str, ir.Node], path: str) -> str:
         k = len(node.prefix)
         mn, mx = node.min_items, node.max_items
 
@@ -284,7 +267,7 @@ class _GemmaCompiler:
                 elif not rest_null:  # pragma: no cover - a dead tail was pruned by make_arr
                     return "", i >= mn
                 return f"({expr})", i >= mn
-            if isinstance(node.items, Never):
+            if isinstance(node.items, ir.Never):
                 return "", i >= mn
             lo = max(0, mn - i)
             hi = None if mx is None else mx - i
@@ -299,11 +282,11 @@ class _GemmaCompiler:
         inner = f"{expr}?" if (expr and nullable) else expr
         return f'"[" {inner} "]"' if inner else '"[" "]"'
 
-    def _obj(self, node: Obj, scope: int, defs: dict[str, Node], path: str) -> str:
-        entries = [(k, v, k in node.required) for k, v in node.props if not isinstance(v, Never)]
+    def _obj(self, node: ir.Obj, scope: int, defs: dict[str, ir.Node], path: str) -> str:
+        entries = [(k, v, k in node.required) for k, v in node.props if not isinstance(v, ir.Never)]
         for r in node.required_only():
             v = self._undeclared(node, r)
-            if isinstance(v, Never):
+            if isinstance(v, ir.Never):
                 raise SchemaError("required", "", f"required property {r!r} is not allowed by the schema")
             entries.append((r, v, True))
         taken = [k for k, _ in node.props] + node.required_only()
@@ -382,7 +365,7 @@ class _GemmaCompiler:
         uses: dict[Any, list[Any]],
         name: Any,
         path: str,
-        node: Obj,
+        node: ir.Obj,
     ) -> None:
         """Write a rule for each object state reachable from ``start`` (depth-first over ``uses``)."""
         todo = [start]
@@ -398,17 +381,17 @@ class _GemmaCompiler:
                     seen.add(u)
                     todo.append(u)
 
-    def _undeclared(self, node: Obj, name: str) -> Node:
+    def _undeclared(self, node: ir.Obj, name: str) -> ir.Node:
         """The schema of a key not in ``props``: matching patternProperties, else additionalProperties."""
 
         matched = [sub for p, sub in node.pattern_props if pattern_matches(p, name)]
         if matched:
-            out: Node = AnyNode()
+            out: ir.Node = ir.AnyNode()
             for sub in matched:
                 out = _intersect_simple(out, sub)
             return out
         if node.additional is None:
-            return AnyNode()
+            return ir.AnyNode()
         return node.additional
 
     def _plain_key(self, taken: list[str]) -> str:
@@ -421,7 +404,7 @@ class _GemmaCompiler:
         return f'({one} | {part} (":" {part})+)'
 
     def _extras(
-        self, node: Obj, taken: list[str], scope: int, defs: dict[str, Node], path: str
+        self, node: ir.Obj, taken: list[str], scope: int, defs: dict[str, ir.Node], path: str
     ) -> str | None:
         """Rule for one ``key:value`` pair of a key not in ``properties`` (None when none is allowed)."""
         excl = " | ".join(_lark_str(k) for k in taken)
@@ -432,7 +415,7 @@ class _GemmaCompiler:
             raise SchemaError("patternProperties", "", "more than 4 patternProperties are not supported")
         # Partition keys by the set of patterns they match: their value must satisfy all of those schemas.
         for mask in range(1, 1 << len(pats)):
-            sub: Node = AnyNode()
+            sub: ir.Node = ir.AnyNode()
             rx_parts = [f"/{KEY_REGEX}/"]
             for j, (rx, s) in enumerate(pats):
                 if mask >> j & 1:
@@ -440,14 +423,14 @@ class _GemmaCompiler:
                     sub = _intersect_simple(sub, s)
                 else:
                     rx_parts.append(f"~/{rx}/")
-            if isinstance(sub, Never):
+            if isinstance(sub, ir.Never):
                 continue
             key = self.term("(" + " & ".join(rx_parts) + not_taken + ') ":"')
             alts.append(f"{key} {self.value(sub, scope, defs, f'{path}/patternProperties')}")
         additional = node.additional
         if additional is None:
-            additional = AnyNode() if self.additional_default else Never("additionalProperties")
-        if not isinstance(additional, Never):
+            additional = ir.AnyNode() if self.additional_default else ir.Never("additionalProperties")
+        if not isinstance(additional, ir.Never):
             if pats:
                 rx_parts = [f"/{KEY_REGEX}/"] + [f"~/{rx}/" for rx, _ in pats]
                 key = self.term("(" + " & ".join(rx_parts) + not_taken + ') ":"')
@@ -491,7 +474,7 @@ def _rep(expr: str, lo: int, hi: int | None) -> str:
     return f"({expr}){{{lo},{hi}}}"
 
 
-def _intersect_simple(a: Node, b: Node) -> Node:
+def _intersect_simple(a: ir.Node, b: ir.Node) -> ir.Node:
     """Intersection used for overlapping patternProperties (full IR intersection via a throwaway builder)."""
     from model.constraints.schema import _Builder
 

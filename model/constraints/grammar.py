@@ -45,26 +45,13 @@ from typing import Any
 
 from model.constraints.gemma_lark import MAX_GRAMMAR_CHARS, SYNTAXES, TOOL_CHOICES, _GemmaCompiler, _lark_str
 from model.constraints.schema import (
-    IR,
-    AnyNode,
-    AnyOf,
-    Arr,
-    Bool,
-    Lit,
-    Never,
-    Node,
-    Null,
-    Num,
-    Obj,
-    Ref,
     SchemaError,
-    Str,
     ToolSpec,
     build_ir,
     cached_ir,
     canonical,
+    ir,
     normalize_tool,
-    object_part,
     pattern_matches,
 )
 
@@ -73,7 +60,7 @@ from model.constraints.schema import (
 # ----------------------------------------------------------------------------------------------------------
 
 
-def ir_to_json_schema(node: Node, *, additional_default: bool, ref_prefix: str = "") -> Any:
+def ir_to_json_schema(node: ir.Node, *, additional_default: bool, ref_prefix: str = "") -> Any:
     """Write IR back as plain JSON Schema (no ``allOf``/``oneOf``; ``additionalProperties`` explicit).
 
     Args:
@@ -85,20 +72,20 @@ def ir_to_json_schema(node: Node, *, additional_default: bool, ref_prefix: str =
         A JSON Schema (dict or bool) with the same instances as ``node``.
     """
 
-    def go(n: Node) -> Any:
-        if isinstance(n, AnyNode):
+    def go(n: ir.Node) -> Any:
+        if isinstance(n, ir.AnyNode):
             return True
-        if isinstance(n, Never):
+        if isinstance(n, ir.Never):
             return False
-        if isinstance(n, Null):
+        if isinstance(n, ir.Null):
             return {"type": "null"}
-        if isinstance(n, Bool):
+        if isinstance(n, ir.Bool):
             return {"type": "boolean"}
-        if isinstance(n, Lit):
+        if isinstance(n, ir.Lit):
             return {"const": n.value}
-        if isinstance(n, Num):
+        if isinstance(n, ir.Num):
             return n.json_schema()
-        if isinstance(n, Str):
+        if isinstance(n, ir.Str):
             out: dict[str, Any] = {"type": "string"}
             if n.min_len:
                 out["minLength"] = n.min_len
@@ -112,7 +99,7 @@ def ir_to_json_schema(node: Node, *, additional_default: bool, ref_prefix: str =
             if n.grounded:
                 out["x-grounded"] = True
             return out
-        if isinstance(n, Arr):
+        if isinstance(n, ir.Arr):
             out = {"type": "array"}
             if n.prefix:
                 out["prefixItems"] = [go(x) for x in n.prefix]
@@ -122,7 +109,7 @@ def ir_to_json_schema(node: Node, *, additional_default: bool, ref_prefix: str =
             if n.max_items is not None:
                 out["maxItems"] = n.max_items
             return out
-        if isinstance(n, Obj):
+        if isinstance(n, ir.Obj):
             props = {k: go(v) for k, v in n.props}
             for r in n.required_only():
                 matched = [sub for p, sub in n.pattern_props if pattern_matches(p, r)]
@@ -139,9 +126,9 @@ def ir_to_json_schema(node: Node, *, additional_default: bool, ref_prefix: str =
             if n.max_props is not None:
                 out["maxProperties"] = n.max_props
             return out
-        if isinstance(n, AnyOf):
+        if isinstance(n, ir.AnyOf):
             return {"anyOf": [go(o) for o in n.options]}
-        if isinstance(n, Ref):
+        if isinstance(n, ir.Ref):
             return {"$ref": f"#/$defs/{ref_prefix}{n.name}"}
         raise TypeError(f"unknown IR node {n!r}")  # pragma: no cover
 
@@ -167,12 +154,12 @@ _CACHE_LOCK = threading.Lock()
 _CACHE_SIZE = 256
 
 
-def _tool_ir(spec: ToolSpec, additional_default: bool) -> IR:
-    ir = cached_ir(canonical(spec.parameters), additional_default)
-    root = object_part(ir.root, ir.defs)
-    if isinstance(root, Never):
+def _tool_ir(spec: ToolSpec, additional_default: bool) -> ir.IR:
+    compiled = cached_ir(canonical(spec.parameters), additional_default)
+    root = ir.object_part(compiled.root, compiled.defs)
+    if isinstance(root, ir.Never):
         raise SchemaError("type", "", f"tool {spec.name!r}: parameters must describe a JSON object")
-    return IR(root, ir.defs, ir.paths)
+    return ir.IR(root, compiled.defs, compiled.paths)
 
 
 def _choice_key(tool_choice: Any) -> str:
@@ -353,10 +340,10 @@ def _gemma_calls(
     comp = _GemmaCompiler(additional, grounding)
     alts = []
     for i, spec in enumerate(specs):
-        ir = _tool_ir(spec, additional)
-        comp.def_paths[i] = ir.paths
+        compiled = _tool_ir(spec, additional)
+        comp.def_paths[i] = compiled.paths
         try:
-            body = comp.value(ir.root, i, ir.defs)
+            body = comp.value(compiled.root, i, compiled.defs)
         except SchemaError as e:
             message = str(e).rsplit(" (keyword ", 1)[0]  # the new error names keyword and path again
             raise SchemaError(e.keyword, e.path, f"tool {spec.name!r}: {message}") from None
@@ -369,10 +356,10 @@ def _json_calls(specs: list[ToolSpec], additional: bool) -> tuple[str, dict[str,
     options = []
     all_defs: dict[str, Any] = {}
     for i, spec in enumerate(specs):
-        ir = _tool_ir(spec, additional)
+        compiled = _tool_ir(spec, additional)
         prefix = f"t{i}_"
-        args = ir_to_json_schema(ir.root, additional_default=additional, ref_prefix=prefix)
-        for name, node in ir.defs.items():
+        args = ir_to_json_schema(compiled.root, additional_default=additional, ref_prefix=prefix)
+        for name, node in compiled.defs.items():
             all_defs[prefix + name] = ir_to_json_schema(
                 node, additional_default=additional, ref_prefix=prefix
             )
@@ -466,10 +453,10 @@ def response_format_grammar(schema: Any | None, *, strict: bool = True, allow_th
     if schema is None:
         json_schema: Any = {"type": "object"}
     else:
-        ir = build_ir(schema, additional_properties=not strict)
-        json_schema = ir_to_json_schema(ir.root, additional_default=not strict)
-        if ir.defs:
-            defs = {k: ir_to_json_schema(v, additional_default=not strict) for k, v in ir.defs.items()}
+        compiled = build_ir(schema, additional_properties=not strict)
+        json_schema = ir_to_json_schema(compiled.root, additional_default=not strict)
+        if compiled.defs:
+            defs = {k: ir_to_json_schema(v, additional_default=not strict) for k, v in compiled.defs.items()}
             json_schema = {**json_schema, "$defs": defs} if isinstance(json_schema, dict) else json_schema
     if isinstance(json_schema, dict):
         json_schema = {**json_schema, "x-guidance": {"whitespace_flexible": False}}
@@ -491,10 +478,10 @@ def value_grammar(schema: Any, *, additional_properties: bool = True) -> str:
     Raises:
         SchemaError: unsupported keyword or unsatisfiable schema.
     """
-    ir = build_ir(schema, additional_properties=additional_properties)
+    compiled = build_ir(schema, additional_properties=additional_properties)
     comp = _GemmaCompiler(additional_properties)
-    comp.def_paths[0] = ir.paths
-    body = comp.value(ir.root, 0, ir.defs)
+    comp.def_paths[0] = compiled.paths
+    body = comp.value(compiled.root, 0, compiled.defs)
     out = [f"start: {body}", *(f"{k}: {v}" for k, v in comp.rules.items())]
     out += [f"{k}: {v}" for k, v in comp.terms.items()]
     return "\n".join(out) + "\n"

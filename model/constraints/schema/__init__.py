@@ -9,7 +9,7 @@ Every schema is also compiled to the IR below, so an unsupported keyword or an u
 Compile work is bounded (:data:`MAX_COMPILE_STEPS` here, ``MAX_GRAMMAR_CHARS`` for the grammar text): a schema
 past the bound is refused the same way, so registering a tool never hangs.
 
-The IR (:class:`Node` subclasses) is what the grammar compilers in :mod:`model.constraints.grammar` consume:
+The IR (the ``Node`` subclasses of :mod:`model.constraints.schema.ir`, reached as ``schema.ir``) is what the grammar compilers in :mod:`model.constraints.grammar` consume:
 ``allOf`` and sibling keywords are intersected, ``oneOf`` becomes ``anyOf`` when its branches are provably
 disjoint, ``enum``/``const`` become literals, patterns are translated from ECMA-262 to llguidance's regex
 syntax with JSON Schema's search semantics made explicit. Recursive ``$ref`` cycles stay as :class:`Ref` nodes
@@ -19,63 +19,27 @@ in schema order, ``uniqueItems``/``not``/``if``/``contains``/``dependencies``/``
 string formats are rejected, integers are written without a fraction.
 """
 
+from model.constraints.schema import ir
 from model.constraints.schema.algebra import MAX_COMPILE_STEPS
 from model.constraints.schema.build import _Builder, build_ir, cached_ir
 from model.constraints.schema.errors import SchemaError
-from model.constraints.schema.ir import (
-    IR,
-    AnyNode,
-    AnyOf,
-    Arr,
-    Bool,
-    Lit,
-    Never,
-    Node,
-    Null,
-    Num,
-    Obj,
-    OneOf,
-    Ref,
-    Str,
-    any_of,
-    literal,
-    make_arr,
-    object_part,
-)
 from model.constraints.schema.normalize import drop_titles, normalize_schema
 from model.constraints.schema.regex import FORMATS, pattern_matches, pattern_to_regex
 from model.constraints.schema.spec import ToolSpec, canonical, normalize_tool
 
 __all__ = [
     "FORMATS",
-    "IR",
     "MAX_COMPILE_STEPS",
-    "AnyNode",
-    "AnyOf",
-    "Arr",
-    "Bool",
-    "Lit",
-    "Never",
-    "Node",
-    "Null",
-    "Num",
-    "Obj",
-    "OneOf",
-    "Ref",
     "SchemaError",
-    "Str",
     "ToolSpec",
     "_Builder",
-    "any_of",
     "build_ir",
     "cached_ir",
     "canonical",
     "drop_titles",
-    "literal",
-    "make_arr",
+    "ir",
     "normalize_schema",
     "normalize_tool",
-    "object_part",
     "pattern_matches",
     "pattern_to_regex",
 ]
