@@ -93,6 +93,32 @@ def _calls(result: Any) -> list[Any]:
     return [rec for step in result.steps for rec in step.tool_calls]
 
 
+def _ask(agent: Any, question: str) -> tuple[Any, list[Any], Any]:
+    """Run one question (a run that ended in an error keeps its result): the result, its calls, the first."""
+    from agentkit.errors import AgentRunError
+
+    try:
+        r = agent.run(question)
+    except AgentRunError as exc:
+        r = exc.result
+    calls = _calls(r)
+    return r, calls, calls[0] if calls else None
+
+
+def _row(bot: str, question: str, r: Any, calls: list[Any], call_ok: bool, answer_ok: bool) -> dict[str, Any]:
+    """One question's record: its calls, answer, verdicts, fact counts and model time (seconds)."""
+    return {
+        "bot": bot,
+        "question": question,
+        "calls": [(c.name, c.arguments) for c in calls],
+        "answer": r.answer,
+        "call_ok": call_ok,
+        "answer_ok": answer_ok,
+        "facts": fact_counts(r.answer, calls),
+        "model_seconds": r.timing.model_seconds,
+    }
+
+
 def main(argv: list[str] | None = None) -> int:
     """Run the questions; print the transcript and rates (or one JSON object); return the exit code."""
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
@@ -108,7 +134,6 @@ def main(argv: list[str] | None = None) -> int:
 
     from agentkit.backends import make_backend
     from agentkit.bundle import load_bundle
-    from agentkit.errors import AgentRunError
     from tools import code_search, weather
 
     torch.set_num_threads(a.threads)
@@ -127,12 +152,7 @@ def main(argv: list[str] | None = None) -> int:
     try:
         agent = load_bundle(ROOT / "examples" / "code_search" / "bundle.yaml").make_agent(backend=backend)
         for q, name, kind in CODE_QUESTIONS[:n]:
-            try:
-                r = agent.run(q)
-            except AgentRunError as exc:
-                r = exc.result
-            calls = _calls(r)
-            first = calls[0] if calls else None
+            r, calls, first = _ask(agent, q)
             call_ok = bool(
                 first
                 and first.name == "find_definition"
@@ -143,18 +163,7 @@ def main(argv: list[str] | None = None) -> int:
             if first is not None and isinstance(first.result, dict) and first.result.get("matches"):
                 path = first.result["matches"][0]["path"]
             answer_ok = bool(call_ok and path and r.answer and path in r.answer)
-            rows.append(
-                {
-                    "bot": "code_search",
-                    "question": q,
-                    "calls": [(c.name, c.arguments) for c in calls],
-                    "answer": r.answer,
-                    "call_ok": call_ok,
-                    "answer_ok": answer_ok,
-                    "facts": fact_counts(r.answer, calls),
-                    "model_seconds": r.timing.model_seconds,
-                }
-            )
+            rows.append(_row("code_search", q, r, calls, call_ok, answer_ok))
     finally:
         code_search.set_root(None)
 
@@ -162,12 +171,7 @@ def main(argv: list[str] | None = None) -> int:
     try:
         agent = load_bundle(ROOT / "examples" / "weather" / "bundle.yaml").make_agent(backend=backend)
         for q, tool_name, place, extra in WEATHER_QUESTIONS[:n]:
-            try:
-                r = agent.run(q)
-            except AgentRunError as exc:
-                r = exc.result
-            calls = _calls(r)
-            first = calls[0] if calls else None
+            r, calls, first = _ask(agent, q)
             args = dict(first.arguments) if first else {}
             call_ok = bool(
                 first
@@ -185,18 +189,7 @@ def main(argv: list[str] | None = None) -> int:
                     else (res.get("days") or [{}])[0].get("temperature_max")
                 )
             answer_ok = bool(call_ok and temp is not None and r.answer and str(temp) in r.answer)
-            rows.append(
-                {
-                    "bot": "weather",
-                    "question": q,
-                    "calls": [(c.name, c.arguments) for c in calls],
-                    "answer": r.answer,
-                    "call_ok": call_ok,
-                    "answer_ok": answer_ok,
-                    "facts": fact_counts(r.answer, calls),
-                    "model_seconds": r.timing.model_seconds,
-                }
-            )
+            rows.append(_row("weather", q, r, calls, call_ok, answer_ok))
     finally:
         weather.set_client(None)
 

@@ -32,33 +32,10 @@ def tiny_corpus() -> list[str]:
     return lines
 
 
-def tiny_config(
-    vocab_size: int = 512,
-    hidden_size: int = 64,
-    num_layers: int = 2,
-    num_heads: int = 2,
-    num_kv_heads: int = 1,
-    head_dim: int = 32,
-    canvas_length: int = 16,
-    num_experts: int = 1,
-    top_k_experts: int = 1,
-    max_position_embeddings: int = 4096,
-    sliding_window: int = 128,
-) -> Any:
-    """A small random-weight test configuration (see :func:`model.config.small_config`)."""
-    return small_config(
-        vocab_size,
-        hidden_size,
-        num_layers,
-        num_heads=num_heads,
-        num_kv_heads=num_kv_heads,
-        head_dim=head_dim,
-        canvas_length=canvas_length,
-        num_experts=num_experts,
-        top_k_experts=top_k_experts,
-        max_position_embeddings=max_position_embeddings,
-        sliding_window=sliding_window,
-    )
+def tiny_config(vocab_size: int = 512, hidden_size: int = 64, num_layers: int = 2, **kwargs: Any) -> Any:
+    """A small random-weight test configuration: :func:`model.config.small_config` with test defaults (vocabulary
+    512, hidden 64, 2 layers); ``kwargs`` are its keywords (``canvas_length=``, ``num_heads=``...)."""
+    return small_config(vocab_size, hidden_size, num_layers, **kwargs)
 
 
 def tiny_train_config(**overrides: Any) -> Any:
@@ -202,26 +179,21 @@ def synthetic_tokenizer(vocab_size: int = 262_144) -> Any:
     merges: list[tuple[str, str]] = []
     base = [c for c in "etaoinshrdlcumwfgypbvkjxqzETAOINSHRDLCUMWFGYPBVKJXQZ0123456789_:{},.\"'Ġ-()[]/=<>"]
     base = [c for c in base if c in vocab]
-    level2 = []
-    for a in base:
-        for b in base:
-            if len(vocab) >= vocab_size:
-                break
-            tok = a + b
-            if tok not in vocab:
-                vocab[tok] = len(vocab)
-                merges.append((a, b))
-                level2.append(tok)
-    for ab in level2:
-        for c in base:
-            if len(vocab) >= vocab_size:
-                break
-            tok = ab + c
-            if tok not in vocab:
-                vocab[tok] = len(vocab)
-                merges.append((ab, c))
-        if len(vocab) >= vocab_size:
-            break
+    level2: list[str] = []
+
+    def add_merges(lefts: list[str], out: list[str] | None) -> None:
+        for a in lefts:
+            for b in base:
+                if len(vocab) >= vocab_size:
+                    return
+                if a + b not in vocab:
+                    vocab[a + b] = len(vocab)
+                    merges.append((a, b))
+                    if out is not None:
+                        out.append(a + b)
+
+    add_merges(base, level2)
+    add_merges(level2, None)
     if len(vocab) < vocab_size:
         raise ValueError(f"synthetic scheme reaches only {len(vocab)} tokens < {vocab_size}")
     bpe = Tokenizer(models.BPE(vocab=vocab, merges=merges))
