@@ -6,28 +6,12 @@ import json
 
 import httpx
 import pytest
+from openai_fakes import completion
 from sample_tools import add, get_weather
 
 from agentkit import Agent
 from agentkit.backends.openai import OpenAIBackend, decode_arguments
 from agentkit.errors import BackendError
-
-
-def completion(*, content=None, tool_calls=None, reasoning=None, usage=(10, 5)):
-    msg = {"role": "assistant", "content": content}
-    if tool_calls is not None:
-        msg["tool_calls"] = [
-            {"id": cid, "type": "function", "function": {"name": name, "arguments": args}}
-            for cid, name, args in tool_calls
-        ]
-    if reasoning is not None:
-        msg["reasoning_content"] = reasoning
-    return {
-        "id": "x",
-        "object": "chat.completion",
-        "choices": [{"index": 0, "message": msg, "finish_reason": "stop"}],
-        "usage": {"prompt_tokens": usage[0], "completion_tokens": usage[1]},
-    }
 
 
 class FakeServer:

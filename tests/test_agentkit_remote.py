@@ -9,29 +9,13 @@ from datetime import datetime
 import httpx
 import llguidance
 import pytest
+from openai_fakes import completion
 from sample_tools import add, get_weather
 
 from agentkit import Agent, ChatSession, Tool, ToolCallFormatError, tool
 from agentkit.backends.openai import OpenAIBackend
 from agentkit.backends.textcalls import recover_calls, split_thinking
 from agentkit.tools import grammar_format_checker
-
-
-def completion(*, content=None, tool_calls=None, reasoning=None, reasoning_key="reasoning_content"):
-    msg = {"role": "assistant", "content": content}
-    if tool_calls is not None:
-        msg["tool_calls"] = [
-            {"id": cid, "type": "function", "function": {"name": name, "arguments": args}}
-            for cid, name, args in tool_calls
-        ]
-    if reasoning is not None:
-        msg[reasoning_key] = reasoning
-    return {
-        "id": "x",
-        "object": "chat.completion",
-        "choices": [{"index": 0, "message": msg, "finish_reason": "stop"}],
-        "usage": {"prompt_tokens": 10, "completion_tokens": 5},
-    }
 
 
 class FakeServer:

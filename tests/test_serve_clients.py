@@ -9,14 +9,7 @@ import json
 import httpx
 import jsonschema
 import pytest
-from serve_helpers import ADD, ROOT, WEATHER, load_test_engine, running_server
-
-
-@pytest.fixture(scope="module")
-def engine():
-    eng = load_test_engine()
-    yield eng
-    eng.close(wait=False)
+from serve_helpers import ADD, ROOT, WEATHER, running_server
 
 
 @pytest.fixture(scope="module")

@@ -14,20 +14,13 @@ import time
 import httpx
 import jsonschema
 import pytest
-from serve_helpers import CHECKPOINT, ROOT, WEATHER, load_test_engine, running_server
+from serve_helpers import CHECKPOINT, ROOT, WEATHER, running_server
 
 MODEL = "agentkit-tiny"
 LONG = {  # a JSON string the model keeps writing until the token budget closes it: many canvases
     "type": "json_schema",
     "json_schema": {"name": "s", "schema": {"type": "object", "properties": {"s": {"type": "string"}}}},
 }
-
-
-@pytest.fixture(scope="module")
-def engine():
-    eng = load_test_engine()
-    yield eng
-    eng.close(wait=False)
 
 
 @pytest.fixture(scope="module")
