@@ -42,7 +42,7 @@ from agentkit.bundle_tools import (
     placeholders,
 )
 from agentkit.errors import BundleError, BundleIssue, ToolDefinitionError
-from agentkit.tool_schema import grounded_keyword
+from agentkit.tool_schema import grounded_keyword, misspelt_keywords
 from agentkit.tools import DEFAULT_RETRIES, DEFAULT_TIMEOUT_S, Tool
 
 if TYPE_CHECKING:
@@ -431,6 +431,7 @@ class _Load:
         if isinstance(params, dict):
             bad: list[tuple[Path_, str]] = []
             params = grounded_keyword(params, bad)
+            bad += misspelt_keywords(params)
             for spot, why in bad:
                 self.add((*tp, "parameters", *spot), why)
             if bad:
@@ -451,9 +452,7 @@ class _Load:
             where = tuple(x for x in unsupported.path.split("/") if x)
             keyword = "grounded" if unsupported.keyword == "x-grounded" else unsupported.keyword  # as written
             at = (*tp, "parameters", *(int(x) if x.isdigit() else x for x in where), keyword)
-            why = str(unsupported).replace(
-                "keyword 'x-grounded'", "keyword 'grounded'"
-            )  # as the bundle spells it
+            why = str(unsupported).replace("'x-grounded'", "'grounded'")  # as the bundle spells it
             self.add(at, f"the tool-call constraint cannot enforce this schema: {why}")
             return None, False
         return params, True

@@ -54,6 +54,7 @@ from agentkit.tool_schema import (
     clean_schema,
     grammar_format_checker,
     mark_grounded,
+    misspelt_keywords,
     parse_docstring,
 )
 from tools.args import format_validation_error
@@ -312,6 +313,11 @@ class Tool:
             raise ToolDefinitionError(
                 f"tool {self.name!r}: parameters is not a valid JSON Schema at '{path}': {exc.message}"
             ) from exc
+        if typos := misspelt_keywords(schema):
+            (where, why), *_ = typos
+            raise ToolDefinitionError(
+                f"tool {self.name!r}: parameters at '{'/'.join(map(str, where))}': {why}"
+            )
         validator = validator_cls(schema, format_checker=grammar_format_checker())
         # Declared to the model exactly as written (a copy: later edits of the caller's dict do not leak in).
         self.parameters = copy.deepcopy(parameters)

@@ -9,9 +9,10 @@ than the denoising loop copies it (docs/TRAINING.md, "Bound values"), so a turn 
 
 1. encode the prompt once and label each token of the last user message (argmax over "none" and the declared
    parameters of every tool);
-2. the labelled tokens of each parameter form runs, widened to whole words (:func:`binding_runs`); a number
-   parameter keeps only the numbers its runs spell (:func:`typed_runs`); a parameter left with one run is
-   bound to its text;
+2. the labelled tokens of each parameter form runs, widened to whole words (:func:`binding_runs`); the
+   request's numbers are shared out one to one among each tool's labelled number parameters by the
+   classifier's posteriors (:func:`assign_numbers`); a number parameter keeps only the numbers its runs spell
+   (:func:`typed_runs`); a parameter left with one run is bound to its text;
 3. the turn's *constraint* (never the prompt the model reads) then follows the binding
    (:func:`pin_bound_values`):
 
@@ -27,8 +28,8 @@ than the denoising loop copies it (docs/TRAINING.md, "Bound values"), so a turn 
      (:func:`single_call`; several runs, as "in Berlin and in Paris", leave parallel calls open).
 
 The model still chooses between the tools left, which of them to call and every value the classifier left
-unbound. On the held-out split these rules took exact calls from 0.31 (values only) to 0.52
-(docs/TRAINING.md, "Experiment 2026-12-03 (4)" and "Experiment 2026-12-04").
+unbound. On the held-out split these rules took exact calls from 0.31 (values only) to 0.53
+(docs/TRAINING.md, "Experiment 2026-12-03 (4)", "Experiment 2026-12-04" and "(2)").
 Slot-filling taggers decide binding the same way, from per-token labels (Mesnil et al. 2015, "Using Recurrent
 Neural Networks for Slot Filling in Spoken Language Understanding").
 """
@@ -38,6 +39,7 @@ from __future__ import annotations
 import bisect
 import dataclasses
 import datetime
+import itertools
 import re
 from typing import Any
 
@@ -50,6 +52,8 @@ from model.declarations import declared_keys, last_user_span
 
 #: Schema keywords under which a parameter is never pinned: the constraint already fixes or shapes its value.
 _KEEP = frozenset({"const", "pattern", "format"})
+#: A number as the request spells it (``40``, ``-3``, ``2.5``).
+_NUMBER = re.compile(r"-?\d+(?:\.\d+)?")
 
 
 def bound_spans(
@@ -71,17 +75,112 @@ def single_call(runs: dict[tuple[str, str], list[str]]) -> bool:
     return bool(runs) and all(len(texts) == 1 for texts in runs.values())
 
 
+@dataclasses.dataclass(frozen=True)
+class Labelling:
+    """The binding classifier's reading of one prompt (:func:`label_request`).
+
+    Attributes:
+        prompt: the prompt text, the decoded pieces of its ``P`` tokens joined.
+        ends: ``[P]`` character offset in ``prompt`` where each token ends.
+        user: ``(start, end)`` character span of the last user message.
+        keys: the ``K`` declared parameters, ``(tool name, parameter, start, end)`` as
+            :func:`model.declarations.declared_keys` finds them.
+        logp: ``[P, 1 + K]`` float32 log-posteriors of every prompt token: column 0 "none", column ``k + 1``
+            ``keys[k]``.
+    """
+
+    prompt: str
+    ends: list[int]
+    user: tuple[int, int]
+    keys: list[tuple[str, str, int, int]]
+    logp: torch.Tensor
+
+    def token_at(self, ch: int) -> int:
+        """Index of the prompt token holding character ``ch``."""
+        return bisect.bisect_right(self.ends, ch)
+
+    def _span(self, run: list[int]) -> str:
+        """The request text of token run ``run``, widened to whole words and stripped."""
+        (lo, hi), prompt = self.user, self.prompt
+        start = max(self.ends[run[0] - 1] if run[0] else 0, lo)
+        end = min(self.ends[run[-1]], hi)
+        while start > lo and prompt[start - 1].isalnum() and prompt[start].isalnum():
+            start -= 1
+        while end < hi and prompt[end].isalnum() and prompt[end - 1].isalnum():
+            end += 1
+        return prompt[start:end].strip()
+
+    def runs(self) -> dict[tuple[str, str], list[str]]:
+        """:func:`binding_runs`' result: the argmax label of each request token, grouped into runs of
+        consecutive tokens per parameter, each run's text once, in request order."""
+        first, last = self.token_at(self.user[0]), self.token_at(self.user[1] - 1)
+        labels = self.logp.argmax(-1).tolist()
+        out: dict[tuple[str, str], list[str]] = {}
+        for k, (tool, name, _, _) in enumerate(self.keys):
+            toks = [i for i in range(first, last + 1) if labels[i] == k + 1]
+            runs = [[t] for t in toks[:1]]
+            for t in toks[1:]:
+                runs[-1].append(t) if t == runs[-1][-1] + 1 else runs.append([t])
+            texts = list(dict.fromkeys(t for t in map(self._span, runs) if t))
+            if texts:
+                out[(tool, name)] = texts
+        return out
+
+    def numbers(self) -> list[tuple[str, list[int]]]:
+        """The numbers the request spells as words of their own (not ``x2``), in order: their text and the
+        indexes of the tokens that hold them."""
+        (lo, hi), prompt = self.user, self.prompt
+        out = []
+        for m in _NUMBER.finditer(prompt, lo, hi):
+            a, b = m.span()
+            if (a > lo and prompt[a - 1].isalpha()) or (b < hi and prompt[b].isalpha()):
+                continue
+            out.append((m.group(), sorted({self.token_at(c) for c in range(a, b)})))
+        return out
+
+
+def label_request(
+    model: Any, tokenizer: Any, input_ids: list[int], tools: list[dict[str, Any]]
+) -> Labelling | None:
+    """Label every token of the prompt with the binding classifier (one encoder pass over its ``P`` tokens).
+
+    Args:
+        model: a checkpoint with a copy head (``model.copy_model.DiffusionGemmaWithCopyHead``).
+        tokenizer: its tokenizer.
+        input_ids: the turn's prompt ids (:meth:`model.chat.ChatModel.encode`).
+        tools: the OpenAI-style tools rendered in that prompt, in order.
+
+    Returns:
+        The :class:`Labelling`, or ``None`` for a model without a copy head, no tools, no user message, or a
+        prompt that holds no declaration verbatim.
+    """
+    head = getattr(model, "copy_head", None)
+    if head is None or not tools or not input_ids:
+        return None
+    pieces = [tokenizer.decode([i]) for i in input_ids]
+    ends = list(itertools.accumulate(len(p) for p in pieces))
+    prompt = "".join(pieces)
+    keys = declared_keys(prompt, tools)
+    user = last_user_span(prompt)
+    if not keys or user is None or user[0] >= user[1]:
+        return None
+    ids = torch.tensor([input_ids], dtype=torch.long, device=model.device)
+    with torch.no_grad():
+        hidden = hf.encoder_states(model, ids)
+        memory = head.new_memory(ids, hidden)
+        decl = hidden[:, [bisect.bisect_right(ends, end - 1) for (_, _, _, end) in keys]]
+        logits = head.binding_logits(memory.keys[:, : len(input_ids)], decl)[0]
+    return Labelling(prompt, ends, user, keys, logits.float().log_softmax(-1))
+
+
 def binding_runs(
     model: Any, tokenizer: Any, input_ids: list[int], tools: list[dict[str, Any]]
 ) -> dict[tuple[str, str], list[str]]:
     """The runs of request words the binding classifier labels with each declared parameter.
 
     Args:
-        model: a checkpoint with a copy head (``model.copy_model.DiffusionGemmaWithCopyHead``); another model
-            gives ``{}``.
-        tokenizer: its tokenizer.
-        input_ids: the turn's prompt ids (:meth:`model.chat.ChatModel.encode`), ``P`` tokens.
-        tools: the OpenAI-style tools rendered in that prompt, in order.
+        model, tokenizer, input_ids, tools: as in :func:`label_request`; a model without a copy head gives
+            ``{}``.
 
     Returns:
         ``{(tool name, parameter): [text, ...]}``: the texts of the contiguous runs of request tokens labelled
@@ -89,54 +188,8 @@ def binding_runs(
         token are left out, as are tools whose declaration the prompt does not hold verbatim. One encoder pass
         over the ``P`` prompt tokens.
     """
-    head = getattr(model, "copy_head", None)
-    if head is None or not tools or not input_ids:
-        return {}
-    pieces = [tokenizer.decode([i]) for i in input_ids]
-    ends: list[int] = []
-    total = 0
-    for p in pieces:
-        total += len(p)
-        ends.append(total)
-    prompt = "".join(pieces)
-    keys = declared_keys(prompt, tools)
-    user = last_user_span(prompt)
-    if not keys or user is None or user[0] >= user[1]:
-        return {}
-
-    def token_at(ch: int) -> int:
-        return bisect.bisect_right(ends, ch)
-
-    ids = torch.tensor([input_ids], dtype=torch.long, device=model.device)
-    with torch.no_grad():
-        hidden = hf.encoder_states(model, ids)
-        memory = head.new_memory(ids, hidden)
-        decl = hidden[:, [token_at(end - 1) for (_, _, _, end) in keys]]
-        labels = head.binding_logits(memory.keys[:, : len(input_ids)], decl)[0].argmax(-1).tolist()
-    first, last = token_at(user[0]), token_at(user[1] - 1)
-    out: dict[tuple[str, str], list[str]] = {}
-    for k, (tool, name, _, _) in enumerate(keys):
-        toks = [i for i in range(first, last + 1) if labels[i] == k + 1]
-        runs = [[t] for t in toks[:1]]
-        for t in toks[1:]:
-            runs[-1].append(t) if t == runs[-1][-1] + 1 else runs.append([t])
-        texts = []
-        for run in runs:
-            start = max(ends[run[0] - 1] if run[0] else 0, user[0])
-            end = min(ends[run[-1]], user[1])
-            while start > user[0] and prompt[start - 1].isalnum() and prompt[start].isalnum():
-                start -= 1
-            while end < user[1] and prompt[end].isalnum() and prompt[end - 1].isalnum():
-                end += 1
-            text = prompt[start:end].strip()
-            if text and text not in texts:
-                texts.append(text)
-        if texts:
-            out[(tool, name)] = texts
-    return out
-
-
-_NUMBER = re.compile(r"-?\d+(?:\.\d+)?")
+    labelling = label_request(model, tokenizer, input_ids, tools)
+    return {} if labelling is None else labelling.runs()
 
 
 def typed_runs(runs: dict[tuple[str, str], list[str]], specs: list[Any]) -> dict[tuple[str, str], list[str]]:
@@ -172,6 +225,59 @@ def typed_runs(runs: dict[tuple[str, str], list[str]], specs: list[Any]) -> dict
             found = [n for t in texts for n in _NUMBER.findall(t) if kind == "number" or "." not in n]
             texts = list(dict.fromkeys(found)) or texts
         out[key] = texts
+    return out
+
+
+def assign_numbers(
+    runs: dict[tuple[str, str], list[str]], specs: list[Any], labelling: Labelling
+) -> dict[tuple[str, str], list[str]]:
+    """``runs`` with the request's numbers shared out among each tool's number parameters by the classifier's
+    posteriors: a greedy one-to-one assignment.
+
+    The argmax labels leave a number parameter on several numbers or on words only ("the greatest common
+    divisor of 40 and 50": ``num1`` on "greatest, common, two, 40", ``num2`` on "50" and "numbers"), though
+    the posteriors still rank the numbers. Within each tool, every ``integer`` or ``number`` top-level
+    parameter (without an ``enum``) that the labels put on some request word takes part; each (parameter,
+    number) pair scores the highest log-posterior of the parameter over the number's tokens; pairs are taken
+    best first, each parameter and each number at most once (an integer parameter takes whole numbers only).
+    A parameter that gets a number is bound to it alone; the others keep their runs. Greedy assignment as in
+    slot filling with one value per slot; on the held-out split and BFCL see docs/TRAINING.md, "Experiment
+    2026-12-04 (2)".
+
+    Args:
+        runs: :func:`binding_runs`' result, ``{(tool name, parameter): [text, ...]}`` (not modified).
+        specs: the turn's ``model.constraints.schema.ToolSpec`` list (types after normalisation: BFCL's
+            ``float`` is ``number``).
+        labelling: the same prompt's :class:`Labelling`.
+
+    Returns:
+        The same shape as ``runs``.
+    """
+    numbers = labelling.numbers()
+    column = {(tool, name): k + 1 for k, (tool, name, _, _) in enumerate(labelling.keys)}
+    out = dict(runs)
+    for spec in specs:
+        props = (spec.parameters or {}).get("properties")
+        if not isinstance(props, dict) or not numbers:
+            continue
+        pairs = []
+        for name, sub in props.items():
+            key = (spec.name, name)
+            if not isinstance(sub, dict) or key not in runs or key not in column or "enum" in sub:
+                continue
+            if sub.get("type") not in ("integer", "number"):
+                continue
+            for j, (text, toks) in enumerate(numbers):
+                if sub["type"] == "number" or "." not in text:
+                    score = float(labelling.logp[toks, column[key]].max())
+                    pairs.append((score, name, j, text))
+        done: set[str] = set()
+        used: set[int] = set()
+        for _, name, j, text in sorted(pairs, key=lambda p: -p[0]):
+            if name not in done and j not in used:
+                done.add(name)
+                used.add(j)
+                out[(spec.name, name)] = [text]
     return out
 
 

@@ -271,11 +271,14 @@ class ChatModel:
         Raises:
             model.constraints.schema.SchemaError: a tool's schema is unsupported (as the constraint would).
         """
-        from model.binding import binding_runs, pin_bound_values, single_call, typed_runs
+        from model.binding import assign_numbers, label_request, pin_bound_values, single_call, typed_runs
         from model.constraints.schema import normalize_tool
 
         normal = [normalize_tool(t) for t in specs]
-        runs = typed_runs(binding_runs(self.model, self.tokenizer, input_ids, tools), normal)
+        labelling = label_request(self.model, self.tokenizer, input_ids, tools)
+        if labelling is None:
+            return specs, True
+        runs = typed_runs(assign_numbers(labelling.runs(), normal, labelling), normal)
         spans = {key: texts[0] for key, texts in runs.items() if len(texts) == 1}
         if not spans:
             return specs, True

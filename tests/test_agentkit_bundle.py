@@ -544,6 +544,22 @@ ERROR_CASES = [
         "tools[0].parameters.properties.tags.uniqueItems",
         "keyword 'uniqueItems' is not supported",
     ),
+    (  # a misspelt keyword would go unenforced (JSON Schema ignores unknown keys): refused, naming the meant one
+        """
+        agentkit_bundle: 1
+        name: x
+        tools:
+          - name: t
+            parameters:
+              type: object
+              properties:
+                q: {type: string, maxLenght: 3}
+            sandbox: {code: "print(1)"}
+        """,
+        8,
+        "tools[0].parameters.properties.q.maxLenght",
+        "unknown keyword 'maxLenght': did you mean 'maxLength'?",
+    ),
 ]
 
 

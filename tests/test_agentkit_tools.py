@@ -14,6 +14,7 @@ from agentkit import Agent
 from agentkit.backends.embedded import EmbeddedBackend
 from agentkit.backends.scripted import ScriptedBackend
 from agentkit.errors import ToolDefinitionError
+from agentkit.tool_schema import misspelt_keywords
 from agentkit.tools import (
     Tool,
     ToolArgumentsError,
@@ -159,6 +160,27 @@ def test_explicit_args_model_receives_instance():
     assert asyncio.run(search.acall(v, ToolContext("search", "c", 0))) == ["x", "x"]
     with pytest.raises(ToolArgumentsError, match="limit: Input should be less than or equal to 50"):
         search.validate({"query": "x", "limit": 99})
+
+
+def test_a_misspelt_schema_keyword_is_refused_naming_the_keyword_meant():
+    params = {
+        "type": "object",
+        "properties": {"q": {"type": "string", "maxLenght": 3}, "maxLenght": {"type": "integer"}},
+        "requird": ["q"],
+    }
+    # a property *named* like a misspelling is a name, not a keyword; both keyword typos are found
+    assert misspelt_keywords(params) == [
+        (("requird",), "unknown keyword 'requird': did you mean 'required'?"),
+        (("properties", "q", "maxLenght"), "unknown keyword 'maxLenght': did you mean 'maxLength'?"),
+    ]
+    with pytest.raises(
+        ToolDefinitionError, match=r"tool 'f': parameters at 'requird': .*did you mean 'required'"
+    ):
+        Tool(lambda **k: k, name="f", parameters=params)
+    # keywords with other case or affixes, x- extensions and keys close to no keyword are annotations: kept
+    fine = {"type": "object", "properties": {"s": {"type": "string", "readonly": True, "_format": "email"}}}
+    assert misspelt_keywords({**fine, "x-maxLenght": 1, "frobnicate": 3, "@type": "Thing"}) == []
+    assert Tool(lambda **k: k, name="g", parameters={**fine, "frobnicate": 3}).name == "g"
 
 
 def test_json_schema_parameters_validated_with_jsonschema():

@@ -7,8 +7,17 @@ import functools
 import json
 
 import pytest
+import torch
 
-from model.binding import binding_runs, bound_spans, pin_bound_values, single_call, typed_runs
+from model.binding import (
+    Labelling,
+    assign_numbers,
+    binding_runs,
+    bound_spans,
+    pin_bound_values,
+    single_call,
+    typed_runs,
+)
 from model.constraints.schema import normalize_tool
 
 WEATHER = {
@@ -128,6 +137,47 @@ def test_typed_runs_keep_the_numbers_of_number_parameters():
     assert out[("get_current_weather", "units")] == ["in metric units", "Fahrenheit"]
     assert typed_runs({("read_file", "end_line"): ["two"]}, specs) == {("read_file", "end_line"): ["two"]}
     assert runs[("read_file", "ratio")] == ["about", "0.5"]  # the input is not modified
+
+
+def _labelling(pieces, scores):
+    """A Labelling over prompt tokens ``pieces`` (the first one outside the user message); ``scores`` maps
+    (token index, READ's parameter) to a log-posterior, every other entry -9."""
+    ends, total = [], 0
+    for piece in pieces:
+        total += len(piece)
+        ends.append(total)
+    keys = [("read_file", name, 0, 0) for name in ("path", "end_line", "ratio")]
+    logp = torch.full((len(pieces), 1 + len(keys)), -9.0)
+    for (i, name), value in scores.items():
+        logp[i, 1 + [k[1] for k in keys].index(name)] = value
+    return Labelling("".join(pieces), ends, (len(pieces[0]), total), keys, logp)
+
+
+def test_assign_numbers_shares_the_request_numbers_out_one_to_one_by_posterior():
+    pieces = ["<u>", "read", " 40", " lines", " at", " ratio", " 2", ".", "5", " from", " x2"]
+    lab = _labelling(
+        pieces, {(2, "end_line"): -0.1, (2, "ratio"): -0.5, (8, "ratio"): -1.0, (6, "end_line"): 0.0}
+    )
+    assert lab.numbers() == [("40", [2]), ("2.5", [6, 7, 8])]  # "x2" is part of a word, not a number
+    specs = [normalize_tool(READ)]
+    runs = {
+        ("read_file", "end_line"): ["lines"],
+        ("read_file", "ratio"): ["40", "2.5"],
+        ("read_file", "path"): ["x2"],
+    }
+    out = assign_numbers(runs, specs, lab)
+    # end_line scores highest on 2.5 but is an integer: it takes 40, so ratio takes 2.5 although it prefers 40
+    assert out[("read_file", "end_line")] == ["40"]
+    assert out[("read_file", "ratio")] == ["2.5"]
+    assert out[("read_file", "path")] == ["x2"]  # a string parameter keeps its runs
+    assert runs[("read_file", "ratio")] == ["40", "2.5"]  # the input is not modified
+    # a number parameter the labels put on no word (end_line here) takes no number; ratio still takes its best
+    alone = assign_numbers({("read_file", "ratio"): ["2.5"]}, specs, lab)
+    assert alone == {("read_file", "ratio"): ["40"]}
+    # with one number and two parameters, the better-scored pair wins and the other parameter keeps its runs
+    one = _labelling(["<u>", "read", " 40"], {(2, "end_line"): -2.0, (2, "ratio"): -0.2})
+    out = assign_numbers({("read_file", "end_line"): ["read"], ("read_file", "ratio"): ["x"]}, specs, one)
+    assert out == {("read_file", "end_line"): ["read"], ("read_file", "ratio"): ["40"]}
 
 
 def test_bound_spans_of_a_model_without_copy_head_is_empty():
