@@ -126,17 +126,39 @@ class Labelling:
                 out[(tool, name)] = texts
         return out
 
+    def names(self, parameter: str, j: int) -> bool:
+        """Whether the request names ``parameter`` right at its ``j``-th number (:meth:`numbers`): its words
+        (``initial_velocity`` -> "initial velocity") just before it, joined by ``=``, ``:``, "of", "is" or a
+        space ("a=1", "radius of 4", "initial velocity is 10"), or just after it ("7 days"). A name of one or
+        two letters counts only before ``=`` or ``:`` ("a" is also a word)."""
+        words = [w for w in re.split(r"[_\W]+", parameter) if w]
+        if not words:
+            return False
+        name = r"[\s_]+".join(map(re.escape, words))
+        text, (lo, hi) = self.prompt, self.user
+        a, b = self._number_spans()[j]
+        sep = r"\s*[=:]\s*" if len(parameter) <= 2 else r"(?:\s*[=:]\s*|\s+(?:of|is|=)\s+|\s+)"
+        before = re.search(rf"(?i)(?<![A-Za-z0-9]){name}{sep}$", text[max(lo, a - 60) : a])
+        after = len(parameter) > 2 and re.match(rf"(?i)\s+{name}(?![A-Za-z0-9])", text[b:hi])
+        return bool(before or after)
+
+    def _number_spans(self) -> list[tuple[int, int]]:
+        """Character spans of the request's numbers that are words of their own (not the ``2`` of ``x2``)."""
+        (lo, hi), prompt = self.user, self.prompt
+        spans = []
+        for m in _NUMBER.finditer(prompt, lo, hi):
+            a, b = m.span()
+            if not ((a > lo and prompt[a - 1].isalpha()) or (b < hi and prompt[b].isalpha())):
+                spans.append((a, b))
+        return spans
+
     def numbers(self) -> list[tuple[str, list[int]]]:
         """The numbers the request spells as words of their own (not ``x2``), in order: their text and the
         indexes of the tokens that hold them."""
-        (lo, hi), prompt = self.user, self.prompt
-        out = []
-        for m in _NUMBER.finditer(prompt, lo, hi):
-            a, b = m.span()
-            if (a > lo and prompt[a - 1].isalpha()) or (b < hi and prompt[b].isalpha()):
-                continue
-            out.append((m.group(), sorted({self.token_at(c) for c in range(a, b)})))
-        return out
+        return [
+            (self.prompt[a:b], sorted({self.token_at(c) for c in range(a, b)}))
+            for a, b in self._number_spans()
+        ]
 
 
 def label_request(
@@ -237,12 +259,14 @@ def assign_numbers(
     The argmax labels leave a number parameter on several numbers or on words only ("the greatest common
     divisor of 40 and 50": ``num1`` on "greatest, common, two, 40", ``num2`` on "50" and "numbers"), though
     the posteriors still rank the numbers. Within each tool, every ``integer`` or ``number`` top-level
-    parameter (without an ``enum``) that the labels put on some request word takes part; each (parameter,
-    number) pair scores the highest log-posterior of the parameter over the number's tokens; pairs are taken
-    best first, each parameter and each number at most once (an integer parameter takes whole numbers only).
-    A parameter that gets a number is bound to it alone; the others keep their runs. Greedy assignment as in
-    slot filling with one value per slot; on the held-out split and BFCL see docs/TRAINING.md, "Experiment
-    2026-12-04 (2)".
+    parameter (without an ``enum``) takes part that is required or that the labels put on some request word.
+    Each (parameter, number) pair is ranked first by what names it, then by its score, the highest
+    log-posterior of the parameter over the number's tokens: pairs the request names (:meth:`Labelling.names`:
+    "a=1", "radius of 4", "7 days") come first, then required parameters, then optional ones. Pairs are taken
+    in that order, each parameter and each number at most once (an integer parameter takes whole numbers
+    only). A parameter that gets a number is bound to it alone; the others keep their runs. Greedy
+    assignment as in slot filling with one value per slot; the figures on the held-out split and BFCL are in
+    docs/TRAINING.md, "Experiment 2026-12-04 (2)".
 
     Args:
         runs: :func:`binding_runs`' result, ``{(tool name, parameter): [text, ...]}`` (not modified).
@@ -260,20 +284,24 @@ def assign_numbers(
         props = (spec.parameters or {}).get("properties")
         if not isinstance(props, dict) or not numbers:
             continue
+        required = set(spec.parameters.get("required") or [])
         pairs = []
         for name, sub in props.items():
             key = (spec.name, name)
-            if not isinstance(sub, dict) or key not in runs or key not in column or "enum" in sub:
+            if not isinstance(sub, dict) or key not in column or "enum" in sub:
                 continue
             if sub.get("type") not in ("integer", "number"):
+                continue
+            if key not in runs and name not in required:
                 continue
             for j, (text, toks) in enumerate(numbers):
                 if sub["type"] == "number" or "." not in text:
                     score = float(labelling.logp[toks, column[key]].max())
-                    pairs.append((score, name, j, text))
+                    tier = 0 if labelling.names(name, j) else 1 if name in required else 2
+                    pairs.append((tier, -score, name, j, text))
         done: set[str] = set()
         used: set[int] = set()
-        for _, name, j, text in sorted(pairs, key=lambda p: -p[0]):
+        for _, _, name, j, text in sorted(pairs):
             if name not in done and j not in used:
                 done.add(name)
                 used.add(j)

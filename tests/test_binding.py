@@ -154,11 +154,11 @@ def _labelling(pieces, scores):
 
 
 def test_assign_numbers_shares_the_request_numbers_out_one_to_one_by_posterior():
-    pieces = ["<u>", "read", " 40", " lines", " at", " ratio", " 2", ".", "5", " from", " x2"]
+    pieces = ["<u>", "read", " 40", " lines", " at", " 2", ".", "5", " from", " x2"]
     lab = _labelling(
-        pieces, {(2, "end_line"): -0.1, (2, "ratio"): -0.5, (8, "ratio"): -1.0, (6, "end_line"): 0.0}
+        pieces, {(2, "end_line"): -0.1, (2, "ratio"): -0.5, (7, "ratio"): -1.0, (5, "end_line"): 0.0}
     )
-    assert lab.numbers() == [("40", [2]), ("2.5", [6, 7, 8])]  # "x2" is part of a word, not a number
+    assert lab.numbers() == [("40", [2]), ("2.5", [5, 6, 7])]  # "x2" is part of a word, not a number
     specs = [normalize_tool(READ)]
     runs = {
         ("read_file", "end_line"): ["lines"],
@@ -171,13 +171,38 @@ def test_assign_numbers_shares_the_request_numbers_out_one_to_one_by_posterior()
     assert out[("read_file", "ratio")] == ["2.5"]
     assert out[("read_file", "path")] == ["x2"]  # a string parameter keeps its runs
     assert runs[("read_file", "ratio")] == ["40", "2.5"]  # the input is not modified
-    # a number parameter the labels put on no word (end_line here) takes no number; ratio still takes its best
+    # an optional number parameter the labels put on no word (end_line here) takes no number
     alone = assign_numbers({("read_file", "ratio"): ["2.5"]}, specs, lab)
     assert alone == {("read_file", "ratio"): ["40"]}
     # with one number and two parameters, the better-scored pair wins and the other parameter keeps its runs
     one = _labelling(["<u>", "read", " 40"], {(2, "end_line"): -2.0, (2, "ratio"): -0.2})
     out = assign_numbers({("read_file", "end_line"): ["read"], ("read_file", "ratio"): ["x"]}, specs, one)
     assert out == {("read_file", "end_line"): ["read"], ("read_file", "ratio"): ["40"]}
+
+
+def test_assign_numbers_puts_a_number_the_request_names_first_then_required_parameters():
+    named = _labelling(["<u>", "ratio", " of", " 3", " and", " 40"], {(3, "ratio"): -5.0, (5, "ratio"): -0.1})
+    assert named.names("ratio", 0) and not named.names("ratio", 1) and not named.names("end_line", 0)
+    specs = [normalize_tool(READ)]
+    assert assign_numbers({("read_file", "ratio"): ["40"]}, specs, named) == {("read_file", "ratio"): ["3"]}
+    # a required number parameter takes part unlabelled, and before an optional one: it takes the better number
+    need = normalize_tool(
+        {
+            **READ,
+            "function": {
+                **READ["function"],
+                "parameters": {**READ["function"]["parameters"], "required": ["path", "end_line"]},
+            },
+        }
+    )
+    lab = _labelling(
+        ["<u>", "show", " 7", " and", " 9"],
+        {(2, "ratio"): -0.1, (2, "end_line"): -3.0, (4, "end_line"): -4.0},
+    )
+    out = assign_numbers({("read_file", "ratio"): ["7"]}, [need], lab)
+    assert out == {("read_file", "end_line"): ["7"], ("read_file", "ratio"): ["9"]}
+    one_letter = _labelling(["<u>", "a", " 5", " b", "=", "6"], {})
+    assert [one_letter.names("a", 0), one_letter.names("b", 1)] == [False, True]  # "a 5": an article, not a=5
 
 
 def test_bound_spans_of_a_model_without_copy_head_is_empty():
