@@ -42,7 +42,7 @@ from agentkit.bundle_tools import (
     placeholders,
 )
 from agentkit.errors import BundleError, BundleIssue, ToolDefinitionError
-from agentkit.tool_schema import grounded_keyword, misspelt_keywords
+from agentkit.tool_schema import grounded_keyword, misspelt_keywords, yaml_number_hint
 from agentkit.tools import DEFAULT_RETRIES, DEFAULT_TIMEOUT_S, Tool
 
 if TYPE_CHECKING:
@@ -446,7 +446,8 @@ class _Load:
         try:
             jsonschema.Draft202012Validator.check_schema(params)
         except jsonschema.SchemaError as exc:
-            self.add((*tp, "parameters", *exc.path), f"not a valid JSON Schema: {exc.message}")
+            why = f"not a valid JSON Schema: {exc.message}{yaml_number_hint(exc.instance)}"
+            self.add((*tp, "parameters", *exc.path), why)
             return None, False
         if self.checked and (unsupported := constraint_support_error(t["name"], params)) is not None:
             where = tuple(x for x in unsupported.path.split("/") if x)

@@ -208,3 +208,21 @@ def grammar_format_checker() -> Any:
 
 def _format_message(e: Any) -> str:
     return f"{'.'.join(str(p) for p in e.path) or '(arguments)'}: {e.message}"
+
+
+#: A number as YAML 1.1 (PyYAML) reads it as a *string*: an exponent without a dot or sign (``1e30``, ``2E-5``).
+_YAML_STRING_NUMBER = re.compile(r"[-+]?(\d+\.?\d*|\.\d+)[eE][-+]?\d+")
+
+
+def yaml_number_hint(value: Any) -> str:
+    """A hint for a schema value PyYAML read as a string though it was meant as a number: YAML 1.1 reads
+    ``1e30`` as the text ``'1e30'`` (its floats need a dot and a signed exponent, ``1.0e+30``). Returns
+    ``" (YAML reads 1e30 as a string: write 1.0e+30)"`` for such a value, ``""`` otherwise."""
+    if not isinstance(value, str) or not _YAML_STRING_NUMBER.fullmatch(value.strip()):
+        return ""
+    mantissa, _, exponent = value.strip().lower().partition("e")
+    if "." in mantissa and exponent[:1] in "+-":
+        return ""  # YAML 1.1's own spelling: quoted on purpose
+    mantissa = mantissa if "." in mantissa else mantissa + ".0"
+    exponent = exponent if exponent[:1] in "+-" else "+" + exponent
+    return f" (YAML reads {value} as a string: write {mantissa}e{exponent})"

@@ -560,6 +560,22 @@ ERROR_CASES = [
         "tools[0].parameters.properties.q.maxLenght",
         "unknown keyword 'maxLenght': did you mean 'maxLength'?",
     ),
+    (  # YAML 1.1 reads 1e30 as a string: the message says how to write the number
+        """
+        agentkit_bundle: 1
+        name: x
+        tools:
+          - name: t
+            parameters:
+              type: object
+              properties:
+                n: {type: number, minimum: 1e30}
+            sandbox: {code: "print(1)"}
+        """,
+        8,
+        "tools[0].parameters.properties.n.minimum",
+        "'1e30' is not of type 'number' (YAML reads 1e30 as a string: write 1.0e+30)",
+    ),
 ]
 
 

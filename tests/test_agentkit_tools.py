@@ -14,7 +14,7 @@ from agentkit import Agent
 from agentkit.backends.embedded import EmbeddedBackend
 from agentkit.backends.scripted import ScriptedBackend
 from agentkit.errors import ToolDefinitionError
-from agentkit.tool_schema import misspelt_keywords
+from agentkit.tool_schema import misspelt_keywords, yaml_number_hint
 from agentkit.tools import (
     Tool,
     ToolArgumentsError,
@@ -181,6 +181,14 @@ def test_a_misspelt_schema_keyword_is_refused_naming_the_keyword_meant():
     fine = {"type": "object", "properties": {"s": {"type": "string", "readonly": True, "_format": "email"}}}
     assert misspelt_keywords({**fine, "x-maxLenght": 1, "frobnicate": 3, "@type": "Thing"}) == []
     assert Tool(lambda **k: k, name="g", parameters={**fine, "frobnicate": 3}).name == "g"
+
+
+def test_yaml_number_hint_names_the_yaml_1_1_spelling_of_a_number_read_as_text():
+    assert yaml_number_hint("1e30") == " (YAML reads 1e30 as a string: write 1.0e+30)"
+    assert yaml_number_hint("2E-3") == " (YAML reads 2E-3 as a string: write 2.0e-3)"
+    assert yaml_number_hint("3.5e7") == " (YAML reads 3.5e7 as a string: write 3.5e+7)"
+    # real text, a number YAML already read as one, and YAML 1.1's own float spelling get no hint
+    assert [yaml_number_hint(v) for v in ("soon", "1e", 1e30, "1.0e+30")] == ["", "", "", ""]
 
 
 def test_json_schema_parameters_validated_with_jsonschema():
