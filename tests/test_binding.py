@@ -135,7 +135,14 @@ def test_typed_runs_keep_the_numbers_of_number_parameters():
     assert out[("read_file", "ratio")] == ["0.5"]
     assert out[("read_file", "path")] == ["notes", "a.md"]
     assert out[("get_current_weather", "units")] == ["in metric units", "Fahrenheit"]
-    assert typed_runs({("read_file", "end_line"): ["two"]}, specs) == {("read_file", "end_line"): ["two"]}
+    # a number parameter on one word keeps it (a mention: made required, the model writes the number);
+    # on several words and no number it is left out, not a parallel request
+    assert typed_runs({("read_file", "end_line"): ["tomorrow"]}, specs) == {
+        ("read_file", "end_line"): ["tomorrow"]
+    }
+    assert typed_runs(
+        {("read_file", "end_line"): ["two", "sides"], ("read_file", "path"): ["a.md"]}, specs
+    ) == {("read_file", "path"): ["a.md"]}
     assert runs[("read_file", "ratio")] == ["about", "0.5"]  # the input is not modified
 
 
@@ -159,6 +166,8 @@ def test_assign_numbers_shares_the_request_numbers_out_one_to_one_by_posterior()
         pieces, {(2, "end_line"): -0.1, (2, "ratio"): -0.5, (7, "ratio"): -1.0, (5, "end_line"): 0.0}
     )
     assert lab.numbers() == [("40", [2]), ("2.5", [5, 6, 7])]  # "x2" is part of a word, not a number
+    glued = _labelling(["<u>", " weighs", " 70", "kg", ",", " 1", ".", "75", "m", " tall"], {})
+    assert glued.numbers() == [("70", [2]), ("1.75", [5, 6, 7])]  # a number before its unit starts a word
     specs = [normalize_tool(READ)]
     runs = {
         ("read_file", "end_line"): ["lines"],
