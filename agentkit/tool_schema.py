@@ -183,8 +183,9 @@ def grammar_format_checker() -> Any:
     """A ``jsonschema.FormatChecker`` that checks exactly the string formats the tool-call grammar enforces.
 
     Each format of ``model.constraints.schema.FORMATS`` (date, time, date-time, duration, email, hostname,
-    ipv4, ipv6, uuid, uri; regexes written from the RFCs named there) is checked with the same regex the
-    grammar uses, as a full match, so a remote model's arguments are held to what the embedded model can
+    ipv4, ipv6, uuid, uri; regexes written from the RFCs named there) is checked with the same regexes the
+    grammar uses, as full matches, length limits included (``FORMAT_LIMITS``: an email's local part at most 64
+    characters), so a remote model's arguments are held to what the embedded model can
     produce. Other formats are not checked (a tool cannot declare them: registration refuses them). Values
     that are not strings pass (``format`` applies to strings only).
 
@@ -193,14 +194,13 @@ def grammar_format_checker() -> Any:
     """
     import jsonschema
 
-    from model.constraints.schema import FORMATS
+    from model.constraints.schema import FORMATS, format_matches
 
     checker = jsonschema.FormatChecker(formats=())
-    for fmt, rx in FORMATS.items():
-        compiled = re.compile(rx)
+    for fmt in FORMATS:
 
-        def check(value: Any, _rx: re.Pattern[str] = compiled) -> bool:
-            return not isinstance(value, str) or _rx.fullmatch(value) is not None
+        def check(value: Any, _fmt: str = fmt) -> bool:
+            return not isinstance(value, str) or format_matches(_fmt, value)
 
         checker.checks(fmt)(check)
     return checker

@@ -672,3 +672,39 @@ def test_parallel_tool_calls_false_allows_one_call_only(tok, ll, choice):
     assert accepts(ll, tok, single, one + sp.TOOL_RESPONSE_START, marked=True)
     assert not accepts(ll, tok, single, two + sp.TOOL_RESPONSE_START, marked=True)
     assert accepts(ll, tok, several, two + sp.TOOL_RESPONSE_START, marked=True)
+
+
+def test_email_and_hostname_values_end_within_their_rfc_length_limits(ll, tok):
+    """RFC 5321: an email's local part is at most 64 characters and the address 254; RFC 1035: a hostname is
+    at most 253. The grammar (Gemma syntax) and the remote-argument format checker hold both, so a value the
+    model writes cannot run on (a new user saw a 369-character email take 40-94 s)."""
+    from agentkit.tool_schema import grammar_format_checker
+    from model.constraints.schema import format_matches
+
+    g = tool_call_grammar(
+        [
+            tool(
+                {
+                    "type": "object",
+                    "properties": {"m": {"type": "string", "format": "email"}},
+                    "required": ["m"],
+                }
+            )
+        ],
+        "required",
+        "gemma",
+    )
+    label = "a" * 63
+    cases = {
+        "b" * 64 + "@example.com": True,
+        "b" * 65 + "@example.com": False,  # local part over 64
+        "bob@" + ".".join([label] * 3) + ".c": True,  # 197 characters
+        "bob@" + ".".join([label] * 4): False,  # 4 + 255 = 259 characters
+    }
+    checker = grammar_format_checker()
+    for address, ok in cases.items():
+        assert format_matches("email", address) is ok, (len(address), ok)
+        assert accepts(ll, tok, g, call_text("f", {"m": address}, "gemma"), marked=True) is ok, len(address)
+        assert checker.conforms(address, "email") is ok
+    assert format_matches("hostname", ".".join([label] * 4)) is False  # 255 characters
+    assert format_matches("hostname", ".".join([label] * 3) + ".ab") is True  # 195

@@ -10,7 +10,14 @@ import json
 from dataclasses import dataclass
 from typing import Any
 
-from model.constraints.schema import FORMATS, SchemaError, ir, pattern_matches, pattern_to_regex
+from model.constraints.schema import (
+    FORMAT_LIMITS,
+    FORMATS,
+    SchemaError,
+    ir,
+    pattern_matches,
+    pattern_to_regex,
+)
 
 SYNTAXES = ("gemma", "json")
 TOOL_CHOICES = ("auto", "required", "none")
@@ -237,7 +244,7 @@ class _GemmaCompiler:
         for p in node.patterns:
             parts.append(f"/{pattern_to_regex(p)}/")
         for f in node.formats:
-            parts.append(f"/{_lark_rx(FORMATS[f])}/")
+            parts += [f"/{_lark_rx(rx)}/" for rx in (FORMATS[f], *FORMAT_LIMITS.get(f, ()))]
         if node.grounded and self.grounding is not None:
             from model.constraints.grounding import MAX_GROUNDED_CHARS, grounding_regex
 

@@ -24,11 +24,18 @@ from model.constraints.schema.algebra import MAX_COMPILE_STEPS
 from model.constraints.schema.build import _Builder, build_ir, cached_ir
 from model.constraints.schema.errors import SchemaError
 from model.constraints.schema.normalize import drop_titles, normalize_schema
-from model.constraints.schema.regex import FORMATS, pattern_matches, pattern_to_regex
+from model.constraints.schema.regex import (
+    FORMAT_LIMITS,
+    FORMATS,
+    format_matches,
+    pattern_matches,
+    pattern_to_regex,
+)
 from model.constraints.schema.spec import ToolSpec, canonical, normalize_tool
 
 __all__ = [
     "FORMATS",
+    "FORMAT_LIMITS",
     "MAX_COMPILE_STEPS",
     "SchemaError",
     "ToolSpec",
@@ -37,6 +44,7 @@ __all__ = [
     "cached_ir",
     "canonical",
     "drop_titles",
+    "format_matches",
     "ir",
     "normalize_schema",
     "normalize_tool",

@@ -4,7 +4,6 @@ schemas at once), and the numeric helpers."""
 from __future__ import annotations
 
 import math
-import re
 from fractions import Fraction
 from typing import Any
 
@@ -27,7 +26,7 @@ from model.constraints.schema.ir import (
     any_of,
     make_arr,
 )
-from model.constraints.schema.regex import FORMATS, pattern_matches, pattern_to_regex
+from model.constraints.schema.regex import format_matches, pattern_matches, pattern_to_regex
 
 _MAX_INTERSECT_DEPTH = 60
 #: Bound on the work of compiling one schema to the IR, in steps: one subschema built, one enum value, one
@@ -346,7 +345,7 @@ class _Algebra:
             for p in node.patterns:
                 if pattern_matches(p, v) is False:
                     return False
-            return all(re.fullmatch(FORMATS[f], v) is not None for f in node.formats)
+            return all(format_matches(f, v) for f in node.formats)
         if isinstance(node, Arr):
             if not isinstance(v, list):
                 return False

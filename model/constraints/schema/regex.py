@@ -76,6 +76,22 @@ FORMATS: dict[str, str] = {
     "uri": _URI,
 }
 
+#: The length limits of the formats that have them, as extra regexes a value must also fully match (the
+#: tool-call grammar intersects them with the format's own, so a value the model writes ends in time):
+#: email RFC 5321 section 4.5.3.1 (local part at most 64 octets, a path at most 256 with its angle brackets,
+#: so 254 for the address), hostname RFC 1035 section 2.3.4 (253 characters written without the final dot).
+FORMAT_LIMITS: dict[str, tuple[str, ...]] = {
+    "email": ("[^@]{1,64}@[^@]+", "(?s:.{3,254})"),
+    "hostname": ("(?s:.{1,253})",),
+}
+
+
+def format_matches(name: str, value: str) -> bool:
+    """Whether ``value`` is a string of format ``name`` (a key of :data:`FORMATS`), its length limits
+    (:data:`FORMAT_LIMITS`) included. Raises ``KeyError`` for an unknown format."""
+    return all(re.fullmatch(rx, value) is not None for rx in (FORMATS[name], *FORMAT_LIMITS.get(name, ())))
+
+
 _LOOKAROUND = re.compile(r"\(\?(?:=|!|<=|<!)")
 _BACKREF = re.compile(r"\\(?:[1-9]|k<)")
 _RUST_META = set("\\.+*?()|[]{}^$#&-~")
