@@ -11,8 +11,10 @@ than the denoising loop copies it (docs/TRAINING.md, "Bound values"), so a turn 
    parameters of every tool);
 2. the labelled tokens of each parameter form runs, widened to whole words (:func:`binding_runs`); the
    request's numbers are shared out one to one among each tool's labelled number parameters by the
-   classifier's posteriors (:func:`assign_numbers`); a number parameter keeps only the numbers its runs spell
-   (:func:`typed_runs`); a parameter left with one run is bound to its text;
+   classifier's posteriors (:func:`assign_numbers`; a percentage is read as a fraction); a number parameter
+   keeps only the numbers its runs spell (:func:`typed_runs`); a parameter left with one run is bound to its
+   text; the lists of numbers the request writes go to the list parameters, and any other list may hold
+   only the request's numbers (:func:`number_arrays`);
 3. the turn's *constraint* (never the prompt the model reads) then follows the binding
    (:func:`pin_bound_values`):
 
@@ -28,8 +30,8 @@ than the denoising loop copies it (docs/TRAINING.md, "Bound values"), so a turn 
      (:func:`single_call`; several runs, as "in Berlin and in Paris", leave parallel calls open).
 
 The model still chooses between the tools left, which of them to call and every value the classifier left
-unbound. On the held-out split these rules took exact calls from 0.31 (values only) to 0.58, and BFCL simple_python
-from 0.045 to 0.135 (docs/TRAINING.md, "Experiment 2026-12-03 (4)", "Experiment 2026-12-04" and "(2)").
+unbound. On the held-out split these rules took exact calls from 0.31 (values only) to 0.59, and BFCL simple_python
+from 0.045 to 0.1675 (docs/TRAINING.md, "Experiment 2026-12-03 (4)", "Experiment 2026-12-04", "(2)" and "(3)").
 Slot-filling taggers decide binding the same way, from per-token labels (Mesnil et al. 2015, "Using Recurrent
 Neural Networks for Slot Filling in Spoken Language Understanding").
 """
@@ -54,6 +56,8 @@ from model.declarations import declared_keys, last_user_span
 _KEEP = frozenset({"const", "pattern", "format"})
 #: A number as the request spells it (``40``, ``-3``, ``2.5``).
 _NUMBER = re.compile(r"-?\d+(?:\.\d+)?")
+#: What stands between two numbers of one list the request writes: a comma, spaces, "and".
+_LIST_GAP = re.compile(r"\s*,?\s*(?:and\s+)?")
 
 
 def bound_spans(
@@ -68,11 +72,16 @@ def bound_spans(
     }
 
 
-def single_call(runs: dict[tuple[str, str], list[str]]) -> bool:
-    """Whether the binding plans one tool call for the turn: something is bound and no parameter is labelled on
-    several runs of the request (as "in Berlin and in Paris" would be, a parallel request). ``runs``:
-    :func:`binding_runs`' result. The turn's constraint then allows one call (``parallel_tool_calls=False``)."""
-    return bool(runs) and all(len(texts) == 1 for texts in runs.values())
+def single_call(
+    runs: dict[tuple[str, str], list[str]],
+    arrays: set[tuple[str, str]] | frozenset[tuple[str, str]] = frozenset(),
+) -> bool:
+    """Whether the binding plans one tool call for the turn: something is bound (a run, or a list of numbers
+    held to the request's, whose keys :func:`number_arrays` gives as ``arrays``) and no other parameter is
+    labelled on several runs of the request (as "in Berlin and in Paris" would be, a parallel request; a
+    list's items are several runs by nature). ``runs``: :func:`binding_runs`' result. The turn's constraint
+    then allows one call (``parallel_tool_calls=False``)."""
+    return bool(runs or arrays) and all(len(texts) == 1 for key, texts in runs.items() if key not in arrays)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -153,6 +162,24 @@ class Labelling:
                 spans.append((a, b))
         return spans
 
+    def percent(self, j: int) -> bool:
+        """Whether the request writes its ``j``-th number (:meth:`numbers`) as a percentage ("10%", "10 %")."""
+        end = self._number_spans()[j][1]
+        return re.match(r"\s?%", self.prompt[end : self.user[1]]) is not None
+
+    def number_lists(self) -> list[list[int]]:
+        """The lists of numbers the request writes: runs of at least two of :meth:`numbers` (as indexes into
+        it) separated only by commas, spaces and "and" ("[10, 15, 12]", "12, 24 and 36"; "] and [" ends a
+        list), in request order."""
+        spans = self._number_spans()
+        out: list[list[int]] = []
+        for j, (a, _) in enumerate(spans):
+            if out and _LIST_GAP.fullmatch(self.prompt, spans[j - 1][1], a):
+                out[-1].append(j)
+            else:
+                out.append([j])
+        return [js for js in out if len(js) >= 2]
+
     def numbers(self) -> list[tuple[str, list[int]]]:
         """The numbers the request spells at the start of a word (``40``, ``70kg``; not ``x2``), in order:
         their text and the indexes of the tokens that hold them."""
@@ -215,7 +242,9 @@ def binding_runs(
     return {} if labelling is None else labelling.runs()
 
 
-def typed_runs(runs: dict[tuple[str, str], list[str]], specs: list[Any]) -> dict[tuple[str, str], list[str]]:
+def typed_runs(
+    runs: dict[tuple[str, str], list[str]], specs: list[Any], taken: frozenset[str] | set[str] = frozenset()
+) -> dict[tuple[str, str], list[str]]:
     """``runs`` with each ``integer`` or ``number`` top-level parameter of ``specs`` (without an ``enum``) keeping
     only the numbers its runs spell.
 
@@ -231,6 +260,8 @@ def typed_runs(runs: dict[tuple[str, str], list[str]], specs: list[Any]) -> dict
     Args:
         runs: :func:`binding_runs`' result, ``{(tool name, parameter): [text, ...]}``.
         specs: the turn's ``model.constraints.schema.ToolSpec`` list.
+        taken: numbers (as the request spells them) already given to a list (:attr:`HeldArrays.taken`), no
+            value for a number parameter.
 
     Returns:
         The same shape; ``runs`` is not modified.
@@ -247,7 +278,12 @@ def typed_runs(runs: dict[tuple[str, str], list[str]], specs: list[Any]) -> dict
         schema = props.get(key, {})
         kind = schema.get("type")
         if kind in ("integer", "number") and "enum" not in schema:
-            found = [n for t in texts for n in _NUMBER.findall(t) if kind == "number" or "." not in n]
+            found = [
+                n
+                for t in texts
+                for n in _NUMBER.findall(t)
+                if n not in taken and (kind == "number" or "." not in n)
+            ]
             texts = list(dict.fromkeys(found)) or (texts if len(texts) == 1 else [])
             if not texts:
                 continue
@@ -256,7 +292,10 @@ def typed_runs(runs: dict[tuple[str, str], list[str]], specs: list[Any]) -> dict
 
 
 def assign_numbers(
-    runs: dict[tuple[str, str], list[str]], specs: list[Any], labelling: Labelling
+    runs: dict[tuple[str, str], list[str]],
+    specs: list[Any],
+    labelling: Labelling,
+    taken: set[int] | frozenset[int] = frozenset(),
 ) -> dict[tuple[str, str], list[str]]:
     """``runs`` with the request's numbers shared out among each tool's number parameters by the classifier's
     posteriors: a greedy one-to-one assignment.
@@ -269,7 +308,8 @@ def assign_numbers(
     log-posterior of the parameter over the number's tokens: pairs the request names (:meth:`Labelling.names`:
     "a=1", "radius of 4", "7 days") come first, then required parameters, then optional ones. Pairs are taken
     in that order, each parameter and each number at most once (an integer parameter takes whole numbers
-    only). A parameter that gets a number is bound to it alone; the others keep their runs. Greedy
+    only). A parameter that gets a number is bound to it alone (a percentage as :func:`_rate` reads it); the
+    others keep their runs; an optional parameter not labelled takes part only where the request names it. Greedy
     assignment as in slot filling with one value per slot; the figures on the held-out split and BFCL are in
     docs/TRAINING.md, "Experiment 2026-12-04 (2)".
 
@@ -278,6 +318,8 @@ def assign_numbers(
         specs: the turn's ``model.constraints.schema.ToolSpec`` list (types after normalisation: BFCL's
             ``float`` is ``number``).
         labelling: the same prompt's :class:`Labelling`.
+        taken: indexes into :meth:`Labelling.numbers` already given to a list (:attr:`HeldArrays.taken`),
+            left out.
 
     Returns:
         The same shape as ``runs``.
@@ -297,21 +339,148 @@ def assign_numbers(
                 continue
             if sub.get("type") not in ("integer", "number"):
                 continue
-            if key not in runs and name not in required:
-                continue
+            chosen = key in runs or name in required
             for j, (text, toks) in enumerate(numbers):
-                if sub["type"] == "number" or "." not in text:
+                if j not in taken and (sub["type"] == "number" or "." not in text):
                     score = float(labelling.logp[toks, column[key]].max())
                     tier = 0 if labelling.names(name, j) else 1 if name in required else 2
-                    pairs.append((tier, -score, name, j, text))
+                    if chosen or tier == 0:
+                        pairs.append((tier, -score, name, j, text))
         done: set[str] = set()
         used: set[int] = set()
         for _, _, name, j, text in sorted(pairs):
             if name not in done and j not in used:
                 done.add(name)
                 used.add(j)
-                out[(spec.name, name)] = [text]
+                out[(spec.name, name)] = [_rate(text, props[name]) if labelling.percent(j) else text]
     return out
+
+
+def _rate(text: str, schema: dict[str, Any]) -> str:
+    """A percentage's number ``text`` ("10" of "10%") as the value of a parameter with ``schema``: the fraction
+    (``"0.1"``) for a ``number`` parameter whose description does not say it takes a percentage, else
+    ``text``. Rates in APIs are fractions unless documented otherwise (BFCL simple_python: 17 of the 19
+    questions with a "%" want the fraction, and both others describe the parameter "as a percentage")."""
+    if schema.get("type") != "number" or re.search(r"(?i)percent", str(schema.get("description", ""))):
+        return text
+    return repr(float(text) / 100)
+
+
+@dataclasses.dataclass(frozen=True)
+class HeldArrays:
+    """:func:`number_arrays`' result.
+
+    Attributes:
+        specs: the turn's tools, each list of numbers held to the request's numbers (tools untouched are the
+            same objects as before).
+        held: ``(tool name, parameter)`` of every list held.
+        bound: ``{(tool name, parameter): text}`` of the lists fixed to one list the request writes.
+        taken: indexes into :meth:`Labelling.numbers` of the numbers those fixed lists hold.
+    """
+
+    specs: list[Any]
+    held: set[tuple[str, str]]
+    bound: dict[tuple[str, str], str]
+    taken: set[int]
+
+
+def _number_items(schema: Any) -> str | None:
+    """``"integer"`` or ``"number"`` for an array schema whose items are numbers of that type with no ``enum``
+    or ``const`` (on the array or its items), else ``None``."""
+    if not isinstance(schema, dict) or schema.get("type") != "array" or {"enum", "const"} & schema.keys():
+        return None
+    items = schema.get("items")
+    if not isinstance(items, dict) or {"enum", "const"} & items.keys():
+        return None
+    kind = items.get("type")
+    return kind if kind in ("integer", "number") else None
+
+
+def _accepts(schema: dict[str, Any], value: Any) -> bool:
+    """Whether ``schema`` (its ``x-grounded`` mark aside) accepts ``value``."""
+    try:
+        jsonschema.validate(value, {k: v for k, v in schema.items() if k != "x-grounded"})
+    except (jsonschema.exceptions.ValidationError, jsonschema.exceptions.SchemaError):
+        return False
+    return True
+
+
+def _fixed_lists(
+    arrays: list[tuple[str, dict[str, Any], str, bool]], labelling: Labelling
+) -> dict[str, tuple[list[int], list[Any]]]:
+    """The request's written lists (:meth:`Labelling.number_lists`) given one each, in order, to the tool's
+    required lists of numbers, or else to all of them, when the counts agree and each list fits its schema:
+    ``{parameter: (number indexes, value)}``; ``{}`` otherwise. ``arrays``: ``(parameter, schema, item type,
+    required)`` in declaration order."""
+    lists, texts = labelling.number_lists(), [text for text, _ in labelling.numbers()]
+    for group in ([a for a in arrays if a[3]], arrays):
+        if not group or len(group) != len(lists):
+            continue
+        out = {}
+        for (name, sub, kind, _), js in zip(group, lists, strict=True):
+            value = [int(texts[j]) if kind == "integer" else float(texts[j]) for j in js]
+            if (kind == "integer" and any("." in texts[j] for j in js)) or not _accepts(sub, value):
+                return {}
+            out[name] = (js, value)
+        return out
+    return {}
+
+
+def number_arrays(specs: list[Any], labelling: Labelling) -> HeldArrays:
+    """``specs`` with each top-level list-of-numbers parameter held to the request's numbers.
+
+    The tiny checkpoint fills a list of numbers with numbers it invents, item after item, until the token
+    budget runs out (BFCL simple_python: the 20 questions with such a list took 24% of the run's time and none
+    was right). The values of a list come from the request, as every other bound value does:
+
+    * when the request writes as many lists of numbers ("[10, 15, 12]", "12, 24, 36 and 48": numbers
+      separated only by commas, spaces and "and") as a tool has required list parameters (or list
+      parameters), they are given one each in order, and each parameter allows only its list
+      (``enum: [[10, 15, 12]]``);
+    * any other list may hold only numbers the request spells (:meth:`Labelling.numbers`; an ``integer`` item
+      only whole ones), at most as many as the request has.
+
+    A request without a number, an array or item schema with ``enum`` or ``const``, or a list the parameter's
+    own schema refuses (``minItems``, ``maxItems``...) leaves the parameter as it is.
+
+    Args:
+        specs: the turn's ``model.constraints.schema.ToolSpec`` list (not modified).
+        labelling: the same prompt's :class:`Labelling`.
+
+    Returns:
+        The :class:`HeldArrays`.
+    """
+    texts = [text for text, _ in labelling.numbers()]
+    out: list[Any] = []
+    held: set[tuple[str, str]] = set()
+    bound: dict[tuple[str, str], str] = {}
+    taken: set[int] = set()
+    for spec in specs:
+        found = (spec.parameters or {}).get("properties")
+        props: dict[str, Any] = found if isinstance(found, dict) else {}
+        required = set((spec.parameters or {}).get("required") or [])
+        arrays = [
+            (name, sub, kind, name in required) for name, sub in props.items() if (kind := _number_items(sub))
+        ]
+        lists = _fixed_lists(arrays, labelling)
+        fixed = {}
+        for name, sub, kind, _ in arrays:
+            if name in lists:
+                js, value = lists[name]
+                fixed[name] = {**sub, "enum": [value]}
+                bound[(spec.name, name)] = ", ".join(texts[j] for j in js)
+                taken.update(js)
+                continue
+            usable = [t for t in texts if kind == "number" or "." not in t]
+            cap = min(len(usable), sub.get("maxItems", len(usable)))
+            if usable and sub.get("minItems", 0) <= cap:
+                values = list(dict.fromkeys(int(t) if kind == "integer" else float(t) for t in usable))
+                fixed[name] = {**sub, "items": {**sub["items"], "enum": values}, "maxItems": cap}
+        held.update((spec.name, name) for name in fixed)
+        if fixed:
+            spec = dataclasses.replace(spec, parameters={**spec.parameters, "properties": {**props, **fixed}})
+        out.append(spec)
+    return HeldArrays(out, held, bound, taken)
 
 
 def _spoken_date(text: str) -> str | None:

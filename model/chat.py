@@ -271,19 +271,30 @@ class ChatModel:
         Raises:
             model.constraints.schema.SchemaError: a tool's schema is unsupported (as the constraint would).
         """
-        from model.binding import assign_numbers, label_request, pin_bound_values, single_call, typed_runs
+        from model.binding import (
+            assign_numbers,
+            label_request,
+            number_arrays,
+            pin_bound_values,
+            single_call,
+            typed_runs,
+        )
         from model.constraints.schema import normalize_tool
 
         normal = [normalize_tool(t) for t in specs]
         labelling = label_request(self.model, self.tokenizer, input_ids, tools)
         if labelling is None:
             return specs, True
-        runs = typed_runs(assign_numbers(labelling.runs(), normal, labelling), normal)
+        arrays = number_arrays(normal, labelling)
+        runs = assign_numbers(labelling.runs(), arrays.specs, labelling, arrays.taken)
+        numbers = labelling.numbers()
+        runs = typed_runs(runs, arrays.specs, {numbers[j][0] for j in arrays.taken})
+        runs.update({key: [text] for key, text in arrays.bound.items()})
         spans = {key: texts[0] for key, texts in runs.items() if len(texts) == 1}
         if not spans:
-            return specs, True
-        pinned, _ = pin_bound_values(normal, spans, tool_choice)
-        return pinned, not single_call(runs)
+            return (arrays.specs if arrays.held else specs), not single_call(runs, arrays.held)
+        pinned, _ = pin_bound_values(arrays.specs, spans, tool_choice)
+        return pinned, not single_call(runs, arrays.held)
 
     def _response_constraint(self, response_format: dict[str, Any]) -> Any:
         from model.constraints.denoise import GrammarConstraint

@@ -14,6 +14,7 @@ from model.binding import (
     assign_numbers,
     binding_runs,
     bound_spans,
+    number_arrays,
     pin_bound_values,
     single_call,
     typed_runs,
@@ -212,6 +213,82 @@ def test_assign_numbers_puts_a_number_the_request_names_first_then_required_para
     assert out == {("read_file", "end_line"): ["7"], ("read_file", "ratio"): ["9"]}
     one_letter = _labelling(["<u>", "a", " 5", " b", "=", "6"], {})
     assert [one_letter.names("a", 0), one_letter.names("b", 1)] == [False, True]  # "a 5": an article, not a=5
+
+
+TTEST = {
+    "type": "function",
+    "function": {
+        "name": "t_test",
+        "description": "Two-sample t-test.",
+        "parameters": {
+            "type": "object",
+            "properties": {
+                "dataset_A": {"type": "array", "items": {"type": "integer"}},
+                "dataset_B": {"type": "array", "items": {"type": "integer"}},
+                "alpha": {"type": "number", "description": "Significance level."},
+            },
+            "required": ["dataset_A", "dataset_B"],
+        },
+    },
+}
+
+
+def _text_labelling(text: str, tools: list[dict]) -> Labelling:
+    """A Labelling of ``text`` (one character per token, the user message after a 3-character prefix) over the
+    declared parameters of ``tools``, every log-posterior -9."""
+    prompt = "<u>" + text
+    keys = [
+        (t["function"]["name"], n, 0, 0) for t in tools for n in t["function"]["parameters"]["properties"]
+    ]
+    logp = torch.full((len(prompt), 1 + len(keys)), -9.0)
+    return Labelling(prompt, list(range(1, len(prompt) + 1)), (3, len(prompt)), keys, logp)
+
+
+def test_number_arrays_gives_each_written_list_to_its_list_parameter_in_order():
+    lab = _text_labelling("values 12, 24 and 36 and B [15,30,45] at 5%", [TTEST])
+    assert lab.number_lists() == [[0, 1, 2], [3, 4, 5]]  # "5" stands alone, "] and B [" ends a list
+    assert [lab.percent(j) for j in (2, 6)] == [False, True]
+    spec = normalize_tool(TTEST)
+    held = number_arrays([spec], lab)
+    props = held.specs[0].parameters["properties"]
+    assert props["dataset_A"]["enum"] == [[12, 24, 36]] and props["dataset_B"]["enum"] == [[15, 30, 45]]
+    assert held.bound == {("t_test", "dataset_A"): "12, 24, 36", ("t_test", "dataset_B"): "15, 30, 45"}
+    assert held.taken == {0, 1, 2, 3, 4, 5} and held.held == {
+        ("t_test", "dataset_A"),
+        ("t_test", "dataset_B"),
+    }
+    assert spec.parameters["properties"]["dataset_A"] == {"type": "array", "items": {"type": "integer"}}
+    # alpha is named nowhere and optional: it takes no number; "5%" read as a fraction once it is named
+    assert assign_numbers({}, held.specs, lab, held.taken) == {}
+    rate = _text_labelling("values 12, 24 and 36 and B [15,30,45] alpha = 5%", [TTEST])
+    assert assign_numbers({}, held.specs, rate, held.taken) == {("t_test", "alpha"): ["0.05"]}
+    assert typed_runs({("t_test", "alpha"): ["12", "24"]}, held.specs, {"12", "24"}) == {}
+
+
+def test_number_arrays_holds_other_lists_to_the_request_numbers_and_their_count():
+    lab = _text_labelling("compare 3 with 4.5, 7", [TTEST])  # one written list for two parameters
+    assert lab.number_lists() == [[1, 2]]
+    held = number_arrays([normalize_tool(TTEST)], lab)
+    a = held.specs[0].parameters["properties"]["dataset_A"]
+    assert a["items"]["enum"] == [3, 7] and a["maxItems"] == 2 and "enum" not in a  # whole numbers only
+    assert held.bound == {} and held.taken == set() and single_call({}, held.held)
+    none = _text_labelling("compare the two groups", [TTEST])
+    untouched = [normalize_tool(TTEST)]
+    assert number_arrays(untouched, none).specs[0] is untouched[0]
+
+
+def test_shipped_checkpoint_copies_the_lists_a_request_writes():
+    out = _shipped().chat(
+        _ask(
+            "Find the statistical significance between dataset_A with the values 12, 24, 36 and dataset_B "
+            "with the values 15, 30, 45."
+        ),
+        [TTEST],
+        seed=0,
+    )
+    assert [(c.name, c.arguments) for c in out.tool_calls] == [
+        ("t_test", {"dataset_A": [12, 24, 36], "dataset_B": [15, 30, 45]})
+    ]
 
 
 def test_bound_spans_of_a_model_without_copy_head_is_empty():
