@@ -418,8 +418,10 @@ def _fixed_lists(
             continue
         out = {}
         for (name, sub, kind, _), js in zip(group, lists, strict=True):
+            if kind == "integer" and any("." in texts[j] for j in js):
+                return {}
             value = [int(texts[j]) if kind == "integer" else float(texts[j]) for j in js]
-            if (kind == "integer" and any("." in texts[j] for j in js)) or not _accepts(sub, value):
+            if not _accepts(sub, value):
                 return {}
             out[name] = (js, value)
         return out

@@ -272,6 +272,11 @@ def test_number_arrays_holds_other_lists_to_the_request_numbers_and_their_count(
     a = held.specs[0].parameters["properties"]["dataset_A"]
     assert a["items"]["enum"] == [3, 7] and a["maxItems"] == 2 and "enum" not in a  # whole numbers only
     assert held.bound == {} and held.taken == set() and single_call({}, held.held)
+    decimals = _text_labelling("compare [1.5, 2.25, 3] and [1, 2]", [TTEST])  # integer items: not that list
+    fell_back = number_arrays([normalize_tool(TTEST)], decimals)
+    assert fell_back.bound == {} and fell_back.specs[0].parameters["properties"]["dataset_A"]["items"][
+        "enum"
+    ] == [3, 1, 2]
     none = _text_labelling("compare the two groups", [TTEST])
     untouched = [normalize_tool(TTEST)]
     assert number_arrays(untouched, none).specs[0] is untouched[0]
