@@ -41,6 +41,7 @@ from __future__ import annotations
 import bisect
 import dataclasses
 import datetime
+import functools
 import itertools
 import re
 from typing import Any
@@ -145,12 +146,13 @@ class Labelling:
             return False
         name = r"[\s_]+".join(map(re.escape, words))
         text, (lo, hi) = self.prompt, self.user
-        a, b = self._number_spans()[j]
+        a, b = self._number_spans[j]
         sep = r"\s*[=:]\s*" if len(parameter) <= 2 else r"(?:\s*[=:]\s*|\s+(?:of|is|=)\s+|\s+)"
         before = re.search(rf"(?i)(?<![A-Za-z0-9]){name}{sep}$", text[max(lo, a - 60) : a])
         after = len(parameter) > 2 and re.match(rf"(?i)\s+{name}(?![A-Za-z0-9])", text[b:hi])
         return bool(before or after)
 
+    @functools.cached_property
     def _number_spans(self) -> list[tuple[int, int]]:
         """Character spans of the request's numbers that start a word: ``40``, the ``70`` of ``70kg`` and the
         ``1.75`` of ``1.75m``, not the ``2`` of ``x2``."""
@@ -164,14 +166,14 @@ class Labelling:
 
     def percent(self, j: int) -> bool:
         """Whether the request writes its ``j``-th number (:meth:`numbers`) as a percentage ("10%", "10 %")."""
-        end = self._number_spans()[j][1]
+        end = self._number_spans[j][1]
         return re.match(r"\s?%", self.prompt[end : self.user[1]]) is not None
 
     def number_lists(self) -> list[list[int]]:
         """The lists of numbers the request writes: runs of at least two of :meth:`numbers` (as indexes into
         it) separated only by commas, spaces and "and" ("[10, 15, 12]", "12, 24 and 36"; "] and [" ends a
         list), in request order."""
-        spans = self._number_spans()
+        spans = self._number_spans
         out: list[list[int]] = []
         for j, (a, _) in enumerate(spans):
             if out and _LIST_GAP.fullmatch(self.prompt, spans[j - 1][1], a):
@@ -184,8 +186,7 @@ class Labelling:
         """The numbers the request spells at the start of a word (``40``, ``70kg``; not ``x2``), in order:
         their text and the indexes of the tokens that hold them."""
         return [
-            (self.prompt[a:b], sorted({self.token_at(c) for c in range(a, b)}))
-            for a, b in self._number_spans()
+            (self.prompt[a:b], sorted({self.token_at(c) for c in range(a, b)})) for a, b in self._number_spans
         ]
 
 
@@ -406,13 +407,13 @@ def _accepts(schema: dict[str, Any], value: Any) -> bool:
 
 
 def _fixed_lists(
-    arrays: list[tuple[str, dict[str, Any], str, bool]], labelling: Labelling
+    arrays: list[tuple[str, dict[str, Any], str, bool]], labelling: Labelling, texts: list[str]
 ) -> dict[str, tuple[list[int], list[Any]]]:
     """The request's written lists (:meth:`Labelling.number_lists`) given one each, in order, to the tool's
     required lists of numbers, or else to all of them, when the counts agree and each list fits its schema:
     ``{parameter: (number indexes, value)}``; ``{}`` otherwise. ``arrays``: ``(parameter, schema, item type,
-    required)`` in declaration order."""
-    lists, texts = labelling.number_lists(), [text for text, _ in labelling.numbers()]
+    required)`` in declaration order; ``texts``: the request's numbers as :meth:`Labelling.numbers` spells them."""
+    lists = labelling.number_lists()
     for group in ([a for a in arrays if a[3]], arrays):
         if not group or len(group) != len(lists):
             continue
@@ -464,7 +465,7 @@ def number_arrays(specs: list[Any], labelling: Labelling) -> HeldArrays:
         arrays = [
             (name, sub, kind, name in required) for name, sub in props.items() if (kind := _number_items(sub))
         ]
-        lists = _fixed_lists(arrays, labelling)
+        lists = _fixed_lists(arrays, labelling, texts)
         fixed = {}
         for name, sub, kind, _ in arrays:
             if name in lists:
@@ -519,15 +520,8 @@ def _pinned(schema: dict[str, Any], text: str) -> dict[str, Any] | None:
             return None
     else:
         return None
-    bare = {k: v for k, v in schema.items() if k != "x-grounded"}
-    ok = []
-    for value in values:
-        try:
-            jsonschema.validate(value, bare)
-        except (jsonschema.exceptions.ValidationError, jsonschema.exceptions.SchemaError):
-            continue
-        ok.append(value)
-    return {**bare, "enum": ok} if ok else None
+    ok = [value for value in values if _accepts(schema, value)]
+    return {**{k: v for k, v in schema.items() if k != "x-grounded"}, "enum": ok} if ok else None
 
 
 def _bound_spec(spec: Any, spans: dict[tuple[str, str], str]) -> tuple[Any, int]:
