@@ -275,6 +275,7 @@ class ChatModel:
             assign_numbers,
             label_request,
             number_arrays,
+            one_string,
             pin_bound_values,
             single_call,
             typed_runs,
@@ -290,6 +291,7 @@ class ChatModel:
         numbers = labelling.numbers()
         runs = typed_runs(runs, arrays.specs, {numbers[j][0] for j in arrays.taken})
         runs.update({key: [text] for key, text in arrays.bound.items()})
+        runs = one_string(runs, arrays.specs, labelling)
         spans = {key: texts[0] for key, texts in runs.items() if len(texts) == 1}
         if not spans:
             return (arrays.specs if arrays.held else specs), not single_call(runs, arrays.held)

@@ -15,10 +15,12 @@ from model.binding import (
     binding_runs,
     bound_spans,
     number_arrays,
+    one_string,
     pin_bound_values,
     single_call,
     typed_runs,
 )
+from model.binding.labelling import _word_span
 from model.constraints.schema import normalize_tool
 
 WEATHER = {
@@ -357,3 +359,152 @@ def test_decoding_file_refuses_a_non_boolean_bind_values(tmp_path):
     p.write_text(json.dumps({"bind_values": "yes"}))
     with pytest.raises(CheckpointError, match="bind_values must be true or false"):
         read_decoding_file(p)
+
+
+@pytest.mark.parametrize(
+    ("request_text", "piece", "value"),
+    [
+        ("Find the distance between New York City and Washington D.C.", "D", "Washington D.C."),
+        ("Route from San Francisco to Los Angeles, avoiding tolls", "Los", "Los Angeles"),
+        ("Growth in Yellowstone National Park for 5 years", "Yellowstone", "Yellowstone National Park"),
+        ("Anyone born 01-01-1980 in California?", "-01", "01-01-1980"),
+        ("Fit the data in C:/data/cars.csv.", "/data", "C:/data/cars.csv"),
+        ("Students of 'Bluebird High School' from StudentDB", "Bluebird", "Bluebird High School"),
+        ("Where is the function load_bundle defined?", "load_", "load_bundle"),
+        ("The distance between Boston, MA, and Denver", "MA", "MA"),  # never past a comma
+        ("Berlin weather, please", "Berlin", "Berlin"),  # the request's first word starts no name
+        ("Show Gold prices", "Gold", "Gold"),  # nor joins one
+        ("Is it cold in Oslo I wonder", "Oslo", "Oslo"),  # "I" is no part of a name
+        ("How tall is Mr. X in cm", "Mr", "Mr"),
+    ],
+)
+def test_a_run_widens_to_whole_words_and_capitalised_names(request_text, piece, value):
+    at = request_text.index(piece)
+    assert _word_span(request_text, at, at + len(piece), 0, len(request_text)) == value
+    # a token's leading space belongs to no word: " Angeles" alone is "Angeles"'s name, not "to Los Angeles"
+    space = request_text.index(" " + piece) if " " + piece in request_text else at
+    assert _word_span(request_text, space, at + len(piece), 0, len(request_text)) == value
+
+
+def test_typed_runs_drop_the_runs_of_a_string_that_only_name_the_tool():
+    derivative = {
+        "name": "calculate_derivative",
+        "description": "Calculate the derivative of a polynomial function, e.g. x**2.",
+        "parameters": {
+            "type": "object",
+            "properties": {"function": {"type": "string", "description": "The polynomial, such as x**2."}},
+            "required": ["function"],
+        },
+    }
+    specs = [normalize_tool(derivative)]
+    key = ("calculate_derivative", "function")
+    assert typed_runs({key: ["derivative", "polynomial function", "3x^2"]}, specs) == {key: ["3x^2"]}
+    # the description's examples are no words of the tool: "x**2" stays a value
+    assert typed_runs({key: ["derivative", "x**2"]}, specs) == {key: ["x**2"]}
+    # runs that all name the tool are kept (nothing else is left)
+    assert typed_runs({key: ["derivative", "function"]}, specs) == {key: ["derivative", "function"]}
+
+
+@pytest.mark.parametrize(
+    ("request_text", "piece", "value"),
+    [
+        ("Details of the case titled 'Roe v. Wade'.Include dissent", "Wade", "Roe v. Wade"),
+        ("Fetch the DNA molecule with id `DNA123`.", "DNA1", "DNA123"),
+        ('Employees of "ABC Ltd." since 2020', "Ltd", "ABC Ltd."),
+        ("What's the weather in Berlin's centre", "Berlin", "Berlin"),  # an apostrophe is no quote
+    ],
+)
+def test_a_run_inside_quotes_is_the_quoted_value(request_text, piece, value):
+    at = request_text.rindex(piece)
+    assert _word_span(request_text, at, at + len(piece), 0, len(request_text)) == value
+
+
+ROUTE = {
+    "name": "plan_route",
+    "description": "Plan a route by road, e.g. from Berlin.",
+    "parameters": {
+        "type": "object",
+        "properties": {
+            "start": {"type": "string", "description": "Where the route starts."},
+            "end": {"type": "string", "description": "Where it ends."},
+            "mode": {"type": "string", "description": "How to travel."},
+            "year": {"type": "integer"},
+        },
+        "required": ["start", "end"],
+    },
+}
+
+
+def _route_labelling(pieces, scores):
+    """A Labelling of ROUTE over ``pieces`` (the first outside the user message): "none" scores -1 on every
+    token, ``scores`` maps (token index, parameter) to a log-posterior, every other entry -9."""
+    ends, total = [], 0
+    for piece in pieces:
+        total += len(piece)
+        ends.append(total)
+    names = list(ROUTE["parameters"]["properties"])
+    logp = torch.full((len(pieces), 1 + len(names)), -9.0)
+    logp[:, 0] = -1.0
+    for (i, name), value in scores.items():
+        logp[i, 1 + names.index(name)] = value
+    keys = [("plan_route", name, 0, 0) for name in names]
+    return Labelling("".join(pieces), ends, (len(pieces[0]), total), keys, logp)
+
+
+def test_one_string_keeps_one_run_per_string_and_fills_a_required_one_from_the_request():
+    pieces = [
+        "<u>",
+        "Route",
+        " from",
+        " San",
+        " Francisco",
+        " to",
+        " Los",
+        " Angeles",
+        " by",
+        " car",
+        " in",
+        " 2020",
+    ]
+    lab = _route_labelling(
+        pieces,
+        {
+            (3, "end"): -0.2,  # end is labelled on both names; it scores "Los Angeles" higher
+            (6, "end"): -0.1,
+            (
+                3,
+                "start",
+            ): -2.0,  # start is labelled nowhere, but scores "San Francisco" best after end's words
+            (4, "start"): -1.5,
+            (6, "start"): -0.5,
+            (1, "start"): -1.2,  # "Route" only names the tool: no value
+            (2, "mode"): -0.5,  # an optional parameter on several runs
+            (9, "mode"): -0.3,
+            (11, "year"): -0.1,
+        },
+    )
+    specs = [normalize_tool({"type": "function", "function": ROUTE})]
+    runs = typed_runs(lab.runs(), specs)
+    assert runs[("plan_route", "end")] == ["San Francisco", "Los Angeles"]  # words and names, whole
+    assert lab.score(("plan_route", "end"), "Los Angeles") == pytest.approx(-0.1)
+    assert lab.score(("plan_route", "end"), "Berlin") == float("-inf")
+    out = one_string(runs, specs, lab)
+    assert out == {
+        ("plan_route", "end"): ["Los Angeles"],
+        ("plan_route", "start"): ["San Francisco"],
+        ("plan_route", "year"): ["2020"],
+    }
+    assert runs[("plan_route", "mode")] == ["from", "car"]  # the input is not modified
+    # no fill for a tool the turn does not call (nothing bound), nor with fill=False
+    assert one_string({}, specs, lab) == {}
+    assert ("plan_route", "start") not in one_string(runs, specs, lab, fill=False)
+    # two string parameters on one text: the one declared first keeps it; the other, required, is filled
+    both = {("plan_route", "end"): ["Los Angeles"], ("plan_route", "start"): ["Los Angeles"]}
+    assert one_string(both, specs, lab, fill=False) == {("plan_route", "start"): ["Los Angeles"]}
+    assert one_string(both, specs, lab) == {
+        ("plan_route", "start"): ["Los Angeles"],
+        ("plan_route", "end"): ["San Francisco"],
+    }
+    # a number a number parameter holds is no value for a string parameter
+    held = {("plan_route", "year"): ["2020"], ("plan_route", "end"): ["2020", "Los Angeles"]}
+    assert one_string(held, specs, lab, fill=False)[("plan_route", "end")] == ["Los Angeles"]

@@ -1,76 +1,20 @@
-"""Bound values: the copy head's binding classifier picks, before a tool-call turn, which words of the user's
-request fill which declared parameter, and the turn's constraint then allows exactly those words there.
-
-The copy head (:mod:`model.copy_head`) is trained with dense binding supervision: every token of the last user
-message is labelled with the declared parameter whose value it states, or "none", scored against the encoder's
-state at that parameter's name in the declaration (:meth:`model.copy_head.CopyHead.binding_logits`; the labels
-come from :mod:`model.training.labels`). On held-out requests that classifier gives the right span more often
-than the denoising loop copies it (docs/TRAINING.md, "Bound values"), so a turn can use it as a constraint:
-
-1. encode the prompt once and label each token of the last user message (argmax over "none" and the declared
-   parameters of every tool);
-2. the labelled tokens of each parameter form runs, widened to whole words (:func:`binding_runs`); the
-   request's numbers are shared out one to one among each tool's labelled number parameters by the
-   classifier's posteriors (:func:`assign_numbers`; a percentage is read as a fraction); a number parameter
-   keeps only the numbers its runs spell (:func:`typed_runs`); a parameter left with one run is bound to its
-   text; the lists of numbers the request writes go to the list parameters, and any other list may hold
-   only the request's numbers (:func:`number_arrays`);
-3. the turn's *constraint* (never the prompt the model reads) then follows the binding
-   (:func:`pin_bound_values`):
-
-   * a bound string parameter allows only its text (``enum: [text]``), and also the ISO form of a spoken date
-     (``December 16, 2022`` -> ``2022-12-16``); a bound integer or number parameter allows only the number its
-     text spells; a bound ``enum`` parameter allows only the option its text names as a whole word ("in metric
-     units" -> ``metric``); each only when the parameter's own schema accepts the value;
-   * a bound parameter becomes required, and an optional parameter no request word is bound to is left out,
-     in every tool with at least one bound parameter;
-   * when any parameter is bound, only the tools with a bound parameter can be called (a named
-     ``tool_choice`` keeps its tool);
-   * when something is bound and no parameter has several runs, the turn holds one call
-     (:func:`single_call`; several runs, as "in Berlin and in Paris", leave parallel calls open).
-
-The model still chooses between the tools left, which of them to call and every value the classifier left
-unbound. On the held-out split these rules took exact calls from 0.31 (values only) to 0.59, and BFCL simple_python
-from 0.045 to 0.1675 (docs/TRAINING.md, "Experiment 2026-12-03 (4)", "Experiment 2026-12-04", "(2)" and "(3)").
-Slot-filling taggers decide binding the same way, from per-token labels (Mesnil et al. 2015, "Using Recurrent
-Neural Networks for Slot Filling in Spoken Language Understanding").
-"""
+"""The binding's rules (:mod:`model.binding`): from the classifier's runs of request words
+(:class:`model.binding.labelling.Labelling`) to the values each parameter may take in the turn's constraint."""
 
 from __future__ import annotations
 
-import bisect
 import dataclasses
 import datetime
-import functools
-import itertools
 import re
 from typing import Any
 
 import jsonschema
-import torch
 
-from model import hf_compat as hf
+from model.binding.labelling import _NUMBER, _WORD, Labelling
 from model.constraints.grammar import named_tool
-from model.declarations import declared_keys, last_user_span
 
 #: Schema keywords under which a parameter is never pinned: the constraint already fixes or shapes its value.
 _KEEP = frozenset({"const", "pattern", "format"})
-#: A number as the request spells it (``40``, ``-3``, ``2.5``).
-_NUMBER = re.compile(r"-?\d+(?:\.\d+)?")
-#: What stands between two numbers of one list the request writes: a comma, spaces, "and".
-_LIST_GAP = re.compile(r"\s*,?\s*(?:and\s+)?")
-
-
-def bound_spans(
-    model: Any, tokenizer: Any, input_ids: list[int], tools: list[dict[str, Any]]
-) -> dict[tuple[str, str], str]:
-    """The request words the binding classifier binds to each declared parameter: :func:`binding_runs` for the
-    parameters labelled on exactly one run (arguments and cost as there)."""
-    return {
-        key: texts[0]
-        for key, texts in binding_runs(model, tokenizer, input_ids, tools).items()
-        if len(texts) == 1
-    }
 
 
 def single_call(
@@ -83,164 +27,6 @@ def single_call(
     list's items are several runs by nature). ``runs``: :func:`binding_runs`' result. The turn's constraint
     then allows one call (``parallel_tool_calls=False``)."""
     return bool(runs or arrays) and all(len(texts) == 1 for key, texts in runs.items() if key not in arrays)
-
-
-@dataclasses.dataclass(frozen=True)
-class Labelling:
-    """The binding classifier's reading of one prompt (:func:`label_request`).
-
-    Attributes:
-        prompt: the prompt text, the decoded pieces of its ``P`` tokens joined.
-        ends: ``[P]`` character offset in ``prompt`` where each token ends.
-        user: ``(start, end)`` character span of the last user message.
-        keys: the ``K`` declared parameters, ``(tool name, parameter, start, end)`` as
-            :func:`model.declarations.declared_keys` finds them.
-        logp: ``[P, 1 + K]`` float32 log-posteriors of every prompt token: column 0 "none", column ``k + 1``
-            ``keys[k]``.
-    """
-
-    prompt: str
-    ends: list[int]
-    user: tuple[int, int]
-    keys: list[tuple[str, str, int, int]]
-    logp: torch.Tensor
-
-    def token_at(self, ch: int) -> int:
-        """Index of the prompt token holding character ``ch``."""
-        return bisect.bisect_right(self.ends, ch)
-
-    def _span(self, run: list[int]) -> str:
-        """The request text of token run ``run``, widened to whole words and stripped."""
-        (lo, hi), prompt = self.user, self.prompt
-        start = max(self.ends[run[0] - 1] if run[0] else 0, lo)
-        end = min(self.ends[run[-1]], hi)
-        while start > lo and prompt[start - 1].isalnum() and prompt[start].isalnum():
-            start -= 1
-        while end < hi and prompt[end].isalnum() and prompt[end - 1].isalnum():
-            end += 1
-        return prompt[start:end].strip()
-
-    def runs(self) -> dict[tuple[str, str], list[str]]:
-        """:func:`binding_runs`' result: the argmax label of each request token, grouped into runs of
-        consecutive tokens per parameter, each run's text once, in request order."""
-        first, last = self.token_at(self.user[0]), self.token_at(self.user[1] - 1)
-        labels = self.logp.argmax(-1).tolist()
-        out: dict[tuple[str, str], list[str]] = {}
-        for k, (tool, name, _, _) in enumerate(self.keys):
-            toks = [i for i in range(first, last + 1) if labels[i] == k + 1]
-            runs = [[t] for t in toks[:1]]
-            for t in toks[1:]:
-                runs[-1].append(t) if t == runs[-1][-1] + 1 else runs.append([t])
-            texts = list(dict.fromkeys(t for t in map(self._span, runs) if t))
-            if texts:
-                out[(tool, name)] = texts
-        return out
-
-    def names(self, parameter: str, j: int) -> bool:
-        """Whether the request names ``parameter`` right at its ``j``-th number (:meth:`numbers`): its words
-        (``initial_velocity`` -> "initial velocity") just before it, joined by ``=``, ``:``, "of", "is" or a
-        space ("a=1", "radius of 4", "initial velocity is 10"), or just after it ("7 days"). A name of one or
-        two letters counts only before ``=`` or ``:`` ("a" is also a word)."""
-        words = [w for w in re.split(r"[_\W]+", parameter) if w]
-        if not words:
-            return False
-        name = r"[\s_]+".join(map(re.escape, words))
-        text, (lo, hi) = self.prompt, self.user
-        a, b = self._number_spans[j]
-        sep = r"\s*[=:]\s*" if len(parameter) <= 2 else r"(?:\s*[=:]\s*|\s+(?:of|is|=)\s+|\s+)"
-        before = re.search(rf"(?i)(?<![A-Za-z0-9]){name}{sep}$", text[max(lo, a - 60) : a])
-        after = len(parameter) > 2 and re.match(rf"(?i)\s+{name}(?![A-Za-z0-9])", text[b:hi])
-        return bool(before or after)
-
-    @functools.cached_property
-    def _number_spans(self) -> list[tuple[int, int]]:
-        """Character spans of the request's numbers that start a word: ``40``, the ``70`` of ``70kg`` and the
-        ``1.75`` of ``1.75m``, not the ``2`` of ``x2``."""
-        (lo, hi), prompt = self.user, self.prompt
-        spans = []
-        for m in _NUMBER.finditer(prompt, lo, hi):
-            a, b = m.span()
-            if not (a > lo and prompt[a - 1].isalpha()):
-                spans.append((a, b))
-        return spans
-
-    def percent(self, j: int) -> bool:
-        """Whether the request writes its ``j``-th number (:meth:`numbers`) as a percentage ("10%", "10 %")."""
-        end = self._number_spans[j][1]
-        return re.match(r"\s?%", self.prompt[end : self.user[1]]) is not None
-
-    def number_lists(self) -> list[list[int]]:
-        """The lists of numbers the request writes: runs of at least two of :meth:`numbers` (as indexes into
-        it) separated only by commas, spaces and "and" ("[10, 15, 12]", "12, 24 and 36"; "] and [" ends a
-        list), in request order."""
-        spans = self._number_spans
-        out: list[list[int]] = []
-        for j, (a, _) in enumerate(spans):
-            if out and _LIST_GAP.fullmatch(self.prompt, spans[j - 1][1], a):
-                out[-1].append(j)
-            else:
-                out.append([j])
-        return [js for js in out if len(js) >= 2]
-
-    def numbers(self) -> list[tuple[str, list[int]]]:
-        """The numbers the request spells at the start of a word (``40``, ``70kg``; not ``x2``), in order:
-        their text and the indexes of the tokens that hold them."""
-        return [
-            (self.prompt[a:b], sorted({self.token_at(c) for c in range(a, b)})) for a, b in self._number_spans
-        ]
-
-
-def label_request(
-    model: Any, tokenizer: Any, input_ids: list[int], tools: list[dict[str, Any]]
-) -> Labelling | None:
-    """Label every token of the prompt with the binding classifier (one encoder pass over its ``P`` tokens).
-
-    Args:
-        model: a checkpoint with a copy head (``model.copy_model.DiffusionGemmaWithCopyHead``).
-        tokenizer: its tokenizer.
-        input_ids: the turn's prompt ids (:meth:`model.chat.ChatModel.encode`).
-        tools: the OpenAI-style tools rendered in that prompt, in order.
-
-    Returns:
-        The :class:`Labelling`, or ``None`` for a model without a copy head, no tools, no user message, or a
-        prompt that holds no declaration verbatim.
-    """
-    head = getattr(model, "copy_head", None)
-    if head is None or not tools or not input_ids:
-        return None
-    pieces = [tokenizer.decode([i]) for i in input_ids]
-    ends = list(itertools.accumulate(len(p) for p in pieces))
-    prompt = "".join(pieces)
-    keys = declared_keys(prompt, tools)
-    user = last_user_span(prompt)
-    if not keys or user is None or user[0] >= user[1]:
-        return None
-    ids = torch.tensor([input_ids], dtype=torch.long, device=model.device)
-    with torch.no_grad():
-        hidden = hf.encoder_states(model, ids)
-        memory = head.new_memory(ids, hidden)
-        decl = hidden[:, [bisect.bisect_right(ends, end - 1) for (_, _, _, end) in keys]]
-        logits = head.binding_logits(memory.keys[:, : len(input_ids)], decl)[0]
-    return Labelling(prompt, ends, user, keys, logits.float().log_softmax(-1))
-
-
-def binding_runs(
-    model: Any, tokenizer: Any, input_ids: list[int], tools: list[dict[str, Any]]
-) -> dict[tuple[str, str], list[str]]:
-    """The runs of request words the binding classifier labels with each declared parameter.
-
-    Args:
-        model, tokenizer, input_ids, tools: as in :func:`label_request`; a model without a copy head gives
-            ``{}``.
-
-    Returns:
-        ``{(tool name, parameter): [text, ...]}``: the texts of the contiguous runs of request tokens labelled
-        with each parameter, in request order (widened to whole words, stripped); parameters with no labelled
-        token are left out, as are tools whose declaration the prompt does not hold verbatim. One encoder pass
-        over the ``P`` prompt tokens.
-    """
-    labelling = label_request(model, tokenizer, input_ids, tools)
-    return {} if labelling is None else labelling.runs()
 
 
 def typed_runs(
@@ -274,6 +60,7 @@ def typed_runs(
         for name, sub in spec.parameters["properties"].items()
         if isinstance(sub, dict)
     }
+    declared = {spec.name: _declared_words(spec) for spec in specs}
     out: dict[tuple[str, str], list[str]] = {}
     for key, texts in runs.items():
         schema = props.get(key, {})
@@ -288,8 +75,26 @@ def typed_runs(
             texts = list(dict.fromkeys(found)) or (texts if len(texts) == 1 else [])
             if not texts:
                 continue
+        elif kind == "string" and len(texts) > 1 and not (_KEEP | {"enum"}) & schema.keys():
+            texts = [
+                t for t in texts if not set(_WORD.findall(t.lower())) <= declared.get(key[0], set())
+            ] or texts
         out[key] = texts
     return out
+
+
+#: An example a description gives ("e.g. Boston, MA", "such as Boston"), up to the end of its sentence.
+_EXAMPLE = re.compile(r"(?i)\b(?:e\.g\.|i\.e\.|for example|for instance|such as|like)[^.]*")
+
+
+def _declared_words(spec: Any) -> set[str]:
+    """The words (lower case) of a tool's name, description, parameter names and parameter descriptions,
+    without the examples the descriptions give: what the tool and its parameters are about, no value."""
+    props = (spec.parameters or {}).get("properties")
+    texts = [spec.name, spec.description]
+    for name, sub in props.items() if isinstance(props, dict) else ():
+        texts += [name, str(sub.get("description", "")) if isinstance(sub, dict) else ""]
+    return set(_WORD.findall(_EXAMPLE.sub(" ", " ".join(texts)).lower()))
 
 
 def assign_numbers(
@@ -354,6 +159,71 @@ def assign_numbers(
                 done.add(name)
                 used.add(j)
                 out[(spec.name, name)] = [_rate(text, props[name]) if labelling.percent(j) else text]
+    return out
+
+
+def one_string(
+    runs: dict[tuple[str, str], list[str]], specs: list[Any], labelling: Labelling, fill: bool = True
+) -> dict[tuple[str, str], list[str]]:
+    """``runs`` with every free string parameter on at most one run.
+
+    A free string parameter is a top-level ``type: string`` one without ``enum``, ``const``, ``pattern`` or
+    ``format``. Within each tool:
+
+    * an optional one on several runs is left out: the request gives it no one value;
+    * the others are given one run each, in declaration order, each the highest-scored of its runs
+      (:meth:`Labelling.score`) that no parameter declared before it took and that no number parameter holds
+      as its number (:func:`typed_runs` already dropped the runs that only name the tool);
+    * with ``fill``, a required one left on no run, in a tool where some parameter is on a run (a tool the
+      turn calls), takes the request word it scores highest among those no parameter of the tool holds and
+      that do not only name the tool (:func:`_declared_words`).
+
+    Before this rule, such parameters were written by the model, and the tiny checkpoint writes garbage there
+    (``"}:"``, ``"astest"``): BFCL simple_python 0.1675 -> 0.2675, docs/TRAINING.md, "Experiment 2026-12-04 (4)".
+
+    Args:
+        runs: :func:`typed_runs`' result (not modified).
+        specs: the turn's ``model.constraints.schema.ToolSpec`` list.
+        labelling: the same prompt's :class:`Labelling`.
+        fill: whether to fill required parameters left on no run.
+
+    Returns:
+        The same shape as ``runs``.
+    """
+    out = dict(runs)
+    for spec in specs:
+        props = (spec.parameters or {}).get("properties")
+        if not isinstance(props, dict):
+            continue
+        required = set(spec.parameters.get("required") or [])
+        free = [
+            n
+            for n, sub in props.items()
+            if isinstance(sub, dict) and sub.get("type") == "string" and not (_KEEP | {"enum"}) & sub.keys()
+        ]
+        for name in free:  # an optional parameter on several runs is no value the request gives
+            if name not in required and len(out.get((spec.name, name), [])) > 1:
+                del out[(spec.name, name)]
+        pairs = sorted(
+            (i, -labelling.score((spec.name, n), t), n, t)
+            for i, n in enumerate(free)
+            for t in out.pop((spec.name, n), [])
+        )
+        used = {
+            t for n in props if n not in free for t in out.get((spec.name, n), []) if _NUMBER.fullmatch(t)
+        }
+        for _, _, name, text in pairs:
+            if (spec.name, name) not in out and text not in used:
+                used.add(text)
+                out[(spec.name, name)] = [text]
+        if fill and any((spec.name, n) in out for n in props):
+            held = {t for n in props for t in out.get((spec.name, n), [])}
+            for name in free:
+                if name in required and (spec.name, name) not in out:
+                    word = labelling.best_word((spec.name, name), held | _declared_words(spec))
+                    if word:
+                        out[(spec.name, name)] = [word]
+                        held.add(word)
     return out
 
 
