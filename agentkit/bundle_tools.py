@@ -188,8 +188,6 @@ def make_http_function(
         (from the function) ValueError: an argument the URL needs is missing; RuntimeError: the request failed
         after its retries, an HTTP error status, or a body that is not JSON with ``response: json``.
     """
-    import httpx
-
     from tools.httpclient import RetriesExhausted, RetryingClient
 
     method = spec.get("method", "GET")
@@ -207,12 +205,7 @@ def make_http_function(
         try:
             resp, _ = http.request(method, timeout=timeout, **parts)
         except RetriesExhausted as exc:
-            if exc.response is not None:
-                why = f"HTTP {exc.response.status_code}: {exc.response.text[:300]}"
-            elif isinstance(exc.error, httpx.TimeoutException):
-                why = f"timed out after {timeout:g} s"
-            else:
-                why = f"{type(exc.error).__name__}: {exc.error}"
+            why = exc.reason(f"timed out after {timeout:g} s")
             raise RuntimeError(f"{shown}: {why} (after {exc.attempts} attempt(s))") from None
         return _read_response(
             resp, spec.get("response", "auto"), int(spec.get("max_response_chars", 20000)), shown

@@ -129,6 +129,29 @@ class Tally:
         self.failed_ids: list[str] = []
         self.ids: list[str] = []
 
+    def judge(self, accepted: bool, valid: bool) -> bool:
+        """Count a wrong verdict on one instance (a valid one refused, an invalid one accepted); return
+        whether the verdict was right."""
+        if accepted == valid:
+            return True
+        if valid:
+            self.validation_errors += 1
+        else:
+            self.invalidation_errors += 1
+        return False
+
+    def compile_failed(self, schema_id: str, reason: str) -> None:
+        """Count a schema that did not compile, for ``reason``."""
+        self.compile_errors += 1
+        self.reasons[reason] += 1
+        self.failed_ids.append(schema_id)
+
+    def finish(self, schema_id: str, ok: bool) -> None:
+        """Count one compiled schema's outcome: passing when ``ok`` (every instance judged right)."""
+        self.passing += ok
+        if not ok:
+            self.failed_ids.append(schema_id)
+
     def row(self) -> dict[str, Any]:
         def pct(xs: list[float], q: float, scale: float) -> float | None:
             if not xs:
@@ -205,23 +228,14 @@ def main() -> None:
         m = llguidance.LLMatcher(ll, g, log_level=0)
         tj.compile_s.append(time.perf_counter() - t0)
         if m.is_error():
-            tj.compile_errors += 1
-            tj.reasons[m.get_error().split("\n")[0][:90]] += 1
-            tj.failed_ids.append(r["id"])
+            tj.compile_failed(r["id"], m.get_error().split("\n")[0][:90])
         else:
             ok = True
             for t in tests:
                 text = json.dumps(t["data"], ensure_ascii=False, separators=(",", ":"))
                 acc = check(m, encode_text(tok, text), vocab, tj.mask_s)
-                if acc != t["valid"]:
-                    ok = False
-                    if t["valid"]:
-                        tj.validation_errors += 1
-                    else:
-                        tj.invalidation_errors += 1
-            tj.passing += ok
-            if not ok:
-                tj.failed_ids.append(r["id"])
+                ok = tj.judge(acc, t["valid"]) and ok
+            tj.finish(r["id"], ok)
         # --- Gemma syntax: the tool-call grammar with the schema as a tool's parameters ---
         tg.schemas += 1
         params, wrapped = wrap(schema)
@@ -248,9 +262,7 @@ def main() -> None:
             err = "RecursionError"
         tg.compile_s.append(time.perf_counter() - t0)
         if err:
-            tg.compile_errors += 1
-            tg.reasons[err] += 1
-            tg.failed_ids.append(r["id"])
+            tg.compile_failed(r["id"], err)
             continue
         ok = True
         for t in tests:
@@ -259,20 +271,11 @@ def main() -> None:
                 text = format_tool_call("f", data) + TOOL_RESPONSE_START
             except ValueError:
                 tg.unwritable += 1
-                if t["valid"]:
-                    tg.validation_errors += 1
-                    ok = False
+                ok = tg.judge(False, t["valid"]) and ok  # what the syntax cannot write, it refuses
                 continue
             acc = check(mg, encode_marked(tok, text), vocab, tg.mask_s)
-            if acc != t["valid"]:
-                ok = False
-                if t["valid"]:
-                    tg.validation_errors += 1
-                else:
-                    tg.invalidation_errors += 1
-        tg.passing += ok
-        if not ok:
-            tg.failed_ids.append(r["id"])
+            ok = tg.judge(acc, t["valid"]) and ok
+        tg.finish(r["id"], ok)
 
     rj, rg = tj.row(), tg.row()
     if args.failures:

@@ -2,6 +2,11 @@
 
 from __future__ import annotations
 
+import pathlib
+import textwrap
+import uuid
+from collections.abc import Callable
+
 import pytest
 
 
@@ -14,3 +19,36 @@ def engine():
     eng = load_test_engine()
     yield eng
     eng.close(wait=False)
+
+
+@pytest.fixture(scope="session")
+def tiny_checkpoint(tmp_path_factory) -> Callable[[str, int], pathlib.Path]:
+    """A maker of tiny random-weight checkpoints: ``tiny_checkpoint(name, steps)`` sets torch to one thread,
+    writes one (:func:`model.testing.make_tiny_checkpoint`, canvas 16, ``max_denoising_steps=steps``) in a
+    fresh temporary folder named after ``name`` and returns its path."""
+
+    def make(name: str, steps: int) -> pathlib.Path:
+        import torch
+
+        from model.testing import make_tiny_checkpoint
+
+        torch.set_num_threads(1)
+        return make_tiny_checkpoint(
+            tmp_path_factory.mktemp(name), canvas_length=16, generation={"max_denoising_steps": steps}
+        )
+
+    return make
+
+
+@pytest.fixture
+def tools_module(tmp_path) -> Callable[[str, str], str]:
+    """A writer of uniquely named Python modules next to a test's bundles (bundles import from their folder):
+    ``tools_module(prefix, source)`` writes the dedented ``source`` to ``tmp_path/<prefix>_<8 hex>.py`` and
+    returns the module's name."""
+
+    def write(prefix: str, source: str) -> str:
+        name = f"{prefix}_{uuid.uuid4().hex[:8]}"
+        (tmp_path / f"{name}.py").write_text(textwrap.dedent(source))
+        return name
+
+    return write

@@ -3,7 +3,6 @@
 import json
 import re
 import textwrap
-import uuid
 from pathlib import Path
 
 import httpx
@@ -34,34 +33,31 @@ def one_tool_bundle(tmp_path, parameters, name="bundle.yaml"):
 
 
 @pytest.fixture
-def pymod(tmp_path):
+def pymod(tools_module):
     """A uniquely named helper module next to the bundle (imported from the bundle's folder)."""
-    name = f"bundle_tools_{uuid.uuid4().hex[:8]}"
-    (tmp_path / f"{name}.py").write_text(
-        textwrap.dedent(
-            '''
-            from agentkit import tool
+    return tools_module(
+        "bundle_tools",
+        '''
+        from agentkit import tool
 
-            def add(a: int, b: int = 1) -> int:
-                """Add two integers.
+        def add(a: int, b: int = 1) -> int:
+            """Add two integers.
 
-                Args:
-                    a: First.
-                    b: Second.
-                """
-                return a + b
+            Args:
+                a: First.
+                b: Second.
+            """
+            return a + b
 
-            def echo(**kwargs):
-                return kwargs
+        def echo(**kwargs):
+            return kwargs
 
-            @tool(timeout=3, retries=0)
-            def shout(text: str) -> str:
-                """Upper-case text."""
-                return text.upper()
-            '''
-        )
+        @tool(timeout=3, retries=0)
+        def shout(text: str) -> str:
+            """Upper-case text."""
+            return text.upper()
+        ''',
     )
-    return name
 
 
 def test_schema_file_is_a_valid_json_schema():

@@ -3,7 +3,6 @@
 import json
 import pathlib
 import textwrap
-import uuid
 
 import pytest
 from typer.testing import CliRunner
@@ -15,20 +14,18 @@ runner = CliRunner()
 
 
 @pytest.fixture
-def bundle(tmp_path):
-    mod = f"cli_tools_{uuid.uuid4().hex[:8]}"
-    (tmp_path / f"{mod}.py").write_text(
-        textwrap.dedent(
-            '''
-            def add(a: int, b: int) -> int:
-                """Add two integers."""
-                return a + b
+def bundle(tmp_path, tools_module):
+    mod = tools_module(
+        "cli_tools",
+        '''
+        def add(a: int, b: int) -> int:
+            """Add two integers."""
+            return a + b
 
-            def fail(x: int) -> int:
-                """Always fails."""
-                raise ValueError(f"bad x={x}")
-            '''
-        )
+        def fail(x: int) -> int:
+            """Always fails."""
+            raise ValueError(f"bad x={x}")
+        ''',
     )
     script = [
         {

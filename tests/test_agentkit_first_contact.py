@@ -6,9 +6,7 @@ import json
 import pathlib
 import shutil
 import socket
-import textwrap
 import time
-import uuid
 
 import pytest
 from typer.testing import CliRunner
@@ -21,16 +19,14 @@ runner = CliRunner()
 
 
 @pytest.fixture
-def calc_bundle(tmp_path):
-    mod = f"fc_tools_{uuid.uuid4().hex[:8]}"
-    (tmp_path / f"{mod}.py").write_text(
-        textwrap.dedent(
-            '''
-            def add(a: int, b: int) -> int:
-                """Add two integers."""
-                return a + b
-            '''
-        )
+def calc_bundle(tmp_path, tools_module):
+    mod = tools_module(
+        "fc_tools",
+        '''
+        def add(a: int, b: int) -> int:
+            """Add two integers."""
+            return a + b
+        ''',
     )
     p = tmp_path / "calc.yaml"
     p.write_text(
@@ -54,14 +50,13 @@ def test_seed_from_bundle_cli_and_examples(tmp_path):
         assert load_bundle(ROOT / "examples" / example / "bundle.yaml").make_backend().seed == 0
 
 
-def test_run_with_seed_is_reproducible(tmp_path):
+def test_run_with_seed_is_reproducible(tmp_path, tools_module):
     torch = pytest.importorskip("torch")
     from model.testing import make_tiny_checkpoint
 
     torch.set_num_threads(1)
     ckpt = make_tiny_checkpoint(tmp_path / "ck", canvas_length=16, generation={"max_denoising_steps": 4})
-    mod = f"fc_seed_{uuid.uuid4().hex[:8]}"
-    (tmp_path / f"{mod}.py").write_text("def echo(text: str) -> str:\n    '''Echo.'''\n    return text\n")
+    mod = tools_module("fc_seed", "def echo(text: str) -> str:\n    '''Echo.'''\n    return text\n")
     p = tmp_path / "b.yaml"
     p.write_text(
         f"agentkit_bundle: 1\nname: b\nmodel: {{name: '{ckpt}', max_new_tokens: 32}}\n"

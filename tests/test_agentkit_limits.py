@@ -254,13 +254,8 @@ LIMIT = POSITIONS - BUDGET
 
 
 @pytest.fixture(scope="module")
-def small_ckpt(tmp_path_factory):
-    from model.testing import make_tiny_checkpoint
-
-    torch.set_num_threads(1)
-    path = make_tiny_checkpoint(
-        tmp_path_factory.mktemp("limits"), canvas_length=16, generation={"max_denoising_steps": 4}
-    )
+def small_ckpt(tiny_checkpoint):
+    path = tiny_checkpoint("limits", 4)
     cfg = json.loads((path / "config.json").read_text())
     cfg["text_config"]["max_position_embeddings"] = POSITIONS
     (path / "config.json").write_text(json.dumps(cfg))

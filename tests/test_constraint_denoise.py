@@ -32,14 +32,8 @@ STR: /[^<]*/
 
 
 @pytest.fixture(scope="module")
-def ckpt(tmp_path_factory):
-    from model.testing import make_tiny_checkpoint
-
-    torch.set_num_threads(1)
-    path = make_tiny_checkpoint(
-        tmp_path_factory.mktemp("cons"), canvas_length=16, generation={"max_denoising_steps": 8}
-    )
-    ck = load_checkpoint(path)
+def ckpt(tiny_checkpoint):
+    ck = load_checkpoint(tiny_checkpoint("cons", 8))
     ck.llg = llguidance.hf.from_tokenizer(ck.tokenizer)
     return ck
 

@@ -16,10 +16,10 @@ import re
 
 import httpx
 import pytest
+from example_bots import ask_code_search, ask_weather, tool_calls
 from test_tools_weather import fake_open_meteo
 
 from agentkit.backends import make_backend
-from agentkit.bundle import load_bundle
 from tools import code_search, weather
 
 ROOT = pathlib.Path(__file__).resolve().parents[1]
@@ -47,22 +47,9 @@ def backend():
     return make_backend("embedded", None, seed=0, threads=1)
 
 
-def _calls(result):
-    return [rec for step in result.steps for rec in step.tool_calls]
-
-
-def _ask_code_search(backend, root, question="Where is the function load_bundle defined?"):
-    code_search.set_root(root)
-    try:
-        agent = load_bundle(ROOT / "examples" / "code_search" / "bundle.yaml").make_agent(backend=backend)
-        return agent.run(question)
-    finally:
-        code_search.set_root(None)
-
-
 def test_code_search_bot_where_is_load_bundle_defined(backend):
-    result = _ask_code_search(backend, ROOT)
-    calls = _calls(result)
+    result = ask_code_search(backend, ROOT)
+    calls = tool_calls(result)
     assert calls, f"no tool call; answer: {result.answer!r}"
     first = calls[0]
     assert first.name == "find_definition"
@@ -83,8 +70,8 @@ def test_code_search_bot_answer_names_the_file_and_line(backend, tmp_path):
         root = tmp_path / f"shift{shift}"
         (root / "agentkit").mkdir(parents=True)
         (root / "agentkit" / "bundle.py").write_text("\n" * shift + source)
-        result = _ask_code_search(backend, root)
-        calls = _calls(result)
+        result = ask_code_search(backend, root)
+        calls = tool_calls(result)
         assert calls and calls[0].error is None, f"no successful call; answer: {result.answer!r}"
         line = calls[0].result["matches"][0]["line"]
         answers.append((line, result.answer))
@@ -101,13 +88,8 @@ def test_weather_bot_current_weather_in_berlin(backend):
         requests.append(request)
         return fake_open_meteo(request)
 
-    weather.configure(client=httpx.Client(transport=httpx.MockTransport(handler)), retry_wait=0)
-    try:
-        agent = load_bundle(ROOT / "examples" / "weather" / "bundle.yaml").make_agent(backend=backend)
-        result = agent.run("What is the weather in Berlin right now?")
-    finally:
-        weather.set_client(None)
-    calls = _calls(result)
+    result = ask_weather(backend, handler=handler)
+    calls = tool_calls(result)
     assert calls, f"no tool call; answer: {result.answer!r}"
     first = calls[0]
     assert first.name == "get_current_weather"

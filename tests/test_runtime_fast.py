@@ -58,14 +58,8 @@ def test_sample_positions_follow_softmax():
 
 
 @pytest.fixture(scope="module")
-def ckpt(tmp_path_factory):
-    from model.testing import make_tiny_checkpoint
-
-    torch.set_num_threads(1)
-    path = make_tiny_checkpoint(
-        tmp_path_factory.mktemp("fast"), canvas_length=16, generation={"max_denoising_steps": 6}
-    )
-    return load_checkpoint(path)
+def ckpt(tiny_checkpoint):
+    return load_checkpoint(tiny_checkpoint("fast", 6))
 
 
 def test_fast_mode_reproducible_and_streams(ckpt):

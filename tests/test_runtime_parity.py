@@ -12,14 +12,8 @@ PROMPTS = ["Hello weather in Paris", "def foo(): return 1 and more text here", "
 
 
 @pytest.fixture(scope="module")
-def ckpt(tmp_path_factory):
-    from model.testing import make_tiny_checkpoint
-
-    torch.set_num_threads(1)
-    path = make_tiny_checkpoint(
-        tmp_path_factory.mktemp("parity"), canvas_length=16, generation={"max_denoising_steps": 10}
-    )
-    return load_checkpoint(path)
+def ckpt(tiny_checkpoint):
+    return load_checkpoint(tiny_checkpoint("parity", 10))
 
 
 def _batch(tok, n):

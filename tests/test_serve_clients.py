@@ -6,10 +6,9 @@ from __future__ import annotations
 
 import json
 
-import httpx
 import jsonschema
 import pytest
-from serve_helpers import ADD, ROOT, WEATHER, running_server
+from serve_helpers import ADD, WEATHER, running_server
 
 
 @pytest.fixture(scope="module")
@@ -157,23 +156,22 @@ def test_pydantic_ai_agent_gets_a_valid_tool_call(base_url):
     assert calls and calls[-1].tool_name == "final_result"
 
 
-def test_agentkit_openai_backend_runs_the_weather_bundle(base_url):
-    from test_tools_weather import fake_open_meteo
-
+def _openai_backend(base_url):
+    """agentkit's own openai backend on the test server."""
     from agentkit.backends import make_backend
-    from agentkit.bundle import load_bundle
-    from tools import weather
 
-    backend = make_backend(
+    return make_backend(
         "openai", "agentkit-tiny", base_url=base_url + "/v1", api_key="x", settings={"seed": 0}
     )
-    weather.configure(client=httpx.Client(transport=httpx.MockTransport(fake_open_meteo)), retry_wait=0)
-    try:
-        agent = load_bundle(ROOT / "examples" / "weather" / "bundle.yaml").make_agent(backend=backend)
-        result = agent.run("What is the weather in Berlin right now?")
-    finally:
-        weather.set_client(None)
-    calls = [rec for step in result.steps for rec in step.tool_calls]
+
+
+def test_agentkit_openai_backend_runs_the_weather_bundle(base_url):
+    from example_bots import ask_weather, tool_calls
+
+    from tools import weather
+
+    result = ask_weather(_openai_backend(base_url))
+    calls = tool_calls(result)
     assert calls and calls[0].name == "get_current_weather"
     assert weather.CurrentWeatherArgs(**calls[0].arguments).model_dump() == {
         "place": "Berlin",
@@ -184,20 +182,10 @@ def test_agentkit_openai_backend_runs_the_weather_bundle(base_url):
 
 
 def test_agentkit_openai_backend_runs_the_code_search_bundle(base_url):
-    from agentkit.backends import make_backend
-    from agentkit.bundle import load_bundle
-    from tools import code_search
+    from example_bots import ask_code_search, tool_calls
 
-    backend = make_backend(
-        "openai", "agentkit-tiny", base_url=base_url + "/v1", api_key="x", settings={"seed": 0}
-    )
-    code_search.set_root(ROOT)
-    try:
-        agent = load_bundle(ROOT / "examples" / "code_search" / "bundle.yaml").make_agent(backend=backend)
-        result = agent.run("Where is the function load_bundle defined?")
-    finally:
-        code_search.set_root(None)
-    calls = [rec for step in result.steps for rec in step.tool_calls]
+    result = ask_code_search(_openai_backend(base_url))
+    calls = tool_calls(result)
     assert calls and calls[0].name == "find_definition" and calls[0].error is None
     assert calls[0].arguments["name"] == "load_bundle"
     assert calls[0].result["matches"][0]["location"].startswith("agentkit/bundle.py:")

@@ -104,12 +104,17 @@ def _add_links(root: pathlib.Path, outside: pathlib.Path) -> None:
     os.symlink(root / "pkg" / "bundles.py", root / "link_in.py")
 
 
-@pytest.fixture
-def git_repo(tmp_path, outside):
-    root = tmp_path / "repo"
+def _make_tree(root: pathlib.Path, outside: pathlib.Path) -> pathlib.Path:
+    """``root`` made and filled with the sample tree and its links; returned."""
     root.mkdir()
     _write_tree(root)
     _add_links(root, outside)
+    return root
+
+
+@pytest.fixture
+def git_repo(tmp_path, outside):
+    root = _make_tree(tmp_path / "repo", outside)
     subprocess.run(["git", "init", "-q", str(root)], check=True)
     subprocess.run(["git", "-C", str(root), "add", "pkg", "tests", "go", ".gitignore"], check=True)
     return CodeRepo(root)
@@ -117,11 +122,7 @@ def git_repo(tmp_path, outside):
 
 @pytest.fixture
 def plain_repo(tmp_path, outside):
-    root = tmp_path / "plain"
-    root.mkdir()
-    _write_tree(root)
-    _add_links(root, outside)
-    return CodeRepo(root)
+    return CodeRepo(_make_tree(tmp_path / "plain", outside))
 
 
 @pytest.fixture(params=["git", "plain"])

@@ -36,6 +36,22 @@ class RetriesExhausted(Exception):
         what = f"HTTP {response.status_code}" if response is not None else f"{type(error).__name__}: {error}"
         super().__init__(f"{what} (after {attempts} attempt(s))")
 
+    def reason(self, timed_out: str) -> str:
+        """The last failure in words, for a caller's error message.
+
+        Args:
+            timed_out: the words to use when the last failure was an ``httpx.TimeoutException``.
+
+        Returns:
+            ``"HTTP <status>: <the body's first 300 characters>"`` for a 429/5xx answer, ``timed_out`` for a
+            timeout, else ``"<error type>: <error>"``.
+        """
+        if self.response is not None:
+            return f"HTTP {self.response.status_code}: {self.response.text[:300]}"
+        if isinstance(self.error, httpx.TimeoutException):
+            return timed_out
+        return f"{type(self.error).__name__}: {self.error}"
+
 
 class _Transient(Exception):
     """Internal: one retryable failure (a 429/5xx answer or an httpx timeout/transport error)."""

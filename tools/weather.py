@@ -404,13 +404,7 @@ class OpenMeteo:
             PlaceNotFoundError, WeatherAPIError, WeatherUnavailableError.
         """
         loc = self.geocode(place, 1)[0]
-        params: dict[str, Any] = {
-            "latitude": loc["latitude"],
-            "longitude": loc["longitude"],
-            "current": ",".join(_CURRENT_VARS),
-            "timezone": "auto",
-            **_UNIT_PARAMS[units],
-        }
+        params = _forecast_params(loc, "current", _CURRENT_VARS, units)
         data = self._get_json(self.forecast_url, params, "forecast")
         current = data.get("current")
         if not isinstance(current, dict):
@@ -453,13 +447,7 @@ class OpenMeteo:
         if not 1 <= days <= 16:
             raise ValueError(f"days must be between 1 and 16, got {days}")
         loc = self.geocode(place, 1)[0]
-        params: dict[str, Any] = {
-            "latitude": loc["latitude"],
-            "longitude": loc["longitude"],
-            "daily": ",".join(_DAILY_VARS),
-            "timezone": "auto",
-            **_UNIT_PARAMS[units],
-        }
+        params = _forecast_params(loc, "daily", _DAILY_VARS, units)
         if date is not None:
             params["start_date"] = params["end_date"] = date.isoformat()
         else:
@@ -481,6 +469,20 @@ class OpenMeteo:
             rows.append(row)
         out_units = {_RENAME[v]: raw_units[v] for v in _DAILY_VARS if v in raw_units and v != "weather_code"}
         return {"place": loc, "days": rows, "units": out_units}
+
+
+def _forecast_params(
+    loc: dict[str, Any], block: str, variables: tuple[str, ...], units: Units
+) -> dict[str, Any]:
+    """Query parameters of a forecast request for ``variables`` of ``block`` (``"current"`` or ``"daily"``)
+    at the place ``loc`` (a :func:`_place_summary`), in local time and ``units``."""
+    return {
+        "latitude": loc["latitude"],
+        "longitude": loc["longitude"],
+        block: ",".join(variables),
+        "timezone": "auto",
+        **_UNIT_PARAMS[units],
+    }
 
 
 def _place_summary(r: dict[str, Any]) -> dict[str, Any]:

@@ -375,12 +375,7 @@ class OpenAIBackend:
 
     def _gave_up(self, exc: RetriesExhausted) -> BackendError:
         """The error after the last retry; a refused connection names where the address comes from."""
-        if exc.response is not None:
-            why = f"HTTP {exc.response.status_code}: {exc.response.text[:300]}"
-        elif isinstance(exc.error, httpx.TimeoutException):
-            why = f"timeout after {self.timeout:g} s ({type(exc.error).__name__})"
-        else:
-            why = f"{type(exc.error).__name__}: {exc.error}"
+        why = exc.reason(f"timeout after {self.timeout:g} s ({type(exc.error).__name__})")
         msg = f"{self.url}: gave up after {exc.attempts} attempt(s): {why}"
         if isinstance(exc.error, httpx.ConnectError):
             msg += (

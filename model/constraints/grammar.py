@@ -60,6 +60,15 @@ from model.constraints.schema import (
 # ----------------------------------------------------------------------------------------------------------
 
 
+def _put_size_bounds(out: dict[str, Any], what: str, low: int, high: int | None) -> None:
+    """Set ``min<what>`` in ``out`` when ``low`` is above 0 and ``max<what>`` when ``high`` is set (``what``:
+    ``Length``, ``Items`` or ``Properties``)."""
+    if low:
+        out[f"min{what}"] = low
+    if high is not None:
+        out[f"max{what}"] = high
+
+
 def ir_to_json_schema(node: ir.Node, *, additional_default: bool, ref_prefix: str = "") -> Any:
     """Write IR back as plain JSON Schema (no ``allOf``/``oneOf``; ``additionalProperties`` explicit).
 
@@ -87,10 +96,7 @@ def ir_to_json_schema(node: ir.Node, *, additional_default: bool, ref_prefix: st
             return n.json_schema()
         if isinstance(n, ir.Str):
             out: dict[str, Any] = {"type": "string"}
-            if n.min_len:
-                out["minLength"] = n.min_len
-            if n.max_len is not None:
-                out["maxLength"] = n.max_len
+            _put_size_bounds(out, "Length", n.min_len, n.max_len)
             extra = [{"pattern": p} for p in n.patterns] + [{"format": f} for f in n.formats]
             if extra:
                 out.update(extra[0])
@@ -104,10 +110,7 @@ def ir_to_json_schema(node: ir.Node, *, additional_default: bool, ref_prefix: st
             if n.prefix:
                 out["prefixItems"] = [go(x) for x in n.prefix]
             out["items"] = go(n.items)
-            if n.min_items:
-                out["minItems"] = n.min_items
-            if n.max_items is not None:
-                out["maxItems"] = n.max_items
+            _put_size_bounds(out, "Items", n.min_items, n.max_items)
             return out
         if isinstance(n, ir.Obj):
             props = {k: go(v) for k, v in n.props}
@@ -121,10 +124,7 @@ def ir_to_json_schema(node: ir.Node, *, additional_default: bool, ref_prefix: st
                 out["patternProperties"] = {p: go(v) for p, v in n.pattern_props}
             add = n.additional
             out["additionalProperties"] = go(add) if add is not None else bool(additional_default)
-            if n.min_props:
-                out["minProperties"] = n.min_props
-            if n.max_props is not None:
-                out["maxProperties"] = n.max_props
+            _put_size_bounds(out, "Properties", n.min_props, n.max_props)
             return out
         if isinstance(n, ir.AnyOf):
             return {"anyOf": [go(o) for o in n.options]}
