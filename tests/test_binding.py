@@ -21,6 +21,7 @@ from model.binding import (
     typed_runs,
 )
 from model.binding.labelling import _word_span
+from model.binding.rules import _first_of_pair
 from model.constraints.schema import normalize_tool
 
 WEATHER = {
@@ -498,13 +499,34 @@ def test_one_string_keeps_one_run_per_string_and_fills_a_required_one_from_the_r
     # no fill for a tool the turn does not call (nothing bound), nor with fill=False
     assert one_string({}, specs, lab) == {}
     assert ("plan_route", "start") not in one_string(runs, specs, lab, fill=False)
-    # two string parameters on one text: the one declared first keeps it; the other, required, is filled
+    # two string parameters on one text: the one declared first keeps it; the other, required, is filled, and
+    # start and end, an ordered pair, then take their values in the request's order
     both = {("plan_route", "end"): ["Los Angeles"], ("plan_route", "start"): ["Los Angeles"]}
     assert one_string(both, specs, lab, fill=False) == {("plan_route", "start"): ["Los Angeles"]}
     assert one_string(both, specs, lab) == {
-        ("plan_route", "start"): ["Los Angeles"],
-        ("plan_route", "end"): ["San Francisco"],
+        ("plan_route", "start"): ["San Francisco"],
+        ("plan_route", "end"): ["Los Angeles"],
     }
+    swapped = {("plan_route", "start"): ["Los Angeles"], ("plan_route", "end"): ["San Francisco"]}
+    assert one_string(swapped, specs, lab)[("plan_route", "start")] == ["San Francisco"]
     # a number a number parameter holds is no value for a string parameter
     held = {("plan_route", "year"): ["2020"], ("plan_route", "end"): ["2020", "Los Angeles"]}
     assert one_string(held, specs, lab, fill=False)[("plan_route", "end")] == ["Los Angeles"]
+
+
+@pytest.mark.parametrize(
+    ("a", "b", "first"),
+    [
+        ("company1", "company2", "company1"),
+        ("place2", "place1", "place1"),
+        ("start_location", "end_location", "start_location"),
+        ("to_timezone", "from_timezone", "from_timezone"),
+        ("origin", "destination", "origin"),
+        ("source_lang", "target_lang", "source_lang"),
+        ("team", "league", None),
+        ("start_date", "end_time", None),  # two words differ: no pair
+        ("x1", "y2", None),
+    ],
+)
+def test_ordered_pairs_of_parameters(a, b, first):
+    assert _first_of_pair(a, b) == first

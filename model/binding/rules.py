@@ -179,7 +179,7 @@ def one_string(
       that do not only name the tool (:func:`_declared_words`).
 
     Before this rule, such parameters were written by the model, and the tiny checkpoint writes garbage there
-    (``"}:"``, ``"astest"``): BFCL simple_python 0.1675 -> 0.2675, docs/TRAINING.md, "Experiment 2026-12-04 (4)".
+    (``"}:"``, ``"astest"``): BFCL simple_python 0.1675 -> 0.2775 with :func:`_request_order`, docs/TRAINING.md, "Experiment 2026-12-04 (4)".
 
     Args:
         runs: :func:`typed_runs`' result (not modified).
@@ -224,7 +224,53 @@ def one_string(
                     if word:
                         out[(spec.name, name)] = [word]
                         held.add(word)
+        _request_order(out, spec, free, labelling)
     return out
+
+
+#: The words that set two parameters of one tool in order, as ``start_location`` and ``end_location`` are.
+_PAIR_WORDS = frozenset(
+    {
+        ("start", "end"),
+        ("origin", "destination"),
+        ("from", "to"),
+        ("source", "target"),
+        ("departure", "arrival"),
+    }
+)
+
+
+def _first_of_pair(a: str, b: str) -> str | None:
+    """Which of parameters ``a`` and ``b`` a request states first when they form an ordered pair: names alike
+    but for a trailing number (``company1``, ``company2``: the lower) or for one word of :data:`_PAIR_WORDS`
+    (``from_timezone``, ``to_timezone``: the first of the pair); ``None`` for two parameters that do not."""
+    ma, mb = re.fullmatch(r"(.*?)(\d+)", a), re.fullmatch(r"(.*?)(\d+)", b)
+    if ma and mb and ma.group(1) == mb.group(1) and ma.group(2) != mb.group(2):
+        return a if int(ma.group(2)) < int(mb.group(2)) else b
+    wa, wb = a.lower().split("_"), b.lower().split("_")
+    differ = [(x, y) for x, y in zip(wa, wb, strict=False) if x != y] if len(wa) == len(wb) else []
+    if len(differ) == 1:
+        return a if differ[0] in _PAIR_WORDS else b if differ[0][::-1] in _PAIR_WORDS else None
+    return None
+
+
+def _request_order(
+    out: dict[tuple[str, str], list[str]], spec: Any, free: list[str], labelling: Labelling
+) -> None:
+    """Swap, in ``out``, the values of two free string parameters of ``spec`` that form an ordered pair
+    (:func:`_first_of_pair`) when the request states the second one's value first: "from London to New York"
+    gives ``from_timezone`` London. The classifier often labels both names with both parameters, and its
+    scores then swap them (BFCL simple_python: 5 of 10 swapped string pairs are such pairs)."""
+    request = labelling.prompt[labelling.user[0] : labelling.user[1]]
+    for i, a in enumerate(free):
+        for b in free[i + 1 :]:
+            first = _first_of_pair(a, b)
+            va, vb = out.get((spec.name, a), []), out.get((spec.name, b), [])
+            if first is None or len(va) != 1 or len(vb) != 1 or va[0] not in request or vb[0] not in request:
+                continue
+            second = b if first == a else a
+            if request.index(out[(spec.name, first)][0]) > request.index(out[(spec.name, second)][0]):
+                out[(spec.name, a)], out[(spec.name, b)] = vb, va
 
 
 def _rate(text: str, schema: dict[str, Any]) -> str:
