@@ -274,6 +274,7 @@ class ChatModel:
         from model.binding import (
             assign_numbers,
             label_request,
+            named_flags,
             number_arrays,
             one_string,
             pin_bound_values,
@@ -291,7 +292,7 @@ class ChatModel:
         numbers = labelling.numbers()
         runs = typed_runs(runs, arrays.specs, {numbers[j][0] for j in arrays.taken})
         runs.update({key: [text] for key, text in arrays.bound.items()})
-        runs = one_string(runs, arrays.specs, labelling)
+        runs = named_flags(one_string(runs, arrays.specs, labelling), arrays.specs, labelling)
         spans = {key: texts[0] for key, texts in runs.items() if len(texts) == 1}
         if not spans:
             return (arrays.specs if arrays.held else specs), not single_call(runs, arrays.held)

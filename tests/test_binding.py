@@ -4,6 +4,7 @@ in the turn's constraint."""
 from __future__ import annotations
 
 import functools
+import itertools
 import json
 
 import pytest
@@ -14,6 +15,7 @@ from model.binding import (
     assign_numbers,
     binding_runs,
     bound_spans,
+    named_flags,
     number_arrays,
     one_string,
     pin_bound_values,
@@ -530,3 +532,67 @@ def test_one_string_keeps_one_run_per_string_and_fills_a_required_one_from_the_r
 )
 def test_ordered_pairs_of_parameters(a, b, first):
     assert _first_of_pair(a, b) == first
+
+
+def test_one_string_orders_number_pairs_as_the_request_states_them():
+    gcd = {
+        "name": "math.gcd",
+        "description": "Greatest common divisor of two integers.",
+        "parameters": {
+            "type": "object",
+            "properties": {
+                "num1": {"type": "integer"},
+                "num2": {"type": "integer"},
+                "scale": {"type": "number"},
+            },
+            "required": ["num1", "num2"],
+        },
+    }
+    specs = [normalize_tool({"type": "function", "function": gcd})]
+    pieces = ["<u>", "Find", " the", " GCD", " of", " 36", " and", " 24", " at", " 0.5"]
+    ends = list(itertools.accumulate(len(p) for p in pieces))
+    keys = [("math.gcd", n, 0, 0) for n in ("num1", "num2", "scale")]
+    lab = Labelling("".join(pieces), ends, (len(pieces[0]), ends[-1]), keys, torch.zeros(len(pieces), 4))
+    swapped = {("math.gcd", "num1"): ["24"], ("math.gcd", "num2"): ["36"], ("math.gcd", "scale"): ["0.5"]}
+    out = one_string(swapped, specs, lab)
+    assert out == {("math.gcd", "num1"): ["36"], ("math.gcd", "num2"): ["24"], ("math.gcd", "scale"): ["0.5"]}
+    # "3" is no whole number of the request ("36" holds it): nothing is moved
+    part = {("math.gcd", "num1"): ["24"], ("math.gcd", "num2"): ["3"]}
+    assert one_string(part, specs, lab) == part
+
+
+def test_named_flags_set_the_booleans_a_request_names():
+    case = {
+        "name": "case.details",
+        "description": "Look up a court case.",
+        "parameters": {
+            "type": "object",
+            "properties": {
+                "case_id": {"type": "string"},
+                "include_dissent": {"type": "boolean"},
+                "full_text": {"type": "boolean"},
+                "closed_status": {"type": "boolean"},
+                "fixed": {"type": "boolean", "const": True},
+            },
+            "required": ["case_id"],
+        },
+    }
+    specs = [normalize_tool({"type": "function", "function": case})]
+    text = "Get case 'R vs Adams' including dissents, but don't return the full texts; is it closed? Fixed."
+    pieces = ["<u>", text]
+    keys = [("case.details", n, 0, 0) for n in case["parameters"]["properties"]]
+    lab = Labelling(
+        "".join(pieces), [3, 3 + len(text)], (3, 3 + len(text)), keys, torch.zeros(2, 1 + len(keys))
+    )
+    runs = {("case.details", "case_id"): ["R vs Adams"]}
+    out = named_flags(runs, specs, lab)
+    assert out == {
+        ("case.details", "case_id"): ["R vs Adams"],
+        ("case.details", "include_dissent"): ["true"],  # "include" says what to do; "dissents" names it
+        ("case.details", "full_text"): ["false"],  # "don't" within the three words before "full"
+    }  # closed_status: "status" is no word of the request; a const flag is left as it is
+    assert named_flags({}, specs, lab) == {}  # a tool the turn does not call
+    pinned, _ = pin_bound_values(specs, {k: v[0] for k, v in out.items()})
+    props = pinned[0].parameters["properties"]
+    assert props["include_dissent"]["enum"] == [True] and props["full_text"]["enum"] == [False]
+    assert runs == {("case.details", "case_id"): ["R vs Adams"]}  # the input is not modified

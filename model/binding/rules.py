@@ -179,7 +179,8 @@ def one_string(
       that do not only name the tool (:func:`_declared_words`).
 
     Before this rule, such parameters were written by the model, and the tiny checkpoint writes garbage there
-    (``"}:"``, ``"astest"``): BFCL simple_python 0.1675 -> 0.2775 with :func:`_request_order`, docs/TRAINING.md, "Experiment 2026-12-04 (4)".
+    (``"}:"``, ``"astest"``): BFCL simple_python 0.1675 -> 0.2775 with :func:`_request_order` (0.31 with
+    :func:`named_flags`), docs/TRAINING.md, "Experiment 2026-12-04 (4)".
 
     Args:
         runs: :func:`typed_runs`' result (not modified).
@@ -225,7 +226,13 @@ def one_string(
                         out[(spec.name, name)] = [word]
                         held.add(word)
         _request_order(out, spec, free, labelling)
+        _request_order(out, spec, [n for n, sub in props.items() if _is_number(sub)], labelling)
     return out
+
+
+def _is_number(schema: Any) -> bool:
+    """Whether ``schema`` is a top-level ``integer`` or ``number`` parameter without an ``enum``."""
+    return isinstance(schema, dict) and schema.get("type") in ("integer", "number") and "enum" not in schema
 
 
 #: The words that set two parameters of one tool in order, as ``start_location`` and ``end_location`` are.
@@ -236,6 +243,7 @@ _PAIR_WORDS = frozenset(
         ("from", "to"),
         ("source", "target"),
         ("departure", "arrival"),
+        ("initial", "final"),
     }
 )
 
@@ -255,22 +263,80 @@ def _first_of_pair(a: str, b: str) -> str | None:
 
 
 def _request_order(
-    out: dict[tuple[str, str], list[str]], spec: Any, free: list[str], labelling: Labelling
+    out: dict[tuple[str, str], list[str]], spec: Any, names: list[str], labelling: Labelling
 ) -> None:
-    """Swap, in ``out``, the values of two free string parameters of ``spec`` that form an ordered pair
-    (:func:`_first_of_pair`) when the request states the second one's value first: "from London to New York"
-    gives ``from_timezone`` London. The classifier often labels both names with both parameters, and its
-    scores then swap them (BFCL simple_python: 5 of 10 swapped string pairs are such pairs)."""
+    """Swap, in ``out``, the values of two parameters among ``names`` (all of one type) of ``spec`` that form
+    an ordered pair (:func:`_first_of_pair`) when the request states the second one's value first: "from London
+    to New York" gives ``from_timezone`` London, "the GCD of 36 and 24" gives ``number1`` 36. The classifier
+    often labels both words with both parameters, and its scores then swap them (BFCL simple_python: 5 of 10
+    swapped string pairs are such pairs)."""
     request = labelling.prompt[labelling.user[0] : labelling.user[1]]
-    for i, a in enumerate(free):
-        for b in free[i + 1 :]:
+
+    def at(value: str) -> int | None:  # where the request states value first, as a whole word or number
+        found = re.search(rf"(?<![\w.]){re.escape(value)}(?![\w]|\.\d)", request)
+        return None if found is None else found.start()
+
+    for i, a in enumerate(names):
+        for b in names[i + 1 :]:
             first = _first_of_pair(a, b)
             va, vb = out.get((spec.name, a), []), out.get((spec.name, b), [])
-            if first is None or len(va) != 1 or len(vb) != 1 or va[0] not in request or vb[0] not in request:
+            if first is None or len(va) != 1 or len(vb) != 1 or va == vb:
                 continue
-            second = b if first == a else a
-            if request.index(out[(spec.name, first)][0]) > request.index(out[(spec.name, second)][0]):
+            pa, pb = at(va[0]), at(vb[0])
+            if pa is not None and pb is not None and (pa > pb) == (first == a):
                 out[(spec.name, a)], out[(spec.name, b)] = vb, va
+
+
+#: Words of a boolean parameter's name that say what to do with it, not what it is ("include_opponent").
+_FLAG_VERBS = frozenset({"include", "is", "has", "with", "show", "use", "get", "return", "enable", "want"})
+#: A word that turns what follows it off ("without details", "don't return the full text").
+_NEGATION = re.compile(r"(?i)^(?:not|no|without|never|exclude|excluding)$|n't$")
+
+
+def _same_word(a: str, b: str) -> bool:
+    """Whether lower-case words ``a`` and ``b`` are one word in two forms ("detail", "details", "detailed"):
+    equal, or sharing all but the last letter of the shorter one, at least four letters."""
+    common = next((i for i, (x, y) in enumerate(zip(a, b, strict=False)) if x != y), min(len(a), len(b)))
+    return a == b or (common >= 4 and common >= min(len(a), len(b)) - 1)
+
+
+def named_flags(
+    runs: dict[tuple[str, str], list[str]], specs: list[Any], labelling: Labelling
+) -> dict[tuple[str, str], list[str]]:
+    """``runs`` with each boolean parameter the request names set: ``"true"``, or ``"false"`` after a negation.
+
+    In a tool with some parameter on a run (a tool the turn calls), a top-level ``type: boolean`` parameter
+    (no ``enum`` or ``const``) is named when every word of its name but :data:`_FLAG_VERBS` is a word of the
+    request in some form (:func:`_same_word`: ``details`` in "with details", ``include_opponent`` in
+    "including its opponent"); a negation among the three words before the first of them ("without details")
+    makes it false. Other parameters keep their runs. The classifier rarely labels a flag's words, and the
+    model writes ``false`` where it is left to it (BFCL simple_python: docs/TRAINING.md, "Experiment
+    2026-12-04 (4)").
+
+    Args:
+        runs: the binding so far, ``{(tool name, parameter): [text, ...]}`` (not modified).
+        specs: the turn's ``model.constraints.schema.ToolSpec`` list.
+        labelling: the same prompt's :class:`Labelling`.
+
+    Returns:
+        The same shape as ``runs``.
+    """
+    words = [w.lower() for w in re.findall(r"[A-Za-z0-9']+", labelling.prompt[slice(*labelling.user)])]
+    out = dict(runs)
+    for spec in specs:
+        props = (spec.parameters or {}).get("properties")
+        if not isinstance(props, dict) or not any((spec.name, n) in runs for n in props):
+            continue
+        for name, sub in props.items():
+            if not isinstance(sub, dict) or sub.get("type") != "boolean" or {"enum", "const"} & sub.keys():
+                continue
+            parts = [w for w in re.split(r"[_\W]+", name.lower()) if w and w not in _FLAG_VERBS]
+            hits = [next((i for i, r in enumerate(words) if _same_word(w, r)), None) for w in parts]
+            if parts and None not in hits:
+                first = min(h for h in hits if h is not None)
+                negated = any(_NEGATION.search(r) for r in words[max(0, first - 3) : first])
+                out[(spec.name, name)] = ["false" if negated else "true"]
+    return out
 
 
 def _rate(text: str, schema: dict[str, Any]) -> str:
@@ -434,6 +500,8 @@ def _pinned(schema: dict[str, Any], text: str) -> dict[str, Any] | None:
             values = [int(text) if kind == "integer" else float(text)]
         except ValueError:
             return None
+    elif kind == "boolean" and text in ("true", "false"):
+        values = [text == "true"]
     else:
         return None
     ok = [value for value in values if _accepts(schema, value)]
