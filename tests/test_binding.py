@@ -596,3 +596,28 @@ def test_named_flags_set_the_booleans_a_request_names():
     props = pinned[0].parameters["properties"]
     assert props["include_dissent"]["enum"] == [True] and props["full_text"]["enum"] == [False]
     assert runs == {("case.details", "case_id"): ["R vs Adams"]}  # the input is not modified
+
+
+def test_numbers_read_thousands_separators_and_exponents():
+    text = (
+        "<u>Drive 12,000 miles, cash_flows=[200,300,400], charges 1e-9 and 2.5E3; x2 and 1,2 or $2,000,000."
+    )
+    lab = Labelling(text, [3, len(text)], (3, len(text)), [], torch.zeros(2, 1))
+    assert [t for t, _ in lab.numbers()] == [
+        "12000",
+        "200",
+        "300",
+        "400",
+        "1e-9",
+        "2.5E3",
+        "1",
+        "2",
+        "2000000",
+    ]
+    assert lab.number_lists() == [[1, 2, 3], [4, 5], [6, 7]]  # a list written without spaces stays a list
+    specs = [normalize_tool(READ)]  # end_line: integer, ratio: number
+    runs = typed_runs({("read_file", "end_line"): ["12,000", "1e3"], ("read_file", "ratio"): ["1e-9"]}, specs)
+    assert runs == {
+        ("read_file", "end_line"): ["12000"],
+        ("read_file", "ratio"): ["1e-9"],
+    }  # 1e3 is no integer

@@ -17,7 +17,22 @@ from model import hf_compat as hf
 from model.declarations import declared_keys, last_user_span
 
 #: A number as the request spells it (``40``, ``-3``, ``2.5``).
-_NUMBER = re.compile(r"-?\d+(?:\.\d+)?")
+_NUMBER = re.compile(r"-?(?:\d{1,3}(?:,\d{3})+(?![\d,])|\d+)(?:\.\d+)?(?:[eE][-+]?\d+(?![\w.]))?")
+#: One number of a list written without spaces ("[200,300,400]"), which :data:`_NUMBER` reads as one.
+_PLAIN = re.compile(r"-?\d+(?:\.\d+)?")
+
+
+def number_text(text: str) -> str:
+    """A number as the request spells it (:data:`_NUMBER`: ``40``, ``-3``, ``2.5``, ``12,000``, ``1e-9``) in
+    the form Python and JSON read: without thousands separators (``12000``)."""
+    return text.replace(",", "")
+
+
+def whole(text: str) -> bool:
+    """Whether number ``text`` (:func:`number_text`'s form) is a whole number (``40``, not ``2.5`` or ``1e3``)."""
+    return re.fullmatch(r"-?\d+", text) is not None
+
+
 #: A word of a declaration or a request, for comparing them (lower case).
 _WORD = re.compile(r"[a-z0-9]+")
 #: What stands between two numbers of one list the request writes: a comma, spaces, "and".
@@ -131,13 +146,18 @@ class Labelling:
 
     @functools.cached_property
     def _number_spans(self) -> list[tuple[int, int]]:
-        """Character spans of the request's numbers that start a word: ``40``, the ``70`` of ``70kg`` and the
-        ``1.75`` of ``1.75m``, not the ``2`` of ``x2``."""
+        """Character spans of the request's numbers that start a word: ``40``, the ``70`` of ``70kg``, the
+        ``1.75`` of ``1.75m``, ``12,000`` and ``1e-9``, not the ``2`` of ``x2``; comma-grouped digits right after
+        a bracket or a comma are a list written without spaces ("[200,300,400]"), one number each."""
         (lo, hi), prompt = self.user, self.prompt
         spans = []
         for m in _NUMBER.finditer(prompt, lo, hi):
             a, b = m.span()
-            if not (a > lo and prompt[a - 1].isalpha()):
+            if a > lo and prompt[a - 1].isalpha():
+                continue
+            if "," in m.group() and a > lo and prompt[a - 1] in "[(,":
+                spans += [p.span() for p in _PLAIN.finditer(prompt, a, b)]
+            else:
                 spans.append((a, b))
         return spans
 
@@ -161,9 +181,10 @@ class Labelling:
 
     def numbers(self) -> list[tuple[str, list[int]]]:
         """The numbers the request spells at the start of a word (``40``, ``70kg``; not ``x2``), in order:
-        their text and the indexes of the tokens that hold them."""
+        their text (:func:`number_text`: ``12,000`` is ``12000``) and the indexes of the tokens that hold them."""
         return [
-            (self.prompt[a:b], sorted({self.token_at(c) for c in range(a, b)})) for a, b in self._number_spans
+            (number_text(self.prompt[a:b]), sorted({self.token_at(c) for c in range(a, b)}))
+            for a, b in self._number_spans
         ]
 
 

@@ -10,7 +10,7 @@ from typing import Any
 
 import jsonschema
 
-from model.binding.labelling import _NUMBER, _WORD, Labelling
+from model.binding.labelling import _NUMBER, _WORD, Labelling, number_text, whole
 from model.constraints.grammar import named_tool
 
 #: Schema keywords under which a parameter is never pinned: the constraint already fixes or shapes its value.
@@ -69,8 +69,8 @@ def typed_runs(
             found = [
                 n
                 for t in texts
-                for n in _NUMBER.findall(t)
-                if n not in taken and (kind == "number" or "." not in n)
+                for n in map(number_text, _NUMBER.findall(t))
+                if n not in taken and (kind == "number" or whole(n))
             ]
             texts = list(dict.fromkeys(found)) or (texts if len(texts) == 1 else [])
             if not texts:
@@ -147,7 +147,7 @@ def assign_numbers(
                 continue
             chosen = key in runs or name in required
             for j, (text, toks) in enumerate(numbers):
-                if j not in taken and (sub["type"] == "number" or "." not in text):
+                if j not in taken and (sub["type"] == "number" or whole(text)):
                     score = float(labelling.logp[toks, column[key]].max())
                     tier = 0 if labelling.names(name, j) else 1 if name in required else 2
                     if chosen or tier == 0:
@@ -401,7 +401,7 @@ def _fixed_lists(
             continue
         out = {}
         for (name, sub, kind, _), js in zip(group, lists, strict=True):
-            if kind == "integer" and any("." in texts[j] for j in js):
+            if kind == "integer" and not all(whole(texts[j]) for j in js):
                 return {}
             value = [int(texts[j]) if kind == "integer" else float(texts[j]) for j in js]
             if not _accepts(sub, value):
@@ -456,7 +456,7 @@ def number_arrays(specs: list[Any], labelling: Labelling) -> HeldArrays:
                 bound[(spec.name, name)] = ", ".join(texts[j] for j in js)
                 taken.update(js)
                 continue
-            usable = [t for t in texts if kind == "number" or "." not in t]
+            usable = [t for t in texts if kind == "number" or whole(t)]
             cap = min(len(usable), sub.get("maxItems", len(usable)))
             if usable and sub.get("minItems", 0) <= cap:
                 values = list(dict.fromkeys(int(t) if kind == "integer" else float(t) for t in usable))
