@@ -468,6 +468,7 @@ def test_one_string_keeps_one_run_per_string_and_fills_a_required_one_from_the_r
         " car",
         " in",
         " 2020",
+        " fast",
     ]
     lab = _route_labelling(
         pieces,
@@ -481,8 +482,9 @@ def test_one_string_keeps_one_run_per_string_and_fills_a_required_one_from_the_r
             (4, "start"): -1.5,
             (6, "start"): -0.5,
             (1, "start"): -1.2,  # "Route" only names the tool: no value
-            (2, "mode"): -0.5,  # an optional parameter on several runs
+            (2, "mode"): -0.5,  # an optional parameter on several runs ("from" is no value: a function word)
             (9, "mode"): -0.3,
+            (12, "mode"): -0.6,
             (11, "year"): -0.1,
         },
     )
@@ -497,7 +499,7 @@ def test_one_string_keeps_one_run_per_string_and_fills_a_required_one_from_the_r
         ("plan_route", "start"): ["San Francisco"],
         ("plan_route", "year"): ["2020"],
     }
-    assert runs[("plan_route", "mode")] == ["from", "car"]  # the input is not modified
+    assert runs[("plan_route", "mode")] == ["car", "fast"]  # the input is not modified
     # no fill for a tool the turn does not call (nothing bound), nor with fill=False
     assert one_string({}, specs, lab) == {}
     assert ("plan_route", "start") not in one_string(runs, specs, lab, fill=False)
@@ -621,3 +623,36 @@ def test_numbers_read_thousands_separators_and_exponents():
         ("read_file", "end_line"): ["12000"],
         ("read_file", "ratio"): ["1e-9"],
     }  # 1e3 is no integer
+
+
+def test_token_pieces_keep_characters_split_over_byte_tokens_whole():
+    from model.binding.labelling import token_pieces
+
+    tok = _shipped().tokenizer
+    for text in ["¿Dónde está load_bundle?", "load_bundle 函数在哪里定义？", "Wetter in München"]:
+        ids = tok.encode(text, add_special_tokens=False)
+        assert any("\ufffd" in tok.decode([i]) for i in ids)  # byte tokens: alone they decode to U+FFFD
+        pieces = token_pieces(tok, ids)
+        assert len(pieces) == len(ids) and "".join(pieces) == text
+
+
+def test_a_number_no_json_number_spells_is_not_pinned():
+    specs = [normalize_tool(READ)]  # ratio: number
+    pinned, n = pin_bound_values(specs, {("read_file", "ratio"): "1e400"})  # float("1e400") is inf
+    assert n == 0 and "enum" not in pinned[0].parameters["properties"]["ratio"]
+    text = "<u>mean of 1e400 and 2"
+    lab = Labelling(text, [3, len(text)], (3, len(text)), [], torch.zeros(2, 1))
+    mean = {
+        "name": "mean",
+        "description": "Mean of numbers.",
+        "parameters": {
+            "type": "object",
+            "properties": {"xs": {"type": "array", "items": {"type": "number"}}},
+            "required": ["xs"],
+        },
+    }
+    held = number_arrays([normalize_tool({"type": "function", "function": mean})], lab)
+    assert held.specs[0].parameters["properties"]["xs"]["items"]["enum"] == [
+        2.0
+    ]  # the list is held, inf left out
+    assert held.bound == {}

@@ -189,7 +189,7 @@ class Labelling:
 
 
 #: Punctuation a word carries but a value does not: quotes and brackets, a comma or full stop after it.
-_OPEN, _CLOSE = "\"'`([{<", "\"'`.,;:!?)]}>"
+_OPEN, _CLOSE = "\"'`([{<¿¡«“‘", "\"'`.,;:!?)]}>»”’"
 #: A quoted value of the request ('Roe v. Wade', "ABC Ltd.", `DNA123`): its quotes open and close words.
 _QUOTED = re.compile(r"(?<![^\s(])(['\"`])([^'\"`\n]{1,80}?)\1(?=[\s.,;:!?)]|$)")
 
@@ -240,6 +240,29 @@ def _word_span(text: str, start: int, end: int, lo: int, hi: int) -> str:
     return text[a:b].strip()
 
 
+def token_pieces(tokenizer: Any, input_ids: list[int]) -> list[str]:
+    """The text of each of the ``P`` tokens ``input_ids``, joining to the prompt's text.
+
+    A character of several UTF-8 bytes ("ó", "函") may span byte tokens, and each of those decodes alone to
+    U+FFFD; such a run of tokens (up to 4, the longest UTF-8 character) is decoded together and its text given
+    to its last token (the others get ``""``), so that no value copied from the request holds U+FFFD.
+
+    Returns:
+        ``P`` strings.
+    """
+    pieces: list[str] = []
+    pending: list[int] = []
+    for k, i in enumerate(input_ids):
+        pending.append(i)
+        text = tokenizer.decode(pending)
+        if "\ufffd" in text and len(pending) < 4 and k + 1 < len(input_ids):
+            pieces.append("")
+            continue
+        pieces.append(text)
+        pending = []
+    return pieces
+
+
 def label_request(
     model: Any, tokenizer: Any, input_ids: list[int], tools: list[dict[str, Any]]
 ) -> Labelling | None:
@@ -258,7 +281,7 @@ def label_request(
     head = getattr(model, "copy_head", None)
     if head is None or not tools or not input_ids:
         return None
-    pieces = [tokenizer.decode([i]) for i in input_ids]
+    pieces = token_pieces(tokenizer, input_ids)
     ends = list(itertools.accumulate(len(p) for p in pieces))
     prompt = "".join(pieces)
     keys = declared_keys(prompt, tools)

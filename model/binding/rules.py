@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import dataclasses
 import datetime
+import math
 import re
 from typing import Any
 
@@ -87,14 +88,24 @@ def typed_runs(
 _EXAMPLE = re.compile(r"(?i)\b(?:e\.g\.|i\.e\.|for example|for instance|such as|like)[^.]*")
 
 
+#: English function words and request verbs: no value on their own ("and", "me", "how", "find").
+_FUNCTION_WORDS = frozenset(
+    "a an the and or but of in on at to for from by with into about as than me my mine i you your we our us it its"
+    " they their them he she his her is are was were be been am do does did can could would should will please"
+    " how what which who whom whose where when why that this these those there here find get give show tell"
+    " provide retrieve fetch calculate compute look search list let".split()
+)
+
+
 def _declared_words(spec: Any) -> set[str]:
     """The words (lower case) of a tool's name, description, parameter names and parameter descriptions,
-    without the examples the descriptions give: what the tool and its parameters are about, no value."""
+    without the examples the descriptions give: what the tool and its parameters are about, no value; and the
+    :data:`_FUNCTION_WORDS`."""
     props = (spec.parameters or {}).get("properties")
     texts = [spec.name, spec.description]
     for name, sub in props.items() if isinstance(props, dict) else ():
         texts += [name, str(sub.get("description", "")) if isinstance(sub, dict) else ""]
-    return set(_WORD.findall(_EXAMPLE.sub(" ", " ".join(texts)).lower()))
+    return set(_WORD.findall(_EXAMPLE.sub(" ", " ".join(texts)).lower())) | _FUNCTION_WORDS
 
 
 def assign_numbers(
@@ -404,6 +415,8 @@ def _fixed_lists(
             if kind == "integer" and not all(whole(texts[j]) for j in js):
                 return {}
             value = [int(texts[j]) if kind == "integer" else float(texts[j]) for j in js]
+            if not all(map(math.isfinite, value)):
+                return {}
             if not _accepts(sub, value):
                 return {}
             out[name] = (js, value)
@@ -456,7 +469,7 @@ def number_arrays(specs: list[Any], labelling: Labelling) -> HeldArrays:
                 bound[(spec.name, name)] = ", ".join(texts[j] for j in js)
                 taken.update(js)
                 continue
-            usable = [t for t in texts if kind == "number" or whole(t)]
+            usable = [t for t in texts if (kind == "number" or whole(t)) and math.isfinite(float(t))]
             cap = min(len(usable), sub.get("maxItems", len(usable)))
             if usable and sub.get("minItems", 0) <= cap:
                 values = list(dict.fromkeys(int(t) if kind == "integer" else float(t) for t in usable))
@@ -499,6 +512,8 @@ def _pinned(schema: dict[str, Any], text: str) -> dict[str, Any] | None:
         try:
             values = [int(text) if kind == "integer" else float(text)]
         except ValueError:
+            return None
+        if not math.isfinite(values[0]):  # "1e400": no JSON number
             return None
     elif kind == "boolean" and text in ("true", "false"):
         values = [text == "true"]
