@@ -13,6 +13,7 @@ tokens spelling it inside a value).
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import time
 from dataclasses import dataclass, field
@@ -265,7 +266,8 @@ class ChatModel:
     ) -> tuple[list[Any], bool]:
         """``specs`` normalised and constrained by the copy head's binding classifier (:mod:`model.binding`:
         bound parameters fixed to their request words and required, unbound optional ones and tools without a
-        bound parameter left out), and whether the turn may hold several calls (``False`` when the binding
+        bound parameter left out; only the tool the request names, when it names one:
+        :func:`model.binding.named_tool_of`), and whether the turn may hold several calls (``False`` when the binding
         plans one: :func:`model.binding.single_call`); ``tools`` are the declarations the prompt renders.
 
         Raises:
@@ -275,6 +277,7 @@ class ChatModel:
             assign_numbers,
             label_request,
             named_flags,
+            named_tool_of,
             number_arrays,
             one_string,
             pin_bound_values,
@@ -294,6 +297,13 @@ class ChatModel:
         runs.update({key: [text] for key, text in arrays.bound.items()})
         runs = named_flags(one_string(runs, arrays.specs, labelling), arrays.specs, labelling)
         spans = {key: texts[0] for key, texts in runs.items() if len(texts) == 1}
+        named = named_tool_of(arrays.specs, labelling) if tool_choice in ("auto", "required", None) else None
+        if named is not None:  # the request names one tool: the turn calls that one only
+            arrays = dataclasses.replace(arrays, specs=[s for s in arrays.specs if s.name == named])
+            spans = {key: text for key, text in spans.items() if key[0] == named}
+            runs = {key: texts for key, texts in runs.items() if key[0] == named}
+            if not spans:
+                return arrays.specs, not single_call(runs, arrays.held)
         if not spans:
             return (arrays.specs if arrays.held else specs), not single_call(runs, arrays.held)
         pinned, _ = pin_bound_values(arrays.specs, spans, tool_choice)

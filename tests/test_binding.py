@@ -656,3 +656,33 @@ def test_a_number_no_json_number_spells_is_not_pinned():
         2.0
     ]  # the list is held, inf left out
     assert held.bound == {}
+
+
+def _tools(*names):
+    return [
+        normalize_tool({"type": "function", "function": {"name": n, "description": "", "parameters": {}}})
+        for n in names
+    ]
+
+
+def test_named_tool_of_keeps_the_tool_whose_name_the_request_names():
+    from model.binding.rules import _name_words, _same_word, named_tool_of
+
+    assert _name_words("math.triangle_area_heron") == ["math", "triangle", "area", "heron"]
+    assert _name_words("getForecast") == ["get", "forecast"]
+    assert (
+        _same_word("defines", "definition") and _same_word("detail", "details") and not _same_word("is", "it")
+    )
+
+    def named(request, *names):
+        lab = Labelling("<u>" + request, [3, 3 + len(request)], (3, 3 + len(request)), [], torch.zeros(2, 1))
+        return named_tool_of(_tools(*names), lab)
+
+    capital = ("country_info.largest_city", "country_info.capital", "country_info.population")
+    assert (
+        named("What is the capital of Brazil?", *capital) == "country_info.capital"
+    )  # "country_info" shared
+    assert named("Calculate the LCM of 18 and 12.", "math.gcd", "math.sqrt", "math.lcm") == "math.lcm"
+    assert named("Which file defines tool_call_grammar?", "find_definition", "read_file") is None  # a tie
+    assert named("Will it rain in Paris tomorrow?", "get_current_weather", "get_forecast") is None  # no name
+    assert named("Weather in Paris", "get_current_weather") is None  # one tool: nothing to choose

@@ -30,7 +30,8 @@ than the denoising loop copies it (docs/TRAINING.md, "Bound values"), so a turn 
    * a bound parameter becomes required, and an optional parameter no request word is bound to is left out,
      in every tool with at least one bound parameter;
    * when any parameter is bound, only the tools with a bound parameter can be called (a named
-     ``tool_choice`` keeps its tool);
+     ``tool_choice`` keeps its tool); when the request names one tool's name better than any other's ("the
+     capital of Brazil": ``country_info.capital``), only that tool can be called (:func:`named_tool_of`);
    * when something is bound and no parameter has several runs, the turn holds one call
      (:func:`single_call`; several runs, as "in Berlin and in Paris", leave parallel calls open).
 
@@ -46,6 +47,7 @@ from model.binding.rules import (
     HeldArrays,
     assign_numbers,
     named_flags,
+    named_tool_of,
     number_arrays,
     one_string,
     pin_bound_values,
@@ -61,6 +63,7 @@ __all__ = [
     "bound_spans",
     "label_request",
     "named_flags",
+    "named_tool_of",
     "number_arrays",
     "one_string",
     "pin_bound_values",

@@ -305,10 +305,11 @@ _NEGATION = re.compile(r"(?i)^(?:not|no|without|never|exclude|excluding)$|n't$")
 
 
 def _same_word(a: str, b: str) -> bool:
-    """Whether lower-case words ``a`` and ``b`` are one word in two forms ("detail", "details", "detailed"):
-    equal, or sharing all but the last letter of the shorter one, at least four letters."""
+    """Whether lower-case words ``a`` and ``b`` are one word in two forms ("detail", "details", "detailed",
+    "defines", "definition"): equal, sharing their first five letters, or sharing all but the last letter of the
+    shorter one and at least four letters (a crude stemmer: Porter 1980 would be the full one)."""
     common = next((i for i, (x, y) in enumerate(zip(a, b, strict=False)) if x != y), min(len(a), len(b)))
-    return a == b or (common >= 4 and common >= min(len(a), len(b)) - 1)
+    return a == b or common >= 5 or (common >= 4 and common >= min(len(a), len(b)) - 1)
 
 
 def named_flags(
@@ -348,6 +349,35 @@ def named_flags(
                 negated = any(_NEGATION.search(r) for r in words[max(0, first - 3) : first])
                 out[(spec.name, name)] = ["false" if negated else "true"]
     return out
+
+
+def _name_words(name: str) -> list[str]:
+    """The words of a tool name, lower case: ``math.triangle_area_heron`` -> math, triangle, area, heron;
+    ``getForecast`` -> get, forecast."""
+    return [w.lower() for w in re.findall(r"[A-Z]?[a-z0-9]+|[A-Z]+(?![a-z])", name)]
+
+
+def named_tool_of(specs: list[Any], labelling: Labelling) -> str | None:
+    """The one tool whose name the request names best, or ``None`` when no tool's name stands out.
+
+    A tool's score is how many words of its name (:func:`_name_words`, less :data:`_FUNCTION_WORDS`) are words
+    of the request in some form (:func:`_same_word`): "the capital of Brazil" names ``country_info.capital``
+    (1) over ``country_info.largest_city`` (0). The tool with the highest score is named when it is above 0 and
+    above every other tool's; words every tool's name shares ("country", "info") count for none.
+    """
+    words = [w.lower() for w in re.findall(r"[A-Za-z0-9]+", labelling.prompt[slice(*labelling.user)])]
+    names = {spec.name: set(_name_words(spec.name)) - _FUNCTION_WORDS for spec in specs}
+    shared = set.intersection(*names.values()) if names else set()
+    scores = sorted(
+        (
+            (sum(any(_same_word(w, r) for r in words) for w in ws - shared), name)
+            for name, ws in names.items()
+        ),
+        reverse=True,
+    )
+    if len(scores) < 2 or scores[0][0] == 0 or scores[0][0] == scores[1][0]:
+        return None
+    return scores[0][1]
 
 
 def _rate(text: str, schema: dict[str, Any]) -> str:
