@@ -273,41 +273,35 @@ class ChatModel:
         Raises:
             model.constraints.schema.SchemaError: a tool's schema is unsupported (as the constraint would).
         """
-        from model.binding import (
-            assign_numbers,
-            label_request,
-            named_flags,
-            named_tool_of,
-            number_arrays,
-            one_string,
-            pin_bound_values,
-            single_call,
-            typed_runs,
-        )
+        from model import binding
         from model.constraints.schema import normalize_tool
 
         normal = [normalize_tool(t) for t in specs]
-        labelling = label_request(self.model, self.tokenizer, input_ids, tools)
+        labelling = binding.label_request(self.model, self.tokenizer, input_ids, tools)
         if labelling is None:
             return specs, True
-        arrays = number_arrays(normal, labelling)
-        runs = assign_numbers(labelling.runs(), arrays.specs, labelling, arrays.taken)
+        arrays = binding.number_arrays(normal, labelling)
+        runs = binding.assign_numbers(labelling.runs(), arrays.specs, labelling, arrays.taken)
         numbers = labelling.numbers()
-        runs = typed_runs(runs, arrays.specs, {numbers[j][0] for j in arrays.taken})
+        runs = binding.typed_runs(runs, arrays.specs, {numbers[j][0] for j in arrays.taken})
         runs.update({key: [text] for key, text in arrays.bound.items()})
-        runs = named_flags(one_string(runs, arrays.specs, labelling), arrays.specs, labelling)
+        runs = binding.named_flags(binding.one_string(runs, arrays.specs, labelling), arrays.specs, labelling)
         spans = {key: texts[0] for key, texts in runs.items() if len(texts) == 1}
-        named = named_tool_of(arrays.specs, labelling) if tool_choice in ("auto", "required", None) else None
+        named = (
+            binding.named_tool_of(arrays.specs, labelling)
+            if tool_choice in ("auto", "required", None)
+            else None
+        )
         if named is not None:  # the request names one tool: the turn calls that one only
             arrays = dataclasses.replace(arrays, specs=[s for s in arrays.specs if s.name == named])
             spans = {key: text for key, text in spans.items() if key[0] == named}
             runs = {key: texts for key, texts in runs.items() if key[0] == named}
             if not spans:
-                return arrays.specs, not single_call(runs, arrays.held)
+                return arrays.specs, not binding.single_call(runs, arrays.held)
         if not spans:
-            return (arrays.specs if arrays.held else specs), not single_call(runs, arrays.held)
-        pinned, _ = pin_bound_values(arrays.specs, spans, tool_choice)
-        return pinned, not single_call(runs, arrays.held)
+            return (arrays.specs if arrays.held else specs), not binding.single_call(runs, arrays.held)
+        pinned, _ = binding.pin_bound_values(arrays.specs, spans, tool_choice)
+        return pinned, not binding.single_call(runs, arrays.held)
 
     def _response_constraint(self, response_format: dict[str, Any]) -> Any:
         from model.constraints.denoise import GrammarConstraint

@@ -60,6 +60,14 @@ READ = {
 }
 
 
+def _spec(name, description, properties, required=()):
+    """A normalised tool ``name`` whose parameters are the object of ``properties``, ``required`` listed."""
+    parameters = {"type": "object", "properties": properties, "required": list(required)}
+    return normalize_tool(
+        {"type": "function", "function": {"name": name, "description": description, "parameters": parameters}}
+    )
+
+
 def test_pin_fixes_strings_numbers_and_enums_that_their_schema_accepts():
     specs = [normalize_tool(WEATHER), normalize_tool(READ)]
     spans = {
@@ -390,16 +398,9 @@ def test_a_run_widens_to_whole_words_and_capitalised_names(request_text, piece, 
 
 
 def test_typed_runs_drop_the_runs_of_a_string_that_only_name_the_tool():
-    derivative = {
-        "name": "calculate_derivative",
-        "description": "Calculate the derivative of a polynomial function, e.g. x**2.",
-        "parameters": {
-            "type": "object",
-            "properties": {"function": {"type": "string", "description": "The polynomial, such as x**2."}},
-            "required": ["function"],
-        },
-    }
-    specs = [normalize_tool(derivative)]
+    function = {"type": "string", "description": "The polynomial, such as x**2."}
+    about = "Calculate the derivative of a polynomial function, e.g. x**2."
+    specs = [_spec("calculate_derivative", about, {"function": function}, ["function"])]
     key = ("calculate_derivative", "function")
     assert typed_runs({key: ["derivative", "polynomial function", "3x^2"]}, specs) == {key: ["3x^2"]}
     # the description's examples are no words of the tool: "x**2" stays a value
@@ -537,20 +538,9 @@ def test_ordered_pairs_of_parameters(a, b, first):
 
 
 def test_one_string_orders_number_pairs_as_the_request_states_them():
-    gcd = {
-        "name": "math.gcd",
-        "description": "Greatest common divisor of two integers.",
-        "parameters": {
-            "type": "object",
-            "properties": {
-                "num1": {"type": "integer"},
-                "num2": {"type": "integer"},
-                "scale": {"type": "number"},
-            },
-            "required": ["num1", "num2"],
-        },
-    }
-    specs = [normalize_tool({"type": "function", "function": gcd})]
+    number, whole = {"type": "number"}, {"type": "integer"}
+    props = {"num1": whole, "num2": whole, "scale": number}
+    specs = [_spec("math.gcd", "Greatest common divisor of two integers.", props, ["num1", "num2"])]
     pieces = ["<u>", "Find", " the", " GCD", " of", " 36", " and", " 24", " at", " 0.5"]
     ends = list(itertools.accumulate(len(p) for p in pieces))
     keys = [("math.gcd", n, 0, 0) for n in ("num1", "num2", "scale")]
@@ -564,25 +554,18 @@ def test_one_string_orders_number_pairs_as_the_request_states_them():
 
 
 def test_named_flags_set_the_booleans_a_request_names():
-    case = {
-        "name": "case.details",
-        "description": "Look up a court case.",
-        "parameters": {
-            "type": "object",
-            "properties": {
-                "case_id": {"type": "string"},
-                "include_dissent": {"type": "boolean"},
-                "full_text": {"type": "boolean"},
-                "closed_status": {"type": "boolean"},
-                "fixed": {"type": "boolean", "const": True},
-            },
-            "required": ["case_id"],
-        },
+    flag = {"type": "boolean"}
+    props = {
+        "case_id": {"type": "string"},
+        "include_dissent": flag,
+        "full_text": flag,
+        "closed_status": flag,
+        "fixed": {"type": "boolean", "const": True},
     }
-    specs = [normalize_tool({"type": "function", "function": case})]
+    specs = [_spec("case.details", "Look up a court case.", props, ["case_id"])]
     text = "Get case 'R vs Adams' including dissents, but don't return the full texts; is it closed? Fixed."
     pieces = ["<u>", text]
-    keys = [("case.details", n, 0, 0) for n in case["parameters"]["properties"]]
+    keys = [("case.details", n, 0, 0) for n in props]
     lab = Labelling(
         "".join(pieces), [3, 3 + len(text)], (3, 3 + len(text)), keys, torch.zeros(2, 1 + len(keys))
     )
@@ -642,16 +625,8 @@ def test_a_number_no_json_number_spells_is_not_pinned():
     assert n == 0 and "enum" not in pinned[0].parameters["properties"]["ratio"]
     text = "<u>mean of 1e400 and 2"
     lab = Labelling(text, [3, len(text)], (3, len(text)), [], torch.zeros(2, 1))
-    mean = {
-        "name": "mean",
-        "description": "Mean of numbers.",
-        "parameters": {
-            "type": "object",
-            "properties": {"xs": {"type": "array", "items": {"type": "number"}}},
-            "required": ["xs"],
-        },
-    }
-    held = number_arrays([normalize_tool({"type": "function", "function": mean})], lab)
+    items = {"type": "array", "items": {"type": "number"}}
+    held = number_arrays([_spec("mean", "Mean of numbers.", {"xs": items}, ["xs"])], lab)
     assert held.specs[0].parameters["properties"]["xs"]["items"]["enum"] == [
         2.0
     ]  # the list is held, inf left out
