@@ -514,6 +514,12 @@ def test_one_string_keeps_one_run_per_string_and_fills_a_required_one_from_the_r
     }
     swapped = {("plan_route", "start"): ["Los Angeles"], ("plan_route", "end"): ["San Francisco"]}
     assert one_string(swapped, specs, lab)[("plan_route", "start")] == ["San Francisco"]
+    # "from" and "to" say which end a value is, whatever the order
+    back = "<u>Route to Los Angeles from San Francisco"
+    cued = Labelling(back, [3, len(back)], (3, len(back)), lab.keys, torch.zeros(2, lab.logp.shape[1]))
+    for start, end in (("San Francisco", "Los Angeles"), ("Los Angeles", "San Francisco")):
+        out = one_string({("plan_route", "start"): [start], ("plan_route", "end"): [end]}, specs, cued)
+        assert out == {("plan_route", "start"): ["San Francisco"], ("plan_route", "end"): ["Los Angeles"]}
     # a number a number parameter holds is no value for a string parameter
     held = {("plan_route", "year"): ["2020"], ("plan_route", "end"): ["2020", "Los Angeles"]}
     assert one_string(held, specs, lab, fill=False)[("plan_route", "end")] == ["Los Angeles"]
