@@ -296,10 +296,10 @@ class ChatModel:
             arrays = dataclasses.replace(arrays, specs=[s for s in arrays.specs if s.name == named])
             spans = {key: text for key, text in spans.items() if key[0] == named}
             runs = {key: texts for key, texts in runs.items() if key[0] == named}
-            if not spans:
-                return arrays.specs, not binding.single_call(runs, arrays.held)
         if not spans:
-            return (arrays.specs if arrays.held else specs), not binding.single_call(runs, arrays.held)
+            return (arrays.specs if arrays.held or named else specs), not binding.single_call(
+                runs, arrays.held
+            )
         pinned, _ = binding.pin_bound_values(arrays.specs, spans, tool_choice)
         return pinned, not binding.single_call(runs, arrays.held)
 

@@ -75,6 +75,26 @@ class Labelling:
         """Index of the prompt token holding character ``ch``."""
         return bisect.bisect_right(self.ends, ch)
 
+    @functools.cached_property
+    def request(self) -> str:
+        """The text of the last user message."""
+        return self.prompt[self.user[0] : self.user[1]]
+
+    @functools.cached_property
+    def request_words(self) -> list[str]:
+        """The words of :attr:`request`, lower case, apostrophes kept ("don't"), in order."""
+        return [w.lower() for w in re.findall(r"[A-Za-z0-9']+", self.request)]
+
+    @functools.cached_property
+    def columns(self) -> dict[tuple[str, str], int]:
+        """``{(tool name, parameter): column of logp}`` for every declared parameter."""
+        return {(tool, name): k + 1 for k, (tool, name, _, _) in enumerate(self.keys)}
+
+    @functools.cached_property
+    def _request_tokens(self) -> range:
+        """Indexes of the prompt tokens that hold the last user message."""
+        return range(self.token_at(self.user[0]), self.token_at(self.user[1] - 1) + 1)
+
     def _span(self, run: list[int]) -> str:
         """The request text of token run ``run``, widened to whole words (:func:`_word_span`)."""
         lo, hi = self.user
@@ -96,13 +116,12 @@ class Labelling:
         """The request word (:func:`_word_span` of one token) parameter ``key`` scores highest, leaving out the
         words in ``skip`` and those made only of words in it (lower case); ``None`` when none is left or ``key``
         is not declared."""
-        column = {(tool, name): k + 1 for k, (tool, name, _, _) in enumerate(self.keys)}.get(key)
+        column = self.columns.get(key)
         if column is None:
             return None
         lowered = {w.lower() for w in skip}
-        first, last = self.token_at(self.user[0]), self.token_at(self.user[1] - 1)
         best, found = float("-inf"), None
-        for i in range(first, last + 1):
+        for i in self._request_tokens:
             word, score = self._span([i]), float(self.logp[i, column])
             if word and word not in skip and not set(_WORD.findall(word.lower())) <= lowered and score > best:
                 best, found = score, word
@@ -111,11 +130,10 @@ class Labelling:
     @functools.cached_property
     def _scored_runs(self) -> dict[tuple[str, str], dict[str, float]]:
         """``{key: {text: score}}`` behind :meth:`runs` and :meth:`score`, texts in request order."""
-        first, last = self.token_at(self.user[0]), self.token_at(self.user[1] - 1)
         labels = self.logp.argmax(-1).tolist()
         out: dict[tuple[str, str], dict[str, float]] = {}
         for k, (tool, name, _, _) in enumerate(self.keys):
-            toks = [i for i in range(first, last + 1) if labels[i] == k + 1]
+            toks = [i for i in self._request_tokens if labels[i] == k + 1]
             runs = [[t] for t in toks[:1]]
             for t in toks[1:]:
                 runs[-1].append(t) if t == runs[-1][-1] + 1 else runs.append([t])

@@ -18,6 +18,19 @@ from model.constraints.grammar import named_tool
 _KEEP = frozenset({"const", "pattern", "format"})
 
 
+def _is_number(schema: Any) -> bool:
+    """Whether ``schema`` is a top-level ``integer`` or ``number`` parameter without an ``enum``."""
+    return isinstance(schema, dict) and schema.get("type") in ("integer", "number") and "enum" not in schema
+
+
+def _is_free_string(schema: Any) -> bool:
+    """Whether ``schema`` is a free string: ``type: string`` without ``enum``, ``const``, ``pattern`` or
+    ``format`` (a value the request's words can give)."""
+    return (
+        isinstance(schema, dict) and schema.get("type") == "string" and not (_KEEP | {"enum"}) & schema.keys()
+    )
+
+
 def single_call(
     runs: dict[tuple[str, str], list[str]],
     arrays: set[tuple[str, str]] | frozenset[tuple[str, str]] = frozenset(),
@@ -66,7 +79,7 @@ def typed_runs(
     for key, texts in runs.items():
         schema = props.get(key, {})
         kind = schema.get("type")
-        if kind in ("integer", "number") and "enum" not in schema:
+        if _is_number(schema):
             found = [
                 n
                 for t in texts
@@ -76,7 +89,7 @@ def typed_runs(
             texts = list(dict.fromkeys(found)) or (texts if len(texts) == 1 else [])
             if not texts:
                 continue
-        elif kind == "string" and len(texts) > 1 and not (_KEEP | {"enum"}) & schema.keys():
+        elif _is_free_string(schema) and len(texts) > 1:
             texts = [
                 t for t in texts if not set(_WORD.findall(t.lower())) <= declared.get(key[0], set())
             ] or texts
@@ -142,7 +155,7 @@ def assign_numbers(
         The same shape as ``runs``.
     """
     numbers = labelling.numbers()
-    column = {(tool, name): k + 1 for k, (tool, name, _, _) in enumerate(labelling.keys)}
+    column = labelling.columns
     out = dict(runs)
     for spec in specs:
         props = (spec.parameters or {}).get("properties")
@@ -152,9 +165,7 @@ def assign_numbers(
         pairs = []
         for name, sub in props.items():
             key = (spec.name, name)
-            if not isinstance(sub, dict) or key not in column or "enum" in sub:
-                continue
-            if sub.get("type") not in ("integer", "number"):
+            if key not in column or not _is_number(sub):
                 continue
             chosen = key in runs or name in required
             for j, (text, toks) in enumerate(numbers):
@@ -208,11 +219,7 @@ def one_string(
         if not isinstance(props, dict):
             continue
         required = set(spec.parameters.get("required") or [])
-        free = [
-            n
-            for n, sub in props.items()
-            if isinstance(sub, dict) and sub.get("type") == "string" and not (_KEEP | {"enum"}) & sub.keys()
-        ]
+        free = [n for n, sub in props.items() if _is_free_string(sub)]
         for name in free:  # an optional parameter on several runs is no value the request gives
             if name not in required and len(out.get((spec.name, name), [])) > 1:
                 del out[(spec.name, name)]
@@ -239,11 +246,6 @@ def one_string(
         _request_order(out, spec, free, labelling)
         _request_order(out, spec, [n for n, sub in props.items() if _is_number(sub)], labelling)
     return out
-
-
-def _is_number(schema: Any) -> bool:
-    """Whether ``schema`` is a top-level ``integer`` or ``number`` parameter without an ``enum``."""
-    return isinstance(schema, dict) and schema.get("type") in ("integer", "number") and "enum" not in schema
 
 
 #: The words that set two parameters of one tool in order, as ``start_location`` and ``end_location`` are.
@@ -282,7 +284,7 @@ def _request_order(
     before a value say which end it is whatever the order ("to Paris from Rome"). The classifier
     often labels both words with both parameters, and its scores then swap them (BFCL simple_python: 5 of 10
     swapped string pairs are such pairs)."""
-    request = labelling.prompt[labelling.user[0] : labelling.user[1]]
+    request = labelling.request
 
     def at(value: str) -> int | None:  # where the request states value first, as a whole word or number
         found = re.search(rf"(?<![\w.]){re.escape(value)}(?![\w]|\.\d)", request)
@@ -344,7 +346,7 @@ def named_flags(
     Returns:
         The same shape as ``runs``.
     """
-    words = [w.lower() for w in re.findall(r"[A-Za-z0-9']+", labelling.prompt[slice(*labelling.user)])]
+    words = labelling.request_words
     out = dict(runs)
     for spec in specs:
         props = (spec.parameters or {}).get("properties")
@@ -376,7 +378,7 @@ def named_tool_of(specs: list[Any], labelling: Labelling) -> str | None:
     (1) over ``country_info.largest_city`` (0). The tool with the highest score is named when it is above 0 and
     above every other tool's; words every tool's name shares ("country", "info") count for none.
     """
-    words = [w.lower() for w in re.findall(r"[A-Za-z0-9]+", labelling.prompt[slice(*labelling.user)])]
+    words = labelling.request_words
     names = {spec.name: set(_name_words(spec.name)) - _FUNCTION_WORDS for spec in specs}
     shared = set.intersection(*names.values()) if names else set()
     scores = sorted(
