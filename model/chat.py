@@ -13,7 +13,6 @@ tokens spelling it inside a value).
 
 from __future__ import annotations
 
-import dataclasses
 import json
 import time
 from dataclasses import dataclass, field
@@ -141,6 +140,7 @@ class ChatModel:
         grounding: list[str] | None = None,
         no_repeat: bool | None = None,
         parallel_tool_calls: bool = True,
+        planned_calls: bool = False,
     ) -> Any:
         """Build a fresh :class:`GrammarConstraint` for ``tools`` and ``tool_choice``.
 
@@ -152,6 +152,8 @@ class ChatModel:
                 :func:`grounding_texts`); ``None``: grounded parameters are not restricted.
             no_repeat: the constraint's no-repeat rule (default: the checkpoint's ``settings.no_repeat``).
             parallel_tool_calls: ``False``: one call at most in the turn.
+            planned_calls: ``True``: ``tools`` is a call plan, the turn's calls in order (names may repeat;
+                :func:`model.binding.plan_calls`).
 
         Raises:
             model.constraints.schema.SchemaError: unsupported keyword or unsatisfiable schema (names its path).
@@ -167,6 +169,7 @@ class ChatModel:
             syntax=self.syntax,
             grounding=grounding,
             parallel_tool_calls=parallel_tool_calls,
+            planned_calls=planned_calls,
         )
         matcher = new_matcher(self.tokenizer, grammar)
         return GrammarConstraint(
@@ -233,11 +236,15 @@ class ChatModel:
                     f"tool_specs has {len(tool_specs)} entries for {len(tools)} tools (one per tool)"
                 )
             specs = tools if tool_specs is None else tool_specs
-            parallel = True
+            parallel, planned = True, False
             if settings.bind_values and tools and tool_choice != "none":
-                specs, parallel = self._bind_values(input_ids, tools, specs, tool_choice)
+                specs, parallel, planned = self._bind_values(input_ids, tools, specs, tool_choice)
             constraint = self.make_constraint(
-                specs, tool_choice if tools else "auto", grounding, parallel_tool_calls=parallel
+                specs,
+                tool_choice if tools else "auto",
+                grounding,
+                parallel_tool_calls=parallel,
+                planned_calls=planned,
             )
         if constraint is not None:
             limit = 4096
@@ -263,12 +270,13 @@ class ChatModel:
 
     def _bind_values(
         self, input_ids: list[int], tools: list[dict[str, Any]], specs: list[Any], tool_choice: Any
-    ) -> tuple[list[Any], bool]:
+    ) -> tuple[list[Any], bool, bool]:
         """``specs`` normalised and constrained by the copy head's binding classifier (:mod:`model.binding`:
         bound parameters fixed to their request words and required, unbound optional ones and tools without a
         bound parameter left out; only the tool the request names, when it names one:
-        :func:`model.binding.named_tool_of`), and whether the turn may hold several calls (``False`` when the binding
-        plans one: :func:`model.binding.single_call`); ``tools`` are the declarations the prompt renders.
+        :func:`model.binding.named_tool_of`), whether the turn may hold several calls (``False`` when the binding
+        plans one: :func:`model.binding.single_call`) and whether the specs are a call plan, the turn's calls in
+        order (:func:`model.binding.plan_calls`); ``tools`` are the declarations the prompt renders.
 
         Raises:
             model.constraints.schema.SchemaError: a tool's schema is unsupported (as the constraint would).
@@ -276,32 +284,11 @@ class ChatModel:
         from model import binding
         from model.constraints.schema import normalize_tool
 
-        normal = [normalize_tool(t) for t in specs]
         labelling = binding.label_request(self.model, self.tokenizer, input_ids, tools)
         if labelling is None:
-            return specs, True
-        arrays = binding.number_arrays(normal, labelling)
-        runs = binding.assign_numbers(labelling.runs(), arrays.specs, labelling, arrays.taken)
-        numbers = labelling.numbers()
-        runs = binding.typed_runs(runs, arrays.specs, {numbers[j][0] for j in arrays.taken})
-        runs.update({key: [text] for key, text in arrays.bound.items()})
-        runs = binding.named_flags(binding.one_string(runs, arrays.specs, labelling), arrays.specs, labelling)
-        spans = {key: texts[0] for key, texts in runs.items() if len(texts) == 1}
-        named = (
-            binding.named_tool_of(arrays.specs, labelling)
-            if tool_choice in ("auto", "required", None)
-            else None
-        )
-        if named is not None:  # the request names one tool: the turn calls that one only
-            arrays = dataclasses.replace(arrays, specs=[s for s in arrays.specs if s.name == named])
-            spans = {key: text for key, text in spans.items() if key[0] == named}
-            runs = {key: texts for key, texts in runs.items() if key[0] == named}
-        if not spans:
-            return (arrays.specs if arrays.held or named else specs), not binding.single_call(
-                runs, arrays.held
-            )
-        pinned, _ = binding.pin_bound_values(arrays.specs, spans, tool_choice)
-        return pinned, not binding.single_call(runs, arrays.held)
+            return specs, True, False
+        bound = binding.bind_turn([normalize_tool(t) for t in specs], labelling, tool_choice)
+        return (specs if bound.specs is None else bound.specs), bound.parallel, bound.planned
 
     def _response_constraint(self, response_format: dict[str, Any]) -> Any:
         from model.constraints.denoise import GrammarConstraint

@@ -43,6 +43,7 @@ Neural Networks for Slot Filling in Spoken Language Understanding").
 """
 
 from model.binding.labelling import Labelling, binding_runs, bound_spans, label_request
+from model.binding.plan import listed_values, plan_calls
 from model.binding.rules import (
     HeldArrays,
     assign_numbers,
@@ -54,19 +55,24 @@ from model.binding.rules import (
     single_call,
     typed_runs,
 )
+from model.binding.turn import TurnBinding, bind_turn
 
 __all__ = [
     "HeldArrays",
     "Labelling",
+    "TurnBinding",
     "assign_numbers",
+    "bind_turn",
     "binding_runs",
     "bound_spans",
     "label_request",
+    "listed_values",
     "named_flags",
     "named_tool_of",
     "number_arrays",
     "one_string",
     "pin_bound_values",
+    "plan_calls",
     "single_call",
     "typed_runs",
 ]

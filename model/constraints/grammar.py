@@ -8,6 +8,8 @@ grammar)``) for one assistant turn:
 * ``"auto"``: optional prose, then either ``<turn|>`` or one or more calls;
 * ``"required"`` / ``{"name": NAME}``: one or more calls (of any tool / of that tool);
 * ``parallel_tool_calls=False``: at most one call per turn (OpenAI's request field of that name);
+* ``planned_calls=True``: the calls are exactly the tools given, one each and in their order (a call plan: one
+  tool may appear several times, each time with its own argument schema, as the binding plans parallel calls);
 * calls are concatenated and followed by ``<|tool_response>`` (the token after which a tool result is due),
   so "the matcher is accepting" means "the turn is complete".
 
@@ -29,7 +31,7 @@ Call syntaxes (no flexible whitespace anywhere):
 
 Special tokens appear bare in rules (``<|tool_call>``, ``<|"|>``): a quoted literal would only match their
 text. Grammars are cached by (tools, tool_choice, syntax, allow_thinking, additional_properties, grounding,
-parallel_tool_calls).
+parallel_tool_calls, planned_calls).
 
 Sources: llguidance Lark syntax (https://github.com/guidance-ai/llguidance/blob/main/docs/syntax.md); Gemma 4
 tool-call format as rendered by the project's chat template (``model/chat_template.jinja``).
@@ -139,7 +141,7 @@ def ir_to_json_schema(node: ir.Node, *, additional_default: bool, ref_prefix: st
 # Tool-call grammars
 # ----------------------------------------------------------------------------------------------------------
 
-_CACHE: OrderedDict[tuple[str, str, str, bool, bool, tuple[str, ...] | None, bool], str] = OrderedDict()
+_CACHE: OrderedDict[tuple[str, str, str, bool, bool, tuple[str, ...] | None, str], str] = OrderedDict()
 __all__ = [
     "MAX_GRAMMAR_CHARS",
     "SYNTAXES",
@@ -198,6 +200,7 @@ def tool_call_grammar(
     additional_properties: bool = False,
     grounding: Sequence[str] | None = None,
     parallel_tool_calls: bool = True,
+    planned_calls: bool = False,
 ) -> str:
     """The llguidance grammar of one assistant turn with tool calls (see the module docstring).
 
@@ -214,6 +217,9 @@ def tool_call_grammar(
             leaves grounded strings unconstrained (registration-time checks). A tool whose *required* grounded
             parameter has nothing to ground on is left out of the grammar (the model cannot call it).
         parallel_tool_calls: ``False``: the turn holds one call at most (``calls: call <|tool_response>``).
+        planned_calls: ``True``: ``tools`` is a call plan, the turn's calls in order (``calls: call_0 call_1
+            ... <|tool_response>``, each of its own tool and schema; names may repeat). ``parallel_tool_calls``
+            is then ignored.
 
     Returns:
         Grammar text for ``llguidance.LLMatcher(llg_tokenizer, grammar)`` (compiles in about a millisecond).
@@ -224,7 +230,7 @@ def tool_call_grammar(
             :data:`model.constraints.schema.MAX_COMPILE_STEPS` steps or :data:`MAX_GRAMMAR_CHARS` characters
             of grammar); keyword and JSON path named.
         ValueError: unknown ``syntax``/``tool_choice``, a named tool that is not declared, duplicate tool
-            names, or ``"required"`` without tools; a named (or the only, under ``"required"``) tool whose
+            names (outside a call plan), a call plan's call of a tool other than the named one, or ``"required"`` without tools; a named (or the only, under ``"required"``) tool whose
             required grounded parameter has nothing to ground on (the message names the parameter).
     """
     if syntax not in SYNTAXES:
@@ -244,13 +250,13 @@ def tool_call_grammar(
                 f"tool {name!r} cannot be called: its parameter {blocked[name]!r} is grounded (x-grounded) "
                 "and no span of the conversation (user messages, tool responses) fits it"
             )
-    one = not parallel_tool_calls
-    key = (canonical(specs), choice, syntax, bool(allow_thinking), bool(additional_properties), ground, one)
+    calls = "plan" if planned_calls else "many" if parallel_tool_calls else "one"
+    key = (canonical(specs), choice, syntax, bool(allow_thinking), bool(additional_properties), ground, calls)
     with _CACHE_LOCK:
         if key in _CACHE:
             _CACHE.move_to_end(key)
             return _CACHE[key]
-    grammar = _build_grammar(specs, choice, syntax, allow_thinking, additional_properties, ground, one)
+    grammar = _build_grammar(specs, choice, syntax, allow_thinking, additional_properties, ground, calls)
     _validate(grammar)
     with _CACHE_LOCK:
         _CACHE[key] = grammar
@@ -335,8 +341,9 @@ def _has_grounded(spec: ToolSpec) -> bool:
 
 def _gemma_calls(
     specs: list[ToolSpec], additional: bool, grounding: tuple[str, ...] | None
-) -> tuple[str, dict[str, str], dict[str, str]]:
-    """The ``call`` rule in the Gemma syntax, with the rules and terminals of every tool's arguments."""
+) -> tuple[list[str], dict[str, str], dict[str, str]]:
+    """Each tool's call body in the Gemma syntax (``"call:NAME" {...}``), with the rules and terminals of every
+    tool's arguments."""
     comp = _GemmaCompiler(additional, grounding)
     alts = []
     for i, spec in enumerate(specs):
@@ -348,21 +355,20 @@ def _gemma_calls(
             message = str(e).rsplit(" (keyword ", 1)[0]  # the new error names keyword and path again
             raise SchemaError(e.keyword, e.path, f"tool {spec.name!r}: {message}") from None
         alts.append(f"{_lark_str('call:' + spec.name)} {body}")
-    return "call: <|tool_call> (" + " | ".join(alts) + ") <tool_call|>", dict(comp.rules), dict(comp.terms)
+    return alts, dict(comp.rules), dict(comp.terms)
 
 
-def _json_calls(specs: list[ToolSpec], additional: bool) -> tuple[str, dict[str, str]]:
-    """The ``call`` rule in the JSON syntax: one ``%json`` schema of ``{"name", "arguments"}`` over the tools."""
+def _json_call(specs: list[ToolSpec], additional: bool, prefix: str = "") -> str:
+    """A ``%json`` terminal of ``{"name", "arguments"}`` over ``specs`` (one call of any of them) in the JSON
+    syntax; ``prefix`` keeps the ``$defs`` names of several such terminals apart."""
     options = []
     all_defs: dict[str, Any] = {}
     for i, spec in enumerate(specs):
         compiled = _tool_ir(spec, additional)
-        prefix = f"t{i}_"
-        args = ir_to_json_schema(compiled.root, additional_default=additional, ref_prefix=prefix)
+        ref = f"{prefix}t{i}_"
+        args = ir_to_json_schema(compiled.root, additional_default=additional, ref_prefix=ref)
         for name, node in compiled.defs.items():
-            all_defs[prefix + name] = ir_to_json_schema(
-                node, additional_default=additional, ref_prefix=prefix
-            )
+            all_defs[ref + name] = ir_to_json_schema(node, additional_default=additional, ref_prefix=ref)
         options.append(
             {
                 "type": "object",
@@ -375,9 +381,42 @@ def _json_calls(specs: list[ToolSpec], additional: bool) -> tuple[str, dict[str,
     if all_defs:
         schema = {**schema, "$defs": all_defs}
     schema = {**schema, "x-guidance": {"whitespace_flexible": False}}
-    return "call: <|tool_call> call_json <tool_call|>", {
-        "call_json": "%json " + json.dumps(schema, ensure_ascii=False)
-    }
+    return "%json " + json.dumps(schema, ensure_ascii=False)
+
+
+def _call_rules(
+    specs: list[ToolSpec],
+    syntax: str,
+    additional: bool,
+    grounding: tuple[str, ...] | None,
+    calls: str,
+) -> tuple[list[str], dict[str, str], dict[str, str]]:
+    """The ``calls`` rule and what it needs. ``calls``: ``"one"`` (at most one call), ``"many"`` (one or more
+    calls, each of any tool) or ``"plan"`` (``specs`` in order, one call each: ``call_0 call_1 ...``)."""
+    if calls == "plan":
+        names = [f"call_{i}" for i in range(len(specs))]
+        head = [f"calls: {' '.join(names)} <|tool_response>"]
+        if syntax == "gemma":
+            alts, rules, terms = _gemma_calls(specs, additional, grounding)
+            return (
+                head + [f"{n}: <|tool_call> {a} <tool_call|>" for n, a in zip(names, alts, strict=False)],
+                rules,
+                terms,
+            )
+        rules = {
+            f"{n}_json": _json_call([s], additional, f"c{i}_")
+            for i, (n, s) in enumerate(zip(names, specs, strict=False))
+        }
+        return head + [f"{n}: <|tool_call> {n}_json <tool_call|>" for n in names], rules, {}
+    head = [f"calls: call{'' if calls == 'one' else '+'} <|tool_response>"]
+    if syntax == "gemma":
+        alts, rules, terms = _gemma_calls(specs, additional, grounding)
+        return [*head, "call: <|tool_call> (" + " | ".join(alts) + ") <tool_call|>"], rules, terms
+    return (
+        [*head, "call: <|tool_call> call_json <tool_call|>"],
+        {"call_json": _json_call(specs, additional)},
+        {},
+    )
 
 
 def _build_grammar(
@@ -387,15 +426,21 @@ def _build_grammar(
     allow_thinking: bool,
     additional: bool,
     grounding: tuple[str, ...] | None = None,
-    one_call: bool = False,
+    calls: str = "many",
 ) -> str:
+    """The grammar text of :func:`tool_call_grammar`; ``calls`` as :func:`_call_rules` takes it."""
     names = [s.name for s in specs]
-    if len(set(names)) != len(names):
+    plan = calls == "plan"
+    if len(set(names)) != len(names) and not plan:
         raise ValueError(f"duplicate tool names: {sorted({n for n in names if names.count(n) > 1})}")
     if choice.startswith("name:"):
         wanted = choice[5:]
         if wanted not in names:
             raise ValueError(f"tool_choice names tool {wanted!r}, which is not declared (tools: {names})")
+        if plan and set(names) != {wanted}:
+            raise ValueError(
+                f"tool_choice names tool {wanted!r}, but the call plan calls {sorted(set(names))}"
+            )
         callable_specs = [s for s in specs if s.name == wanted]
     else:
         callable_specs = specs if choice != "none" else []
@@ -422,13 +467,9 @@ def _build_grammar(
 
     rules: dict[str, str] = {}
     if callable_specs:
-        lines.append(f"calls: call{'' if one_call else '+'} <|tool_response>")
-        if syntax == "gemma":
-            call_line, rules, gemma_terms = _gemma_calls(callable_specs, additional, grounding)
-            terms.update(gemma_terms)
-        else:
-            call_line, rules = _json_calls(callable_specs, additional)
-        lines.append(call_line)
+        call_lines, rules, call_terms = _call_rules(callable_specs, syntax, additional, grounding, calls)
+        lines += call_lines
+        terms.update(call_terms)
     out = [*lines, *(f"{k}: {v}" for k, v in rules.items()), *(f"{k}: {v}" for k, v in terms.items())]
     return "\n".join(out) + "\n"
 

@@ -1,0 +1,258 @@
+"""Call plans and cue words (model.binding.plan, model.binding.cues, model.binding.turn): a request that lists
+values or asks two tools gets one constrained call each; the request's own words bind places and named values."""
+
+from __future__ import annotations
+
+import llguidance
+import pytest
+import torch
+
+from model import special_tokens as sp
+from model.binding import Labelling, bind_turn, listed_values, plan_calls
+from model.binding.cues import _bare, _cued, named_values, place_names, place_values
+from model.binding.plan import _chain
+from model.binding.turn import _clause_tools
+from model.constraints.grammar import tool_call_grammar
+from model.constraints.llg import llg_tokenizer
+from model.constraints.parse import format_tool_call
+from model.constraints.schema import normalize_tool
+from model.tokenizer import build_tokenizer, encode_marked
+
+
+def _spec(name, properties, required=(), description="A test tool."):
+    parameters = {"type": "object", "properties": properties, "required": list(required)}
+    return normalize_tool(
+        {"type": "function", "function": {"name": name, "description": description, "parameters": parameters}}
+    )
+
+
+def _text_labelling(text, specs):
+    """A Labelling of ``text`` as one user-message token, every posterior 0 (for rules that read the text)."""
+    keys = [(s.name, n, 0, 0) for s in specs for n in s.parameters["properties"]]
+    return Labelling(
+        "<u>" + text, [3, 3 + len(text)], (3, 3 + len(text)), keys, torch.zeros(2, 1 + len(keys))
+    )
+
+
+STR = {"type": "string"}
+INT = {"type": "integer"}
+
+
+# ---------------------------------------------------------------------------------------------------------
+# grammar: planned_calls
+# ---------------------------------------------------------------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def tok():
+    corpus = ["call:w{place:Berlin,n:1}", "call:w{place:Paris,n:2}", "The quick brown fox 0123456789"] * 20
+    return build_tokenizer(corpus, vocab_size=512, min_frequency=1)
+
+
+def _accepts(tok, grammar, text):
+    m = llguidance.LLMatcher(llg_tokenizer(tok), grammar, log_level=0)
+    assert not m.is_error(), m.get_error()
+    ids = encode_marked(tok, text)
+    return m.try_consume_tokens(ids) == len(ids) and m.is_accepting()
+
+
+@pytest.mark.parametrize("syntax", ["gemma", "json"])
+def test_a_call_plan_allows_exactly_its_calls_in_order(tok, syntax):
+    berlin = _spec("w", {"place": {"type": "string", "enum": ["Berlin"]}}, ["place"])
+    paris = _spec("w", {"place": {"type": "string", "enum": ["Paris"]}}, ["place"])
+    grammar = tool_call_grammar([berlin, paris], tool_choice="required", syntax=syntax, planned_calls=True)
+    b, p = (format_tool_call("w", {"place": c}, syntax) for c in ("Berlin", "Paris"))
+    end = sp.TOOL_RESPONSE_START
+    assert _accepts(tok, grammar, b + p + end)
+    assert not _accepts(tok, grammar, p + b + end)  # the plan's order
+    assert not _accepts(tok, grammar, b + end)  # every planned call
+    assert not _accepts(tok, grammar, b + p + p + end)  # and no more
+    with pytest.raises(ValueError, match="duplicate tool names"):  # outside a plan, names stay unique
+        tool_call_grammar([berlin, paris], syntax=syntax)
+    with pytest.raises(ValueError, match="the call plan calls"):
+        tool_call_grammar([berlin, _spec("v", {"a": STR})], tool_choice={"name": "w"}, planned_calls=True)
+
+
+# ---------------------------------------------------------------------------------------------------------
+# plan: listed values and plan_calls
+# ---------------------------------------------------------------------------------------------------------
+
+
+def test_a_list_needs_and_or_or_before_its_last_item():
+    request = "remind Wen Wilson, Sara Garcia and Anya Nakamura; also Miami, Florida"
+    assert _chain(request, ["Wen Wilson", "Sara Garcia", "Anya Nakamura"]) == [
+        "Wen Wilson",
+        "Sara Garcia",
+        "Anya Nakamura",
+    ]
+    assert _chain(request, ["Miami", "Florida"]) == []  # "Miami, Florida" is one place
+    assert _chain(request, ["Sara Garcia", "Miami"]) == []  # not one list
+    assert _chain("copper and aluminum", ["copper", "aluminum"]) == ["copper", "aluminum"]
+
+
+def test_listed_values_finds_string_and_number_lists_but_not_pairs():
+    remind = _spec("remind", {"owner": STR, "note": STR}, ["owner"])
+    pair = _spec("court", {"company1": STR, "company2": STR}, ["company1", "company2"])
+    fact = _spec("math.factorial", {"number": INT}, ["number"])
+    gcd = _spec("math.gcd", {"num1": INT, "num2": INT}, ["num1", "num2"])
+    text = "Remind Wen Wilson and Sara Garcia. Apple and Samsung. Factorials of 5, 10 and 15."
+    lab = _text_labelling(text, [remind, pair, fact, gcd])
+    runs = {
+        ("remind", "owner"): ["Wen Wilson", "Sara Garcia"],
+        ("court", "company1"): ["Apple", "Samsung"],
+        ("court", "company2"): ["Samsung"],
+        ("math.factorial", "number"): ["5"],
+        ("math.gcd", "num1"): ["5"],
+        ("math.gcd", "num2"): ["10"],
+    }
+    out = listed_values(runs, [remind, pair, fact, gcd], lab)
+    assert out == {
+        ("remind", "owner"): ["Wen Wilson", "Sara Garcia"],
+        ("math.factorial", "number"): ["5", "10", "15"],
+    }  # company1/company2 is an ordered pair; gcd's two parameters share the list between them
+    assert listed_values(runs, [fact], lab, taken={0, 1, 2}) == {}  # a list parameter took those numbers
+
+
+def test_plan_calls_one_call_per_item_with_the_shared_values():
+    weather = _spec("weather", {"place": STR, "days": INT}, ["place"])
+    lab = _text_labelling("Weather in Berlin and Paris for 3 days", [weather])
+    plan = plan_calls([weather], {("weather", "days"): "3"}, {("weather", "place"): ["Berlin", "Paris"]}, lab)
+    assert [(s.name, s.parameters["properties"]["place"]["enum"]) for s in plan] == [
+        ("weather", ["Berlin"]),
+        ("weather", ["Paris"]),
+    ]
+    assert all(s.parameters["properties"]["days"]["enum"] == [3] for s in plan)
+    assert plan_calls([weather], {("weather", "place"): "Berlin"}, {}, lab) is None  # one call: no plan
+
+
+def test_plan_calls_calls_two_tools_only_when_each_holds_its_own_value():
+    weather = _spec("weather", {"place": STR}, ["place"])
+    news = _spec("news", {"topic": STR, "place": STR}, ["topic"])
+    lab = _text_labelling("news about elections, and the weather in Oslo", [weather, news])
+    spans = {("news", "topic"): "elections", ("weather", "place"): "Oslo"}
+    plan = plan_calls([weather, news], spans, {}, lab)
+    assert [s.name for s in plan] == ["news", "weather"]  # the request's order
+    shared = {("news", "topic"): "Oslo", ("news", "place"): "Oslo", ("weather", "place"): "Oslo"}
+    assert plan_calls([weather, news], {**shared, ("news", "topic"): "Oslo"}, {}, lab) is None
+
+
+# ---------------------------------------------------------------------------------------------------------
+# cues: places and named values
+# ---------------------------------------------------------------------------------------------------------
+
+
+def test_place_names_reads_names_after_prepositions():
+    found = place_names(
+        "Order rice from Safeway in Palo Alto on Monday, then fly in March around Denver, Colorado."
+    )
+    assert [(prep, name) for _, prep, name, _ in found] == [
+        ("from", "Safeway"),
+        ("in", "Palo Alto"),
+        ("around", "Denver, Colorado"),
+    ]  # "on Monday" is no preposition of place; "in March" a month
+    assert (
+        _bare("Chicago.") == "Chicago"
+        and _bare("D.C.") == "D.C."
+        and _bare("Stradivarius'") == "Stradivarius"
+    )
+
+
+def test_place_values_binds_places_splits_city_and_country_and_orders_a_route():
+    shop = _spec("shop", {"item": STR, "location": STR}, ["item", "location"])
+    time = _spec("get_time", {"city": STR, "country": STR}, ["city"])
+    route = _spec("route", {"start_location": STR, "end_location": STR}, ["start_location", "end_location"])
+    cases = [
+        (
+            shop,
+            "Order olive oil from Safeway in Palo Alto.",
+            {("shop", "item"): ["olive oil"], ("shop", "location"): ["olive"]},
+            {("shop", "item"): ["olive oil"], ("shop", "location"): ["Palo Alto"]},
+        ),
+        (
+            time,
+            "What time is it in Tokyo, Japan?",
+            {("get_time", "city"): ["Tokyo, Japan"]},
+            {("get_time", "city"): ["Tokyo"], ("get_time", "country"): ["Japan"]},
+        ),
+        (
+            route,
+            "Fastest route from San Francisco to Los Angeles with stops at Monterey.",
+            {("route", "start_location"): ["Monterey"], ("route", "end_location"): ["San Francisco"]},
+            {("route", "start_location"): ["San Francisco"], ("route", "end_location"): ["Los Angeles"]},
+        ),
+    ]
+    for spec, text, runs, want in cases:
+        assert place_values(runs, [spec], _text_labelling(text, [spec])) == want
+    assert (
+        place_values({}, [shop], _text_labelling(cases[0][1], [shop])) == {}
+    )  # a tool the turn does not call
+
+
+def test_named_values_take_the_value_next_to_the_parameter_name():
+    spec = _spec(
+        "lawsuits_search",
+        {"company_name": STR, "crime_type": STR, "note": STR, "location": STR},
+        ["company_name"],
+    )
+    text = "Find theft crimes against the company Google in California, note Reminder about the invoice"
+    runs = {
+        ("lawsuits_search", "company_name"): ["California"],
+        ("lawsuits_search", "location"): ["Google"],
+        ("lawsuits_search", "note"): ["Reminder about the invoice"],
+    }
+    lab = _text_labelling(text, [spec])
+    out = named_values(runs, [spec], lab)
+    assert out[("lawsuits_search", "company_name")] == ["Google"]  # "the company Google"
+    assert out[("lawsuits_search", "crime_type")] == ["theft"]  # "theft crimes"
+    assert out[("lawsuits_search", "note")] == ["Reminder about the invoice"]  # the longer run is kept
+    assert place_values(out, [spec], lab)[("lawsuits_search", "location")] == ["California"]
+    assert _cued("the online game 'Overwatch' on PC", "game", set()) == "Overwatch"
+    assert _cued("a Tennis player, Serena Williams.", "player", set()) == "Serena Williams"
+    assert _cued("one game and another game", "game", set()) is None  # named twice: no cue
+
+
+# ---------------------------------------------------------------------------------------------------------
+# turn: clauses that name two tools
+# ---------------------------------------------------------------------------------------------------------
+
+
+def test_clause_tools_splits_a_request_that_asks_two_tools():
+    fact = _spec("math.get_factorial", {"num1": INT}, ["num1"])
+    calories = _spec("suggest_calories", {"place": STR}, ["place"])
+    text = "at Helsinki: recommend calories, and also give me the factorial of -27."
+    lab = _text_labelling(text, [fact, calories])
+    clauses = _clause_tools([fact, calories], lab)
+    assert [(lab.prompt[a:b].strip(" ,."), tool) for a, b, tool in clauses] == [
+        ("at Helsinki: recommend calories", "suggest_calories"),
+        ("and also give me the factorial of -27", "math.get_factorial"),
+    ]
+    one = _text_labelling("recommend calories at Helsinki, and also in Oslo", [fact, calories])
+    assert _clause_tools([fact, calories], one) == []  # one tool named: no split
+
+
+def test_bind_turn_plans_one_call_per_clause_from_its_own_words():
+    fact = _spec("math.get_factorial", {"num1": INT}, ["num1"])
+    weather = _spec("get_weather", {"place": STR, "days": INT}, ["place"])
+    text = "Get the weather in Oslo for 3 days, and also the factorial of 7"
+    pieces = ["<u>", *[w + " " for w in text.split(" ")]]
+    pieces[-1] = pieces[-1].rstrip()
+    ends = [sum(map(len, pieces[: i + 1])) for i in range(len(pieces))]
+    keys = [
+        ("math.get_factorial", "num1", 0, 0),
+        ("get_weather", "place", 0, 0),
+        ("get_weather", "days", 0, 0),
+    ]
+    logp = torch.full((len(pieces), 4), -9.0)
+    logp[:, 0] = -1.0
+    words = text.split(" ")
+    logp[1 + words.index("Oslo"), 2] = 0.0
+    logp[1 + words.index("3"), 3] = 0.0
+    logp[1 + words.index("7"), 1] = 0.0
+    lab = Labelling("".join(pieces), ends, (3, ends[-1]), keys, logp)
+    bound = bind_turn([fact, weather], lab)
+    assert bound.planned
+    calls = [(s.name, {k: v.get("enum") for k, v in s.parameters["properties"].items()}) for s in bound.specs]
+    assert calls == [
+        ("get_weather", {"place": ["Oslo"], "days": [3]}),
+        ("math.get_factorial", {"num1": [7]}),
+    ]
