@@ -8,9 +8,10 @@ import pytest
 import torch
 
 from model import special_tokens as sp
-from model.binding import Labelling, bind_turn, listed_values, plan_calls
-from model.binding.cues import _bare, _cued, named_values, place_names, place_values
+from model.binding import Labelling, assign_numbers, bind_turn, listed_values, number_arrays, plan_calls
+from model.binding.cues import _bare, _cued, currencies, named_values, place_names, place_values, unit_systems
 from model.binding.plan import _chain
+from model.binding.rules import _declared_words
 from model.binding.turn import _clause_tools
 from model.constraints.grammar import tool_call_grammar
 from model.constraints.llg import llg_tokenizer
@@ -256,3 +257,56 @@ def test_bind_turn_plans_one_call_per_clause_from_its_own_words():
         ("get_weather", {"place": ["Oslo"], "days": [3]}),
         ("math.get_factorial", {"num1": [7]}),
     ]
+
+
+# ---------------------------------------------------------------------------------------------------------
+# numbers spelled as words, quoted options, unit systems and currencies
+# ---------------------------------------------------------------------------------------------------------
+
+
+def test_numbers_spelled_as_words_are_values_but_not_counts_or_list_items():
+    lab = _text_labelling("the next three days; two numbers, 36 and 48; a six-sided die; a dozen eggs", [])
+    assert [text for text, _ in lab.numbers()] == ["3", "36", "48", "12"]  # "two" counts the numbers after it
+    assert [lab.spelled(j) for j in range(4)] == [True, False, False, True]
+    assert lab.number_lists() == [[1, 2]]
+    weather = _spec("forecast", {"days": INT}, ["days"])
+    three = _text_labelling("forecast for the next three days", [weather])
+    assert assign_numbers({}, [weather], three) == {("forecast", "days"): ["3"]}
+    groups = _spec("t_test", {"a": {"type": "array", "items": INT}}, ["a"])
+    assert number_arrays([groups], _text_labelling("compare the two groups", [groups])).held == set()
+
+
+def test_quoted_options_of_a_description_are_values_not_declaration_words():
+    spec = _spec(
+        "integrate",
+        {"method": {"type": "string", "description": "Choices are 'trapezoid' or 'simpson'."}},
+        description="Integrate a function.",
+    )
+    words = _declared_words(spec)
+    assert "method" in words and "integrate" in words
+    assert "simpson" not in words and "trapezoid" not in words
+
+
+def test_unit_systems_and_currencies_bind_from_the_request_words():
+    weather = _spec(
+        "weather", {"place": STR, "units": {"type": "string", "enum": ["metric", "imperial"]}}, ["place"]
+    )
+    runs = {("weather", "place"): ["Chicago"]}
+    for text, system in [
+        ("in Chicago in Fahrenheit", "imperial"),
+        ("Chicago wind in km/h", "metric"),
+        ("Chicago", None),
+    ]:
+        out = unit_systems(runs, [weather], _text_labelling(text, [weather]))
+        assert out.get(("weather", "units")) == ([system] if system else None)
+    mixed = _text_labelling("run 5 miles and 3 km in Chicago", [weather])
+    assert ("weather", "units") not in unit_systems(runs, [weather], mixed)  # two systems named: neither
+    fx = _spec("convert", {"base_currency": STR, "target_currency": STR, "amount": INT}, ["base_currency"])
+    cases = [
+        ("How many Canadian dollars can I get for 500 US dollars?", ["USD"], ["CAD"]),
+        ("Exchange rate from British pounds to Japanese yen", ["GBP"], ["JPY"]),
+        ("Convert 150 EUR to USD", ["EUR"], ["USD"]),
+    ]
+    for text, base, target in cases:
+        out = currencies({("convert", "amount"): ["1"]}, [fx], _text_labelling(text, [fx]))
+        assert (out[("convert", "base_currency")], out[("convert", "target_currency")]) == (base, target)

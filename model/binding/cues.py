@@ -161,11 +161,21 @@ _BEFORE = re.compile(rf"(?:({_NAME})|\b([a-z0-9][\w-]*))\s+$")
 def _cued(request: str, head: str, skip: set[str]) -> str | None:
     """The value the request writes next to word ``head`` (in some form: "crimes" for ``crime``): after it
     (:data:`_AFTER`) or, failing that, before it (:data:`_BEFORE`); values made only of words in ``skip``
-    (lower case) do not count. ``None`` when the request does not write ``head`` or writes it twice."""
+    (lower case) do not count. A capitalised ``head`` past the request's first word is part of a name, and the
+    value is that name ("Premier League", "The British Museum"). ``None`` when the request does not write
+    ``head`` or writes it twice."""
     hits = [m for m in re.finditer(r"[A-Za-z]+", request) if _same_word(m.group().lower(), head)]
     if len(hits) != 1:
         return None
     m = hits[0]
+    if m.group()[0].isupper() and request[: m.start()].strip():  # "Premier League": the word is in the name
+        left = re.search(rf"(?:{_NAME}\s+)?$", request[: m.start()])
+        right = re.match(r"(?:\s+[A-Z][\w.'-]*)*", request[m.end() :])
+        name = request[
+            m.start() - len(left.group()) if left else m.start() : m.end()
+            + len(right.group() if right else "")
+        ]
+        return _bare(name.strip())
     after = _AFTER.match(request, m.end())
     value = (after.group(2) or after.group(3)) if after else None
     if value is None or set(re.findall(r"[a-z0-9]+", value.lower())) <= skip:
@@ -228,4 +238,124 @@ def named_values(
             )
             if value not in held and not longer:  # "Reminder about the invoice" keeps its words
                 out[(spec.name, name)] = [value]
+    return out
+
+
+#: Words that name a unit of one measurement system: the option of a ``metric``/``imperial`` parameter.
+_SYSTEMS = {
+    "imperial": frozenset(
+        "fahrenheit °f f mph miles mile feet foot ft inches inch in pounds pound lb lbs ounces oz gallons yards".split()
+    ),
+    "metric": frozenset(
+        "celsius centigrade °c c kmh km/h kph kilometers kilometres km meters metres m millimeters mm "
+        "centimeters cm kilograms kg grams g litres liters".split()
+    ),
+}
+
+
+def unit_systems(
+    runs: dict[tuple[str, str], list[str]], specs: list[Any], labelling: Labelling
+) -> dict[tuple[str, str], list[str]]:
+    """``runs`` with each unbound ``enum`` parameter of a tool the turn calls whose options include
+    ``metric`` and ``imperial`` (any case) bound to the system the request's unit words name, when they name
+    one only: "in Fahrenheit" -> ``imperial``, "in km/h" -> ``metric`` (:data:`_SYSTEMS`; one-letter and
+    ambiguous units count only written right after a number or a degree sign: "70 F", "5 m").
+
+    Args:
+        runs: the rules' runs so far (not modified).
+        specs: the turn's ``model.constraints.schema.ToolSpec`` list.
+        labelling: the same prompt's :class:`Labelling`.
+
+    Returns:
+        The same shape as ``runs``.
+    """
+    request = labelling.request.lower()
+    words = set(re.findall(r"°[cf]|km/h|[a-z]+", request))
+    after_number = set(re.findall(r"\d\s*(°?[a-z]+)", request))
+    named = {
+        system
+        for system, units in _SYSTEMS.items()
+        for unit in units
+        if (unit in words and len(unit) > 2 and unit != "in") or unit in after_number
+    }
+    if len(named) != 1:
+        return runs
+    system = named.pop()
+    out = dict(runs)
+    for spec in specs:
+        props = (spec.parameters or {}).get("properties")
+        if not isinstance(props, dict) or not any((spec.name, n) in runs for n in props):
+            continue
+        for name, sub in props.items():
+            options = sub.get("enum") if isinstance(sub, dict) else None
+            lowered = {str(o).lower(): o for o in options or []}
+            if (spec.name, name) not in out and {"metric", "imperial"} <= lowered.keys():
+                out[(spec.name, name)] = [str(lowered[system])]
+    return out
+
+
+#: Currencies as requests name them, and their ISO 4217 codes (the form currency APIs take).
+_CURRENCIES = [
+    (re.compile(r"(?i)\b(?:US|U\.S\.|United States|American)\s+dollars?\b"), "USD"),
+    (re.compile(r"(?i)\bCanadian\s+dollars?\b"), "CAD"),
+    (re.compile(r"(?i)\bAustralian\s+dollars?\b"), "AUD"),
+    (re.compile(r"(?i)\b(?:British\s+)?pounds?(?:\s+sterling)?\b"), "GBP"),
+    (re.compile(r"(?i)\beuros?\b"), "EUR"),
+    (re.compile(r"(?i)\b(?:Japanese\s+)?yen\b"), "JPY"),
+    (re.compile(r"(?i)\b(?:Chinese\s+)?(?:yuan|renminbi)\b"), "CNY"),
+    (re.compile(r"(?i)\b(?:Indian\s+)?rupees?\b"), "INR"),
+    (re.compile(r"(?i)\bSwiss\s+francs?\b"), "CHF"),
+    (re.compile(r"\b(USD|EUR|GBP|JPY|CAD|AUD|CHF|CNY|INR)\b"), ""),
+    (re.compile(r"(?i)\bdollars?\b"), "USD"),
+]
+
+
+def _currency_mentions(request: str) -> list[tuple[int, int, str]]:
+    """The currencies the request names: ``(start, end, ISO code)``, in request order, overlaps left out
+    (the first pattern of :data:`_CURRENCIES` that matches a place wins)."""
+    found: list[tuple[int, int, str]] = []
+    for pattern, code in _CURRENCIES:
+        for m in pattern.finditer(request):
+            if not any(a < m.end() and m.start() < b for a, b, _ in found):
+                found.append((m.start(), m.end(), code or m.group(1)))
+    return sorted(found)
+
+
+def currencies(
+    runs: dict[tuple[str, str], list[str]], specs: list[Any], labelling: Labelling
+) -> dict[tuple[str, str], list[str]]:
+    """``runs`` with the free string currency parameters (``currency``, ``base_currency``...) of a tool the
+    turn calls bound to the ISO codes of the currencies the request names ("US dollars" -> ``USD``,
+    :data:`_CURRENCIES`). One parameter takes the first currency named; an ordered pair (``base_currency`` and
+    ``target_currency``, ``from_currency`` and ``to_currency``) takes first the currency of an amount ("500
+    US dollars", "from British pounds"), then the other ("How many Canadian dollars can I get for 500 US
+    dollars?" -> USD, CAD), or else the two in request order.
+
+    Args:
+        runs: the rules' runs so far (not modified).
+        specs: the turn's ``model.constraints.schema.ToolSpec`` list.
+        labelling: the same prompt's :class:`Labelling`.
+
+    Returns:
+        The same shape as ``runs``.
+    """
+    request = labelling.request
+    named = _currency_mentions(request)
+    if not named:
+        return runs
+    out = dict(runs)
+    for spec in specs:
+        props = (spec.parameters or {}).get("properties")
+        if not isinstance(props, dict) or not any((spec.name, n) in runs for n in props):
+            continue
+        names = [n for n, sub in props.items() if _is_free_string(sub) and "currency" in n.lower()]
+        if len(names) == 1:
+            out[(spec.name, names[0])] = [named[0][2]]
+        elif len(names) == 2 and _first_of_pair(*names) and len({c for _, _, c in named}) >= 2:
+            first = _first_of_pair(*names)
+            head, tail = names if first == names[0] else names[::-1]
+            source = [c for a, _, c in named if re.search(r"(?:\d[\d,.]*|\bfrom)\s*$", request[:a])]
+            base = source[0] if source else named[0][2]
+            other = next(c for _, _, c in named if c != base)
+            out[(spec.name, head)], out[(spec.name, tail)] = [base], [other]
     return out

@@ -22,10 +22,25 @@ _NUMBER = re.compile(r"-?(?:\d{1,3}(?:,\d{3})+(?![\d,])|\d+)(?:\.\d+)?(?:[eE][-+
 _PLAIN = re.compile(r"-?\d+(?:\.\d+)?")
 
 
+#: Numbers a request spells as words ("the next three days", "top five"), and their values. "one" is left
+#: out: it is as often a pronoun ("which one").
+_NUMBER_WORDS = {
+    w: i
+    for i, w in enumerate(
+        "_ _ two three four five six seven eight nine ten eleven twelve thirteen fourteen fifteen sixteen"
+        " seventeen eighteen nineteen twenty".split()
+    )
+    if i >= 2
+} | {"thirty": 30, "forty": 40, "fifty": 50, "hundred": 100, "dozen": 12}
+_WORD_NUMBER = re.compile(r"(?i)\b(?:" + "|".join(_NUMBER_WORDS) + r")\b(?!-)")
+
+
 def number_text(text: str) -> str:
-    """A number as the request spells it (:data:`_NUMBER`: ``40``, ``-3``, ``2.5``, ``12,000``, ``1e-9``) in
-    the form Python and JSON read: without thousands separators (``12000``)."""
-    return text.replace(",", "")
+    """A number as the request spells it (:data:`_NUMBER`: ``40``, ``-3``, ``2.5``, ``12,000``, ``1e-9``; or
+    a word of :data:`_NUMBER_WORDS`: ``three``) in the form Python and JSON read: without thousands
+    separators (``12000``), in digits (``3``)."""
+    word = _NUMBER_WORDS.get(text.lower())
+    return str(word) if word is not None else text.replace(",", "")
 
 
 def whole(text: str) -> bool:
@@ -166,7 +181,9 @@ class Labelling:
     def _number_spans(self) -> list[tuple[int, int]]:
         """Character spans of the request's numbers that start a word: ``40``, the ``70`` of ``70kg``, the
         ``1.75`` of ``1.75m``, ``12,000`` and ``1e-9``, not the ``2`` of ``x2``; comma-grouped digits right after
-        a bracket or a comma are a list written without spaces ("[200,300,400]"), one number each."""
+        a bracket or a comma are a list written without spaces ("[200,300,400]"), one number each; and the
+        numbers spelled as words ("three", :data:`_NUMBER_WORDS`; not "six-sided", nor the count of the numbers
+        written after it: "two numbers, 36 and 48"), in request order."""
         (lo, hi), prompt = self.user, self.prompt
         spans = []
         for m in _NUMBER.finditer(prompt, lo, hi):
@@ -177,7 +194,19 @@ class Labelling:
                 spans += [p.span() for p in _PLAIN.finditer(prompt, a, b)]
             else:
                 spans.append((a, b))
-        return spans
+        for m in _WORD_NUMBER.finditer(prompt, lo, hi):  # "two numbers, 36 and 48": a count, no value
+            if sum(a >= m.end() for a, _ in spans) < _NUMBER_WORDS[m.group().lower()]:
+                spans.append(m.span())
+        return sorted(spans)
+
+    def spelled(self, j: int) -> bool:
+        """Whether the request spells its ``j``-th number (:meth:`numbers`) as a word ("three")."""
+        a, b = self._number_spans[j]
+        return self.prompt[a:b].lower() in _NUMBER_WORDS
+
+    def number_span(self, j: int) -> tuple[int, int]:
+        """``(start, end)`` character span in :attr:`prompt` of the request's ``j``-th number (:meth:`numbers`)."""
+        return self._number_spans[j]
 
     def percent(self, j: int) -> bool:
         """Whether the request writes its ``j``-th number (:meth:`numbers`) as a percentage ("10%", "10 %")."""
@@ -187,11 +216,13 @@ class Labelling:
     def number_lists(self) -> list[list[int]]:
         """The lists of numbers the request writes: runs of at least two of :meth:`numbers` (as indexes into
         it) separated only by commas, spaces and "and" ("[10, 15, 12]", "12, 24 and 36"; "] and [" ends a
-        list), in request order."""
+        list; a number spelled as a word is in none), in request order."""
         spans = self._number_spans
         out: list[list[int]] = []
         for j, (a, _) in enumerate(spans):
-            if out and _LIST_GAP.fullmatch(self.prompt, spans[j - 1][1], a):
+            if self.spelled(j):
+                out.append([])  # a spelled number ("three") ends a list and is in none
+            elif out and out[-1] and _LIST_GAP.fullmatch(self.prompt, spans[j - 1][1], a):
                 out[-1].append(j)
             else:
                 out.append([j])

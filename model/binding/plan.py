@@ -24,6 +24,8 @@ from model.binding.labelling import Labelling, whole
 from model.binding.rules import _first_of_pair, _is_free_string, _is_number, pin_bound_values
 from model.constraints.grammar import named_tool
 
+#: A month name right before a number: "July 20, 2022" is a date, no list of 20 and 2022.
+_DATE_BEFORE = re.compile(r"(?i)\b(?:jan|feb|mar|apr|may|jun|jul|aug|sep|sept|oct|nov|dec)[a-z]*\.?\s+$")
 #: What stands between two items of a list the request writes: a comma, "and", "or", ", and", "&".
 _ITEM_GAP = re.compile(r"(?i)\s*(?:,\s*(?:and\s+|or\s+)?|(?:and|or|&)\s+)")
 
@@ -63,12 +65,17 @@ def listed_values(
 
     * A free string parameter whose runs include at least two the request writes as one list ("Wen Wilson,
       Sara Garcia and Anya Nakamura"), none of them a run of another parameter of the tool (as "Apple and
-      Samsung" are for ``company1`` and ``company2``) and the parameter none of an ordered pair
-      (:func:`model.binding.rules._first_of_pair`): those runs.
+      Samsung" are for ``company1`` and ``company2``), the parameter none of an ordered pair
+      (:func:`model.binding.rules._first_of_pair`) and the list not the two ends of "between X and Y":
+      those runs.
     * A number parameter that :func:`model.binding.assign_numbers` gave one number of a list the request
       writes (:meth:`Labelling.number_lists`: "5, 10 and 15"), when no other number parameter of its tool got
       a number of that list and no list parameter took it (``taken``: indexes into
-      :meth:`Labelling.numbers`): the list's numbers (an ``integer`` parameter's whole ones only).
+      :meth:`Labelling.numbers`): the list's numbers (an ``integer`` parameter's whole ones only); a list
+      that starts right after a month name is a date ("July 20, 2022"), none.
+
+    A tool with a list (``array``) parameter lists nothing: a list the request writes is that parameter's
+    value, in one call.
 
     Args:
         runs: :func:`model.binding.typed_runs`' result (after :func:`model.binding.assign_numbers`, before
@@ -79,21 +86,29 @@ def listed_values(
     """
     request = labelling.request
     numbers = labelling.numbers()
-    lists = [js for js in labelling.number_lists() if not set(js) & set(taken)]
+    lists = [
+        js
+        for js in labelling.number_lists()
+        if not set(js) & set(taken)
+        and not _DATE_BEFORE.search(labelling.prompt, 0, labelling.number_span(js[0])[0])
+    ]
     out: dict[tuple[str, str], list[str]] = {}
     for spec in specs:
         props = (spec.parameters or {}).get("properties")
-        if not isinstance(props, dict):
-            continue
+        if not isinstance(props, dict) or any(
+            isinstance(s, dict) and s.get("type") == "array" for s in props.values()
+        ):
+            continue  # a tool with a list parameter takes a list there, in one call
         for name, sub in props.items():
             key = (spec.name, name)
             if _is_free_string(sub) and len(runs.get(key, [])) >= 2:
                 items = _chain(request, runs[key])
                 others = {t for n in props if n != name for t in runs.get((spec.name, n), [])}
                 paired = any(_first_of_pair(name, n) for n in props if n != name)
-                if (
-                    items and not paired and not others & set(items)
-                ):  # "Apple and Samsung": company1, company2
+                between = bool(items) and re.search(
+                    rf"(?i)\bbetween\s+(?:the\s+)?{re.escape(items[0])}", request
+                )
+                if items and not paired and not between and not others & set(items):
                     out[key] = items
         given = {
             name: runs[(spec.name, name)][0]

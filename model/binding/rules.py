@@ -110,15 +110,21 @@ _FUNCTION_WORDS = frozenset(
 )
 
 
+#: A quoted option a description names ("Choices are 'trapezoid' or 'simpson'"): a value, not what a
+#: parameter is about.
+_QUOTED_OPTION = re.compile(r"(['\"])[^'\"\n]{1,40}?\1")
+
+
 def _declared_words(spec: Any) -> set[str]:
     """The words (lower case) of a tool's name, description, parameter names and parameter descriptions,
-    without the examples the descriptions give: what the tool and its parameters are about, no value; and the
-    :data:`_FUNCTION_WORDS`."""
+    without the examples and quoted options the descriptions give: what the tool and its parameters are
+    about, no value; and the :data:`_FUNCTION_WORDS`."""
     props = (spec.parameters or {}).get("properties")
     texts = [spec.name, spec.description]
     for name, sub in props.items() if isinstance(props, dict) else ():
         texts += [name, str(sub.get("description", "")) if isinstance(sub, dict) else ""]
-    return set(_WORD.findall(_EXAMPLE.sub(" ", " ".join(texts)).lower())) | _FUNCTION_WORDS
+    text = _QUOTED_OPTION.sub(" ", _EXAMPLE.sub(" ", " ".join(texts)))
+    return set(_WORD.findall(text.lower())) | _FUNCTION_WORDS
 
 
 def assign_numbers(
@@ -257,6 +263,7 @@ _PAIR_WORDS = frozenset(
         ("source", "target"),
         ("departure", "arrival"),
         ("initial", "final"),
+        ("base", "target"),
     }
 )
 
@@ -492,6 +499,7 @@ def number_arrays(specs: list[Any], labelling: Labelling) -> HeldArrays:
         The :class:`HeldArrays`.
     """
     texts = [text for text, _ in labelling.numbers()]
+    written = [t for j, t in enumerate(texts) if not labelling.spelled(j)]  # "the two groups": no item
     out: list[Any] = []
     held: set[tuple[str, str]] = set()
     bound: dict[tuple[str, str], str] = {}
@@ -512,7 +520,7 @@ def number_arrays(specs: list[Any], labelling: Labelling) -> HeldArrays:
                 bound[(spec.name, name)] = ", ".join(texts[j] for j in js)
                 taken.update(js)
                 continue
-            usable = [t for t in texts if (kind == "number" or whole(t)) and math.isfinite(float(t))]
+            usable = [t for t in written if (kind == "number" or whole(t)) and math.isfinite(float(t))]
             cap = min(len(usable), sub.get("maxItems", len(usable)))
             if usable and sub.get("minItems", 0) <= cap:
                 values = list(dict.fromkeys(int(t) if kind == "integer" else float(t) for t in usable))

@@ -8,7 +8,7 @@ import itertools
 import re
 from typing import Any
 
-from model.binding.cues import named_values, place_values
+from model.binding.cues import currencies, named_values, place_values, unit_systems
 from model.binding.labelling import Labelling
 from model.binding.plan import listed_values, plan_calls
 from model.binding.rules import (
@@ -64,7 +64,9 @@ def _read(specs: list[Any], labelling: Labelling, tool_choice: Any) -> _Read:
     runs.update({key: [text] for key, text in arrays.bound.items()})
     listed = listed_values(runs, arrays.specs, labelling, arrays.taken)
     runs = named_values(one_string(runs, arrays.specs, labelling), arrays.specs, labelling)
-    runs = named_flags(place_values(runs, arrays.specs, labelling), arrays.specs, labelling)
+    runs = unit_systems(place_values(runs, arrays.specs, labelling), arrays.specs, labelling)
+    runs = currencies(runs, arrays.specs, labelling)
+    runs = named_flags(runs, arrays.specs, labelling)
     spans = {key: texts[0] for key, texts in runs.items() if len(texts) == 1}
     named = named_tool_of(arrays.specs, labelling) if tool_choice in ("auto", "required", None) else None
     out = arrays.specs
