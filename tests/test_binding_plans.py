@@ -10,6 +10,8 @@ import torch
 from model import special_tokens as sp
 from model.binding import Labelling, assign_numbers, bind_turn, listed_values, number_arrays, plan_calls
 from model.binding.cues import _bare, _cued, currencies, named_values, place_names, place_values, unit_systems
+from model.binding.forms import dates, identifiers, request_dates
+from model.binding.labelling import _word_span
 from model.binding.plan import _chain
 from model.binding.rules import _declared_words
 from model.binding.turn import _clause_tools
@@ -310,3 +312,56 @@ def test_unit_systems_and_currencies_bind_from_the_request_words():
     for text, base, target in cases:
         out = currencies({("convert", "amount"): ["1"]}, [fx], _text_labelling(text, [fx]))
         assert (out[("convert", "base_currency")], out[("convert", "target_currency")]) == (base, target)
+
+
+# ---------------------------------------------------------------------------------------------------------
+# forms: dates and identifiers
+# ---------------------------------------------------------------------------------------------------------
+
+
+def test_request_dates_reads_every_written_form_with_a_year():
+    text = "from March 10th, 2023 to 2023/08/16; 10th December 2022, 2023 April 4th, Mar.11, 2022; March 3"
+    assert [d.isoformat() for d in request_dates(text)] == [
+        "2023-03-10",
+        "2023-08-16",
+        "2022-12-10",
+        "2023-04-04",
+        "2022-03-11",
+    ]  # "March 3" has no year
+
+
+def test_dates_bind_in_order_in_the_described_format():
+    book = _spec(
+        "book",
+        {
+            "city": STR,
+            "from_date": {"type": "string", "description": "Check-in date in MM-DD-YYYY format."},
+            "to_date": {"type": "string", "description": "Check-out date."},
+        },
+        ["city"],
+    )
+    lab = _text_labelling("Book Paris from July 10, 2022 to July 20, 2022.", [book])
+    out = dates({("book", "city"): ["Paris"], ("book", "to_date"): ["10, 2022"]}, [book], lab)
+    assert out[("book", "from_date")] == ["07-10-2022"] and out[("book", "to_date")] == ["2022-07-20"]
+    assert dates({}, [book], lab) == {}  # a tool the turn does not call
+
+
+def test_identifiers_take_the_written_identifier_from_other_strings():
+    spec = _spec("lawsuit_info", {"case_number": STR, "location": STR, "count": INT}, ["case_number"])
+    lab = _text_labelling("All details for case number XYZ123 at 5000m, twice 12 times.", [spec])
+    runs = {("lawsuit_info", "case_number"): ["all"], ("lawsuit_info", "location"): ["XYZ123"]}
+    assert identifiers(runs, [spec], lab) == {("lawsuit_info", "case_number"): ["XYZ123"]}
+    quoted = _text_labelling("Get case number '123456-ABC' filed in Los Angeles", [spec])
+    assert identifiers(runs, [spec], quoted)[("lawsuit_info", "case_number")] == ["123456-ABC"]
+    units = _text_labelling("All details at 5000m and 10km", [spec])
+    assert identifiers(runs, [spec], units) == runs  # a number with a unit is no identifier
+
+
+def test_a_name_widens_over_of_to_the_capitalised_words_after_it():
+    text = "When was the signing of the Treaty of Lisbon? Visit the Metropolitan Museum of Art."
+    start = text.index("Treaty")
+    assert _word_span(text, start, start + 6, 0, len(text)) == "Treaty of Lisbon"
+    start = text.index("Metropolitan")
+    assert _word_span(text, start, start + 5, 0, len(text)) == "Metropolitan Museum of Art"
+    start = text.index("signing")
+    assert _word_span(text, start, start + 7, 0, len(text)) == "signing"  # lower case: no name

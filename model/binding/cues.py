@@ -162,7 +162,7 @@ def _cued(request: str, head: str, skip: set[str]) -> str | None:
     """The value the request writes next to word ``head`` (in some form: "crimes" for ``crime``): after it
     (:data:`_AFTER`) or, failing that, before it (:data:`_BEFORE`); values made only of words in ``skip``
     (lower case) do not count. A capitalised ``head`` past the request's first word is part of a name, and the
-    value is that name ("Premier League", "The British Museum"). ``None`` when the request does not write
+    value is that name ("Premier League", "The British Museum", "Metropolitan Museum of Art"). ``None`` when the request does not write
     ``head`` or writes it twice."""
     hits = [m for m in re.finditer(r"[A-Za-z]+", request) if _same_word(m.group().lower(), head)]
     if len(hits) != 1:
@@ -170,7 +170,7 @@ def _cued(request: str, head: str, skip: set[str]) -> str | None:
     m = hits[0]
     if m.group()[0].isupper() and request[: m.start()].strip():  # "Premier League": the word is in the name
         left = re.search(rf"(?:{_NAME}\s+)?$", request[: m.start()])
-        right = re.match(r"(?:\s+[A-Z][\w.'-]*)*", request[m.end() :])
+        right = re.match(r"(?:\s+(?:of\s+(?:the\s+)?)?[A-Z][\w.'-]*)*", request[m.end() :])
         name = request[
             m.start() - len(left.group()) if left else m.start() : m.end()
             + len(right.group() if right else "")

@@ -262,8 +262,8 @@ def _word_span(text: str, start: int, end: int, lo: int, hi: int) -> str:
     A run inside quotes is the quoted text ("'Roe v. Wade'"). A word runs between spaces ("01-01-1980",
     "C:/data/cars.csv"). A capitalised word goes on over the
     capitalised words next to it, as a proper name does ("Los" -> "Los Angeles", "D.C." -> "Washington
-    D.C.", "Yellowstone" -> "Yellowstone National Park"), never over the request's first word nor past
-    punctuation. The classifier labels token pieces and parts of names; values are whole words and names
+    D.C.", "Yellowstone" -> "Yellowstone National Park"; to the right also over "of" and "of the": "Treaty of
+    Lisbon", "Museum of Art"), never over the request's first word nor past punctuation. The classifier labels token pieces and parts of names; values are whole words and names
     (BFCL simple_python: docs/TRAINING.md, "Experiment 2026-12-04 (4)").
     """
     for quoted in _QUOTED.finditer(text, lo, hi):
@@ -279,7 +279,7 @@ def _word_span(text: str, start: int, end: int, lo: int, hi: int) -> str:
         end += 1
     a, b = _strip_word(text, start, end)
     if a < b and text[a].isupper():
-        while b == end and (right := re.match(r"\s+(?!I\b)([A-Z]\S*)", text[b:hi])):
+        while b == end and (right := re.match(r"\s+(?:(?:of|of the|de)\s+)?(?!I\b)([A-Z]\S*)", text[b:hi])):
             b, end = _strip_word(text, b + right.start(1), b + right.end())[1], b + right.end()
         while left := re.search(r"(\S+)\s+$", text[lo:a]):
             word = left.group(1)

@@ -9,6 +9,7 @@ import re
 from typing import Any
 
 from model.binding.cues import currencies, named_values, place_values, unit_systems
+from model.binding.forms import dates, identifiers
 from model.binding.labelling import Labelling
 from model.binding.plan import listed_values, plan_calls
 from model.binding.rules import (
@@ -65,7 +66,11 @@ def _read(specs: list[Any], labelling: Labelling, tool_choice: Any) -> _Read:
     listed = listed_values(runs, arrays.specs, labelling, arrays.taken)
     runs = named_values(one_string(runs, arrays.specs, labelling), arrays.specs, labelling)
     runs = unit_systems(place_values(runs, arrays.specs, labelling), arrays.specs, labelling)
-    runs = currencies(runs, arrays.specs, labelling)
+    runs = dates(
+        identifiers(currencies(runs, arrays.specs, labelling), arrays.specs, labelling),
+        arrays.specs,
+        labelling,
+    )
     runs = named_flags(runs, arrays.specs, labelling)
     spans = {key: texts[0] for key, texts in runs.items() if len(texts) == 1}
     named = named_tool_of(arrays.specs, labelling) if tool_choice in ("auto", "required", None) else None
