@@ -8,7 +8,15 @@ import pytest
 import torch
 
 from model import special_tokens as sp
-from model.binding import Labelling, assign_numbers, bind_turn, listed_values, number_arrays, plan_calls
+from model.binding import (
+    Labelling,
+    assign_numbers,
+    bind_turn,
+    listed_values,
+    number_arrays,
+    one_string,
+    plan_calls,
+)
 from model.binding.cues import _bare, _cued, currencies, named_values, place_names, place_values, unit_systems
 from model.binding.forms import dates, identifiers, request_dates
 from model.binding.labelling import _word_span
@@ -365,3 +373,35 @@ def test_a_name_widens_over_of_to_the_capitalised_words_after_it():
     assert _word_span(text, start, start + 5, 0, len(text)) == "Metropolitan Museum of Art"
     start = text.index("signing")
     assert _word_span(text, start, start + 7, 0, len(text)) == "signing"  # lower case: no name
+
+
+def test_a_unit_after_the_amount_is_the_from_end_of_a_pair():
+    spec = _spec("convert", {"quantity": INT, "from_unit": STR, "to_unit": STR}, ["from_unit", "to_unit"])
+    lab = _text_labelling("How many ounces in 2 pounds of butter?", [spec])
+    runs = {("convert", "from_unit"): ["ounces"], ("convert", "to_unit"): ["pounds"]}  # the request's order
+    out = one_string(runs, [spec], lab, fill=False)
+    assert (out[("convert", "from_unit")], out[("convert", "to_unit")]) == (["pounds"], ["ounces"])
+
+
+def test_a_route_between_two_places_and_a_place_before_the_next_sentence():
+    route = _spec(
+        "distance", {"start_location": STR, "end_location": STR}, ["start_location", "end_location"]
+    )
+    lab = _text_labelling("distance between Boston, MA, and Washington, D.C. in miles?", [route])
+    out = place_values({("distance", "end_location"): ["Boston, MA"]}, [route], lab)
+    assert out == {
+        ("distance", "start_location"): ["Boston, MA"],
+        ("distance", "end_location"): ["Washington, D.C."],
+    }
+    assert _bare("San Jose. Show") == "San Jose" and _bare("Washington, D.C.") == "Washington, D.C."
+
+
+def test_a_free_string_unit_system_binds_from_the_unit_words():
+    bmi = _spec(
+        "calculate_bmi",
+        {"weight": INT, "unit": {"type": "string", "description": "Either 'imperial' or 'metric'."}},
+        ["weight"],
+    )
+    lab = _text_labelling("BMI of a person of 85 kilograms and 180 cm", [bmi])
+    out = unit_systems({("calculate_bmi", "weight"): ["85"], ("calculate_bmi", "unit"): ["BMI"]}, [bmi], lab)
+    assert out[("calculate_bmi", "unit")] == ["metric"]

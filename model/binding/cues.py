@@ -40,8 +40,10 @@ _RANK = {"in": 0, "near": 0, "around": 0, "within": 0, "at": 1, "from": 2, "to":
 
 def _bare(value: str) -> str:
     """``value`` without the comma, full stop or possessive it ends with ("Chicago.", "Stradivarius'",
-    "Google's"); an abbreviation keeps its stop ("D.C.", "U.S.")."""
-    value = value.rstrip(",")
+    "Google's") nor the next sentence ("San Jose. Show"); an abbreviation keeps its stop ("D.C.", "U.S.")."""
+    value = re.split(r"(?<=[a-z])\.\s+(?=[A-Z])", value)[0].rstrip(
+        ","
+    )  # "San Jose. Show me": a sentence ends
     if value.endswith(".") and "." not in value.split()[-1][:-1]:
         value = value[:-1]
     return re.sub(r"(?:'s?|’s?)$", "", value)
@@ -102,7 +104,7 @@ def place_values(
     """
     request = labelling.request
     places = place_names(request)
-    if not places:
+    if not places and not _BETWEEN.search(request):
         return runs
     out = dict(runs)
     for spec in specs:
@@ -118,7 +120,7 @@ def place_values(
             first = _first_of_pair(*pair)
             head, tail = pair if first == pair[0] else pair[::-1]
             m = _BETWEEN.search(request)
-            ends = (m.group(1), m.group(2)) if m else None
+            ends = (_bare(m.group(1)), _bare(m.group(2))) if m else None
             if ends is None:
                 start = next((p for _, prep, p, _ in places if prep == "from"), None)
                 end = next((p for _, prep, p, _ in places if prep == "to"), None)
@@ -257,8 +259,8 @@ def unit_systems(
     runs: dict[tuple[str, str], list[str]], specs: list[Any], labelling: Labelling
 ) -> dict[tuple[str, str], list[str]]:
     """``runs`` with each unbound ``enum`` parameter of a tool the turn calls whose options include
-    ``metric`` and ``imperial`` (any case) bound to the system the request's unit words name, when they name
-    one only: "in Fahrenheit" -> ``imperial``, "in km/h" -> ``metric`` (:data:`_SYSTEMS`; one-letter and
+    ``metric`` and ``imperial`` (any case), and each free string one whose description names both, bound to
+    the system the request's unit words name, when they name one only: "in Fahrenheit" -> ``imperial``, "in km/h" -> ``metric`` (:data:`_SYSTEMS`; one-letter and
     ambiguous units count only written right after a number or a degree sign: "70 F", "5 m").
 
     Args:
@@ -289,7 +291,14 @@ def unit_systems(
         for name, sub in props.items():
             options = sub.get("enum") if isinstance(sub, dict) else None
             lowered = {str(o).lower(): o for o in options or []}
-            if (spec.name, name) not in out and {"metric", "imperial"} <= lowered.keys():
+            described = _is_free_string(sub) and {"metric", "imperial"} <= set(
+                re.findall(r"[a-z]+", str(sub.get("description", "")).lower())
+            )
+            if described:
+                lowered = {"metric": "metric", "imperial": "imperial"}
+            if {"metric", "imperial"} <= lowered.keys() and (
+                (spec.name, name) not in out or (described and out[(spec.name, name)] != [system])
+            ):
                 out[(spec.name, name)] = [str(lowered[system])]
     return out
 

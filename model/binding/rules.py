@@ -288,7 +288,8 @@ def _request_order(
     """Swap, in ``out``, the values of two parameters among ``names`` (all of one type) of ``spec`` that form
     an ordered pair (:func:`_first_of_pair`) when the request states the second one's value first: "from London
     to New York" gives ``from_timezone`` London, "the GCD of 36 and 24" gives ``number1`` 36; "from" and "to"
-    before a value say which end it is whatever the order ("to Paris from Rome"). The classifier
+    before a value say which end it is whatever the order ("to Paris from Rome"), and so does a number right
+    before a value ("How many ounces in 2 pounds": from_unit pounds). The classifier
     often labels both words with both parameters, and its scores then swap them (BFCL simple_python: 5 of 10
     swapped string pairs are such pairs)."""
     request = labelling.request
@@ -300,6 +301,12 @@ def _request_order(
     def cued(value: str, cue: str) -> bool:  # "from Rome", "to Paris": the words that say which end it is
         return re.search(rf"(?i)\b{cue}\s+(?:the\s+)?{re.escape(value)}(?![\w])", request) is not None
 
+    def counted(value: str) -> bool:  # "2 pounds": the amount's unit is the pair's first end ("from")
+        return (
+            not _NUMBER.fullmatch(value)
+            and re.search(rf"\d\s*{re.escape(value)}(?![\w])", request) is not None
+        )
+
     for i, a in enumerate(names):
         for b in names[i + 1 :]:
             first = _first_of_pair(a, b)
@@ -307,12 +314,13 @@ def _request_order(
             if first is None or len(va) != 1 or len(vb) != 1 or va == vb:
                 continue
             head, tail = (va[0], vb[0]) if first == a else (vb[0], va[0])
-            if cued(head, "from") or cued(tail, "to"):
+            if cued(head, "from") or cued(tail, "to") or (counted(head) and not counted(tail)):
                 continue  # the words say it: "to Paris from Rome" keeps from_city Rome
             pa, pb = at(va[0]), at(vb[0])
             if (
                 cued(head, "to")
                 or cued(tail, "from")
+                or (counted(tail) and not counted(head))
                 or (pa is not None and pb is not None and (pa > pb) == (first == a))
             ):
                 out[(spec.name, a)], out[(spec.name, b)] = vb, va
