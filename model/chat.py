@@ -239,13 +239,8 @@ class ChatModel:
             parallel, planned = True, False
             if settings.bind_values and tools and tool_choice != "none":
                 specs, parallel, planned = self._bind_values(input_ids, tools, specs, tool_choice)
-            constraint = self.make_constraint(
-                specs,
-                tool_choice if tools else "auto",
-                grounding,
-                parallel_tool_calls=parallel,
-                planned_calls=planned,
-            )
+            choice = tool_choice if tools else "auto"
+            constraint = self.make_constraint(specs, choice, grounding, None, parallel, planned)
         if constraint is not None:
             limit = 4096
             shortest = constraint.min_completion_tokens(limit)
