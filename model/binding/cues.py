@@ -2,6 +2,13 @@
 classifier's pick. A place parameter takes the name after "in", "near", "at" ("in Palo Alto"; the classifier
 gave ``"olive"``); one pair of places takes "from X to Y" or "between X and Y" in that order.
 
+
+Every rule here takes ``(runs, specs, labelling)`` and returns a new ``runs``: ``runs`` the binding so far,
+``{(tool name, parameter): [text, ...]}`` (not modified); ``specs`` the turn's
+``model.constraints.schema.ToolSpec`` list; ``labelling`` the same prompt's
+:class:`model.binding.labelling.Labelling`. Each binds only tools the turn calls
+(:func:`model.binding.rules.called_tools`); :func:`model.binding.bind_turn` applies them in order.
+
 Figures: docs/TRAINING.md, "Experiment 2026-12-05".
 """
 
@@ -11,7 +18,14 @@ import re
 from typing import Any
 
 from model.binding.labelling import Labelling
-from model.binding.rules import _declared_words, _first_of_pair, _is_free_string, _is_number, _same_word
+from model.binding.rules import (
+    _declared_words,
+    _first_of_pair,
+    _is_free_string,
+    _is_number,
+    _same_word,
+    called_tools,
+)
 
 #: Words of a parameter name that make it a place (``location``, ``city_name``, ``start_location``).
 _PLACE_WORDS = frozenset(
@@ -94,23 +108,14 @@ def place_values(
       Y" or "between X and Y" in that order.
     * A city parameter takes the city of "Tokyo, Japan", a country or state parameter beside it the region.
 
-    Args:
-        runs: :func:`named_values`' result (not modified).
-        specs: the turn's ``model.constraints.schema.ToolSpec`` list.
-        labelling: the same prompt's :class:`Labelling`.
-
-    Returns:
-        The same shape as ``runs``.
+    Arguments and result as every rule of this module (its docstring).
     """
     request = labelling.request
     places = place_names(request)
     if not places and not _BETWEEN.search(request):
         return runs
     out = dict(runs)
-    for spec in specs:
-        props = (spec.parameters or {}).get("properties")
-        if not isinstance(props, dict) or not any((spec.name, n) in runs for n in props):
-            continue
+    for spec, props in called_tools(specs, runs):
         strings = [n for n, sub in props.items() if _is_free_string(sub)]
         names = [n for n in strings if _place_words(n)]
         pair = next(
@@ -206,20 +211,11 @@ def named_values(
     that starts with the value and goes on ("Reminder about the invoice" for "note Reminder about ...") is
     kept unless it holds the name word itself ("artist Beyonce").
 
-    Args:
-        runs: :func:`model.binding.one_string`'s result (not modified).
-        specs: the turn's ``model.constraints.schema.ToolSpec`` list.
-        labelling: the same prompt's :class:`Labelling`.
-
-    Returns:
-        The same shape as ``runs``.
+    Arguments and result as every rule of this module (its docstring).
     """
     request = labelling.request
     out = dict(runs)
-    for spec in specs:
-        props = (spec.parameters or {}).get("properties")
-        if not isinstance(props, dict) or not any((spec.name, n) in runs for n in props):
-            continue
+    for spec, props in called_tools(specs, runs):
         skip = _declared_words(spec)
         for name, sub in props.items():
             words = [w for w in re.split(r"[_\W]+", name.lower()) if w and w not in _GENERIC]
@@ -263,13 +259,7 @@ def unit_systems(
     the system the request's unit words name, when they name one only: "in Fahrenheit" -> ``imperial``, "in km/h" -> ``metric`` (:data:`_SYSTEMS`; one-letter and
     ambiguous units count only written right after a number or a degree sign: "70 F", "5 m").
 
-    Args:
-        runs: the rules' runs so far (not modified).
-        specs: the turn's ``model.constraints.schema.ToolSpec`` list.
-        labelling: the same prompt's :class:`Labelling`.
-
-    Returns:
-        The same shape as ``runs``.
+    Arguments and result as every rule of this module (its docstring).
     """
     request = labelling.request.lower()
     words = set(re.findall(r"°[cf]|km/h|[a-z]+", request))
@@ -284,10 +274,7 @@ def unit_systems(
         return runs
     system = named.pop()
     out = dict(runs)
-    for spec in specs:
-        props = (spec.parameters or {}).get("properties")
-        if not isinstance(props, dict) or not any((spec.name, n) in runs for n in props):
-            continue
+    for spec, props in called_tools(specs, runs):
         for name, sub in props.items():
             options = sub.get("enum") if isinstance(sub, dict) else None
             lowered = {str(o).lower(): o for o in options or []}
@@ -340,23 +327,14 @@ def currencies(
     US dollars", "from British pounds"), then the other ("How many Canadian dollars can I get for 500 US
     dollars?" -> USD, CAD), or else the two in request order.
 
-    Args:
-        runs: the rules' runs so far (not modified).
-        specs: the turn's ``model.constraints.schema.ToolSpec`` list.
-        labelling: the same prompt's :class:`Labelling`.
-
-    Returns:
-        The same shape as ``runs``.
+    Arguments and result as every rule of this module (its docstring).
     """
     request = labelling.request
     named = _currency_mentions(request)
     if not named:
         return runs
     out = dict(runs)
-    for spec in specs:
-        props = (spec.parameters or {}).get("properties")
-        if not isinstance(props, dict) or not any((spec.name, n) in runs for n in props):
-            continue
+    for spec, props in called_tools(specs, runs):
         names = [n for n, sub in props.items() if _is_free_string(sub) and "currency" in n.lower()]
         if len(names) == 1:
             out[(spec.name, names[0])] = [named[0][2]]

@@ -2,6 +2,9 @@
 their shape rather than by the classifier, whose runs hold pieces of them ("2023" of "March 10th, 2023",
 "felony" for ``case_number`` beside "CA123456").
 
+
+The rules take and return what those of :mod:`model.binding.cues` do (its docstring).
+
 Figures: docs/TRAINING.md, "Experiment 2026-12-05".
 """
 
@@ -12,7 +15,7 @@ import re
 from typing import Any
 
 from model.binding.labelling import Labelling
-from model.binding.rules import _first_of_pair, _is_free_string
+from model.binding.rules import _first_of_pair, _is_free_string, called_tools
 
 _MONTHS = {
     m: i + 1
@@ -102,22 +105,13 @@ def dates(
     ISO 8601 by default): one date parameter takes the first date, several (``start_date``, ``end_date``;
     ``check_in_date``, ``check_out_date``) take the dates in request order, as many as there are.
 
-    Args:
-        runs: the rules' runs so far (not modified).
-        specs: the turn's ``model.constraints.schema.ToolSpec`` list.
-        labelling: the same prompt's :class:`Labelling`.
-
-    Returns:
-        The same shape as ``runs``.
+    Arguments and result as every rule of this module (its docstring).
     """
     found = request_dates(labelling.request)
     if not found:
         return runs
     out = dict(runs)
-    for spec in specs:
-        props = (spec.parameters or {}).get("properties")
-        if not isinstance(props, dict) or not any((spec.name, n) in runs for n in props):
-            continue
+    for spec, props in called_tools(specs, runs):
         names = [n for n, sub in props.items() if _is_date(n, sub)]
         if len(names) == 2 and _first_of_pair(*names) == names[1]:
             names.reverse()
@@ -150,13 +144,7 @@ def identifiers(
     (the classifier gave "felony"); another string parameter bound to that identifier loses it ("for case
     number XYZ123" gave ``location`` XYZ123). Numbers with a unit ("5000m", "10km") are no identifiers.
 
-    Args:
-        runs: the rules' runs so far (not modified).
-        specs: the turn's ``model.constraints.schema.ToolSpec`` list.
-        labelling: the same prompt's :class:`Labelling`.
-
-    Returns:
-        The same shape as ``runs``.
+    Arguments and result as every rule of this module (its docstring).
     """
     found = [
         m.group("quoted") or m.group("word")
@@ -166,10 +154,7 @@ def identifiers(
     if not found:
         return runs
     out = dict(runs)
-    for spec in specs:
-        props = (spec.parameters or {}).get("properties")
-        if not isinstance(props, dict) or not any((spec.name, n) in runs for n in props):
-            continue
+    for spec, props in called_tools(specs, runs):
         for name, sub in props.items():
             if not _is_free_string(sub) or not _is_identifier(name):
                 continue

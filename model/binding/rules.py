@@ -7,6 +7,7 @@ import dataclasses
 import datetime
 import math
 import re
+from collections.abc import Iterator
 from typing import Any
 
 import jsonschema
@@ -29,6 +30,17 @@ def _is_free_string(schema: Any) -> bool:
     return (
         isinstance(schema, dict) and schema.get("type") == "string" and not (_KEEP | {"enum"}) & schema.keys()
     )
+
+
+def called_tools(
+    specs: list[Any], runs: dict[tuple[str, str], list[str]]
+) -> Iterator[tuple[Any, dict[str, Any]]]:
+    """``(spec, properties)`` of each tool of ``specs`` the turn calls: one with an object of properties and a
+    parameter on a run of ``runs`` (a rule that reads the request's own words binds only those tools)."""
+    for spec in specs:
+        props = (spec.parameters or {}).get("properties")
+        if isinstance(props, dict) and any((spec.name, n) in runs for n in props):
+            yield spec, props
 
 
 def single_call(
@@ -363,10 +375,7 @@ def named_flags(
     """
     words = labelling.request_words
     out = dict(runs)
-    for spec in specs:
-        props = (spec.parameters or {}).get("properties")
-        if not isinstance(props, dict) or not any((spec.name, n) in runs for n in props):
-            continue
+    for spec, props in called_tools(specs, runs):
         for name, sub in props.items():
             if not isinstance(sub, dict) or sub.get("type") != "boolean" or {"enum", "const"} & sub.keys():
                 continue

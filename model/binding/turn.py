@@ -8,23 +8,8 @@ import itertools
 import re
 from typing import Any
 
-from model.binding.cues import currencies, named_values, place_values, unit_systems
-from model.binding.forms import dates, identifiers
+from model.binding import cues, forms, plan, rules
 from model.binding.labelling import Labelling
-from model.binding.plan import listed_values, plan_calls
-from model.binding.rules import (
-    _FUNCTION_WORDS,
-    _name_words,
-    _same_word,
-    assign_numbers,
-    named_flags,
-    named_tool_of,
-    number_arrays,
-    one_string,
-    pin_bound_values,
-    single_call,
-    typed_runs,
-)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -56,24 +41,34 @@ class _Read:
     named: str | None
 
 
+#: The rules after the classifier's numbers and lists, in the order :func:`_read` applies them: one run per
+#: string, then the request's own words (:mod:`model.binding.cues`, :mod:`model.binding.forms`), then flags.
+WORD_RULES = (
+    rules.one_string,
+    cues.named_values,
+    cues.place_values,
+    cues.unit_systems,
+    cues.currencies,
+    forms.identifiers,
+    forms.dates,
+    rules.named_flags,
+)
+
+
 def _read(specs: list[Any], labelling: Labelling, tool_choice: Any) -> _Read:
     """The rules of :mod:`model.binding` in order over ``specs`` (normalised) and ``labelling``."""
-    arrays = number_arrays(specs, labelling)
-    runs = assign_numbers(labelling.runs(), arrays.specs, labelling, arrays.taken)
+    arrays = rules.number_arrays(specs, labelling)
+    runs = rules.assign_numbers(labelling.runs(), arrays.specs, labelling, arrays.taken)
     numbers = labelling.numbers()
-    runs = typed_runs(runs, arrays.specs, {numbers[j][0] for j in arrays.taken})
+    runs = rules.typed_runs(runs, arrays.specs, {numbers[j][0] for j in arrays.taken})
     runs.update({key: [text] for key, text in arrays.bound.items()})
-    listed = listed_values(runs, arrays.specs, labelling, arrays.taken)
-    runs = named_values(one_string(runs, arrays.specs, labelling), arrays.specs, labelling)
-    runs = unit_systems(place_values(runs, arrays.specs, labelling), arrays.specs, labelling)
-    runs = dates(
-        identifiers(currencies(runs, arrays.specs, labelling), arrays.specs, labelling),
-        arrays.specs,
-        labelling,
-    )
-    runs = named_flags(runs, arrays.specs, labelling)
+    listed = plan.listed_values(runs, arrays.specs, labelling, arrays.taken)
+    for rule in WORD_RULES:
+        runs = rule(runs, arrays.specs, labelling)
     spans = {key: texts[0] for key, texts in runs.items() if len(texts) == 1}
-    named = named_tool_of(arrays.specs, labelling) if tool_choice in ("auto", "required", None) else None
+    named = (
+        rules.named_tool_of(arrays.specs, labelling) if tool_choice in ("auto", "required", None) else None
+    )
     out = arrays.specs
     if named is not None:  # the request names one tool: the turn calls that one only
         out = [s for s in out if s.name == named]
@@ -97,13 +92,16 @@ def _clause_tools(specs: list[Any], labelling: Labelling) -> list[tuple[int, int
     tool's; a clause that names none joins the one before it."""
     lo, hi = labelling.user
     cuts = [lo] + [m.start() + lo for m in _NEXT_TASK.finditer(labelling.request)] + [hi]
-    names = {s.name: set(_name_words(s.name)) - _FUNCTION_WORDS for s in specs}
+    names = {s.name: set(rules._name_words(s.name)) - rules._FUNCTION_WORDS for s in specs}
     shared = set.intersection(*names.values()) if names else set()
     clauses: list[tuple[int, int, str | None]] = []
     for a, b in itertools.pairwise(cuts):
         words = [w.lower() for w in re.findall(r"[A-Za-z0-9']+", labelling.prompt[a:b])]
         scores = sorted(
-            ((sum(any(_same_word(w, r) for r in words) for w in ws - shared), n) for n, ws in names.items()),
+            (
+                (sum(any(rules._same_word(w, r) for r in words) for w in ws - shared), n)
+                for n, ws in names.items()
+            ),
             reverse=True,
         )
         tool = (
@@ -141,23 +139,23 @@ def bind_turn(specs: list[Any], labelling: Labelling, tool_choice: Any = "auto")
     """
     clauses = _clause_tools(specs, labelling) if tool_choice in ("auto", "required", None) else []
     if clauses:
-        plan: list[Any] = []
+        sequence: list[Any] = []
         for a, b, tool in clauses:
             part = dataclasses.replace(labelling, user=(a, b))
             read = _read([s for s in specs if s.name == tool], part, tool_choice)
-            calls = plan_calls(read.specs, read.spans, read.listed, part, tool_choice)
+            calls = plan.plan_calls(read.specs, read.spans, read.listed, part, tool_choice)
             if (
                 calls is None
             ):  # one call of the clause's tool, its values as bound (the model writes the rest)
-                calls = pin_bound_values(read.specs, read.spans, tool_choice)[0] if read.spans else read.specs
-            plan += calls
-        if len(plan) > 1:
-            return TurnBinding(plan, True, True)
+                calls = rules.pin_bound_values(read.specs, read.spans)[0] if read.spans else read.specs
+            sequence += calls
+        if len(sequence) > 1:
+            return TurnBinding(sequence, True, True)
     read = _read(specs, labelling, tool_choice)
-    plan_ = plan_calls(read.specs, read.spans, read.listed, labelling, tool_choice)
-    if plan_ is not None:
-        return TurnBinding(plan_, True, True)
-    parallel = not single_call(read.runs, read.held)
+    calls = plan.plan_calls(read.specs, read.spans, read.listed, labelling, tool_choice)
+    if calls is not None:
+        return TurnBinding(calls, True, True)
+    parallel = not rules.single_call(read.runs, read.held)
     if not read.spans:
         return TurnBinding(read.specs if read.held or read.named else None, parallel, False)
-    return TurnBinding(pin_bound_values(read.specs, read.spans, tool_choice)[0], parallel, False)
+    return TurnBinding(rules.pin_bound_values(read.specs, read.spans, tool_choice)[0], parallel, False)
