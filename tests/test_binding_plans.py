@@ -15,6 +15,7 @@ from model.binding import (
     listed_values,
     number_arrays,
     one_string,
+    pin_bound_values,
     plan_calls,
 )
 from model.binding.cues import _bare, _cued, currencies, named_values, place_names, place_values, unit_systems
@@ -405,3 +406,21 @@ def test_a_free_string_unit_system_binds_from_the_unit_words():
     lab = _text_labelling("BMI of a person of 85 kilograms and 180 cm", [bmi])
     out = unit_systems({("calculate_bmi", "weight"): ["85"], ("calculate_bmi", "unit"): ["BMI"]}, [bmi], lab)
     assert out[("calculate_bmi", "unit")] == ["metric"]
+
+
+def test_nullable_strings_and_numbers_bind_like_plain_ones():
+    spec = _spec(
+        "get_weather",
+        {"place": {"type": ["string", "null"]}, "days": {"type": ["integer", "null"]}},
+        ["place"],
+    )
+    lab = _text_labelling("weather in Lisbon for 3 days", [spec])
+    runs = assign_numbers({("get_weather", "place"): ["Lisbon"]}, [spec], lab)
+    assert runs[("get_weather", "days")] == ["3"]  # a named number: "3 days"
+    pinned, count = pin_bound_values([spec], {k: v[0] for k, v in runs.items()})
+    props = pinned[0].parameters["properties"]
+    assert count == 2 and props["place"]["enum"] == ["Lisbon"] and props["days"]["enum"] == [3]
+    listed = listed_values(
+        {("get_weather", "place"): ["Berlin", "Rome"]}, [spec], _text_labelling("Berlin and Rome", [spec])
+    )
+    assert listed == {("get_weather", "place"): ["Berlin", "Rome"]}

@@ -21,7 +21,7 @@ import re
 from typing import Any
 
 from model.binding.labelling import Labelling, whole
-from model.binding.rules import _first_of_pair, _is_free_string, _is_number, pin_bound_values
+from model.binding.rules import _base_type, _first_of_pair, _is_free_string, _is_number, pin_bound_values
 from model.constraints.grammar import named_tool
 
 #: A month name right before a number: "July 20, 2022" is a date, no list of 20 and 2022.
@@ -118,7 +118,7 @@ def listed_values(
         for js in lists:
             texts = [numbers[j][0] for j in js]
             holders = [name for name, text in given.items() if text in texts]
-            fits = len(holders) == 1 and (props[holders[0]]["type"] == "number" or all(map(whole, texts)))
+            fits = len(holders) == 1 and (_base_type(props[holders[0]]) == "number" or all(map(whole, texts)))
             if fits and len(set(texts)) == len(texts):
                 out[(spec.name, holders[0])] = texts
     return out

@@ -19,17 +19,26 @@ from model.constraints.grammar import named_tool
 _KEEP = frozenset({"const", "pattern", "format"})
 
 
+def _base_type(schema: Any) -> Any:
+    """``schema``'s ``type``, the one type besides ``null`` for a list of types (``["string", "null"]``:
+    ``"string"``); ``None`` for no schema."""
+    kind = schema.get("type") if isinstance(schema, dict) else None
+    if isinstance(kind, list):
+        rest = [k for k in kind if k != "null"]
+        return rest[0] if len(rest) == 1 else None
+    return kind
+
+
 def _is_number(schema: Any) -> bool:
-    """Whether ``schema`` is a top-level ``integer`` or ``number`` parameter without an ``enum``."""
-    return isinstance(schema, dict) and schema.get("type") in ("integer", "number") and "enum" not in schema
+    """Whether ``schema`` is a top-level ``integer`` or ``number`` parameter (or that or ``null``) without an
+    ``enum``."""
+    return _base_type(schema) in ("integer", "number") and "enum" not in schema
 
 
 def _is_free_string(schema: Any) -> bool:
-    """Whether ``schema`` is a free string: ``type: string`` without ``enum``, ``const``, ``pattern`` or
-    ``format`` (a value the request's words can give)."""
-    return (
-        isinstance(schema, dict) and schema.get("type") == "string" and not (_KEEP | {"enum"}) & schema.keys()
-    )
+    """Whether ``schema`` is a free string: ``type: string`` (or ``["string", "null"]``) without ``enum``,
+    ``const``, ``pattern`` or ``format`` (a value the request's words can give)."""
+    return _base_type(schema) == "string" and not (_KEEP | {"enum"}) & schema.keys()
 
 
 def called_tools(
@@ -90,7 +99,7 @@ def typed_runs(
     out: dict[tuple[str, str], list[str]] = {}
     for key, texts in runs.items():
         schema = props.get(key, {})
-        kind = schema.get("type")
+        kind = _base_type(schema)
         if _is_number(schema):
             found = [
                 n
@@ -187,7 +196,7 @@ def assign_numbers(
                 continue
             chosen = key in runs or name in required
             for j, (text, toks) in enumerate(numbers):
-                if j not in taken and (sub["type"] == "number" or whole(text)):
+                if j not in taken and (_base_type(sub) == "number" or whole(text)):
                     score = float(labelling.logp[toks, column[key]].max())
                     tier = 0 if labelling.names(name, j) else 1 if name in required else 2
                     if chosen or tier == 0:
@@ -422,7 +431,7 @@ def _rate(text: str, schema: dict[str, Any]) -> str:
     (``"0.1"``) for a ``number`` parameter whose description does not say it takes a percentage, else
     ``text``. Rates in APIs are fractions unless documented otherwise (BFCL simple_python: 17 of the 19
     questions with a "%" want the fraction, and both others describe the parameter "as a percentage")."""
-    if schema.get("type") != "number" or re.search(r"(?i)percent", str(schema.get("description", ""))):
+    if _base_type(schema) != "number" or re.search(r"(?i)percent", str(schema.get("description", ""))):
         return text
     return repr(float(text) / 100)
 
@@ -571,7 +580,7 @@ def _pinned(schema: dict[str, Any], text: str) -> dict[str, Any] | None:
             [o for o in enum if isinstance(o, str) and o.lower() in words] if isinstance(enum, list) else []
         )
         return {**schema, "enum": named} if len(named) == 1 and len(enum) > 1 else None
-    kind = schema.get("type")
+    kind = _base_type(schema)
     values: list[Any]
     if kind == "string":
         iso = _spoken_date(text)
