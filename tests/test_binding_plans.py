@@ -424,3 +424,10 @@ def test_nullable_strings_and_numbers_bind_like_plain_ones():
         {("get_weather", "place"): ["Berlin", "Rome"]}, [spec], _text_labelling("Berlin and Rome", [spec])
     )
     assert listed == {("get_weather", "place"): ["Berlin", "Rome"]}
+
+
+def test_a_count_parameter_is_named_by_what_it_counts():
+    lab = _text_labelling("Get me two tickets, 4 light years away, 5 players", [])
+    assert lab.names("num_tickets", 0)  # "two tickets"
+    assert not lab.names("speed_of_light", 1)  # "of" in the middle: no count word
+    assert lab.names("number_of_players", 2) and not lab.names("number_of_players", 0)

@@ -48,6 +48,8 @@ def whole(text: str) -> bool:
     return re.fullmatch(r"-?\d+", text) is not None
 
 
+#: Words of a parameter name that say it counts something (``num_tickets``, ``number_of_players``).
+_COUNT_WORDS = frozenset({"num", "number", "n", "of", "count", "total"})
 #: A word of a declaration or a request, for comparing them (lower case).
 _WORD = re.compile(r"[a-z0-9]+")
 #: What stands between two numbers of one list the request writes: a comma, spaces, "and".
@@ -164,8 +166,10 @@ class Labelling:
     def names(self, parameter: str, j: int) -> bool:
         """Whether the request names ``parameter`` right at its ``j``-th number (:meth:`numbers`): its words
         (``initial_velocity`` -> "initial velocity") just before it, joined by ``=``, ``:``, "of", "is" or a
-        space ("a=1", "radius of 4", "initial velocity is 10"), or just after it ("7 days"). A name of one or
-        two letters counts only before ``=`` or ``:`` ("a" is also a word)."""
+        space ("a=1", "radius of 4", "initial velocity is 10"), or just after it ("7 days"; a count's name
+        without its count words, when it starts with one or ends with "count" or "number": "two tickets" for
+        ``num_tickets``, :data:`_COUNT_WORDS`; not "4 light years" for ``speed_of_light``). A name of one or two
+        letters counts only before ``=`` or ``:`` ("a" is also a word)."""
         words = [w for w in re.split(r"[_\W]+", parameter) if w]
         if not words:
             return False
@@ -175,6 +179,10 @@ class Labelling:
         sep = r"\s*[=:]\s*" if len(parameter) <= 2 else r"(?:\s*[=:]\s*|\s+(?:of|is|=)\s+|\s+)"
         before = re.search(rf"(?i)(?<![A-Za-z0-9]){name}{sep}$", text[max(lo, a - 60) : a])
         after = len(parameter) > 2 and re.match(rf"(?i)\s+{name}(?![A-Za-z0-9])", text[b:hi])
+        counted = [w for w in words if w.lower() not in _COUNT_WORDS]  # num_tickets: "two tickets"
+        counts = words[0].lower() in _COUNT_WORDS or words[-1].lower() in ("count", "number")
+        if not after and counts and counted and len(counted[-1]) > 2:
+            after = re.match(rf"(?i)\s+{re.escape(counted[-1])}(?![A-Za-z0-9])", text[b:hi])
         return bool(before or after)
 
     @functools.cached_property
