@@ -427,7 +427,7 @@ def test_nullable_strings_and_numbers_bind_like_plain_ones():
 
 
 def test_a_count_parameter_is_named_by_what_it_counts():
-    lab = _text_labelling("Get me two tickets, 4 light years away, 5 players", [])
-    assert lab.names("num_tickets", 0)  # "two tickets"
-    assert not lab.names("speed_of_light", 1)  # "of" in the middle: no count word
-    assert lab.names("number_of_players", 2) and not lab.names("number_of_players", 0)
+    assert _text_labelling("Get me two tickets for Eminem", []).names("num_tickets", 0)  # "two tickets"
+    lab = _text_labelling("a star 4 light years away, 5 players", [])
+    assert not lab.names("speed_of_light", 0)  # "of" in the middle: no count word
+    assert lab.names("number_of_players", 1) and not lab.names("number_of_players", 0)
