@@ -431,3 +431,32 @@ def test_a_count_parameter_is_named_by_what_it_counts():
     lab = _text_labelling("a star 4 light years away, 5 players", [])
     assert not lab.names("speed_of_light", 0)  # "of" in the middle: no count word
     assert lab.names("number_of_players", 1) and not lab.names("number_of_players", 0)
+
+
+def test_pattern_and_date_strings_pin_a_value_that_fits_their_shape():
+    order = {"type": "string", "pattern": "^[A-Z]{2}[0-9]{5}$"}
+    day = {"type": "string", "format": "date"}
+    spec = _spec("lookup", {"order_id": order, "day": day}, ["order_id"])
+    pinned, count = pin_bound_values(
+        [spec], {("lookup", "order_id"): "AB12345", ("lookup", "day"): "March 10, 2025"}
+    )
+    props = pinned[0].parameters["properties"]
+    assert count == 2 and props["order_id"] == {"type": "string", "enum": ["AB12345"]}
+    assert props["day"] == {
+        "type": "string",
+        "enum": ["2025-03-10"],
+    }  # the ISO form; the spoken one is no date
+    unfit, count = pin_bound_values([spec], {("lookup", "order_id"): "AB123"})
+    assert count == 0 and unfit[0].parameters["properties"]["order_id"] == order  # left to the constraint
+    lab = _text_labelling("Book a table on 10 March 2025 for order AB12345, or XY1", [spec])
+    assert dates({("lookup", "order_id"): ["x"]}, [spec], lab)[("lookup", "day")] == ["2025-03-10"]
+    assert identifiers({("lookup", "order_id"): ["x"]}, [spec], lab)[("lookup", "order_id")] == ["AB12345"]
+    assert [t for t, _ in lab.numbers()] == ["2025"]  # the day of "10 March 2025" is no number
+
+
+def test_a_list_may_repeat_its_preposition_and_a_one_word_name_is_its_own_cue():
+    assert _chain("weather in Berlin and in Paris", ["Berlin", "Paris"]) == ["Berlin", "Paris"]
+    spec = _spec("book_table", {"people": INT, "name": STR}, ["people", "name"])
+    lab = _text_labelling("Book a table for 3 people under the name Bob", [spec])
+    out = named_values({("book_table", "name"): ["under"], ("book_table", "people"): ["3"]}, [spec], lab)
+    assert out[("book_table", "name")] == ["Bob"]

@@ -219,6 +219,9 @@ def named_values(
         skip = _declared_words(spec)
         for name, sub in props.items():
             words = [w for w in re.split(r"[_\W]+", name.lower()) if w and w not in _GENERIC]
+            words = words or (
+                [name.lower()] if re.fullmatch(r"[a-z]{3,}", name.lower()) else []
+            )  # "name Bob"
             if not _is_free_string(sub) or not words or _place_words(name):
                 continue
             value = _cued(request, words[-1], skip)

@@ -16,6 +16,7 @@ from typing import Any
 
 from model.binding.labelling import Labelling
 from model.binding.rules import _first_of_pair, _is_free_string, called_tools
+from model.constraints.schema import pattern_matches
 
 _MONTHS = {
     m: i + 1
@@ -80,21 +81,25 @@ def request_dates(request: str) -> list[datetime.date]:
 
 
 def _date_form(schema: dict[str, Any]) -> str:
-    """The ``strftime`` format a date parameter's description names (:data:`_FORMATS`), ISO 8601 by default."""
+    """The ``strftime`` format a date parameter's description names (:data:`_FORMATS`), ISO 8601 by default
+    and for ``format: date``."""
     text = str(schema.get("description", "")).lower()
+    if schema.get("format") == "date":
+        return "%Y-%m-%d"
     return next((fmt for name, fmt in _FORMATS.items() if name in text), "%Y-%m-%d")
 
 
 def _is_date(name: str, schema: Any) -> bool:
-    """Whether parameter ``name`` is a free string date: ``date`` among its name words (``start_date``,
-    ``check_in_date``), or its description names a date format."""
+    """Whether parameter ``name`` is a date: a string of ``format: date``, or a free string with ``date`` among
+    its name words (``start_date``, ``check_in_date``) or whose description names a date format."""
     words = set(re.split(r"[_\W]+", name.lower()))
     described = (
         any(f in str(schema.get("description", "")).lower() for f in _FORMATS)
         if isinstance(schema, dict)
         else False
     )
-    return _is_free_string(schema) and ("date" in words or described)
+    iso = isinstance(schema, dict) and schema.get("type") == "string" and schema.get("format") == "date"
+    return iso or (_is_free_string(schema) and ("date" in words or described))
 
 
 def dates(
@@ -140,7 +145,8 @@ def identifiers(
 ) -> dict[tuple[str, str], list[str]]:
     """``runs`` with each free string identifier parameter (a name word of :data:`_ID_WORDS`) of a tool the
     turn calls whose run is no identifier bound to the first identifier the request writes (:data:`_IDENT`)
-    that no other identifier parameter of the tool holds: "case number CA123456" -> ``case_number`` CA123456
+    (one its ``pattern`` accepts, for a string with a pattern) that no other identifier parameter of the tool
+    holds: "case number CA123456" -> ``case_number`` CA123456
     (the classifier gave "felony"); another string parameter bound to that identifier loses it ("for case
     number XYZ123" gave ``location`` XYZ123). Numbers with a unit ("5000m", "10km") are no identifiers.
 
@@ -156,14 +162,21 @@ def identifiers(
     out = dict(runs)
     for spec, props in called_tools(specs, runs):
         for name, sub in props.items():
-            if not _is_free_string(sub) or not _is_identifier(name):
+            shaped = (
+                isinstance(sub, dict)
+                and sub.get("type") == "string"
+                and set(sub) & {"pattern"}
+                and not set(sub) & {"enum", "const", "format"}
+            )
+            if not (_is_free_string(sub) or shaped) or not _is_identifier(name):
                 continue
+            fits = [f for f in found if not shaped or pattern_matches(str(sub["pattern"]), f)]
             current = out.get((spec.name, name), [])
-            if len(current) == 1 and current[0] in found:
+            if len(current) == 1 and current[0] in fits:
                 continue
             ids = [n for n, o in props.items() if n != name and _is_free_string(o) and _is_identifier(n)]
             held = {t for n in ids for t in out.get((spec.name, n), [])}
-            free = [f for f in found if f not in held]
+            free = [f for f in fits if f not in held]
             if free:
                 out[(spec.name, name)] = [free[0]]
                 for n, other in props.items():  # another string parameter on the identifier had it wrong

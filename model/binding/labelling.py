@@ -22,6 +22,10 @@ _NUMBER = re.compile(r"-?(?:\d{1,3}(?:,\d{3})+(?![\d,])|\d+)(?:\.\d+)?(?:[eE][-+
 _PLAIN = re.compile(r"-?\d+(?:\.\d+)?")
 
 
+_MONTH_NAMES = r"(?:Jan|Feb|Mar|Apr|May|Jun|Jul|Aug|Sep|Sept|Oct|Nov|Dec)[a-z]*"
+#: A month name right before a day ("March 10th") and a day's ordinal and month right after it ("10th of May").
+_MONTH_BEFORE = re.compile(rf"\b{_MONTH_NAMES}\.?\s*$")
+_MONTH_AFTER = re.compile(rf"(?:st|nd|rd|th)?\s+(?:of\s+)?{_MONTH_NAMES}\b")
 #: Numbers a request spells as words ("the next three days", "top five"), and their values. "one" is left
 #: out: it is as often a pronoun ("which one").
 _NUMBER_WORDS = {
@@ -188,7 +192,9 @@ class Labelling:
     @functools.cached_property
     def _number_spans(self) -> list[tuple[int, int]]:
         """Character spans of the request's numbers that start a word: ``40``, the ``70`` of ``70kg``, the
-        ``1.75`` of ``1.75m``, ``12,000`` and ``1e-9``, not the ``2`` of ``x2``; comma-grouped digits right after
+        ``1.75`` of ``1.75m``, ``12,000`` and ``1e-9``, not the ``2`` of ``x2`` nor the day of a date with a
+        capitalised month name ("March 10th, 2025", "10 March": its year stays a number; not "may 5 people");
+        comma-grouped digits right after
         a bracket or a comma are a list written without spaces ("[200,300,400]"), one number each; and the
         numbers spelled as words ("three", :data:`_NUMBER_WORDS`; not "six-sided", nor the count of the numbers
         written after it: "two numbers, 36 and 48"), in request order."""
@@ -198,6 +204,9 @@ class Labelling:
             a, b = m.span()
             if a > lo and prompt[a - 1].isalpha():
                 continue
+            day = b - a <= 2 and m.group().isdigit()
+            if day and (_MONTH_BEFORE.search(prompt, lo, a) or _MONTH_AFTER.match(prompt, b, hi)):
+                continue  # the day of "March 10th, 2025", "10 March": part of a date, no number
             if "," in m.group() and a > lo and prompt[a - 1] in "[(,":
                 spans += [p.span() for p in _PLAIN.finditer(prompt, a, b)]
             else:

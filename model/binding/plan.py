@@ -26,8 +26,11 @@ from model.constraints.grammar import named_tool
 
 #: A month name right before a number: "July 20, 2022" is a date, no list of 20 and 2022.
 _DATE_BEFORE = re.compile(r"(?i)\b(?:jan|feb|mar|apr|may|jun|jul|aug|sep|sept|oct|nov|dec)[a-z]*\.?\s+$")
-#: What stands between two items of a list the request writes: a comma, "and", "or", ", and", "&".
-_ITEM_GAP = re.compile(r"(?i)\s*(?:,\s*(?:and\s+|or\s+)?|(?:and|or|&)\s+)")
+#: What stands between two items of a list the request writes: a comma, "and", "or", ", and", "&", with the
+#: item's preposition again ("in Berlin and in Paris").
+_ITEM_GAP = re.compile(
+    r"(?i)\s*(?:,\s*(?:and\s+|or\s+)?|(?:and|or|&)\s+)(?:(?:in|at|for|on|to|from|of|near)\s+(?:the\s+)?)?"
+)
 
 
 def _chain(request: str, texts: list[str]) -> list[str]:

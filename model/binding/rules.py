@@ -14,6 +14,7 @@ import jsonschema
 
 from model.binding.labelling import _NUMBER, _WORD, Labelling, number_text, whole
 from model.constraints.grammar import named_tool
+from model.constraints.schema import pattern_matches
 
 #: Schema keywords under which a parameter is never pinned: the constraint already fixes or shapes its value.
 _KEEP = frozenset({"const", "pattern", "format"})
@@ -569,10 +570,34 @@ def _spoken_date(text: str) -> str | None:
     return None
 
 
+def _shaped(schema: dict[str, Any], value: Any) -> bool:
+    """Whether string ``value`` fits ``schema``'s ``pattern`` (``re.search``, as JSON Schema reads it) and its
+    ``format`` when that is ``date`` (ISO 8601, ``2025-03-10``); a string of any other format is not read."""
+    if "pattern" in schema and not pattern_matches(str(schema["pattern"]), str(value)):
+        return False
+    if "format" in schema:
+        if schema["format"] != "date":
+            return False
+        try:
+            datetime.date.fromisoformat(str(value))
+        except ValueError:
+            return False
+    return True
+
+
 def _pinned(schema: dict[str, Any], text: str) -> dict[str, Any] | None:
-    """``schema`` allowing only the value(s) ``text`` states, or ``None`` to leave it as it is."""
-    if _KEEP & schema.keys():
+    """``schema`` allowing only the value(s) ``text`` states, or ``None`` to leave it as it is. A ``pattern`` or
+    ``date`` string is pinned to a value that fits its shape (:func:`_shaped`: "AB12345" for
+    ``^[A-Z]{2}[0-9]{5}$``), the shape then dropped (an ``enum`` of fitting values says more)."""
+    if "const" in schema:
         return None
+    if {"pattern", "format"} & schema.keys():
+        if schema.get("type") != "string" or "enum" in schema:
+            return None
+        shaped = [v for v in dict.fromkeys([_spoken_date(text) or text, text]) if _shaped(schema, v)]
+        rest = {k: v for k, v in schema.items() if k not in ("pattern", "format", "x-grounded")}
+        fitting = [v for v in shaped if _accepts(rest, v)]
+        return {**rest, "enum": fitting} if fitting else None
     if "enum" in schema:  # narrowed to the one option the words name, if they name exactly one
         enum = schema["enum"]
         words = set(re.findall(r"[a-z0-9]+", text.lower()))
