@@ -46,7 +46,7 @@ than the denoising loop copies it (docs/TRAINING.md, "Bound values"), so a turn 
 
 The model still chooses between the tools left, which of them to call and every value the classifier left
 unbound. On the held-out split these rules took exact calls from 0.31 (values only) to 0.775, and BFCL
-simple_python from 0.045 to 0.415 (docs/TRAINING.md, "Experiment 2026-12-03 (4)", "Experiment 2026-12-04", "(2)",
+simple_python from 0.045 to 0.42 (docs/TRAINING.md, "Experiment 2026-12-03 (4)", "Experiment 2026-12-04", "(2)",
 "(3)", "(4)" and "Experiment 2026-12-05").
 Slot-filling taggers decide binding the same way, from per-token labels (Mesnil et al. 2015, "Using Recurrent
 Neural Networks for Slot Filling in Spoken Language Understanding").
