@@ -460,3 +460,24 @@ def test_a_list_may_repeat_its_preposition_and_a_one_word_name_is_its_own_cue():
     lab = _text_labelling("Book a table for 3 people under the name Bob", [spec])
     out = named_values({("book_table", "name"): ["under"], ("book_table", "people"): ["3"]}, [spec], lab)
     assert out[("book_table", "name")] == ["Bob"]
+
+
+def test_a_list_is_held_only_to_the_request_numbers_its_items_accept():
+    plot = _spec(
+        "plot",
+        {
+            "ys": {
+                "type": "array",
+                "items": {"type": "integer", "minimum": 0, "maximum": 100},
+                "minItems": 2,
+                "maxItems": 3,
+            }
+        },
+        ["ys"],
+    )
+    held = number_arrays([plot], _text_labelling("Plot 150 and 250", [plot]))
+    assert held.held == set() and held.specs[0] is plot  # neither fits: the list is left to the constraint
+    held = number_arrays([plot], _text_labelling("Plot 5, then 150, then 7", [plot]))
+    ys = held.specs[0].parameters["properties"]["ys"]
+    assert ys["items"]["enum"] == [5, 7] and ys["maxItems"] == 2  # a fresh-user trial crashed on 150 here
+    tool_call_grammar([held.specs[0]], tool_choice="required")  # compiles

@@ -512,8 +512,9 @@ def number_arrays(specs: list[Any], labelling: Labelling) -> HeldArrays:
       separated only by commas, spaces and "and") as a tool has required list parameters (or list
       parameters), they are given one each in order, and each parameter allows only its list
       (``enum: [[10, 15, 12]]``);
-    * any other list may hold only numbers the request spells (:meth:`Labelling.numbers`; an ``integer`` item
-      only whole ones), at most as many as the request has.
+    * any other list may hold only numbers the request spells that its item schema accepts
+      (:meth:`Labelling.numbers`; an ``integer`` item only whole ones; not 150 for items of ``maximum: 100``),
+      at most as many as the request has.
 
     A request without a number, an array or item schema with ``enum`` or ``const``, or a list the parameter's
     own schema refuses (``minItems``, ``maxItems``...) leaves the parameter as it is.
@@ -547,7 +548,13 @@ def number_arrays(specs: list[Any], labelling: Labelling) -> HeldArrays:
                 bound[(spec.name, name)] = ", ".join(texts[j] for j in js)
                 taken.update(js)
                 continue
-            usable = [t for t in written if (kind == "number" or whole(t)) and math.isfinite(float(t))]
+            usable = [
+                t
+                for t in written
+                if (kind == "number" or whole(t))
+                and math.isfinite(float(t))
+                and _accepts(sub["items"], int(t) if kind == "integer" else float(t))  # "maximum": 100
+            ]
             cap = min(len(usable), sub.get("maxItems", len(usable)))
             if usable and sub.get("minItems", 0) <= cap:
                 values = list(dict.fromkeys(int(t) if kind == "integer" else float(t) for t in usable))
