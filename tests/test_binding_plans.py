@@ -19,7 +19,7 @@ from model.binding import (
     plan_calls,
 )
 from model.binding.cues import _bare, _cued, currencies, named_values, place_names, place_values, unit_systems
-from model.binding.forms import dates, identifiers, request_dates
+from model.binding.forms import dates, emails, identifiers, request_dates
 from model.binding.labelling import _word_span
 from model.binding.plan import _chain
 from model.binding.rules import _declared_words
@@ -481,3 +481,25 @@ def test_a_list_is_held_only_to_the_request_numbers_its_items_accept():
     ys = held.specs[0].parameters["properties"]["ys"]
     assert ys["items"]["enum"] == [5, 7] and ys["maxItems"] == 2  # a fresh-user trial crashed on 150 here
     tool_call_grammar([held.specs[0]], tool_choice="required")  # compiles
+
+
+def test_emails_and_currency_symbols_bind_from_the_request():
+    mail = _spec(
+        "send_email",
+        {"to": {"type": "string", "description": "Recipient email address"}, "subject": STR},
+        ["to"],
+    )
+    lab = _text_labelling("Email jane@corp.com with the subject Lunch", [mail])
+    out = emails({("send_email", "to"): ["to jane@corp.com"]}, [mail], lab)
+    assert out[("send_email", "to")] == ["jane@corp.com"]
+    fx = _spec(
+        "convert",
+        {
+            "amount": INT,
+            "base": {"type": "string", "description": "Base currency code"},
+            "target": {"type": "string", "description": "Target currency code"},
+        },
+        ["amount", "base", "target"],
+    )
+    out = currencies({("convert", "amount"): ["100"]}, [fx], _text_labelling("Convert $100 to €", [fx]))
+    assert (out[("convert", "base")], out[("convert", "target")]) == (["USD"], ["EUR"])

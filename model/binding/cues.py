@@ -306,6 +306,10 @@ _CURRENCIES = [
     (re.compile(r"(?i)\bSwiss\s+francs?\b"), "CHF"),
     (re.compile(r"\b(USD|EUR|GBP|JPY|CAD|AUD|CHF|CNY|INR)\b"), ""),
     (re.compile(r"(?i)\bdollars?\b"), "USD"),
+    (re.compile(r"\$"), "USD"),
+    (re.compile(r"€"), "EUR"),
+    (re.compile(r"£"), "GBP"),
+    (re.compile(r"¥"), "JPY"),
 ]
 
 
@@ -323,8 +327,9 @@ def _currency_mentions(request: str) -> list[tuple[int, int, str]]:
 def currencies(
     runs: dict[tuple[str, str], list[str]], specs: list[Any], labelling: Labelling
 ) -> dict[tuple[str, str], list[str]]:
-    """``runs`` with the free string currency parameters (``currency``, ``base_currency``...) of a tool the
-    turn calls bound to the ISO codes of the currencies the request names ("US dollars" -> ``USD``,
+    """``runs`` with the free string currency parameters (``currency``, ``base_currency``...; or a description
+    that says "currency") of a tool the turn calls bound to the ISO codes of the currencies the request names
+    ("US dollars", "$" -> ``USD``,
     :data:`_CURRENCIES`). One parameter takes the first currency named; an ordered pair (``base_currency`` and
     ``target_currency``, ``from_currency`` and ``to_currency``) takes first the currency of an amount ("500
     US dollars", "from British pounds"), then the other ("How many Canadian dollars can I get for 500 US
@@ -338,7 +343,12 @@ def currencies(
         return runs
     out = dict(runs)
     for spec, props in called_tools(specs, runs):
-        names = [n for n, sub in props.items() if _is_free_string(sub) and "currency" in n.lower()]
+        names = [
+            n
+            for n, sub in props.items()
+            if _is_free_string(sub)
+            and ("currency" in n.lower() or re.search(r"(?i)\bcurrency\b", str(sub.get("description", ""))))
+        ]
         if len(names) == 1:
             out[(spec.name, names[0])] = [named[0][2]]
         elif len(names) == 2 and _first_of_pair(*names) and len({c for _, _, c in named}) >= 2:

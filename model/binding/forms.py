@@ -183,3 +183,35 @@ def identifiers(
                     if n != name and _is_free_string(other) and out.get((spec.name, n)) == [free[0]]:
                         del out[(spec.name, n)]
     return out
+
+
+#: An email address as a request writes it (RFC 5322's common form, not every corner of it).
+_EMAIL = re.compile(r"[A-Za-z0-9._%+-]+@[A-Za-z0-9.-]+\.[A-Za-z]{2,}")
+
+
+def emails(
+    runs: dict[tuple[str, str], list[str]], specs: list[Any], labelling: Labelling
+) -> dict[tuple[str, str], list[str]]:
+    """``runs`` with each free string email parameter (``email`` or ``mail`` in its name or its description) of
+    a tool the turn calls whose run is no address bound to the next address the request writes that no other
+    parameter of the tool holds ("Email jane@corp.com" gave ``to`` "to jane@corp.com").
+
+    Arguments and result as every rule of this module (its docstring).
+    """
+    found = _EMAIL.findall(labelling.request)
+    if not found:
+        return runs
+    out = dict(runs)
+    for spec, props in called_tools(specs, runs):
+        for name, sub in props.items():
+            about = name + " " + str(sub.get("description", "") if isinstance(sub, dict) else "")
+            if not _is_free_string(sub) or not re.search(r"(?i)e-?mail", about):
+                continue
+            current = out.get((spec.name, name), [])
+            if len(current) == 1 and current[0] in found:
+                continue
+            held = {t for n in props if n != name for t in out.get((spec.name, n), [])}
+            free = [f for f in found if f not in held]
+            if free:
+                out[(spec.name, name)] = [free[0]]
+    return out

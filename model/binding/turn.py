@@ -50,6 +50,7 @@ WORD_RULES = (
     cues.unit_systems,
     cues.currencies,
     forms.identifiers,
+    forms.emails,
     forms.dates,
     rules.named_flags,
 )
