@@ -20,12 +20,12 @@ from __future__ import annotations
 import re
 from typing import Any
 
-from model.binding.labelling import Labelling, whole
+from model.binding.labelling import _MONTH_NAMES, Labelling, whole
 from model.binding.rules import _base_type, _first_of_pair, _is_free_string, _is_number, pin_bound_values
 from model.constraints.grammar import named_tool
 
 #: A month name right before a number: "July 20, 2022" is a date, no list of 20 and 2022.
-_DATE_BEFORE = re.compile(r"(?i)\b(?:jan|feb|mar|apr|may|jun|jul|aug|sep|sept|oct|nov|dec)[a-z]*\.?\s+$")
+_DATE_BEFORE = re.compile(rf"(?i)\b{_MONTH_NAMES}\.?\s+$")
 #: What stands between two items of a list the request writes: a comma, "and", "or", ", and", "&", with the
 #: item's preposition again ("in Berlin and in Paris").
 _ITEM_GAP = re.compile(

@@ -412,7 +412,13 @@ def named_tool_of(specs: list[Any], labelling: Labelling) -> str | None:
     (1) over ``country_info.largest_city`` (0). The tool with the highest score is named when it is above 0 and
     above every other tool's; words every tool's name shares ("country", "info") count for none.
     """
-    words = labelling.request_words
+    return tool_named_in(specs, labelling.request_words) if len(specs) >= 2 else None
+
+
+def tool_named_in(specs: list[Any], words: list[str]) -> str | None:
+    """The tool of ``specs`` whose name ``words`` (lower case) name best, as :func:`named_tool_of` scores it
+    (words of the name less :data:`_FUNCTION_WORDS` and the words every tool's name shares, found in some
+    form), when its score is above 0 and above every other tool's; else ``None``."""
     names = {spec.name: set(_name_words(spec.name)) - _FUNCTION_WORDS for spec in specs}
     shared = set.intersection(*names.values()) if names else set()
     scores = sorted(
@@ -422,7 +428,7 @@ def named_tool_of(specs: list[Any], labelling: Labelling) -> str | None:
         ),
         reverse=True,
     )
-    if len(scores) < 2 or scores[0][0] == 0 or scores[0][0] == scores[1][0]:
+    if not scores or scores[0][0] == 0 or (len(scores) >= 2 and scores[0][0] == scores[1][0]):
         return None
     return scores[0][1]
 

@@ -88,28 +88,14 @@ def _clause_tools(specs: list[Any], labelling: Labelling) -> list[tuple[int, int
     ``[(start, end, tool name)]`` as character spans of the prompt, in order; ``[]`` otherwise.
 
     Clauses are split where the request turns to the next task (:data:`_NEXT_TASK`); a clause names the tool
-    with the most words of its name (:func:`model.binding.rules._name_words`, less function words and the
-    words every tool shares) among the clause's words, when that count is above 0 and above every other
-    tool's; a clause that names none joins the one before it."""
+    its words name best (:func:`model.binding.rules.tool_named_in`, as :func:`model.binding.named_tool_of`
+    scores the whole request); a clause that names none joins the one before it."""
     lo, hi = labelling.user
     cuts = [lo] + [m.start() + lo for m in _NEXT_TASK.finditer(labelling.request)] + [hi]
-    names = {s.name: set(rules._name_words(s.name)) - rules._FUNCTION_WORDS for s in specs}
-    shared = set.intersection(*names.values()) if names else set()
     clauses: list[tuple[int, int, str | None]] = []
     for a, b in itertools.pairwise(cuts):
         words = [w.lower() for w in re.findall(r"[A-Za-z0-9']+", labelling.prompt[a:b])]
-        scores = sorted(
-            (
-                (sum(any(rules._same_word(w, r) for r in words) for w in ws - shared), n)
-                for n, ws in names.items()
-            ),
-            reverse=True,
-        )
-        tool = (
-            scores[0][1]
-            if scores and scores[0][0] > 0 and (len(scores) < 2 or scores[1][0] < scores[0][0])
-            else None
-        )
+        tool = rules.tool_named_in(specs, words)
         if clauses and tool is None:
             clauses[-1] = (clauses[-1][0], b, clauses[-1][2])
         elif clauses and clauses[-1][2] is None:
