@@ -93,6 +93,8 @@ class EmbeddedModel(_Section):
     seed: int | None = None
     threads: int | None = None
     adapter: str | None = None
+    #: the binder before each tool-call turn: auto (the checkpoint's default), copy-head or none
+    binding: Literal["auto", "copy-head", "none"] | None = None
 
     def backend_settings(self, bundle_dir: Path) -> dict[str, Any]:
         """Keyword arguments of :class:`~agentkit.backends.embedded.EmbeddedBackend` (a relative adapter is
@@ -253,6 +255,7 @@ class Bundle:
         *,
         seed: int | None = None,
         adapter: str | Path | None = None,
+        binding: str | None = None,
     ) -> Backend:
         """The backend: the bundle's ``model:`` section, or the ``backend``/``model``/``seed`` overrides.
 
@@ -267,10 +270,12 @@ class Bundle:
                 ``model.seed``; the scripted backend is deterministic and ignores it.
             adapter: a LoRA adapter folder (``agentkit specialize``) for the embedded backend, overriding
                 ``model.adapter`` (a relative ``model.adapter`` in the bundle is relative to the bundle's folder).
+            binding: the embedded backend's binder (``auto``, ``copy-head``, ``none``), overriding
+                ``model.binding``.
 
         Raises:
-            ValueError: unknown backend kind, a required model name missing, or ``adapter`` with a backend
-                other than embedded.
+            ValueError: unknown backend kind, a required model name missing, or ``adapter`` or ``binding`` with
+                a backend other than embedded.
         """
         from agentkit.backends import make_backend
 
@@ -285,6 +290,10 @@ class Bundle:
             if kind != "embedded":
                 raise ValueError(f"--adapter applies to the embedded backend only (backend is {kind!r})")
             settings["adapter"] = str(adapter)
+        if binding is not None:
+            if kind != "embedded":
+                raise ValueError(f"--binding applies to the embedded backend only (backend is {kind!r})")
+            settings["binding"] = binding
         if seed is not None and kind == "embedded":
             settings["seed"] = seed
         elif seed is not None and kind == "openai":
@@ -300,11 +309,12 @@ class Bundle:
         *,
         seed: int | None = None,
         adapter: str | Path | None = None,
+        binding: str | None = None,
         **overrides: Any,
     ) -> Agent:
         """An :class:`~agentkit.agent.Agent` from this bundle; ``overrides`` are ``Agent`` keywords.
 
-        ``backend``, ``model``, ``seed`` and ``adapter`` are those of :meth:`make_backend`.
+        ``backend``, ``model``, ``seed``, ``adapter`` and ``binding`` are those of :meth:`make_backend`.
         """
         from agentkit.agent import Agent
 
@@ -314,7 +324,11 @@ class Bundle:
             **self.agent_settings,
         }
         kwargs.update(overrides)
-        return Agent(self.make_backend(backend, model, seed=seed, adapter=adapter), self.tools, **kwargs)
+        return Agent(
+            self.make_backend(backend, model, seed=seed, adapter=adapter, binding=binding),
+            self.tools,
+            **kwargs,
+        )
 
 
 # ----------------------------------------------------------------------------------------------- loading

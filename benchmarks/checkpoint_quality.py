@@ -34,7 +34,7 @@ from benchmarks._common import emit, target  # noqa: E402
 
 
 def _bfcl(cm: Any, category: str, limit: int | None) -> dict[str, Any]:
-    from model.training.bfcl import evaluate, load_category
+    from evals.bfcl import evaluate, load_category
 
     questions, gt = load_category(category)
 
@@ -120,7 +120,9 @@ def main(argv: list[str] | None = None) -> int:
     report: dict[str, Any] = {"checkpoint": ckpt, "quick": a.quick}
     torch.set_num_threads(1)
     report["probe"] = copy_probe(ckpt, n=50 if a.quick else 200)
-    held = evaluate_heldout(cm, limit=40 if a.quick else 200)
+    held = evaluate_heldout(
+        cm, limit=40 if a.quick else 200, binder="copy-head" if cm.settings.bind_values else None
+    )
     held.pop("results")
     report["heldout"] = held
     bfcl: dict[str, Any] = {}

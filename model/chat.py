@@ -20,9 +20,10 @@ from typing import Any
 
 import torch
 
+from model.binding.decision import resolve_binder
 from model.limits import check_prompt_length, prompt_token_limit
 from model.loading import LoadedCheckpoint, load_checkpoint
-from model.runtime import EventCallback, GenerationStats, generate
+from model.runtime import EventCallback, GenerationStats, Prefill, generate, prefill_prompt
 from model.settings import DenoiseSettings
 from model.vision import VisionInputs, prepare_images, vision_processor
 
@@ -140,7 +141,6 @@ class ChatModel:
         grounding: list[str] | None = None,
         no_repeat: bool | None = None,
         parallel_tool_calls: bool = True,
-        planned_calls: bool = False,
     ) -> Any:
         """Build a fresh :class:`GrammarConstraint` for ``tools`` and ``tool_choice``.
 
@@ -152,8 +152,6 @@ class ChatModel:
                 :func:`grounding_texts`); ``None``: grounded parameters are not restricted.
             no_repeat: the constraint's no-repeat rule (default: the checkpoint's ``settings.no_repeat``).
             parallel_tool_calls: ``False``: one call at most in the turn.
-            planned_calls: ``True``: ``tools`` is a call plan, the turn's calls in order (names may repeat;
-                :func:`model.binding.plan_calls`).
 
         Raises:
             model.constraints.schema.SchemaError: unsupported keyword or unsatisfiable schema (names its path).
@@ -169,7 +167,6 @@ class ChatModel:
             syntax=self.syntax,
             grounding=grounding,
             parallel_tool_calls=parallel_tool_calls,
-            planned_calls=planned_calls,
         )
         matcher = new_matcher(self.tokenizer, grammar)
         return GrammarConstraint(
@@ -197,6 +194,8 @@ class ChatModel:
         response_format: dict[str, Any] | None = None,
         vision_budget: int | None = None,
         tool_specs: list[Any] | None = None,
+        binder: Any = None,
+        parallel_tool_calls: bool = True,
     ) -> PreparedTurn:
         """Everything one model turn needs before denoising: prompt ids, images, settings and a fresh constraint.
 
@@ -207,7 +206,9 @@ class ChatModel:
         ``tool_specs``: the same tools, in the same order, already normalised
         (``model.constraints.schema.ToolSpec``, e.g. kept by the agent's embedded backend since the tool was
         registered); the constraint is built from them and ``tools`` only render the prompt. ``None``: the
-        constraint normalises ``tools``.
+        constraint normalises ``tools``. ``binder``: a :class:`model.binding.Binder` (or its name,
+        :func:`model.binding.resolve_binder`) that proposes values after the prefill, which the turn then reuses
+        (one encoder pass); ``None``: none. ``parallel_tool_calls``: ``False`` allows one call at most.
 
         Raises:
             As :meth:`chat`; ``ValueError`` also for ``tool_specs`` of another length than ``tools``, an unknown
@@ -220,7 +221,7 @@ class ChatModel:
             settings = settings.replace(max_new_tokens=max_new_tokens)
         if temperature is not None:
             settings = settings.replace(t_max=temperature[0], t_min=temperature[1])
-        constraint = None
+        constraint, prefill = None, None
         if not tools and tool_choice not in ("auto", "none", None):
             raise ValueError(f"tool_choice={tool_choice!r} needs at least one tool, but no tools were given")
         check_prompt_length(len(input_ids), self.model, settings)  # before any grammar work
@@ -236,11 +237,11 @@ class ChatModel:
                     f"tool_specs has {len(tool_specs)} entries for {len(tools)} tools (one per tool)"
                 )
             specs = tools if tool_specs is None else tool_specs
-            parallel, planned = True, False
-            if settings.bind_values and tools and tool_choice != "none":
-                specs, parallel, planned = self._bind_values(input_ids, tools, specs, tool_choice)
+            if tools and tool_choice != "none" and vision is None and (found := resolve_binder(binder)):
+                prefill = prefill_prompt(self.model, torch.tensor([input_ids], device=self.model.device))
+                specs = self._bind(found, prefill, input_ids, tools, specs, tool_choice)
             choice = tool_choice if tools else "auto"
-            constraint = self.make_constraint(specs, choice, grounding, None, parallel, planned)
+            constraint = self.make_constraint(specs, choice, grounding, None, parallel_tool_calls)
         if constraint is not None:
             limit = 4096
             shortest = constraint.min_completion_tokens(limit)
@@ -261,29 +262,33 @@ class ChatModel:
             if settings.max_new_tokens < need:
                 settings = settings.replace(max_new_tokens=need)
                 check_prompt_length(len(input_ids), self.model, settings)
-        return PreparedTurn(input_ids=input_ids, settings=settings, constraint=constraint, vision=vision)
+        return PreparedTurn(input_ids, settings, constraint, vision, prefill)
 
-    def _bind_values(
-        self, input_ids: list[int], tools: list[dict[str, Any]], specs: list[Any], tool_choice: Any
-    ) -> tuple[list[Any], bool, bool]:
-        """``specs`` normalised and constrained by the copy head's binding classifier (:mod:`model.binding`:
-        bound parameters fixed to their request words and required, unbound optional ones and tools without a
-        bound parameter left out; only the tool the request names, when it names one:
-        :func:`model.binding.named_tool_of`), whether the turn may hold several calls (``False`` when the binding
-        plans one: :func:`model.binding.single_call`) and whether the specs are a call plan, the turn's calls in
-        order (:func:`model.binding.plan_calls`); ``tools`` are the declarations the prompt renders.
+    def _bind(
+        self,
+        binder: Any,
+        prefill: Prefill,
+        input_ids: list[int],
+        tools: list[dict[str, Any]],
+        specs: list[Any],
+        tool_choice: Any,
+    ) -> list[Any]:
+        """``specs`` normalised and narrowed by ``binder``'s decision (:class:`model.binding.Decision`; unchanged
+        when it proposes nothing), the binder reading ``prefill``'s states.
 
         Raises:
             model.constraints.schema.SchemaError: a tool's schema is unsupported (as the constraint would).
         """
-        from model import binding
+        from model.binding import BindingInputs
         from model.constraints.schema import normalize_tool
 
-        labelling = binding.label_request(self.model, self.tokenizer, input_ids, tools)
-        if labelling is None:
-            return specs, True, False
-        bound = binding.bind_turn([normalize_tool(t) for t in specs], labelling, tool_choice)
-        return (specs if bound.specs is None else bound.specs), bound.parallel, bound.planned
+        normalized = [normalize_tool(t) for t in specs]
+        keys = None if prefill.memory is None else prefill.memory.keys
+        inputs = BindingInputs(
+            self.model, self.tokenizer, input_ids, tools, normalized, tool_choice, prefill.hidden, keys
+        )
+        decision = binder.propose(inputs)
+        return normalized if decision is None else decision.apply(normalized)
 
     def _response_constraint(self, response_format: dict[str, Any]) -> Any:
         from model.constraints.denoise import GrammarConstraint
@@ -345,6 +350,8 @@ class ChatModel:
         response_format: dict[str, Any] | None = None,
         vision_budget: int | None = None,
         tool_specs: list[Any] | None = None,
+        binder: Any = None,
+        parallel_tool_calls: bool = True,
     ) -> ChatOutput:
         """Generate one model turn.
 
@@ -364,6 +371,9 @@ class ChatModel:
                 {"url": "data:image/png;base64,..."}}`` (a data URL or a local file path) or ``{"type": "image",
                 "image": PATH | bytes | PIL.Image}``.
             tool_specs: ``tools`` already normalised, for the constraint (see :meth:`prepare`).
+            binder: proposes parameter values before the constraint is built (see :meth:`prepare`; ``None``:
+                none, the model alone).
+            parallel_tool_calls: ``False``: one call at most.
 
         Returns:
             :class:`ChatOutput`.
@@ -388,6 +398,8 @@ class ChatModel:
             response_format,
             vision_budget,
             tool_specs,
+            binder,
+            parallel_tool_calls,
         )
         input_ids = torch.tensor([turn.input_ids], dtype=torch.long, device=self.model.device)
         result = generate(
@@ -397,6 +409,7 @@ class ChatModel:
             constraints=[turn.constraint] if turn.constraint is not None else None,
             seed=seed,
             on_event=on_event,
+            prefill=turn.prefill,
             **({} if turn.vision is None else turn.vision.generate_kwargs()),
         )
         new = result.new_tokens[0]
@@ -413,12 +426,15 @@ class PreparedTurn:
         settings: denoising settings (token budget raised to fit the shortest call).
         constraint: a fresh :class:`~model.constraints.denoise.GrammarConstraint`, or ``None`` (unconstrained).
         vision: the prompt's processed images (:class:`model.vision.VisionInputs`), or ``None``.
+        prefill: the prompt's :class:`model.runtime.Prefill` when a binder read it (single use: denoising
+            continues from its cache), else ``None``.
     """
 
     input_ids: list[int]
     settings: DenoiseSettings
     constraint: Any = None
     vision: VisionInputs | None = None
+    prefill: Prefill | None = None
 
 
 def _grounded(tool: dict[str, Any]) -> bool:

@@ -153,6 +153,52 @@ class GenerationResult:
 EventCallback = Callable[[StepEvent | CanvasEvent], None]
 
 
+@dataclass
+class Prefill:
+    """The prompt's prefill (:func:`prefill_prompt`), computed before a turn's constraint so a binder can read
+    it and :func:`generate` does not encode the prompt again.
+
+    Attributes:
+        cache: the KV cache holding the ``P`` prompt positions (``transformers.DynamicCache``).
+        hidden: ``[1, P, H]`` the encoder's final states over the prompt.
+        memory: the copy head's memory of the prompt (``None``: no copy head).
+        seconds: wall time of the encoder pass.
+    """
+
+    cache: Any
+    hidden: torch.Tensor
+    memory: CopyMemory | None
+    seconds: float
+
+
+def prefill_prompt(model: Any, input_ids: torch.Tensor) -> Prefill:
+    """One encoder pass over a ``[1, P]`` int64 prompt without images: the :class:`Prefill` that
+    :func:`generate` (``prefill=``) continues from, token-identical to its own prefill.
+
+    Raises:
+        ValueError: ``input_ids`` is not one row.
+    """
+    if input_ids.dim() != 2 or input_ids.shape[0] != 1:
+        raise ValueError(f"prefill_prompt takes one row [1, P], got shape {tuple(input_ids.shape)}")
+    t0 = time.perf_counter()
+    length = int(input_ids.shape[1])
+    attn = torch.ones((1, length), dtype=torch.bool, device=input_ids.device)
+    pos = torch.arange(0, length, dtype=torch.int32, device=input_ids.device).unsqueeze(0)
+    with torch.no_grad():
+        enc_in, out = hf.encode(
+            model,
+            input_ids,
+            attn,
+            pos,
+            hf.new_cache(model, 1, length),
+            is_prefill=True,
+            canvas_length=int(model.config.canvas_length),
+        )
+        head = getattr(model, "copy_head", None)
+        memory = head.new_memory(enc_in, out.last_hidden_state, attn) if isinstance(head, CopyHead) else None
+    return Prefill(out.cache, out.last_hidden_state, memory, time.perf_counter() - t0)
+
+
 def image_inputs(
     model: Any,
     input_ids: torch.Tensor,
@@ -248,6 +294,7 @@ class CanvasState:
         generator: torch.Generator | None,
         images: dict[str, torch.Tensor],
         on_event: EventCallback | None,
+        prefilled: Prefill | None = None,
     ) -> None:
         self.model = model
         self.settings = settings
@@ -256,6 +303,7 @@ class CanvasState:
         self.generator = generator
         self.images = images
         self.on_event = on_event
+        self.prefilled = prefilled
         self.stats = GenerationStats()
         self.t_start = time.perf_counter()
         self.device = device = input_ids.device
@@ -313,6 +361,7 @@ class CanvasState:
         image_position_ids: torch.Tensor | None = None,
         mm_token_type_ids: torch.Tensor | None = None,
         compile_step: bool = False,
+        prefill: Prefill | None = None,
     ) -> CanvasState:
         """Check the arguments and set up a call (see :func:`generate` for them and the errors raised)."""
         if input_ids.dim() != 2:
@@ -344,9 +393,20 @@ class CanvasState:
             sampler, parity=parity, device=device, generator=gen, seed=run_seed, compiled=compile_step
         )
         images = image_inputs(model, input_ids, pixel_values, image_position_ids, mm_token_type_ids)
+        if prefill is not None and (batch != 1 or images):
+            raise ValueError("prefill= is for one row without images")
         batch_constraints = ConstraintBatch(constraints if constraints is not None else [None] * batch)
         return cls(
-            model, input_ids, settings, attention_mask, batch_constraints, step_sampler, gen, images, on_event
+            model,
+            input_ids,
+            settings,
+            attention_mask,
+            batch_constraints,
+            step_sampler,
+            gen,
+            images,
+            on_event,
+            prefill,
         )
 
     # ---------------------------------------------------------------------------------------------- phases
@@ -376,8 +436,12 @@ class CanvasState:
             self.stats.time_commit_s += time.perf_counter() - t0
 
     def prefill(self) -> None:
-        """Encode the prompt (with its images) into the KV cache."""
-        self._encode(prefill=True)
+        """Encode the prompt (with its images) into the KV cache, or take the :class:`Prefill` given."""
+        if self.prefilled is None:
+            self._encode(prefill=True)
+            return
+        self.cache, self.memory = self.prefilled.cache, self.prefilled.memory
+        self.stats.time_prefill_s += self.prefilled.seconds
 
     def start_canvas(self) -> None:
         """A uniform-noise canvas; the constraints of unfinished rows are told the token budget left."""
@@ -598,6 +662,7 @@ def generate(
     image_position_ids: torch.Tensor | None = None,
     mm_token_type_ids: torch.Tensor | None = None,
     compile_step: bool = False,
+    prefill: Prefill | None = None,
 ) -> GenerationResult:
     """Generate canvases block-autoregressively with the entropy-bound sampler.
 
@@ -652,6 +717,7 @@ def generate(
         image_position_ids=image_position_ids,
         mm_token_type_ids=mm_token_type_ids,
         compile_step=compile_step,
+        prefill=prefill,
     )
     state.prefill()
     for _ in range(state.settings.max_canvases):

@@ -95,7 +95,7 @@ def grammars_bfcl() -> str:
     from model.constraints.schema import SchemaError
 
     out = []
-    for f in sorted((ROOT / "model" / "training" / "bfcl_data").glob("*.json.gz")):
+    for f in sorted((ROOT / "evals" / "bfcl_data").glob("*.json.gz")):
         for line in gzip.open(f, "rt"):
             fns = json.loads(line).get("function") if line.strip() else None
             for syntax in ("gemma", "json") if fns else ():

@@ -809,3 +809,30 @@ def test_a_property_name_yaml_reads_as_a_boolean_or_number_is_named(tmp_path):
     (issue,) = ei.value.issues
     assert issue.field == "tools[0].parameters.properties"
     assert "the name False is not a string" in issue.message and "quote it" in issue.message
+
+
+def test_a_bundle_chooses_its_binder_and_the_cli_flag_overrides_it(tmp_path):
+    from agentkit.backends.embedded import EmbeddedBackend
+    from agentkit.errors import BundleError
+
+    p = write(tmp_path, "agentkit_bundle: 1\nname: y\nmodel: {binding: none}\ntools: []\n")
+    b = load_bundle(p)
+    backend = b.make_backend()
+    assert isinstance(backend, EmbeddedBackend) and backend.binding == "none"
+    assert backend.binder == "none"  # named: the checkpoint's default is not consulted
+    assert b.make_backend(binding="copy-head").binding == "copy-head"  # --binding copy-head
+    assert (
+        load_bundle(write(tmp_path, "agentkit_bundle: 1\nname: y\ntools: []\n", "b2.yaml"))
+        .make_backend()
+        .binding
+        == "auto"
+    )
+    with pytest.raises(ValueError, match="--binding applies to the embedded backend only"):
+        b.make_backend("scripted", str(tmp_path / "s.json"), binding="none")
+    with pytest.raises(BundleError) as ei:
+        load_bundle(
+            write(tmp_path, "agentkit_bundle: 1\nname: y\nmodel: {binding: rules}\ntools: []\n", "b3.yaml")
+        )
+    assert "b3.yaml:3" in str(ei.value) and "binding" in str(ei.value)
+    with pytest.raises(ValueError, match="binding must be"):
+        EmbeddedBackend(binding="rules")

@@ -164,9 +164,9 @@ def test_readable_answer_shows_calls_and_thinking():
 
 
 def test_bfcl_categories_ship_in_the_repository_with_licence_and_source():
-    from model.training.bfcl import CATEGORIES, DEFAULT_BFCL_DIR, load_category
+    from evals.bfcl import CATEGORIES, DEFAULT_BFCL_DIR, load_category
 
-    assert DEFAULT_BFCL_DIR.is_relative_to(ROOT / "model")
+    assert DEFAULT_BFCL_DIR.is_relative_to(ROOT / "evals")  # kept apart from the library packages
     assert "Apache License" in (DEFAULT_BFCL_DIR / "LICENSE").read_text()
     assert (DEFAULT_BFCL_DIR / "SOURCE").read_text().split() == [
         "ShishirPatil/gorilla",
@@ -186,7 +186,7 @@ def test_eval_bfcl_runs_from_the_shipped_data(tmp_path):
     rep = json.loads(res.stdout)
     assert (rep["category"], rep["n"], rep["results"][0]["id"]) == ("parallel", 1, "parallel_0")
     # --data/--answers still read other files, plain or gzipped
-    from model.training.bfcl import DEFAULT_BFCL_DIR
+    from evals.bfcl import DEFAULT_BFCL_DIR
 
     q = tmp_path / "q.json.gz"
     shutil.copy(DEFAULT_BFCL_DIR / "BFCL_v4_simple_python.json.gz", q)

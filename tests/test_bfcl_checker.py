@@ -6,7 +6,7 @@ import json
 
 import pytest
 
-from model.training.bfcl import (
+from evals.bfcl import (
     check_call,
     check_output,
     evaluate,

@@ -15,6 +15,7 @@ import pytest
 from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
 
+from evals.bfcl import to_json_schema
 from model import special_tokens as sp
 from model.constraints.completion import shortest_completion
 from model.constraints.denoise import bitmask_to_bool
@@ -261,17 +262,19 @@ CASES = [
         ],
         [{"root": {}}, {"root": {"label": "a", "children": [{}]}}, {"root": {"label": 1}}],
     ),
-    (  # BFCL style types
-        {
-            "type": "dict",
-            "properties": {
-                "ratio": {"type": "float"},
-                "pair": {"type": "tuple", "items": {"type": "integer"}},
-                "blob": {"type": "any"},
-                "cfg": {"type": "dict", "properties": {"on": {"type": "boolean"}}},
-            },
-            "required": ["ratio"],
-        },
+    (  # BFCL style types, through the BFCL adapter
+        to_json_schema(
+            {
+                "type": "dict",
+                "properties": {
+                    "ratio": {"type": "float"},
+                    "pair": {"type": "tuple", "items": {"type": "integer"}},
+                    "blob": {"type": "any"},
+                    "cfg": {"type": "dict", "properties": {"on": {"type": "boolean"}}},
+                },
+                "required": ["ratio"],
+            }
+        ),
         [{"ratio": 0.5}, {"ratio": 1, "pair": [1, 2], "blob": {"x": [1, "y", None]}, "cfg": {"on": False}}],
         [{"ratio": "0.5"}, {"ratio": 1, "pair": [1.5]}, {"ratio": 1, "cfg": {"on": 1}}],
     ),

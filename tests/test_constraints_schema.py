@@ -64,7 +64,9 @@ def test_missing_parameters_mean_no_arguments():
     assert spec.description == ""
 
 
-def test_bfcl_types_are_translated():
+def test_bfcl_types_are_translated_by_the_bfcl_adapter_not_the_normaliser():
+    from evals.bfcl import to_json_schema
+
     decl = {
         "name": "math.hypot",
         "description": "d",
@@ -79,7 +81,9 @@ def test_bfcl_types_are_translated():
             "required": ["x"],
         },
     }
-    p = normalize_tool(decl).parameters
+    with pytest.raises(SchemaError):  # the library speaks JSON Schema only
+        normalize_tool(decl)
+    p = normalize_tool({**decl, "parameters": to_json_schema(decl["parameters"])}).parameters
     assert p["type"] == "object"
     assert p["properties"]["x"] == {"type": "number", "description": "x"}
     assert p["properties"]["pt"] == {"type": "array", "items": {"type": "integer"}}

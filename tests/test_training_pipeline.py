@@ -77,7 +77,7 @@ def test_heldout_split_uses_disjoint_glaive_tools():
 
 
 def test_no_bfcl_question_is_reproduced():
-    from model.training.bfcl import CATEGORIES, load_category
+    from evals.bfcl import CATEGORIES, load_category
 
     bfcl = set()
     sizes = {}

@@ -21,7 +21,7 @@ from agentkit.errors import BackendError, ToolDefinitionError
 def normalized_tool(name: str, parameters: dict[str, Any]) -> Any:
     """Normalise a tool for the schema-constrained decoder and check that it can enforce the tool's ``parameters``.
 
-    Normalises once (``model.constraints.schema.normalize_tool``: BFCL types, titles, local ``$ref``) and
+    Normalises once (``model.constraints.schema.normalize_tool``: titles, local ``$ref``) and
     compiles the tool-call grammar of this one tool from the result (``model.constraints.grammar.
     tool_call_grammar``, no tokenizer, about a millisecond), so an unsupported keyword or an unsatisfiable
     schema fails when an agent on the embedded backend is assembled (or its bundle loaded), not mid-generation.
@@ -70,6 +70,9 @@ class EmbeddedBackend:
         on_event: runtime callback (per denoising step / canvas), see ``model.runtime``.
         adapter: a LoRA adapter folder written by ``agentkit specialize``, applied to the checkpoint on load
             (``None``: none); one trained on another base is refused, naming both.
+        binding: the binder that proposes parameter values before each tool-call turn (``model.binding``):
+            ``"auto"`` (the checkpoint's default: ``"bind_values"`` in its ``agentkit_decoding.json``),
+            ``"copy-head"``, ``"none"``, or a ``model.binding.Binder``.
 
     Raises:
         BackendError: (from :meth:`complete`) the checkpoint cannot be loaded, or a tool's schema is not
@@ -91,6 +94,7 @@ class EmbeddedBackend:
         chat_model: Any = None,
         on_event: Any = None,
         adapter: str | Path | None = None,
+        binding: Any = "auto",
     ) -> None:
         self.model_path = None if model is None else str(model)
         self.adapter = None if adapter is None else str(adapter)
@@ -101,6 +105,13 @@ class EmbeddedBackend:
         self.threads = threads
         self.on_event = on_event
         self._chat_model = chat_model
+        if not (
+            binding in ("auto", "none", "copy-head", None) or callable(getattr(binding, "propose", None))
+        ):
+            raise ValueError(
+                f"binding must be 'auto', 'copy-head', 'none' or a binder with propose(), got {binding!r}"
+            )
+        self.binding = binding
         self.name = f"embedded:{self.model_path or 'default'}" + (f"+{self.adapter}" if self.adapter else "")
         self._next_id = 0
         # tool name -> (its parameters object, its ToolSpec): normalised once in check_tool
@@ -157,6 +168,14 @@ class EmbeddedBackend:
         return self._chat_model
 
     @property
+    def binder(self) -> Any:
+        """The binder of :attr:`binding` (``"auto"`` resolved against the loaded checkpoint's default), or
+        ``None``."""
+        if self.binding != "auto":
+            return self.binding
+        return "copy-head" if self.chat_model.settings.bind_values else None
+
+    @property
     def max_prompt_tokens(self) -> int | None:
         """The longest prompt (tokens) a model turn takes: the checkpoint's ``max_position_embeddings`` minus
         the token budget rounded up to whole canvases (loads the checkpoint on first access).
@@ -211,6 +230,7 @@ class EmbeddedBackend:
                 max_new_tokens=self.max_new_tokens,
                 seed=self.seed,
                 on_event=self.on_event,
+                binder=self.binder,
             )
         except PromptTooLong:  # the planner trims the prompt or raises agentkit.errors.PromptTooLong
             raise

@@ -27,6 +27,27 @@ def _load_chat_model(checkpoint: str | None, threads: int | None) -> Any:
         raise typer.Exit(2) from None
 
 
+def _binding_option() -> Any:
+    """The ``--binding`` option of both eval commands (report figures both ways: ``none`` is the checkpoint
+    alone)."""
+    return typer.Option(
+        "auto",
+        "--binding",
+        help="Binder: auto (the checkpoint's default), copy-head, or none (the checkpoint alone).",
+    )
+
+
+def _binder(cm: Any, binding: str) -> Any:
+    """The binder ``binding`` names for checkpoint ``cm`` (``auto``: its decoding file's default); a bad name
+    is one red line and exit status 2."""
+    if binding not in ("auto", "copy-head", "none"):
+        typer.secho(f"error: --binding must be auto, copy-head or none, got {binding!r}", err=True, fg="red")
+        raise typer.Exit(2)
+    if binding == "auto":
+        return "copy-head" if cm.settings.bind_values else None
+    return None if binding == "none" else binding
+
+
 def _checkpoint_option() -> Any:
     """The ``--checkpoint`` / ``--model`` / ``-m`` option of both eval commands."""
     return typer.Option(
@@ -65,11 +86,12 @@ def bfcl_command(
     unconstrained: bool = typer.Option(
         False, "--unconstrained", help="Generate without the tool-call grammar."
     ),
+    binding: str = _binding_option(),
 ) -> None:
-    """Score a checkpoint on BFCL with AST matching (the four categories ship in model/training/bfcl_data)."""
+    """Score a checkpoint on BFCL with AST matching (the four categories ship in evals/bfcl_data)."""
     from rich.console import Console
 
-    from model.training.bfcl import evaluate, load_category
+    from evals.bfcl import evaluate, load_category
 
     console = Console(stderr=True)
     try:
@@ -82,12 +104,15 @@ def bfcl_command(
         raise typer.Exit(2)
     label = category if data is None or answers is not None else "irrelevance"
     cm = _load_chat_model(checkpoint, threads)
+    binder = _binder(cm, binding)
 
     def chat(
         messages: list[dict[str, Any]], tools: list[dict[str, Any]]
     ) -> tuple[list[tuple[str, dict[str, Any]]], bool, str]:
         try:
-            out = cm.chat(messages, tools, tool_choice="auto", seed=seed, constrained=not unconstrained)
+            out = cm.chat(
+                messages, tools, tool_choice="auto", seed=seed, constrained=not unconstrained, binder=binder
+            )
         except Exception as exc:  # a malformed unconstrained output counts as a parse failure
             return [], False, f"<error: {exc}>"
         return [(c.name, c.arguments) for c in out.tool_calls], True, out.raw
@@ -117,12 +142,13 @@ def heldout_command(
     seed: int = typer.Option(0, "--seed", help="Data seed (the held-out stream of this seed)."),
     json_out: bool = typer.Option(False, "--json", help="Print one JSON object."),
     threads: int | None = typer.Option(None, "--threads", min=1, help="torch threads."),
+    binding: str = _binding_option(),
 ) -> None:
     """Exact-match accuracy on the held-out synthetic split (calls order-free; prose turns: no call made)."""
     from model.training.heldout import evaluate_heldout
 
     cm = _load_chat_model(checkpoint, threads)
-    rep = evaluate_heldout(cm, limit=limit, seed=seed)
+    rep = evaluate_heldout(cm, limit=limit, seed=seed, binder=_binder(cm, binding))
     if json_out:
         typer.echo(json.dumps(rep))
         return

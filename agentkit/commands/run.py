@@ -44,6 +44,11 @@ _SEED_HELP = (
     "Seed of the model's sampling (embedded: denoising seed; openai: the request's seed); default: the "
     "bundle's model.seed. Same seed, same question, same answer."
 )
+_BINDING_HELP = (
+    "Binder before each tool-call turn (embedded backend): auto (the checkpoint's default), copy-head (the copy "
+    "head proposes parameter values from the request) or none (the model alone); default: the bundle's "
+    "model.binding, else auto."
+)
 
 
 def _error(message: str) -> None:
@@ -109,6 +114,7 @@ def _build_agent(
     max_steps: int | None,
     seed: int | None = None,
     adapter: Path | None = None,
+    binding: str | None = None,
 ) -> Agent:
     from agentkit.bundle import load_bundle
     from agentkit.errors import BundleError
@@ -125,7 +131,9 @@ def _build_agent(
     if max_steps is not None:
         overrides["max_steps"] = max_steps
     try:
-        agent = b.make_agent(backend=backend, model=model, seed=seed, adapter=adapter, **overrides)
+        agent = b.make_agent(
+            backend=backend, model=model, seed=seed, adapter=adapter, binding=binding, **overrides
+        )
     except (ValueError, TypeError) as exc:
         _error(f"{bundle}: {exc}")
         raise typer.Exit(EXIT_BAD_INPUT) from None
@@ -155,6 +163,7 @@ def run_command(
     image: list[Path] | None = typer.Option(None, "--image", help=_IMAGE_HELP),
     vision_budget: int | None = typer.Option(None, "--vision-budget", help=_BUDGET_HELP),
     adapter: Path | None = typer.Option(None, "--adapter", help=_ADAPTER_HELP),
+    binding: str | None = typer.Option(None, "--binding", help=_BINDING_HELP),
 ) -> None:
     """Answer one question with a bundle's agent, rendering each tool call and tool response."""
     from rich.console import Console
@@ -167,7 +176,7 @@ def run_command(
         _error("the question is empty: pass the user message as the second argument")
         raise typer.Exit(EXIT_BAD_INPUT)
     images = _check_images(image, vision_budget)
-    agent = _build_agent(bundle, backend, model, max_steps, seed, adapter)
+    agent = _build_agent(bundle, backend, model, max_steps, seed, adapter, binding)
     console = Console()
     renderer = None if json_out else RichRenderer(console)
     try:
@@ -300,6 +309,7 @@ def chat_command(
     ),
     vision_budget: int | None = typer.Option(None, "--vision-budget", help=_BUDGET_HELP),
     adapter: Path | None = typer.Option(None, "--adapter", help=_ADAPTER_HELP),
+    binding: str | None = typer.Option(None, "--binding", help=_BINDING_HELP),
 ) -> None:
     """Multi-turn chat with a bundle's agent. Commands: /exit, /quit, /reset, /history, /save PATH,
     /image PATH (attach an image to the next message); start a message with // to send one that begins
@@ -310,7 +320,7 @@ def chat_command(
     from agentkit.render import RichRenderer
 
     pending = _check_images(image, vision_budget)
-    agent = _build_agent(bundle, backend, model, max_steps, seed, adapter)
+    agent = _build_agent(bundle, backend, model, max_steps, seed, adapter, binding)
     console = Console()
     conversation = None
     if load is not None:

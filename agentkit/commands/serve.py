@@ -36,6 +36,7 @@ def _load(
     device: str,
     adapter: str | None,
     threads: int | None,
+    binding: str = "none",
 ) -> Any:
     """The serving engine (checkpoint and batcher); a checkpoint, device or dtype that cannot load exits 2 with
     one line."""
@@ -48,7 +49,13 @@ def _load(
         torch.set_num_threads(threads)
     try:
         return load_engine(
-            model, model_id=model_name, max_batch=max_batch, dtype=dtype, device=device, adapter=adapter
+            model,
+            model_id=model_name,
+            max_batch=max_batch,
+            dtype=dtype,
+            device=device,
+            adapter=adapter,
+            binding=binding,
         )
     except CheckpointError as exc:
         typer.secho(f"error: {exc}", err=True, fg="red")
@@ -86,6 +93,12 @@ def serve_command(
     ),
     device: str = typer.Option("cpu", help="cpu or cuda."),
     dtype: str = typer.Option("float32", help="float32, bfloat16 or float16."),
+    binding: str = typer.Option(
+        "none",
+        "--binding",
+        help="Binder of every request that names none: none (clients' schemas enforced as written) or "
+        "copy-head (the copy head proposes parameter values); a request's own 'binding' field overrides it.",
+    ),
     log_level: str = typer.Option(
         "info",
         help="uvicorn log level: critical, error, warning, info, debug or trace.",
@@ -103,8 +116,11 @@ def serve_command(
         )
         raise typer.Exit(2)
 
+    if binding not in ("none", "copy-head"):
+        typer.secho(f"error: --binding must be none or copy-head, got {binding!r}", err=True, fg="red")
+        raise typer.Exit(2)
     key = _check_address(host, port, api_key)
-    engine = _load(model, model_name, max_batch, dtype, device, adapter, threads)
+    engine = _load(model, model_name, max_batch, dtype, device, adapter, threads, binding)
 
     def ready(bound: int) -> None:
         typer.echo(

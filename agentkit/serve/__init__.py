@@ -33,9 +33,10 @@ def load_engine(
     dtype: str = "float32",
     device: str = "cpu",
     adapter: str | None = None,
+    binding: str = "none",
 ) -> Any:
     """Load ``model`` (``None``: the embedded default), with a LoRA ``adapter`` folder applied when given,
-    and start its batcher.
+    and start its batcher. ``binding``: the binder of requests that name none (``"none"`` or ``"copy-head"``).
 
     Returns:
         :class:`agentkit.serve.engine.ServeEngine`.
@@ -48,4 +49,4 @@ def load_engine(
     from model.chat import ChatModel
 
     cm = ChatModel.load(model, dtype=dtype, device=device, adapter=adapter)
-    return ServeEngine(cm, model_id or model_id_for(model), max_batch=max_batch)
+    return ServeEngine(cm, model_id or model_id_for(model), max_batch=max_batch, binding=binding)

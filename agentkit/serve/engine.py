@@ -265,12 +265,16 @@ class ServeEngine:
         chat_model: a loaded :class:`model.chat.ChatModel`.
         model_id: the id clients put in ``model`` (``GET /v1/models`` lists it).
         max_batch: at most this many requests denoise together.
+        binding: the binder of requests that name none (``"none"``: a client's schemas are enforced as
+            written; ``"copy-head"``: :class:`model.binding.CopyHeadBinder`); a request's ``binding`` field
+            overrides it.
     """
 
-    def __init__(self, chat_model: Any, model_id: str, max_batch: int = 16) -> None:
+    def __init__(self, chat_model: Any, model_id: str, max_batch: int = 16, binding: str = "none") -> None:
         from model.batching import CanvasBatcher
 
         self.chat_model = chat_model
+        self.binding = binding
         self.model_id = model_id
         self.created = int(time.time())
         self.batcher = CanvasBatcher(chat_model.model, chat_model.settings, max_batch=max_batch)
@@ -365,6 +369,8 @@ class ServeEngine:
                 max_new_tokens=max_tokens,
                 temperature=temperature,
                 response_format=response_format,
+                binder=req.binding or self.binding,
+                parallel_tool_calls=req.parallel_tool_calls is not False,
             )
         except RecursionError:
             raise ServeError(

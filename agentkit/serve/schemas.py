@@ -1,7 +1,7 @@
 """Pydantic models of the OpenAI chat-completions shapes that ``agentkit serve`` reads and writes.
 
 Only what the server supports is modelled; unknown top-level request fields that OpenAI clients send by
-default (``user``, ``top_p``, ``parallel_tool_calls``, ...) are accepted and ignored (``docs/SERVING.md`` lists
+default (``user``, ``top_p``, ...) are accepted and ignored (``docs/SERVING.md`` lists
 them). Shapes follow the OpenAI API reference for ``POST /v1/chat/completions`` and its streaming chunks.
 """
 
@@ -139,6 +139,9 @@ class ChatCompletionRequest(_Open):
     stream_options: StreamOptions | None = None
     stop: str | list[str] | None = None  # refused when set (not supported): see ServeEngine.prepare
     logprobs: bool | None = None  # refused when true
+    parallel_tool_calls: bool | None = None  # false: one call at most
+    #: agentkit's extension: the binder of this request (``none``, ``copy-head``); ``None``: the server's
+    binding: Literal["none", "copy-head"] | None = None
 
 
 # ---------------------------------------------------------------------------------------------------------- out

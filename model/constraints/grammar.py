@@ -205,7 +205,7 @@ def tool_call_grammar(
     """The llguidance grammar of one assistant turn with tool calls (see the module docstring).
 
     Args:
-        tools: tool declarations (OpenAI-style dicts, bare/BFCL dicts or :class:`ToolSpec`); may be empty
+        tools: tool declarations (OpenAI-style dicts, bare dicts or :class:`ToolSpec`); may be empty
             for ``tool_choice="none"``/``"auto"`` (then prose only).
         tool_choice: ``"auto" | "required" | "none" | {"name": NAME}``.
         syntax: ``"gemma"`` (native calls) or ``"json"`` (``{"name":...,"arguments":{...}}`` calls).

@@ -57,13 +57,18 @@ def score_example(ex: Example, calls: list[tuple[str, dict[str, Any]]], text: st
     return True
 
 
-def evaluate_heldout(chat_model: Any, *, limit: int = 100, seed: int = 0) -> dict[str, Any]:
+def evaluate_heldout(
+    chat_model: Any, *, limit: int = 100, seed: int = 0, binder: Any = None
+) -> dict[str, Any]:
     """Run ``chat_model.chat`` (a :class:`model.chat.ChatModel`) on ``limit`` held-out examples
-    (:func:`evaluate_examples` on ``Generator(seed, "heldout")``)."""
-    return evaluate_examples(chat_model, Generator(seed, "heldout").take(limit))
+    (:func:`evaluate_examples` on ``Generator(seed, "heldout")``) with ``binder`` (``None``: the checkpoint
+    alone)."""
+    return evaluate_examples(chat_model, Generator(seed, "heldout").take(limit), binder=binder)
 
 
-def evaluate_examples(chat_model: Any, examples: list[Example], log: Any = None) -> dict[str, Any]:
+def evaluate_examples(
+    chat_model: Any, examples: list[Example], log: Any = None, binder: Any = None
+) -> dict[str, Any]:
     """Run ``chat_model.chat`` (a :class:`model.chat.ChatModel`) on ``examples``, each decoded with seed = its
     index; a turn that raises counts as wrong. ``log``, when given, gets a progress line every 25 examples.
 
@@ -78,7 +83,7 @@ def evaluate_examples(chat_model: Any, examples: list[Example], log: Any = None)
             log(f"  evaluated {i}/{len(examples)}")
         t0 = time.perf_counter()
         try:
-            out = chat_model.chat(ex.messages, ex.tools or None, seed=i)
+            out = chat_model.chat(ex.messages, ex.tools or None, seed=i, binder=binder)
         except Exception as exc:  # unconstrained (no tools) output that does not parse
             results.append(
                 {

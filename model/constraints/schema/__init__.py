@@ -1,9 +1,10 @@
 """Tool declarations and their JSON Schemas: normalisation, checks at registration, and a compact schema IR.
 
 ``normalize_tool`` accepts the declaration shapes met in practice (OpenAI ``{"type": "function", "function":
-{...}}``, bare ``{"name", "description", "parameters"}``, BFCL with ``dict``/``float``/``tuple``/``any`` types,
-Pydantic output with ``$defs``/``$ref``/``anyOf``/``title``) and returns a :class:`ToolSpec` whose
-``parameters`` are plain JSON Schema (BFCL types translated, titles dropped, non-recursive ``$ref`` inlined).
+{...}}``, bare ``{"name", "description", "parameters"}``, Pydantic output with ``$defs``/``$ref``/``anyOf``/
+``title``) and returns a :class:`ToolSpec` whose ``parameters`` are plain JSON Schema (titles dropped,
+non-recursive ``$ref`` inlined). Benchmark dialects (BFCL's ``dict``/``float`` types) are translated by their
+adapters (``evals.bfcl.to_json_schema``).
 Every schema is also compiled to the IR below, so an unsupported keyword or an unsatisfiable schema is a
 :class:`SchemaError` at registration (naming the keyword and its JSON pointer), never a failure mid-generation.
 Compile work is bounded (:data:`MAX_COMPILE_STEPS` here, ``MAX_GRAMMAR_CHARS`` for the grammar text): a schema

@@ -1,4 +1,4 @@
-"""Schema clean-up: BFCL types translated, titles and BFCL ``optional`` flags dropped, ``$ref`` inlined."""
+"""Schema clean-up: titles dropped, ``$ref`` inlined."""
 
 from __future__ import annotations
 
@@ -15,18 +15,6 @@ from model.constraints.schema.refs import (
     _Refs,
     _TooLarge,
 )
-
-_BFCL_TYPES = {"dict": "object", "float": "number", "tuple": "array", "list": "array", "int": "integer"}
-_DROP_KEYS = {"title", "optional"}
-
-
-#: Keywords whose value is a schema.
-def _translate_type(t: Any) -> Any:
-    if isinstance(t, str):
-        return _BFCL_TYPES.get(t, t)
-    if isinstance(t, list):
-        return [_BFCL_TYPES.get(x, x) if isinstance(x, str) else x for x in t]
-    return t
 
 
 def map_subschemas(schema: dict[str, Any], f: Any) -> dict[str, Any]:
@@ -71,28 +59,21 @@ def drop_titles(schema: Any) -> Any:
 
 
 def _clean(s: Any) -> Any:
-    """Recursively translate BFCL types and drop titles and BFCL ``optional`` flags (keeps everything else
-    for :func:`build_ir`)."""
+    """Recursively drop ``title`` keywords (keeps everything else for :func:`build_ir`)."""
     if isinstance(s, list):
         return [_clean(x) for x in s]
     if not isinstance(s, dict):
         return s
     out: dict[str, Any] = {}
     for k, v in s.items():
-        if k in _DROP_KEYS and not isinstance(v, dict):
+        if k == "title" and not isinstance(v, dict):
             continue
-        if k == "type":
-            t = _translate_type(v)
-            if t == "any" or (isinstance(t, list) and "any" in t):
-                continue
-            out[k] = t
-        else:
-            out[k] = v
+        out[k] = v
     return map_subschemas(out, _clean)
 
 
 def normalize_schema(schema: Any) -> Any:
-    """Clean a tool's argument schema: BFCL types, no titles, local ``$ref`` inlined where not recursive.
+    """Clean a tool's argument schema: no titles, local ``$ref`` inlined where not recursive.
 
     Args:
         schema: a JSON Schema (dict or bool).

@@ -44,12 +44,11 @@ def normalize_tool(tool: Any) -> ToolSpec:
 
     Args:
         tool: ``{"type": "function", "function": {"name", "description", "parameters"}}`` (OpenAI),
-            ``{"name", "description", "parameters"}`` (bare or BFCL) or a :class:`ToolSpec` (returned as is).
+            ``{"name", "description", "parameters"}`` (bare) or a :class:`ToolSpec` (returned as is).
 
     Returns:
-        :class:`ToolSpec` whose ``parameters`` is an object schema with BFCL types translated
-        (``dict`` -> ``object``, ``float`` -> ``number``, ``tuple`` -> ``array``, ``any`` -> no type),
-        ``title`` keys dropped, BFCL ``optional`` flags dropped, non-recursive local ``$ref`` inlined
+        :class:`ToolSpec` whose ``parameters`` is an object schema with ``title`` keys dropped and
+        non-recursive local ``$ref`` inlined
         (recursive ones are kept, with their targets collected under a root ``$defs``).
 
     Raises:

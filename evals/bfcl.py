@@ -19,7 +19,7 @@ Rules (BFCL ``eval_checker/ast_eval/ast_checker.py``, Python categories), implem
 
 Data: one JSON object per line (``id``, ``question`` (list of turns, each a list of messages), ``function``);
 answers: ``id``, ``ground_truth`` (list of ``{name: {param: [accepted values]}}``). The four categories the
-project evaluates ship gzipped in ``model/training/bfcl_data/`` (BFCL's Apache-2.0 licence and source are next
+project evaluates ship gzipped in ``evals/bfcl_data/`` (BFCL's Apache-2.0 licence and source are next
 to them); other files, plain or ``.gz``, are read with ``--data``/``--answers``.
 """
 
@@ -243,23 +243,28 @@ def check_output(
 # --------------------------------------------------------------------------------------------------------------
 
 
+#: BFCL's type names and their JSON Schema types (``any``: no type constraint).
+BFCL_TYPES = {"dict": "object", "float": "number", "tuple": "array", "list": "array", "int": "integer"}
+
+
 def to_json_schema(s: Any) -> Any:
-    """Convert BFCL parameter types to JSON Schema: ``dict`` -> object, ``float`` -> number, ``tuple`` -> array,
-    ``any`` -> no type constraint (recursively; other keys kept)."""
+    """BFCL's schema dialect as JSON Schema, recursively: the types of :data:`BFCL_TYPES` (also inside a list of
+    types), ``any`` dropped (no type constraint), the ``optional`` flags dropped; other keys kept."""
     if isinstance(s, list):
         return [to_json_schema(x) for x in s]
     if not isinstance(s, dict):
         return s
-    out = {k: to_json_schema(v) for k, v in s.items()}
+    out = {k: to_json_schema(v) for k, v in s.items() if not (k == "optional" and isinstance(v, bool))}
     t = out.get("type")
-    if t == "dict":
-        out["type"] = "object"
-    elif t == "float":
-        out["type"] = "number"
-    elif t == "tuple":
-        out["type"] = "array"
+    if isinstance(t, list):
+        t = [BFCL_TYPES.get(x, x) if isinstance(x, str) else x for x in t]
+        out["type"] = t
+        if "any" in t:
+            out.pop("type")
     elif t == "any":
         out.pop("type")
+    elif isinstance(t, str):
+        out["type"] = BFCL_TYPES.get(t, t)
     return out
 
 

@@ -1,0 +1,1 @@
+"""Evaluations kept apart from the library: BFCL (the dev set), the binder calibration."""

@@ -1,0 +1,191 @@
+"""The copy head's binder: candidates for each declared parameter from the binding tagger's spans and the
+request's typed values, ranked by the tagger's confidence (:class:`CopyHeadBinder`)."""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import re
+from typing import Any
+
+from model.binding import typed
+from model.binding.decision import BindingInputs, Decision
+from model.binding.labelling import Labelling, label_request
+
+#: Confidence (the tagger's posterior probability, 0..1) above which one candidate is forced. Calibrated on
+#: the dev split (``Generator(1, "heldout")``) by ``python -m evals.calibrate_binder``: the lowest threshold at
+#: which the forced value was the expected one at least 90% of the time (curve in docs/TRAINING.md).
+FORCE_CONFIDENCE = 0.8
+#: At most this many candidates per parameter.
+MAX_CANDIDATES = 3
+
+Scored = list[tuple[Any, float]]
+
+
+def _span_tokens(labelling: Labelling, start: int, end: int) -> list[int]:
+    """The prompt tokens holding request characters ``start:end`` (offsets into :attr:`Labelling.request`)."""
+    lo = labelling.user[0]
+    return sorted({labelling.token_at(c) for c in range(lo + start, lo + end)})
+
+
+def _text_tokens(labelling: Labelling, text: str) -> list[int]:
+    """The prompt tokens of the first whole-word occurrence of ``text`` in the request (``[]``: none)."""
+    m = re.search(rf"(?i)(?<!\w){re.escape(text)}(?!\w)", labelling.request)
+    return _span_tokens(labelling, *m.span()) if m else []
+
+
+def _numbers(labelling: Labelling, key: tuple[str, str], schema: dict[str, Any], kind: str) -> Scored:
+    """The request's numbers (digits, then spelled) that ``schema`` accepts, each with its confidence."""
+    out: Scored = []
+    for text, tokens in labelling.numbers():
+        value = typed.number_value(text, kind)
+        if value is not None and typed.accepts(schema, value):
+            out.append((value, labelling.token_score(key, tokens)))
+    for text in typed.spelled_numbers(labelling.request):
+        value = typed.number_value(text, kind)
+        if value is not None and typed.accepts(schema, value):
+            out.append((value, 0.0))
+    return out
+
+
+def _number_lists(labelling: Labelling, key: tuple[str, str], schema: dict[str, Any], kind: str) -> Scored:
+    """The lists of numbers the request writes that ``schema`` (an array of numbers) accepts."""
+    numbers = labelling.numbers()
+    out: Scored = []
+    for js in labelling.number_lists():
+        values = [typed.number_value(numbers[j][0], kind) for j in js]
+        if None not in values and typed.accepts(schema, values):
+            tokens = [t for j in js for t in numbers[j][1]]
+            out.append((values, labelling.token_score(key, tokens)))
+    return out
+
+
+def _strings(labelling: Labelling, key: tuple[str, str], schema: dict[str, Any]) -> Scored:
+    """A string parameter's candidates: the options the request names (``enum``), the request's values of its
+    ``format`` or ``pattern``, else the tagger's spans for it; each one ``schema`` accepts."""
+    request = labelling.request
+    if "enum" in schema:
+        return [
+            (o, labelling.token_score(key, _text_tokens(labelling, o)))
+            for o in typed.named_options(schema, request)
+        ]
+    if {"format", "pattern"} & schema.keys():
+        if schema.get("format") in ("date", "date-time"):
+            spans = typed.date_spans(request)
+            values = typed.request_dates(request, with_time=schema["format"] == "date-time")
+            if len(spans) == len(values):
+                scores = [labelling.token_score(key, _span_tokens(labelling, a, b)) for a, b in spans]
+                return [(v, s) for v, s in zip(values, scores, strict=True) if typed.accepts(schema, v)]
+        return [
+            (v, labelling.token_score(key, _text_tokens(labelling, v)))
+            for v in typed.shaped_strings(schema, request)
+        ]
+    out: Scored = []
+    for text, score in (
+        labelling.runs().get(key, {}).items()
+    ):  # a span that is a whole date: also its ISO form
+        out += [
+            (v, score) for v in (text, typed.whole_date(text)) if v is not None and typed.accepts(schema, v)
+        ]
+    return out
+
+
+def _exclusive(scored: dict[tuple[str, str], Scored]) -> dict[tuple[str, str], Scored]:
+    """One tool's number candidates with each request number given to one parameter: greedily by confidence,
+    each parameter takes its best number no other parameter took first and lists it first; a number another
+    parameter took keeps half the taker's confidence at most (a number the request states once fills one
+    parameter)."""
+    order = sorted(((c, k, json.dumps(v)) for k, s in scored.items() for v, c in s), key=lambda x: -x[0])
+    owner: dict[str, tuple[tuple[str, str], float]] = {}
+    mine: dict[tuple[str, str], str] = {}
+    for conf, key, value in order:
+        if key not in mine and value not in owner:
+            mine[key], owner[value] = value, (key, conf)
+    out = {}
+    for key, s in scored.items():
+        ranked = []
+        for v, c in s:
+            taker = owner.get(json.dumps(v))
+            if taker is not None and taker[0] != key:
+                c = min(c, taker[1] / 2)
+            ranked.append((json.dumps(v) != mine.get(key), -c, v))
+        out[key] = [(v, -c) for _, c, v in sorted(ranked, key=lambda r: r[:2])]
+    return out
+
+
+def scored_candidates(labelling: Labelling, specs: list[Any]) -> dict[tuple[str, str], Scored]:
+    """Every top-level parameter's candidate values with their confidence, best first (ties in request order).
+
+    Args:
+        labelling: the prompt's :class:`Labelling`.
+        specs: the turn's tools, normalised (``model.constraints.schema.ToolSpec``).
+
+    Returns:
+        ``{(tool, parameter): [(value, confidence 0..1), ...]}`` for the parameters that have any: numbers and
+        integers take the request's numbers within their bounds (each number first for one parameter of a
+        tool: :func:`_exclusive`), arrays of numbers the lists the request writes, strings as :func:`_strings`;
+        booleans, objects and ``const`` parameters none.
+    """
+    out: dict[tuple[str, str], Scored] = {}
+    for spec in specs:
+        numbers: dict[tuple[str, str], Scored] = {}
+        props = (spec.parameters or {}).get("properties")
+        for name, schema in (props or {}).items():
+            if not isinstance(schema, dict) or "const" in schema:
+                continue
+            key, kind = (spec.name, name), typed.base_type(schema)
+            items = typed.number_items(schema)
+            if kind in ("integer", "number") and "enum" not in schema:
+                found = _numbers(labelling, key, schema, kind)
+            elif items is not None:
+                found = _number_lists(labelling, key, schema, items)
+            elif kind == "string":
+                found = _strings(labelling, key, schema)
+            else:
+                continue
+            unique: dict[str, tuple[Any, float]] = {}
+            for value, score in found:  # one entry per value, its best score
+                k = json.dumps(value)
+                if k not in unique or unique[k][1] < score:
+                    unique[k] = (value, score)
+            if unique:
+                out[key] = sorted(unique.values(), key=lambda vs: -vs[1])
+                if kind in ("integer", "number"):
+                    numbers[key] = out[key]
+        out.update(_exclusive(numbers))
+    return out
+
+
+@dataclasses.dataclass(frozen=True)
+class CopyHeadBinder:
+    """The binder of a checkpoint with a copy head (``model.copy_model.DiffusionGemmaWithCopyHead``).
+
+    For each parameter with candidates (:func:`scored_candidates`): the best one alone when its confidence is
+    at least ``threshold`` and no other candidate ties with it (a date span and its ISO form); else its best ``max_candidates`` when there are two or more; else nothing (one
+    unsure candidate leaves the model free). A model without a copy head, or a prompt without a user message
+    or declarations, gets no decision.
+
+    Attributes:
+        threshold: confidence (0..1) needed to force one value (default :data:`FORCE_CONFIDENCE`).
+        max_candidates: most candidates per parameter.
+    """
+
+    threshold: float = FORCE_CONFIDENCE
+    max_candidates: int = MAX_CANDIDATES
+    name = "copy-head"
+
+    def propose(self, inputs: BindingInputs) -> Decision | None:
+        """The decision for one turn (:class:`model.binding.Binder`); ``None`` when nothing is proposed."""
+        labelling = label_request(
+            inputs.model, inputs.tokenizer, inputs.input_ids, inputs.tools, inputs.memory_keys, inputs.hidden
+        )
+        if labelling is None:
+            return None
+        chosen: dict[tuple[str, str], tuple[Any, ...]] = {}
+        for key, scored in scored_candidates(labelling, inputs.specs).items():
+            sure = scored[0][1] >= self.threshold and (len(scored) == 1 or scored[1][1] < scored[0][1])
+            if sure:
+                chosen[key] = (scored[0][0],)
+            elif len(scored) >= 2:
+                chosen[key] = tuple(v for v, _ in scored[: self.max_candidates])
+        return Decision(chosen) if chosen else None

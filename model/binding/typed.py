@@ -1,0 +1,137 @@
+"""Typed candidates: the values a request states that a parameter's JSON Schema can take, read by the schema's
+type alone (no phrase rules): numbers within the schema's bounds, the ``enum`` options the request names, dates
+for ``format: date`` / ``date-time`` (``dateparser``), e-mail addresses for ``format: email``, words that match
+a ``pattern``, and the lists of numbers the request writes for arrays of numbers. Spelled-out numbers are read
+by ``text2num`` ("three" -> 3)."""
+
+from __future__ import annotations
+
+import calendar
+import datetime
+import functools
+import math
+import re
+from typing import Any
+
+import jsonschema
+
+from model.constraints.schema.regex import pattern_matches
+
+_EMAIL = re.compile(r"[\w.+-]+@[\w-]+(?:\.[\w-]+)+")
+#: A date as dateparser finds it must name a month or write a numeric date; "3 days" (relative) is no date.
+_MONTHS = "|".join(m for m in (*calendar.month_name[1:], *calendar.month_abbr[1:]))
+_DATE_SHAPE = re.compile(rf"(?i)\b(?:{_MONTHS})\b|\d[-/.]\d")
+
+
+def base_type(schema: Any) -> Any:
+    """A schema's type without ``null`` (``["string", "null"]`` -> ``"string"``); ``None`` when it has none."""
+    kind = schema.get("type") if isinstance(schema, dict) else None
+    if isinstance(kind, list):
+        rest = [k for k in kind if k != "null"]
+        return rest[0] if len(rest) == 1 else None
+    return kind
+
+
+def accepts(schema: dict[str, Any], value: Any) -> bool:
+    """Whether ``schema`` (its ``x-grounded`` mark aside) accepts ``value`` (``jsonschema``)."""
+    try:
+        jsonschema.validate(value, {k: v for k, v in schema.items() if k != "x-grounded"})
+    except (jsonschema.exceptions.ValidationError, jsonschema.exceptions.SchemaError):
+        return False
+    return True
+
+
+@functools.lru_cache(maxsize=256)
+def _found_dates(request: str) -> tuple[tuple[int, int, datetime.datetime], ...]:
+    from dateparser.search import search_dates
+
+    found = search_dates(request, languages=["en"], settings={"REQUIRE_PARTS": ["day", "month"]}) or []
+    out, pos = [], 0
+    for text, when in found:
+        at = request.find(text, pos)
+        if at < 0 or not _DATE_SHAPE.search(text):
+            continue
+        out.append((at, at + len(text), when))
+        pos = at + len(text)
+    return tuple(out)
+
+
+def date_spans(request: str) -> list[tuple[int, int]]:
+    """Character spans of the dates ``request`` writes with a day and a month ("March 10th, 2025",
+    "2025-04-01"; not "3 days"), by ``dateparser.search.search_dates``."""
+    return [(a, b) for a, b, _ in _found_dates(request)]
+
+
+def request_dates(request: str, with_time: bool = False) -> list[str]:
+    """The dates of :func:`date_spans` in ISO 8601 (``2025-03-10``; ``with_time``: ``2025-03-10T00:00:00``),
+    in request order, each once."""
+    out = [w.isoformat() if with_time else w.date().isoformat() for _, _, w in _found_dates(request)]
+    return list(dict.fromkeys(out))
+
+
+def whole_date(text: str) -> str | None:
+    """The ISO date (``2022-12-16``) when the whole of ``text`` is one date with a day and a month
+    (:func:`date_spans`: "December 16, 2022"), else ``None``."""
+    found = _found_dates(text)
+    if len(found) != 1 or text[: found[0][0]].strip(" ,.") or text[found[0][1] :].strip(" ,."):
+        return None
+    return found[0][2].date().isoformat()
+
+
+def spelled_numbers(request: str) -> list[str]:
+    """The numbers ``request`` spells in words ("three days" -> ``"3"``), by ``text_to_num.alpha2digit``
+    (English); numbers already written in digits are not repeated."""
+    from text_to_num import alpha2digit
+
+    digits = set(re.findall(r"\d+(?:\.\d+)?", request))
+    converted = alpha2digit(request, "en")
+    return [n for n in dict.fromkeys(re.findall(r"\d+(?:\.\d+)?", converted)) if n not in digits]
+
+
+def number_value(text: str, kind: str) -> int | float | None:
+    """``text`` as a JSON number of ``kind`` (``"integer"``: whole numbers only), ``None`` when it is not one."""
+    try:
+        value: int | float = int(text) if kind == "integer" else float(text)
+    except ValueError:
+        return None
+    return value if math.isfinite(value) else None
+
+
+def named_options(schema: dict[str, Any], request: str) -> list[Any]:
+    """The string ``enum`` options ``request`` names as whole words (case-insensitive; ``_`` and ``-`` read as
+    spaces), in the enum's order."""
+    options = schema.get("enum")
+    if not isinstance(options, list):
+        return []
+    text = f" {' '.join(re.findall(r'[a-z0-9]+', request.lower()))} "
+    out = []
+    for option in options:
+        if isinstance(option, str) and (words := " ".join(re.findall(r"[a-z0-9]+", option.lower()))):
+            if f" {words} " in text:
+                out.append(option)
+    return out
+
+
+def shaped_strings(schema: dict[str, Any], request: str) -> list[str]:
+    """The request's values a ``format`` or ``pattern`` string can take: ISO dates (``date``, ``date-time``),
+    e-mail addresses (``email``), or whole words that match ``pattern``; only those ``schema`` accepts."""
+    fmt = schema.get("format")
+    if fmt in ("date", "date-time"):
+        found = request_dates(request, with_time=fmt == "date-time")
+    elif fmt == "email":
+        found = _EMAIL.findall(request)
+    elif "pattern" in schema:
+        words = [w.strip(".,;:!?()[]\"'") for w in request.split()]
+        found = [w for w in dict.fromkeys(words) if w and pattern_matches(str(schema["pattern"]), w)]
+    else:
+        return []
+    return [v for v in found if accepts(schema, v)]
+
+
+def number_items(schema: Any) -> str | None:
+    """``"integer"`` or ``"number"`` for an array schema whose items are numbers of that type, else ``None``."""
+    if not isinstance(schema, dict) or base_type(schema) != "array" or "enum" in schema:
+        return None
+    items = schema.get("items")
+    kind = base_type(items) if isinstance(items, dict) and "enum" not in items else None
+    return kind if kind in ("integer", "number") else None

@@ -1,0 +1,59 @@
+"""``agentkit serve`` enforces a client's schemas as written unless the server (or the request) asks for a
+binder."""
+
+from __future__ import annotations
+
+from serve_helpers import WEATHER
+
+from agentkit.serve import schemas as S
+
+
+def _last_constraint_tools(engine, **body):
+    """The tools of the last constraint ``engine.prepare`` built for a weather request, and the turn."""
+    seen = []
+    cm = engine.chat_model
+    real = cm.make_constraint
+
+    def spy(tools, *args, **kwargs):
+        seen.append(tools)
+        return real(tools, *args, **kwargs)
+
+    cm.make_constraint = spy
+    try:
+        messages = [{"role": "user", "content": "What is the weather in Oslo right now?"}]
+        req = S.ChatCompletionRequest(model="agentkit-tiny", messages=messages, tools=[WEATHER], **body)
+        turn, _ = engine.prepare(req)
+    finally:
+        del cm.make_constraint
+    return seen[-1], turn
+
+
+def test_serve_enforces_client_schemas_as_written_unless_started_with_a_binder(engine, monkeypatch):
+    assert engine.binding == "none"  # the default of load_engine and `agentkit serve`
+    tools, turn = _last_constraint_tools(engine)
+    assert tools == [WEATHER] and turn.prefill is None  # the client's declaration, untouched
+    monkeypatch.setattr(engine, "binding", "copy-head")  # as `agentkit serve --binding copy-head`
+    tools, turn = _last_constraint_tools(engine)
+    city = tools[0].parameters["properties"]["city"]
+    assert "Oslo" in city["enum"] and tools[0].parameters["required"] == ["city"]
+    assert turn.prefill is not None
+    tools, _ = _last_constraint_tools(engine, binding="none")  # the request's own choice wins
+    assert tools == [WEATHER]
+
+
+def test_parallel_tool_calls_false_allows_one_call(engine, monkeypatch):
+    seen = []
+    real = engine.chat_model.make_constraint
+
+    def spy(tools, *args, **kwargs):
+        seen.append(args)
+        return real(tools, *args, **kwargs)
+
+    monkeypatch.setattr(engine.chat_model, "make_constraint", spy)
+    messages = [{"role": "user", "content": "Weather in Oslo and in Bergen"}]
+    for flag, parallel in ((None, True), (False, False), (True, True)):
+        req = S.ChatCompletionRequest(
+            model="agentkit-tiny", messages=messages, tools=[WEATHER], parallel_tool_calls=flag
+        )
+        engine.prepare(req)
+        assert seen[-1][-1] is parallel
