@@ -177,7 +177,7 @@ def test_missing_command_and_unreachable_url():
     with pytest.raises(MCPServerError, match="command 'no-such-mcp-server' not found"):
         asyncio.run(MCPToolset.stdio("no-such-mcp-server").open())
     port = free_port()
-    with pytest.raises(MCPServerError, match=f"MCP server '127.0.0.1': failed to start"):
+    with pytest.raises(MCPServerError, match=r"MCP server '127\.0\.0\.1': failed to start"):
         asyncio.run(MCPToolset.http(f"http://127.0.0.1:{port}/mcp", startup_timeout=3).open())
     with pytest.raises(ValueError, match="http:// or https://"):
         MCPToolset.http("ftp://x/mcp")

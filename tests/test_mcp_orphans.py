@@ -42,7 +42,7 @@ def test_exit_and_exception_stop_the_server(tmp_path, mode):
     assert proc.stdout is not None
     assert proc.stdout.readline().strip() == "ready three"
     pid, guard = server_pids(pidfile)
-    out, err = proc.communicate(timeout=15)
+    _out, err = proc.communicate(timeout=15)
     assert proc.returncode == (0 if mode == "normal" else 1), err
     assert wait_gone(pid, 5) and wait_gone(guard, 5)
 
