@@ -13,9 +13,8 @@ Tool implementations:
   ``parameters`` optional (taken from the type hints when absent).
 * ``http:`` - one HTTP request per call with httpx, retried on 429/5xx/timeouts (:mod:`agentkit.bundle_tools`).
 * ``sandbox:`` - code run in the Docker sandbox (:mod:`sandbox`), with the arguments in ``args.json``.
-
-The ``model:`` and ``agent:`` sections are typed (:class:`EmbeddedModel` / :class:`OpenAIModel` /
-:class:`ScriptedModel`, a union discriminated on ``backend``, and :class:`AgentSection`).
+``toolsets:`` - MCP servers (:mod:`agentkit.mcp.bundle`). The ``model:`` and ``agent:`` sections are typed
+(:class:`EmbeddedModel` / :class:`OpenAIModel` / :class:`ScriptedModel`, on ``backend``; :class:`AgentSection`).
 """
 
 from __future__ import annotations
@@ -42,6 +41,7 @@ from agentkit.bundle_tools import (
     placeholders,
 )
 from agentkit.errors import BundleError, BundleIssue, ToolDefinitionError
+from agentkit.mcp.bundle import toolsets_of
 from agentkit.tool_schema import grounded_keyword, misspelt_keywords, yaml_number_hint
 from agentkit.tools import DEFAULT_RETRIES, DEFAULT_TIMEOUT_S, Tool
 
@@ -224,14 +224,12 @@ class Bundle:
     """A loaded bundle.
 
     Attributes:
-        path: the bundle file.
-        name: bundle name.
-        description: bundle description.
+        path, name, description: the bundle file, its name and its description.
         model: the ``model:`` section as written (backend kind, name, backend settings).
         system_prompt: system prompt (``None`` if absent).
         agent_settings: the ``agent:`` section as written (``max_steps``, ``tool_choice``, ``loop_guard``,
             ``reset_tool_choice``, ``max_tool_output_bytes``, ``trim_history``).
-        tools: the tools, ready to use.
+        tools: the tools, ready to use; toolsets: its MCP servers (closed ``MCPToolset``s, copied per agent).
         data: the parsed YAML document.
         model_section: ``model`` typed (:class:`EmbeddedModel`, :class:`OpenAIModel` or :class:`ScriptedModel`).
     """
@@ -245,6 +243,7 @@ class Bundle:
     tools: list[Tool]
     data: dict[str, Any] = field(repr=False)
     model_section: EmbeddedModel | OpenAIModel | ScriptedModel = field(default_factory=EmbeddedModel)
+    toolsets: list[Any] = field(default_factory=list)
 
     def make_backend(
         self,
@@ -313,7 +312,7 @@ class Bundle:
             "name": self.name,
             **self.agent_settings,
         }
-        kwargs.update(overrides)
+        kwargs.update({"toolsets": [t.copy() for t in self.toolsets], **overrides})
         return Agent(self.make_backend(backend, model, seed=seed, adapter=adapter), self.tools, **kwargs)
 
 
@@ -627,7 +626,7 @@ def load_bundle(
     data = load.read()
     model = dict(data.get("model", {}))
     section = load.model_section(model)
-    tools = load.tools(data["tools"])
+    tools, toolsets = load.tools(data["tools"]), toolsets_of(data.get("toolsets") or [], load.add, p.parent)
     agent_settings = load.agent_section(dict(data.get("agent", {})), {t["name"] for t in data["tools"]})
     load.raise_if_any()
     return Bundle(
@@ -640,6 +639,7 @@ def load_bundle(
         tools=tools,
         data=data,
         model_section=section,
+        toolsets=toolsets,
     )
 
 

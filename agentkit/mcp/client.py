@@ -16,7 +16,7 @@ import shutil
 import sys
 import tempfile
 from contextlib import AsyncExitStack
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, Literal
 from urllib.parse import urlsplit
@@ -164,6 +164,10 @@ class MCPToolset:
         if parts.scheme not in ("http", "https") or not parts.hostname:
             raise ValueError(f"MCP server URL must be http:// or https:// with a host, got {url!r}")
         return cls(url, headers, _options(name or parts.hostname, options))
+
+    def copy(self) -> MCPToolset:
+        """A new, closed toolset for the same server with the same options."""
+        return MCPToolset(self.params, self.headers, replace(self.opts))
 
     def __repr__(self) -> str:
         return f"MCPToolset(name={self.name!r}, open={self.is_open}, tools={[t.name for t in self.tools]})"
