@@ -4,15 +4,24 @@ after a ``tools/list_changed`` notification, closed after."""
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
-if TYPE_CHECKING:
-    from agentkit.agent import Agent
-
-__all__ = ["close_toolsets", "open_toolsets", "refresh_toolsets"]
+from agentkit.tools import Tool
 
 
-async def open_toolsets(agent: Agent, toolsets: Sequence[Any]) -> None:
+class ToolRegistry(Protocol):
+    """What the toolsets need of an agent (:class:`agentkit.Agent` is one)."""
+
+    backend: Any
+
+    def add_tool(self, t: Tool) -> Tool: ...
+
+    def remove_tool(self, name: str) -> None: ...
+
+__all__ = ["ToolRegistry", "close_toolsets", "open_toolsets", "refresh_toolsets"]
+
+
+async def open_toolsets(agent: ToolRegistry, toolsets: Sequence[Any]) -> None:
     """Open every toolset and register its tools with ``agent``; on any failure close them all and re-raise.
 
     Raises:
@@ -29,7 +38,7 @@ async def open_toolsets(agent: Agent, toolsets: Sequence[Any]) -> None:
         raise
 
 
-async def refresh_toolsets(agent: Agent, toolsets: Sequence[Any]) -> None:
+async def refresh_toolsets(agent: ToolRegistry, toolsets: Sequence[Any]) -> None:
     """Re-list the tools of each toolset whose server said its list changed, and swap them in ``agent``.
 
     Raises:
@@ -46,7 +55,7 @@ async def refresh_toolsets(agent: Agent, toolsets: Sequence[Any]) -> None:
             agent.add_tool(t)
 
 
-async def close_toolsets(agent: Agent, toolsets: Sequence[Any]) -> None:
+async def close_toolsets(agent: ToolRegistry, toolsets: Sequence[Any]) -> None:
     """Unregister the toolsets' tools and close them (never raises)."""
     for ts in toolsets:
         for t in ts.tools:
