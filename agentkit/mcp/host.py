@@ -18,6 +18,7 @@ class ToolRegistry(Protocol):
 
     def remove_tool(self, name: str) -> None: ...
 
+
 __all__ = ["ToolRegistry", "close_toolsets", "open_toolsets", "refresh_toolsets"]
 
 
