@@ -29,3 +29,26 @@ def test_list_http_table_and_errors():
     assert "negate  [NOT enforceable: keyword 'not' at /properties/x]" in res.stdout
     res = CliRunner().invoke(app, ["mcp", "list", "no-such-mcp-server-x"])
     assert res.exit_code == 2 and "command 'no-such-mcp-server-x' not found" in res.output
+
+
+def test_run_with_a_toolset_bundle_and_a_server_that_fails(tmp_path):
+    script = tmp_path / "script.json"
+    script.write_text(json.dumps([{"tool_calls": [{"name": "add", "arguments": {"a": 2, "b": 5}}]}, "seven"]))
+    ok = tmp_path / "ok.yaml"
+    ok.write_text(
+        f"agentkit_bundle: 1\nname: b\ntools: []\ntoolsets:\n  - mcp: {{command: python, args: ['{SERVER}']}}\n"
+    )
+    res = CliRunner().invoke(
+        app, ["run", str(ok), "add", "--backend", "scripted", "--model", str(script), "--json"]
+    )
+    assert res.exit_code == 0, res.output
+    calls = [c for s in json.loads(res.stdout)["steps"] for c in s["tool_calls"]]
+    assert [(c["name"], c["content"]) for c in calls] == [("add", "7")]
+    bad = tmp_path / "bad.yaml"
+    bad.write_text(ok.read_text().replace("']}", "', --mode, exit]}"))
+    res = CliRunner().invoke(app, ["run", str(bad), "add", "--backend", "scripted", "--model", str(script)])
+    assert res.exit_code == 1
+    assert (
+        "MCPServerError: MCP server 'mcp_fixture_server': failed to start: MCPError: Connection closed"
+        in res.output
+    )

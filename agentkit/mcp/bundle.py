@@ -88,7 +88,6 @@ def toolset_of(spec: dict[str, Any], add: Callable[[Path_, str], None], at: Path
     cmd, cwd = _command(r, spec, bundle_dir)
     args = [r.sub(a, "args", i) for i, a in enumerate(spec.get("args") or [])]
     env = {k: r.sub(v, "env", k) for k, v in (spec.get("env") or {}).items()}
-    opts.setdefault("name", Path(spec["command"]).name)
     return MCPToolset.stdio(cmd, args, env=env or None, cwd=cwd, **opts) if r.ok else None
 
 

@@ -149,7 +149,7 @@ class MCPToolset:
         if not command:
             raise ValueError("MCPToolset.stdio needs a command")
         params = StdioServerParameters(command=command, args=list(args), env=env, cwd=cwd)
-        return cls(params, None, _options(name or Path(command).name, options))
+        return cls(params, None, _options(name or _default_name(command, list(args)), options))
 
     @classmethod
     def http(
@@ -415,6 +415,17 @@ class MCPToolset:
                 f"MCP server {self.name!r} is not open (use `async with agent:` or run the agent)"
             )
         return self._client
+
+
+def _default_name(command: str, args: list[str]) -> str:
+    """``notes_server`` for ``python notes_server.py``, ``pkg`` for ``python -m pkg``, else the command's name."""
+    base = Path(command).name
+    if base.startswith("python") and args:
+        if args[0] == "-m" and len(args) > 1:
+            return args[1]
+        if not args[0].startswith("-"):
+            return Path(args[0]).stem
+    return base
 
 
 def _options(name: str, options: dict[str, Any]) -> _Options:
