@@ -23,6 +23,7 @@ from agentkit.tools import Tool, as_tool
 from model.vision import ImageError, ImageSource, check_budget, to_data_url
 
 if TYPE_CHECKING:
+    from agentkit.backends.base import ModelTurn
     from agentkit.bundle import Bundle
 
 __all__ = ["Agent", "AgentRun", "ChatSession", "user_content"]
@@ -93,6 +94,8 @@ class Agent(Planner):
         max_format_retries: format reminders per run for model turns whose text looks like a tool call
             that does not parse (>= 0); one more such turn stops the run with
             :class:`~agentkit.errors.ToolCallFormatError`.
+        toolsets: MCP servers (:class:`agentkit.mcp.MCPToolset`) whose tools the agent also uses; ``async with
+            agent:`` keeps them open across runs, else each run opens and closes them (docs/MCP.md).
 
     Raises:
         ToolDefinitionError: duplicate tool names, or a forced tool_choice naming an unknown tool.
@@ -116,6 +119,7 @@ class Agent(Planner):
         max_tool_output_bytes: int | Literal["auto"] | None = "auto",
         trim_history: bool = True,
         max_format_retries: int = 2,
+        toolsets: Sequence[Any] = (),
     ) -> None:
         if max_steps < 1:
             raise ValueError(f"max_steps must be >= 1, got {max_steps}")
@@ -146,8 +150,9 @@ class Agent(Planner):
         self._declarations: list[ToolDeclaration] = []
         for t in tools:
             self.add_tool(t)
+        self._toolsets = list(toolsets)
         forced = tool_choice_name(tool_choice)
-        if forced is not None and forced not in self._tools:
+        if forced is not None and forced not in self._tools and not self._toolsets:
             raise ToolDefinitionError(f"tool_choice names tool {forced!r}, which is not registered")
         self.tool_choice: ToolChoice = tool_choice
         if on_event is None:
@@ -204,6 +209,33 @@ class Agent(Planner):
         self._tools[tl.name] = tl
         self._declarations.append(tl.declaration())
         return tl
+
+    def remove_tool(self, name: str) -> None:
+        """Unregister the tool ``name`` (nothing if there is none)."""
+        if self._tools.pop(name, None) is not None:
+            self._declarations = [d for d in self._declarations if d["function"]["name"] != name]
+
+    async def __aenter__(self) -> Agent:
+        """Open the toolsets (MCP servers) for the runs inside the block."""
+        from agentkit.mcp.host import open_toolsets
+
+        await open_toolsets(self, self._toolsets)
+        self._toolsets_open = True
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        from agentkit.mcp.host import close_toolsets
+
+        self._toolsets_open = False
+        await close_toolsets(self, self._toolsets)
+
+    async def model_turn(self, state: RunState, *, prefer_sync: bool = False) -> tuple[ModelTurn, float]:
+        """The planner's model turn, after re-listing the tools of toolsets whose list changed."""
+        if self._toolsets:
+            from agentkit.mcp.host import refresh_toolsets
+
+            await refresh_toolsets(self, self._toolsets)
+        return await super().model_turn(state, prefer_sync=prefer_sync)
 
     def tool(self, fn: Callable[..., Any]) -> Tool:
         """Decorator registering ``fn`` as a tool with default settings (``@agent.tool``)."""
@@ -357,9 +389,14 @@ class Agent(Planner):
             ValueError, model.vision.ImageError: as :meth:`arun`, at once.
         """
         content = user_content(question, images, vision_budget)
+        if self._toolsets and not getattr(self, "_toolsets_open", False):
+            raise RuntimeError("an agent with toolsets iterates inside `async with agent:`")
         return AgentRun(self, self.prepare(question, content, history, deps, on_event))
 
     async def _complete(self, state: RunState, prefer_sync: bool) -> RunResult:
+        if self._toolsets and not getattr(self, "_toolsets_open", False):
+            async with self:  # a plain run opens and closes the agent's MCP servers itself
+                return await self._complete(state, prefer_sync)
         async for _ in self.steps(state, prefer_sync=prefer_sync):
             pass
         assert state.result is not None

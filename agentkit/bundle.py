@@ -13,9 +13,8 @@ Tool implementations:
   ``parameters`` optional (taken from the type hints when absent).
 * ``http:`` - one HTTP request per call with httpx, retried on 429/5xx/timeouts (:mod:`agentkit.bundle_tools`).
 * ``sandbox:`` - code run in the Docker sandbox (:mod:`sandbox`), with the arguments in ``args.json``.
-
-The ``model:`` and ``agent:`` sections are typed (:class:`EmbeddedModel` / :class:`OpenAIModel` /
-:class:`ScriptedModel`, a union discriminated on ``backend``, and :class:`AgentSection`).
+``toolsets:`` - MCP servers (:mod:`agentkit.mcp.bundle`). The ``model:`` and ``agent:`` sections are typed
+(:class:`EmbeddedModel` / :class:`OpenAIModel` / :class:`ScriptedModel`, on ``backend``; :class:`AgentSection`).
 """
 
 from __future__ import annotations
@@ -28,12 +27,19 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from functools import lru_cache
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated, Any, Literal
+from typing import TYPE_CHECKING, Any
 
 import pydantic
 import yaml
 
 from agentkit.backends.embedded import constraint_support_error
+from agentkit.bundle_sections import (
+    MODEL_SECTION,
+    AgentSection,
+    EmbeddedModel,
+    OpenAIModel,
+    ScriptedModel,
+)
 from agentkit.bundle_tools import (
     SandboxRunner,
     default_sandbox_runner,
@@ -42,6 +48,7 @@ from agentkit.bundle_tools import (
     placeholders,
 )
 from agentkit.errors import BundleError, BundleIssue, ToolDefinitionError
+from agentkit.mcp.bundle import toolsets_of
 from agentkit.tool_schema import grounded_keyword, misspelt_keywords, yaml_number_hint
 from agentkit.tools import DEFAULT_RETRIES, DEFAULT_TIMEOUT_S, Tool
 
@@ -76,91 +83,6 @@ def schema() -> dict[str, Any]:
 
 
 # ------------------------------------------------------------------------------------ typed sections
-
-
-class _Section(pydantic.BaseModel):
-    model_config = pydantic.ConfigDict(extra="forbid", frozen=True)
-
-
-class EmbeddedModel(_Section):
-    """``model:`` for the embedded runtime (``backend: embedded``, the default)."""
-
-    backend: Literal["embedded"] = "embedded"
-    name: str | None = None
-    dtype: Literal["float32", "bfloat16", "float16"] | None = None
-    device: str | None = None
-    max_new_tokens: int | None = None
-    seed: int | None = None
-    threads: int | None = None
-    adapter: str | None = None
-    #: the binder before each tool-call turn: auto (the checkpoint's default), copy-head or none
-    binding: Literal["auto", "copy-head", "none"] | None = None
-
-    def backend_settings(self, bundle_dir: Path) -> dict[str, Any]:
-        """Keyword arguments of :class:`~agentkit.backends.embedded.EmbeddedBackend` (a relative adapter is
-        relative to the bundle's folder)."""
-        out = self.model_dump(exclude_none=True, exclude={"backend", "name"})
-        if "adapter" in out and not Path(out["adapter"]).is_absolute():
-            out["adapter"] = str(bundle_dir / out["adapter"])
-        return out
-
-
-class OpenAIModel(_Section):
-    """``model:`` for an OpenAI-compatible server (``backend: openai``)."""
-
-    backend: Literal["openai"]
-    name: str
-    base_url: str | None = None
-    api_key_env: str | None = None
-    timeout: float | None = None
-    max_retries: int | None = None
-    request: dict[str, Any] | None = None
-    seed: int | None = None
-
-    def backend_settings(self, bundle_dir: Path) -> dict[str, Any]:
-        """Keyword arguments of :class:`~agentkit.backends.openai.OpenAIBackend` (``request`` and ``seed`` go
-        into every request's body)."""
-        out = self.model_dump(
-            exclude_none=True, include={"base_url", "api_key_env", "timeout", "max_retries"}
-        )
-        request = dict(self.request or {})
-        if self.seed is not None:
-            request.setdefault("seed", self.seed)
-        if request:
-            out["settings"] = request
-        return out
-
-
-class ScriptedModel(_Section):
-    """``model:`` for the scripted test backend (``backend: scripted``, ``name``: the script file)."""
-
-    backend: Literal["scripted"]
-    name: str
-
-    def backend_settings(self, bundle_dir: Path) -> dict[str, Any]:
-        """None: the script is the whole configuration."""
-        return {}
-
-
-#: The ``model:`` section, discriminated on ``backend``.
-ModelSection = Annotated[EmbeddedModel | OpenAIModel | ScriptedModel, pydantic.Field(discriminator="backend")]
-_MODEL_SECTION: pydantic.TypeAdapter[EmbeddedModel | OpenAIModel | ScriptedModel] = pydantic.TypeAdapter(
-    ModelSection
-)
-_MODEL_KEYS = {
-    kind: set(cls.model_fields) for kind, cls in (("embedded", EmbeddedModel), ("openai", OpenAIModel))
-}
-
-
-class AgentSection(_Section):
-    """The ``agent:`` section: :class:`~agentkit.agent.Agent` keywords."""
-
-    max_steps: int | None = None
-    tool_choice: str | dict[str, str] | None = None
-    loop_guard: int | None = None
-    reset_tool_choice: bool | None = None
-    max_tool_output_bytes: int | Literal["auto"] | None = None
-    trim_history: bool | None = None
 
 
 # ------------------------------------------------------------------------------------------- positions
@@ -226,14 +148,12 @@ class Bundle:
     """A loaded bundle.
 
     Attributes:
-        path: the bundle file.
-        name: bundle name.
-        description: bundle description.
+        path, name, description: the bundle file, its name and its description.
         model: the ``model:`` section as written (backend kind, name, backend settings).
         system_prompt: system prompt (``None`` if absent).
         agent_settings: the ``agent:`` section as written (``max_steps``, ``tool_choice``, ``loop_guard``,
             ``reset_tool_choice``, ``max_tool_output_bytes``, ``trim_history``).
-        tools: the tools, ready to use.
+        tools: the tools, ready to use; toolsets: its MCP servers (closed ``MCPToolset``s, copied per agent).
         data: the parsed YAML document.
         model_section: ``model`` typed (:class:`EmbeddedModel`, :class:`OpenAIModel` or :class:`ScriptedModel`).
     """
@@ -247,6 +167,7 @@ class Bundle:
     tools: list[Tool]
     data: dict[str, Any] = field(repr=False)
     model_section: EmbeddedModel | OpenAIModel | ScriptedModel = field(default_factory=EmbeddedModel)
+    toolsets: list[Any] = field(default_factory=list)
 
     def make_backend(
         self,
@@ -323,12 +244,9 @@ class Bundle:
             "name": self.name,
             **self.agent_settings,
         }
-        kwargs.update(overrides)
-        return Agent(
-            self.make_backend(backend, model, seed=seed, adapter=adapter, binding=binding),
-            self.tools,
-            **kwargs,
-        )
+        kwargs.update({"toolsets": [t.copy() for t in self.toolsets], **overrides})
+        made = self.make_backend(backend, model, seed=seed, adapter=adapter, binding=binding)
+        return Agent(made, self.tools, **kwargs)
 
 
 # ----------------------------------------------------------------------------------------------- loading
@@ -411,7 +329,7 @@ class _Load:
         self.kind = kind = model.get("backend", "embedded")
         self.checked = (self.backend or kind) == "embedded"  # the constraint check is the embedded backend's
         try:
-            return _MODEL_SECTION.validate_python({"backend": kind, **model})
+            return MODEL_SECTION.validate_python({"backend": kind, **model})
         except pydantic.ValidationError as exc:
             for err in exc.errors():
                 where = err["loc"][1:]
@@ -641,7 +559,7 @@ def load_bundle(
     data = load.read()
     model = dict(data.get("model", {}))
     section = load.model_section(model)
-    tools = load.tools(data["tools"])
+    tools, toolsets = load.tools(data["tools"]), toolsets_of(data.get("toolsets") or [], load.add, p.parent)
     agent_settings = load.agent_section(dict(data.get("agent", {})), {t["name"] for t in data["tools"]})
     load.raise_if_any()
     return Bundle(
@@ -654,6 +572,7 @@ def load_bundle(
         tools=tools,
         data=data,
         model_section=section,
+        toolsets=toolsets,
     )
 
 

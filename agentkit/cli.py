@@ -22,7 +22,7 @@ app = typer.Typer(
 )
 
 #: Modules under agentkit.commands that provide ``register(app: typer.Typer) -> None``.
-COMMAND_MODULES = ("run", "generate", "serve", "sandbox", "train", "eval", "specialize")
+COMMAND_MODULES = ("run", "generate", "serve", "sandbox", "train", "eval", "specialize", "mcp")
 
 
 @app.callback()

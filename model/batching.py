@@ -50,7 +50,8 @@ from model.constraint_batch import (
     TerminatingConstraint,
 )
 from model.copy_head import CopyHead, CopyMemory
-from model.runtime import GenerationStats, image_inputs
+from model.prefill import image_inputs
+from model.runtime import GenerationStats
 from model.sampler import StepDraw, TorchSampler, row_windows, stop_test, window_accept
 from model.settings import DenoiseSettings
 

@@ -20,10 +20,11 @@ from typing import Any
 
 import torch
 
-from model.binding.decision import resolve_binder
+from model.binding.binder import resolve_binder
 from model.limits import check_prompt_length, prompt_token_limit
 from model.loading import LoadedCheckpoint, load_checkpoint
-from model.runtime import EventCallback, GenerationStats, Prefill, generate, prefill_prompt
+from model.prefill import Prefill, prefill_prompt
+from model.runtime import EventCallback, GenerationStats, generate
 from model.settings import DenoiseSettings
 from model.vision import VisionInputs, prepare_images, vision_processor
 
@@ -426,7 +427,7 @@ class PreparedTurn:
         settings: denoising settings (token budget raised to fit the shortest call).
         constraint: a fresh :class:`~model.constraints.denoise.GrammarConstraint`, or ``None`` (unconstrained).
         vision: the prompt's processed images (:class:`model.vision.VisionInputs`), or ``None``.
-        prefill: the prompt's :class:`model.runtime.Prefill` when a binder read it (single use: denoising
+        prefill: the prompt's :class:`model.prefill.Prefill` when a binder read it (single use: denoising
             continues from its cache), else ``None``.
     """
 

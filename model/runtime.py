@@ -37,6 +37,7 @@ import torch
 from model import hf_compat as hf
 from model.constraint_batch import CanvasConstraint, ConstraintBatch, ConstraintPlan, TerminatingConstraint
 from model.copy_head import CopyHead, CopyMemory
+from model.prefill import Prefill, image_inputs
 from model.sampler import StepDraw, StepSampler, row_windows, select_sampler, stop_test, window_accept
 from model.settings import DenoiseSettings
 
@@ -51,7 +52,6 @@ __all__ = [
     "StepEvent",
     "TerminatingConstraint",
     "generate",
-    "image_inputs",
 ]
 
 
@@ -151,88 +151,6 @@ class GenerationResult:
 
 
 EventCallback = Callable[[StepEvent | CanvasEvent], None]
-
-
-@dataclass
-class Prefill:
-    """The prompt's prefill (:func:`prefill_prompt`), computed before a turn's constraint so a binder can read
-    it and :func:`generate` does not encode the prompt again.
-
-    Attributes:
-        cache: the KV cache holding the ``P`` prompt positions (``transformers.DynamicCache``).
-        hidden: ``[1, P, H]`` the encoder's final states over the prompt.
-        memory: the copy head's memory of the prompt (``None``: no copy head).
-        seconds: wall time of the encoder pass.
-    """
-
-    cache: Any
-    hidden: torch.Tensor
-    memory: CopyMemory | None
-    seconds: float
-
-
-def prefill_prompt(model: Any, input_ids: torch.Tensor) -> Prefill:
-    """One encoder pass over a ``[1, P]`` int64 prompt without images: the :class:`Prefill` that
-    :func:`generate` (``prefill=``) continues from, token-identical to its own prefill.
-
-    Raises:
-        ValueError: ``input_ids`` is not one row.
-    """
-    if input_ids.dim() != 2 or input_ids.shape[0] != 1:
-        raise ValueError(f"prefill_prompt takes one row [1, P], got shape {tuple(input_ids.shape)}")
-    t0 = time.perf_counter()
-    length = int(input_ids.shape[1])
-    attn = torch.ones((1, length), dtype=torch.bool, device=input_ids.device)
-    pos = torch.arange(0, length, dtype=torch.int32, device=input_ids.device).unsqueeze(0)
-    with torch.no_grad():
-        enc_in, out = hf.encode(
-            model,
-            input_ids,
-            attn,
-            pos,
-            hf.new_cache(model, 1, length),
-            is_prefill=True,
-            canvas_length=int(model.config.canvas_length),
-        )
-        head = getattr(model, "copy_head", None)
-        memory = head.new_memory(enc_in, out.last_hidden_state, attn) if isinstance(head, CopyHead) else None
-    return Prefill(out.cache, out.last_hidden_state, memory, time.perf_counter() - t0)
-
-
-def image_inputs(
-    model: Any,
-    input_ids: torch.Tensor,
-    pixel_values: torch.Tensor | None,
-    image_position_ids: torch.Tensor | None,
-    mm_token_type_ids: torch.Tensor | None,
-) -> dict[str, torch.Tensor]:
-    """The prefill's image keyword arguments for ``_prepare_encoder_inputs`` and the encoder (empty: no images).
-
-    Args:
-        model: the checkpoint (its ``config.image_token_id`` marks soft tokens).
-        input_ids: ``[B, P]`` expanded prompt ids.
-        pixel_values, image_position_ids, mm_token_type_ids: see :func:`generate`.
-
-    Returns:
-        ``{"pixel_values", "image_position_ids", "mm_token_type_ids"}`` on ``input_ids``' device (pixels in the
-        encoder's dtype).
-
-    Raises:
-        ValueError: ``image_position_ids`` missing with ``pixel_values``.
-    """
-    if pixel_values is None:
-        return {}
-    if image_position_ids is None:
-        raise ValueError("pixel_values needs image_position_ids (from the image processor)")
-    if mm_token_type_ids is None:
-        image_id = int(getattr(model.config, "image_token_id", -1))
-        mm_token_type_ids = (input_ids == image_id).long()
-    device = input_ids.device
-    return {
-        "pixel_values": pixel_values.to(device=device, dtype=model.model.encoder.dtype),
-        "image_position_ids": image_position_ids.to(device),
-        "mm_token_type_ids": mm_token_type_ids.to(device),
-    }
 
 
 def _check_inputs(
@@ -436,7 +354,7 @@ class CanvasState:
             self.stats.time_commit_s += time.perf_counter() - t0
 
     def prefill(self) -> None:
-        """Encode the prompt (with its images) into the KV cache, or take the :class:`Prefill` given."""
+        """Encode the prompt (with its images) into the KV cache, or take the :class:`model.prefill.Prefill` given."""
         if self.prefilled is None:
             self._encode(prefill=True)
             return
@@ -664,7 +582,8 @@ def generate(
     compile_step: bool = False,
     prefill: Prefill | None = None,
 ) -> GenerationResult:
-    """Generate canvases block-autoregressively with the entropy-bound sampler.
+    """Generate canvases block-autoregressively with the entropy-bound sampler: the driver over
+    :class:`CanvasState`'s phases (prefill, then per canvas: start, denoising steps, commit, encode).
 
     Args:
         model: ``transformers.DiffusionGemmaForBlockDiffusion`` (eval mode).
@@ -688,12 +607,10 @@ def generate(
             bidirectionally within an image); ``None``: derived from ``input_ids`` when ``pixel_values`` is given.
         compile_step: the torch sampler's ``torch.compile`` option (:class:`model.sampler.TorchSampler`; off by
             default: not token-identical to eager, and the first step compiles).
+        prefill: the prompt's :class:`model.prefill.Prefill` (one row, no images), not encoded again.
 
     Returns:
         :class:`GenerationResult` with ``sequences`` ``[B, P + n*C]`` and :class:`GenerationStats`.
-
-    The driver over :class:`CanvasState`'s phases: prefill, then per canvas start, denoising steps until the
-    canvas is done, commit, and (unless every row finished) encode the canvas.
 
     Raises:
         RuntimeError: the installed transformers lacks a helper the loop calls (:func:`model.hf_compat.check_model`).

@@ -209,7 +209,8 @@ def test_one_encoder_pass_per_prompt_with_a_binder_on():
 
 
 def test_a_prefill_given_to_generate_is_token_identical_to_its_own():
-    from model.runtime import generate, prefill_prompt
+    from model.prefill import prefill_prompt
+    from model.runtime import generate
 
     cm = _shipped()
     ids = torch.tensor([cm.encode(_ask("Where is the function load_bundle defined?"), [WEATHER])])

@@ -23,7 +23,8 @@ from agentkit.cli import app
 from agentkit.history import Conversation
 from model.chat import ChatModel
 from model.loading import load_checkpoint
-from model.runtime import generate, image_inputs
+from model.prefill import image_inputs
+from model.runtime import generate
 from model.vision import (
     VISION_BUDGETS,
     ImageError,

@@ -168,7 +168,7 @@ def run_command(
     """Answer one question with a bundle's agent, rendering each tool call and tool response."""
     from rich.console import Console
 
-    from agentkit.errors import AgentRunError, BackendError, PromptTooLong
+    from agentkit.errors import AgentKitError, AgentRunError, BackendError, PromptTooLong
     from agentkit.render import RichRenderer
     from model.vision import ImageError
 
@@ -207,6 +207,9 @@ def run_command(
     except ImageError as exc:  # e.g. a checkpoint without a vision tower
         _error(f"error: {exc}")
         raise typer.Exit(EXIT_BAD_INPUT) from None
+    except AgentKitError as exc:  # an MCP server that failed to start, a schema it cannot enforce
+        _error(f"{type(exc).__name__}: {exc}")
+        raise typer.Exit(EXIT_RUN_FAILED) from None
     if json_out:
         typer.echo(result.to_json())
     else:

@@ -24,8 +24,8 @@ Slot-filling taggers decide binding the same way, from per-token labels (Mesnil 
 Neural Networks for Slot Filling in Spoken Language Understanding").
 """
 
-from model.binding.binder import CopyHeadBinder, scored_candidates
-from model.binding.decision import BINDER_NAMES, Binder, BindingInputs, Decision, resolve_binder
+from model.binding.binder import BINDER_NAMES, CopyHeadBinder, resolve_binder, scored_candidates
+from model.binding.decision import Binder, BindingInputs, Decision
 from model.binding.labelling import Labelling, label_request
 
 __all__ = [

@@ -9,7 +9,7 @@ import re
 from typing import Any
 
 from model.binding import typed
-from model.binding.decision import BindingInputs, Decision
+from model.binding.decision import Binder, BindingInputs, Decision
 from model.binding.labelling import Labelling, label_request
 
 #: Confidence (the tagger's posterior probability, 0..1) above which one candidate is forced. Calibrated on
@@ -189,3 +189,25 @@ class CopyHeadBinder:
             elif len(scored) >= 2:
                 chosen[key] = tuple(v for v, _ in scored[: self.max_candidates])
         return Decision(chosen) if chosen else None
+
+
+#: Names :func:`resolve_binder` takes.
+BINDER_NAMES = ("none", "copy-head")
+
+
+def resolve_binder(binder: Any) -> Binder | None:
+    """A binder from a name or an instance: ``None``/``"none"``/``False`` -> ``None``; ``"copy-head"`` ->
+    :class:`CopyHeadBinder`; a :class:`Binder` -> itself.
+
+    Raises:
+        ValueError: an unknown name or an object without ``propose``.
+    """
+    if binder is None or binder is False or binder == "none":
+        return None
+    if binder == "copy-head":
+        return CopyHeadBinder()
+    if isinstance(binder, Binder):
+        return binder
+    raise ValueError(
+        f"binder must be one of {', '.join(BINDER_NAMES)} or an object with propose(), got {binder!r}"
+    )

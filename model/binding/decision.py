@@ -1,5 +1,5 @@
-"""What a binder reads and what it returns: :class:`BindingInputs`, :class:`Decision`, the :class:`Binder`
-protocol, and :func:`resolve_binder` (a binder from its name)."""
+"""What a binder reads and what it returns: :class:`BindingInputs`, :class:`Decision`, and the :class:`Binder`
+protocol."""
 
 from __future__ import annotations
 
@@ -8,9 +8,6 @@ from collections.abc import Mapping
 from typing import Any, Protocol, runtime_checkable
 
 import torch
-
-#: Names :func:`resolve_binder` takes.
-BINDER_NAMES = ("none", "copy-head")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -82,23 +79,3 @@ class Binder(Protocol):
     def propose(self, inputs: BindingInputs) -> Decision | None:
         """The proposal for one turn, or ``None`` to leave the constraint as the tools declare it."""
         ...
-
-
-def resolve_binder(binder: Any) -> Binder | None:
-    """A binder from a name or an instance: ``None``/``"none"``/``False`` -> ``None``; ``"copy-head"`` ->
-    :class:`model.binding.CopyHeadBinder`; a :class:`Binder` -> itself.
-
-    Raises:
-        ValueError: an unknown name or an object without ``propose``.
-    """
-    if binder is None or binder is False or binder == "none":
-        return None
-    if binder == "copy-head":
-        from model.binding.binder import CopyHeadBinder
-
-        return CopyHeadBinder()
-    if isinstance(binder, Binder):
-        return binder
-    raise ValueError(
-        f"binder must be one of {', '.join(BINDER_NAMES)} or an object with propose(), got {binder!r}"
-    )

@@ -218,7 +218,7 @@ def label_request(
         tools: the OpenAI-style tools rendered in that prompt, in order.
         memory_keys: ``[1, >= P, D]`` the copy head's pointer keys of the prompt (``CopyMemory.keys``) and
         hidden: ``[1, P, H]`` the encoder's final states, both from the runtime's prefill
-            (:class:`model.runtime.Prefill`); ``None``: one encoder pass here.
+            (:class:`model.prefill.Prefill`); ``None``: one encoder pass here.
 
     Returns:
         The :class:`Labelling`, or ``None`` for a model without a copy head, no tools, no user message, or a

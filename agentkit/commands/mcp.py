@@ -1,0 +1,131 @@
+"""``agentkit mcp serve`` (a bundle's tools to MCP clients) and ``agentkit mcp list`` (an MCP server's tools)."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from typing import Any
+
+import typer
+
+mcp_app = typer.Typer(
+    name="mcp", help="MCP: serve a bundle's tools, list a server's tools (docs/MCP.md).", no_args_is_help=True
+)
+
+
+def _fail(message: str) -> None:
+    typer.secho(f"error: {message}", err=True, fg="red")
+    raise typer.Exit(2)
+
+
+@mcp_app.command("serve")
+def serve_command(
+    bundle: str = typer.Argument(..., help="The bundle YAML whose tools to offer."),
+    http: int | None = typer.Option(
+        None, "--http", min=0, max=65535, help="Serve streamable HTTP on this port (/mcp) instead of stdio."
+    ),
+    host: str = typer.Option(
+        "127.0.0.1", help="Address for --http; any other than loopback needs an API key."
+    ),
+    api_key: str | None = typer.Option(
+        None,
+        "--api-key",
+        help="Require 'Authorization: Bearer KEY' over --http (default: $AGENTKIT_API_KEY).",
+    ),
+) -> None:
+    """Offer a bundle's tools (python, http and sandbox ones) to any MCP client, over stdio (default) or
+    streamable HTTP on 127.0.0.1 (--http PORT)."""
+    from agentkit.bundle import load_bundle
+    from agentkit.errors import BundleError
+    from agentkit.mcp.server import build_server, serve_http, serve_stdio
+    from agentkit.serve.app import resolve_api_key
+
+    try:
+        b = load_bundle(bundle, backend="openai")  # no model runs here: any JSON Schema may be served
+    except (BundleError, OSError) as exc:
+        _fail(str(exc))
+    server = build_server(b.tools, name=b.name, instructions=b.description or None)
+    if http is None:
+        asyncio.run(serve_stdio(server))
+        return
+    try:
+        key = resolve_api_key(host, api_key)
+    except ValueError as exc:
+        _fail(str(exc))
+
+    def ready(port: int) -> None:
+        auth = "API key required" if key else "no API key"
+        typer.echo(f"agentkit mcp serve: {len(b.tools)} tools on http://{host}:{port}/mcp ({auth})", err=True)
+
+    try:
+        serve_http(server, host=host, port=http, api_key=key, on_ready=ready)
+    except OSError as exc:
+        _fail(f"cannot listen on {host}:{http}: {exc}")
+
+
+def _pairs(values: list[str], sep: str, what: str) -> dict[str, str]:
+    out: dict[str, str] = {}
+    for v in values:
+        k, found, val = v.partition(sep)
+        if not found or not k.strip():
+            _fail(f"{what} must be NAME{sep}VALUE, got {v!r}")
+        out[k.strip()] = val.strip()
+    return out
+
+
+async def _list(target: str, args: list[str], env: dict[str, str], headers: dict[str, str]) -> list[Any]:
+    from agentkit.mcp.client import MCPToolset, check_tool_schema
+
+    if target.startswith(("http://", "https://")):
+        ts = MCPToolset.http(target, headers=headers)
+    else:
+        ts = MCPToolset.stdio(target, args, env=env or None)
+    await ts.open(check=False)  # every tool is listed, each with its verdict
+    try:
+        listed = await ts.list_server_tools()
+    finally:
+        await ts.close()
+    return [(t, check_tool_schema(t.name, t.input_schema)) for t in listed]
+
+
+@mcp_app.command("list", context_settings={"allow_extra_args": True, "ignore_unknown_options": True})
+def list_command(
+    ctx: typer.Context,
+    target: str = typer.Argument(..., help="A server command (its arguments after it) or an http(s) URL."),
+    env: list[str] = typer.Option([], "--env", help="NAME=VALUE for a command server (repeatable)."),
+    header: list[str] = typer.Option([], "--header", help="NAME: VALUE for a URL server (repeatable)."),
+    as_json: bool = typer.Option(False, "--json", help="Print JSON instead of a table."),
+) -> None:
+    """Print an MCP server's tools and whether the embedded tool-call constraint can enforce each schema."""
+    from agentkit.mcp.content import MCPServerError
+
+    try:
+        rows = asyncio.run(
+            _list(target, list(ctx.args), _pairs(env, "=", "--env"), _pairs(header, ":", "--header"))
+        )
+    except (MCPServerError, ValueError) as exc:
+        _fail(str(exc))
+    if as_json:
+        out = [
+            {
+                "name": t.name,
+                "description": t.description or "",
+                "enforceable": c.ok,
+                "keyword": c.keyword,
+                "pointer": c.pointer,
+                "reason": c.message,
+            }
+            for t, c in rows
+        ]
+        typer.echo(json.dumps(out, indent=2))
+        return
+    for t, c in rows:
+        verdict = "enforceable" if c.ok else f"NOT enforceable: keyword {c.keyword!r} at {c.pointer or '/'}"
+        typer.echo(f"{t.name}  [{verdict}]  {(t.description or '').splitlines()[0] if t.description else ''}")
+    bad = sum(1 for _, c in rows if not c.ok)
+    typer.echo(f"{len(rows)} tools, {len(rows) - bad} enforceable by the embedded constraint", err=True)
+
+
+def register(app: typer.Typer) -> None:
+    """Add ``mcp`` to the ``agentkit`` CLI."""
+    app.add_typer(mcp_app, name="mcp")

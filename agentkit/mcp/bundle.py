@@ -1,0 +1,103 @@
+"""A bundle's ``toolsets:`` section: ``- mcp: {command: ..., args: [...], env: {...}}`` or ``- mcp: {url: ...,
+headers: {...}}``. The JSON Schema has checked the shapes and keys; this checks what it cannot (``${ENV}``
+placeholders, the command, the URL) and reports each problem at its field, as every bundle error."""
+
+from __future__ import annotations
+
+import os
+import re
+import shutil
+import sys
+from collections.abc import Callable
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+from urllib.parse import urlsplit
+
+if TYPE_CHECKING:
+    from agentkit.mcp.client import MCPToolset
+
+__all__ = ["interpolate", "toolsets_of"]
+
+Path_ = tuple[str | int, ...]
+_ENV_RE = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)\}")
+_OPTIONS = ("name", "prefix", "include", "exclude", "on_unsupported", "timeout", "startup_timeout", "retries")
+
+
+def interpolate(value: str, env: dict[str, str] | None = None) -> str:
+    """``value`` with each ``${NAME}`` replaced by the environment variable NAME.
+
+    Raises:
+        KeyError: a variable that is not set (its name).
+    """
+    source = os.environ if env is None else env
+    return _ENV_RE.sub(lambda m: source[m.group(1)], value)
+
+
+class _Reader:
+    def __init__(self, add: Callable[[Path_, str], None], base: Path_) -> None:
+        self.add, self.base, self.ok = add, base, True
+
+    def sub(self, value: str, *where: str | int) -> str:
+        try:
+            return interpolate(value)
+        except KeyError as exc:
+            self.add((*self.base, *where), f"environment variable {exc.args[0]} is not set")
+            self.ok = False
+            return value
+
+    def fail(self, message: str, *where: str | int) -> None:
+        self.add((*self.base, *where), message)
+        self.ok = False
+
+
+def _command(r: _Reader, spec: dict[str, Any], bundle_dir: Path) -> tuple[str, str | None]:
+    cmd = r.sub(spec["command"], "command")
+    cwd = r.sub(spec["cwd"], "cwd") if "cwd" in spec else None
+    if cwd is not None and not Path(cwd).is_absolute():
+        cwd = str(bundle_dir / cwd)
+    if cmd in ("python", "python3"):  # the interpreter agentkit runs on (its packages, its venv)
+        return sys.executable, cwd
+    if "/" in cmd and not Path(cmd).is_absolute():
+        cmd = str(bundle_dir / cmd)
+    if r.ok and shutil.which(cmd) is None:
+        r.fail(f"command {cmd!r} not found (not on PATH, or not an executable file)", "command")
+    return cmd, cwd
+
+
+def toolset_of(spec: dict[str, Any], add: Callable[[Path_, str], None], at: Path_, bundle_dir: Path) -> Any:
+    """One ``mcp:`` entry as an :class:`~agentkit.mcp.MCPToolset`, or ``None`` with its issues added."""
+    from agentkit.mcp.client import MCPToolset
+
+    r = _Reader(add, at)
+    opts = {k: spec[k] for k in _OPTIONS if k in spec}
+    if ("command" in spec) == ("url" in spec):
+        r.fail("an mcp toolset needs exactly one of 'command' (stdio) or 'url' (streamable HTTP)")
+        return None
+    if "url" in spec:
+        for k in ("args", "env", "cwd"):
+            if k in spec:
+                r.fail(f"'{k}' applies to a 'command' server, not to a 'url' one", k)
+        url = r.sub(spec["url"], "url")
+        parts = urlsplit(url)
+        if r.ok and (parts.scheme not in ("http", "https") or not parts.hostname):
+            r.fail(f"url must be http:// or https:// with a host, got {url!r}", "url")
+        headers = {k: r.sub(v, "headers", k) for k, v in (spec.get("headers") or {}).items()}
+        return MCPToolset.http(url, headers=headers, **opts) if r.ok else None
+    if "headers" in spec:
+        r.fail("'headers' applies to a 'url' server, not to a 'command' one", "headers")
+    cmd, cwd = _command(r, spec, bundle_dir)
+    args = [r.sub(a, "args", i) for i, a in enumerate(spec.get("args") or [])]
+    env = {k: r.sub(v, "env", k) for k, v in (spec.get("env") or {}).items()}
+    return MCPToolset.stdio(cmd, args, env=env or None, cwd=cwd, **opts) if r.ok else None
+
+
+def toolsets_of(
+    specs: list[dict[str, Any]], add: Callable[[Path_, str], None], bundle_dir: Path
+) -> list[MCPToolset]:
+    """The bundle's toolsets (``toolsets[i].mcp``); problems go to ``add(field_path, message)``."""
+    out: list[MCPToolset] = []
+    for i, entry in enumerate(specs):
+        made = toolset_of(entry["mcp"], add, ("toolsets", i, "mcp"), bundle_dir)
+        if made is not None:
+            out.append(made)
+    return out

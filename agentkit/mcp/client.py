@@ -1,0 +1,450 @@
+"""MCP servers as toolsets: their tools become agentkit :class:`~agentkit.tools.Tool` objects.
+
+``MCPToolset.stdio(command, args=..., env=..., cwd=...)`` runs a server as a subprocess (behind the parent-death
+guard of :mod:`agentkit.mcp.guard`); ``MCPToolset.http(url, headers=...)`` talks streamable HTTP. Everything on
+the wire goes through the official ``mcp`` SDK (2.x ``mcp.Client``, initialize handshake).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import os
+import re
+import shutil
+import sys
+import tempfile
+from contextlib import AsyncExitStack
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+from typing import Any, Literal
+from urllib.parse import urlsplit
+
+import anyio
+import mcp_types as types
+from mcp import Client, StdioServerParameters
+
+from agentkit.errors import ToolDefinitionError
+from agentkit.mcp.content import MCPServerError, MCPToolError, result_value
+from agentkit.tools import DEFAULT_RETRIES, Tool, ToolTimeoutError
+
+__all__ = ["MCPSchemaError", "MCPServerError", "MCPToolError", "MCPToolset", "ToolCheck", "check_tool_schema"]
+
+log = logging.getLogger(__name__)
+GUARD = str(Path(__file__).resolve().parent / "guard.py")
+_NAME_RE = re.compile(r"^[A-Za-z_][A-Za-z0-9_.\-]{0,63}$")
+#: Pages of ``tools/list`` followed at most (a server whose cursors never end is an error).
+MAX_PAGES = 100
+
+
+class MCPSchemaError(ToolDefinitionError):
+    """A server's tool has a schema the embedded tool-call constraint cannot enforce (``on_unsupported:
+    error``); the message names the server, the tool, the keyword and its JSON pointer."""
+
+
+@dataclass(frozen=True, slots=True)
+class ToolCheck:
+    """Whether the embedded constraint can enforce one tool's input schema.
+
+    Attributes:
+        name: the tool's name on the server.
+        keyword: the unsupported keyword (``None`` when supported).
+        pointer: its JSON pointer in the input schema (``""`` when supported or at the root).
+        message: the reason (``""`` when supported).
+    """
+
+    name: str
+    keyword: str | None = None
+    pointer: str = ""
+    message: str = ""
+
+    @property
+    def ok(self) -> bool:
+        """The constraint can enforce the schema."""
+        return self.keyword is None
+
+
+def check_tool_schema(name: str, schema: dict[str, Any]) -> ToolCheck:
+    """Check one input schema against what the embedded tool-call constraint enforces (name rules included)."""
+    from agentkit.backends.embedded import constraint_support_error
+
+    if not _NAME_RE.match(name):
+        return ToolCheck(name, "name", "", f"tool name {name!r} is not a valid agentkit tool name")
+    if not isinstance(schema, dict) or schema.get("type", "object") != "object":
+        return ToolCheck(name, "type", "", "the input schema is not an object schema")
+    err = constraint_support_error(name, schema)
+    if err is None:
+        return ToolCheck(name)
+    return ToolCheck(name, err.keyword, err.path, str(err))
+
+
+@dataclass(slots=True)
+class _Options:
+    name: str
+    prefix: str | None = None
+    include: frozenset[str] | None = None
+    exclude: frozenset[str] = frozenset()
+    on_unsupported: Literal["error", "skip"] = "error"
+    timeout: float = 60.0
+    startup_timeout: float = 30.0
+    retries: int = DEFAULT_RETRIES
+    extra: dict[str, Any] = field(default_factory=dict)
+
+
+class MCPToolset:
+    """One MCP server's tools, for ``Agent(toolsets=[...])`` or a bundle's ``toolsets:``.
+
+    Build it with :meth:`stdio` or :meth:`http`. ``async with toolset:`` (or ``async with agent:``) keeps the
+    connection across runs; an agent's plain ``run`` opens and closes it itself.
+
+    Keyword options of both constructors:
+        name: the server's name in messages (default: the command's file name or the URL's host).
+        prefix: put ``PREFIX_`` before every tool name.
+        include / exclude: tool names (as the server lists them) to keep / to drop.
+        on_unsupported: ``"error"``: a tool whose schema the embedded constraint cannot enforce fails
+            :meth:`open` (:class:`MCPSchemaError`); ``"skip"``: it is left out and logged (``skipped``).
+        timeout: seconds per tool call (then :class:`~agentkit.tools.ToolTimeoutError`, as for any tool).
+        startup_timeout: seconds for starting and initialising the server and listing its tools.
+        retries: each tool's failure budget per run (as :class:`~agentkit.tools.Tool`).
+    """
+
+    def __init__(
+        self, params: StdioServerParameters | str, headers: dict[str, str] | None, opts: _Options
+    ) -> None:
+        self.params = params
+        self.headers = dict(headers or {})
+        self.opts = opts
+        self.name = opts.name
+        self.tools: list[Tool] = []
+        self.skipped: list[str] = []
+        self.changed = False
+        self._client: Client | None = None
+        self._holder: asyncio.Task[None] | None = None
+        self._stop = asyncio.Event()
+        self._ready: asyncio.Future[Client] | None = None
+        self._errlog: Any = None
+        self._check = True
+
+    # ------------------------------------------------------------------------------- construction
+
+    @classmethod
+    def stdio(
+        cls,
+        command: str,
+        args: list[str] | tuple[str, ...] = (),
+        *,
+        env: dict[str, str] | None = None,
+        cwd: str | Path | None = None,
+        name: str | None = None,
+        **options: Any,
+    ) -> MCPToolset:
+        """A server run as a subprocess, talking MCP over its stdin/stdout.
+
+        ``env`` is added to a minimal inherited environment (``PATH``, ``HOME``...), as the SDK does.
+
+        Raises:
+            ValueError: an empty command or an invalid option.
+        """
+        if not command:
+            raise ValueError("MCPToolset.stdio needs a command")
+        params = StdioServerParameters(command=command, args=list(args), env=env, cwd=cwd)
+        return cls(params, None, _options(name or _default_name(command, list(args)), options))
+
+    @classmethod
+    def http(
+        cls, url: str, *, headers: dict[str, str] | None = None, name: str | None = None, **options: Any
+    ) -> MCPToolset:
+        """A server reached over streamable HTTP at ``url`` (``http://`` or ``https://``).
+
+        Raises:
+            ValueError: a URL that is not http(s) with a host, or an invalid option.
+        """
+        parts = urlsplit(url)
+        if parts.scheme not in ("http", "https") or not parts.hostname:
+            raise ValueError(f"MCP server URL must be http:// or https:// with a host, got {url!r}")
+        return cls(url, headers, _options(name or parts.hostname, options))
+
+    def copy(self) -> MCPToolset:
+        """A new, closed toolset for the same server with the same options."""
+        return MCPToolset(self.params, self.headers, replace(self.opts))
+
+    def __repr__(self) -> str:
+        return f"MCPToolset(name={self.name!r}, open={self.is_open}, tools={[t.name for t in self.tools]})"
+
+    @property
+    def is_open(self) -> bool:
+        """The server is connected."""
+        return self._client is not None
+
+    # ------------------------------------------------------------------------------- lifecycle
+
+    async def __aenter__(self) -> MCPToolset:
+        await self.open()
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.close()
+
+    async def open(self, *, check: bool = True) -> list[Tool]:
+        """Start / connect to the server and list its tools (all pages).
+
+        Args:
+            check: check each schema against the embedded constraint (``on_unsupported`` applies).
+
+        Returns:
+            The tools (also in :attr:`tools`).
+
+        Raises:
+            MCPServerError: the server did not start, did not initialise within ``startup_timeout`` or wrote
+                something that is not MCP (the message names it, with the end of its stderr).
+            MCPSchemaError: an unsupported schema with ``on_unsupported="error"``.
+        """
+        if self._client is not None:
+            return self.tools
+        self._check = check
+        ready: asyncio.Future[Client] = asyncio.get_running_loop().create_future()
+        self._stop = asyncio.Event()
+        self._ready = ready
+        self._holder = asyncio.create_task(self._hold(ready, self._stop), name=f"mcp:{self.name}")
+        try:
+            self._client = await asyncio.wait_for(asyncio.shield(ready), self.opts.startup_timeout)
+            await self._load_tools()
+        except MCPSchemaError:
+            await self.close()
+            raise
+        except BaseException as exc:
+            await self.close()
+            if not isinstance(exc, Exception):
+                raise
+            if isinstance(exc, MCPServerError):
+                raise
+            raise MCPServerError(f"MCP server {self.name!r}: failed to start: {self._why(exc)}") from None
+        return self.tools
+
+    async def _hold(self, ready: asyncio.Future[Client], stop: asyncio.Event) -> None:
+        """The connection's own task: enters the SDK client, waits for :meth:`close`, exits it."""
+        try:
+            async with AsyncExitStack() as stack:
+                client = await stack.enter_async_context(self._make_client(stack))
+                if not ready.done():
+                    ready.set_result(client)
+                await stop.wait()
+        except BaseException as exc:
+            if not ready.done():
+                ready.set_exception(exc if isinstance(exc, Exception) else MCPServerError("cancelled"))
+            if not isinstance(exc, Exception):
+                raise
+            log.debug("MCP server %r: connection ended: %s", self.name, exc)
+
+    async def close(self) -> None:
+        """Disconnect; a stdio server is stopped (stdin closed, then its process group killed). Never raises."""
+        holder, self._holder, self._client = self._holder, None, None
+        ready = self._ready
+        if holder is not None and ready is not None:
+            self._stop.set()
+            if not ready.done():  # still starting: cancelling runs the SDK's bounded shutdown
+                holder.cancel()
+            try:
+                await asyncio.wait_for(asyncio.shield(holder), 10.0)
+            except BaseException:  # the SDK's shutdown is bounded; this is a backstop
+                holder.cancel()
+                with contextlib.suppress(BaseException):
+                    await holder
+            if ready.done() and not ready.cancelled():
+                ready.exception()  # retrieved: a failed start was reported by open()
+        if self._errlog is not None:
+            self._errlog.close()
+            self._errlog = None
+
+    def _make_client(self, stack: AsyncExitStack) -> Client:
+        async def on_message(message: Any) -> None:
+            if isinstance(message, types.ToolListChangedNotification):
+                self.changed = True
+
+        if isinstance(self.params, StdioServerParameters):
+            p = self.params
+            if shutil.which(p.command, path=(p.env or {}).get("PATH", os.environ.get("PATH"))) is None:
+                raise FileNotFoundError(f"command {p.command!r} not found")
+            self._errlog = tempfile.TemporaryFile("w+", encoding="utf-8", errors="replace")
+            guarded = p.model_copy(
+                update={"command": sys.executable, "args": [GUARD, str(os.getpid()), p.command, *p.args]}
+            )
+            from mcp.client.stdio import stdio_client
+
+            transport: Any = stdio_client(guarded, errlog=self._errlog)
+        else:
+            import httpx2
+            from mcp.client.streamable_http import streamable_http_client
+
+            http = httpx2.AsyncClient(headers=self.headers, timeout=httpx2.Timeout(30.0, read=300.0))
+            stack.push_async_callback(http.aclose)
+            transport = streamable_http_client(self.params, http_client=http)
+        return Client(transport, mode="legacy", message_handler=on_message, cache=None)
+
+    def _why(self, exc: BaseException) -> str:
+        while isinstance(exc, BaseExceptionGroup) and len(exc.exceptions) == 1:
+            exc = exc.exceptions[0]
+        if isinstance(exc, TimeoutError):
+            why = f"no answer to initialize / tools/list within {self.opts.startup_timeout:g} s"
+        else:
+            why = f"{type(exc).__name__}: {exc}" if str(exc) else type(exc).__name__
+        return why + self._stderr_tail()
+
+    def _stderr_tail(self) -> str:
+        if self._errlog is None:
+            return ""
+        try:
+            self._errlog.seek(0)
+            tail = self._errlog.read()[-600:].strip()
+        except (OSError, ValueError):
+            return ""
+        return f"; its stderr ends: {tail}" if tail else ""
+
+    # ------------------------------------------------------------------------------- tools
+
+    async def list_server_tools(self) -> list[types.Tool]:
+        """Every tool the server lists, following ``nextCursor`` (at most :data:`MAX_PAGES` pages).
+
+        Raises:
+            MCPServerError: not open, or the listing failed or never ended.
+        """
+        client = self._require()
+        out: list[types.Tool] = []
+        cursor: str | None = None
+        try:
+            with anyio.fail_after(self.opts.startup_timeout):
+                for _ in range(MAX_PAGES):
+                    page = await client.list_tools(cursor=cursor)
+                    out.extend(page.tools)
+                    cursor = page.next_cursor
+                    if not cursor:
+                        return out
+        except (Exception, TimeoutError) as exc:
+            raise MCPServerError(f"MCP server {self.name!r}: tools/list failed: {self._why(exc)}") from None
+        raise MCPServerError(f"MCP server {self.name!r}: tools/list gave more than {MAX_PAGES} pages")
+
+    async def refresh(self) -> list[Tool]:
+        """List the tools again (after a ``tools/list_changed`` notification); returns the new tools.
+
+        Raises:
+            MCPServerError, MCPSchemaError: as :meth:`open`.
+        """
+        self.changed = False
+        await self._load_tools()
+        return self.tools
+
+    async def _load_tools(self) -> None:
+        listed = await self.list_server_tools()
+        kept: list[Tool] = []
+        bad: list[str] = []
+        self.skipped = []
+        for t in listed:
+            if (
+                self.opts.include is not None and t.name not in self.opts.include
+            ) or t.name in self.opts.exclude:
+                continue
+            local = f"{self.opts.prefix}_{t.name}" if self.opts.prefix else t.name
+            check = check_tool_schema(local, t.input_schema) if self._check else ToolCheck(local)
+            made: Tool | None = None
+            if check.ok:
+                try:
+                    made = self._make_tool(t, local)
+                except ToolDefinitionError as exc:
+                    check = ToolCheck(local, "schema", "", str(exc))
+            if made is not None:
+                kept.append(made)
+                continue
+            msg = (
+                f"MCP server {self.name!r}, tool {t.name!r}: keyword {check.keyword!r} at "
+                f"{check.pointer or '/'}: {check.message}"
+            )
+            bad.append(msg)
+        if bad and self.opts.on_unsupported == "error":
+            raise MCPSchemaError("the embedded tool-call constraint cannot enforce:\n" + "\n".join(bad))
+        for msg in bad:
+            log.warning("skipping %s", msg)
+        self.skipped = bad
+        self.tools = kept
+
+    def _make_tool(self, t: types.Tool, local: str) -> Tool:
+        remote = t.name
+        structured = t.output_schema is not None
+
+        async def call(**arguments: Any) -> Any:
+            return await self.call(remote, arguments, structured=structured, local=local)
+
+        call.__name__ = local
+        return Tool(
+            call,
+            name=local,
+            description=t.description or t.title or "",
+            parameters=t.input_schema,
+            timeout=None,
+            retries=self.opts.retries,
+        )
+
+    async def call(
+        self, name: str, arguments: dict[str, Any], *, structured: bool = False, local: str | None = None
+    ) -> Any:
+        """Call the server's tool ``name`` within ``timeout``; returns what :func:`result_value` gives.
+
+        Raises:
+            MCPToolError: the tool answered ``isError``.
+            ToolTimeoutError: no answer within ``timeout`` seconds.
+            MCPServerError: the server is gone or answered with a protocol error (names server and tool).
+        """
+        client = self._require()
+        try:
+            with anyio.fail_after(self.opts.timeout):
+                result = await client.call_tool(name, arguments)
+        except TimeoutError:
+            raise ToolTimeoutError(local or name, self.opts.timeout) from None
+        except Exception as exc:
+            raise MCPServerError(
+                f"MCP server {self.name!r}, tool {name!r}: {self._why(exc)}{self._exit_note()}"
+            ) from None
+        return result_value(result, structured)
+
+    def _exit_note(self) -> str:
+        return "" if self._client is None else " (the server may have exited)"
+
+    def _require(self) -> Client:
+        if self._client is None:
+            raise MCPServerError(
+                f"MCP server {self.name!r} is not open (use `async with agent:` or run the agent)"
+            )
+        return self._client
+
+
+def _default_name(command: str, args: list[str]) -> str:
+    """``notes_server`` for ``python notes_server.py``, ``pkg`` for ``python -m pkg``, else the command's name."""
+    base = Path(command).name
+    if base.startswith("python") and args:
+        if args[0] == "-m" and len(args) > 1:
+            return args[1]
+        if not args[0].startswith("-"):
+            return Path(args[0]).stem
+    return base
+
+
+def _options(name: str, options: dict[str, Any]) -> _Options:
+    include = options.pop("include", None)
+    exclude = options.pop("exclude", None) or ()
+    on_unsupported = options.pop("on_unsupported", "error")
+    if on_unsupported not in ("error", "skip"):
+        raise ValueError(f"on_unsupported must be 'error' or 'skip', got {on_unsupported!r}")
+    opts = _Options(
+        name=name,
+        include=None if include is None else frozenset(include),
+        exclude=frozenset(exclude),
+        on_unsupported=on_unsupported,
+        **{k: options.pop(k) for k in ("prefix", "timeout", "startup_timeout", "retries") if k in options},
+    )
+    if options:
+        raise ValueError(f"unknown MCPToolset option(s): {', '.join(sorted(options))}")
+    if opts.timeout <= 0 or opts.startup_timeout <= 0:
+        raise ValueError("timeout and startup_timeout must be > 0")
+    if opts.prefix is not None and not re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*", opts.prefix):
+        raise ValueError(f"prefix must be letters, digits and '_', got {opts.prefix!r}")
+    return opts

@@ -1,0 +1,148 @@
+"""``agentkit mcp serve``: a bundle's tools offered to any MCP client, over stdio or streamable HTTP.
+
+Built on the SDK's low-level ``Server`` so each tool is listed with exactly the JSON Schema the agent would
+declare. Every call's arguments are validated with the tool's own validator; a bad call, a tool that raises
+or times out is an ``isError`` result naming the problem, never a crash. Output caps apply as in a run.
+"""
+
+from __future__ import annotations
+
+import hmac
+from collections.abc import Callable, Sequence
+from typing import Any
+
+import mcp_types as types
+from mcp.server.lowlevel.server import NotificationOptions, Server
+
+from agentkit import __version__
+from agentkit.errors import describe_exception
+from agentkit.tools import Tool, ToolArgumentsError, ToolContext, ToolTimeoutError, cap_output
+
+__all__ = ["build_server", "check_key", "serve_http", "serve_stdio"]
+
+
+def _error(text: str) -> types.CallToolResult:
+    return types.CallToolResult(content=[types.TextContent(type="text", text=text)], is_error=True)
+
+
+async def call_tool(
+    tools: dict[str, Tool], name: str, arguments: dict[str, Any] | None, call_id: str
+) -> types.CallToolResult:
+    """Run one call of ``tools[name]``: validated, under its timeout, its output capped; any failure is an
+    ``isError`` result whose text names it."""
+    tl = tools.get(name)
+    if tl is None:
+        return _error(f"unknown tool {name!r}; tools: {', '.join(sorted(tools))}")
+    try:
+        validated = tl.validate(arguments or {})
+    except ToolArgumentsError as exc:
+        return _error(f"invalid arguments for {name!r}: {exc}")
+    try:
+        value = await tl.acall(validated, ToolContext(tl.name, call_id, 0))
+        text = cap_output(tl.serializer(value), tl.max_output_bytes)
+    except ToolTimeoutError as exc:
+        return _error(str(exc))
+    except Exception as exc:
+        return _error(f"tool {name!r} failed: {describe_exception(exc)}")
+    return types.CallToolResult(content=[types.TextContent(type="text", text=text)])
+
+
+def build_server(
+    tools: Sequence[Tool], *, name: str = "agentkit", instructions: str | None = None
+) -> Server[Any]:
+    """An MCP server listing ``tools`` (name, description, input schema) and calling them.
+
+    Raises:
+        ValueError: two tools with one name.
+    """
+    by_name = {t.name: t for t in tools}
+    if len(by_name) != len(tools):
+        raise ValueError("duplicate tool names")
+    listed = [
+        types.Tool(name=t.name, description=t.description or None, input_schema=t.parameters) for t in tools
+    ]
+
+    async def list_tools(ctx: Any, params: types.PaginatedRequestParams | None) -> types.ListToolsResult:
+        return types.ListToolsResult(tools=listed)
+
+    async def on_call(ctx: Any, params: types.CallToolRequestParams) -> types.CallToolResult:
+        return await call_tool(by_name, params.name, params.arguments, str(ctx.request_id))
+
+    return Server(
+        name,
+        version=__version__,
+        instructions=instructions,
+        on_list_tools=list_tools,
+        on_call_tool=on_call,
+    )
+
+
+async def serve_stdio(server: Server[Any]) -> None:
+    """Serve over this process's stdin/stdout until stdin closes (the SDK points fd 1 at stderr meanwhile,
+    so a tool's prints cannot corrupt the protocol)."""
+    from mcp.server.stdio import stdio_server
+
+    async with stdio_server() as (read, write):
+        await server.run(read, write, server.create_initialization_options(NotificationOptions()))
+
+
+def check_key(app: Any, api_key: str) -> Callable[..., Any]:
+    """``app`` behind ``Authorization: Bearer API_KEY`` (401 otherwise), as ``agentkit serve``."""
+    expected = f"Bearer {api_key}".encode()
+
+    async def gate(scope: dict[str, Any], receive: Any, send: Any) -> None:
+        if scope["type"] == "http":
+            given = dict(scope.get("headers") or []).get(b"authorization", b"")
+            if not hmac.compare_digest(given.strip(), expected):
+                body = b'{"error": "missing or invalid API key: send \'Authorization: Bearer <key>\'"}'
+                await send(
+                    {
+                        "type": "http.response.start",
+                        "status": 401,
+                        "headers": [(b"content-type", b"application/json")],
+                    }
+                )
+                await send({"type": "http.response.body", "body": body})
+                return
+        await app(scope, receive, send)
+
+    return gate
+
+
+def serve_http(
+    server: Server[Any],
+    *,
+    host: str = "127.0.0.1",
+    port: int = 8765,
+    api_key: str | None = None,
+    log_level: str = "warning",
+    on_ready: Callable[[int], None] | None = None,
+) -> None:
+    """Serve streamable HTTP at ``http://HOST:PORT/mcp`` with uvicorn until SIGINT/SIGTERM.
+
+    Raises:
+        ValueError: a non-loopback ``host`` without an API key (see ``agentkit.serve.app.resolve_api_key``).
+        OSError: the address cannot be bound.
+    """
+    import asyncio
+
+    import uvicorn
+
+    from agentkit.serve.app import resolve_api_key
+
+    key = resolve_api_key(host, api_key)
+    app: Any = server.streamable_http_app(host=host)
+    if key is not None:
+        app = check_key(app, key)
+    config = uvicorn.Config(app, host=host, port=port, log_level=log_level, lifespan="on")
+    uv = uvicorn.Server(config)
+
+    async def main() -> None:
+        task = asyncio.create_task(uv.serve())
+        while not uv.started and not task.done():
+            await asyncio.sleep(0.02)
+        if uv.started and on_ready is not None:
+            on_ready(uv.servers[0].sockets[0].getsockname()[1])
+        await task
+
+    asyncio.run(main())

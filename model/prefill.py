@@ -1,0 +1,96 @@
+"""The prompt's prefill, apart from denoising: the encoder's one pass over a prompt (:func:`prefill_prompt`,
+whose :class:`Prefill` a binder reads before the turn's constraint exists and :func:`model.runtime.generate`
+continues from) and the image keyword arguments of a prefill (:func:`image_inputs`)."""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass
+from typing import Any
+
+import torch
+
+from model import hf_compat as hf
+from model.copy_head import CopyHead, CopyMemory
+
+
+def image_inputs(
+    model: Any,
+    input_ids: torch.Tensor,
+    pixel_values: torch.Tensor | None,
+    image_position_ids: torch.Tensor | None,
+    mm_token_type_ids: torch.Tensor | None,
+) -> dict[str, torch.Tensor]:
+    """The prefill's image keyword arguments for ``_prepare_encoder_inputs`` and the encoder (empty: no images).
+
+    Args:
+        model: the checkpoint (its ``config.image_token_id`` marks soft tokens).
+        input_ids: ``[B, P]`` expanded prompt ids.
+        pixel_values, image_position_ids, mm_token_type_ids: see :func:`generate`.
+
+    Returns:
+        ``{"pixel_values", "image_position_ids", "mm_token_type_ids"}`` on ``input_ids``' device (pixels in the
+        encoder's dtype).
+
+    Raises:
+        ValueError: ``image_position_ids`` missing with ``pixel_values``.
+    """
+    if pixel_values is None:
+        return {}
+    if image_position_ids is None:
+        raise ValueError("pixel_values needs image_position_ids (from the image processor)")
+    if mm_token_type_ids is None:
+        image_id = int(getattr(model.config, "image_token_id", -1))
+        mm_token_type_ids = (input_ids == image_id).long()
+    device = input_ids.device
+    return {
+        "pixel_values": pixel_values.to(device=device, dtype=model.model.encoder.dtype),
+        "image_position_ids": image_position_ids.to(device),
+        "mm_token_type_ids": mm_token_type_ids.to(device),
+    }
+
+
+@dataclass
+class Prefill:
+    """The prompt's prefill (:func:`prefill_prompt`), computed before a turn's constraint so a binder can read
+    it and :func:`generate` does not encode the prompt again.
+
+    Attributes:
+        cache: the KV cache holding the ``P`` prompt positions (``transformers.DynamicCache``).
+        hidden: ``[1, P, H]`` the encoder's final states over the prompt.
+        memory: the copy head's memory of the prompt (``None``: no copy head).
+        seconds: wall time of the encoder pass.
+    """
+
+    cache: Any
+    hidden: torch.Tensor
+    memory: CopyMemory | None
+    seconds: float
+
+
+def prefill_prompt(model: Any, input_ids: torch.Tensor) -> Prefill:
+    """One encoder pass over a ``[1, P]`` int64 prompt without images: the :class:`Prefill` that
+    :func:`generate` (``prefill=``) continues from, token-identical to its own prefill.
+
+    Raises:
+        ValueError: ``input_ids`` is not one row.
+    """
+    if input_ids.dim() != 2 or input_ids.shape[0] != 1:
+        raise ValueError(f"prefill_prompt takes one row [1, P], got shape {tuple(input_ids.shape)}")
+    t0 = time.perf_counter()
+    length = int(input_ids.shape[1])
+    attn = torch.ones((1, length), dtype=torch.bool, device=input_ids.device)
+    pos = torch.arange(0, length, dtype=torch.int32, device=input_ids.device).unsqueeze(0)
+    with torch.no_grad():
+        enc_in, out = hf.encode(
+            model,
+            input_ids,
+            attn,
+            pos,
+            hf.new_cache(model, 1, length),
+            is_prefill=True,
+            canvas_length=int(model.config.canvas_length),
+        )
+        head = getattr(model, "copy_head", None)
+        memory = head.new_memory(enc_in, out.last_hidden_state, attn) if isinstance(head, CopyHead) else None
+    return Prefill(out.cache, out.last_hidden_state, memory, time.perf_counter() - t0)

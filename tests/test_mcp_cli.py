@@ -1,0 +1,54 @@
+"""``agentkit mcp list``: a server command or URL, its tools and whether the constraint can enforce each."""
+
+from __future__ import annotations
+
+import json
+
+from mcp_helpers import PY, SERVER, free_port, http_process
+from typer.testing import CliRunner
+
+from agentkit.cli import app
+
+
+def test_list_stdio_json():
+    res = CliRunner().invoke(app, ["mcp", "list", PY, SERVER, "--page", "4", "--json"])
+    assert res.exit_code == 0, res.output
+    rows = {r["name"]: r for r in json.loads(res.stdout)}
+    assert len(rows) == 10
+    assert rows["add"]["enforceable"] is True and rows["add"]["description"] == "Add two integers."
+    neg = rows["negate"]
+    assert (neg["enforceable"], neg["keyword"], neg["pointer"]) == (False, "not", "/properties/x")
+
+
+def test_list_http_table_and_errors():
+    port = free_port()
+    with http_process([PY, SERVER, "--http", str(port)], port):
+        res = CliRunner().invoke(app, ["mcp", "list", f"http://127.0.0.1:{port}/mcp", "--header", "X-A: b"])
+    assert res.exit_code == 0, res.output
+    assert "add  [enforceable]  Add two integers." in res.stdout
+    assert "negate  [NOT enforceable: keyword 'not' at /properties/x]" in res.stdout
+    res = CliRunner().invoke(app, ["mcp", "list", "no-such-mcp-server-x"])
+    assert res.exit_code == 2 and "command 'no-such-mcp-server-x' not found" in res.output
+
+
+def test_run_with_a_toolset_bundle_and_a_server_that_fails(tmp_path):
+    script = tmp_path / "script.json"
+    script.write_text(json.dumps([{"tool_calls": [{"name": "add", "arguments": {"a": 2, "b": 5}}]}, "seven"]))
+    ok = tmp_path / "ok.yaml"
+    ok.write_text(
+        f"agentkit_bundle: 1\nname: b\ntools: []\ntoolsets:\n  - mcp: {{command: python, args: ['{SERVER}']}}\n"
+    )
+    res = CliRunner().invoke(
+        app, ["run", str(ok), "add", "--backend", "scripted", "--model", str(script), "--json"]
+    )
+    assert res.exit_code == 0, res.output
+    calls = [c for s in json.loads(res.stdout)["steps"] for c in s["tool_calls"]]
+    assert [(c["name"], c["content"]) for c in calls] == [("add", "7")]
+    bad = tmp_path / "bad.yaml"
+    bad.write_text(ok.read_text().replace("']}", "', --mode, exit]}"))
+    res = CliRunner().invoke(app, ["run", str(bad), "add", "--backend", "scripted", "--model", str(script)])
+    assert res.exit_code == 1
+    assert (
+        "MCPServerError: MCP server 'mcp_fixture_server': failed to start: MCPError: Connection closed"
+        in res.output
+    )

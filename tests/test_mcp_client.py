@@ -1,0 +1,183 @@
+"""MCP servers as toolsets: an agent on the scripted backend calls a fixture MCP server (stdio and streamable
+HTTP), with pagination, include/exclude/prefix, list-changed, isError, timeouts, crashes and broken servers."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import time
+
+import jsonschema
+import pytest
+from mcp_helpers import PY, SERVER, free_port, http_process
+
+from agentkit import Agent
+from agentkit.backends.scripted import ScriptedBackend, answer, call
+from agentkit.mcp import MCPSchemaError, MCPServerError, MCPToolset
+
+
+def stdio(*extra: str, **opts):
+    return MCPToolset.stdio(PY, [SERVER, *extra], name="fixture", **opts)
+
+
+async def server_schemas(ts: MCPToolset) -> dict[str, dict]:
+    return {t.name: t.input_schema for t in await ts.list_server_tools()}
+
+
+def run_script(ts: MCPToolset, script: list, **agent_kw):
+    backend = ScriptedBackend(script)
+    agent = Agent(backend, toolsets=[ts], loop_guard=None, **agent_kw)
+    return agent.run("go"), backend, agent
+
+
+def calls(result):
+    return [(c.name, c.content, c.error_kind) for s in result.steps for c in s.tool_calls]
+
+
+SCRIPT = [
+    [call("add", a=2, b=40), call("echo", text="hi")],
+    call("stats", n=3),
+    call("resource"),
+    call("image"),
+    answer("done"),
+]
+
+
+def check_run(result) -> None:
+    got = calls(result)
+    assert got[0] == ("add", "42", None)
+    assert got[1] == ("echo", "hi", None)
+    assert json.loads(got[2][1]) == {"square": 9, "even": False}  # structured content: output schema declared
+    assert got[3][1] == "buy milk"  # an embedded text resource becomes its text
+    assert got[4][1] == "a dot\n[image image/png, 70 bytes]"
+    assert result.answer == "done"
+
+
+def test_stdio_agent_end_to_end_and_arguments_match_server_schema():
+    ts = stdio(exclude=["negate"])
+    result, backend, agent = run_script(ts, list(SCRIPT))
+    check_run(result)
+    assert not ts.is_open and agent.tools == {}  # a plain run opens and closes the server itself
+
+    async def schemas():
+        async with stdio(on_unsupported="skip") as t:
+            return await server_schemas(t)
+
+    schemas_by_name = asyncio.run(schemas())
+    declared = {d["function"]["name"]: d["function"]["parameters"] for d in backend.requests[0].tools}
+    for name, params in declared.items():
+        assert params == schemas_by_name[name]
+    for s in result.steps:
+        for c in s.tool_calls:
+            jsonschema.validate(c.arguments, schemas_by_name[c.name])
+
+
+def test_http_agent_end_to_end():
+    port = free_port()
+    with http_process([PY, SERVER, "--http", str(port)], port):
+        ts = MCPToolset.http(f"http://127.0.0.1:{port}/mcp", headers={"X-Test": "1"}, exclude=["negate"])
+        result, _, _ = run_script(ts, list(SCRIPT))
+    check_run(result)
+
+
+def test_async_with_keeps_the_server_across_runs():
+    async def main():
+        ts = stdio(include=["add"])
+        agent = Agent(
+            ScriptedBackend([call("add", a=1, b=1), "a", call("add", a=2, b=2), "b"]), toolsets=[ts]
+        )
+        async with agent:
+            client = ts._client
+            r1 = await agent.arun("one")
+            r2 = await agent.arun("two")
+            assert ts._client is client  # the same connection served both runs
+        assert not ts.is_open
+        return calls(r1) + calls(r2)
+
+    assert asyncio.run(main()) == [("add", "2", None), ("add", "4", None)]
+
+
+def test_pagination_include_exclude_prefix():
+    async def main():
+        async with stdio(
+            "--page", "2", prefix="fx", include=["add", "echo", "stats", "negate"], exclude=["negate"]
+        ) as ts:
+            listed = await ts.list_server_tools()
+            return [t.name for t in listed], [t.name for t in ts.tools]
+
+    listed, tools = asyncio.run(main())
+    assert len(listed) == 10  # five pages of two, all followed
+    assert tools == ["fx_add", "fx_echo", "fx_stats"]
+    result, _, _ = run_script(
+        stdio("--page", "3", prefix="fx", include=["add"]), [call("fx_add", a=5, b=6), "ok"]
+    )
+    assert calls(result) == [("fx_add", "11", None)]
+
+
+def test_list_changed_refreshes_before_next_turn():
+    ts = stdio(exclude=["negate"])
+    result, backend, _ = run_script(ts, [call("grow"), call("extra"), "ok"])
+    assert calls(result) == [("grow", "grown", None), ("extra", "extra ran", None)]
+    names = [[d["function"]["name"] for d in r.tools] for r in backend.requests]
+    assert "extra" not in names[0] and "extra" in names[1]
+
+
+def test_unsupported_schema_error_and_skip():
+    with pytest.raises(MCPSchemaError) as err:
+        asyncio.run(stdio().open())
+    msg = str(err.value)
+    assert "'fixture'" in msg and "'negate'" in msg and "'not'" in msg and "/properties/x" in msg
+
+    async def skip():
+        async with stdio(on_unsupported="skip") as ts:
+            return [t.name for t in ts.tools], ts.skipped
+
+    names, skipped = asyncio.run(skip())
+    assert "negate" not in names and "add" in names
+    assert len(skipped) == 1 and "/properties/x" in skipped[0]
+
+
+def test_is_error_timeout_and_crash_are_tool_errors_and_the_run_returns():
+    ts = stdio(exclude=["negate"], timeout=1.0)
+    t0 = time.monotonic()
+    result, _, _ = run_script(
+        ts, [call("fail"), call("sleep", seconds=30), call("crash"), call("add", a=1, b=2), "end"]
+    )
+    got = calls(result)
+    assert got[0] == (
+        "fail",
+        json.dumps({"error": "MCPToolError: the disk is full", "tool": "fail", "arguments": {}}),
+        "exception",
+    )
+    assert got[1][2] == "timeout" and "timed out after 1 s" in got[1][1]
+    assert got[2][2] == "exception" and "MCP server 'fixture', tool 'crash'" in got[2][1]
+    assert got[3][2] == "exception" and "Connection closed" in got[3][1]
+    assert result.answer == "end"
+    assert time.monotonic() - t0 < 10
+
+
+@pytest.mark.parametrize(
+    ("args", "why", "wait"),
+    [
+        (["--mode", "hang"], "no answer to initialize / tools/list within 1.5 s", 1.5),
+        (["--mode", "garbage"], "no answer to initialize / tools/list within 1.5 s", 1.5),
+        (["--mode", "exit"], "Connection closed", 8.0),  # ends when the server exits, not at the timeout
+    ],
+)
+def test_broken_servers_fail_clearly(args, why, wait):
+    t0 = time.monotonic()
+    agent = Agent(ScriptedBackend(["never"]), toolsets=[stdio(*args, startup_timeout=wait)])
+    with pytest.raises(MCPServerError) as err:
+        agent.run("go")
+    assert str(err.value).startswith("MCP server 'fixture': failed to start: ") and why in str(err.value)
+    assert time.monotonic() - t0 < 8
+
+
+def test_missing_command_and_unreachable_url():
+    with pytest.raises(MCPServerError, match="command 'no-such-mcp-server' not found"):
+        asyncio.run(MCPToolset.stdio("no-such-mcp-server").open())
+    port = free_port()
+    with pytest.raises(MCPServerError, match=r"MCP server '127\.0\.0\.1': failed to start"):
+        asyncio.run(MCPToolset.http(f"http://127.0.0.1:{port}/mcp", startup_timeout=3).open())
+    with pytest.raises(ValueError, match="http:// or https://"):
+        MCPToolset.http("ftp://x/mcp")
