@@ -257,3 +257,60 @@ def test_cached_hub_id_loads_from_the_cache_without_network(hf_cache, tmp_path):
     (hf_cache / "models--someorg--tiny" / "refs" / "main").write_text(commit)
     ck = load_checkpoint("someorg/tiny")
     assert ck.source == str(snap) and ck.model.config.model_type == "diffusion_gemma"
+
+
+# ---------------------------------------------------------------------------------------------- threads
+
+
+def test_default_threads_leave_a_busy_core_alone(monkeypatch):
+    from model.threads import ENV_VAR, default_threads
+
+    monkeypatch.delenv(ENV_VAR, raising=False)
+    assert [default_threads(n) for n in (1, 2, 3, 4, 6, 8, 16, 64)] == [1, 1, 1, 2, 3, 4, 4, 4]
+    monkeypatch.setenv(ENV_VAR, "3")
+    assert default_threads(2) == 3
+    for bad in ("0", "two", "-1"):
+        monkeypatch.setenv(ENV_VAR, bad)
+        with pytest.raises(ValueError, match=f"AGENTKIT_THREADS must be an integer >= 1, got '{bad}'"):
+            default_threads()
+
+
+def test_threads_option_on_every_model_command(monkeypatch, tmp_path, tools_module):
+    from model.threads import ENV_VAR
+
+    bundle = str(ROOT / "examples" / "code_search" / "bundle.yaml")
+    for cmd in (["run", bundle, "hi"], ["chat", bundle], ["generate", "hi"], ["serve"]):
+        res = runner.invoke(app, [*cmd, "--help"])
+        assert res.exit_code == 0 and "--threads" in res.output, cmd
+        res = runner.invoke(app, [*cmd, "--threads", "0"])
+        assert res.exit_code == 2 and "--threads" in res.output, cmd
+    # a bad $AGENTKIT_THREADS is one line and exit 2, before any model loads
+    monkeypatch.setenv(ENV_VAR, "many")
+    for cmd in (["generate", "hi"], ["serve", "--port", "0"]):
+        res = runner.invoke(app, cmd)
+        assert res.exit_code == 2, (cmd, res.output)
+        assert "error: $AGENTKIT_THREADS must be an integer >= 1, got 'many'" in res.output
+
+    torch = pytest.importorskip("torch")
+    from model.testing import make_tiny_checkpoint
+
+    monkeypatch.delenv(ENV_VAR)
+    ckpt = make_tiny_checkpoint(tmp_path / "ck", canvas_length=16, generation={"max_denoising_steps": 4})
+    mod = tools_module("fc_threads", "def echo(text: str) -> str:\n    '''Echo.'''\n    return text\n")
+    p = tmp_path / "b.yaml"
+    p.write_text(
+        f"agentkit_bundle: 1\nname: b\nmodel: {{name: '{ckpt}', max_new_tokens: 16, threads: 2}}\n"
+        f"agent: {{max_steps: 1}}\ntools:\n  - {{name: echo, python: '{mod}:echo'}}\n"
+    )
+    try:
+        torch.set_num_threads(1)
+        res = runner.invoke(app, ["run", str(p), "Say hi", "--json"])  # the bundle's model.threads
+        assert res.exit_code in (0, 1, 3), res.output
+        assert torch.get_num_threads() == 2
+        res = runner.invoke(
+            app, ["run", str(p), "Say hi", "--json", "--threads", "1"]
+        )  # --threads overrides it
+        assert res.exit_code in (0, 1, 3), res.output
+        assert torch.get_num_threads() == 1
+    finally:
+        torch.set_num_threads(1)
