@@ -6,6 +6,8 @@ import json
 import pathlib
 import shutil
 import socket
+import subprocess
+import sys
 import time
 
 import pytest
@@ -314,3 +316,26 @@ def test_threads_option_on_every_model_command(monkeypatch, tmp_path, tools_modu
         assert torch.get_num_threads() == 1
     finally:
         torch.set_num_threads(1)
+
+
+def test_help_bundle_validation_and_non_embedded_runs_do_not_import_torch(tmp_path):
+    script = tmp_path / "script.json"
+    script.write_text('["Hello."]')
+    code = f"""
+import sys
+from typer.testing import CliRunner
+from agentkit.cli import app
+from agentkit.bundle import load_bundle
+for args in (["--help"], ["run", "--help"], ["chat", "--help"], ["generate", "--help"], ["serve", "--help"]):
+    assert CliRunner().invoke(app, args).exit_code == 0, args
+for b in ("code_search/bundle.yaml", "weather/bundle.yaml", "weather/offline.yaml"):
+    load_bundle("examples/" + b)
+run = ["run", "examples/code_search/bundle.yaml", "hi", "--backend", "scripted", "--model", {str(script)!r}]
+res = CliRunner().invoke(app, run)
+assert res.exit_code == 0 and "Hello." in res.output, res.output
+print(sorted(m for m in ("torch", "transformers") if m in sys.modules))
+"""
+    out = subprocess.run(
+        [sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, check=True, timeout=120
+    )
+    assert out.stdout == "[]\n", out.stderr

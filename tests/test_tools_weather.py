@@ -354,3 +354,29 @@ def test_over_real_http_with_real_timeout(local_server):
 def test_error_messages_are_json_serialisable_tool_results(om):
     out = weather.get_forecast("Paris, France", days=1)
     assert json.loads(json.dumps(out, ensure_ascii=False)) == out
+
+
+def test_shipped_offline_tools_answer_any_place_without_network(monkeypatch):
+    from tools import weather_fake
+
+    def no_network(*args, **kwargs):
+        raise AssertionError("the offline tools opened a connection")
+
+    monkeypatch.setattr(httpx.HTTPTransport, "handle_request", no_network)
+    out = weather_fake.get_current_weather("Springfield", units="imperial")
+    assert {k: out["place"][k] for k in ("name", "region", "country", "country_code")} == {
+        "name": "Springfield",
+        "region": "Springfield",
+        "country": "Offline sample",
+        "country_code": "XX",
+    }
+    assert (out["temperature"], out["units"]["temperature"], out["conditions"]) == (39.2, "°F", "slight rain")
+    fc = weather_fake.get_forecast("Berlin", days=2)
+    assert [d["date"] for d in fc["days"]] == ["2026-11-29", "2026-11-30"]
+    assert weather_fake.geocode("Paris, Texas")["matches"][0]["region"] == "Texas"
+    with pytest.raises(
+        PlaceNotFoundError
+    ):  # the tool sends the name alone: the fake cannot match a qualifier
+        weather_fake.get_current_weather("Springfield, Illinois")
+    with pytest.raises(WeatherAPIError):
+        weather_fake.get_forecast("Berlin", date=dt.date(2027, 3, 1))  # out of the fake's range, as the API

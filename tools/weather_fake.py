@@ -6,14 +6,13 @@ out-of-range dates -> HTTP 400 with ``{"error": true, "reason": ...}``). Its dat
 current weather is 4.0 °C and slight rain at 2026-11-29 14:15, forecasts start on 2026-11-29.
 
 :func:`get_current_weather`, :func:`get_forecast` and :func:`geocode` are the tools of :mod:`tools.weather`
-(same parameters and docstrings) answered by :func:`any_place_fake`, which knows Berlin and Paris and places
-any other name at Berlin's coordinates. ``examples/weather/offline.yaml`` uses them: the weather bot without
+(same parameters and docstrings) answered by :func:`any_place_fake`, which knows Berlin and Paris and
+answers any other name with Berlin's coordinates and data. ``examples/weather/offline.yaml`` uses them: the weather bot without
 a network.
 """
 
 from __future__ import annotations
 
-import copy
 import datetime as dt
 import functools
 import urllib.parse
@@ -228,14 +227,16 @@ def fake_open_meteo(request: httpx.Request) -> httpx.Response:
 
 
 def any_place_fake(request: httpx.Request) -> httpx.Response:
-    """:func:`fake_open_meteo`, with any unknown place name geocoded to a made-up place of that name (Berlin's
-    coordinates and data)."""
+    """:func:`fake_open_meteo`, with any unknown place name geocoded to a made-up place of that name: Berlin's
+    coordinates and data, country ``Offline sample`` (``XX``). The tools send the name without its
+    qualifier, so ``"Springfield, Illinois"`` is not found (``"Paris, Texas"`` is: Paris is known)."""
     if request.url.path == "/v1/search":
         q = dict(urllib.parse.parse_qsl(request.url.query.decode()))
         name = q.get("name", "").strip()
         if name and name.lower() not in PLACES:
-            entry = copy.deepcopy(PLACES["berlin"][0])
-            entry.update(name=name.split(",")[0], admin1=name, admin3=name, admin4=name)
+            keep = ("id", "latitude", "longitude", "elevation", "feature_code", "timezone")
+            entry = {key: value for key, value in PLACES["berlin"][0].items() if key in keep}
+            entry.update(name=name, country="Offline sample", country_code="XX", admin1=name)
             return httpx.Response(200, json={"results": [entry], "generationtime_ms": 0.5})
     return fake_open_meteo(request)
 
