@@ -288,10 +288,10 @@ def test_threads_option_on_every_model_command(monkeypatch, tmp_path, tools_modu
         assert res.exit_code == 2 and "--threads" in res.output, cmd
     # a bad $AGENTKIT_THREADS is one line and exit 2, before any model loads
     monkeypatch.setenv(ENV_VAR, "many")
-    for cmd in (["generate", "hi"], ["serve", "--port", "0"]):
+    for cmd in (["generate", "hi"], ["serve", "--port", "0"], ["run", bundle, "hi"], ["chat", bundle]):
         res = runner.invoke(app, cmd)
         assert res.exit_code == 2, (cmd, res.output)
-        assert "error: $AGENTKIT_THREADS must be an integer >= 1, got 'many'" in res.output
+        assert "$AGENTKIT_THREADS must be an integer >= 1, got 'many'" in res.output
 
     torch = pytest.importorskip("torch")
     from model.testing import make_tiny_checkpoint

@@ -144,8 +144,7 @@ def _convert(unit: str, value: float, q: dict[str, str]) -> tuple[str, float]:
 
 
 def fake_open_meteo(request: httpx.Request) -> httpx.Response:
-    """One handler for both endpoints, following the real services' parameters and shapes (an unknown place:
-    no results; an unknown path: 404)."""
+    """Both endpoints, with the real services' parameters and shapes (an unknown place: no results)."""
     q = dict(urllib.parse.parse_qsl(request.url.query.decode()))
     if request.url.path == "/v1/search":
         if "name" not in q:

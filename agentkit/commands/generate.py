@@ -15,6 +15,18 @@ THREADS_HELP = (
 )
 
 
+def apply_threads_or_exit(threads: int | None) -> None:
+    """Set torch's threads (:func:`model.threads.apply_threads`); a bad ``$AGENTKIT_THREADS`` exits 2 with one
+    line."""
+    from model.threads import apply_threads
+
+    try:
+        apply_threads(threads)
+    except ValueError as exc:
+        typer.secho(f"error: {exc}", err=True, fg="red")
+        raise typer.Exit(2) from None
+
+
 def _live_renderer(tokenizer: Any) -> tuple[Any, Any]:
     """Return ``(live, callback)``: a rich Live view where accepted tokens are firm and noise is dim."""
     from rich.console import Group
@@ -231,14 +243,9 @@ def generate_command(
 
     from model.limits import PromptTooLong
     from model.loading import CheckpointError, load_checkpoint
-    from model.threads import apply_threads
     from model.vision import ImageError
 
-    try:
-        apply_threads(threads)
-    except ValueError as exc:  # a bad $AGENTKIT_THREADS
-        typer.secho(f"error: {exc}", err=True, fg="red")
-        raise typer.Exit(2) from None
+    apply_threads_or_exit(threads)
     console = Console()
     try:
         ck = load_checkpoint(model, dtype=dtype, device=device, adapter=adapter)

@@ -6,7 +6,7 @@ from typing import Any
 
 import typer
 
-from agentkit.commands.generate import THREADS_HELP
+from agentkit.commands.generate import THREADS_HELP, apply_threads_or_exit
 
 
 def _check_address(host: str, port: int, api_key: str | None) -> str | None:
@@ -43,13 +43,8 @@ def _load(
     one line."""
     from agentkit.serve import load_engine
     from model.loading import CheckpointError
-    from model.threads import apply_threads
 
-    try:
-        apply_threads(threads)
-    except ValueError as exc:  # a bad $AGENTKIT_THREADS
-        typer.secho(f"error: {exc}", err=True, fg="red")
-        raise typer.Exit(2) from None
+    apply_threads_or_exit(threads)
     try:
         return load_engine(
             model, model_id=model_name, max_batch=max_batch, dtype=dtype, device=device, adapter=adapter
