@@ -1,8 +1,8 @@
 """torch's intra-op thread count: the default agentkit sets, and ``--threads``.
 
 torch's own default is one thread per core. On a machine where another process holds a core, that collapses
-(measured, 2 cores, a neighbour busy on one: the main job's model time 43-78 s on 2 threads, 13.5 s on 1);
-on a quiet 2-core machine 2 threads gained little (7.2 s against 8.5 s). So agentkit's default is
+(the main job on 2 cores with a busy neighbour: 18-65 s of model time on 2 threads, 6-11 s on 1, medians); on
+a quiet 2-core machine 2 threads gain little (2.6 s against 3.4 s; docs/BENCHMARKS.md). So the default is
 :func:`default_threads`: one thread on a machine with at most 2 usable cores, else half of them (at most 4).
 Nothing here imports torch until :func:`apply_threads` runs.
 """
