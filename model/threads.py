@@ -28,8 +28,9 @@ def usable_cores() -> int:
 
 
 def default_threads(cores: int | None = None) -> int:
-    """The intra-op thread count agentkit uses when none is given: ``$AGENTKIT_THREADS`` when set, else 1 on
-    at most 2 cores, else ``min(4, cores // 2)``.
+    """The intra-op thread count agentkit uses when none is given: ``$AGENTKIT_THREADS`` when set, else
+    ``$OMP_NUM_THREADS`` when it is a whole number >= 1 (torch's own setting), else 1 on at most 2 cores, else
+    ``min(4, cores // 2)``.
 
     Args:
         cores: the usable cores (default: :func:`usable_cores`).
@@ -42,6 +43,9 @@ def default_threads(cores: int | None = None) -> int:
         if not env.isdigit() or int(env) < 1:
             raise ValueError(f"${ENV_VAR} must be an integer >= 1, got {env!r}")
         return int(env)
+    omp = os.environ.get("OMP_NUM_THREADS", "").strip()
+    if omp.isdigit() and int(omp) >= 1:
+        return int(omp)
     n = usable_cores() if cores is None else cores
     return 1 if n <= 2 else min(MAX_DEFAULT_THREADS, n // 2)
 

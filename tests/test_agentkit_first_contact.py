@@ -268,8 +268,11 @@ def test_default_threads_leave_a_busy_core_alone(monkeypatch):
     from model.threads import ENV_VAR, default_threads
 
     monkeypatch.delenv(ENV_VAR, raising=False)
+    monkeypatch.delenv("OMP_NUM_THREADS", raising=False)
     assert [default_threads(n) for n in (1, 2, 3, 4, 6, 8, 16, 64)] == [1, 1, 1, 2, 3, 4, 4, 4]
-    monkeypatch.setenv(ENV_VAR, "3")
+    monkeypatch.setenv("OMP_NUM_THREADS", "2")  # torch's own variable is honoured
+    assert default_threads(8) == 2
+    monkeypatch.setenv(ENV_VAR, "3")  # and agentkit's wins over it
     assert default_threads(2) == 3
     for bad in ("0", "two", "-1"):
         monkeypatch.setenv(ENV_VAR, bad)

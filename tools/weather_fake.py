@@ -256,11 +256,11 @@ def _offline(fn: Callable[_P, _R]) -> Callable[_P, _R]:
     """``fn`` (a tool of :mod:`tools.weather`) run on the offline client; same signature and docstring."""
 
     @functools.wraps(fn)
-    def run(*args: _P.args, **kwargs: _P.kwargs) -> _R:
+    def _call(*args: _P.args, **kwargs: _P.kwargs) -> _R:
         with weather.using_client(_shared_client()):
             return fn(*args, **kwargs)
 
-    return run
+    return _call
 
 
 get_current_weather = _offline(weather.get_current_weather)

@@ -66,7 +66,7 @@ class EmbeddedBackend:
         max_new_tokens: token budget per model turn (default: the checkpoint's generation config).
         seed: denoising seed used for every turn (``None``: nondeterministic).
         threads: torch intra-op threads to set on load (``None``: :func:`model.threads.default_threads`, 1 on
-            a machine with at most 2 cores).
+            a machine with at most 2 cores; it replaces a count set with ``torch.set_num_threads``).
         chat_model: an already loaded ``ChatModel`` (then ``model``/``dtype``/``device`` are unused).
         on_event: runtime callback (per denoising step / canvas), see ``model.runtime``.
         adapter: a LoRA adapter folder written by ``agentkit specialize``, applied to the checkpoint on load

@@ -10,8 +10,9 @@ import typer
 
 #: Help of ``--threads`` (run, chat, generate, serve).
 THREADS_HELP = (
-    "torch intra-op threads (default: $AGENTKIT_THREADS, else 1 on a machine with at most 2 cores, else half "
-    "the cores, at most 4: more threads than free cores collapse when another process is busy)."
+    "torch intra-op threads (default: $AGENTKIT_THREADS, else $OMP_NUM_THREADS, else 1 on a machine with at "
+    "most 2 cores, else half the cores, at most 4: more threads than free cores collapse when another process "
+    "is busy)."
 )
 
 
