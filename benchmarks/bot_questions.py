@@ -6,7 +6,7 @@ seed 0 unless ``--seed``) with questions no test was written for, and scores eac
 * code search: the first call is ``find_definition`` with the asked name (``kind`` any or the asked kind), and the
   final answer cites the path of the tool's first match;
 * weather (offline: an Open-Meteo fake answering any place name, the response shapes of
-  ``tests/test_tools_weather.py``): the first call is the expected tool with the asked place (and days or units
+  ``tools/weather_fake.py``): the first call is the expected tool with the asked place (and days or units
   when asked), and the final answer states the temperature the fake returned.
 
 Prints the per-question transcript, the ``call``/``answer`` rates, the fact precision (of the facts the answers
@@ -64,9 +64,10 @@ WEATHER_QUESTIONS = (
 
 
 def any_place_fake(request: Any) -> Any:
-    """``tests/test_tools_weather.fake_open_meteo``, with any unknown place name geocoded to a made-up city."""
+    """``tools.weather_fake.fake_open_meteo``, with any unknown place name geocoded to a made-up city."""
     import httpx
-    from test_tools_weather import PLACES, fake_open_meteo
+
+    from tools.weather_fake import PLACES, fake_open_meteo
 
     if request.url.path == "/v1/search":
         q = dict(urllib.parse.parse_qsl(request.url.query.decode()))

@@ -1,5 +1,5 @@
 """The shipped example bots (``examples/weather``, ``examples/code_search``) asked one question on a given
-backend, offline: the weather bot against the fake Open-Meteo of tests/test_tools_weather.py, the code-search
+backend, offline: the weather bot against the fake Open-Meteo of tools/weather_fake.py, the code-search
 bot over a given folder."""
 
 from __future__ import annotations
@@ -9,10 +9,10 @@ from collections.abc import Callable
 from typing import Any
 
 import httpx
-from test_tools_weather import fake_open_meteo
 
 from agentkit.bundle import load_bundle
 from tools import code_search, weather
+from tools.weather_fake import fake_open_meteo
 
 ROOT = pathlib.Path(__file__).resolve().parents[1]
 

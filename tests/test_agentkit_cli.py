@@ -71,11 +71,23 @@ def test_run_warns_when_every_tool_call_failed(bundle, tmp_path):
     script = tmp_path / "fails.json"
     script.write_text(json.dumps([{"tool_calls": [{"name": "fail", "arguments": {"x": 7}}]}, "It is 42."]))
     res = runner.invoke(app, ["run", str(bundle), "What is x?", "--model", str(script)])
-    assert res.exit_code == 0, res.output
+    assert res.exit_code == 3, res.output  # the answer rests on no tool response
     out = " ".join(res.stdout.split())  # rich wraps long lines
     assert "It is 42." in out
     assert "warning: every tool call failed (1)" in out
     assert "the last: fail: exception: ValueError: bad x=7" in out
+    res = runner.invoke(app, ["run", str(bundle), "What is x?", "--model", str(script), "--json"])
+    assert res.exit_code == 3, res.output
+    assert json.loads(res.stdout)["answer"] == "It is 42."
+    assert "warning: every tool call failed (1): the answer rests on no tool response" in res.stderr
+
+
+def test_run_without_tool_calls_exits_0(bundle, tmp_path):
+    script = tmp_path / "plain.json"
+    script.write_text(json.dumps(["Hello."]))
+    res = runner.invoke(app, ["run", str(bundle), "Hi", "--model", str(script)])
+    assert res.exit_code == 0, res.output
+    assert "Hello." in res.stdout and "warning" not in res.stdout
 
 
 def test_run_json(bundle):

@@ -6,6 +6,8 @@ import json
 import pathlib
 import shutil
 import socket
+import subprocess
+import sys
 import time
 
 import pytest
@@ -257,3 +259,86 @@ def test_cached_hub_id_loads_from_the_cache_without_network(hf_cache, tmp_path):
     (hf_cache / "models--someorg--tiny" / "refs" / "main").write_text(commit)
     ck = load_checkpoint("someorg/tiny")
     assert ck.source == str(snap) and ck.model.config.model_type == "diffusion_gemma"
+
+
+# ---------------------------------------------------------------------------------------------- threads
+
+
+def test_default_threads_leave_a_busy_core_alone(monkeypatch):
+    from model.threads import ENV_VAR, default_threads
+
+    monkeypatch.delenv(ENV_VAR, raising=False)
+    monkeypatch.delenv("OMP_NUM_THREADS", raising=False)
+    assert [default_threads(n) for n in (1, 2, 3, 4, 6, 8, 16, 64)] == [1, 1, 1, 2, 3, 4, 4, 4]
+    monkeypatch.setenv("OMP_NUM_THREADS", "2")  # torch's own variable is honoured
+    assert default_threads(8) == 2
+    monkeypatch.setenv(ENV_VAR, "3")  # and agentkit's wins over it
+    assert default_threads(2) == 3
+    for bad in ("0", "two", "-1"):
+        monkeypatch.setenv(ENV_VAR, bad)
+        with pytest.raises(ValueError, match=f"AGENTKIT_THREADS must be an integer >= 1, got '{bad}'"):
+            default_threads()
+
+
+def test_threads_option_on_every_model_command(monkeypatch, tmp_path, tools_module):
+    from model.threads import ENV_VAR
+
+    bundle = str(ROOT / "examples" / "code_search" / "bundle.yaml")
+    for cmd in (["run", bundle, "hi"], ["chat", bundle], ["generate", "hi"], ["serve"]):
+        res = runner.invoke(app, [*cmd, "--help"])
+        assert res.exit_code == 0 and "--threads" in res.output, cmd
+        res = runner.invoke(app, [*cmd, "--threads", "0"])
+        assert res.exit_code == 2 and "--threads" in res.output, cmd
+    # a bad $AGENTKIT_THREADS is one line and exit 2, before any model loads
+    monkeypatch.setenv(ENV_VAR, "many")
+    for cmd in (["generate", "hi"], ["serve", "--port", "0"], ["run", bundle, "hi"], ["chat", bundle]):
+        res = runner.invoke(app, cmd)
+        assert res.exit_code == 2, (cmd, res.output)
+        assert "$AGENTKIT_THREADS must be an integer >= 1, got 'many'" in res.output
+
+    torch = pytest.importorskip("torch")
+    from model.testing import make_tiny_checkpoint
+
+    monkeypatch.delenv(ENV_VAR)
+    ckpt = make_tiny_checkpoint(tmp_path / "ck", canvas_length=16, generation={"max_denoising_steps": 4})
+    mod = tools_module("fc_threads", "def echo(text: str) -> str:\n    '''Echo.'''\n    return text\n")
+    p = tmp_path / "b.yaml"
+    p.write_text(
+        f"agentkit_bundle: 1\nname: b\nmodel: {{name: '{ckpt}', max_new_tokens: 16, threads: 2}}\n"
+        f"agent: {{max_steps: 1}}\ntools:\n  - {{name: echo, python: '{mod}:echo'}}\n"
+    )
+    try:
+        torch.set_num_threads(1)
+        res = runner.invoke(app, ["run", str(p), "Say hi", "--json"])  # the bundle's model.threads
+        assert res.exit_code in (0, 1, 3), res.output
+        assert torch.get_num_threads() == 2
+        res = runner.invoke(
+            app, ["run", str(p), "Say hi", "--json", "--threads", "1"]
+        )  # --threads overrides it
+        assert res.exit_code in (0, 1, 3), res.output
+        assert torch.get_num_threads() == 1
+    finally:
+        torch.set_num_threads(1)
+
+
+def test_help_bundle_validation_and_non_embedded_runs_do_not_import_torch(tmp_path):
+    script = tmp_path / "script.json"
+    script.write_text('["Hello."]')
+    code = f"""
+import sys
+from typer.testing import CliRunner
+from agentkit.cli import app
+from agentkit.bundle import load_bundle
+for args in (["--help"], ["run", "--help"], ["chat", "--help"], ["generate", "--help"], ["serve", "--help"]):
+    assert CliRunner().invoke(app, args).exit_code == 0, args
+for b in ("code_search/bundle.yaml", "weather/bundle.yaml", "weather/offline.yaml"):
+    load_bundle("examples/" + b)
+run = ["run", "examples/code_search/bundle.yaml", "hi", "--backend", "scripted", "--model", {str(script)!r}]
+res = CliRunner().invoke(app, run)
+assert res.exit_code == 0 and "Hello." in res.output, res.output
+print(sorted(m for m in ("torch", "transformers") if m in sys.modules))
+"""
+    out = subprocess.run(
+        [sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, check=True, timeout=120
+    )
+    assert out.stdout == "[]\n", out.stderr

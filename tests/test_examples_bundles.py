@@ -18,16 +18,17 @@ import types
 import httpx
 import pytest
 from sandbox_fixtures import docker_client, sandbox_image  # noqa: F401  (fixtures)
-from test_tools_weather import fake_open_meteo
 
 from agentkit.backends.scripted import ScriptedBackend, answer, call
 from agentkit.bundle import load_bundle
 from agentkit.tools import tool
 from tools import code_search, weather
+from tools.weather_fake import fake_open_meteo
 
 ROOT = pathlib.Path(__file__).resolve().parents[1]
 WEATHER = ROOT / "examples" / "weather" / "bundle.yaml"
 CODE_SEARCH = ROOT / "examples" / "code_search" / "bundle.yaml"
+OFFLINE_WEATHER = ROOT / "examples" / "weather" / "offline.yaml"
 
 
 def _tool_messages(messages):
@@ -267,6 +268,33 @@ def test_weather_bot_unknown_place_is_reported_to_the_model(fake_weather):
     assert result.answer == "I could not find Atlantisville."
     assert seen[0]["error"].startswith("PlaceNotFoundError: No place named 'Atlantisville' was found.")
     assert [r.url.path for r in fake_weather] == ["/v1/search"]
+
+
+def test_offline_weather_bundle_runs_on_the_shipped_fake_without_network(monkeypatch):
+    def no_network(*args, **kwargs):
+        raise AssertionError("the offline bundle opened a connection")
+
+    monkeypatch.setattr(httpx.HTTPTransport, "handle_request", no_network)
+    online, offline = load_bundle(WEATHER), load_bundle(OFFLINE_WEATHER)
+    # the same agent (prompt, settings, tool declarations): only the tools' data source differs
+    assert (offline.name, offline.system_prompt, offline.agent_settings) == (
+        online.name,
+        online.system_prompt,
+        online.agent_settings,
+    )
+    assert [t.declaration() for t in offline.tools] == [t.declaration() for t in online.tools]
+
+    def model(messages, tools, tool_choice):
+        results = _tool_messages(messages)
+        if not results:
+            return call("get_current_weather", place="Tokyo", units="imperial")
+        data = json.loads(results[-1]["content"])
+        return answer(f"{data['place']['name']}: {data['temperature']} {data['units']['temperature']}")
+
+    result = offline.make_agent(backend=ScriptedBackend(model)).run("Weather in Tokyo?")
+    # any place name is accepted; the fixed sample's 4.0 °C in Fahrenheit
+    assert result.answer == "Tokyo: 39.2 °F"
+    assert result.steps[0].tool_calls[0].error is None
 
 
 def test_bundles_run_from_any_directory(tmp_path):

@@ -2,7 +2,7 @@
 
 Each bot runs its real bundle on the embedded backend (CPU, 1 thread, fixed seed). The code-search bot
 answers on this repository; the weather bot talks to an offline fake of Open-Meteo (the real response
-shapes, from tests/test_tools_weather.py). The tests assert the exact expected call (arguments compared
+shapes, from tools/weather_fake.py). The tests assert the exact expected call (arguments compared
 after the tool's own defaults are filled in) and that the final answer carries the tool's data.
 
 Without the default checkpoint (``model/checkpoints/agentkit-tiny``) the tests skip locally and fail in CI.
@@ -17,10 +17,10 @@ import re
 import httpx
 import pytest
 from example_bots import ask_code_search, ask_weather, tool_calls
-from test_tools_weather import fake_open_meteo
 
 from agentkit.backends import make_backend
 from tools import code_search, weather
+from tools.weather_fake import fake_open_meteo
 
 ROOT = pathlib.Path(__file__).resolve().parents[1]
 CHECKPOINT = ROOT / "model" / "checkpoints" / "agentkit-tiny"

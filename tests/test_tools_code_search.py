@@ -179,6 +179,22 @@ def test_find_definition_exact_python_function_first(repo):
     assert out["total"] == len(out["matches"]) and out["truncated"] is False
 
 
+def test_find_definition_module_level_before_methods_of_the_same_name(tmp_path):
+    (tmp_path / "core.py").write_text(
+        "class Agent:\n    def make(self):\n        def make():\n            pass\n"
+    )
+    (tmp_path / "pkg" / "sub").mkdir(parents=True)
+    (tmp_path / "pkg" / "sub" / "factory.py").write_text("\n\ndef make():\n    pass\n")
+    out = CodeRepo(tmp_path).find_definitions("make", max_results=10)
+    # the module-level function first, though its path is deeper; then the method, then the nested function
+    assert [(m["location"], m["qualname"], m["kind"]) for m in out["matches"]] == [
+        ("pkg/sub/factory.py:3", "make", "function"),
+        ("core.py:2", "Agent.make", "method"),
+        ("core.py:3", "Agent.make.make", "function"),
+    ]
+    assert out["total"] == 3
+
+
 def test_find_definition_normalizes_model_style_queries(repo):
     for q in ("def load_bundle()", "`load_bundle`", "load_bundle(path)", "  LOAD_BUNDLE "):
         assert repo.find_definitions(q)["matches"][0]["location"] == "pkg/bundles.py:5", q

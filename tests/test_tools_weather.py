@@ -26,189 +26,7 @@ from tools.weather import (
     WeatherAPIError,
     WeatherUnavailableError,
 )
-
-GEO_URL = "https://geocoding-api.open-meteo.com/v1/search"
-FC_URL = "https://api.open-meteo.com/v1/forecast"
-TODAY = dt.date(2026, 11, 29)
-
-PLACES = {
-    "berlin": [
-        {
-            "id": 2950159,
-            "name": "Berlin",
-            "latitude": 52.52437,
-            "longitude": 13.41053,
-            "elevation": 74.0,
-            "feature_code": "PPLC",
-            "country_code": "DE",
-            "admin1_id": 2950157,
-            "admin3_id": 6547383,
-            "admin4_id": 6547539,
-            "timezone": "Europe/Berlin",
-            "population": 3426354,
-            "postcodes": ["10967", "13347"],
-            "country_id": 2921044,
-            "country": "Germany",
-            "admin1": "Land Berlin",
-            "admin3": "Berlin, Stadt",
-            "admin4": "Berlin",
-        }
-    ],
-    "paris": [
-        {
-            "id": 2988507,
-            "name": "Paris",
-            "latitude": 48.85341,
-            "longitude": 2.3488,
-            "elevation": 43.0,
-            "feature_code": "PPLC",
-            "country_code": "FR",
-            "admin1_id": 3012874,
-            "admin2_id": 2968815,
-            "timezone": "Europe/Paris",
-            "population": 2138551,
-            "country_id": 3017382,
-            "country": "France",
-            "admin1": "Île-de-France",
-            "admin2": "Paris",
-        },
-        {
-            "id": 4717560,
-            "name": "Paris",
-            "latitude": 33.66094,
-            "longitude": -95.55551,
-            "elevation": 180.0,
-            "feature_code": "PPLA2",
-            "country_code": "US",
-            "admin1_id": 4736286,
-            "admin2_id": 4699920,
-            "timezone": "America/Chicago",
-            "population": 24782,
-            "postcodes": ["75460"],
-            "country_id": 6252001,
-            "country": "United States",
-            "admin1": "Texas",
-            "admin2": "Lamar",
-        },
-    ],
-}
-
-CURRENT_KNOWN = {
-    "temperature_2m": "°C",
-    "apparent_temperature": "°C",
-    "relative_humidity_2m": "%",
-    "precipitation": "mm",
-    "weather_code": "wmo code",
-    "wind_speed_10m": "km/h",
-    "wind_direction_10m": "°",
-    "wind_gusts_10m": "km/h",
-    "cloud_cover": "%",
-}
-DAILY_KNOWN = {
-    "weather_code": "wmo code",
-    "temperature_2m_max": "°C",
-    "temperature_2m_min": "°C",
-    "precipitation_sum": "mm",
-    "precipitation_probability_max": "%",
-    "wind_speed_10m_max": "km/h",
-    "wind_gusts_10m_max": "km/h",
-}
-
-
-def _bad(reason: str) -> httpx.Response:
-    return httpx.Response(400, json={"error": True, "reason": reason})
-
-
-def _convert(unit: str, value: float, q: dict[str, str]) -> tuple[str, float]:
-    if unit == "°C" and q.get("temperature_unit") == "fahrenheit":
-        return "°F", round(value * 9 / 5 + 32, 1)
-    if unit == "km/h" and q.get("wind_speed_unit") == "mph":
-        return "mp/h", round(value / 1.609344, 1)
-    if unit == "mm" and q.get("precipitation_unit") == "inch":
-        return "inch", round(value / 25.4, 3)
-    return unit, value
-
-
-def fake_open_meteo(request: httpx.Request) -> httpx.Response:
-    """One handler for both endpoints, following the real services' parameters and shapes."""
-    q = dict(urllib.parse.parse_qsl(request.url.query.decode()))
-    if request.url.path == "/v1/search":
-        if "name" not in q:
-            return _bad("Parameter 'name' is missing")
-        results = PLACES.get(q["name"].strip().lower(), [])[: int(q.get("count", 10))]
-        body: dict = {"generationtime_ms": 0.61}
-        if results:
-            body = {"results": results, **body}
-        return httpx.Response(200, json=body)
-    if request.url.path == "/v1/forecast":
-        try:
-            lat, lon = float(q["latitude"]), float(q["longitude"])
-        except KeyError:
-            return _bad("Parameter 'latitude' and 'longitude' must have the same number of elements")
-        body = {
-            "latitude": round(lat, 2),
-            "longitude": round(lon, 2),
-            "generationtime_ms": 0.05,
-            "utc_offset_seconds": 3600,
-            "timezone": "Europe/Berlin" if q.get("timezone") == "auto" else "GMT",
-            "timezone_abbreviation": "GMT+1",
-            "elevation": 38.0,
-        }
-        if "current" in q:
-            units: dict = {"time": "iso8601", "interval": "seconds"}
-            cur: dict = {"time": "2026-11-29T14:15", "interval": 900}
-            sample = {
-                "temperature_2m": 4.0,
-                "apparent_temperature": 0.5,
-                "relative_humidity_2m": 81,
-                "precipitation": 0.2,
-                "weather_code": 61,
-                "wind_speed_10m": 16.1,
-                "wind_direction_10m": 250,
-                "wind_gusts_10m": 33.8,
-                "cloud_cover": 100,
-            }
-            for var in q["current"].split(","):
-                if var not in CURRENT_KNOWN:
-                    return _bad(f"Cannot initialize ForecastSurfaceVariable from invalid String value {var}.")
-                units[var], cur[var] = _convert(CURRENT_KNOWN[var], sample[var], q)
-            body["current_units"], body["current"] = units, cur
-        if "daily" in q:
-            if "start_date" in q:
-                start = dt.date.fromisoformat(q["start_date"])
-                end = dt.date.fromisoformat(q["end_date"])
-                lo, hi = TODAY - dt.timedelta(days=92), TODAY + dt.timedelta(days=15)
-                if not (lo <= start <= hi and lo <= end <= hi):
-                    return _bad(f"Parameter 'start_date' is out of allowed range from {lo} to {hi}")
-            else:
-                n = int(q.get("forecast_days", 7))
-                if not 0 <= n <= 16:
-                    return _bad("Forecast days is invalid. Allowed range 0 to 16.")
-                start, end = TODAY, TODAY + dt.timedelta(days=n - 1)
-            dates = [start + dt.timedelta(days=i) for i in range((end - start).days + 1)]
-            units = {"time": "iso8601"}
-            daily: dict = {"time": [d.isoformat() for d in dates]}
-            for var in q["daily"].split(","):
-                if var not in DAILY_KNOWN:
-                    return _bad(f"Cannot initialize ForecastVariableDaily from invalid String value {var}.")
-                values = []
-                for d in dates:
-                    base = {
-                        "weather_code": 3 if d.day % 2 else 80,
-                        "temperature_2m_max": 5.0 + d.day % 7,
-                        "temperature_2m_min": -1.0 + d.day % 5,
-                        "precipitation_sum": 0.0 if d.day % 2 else 4.6,
-                        "precipitation_probability_max": 10 if d.day % 2 else 75,
-                        "wind_speed_10m_max": 20.0 + d.day % 3,
-                        "wind_gusts_10m_max": 41.0,
-                    }[var]
-                    unit, value = _convert(DAILY_KNOWN[var], base, q)
-                    values.append(value)
-                units[var] = unit
-                daily[var] = values
-            body["daily_units"], body["daily"] = units, daily
-        return httpx.Response(200, json=body)
-    return httpx.Response(404, text="Not Found")
+from tools.weather_fake import fake_open_meteo
 
 
 class Recorder:
@@ -536,3 +354,29 @@ def test_over_real_http_with_real_timeout(local_server):
 def test_error_messages_are_json_serialisable_tool_results(om):
     out = weather.get_forecast("Paris, France", days=1)
     assert json.loads(json.dumps(out, ensure_ascii=False)) == out
+
+
+def test_shipped_offline_tools_answer_any_place_without_network(monkeypatch):
+    from tools import weather_fake
+
+    def no_network(*args, **kwargs):
+        raise AssertionError("the offline tools opened a connection")
+
+    monkeypatch.setattr(httpx.HTTPTransport, "handle_request", no_network)
+    out = weather_fake.get_current_weather("Springfield", units="imperial")
+    assert {k: out["place"][k] for k in ("name", "region", "country", "country_code")} == {
+        "name": "Springfield",
+        "region": "Springfield",
+        "country": "Offline sample",
+        "country_code": "XX",
+    }
+    assert (out["temperature"], out["units"]["temperature"], out["conditions"]) == (39.2, "°F", "slight rain")
+    fc = weather_fake.get_forecast("Berlin", days=2)
+    assert [d["date"] for d in fc["days"]] == ["2026-11-29", "2026-11-30"]
+    assert weather_fake.geocode("Paris, Texas")["matches"][0]["region"] == "Texas"
+    with pytest.raises(
+        PlaceNotFoundError
+    ):  # the tool sends the name alone: the fake cannot match a qualifier
+        weather_fake.get_current_weather("Springfield, Illinois")
+    with pytest.raises(WeatherAPIError):
+        weather_fake.get_forecast("Berlin", date=dt.date(2027, 3, 1))  # out of the fake's range, as the API

@@ -27,9 +27,12 @@ default client (e.g. to point a bot at a local fake server).
 
 from __future__ import annotations
 
+import contextlib
+import contextvars
 import datetime as dt
 import os
 import threading
+from collections.abc import Iterator
 from typing import Annotated, Any, Literal
 
 import httpx
@@ -56,6 +59,7 @@ __all__ = [
     "get_current_weather",
     "get_forecast",
     "set_client",
+    "using_client",
 ]
 
 DEFAULT_GEOCODING_URL = "https://geocoding-api.open-meteo.com/v1/search"
@@ -521,6 +525,7 @@ def _describe(code: Any) -> str | None:
 
 _lock = threading.Lock()
 _default: OpenMeteo | None = None
+_scoped: contextvars.ContextVar[OpenMeteo | None] = contextvars.ContextVar("open_meteo_client", default=None)
 
 
 def configure(**kwargs: Any) -> OpenMeteo:
@@ -548,10 +553,24 @@ def set_client(client: OpenMeteo | None) -> None:
         _default = client
 
 
+@contextlib.contextmanager
+def using_client(client: OpenMeteo) -> Iterator[OpenMeteo]:
+    """Within the block (this thread or task only), the tool functions use ``client``."""
+    token = _scoped.set(client)
+    try:
+        yield client
+    finally:
+        _scoped.reset(token)
+
+
 def get_client() -> OpenMeteo:
-    """The client used by the tool functions; created on first use from the defaults and the environment
-    variables ``AGENTKIT_OPEN_METEO_GEOCODING_URL`` / ``AGENTKIT_OPEN_METEO_FORECAST_URL``."""
+    """The client used by the tool functions: the one of an enclosing :func:`using_client`, else the process
+    default, created on first use from the defaults and the environment variables
+    ``AGENTKIT_OPEN_METEO_GEOCODING_URL`` / ``AGENTKIT_OPEN_METEO_FORECAST_URL``."""
     global _default
+    scoped = _scoped.get()
+    if scoped is not None:
+        return scoped
     with _lock:
         if _default is None:
             _default = OpenMeteo(

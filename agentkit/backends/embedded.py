@@ -65,7 +65,8 @@ class EmbeddedBackend:
         device: ``"cpu"``, ``"cuda"``, ``"cuda:N"``.
         max_new_tokens: token budget per model turn (default: the checkpoint's generation config).
         seed: denoising seed used for every turn (``None``: nondeterministic).
-        threads: torch intra-op threads to set on load (``None``: leave as is).
+        threads: torch intra-op threads to set on load (``None``: :func:`model.threads.default_threads`, 1 on
+            a machine with at most 2 cores; it replaces a count set with ``torch.set_num_threads``).
         chat_model: an already loaded ``ChatModel`` (then ``model``/``dtype``/``device`` are unused).
         on_event: runtime callback (per denoising step / canvas), see ``model.runtime``.
         adapter: a LoRA adapter folder written by ``agentkit specialize``, applied to the checkpoint on load
@@ -155,10 +156,11 @@ class EmbeddedBackend:
             BackendError: the checkpoint cannot be loaded (the message names the path and the problem).
         """
         if self._chat_model is None:
-            from model.chat import ChatModel, set_threads
+            from model.chat import ChatModel
             from model.loading import CheckpointError
+            from model.threads import apply_threads
 
-            set_threads(self.threads)
+            apply_threads(self.threads)
             try:
                 self._chat_model = ChatModel.load(
                     self.model_path, dtype=self.dtype, device=self.device, adapter=self.adapter

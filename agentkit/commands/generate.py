@@ -8,6 +8,25 @@ from typing import Any
 
 import typer
 
+#: Help of ``--threads`` (run, chat, generate, serve).
+THREADS_HELP = (
+    "torch intra-op threads (default: $AGENTKIT_THREADS, else $OMP_NUM_THREADS, else 1 on a machine with at "
+    "most 2 cores, else half the cores, at most 4: more threads than free cores collapse when another process "
+    "is busy)."
+)
+
+
+def apply_threads_or_exit(threads: int | None) -> None:
+    """Set torch's threads (:func:`model.threads.apply_threads`); a bad ``$AGENTKIT_THREADS`` exits 2 with one
+    line."""
+    from model.threads import apply_threads
+
+    try:
+        apply_threads(threads)
+    except ValueError as exc:
+        typer.secho(f"error: {exc}", err=True, fg="red")
+        raise typer.Exit(2) from None
+
 
 def _live_renderer(tokenizer: Any) -> tuple[Any, Any]:
     """Return ``(live, callback)``: a rich Live view where accepted tokens are firm and noise is dim."""
@@ -200,7 +219,7 @@ def generate_command(
         None, min=1, help="Token budget (rounded up to whole canvases)."
     ),
     seed: int | None = typer.Option(0, help="Random seed (same seed, same prompt: same output)."),
-    threads: int | None = typer.Option(None, min=1, help="torch threads."),
+    threads: int | None = typer.Option(None, "--threads", min=1, help=THREADS_HELP),
     device: str = typer.Option("cpu", help="cpu or cuda."),
     dtype: str = typer.Option("float32", help="float32, bfloat16 or float16."),
     as_json: bool = typer.Option(
@@ -221,15 +240,13 @@ def generate_command(
     """Generate an answer with the block-diffusion runtime and print it readably (tool calls as
     name(arguments)) with its stats; --raw-output prints the canvases' tokens as generated."""
     _check_input(prompt, image, raw_prompt, vision_budget)
-    import torch
     from rich.console import Console
 
     from model.limits import PromptTooLong
     from model.loading import CheckpointError, load_checkpoint
     from model.vision import ImageError
 
-    if threads:
-        torch.set_num_threads(threads)
+    apply_threads_or_exit(threads)
     console = Console()
     try:
         ck = load_checkpoint(model, dtype=dtype, device=device, adapter=adapter)

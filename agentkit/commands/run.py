@@ -8,14 +8,19 @@ from typing import TYPE_CHECKING, Any
 
 import typer
 
+from agentkit.commands.generate import THREADS_HELP
+
 if TYPE_CHECKING:
     from agentkit.agent import Agent
     from agentkit.errors import AgentRunError
+    from agentkit.result import RunResult
 
 #: Exit status when the run stopped without an answer or the backend failed.
 EXIT_RUN_FAILED = 1
 #: Exit status for an invalid bundle or option, and for a question that does not fit the model's context.
 EXIT_BAD_INPUT = 2
+#: Exit status of ``run`` when it answered but every tool call failed: the answer rests on no tool response.
+EXIT_NO_TOOL_RESPONSE = 3
 #: Steps of a failed run's transcript printed on the terminal.
 FAILED_STEPS_SHOWN = 3
 #: REPL commands of ``agentkit chat``.
@@ -31,6 +36,9 @@ _MODEL = typer.Option(
     help="Checkpoint path/id, served model name, or script file (default: the bundle's).",
 )
 _MAX_STEPS = typer.Option(None, "--max-steps", min=1, help="Override the bundle's step limit.")
+_THREADS = typer.Option(
+    None, "--threads", min=1, help=THREADS_HELP + " Overrides the bundle's model.threads."
+)
 _IMAGE_HELP = "An image the question is about (PNG, JPEG or WebP); repeat for several."
 _BUDGET_HELP = (
     "Soft tokens per image for the embedded model: 70, 140, 280 (default), 560 or 1120 (see docs/AGENTS.md)."
@@ -94,6 +102,12 @@ def _print_failure(exc: AgentRunError, *, json_hint: bool) -> None:
         typer.echo("the whole transcript: run the same command with --json", err=True)
 
 
+def no_tool_response(result: RunResult) -> bool:
+    """True when the run made tool calls and every one failed: its answer rests on no tool response."""
+    calls = result.tool_calls
+    return bool(calls) and not any(c.ok for c in calls)
+
+
 def _check_images(images: list[Path] | None, vision_budget: int | None) -> list[str]:
     """The image files as paths, each checked (readable, PNG/JPEG/WebP, not corrupt) with the budget, before
     any model loads; a bad one is a one-line error and exit 2."""
@@ -115,6 +129,7 @@ def _build_agent(
     seed: int | None = None,
     adapter: Path | None = None,
     binding: str | None = None,
+    threads: int | None = None,
 ) -> Agent:
     from agentkit.bundle import load_bundle
     from agentkit.errors import BundleError
@@ -142,9 +157,11 @@ def _build_agent(
     if isinstance(agent.backend, EmbeddedBackend):  # a checkpoint that cannot load is bad input (exit 2)
         from agentkit.errors import BackendError
 
+        if threads is not None:
+            agent.backend.threads = threads
         try:
             _ = agent.backend.chat_model
-        except BackendError as exc:
+        except (BackendError, ValueError) as exc:  # ValueError: a bad $AGENTKIT_THREADS
             _error(str(exc))
             raise typer.Exit(EXIT_BAD_INPUT) from None
     return agent
@@ -164,6 +181,7 @@ def run_command(
     vision_budget: int | None = typer.Option(None, "--vision-budget", help=_BUDGET_HELP),
     adapter: Path | None = typer.Option(None, "--adapter", help=_ADAPTER_HELP),
     binding: str | None = typer.Option(None, "--binding", help=_BINDING_HELP),
+    threads: int | None = _THREADS,
 ) -> None:
     """Answer one question with a bundle's agent, rendering each tool call and tool response."""
     from rich.console import Console
@@ -176,7 +194,7 @@ def run_command(
         _error("the question is empty: pass the user message as the second argument")
         raise typer.Exit(EXIT_BAD_INPUT)
     images = _check_images(image, vision_budget)
-    agent = _build_agent(bundle, backend, model, max_steps, seed, adapter, binding)
+    agent = _build_agent(bundle, backend, model, max_steps, seed, adapter, binding, threads)
     console = Console()
     renderer = None if json_out else RichRenderer(console)
     try:
@@ -214,7 +232,13 @@ def run_command(
         typer.echo(result.to_json())
     else:
         assert renderer is not None
-        renderer.answer(result)
+        renderer.answer(result)  # with its warning when no_tool_response(result)
+    if no_tool_response(result):
+        if json_out:
+            _error(
+                f"warning: every tool call failed ({len(result.tool_calls)}): the answer rests on no tool response"
+            )
+        raise typer.Exit(EXIT_NO_TOOL_RESPONSE)
 
 
 def _chat_command(console: Any, session: Any, text: str, pending: list[str], save: Path | None) -> bool:
@@ -313,6 +337,7 @@ def chat_command(
     vision_budget: int | None = typer.Option(None, "--vision-budget", help=_BUDGET_HELP),
     adapter: Path | None = typer.Option(None, "--adapter", help=_ADAPTER_HELP),
     binding: str | None = typer.Option(None, "--binding", help=_BINDING_HELP),
+    threads: int | None = _THREADS,
 ) -> None:
     """Multi-turn chat with a bundle's agent. Commands: /exit, /quit, /reset, /history, /save PATH,
     /image PATH (attach an image to the next message); start a message with // to send one that begins
@@ -323,7 +348,7 @@ def chat_command(
     from agentkit.render import RichRenderer
 
     pending = _check_images(image, vision_budget)
-    agent = _build_agent(bundle, backend, model, max_steps, seed, adapter, binding)
+    agent = _build_agent(bundle, backend, model, max_steps, seed, adapter, binding, threads)
     console = Console()
     conversation = None
     if load is not None:

@@ -6,6 +6,8 @@ from typing import Any
 
 import typer
 
+from agentkit.commands.generate import THREADS_HELP, apply_threads_or_exit
+
 
 def _check_address(host: str, port: int, api_key: str | None) -> str | None:
     """The API key to require (``--api-key`` or ``$AGENTKIT_API_KEY``), after checking that a non-loopback host
@@ -40,13 +42,10 @@ def _load(
 ) -> Any:
     """The serving engine (checkpoint and batcher); a checkpoint, device or dtype that cannot load exits 2 with
     one line."""
-    import torch
-
     from agentkit.serve import load_engine
     from model.loading import CheckpointError
 
-    if threads:
-        torch.set_num_threads(threads)
+    apply_threads_or_exit(threads)
     try:
         return load_engine(
             model,
@@ -87,7 +86,7 @@ def serve_command(
         min=0.0,
         help="On SIGTERM, seconds in-flight requests get to finish before they are ended with 503.",
     ),
-    threads: int | None = typer.Option(None, min=1, help="torch threads."),
+    threads: int | None = typer.Option(None, "--threads", min=1, help=THREADS_HELP),
     adapter: str | None = typer.Option(
         None, "--adapter", help="LoRA adapter folder from `agentkit specialize`, applied to the checkpoint."
     ),

@@ -249,7 +249,7 @@ class CodeRepo:
 
         Ranking: exact name, then exact ignoring case, qualified-name match, prefix, substring; within a rank
         source files before tests/examples before docs, public before ``_private`` (unless asked for),
-        shallower paths first, then path and line. When some definition is named ``name`` itself (the first
+        module-level definitions before methods and nested functions, shallower paths first, then path and line. When some definition is named ``name`` itself (the first
         three ranks), only those are listed and counted, not the prefix and substring matches
         (``test_load_bundle`` for ``load_bundle``): a reader, a model above all, cites the first match and copies
         from what it sees, and definitions that merely contain the name are noise beside it. Part of a name
@@ -294,7 +294,8 @@ class CodeRepo:
                 if score is None:
                     continue
                 private = d.name.startswith("_") and not query.startswith("_")
-                key = (score, _path_rank(rel), private, rel.count("/"), rel, d.line)
+                nested = "." in d.qualname  # a method or nested function: after module-level definitions
+                key = (score, _path_rank(rel), private, nested, rel.count("/"), rel, d.line)
                 scored.append((key, d))
         scored.sort(key=lambda kd: kd[0])
         named = [kd for kd in scored if kd[0][0] <= _NAMED]

@@ -1,0 +1,66 @@
+"""torch's intra-op thread count: the default agentkit sets, and ``--threads``.
+
+torch's own default is one thread per core. On a machine where another process holds a core, that collapses
+(the main job on 2 cores with a busy neighbour: 18-65 s of model time on 2 threads, 6-11 s on 1, medians); on
+a quiet 2-core machine 2 threads gain little (2.6 s against 3.4 s; docs/BENCHMARKS.md). So the default is
+:func:`default_threads`: one thread on a machine with at most 2 usable cores, else half of them (at most 4).
+Nothing here imports torch until :func:`apply_threads` runs.
+"""
+
+from __future__ import annotations
+
+import os
+
+__all__ = ["ENV_VAR", "MAX_DEFAULT_THREADS", "apply_threads", "default_threads", "usable_cores"]
+
+#: Environment variable that sets the default thread count (an integer >= 1).
+ENV_VAR = "AGENTKIT_THREADS"
+#: The default never goes above this many threads.
+MAX_DEFAULT_THREADS = 4
+
+
+def usable_cores() -> int:
+    """The cores this process may run on (its CPU affinity where the OS reports one), at least 1."""
+    try:
+        return max(1, len(os.sched_getaffinity(0)))
+    except (AttributeError, OSError):  # not Linux
+        return max(1, os.cpu_count() or 1)
+
+
+def default_threads(cores: int | None = None) -> int:
+    """The intra-op thread count agentkit uses when none is given: ``$AGENTKIT_THREADS`` when set, else
+    ``$OMP_NUM_THREADS`` when it is a whole number >= 1 (torch's own setting), else 1 on at most 2 cores, else
+    ``min(4, cores // 2)``.
+
+    Args:
+        cores: the usable cores (default: :func:`usable_cores`).
+
+    Raises:
+        ValueError: ``$AGENTKIT_THREADS`` is not an integer >= 1.
+    """
+    env = os.environ.get(ENV_VAR, "").strip()
+    if env:
+        if not env.isdigit() or int(env) < 1:
+            raise ValueError(f"${ENV_VAR} must be an integer >= 1, got {env!r}")
+        return int(env)
+    omp = os.environ.get("OMP_NUM_THREADS", "").strip()
+    if omp.isdigit() and int(omp) >= 1:
+        return int(omp)
+    n = usable_cores() if cores is None else cores
+    return 1 if n <= 2 else min(MAX_DEFAULT_THREADS, n // 2)
+
+
+def apply_threads(threads: int | None) -> int:
+    """Set torch's intra-op threads to ``threads`` (``None``: :func:`default_threads`); returns the count set.
+
+    Raises:
+        ValueError: ``threads`` below 1, or a bad ``$AGENTKIT_THREADS``.
+    """
+    n = default_threads() if threads is None else threads
+    if n < 1:
+        raise ValueError(f"threads must be >= 1, got {n}")
+    import torch
+
+    if torch.get_num_threads() != n:
+        torch.set_num_threads(n)
+    return n
