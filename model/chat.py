@@ -315,7 +315,9 @@ class ChatModel:
     def finish(
         self, new_tokens: list[int], prompt_tokens: int, stats: GenerationStats, started: float
     ) -> ChatOutput:
-        """Decode and parse one generated turn (``new_tokens``: ids after the prompt, padding removed).
+        """Decode and parse one generated turn (``new_tokens``: ids after the prompt, padding removed). A call
+        that repeats an earlier call of the turn exactly (same name, same arguments) is dropped: it could only
+        return the same tool response twice (``raw`` keeps the text as generated).
 
         ``started`` is the :func:`time.perf_counter` reading at the turn's start (for ``latency_s``).
 
@@ -327,10 +329,13 @@ class ChatModel:
 
         raw = self.tokenizer.decode(new_tokens, skip_special_tokens=False)
         parsed = parse_tool_calls(decode_marked(self.tokenizer, new_tokens), syntax=self.syntax)
+        calls: dict[str, Any] = {}
+        for c in parsed.calls:
+            calls.setdefault(json.dumps([c.name, c.arguments], sort_keys=True), c)
         return ChatOutput(
             text=parsed.text,
             thinking=parsed.thinking,
-            tool_calls=[ToolCall(name=c.name, arguments=dict(c.arguments)) for c in parsed.calls],
+            tool_calls=[ToolCall(name=c.name, arguments=dict(c.arguments)) for c in calls.values()],
             raw=raw,
             stats=stats,
             prompt_tokens=prompt_tokens,

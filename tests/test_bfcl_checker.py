@@ -142,3 +142,37 @@ def test_evaluate_with_fake_chat_on_files(tmp_path):
 def test_unknown_category_raises():
     with pytest.raises(ValueError, match="unknown BFCL category"):
         load_category("java")
+
+
+def test_the_bfcl_dialect_is_translated_by_the_adapter():
+    from evals.bfcl import to_json_schema
+
+    got = to_json_schema(
+        {
+            "type": "dict",
+            "properties": {
+                "x": {"type": "float", "optional": True},
+                "ys": {"type": "tuple", "items": {"type": "int"}},
+                "v": {"type": ["any", "null"]},
+                "w": {"type": ["float", "null"]},
+            },
+        }
+    )
+    assert got == {
+        "type": "object",
+        "properties": {
+            "x": {"type": "number"},
+            "ys": {"type": "array", "items": {"type": "integer"}},
+            "v": {},
+            "w": {"type": ["number", "null"]},
+        },
+    }
+
+
+def test_the_calibration_curve_counts_forced_values_and_their_precision():
+    from evals.calibrate_binder import curve
+
+    points = [("string", 0.95, True), ("string", 0.9, False), ("string", 0.2, True), ("number", 0.99, True)]
+    rows = {r["threshold"]: r for r in curve(points, "string")}
+    assert rows[0.9] == {"threshold": 0.9, "coverage": 2 / 3, "precision": 0.5, "n_forced": 2}
+    assert rows[0.95]["precision"] == 1.0 and rows[0.98]["n_forced"] == 0

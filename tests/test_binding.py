@@ -120,7 +120,7 @@ def test_a_decision_narrows_proposed_parameters_and_removes_nothing():
 def test_resolve_binder_takes_names_and_objects_and_refuses_the_rest():
     assert resolve_binder(None) is None and resolve_binder("none") is None
     assert isinstance(resolve_binder("copy-head"), CopyHeadBinder)
-    mine = CopyHeadBinder(threshold=0.5)
+    mine = CopyHeadBinder(thresholds={"string": 0.5})
     assert resolve_binder(mine) is mine
     with pytest.raises(ValueError, match="binder must be one of"):
         resolve_binder("rules")
@@ -177,9 +177,11 @@ def test_the_threshold_decides_between_forcing_one_value_and_offering_several():
     msgs = _ask("Weather for Oslo or Bergen for 2 or 5 days")
     ids = cm.encode(msgs, [WEATHER])
     inputs = BindingInputs(cm.model, cm.tokenizer, ids, [WEATHER], [normalize_tool(WEATHER)])
-    free = CopyHeadBinder(threshold=1.01).propose(inputs)  # nothing is sure enough to force
+    free = CopyHeadBinder(thresholds={}).propose(inputs)  # nothing is sure enough to force
     assert free is not None and sorted(free.candidates[("get_current_weather", "days")]) == [2, 5]
-    sure = CopyHeadBinder(threshold=0.0).propose(inputs)  # everything is
+    sure = CopyHeadBinder(thresholds=dict.fromkeys(("string", "number"), 0.0)).propose(
+        inputs
+    )  # everything is
     assert sure is not None and all(len(v) == 1 for v in sure.candidates.values())
 
 
@@ -248,3 +250,16 @@ def test_decoding_file_refuses_a_non_boolean_bind_values(tmp_path):
     p.write_text(json.dumps({"bind_values": "yes"}))
     with pytest.raises(CheckpointError, match="bind_values must be true or false"):
         read_decoding_file(p)
+
+
+def test_a_turn_keeps_one_of_identical_calls_and_every_different_one():
+    from model.constraints.parse import format_tool_call
+    from model.runtime import GenerationStats
+    from model.tokenizer import encode_marked
+
+    cm = _shipped()
+    a = format_tool_call("get_current_weather", {"place": "Oslo"})
+    b = format_tool_call("get_current_weather", {"place": "Bergen"})
+    tokens = encode_marked(cm.tokenizer, a + a + b + a)
+    out = cm.finish(tokens, 10, GenerationStats(), 0.0)
+    assert [c.arguments["place"] for c in out.tool_calls] == ["Oslo", "Bergen"]

@@ -14,8 +14,8 @@ A decision proposes; the model decides:
   the parameter's JSON Schema type only (:mod:`model.binding.typed`: numbers within its bounds, the ``enum``
   options the request names, dates for ``format: date``, e-mail addresses, words matching a ``pattern``, the
   lists of numbers the request writes);
-* one value is forced only where the tagger's confidence is above a threshold calibrated on a dev split
-  (:data:`model.binding.binder.FORCE_CONFIDENCE`; the curve is in docs/TRAINING.md);
+* one value is forced only where the tagger's confidence is above a threshold calibrated on dev splits, per
+  kind of parameter (:data:`model.binding.binder.FORCE_CONFIDENCE`; the curves are in docs/TRAINING.md);
 * no tool and no optional parameter is removed, nothing becomes required, and the turn's number of calls is
   what ``tool_choice`` and ``parallel_tool_calls`` say: a request that binds nothing, or that no tool fits,
   leaves the model free, to answer in prose included.

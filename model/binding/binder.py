@@ -6,20 +6,29 @@ from __future__ import annotations
 import dataclasses
 import json
 import re
+from collections.abc import Mapping
 from typing import Any
 
 from model.binding import typed
 from model.binding.decision import Binder, BindingInputs, Decision
 from model.binding.labelling import Labelling, label_request
 
-#: Confidence (the tagger's posterior probability, 0..1) above which one candidate is forced. Calibrated on
-#: the dev split (``Generator(1, "heldout")``) by ``python -m evals.calibrate_binder``: the lowest threshold at
-#: which the forced value was the expected one at least 90% of the time (curve in docs/TRAINING.md).
-FORCE_CONFIDENCE = 0.8
+#: Confidence (the tagger's posterior probability, 0..1) at which one candidate is forced, per kind of parameter
+#: (``None``: never). Calibrated by ``python -m evals.calibrate_binder`` on two dev sources (the synthetic dev
+#: stream and BFCL simple_python): the lowest threshold at which the forced value was right at least
+#: :data:`FORCE_PRECISION` of the time on each (curves in docs/TRAINING.md, "Binders").
+FORCE_CONFIDENCE: dict[str, float | None] = {"string": None, "number": 0.98, "array": 0.3}
+FORCE_PRECISION = 0.8
 #: At most this many candidates per parameter.
 MAX_CANDIDATES = 3
 
 Scored = list[tuple[Any, float]]
+
+
+def kind_of(schema: Any) -> str | None:
+    """The kind a forcing threshold is set for: ``string``, ``number`` (integer or number) or ``array``."""
+    kind = typed.base_type(schema)
+    return {"integer": "number"}.get(kind, kind) if kind in ("string", "integer", "number", "array") else None
 
 
 def _span_tokens(labelling: Labelling, start: int, end: int) -> list[int]:
@@ -160,17 +169,18 @@ def scored_candidates(labelling: Labelling, specs: list[Any]) -> dict[tuple[str,
 class CopyHeadBinder:
     """The binder of a checkpoint with a copy head (``model.copy_model.DiffusionGemmaWithCopyHead``).
 
-    For each parameter with candidates (:func:`scored_candidates`): the best one alone when its confidence is
-    at least ``threshold`` and no other candidate ties with it (a date span and its ISO form); else its best ``max_candidates`` when there are two or more; else nothing (one
-    unsure candidate leaves the model free). A model without a copy head, or a prompt without a user message
-    or declarations, gets no decision.
+    For each parameter with candidates (:func:`scored_candidates`): the best one alone when its confidence
+    reaches its kind's threshold and no other candidate ties with it (a date span and its ISO form); else its
+    best ``max_candidates`` when there are two or more; else nothing (one unsure candidate leaves the model
+    free). A model without a copy head, or a prompt without a user message or declarations, gets no decision.
 
     Attributes:
-        threshold: confidence (0..1) needed to force one value (default :data:`FORCE_CONFIDENCE`).
+        thresholds: confidence (0..1) needed to force one value, per kind (``string``, ``number`` for integers
+            and numbers, ``array``; ``None``: never forced); default :data:`FORCE_CONFIDENCE`.
         max_candidates: most candidates per parameter.
     """
 
-    threshold: float = FORCE_CONFIDENCE
+    thresholds: Mapping[str, float | None] = dataclasses.field(default_factory=lambda: dict(FORCE_CONFIDENCE))
     max_candidates: int = MAX_CANDIDATES
     name = "copy-head"
 
@@ -181,9 +191,16 @@ class CopyHeadBinder:
         )
         if labelling is None:
             return None
+        kinds = {
+            (s.name, p): kind_of(v)
+            for s in inputs.specs
+            for p, v in (s.parameters.get("properties") or {}).items()
+        }
         chosen: dict[tuple[str, str], tuple[Any, ...]] = {}
         for key, scored in scored_candidates(labelling, inputs.specs).items():
-            sure = scored[0][1] >= self.threshold and (len(scored) == 1 or scored[1][1] < scored[0][1])
+            bar = self.thresholds.get(kinds.get(key) or "")
+            unique = len(scored) == 1 or scored[1][1] < scored[0][1]
+            sure = bar is not None and scored[0][1] >= bar and unique
             if sure:
                 chosen[key] = (scored[0][0],)
             elif len(scored) >= 2:
