@@ -206,10 +206,6 @@ def grammar_format_checker() -> Any:
     return checker
 
 
-def _format_message(e: Any) -> str:
-    return f"{'.'.join(str(p) for p in e.path) or '(arguments)'}: {e.message}"
-
-
 #: A number as YAML 1.1 (PyYAML) reads it as a *string*: an exponent without a dot or sign (``1e30``, ``2E-5``).
 _YAML_STRING_NUMBER = re.compile(r"[-+]?(\d+\.?\d*|\.\d+)[eE][-+]?\d+")
 

@@ -45,7 +45,7 @@ from collections import OrderedDict
 from collections.abc import Sequence
 from typing import Any
 
-from model.constraints.gemma_lark import MAX_GRAMMAR_CHARS, SYNTAXES, TOOL_CHOICES, _GemmaCompiler, _lark_str
+from model.constraints.gemma_lark import MAX_GRAMMAR_CHARS, SYNTAXES, TOOL_CHOICES, GemmaCompiler, lark_str
 from model.constraints.schema import (
     SchemaError,
     ToolSpec,
@@ -344,7 +344,7 @@ def _gemma_calls(
 ) -> tuple[list[str], dict[str, str], dict[str, str]]:
     """Each tool's call body in the Gemma syntax (``"call:NAME" {...}``), with the rules and terminals of every
     tool's arguments."""
-    comp = _GemmaCompiler(additional, grounding)
+    comp = GemmaCompiler(additional, grounding)
     alts = []
     for i, spec in enumerate(specs):
         compiled = _tool_ir(spec, additional)
@@ -354,7 +354,7 @@ def _gemma_calls(
         except SchemaError as e:
             message = str(e).rsplit(" (keyword ", 1)[0]  # the new error names keyword and path again
             raise SchemaError(e.keyword, e.path, f"tool {spec.name!r}: {message}") from None
-        alts.append(f"{_lark_str('call:' + spec.name)} {body}")
+        alts.append(f"{lark_str('call:' + spec.name)} {body}")
     return alts, dict(comp.rules), dict(comp.terms)
 
 
@@ -520,7 +520,7 @@ def value_grammar(schema: Any, *, additional_properties: bool = True) -> str:
         SchemaError: unsupported keyword or unsatisfiable schema.
     """
     compiled = build_ir(schema, additional_properties=additional_properties)
-    comp = _GemmaCompiler(additional_properties)
+    comp = GemmaCompiler(additional_properties)
     comp.def_paths[0] = compiled.paths
     body = comp.value(compiled.root, 0, compiled.defs)
     out = [f"start: {body}", *(f"{k}: {v}" for k, v in comp.rules.items())]
