@@ -29,6 +29,7 @@ class Kind:
 
 def gen_str(f: Callable[[random.Random], str]) -> Gen:
     """A generator whose value is ``f``'s string, spoken as itself."""
+
     def g(rng: random.Random) -> tuple[Any, str]:
         x = f(rng)
         return x, x
@@ -43,6 +44,7 @@ def gen_choice(items: tuple[str, ...]) -> Gen:
 
 def gen_int(lo: int, hi: int, words: float = 0.15) -> Gen:
     """A generator of an integer in ``[lo, hi]``, spoken in words with probability ``words``."""
+
     def g(rng: random.Random) -> tuple[Any, str]:
         n = rng.randint(lo, hi)
         return n, V.number_words(n) if rng.random() < words else str(n)
@@ -52,6 +54,7 @@ def gen_int(lo: int, hi: int, words: float = 0.15) -> Gen:
 
 def gen_float(lo: float, hi: float, digits: int = 2) -> Gen:
     """A generator of a number in ``[lo, hi]`` with at most ``digits`` decimals (sometimes whole)."""
+
     def g(rng: random.Random) -> tuple[Any, str]:
         x = round(rng.uniform(lo, hi), rng.randint(0, digits))
         if rng.random() < 0.3:
@@ -74,6 +77,7 @@ def gen_bool(rng: random.Random) -> tuple[Any, str]:
 
 def gen_list_of(f: Callable[[random.Random], str]) -> Gen:
     """A generator of 2-4 distinct strings from ``f``, spoken as "a, b and c"."""
+
     def g(rng: random.Random) -> tuple[Any, str]:
         k = rng.randint(2, 4)
         items: list[str] = []

@@ -119,6 +119,7 @@ def _trivial(key: str, value: Any) -> bool:
 
 class Builder(Algebra):
     """Builds the schema IR of one schema document (``root``); one instance per schema."""
+
     def __init__(self, root: Any, additional_default: bool) -> None:
         self.root = root
         self.refs = Refs(root)

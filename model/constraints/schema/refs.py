@@ -128,6 +128,7 @@ class Refs:
 
 class TooLarge(Exception):
     """Inlining would pass :data:`MAX_INLINED_NODES` nodes."""
+
     pass
 
 
