@@ -6,6 +6,7 @@ from __future__ import annotations
 import difflib
 import functools
 import inspect
+import logging
 import re
 from collections.abc import Sequence
 from typing import Annotated, Any
@@ -13,6 +14,7 @@ from typing import Annotated, Any
 import pydantic
 
 from agentkit.errors import ToolDefinitionError
+from model.constraints.schema import FORMATS, format_matches
 from model.constraints.schema.normalize import drop_titles, map_subschemas_at
 
 # --------------------------------------------------------------------------------------------- docstrings
@@ -35,8 +37,6 @@ def parse_docstring(doc: str | None) -> tuple[str, dict[str, str]]:
     """
     if not doc:
         return "", {}
-    import logging
-
     from griffe import Docstring
 
     log = logging.getLogger("griffe")
@@ -193,8 +193,6 @@ def grammar_format_checker() -> Any:
         The checker (built once).
     """
     import jsonschema
-
-    from model.constraints.schema import FORMATS, format_matches
 
     checker = jsonschema.FormatChecker(formats=())
     for fmt in FORMATS:

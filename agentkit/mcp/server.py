@@ -7,6 +7,7 @@ or times out is an ``isError`` result naming the problem, never a crash. Output 
 
 from __future__ import annotations
 
+import asyncio
 import hmac
 from collections.abc import Callable, Sequence
 from typing import Any
@@ -124,8 +125,6 @@ def serve_http(
         ValueError: a non-loopback ``host`` without an API key (see ``agentkit.serve.app.resolve_api_key``).
         OSError: the address cannot be bound.
     """
-    import asyncio
-
     import uvicorn
 
     from agentkit.serve.app import resolve_api_key

@@ -13,6 +13,7 @@ from typing import Any
 from model.constraints.schema import (
     FORMAT_LIMITS,
     FORMATS,
+    Builder,
     SchemaError,
     ir,
     pattern_matches,
@@ -483,6 +484,4 @@ def _rep(expr: str, lo: int, hi: int | None) -> str:
 
 def _intersect_simple(a: ir.Node, b: ir.Node) -> ir.Node:
     """Intersection used for overlapping patternProperties (full IR intersection via a throwaway builder)."""
-    from model.constraints.schema import Builder
-
     return Builder({}, True).intersect(a, b, "")

@@ -39,6 +39,7 @@ tool-call format as rendered by the project's chat template (``model/chat_templa
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import threading
 from collections import OrderedDict
@@ -46,6 +47,8 @@ from collections.abc import Sequence
 from typing import Any
 
 from model.constraints.gemma_lark import MAX_GRAMMAR_CHARS, SYNTAXES, TOOL_CHOICES, GemmaCompiler, lark_str
+from model.constraints.grounding import MAX_GROUNDED_CHARS, has_span
+from model.constraints.llg import parser_limits
 from model.constraints.schema import (
     SchemaError,
     ToolSpec,
@@ -274,8 +277,6 @@ def _validate(grammar: str) -> None:
     """
     import llguidance
 
-    from model.constraints.llg import parser_limits
-
     err = llguidance.LLMatcher.validate_grammar(grammar, limits=parser_limits())
     if err:
         first = err.strip().splitlines()[0]
@@ -306,9 +307,6 @@ def _ground_specs(specs: list[ToolSpec], ground: tuple[str, ...]) -> tuple[list[
     Returns:
         ``(specs kept, {tool: parameter} of the tools left out)``.
     """
-    import dataclasses
-
-    from model.constraints.grounding import MAX_GROUNDED_CHARS, has_span
 
     kept, blocked = [], {}
     for spec in specs:
