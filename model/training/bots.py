@@ -14,6 +14,7 @@ never produced, and the identifier ``load_bundle`` never occurs.
 
 from __future__ import annotations
 
+import datetime as _dt
 import json
 import random
 from pathlib import Path
@@ -321,8 +322,6 @@ def forecast_response(
     """A ``get_forecast`` result shaped like ``tools.weather.get_forecast``'s."""
     imp = units == "imperial"
     t_u, w_u, p_u = _units(imp)
-    import datetime as _dt
-
     first = _dt.date(2026, 1, 1) + _dt.timedelta(days=rng.randint(0, 364))
     rows = []
     n = 1 if date else min(days, 16)
