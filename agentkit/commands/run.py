@@ -154,8 +154,6 @@ def _build_agent(
     from agentkit.backends.embedded import EmbeddedBackend
 
     if isinstance(agent.backend, EmbeddedBackend):  # a checkpoint that cannot load is bad input (exit 2)
-        from agentkit.errors import BackendError
-
         if threads is not None:
             agent.backend.threads = threads
         try:

@@ -10,6 +10,7 @@ import json
 from dataclasses import dataclass
 from typing import Any
 
+from model.constraints.grounding import MAX_GROUNDED_CHARS, grounding_regex
 from model.constraints.schema import (
     FORMAT_LIMITS,
     FORMATS,
@@ -247,8 +248,6 @@ class GemmaCompiler:
         for f in node.formats:
             parts += [f"/{_lark_rx(rx)}/" for rx in (FORMATS[f], *FORMAT_LIMITS.get(f, ()))]
         if node.grounded and self.grounding is not None:
-            from model.constraints.grounding import MAX_GROUNDED_CHARS, grounding_regex
-
             lengths = (node.max_len or MAX_GROUNDED_CHARS, node.min_len or 1)
             if lengths not in self._ground_rx:
                 self._ground_rx[lengths] = grounding_regex(self.grounding, *lengths)

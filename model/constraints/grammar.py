@@ -47,7 +47,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from model.constraints.gemma_lark import MAX_GRAMMAR_CHARS, SYNTAXES, TOOL_CHOICES, GemmaCompiler, lark_str
-from model.constraints.grounding import MAX_GROUNDED_CHARS, has_span
+from model.constraints.grounding import MAX_GROUNDED_CHARS, bounded_texts, has_span
 from model.constraints.llg import parser_limits
 from model.constraints.schema import (
     SchemaError,
@@ -242,8 +242,6 @@ def tool_call_grammar(
     specs = [normalize_tool(t) for t in (tools or [])]
     ground = None
     if grounding is not None and syntax == "gemma" and any(_has_grounded(s) for s in specs):
-        from model.constraints.grounding import bounded_texts
-
         ground = tuple(bounded_texts(grounding))
         specs, blocked = _ground_specs(specs, ground)
         wanted = choice[5:] if choice.startswith("name:") else None
