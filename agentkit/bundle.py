@@ -32,6 +32,7 @@ from typing import TYPE_CHECKING, Any
 import pydantic
 import yaml
 
+from agentkit.backends import make_backend
 from agentkit.backends.embedded import constraint_support_error
 from agentkit.bundle_sections import (
     MODEL_SECTION,
@@ -198,8 +199,6 @@ class Bundle:
             ValueError: unknown backend kind, a required model name missing, or ``adapter`` or ``binding`` with
                 a backend other than embedded.
         """
-        from agentkit.backends import make_backend
-
         if backend is not None and not isinstance(backend, str):
             return backend
         own = self.model_section

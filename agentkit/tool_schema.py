@@ -6,6 +6,7 @@ from __future__ import annotations
 import difflib
 import functools
 import inspect
+import logging
 import re
 from collections.abc import Sequence
 from typing import Annotated, Any
@@ -13,6 +14,7 @@ from typing import Annotated, Any
 import pydantic
 
 from agentkit.errors import ToolDefinitionError
+from model.constraints.schema import FORMATS, format_matches
 from model.constraints.schema.normalize import drop_titles, map_subschemas_at
 
 # --------------------------------------------------------------------------------------------- docstrings
@@ -35,8 +37,6 @@ def parse_docstring(doc: str | None) -> tuple[str, dict[str, str]]:
     """
     if not doc:
         return "", {}
-    import logging
-
     from griffe import Docstring
 
     log = logging.getLogger("griffe")
@@ -194,8 +194,6 @@ def grammar_format_checker() -> Any:
     """
     import jsonschema
 
-    from model.constraints.schema import FORMATS, format_matches
-
     checker = jsonschema.FormatChecker(formats=())
     for fmt in FORMATS:
 
@@ -204,10 +202,6 @@ def grammar_format_checker() -> Any:
 
         checker.checks(fmt)(check)
     return checker
-
-
-def _format_message(e: Any) -> str:
-    return f"{'.'.join(str(p) for p in e.path) or '(arguments)'}: {e.message}"
 
 
 #: A number as YAML 1.1 (PyYAML) reads it as a *string*: an exponent without a dot or sign (``1e30``, ``2E-5``).

@@ -50,7 +50,6 @@ from agentkit.tool_output import (
 )
 from agentkit.tool_schema import (
     Grounded,
-    _format_message,
     clean_schema,
     grammar_format_checker,
     mark_grounded,
@@ -175,6 +174,10 @@ def _signature_and_hints(
             raise ToolDefinitionError(
                 f"tool {name!r}: cannot resolve the type hints of {fname}: {exc}"
             ) from exc
+
+
+def _format_message(e: Any) -> str:
+    return f"{'.'.join(str(p) for p in e.path) or '(arguments)'}: {e.message}"
 
 
 class Tool:

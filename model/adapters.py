@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import warnings
 from pathlib import Path
 from typing import Any
 
@@ -127,8 +128,6 @@ def apply_adapter(model: Any, base_folder: str | Path, adapter: str | Path) -> A
             f"{info['base_fingerprint'][:12]}), not on {base_folder} (fingerprint {have[:12]}): load it with "
             f"that base (--model)"
         )
-    import warnings
-
     from peft import PeftModel
 
     try:

@@ -20,12 +20,17 @@ from typing import Any
 
 import torch
 
+from model.binding import BindingInputs
 from model.binding.binder import resolve_binder
+from model.constraints.llg import new_matcher
+from model.constraints.parse import parse_tool_calls
+from model.constraints.schema import normalize_tool
 from model.limits import check_prompt_length, prompt_token_limit
 from model.loading import LoadedCheckpoint, load_checkpoint
 from model.prefill import Prefill, prefill_prompt
 from model.runtime import EventCallback, GenerationStats, generate
 from model.settings import DenoiseSettings
+from model.tokenizer import decode_marked, encode_chat
 from model.vision import VisionInputs, prepare_images, vision_processor
 
 
@@ -111,8 +116,6 @@ class ChatModel:
         Control ids appear only where the chat template places them; all text of the messages and tools is
         ordinary text tokens (:func:`model.tokenizer.encode_chat`). Decoding the ids gives :meth:`render`.
         """
-        from model.tokenizer import encode_chat
-
         return encode_chat(self.tokenizer, messages, tools or None)
 
     def encode_turn(
@@ -160,7 +163,6 @@ class ChatModel:
         """
         from model.constraints.denoise import GrammarConstraint
         from model.constraints.grammar import tool_call_grammar
-        from model.constraints.llg import new_matcher
 
         grammar = tool_call_grammar(
             tools,
@@ -280,9 +282,6 @@ class ChatModel:
         Raises:
             model.constraints.schema.SchemaError: a tool's schema is unsupported (as the constraint would).
         """
-        from model.binding import BindingInputs
-        from model.constraints.schema import normalize_tool
-
         normalized = [normalize_tool(t) for t in specs]
         keys = None if prefill.memory is None else prefill.memory.keys
         inputs = BindingInputs(
@@ -294,7 +293,6 @@ class ChatModel:
     def _response_constraint(self, response_format: dict[str, Any]) -> Any:
         from model.constraints.denoise import GrammarConstraint
         from model.constraints.grammar import response_format_grammar
-        from model.constraints.llg import new_matcher
 
         kind = response_format.get("type")
         if kind == "json_object":
@@ -324,9 +322,6 @@ class ChatModel:
         Raises:
             model.constraints.parse.ToolCallParseError: malformed call text (only possible unconstrained).
         """
-        from model.constraints.parse import parse_tool_calls
-        from model.tokenizer import decode_marked
-
         raw = self.tokenizer.decode(new_tokens, skip_special_tokens=False)
         parsed = parse_tool_calls(decode_marked(self.tokenizer, new_tokens), syntax=self.syntax)
         calls: dict[str, Any] = {}

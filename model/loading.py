@@ -22,6 +22,7 @@ from pathlib import Path
 from typing import Any
 
 from model import special_tokens as st
+from model.adapters import apply_adapter, read_adapter_info
 from model.errors import CheckpointError
 from model.settings import DenoiseSettings
 
@@ -326,15 +327,11 @@ def load_checkpoint(
     # or an uncached hub id fails at once
     src = _resolve_source(path_or_id)
     if adapter is not None:  # a missing or malformed adapter fails before the weights load
-        from model.adapters import read_adapter_info
-
         read_adapter_info(Path(adapter))
 
     kwargs = _load_kwargs(dtype, device, device_map, quantization)
     model, tokenizer = _from_pretrained(src, kwargs)
     if adapter is not None:
-        from model.adapters import apply_adapter
-
         model = apply_adapter(model, src, Path(adapter))
     if "device_map" not in kwargs:
         model.to(device)  # in place for nn.Module

@@ -37,6 +37,7 @@ import torch
 from model import hf_compat as hf
 from model.constraint_batch import CanvasConstraint, ConstraintBatch, ConstraintPlan, TerminatingConstraint
 from model.copy_head import CopyHead, CopyMemory
+from model.limits import check_prompt_length
 from model.prefill import Prefill, image_inputs
 from model.sampler import StepDraw, StepSampler, row_windows, select_sampler, stop_test, window_accept
 from model.settings import DenoiseSettings
@@ -162,8 +163,6 @@ def _check_inputs(
         ValueError: ids that are not integers or lie outside the vocabulary, an attention mask of another shape.
         model.limits.PromptTooLong: the prompt and the generation budget do not fit ``max_position_embeddings``.
     """
-    from model.limits import check_prompt_length
-
     if input_ids.dtype.is_floating_point or input_ids.dtype == torch.bool:
         raise ValueError(f"input_ids must be integer token ids (int64), got {input_ids.dtype}")
     vocab = int(model.config.get_text_config().vocab_size)

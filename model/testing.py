@@ -13,6 +13,8 @@ from typing import Any
 
 from model import special_tokens as st
 from model.config import small_config
+from model.tokenizer import build_tokenizer, wrap_tokenizer
+from model.vision import write_processor_config
 
 _CORPUS_SEED = (
     "The weather in Paris is sunny today. get_weather city days units metric imperial forecast. "
@@ -119,9 +121,6 @@ def make_tiny_checkpoint(
     import torch
     from transformers import DiffusionGemmaForBlockDiffusion
 
-    from model.tokenizer import build_tokenizer
-    from model.vision import write_processor_config
-
     out = Path(path)
     out.mkdir(parents=True, exist_ok=True)
     tok = build_tokenizer(tiny_corpus(), vocab_size=vocab_size, min_frequency=1)
@@ -168,8 +167,6 @@ def synthetic_tokenizer(vocab_size: int = 262_144) -> Any:
         ValueError: if ``vocab_size`` exceeds what the merge scheme can generate (~2.4M).
     """
     from tokenizers import Tokenizer, decoders, models, pre_tokenizers
-
-    from model.tokenizer import wrap_tokenizer
 
     alphabet = pre_tokenizers.ByteLevel.alphabet()
     byte_chars = sorted(alphabet)

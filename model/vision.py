@@ -28,6 +28,7 @@ from __future__ import annotations
 import base64
 import binascii
 import io
+import json
 import threading
 from dataclasses import dataclass
 from pathlib import Path
@@ -525,8 +526,6 @@ def write_processor_config(
     Raises:
         ImageError: the config has no vision tower, or ``max_soft_tokens`` is not a vision budget.
     """
-    import json
-
     vision = getattr(config, "vision_config", None)
     if vision is None:
         raise ImageError("the config has no vision_config: nothing to process images for")

@@ -8,6 +8,7 @@ collect=None) -> Execution``), :class:`Limits`, :class:`Execution`, image helper
 
 from __future__ import annotations
 
+import importlib
 from typing import TYPE_CHECKING, Any
 
 from sandbox.errors import (
@@ -55,6 +56,4 @@ def __getattr__(name: str) -> Any:
     mod = _LAZY.get(name)
     if mod is None:
         raise AttributeError(f"module 'sandbox' has no attribute {name!r}")
-    import importlib
-
     return getattr(importlib.import_module(mod), name)

@@ -14,7 +14,12 @@ The library is every ``.py`` file under ``agentkit/``, ``model/``, ``dg_kernels/
 - ``import_cycles``: strongly connected components of two or more modules in the graph of module-level imports
   (imports inside functions and under ``if TYPE_CHECKING:`` are deferred and cannot form a cycle at import time);
 - ``import_cycles_with_deferred``: the same over every import, deferred ones included: the dependency
-  tangles a reader sees even where Python never hits them.
+  tangles a reader sees even where Python never hits them;
+- ``private_imports``: ``(importer, imported module, name)`` for every library import of another module's
+  ``_private`` name, at module level or inside a function: ``from x.y import _name``, or ``m._name`` where ``m``
+  is bound by an import to a library module (``__future__`` and dunder names such as ``__version__`` excluded;
+  a package's private submodule, ``from pkg import _sub``, is a module, not a name, and does not count);
+- ``function_level_imports``: import statements inside function bodies of library code.
 
 The import graph is read with :mod:`ast`; nothing is imported or run.
 """
@@ -108,6 +113,63 @@ def _imports(tree: ast.Module, module: str, is_package: bool, deferred: bool, mo
     return names
 
 
+def _is_private(name: str) -> bool:
+    return name.startswith("_") and not (name.startswith("__") and name.endswith("__"))
+
+
+def private_imports(root: Path = ROOT) -> list[tuple[str, str, str]]:
+    """``(importer, imported module, name)`` for each import of another library module's ``_private`` name,
+    sorted, one entry per triple (see the module docstring)."""
+    modules = {module_name(p, root): p for p in library_files(root)}
+    found: set[tuple[str, str, str]] = set()
+    for mod, path in modules.items():
+        tree = ast.parse(path.read_text(), str(path))
+        base = mod.split(".") if path.name == "__init__.py" else mod.split(".")[:-1]
+        bound: dict[str, str] = {}  # local name -> library module it is bound to by an import
+        for node in ast.walk(tree):
+            if isinstance(node, ast.ImportFrom):
+                src = node.module or ""
+                if node.level:
+                    up = base[: len(base) - (node.level - 1)]
+                    src = ".".join([*up, src] if src else up)
+                for a in node.names:
+                    if f"{src}.{a.name}" in modules:
+                        bound[a.asname or a.name] = f"{src}.{a.name}"
+                    elif _is_private(a.name) and src != mod and src != "__future__":
+                        found.add((mod, src, a.name))
+            elif isinstance(node, ast.Import):
+                for a in node.names:
+                    if a.asname:
+                        bound[a.asname] = a.name
+                    else:
+                        top = a.name.split(".")[0]
+                        bound[top] = top
+        for node in ast.walk(tree):
+            if isinstance(node, ast.Attribute) and _is_private(node.attr):
+                target = ast.unparse(node.value)
+                head, _, rest = target.partition(".")
+                if head in bound:
+                    target = ".".join([bound[head], rest] if rest else [bound[head]])
+                    if target in modules and target != mod:
+                        found.add((mod, target, node.attr))
+    return sorted(found)
+
+
+def function_level_imports(root: Path = ROOT) -> int:
+    """Import statements inside function bodies of library code (nested functions counted once)."""
+    count = 0
+    for path in library_files(root):
+        tree = ast.parse(path.read_text(), str(path))
+        seen: set[int] = set()
+        for fn in ast.walk(tree):
+            if isinstance(fn, (ast.FunctionDef, ast.AsyncFunctionDef)):
+                for node in ast.walk(fn):
+                    if isinstance(node, (ast.Import, ast.ImportFrom)) and id(node) not in seen:
+                        seen.add(id(node))
+                        count += 1
+    return count
+
+
 def import_graph(root: Path = ROOT, deferred: bool = False) -> dict[str, set[str]]:
     """Library module -> the library modules it imports (see :func:`_imports` for ``deferred``)."""
     files = library_files(root)
@@ -179,6 +241,8 @@ def figures(root: Path = ROOT, max_function: int = 80, max_file: int = 700) -> d
         "long_functions": sorted(longs, key=lambda d: -int(d["lines"])),
         "import_cycles": import_cycles(import_graph(root)),
         "import_cycles_with_deferred": import_cycles(import_graph(root, deferred=True)),
+        "private_imports": [list(t) for t in private_imports(root)],
+        "function_level_imports": function_level_imports(root),
     }
 
 
@@ -211,6 +275,12 @@ def main() -> None:
     print(f"import cycles counting deferred imports (in functions, under TYPE_CHECKING): {len(deferred)}")
     for c in deferred:
         print("  " + ", ".join(c))
+    private = fig["private_imports"]
+    assert isinstance(private, list)
+    print(f"imports of another module's _private name: {len(private)}")
+    for importer, imported, name in private:
+        print(f"  {importer} <- {imported}.{name}")
+    print(f"imports inside functions: {fig['function_level_imports']}")
 
 
 if __name__ == "__main__":

@@ -1,5 +1,6 @@
 """Structure rules read from the code (beside ``test_smoke.test_import_direction``): no import cycles, the
-inference path never reaches the training code, no library file over 700 lines and no function over 80. The figures come from ``scripts/structure.py``."""
+inference path never reaches the training code, no library file over 700 lines and no function over 80, no module
+imports another module's ``_private`` name. The figures come from ``scripts/structure.py``."""
 
 import importlib.util
 from pathlib import Path
@@ -63,6 +64,33 @@ def test_no_library_file_over_700_lines_and_no_function_over_80():
     assert figures["long_functions"] == []
     # the counter counts: a 90-line function in a throwaway file is found
     assert structure.long_functions(_write_long_function(), 80) == [("long", 91)]
+
+
+def test_no_library_module_imports_another_modules_private_name():
+    assert structure.private_imports(ROOT) == []
+
+
+def test_the_private_import_detector_finds_a_constructed_case(tmp_path: Path):
+    pkg = tmp_path / "agentkit"
+    (pkg / "sub").mkdir(parents=True)
+    (pkg / "__init__.py").write_text("from __future__ import annotations\n__version__ = '1'\n")
+    (pkg / "sub" / "__init__.py").write_text("")
+    (pkg / "sub" / "_impl.py").write_text("X = 1\n")
+    (pkg / "a.py").write_text("_helper = 1\n_other = 2\n_own = 3\nprint(_own)\n")
+    (pkg / "b.py").write_text(
+        "from agentkit import __version__\n"
+        "from agentkit.a import _helper\n"
+        "from agentkit.sub import _impl\n"  # a private submodule is a module, not a name
+        "from . import a as mod_a\n"
+        "def f():\n"
+        "    from .a import _helper as h\n"
+        "    return h, mod_a._other\n"
+    )
+    assert structure.private_imports(tmp_path) == [
+        ("agentkit.b", "agentkit.a", "_helper"),
+        ("agentkit.b", "agentkit.a", "_other"),
+    ]
+    assert structure.function_level_imports(tmp_path) == 1
 
 
 def _write_long_function() -> Path:

@@ -8,6 +8,8 @@ from typing import Any
 
 import typer
 
+from model.errors import CheckpointError
+
 eval_app = typer.Typer(
     help="Evaluate a checkpoint (BFCL AST scoring, held-out synthetic data).", no_args_is_help=True
 )
@@ -17,7 +19,6 @@ def _load_chat_model(checkpoint: str | None, threads: int | None) -> Any:
     """The checkpoint's ChatModel; a CheckpointError (missing folder, bad decoding file...) is one red line and
     exit status 2, as in ``agentkit run``."""
     from model.chat import ChatModel, set_threads
-    from model.errors import CheckpointError
 
     set_threads(threads)
     try:

@@ -8,6 +8,10 @@ from typing import Any
 
 import typer
 
+from model.limits import PromptTooLong
+from model.threads import apply_threads
+from model.vision import ImageError, check_images
+
 #: Help of ``--threads`` (run, chat, generate, serve).
 THREADS_HELP = (
     "torch intra-op threads (default: $AGENTKIT_THREADS, else $OMP_NUM_THREADS, else 1 on a machine with at "
@@ -19,8 +23,6 @@ THREADS_HELP = (
 def apply_threads_or_exit(threads: int | None) -> None:
     """Set torch's threads (:func:`model.threads.apply_threads`); a bad ``$AGENTKIT_THREADS`` exits 2 with one
     line."""
-    from model.threads import apply_threads
-
     try:
         apply_threads(threads)
     except ValueError as exc:
@@ -93,8 +95,6 @@ def _readable(text: str, plain: str) -> dict[str, Any]:
 def _check_input(prompt: str, image: list[Path] | None, raw_prompt: bool, vision_budget: int | None) -> None:
     """Exit 2 with one line for an empty prompt, images with ``--raw-prompt``, or an unusable image (every image
     is checked before the model loads)."""
-    from model.vision import ImageError, check_images
-
     problem = None
     if not prompt.strip():
         problem = "the prompt is empty: pass the text to answer as the argument"
@@ -242,9 +242,7 @@ def generate_command(
     _check_input(prompt, image, raw_prompt, vision_budget)
     from rich.console import Console
 
-    from model.limits import PromptTooLong
     from model.loading import CheckpointError, load_checkpoint
-    from model.vision import ImageError
 
     apply_threads_or_exit(threads)
     console = Console()

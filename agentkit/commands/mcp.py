@@ -8,6 +8,8 @@ from typing import Any
 
 import typer
 
+from agentkit.errors import BundleError
+
 mcp_app = typer.Typer(
     name="mcp", help="MCP: serve a bundle's tools, list a server's tools (docs/MCP.md).", no_args_is_help=True
 )
@@ -36,7 +38,6 @@ def serve_command(
     """Offer a bundle's tools (python, http and sandbox ones) to any MCP client, over stdio (default) or
     streamable HTTP on 127.0.0.1 (--http PORT)."""
     from agentkit.bundle import load_bundle
-    from agentkit.errors import BundleError
     from agentkit.mcp.server import build_server, serve_http, serve_stdio
     from agentkit.serve.app import resolve_api_key
 

@@ -9,6 +9,8 @@ from typing import TYPE_CHECKING, Any
 import typer
 
 from agentkit.commands.generate import THREADS_HELP
+from agentkit.errors import AgentKitError, AgentRunError, BackendError, BundleError, PromptTooLong
+from model.vision import ImageError, check_images, open_image
 
 if TYPE_CHECKING:
     from agentkit.agent import Agent
@@ -111,8 +113,6 @@ def no_tool_response(result: RunResult) -> bool:
 def _check_images(images: list[Path] | None, vision_budget: int | None) -> list[str]:
     """The image files as paths, each checked (readable, PNG/JPEG/WebP, not corrupt) with the budget, before
     any model loads; a bad one is a one-line error and exit 2."""
-    from model.vision import ImageError, check_images
-
     try:
         check_images(images, vision_budget)
     except ImageError as exc:
@@ -132,7 +132,6 @@ def _build_agent(
     threads: int | None = None,
 ) -> Agent:
     from agentkit.bundle import load_bundle
-    from agentkit.errors import BundleError
 
     try:
         b = load_bundle(bundle, backend=backend)
@@ -155,8 +154,6 @@ def _build_agent(
     from agentkit.backends.embedded import EmbeddedBackend
 
     if isinstance(agent.backend, EmbeddedBackend):  # a checkpoint that cannot load is bad input (exit 2)
-        from agentkit.errors import BackendError
-
         if threads is not None:
             agent.backend.threads = threads
         try:
@@ -186,9 +183,7 @@ def run_command(
     """Answer one question with a bundle's agent, rendering each tool call and tool response."""
     from rich.console import Console
 
-    from agentkit.errors import AgentKitError, AgentRunError, BackendError, PromptTooLong
     from agentkit.render import RichRenderer
-    from model.vision import ImageError
 
     if not question.strip():
         _error("the question is empty: pass the user message as the second argument")
@@ -245,8 +240,6 @@ def _chat_command(console: Any, session: Any, text: str, pending: list[str], sav
     """Run one ``/command`` of the chat; True for ``/exit`` and ``/quit``. Problems are printed, never raised."""
     from rich.text import Text
 
-    from model.vision import ImageError, open_image
-
     command, _, arg = text.partition(" ")
     arg = arg.strip()
     if command in ("/exit", "/quit") and not arg:
@@ -300,9 +293,6 @@ def _chat_turn(
 ) -> bool:
     """Send one message (with the attached images); True when the images were used up (sent, or refused).
     A failed turn prints its one-line reason and leaves the history unchanged."""
-    from agentkit.errors import AgentRunError, BackendError, PromptTooLong
-    from model.vision import ImageError
-
     try:
         result = session.send(text, on_event=renderer, images=pending, vision_budget=budget)
     except PromptTooLong as exc:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import sys
+from dataclasses import asdict
 from pathlib import Path
 from typing import Annotated
 
@@ -102,8 +103,6 @@ def doctor_cmd(
     as_json: Annotated[bool, typer.Option("--json", help="Print the checks as JSON.")] = False,
 ) -> None:
     """Check the engine, the image, limit support, runtimes and stale containers; exit 1 if one is required."""
-    from dataclasses import asdict
-
     from rich.console import Console
     from rich.table import Table
 

@@ -2,18 +2,18 @@
 
 from __future__ import annotations
 
+import socket
 from typing import Any
 
 import typer
 
 from agentkit.commands.generate import THREADS_HELP, apply_threads_or_exit
+from agentkit.serve import load_engine
 
 
 def _check_address(host: str, port: int, api_key: str | None) -> str | None:
     """The API key to require (``--api-key`` or ``$AGENTKIT_API_KEY``), after checking that a non-loopback host
     has one and that the address can be bound, before the model loads (seconds). Exits 2 with one line if not."""
-    import socket
-
     from agentkit.serve.app import resolve_api_key
 
     try:
@@ -42,7 +42,6 @@ def _load(
 ) -> Any:
     """The serving engine (checkpoint and batcher); a checkpoint, device or dtype that cannot load exits 2 with
     one line."""
-    from agentkit.serve import load_engine
     from model.loading import CheckpointError
 
     apply_threads_or_exit(threads)

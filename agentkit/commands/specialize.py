@@ -8,6 +8,8 @@ from typing import Any
 
 import typer
 
+from agentkit.errors import BundleError
+
 
 def bundle_declarations(bundle_path: Path) -> tuple[list[dict[str, Any]], str | None]:
     """The tool declarations (exactly as the bundle's agent sends them) and the system prompt of a bundle.
@@ -54,7 +56,6 @@ def specialize_command(
     at most --minutes, save the adapter to --out and report held-out exact-call accuracy before and after.
     Load the result with --adapter DIR on run, chat, generate and serve, or `model: {adapter: DIR}` in a
     bundle."""
-    from agentkit.errors import BundleError
     from model.loading import CheckpointError
     from model.training.specialize import SpecializeConfig, specialize
 

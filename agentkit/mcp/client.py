@@ -25,6 +25,7 @@ import anyio
 import mcp_types as types
 from mcp import Client, StdioServerParameters
 
+from agentkit.backends.embedded import constraint_support_error
 from agentkit.errors import ToolDefinitionError
 from agentkit.mcp.content import MCPServerError, MCPToolError, result_value
 from agentkit.tools import DEFAULT_RETRIES, Tool, ToolTimeoutError
@@ -67,8 +68,6 @@ class ToolCheck:
 
 def check_tool_schema(name: str, schema: dict[str, Any]) -> ToolCheck:
     """Check one input schema against what the embedded tool-call constraint enforces (name rules included)."""
-    from agentkit.backends.embedded import constraint_support_error
-
     if not _NAME_RE.match(name):
         return ToolCheck(name, "name", "", f"tool name {name!r} is not a valid agentkit tool name")
     if not isinstance(schema, dict) or schema.get("type", "object") != "object":

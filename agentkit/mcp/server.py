@@ -7,12 +7,15 @@ or times out is an ``isError`` result naming the problem, never a crash. Output 
 
 from __future__ import annotations
 
+import asyncio
 import hmac
 from collections.abc import Callable, Sequence
 from typing import Any
 
 import mcp_types as types
+import uvicorn
 from mcp.server.lowlevel.server import NotificationOptions, Server
+from mcp.server.stdio import stdio_server
 
 from agentkit import __version__
 from agentkit.errors import describe_exception
@@ -80,8 +83,6 @@ def build_server(
 async def serve_stdio(server: Server[Any]) -> None:
     """Serve over this process's stdin/stdout until stdin closes (the SDK points fd 1 at stderr meanwhile,
     so a tool's prints cannot corrupt the protocol)."""
-    from mcp.server.stdio import stdio_server
-
     async with stdio_server() as (read, write):
         await server.run(read, write, server.create_initialization_options(NotificationOptions()))
 
@@ -124,10 +125,6 @@ def serve_http(
         ValueError: a non-loopback ``host`` without an API key (see ``agentkit.serve.app.resolve_api_key``).
         OSError: the address cannot be bound.
     """
-    import asyncio
-
-    import uvicorn
-
     from agentkit.serve.app import resolve_api_key
 
     key = resolve_api_key(host, api_key)

@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import asyncio
 import hmac
+import ipaddress
 import json
 import os
 import threading
@@ -341,8 +342,6 @@ async def _stream(
 # ---------------------------------------------------------------------------------------------------------- run
 def is_loopback(host: str) -> bool:
     """Whether ``host`` only accepts connections from this machine."""
-    import ipaddress
-
     if host == "localhost":
         return True
     try:

@@ -20,6 +20,8 @@ from dataclasses import dataclass, field
 from typing import Any, Literal
 
 from agentkit.serve import schemas as S
+from model import special_tokens as st
+from model.limits import PromptTooLong
 
 #: The lowest temperature of a denoising step (``temperature = 0`` ends here, starting from twice this).
 MIN_STEP_TEMPERATURE = 0.01
@@ -346,7 +348,6 @@ class ServeEngine:
                 context (``code="context_length_exceeded"``).
         """
         from model.constraints.schema import SchemaError
-        from model.limits import PromptTooLong
 
         _refuse_unsupported(req)
         tools = [t.model_dump(exclude_none=True) for t in req.tools or []]
@@ -497,7 +498,6 @@ class StreamView:
         self.tokens: list[int] = []
 
     def _view(self, final: bool) -> tuple[str, str, list[Any]]:
-        from model import special_tokens as st
         from model.constraints.parse import ToolCallParseError, parse_tool_calls
         from model.tokenizer import decode_marked
 

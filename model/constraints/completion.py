@@ -16,6 +16,7 @@ from typing import Any
 import numpy as np
 
 from model import special_tokens as st
+from model.constraints.llg import llg_tokenizer
 
 
 def bitmask_to_bool(mask: bytes | bytearray | np.ndarray, vocab_size: int) -> np.ndarray:
@@ -63,8 +64,6 @@ def _single_id(tokenizer: Any, text: str, vocab: int) -> int | None:
 @functools.lru_cache(maxsize=8)
 def _tables(tokenizer: Any) -> _Tables:
     """Token tables of one tokenizer (built once per tokenizer object: about a second for 262k tokens)."""
-    from model.constraints.llg import llg_tokenizer
-
     ll = llg_tokenizer(tokenizer)
     vocab = int(ll.vocab_size)
 

@@ -10,9 +10,11 @@ import json
 from dataclasses import dataclass
 from typing import Any
 
+from model.constraints.grounding import MAX_GROUNDED_CHARS, grounding_regex
 from model.constraints.schema import (
     FORMAT_LIMITS,
     FORMATS,
+    Builder,
     SchemaError,
     ir,
     pattern_matches,
@@ -66,7 +68,7 @@ def _size_keyword(node: ir.Node) -> str:
     return "type"
 
 
-def _lark_str(text: str) -> str:
+def lark_str(text: str) -> str:
     """A Lark string literal for ``text``."""
     return json.dumps(text, ensure_ascii=False)
 
@@ -101,7 +103,7 @@ class _State:
     nullable: bool
 
 
-class _GemmaCompiler:
+class GemmaCompiler:
     """Compile schema IR to Lark rules for the Gemma value syntax (one instance per grammar)."""
 
     def __init__(self, additional_default: bool, grounding: tuple[str, ...] | None = None) -> None:
@@ -181,8 +183,8 @@ class _GemmaCompiler:
             return '("true" | "false")'
         if isinstance(node, ir.Lit):
             if node.kind == "str":
-                return f'<|"|> {_lark_str(node.value)} <|"|>' if node.value else '<|"|> <|"|>'
-            return _lark_str(_json_text(node.value))
+                return f'<|"|> {lark_str(node.value)} <|"|>' if node.value else '<|"|> <|"|>'
+            return lark_str(_json_text(node.value))
         if isinstance(node, ir.Num):
             if not node.bounded:
                 return self.term(f"/{_INT_RX if node.integer else _NUM_RX}/")
@@ -246,8 +248,6 @@ class _GemmaCompiler:
         for f in node.formats:
             parts += [f"/{_lark_rx(rx)}/" for rx in (FORMATS[f], *FORMAT_LIMITS.get(f, ()))]
         if node.grounded and self.grounding is not None:
-            from model.constraints.grounding import MAX_GROUNDED_CHARS, grounding_regex
-
             lengths = (node.max_len or MAX_GROUNDED_CHARS, node.min_len or 1)
             if lengths not in self._ground_rx:
                 self._ground_rx[lengths] = grounding_regex(self.grounding, *lengths)
@@ -340,7 +340,7 @@ class _GemmaCompiler:
                         if i not in values:
                             values[i] = self.value(v, scope, defs, f"{path}/properties/{_esc(prop)}")
                         sep = "" if first else '"," '
-                        e = f"{sep}{_lark_str(prop + ':')} {values[i]}"
+                        e = f"{sep}{lark_str(prop + ':')} {values[i]}"
                         if nxt[0]:
                             e += f" {nxt[0]}?" if nxt[1] else f" {nxt[0]}"
                             used.append(nk)
@@ -403,7 +403,7 @@ class _GemmaCompiler:
 
     def _plain_key(self, taken: list[str]) -> str:
         """Expression for a key that is not one of ``taken`` (no patternProperties involved)."""
-        excl = f" & ~({' | '.join(_lark_str(k) for k in taken)})" if taken else ""
+        excl = f" & ~({' | '.join(lark_str(k) for k in taken)})" if taken else ""
         one = self.term(f"/{KEY1_REGEX}/{excl}")
         if any(":" in k for k in taken):
             return one
@@ -414,7 +414,7 @@ class _GemmaCompiler:
         self, node: ir.Obj, taken: list[str], scope: int, defs: dict[str, ir.Node], path: str
     ) -> str | None:
         """Rule for one ``key:value`` pair of a key not in ``properties`` (None when none is allowed)."""
-        excl = " | ".join(_lark_str(k) for k in taken)
+        excl = " | ".join(lark_str(k) for k in taken)
         not_taken = f" & ~({excl})" if taken else ""
         alts = []
         pats = [(pattern_to_regex(p), sub) for p, sub in node.pattern_props]
@@ -483,6 +483,4 @@ def _rep(expr: str, lo: int, hi: int | None) -> str:
 
 def _intersect_simple(a: ir.Node, b: ir.Node) -> ir.Node:
     """Intersection used for overlapping patternProperties (full IR intersection via a throwaway builder)."""
-    from model.constraints.schema import _Builder
-
-    return _Builder({}, True).intersect(a, b, "")
+    return Builder({}, True).intersect(a, b, "")

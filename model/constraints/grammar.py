@@ -39,13 +39,16 @@ tool-call format as rendered by the project's chat template (``model/chat_templa
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import threading
 from collections import OrderedDict
 from collections.abc import Sequence
 from typing import Any
 
-from model.constraints.gemma_lark import MAX_GRAMMAR_CHARS, SYNTAXES, TOOL_CHOICES, _GemmaCompiler, _lark_str
+from model.constraints.gemma_lark import MAX_GRAMMAR_CHARS, SYNTAXES, TOOL_CHOICES, GemmaCompiler, lark_str
+from model.constraints.grounding import MAX_GROUNDED_CHARS, bounded_texts, has_span
+from model.constraints.llg import parser_limits
 from model.constraints.schema import (
     SchemaError,
     ToolSpec,
@@ -239,8 +242,6 @@ def tool_call_grammar(
     specs = [normalize_tool(t) for t in (tools or [])]
     ground = None
     if grounding is not None and syntax == "gemma" and any(_has_grounded(s) for s in specs):
-        from model.constraints.grounding import bounded_texts
-
         ground = tuple(bounded_texts(grounding))
         specs, blocked = _ground_specs(specs, ground)
         wanted = choice[5:] if choice.startswith("name:") else None
@@ -274,8 +275,6 @@ def _validate(grammar: str) -> None:
     """
     import llguidance
 
-    from model.constraints.llg import parser_limits
-
     err = llguidance.LLMatcher.validate_grammar(grammar, limits=parser_limits())
     if err:
         first = err.strip().splitlines()[0]
@@ -306,9 +305,6 @@ def _ground_specs(specs: list[ToolSpec], ground: tuple[str, ...]) -> tuple[list[
     Returns:
         ``(specs kept, {tool: parameter} of the tools left out)``.
     """
-    import dataclasses
-
-    from model.constraints.grounding import MAX_GROUNDED_CHARS, has_span
 
     kept, blocked = [], {}
     for spec in specs:
@@ -344,7 +340,7 @@ def _gemma_calls(
 ) -> tuple[list[str], dict[str, str], dict[str, str]]:
     """Each tool's call body in the Gemma syntax (``"call:NAME" {...}``), with the rules and terminals of every
     tool's arguments."""
-    comp = _GemmaCompiler(additional, grounding)
+    comp = GemmaCompiler(additional, grounding)
     alts = []
     for i, spec in enumerate(specs):
         compiled = _tool_ir(spec, additional)
@@ -354,7 +350,7 @@ def _gemma_calls(
         except SchemaError as e:
             message = str(e).rsplit(" (keyword ", 1)[0]  # the new error names keyword and path again
             raise SchemaError(e.keyword, e.path, f"tool {spec.name!r}: {message}") from None
-        alts.append(f"{_lark_str('call:' + spec.name)} {body}")
+        alts.append(f"{lark_str('call:' + spec.name)} {body}")
     return alts, dict(comp.rules), dict(comp.terms)
 
 
@@ -520,7 +516,7 @@ def value_grammar(schema: Any, *, additional_properties: bool = True) -> str:
         SchemaError: unsupported keyword or unsatisfiable schema.
     """
     compiled = build_ir(schema, additional_properties=additional_properties)
-    comp = _GemmaCompiler(additional_properties)
+    comp = GemmaCompiler(additional_properties)
     comp.def_paths[0] = compiled.paths
     body = comp.value(compiled.root, 0, compiled.defs)
     out = [f"start: {body}", *(f"{k}: {v}" for k, v in comp.rules.items())]

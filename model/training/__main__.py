@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import inspect
+import logging
 import sys
 import typing
 from typing import Any
@@ -14,8 +15,6 @@ from model.training.train import TrainConfig, train
 
 def option_help() -> dict[str, str]:
     """``{field: help text}`` from the ``Attributes:`` section of :class:`TrainConfig`'s docstring (griffe)."""
-    import logging
-
     from griffe import Docstring
 
     log = logging.getLogger("griffe")

@@ -207,7 +207,8 @@ VERB_PREFIXES = (
     "on",
 )
 
-_CONDITIONS = (
+#: Weather condition phrases the weather bot answers with.
+CONDITIONS = (
     "clear sky",
     "mainly clear",
     "partly cloudy",

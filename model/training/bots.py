@@ -14,6 +14,7 @@ never produced, and the identifier ``load_bundle`` never occurs.
 
 from __future__ import annotations
 
+import datetime as _dt
 import json
 import random
 from pathlib import Path
@@ -21,7 +22,7 @@ from typing import Any
 
 from model import special_tokens as st
 from model.training import values as V
-from model.training.bot_words import _CONDITIONS, CODE_WORDS, VERB_PREFIXES
+from model.training.bot_words import CODE_WORDS, CONDITIONS, VERB_PREFIXES
 
 BOT_TOOLS_PATH = Path(__file__).with_name("bot_tools.json")
 
@@ -287,7 +288,7 @@ def current_weather_response(rng: random.Random, place: str, units: str = "metri
         "wind_speed": round(rng.uniform(0, 40), 1),
         "wind_direction": rng.randint(0, 359),
         "wind_gusts": round(rng.uniform(5, 70), 1),
-        "conditions": rng.choice(_CONDITIONS),
+        "conditions": rng.choice(CONDITIONS),
         "units": {
             "temperature": t_u,
             "apparent_temperature": t_u,
@@ -321,8 +322,6 @@ def forecast_response(
     """A ``get_forecast`` result shaped like ``tools.weather.get_forecast``'s."""
     imp = units == "imperial"
     t_u, w_u, p_u = _units(imp)
-    import datetime as _dt
-
     first = _dt.date(2026, 1, 1) + _dt.timedelta(days=rng.randint(0, 364))
     rows = []
     n = 1 if date else min(days, 16)
@@ -338,7 +337,7 @@ def forecast_response(
                 "precipitation_probability_max": rng.randint(0, 100),
                 "wind_speed_max": round(rng.uniform(3, 50), 1),
                 "wind_gusts_max": round(rng.uniform(10, 90), 1),
-                "conditions": rng.choice(_CONDITIONS),
+                "conditions": rng.choice(CONDITIONS),
             }
         )
     return {

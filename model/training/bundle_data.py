@@ -122,34 +122,34 @@ def kind_for_parameter(name: str, schema: dict[str, Any]) -> K.Kind:
     examples = [x for x in s.get("examples") or [] if x is not None and not isinstance(x, (dict, list))]
     own: K.Gen | None = None
     if "enum" in s:
-        return K.Kind((name,), s, K._choice(tuple(str(x) for x in s["enum"])), K.GENERIC)
+        return K.Kind((name,), s, K.gen_choice(tuple(str(x) for x in s["enum"])), K.GENERIC)
     if t == "integer":
         lo = int(s.get("minimum", s.get("exclusiveMinimum", 0) + (1 if "exclusiveMinimum" in s else 0)))
         hi = int(
             s.get("maximum", s.get("exclusiveMaximum", lo + 101) - (1 if "exclusiveMaximum" in s else 0))
         )
-        own = K._int(lo, max(lo, hi))
+        own = K.gen_int(lo, max(lo, hi))
     elif t == "number":
         flo = float(s.get("minimum", s.get("exclusiveMinimum", 0.0)))
         fhi = float(s.get("maximum", s.get("exclusiveMaximum", flo + 1000.0)))
-        own = K._float(max(flo, 0.5) if "exclusiveMinimum" in s else flo, fhi if fhi > flo else flo + 1)
+        own = K.gen_float(max(flo, 0.5) if "exclusiveMinimum" in s else flo, fhi if fhi > flo else flo + 1)
     elif t == "boolean":
-        own = K._bool
+        own = K.gen_bool
     elif s.get("format") == "date" or "date" in lname:
-        own = K._date
+        own = K.gen_date
     elif s.get("format") == "time":
         own = _time
     elif s.get("format") == "email" or "email" in lname:
-        own = K._s(V.email)
+        own = K.gen_str(V.email)
     elif isinstance(s.get("pattern"), str):
         own = pattern_sampler(s["pattern"])
     elif t == "string":
         if any(w in lname for w in ("location", "city", "place", "destination", "origin")):
-            own = K._s(V.place)
+            own = K.gen_str(V.place)
         elif "name" in lname or "person" in lname or "assignee" in lname:
-            own = K._s(V.person)
+            own = K.gen_str(V.person)
         elif not examples:
-            own = K._s(V.phrase)
+            own = K.gen_str(V.phrase)
     pool = tuple(examples)
 
     def example(rng: random.Random) -> tuple[Any, str]:
@@ -165,7 +165,7 @@ def kind_for_parameter(name: str, schema: dict[str, Any]) -> K.Kind:
 
         gen = mixed
     else:
-        gen = example if pool else (own or K._s(V.phrase))
+        gen = example if pool else (own or K.gen_str(V.phrase))
     mentions = K.NUMERIC if t in ("integer", "number") else K.GENERIC + K.QUOTED[:2]
     return K.Kind((name,), s, gen, mentions)
 

@@ -22,14 +22,14 @@ from model.training.kinds import (
     VERB_SPOKEN,
     Gen,
     Kind,
-    _bool,
-    _choice,
-    _date,
-    _float,
-    _int,
-    _int_list,
-    _list_of,
-    _s,
+    gen_bool,
+    gen_choice,
+    gen_date,
+    gen_float,
+    gen_int,
+    gen_int_list,
+    gen_list_of,
+    gen_str,
 )
 
 #: Default location of the Glaive schemas (relative to the repository root).
@@ -63,7 +63,8 @@ class TrainingTool:
         }
 
 
-def _generated_tool(rng: random.Random) -> TrainingTool:
+def generated_tool(rng: random.Random) -> TrainingTool:
+    """A synthetic tool: a random domain's verb and noun with parameters of that domain's kinds."""
     domain = rng.choice(sorted(DOMAINS))
     nouns, verbs, kind_names, prefixes = DOMAINS[domain]
     noun, verb = rng.choice(nouns), rng.choice(verbs)
@@ -113,7 +114,7 @@ _UNITS_D = "'metric' (°C, km/h, mm) or 'imperial' (°F, mph, inch)."
 
 def _weather_kinds() -> dict[str, Kind]:
     """The parameter kinds of the weather bot's tools (``tools.weather``)."""
-    place_k = Kind(("place",), {"type": "string"}, _s(V.place), ("in {v}", "for {v}", "at {v}", "{v}"))
+    place_k = Kind(("place",), {"type": "string"}, gen_str(V.place), ("in {v}", "for {v}", "at {v}", "{v}"))
     units_k = Kind(
         ("units",),
         {"type": "string", "enum": ["metric", "imperial"]},
@@ -133,14 +134,14 @@ def _weather_kinds() -> dict[str, Kind]:
     days_k = Kind(
         ("days",),
         {"type": "integer", "minimum": 1, "maximum": 16},
-        _int(1, 14, 0.3),
+        gen_int(1, 14, 0.3),
         ("for the next {v} days", "for {v} days", "over {v} days"),
     )
-    date_k = Kind(("date",), {"type": "string", "format": "date"}, _date, ("on {v}", "for {v}"))
+    date_k = Kind(("date",), {"type": "string", "format": "date"}, gen_date, ("on {v}", "for {v}"))
     count_k = Kind(
         ("count",),
         {"type": "integer", "minimum": 1, "maximum": 10},
-        _int(2, 10, 0.3),
+        gen_int(2, 10, 0.3),
         ("top {v} matches", "{v} matches", "up to {v} results"),
     )
     return {"place": place_k, "units": units_k, "days": days_k, "date": date_k, "count": count_k}
@@ -148,23 +149,23 @@ def _weather_kinds() -> dict[str, Kind]:
 
 def _code_kinds() -> dict[str, Kind]:
     """The parameter kinds of the code-search bot's tools (``tools.code_search``)."""
-    name_k = Kind(("name",), {"type": "string"}, _s(V.identifier), ("{v}", "`{v}`", "the symbol {v}"))
+    name_k = Kind(("name",), {"type": "string"}, gen_str(V.identifier), ("{v}", "`{v}`", "the symbol {v}"))
     dkind_k = Kind(
         ("kind",),
         {"type": "string", "enum": ["any", "function", "class", "method"]},
-        _choice(("function", "class", "method")),
+        gen_choice(("function", "class", "method")),
         ("(a {v})", "{v} only", "which is a {v}"),
     )
     maxr_k = Kind(
         ("max_results",),
         {"type": "integer", "minimum": 1, "maximum": 50},
-        _int(1, 20, 0.2),
+        gen_int(1, 20, 0.2),
         ("at most {v} results", "top {v}", "{v} results max"),
     )
     pattern_k = Kind(
         ("pattern",),
         {"type": "string"},
-        _s(
+        gen_str(
             lambda r: r.choice(
                 (
                     V.identifier(r),
@@ -179,27 +180,27 @@ def _code_kinds() -> dict[str, Kind]:
     glob_k = Kind(
         ("glob",),
         {"type": "string"},
-        _s(lambda r: f"*.{r.choice(V.FILE_EXTS)}"),
+        gen_str(lambda r: f"*.{r.choice(V.FILE_EXTS)}"),
         ("in {v} files", "only {v}"),
     )
-    case_k = Kind(("case_sensitive",), {"type": "boolean"}, _bool, ("{n}: {v}",))
+    case_k = Kind(("case_sensitive",), {"type": "boolean"}, gen_bool, ("{n}: {v}",))
     ctx_k = Kind(
         ("context_lines",),
         {"type": "integer", "minimum": 0, "maximum": 10},
-        _int(0, 10, 0.2),
+        gen_int(0, 10, 0.2),
         ("with {v} lines of context", "{v} context lines"),
     )
-    path_k = Kind(("path",), {"type": "string"}, _s(V.file_path), ("{v}", "the file {v}"))
+    path_k = Kind(("path",), {"type": "string"}, gen_str(V.file_path), ("{v}", "the file {v}"))
     start_k = Kind(
         ("start_line",),
         {"type": "integer", "minimum": 1},
-        _int(1, 200, 0.0),
+        gen_int(1, 200, 0.0),
         ("from line {v}", "starting at line {v}"),
     )
     end_k = Kind(
         ("end_line",),
         {"type": "integer", "minimum": 1},
-        _int(201, 600, 0.0),
+        gen_int(201, 600, 0.0),
         ("to line {v}", "up to line {v}"),
     )
 
@@ -322,7 +323,7 @@ def _code_specs(c: dict[str, Kind]) -> list[TrainingTool]:
     ]
 
 
-def _bot_tools() -> list[TrainingTool]:
+def bot_tools() -> list[TrainingTool]:
     """The example bots' tools (``tools.weather``, ``tools.code_search``) with schemas mirroring their signatures."""
     w, c = _weather_kinds(), _code_kinds()
     specs = [*_weather_specs(w), *_code_specs(c)]
@@ -369,25 +370,29 @@ def _glaive_kind(pname: str, schema: dict[str, Any], samples: list[Any]) -> Kind
 
         gen = gen_sample
     elif "enum" in schema:
-        gen = _choice(tuple(str(x) for x in schema["enum"]))
+        gen = gen_choice(tuple(str(x) for x in schema["enum"]))
     elif t == "integer":
-        gen = _int(1, 100)
+        gen = gen_int(1, 100)
     elif t == "number":
-        gen = _float(1, 1000)
+        gen = gen_float(1, 1000)
     elif t == "boolean":
-        gen = _bool
+        gen = gen_bool
     elif t == "array":
-        gen = _list_of(lambda r: r.choice(V.WORDS)) if schema["items"].get("type") == "string" else _int_list
+        gen = (
+            gen_list_of(lambda r: r.choice(V.WORDS))
+            if schema["items"].get("type") == "string"
+            else gen_int_list
+        )
     elif "date" in lname:
-        gen = _date
+        gen = gen_date
     elif any(w in lname for w in ("location", "city", "place", "destination", "origin")):
-        gen = _s(V.place)
+        gen = gen_str(V.place)
     elif "email" in lname:
-        gen = _s(V.email)
+        gen = gen_str(V.email)
     elif "name" in lname:
-        gen = _s(V.person)
+        gen = gen_str(V.person)
     else:
-        gen = _s(V.phrase)
+        gen = gen_str(V.phrase)
     mentions = (
         NUMERIC if t in ("integer", "number") else (("{n}: {v}",) if t == "boolean" else GENERIC + QUOTED[:2])
     )
@@ -442,6 +447,7 @@ def load_glaive_tools(path: Path = DEFAULT_MASKBENCH) -> list[TrainingTool]:
     return tools
 
 
-def _split_of(name: str) -> str:
+def split_of(name: str) -> str:
+    """``"heldout"`` for one tool name in ten (a stable hash), else ``"train"``."""
     h = int(hashlib.sha1(name.encode()).hexdigest(), 16)
     return "heldout" if h % 10 == 0 else "train"

@@ -32,10 +32,10 @@ from model.training import values as V
 from model.training.catalog import (
     DEFAULT_MASKBENCH,
     TrainingTool,
-    _bot_tools,
-    _generated_tool,
-    _split_of,
+    bot_tools,
+    generated_tool,
     load_glaive_tools,
+    split_of,
 )
 from model.training.kinds import (
     GENERIC,
@@ -354,8 +354,8 @@ class Generator:
         self.weights = _kind_weights(bot_share)
         self.rng = random.Random(f"{seed}:{split}")
         self.split = split
-        self.glaive = [t for t in load_glaive_tools(maskbench) if _split_of(t.name) == split]
-        self.bots = _bot_tools()
+        self.glaive = [t for t in load_glaive_tools(maskbench) if split_of(t.name) == split]
+        self.bots = bot_tools()
 
     def tool(self) -> TrainingTool:
         """Draw one tool: 40% Glaive, 45% generated, 15% bot tools."""
@@ -363,7 +363,7 @@ class Generator:
         if r < 0.4 and self.glaive:
             return self.rng.choice(self.glaive)
         if r < 0.85:
-            return _generated_tool(self.rng)
+            return generated_tool(self.rng)
         return self.rng.choice(self.bots)
 
     def _toolset(self, main: list[TrainingTool], extra_max: int = 3) -> list[TrainingTool]:

@@ -27,7 +27,9 @@ class Kind:
     descs: tuple[str, ...] = ()
 
 
-def _s(f: Callable[[random.Random], str]) -> Gen:
+def gen_str(f: Callable[[random.Random], str]) -> Gen:
+    """A generator whose value is ``f``'s string, spoken as itself."""
+
     def g(rng: random.Random) -> tuple[Any, str]:
         x = f(rng)
         return x, x
@@ -35,11 +37,14 @@ def _s(f: Callable[[random.Random], str]) -> Gen:
     return g
 
 
-def _choice(items: tuple[str, ...]) -> Gen:
-    return _s(lambda rng: rng.choice(items))
+def gen_choice(items: tuple[str, ...]) -> Gen:
+    """A generator of one of ``items``, spoken as itself."""
+    return gen_str(lambda rng: rng.choice(items))
 
 
-def _int(lo: int, hi: int, words: float = 0.15) -> Gen:
+def gen_int(lo: int, hi: int, words: float = 0.15) -> Gen:
+    """A generator of an integer in ``[lo, hi]``, spoken in words with probability ``words``."""
+
     def g(rng: random.Random) -> tuple[Any, str]:
         n = rng.randint(lo, hi)
         return n, V.number_words(n) if rng.random() < words else str(n)
@@ -47,7 +52,9 @@ def _int(lo: int, hi: int, words: float = 0.15) -> Gen:
     return g
 
 
-def _float(lo: float, hi: float, digits: int = 2) -> Gen:
+def gen_float(lo: float, hi: float, digits: int = 2) -> Gen:
+    """A generator of a number in ``[lo, hi]`` with at most ``digits`` decimals (sometimes whole)."""
+
     def g(rng: random.Random) -> tuple[Any, str]:
         x = round(rng.uniform(lo, hi), rng.randint(0, digits))
         if rng.random() < 0.3:
@@ -57,16 +64,20 @@ def _float(lo: float, hi: float, digits: int = 2) -> Gen:
     return g
 
 
-def _date(rng: random.Random) -> tuple[Any, str]:
+def gen_date(rng: random.Random) -> tuple[Any, str]:
+    """An ISO date and how it is spoken."""
     return V.date_iso(rng)
 
 
-def _bool(rng: random.Random) -> tuple[Any, str]:
+def gen_bool(rng: random.Random) -> tuple[Any, str]:
+    """A boolean (true 60% of the time), spoken as yes/no."""
     b = rng.random() < 0.6
     return b, "yes" if b else "no"
 
 
-def _list_of(f: Callable[[random.Random], str]) -> Gen:
+def gen_list_of(f: Callable[[random.Random], str]) -> Gen:
+    """A generator of 2-4 distinct strings from ``f``, spoken as "a, b and c"."""
+
     def g(rng: random.Random) -> tuple[Any, str]:
         k = rng.randint(2, 4)
         items: list[str] = []
@@ -79,7 +90,8 @@ def _list_of(f: Callable[[random.Random], str]) -> Gen:
     return g
 
 
-def _int_list(rng: random.Random) -> tuple[Any, str]:
+def gen_int_list(rng: random.Random) -> tuple[Any, str]:
+    """A list of 3-6 integers in ``[-20, 200]``, spoken comma-separated."""
     xs = [rng.randint(-20, 200) for _ in range(rng.randint(3, 6))]
     return xs, ", ".join(map(str, xs))
 
@@ -92,256 +104,260 @@ KINDS: dict[str, Kind] = {
     "city": Kind(
         ("city", "location", "place", "city_name"),
         {"type": "string"},
-        _s(V.place),
+        gen_str(V.place),
         ("in {v}", "for {v}", "at {v}", "{n} {v}"),
         ("The city name", "City and country, e.g. Lyon, France", "Location to look up"),
     ),
     "country": Kind(
         ("country", "country_name", "nation"),
         {"type": "string"},
-        _choice(V.COUNTRIES),
+        gen_choice(V.COUNTRIES),
         ("in {v}", "for {v}", "{n} {v}"),
         ("Name of the country",),
     ),
     "date": Kind(
         ("date", "day", "on_date", "target_date"),
         {"type": "string"},
-        _date,
+        gen_date,
         ("on {v}", "for {v}", "{n} {v}"),
         ("Date in YYYY-MM-DD format", "The date (ISO 8601)"),
     ),
     "start_date": Kind(
         ("start_date", "from_date", "check_in"),
         {"type": "string"},
-        _date,
+        gen_date,
         ("from {v}", "starting {v}", "{n} {v}"),
         ("Start date, YYYY-MM-DD",),
     ),
     "end_date": Kind(
         ("end_date", "to_date", "check_out"),
         {"type": "string"},
-        _date,
+        gen_date,
         ("until {v}", "to {v}", "{n} {v}"),
         ("End date, YYYY-MM-DD",),
     ),
     "days": Kind(
         ("days", "num_days", "duration_days", "nights"),
         {"type": "integer"},
-        _int(1, 14),
+        gen_int(1, 14),
         ("for {v} days", "over the next {v} days", "{n} {v}", "{n} of {v}"),
         ("Number of days",),
     ),
     "limit": Kind(
         ("limit", "max_results", "count", "top_n", "num_results"),
         {"type": "integer"},
-        _int(1, 50),
+        gen_int(1, 50),
         ("top {v}", "at most {v} results", "{v} results", "{n} {v}", "limit it to {v}"),
         ("Maximum number of results",),
     ),
     "amount": Kind(
         ("amount", "price", "principal", "total", "budget", "value"),
         {"type": "number"},
-        _float(1, 50000),
+        gen_float(1, 50000),
         ("{n} of {v}", "{v} dollars", "${v}", "{n} {v}"),
         ("The amount in the given currency", "Amount of money"),
     ),
     "rate": Kind(
         ("rate", "interest_rate", "tax_rate", "discount", "percentage"),
         {"type": "number"},
-        _float(0.5, 30, 1),
+        gen_float(0.5, 30, 1),
         ("{n} of {v}%", "at {v} percent", "{n} {v}", "{v}% {n}"),
         ("Rate in percent",),
     ),
     "years": Kind(
         ("years", "term", "duration", "period", "age"),
         {"type": "integer"},
-        _int(1, 40),
+        gen_int(1, 40),
         ("for {v} years", "over {v} years", "{n} of {v}", "{n} {v}"),
         ("Duration in years",),
     ),
     "person": Kind(
         ("name", "person", "full_name", "contact", "author", "owner"),
         {"type": "string"},
-        _s(V.person),
+        gen_str(V.person),
         ("for {v}", "named {v}", "{n} {v}", "by {v}"),
         ("Full name of the person",),
     ),
     "email": Kind(
         ("email", "recipient", "to", "email_address"),
         {"type": "string"},
-        _s(V.email),
+        gen_str(V.email),
         ("to {v}", "{n} {v}", "at {v}"),
         ("Recipient e-mail address",),
     ),
     "text": Kind(
         ("query", "title", "subject", "message", "keyword", "text", "topic", "note"),
         {"type": "string"},
-        _s(V.phrase),
+        gen_str(V.phrase),
         (*QUOTED, "about {v}"),
         ("Free text", "The search query", "Title or subject"),
     ),
     "currency_from": Kind(
         ("from_currency", "base_currency", "source_currency"),
         {"type": "string"},
-        _choice(V.CURRENCIES),
+        gen_choice(V.CURRENCIES),
         ("from {v}", "{n} {v}"),
         ("ISO code of the source currency",),
     ),
     "currency_to": Kind(
         ("to_currency", "target_currency", "quote_currency"),
         {"type": "string"},
-        _choice(V.CURRENCIES),
+        gen_choice(V.CURRENCIES),
         ("to {v}", "into {v}", "{n} {v}"),
         ("ISO code of the target currency",),
     ),
     "language": Kind(
         ("language", "target_language", "lang"),
         {"type": "string"},
-        _choice(V.LANGUAGES),
+        gen_choice(V.LANGUAGES),
         ("in {v}", "into {v}", "{n} {v}"),
         ("Language name",),
     ),
     "ticker": Kind(
         ("symbol", "ticker", "stock_symbol"),
         {"type": "string"},
-        _choice(V.TICKERS),
+        gen_choice(V.TICKERS),
         ("for {v}", "of {v}", "{n} {v}"),
         ("Stock ticker symbol",),
     ),
     "company": Kind(
         ("company", "company_name", "organization", "vendor"),
         {"type": "string"},
-        _choice(V.COMPANIES),
+        gen_choice(V.COMPANIES),
         ("for {v}", "at {v}", "{n} {v}"),
         ("Company name",),
     ),
     "genre": Kind(
         ("genre", "category", "style"),
         {"type": "string"},
-        _choice(V.GENRES),
+        gen_choice(V.GENRES),
         ("{v}", "in the {v} {n}", "{n} {v}"),
         ("Genre or category",),
     ),
     "cuisine": Kind(
         ("cuisine", "food_type"),
         {"type": "string"},
-        _choice(V.CUISINES),
+        gen_choice(V.CUISINES),
         ("{v}", "{n} {v}", "serving {v} food"),
         ("Type of cuisine",),
     ),
     "dish": Kind(
         ("dish", "recipe_name", "food", "ingredient"),
         {"type": "string"},
-        _choice(V.FOODS),
+        gen_choice(V.FOODS),
         ("for {v}", "{n} {v}", "of {v}"),
         ("Name of the dish",),
     ),
     "product": Kind(
         ("product", "item", "product_name"),
         {"type": "string"},
-        _choice(V.PRODUCTS),
+        gen_choice(V.PRODUCTS),
         ("a {v}", "for a {v}", "{n} {v}"),
         ("Product to search for",),
     ),
     "color": Kind(
-        ("color", "colour"), {"type": "string"}, _choice(V.COLORS), ("in {v}", "{n} {v}"), ("Color",)
+        ("color", "colour"), {"type": "string"}, gen_choice(V.COLORS), ("in {v}", "{n} {v}"), ("Color",)
     ),
     "record_id": Kind(
         ("order_id", "user_id", "ticket_id", "id", "account_id", "booking_id"),
         {"type": "string"},
-        _s(V.code_id),
+        gen_str(V.code_id),
         ("{n} {v}", "number {v}", "with {n} {v}", "#{v}"),
         ("Identifier of the record",),
     ),
     "path": Kind(
         ("path", "file", "file_path", "filename"),
         {"type": "string"},
-        _s(V.file_path),
+        gen_str(V.file_path),
         ("{v}", "in {v}", "{n} {v}", "the file {v}"),
         ("Path of the file, relative to the repository root",),
     ),
     "symbol_name": Kind(
         ("name", "symbol", "function_name", "identifier"),
         {"type": "string"},
-        _s(V.identifier),
+        gen_str(V.identifier),
         ("{v}", "`{v}`", "{n} {v}"),
         ("Identifier to look up",),
     ),
     "url": Kind(
-        ("url", "link", "website"), {"type": "string"}, _s(V.url), ("{v}", "at {v}", "{n} {v}"), ("The URL",)
+        ("url", "link", "website"),
+        {"type": "string"},
+        gen_str(V.url),
+        ("{v}", "at {v}", "{n} {v}"),
+        ("The URL",),
     ),
     "team": Kind(
         ("team", "team_name", "club"),
         {"type": "string"},
-        _choice(V.SPORTS_TEAMS),
+        gen_choice(V.SPORTS_TEAMS),
         ("for the {v}", "{n} {v}", "of {v}"),
         ("Name of the team",),
     ),
     "animal": Kind(
         ("species", "animal"),
         {"type": "string"},
-        _choice(V.ANIMALS),
+        gen_choice(V.ANIMALS),
         ("of the {v}", "{n} {v}", "for {v}"),
         ("Species name",),
     ),
     "airport_from": Kind(
         ("origin", "departure_airport", "from_airport"),
         {"type": "string"},
-        _choice(V.AIRPORTS),
+        gen_choice(V.AIRPORTS),
         ("from {v}", "departing {v}", "{n} {v}"),
         ("IATA code of the origin airport",),
     ),
     "airport_to": Kind(
         ("destination", "arrival_airport", "to_airport"),
         {"type": "string"},
-        _choice(V.AIRPORTS),
+        gen_choice(V.AIRPORTS),
         ("to {v}", "arriving at {v}", "{n} {v}"),
         ("IATA code of the destination airport",),
     ),
     "time": Kind(
         ("time", "start_time", "at_time"),
         {"type": "string"},
-        _s(V.time_hm),
+        gen_str(V.time_hm),
         ("at {v}", "{n} {v}"),
         ("Time, HH:MM (24h)",),
     ),
     "weekday": Kind(
         ("weekday", "day_of_week"),
         {"type": "string"},
-        _choice(V.WEEKDAYS),
+        gen_choice(V.WEEKDAYS),
         ("on {v}", "{n} {v}"),
         ("Day of the week",),
     ),
     "num_a": Kind(
         ("a", "x", "n", "number", "num1", "value", "base", "first"),
         {"type": "integer"},
-        _int(-50, 500, 0.1),
+        gen_int(-50, 500, 0.1),
         NUMERIC,
         ("The first number", "An integer", "Input value"),
     ),
     "num_b": Kind(
         ("b", "y", "k", "num2", "exponent", "second", "divisor"),
         {"type": "integer"},
-        _int(-50, 500, 0.1),
+        gen_int(-50, 500, 0.1),
         NUMERIC,
         ("The second number", "An integer"),
     ),
     "length": Kind(
         ("length", "width", "height", "radius", "side", "distance", "depth"),
         {"type": "number"},
-        _float(0.5, 300, 1),
+        gen_float(0.5, 300, 1),
         (*NUMERIC, "{v} units of {n}"),
         ("Length in meters", "Size of the side"),
     ),
     "mass": Kind(
         ("weight", "mass", "weight_kg"),
         {"type": "number"},
-        _float(1, 150, 1),
+        gen_float(1, 150, 1),
         ("{n} of {v}", "{v} kg", "{n} {v}"),
         ("Weight in kilograms",),
     ),
     "temperature": Kind(
-        ("temperature", "temp"), {"type": "number"}, _float(-30, 120, 1), NUMERIC, ("Temperature value",)
+        ("temperature", "temp"), {"type": "number"}, gen_float(-30, 120, 1), NUMERIC, ("Temperature value",)
     ),
     "flag": Kind(
         (
@@ -356,70 +372,70 @@ KINDS: dict[str, Kind] = {
             "notify",
         ),
         {"type": "boolean"},
-        _bool,
+        gen_bool,
         ("{n}: {v}",),
         ("Whether to enable this option",),
     ),
     "unit_len": Kind(
         ("unit", "units", "length_unit"),
         {"type": "string", "enum": list(V.UNITS_LEN)},
-        _choice(V.UNITS_LEN),
+        gen_choice(V.UNITS_LEN),
         ("in {v}", "{n} {v}"),
         ("Unit of length",),
     ),
     "unit_temp": Kind(
         ("unit", "scale", "temperature_unit"),
         {"type": "string", "enum": list(V.UNITS_TEMP)},
-        _choice(V.UNITS_TEMP),
+        gen_choice(V.UNITS_TEMP),
         ("in {v}", "{n} {v}"),
         ("Temperature scale",),
     ),
     "sort": Kind(
         ("sort_by", "order", "sort_order"),
         {"type": "string", "enum": ["asc", "desc", "relevance", "date"]},
-        _choice(("asc", "desc", "relevance", "date")),
+        gen_choice(("asc", "desc", "relevance", "date")),
         ("sorted by {v}", "{n} {v}"),
         ("Sort order",),
     ),
     "priority": Kind(
         ("priority", "level", "severity"),
         {"type": "string", "enum": ["low", "medium", "high"]},
-        _choice(("low", "medium", "high")),
+        gen_choice(("low", "medium", "high")),
         ("with {v} {n}", "{n} {v}", "{v} {n}"),
         ("Priority level",),
     ),
     "tags": Kind(
         ("tags", "keywords", "labels"),
         {"type": "array", "items": {"type": "string"}},
-        _list_of(lambda r: r.choice(V.WORDS)),
+        gen_list_of(lambda r: r.choice(V.WORDS)),
         ("{n} {v}", "tagged {v}", "with {n} {v}"),
         ("List of tags",),
     ),
     "cities": Kind(
         ("cities", "locations", "destinations"),
         {"type": "array", "items": {"type": "string"}},
-        _list_of(lambda r: r.choice(V.CITIES)),
+        gen_list_of(lambda r: r.choice(V.CITIES)),
         ("{n} {v}", "for {v}", "covering {v}"),
         ("List of cities",),
     ),
     "ingredients": Kind(
         ("ingredients", "items", "products"),
         {"type": "array", "items": {"type": "string"}},
-        _list_of(lambda r: r.choice(V.FOODS + V.PRODUCTS)),
+        gen_list_of(lambda r: r.choice(V.FOODS + V.PRODUCTS)),
         ("{n} {v}", "with {v}", "including {v}"),
         ("List of items",),
     ),
     "numbers": Kind(
         ("numbers", "values", "data", "scores"),
         {"type": "array", "items": {"type": "integer"}},
-        _int_list,
+        gen_int_list,
         ("{n} {v}", "of {v}", "for the {n} {v}", "[{v}]"),
         ("List of numbers",),
     ),
     "ticker_list": Kind(
         ("symbols", "tickers"),
         {"type": "array", "items": {"type": "string"}},
-        _list_of(lambda r: r.choice(V.TICKERS)),
+        gen_list_of(lambda r: r.choice(V.TICKERS)),
         ("for {v}", "{n} {v}"),
         ("Ticker symbols",),
     ),

@@ -33,6 +33,8 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from model import special_tokens as st
+
 
 def _copied_positions(part: list[Any], is_target: Any, text: list[str], turn_end: int, C: int) -> Any:
     """``[B, C]`` bool: target tokens that are a word of the request (the user turn, not the system prompt)."""
@@ -90,7 +92,6 @@ def copy_probe(checkpoint: str, n: int = 200, seed: int = 7, threads: int = 1) -
         raise ValueError(f"n must be >= 1, got {n}")
     import torch
 
-    from model import special_tokens as st
     from model.copy_head import has_copy_head
     from model.loading import load_checkpoint
     from model.training.data import Generator

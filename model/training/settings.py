@@ -7,6 +7,7 @@ from pathlib import Path
 from typing import Any
 
 from model import special_tokens as st
+from model.config import small_config
 
 
 @dataclass
@@ -145,8 +146,6 @@ class TrainConfig:
 
 def build_model_config(cfg: TrainConfig) -> Any:
     """``DiffusionGemmaConfig`` for the embedded checkpoint: :func:`model.config.small_config` sized by ``cfg``."""
-    from model.config import small_config
-
     return small_config(
         cfg.vocab_size,
         cfg.hidden_size,

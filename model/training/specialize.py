@@ -29,7 +29,11 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
+import torch
+
 from model import hf_compat as hf
+from model.copy_head import CopyHead
+from model.training.bundle_data import train_and_heldout
 from model.training.heldout import evaluate_examples
 
 
@@ -79,8 +83,6 @@ class PrefixEncoder:
     """
 
     def __init__(self, model: Any, prefix: list[int]) -> None:
-        import torch
-
         self.model = model
         self.prefix = list(prefix)
         ids = torch.tensor([self.prefix], dtype=torch.long, device=model.device)
@@ -95,8 +97,6 @@ class PrefixEncoder:
         Raises:
             ValueError: a prompt that does not start with the prefix (cut by ``max_prompt``).
         """
-        import torch
-
         m = self.model
         B, n = ids.shape
         L0 = len(self.prefix)
@@ -123,8 +123,6 @@ class PrefixEncoder:
             :func:`model.training.train.copy_diffusion_loss`'s ``encoded`` (each batch gains
             ``decoder_position_ids`` [b, C]).
         """
-        import torch
-
         lengths = [int(x) for x in plain["attention_mask"].sum(dim=1).tolist()]
         P, C = plain["input_ids"].shape[1], plain["canvas"].shape[1]
         out = []
@@ -203,9 +201,6 @@ def _train_adapter(
     inner: Any, data: list[Any], tcfg: Any, cfg: SpecializeConfig, trainable: list[Any], log: Any
 ) -> tuple[int, float]:
     """The LoRA training loop within ``cfg.minutes`` (or ``cfg.max_steps``): ``(steps, seconds)``."""
-    import torch
-
-    from model.copy_head import CopyHead
     from model.training.train import batches, copy_diffusion_loss, device_batch, diffusion_loss
 
     opt = torch.optim.AdamW(trainable, lr=cfg.lr, betas=(0.9, 0.98), weight_decay=0.0)
@@ -388,11 +383,8 @@ def specialize(
         ValueError: a bundle tool with object parameters (not generated), ``minutes`` <= 0, a rank < 1, or an
             output folder that holds something other than an earlier adapter.
     """
-    import torch
-
     from model.chat import ChatModel
     from model.loading import DEFAULT_CHECKPOINT, load_checkpoint
-    from model.training.bundle_data import train_and_heldout
     from model.training.train import encode_examples, encode_labelled, word_token_table
 
     out = _checked_out(cfg)

@@ -14,6 +14,7 @@ read-only cache, self-conditioning inputs); the uniform-noise discrete diffusion
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import json
 import math
@@ -22,6 +23,7 @@ import time
 from pathlib import Path
 from typing import Any
 
+from model.tokenizer import build_tokenizer
 from model.training.batches import (
     Encoded,
     batches,
@@ -33,6 +35,7 @@ from model.training.batches import (
 )
 from model.training.losses import ar_readout, copy_diffusion_loss, diffusion_loss
 from model.training.settings import TrainConfig, build_model, build_model_config, generation_config
+from model.vision import write_processor_config
 
 __all__ = [
     "Encoded",
@@ -64,8 +67,6 @@ def save_checkpoint(
 ) -> None:
     """Write an offline-loadable checkpoint folder: safetensors + config + generation_config + tokenizer +
     the image processor config (``processor_config.json``)."""
-    from model.vision import write_processor_config
-
     out.mkdir(parents=True, exist_ok=True)
     model.generation_config = generation_config(cfg.canvas_length, gen_overrides)
     model.save_pretrained(out, safe_serialization=True)
@@ -160,7 +161,6 @@ def prepare(cfg: TrainConfig, log: Any = print) -> tuple[Any, list[Encoded], lis
     """
     from transformers import AutoTokenizer
 
-    from model.tokenizer import build_tokenizer
     from model.training.data import (
         DEFAULT_MASKBENCH,
         Generator,
@@ -348,8 +348,6 @@ def _autocast_for(cfg: TrainConfig) -> Any:
     Raises:
         ValueError: see :func:`train`.
     """
-    import contextlib
-
     import torch
 
     if cfg.ar_weight > 0 and cfg.max_prompt + cfg.canvas_length >= cfg.sliding_window:

@@ -16,6 +16,7 @@ import json
 import sys
 from typing import Any
 
+from model.errors import CheckpointError
 from model.loading import DECODING_FILE, DECODING_KEYS
 
 #: The fields of a :data:`GRID` row, in order (each a :class:`model.settings.DenoiseSettings` field).
@@ -127,8 +128,6 @@ def main(argv: list[str] | None = None) -> int:
             grid_rows(picked)
         except ValueError as exc:
             ap.error(f"--rows: {exc}")
-    from model.errors import CheckpointError
-
     try:
         rows = tune(a.checkpoint, a.limit, a.threads, picked)
     except CheckpointError as exc:

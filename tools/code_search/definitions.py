@@ -9,13 +9,15 @@ from dataclasses import dataclass
 from pathlib import PurePosixPath
 from typing import Any, Literal
 
-_NON_CODE_SUFFIXES = frozenset(
+#: File suffixes that hold no code (docs, data, config): definitions are not looked for there.
+NON_CODE_SUFFIXES = frozenset(
     ".md .markdown .rst .txt .adoc .json .jsonl .yaml .yml .toml .ini .cfg .csv .tsv .lock .xml .html .htm "
     ".svg .log .ipynb .jinja .j2".split()
 )
 _DOC_SUFFIXES = frozenset(".md .markdown .rst .txt .adoc".split())
 
-_DECL_RE = re.compile(
+#: A declaration line in most languages: ``kw`` the keyword, ``name`` the declared name.
+DECL_RE = re.compile(
     r"""^[ \t]*
     (?:(?:export|default|public|private|protected|internal|static|async|abstract|final|pub(?:\([^)]*\))?|
         unsafe|extern|inline|virtual|override|open|sealed|data|suspend|declare|const)[ \t]+)*
@@ -31,7 +33,8 @@ _ASSIGNED_FN_RE = re.compile(
 )
 _SHELL_FN_RE = re.compile(r"^[ \t]*(?:function[ \t]+)?(?P<name>[A-Za-z_][\w.-]*)[ \t]*\(\)[ \t]*\{?")
 _CLASS_KWS = frozenset("class struct enum interface trait type module impl object record".split())
-_PY_DEF_LINE_RE = re.compile(r"^\s*(?:async\s+def|def|class)\s")
+#: A Python ``def``/``async def``/``class`` line.
+PY_DEF_LINE_RE = re.compile(r"^\s*(?:async\s+def|def|class)\s")
 
 Kind = Literal["function", "class", "method"]
 KindFilter = Literal["any", "function", "class", "method"]
@@ -86,7 +89,7 @@ def _py_signature(node: ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef) -
     return sig if len(sig) <= 300 else sig[:297] + "..."
 
 
-def _python_definitions(rel: str, text: str) -> list[Definition]:
+def python_definitions(rel: str, text: str) -> list[Definition]:
     """All function/class/method definitions of a Python source (raises SyntaxError/ValueError if bad)."""
     tree = ast.parse(text)
     out: list[Definition] = []
@@ -123,7 +126,7 @@ def _python_definitions(rel: str, text: str) -> list[Definition]:
     return out
 
 
-def _regex_definitions(rel: str, text: str) -> list[Definition]:
+def regex_definitions(rel: str, text: str) -> list[Definition]:
     """Language-agnostic definitions: declaration-keyword lines, JS function assignments, shell functions."""
     out: list[Definition] = []
     shellish = rel.endswith((".sh", ".bash", ".zsh")) or PurePosixPath(rel).suffix == ""
@@ -131,7 +134,7 @@ def _regex_definitions(rel: str, text: str) -> list[Definition]:
         if len(line) > 500:
             continue
         kind: Kind
-        m = _DECL_RE.match(line)
+        m = DECL_RE.match(line)
         if m:
             kw = m.group("kw").split()[-1].rstrip("*")
             kind = "class" if kw in _CLASS_KWS else "function"
@@ -147,7 +150,7 @@ def _regex_definitions(rel: str, text: str) -> list[Definition]:
     return out
 
 
-def _normalize_query(name: str) -> str:
+def normalize_query(name: str) -> str:
     """Strip what a model may wrap around a name: ``def``/``class`` keywords, ``()``, backticks, spaces."""
     q = name.strip().strip("`'\"").strip()
     q = re.sub(r"^(?:async\s+def|def|class|function|func|fn)\s+", "", q)
@@ -155,12 +158,12 @@ def _normalize_query(name: str) -> str:
     return q
 
 
-#: The highest :func:`_match_score` that names the definition itself (exact, exact ignoring case, qualified
+#: The highest :func:`match_score` that names the definition itself (exact, exact ignoring case, qualified
 #: name); above it, prefix and substring matches.
-_NAMED = 2
+NAMED = 2
 
 
-def _match_score(query: str, d: Definition) -> int | None:
+def match_score(query: str, d: Definition) -> int | None:
     """0 exact name, 1 exact ignoring case, 2 qualname match, 3 prefix, 4 substring, None no match."""
     ql = query.casefold()
     if "." in query:
@@ -182,7 +185,7 @@ def _match_score(query: str, d: Definition) -> int | None:
     return None
 
 
-def _path_rank(rel: str) -> int:
+def path_rank(rel: str) -> int:
     """0 source, 1 tests/examples/benchmarks/scripts, 2 docs."""
     p = PurePosixPath(rel)
     if p.suffix in _DOC_SUFFIXES:

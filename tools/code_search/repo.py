@@ -14,17 +14,17 @@ from pathlib import Path, PurePosixPath
 from typing import Any
 
 from tools.code_search.definitions import (
-    _DECL_RE,
-    _NAMED,
-    _NON_CODE_SUFFIXES,
-    _PY_DEF_LINE_RE,
+    DECL_RE,
+    NAMED,
+    NON_CODE_SUFFIXES,
+    PY_DEF_LINE_RE,
     Definition,
     KindFilter,
-    _match_score,
-    _normalize_query,
-    _path_rank,
-    _python_definitions,
-    _regex_definitions,
+    match_score,
+    normalize_query,
+    path_rank,
+    python_definitions,
+    regex_definitions,
 )
 from tools.code_search.gitignore import GitIgnore
 
@@ -49,7 +49,7 @@ def _line_hits(
     for i, line in enumerate(lines):
         if len(line) > 2000 or not rx.search(line):
             continue
-        is_def = bool(_PY_DEF_LINE_RE.match(line) if rel.endswith(".py") else _DECL_RE.match(line))
+        is_def = bool(PY_DEF_LINE_RE.match(line) if rel.endswith(".py") else DECL_RE.match(line))
         lo, hi = max(0, i - context_lines), min(len(lines), i + context_lines + 1)
         context = "\n".join(f"{j + 1}{'>' if j == i else ':'} {lines[j][:300]}" for j in range(lo, hi))
         hit = {
@@ -59,7 +59,7 @@ def _line_hits(
             "text": line.strip()[:300],
             "context": context,
         }
-        hits.append(((not is_def, _path_rank(rel), rel, i), hit))
+        hits.append(((not is_def, path_rank(rel), rel, i), hit))
         if len(hits) >= limit:
             break
     return hits
@@ -231,13 +231,13 @@ class CodeRepo:
         defs: list[Definition]
         if rel.endswith((".py", ".pyi")):
             try:
-                defs = _python_definitions(rel, text)
+                defs = python_definitions(rel, text)
             except (SyntaxError, ValueError, RecursionError):
-                defs = _regex_definitions(rel, text)
-        elif PurePosixPath(rel).suffix.casefold() in _NON_CODE_SUFFIXES:
+                defs = regex_definitions(rel, text)
+        elif PurePosixPath(rel).suffix.casefold() in NON_CODE_SUFFIXES:
             defs = []
         else:
-            defs = _regex_definitions(rel, text)
+            defs = regex_definitions(rel, text)
         with self._lock:
             self._defs_cache[rel] = _FileDefs(st.st_mtime_ns, st.st_size, defs)
         return defs
@@ -271,7 +271,7 @@ class CodeRepo:
         Raises:
             ValueError: an empty name.
         """
-        query = _normalize_query(name)
+        query = normalize_query(name)
         if not query:
             raise ValueError(f"name {name!r} is empty after stripping; give a function or class name")
         needle = query.rsplit(".", 1)[-1].casefold().encode()
@@ -290,15 +290,15 @@ class CodeRepo:
             for d in self._definitions(rel, text):
                 if kind != "any" and d.kind != kind:
                     continue
-                score = _match_score(query, d)
+                score = match_score(query, d)
                 if score is None:
                     continue
                 private = d.name.startswith("_") and not query.startswith("_")
                 nested = "." in d.qualname  # a method or nested function: after module-level definitions
-                key = (score, _path_rank(rel), private, nested, rel.count("/"), rel, d.line)
+                key = (score, path_rank(rel), private, nested, rel.count("/"), rel, d.line)
                 scored.append((key, d))
         scored.sort(key=lambda kd: kd[0])
-        named = [kd for kd in scored if kd[0][0] <= _NAMED]
+        named = [kd for kd in scored if kd[0][0] <= NAMED]
         listed = named or scored  # definitions of the name itself, when there are any
         shown = listed[:max_results]
         out: dict[str, Any] = {

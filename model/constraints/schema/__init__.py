@@ -22,7 +22,7 @@ string formats are rejected, integers are written without a fraction.
 
 from model.constraints.schema import ir
 from model.constraints.schema.algebra import MAX_COMPILE_STEPS
-from model.constraints.schema.build import _Builder, build_ir, cached_ir
+from model.constraints.schema.build import Builder, build_ir, cached_ir
 from model.constraints.schema.errors import SchemaError
 from model.constraints.schema.normalize import drop_titles, normalize_schema
 from model.constraints.schema.regex import (
@@ -38,9 +38,9 @@ __all__ = [
     "FORMATS",
     "FORMAT_LIMITS",
     "MAX_COMPILE_STEPS",
+    "Builder",
     "SchemaError",
     "ToolSpec",
-    "_Builder",
     "build_ir",
     "cached_ir",
     "canonical",

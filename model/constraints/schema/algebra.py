@@ -22,9 +22,9 @@ from model.constraints.schema.ir import (
     OneOf,
     Ref,
     Str,
-    _opt,
     any_of,
     make_arr,
+    merge_optional,
 )
 from model.constraints.schema.regex import format_matches, pattern_matches, pattern_to_regex
 
@@ -80,7 +80,8 @@ def _num_ok(n: Num, v: float) -> bool:
     return True
 
 
-def _num_unsat(n: Num) -> tuple[str, str] | None:
+def num_unsat(n: Num) -> tuple[str, str] | None:
+    """``(keyword, message)`` when no number (no integer for an integer) lies within ``n``'s bounds, else ``None``."""
     lo, hi = _num_range(n)
     if lo > hi:
         return ("minimum", f"minimum ({lo}) is greater than maximum ({hi})")
@@ -105,18 +106,18 @@ def _intersect_num(a: Num, b: Num, path: str) -> Node:
         mult = int(lcm) if lcm.denominator == 1 else float(lcm)
     n = Num(
         a.integer or b.integer,
-        _opt(max, a.minimum, b.minimum),
-        _opt(min, a.maximum, b.maximum),
-        _opt(max, a.excl_min, b.excl_min),
-        _opt(min, a.excl_max, b.excl_max),
+        merge_optional(max, a.minimum, b.minimum),
+        merge_optional(min, a.maximum, b.maximum),
+        merge_optional(max, a.excl_min, b.excl_min),
+        merge_optional(min, a.excl_max, b.excl_max),
         mult,
     )
-    err = _num_unsat(n)
+    err = num_unsat(n)
     return Never(err[1], err[0], path) if err else n
 
 
-class _Algebra:
-    """The builder's two-schema reasoning (a base of ``_Builder``, which sets these attributes)."""
+class Algebra:
+    """The builder's two-schema reasoning (a base of ``Builder``, which sets these attributes)."""
 
     defs: dict[str, Node]
     additional_default: bool
@@ -189,7 +190,7 @@ class _Algebra:
                 return _intersect_num(a, b, path)
             if isinstance(a, Str) and isinstance(b, Str):
                 mn = max(a.min_len, b.min_len)
-                mx = _opt(min, a.max_len, b.max_len)
+                mx = merge_optional(min, a.max_len, b.max_len)
                 if mx is not None and mn > mx:
                     return Never("minLength > maxLength", "minLength", path)
                 return Str(
@@ -206,7 +207,7 @@ class _Algebra:
                 prefix = tuple(self.intersect(x, y, path) for x, y in zip(pa, pb, strict=True))
                 return make_arr(
                     max(a.min_items, b.min_items),
-                    _opt(min, a.max_items, b.max_items),
+                    merge_optional(min, a.max_items, b.max_items),
                     prefix,
                     self.intersect(a.items, b.items, path),
                 )
@@ -294,7 +295,7 @@ class _Algebra:
                 merged[p] = self.intersect(merged[p], n, path) if p in merged else n
             pattern_props = tuple(merged.items())
         mn = max(a.min_props, b.min_props)
-        mx = _opt(min, a.max_props, b.max_props)
+        mx = merge_optional(min, a.max_props, b.max_props)
         if mx is not None and mn > mx:
             return Never("minProperties > maxProperties", "minProperties", path)
         return Obj(tuple(props), required, additional, pattern_props, mn, mx)

@@ -8,8 +8,8 @@ from functools import lru_cache
 from typing import Any
 
 from model.constraints.schema.algebra import (
-    _Algebra,
-    _num_unsat,
+    Algebra,
+    num_unsat,
 )
 from model.constraints.schema.errors import SchemaError
 from model.constraints.schema.ir import (
@@ -30,7 +30,7 @@ from model.constraints.schema.ir import (
     literal,
     make_arr,
 )
-from model.constraints.schema.refs import _esc, _pointer_get, _Refs
+from model.constraints.schema.refs import Refs, escape_pointer_token, pointer_get
 from model.constraints.schema.regex import FORMATS, pattern_matches
 
 # ----------------------------------------------------------------------------------------------------------
@@ -117,10 +117,12 @@ def _trivial(key: str, value: Any) -> bool:
     return False
 
 
-class _Builder(_Algebra):
+class Builder(Algebra):
+    """Builds the schema IR of one schema document (``root``); one instance per schema."""
+
     def __init__(self, root: Any, additional_default: bool) -> None:
         self.root = root
-        self.refs = _Refs(root)
+        self.refs = Refs(root)
         self.defs: dict[str, Node] = {}
         self.additional_default = additional_default
         self._ref_nodes: dict[str, Node] = {}
@@ -143,7 +145,7 @@ class _Builder(_Algebra):
         if ptr in self._in_progress:
             return Ref(name)
         try:
-            target = _pointer_get(self.root, ptr)
+            target = pointer_get(self.root, ptr)
         except (KeyError, IndexError, ValueError):
             raise SchemaError("$ref", path, f"reference {ref!r} does not resolve") from None
         self._in_progress.add(ptr)
@@ -356,7 +358,7 @@ class _Builder(_Algebra):
         if mult is not None and mult <= 0:
             raise SchemaError("multipleOf", path, f"multipleOf must be > 0, got {mult}")
         node = Num(integer, mn, mx, emn, emx, mult)
-        err = _num_unsat(node)
+        err = num_unsat(node)
         if err:
             return self.unsat(err[0], path, err[1])
         return node
@@ -437,7 +439,7 @@ class _Builder(_Algebra):
         pattern_props = []
         for p, sub in pp_in.items():
             self.check_pattern(p, f"{path}/patternProperties", "patternProperties")
-            pattern_props.append((p, self.build(sub, f"{path}/patternProperties/{_esc(p)}")))
+            pattern_props.append((p, self.build(sub, f"{path}/patternProperties/{escape_pointer_token(p)}")))
         additional: Node | None = None
         if "additionalProperties" in s:
             additional = self.build(s["additionalProperties"], f"{path}/additionalProperties")
@@ -449,7 +451,7 @@ class _Builder(_Algebra):
             )
         props: list[tuple[str, Node]] = []
         for name, sub in props_in.items():
-            node = self.build(sub, f"{path}/properties/{_esc(name)}")
+            node = self.build(sub, f"{path}/properties/{escape_pointer_token(name)}")
             for p, pn in pattern_props:
                 if pattern_matches(p, name):
                     node = self.intersect(node, pn, path)
@@ -502,7 +504,7 @@ def build_ir(schema: Any, *, additional_properties: bool = True) -> IR:
             required property forbidden by ``additionalProperties: false``, or the whole schema), or too
             large to compile (more than :data:`MAX_COMPILE_STEPS` steps).
     """
-    b = _Builder(schema, additional_properties)
+    b = Builder(schema, additional_properties)
     root = b.build(schema, "")
     if isinstance(root, Never):
         raise SchemaError(root.keyword or "type", root.path, f"schema is unsatisfiable: {root.reason}")

@@ -220,7 +220,8 @@ class IR:
     paths: dict[str, str] = field(default_factory=dict)
 
 
-def _opt(f: Any, x: Any, y: Any) -> Any:
+def merge_optional(f: Any, x: Any, y: Any) -> Any:
+    """``f(x, y)`` of two optional bounds; ``x`` or ``y`` alone when the other is ``None``."""
     if x is None:
         return y
     if y is None:
@@ -231,10 +232,10 @@ def _opt(f: Any, x: Any, y: Any) -> Any:
 def make_arr(mn: int, mx: int | None, prefix: tuple[Node, ...], items: Node) -> Node:
     """An :class:`Arr`, or ``Never`` when no length is possible (prefix items that cannot be met)."""
     cap = len(prefix) if isinstance(items, Never) else None
-    mx = _opt(min, mx, cap)
+    mx = merge_optional(min, mx, cap)
     for i, p in enumerate(prefix):
         if isinstance(p, Never):
-            mx = _opt(min, mx, i)
+            mx = merge_optional(min, mx, i)
             break
     if mx is not None and mn > mx:
         return Never("minItems > the number of items allowed", "minItems")

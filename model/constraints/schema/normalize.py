@@ -5,15 +5,15 @@ from __future__ import annotations
 from typing import Any
 
 from model.constraints.schema.refs import (
-    _MAX_INLINED_NODES,
-    _SCHEMA_KEYS,
-    _SCHEMA_LIST_KEYS,
-    _SCHEMA_MAP_KEYS,
-    _all_refs,
-    _inline_all,
-    _recursive_targets,
-    _Refs,
-    _TooLarge,
+    MAX_INLINED_NODES,
+    SCHEMA_KEYS,
+    SCHEMA_LIST_KEYS,
+    SCHEMA_MAP_KEYS,
+    Refs,
+    TooLarge,
+    all_refs,
+    inline_all,
+    recursive_targets,
 )
 
 
@@ -28,11 +28,11 @@ def map_subschemas_at(schema: dict[str, Any], f: Any) -> dict[str, Any]:
     ``("items",)``, ``("anyOf", 0)``, ``("properties", "name")``."""
     out: dict[str, Any] = {}
     for k, v in schema.items():
-        if k in _SCHEMA_KEYS:
+        if k in SCHEMA_KEYS:
             out[k] = [f(x, (k, i)) for i, x in enumerate(v)] if isinstance(v, list) else f(v, (k,))
-        elif k in _SCHEMA_LIST_KEYS:
+        elif k in SCHEMA_LIST_KEYS:
             out[k] = [f(x, (k, i)) for i, x in enumerate(v)] if isinstance(v, list) else v
-        elif k in _SCHEMA_MAP_KEYS:
+        elif k in SCHEMA_MAP_KEYS:
             out[k] = {kk: f(vv, (k, kk)) for kk, vv in v.items()} if isinstance(v, dict) else v
         else:
             out[k] = v
@@ -86,11 +86,11 @@ def normalize_schema(schema: Any) -> Any:
         SchemaError: a non-local or dangling ``$ref`` (keyword ``"$ref"``).
     """
     root = _clean(schema)
-    refs = _Refs(root)
-    recursive = _recursive_targets(root, refs)
+    refs = Refs(root)
+    recursive = recursive_targets(root, refs)
     try:
-        return _inline_all(root, recursive, refs, _MAX_INLINED_NODES)
-    except _TooLarge:
+        return inline_all(root, recursive, refs, MAX_INLINED_NODES)
+    except TooLarge:
         # Shared definitions referenced along many paths: keep every reference instead of inlining (the
         # result is then no larger than the input, so no limit applies).
-        return _inline_all(root, set(recursive) | _all_refs(root, refs), refs, None)
+        return inline_all(root, set(recursive) | all_refs(root, refs), refs, None)

@@ -15,11 +15,12 @@ from urllib.parse import unquote
 
 from model.constraints.schema.errors import SchemaError
 
-_SCHEMA_KEYS = ("items", "additionalProperties", "additionalItems", "not", "if", "then", "else", "contains")
+#: Keywords whose value is one schema.
+SCHEMA_KEYS = ("items", "additionalProperties", "additionalItems", "not", "if", "then", "else", "contains")
 #: Keywords whose value is a list of schemas.
-_SCHEMA_LIST_KEYS = ("allOf", "anyOf", "oneOf", "prefixItems")
+SCHEMA_LIST_KEYS = ("allOf", "anyOf", "oneOf", "prefixItems")
 #: Keywords whose value maps names to schemas.
-_SCHEMA_MAP_KEYS = ("properties", "patternProperties", "$defs", "definitions", "dependentSchemas")
+SCHEMA_MAP_KEYS = ("properties", "patternProperties", "$defs", "definitions", "dependentSchemas")
 
 
 _ANNOTATIONS = {
@@ -47,11 +48,12 @@ _ANNOTATIONS = {
 }
 
 
-def _esc(name: str) -> str:
+def escape_pointer_token(name: str) -> str:
+    """``name`` escaped as one JSON pointer token (``~`` -> ``~0``, ``/`` -> ``~1``)."""
     return name.replace("~", "~0").replace("/", "~1")
 
 
-def _pointer_get(root: Any, pointer: str) -> Any:
+def pointer_get(root: Any, pointer: str) -> Any:
     """Resolve a JSON pointer (``/a/b``) in ``root``; raises ``KeyError`` when missing."""
     cur = root
     if pointer in ("", "/"):
@@ -67,7 +69,7 @@ def _pointer_get(root: Any, pointer: str) -> Any:
     return cur
 
 
-class _Refs:
+class Refs:
     """Resolves local references of one schema document: JSON pointers (``#/a/b``), plain-name anchors
     (``#name`` from ``$anchor`` or a draft-4 ``id: "#name"``) and pointers prefixed with the root's own
     ``$id``/``id``."""
@@ -97,7 +99,7 @@ class _Refs:
                     self.anchors.setdefault(name, path)
         for k, v in node.items():
             if k not in ("enum", "const", "default", "examples") and isinstance(v, (dict, list)):
-                self._index(v, f"{path}/{_esc(k)}")
+                self._index(v, f"{path}/{escape_pointer_token(k)}")
 
     def pointer(self, ref: Any, path: str) -> str:
         """The JSON pointer ``ref`` designates in the root document.
@@ -118,21 +120,23 @@ class _Refs:
                 raise SchemaError("$ref", path, f"reference {ref!r} does not resolve")
             return self.anchors[frag]
         try:
-            _pointer_get(self.root, frag)
+            pointer_get(self.root, frag)
         except (KeyError, IndexError, ValueError):
             raise SchemaError("$ref", path, f"reference {ref!r} does not resolve") from None
         return frag
 
 
-class _TooLarge(Exception):
+class TooLarge(Exception):
+    """Inlining would pass :data:`MAX_INLINED_NODES` nodes."""
+
     pass
 
 
 #: Inlining stops (and references are kept) beyond this many schema nodes.
-_MAX_INLINED_NODES = 20_000
+MAX_INLINED_NODES = 20_000
 
 
-def _direct_refs(node: Any, path: str, out: list[str], refs: _Refs) -> None:
+def _direct_refs(node: Any, path: str, out: list[str], refs: Refs) -> None:
     """Collect the local ``$ref`` pointers found in ``node`` (not following them, skipping definitions)."""
     if isinstance(node, list):
         for i, x in enumerate(node):
@@ -143,14 +147,15 @@ def _direct_refs(node: Any, path: str, out: list[str], refs: _Refs) -> None:
     for k, v in node.items():
         if k == "$ref":
             out.append(refs.pointer(v, path))
-        elif k in _SCHEMA_KEYS or k in _SCHEMA_LIST_KEYS:
+        elif k in SCHEMA_KEYS or k in SCHEMA_LIST_KEYS:
             _direct_refs(v, f"{path}/{k}", out, refs)
-        elif k in _SCHEMA_MAP_KEYS and k not in ("$defs", "definitions") and isinstance(v, dict):
+        elif k in SCHEMA_MAP_KEYS and k not in ("$defs", "definitions") and isinstance(v, dict):
             for name, sub in v.items():
-                _direct_refs(sub, f"{path}/{k}/{_esc(name)}", out, refs)
+                _direct_refs(sub, f"{path}/{k}/{escape_pointer_token(name)}", out, refs)
 
 
-def _all_refs(root: Any, refs: _Refs) -> set[str]:
+def all_refs(root: Any, refs: Refs) -> set[str]:
+    """Every reference target (a pointer) reachable from the document root."""
     out: list[str] = []
     seen: set[str] = set()
     todo = [""]
@@ -160,13 +165,13 @@ def _all_refs(root: Any, refs: _Refs) -> set[str]:
             continue
         seen.add(ptr)
         found: list[str] = []
-        _direct_refs(_pointer_get(root, ptr), ptr, found, refs)
+        _direct_refs(pointer_get(root, ptr), ptr, found, refs)
         out.extend(found)
         todo.extend(found)
     return set(out)
 
 
-def _recursive_targets(root: Any, refs: _Refs) -> set[str]:
+def recursive_targets(root: Any, refs: Refs) -> set[str]:
     """Pointers that are targets of back edges in a depth-first walk of the reference graph (cycle breakers).
 
     Raises:
@@ -178,7 +183,7 @@ def _recursive_targets(root: Any, refs: _Refs) -> set[str]:
 
     def edges(ptr: str) -> list[str]:
         found: list[str] = []
-        _direct_refs(_pointer_get(root, ptr), ptr, found, refs)
+        _direct_refs(pointer_get(root, ptr), ptr, found, refs)
         return found
 
     color[""] = 1
@@ -213,7 +218,8 @@ def _def_names(ptrs: set[str]) -> dict[str, str]:
     return names
 
 
-def _inline_all(root: Any, keep: set[str], refs: _Refs, limit: int | None) -> Any:
+def inline_all(root: Any, keep: set[str], refs: Refs, limit: int | None) -> Any:
+    """``root`` with every reference inlined but those to ``keep``; raises :class:`TooLarge` past ``limit`` nodes."""
     names = _def_names(keep)
     count = [0]
 
@@ -221,7 +227,7 @@ def _inline_all(root: Any, keep: set[str], refs: _Refs, limit: int | None) -> An
         """Inline references in a schema (a dict or bool; lists only under list keywords)."""
         count[0] += 1
         if limit is not None and count[0] > limit:
-            raise _TooLarge
+            raise TooLarge
         if isinstance(node, list):
             return [inline(x) for x in node]
         if not isinstance(node, dict):
@@ -237,12 +243,12 @@ def _inline_all(root: Any, keep: set[str], refs: _Refs, limit: int | None) -> An
                 if ptr in names:
                     out["$ref"] = f"#/$defs/{names[ptr]}"
                 else:
-                    ref_target = inline(_pointer_get(root, ptr))
+                    ref_target = inline(pointer_get(root, ptr))
                     ref_at = len(out)
                 continue
-            if k in _SCHEMA_KEYS or k in _SCHEMA_LIST_KEYS:
+            if k in SCHEMA_KEYS or k in SCHEMA_LIST_KEYS:
                 out[k] = inline(v)
-            elif k in _SCHEMA_MAP_KEYS and isinstance(v, dict):
+            elif k in SCHEMA_MAP_KEYS and isinstance(v, dict):
                 out[k] = {name: inline(sub) for name, sub in v.items()}
             else:
                 out[k] = v
@@ -263,5 +269,5 @@ def _inline_all(root: Any, keep: set[str], refs: _Refs, limit: int | None) -> An
     else:
         result = inline(root)
     if names and isinstance(result, dict):
-        result = {**result, "$defs": {name: inline(_pointer_get(root, ptr)) for ptr, name in names.items()}}
+        result = {**result, "$defs": {name: inline(pointer_get(root, ptr)) for ptr, name in names.items()}}
     return result
