@@ -141,6 +141,7 @@ class ChatModel:
         no_repeat: bool | None = None,
         parallel_tool_calls: bool = True,
         planned_calls: bool = False,
+        answer_grounding: list[str] | None = None,
     ) -> Any:
         """Build a fresh :class:`GrammarConstraint` for ``tools`` and ``tool_choice``.
 
@@ -154,6 +155,8 @@ class ChatModel:
             parallel_tool_calls: ``False``: one call at most in the turn.
             planned_calls: ``True``: ``tools`` is a call plan, the turn's calls in order (names may repeat;
                 :func:`model.binding.plan_calls`).
+            answer_grounding: texts the turn's prose takes its numbers and dates from
+                (:func:`answer_texts`; ``settings.ground_answers``); ``None``: prose is free.
 
         Raises:
             model.constraints.schema.SchemaError: unsupported keyword or unsatisfiable schema (names its path).
@@ -170,6 +173,7 @@ class ChatModel:
             grounding=grounding,
             parallel_tool_calls=parallel_tool_calls,
             planned_calls=planned_calls,
+            answer_grounding=answer_grounding,
         )
         matcher = new_matcher(self.tokenizer, grammar)
         return GrammarConstraint(
@@ -240,7 +244,8 @@ class ChatModel:
             if settings.bind_values and tools and tool_choice != "none":
                 specs, parallel, planned = self._bind_values(input_ids, tools, specs, tool_choice)
             choice = tool_choice if tools else "auto"
-            constraint = self.make_constraint(specs, choice, grounding, None, parallel, planned)
+            facts = answer_texts(messages) if settings.ground_answers else None
+            constraint = self.make_constraint(specs, choice, grounding, None, parallel, planned, facts)
         if constraint is not None:
             limit = 4096
             shortest = constraint.min_completion_tokens(limit)
@@ -456,6 +461,26 @@ def grounding_texts(messages: list[dict[str, Any]]) -> list[str]:
             out.extend(str(p.get("text", "")) for p in c if isinstance(p, dict) and p.get("type") == "text")
         else:
             leaves(c)
+    return out
+
+
+def answer_texts(messages: list[dict[str, Any]]) -> list[str]:
+    """The texts a grounded answer (``settings.ground_answers``) copies its facts from: :func:`grounding_texts`
+    plus the arguments of the assistant's tool calls so far (``{"days": 5}`` counts as ``"5"``), in order."""
+    out = grounding_texts(messages)
+    for m in messages:
+        if m.get("role") not in ("assistant", "model"):
+            continue
+        for c in m.get("tool_calls") or ():
+            f = c.get("function", c) if isinstance(c, dict) else {}
+            args = f.get("arguments") if isinstance(f, dict) else None
+            if isinstance(args, str):
+                try:
+                    args = json.loads(args)
+                except ValueError:
+                    out.append(args)
+                    continue
+            out.extend(grounding_texts([{"role": "tool", "content": args}]))
     return out
 
 
