@@ -142,6 +142,7 @@ class ChatModel:
         grounding: list[str] | None = None,
         no_repeat: bool | None = None,
         parallel_tool_calls: bool = True,
+        answer_grounding: list[str] | None = None,
     ) -> Any:
         """Build a fresh :class:`GrammarConstraint` for ``tools`` and ``tool_choice``.
 
@@ -153,6 +154,8 @@ class ChatModel:
                 :func:`grounding_texts`); ``None``: grounded parameters are not restricted.
             no_repeat: the constraint's no-repeat rule (default: the checkpoint's ``settings.no_repeat``).
             parallel_tool_calls: ``False``: one call at most in the turn.
+            answer_grounding: texts the turn's prose takes its numbers and dates from
+                (:func:`answer_texts`; ``settings.ground_answers``); ``None``: prose is free.
 
         Raises:
             model.constraints.schema.SchemaError: unsupported keyword or unsatisfiable schema (names its path).
@@ -168,6 +171,7 @@ class ChatModel:
             syntax=self.syntax,
             grounding=grounding,
             parallel_tool_calls=parallel_tool_calls,
+            answer_grounding=answer_grounding,
         )
         matcher = new_matcher(self.tokenizer, grammar)
         return GrammarConstraint(
@@ -242,7 +246,8 @@ class ChatModel:
                 prefill = prefill_prompt(self.model, torch.tensor([input_ids], device=self.model.device))
                 specs = self._bind(found, prefill, input_ids, tools, specs, tool_choice)
             choice = tool_choice if tools else "auto"
-            constraint = self.make_constraint(specs, choice, grounding, None, parallel_tool_calls)
+            facts = answer_texts(messages) if settings.ground_answers else None
+            constraint = self.make_constraint(specs, choice, grounding, None, parallel_tool_calls, facts)
         if constraint is not None:
             limit = 4096
             shortest = constraint.min_completion_tokens(limit)
@@ -473,6 +478,26 @@ def grounding_texts(messages: list[dict[str, Any]]) -> list[str]:
             out.extend(str(p.get("text", "")) for p in c if isinstance(p, dict) and p.get("type") == "text")
         else:
             leaves(c)
+    return out
+
+
+def answer_texts(messages: list[dict[str, Any]]) -> list[str]:
+    """The texts a grounded answer (``settings.ground_answers``) copies its facts from: :func:`grounding_texts`
+    plus the arguments of the assistant's tool calls so far (``{"days": 5}`` counts as ``"5"``), in order."""
+    out = grounding_texts(messages)
+    for m in messages:
+        if m.get("role") not in ("assistant", "model"):
+            continue
+        for c in m.get("tool_calls") or ():
+            f = c.get("function", c) if isinstance(c, dict) else {}
+            args = f.get("arguments") if isinstance(f, dict) else None
+            if isinstance(args, str):
+                try:
+                    args = json.loads(args)
+                except ValueError:
+                    out.append(args)
+                    continue
+            out.extend(grounding_texts([{"role": "tool", "content": args}]))
     return out
 
 

@@ -53,6 +53,11 @@ class DenoiseSettings:
             words to declared parameters and the turn's constraint allows exactly those words there
             (:mod:`model.binding`; a checkpoint without a copy head ignores it). Read by
             :meth:`model.chat.ChatModel.prepare`, not by the denoising loop.
+        ground_answers: a constrained turn's prose writes a digit only inside a number, date or other
+            digit-holding fact of the conversation (the user's messages, the tool calls' arguments, the tool
+            responses), copied whole (:func:`model.constraints.grounding.answer_regex`): a small checkpoint then
+            cannot garble the line of ``agentkit/bundle.py:600`` or a temperature. Read by
+            :meth:`model.chat.ChatModel.prepare`.
     """
 
     canvas_length: int = 256
@@ -71,6 +76,7 @@ class DenoiseSettings:
     call_accept_window: int | None = None
     repeat_window: int = 1
     bind_values: bool = False
+    ground_answers: bool = False
 
     def __post_init__(self) -> None:
         if self.canvas_length <= 0:
