@@ -143,6 +143,7 @@ class ChatModel:
         no_repeat: bool | None = None,
         parallel_tool_calls: bool = True,
         answer_grounding: list[str] | None = None,
+        span_texts: list[str] | None = None,
     ) -> Any:
         """Build a fresh :class:`GrammarConstraint` for ``tools`` and ``tool_choice``.
 
@@ -156,6 +157,8 @@ class ChatModel:
             parallel_tool_calls: ``False``: one call at most in the turn.
             answer_grounding: texts the turn's prose takes its numbers and dates from
                 (:func:`answer_texts`; ``settings.ground_answers``); ``None``: prose is free.
+            span_texts: the tool responses' texts whose spans the turn's prose copies whole once started
+                (:class:`model.constraints.span_copy.SpanCopier`; ``settings.span_copy``); ``None``: no span copies.
 
         Raises:
             model.constraints.schema.SchemaError: unsupported keyword or unsatisfiable schema (names its path).
@@ -164,6 +167,7 @@ class ChatModel:
         from model.constraints.denoise import GrammarConstraint
         from model.constraints.grammar import tool_call_grammar
         from model.constraints.llg import new_matcher
+        from model.constraints.span_copy import SpanCopier
 
         grammar = tool_call_grammar(
             tools,
@@ -181,6 +185,7 @@ class ChatModel:
             no_repeat=self.settings.no_repeat if no_repeat is None else no_repeat,
             extend_prose=self.settings.extend_prose,
             repeat_window=self.settings.repeat_window,
+            span_copy=SpanCopier.from_texts(span_texts, self.tokenizer) if span_texts else None,
         )
 
     def max_prompt_tokens(self, max_new_tokens: int | None = None) -> int | None:
@@ -247,7 +252,8 @@ class ChatModel:
                 specs = self._bind(found, prefill, input_ids, tools, specs, tool_choice)
             choice = tool_choice if tools else "auto"
             facts = answer_texts(messages) if settings.ground_answers else None
-            constraint = self.make_constraint(specs, choice, grounding, None, parallel_tool_calls, facts)
+            spans = tool_texts(messages) if settings.span_copy else None
+            constraint = self.make_constraint(specs, choice, grounding, None, parallel_tool_calls, facts, spans)
         if constraint is not None:
             limit = 4096
             shortest = constraint.min_completion_tokens(limit)
@@ -479,6 +485,12 @@ def grounding_texts(messages: list[dict[str, Any]]) -> list[str]:
         else:
             leaves(c)
     return out
+
+
+def tool_texts(messages: list[dict[str, Any]]) -> list[str]:
+    """The tool responses' texts (their string and number values, as :func:`grounding_texts` reads them): what
+    whole-span copies (``settings.span_copy``) copy from."""
+    return grounding_texts([m for m in messages if m.get("role") == "tool"])
 
 
 def answer_texts(messages: list[dict[str, Any]]) -> list[str]:

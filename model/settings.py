@@ -58,6 +58,10 @@ class DenoiseSettings:
             responses), copied whole (:func:`model.constraints.grounding.answer_regex`): a small checkpoint then
             cannot garble the line of ``agentkit/bundle.py:600`` or a temperature. Read by
             :meth:`model.chat.ChatModel.prepare`.
+        span_copy: whole-span copying in answers: once a constrained turn's prose has written two pieces of a
+            span of a tool response in source order (a path, an identifier, a number, a date), the rest of the span
+            is committed in one decision, up to the span's end or where the matching spans part
+            (:mod:`model.constraints.span_copy`). Read by :meth:`model.chat.ChatModel.prepare`.
     """
 
     canvas_length: int = 256
@@ -77,6 +81,7 @@ class DenoiseSettings:
     repeat_window: int = 1
     bind_values: bool = False
     ground_answers: bool = False
+    span_copy: bool = False
 
     def __post_init__(self) -> None:
         if self.canvas_length <= 0:

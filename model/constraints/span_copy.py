@@ -1,0 +1,142 @@
+"""Whole-span copying in answers: once the prose of a turn has started a span of a tool response, the rest of
+the span is committed in one decision, not one token per denoising step.
+
+A small checkpoint writes an answer left to right, one position per denoising step (``accept_window`` 1,
+``extend_prose`` false), and each position is a fresh draw of the copy head's pointer: a path or a number of the
+tool response comes out with pieces skipped or repeated (``tools/s/s/weather.py:205``, ``6.0.0``,
+``2026---30``). The rule here takes that decision away from the per-token draws:
+
+* *Spans.* The tool responses' leaf values (strings and numbers, as the prompt renders them) are cut into
+  spans: maximal runs of :data:`SPAN_CHARS` (letters, digits, ``_ . / : + -``), without trailing ``. : -``;
+  ``agentkit/bundle.py:532``, ``2026-11-29``, ``-4.0``, ``load_bundle``, ``showers``.
+* *Start.* The word being written is the run of span characters at the end of the turn's committed prose. At
+  the frontier (the canvas position after the committed prefix), the candidate token is the one the sampler
+  accepted there, or else the argmax of the step's (grammar-masked, tempered) logits. When it continues the
+  word (no leading space) and the word with it is a strict prefix of some span, the model has written two
+  pieces of the span in source order: the pointer agrees with the source, so the span is started.
+* *Continuation.* The candidate is committed with the longest text every such span continues with (their
+  longest common continuation), tokenized by the checkpoint's tokenizer: one decision. Where spans part
+  (``2026-11-29`` / ``2026-11-30``) it stops and the model picks the next piece; the rule then fires again
+  on the next agreeing token. At a span's end it stops (the span boundary): the model writes what follows.
+* The grammar still checks every committed token (``try_consume_tokens``): a token the turn's grammar refuses
+  (a grounded answer's regex, a budget-forced close) ends the run there.
+
+Paths, identifiers and numbers then come out whole, or not at all if the model never writes two agreeing
+pieces. It changes decoding only (no training); a checkpoint opts in with ``"span_copy": true`` in its
+``agentkit_decoding.json`` (:attr:`model.settings.DenoiseSettings.span_copy`).
+
+Source: the pointer-generator copy of See et al. 2017 ("Get To The Point", arXiv:1704.04368) decided per span
+rather than per token, as copy-span decoders do (Lan et al. 2023, "Copy Is All You Need", arXiv:2307.06962:
+the next phrase is one choice among spans of the source); the induction-match trigger follows Olsson et al.
+2022 ("In-context Learning and Induction Heads").
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable, Sequence
+from typing import Any
+
+#: A span of a tool response: a maximal run of these characters.
+SPAN_CHARS = r"[\w./:+\-]"
+_SPAN = re.compile(f"{SPAN_CHARS}+")
+_WORD_TAIL = re.compile(f"{SPAN_CHARS}*$")
+#: Committed tokens decoded to find the word being written (a span is at most this many tokens back).
+TAIL_TOKENS = 48
+
+
+def tool_spans(texts: Iterable[str], min_chars: int = 2) -> set[str]:
+    """The spans of ``texts`` (see the module docstring): maximal runs of :data:`SPAN_CHARS`, trailing ``.:-``
+    removed, at least ``min_chars`` characters long.
+
+    Args:
+        texts: the tool responses' leaf values (e.g. :func:`model.chat.grounding_texts` of the tool messages).
+        min_chars: shortest span kept.
+
+    Returns:
+        The set of spans (``{"agentkit/bundle.py:532", "agentkit/bundle.py", "532", ...}``).
+    """
+    out: set[str] = set()
+    for text in texts:
+        for m in _SPAN.finditer(text):
+            span = m.group().rstrip(".:-")
+            if len(span) >= min_chars:
+                out.add(span)
+    return out
+
+
+class SpanCopier:
+    """Proposes the rest of a tool-response span once an answer has started it (see the module docstring).
+
+    Args:
+        spans: the spans that may be copied (:func:`tool_spans`).
+        tokenizer: the checkpoint's tokenizer (``decode`` and ``__call__``, as a ``PreTrainedTokenizerFast``).
+
+    Raises:
+        ValueError: ``spans`` is empty (nothing to copy: build no copier).
+    """
+
+    def __init__(self, spans: Iterable[str], tokenizer: Any) -> None:
+        self.spans = sorted(set(spans))
+        if not self.spans:
+            raise ValueError("SpanCopier needs at least one span")
+        self.tokenizer = tokenizer
+        self._text_cache: dict[int, str] = {}
+
+    @classmethod
+    def from_texts(cls, texts: Sequence[str], tokenizer: Any) -> SpanCopier | None:
+        """A copier over the spans of ``texts`` (:func:`tool_spans`), or ``None`` when they hold none."""
+        spans = tool_spans(texts)
+        return cls(spans, tokenizer) if spans else None
+
+    def _text(self, token: int) -> str:
+        if token not in self._text_cache:
+            self._text_cache[token] = self.tokenizer.decode([token])
+        return self._text_cache[token]
+
+    def word(self, committed: Sequence[int]) -> str:
+        """The word being written: the run of :data:`SPAN_CHARS` at the end of the decoded ``committed`` tokens
+        (the last :data:`TAIL_TOKENS` of them); ``""`` after a space or other boundary."""
+        text = self.tokenizer.decode(list(committed[-TAIL_TOKENS:]))
+        m = _WORD_TAIL.search(text)
+        return m.group() if m else ""
+
+    def continuation(self, word: str) -> str:
+        """The longest text that every span strictly longer than ``word`` and starting with it continues with;
+        ``""`` when no span does or when they part at once."""
+        longer = [s[len(word) :] for s in self.spans if len(s) > len(word) and s.startswith(word)]
+        if not longer:
+            return ""
+        first, last = min(longer), max(longer)  # the common prefix of a set is that of its extremes
+        n = 0
+        while n < min(len(first), len(last)) and first[n] == last[n]:
+            n += 1
+        return first[:n]
+
+    def propose(self, committed: Sequence[int], candidate: int) -> list[int]:
+        """The tokens to commit at the frontier: ``[candidate, *rest of the span]`` when ``candidate`` continues
+        the word being written into a strict prefix of a span; ``[]`` otherwise (the ordinary rules decide).
+
+        Args:
+            committed: the turn's committed token ids so far (prose; left to right).
+            candidate: the token the step proposes at the frontier (accepted, or the masked argmax).
+
+        Returns:
+            Token ids, ``candidate`` first; the rest is the longest common continuation of the matching spans,
+            tokenized without special tokens (may be empty: then ``[candidate]`` alone is returned when it
+            still lies inside a span).
+        """
+        piece = self._text(int(candidate))
+        if not piece or not re.fullmatch(f"{SPAN_CHARS}+", piece):
+            return []  # a leading space, punctuation outside spans or a control token starts no copy
+        word = self.word(committed)
+        if not word:
+            return []  # the first piece of a word: the model has not yet agreed with a source span
+        started = word + piece
+        if not any(len(s) > len(started) and s.startswith(started) for s in self.spans):
+            return []
+        rest = self.continuation(started)
+        ids = [int(candidate)]
+        if rest:
+            ids += [int(t) for t in self.tokenizer(rest, add_special_tokens=False)["input_ids"]]
+        return ids
