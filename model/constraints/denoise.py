@@ -289,6 +289,10 @@ class GrammarConstraint:
 
     def _frontier_mask(self) -> np.ndarray:
         allowed = bitmask_to_bool(self.matcher.compute_bitmask(), self.vocab_size)
+        if self.span_copy is not None and not self.in_call:
+            inside = self.span_copy.allowed(self.all_tokens, allowed.size)
+            if inside is not None and (allowed & inside).any():  # never empty the mask
+                allowed = allowed & inside
         banned = self._banned()
         if banned and self._bases is not None:
             keep = allowed & ~np.isin(self._bases[0][: allowed.size], banned)

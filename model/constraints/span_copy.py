@@ -18,6 +18,12 @@ tool response comes out with pieces skipped or repeated (``tools/s/s/weather.py:
   longest common continuation), tokenized by the checkpoint's tokenizer: one decision. Where spans part
   (``2026-11-29`` / ``2026-11-30``) it stops and the model picks the next piece; the rule then fires again
   on the next agreeing token. At a span's end it stops (the span boundary): the model writes what follows.
+* *Inside a span.* While the word being written holds a digit or one of ``_ . / : -`` (a path, number, date or
+  identifier, not a plain word) and is a prefix of a span, the frontier may only take a token that keeps it a
+  prefix of a span, or one that ends the word (a space or other character outside spans; after a whole span
+  also ``.``, ``:`` or ``-`` alone, as punctuation): the answer cannot write ``2026---30``, ``6.0.0`` or
+  ``agentkit/b/backends``. A continuation never ends inside a word where spans part (``agentkit/b`` is cut back
+  to ``agentkit/``), so the model picks the next piece whole.
 * The grammar still checks every committed token (``try_consume_tokens``): a token the turn's grammar refuses
   (a grounded answer's regex, a budget-forced close) ends the run there.
 
@@ -37,12 +43,17 @@ import re
 from collections.abc import Iterable, Sequence
 from typing import Any
 
+import numpy as np
+
 #: A span of a tool response: a maximal run of these characters.
 SPAN_CHARS = r"[\w./:+\-]"
 _SPAN = re.compile(f"{SPAN_CHARS}+")
 _WORD_TAIL = re.compile(f"{SPAN_CHARS}*$")
 #: Committed tokens decoded to find the word being written (a span is at most this many tokens back).
 TAIL_TOKENS = 48
+#: Characters that make a word a fact (its spans are then enforced at the frontier: :meth:`SpanCopier.allowed`).
+FACT_MARKS = frozenset("0123456789_./:-")
+_PUNCT = frozenset(".:-")
 
 
 def tool_spans(texts: Iterable[str], min_chars: int = 2) -> set[str]:
@@ -82,6 +93,9 @@ class SpanCopier:
             raise ValueError("SpanCopier needs at least one span")
         self.tokenizer = tokenizer
         self._text_cache: dict[int, str] = {}
+        self._prefixes = {sp[:k] for sp in self.spans for k in range(1, len(sp) + 1)}
+        self._leads: list[tuple[int, str, bool]] | None = None  # (id, leading span run, whole token) per token
+        self._vocab_size = 0
 
     @classmethod
     def from_texts(cls, texts: Sequence[str], tokenizer: Any) -> SpanCopier | None:
@@ -111,7 +125,42 @@ class SpanCopier:
         n = 0
         while n < min(len(first), len(last)) and first[n] == last[n]:
             n += 1
+        if n < len(first) or n < len(last):  # the spans part here: never stop inside a word
+            while n > 0 and first[n - 1].isalnum():
+                n -= 1
         return first[:n]
+
+    def _lead_table(self, vocab_size: int) -> list[tuple[int, str, bool]]:
+        if self._leads is None or self._vocab_size != vocab_size:
+            leads = []
+            for t in range(vocab_size):
+                text = self._text(t)
+                m = re.match(f"{SPAN_CHARS}+", text)
+                if m:
+                    leads.append((t, m.group(), m.end() == len(text)))
+            self._leads, self._vocab_size = leads, vocab_size
+        return self._leads
+
+    def allowed(self, committed: Sequence[int], vocab_size: int) -> np.ndarray | None:
+        """The tokens the frontier may take while the word being written is inside a span (see the module
+        docstring), as a ``[vocab_size]`` bool array; ``None`` when the word is not a fact-like prefix of a span
+        (no restriction).
+
+        A token whose text starts outside :data:`SPAN_CHARS` (a space, ``(``, ``°``, a control token) ends the
+        word and is always allowed; one that starts with span characters is allowed when the word with them is
+        still a prefix of a span (a token that ends the word inside, such as ``.)``, when it completes a span),
+        or when the word is a whole span and they are punctuation alone (``.``, ``:``, ``-``).
+        """
+        word = self.word(committed)
+        if not word or not (FACT_MARKS & set(word)) or word not in self._prefixes:
+            return None
+        whole = word in self.spans
+        out = np.ones(vocab_size, dtype=bool)
+        for t, lead, entire in self._lead_table(vocab_size):
+            u = word + lead
+            ok = (u in self._prefixes) if entire else (u in self.spans)
+            out[t] = ok or (whole and set(lead) <= _PUNCT)
+        return out
 
     def propose(self, committed: Sequence[int], candidate: int) -> list[int]:
         """The tokens to commit at the frontier: ``[candidate, *rest of the span]`` when ``candidate`` continues
