@@ -253,7 +253,9 @@ class ChatModel:
             choice = tool_choice if tools else "auto"
             facts = answer_texts(messages) if settings.ground_answers else None
             spans = tool_texts(messages) if settings.span_copy else None
-            constraint = self.make_constraint(specs, choice, grounding, None, parallel_tool_calls, facts, spans)
+            constraint = self.make_constraint(
+                specs, choice, grounding, None, parallel_tool_calls, facts, spans
+            )
         if constraint is not None:
             limit = 4096
             shortest = constraint.min_completion_tokens(limit)

@@ -77,7 +77,10 @@ def _prose_ids(tok, text):
 def test_the_grammar_applies_the_answer_regex_to_prose_only(ckpt):
     tok = ckpt.tokenizer
     g = tool_call_grammar([], "auto", answer_grounding=TEXTS)
-    good, bad = _prose_ids(tok, "It is at agentkit/bundle.py:600."), _prose_ids(tok, "It is at bundle.py:601.")
+    good, bad = (
+        _prose_ids(tok, "It is at agentkit/bundle.py:600."),
+        _prose_ids(tok, "It is at bundle.py:601."),
+    )
     assert new_matcher(tok, g).validate_tokens(good) == len(good)
     assert new_matcher(tok, g).validate_tokens(bad) < len(bad)
     free = tool_call_grammar([], "auto")
@@ -91,8 +94,16 @@ def test_answer_texts_add_the_calls_arguments():
             "role": "assistant",
             "content": None,
             "tool_calls": [
-                {"id": "c1", "type": "function", "function": {"name": "f", "arguments": {"place": "Oslo", "days": 5}}},
-                {"id": "c2", "type": "function", "function": {"name": "g", "arguments": json.dumps({"n": 12})}},
+                {
+                    "id": "c1",
+                    "type": "function",
+                    "function": {"name": "f", "arguments": {"place": "Oslo", "days": 5}},
+                },
+                {
+                    "id": "c2",
+                    "type": "function",
+                    "function": {"name": "g", "arguments": json.dumps({"n": 12})},
+                },
             ],
         },
         {"role": "tool", "name": "f", "content": {"t": 4.5}},

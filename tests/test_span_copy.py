@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import re
+from typing import Any
 
 import pytest
 import torch
@@ -61,6 +62,9 @@ def test_a_started_span_is_continued_to_where_the_spans_part_never_inside_a_word
     # then "back" picks one: the rest of that span, whole, up to its end
     run = sc.propose(ids(tok, "It is at agentkit/"), ids(tok, "back")[0])
     assert tok.decode(run) == "backends/__init__.py:19"
+    # agentkit/bundle.py is a whole span and agentkit/bundle.py:532 goes on: the copy stops at the path's end
+    assert tok.decode(sc.propose(ids(tok, "at agentkit/bundle."), ids(tok, "py")[0])) == "py"
+    assert tok.decode(sc.propose(ids(tok, "at agentkit/bundle.py"), ids(tok, ":")[0])) == ":532"
     # a single span: the whole rest of it
     only = SpanCopier(["agentkit/bundle.py:532"], tok)
     assert tok.decode(only.propose(committed, ids(tok, "gent")[0])) == "gentkit/bundle.py:532"
@@ -82,6 +86,8 @@ def test_inside_a_fact_the_frontier_continues_a_span_or_ends_the_word(tok):
     assert not mask[ids(tok, "-")[0]] and not mask[ids(tok, "12")[0]]  # 2026--, 2026-12 are no spans here
     whole = sc.allowed(ids(tok, "from 6.0"), vocab)  # a whole span: punctuation may follow, no more digits
     assert whole is not None and whole[ids(tok, ".")[0]] and not whole[ids(tok, "0")[0]]
+    closed = sc.allowed(ids(tok, "On 2026-11-30-"), vocab)  # punctuation after a whole span ends the word
+    assert closed is not None and not closed[ids(tok, "30")[0]] and closed[ids(tok, " ")[0]]
     assert sc.allowed(ids(tok, "It is a"), vocab) is None  # a plain word: prose is free
     assert sc.allowed(ids(tok, "at 7.5"), vocab) is None  # no span to keep to
 
@@ -111,7 +117,7 @@ def test_the_constraint_commits_a_started_span_in_one_step(tok):
 
 
 def test_tool_texts_are_the_tool_responses_values():
-    messages = [
+    messages: list[dict[str, Any]] = [
         {"role": "user", "content": "Where is x?"},
         {"role": "tool", "name": "f", "content": {"path": "a/b.py", "line": 3, "ok": True}},
     ]
@@ -136,7 +142,7 @@ def test_the_shipped_checkpoint_answers_with_the_whole_path_and_line():
     cm = ChatModel(load_checkpoint(str(DEFAULT_CHECKPOINT)))
     assert cm.settings.span_copy, "the shipped decoding file turns span_copy on"
     where = {"location": "model/batching.py:173", "path": "model/batching.py", "line": 173, "kind": "class"}
-    messages = [
+    messages: list[dict[str, Any]] = [
         {"role": "user", "content": "Where is the class CanvasBatcher defined?"},
         {
             "role": "assistant",
@@ -149,7 +155,11 @@ def test_the_shipped_checkpoint_answers_with_the_whole_path_and_line():
                 }
             ],
         },
-        {"role": "tool", "name": "find_definition", "content": {"query": "CanvasBatcher", "matches": [where]}},
+        {
+            "role": "tool",
+            "name": "find_definition",
+            "content": {"query": "CanvasBatcher", "matches": [where]},
+        },
     ]
     for seed in range(3):
         turn = cm.prepare(messages)

@@ -368,7 +368,11 @@ class GrammarConstraint:
         budget = float(entropy_bound) if self.extend and logits is not None and prev is not None else 0.0
         frontier = len(self.canvas)
         while (i := len(self.canvas)) < self.canvas_length and not self.done and not self.closing:
-            if i == frontier and (run := self._span_run(i, tokens, accepted, logits)) and (k := self._consume(run)):
+            if (
+                i == frontier
+                and (run := self._span_run(i, tokens, accepted, logits))
+                and (k := self._consume(run))
+            ):
                 self.span_copied_tokens += k
             elif accepted[i] and not self._repeats(int(tokens[i])) and self._consume([int(tokens[i])]) == 1:
                 pass

@@ -141,7 +141,9 @@ def ir_to_json_schema(node: ir.Node, *, additional_default: bool, ref_prefix: st
 # Tool-call grammars
 # ----------------------------------------------------------------------------------------------------------
 
-_CACHE: OrderedDict[tuple[str, str, str, bool, bool, tuple[str, ...] | None, str], str] = OrderedDict()
+_CACHE: OrderedDict[tuple[str, str, str, bool, bool, tuple[str, ...] | None, str, str | None], str] = (
+    OrderedDict()
+)
 __all__ = [
     "MAX_GRAMMAR_CHARS",
     "SYNTAXES",
@@ -261,13 +263,23 @@ def tool_call_grammar(
         from model.constraints.grounding import answer_regex
 
         answer = answer_regex(answer_grounding)
-    key = (canonical(specs), choice, syntax, bool(allow_thinking), bool(additional_properties), ground, calls)
-    key += (answer,)
+    key = (
+        canonical(specs),
+        choice,
+        syntax,
+        bool(allow_thinking),
+        bool(additional_properties),
+        ground,
+        calls,
+        answer,
+    )
     with _CACHE_LOCK:
         if key in _CACHE:
             _CACHE.move_to_end(key)
             return _CACHE[key]
-    grammar = _build_grammar(specs, choice, syntax, allow_thinking, additional_properties, ground, calls, answer)
+    grammar = _build_grammar(
+        specs, choice, syntax, allow_thinking, additional_properties, ground, calls, answer
+    )
     _validate(grammar)
     with _CACHE_LOCK:
         _CACHE[key] = grammar

@@ -22,7 +22,8 @@ tool response comes out with pieces skipped or repeated (``tools/s/s/weather.py:
   identifier, not a plain word) and is a prefix of a span, the frontier may only take a token that keeps it a
   prefix of a span, or one that ends the word (a space or other character outside spans; after a whole span
   also ``.``, ``:`` or ``-`` alone, as punctuation): the answer cannot write ``2026---30``, ``6.0.0`` or
-  ``agentkit/b/backends``. A continuation never ends inside a word where spans part (``agentkit/b`` is cut back
+  ``agentkit/b/backends``; punctuation after a whole span ends the word (``2026-11-30-30`` cannot be written).
+  A continuation never ends inside a word where spans part (``agentkit/b`` is cut back
   to ``agentkit/``), so the model picks the next piece whole.
 * The grammar still checks every committed token (``try_consume_tokens``): a token the turn's grammar refuses
   (a grounded answer's regex, a budget-forced close) ends the run there.
@@ -54,6 +55,9 @@ TAIL_TOKENS = 48
 #: Characters that make a word a fact (its spans are then enforced at the frontier: :meth:`SpanCopier.allowed`).
 FACT_MARKS = frozenset("0123456789_./:-")
 _PUNCT = frozenset(".:-")
+#: Per (tokenizer object, vocabulary size): each token with a leading run of span characters, as (id, that run,
+#: whether it is the whole token).
+_LEAD_CACHE: dict[tuple[int, int], list[tuple[int, str, bool]]] = {}
 
 
 def tool_spans(texts: Iterable[str], min_chars: int = 2) -> set[str]:
@@ -93,9 +97,8 @@ class SpanCopier:
             raise ValueError("SpanCopier needs at least one span")
         self.tokenizer = tokenizer
         self._text_cache: dict[int, str] = {}
+        self._span_set = frozenset(self.spans)
         self._prefixes = {sp[:k] for sp in self.spans for k in range(1, len(sp) + 1)}
-        self._leads: list[tuple[int, str, bool]] | None = None  # (id, leading span run, whole token) per token
-        self._vocab_size = 0
 
     @classmethod
     def from_texts(cls, texts: Sequence[str], tokenizer: Any) -> SpanCopier | None:
@@ -117,9 +120,10 @@ class SpanCopier:
 
     def continuation(self, word: str) -> str:
         """The longest text that every span strictly longer than ``word`` and starting with it continues with;
-        ``""`` when no span does or when they part at once."""
+        ``""`` when no span does, when they part at once, or when ``word`` is itself a whole span (a span ends
+        here: the model decides whether a longer one goes on)."""
         longer = [s[len(word) :] for s in self.spans if len(s) > len(word) and s.startswith(word)]
-        if not longer:
+        if not longer or word in self._span_set:
             return ""
         first, last = min(longer), max(longer)  # the common prefix of a set is that of its extremes
         n = 0
@@ -131,15 +135,16 @@ class SpanCopier:
         return first[:n]
 
     def _lead_table(self, vocab_size: int) -> list[tuple[int, str, bool]]:
-        if self._leads is None or self._vocab_size != vocab_size:
+        key = (id(self.tokenizer), vocab_size)
+        if key not in _LEAD_CACHE:
             leads = []
             for t in range(vocab_size):
                 text = self._text(t)
                 m = re.match(f"{SPAN_CHARS}+", text)
                 if m:
                     leads.append((t, m.group(), m.end() == len(text)))
-            self._leads, self._vocab_size = leads, vocab_size
-        return self._leads
+            _LEAD_CACHE[key] = leads
+        return _LEAD_CACHE[key]
 
     def allowed(self, committed: Sequence[int], vocab_size: int) -> np.ndarray | None:
         """The tokens the frontier may take while the word being written is inside a span (see the module
@@ -152,19 +157,26 @@ class SpanCopier:
         or when the word is a whole span and they are punctuation alone (``.``, ``:``, ``-``).
         """
         word = self.word(committed)
-        if not word or not (FACT_MARKS & set(word)) or word not in self._prefixes:
+        if not word or not (FACT_MARKS & set(word)):
             return None
-        whole = word in self.spans
+        closed = False  # a whole span and punctuation after it (``2026-11-30-``): the word must end here
+        if word not in self._prefixes:
+            base = word.rstrip(".:-")
+            if base == word or base not in self._span_set:
+                return None
+            closed = True
+        whole = word in self._span_set
         out = np.ones(vocab_size, dtype=bool)
         for t, lead, entire in self._lead_table(vocab_size):
             u = word + lead
-            ok = (u in self._prefixes) if entire else (u in self.spans)
-            out[t] = ok or (whole and set(lead) <= _PUNCT)
+            ok = (u in self._prefixes) if entire else (u in self._span_set)
+            out[t] = ok or (whole and set(lead) <= _PUNCT) if not closed else False
         return out
 
     def propose(self, committed: Sequence[int], candidate: int) -> list[int]:
         """The tokens to commit at the frontier: ``[candidate, *rest of the span]`` when ``candidate`` continues
-        the word being written into a strict prefix of a span; ``[]`` otherwise (the ordinary rules decide).
+        the word being written into a prefix of a span (or a whole span); ``[]`` otherwise (the ordinary rules
+        decide).
 
         Args:
             committed: the turn's committed token ids so far (prose; left to right).
@@ -182,7 +194,7 @@ class SpanCopier:
         if not word:
             return []  # the first piece of a word: the model has not yet agreed with a source span
         started = word + piece
-        if not any(len(s) > len(started) and s.startswith(started) for s in self.spans):
+        if started not in self._prefixes:
             return []
         rest = self.continuation(started)
         ids = [int(candidate)]
