@@ -257,26 +257,43 @@ class ChatModel:
                 specs, choice, grounding, None, parallel_tool_calls, facts, spans
             )
         if constraint is not None:
-            limit = 4096
-            shortest = constraint.min_completion_tokens(limit)
-            if shortest >= limit and response_format is not None and response_format.get("type") != "text":
-                raise ValueError(
-                    f"the response_format schema has no value shorter than {limit} tokens (a required property "
-                    "whose schema recurses into itself, or a length or item bound in the thousands)"
-                )
-            if shortest >= limit:
-                raise ValueError(
-                    f"the tool-call grammar found no completion shorter than {limit} tokens for "
-                    f"tool_choice={tool_choice!r}: a schema no short value satisfies (a required property "
-                    "whose schema recurses into itself, a length or item bound in the thousands, or a string "
-                    "pattern it cannot complete: simplify it, anchor patterns with ^...$, or let the model "
-                    "answer in prose with tool_choice='auto')"
-                )
-            need = shortest + constraint.margin + 1
-            if settings.max_new_tokens < need:
-                settings = settings.replace(max_new_tokens=need)
-                check_prompt_length(len(input_ids), self.model, settings)
+            settings = self._fit_budget(constraint, settings, len(input_ids), response_format, tool_choice)
         return PreparedTurn(input_ids, settings, constraint, vision, prefill)
+
+    def _fit_budget(
+        self,
+        constraint: Any,
+        settings: DenoiseSettings,
+        prompt_len: int,
+        response_format: dict[str, Any] | None,
+        tool_choice: Any,
+    ) -> DenoiseSettings:
+        """``settings`` with a token budget the constraint's shortest completion fits in (raised when short).
+
+        Raises:
+            ValueError: the grammar has no completion shorter than 4096 tokens.
+            model.limits.PromptTooLong: the prompt and the raised budget exceed ``max_position_embeddings``.
+        """
+        limit = 4096
+        shortest = constraint.min_completion_tokens(limit)
+        if shortest >= limit and response_format is not None and response_format.get("type") != "text":
+            raise ValueError(
+                f"the response_format schema has no value shorter than {limit} tokens (a required property "
+                "whose schema recurses into itself, or a length or item bound in the thousands)"
+            )
+        if shortest >= limit:
+            raise ValueError(
+                f"the tool-call grammar found no completion shorter than {limit} tokens for "
+                f"tool_choice={tool_choice!r}: a schema no short value satisfies (a required property "
+                "whose schema recurses into itself, a length or item bound in the thousands, or a string "
+                "pattern it cannot complete: simplify it, anchor patterns with ^...$, or let the model "
+                "answer in prose with tool_choice='auto')"
+            )
+        need = shortest + constraint.margin + 1
+        if settings.max_new_tokens < need:
+            settings = settings.replace(max_new_tokens=need)
+            check_prompt_length(prompt_len, self.model, settings)
+        return settings
 
     def _bind(
         self,

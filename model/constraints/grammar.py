@@ -263,23 +263,28 @@ def tool_call_grammar(
         from model.constraints.grounding import answer_regex
 
         answer = answer_regex(answer_grounding)
-    key = (
-        canonical(specs),
-        choice,
-        syntax,
-        bool(allow_thinking),
-        bool(additional_properties),
-        ground,
-        calls,
-        answer,
+    return _cached_grammar(
+        specs, choice, syntax, (bool(allow_thinking), bool(additional_properties)), ground, calls, answer
     )
+
+
+def _cached_grammar(
+    specs: list[ToolSpec],
+    choice: str,
+    syntax: str,
+    flags: tuple[bool, bool],
+    ground: tuple[str, ...] | None,
+    calls: str,
+    answer: str | None,
+) -> str:
+    """:func:`_build_grammar`'s text (``flags``: ``allow_thinking``, ``additional_properties``), validated once
+    and kept in an LRU cache of :data:`_CACHE_SIZE` grammars."""
+    key = (canonical(specs), choice, syntax, *flags, ground, calls, answer)
     with _CACHE_LOCK:
         if key in _CACHE:
             _CACHE.move_to_end(key)
             return _CACHE[key]
-    grammar = _build_grammar(
-        specs, choice, syntax, allow_thinking, additional_properties, ground, calls, answer
-    )
+    grammar = _build_grammar(specs, choice, syntax, *flags, ground, calls, answer)
     _validate(grammar)
     with _CACHE_LOCK:
         _CACHE[key] = grammar
