@@ -88,8 +88,22 @@ def test_inside_a_fact_the_frontier_continues_a_span_or_ends_the_word(tok):
     assert whole is not None and whole[ids(tok, ".")[0]] and not whole[ids(tok, "0")[0]]
     closed = sc.allowed(ids(tok, "On 2026-11-30-"), vocab)  # punctuation after a whole span ends the word
     assert closed is not None and not closed[ids(tok, "30")[0]] and closed[ids(tok, " ")[0]]
-    assert sc.allowed(ids(tok, "It is a"), vocab) is None  # a plain word: prose is free
-    assert sc.allowed(ids(tok, "at 7.5"), vocab) is None  # no span to keep to
+    assert sc.allowed(ids(tok, "at 7.5"), vocab) is None  # already off every span: nothing to keep to
+
+
+def test_a_plain_word_becomes_a_fact_only_at_a_span_start(tok):
+    sc = SpanCopier(tool_spans(RESPONSE), tok)
+    vocab = len(tok)
+    plain = sc.allowed(ids(tok, "It is at tools"), vocab)
+    assert plain is not None
+    assert not plain[ids(tok, "/")[0]]  # tools/ starts no span
+    assert plain[ids(tok, ".")[0]] and plain[ids(tok, " ")[0]] and plain[ids(tok, "s")[0]]  # prose stays free
+    at = sc.allowed(ids(tok, "It is at"), vocab)
+    assert at is not None and not at[ids(tok, "532")[0]]  # at532
+    agent = sc.allowed(ids(tok, "It is at agent"), vocab)
+    assert agent is not None and agent[ids(tok, "kit")[0]]  # no mark yet: free
+    load = sc.allowed(ids(tok, "def load"), vocab)
+    assert load is not None and load[ids(tok, "_")[0]]  # load_bundle is a span
 
 
 def test_the_constraint_commits_a_started_span_in_one_step(tok):

@@ -23,6 +23,8 @@ tool response comes out with pieces skipped or repeated (``tools/s/s/weather.py:
   prefix of a span, or one that ends the word (a space or other character outside spans; after a whole span
   also ``.``, ``:`` or ``-`` alone, as punctuation): the answer cannot write ``2026---30``, ``6.0.0`` or
   ``agentkit/b/backends``; punctuation after a whole span ends the word (``2026-11-30-30`` cannot be written).
+  A plain word becomes a fact only at a span's start: ``tools/batching.py`` (no span starts with ``tools/``) and
+  ``GrammarConstraint/constraints`` cannot be written.
   A continuation never ends inside a word where spans part (``agentkit/b`` is cut back
   to ``agentkit/``), so the model picks the next piece whole.
 * The grammar still checks every committed token (``try_consume_tokens``): a token the turn's grammar refuses
@@ -56,8 +58,8 @@ TAIL_TOKENS = 48
 FACT_MARKS = frozenset("0123456789_./:-")
 _PUNCT = frozenset(".:-")
 #: Per (tokenizer object, vocabulary size): each token with a leading run of span characters, as (id, that run,
-#: whether it is the whole token).
-_LEAD_CACHE: dict[tuple[int, int], list[tuple[int, str, bool]]] = {}
+#: whether it is the whole token, whether the run holds a fact mark other than ``.:-``).
+_LEAD_CACHE: dict[tuple[int, int], list[tuple[int, str, bool, bool]]] = {}
 
 
 def tool_spans(texts: Iterable[str], min_chars: int = 2) -> set[str]:
@@ -134,7 +136,7 @@ class SpanCopier:
                 n -= 1
         return first[:n]
 
-    def _lead_table(self, vocab_size: int) -> list[tuple[int, str, bool]]:
+    def _lead_table(self, vocab_size: int) -> list[tuple[int, str, bool, bool]]:
         key = (id(self.tokenizer), vocab_size)
         if key not in _LEAD_CACHE:
             leads = []
@@ -142,35 +144,45 @@ class SpanCopier:
                 text = self._text(t)
                 m = re.match(f"{SPAN_CHARS}+", text)
                 if m:
-                    leads.append((t, m.group(), m.end() == len(text)))
+                    lead = m.group()
+                    marks = bool(FACT_MARKS & set(lead)) and not set(lead) <= _PUNCT
+                    leads.append((t, lead, m.end() == len(text), marks))
             _LEAD_CACHE[key] = leads
         return _LEAD_CACHE[key]
 
     def allowed(self, committed: Sequence[int], vocab_size: int) -> np.ndarray | None:
-        """The tokens the frontier may take while the word being written is inside a span (see the module
-        docstring), as a ``[vocab_size]`` bool array; ``None`` when the word is not a fact-like prefix of a span
-        (no restriction).
+        """The tokens the frontier may take (see the module docstring), as a ``[vocab_size]`` bool array;
+        ``None`` when nothing is restricted (the word is already no prefix of a span).
 
         A token whose text starts outside :data:`SPAN_CHARS` (a space, ``(``, ``°``, a control token) ends the
-        word and is always allowed; one that starts with span characters is allowed when the word with them is
-        still a prefix of a span (a token that ends the word inside, such as ``.)``, when it completes a span),
-        or when the word is a whole span and they are punctuation alone (``.``, ``:``, ``-``).
+        word and is always allowed. One that starts with span characters (its *lead*) is allowed:
+
+        * while the word holds a fact mark (:data:`FACT_MARKS`) and is a prefix of a span: when the word with the
+          lead is still a prefix of a span (a token that ends the word inside, such as ``.)``, when it completes a
+          span), or when the word is a whole span and the lead is punctuation alone (``.``, ``:``, ``-``);
+        * after a whole fact and punctuation (``2026-11-30-``): never (the word ends);
+        * while the word holds no fact mark (a plain word, or none yet): when the lead brings no mark other
+          than ``.:-`` punctuation (``rain.``), or the word with it is a prefix of a span (``load`` + ``_b``).
+          A fact is entered only at a span's start: ``tools/``, ``GrammarConstraint/``, ``at600`` cannot be
+          written.
+
+        Args:
+            committed: the turn's committed token ids (prose, left to right).
+            vocab_size: the mask's length ``V`` (token ids ``>= V`` are not considered).
         """
         word = self.word(committed)
-        if not word or not (FACT_MARKS & set(word)):
-            return None
-        closed = False  # a whole span and punctuation after it (``2026-11-30-``): the word must end here
-        if word not in self._prefixes:
-            base = word.rstrip(".:-")
-            if base == word or base not in self._span_set:
-                return None
-            closed = True
+        marked = bool(FACT_MARKS & set(word))
+        closed = marked and word not in self._prefixes  # ``2026-11-30-``: the word must end here
+        if closed and (word.rstrip(".:-") == word or word.rstrip(".:-") not in self._span_set):
+            return None  # already off every span: nothing to keep to
         whole = word in self._span_set
         out = np.ones(vocab_size, dtype=bool)
-        for t, lead, entire in self._lead_table(vocab_size):
+        for t, lead, entire, marks in self._lead_table(vocab_size):
+            if t >= vocab_size or (not marked and not marks):
+                continue
             u = word + lead
             ok = (u in self._prefixes) if entire else (u in self._span_set)
-            out[t] = ok or (whole and set(lead) <= _PUNCT) if not closed else False
+            out[t] = not closed and (ok or (whole and set(lead) <= _PUNCT))
         return out
 
     def propose(self, committed: Sequence[int], candidate: int) -> list[int]:
