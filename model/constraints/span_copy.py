@@ -131,8 +131,8 @@ class SpanCopier:
         n = 0
         while n < min(len(first), len(last)) and first[n] == last[n]:
             n += 1
-        if n < len(first) or n < len(last):  # the spans part here: never stop inside a word
-            while n > 0 and first[n - 1].isalnum():
+        if n and first[n - 1].isalnum() and any(len(c) > n and c[n].isalnum() for c in longer):
+            while n > 0 and first[n - 1].isalnum():  # the spans part inside a word: never stop there
                 n -= 1
         return first[:n]
 
