@@ -62,11 +62,9 @@ def test_a_started_span_is_continued_to_where_the_spans_part_never_inside_a_word
     # then "back" picks one: the rest of that span, whole, up to its end
     run = sc.propose(ids(tok, "It is at agentkit/"), ids(tok, "back")[0])
     assert tok.decode(run) == "backends/__init__.py:19"
-    # where one span ends and a longer one goes on, the end is a boundary: no cut back (bundle. -> bundle.py)
-    assert tok.decode(sc.propose(ids(tok, "at agentkit/bun"), ids(tok, "dle")[0])) == "dle.py"
-    # agentkit/bundle.py is a whole span and agentkit/bundle.py:532 goes on: the copy stops at the path's end
-    assert tok.decode(sc.propose(ids(tok, "at agentkit/bundle."), ids(tok, "py")[0])) == "py"
-    assert tok.decode(sc.propose(ids(tok, "at agentkit/bundle.py"), ids(tok, ":")[0])) == ":532"
+    # a span that ends inside a longer one (the path in its location) goes on to the longer one
+    assert tok.decode(sc.propose(ids(tok, "at agentkit/bun"), ids(tok, "dle")[0])) == "dle.py:532"
+    assert tok.decode(sc.propose(ids(tok, "at agentkit/bundle."), ids(tok, "py")[0])) == "py:532"
     # a single span: the whole rest of it
     only = SpanCopier(["agentkit/bundle.py:532"], tok)
     assert tok.decode(only.propose(committed, ids(tok, "gent")[0])) == "gentkit/bundle.py:532"

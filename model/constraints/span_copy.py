@@ -17,7 +17,8 @@ tool response comes out with pieces skipped or repeated (``tools/s/s/weather.py:
 * *Continuation.* The candidate is committed with the longest text every such span continues with (their
   longest common continuation), tokenized by the checkpoint's tokenizer: one decision. Where spans part
   (``2026-11-29`` / ``2026-11-30``) it stops and the model picks the next piece; the rule then fires again
-  on the next agreeing token. At a span's end it stops (the span boundary): the model writes what follows.
+  on the next agreeing token. At a span's end it stops (the span boundary): the model writes what follows. A
+  span that ends inside a longer one (a path inside its ``path:line`` location) is continued to the longer one.
 * *Inside a span.* While the word being written holds a digit or one of ``_ . / : -`` (a path, number, date or
   identifier, not a plain word) and is a prefix of a span, the frontier may only take a token that keeps it a
   prefix of a span, or one that ends the word (a space or other character outside spans; after a whole span
@@ -122,10 +123,12 @@ class SpanCopier:
 
     def continuation(self, word: str) -> str:
         """The longest text that every span strictly longer than ``word`` and starting with it continues with;
-        ``""`` when no span does, when they part at once, or when ``word`` is itself a whole span (a span ends
-        here: the model decides whether a longer one goes on)."""
-        longer = [s[len(word) :] for s in self.spans if len(s) > len(word) and s.startswith(word)]
-        if not longer or word in self._span_set:
+        ``""`` when no span does or when they part at once. A span that ends inside a longer one does not stop
+        it: the copy goes on to the longest span (``agentkit/bundle.py`` -> ``agentkit/bundle.py:532``)."""
+        ends = sorted(s[len(word) :] for s in self.spans if len(s) > len(word) and s.startswith(word))
+        # only the longest spans: one that another extends is no parting (its extensions follow it when sorted)
+        longer = [c for i, c in enumerate(ends) if not (i + 1 < len(ends) and ends[i + 1].startswith(c))]
+        if not longer:
             return ""
         first, last = min(longer), max(longer)  # the common prefix of a set is that of its extremes
         n = 0
