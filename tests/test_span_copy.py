@@ -102,6 +102,8 @@ def test_a_plain_word_becomes_a_fact_only_at_a_span_start(tok):
     assert at is not None and not at[ids(tok, "532")[0]]  # at532
     agent = sc.allowed(ids(tok, "It is at agent"), vocab)
     assert agent is not None and agent[ids(tok, "kit")[0]]  # no mark yet: free
+    dot = sc.allowed(ids(tok, "It is toolsatching."), vocab)  # punctuation after a plain word ends it
+    assert dot is not None and not dot[ids(tok, "py")[0]] and dot[ids(tok, " ")[0]]
     load = sc.allowed(ids(tok, "def load"), vocab)
     assert load is not None and load[ids(tok, "_")[0]]  # load_bundle is a span
 

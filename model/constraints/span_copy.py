@@ -163,7 +163,8 @@ class SpanCopier:
         * while the word holds a fact mark (:data:`FACT_MARKS`) and is a prefix of a span: when the word with the
           lead is still a prefix of a span (a token that ends the word inside, such as ``.)``, when it completes a
           span), or when the word is a whole span and the lead is punctuation alone (``.``, ``:``, ``-``);
-        * after a whole fact and punctuation (``2026-11-30-``): never (the word ends);
+        * after a whole fact or a plain word and punctuation (``2026-11-30-``, ``rain.``): never (the word
+          ends: ``toolsatching.py`` cannot be written);
         * while the word holds no fact mark (a plain word, or none yet): when the lead brings no mark other
           than ``.:-`` punctuation (``rain.``), or the word with it is a prefix of a span (``load`` + ``_b``).
           A fact is entered only at a span's start: ``tools/``, ``GrammarConstraint/``, ``at600`` cannot be
@@ -175,8 +176,9 @@ class SpanCopier:
         """
         word = self.word(committed)
         marked = bool(FACT_MARKS & set(word))
-        closed = marked and word not in self._prefixes  # ``2026-11-30-``: the word must end here
-        if closed and (word.rstrip(".:-") == word or word.rstrip(".:-") not in self._span_set):
+        closed = marked and word not in self._prefixes  # ``2026-11-30-``, ``rain.``: the word must end here
+        base = word.rstrip(".:-")
+        if closed and (base == word or (FACT_MARKS & set(base) and base not in self._span_set)):
             return None  # already off every span: nothing to keep to
         whole = word in self._span_set
         out = np.ones(vocab_size, dtype=bool)
