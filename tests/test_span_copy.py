@@ -150,10 +150,14 @@ def test_the_decoding_file_refuses_a_non_boolean_span_copy(tmp_path):
 
 
 @pytest.mark.slow
-def test_the_shipped_checkpoint_answers_with_the_whole_path_and_line():
-    """End to end on the shipped checkpoint (seeds 0-2): the code-search answer turn copies the tool's location
-    whole, and the span rule did the copying."""
+def test_the_shipped_checkpoint_copies_facts_whole_or_not_at_all():
+    """End to end on the shipped checkpoint (seeds 0-2), a question no test or training example uses: every fact
+    the answer states (numbers and paths, as benchmarks/bot_questions.py counts them) is spelled as the tool
+    response spells it, and the answer names the location whole at seed 0 (``CanvasBatcher is defined at
+    model/batching.py:173.``; at seeds 1 and 2 the model starts the path with a word of its own, ``tools``, which
+    no span starts with: the path is then left out, ``Can is the is model at toolsatching. - atch:``)."""
     from model.loading import DEFAULT_CHECKPOINT
+    from model.training.heldout import answer_facts
 
     cm = ChatModel(load_checkpoint(str(DEFAULT_CHECKPOINT)))
     assert cm.settings.span_copy, "the shipped decoding file turns span_copy on"
@@ -177,8 +181,13 @@ def test_the_shipped_checkpoint_answers_with_the_whole_path_and_line():
             "content": {"query": "CanvasBatcher", "matches": [where]},
         },
     ]
+    turn = cm.prepare(messages)
+    assert isinstance(turn.constraint, GrammarConstraint) and turn.constraint.span_copy is not None
+    told = json.dumps(where)
+    named, texts = [], []
     for seed in range(3):
-        turn = cm.prepare(messages)
-        out = cm.chat(messages, seed=seed)
-        assert re.search(r"(?<![\w/])model/batching\.py:173(?!\d)", out.text), (seed, out.text)
-        assert isinstance(turn.constraint, GrammarConstraint) and turn.constraint.span_copy is not None
+        text = cm.chat(messages, seed=seed).text
+        assert all(f in told for f in answer_facts(text)), (seed, text)
+        named.append(bool(re.search(r"(?<![\w/])model/batching\.py:173(?!\d)", text)))
+        texts.append(text)
+    assert named == [True, False, False], texts
