@@ -145,6 +145,8 @@ class ChatModel:
         grounding: list[str] | None = None,
         no_repeat: bool | None = None,
         parallel_tool_calls: bool = True,
+        answer_grounding: list[str] | None = None,
+        span_texts: list[str] | None = None,
     ) -> Any:
         """Build a fresh :class:`GrammarConstraint` for ``tools`` and ``tool_choice``.
 
@@ -156,6 +158,10 @@ class ChatModel:
                 :func:`grounding_texts`); ``None``: grounded parameters are not restricted.
             no_repeat: the constraint's no-repeat rule (default: the checkpoint's ``settings.no_repeat``).
             parallel_tool_calls: ``False``: one call at most in the turn.
+            answer_grounding: texts the turn's prose takes its numbers and dates from
+                (:func:`answer_texts`; ``settings.ground_answers``); ``None``: prose is free.
+            span_texts: the tool responses' texts whose spans the turn's prose copies whole once started
+                (:class:`model.constraints.span_copy.SpanCopier`; ``settings.span_copy``); ``None``: no span copies.
 
         Raises:
             model.constraints.schema.SchemaError: unsupported keyword or unsatisfiable schema (names its path).
@@ -163,6 +169,7 @@ class ChatModel:
         """
         from model.constraints.denoise import GrammarConstraint
         from model.constraints.grammar import tool_call_grammar
+        from model.constraints.span_copy import SpanCopier
 
         grammar = tool_call_grammar(
             tools,
@@ -170,6 +177,7 @@ class ChatModel:
             syntax=self.syntax,
             grounding=grounding,
             parallel_tool_calls=parallel_tool_calls,
+            answer_grounding=answer_grounding,
         )
         matcher = new_matcher(self.tokenizer, grammar)
         return GrammarConstraint(
@@ -179,6 +187,7 @@ class ChatModel:
             no_repeat=self.settings.no_repeat if no_repeat is None else no_repeat,
             extend_prose=self.settings.extend_prose,
             repeat_window=self.settings.repeat_window,
+            span_copy=SpanCopier.from_texts(span_texts, self.tokenizer) if span_texts else None,
         )
 
     def max_prompt_tokens(self, max_new_tokens: int | None = None) -> int | None:
@@ -244,28 +253,49 @@ class ChatModel:
                 prefill = prefill_prompt(self.model, torch.tensor([input_ids], device=self.model.device))
                 specs = self._bind(found, prefill, input_ids, tools, specs, tool_choice)
             choice = tool_choice if tools else "auto"
-            constraint = self.make_constraint(specs, choice, grounding, None, parallel_tool_calls)
+            facts = answer_texts(messages) if settings.ground_answers else None
+            spans = tool_texts(messages) if settings.span_copy else None
+            constraint = self.make_constraint(
+                specs, choice, grounding, None, parallel_tool_calls, facts, spans
+            )
         if constraint is not None:
-            limit = 4096
-            shortest = constraint.min_completion_tokens(limit)
-            if shortest >= limit and response_format is not None and response_format.get("type") != "text":
-                raise ValueError(
-                    f"the response_format schema has no value shorter than {limit} tokens (a required property "
-                    "whose schema recurses into itself, or a length or item bound in the thousands)"
-                )
-            if shortest >= limit:
-                raise ValueError(
-                    f"the tool-call grammar found no completion shorter than {limit} tokens for "
-                    f"tool_choice={tool_choice!r}: a schema no short value satisfies (a required property "
-                    "whose schema recurses into itself, a length or item bound in the thousands, or a string "
-                    "pattern it cannot complete: simplify it, anchor patterns with ^...$, or let the model "
-                    "answer in prose with tool_choice='auto')"
-                )
-            need = shortest + constraint.margin + 1
-            if settings.max_new_tokens < need:
-                settings = settings.replace(max_new_tokens=need)
-                check_prompt_length(len(input_ids), self.model, settings)
+            settings = self._fit_budget(constraint, settings, len(input_ids), response_format, tool_choice)
         return PreparedTurn(input_ids, settings, constraint, vision, prefill)
+
+    def _fit_budget(
+        self,
+        constraint: Any,
+        settings: DenoiseSettings,
+        prompt_len: int,
+        response_format: dict[str, Any] | None,
+        tool_choice: Any,
+    ) -> DenoiseSettings:
+        """``settings`` with a token budget the constraint's shortest completion fits in (raised when short).
+
+        Raises:
+            ValueError: the grammar has no completion shorter than 4096 tokens.
+            model.limits.PromptTooLong: the prompt and the raised budget exceed ``max_position_embeddings``.
+        """
+        limit = 4096
+        shortest = constraint.min_completion_tokens(limit)
+        if shortest >= limit and response_format is not None and response_format.get("type") != "text":
+            raise ValueError(
+                f"the response_format schema has no value shorter than {limit} tokens (a required property "
+                "whose schema recurses into itself, or a length or item bound in the thousands)"
+            )
+        if shortest >= limit:
+            raise ValueError(
+                f"the tool-call grammar found no completion shorter than {limit} tokens for "
+                f"tool_choice={tool_choice!r}: a schema no short value satisfies (a required property "
+                "whose schema recurses into itself, a length or item bound in the thousands, or a string "
+                "pattern it cannot complete: simplify it, anchor patterns with ^...$, or let the model "
+                "answer in prose with tool_choice='auto')"
+            )
+        need = shortest + constraint.margin + 1
+        if settings.max_new_tokens < need:
+            settings = settings.replace(max_new_tokens=need)
+            check_prompt_length(prompt_len, self.model, settings)
+        return settings
 
     def _bind(
         self,
@@ -473,6 +503,32 @@ def grounding_texts(messages: list[dict[str, Any]]) -> list[str]:
             out.extend(str(p.get("text", "")) for p in c if isinstance(p, dict) and p.get("type") == "text")
         else:
             leaves(c)
+    return out
+
+
+def tool_texts(messages: list[dict[str, Any]]) -> list[str]:
+    """The tool responses' texts (their string and number values, as :func:`grounding_texts` reads them): what
+    whole-span copies (``settings.span_copy``) copy from."""
+    return grounding_texts([m for m in messages if m.get("role") == "tool"])
+
+
+def answer_texts(messages: list[dict[str, Any]]) -> list[str]:
+    """The texts a grounded answer (``settings.ground_answers``) copies its facts from: :func:`grounding_texts`
+    plus the arguments of the assistant's tool calls so far (``{"days": 5}`` counts as ``"5"``), in order."""
+    out = grounding_texts(messages)
+    for m in messages:
+        if m.get("role") not in ("assistant", "model"):
+            continue
+        for c in m.get("tool_calls") or ():
+            f = c.get("function", c) if isinstance(c, dict) else {}
+            args = f.get("arguments") if isinstance(f, dict) else None
+            if isinstance(args, str):
+                try:
+                    args = json.loads(args)
+                except ValueError:
+                    out.append(args)
+                    continue
+            out.extend(grounding_texts([{"role": "tool", "content": args}]))
     return out
 
 

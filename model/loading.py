@@ -33,7 +33,8 @@ SUPPORTED_MODEL_TYPES = ("diffusion_gemma",)
 
 #: Decoding options that transformers' ``DiffusionGemmaGenerationConfig`` has no field for (it refuses unknown
 #: keys), kept beside ``generation_config.json``: ``{"accept_window": W, "no_repeat": true, "extend_prose": false,
-#: "call_accept_window": W2, "repeat_window": K, "bind_values": true}`` (see :class:`DenoiseSettings`; a missing key
+#: "call_accept_window": W2, "repeat_window": K, "bind_values": true,
+#: "ground_answers": true, "span_copy": true}`` (see :class:`DenoiseSettings`; a missing key
 #: keeps its default).
 DECODING_FILE = "agentkit_decoding.json"
 DECODING_KEYS = (
@@ -43,6 +44,8 @@ DECODING_KEYS = (
     "call_accept_window",
     "repeat_window",
     "bind_values",
+    "ground_answers",
+    "span_copy",
 )
 
 
@@ -382,7 +385,7 @@ def read_decoding_file(path: Path) -> dict[str, Any]:
     k = data.get("repeat_window", 1)
     if isinstance(k, bool) or not isinstance(k, int) or k < 1:
         raise CheckpointError(f"{path}: repeat_window must be an integer >= 1, got {_json(k)}")
-    for key in ("no_repeat", "extend_prose", "bind_values"):
+    for key in ("no_repeat", "extend_prose", "bind_values", "ground_answers", "span_copy"):
         if not isinstance(data.get(key, False), bool):
             raise CheckpointError(f"{path}: {key} must be true or false, got {_json(data[key])}")
     if k > 1 and not data.get("no_repeat", False):

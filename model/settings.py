@@ -53,6 +53,15 @@ class DenoiseSettings:
             words to declared parameters and the turn's constraint allows exactly those words there
             (:mod:`model.binding`; a checkpoint without a copy head ignores it). Read by
             :meth:`model.chat.ChatModel.prepare`, not by the denoising loop.
+        ground_answers: a constrained turn's prose writes a digit only inside a number, date or other
+            digit-holding fact of the conversation (the user's messages, the tool calls' arguments, the tool
+            responses), copied whole (:func:`model.constraints.grounding.answer_regex`): a small checkpoint then
+            cannot garble the line of ``agentkit/bundle.py:600`` or a temperature. Read by
+            :meth:`model.chat.ChatModel.prepare`.
+        span_copy: whole-span copying in answers: once a constrained turn's prose has written two pieces of a
+            span of a tool response in source order (a path, an identifier, a number, a date), the rest of the span
+            is committed in one decision, up to the span's end or where the matching spans part
+            (:mod:`model.constraints.span_copy`). Read by :meth:`model.chat.ChatModel.prepare`.
     """
 
     canvas_length: int = 256
@@ -71,6 +80,8 @@ class DenoiseSettings:
     call_accept_window: int | None = None
     repeat_window: int = 1
     bind_values: bool = False
+    ground_answers: bool = False
+    span_copy: bool = False
 
     def __post_init__(self) -> None:
         if self.canvas_length <= 0:

@@ -30,6 +30,8 @@ def test_rows_are_scored_and_the_best_is_written_with_its_decoding_file(tmp_path
         "call_accept_window": 4,
         "repeat_window": 1,
         "bind_values": False,
+        "ground_answers": False,
+        "span_copy": False,
     }
     s = load_checkpoint(str(ckpt)).settings
     assert (s.accept_window, s.extend_prose, s.call_accept_window, s.max_denoising_steps, s.t_max) == (
@@ -42,7 +44,7 @@ def test_rows_are_scored_and_the_best_is_written_with_its_decoding_file(tmp_path
 
 
 def test_bad_rows_are_refused_before_anything_loads(capsys):
-    for bad, said in (("3,99", "numbered 0..12, got 3,99"), ("a", "comma-separated row numbers")):
+    for bad, said in (("3,99", "numbered 0..14, got 3,99"), ("a", "comma-separated row numbers")):
         with pytest.raises(SystemExit) as ei:
             tune.main(["no-such-checkpoint", "--rows", bad])
         assert ei.value.code == 2 and said in capsys.readouterr().err
@@ -53,5 +55,5 @@ def test_bad_rows_are_refused_before_anything_loads(capsys):
         tune.main(["no-such-checkpoint", "--rows", "3"]) == 2
     )  # a CheckpointError: one line, not a traceback
     assert "checkpoint folder does not exist" in capsys.readouterr().err
-    with pytest.raises(ValueError, match=r"numbered 0\.\.12"):
+    with pytest.raises(ValueError, match=r"numbered 0\.\.14"):
         tune.tune("no-such-checkpoint", rows=[-1])

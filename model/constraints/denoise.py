@@ -108,6 +108,10 @@ class GrammarConstraint:
             on a word; numbers and short pieces are left alone, since values such as ``52.52`` repeat them.
             The analogue of ``no_repeat_ngram_size=1`` limited to a window (transformers'
             ``NoRepeatNGramLogitsProcessor``).
+        span_copy: a :class:`model.constraints.span_copy.SpanCopier` over the conversation's tool responses:
+            in prose, when the step's token at the frontier continues the word being written into a strict prefix
+            of a tool-response span, it is committed with the rest of the span in one decision (whole-span
+            copying; the no-repeat rule does not apply to those tokens). ``None``: off.
 
     Raises:
         ValueError: if the matcher is already in an error state (bad grammar), or ``repeat_window < 1``.
@@ -124,6 +128,7 @@ class GrammarConstraint:
         no_repeat: bool = False,
         extend_prose: bool = True,
         repeat_window: int = 1,
+        span_copy: Any = None,
     ) -> None:
         if matcher.is_error():
             raise ValueError(f"grammar matcher is in an error state: {matcher.get_error()}")
@@ -141,6 +146,9 @@ class GrammarConstraint:
         if repeat_window < 1:
             raise ValueError(f"repeat_window must be >= 1, got {repeat_window}")
         self.repeat_window = repeat_window
+        self.span_copy = span_copy
+        #: Tokens committed by whole-span copies (candidate included).
+        self.span_copied_tokens = 0
         self.extended_tokens = 0
         self.canvas: list[int] = []
         self.canvas_length = 0
@@ -281,6 +289,10 @@ class GrammarConstraint:
 
     def _frontier_mask(self) -> np.ndarray:
         allowed = bitmask_to_bool(self.matcher.compute_bitmask(), self.vocab_size)
+        if self.span_copy is not None and not self.in_call:
+            inside = self.span_copy.allowed(self.all_tokens, allowed.size)
+            if inside is not None and (allowed & inside).any():  # never empty the mask
+                allowed = allowed & inside
         banned = self._banned()
         if banned and self._bases is not None:
             keep = allowed & ~np.isin(self._bases[0][: allowed.size], banned)
@@ -354,8 +366,15 @@ class GrammarConstraint:
         """
         prev, self._prev_logits = self._prev_logits, logits
         budget = float(entropy_bound) if self.extend and logits is not None and prev is not None else 0.0
+        frontier = len(self.canvas)
         while (i := len(self.canvas)) < self.canvas_length and not self.done and not self.closing:
-            if accepted[i] and not self._repeats(int(tokens[i])) and self._consume([int(tokens[i])]) == 1:
+            if (
+                i == frontier
+                and (run := self._span_run(i, tokens, accepted, logits))
+                and (k := self._consume(run))
+            ):
+                self.span_copied_tokens += k
+            elif accepted[i] and not self._repeats(int(tokens[i])) and self._consume([int(tokens[i])]) == 1:
                 pass
             elif ff := self.matcher.compute_ff_tokens():
                 # pragma: no cover - ff tokens come from the matcher, so they are always consumed
@@ -373,6 +392,18 @@ class GrammarConstraint:
             if back:
                 return list(range(len(self.canvas), len(self.canvas) + back))
         return []
+
+    def _span_run(
+        self, i: int, tokens: list[int], accepted: list[bool], logits: torch.Tensor | None
+    ) -> list[int]:
+        """Whole-span copy at the frontier ``i`` (``span_copy``): the token accepted there, or else the argmax of
+        the step's logits ``[C, V]`` there, with the rest of the tool-response span it continues (at most the
+        canvas's room); ``[]`` when the rule is off, the turn is in a call, or the token starts no copy."""
+        if self.span_copy is None or self.in_call:
+            return []
+        cand = int(tokens[i]) if accepted[i] else (int(logits[i].argmax()) if logits is not None else -1)
+        run: list[int] = self.span_copy.propose(self.all_tokens, cand) if cand >= 0 else []
+        return run[: self._room()]
 
     def readout(self, logits: torch.Tensor) -> list[int]:
         """Committed prefix, then masked argmax left to right over ``logits`` ``[C, V]``, then pad.

@@ -144,7 +144,9 @@ def ir_to_json_schema(node: ir.Node, *, additional_default: bool, ref_prefix: st
 # Tool-call grammars
 # ----------------------------------------------------------------------------------------------------------
 
-_CACHE: OrderedDict[tuple[str, str, str, bool, bool, tuple[str, ...] | None, str], str] = OrderedDict()
+_CACHE: OrderedDict[tuple[str, str, str, bool, bool, tuple[str, ...] | None, str, str | None], str] = (
+    OrderedDict()
+)
 __all__ = [
     "MAX_GRAMMAR_CHARS",
     "SYNTAXES",
@@ -204,6 +206,7 @@ def tool_call_grammar(
     grounding: Sequence[str] | None = None,
     parallel_tool_calls: bool = True,
     planned_calls: bool = False,
+    answer_grounding: Sequence[str] | None = None,
 ) -> str:
     """The llguidance grammar of one assistant turn with tool calls (see the module docstring).
 
@@ -223,6 +226,10 @@ def tool_call_grammar(
         planned_calls: ``True``: ``tools`` is a call plan, the turn's calls in order (``calls: call_0 call_1
             ... <|tool_response>``, each of its own tool and schema; names may repeat). ``parallel_tool_calls``
             is then ignored.
+        answer_grounding: the conversation's texts (user messages, tool-call arguments, tool responses) a
+            grounded answer copies its facts from: the turn's prose then writes a digit only inside a
+            number, date or other digit-holding fact of these texts, written whole
+            (:func:`model.constraints.grounding.answer_regex`); ``None``: prose is free.
 
     Returns:
         Grammar text for ``llguidance.LLMatcher(llg_tokenizer, grammar)`` (compiles in about a millisecond).
@@ -252,12 +259,33 @@ def tool_call_grammar(
                 "and no span of the conversation (user messages, tool responses) fits it"
             )
     calls = "plan" if planned_calls else "many" if parallel_tool_calls else "one"
-    key = (canonical(specs), choice, syntax, bool(allow_thinking), bool(additional_properties), ground, calls)
+    answer = None
+    if answer_grounding is not None:
+        from model.constraints.grounding import answer_regex
+
+        answer = answer_regex(answer_grounding)
+    return _cached_grammar(
+        specs, choice, syntax, (bool(allow_thinking), bool(additional_properties)), ground, calls, answer
+    )
+
+
+def _cached_grammar(
+    specs: list[ToolSpec],
+    choice: str,
+    syntax: str,
+    flags: tuple[bool, bool],
+    ground: tuple[str, ...] | None,
+    calls: str,
+    answer: str | None,
+) -> str:
+    """:func:`_build_grammar`'s text (``flags``: ``allow_thinking``, ``additional_properties``), validated once
+    and kept in an LRU cache of :data:`_CACHE_SIZE` grammars."""
+    key = (canonical(specs), choice, syntax, *flags, ground, calls, answer)
     with _CACHE_LOCK:
         if key in _CACHE:
             _CACHE.move_to_end(key)
             return _CACHE[key]
-    grammar = _build_grammar(specs, choice, syntax, allow_thinking, additional_properties, ground, calls)
+    grammar = _build_grammar(specs, choice, syntax, *flags, ground, calls, answer)
     _validate(grammar)
     with _CACHE_LOCK:
         _CACHE[key] = grammar
@@ -423,8 +451,10 @@ def _build_grammar(
     additional: bool,
     grounding: tuple[str, ...] | None = None,
     calls: str = "many",
+    answer: str | None = None,
 ) -> str:
-    """The grammar text of :func:`tool_call_grammar`; ``calls`` as :func:`_call_rules` takes it."""
+    """The grammar text of :func:`tool_call_grammar`; ``calls`` as :func:`_call_rules` takes it; ``answer``: the
+    regex prose must match (:func:`model.constraints.grounding.answer_regex`; ``None``: any text)."""
     names = [s.name for s in specs]
     plan = calls == "plan"
     if len(set(names)) != len(names) and not plan:
@@ -450,7 +480,8 @@ def _build_grammar(
     if not callable_specs or choice == "auto":
         # Prose never spells, with ordinary tokens, the tokens a turn ends at or a call starts with: a model
         # that starts writing one as text is steered to the token itself.
-        terms["PROSE"] = r"/(?s:.+)/ & ~/(?s:.*)(?:<\|tool_call>|<turn\|>|<\|tool_response>|<eos>)(?s:.*)/"
+        text = "(?s:.+)" if answer is None else answer
+        terms["PROSE"] = f"/{text}/ & ~/(?s:.*)(?:<\\|tool_call>|<turn\\|>|<\\|tool_response>|<eos>)(?s:.*)/"
     if allow_thinking:
         terms["THOUGHT"] = r"/(?s:.*)/ & ~/(?s:.*)<channel\|>(?s:.*)/"
         lines.append("thinking: <|channel> THOUGHT <channel|>")

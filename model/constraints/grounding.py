@@ -114,22 +114,23 @@ def grounding_regex(texts: Sequence[str], max_len: int = MAX_GROUNDED_CHARS, min
         The regex, or ``None`` when no span fits (nothing to ground on).
     """
     max_len = max(1, min(max_len, MAX_GROUNDED_CHARS))
-    trie: dict[str, dict] = {}  # char -> child; the key "" marks the end of a span
-    any_span = False
-    for text in bounded_texts(texts):
-        for s, e in _span_bounds(text, max_len):
-            if e - s < min_len:
-                continue
-            node = trie
-            for ch in text[s:e]:
-                node = node.setdefault(ch, {})
-            node[""] = {}
-            any_span = True
-    if not any_span:
-        return None
+    spans = [
+        text[s:e] for text in bounded_texts(texts) for s, e in _span_bounds(text, max_len) if e - s >= min_len
+    ]
+    return _trie_regex(spans) if spans else None
+
+
+def _trie_regex(strings: Iterable[str]) -> str:
+    """A regex matching exactly ``strings`` (non-empty), written as a trie so shared prefixes appear once."""
+    trie: dict[str, dict] = {}  # char -> child; the key "" marks the end of a string
+    for string in strings:
+        node = trie
+        for ch in string:
+            node = node.setdefault(ch, {})
+        node[""] = {}
 
     def emit(node: dict) -> str:
-        # iterative-safe for max_len <= MAX_GROUNDED_CHARS (recursion depth bounded by span length)
+        # recursion depth bounded by the longest string (at most MAX_GROUNDED_CHARS for spans, FACT_CHARS for facts)
         ends = "" in node
         kids = [(ch, child) for ch, child in node.items() if ch]
         if not kids:
@@ -144,3 +145,64 @@ def grounding_regex(texts: Sequence[str], max_len: int = MAX_GROUNDED_CHARS, min
         return body
 
     return emit(trie)
+
+
+#: The characters only a grounded fact may hold in a grounded answer: the ASCII digits. (Measured: grounding
+#: ``_`` and ``/`` too, so identifiers and paths are copied whole, derails the tiny checkpoint where it glues an
+#: identifier to a path, ``load_bundle_agentkit/bundle.py``: blocked there, it writes ``load_bundle( a ...`` and
+#: loses the path; see docs/TRAINING.md.)
+FACT_MARKS = "0123456789"
+#: Longest fact kept, in characters (a longer run of fact characters is left out: the answer cannot write it).
+FACT_CHARS = 96
+_FACT_RUN = re.compile(r"[A-Za-z0-9_./\-]+")
+#: Regex pieces of :func:`answer_regex`: any character but a fact mark; one that can be no part of a fact (no
+#: ASCII letter, digit, ``_``, ``/``, ``.`` or ``-``: a fact's neighbour); ``.`` or ``-``.
+_FREE, _EDGE, _DOT = r"[^0-9]", r"[^0-9A-Za-z_\/.\-]", r"[.\-]"
+
+
+def answer_facts(texts: Sequence[str]) -> set[str]:
+    """The facts of ``texts`` a grounded answer may write: maximal runs of ``[A-Za-z0-9_./-]`` holding a digit
+    (:data:`FACT_MARKS`: a number, a date, a version, a path or identifier with a digit: ``-4.0``, ``2026-11-29``,
+    ``v2.1``, ``model/v2/x.py``), without trailing ``.`` and ``-`` and without a leading ``.`` or a leading ``-`` that is no
+    minus sign; at most :data:`FACT_CHARS` characters."""
+    out: set[str] = set()
+    for text in bounded_texts(texts):
+        for m in _FACT_RUN.finditer(text):
+            fact = m.group().rstrip(".-").lstrip(".")
+            while fact.startswith("-") and not fact[1:2].isdigit():
+                fact = fact[1:]
+            if fact and len(fact) <= FACT_CHARS and any(c in FACT_MARKS for c in fact):
+                out.add(fact)
+    return out
+
+
+def answer_regex(texts: Sequence[str]) -> str:
+    """The regex (llguidance / Rust syntax, no delimiters) of a grounded answer's text: every ASCII digit
+    (:data:`FACT_MARKS`) lies inside a fact of ``texts`` (:func:`answer_facts`) written whole, and a fact stands
+    apart: the character before it is none of ``[A-Za-z0-9_/.-]`` (or the text starts), and the one after it is
+    none of ``[A-Za-z0-9_/]``, nor a ``.`` or ``-`` followed by one of those or by another ``.``/``-``. Two whole
+    numbers of the texts joined by ``-`` count as one fact (a range: ``lines 188-192``).
+
+    So the answer copies the numbers and dates of the conversation (the user's messages, the tool calls'
+    arguments, the tool responses) and cannot invent, garble or glue one: ``agentkit/bundle.py:600.`` and
+    ``2026-11-29: 3.0 to 6.0`` can be written when the texts hold ``600`` and those dates and numbers;
+    ``bundle.py:6000``, ``2026--11``, ``2026-11-29-30.0`` and ``6.0.0`` cannot. Text without digits is free.
+
+    Args:
+        texts: the conversation's texts (bounded by :func:`bounded_texts`).
+
+    Returns:
+        The regex of a non-empty text.
+    """
+    facts = answer_facts(texts)
+    if not facts:
+        return f"(?s:{_FREE}+)"
+    fact = _trie_regex(sorted(facts))
+    whole = sorted(f for f in facts if f.isdigit())
+    if whole:  # a range of two whole numbers of the texts: "lines 188-192"
+        ints = _trie_regex(whole)
+        fact = f"(?:{fact}|{ints}\\-{ints})"
+    before = f"(?:{_FREE}*{_EDGE})?"  # the text before the first fact
+    between = f"(?:{_EDGE}|{_DOT}{_EDGE})(?:{_FREE}*{_EDGE})?"
+    after = f"(?:{_EDGE}{_FREE}*|{_DOT}(?:{_EDGE}{_FREE}*)?)?"
+    return f"(?s:{_FREE}+|{before}{fact}(?:{between}{fact})*{after})"

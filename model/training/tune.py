@@ -22,26 +22,30 @@ from model.loading import DECODING_FILE, DECODING_KEYS
 #: The fields of a :data:`GRID` row, in order (each a :class:`model.settings.DenoiseSettings` field).
 #: The settings a row sets: the generation config's four, then the decoding file's (:data:`DECODING_KEYS`).
 FIELDS = ("t_max", "t_min", "max_denoising_steps", "entropy_bound", *DECODING_KEYS)
-Setting = tuple[float, float, int, float, int | None, bool, bool, int | None, int, bool]
+Setting = tuple[float, float, int, float, int | None, bool, bool, int | None, int, bool, bool, bool]
 #: Candidate settings, one tuple of :data:`FIELDS` per row.
 GRID: tuple[Setting, ...] = (
-    (0.4, 0.1, 32, 0.1, None, False, True, None, 1, False),
-    (0.1, 0.02, 32, 0.1, None, False, True, None, 1, False),
-    (0.4, 0.1, 32, 0.1, 4, False, True, None, 1, False),
-    (0.4, 0.1, 32, 0.1, 4, True, True, None, 1, False),
-    (0.1, 0.02, 32, 0.1, 4, True, True, None, 1, False),
-    (0.2, 0.05, 48, 0.1, 2, True, True, None, 1, False),
-    (0.1, 0.02, 64, 0.1, 1, True, True, None, 1, False),
-    (0.8, 0.4, 32, 0.1, 4, True, True, None, 1, False),
+    (0.4, 0.1, 32, 0.1, None, False, True, None, 1, False, False, False),
+    (0.1, 0.02, 32, 0.1, None, False, True, None, 1, False, False, False),
+    (0.4, 0.1, 32, 0.1, 4, False, True, None, 1, False, False, False),
+    (0.4, 0.1, 32, 0.1, 4, True, True, None, 1, False, False, False),
+    (0.1, 0.02, 32, 0.1, 4, True, True, None, 1, False, False, False),
+    (0.2, 0.05, 48, 0.1, 2, True, True, None, 1, False, False, False),
+    (0.1, 0.02, 64, 0.1, 1, True, True, None, 1, False, False, False),
+    (0.8, 0.4, 32, 0.1, 4, True, True, None, 1, False, False, False),
     # prose strictly left to right (one position per step), calls as before: a canvas needs up to 64 steps
-    (0.1, 0.02, 64, 0.1, 1, True, False, None, 1, False),
-    (0.4, 0.1, 64, 0.1, 1, True, False, None, 1, False),
+    (0.1, 0.02, 64, 0.1, 1, True, False, None, 1, False, False, False),
+    (0.4, 0.1, 64, 0.1, 1, True, False, None, 1, False, False, False),
     # row 9 with calls in bites of 4 tokens (prose stays one position per step)
-    (0.4, 0.1, 64, 0.1, 1, True, False, 4, 1, False),
+    (0.4, 0.1, 64, 0.1, 1, True, False, 4, 1, False, False, False),
     # row 9 with prose words not repeated within 3 tokens
-    (0.4, 0.1, 64, 0.1, 1, True, False, None, 3, False),
+    (0.4, 0.1, 64, 0.1, 1, True, False, None, 3, False, False, False),
     # row 11 with bound values: the copy head's binding classifier fixes the words of bound parameters
-    (0.4, 0.1, 64, 0.1, 1, True, False, None, 3, True),
+    (0.4, 0.1, 64, 0.1, 1, True, False, None, 3, True, False, False),
+    # row 12 with grounded answers: prose copies the conversation's numbers and dates whole
+    (0.4, 0.1, 64, 0.1, 1, True, False, None, 3, True, True, False),
+    # row 12 with whole-span copies in answers (a started tool-response span is committed in one decision)
+    (0.4, 0.1, 64, 0.1, 1, True, False, None, 3, True, False, True),
 )
 
 
