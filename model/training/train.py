@@ -467,8 +467,11 @@ def _fitted_total(cfg: TrainConfig, step: int, total: int, t_start: float) -> in
     return min(total, step + max(1, int(budget / per_step)))
 
 
-def train(cfg: TrainConfig) -> Path:
+def train(cfg: TrainConfig, *, optimizer_state: dict[str, Any] | None = None) -> Path:
     """Run (or resume) training; returns the folder of the final checkpoint.
+
+    ``optimizer_state`` (an AdamW ``state_dict`` of the same model, e.g. the previous stage's) starts the
+    optimizer of a run that does not resume from ``OUT_DIR``; a resumed run takes its own.
 
     Writes ``cfg.out_dir/{tokenizer,checkpoint,final}``, ``train_config.json`` and ``log.jsonl`` (one JSON object
     per logged step: step, loss, lr, tokens/s, held-out figures). Stops at ``cfg.steps`` or when
@@ -499,6 +502,9 @@ def train(cfg: TrainConfig) -> Path:
     n_params = sum(p.numel() for p in model.parameters())
     console.print(f"model: {n_params / 1e6:.2f}M parameters (tied embeddings counted once), device {device}")
     opt = _optimizer(model, cfg, state)
+    if state is None and optimizer_state is not None:
+        opt.load_state_dict(optimizer_state)
+        console.print("optimizer moments taken from the previous stage")
     stream = batches(train_data, cfg, rng)  # a resumed run continues from the restored RNG state
     drill_stream = batches(drill_data or train_data, cfg, rng)
     log_f = (out / "log.jsonl").open("a")
