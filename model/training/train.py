@@ -176,7 +176,11 @@ def prepare(cfg: TrainConfig, log: Any = print) -> tuple[Any, list[Encoded], lis
         log(
             f"[yellow]warning: {mb} not found: training without the Glaive schemas (generated + bot tools only)"
         )
-    train_ex = Generator(cfg.seed, "train", mb, bot_share=cfg.bot_share).take(cfg.n_train)
+    # a fresh tokenizer reads the stream's first TOKENIZER_EXAMPLES examples even when fewer are trained on
+    drawn = Generator(cfg.seed, "train", mb, bot_share=cfg.bot_share).take(
+        max(cfg.n_train, cfg.tokenizer_examples)
+    )
+    train_ex = drawn[: cfg.n_train]
     if cfg.terse_p > 0:  # a seeded share of the examples gets declarations without descriptions
         pick = random.Random(cfg.seed + 3)
         for e in train_ex:
@@ -193,7 +197,7 @@ def prepare(cfg: TrainConfig, log: Any = print) -> tuple[Any, list[Encoded], lis
         tok.chat_template = chat_template()
     else:
         tok = build_tokenizer(
-            corpus_texts(train_ex[: cfg.tokenizer_examples]),
+            corpus_texts(drawn[: cfg.tokenizer_examples]),
             vocab_size=cfg.vocab_size,
             space_tokens=cfg.space_tokens,
         )
