@@ -205,3 +205,14 @@ def stage_dir_with_config(tmp_path: Path) -> Path:
     (s0 / "optimizer.pt").write_bytes(b"")
     (s0 / "train_config.json").write_text(json.dumps(dataclasses.asdict(_stage_cfg(tmp_path, 0))))
     return s0
+
+
+def test_a_fresh_tokenizer_reads_more_examples_than_the_run_trains_on(tmp_path):
+    from model.tokenizer import build_tokenizer
+    from model.training.train import prepare
+
+    cfg = _stage_cfg(tmp_path, 0, n_train=20, tokenizer_examples=150, copy_head=False)
+    tok, train, _, _ = prepare(cfg, log=lambda *a: None)
+    assert len(train) == 20
+    ref = build_tokenizer(corpus_texts(Generator(0, "train").take(150)), vocab_size=600, space_tokens=True)
+    assert tok.get_vocab() == ref.get_vocab()

@@ -176,9 +176,11 @@ def prepare(cfg: TrainConfig, log: Any = print) -> tuple[Any, list[Encoded], lis
         log(
             f"[yellow]warning: {mb} not found: training without the Glaive schemas (generated + bot tools only)"
         )
+    tok_dir = out / "tokenizer"
+    fresh_tok = not cfg.init_from and not (tok_dir / "tokenizer.json").exists()
     # a fresh tokenizer reads the stream's first TOKENIZER_EXAMPLES examples even when fewer are trained on
     drawn = Generator(cfg.seed, "train", mb, bot_share=cfg.bot_share).take(
-        max(cfg.n_train, cfg.tokenizer_examples)
+        max(cfg.n_train, cfg.tokenizer_examples if fresh_tok else 0)
     )
     train_ex = drawn[: cfg.n_train]
     if cfg.terse_p > 0:  # a seeded share of the examples gets declarations without descriptions
@@ -187,7 +189,6 @@ def prepare(cfg: TrainConfig, log: Any = print) -> tuple[Any, list[Encoded], lis
             if e.tools and pick.random() < cfg.terse_p:
                 e.tools = strip_descriptions(e.tools)
     held_ex = Generator(cfg.seed, "heldout", mb).take(cfg.n_heldout)
-    tok_dir = out / "tokenizer"
     if cfg.init_from and not (tok_dir / "tokenizer.json").exists():
         AutoTokenizer.from_pretrained(cfg.init_from).save_pretrained(tok_dir)
     if (tok_dir / "tokenizer.json").exists():
