@@ -71,7 +71,13 @@ def main(argv: list[str] | None = None) -> int:
     """Entry point; returns the process exit code."""
     cfg = parse_args(argv)
     try:
-        train(cfg)
+        if cfg.stage is not None or cfg.stages_dir:
+            from model.loading import DEFAULT_CHECKPOINT
+            from model.training.stages import run_stage
+
+            run_stage(cfg, decoding_from=DEFAULT_CHECKPOINT)
+        else:
+            train(cfg)
     except ValueError as e:
         print(f"error: {e}", file=sys.stderr)
         return 2

@@ -165,7 +165,9 @@ def word_reachability(tokenizer: Any, prompt: str, target: str, *, spaced: bool)
 
     Returns:
         ``(n_words, n_unreachable)``: words of ``target`` (runs of letters, digits and ``_./:-``, 3 characters or
-        more, control-token spellings left out) that occur in ``prompt``, and how many of them are not reachable.
+        more, control-token spellings left out) that occur in ``prompt`` as a whole word (not inside a longer
+        run of letters, digits and ``_``, nor inside a control-token spelling), and how many of them are not
+        reachable.
     """
 
     from model.training.labels import CONTROL_SPELLING
@@ -175,11 +177,12 @@ def word_reachability(tokenizer: Any, prompt: str, target: str, *, spaced: bool)
         return [str(tokenizer.decode([i])).strip() for i in ids]
 
     source = set(pieces(prompt))
+    plain = CONTROL_SPELLING.sub(" ", prompt)
     n = bad = 0
     for m in _WORD.findall(CONTROL_SPELLING.sub(" ", target)):
         w = m.strip("./:-")  # a sentence's final period is not part of the word
-        if len(w) < 3 or w not in prompt:
-            continue
+        if len(w) < 3 or not re.search(rf"(?<![A-Za-z0-9_]){re.escape(w)}(?![A-Za-z0-9_])", plain):
+            continue  # not a word of the prompt: "tool" inside "tools" or "<|tool>" is not copied
         n += 1
         bad += not all(t in source for t in pieces((" " if spaced else "") + w) if t)
     return n, bad

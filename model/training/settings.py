@@ -80,6 +80,9 @@ class TrainConfig:
         log_every: Steps between log lines.
         bucket_mult: Batches per length bucket (examples are sorted by length within BATCH_SIZE x BUCKET_MULT).
         resume: Continue from the trainer state in OUT_DIR when there is one.
+        stage: Train stage N of a staged retrain (model/training/stages.py): 0 starts a fresh tokenizer and
+            model, N >= 1 starts from stage N-1's weights, tokenizer and optimizer moments; exactly STEPS steps.
+        stages_dir: Folder of the stage folders (stage-0, stage-1, ...) of a staged retrain.
     """
 
     out_dir: str = "runs/agentkit-tiny"
@@ -137,6 +140,8 @@ class TrainConfig:
     log_every: int = 10
     bucket_mult: int = 32
     resume: bool = True
+    stage: int | None = None
+    stages_dir: str = ""
 
 
 # --------------------------------------------------------------------------------------------------------------

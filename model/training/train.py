@@ -176,14 +176,19 @@ def prepare(cfg: TrainConfig, log: Any = print) -> tuple[Any, list[Encoded], lis
         log(
             f"[yellow]warning: {mb} not found: training without the Glaive schemas (generated + bot tools only)"
         )
-    train_ex = Generator(cfg.seed, "train", mb, bot_share=cfg.bot_share).take(cfg.n_train)
+    tok_dir = out / "tokenizer"
+    fresh_tok = not cfg.init_from and not (tok_dir / "tokenizer.json").exists()
+    # a fresh tokenizer reads the stream's first TOKENIZER_EXAMPLES examples even when fewer are trained on
+    drawn = Generator(cfg.seed, "train", mb, bot_share=cfg.bot_share).take(
+        max(cfg.n_train, cfg.tokenizer_examples if fresh_tok else 0)
+    )
+    train_ex = drawn[: cfg.n_train]
     if cfg.terse_p > 0:  # a seeded share of the examples gets declarations without descriptions
         pick = random.Random(cfg.seed + 3)
         for e in train_ex:
             if e.tools and pick.random() < cfg.terse_p:
                 e.tools = strip_descriptions(e.tools)
     held_ex = Generator(cfg.seed, "heldout", mb).take(cfg.n_heldout)
-    tok_dir = out / "tokenizer"
     if cfg.init_from and not (tok_dir / "tokenizer.json").exists():
         AutoTokenizer.from_pretrained(cfg.init_from).save_pretrained(tok_dir)
     if (tok_dir / "tokenizer.json").exists():
@@ -193,7 +198,7 @@ def prepare(cfg: TrainConfig, log: Any = print) -> tuple[Any, list[Encoded], lis
         tok.chat_template = chat_template()
     else:
         tok = build_tokenizer(
-            corpus_texts(train_ex[: cfg.tokenizer_examples]),
+            corpus_texts(drawn[: cfg.tokenizer_examples]),
             vocab_size=cfg.vocab_size,
             space_tokens=cfg.space_tokens,
         )
@@ -465,8 +470,11 @@ def _fitted_total(cfg: TrainConfig, step: int, total: int, t_start: float) -> in
     return min(total, step + max(1, int(budget / per_step)))
 
 
-def train(cfg: TrainConfig) -> Path:
+def train(cfg: TrainConfig, *, optimizer_state: dict[str, Any] | None = None) -> Path:
     """Run (or resume) training; returns the folder of the final checkpoint.
+
+    ``optimizer_state`` (an AdamW ``state_dict`` of the same model, e.g. the previous stage's) starts the
+    optimizer of a run that does not resume from ``OUT_DIR``; a resumed run takes its own.
 
     Writes ``cfg.out_dir/{tokenizer,checkpoint,final}``, ``train_config.json`` and ``log.jsonl`` (one JSON object
     per logged step: step, loss, lr, tokens/s, held-out figures). Stops at ``cfg.steps`` or when
@@ -497,6 +505,9 @@ def train(cfg: TrainConfig) -> Path:
     n_params = sum(p.numel() for p in model.parameters())
     console.print(f"model: {n_params / 1e6:.2f}M parameters (tied embeddings counted once), device {device}")
     opt = _optimizer(model, cfg, state)
+    if state is None and optimizer_state is not None:
+        opt.load_state_dict(optimizer_state)
+        console.print("optimizer moments taken from the previous stage")
     stream = batches(train_data, cfg, rng)  # a resumed run continues from the restored RNG state
     drill_stream = batches(drill_data or train_data, cfg, rng)
     log_f = (out / "log.jsonl").open("a")

@@ -1,0 +1,246 @@
+"""Staged training: a retrain cut into stages of a fixed step count, each one a checkpoint folder to commit.
+
+``python -m model.training --stages-dir DIR --stage 0 --space-tokens --copy-head --steps S ...`` trains a fresh
+tokenizer and model into ``DIR/stage-0``. ``--stage N`` (N >= 1) starts from ``DIR/stage-{N-1}``: its weights,
+its tokenizer and its AdamW moments, and trains ``--steps`` more steps on a fresh warm-up + cosine schedule
+(``--lr``, ``--warmup``): the learning-rate schedule restarts, the optimizer state does not. The data of stage
+N are drawn with seed ``SEED + N``, so each stage sees new examples.
+
+A stage folder is an offline-loadable checkpoint (``model.safetensors`` in float32, config, tokenizer,
+generation settings) plus ``optimizer.pt`` (the AdamW moments in bfloat16, which keeps a 6.7M-parameter stage
+at about 55 MB), ``stage.json`` (steps, minutes, loss, held-out figures), ``train_config.json`` and
+``log.jsonl``. It is written once, when the stage's last step is done. The working files of the run (the
+full float32 trainer state every ``--ckpt-every`` steps, so that a killed stage resumes when its command runs
+again) live in ``OUT_DIR``, by default ``runs/stages/<DIR name>/stage-N``.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import shutil
+import time
+from pathlib import Path
+from typing import Any
+
+from model.training.settings import TrainConfig
+
+#: Options that shape the model: a stage must give the ones its previous stage was trained with.
+MODEL_OPTIONS = (
+    "vocab_size",
+    "hidden_size",
+    "intermediate_size",
+    "moe_intermediate_size",
+    "num_layers",
+    "num_heads",
+    "num_kv_heads",
+    "head_dim",
+    "canvas_length",
+    "sliding_window",
+    "max_position_embeddings",
+    "copy_head",
+    "copy_dim",
+    "spaced_word_starts",
+    "answer_match_responses",
+)
+
+#: Files of a stage folder besides the checkpoint's own.
+OPTIMIZER_FILE = "optimizer.pt"
+STAGE_FILE = "stage.json"
+
+#: Decoding settings a stage folder takes from the shipped checkpoint (not tuned for the stage).
+DECODING_FILES = ("generation_config.json", "agentkit_decoding.json")
+
+
+def stage_dir(stages_dir: str | Path, n: int) -> Path:
+    """The folder of stage ``n`` (``>= 0``) of a staged retrain: ``stages_dir/stage-n``."""
+    return Path(stages_dir) / f"stage-{n}"
+
+
+def compact_optimizer_state(state: dict[str, Any]) -> dict[str, Any]:
+    """An optimizer ``state_dict`` with every floating state tensor but the ``step`` counters in bfloat16.
+
+    AdamW's ``exp_avg`` and ``exp_avg_sq`` become bfloat16 (8 exponent bits: the second moment's tiny values
+    keep their range, with about 3 significant digits); the per-parameter ``step`` counters and the
+    param groups are kept as they are.
+
+    Args:
+        state: ``torch.optim.Optimizer.state_dict()``.
+
+    Returns:
+        A new dict; ``state`` is not changed.
+    """
+    import torch
+
+    def small(k: str, v: Any) -> Any:
+        if k != "step" and isinstance(v, torch.Tensor) and v.is_floating_point():
+            return v.to(torch.bfloat16)
+        return v
+
+    return {
+        "state": {i: {k: small(k, v) for k, v in s.items()} for i, s in state["state"].items()},
+        "param_groups": state["param_groups"],
+    }
+
+
+def expand_optimizer_state(state: dict[str, Any]) -> dict[str, Any]:
+    """Inverse of :func:`compact_optimizer_state`: bfloat16 tensors back to float32 (values as stored)."""
+    import torch
+
+    def big(v: Any) -> Any:
+        if isinstance(v, torch.Tensor) and v.dtype == torch.bfloat16:
+            return v.to(torch.float32)
+        return v
+
+    return {
+        "state": {i: {k: big(v) for k, v in s.items()} for i, s in state["state"].items()},
+        "param_groups": state["param_groups"],
+    }
+
+
+def _previous_stage(cfg: TrainConfig, n: int) -> Path:
+    """Check ``cfg`` against stage ``n - 1`` and return its folder.
+
+    Raises:
+        ValueError: the folder, its weights or its optimizer file are missing, or a model option differs.
+    """
+    prev = stage_dir(cfg.stages_dir, n - 1)
+    for name in ("model.safetensors", OPTIMIZER_FILE, "train_config.json"):
+        if not (prev / name).is_file():
+            raise ValueError(
+                f"--stage {n} starts from {prev}, which has no {name}: train stage {n - 1} first"
+            )
+    saved = json.loads((prev / "train_config.json").read_text())
+    diff = [k for k in MODEL_OPTIONS if k in saved and saved[k] != getattr(cfg, k)]
+    if diff:
+        said = ", ".join(f"--{k.replace('_', '-')} {saved[k]} (asked {getattr(cfg, k)})" for k in diff)
+        raise ValueError(f"stage {n - 1} ({prev}) was trained with {said}: give the same model options")
+    return prev
+
+
+def stage_config(cfg: TrainConfig) -> tuple[TrainConfig, Path | None]:
+    """The run configuration of stage ``cfg.stage`` and the folder it starts from (``None`` for stage 0).
+
+    Stage N's run: ``out_dir`` ``runs/stages/<stages_dir name>/stage-N`` unless ``cfg.out_dir`` was changed from
+    its default, ``seed`` ``cfg.seed + N``, ``init_from`` the previous stage (N >= 1).
+
+    Raises:
+        ValueError: no ``stages_dir``, a negative stage, ``max_minutes`` or ``stop_at`` given (a stage has a fixed
+            step count), the stage folder already written, or a problem with the previous stage
+            (:func:`_previous_stage`).
+    """
+    n = cfg.stage
+    if n is None or n < 0:
+        raise ValueError(f"--stage must be >= 0, got {n}")
+    if not cfg.stages_dir:
+        raise ValueError("--stage needs --stages-dir (the folder of the stage folders)")
+    if cfg.max_minutes is not None or cfg.stop_at is not None:
+        raise ValueError("a stage runs exactly --steps steps: leave out --max-minutes and --stop-at")
+    if cfg.init_from:
+        raise ValueError("a stage starts from the previous stage: leave out --init-from")
+    dest = stage_dir(cfg.stages_dir, n)
+    if (dest / STAGE_FILE).exists():
+        raise ValueError(f"stage {n} is already trained ({dest}): give --stage {n + 1}")
+    prev = _previous_stage(cfg, n) if n > 0 else None
+    out_dir = cfg.out_dir
+    if out_dir == TrainConfig.out_dir:
+        out_dir = str(Path("runs") / "stages" / Path(cfg.stages_dir).name / f"stage-{n}")
+    run = dataclasses.replace(
+        cfg, out_dir=out_dir, seed=cfg.seed + n, init_from=str(prev) if prev else "", final_dir=None
+    )
+    return run, prev
+
+
+def load_stage_optimizer(prev: Path) -> dict[str, Any]:
+    """The AdamW ``state_dict`` saved with stage folder ``prev``, in float32.
+
+    Raises:
+        OSError: ``prev/optimizer.pt`` cannot be read.
+    """
+    import torch
+
+    saved = torch.load(prev / OPTIMIZER_FILE, weights_only=False)
+    return expand_optimizer_state(saved["optimizer"])
+
+
+def _last(log: Path, key: str) -> Any:
+    """The last value of ``key`` in the ``log.jsonl`` at ``log`` (``None`` when absent)."""
+    value = None
+    if log.is_file():
+        for line in log.read_text().splitlines():
+            rec = json.loads(line)
+            if key in rec:
+                value = rec[key]
+    return value
+
+
+def write_stage(
+    run: TrainConfig, final: Path, dest: Path, minutes: float, decoding_from: Path | None
+) -> None:
+    """Write the stage folder ``dest`` from a finished run: the final checkpoint, ``optimizer.pt`` (bfloat16
+    moments of the run's last trainer state), ``stage.json``, ``train_config.json``, ``log.jsonl`` and the
+    decoding files of ``decoding_from`` (when given and present).
+
+    Raises:
+        FileNotFoundError: the run has no final checkpoint or trainer state.
+    """
+    import torch
+
+    out = Path(run.out_dir)
+    state = torch.load(out / "checkpoint" / "trainer_state.pt", weights_only=False)
+    tmp = dest.with_name(dest.name + ".partial")
+    if tmp.exists():
+        shutil.rmtree(tmp)
+    shutil.copytree(final, tmp)
+    if decoding_from is not None:
+        for name in DECODING_FILES:
+            if (decoding_from / name).is_file():
+                shutil.copy2(decoding_from / name, tmp / name)
+    torch.save({"optimizer": compact_optimizer_state(state["optimizer"])}, tmp / OPTIMIZER_FILE)
+    for name in ("train_config.json", "log.jsonl"):
+        shutil.copy2(out / name, tmp / name)
+    prev_total = 0
+    if run.init_from and (Path(run.init_from) / STAGE_FILE).is_file():
+        prev_total = int(json.loads((Path(run.init_from) / STAGE_FILE).read_text())["total_steps"])
+    log = out / "log.jsonl"
+    info = {
+        "stage": run.stage,
+        "steps": int(state["step"]),
+        "total_steps": prev_total + int(state["step"]),
+        "minutes": round(minutes, 1),
+        "seed": run.seed,
+        "from": run.init_from or None,
+        "loss_ema": state["extra"].get("loss_ema"),
+        "heldout_loss": _last(log, "heldout_loss"),
+        "heldout_acc_t1": _last(log, "heldout_acc_t1"),
+        "heldout_copy_t025": _last(log, "heldout_copy_t025"),
+    }
+    (tmp / STAGE_FILE).write_text(json.dumps(info, indent=2) + "\n")
+    if dest.exists():
+        shutil.rmtree(dest)
+    tmp.rename(dest)
+
+
+def run_stage(cfg: TrainConfig, decoding_from: Path | None = None) -> Path:
+    """Train stage ``cfg.stage`` of the staged retrain in ``cfg.stages_dir`` and write its folder.
+
+    Args:
+        cfg: the options; ``stage`` and ``stages_dir`` set (see :func:`stage_config`).
+        decoding_from: checkpoint folder whose decoding files (``generation_config.json``,
+            ``agentkit_decoding.json``) the stage folder takes; ``None`` keeps the training defaults.
+
+    Returns:
+        The stage folder.
+
+    Raises:
+        ValueError: see :func:`stage_config` and :func:`model.training.train.train`.
+    """
+    from model.training.train import train
+
+    run, prev = stage_config(cfg)
+    t0 = time.time()
+    final = train(run, optimizer_state=load_stage_optimizer(prev) if prev is not None else None)
+    dest = stage_dir(cfg.stages_dir, int(run.stage or 0))
+    write_stage(run, final, dest, (time.time() - t0) / 60, decoding_from)
+    print(f"stage {run.stage}: {dest}")
+    return dest
