@@ -42,12 +42,15 @@ def test_serve_enforces_client_schemas_as_written_unless_started_with_a_binder(e
 
 
 def test_parallel_tool_calls_false_allows_one_call(engine, monkeypatch):
+    import inspect
+
     seen = []
     real = engine.chat_model.make_constraint
+    signature = inspect.signature(real)
 
-    def spy(tools, *args, **kwargs):
-        seen.append(args)
-        return real(tools, *args, **kwargs)
+    def spy(*args, **kwargs):
+        seen.append(signature.bind(*args, **kwargs).arguments.get("parallel_tool_calls", True))
+        return real(*args, **kwargs)
 
     monkeypatch.setattr(engine.chat_model, "make_constraint", spy)
     messages = [{"role": "user", "content": "Weather in Oslo and in Bergen"}]
@@ -56,4 +59,4 @@ def test_parallel_tool_calls_false_allows_one_call(engine, monkeypatch):
             model="agentkit-tiny", messages=messages, tools=[WEATHER], parallel_tool_calls=flag
         )
         engine.prepare(req)
-        assert seen[-1][-1] is parallel
+        assert seen[-1] is parallel
