@@ -190,6 +190,12 @@ class ChatModel:
             span_copy=SpanCopier.from_texts(span_texts, self.tokenizer) if span_texts else None,
         )
 
+    @property
+    def default_binder(self) -> str | None:
+        """The binder ``binder="auto"`` means for this checkpoint: ``"copy-head"`` when its decoding file sets
+        ``bind_values``, else ``None``."""
+        return "copy-head" if self.settings.bind_values else None
+
     def max_prompt_tokens(self, max_new_tokens: int | None = None) -> int | None:
         """The longest prompt (tokens) :meth:`chat` accepts with this token budget (default: the checkpoint's):
         ``max_position_embeddings`` minus the budget rounded up to whole canvases; ``None`` when unbounded."""
@@ -220,7 +226,7 @@ class ChatModel:
         registered); the constraint is built from them and ``tools`` only render the prompt. ``None``: the
         constraint normalises ``tools``. ``binder``: a :class:`model.binding.Binder` (or its name,
         :func:`model.binding.resolve_binder`) that proposes values after the prefill, which the turn then reuses
-        (one encoder pass); ``None``: none. ``parallel_tool_calls``: ``False`` allows one call at most.
+        (one encoder pass); ``"auto"``: :attr:`default_binder`; ``None``: none. ``parallel_tool_calls``: ``False`` allows one call at most.
 
         Raises:
             As :meth:`chat`; ``ValueError`` also for ``tool_specs`` of another length than ``tools``, an unknown
@@ -249,7 +255,12 @@ class ChatModel:
                     f"tool_specs has {len(tool_specs)} entries for {len(tools)} tools (one per tool)"
                 )
             specs = tools if tool_specs is None else tool_specs
-            if tools and tool_choice != "none" and vision is None and (found := resolve_binder(binder)):
+            if (
+                tools
+                and tool_choice != "none"
+                and vision is None
+                and (found := resolve_binder(self.default_binder if binder == "auto" else binder))
+            ):
                 prefill = prefill_prompt(self.model, torch.tensor([input_ids], device=self.model.device))
                 specs = self._bind(found, prefill, input_ids, tools, specs, tool_choice)
             choice = tool_choice if tools else "auto"

@@ -414,3 +414,37 @@ def test_training_options_are_typed_by_annotation_and_documented(capsys):
         in " ".join(out.split())
     )
     assert "--prefix-clean-p" in out and "(default: 0.0)" in out
+
+
+def test_heldout_report_counts_unfit_requests_in_prose_and_arguments_by_kind():
+    from model.chat import ToolCall
+    from model.training.data import Example
+    from model.training.heldout import argument_hits, evaluate_examples
+
+    tool = [{"type": "function", "function": {"name": "f", "parameters": {"type": "object"}}}]
+    examples = [
+        Example([], tool, "", "call", [("f", {"city": "Oslo", "days": 3})]),
+        Example([], tool, "", "unanswerable", []),
+        Example([], tool, "", "no_tool", []),
+        Example([], [], "", "no_tool", []),
+    ]
+    replies = iter([[ToolCall("f", {"city": "Oslo", "days": 4.0})], [ToolCall("f", {})], [], []])
+
+    class Fake:
+        def chat(self, messages, tools, seed, binder):
+            calls = next(replies)
+            return type("Out", (), {"tool_calls": calls, "text": "", "raw": ""})()
+
+    rep = evaluate_examples(Fake(), examples)
+    assert rep["unfit_in_prose"] == {
+        "n": 2,
+        "accuracy": 0.5,
+    }  # the no_tool turn without tools is no unfit one
+    assert rep["fit_with_a_call"] == {"n": 1, "accuracy": 1.0}
+    assert rep["argument_accuracy"] == {
+        "number": {"n": 1, "accuracy": 0.0},
+        "string": {"n": 1, "accuracy": 1.0},
+    }
+    assert argument_hits([("f", {"days": 3})], [("f", {"days": 3.0}), ("f", {"days": 9})]) == [
+        ("number", True)
+    ]

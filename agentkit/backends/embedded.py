@@ -173,9 +173,7 @@ class EmbeddedBackend:
     def binder(self) -> Any:
         """The binder of :attr:`binding` (``"auto"`` resolved against the loaded checkpoint's default), or
         ``None``."""
-        if self.binding != "auto":
-            return self.binding
-        return "copy-head" if self.chat_model.settings.bind_values else None
+        return self.chat_model.default_binder if self.binding == "auto" else self.binding
 
     @property
     def max_prompt_tokens(self) -> int | None:

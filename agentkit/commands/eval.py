@@ -38,15 +38,13 @@ def _binding_option() -> Any:
     )
 
 
-def _binder(cm: Any, binding: str) -> Any:
-    """The binder ``binding`` names for checkpoint ``cm`` (``auto``: its decoding file's default); a bad name
-    is one red line and exit status 2."""
+def _binder(binding: str) -> str:
+    """``binding`` checked (``ChatModel.chat`` takes the name as it is); a bad name is one red line and exit
+    status 2."""
     if binding not in ("auto", "copy-head", "none"):
         typer.secho(f"error: --binding must be auto, copy-head or none, got {binding!r}", err=True, fg="red")
         raise typer.Exit(2)
-    if binding == "auto":
-        return "copy-head" if cm.settings.bind_values else None
-    return None if binding == "none" else binding
+    return binding
 
 
 def _checkpoint_option() -> Any:
@@ -105,7 +103,7 @@ def bfcl_command(
         raise typer.Exit(2)
     label = category if data is None or answers is not None else "irrelevance"
     cm = _load_chat_model(checkpoint, threads)
-    binder = _binder(cm, binding)
+    binder = _binder(binding)
 
     def chat(
         messages: list[dict[str, Any]], tools: list[dict[str, Any]]
@@ -149,7 +147,7 @@ def heldout_command(
     from model.training.heldout import evaluate_heldout
 
     cm = _load_chat_model(checkpoint, threads)
-    rep = evaluate_heldout(cm, limit=limit, seed=seed, binder=_binder(cm, binding))
+    rep = evaluate_heldout(cm, limit=limit, seed=seed, binder=_binder(binding))
     if json_out:
         typer.echo(json.dumps(rep))
         return
@@ -158,6 +156,10 @@ def heldout_command(
     )
     for kind, v in sorted(rep["by_kind"].items()):
         typer.echo(f"  {kind:18s} n={v['n']:4d} accuracy={v['accuracy']:.3f}")
+    for label in ("unfit_in_prose", "fit_with_a_call"):
+        typer.echo(f"  {label:18s} n={rep[label]['n']:4d} share={rep[label]['accuracy']:.3f}")
+    for kind, v in rep["argument_accuracy"].items():
+        typer.echo(f"  arguments {kind:8s} n={v['n']:4d} right={v['accuracy']:.3f}")
 
 
 def register(app: typer.Typer) -> None:

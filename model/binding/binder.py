@@ -82,19 +82,18 @@ def _strings(labelling: Labelling, key: tuple[str, str], schema: dict[str, Any])
         ]
     if {"format", "pattern"} & schema.keys():
         if schema.get("format") in ("date", "date-time"):
-            spans = typed.date_spans(request)
-            values = typed.request_dates(request, with_time=schema["format"] == "date-time")
-            if len(spans) == len(values):
-                scores = [labelling.token_score(key, _span_tokens(labelling, a, b)) for a, b in spans]
-                return [(v, s) for v, s in zip(values, scores, strict=True) if typed.accepts(schema, v)]
+            return [
+                (v, labelling.token_score(key, _span_tokens(labelling, a, b)))
+                for v, a, b in typed.dated(request, with_time=schema["format"] == "date-time")
+                if typed.accepts(schema, v)
+            ]
         return [
             (v, labelling.token_score(key, _text_tokens(labelling, v)))
             for v in typed.shaped_strings(schema, request)
         ]
     out: Scored = []
-    for text, score in (
-        labelling.runs().get(key, {}).items()
-    ):  # a span that is a whole date: also its ISO form
+    spans = labelling.runs().get(key, {})
+    for text, score in spans.items():  # a span that is a whole date: also its ISO form
         out += [
             (v, score) for v in (text, typed.whole_date(text)) if v is not None and typed.accepts(schema, v)
         ]

@@ -62,11 +62,15 @@ def date_spans(request: str) -> list[tuple[int, int]]:
     return [(a, b) for a, b, _ in _found_dates(request)]
 
 
-def request_dates(request: str, with_time: bool = False) -> list[str]:
+def dated(request: str, with_time: bool = False) -> list[tuple[str, int, int]]:
     """The dates of :func:`date_spans` in ISO 8601 (``2025-03-10``; ``with_time``: ``2025-03-10T00:00:00``),
-    in request order, each once."""
-    out = [w.isoformat() if with_time else w.date().isoformat() for _, _, w in _found_dates(request)]
-    return list(dict.fromkeys(out))
+    each with its character span, in request order."""
+    return [(w.isoformat() if with_time else w.date().isoformat(), a, b) for a, b, w in _found_dates(request)]
+
+
+def request_dates(request: str, with_time: bool = False) -> list[str]:
+    """The ISO dates of :func:`dated`, in request order, each once."""
+    return list(dict.fromkeys(v for v, _, _ in dated(request, with_time)))
 
 
 def whole_date(text: str) -> str | None:

@@ -66,6 +66,42 @@ def evaluate_heldout(
     return evaluate_examples(chat_model, Generator(seed, "heldout").take(limit), binder=binder)
 
 
+def argument_hits(
+    expected: list[tuple[str, dict[str, Any]]], calls: list[tuple[str, dict[str, Any]]]
+) -> list[tuple[str, bool]]:
+    """For each expected argument, its kind (``string``, ``number``, or the value's type name) and whether the
+    first call of the same tool gives it the same value (``1.0 == 1``)."""
+    got: dict[str, dict[str, Any]] = {}
+    for name, args in calls:
+        got.setdefault(name, args)
+    out = []
+    for name, args in expected:
+        for key, value in args.items():
+            number = isinstance(value, (int, float)) and not isinstance(value, bool)
+            kind = "number" if number else "string" if isinstance(value, str) else type(value).__name__
+            mine = got.get(name, {})
+            out.append((kind, key in mine and _canon(mine[key]) == _canon(value)))
+    return out
+
+
+def _result(ex: Example, calls: list[tuple[str, dict[str, Any]]], text: str, **fields: Any) -> dict[str, Any]:
+    """One example's row of :func:`evaluate_examples` (``fields``: ``parsed``, ``latency_s``, ``raw``)."""
+    return {
+        "kind": ex.kind,
+        "correct": fields["parsed"] and score_example(ex, calls, text),
+        "names_correct": fields["parsed"] and sorted(n for n, _ in calls) == sorted(n for n, _ in ex.calls),
+        "expected": ex.target,
+        "unfit": ex.kind == "unanswerable" or (ex.kind == "no_tool" and bool(ex.tools)),
+        "calls_made": len(calls),
+        "arguments": argument_hits(ex.calls, calls),
+        **fields,
+    }
+
+
+def _share(rows: list[Any]) -> dict[str, Any]:
+    return {"n": len(rows), "accuracy": sum(map(bool, rows)) / len(rows) if rows else 0.0}
+
+
 def evaluate_examples(
     chat_model: Any, examples: list[Example], log: Any = None, binder: Any = None
 ) -> dict[str, Any]:
@@ -75,7 +111,11 @@ def evaluate_examples(
     Returns:
         ``{"n", "accuracy", "mean_latency_s", "call_name_accuracy" (call examples whose called function names
         match, ignoring arguments), "call_accuracy" (call examples whose calls match exactly, arguments
-        included: the exact-call accuracy), "n_calls", "by_kind": {kind: {"n", "accuracy"}}, "results": [...]}``.
+        included: the exact-call accuracy), "n_calls", "by_kind": {kind: {"n", "accuracy"}},
+        "argument_accuracy": {kind: {"n", "accuracy"}} (each expected argument: :func:`argument_hits`),
+        "unfit_in_prose": {"n", "accuracy"} (requests with tools that no tool fits, small talk included,
+        answered without a call), "fit_with_a_call": {"n", "accuracy"} (call examples that got a call),
+        "results": [...]}``.
     """
     results: list[dict[str, Any]] = []
     for i, ex in enumerate(examples):
@@ -86,49 +126,29 @@ def evaluate_examples(
             out = chat_model.chat(ex.messages, ex.tools or None, seed=i, binder=binder)
         except Exception as exc:  # unconstrained (no tools) output that does not parse
             results.append(
-                {
-                    "kind": ex.kind,
-                    "correct": False,
-                    "names_correct": False,
-                    "parsed": False,
-                    "latency_s": time.perf_counter() - t0,
-                    "expected": ex.target,
-                    "raw": f"<error: {exc}>",
-                }
+                _result(ex, [], "", parsed=False, latency_s=time.perf_counter() - t0, raw=f"<error: {exc}>")
             )
             continue
-        dt = time.perf_counter() - t0
         calls = [(c.name, c.arguments) for c in out.tool_calls]
         results.append(
-            {
-                "kind": ex.kind,
-                "correct": score_example(ex, calls, out.text),
-                "names_correct": sorted(n for n, _ in calls) == sorted(n for n, _ in ex.calls),
-                "parsed": True,
-                "latency_s": dt,
-                "expected": ex.target,
-                "raw": out.raw,
-            }
+            _result(ex, calls, out.text, parsed=True, latency_s=time.perf_counter() - t0, raw=out.raw)
         )
-    by_kind: dict[str, dict[str, Any]] = {}
-    for r in results:
-        k = by_kind.setdefault(r["kind"], {"n": 0, "correct": 0})
-        k["n"] += 1
-        k["correct"] += int(r["correct"])
+    kinds = sorted({r["kind"] for r in results})
+    hits = [h for r in results for h in r["arguments"]]
+    called = [r for r in results if r["kind"] in _CALL_KINDS]
     n = len(results)
     return {
         "n": n,
-        "accuracy": sum(r["correct"] for r in results) / n if n else 0.0,
+        "accuracy": _share([r["correct"] for r in results])["accuracy"],
         "mean_latency_s": sum(r["latency_s"] for r in results) / n if n else 0.0,
-        "call_name_accuracy": (
-            sum(r["names_correct"] for r in results if r["kind"] in _CALL_KINDS)
-            / max(1, sum(r["kind"] in _CALL_KINDS for r in results))
-        ),
-        "call_accuracy": (
-            sum(r["correct"] for r in results if r["kind"] in _CALL_KINDS)
-            / max(1, sum(r["kind"] in _CALL_KINDS for r in results))
-        ),
-        "n_calls": sum(r["kind"] in _CALL_KINDS for r in results),
-        "by_kind": {k: {"n": v["n"], "accuracy": v["correct"] / v["n"]} for k, v in by_kind.items()},
+        "call_name_accuracy": _share([r["names_correct"] for r in called])["accuracy"],
+        "call_accuracy": _share([r["correct"] for r in called])["accuracy"],
+        "n_calls": len(called),
+        "by_kind": {k: _share([r["correct"] for r in results if r["kind"] == k]) for k in kinds},
+        "argument_accuracy": {
+            k: _share([ok for kk, ok in hits if kk == k]) for k in sorted({k for k, _ in hits})
+        },
+        "unfit_in_prose": _share([r["calls_made"] == 0 for r in results if r["unfit"]]),
+        "fit_with_a_call": _share([r["calls_made"] > 0 for r in called]),
         "results": results,
     }

@@ -82,7 +82,7 @@ def tune(
     for setting in settings:
         row = dict(zip(FIELDS, setting, strict=True))
         cm.settings = base.replace(**row)
-        rep = evaluate_heldout(cm, limit=limit, binder="copy-head" if cm.settings.bind_values else None)
+        rep = evaluate_heldout(cm, limit=limit, binder="auto")
         out.append(
             {
                 **row,
