@@ -120,9 +120,7 @@ def main(argv: list[str] | None = None) -> int:
     report: dict[str, Any] = {"checkpoint": ckpt, "quick": a.quick}
     torch.set_num_threads(1)
     report["probe"] = copy_probe(ckpt, n=50 if a.quick else 200)
-    held = evaluate_heldout(
-        cm, limit=40 if a.quick else 200, binder="auto"
-    )
+    held = evaluate_heldout(cm, limit=40 if a.quick else 200, binder="auto")
     held.pop("results")
     report["heldout"] = held
     bfcl: dict[str, Any] = {}
