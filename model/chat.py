@@ -510,7 +510,7 @@ def grounding_texts(messages: list[dict[str, Any]]) -> list[str]:
         if m.get("role") not in ("user", "tool"):
             continue
         c = m.get("content")
-        if isinstance(c, list) and m.get("role") == "user":  # content parts
+        if isinstance(c, list):  # content parts (a user's, or a tool response's with images)
             out.extend(str(p.get("text", "")) for p in c if isinstance(p, dict) and p.get("type") == "text")
         else:
             leaves(c)

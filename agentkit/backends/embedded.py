@@ -6,6 +6,9 @@ always parse and match their tool's JSON Schema.
 
 Tool responses whose text is a JSON object are handed to the chat template as objects, so they render in
 the native Gemma form ``<|tool_response>response:NAME{key:value}<tool_response|>``.
+Tool responses with images (content parts, when the checkpoint reads images: :attr:`EmbeddedBackend.takes_images`)
+render as ``response:NAME{result:<|"|>TEXT<|image>...<image|><|"|>}``: each image's soft tokens inside the
+response, through the same vision path as a user's images (``model.vision``).
 """
 
 from __future__ import annotations
@@ -117,6 +120,7 @@ class EmbeddedBackend:
         self._next_id = 0
         # tool name -> (its parameters object, its ToolSpec): normalised once in check_tool
         self._specs: dict[str, tuple[dict[str, Any], Any]] = {}
+        self._takes_images: bool | None = None
 
     def check_tool(self, name: str, parameters: dict[str, Any]) -> None:
         """Refuse a tool whose ``parameters`` the tool-call constraint cannot enforce (see
@@ -185,6 +189,25 @@ class EmbeddedBackend:
         """
         limit = self.chat_model.max_prompt_tokens(self.max_new_tokens)
         return None if limit is None else int(limit)
+
+    @property
+    def takes_images(self) -> bool:
+        """True when the checkpoint reads images (a vision tower, image token ids and an image processor
+        config): tool responses with images then come as content parts, and each image is expanded to its soft
+        tokens inside the tool response (``model.vision``), as a user's images are. Loads the checkpoint.
+
+        Raises:
+            BackendError: the checkpoint cannot be loaded.
+        """
+        if self._takes_images is None:
+            from model.vision import ImageError, vision_processor
+
+            try:
+                vision_processor(self.chat_model.checkpoint)
+                self._takes_images = True
+            except ImageError:
+                self._takes_images = False
+        return self._takes_images
 
     def count_tokens(self, text: str) -> int:
         """Tokens ``text`` takes in this checkpoint's prompts (as ordinary text; loads the checkpoint).
