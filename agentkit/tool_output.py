@@ -254,7 +254,7 @@ class ToolImage:
     """One image of a tool result: the file's bytes and the MIME type the tool declared (not trusted: the real
     format is read from the bytes before the image is shown)."""
 
-    data: bytes
+    data: bytes = dataclasses.field(repr=False)  # megabytes: not in reprs, logs or test reports
     mime_type: str
 
     def note(self) -> str:
@@ -396,7 +396,10 @@ class ToolImageShare:
         ``("", why)``."""
         lim = self.limits
         if k > lim.max_images:
-            return "", f"at most {lim.max_images} images of a tool response are shown"
+            return (
+                "",
+                f"a tool response shows at most {lim.max_images} image{'s' if lim.max_images != 1 else ''}",
+            )
         if len(image.data) > lim.max_bytes:
             return "", f"{len(image.data):,} bytes, over the {lim.max_bytes:,}-byte limit"
         fmt = image_format(image.data)

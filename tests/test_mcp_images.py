@@ -10,6 +10,7 @@ import io
 import json
 import os
 import pathlib
+import textwrap
 
 import httpx
 import pytest
@@ -17,7 +18,15 @@ from mcp_helpers import PY, SERVER, free_port, http_process
 from openai_fakes import completion
 from PIL import Image
 
-from agentkit import Agent, MaxStepsExceeded, ToolContent, ToolImage, ToolImageLimits
+from agentkit import (
+    Agent,
+    BundleError,
+    MaxStepsExceeded,
+    ToolContent,
+    ToolImage,
+    ToolImageLimits,
+    load_bundle,
+)
 from agentkit.backends.openai import OpenAIBackend
 from agentkit.backends.scripted import ScriptedBackend, answer, call
 from agentkit.mcp import MCPToolset
@@ -141,7 +150,7 @@ def test_at_most_eight_images_and_five_mib_each():
         assert part["image_url"]["url"] == url_of(fixture.picture_bytes(k, 8, "PNG"), "image/png")
     tail = many[0]["text"].splitlines()[-2:]
     assert tail == [
-        f"[agentkit: image {k} not shown: at most 8 images of a tool response are shown]" for k in (9, 10)
+        f"[agentkit: image {k} not shown: a tool response shows at most 8 images]" for k in (9, 10)
     ]
     size = len(fixture.picture_bytes(0, 1400, "PNG"))
     assert size > 5 * 1024 * 1024
@@ -280,3 +289,36 @@ def test_embedded_prompt_holds_the_image_soft_tokens_in_the_tool_response(embedd
     assert ids.count(image) == n and ids.count(boi) == 1  # and nowhere else
     text = tok.decode(response[:first])
     assert "response:picture" in text and "a square" in text
+
+
+def test_bundle_agent_section_sets_the_limits(tmp_path):
+    text = textwrap.dedent(
+        f"""\
+        agentkit_bundle: 1
+        name: b
+        tools: []
+        toolsets:
+          - mcp: {{command: python, args: [{json.dumps(SERVER)}, --images], include: [pictures]}}
+        agent:
+          tool_images: {{max_images: 1, vision_budget: 70}}
+        """
+    )
+    path = tmp_path / "bundle.yaml"
+    path.write_text(text)
+    bundle = load_bundle(path)
+    backend = ScriptedBackend([call("pictures", count=2), answer("done")], takes_images=True)
+    agent = bundle.make_agent(backend=backend)
+    assert agent.tool_images == ToolImageLimits(max_images=1, vision_budget=70)
+    agent.run("go")
+    parts = tool_contents(backend)[0]
+    assert [p["type"] for p in parts] == ["text", "image_url"] and parts[1]["vision_budget"] == 70
+    assert parts[0]["text"].endswith("[agentkit: image 2 not shown: a tool response shows at most 1 image]")
+
+    path.write_text(text.replace("max_images: 1", "max_image: 1"))
+    with pytest.raises(BundleError) as err:
+        load_bundle(path)
+    assert (
+        "bundle.yaml:7" in str(err.value)
+        and "agent.tool_images" in str(err.value)
+        and "max_image" in str(err.value)
+    )

@@ -242,9 +242,9 @@ class OpenAIBackend:
         Content parts (text and ``image_url`` images) are sent as they are, less agentkit's own
         ``vision_budget`` key, except in tool messages: Chat Completions takes no images in ``role: tool``, so a
         tool message's text is sent there and its images in one user message right after the step's tool
-        messages (:func:`tool_images_message`); arguments are JSON-encoded; an assistant tool-call message's ``thinking`` is
-        sent as the reasoning field when replay is on (see the class docstring), other thinking is dropped; lone
-        surrogates are escaped by :func:`escape_lone_surrogates`.
+        messages (:func:`tool_images_message`). Arguments are JSON-encoded; an assistant tool-call message's
+        ``thinking`` is sent as the reasoning field when replay is on (see the class docstring), other thinking
+        is dropped; lone surrogates are escaped by :func:`escape_lone_surrogates`.
         """
         out: list[dict[str, Any]] = []
         field = self.reasoning_field or self._server_reasoning_field
