@@ -10,14 +10,14 @@ from __future__ import annotations
 
 from typing import Any
 
-from model import special_tokens as st
+from grammar import special_tokens as st
 
 
 def format_value(v: Any) -> str:
     """Render a JSON value in Gemma 4 call syntax: bare keys, no spaces, strings between ``<|"|>``, as plain
     text for plain tokenization (what the checkpoint was trained on).
 
-    Equal to :func:`model.constraints.parse.format_value` on ordinary values (a test pins it); the parser's
+    Equal to :func:`grammar.parse.format_value` on ordinary values (a test pins it); the parser's
     renderer also marks text that spells a control token, for :func:`model.tokenizer.encode_marked`, which
     plain tokenization of training prompts does not read.
 

@@ -88,9 +88,9 @@ def test_missing_checkpoint_is_a_backend_error(tmp_path):
 
 
 def test_tool_schema_is_normalised_once_when_registered(chat_model, monkeypatch):
-    import model.constraints.grammar as grammar
-    import model.constraints.schema.spec as spec_mod
-    from model.constraints.schema import ToolSpec
+    import grammar.turn as turn
+    import schema.spec as spec_mod
+    from schema import ToolSpec
 
     calls = []
     real = spec_mod.normalize_tool
@@ -99,7 +99,7 @@ def test_tool_schema_is_normalised_once_when_registered(chat_model, monkeypatch)
         calls.append(isinstance(tool, ToolSpec))
         return real(tool)
 
-    monkeypatch.setattr(grammar, "normalize_tool", counting)
+    monkeypatch.setattr(turn, "normalize_tool", counting)
     backend = EmbeddedBackend(chat_model=chat_model, seed=0, max_new_tokens=48)
     Agent(backend, [get_weather], tool_choice={"name": "get_weather"}, max_steps=2, loop_guard=None)
     spec = backend.tool_specs([get_weather.declaration()])[0]
@@ -130,7 +130,7 @@ def test_the_kept_tool_spec_gives_the_same_grammar_as_the_declaration(bundle):
 
     from agentkit.backends.embedded import normalized_tool
     from agentkit.bundle import load_bundle
-    from model.constraints.grammar import tool_call_grammar
+    from grammar.turn import tool_call_grammar
 
     root = Path(__file__).resolve().parents[1]
     decls = [t.declaration() for t in load_bundle(root / "examples" / bundle / "bundle.yaml").tools]

@@ -8,7 +8,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from model.constraints.parse import (
+from grammar.parse import (
     ParsedCall,
     ToolCallParseError,
     format_tool_call,

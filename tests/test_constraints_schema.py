@@ -10,7 +10,8 @@ import llguidance
 import pytest
 from pydantic import BaseModel, Field
 
-from model.constraints.schema import (
+from model.tokenizer import build_tokenizer
+from schema import (
     SchemaError,
     ToolSpec,
     build_ir,
@@ -18,8 +19,7 @@ from model.constraints.schema import (
     normalize_tool,
     pattern_to_regex,
 )
-from model.constraints.schema.ir import AnyOf, Lit, Num, Obj, Ref, Str
-from model.tokenizer import build_tokenizer
+from schema.ir import AnyOf, Lit, Num, Obj, Ref, Str
 
 
 def _walk_keys(node):
@@ -358,7 +358,7 @@ def test_normalize_schema_does_not_modify_input():
 
 @pytest.fixture(scope="module")
 def ll():
-    from model.constraints.llg import llg_tokenizer
+    from grammar.llg import llg_tokenizer
 
     return llg_tokenizer(build_tokenizer(["abc 123 xyz-_./:@ ABC"] * 10, vocab_size=400, min_frequency=1))
 
@@ -389,7 +389,7 @@ def test_pattern_translation_matches_python_search(ll, pattern, texts):
 
 
 def test_format_regexes_accept_and_reject():
-    from model.constraints.schema import FORMATS
+    from schema import FORMATS
 
     cases = {
         "date": (["2024-02-29", "1999-12-31"], ["2024-02-30", "2024-13-01", "24-01-01"]),

@@ -21,8 +21,8 @@ from agentkit.errors import BackendError, ToolDefinitionError
 def normalized_tool(name: str, parameters: dict[str, Any]) -> Any:
     """Normalise a tool for the schema-constrained decoder and check that it can enforce the tool's ``parameters``.
 
-    Normalises once (``model.constraints.schema.normalize_tool``: titles, local ``$ref``) and
-    compiles the tool-call grammar of this one tool from the result (``model.constraints.grammar.
+    Normalises once (``schema.normalize_tool``: titles, local ``$ref``) and
+    compiles the tool-call grammar of this one tool from the result (``grammar.turn.
     tool_call_grammar``, no tokenizer, about a millisecond), so an unsupported keyword or an unsatisfiable
     schema fails when an agent on the embedded backend is assembled (or its bundle loaded), not mid-generation.
     Defining a tool does not run it: a tool for a remote server may use any JSON Schema.
@@ -32,12 +32,12 @@ def normalized_tool(name: str, parameters: dict[str, Any]) -> Any:
         parameters: its JSON Schema (``type: object``).
 
     Returns:
-        The ``model.constraints.schema.ToolSpec`` (what the grammar of every later turn is built from), or the
-        ``model.constraints.schema.SchemaError`` (``keyword``, JSON pointer ``path`` relative to ``parameters``,
+        The ``schema.ToolSpec`` (what the grammar of every later turn is built from), or the
+        ``schema.SchemaError`` (``keyword``, JSON pointer ``path`` relative to ``parameters``,
         message) when the constraint cannot enforce the schema.
     """
-    from model.constraints.grammar import tool_call_grammar
-    from model.constraints.schema import SchemaError, normalize_tool
+    from grammar.turn import tool_call_grammar
+    from schema import SchemaError, normalize_tool
 
     try:
         spec = normalize_tool({"name": name, "parameters": parameters})
@@ -49,8 +49,8 @@ def normalized_tool(name: str, parameters: dict[str, Any]) -> Any:
 
 def constraint_support_error(name: str, parameters: dict[str, Any]) -> Any:
     """``None`` when the schema-constrained decoder can enforce a tool's ``parameters``, else the
-    ``model.constraints.schema.SchemaError`` (see :func:`normalized_tool`)."""
-    from model.constraints.schema import SchemaError
+    ``schema.SchemaError`` (see :func:`normalized_tool`)."""
+    from schema import SchemaError
 
     got = normalized_tool(name, parameters)
     return got if isinstance(got, SchemaError) else None
@@ -128,7 +128,7 @@ class EmbeddedBackend:
             ToolDefinitionError: ``tool 'NAME': the tool-call constraint cannot enforce its parameters:
                 ... (keyword 'K' at /json/pointer)``.
         """
-        from model.constraints.schema import SchemaError
+        from schema import SchemaError
 
         got = normalized_tool(name, parameters)
         if isinstance(got, SchemaError):

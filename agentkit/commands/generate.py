@@ -77,7 +77,7 @@ def _readable(text: str, plain: str) -> dict[str, Any]:
     ``text``: the decoded answer with control tokens; ``plain``: the same without them (shown when the
     tool-call syntax is malformed, which unconstrained generation can produce).
     """
-    from model.constraints.parse import ToolCallParseError, parse_tool_calls
+    from grammar.parse import ToolCallParseError, parse_tool_calls
 
     try:
         parsed = parse_tool_calls(text, syntax="gemma")

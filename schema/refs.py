@@ -13,7 +13,7 @@ import re
 from typing import Any
 from urllib.parse import unquote
 
-from model.constraints.schema.errors import SchemaError
+from schema.errors import SchemaError
 
 #: Keywords whose value is one schema.
 SCHEMA_KEYS = ("items", "additionalProperties", "additionalItems", "not", "if", "then", "else", "contains")

@@ -7,7 +7,7 @@ import re
 from collections.abc import Iterator
 from functools import lru_cache
 
-from model.constraints.schema.errors import SchemaError
+from schema.errors import SchemaError
 
 # ----------------------------------------------------------------------------------------------------------
 # Patterns and formats

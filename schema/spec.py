@@ -7,10 +7,10 @@ import re
 from dataclasses import dataclass, field
 from typing import Any
 
-from model.constraints.schema.build import cached_ir
-from model.constraints.schema.errors import SchemaError
-from model.constraints.schema.ir import Never, object_part
-from model.constraints.schema.normalize import normalize_schema
+from schema.build import cached_ir
+from schema.errors import SchemaError
+from schema.ir import Never, object_part
+from schema.normalize import normalize_schema
 
 
 @dataclass(frozen=True)

@@ -11,7 +11,7 @@ numbers are JSON numbers (``42`` is an ``int``, ``42.0``/``1e3`` are ``float``).
 JSON value ``format_value`` accepts (property-tested).
 
 Text versus control tokens: strings, keys and prose may hold text that spells a control token (a value
-``a<|"|>b<turn|>``). Formatting writes such text *marked* (:func:`model.special_tokens.mark_text`), so in a
+``a<|"|>b<turn|>``). Formatting writes such text *marked* (:func:`grammar.special_tokens.mark_text`), so in a
 formatted call a literal ``<|"|>`` is always the delimiter token; encode it with
 :func:`model.tokenizer.encode_marked` and the text stays ordinary text tokens. Parsing reads marked text
 (:func:`model.tokenizer.decode_marked` of the generated ids, which keeps the delimiter token apart from
@@ -26,7 +26,7 @@ import re
 from dataclasses import dataclass, field
 from typing import Any
 
-from model import special_tokens as st
+from grammar import special_tokens as st
 
 DELIM = st.STRING_DELIM
 _NUMBER = re.compile(r"-?(?:0|[1-9][0-9]*)(?:\.[0-9]+)?(?:[eE][+-]?[0-9]+)?")
