@@ -325,6 +325,29 @@ def test_ir_refs_anchors_and_ids():
     assert root.prop("a") == root.prop("b") == Num(True, 0, None, None, None, None)
 
 
+def test_refs_mix_draft4_id_anchors_with_2020_12_anchors_under_defs():
+    # Why schema/refs.py is not the `referencing` library: this mix resolves under none of its specifications
+    # (draft 2020-12 ignores `id: "#old"`, draft 4/7 do not look under `$defs` nor read `$anchor`).
+    mixed = {
+        "$defs": {"a": {"id": "#old", "type": "string"}, "b": {"$anchor": "new", "type": "integer"}},
+        "type": "object",
+        "properties": {"x": {"$ref": "#old"}, "y": {"$ref": "#new"}},
+    }
+    assert normalize_schema(mixed)["properties"] == {
+        "x": {"id": "#old", "type": "string"},
+        "y": {"$anchor": "new", "type": "integer"},
+    }
+    # an anchor and a pointer to one place are one recursive definition, named after the place
+    linked = {
+        "$defs": {"node": {"$anchor": "n", "type": "object", "properties": {"next": {"$ref": "#n"}}}},
+        "type": "object",
+        "properties": {"head": {"$ref": "#/$defs/node"}},
+    }
+    out = normalize_schema(linked)
+    assert out["properties"] == {"head": {"$ref": "#/$defs/node"}}
+    assert out["$defs"]["node"]["properties"] == {"next": {"$ref": "#/$defs/node"}}
+
+
 def test_ir_draft4_exclusive_bounds_nullable_and_const_objects():
     root = build_ir(
         {
