@@ -35,7 +35,7 @@ from schema.regex import (
     pattern_matches,
     pattern_to_regex,
 )
-from schema.spec import ToolSpec, canonical, normalize_tool
+from schema.spec import ToolSpec, canonical, fingerprint, normalize_tool
 
 __all__ = [
     "FORMATS",
@@ -48,6 +48,7 @@ __all__ = [
     "cached_ir",
     "canonical",
     "drop_titles",
+    "fingerprint",
     "format_matches",
     "ir",
     "normalize_schema",

@@ -115,20 +115,21 @@ class EmbeddedBackend:
         self.binding = binding
         self.name = f"embedded:{self.model_path or 'default'}" + (f"+{self.adapter}" if self.adapter else "")
         self._next_id = 0
-        # tool name -> (its parameters object, its ToolSpec): normalised once in check_tool
-        self._specs: dict[str, tuple[dict[str, Any], Any]] = {}
+        # (tool name, fingerprint of its parameters) -> its ToolSpec: normalised once in check_tool
+        self._specs: dict[tuple[str, str], Any] = {}
 
     def check_tool(self, name: str, parameters: dict[str, Any]) -> None:
         """Refuse a tool whose ``parameters`` the tool-call constraint cannot enforce (see
         :func:`normalized_tool`); :class:`agentkit.Agent` calls it for each tool it registers. The normalised
-        ``ToolSpec`` is kept: the constraint of every turn that declares this tool (the same ``parameters``
-        object) is built from it, without normalising the schema again.
+        ``ToolSpec`` is kept under the tool's name and the fingerprint of its ``parameters``
+        (``schema.fingerprint``): the constraint of every turn that declares this tool with equal
+        ``parameters`` (any copy) is built from it, without normalising the schema again.
 
         Raises:
             ToolDefinitionError: ``tool 'NAME': the tool-call constraint cannot enforce its parameters:
                 ... (keyword 'K' at /json/pointer)``.
         """
-        from schema import SchemaError
+        from schema import SchemaError, fingerprint
 
         got = normalized_tool(name, parameters)
         if isinstance(got, SchemaError):
@@ -136,16 +137,21 @@ class EmbeddedBackend:
             raise ToolDefinitionError(
                 f"tool {name!r}: the tool-call constraint cannot enforce its parameters: {why}"
             )
-        self._specs[name] = (parameters, got)
+        self._specs[(name, fingerprint(parameters))] = got
 
     def tool_specs(self, tools: list[ToolDeclaration]) -> list[Any]:
-        """Per declaration, the ``ToolSpec`` :meth:`check_tool` kept for it (same name, same ``parameters``
-        object), else the declaration itself (the grammar normalises it)."""
+        """Per declaration, the ``ToolSpec`` :meth:`check_tool` kept for it (same name, equal ``parameters``
+        by fingerprint), else the declaration itself (the grammar normalises it)."""
+        from schema import fingerprint
+
         out: list[Any] = []
         for d in tools:
             f = d.get("function", d)
-            known = self._specs.get(f.get("name", ""))
-            out.append(known[1] if known is not None and known[0] is f.get("parameters") else d)
+            try:
+                key = (f.get("name", ""), fingerprint(f.get("parameters")))
+            except TypeError:  # not JSON: the grammar reports it
+                key = None
+            out.append(self._specs.get(key, d) if key is not None else d)
         return out
 
     @property
