@@ -22,6 +22,7 @@ import torch
 
 from grammar.llg import new_matcher
 from grammar.parse import parse_tool_calls
+from grammar.turn import response_format_grammar, tool_call_grammar
 from model.binding import BindingInputs
 from model.binding.binder import resolve_binder
 from model.limits import check_prompt_length, prompt_token_limit
@@ -167,7 +168,6 @@ class ChatModel:
             schema.SchemaError: unsupported keyword or unsatisfiable schema (names its path).
             ValueError: a named tool's required grounded parameter has nothing to ground on.
         """
-        from grammar.turn import tool_call_grammar
         from model.constraints.denoise import GrammarConstraint
         from model.constraints.span_copy import SpanCopier
 
@@ -332,7 +332,6 @@ class ChatModel:
         return normalized if decision is None else decision.apply(normalized)
 
     def _response_constraint(self, response_format: dict[str, Any]) -> Any:
-        from grammar.turn import response_format_grammar
         from model.constraints.denoise import GrammarConstraint
 
         kind = response_format.get("type")

@@ -16,6 +16,7 @@ from typing import Any
 
 from agentkit.backends.base import ChatMessage, ModelTurn, ToolCallRequest, ToolChoice, ToolDeclaration, Usage
 from agentkit.errors import BackendError, ToolDefinitionError
+from schema import SchemaError, fingerprint, normalize_tool
 
 
 def normalized_tool(name: str, parameters: dict[str, Any]) -> Any:
@@ -37,7 +38,6 @@ def normalized_tool(name: str, parameters: dict[str, Any]) -> Any:
         message) when the constraint cannot enforce the schema.
     """
     from grammar.turn import tool_call_grammar
-    from schema import SchemaError, normalize_tool
 
     try:
         spec = normalize_tool({"name": name, "parameters": parameters})
@@ -50,8 +50,6 @@ def normalized_tool(name: str, parameters: dict[str, Any]) -> Any:
 def constraint_support_error(name: str, parameters: dict[str, Any]) -> Any:
     """``None`` when the schema-constrained decoder can enforce a tool's ``parameters``, else the
     ``schema.SchemaError`` (see :func:`normalized_tool`)."""
-    from schema import SchemaError
-
     got = normalized_tool(name, parameters)
     return got if isinstance(got, SchemaError) else None
 
@@ -129,8 +127,6 @@ class EmbeddedBackend:
             ToolDefinitionError: ``tool 'NAME': the tool-call constraint cannot enforce its parameters:
                 ... (keyword 'K' at /json/pointer)``.
         """
-        from schema import SchemaError, fingerprint
-
         got = normalized_tool(name, parameters)
         if isinstance(got, SchemaError):
             why = str(got).removeprefix(f"tool {name!r}: ")  # the grammar's message may name it too
@@ -142,8 +138,6 @@ class EmbeddedBackend:
     def tool_specs(self, tools: list[ToolDeclaration]) -> list[Any]:
         """Per declaration, the ``ToolSpec`` :meth:`check_tool` kept for it (same name, equal ``parameters``
         by fingerprint), else the declaration itself (the grammar normalises it)."""
-        from schema import fingerprint
-
         out: list[Any] = []
         for d in tools:
             f = d.get("function", d)
