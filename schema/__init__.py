@@ -27,14 +27,9 @@ from schema import ir
 from schema.algebra import MAX_COMPILE_STEPS
 from schema.build import Builder, build_ir, cached_ir
 from schema.errors import SchemaError
+from schema.formats import FORMAT_LIMITS, FORMATS, format_matches
 from schema.normalize import drop_titles, normalize_schema
-from schema.regex import (
-    FORMAT_LIMITS,
-    FORMATS,
-    format_matches,
-    pattern_matches,
-    pattern_to_regex,
-)
+from schema.regex import pattern_matches, pattern_to_regex
 from schema.spec import ToolSpec, canonical, fingerprint, normalize_tool
 
 __all__ = [

@@ -8,6 +8,7 @@ from fractions import Fraction
 from typing import Any
 
 from schema.errors import SchemaError
+from schema.formats import format_matches
 from schema.ir import (
     AnyNode,
     AnyOf,
@@ -26,7 +27,7 @@ from schema.ir import (
     make_arr,
     merge_optional,
 )
-from schema.regex import format_matches, pattern_matches, pattern_to_regex
+from schema.regex import pattern_matches, pattern_to_regex
 
 _MAX_INTERSECT_DEPTH = 60
 #: Bound on the work of compiling one schema to the IR, in steps: one subschema built, one enum value, one

@@ -12,6 +12,7 @@ from schema.algebra import (
     num_unsat,
 )
 from schema.errors import SchemaError
+from schema.formats import FORMATS
 from schema.ir import (
     IR,
     AnyNode,
@@ -31,7 +32,7 @@ from schema.ir import (
     make_arr,
 )
 from schema.refs import Refs, escape_pointer_token, pointer_get
-from schema.regex import FORMATS, pattern_matches
+from schema.regex import pattern_matches
 
 # ----------------------------------------------------------------------------------------------------------
 # Building the IR
