@@ -20,8 +20,10 @@ from dataclasses import dataclass, field
 from typing import Any, Literal
 
 from agentkit.serve import schemas as S
-from model import special_tokens as st
+from grammar import special_tokens as st
+from grammar.parse import ToolCallParseError, parse_tool_calls
 from model.limits import PromptTooLong
+from schema import SchemaError
 
 #: The lowest temperature of a denoising step (``temperature = 0`` ends here, starting from twice this).
 MIN_STEP_TEMPERATURE = 0.01
@@ -300,8 +302,6 @@ class ServeEngine:
         property whose schema recurses into itself has none, and the model could start such a call but never
         close it.
         """
-        from model.constraints.schema import SchemaError
-
         key = json.dumps(tool, sort_keys=True)
         if key in self._checked:  # clients resend the same tools with every request
             return
@@ -347,8 +347,6 @@ class ServeEngine:
                 pointer named, ``param`` the tool), ``response_format`` problems, a prompt longer than the
                 context (``code="context_length_exceeded"``).
         """
-        from model.constraints.schema import SchemaError
-
         _refuse_unsupported(req)
         tools = [t.model_dump(exclude_none=True) for t in req.tools or []]
         for i, t in enumerate(tools):
@@ -498,7 +496,6 @@ class StreamView:
         self.tokens: list[int] = []
 
     def _view(self, final: bool) -> tuple[str, str, list[Any]]:
-        from model.constraints.parse import ToolCallParseError, parse_tool_calls
         from model.tokenizer import decode_marked
 
         text = decode_marked(self.engine.chat_model.tokenizer, self.tokens)

@@ -43,8 +43,8 @@ from typing import Any
 import numpy as np
 import torch
 
-from model import special_tokens as st
-from model.constraints.completion import bitmask_to_bool, shortest_completion
+from grammar import special_tokens as st
+from grammar.completion import bitmask_to_bool, shortest_completion
 from model.runtime import ConstraintPlan
 
 _BASE_CACHE: dict[int, tuple[np.ndarray, np.ndarray, np.ndarray]] = {}
