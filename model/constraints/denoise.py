@@ -44,8 +44,8 @@ import numpy as np
 import torch
 
 from model import special_tokens as st
+from model.constraint_batch import ConstraintPlan
 from model.constraints.completion import bitmask_to_bool, shortest_completion
-from model.runtime import ConstraintPlan
 
 _BASE_CACHE: dict[int, tuple[np.ndarray, np.ndarray, np.ndarray]] = {}
 
