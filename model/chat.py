@@ -217,7 +217,7 @@ class ChatModel:
     ) -> PreparedTurn:
         """Everything one model turn needs before denoising: prompt ids, images, settings and a fresh constraint.
 
-        :meth:`chat` runs it with :func:`model.runtime.generate`; a batching server (:mod:`model.batching`) runs
+        :meth:`chat` runs it with :func:`model.runtime.generate`; a batching server (:mod:`model.runtime.batcher`) runs
         many of them in one batch. Arguments as :meth:`chat`, plus ``response_format`` (OpenAI's shape:
         ``{"type": "json_schema", "json_schema": {"schema": ..., "strict": bool}}`` or
         ``{"type": "json_object"}``; the turn's text is then a JSON value under that schema; not with tool calls).

@@ -44,10 +44,10 @@ def _sha(obj: Any) -> str:
 def runtime() -> str:
     import torch
 
-    from model.batching import CanvasBatcher
     from model.chat import ChatModel
     from model.loading import load_checkpoint
     from model.runtime import generate
+    from model.runtime.batcher import CanvasBatcher
     from model.testing import make_tiny_checkpoint
 
     out: dict[str, Any] = {}

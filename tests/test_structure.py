@@ -23,7 +23,7 @@ INFERENCE_ENTRY_POINTS = [
     "agentkit.serve.engine",
     "model.chat",
     "model.runtime",
-    "model.batching",
+    "model.runtime.batcher",
 ]
 
 

@@ -2,7 +2,7 @@
 
 :class:`ServeEngine` turns a validated :class:`~agentkit.serve.schemas.ChatCompletionRequest` into a prepared
 model turn (prompt ids, denoising settings, a fresh grammar constraint: :meth:`model.chat.ChatModel.prepare`),
-submits it to one :class:`model.batching.CanvasBatcher` shared by all requests, and turns the generated tokens
+submits it to one :class:`model.runtime.batcher.CanvasBatcher` shared by all requests, and turns the generated tokens
 into OpenAI's response shapes. Every problem with a request is a :class:`ServeError` carrying the HTTP status
 and OpenAI's error ``type``/``param``/``code``.
 
@@ -171,7 +171,7 @@ class Submission:
     id: str
     created: int
     prompt_tokens: int
-    handle: Any  # model.batching.RequestHandle
+    handle: Any  # model.runtime.batcher.RequestHandle
     constraint: Any = None  # the turn's GrammarConstraint (``budget_closed``: the budget forced the end)
     started: float = field(default_factory=time.perf_counter)
 
@@ -263,7 +263,7 @@ def _response_format(req: S.ChatCompletionRequest) -> dict[str, Any] | None:
 
 
 class ServeEngine:
-    """One loaded checkpoint behind a :class:`model.batching.CanvasBatcher`.
+    """One loaded checkpoint behind a :class:`model.runtime.batcher.CanvasBatcher`.
 
     Args:
         chat_model: a loaded :class:`model.chat.ChatModel`.
@@ -275,7 +275,7 @@ class ServeEngine:
     """
 
     def __init__(self, chat_model: Any, model_id: str, max_batch: int = 16, binding: str = "none") -> None:
-        from model.batching import CanvasBatcher
+        from model.runtime.batcher import CanvasBatcher
 
         self.chat_model = chat_model
         self.binding = binding
@@ -408,7 +408,7 @@ class ServeEngine:
         Raises:
             ServeError: 503 while the batcher is shutting down.
         """
-        from model.batching import BatcherClosed
+        from model.runtime.batcher import BatcherClosed
 
         try:
             handle = self.batcher.submit(
@@ -443,7 +443,7 @@ class ServeEngine:
         ]
 
     def completion(self, sub: Submission, result: Any) -> S.ChatCompletion:
-        """The non-streaming response for a finished :class:`model.batching.BatchOutput`."""
+        """The non-streaming response for a finished :class:`model.runtime.batcher.BatchOutput`."""
         out = self.parse(result.tokens, result.prompt_tokens, result.stats, sub.started)
         calls = self.tool_calls(out.tool_calls)
         finish = finish_reason(sub, result, bool(calls))
@@ -461,7 +461,7 @@ class ServeEngine:
         )
 
     def close(self, wait: bool = True, timeout: float | None = None) -> None:
-        """Stop the batcher (see :meth:`model.batching.CanvasBatcher.close`)."""
+        """Stop the batcher (see :meth:`model.runtime.batcher.CanvasBatcher.close`)."""
         self.batcher.close(wait=wait, timeout=timeout)
 
 
