@@ -35,19 +35,33 @@ def serve_command(
         help="Require 'Authorization: Bearer KEY' over --http (default: $AGENTKIT_API_KEY).",
     ),
 ) -> None:
-    """Offer a bundle's tools (python, http and sandbox ones) to any MCP client, over stdio (default) or
-    streamable HTTP on 127.0.0.1 (--http PORT)."""
+    """Offer a bundle's tools (python, http and sandbox ones, and the tools of its own MCP toolsets) to any
+    MCP client, over stdio (default) or streamable HTTP on 127.0.0.1 (--http PORT)."""
     from agentkit.bundle import load_bundle
-    from agentkit.mcp.server import build_server, serve_http, serve_stdio
+    from agentkit.mcp.content import MCPServerError
+    from agentkit.mcp.server import serve_http, serve_stdio, served
     from agentkit.serve.app import resolve_api_key
 
     try:
         b = load_bundle(bundle, backend="openai")  # no model runs here: any JSON Schema may be served
     except (BundleError, OSError) as exc:
         _fail(str(exc))
-    server = build_server(b.tools, name=b.name, instructions=b.description or None)
+
+    toolsets = [t.copy() for t in b.toolsets]
+
+    def server() -> Any:  # the toolsets' servers live as long as the serving loop
+        return served(b.tools, toolsets, name=b.name, instructions=b.description or None)
+
     if http is None:
-        asyncio.run(serve_stdio(server))
+
+        async def main() -> None:
+            async with server() as srv:
+                await serve_stdio(srv)
+
+        try:
+            asyncio.run(main())
+        except (MCPServerError, ValueError) as exc:
+            _fail(str(exc))
         return
     try:
         key = resolve_api_key(host, api_key)
@@ -56,10 +70,13 @@ def serve_command(
 
     def ready(port: int) -> None:
         auth = "API key required" if key else "no API key"
-        typer.echo(f"agentkit mcp serve: {len(b.tools)} tools on http://{host}:{port}/mcp ({auth})", err=True)
+        n = len(b.tools) + sum(len(t.tools) for t in toolsets)
+        typer.echo(f"agentkit mcp serve: {n} tools on http://{host}:{port}/mcp ({auth})", err=True)
 
     try:
         serve_http(server, host=host, port=http, api_key=key, on_ready=ready)
+    except (MCPServerError, ValueError) as exc:
+        _fail(str(exc))
     except OSError as exc:
         _fail(f"cannot listen on {host}:{http}: {exc}")
 
