@@ -128,3 +128,16 @@ def test_python_tool_choice_naming_no_tool_after_listing(tmp_path):
     with pytest.raises(ToolDefinitionError, match=r"names 'sub', which is no tool .*; tools: add$"):
         agent.run("1-2?")
     assert not ts.is_open
+
+
+def test_example_notes_server_errors_reach_the_model():
+    from pathlib import Path
+
+    example = Path(__file__).resolve().parents[1] / "examples" / "mcp" / "notes.yaml"
+    script = [call("read_note", title="dentist"), call("read_note", title="groceries"), "done"]
+    result = load_bundle(example).make_agent(backend=ScriptedBackend(script)).run("Read my note dentist")
+    missing, found = [c for s in result.steps for c in s.tool_calls]
+    assert missing.error is not None and missing.error.endswith(
+        "Error executing tool read_note: no note titled 'dentist'; titles: groceries"
+    )
+    assert (found.error, found.content) == (None, '{"result":"milk, eggs, bread"}')  # its output schema
