@@ -52,3 +52,18 @@ def test_run_with_a_toolset_bundle_and_a_server_that_fails(tmp_path):
         "MCPServerError: MCP server 'mcp_fixture_server': failed to start: MCPError: Connection closed"
         in res.output
     )
+
+
+def test_list_errors_a_new_user_meets():
+    runner = CliRunner()
+    res = runner.invoke(app, ["mcp", "list", "ftp://127.0.0.1/mcp"])
+    assert res.exit_code == 2
+    assert "MCP server URL must be http:// or https:// with a host, got 'ftp://127.0.0.1/mcp'" in res.output
+    code = "import sys; sys.stderr.write('boom: no config file\\n'); sys.exit(3)"
+    res = runner.invoke(app, ["mcp", "list", PY, "-c", code])
+    assert res.exit_code == 2
+    assert res.output.strip().endswith(
+        "failed to start: MCPError: Connection closed (the server exited, or closed its stdout, before "
+        "answering initialize); its stderr ends: boom: no config file"
+    ), res.output
+    assert "Traceback" not in res.output

@@ -94,7 +94,7 @@ def _pairs(values: list[str], sep: str, what: str) -> dict[str, str]:
 async def _list(target: str, args: list[str], env: dict[str, str], headers: dict[str, str]) -> list[Any]:
     from agentkit.mcp.client import MCPToolset, check_tool_schema
 
-    if target.startswith(("http://", "https://")):
+    if "://" in target:  # a URL (one that is not http(s) is refused by name, not run as a command)
         ts = MCPToolset.http(target, headers=headers)
     else:
         ts = MCPToolset.stdio(target, args, env=env or None)

@@ -213,13 +213,20 @@ class MCPToolset:
             await self.close()
             raise
         except BaseException as exc:
+            if not isinstance(exc, Exception) or isinstance(exc, MCPServerError):
+                await self.close()
+                raise
+            await self._settle()
+            why = self._why(exc, starting=True)  # before close(), which drops the stderr file
             await self.close()
-            if not isinstance(exc, Exception):
-                raise
-            if isinstance(exc, MCPServerError):
-                raise
-            raise MCPServerError(f"MCP server {self.name!r}: failed to start: {self._why(exc)}") from None
+            raise MCPServerError(f"MCP server {self.name!r}: failed to start: {why}") from None
         return self.tools
+
+    async def _settle(self) -> None:
+        """Give a failed start's connection task a moment to end, so the server's last stderr is written."""
+        if self._holder is not None:
+            with contextlib.suppress(BaseException):
+                await asyncio.wait_for(asyncio.shield(self._holder), 0.5)
 
     async def _hold(self, ready: asyncio.Future[Client], stop: asyncio.Event) -> None:
         """The connection's own task: enters the SDK client, waits for :meth:`close`, exits it."""
@@ -281,13 +288,15 @@ class MCPToolset:
             transport = streamable_http_client(self.params, http_client=http)
         return Client(transport, mode="legacy", message_handler=on_message, cache=None)
 
-    def _why(self, exc: BaseException) -> str:
+    def _why(self, exc: BaseException, *, starting: bool = False) -> str:
         while isinstance(exc, BaseExceptionGroup) and len(exc.exceptions) == 1:
             exc = exc.exceptions[0]
         if isinstance(exc, TimeoutError):
             why = f"no answer to initialize / tools/list within {self.opts.startup_timeout:g} s"
         else:
             why = f"{type(exc).__name__}: {exc}" if str(exc) else type(exc).__name__
+        if starting and str(exc) == "Connection closed" and isinstance(self.params, StdioServerParameters):
+            why += " (the server exited, or closed its stdout, before answering initialize)"
         return why + self._stderr_tail()
 
     def _stderr_tail(self) -> str:
