@@ -123,6 +123,7 @@ class MCPToolset:
         self._stop = asyncio.Event()
         self._ready: asyncio.Future[Client] | None = None
         self._errlog: Any = None
+        self._http_status: str | None = None  # the last HTTP error status of a url server, for messages
         self._check = True
 
     # ------------------------------------------------------------------------------- construction
@@ -202,6 +203,7 @@ class MCPToolset:
         if self._client is not None:
             return self.tools
         self._check = check
+        self._http_status = None
         ready: asyncio.Future[Client] = asyncio.get_running_loop().create_future()
         self._stop = asyncio.Event()
         self._ready = ready
@@ -249,8 +251,8 @@ class MCPToolset:
         ready = self._ready
         if holder is not None and ready is not None:
             self._stop.set()
-            if not ready.done():  # still starting: cancelling runs the SDK's bounded shutdown
-                holder.cancel()
+            if not ready.done() or ready.cancelled() or ready.exception() is not None:
+                holder.cancel()  # still starting, or its start failed: cancelling runs the SDK's bounded shutdown
             try:
                 await asyncio.wait_for(asyncio.shield(holder), 10.0)
             except BaseException:  # the SDK's shutdown is bounded; this is a backstop
@@ -267,6 +269,22 @@ class MCPToolset:
         async def on_message(message: Any) -> None:
             if isinstance(message, types.ToolListChangedNotification):
                 self.changed = True
+            elif isinstance(message, Exception):  # a line of its stdout that is not JSON-RPC
+                line = _bad_line(message)
+                ready = self._ready
+                if ready is not None and ready.done() and ready.exception() is not None:
+                    return  # the start already failed (on an earlier line)
+                if ready is not None and not ready.done():  # fail the start now, not at its timeout
+                    ready.set_exception(
+                        MCPServerError(
+                            f"MCP server {self.name!r}: failed to start: it wrote {line} on stdout, which is not "
+                            f"MCP (JSON-RPC){self._stderr_tail()}"
+                        )
+                    )
+                else:
+                    log.warning(
+                        "MCP server %r wrote %s on stdout, which is not MCP; ignored", self.name, line
+                    )
 
         if isinstance(self.params, StdioServerParameters):
             p = self.params
@@ -283,7 +301,15 @@ class MCPToolset:
             import httpx2
             from mcp.client.streamable_http import streamable_http_client
 
-            http = httpx2.AsyncClient(headers=self.headers, timeout=httpx2.Timeout(30.0, read=300.0))
+            async def on_response(response: Any) -> None:
+                if response.status_code >= 400:
+                    self._http_status = f"HTTP {response.status_code} {response.reason_phrase}"
+
+            http = httpx2.AsyncClient(
+                headers=self.headers,
+                timeout=httpx2.Timeout(30.0, read=300.0),
+                event_hooks={"response": [on_response]},
+            )
             stack.push_async_callback(http.aclose)
             transport = streamable_http_client(self.params, http_client=http)
         return Client(transport, mode="legacy", message_handler=on_message, cache=None)
@@ -297,6 +323,8 @@ class MCPToolset:
             why = f"{type(exc).__name__}: {exc}" if str(exc) else type(exc).__name__
         if starting and str(exc) == "Connection closed" and isinstance(self.params, StdioServerParameters):
             why += " (the server exited, or closed its stdout, before answering initialize)"
+        if self._http_status is not None:
+            why += f" ({self._http_status} from {self.params}; check the URL and the headers)"
         return why + self._stderr_tail()
 
     def _stderr_tail(self) -> str:
@@ -423,6 +451,25 @@ class MCPToolset:
                 f"MCP server {self.name!r} is not open (use `async with agent:` or run the agent)"
             )
         return self._client
+
+
+def _bad_line(exc: Exception) -> str:
+    """The start of the stdout line the SDK could not parse (``exc``: its pydantic error), quoted."""
+    errors = getattr(exc, "errors", None)
+    line = errors()[0].get("input") if callable(errors) and errors() else None
+    text = line if isinstance(line, str) else str(exc).splitlines()[0]
+    return repr(text[:120])
+
+
+class _DropParseErrors(logging.Filter):
+    """Drops the SDK's traceback of a stdout line that is not JSON-RPC: the toolset reports it (the start fails
+    naming the line, or a warning later)."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        return record.getMessage() != "Failed to parse JSONRPC message from server"
+
+
+logging.getLogger("mcp.client.stdio").addFilter(_DropParseErrors())
 
 
 def _default_name(command: str, args: list[str]) -> str:

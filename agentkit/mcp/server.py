@@ -13,6 +13,7 @@ import asyncio
 import base64
 import contextlib
 import hmac
+import socket
 from collections.abc import AsyncIterator, Callable, Sequence
 from typing import Any
 
@@ -188,13 +189,14 @@ def serve_http(
     from agentkit.serve.app import resolve_api_key
 
     key = resolve_api_key(host, api_key)
+    sock = _bind(host, port)  # here, not in uvicorn (which sys.exit()s on a port in use)
 
     async def run(srv: Server[Any]) -> None:
         app: Any = srv.streamable_http_app(host=host)
         if key is not None:
             app = check_key(app, key)
         uv = uvicorn.Server(uvicorn.Config(app, host=host, port=port, log_level=log_level, lifespan="on"))
-        task = asyncio.create_task(uv.serve())
+        task = asyncio.create_task(uv.serve(sockets=[sock]))
         while not uv.started and not task.done():
             await asyncio.sleep(0.02)
         if uv.started and on_ready is not None:
@@ -208,4 +210,18 @@ def serve_http(
         async with server() as srv:
             await run(srv)
 
-    asyncio.run(main())
+    with sock:
+        asyncio.run(main())
+
+
+def _bind(host: str, port: int) -> socket.socket:
+    """A TCP socket bound to ``host:port`` (``OSError`` when it cannot be, e.g. the port is in use)."""
+    family = socket.AF_INET6 if ":" in host else socket.AF_INET
+    sock = socket.socket(family, socket.SOCK_STREAM)
+    try:
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        sock.bind((host, port))
+    except OSError:
+        sock.close()
+        raise
+    return sock
