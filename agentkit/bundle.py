@@ -285,6 +285,11 @@ class _Load:
         fld = _fmt(tuple(x for x in path_ if x != "#dup"))
         return BundleIssue(self.file, line, col, fld, message)
 
+    def place(self, path_: Path_) -> str:
+        """``FILE:LINE`` of the field at ``path_``."""
+        line, _ = self.pos.at(path_)
+        return f"{self.file}:{line}" if line is not None else self.file
+
     def add(self, path_: Path_, message: str, *, key: bool = False) -> None:
         """Record an issue."""
         self.issues.append(self.issue(path_, message, key=key))
@@ -574,7 +579,8 @@ def load_bundle(
     data = load.read()
     model = dict(data.get("model", {}))
     section = load.model_section(model)
-    tools, toolsets = load.tools(data["tools"]), toolsets_of(data.get("toolsets") or [], load.add, p.parent)
+    tools = load.tools(data["tools"])
+    toolsets = toolsets_of(data.get("toolsets") or [], load.add, p.parent, load.place)
     agent_settings = load.agent_section(
         dict(data.get("agent", {})), {t["name"] for t in data["tools"]}, bool(data.get("toolsets"))
     )

@@ -49,9 +49,10 @@ def test_run_with_a_toolset_bundle_and_a_server_that_fails(tmp_path):
     res = CliRunner().invoke(app, ["run", str(bad), "add", "--backend", "scripted", "--model", str(script)])
     assert res.exit_code == 1
     assert (
-        "MCPServerError: MCP server 'mcp_fixture_server': failed to start: MCPError: Connection closed"
-        in res.output
-    )
+        f"MCPServerError: MCP server 'mcp_fixture_server' ({bad}:5 toolsets[0].mcp): failed to start: "
+        "MCPError: Connection closed (the server exited, or closed its stdout, before answering initialize)"
+        in " ".join(res.output.split())
+    ), res.output
 
 
 def test_list_errors_a_new_user_meets():

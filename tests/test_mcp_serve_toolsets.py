@@ -162,7 +162,7 @@ def test_a_toolset_that_fails_or_clashes_is_a_clear_error(tmp_path):
     )
     res = CliRunner().invoke(app, ["mcp", "serve", str(bad)])
     assert res.exit_code == 2, res.output
-    assert "error: MCP server 'mcp_fixture_server': failed to start" in res.output
+    assert f"error: MCP server 'mcp_fixture_server' ({bad}:5 toolsets[0].mcp): failed to start" in res.output
     clash = tmp_path / "clash.yaml"
     clash.write_text(
         "agentkit_bundle: 1\nname: b\ntools: []\ntoolsets:\n"

@@ -92,12 +92,19 @@ def toolset_of(spec: dict[str, Any], add: Callable[[Path_, str], None], at: Path
 
 
 def toolsets_of(
-    specs: list[dict[str, Any]], add: Callable[[Path_, str], None], bundle_dir: Path
+    specs: list[dict[str, Any]],
+    add: Callable[[Path_, str], None],
+    bundle_dir: Path,
+    where: Callable[[Path_], str] | None = None,
 ) -> list[MCPToolset]:
-    """The bundle's toolsets (``toolsets[i].mcp``); problems go to ``add(field_path, message)``."""
+    """The bundle's toolsets (``toolsets[i].mcp``); problems go to ``add(field_path, message)``; ``where(path)``
+    (e.g. ``b.yaml:5``) is put in each toolset's start errors."""
     out: list[MCPToolset] = []
     for i, entry in enumerate(specs):
-        made = toolset_of(entry["mcp"], add, ("toolsets", i, "mcp"), bundle_dir)
+        at: Path_ = ("toolsets", i, "mcp")
+        made = toolset_of(entry["mcp"], add, at, bundle_dir)
         if made is not None:
+            if where is not None:
+                made.opts.origin = f"{where(at)} toolsets[{i}].mcp"
             out.append(made)
     return out

@@ -89,6 +89,7 @@ class _Options:
     startup_timeout: float = 30.0
     retries: int = DEFAULT_RETRIES
     extra: dict[str, Any] = field(default_factory=dict)
+    origin: str = ""  # where it was configured (a bundle's ``FILE:LINE toolsets[i].mcp``), for start errors
 
 
 class MCPToolset:
@@ -173,6 +174,11 @@ class MCPToolset:
         return f"MCPToolset(name={self.name!r}, open={self.is_open}, tools={[t.name for t in self.tools]})"
 
     @property
+    def label(self) -> str:
+        """``MCP server 'NAME'``, and where it was configured when it comes from a bundle (in start errors)."""
+        return f"MCP server {self.name!r}" + (f" ({self.opts.origin})" if self.opts.origin else "")
+
+    @property
     def is_open(self) -> bool:
         """The server is connected."""
         return self._client is not None
@@ -221,7 +227,7 @@ class MCPToolset:
             await self._settle()
             why = self._why(exc, starting=True)  # before close(), which drops the stderr file
             await self.close()
-            raise MCPServerError(f"MCP server {self.name!r}: failed to start: {why}") from None
+            raise MCPServerError(f"{self.label}: failed to start: {why}") from None
         return self.tools
 
     async def _settle(self) -> None:
@@ -277,7 +283,7 @@ class MCPToolset:
                 if ready is not None and not ready.done():  # fail the start now, not at its timeout
                     ready.set_exception(
                         MCPServerError(
-                            f"MCP server {self.name!r}: failed to start: it wrote {line} on stdout, which is not "
+                            f"{self.label}: failed to start: it wrote {line} on stdout, which is not "
                             f"MCP (JSON-RPC){self._stderr_tail()}"
                         )
                     )
@@ -357,8 +363,8 @@ class MCPToolset:
                     if not cursor:
                         return out
         except (Exception, TimeoutError) as exc:
-            raise MCPServerError(f"MCP server {self.name!r}: tools/list failed: {self._why(exc)}") from None
-        raise MCPServerError(f"MCP server {self.name!r}: tools/list gave more than {MAX_PAGES} pages")
+            raise MCPServerError(f"{self.label}: tools/list failed: {self._why(exc)}") from None
+        raise MCPServerError(f"{self.label}: tools/list gave more than {MAX_PAGES} pages")
 
     async def refresh(self) -> list[Tool]:
         """List the tools again (after a ``tools/list_changed`` notification); returns the new tools.
@@ -392,7 +398,7 @@ class MCPToolset:
                 kept.append(made)
                 continue
             msg = (
-                f"MCP server {self.name!r}, tool {t.name!r}: keyword {check.keyword!r} at "
+                f"{self.label}, tool {t.name!r}: keyword {check.keyword!r} at "
                 f"{check.pointer or '/'}: {check.message}"
             )
             bad.append(msg)
