@@ -10,6 +10,7 @@ import os
 import signal
 import subprocess
 import textwrap
+import time
 from pathlib import Path
 
 import pytest
@@ -175,3 +176,33 @@ def test_a_toolset_that_fails_or_clashes_is_a_clear_error(tmp_path):
         "tool 'add' of MCP server 'other' has the name of a tool of MCP server 'mcp_fixture_server'"
         in res.output
     )
+
+
+@pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM])
+def test_stdio_serve_ends_on_a_signal_and_stops_its_toolsets(tmp_path, tools_module, sig):
+    pidfile = tmp_path / "upstream.pid"
+    bundle = write_bundle(tmp_path, tools_module, pidfile)
+    proc = subprocess.Popen(
+        [PY, "-m", "agentkit", "mcp", "serve", bundle],
+        env=ENV,
+        stdin=subprocess.PIPE,  # left open: only the signal ends it
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+        start_new_session=True,
+    )
+    try:
+        deadline = time.monotonic() + 30
+        while not pidfile.exists() and time.monotonic() < deadline:
+            time.sleep(0.1)
+        upstream = int(pidfile.read_text())
+        time.sleep(1.0)  # the start finishes (the signal handlers are in place before it)
+        proc.send_signal(sig)
+        proc.wait(15)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+    stderr = proc.stderr.read().decode() if proc.stderr else ""
+    assert proc.returncode == 128 + sig, stderr
+    assert "Traceback" not in stderr, stderr
+    assert wait_gone(upstream), f"the re-served MCP server outlived `agentkit mcp serve` ({sig.name})"

@@ -39,7 +39,7 @@ def serve_command(
     MCP client, over stdio (default) or streamable HTTP on 127.0.0.1 (--http PORT)."""
     from agentkit.bundle import load_bundle
     from agentkit.mcp.content import MCPServerError
-    from agentkit.mcp.server import serve_http, serve_stdio, served
+    from agentkit.mcp.server import serve_http, serve_stdio_process, served
     from agentkit.serve.app import resolve_api_key
 
     try:
@@ -53,13 +53,8 @@ def serve_command(
         return served(b.tools, toolsets, name=b.name, instructions=b.description or None)
 
     if http is None:
-
-        async def main() -> None:
-            async with server() as srv:
-                await serve_stdio(srv)
-
         try:
-            asyncio.run(main())
+            serve_stdio_process(server)
         except (MCPServerError, ValueError) as exc:
             _fail(str(exc))
         return

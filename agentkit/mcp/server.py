@@ -13,7 +13,10 @@ import asyncio
 import base64
 import contextlib
 import hmac
+import os
+import signal
 import socket
+import sys
 from collections.abc import AsyncIterator, Callable, Sequence
 from typing import Any
 
@@ -28,7 +31,7 @@ from agentkit.mcp.content import MCPToolError
 from agentkit.tool_output import ToolContent
 from agentkit.tools import Tool, ToolArgumentsError, ToolContext, ToolTimeoutError, cap_output
 
-__all__ = ["build_server", "check_key", "serve_http", "serve_stdio", "served"]
+__all__ = ["build_server", "check_key", "serve_http", "serve_stdio", "serve_stdio_process", "served"]
 
 
 def _error(text: str) -> types.CallToolResult:
@@ -143,6 +146,40 @@ async def serve_stdio(server: Server[Any]) -> None:
     so a tool's prints cannot corrupt the protocol)."""
     async with stdio_server() as (read, write):
         await server.run(read, write, server.create_initialization_options(NotificationOptions()))
+
+
+def serve_stdio_process(make: Callable[[], contextlib.AbstractAsyncContextManager[Server[Any]]]) -> None:
+    """Serve ``make()``'s server over stdio until stdin closes, or SIGINT / SIGTERM.
+
+    On a signal the server's context is left (a re-served toolset's servers stopped), then the process ends
+    with status 128 + the signal's number by ``os._exit``: the SDK reads stdin in a thread that no
+    cancellation reaches, so a plain return would wait for the next line forever.
+    """
+
+    async def main() -> None:
+        loop = asyncio.get_running_loop()
+        stop: asyncio.Future[None] = loop.create_future()
+        got: list[int] = []
+
+        def on_signal(sig: int) -> None:
+            got.append(sig)
+            if not stop.done():
+                stop.set_result(None)
+
+        for sig in (signal.SIGINT, signal.SIGTERM):
+            loop.add_signal_handler(sig, on_signal, int(sig))
+        async with make() as srv:
+            serving: asyncio.Future[None] = asyncio.ensure_future(serve_stdio(srv))
+            await asyncio.wait([serving, stop], return_when=asyncio.FIRST_COMPLETED)
+            if serving.done():
+                serving.result()
+                return
+        for stream in (sys.stdout, sys.stderr):
+            with contextlib.suppress(Exception):
+                stream.flush()
+        os._exit(128 + got[0])
+
+    asyncio.run(main())
 
 
 def check_key(app: Any, api_key: str) -> Callable[..., Any]:
