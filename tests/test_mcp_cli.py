@@ -68,3 +68,12 @@ def test_list_errors_a_new_user_meets():
         "answering initialize); its stderr ends: boom: no config file"
     ), res.output
     assert "Traceback" not in res.output
+
+
+def test_list_a_script_that_is_not_executable():
+    res = CliRunner().invoke(app, ["mcp", "list", SERVER])
+    assert res.exit_code == 2
+    assert (
+        f"command {SERVER!r} is a file but not executable (run it with its interpreter: python {SERVER})"
+        in " ".join(res.output.split())
+    ), res.output

@@ -60,7 +60,10 @@ def _command(r: _Reader, spec: dict[str, Any], bundle_dir: Path) -> tuple[str, s
     if "/" in cmd and not Path(cmd).is_absolute():
         cmd = str(bundle_dir / cmd)
     if r.ok and shutil.which(cmd) is None:
-        r.fail(f"command {cmd!r} not found (not on PATH, or not an executable file)", "command")
+        from agentkit.mcp.client import command_not_found
+
+        why = command_not_found(cmd)
+        r.fail(why if "is a file" in why else f"{why} (not on PATH, or not an executable file)", "command")
     return cmd, cwd
 
 

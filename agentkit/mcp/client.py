@@ -295,7 +295,7 @@ class MCPToolset:
         if isinstance(self.params, StdioServerParameters):
             p = self.params
             if shutil.which(p.command, path=(p.env or {}).get("PATH", os.environ.get("PATH"))) is None:
-                raise FileNotFoundError(f"command {p.command!r} not found")
+                raise FileNotFoundError(command_not_found(p.command))
             self._errlog = tempfile.TemporaryFile("w+", encoding="utf-8", errors="replace")
             guarded = p.model_copy(
                 update={"command": sys.executable, "args": [GUARD, str(os.getpid()), p.command, *p.args]}
@@ -457,6 +457,14 @@ class MCPToolset:
                 f"MCP server {self.name!r} is not open (use `async with agent:` or run the agent)"
             )
         return self._client
+
+
+def command_not_found(command: str) -> str:
+    """Why ``command`` cannot be run: not found, or a file that is not executable (say how to run a script)."""
+    if Path(command).is_file():
+        how = f"python {command}" if command.endswith(".py") else f"INTERPRETER {command}"
+        return f"command {command!r} is a file but not executable (run it with its interpreter: {how})"
+    return f"command {command!r} not found"
 
 
 def _bad_line(exc: Exception) -> str:
