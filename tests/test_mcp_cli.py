@@ -77,3 +77,10 @@ def test_list_a_script_that_is_not_executable():
         f"command {SERVER!r} is a file but not executable (run it with its interpreter: python {SERVER})"
         in " ".join(res.output.split())
     ), res.output
+
+
+def test_list_options_for_the_other_kind_of_server_are_refused():
+    res = CliRunner().invoke(app, ["mcp", "list", "http://127.0.0.1:1/mcp", "--env", "A=b"])
+    assert res.exit_code == 2 and "--env and arguments apply to a server command, not to a URL" in res.output
+    res = CliRunner().invoke(app, ["mcp", "list", PY, SERVER, "--header", "A: b"])
+    assert res.exit_code == 2 and "--header applies to a URL server, not to a command" in res.output

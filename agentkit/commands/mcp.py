@@ -112,6 +112,11 @@ def list_command(
     """Print an MCP server's tools and whether the embedded tool-call constraint can enforce each schema."""
     from agentkit.mcp.content import MCPServerError
 
+    is_url = "://" in target
+    if is_url and (env or ctx.args):
+        _fail(f"--env and arguments apply to a server command, not to a URL ({target})")
+    if header and not is_url:
+        _fail("--header applies to a URL server, not to a command (use --env NAME=VALUE)")
     try:
         rows = asyncio.run(
             _list(target, list(ctx.args), _pairs(env, "=", "--env"), _pairs(header, ":", "--header"))
