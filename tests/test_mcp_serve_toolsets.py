@@ -206,3 +206,12 @@ def test_stdio_serve_ends_on_a_signal_and_stops_its_toolsets(tmp_path, tools_mod
     assert proc.returncode == 128 + sig, stderr
     assert "Traceback" not in stderr, stderr
     assert wait_gone(upstream), f"the re-served MCP server outlived `agentkit mcp serve` ({sig.name})"
+
+
+def test_serve_a_folder_names_its_yaml_files():
+    folder = ROOT / "examples" / "mcp"
+    res = CliRunner().invoke(app, ["mcp", "serve", str(folder)])
+    assert res.exit_code == 2
+    assert f"{folder} is a folder; give a bundle's YAML file (YAML files there: {folder / 'notes.yaml'})" in (
+        " ".join(res.output.split())
+    ), res.output

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+from pathlib import Path
 from typing import Any
 
 import typer
@@ -42,6 +43,9 @@ def serve_command(
     from agentkit.mcp.server import serve_http, serve_stdio_process, served
     from agentkit.serve.app import resolve_api_key
 
+    if Path(bundle).is_dir():
+        found = ", ".join(str(p) for p in sorted(Path(bundle).glob("*.y*ml"))) or "none"
+        _fail(f"{bundle} is a folder; give a bundle's YAML file (YAML files there: {found})")
     try:
         b = load_bundle(bundle, backend="openai")  # no model runs here: any JSON Schema may be served
     except (BundleError, OSError) as exc:
