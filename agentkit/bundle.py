@@ -156,6 +156,8 @@ class Bundle:
             ``reset_tool_choice``, ``max_tool_output_bytes``, ``trim_history``; ``tool_images`` as a
             :class:`~agentkit.tool_output.ToolImageLimits`).
         tools: the tools, ready to use; toolsets: its MCP servers (closed ``MCPToolset``s, copied per agent).
+        tool_choice_at: where ``agent.tool_choice`` names a tool that is not the bundle's own (it may be an MCP
+            tool: checked when an agent lists its toolsets), else ``None``.
         data: the parsed YAML document.
         model_section: ``model`` typed (:class:`EmbeddedModel`, :class:`OpenAIModel` or :class:`ScriptedModel`).
     """
@@ -170,6 +172,7 @@ class Bundle:
     data: dict[str, Any] = field(repr=False)
     model_section: EmbeddedModel | OpenAIModel | ScriptedModel = field(default_factory=EmbeddedModel)
     toolsets: list[Any] = field(default_factory=list)
+    tool_choice_at: BundleIssue | None = field(default=None, repr=False)
 
     def make_backend(
         self,
@@ -246,7 +249,12 @@ class Bundle:
         }
         kwargs.update({"toolsets": [t.copy() for t in self.toolsets], **overrides})
         made = self.make_backend(backend, model, seed=seed, adapter=adapter, binding=binding)
-        return Agent(made, self.tools, **kwargs)
+        agent = Agent(made, self.tools, **kwargs)
+        if self.tool_choice_at is not None and "tool_choice" not in overrides:
+            from agentkit.mcp.host import tool_choice_written_at
+
+            tool_choice_written_at(agent, self.tool_choice_at)
+        return agent
 
 
 # ----------------------------------------------------------------------------------------------- loading
@@ -269,12 +277,18 @@ class _Load:
         self.checked = True
         self._client_lock = threading.Lock()
         self._client = http_client
+        self.tool_choice_at: BundleIssue | None = None  # a tool_choice left to check against MCP tools
 
     def issue(self, path_: Path_, message: str, *, key: bool = False, at: Path_ | None = None) -> BundleIssue:
         """A :class:`BundleIssue` at ``path_`` (its key when ``key``; the position of ``at`` when given)."""
         line, col = self.pos.at(path_ if at is None else at, key=key)
         fld = _fmt(tuple(x for x in path_ if x != "#dup"))
         return BundleIssue(self.file, line, col, fld, message)
+
+    def place(self, path_: Path_) -> str:
+        """``FILE:LINE`` of the field at ``path_``."""
+        line, _ = self.pos.at(path_)
+        return f"{self.file}:{line}" if line is not None else self.file
 
     def add(self, path_: Path_, message: str, *, key: bool = False) -> None:
         """Record an issue."""
@@ -508,11 +522,17 @@ class _Load:
                 tools.append(made)
         return tools
 
-    def agent_section(self, agent: dict[str, Any], tool_names: set[str]) -> dict[str, Any]:
-        """The ``agent:`` section (typed by :class:`AgentSection`); ``tool_choice`` must name a tool."""
+    def agent_section(
+        self, agent: dict[str, Any], tool_names: set[str], has_toolsets: bool
+    ) -> dict[str, Any]:
+        """The ``agent:`` section (typed by :class:`AgentSection`); ``tool_choice`` must name a tool (of the
+        bundle, or with ``has_toolsets`` possibly of an MCP toolset: checked when an agent lists them)."""
         section = AgentSection.model_validate(agent)  # the JSON Schema has checked the values: cannot fail
         tc = agent.get("tool_choice")
-        if isinstance(tc, dict) and tc.get("name") not in tool_names:
+        if isinstance(tc, dict) and tc.get("name") not in tool_names and has_toolsets:
+            # may name an MCP tool: checked once the toolsets are listed (agentkit.mcp.host), at this line
+            self.tool_choice_at = self.issue(("agent", "tool_choice", "name"), "")
+        elif isinstance(tc, dict) and tc.get("name") not in tool_names:
             self.add(
                 ("agent", "tool_choice", "name"),
                 f"tool_choice names {tc.get('name')!r}, which is not a tool of this bundle",
@@ -559,8 +579,11 @@ def load_bundle(
     data = load.read()
     model = dict(data.get("model", {}))
     section = load.model_section(model)
-    tools, toolsets = load.tools(data["tools"]), toolsets_of(data.get("toolsets") or [], load.add, p.parent)
-    agent_settings = load.agent_section(dict(data.get("agent", {})), {t["name"] for t in data["tools"]})
+    tools = load.tools(data["tools"])
+    toolsets = toolsets_of(data.get("toolsets") or [], load.add, p.parent, load.place)
+    agent_settings = load.agent_section(
+        dict(data.get("agent", {})), {t["name"] for t in data["tools"]}, bool(data.get("toolsets"))
+    )
     load.raise_if_any()
     return Bundle(
         path=p,
@@ -573,6 +596,7 @@ def load_bundle(
         data=data,
         model_section=section,
         toolsets=toolsets,
+        tool_choice_at=load.tool_choice_at,
     )
 
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 import textwrap
 
 import pytest
-from mcp_helpers import SERVER
+from mcp_helpers import PY, SERVER
 
 from agentkit import BundleError, load_bundle
 from agentkit.backends.scripted import ScriptedBackend, call
@@ -84,3 +84,60 @@ def test_toolset_errors_name_file_line_and_field(tmp_path, toolsets, line, field
     assert (issue.file, issue.line, issue.field) == (path, line, field), str(ei.value)
     assert message in issue.message
     assert f"{path}:{line}:" in str(ei.value)
+
+
+def choice_bundle(tmp_path, name: str) -> str:
+    path = tmp_path / "choice.yaml"
+    path.write_text(
+        "agentkit_bundle: 1\nname: b\ntools: []\n"
+        f"toolsets:\n  - mcp: {{command: python, args: ['{SERVER}'], prefix: fx, include: [add, echo]}}\n"
+        f"agent:\n  tool_choice:\n    name: {name}\n"
+    )
+    return str(path)
+
+
+def test_bundle_tool_choice_may_name_an_mcp_tool(tmp_path):
+    bundle = load_bundle(choice_bundle(tmp_path, "fx_add"))
+    agent = bundle.make_agent(backend=ScriptedBackend([call("fx_add", a=1, b=2), "three"]))
+    assert agent.tool_choice == {"name": "fx_add"}
+    result = agent.run("1+2?")
+    assert [(c.name, c.content) for s in result.steps for c in s.tool_calls] == [("fx_add", "3")]
+
+
+def test_bundle_tool_choice_naming_no_tool_is_an_error_at_its_line(tmp_path):
+    path = choice_bundle(tmp_path, "fx_sub")
+    bundle = load_bundle(path)  # MCP tools are known only once an agent lists them
+    agent = bundle.make_agent(backend=ScriptedBackend(["unused"]))
+    with pytest.raises(BundleError) as ei:
+        agent.run("1-2?")
+    issue = ei.value.first
+    assert (issue.file, issue.line, issue.field) == (path, 8, "agent.tool_choice.name")
+    assert issue.message == (
+        "tool_choice names 'fx_sub', which is no tool of this agent nor of its MCP toolsets "
+        "('mcp_fixture_server'); tools: fx_add, fx_echo"
+    )
+    assert not any(ts.is_open for ts in agent._toolsets)
+
+
+def test_python_tool_choice_naming_no_tool_after_listing(tmp_path):
+    from agentkit import Agent, ToolDefinitionError
+    from agentkit.mcp import MCPToolset
+
+    ts = MCPToolset.stdio(PY, [SERVER], include=["add"])
+    agent = Agent(ScriptedBackend(["unused"]), tool_choice={"name": "sub"}, toolsets=[ts])
+    with pytest.raises(ToolDefinitionError, match=r"names 'sub', which is no tool .*; tools: add$"):
+        agent.run("1-2?")
+    assert not ts.is_open
+
+
+def test_example_notes_server_errors_reach_the_model():
+    from pathlib import Path
+
+    example = Path(__file__).resolve().parents[1] / "examples" / "mcp" / "notes.yaml"
+    script = [call("read_note", title="dentist"), call("read_note", title="groceries"), "done"]
+    result = load_bundle(example).make_agent(backend=ScriptedBackend(script)).run("Read my note dentist")
+    missing, found = [c for s in result.steps for c in s.tool_calls]
+    assert missing.error is not None and missing.error.endswith(
+        "Error executing tool read_note: no note titled 'dentist'; titles: groceries"
+    )
+    assert (found.error, found.content) == (None, '{"result":"milk, eggs, bread"}')  # its output schema

@@ -49,6 +49,38 @@ def test_run_with_a_toolset_bundle_and_a_server_that_fails(tmp_path):
     res = CliRunner().invoke(app, ["run", str(bad), "add", "--backend", "scripted", "--model", str(script)])
     assert res.exit_code == 1
     assert (
-        "MCPServerError: MCP server 'mcp_fixture_server': failed to start: MCPError: Connection closed"
-        in res.output
-    )
+        f"MCPServerError: MCP server 'mcp_fixture_server' ({bad}:5 toolsets[0].mcp): failed to start: "
+        "MCPError: Connection closed (the server exited, or closed its stdout, before answering initialize)"
+        in " ".join(res.output.split())
+    ), res.output
+
+
+def test_list_errors_a_new_user_meets():
+    runner = CliRunner()
+    res = runner.invoke(app, ["mcp", "list", "ftp://127.0.0.1/mcp"])
+    assert res.exit_code == 2
+    assert "MCP server URL must be http:// or https:// with a host, got 'ftp://127.0.0.1/mcp'" in res.output
+    code = "import sys; sys.stderr.write('boom: no config file\\n'); sys.exit(3)"
+    res = runner.invoke(app, ["mcp", "list", PY, "-c", code])
+    assert res.exit_code == 2
+    assert res.output.strip().endswith(
+        "failed to start: MCPError: Connection closed (the server exited, or closed its stdout, before "
+        "answering initialize); its stderr ends: boom: no config file"
+    ), res.output
+    assert "Traceback" not in res.output
+
+
+def test_list_a_script_that_is_not_executable():
+    res = CliRunner().invoke(app, ["mcp", "list", SERVER])
+    assert res.exit_code == 2
+    assert (
+        f"command {SERVER!r} is a file but not executable (run it with its interpreter: python {SERVER})"
+        in " ".join(res.output.split())
+    ), res.output
+
+
+def test_list_options_for_the_other_kind_of_server_are_refused():
+    res = CliRunner().invoke(app, ["mcp", "list", "http://127.0.0.1:1/mcp", "--env", "A=b"])
+    assert res.exit_code == 2 and "--env and arguments apply to a server command, not to a URL" in res.output
+    res = CliRunner().invoke(app, ["mcp", "list", PY, SERVER, "--header", "A: b"])
+    assert res.exit_code == 2 and "--header applies to a URL server, not to a command" in res.output

@@ -160,8 +160,13 @@ def test_is_error_timeout_and_crash_are_tool_errors_and_the_run_returns():
     ("args", "why", "wait"),
     [
         (["--mode", "hang"], "no answer to initialize / tools/list within 1.5 s", 1.5),
-        (["--mode", "garbage"], "no answer to initialize / tools/list within 1.5 s", 1.5),
-        (["--mode", "exit"], "Connection closed", 8.0),  # ends when the server exits, not at the timeout
+        # garbage and exit end the start at once, not at the timeout
+        (["--mode", "garbage"], "it wrote 'this is not json' on stdout, which is not MCP (JSON-RPC)", 8.0),
+        (
+            ["--mode", "exit"],
+            "Connection closed (the server exited, or closed its stdout, before answering",
+            8.0,
+        ),
     ],
 )
 def test_broken_servers_fail_clearly(args, why, wait):
@@ -181,3 +186,34 @@ def test_missing_command_and_unreachable_url():
         asyncio.run(MCPToolset.http(f"http://127.0.0.1:{port}/mcp", startup_timeout=3).open())
     with pytest.raises(ValueError, match="http:// or https://"):
         MCPToolset.http("ftp://x/mcp")
+
+
+def test_http_error_status_is_named(tmp_path):
+    import subprocess
+    import sys
+
+    bundle = tmp_path / "b.yaml"
+    bundle.write_text("agentkit_bundle: 1\nname: b\ntools: []\n")
+    port = free_port()
+    cmd = [
+        sys.executable,
+        "-m",
+        "agentkit",
+        "mcp",
+        "serve",
+        str(bundle),
+        "--http",
+        str(port),
+        "--api-key",
+        "K",
+    ]
+    with http_process(cmd, port):
+        url = f"http://127.0.0.1:{port}/mcp"
+        with pytest.raises(MCPServerError) as err:
+            asyncio.run(MCPToolset.http(url, startup_timeout=5).open())
+        assert f"(HTTP 401 Unauthorized from {url}; check the URL and the headers)" in str(err.value)
+        # the port is taken: a one-line error, exit status 2, no traceback
+        taken = subprocess.run(cmd, capture_output=True, text=True, timeout=60)
+    assert taken.returncode == 2, taken.stderr
+    assert taken.stderr.strip().startswith(f"error: cannot listen on 127.0.0.1:{port}: "), taken.stderr
+    assert "Traceback" not in taken.stderr

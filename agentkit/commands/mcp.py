@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+from pathlib import Path
 from typing import Any
 
 import typer
@@ -35,19 +36,31 @@ def serve_command(
         help="Require 'Authorization: Bearer KEY' over --http (default: $AGENTKIT_API_KEY).",
     ),
 ) -> None:
-    """Offer a bundle's tools (python, http and sandbox ones) to any MCP client, over stdio (default) or
-    streamable HTTP on 127.0.0.1 (--http PORT)."""
+    """Offer a bundle's tools (python, http and sandbox ones, and the tools of its own MCP toolsets) to any
+    MCP client, over stdio (default) or streamable HTTP on 127.0.0.1 (--http PORT)."""
     from agentkit.bundle import load_bundle
-    from agentkit.mcp.server import build_server, serve_http, serve_stdio
+    from agentkit.mcp.content import MCPServerError
+    from agentkit.mcp.server import serve_http, serve_stdio_process, served
     from agentkit.serve.app import resolve_api_key
 
+    if Path(bundle).is_dir():
+        found = ", ".join(str(p) for p in sorted(Path(bundle).glob("*.y*ml"))) or "none"
+        _fail(f"{bundle} is a folder; give a bundle's YAML file (YAML files there: {found})")
     try:
         b = load_bundle(bundle, backend="openai")  # no model runs here: any JSON Schema may be served
     except (BundleError, OSError) as exc:
         _fail(str(exc))
-    server = build_server(b.tools, name=b.name, instructions=b.description or None)
+
+    toolsets = [t.copy() for t in b.toolsets]
+
+    def server() -> Any:  # the toolsets' servers live as long as the serving loop
+        return served(b.tools, toolsets, name=b.name, instructions=b.description or None)
+
     if http is None:
-        asyncio.run(serve_stdio(server))
+        try:
+            serve_stdio_process(server)
+        except (MCPServerError, ValueError) as exc:
+            _fail(str(exc))
         return
     try:
         key = resolve_api_key(host, api_key)
@@ -56,10 +69,13 @@ def serve_command(
 
     def ready(port: int) -> None:
         auth = "API key required" if key else "no API key"
-        typer.echo(f"agentkit mcp serve: {len(b.tools)} tools on http://{host}:{port}/mcp ({auth})", err=True)
+        n = len(b.tools) + sum(len(t.tools) for t in toolsets)
+        typer.echo(f"agentkit mcp serve: {n} tools on http://{host}:{port}/mcp ({auth})", err=True)
 
     try:
         serve_http(server, host=host, port=http, api_key=key, on_ready=ready)
+    except (MCPServerError, ValueError) as exc:
+        _fail(str(exc))
     except OSError as exc:
         _fail(f"cannot listen on {host}:{http}: {exc}")
 
@@ -77,7 +93,7 @@ def _pairs(values: list[str], sep: str, what: str) -> dict[str, str]:
 async def _list(target: str, args: list[str], env: dict[str, str], headers: dict[str, str]) -> list[Any]:
     from agentkit.mcp.client import MCPToolset, check_tool_schema
 
-    if target.startswith(("http://", "https://")):
+    if "://" in target:  # a URL (one that is not http(s) is refused by name, not run as a command)
         ts = MCPToolset.http(target, headers=headers)
     else:
         ts = MCPToolset.stdio(target, args, env=env or None)
@@ -100,6 +116,11 @@ def list_command(
     """Print an MCP server's tools and whether the embedded tool-call constraint can enforce each schema."""
     from agentkit.mcp.content import MCPServerError
 
+    is_url = "://" in target
+    if is_url and (env or ctx.args):
+        _fail(f"--env and arguments apply to a server command, not to a URL ({target})")
+    if header and not is_url:
+        _fail("--header applies to a URL server, not to a command (use --env NAME=VALUE)")
     try:
         rows = asyncio.run(
             _list(target, list(ctx.args), _pairs(env, "=", "--env"), _pairs(header, ":", "--header"))

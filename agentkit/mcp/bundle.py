@@ -60,7 +60,10 @@ def _command(r: _Reader, spec: dict[str, Any], bundle_dir: Path) -> tuple[str, s
     if "/" in cmd and not Path(cmd).is_absolute():
         cmd = str(bundle_dir / cmd)
     if r.ok and shutil.which(cmd) is None:
-        r.fail(f"command {cmd!r} not found (not on PATH, or not an executable file)", "command")
+        from agentkit.mcp.client import command_not_found
+
+        why = command_not_found(cmd)
+        r.fail(why if "is a file" in why else f"{why} (not on PATH, or not an executable file)", "command")
     return cmd, cwd
 
 
@@ -92,12 +95,19 @@ def toolset_of(spec: dict[str, Any], add: Callable[[Path_, str], None], at: Path
 
 
 def toolsets_of(
-    specs: list[dict[str, Any]], add: Callable[[Path_, str], None], bundle_dir: Path
+    specs: list[dict[str, Any]],
+    add: Callable[[Path_, str], None],
+    bundle_dir: Path,
+    where: Callable[[Path_], str] | None = None,
 ) -> list[MCPToolset]:
-    """The bundle's toolsets (``toolsets[i].mcp``); problems go to ``add(field_path, message)``."""
+    """The bundle's toolsets (``toolsets[i].mcp``); problems go to ``add(field_path, message)``; ``where(path)``
+    (e.g. ``b.yaml:5``) is put in each toolset's start errors."""
     out: list[MCPToolset] = []
     for i, entry in enumerate(specs):
-        made = toolset_of(entry["mcp"], add, ("toolsets", i, "mcp"), bundle_dir)
+        at: Path_ = ("toolsets", i, "mcp")
+        made = toolset_of(entry["mcp"], add, at, bundle_dir)
         if made is not None:
+            if where is not None:
+                made.opts.origin = f"{where(at)} toolsets[{i}].mcp"
             out.append(made)
     return out

@@ -89,6 +89,7 @@ class _Options:
     startup_timeout: float = 30.0
     retries: int = DEFAULT_RETRIES
     extra: dict[str, Any] = field(default_factory=dict)
+    origin: str = ""  # where it was configured (a bundle's ``FILE:LINE toolsets[i].mcp``), for start errors
 
 
 class MCPToolset:
@@ -123,6 +124,7 @@ class MCPToolset:
         self._stop = asyncio.Event()
         self._ready: asyncio.Future[Client] | None = None
         self._errlog: Any = None
+        self._http_status: str | None = None  # the last HTTP error status of a url server, for messages
         self._check = True
 
     # ------------------------------------------------------------------------------- construction
@@ -172,6 +174,11 @@ class MCPToolset:
         return f"MCPToolset(name={self.name!r}, open={self.is_open}, tools={[t.name for t in self.tools]})"
 
     @property
+    def label(self) -> str:
+        """``MCP server 'NAME'``, and where it was configured when it comes from a bundle (in start errors)."""
+        return f"MCP server {self.name!r}" + (f" ({self.opts.origin})" if self.opts.origin else "")
+
+    @property
     def is_open(self) -> bool:
         """The server is connected."""
         return self._client is not None
@@ -202,6 +209,7 @@ class MCPToolset:
         if self._client is not None:
             return self.tools
         self._check = check
+        self._http_status = None
         ready: asyncio.Future[Client] = asyncio.get_running_loop().create_future()
         self._stop = asyncio.Event()
         self._ready = ready
@@ -213,13 +221,20 @@ class MCPToolset:
             await self.close()
             raise
         except BaseException as exc:
+            if not isinstance(exc, Exception) or isinstance(exc, MCPServerError):
+                await self.close()
+                raise
+            await self._settle()
+            why = self._why(exc, starting=True)  # before close(), which drops the stderr file
             await self.close()
-            if not isinstance(exc, Exception):
-                raise
-            if isinstance(exc, MCPServerError):
-                raise
-            raise MCPServerError(f"MCP server {self.name!r}: failed to start: {self._why(exc)}") from None
+            raise MCPServerError(f"{self.label}: failed to start: {why}") from None
         return self.tools
+
+    async def _settle(self) -> None:
+        """Give a failed start's connection task a moment to end, so the server's last stderr is written."""
+        if self._holder is not None:
+            with contextlib.suppress(BaseException):
+                await asyncio.wait_for(asyncio.shield(self._holder), 0.5)
 
     async def _hold(self, ready: asyncio.Future[Client], stop: asyncio.Event) -> None:
         """The connection's own task: enters the SDK client, waits for :meth:`close`, exits it."""
@@ -242,8 +257,8 @@ class MCPToolset:
         ready = self._ready
         if holder is not None and ready is not None:
             self._stop.set()
-            if not ready.done():  # still starting: cancelling runs the SDK's bounded shutdown
-                holder.cancel()
+            if not ready.done() or ready.cancelled() or ready.exception() is not None:
+                holder.cancel()  # still starting, or its start failed: cancelling runs the SDK's bounded shutdown
             try:
                 await asyncio.wait_for(asyncio.shield(holder), 10.0)
             except BaseException:  # the SDK's shutdown is bounded; this is a backstop
@@ -260,11 +275,27 @@ class MCPToolset:
         async def on_message(message: Any) -> None:
             if isinstance(message, types.ToolListChangedNotification):
                 self.changed = True
+            elif isinstance(message, Exception):  # a line of its stdout that is not JSON-RPC
+                line = _bad_line(message)
+                ready = self._ready
+                if ready is not None and ready.done() and ready.exception() is not None:
+                    return  # the start already failed (on an earlier line)
+                if ready is not None and not ready.done():  # fail the start now, not at its timeout
+                    ready.set_exception(
+                        MCPServerError(
+                            f"{self.label}: failed to start: it wrote {line} on stdout, which is not "
+                            f"MCP (JSON-RPC){self._stderr_tail()}"
+                        )
+                    )
+                else:
+                    log.warning(
+                        "MCP server %r wrote %s on stdout, which is not MCP; ignored", self.name, line
+                    )
 
         if isinstance(self.params, StdioServerParameters):
             p = self.params
             if shutil.which(p.command, path=(p.env or {}).get("PATH", os.environ.get("PATH"))) is None:
-                raise FileNotFoundError(f"command {p.command!r} not found")
+                raise FileNotFoundError(command_not_found(p.command))
             self._errlog = tempfile.TemporaryFile("w+", encoding="utf-8", errors="replace")
             guarded = p.model_copy(
                 update={"command": sys.executable, "args": [GUARD, str(os.getpid()), p.command, *p.args]}
@@ -276,18 +307,30 @@ class MCPToolset:
             import httpx2
             from mcp.client.streamable_http import streamable_http_client
 
-            http = httpx2.AsyncClient(headers=self.headers, timeout=httpx2.Timeout(30.0, read=300.0))
+            async def on_response(response: Any) -> None:
+                if response.status_code >= 400:
+                    self._http_status = f"HTTP {response.status_code} {response.reason_phrase}"
+
+            http = httpx2.AsyncClient(
+                headers=self.headers,
+                timeout=httpx2.Timeout(30.0, read=300.0),
+                event_hooks={"response": [on_response]},
+            )
             stack.push_async_callback(http.aclose)
             transport = streamable_http_client(self.params, http_client=http)
         return Client(transport, mode="legacy", message_handler=on_message, cache=None)
 
-    def _why(self, exc: BaseException) -> str:
+    def _why(self, exc: BaseException, *, starting: bool = False) -> str:
         while isinstance(exc, BaseExceptionGroup) and len(exc.exceptions) == 1:
             exc = exc.exceptions[0]
         if isinstance(exc, TimeoutError):
             why = f"no answer to initialize / tools/list within {self.opts.startup_timeout:g} s"
         else:
             why = f"{type(exc).__name__}: {exc}" if str(exc) else type(exc).__name__
+        if starting and str(exc) == "Connection closed" and isinstance(self.params, StdioServerParameters):
+            why += " (the server exited, or closed its stdout, before answering initialize)"
+        if self._http_status is not None:
+            why += f" ({self._http_status} from {self.params}; check the URL and the headers)"
         return why + self._stderr_tail()
 
     def _stderr_tail(self) -> str:
@@ -320,8 +363,8 @@ class MCPToolset:
                     if not cursor:
                         return out
         except (Exception, TimeoutError) as exc:
-            raise MCPServerError(f"MCP server {self.name!r}: tools/list failed: {self._why(exc)}") from None
-        raise MCPServerError(f"MCP server {self.name!r}: tools/list gave more than {MAX_PAGES} pages")
+            raise MCPServerError(f"{self.label}: tools/list failed: {self._why(exc)}") from None
+        raise MCPServerError(f"{self.label}: tools/list gave more than {MAX_PAGES} pages")
 
     async def refresh(self) -> list[Tool]:
         """List the tools again (after a ``tools/list_changed`` notification); returns the new tools.
@@ -355,7 +398,7 @@ class MCPToolset:
                 kept.append(made)
                 continue
             msg = (
-                f"MCP server {self.name!r}, tool {t.name!r}: keyword {check.keyword!r} at "
+                f"{self.label}, tool {t.name!r}: keyword {check.keyword!r} at "
                 f"{check.pointer or '/'}: {check.message}"
             )
             bad.append(msg)
@@ -414,6 +457,33 @@ class MCPToolset:
                 f"MCP server {self.name!r} is not open (use `async with agent:` or run the agent)"
             )
         return self._client
+
+
+def command_not_found(command: str) -> str:
+    """Why ``command`` cannot be run: not found, or a file that is not executable (say how to run a script)."""
+    if Path(command).is_file():
+        how = f"python {command}" if command.endswith(".py") else f"INTERPRETER {command}"
+        return f"command {command!r} is a file but not executable (run it with its interpreter: {how})"
+    return f"command {command!r} not found"
+
+
+def _bad_line(exc: Exception) -> str:
+    """The start of the stdout line the SDK could not parse (``exc``: its pydantic error), quoted."""
+    errors = getattr(exc, "errors", None)
+    line = errors()[0].get("input") if callable(errors) and errors() else None
+    text = line if isinstance(line, str) else str(exc).splitlines()[0]
+    return repr(text[:120])
+
+
+class _DropParseErrors(logging.Filter):
+    """Drops the SDK's traceback of a stdout line that is not JSON-RPC: the toolset reports it (the start fails
+    naming the line, or a warning later)."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        return record.getMessage() != "Failed to parse JSONRPC message from server"
+
+
+logging.getLogger("mcp.client.stdio").addFilter(_DropParseErrors())
 
 
 def _default_name(command: str, args: list[str]) -> str:

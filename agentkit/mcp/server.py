@@ -2,14 +2,22 @@
 
 Built on the SDK's low-level ``Server`` so each tool is listed with exactly the JSON Schema the agent would
 declare. Every call's arguments are validated with the tool's own validator; a bad call, a tool that raises
-or times out is an ``isError`` result naming the problem, never a crash. Output caps apply as in a run.
+or times out is an ``isError`` result naming the problem, never a crash. Output caps apply as in a run. A
+:class:`~agentkit.tool_output.ToolContent` result is sent as text and image content. The bundle's own
+``toolsets:`` (MCP servers) are re-served too: :func:`served` opens them before serving and closes them after.
 """
 
 from __future__ import annotations
 
 import asyncio
+import base64
+import contextlib
 import hmac
-from collections.abc import Callable, Sequence
+import os
+import signal
+import socket
+import sys
+from collections.abc import AsyncIterator, Callable, Sequence
 from typing import Any
 
 import mcp_types as types
@@ -19,9 +27,11 @@ from mcp.server.stdio import stdio_server
 
 from agentkit import __version__
 from agentkit.errors import describe_exception
+from agentkit.mcp.content import MCPToolError
+from agentkit.tool_output import ToolContent
 from agentkit.tools import Tool, ToolArgumentsError, ToolContext, ToolTimeoutError, cap_output
 
-__all__ = ["build_server", "check_key", "serve_http", "serve_stdio"]
+__all__ = ["build_server", "check_key", "serve_http", "serve_stdio", "serve_stdio_process", "served"]
 
 
 def _error(text: str) -> types.CallToolResult:
@@ -42,12 +52,25 @@ async def call_tool(
         return _error(f"invalid arguments for {name!r}: {exc}")
     try:
         value = await tl.acall(validated, ToolContext(tl.name, call_id, 0))
+        if isinstance(value, ToolContent):
+            return _content_result(value, tl.max_output_bytes)
         text = cap_output(tl.serializer(value), tl.max_output_bytes)
-    except ToolTimeoutError as exc:
+    except (ToolTimeoutError, MCPToolError) as exc:  # a re-served MCP tool's own error text as is
         return _error(str(exc))
     except Exception as exc:
         return _error(f"tool {name!r} failed: {describe_exception(exc)}")
     return types.CallToolResult(content=[types.TextContent(type="text", text=text)])
+
+
+def _content_result(value: ToolContent, limit: int | None) -> types.CallToolResult:
+    """Text (capped to ``limit`` bytes; left out when empty) then one image block per image, as given."""
+    blocks: list[Any] = []
+    if value.text:
+        blocks.append(types.TextContent(type="text", text=cap_output(value.text, limit)))
+    for image in value.images:
+        data = base64.b64encode(image.data).decode("ascii")
+        blocks.append(types.ImageContent(type="image", data=data, mime_type=image.mime_type))
+    return types.CallToolResult(content=blocks)
 
 
 def build_server(
@@ -80,11 +103,83 @@ def build_server(
     )
 
 
+@contextlib.asynccontextmanager
+async def served(
+    tools: Sequence[Tool],
+    toolsets: Sequence[Any] = (),
+    *,
+    name: str = "agentkit",
+    instructions: str | None = None,
+) -> AsyncIterator[Server[Any]]:
+    """The server of ``tools`` and of the tools of ``toolsets`` (MCP servers, each ``prefix`` / ``include`` /
+    ``exclude`` applied), opened here and closed (their processes stopped) when the block ends.
+
+    The toolsets are listed without the embedded constraint check (no model runs here: any schema is served).
+
+    Raises:
+        MCPServerError: a toolset's server did not start (see :meth:`agentkit.mcp.MCPToolset.open`).
+        ValueError: two tools with one name (the message names it and the toolset it came from).
+    """
+    opened: list[Any] = []
+    try:
+        every = list(tools)
+        for ts in toolsets:
+            opened.append(ts)
+            every.extend(await ts.open(check=False))
+        seen: dict[str, str] = {t.name: "the bundle's tools" for t in tools}
+        for ts in opened:
+            for t in ts.tools:
+                if t.name in seen:
+                    raise ValueError(
+                        f"tool {t.name!r} of MCP server {ts.name!r} has the name of a tool of {seen[t.name]} "
+                        "(give the toolset a 'prefix', or 'exclude' it)"
+                    )
+                seen[t.name] = f"MCP server {ts.name!r}"
+        yield build_server(every, name=name, instructions=instructions)
+    finally:
+        for ts in opened:
+            await ts.close()
+
+
 async def serve_stdio(server: Server[Any]) -> None:
     """Serve over this process's stdin/stdout until stdin closes (the SDK points fd 1 at stderr meanwhile,
     so a tool's prints cannot corrupt the protocol)."""
     async with stdio_server() as (read, write):
         await server.run(read, write, server.create_initialization_options(NotificationOptions()))
+
+
+def serve_stdio_process(make: Callable[[], contextlib.AbstractAsyncContextManager[Server[Any]]]) -> None:
+    """Serve ``make()``'s server over stdio until stdin closes, or SIGINT / SIGTERM.
+
+    On a signal the server's context is left (a re-served toolset's servers stopped), then the process ends
+    with status 128 + the signal's number by ``os._exit``: the SDK reads stdin in a thread that no
+    cancellation reaches, so a plain return would wait for the next line forever.
+    """
+
+    async def main() -> None:
+        loop = asyncio.get_running_loop()
+        stop: asyncio.Future[None] = loop.create_future()
+        got: list[int] = []
+
+        def on_signal(sig: int) -> None:
+            got.append(sig)
+            if not stop.done():
+                stop.set_result(None)
+
+        for sig in (signal.SIGINT, signal.SIGTERM):
+            loop.add_signal_handler(sig, on_signal, int(sig))
+        async with make() as srv:
+            serving: asyncio.Future[None] = asyncio.ensure_future(serve_stdio(srv))
+            await asyncio.wait([serving, stop], return_when=asyncio.FIRST_COMPLETED)
+            if serving.done():
+                serving.result()
+                return
+        for stream in (sys.stdout, sys.stderr):
+            with contextlib.suppress(Exception):
+                stream.flush()
+        os._exit(128 + got[0])
+
+    asyncio.run(main())
 
 
 def check_key(app: Any, api_key: str) -> Callable[..., Any]:
@@ -111,7 +206,7 @@ def check_key(app: Any, api_key: str) -> Callable[..., Any]:
 
 
 def serve_http(
-    server: Server[Any],
+    server: Server[Any] | Callable[[], contextlib.AbstractAsyncContextManager[Server[Any]]],
     *,
     host: str = "127.0.0.1",
     port: int = 8765,
@@ -121,6 +216,9 @@ def serve_http(
 ) -> None:
     """Serve streamable HTTP at ``http://HOST:PORT/mcp`` with uvicorn until SIGINT/SIGTERM.
 
+    ``server`` is a server, or a function giving an async context manager of one (e.g. ``lambda:
+    served(...)``), entered in the serving event loop before listening and left after.
+
     Raises:
         ValueError: a non-loopback ``host`` without an API key (see ``agentkit.serve.app.resolve_api_key``).
         OSError: the address cannot be bound.
@@ -128,18 +226,39 @@ def serve_http(
     from agentkit.serve.app import resolve_api_key
 
     key = resolve_api_key(host, api_key)
-    app: Any = server.streamable_http_app(host=host)
-    if key is not None:
-        app = check_key(app, key)
-    config = uvicorn.Config(app, host=host, port=port, log_level=log_level, lifespan="on")
-    uv = uvicorn.Server(config)
+    sock = _bind(host, port)  # here, not in uvicorn (which sys.exit()s on a port in use)
 
-    async def main() -> None:
-        task = asyncio.create_task(uv.serve())
+    async def run(srv: Server[Any]) -> None:
+        app: Any = srv.streamable_http_app(host=host)
+        if key is not None:
+            app = check_key(app, key)
+        uv = uvicorn.Server(uvicorn.Config(app, host=host, port=port, log_level=log_level, lifespan="on"))
+        task = asyncio.create_task(uv.serve(sockets=[sock]))
         while not uv.started and not task.done():
             await asyncio.sleep(0.02)
         if uv.started and on_ready is not None:
             on_ready(uv.servers[0].sockets[0].getsockname()[1])
         await task
 
-    asyncio.run(main())
+    async def main() -> None:
+        if isinstance(server, Server):
+            await run(server)
+            return
+        async with server() as srv:
+            await run(srv)
+
+    with sock:
+        asyncio.run(main())
+
+
+def _bind(host: str, port: int) -> socket.socket:
+    """A TCP socket bound to ``host:port`` (``OSError`` when it cannot be, e.g. the port is in use)."""
+    family = socket.AF_INET6 if ":" in host else socket.AF_INET
+    sock = socket.socket(family, socket.SOCK_STREAM)
+    try:
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        sock.bind((host, port))
+    except OSError:
+        sock.close()
+        raise
+    return sock

@@ -11,6 +11,7 @@ import os
 from pathlib import Path
 
 from mcp.server.mcpserver import MCPServer
+from mcp.server.mcpserver.exceptions import ToolError
 
 server = MCPServer("notes", instructions="Keep short notes by title.")
 _FILE = Path(os.environ["NOTES_FILE"]) if os.environ.get("NOTES_FILE") else None
@@ -51,7 +52,8 @@ def read_note(title: str) -> str:
     """
     notes = _load()
     if title not in notes:
-        raise ValueError(f"no note titled {title!r}; titles: {', '.join(sorted(notes)) or 'none'}")
+        # ToolError: the client sees this text (any other exception reaches it as "Error executing tool ...")
+        raise ToolError(f"no note titled {title!r}; titles: {', '.join(sorted(notes)) or 'none'}")
     return notes[title]
 
 
