@@ -33,6 +33,7 @@ if TYPE_CHECKING:
         ToolRetriesExceeded,
     )
     from agentkit.history import Conversation
+    from agentkit.messages import ToolCall
     from agentkit.result import RunResult, Step, Timing, ToolCallRecord
     from agentkit.tools import Tool, ToolContext, tool
 
@@ -43,6 +44,7 @@ _EXPORTS = {
     "Backend": "agentkit.backends.base",
     "ModelTurn": "agentkit.backends.base",
     "ToolCallRequest": "agentkit.backends.base",
+    "ToolCall": "agentkit.messages",
     "Usage": "agentkit.backends.base",
     "Bundle": "agentkit.bundle",
     "load_bundle": "agentkit.bundle",
@@ -89,6 +91,7 @@ __all__ = [
     "Step",
     "Timing",
     "Tool",
+    "ToolCall",
     "ToolCallFormatError",
     "ToolCallRecord",
     "ToolCallRequest",

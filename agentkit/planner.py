@@ -56,7 +56,7 @@ from collections.abc import AsyncIterator, Callable, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from agentkit.backends.base import ChatMessage, ModelTurn, ToolCallRequest, ToolChoice, Usage
+from agentkit.backends.base import ChatMessage, ModelTurn, ToolChoice, Usage
 from agentkit.calls import (
     assistant_message,
     canonical_arguments,
@@ -86,6 +86,7 @@ from agentkit.events import (
     ToolCallStarted,
 )
 from agentkit.history import Conversation, droppable_groups
+from agentkit.messages import ToolCall, tool_message
 from agentkit.result import RunResult, Step, StopReason, Timing, ToolCallRecord
 from agentkit.tools import (
     Tool,
@@ -196,7 +197,7 @@ class CallPlan:
         step: the :class:`~agentkit.result.Step` being built.
     """
 
-    calls: list[ToolCallRequest]
+    calls: list[ToolCall]
     records: list[ToolCallRecord | None]
     scheduled: list[tuple[int, Tool, Any]]
     step: Step
@@ -532,7 +533,7 @@ class Planner:
         self,
         state: RunState,
         tl: Tool,
-        c: ToolCallRequest,
+        c: ToolCall,
         validated: Any,
         byte_share: int | None,
         token_share: int | None,
@@ -557,7 +558,7 @@ class Planner:
         self,
         state: RunState,
         tl: Tool,
-        c: ToolCallRequest,
+        c: ToolCall,
         validated: Any,
         byte_share: int | None = None,
         token_share: int | None = None,
@@ -606,9 +607,7 @@ class Planner:
         for rec in plan.records:
             assert rec is not None
             records.append(rec)
-            state.messages.append(
-                {"role": "tool", "tool_call_id": rec.id, "name": rec.name, "content": rec.content}
-            )
+            state.messages.append(tool_message(rec.id, rec.name, rec.content))
             if rec.error_kind in ("exception", "timeout"):
                 state.failures[rec.name] = state.failures.get(rec.name, 0) + 1
         plan.step.tool_calls = records

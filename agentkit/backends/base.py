@@ -3,7 +3,8 @@
 Every backend (``embedded``, ``openai``, ``scripted`` or your own) implements :class:`Backend`. The planner
 (:mod:`agentkit.agent`) owns the loop; a backend only turns messages into one :class:`ModelTurn`.
 
-Message format (OpenAI-style dicts, the same contract as ``model.chat.ChatModel``):
+Message format (OpenAI-style dicts, the same contract as ``model.chat.ChatModel``; typed by
+:mod:`agentkit.messages`, whose codec reads and writes them):
 
 * ``{"role": "system" | "user", "content": str}``
 * ``{"role": "assistant", "content": str | None, "tool_calls": [{"id", "type": "function",
@@ -22,6 +23,8 @@ from typing import Any, Literal, Protocol, runtime_checkable
 
 from pydantic import ConfigDict
 from pydantic.dataclasses import dataclass as pydantic_dataclass
+
+from agentkit.messages import ToolCall
 
 #: One chat message (see the module docstring for the keys).
 ChatMessage = dict[str, Any]
@@ -67,25 +70,8 @@ def plain_data(obj: Any) -> Any:
     return obj.__pydantic_serializer__.to_python(obj)
 
 
-@dataclass(slots=True)
-class ToolCallRequest:
-    """One tool call as the model requested it.
-
-    Attributes:
-        id: the call id; the planner makes ids unique within a turn and answers each with exactly one
-            tool response.
-        name: tool name as the model wrote it (may be unknown; the planner answers with the valid names).
-        arguments: decoded arguments object (``{}`` when ``error`` is set).
-        error: set by a backend when the call could not be decoded (malformed JSON, arguments double-encoded
-            as a JSON string, not an object); the planner sends it back to the model as the tool response.
-        raw_arguments: the arguments text as received, when the backend had one (for error messages).
-    """
-
-    id: str
-    name: str
-    arguments: dict[str, Any] = field(default_factory=dict)
-    error: str | None = None
-    raw_arguments: str | None = None
+#: The name this type had before :mod:`agentkit.messages` (kept for existing imports).
+ToolCallRequest = ToolCall
 
 
 @dataclass(slots=True)
@@ -105,7 +91,7 @@ class ModelTurn:
 
     text: str = ""
     thinking: str = ""
-    tool_calls: list[ToolCallRequest] = field(default_factory=list)
+    tool_calls: list[ToolCall] = field(default_factory=list)
     usage: Usage = field(default_factory=Usage)
     raw: Any = None
     format_error: str | None = None

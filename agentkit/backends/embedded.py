@@ -10,12 +10,12 @@ the native Gemma form ``<|tool_response>response:NAME{key:value}<tool_response|>
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 from typing import Any
 
-from agentkit.backends.base import ChatMessage, ModelTurn, ToolCallRequest, ToolChoice, ToolDeclaration, Usage
+from agentkit.backends.base import ChatMessage, ModelTurn, ToolChoice, ToolDeclaration, Usage
 from agentkit.errors import BackendError, ToolDefinitionError
+from agentkit.messages import ToolCall, to_template_messages
 
 
 def normalized_tool(name: str, parameters: dict[str, Any]) -> Any:
@@ -196,21 +196,6 @@ class EmbeddedBackend:
 
         return len(encode_text(self.chat_model.tokenizer, text))
 
-    @staticmethod
-    def to_template_messages(messages: list[ChatMessage]) -> list[ChatMessage]:
-        """Messages for the chat template: JSON-object tool responses become objects."""
-        out: list[ChatMessage] = []
-        for m in messages:
-            if m.get("role") == "tool" and isinstance(m.get("content"), str) and m["content"][:1] == "{":
-                try:
-                    value = json.loads(m["content"])
-                except json.JSONDecodeError:
-                    value = None
-                if isinstance(value, dict):
-                    m = {**m, "content": value}
-            out.append(m)
-        return out
-
     def complete(
         self,
         messages: list[ChatMessage],
@@ -223,7 +208,7 @@ class EmbeddedBackend:
         cm = self.chat_model
         try:
             out = cm.chat(
-                self.to_template_messages(messages),
+                to_template_messages(messages),
                 tools=tools or None,
                 tool_specs=self.tool_specs(tools) if tools else None,
                 tool_choice=tool_choice,
@@ -238,9 +223,7 @@ class EmbeddedBackend:
             raise BackendError(f"embedded backend: {type(exc).__name__}: {exc}") from exc
         calls = []
         for c in out.tool_calls:
-            calls.append(
-                ToolCallRequest(id=f"call_{self._next_id}", name=c.name, arguments=dict(c.arguments))
-            )
+            calls.append(ToolCall(id=f"call_{self._next_id}", name=c.name, arguments=dict(c.arguments)))
             self._next_id += 1
         usage = Usage(
             input_tokens=int(getattr(out, "prompt_tokens", 0) or 0),
