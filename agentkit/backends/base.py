@@ -74,6 +74,41 @@ def plain_data(obj: Any) -> Any:
 ToolCallRequest = ToolCall
 
 
+class PromptTooLong(ValueError):
+    """Raised by a backend when a prompt does not fit its model's context (before anything is allocated); the
+    planner then drops the oldest turns and asks again (part of the :class:`Backend` contract).
+
+    Attributes:
+        prompt_tokens: length of the prompt (tokens).
+        limit: the most prompt tokens the call allows (tokens).
+        max_positions: the model's context (tokens), when the backend knows it.
+        generation_tokens: the generation budget the limit leaves room for (tokens), when the backend knows it.
+    """
+
+    def __init__(
+        self,
+        prompt_tokens: int,
+        limit: int,
+        max_positions: int | None = None,
+        generation_tokens: int | None = None,
+    ) -> None:
+        self.prompt_tokens = prompt_tokens
+        self.limit = limit
+        self.max_positions = max_positions
+        self.generation_tokens = generation_tokens
+        why = (
+            ""
+            if max_positions is None or generation_tokens is None
+            else f" ({max_positions:,} positions minus a generation budget of {generation_tokens:,} tokens)"
+        )
+        super().__init__(
+            f"the prompt is {prompt_tokens:,} tokens but this model takes at most {max(limit, 0):,}{why}"
+        )
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        return (type(self), (self.prompt_tokens, self.limit, self.max_positions, self.generation_tokens))
+
+
 @dataclass(slots=True)
 class ModelTurn:
     """What a backend returns for one model request.
@@ -110,6 +145,8 @@ class Backend(Protocol):
 
     # Optional: ``max_prompt_tokens`` (int or None), the longest prompt a turn takes, in tokens; the agent
     # sizes its default tool-output budget from it (``Agent(max_tool_output_bytes="auto")``).
+    # Optional: ``default_vision_budget`` (int), soft tokens of an image part without ``vision_budget``; the
+    # planner sizes images by it when it trims a prompt that does not fit.
     # Optional: ``check_tool(name, parameters) -> None``, raising ``ToolDefinitionError`` for a tool this
     # backend cannot serve; the agent calls it for each tool it registers (the embedded backend refuses schemas
     # its tool-call constraint cannot enforce).
@@ -132,7 +169,7 @@ class Backend(Protocol):
 
         Raises:
             BackendError: the model could not be reached or answered with something unusable.
-            model.limits.PromptTooLong: the prompt does not fit the model's context (raise it before
+            PromptTooLong: (this module's) the prompt does not fit the model's context (raise it before
                 allocating anything; the planner then drops the oldest turns and asks again).
         """
         ...

@@ -13,9 +13,10 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from agentkit.backends.base import ChatMessage, ModelTurn, ToolChoice, ToolDeclaration, Usage
+from agentkit.backends.base import ChatMessage, ModelTurn, PromptTooLong, ToolChoice, ToolDeclaration, Usage
 from agentkit.errors import BackendError, ToolDefinitionError
 from agentkit.messages import ToolCall, to_template_messages
+from model.vision import DEFAULT_VISION_BUDGET
 
 
 def normalized_tool(name: str, parameters: dict[str, Any]) -> Any:
@@ -78,7 +79,7 @@ class EmbeddedBackend:
     Raises:
         BackendError: (from :meth:`complete`) the checkpoint cannot be loaded, or a tool's schema is not
             supported by the constraint.
-        model.limits.PromptTooLong: (from :meth:`complete`) the prompt does not fit the checkpoint's
+        agentkit.backends.base.PromptTooLong: (from :meth:`complete`) the prompt does not fit the checkpoint's
             positions with the token budget; raised before generation allocates anything, so the planner can
             trim the prompt.
     """
@@ -115,6 +116,8 @@ class EmbeddedBackend:
         self.binding = binding
         self.name = f"embedded:{self.model_path or 'default'}" + (f"+{self.adapter}" if self.adapter else "")
         self._next_id = 0
+        #: soft tokens of an image part without ``vision_budget`` (the planner sizes images by it when trimming)
+        self.default_vision_budget = DEFAULT_VISION_BUDGET
         # tool name -> (its parameters object, its ToolSpec): normalised once in check_tool
         self._specs: dict[str, tuple[dict[str, Any], Any]] = {}
 
@@ -203,7 +206,7 @@ class EmbeddedBackend:
         tool_choice: ToolChoice = "auto",
     ) -> ModelTurn:
         """One constrained model turn (see :class:`agentkit.backends.base.Backend`)."""
-        from model.limits import PromptTooLong
+        from model.limits import PromptTooLong as ModelPromptTooLong
 
         cm = self.chat_model
         try:
@@ -217,8 +220,10 @@ class EmbeddedBackend:
                 on_event=self.on_event,
                 binder=self.binder,
             )
-        except PromptTooLong:  # the planner trims the prompt or raises agentkit.errors.PromptTooLong
-            raise
+        except ModelPromptTooLong as exc:  # this backend's error: the planner trims the prompt, or gives up
+            raise PromptTooLong(
+                exc.prompt_tokens, exc.limit, exc.max_positions, exc.generation_tokens
+            ) from exc
         except ValueError as exc:  # model.constraints SchemaError / ToolCallParseError, grammar errors
             raise BackendError(f"embedded backend: {type(exc).__name__}: {exc}") from exc
         calls = []
