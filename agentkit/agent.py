@@ -26,7 +26,7 @@ from model.vision import ImageError, ImageSource, check_budget, to_data_url
 
 if TYPE_CHECKING:
     from agentkit.backends.base import ModelTurn
-    from agentkit.bundle import Bundle
+    from agentkit.bundle_load import BundleSpec
     from agentkit.messages import ToolCall
 
 __all__ = ["Agent", "AgentRun", "ChatSession", "user_content"]
@@ -166,30 +166,36 @@ class Agent:
     @classmethod
     def from_bundle(
         cls,
-        bundle: str | Path | Bundle,
+        bundle: str | Path | BundleSpec,
         *,
         backend: str | Backend | None = None,
         model: str | None = None,
+        seed: int | None = None,
+        adapter: str | Path | None = None,
+        binding: str | None = None,
         **overrides: Any,
     ) -> Agent:
         """Build an agent from a YAML tool bundle (see docs/BUNDLES.md).
 
         Args:
-            bundle: path of the bundle file, or a loaded :class:`agentkit.bundle.Bundle`.
+            bundle: path of the bundle file, or a loaded bundle (:class:`agentkit.bundle.Bundle`, any
+                :class:`agentkit.bundle_load.BundleSpec`).
             backend: override the bundle's backend: a name (``embedded``, ``openai``, ``scripted``) or a
                 Backend instance.
             model: override the bundle's model (checkpoint path/id, server model name, or script file).
-            overrides: any :class:`Agent` keyword (``max_steps=``, ``system_prompt=``, ``on_event=``...), and
-                ``seed=`` (the backend's seed, see :meth:`agentkit.bundle.Bundle.make_backend`).
+            seed, adapter, binding: the backend's seed, LoRA adapter and binder (see
+                :meth:`agentkit.bundle_load.BundleSpec.make_backend`).
+            overrides: any :class:`Agent` keyword (``max_steps=``, ``system_prompt=``, ``on_event=``...).
 
         Raises:
             BundleError: the file is invalid (file, line, field in the message).
         """
-        from agentkit.bundle import Bundle, load_bundle
+        from agentkit.bundle_load import BundleSpec, load_spec
 
         kind = backend if isinstance(backend, str) else None if backend is None else "custom"
-        b = bundle if isinstance(bundle, Bundle) else load_bundle(bundle, backend=kind)
-        return b.make_agent(backend=backend, model=model, **overrides)
+        spec = bundle if isinstance(bundle, BundleSpec) else load_spec(bundle, backend=kind)
+        made = spec.make_backend(backend, model, seed=seed, adapter=adapter, binding=binding)
+        return cls(made, spec.tools, **spec.agent_settings_with(**overrides))
 
     def add_tool(self, t: Tool | Callable[..., Any]) -> Tool:
         """Register a tool (a :class:`Tool` or a typed function); returns the Tool.
