@@ -22,11 +22,11 @@ answered becomes an :class:`agentkit.result.ToolCallRecord` (which adds the resp
 from __future__ import annotations
 
 import json
+from dataclasses import dataclass, field
 from typing import Annotated, Any, Literal
 
 import pydantic
 from pydantic import ConfigDict, Field
-from pydantic.dataclasses import dataclass
 
 __all__ = [
     "AssistantMessage",
@@ -89,9 +89,10 @@ Content = str | list[ContentPart]
 # ------------------------------------------------------------------------------------------------ calls
 
 
-@dataclass(slots=True, config=ConfigDict(extra="forbid"))
+@dataclass(slots=True)
 class ToolCall:
-    """One tool call as the model requested it.
+    """One tool call as the model requested it (a plain dataclass: built once per call on the planner's hot
+    path; Pydantic validates it where it is a field of :class:`AssistantMessage`).
 
     Attributes:
         id: the call id; the planner makes ids unique within a turn and answers each with exactly one
@@ -105,7 +106,7 @@ class ToolCall:
 
     id: str
     name: str
-    arguments: dict[str, Any] = Field(default_factory=dict)
+    arguments: dict[str, Any] = field(default_factory=dict)
     error: str | None = None
     raw_arguments: str | None = None
 
