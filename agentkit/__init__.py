@@ -35,6 +35,7 @@ if TYPE_CHECKING:
     from agentkit.history import Conversation
     from agentkit.messages import ToolCall
     from agentkit.result import RunResult, Step, Timing, ToolCallRecord
+    from agentkit.tool_output import ToolContent, ToolImage, ToolImageLimits
     from agentkit.tools import Tool, ToolContext, tool
 
 _EXPORTS = {
@@ -64,6 +65,9 @@ _EXPORTS = {
     "Step": "agentkit.result",
     "Timing": "agentkit.result",
     "ToolCallRecord": "agentkit.result",
+    "ToolContent": "agentkit.tool_output",
+    "ToolImage": "agentkit.tool_output",
+    "ToolImageLimits": "agentkit.tool_output",
     "Grounded": "agentkit.tools",
     "Tool": "agentkit.tools",
     "ToolContext": "agentkit.tools",
@@ -95,8 +99,11 @@ __all__ = [
     "ToolCallFormatError",
     "ToolCallRecord",
     "ToolCallRequest",
+    "ToolContent",
     "ToolContext",
     "ToolDefinitionError",
+    "ToolImage",
+    "ToolImageLimits",
     "ToolRetriesExceeded",
     "Usage",
     "__version__",

@@ -21,6 +21,7 @@ from agentkit.history import Conversation
 from agentkit.nodes import AgentRun
 from agentkit.planner import RunGraph, RunState
 from agentkit.result import RunResult, Step, ToolCallRecord
+from agentkit.tool_output import ToolImageLimits
 from agentkit.tools import Tool, as_tool
 from model.vision import ImageError, ImageSource, check_budget, to_data_url
 
@@ -100,6 +101,10 @@ class Agent:
             :class:`~agentkit.errors.ToolCallFormatError`.
         toolsets: MCP servers (:class:`agentkit.mcp.MCPToolset`) whose tools the agent also uses; ``async with
             agent:`` keeps them open across runs, else each run opens and closes them (docs/MCP.md).
+        tool_images: which images of tool results (:class:`~agentkit.tool_output.ToolContent`, e.g. from MCP
+            tools) a backend that takes images is shown: :class:`~agentkit.tool_output.ToolImageLimits` (default:
+            5 MiB, 8 per response, PNG/JPEG/WebP, a quarter of the prompt's tokens per step on the embedded
+            backend); an image not shown is a note saying why (docs/MCP.md).
 
     Raises:
         ToolDefinitionError: duplicate tool names, or a forced tool_choice naming an unknown tool.
@@ -124,6 +129,7 @@ class Agent:
         trim_history: bool = True,
         max_format_retries: int = 2,
         toolsets: Sequence[Any] = (),
+        tool_images: ToolImageLimits | None = None,
     ) -> None:
         if max_steps < 1:
             raise ValueError(f"max_steps must be >= 1, got {max_steps}")
@@ -142,6 +148,9 @@ class Agent:
                     f"{max_tool_output_bytes!r}"
                 )
         self.max_tool_output_bytes = max_tool_output_bytes
+        if tool_images is not None and not isinstance(tool_images, ToolImageLimits):
+            raise TypeError(f"tool_images must be a ToolImageLimits, got {type(tool_images).__name__}")
+        self.tool_images = tool_images or ToolImageLimits()
         self.trim_history = trim_history
         self.backend: Backend = resolve_backend(model)
         self.system_prompt = system_prompt

@@ -157,7 +157,8 @@ class BundleSpec:
         model: the ``model:`` section as written (backend kind, name, backend settings).
         system_prompt: system prompt (``None`` if absent).
         agent_settings: the ``agent:`` section as written (``max_steps``, ``tool_choice``, ``loop_guard``,
-            ``reset_tool_choice``, ``max_tool_output_bytes``, ``trim_history``).
+            ``reset_tool_choice``, ``max_tool_output_bytes``, ``trim_history``; ``tool_images`` as a
+            :class:`~agentkit.tool_output.ToolImageLimits`).
         tools: the tools, ready to use; toolsets: its MCP servers (closed ``MCPToolset``s, copied per agent).
         data: the parsed YAML document.
         model_section: ``model`` typed (:class:`EmbeddedModel`, :class:`OpenAIModel` or :class:`ScriptedModel`).
@@ -499,14 +500,14 @@ class _Load:
 
     def agent_section(self, agent: dict[str, Any], tool_names: set[str]) -> dict[str, Any]:
         """The ``agent:`` section (typed by :class:`AgentSection`); ``tool_choice`` must name a tool."""
-        AgentSection.model_validate(agent)  # the JSON Schema has checked the values: this cannot fail
+        section = AgentSection.model_validate(agent)  # the JSON Schema has checked the values: cannot fail
         tc = agent.get("tool_choice")
         if isinstance(tc, dict) and tc.get("name") not in tool_names:
             self.add(
                 ("agent", "tool_choice", "name"),
                 f"tool_choice names {tc.get('name')!r}, which is not a tool of this bundle",
             )
-        return dict(agent)
+        return {**agent, **({"tool_images": section.tool_images} if section.tool_images is not None else {})}
 
 
 def _import_object(target: str) -> Any:

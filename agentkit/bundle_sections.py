@@ -8,6 +8,8 @@ from typing import Annotated, Any, Literal
 
 import pydantic
 
+from agentkit.tool_output import ToolImageLimits
+
 
 class _Section(pydantic.BaseModel):
     model_config = pydantic.ConfigDict(extra="forbid", frozen=True)
@@ -89,3 +91,4 @@ class AgentSection(_Section):
     reset_tool_choice: bool | None = None
     max_tool_output_bytes: int | Literal["auto"] | None = None
     trim_history: bool | None = None
+    tool_images: ToolImageLimits | None = None

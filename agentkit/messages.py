@@ -13,7 +13,7 @@ saved before this module existed loads and saves back byte for byte.
 * ``{"role": "assistant", "content": str | None, "tool_calls": [call, ...], "thinking": str}`` -
   :class:`AssistantMessage`; a call is ``{"id", "type": "function", "function": {"name", "arguments": dict}}``
   (:class:`ToolCall`; ``arguments`` is the raw text for a call that could not be decoded)
-* ``{"role": "tool", "tool_call_id": str, "name": str, "content": str}`` - :class:`ToolMessage`
+* ``{"role": "tool", "tool_call_id": str, "name": str, "content": str | [part, ...]}`` - :class:`ToolMessage`
 
 :class:`ToolCall` is the one type of a requested call in agentkit, from the backend's turn to the planner; a call
 answered becomes an :class:`agentkit.result.ToolCallRecord` (which adds the response, the error and the timing).
@@ -178,12 +178,13 @@ class AssistantMessage(_Open):
 
 
 class ToolMessage(_Open):
-    """``{"role": "tool", "tool_call_id": str, "name": str, "content": str}``: one call's response."""
+    """``{"role": "tool", "tool_call_id": str, "name": str, "content": str | [part, ...]}``: one call's response
+    (content parts, the text first, when it has images for a backend that takes them)."""
 
     role: Literal["tool"]
     tool_call_id: str
     name: str
-    content: str
+    content: Content
 
 
 #: A chat message, discriminated by ``role``.
@@ -231,7 +232,7 @@ def assistant_message(text: str, calls: list[ToolCall], thinking: str = "") -> d
     return msg
 
 
-def tool_message(call_id: str, name: str, content: str) -> dict[str, Any]:
+def tool_message(call_id: str, name: str, content: str | list[dict[str, Any]]) -> dict[str, Any]:
     """The dict of one call's response: :class:`ToolMessage`'s shape."""
     return {"role": "tool", "tool_call_id": call_id, "name": name, "content": content}
 

@@ -34,6 +34,10 @@ the model's prompt capacity in *tokens*, counted by the model's own tokenizer
 oldest tool-call groups (a call message together with all its responses) are dropped from the prompt, never the
 system prompt, the question or the latest calls; the transcript in ``RunResult.messages`` keeps everything.
 
+Images in tool results (:class:`agentkit.tool_output.ToolContent`) reach a backend with ``takes_images`` as
+content parts of the tool message, within the agent's ``tool_images`` limits
+(:class:`agentkit.tool_output.ToolImageShare`); other backends get the text with a note per image.
+
 A model turn whose text looks like a tool call that does not parse (``ModelTurn.format_error``, set by the
 ``openai`` backend for calls written as text) is not a final answer: the planner sends a format reminder, at
 most ``max_format_retries`` times per run.
@@ -86,6 +90,7 @@ from agentkit.events import (
 from agentkit.history import Conversation, droppable_groups
 from agentkit.messages import ToolCall, tool_message
 from agentkit.result import RunResult, Step, StopReason, Timing, ToolCallRecord
+from agentkit.tool_output import ToolImageLimits, ToolImageShare
 from agentkit.tools import (
     Tool,
     ToolArgumentsError,
@@ -246,6 +251,7 @@ class Host(Protocol):
     reset_tool_choice: bool
     trim_history: bool
     max_format_retries: int
+    tool_images: ToolImageLimits
 
     def tool_output_budget(self) -> int | None: ...
 
@@ -608,10 +614,13 @@ class RunGraph:
             ToolRetriesExceeded: a tool failed more than its ``retries`` in this run.
         """
         records: list[ToolCallRecord] = []
+        images = ToolImageShare(
+            self.agent.backend, self.agent.tool_images
+        )  # images of results, for backends taking them
         for rec in plan.records:
             assert rec is not None
             records.append(rec)
-            state.messages.append(tool_message(rec.id, rec.name, rec.content))
+            state.messages.append(tool_message(rec.id, rec.name, images.content(rec.content, rec.result)))
             if rec.error_kind in ("exception", "timeout"):
                 state.failures[rec.name] = state.failures.get(rec.name, 0) + 1
         plan.step.tool_calls = records

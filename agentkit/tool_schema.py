@@ -14,8 +14,8 @@ from typing import Annotated, Any
 import pydantic
 
 from agentkit.errors import ToolDefinitionError
-from model.constraints.schema import FORMATS, format_matches
-from model.constraints.schema.normalize import drop_titles, map_subschemas_at
+from schema import FORMATS, format_matches
+from schema.normalize import drop_titles, map_subschemas_at
 
 # --------------------------------------------------------------------------------------------- docstrings
 
@@ -114,7 +114,7 @@ def mark_grounded(tool: str, parameters: dict[str, Any], names: Sequence[str]) -
     return {**parameters, "properties": props}
 
 
-#: Drop Pydantic's ``title`` keywords from a JSON Schema (:func:`model.constraints.schema.drop_titles`).
+#: Drop Pydantic's ``title`` keywords from a JSON Schema (:func:`schema.drop_titles`).
 clean_schema = drop_titles
 
 
@@ -182,7 +182,7 @@ def misspelt_keywords(schema: Any, at: tuple[str | int, ...] = ()) -> list[tuple
 def grammar_format_checker() -> Any:
     """A ``jsonschema.FormatChecker`` that checks exactly the string formats the tool-call grammar enforces.
 
-    Each format of ``model.constraints.schema.FORMATS`` (date, time, date-time, duration, email, hostname,
+    Each format of ``schema.FORMATS`` (date, time, date-time, duration, email, hostname,
     ipv4, ipv6, uuid, uri; regexes written from the RFCs named there) is checked with the same regexes the
     grammar uses, as full matches, length limits included (``FORMAT_LIMITS``: an email's local part at most 64
     characters), so a remote model's arguments are held to what the embedded model can

@@ -106,8 +106,8 @@ def _unconstrained(chat: ChatModel, msgs: list[dict[str, Any]], seed: int, max_n
     """Unconstrained generation, timed once; output that does not parse counts as zero calls."""
     import time
 
+    from grammar.parse import ToolCallParseError, parse_tool_calls
     from model.chat import ChatOutput
-    from model.constraints.parse import ToolCallParseError, parse_tool_calls
     from model.runtime import generate
     from model.tokenizer import decode_marked
 

@@ -5,7 +5,7 @@ For every schema of ``--data`` (one JSON object per line: ``id``, ``group``, ``s
 
 * JSON syntax: llguidance's JSON Schema compiler on the schema as is (``whitespace_flexible: false``); each
   test instance is written as compact JSON (``separators=(",", ":")``, UTF-8).
-* Gemma syntax: :func:`model.constraints.grammar.tool_call_grammar` with the schema as a tool's parameters
+* Gemma syntax: :func:`grammar.turn.tool_call_grammar` with the schema as a tool's parameters
   (``tool_choice="required"``, no thinking block, ``additional_properties=True`` = JSON Schema semantics).
   Schemas whose ``type`` is not ``"object"`` are WRAPPED as ``{"type": "object", "properties": {"value":
   SCHEMA}, "required": ["value"], "additionalProperties": false}`` (definitions hoisted, references into the
@@ -16,7 +16,7 @@ For every schema of ``--data`` (one JSON object per line: ``id``, ``group``, ``s
 
 A schema passes when it compiles, every valid instance drives the matcher to an accepting state (each token
 allowed by the mask computed before it) and every invalid instance is rejected before or at the end. Compile
-time covers grammar generation and ``LLMatcher`` construction (Gemma: ``model.constraints.llg.new_matcher``,
+time covers grammar generation and ``LLMatcher`` construction (Gemma: ``grammar.llg.new_matcher``,
 whose parser limits raise llguidance's initial lexer fuel 10x; JSON: llguidance's defaults); the per-token check is one
 ``compute_bitmask`` + ``consume_token``. The tokenizer is a byte-level BPE (vocab 4096) trained by
 ``model.tokenizer.build_tokenizer`` on the schemas' and instances' text.
@@ -194,12 +194,12 @@ def main() -> None:
 
     import llguidance
 
-    from model.constraints.grammar import tool_call_grammar
-    from model.constraints.llg import llg_tokenizer, new_matcher
-    from model.constraints.parse import format_tool_call
-    from model.constraints.schema import SchemaError
-    from model.special_tokens import TOOL_RESPONSE_START
+    from grammar.llg import llg_tokenizer, new_matcher
+    from grammar.parse import format_tool_call
+    from grammar.special_tokens import TOOL_RESPONSE_START
+    from grammar.turn import tool_call_grammar
     from model.tokenizer import build_tokenizer, encode_marked, encode_text
+    from schema import SchemaError
 
     rows = load(args.data)
     if args.quick:

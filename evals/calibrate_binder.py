@@ -51,7 +51,7 @@ def _points(
 ) -> list[Point]:
     """``(kind, confidence, right)`` for every expected ``{tool: {param: [accepted...]}}`` argument with candidates."""
     from model.binding import label_request, scored_candidates
-    from model.constraints.schema import normalize_tool
+    from schema import normalize_tool
 
     labelling = label_request(cm.model, cm.tokenizer, cm.encode(messages, tools), tools)
     if labelling is None:

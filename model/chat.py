@@ -20,11 +20,11 @@ from typing import Any
 
 import torch
 
+from grammar.llg import new_matcher
+from grammar.parse import parse_tool_calls
+from grammar.turn import response_format_grammar, tool_call_grammar
 from model.binding import BindingInputs
 from model.binding.binder import resolve_binder
-from model.constraints.llg import new_matcher
-from model.constraints.parse import parse_tool_calls
-from model.constraints.schema import normalize_tool
 from model.limits import check_prompt_length, prompt_token_limit
 from model.loading import LoadedCheckpoint, load_checkpoint
 from model.prefill import Prefill, prefill_prompt
@@ -32,6 +32,7 @@ from model.runtime import EventCallback, GenerationStats, generate
 from model.settings import DenoiseSettings
 from model.tokenizer import decode_marked, encode_chat
 from model.vision import VisionInputs, prepare_images, vision_processor
+from schema import normalize_tool
 
 
 @dataclass
@@ -151,7 +152,7 @@ class ChatModel:
         """Build a fresh :class:`GrammarConstraint` for ``tools`` and ``tool_choice``.
 
         Args:
-            tools: OpenAI-style tool declarations, or their ``model.constraints.schema.ToolSpec`` (used as
+            tools: OpenAI-style tool declarations, or their ``schema.ToolSpec`` (used as
                 they are).
             tool_choice: ``"auto" | "required" | "none" | {"name": NAME}``.
             grounding: texts that grounded parameters (``x-grounded``) must take a span of (see
@@ -164,11 +165,10 @@ class ChatModel:
                 (:class:`model.constraints.span_copy.SpanCopier`; ``settings.span_copy``); ``None``: no span copies.
 
         Raises:
-            model.constraints.schema.SchemaError: unsupported keyword or unsatisfiable schema (names its path).
+            schema.SchemaError: unsupported keyword or unsatisfiable schema (names its path).
             ValueError: a named tool's required grounded parameter has nothing to ground on.
         """
         from model.constraints.denoise import GrammarConstraint
-        from model.constraints.grammar import tool_call_grammar
         from model.constraints.span_copy import SpanCopier
 
         grammar = tool_call_grammar(
@@ -217,12 +217,12 @@ class ChatModel:
     ) -> PreparedTurn:
         """Everything one model turn needs before denoising: prompt ids, images, settings and a fresh constraint.
 
-        :meth:`chat` runs it with :func:`model.runtime.generate`; a batching server (:mod:`model.batching`) runs
+        :meth:`chat` runs it with :func:`model.runtime.generate`; a batching server (:mod:`model.runtime.batcher`) runs
         many of them in one batch. Arguments as :meth:`chat`, plus ``response_format`` (OpenAI's shape:
         ``{"type": "json_schema", "json_schema": {"schema": ..., "strict": bool}}`` or
         ``{"type": "json_object"}``; the turn's text is then a JSON value under that schema; not with tool calls).
         ``tool_specs``: the same tools, in the same order, already normalised
-        (``model.constraints.schema.ToolSpec``, e.g. kept by the agent's embedded backend since the tool was
+        (``schema.ToolSpec``, e.g. kept by the agent's embedded backend since the tool was
         registered); the constraint is built from them and ``tools`` only render the prompt. ``None``: the
         constraint normalises ``tools``. ``binder``: a :class:`model.binding.Binder` (or its name,
         :func:`model.binding.resolve_binder`) that proposes values after the prefill, which the turn then reuses
@@ -321,7 +321,7 @@ class ChatModel:
         when it proposes nothing), the binder reading ``prefill``'s states.
 
         Raises:
-            model.constraints.schema.SchemaError: a tool's schema is unsupported (as the constraint would).
+            schema.SchemaError: a tool's schema is unsupported (as the constraint would).
         """
         normalized = [normalize_tool(t) for t in specs]
         keys = None if prefill.memory is None else prefill.memory.keys
@@ -333,7 +333,6 @@ class ChatModel:
 
     def _response_constraint(self, response_format: dict[str, Any]) -> Any:
         from model.constraints.denoise import GrammarConstraint
-        from model.constraints.grammar import response_format_grammar
 
         kind = response_format.get("type")
         if kind == "json_object":
@@ -361,7 +360,7 @@ class ChatModel:
         ``started`` is the :func:`time.perf_counter` reading at the turn's start (for ``latency_s``).
 
         Raises:
-            model.constraints.parse.ToolCallParseError: malformed call text (only possible unconstrained).
+            grammar.parse.ToolCallParseError: malformed call text (only possible unconstrained).
         """
         raw = self.tokenizer.decode(new_tokens, skip_special_tokens=False)
         parsed = parse_tool_calls(decode_marked(self.tokenizer, new_tokens), syntax=self.syntax)
@@ -423,8 +422,8 @@ class ChatModel:
         Raises:
             model.vision.ImageError: an image is missing, corrupt or of another format, a budget is not one of
                 the five, or the checkpoint cannot read images (no vision tower or image processor config).
-            model.constraints.schema.SchemaError: a tool's schema is unsupported.
-            model.constraints.parse.ToolCallParseError: only when ``constrained=False`` and the output is malformed.
+            schema.SchemaError: a tool's schema is unsupported.
+            grammar.parse.ToolCallParseError: only when ``constrained=False`` and the output is malformed.
             ValueError: ``tool_choice`` ``"required"`` or a named tool without ``tools``.
             model.limits.PromptTooLong: the prompt's tokens do not fit ``max_position_embeddings`` minus the
                 generation budget (checked before generation allocates anything).
@@ -488,7 +487,7 @@ def grounding_texts(messages: list[dict[str, Any]]) -> list[str]:
 
     A tool response given as an object (the embedded backend turns JSON-object results into objects) counts as
     its string and number values, as the model reads them in the prompt (``path:<|"|>C:\\dir<|"|>``), not as
-    escaped JSON text. :mod:`model.constraints.grounding` bounds what is kept (the newest texts first).
+    escaped JSON text. :mod:`grammar.grounding` bounds what is kept (the newest texts first).
     """
     out: list[str] = []
 
@@ -510,7 +509,7 @@ def grounding_texts(messages: list[dict[str, Any]]) -> list[str]:
         if m.get("role") not in ("user", "tool"):
             continue
         c = m.get("content")
-        if isinstance(c, list) and m.get("role") == "user":  # content parts
+        if isinstance(c, list):  # content parts (a user's, or a tool response's with images)
             out.extend(str(p.get("text", "")) for p in c if isinstance(p, dict) and p.get("type") == "text")
         else:
             leaves(c)

@@ -4,14 +4,14 @@ DiffusionGemma has no dense-only variant: every layer carries the dense MLP plus
 closest to dense is ``num_experts=1, top_k_experts=1``. A vision tower is always built; a tiny
 ``gemma4_vision`` sub-config keeps it at ~20k parameters. ``global_head_dim`` and ``layer_types`` are passed
 explicitly (the defaults are 512 and "force the last layer to full attention with a warning"); the image
-special ids are placed inside the project's vocabulary (:mod:`model.special_tokens`).
+special ids are placed inside the project's vocabulary (:mod:`grammar.special_tokens`).
 """
 
 from __future__ import annotations
 
 from typing import Any
 
-from model import special_tokens as st
+from grammar import special_tokens as st
 
 
 def tiny_vision_config() -> Any:

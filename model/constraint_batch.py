@@ -10,9 +10,9 @@ one allowed-token tensor for every row's frontier (packed bitmasks unpacked once
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import Protocol, cast, runtime_checkable
+from typing import Any, Protocol, cast, runtime_checkable
 
 import torch
 
@@ -23,6 +23,7 @@ __all__ = [
     "CanvasConstraint",
     "ConstraintBatch",
     "ConstraintPlan",
+    "GuardedConstraint",
     "TerminatingConstraint",
 ]
 
@@ -99,6 +100,67 @@ class CallAwareConstraint(CanvasConstraint, Protocol):
     """
 
     in_call: bool
+
+
+class GuardedConstraint:
+    """A row's constraint with its faults kept to the row: the first exception is recorded (:attr:`error`) and the
+    constraint steps aside (no fixed tokens, argmax readout); the batcher then fails that row alone at the end of
+    its canvas. A frontier mask that allows no token counts as a fault."""
+
+    def __init__(self, inner: CanvasConstraint) -> None:
+        self.inner = inner
+        self.error: BaseException | None = None
+
+    def _run(self, fn: Callable[[], Any], fallback: Any) -> Any:
+        if self.error is not None:
+            return fallback
+        try:
+            return fn()
+        except Exception as exc:
+            self.error = exc
+            return fallback
+
+    def start_canvas(self, canvas_length: int, tokens_left: int) -> None:
+        """:meth:`CanvasConstraint.start_canvas` of the inner constraint (faults recorded, as every member)."""
+        self._run(lambda: self.inner.start_canvas(canvas_length, tokens_left), None)
+
+    def plan(self) -> ConstraintPlan:
+        """The inner plan; no fixed tokens and no mask once faulted."""
+        plan = self._run(self.inner.plan, None)
+        if plan is not None and plan.mask is not None and not bool(plan.mask.any()):
+            self.error = ValueError("constraint mask allows no token")
+            plan = None
+        return plan if plan is not None else ConstraintPlan(fixed=[])
+
+    def commit(
+        self,
+        tokens: list[int],
+        accepted: list[bool],
+        logits: torch.Tensor | None = None,
+        entropy_bound: float = 0.0,
+    ) -> list[int]:
+        """The inner commit's vetoes; none once faulted."""
+        return self._run(  # type: ignore[no-any-return]
+            lambda: self.inner.commit(tokens, accepted, logits=logits, entropy_bound=entropy_bound), []
+        )
+
+    def readout(self, logits: torch.Tensor) -> list[int]:
+        """The inner readout; the argmax of ``logits`` ``[C, V]`` once faulted."""
+        return self._run(lambda: self.inner.readout(logits), None) or logits.argmax(-1).tolist()  # type: ignore[no-any-return]
+
+    @property
+    def committed(self) -> list[int] | None:
+        inner = self.inner
+        return inner.committed if self.error is None and isinstance(inner, TerminatingConstraint) else None
+
+    @property
+    def done(self) -> bool:
+        return self.error is None and isinstance(self.inner, TerminatingConstraint) and bool(self.inner.done)
+
+    @property
+    def in_call(self) -> bool:
+        inner = self.inner
+        return self.error is None and isinstance(inner, CallAwareConstraint) and bool(inner.in_call)
 
 
 class ConstraintBatch:

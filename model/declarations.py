@@ -10,40 +10,18 @@ from __future__ import annotations
 
 from typing import Any
 
-from model import special_tokens as st
+from grammar import special_tokens as st
+from grammar.parse import format_value as format_gemma_value
 
 
 def format_value(v: Any) -> str:
-    """Render a JSON value in Gemma 4 call syntax: bare keys, no spaces, strings between ``<|"|>``, as plain
-    text for plain tokenization (what the checkpoint was trained on).
-
-    Equal to :func:`model.constraints.parse.format_value` on ordinary values (a test pins it); the parser's
-    renderer also marks text that spells a control token, for :func:`model.tokenizer.encode_marked`, which
-    plain tokenization of training prompts does not read.
-
-    Raises:
-        TypeError: for values that are not JSON (str, int, float, bool, None, list, dict).
-    """
-    q = st.STRING_DELIM
-    if isinstance(v, str):
-        return f"{q}{v}{q}"
-    if v is True:
-        return "true"
-    if v is False:
-        return "false"
-    if v is None:
-        return "null"
-    if isinstance(v, int | float):
-        return str(v)
-    if isinstance(v, dict):
-        return "{" + ",".join(f"{k}:{format_value(x)}" for k, x in v.items()) + "}"
-    if isinstance(v, list | tuple):
-        return "[" + ",".join(format_value(x) for x in v) + "]"
-    raise TypeError(f"format_value: unsupported type {type(v).__name__}")
+    """A JSON value as plain text in Gemma 4 call syntax, as the chat template writes it: what the checkpoint
+    was trained on (:func:`grammar.parse.format_value` with ``marked=False``; raises its errors)."""
+    return format_gemma_value(v, marked=False)
 
 
 def format_call(name: str, arguments: dict[str, Any]) -> str:
-    """``<|tool_call>call:NAME{...}<tool_call|>`` for one call (see :func:`format_value`)."""
+    """``<|tool_call>call:NAME{...}<tool_call|>`` for one call, as plain text (see :func:`format_value`)."""
     return f"{st.TOOL_CALL_START}call:{name}{format_value(arguments)}{st.TOOL_CALL_END}"
 
 

@@ -1,6 +1,6 @@
 """The one place the runtime reaches into transformers' DiffusionGemma beyond its public forward.
 
-The denoising loop (:mod:`model.runtime`, :mod:`model.batching`) drives the encoder and decoder itself, so it
+The denoising loop (:mod:`model.runtime`, :mod:`model.runtime.batcher`) drives the encoder and decoder itself, so it
 needs two private helpers of ``DiffusionGemmaForBlockDiffusion`` (``_prepare_cache_for_generation`` and
 ``_prepare_encoder_inputs``) and two mask builders of its sub-models. They are called only through this
 module; :func:`check_model` checks they exist and names the installed transformers version when they do not.

@@ -21,7 +21,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from model import special_tokens as st
+from grammar import special_tokens as st
 from model.adapters import apply_adapter, read_adapter_info
 from model.errors import CheckpointError
 from model.settings import DenoiseSettings

@@ -20,7 +20,7 @@ entropy, sampled tokens, accepted positions). :func:`select_sampler` is the one 
   with counter-based Philox draws.
 
 :func:`window_accept` and :func:`stop_test` are the acceptance window and the adaptive stop, shared by
-:func:`model.runtime.generate` and :class:`model.batching.CanvasBatcher`.
+:func:`model.runtime.generate` and :class:`model.runtime.batcher.CanvasBatcher`.
 
 Entropy-bound acceptance: sort positions by entropy ascending and accept the prefix with
 ``cumsum(H) - H <= bound`` (``H`` sorted, so ``H`` is the running maximum). Source: Ben-Hamu et al., "Accelerated

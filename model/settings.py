@@ -55,7 +55,7 @@ class DenoiseSettings:
             :meth:`model.chat.ChatModel.prepare`, not by the denoising loop.
         ground_answers: a constrained turn's prose writes a digit only inside a number, date or other
             digit-holding fact of the conversation (the user's messages, the tool calls' arguments, the tool
-            responses), copied whole (:func:`model.constraints.grounding.answer_regex`): a small checkpoint then
+            responses), copied whole (:func:`grammar.grounding.answer_regex`): a small checkpoint then
             cannot garble the line of ``agentkit/bundle.py:600`` or a temperature. Read by
             :meth:`model.chat.ChatModel.prepare`.
         span_copy: whole-span copying in answers: once a constrained turn's prose has written two pieces of a

@@ -11,7 +11,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from model import special_tokens as st
+from grammar import special_tokens as st
 from model.config import small_config
 from model.tokenizer import build_tokenizer, wrap_tokenizer
 from model.vision import write_processor_config

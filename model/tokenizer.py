@@ -1,7 +1,7 @@
 """Byte-level BPE tokenizers with Gemma 4 control tokens, for the project's own checkpoints.
 
 ``build_tokenizer`` trains a byte-level BPE (``tokenizers`` library) whose first ids are the fixed
-:data:`model.special_tokens.SPECIAL_TOKENS`, and wraps it in a ``transformers.PreTrainedTokenizerFast`` that
+:data:`grammar.special_tokens.SPECIAL_TOKENS`, and wraps it in a ``transformers.PreTrainedTokenizerFast`` that
 carries the Gemma 4 chat template (``model/chat_template.jinja``). Control tokens are *never* stripped by
 ``decode`` in this project: stripping them deletes ``<|tool_call>`` and ``<|"|>`` and loses tool calls.
 """
@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from model import special_tokens as st
+from grammar import special_tokens as st
 
 if TYPE_CHECKING:
     from transformers import PreTrainedTokenizerFast
@@ -48,7 +48,7 @@ def build_tokenizer(
 
     Returns:
         ``transformers.PreTrainedTokenizerFast`` with ``pad/eos/bos/unk`` set, the Gemma 4 control tokens as
-        single special tokens at ids ``0..17`` (see :mod:`model.special_tokens`) and ``chat_template`` set.
+        single special tokens at ids ``0..17`` (see :mod:`grammar.special_tokens`) and ``chat_template`` set.
 
     Raises:
         ValueError: if ``vocab_size`` is too small to hold the special and byte tokens.
@@ -85,7 +85,7 @@ def build_tokenizer(
 
 
 def wrap_tokenizer(tok: Any) -> Any:
-    """Wrap a ``tokenizers.Tokenizer`` whose ids 0..17 are :data:`model.special_tokens.SPECIAL_TOKENS`.
+    """Wrap a ``tokenizers.Tokenizer`` whose ids 0..17 are :data:`grammar.special_tokens.SPECIAL_TOKENS`.
 
     Returns:
         ``transformers.PreTrainedTokenizerFast`` with pad/eos/bos/unk, the control tokens as special tokens,
@@ -134,7 +134,7 @@ def control_tokens(tokenizer: Any) -> dict[str, int]:
     """The control tokens of ``tokenizer``: text -> id.
 
     Control tokens are the added tokens marked special, plus added tokens named in
-    :data:`model.special_tokens.SPECIAL_TOKENS` (a checkpoint may register Gemma's protocol tokens as
+    :data:`grammar.special_tokens.SPECIAL_TOKENS` (a checkpoint may register Gemma's protocol tokens as
     non-special added tokens); tokens made only of whitespace are not control tokens (templates write them as
     ordinary text). Text from users, tools, files and tool arguments never encodes to one of these ids.
 
@@ -241,17 +241,17 @@ def encode_text(tokenizer: Any, text: str) -> list[int]:
 
 
 def encode_marked(tokenizer: Any, marked: str) -> list[int]:
-    """Encode a marked string (see :func:`model.special_tokens.mark_text`): control tokens written literally
+    """Encode a marked string (see :func:`grammar.special_tokens.mark_text`): control tokens written literally
     become their ids, everything else (marked text included) becomes ordinary text tokens.
 
     For a string without marks this gives the same ids as ``tokenizer(marked, add_special_tokens=False)``
-    whenever its control tokens have the shape :data:`model.special_tokens.CONTROL_SHAPE` (all of Gemma's);
+    whenever its control tokens have the shape :data:`grammar.special_tokens.CONTROL_SHAPE` (all of Gemma's);
     control tokens of another shape are always encoded as text.
 
     Args:
         tokenizer: a ``transformers.PreTrainedTokenizerFast``.
         marked: e.g. a rendered chat from :func:`encode_chat`'s rendering, or
-            :func:`model.constraints.parse.format_tool_call`'s output.
+            :func:`grammar.parse.format_tool_call`'s output.
 
     Returns:
         Token ids (no BOS/EOS added).
@@ -282,8 +282,8 @@ def decode_marked(tokenizer: Any, ids: Iterable[int]) -> str:
     """Decode ``ids`` to a marked string: control tokens as their text, the text of ordinary tokens marked.
 
     A control token's text in the result is always the token itself, never ordinary tokens spelling it, so
-    :func:`model.constraints.parse.parse_tool_calls` tells the string delimiter token ``<|"|>`` from the text
-    ``<|"|>`` inside a value. ``model.special_tokens.unmark_text(decode_marked(tok, ids))`` equals
+    :func:`grammar.parse.parse_tool_calls` tells the string delimiter token ``<|"|>`` from the text
+    ``<|"|>`` inside a value. ``grammar.special_tokens.unmark_text(decode_marked(tok, ids))`` equals
     ``tok.decode(ids, skip_special_tokens=False)``.
 
     Args:
@@ -331,7 +331,7 @@ def render_marked(
     """Render a chat with the tokenizer's own chat template, every input string marked.
 
     The template decides the whole structure; only its own control tokens appear literally in the result
-    (see :func:`model.special_tokens.mark_text`). ``unmark_text`` of the result equals the plain
+    (see :func:`grammar.special_tokens.mark_text`). ``unmark_text`` of the result equals the plain
     ``apply_chat_template(..., tokenize=False)`` rendering.
 
     Args:

@@ -44,10 +44,10 @@ def _sha(obj: Any) -> str:
 def runtime() -> str:
     import torch
 
-    from model.batching import CanvasBatcher
     from model.chat import ChatModel
     from model.loading import load_checkpoint
     from model.runtime import generate
+    from model.runtime.batcher import CanvasBatcher
     from model.testing import make_tiny_checkpoint
 
     out: dict[str, Any] = {}
@@ -91,8 +91,8 @@ def runtime() -> str:
 
 
 def grammars_bfcl() -> str:
-    from model.constraints.grammar import tool_call_grammar
-    from model.constraints.schema import SchemaError
+    from grammar.turn import tool_call_grammar
+    from schema import SchemaError
 
     out = []
     for f in sorted((ROOT / "evals" / "bfcl_data").glob("*.json.gz")):
@@ -107,8 +107,8 @@ def grammars_bfcl() -> str:
 
 
 def grammars_maskbench() -> str | None:
-    from model.constraints.grammar import value_grammar
-    from model.constraints.schema import SchemaError
+    from grammar.turn import value_grammar
+    from schema import SchemaError
 
     path = ROOT.parent / "shared" / "data" / "maskbench" / "dev.jsonl.gz"
     if not path.exists():

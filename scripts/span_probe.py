@@ -100,7 +100,7 @@ def main() -> None:
     from agentkit.backends.embedded import EmbeddedBackend
     from agentkit.bundle import load_bundle
     from agentkit.messages import to_template_messages
-    from model import special_tokens as st
+    from grammar import special_tokens as st
     from tools import code_search
 
     torch.set_num_threads(1)

@@ -4,7 +4,8 @@ Usage::
 
     .venv/bin/python scripts/structure.py [--json] [--max-function 80] [--max-file 700]
 
-The library is every ``.py`` file under ``agentkit/``, ``model/``, ``dg_kernels/``, ``tools/`` and ``sandbox/``
+The library is every ``.py`` file under ``agentkit/``, ``model/``, ``grammar/``, ``schema/``, ``dg_kernels/``,
+``tools/`` and ``sandbox/``
 (tests, benchmarks, scripts and examples are not library code). Figures:
 
 - ``lines``: physical lines of all library files;
@@ -33,7 +34,7 @@ import sys
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
-PACKAGES = ("agentkit", "model", "dg_kernels", "tools", "sandbox")
+PACKAGES = ("agentkit", "model", "grammar", "schema", "dg_kernels", "tools", "sandbox")
 
 
 def library_files(root: Path = ROOT) -> list[Path]:

@@ -87,9 +87,9 @@ def test_missing_checkpoint_is_a_backend_error(tmp_path):
 
 
 def test_tool_schema_is_normalised_once_when_registered(chat_model, monkeypatch):
-    import model.constraints.grammar as grammar
-    import model.constraints.schema.spec as spec_mod
-    from model.constraints.schema import ToolSpec
+    import grammar.turn as turn
+    import schema.spec as spec_mod
+    from schema import ToolSpec
 
     calls = []
     real = spec_mod.normalize_tool
@@ -98,7 +98,7 @@ def test_tool_schema_is_normalised_once_when_registered(chat_model, monkeypatch)
         calls.append(isinstance(tool, ToolSpec))
         return real(tool)
 
-    monkeypatch.setattr(grammar, "normalize_tool", counting)
+    monkeypatch.setattr(turn, "normalize_tool", counting)
     backend = EmbeddedBackend(chat_model=chat_model, seed=0, max_new_tokens=48)
     Agent(backend, [get_weather], tool_choice={"name": "get_weather"}, max_steps=2, loop_guard=None)
     spec = backend.tool_specs([get_weather.declaration()])[0]
@@ -108,7 +108,7 @@ def test_tool_schema_is_normalised_once_when_registered(chat_model, monkeypatch)
     turn = backend.complete([{"role": "user", "content": "Weather in Paris?"}], [get_weather.declaration()])
     assert calls and all(calls)  # the grammar got the kept ToolSpec, never a dict to normalise again
     assert all(c.name == "get_weather" for c in turn.tool_calls)
-    # a declaration the backend never checked (another parameters object) is normalised by the grammar
+    # a declaration the backend never checked (another schema) is normalised by the grammar
     other = {
         "type": "function",
         "function": {
@@ -123,13 +123,43 @@ def test_tool_schema_is_normalised_once_when_registered(chat_model, monkeypatch)
     assert backend.tool_specs([other]) == [other]
 
 
+def test_the_kept_tool_spec_is_found_by_name_and_schema_not_by_object_identity(tmp_path):
+    import copy
+
+    from schema import ToolSpec, fingerprint
+
+    backend = EmbeddedBackend(tmp_path / "never-loaded")
+    params = {
+        "type": "object",
+        "properties": {"city": {"type": "string", "title": "City"}},
+        "required": ["city"],
+    }
+    backend.check_tool("weather", params)
+    decl = {"type": "function", "function": {"name": "weather", "parameters": params}}
+    [kept] = backend.tool_specs([decl])
+    assert isinstance(kept, ToolSpec) and kept.parameters["properties"] == {"city": {"type": "string"}}
+    # an equal copy (a bundle reloaded, a declaration rebuilt per turn) finds it too
+    assert backend.tool_specs([copy.deepcopy(decl)]) == [kept]
+    # the same name with another schema, another name with the same schema: the declaration itself
+    other = copy.deepcopy(decl)
+    other["function"]["parameters"]["properties"]["days"] = {"type": "integer"}
+    renamed = {"type": "function", "function": {"name": "weather2", "parameters": params}}
+    assert backend.tool_specs([other, renamed]) == [other, renamed]
+    # property order is part of the key (it fixes the order of the call's arguments)
+    assert fingerprint({"a": 1, "b": 2}) != fingerprint({"b": 2, "a": 1})
+    assert fingerprint(params) == fingerprint(copy.deepcopy(params)) and len(fingerprint(params)) == 64
+    # parameters that are not JSON are left to the grammar to refuse
+    odd = {"type": "function", "function": {"name": "weather", "parameters": {"x": object()}}}
+    assert backend.tool_specs([odd]) == [odd]
+
+
 @pytest.mark.parametrize("bundle", ["code_search", "weather", "greenhouse"])
 def test_the_kept_tool_spec_gives_the_same_grammar_as_the_declaration(bundle):
     from pathlib import Path
 
     from agentkit.backends.embedded import normalized_tool
     from agentkit.bundle import load_bundle
-    from model.constraints.grammar import tool_call_grammar
+    from grammar.turn import tool_call_grammar
 
     root = Path(__file__).resolve().parents[1]
     decls = [t.declaration() for t in load_bundle(root / "examples" / bundle / "bundle.yaml").tools]

@@ -366,11 +366,11 @@ FORMAT_SAMPLES = {
 
 
 def test_format_checker_checks_exactly_what_the_grammar_enforces():
-    from model.constraints.grammar import value_grammar
-    from model.constraints.llg import llg_tokenizer
-    from model.constraints.parse import format_value
-    from model.constraints.schema import FORMATS
+    from grammar.llg import llg_tokenizer
+    from grammar.parse import format_value
+    from grammar.turn import value_grammar
     from model.tokenizer import build_tokenizer
+    from schema import FORMATS
 
     checker = grammar_format_checker()
     assert set(checker.checkers) == set(FORMATS)

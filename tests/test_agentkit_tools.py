@@ -301,7 +301,7 @@ def test_defining_a_tool_does_not_import_the_constraint_compiler():
         "def add(a: int, b: int) -> int:\n"
         "    'Add two integers.'\n"
         "    return a + b\n"
-        "print(sorted(m for m in ('llguidance', 'torch', 'model.constraints.grammar') if m in sys.modules))\n"
+        "print(sorted(m for m in ('llguidance', 'torch', 'grammar.turn') if m in sys.modules))\n"
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
     assert out.strip() == "[]"

@@ -9,10 +9,10 @@ import re
 import pytest
 import torch
 
+from grammar.grounding import answer_facts, answer_regex
+from grammar.llg import new_matcher
+from grammar.turn import tool_call_grammar
 from model.chat import ChatModel, answer_texts
-from model.constraints.grammar import tool_call_grammar
-from model.constraints.grounding import answer_facts, answer_regex
-from model.constraints.llg import new_matcher
 from model.loading import CheckpointError, load_checkpoint
 from model.testing import make_tiny_checkpoint
 

@@ -10,9 +10,9 @@ import pytest
 import torch
 from fake_constraints import ModeConstraint
 
-from model.batching import BatcherClosed, CanvasBatcher, RequestCancelled
 from model.loading import load_checkpoint
 from model.runtime import ConstraintPlan, generate
+from model.runtime.batcher import BatcherClosed, CanvasBatcher, RequestCancelled
 
 
 @pytest.fixture(scope="module", params=[False, True], ids=["plain", "copy_head"])

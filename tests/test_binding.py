@@ -19,7 +19,7 @@ from model.binding import (
     typed,
 )
 from model.binding.labelling import _word_span, token_pieces
-from model.constraints.schema import normalize_tool
+from schema import normalize_tool
 
 WEATHER = {
     "type": "function",
@@ -253,7 +253,7 @@ def test_decoding_file_refuses_a_non_boolean_bind_values(tmp_path):
 
 
 def test_a_turn_keeps_one_of_identical_calls_and_every_different_one():
-    from model.constraints.parse import format_tool_call
+    from grammar.parse import format_tool_call
     from model.runtime import GenerationStats
     from model.tokenizer import encode_marked
 

@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 import torch
 
-from model.constraints.completion import shortest_completion
+from grammar.completion import shortest_completion
 from model.constraints.denoise import GrammarConstraint, bitmask_to_bool
 from model.loading import load_checkpoint
 from model.runtime import StepEvent, generate

@@ -1,4 +1,4 @@
-"""Grounded values: a parameter marked x-grounded only takes spans of the conversation (model/constraints/grounding.py)."""
+"""Grounded values: a parameter marked x-grounded only takes spans of the conversation (grammar/grounding.py)."""
 
 from __future__ import annotations
 
@@ -13,10 +13,10 @@ import torch
 from agentkit import Grounded, tool
 from agentkit.bundle import BundleError, load_bundle
 from agentkit.errors import ToolDefinitionError
+from grammar.grounding import grounding_regex, grounding_spans
+from grammar.llg import new_matcher
+from grammar.turn import tool_call_grammar
 from model.chat import ChatModel, grounding_texts
-from model.constraints.grammar import tool_call_grammar
-from model.constraints.grounding import grounding_regex, grounding_spans
-from model.constraints.llg import new_matcher
 from model.loading import load_checkpoint
 from model.testing import make_tiny_checkpoint
 
@@ -212,7 +212,7 @@ def test_grounding_stays_bounded_on_long_and_odd_conversations(ckpt):
 
 
 def test_grounded_keyword_is_refused_where_it_cannot_mean_a_span():
-    from model.constraints.schema import SchemaError, build_ir
+    from schema import SchemaError, build_ir
 
     for schema, why in (
         ({"type": "integer", "x-grounded": True}, "only strings"),

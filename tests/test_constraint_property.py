@@ -15,7 +15,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from model.chat import ChatModel
-from model.constraints.schema import normalize_tool
+from schema import normalize_tool
 
 NAMES = st.sampled_from(["city", "days", "query", "limit", "unit", "tags", "opts", "id", "x", "note_text"])
 PATTERNS = ["^[a-z]{1,8}$", "^[0-9]{3}-[0-9]{4}$", "^[A-Z][a-z]*$", "^(yes|no)$", "x$"]

@@ -8,12 +8,12 @@ import pytest
 from agentkit import Agent, Tool
 from agentkit.backends.embedded import EmbeddedBackend
 from agentkit.errors import ToolDefinitionError
-from model.constraints.grammar import MAX_GRAMMAR_CHARS, tool_call_grammar
-from model.constraints.llg import llg_tokenizer
-from model.constraints.parse import format_tool_call
-from model.constraints.schema import MAX_COMPILE_STEPS, SchemaError
-from model.special_tokens import TOOL_RESPONSE_START
+from grammar.llg import llg_tokenizer
+from grammar.parse import format_tool_call
+from grammar.special_tokens import TOOL_RESPONSE_START
+from grammar.turn import MAX_GRAMMAR_CHARS, tool_call_grammar
 from model.tokenizer import build_tokenizer
+from schema import MAX_COMPILE_STEPS, SchemaError
 
 
 def tool_decl(params):

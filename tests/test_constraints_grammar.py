@@ -16,14 +16,14 @@ from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
 
 from evals.bfcl import to_json_schema
-from model import special_tokens as sp
-from model.constraints.completion import shortest_completion
+from grammar import special_tokens as sp
+from grammar.completion import shortest_completion
+from grammar.llg import llg_tokenizer
+from grammar.parse import format_tool_call, format_value, parse_tool_calls
+from grammar.turn import tool_call_grammar, value_grammar
 from model.constraints.denoise import bitmask_to_bool
-from model.constraints.grammar import tool_call_grammar, value_grammar
-from model.constraints.llg import llg_tokenizer
-from model.constraints.parse import format_tool_call, format_value, parse_tool_calls
-from model.constraints.schema import SchemaError
 from model.tokenizer import build_tokenizer, encode_marked
+from schema import SchemaError
 
 CORPUS = [
     "call:get_weather{city:Paris,days:3,units:celsius,tags:[a,b],flag:true,none:null}",
@@ -292,7 +292,7 @@ CASES = [
 
 
 def _jsonschema_valid(params, args):
-    from model.constraints.schema import normalize_tool
+    from schema import normalize_tool
 
     spec = normalize_tool(tool(params))
     return jsonschema.Draft202012Validator(
@@ -657,7 +657,7 @@ def test_keys_with_colons_parse_the_way_the_grammar_reads_them(ll, tok):
 
 
 def test_new_matcher_raises_on_grammar_errors(tok):
-    from model.constraints.llg import new_matcher
+    from grammar.llg import new_matcher
 
     m = new_matcher(tok, tool_call_grammar([tool({"type": "object"})], "required"))
     assert not m.is_error()
@@ -682,7 +682,7 @@ def test_email_and_hostname_values_end_within_their_rfc_length_limits(ll, tok):
     at most 253. The grammar (Gemma syntax) and the remote-argument format checker hold both, so a value the
     model writes cannot run on (a new user saw a 369-character email take 40-94 s)."""
     from agentkit.tool_schema import grammar_format_checker
-    from model.constraints.schema import format_matches
+    from schema import format_matches
 
     g = tool_call_grammar(
         [

@@ -8,7 +8,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from model.constraints.parse import (
+from grammar.parse import (
+    NotJSONError,
     ParsedCall,
     ToolCallParseError,
     format_tool_call,
@@ -136,6 +137,21 @@ def test_format_examples():
 def test_format_rejects_what_cannot_round_trip(bad):
     with pytest.raises(ValueError):
         format_value(bad)
+
+
+def test_format_value_plain_is_the_template_text_and_marked_reads_back():
+    value = {"a:b,c": "say <turn|> now", "n": [1, 2.5]}
+    # plain: what the chat template writes (training prompts, declarations); no marks, keys as they are
+    assert format_value(value, marked=False) == f"{{a:b,c:{D}say <turn|> now{D},n:[1,2.5]}}"
+    with pytest.raises(ValueError, match="ambiguous"):
+        format_value(value)
+    marked = format_value({"k": "say <turn|> now"})
+    assert marked == f"{{k:{D}say <\ue000turn|> now{D}}}" and parse_value(marked) == {"k": "say <turn|> now"}
+    for mark in (True, False):
+        with pytest.raises(NotJSONError, match="not a JSON value: set"):
+            format_value({"a": {1}}, marked=mark)
+        with pytest.raises(TypeError, match="keys must be strings"):
+            format_value({1: 2}, marked=mark)
 
 
 def test_format_tool_call_rejects_bad_input():

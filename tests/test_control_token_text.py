@@ -15,11 +15,11 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as hst
 
-from model import special_tokens as st
+from grammar import special_tokens as st
+from grammar.llg import new_matcher
+from grammar.parse import ParsedCall, ToolCallParseError, format_tool_call, parse_tool_calls
+from grammar.turn import tool_call_grammar
 from model.constraints.denoise import bitmask_to_bool
-from model.constraints.grammar import tool_call_grammar
-from model.constraints.llg import new_matcher
-from model.constraints.parse import ParsedCall, ToolCallParseError, format_tool_call, parse_tool_calls
 from model.tokenizer import (
     control_tokens,
     decode_marked,

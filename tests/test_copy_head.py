@@ -7,7 +7,7 @@ import json
 import pytest
 import torch
 
-from model import special_tokens as st
+from grammar import special_tokens as st
 from model.copy_head import COPY_HEAD_FIELDS, OPTIONAL_FIELDS, CopyHeadConfig, has_copy_head
 from model.loading import load_checkpoint
 from model.runtime import generate

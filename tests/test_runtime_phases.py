@@ -1,5 +1,8 @@
-"""Each phase of the denoising loop on its own (model.runtime.CanvasState), the step samplers, the constraint
-batch and the transformers adapter; and the phases stepped by hand equal generate()."""
+"""Each phase of the denoising loop on its own (model.runtime.fixed's scheduler and model.runtime.step's one step),
+the step samplers, the constraint batch and the transformers adapter; the phases stepped by hand equal generate();
+generate and the batcher call the same step function."""
+
+from dataclasses import replace
 
 import pytest
 import torch
@@ -7,7 +10,18 @@ import torch
 from model import hf_compat
 from model.constraint_batch import ConstraintBatch, ConstraintPlan
 from model.loading import load_checkpoint
-from model.runtime import CanvasState, generate
+from model.runtime import generate, step
+from model.runtime.batcher import CanvasBatcher
+from model.runtime.fixed import (
+    commit_canvas,
+    decoder_inputs,
+    denoise_canvas,
+    denoiser,
+    encode_canvas,
+    prefill_batch,
+    result,
+    start_canvas,
+)
 from model.sampler import (
     KernelSampler,
     ParitySampler,
@@ -60,86 +74,116 @@ class Fixed:
         return [*self.tokens, *logits.argmax(-1).tolist()[len(self.tokens) :]]
 
 
-def test_phases_one_at_a_time(ck):
+def _setup(ck, settings, **kw):
     ids, am = prompt()
+    den = denoiser(ck.model, ids, settings, attention_mask=am, **kw)
+    return den, prefill_batch(den, ids, am, {})
+
+
+def test_phases_one_at_a_time(ck):
     settings = ck.settings.replace(max_new_tokens=2 * C)
     con = Fixed([40, 41])
-    st = CanvasState.create(ck.model, ids, settings, attention_mask=am, constraints=[con, None], seed=3)
-    vocab = st.vocab
+    den, batch = _setup(ck, settings, constraints=[con, None], seed=3)
+    vocab = den.vocab
+    assert batch.cache.get_seq_length() == 5  # the prompt's positions are in the KV cache
+    assert batch.memory is not None and batch.memory.ids.shape == (2, 5)  # the copy head's keys beside it
 
-    st.prefill()
-    assert st.cache.get_seq_length() == 5  # the prompt's positions are in the KV cache
-    assert st.memory is not None and st.memory.ids.shape == (2, 5)  # the copy head's keys beside it
+    canvas = start_canvas(den, batch)
+    assert (
+        canvas.tokens.shape == (2, C) and int(canvas.tokens.min()) >= 0 and int(canvas.tokens.max()) < vocab
+    )
+    assert con.budgets == [2 * C] and canvas.steps_left == (4, 4) and canvas.self_cond is None
+    before = canvas.tokens.clone()
 
-    st.start_canvas()
-    assert st.canvas.shape == (2, C) and int(st.canvas.min()) >= 0 and int(st.canvas.max()) < vocab
-    assert con.budgets == [2 * C] and st.step == 4 and st.self_cond is None
-
-    logits = st.forward()
-    assert logits.shape == (2, C, vocab) and st.forwards.tolist() == [1, 1]
-
-    st.constrain(logits)
-    assert st.fixed_mask[0, :2].all() and not st.fixed_mask[0, 2:].any() and not st.fixed_mask[1].any()
-    assert logits[0, 0, 40] == 0 and torch.isinf(logits[0, 0, :40]).all()  # fixed: one token, entropy 0
-
-    draw = st.draw(logits)
-    assert isinstance(draw, StepDraw) and draw.entropy.shape == (2, C)
-    assert draw.entropy[0, :2].abs().max() < 1e-6 and draw.argmax[0, :2].tolist() == [40, 41]
-
-    new_canvas = st.accept(draw)
+    # one step with a constraint: its fixed positions are forced (entropy 0) and its veto re-noises a position
+    out = step.denoise_step(den, canvas, decoder_inputs(den, batch, canvas), settings.temperature(4))
     assert con.commits == 1
-    assert not draw.accepted[0, 3]  # the constraint's veto re-noises its position
-    assert torch.equal(new_canvas[draw.accepted], draw.denoised[draw.accepted])
-    assert new_canvas[0, :2].tolist() == [40, 41]
+    assert out.fixed is not None and out.fixed[0, :2].all() and not out.fixed[0, 2:].any()
+    assert not out.fixed[1].any()
+    assert out.entropy.shape == (2, C) and out.entropy[0, :2].abs().max() < 1e-6
+    assert out.canvas.argmax[0, :2].tolist() == [40, 41] and out.canvas.tokens[0, :2].tolist() == [40, 41]
+    assert out.accepted[0, :2].all() and not out.accepted[0, 3]  # the veto
+    nxt = out.canvas
+    assert nxt.steps_left == (3, 3) and nxt.self_cond is not None and nxt.self_cond.shape == (2, C, vocab)
+    assert torch.equal(nxt.history[-1], nxt.argmax)
+    # the step changed nothing of its caller's
+    assert canvas.self_cond is None and canvas.steps_left == (4, 4) and torch.equal(canvas.tokens, before)
 
-    done = st.stop(draw, new_canvas)
-    assert st.step == 3 and st.self_cond is not None and not done
-    assert st.history is not None and torch.equal(st.history[-1], st.argmax)
+    last, steps = denoise_canvas(den, batch, nxt)
+    assert steps == 3 and last.steps_left == (0, 0) and batch.forwards.tolist() == [3, 3]
+    all_done = commit_canvas(den, batch, last, 1 + steps)
+    assert batch.sequences.shape == (2, 5 + C) and batch.sequences[0, 5:7].tolist() == [40, 41]
+    assert den.stats.steps_per_canvas == [4] and all_done is False
 
-    while not st.denoise_step():
-        pass
-    assert st.step == 0 and st.steps_taken == 4
-    all_done = st.commit_canvas()
-    assert st.sequences.shape == (2, 5 + C) and st.sequences[0, 5:7].tolist() == [40, 41]
-    assert st.stats.steps_per_canvas == [4] and all_done is False
-
-    st.encode_canvas()
-    assert st.canvas_index == 1 and st.cache.get_seq_length() == 5 + C
-    assert st.dec_pos.tolist() == [list(range(5 + C, 5 + 2 * C))]
-    assert st.memory.ids.shape == (2, 5 + C)
+    encode_canvas(den, batch)
+    assert batch.canvas_index == 1 and batch.cache.get_seq_length() == 5 + C
+    assert batch.dec_pos.tolist() == [list(range(5 + C, 5 + 2 * C))]
+    assert batch.memory.ids.shape == (2, 5 + C)
 
 
 def test_phases_stepped_by_hand_equal_generate(ck):
     ids, am = prompt()
     settings = ck.settings.replace(max_new_tokens=2 * C)
     want = generate(ck.model, ids, settings, attention_mask=am, seed=11)
-    st = CanvasState.create(ck.model, ids, settings, attention_mask=am, seed=11)
-    st.prefill()
+    den, batch = _setup(ck, settings, seed=11)
     for k in range(2):
-        st.start_canvas()
-        while not st.denoise_step():
-            pass
-        st.commit_canvas()
+        canvas, steps = denoise_canvas(den, batch, start_canvas(den, batch))
+        commit_canvas(den, batch, canvas, steps)
         if k == 0:
-            st.encode_canvas()
-    got = st.result()
+            encode_canvas(den, batch)
+    got = result(den, batch, 0.0)
     assert torch.equal(got.sequences, want.sequences)
     assert got.stats.decoder_forwards == want.stats.decoder_forwards
 
 
+def test_a_finished_row_keeps_its_canvas_through_a_step(ck):
+    den, batch = _setup(ck, ck.settings.replace(max_new_tokens=2 * C), seed=5)
+    canvas = start_canvas(den, batch)
+    inputs = decoder_inputs(den, batch, canvas)
+    first = step.denoise_step(den, canvas, inputs, 1.0).canvas
+    held = replace(first, finished=torch.tensor([True, False]))
+    out = step.denoise_step(den, held, inputs, 1.0)
+    nxt = out.canvas
+    assert torch.equal(nxt.tokens[0], held.tokens[0]) and torch.equal(nxt.argmax[0], held.argmax[0])
+    assert torch.equal(nxt.self_cond[0], held.self_cond[0])
+    assert out.entropy[0].abs().max() == 0 and out.entropy[1].abs().max() > 0  # fast mode: no say in the stop
+    assert bool(nxt.finished[0]) and not torch.equal(nxt.tokens[1], held.tokens[1])
+    assert nxt.steps_left == (2, 2)
+
+
 def test_commit_canvas_finishes_rows_on_eos_and_pads_after_it(ck):
-    ids, _ = prompt()
     settings = ck.settings.replace(max_new_tokens=2 * C, eos_token_ids=[1], pad_token_id=0)
-    st = CanvasState.create(ck.model, ids, settings, seed=0)
-    st.prefill()
-    st.start_canvas()
-    st.self_cond = torch.zeros(2, C, st.vocab)
-    st.argmax = torch.full((2, C), 7)
-    st.argmax[0, 3] = 1  # row 0 ends at position 3
-    assert st.commit_canvas() is False
-    assert st.sequences[0, 5:].tolist() == [7, 7, 7, 1] + [0] * (C - 4)
-    assert st.sequences[1, 5:].tolist() == [7] * C
-    assert st.finished_seq.tolist() == [True, False]
+    den, batch = _setup(ck, settings, seed=0)
+    argmax = torch.full((2, C), 7)
+    argmax[0, 3] = 1  # row 0 ends at position 3
+    canvas = replace(start_canvas(den, batch), argmax=argmax, self_cond=torch.zeros(2, C, den.vocab))
+    assert commit_canvas(den, batch, canvas, 1) is False
+    assert batch.sequences[0, 5:].tolist() == [7, 7, 7, 1] + [0] * (C - 4)
+    assert batch.sequences[1, 5:].tolist() == [7] * C
+    assert batch.done.tolist() == [True, False]
+
+
+def test_generate_and_the_batcher_call_the_one_step_and_agree(ck, monkeypatch):
+    calls = []
+    one_step = step.denoise_step
+
+    def counted(den, canvas, *args, **kwargs):
+        calls.append(canvas.tokens.shape[0])
+        return one_step(den, canvas, *args, **kwargs)
+
+    monkeypatch.setattr(step, "denoise_step", counted)
+    settings = ck.settings.replace(max_new_tokens=2 * C)
+    ids = [2, 5, 9, 11, 13]
+    want = generate(ck.model, torch.tensor([ids]), settings, seed=21)
+    assert len(calls) == want.stats.total_steps > 0
+    calls.clear()
+    b = CanvasBatcher(ck.model, settings, max_batch=2)
+    try:
+        got = b.submit(ids, seed=21).future.result(timeout=60)
+    finally:
+        b.close()
+    assert len(calls) == got.stats.total_steps > 0
+    assert got.tokens == [t for t in want.new_tokens[0].tolist() if t != settings.pad_token_id]
 
 
 def test_samplers_draw_consistently():

@@ -11,10 +11,10 @@ from typing import Any
 import pytest
 import torch
 
+from grammar.llg import new_matcher
+from grammar.turn import tool_call_grammar
 from model.chat import ChatModel, tool_texts
 from model.constraints.denoise import GrammarConstraint
-from model.constraints.grammar import tool_call_grammar
-from model.constraints.llg import new_matcher
 from model.constraints.span_copy import SpanCopier, tool_spans
 from model.loading import CheckpointError, load_checkpoint
 

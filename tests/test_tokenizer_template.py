@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from model import special_tokens as st
+from grammar import special_tokens as st
 from model.tokenizer import build_tokenizer
 from model.training.data import Generator, format_call, format_value, render_prompt
 
@@ -121,7 +121,7 @@ def test_format_value_syntax():
 
 
 def test_format_value_agrees_with_constraint_parser():
-    parse = pytest.importorskip("model.constraints.parse")
+    parse = pytest.importorskip("grammar.parse")
     for args in ({"city": "Paris", "days": 3}, {"x": 1.5, "ok": False, "l": ["a", 2], "o": {"k": None}}):
         assert parse.format_value(args) == format_value(args)
         assert parse.format_tool_call("f", args) == format_call("f", args)

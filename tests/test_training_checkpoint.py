@@ -6,7 +6,7 @@ from pathlib import Path
 
 import torch
 
-from model import special_tokens as st
+from grammar import special_tokens as st
 
 CKPT = Path(__file__).resolve().parents[1] / "model" / "checkpoints" / "agentkit-tiny"
 
@@ -86,8 +86,8 @@ def test_frontier_extension_cuts_decoder_forwards_on_shipped_checkpoint():
 
     from benchmarks.constraint_overhead import PROMPTS as prompts
     from benchmarks.constraint_overhead import TOOLS as tools
+    from grammar.parse import parse_tool_calls
     from model.chat import ChatModel
-    from model.constraints.parse import parse_tool_calls
     from model.runtime import generate
 
     schemas = {t["function"]["name"]: t["function"]["parameters"] for t in tools}

@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 import torch
 
-from model import special_tokens as st
+from grammar import special_tokens as st
 from model.testing import tiny_train_config
 from model.training.bots import TEST_QUESTIONS, load_bot_tools
 from model.training.data import Example, Generator, sanity_check

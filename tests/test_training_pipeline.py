@@ -8,7 +8,7 @@ import random
 import pytest
 import torch
 
-from model import special_tokens as st
+from grammar import special_tokens as st
 from model.testing import tiny_train_config
 from model.training.data import Generator, sanity_check
 from model.training.train import (

@@ -199,7 +199,7 @@ def test_prefill_with_images_is_token_identical_to_transformers_generate(ck, vp)
 
 
 def test_a_batched_row_with_images_draws_exactly_like_generate(ck):
-    from model.batching import CanvasBatcher
+    from model.runtime.batcher import CanvasBatcher
 
     cm = ChatModel(ck)
     msgs = [

@@ -10,7 +10,9 @@ Message format (OpenAI-style dicts, the same contract as ``model.chat.ChatModel`
 * ``{"role": "assistant", "content": str | None, "tool_calls": [{"id", "type": "function",
   "function": {"name", "arguments": dict}}]}`` - arguments are a *dict*, not a JSON string; a backend that
   speaks the OpenAI wire format encodes them. Within a turn an assistant message may carry ``"thinking"``.
-* ``{"role": "tool", "tool_call_id": str, "name": str, "content": str}``
+* ``{"role": "tool", "tool_call_id": str, "name": str, "content": str}``; to a backend whose ``takes_images`` is
+  true, a tool response with images has content parts instead: ``[{"type": "text", "text": ...}, {"type":
+  "image_url", "image_url": {"url": "data:image/png;base64,..."}}, ...]`` (the text first).
 
 Tool declarations: ``[{"type": "function", "function": {"name", "description", "parameters"}}]`` with
 ``parameters`` a JSON Schema object. ``tool_choice``: ``"auto" | "required" | "none" | {"name": NAME}``.
@@ -147,6 +149,8 @@ class Backend(Protocol):
     # sizes its default tool-output budget from it (``Agent(max_tool_output_bytes="auto")``).
     # Optional: ``default_vision_budget`` (int), soft tokens of an image part without ``vision_budget``; the
     # planner sizes images by it when it trims a prompt that does not fit.
+    # Optional: ``takes_images`` (bool, default false): the model reads images, so tool responses with images
+    # (``agentkit.tool_output.ToolContent``) come as content parts (see the module docstring), else as text.
     # Optional: ``check_tool(name, parameters) -> None``, raising ``ToolDefinitionError`` for a tool this
     # backend cannot serve; the agent calls it for each tool it registers (the embedded backend refuses schemas
     # its tool-call constraint cannot enforce).

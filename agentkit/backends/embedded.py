@@ -6,6 +6,9 @@ always parse and match their tool's JSON Schema.
 
 Tool responses whose text is a JSON object are handed to the chat template as objects, so they render in
 the native Gemma form ``<|tool_response>response:NAME{key:value}<tool_response|>``.
+Tool responses with images (content parts, when the checkpoint reads images: :attr:`EmbeddedBackend.takes_images`)
+render as ``response:NAME{result:<|"|>TEXT<|image>...<image|><|"|>}``: each image's soft tokens inside the
+response, through the same vision path as a user's images (``model.vision``).
 """
 
 from __future__ import annotations
@@ -17,13 +20,14 @@ from agentkit.backends.base import ChatMessage, ModelTurn, PromptTooLong, ToolCh
 from agentkit.errors import BackendError, ToolDefinitionError
 from agentkit.messages import ToolCall, to_template_messages
 from model.vision import DEFAULT_VISION_BUDGET
+from schema import SchemaError, fingerprint, normalize_tool
 
 
 def normalized_tool(name: str, parameters: dict[str, Any]) -> Any:
     """Normalise a tool for the schema-constrained decoder and check that it can enforce the tool's ``parameters``.
 
-    Normalises once (``model.constraints.schema.normalize_tool``: titles, local ``$ref``) and
-    compiles the tool-call grammar of this one tool from the result (``model.constraints.grammar.
+    Normalises once (``schema.normalize_tool``: titles, local ``$ref``) and
+    compiles the tool-call grammar of this one tool from the result (``grammar.turn.
     tool_call_grammar``, no tokenizer, about a millisecond), so an unsupported keyword or an unsatisfiable
     schema fails when an agent on the embedded backend is assembled (or its bundle loaded), not mid-generation.
     Defining a tool does not run it: a tool for a remote server may use any JSON Schema.
@@ -33,12 +37,11 @@ def normalized_tool(name: str, parameters: dict[str, Any]) -> Any:
         parameters: its JSON Schema (``type: object``).
 
     Returns:
-        The ``model.constraints.schema.ToolSpec`` (what the grammar of every later turn is built from), or the
-        ``model.constraints.schema.SchemaError`` (``keyword``, JSON pointer ``path`` relative to ``parameters``,
+        The ``schema.ToolSpec`` (what the grammar of every later turn is built from), or the
+        ``schema.SchemaError`` (``keyword``, JSON pointer ``path`` relative to ``parameters``,
         message) when the constraint cannot enforce the schema.
     """
-    from model.constraints.grammar import tool_call_grammar
-    from model.constraints.schema import SchemaError, normalize_tool
+    from grammar.turn import tool_call_grammar
 
     try:
         spec = normalize_tool({"name": name, "parameters": parameters})
@@ -50,9 +53,7 @@ def normalized_tool(name: str, parameters: dict[str, Any]) -> Any:
 
 def constraint_support_error(name: str, parameters: dict[str, Any]) -> Any:
     """``None`` when the schema-constrained decoder can enforce a tool's ``parameters``, else the
-    ``model.constraints.schema.SchemaError`` (see :func:`normalized_tool`)."""
-    from model.constraints.schema import SchemaError
-
+    ``schema.SchemaError`` (see :func:`normalized_tool`)."""
     got = normalized_tool(name, parameters)
     return got if isinstance(got, SchemaError) else None
 
@@ -118,37 +119,40 @@ class EmbeddedBackend:
         self._next_id = 0
         #: soft tokens of an image part without ``vision_budget`` (the planner sizes images by it when trimming)
         self.default_vision_budget = DEFAULT_VISION_BUDGET
-        # tool name -> (its parameters object, its ToolSpec): normalised once in check_tool
-        self._specs: dict[str, tuple[dict[str, Any], Any]] = {}
+        # (tool name, fingerprint of its parameters) -> its ToolSpec: normalised once in check_tool
+        self._specs: dict[tuple[str, str], Any] = {}
+        self._takes_images: bool | None = None
 
     def check_tool(self, name: str, parameters: dict[str, Any]) -> None:
         """Refuse a tool whose ``parameters`` the tool-call constraint cannot enforce (see
         :func:`normalized_tool`); :class:`agentkit.Agent` calls it for each tool it registers. The normalised
-        ``ToolSpec`` is kept: the constraint of every turn that declares this tool (the same ``parameters``
-        object) is built from it, without normalising the schema again.
+        ``ToolSpec`` is kept under the tool's name and the fingerprint of its ``parameters``
+        (``schema.fingerprint``): the constraint of every turn that declares this tool with equal
+        ``parameters`` (any copy) is built from it, without normalising the schema again.
 
         Raises:
             ToolDefinitionError: ``tool 'NAME': the tool-call constraint cannot enforce its parameters:
                 ... (keyword 'K' at /json/pointer)``.
         """
-        from model.constraints.schema import SchemaError
-
         got = normalized_tool(name, parameters)
         if isinstance(got, SchemaError):
             why = str(got).removeprefix(f"tool {name!r}: ")  # the grammar's message may name it too
             raise ToolDefinitionError(
                 f"tool {name!r}: the tool-call constraint cannot enforce its parameters: {why}"
             )
-        self._specs[name] = (parameters, got)
+        self._specs[(name, fingerprint(parameters))] = got
 
     def tool_specs(self, tools: list[ToolDeclaration]) -> list[Any]:
-        """Per declaration, the ``ToolSpec`` :meth:`check_tool` kept for it (same name, same ``parameters``
-        object), else the declaration itself (the grammar normalises it)."""
+        """Per declaration, the ``ToolSpec`` :meth:`check_tool` kept for it (same name, equal ``parameters``
+        by fingerprint), else the declaration itself (the grammar normalises it)."""
         out: list[Any] = []
         for d in tools:
             f = d.get("function", d)
-            known = self._specs.get(f.get("name", ""))
-            out.append(known[1] if known is not None and known[0] is f.get("parameters") else d)
+            try:
+                key = (f.get("name", ""), fingerprint(f.get("parameters")))
+            except TypeError:  # not JSON: the grammar reports it
+                key = None
+            out.append(self._specs.get(key, d) if key is not None else d)
         return out
 
     @property
@@ -188,6 +192,25 @@ class EmbeddedBackend:
         """
         limit = self.chat_model.max_prompt_tokens(self.max_new_tokens)
         return None if limit is None else int(limit)
+
+    @property
+    def takes_images(self) -> bool:
+        """True when the checkpoint reads images (a vision tower, image token ids and an image processor
+        config): tool responses with images then come as content parts, and each image is expanded to its soft
+        tokens inside the tool response (``model.vision``), as a user's images are. Loads the checkpoint.
+
+        Raises:
+            BackendError: the checkpoint cannot be loaded.
+        """
+        if self._takes_images is None:
+            from model.vision import ImageError, vision_processor
+
+            try:
+                vision_processor(self.chat_model.checkpoint)
+                self._takes_images = True
+            except ImageError:
+                self._takes_images = False
+        return self._takes_images
 
     def count_tokens(self, text: str) -> int:
         """Tokens ``text`` takes in this checkpoint's prompts (as ordinary text; loads the checkpoint).

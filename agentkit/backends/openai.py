@@ -124,6 +124,30 @@ def wire_content(content: Any) -> Any:
     ]
 
 
+def split_tool_content(content: Any) -> tuple[Any, list[dict[str, Any]]]:
+    """A tool message's content as ``(text, image parts)``: a string as is with no images; content parts as
+    their text parts joined and their ``image_url`` parts (without ``vision_budget``)."""
+    if not isinstance(content, list):
+        return content, []
+    text = "".join(str(p.get("text", "")) for p in content if isinstance(p, dict) and p.get("type") == "text")
+    images = [p for p in wire_content(content) if isinstance(p, dict) and p.get("type") == "image_url"]
+    return text, images
+
+
+def tool_images_message(shown: list[tuple[str, str, list[dict[str, Any]]]]) -> dict[str, Any]:
+    """The user message that carries the images of tool responses (Chat Completions takes none in ``role:
+    tool``): per tool message, a text part ``Images returned by tool NAME (call ID):`` and its image parts.
+
+    Args:
+        shown: ``(tool name, call id, image parts)`` per tool message with images, in order.
+    """
+    parts: list[dict[str, Any]] = []
+    for name, call_id, images in shown:
+        parts.append({"type": "text", "text": f"Images returned by tool {name} (call {call_id}):"})
+        parts.extend(images)
+    return {"role": "user", "content": parts}
+
+
 class OpenAIBackend:
     """OpenAI-compatible chat-completions backend (sync :meth:`complete` and async :meth:`acomplete`).
 
@@ -143,6 +167,8 @@ class OpenAIBackend:
         recover_text_calls: recover tool calls written as text in ``content`` (see the module docstring).
         replay_reasoning: send the turn's reasoning back on its assistant tool-call messages (servers such
             as DeepSeek/Qwen3 thinking models need it within a tool loop).
+        takes_images: images of tool results are sent (in a user message after the tool messages, see
+            :meth:`build_request`); ``False`` for a model that reads no images: it gets a note per image.
         reasoning_field: the request field that carries it back; ``None`` = the field the server used in
             its responses (``reasoning_content`` or ``reasoning``), and nothing is sent until the server has
             returned one. Set it (e.g. ``"reasoning"``, which the project's chat template reads) to replay
@@ -171,6 +197,7 @@ class OpenAIBackend:
         recover_text_calls: bool = True,
         replay_reasoning: bool = True,
         reasoning_field: str | None = None,
+        takes_images: bool = True,
     ) -> None:
         if max_retries < 0:
             raise ValueError(f"max_retries must be >= 0, got {max_retries}")
@@ -202,6 +229,7 @@ class OpenAIBackend:
         self.recover_text_calls = recover_text_calls
         self.replay_reasoning = replay_reasoning
         self.reasoning_field = reasoning_field
+        self.takes_images = takes_images
         self._server_reasoning_field: str | None = None
 
     # ----------------------------------------------------------------------------- request
@@ -212,13 +240,16 @@ class OpenAIBackend:
         """The JSON body for ``/chat/completions``.
 
         Content parts (text and ``image_url`` images) are sent as they are, less agentkit's own
-        ``vision_budget`` key; arguments are JSON-encoded; an assistant tool-call message's ``thinking`` is
-        sent as the reasoning field when replay is on (see the class docstring), other thinking is dropped; lone
-        surrogates are escaped by :func:`escape_lone_surrogates`.
+        ``vision_budget`` key, except in tool messages: Chat Completions takes no images in ``role: tool``, so a
+        tool message's text is sent there and its images in one user message right after the step's tool
+        messages (:func:`tool_images_message`). Arguments are JSON-encoded; an assistant tool-call message's
+        ``thinking`` is sent as the reasoning field when replay is on (see the class docstring), other thinking
+        is dropped; lone surrogates are escaped by :func:`escape_lone_surrogates`.
         """
         out: list[dict[str, Any]] = []
         field = self.reasoning_field or self._server_reasoning_field
-        for m in messages:
+        shown: list[tuple[str, str, list[dict[str, Any]]]] = []  # images of the tool messages just sent
+        for i, m in enumerate(messages):
             role = m["role"]
             if role == "assistant":
                 am: dict[str, Any] = {"role": "assistant", "content": m.get("content")}
@@ -240,9 +271,15 @@ class OpenAIBackend:
                     ]
                 out.append(am)
             elif role == "tool":
-                out.append({"role": "tool", "tool_call_id": m["tool_call_id"], "content": m["content"]})
+                text, images = split_tool_content(m["content"])
+                out.append({"role": "tool", "tool_call_id": m["tool_call_id"], "content": text})
+                if images:
+                    shown.append((m.get("name") or "", m["tool_call_id"], images))
             else:
                 out.append({"role": role, "content": wire_content(m["content"])})
+            if shown and (i + 1 == len(messages) or messages[i + 1].get("role") != "tool"):
+                out.append(tool_images_message(shown))
+                shown = []
         body: dict[str, Any] = {"model": self.model, "messages": out, **self.settings}
         if tools:
             body["tools"] = tools

@@ -85,6 +85,8 @@ class ScriptedBackend:
         script: a sequence of :data:`ScriptItem` (one per model request) or a :data:`ScriptFunction`.
         name: backend name reported in results.
         record: keep a deep copy of every request in :attr:`requests` (turn off for benchmarks).
+        takes_images: declare that the backend takes images: tool responses with images then come as content
+            parts (text, then ``image_url`` parts), as to a vision model; else as text with a note per image.
 
     Usage per turn: the turn's own ``usage`` if the script set one, else an estimate (characters / 4) of
     the prompt and the output, with ``requests=1``.
@@ -100,8 +102,10 @@ class ScriptedBackend:
         *,
         name: str = "scripted",
         record: bool = True,
+        takes_images: bool = False,
     ) -> None:
         self.name = name
+        self.takes_images = takes_images
         self._function: ScriptFunction | None = None
         self._items: list[ScriptItem] = []
         if callable(script):

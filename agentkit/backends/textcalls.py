@@ -8,7 +8,7 @@ them to the user as the final answer:
 
 * Gemma 4 native: ``<|tool_call>call:NAME{key:<|"|>text<|"|>,n:1}<tool_call|>`` and its JSON form
   ``<|tool_call>{"name":NAME,"arguments":{...}}<tool_call|>`` (parsed with
-  :func:`model.constraints.parse.parse_tool_calls`; a missing final ``<tool_call|>``, which a stop string
+  :func:`grammar.parse.parse_tool_calls`; a missing final ``<tool_call|>``, which a stop string
   may have eaten, is tolerated);
 * Hermes/Qwen tags: ``<tool_call>{"name": NAME, "arguments": {...}}</tool_call>`` (one or more; the last
   one may be left open);
@@ -28,8 +28,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from agentkit.messages import ToolCall
-from model import special_tokens as st
-from model.constraints.parse import ToolCallParseError, parse_tool_calls
+from grammar import special_tokens as st
+from grammar.parse import ToolCallParseError, parse_tool_calls
 
 __all__ = ["TextCalls", "recover_calls", "split_thinking"]
 

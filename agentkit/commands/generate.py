@@ -8,6 +8,7 @@ from typing import Any
 
 import typer
 
+from grammar.parse import ToolCallParseError, parse_tool_calls
 from model.limits import PromptTooLong
 from model.threads import apply_threads
 from model.vision import ImageError, check_images
@@ -77,8 +78,6 @@ def _readable(text: str, plain: str) -> dict[str, Any]:
     ``text``: the decoded answer with control tokens; ``plain``: the same without them (shown when the
     tool-call syntax is malformed, which unconstrained generation can produce).
     """
-    from model.constraints.parse import ToolCallParseError, parse_tool_calls
-
     try:
         parsed = parse_tool_calls(text, syntax="gemma")
     except ToolCallParseError as exc:

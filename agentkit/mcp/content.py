@@ -9,6 +9,7 @@ from typing import Any
 import mcp_types as types
 
 from agentkit.errors import AgentKitError
+from agentkit.tool_output import ToolContent, ToolImage
 
 __all__ = ["MCPServerError", "MCPToolError", "result_value"]
 
@@ -51,6 +52,16 @@ def block_text(block: Any) -> str:
     return f"[{getattr(block, 'type', type(block).__name__)} content]"
 
 
+def _image(block: Any) -> ToolImage | None:
+    """An image block as a :class:`ToolImage`, or ``None`` (not an image, or data that is not base64)."""
+    if not isinstance(block, types.ImageContent):
+        return None
+    try:
+        return ToolImage(base64.b64decode(block.data, validate=True), block.mime_type)
+    except (binascii.Error, ValueError):
+        return None
+
+
 def result_value(result: types.CallToolResult, structured: bool) -> Any:
     """The value a tool call gives the model.
 
@@ -59,14 +70,21 @@ def result_value(result: types.CallToolResult, structured: bool) -> Any:
         structured: the tool declares an output schema: its ``structuredContent`` is the value when present.
 
     Returns:
-        The structured content (a JSON value), else the text of the content blocks joined by newlines.
+        The structured content (a JSON value); else, when the content holds images, a
+        :class:`~agentkit.tool_output.ToolContent` (the other blocks' text joined by newlines, and the images,
+        shown to backends that take images; others get its text with a note per image); else the text of the
+        content blocks joined by newlines (an image whose data is not base64 is a note).
 
     Raises:
         MCPToolError: the result has ``isError`` set (message: its text).
     """
-    text = "\n".join(block_text(b) for b in result.content)
     if result.is_error:
+        text = "\n".join(block_text(b) for b in result.content)
         raise MCPToolError(text or "the tool reported an error without a message")
     if structured and result.structured_content is not None:
         return result.structured_content
+    images = [_image(b) for b in result.content]
+    text = "\n".join(block_text(b) for b, i in zip(result.content, images, strict=True) if i is None)
+    if any(i is not None for i in images):
+        return ToolContent(text, tuple(i for i in images if i is not None))
     return text

@@ -245,7 +245,7 @@ def create_app(
 
 async def _wait(sub: Any, request: Request) -> Any:
     """The batch result of ``sub``; ``None`` (and the row cancelled) when the client disconnects first."""
-    from model.batching import BatcherClosed, RequestCancelled
+    from model.runtime.batcher import BatcherClosed, RequestCancelled
 
     fut = asyncio.wrap_future(sub.handle.future)
     try:

@@ -2,7 +2,7 @@
 
 :class:`ServeEngine` turns a validated :class:`~agentkit.serve.schemas.ChatCompletionRequest` into a prepared
 model turn (prompt ids, denoising settings, a fresh grammar constraint: :meth:`model.chat.ChatModel.prepare`),
-submits it to one :class:`model.batching.CanvasBatcher` shared by all requests, and turns the generated tokens
+submits it to one :class:`model.runtime.batcher.CanvasBatcher` shared by all requests, and turns the generated tokens
 into OpenAI's response shapes. Every problem with a request is a :class:`ServeError` carrying the HTTP status
 and OpenAI's error ``type``/``param``/``code``.
 
@@ -21,8 +21,10 @@ from typing import Any, Literal
 
 from agentkit.messages import to_template_messages
 from agentkit.serve import schemas as S
-from model import special_tokens as st
+from grammar import special_tokens as st
+from grammar.parse import ToolCallParseError, parse_tool_calls
 from model.limits import PromptTooLong
+from schema import SchemaError
 
 #: The lowest temperature of a denoising step (``temperature = 0`` ends here, starting from twice this).
 MIN_STEP_TEMPERATURE = 0.01
@@ -168,7 +170,7 @@ class Submission:
     id: str
     created: int
     prompt_tokens: int
-    handle: Any  # model.batching.RequestHandle
+    handle: Any  # model.runtime.batcher.RequestHandle
     constraint: Any = None  # the turn's GrammarConstraint (``budget_closed``: the budget forced the end)
     started: float = field(default_factory=time.perf_counter)
 
@@ -260,7 +262,7 @@ def _response_format(req: S.ChatCompletionRequest) -> dict[str, Any] | None:
 
 
 class ServeEngine:
-    """One loaded checkpoint behind a :class:`model.batching.CanvasBatcher`.
+    """One loaded checkpoint behind a :class:`model.runtime.batcher.CanvasBatcher`.
 
     Args:
         chat_model: a loaded :class:`model.chat.ChatModel`.
@@ -272,7 +274,7 @@ class ServeEngine:
     """
 
     def __init__(self, chat_model: Any, model_id: str, max_batch: int = 16, binding: str = "none") -> None:
-        from model.batching import CanvasBatcher
+        from model.runtime.batcher import CanvasBatcher
 
         self.chat_model = chat_model
         self.binding = binding
@@ -299,8 +301,6 @@ class ServeEngine:
         property whose schema recurses into itself has none, and the model could start such a call but never
         close it.
         """
-        from model.constraints.schema import SchemaError
-
         key = json.dumps(tool, sort_keys=True)
         if key in self._checked:  # clients resend the same tools with every request
             return
@@ -346,8 +346,6 @@ class ServeEngine:
                 pointer named, ``param`` the tool), ``response_format`` problems, a prompt longer than the
                 context (``code="context_length_exceeded"``).
         """
-        from model.constraints.schema import SchemaError
-
         _refuse_unsupported(req)
         tools = [t.model_dump(exclude_none=True) for t in req.tools or []]
         for i, t in enumerate(tools):
@@ -409,7 +407,7 @@ class ServeEngine:
         Raises:
             ServeError: 503 while the batcher is shutting down.
         """
-        from model.batching import BatcherClosed
+        from model.runtime.batcher import BatcherClosed
 
         try:
             handle = self.batcher.submit(
@@ -444,7 +442,7 @@ class ServeEngine:
         ]
 
     def completion(self, sub: Submission, result: Any) -> S.ChatCompletion:
-        """The non-streaming response for a finished :class:`model.batching.BatchOutput`."""
+        """The non-streaming response for a finished :class:`model.runtime.batcher.BatchOutput`."""
         out = self.parse(result.tokens, result.prompt_tokens, result.stats, sub.started)
         calls = self.tool_calls(out.tool_calls)
         finish = finish_reason(sub, result, bool(calls))
@@ -462,7 +460,7 @@ class ServeEngine:
         )
 
     def close(self, wait: bool = True, timeout: float | None = None) -> None:
-        """Stop the batcher (see :meth:`model.batching.CanvasBatcher.close`)."""
+        """Stop the batcher (see :meth:`model.runtime.batcher.CanvasBatcher.close`)."""
         self.batcher.close(wait=wait, timeout=timeout)
 
 
@@ -497,7 +495,6 @@ class StreamView:
         self.tokens: list[int] = []
 
     def _view(self, final: bool) -> tuple[str, str, list[Any]]:
-        from model.constraints.parse import ToolCallParseError, parse_tool_calls
         from model.tokenizer import decode_marked
 
         text = decode_marked(self.engine.chat_model.tokenizer, self.tokens)

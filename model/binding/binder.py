@@ -128,7 +128,7 @@ def scored_candidates(labelling: Labelling, specs: list[Any]) -> dict[tuple[str,
 
     Args:
         labelling: the prompt's :class:`Labelling`.
-        specs: the turn's tools, normalised (``model.constraints.schema.ToolSpec``).
+        specs: the turn's tools, normalised (``schema.ToolSpec``).
 
     Returns:
         ``{(tool, parameter): [(value, confidence 0..1), ...]}`` for the parameters that have any: numbers and

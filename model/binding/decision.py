@@ -18,7 +18,7 @@ class BindingInputs:
         model, tokenizer: the checkpoint and its tokenizer.
         input_ids: the ``P`` prompt ids.
         tools: the OpenAI-style declarations rendered in the prompt, in order.
-        specs: the same tools, normalised (``model.constraints.schema.ToolSpec``).
+        specs: the same tools, normalised (``schema.ToolSpec``).
         tool_choice: the turn's ``tool_choice``.
         hidden: ``[1, P, H]`` the encoder's final states over the prompt, from the prefill (``None``: not run).
         memory_keys: ``[1, >= P, D]`` the copy head's pointer keys from the prefill (``None``: no copy head).

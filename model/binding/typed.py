@@ -15,7 +15,7 @@ from typing import Any
 
 import jsonschema
 
-from model.constraints.schema.regex import pattern_matches
+from schema.regex import pattern_matches
 
 _EMAIL = re.compile(r"[\w.+-]+@[\w-]+(?:\.[\w-]+)+")
 #: A date as dateparser finds it must name a month or write a numeric date; "3 days" (relative) is no date.

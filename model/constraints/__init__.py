@@ -1,7 +1,4 @@
-"""Tool-call constraints: tool declarations and their JSON Schemas (:mod:`.schema`), llguidance grammars of
-tool calls in the Gemma and JSON syntaxes (:mod:`.grammar`), parsing and formatting of calls (:mod:`.parse`),
-cached llguidance tokenizers (:mod:`.llg`) and the constraint applied during denoising (:mod:`.denoise`).
-
-Submodules are imported explicitly (``from model.constraints.grammar import tool_call_grammar``) so that
-importing the package stays cheap.
+"""The constraint applied during denoising (:mod:`.denoise`: an llguidance matcher over the canvas) and
+whole-span copies in answers (:mod:`.span_copy`). The grammars it applies come from the torch-free
+:mod:`grammar` package, the tool schemas they are built from from :mod:`schema`.
 """

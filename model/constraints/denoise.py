@@ -24,7 +24,7 @@ re-noised. The design here (prefix commit):
   ungrammatical token that the extension cannot replace is vetoed (re-noised). With ``extend_prose=False``
   the extension waits while the turn is prose (text before its first ``<|tool_call>``).
 * Termination: when the token budget left comes within ``margin`` tokens of the shortest completion (found
-  by :func:`model.constraints.completion.shortest_completion`: fast-forward tokens, then closers such as
+  by :func:`grammar.completion.shortest_completion`: fast-forward tokens, then closers such as
   ``<|"|>``, ``}``, ``]``, ``<tool_call|>``, a small search for formats and patterns, then the
   shortest allowed token), the constraint forces that completion. Unbounded strings, numbers and arrays
   therefore always close inside ``max_new_tokens``.
@@ -43,9 +43,9 @@ from typing import Any
 import numpy as np
 import torch
 
-from model import special_tokens as st
-from model.constraints.completion import bitmask_to_bool, shortest_completion
-from model.runtime import ConstraintPlan
+from grammar import special_tokens as st
+from grammar.completion import bitmask_to_bool, shortest_completion
+from model.constraint_batch import ConstraintPlan
 
 _BASE_CACHE: dict[int, tuple[np.ndarray, np.ndarray, np.ndarray]] = {}
 
@@ -86,7 +86,7 @@ class GrammarConstraint:
 
     Args:
         matcher: a fresh ``llguidance.LLMatcher`` for the tool-call grammar.
-        tokenizer: the checkpoint's tokenizer (for :func:`~model.constraints.completion.shortest_completion`).
+        tokenizer: the checkpoint's tokenizer (for :func:`~grammar.completion.shortest_completion`).
         pad_token_id: written after the grammar terminates.
         margin: extra tokens kept free when deciding to close (multi-byte UTF-8 openers need >= 3).
         max_check_gap: at most this many tokens between two budget checks.

@@ -9,7 +9,7 @@ import random
 from dataclasses import dataclass
 from typing import Any
 
-from model import special_tokens as st
+from grammar import special_tokens as st
 from model.training.settings import TrainConfig
 
 # --------------------------------------------------------------------------------------------------------------

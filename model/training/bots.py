@@ -20,7 +20,7 @@ import random
 from pathlib import Path
 from typing import Any
 
-from model import special_tokens as st
+from grammar import special_tokens as st
 from model.training import values as V
 from model.training.bot_words import CODE_WORDS, CONDITIONS, VERB_PREFIXES
 

@@ -25,7 +25,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from model import special_tokens as st
+from grammar import special_tokens as st
 from model.training import values as V
 
 #: Default location of the Glaive schemas (relative to the repository root).

@@ -24,7 +24,7 @@ import re
 from dataclasses import dataclass, field
 from typing import Any
 
-from model import special_tokens as st
+from grammar import special_tokens as st
 from model.declarations import declared_keys, format_value, last_user_span
 from model.training.data import Example
 from model.training.render import render_prompt

@@ -33,7 +33,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from model import special_tokens as st
+from grammar import special_tokens as st
 
 
 def _copied_positions(part: list[Any], is_target: Any, text: list[str], turn_end: int, C: int) -> Any:

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from model import special_tokens as st
+from grammar import special_tokens as st
 from model.declarations import (
     declaration_head,
     format_call,

@@ -6,7 +6,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from model import special_tokens as st
+from grammar import special_tokens as st
 from model.config import small_config
 
 

@@ -10,7 +10,7 @@ Every schema is also compiled to the IR below, so an unsupported keyword or an u
 Compile work is bounded (:data:`MAX_COMPILE_STEPS` here, ``MAX_GRAMMAR_CHARS`` for the grammar text): a schema
 past the bound is refused the same way, so registering a tool never hangs.
 
-The IR (the ``Node`` subclasses of :mod:`model.constraints.schema.ir`, reached as ``schema.ir``) is what the grammar compilers in :mod:`model.constraints.grammar` consume:
+The IR (the ``Node`` subclasses of :mod:`schema.ir`) is what the grammar compilers of :mod:`grammar` consume:
 ``allOf`` and sibling keywords are intersected, ``oneOf`` becomes ``anyOf`` when its branches are provably
 disjoint, ``enum``/``const`` become literals, patterns are translated from ECMA-262 to llguidance's regex
 syntax with JSON Schema's search semantics made explicit. Recursive ``$ref`` cycles stay as :class:`Ref` nodes
@@ -18,21 +18,19 @@ syntax with JSON Schema's search semantics made explicit. Recursive ``$ref`` cyc
 Schema compiler (https://github.com/guidance-ai/llguidance/blob/main/docs/json_schema.md): properties come
 in schema order, ``uniqueItems``/``not``/``if``/``contains``/``dependencies``/``propertyNames`` and unknown
 string formats are rejected, integers are written without a fraction.
+
+A leaf package: it imports none of the project's packages (and no torch); :mod:`grammar`, ``model`` and
+``agentkit`` import it.
 """
 
-from model.constraints.schema import ir
-from model.constraints.schema.algebra import MAX_COMPILE_STEPS
-from model.constraints.schema.build import Builder, build_ir, cached_ir
-from model.constraints.schema.errors import SchemaError
-from model.constraints.schema.normalize import drop_titles, normalize_schema
-from model.constraints.schema.regex import (
-    FORMAT_LIMITS,
-    FORMATS,
-    format_matches,
-    pattern_matches,
-    pattern_to_regex,
-)
-from model.constraints.schema.spec import ToolSpec, canonical, normalize_tool
+from schema import ir
+from schema.algebra import MAX_COMPILE_STEPS
+from schema.build import Builder, build_ir, cached_ir
+from schema.errors import SchemaError
+from schema.formats import FORMAT_LIMITS, FORMATS, format_matches
+from schema.normalize import drop_titles, normalize_schema
+from schema.regex import pattern_matches, pattern_to_regex
+from schema.spec import ToolSpec, canonical, fingerprint, normalize_tool
 
 __all__ = [
     "FORMATS",
@@ -45,6 +43,7 @@ __all__ = [
     "cached_ir",
     "canonical",
     "drop_titles",
+    "fingerprint",
     "format_matches",
     "ir",
     "normalize_schema",

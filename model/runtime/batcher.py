@@ -11,12 +11,10 @@ is at its own denoising step of its own canvas:
    *own* positions (decoder position ids are per row), so a row's attention is what it would be alone: padding is
    masked and RoPE sees the row's true distances. Rows on their first step get zero self-conditioning
    (``self_conditioning_mask``), exactly as ``generate``'s first step.
-3. **Denoise one step** for all rows: the same phases as :class:`model.runtime.CanvasState`
-   (:class:`model.sampler.TorchSampler` with each row's own temperature, its own step index and schedule;
-   :func:`model.sampler.window_accept` and :func:`model.sampler.stop_test`; the rows' constraints through
-   :class:`model.constraint_batch.ConstraintBatch`) and a ``torch.Generator`` per row
-   seeded with the row's seed, so a row's draws do not depend on who else is in the batch: a row's tokens are
-   those ``generate`` gives it alone (tests/test_batching.py).
+3. **Denoise one step** for all rows: :func:`model.runtime.step.denoise_step`, the step ``generate`` takes, over
+   the rows' gathered :class:`~model.runtime.step.Canvas`, with each row's own temperature and schedule step and
+   a ``torch.Generator`` per row seeded with the row's seed, so a row's draws do not depend on who else is in
+   the batch: a row's tokens are those ``generate`` gives it alone (tests/test_batching.py).
 4. **Commit.** A row whose canvas stops (argmax stable and confident, grammar done, or steps spent) is read out at
    once; it leaves when it produced EOS or spent its budget, otherwise its canvas is encoded into its cache and
    it starts the next canvas on the next step. Rows never wait for each other.
@@ -24,9 +22,8 @@ is at its own denoising step of its own canvas:
 A request's failure (its constraint raising, its stream callback raising) fails that request only; the batch goes
 on without it.
 
-Source: the denoising step follows transformers ``models/diffusion_gemma/generation_diffusion_gemma.py`` (as
-:mod:`model.runtime` does); scheduling per step rather than per batch is Orca's iteration-level scheduling (Yu
-et al., OSDI 2022) applied to denoising steps.
+Source: scheduling per step rather than per batch is Orca's iteration-level scheduling (Yu et al., OSDI 2022)
+applied to denoising steps.
 """
 
 from __future__ import annotations
@@ -42,17 +39,13 @@ from typing import Any
 import torch
 
 from model import hf_compat as hf
-from model.constraint_batch import (
-    CallAwareConstraint,
-    CanvasConstraint,
-    ConstraintBatch,
-    ConstraintPlan,
-    TerminatingConstraint,
-)
+from model.constraint_batch import CanvasConstraint, ConstraintBatch, GuardedConstraint
 from model.copy_head import CopyHead, CopyMemory
 from model.prefill import image_inputs
-from model.runtime import GenerationStats
-from model.sampler import StepDraw, TorchSampler, row_windows, stop_test, window_accept
+from model.runtime import step
+from model.runtime.events import GenerationStats
+from model.runtime.step import Canvas, Denoiser
+from model.sampler import TorchSampler
 from model.settings import DenoiseSettings
 
 #: Called after each committed canvas of a row with that canvas's tokens (EOS padding removed).
@@ -82,9 +75,13 @@ class BatchOutput:
 
 @dataclass
 class _Row:
+    """One request: what it asked for, its sequence bookkeeping (KV cache layers, encoded length, tokens, stats)
+    and its place in the batch's :class:`~model.runtime.step.Canvas` (row ``index`` of ``canvas``; ``None``: the
+    next step starts a fresh one)."""
+
     prompt: list[int]
     settings: DenoiseSettings
-    constraint: CanvasConstraint | None
+    constraint: GuardedConstraint | None
     seed: int
     on_canvas: CanvasCallback | None
     future: Future[BatchOutput]
@@ -99,64 +96,9 @@ class _Row:
     canvases: int = 0
     stats: GenerationStats = field(default_factory=GenerationStats)
     started: float = 0.0
-    guard: Any = None
     serial: int = field(default_factory=lambda: next(_SERIALS))  # identifies the row in packing keys
-    # the canvas being denoised (``canvas is None``: the next step starts a new one)
-    canvas: torch.Tensor | None = None  # [1, C] int64
-    argmax: torch.Tensor | None = None  # [1, C] int64
-    self_cond: torch.Tensor | None = None  # [1, C, V] the previous step's processed logits
-    history: torch.Tensor | None = None  # [T, 1, C] int64 argmax of the last T steps
-    prev_accepted: torch.Tensor | None = None  # [1, C] bool
-    step_left: int = 0  # denoising steps left in this canvas (the temperature schedule's index)
-    steps: int = 0  # steps taken in this canvas
-
-
-class _Guarded:
-    """A row's constraint with its faults kept to the row: the first exception is recorded and the constraint
-    steps aside (no fixed tokens, argmax readout) until the canvas ends, when the row fails with it."""
-
-    def __init__(self, inner: CanvasConstraint) -> None:
-        self.inner = inner
-        self.error: BaseException | None = None
-
-    def _run(self, fn: Callable[[], Any], fallback: Any) -> Any:
-        if self.error is not None:
-            return fallback
-        try:
-            return fn()
-        except Exception as exc:
-            self.error = exc
-            return fallback
-
-    def start_canvas(self, canvas_length: int, tokens_left: int) -> None:
-        self._run(lambda: self.inner.start_canvas(canvas_length, tokens_left), None)
-
-    def plan(self) -> ConstraintPlan:
-        plan = self._run(self.inner.plan, None)
-        if plan is not None and plan.mask is not None and not bool(plan.mask.any()):
-            self.error = ValueError("constraint mask allows no token")
-            plan = None
-        return plan if plan is not None else ConstraintPlan(fixed=[])
-
-    def commit(self, tokens: list[int], accepted: list[bool], **kwargs: Any) -> list[int]:
-        return self._run(lambda: self.inner.commit(tokens, accepted, **kwargs), [])  # type: ignore[no-any-return]
-
-    def readout(self, logits: torch.Tensor) -> list[int]:
-        return self._run(lambda: self.inner.readout(logits), None) or logits.argmax(-1).tolist()  # type: ignore[no-any-return]
-
-    @property
-    def committed(self) -> list[int] | None:
-        inner = self.inner
-        return inner.committed if self.error is None and isinstance(inner, TerminatingConstraint) else None
-
-    @property
-    def done(self) -> bool:
-        return self.error is None and isinstance(self.inner, TerminatingConstraint) and bool(self.inner.done)
-
-    @property
-    def in_call(self) -> bool:
-        inner = self.inner
-        return self.error is None and isinstance(inner, CallAwareConstraint) and bool(inner.in_call)
+    canvas: Canvas | None = None
+    index: int = 0
 
 
 class RequestHandle:
@@ -199,7 +141,7 @@ class CanvasBatcher:
         self._closed = False
         self._stop = False
         self._packed: tuple[Any, ...] | None = None
-        self._last_sc: tuple[Any, torch.Tensor] | None = None
+        self._last: tuple[tuple[Any, ...], Canvas] | None = None  # (packing key, the last step's next canvas)
         self._cons: tuple[tuple[int, ...], ConstraintBatch] | None = None  # (the rows' guards, their batch)
         self.max_rows_seen = 0
         self._thread = threading.Thread(target=self._loop, name="canvas-batcher", daemon=True)
@@ -246,7 +188,8 @@ class CanvasBatcher:
         if not -(2**63) <= int(seed) < 2**63:
             raise ValueError(f"seed must fit in a signed 64-bit integer, got {seed}")
         s = (settings or self.settings).replace(canvas_length=self.settings.canvas_length)
-        row = _Row(list(input_ids), s, constraint, int(seed), on_canvas, Future(), threading.Event(), vision)
+        guarded = None if constraint is None else GuardedConstraint(constraint)
+        row = _Row(list(input_ids), s, guarded, int(seed), on_canvas, Future(), threading.Event(), vision)
         with self._cv:
             if self._closed:
                 raise BatcherClosed("the batcher is shutting down")
@@ -321,35 +264,37 @@ class CanvasBatcher:
         """Prefill one request alone; on success it joins ``_active``."""
         if self._drop_if_cancelled(row):
             return
+        row.started = time.perf_counter()
         try:
-            m = self.model
-            device = m.device
-            ids = torch.tensor([row.prompt], dtype=torch.long, device=device)
-            P = ids.shape[1]
-            row.started = time.perf_counter()
-            cache = hf.new_cache(m, 1, P + self.settings.canvas_length)
-            attn = torch.ones((1, P), dtype=torch.bool, device=device)
-            pos = torch.arange(0, P, dtype=torch.int32, device=device).unsqueeze(0)
-            v = row.vision
-            images = {} if v is None else image_inputs(m, ids, mm_token_type_ids=None, **v.generate_kwargs())
-            enc_in, out = hf.encode(
-                m,
-                ids,
-                attn,
-                pos,
-                cache,
-                is_prefill=True,
-                canvas_length=self.settings.canvas_length,
-                images=images,
-            )
-            row.vision = None  # the images live on in the cache
-            row.layers = [(layer.keys, layer.values) for layer in out.cache.layers]
-            row.length = P
-            if self.head is not None:
-                row.memory = self.head.new_memory(enc_in, out.last_hidden_state, attn)
-            row.gen = torch.Generator(device=device)
-            row.gen.manual_seed(row.seed)
-            row.stats.time_prefill_s += time.perf_counter() - row.started
+            with row.stats.phase("prefill"):
+                m = self.model
+                device = m.device
+                ids = torch.tensor([row.prompt], dtype=torch.long, device=device)
+                P = ids.shape[1]
+                cache = hf.new_cache(m, 1, P + self.settings.canvas_length)
+                attn = torch.ones((1, P), dtype=torch.bool, device=device)
+                pos = torch.arange(0, P, dtype=torch.int32, device=device).unsqueeze(0)
+                v = row.vision
+                images = (
+                    {} if v is None else image_inputs(m, ids, mm_token_type_ids=None, **v.generate_kwargs())
+                )
+                enc_in, out = hf.encode(
+                    m,
+                    ids,
+                    attn,
+                    pos,
+                    cache,
+                    is_prefill=True,
+                    canvas_length=self.settings.canvas_length,
+                    images=images,
+                )
+                row.vision = None  # the images live on in the cache
+                row.layers = [(layer.keys, layer.values) for layer in out.cache.layers]
+                row.length = P
+                if self.head is not None:
+                    row.memory = self.head.new_memory(enc_in, out.last_hidden_state, attn)
+                row.gen = torch.Generator(device=device)
+                row.gen.manual_seed(row.seed)
         except Exception as exc:
             self._fail(row, exc)
             return
@@ -410,171 +355,102 @@ class CanvasBatcher:
     def _start_canvas(self, r: _Row) -> None:
         """A fresh uniform-noise canvas for ``r`` (drawn from its own generator, as ``generate`` does)."""
         s, C, dev = self.settings, self.settings.canvas_length, self.model.device
-        r.canvas = torch.randint(0, self.vocab, (1, C), device=dev, generator=r.gen)
-        r.argmax = r.canvas
-        r.self_cond = None
-        r.history = torch.full((max(s.stability_threshold, 1), 1, C), -1, dtype=torch.long, device=dev)
-        r.prev_accepted = torch.zeros((1, C), dtype=torch.bool, device=dev)
-        r.step_left = s.max_denoising_steps
-        r.steps = 0
-        if r.guard is not None:
+        noise = torch.randint(0, self.vocab, (1, C), device=dev, generator=r.gen)
+        r.canvas, r.index = Canvas.start(noise, torch.zeros(1, dtype=torch.bool, device=dev), s), 0
+        if r.constraint is not None:
             left = r.settings.max_new_tokens - r.canvases * C  # exact: a constrained turn closes within it
-            t1 = time.perf_counter()
-            r.guard.start_canvas(C, left)
-            r.stats.time_constraint_s += time.perf_counter() - t1
+            with r.stats.phase("constraint"):
+                r.constraint.start_canvas(C, left)
+
+    def _batch_canvas(self, rows: list[_Row], key: tuple[Any, ...]) -> Canvas:
+        """The rows' canvases as one: the last step's outcome when the rows are those of the last step (no copy),
+        else gathered from each row's."""
+        for r in rows:
+            if r.canvas is None:
+                self._start_canvas(r)
+        last = self._last
+        if last is not None and last[0] == key and all(r.canvas is last[1] for r in rows):
+            return last[1]
+        return Canvas.gather([(r.canvas, r.index) for r in rows])  # type: ignore[misc]
 
     @torch.no_grad()
     def _step(self, rows: list[_Row]) -> None:
-        """One denoising step for every row, each at its own step of its own canvas; rows whose canvas is
-        done are read out and committed (or leave) at once."""
-        m = self.model
-        device = m.device
-        s = self.settings
-        B = len(rows)
-        t0 = time.perf_counter()
-        for r in rows:
-            if r.constraint is not None and r.guard is None:
-                r.guard = _Guarded(r.constraint)
-            if r.canvas is None:
-                self._start_canvas(r)
-        canvas = torch.cat([r.canvas for r in rows])  # type: ignore[misc]
-        key = tuple((r.serial, r.length) for r in rows)
-        inputs = self._decoder_inputs(rows, canvas, key)
-        guards = tuple(id(r.guard) for r in rows)
-        if self._cons is None or self._cons[0] != guards:  # built once per set of rows, not every step
-            self._cons = (guards, ConstraintBatch([r.guard for r in rows]))
-        cons = self._cons[1]
-        gens = [r.gen for r in rows]
-        t_set = time.perf_counter() - t0
-
-        t1 = time.perf_counter()
-        logits = m(decoder_input_ids=canvas, **inputs).logits
-        t_dec = time.perf_counter() - t1
-        t_con = 0.0
-        on = [True] * B
-        fixed_mask: torch.Tensor | None = None
-        if cons.any:
-            t1 = time.perf_counter()
-            fixed_mask, fixed_tok = cons.apply(logits, on)
-            t_con += time.perf_counter() - t1
-        t1 = time.perf_counter()
-        temps = torch.tensor([r.settings.temperature(r.step_left) for r in rows], device=device)
-        draw = TorchSampler(gens).draw(logits, temps, s.entropy_bound, canvas=0, step=0)
-        window = row_windows(s, cons.in_call, canvas.shape[1], device)
-        if window is not None:
-            prev = torch.cat([r.prev_accepted for r in rows])  # type: ignore[misc]
-            window_accept(draw, canvas, window, fixed_mask, prev)
-        t_smp = time.perf_counter() - t1
-        grammar_done = torch.zeros(B, dtype=torch.bool, device=device)
-        if fixed_mask is not None:
-            t1 = time.perf_counter()
-            draw.denoised, draw.accepted, grammar_done = cons.commit(
-                on, draw.denoised, draw.accepted, fixed_mask, fixed_tok, draw.processed, s.entropy_bound
+        """One :func:`~model.runtime.step.denoise_step` for every row, each at its own step of its own canvas with
+        its own temperature and generator; rows whose canvas is done are read out and committed (or leave)."""
+        timer = GenerationStats()  # the step's phase times, shared among its rows
+        with timer.phase("sampling"):
+            key = tuple((r.serial, r.length) for r in rows)
+            canvas = self._batch_canvas(rows, key)
+            inputs = self._decoder_inputs(rows, canvas.tokens, key)
+            guards = tuple(id(r.constraint) for r in rows)
+            if self._cons is None or self._cons[0] != guards:  # built once per set of rows, not every step
+                self._cons = (guards, ConstraintBatch([r.constraint for r in rows]))
+            gens = [r.gen for r in rows if r.gen is not None]
+            temps = [r.settings.temperature(n) for r, n in zip(rows, canvas.steps_left, strict=True)]
+            den = Denoiser(
+                self.model, self.settings, TorchSampler(gens), self._cons[1], gens, timer, self.vocab
             )
-            t_con += time.perf_counter() - t1
-        t1 = time.perf_counter()
-        done_rows = self._advance(rows, key, canvas, draw, fixed_mask, grammar_done)
-        t_smp += time.perf_counter() - t1
-        share = 1.0 / B
-        for r in rows:
-            r.stats.time_decoder_s += t_dec * share
-            r.stats.time_sampling_s += (t_smp + t_set) * share
-            r.stats.time_constraint_s += t_con * share
-        if done_rows:
-            self._end_canvases([rows[b] for b in done_rows])
+        # through the module: the one step function both schedulers call (a test patches it there)
+        out = step.denoise_step(den, canvas, inputs, torch.tensor(temps, device=canvas.tokens.device))
+        self._last = (key, out.canvas)
+        for b, r in enumerate(rows):
+            r.canvas, r.index = out.canvas, b
+            r.stats.add_times(timer, 1.0 / len(rows))
+        done = [r for r, d in zip(rows, out.canvas_done(), strict=True) if d]
+        if done:
+            self._end_canvases(done)
 
     def _decoder_inputs(self, rows: list[_Row], canvas: torch.Tensor, key: tuple[Any, ...]) -> dict[str, Any]:
-        """The decoder's keyword inputs for ``rows``: the packed cache, masks and positions (repacked only when
-        membership or a row's length changed), the rows' self-conditioning logits and the copy memory."""
-        m = self.model
-        C, V = self.settings.canvas_length, self.vocab
+        """The decoder's keyword inputs for ``rows`` besides the canvas: the packed cache, masks and per-row
+        positions (repacked only when membership or a row's length changed) and the copy memory."""
         if self._packed is None or self._packed[0] != key:
             cache, dec_attn, L = self._pack(rows)
+            inputs: dict[str, Any] = {
+                "decoder_attention_mask": hf.decoder_mask(self.model, canvas, cache, dec_attn),
+                "cache": cache,
+                "decoder_position_ids": self._positions(rows),
+            }
             memory = self._pack_memory(rows, L)
-            self._packed = (
-                key,
-                cache,
-                memory,
-                self._positions(rows),
-                hf.decoder_mask(m, canvas, cache, dec_attn),
-            )
-        _, cache, memory, dec_pos, dec_masks = self._packed
-        out: dict[str, Any] = {
-            "decoder_attention_mask": dec_masks,
-            "cache": cache,
-            "decoder_position_ids": dec_pos,
-        }
-        has_sc = [r.self_cond is not None for r in rows]
-        if all(has_sc) and self._last_sc is not None and self._last_sc[0] == key:
-            out["self_conditioning_logits"] = self._last_sc[1]  # the same rows as the last step: no copy
-        elif any(has_sc):
-            zeros = torch.zeros((1, C, V), dtype=m.model.decoder.embed_tokens.weight.dtype, device=m.device)
-            out["self_conditioning_logits"] = torch.cat(
-                [r.self_cond if r.self_cond is not None else zeros for r in rows]
-            )
-            if not all(has_sc):  # rows on their first step get zero soft embeddings, exactly as with None
-                out["self_conditioning_mask"] = torch.tensor(has_sc, device=m.device)
-        if memory is not None:
-            out["copy_memory"] = memory
-        return out
+            if memory is not None:
+                inputs["copy_memory"] = memory
+            self._packed = (key, inputs)
+        return self._packed[1]  # type: ignore[no-any-return]
 
-    def _advance(
-        self,
-        rows: list[_Row],
-        key: tuple[Any, ...],
-        canvas: torch.Tensor,
-        draw: StepDraw,
-        fixed_mask: torch.Tensor | None,
-        grammar_done: torch.Tensor,
-    ) -> list[int]:
-        """Re-noise, stop test and each row's next state; returns the indices of rows whose canvas is done."""
-        s, C, V = self.settings, self.settings.canvas_length, self.vocab
-        device = self.model.device
-        noise = torch.cat([torch.randint(0, V, (1, C), device=device, generator=r.gen) for r in rows])
-        new_canvas = torch.where(draw.accepted, draw.denoised, noise)
-        history = torch.cat([r.history for r in rows], dim=1)  # type: ignore[misc]
-        stop, new_history = stop_test(
-            history, draw.argmax, draw.entropy, fixed_mask, s.stability_threshold, s.confidence_threshold
-        )
-        history = history if new_history is None else new_history
-        fin = (stop | grammar_done).tolist()
-        sc_new = draw.processed.to(self.model.model.decoder.embed_tokens.weight.dtype)
-        self._last_sc = (key, sc_new)
-        done_rows = []
-        for b, r in enumerate(rows):
-            r.canvas, r.argmax = new_canvas[b : b + 1], draw.argmax[b : b + 1]
-            r.self_cond, r.history = sc_new[b : b + 1], history[:, b : b + 1]
-            r.prev_accepted = draw.accepted[b : b + 1]
-            r.step_left -= 1
-            r.steps += 1
-            if fin[b] or r.step_left == 0:
-                done_rows.append(b)
-        return done_rows
+    def _readout(self, r: _Row) -> list[int] | None:
+        """The row's finished canvas read out (its constraint's readout, else the argmax); ``None`` when the row
+        failed (its constraint raised, or read out a canvas of another length)."""
+        canvas, b = r.canvas, r.index
+        assert canvas is not None and canvas.self_cond is not None
+        guard, C = r.constraint, self.settings.canvas_length
+        if guard is None:
+            return canvas.argmax[b].tolist()  # type: ignore[no-any-return]
+        with r.stats.phase("constraint"):
+            toks = guard.readout(canvas.self_cond[b].float())
+        if guard.error is not None:  # this row's constraint failed: only it leaves
+            self._fail(r, guard.error)
+            return None
+        if len(toks) != C:
+            self._fail(r, ValueError(f"constraint readout has {len(toks)} tokens, canvas is {C}"))
+            return None
+        return toks
 
     def _end_canvases(self, rows: list[_Row]) -> None:
         """Read out the rows' finished canvases; rows that go on have them encoded into their caches."""
-        m = self.model
         s = self.settings
-        C, device = s.canvas_length, m.device
+        C = s.canvas_length
         cont: list[tuple[_Row, list[int]]] = []
         for r in rows:
-            assert r.argmax is not None and r.self_cond is not None
-            guard = r.guard
-            t1 = time.perf_counter()
-            toks = guard.readout(r.self_cond[0].float()) if guard is not None else r.argmax[0].tolist()
-            r.stats.time_constraint_s += time.perf_counter() - t1
-            if guard is not None and guard.error is not None:  # this row's constraint failed: only it leaves
-                self._fail(r, guard.error)
-                continue
-            if len(toks) != C:
-                self._fail(r, ValueError(f"constraint readout has {len(toks)} tokens, canvas is {C}"))
+            assert r.canvas is not None
+            steps = s.max_denoising_steps - r.canvas.steps_left[r.index]
+            toks = self._readout(r)
+            if toks is None:
                 continue
             stop = any(t in s.eos_token_ids for t in toks)
             kept = toks[: toks.index(next(t for t in toks if t in s.eos_token_ids)) + 1] if stop else toks
             r.tokens.extend(t for t in kept if t != s.pad_token_id)
             r.canvases += 1
             r.canvas = None
-            r.stats.steps_per_canvas.append(r.steps)
+            r.stats.steps_per_canvas.append(steps)
             r.stats.canvases += 1
             r.stats.decoder_forwards = [sum(r.stats.steps_per_canvas)]
             if r.on_canvas is not None:
@@ -587,15 +463,22 @@ class CanvasBatcher:
                 self._finish(r, "stop" if stop else "length")
             elif not r.cancelled.is_set():
                 cont.append((r, toks))
-        if not cont:
-            return
-        t1 = time.perf_counter()
+        if cont:
+            timer = GenerationStats()
+            with timer.phase("commit"):
+                self._encode_canvases(cont)
+            for r, _ in cont:
+                r.stats.add_times(timer, 1.0 / len(cont))
+
+    def _encode_canvases(self, cont: list[tuple[_Row, list[int]]]) -> None:
+        """Encode each row's committed canvas (``(row, tokens)``) into its own cache and copy memory, together."""
+        m, C = self.model, self.settings.canvas_length
         crow = [r for r, _ in cont]
         cache, attn, L = self._pack(crow)
         memory = self._pack_memory(crow, L)
         pos = self._positions(crow)
         enc_masks = hf.encoder_mask(m, len(crow), C, attn, cache, pos)
-        enc_in = torch.tensor([t for _, t in cont], dtype=torch.long, device=device)
+        enc_in = torch.tensor([t for _, t in cont], dtype=torch.long, device=m.device)
         out = m.model.encoder(input_ids=enc_in, attention_mask=enc_masks, cache=cache, position_ids=pos)
         if memory is not None:
             assert self.head is not None
@@ -619,7 +502,6 @@ class CanvasBatcher:
                     tail=memory.tail[b : b + 1],
                     in_excluded=memory.in_excluded[b : b + 1],
                 )
-            r.stats.time_commit_s += (time.perf_counter() - t1) / len(crow)
 
     def _finish(self, row: _Row, reason: str) -> None:
         st = row.stats

@@ -2,7 +2,7 @@
 
 A parameter marked ``x-grounded: true`` (``grounded: true`` in a bundle, ``Grounded[str]`` in the Python API)
 must take, as its string value, a span of the conversation: the user's messages and the tool responses so far.
-The tool-call grammar (:func:`model.constraints.grammar.tool_call_grammar` with ``grounding=``) intersects the
+The tool-call grammar (:func:`grammar.turn.tool_call_grammar` with ``grounding=``) intersects the
 string's own constraints with the regex built here, so the constraint applied during denoising only lets the
 model write such a span: no invented identifier, path or id, whatever the checkpoint.
 

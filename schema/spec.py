@@ -2,15 +2,16 @@
 
 from __future__ import annotations
 
+import hashlib
 import json
 import re
 from dataclasses import dataclass, field
 from typing import Any
 
-from model.constraints.schema.build import cached_ir
-from model.constraints.schema.errors import SchemaError
-from model.constraints.schema.ir import Never, object_part
-from model.constraints.schema.normalize import normalize_schema
+from schema.build import cached_ir
+from schema.errors import SchemaError
+from schema.ir import Never, object_part
+from schema.normalize import normalize_schema
 
 
 @dataclass(frozen=True)
@@ -88,6 +89,16 @@ def normalize_tool(tool: Any) -> ToolSpec:
 def canonical(obj: Any) -> str:
     """A stable text key for caching schemas and tool lists (property order preserved)."""
     return json.dumps(obj, separators=(",", ":"), ensure_ascii=False, default=_default)
+
+
+def fingerprint(obj: Any) -> str:
+    """SHA-256 (hex, 64 characters) of :func:`canonical` of ``obj``: equal for equal JSON (property order
+    counts, as it does for the grammar), whatever the objects' identity.
+
+    Raises:
+        TypeError: ``obj`` holds a value that is not JSON.
+    """
+    return hashlib.sha256(canonical(obj).encode("utf-8", "surrogatepass")).hexdigest()
 
 
 def _default(o: Any) -> Any:

@@ -7,12 +7,13 @@ import math
 from functools import lru_cache
 from typing import Any
 
-from model.constraints.schema.algebra import (
+from schema.algebra import (
     Algebra,
     num_unsat,
 )
-from model.constraints.schema.errors import SchemaError
-from model.constraints.schema.ir import (
+from schema.errors import SchemaError
+from schema.formats import FORMATS
+from schema.ir import (
     IR,
     AnyNode,
     AnyOf,
@@ -30,8 +31,8 @@ from model.constraints.schema.ir import (
     literal,
     make_arr,
 )
-from model.constraints.schema.refs import Refs, escape_pointer_token, pointer_get
-from model.constraints.schema.regex import FORMATS, pattern_matches
+from schema.refs import Refs, escape_pointer_token, pointer_get
+from schema.regex import pattern_matches
 
 # ----------------------------------------------------------------------------------------------------------
 # Building the IR

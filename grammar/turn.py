@@ -20,7 +20,7 @@ Call syntaxes (no flexible whitespace anywhere):
   Strings and keys may hold any text, the text of a control token included (spelled with ordinary
   tokens): special tokens never match a terminal, so the delimiter *token* always ends a string and no
   other control token can occur inside one. The argument grammar is
-  compiled here from the schema IR of :mod:`model.constraints.schema` (properties in schema order,
+  compiled here from the schema IR of :mod:`schema` (properties in schema order,
   optional ones skippable, enums/consts as literals, string lengths/patterns/formats as regex terminals,
   bounded numbers through llguidance's JSON number regexes ``%json{...}``, arrays with min/max items,
   ``anyOf`` as alternatives, recursion as rules, min/maxProperties as counted states).
@@ -46,10 +46,10 @@ from collections import OrderedDict
 from collections.abc import Sequence
 from typing import Any
 
-from model.constraints.gemma_lark import MAX_GRAMMAR_CHARS, SYNTAXES, TOOL_CHOICES, GemmaCompiler, lark_str
-from model.constraints.grounding import MAX_GROUNDED_CHARS, bounded_texts, has_span
-from model.constraints.llg import parser_limits
-from model.constraints.schema import (
+from grammar.gemma_lark import MAX_GRAMMAR_CHARS, SYNTAXES, TOOL_CHOICES, GemmaCompiler, lark_str
+from grammar.grounding import MAX_GROUNDED_CHARS, bounded_texts, has_span
+from grammar.llg import parser_limits
+from schema import (
     SchemaError,
     ToolSpec,
     build_ir,
@@ -219,7 +219,7 @@ def tool_call_grammar(
         additional_properties: what objects without ``additionalProperties`` allow: ``False`` (default for
             tool arguments: only declared keys) or ``True`` (JSON Schema semantics).
         grounding: the conversation's texts (user messages, tool responses) that grounded string values
-            (``x-grounded: true``) must be spans of (:mod:`model.constraints.grounding`; Gemma syntax). ``None``
+            (``x-grounded: true``) must be spans of (:mod:`grammar.grounding`; Gemma syntax). ``None``
             leaves grounded strings unconstrained (registration-time checks). A tool whose *required* grounded
             parameter has nothing to ground on is left out of the grammar (the model cannot call it).
         parallel_tool_calls: ``False``: the turn holds one call at most (``calls: call <|tool_response>``).
@@ -229,7 +229,7 @@ def tool_call_grammar(
         answer_grounding: the conversation's texts (user messages, tool-call arguments, tool responses) a
             grounded answer copies its facts from: the turn's prose then writes a digit only inside a
             number, date or other digit-holding fact of these texts, written whole
-            (:func:`model.constraints.grounding.answer_regex`); ``None``: prose is free.
+            (:func:`grammar.grounding.answer_regex`); ``None``: prose is free.
 
     Returns:
         Grammar text for ``llguidance.LLMatcher(llg_tokenizer, grammar)`` (compiles in about a millisecond).
@@ -237,7 +237,7 @@ def tool_call_grammar(
 
     Raises:
         SchemaError: a tool's schema is unsupported or unsatisfiable, or too large to compile (more than
-            :data:`model.constraints.schema.MAX_COMPILE_STEPS` steps or :data:`MAX_GRAMMAR_CHARS` characters
+            :data:`schema.MAX_COMPILE_STEPS` steps or :data:`MAX_GRAMMAR_CHARS` characters
             of grammar); keyword and JSON path named.
         ValueError: unknown ``syntax``/``tool_choice``, a named tool that is not declared, duplicate tool
             names (outside a call plan), a call plan's call of a tool other than the named one, or ``"required"`` without tools; a named (or the only, under ``"required"``) tool whose
@@ -261,7 +261,7 @@ def tool_call_grammar(
     calls = "plan" if planned_calls else "many" if parallel_tool_calls else "one"
     answer = None
     if answer_grounding is not None:
-        from model.constraints.grounding import answer_regex
+        from grammar.grounding import answer_regex
 
         answer = answer_regex(answer_grounding)
     return _cached_grammar(
@@ -454,7 +454,7 @@ def _build_grammar(
     answer: str | None = None,
 ) -> str:
     """The grammar text of :func:`tool_call_grammar`; ``calls`` as :func:`_call_rules` takes it; ``answer``: the
-    regex prose must match (:func:`model.constraints.grounding.answer_regex`; ``None``: any text)."""
+    regex prose must match (:func:`grammar.grounding.answer_regex`; ``None``: any text)."""
     names = [s.name for s in specs]
     plan = calls == "plan"
     if len(set(names)) != len(names) and not plan:

@@ -7,8 +7,9 @@ import math
 from fractions import Fraction
 from typing import Any
 
-from model.constraints.schema.errors import SchemaError
-from model.constraints.schema.ir import (
+from schema.errors import SchemaError
+from schema.formats import format_matches
+from schema.ir import (
     AnyNode,
     AnyOf,
     Arr,
@@ -26,7 +27,7 @@ from model.constraints.schema.ir import (
     make_arr,
     merge_optional,
 )
-from model.constraints.schema.regex import format_matches, pattern_matches, pattern_to_regex
+from schema.regex import pattern_matches, pattern_to_regex
 
 _MAX_INTERSECT_DEPTH = 60
 #: Bound on the work of compiling one schema to the IR, in steps: one subschema built, one enum value, one

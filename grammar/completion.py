@@ -15,8 +15,8 @@ from typing import Any
 
 import numpy as np
 
-from model import special_tokens as st
-from model.constraints.llg import llg_tokenizer
+from grammar import special_tokens as st
+from grammar.llg import llg_tokenizer
 
 
 def bitmask_to_bool(mask: bytes | bytearray | np.ndarray, vocab_size: int) -> np.ndarray:

@@ -6,7 +6,7 @@ import math
 from dataclasses import dataclass, field
 from typing import Any
 
-from model.constraints.schema.errors import SchemaError
+from schema.errors import SchemaError
 
 # ----------------------------------------------------------------------------------------------------------
 # The IR
@@ -85,7 +85,7 @@ class Num(Node):
 class Str(Node):
     """A string. ``patterns``: ECMA patterns (JSON Schema search semantics); ``formats``: format names;
     ``grounded``: the value must be a span of the conversation (``x-grounded: true``; see
-    :mod:`model.constraints.grounding`)."""
+    :mod:`grammar.grounding`)."""
 
     min_len: int = 0
     max_len: int | None = None

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from model.constraints.schema.refs import (
+from schema.refs import (
     MAX_INLINED_NODES,
     SCHEMA_KEYS,
     SCHEMA_LIST_KEYS,

@@ -11,7 +11,7 @@ numbers are JSON numbers (``42`` is an ``int``, ``42.0``/``1e3`` are ``float``).
 JSON value ``format_value`` accepts (property-tested).
 
 Text versus control tokens: strings, keys and prose may hold text that spells a control token (a value
-``a<|"|>b<turn|>``). Formatting writes such text *marked* (:func:`model.special_tokens.mark_text`), so in a
+``a<|"|>b<turn|>``). Formatting writes such text *marked* (:func:`grammar.special_tokens.mark_text`), so in a
 formatted call a literal ``<|"|>`` is always the delimiter token; encode it with
 :func:`model.tokenizer.encode_marked` and the text stays ordinary text tokens. Parsing reads marked text
 (:func:`model.tokenizer.decode_marked` of the generated ids, which keeps the delimiter token apart from
@@ -26,7 +26,7 @@ import re
 from dataclasses import dataclass, field
 from typing import Any
 
-from model import special_tokens as st
+from grammar import special_tokens as st
 
 DELIM = st.STRING_DELIM
 _NUMBER = re.compile(r"-?(?:0|[1-9][0-9]*)(?:\.[0-9]+)?(?:[eE][+-]?[0-9]+)?")
@@ -73,9 +73,12 @@ class ParsedOutput:
 # ----------------------------------------------------------------------------------------------------------
 
 
+class NotJSONError(TypeError, ValueError):
+    """A value :func:`format_value` cannot write: not of a JSON type (a ``TypeError``, as ``json.dumps`` raises),
+    which is also a ``ValueError`` like every other input :func:`format_tool_call` refuses."""
+
+
 def _check_key(k: Any) -> str:
-    if not isinstance(k, str):
-        raise ValueError(f"object keys must be strings, got {type(k).__name__} {k!r}")
     if k.startswith("}"):
         raise ValueError(f"object key {k!r} starts with '}}' (cannot be told from the end of the object)")
     if ":" in k and any(c in k for c in ",{}[]"):
@@ -83,20 +86,28 @@ def _check_key(k: Any) -> str:
     return st.mark_text(k)
 
 
-def format_value(v: Any) -> str:
-    """Render a JSON value in the Gemma syntax.
+def format_value(v: Any, *, marked: bool = True) -> str:
+    """Render a JSON value in the Gemma syntax (the one renderer: calls, tool responses, schema enums).
 
-    Strings become ``<|"|>text<|"|>`` (raw text, marked where it spells a control token, see the module
-    docstring), numbers and ``true``/``false``/``null`` are written as in JSON (floats with Python's shortest
-    round-trip repr: ``1.0``, ``1e+100``), objects ``{k:v,...}`` with bare keys (marked like strings),
-    arrays ``[a,b]``; no whitespace is added.
+    Strings become ``<|"|>text<|"|>``, numbers and ``true``/``false``/``null`` are written as in JSON (floats
+    with Python's shortest round-trip repr: ``1.0``, ``1e+100``), objects ``{k:v,...}`` with bare keys in
+    insertion order, arrays ``[a,b]``; no whitespace is added.
+
+    Args:
+        v: a JSON value (``dict`` with ``str`` keys, ``list``/``tuple``, ``str``, ``int``, ``float``, ``bool``,
+            ``None``).
+        marked: ``True``: strings and keys are marked where they spell a control token (see the module
+            docstring; encode with :func:`model.tokenizer.encode_marked`) and keys the parser could not read
+            back are refused. ``False``: plain text exactly as the chat template writes it (training prompts
+            and declarations, tokenized plainly); keys are written as they are.
 
     Returns:
-        Marked text: ``str``; encode it with :func:`model.tokenizer.encode_marked`.
+        The text: ``str``.
 
     Raises:
-        ValueError: a non-finite float; a key that is not a string, starts with ``}``, or holds ``:``
-            together with one of ``,{}[]``; any non-JSON type.
+        NotJSONError: a non-JSON type, or a key that is not a string.
+        ValueError: a non-finite float; with ``marked``, a key that starts with ``}`` or holds ``:``
+            together with one of ``,{}[]``.
     """
     if v is None:
         return "null"
@@ -111,12 +122,17 @@ def format_value(v: Any) -> str:
             raise ValueError(f"non-finite number {v!r} has no JSON form")
         return json.dumps(v)
     if isinstance(v, str):
-        return f"{DELIM}{st.mark_text(v)}{DELIM}"
+        return f"{DELIM}{st.mark_text(v) if marked else v}{DELIM}"
     if isinstance(v, dict):
-        return "{" + ",".join(f"{_check_key(k)}:{format_value(x)}" for k, x in v.items()) + "}"
+        parts = []
+        for k, x in v.items():
+            if not isinstance(k, str):
+                raise NotJSONError(f"object keys must be strings, got {type(k).__name__} {k!r}")
+            parts.append(f"{_check_key(k) if marked else k}:{format_value(x, marked=marked)}")
+        return "{" + ",".join(parts) + "}"
     if isinstance(v, (list, tuple)):
-        return "[" + ",".join(format_value(x) for x in v) + "]"
-    raise ValueError(f"not a JSON value: {type(v).__name__} {v!r}")
+        return "[" + ",".join(format_value(x, marked=marked) for x in v) + "]"
+    raise NotJSONError(f"not a JSON value: {type(v).__name__} {v!r}")
 
 
 def format_tool_call(name: str, arguments: dict[str, Any], syntax: str = "gemma") -> str:

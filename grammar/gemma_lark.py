@@ -1,7 +1,7 @@
-"""The Gemma tool-call syntax as an llguidance Lark grammar: the schema IR (:mod:`model.constraints.schema`)
+"""The Gemma tool-call syntax as an llguidance Lark grammar: the schema IR (:mod:`schema`)
 compiled to rules for ``call:NAME{key:value,...}`` (bare keys in declaration order, strings between
 ``<|"|>``, numbers, arrays and nested objects), with the bounds llguidance can enforce; and the helpers for
-Lark terminals. :mod:`model.constraints.grammar` assembles whole-turn grammars from these rules.
+Lark terminals. :mod:`grammar.turn` assembles whole-turn grammars from these rules.
 """
 
 from __future__ import annotations
@@ -10,8 +10,8 @@ import json
 from dataclasses import dataclass
 from typing import Any
 
-from model.constraints.grounding import MAX_GROUNDED_CHARS, grounding_regex
-from model.constraints.schema import (
+from grammar.grounding import MAX_GROUNDED_CHARS, grounding_regex
+from schema import (
     FORMAT_LIMITS,
     FORMATS,
     Builder,

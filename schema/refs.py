@@ -1,10 +1,13 @@
 """Local ``$ref`` resolution (JSON pointers, ``$anchor`` and draft-4 ``id`` anchors, the root's ``$id``)
 and the inlining of non-recursive references.
 
-Hand-written rather than on the ``referencing`` library: a tool schema in the wild mixes dialects without a
-``$schema`` (draft-4 ``id: "#name"`` anchors beside 2020-12 ``$anchor``), which ``referencing`` resolves only
-under one specification at a time, and the inliner needs the *location* of each target (to name recursive
-definitions), not only its contents.
+Hand-written rather than on the ``referencing`` library (0.37): a tool schema in the wild mixes dialects
+without a ``$schema`` (draft-4 ``id: "#name"`` anchors beside 2020-12 ``$anchor``, both under ``$defs``), which
+``referencing`` resolves only under one specification at a time: in ``{"$defs": {"a": {"id": "#old"}, "b":
+{"$anchor": "new"}}, ...}`` draft 2020-12 finds no ``#old`` and drafts 4/7 find neither (they do not look under
+``$defs``). And the inliner needs the *location* of each target (two references to one place are one
+definition, named after the place), where ``Resolver.lookup`` returns only its contents
+(``tests/test_constraints_schema.py::test_refs_mix_draft4_id_anchors_with_2020_12_anchors_under_defs``).
 """
 
 from __future__ import annotations
@@ -13,7 +16,7 @@ import re
 from typing import Any
 from urllib.parse import unquote
 
-from model.constraints.schema.errors import SchemaError
+from schema.errors import SchemaError
 
 #: Keywords whose value is one schema.
 SCHEMA_KEYS = ("items", "additionalProperties", "additionalItems", "not", "if", "then", "else", "contains")

@@ -90,7 +90,7 @@ def mark_text(text: str) -> str:
     text comes back unchanged, so ordinary text (``a < b and c > d``, ``x -> y``) reads the same marked or
     not.
 
-    Marked strings are what :func:`model.constraints.parse.format_value` writes and
+    Marked strings are what :func:`grammar.parse.format_value` writes and
     :func:`model.tokenizer.decode_marked` returns: in them a control token spelled literally is the token,
     and :func:`model.tokenizer.encode_marked` encodes marked text as ordinary text tokens.
 

@@ -63,7 +63,7 @@ def new_matcher(hf_tokenizer: Any, grammar: str, n_vocab: int | None = None) -> 
 
     Args:
         hf_tokenizer: the checkpoint's tokenizer (its ``LLTokenizer`` comes from :func:`llg_tokenizer`).
-        grammar: grammar text, e.g. from :func:`model.constraints.grammar.tool_call_grammar`.
+        grammar: grammar text, e.g. from :func:`grammar.turn.tool_call_grammar`.
         n_vocab: see :func:`llg_tokenizer`.
 
     Returns:

@@ -1,0 +1,420 @@
+"""The block-diffusion generation loop over a fixed batch (:func:`generate`), with a constraint hook.
+
+One call: prompt prefill by the encoder (causal, writes the KV cache) -> for each canvas: a uniform-noise canvas,
+then :func:`model.runtime.step.denoise_step` until every row stopped (or the schedule is spent), readout, encoder
+commit of the finished canvas; canvases follow each other block-autoregressively until every row has produced an
+EOS id or the token budget is spent. Every row shares one left-padded KV cache and its positions, as transformers'
+``generate`` does, which parity needs. Checkpoints with a copy head (:mod:`model.copy_head`) also get a
+:class:`~model.copy_head.CopyMemory` beside the cache, built at prefill and extended at each committed canvas.
+
+The network is transformers' ``DiffusionGemmaForBlockDiffusion``; the loop is ours because the reference
+``generate`` gives a logits processor no view of which positions are accepted and no say in acceptance or
+readout. Source: transformers ``models/diffusion_gemma/generation_diffusion_gemma.py``.
+
+Two sampling modes: ``parity=True`` draws random numbers exactly like the reference (``torch.randint`` canvas,
+full ``torch.multinomial`` every step, ``torch.randint`` re-noise, global RNG) and reproduces its tokens; the
+default fast mode takes entropy and argmax in one pass, samples only the positions the entropy bound accepts
+(same distribution), and draws from a private ``torch.Generator`` seeded by ``seed`` (on CUDA through
+:func:`dg_kernels.sampling.fused_sample` when present).
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import torch
+
+from model import hf_compat as hf
+from model.constraint_batch import CanvasConstraint, ConstraintBatch
+from model.copy_head import CopyHead, CopyMemory
+from model.limits import check_prompt_length
+from model.prefill import Prefill, image_inputs
+from model.runtime import step
+from model.runtime.events import CanvasEvent, EventCallback, GenerationResult, GenerationStats, StepEvent
+from model.runtime.step import Canvas, Denoiser
+from model.sampler import select_sampler
+from model.settings import DenoiseSettings
+
+
+@dataclass
+class FixedBatch:
+    """The per-row tensors and sequence bookkeeping of one :func:`generate` call (B rows, P prompt tokens, C the
+    canvas length; tensors on the prompt's device). Every row shares one left-padded KV cache and its positions,
+    as transformers' ``generate`` does (what parity needs).
+
+    Attributes:
+        sequences: ``[B, P + n*C]`` int64 prompt and committed canvases.
+        prompt_length: P.
+        done: ``[B]`` bool rows past EOS.
+        forwards: ``[B]`` int64 decoder forwards each row needed.
+        cache: the KV cache (``transformers`` cache object).
+        attn: ``[B, P + n*C]`` bool encoded positions (False: left padding).
+        enc_pos: ``[1, L]`` int32 positions of the next encoder pass; dec_pos: ``[1, C]`` the canvas's.
+        memory: the copy head's :class:`~model.copy_head.CopyMemory` (``None`` without a head).
+        canvas_index: 0-based canvas being generated.
+    """
+
+    sequences: torch.Tensor
+    prompt_length: int
+    done: torch.Tensor
+    forwards: torch.Tensor
+    cache: Any
+    attn: torch.Tensor
+    enc_pos: torch.Tensor
+    dec_pos: torch.Tensor
+    memory: CopyMemory | None = None
+    canvas_index: int = 0
+
+    @classmethod
+    def new(
+        cls,
+        model: Any,
+        input_ids: torch.Tensor,
+        attention_mask: torch.Tensor | None,
+        settings: DenoiseSettings,
+    ) -> FixedBatch:
+        """An empty batch for the prompt ``input_ids`` ``[B, P]`` (cache sized for the whole budget)."""
+        device = input_ids.device
+        batch, p = input_ids.shape
+        c = settings.canvas_length
+        return cls(
+            sequences=input_ids,
+            prompt_length=p,
+            done=torch.zeros(batch, dtype=torch.bool, device=device),
+            forwards=torch.zeros(batch, dtype=torch.long, device=device),
+            cache=hf.new_cache(model, batch, p + settings.max_canvases * c),
+            attn=torch.ones((batch, p), dtype=torch.bool, device=device)
+            if attention_mask is None
+            else attention_mask.to(device=device).bool(),
+            enc_pos=torch.arange(0, p, dtype=torch.int32, device=device).unsqueeze(0),
+            dec_pos=torch.arange(p, p + c, dtype=torch.int32, device=device)[None],
+        )
+
+
+def _check_inputs(
+    model: Any, input_ids: torch.Tensor, attention_mask: torch.Tensor | None, settings: DenoiseSettings
+) -> None:
+    """One-line errors for inputs torch would reject deep inside the model (or run past the trained positions).
+
+    Raises:
+        ValueError: ids that are not integers or lie outside the vocabulary, an attention mask of another shape.
+        model.limits.PromptTooLong: the prompt and the generation budget do not fit ``max_position_embeddings``.
+    """
+    if input_ids.dtype.is_floating_point or input_ids.dtype == torch.bool:
+        raise ValueError(f"input_ids must be integer token ids (int64), got {input_ids.dtype}")
+    vocab = int(model.config.get_text_config().vocab_size)
+    lo, hi = int(input_ids.min()), int(input_ids.max())
+    if lo < 0 or hi >= vocab:
+        raise ValueError(
+            f"input_ids holds ids outside the vocabulary [0, {vocab}): smallest {lo}, largest {hi}"
+        )
+    if attention_mask is not None and tuple(attention_mask.shape) != tuple(input_ids.shape):
+        raise ValueError(
+            f"attention_mask has shape {tuple(attention_mask.shape)}, input_ids {tuple(input_ids.shape)}: "
+            "they must match"
+        )
+    check_prompt_length(int(input_ids.shape[1]), model, settings)
+
+
+def denoiser(
+    model: Any,
+    input_ids: torch.Tensor,
+    settings: DenoiseSettings | None = None,
+    *,
+    attention_mask: torch.Tensor | None = None,
+    constraints: Sequence[CanvasConstraint | None] | None = None,
+    seed: int | None = None,
+    parity: bool = False,
+    sampler: str = "auto",
+    compile_step: bool = False,
+) -> Denoiser:
+    """Check :func:`generate`'s arguments (see it for them and the errors raised) and build the step's
+    :class:`~model.runtime.step.Denoiser`: settings with the checkpoint's canvas length, the sampler, the
+    constraint batch, the call's generator (seeded; ``None`` in parity mode, which seeds the global RNG)."""
+    if input_ids.dim() != 2:
+        raise ValueError(f"input_ids must be [batch, prompt_len], got shape {tuple(input_ids.shape)}")
+    if input_ids.shape[1] == 0:
+        raise ValueError("input_ids is empty: the prompt needs at least one token (e.g. <bos>)")
+    if seed is not None and not -(2**63) <= int(seed) < 2**63:
+        raise ValueError(f"seed must fit in a signed 64-bit integer, got {seed}")
+    hf.check_model(model)
+    settings = settings or DenoiseSettings.from_model(model)
+    _check_inputs(model, input_ids, attention_mask, settings)
+    batch = input_ids.shape[0]
+    if constraints is not None and len(constraints) != batch:
+        raise ValueError(f"constraints has {len(constraints)} entries for a batch of {batch}")
+    canvas_len = int(model.config.canvas_length)
+    if settings.canvas_length != canvas_len:
+        settings = settings.replace(canvas_length=canvas_len)
+    device = input_ids.device
+    gen: torch.Generator | None = None
+    run_seed = 0
+    if parity:
+        if seed is not None:
+            torch.manual_seed(seed)
+    else:
+        gen = torch.Generator(device=device)
+        run_seed = int(seed) if seed is not None else int(torch.randint(0, 2**62, (1,)).item())
+        gen.manual_seed(run_seed)
+    return Denoiser(
+        model=model,
+        settings=settings,
+        sampler=select_sampler(
+            sampler, parity=parity, device=device, generator=gen, seed=run_seed, compiled=compile_step
+        ),
+        constraints=ConstraintBatch(constraints if constraints is not None else [None] * batch),
+        generator=gen,
+        stats=GenerationStats(),
+        vocab=int(model.config.get_text_config().vocab_size),
+    )
+
+
+def encode(den: Denoiser, batch: FixedBatch, images: dict[str, torch.Tensor] | None = None) -> None:
+    """The encoder over the prompt (with its ``images``; ``canvas_index`` 0) or the last committed canvas, into
+    ``batch``'s KV cache; the copy head's memory is built or extended beside it."""
+    prefill = batch.canvas_index == 0
+    with den.stats.phase("prefill" if prefill else "commit"):
+        model = den.model
+        enc_in, out = hf.encode(
+            model,
+            batch.sequences,
+            batch.attn,
+            batch.enc_pos,
+            batch.cache,
+            is_prefill=prefill,
+            canvas_length=den.settings.canvas_length,
+            images=images if prefill else None,
+        )
+        batch.cache = out.cache
+        head = getattr(model, "copy_head", None)
+        if isinstance(head, CopyHead):  # the copy head's keys for the newly encoded positions
+            if batch.memory is None:
+                batch.memory = head.new_memory(enc_in, out.last_hidden_state, batch.attn)
+            else:
+                batch.memory = head.extend_memory(batch.memory, enc_in, out.last_hidden_state)
+
+
+def prefill_batch(
+    den: Denoiser,
+    input_ids: torch.Tensor,
+    attention_mask: torch.Tensor | None,
+    images: dict[str, torch.Tensor],
+    prefilled: Prefill | None = None,
+) -> FixedBatch:
+    """Admit the rows: a :class:`FixedBatch` for ``input_ids`` ``[B, P]`` with the prompt (and its ``images``)
+    encoded into the KV cache, or the :class:`model.prefill.Prefill` given taken over.
+
+    Raises:
+        ValueError: ``prefilled`` given for more than one row or with images.
+    """
+    if prefilled is not None and (input_ids.shape[0] != 1 or images):
+        raise ValueError("prefill= is for one row without images")
+    batch = FixedBatch.new(den.model, input_ids, attention_mask, den.settings)
+    if prefilled is None:
+        encode(den, batch, images)
+    else:
+        batch.cache, batch.memory = prefilled.cache, prefilled.memory
+        den.stats.time_prefill_s += prefilled.seconds
+    return batch
+
+
+def start_canvas(den: Denoiser, batch: FixedBatch) -> Canvas:
+    """A uniform-noise :class:`Canvas`; the constraints of rows not past EOS are told the token budget left.
+
+    Fast mode: rows past EOS start finished (they do not hold the canvas back). Parity mode: as the reference,
+    every row takes part in the stop test again."""
+    s, c = den.settings, den.settings.canvas_length
+    noise = den.noise(batch.sequences.shape[0], c, batch.sequences.device)
+    with den.stats.phase("constraint"):
+        tokens_left = s.max_new_tokens - batch.canvas_index * c  # exact for constraints
+        den.constraints.start_canvas(c, tokens_left, (~batch.done).tolist())
+    finished = torch.zeros_like(batch.done) if den.sampler.parity else batch.done.clone()
+    return Canvas.start(noise, finished, s)
+
+
+def decoder_inputs(den: Denoiser, batch: FixedBatch, canvas: Canvas) -> dict[str, Any]:
+    """The decoder's inputs besides the canvas for this canvas's steps: cache, mask, positions, copy memory."""
+    dec_attn = torch.nn.functional.pad(batch.attn, (0, den.settings.canvas_length), value=True)
+    out = {
+        "decoder_attention_mask": hf.decoder_mask(den.model, canvas.tokens, batch.cache, dec_attn),
+        "cache": batch.cache,
+        "decoder_position_ids": batch.dec_pos,
+    }
+    if batch.memory is not None:
+        out["copy_memory"] = batch.memory
+    return out
+
+
+def denoise_canvas(
+    den: Denoiser, batch: FixedBatch, canvas: Canvas, on_event: EventCallback | None = None
+) -> tuple[Canvas, int]:
+    """:func:`~model.runtime.step.denoise_step` until every row finished or the schedule is spent; returns the
+    last canvas and the steps taken. Emits a :class:`StepEvent` per step."""
+    inputs = decoder_inputs(den, batch, canvas)
+    steps = 0
+    while True:
+        steps += 1
+        batch.forwards += (~(canvas.finished | batch.done)).long()
+        temperature = den.settings.temperature(canvas.steps_left[0])
+        # through the module: the one step function both schedulers call (a test patches it there)
+        out = step.denoise_step(den, canvas, inputs, temperature, canvas_index=batch.canvas_index)
+        canvas = out.canvas
+        if on_event is not None:
+            fixed = out.fixed if out.fixed is not None else torch.zeros_like(out.accepted)
+            on_event(
+                StepEvent(
+                    canvas_index=batch.canvas_index,
+                    step=steps,
+                    argmax=canvas.argmax.cpu(),
+                    accepted=out.accepted.cpu(),
+                    entropy=out.entropy.float().cpu(),
+                    fixed=fixed.cpu(),
+                    finished=canvas.finished.cpu(),
+                )
+            )
+        if bool(canvas.finished.all()) or canvas.steps_left[0] == 0:
+            return canvas, steps
+
+
+def commit_canvas(
+    den: Denoiser, batch: FixedBatch, canvas: Canvas, steps: int, on_event: EventCallback | None = None
+) -> bool:
+    """Read the canvas out (argmax, or what each row's constraint decides), append it, finish rows on EOS and pad
+    after EOS (as the reference's ``_finalize_canvas``). True when every row is past EOS."""
+    s, c, stats = den.settings, den.settings.canvas_length, den.stats
+    stats.steps_per_canvas.append(steps)
+    stats.canvases += 1
+    readout = canvas.argmax
+    if den.constraints.any:
+        assert canvas.self_cond is not None
+        with stats.phase("constraint"):
+            readout = den.constraints.readout(canvas.argmax, canvas.self_cond, (~batch.done).tolist())
+    batch.sequences = sequences = torch.cat([batch.sequences, readout], dim=-1)
+    new = sequences[:, -c:]
+    is_eos = torch.isin(new, torch.tensor(s.eos_token_ids, device=new.device))
+    finished_this = is_eos.any(dim=-1)
+    previously = batch.done
+    batch.done = previously | finished_this
+    if bool(batch.done.any()):
+        sequences[previously, -c:] = s.pad_token_id
+        if bool(finished_this.any()):
+            csum = is_eos.cumsum(dim=-1)
+            new[(csum > 0) & ~((csum == 1) & is_eos)] = s.pad_token_id
+    if on_event is not None:
+        on_event(
+            CanvasEvent(
+                canvas_index=batch.canvas_index,
+                tokens=sequences[:, -c:].cpu(),
+                steps=steps,
+                finished_rows=batch.done.cpu(),
+            )
+        )
+    return bool(batch.done.all())
+
+
+def encode_canvas(den: Denoiser, batch: FixedBatch) -> None:
+    """Move to the next canvas: positions and masks advance, and the committed canvas is encoded."""
+    c = den.settings.canvas_length
+    length = batch.sequences.shape[1]
+    batch.attn = torch.nn.functional.pad(batch.attn, (0, c), value=True)
+    batch.enc_pos = batch.dec_pos
+    batch.dec_pos = torch.arange(length, length + c, dtype=torch.int32, device=batch.attn.device)[None]
+    batch.canvas_index += 1
+    encode(den, batch)
+
+
+def result(den: Denoiser, batch: FixedBatch, started: float) -> GenerationResult:
+    """The call's :class:`GenerationResult` (per-row forwards, tokens and TPF filled in; ``started``: the call's
+    ``time.perf_counter()`` at its start)."""
+    st = den.stats
+    valid = (batch.sequences[:, batch.prompt_length :] != den.settings.pad_token_id).sum(dim=-1)
+    st.decoder_forwards = batch.forwards.tolist()
+    st.new_tokens = valid.tolist()
+    st.tokens_per_forward = [v / max(f, 1) for v, f in zip(st.new_tokens, st.decoder_forwards, strict=True)]
+    st.time_total_s = time.perf_counter() - started
+    return GenerationResult(sequences=batch.sequences, prompt_length=batch.prompt_length, stats=st)
+
+
+@torch.no_grad()
+def generate(
+    model: Any,
+    input_ids: torch.Tensor,
+    settings: DenoiseSettings | None = None,
+    *,
+    attention_mask: torch.Tensor | None = None,
+    constraints: Sequence[CanvasConstraint | None] | None = None,
+    seed: int | None = None,
+    parity: bool = False,
+    on_event: EventCallback | None = None,
+    sampler: str = "auto",
+    pixel_values: torch.Tensor | None = None,
+    image_position_ids: torch.Tensor | None = None,
+    mm_token_type_ids: torch.Tensor | None = None,
+    compile_step: bool = False,
+    prefill: Prefill | None = None,
+) -> GenerationResult:
+    """Generate canvases block-autoregressively with the entropy-bound sampler: the driver over
+    :class:`FixedBatch` (prefill, then per canvas: start, :func:`~model.runtime.step.denoise_step` until done,
+    commit, encode).
+
+    Args:
+        model: ``transformers.DiffusionGemmaForBlockDiffusion`` (eval mode).
+        input_ids: ``[B, P]`` int64 prompt ids (left-padded when rows differ in length).
+        settings: denoising settings; default :meth:`DenoiseSettings.from_model`.
+        attention_mask: ``[B, P]`` (bool or int) for left padding; default all ones.
+        constraints: one :class:`CanvasConstraint` or ``None`` per row.
+        seed: seeds this call's random draws (fast mode: a private generator; parity mode: the global RNG).
+            ``None`` in fast mode draws a seed from the global RNG.
+        parity: reproduce transformers' ``generate`` token for token (same RNG discipline; slower).
+        on_event: called with a :class:`StepEvent` after each denoising step and a :class:`CanvasEvent`
+            after each canvas (tensors on CPU).
+        sampler: fast-mode step sampler, ``"auto"``, ``"torch"``, ``"kernel"`` or ``"reference"`` (see
+            :func:`model.sampler.select_sampler`). Ignored in parity mode.
+        pixel_values: ``[N, max_patches, 3 * patch**2]`` float image patches of every image in the batch, in
+            row-major prompt order (see :class:`model.vision.VisionInputs`); the prefill's vision tower writes
+            them over the prompt's ``<|image|>`` soft tokens, as in transformers' ``generate``.
+        image_position_ids: ``[N, max_patches, 2]`` int64 patch positions (``-1`` = padding), with
+            ``pixel_values``.
+        mm_token_type_ids: ``[B, P]`` int64, 1 at image soft tokens (for checkpoints whose encoder attends
+            bidirectionally within an image); ``None``: derived from ``input_ids`` when ``pixel_values`` is given.
+        compile_step: the torch sampler's ``torch.compile`` option (:class:`model.sampler.TorchSampler`; off by
+            default: not token-identical to eager, and the first step compiles).
+        prefill: the prompt's :class:`model.prefill.Prefill` (one row, no images), not encoded again.
+
+    Returns:
+        :class:`GenerationResult` with ``sequences`` ``[B, P + n*C]`` and :class:`GenerationStats`.
+
+    Raises:
+        RuntimeError: the installed transformers lacks a helper the loop calls (:func:`model.hf_compat.check_model`).
+        model.limits.PromptTooLong: the prompt plus the generation budget exceed ``max_position_embeddings``.
+        ValueError: ``input_ids`` not 2-D, empty, not integer or outside the vocabulary, an ``attention_mask`` of
+            another shape, an unknown ``sampler``, a seed outside the signed 64-bit range, ``constraints`` of
+            the wrong length, a constraint mask that allows no token, or ``pixel_values`` whose soft tokens do
+            not match the prompt's ``<|image|>`` tokens (transformers' check).
+    """
+    started = time.perf_counter()
+    den = denoiser(
+        model,
+        input_ids,
+        settings,
+        attention_mask=attention_mask,
+        constraints=constraints,
+        seed=seed,
+        parity=parity,
+        sampler=sampler,
+        compile_step=compile_step,
+    )
+    images = image_inputs(model, input_ids, pixel_values, image_position_ids, mm_token_type_ids)
+    batch = prefill_batch(den, input_ids, attention_mask, images, prefill)
+    for _ in range(den.settings.max_canvases):
+        canvas, steps = denoise_canvas(den, batch, start_canvas(den, batch), on_event)
+        if (
+            commit_canvas(den, batch, canvas, steps, on_event)
+            or batch.canvas_index + 1 == den.settings.max_canvases
+        ):
+            break
+        encode_canvas(den, batch)
+    return result(den, batch, started)
