@@ -33,6 +33,7 @@ if TYPE_CHECKING:
         ToolRetriesExceeded,
     )
     from agentkit.history import Conversation
+    from agentkit.messages import ToolCall
     from agentkit.result import RunResult, Step, Timing, ToolCallRecord
     from agentkit.tool_output import ToolContent, ToolImage, ToolImageLimits
     from agentkit.tools import Tool, ToolContext, tool
@@ -44,6 +45,7 @@ _EXPORTS = {
     "Backend": "agentkit.backends.base",
     "ModelTurn": "agentkit.backends.base",
     "ToolCallRequest": "agentkit.backends.base",
+    "ToolCall": "agentkit.messages",
     "Usage": "agentkit.backends.base",
     "Bundle": "agentkit.bundle",
     "load_bundle": "agentkit.bundle",
@@ -93,6 +95,7 @@ __all__ = [
     "Step",
     "Timing",
     "Tool",
+    "ToolCall",
     "ToolCallFormatError",
     "ToolCallRecord",
     "ToolCallRequest",

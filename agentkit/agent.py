@@ -1,14 +1,15 @@
-"""The agent: a backend, tools and the planner loop (:mod:`agentkit.planner`, whose phases it inherits).
+"""The agent: a backend, tools and the run logic it holds (``agent.graph``, a :class:`agentkit.planner.RunGraph`).
 
-``Agent.run`` / ``arun`` answer one user message; ``Agent.iter`` gives the same run as an async iterator over
-its steps (for UIs and streaming); ``Agent.chat`` keeps a multi-turn :class:`ChatSession` whose history holds
+``Agent.run`` / ``arun`` answer one user message; ``Agent.iter`` gives the same run node by node
+(:mod:`agentkit.nodes`: ``run.nodes()``) or step by step (``async for step in run``, for UIs and streaming);
+``Agent.chat`` keeps a multi-turn :class:`ChatSession` whose history holds
 user messages and final answers only.
 """
 
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator, Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 
@@ -17,15 +18,17 @@ from agentkit.backends.base import Backend, ToolChoice, ToolDeclaration, tool_ch
 from agentkit.errors import ToolDefinitionError
 from agentkit.events import EventCallback
 from agentkit.history import Conversation
-from agentkit.planner import Planner, RunState
-from agentkit.result import RunResult, Step
+from agentkit.nodes import AgentRun
+from agentkit.planner import RunGraph, RunState
+from agentkit.result import RunResult, Step, ToolCallRecord
 from agentkit.tool_output import ToolImageLimits
 from agentkit.tools import Tool, as_tool
 from model.vision import ImageError, ImageSource, check_budget, to_data_url
 
 if TYPE_CHECKING:
     from agentkit.backends.base import ModelTurn
-    from agentkit.bundle import Bundle
+    from agentkit.bundle_load import BundleSpec
+    from agentkit.messages import ToolCall
 
 __all__ = ["Agent", "AgentRun", "ChatSession", "user_content"]
 
@@ -65,8 +68,9 @@ def user_content(
     return parts
 
 
-class Agent(Planner):
-    """A function-calling agent: a backend, tools and the planner loop (its phases: :class:`agentkit.planner.Planner`).
+class Agent:
+    """A function-calling agent: a backend, tools and the run logic it holds (``agent.graph``, a
+    :class:`agentkit.planner.RunGraph`); :meth:`process_tool_calls` and :meth:`execute_tool_call` may be overridden.
 
     Args:
         model: a :class:`~agentkit.backends.base.Backend`, or a spec string resolved by
@@ -155,51 +159,57 @@ class Agent(Planner):
         self.reset_tool_choice = reset_tool_choice
         self.name = name
         self.max_format_retries = max_format_retries
-        self._tools: dict[str, Tool] = {}
-        self._declarations: list[ToolDeclaration] = []
+        self.graph = RunGraph(self)
         for t in tools:
             self.add_tool(t)
         self._toolsets = list(toolsets)
         forced = tool_choice_name(tool_choice)
-        if forced is not None and forced not in self._tools and not self._toolsets:
+        if forced is not None and forced not in self.graph.tools and not self._toolsets:
             raise ToolDefinitionError(f"tool_choice names tool {forced!r}, which is not registered")
         self.tool_choice: ToolChoice = tool_choice
-        if on_event is None:
-            self._callbacks: list[EventCallback] = []
-        elif callable(on_event):
-            self._callbacks = [on_event]
-        else:
-            self._callbacks = list(on_event)
+        if on_event is not None:
+            self.graph.callbacks = [on_event] if callable(on_event) else list(on_event)
 
     # ------------------------------------------------------------------ construction helpers
 
     @classmethod
     def from_bundle(
         cls,
-        bundle: str | Path | Bundle,
+        bundle: str | Path | BundleSpec,
         *,
         backend: str | Backend | None = None,
         model: str | None = None,
+        seed: int | None = None,
+        adapter: str | Path | None = None,
+        binding: str | None = None,
         **overrides: Any,
     ) -> Agent:
         """Build an agent from a YAML tool bundle (see docs/BUNDLES.md).
 
         Args:
-            bundle: path of the bundle file, or a loaded :class:`agentkit.bundle.Bundle`.
+            bundle: path of the bundle file, or a loaded bundle (:class:`agentkit.bundle.Bundle`, any
+                :class:`agentkit.bundle_load.BundleSpec`).
             backend: override the bundle's backend: a name (``embedded``, ``openai``, ``scripted``) or a
                 Backend instance.
             model: override the bundle's model (checkpoint path/id, server model name, or script file).
-            overrides: any :class:`Agent` keyword (``max_steps=``, ``system_prompt=``, ``on_event=``...), and
-                ``seed=`` (the backend's seed, see :meth:`agentkit.bundle.Bundle.make_backend`).
+            seed, adapter, binding: the backend's seed, LoRA adapter and binder (see
+                :meth:`agentkit.bundle_load.BundleSpec.make_backend`).
+            overrides: any :class:`Agent` keyword (``max_steps=``, ``system_prompt=``, ``on_event=``...).
 
         Raises:
             BundleError: the file is invalid (file, line, field in the message).
         """
-        from agentkit.bundle import Bundle, load_bundle
+        from agentkit.bundle_load import BundleSpec, load_spec
 
         kind = backend if isinstance(backend, str) else None if backend is None else "custom"
-        b = bundle if isinstance(bundle, Bundle) else load_bundle(bundle, backend=kind)
-        return b.make_agent(backend=backend, model=model, **overrides)
+        spec = bundle if isinstance(bundle, BundleSpec) else load_spec(bundle, backend=kind)
+        made = spec.make_backend(backend, model, seed=seed, adapter=adapter, binding=binding)
+        agent = cls(made, spec.tools, **spec.agent_settings_with(**overrides))
+        if spec.tool_choice_at is not None and "tool_choice" not in overrides:
+            from agentkit.mcp.host import tool_choice_written_at
+
+            tool_choice_written_at(agent, spec.tool_choice_at)
+        return agent
 
     def add_tool(self, t: Tool | Callable[..., Any]) -> Tool:
         """Register a tool (a :class:`Tool` or a typed function); returns the Tool.
@@ -210,19 +220,19 @@ class Agent(Planner):
                 cannot enforce, checked here and not when the tool is defined).
         """
         tl = as_tool(t)
-        if tl.name in self._tools:
+        if tl.name in self.graph.tools:
             raise ToolDefinitionError(f"duplicate tool name {tl.name!r}")
         check_tool = getattr(self.backend, "check_tool", None)
         if check_tool is not None:
             check_tool(tl.name, tl.parameters)
-        self._tools[tl.name] = tl
-        self._declarations.append(tl.declaration())
+        self.graph.tools[tl.name] = tl
+        self.graph.declarations.append(tl.declaration())
         return tl
 
     def remove_tool(self, name: str) -> None:
         """Unregister the tool ``name`` (nothing if there is none)."""
-        if self._tools.pop(name, None) is not None:
-            self._declarations = [d for d in self._declarations if d["function"]["name"] != name]
+        if self.graph.tools.pop(name, None) is not None:
+            self.graph.declarations = [d for d in self.graph.declarations if d["function"]["name"] != name]
 
     async def __aenter__(self) -> Agent:
         """Open the toolsets (MCP servers) for the runs inside the block."""
@@ -238,13 +248,34 @@ class Agent(Planner):
         self._toolsets_open = False
         await close_toolsets(self, self._toolsets)
 
-    async def model_turn(self, state: RunState, *, prefer_sync: bool = False) -> tuple[ModelTurn, float]:
-        """The planner's model turn, after re-listing the tools of toolsets whose list changed."""
+    async def refresh_tools(self) -> None:
+        """Before each model turn: re-list the tools of toolsets whose list changed."""
         if self._toolsets:
             from agentkit.mcp.host import refresh_toolsets
 
             await refresh_toolsets(self, self._toolsets)
-        return await super().model_turn(state, prefer_sync=prefer_sync)
+
+    async def process_tool_calls(self, state: RunState, turn: ModelTurn, model_s: float) -> Step:
+        """A model turn's tool calls (plan, execute, resolve: :meth:`agentkit.planner.RunGraph.process_tool_calls`).
+        Override it to see or change a step's calls; ``model_s``: seconds the model took for ``turn``."""
+        return await self.graph.process_tool_calls(state, turn, model_s)
+
+    async def execute_tool_call(
+        self,
+        state: RunState,
+        tl: Tool,
+        c: ToolCall,
+        validated: Any,
+        byte_share: int | None = None,
+        token_share: int | None = None,
+    ) -> ToolCallRecord:
+        """Run one validated call (:meth:`agentkit.planner.RunGraph.execute_tool_call`: under its timeout, its
+        response cut to the budget; an exception or timeout becomes an error record).
+
+        Override it to put something in front of the tools (a cache, a policy): return an
+        :class:`agentkit.ToolCallRecord` (``ToolCallRecord(c.id, c.name, c.arguments, content)`` for a success);
+        the run emits its :class:`~agentkit.events.ToolCallFinished` event."""
+        return await self.graph.execute_tool_call(state, tl, c, validated, byte_share, token_share)
 
     def tool(self, fn: Callable[..., Any]) -> Tool:
         """Decorator registering ``fn`` as a tool with default settings (``@agent.tool``)."""
@@ -253,11 +284,11 @@ class Agent(Planner):
     @property
     def tools(self) -> dict[str, Tool]:
         """Registered tools by name (a copy)."""
-        return dict(self._tools)
+        return dict(self.graph.tools)
 
     def declarations(self) -> list[ToolDeclaration]:
         """The tool declarations sent to the model."""
-        return list(self._declarations)
+        return list(self.graph.declarations)
 
     def tool_output_budget(self) -> int | None:
         """Bytes of tool output the model may see per model turn (see ``max_tool_output_bytes``).
@@ -324,7 +355,9 @@ class Agent(Planner):
                 "Agent.run() cannot be called from a running event loop; use `await agent.arun(...)`"
             )
         content = user_content(question, images, vision_budget)
-        return asyncio.run(self._complete(self.prepare(question, content, history, deps, on_event), True))
+        return asyncio.run(
+            self._complete(self.graph.prepare(question, content, history, deps, on_event), True)
+        )
 
     async def arun(
         self,
@@ -369,7 +402,7 @@ class Agent(Planner):
             BackendError: the backend failed (after its own retries).
         """
         content = user_content(question, images, vision_budget)
-        return await self._complete(self.prepare(question, content, history, deps, on_event), False)
+        return await self._complete(self.graph.prepare(question, content, history, deps, on_event), False)
 
     def iter(
         self,
@@ -381,18 +414,25 @@ class Agent(Planner):
         images: Sequence[ImageSource] | None = None,
         vision_budget: int | None = None,
     ) -> AgentRun:
-        """The run :meth:`arun` makes, as an async iterator over its steps (for UIs and streaming)::
+        """The run :meth:`arun` makes, step by step or node by node (:class:`agentkit.nodes.AgentRun`)::
 
             run = agent.iter("What is the weather in Paris?")
             async for step in run:
                 print(step.index, [c.name for c in step.tool_calls] or step.text)
             print(run.result.answer)
 
+            run = agent.iter("What is the weather in Paris?")
+            for node in run.nodes():  # or `async for`: UserPrompt, ModelRequest, CallTools, ..., End
+                if isinstance(node, CallTools):
+                    print([c.name for c in node.turn.tool_calls])  # before they run
+
         Arguments as :meth:`arun`. Each :class:`~agentkit.result.Step` is yielded once its tool calls have
         answered; the final answer's step comes last, and ``run.result`` is then the
         :class:`~agentkit.result.RunResult`. A run that stops raises from the ``async for`` as :meth:`arun`.
         The run is one loop: a second ``async for`` over it continues where the first stopped (after the end,
-        it yields nothing); call ``iter`` again for a new run.
+        it yields nothing); call ``iter`` again for a new run. ``run.nodes()`` yields each node of
+        :mod:`agentkit.nodes` before it runs; a loop stopped after any node continues with the next
+        ``run.nodes()``.
 
         Raises:
             ValueError, model.vision.ImageError: as :meth:`arun`, at once.
@@ -400,16 +440,13 @@ class Agent(Planner):
         content = user_content(question, images, vision_budget)
         if self._toolsets and not getattr(self, "_toolsets_open", False):
             raise RuntimeError("an agent with toolsets iterates inside `async with agent:`")
-        return AgentRun(self, self.prepare(question, content, history, deps, on_event))
+        return AgentRun(self.graph, self.graph.prepare(question, content, history, deps, on_event))
 
     async def _complete(self, state: RunState, prefer_sync: bool) -> RunResult:
         if self._toolsets and not getattr(self, "_toolsets_open", False):
             async with self:  # a plain run opens and closes the agent's MCP servers itself
                 return await self._complete(state, prefer_sync)
-        async for _ in self.steps(state, prefer_sync=prefer_sync):
-            pass
-        assert state.result is not None
-        return state.result
+        return await AgentRun(self.graph, state).complete(prefer_sync=prefer_sync)
 
     # -------------------------------------------------------------------------------- chat
 
@@ -418,33 +455,7 @@ class Agent(Planner):
         return ChatSession(self, conversation)
 
     def __repr__(self) -> str:
-        return f"Agent(name={self.name!r}, backend={self.backend.name!r}, tools={list(self._tools)})"
-
-
-class AgentRun:
-    """One run as an async iterator over its :class:`~agentkit.result.Step` (see :meth:`Agent.iter`).
-
-    Attributes:
-        state: the run's :class:`~agentkit.planner.RunState` (transcript, usage, timing so far).
-        result: the :class:`~agentkit.result.RunResult` once the final answer's step has been yielded, else
-            ``None``.
-    """
-
-    def __init__(self, agent: Agent, state: RunState) -> None:
-        self.agent = agent
-        self.state = state
-        self._steps: AsyncIterator[Step] | None = None
-
-    @property
-    def result(self) -> RunResult | None:
-        """The run's result, once it has one."""
-        return self.state.result
-
-    def __aiter__(self) -> AsyncIterator[Step]:
-        # One run, one loop: iterating again continues where the last loop stopped (nothing more once it ended).
-        if self._steps is None:
-            self._steps = self.agent.steps(self.state)
-        return self._steps
+        return f"Agent(name={self.name!r}, backend={self.backend.name!r}, tools={list(self.graph.tools)})"
 
 
 class ChatSession:

@@ -9,7 +9,9 @@ import json
 from collections.abc import Iterable
 from typing import Any
 
-from agentkit.backends.base import ChatMessage, ModelTurn, ToolCallRequest
+from agentkit import messages
+from agentkit.backends.base import ChatMessage, ModelTurn
+from agentkit.messages import ToolCall
 from agentkit.result import ErrorKind, ToolCallRecord
 from agentkit.tools import Tool
 
@@ -22,7 +24,7 @@ def canonical_arguments(arguments: Any) -> str:
 
 
 def error_record(
-    call: ToolCallRequest, arguments: Any, kind: ErrorKind, message: str, extra: dict[str, Any] | None = None
+    call: ToolCall, arguments: Any, kind: ErrorKind, message: str, extra: dict[str, Any] | None = None
 ) -> ToolCallRecord:
     """A tool response that reports an error to the model: a JSON object with ``error``, ``tool``,
     ``arguments`` and the ``extra`` keys (``hint``, ``valid_tools``...), recorded with its ``kind``."""
@@ -92,7 +94,7 @@ def format_reminder(problem: str, tools: Iterable[str]) -> str:
     )
 
 
-def unique_ids(calls: list[ToolCallRequest], step: int, tools: dict[str, Tool]) -> None:
+def unique_ids(calls: list[ToolCall], step: int, tools: dict[str, Tool]) -> None:
     """Resolve ``functions.NAME`` names and make the call ids unique (``call_STEP_I`` when missing)."""
     ids: set[str] = set()
     for i, c in enumerate(calls):
@@ -108,22 +110,6 @@ def unique_ids(calls: list[ToolCallRequest], step: int, tools: dict[str, Tool]) 
         ids.add(c.id)
 
 
-def assistant_message(turn: ModelTurn, calls: list[ToolCallRequest]) -> ChatMessage:
-    msg: ChatMessage = {
-        "role": "assistant",
-        "content": turn.text or None,
-        "tool_calls": [
-            {
-                "id": c.id,
-                "type": "function",
-                "function": {
-                    "name": c.name,
-                    "arguments": c.arguments if c.error is None else (c.raw_arguments or ""),
-                },
-            }
-            for c in calls
-        ],
-    }
-    if turn.thinking:
-        msg["thinking"] = turn.thinking
-    return msg
+def assistant_message(turn: ModelTurn, calls: list[ToolCall]) -> ChatMessage:
+    """The assistant message of a turn that requests ``calls`` (:func:`agentkit.messages.assistant_message`)."""
+    return messages.assistant_message(turn.text, calls, turn.thinking)

@@ -15,8 +15,8 @@ A user message that came with images has a list of OpenAI content parts as its c
 ``{"type": "image_url", "image_url": {"url": "data:image/png;base64,..."}, "vision_budget": 280}`` (the budget
 is optional) followed by ``{"type": "text", "text": "..."}``. Such files are read by the same version.
 
-The format is typed by Pydantic models (:class:`SavedConversation`, :class:`HistoryMessage`, :class:`TextPart`,
-:class:`ImageURLPart`); a malformed file or message list is a ``ValueError`` naming the message, the part and the
+The format is typed by Pydantic models (:class:`SavedConversation`, :class:`HistoryMessage`, and the parts of
+:mod:`agentkit.messages`: :class:`~agentkit.messages.TextPart`, :class:`~agentkit.messages.ImageURLPart`); a malformed file or message list is a ``ValueError`` naming the message, the part and the
 problem.
 """
 
@@ -25,11 +25,22 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Annotated, Any, Literal
+from typing import Any, Literal
 
 import pydantic
 
 from agentkit.backends.base import ChatMessage
+from agentkit.messages import ContentPart, ImageURL, ImageURLPart, TextPart
+
+__all__ = [
+    "Conversation",
+    "HistoryMessage",
+    "ImageURL",
+    "ImageURLPart",
+    "SavedConversation",
+    "TextPart",
+    "droppable_groups",
+]
 
 FORMAT = "agentkit.conversation"
 VERSION = 1
@@ -37,34 +48,6 @@ VERSION = 1
 
 class _Strict(pydantic.BaseModel):
     model_config = pydantic.ConfigDict(extra="forbid")
-
-
-class _Open(pydantic.BaseModel):
-    model_config = pydantic.ConfigDict(extra="allow")  # OpenAI's optional keys (``detail``...) are kept
-
-
-class TextPart(_Open):
-    """``{"type": "text", "text": ...}``."""
-
-    type: Literal["text"]
-    text: str
-
-
-class ImageURL(_Open):
-    """``{"url": "data:..."}``."""
-
-    url: str
-
-
-class ImageURLPart(_Open):
-    """``{"type": "image_url", "image_url": {"url": ...}, "vision_budget": N}`` (the budget is optional)."""
-
-    type: Literal["image_url"]
-    image_url: ImageURL
-    vision_budget: int | None = None
-
-
-ContentPart = Annotated[TextPart | ImageURLPart, pydantic.Field(discriminator="type")]
 
 
 class HistoryMessage(_Strict):

@@ -1,37 +1,36 @@
-"""The planner loop: one run (one user turn) as small named phases over an explicit :class:`RunState`.
+"""The planner: one run (one user turn) as small named phases over an explicit :class:`RunState`.
 
-Phases of a step, each an overridable method of :class:`Planner` (the base of :class:`agentkit.Agent`), after
-the OpenAI Agents SDK's split and pydantic-ai's graph of small nodes:
+:class:`RunGraph` holds the run logic of an :class:`agentkit.Agent` (``agent.graph``, by composition: the agent
+keeps its settings and the phases it may override). The nodes of :mod:`agentkit.nodes` (``UserPrompt ->
+ModelRequest -> (CallTools -> ModelRequest)* -> End``, after pydantic-ai's graph) run these phases:
 
-1. :meth:`Planner.prepare` - messages = system prompt + kept history (user messages and final answers only)
+1. :meth:`RunGraph.prepare` - messages = system prompt + kept history (user messages and final answers only)
    + the question; the run's state.
-2. :meth:`Planner.model_turn` - ``backend.complete(messages, tools, tool_choice)`` (``acomplete`` when the
+2. :meth:`RunGraph.model_turn` - ``backend.complete(messages, tools, tool_choice)`` (``acomplete`` when the
    backend has it), trimming the prompt while the backend says it does not fit. The embedded backend
    constrains the denoising to the tool-call grammar.
-3. :meth:`Planner.process_tool_calls` (as in smolagents), made of:
+3. ``Agent.process_tool_calls`` (overridable; as in smolagents), by default :meth:`RunGraph.process_tool_calls`:
 
-   - :meth:`Planner.plan_calls` - for each requested call, in call-id order: loop guard on (tool, canonical
+   - :meth:`RunGraph.plan_calls` - for each requested call, in call-id order: loop guard on (tool, canonical
      arguments); decode errors, unknown tool names and invalid arguments become error tool responses that
      list what is valid; valid calls are scheduled;
-   - :meth:`Planner.execute` - scheduled calls run concurrently (sync tools on daemon threads, async tools
-     on the loop), each under its timeout, through :meth:`Planner.execute_tool_call`; a tool exception or
-     timeout becomes an error response naming the tool and the offending arguments - never a crash;
-   - :meth:`Planner.resolve` - every call id gets exactly one tool response, appended in call-id order (the
+   - :meth:`RunGraph.execute` - scheduled calls run concurrently (sync tools on daemon threads, async tools
+     on the loop), each under its timeout, through ``Agent.execute_tool_call`` (overridable); a tool exception
+     or timeout becomes an error response naming the tool and the offending arguments - never a crash;
+   - :meth:`RunGraph.resolve` - every call id gets exactly one tool response, appended in call-id order (the
      order the model issued the calls); the tools' failure budgets are checked.
 
-The loop ends with a final answer (a model turn without tool calls), or raises
+The run ends with a final answer (a model turn without tool calls), or raises
 :class:`~agentkit.errors.MaxStepsExceeded` / :class:`~agentkit.errors.LoopGuardTriggered` /
 :class:`~agentkit.errors.ToolRetriesExceeded` / :class:`~agentkit.errors.PromptTooLong` /
 :class:`~agentkit.errors.ToolCallFormatError`, each carrying the partial transcript.
-:meth:`Planner.steps` is the loop as an async iterator over :class:`~agentkit.result.Step` (what
-``Agent.iter()`` gives a UI).
 
 Size limits: every tool response is cut to ``min(tool.max_output_bytes, agent budget / calls in the step)``
 bytes with a marker saying how much was cut (:func:`agentkit.tools.cap_output`). With the default budget
 (``"auto"``) on a backend that counts its tokens (the embedded one), a turn's tool output is also cut to half
 the model's prompt capacity in *tokens*, counted by the model's own tokenizer
 (:func:`agentkit.tools.cap_output_tokens`). When a backend reports that the prompt does not fit
-(:class:`model.limits.PromptTooLong`, raised before anything is allocated), the oldest kept turns and then the
+(:class:`agentkit.backends.base.PromptTooLong`, raised before anything is allocated), the oldest kept turns and then the
 oldest tool-call groups (a call message together with all its responses) are dropped from the prompt, never the
 system prompt, the question or the latest calls; the transcript in ``RunResult.messages`` keeps everything.
 
@@ -56,11 +55,12 @@ from __future__ import annotations
 import asyncio
 import json
 import time
-from collections.abc import AsyncIterator, Callable, Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
-from agentkit.backends.base import ChatMessage, ModelTurn, ToolCallRequest, ToolChoice, Usage
+from agentkit.backends.base import ChatMessage, ModelTurn, ToolChoice, Usage
+from agentkit.backends.base import PromptTooLong as BackendPromptTooLong
 from agentkit.calls import (
     assistant_message,
     canonical_arguments,
@@ -72,7 +72,6 @@ from agentkit.calls import (
 from agentkit.errors import (
     AgentRunError,
     LoopGuardTriggered,
-    MaxStepsExceeded,
     PromptTooLong,
     ToolCallFormatError,
     ToolRetriesExceeded,
@@ -85,11 +84,11 @@ from agentkit.events import (
     PromptTrimmed,
     RunFailed,
     RunFinished,
-    RunStarted,
     ToolCallFinished,
     ToolCallStarted,
 )
 from agentkit.history import Conversation, droppable_groups
+from agentkit.messages import ToolCall, tool_message
 from agentkit.result import RunResult, Step, StopReason, Timing, ToolCallRecord
 from agentkit.tool_output import ToolImageLimits, ToolImageShare
 from agentkit.tools import (
@@ -100,13 +99,11 @@ from agentkit.tools import (
     cap_output,
     cap_output_tokens,
 )
-from model.limits import PromptTooLong as ModelPromptTooLong
-from model.vision import DEFAULT_VISION_BUDGET
 
 if TYPE_CHECKING:
     from agentkit.backends.base import Backend, ToolDeclaration
 
-__all__ = ["CallPlan", "Emitter", "Planner", "RunState", "canonical_arguments", "nearest_tool_name"]
+__all__ = ["CallPlan", "Emitter", "Host", "RunGraph", "RunState", "canonical_arguments", "nearest_tool_name"]
 
 _perf = time.perf_counter
 
@@ -201,7 +198,7 @@ class CallPlan:
         step: the :class:`~agentkit.result.Step` being built.
     """
 
-    calls: list[ToolCallRequest]
+    calls: list[ToolCall]
     records: list[ToolCallRecord | None]
     scheduled: list[tuple[int, Tool, Any]]
     step: Step
@@ -212,17 +209,21 @@ class CallPlan:
 
 #: Characters an image counts for, per soft token, in :func:`message_chars` (about a text token's worth).
 _CHARS_PER_SOFT_TOKEN = 4
+#: Soft tokens an image part without ``vision_budget`` counts for when the backend does not say
+#: (``Backend.default_vision_budget``): an estimate for remote models.
+IMAGE_TOKENS_UNKNOWN = 256
 
 
-def message_chars(m: ChatMessage) -> int:
+def message_chars(m: ChatMessage, image_tokens: int = IMAGE_TOKENS_UNKNOWN) -> int:
     """Rough size of a message in the prompt (characters of its content and call arguments; an image counts
-    as its vision budget's soft tokens, not as the length of its data URL)."""
+    as its vision budget's soft tokens, ``image_tokens`` when the part has none, not as the length of its data
+    URL)."""
     c = m.get("content")
     if isinstance(c, list):
         n = 0
         for part in c:
             if isinstance(part, dict) and part.get("type") in ("image_url", "image"):
-                n += int(part.get("vision_budget") or DEFAULT_VISION_BUDGET) * _CHARS_PER_SOFT_TOKEN
+                n += int(part.get("vision_budget") or image_tokens) * _CHARS_PER_SOFT_TOKEN
             else:
                 n += len(json.dumps(part, default=str))
     else:
@@ -239,13 +240,8 @@ def message_chars(m: ChatMessage) -> int:
 # -------------------------------------------------------------------------------------------------- loop
 
 
-class Planner:
-    """The planner loop's phases (see the module docstring); :class:`agentkit.Agent` is one.
-
-    A subclass may override any phase (:meth:`model_turn`, :meth:`process_tool_calls`, :meth:`plan_calls`,
-    :meth:`execute`, :meth:`execute_tool_call`, :meth:`resolve`); the attributes it reads are the agent's
-    settings (``backend``, ``max_steps``, ``loop_guard``...) and its tools.
-    """
+class Host(Protocol):
+    """What the graph reads from the agent that holds it: its settings and the phases it may override."""
 
     backend: Backend
     system_prompt: str | None
@@ -255,16 +251,45 @@ class Planner:
     reset_tool_choice: bool
     trim_history: bool
     max_format_retries: int
-    tool_images: ToolImageLimits = ToolImageLimits()
-    _tools: dict[str, Tool]
-    _declarations: list[ToolDeclaration]
-    _callbacks: list[EventCallback]
+    tool_images: ToolImageLimits
 
-    def tool_output_budget(self) -> int | None:  # pragma: no cover - defined by Agent
-        raise NotImplementedError
+    def tool_output_budget(self) -> int | None: ...
 
-    def tool_output_token_budget(self) -> int | None:  # pragma: no cover - defined by Agent
-        raise NotImplementedError
+    def tool_output_token_budget(self) -> int | None: ...
+
+    async def refresh_tools(self) -> None: ...
+
+    async def process_tool_calls(self, state: RunState, turn: ModelTurn, model_s: float) -> Step: ...
+
+    async def execute_tool_call(
+        self,
+        state: RunState,
+        tl: Tool,
+        c: ToolCall,
+        validated: Any,
+        byte_share: int | None = None,
+        token_share: int | None = None,
+    ) -> ToolCallRecord: ...
+
+
+class RunGraph:
+    """The run logic an :class:`agentkit.Agent` holds (``agent.graph``): its tools, and the phases the nodes of
+    :mod:`agentkit.nodes` run (see the module docstring).
+
+    Args:
+        agent: the agent whose settings (``backend``, ``max_steps``, ``loop_guard``...) and overridable phases
+            (``process_tool_calls``, ``execute_tool_call``) the graph uses.
+
+    Attributes:
+        tools: registered tools by name; declarations: what the model is told about them, in order;
+        callbacks: event callbacks of every run.
+    """
+
+    def __init__(self, agent: Host) -> None:
+        self.agent = agent
+        self.tools: dict[str, Tool] = {}
+        self.declarations: list[ToolDeclaration] = []
+        self.callbacks: list[EventCallback] = []
 
     def prepare(
         self,
@@ -277,42 +302,20 @@ class Planner:
         """Phase 1: the run's state, its messages (system prompt, kept history, the question)."""
         conv = history if history is not None else Conversation()
         messages: list[ChatMessage] = []
-        if self.system_prompt:
-            messages.append({"role": "system", "content": self.system_prompt})
+        if self.agent.system_prompt:
+            messages.append({"role": "system", "content": self.agent.system_prompt})
         messages.extend(dict(m) for m in conv.messages)  # type: ignore[misc]
         messages.append({"role": "user", "content": content})
-        callbacks = self._callbacks if on_event is None else [*self._callbacks, on_event]
+        callbacks = self.callbacks if on_event is None else [*self.callbacks, on_event]
         return RunState(
-            question, content, conv, deps, Emitter(callbacks), messages, self.tool_choice, self.backend.name
-        )
-
-    async def steps(self, state: RunState, *, prefer_sync: bool = False) -> AsyncIterator[Step]:
-        """The loop: yields each finished :class:`Step`; the final answer's step comes last and
-        ``state.result`` is then set. Raises as :meth:`agentkit.Agent.arun`."""
-        state.emit(RunStarted(state.question, self.backend.name, tuple(self._tools)))
-        for step in range(self.max_steps):
-            state.step = step
-            turn, model_s = await self.model_turn(state, prefer_sync=prefer_sync)
-            calls = turn.tool_calls
-            if not calls and turn.format_error is not None:  # a call written as text that does not parse
-                state.steps.append(Step(step, turn.text, turn.thinking, [], turn.usage, model_s))
-                self._remind(state, turn)
-                yield state.steps[-1]
-                continue
-            if not calls:
-                state.steps.append(Step(step, turn.text, turn.thinking, [], turn.usage, model_s))
-                state.result = self.final_answer(state, turn)
-                yield state.steps[-1]
-                return
-            yield await self.process_tool_calls(state, turn, model_s)
-            if self.reset_tool_choice and state.tool_choice != "none":
-                state.tool_choice = "auto"
-        raise state.fail(
-            MaxStepsExceeded(
-                f"no final answer after {self.max_steps} model turn{'s' if self.max_steps != 1 else ''} "
-                f"(max_steps={self.max_steps})",
-                state.partial("max_steps"),
-            )
+            question,
+            content,
+            conv,
+            deps,
+            Emitter(callbacks),
+            messages,
+            self.agent.tool_choice,
+            self.agent.backend.name,
         )
 
     async def model_turn(self, state: RunState, *, prefer_sync: bool = False) -> tuple[ModelTurn, float]:
@@ -321,7 +324,8 @@ class Planner:
         Returns:
             ``(turn, seconds in the backend)``.
         """
-        backend = self.backend
+        await self.agent.refresh_tools()
+        backend = self.agent.backend
         # Agent.run owns its event loop (nothing else runs on it): the sync path is as good and keeps the
         # backend's sync connection pool across runs.
         acomplete = None if prefer_sync else getattr(backend, "acomplete", None)
@@ -330,10 +334,10 @@ class Planner:
             prompt, groups = state.prompt_view()
             try:
                 if acomplete is not None:
-                    turn: ModelTurn = await acomplete(prompt, self._declarations, state.tool_choice)
+                    turn: ModelTurn = await acomplete(prompt, self.declarations, state.tool_choice)
                 else:
-                    turn = backend.complete(prompt, self._declarations, state.tool_choice)
-            except ModelPromptTooLong as exc:
+                    turn = backend.complete(prompt, self.declarations, state.tool_choice)
+            except BackendPromptTooLong as exc:
                 self._trim(state, exc, prompt, groups, t0)
                 continue
             except Exception as exc:
@@ -349,7 +353,7 @@ class Planner:
     def _trim(
         self,
         state: RunState,
-        exc: ModelPromptTooLong,
+        exc: BackendPromptTooLong,
         prompt: list[ChatMessage],
         groups: list[tuple[int, int]],
         t0: float,
@@ -357,10 +361,10 @@ class Planner:
         """Drop roughly enough of the oldest message groups for the prompt to fit, or raise PromptTooLong."""
         left = groups[state.dropped_groups :]
         dropped = sum(b - a for a, b in groups[: state.dropped_groups])
-        if not self.trim_history or not left:
+        if not self.agent.trim_history or not left:
             state.timing.model_seconds += _perf() - t0
             has_calls = any(m.get("role") == "tool" for m in prompt)
-            if not self.trim_history:
+            if not self.agent.trim_history:
                 why = "history trimming is off (trim_history=False)"
             else:
                 why = (f"dropped {dropped} older message(s); " if dropped else "") + (
@@ -380,32 +384,33 @@ class Planner:
                 )
             ) from None
         # characters per token of this prompt, to drop about what is needed at once
-        per_token = sum(message_chars(m) for m in prompt) / max(exc.prompt_tokens, 1)
+        image_tokens = getattr(self.agent.backend, "default_vision_budget", None) or IMAGE_TOKENS_UNKNOWN
+        per_token = sum(message_chars(m, image_tokens) for m in prompt) / max(exc.prompt_tokens, 1)
         need = (exc.prompt_tokens - exc.limit) * per_token
         freed = 0.0
         for a, b in left:
             state.dropped_groups += 1
-            freed += sum(message_chars(m) for m in state.messages[a:b])
+            freed += sum(message_chars(m, image_tokens) for m in state.messages[a:b])
             if freed >= need:
                 break
         kept_out = sum(b - a for a, b in groups[: state.dropped_groups])
         state.emit(PromptTrimmed(state.step, kept_out, exc.prompt_tokens, exc.limit))
 
-    def _remind(self, state: RunState, turn: ModelTurn) -> None:
+    def remind(self, state: RunState, turn: ModelTurn) -> None:
         """A turn whose tool call does not parse: a format reminder, or ToolCallFormatError past the budget."""
         assert turn.format_error is not None
-        if state.reminders >= self.max_format_retries:
+        if state.reminders >= self.agent.max_format_retries:
             raise state.fail(
                 ToolCallFormatError(
                     f"the model wrote a tool call that does not parse {state.reminders + 1} times in this run "
-                    f"(max_format_retries={self.max_format_retries}); last problem: "
+                    f"(max_format_retries={self.agent.max_format_retries}); last problem: "
                     f"{turn.format_error}; the partial transcript is in .result",
                     state.partial("format_retries"),
                 )
             )
         state.reminders += 1
         state.messages.append({"role": "assistant", "content": turn.text})
-        state.messages.append({"role": "user", "content": format_reminder(turn.format_error, self._tools)})
+        state.messages.append({"role": "user", "content": format_reminder(turn.format_error, self.tools)})
 
     def final_answer(self, state: RunState, turn: ModelTurn) -> RunResult:
         """A model turn without tool calls ends the run: the answer joins the transcript and the history."""
@@ -423,7 +428,7 @@ class Planner:
             state.messages,
             state.conversation.with_turn(state.content, turn.text),
             "final_answer",
-            self.backend.name,
+            self.agent.backend.name,
         )
         state.emit(RunFinished(result))
         return result
@@ -442,7 +447,7 @@ class Planner:
             LoopGuardTriggered: a (tool, canonical arguments) requested ``loop_guard`` times in this run.
         """
         calls = turn.tool_calls
-        tools = self._tools
+        tools = self.tools
         unique_ids(calls, state.step, tools)
         state.messages.append(assistant_message(turn, calls))
         plan = CallPlan(
@@ -453,10 +458,10 @@ class Planner:
         )
         for i, c in enumerate(calls):
             shown: Any = c.arguments if c.error is None else c.raw_arguments
-            if self.loop_guard is not None:
+            if self.agent.loop_guard is not None:
                 key = (c.name, canonical_arguments(shown))
                 state.repeats[key] = count = state.repeats.get(key, 0) + 1
-                if count >= self.loop_guard:
+                if count >= self.agent.loop_guard:
                     self._stop_at_loop_guard(state, plan, key, count)
             if c.error is not None:
                 hint = "send the arguments as one JSON object matching the tool's parameters"
@@ -494,7 +499,7 @@ class Planner:
     def _stop_at_loop_guard(self, state: RunState, plan: CallPlan, key: tuple[str, str], count: int) -> None:
         message = (
             f"loop guard: the model requested {key[0]}({key[1]}) {count} times in this run "
-            f"(loop_guard={self.loop_guard}); stopped at step {state.step} before running it"
+            f"(loop_guard={self.agent.loop_guard}); stopped at step {state.step} before running it"
         )
         for i, c in enumerate(plan.calls):
             if plan.records[i] is None:
@@ -514,12 +519,12 @@ class Planner:
         n = len(plan.scheduled)
         if n:
             if state.budget is None:
-                state.budget = (self.tool_output_budget(), self.tool_output_token_budget())
+                state.budget = (self.agent.tool_output_budget(), self.agent.tool_output_token_budget())
             byte_share = None if state.budget[0] is None else max(state.budget[0] // n, 1)
             token_share = None if state.budget[1] is None else max(state.budget[1] // n, 1)
         if n == 1:  # the common case, without a gather
             i, tl, v = plan.scheduled[0]
-            rec = await self.execute_tool_call(state, tl, plan.calls[i], v, byte_share, token_share)
+            rec = await self.agent.execute_tool_call(state, tl, plan.calls[i], v, byte_share, token_share)
             plan.records[i] = self._finished(state, rec)
         elif n > 1:
             done = await asyncio.gather(
@@ -538,7 +543,7 @@ class Planner:
         self,
         state: RunState,
         tl: Tool,
-        c: ToolCallRequest,
+        c: ToolCall,
         validated: Any,
         byte_share: int | None,
         token_share: int | None,
@@ -546,14 +551,14 @@ class Planner:
         """:meth:`execute_tool_call`, checked, and its :class:`~agentkit.events.ToolCallFinished` event (so an
         override does not have to emit it)."""
         return self._finished(
-            state, await self.execute_tool_call(state, tl, c, validated, byte_share, token_share)
+            state, await self.agent.execute_tool_call(state, tl, c, validated, byte_share, token_share)
         )
 
     def _finished(self, state: RunState, rec: Any) -> ToolCallRecord:
         """Check an :meth:`execute_tool_call` result and emit its :class:`~agentkit.events.ToolCallFinished`."""
         if not isinstance(rec, ToolCallRecord):
             raise TypeError(
-                f"{type(self).__name__}.execute_tool_call must return an agentkit.ToolCallRecord, got "
+                f"{type(self.agent).__name__}.execute_tool_call must return an agentkit.ToolCallRecord, got "
                 f"{type(rec).__name__}"
             )
         state.emit(ToolCallFinished(state.step, rec))
@@ -563,7 +568,7 @@ class Planner:
         self,
         state: RunState,
         tl: Tool,
-        c: ToolCallRequest,
+        c: ToolCall,
         validated: Any,
         byte_share: int | None = None,
         token_share: int | None = None,
@@ -577,7 +582,7 @@ class Planner:
         limits = [x for x in (tl.max_output_bytes, byte_share) if x is not None]
         limit = min(limits) if limits else None
         count: Callable[[str], int] | None = (
-            getattr(self.backend, "count_tokens", None) if token_share is not None else None
+            getattr(self.agent.backend, "count_tokens", None) if token_share is not None else None
         )
 
         def cap(text: str) -> str:
@@ -609,20 +614,19 @@ class Planner:
             ToolRetriesExceeded: a tool failed more than its ``retries`` in this run.
         """
         records: list[ToolCallRecord] = []
-        images = ToolImageShare(self.backend, self.tool_images)  # images of results, for backends taking them
+        images = ToolImageShare(
+            self.agent.backend, self.agent.tool_images
+        )  # images of results, for backends taking them
         for rec in plan.records:
             assert rec is not None
             records.append(rec)
-            content = images.content(rec.content, rec.result)
-            state.messages.append(
-                {"role": "tool", "tool_call_id": rec.id, "name": rec.name, "content": content}
-            )
+            state.messages.append(tool_message(rec.id, rec.name, images.content(rec.content, rec.result)))
             if rec.error_kind in ("exception", "timeout"):
                 state.failures[rec.name] = state.failures.get(rec.name, 0) + 1
         plan.step.tool_calls = records
         state.steps.append(plan.step)
         for name, count in state.failures.items():
-            tl = self._tools[name]
+            tl = self.tools[name]
             if count > tl.retries:
                 last = next((r.error for r in reversed(records) if r.name == name and r.error), None)
                 raise state.fail(

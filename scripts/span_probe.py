@@ -99,6 +99,7 @@ def main() -> None:
 
     from agentkit.backends.embedded import EmbeddedBackend
     from agentkit.bundle import load_bundle
+    from agentkit.messages import to_template_messages
     from grammar import special_tokens as st
     from tools import code_search
 
@@ -120,7 +121,7 @@ def main() -> None:
     if tool_at is None:
         print("no tool response: nothing to probe")
         return
-    messages = EmbeddedBackend.to_template_messages(result.messages[: tool_at + 1])
+    messages = to_template_messages(result.messages[: tool_at + 1])
     prompt, _ = cm.encode_turn(messages, agent.declarations(), None)
     ids = torch.tensor([list(prompt)])
     attn = torch.ones_like(ids)

@@ -32,6 +32,7 @@ def main() -> None:
 
     from agentkit.backends.embedded import EmbeddedBackend
     from agentkit.bundle import load_bundle
+    from agentkit.messages import to_template_messages
     from model.runtime import StepEvent
     from tools import code_search
 
@@ -53,7 +54,7 @@ def main() -> None:
             steps.append((e.step, e.argmax[0].tolist(), e.accepted[0].tolist(), e.entropy[0].tolist()))
 
     cm = backend.chat_model
-    messages = EmbeddedBackend.to_template_messages(result.messages[: tool_at + 1])
+    messages = to_template_messages(result.messages[: tool_at + 1])
     out = cm.chat(messages, tools=agent.declarations(), seed=a.seed, on_event=on_event)
     print("replay:", repr(out.text))
     seen: set[int] = set()

@@ -15,6 +15,7 @@ from sample_tools import get_weather  # noqa: E402
 
 from agentkit import Agent, BackendError, MaxStepsExceeded  # noqa: E402
 from agentkit.backends.embedded import EmbeddedBackend  # noqa: E402
+from agentkit.messages import to_template_messages  # noqa: E402
 
 
 @pytest.fixture(scope="module")
@@ -59,9 +60,7 @@ def test_forced_call_is_valid_and_runs(chat_model):
     assert first.usage.input_tokens > 0 and first.usage.output_tokens > 0 and first.usage.requests == 1
     assert result.backend.startswith("embedded:")
     # the tool response reaches the chat template as a native Gemma response object
-    prompt = backend.chat_model.render(
-        EmbeddedBackend.to_template_messages(result.messages), [get_weather.declaration()]
-    )
+    prompt = backend.chat_model.render(to_template_messages(result.messages), [get_weather.declaration()])
     assert "<|tool_response>response:get_weather{" in prompt
     assert "<|tool_call>call:get_weather{" in prompt
 

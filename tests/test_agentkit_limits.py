@@ -9,6 +9,7 @@ import pytest
 from typer.testing import CliRunner
 
 from agentkit import Agent, Conversation, MaxStepsExceeded, PromptTooLong, ToolDefinitionError, tool
+from agentkit.backends.base import PromptTooLong as BackendPromptTooLong
 from agentkit.backends.scripted import ScriptedBackend, answer, call
 from agentkit.bundle import load_bundle
 from agentkit.errors import BundleError
@@ -185,7 +186,7 @@ def test_history_trimming_drops_oldest_turns_and_never_splits_a_call_from_its_re
 
     def model(messages, tools, tool_choice):
         if _chars(messages) > limit_chars:  # the backend's check: a typed error, before any allocation
-            raise ModelPromptTooLong(_chars(messages) // 4, limit_chars // 4, 1000, 100)
+            raise BackendPromptTooLong(_chars(messages) // 4, limit_chars // 4, 1000, 100)
         seen.append([dict(m) for m in messages])
         return next(script)
 
@@ -222,7 +223,7 @@ def test_history_trimming_drops_oldest_turns_and_never_splits_a_call_from_its_re
 
 def test_trimming_off_or_nothing_left_raises_prompt_too_long_with_tokens_and_limit():
     def model(messages, tools, tool_choice):
-        raise ModelPromptTooLong(5000, 1792, 2048, 256)
+        raise BackendPromptTooLong(5000, 1792, 2048, 256)
 
     history = Conversation().with_turn("q", "a")
     with pytest.raises(PromptTooLong) as ei:

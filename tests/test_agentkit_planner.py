@@ -9,7 +9,7 @@ from agentkit import Agent, tool
 from agentkit.backends.scripted import ScriptedBackend, answer, call
 from agentkit.errors import ToolRetriesExceeded
 from agentkit.history import Conversation
-from agentkit.planner import Emitter, Planner, RunState
+from agentkit.planner import Emitter, RunGraph, RunState
 from agentkit.result import Step
 
 
@@ -33,7 +33,7 @@ def test_prepare_builds_the_state():
     a = agent([])
     history = Conversation().with_turn("hi", "hello")
     events = []
-    st = a.prepare("2+2?", "2+2?", history, deps="D", on_event=events.append)
+    st = a.graph.prepare("2+2?", "2+2?", history, deps="D", on_event=events.append)
     assert isinstance(st, RunState) and st.deps == "D" and st.step == 0
     assert [m["role"] for m in st.messages] == ["system", "user", "assistant", "user"]
     assert st.messages[-1] == {"role": "user", "content": "2+2?"}
@@ -42,21 +42,21 @@ def test_prepare_builds_the_state():
 
 def test_model_turn_then_plan_execute_resolve():
     a = agent([[call("add", a=2, b=3), call("nope", q=1), call("add", a="x", b=1)]])
-    st = a.prepare("sum", "sum", None, None, None)
-    turn, seconds = asyncio.run(a.model_turn(st))
+    st = a.graph.prepare("sum", "sum", None, None, None)
+    turn, seconds = asyncio.run(a.graph.model_turn(st))
     assert [c.name for c in turn.tool_calls] == ["add", "nope", "add"] and seconds >= 0
 
-    plan = a.plan_calls(st, turn, seconds)
+    plan = a.graph.plan_calls(st, turn, seconds)
     assert [i for i, _t, _v in plan.scheduled] == [0]  # only the valid call runs
     kinds = [r.error_kind if r else None for r in plan.records]
     assert kinds == [None, "unknown_tool", "invalid_arguments"]
     assert json.loads(plan.records[1].content)["valid_tools"] == ["add", "boom"]
     assert st.messages[-1]["role"] == "assistant" and len(st.messages[-1]["tool_calls"]) == 3
 
-    asyncio.run(a.execute(st, plan))
+    asyncio.run(a.graph.execute(st, plan))
     assert plan.records[0].content == "5" and plan.records[0].ok
 
-    step = a.resolve(st, plan)
+    step = a.graph.resolve(st, plan)
     assert isinstance(step, Step) and st.steps == [step]
     tool_msgs = [m for m in st.messages if m["role"] == "tool"]
     assert [m["tool_call_id"] for m in tool_msgs] == [c.id for c in turn.tool_calls]  # call-id order
@@ -105,7 +105,7 @@ def test_phases_are_overridable():
     a = Cached(ScriptedBackend([[call("add", a=1, b=1), call("add", a=2, b=2)], answer("ok")]), [add])
     result = a.run("sums")
     assert [r.content for r in result.steps[0].tool_calls] == ["2 (cached)", "4"]
-    assert a.seen == 2 and isinstance(a, Planner)
+    assert a.seen == 2 and isinstance(a.graph, RunGraph)
 
 
 def test_the_emitter_without_callbacks_does_nothing():

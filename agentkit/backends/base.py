@@ -3,7 +3,8 @@
 Every backend (``embedded``, ``openai``, ``scripted`` or your own) implements :class:`Backend`. The planner
 (:mod:`agentkit.agent`) owns the loop; a backend only turns messages into one :class:`ModelTurn`.
 
-Message format (OpenAI-style dicts, the same contract as ``model.chat.ChatModel``):
+Message format (OpenAI-style dicts, the same contract as ``model.chat.ChatModel``; typed by
+:mod:`agentkit.messages`, whose codec reads and writes them):
 
 * ``{"role": "system" | "user", "content": str}``
 * ``{"role": "assistant", "content": str | None, "tool_calls": [{"id", "type": "function",
@@ -24,6 +25,8 @@ from typing import Any, Literal, Protocol, runtime_checkable
 
 from pydantic import ConfigDict
 from pydantic.dataclasses import dataclass as pydantic_dataclass
+
+from agentkit.messages import ToolCall
 
 #: One chat message (see the module docstring for the keys).
 ChatMessage = dict[str, Any]
@@ -69,25 +72,43 @@ def plain_data(obj: Any) -> Any:
     return obj.__pydantic_serializer__.to_python(obj)
 
 
-@dataclass(slots=True)
-class ToolCallRequest:
-    """One tool call as the model requested it.
+#: The name this type had before :mod:`agentkit.messages` (kept for existing imports).
+ToolCallRequest = ToolCall
+
+
+class PromptTooLong(ValueError):
+    """Raised by a backend when a prompt does not fit its model's context (before anything is allocated); the
+    planner then drops the oldest turns and asks again (part of the :class:`Backend` contract).
 
     Attributes:
-        id: the call id; the planner makes ids unique within a turn and answers each with exactly one
-            tool response.
-        name: tool name as the model wrote it (may be unknown; the planner answers with the valid names).
-        arguments: decoded arguments object (``{}`` when ``error`` is set).
-        error: set by a backend when the call could not be decoded (malformed JSON, arguments double-encoded
-            as a JSON string, not an object); the planner sends it back to the model as the tool response.
-        raw_arguments: the arguments text as received, when the backend had one (for error messages).
+        prompt_tokens: length of the prompt (tokens).
+        limit: the most prompt tokens the call allows (tokens).
+        max_positions: the model's context (tokens), when the backend knows it.
+        generation_tokens: the generation budget the limit leaves room for (tokens), when the backend knows it.
     """
 
-    id: str
-    name: str
-    arguments: dict[str, Any] = field(default_factory=dict)
-    error: str | None = None
-    raw_arguments: str | None = None
+    def __init__(
+        self,
+        prompt_tokens: int,
+        limit: int,
+        max_positions: int | None = None,
+        generation_tokens: int | None = None,
+    ) -> None:
+        self.prompt_tokens = prompt_tokens
+        self.limit = limit
+        self.max_positions = max_positions
+        self.generation_tokens = generation_tokens
+        why = (
+            ""
+            if max_positions is None or generation_tokens is None
+            else f" ({max_positions:,} positions minus a generation budget of {generation_tokens:,} tokens)"
+        )
+        super().__init__(
+            f"the prompt is {prompt_tokens:,} tokens but this model takes at most {max(limit, 0):,}{why}"
+        )
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        return (type(self), (self.prompt_tokens, self.limit, self.max_positions, self.generation_tokens))
 
 
 @dataclass(slots=True)
@@ -107,7 +128,7 @@ class ModelTurn:
 
     text: str = ""
     thinking: str = ""
-    tool_calls: list[ToolCallRequest] = field(default_factory=list)
+    tool_calls: list[ToolCall] = field(default_factory=list)
     usage: Usage = field(default_factory=Usage)
     raw: Any = None
     format_error: str | None = None
@@ -126,6 +147,8 @@ class Backend(Protocol):
 
     # Optional: ``max_prompt_tokens`` (int or None), the longest prompt a turn takes, in tokens; the agent
     # sizes its default tool-output budget from it (``Agent(max_tool_output_bytes="auto")``).
+    # Optional: ``default_vision_budget`` (int), soft tokens of an image part without ``vision_budget``; the
+    # planner sizes images by it when it trims a prompt that does not fit.
     # Optional: ``takes_images`` (bool, default false): the model reads images, so tool responses with images
     # (``agentkit.tool_output.ToolContent``) come as content parts (see the module docstring), else as text.
     # Optional: ``check_tool(name, parameters) -> None``, raising ``ToolDefinitionError`` for a tool this
@@ -150,7 +173,7 @@ class Backend(Protocol):
 
         Raises:
             BackendError: the model could not be reached or answered with something unusable.
-            model.limits.PromptTooLong: the prompt does not fit the model's context (raise it before
+            PromptTooLong: (this module's) the prompt does not fit the model's context (raise it before
                 allocating anything; the planner then drops the oldest turns and asks again).
         """
         ...

@@ -13,12 +13,13 @@ response, through the same vision path as a user's images (``model.vision``).
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 from typing import Any
 
-from agentkit.backends.base import ChatMessage, ModelTurn, ToolCallRequest, ToolChoice, ToolDeclaration, Usage
+from agentkit.backends.base import ChatMessage, ModelTurn, PromptTooLong, ToolChoice, ToolDeclaration, Usage
 from agentkit.errors import BackendError, ToolDefinitionError
+from agentkit.messages import ToolCall, to_template_messages
+from model.vision import DEFAULT_VISION_BUDGET
 from schema import SchemaError, fingerprint, normalize_tool
 
 
@@ -79,7 +80,7 @@ class EmbeddedBackend:
     Raises:
         BackendError: (from :meth:`complete`) the checkpoint cannot be loaded, or a tool's schema is not
             supported by the constraint.
-        model.limits.PromptTooLong: (from :meth:`complete`) the prompt does not fit the checkpoint's
+        agentkit.backends.base.PromptTooLong: (from :meth:`complete`) the prompt does not fit the checkpoint's
             positions with the token budget; raised before generation allocates anything, so the planner can
             trim the prompt.
     """
@@ -116,6 +117,8 @@ class EmbeddedBackend:
         self.binding = binding
         self.name = f"embedded:{self.model_path or 'default'}" + (f"+{self.adapter}" if self.adapter else "")
         self._next_id = 0
+        #: soft tokens of an image part without ``vision_budget`` (the planner sizes images by it when trimming)
+        self.default_vision_budget = DEFAULT_VISION_BUDGET
         # (tool name, fingerprint of its parameters) -> its ToolSpec: normalised once in check_tool
         self._specs: dict[tuple[str, str], Any] = {}
         self._takes_images: bool | None = None
@@ -219,21 +222,6 @@ class EmbeddedBackend:
 
         return len(encode_text(self.chat_model.tokenizer, text))
 
-    @staticmethod
-    def to_template_messages(messages: list[ChatMessage]) -> list[ChatMessage]:
-        """Messages for the chat template: JSON-object tool responses become objects."""
-        out: list[ChatMessage] = []
-        for m in messages:
-            if m.get("role") == "tool" and isinstance(m.get("content"), str) and m["content"][:1] == "{":
-                try:
-                    value = json.loads(m["content"])
-                except json.JSONDecodeError:
-                    value = None
-                if isinstance(value, dict):
-                    m = {**m, "content": value}
-            out.append(m)
-        return out
-
     def complete(
         self,
         messages: list[ChatMessage],
@@ -241,12 +229,12 @@ class EmbeddedBackend:
         tool_choice: ToolChoice = "auto",
     ) -> ModelTurn:
         """One constrained model turn (see :class:`agentkit.backends.base.Backend`)."""
-        from model.limits import PromptTooLong
+        from model.limits import PromptTooLong as ModelPromptTooLong
 
         cm = self.chat_model
         try:
             out = cm.chat(
-                self.to_template_messages(messages),
+                to_template_messages(messages),
                 tools=tools or None,
                 tool_specs=self.tool_specs(tools) if tools else None,
                 tool_choice=tool_choice,
@@ -255,15 +243,15 @@ class EmbeddedBackend:
                 on_event=self.on_event,
                 binder=self.binder,
             )
-        except PromptTooLong:  # the planner trims the prompt or raises agentkit.errors.PromptTooLong
-            raise
+        except ModelPromptTooLong as exc:  # this backend's error: the planner trims the prompt, or gives up
+            raise PromptTooLong(
+                exc.prompt_tokens, exc.limit, exc.max_positions, exc.generation_tokens
+            ) from exc
         except ValueError as exc:  # model.constraints SchemaError / ToolCallParseError, grammar errors
             raise BackendError(f"embedded backend: {type(exc).__name__}: {exc}") from exc
         calls = []
         for c in out.tool_calls:
-            calls.append(
-                ToolCallRequest(id=f"call_{self._next_id}", name=c.name, arguments=dict(c.arguments))
-            )
+            calls.append(ToolCall(id=f"call_{self._next_id}", name=c.name, arguments=dict(c.arguments)))
             self._next_id += 1
         usage = Usage(
             input_tokens=int(getattr(out, "prompt_tokens", 0) or 0),

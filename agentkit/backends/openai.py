@@ -8,7 +8,7 @@ honoured up to that cap). Other HTTP errors raise
 
 Tool-call arguments arrive as JSON text. A call whose arguments are malformed JSON, JSON double-encoded as
 a string (``"\\"{\\\\\\"a\\\\\\": 1}\\""``) or not an object is *not* repaired silently: it is returned with
-:attr:`ToolCallRequest.error` set and the planner sends it back to the model as a tool response listing the
+:attr:`ToolCall.error` set and the planner sends it back to the model as a tool response listing the
 valid tool names, so the model retries (unknown tool names get the same treatment in the planner).
 
 Servers without a reasoning parser or a tool parser return thinking and calls as text in ``content``
@@ -38,7 +38,6 @@ import httpx
 from agentkit.backends.base import (
     ChatMessage,
     ModelTurn,
-    ToolCallRequest,
     ToolChoice,
     ToolDeclaration,
     Usage,
@@ -46,6 +45,7 @@ from agentkit.backends.base import (
 )
 from agentkit.backends.textcalls import THINKING_TAGS, recover_calls, split_thinking
 from agentkit.errors import BackendError
+from agentkit.messages import ToolCall
 from tools.httpclient import RetriesExhausted, RetryingClient
 
 
@@ -335,14 +335,14 @@ class OpenAIBackend:
         if inline:
             thinking = f"{thinking}\n\n{inline}" if thinking else inline
         format_error: str | None = None
-        calls: list[ToolCallRequest] = []
+        calls: list[ToolCall] = []
         for tc in msg.get("tool_calls") or []:
             fn = tc.get("function") or {}
             raw = fn.get("arguments")
             args, err = decode_arguments(raw)
             cid = tc.get("id") or self._new_id()
             calls.append(
-                ToolCallRequest(
+                ToolCall(
                     id=cid,
                     name=str(fn.get("name") or ""),
                     arguments=args,
@@ -356,10 +356,9 @@ class OpenAIBackend:
                 format_error = found.problem
             else:
                 text = found.text
-                calls = [
-                    ToolCallRequest(self._new_id(), c.name, c.arguments, c.error, c.raw_arguments)
-                    for c in found.calls
-                ]
+                calls = found.calls
+                for c in calls:
+                    c.id = self._new_id()
         if not calls and not text and inline and format_error is None and _unclosed_thinking(content):
             # the reply ended inside a thinking block: no answer was written (a cut-short generation)
             format_error = (

@@ -27,24 +27,25 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from agentkit.backends.base import ChatMessage, ModelTurn, ToolCallRequest, ToolChoice, ToolDeclaration, Usage
+from agentkit.backends.base import ChatMessage, ModelTurn, ToolChoice, ToolDeclaration, Usage
 from agentkit.errors import BackendError
+from agentkit.messages import ToolCall
 
 #: One script entry: a final answer (str), one call, parallel calls, or a full turn.
-ScriptItem = str | ToolCallRequest | Sequence[ToolCallRequest] | ModelTurn
+ScriptItem = str | ToolCall | Sequence[ToolCall] | ModelTurn
 #: ``(messages, tools, tool_choice) -> ScriptItem``.
 ScriptFunction = Callable[[list[ChatMessage], list[ToolDeclaration], ToolChoice], ScriptItem]
 
 
 def call(
     name: str, arguments: dict[str, Any] | None = None, /, *, call_id: str = "", **kwargs: Any
-) -> ToolCallRequest:
+) -> ToolCall:
     """A scripted tool call: ``call("add", a=1, b=2)`` or ``call("add", {"a": 1, "b": 2})``.
 
     ``call_id`` defaults to ``call_<n>`` (n counts per backend). Pass the arguments as a dict when one is
     named ``call_id``.
     """
-    return ToolCallRequest(id=call_id, name=name, arguments={**(arguments or {}), **kwargs})
+    return ToolCall(id=call_id, name=name, arguments={**(arguments or {}), **kwargs})
 
 
 def answer(text: str, *, thinking: str = "") -> ModelTurn:
@@ -52,9 +53,7 @@ def answer(text: str, *, thinking: str = "") -> ModelTurn:
     return ModelTurn(text=text, thinking=thinking)
 
 
-def turn(
-    *calls: ToolCallRequest, text: str = "", thinking: str = "", usage: Usage | None = None
-) -> ModelTurn:
+def turn(*calls: ToolCall, text: str = "", thinking: str = "", usage: Usage | None = None) -> ModelTurn:
     """A scripted turn with text, thinking and any number of calls."""
     return ModelTurn(text=text, thinking=thinking, tool_calls=list(calls), usage=usage or Usage())
 
@@ -151,7 +150,7 @@ class ScriptedBackend:
                 args = c.get("arguments", {})
                 if not isinstance(args, dict):
                     raise ValueError(f"{p}: turn {i} call {j}: arguments must be an object")
-                calls.append(ToolCallRequest(id=str(c.get("id", "")), name=c["name"], arguments=args))
+                calls.append(ToolCall(id=str(c.get("id", "")), name=c["name"], arguments=args))
             items.append(
                 ModelTurn(text=item.get("text", ""), thinking=item.get("thinking", ""), tool_calls=calls)
             )
@@ -193,14 +192,14 @@ class ScriptedBackend:
     def _to_turn(self, item: Any) -> ModelTurn:
         if isinstance(item, str):
             return ModelTurn(text=item)
-        if isinstance(item, ToolCallRequest):
+        if isinstance(item, ToolCall):
             calls = [item]
             out = ModelTurn(tool_calls=calls)
         elif isinstance(item, ModelTurn):
             out = ModelTurn(
                 item.text, item.thinking, list(item.tool_calls), Usage(**item.usage.to_dict()), item.raw
             )
-        elif isinstance(item, Sequence) and all(isinstance(c, ToolCallRequest) for c in item):
+        elif isinstance(item, Sequence) and all(isinstance(c, ToolCall) for c in item):
             out = ModelTurn(tool_calls=list(item))
         else:
             raise BackendError(f"scripted backend {self.name!r}: not a script item: {item!r}")
@@ -210,6 +209,6 @@ class ScriptedBackend:
             if not cid:
                 cid = f"call_{self._next_id}"
                 self._next_id += 1
-            calls.append(ToolCallRequest(cid, c.name, dict(c.arguments), c.error, c.raw_arguments))
+            calls.append(ToolCall(cid, c.name, dict(c.arguments), c.error, c.raw_arguments))
         out.tool_calls = calls
         return out

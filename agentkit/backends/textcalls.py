@@ -27,10 +27,11 @@ import re
 from dataclasses import dataclass, field
 from typing import Any
 
+from agentkit.messages import ToolCall
 from grammar import special_tokens as st
 from grammar.parse import ToolCallParseError, parse_tool_calls
 
-__all__ = ["TextCall", "TextCalls", "recover_calls", "split_thinking"]
+__all__ = ["TextCalls", "recover_calls", "split_thinking"]
 
 #: (opening tag, closing tag) of inline thinking blocks: Gemma 4's thought channel, DeepSeek/Qwen ``<think>``.
 THINKING_TAGS: tuple[tuple[str, str], ...] = ((st.CHANNEL_START, st.CHANNEL_END), ("<think>", "</think>"))
@@ -92,40 +93,24 @@ def split_thinking(text: str) -> tuple[str, str]:
 
 
 @dataclass(slots=True)
-class TextCall:
-    """One call recovered from text.
-
-    Attributes:
-        name: the tool name as written.
-        arguments: decoded arguments (``{}`` when ``error`` is set).
-        error: why the arguments could not be used (not an object, malformed JSON string), else ``None``.
-        raw_arguments: the arguments text, when it was a JSON string.
-    """
-
-    name: str
-    arguments: dict[str, Any] = field(default_factory=dict)
-    error: str | None = None
-    raw_arguments: str | None = None
-
-
-@dataclass(slots=True)
 class TextCalls:
     """What :func:`recover_calls` found.
 
     Attributes:
         text: the text without the recovered calls (prose around them), stripped.
-        calls: the calls, in order.
+        calls: the calls, in order (:class:`agentkit.messages.ToolCall` without an id: the backend gives it one;
+            ``error`` and ``raw_arguments`` set for arguments that cannot be used).
         problem: set when the text looks like a call that does not parse (then ``calls`` is empty and
             ``text`` is the input): what is wrong, with the character offset where known.
     """
 
     text: str
-    calls: list[TextCall] = field(default_factory=list)
+    calls: list[ToolCall] = field(default_factory=list)
     problem: str | None = None
 
 
-def _call_from_object(obj: Any, where: str) -> TextCall:
-    """A :class:`TextCall` from a ``{"name", "arguments"}`` object.
+def _call_from_object(obj: Any, where: str) -> ToolCall:
+    """A call (without an id) from a ``{"name", "arguments"}`` object.
 
     Raises:
         ValueError: not an object with a string ``name`` and object (or JSON-string) ``arguments``.
@@ -140,17 +125,18 @@ def _call_from_object(obj: Any, where: str) -> TextCall:
         try:
             args = json.loads(args) if args.strip() else {}
         except json.JSONDecodeError as exc:
-            return TextCall(
+            return ToolCall(
+                "",
                 obj["name"].strip(),
                 {},
                 f"arguments are not valid JSON ({exc.msg} at character {exc.pos})",
                 raw,
             )
     if not isinstance(args, dict):
-        return TextCall(
-            obj["name"].strip(), {}, f"arguments must be a JSON object, got {type(args).__name__}", raw
+        return ToolCall(
+            "", obj["name"].strip(), {}, f"arguments must be a JSON object, got {type(args).__name__}", raw
         )
-    return TextCall(obj["name"].strip(), args, None, raw)
+    return ToolCall("", obj["name"].strip(), args, None, raw)
 
 
 def _unfence(text: str) -> str:
@@ -168,7 +154,7 @@ def _gemma(text: str) -> TextCalls:
                 errors.append(f"{syntax} syntax: {exc}")
                 continue
             if parsed.calls:
-                return TextCalls(parsed.text, [TextCall(c.name, dict(c.arguments)) for c in parsed.calls])
+                return TextCalls(parsed.text, [ToolCall("", c.name, dict(c.arguments)) for c in parsed.calls])
         if text.rstrip().endswith(st.TOOL_CALL_END):
             break
     why = errors[0] if errors else f"no call before the end of the turn ({st.TURN_END} or {st.EOS})"
@@ -190,7 +176,7 @@ def _unmarked_gemma(text: str) -> TextCalls:
 
 
 def _hermes(text: str) -> TextCalls:
-    calls: list[TextCall] = []
+    calls: list[ToolCall] = []
     prose: list[str] = []
     i = 0
     n = 0

@@ -19,6 +19,7 @@ import uuid
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
+from agentkit.messages import to_template_messages
 from agentkit.serve import schemas as S
 from grammar import special_tokens as st
 from grammar.parse import ToolCallParseError, parse_tool_calls
@@ -72,9 +73,9 @@ def _content(content: Any, where: str = "content", *, images: bool = False) -> A
     parts: list[dict[str, Any]] = []
     allowed = "text and image_url only" if images else "text only"
     for j, p in enumerate(content):
-        if p.type == "image_url" and images:
-            url = p.image_url.get("url") if isinstance(p.image_url, dict) else None
-            if not isinstance(url, str) or not url.startswith("data:"):
+        if isinstance(p, S.ImageURLPart) and images:
+            url = p.image_url.url
+            if not url.startswith("data:"):
                 raise ServeError(
                     400,
                     f"{where}[{j}]: an image_url part must hold the image as a data:image/...;base64, URL "
@@ -82,14 +83,12 @@ def _content(content: Any, where: str = "content", *, images: bool = False) -> A
                     param=f"{where}[{j}].image_url.url",
                 )
             parts.append({"type": "image_url", "image_url": {"url": url}})
-        elif p.type != "text":
+        elif not isinstance(p, S.TextPart):
             raise ServeError(
                 400,
                 f"{where}[{j}]: content parts of type {p.type!r} are not supported by this server ({allowed})",
                 param=f"{where}[{j}].type",
             )
-        elif p.text is None:
-            raise ServeError(400, f"{where}[{j}]: a text part needs 'text'", param=f"{where}[{j}].text")
         else:
             parts.append({"type": "text", "text": p.text})
     if any(part["type"] == "image_url" for part in parts):
@@ -97,8 +96,9 @@ def _content(content: Any, where: str = "content", *, images: bool = False) -> A
     return "".join(part["text"] for part in parts)
 
 
-def to_template_messages(messages: list[Any]) -> list[dict[str, Any]]:
-    """OpenAI request messages -> the chat template's message dicts (``docs/INTERFACES.md``).
+def from_wire_messages(messages: list[Any]) -> list[dict[str, Any]]:
+    """OpenAI request messages -> the chat template's message dicts (``docs/INTERFACES.md``), through
+    :func:`agentkit.messages.to_template_messages`.
 
     Assistant ``arguments`` are decoded from JSON; a tool message gets its tool's ``name`` from the assistant
     call it answers (``tool_call_id``); JSON-object tool results become objects (native Gemma rendering).
@@ -107,7 +107,6 @@ def to_template_messages(messages: list[Any]) -> list[dict[str, Any]]:
         ServeError: (400) arguments that are not a JSON object, or a tool message whose ``tool_call_id``
             matches no earlier call and that has no ``name``; ``param`` names the message.
     """
-    from agentkit.backends.embedded import EmbeddedBackend
     from agentkit.backends.openai import decode_arguments
 
     out: list[dict[str, Any]] = []
@@ -161,7 +160,7 @@ def to_template_messages(messages: list[Any]) -> list[dict[str, Any]]:
                     "content": _content(m.content, f"messages[{i}].content"),
                 }
             )
-    return EmbeddedBackend.to_template_messages(out)
+    return to_template_messages(out)
 
 
 @dataclass
@@ -359,7 +358,7 @@ class ServeEngine:
             s = self.chat_model.settings
             t_min = max(s.t_min * req.temperature, MIN_STEP_TEMPERATURE)
             temperature = (max(s.t_max * req.temperature, 2 * t_min), t_min)
-        messages = to_template_messages(req.messages)
+        messages = from_wire_messages(req.messages)
         try:
             turn = self.chat_model.prepare(
                 messages,

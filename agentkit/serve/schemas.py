@@ -9,7 +9,9 @@ from __future__ import annotations
 
 from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Discriminator, Field, Tag
+
+from agentkit.messages import ImageURLPart, TextPart
 
 
 class _Open(BaseModel):
@@ -22,17 +24,28 @@ class _Open(BaseModel):
     model_config = ConfigDict(extra="ignore", strict=True)
 
 
-class TextPart(_Open):
-    """A content part: ``{"type": "text", "text": ...}``, or in a user message ``{"type": "image_url",
-    "image_url": {"url": "data:image/png;base64,..."}}``; other types (``input_audio``, ...) are read so the
-    server can refuse them by name (400), not with a validation dump."""
+class OtherPart(_Open):
+    """A content part of a type this server does not take (``input_audio``, ...): read so the server can refuse
+    it by name (400), not with a validation dump."""
 
     type: str
-    text: str | None = None
-    image_url: dict[str, Any] | None = None
 
 
-Content = str | list[TextPart] | None
+def _part_kind(value: Any) -> str:
+    kind = value.get("type") if isinstance(value, dict) else getattr(value, "type", None)
+    return f"part:{kind}" if kind in ("text", "image_url") else "part:other"
+
+
+#: A content part as a request sends it: the parts of :mod:`agentkit.messages` (``text``, ``image_url``), or
+#: another type the server refuses by name. (The tags are not identifiers, so error paths leave them out.)
+WirePart = Annotated[
+    Annotated[TextPart, Tag("part:text")]
+    | Annotated[ImageURLPart, Tag("part:image_url")]
+    | Annotated[OtherPart, Tag("part:other")],
+    Discriminator(_part_kind),
+]
+
+Content = str | list[WirePart] | None
 
 
 class FunctionCall(_Open):
@@ -52,12 +65,12 @@ class ToolCall(_Open):
 
 class SystemMessage(_Open):
     role: Literal["system", "developer"]
-    content: str | list[TextPart]
+    content: str | list[WirePart]
 
 
 class UserMessage(_Open):
     role: Literal["user"]
-    content: str | list[TextPart]
+    content: str | list[WirePart]
 
 
 class AssistantMessage(_Open):
@@ -70,7 +83,7 @@ class AssistantMessage(_Open):
 class ToolMessage(_Open):
     role: Literal["tool"]
     tool_call_id: str
-    content: str | list[TextPart]
+    content: str | list[WirePart]
     name: str | None = None
 
 

@@ -1,0 +1,260 @@
+"""The one message model: chat messages, their content parts and tool calls, typed, with one dict codec.
+
+Messages travel as OpenAI-style dicts (what users pass, what a :class:`~agentkit.backends.base.Backend`
+receives, what ``RunResult.messages`` and saved conversations hold). This module is their schema: Pydantic
+discriminated unions over ``role`` (:data:`Message`) and over a part's ``type`` (:data:`ContentPart`), and the
+codec between the two forms (:func:`parse_message` / :func:`dump_message`). A dict that goes through the codec
+comes back equal, key order included (keys a caller set and the model does not know are kept), so a conversation
+saved before this module existed loads and saves back byte for byte.
+
+* ``{"role": "system", "content": str}`` - :class:`SystemMessage`
+* ``{"role": "user", "content": str | [part, ...]}`` - :class:`UserMessage`; parts: :class:`TextPart`,
+  :class:`ImageURLPart`
+* ``{"role": "assistant", "content": str | None, "tool_calls": [call, ...], "thinking": str}`` -
+  :class:`AssistantMessage`; a call is ``{"id", "type": "function", "function": {"name", "arguments": dict}}``
+  (:class:`ToolCall`; ``arguments`` is the raw text for a call that could not be decoded)
+* ``{"role": "tool", "tool_call_id": str, "name": str, "content": str | [part, ...]}`` - :class:`ToolMessage`
+
+:class:`ToolCall` is the one type of a requested call in agentkit, from the backend's turn to the planner; a call
+answered becomes an :class:`agentkit.result.ToolCallRecord` (which adds the response, the error and the timing).
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from typing import Annotated, Any, Literal
+
+import pydantic
+from pydantic import ConfigDict, Field
+
+__all__ = [
+    "AssistantMessage",
+    "ContentPart",
+    "ImageURL",
+    "ImageURLPart",
+    "Message",
+    "SystemMessage",
+    "TextPart",
+    "ToolCall",
+    "ToolMessage",
+    "UserMessage",
+    "assistant_message",
+    "dump_message",
+    "parse_message",
+    "parse_messages",
+    "to_template_messages",
+    "tool_message",
+]
+
+
+class _Open(pydantic.BaseModel):
+    """Keys outside the model are kept (OpenAI's optional ones: ``detail``, ``name``...)."""
+
+    model_config = ConfigDict(extra="allow")
+
+
+# ------------------------------------------------------------------------------------------------ parts
+
+
+class TextPart(_Open):
+    """``{"type": "text", "text": ...}``."""
+
+    type: Literal["text"]
+    text: str
+
+
+class ImageURL(_Open):
+    """``{"url": "data:..."}`` (OpenAI's ``detail`` and other keys kept)."""
+
+    url: str
+
+
+class ImageURLPart(_Open):
+    """``{"type": "image_url", "image_url": {"url": ...}, "vision_budget": N}`` (the budget, in soft tokens per
+    image for the embedded backend, is optional)."""
+
+    type: Literal["image_url"]
+    image_url: ImageURL
+    vision_budget: int | None = None
+
+
+#: A content part, discriminated by ``type``.
+ContentPart = Annotated[TextPart | ImageURLPart, Field(discriminator="type")]
+
+#: A user message's content: text, or parts (images before the text).
+Content = str | list[ContentPart]
+
+
+# ------------------------------------------------------------------------------------------------ calls
+
+
+@dataclass(slots=True)
+class ToolCall:
+    """One tool call as the model requested it (a plain dataclass: built once per call on the planner's hot
+    path; Pydantic validates it where it is a field of :class:`AssistantMessage`).
+
+    Attributes:
+        id: the call id; the planner makes ids unique within a turn and answers each with exactly one
+            tool response.
+        name: tool name as the model wrote it (may be unknown; the planner answers with the valid names).
+        arguments: decoded arguments object (``{}`` when ``error`` is set).
+        error: set by a backend when the call could not be decoded (malformed JSON, arguments double-encoded
+            as a JSON string, not an object); the planner sends it back to the model as the tool response.
+        raw_arguments: the arguments text as received, when the backend had one (for error messages).
+    """
+
+    id: str
+    name: str
+    arguments: dict[str, Any] = field(default_factory=dict)
+    error: str | None = None
+    raw_arguments: str | None = None
+
+    def to_dict(self) -> dict[str, Any]:
+        """The call as an assistant message holds it (``arguments`` the raw text when ``error`` is set)."""
+        args: Any = self.arguments if self.error is None else (self.raw_arguments or "")
+        return {"id": self.id, "type": "function", "function": {"name": self.name, "arguments": args}}
+
+    @classmethod
+    def from_dict(cls, data: Any) -> ToolCall:
+        """Read :meth:`to_dict`'s shape; ``arguments`` given as text is decoded, or kept as the raw text of a
+        call that could not be decoded.
+
+        Raises:
+            ValueError: not ``{"id": str, "function": {"name": str, "arguments": ...}}``.
+        """
+        fn = data.get("function") if isinstance(data, dict) else None
+        if not isinstance(fn, dict) or not isinstance(fn.get("name"), str):
+            raise ValueError(
+                f"a tool call is {{'id', 'type', 'function': {{'name', 'arguments'}}}}, got {data!r}"
+            )
+        args = fn.get("arguments", {})
+        if isinstance(args, str):
+            try:
+                decoded = json.loads(args) if args.strip() else {}
+            except json.JSONDecodeError as exc:
+                return cls(str(data.get("id", "")), fn["name"], {}, f"arguments are not JSON: {exc}", args)
+            if not isinstance(decoded, dict):
+                return cls(str(data.get("id", "")), fn["name"], {}, "arguments are not a JSON object", args)
+            return cls(str(data.get("id", "")), fn["name"], decoded, None, args)
+        return cls(str(data.get("id", "")), fn["name"], args)
+
+
+# --------------------------------------------------------------------------------------------- messages
+
+
+class SystemMessage(_Open):
+    """``{"role": "system", "content": str}``."""
+
+    role: Literal["system"]
+    content: str
+
+
+class UserMessage(_Open):
+    """``{"role": "user", "content": str | [part, ...]}``."""
+
+    role: Literal["user"]
+    content: Content
+
+
+class AssistantMessage(_Open):
+    """``{"role": "assistant", "content": str | None, "tool_calls": [...], "thinking": str}`` (both optional)."""
+
+    role: Literal["assistant"]
+    content: str | None = None
+    tool_calls: list[ToolCall] | None = None
+    thinking: str | None = None
+
+    @pydantic.field_validator("tool_calls", mode="before")
+    @classmethod
+    def _calls(cls, value: Any) -> Any:
+        if isinstance(value, list):
+            return [c if isinstance(c, ToolCall) else ToolCall.from_dict(c) for c in value]
+        return value
+
+    @pydantic.field_serializer("tool_calls")
+    def _dump_calls(self, calls: list[ToolCall] | None) -> list[dict[str, Any]] | None:
+        return None if calls is None else [c.to_dict() for c in calls]
+
+
+class ToolMessage(_Open):
+    """``{"role": "tool", "tool_call_id": str, "name": str, "content": str | [part, ...]}``: one call's response
+    (content parts, the text first, when it has images for a backend that takes them)."""
+
+    role: Literal["tool"]
+    tool_call_id: str
+    name: str
+    content: Content
+
+
+#: A chat message, discriminated by ``role``.
+Message = Annotated[SystemMessage | UserMessage | AssistantMessage | ToolMessage, Field(discriminator="role")]
+
+_MESSAGE: pydantic.TypeAdapter[Any] = pydantic.TypeAdapter(Message)
+_MESSAGES: pydantic.TypeAdapter[Any] = pydantic.TypeAdapter(list[Message])
+
+
+def parse_message(data: Any) -> SystemMessage | UserMessage | AssistantMessage | ToolMessage:
+    """One message dict as its typed model (a typed message is returned as it is).
+
+    Raises:
+        pydantic.ValidationError: not a message of one of the four roles (names the key).
+    """
+    if isinstance(data, pydantic.BaseModel):
+        return data  # type: ignore[return-value]
+    return _MESSAGE.validate_python(data)  # type: ignore[no-any-return]
+
+
+def parse_messages(data: Any) -> list[SystemMessage | UserMessage | AssistantMessage | ToolMessage]:
+    """A list of message dicts as typed models (see :func:`parse_message`).
+
+    Raises:
+        pydantic.ValidationError: a message that is not one of the four roles (names its index and key).
+    """
+    return _MESSAGES.validate_python(data)  # type: ignore[no-any-return]
+
+
+def dump_message(message: pydantic.BaseModel) -> dict[str, Any]:
+    """A typed message as its dict: the keys that were set, in order (a parsed dict dumps back equal)."""
+    return message.model_dump(exclude_unset=True)
+
+
+def assistant_message(text: str, calls: list[ToolCall], thinking: str = "") -> dict[str, Any]:
+    """The dict of an assistant turn that requests ``calls`` (``content`` is ``None`` without text;
+    ``thinking`` only when there is some): :class:`AssistantMessage`'s shape."""
+    msg: dict[str, Any] = {
+        "role": "assistant",
+        "content": text or None,
+        "tool_calls": [c.to_dict() for c in calls],
+    }
+    if thinking:
+        msg["thinking"] = thinking
+    return msg
+
+
+def tool_message(call_id: str, name: str, content: str | list[dict[str, Any]]) -> dict[str, Any]:
+    """The dict of one call's response: :class:`ToolMessage`'s shape."""
+    return {"role": "tool", "tool_call_id": call_id, "name": name, "content": content}
+
+
+def to_template_messages(messages: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Messages for the chat template (the embedded backend, ``agentkit serve``): a tool response whose text is
+    a JSON object becomes that object, so the template renders it natively; everything else is unchanged.
+
+    Args:
+        messages: message dicts (see the module docstring); not modified.
+
+    Returns:
+        A new list (messages that changed are new dicts; the others are the same objects).
+    """
+    out: list[dict[str, Any]] = []
+    for m in messages:
+        if m.get("role") == "tool" and isinstance(m.get("content"), str) and m["content"][:1] == "{":
+            try:
+                value = json.loads(m["content"])
+            except json.JSONDecodeError:
+                value = None
+            if isinstance(value, dict):
+                m = {**m, "content": value}
+        out.append(m)
+    return out
