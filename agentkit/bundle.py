@@ -25,6 +25,7 @@ from agentkit.bundle_load import (
     load_spec,
     schema,
 )
+from agentkit.errors import BundleError
 
 if TYPE_CHECKING:
     import httpx
@@ -35,6 +36,7 @@ __all__ = [
     "FORMAT_VERSION",
     "AgentSection",
     "Bundle",
+    "BundleError",
     "BundleSpec",
     "EmbeddedModel",
     "OpenAIModel",
