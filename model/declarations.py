@@ -1,17 +1,27 @@
-"""Tool declarations as the checkpoint's chat template (``model/chat_template.jinja``) writes them, as plain
-text, and where each declared parameter's name sits in a rendered prompt.
+"""Where each declared parameter's name, and the last user message, sit in a prompt rendered by the chat
+template, found by rendering that template itself (the tokenizer's ``apply_chat_template``) with marked
+inputs; and Gemma 4 call text as the template writes it (:func:`format_value`, :func:`format_call`).
 
-Training (:mod:`model.training.render`, :mod:`model.training.labels`) and inference
-(:mod:`model.binding`) read their offsets from these functions, so the Python rendering exists once; tests pin
-it equal to the template.
+Training (:mod:`model.training.labels`) and inference (:mod:`model.binding`) read their offsets from
+:func:`declared_keys` and :func:`last_user_span`, so no Python copy of the template decides them.
 """
 
 from __future__ import annotations
 
+import functools
+import json
+import re
 from typing import Any
 
 from grammar import special_tokens as st
 from grammar.parse import format_value as format_gemma_value
+
+#: Written before a declared parameter's name in a probe rendering.
+_NAME_OPEN = "\ue000"
+#: Written after it: the lowest character, so marked names sort as the names do (case-folded or not).
+_NAME_CLOSE = "\x00"
+#: Stands for the system prompt / the user message in a probe rendering.
+_SLOT = "\ue001"
 
 
 def format_value(v: Any) -> str:
@@ -25,94 +35,109 @@ def format_call(name: str, arguments: dict[str, Any]) -> str:
     return f"{st.TOOL_CALL_START}call:{name}{format_value(arguments)}{st.TOOL_CALL_END}"
 
 
-def _type_str(t: Any) -> str:
-    q = st.STRING_DELIM
-    if isinstance(t, str):
-        return f"{q}{t.upper()}{q}"
-    return "[" + ",".join(f"{q}{str(x).upper()}{q}" for x in t) + "]"
-
-
-def _leading_parts(s: dict[str, Any]) -> list[str]:
-    """The parts :func:`render_schema` writes before ``properties:{`` (description, enum, items)."""
-    q = st.STRING_DELIM
-    parts = []
-    if s.get("description"):
-        parts.append(f"description:{q}{s['description']}{q}")
-    if "enum" in s:
-        parts.append("enum:" + format_value(s["enum"]))
-    if isinstance(s.get("items"), dict):
-        parts.append("items:" + render_schema(s["items"]))
-    return parts
-
-
-def render_schema(s: dict[str, Any]) -> str:
-    """Render a parameter schema as the template's declaration object (sorted properties, upper-case types)."""
-    parts = _leading_parts(s)
-    if isinstance(s.get("properties"), dict):
-        props = ",".join(f"{k}:{render_schema(s['properties'][k])}" for k in sorted(s["properties"]))
-        parts.append("properties:{" + props + "}")
-    if s.get("required"):
-        parts.append("required:" + format_value(s["required"]))
-    if "type" in s:
-        parts.append("type:" + _type_str(s["type"]))
-    return "{" + ",".join(parts) + "}"
-
-
-def declaration_head(tool: dict[str, Any]) -> str:
-    """``<|tool>declaration:NAME{description:<|"|>...<|"|>,parameters:`` (what comes before the parameters)."""
-    f = tool.get("function", tool)
-    q = st.STRING_DELIM
-    return (
-        f"{st.TOOL_START}declaration:{f['name']}{{description:{q}{f.get('description') or ''}{q},parameters:"
+def _render(tokenizer: Any, messages: list[dict[str, Any]], tools: list[dict[str, Any]] | None) -> str:
+    return str(
+        tokenizer.apply_chat_template(messages, tools=tools, tokenize=False, add_generation_prompt=False)
     )
 
 
-def render_declaration(tool: dict[str, Any]) -> str:
-    """``<|tool>declaration:NAME{description:...,parameters:{...}}<tool|>`` for an OpenAI-style tool."""
-    params = tool.get("function", tool).get("parameters") or {"type": "object"}
-    return f"{declaration_head(tool)}{render_schema(params)}}}{st.TOOL_END}"
+def _marked_tool(tool: dict[str, Any]) -> dict[str, Any]:
+    """A copy of ``tool`` whose top-level parameter names are wrapped in ``_NAME_OPEN`` / ``_NAME_CLOSE``."""
+    f = dict(tool.get("function", tool))
+    params = f.get("parameters")
+    if isinstance(params, dict) and isinstance(params.get("properties"), dict):
+        marked = {f"{_NAME_OPEN}{k}{_NAME_CLOSE}": v for k, v in params["properties"].items()}
+        f["parameters"] = {**params, "properties": marked}
+    return {**tool, "function": f} if "function" in tool else f
 
 
-def property_offsets(params: dict[str, Any]) -> dict[str, tuple[int, int]]:
-    """``{name: (start, end)}``: character spans of the top-level property names inside
-    ``render_schema(params)``."""
-    props = params.get("properties")
-    if not isinstance(props, dict) or not props:
-        return {}
-    off = 1 + sum(len(b) + 1 for b in _leading_parts(params)) + len("properties:{")
-    out = {}
-    for k in sorted(props):
-        out[k] = (off, off + len(k))
-        off += len(k) + 1 + len(render_schema(props[k])) + 1
-    return out
+@functools.lru_cache(maxsize=4096)
+def _declaration(tokenizer: Any, tool_json: str) -> tuple[str, tuple[tuple[str, int, int], ...]]:
+    """The template's declaration text of one tool and ``(name, start, end)`` of its parameter names in it.
+
+    Two probes: the system prompt ``_SLOT`` alone, and the same with the marked tool declared. The declaration
+    is what the second adds after the slot (the template writes declarations after the system prompt).
+    """
+    tool = json.loads(tool_json)
+    if _NAME_OPEN in tool_json or _SLOT in tool_json or "\\u0000" in tool_json:  # json.dumps escapes NUL
+        name = tool.get("function", tool).get("name")
+        raise ValueError(
+            f"tool {name!r}: holds U+E000, U+E001 or NUL, so its parameter names cannot be located"
+        )
+    messages = [{"role": "system", "content": _SLOT}, {"role": "user", "content": _SLOT}]
+    bare = _render(tokenizer, messages, None)
+    marked = _render(tokenizer, messages, [_marked_tool(tool)])
+    tail = bare[bare.index(_SLOT) + 1 :]
+    start = marked.index(_SLOT) + 1
+    if not marked.endswith(tail) or len(marked) - len(tail) < start:
+        raise ValueError("the chat template does not write tool declarations right after the system prompt")
+    text = marked[start : len(marked) - len(tail)]
+    names = []
+    for k, m in enumerate(re.finditer(f"{_NAME_OPEN}([^{_NAME_CLOSE}]*){_NAME_CLOSE}", text)):
+        s = m.start() - 2 * k  # the k marker pairs before it are not in the prompt
+        names.append((m[1], s, s + len(m[1])))
+    return text.replace(_NAME_OPEN, "").replace(_NAME_CLOSE, ""), tuple(names)
 
 
-def declared_keys(prompt: str, tools: list[dict[str, Any]]) -> list[tuple[str, str, int, int]]:
+def declared_keys(
+    tokenizer: Any, prompt: str, tools: list[dict[str, Any]]
+) -> list[tuple[str, str, int, int]]:
     """``[(tool, parameter, start, end)]``: character spans of every declared top-level parameter name in
-    ``prompt`` (rendered by the chat template, or :func:`model.training.render.render_prompt`), in declaration
-    order. A tool whose declaration is not found verbatim in ``prompt`` is left out."""
+    ``prompt``, in the order the template writes them, tools in declaration order.
+
+    Args:
+        tokenizer: the tokenizer whose chat template rendered ``prompt`` (``apply_chat_template``).
+        prompt: a rendered prompt (or its ids decoded).
+        tools: the OpenAI-style tools declared in it, in order (JSON values).
+
+    Returns:
+        The spans; a tool whose declaration is not found verbatim in ``prompt`` is left out.
+
+    Raises:
+        ValueError: a tool holding U+E000, U+E001 or NUL (the probes' markers), or a template that does not
+            write declarations right after the system prompt.
+        TypeError: a tool that is not JSON.
+    """
     out: list[tuple[str, str, int, int]] = []
     pos = 0
     for t in tools:
-        f = t.get("function", t)
-        decl = render_declaration(t)
+        decl, names = _declaration(tokenizer, json.dumps(t, ensure_ascii=False))
         at = prompt.find(decl, pos)
         if at < 0:
             continue
         pos = at + len(decl)
-        params = f.get("parameters") or {"type": "object"}
-        base = at + len(declaration_head(t))
-        for k, (s, e) in property_offsets(params).items():
-            out.append((f["name"], k, base + s, base + e))
+        tool = t.get("function", t)["name"]
+        out.extend((tool, k, at + s, at + e) for k, s, e in names)
     return out
 
 
-def last_user_span(prompt: str) -> tuple[int, int] | None:
-    """``(start, end)`` characters of the last user message's text in ``prompt`` (``None``: no user turn)."""
-    opener = f"{st.TURN_START}user\n"
+@functools.lru_cache(maxsize=16)
+def _user_turn(tokenizer: Any) -> tuple[str, str]:
+    """What the template writes before and after a user message's text (``<|turn>user\\n``, ``<turn|>``)."""
+    system = {"role": "system", "content": _SLOT}
+    bare = _render(tokenizer, [system], None)
+    probe = _render(tokenizer, [system, {"role": "user", "content": _SLOT}], None)
+    at = probe.rindex(_SLOT)
+    if not probe.startswith(bare) or at < len(bare):
+        raise ValueError("the chat template does not write a user turn after the system turn")
+    return probe[len(bare) : at], probe[at + 1 :].rstrip("\n")
+
+
+def last_user_span(tokenizer: Any, prompt: str) -> tuple[int, int] | None:
+    """``(start, end)`` characters of the last user message's text in ``prompt`` (``None``: no user turn).
+
+    Args:
+        tokenizer: the tokenizer whose chat template rendered ``prompt``; the turn's opener and closer are
+            what that template writes around a user message.
+        prompt: a rendered prompt (or its ids decoded).
+
+    Raises:
+        ValueError: a template that does not write a user turn after the system turn.
+    """
+    opener, closer = _user_turn(tokenizer)
     at = prompt.rfind(opener)
     if at < 0:
         return None
     start = at + len(opener)
-    end = prompt.find(st.TURN_END, start)
+    end = prompt.find(closer, start)
     return start, (end if end >= 0 else len(prompt))

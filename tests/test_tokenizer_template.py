@@ -98,6 +98,13 @@ def test_python_renderer_matches_template(tok):
             ex.messages, tools=ex.tools or None, tokenize=False, add_generation_prompt=True
         )
         assert render_prompt(ex.messages, ex.tools) == want, ex.kind
+    cased = [
+        {"name": "g", "parameters": {"type": "object", "properties": {"b": {}, "Zeta": {}, "alpha": {}}}}
+    ]
+    msgs = [{"role": "user", "content": "hi"}]
+    want = tok.apply_chat_template(msgs, tools=cased, tokenize=False, add_generation_prompt=True)
+    assert "properties:{alpha:{},b:{},Zeta:{}}" in want  # the template's dictsort folds case
+    assert render_prompt(msgs, cased) == want
 
 
 def test_control_tokens_are_single_ids_and_survive_decode(tok):

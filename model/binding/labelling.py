@@ -213,7 +213,7 @@ def label_request(
 
     Args:
         model: a checkpoint with a copy head (``model.copy_model.DiffusionGemmaWithCopyHead``).
-        tokenizer: its tokenizer.
+        tokenizer: its tokenizer, with the chat template that rendered the prompt (the key offsets come from it).
         input_ids: the turn's ``P`` prompt ids.
         tools: the OpenAI-style tools rendered in that prompt, in order.
         memory_keys: ``[1, >= P, D]`` the copy head's pointer keys of the prompt (``CopyMemory.keys``) and
@@ -230,8 +230,8 @@ def label_request(
     pieces = token_pieces(tokenizer, input_ids)
     ends = list(itertools.accumulate(len(p) for p in pieces))
     prompt = "".join(pieces)
-    keys = declared_keys(prompt, tools)
-    user = last_user_span(prompt)
+    keys = declared_keys(tokenizer, prompt, tools)
+    user = last_user_span(tokenizer, prompt)
     if not keys or user is None or user[0] >= user[1]:
         return None
     with torch.no_grad():

@@ -203,7 +203,8 @@ def example_labels(
     """Token ids and binding labels of ``ex`` (prompt and target tokenized separately, as at inference).
 
     Args:
-        tok: the checkpoint's ``PreTrainedTokenizerFast`` (must return offset mappings).
+        tok: the checkpoint's ``PreTrainedTokenizerFast`` (must return offset mappings and carry the chat template
+            :func:`~model.training.render.render_prompt` mirrors: the key offsets come from rendering it).
         ex: a generated :class:`~model.training.data.Example`.
         word_table: ``table[id]`` True for word-like tokens (letters or digits); marks the pointer targets of
             prose answers. ``None``: prose answers get no pointer labels.
@@ -220,14 +221,14 @@ def example_labels(
     t_ids, t_off = list(te["input_ids"]), [tuple(o) for o in te["offset_mapping"]]
     if align_copies:
         t_ids, t_off = align_copied_words(tok, prompt, p_ids, p_off, ex.target, t_ids, t_off)
-    keys = declared_keys(prompt, ex.tools)
+    keys = declared_keys(tok, prompt, ex.tools)
     index = {(tool, k): j for j, (tool, k, _, _) in enumerate(keys)}
     decl_pos = []
     for _, _, s, e in keys:
         toks = _overlap(p_off, s, e)
         decl_pos.append(toks[-1] if toks else 0)
     bind = [IGNORE] * len(p_ids)
-    req = last_user_span(prompt)
+    req = last_user_span(tok, prompt)
     if req is not None and ex.calls:
         for i in _overlap(p_off, *req):
             bind[i] = 0

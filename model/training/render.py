@@ -1,8 +1,7 @@
 """Training prompts in the Gemma 4 format the checkpoint's chat template (``model/chat_template.jinja``)
-writes, as plain text (tests pin :func:`render_prompt` equal to the template, and :func:`format_value` to the
-parser's renderer on ordinary values). The declarations themselves come from :mod:`model.declarations`, which
-:mod:`model.training.labels` and :mod:`model.binding` read their offsets from, so the Python rendering exists
-once.
+writes, as plain text: a fast Python rendering for the data pipeline (tests pin :func:`render_prompt` equal to
+the template, and :func:`format_value` to the parser's renderer on ordinary values). Parameter-name offsets do
+not come from here: :mod:`model.declarations` finds them by rendering the template itself.
 """
 
 from __future__ import annotations
@@ -10,16 +9,9 @@ from __future__ import annotations
 from typing import Any
 
 from grammar import special_tokens as st
-from model.declarations import (
-    declaration_head,
-    format_call,
-    format_value,
-    render_declaration,
-    render_schema,
-)
+from model.declarations import format_call, format_value
 
 __all__ = [
-    "declaration_head",
     "format_call",
     "format_value",
     "render_declaration",
@@ -27,6 +19,48 @@ __all__ = [
     "render_schema",
     "strip_descriptions",
 ]
+
+
+def _type_str(t: Any) -> str:
+    q = st.STRING_DELIM
+    if isinstance(t, str):
+        return f"{q}{t.upper()}{q}"
+    return "[" + ",".join(f"{q}{str(x).upper()}{q}" for x in t) + "]"
+
+
+def render_schema(s: dict[str, Any]) -> str:
+    """Render a parameter schema as the template's declaration object (properties sorted case-folded, upper-case
+    types)."""
+    q = st.STRING_DELIM
+    parts = []
+    if s.get("description"):
+        parts.append(f"description:{q}{s['description']}{q}")
+    if "enum" in s:
+        parts.append("enum:" + format_value(s["enum"]))
+    if isinstance(s.get("items"), dict):
+        parts.append("items:" + render_schema(s["items"]))
+    if isinstance(s.get("properties"), dict):
+        # the template's ``dictsort`` folds case
+        props = ",".join(
+            f"{k}:{render_schema(s['properties'][k])}" for k in sorted(s["properties"], key=str.lower)
+        )
+        parts.append("properties:{" + props + "}")
+    if s.get("required"):
+        parts.append("required:" + format_value(s["required"]))
+    if "type" in s:
+        parts.append("type:" + _type_str(s["type"]))
+    return "{" + ",".join(parts) + "}"
+
+
+def render_declaration(tool: dict[str, Any]) -> str:
+    """``<|tool>declaration:NAME{description:...,parameters:{...}}<tool|>`` for an OpenAI-style tool."""
+    f = tool.get("function", tool)
+    q = st.STRING_DELIM
+    params = f.get("parameters") or {"type": "object"}
+    head = (
+        f"{st.TOOL_START}declaration:{f['name']}{{description:{q}{f.get('description') or ''}{q},parameters:"
+    )
+    return f"{head}{render_schema(params)}}}{st.TOOL_END}"
 
 
 def strip_descriptions(tools: list[dict[str, Any]]) -> list[dict[str, Any]]:
