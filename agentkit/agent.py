@@ -23,7 +23,7 @@ from agentkit.planner import RunGraph, RunState
 from agentkit.result import RunResult, Step, ToolCallRecord
 from agentkit.tool_output import ToolImageLimits
 from agentkit.tools import Tool, as_tool
-from model.vision import ImageError, ImageSource, check_budget, to_data_url
+from model.heads.vision import ImageError, ImageSource, check_budget, to_data_url
 
 if TYPE_CHECKING:
     from agentkit.backends.base import ModelTurn
@@ -41,12 +41,12 @@ def user_content(
 ) -> str | list[dict[str, Any]]:
     """The content of a user message: ``question`` alone, or image parts followed by a text part.
 
-    Each image is checked and stored inline as a ``data:`` URL (:func:`model.vision.to_data_url`), so the
+    Each image is checked and stored inline as a ``data:`` URL (:func:`model.heads.vision.to_data_url`), so the
     message is self-contained JSON (history, saved conversations, remote requests).
 
     Raises:
         ValueError: ``question`` is not a non-empty string.
-        model.vision.ImageError: an unusable image or vision budget (names the image and the reason).
+        model.heads.vision.ImageError: an unusable image or vision budget (names the image and the reason).
     """
     if not isinstance(question, str) or not question.strip():
         raise ValueError("question must be a non-empty string")
@@ -381,7 +381,7 @@ class Agent:
                 content parts before the text (``{"type": "image_url", "image_url": {"url": "data:..."}}``),
                 and so into the history, saved conversations and a remote server's request.
             vision_budget: soft tokens per image for the embedded backend: 70, 140, 280 (default), 560 or
-                1120 (see :mod:`model.vision`); kept on each image part as ``vision_budget`` (not sent to a
+                1120 (see :mod:`model.heads.vision`); kept on each image part as ``vision_budget`` (not sent to a
                 remote server).
 
         Returns:
@@ -389,7 +389,7 @@ class Agent:
 
         Raises:
             ValueError: empty question.
-            model.vision.ImageError: an image that is missing, unreadable, corrupt or of another format, or a
+            model.heads.vision.ImageError: an image that is missing, unreadable, corrupt or of another format, or a
                 vision budget outside the five values (raised before the model is asked; one line naming the
                 image and the reason).
             MaxStepsExceeded: ``max_steps`` model turns without a final answer.
@@ -435,7 +435,7 @@ class Agent:
         ``run.nodes()``.
 
         Raises:
-            ValueError, model.vision.ImageError: as :meth:`arun`, at once.
+            ValueError, model.heads.vision.ImageError: as :meth:`arun`, at once.
         """
         content = user_content(question, images, vision_budget)
         if self._toolsets and not getattr(self, "_toolsets_open", False):

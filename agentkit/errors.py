@@ -78,7 +78,7 @@ class PromptTooLong(AgentRunError):
     """A model turn's prompt does not fit the model's context, even after dropping the oldest turns.
 
     Raised before the model allocates anything for the prompt (the embedded backend checks the token count
-    right after tokenizing, see :mod:`model.limits`). Trimming (``Agent(trim_history=True)``, the default)
+    right after tokenizing, see :mod:`model.turn.limits`). Trimming (``Agent(trim_history=True)``, the default)
     first drops the oldest history turns and tool-call groups; this error means what is left (system prompt,
     tool declarations, the question and the latest tool calls with their responses) is still too long.
 

@@ -28,7 +28,7 @@ from typing import Any, Literal
 import pydantic
 import pydantic_core
 
-from model.vision import ACCEPTED_FORMATS, DEFAULT_VISION_BUDGET, check_budget
+from model.heads.vision import ACCEPTED_FORMATS, DEFAULT_VISION_BUDGET, check_budget
 
 # ---------------------------------------------------------------------------------------------- threads
 
@@ -286,7 +286,7 @@ class ToolImageLimits:
     Attributes:
         max_bytes: the largest image file shown (bytes; default 5 MiB).
         max_images: images shown per tool response (default 8); later ones are notes.
-        vision_budget: soft tokens per image on the embedded backend (one of ``model.vision.VISION_BUDGETS``);
+        vision_budget: soft tokens per image on the embedded backend (one of ``model.heads.vision.VISION_BUDGETS``);
             ``None``: the checkpoint's default (280).
         max_soft_tokens: soft tokens the images of one step's tool responses may take in the prompt, each
             image counted at its vision budget (the most it takes). ``"auto"``: on a backend that counts tokens

@@ -104,11 +104,11 @@ def main(argv: list[str] | None = None) -> int:
 
     import torch
 
-    from model.chat import ChatModel
+    from model.checkpoint.loading import DEFAULT_CHECKPOINT
     from model.errors import CheckpointError
-    from model.loading import DEFAULT_CHECKPOINT
     from model.training.heldout import evaluate_heldout
     from model.training.probe import copy_probe
+    from model.turn.chat import ChatModel
 
     ckpt = a.checkpoint or str(DEFAULT_CHECKPOINT)
     try:  # a missing folder or a bad decoding file: one line and exit status 2, before the long measurements

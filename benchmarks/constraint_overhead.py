@@ -24,8 +24,8 @@ import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 from benchmarks._common import emit, target
-from model.chat import ChatModel
-from model.loading import DEFAULT_CHECKPOINT
+from model.checkpoint.loading import DEFAULT_CHECKPOINT
+from model.turn.chat import ChatModel
 
 TOOLS = [
     {
@@ -107,9 +107,9 @@ def _unconstrained(chat: ChatModel, msgs: list[dict[str, Any]], seed: int, max_n
     import time
 
     from grammar.parse import ToolCallParseError, parse_tool_calls
-    from model.chat import ChatOutput
+    from model.checkpoint.tokenizer import decode_marked
     from model.runtime import generate
-    from model.tokenizer import decode_marked
+    from model.turn.chat import ChatOutput
 
     t0 = time.perf_counter()
     ids = torch.tensor([chat.encode(msgs, TOOLS)], dtype=torch.long)

@@ -34,7 +34,7 @@ def full_config(num_layers: int, canvas: int = 256) -> Any:
     """The real checkpoint's text architecture at ``num_layers`` layers (tiny vision tower)."""
     from transformers import DiffusionGemmaConfig, DiffusionGemmaTextConfig
 
-    from model.config import tiny_vision_config
+    from model.checkpoint.config import tiny_vision_config
 
     layer_types = ["full_attention" if (i + 1) % 6 == 0 else "sliding_attention" for i in range(num_layers)]
     layer_types[-1] = "full_attention"
@@ -96,7 +96,7 @@ def measure(num_layers: int, prompt: int, n: int, compile_mode: str | None, expe
     from transformers import DiffusionGemmaForBlockDiffusion
 
     from model.runtime import generate
-    from model.settings import DenoiseSettings
+    from model.runtime.settings import DenoiseSettings
 
     t0 = time.perf_counter()
     cfg = full_config(num_layers)

@@ -19,7 +19,7 @@ allowed by the mask computed before it) and every invalid instance is rejected b
 time covers grammar generation and ``LLMatcher`` construction (Gemma: ``grammar.llg.new_matcher``,
 whose parser limits raise llguidance's initial lexer fuel 10x; JSON: llguidance's defaults); the per-token check is one
 ``compute_bitmask`` + ``consume_token``. The tokenizer is a byte-level BPE (vocab 4096) trained by
-``model.tokenizer.build_tokenizer`` on the schemas' and instances' text.
+``model.checkpoint.tokenizer.build_tokenizer`` on the schemas' and instances' text.
 
 Each compile is timed after ``gc.collect()`` and ``gc.freeze()``: objects left by earlier schemas (the
 grammar and IR caches hold hundreds of them) are not rescanned by a collection that happens to fall inside
@@ -198,7 +198,7 @@ def main() -> None:
     from grammar.parse import format_tool_call
     from grammar.special_tokens import TOOL_RESPONSE_START
     from grammar.turn import tool_call_grammar
-    from model.tokenizer import build_tokenizer, encode_marked, encode_text
+    from model.checkpoint.tokenizer import build_tokenizer, encode_marked, encode_text
     from schema import SchemaError
 
     rows = load(args.data)

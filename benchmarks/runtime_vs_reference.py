@@ -23,7 +23,7 @@ import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 from benchmarks._common import emit, target
-from model.loading import load_checkpoint
+from model.checkpoint.loading import load_checkpoint
 from model.runtime import generate
 from model.testing import make_tiny_checkpoint
 

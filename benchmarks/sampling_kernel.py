@@ -22,7 +22,7 @@ On CUDA, in one run (< 2 minutes on an H200 including Triton compiles):
    defaults in dg_kernels/sampling.py can be set from measurements.
 
 Without CUDA it times the reference paths on small shapes and reports the targets as not measured (null), and
-times the CPU path's draw (``model.sampler.sample_positions``, inverse CDF) against ``torch.multinomial``
+times the CPU path's draw (``model.runtime.sampler.sample_positions``, inverse CDF) against ``torch.multinomial``
 (``torch_path_draw``).
 
 Usage: ``python benchmarks/sampling_kernel.py [--quick] [--json]``. ``--json`` prints one JSON object on
@@ -420,10 +420,10 @@ def bench_cpu(quick: bool) -> dict[str, Any]:
 
 
 def bench_torch_draw(quick: bool) -> list[dict[str, Any]]:
-    """The CPU path's draw at the accepted positions (:func:`model.sampler.sample_positions`: softmax and
+    """The CPU path's draw at the accepted positions (:func:`model.runtime.sampler.sample_positions`: softmax and
     inverse-CDF lookup) against softmax + ``torch.multinomial`` on the same rows, one thread, at the embedded
     checkpoint's vocabulary (8,192) for 1 and 64 accepted positions; median microseconds per call."""
-    from model.sampler import sample_positions
+    from model.runtime.sampler import sample_positions
 
     torch.set_num_threads(1)
     gen = torch.Generator().manual_seed(0)

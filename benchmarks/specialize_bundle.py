@@ -94,10 +94,10 @@ def rescore(folder: Path, args: argparse.Namespace) -> int:
     import json
 
     from agentkit.commands.specialize import bundle_declarations
-    from model.chat import ChatModel
-    from model.loading import load_checkpoint
+    from model.checkpoint.loading import load_checkpoint
     from model.training.bundle_data import train_and_heldout
     from model.training.heldout import evaluate_examples
+    from model.turn.chat import ChatModel
 
     r = json.loads((folder / "report.json").read_text())
     cfg = r["config"]

@@ -1,7 +1,7 @@
 """torch.compile against eager for one denoising step (no constraint), batch 16, on CPU.
 
 Two figures:
-- the step's tensor part, what :class:`model.sampler.TorchSampler` compiles: temper the decoder logits,
+- the step's tensor part, what :class:`model.runtime.sampler.TorchSampler` compiles: temper the decoder logits,
   entropy and argmax in one pass, entropy-bound acceptance (no host synchronisation; the sample itself has one:
   it draws only at the accepted positions, a data-dependent shape);
 - the whole step, decoder forward included: ``model.runtime.generate(..., compile_step=True)`` against eager on
@@ -25,7 +25,7 @@ import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from model.sampler import entropy_and_argmax, entropy_bound_accept, free_mean_entropy
+from model.runtime.sampler import entropy_and_argmax, entropy_bound_accept, free_mean_entropy
 
 
 def step_tensor_part(logits: torch.Tensor, temperature: float, bound: float) -> tuple[torch.Tensor, ...]:
@@ -47,7 +47,7 @@ def time_fn(fn, logits: torch.Tensor, reps: int) -> list[float]:
 
 def whole_step(batch: int, reps: int) -> dict[str, float]:
     """Median milliseconds per denoising step of ``generate`` on the embedded checkpoint, eager and compiled."""
-    from model.loading import load_checkpoint
+    from model.checkpoint.loading import load_checkpoint
     from model.runtime import generate
 
     ck = load_checkpoint(None)

@@ -73,8 +73,8 @@ def collect(n: int, bfcl_n: int) -> dict[str, list[Point]]:
     import torch
 
     from evals.bfcl import load_category, to_openai_tools
-    from model.chat import ChatModel
     from model.training.data import Generator
+    from model.turn.chat import ChatModel
 
     torch.set_num_threads(1)
     cm = ChatModel.load(None)

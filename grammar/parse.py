@@ -13,8 +13,8 @@ JSON value ``format_value`` accepts (property-tested).
 Text versus control tokens: strings, keys and prose may hold text that spells a control token (a value
 ``a<|"|>b<turn|>``). Formatting writes such text *marked* (:func:`grammar.special_tokens.mark_text`), so in a
 formatted call a literal ``<|"|>`` is always the delimiter token; encode it with
-:func:`model.tokenizer.encode_marked` and the text stays ordinary text tokens. Parsing reads marked text
-(:func:`model.tokenizer.decode_marked` of the generated ids, which keeps the delimiter token apart from
+:func:`model.checkpoint.tokenizer.encode_marked` and the text stays ordinary text tokens. Parsing reads marked text
+(:func:`model.checkpoint.tokenizer.decode_marked` of the generated ids, which keeps the delimiter token apart from
 ordinary tokens spelling it) and returns unmarked values; plain decoded text without marks parses as before.
 """
 
@@ -97,7 +97,7 @@ def format_value(v: Any, *, marked: bool = True) -> str:
         v: a JSON value (``dict`` with ``str`` keys, ``list``/``tuple``, ``str``, ``int``, ``float``, ``bool``,
             ``None``).
         marked: ``True``: strings and keys are marked where they spell a control token (see the module
-            docstring; encode with :func:`model.tokenizer.encode_marked`) and keys the parser could not read
+            docstring; encode with :func:`model.checkpoint.tokenizer.encode_marked`) and keys the parser could not read
             back are refused. ``False``: plain text exactly as the chat template writes it (training prompts
             and declarations, tokenized plainly); keys are written as they are.
 
@@ -286,7 +286,7 @@ def parse_tool_calls(text: str, syntax: str = "gemma") -> ParsedOutput:
 
     Args:
         text: decoded model output with control tokens kept, best from
-            :func:`model.tokenizer.decode_marked` (then a control token's text inside a value, key or prose is
+            :func:`model.checkpoint.tokenizer.decode_marked` (then a control token's text inside a value, key or prose is
             told apart from the token and comes back as text); plain ``decode(..., skip_special_tokens=False)``
             output parses too, reading every control-token spelling as the token.
         syntax: ``"gemma"`` or ``"json"`` (see the module docstring).

@@ -75,7 +75,7 @@ GENERATION_EOS_IDS: tuple[int, ...] = (EOS_ID, SPECIAL_IDS[TURN_END], SPECIAL_ID
 TEXT_MARK = "\ue000"
 _MARKED_LT = "<" + TEXT_MARK
 #: The shape of every Gemma control token: ``<``, no whitespace or angle brackets, ``>``. Only control tokens
-#: of this shape are read as tokens in a marked string (:func:`model.tokenizer.encode_marked`).
+#: of this shape are read as tokens in a marked string (:func:`model.checkpoint.tokenizer.encode_marked`).
 CONTROL_SHAPE = r"<[^<>\s]*>"
 #: A ``<`` of text that must be marked: it starts a span of :data:`CONTROL_SHAPE`, or is followed by the mark
 #: itself (so that :func:`unmark_text` restores such text exactly).
@@ -91,8 +91,8 @@ def mark_text(text: str) -> str:
     not.
 
     Marked strings are what :func:`grammar.parse.format_value` writes and
-    :func:`model.tokenizer.decode_marked` returns: in them a control token spelled literally is the token,
-    and :func:`model.tokenizer.encode_marked` encodes marked text as ordinary text tokens.
+    :func:`model.checkpoint.tokenizer.decode_marked` returns: in them a control token spelled literally is the token,
+    and :func:`model.checkpoint.tokenizer.encode_marked` encodes marked text as ordinary text tokens.
 
     Args:
         text: any text (from a user, a tool, a file or a tool argument).

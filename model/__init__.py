@@ -1,7 +1,7 @@
 """agentkit's embedded block-diffusion runtime for DiffusionGemma-architecture checkpoints.
 
-Loading (:mod:`model.loading`), the denoising loop (:mod:`model.runtime`), the entropy-bound sampler
-(:mod:`model.sampler`), schema constraints applied during denoising (:mod:`model.constraints`) and streaming.
+Loading (:mod:`model.checkpoint.loading`), the denoising loop (:mod:`model.runtime`), the entropy-bound sampler
+(:mod:`model.runtime.sampler`), schema constraints applied during denoising (:mod:`model.constraints`) and streaming.
 Imports only :mod:`dg_kernels` among the project's packages.
 """
 

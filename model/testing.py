@@ -12,9 +12,9 @@ from pathlib import Path
 from typing import Any
 
 from grammar import special_tokens as st
-from model.config import small_config
-from model.tokenizer import build_tokenizer, wrap_tokenizer
-from model.vision import write_processor_config
+from model.checkpoint.config import small_config
+from model.checkpoint.tokenizer import build_tokenizer, wrap_tokenizer
+from model.heads.vision import write_processor_config
 
 _CORPUS_SEED = (
     "The weather in Paris is sunny today. get_weather city days units metric imperial forecast. "
@@ -35,7 +35,7 @@ def tiny_corpus() -> list[str]:
 
 
 def tiny_config(vocab_size: int = 512, hidden_size: int = 64, num_layers: int = 2, **kwargs: Any) -> Any:
-    """A small random-weight test configuration: :func:`model.config.small_config` with test defaults (vocabulary
+    """A small random-weight test configuration: :func:`model.checkpoint.config.small_config` with test defaults (vocabulary
     512, hidden 64, 2 layers); ``kwargs`` are its keywords (``canvas_length=``, ``num_heads=``...)."""
     return small_config(vocab_size, hidden_size, num_layers, **kwargs)
 
@@ -111,7 +111,7 @@ def make_tiny_checkpoint(
         seed: torch seed for the weights.
         hidden_size, num_layers, num_experts, top_k_experts: model size.
         generation: overrides for ``generation_config.json`` (e.g. ``{"t_max": 0.5}``).
-        copy_head: write a ``DiffusionGemmaWithCopyHead`` (:mod:`model.copy_head`; ``copy_head`` in
+        copy_head: write a ``DiffusionGemmaWithCopyHead`` (:mod:`model.heads.copy_head`; ``copy_head`` in
             ``config.json``) with its variant tables filled from the tokenizer.
 
     Returns:
@@ -135,8 +135,8 @@ def make_tiny_checkpoint(
     torch.manual_seed(seed)
     model: Any
     if copy_head:
-        from model.copy_head import CopyHeadConfig
-        from model.copy_model import DiffusionGemmaWithCopyHead
+        from model.heads.copy_head import CopyHeadConfig
+        from model.heads.copy_model import DiffusionGemmaWithCopyHead
 
         cfg.copy_head = CopyHeadConfig(
             dim=16,

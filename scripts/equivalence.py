@@ -44,11 +44,11 @@ def _sha(obj: Any) -> str:
 def runtime() -> str:
     import torch
 
-    from model.chat import ChatModel
-    from model.loading import load_checkpoint
+    from model.checkpoint.loading import load_checkpoint
     from model.runtime import generate
     from model.runtime.batcher import CanvasBatcher
     from model.testing import make_tiny_checkpoint
+    from model.turn.chat import ChatModel
 
     out: dict[str, Any] = {}
     cm = ChatModel.load(None)
@@ -152,8 +152,8 @@ _TINY = {
 def training_losses() -> str:
     import torch
 
+    from model.checkpoint.tokenizer import build_tokenizer
     from model.testing import tiny_corpus
-    from model.tokenizer import build_tokenizer
     from model.training.data import Generator, corpus_texts
     from model.training.train import (
         TrainConfig,

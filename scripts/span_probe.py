@@ -39,11 +39,11 @@ MODES = ("span noised at once", "one position noised", "span from here on noised
 
 def word_starts(ids: Any, word_piece: Any, ends_alnum: Any) -> Any:
     """``[B, R]`` int64: for each source position, the position of the first token of its word (a token
-    continues a word as :func:`model.copy_head.inside_word` says; ``word_piece``/``ends_alnum``:
-    :func:`model.copy_head.word_tables`)."""
+    continues a word as :func:`model.heads.copy_head.inside_word` says; ``word_piece``/``ends_alnum``:
+    :func:`model.heads.copy_head.word_tables`)."""
     import torch
 
-    from model.copy_head import inside_word
+    from model.heads.copy_head import inside_word
 
     prev = torch.cat([torch.full_like(ids[:, :1], -1), ids[:, :-1]], dim=1)
     cont = inside_word(ids, prev, word_piece, ends_alnum)
@@ -52,10 +52,10 @@ def word_starts(ids: Any, word_piece: Any, ends_alnum: Any) -> Any:
 
 
 def snap_spaced_copies(model: Any, tokenizer: Any) -> None:
-    """Patch ``model.copy_head.mixture_logits`` (this process only): spaced copies go to their word's start."""
+    """Patch ``model.heads.copy_head.mixture_logits`` (this process only): spaced copies go to their word's start."""
     import torch
 
-    from model.copy_head import word_tables
+    from model.heads.copy_head import word_tables
 
     head = model.copy_head
     word_piece, ends_alnum = word_tables(tokenizer, head.base_ids.numel())

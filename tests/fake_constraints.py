@@ -4,12 +4,12 @@ from __future__ import annotations
 
 import torch
 
-from model.constraint_batch import ConstraintPlan
+from model.runtime.constraint_batch import ConstraintPlan
 
 
 class ModeConstraint:
     """Fixes no position and masks no token; reports ``in_call`` as given (a
-    :class:`model.constraint_batch.CallAwareConstraint`), so the runtime applies the call or the prose window."""
+    :class:`model.runtime.constraint_batch.CallAwareConstraint`), so the runtime applies the call or the prose window."""
 
     def __init__(self, in_call: bool) -> None:
         self.in_call = in_call

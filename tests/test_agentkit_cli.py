@@ -232,7 +232,7 @@ def test_cli_eval_empty_question_file_and_generate_answer_without_end_marker(tmp
 def test_eval_names_a_bad_checkpoint_in_one_line_and_takes_model_like_run(tmp_path):
     import shutil
 
-    from model.loading import DECODING_FILE, DEFAULT_CHECKPOINT
+    from model.checkpoint.loading import DECODING_FILE, DEFAULT_CHECKPOINT
 
     ck = tmp_path / "ck"
     shutil.copytree(DEFAULT_CHECKPOINT, ck)

@@ -30,7 +30,7 @@ def ckpt(tmp_path_factory):
 
 @pytest.fixture(scope="module")
 def chat_model(ckpt):
-    from model.chat import ChatModel
+    from model.turn.chat import ChatModel
 
     return ChatModel.load(str(ckpt))
 

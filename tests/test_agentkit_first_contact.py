@@ -225,7 +225,7 @@ def test_uncached_hub_id_fails_fast_with_path_and_fetch_command(hf_cache):
     pytest.importorskip("torch")
     from transformers import DiffusionGemmaForBlockDiffusion  # noqa: F401  (import time is not lookup time)
 
-    from model.loading import CheckpointError, load_checkpoint
+    from model.checkpoint.loading import CheckpointError, load_checkpoint
 
     t0 = time.perf_counter()
     with pytest.raises(CheckpointError) as ei:
@@ -248,7 +248,7 @@ def test_uncached_hub_id_fails_fast_with_path_and_fetch_command(hf_cache):
 
 def test_cached_hub_id_loads_from_the_cache_without_network(hf_cache, tmp_path):
     torch = pytest.importorskip("torch")
-    from model.loading import load_checkpoint
+    from model.checkpoint.loading import load_checkpoint
     from model.testing import make_tiny_checkpoint
 
     torch.set_num_threads(1)

@@ -16,7 +16,7 @@ from agentkit.errors import BundleError
 from agentkit.events import PromptTrimmed
 from agentkit.history import droppable_groups
 from agentkit.tools import cap_output, cap_output_tokens
-from model.limits import PromptTooLong as ModelPromptTooLong
+from model.turn.limits import PromptTooLong as ModelPromptTooLong
 
 BIG = "lorem ipsum dolor sit amet " * 80_000  # 2,160,000 bytes, the issue's "2 MB result"
 MARK = "[agentkit: cut "
@@ -265,7 +265,7 @@ def small_ckpt(tiny_checkpoint):
 
 @pytest.fixture(scope="module")
 def chat_model(small_ckpt):
-    from model.chat import ChatModel
+    from model.turn.chat import ChatModel
 
     return ChatModel.load(str(small_ckpt))
 
@@ -273,16 +273,16 @@ def chat_model(small_ckpt):
 @pytest.fixture
 def prompt_lengths(monkeypatch):
     """Prompt lengths that reached the runtime's generate (where the KV cache and masks are allocated)."""
-    import model.chat
+    import model.turn.chat
 
     lengths = []
-    real = model.chat.generate
+    real = model.turn.chat.generate
 
     def spy(m, input_ids, *a, **k):
         lengths.append(int(input_ids.shape[1]))
         return real(m, input_ids, *a, **k)
 
-    monkeypatch.setattr(model.chat, "generate", spy)
+    monkeypatch.setattr(model.turn.chat, "generate", spy)
     return lengths
 
 

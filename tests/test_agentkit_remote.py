@@ -369,7 +369,7 @@ def test_format_checker_checks_exactly_what_the_grammar_enforces():
     from grammar.llg import llg_tokenizer
     from grammar.parse import format_value
     from grammar.turn import value_grammar
-    from model.tokenizer import build_tokenizer
+    from model.checkpoint.tokenizer import build_tokenizer
     from schema import FORMATS
 
     checker = grammar_format_checker()

@@ -12,9 +12,9 @@ import torch
 from grammar.grounding import answer_facts, answer_regex
 from grammar.llg import new_matcher
 from grammar.turn import tool_call_grammar
-from model.chat import ChatModel, answer_texts
-from model.loading import CheckpointError, load_checkpoint
+from model.checkpoint.loading import CheckpointError, load_checkpoint
 from model.testing import make_tiny_checkpoint
+from model.turn.chat import ChatModel, answer_texts
 
 torch.set_num_threads(1)
 
@@ -134,7 +134,7 @@ def test_generated_answers_only_hold_facts_of_the_conversation(ckpt, tmp_path):
 
 
 def test_the_decoding_file_refuses_a_non_boolean_ground_answers(tmp_path):
-    from model.loading import read_decoding_file
+    from model.checkpoint.loading import read_decoding_file
 
     p = tmp_path / "agentkit_decoding.json"
     p.write_text(json.dumps({"ground_answers": 1}))

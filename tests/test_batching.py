@@ -10,7 +10,7 @@ import pytest
 import torch
 from fake_constraints import ModeConstraint
 
-from model.loading import load_checkpoint
+from model.checkpoint.loading import load_checkpoint
 from model.runtime import ConstraintPlan, generate
 from model.runtime.batcher import BatcherClosed, CanvasBatcher, RequestCancelled
 

@@ -58,7 +58,7 @@ BOOK = {
 
 @functools.lru_cache(maxsize=1)
 def _shipped():
-    from model.chat import ChatModel
+    from model.turn.chat import ChatModel
 
     return ChatModel.load(None)
 
@@ -211,8 +211,8 @@ def test_one_encoder_pass_per_prompt_with_a_binder_on():
 
 
 def test_a_prefill_given_to_generate_is_token_identical_to_its_own():
-    from model.prefill import prefill_prompt
     from model.runtime import generate
+    from model.turn.prefill import prefill_prompt
 
     cm = _shipped()
     ids = torch.tensor([cm.encode(_ask("Where is the function load_bundle defined?"), [WEATHER])])
@@ -243,8 +243,8 @@ def test_the_binder_changes_the_constraint_only_and_only_when_asked(monkeypatch)
 
 
 def test_decoding_file_refuses_a_non_boolean_bind_values(tmp_path):
+    from model.checkpoint.loading import read_decoding_file
     from model.errors import CheckpointError
-    from model.loading import read_decoding_file
 
     p = tmp_path / "agentkit_decoding.json"
     p.write_text(json.dumps({"bind_values": "yes"}))
@@ -254,8 +254,8 @@ def test_decoding_file_refuses_a_non_boolean_bind_values(tmp_path):
 
 def test_a_turn_keeps_one_of_identical_calls_and_every_different_one():
     from grammar.parse import format_tool_call
+    from model.checkpoint.tokenizer import encode_marked
     from model.runtime import GenerationStats
-    from model.tokenizer import encode_marked
 
     cm = _shipped()
     a = format_tool_call("get_current_weather", {"place": "Oslo"})

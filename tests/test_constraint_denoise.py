@@ -9,8 +9,8 @@ import pytest
 import torch
 
 from grammar.completion import shortest_completion
+from model.checkpoint.loading import load_checkpoint
 from model.constraints.denoise import GrammarConstraint, bitmask_to_bool
-from model.loading import load_checkpoint
 from model.runtime import StepEvent, generate
 
 GRAMMARS = {

@@ -16,9 +16,9 @@ from agentkit.errors import ToolDefinitionError
 from grammar.grounding import grounding_regex, grounding_spans
 from grammar.llg import new_matcher
 from grammar.turn import tool_call_grammar
-from model.chat import ChatModel, grounding_texts
-from model.loading import load_checkpoint
+from model.checkpoint.loading import load_checkpoint
 from model.testing import make_tiny_checkpoint
+from model.turn.chat import ChatModel, grounding_texts
 
 torch.set_num_threads(1)
 

@@ -14,7 +14,7 @@ import torch
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from model.chat import ChatModel
+from model.turn.chat import ChatModel
 from schema import normalize_tool
 
 NAMES = st.sampled_from(["city", "days", "query", "limit", "unit", "tags", "opts", "id", "x", "note_text"])

@@ -12,7 +12,7 @@ from grammar.llg import llg_tokenizer
 from grammar.parse import format_tool_call
 from grammar.special_tokens import TOOL_RESPONSE_START
 from grammar.turn import MAX_GRAMMAR_CHARS, tool_call_grammar
-from model.tokenizer import build_tokenizer
+from model.checkpoint.tokenizer import build_tokenizer
 from schema import MAX_COMPILE_STEPS, SchemaError
 
 

@@ -1,6 +1,6 @@
 """Tool-call grammars: valid calls reach an accepting state, invalid ones are rejected, in both syntaxes.
 
-Token sequences come from a small byte-level BPE built by ``model.tokenizer.build_tokenizer`` (the control
+Token sequences come from a small byte-level BPE built by ``model.checkpoint.tokenizer.build_tokenizer`` (the control
 tokens, ``<|"|>`` included, are single tokens) and are fed to an ``llguidance.LLMatcher``.
 """
 
@@ -21,8 +21,8 @@ from grammar.completion import shortest_completion
 from grammar.llg import llg_tokenizer
 from grammar.parse import format_tool_call, format_value, parse_tool_calls
 from grammar.turn import tool_call_grammar, value_grammar
+from model.checkpoint.tokenizer import build_tokenizer, encode_marked
 from model.constraints.denoise import bitmask_to_bool
-from model.tokenizer import build_tokenizer, encode_marked
 from schema import SchemaError
 
 CORPUS = [

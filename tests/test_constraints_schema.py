@@ -10,7 +10,7 @@ import llguidance
 import pytest
 from pydantic import BaseModel, Field
 
-from model.tokenizer import build_tokenizer
+from model.checkpoint.tokenizer import build_tokenizer
 from schema import (
     SchemaError,
     ToolSpec,

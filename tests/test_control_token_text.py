@@ -19,8 +19,7 @@ from grammar import special_tokens as st
 from grammar.llg import new_matcher
 from grammar.parse import ParsedCall, ToolCallParseError, format_tool_call, parse_tool_calls
 from grammar.turn import tool_call_grammar
-from model.constraints.denoise import bitmask_to_bool
-from model.tokenizer import (
+from model.checkpoint.tokenizer import (
     control_tokens,
     decode_marked,
     encode_chat,
@@ -28,6 +27,7 @@ from model.tokenizer import (
     encode_text,
     render_marked,
 )
+from model.constraints.denoise import bitmask_to_bool
 
 CKPT = Path(__file__).resolve().parents[1] / "model" / "checkpoints" / "agentkit-tiny"
 CONTROL_IDS = set(range(len(st.SPECIAL_TOKENS)))
@@ -275,8 +275,8 @@ def test_agent_on_the_embedded_backend_sends_hostile_tool_output_as_text(tmp_pat
     from agentkit import Agent, MaxStepsExceeded
     from agentkit import tool as make_tool
     from agentkit.backends.embedded import EmbeddedBackend
-    from model.chat import ChatModel
     from model.testing import make_tiny_checkpoint
+    from model.turn.chat import ChatModel
 
     torch.set_num_threads(1)
 

@@ -1,4 +1,4 @@
-"""The copy head (model/copy_head.py, model/copy_model.py): loading, the mixture, the memory, the runtime path."""
+"""The copy head (model/heads/copy_head.py, model/heads/copy_model.py): loading, the mixture, the memory, the runtime path."""
 
 from __future__ import annotations
 
@@ -8,8 +8,8 @@ import pytest
 import torch
 
 from grammar import special_tokens as st
-from model.copy_head import COPY_HEAD_FIELDS, OPTIONAL_FIELDS, CopyHeadConfig, has_copy_head
-from model.loading import load_checkpoint
+from model.checkpoint.loading import load_checkpoint
+from model.heads.copy_head import COPY_HEAD_FIELDS, OPTIONAL_FIELDS, CopyHeadConfig, has_copy_head
 from model.runtime import generate
 from model.testing import make_tiny_checkpoint
 
@@ -74,7 +74,7 @@ def test_a_copy_head_entry_whose_tables_the_weights_lack_is_refused(copy_ckpt, t
     with uninitialised tables."""
     import shutil
 
-    from model.loading import CheckpointError
+    from model.checkpoint.loading import CheckpointError
 
     bad = tmp_path / "bad"
     shutil.copytree(copy_ckpt, bad)
@@ -92,7 +92,7 @@ def test_load_report_is_held_back_for_a_refused_copy_head_and_kept_otherwise(cop
 
     from safetensors.torch import load_file, save_file
 
-    from model.loading import CheckpointError
+    from model.checkpoint.loading import CheckpointError
 
     bad = tmp_path / "bad"
     shutil.copytree(copy_ckpt, bad)
@@ -219,7 +219,7 @@ def test_the_pointer_follows_a_multi_token_value(loaded):
 def test_spaced_word_starts_gives_a_mid_word_source_only_its_stripped_form():
     """``spaced_word_starts``: a copied ``it`` of ``a gent k it`` cannot become ``Ġit`` (its mass goes to ``it``);
     the word's first piece ``a`` keeps both forms; the gathers still match the full mixture."""
-    from model.copy_head import CopyHead
+    from model.heads.copy_head import CopyHead
 
     shipped = load_checkpoint("model/checkpoints/agentkit-tiny")
     m, tok = shipped.model, shipped.tokenizer
@@ -275,7 +275,7 @@ def test_answer_match_responses_limits_the_match_to_tool_responses_in_answer_tur
     """``answer_match_responses``: once the model turn holds a tool response, the induction match counts only
     positions inside tool responses (after ``Ġis`` the question's ``Ġthe`` gets no match); a turn without a tool
     response (the call turn) keeps the match everywhere; the entry is saved only when on and checked."""
-    from model.copy_head import CopyHead
+    from model.heads.copy_head import CopyHead
 
     shipped = load_checkpoint("model/checkpoints/agentkit-tiny")
     m, tok = shipped.model, shipped.tokenizer
@@ -324,7 +324,7 @@ def test_answer_match_responses_ids_are_checked_against_the_tokenizer(tmp_path):
     or out-of-vocabulary ids (a rule that would silently watch other tokens) are a CheckpointError naming them."""
     import shutil
 
-    from model.loading import CheckpointError
+    from model.checkpoint.loading import CheckpointError
 
     ck = tmp_path / "ck"
     shutil.copytree("model/checkpoints/agentkit-tiny", ck)

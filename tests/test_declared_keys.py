@@ -1,4 +1,4 @@
-"""Parameter-name and user-turn offsets found by rendering the chat template itself (model.declarations),
+"""Parameter-name and user-turn offsets found by rendering the chat template itself (model.turn.declarations),
 pinned to the offsets the former Python copy of the template gave (tests/fixtures/declared_keys.json)."""
 
 from __future__ import annotations
@@ -9,8 +9,8 @@ import pathlib
 import pytest
 from transformers import AutoTokenizer
 
-from model.declarations import declared_keys, last_user_span
-from model.loading import DEFAULT_CHECKPOINT
+from model.checkpoint.loading import DEFAULT_CHECKPOINT
+from model.turn.declarations import declared_keys, last_user_span
 
 FIXTURE = pathlib.Path(__file__).parent / "fixtures" / "declared_keys.json"
 

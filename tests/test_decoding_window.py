@@ -1,4 +1,4 @@
-"""The accept window (left-to-right bites) and the checkpoint's decoding file (model/loading.py)."""
+"""The accept window (left-to-right bites) and the checkpoint's decoding file (model/checkpoint/loading.py)."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ import pytest
 import torch
 from fake_constraints import ModeConstraint
 
-from model.loading import DECODING_FILE, CheckpointError, load_checkpoint
+from model.checkpoint.loading import DECODING_FILE, CheckpointError, load_checkpoint
 from model.runtime import StepEvent, generate
 from model.testing import make_tiny_checkpoint
 
@@ -105,7 +105,7 @@ def test_the_decoding_file_sets_the_window_and_bad_files_are_named(ckpt_dir, tmp
     loaded = load_checkpoint(str(d))
     assert (loaded.settings.accept_window, loaded.settings.extend_prose) == (1, False)
     assert [loaded.settings.window_for(c) for c in (False, True)] == [1, 4]
-    from model.chat import ChatModel
+    from model.turn.chat import ChatModel
 
     made = ChatModel(loaded).make_constraint([])  # carried to the tool-call constraint
     assert (made.extend_prose, made.repeat_window) == (False, 3)

@@ -31,7 +31,7 @@ from agentkit.backends.openai import OpenAIBackend
 from agentkit.backends.scripted import ScriptedBackend, answer, call
 from agentkit.mcp import MCPToolset
 from agentkit.tool_output import ToolImageShare
-from model.vision import ImageError
+from model.heads.vision import ImageError
 
 ROOT = pathlib.Path(__file__).resolve().parents[1]
 CHECKPOINT = ROOT / "model" / "checkpoints" / "agentkit-tiny"

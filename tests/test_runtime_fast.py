@@ -7,9 +7,9 @@ from transformers.models.diffusion_gemma.generation_diffusion_gemma import (
     EntropyBoundSamplerConfig,
 )
 
-from model.loading import CheckpointError, load_checkpoint
+from model.checkpoint.loading import CheckpointError, load_checkpoint
 from model.runtime import StepEvent, generate
-from model.sampler import entropy_and_argmax, entropy_bound_accept, sample_positions
+from model.runtime.sampler import entropy_and_argmax, entropy_bound_accept, sample_positions
 
 
 def test_entropy_and_argmax_match_categorical():

@@ -5,7 +5,7 @@ import dataclasses
 import pytest
 import torch
 
-from model.loading import load_checkpoint
+from model.checkpoint.loading import load_checkpoint
 from model.runtime import generate
 
 PROMPTS = ["Hello weather in Paris", "def foo(): return 1 and more text here", "What is 12?", "x"]

@@ -7,11 +7,11 @@ from dataclasses import replace
 import pytest
 import torch
 
-from model import hf_compat
-from model.constraint_batch import ConstraintBatch, ConstraintPlan
-from model.loading import load_checkpoint
+from model.checkpoint import hf_compat
+from model.checkpoint.loading import load_checkpoint
 from model.runtime import generate, step
 from model.runtime.batcher import CanvasBatcher
+from model.runtime.constraint_batch import ConstraintBatch, ConstraintPlan
 from model.runtime.fixed import (
     commit_canvas,
     decoder_inputs,
@@ -22,7 +22,7 @@ from model.runtime.fixed import (
     result,
     start_canvas,
 )
-from model.sampler import (
+from model.runtime.sampler import (
     KernelSampler,
     ParitySampler,
     StepDraw,
@@ -310,7 +310,7 @@ def test_the_compiled_step_agrees_with_eager():
 
 
 def test_bad_inputs_get_one_line_errors(ck):
-    from model.limits import PromptTooLong
+    from model.turn.limits import PromptTooLong
 
     ids, am = prompt()
     with pytest.raises(ValueError, match=r"input_ids must be integer token ids \(int64\), got torch.float32"):

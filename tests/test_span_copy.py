@@ -13,10 +13,10 @@ import torch
 
 from grammar.llg import new_matcher
 from grammar.turn import tool_call_grammar
-from model.chat import ChatModel, tool_texts
+from model.checkpoint.loading import CheckpointError, load_checkpoint
 from model.constraints.denoise import GrammarConstraint
 from model.constraints.span_copy import SpanCopier, tool_spans
-from model.loading import CheckpointError, load_checkpoint
+from model.turn.chat import ChatModel, tool_texts
 
 torch.set_num_threads(1)
 
@@ -36,7 +36,7 @@ RESPONSE = [
 def tok():
     from transformers import AutoTokenizer
 
-    from model.loading import DEFAULT_CHECKPOINT
+    from model.checkpoint.loading import DEFAULT_CHECKPOINT
 
     return AutoTokenizer.from_pretrained(str(DEFAULT_CHECKPOINT))
 
@@ -141,7 +141,7 @@ def test_tool_texts_are_the_tool_responses_values():
 
 
 def test_the_decoding_file_refuses_a_non_boolean_span_copy(tmp_path):
-    from model.loading import read_decoding_file
+    from model.checkpoint.loading import read_decoding_file
 
     p = tmp_path / "agentkit_decoding.json"
     p.write_text(json.dumps({"span_copy": "yes"}))
@@ -156,7 +156,7 @@ def test_the_shipped_checkpoint_copies_facts_whole_or_not_at_all():
     response spells it, and the answer names the location whole at seed 0 (``CanvasBatcher is defined at
     model/batching.py:173.``; at seeds 1 and 2 the model starts the path with a word of its own, ``tools``, which
     no span starts with: the path is then left out, ``Can is the is model at toolsatching. - atch:``)."""
-    from model.loading import DEFAULT_CHECKPOINT
+    from model.checkpoint.loading import DEFAULT_CHECKPOINT
     from model.training.heldout import answer_facts
 
     cm = ChatModel(load_checkpoint(str(DEFAULT_CHECKPOINT)))

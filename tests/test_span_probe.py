@@ -8,7 +8,7 @@ from pathlib import Path
 import torch
 from transformers import AutoTokenizer
 
-from model.copy_head import word_tables
+from model.heads.copy_head import word_tables
 
 ROOT = Path(__file__).resolve().parents[1]
 

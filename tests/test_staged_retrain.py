@@ -20,7 +20,7 @@ SHIPPED = Path(__file__).resolve().parents[1] / "model" / "checkpoints" / "agent
 
 @pytest.fixture(scope="module")
 def space_tok():
-    from model.tokenizer import build_tokenizer
+    from model.checkpoint.tokenizer import build_tokenizer
 
     return build_tokenizer(corpus_texts(Generator(3).take(400)), vocab_size=1024, space_tokens=True)
 
@@ -30,7 +30,7 @@ def _ids(tok, text: str) -> list[int]:
 
 
 def test_space_tokenizer_round_trips_and_keeps_the_control_tokens(space_tok):
-    from model.tokenizer import encode_chat
+    from model.checkpoint.tokenizer import encode_chat
 
     texts = [
         "Where is agentkit/bundle.py:600 defined?",
@@ -138,7 +138,7 @@ def _stage_cfg(tmp_path: Path, stage: int, **kw) -> TrainConfig:
 
 
 def test_stage_one_resumes_from_stage_zero_with_its_optimizer(tmp_path):
-    from model.loading import load_checkpoint
+    from model.checkpoint.loading import load_checkpoint
     from model.training.stages import OPTIMIZER_FILE, run_stage, stage_dir
 
     s0 = run_stage(_stage_cfg(tmp_path, 0), decoding_from=SHIPPED)
@@ -208,7 +208,7 @@ def stage_dir_with_config(tmp_path: Path) -> Path:
 
 
 def test_a_fresh_tokenizer_reads_more_examples_than_the_run_trains_on(tmp_path):
-    from model.tokenizer import build_tokenizer
+    from model.checkpoint.tokenizer import build_tokenizer
     from model.training.train import prepare
 
     cfg = _stage_cfg(tmp_path, 0, n_train=20, tokenizer_examples=150, copy_head=False)

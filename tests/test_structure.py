@@ -21,7 +21,7 @@ INFERENCE_ENTRY_POINTS = [
     "agentkit.backends.embedded",
     "agentkit.serve.app",
     "agentkit.serve.engine",
-    "model.chat",
+    "model.turn.chat",
     "model.runtime",
     "model.runtime.batcher",
 ]
@@ -52,7 +52,7 @@ def test_the_inference_path_does_not_import_training_or_test_code():
         if mod not in seen:
             seen.add(mod)
             todo.extend(graph.get(mod, ()))
-    assert "model.loading" in seen and "grammar.turn" in seen
+    assert "model.checkpoint.loading" in seen and "grammar.turn" in seen
     bad = sorted(m for m in seen if m.startswith("model.training") or m == "model.testing")
     assert bad == []
 

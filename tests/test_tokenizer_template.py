@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from grammar import special_tokens as st
-from model.tokenizer import build_tokenizer
+from model.checkpoint.tokenizer import build_tokenizer
 from model.training.data import Generator, format_call, format_value, render_prompt
 
 TOOLS = [

@@ -87,8 +87,8 @@ def test_frontier_extension_cuts_decoder_forwards_on_shipped_checkpoint():
     from benchmarks.constraint_overhead import PROMPTS as prompts
     from benchmarks.constraint_overhead import TOOLS as tools
     from grammar.parse import parse_tool_calls
-    from model.chat import ChatModel
     from model.runtime import generate
+    from model.turn.chat import ChatModel
 
     schemas = {t["function"]["name"]: t["function"]["parameters"] for t in tools}
     chat = ChatModel.load(str(CKPT))
@@ -120,7 +120,7 @@ def test_frontier_extension_cuts_decoder_forwards_on_shipped_checkpoint():
 def test_required_tool_choice_without_tools_is_an_error():
     import pytest
 
-    from model.chat import ChatModel
+    from model.turn.chat import ChatModel
 
     chat = ChatModel.load(str(CKPT))
     for choice in ("required", {"name": "f"}):

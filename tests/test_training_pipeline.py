@@ -249,7 +249,7 @@ def test_train_writes_offline_checkpoint_and_resumes(tmp_path):
 
 
 def test_space_tokens_make_copies_identity_and_copy_weights_mark_values():
-    from model.tokenizer import build_tokenizer
+    from model.checkpoint.tokenizer import build_tokenizer
     from model.training.data import corpus_texts
     from model.training.train import encode_examples, word_token_table
 
@@ -312,14 +312,14 @@ def test_copy_head_run_stops_at_stop_at_with_the_long_schedule(tmp_path):
     assert log[-1]["lr"] > 0.5 * cfg.lr  # the 40-step cosine schedule, stopped early
     conf = json.loads((final / "config.json").read_text())
     assert "copy_head" in conf
-    from model.loading import load_checkpoint
+    from model.checkpoint.loading import load_checkpoint
 
     assert type(load_checkpoint(str(final)).model).__name__ == "DiffusionGemmaWithCopyHead"
 
 
 def test_spaced_word_starts_is_saved_with_its_tables_and_loads_offline(tmp_path):
     """--copy-head --spaced-word-starts: config.json says so and the word tables load from model.safetensors."""
-    from model.loading import load_checkpoint
+    from model.checkpoint.loading import load_checkpoint
 
     final = train(_tiny_cfg(tmp_path, copy_head=True, copy_dim=16, spaced_word_starts=True, steps=2))
     assert json.loads((final / "config.json").read_text())["copy_head"]["spaced_word_starts"] is True
@@ -330,7 +330,7 @@ def test_spaced_word_starts_is_saved_with_its_tables_and_loads_offline(tmp_path)
     assert word_pieces and all(not p.startswith("Ġ") and p[0].isalnum() for p in word_pieces)
     assert bool(head.ends_alnum[tok.convert_tokens_to_ids(word_pieces.pop())])
     # config.json edited after training (the entry deleted): the saved tables are refused by name, not ignored
-    from model.loading import CheckpointError
+    from model.checkpoint.loading import CheckpointError
 
     conf = json.loads((final / "config.json").read_text())
     del conf["copy_head"]["spaced_word_starts"]
@@ -417,9 +417,9 @@ def test_training_options_are_typed_by_annotation_and_documented(capsys):
 
 
 def test_heldout_report_counts_unfit_requests_in_prose_and_arguments_by_kind():
-    from model.chat import ToolCall
     from model.training.data import Example
     from model.training.heldout import argument_hits, evaluate_examples
+    from model.turn.chat import ToolCall
 
     tool = [{"type": "function", "function": {"name": "f", "parameters": {"type": "object"}}}]
     examples = [

@@ -7,7 +7,7 @@ import json
 import pytest
 import torch
 
-from model.loading import DECODING_FILE, load_checkpoint
+from model.checkpoint.loading import DECODING_FILE, load_checkpoint
 from model.testing import make_tiny_checkpoint
 from model.training import tune
 

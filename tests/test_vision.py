@@ -1,4 +1,4 @@
-"""Images in agent turns (model/vision.py and its callers): soft tokens per vision budget, image tokens in the
+"""Images in agent turns (model/heads/vision.py and its callers): soft tokens per vision budget, image tokens in the
 prompt, EXIF orientation, the prefill's pixel inputs (parity with transformers' ``generate``, the batcher),
 history and the openai backend's content parts, and every error case as one line."""
 
@@ -21,11 +21,8 @@ from agentkit.backends.openai import OpenAIBackend
 from agentkit.backends.scripted import ScriptedBackend
 from agentkit.cli import app
 from agentkit.history import Conversation
-from model.chat import ChatModel
-from model.loading import load_checkpoint
-from model.prefill import image_inputs
-from model.runtime import generate
-from model.vision import (
+from model.checkpoint.loading import load_checkpoint
+from model.heads.vision import (
     VISION_BUDGETS,
     ImageError,
     VisionProcessor,
@@ -34,6 +31,9 @@ from model.vision import (
     to_data_url,
     vision_processor,
 )
+from model.runtime import generate
+from model.turn.chat import ChatModel
+from model.turn.prefill import image_inputs
 
 #: (height, width) in pixels whose soft tokens are exactly the budget: (48 h) x (48 w) with h * w = budget.
 EXACT = {70: (336, 480), 140: (480, 672), 280: (672, 960), 560: (960, 1344), 1120: (1344, 1920)}

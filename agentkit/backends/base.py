@@ -3,7 +3,7 @@
 Every backend (``embedded``, ``openai``, ``scripted`` or your own) implements :class:`Backend`. The planner
 (:mod:`agentkit.agent`) owns the loop; a backend only turns messages into one :class:`ModelTurn`.
 
-Message format (OpenAI-style dicts, the same contract as ``model.chat.ChatModel``; typed by
+Message format (OpenAI-style dicts, the same contract as ``model.turn.chat.ChatModel``; typed by
 :mod:`agentkit.messages`, whose codec reads and writes them):
 
 * ``{"role": "system" | "user", "content": str}``

@@ -1,4 +1,4 @@
-"""The default backend: the project's embedded block-diffusion runtime (:class:`model.chat.ChatModel`).
+"""The default backend: the project's embedded block-diffusion runtime (:class:`model.turn.chat.ChatModel`).
 
 The checkpoint is loaded on the first model turn (not at construction), so building an agent stays cheap
 and ``import agentkit`` never imports torch. Tool calls come out of schema-constrained denoising, so they
@@ -8,7 +8,7 @@ Tool responses whose text is a JSON object are handed to the chat template as ob
 the native Gemma form ``<|tool_response>response:NAME{key:value}<tool_response|>``.
 Tool responses with images (content parts, when the checkpoint reads images: :attr:`EmbeddedBackend.takes_images`)
 render as ``response:NAME{result:<|"|>TEXT<|image>...<image|><|"|>}``: each image's soft tokens inside the
-response, through the same vision path as a user's images (``model.vision``).
+response, through the same vision path as a user's images (``model.heads.vision``).
 """
 
 from __future__ import annotations
@@ -19,7 +19,7 @@ from typing import Any
 from agentkit.backends.base import ChatMessage, ModelTurn, PromptTooLong, ToolChoice, ToolDeclaration, Usage
 from agentkit.errors import BackendError, ToolDefinitionError
 from agentkit.messages import ToolCall, to_template_messages
-from model.vision import DEFAULT_VISION_BUDGET
+from model.heads.vision import DEFAULT_VISION_BUDGET
 from schema import SchemaError, fingerprint, normalize_tool
 
 
@@ -59,7 +59,7 @@ def constraint_support_error(name: str, parameters: dict[str, Any]) -> Any:
 
 
 class EmbeddedBackend:
-    """Runs the model in-process with ``model.chat.ChatModel``.
+    """Runs the model in-process with ``model.turn.chat.ChatModel``.
 
     Args:
         model: checkpoint folder or hub id; ``None`` = the embedded default ``model/checkpoints/agentkit-tiny``.
@@ -157,15 +157,15 @@ class EmbeddedBackend:
 
     @property
     def chat_model(self) -> Any:
-        """The loaded ``model.chat.ChatModel`` (loads the checkpoint on first access).
+        """The loaded ``model.turn.chat.ChatModel`` (loads the checkpoint on first access).
 
         Raises:
             BackendError: the checkpoint cannot be loaded (the message names the path and the problem).
         """
         if self._chat_model is None:
-            from model.chat import ChatModel
-            from model.loading import CheckpointError
+            from model.checkpoint.loading import CheckpointError
             from model.threads import apply_threads
+            from model.turn.chat import ChatModel
 
             apply_threads(self.threads)
             try:
@@ -197,13 +197,13 @@ class EmbeddedBackend:
     def takes_images(self) -> bool:
         """True when the checkpoint reads images (a vision tower, image token ids and an image processor
         config): tool responses with images then come as content parts, and each image is expanded to its soft
-        tokens inside the tool response (``model.vision``), as a user's images are. Loads the checkpoint.
+        tokens inside the tool response (``model.heads.vision``), as a user's images are. Loads the checkpoint.
 
         Raises:
             BackendError: the checkpoint cannot be loaded.
         """
         if self._takes_images is None:
-            from model.vision import ImageError, vision_processor
+            from model.heads.vision import ImageError, vision_processor
 
             try:
                 vision_processor(self.chat_model.checkpoint)
@@ -218,7 +218,7 @@ class EmbeddedBackend:
         Raises:
             BackendError: the checkpoint cannot be loaded.
         """
-        from model.tokenizer import encode_text
+        from model.checkpoint.tokenizer import encode_text
 
         return len(encode_text(self.chat_model.tokenizer, text))
 
@@ -229,7 +229,7 @@ class EmbeddedBackend:
         tool_choice: ToolChoice = "auto",
     ) -> ModelTurn:
         """One constrained model turn (see :class:`agentkit.backends.base.Backend`)."""
-        from model.limits import PromptTooLong as ModelPromptTooLong
+        from model.turn.limits import PromptTooLong as ModelPromptTooLong
 
         cm = self.chat_model
         try:

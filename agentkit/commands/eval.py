@@ -18,7 +18,7 @@ eval_app = typer.Typer(
 def _load_chat_model(checkpoint: str | None, threads: int | None) -> Any:
     """The checkpoint's ChatModel; a CheckpointError (missing folder, bad decoding file...) is one red line and
     exit status 2, as in ``agentkit run``."""
-    from model.chat import ChatModel, set_threads
+    from model.turn.chat import ChatModel, set_threads
 
     set_threads(threads)
     try:

@@ -9,9 +9,9 @@ from typing import Any
 import typer
 
 from grammar.parse import ToolCallParseError, parse_tool_calls
-from model.limits import PromptTooLong
+from model.heads.vision import ImageError, check_images
 from model.threads import apply_threads
-from model.vision import ImageError, check_images
+from model.turn.limits import PromptTooLong
 
 #: Help of ``--threads`` (run, chat, generate, serve).
 THREADS_HELP = (
@@ -116,11 +116,11 @@ def _prompt_ids(
     is (``--raw-prompt``) or as a user message through the chat template, images first.
 
     Raises:
-        model.vision.ImageError: an image the checkpoint cannot read.
+        model.heads.vision.ImageError: an image the checkpoint cannot read.
     """
     import torch
 
-    from model.chat import ChatModel
+    from model.turn.chat import ChatModel
 
     device = ck.model.device
     if raw_prompt:
@@ -163,7 +163,7 @@ def _run(ck: Any, ids: Any, settings: Any, seed: int | None, live: bool, images:
     canvas view when ``live``.
 
     Raises:
-        model.limits.PromptTooLong, ValueError: as ``generate``.
+        model.turn.limits.PromptTooLong, ValueError: as ``generate``.
     """
     from model.runtime import generate
 
@@ -241,7 +241,7 @@ def generate_command(
     _check_input(prompt, image, raw_prompt, vision_budget)
     from rich.console import Console
 
-    from model.loading import CheckpointError, load_checkpoint
+    from model.checkpoint.loading import CheckpointError, load_checkpoint
 
     apply_threads_or_exit(threads)
     console = Console()

@@ -10,7 +10,7 @@ import typer
 
 from agentkit.commands.generate import THREADS_HELP
 from agentkit.errors import AgentKitError, AgentRunError, BackendError, BundleError, PromptTooLong
-from model.vision import ImageError, check_images, open_image
+from model.heads.vision import ImageError, check_images, open_image
 
 if TYPE_CHECKING:
     from agentkit.agent import Agent

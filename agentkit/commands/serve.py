@@ -42,7 +42,7 @@ def _load(
 ) -> Any:
     """The serving engine (checkpoint and batcher); a checkpoint, device or dtype that cannot load exits 2 with
     one line."""
-    from model.loading import CheckpointError
+    from model.checkpoint.loading import CheckpointError
 
     apply_threads_or_exit(threads)
     try:

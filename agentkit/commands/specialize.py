@@ -56,7 +56,7 @@ def specialize_command(
     at most --minutes, save the adapter to --out and report held-out exact-call accuracy before and after.
     Load the result with --adapter DIR on run, chat, generate and serve, or `model: {adapter: DIR}` in a
     bundle."""
-    from model.loading import CheckpointError
+    from model.checkpoint.loading import CheckpointError
     from model.training.specialize import SpecializeConfig, specialize
 
     def fail(message: str) -> typer.Exit:

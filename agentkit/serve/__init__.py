@@ -42,11 +42,11 @@ def load_engine(
         :class:`agentkit.serve.engine.ServeEngine`.
 
     Raises:
-        model.loading.CheckpointError: the checkpoint is missing or unreadable (the message names it).
+        model.checkpoint.loading.CheckpointError: the checkpoint is missing or unreadable (the message names it).
         ValueError: ``max_batch`` below 1.
     """
     from agentkit.serve.engine import ServeEngine
-    from model.chat import ChatModel
+    from model.turn.chat import ChatModel
 
     cm = ChatModel.load(model, dtype=dtype, device=device, adapter=adapter)
     return ServeEngine(cm, model_id or model_id_for(model), max_batch=max_batch, binding=binding)

@@ -1,7 +1,7 @@
 """The bridge between OpenAI requests and the embedded runtime's continuous batcher.
 
 :class:`ServeEngine` turns a validated :class:`~agentkit.serve.schemas.ChatCompletionRequest` into a prepared
-model turn (prompt ids, denoising settings, a fresh grammar constraint: :meth:`model.chat.ChatModel.prepare`),
+model turn (prompt ids, denoising settings, a fresh grammar constraint: :meth:`model.turn.chat.ChatModel.prepare`),
 submits it to one :class:`model.runtime.batcher.CanvasBatcher` shared by all requests, and turns the generated tokens
 into OpenAI's response shapes. Every problem with a request is a :class:`ServeError` carrying the HTTP status
 and OpenAI's error ``type``/``param``/``code``.
@@ -23,7 +23,7 @@ from agentkit.messages import to_template_messages
 from agentkit.serve import schemas as S
 from grammar import special_tokens as st
 from grammar.parse import ToolCallParseError, parse_tool_calls
-from model.limits import PromptTooLong
+from model.turn.limits import PromptTooLong
 from schema import SchemaError
 
 #: The lowest temperature of a denoising step (``temperature = 0`` ends here, starting from twice this).
@@ -265,7 +265,7 @@ class ServeEngine:
     """One loaded checkpoint behind a :class:`model.runtime.batcher.CanvasBatcher`.
 
     Args:
-        chat_model: a loaded :class:`model.chat.ChatModel`.
+        chat_model: a loaded :class:`model.turn.chat.ChatModel`.
         model_id: the id clients put in ``model`` (``GET /v1/models`` lists it).
         max_batch: at most this many requests denoise together.
         binding: the binder of requests that name none (``"none"``: a client's schemas are enforced as
@@ -339,7 +339,7 @@ class ServeEngine:
         """Validate ``req`` against the checkpoint and build its prepared turn (runs grammar compilation).
 
         Returns:
-            ``(model.chat.PreparedTurn, tools)``.
+            ``(model.turn.chat.PreparedTurn, tools)``.
 
         Raises:
             ServeError: 400 for ``n != 1``, a bad ``tool_choice``, an unsupported schema keyword (keyword and JSON
@@ -425,7 +425,7 @@ class ServeEngine:
 
     # ------------------------------------------------------------------------------------------------------
     def parse(self, tokens: list[int], prompt_tokens: int, stats: Any, started: float) -> Any:
-        """``model.chat.ChatOutput`` of generated ``tokens``."""
+        """``model.turn.chat.ChatOutput`` of generated ``tokens``."""
         return self.chat_model.finish(tokens, prompt_tokens, stats, started)
 
     @staticmethod
@@ -495,7 +495,7 @@ class StreamView:
         self.tokens: list[int] = []
 
     def _view(self, final: bool) -> tuple[str, str, list[Any]]:
-        from model.tokenizer import decode_marked
+        from model.checkpoint.tokenizer import decode_marked
 
         text = decode_marked(self.engine.chat_model.tokenizer, self.tokens)
         body = text.lstrip()

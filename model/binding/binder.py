@@ -168,7 +168,7 @@ def scored_candidates(labelling: Labelling, specs: list[Any]) -> dict[tuple[str,
 
 @dataclasses.dataclass(frozen=True)
 class CopyHeadBinder:
-    """The binder of a checkpoint with a copy head (``model.copy_model.DiffusionGemmaWithCopyHead``).
+    """The binder of a checkpoint with a copy head (``model.heads.copy_model.DiffusionGemmaWithCopyHead``).
 
     For each parameter with candidates (:func:`scored_candidates`): the best one alone when its confidence
     reaches its kind's threshold and no other candidate ties with it (a date span and its ISO form); else its

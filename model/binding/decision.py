@@ -71,7 +71,7 @@ class Decision:
 
 @runtime_checkable
 class Binder(Protocol):
-    """Proposes values for a turn's parameters before its constraint is built (:meth:`model.chat.ChatModel.
+    """Proposes values for a turn's parameters before its constraint is built (:meth:`model.turn.chat.ChatModel.
     prepare` calls :meth:`propose` after the prefill, with the prefill's states)."""
 
     name: str

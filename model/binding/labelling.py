@@ -13,9 +13,9 @@ from typing import Any
 
 import torch
 
-from model import hf_compat as hf
 from model.binding.typed import date_spans
-from model.declarations import declared_keys, last_user_span
+from model.checkpoint import hf_compat as hf
+from model.turn.declarations import declared_keys, last_user_span
 
 #: A number as the request writes it in digits (``40``, ``-3``, ``2.5``, ``12,000``, ``1e-9``).
 _NUMBER = re.compile(r"-?(?:\d{1,3}(?:,\d{3})+(?![\d,])|\d+)(?:\.\d+)?(?:[eE][-+]?\d+(?![\w.]))?")
@@ -38,7 +38,7 @@ class Labelling:
         ends: ``[P]`` character offset in ``prompt`` where each token ends.
         user: ``(start, end)`` character span of the last user message.
         keys: the ``K`` declared parameters, ``(tool name, parameter, start, end)`` as
-            :func:`model.declarations.declared_keys` finds them.
+            :func:`model.turn.declarations.declared_keys` finds them.
         logp: ``[P, 1 + K]`` float32 log-posteriors of every prompt token: column 0 "none", column ``k + 1``
             ``keys[k]``.
     """
@@ -212,13 +212,13 @@ def label_request(
     """Label every token of the prompt with the copy head's binding tagger.
 
     Args:
-        model: a checkpoint with a copy head (``model.copy_model.DiffusionGemmaWithCopyHead``).
+        model: a checkpoint with a copy head (``model.heads.copy_model.DiffusionGemmaWithCopyHead``).
         tokenizer: its tokenizer, with the chat template that rendered the prompt (the key offsets come from it).
         input_ids: the turn's ``P`` prompt ids.
         tools: the OpenAI-style tools rendered in that prompt, in order.
         memory_keys: ``[1, >= P, D]`` the copy head's pointer keys of the prompt (``CopyMemory.keys``) and
         hidden: ``[1, P, H]`` the encoder's final states, both from the runtime's prefill
-            (:class:`model.prefill.Prefill`); ``None``: one encoder pass here.
+            (:class:`model.turn.prefill.Prefill`); ``None``: one encoder pass here.
 
     Returns:
         The :class:`Labelling`, or ``None`` for a model without a copy head, no tools, no user message, or a

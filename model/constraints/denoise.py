@@ -45,7 +45,7 @@ import torch
 
 from grammar import special_tokens as st
 from grammar.completion import bitmask_to_bool, shortest_completion
-from model.constraint_batch import ConstraintPlan
+from model.runtime.constraint_batch import ConstraintPlan
 
 _BASE_CACHE: dict[int, tuple[np.ndarray, np.ndarray, np.ndarray]] = {}
 
@@ -279,7 +279,7 @@ class GrammarConstraint:
     @property
     def in_call(self) -> bool:
         """True once the turn has opened a tool call (a ``<|tool_call>`` among its committed tokens): the
-        runtime's per-mode accept window (:attr:`model.settings.DenoiseSettings.call_accept_window`)."""
+        runtime's per-mode accept window (:attr:`model.runtime.settings.DenoiseSettings.call_accept_window`)."""
         return self._call_at is not None
 
     def _in_prose(self) -> bool:

@@ -33,7 +33,7 @@ tool response comes out with pieces skipped or repeated (``tools/s/s/weather.py:
 
 Paths, identifiers and numbers then come out whole, or not at all if the model never writes two agreeing
 pieces. It changes decoding only (no training); a checkpoint opts in with ``"span_copy": true`` in its
-``agentkit_decoding.json`` (:attr:`model.settings.DenoiseSettings.span_copy`).
+``agentkit_decoding.json`` (:attr:`model.runtime.settings.DenoiseSettings.span_copy`).
 
 Source: the pointer-generator copy of See et al. 2017 ("Get To The Point", arXiv:1704.04368) decided per span
 rather than per token, as copy-span decoders do (Lan et al. 2023, "Copy Is All You Need", arXiv:2307.06962:
@@ -68,7 +68,7 @@ def tool_spans(texts: Iterable[str], min_chars: int = 2) -> set[str]:
     removed, at least ``min_chars`` characters long.
 
     Args:
-        texts: the tool responses' leaf values (e.g. :func:`model.chat.grounding_texts` of the tool messages).
+        texts: the tool responses' leaf values (e.g. :func:`model.turn.chat.grounding_texts` of the tool messages).
         min_chars: shortest span kept.
 
     Returns:

@@ -9,7 +9,7 @@ Both call :func:`model.runtime.step.denoise_step` for every denoising step; even
 :mod:`model.runtime.events`.
 """
 
-from model.constraint_batch import CanvasConstraint, ConstraintPlan, TerminatingConstraint
+from model.runtime.constraint_batch import CanvasConstraint, ConstraintPlan, TerminatingConstraint
 from model.runtime.events import CanvasEvent, EventCallback, GenerationResult, GenerationStats, StepEvent
 from model.runtime.fixed import FixedBatch, generate
 from model.runtime.step import Canvas, Denoiser, StepOutcome, denoise_step

@@ -38,15 +38,15 @@ from typing import Any
 
 import torch
 
-from model import hf_compat as hf
-from model.constraint_batch import CanvasConstraint, ConstraintBatch, GuardedConstraint
-from model.copy_head import CopyHead, CopyMemory
-from model.prefill import image_inputs
+from model.checkpoint import hf_compat as hf
+from model.heads.copy_head import CopyHead, CopyMemory
 from model.runtime import step
+from model.runtime.constraint_batch import CanvasConstraint, ConstraintBatch, GuardedConstraint
 from model.runtime.events import GenerationStats
+from model.runtime.sampler import TorchSampler
+from model.runtime.settings import DenoiseSettings
 from model.runtime.step import Canvas, Denoiser
-from model.sampler import TorchSampler
-from model.settings import DenoiseSettings
+from model.turn.prefill import image_inputs
 
 #: Called after each committed canvas of a row with that canvas's tokens (EOS padding removed).
 CanvasCallback = Callable[[list[int]], None]
@@ -86,7 +86,7 @@ class _Row:
     on_canvas: CanvasCallback | None
     future: Future[BatchOutput]
     cancelled: threading.Event
-    vision: Any = None  # model.vision.VisionInputs of the prompt's images, consumed by the prefill
+    vision: Any = None  # model.heads.vision.VisionInputs of the prompt's images, consumed by the prefill
     # filled at admission
     layers: list[tuple[torch.Tensor, torch.Tensor]] = field(default_factory=list)
     length: int = 0
@@ -171,7 +171,7 @@ class CanvasBatcher:
             constraint: a fresh :class:`~model.runtime.CanvasConstraint` for this row, or ``None``.
             seed: seeds the row's own generator (canvas noise, sampling, re-noise); ``None`` draws one.
             on_canvas: called on the batcher's thread after each committed canvas (see :data:`CanvasCallback`).
-            vision: the prompt's images (:class:`model.vision.VisionInputs`, ``input_ids`` already expanded),
+            vision: the prompt's images (:class:`model.heads.vision.VisionInputs`, ``input_ids`` already expanded),
                 read by the request's own prefill; ``None``: no images.
 
         Returns:

@@ -4,8 +4,8 @@ One call: prompt prefill by the encoder (causal, writes the KV cache) -> for eac
 then :func:`model.runtime.step.denoise_step` until every row stopped (or the schedule is spent), readout, encoder
 commit of the finished canvas; canvases follow each other block-autoregressively until every row has produced an
 EOS id or the token budget is spent. Every row shares one left-padded KV cache and its positions, as transformers'
-``generate`` does, which parity needs. Checkpoints with a copy head (:mod:`model.copy_head`) also get a
-:class:`~model.copy_head.CopyMemory` beside the cache, built at prefill and extended at each committed canvas.
+``generate`` does, which parity needs. Checkpoints with a copy head (:mod:`model.heads.copy_head`) also get a
+:class:`~model.heads.copy_head.CopyMemory` beside the cache, built at prefill and extended at each committed canvas.
 
 The network is transformers' ``DiffusionGemmaForBlockDiffusion``; the loop is ours because the reference
 ``generate`` gives a logits processor no view of which positions are accepted and no say in acceptance or
@@ -27,16 +27,16 @@ from typing import Any
 
 import torch
 
-from model import hf_compat as hf
-from model.constraint_batch import CanvasConstraint, ConstraintBatch
-from model.copy_head import CopyHead, CopyMemory
-from model.limits import check_prompt_length
-from model.prefill import Prefill, image_inputs
+from model.checkpoint import hf_compat as hf
+from model.heads.copy_head import CopyHead, CopyMemory
 from model.runtime import step
+from model.runtime.constraint_batch import CanvasConstraint, ConstraintBatch
 from model.runtime.events import CanvasEvent, EventCallback, GenerationResult, GenerationStats, StepEvent
+from model.runtime.sampler import select_sampler
+from model.runtime.settings import DenoiseSettings
 from model.runtime.step import Canvas, Denoiser
-from model.sampler import select_sampler
-from model.settings import DenoiseSettings
+from model.turn.limits import check_prompt_length
+from model.turn.prefill import Prefill, image_inputs
 
 
 @dataclass
@@ -53,7 +53,7 @@ class FixedBatch:
         cache: the KV cache (``transformers`` cache object).
         attn: ``[B, P + n*C]`` bool encoded positions (False: left padding).
         enc_pos: ``[1, L]`` int32 positions of the next encoder pass; dec_pos: ``[1, C]`` the canvas's.
-        memory: the copy head's :class:`~model.copy_head.CopyMemory` (``None`` without a head).
+        memory: the copy head's :class:`~model.heads.copy_head.CopyMemory` (``None`` without a head).
         canvas_index: 0-based canvas being generated.
     """
 
@@ -101,7 +101,7 @@ def _check_inputs(
 
     Raises:
         ValueError: ids that are not integers or lie outside the vocabulary, an attention mask of another shape.
-        model.limits.PromptTooLong: the prompt and the generation budget do not fit ``max_position_embeddings``.
+        model.turn.limits.PromptTooLong: the prompt and the generation budget do not fit ``max_position_embeddings``.
     """
     if input_ids.dtype.is_floating_point or input_ids.dtype == torch.bool:
         raise ValueError(f"input_ids must be integer token ids (int64), got {input_ids.dtype}")
@@ -205,7 +205,7 @@ def prefill_batch(
     prefilled: Prefill | None = None,
 ) -> FixedBatch:
     """Admit the rows: a :class:`FixedBatch` for ``input_ids`` ``[B, P]`` with the prompt (and its ``images``)
-    encoded into the KV cache, or the :class:`model.prefill.Prefill` given taken over.
+    encoded into the KV cache, or the :class:`model.turn.prefill.Prefill` given taken over.
 
     Raises:
         ValueError: ``prefilled`` given for more than one row or with images.
@@ -372,24 +372,24 @@ def generate(
         on_event: called with a :class:`StepEvent` after each denoising step and a :class:`CanvasEvent`
             after each canvas (tensors on CPU).
         sampler: fast-mode step sampler, ``"auto"``, ``"torch"``, ``"kernel"`` or ``"reference"`` (see
-            :func:`model.sampler.select_sampler`). Ignored in parity mode.
+            :func:`model.runtime.sampler.select_sampler`). Ignored in parity mode.
         pixel_values: ``[N, max_patches, 3 * patch**2]`` float image patches of every image in the batch, in
-            row-major prompt order (see :class:`model.vision.VisionInputs`); the prefill's vision tower writes
+            row-major prompt order (see :class:`model.heads.vision.VisionInputs`); the prefill's vision tower writes
             them over the prompt's ``<|image|>`` soft tokens, as in transformers' ``generate``.
         image_position_ids: ``[N, max_patches, 2]`` int64 patch positions (``-1`` = padding), with
             ``pixel_values``.
         mm_token_type_ids: ``[B, P]`` int64, 1 at image soft tokens (for checkpoints whose encoder attends
             bidirectionally within an image); ``None``: derived from ``input_ids`` when ``pixel_values`` is given.
-        compile_step: the torch sampler's ``torch.compile`` option (:class:`model.sampler.TorchSampler`; off by
+        compile_step: the torch sampler's ``torch.compile`` option (:class:`model.runtime.sampler.TorchSampler`; off by
             default: not token-identical to eager, and the first step compiles).
-        prefill: the prompt's :class:`model.prefill.Prefill` (one row, no images), not encoded again.
+        prefill: the prompt's :class:`model.turn.prefill.Prefill` (one row, no images), not encoded again.
 
     Returns:
         :class:`GenerationResult` with ``sequences`` ``[B, P + n*C]`` and :class:`GenerationStats`.
 
     Raises:
-        RuntimeError: the installed transformers lacks a helper the loop calls (:func:`model.hf_compat.check_model`).
-        model.limits.PromptTooLong: the prompt plus the generation budget exceed ``max_position_embeddings``.
+        RuntimeError: the installed transformers lacks a helper the loop calls (:func:`model.checkpoint.hf_compat.check_model`).
+        model.turn.limits.PromptTooLong: the prompt plus the generation budget exceed ``max_position_embeddings``.
         ValueError: ``input_ids`` not 2-D, empty, not integer or outside the vocabulary, an ``attention_mask`` of
             another shape, an unknown ``sampler``, a seed outside the signed 64-bit range, ``constraints`` of
             the wrong length, a constraint mask that allows no token, or ``pixel_values`` whose soft tokens do

@@ -23,10 +23,10 @@ from typing import Any
 
 import torch
 
-from model.constraint_batch import ConstraintBatch
+from model.runtime.constraint_batch import ConstraintBatch
 from model.runtime.events import GenerationStats
-from model.sampler import StepDraw, StepSampler, row_windows, stop_test, window_accept
-from model.settings import DenoiseSettings
+from model.runtime.sampler import StepDraw, StepSampler, row_windows, stop_test, window_accept
+from model.runtime.settings import DenoiseSettings
 
 #: One generator for the batch's draws, one per row (each row then draws as it would alone), or ``None``
 #: (the global RNG, parity mode).
@@ -114,7 +114,7 @@ class Denoiser:
     Attributes:
         model: ``DiffusionGemmaForBlockDiffusion`` (eval mode; with a copy head, ``decoder_inputs`` carry its memory).
         settings: entropy bound, acceptance window, stop thresholds.
-        sampler: the step sampler (parity, torch or kernel; see :func:`model.sampler.select_sampler`).
+        sampler: the step sampler (parity, torch or kernel; see :func:`model.runtime.sampler.select_sampler`).
         constraints: the rows' constraints (all ``None``: unconstrained).
         generator: the re-noise draws' generator(s) (see :data:`Generators`).
         stats: where the phases' wall time goes (:meth:`GenerationStats.phase`).

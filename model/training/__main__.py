@@ -72,7 +72,7 @@ def main(argv: list[str] | None = None) -> int:
     cfg = parse_args(argv)
     try:
         if cfg.stage is not None or cfg.stages_dir:
-            from model.loading import DEFAULT_CHECKPOINT
+            from model.checkpoint.loading import DEFAULT_CHECKPOINT
             from model.training.stages import run_stage
 
             run_stage(cfg, decoding_from=DEFAULT_CHECKPOINT)

@@ -60,7 +60,7 @@ def score_example(ex: Example, calls: list[tuple[str, dict[str, Any]]], text: st
 def evaluate_heldout(
     chat_model: Any, *, limit: int = 100, seed: int = 0, binder: Any = None
 ) -> dict[str, Any]:
-    """Run ``chat_model.chat`` (a :class:`model.chat.ChatModel`) on ``limit`` held-out examples
+    """Run ``chat_model.chat`` (a :class:`model.turn.chat.ChatModel`) on ``limit`` held-out examples
     (:func:`evaluate_examples` on ``Generator(seed, "heldout")``) with ``binder`` (``None``: the checkpoint
     alone)."""
     return evaluate_examples(chat_model, Generator(seed, "heldout").take(limit), binder=binder)
@@ -105,7 +105,7 @@ def _share(rows: list[Any]) -> dict[str, Any]:
 def evaluate_examples(
     chat_model: Any, examples: list[Example], log: Any = None, binder: Any = None
 ) -> dict[str, Any]:
-    """Run ``chat_model.chat`` (a :class:`model.chat.ChatModel`) on ``examples``, each decoded with seed = its
+    """Run ``chat_model.chat`` (a :class:`model.turn.chat.ChatModel`) on ``examples``, each decoded with seed = its
     index; a turn that raises counts as wrong. ``log``, when given, gets a progress line every 25 examples.
 
     Returns:

@@ -1,4 +1,4 @@
-"""Dense labels for the copy head's binding supervision (see :mod:`model.copy_head`).
+"""Dense labels for the copy head's binding supervision (see :mod:`model.heads.copy_head`).
 
 For one training example this module finds, by character offsets in the rendered prompt and target:
 
@@ -25,9 +25,9 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from grammar import special_tokens as st
-from model.declarations import declared_keys, format_value, last_user_span
 from model.training.data import Example
 from model.training.render import render_prompt
+from model.turn.declarations import declared_keys, format_value, last_user_span
 
 IGNORE = -100
 
@@ -126,7 +126,7 @@ def align_copied_words(
     """Spell each copied target word with the tokens it has in the prompt, where its own spelling cannot be copied.
 
     Byte-level BPE splits a word by its context: ``agentkit`` after a quote in a JSON tool response is
-    ``a gent k it``, after a space in an answer ``Ġagent k it``. The copy head (:mod:`model.copy_head`) emits
+    ``a gent k it``, after a space in an answer ``Ġagent k it``. The copy head (:mod:`model.heads.copy_head`) emits
     each source token's stripped or spaced form, so the canonical answer spelling is unreachable token by token
     (``python -m model.training.probe CKPT --reachability`` counts these words). For each target word that occurs
     in the prompt after the system turn and whose canonical tokens are not all (stripped) prompt tokens, this

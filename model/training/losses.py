@@ -386,7 +386,7 @@ def copy_diffusion_loss(
     with_stats: bool = True,
     encoded: tuple[Any, Any] | None = None,
 ) -> tuple[Any, dict[str, float]]:
-    """Loss of a ``DiffusionGemmaWithCopyHead`` on one batch (see :mod:`model.copy_head`).
+    """Loss of a ``DiffusionGemmaWithCopyHead`` on one batch (see :mod:`model.heads.copy_head`).
 
     One encoder pass over the prompt builds the KV cache and the copy memory; then ``draws`` decoder passes,
     each with its own noise level ``t ~ U(0, 1)`` and uniform-noise canvas (with probability ``self_cond_p``
@@ -399,7 +399,7 @@ def copy_diffusion_loss(
     request token's key over ``["none", parameter_1..K]`` (``none_weight`` on "none" tokens).
 
     Args:
-        model: ``model.copy_model.DiffusionGemmaWithCopyHead``.
+        model: ``model.heads.copy_model.DiffusionGemmaWithCopyHead``.
         batch: from :func:`make_batch` with binding labels, on the model's device.
         cfg: the run's :class:`TrainConfig` (weights, vocabulary, pad weight).
         generator: ``torch.Generator`` on the batch's device.

@@ -13,7 +13,7 @@ system turn, so ``ĠBerlin`` in the request and ``Berlin`` in the call count as 
 
 Each figure is reported for all target tokens and for copied tokens alone. A model that has learned to copy has
 copied-token accuracy close to its all-token accuracy; the checkpoints of docs/TRAINING.md before the copy head
-sit near 0. Checkpoints with a copy head (:mod:`model.copy_head`) are read through their log-mixture (the decoder
+sit near 0. Checkpoints with a copy head (:mod:`model.heads.copy_head`) are read through their log-mixture (the decoder
 gets the copy memory of the prompt, as in the runtime); their AR read-out is the plain LM head.
 
 ``--reachability`` measures instead (tokenizer only) the share of words copied from the prompt that no
@@ -92,8 +92,8 @@ def copy_probe(checkpoint: str, n: int = 200, seed: int = 7, threads: int = 1) -
         raise ValueError(f"n must be >= 1, got {n}")
     import torch
 
-    from model.copy_head import has_copy_head
-    from model.loading import load_checkpoint
+    from model.checkpoint.loading import load_checkpoint
+    from model.heads.copy_head import has_copy_head
     from model.training.data import Generator
     from model.training.train import ar_readout, encode_examples, make_batch
 
@@ -151,7 +151,7 @@ _WORD = re.compile(r"[A-Za-z0-9_./:-]{3,}")
 def word_reachability(tokenizer: Any, prompt: str, target: str, *, spaced: bool) -> tuple[int, int]:
     """Count the words of ``target`` found in ``prompt`` that the copy head cannot copy token by token.
 
-    The copy head (:mod:`model.copy_head`) can emit, for each source token, that token's stripped or spaced form
+    The copy head (:mod:`model.heads.copy_head`) can emit, for each source token, that token's stripped or spaced form
     (``Berlin``/``ĠBerlin``). BPE does not split a word the same way in every context: ``agentkit`` after a quote
     in a JSON tool response is ``a gent k it``, after a space in an answer ``Ġagent k it``. A word is *reachable*
     when every token of its tokenization in the target (with a leading space when ``spaced``) has its stripped

@@ -1,7 +1,7 @@
 """Training prompts in the Gemma 4 format the checkpoint's chat template (``model/chat_template.jinja``)
 writes, as plain text: a fast Python rendering for the data pipeline (tests pin :func:`render_prompt` equal to
 the template, and :func:`format_value` to the parser's renderer on ordinary values). Parameter-name offsets do
-not come from here: :mod:`model.declarations` finds them by rendering the template itself.
+not come from here: :mod:`model.turn.declarations` finds them by rendering the template itself.
 """
 
 from __future__ import annotations
@@ -9,7 +9,7 @@ from __future__ import annotations
 from typing import Any
 
 from grammar import special_tokens as st
-from model.declarations import format_call, format_value
+from model.turn.declarations import format_call, format_value
 
 __all__ = [
     "format_call",

@@ -7,7 +7,7 @@ from pathlib import Path
 from typing import Any
 
 from grammar import special_tokens as st
-from model.config import small_config
+from model.checkpoint.config import small_config
 
 
 @dataclass
@@ -54,7 +54,7 @@ class TrainConfig:
         terse_p: Share of the examples whose tool declarations lose their descriptions.
         drill_steps: First steps trained on the copy drill only (single-call examples with only the called tools,
             terse); give STEPS rather than MAX_MINUTES with it.
-        copy_head: Build and train DiffusionGemmaWithCopyHead (model/copy_head.py) with the copy losses.
+        copy_head: Build and train DiffusionGemmaWithCopyHead (model/heads/copy_head.py) with the copy losses.
         copy_dim: Width of the copy head's binding space (its free space is half of it).
         spaced_word_starts: A copied token takes its spaced form only where it starts a word in the source
             (the copy head's spaced_word_starts; needs --copy-head).
@@ -150,7 +150,7 @@ class TrainConfig:
 
 
 def build_model_config(cfg: TrainConfig) -> Any:
-    """``DiffusionGemmaConfig`` for the embedded checkpoint: :func:`model.config.small_config` sized by ``cfg``."""
+    """``DiffusionGemmaConfig`` for the embedded checkpoint: :func:`model.checkpoint.config.small_config` sized by ``cfg``."""
     return small_config(
         cfg.vocab_size,
         cfg.hidden_size,
@@ -179,8 +179,8 @@ def build_model(cfg: TrainConfig, tok: Any) -> Any:
     config = build_model_config(cfg)
     model: Any
     if cfg.copy_head:
-        from model.copy_head import CopyHeadConfig
-        from model.copy_model import DiffusionGemmaWithCopyHead
+        from model.heads.copy_head import CopyHeadConfig
+        from model.heads.copy_model import DiffusionGemmaWithCopyHead
 
         system = tok("system", add_special_tokens=False)["input_ids"]
         config.copy_head = CopyHeadConfig(

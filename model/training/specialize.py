@@ -4,7 +4,7 @@
    stream and a held-out split whose requests never occur in it.
 2. Before: held-out exact-call accuracy of the base checkpoint (:func:`model.training.heldout.evaluate_examples`).
 3. Fine-tuning: LoRA adapters (peft, Hu et al. 2021) on the text layers' attention and MLP projections and the
-   copy head's projections (:data:`model.adapters.LORA_TARGETS`); the base weights stay frozen. The loss is the
+   copy head's projections (:data:`model.checkpoint.adapters.LORA_TARGETS`); the base weights stay frozen. The loss is the
    one the base was trained with (:func:`model.training.train.copy_diffusion_loss` for a copy-head checkpoint,
    :func:`model.training.train.diffusion_loss` otherwise). AdamW, warm-up then cosine; the schedule is fitted to
    ``minutes`` once the first steps are timed. The encoder stays frozen, so the prompt prefix every dialogue
@@ -31,8 +31,8 @@ from typing import Any
 
 import torch
 
-from model import hf_compat as hf
-from model.copy_head import CopyHead
+from model.checkpoint import hf_compat as hf
+from model.heads.copy_head import CopyHead
 from model.training.bundle_data import train_and_heldout
 from model.training.heldout import evaluate_examples
 
@@ -258,7 +258,7 @@ def _train_adapter(
 
 def _save_adapter(peft_model: Any, out: Path, base_src: str, cfg: Any, names: list[str]) -> None:
     """Write the LoRA weights and ``agentkit_adapter.json`` (the base's path and fingerprint, the tools)."""
-    from model.adapters import ADAPTER_INFO, base_fingerprint
+    from model.checkpoint.adapters import ADAPTER_INFO, base_fingerprint
 
     out.mkdir(parents=True, exist_ok=True)
     peft_model.save_pretrained(str(out))
@@ -314,7 +314,7 @@ def _report(
 
 def _checked_out(cfg: SpecializeConfig) -> Path:
     """The adapter folder ``cfg.out``, after checking the options (see :func:`specialize` for the errors)."""
-    from model.adapters import ADAPTER_INFO
+    from model.checkpoint.adapters import ADAPTER_INFO
 
     if cfg.minutes <= 0:
         raise ValueError(f"--minutes must be > 0, got {cfg.minutes}")
@@ -351,10 +351,10 @@ def _train_config(cfg: SpecializeConfig, model: Any, out: Path) -> Any:
 
 def _with_lora(model: Any, cfg: SpecializeConfig) -> tuple[Any, list[Any]]:
     """``(peft_model, trainable parameters)``: LoRA of rank ``cfg.lora_rank`` (alpha ``cfg.lora_alpha``, default
-    twice the rank) on :data:`model.adapters.LORA_TARGETS` (PEFT's ``get_peft_model``)."""
+    twice the rank) on :data:`model.checkpoint.adapters.LORA_TARGETS` (PEFT's ``get_peft_model``)."""
     from peft import LoraConfig, get_peft_model
 
-    from model.adapters import LORA_TARGETS
+    from model.checkpoint.adapters import LORA_TARGETS
 
     alpha = cfg.lora_alpha if cfg.lora_alpha is not None else 2 * cfg.lora_rank
     lora = LoraConfig(
@@ -379,13 +379,13 @@ def specialize(
         log: called with one progress line at a time.
 
     Raises:
-        model.loading.CheckpointError: the base does not load.
+        model.checkpoint.loading.CheckpointError: the base does not load.
         ValueError: a bundle tool with object parameters (not generated), ``minutes`` <= 0, a rank < 1, or an
             output folder that holds something other than an earlier adapter.
     """
-    from model.chat import ChatModel
-    from model.loading import DEFAULT_CHECKPOINT, load_checkpoint
+    from model.checkpoint.loading import DEFAULT_CHECKPOINT, load_checkpoint
     from model.training.train import encode_examples, encode_labelled, word_token_table
+    from model.turn.chat import ChatModel
 
     out = _checked_out(cfg)
     threads = cfg.threads or os.cpu_count() or 1

@@ -23,7 +23,8 @@ import time
 from pathlib import Path
 from typing import Any
 
-from model.tokenizer import build_tokenizer
+from model.checkpoint.tokenizer import build_tokenizer
+from model.heads.vision import write_processor_config
 from model.training.batches import (
     Encoded,
     batches,
@@ -35,7 +36,6 @@ from model.training.batches import (
 )
 from model.training.losses import ar_readout, copy_diffusion_loss, diffusion_loss
 from model.training.settings import TrainConfig, build_model, build_model_config, generation_config
-from model.vision import write_processor_config
 
 __all__ = [
     "Encoded",
@@ -193,7 +193,7 @@ def prepare(cfg: TrainConfig, log: Any = print) -> tuple[Any, list[Encoded], lis
         AutoTokenizer.from_pretrained(cfg.init_from).save_pretrained(tok_dir)
     if (tok_dir / "tokenizer.json").exists():
         tok = AutoTokenizer.from_pretrained(tok_dir)
-        from model.tokenizer import chat_template
+        from model.checkpoint.tokenizer import chat_template
 
         tok.chat_template = chat_template()
     else:
@@ -264,7 +264,7 @@ def _model_and_state(
         return build_model(cfg, tok).to(cfg.device), None, 0, cfg.steps
     cls: Any = transformers.DiffusionGemmaForBlockDiffusion
     if cfg.copy_head:
-        from model.copy_model import DiffusionGemmaWithCopyHead
+        from model.heads.copy_model import DiffusionGemmaWithCopyHead
 
         cls = DiffusionGemmaWithCopyHead
     model = cls.from_pretrained(ckpt, local_files_only=True).to(cfg.device)

@@ -5,8 +5,8 @@ no-repeat rule and prose extension) on the held-out split.
 rows of :data:`GRID` numbered ``I, J``, from 0) with
 :func:`model.training.heldout.evaluate_heldout` and prints one JSON object per setting (accuracy, call accuracy,
 mean latency in seconds); ``--write`` stores the best setting (accuracy, ties: lower latency) in the checkpoint's
-``generation_config.json`` and the rest (:data:`model.loading.DECODING_KEYS`) in ``agentkit_decoding.json``
-(:data:`model.loading.DECODING_FILE`).
+``generation_config.json`` and the rest (:data:`model.checkpoint.loading.DECODING_KEYS`) in ``agentkit_decoding.json``
+(:data:`model.checkpoint.loading.DECODING_FILE`).
 """
 
 from __future__ import annotations
@@ -16,10 +16,10 @@ import json
 import sys
 from typing import Any
 
+from model.checkpoint.loading import DECODING_FILE, DECODING_KEYS
 from model.errors import CheckpointError
-from model.loading import DECODING_FILE, DECODING_KEYS
 
-#: The fields of a :data:`GRID` row, in order (each a :class:`model.settings.DenoiseSettings` field).
+#: The fields of a :data:`GRID` row, in order (each a :class:`model.runtime.settings.DenoiseSettings` field).
 #: The settings a row sets: the generation config's four, then the decoding file's (:data:`DECODING_KEYS`).
 FIELDS = ("t_max", "t_min", "max_denoising_steps", "entropy_bound", *DECODING_KEYS)
 Setting = tuple[float, float, int, float, int | None, bool, bool, int | None, int, bool, bool, bool]
@@ -72,8 +72,8 @@ def tune(
         ValueError: a row number outside :data:`GRID`.
     """
     settings = grid_rows(rows)
-    from model.chat import ChatModel, set_threads
     from model.training.heldout import evaluate_heldout
+    from model.turn.chat import ChatModel, set_threads
 
     set_threads(threads)
     cm = ChatModel.load(checkpoint)

@@ -1,6 +1,6 @@
 """Loading DiffusionGemma-architecture checkpoints (the embedded default, a local folder, or a hub id).
 
-A ``copy_head`` entry in ``config.json`` selects :class:`model.copy_model.DiffusionGemmaWithCopyHead` (the copy
+A ``copy_head`` entry in ``config.json`` selects :class:`model.heads.copy_model.DiffusionGemmaWithCopyHead` (the copy
 head's weights are in the same ``model.safetensors``); every other checkpoint loads as
 ``transformers.DiffusionGemmaForBlockDiffusion``.
 
@@ -22,12 +22,12 @@ from pathlib import Path
 from typing import Any
 
 from grammar import special_tokens as st
-from model.adapters import apply_adapter, read_adapter_info
+from model.checkpoint.adapters import apply_adapter, read_adapter_info
 from model.errors import CheckpointError
-from model.settings import DenoiseSettings
+from model.runtime.settings import DenoiseSettings
 
 #: The embedded default checkpoint, trained by the project (``model/training``).
-DEFAULT_CHECKPOINT = Path(__file__).resolve().parent / "checkpoints" / "agentkit-tiny"
+DEFAULT_CHECKPOINT = Path(__file__).resolve().parent.parent / "checkpoints" / "agentkit-tiny"
 SUPPORTED_MODEL_TYPES = ("diffusion_gemma",)
 
 
@@ -241,7 +241,7 @@ def _from_pretrained(src: str, kwargs: dict[str, Any]) -> tuple[Any, Any]:
         config = AutoConfig.from_pretrained(src, local_files_only=kwargs.get("local_files_only", False))
         cls: Any = DiffusionGemmaForBlockDiffusion
         if isinstance(getattr(config, "copy_head", None), dict):
-            from model.copy_model import DiffusionGemmaWithCopyHead
+            from model.heads.copy_model import DiffusionGemmaWithCopyHead
 
             cls = DiffusionGemmaWithCopyHead
         with _held_load_report() as held:
@@ -310,7 +310,7 @@ def load_checkpoint(
         device: ``"cpu"``, ``"cuda"`` or ``"cuda:N"``; ignored when ``device_map`` is given.
         device_map: passed to ``from_pretrained`` (e.g. ``"auto"`` for large checkpoints; needs accelerate).
         quantization: ``None``, ``"8bit"`` or ``"4bit"`` (bitsandbytes, CUDA only).
-        adapter: a LoRA adapter folder written by ``agentkit specialize`` (:mod:`model.adapters`), applied
+        adapter: a LoRA adapter folder written by ``agentkit specialize`` (:mod:`model.checkpoint.adapters`), applied
             after loading (its LoRA layers injected into the decoder and copy head); ``None``: none.
 
     Returns:
@@ -319,7 +319,7 @@ def load_checkpoint(
     Raises:
         CheckpointError: missing folder, wrong architecture, truncated weights, a hub id not in the cache,
             unsupported dtype or quantization, a CUDA device where torch sees none;
-            :class:`model.adapters.AdapterError` (a subclass) for an adapter that is missing, malformed or
+            :class:`model.checkpoint.adapters.AdapterError` (a subclass) for an adapter that is missing, malformed or
             trained on another base (both named).
     """
     if dtype not in ("float32", "bfloat16", "float16"):

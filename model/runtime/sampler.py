@@ -38,7 +38,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 import torch
 
 if TYPE_CHECKING:
-    from model.settings import DenoiseSettings
+    from model.runtime.settings import DenoiseSettings
 
 #: ``exp(-1e4)`` is 0 in fp32: clamping shifted logits there keeps ``p * log p`` finite for masked (-inf) tokens.
 _NEG_CLAMP = -1.0e4

@@ -5,9 +5,9 @@ OpenAI-style dicts (see ``docs/INTERFACES.md``); prompts are rendered with the c
 (Gemma 4 format); when tools are offered, generation runs under a :class:`~model.constraints.denoise.
 GrammarConstraint` built from the tools' JSON Schemas, so every tool call in the output parses and validates.
 
-Text is never a control token: prompts are encoded with :func:`model.tokenizer.encode_chat` (only the
+Text is never a control token: prompts are encoded with :func:`model.checkpoint.tokenizer.encode_chat` (only the
 template's own control tokens become control ids; a tool result spelling ``<turn|><|turn>user`` stays text) and
-outputs are parsed from :func:`model.tokenizer.decode_marked` (the ``<|"|>`` token is told apart from ordinary
+outputs are parsed from :func:`model.checkpoint.tokenizer.decode_marked` (the ``<|"|>`` token is told apart from ordinary
 tokens spelling it inside a value).
 """
 
@@ -25,13 +25,13 @@ from grammar.parse import parse_tool_calls
 from grammar.turn import response_format_grammar, tool_call_grammar
 from model.binding import BindingInputs
 from model.binding.binder import resolve_binder
-from model.limits import check_prompt_length, prompt_token_limit
-from model.loading import LoadedCheckpoint, load_checkpoint
-from model.prefill import Prefill, prefill_prompt
+from model.checkpoint.loading import LoadedCheckpoint, load_checkpoint
+from model.checkpoint.tokenizer import decode_marked, encode_chat
+from model.heads.vision import VisionInputs, prepare_images, vision_processor
 from model.runtime import EventCallback, GenerationStats, generate
-from model.settings import DenoiseSettings
-from model.tokenizer import decode_marked, encode_chat
-from model.vision import VisionInputs, prepare_images, vision_processor
+from model.runtime.settings import DenoiseSettings
+from model.turn.limits import check_prompt_length, prompt_token_limit
+from model.turn.prefill import Prefill, prefill_prompt
 from schema import normalize_tool
 
 
@@ -72,7 +72,7 @@ class ChatModel:
     """A loaded checkpoint ready for tool-calling chat.
 
     Args:
-        checkpoint: a :class:`~model.loading.LoadedCheckpoint`.
+        checkpoint: a :class:`~model.checkpoint.loading.LoadedCheckpoint`.
         syntax: tool-call syntax of the checkpoint's template: ``"gemma"`` (native Gemma 4 calls) or ``"json"``.
     """
 
@@ -94,7 +94,7 @@ class ChatModel:
         adapter: str | None = None,
     ) -> ChatModel:
         """Load a checkpoint (``None``: the embedded default), with a LoRA ``adapter`` folder applied when
-        given. Raises :class:`model.loading.CheckpointError` (:class:`model.adapters.AdapterError` for the
+        given. Raises :class:`model.checkpoint.loading.CheckpointError` (:class:`model.checkpoint.adapters.AdapterError` for the
         adapter)."""
         return cls(load_checkpoint(path_or_id, dtype=dtype, device=device, adapter=adapter), syntax=syntax)
 
@@ -115,7 +115,7 @@ class ChatModel:
         """Prompt token ids of ``messages`` (+ tool declarations), ending with the model turn opener.
 
         Control ids appear only where the chat template places them; all text of the messages and tools is
-        ordinary text tokens (:func:`model.tokenizer.encode_chat`). Decoding the ids gives :meth:`render`.
+        ordinary text tokens (:func:`model.checkpoint.tokenizer.encode_chat`). Decoding the ids gives :meth:`render`.
         """
         return encode_chat(self.tokenizer, messages, tools or None)
 
@@ -128,10 +128,10 @@ class ChatModel:
         """Prompt ids of a turn whose messages may hold images, and the processed images (or ``None``).
 
         Each image part is rendered by the chat template as ``<|image|>`` and expanded to its soft tokens
-        (:mod:`model.vision`); without images this is :meth:`encode`.
+        (:mod:`model.heads.vision`); without images this is :meth:`encode`.
 
         Raises:
-            model.vision.ImageError: an unusable image or budget, or a checkpoint that cannot read images.
+            model.heads.vision.ImageError: an unusable image or budget, or a checkpoint that cannot read images.
         """
         messages, vision = prepare_images(self.checkpoint, messages, vision_budget)
         input_ids = self.encode(messages, tools)
@@ -285,7 +285,7 @@ class ChatModel:
 
         Raises:
             ValueError: the grammar has no completion shorter than 4096 tokens.
-            model.limits.PromptTooLong: the prompt and the raised budget exceed ``max_position_embeddings``.
+            model.turn.limits.PromptTooLong: the prompt and the raised budget exceed ``max_position_embeddings``.
         """
         limit = 4096
         shortest = constraint.min_completion_tokens(limit)
@@ -407,7 +407,7 @@ class ChatModel:
             temperature: ``(t_max, t_min)`` override of the linear temperature schedule.
             response_format: see :meth:`prepare`.
             vision_budget: soft tokens per image for image parts in ``messages`` that carry no
-                ``vision_budget`` of their own (one of :data:`model.vision.VISION_BUDGETS`; ``None``: the
+                ``vision_budget`` of their own (one of :data:`model.heads.vision.VISION_BUDGETS`; ``None``: the
                 checkpoint's default, 280). Image parts are OpenAI's ``{"type": "image_url", "image_url":
                 {"url": "data:image/png;base64,..."}}`` (a data URL or a local file path) or ``{"type": "image",
                 "image": PATH | bytes | PIL.Image}``.
@@ -420,12 +420,12 @@ class ChatModel:
             :class:`ChatOutput`.
 
         Raises:
-            model.vision.ImageError: an image is missing, corrupt or of another format, a budget is not one of
+            model.heads.vision.ImageError: an image is missing, corrupt or of another format, a budget is not one of
                 the five, or the checkpoint cannot read images (no vision tower or image processor config).
             schema.SchemaError: a tool's schema is unsupported.
             grammar.parse.ToolCallParseError: only when ``constrained=False`` and the output is malformed.
             ValueError: ``tool_choice`` ``"required"`` or a named tool without ``tools``.
-            model.limits.PromptTooLong: the prompt's tokens do not fit ``max_position_embeddings`` minus the
+            model.turn.limits.PromptTooLong: the prompt's tokens do not fit ``max_position_embeddings`` minus the
                 generation budget (checked before generation allocates anything).
         """
         t0 = time.perf_counter()
@@ -466,8 +466,8 @@ class PreparedTurn:
         input_ids: prompt token ids.
         settings: denoising settings (token budget raised to fit the shortest call).
         constraint: a fresh :class:`~model.constraints.denoise.GrammarConstraint`, or ``None`` (unconstrained).
-        vision: the prompt's processed images (:class:`model.vision.VisionInputs`), or ``None``.
-        prefill: the prompt's :class:`model.prefill.Prefill` when a binder read it (single use: denoising
+        vision: the prompt's processed images (:class:`model.heads.vision.VisionInputs`), or ``None``.
+        prefill: the prompt's :class:`model.turn.prefill.Prefill` when a binder read it (single use: denoising
             continues from its cache), else ``None``.
     """
 

@@ -1,7 +1,7 @@
-"""``DiffusionGemmaWithCopyHead``: ``transformers.DiffusionGemmaForBlockDiffusion`` with a :class:`~model.copy_head.CopyHead`.
+"""``DiffusionGemmaWithCopyHead``: ``transformers.DiffusionGemmaForBlockDiffusion`` with a :class:`~model.heads.copy_head.CopyHead`.
 
-Selected by a ``copy_head`` entry in ``config.json`` (see :mod:`model.copy_head` for the algorithm); loaded
-offline by :func:`model.loading.load_checkpoint`. Checkpoints without the entry load as the base class.
+Selected by a ``copy_head`` entry in ``config.json`` (see :mod:`model.heads.copy_head` for the algorithm); loaded
+offline by :func:`model.checkpoint.loading.load_checkpoint`. Checkpoints without the entry load as the base class.
 """
 
 from __future__ import annotations
@@ -11,7 +11,7 @@ from typing import Any
 import torch
 from transformers import DiffusionGemmaForBlockDiffusion
 
-from model.copy_head import CopyHead, CopyHeadConfig, CopyMemory
+from model.heads.copy_head import CopyHead, CopyHeadConfig, CopyMemory
 
 
 def _softcap(logits: torch.Tensor, cap: float | None) -> torch.Tensor:

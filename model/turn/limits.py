@@ -61,7 +61,7 @@ def prompt_token_limit(model: Any, settings: Any) -> int | None:
 
     Args:
         model: a loaded ``DiffusionGemmaForBlockDiffusion`` (only its config is read).
-        settings: :class:`model.settings.DenoiseSettings` of the call (its ``max_new_tokens``).
+        settings: :class:`model.runtime.settings.DenoiseSettings` of the call (its ``max_new_tokens``).
     """
     positions = max_positions(model)
     if positions is None:

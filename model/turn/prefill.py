@@ -10,8 +10,8 @@ from typing import Any
 
 import torch
 
-from model import hf_compat as hf
-from model.copy_head import CopyHead, CopyMemory
+from model.checkpoint import hf_compat as hf
+from model.heads.copy_head import CopyHead, CopyMemory
 
 
 def image_inputs(

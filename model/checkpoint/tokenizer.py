@@ -20,7 +20,7 @@ from grammar import special_tokens as st
 if TYPE_CHECKING:
     from transformers import PreTrainedTokenizerFast
 
-CHAT_TEMPLATE_PATH = Path(__file__).with_name("chat_template.jinja")
+CHAT_TEMPLATE_PATH = Path(__file__).resolve().parent.parent / "chat_template.jinja"
 
 
 def chat_template() -> str:

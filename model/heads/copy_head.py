@@ -1,6 +1,6 @@
 """A pointer-generator copy head for DiffusionGemma-architecture checkpoints.
 
-``model.copy_model.DiffusionGemmaWithCopyHead`` is a thin subclass of ``transformers.DiffusionGemmaForBlockDiffusion``, selected by
+``model.heads.copy_model.DiffusionGemmaWithCopyHead`` is a thin subclass of ``transformers.DiffusionGemmaForBlockDiffusion``, selected by
 a ``copy_head`` entry in ``config.json`` (its weights live in ``model.safetensors`` beside the others). Its
 decoder returns, as ``logits``, the log of the mixture
 
@@ -84,7 +84,7 @@ class CopyHeadConfig:
             in a turn that already holds a tool response (an answer turn), the induction match counts only source
             positions inside tool responses, not the question (after ``is`` the question's ``the`` is not the
             next word of an answer). Absent from ``config.json`` or ``null`` (``None``) = off: the match counts
-            every source. ``model.loading`` checks the ids against the checkpoint's tokenizer.
+            every source. ``model.checkpoint.loading`` checks the ids against the checkpoint's tokenizer.
     """
 
     dim: int = 64
@@ -527,5 +527,5 @@ class CopyHead(nn.Module):
 
 
 def has_copy_head(model: Any) -> bool:
-    """True when ``model`` carries a :class:`CopyHead` (``model.copy_model.DiffusionGemmaWithCopyHead``)."""
+    """True when ``model`` carries a :class:`CopyHead` (``model.heads.copy_model.DiffusionGemmaWithCopyHead``)."""
     return isinstance(getattr(model, "copy_head", None), CopyHead)

@@ -93,7 +93,7 @@ class TerminatingConstraint(CanvasConstraint, Protocol):
 @runtime_checkable
 class CallAwareConstraint(CanvasConstraint, Protocol):
     """A :class:`CanvasConstraint` that says whether its turn has opened a tool call, for the per-mode accept
-    window (:attr:`model.settings.DenoiseSettings.call_accept_window`).
+    window (:attr:`model.runtime.settings.DenoiseSettings.call_accept_window`).
 
     Attributes:
         in_call: True once a ``<|tool_call>`` is committed in the row's turn (read before each step).

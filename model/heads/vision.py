@@ -363,7 +363,7 @@ def vision_processor(checkpoint: Any) -> VisionProcessor:
     """The :class:`VisionProcessor` of a loaded checkpoint (built once, kept on the checkpoint object).
 
     Args:
-        checkpoint: a :class:`model.loading.LoadedCheckpoint`.
+        checkpoint: a :class:`model.checkpoint.loading.LoadedCheckpoint`.
 
     Raises:
         ImageError: the checkpoint has no vision tower, no image token ids, or no image processor config
@@ -465,7 +465,7 @@ def prepare_images(
     """Open and process the image parts of ``messages`` for ``checkpoint``.
 
     Args:
-        checkpoint: a :class:`model.loading.LoadedCheckpoint`.
+        checkpoint: a :class:`model.checkpoint.loading.LoadedCheckpoint`.
         messages: OpenAI-style messages; image parts as :func:`image_parts` reads them.
         vision_budget: budget of image parts that carry no ``vision_budget`` of their own (``None``: the
             checkpoint's default).

@@ -34,7 +34,7 @@ class DenoiseSettings:
             ``frontier + W``, where the frontier is the end of the row's fixed prefix (constrained rows) or of the
             leading run of positions accepted in the previous step. Decoding then moves left to right in bites
             of at most ``W`` tokens, so each position sees the tokens to its left; a copy head's induction match
-            (:mod:`model.copy_head`) needs that to copy multi-token spans in order. Not used in parity mode.
+            (:mod:`model.heads.copy_head`) needs that to copy multi-token spans in order. Not used in parity mode.
         no_repeat: the tool-call constraint never commits a word right after the same word
             (:class:`model.constraints.denoise.GrammarConstraint`, ``no_repeat``).
         extend_prose: the tool-call constraint's frontier extension also commits prose (text outside a tool
@@ -52,16 +52,16 @@ class DenoiseSettings:
         bind_values: before a constrained turn with tools, the copy head's binding classifier binds request
             words to declared parameters and the turn's constraint allows exactly those words there
             (:mod:`model.binding`; a checkpoint without a copy head ignores it). Read by
-            :meth:`model.chat.ChatModel.prepare`, not by the denoising loop.
+            :meth:`model.turn.chat.ChatModel.prepare`, not by the denoising loop.
         ground_answers: a constrained turn's prose writes a digit only inside a number, date or other
             digit-holding fact of the conversation (the user's messages, the tool calls' arguments, the tool
             responses), copied whole (:func:`grammar.grounding.answer_regex`): a small checkpoint then
             cannot garble the line of ``agentkit/bundle.py:600`` or a temperature. Read by
-            :meth:`model.chat.ChatModel.prepare`.
+            :meth:`model.turn.chat.ChatModel.prepare`.
         span_copy: whole-span copying in answers: once a constrained turn's prose has written two pieces of a
             span of a tool response in source order (a path, an identifier, a number, a date), the rest of the span
             is committed in one decision, up to the span's end or where the matching spans part
-            (:mod:`model.constraints.span_copy`). Read by :meth:`model.chat.ChatModel.prepare`.
+            (:mod:`model.constraints.span_copy`). Read by :meth:`model.turn.chat.ChatModel.prepare`.
     """
 
     canvas_length: int = 256

@@ -1,0 +1,1 @@
+"""Loading checkpoints: configs, tokenizers, LoRA adapters and the transformers seam."""

@@ -1,0 +1,1 @@
+"""One chat turn: rendering, prefill, the prompt's limits, generation and parsing."""
