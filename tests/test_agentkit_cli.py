@@ -155,6 +155,15 @@ def test_chat_repl_history_save_and_resume(bundle, tmp_path):
     assert "agent> Still here." in res.stdout
 
 
+def test_chat_load_of_a_missing_file_names_the_conversation_file(bundle, tmp_path):
+    script = tmp_path / "chat.json"
+    script.write_text(json.dumps(["Hello!"]))
+    missing = tmp_path / "nope.json"
+    res = runner.invoke(app, ["chat", str(bundle), "--model", str(script), "--load", str(missing)], input="")
+    assert res.exit_code == 2
+    assert f"--load {missing}: cannot read the conversation file: No such file or directory" in res.stderr
+
+
 def test_cli_rejects_empty_question_and_zero_budget_cleanly():
     """Bad CLI input gets a one-line error and exit code 2, never a traceback."""
     import subprocess

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 
 from mcp_helpers import PY, SERVER, free_port, http_process
 from typer.testing import CliRunner
@@ -84,3 +85,15 @@ def test_list_options_for_the_other_kind_of_server_are_refused():
     assert res.exit_code == 2 and "--env and arguments apply to a server command, not to a URL" in res.output
     res = CliRunner().invoke(app, ["mcp", "list", PY, SERVER, "--header", "A: b"])
     assert res.exit_code == 2 and "--header applies to a URL server, not to a command" in res.output
+
+
+def test_list_python_is_the_interpreter_agentkit_runs_on(tmp_path, monkeypatch):
+    """`mcp list python SERVER.py` runs the server on agentkit's own interpreter (its venv), as a bundle's
+    `command: python` does, not on whatever `python` comes first on PATH."""
+    fake = tmp_path / "python"
+    fake.write_text("#!/bin/sh\necho 'not this python' >&2\nexit 3\n")
+    fake.chmod(0o755)
+    monkeypatch.setenv("PATH", f"{tmp_path}:{os.environ['PATH']}")
+    res = CliRunner().invoke(app, ["mcp", "list", "python", SERVER, "--json"])
+    assert res.exit_code == 0, res.output
+    assert len(json.loads(res.stdout)) == 10

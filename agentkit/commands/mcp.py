@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -95,8 +96,9 @@ async def _list(target: str, args: list[str], env: dict[str, str], headers: dict
 
     if "://" in target:  # a URL (one that is not http(s) is refused by name, not run as a command)
         ts = MCPToolset.http(target, headers=headers)
-    else:
-        ts = MCPToolset.stdio(target, args, env=env or None)
+    else:  # `python`: the interpreter agentkit runs on, as in a bundle's `command: python`
+        command = sys.executable if target in ("python", "python3") else target
+        ts = MCPToolset.stdio(command, args, env=env or None)
     await ts.open(check=False)  # every tool is listed, each with its verdict
     try:
         listed = await ts.list_server_tools()

@@ -344,7 +344,10 @@ def chat_command(
     if load is not None:
         try:
             conversation = Conversation.load(load)
-        except (OSError, ValueError) as exc:
+        except OSError as exc:
+            _error(f"--load {load}: cannot read the conversation file: {exc.strerror or exc}")
+            raise typer.Exit(EXIT_BAD_INPUT) from None
+        except ValueError as exc:
             _error(str(exc))
             raise typer.Exit(EXIT_BAD_INPUT) from None
     session = agent.chat(conversation)
