@@ -6,17 +6,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-import transformers
-from safetensors.torch import load_file
-from transformers.models.diffusion_gemma.generation_diffusion_gemma import (
-    DiffusionGemmaGenerationConfig,
-    EntropyBoundSamplerConfig,
-)
-
 from grammar import special_tokens as st
 from model.checkpoint.config import small_config
-from model.heads.copy_head import CopyHeadConfig
-from model.heads.copy_model import DiffusionGemmaWithCopyHead
 
 
 @dataclass
@@ -183,9 +174,14 @@ def build_model(cfg: TrainConfig, tok: Any) -> Any:
     Raises:
         ValueError: if ``cfg.init_from`` has no ``model.safetensors`` or shares no weight with the model.
     """
+    import transformers
+
     config = build_model_config(cfg)
     model: Any
     if cfg.copy_head:
+        from model.heads.copy_head import CopyHeadConfig
+        from model.heads.copy_model import DiffusionGemmaWithCopyHead
+
         system = tok("system", add_special_tokens=False)["input_ids"]
         config.copy_head = CopyHeadConfig(
             dim=cfg.copy_dim,
@@ -205,6 +201,8 @@ def build_model(cfg: TrainConfig, tok: Any) -> Any:
     else:
         model = transformers.DiffusionGemmaForBlockDiffusion(config)
     if cfg.init_from:
+        from safetensors.torch import load_file
+
         f = Path(cfg.init_from) / "model.safetensors"
         if not f.is_file():
             raise ValueError(f"--init-from {cfg.init_from}: no model.safetensors there")
@@ -230,6 +228,11 @@ GENERATION_DEFAULTS: dict[str, Any] = {
 
 def generation_config(canvas_length: int, overrides: dict[str, Any] | None = None) -> Any:
     """``DiffusionGemmaGenerationConfig`` with the project's EOS ids ``[<eos>, <turn|>, <|tool_response>]``."""
+    from transformers.models.diffusion_gemma.generation_diffusion_gemma import (
+        DiffusionGemmaGenerationConfig,
+        EntropyBoundSamplerConfig,
+    )
+
     g = {**GENERATION_DEFAULTS, **(overrides or {})}
     return DiffusionGemmaGenerationConfig(
         max_new_tokens=canvas_length * 4,
