@@ -18,6 +18,7 @@ from agentkit.backends.base import Backend, ToolChoice, ToolDeclaration, tool_ch
 from agentkit.errors import ToolDefinitionError
 from agentkit.events import EventCallback
 from agentkit.history import Conversation
+from agentkit.mcp.host import close_toolsets, open_toolsets, refresh_toolsets, tool_choice_written_at
 from agentkit.nodes import AgentRun
 from agentkit.planner import RunGraph, RunState
 from agentkit.result import RunResult, Step, ToolCallRecord
@@ -206,8 +207,6 @@ class Agent:
         made = spec.make_backend(backend, model, seed=seed, adapter=adapter, binding=binding)
         agent = cls(made, spec.tools, **spec.agent_settings_with(**overrides))
         if spec.tool_choice_at is not None and "tool_choice" not in overrides:
-            from agentkit.mcp.host import tool_choice_written_at
-
             tool_choice_written_at(agent, spec.tool_choice_at)
         return agent
 
@@ -236,23 +235,17 @@ class Agent:
 
     async def __aenter__(self) -> Agent:
         """Open the toolsets (MCP servers) for the runs inside the block."""
-        from agentkit.mcp.host import open_toolsets
-
         await open_toolsets(self, self._toolsets)
         self._toolsets_open = True
         return self
 
     async def __aexit__(self, *exc: object) -> None:
-        from agentkit.mcp.host import close_toolsets
-
         self._toolsets_open = False
         await close_toolsets(self, self._toolsets)
 
     async def refresh_tools(self) -> None:
         """Before each model turn: re-list the tools of toolsets whose list changed."""
         if self._toolsets:
-            from agentkit.mcp.host import refresh_toolsets
-
             await refresh_toolsets(self, self._toolsets)
 
     async def process_tool_calls(self, state: RunState, turn: ModelTurn, model_s: float) -> Step:

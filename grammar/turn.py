@@ -47,7 +47,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from grammar.gemma_lark import MAX_GRAMMAR_CHARS, SYNTAXES, TOOL_CHOICES, GemmaCompiler, lark_str
-from grammar.grounding import MAX_GROUNDED_CHARS, bounded_texts, has_span
+from grammar.grounding import MAX_GROUNDED_CHARS, answer_regex, bounded_texts, has_span
 from grammar.llg import parser_limits
 from schema import (
     SchemaError,
@@ -261,8 +261,6 @@ def tool_call_grammar(
     calls = "plan" if planned_calls else "many" if parallel_tool_calls else "one"
     answer = None
     if answer_grounding is not None:
-        from grammar.grounding import answer_regex
-
         answer = answer_regex(answer_grounding)
     return _cached_grammar(
         specs, choice, syntax, (bool(allow_thinking), bool(additional_properties)), ground, calls, answer

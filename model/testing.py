@@ -11,10 +11,21 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+import torch
+from tokenizers import Tokenizer, decoders, models, pre_tokenizers
+from transformers import DiffusionGemmaForBlockDiffusion
+from transformers.models.diffusion_gemma.generation_diffusion_gemma import (
+    DiffusionGemmaGenerationConfig,
+    EntropyBoundSamplerConfig,
+)
+
 from grammar import special_tokens as st
 from model.checkpoint.config import small_config
 from model.checkpoint.tokenizer import build_tokenizer, wrap_tokenizer
+from model.heads.copy_head import CopyHeadConfig
+from model.heads.copy_model import DiffusionGemmaWithCopyHead
 from model.heads.vision import write_processor_config
+from model.training.settings import TrainConfig
 
 _CORPUS_SEED = (
     "The weather in Paris is sunny today. get_weather city days units metric imperial forecast. "
@@ -43,8 +54,6 @@ def tiny_config(vocab_size: int = 512, hidden_size: int = 64, num_layers: int = 
 def tiny_train_config(**overrides: Any) -> Any:
     """A :class:`model.training.settings.TrainConfig` of a model small enough for CPU tests (hidden 64, 2 layers,
     2 query heads and 1 KV head of 32, MLP 128 plus one expert of 64); ``overrides`` set any field."""
-    from model.training.settings import TrainConfig
-
     fields: dict[str, Any] = {
         "hidden_size": 64,
         "intermediate_size": 128,
@@ -60,11 +69,6 @@ def tiny_train_config(**overrides: Any) -> Any:
 def _tiny_generation_config(canvas_length: int, overrides: dict[str, Any] | None) -> Any:
     """The tiny checkpoint's ``DiffusionGemmaGenerationConfig``: the real checkpoint's schedule (0.8 -> 0.4, 48
     steps, entropy bound 0.1) with four canvases of budget, then ``overrides``."""
-    from transformers.models.diffusion_gemma.generation_diffusion_gemma import (
-        DiffusionGemmaGenerationConfig,
-        EntropyBoundSamplerConfig,
-    )
-
     gen = {
         "max_new_tokens": canvas_length * 4,
         "max_denoising_steps": 48,
@@ -118,9 +122,6 @@ def make_tiny_checkpoint(
         The folder, loadable with ``DiffusionGemmaForBlockDiffusion.from_pretrained(path)``,
         ``AutoTokenizer.from_pretrained(path)`` and ``AutoImageProcessor.from_pretrained(path)`` offline.
     """
-    import torch
-    from transformers import DiffusionGemmaForBlockDiffusion
-
     out = Path(path)
     out.mkdir(parents=True, exist_ok=True)
     tok = build_tokenizer(tiny_corpus(), vocab_size=vocab_size, min_frequency=1)
@@ -135,9 +136,6 @@ def make_tiny_checkpoint(
     torch.manual_seed(seed)
     model: Any
     if copy_head:
-        from model.heads.copy_head import CopyHeadConfig
-        from model.heads.copy_model import DiffusionGemmaWithCopyHead
-
         cfg.copy_head = CopyHeadConfig(
             dim=16,
             free_dim=8,
@@ -166,8 +164,6 @@ def synthetic_tokenizer(vocab_size: int = 262_144) -> Any:
     Raises:
         ValueError: if ``vocab_size`` exceeds what the merge scheme can generate (~2.4M).
     """
-    from tokenizers import Tokenizer, decoders, models, pre_tokenizers
-
     alphabet = pre_tokenizers.ByteLevel.alphabet()
     byte_chars = sorted(alphabet)
     vocab: dict[str, int] = {tok: i for i, tok in enumerate(st.SPECIAL_TOKENS)}

@@ -19,7 +19,7 @@ from typing import Any
 from agentkit.backends.base import ChatMessage, ModelTurn, PromptTooLong, ToolChoice, ToolDeclaration, Usage
 from agentkit.errors import BackendError, ToolDefinitionError
 from agentkit.messages import ToolCall, to_template_messages
-from model.heads.vision import DEFAULT_VISION_BUDGET
+from model.heads.vision import DEFAULT_VISION_BUDGET, ImageError, vision_processor
 from schema import SchemaError, fingerprint, normalize_tool
 
 
@@ -203,8 +203,6 @@ class EmbeddedBackend:
             BackendError: the checkpoint cannot be loaded.
         """
         if self._takes_images is None:
-            from model.heads.vision import ImageError, vision_processor
-
             try:
                 vision_processor(self.chat_model.checkpoint)
                 self._takes_images = True

@@ -23,6 +23,7 @@ from agentkit.messages import to_template_messages
 from agentkit.serve import schemas as S
 from grammar import special_tokens as st
 from grammar.parse import ToolCallParseError, parse_tool_calls
+from model.checkpoint.tokenizer import decode_marked
 from model.turn.limits import PromptTooLong
 from schema import SchemaError
 
@@ -495,8 +496,6 @@ class StreamView:
         self.tokens: list[int] = []
 
     def _view(self, final: bool) -> tuple[str, str, list[Any]]:
-        from model.checkpoint.tokenizer import decode_marked
-
         text = decode_marked(self.engine.chat_model.tokenizer, self.tokens)
         body = text.lstrip()
         if body.startswith(st.CHANNEL_START) and st.CHANNEL_END not in body and not final:

@@ -21,6 +21,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+import torch
+
 from grammar import special_tokens as st
 from model.checkpoint.adapters import apply_adapter, read_adapter_info
 from model.errors import CheckpointError
@@ -177,8 +179,6 @@ def _load_kwargs(
     Raises:
         CheckpointError: a CUDA device torch does not see, or an unsupported quantization.
     """
-    import torch
-
     dtypes = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16}
     if device_map is None and str(device).startswith("cuda") and not torch.cuda.is_available():
         raise CheckpointError(f"device {device!r} requested but this torch build sees no CUDA device")

@@ -10,6 +10,9 @@ from typing import Any
 
 import torch
 from transformers import DiffusionGemmaForBlockDiffusion
+from transformers.models.diffusion_gemma.modeling_diffusion_gemma import (
+    DiffusionGemmaBlockDiffusionOutputWithPast,
+)
 
 from model.heads.copy_head import CopyHead, CopyHeadConfig, CopyMemory
 
@@ -85,9 +88,6 @@ class DiffusionGemmaWithCopyHead(DiffusionGemmaForBlockDiffusion):  # type: igno
         }
         if copy_memory is None and input_ids is None:
             return super().forward(**inputs)
-        from transformers.models.diffusion_gemma.modeling_diffusion_gemma import (
-            DiffusionGemmaBlockDiffusionOutputWithPast,
-        )
 
         out = self.model(**inputs)
         if copy_memory is None:

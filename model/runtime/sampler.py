@@ -37,6 +37,8 @@ from typing import TYPE_CHECKING, Any, Protocol
 
 import torch
 
+from dg_kernels import sampling
+
 if TYPE_CHECKING:
     from model.runtime.settings import DenoiseSettings
 
@@ -252,8 +254,6 @@ class KernelSampler:
     parity = False
 
     def __init__(self, seed: int, *, reference: bool = False) -> None:
-        from dg_kernels import sampling
-
         self.fn: Any = sampling.sample_reference if reference else sampling.fused_sample
         self.seed = int(seed) & 0x7FFFFFFF
         if reference:

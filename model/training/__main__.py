@@ -10,7 +10,7 @@ import sys
 import typing
 from typing import Any
 
-from model.training.train import TrainConfig, train
+from model.training.settings import TrainConfig
 
 
 def option_help() -> dict[str, str]:
@@ -77,6 +77,8 @@ def main(argv: list[str] | None = None) -> int:
 
             run_stage(cfg, decoding_from=DEFAULT_CHECKPOINT)
         else:
+            from model.training.train import train
+
             train(cfg)
     except ValueError as e:
         print(f"error: {e}", file=sys.stderr)

@@ -9,7 +9,11 @@ import random
 from dataclasses import dataclass
 from typing import Any
 
+import torch
+
 from grammar import special_tokens as st
+from model.training.data import render_prompt
+from model.training.labels import example_labels
 from model.training.settings import TrainConfig
 
 # --------------------------------------------------------------------------------------------------------------
@@ -52,8 +56,6 @@ def encode_labelled(
 ) -> list[Encoded]:
     """Tokenize examples with the copy head's binding labels (:func:`model.training.labels.example_labels`;
     ``align_copies`` spells copied words with their prompt tokens, :func:`~model.training.labels.align_copied_words`)."""
-    from model.training.labels import example_labels
-
     out = []
     for e in examples:
         lab = example_labels(tok, e, word_table, align_copies=align_copies)
@@ -66,8 +68,6 @@ def encode_examples(tok: Any, examples: list[Any], word_table: list[bool] | None
 
     With ``word_table`` (from :func:`word_token_table`) each example also gets its ``copied`` flags.
     """
-    from model.training.data import render_prompt
-
     prompts = [render_prompt(e.messages, e.tools) for e in examples]
     targets = [e.target for e in examples]
     p_ids = tok(prompts, add_special_tokens=False)["input_ids"]
@@ -95,8 +95,6 @@ def _label_tensors(
     """The binding labels of a batch, left-padded like the prompts: ``decl_pos``/``decl_valid`` [B, K],
     ``bind`` [B, P], ``key`` [B, C], ``ptr`` [B, C]; labels pointing at a declaration the prompt cap cut off are
     dropped."""
-    import torch
-
     B = len(prompts)
     K = max(1, max(len(d) for d in decls))
     decl_pos = torch.zeros((B, K), dtype=torch.long)
@@ -141,8 +139,6 @@ def make_batch(
         ``decl_valid`` [B, K] bool, ``bind`` [B, P] int64 (-100: no label), ``key`` [B, C] int64 (-100: no
         label) and ``ptr`` [B, C] bool (see :mod:`model.training.labels`).
     """
-    import torch
-
     C = canvas_length
     labelled = all(it.bind for it in items)
     prompts, canvases, real, weights = [], [], [], []

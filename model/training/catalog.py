@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from model.training import values as V
+from model.training.bots import load_bot_tools
 from model.training.kinds import (
     DOMAINS,
     GENERIC,
@@ -328,7 +329,6 @@ def bot_tools() -> list[TrainingTool]:
     w, c = _weather_kinds(), _code_kinds()
     specs = [*_weather_specs(w), *_code_specs(c)]
     # The bundles' own declarations (the snapshot in bot_tools.json), so training sees what the bots send.
-    from model.training.bots import load_bot_tools
 
     real = {t["function"]["name"]: t["function"] for d in load_bot_tools().values() for t in d["tools"]}
     for sp in specs:

@@ -27,6 +27,7 @@ from typing import Any
 
 from grammar import special_tokens as st
 from model.training import values as V
+from model.training.bots import bot_answer, bot_example_parts, bot_response
 
 #: Default location of the Glaive schemas (relative to the repository root).
 from model.training.catalog import (
@@ -216,8 +217,6 @@ def _request(rng: random.Random, tool: TrainingTool, args_phrases: list[str]) ->
 def _response_for(rng: random.Random, tool: TrainingTool, args: dict[str, Any]) -> dict[str, Any]:
     keys = ("result", "status", "value", "total", "count", "price", "temperature", "summary", "message", "id")
     if tool.domain in ("bot_weather", "bot_code"):
-        from model.training.bots import bot_response
-
         try:
             return bot_response(rng, tool.name, args)
         except KeyError:  # another tool of the same name (a Glaive schema): a generic response below
@@ -534,8 +533,6 @@ class Generator:
         ]
         bot_names = {t.name for t in self.bots}
         if any(n in bot_names for n, _ in base.calls):
-            from model.training.bots import bot_answer
-
             parts = []
             for (n, a), r in zip(base.calls, responses, strict=True):
                 try:
@@ -582,8 +579,6 @@ class Generator:
     def _bot_parts(self) -> tuple[dict[str, Any], list[dict[str, Any]], list[dict[str, Any]]]:
         """A bot exchange (:func:`model.training.bots.bot_example_parts`) with its prompt messages and tools:
         the bundle's system prompt (70%) and its tools in bundle order (80%, else shuffled plus distractors)."""
-        from model.training.bots import bot_example_parts
-
         rng = self.rng
         parts = bot_example_parts(rng)
         order = next(p for p in parts["tools"] if p["function"]["name"] == parts["tool"])["function"]

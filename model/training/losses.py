@@ -11,6 +11,9 @@ import dataclasses
 import math
 from typing import Any
 
+import torch
+import torch.nn.functional as F
+
 from model.training.settings import TrainConfig
 
 # --------------------------------------------------------------------------------------------------------------
@@ -31,8 +34,6 @@ def ar_readout(model: Any, ids: Any, attn: Any, canvas: Any) -> tuple[Any, Any]:
         logits [B, C, V] predicting ``canvas[:, j]`` from position ``P - 1 + j`` through the tied LM head with the
         model's final logit soft-capping.
     """
-    import torch
-
     P, C = ids.shape[1], canvas.shape[1]
     enc = model.model.encoder(
         input_ids=torch.cat([ids, canvas], 1), attention_mask=torch.cat([attn, torch.ones_like(canvas)], 1)
@@ -58,9 +59,6 @@ def _encode(
     over prompt + clean canvas (the canvas hidden from the decoder by its mask, which is returned with the
     decoder's positions). Returns ``(encoder output, ar_loss or None, decoder mask, decoder positions or None)``;
     writes ``ar_loss``/``ar_acc`` into ``stats``."""
-    import torch
-    import torch.nn.functional as F
-
     B, C = canvas.shape
     ones = torch.ones(B, C, dtype=attn.dtype, device=canvas.device)
     if not with_ar:
@@ -85,7 +83,6 @@ def _encode(
 
 def _self_conditioned(model: Any, cache: Any, noised: Any, dec_mask: Any, dec_pos: Any, sc_mask: Any) -> Any:
     """Decoder logits ``[B, C, V]``; rows in ``sc_mask`` are self-conditioned on a first, detached pass."""
-    import torch
 
     def decode(sc_logits: Any = None, mask: Any = None) -> Any:
         return model(
@@ -142,9 +139,6 @@ def diffusion_loss(
         ``acc_noised`` (argmax accuracy on corrupted target positions), ``t_mean`` and, with the auxiliary
         loss, ``ar_loss`` (nats) and ``ar_acc`` (next-token accuracy on target positions).
     """
-    import torch
-    import torch.nn.functional as F
-
     ids, attn, canvas, is_target = (batch[k] for k in ("input_ids", "attention_mask", "canvas", "is_target"))
     B, C = canvas.shape
     dev = canvas.device
@@ -178,9 +172,6 @@ def _binding_loss(
     """The dense binding loss (each request token labelled with its parameter or none), weighted by
     ``cfg.bind_weight``. Returns ``(declaration states [B, K, H], their validity [B, K], loss)``; writes
     ``bind_loss``/``bind_acc`` into ``stats``."""
-    import torch
-    import torch.nn.functional as F
-
     H = E.shape[-1]
     decl = E.gather(1, batch["decl_pos"][..., None].expand(-1, -1, H))  # [B, K, H]
     valid = batch["decl_valid"]
@@ -209,8 +200,6 @@ def _corruption(
     """Which canvas positions are noised ``[B, C]`` bool, and each row's noise level ``[B]``: ``t ~ U(0, 1)``
     per row, or (with probability ``prefix_clean_p``) the state a prefix commit leaves at inference: a clean
     prefix, then mostly noise."""
-    import torch
-
     dev = is_target.device
     tt = t if t is not None else torch.rand(B, device=dev, generator=generator)
     corrupt = torch.rand(B, C, device=dev, generator=generator) < tt[:, None]
@@ -231,8 +220,6 @@ def _copy_decode(
 ) -> tuple[Any, Any]:
     """One decoder pass (after a detached self-conditioning pass when ``use_sc``): ``(final hidden states
     [B, C, H], soft-capped vocabulary logits [B, C, V] float32)``."""
-    import torch
-
     sc_logits = None
     if use_sc:
         with torch.no_grad():
@@ -261,9 +248,6 @@ def _copy_decode(
 def _key_loss(query: Any, z: Any, valid: Any, kl: Any) -> tuple[Any, float] | None:
     """Parameter identity of the value tokens: ``(cross-entropy of each labelled canvas query against the
     declared parameters' states, its accuracy)``, or ``None`` without labels."""
-    import torch
-    import torch.nn.functional as F
-
     has_k = kl >= 0
     if not bool(has_k.any()):
         return None
@@ -280,8 +264,6 @@ def _draw_hits(
 ) -> tuple[float, float, float, float]:
     """``(argmax hits on the noised target positions, their count, hits among the copied ones, their count)``
     of the mixture's argmax."""
-    import torch
-
     with torch.no_grad():
         hit = head.mixture_logits(vocab_logits, ptr, mem).argmax(-1) == canvas
         csel = sel & ptr_sel
@@ -341,8 +323,6 @@ def _copy_draw(
     Returns:
         ``(loss, hits)``: the updated loss and, when ``with_stats``, :func:`_draw_hits`' counts (else ``None``).
     """
-    import torch
-
     head = model.copy_head
     B, C = d.canvas.shape
     dev = d.canvas.device
@@ -416,8 +396,6 @@ def copy_diffusion_loss(
         corrupted ``ptr`` positions), ``mix_nll``, ``ptr_nll``, ``key_acc``, ``bind_loss``, ``bind_acc``
         (accuracy on bound request tokens), ``gate`` (mean copy weight at ``ptr`` positions), ``t_mean``.
     """
-    import torch
-
     head = model.copy_head
     ids, attn, canvas, is_target = (batch[k] for k in ("input_ids", "attention_mask", "canvas", "is_target"))
     B, C = canvas.shape

@@ -33,13 +33,19 @@ import sys
 from pathlib import Path
 from typing import Any
 
+import torch
+from transformers import AutoTokenizer
+
 from grammar import special_tokens as st
+from model.checkpoint.loading import load_checkpoint
+from model.heads.copy_head import has_copy_head
+from model.training.data import Generator
+from model.training.labels import CONTROL_SPELLING
+from model.training.train import ar_readout, encode_examples, make_batch
 
 
 def _copied_positions(part: list[Any], is_target: Any, text: list[str], turn_end: int, C: int) -> Any:
     """``[B, C]`` bool: target tokens that are a word of the request (the user turn, not the system prompt)."""
-    import torch
-
     copied = torch.zeros_like(is_target)
     for i, e in enumerate(part):
         start = e.prompt.index(turn_end) + 1 if turn_end in e.prompt else 0
@@ -55,8 +61,6 @@ def _denoised_once(
 ) -> tuple[Any, Any]:
     """One decoder pass over the canvas with a fraction ``tv`` of positions noised (noise seeded by ``seed``):
     ``(argmax == canvas, noised target positions)``, both ``[B, C]`` bool."""
-    import torch
-
     B, C = canvas.shape
     g = torch.Generator().manual_seed(seed)
     corrupt = torch.rand(B, C, generator=g) < tv
@@ -90,12 +94,6 @@ def copy_probe(checkpoint: str, n: int = 200, seed: int = 7, threads: int = 1) -
     """
     if n < 1:
         raise ValueError(f"n must be >= 1, got {n}")
-    import torch
-
-    from model.checkpoint.loading import load_checkpoint
-    from model.heads.copy_head import has_copy_head
-    from model.training.data import Generator
-    from model.training.train import ar_readout, encode_examples, make_batch
 
     torch.set_num_threads(threads)
     loaded = load_checkpoint(checkpoint)
@@ -170,8 +168,6 @@ def word_reachability(tokenizer: Any, prompt: str, target: str, *, spaced: bool)
         reachable.
     """
 
-    from model.training.labels import CONTROL_SPELLING
-
     def pieces(text: str) -> list[str]:
         ids = tokenizer(text, add_special_tokens=False)["input_ids"]
         return [str(tokenizer.decode([i])).strip() for i in ids]
@@ -206,11 +202,6 @@ def copy_reachability(checkpoint: str, n: int = 300, seed: int = 7) -> dict[str,
     Raises:
         OSError: if the tokenizer cannot be loaded from ``checkpoint``.
     """
-    from transformers import AutoTokenizer
-
-    from model.training.data import Generator
-    from model.training.train import encode_examples
-
     tok = AutoTokenizer.from_pretrained(checkpoint, local_files_only=True)
     pool = Generator(seed, "heldout").take(20 * n)
     out: dict[str, Any] = {}

@@ -32,9 +32,22 @@ from typing import Any
 import torch
 
 from model.checkpoint import hf_compat as hf
+from model.checkpoint.adapters import ADAPTER_INFO, LORA_TARGETS, base_fingerprint
+from model.checkpoint.loading import DEFAULT_CHECKPOINT, load_checkpoint
 from model.heads.copy_head import CopyHead
 from model.training.bundle_data import train_and_heldout
 from model.training.heldout import evaluate_examples
+from model.training.train import (
+    TrainConfig,
+    batches,
+    copy_diffusion_loss,
+    device_batch,
+    diffusion_loss,
+    encode_examples,
+    encode_labelled,
+    word_token_table,
+)
+from model.turn.chat import ChatModel
 
 
 @dataclass
@@ -201,8 +214,6 @@ def _train_adapter(
     inner: Any, data: list[Any], tcfg: Any, cfg: SpecializeConfig, trainable: list[Any], log: Any
 ) -> tuple[int, float]:
     """The LoRA training loop within ``cfg.minutes`` (or ``cfg.max_steps``): ``(steps, seconds)``."""
-    from model.training.train import batches, copy_diffusion_loss, device_batch, diffusion_loss
-
     opt = torch.optim.AdamW(trainable, lr=cfg.lr, betas=(0.9, 0.98), weight_decay=0.0)
     rng = random.Random(cfg.seed + 1)
     gen = torch.Generator(device=cfg.device).manual_seed(cfg.seed + 2)
@@ -258,8 +269,6 @@ def _train_adapter(
 
 def _save_adapter(peft_model: Any, out: Path, base_src: str, cfg: Any, names: list[str]) -> None:
     """Write the LoRA weights and ``agentkit_adapter.json`` (the base's path and fingerprint, the tools)."""
-    from model.checkpoint.adapters import ADAPTER_INFO, base_fingerprint
-
     out.mkdir(parents=True, exist_ok=True)
     peft_model.save_pretrained(str(out))
     info = {
@@ -314,8 +323,6 @@ def _report(
 
 def _checked_out(cfg: SpecializeConfig) -> Path:
     """The adapter folder ``cfg.out``, after checking the options (see :func:`specialize` for the errors)."""
-    from model.checkpoint.adapters import ADAPTER_INFO
-
     if cfg.minutes <= 0:
         raise ValueError(f"--minutes must be > 0, got {cfg.minutes}")
     if cfg.lora_rank < 1:
@@ -333,8 +340,6 @@ def _checked_out(cfg: SpecializeConfig) -> Path:
 def _train_config(cfg: SpecializeConfig, model: Any, out: Path) -> Any:
     """The :class:`~model.training.settings.TrainConfig` of the fine-tuning: the base's canvas and vocabulary,
     the copy-head losses when the base has the head, 2 noise draws, 70% clean-prefix canvases."""
-    from model.training.train import TrainConfig
-
     return TrainConfig(
         out_dir=str(out),
         seed=cfg.seed,
@@ -353,8 +358,6 @@ def _with_lora(model: Any, cfg: SpecializeConfig) -> tuple[Any, list[Any]]:
     """``(peft_model, trainable parameters)``: LoRA of rank ``cfg.lora_rank`` (alpha ``cfg.lora_alpha``, default
     twice the rank) on :data:`model.checkpoint.adapters.LORA_TARGETS` (PEFT's ``get_peft_model``)."""
     from peft import LoraConfig, get_peft_model
-
-    from model.checkpoint.adapters import LORA_TARGETS
 
     alpha = cfg.lora_alpha if cfg.lora_alpha is not None else 2 * cfg.lora_rank
     lora = LoraConfig(
@@ -383,10 +386,6 @@ def specialize(
         ValueError: a bundle tool with object parameters (not generated), ``minutes`` <= 0, a rank < 1, or an
             output folder that holds something other than an earlier adapter.
     """
-    from model.checkpoint.loading import DEFAULT_CHECKPOINT, load_checkpoint
-    from model.training.train import encode_examples, encode_labelled, word_token_table
-    from model.turn.chat import ChatModel
-
     out = _checked_out(cfg)
     threads = cfg.threads or os.cpu_count() or 1
     torch.set_num_threads(threads)

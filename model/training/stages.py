@@ -23,7 +23,10 @@ import time
 from pathlib import Path
 from typing import Any
 
+import torch
+
 from model.training.settings import TrainConfig
+from model.training.train import train
 
 #: Options that shape the model: a stage must give the ones its previous stage was trained with.
 MODEL_OPTIONS = (
@@ -70,7 +73,6 @@ def compact_optimizer_state(state: dict[str, Any]) -> dict[str, Any]:
     Returns:
         A new dict; ``state`` is not changed.
     """
-    import torch
 
     def small(k: str, v: Any) -> Any:
         if k != "step" and isinstance(v, torch.Tensor) and v.is_floating_point():
@@ -85,7 +87,6 @@ def compact_optimizer_state(state: dict[str, Any]) -> dict[str, Any]:
 
 def expand_optimizer_state(state: dict[str, Any]) -> dict[str, Any]:
     """Inverse of :func:`compact_optimizer_state`: bfloat16 tensors back to float32 (values as stored)."""
-    import torch
 
     def big(v: Any) -> Any:
         if isinstance(v, torch.Tensor) and v.dtype == torch.bfloat16:
@@ -157,8 +158,6 @@ def load_stage_optimizer(prev: Path) -> dict[str, Any]:
     Raises:
         OSError: ``prev/optimizer.pt`` cannot be read.
     """
-    import torch
-
     saved = torch.load(prev / OPTIMIZER_FILE, weights_only=False)
     return expand_optimizer_state(saved["optimizer"])
 
@@ -184,8 +183,6 @@ def write_stage(
     Raises:
         FileNotFoundError: the run has no final checkpoint or trainer state.
     """
-    import torch
-
     out = Path(run.out_dir)
     state = torch.load(out / "checkpoint" / "trainer_state.pt", weights_only=False)
     tmp = dest.with_name(dest.name + ".partial")
@@ -235,8 +232,6 @@ def run_stage(cfg: TrainConfig, decoding_from: Path | None = None) -> Path:
     Raises:
         ValueError: see :func:`stage_config` and :func:`model.training.train.train`.
     """
-    from model.training.train import train
-
     run, prev = stage_config(cfg)
     t0 = time.time()
     final = train(run, optimizer_state=load_stage_optimizer(prev) if prev is not None else None)

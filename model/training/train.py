@@ -23,7 +23,12 @@ import time
 from pathlib import Path
 from typing import Any
 
-from model.checkpoint.tokenizer import build_tokenizer
+import torch
+import transformers
+from transformers import AutoTokenizer
+
+from model.checkpoint.tokenizer import build_tokenizer, chat_template
+from model.heads.copy_model import DiffusionGemmaWithCopyHead
 from model.heads.vision import write_processor_config
 from model.training.batches import (
     Encoded,
@@ -34,6 +39,7 @@ from model.training.batches import (
     make_batch,
     word_token_table,
 )
+from model.training.data import DEFAULT_MASKBENCH, Generator, copy_drill, corpus_texts, strip_descriptions
 from model.training.losses import ar_readout, copy_diffusion_loss, diffusion_loss
 from model.training.settings import TrainConfig, build_model, build_model_config, generation_config
 
@@ -77,8 +83,6 @@ def save_checkpoint(
 def _save_state(
     path: Path, optimizer: Any, step: int, total: int, rng: random.Random, gen: Any, extra: dict[str, Any]
 ) -> None:
-    import torch
-
     path.mkdir(parents=True, exist_ok=True)
     torch.save(
         {
@@ -104,8 +108,6 @@ def heldout_loss(
 ) -> dict[str, float]:
     """Mean loss on the held-out split at fixed noise levels (t = 0.25, 0.5, 1.0) and one-pass accuracy from
     pure noise (fraction of target tokens the first decoder pass gets right; ``acc_t1``)."""
-    import torch
-
     model.eval()
     rng = random.Random(1234)
     out: dict[str, list[float]] = {"loss": [], "acc_t1": []}
@@ -159,16 +161,6 @@ def prepare(cfg: TrainConfig, log: Any = print) -> tuple[Any, list[Encoded], lis
     Returns:
         ``(tokenizer, train_encoded, heldout_encoded, drill_encoded)`` (the last empty without ``drill_steps``).
     """
-    from transformers import AutoTokenizer
-
-    from model.training.data import (
-        DEFAULT_MASKBENCH,
-        Generator,
-        copy_drill,
-        corpus_texts,
-        strip_descriptions,
-    )
-
     out = Path(cfg.out_dir)
     t0 = time.time()
     mb = Path(cfg.maskbench) if cfg.maskbench else DEFAULT_MASKBENCH
@@ -193,7 +185,6 @@ def prepare(cfg: TrainConfig, log: Any = print) -> tuple[Any, list[Encoded], lis
         AutoTokenizer.from_pretrained(cfg.init_from).save_pretrained(tok_dir)
     if (tok_dir / "tokenizer.json").exists():
         tok = AutoTokenizer.from_pretrained(tok_dir)
-        from model.checkpoint.tokenizer import chat_template
 
         tok.chat_template = chat_template()
     else:
@@ -257,15 +248,10 @@ def _model_and_state(
 ) -> tuple[Any, dict[str, Any] | None, int, int]:
     """The model to train: resumed from ``ckpt`` (weights, step, schedule and RNG states restored) when
     ``cfg.resume`` and a trainer state is there, else built fresh. Returns ``(model, state, step, total)``."""
-    import torch
-    import transformers
-
     if not (cfg.resume and (ckpt / "trainer_state.pt").exists()):
         return build_model(cfg, tok).to(cfg.device), None, 0, cfg.steps
     cls: Any = transformers.DiffusionGemmaForBlockDiffusion
     if cfg.copy_head:
-        from model.heads.copy_model import DiffusionGemmaWithCopyHead
-
         cls = DiffusionGemmaWithCopyHead
     model = cls.from_pretrained(ckpt, local_files_only=True).to(cfg.device)
     saved = getattr(model.config, "copy_head", None)
@@ -291,8 +277,6 @@ def _model_and_state(
 
 def _optimizer(model: Any, cfg: TrainConfig, state: dict[str, Any] | None) -> Any:
     """AdamW (betas 0.9/0.98), weight decay on matrices only; its state restored when resuming."""
-    import torch
-
     decay = [p for n, p in model.named_parameters() if p.ndim >= 2]
     no_decay = [p for n, p in model.named_parameters() if p.ndim < 2]
     opt = torch.optim.AdamW(
@@ -353,8 +337,6 @@ def _autocast_for(cfg: TrainConfig) -> Any:
     Raises:
         ValueError: see :func:`train`.
     """
-    import torch
-
     if cfg.ar_weight > 0 and cfg.max_prompt + cfg.canvas_length >= cfg.sliding_window:
         raise ValueError(
             f"--ar-weight needs --max-prompt + the canvas ({cfg.max_prompt} + {cfg.canvas_length}) below "
@@ -411,8 +393,6 @@ def _optimizer_step(
         ``(loss, stats, grad_norm)``: the step's loss, its auxiliary figures (only when ``stats``, see
         :func:`_step_loss`) and the gradient norm before clipping.
     """
-    import torch
-
     for g in opt.param_groups:
         g["lr"] = lr
     with autocast():
@@ -484,7 +464,6 @@ def train(cfg: TrainConfig, *, optimizer_state: dict[str, Any] | None = None) ->
         ValueError: on an unusable device string, or ``ar_weight > 0`` with ``max_prompt + canvas_length`` not
             below ``sliding_window``.
     """
-    import torch
     from rich.console import Console
 
     console = Console()

@@ -18,6 +18,9 @@ from typing import Any
 
 from model.checkpoint.loading import DECODING_FILE, DECODING_KEYS
 from model.errors import CheckpointError
+from model.training.heldout import evaluate_heldout
+from model.training.train import generation_config
+from model.turn.chat import ChatModel, set_threads
 
 #: The fields of a :data:`GRID` row, in order (each a :class:`model.runtime.settings.DenoiseSettings` field).
 #: The settings a row sets: the generation config's four, then the decoding file's (:data:`DECODING_KEYS`).
@@ -72,8 +75,6 @@ def tune(
         ValueError: a row number outside :data:`GRID`.
     """
     settings = grid_rows(rows)
-    from model.training.heldout import evaluate_heldout
-    from model.turn.chat import ChatModel, set_threads
 
     set_threads(threads)
     cm = ChatModel.load(checkpoint)
@@ -98,8 +99,6 @@ def tune(
 
 def write_best(checkpoint: str, rows: list[dict[str, Any]]) -> dict[str, Any]:
     """Write the most accurate setting (ties: lower latency) into ``checkpoint/generation_config.json``."""
-    from model.training.train import generation_config
-
     best = max(rows, key=lambda r: (r["accuracy"], -r["mean_latency_s"]))
     with open(f"{checkpoint}/config.json") as fh:
         canvas = int(json.load(fh)["canvas_length"])

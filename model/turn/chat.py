@@ -27,6 +27,8 @@ from model.binding import BindingInputs
 from model.binding.binder import resolve_binder
 from model.checkpoint.loading import LoadedCheckpoint, load_checkpoint
 from model.checkpoint.tokenizer import decode_marked, encode_chat
+from model.constraints.denoise import GrammarConstraint
+from model.constraints.span_copy import SpanCopier
 from model.heads.vision import VisionInputs, prepare_images, vision_processor
 from model.runtime import EventCallback, GenerationStats, generate
 from model.runtime.settings import DenoiseSettings
@@ -168,9 +170,6 @@ class ChatModel:
             schema.SchemaError: unsupported keyword or unsatisfiable schema (names its path).
             ValueError: a named tool's required grounded parameter has nothing to ground on.
         """
-        from model.constraints.denoise import GrammarConstraint
-        from model.constraints.span_copy import SpanCopier
-
         grammar = tool_call_grammar(
             tools,
             tool_choice=tool_choice,
@@ -332,8 +331,6 @@ class ChatModel:
         return normalized if decision is None else decision.apply(normalized)
 
     def _response_constraint(self, response_format: dict[str, Any]) -> Any:
-        from model.constraints.denoise import GrammarConstraint
-
         kind = response_format.get("type")
         if kind == "json_object":
             grammar = response_format_grammar(None)
