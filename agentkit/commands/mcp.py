@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import asyncio
 import json
-import sys
 from pathlib import Path
 from typing import Any
 
@@ -92,13 +91,13 @@ def _pairs(values: list[str], sep: str, what: str) -> dict[str, str]:
 
 
 async def _list(target: str, args: list[str], env: dict[str, str], headers: dict[str, str]) -> list[Any]:
+    from agentkit.mcp.bundle import interpreter
     from agentkit.mcp.client import MCPToolset, check_tool_schema
 
     if "://" in target:  # a URL (one that is not http(s) is refused by name, not run as a command)
         ts = MCPToolset.http(target, headers=headers)
-    else:  # `python`: the interpreter agentkit runs on, as in a bundle's `command: python`
-        command = sys.executable if target in ("python", "python3") else target
-        ts = MCPToolset.stdio(command, args, env=env or None)
+    else:
+        ts = MCPToolset.stdio(interpreter(target), args, env=env or None)
     await ts.open(check=False)  # every tool is listed, each with its verdict
     try:
         listed = await ts.list_server_tools()

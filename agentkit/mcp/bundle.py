@@ -50,13 +50,19 @@ class _Reader:
         self.ok = False
 
 
+def interpreter(command: str) -> str:
+    """``command``, except that ``python`` and ``python3`` mean the interpreter agentkit runs on (its packages,
+    its venv): :data:`sys.executable`. Used by bundles' ``command:`` and by ``agentkit mcp list``."""
+    return sys.executable if command in ("python", "python3") else command
+
+
 def _command(r: _Reader, spec: dict[str, Any], bundle_dir: Path) -> tuple[str, str | None]:
     cmd = r.sub(spec["command"], "command")
     cwd = r.sub(spec["cwd"], "cwd") if "cwd" in spec else None
     if cwd is not None and not Path(cwd).is_absolute():
         cwd = str(bundle_dir / cwd)
-    if cmd in ("python", "python3"):  # the interpreter agentkit runs on (its packages, its venv)
-        return sys.executable, cwd
+    if (exe := interpreter(cmd)) != cmd:  # no PATH lookup nor bundle-relative path for agentkit's own
+        return exe, cwd
     if "/" in cmd and not Path(cmd).is_absolute():
         cmd = str(bundle_dir / cmd)
     if r.ok and shutil.which(cmd) is None:
