@@ -69,3 +69,21 @@ def wait_gone(pid: int, timeout: float = 8.0) -> bool:
             return True
         time.sleep(0.05)
     return False
+
+
+def embedded_test_backend(**settings: object) -> object:
+    """The embedded default backend on one thread, seed 0 (``settings``: more backend keywords); skips, or fails
+    in CI, when the shipped checkpoint is missing."""
+    import pytest
+    import torch
+
+    from agentkit.backends import make_backend
+
+    checkpoint = Path(__file__).resolve().parents[1] / "model" / "checkpoints" / "agentkit-tiny"
+    if not (checkpoint / "config.json").is_file():
+        msg = f"embedded default checkpoint missing at {checkpoint}"
+        if os.environ.get("CI", "").strip().lower() in ("1", "true", "yes"):
+            pytest.fail(msg)
+        pytest.skip(msg)
+    torch.set_num_threads(1)
+    return make_backend("embedded", None, seed=0, threads=1, **settings)

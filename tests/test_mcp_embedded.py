@@ -5,32 +5,20 @@ from __future__ import annotations
 
 import asyncio
 import json
-import os
 import pathlib
 
 import jsonschema
 import pytest
+from mcp_helpers import embedded_test_backend
 
 from agentkit import MaxStepsExceeded, load_bundle
 
 ROOT = pathlib.Path(__file__).resolve().parents[1]
-CHECKPOINT = ROOT / "model" / "checkpoints" / "agentkit-tiny"
-CI = os.environ.get("CI", "").strip().lower() in ("1", "true", "yes")
 
 
 @pytest.fixture(scope="module")
 def backend():
-    if not (CHECKPOINT / "config.json").is_file():
-        msg = f"embedded default checkpoint missing at {CHECKPOINT}"
-        if CI:
-            pytest.fail(msg)
-        pytest.skip(msg)
-    import torch
-
-    from agentkit.backends import make_backend
-
-    torch.set_num_threads(1)
-    return make_backend("embedded", None, seed=0, threads=1)
+    return embedded_test_backend()
 
 
 def test_embedded_agent_calls_the_notes_server(backend):

@@ -8,13 +8,11 @@ import base64
 import importlib.util
 import io
 import json
-import os
-import pathlib
 import textwrap
 
 import httpx
 import pytest
-from mcp_helpers import PY, SERVER, free_port, http_process
+from mcp_helpers import PY, SERVER, embedded_test_backend, free_port, http_process
 from openai_fakes import completion
 from PIL import Image
 
@@ -32,10 +30,6 @@ from agentkit.backends.scripted import ScriptedBackend, answer, call
 from agentkit.mcp import MCPToolset
 from agentkit.tool_output import ToolImageShare
 from model.heads.vision import ImageError
-
-ROOT = pathlib.Path(__file__).resolve().parents[1]
-CHECKPOINT = ROOT / "model" / "checkpoints" / "agentkit-tiny"
-CI = os.environ.get("CI", "").strip().lower() in ("1", "true", "yes")
 
 _spec = importlib.util.spec_from_file_location("mcp_fixture_server", SERVER)
 assert _spec is not None and _spec.loader is not None
@@ -230,17 +224,7 @@ def test_soft_token_share_per_step_and_settings():
 
 @pytest.fixture(scope="module")
 def embedded():
-    if not (CHECKPOINT / "config.json").is_file():
-        msg = f"embedded default checkpoint missing at {CHECKPOINT}"
-        if CI:
-            pytest.fail(msg)
-        pytest.skip(msg)
-    import torch
-
-    from agentkit.backends import make_backend
-
-    torch.set_num_threads(1)
-    return make_backend("embedded", None, seed=0, threads=1, max_new_tokens=16)
+    return embedded_test_backend(max_new_tokens=16)
 
 
 def test_embedded_prompt_holds_the_image_soft_tokens_in_the_tool_response(embedded):
