@@ -52,6 +52,26 @@ def test_generator_is_deterministic_and_consistent():
     assert par and all(len(e.calls) >= 2 for e in par)
 
 
+def test_bot_and_decline_shares_rescale_the_stream():
+    from model.training.data import DECLINE_KINDS, KIND_WEIGHTS
+
+    g = Generator(5, bot_share=0.3, decline_share=0.25)
+    w = dict(g.weights)
+    assert sum(w.values()) == pytest.approx(1.0)
+    assert w["bot_call"] + w["bot_answer"] == pytest.approx(0.3)
+    assert sum(w[k] for k in DECLINE_KINDS) == pytest.approx(0.25)
+    base = dict(KIND_WEIGHTS)
+    # the others keep their proportions
+    assert w["call"] / w["parallel"] == pytest.approx(base["call"] / base["parallel"])
+    assert w["no_tool"] / w["unanswerable"] == pytest.approx(base["no_tool"] / base["unanswerable"])
+    drawn = Generator(5, decline_share=0.4).take(1000)
+    declined = sum(e.kind in DECLINE_KINDS and not e.calls for e in drawn)
+    assert 340 <= declined <= 460
+    assert dict(Generator(5).weights) == base
+    with pytest.raises(ValueError, match="decline_share"):
+        Generator(5, bot_share=0.6, decline_share=0.5)
+
+
 def test_values_are_copied_from_the_request():
     """String arguments of single calls appear verbatim in the user's request (the skill being taught)."""
     n_checked = 0

@@ -313,16 +313,35 @@ KIND_WEIGHTS = (
 )
 
 
-def _kind_weights(bot_share: float | None) -> tuple[tuple[str, float], ...]:
-    """:data:`KIND_WEIGHTS`, or with the bot kinds (``bot_*``) rescaled to ``bot_share`` of the stream."""
-    if bot_share is None:
+#: Kinds whose target is a prose answer with no call although tools may be offered (declining).
+DECLINE_KINDS = ("no_tool", "unanswerable")
+
+
+def _kind_weights(
+    bot_share: float | None, decline_share: float | None = None
+) -> tuple[tuple[str, float], ...]:
+    """:data:`KIND_WEIGHTS`, with the bot kinds (``bot_*``) rescaled to ``bot_share`` of the stream and the
+    declining kinds (:data:`DECLINE_KINDS`) to ``decline_share``; the other kinds share what is left in their
+    original proportions. ``None`` keeps a group's own weight."""
+    groups = {
+        "bot": (lambda k: k.startswith("bot_"), bot_share),
+        "decline": (lambda k: k in DECLINE_KINDS, decline_share),
+    }
+    fixed = {g: share for g, (_, share) in groups.items() if share is not None}
+    if not fixed:
         return KIND_WEIGHTS
-    bots = sum(w for k, w in KIND_WEIGHTS if k.startswith("bot_"))
-    rest = 1.0 - bots
-    return tuple(
-        (k, w * bot_share / bots if k.startswith("bot_") else w * (1.0 - bot_share) / rest)
-        for k, w in KIND_WEIGHTS
-    )
+
+    def group(k: str) -> str | None:
+        return next((g for g, (member, _) in groups.items() if member(k) and g in fixed), None)
+
+    totals = {g: sum(w for k, w in KIND_WEIGHTS if group(k) == g) for g in fixed}
+    rest = sum(w for k, w in KIND_WEIGHTS if group(k) is None)
+    left = 1.0 - sum(fixed.values())
+    out = []
+    for k, w in KIND_WEIGHTS:
+        g = group(k)
+        out.append((k, w * fixed[g] / totals[g] if g is not None else w * left / rest))
+    return tuple(out)
 
 
 class Generator:
@@ -334,9 +353,11 @@ class Generator:
         maskbench: path of ``dev.jsonl.gz`` (Glaive schemas); missing file = generated tools only.
         bot_share: share of the stream in the example bots' domains (``bot_call`` + ``bot_answer``); ``None``:
             :data:`KIND_WEIGHTS` as they are (16%).
+        decline_share: share of the stream whose target declines in prose (:data:`DECLINE_KINDS`); ``None``:
+            :data:`KIND_WEIGHTS` as they are (11%).
 
     Raises:
-        ValueError: for an unknown split.
+        ValueError: for an unknown split, or a share outside its range.
     """
 
     def __init__(
@@ -345,12 +366,15 @@ class Generator:
         split: str = "train",
         maskbench: Path = DEFAULT_MASKBENCH,
         bot_share: float | None = None,
+        decline_share: float | None = None,
     ) -> None:
         if split not in ("train", "heldout"):
             raise ValueError(f"split must be 'train' or 'heldout', got {split!r}")
         if bot_share is not None and not 0.0 <= bot_share < 1.0:
             raise ValueError(f"bot_share must be in [0, 1), got {bot_share}")
-        self.weights = _kind_weights(bot_share)
+        if decline_share is not None and not 0.0 <= decline_share < 1.0 - (bot_share or 0.0):
+            raise ValueError(f"decline_share must be in [0, 1 - bot_share), got {decline_share}")
+        self.weights = _kind_weights(bot_share, decline_share)
         self.rng = random.Random(f"{seed}:{split}")
         self.split = split
         self.glaive = [t for t in load_glaive_tools(maskbench) if split_of(t.name) == split]

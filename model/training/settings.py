@@ -64,6 +64,8 @@ class TrainConfig:
         prefix_clean_p: Share of (example, draw) pairs whose canvas keeps a clean prefix of random length and is
             mostly noise after it (the state the constraint's prefix commit leaves at inference).
         bot_share: Share of the training stream in the example bots' domains (default: the generator's 16%).
+        decline_share: Share of the training stream that declines in prose (small talk, requests no offered tool
+            does; default: the generator's 11%).
         bind_weight: Weight of the binding loss (request tokens against the declared parameters).
         key_weight: Weight of the parameter loss (value tokens against the parameter they fill).
         ptr_weight: Weight of the pointer's own loss.
@@ -125,6 +127,7 @@ class TrainConfig:
     noise_draws: int = 1
     prefix_clean_p: float = 0.0
     bot_share: float | None = None
+    decline_share: float | None = None
     bind_weight: float = 1.0
     key_weight: float = 0.5
     ptr_weight: float = 0.5

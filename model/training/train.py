@@ -171,7 +171,7 @@ def prepare(cfg: TrainConfig, log: Any = print) -> tuple[Any, list[Encoded], lis
     tok_dir = out / "tokenizer"
     fresh_tok = not cfg.init_from and not (tok_dir / "tokenizer.json").exists()
     # a fresh tokenizer reads the stream's first TOKENIZER_EXAMPLES examples even when fewer are trained on
-    drawn = Generator(cfg.seed, "train", mb, bot_share=cfg.bot_share).take(
+    drawn = Generator(cfg.seed, "train", mb, bot_share=cfg.bot_share, decline_share=cfg.decline_share).take(
         max(cfg.n_train, cfg.tokenizer_examples if fresh_tok else 0)
     )
     train_ex = drawn[: cfg.n_train]
