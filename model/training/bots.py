@@ -22,9 +22,16 @@ from typing import Any
 
 from grammar import special_tokens as st
 from model.training import values as V
-from model.training.bot_words import CODE_WORDS, CONDITIONS, VERB_PREFIXES
+from model.training.tables import words
 
 BOT_TOOLS_PATH = Path(__file__).with_name("bot_tools.json")
+
+#: Identifier parts: the value banks' (``values.IDENT_PARTS``), then the code words of ``tables/bots.json``.
+CODE_WORDS = (*V.IDENT_PARTS, *words("bots", "CODE_WORDS"))
+#: First words of identifiers that name an action (``get_``, ``is_``, ``to_``).
+VERB_PREFIXES = words("bots", "VERB_PREFIXES")
+#: Weather condition phrases the weather bot answers with.
+CONDITIONS = words("bots", "CONDITIONS")
 
 #: Questions the end-to-end tests ask; never generated.
 TEST_QUESTIONS = frozenset(
