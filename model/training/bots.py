@@ -22,7 +22,7 @@ from typing import Any
 
 from grammar import special_tokens as st
 from model.training import values as V
-from model.training.tables import words
+from model.training.tables import frozen, load, words
 
 BOT_TOOLS_PATH = Path(__file__).with_name("bot_tools.json")
 
@@ -32,12 +32,24 @@ CODE_WORDS = (*V.IDENT_PARTS, *words("bots", "CODE_WORDS"))
 VERB_PREFIXES = words("bots", "VERB_PREFIXES")
 #: Weather condition phrases the weather bot answers with.
 CONDITIONS = words("bots", "CONDITIONS")
+#: Question and answer templates (``str.format``, fields named by each call of :func:`say`), by purpose.
+QUESTIONS: dict[str, tuple[str, ...]] = frozen(load("bots")["QUESTIONS"])
+ANSWERS: dict[str, tuple[str, ...]] = frozen(load("bots")["ANSWERS"])
 
 #: Questions the end-to-end tests ask; never generated.
 TEST_QUESTIONS = frozenset(
     {"Where is the function load_bundle defined?", "What is the weather in Berlin right now?"}
 )
 _FORBIDDEN_IDENTIFIERS = frozenset({"load_bundle"})
+
+
+def say(rng: random.Random, table: dict[str, tuple[str, ...]], purpose: str, **fields: Any) -> str:
+    """One of ``table[purpose]``'s templates, drawn with ``rng`` and filled with ``fields``.
+
+    Raises:
+        KeyError: no templates for ``purpose``, or a template names a field not given.
+    """
+    return rng.choice(table[purpose]).format(**fields)
 
 
 def load_bot_tools(path: Path = BOT_TOOLS_PATH) -> dict[str, dict[str, Any]]:
@@ -173,24 +185,18 @@ def find_definition_response(
 def find_definition_answer(rng: random.Random, name: str, resp: dict[str, Any]) -> str:
     """The final answer to a ``find_definition`` result (cites path:line)."""
     if not resp["matches"]:
-        return rng.choice(
-            (
-                f"I could not find a definition of {name} in this repository.",
-                f"No definition of {name} was found.",
-                f"There is no definition matching {name}.",
-            )
-        )
+        return say(rng, ANSWERS, "definition_missing", name=name)
     m = resp["matches"][0]
-    loc, path, line, kind = m["location"], m["path"], m["line"], m["kind"]
-    return rng.choice(
-        (
-            f"{name} is defined at {loc}.",
-            f"{name} is defined in {path} at line {line}.",
-            f"The {kind} {name} is defined at {loc}.",
-            f"`{name}` is defined at {loc} ({m['signature']}).",
-            f"It is defined at {loc}.",
-            f"{name} is a {kind} defined at {loc}.",
-        )
+    return say(
+        rng,
+        ANSWERS,
+        "definition",
+        name=name,
+        loc=m["location"],
+        path=m["path"],
+        line=m["line"],
+        kind=m["kind"],
+        signature=m["signature"],
     )
 
 
@@ -225,11 +231,11 @@ def search_code_answer(rng: random.Random, pattern: str, resp: dict[str, Any]) -
     """The final answer to a ``search_code`` result."""
     locs = [m["location"] for m in resp["matches"]]
     if not locs:
-        return rng.choice((f"No matches for {pattern}.", f"I found no occurrence of {pattern}."))
+        return say(rng, ANSWERS, "search_none", pattern=pattern)
     if len(locs) == 1:
-        return rng.choice((f"{pattern} appears at {locs[0]}.", f"One match: {locs[0]}."))
+        return say(rng, ANSWERS, "search_one", pattern=pattern, loc=locs[0])
     listed = ", ".join(locs[:-1]) + " and " + locs[-1]
-    return rng.choice((f"{pattern} appears at {listed}.", f"Found {len(locs)} matches: {listed}."))
+    return say(rng, ANSWERS, "search_many", pattern=pattern, listed=listed, n=str(len(locs)))
 
 
 def read_file_response(rng: random.Random, path: str, start: int, end: int) -> dict[str, Any]:
@@ -313,14 +319,8 @@ def current_weather_answer(rng: random.Random, resp: dict[str, Any]) -> str:
     p, u = resp["place"]["name"], resp["units"]
     t, tu, c = resp["temperature"], u["temperature"], resp["conditions"]
     w, wu = resp["wind_speed"], u["wind_speed"]
-    return rng.choice(
-        (
-            f"In {p} it is {t} {tu} with {c}; wind {w} {wu}.",
-            f"It is {t} {tu} in {p} right now, {c}, with wind at {w} {wu}.",
-            f"{p}: {t} {tu}, {c}, wind {w} {wu}.",
-            f"Currently {t} {tu} and {c} in {p} (feels like {resp['apparent_temperature']} {tu}).",
-        )
-    )
+    feels = resp["apparent_temperature"]
+    return say(rng, ANSWERS, "current_weather", p=p, t=t, tu=tu, c=c, w=w, wu=wu, feels=feels)
 
 
 def forecast_response(
@@ -369,7 +369,7 @@ def forecast_answer(rng: random.Random, resp: dict[str, Any]) -> str:
         for r in resp["days"][:3]
     ]
     more = f" ({len(resp['days'])} days in total)" if len(resp["days"]) > 3 else ""
-    lead = rng.choice((f"Forecast for {p}: ", f"In {p}: ", f"Here is the forecast for {p}: "))
+    lead = say(rng, ANSWERS, "forecast_lead", p=p)
     return lead + "; ".join(bits) + more + "."
 
 
@@ -381,20 +381,11 @@ def geocode_response(rng: random.Random, place: str, count: int = 1) -> dict[str
 def geocode_answer(rng: random.Random, resp: dict[str, Any]) -> str:
     """The final answer to a ``geocode`` result."""
     m = resp["matches"][0]
-    return rng.choice(
-        (
-            f"{m['name']}, {m['country']} is at latitude {m['latitude']}, longitude {m['longitude']}.",
-            f"{m['name']} lies at {m['latitude']}, {m['longitude']} ({m['country']}).",
-        )
-    )
+    return say(rng, ANSWERS, "geocode", **m)
 
 
 # -------------------------------------------------------------------------------------------------------------
 # requests
-
-
-def _q(rng: random.Random, templates: tuple[str, ...], **kw: str) -> str:
-    return rng.choice(templates).format(**kw)
 
 
 def _find_definition_request(rng: random.Random) -> tuple[str, str, dict[str, Any], list[tuple[str, str]]]:
@@ -405,41 +396,12 @@ def _find_definition_request(rng: random.Random) -> tuple[str, str, dict[str, An
     binds = [("name", name)]
     t = rng.random()
     if t < 0.75:
-        q = _q(
-            rng,
-            (
-                "Where is the {k} {n} defined?",
-                "Where is {n} defined?",
-                "Where's {n} defined?",
-                "Which file defines {n}?",
-                "Find the definition of {n}.",
-                "Where can I find the {k} {n}?",
-                "Show me where {n} is defined.",
-                "In which file is the {k} {n} defined?",
-                "Locate the definition of `{n}`.",
-                "where is {n} implemented",
-                "Where is `{n}` declared?",
-                "What file has the {k} {n}?",
-                "Where do we define {n}?",
-                "Find {n} in the code base.",
-            ),
-            n=name,
-            k=kind,
-        )
+        q = say(rng, QUESTIONS, "find_definition", n=name, k=kind)
     else:
         kind_arg = rng.choice(("function", "class", "method"))
         args["kind"] = kind_arg
         binds.append(("kind", kind_arg))
-        q = _q(
-            rng,
-            (
-                "Find the {k} named {n}, only {k}s.",
-                "Where is {n} defined? Only look at {k}s.",
-                "Look up {n}, restricted to {k} definitions.",
-            ),
-            n=name,
-            k=kind_arg,
-        )
+        q = say(rng, QUESTIONS, "find_definition_of_kind", n=name, k=kind_arg)
     if rng.random() < 0.12:
         mr = rng.randint(1, 20)
         args["max_results"] = mr
@@ -459,18 +421,7 @@ def _search_code_request(rng: random.Random) -> tuple[str, str, dict[str, Any], 
         )
     )
     args = {"pattern": pat}
-    q = _q(
-        rng,
-        (
-            "Where is {p} used?",
-            "Search the code for {p}.",
-            "Which files mention {p}?",
-            "Find all uses of {p}.",
-            'Grep for "{p}".',
-            "Where does the text {p} appear?",
-        ),
-        p=pat,
-    )
+    q = say(rng, QUESTIONS, "search_code", p=pat)
     binds = [("pattern", pat)]
     if rng.random() < 0.2:
         g = f"*.{rng.choice(('py', 'md', 'yaml', 'toml'))}"
@@ -486,28 +437,14 @@ def _read_file_request(rng: random.Random) -> tuple[str, str, dict[str, Any], li
     start = rng.randint(1, 300)
     end = start + rng.randint(3, 60)
     if rng.random() < 0.6:
-        q = _q(
-            rng,
-            (
-                "Show me lines {a}-{b} of {p}.",
-                "Read {p} from line {a} to {b}.",
-                "What is in {p} between lines {a} and {b}?",
-            ),
-            a=str(start),
-            b=str(end),
-            p=path,
-        )
+        q = say(rng, QUESTIONS, "read_lines", a=str(start), b=str(end), p=path)
         return (
             q,
             "read_file",
             {"path": path, "start_line": start, "end_line": end},
             [("path", path), ("start_line", str(start)), ("end_line", str(end))],
         )
-    q = _q(
-        rng,
-        ("Show me the start of {p}.", "Read the file {p}.", "What does {p} contain?", "Open {p}."),
-        p=path,
-    )
+    q = say(rng, QUESTIONS, "read_file", p=path)
     return q, "read_file", {"path": path}, [("path", path)]
 
 
@@ -533,34 +470,13 @@ def _forecast_question(
     if t < 0.55:
         days = rng.randint(2, 14)
         spoken = V.number_words(days) if rng.random() < 0.3 else str(days)
-        q = _q(
-            rng,
-            (
-                "What's the forecast for {p} for the next {d} days?",
-                "Give me a {d}-day forecast for {p}.",
-                "Weather forecast for {p}, {d} days.",
-                "How will the weather be in {p} over the next {d} days?",
-                "Forecast for the coming {d} days in {p}?",
-            ),
-            p=place,
-            d=spoken,
-        )
+        q = say(rng, QUESTIONS, "forecast_days", p=place, d=spoken)
         args["days"] = days
         binds.append(("days", spoken))
     elif t < 0.8:
         days = rng.choice((1, 2))
         word = _DAY_WORDS[days]
-        q = _q(
-            rng,
-            (
-                "Will it rain in {p} {w}?",
-                "What's the weather going to be like in {p} {w}?",
-                "Forecast for {p} {w}?",
-                "Do I need an umbrella in {p} {w}?",
-            ),
-            p=place,
-            w=word,
-        )
+        q = say(rng, QUESTIONS, "forecast_day", p=place, w=word)
         args["days"] = days
         binds.append(("days", word))
     else:
@@ -573,12 +489,7 @@ def _forecast_question(
             if spoken[-4:].isdigit()
             else iso
         )
-        q = _q(
-            rng,
-            ("What will the weather be in {p} on {d}?", "Forecast for {p} on {d}."),
-            p=place,
-            d=spoken,
-        )
+        q = say(rng, QUESTIONS, "forecast_date", p=place, d=spoken)
         args["date"] = iso
         binds.append(("date", spoken))
     return q
@@ -592,22 +503,7 @@ def weather_request(rng: random.Random) -> tuple[str, str, dict[str, Any], list[
     r = rng.random()
     binds = [("place", place)]
     if r < 0.45:
-        q = _q(
-            rng,
-            (
-                "What is the weather in {p} right now?",
-                "What's the weather like in {p}?",
-                "How warm is it in {p} at the moment?",
-                "Is it raining in {p} now?",
-                "Current weather for {p}, please.",
-                "How cold is it in {p} right now?",
-                "What's the temperature in {p} right now?",
-                "Tell me the current weather in {p}.",
-                "weather in {p} now",
-                "What are the conditions in {p} at the moment?",
-            ),
-            p=place,
-        )
+        q = say(rng, QUESTIONS, "current_weather", p=place)
         q = q.rstrip("?.") + unit_phrase + q[len(q.rstrip("?.")) :]
         args: dict[str, Any] = {"place": place}
         if imperial:
@@ -620,7 +516,7 @@ def weather_request(rng: random.Random) -> tuple[str, str, dict[str, Any], list[
         if imperial:
             args["units"] = "imperial"
         return q, "get_forecast", args, binds
-    q = _q(rng, ("Where is {p}?", "What are the coordinates of {p}?", "Find {p} on the map."), p=place)
+    q = say(rng, QUESTIONS, "geocode", p=place)
     return q, "geocode", {"place": place}, binds
 
 
