@@ -27,7 +27,7 @@ from typing import Any
 
 from grammar import special_tokens as st
 from model.training import values as V
-from model.training.bots import bot_answer, bot_example_parts, bot_response
+from model.training.bots import bot_answer, bot_example_parts, bot_response, say
 
 #: Default location of the Glaive schemas (relative to the repository root).
 from model.training.catalog import (
@@ -55,6 +55,10 @@ from model.training.render import (
     render_schema,
     strip_descriptions,
 )
+from model.training.tables import frozen, load
+
+#: The words of the dialogues (``tables/dialogue.json``): mention and answer templates, small talk, endings.
+DIALOGUE: dict[str, Any] = frozen(load("dialogue"))
 
 __all__ = [
     "GENERIC",
@@ -138,9 +142,9 @@ def _param_phrase(rng: random.Random, pname: str, kind: Kind, spoken: str, schem
     tmpl = rng.choice(kind.mentions)
     if schema.get("type") == "boolean":
         if spoken == "yes":
-            tmpl = rng.choice(("with {n} enabled", "{n}: yes", "and turn on {n}", "{n} set to true"))
+            tmpl = rng.choice(DIALOGUE["BOOL_ON"])
         else:
-            tmpl = rng.choice(("with {n} disabled", "{n}: no", "without {n}", "{n} set to false"))
+            tmpl = rng.choice(DIALOGUE["BOOL_OFF"])
     return tmpl.format(n=n, v=spoken)
 
 
@@ -211,11 +215,10 @@ def _request(rng: random.Random, tool: TrainingTool, args_phrases: list[str]) ->
         text = text[0].upper() + text[1:]
     if opener in ("Can you ", "Could you ", "Would you ") or text.startswith(("Can", "Could", "Would")):
         return text + "?"
-    return text + rng.choice((".", ".", "", "!", " please.", ", thanks."))
+    return text + rng.choice(DIALOGUE["ENDINGS"])
 
 
 def _response_for(rng: random.Random, tool: TrainingTool, args: dict[str, Any]) -> dict[str, Any]:
-    keys = ("result", "status", "value", "total", "count", "price", "temperature", "summary", "message", "id")
     if tool.domain in ("bot_weather", "bot_code"):
         try:
             return bot_response(rng, tool.name, args)
@@ -233,7 +236,7 @@ def _response_for(rng: random.Random, tool: TrainingTool, args: dict[str, Any]) 
             return {"text": f"def {V.identifier(rng)}():\n    return {rng.randint(0, 9)}"}
         return {"matches": [f"{V.file_path(rng)}:{rng.randint(1, 400)}" for _ in range(rng.randint(1, 3))]}
     out: dict[str, Any] = {}
-    for k in rng.sample(keys, rng.randint(1, 2)):
+    for k in rng.sample(DIALOGUE["RESPONSE_KEYS"], rng.randint(1, 2)):
         r = rng.random()
         out[k] = (
             rng.randint(0, 5000)
@@ -253,29 +256,15 @@ def _answer_from(rng: random.Random, responses: list[tuple[str, dict[str, Any]]]
         for k, v in resp.items():
             if isinstance(v, list):
                 v = ", ".join(map(str, v))
-            bits.append(
-                rng.choice((f"the {V.natural(k)} is {v}", f"{V.natural(k)}: {v}", f"{V.natural(k)} {v}"))
-            )
+            bits.append(say(rng, DIALOGUE, "ANSWER_PARTS", k=V.natural(k), v=v))
     body = "; ".join(bits) if rng.random() < 0.5 else ", ".join(bits)
-    pre = rng.choice(
-        ("", "Here is what I found: ", "Done. ", "Result: ", "According to the tool, ", "Sure: ")
-    )
+    pre = rng.choice(DIALOGUE["ANSWER_LEADS"])
     s = pre + body
     return s[0].upper() + s[1:] + "."
 
 
-SMALLTALK = (
-    ("Hi!", ("Hello! How can I help you today?", "Hi there, what can I do for you?")),
-    ("Hello", ("Hello! What can I help you with?",)),
-    ("Thanks a lot", ("You're welcome!", "Glad I could help.")),
-    ("Thank you!", ("You're welcome.", "Happy to help!")),
-    ("Who are you?", ("I'm an assistant that can answer questions and call tools for you.",)),
-    ("What can you do?", ("I can answer questions and use the tools I have been given to get things done.",)),
-    ("Good morning", ("Good morning! How can I help?",)),
-    ("Tell me a joke", ("Why did the developer go broke? Because he used up all his cache.",)),
-    ("Are you there?", ("Yes, I'm here. What do you need?",)),
-    ("ok", ("Let me know if you need anything else.",)),
-)
+#: Small talk: (message, possible answers), no tool needed.
+SMALLTALK: tuple[tuple[str, tuple[str, ...]], ...] = DIALOGUE["SMALLTALK"]
 
 
 def _no_tool(rng: random.Random) -> tuple[str, str]:
@@ -286,10 +275,8 @@ def _no_tool(rng: random.Random) -> tuple[str, str]:
     if r < 0.8:
         a, b = rng.randint(0, 99), rng.randint(0, 99)
         op, word, res = rng.choice((("+", "plus", a + b), ("-", "minus", a - b), ("*", "times", a * b)))
-        q = rng.choice(
-            (f"What is {a} {word} {b}?", f"What's {a} {op} {b}?", f"Compute {a} {op} {b} in your head.")
-        )
-        return q, rng.choice((f"{a} {word} {b} is {res}.", f"It's {res}.", f"{res}"))
+        q = say(rng, DIALOGUE, "ARITHMETIC_QUESTIONS", a=a, b=b, op=op, word=word)
+        return q, say(rng, DIALOGUE, "ARITHMETIC_ANSWERS", a=a, b=b, word=word, res=res)
     c = rng.choice(V.CITIES)
     if rng.random() < 0.5:
         return f"How many letters are in {c}?", f"{c} has {len(c.replace(' ', ''))} letters."
@@ -507,14 +494,7 @@ class Generator:
             if p != vary and not isinstance(args[p], list)
         ]
         n = V.natural(vary)
-        each = rng.choice(
-            (
-                f"for each of these {n}s: {listed}",
-                f"for {listed}",
-                f"with {n} {listed}",
-                f"{n} {listed}, one call each",
-            )
-        )
+        each = say(rng, DIALOGUE, "PARALLEL", n=n, listed=listed)
         text = f"{rng.choice(OPENERS)}{tool.action} {each}" + (f", {_join(rng, other)}" if other else "")
         text = text[0].upper() + text[1:] + "."
         tools = self._toolset([tool])
@@ -536,7 +516,7 @@ class Generator:
             reqs.append(_request(rng, t, phrases).rstrip(".!?"))
             calls.append((t.name, args))
             binds += [(t.name, k, v) for k, v in spoken.items()]
-        joiner = rng.choice((". Also, ", ", and also ", ". Then ", "; also "))
+        joiner = rng.choice(DIALOGUE["JOINERS"])
         second = reqs[1][0].lower() + reqs[1][1:] if joiner[-2] != "." else reqs[1]
         text = reqs[0] + joiner + second + "."
         tools = self._toolset([t1, t2], extra_max=2)
@@ -652,14 +632,7 @@ class Generator:
         if not others:
             return self._ex_no_tool()
         names = ", ".join(t.name for t in others)
-        answer = rng.choice(
-            (
-                "Sorry, none of my tools can do that.",
-                f"I can't help with that: my tools ({names}) don't cover it.",
-                "I don't have a tool for that request.",
-                f"That is outside what my tools can do. I can only use {names}.",
-            )
-        )
+        answer = say(rng, DIALOGUE, "DECLINE", names=names)
         msgs = [*self._system(), {"role": "user", "content": req}]
         return Example(msgs, [t.openai() for t in others], answer + st.TURN_END, "unanswerable", [])
 
