@@ -13,13 +13,14 @@ from pathlib import Path
 from typing import Any
 
 from model.training import values as V
-from model.training.bots import load_bot_tools
+from model.training.bots import BOT_TOOLS_PATH, load_bot_tools, say
 from model.training.kinds import (
     DOMAINS,
     GENERIC,
     KINDS,
     NUMERIC,
     QUOTED,
+    TOOL_WORDS,
     VERB_SPOKEN,
     Gen,
     Kind,
@@ -31,7 +32,11 @@ from model.training.kinds import (
     gen_int_list,
     gen_list_of,
     gen_str,
+    kind_of,
 )
+from model.training.tables import load
+
+_BOTS = load("bots")
 
 #: Default location of the Glaive schemas (relative to the repository root).
 
@@ -95,247 +100,54 @@ def generated_tool(rng: random.Random) -> TrainingTool:
     names = list(props)
     n_req = rng.randint(1, len(names)) if rng.random() < 0.8 else len(names)
     required = names[:n_req]
-    desc = rng.choice(
-        (
-            f"{verb.capitalize()} the {noun}.",
-            f"{verb.capitalize()} {noun} for the given inputs.",
-            f"Returns the {noun}.",
-            f"{verb.capitalize()} the {noun} using the given parameters.",
-        )
-    )
+    desc = say(rng, TOOL_WORDS, "DESCRIPTIONS", Verb=verb.capitalize(), noun=noun)
     params = {"type": "object", "properties": props, "required": required}
     spoken = rng.choice(VERB_SPOKEN.get(verb, (verb,)))
     action = f"{spoken} {rng.choice(('the ', '', 'the '))}{noun}"
     return TrainingTool(name, desc, params, kinds, action, domain)
 
 
-_PLACE_D = "Place name, e.g. 'Berlin' or 'Paris, France' (a country or region after a comma narrows it)."
-_UNITS_D = "'metric' (°C, km/h, mm) or 'imperial' (°F, mph, inch)."
+def _spoken_units(rng: random.Random) -> tuple[Any, str]:
+    """``metric`` or ``imperial``, spoken as ``bots.json``'s ``UNITS_SPOKEN`` say it ("in Fahrenheit")."""
+    u = rng.choice(("metric", "imperial"))
+    return u, rng.choice(_BOTS["UNITS_SPOKEN"][u])
 
 
-def _weather_kinds() -> dict[str, Kind]:
-    """The parameter kinds of the weather bot's tools (``tools.weather``)."""
-    place_k = Kind(("place",), {"type": "string"}, gen_str(V.place), ("in {v}", "for {v}", "at {v}", "{v}"))
-    units_k = Kind(
-        ("units",),
-        {"type": "string", "enum": ["metric", "imperial"]},
-        lambda r: (
-            lambda u: (
-                u,
-                r.choice(
-                    {
-                        "metric": ("in Celsius", "in metric units", "metric"),
-                        "imperial": ("in Fahrenheit", "in imperial units", "imperial"),
-                    }[u]
-                ),
-            )
-        )(r.choice(("metric", "imperial"))),
-        ("{v}",),
+def _pattern(rng: random.Random) -> str:
+    """A ``search_code`` pattern: an identifier, a TODO, an import or a definition."""
+    return rng.choice(
+        (
+            V.identifier(rng),
+            f"TODO {rng.choice(V.WORDS)}",
+            f"import {rng.choice(V.IDENT_PARTS)}",
+            f"def {V.identifier(rng)}",
+        )
     )
-    days_k = Kind(
-        ("days",),
-        {"type": "integer", "minimum": 1, "maximum": 16},
-        gen_int(1, 14, 0.3),
-        ("for the next {v} days", "for {v} days", "over {v} days"),
-    )
-    date_k = Kind(("date",), {"type": "string", "format": "date"}, gen_date, ("on {v}", "for {v}"))
-    count_k = Kind(
-        ("count",),
-        {"type": "integer", "minimum": 1, "maximum": 10},
-        gen_int(2, 10, 0.3),
-        ("top {v} matches", "{v} matches", "up to {v} results"),
-    )
-    return {"place": place_k, "units": units_k, "days": days_k, "date": date_k, "count": count_k}
-
-
-def _code_kinds() -> dict[str, Kind]:
-    """The parameter kinds of the code-search bot's tools (``tools.code_search``)."""
-    name_k = Kind(("name",), {"type": "string"}, gen_str(V.identifier), ("{v}", "`{v}`", "the symbol {v}"))
-    dkind_k = Kind(
-        ("kind",),
-        {"type": "string", "enum": ["any", "function", "class", "method"]},
-        gen_choice(("function", "class", "method")),
-        ("(a {v})", "{v} only", "which is a {v}"),
-    )
-    maxr_k = Kind(
-        ("max_results",),
-        {"type": "integer", "minimum": 1, "maximum": 50},
-        gen_int(1, 20, 0.2),
-        ("at most {v} results", "top {v}", "{v} results max"),
-    )
-    pattern_k = Kind(
-        ("pattern",),
-        {"type": "string"},
-        gen_str(
-            lambda r: r.choice(
-                (
-                    V.identifier(r),
-                    f"TODO {r.choice(V.WORDS)}",
-                    f"import {r.choice(V.IDENT_PARTS)}",
-                    f"def {V.identifier(r)}",
-                )
-            )
-        ),
-        ('"{v}"', "`{v}`", "the text {v}", "the pattern {v}"),
-    )
-    glob_k = Kind(
-        ("glob",),
-        {"type": "string"},
-        gen_str(lambda r: f"*.{r.choice(V.FILE_EXTS)}"),
-        ("in {v} files", "only {v}"),
-    )
-    case_k = Kind(("case_sensitive",), {"type": "boolean"}, gen_bool, ("{n}: {v}",))
-    ctx_k = Kind(
-        ("context_lines",),
-        {"type": "integer", "minimum": 0, "maximum": 10},
-        gen_int(0, 10, 0.2),
-        ("with {v} lines of context", "{v} context lines"),
-    )
-    path_k = Kind(("path",), {"type": "string"}, gen_str(V.file_path), ("{v}", "the file {v}"))
-    start_k = Kind(
-        ("start_line",),
-        {"type": "integer", "minimum": 1},
-        gen_int(1, 200, 0.0),
-        ("from line {v}", "starting at line {v}"),
-    )
-    end_k = Kind(
-        ("end_line",),
-        {"type": "integer", "minimum": 1},
-        gen_int(201, 600, 0.0),
-        ("to line {v}", "up to line {v}"),
-    )
-
-    return {
-        "name": name_k,
-        "dkind": dkind_k,
-        "maxr": maxr_k,
-        "pattern": pattern_k,
-        "glob": glob_k,
-        "case": case_k,
-        "ctx": ctx_k,
-        "path": path_k,
-        "start": start_k,
-        "end": end_k,
-    }
-
-
-def _spec(
-    name: str, desc: str, props: dict[str, tuple[Kind, str]], required: list[str], action: str, dom: str
-) -> TrainingTool:
-    return TrainingTool(
-        name,
-        desc,
-        {
-            "type": "object",
-            "properties": {k: {**kd.schema, "description": d} for k, (kd, d) in props.items()},
-            "required": required,
-        },
-        {k: kd for k, (kd, _) in props.items()},
-        action,
-        dom,
-    )
-
-
-def _weather_specs(w: dict[str, Kind]) -> list[TrainingTool]:
-    """``geocode``, ``get_current_weather``, ``get_forecast`` (the weather bot)."""
-    return [
-        _spec(
-            "geocode",
-            "Find the coordinates of a place by name.",
-            {
-                "place": (w["place"], _PLACE_D),
-                "count": (w["count"], "How many matching places to return, 1-10."),
-            },
-            ["place"],
-            "find the coordinates of",
-            "bot_weather",
-        ),
-        _spec(
-            "get_current_weather",
-            "Get the current weather at a place: temperature, precipitation, wind and conditions.",
-            {"place": (w["place"], _PLACE_D), "units": (w["units"], _UNITS_D)},
-            ["place"],
-            "get the current weather",
-            "bot_weather",
-        ),
-        _spec(
-            "get_forecast",
-            "Get the daily weather forecast at a place: min/max temperature, precipitation, wind and conditions.",
-            {
-                "place": (w["place"], _PLACE_D),
-                "days": (w["days"], "Number of forecast days, 1-16, starting today."),
-                "units": (w["units"], _UNITS_D),
-                "date": (
-                    w["date"],
-                    "A single day to forecast (YYYY-MM-DD) instead of a number of days; at most 15 days ahead.",
-                ),
-            },
-            ["place"],
-            "get the forecast",
-            "bot_weather",
-        ),
-    ]
-
-
-def _code_specs(c: dict[str, Kind]) -> list[TrainingTool]:
-    """``find_definition``, ``search_code``, ``read_file`` (the code-search bot)."""
-    return [
-        _spec(
-            "find_definition",
-            "Find where a function, class or method is defined in the repository.",
-            {
-                "name": (
-                    c["name"],
-                    "Name or part of a name of a function, class or method, e.g. 'load_bundle' or 'Agent.run'.",
-                ),
-                "kind": (c["dkind"], "Only this kind of definition: any, function, class or method."),
-                "max_results": (c["maxr"], "At most this many results, 1-50."),
-            },
-            ["name"],
-            "find the definition of",
-            "bot_code",
-        ),
-        _spec(
-            "search_code",
-            "Search the repository's files for a regular expression; returns file:line hits with context.",
-            {
-                "pattern": (c["pattern"], "Regular expression (Python syntax) to search for."),
-                "glob": (c["glob"], "Only files whose path matches this glob, e.g. '*.py'."),
-                "case_sensitive": (c["case"], "Match case exactly."),
-                "context_lines": (c["ctx"], "Lines of context around each hit, 0-10."),
-                "max_results": (c["maxr"], "At most this many hits, 1-100."),
-            },
-            ["pattern"],
-            "search the code for",
-            "bot_code",
-        ),
-        _spec(
-            "read_file",
-            "Read a range of lines of a file in the repository.",
-            {
-                "path": (c["path"], "File path relative to the repository root."),
-                "start_line": (c["start"], "First line to read (1-based)."),
-                "end_line": (c["end"], "Last line to read (inclusive); default start_line + 99."),
-            },
-            ["path"],
-            "read",
-            "bot_code",
-        ),
-    ]
 
 
 def bot_tools() -> list[TrainingTool]:
-    """The example bots' tools (``tools.weather``, ``tools.code_search``) with schemas mirroring their signatures."""
-    w, c = _weather_kinds(), _code_kinds()
-    specs = [*_weather_specs(w), *_code_specs(c)]
-    # The bundles' own declarations (the snapshot in bot_tools.json), so training sees what the bots send.
+    """The example bots' tools (``tools.weather``, ``tools.code_search``): their bundles' own declarations (the
+    snapshot in ``bot_tools.json``, so training sees what the bots send) with the parameter kinds, spoken actions
+    and domains of ``tables/bots.json``.
 
+    Raises:
+        KeyError: a tool of the table is missing from the snapshot.
+    """
+    own = {
+        "units": _spoken_units,
+        "pattern": gen_str(_pattern),
+        "glob": gen_str(lambda r: f"*.{r.choice(V.FILE_EXTS)}"),
+    }
+    kinds = {name: kind_of(name, e, own.get(name)) for name, e in _BOTS["KINDS"].items()}
     real = {t["function"]["name"]: t["function"] for d in load_bot_tools().values() for t in d["tools"]}
-    for sp in specs:
-        if sp.name in real:
-            sp.description = real[sp.name]["description"]
-            sp.parameters = real[sp.name]["parameters"]
-    return specs
+    out = []
+    for name, t in _BOTS["TOOLS"].items():
+        if name not in real:
+            raise KeyError(f"bot tool {name!r} of tables/bots.json is not in the snapshot {BOT_TOOLS_PATH}")
+        f = real[name]
+        params = {p: kinds[p] for p in t["params"]}
+        out.append(TrainingTool(name, f["description"], f["parameters"], params, t["action"], t["domain"]))
+    return out
 
 
 def _flat(s: dict[str, Any]) -> bool:

@@ -148,18 +148,26 @@ GENERIC = _templates(["*GENERIC"])
 NUMERIC = _templates(["*NUMERIC"])
 QUOTED = _templates(["*QUOTED"])
 
+
+def kind_of(name: str, entry: dict[str, Any], gen: Gen | None = None) -> Kind:
+    """The :class:`Kind` a table entry describes (``names``, default ``[name]``; ``schema``; ``gen``, see
+    :func:`gen_of`, or ``gen`` given here; ``mentions``, see :func:`_templates`; ``descs``, optional).
+
+    Raises:
+        ValueError: no generator, or an unknown one (the message names the kind).
+        KeyError: the entry lacks ``schema`` or ``mentions``.
+    """
+    if gen is None:
+        if "gen" not in entry:
+            raise ValueError(f"kind {name!r}: the table gives no generator and none was passed")
+        gen = gen_of(entry["gen"], f"kind {name!r}")
+    names = tuple(entry.get("names", (name,)))
+    return Kind(names, entry["schema"], gen, _templates(entry["mentions"]), tuple(entry.get("descs", ())))
+
+
 #: The parameter kinds of generated tools (``tables/kinds.json``: names, schema, generator, mentions,
 #: descriptions).
-KINDS: dict[str, Kind] = {
-    name: Kind(
-        tuple(e["names"]),
-        e["schema"],
-        gen_of(e["gen"], f"kinds.json: kind {name!r}"),
-        _templates(e["mentions"]),
-        tuple(e.get("descs", ())),
-    )
-    for name, e in _T["KINDS"].items()
-}
+KINDS: dict[str, Kind] = {name: kind_of(name, e) for name, e in _T["KINDS"].items()}
 
 
 def _domains() -> dict[str, tuple[tuple[str, ...], tuple[str, ...], tuple[str, ...], tuple[str, ...]]]:
@@ -184,4 +192,6 @@ DOMAINS = _domains()
 #: How each domain verb is spoken in a request.
 VERB_SPOKEN: dict[str, tuple[str, ...]] = {verb: tuple(s) for verb, s in _T["VERB_SPOKEN"].items()}
 OPENERS = words("kinds", "OPENERS")
+#: Description templates of generated tools (``{Verb}``, ``{noun}``).
+TOOL_WORDS: dict[str, tuple[str, ...]] = {"DESCRIPTIONS": words("kinds", "TOOL_DESCRIPTIONS")}
 SYSTEM_PROMPTS = words("kinds", "SYSTEM_PROMPTS")
