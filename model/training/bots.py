@@ -35,6 +35,10 @@ CONDITIONS = words("bots", "CONDITIONS")
 #: Question and answer templates (``str.format``, fields named by each call of :func:`say`), by purpose.
 QUESTIONS: dict[str, tuple[str, ...]] = frozen(load("bots")["QUESTIONS"])
 ANSWERS: dict[str, tuple[str, ...]] = frozen(load("bots")["ANSWERS"])
+#: Pieces of code search results (top directories, class bases, arguments, return annotations).
+CODE: dict[str, tuple[str, ...]] = frozen(load("bots")["CODE"])
+#: Pieces of weather results and requests (regions, country codes, time zones, imperial-unit phrases).
+PLACES: dict[str, tuple[str, ...]] = frozen(load("bots")["PLACES"])
 
 #: Questions the end-to-end tests ask; never generated.
 TEST_QUESTIONS = frozenset(
@@ -95,9 +99,7 @@ def identifier(rng: random.Random) -> str:
 
 def source_path(rng: random.Random, ext: str = "py") -> str:
     """A repository path such as ``agentkit/backends/openai.py`` or ``tests/test_cache.py``."""
-    top = rng.choice(
-        ("src", "lib", "app", "core", "pkg", "tests", "agentkit", "model", "tools", "server", "utils")
-    )
+    top = rng.choice(CODE["TOP_DIRS"])
     depth = rng.choice((0, 0, 1, 1, 2))
     dirs = [rng.choice(CODE_WORDS) + rng.choice(("", "s")) for _ in range(depth)]
     stem = "_".join(rng.sample(CODE_WORDS, rng.choice((1, 1, 2))))
@@ -116,13 +118,11 @@ def _kind_of(name: str) -> str:
 def _signature(name: str, kind: str, rng: random.Random) -> str:
     bare = name.split(".")[-1]
     if kind == "class":
-        return f"class {bare}" + rng.choice(("", "(BaseModel)", "(Exception)", "(Protocol)"))
-    args = rng.sample(
-        ("self", "path", "n", "value", "config", "items", "timeout", "name", "data"), rng.randint(0, 3)
-    )
+        return f"class {bare}" + rng.choice(CODE["CLASS_BASES"])
+    args = rng.sample(CODE["ARGUMENTS"], rng.randint(0, 3))
     if kind == "method" and "self" not in args:
         args = ["self", *args]
-    ret = rng.choice(("", " -> None", " -> str", " -> int", " -> dict", " -> bool", " -> list[str]"))
+    ret = rng.choice(CODE["RETURNS"])
     return f"def {bare}({', '.join(args)}){ret}"
 
 
@@ -267,15 +267,13 @@ def _place_info(rng: random.Random, place: str) -> dict[str, Any]:
     name = place.split(",")[0].strip()
     return {
         "name": name,
-        "region": rng.choice(
-            ("", f"Land {name}", f"{name} Region", "Île-de-France", "California", "Ontario")
-        ),
+        "region": say(rng, PLACES, "REGIONS", name=name),
         "country": rng.choice(V.COUNTRIES),
-        "country_code": rng.choice(("DE", "FR", "US", "GB", "IT", "ES", "JP", "BR", "IN", "CA")),
+        "country_code": rng.choice(PLACES["COUNTRY_CODES"]),
         "latitude": round(rng.uniform(-60, 70), 5),
         "longitude": round(rng.uniform(-170, 170), 5),
         "elevation": float(rng.randint(0, 2500)),
-        "timezone": rng.choice(("Europe/Berlin", "Europe/Paris", "America/New_York", "Asia/Tokyo", "GMT")),
+        "timezone": rng.choice(PLACES["TIMEZONES"]),
         "population": rng.randint(2000, 9000000),
     }
 
@@ -499,7 +497,7 @@ def weather_request(rng: random.Random) -> tuple[str, str, dict[str, Any], list[
     """A weather question: ``(question, tool, arguments, [(parameter, spoken)])``."""
     place = V.place(rng)
     imperial = rng.random() < 0.2
-    unit_phrase = rng.choice((" in Fahrenheit", " in imperial units", " in °F")) if imperial else ""
+    unit_phrase = rng.choice(PLACES["IMPERIAL"]) if imperial else ""
     r = rng.random()
     binds = [("place", place)]
     if r < 0.45:
