@@ -2,15 +2,15 @@
 
 On CUDA, in one run (< 2 minutes on an H200 including Triton compiles):
 
-1. Correctness of the compiled kernel: Triton Philox bits vs the PyTorch emulation; ``sample_triton`` vs
-   ``sample_reference`` on [64, 262144] fp32 / bf16 logits with a bitmask, -inf logits, rows forced to one
+1. Correctness of the compiled kernel: Triton Philox bits vs the PyTorch emulation; ``fused_sample``'s
+   Triton kernel vs its reference on [64, 262144] fp32 / bf16 logits with a bitmask, -inf logits, rows forced to one
    token and per-row temperatures (argmax exact, samples identical, entropy / max_prob errors); a chi-square
    test of 200k kernel samples against the softmax.
 2. Speed on canvas logits [1, 256, 262144] and [16, 256, 262144] (fp32, bf16):
    * ``kernel_us``: device time of the two launches (CUDA-graph replay, else back-to-back launches),
      giving achieved read bandwidth ``logits bytes / kernel_us`` against a measured device-to-device copy of
      the same tensor (``2 * bytes / copy_us``, read + write);
-   * ``call_us``: one ``sample_triton`` call end to end (host overhead + the validity sync), per-call CUDA
+   * ``call_us``: one ``fused_sample(kernel="triton")`` call end to end (host overhead + the validity sync), per-call CUDA
      events, plus the [B, C] entropy sort the runtime needs for the entropy-bound rule;
    * ``reference_us``: the torch sequence of transformers' DiffusionGemma denoising step
      (``generation_diffusion_gemma.py``: ``_denoising_step`` = temperature divide, softmax, multinomial,
@@ -85,7 +85,7 @@ def reference_step(logits: torch.Tensor, temperature: float, entropy_bound: floa
 def fused_step(logits: torch.Tensor, temperature: float, entropy_bound: float = 0.1) -> Any:
     """The same step with the fused kernel (plus the tiny [B, C] sort of the entropy-bound rule)."""
     batch, canvas, vocab = logits.shape
-    out = S.sample_triton(logits.view(-1, vocab), temperature)
+    out = S.fused_sample(logits.view(-1, vocab), temperature, kernel="triton")
     entropy = out.entropy.view(batch, canvas)
     sorted_entropy, sorted_idx = torch.sort(entropy, dim=-1, descending=False)
     accept = torch.cumsum(sorted_entropy, dim=-1) - sorted_entropy <= entropy_bound
@@ -223,8 +223,8 @@ def gpu_checks(quick: bool, dev: str = "cuda", vocab_big: int = VOCAB, rows: int
         temps[4] = 0.0
         # one compile per configuration: Triton compiles cost seconds each
         for x, temperature, mask in ((with_inf, TEMPERATURE, None), (logits, temps, bitmask)):
-            kern = S.sample_triton(x, temperature, bitmask=mask, seed=7, offset=3)
-            ref = S.sample_reference(x, temperature, bitmask=mask, seed=7, offset=3)
+            kern = S.fused_sample(x, temperature, bitmask=mask, seed=7, offset=3, kernel="triton")
+            ref = S.fused_sample(x, temperature, bitmask=mask, seed=7, offset=3, kernel="reference")
             worst["argmax_match"] = min(
                 worst["argmax_match"], float((kern.argmax == ref.argmax).float().mean())
             )
@@ -246,7 +246,7 @@ def gpu_checks(quick: bool, dev: str = "cuda", vocab_big: int = VOCAB, rows: int
     base = torch.randn(vocab, device=dev, generator=gen) * 2
     allowed = torch.rand(vocab, device=dev, generator=gen) < 0.8
     mask = pack_bitmask(allowed[None, :]).expand(n, -1)
-    out = S.sample_triton(base.expand(n, vocab), TEMPERATURE, bitmask=mask, seed=11, offset=0)
+    out = S.fused_sample(base.expand(n, vocab), TEMPERATURE, bitmask=mask, seed=11, offset=0, kernel="triton")
     probs = torch.softmax((base / TEMPERATURE).masked_fill(~allowed, float("-inf")), -1)
     checks["chi2_pvalue"] = chi2_pvalue(out.sample, probs)
     checks["chi2_samples"] = n
@@ -397,7 +397,7 @@ def bench_cpu(quick: bool) -> dict[str, Any]:
             reference_step(logits, TEMPERATURE)
             t_ref.append(time.perf_counter() - t)
             t = time.perf_counter()
-            S.sample_reference(flat, TEMPERATURE)
+            S.fused_sample(flat, TEMPERATURE, kernel="reference")
             t_fused.append(time.perf_counter() - t)
         results.append(
             {

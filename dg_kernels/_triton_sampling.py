@@ -1,5 +1,6 @@
 # mypy: disallow-untyped-defs=False
-"""Triton kernels behind :func:`dg_kernels.sampling.sample_triton` (imported lazily: triton is optional).
+"""Triton kernels behind ``dg_kernels.sampling.fused_sample(kernel="triton")`` (imported lazily: triton is
+optional).
 
 Set ``TRITON_INTERPRET=1`` before triton is first imported to run them on CPU tensors with Triton's
 interpreter (the tests do this).
@@ -18,7 +19,8 @@ Two launches per call:
    max, and the inverse-CDF search for ``u0 * s``, done in (lane, k, j) order: a scan over the ``LANES``
    lane totals, then a thread-local scan over ``k`` inside the chosen lane. The argmax chunk and the sampled chunk (``CHUNK`` logits each, cache hits)
    are re-read to pick the exact token. Per granule it writes ``m, s, t``, the argmax, the sample and the
-   Gumbel score ``m + log2(s) + log2(e) * Gumbel(u1)``; ``u0, u1`` are words 0 and 1 of one Philox-4x32-10
+   Gumbel score ``m + log2(s) + log2(e) * Gumbel(u1)`` (planes of a float32 ``[4, R, G]`` buffer: m, s, t,
+   score; and of an int32 ``[2, R, G]`` one: argmax, sample; ``plane = R * G``); ``u0, u1`` are words 0 and 1 of one Philox-4x32-10
    call (Salmon et al., SC 2011) with key ``seed`` and counter ``(granule, row, offset lo, offset hi)``.
    Forbidden and out-of-range tokens read as ``NEG_SENTINEL`` (-1e30, finite) so that ``e * d`` needs no
    clamp; an allowed ``-inf`` logit makes ``t`` NaN, reported as code -3, and the host reruns with
@@ -96,12 +98,9 @@ def _granule_kernel(
     G,
     seed,
     offset,
-    pm_ptr,
-    ps_ptr,
-    pt_ptr,
-    pscore_ptr,
-    pamax_ptr,
-    psidx_ptr,
+    fpart_ptr,
+    ipart_ptr,
+    plane,
     GRANULE: tl.constexpr,
     LANES: tl.constexpr,
     CHUNK: tl.constexpr,
@@ -203,22 +202,20 @@ def _granule_kernel(
     score = tl.where(s_g > 0.0, m + tl.log2(s_g) + gumbel * LOG2E, float("-inf"))
 
     p = row64 * G + g
-    tl.store(pm_ptr + p, m)
-    tl.store(ps_ptr + p, s_g)
-    tl.store(pt_ptr + p, t_g)
-    tl.store(pscore_ptr + p, score)
-    tl.store(pamax_ptr + p, amax)
-    tl.store(psidx_ptr + p, sidx)
+    plane64 = tl.to_tensor(plane).to(tl.int64)
+    tl.store(fpart_ptr + p, m)
+    tl.store(fpart_ptr + plane64 + p, s_g)
+    tl.store(fpart_ptr + 2 * plane64 + p, t_g)
+    tl.store(fpart_ptr + 3 * plane64 + p, score)
+    tl.store(ipart_ptr + p, amax)
+    tl.store(ipart_ptr + plane64 + p, sidx)
 
 
 @triton.jit
 def _combine_kernel(
-    pm_ptr,
-    ps_ptr,
-    pt_ptr,
-    pscore_ptr,
-    pamax_ptr,
-    psidx_ptr,
+    fpart_ptr,
+    ipart_ptr,
+    plane,
     temp_ptr,
     G,
     argmax_ptr,
@@ -233,10 +230,11 @@ def _combine_kernel(
     gi = tl.arange(0, G_POW2)
     ok = gi < G
     base = row64 * G
-    m = tl.load(pm_ptr + base + gi, mask=ok, other=float("-inf"))
-    s = tl.load(ps_ptr + base + gi, mask=ok, other=0.0)
-    t = tl.load(pt_ptr + base + gi, mask=ok, other=0.0)
-    score = tl.load(pscore_ptr + base + gi, mask=ok, other=float("-inf"))
+    plane64 = tl.to_tensor(plane).to(tl.int64)
+    m = tl.load(fpart_ptr + base + gi, mask=ok, other=float("-inf"))
+    s = tl.load(fpart_ptr + plane64 + base + gi, mask=ok, other=0.0)
+    t = tl.load(fpart_ptr + 2 * plane64 + base + gi, mask=ok, other=0.0)
+    score = tl.load(fpart_ptr + 3 * plane64 + base + gi, mask=ok, other=float("-inf"))
 
     big_m = tl.max(m, 0)
     alpha = tl.where(m == float("-inf"), 0.0, tl.exp2(m - big_m))
@@ -248,9 +246,9 @@ def _combine_kernel(
 
     g_arg = tl.min(tl.where(m == big_m, gi, G_POW2), 0)
     g_arg = tl.where(g_arg < G, g_arg, 0)
-    argmax = tl.load(pamax_ptr + base + g_arg).to(tl.int64)
+    argmax = tl.load(ipart_ptr + base + g_arg).to(tl.int64)
     _best, g_smp = tl.max(score, 0, return_indices=True, return_indices_tie_break_left=True)
-    sample = tl.load(psidx_ptr + base + g_smp).to(tl.int64)
+    sample = tl.load(ipart_ptr + plane64 + base + g_smp).to(tl.int64)
 
     s_ok = (big_s >= 0.5) & (big_s < float("inf")) & (big_m < float("inf"))
     if PER_ROW_TEMP:

@@ -2,8 +2,8 @@
 
 The fused sampling kernel draws its random numbers with Triton's Philox (Salmon, Moraes, Dror & Shaw,
 "Parallel random numbers: as easy as 1, 2, 3", SC 2011). This module evaluates the same function with
-int64 tensor arithmetic so the PyTorch reference (:func:`dg_kernels.sampling.sample_reference`) reproduces
-the kernel's random bits exactly, on any device. It is meant for a few counters per row (one per vocabulary
+int64 tensor arithmetic so the PyTorch reference (``dg_kernels.sampling.fused_sample(kernel="reference")``)
+reproduces the kernel's random bits exactly, on any device. It is meant for a few counters per row (one per vocabulary
 granule), not one per logit: each call costs ~150 elementwise tensor operations.
 """
 

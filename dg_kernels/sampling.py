@@ -7,14 +7,13 @@ acceptance rule and the confidence stop) and its largest probability.
 
 Public API:
 
-* :func:`sample_reference`: PyTorch implementation (any device), the oracle of the tests and the path
-  used on CPU.
-* :func:`sample_triton`: the fused Triton kernel (CUDA tensors; CPU tensors only under
-  ``TRITON_INTERPRET=1``). It reads the logits exactly once.
-* :func:`fused_sample`: dispatch, Triton on CUDA when triton imports, the reference elsewhere.
+* :func:`fused_sample`: the step, by one of two kernels: ``kernel="triton"``, the fused Triton kernel (CUDA
+  tensors; CPU tensors only under ``TRITON_INTERPRET=1``), which reads the logits exactly once;
+  ``kernel="reference"``, the PyTorch implementation (any device), the oracle of the tests and the path used
+  on CPU; ``kernel="auto"`` (default): Triton on CUDA when triton imports, the reference elsewhere.
 * :func:`entropy_reference`: entropy alone.
 
-Semantics shared by all three:
+Semantics shared by both kernels:
 
 * Tempered logits ``x = logits / max(temperature, MIN_TEMPERATURE)`` (computed in float32, in base 2 as
   ``logits * (log2(e) / T)``); tokens the bitmask forbids, and logits <= -1e30, count as ``-inf``.
@@ -31,7 +30,7 @@ Semantics shared by all three:
   wins (the Gumbel-max trick, Gumbel 1954 / Maddison et al. 2014, over granule masses). Choosing a granule
   with probability proportional to its mass, then a token by its conditional probability, is exactly a draw
   from ``softmax(x)``, with two random numbers per 4096 logits instead of one per logit (per-logit Philox
-  would make the kernel compute bound). :func:`sample_reference` evaluates the same Philox bits
+  would make the kernel compute bound). The reference evaluates the same Philox bits
   (:mod:`dg_kernels.philox`) and the same construction, so it returns the kernel's samples except where float32
   rounding differs at a CDF boundary (about one draw in a million). Use a new ``offset`` (e.g. the step
   number) or ``seed`` for each draw of the same rows.
@@ -55,12 +54,11 @@ from dg_kernels.philox import philox4x32, uniform_open01
 
 __all__ = [
     "GRANULE",
+    "KERNELS",
     "MIN_TEMPERATURE",
     "SampleOutput",
     "entropy_reference",
     "fused_sample",
-    "sample_reference",
-    "sample_triton",
     "triton_available",
 ]
 
@@ -341,23 +339,15 @@ def _entropy_max_prob(x2: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
     return entropy, logp.amax(-1).exp()
 
 
-def _sample_reference(
-    logits: torch.Tensor,
-    temperature: float | torch.Tensor,
-    *,
-    bitmask: torch.Tensor | None,
-    seed: int,
-    offset: int,
-    granule: _Granule = _DEFAULT_GRANULE,
-) -> SampleOutput:
-    p = _prepare("sample_reference", logits, temperature, bitmask, seed, offset)
+def _sample_reference(p: _Prepared, granule: _Granule = _DEFAULT_GRANULE) -> SampleOutput:
+    """The PyTorch reference on checked inputs (several passes over the logits; any device)."""
     dev = p.logits.device
     if p.rows == 0:
         empty_i = torch.empty(0, dtype=torch.int64, device=dev)
         empty_f = torch.empty(0, dtype=torch.float32, device=dev)
         return SampleOutput(empty_i, empty_i.clone(), empty_f, empty_f.clone())
     raw, x2 = _masked_and_tempered2(p)
-    _check_rows("sample_reference", x2, p.temp)
+    _check_rows("fused_sample", x2, p.temp)
     entropy, max_prob = _entropy_max_prob(x2)
     return SampleOutput(
         argmax=raw.argmax(-1),
@@ -365,40 +355,6 @@ def _sample_reference(
         entropy=entropy,
         max_prob=max_prob,
     )
-
-
-def sample_reference(
-    logits: torch.Tensor,
-    temperature: float | torch.Tensor,
-    *,
-    bitmask: torch.Tensor | None = None,
-    seed: int = 0,
-    offset: int = 0,
-) -> SampleOutput:
-    """PyTorch reference of the fused sampling step (several passes over the logits; any device).
-
-    Args:
-        logits: [R, V] float32, bfloat16 or float16 (flatten [batch, canvas, vocab] to [batch * canvas,
-            vocab]); any device, any row stride.
-        temperature: a float >= 0, or a [R] floating tensor of per-row temperatures; values below
-            :data:`MIN_TEMPERATURE` are clamped to it.
-        bitmask: optional [R, ceil(V / 32)] int32 in llguidance's packed layout: bit ``j`` of word ``w``
-            allows token ``32 * w + j``; bits past ``V`` are ignored. Same device as ``logits``.
-        seed: Philox key, ``0 <= seed < 2**63``.
-        offset: Philox counter offset, ``0 <= offset < 2**63``; use a different one per draw (e.g. the step).
-
-    Returns:
-        :class:`SampleOutput` with [R] int64 ``argmax`` and ``sample``, [R] float32 ``entropy`` (nats)
-        and ``max_prob``, on the logits' device. The sample is the same as :func:`sample_triton`'s for the
-        same ``(seed, offset)`` except at rare float32 rounding ties.
-
-    Raises:
-        ValueError: wrong shapes / dtypes / devices, negative or NaN scalar temperature, seed or offset out
-            of range, a row without any allowed finite logit, a row with a NaN or +inf allowed logit or a
-            NaN / negative per-row temperature.
-        TypeError: logits not a tensor, temperature neither float nor tensor, non-int seed / offset.
-    """
-    return _sample_reference(logits, temperature, bitmask=bitmask, seed=seed, offset=offset)
 
 
 def entropy_reference(logits: torch.Tensor, temperature: float | torch.Tensor) -> torch.Tensor:
@@ -414,7 +370,7 @@ def entropy_reference(logits: torch.Tensor, temperature: float | torch.Tensor) -
         float32 tensor of shape ``logits.shape[:-1]``.
 
     Raises:
-        ValueError: as :func:`sample_reference` (bad shapes, rows without a finite logit, NaN / +inf).
+        ValueError: as :func:`fused_sample` (bad shapes, rows without a finite logit, NaN / +inf).
     """
     if not isinstance(logits, torch.Tensor) or logits.dim() < 1:
         raise ValueError("entropy_reference: logits must be a tensor with a vocabulary dimension")
@@ -452,7 +408,7 @@ def _triton_module() -> ModuleType:
             _TRITON_ERROR = exc
     if _TRITON is None:
         raise ImportError(
-            f"sample_triton needs triton (pip install 'agentkit[gpu]'): {_TRITON_ERROR!r}"
+            f"the Triton sampling kernel needs triton (pip install 'agentkit[gpu]'): {_TRITON_ERROR!r}"
         ) from _TRITON_ERROR
     return _TRITON
 
@@ -505,12 +461,9 @@ def _launch_triton(
         n_gran,
         p.seed,
         p.offset,
-        fparts[0],
-        fparts[1],
-        fparts[2],
-        fparts[3],
-        iparts[0],
-        iparts[1],
+        fparts,
+        iparts,
+        rows * n_gran,
         GRANULE=granule.size,
         LANES=granule.lanes,
         CHUNK=granule.chunk,
@@ -524,12 +477,9 @@ def _launch_triton(
     )
     g_pow2 = max(16, 1 << (n_gran - 1).bit_length())
     mod._combine_kernel[(rows,)](
-        fparts[0],
-        fparts[1],
-        fparts[2],
-        fparts[3],
-        iparts[0],
-        iparts[1],
+        fparts,
+        iparts,
+        rows * n_gran,
         temp_arg,
         n_gran,
         argmax,
@@ -544,22 +494,15 @@ def _launch_triton(
 
 
 def _sample_triton(
-    logits: torch.Tensor,
-    temperature: float | torch.Tensor,
-    *,
-    bitmask: torch.Tensor | None,
-    seed: int,
-    offset: int,
-    granule: _Granule = _DEFAULT_GRANULE,
-    num_warps: int | None = None,
-    check: bool = True,
+    p: _Prepared, *, granule: _Granule = _DEFAULT_GRANULE, num_warps: int | None = None, check: bool = True
 ) -> SampleOutput:
+    """The Triton kernels on checked inputs; ``check=False`` skips the validity sync (invalid rows then carry
+    negative codes, see :func:`_launch_triton`)."""
     mod = _triton_module()
-    p = _prepare("sample_triton", logits, temperature, bitmask, seed, offset)
     if not p.logits.is_cuda and not _interpreted(mod):
         raise ValueError(
-            f"sample_triton: logits are on {p.logits.device}; the Triton kernel needs CUDA tensors "
-            "(or TRITON_INTERPRET=1 set before triton is imported); use fused_sample or sample_reference"
+            f"fused_sample: logits are on {p.logits.device}; the Triton kernel needs CUDA tensors "
+            "(or TRITON_INTERPRET=1 set before triton is imported); use kernel='auto' or 'reference'"
         )
     argmax, sample, entropy, max_prob = _launch_triton(p, granule=granule, num_warps=num_warps)
     low = int(argmax.min()) if check and p.rows > 0 else 0  # one device->host sync
@@ -578,37 +521,12 @@ def _sample_triton(
                 f"rows {_row_list(empty)} have no allowed token with a finite logit "
                 "(the bitmask forbids every token, or every allowed logit is -inf)"
             )
-        raise ValueError("sample_triton: " + "; ".join(parts))
+        raise ValueError("fused_sample: " + "; ".join(parts))
     return SampleOutput(argmax=argmax, sample=sample, entropy=entropy, max_prob=max_prob)
 
 
-def sample_triton(
-    logits: torch.Tensor,
-    temperature: float | torch.Tensor,
-    *,
-    bitmask: torch.Tensor | None = None,
-    seed: int = 0,
-    offset: int = 0,
-) -> SampleOutput:
-    """Fused Triton sampling: reads the [R, V] logits once and returns argmax, sample, entropy, max prob.
-
-    Two launches: a granule kernel (one program per row and :data:`GRANULE`-token granule: max, argmax,
-    sum of exponentials, entropy term, in-granule sample and Gumbel score) and a per-row combine
-    (online-softmax merge, Milakov & Gimelshein 2018; Gumbel-max over granules); see
-    ``dg_kernels/_triton_sampling.py``. Arguments, results and errors are those of :func:`sample_reference`;
-    the outputs agree with it (argmax exactly, entropy and max_prob to float32 rounding, samples identical
-    except at rare rounding ties).
-
-    One device-to-host synchronisation per call checks for invalid rows (so the call cannot be captured in a
-    CUDA graph). Rows with an allowed ``-inf`` logit trigger a second, clamped launch (logits processors
-    rarely produce ``-inf``; bitmask-forbidden tokens never do).
-
-    Raises:
-        ImportError: triton is not installed.
-        ValueError: as :func:`sample_reference`, and CPU tensors unless ``TRITON_INTERPRET=1`` was set
-            before triton was imported.
-    """
-    return _sample_triton(logits, temperature, bitmask=bitmask, seed=seed, offset=offset)
+#: Names :func:`fused_sample` accepts for ``kernel``.
+KERNELS = ("auto", "triton", "reference")
 
 
 def fused_sample(
@@ -618,12 +536,48 @@ def fused_sample(
     bitmask: torch.Tensor | None = None,
     seed: int = 0,
     offset: int = 0,
+    kernel: str = "auto",
 ) -> SampleOutput:
-    """Sample a denoising step: :func:`sample_triton` for CUDA logits when triton imports, else
-    :func:`sample_reference`. Arguments, results and errors as :func:`sample_reference`. (To force the
-    reference on CUDA, call it directly, or pass ``sampler="reference"`` to :func:`model.runtime.generate`.)
+    """Sample a denoising step: argmax, sample, entropy and max probability of the [R, V] logits.
+
+    ``kernel="triton"``: the fused Triton kernels, which read the logits once. Two launches: a granule kernel
+    (one program per row and :data:`GRANULE`-token granule: max, argmax, sum of exponentials, entropy term,
+    in-granule sample and Gumbel score) and a per-row combine (online-softmax merge, Milakov & Gimelshein
+    2018; Gumbel-max over granules); see ``dg_kernels/_triton_sampling.py``. One device-to-host
+    synchronisation per call checks for invalid rows (so the call cannot be captured in a CUDA graph). Rows
+    with an allowed ``-inf`` logit trigger a second, clamped launch (logits processors rarely produce
+    ``-inf``; bitmask-forbidden tokens never do). ``kernel="reference"``: the PyTorch reference (several
+    passes; any device), the oracle of the tests. The two agree: argmax exactly, entropy and max_prob to
+    float32 rounding, samples identical except at rare rounding ties. ``kernel="auto"``: Triton for CUDA
+    logits when triton imports, else the reference. (To force the reference on CUDA, pass
+    ``sampler="reference"`` to :func:`model.runtime.generate`.)
+
+    Args:
+        logits: [R, V] float32, bfloat16 or float16 (flatten [batch, canvas, vocab] to [batch * canvas,
+            vocab]); any device, any row stride.
+        temperature: a float >= 0, or a [R] floating tensor of per-row temperatures; values below
+            :data:`MIN_TEMPERATURE` are clamped to it.
+        bitmask: optional [R, ceil(V / 32)] int32 in llguidance's packed layout: bit ``j`` of word ``w``
+            allows token ``32 * w + j``; bits past ``V`` are ignored. Same device as ``logits``.
+        seed: Philox key, ``0 <= seed < 2**63``.
+        offset: Philox counter offset, ``0 <= offset < 2**63``; use a different one per draw (e.g. the step).
+        kernel: one of :data:`KERNELS`.
+
+    Returns:
+        :class:`SampleOutput` with [R] int64 ``argmax`` and ``sample``, [R] float32 ``entropy`` (nats)
+        and ``max_prob``, on the logits' device.
+
+    Raises:
+        ValueError: wrong shapes / dtypes / devices, negative or NaN scalar temperature, seed or offset out
+            of range, a row without any allowed finite logit, a row with a NaN or +inf allowed logit or a
+            NaN / negative per-row temperature, an unknown ``kernel``; ``"triton"`` on CPU tensors unless
+            ``TRITON_INTERPRET=1`` was set before triton was imported.
+        TypeError: logits not a tensor, temperature neither float nor tensor, non-int seed / offset.
+        ImportError: ``kernel="triton"`` without triton installed.
     """
-    use_triton = isinstance(logits, torch.Tensor) and logits.is_cuda and triton_available()
-    if use_triton:
-        return sample_triton(logits, temperature, bitmask=bitmask, seed=seed, offset=offset)
-    return sample_reference(logits, temperature, bitmask=bitmask, seed=seed, offset=offset)
+    if kernel not in KERNELS:
+        raise ValueError(f"fused_sample: kernel must be one of {', '.join(KERNELS)}, got {kernel!r}")
+    p = _prepare("fused_sample", logits, temperature, bitmask, seed, offset)
+    if kernel == "triton" or (kernel == "auto" and p.logits.is_cuda and triton_available()):
+        return _sample_triton(p)
+    return _sample_reference(p)

@@ -240,6 +240,8 @@ def test_the_binder_changes_the_constraint_only_and_only_when_asked(monkeypatch)
     assert seen[-1][0].parameters["required"] == ["place"]
     cm.prepare(msgs, [WEATHER])  # no binder: the tools as given
     assert seen[-1] == [WEATHER]
+    with pytest.raises(TypeError, match=r"unknown turn option\(s\) \['max_tokens'\]"):
+        cm.chat(msgs, [WEATHER], max_tokens=5)
 
 
 def test_decoding_file_refuses_a_non_boolean_bind_values(tmp_path):

@@ -106,7 +106,7 @@ def test_reference_matches_torch(dtype):
     logits = (torch.randn(12, 500, generator=g) * 4).to(dtype)
     temps = torch.rand(12, generator=g) + 0.3
     for temperature in (0.7, temps):
-        out = S.sample_reference(logits, temperature, seed=3)
+        out = S.fused_sample(logits, temperature, seed=3, kernel="reference")
         t = temperature if isinstance(temperature, float) else temperature[:, None]
         x = logits.float() / t
         ent = torch.distributions.Categorical(logits=x).entropy()
@@ -118,7 +118,7 @@ def test_reference_matches_torch(dtype):
         assert bool(((out.sample >= 0) & (out.sample < 500)).all())
     assert torch.equal(
         S.entropy_reference(logits.view(3, 4, 500), 0.7),
-        S.sample_reference(logits, 0.7).entropy.view(3, 4),
+        S.fused_sample(logits, 0.7, kernel="reference").entropy.view(3, 4),
     )
 
 
@@ -131,7 +131,7 @@ def test_reference_bitmask_and_forced_rows():
     allowed[1] = False
     allowed[1, 5] = True
     logits[1, 5] = -50.0  # the only allowed token has a very low logit
-    out = S.sample_reference(logits, 1.3, bitmask=pack_bitmask(allowed), seed=9)
+    out = S.fused_sample(logits, 1.3, bitmask=pack_bitmask(allowed), seed=9, kernel="reference")
     x = (logits / 1.3).masked_fill(~allowed, NEG_INF)
     torch.testing.assert_close(out.entropy, torch.distributions.Categorical(logits=x).entropy())
     assert torch.equal(out.argmax, x.argmax(-1))
@@ -143,7 +143,7 @@ def test_reference_bitmask_and_forced_rows():
 def test_reference_neg_inf_and_tiny_temperature():
     logits = torch.tensor([[NEG_INF, 2.0, 1.999, NEG_INF, 0.0], [NEG_INF, NEG_INF, NEG_INF, 7.0, NEG_INF]])
     for t in (0.0, 1e-9, 1e-4):
-        out = S.sample_reference(logits, t, seed=1)
+        out = S.fused_sample(logits, t, seed=1, kernel="reference")
         assert out.argmax.tolist() == [1, 3] and out.sample.tolist() == [1, 3]
         assert not bool(out.entropy.isnan().any())
         # at T = 1e-4 the 0.001 gap is 10 nats: p(token 2) = e^-10
@@ -155,10 +155,10 @@ def test_reference_neg_inf_and_tiny_temperature():
 
 def test_reference_reproducible_and_offset_changes_draws():
     logits = torch.zeros(64, 50)  # uniform: every draw is random
-    a = S.sample_reference(logits, 1.0, seed=5, offset=0).sample
-    assert torch.equal(a, S.sample_reference(logits, 1.0, seed=5, offset=0).sample)
-    b = S.sample_reference(logits, 1.0, seed=5, offset=1).sample
-    c = S.sample_reference(logits, 1.0, seed=6, offset=0).sample
+    a = S.fused_sample(logits, 1.0, seed=5, offset=0, kernel="reference").sample
+    assert torch.equal(a, S.fused_sample(logits, 1.0, seed=5, offset=0, kernel="reference").sample)
+    b = S.fused_sample(logits, 1.0, seed=5, offset=1, kernel="reference").sample
+    c = S.fused_sample(logits, 1.0, seed=6, offset=0, kernel="reference").sample
     assert (a != b).sum() > 40 and (a != c).sum() > 40
     assert (a[:32] != a[32:]).sum() > 20  # rows draw independently
 
@@ -174,7 +174,7 @@ def test_reference_sample_distribution_chi_square(granule):
     rows = 20000 if small else 1500
     logits = base.expand(rows, vocab)
     mask = pack_bitmask(allowed.expand(rows, vocab))
-    out = S._sample_reference(logits, 0.8, bitmask=mask, seed=11, offset=3, granule=granule)
+    out = S._sample_reference(S._prepare("test", logits, 0.8, mask, 11, 3), granule)
     probs = tempered_probs(base, 0.8, allowed)
     assert bool(allowed[out.sample].all())
     assert chi2_pvalue(out.sample, probs) > 1e-3
@@ -187,38 +187,40 @@ def test_reference_errors():
     allowed = torch.ones(3, 40, dtype=torch.bool)
     allowed[1] = False
     with pytest.raises(ValueError, match=r"rows \[1\] have no allowed token"):
-        S.sample_reference(logits, 1.0, bitmask=pack_bitmask(allowed))
+        S.fused_sample(logits, 1.0, bitmask=pack_bitmask(allowed), kernel="reference")
     bad = logits.clone()
     bad[2] = NEG_INF
     with pytest.raises(ValueError, match=r"rows \[2\] have no allowed token"):
-        S.sample_reference(bad, 1.0)
+        S.fused_sample(bad, 1.0, kernel="reference")
     bad[0, 3] = float("nan")
     with pytest.raises(ValueError, match=r"rows \[0\] have a NaN or \+inf"):
-        S.sample_reference(bad, 1.0)
+        S.fused_sample(bad, 1.0, kernel="reference")
     with pytest.raises(ValueError, match=r"rows \[1\] have a NaN or \+inf.*temperature"):
-        S.sample_reference(logits, torch.tensor([1.0, -1.0, 1.0]))
+        S.fused_sample(logits, torch.tensor([1.0, -1.0, 1.0]), kernel="reference")
     with pytest.raises(ValueError, match="temperature must be >= 0"):
-        S.sample_reference(logits, -0.5)
+        S.fused_sample(logits, -0.5, kernel="reference")
     with pytest.raises(ValueError, match=r"shape \[3\]"):
-        S.sample_reference(logits, torch.ones(4))
+        S.fused_sample(logits, torch.ones(4), kernel="reference")
     with pytest.raises(ValueError, match=r"bitmask must have shape \[3, 2\].*slice"):
-        S.sample_reference(logits, 1.0, bitmask=torch.zeros(3, 3, dtype=torch.int32))
+        S.fused_sample(logits, 1.0, bitmask=torch.zeros(3, 3, dtype=torch.int32), kernel="reference")
     with pytest.raises(ValueError, match="int32"):
-        S.sample_reference(logits, 1.0, bitmask=torch.zeros(3, 2, dtype=torch.int64))
+        S.fused_sample(logits, 1.0, bitmask=torch.zeros(3, 2, dtype=torch.int64), kernel="reference")
     with pytest.raises(ValueError, match="2-D"):
-        S.sample_reference(logits.view(1, 3, 40), 1.0)
+        S.fused_sample(logits.view(1, 3, 40), 1.0, kernel="reference")
     with pytest.raises(ValueError, match="dtype"):
-        S.sample_reference(logits.long(), 1.0)
+        S.fused_sample(logits.long(), 1.0, kernel="reference")
     with pytest.raises(ValueError, match="seed"):
-        S.sample_reference(logits, 1.0, seed=-1)
+        S.fused_sample(logits, 1.0, seed=-1, kernel="reference")
     with pytest.raises(TypeError, match="offset"):
-        S.sample_reference(logits, 1.0, offset=1.5)  # type: ignore[arg-type]
+        S.fused_sample(logits, 1.0, offset=1.5, kernel="reference")  # type: ignore[arg-type]
+    with pytest.raises(ValueError, match="kernel must be one of auto, triton, reference, got 'fast'"):
+        S.fused_sample(logits, 1.0, kernel="fast")
 
 
 def test_fused_sample_on_cpu_is_reference():
     logits = torch.randn(5, 77)
     a = S.fused_sample(logits, 0.9, seed=2, offset=7)
-    b = S.sample_reference(logits, 0.9, seed=2, offset=7)
+    b = S.fused_sample(logits, 0.9, seed=2, offset=7, kernel="reference")
     for field in ("argmax", "sample", "entropy", "max_prob"):
         assert torch.equal(getattr(a, field), getattr(b, field))
     empty = S.fused_sample(torch.randn(0, 10), 1.0)
@@ -256,14 +258,8 @@ def on(device, value):
 
 def kernel(device, logits, temperature, *, bitmask=None, seed=0, offset=0, **kw) -> S.SampleOutput:
     """Run the Triton path on `device` and bring the outputs back to the CPU."""
-    out = S._sample_triton(
-        on(device, logits),
-        on(device, temperature),
-        bitmask=on(device, bitmask),
-        seed=seed,
-        offset=offset,
-        **kw,
-    )
+    p = S._prepare("test", on(device, logits), on(device, temperature), on(device, bitmask), seed, offset)
+    out = S._sample_triton(p, **kw)
     return S.SampleOutput(*(getattr(out, f).cpu() for f in ("argmax", "sample", "entropy", "max_prob")))
 
 
@@ -313,7 +309,8 @@ def test_triton_matches_reference(device, dtype, granule, vocab):
     for i, cfg in enumerate(configs):
         kw = dict(seed=100 + i, offset=2**33 + i, granule=granule)
         kern = kernel(device, logits, cfg["temperature"], bitmask=cfg["bitmask"], **kw)
-        ref = S._sample_reference(logits, cfg["temperature"], bitmask=cfg["bitmask"], **kw)
+        p = S._prepare("test", logits, cfg["temperature"], cfg["bitmask"], kw["seed"], kw["offset"])
+        ref = S._sample_reference(p, granule)
         assert_same(kern, ref)
         if cfg["bitmask"] is not None:
             assert kern.sample[4] == vocab - 1 and kern.argmax[4] == vocab - 1
@@ -329,7 +326,7 @@ def test_triton_layout_knobs_do_not_change_results(device):
     wide = torch.randn(3, 700, generator=g)
     wide[:, :600] = base
     gran = S._Granule(64, 4, 4)
-    ref = S._sample_reference(base, 1.1, bitmask=None, seed=4, offset=1, granule=gran)
+    ref = S._sample_reference(S._prepare("test", base, 1.1, None, 4, 1), gran)
     for x, warps in ((transposed, 1), ("sliced", 2), ("sliced", 4)):
         if isinstance(x, str):
             x = on(device, wide)[:, :600]  # row stride 700
@@ -376,14 +373,14 @@ def test_triton_errors(device):
     allowed_all_but = torch.ones(4, 70, dtype=torch.bool)
     allowed_all_but[2, 5] = False
     out = kernel(device, nan_masked, 1.0, bitmask=pack_bitmask(allowed_all_but))
-    ref = S.sample_reference(nan_masked, 1.0, bitmask=pack_bitmask(allowed_all_but))
+    ref = S.fused_sample(nan_masked, 1.0, bitmask=pack_bitmask(allowed_all_but), kernel="reference")
     assert_same(out, ref)
 
 
 @interp_warnings
 def test_triton_neg_inf_retry_and_sentinel(device):
     # Forbidden tokens read as -1e30 (finite) so the fast kernel needs no clamp; an *allowed* -inf logit makes
-    # its entropy term 0 * -inf = NaN, which the combine reports as -3 and sample_triton reruns clamped.
+    # its entropy term 0 * -inf = NaN, which the combine reports as -3 and the Triton path reruns clamped.
     g = torch.Generator().manual_seed(9)
     logits = torch.randn(3, 80, generator=g)
     logits[1, 7] = NEG_INF  # allowed -inf
@@ -396,11 +393,12 @@ def test_triton_neg_inf_retry_and_sentinel(device):
     assert fast.tolist()[0] >= 0 and fast.tolist()[1] == -3 and fast.tolist()[2] >= 0
     safe = S._launch_triton(p, safe=True)[0].cpu()
     assert bool((safe >= 0).all())
-    ref = S.sample_reference(logits, 0.9, bitmask=mask, seed=3)
-    assert_same(kernel(device, logits, 0.9, bitmask=mask, seed=3), ref)
+    ref = S.fused_sample(logits, 0.9, bitmask=mask, seed=3, kernel="reference")
+    out = S.fused_sample(on(device, logits), 0.9, bitmask=on(device, mask), seed=3, kernel="triton")
+    assert_same(S.SampleOutput(*(x.cpu() for x in (out.argmax, out.sample, out.entropy, out.max_prob))), ref)
     # the reference treats -1e31 as -inf too: a row of only such logits has no allowed finite logit
     low = torch.full((1, 80), -1e31)
     with pytest.raises(ValueError, match="no allowed token"):
-        S.sample_reference(low, 1.0)
+        S.fused_sample(low, 1.0, kernel="reference")
     with pytest.raises(ValueError, match="no allowed token"):
         kernel(device, low, 1.0)

@@ -320,6 +320,8 @@ def test_bad_inputs_get_one_line_errors(ck):
         generate(ck.model, ids - 3, seed=0)
     with pytest.raises(ValueError, match=r"attention_mask has shape \(2, 4\), input_ids \(2, 5\)"):
         generate(ck.model, ids, attention_mask=am[:, :4], seed=0)
+    with pytest.raises(TypeError, match=r"unknown generation option\(s\) \['temperature'\]"):
+        generate(ck.model, ids, seed=0, temperature=0.5)
     limit = int(ck.model.config.get_text_config().max_position_embeddings)
     with pytest.raises(PromptTooLong):
         generate(ck.model, torch.full((1, limit), 5), seed=0)

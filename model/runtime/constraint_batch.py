@@ -132,17 +132,9 @@ class GuardedConstraint:
             plan = None
         return plan if plan is not None else ConstraintPlan(fixed=[])
 
-    def commit(
-        self,
-        tokens: list[int],
-        accepted: list[bool],
-        logits: torch.Tensor | None = None,
-        entropy_bound: float = 0.0,
-    ) -> list[int]:
-        """The inner commit's vetoes; none once faulted."""
-        return self._run(  # type: ignore[no-any-return]
-            lambda: self.inner.commit(tokens, accepted, logits=logits, entropy_bound=entropy_bound), []
-        )
+    def commit(self, *args: Any, **kwargs: Any) -> list[int]:
+        """The inner commit's vetoes (arguments as :meth:`CanvasConstraint.commit`); none once faulted."""
+        return self._run(lambda: self.inner.commit(*args, **kwargs), [])  # type: ignore[no-any-return]
 
     def readout(self, logits: torch.Tensor) -> list[int]:
         """The inner readout; the argmax of ``logits`` ``[C, V]`` once faulted."""

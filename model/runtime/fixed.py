@@ -23,7 +23,7 @@ from __future__ import annotations
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, TypedDict, Unpack
 
 import torch
 
@@ -94,6 +94,31 @@ class FixedBatch:
         )
 
 
+class RunOptions(TypedDict, total=False):
+    """The options of one generation call that :func:`denoiser` checks and builds from (:func:`generate` takes
+    them too); all optional.
+
+    Keys:
+        attention_mask: ``[B, P]`` (bool or int) for left padding; default all ones.
+        constraints: one :class:`CanvasConstraint` or ``None`` per row.
+        seed: seeds this call's random draws (fast mode: a private generator; parity mode: the global RNG).
+            ``None`` (default) in fast mode draws a seed from the global RNG.
+        parity: reproduce transformers' ``generate`` token for token (same RNG discipline; slower); default
+            ``False``.
+        sampler: fast-mode step sampler, ``"auto"`` (default), ``"torch"``, ``"kernel"`` or ``"reference"`` (see
+            :func:`model.runtime.sampler.select_sampler`). Ignored in parity mode.
+        compile_step: the torch sampler's ``torch.compile`` option (:class:`model.runtime.sampler.TorchSampler`;
+            off by default: not token-identical to eager, and the first step compiles).
+    """
+
+    attention_mask: torch.Tensor | None
+    constraints: Sequence[CanvasConstraint | None] | None
+    seed: int | None
+    parity: bool
+    sampler: str
+    compile_step: bool
+
+
 def _check_inputs(
     model: Any, input_ids: torch.Tensor, attention_mask: torch.Tensor | None, settings: DenoiseSettings
 ) -> None:
@@ -123,17 +148,21 @@ def denoiser(
     model: Any,
     input_ids: torch.Tensor,
     settings: DenoiseSettings | None = None,
-    *,
-    attention_mask: torch.Tensor | None = None,
-    constraints: Sequence[CanvasConstraint | None] | None = None,
-    seed: int | None = None,
-    parity: bool = False,
-    sampler: str = "auto",
-    compile_step: bool = False,
+    **options: Unpack[RunOptions],
 ) -> Denoiser:
     """Check :func:`generate`'s arguments (see it for them and the errors raised) and build the step's
     :class:`~model.runtime.step.Denoiser`: settings with the checkpoint's canvas length, the sampler, the
     constraint batch, the call's generator (seeded; ``None`` in parity mode, which seeds the global RNG)."""
+    if unknown := sorted(set(options) - set(RunOptions.__annotations__)):
+        raise TypeError(
+            f"unknown generation option(s) {unknown}; the options are {list(RunOptions.__annotations__)}"
+        )
+    attention_mask, constraints, seed = (
+        options.get("attention_mask"),
+        options.get("constraints"),
+        options.get("seed"),
+    )
+    parity = options.get("parity", False)
     if input_ids.dim() != 2:
         raise ValueError(f"input_ids must be [batch, prompt_len], got shape {tuple(input_ids.shape)}")
     if input_ids.shape[1] == 0:
@@ -163,7 +192,12 @@ def denoiser(
         model=model,
         settings=settings,
         sampler=select_sampler(
-            sampler, parity=parity, device=device, generator=gen, seed=run_seed, compiled=compile_step
+            options.get("sampler", "auto"),
+            parity=parity,
+            device=device,
+            generator=gen,
+            seed=run_seed,
+            compiled=options.get("compile_step", False),
         ),
         constraints=ConstraintBatch(constraints if constraints is not None else [None] * batch),
         generator=gen,
@@ -344,17 +378,12 @@ def generate(
     input_ids: torch.Tensor,
     settings: DenoiseSettings | None = None,
     *,
-    attention_mask: torch.Tensor | None = None,
-    constraints: Sequence[CanvasConstraint | None] | None = None,
-    seed: int | None = None,
-    parity: bool = False,
     on_event: EventCallback | None = None,
-    sampler: str = "auto",
     pixel_values: torch.Tensor | None = None,
     image_position_ids: torch.Tensor | None = None,
     mm_token_type_ids: torch.Tensor | None = None,
-    compile_step: bool = False,
     prefill: Prefill | None = None,
+    **options: Unpack[RunOptions],
 ) -> GenerationResult:
     """Generate canvases block-autoregressively with the entropy-bound sampler: the driver over
     :class:`FixedBatch` (prefill, then per canvas: start, :func:`~model.runtime.step.denoise_step` until done,
@@ -364,15 +393,8 @@ def generate(
         model: ``transformers.DiffusionGemmaForBlockDiffusion`` (eval mode).
         input_ids: ``[B, P]`` int64 prompt ids (left-padded when rows differ in length).
         settings: denoising settings; default :meth:`DenoiseSettings.from_model`.
-        attention_mask: ``[B, P]`` (bool or int) for left padding; default all ones.
-        constraints: one :class:`CanvasConstraint` or ``None`` per row.
-        seed: seeds this call's random draws (fast mode: a private generator; parity mode: the global RNG).
-            ``None`` in fast mode draws a seed from the global RNG.
-        parity: reproduce transformers' ``generate`` token for token (same RNG discipline; slower).
         on_event: called with a :class:`StepEvent` after each denoising step and a :class:`CanvasEvent`
             after each canvas (tensors on CPU).
-        sampler: fast-mode step sampler, ``"auto"``, ``"torch"``, ``"kernel"`` or ``"reference"`` (see
-            :func:`model.runtime.sampler.select_sampler`). Ignored in parity mode.
         pixel_values: ``[N, max_patches, 3 * patch**2]`` float image patches of every image in the batch, in
             row-major prompt order (see :class:`model.heads.vision.VisionInputs`); the prefill's vision tower writes
             them over the prompt's ``<|image|>`` soft tokens, as in transformers' ``generate``.
@@ -380,9 +402,8 @@ def generate(
             ``pixel_values``.
         mm_token_type_ids: ``[B, P]`` int64, 1 at image soft tokens (for checkpoints whose encoder attends
             bidirectionally within an image); ``None``: derived from ``input_ids`` when ``pixel_values`` is given.
-        compile_step: the torch sampler's ``torch.compile`` option (:class:`model.runtime.sampler.TorchSampler`; off by
-            default: not token-identical to eager, and the first step compiles).
         prefill: the prompt's :class:`model.turn.prefill.Prefill` (one row, no images), not encoded again.
+        options: :class:`RunOptions` (attention mask, constraints, seed, parity mode, sampler, compiled step).
 
     Returns:
         :class:`GenerationResult` with ``sequences`` ``[B, P + n*C]`` and :class:`GenerationStats`.
@@ -394,21 +415,12 @@ def generate(
             another shape, an unknown ``sampler``, a seed outside the signed 64-bit range, ``constraints`` of
             the wrong length, a constraint mask that allows no token, or ``pixel_values`` whose soft tokens do
             not match the prompt's ``<|image|>`` tokens (transformers' check).
+        TypeError: an option :class:`RunOptions` lacks.
     """
     started = time.perf_counter()
-    den = denoiser(
-        model,
-        input_ids,
-        settings,
-        attention_mask=attention_mask,
-        constraints=constraints,
-        seed=seed,
-        parity=parity,
-        sampler=sampler,
-        compile_step=compile_step,
-    )
+    den = denoiser(model, input_ids, settings, **options)
     images = image_inputs(model, input_ids, pixel_values, image_position_ids, mm_token_type_ids)
-    batch = prefill_batch(den, input_ids, attention_mask, images, prefill)
+    batch = prefill_batch(den, input_ids, options.get("attention_mask"), images, prefill)
     for _ in range(den.settings.max_canvases):
         canvas, steps = denoise_canvas(den, batch, start_canvas(den, batch), on_event)
         if (

@@ -244,7 +244,7 @@ class TorchSampler:
 
 class KernelSampler:
     """:func:`dg_kernels.sampling.fused_sample` (Triton on CUDA) or, with ``reference=True``, always its PyTorch
-    reference; Philox draws keyed by ``(seed, canvas * 4096 + step)``.
+    reference kernel; Philox draws keyed by ``(seed, canvas * 4096 + step)``.
 
     Raises:
         ImportError: (at construction) ``dg_kernels.sampling`` cannot be imported.
@@ -254,7 +254,7 @@ class KernelSampler:
     parity = False
 
     def __init__(self, seed: int, *, reference: bool = False) -> None:
-        self.fn: Any = sampling.sample_reference if reference else sampling.fused_sample
+        self.kernel = "reference" if reference else "auto"
         self.seed = int(seed) & 0x7FFFFFFF
         if reference:
             self.name = "reference"
@@ -265,7 +265,9 @@ class KernelSampler:
         """See :meth:`StepSampler.draw`."""
         batch, canvas_len, vocab = logits.shape
         processed = _temper(logits, temperature)
-        out = self.fn(processed.view(-1, vocab), 1.0, seed=self.seed, offset=canvas * 4096 + step)
+        out = sampling.fused_sample(
+            processed.view(-1, vocab), 1.0, seed=self.seed, offset=canvas * 4096 + step, kernel=self.kernel
+        )
         entropy = out.entropy.view(batch, canvas_len)
         return StepDraw(
             processed,

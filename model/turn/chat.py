@@ -16,7 +16,7 @@ from __future__ import annotations
 import json
 import time
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, TypedDict, Unpack
 
 import torch
 
@@ -43,6 +43,40 @@ class ToolCall:
 
     name: str
     arguments: dict[str, Any]
+
+
+class TurnOptions(TypedDict, total=False):
+    """The keyword options of one model turn (:meth:`ChatModel.prepare`, :meth:`ChatModel.chat`); all optional.
+
+    Keys:
+        max_new_tokens: token budget (default: the checkpoint's); raised to fit the shortest possible call.
+        constrained: apply the tool-call grammar during denoising (default ``True``).
+        temperature: ``(t_max, t_min)`` override of the linear temperature schedule.
+        response_format: OpenAI's shape, ``{"type": "json_schema", "json_schema": {"schema": ..., "strict":
+            bool}}`` or ``{"type": "json_object"}``: the turn's text is then a JSON value under that schema
+            (not with a ``tool_choice`` that requires a call).
+        vision_budget: soft tokens per image for image parts in ``messages`` that carry no ``vision_budget`` of
+            their own (one of :data:`model.heads.vision.VISION_BUDGETS`; ``None``: the checkpoint's default,
+            280). Image parts are OpenAI's ``{"type": "image_url", "image_url": {"url":
+            "data:image/png;base64,..."}}`` (a data URL or a local file path) or ``{"type": "image", "image":
+            PATH | bytes | PIL.Image}``.
+        tool_specs: the same tools, in the same order, already normalised (``schema.ToolSpec``, e.g. kept by the
+            agent's embedded backend since the tool was registered); the constraint is built from them and
+            ``tools`` only render the prompt. ``None``: the constraint normalises ``tools``.
+        binder: a :class:`model.binding.Binder` (or its name, :func:`model.binding.resolve_binder`) that
+            proposes values after the prefill, which the turn then reuses (one encoder pass); ``"auto"``:
+            :attr:`ChatModel.default_binder`; ``None`` (default): none, the model alone.
+        parallel_tool_calls: ``False``: one call at most (default ``True``).
+    """
+
+    max_new_tokens: int | None
+    constrained: bool
+    temperature: tuple[float, float] | None
+    response_format: dict[str, Any] | None
+    vision_budget: int | None
+    tool_specs: list[Any] | None
+    binder: Any
+    parallel_tool_calls: bool
 
 
 @dataclass
@@ -205,38 +239,30 @@ class ChatModel:
         messages: list[dict[str, Any]],
         tools: list[dict[str, Any]] | None = None,
         tool_choice: Any = "auto",
-        max_new_tokens: int | None = None,
-        constrained: bool = True,
-        temperature: tuple[float, float] | None = None,
-        response_format: dict[str, Any] | None = None,
-        vision_budget: int | None = None,
-        tool_specs: list[Any] | None = None,
-        binder: Any = None,
-        parallel_tool_calls: bool = True,
+        **options: Unpack[TurnOptions],
     ) -> PreparedTurn:
         """Everything one model turn needs before denoising: prompt ids, images, settings and a fresh constraint.
 
         :meth:`chat` runs it with :func:`model.runtime.generate`; a batching server (:mod:`model.runtime.batcher`) runs
-        many of them in one batch. Arguments as :meth:`chat`, plus ``response_format`` (OpenAI's shape:
-        ``{"type": "json_schema", "json_schema": {"schema": ..., "strict": bool}}`` or
-        ``{"type": "json_object"}``; the turn's text is then a JSON value under that schema; not with tool calls).
-        ``tool_specs``: the same tools, in the same order, already normalised
-        (``schema.ToolSpec``, e.g. kept by the agent's embedded backend since the tool was
-        registered); the constraint is built from them and ``tools`` only render the prompt. ``None``: the
-        constraint normalises ``tools``. ``binder``: a :class:`model.binding.Binder` (or its name,
-        :func:`model.binding.resolve_binder`) that proposes values after the prefill, which the turn then reuses
-        (one encoder pass); ``"auto"``: :attr:`default_binder`; ``None``: none. ``parallel_tool_calls``: ``False`` allows one call at most.
+        many of them in one batch. Arguments as :meth:`chat` (``options``: :class:`TurnOptions`).
 
         Raises:
             As :meth:`chat`; ``ValueError`` also for ``tool_specs`` of another length than ``tools``, an unknown
             ``response_format`` type, or ``response_format``
-            given with a ``tool_choice`` that requires a call.
+            given with a ``tool_choice`` that requires a call; ``TypeError`` for an option :class:`TurnOptions`
+            lacks.
         """
-        input_ids, vision = self.encode_turn(messages, tools, vision_budget)
+        if unknown := sorted(set(options) - set(TurnOptions.__annotations__)):
+            raise TypeError(
+                f"unknown turn option(s) {unknown}; the options are {list(TurnOptions.__annotations__)}"
+            )
+        response_format, tool_specs = options.get("response_format"), options.get("tool_specs")
+        binder = options.get("binder")
+        input_ids, vision = self.encode_turn(messages, tools, options.get("vision_budget"))
         settings = self.settings
-        if max_new_tokens is not None:
+        if (max_new_tokens := options.get("max_new_tokens")) is not None:
             settings = settings.replace(max_new_tokens=max_new_tokens)
-        if temperature is not None:
+        if (temperature := options.get("temperature")) is not None:
             settings = settings.replace(t_max=temperature[0], t_min=temperature[1])
         constraint, prefill = None, None
         if not tools and tool_choice not in ("auto", "none", None):
@@ -246,7 +272,9 @@ class ChatModel:
             if tool_choice not in ("auto", "none", None):
                 raise ValueError(f"response_format cannot be combined with tool_choice={tool_choice!r}")
             constraint = self._response_constraint(response_format)
-        elif constrained:  # without tools: the prose-only grammar (text, never a call or a control token)
+        elif options.get(
+            "constrained", True
+        ):  # without tools: the prose-only grammar (text, never a call or a control token)
             tools = tools or []
             grounding = grounding_texts(messages) if any(_grounded(t) for t in tools) else None
             if tool_specs is not None and len(tool_specs) != len(tools):
@@ -266,7 +294,7 @@ class ChatModel:
             facts = answer_texts(messages) if settings.ground_answers else None
             spans = tool_texts(messages) if settings.span_copy else None
             constraint = self.make_constraint(
-                specs, choice, grounding, None, parallel_tool_calls, facts, spans
+                specs, choice, grounding, None, options.get("parallel_tool_calls", True), facts, spans
             )
         if constraint is not None:
             settings = self._fit_budget(constraint, settings, len(input_ids), response_format, tool_choice)
@@ -380,16 +408,10 @@ class ChatModel:
         messages: list[dict[str, Any]],
         tools: list[dict[str, Any]] | None = None,
         tool_choice: Any = "auto",
-        max_new_tokens: int | None = None,
+        *,
         seed: int | None = None,
         on_event: EventCallback | None = None,
-        constrained: bool = True,
-        temperature: tuple[float, float] | None = None,
-        response_format: dict[str, Any] | None = None,
-        vision_budget: int | None = None,
-        tool_specs: list[Any] | None = None,
-        binder: Any = None,
-        parallel_tool_calls: bool = True,
+        **options: Unpack[TurnOptions],
     ) -> ChatOutput:
         """Generate one model turn.
 
@@ -397,21 +419,10 @@ class ChatModel:
             messages: OpenAI-style messages.
             tools: OpenAI-style tool declarations (``None``/empty: plain chat).
             tool_choice: ``"auto" | "required" | "none" | {"name": NAME}``.
-            max_new_tokens: token budget (default: the checkpoint's); raised to fit the shortest possible call.
             seed: random seed of the denoising (``None``: nondeterministic).
             on_event: per-step / per-canvas callback (see :mod:`model.runtime`).
-            constrained: apply the tool-call grammar during denoising (on by default).
-            temperature: ``(t_max, t_min)`` override of the linear temperature schedule.
-            response_format: see :meth:`prepare`.
-            vision_budget: soft tokens per image for image parts in ``messages`` that carry no
-                ``vision_budget`` of their own (one of :data:`model.heads.vision.VISION_BUDGETS`; ``None``: the
-                checkpoint's default, 280). Image parts are OpenAI's ``{"type": "image_url", "image_url":
-                {"url": "data:image/png;base64,..."}}`` (a data URL or a local file path) or ``{"type": "image",
-                "image": PATH | bytes | PIL.Image}``.
-            tool_specs: ``tools`` already normalised, for the constraint (see :meth:`prepare`).
-            binder: proposes parameter values before the constraint is built (see :meth:`prepare`; ``None``:
-                none, the model alone).
-            parallel_tool_calls: ``False``: one call at most.
+            options: :class:`TurnOptions` (token budget, grammar on or off, temperature, response format,
+                vision budget, normalised tools, binder, parallel calls).
 
         Returns:
             :class:`ChatOutput`.
@@ -422,23 +433,12 @@ class ChatModel:
             schema.SchemaError: a tool's schema is unsupported.
             grammar.parse.ToolCallParseError: only when ``constrained=False`` and the output is malformed.
             ValueError: ``tool_choice`` ``"required"`` or a named tool without ``tools``.
+            TypeError: an option :class:`TurnOptions` lacks.
             model.turn.limits.PromptTooLong: the prompt's tokens do not fit ``max_position_embeddings`` minus the
                 generation budget (checked before generation allocates anything).
         """
         t0 = time.perf_counter()
-        turn = self.prepare(
-            messages,
-            tools,
-            tool_choice,
-            max_new_tokens,
-            constrained,
-            temperature,
-            response_format,
-            vision_budget,
-            tool_specs,
-            binder,
-            parallel_tool_calls,
-        )
+        turn = self.prepare(messages, tools, tool_choice, **options)
         input_ids = torch.tensor([turn.input_ids], dtype=torch.long, device=self.model.device)
         result = generate(
             self.model,
