@@ -36,10 +36,12 @@ from typing import Any, cast
 import httpx
 
 from agentkit.backends.base import (
+    Backend,
     ChatMessage,
     ModelTurn,
     ToolChoice,
     ToolDeclaration,
+    TurnRequest,
     Usage,
     tool_choice_name,
 )
@@ -148,7 +150,7 @@ def tool_images_message(shown: list[tuple[str, str, list[dict[str, Any]]]]) -> d
     return {"role": "user", "content": parts}
 
 
-class OpenAIBackend:
+class OpenAIBackend(Backend):
     """OpenAI-compatible chat-completions backend (sync :meth:`complete` and async :meth:`acomplete`).
 
     Args:
@@ -374,33 +376,34 @@ class OpenAIBackend:
             text=text, thinking=thinking, tool_calls=calls, usage=usage, raw=data, format_error=format_error
         )
 
-    def _check(self, resp: httpx.Response) -> Any:
+    def _read(self, resp: httpx.Response, sent: int, request: TurnRequest) -> ModelTurn:
+        """The turn of the last response of ``request`` (``sent`` HTTP requests; :meth:`parse_response`).
+
+        Raises:
+            BackendError: an HTTP error status, or a body that is not JSON or has no message.
+        """
         if resp.status_code >= 400:
             raise BackendError(
                 f"{self.url}: HTTP {resp.status_code}: {resp.text[:500]}", status_code=resp.status_code
             )
         try:
-            return resp.json()
+            data = resp.json()
         except ValueError:
             raise BackendError(f"{self.url}: response is not JSON: {resp.text[:300]}") from None
+        return self.parse_response(data, requests=sent, tools=request.tools, tool_choice=request.tool_choice)
 
     # ------------------------------------------------------------------------------- sync
 
-    def complete(
-        self,
-        messages: list[ChatMessage],
-        tools: list[ToolDeclaration],
-        tool_choice: ToolChoice = "auto",
-    ) -> ModelTurn:
+    def turn(self, request: TurnRequest) -> ModelTurn:
         """One chat-completions request, retried on transient failures (see the class docstring)."""
-        body = self.build_request(messages, tools, tool_choice)
+        body = self.build_request(request.messages, request.tools, request.tool_choice)
         if self._client is None:
             self._client = httpx.Client(timeout=self.timeout, transport=self._transport)
         try:
             resp, sent = self.http(self._client).request("POST", self.url, json=body, headers=self.headers)
         except RetriesExhausted as exc:
             raise self._gave_up(exc) from exc
-        return self.parse_response(self._check(resp), requests=sent, tools=tools, tool_choice=tool_choice)
+        return self._read(resp, sent, request)
 
     def http(self, client: httpx.Client | None = None) -> RetryingClient:
         """The retry policy of this backend (``max_retries + 1`` attempts, ``retry_wait`` doubling up to
@@ -423,14 +426,9 @@ class OpenAIBackend:
 
     # ------------------------------------------------------------------------------ async
 
-    async def acomplete(
-        self,
-        messages: list[ChatMessage],
-        tools: list[ToolDeclaration],
-        tool_choice: ToolChoice = "auto",
-    ) -> ModelTurn:
-        """Async :meth:`complete` (one ``httpx.AsyncClient`` per event loop)."""
-        body = self.build_request(messages, tools, tool_choice)
+    async def aturn(self, request: TurnRequest) -> ModelTurn:
+        """Async :meth:`turn` (one ``httpx.AsyncClient`` per event loop)."""
+        body = self.build_request(request.messages, request.tools, request.tool_choice)
         loop = asyncio.get_running_loop()
         client = self._aclients.get(loop)
         if client is None:
@@ -442,7 +440,7 @@ class OpenAIBackend:
             )
         except RetriesExhausted as exc:
             raise self._gave_up(exc) from exc
-        return self.parse_response(self._check(resp), requests=sent, tools=tools, tool_choice=tool_choice)
+        return self._read(resp, sent, request)
 
     def close(self) -> None:
         """Close the sync HTTP client (async clients close with their event loop)."""
