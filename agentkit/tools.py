@@ -66,6 +66,7 @@ __all__ = [
     "Tool",
     "ToolArgumentsError",
     "ToolContext",
+    "ToolOptions",
     "ToolTimeoutError",
     "as_tool",
     "cap_output",
@@ -500,38 +501,30 @@ class Tool:
         )
 
 
+class ToolOptions(typing.TypedDict, total=False):
+    """The keywords of :func:`tool` (``@tool(timeout=5, ...)``): those of :class:`Tool` after the function."""
+
+    name: str | None
+    description: str | None
+    args_model: type[pydantic.BaseModel] | None
+    parameters: dict[str, Any] | None
+    timeout: float | None
+    retries: int
+    serializer: Callable[[Any], str] | None
+    grounded: Sequence[str]
+    max_output_bytes: int | None
+
+
 @typing.overload
 def tool(function: Callable[..., Any], /) -> Tool: ...
 
 
 @typing.overload
-def tool(
-    *,
-    name: str | None = None,
-    description: str | None = None,
-    args_model: type[pydantic.BaseModel] | None = None,
-    parameters: dict[str, Any] | None = None,
-    timeout: float | None = DEFAULT_TIMEOUT_S,
-    retries: int = DEFAULT_RETRIES,
-    serializer: Callable[[Any], str] | None = None,
-    grounded: Sequence[str] = (),
-    max_output_bytes: int | None = None,
-) -> Callable[[Callable[..., Any]], Tool]: ...
+def tool(**options: typing.Unpack[ToolOptions]) -> Callable[[Callable[..., Any]], Tool]: ...
 
 
 def tool(
-    function: Callable[..., Any] | None = None,
-    /,
-    *,
-    name: str | None = None,
-    description: str | None = None,
-    args_model: type[pydantic.BaseModel] | None = None,
-    parameters: dict[str, Any] | None = None,
-    timeout: float | None = DEFAULT_TIMEOUT_S,
-    retries: int = DEFAULT_RETRIES,
-    serializer: Callable[[Any], str] | None = None,
-    grounded: Sequence[str] = (),
-    max_output_bytes: int | None = None,
+    function: Callable[..., Any] | None = None, /, **options: typing.Unpack[ToolOptions]
 ) -> Tool | Callable[[Callable[..., Any]], Tool]:
     """Make a :class:`Tool` from a function: ``@tool`` or ``@tool(timeout=5, retries=1, ...)``.
 
@@ -546,25 +539,15 @@ def tool(
                 days: Number of days, 1-7.
             \"\"\"
 
-    The keyword arguments are those of :class:`Tool`.
+    The keyword arguments (:class:`ToolOptions`) are those of :class:`Tool`; an unknown one raises ``TypeError``
+    when the decorator is applied.
 
     Raises:
         ToolDefinitionError: see :class:`Tool`.
     """
 
     def wrap(fn: Callable[..., Any]) -> Tool:
-        return Tool(
-            fn,
-            name=name,
-            description=description,
-            args_model=args_model,
-            parameters=parameters,
-            timeout=timeout,
-            retries=retries,
-            serializer=serializer,
-            grounded=grounded,
-            max_output_bytes=max_output_bytes,
-        )
+        return Tool(fn, **options)
 
     if function is not None:
         return wrap(function)
