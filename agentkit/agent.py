@@ -11,7 +11,7 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Callable, Iterable, Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Literal
+from typing import TYPE_CHECKING, Any, Literal, TypedDict, Unpack
 
 from agentkit.backends import resolve_backend
 from agentkit.backends.base import Backend, ToolChoice, ToolDeclaration, tool_choice_name
@@ -31,10 +31,25 @@ if TYPE_CHECKING:
     from agentkit.bundle_load import BundleSpec
     from agentkit.messages import ToolCall
 
-__all__ = ["Agent", "AgentRun", "ChatSession", "user_content"]
+__all__ = ["Agent", "AgentRun", "ChatSession", "RunOptions", "TurnOptions", "user_content"]
 
 #: Tool-output budget per model turn (bytes) when the backend does not say how many prompt tokens it takes.
 DEFAULT_TOOL_OUTPUT_BYTES = 32_768
+
+
+class TurnOptions(TypedDict, total=False):
+    """The keywords of one turn of a :class:`ChatSession` (:meth:`ChatSession.send`): see :meth:`Agent.arun`."""
+
+    deps: Any
+    on_event: EventCallback | None
+    images: Sequence[ImageSource] | None
+    vision_budget: int | None
+
+
+class RunOptions(TurnOptions, total=False):
+    """The keywords of :meth:`Agent.run`, :meth:`Agent.arun` and :meth:`Agent.iter`: a turn's and its history."""
+
+    history: Conversation | None
 
 
 def user_content(
@@ -323,16 +338,7 @@ class Agent:
 
     # ------------------------------------------------------------------------------ running
 
-    def run(
-        self,
-        question: str,
-        *,
-        history: Conversation | None = None,
-        deps: Any = None,
-        on_event: EventCallback | None = None,
-        images: Sequence[ImageSource] | None = None,
-        vision_budget: int | None = None,
-    ) -> RunResult:
+    def run(self, question: str, **options: Unpack[RunOptions]) -> RunResult:
         """Answer one user message (sync wrapper of :meth:`arun`; see there).
 
         Raises:
@@ -347,21 +353,9 @@ class Agent:
             raise RuntimeError(
                 "Agent.run() cannot be called from a running event loop; use `await agent.arun(...)`"
             )
-        content = user_content(question, images, vision_budget)
-        return asyncio.run(
-            self._complete(self.graph.prepare(question, content, history, deps, on_event), True)
-        )
+        return asyncio.run(self._complete(self._prepare(question, **options), True))
 
-    async def arun(
-        self,
-        question: str,
-        *,
-        history: Conversation | None = None,
-        deps: Any = None,
-        on_event: EventCallback | None = None,
-        images: Sequence[ImageSource] | None = None,
-        vision_budget: int | None = None,
-    ) -> RunResult:
+    async def arun(self, question: str, **options: Unpack[RunOptions]) -> RunResult:
         """Answer one user message: loop model turn -> tool calls -> tool responses until a final answer.
 
         Args:
@@ -394,19 +388,9 @@ class Agent:
                 not parse.
             BackendError: the backend failed (after its own retries).
         """
-        content = user_content(question, images, vision_budget)
-        return await self._complete(self.graph.prepare(question, content, history, deps, on_event), False)
+        return await self._complete(self._prepare(question, **options), False)
 
-    def iter(
-        self,
-        question: str,
-        *,
-        history: Conversation | None = None,
-        deps: Any = None,
-        on_event: EventCallback | None = None,
-        images: Sequence[ImageSource] | None = None,
-        vision_budget: int | None = None,
-    ) -> AgentRun:
+    def iter(self, question: str, **options: Unpack[RunOptions]) -> AgentRun:
         """The run :meth:`arun` makes, step by step or node by node (:class:`agentkit.nodes.AgentRun`)::
 
             run = agent.iter("What is the weather in Paris?")
@@ -430,10 +414,24 @@ class Agent:
         Raises:
             ValueError, model.heads.vision.ImageError: as :meth:`arun`, at once.
         """
-        content = user_content(question, images, vision_budget)
+        state = self._prepare(question, **options)
         if self._toolsets and not getattr(self, "_toolsets_open", False):
             raise RuntimeError("an agent with toolsets iterates inside `async with agent:`")
-        return AgentRun(self.graph, self.graph.prepare(question, content, history, deps, on_event))
+        return AgentRun(self.graph, state)
+
+    def _prepare(
+        self,
+        question: str,
+        *,
+        history: Conversation | None = None,
+        deps: Any = None,
+        on_event: EventCallback | None = None,
+        images: Sequence[ImageSource] | None = None,
+        vision_budget: int | None = None,
+    ) -> RunState:
+        """The state of a run (:class:`RunOptions` as :meth:`arun`); raises as :meth:`arun`, at once."""
+        content = user_content(question, images, vision_budget)
+        return self.graph.prepare(question, content, history, deps, on_event)
 
     async def _complete(self, state: RunState, prefer_sync: bool) -> RunResult:
         if self._toolsets and not getattr(self, "_toolsets_open", False):
@@ -464,35 +462,17 @@ class ChatSession:
         self.conversation = Conversation.from_dict(conversation.to_dict()) if conversation else Conversation()
         self.results: list[RunResult] = []
 
-    def send(
-        self,
-        message: str,
-        *,
-        deps: Any = None,
-        on_event: EventCallback | None = None,
-        images: Sequence[ImageSource] | None = None,
-        vision_budget: int | None = None,
-    ) -> RunResult:
+    def send(self, message: str, **options: Unpack[TurnOptions]) -> RunResult:
         """Run one turn and append it to the history (``images``/``vision_budget`` as :meth:`Agent.arun`).
 
         A turn that fails (e.g. :class:`~agentkit.errors.MaxStepsExceeded`) raises and leaves the history
         unchanged.
         """
-        kw = {"deps": deps, "on_event": on_event, "images": images, "vision_budget": vision_budget}
-        return self._keep(self.agent.run(message, history=self.conversation, **kw))
+        return self._keep(self.agent.run(message, history=self.conversation, **options))
 
-    async def asend(
-        self,
-        message: str,
-        *,
-        deps: Any = None,
-        on_event: EventCallback | None = None,
-        images: Sequence[ImageSource] | None = None,
-        vision_budget: int | None = None,
-    ) -> RunResult:
+    async def asend(self, message: str, **options: Unpack[TurnOptions]) -> RunResult:
         """Async :meth:`send`."""
-        kw = {"deps": deps, "on_event": on_event, "images": images, "vision_budget": vision_budget}
-        return self._keep(await self.agent.arun(message, history=self.conversation, **kw))
+        return self._keep(await self.agent.arun(message, history=self.conversation, **options))
 
     def _keep(self, result: RunResult) -> RunResult:
         self.conversation = result.conversation
