@@ -181,6 +181,19 @@ def _format_message(e: Any) -> str:
     return f"{'.'.join(str(p) for p in e.path) or '(arguments)'}: {e.message}"
 
 
+def _invoker(
+    fn: Callable[..., Any], ctx_param: str | None, *, keywords: bool
+) -> Callable[[Any, ToolContext], Any]:
+    """How a tool calls ``fn`` with validated arguments: as keywords (a dict), or as the one model instance
+    (``args_model=``), with the :class:`ToolContext` as the parameter ``ctx_param`` if the function has one."""
+
+    def invoke(validated: Any, ctx: ToolContext) -> Any:
+        extra = {} if ctx_param is None else {ctx_param: ctx}
+        return fn(**validated, **extra) if keywords else fn(validated, **extra)
+
+    return invoke
+
+
 class Tool:
     """A tool the model can call.
 
@@ -325,8 +338,6 @@ class Tool:
         validator = validator_cls(schema, format_checker=grammar_format_checker())
         # Declared to the model exactly as written (a copy: later edits of the caller's dict do not leak in).
         self.parameters = copy.deepcopy(parameters)
-        ctx_param = self._context_param
-        fn = self.function
 
         def validate(arguments: dict[str, Any]) -> Any:
             errors = sorted(validator.iter_errors(arguments), key=lambda e: [str(p) for p in e.path])
@@ -334,13 +345,8 @@ class Tool:
                 raise ToolArgumentsError("; ".join(_format_message(e) for e in errors))
             return arguments
 
-        def invoke(validated: Any, ctx: ToolContext) -> Any:
-            if ctx_param is not None:
-                return fn(**validated, **{ctx_param: ctx})
-            return fn(**validated)
-
         self._validate = validate
-        self._invoke = invoke
+        self._invoke = _invoker(self.function, self._context_param, keywords=True)
 
     def _init_from_model(self, model: type[pydantic.BaseModel], sig: inspect.Signature | None) -> None:
         if not (isinstance(model, type) and issubclass(model, pydantic.BaseModel)):
@@ -353,8 +359,6 @@ class Tool:
                     f"model instance) besides an optional ToolContext, it takes {others}"
                 )
         self.parameters = clean_schema(model.model_json_schema())
-        ctx_param = self._context_param
-        fn = self.function
 
         def validate(arguments: dict[str, Any]) -> Any:
             try:
@@ -362,13 +366,8 @@ class Tool:
             except pydantic.ValidationError as exc:
                 raise ToolArgumentsError(format_validation_error(exc)) from None
 
-        def invoke(validated: Any, ctx: ToolContext) -> Any:
-            if ctx_param is not None:
-                return fn(validated, **{ctx_param: ctx})
-            return fn(validated)
-
         self._validate = validate
-        self._invoke = invoke
+        self._invoke = _invoker(self.function, self._context_param, keywords=False)
 
     def _init_from_signature(
         self, sig: inspect.Signature, hints: dict[str, Any], doc_params: dict[str, str]
@@ -408,8 +407,6 @@ class Tool:
         schema = clean_schema(schema)
         schema.setdefault("properties", {})
         self.parameters = schema
-        ctx_param = self._context_param
-        fn = self.function
         validator = model.__pydantic_validator__
 
         def validate(arguments: dict[str, Any]) -> Any:
@@ -420,13 +417,8 @@ class Tool:
             d = inst.__dict__
             return {pname: d[fname] for fname, pname in names}
 
-        def invoke(validated: Any, ctx: ToolContext) -> Any:
-            if ctx_param is not None:
-                return fn(**validated, **{ctx_param: ctx})
-            return fn(**validated)
-
         self._validate = validate
-        self._invoke = invoke
+        self._invoke = _invoker(self.function, self._context_param, keywords=True)
 
     # -- use
 
