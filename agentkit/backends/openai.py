@@ -35,16 +35,7 @@ from typing import Any, cast
 
 import httpx
 
-from agentkit.backends.base import (
-    Backend,
-    ChatMessage,
-    ModelTurn,
-    ToolChoice,
-    ToolDeclaration,
-    TurnRequest,
-    Usage,
-    tool_choice_name,
-)
+from agentkit.backends.base import Backend, ModelTurn, TurnRequest, Usage, tool_choice_name
 from agentkit.backends.textcalls import THINKING_TAGS, recover_calls, split_thinking
 from agentkit.errors import BackendError
 from agentkit.messages import ToolCall
@@ -236,10 +227,8 @@ class OpenAIBackend(Backend):
 
     # ----------------------------------------------------------------------------- request
 
-    def build_request(
-        self, messages: list[ChatMessage], tools: list[ToolDeclaration], tool_choice: ToolChoice
-    ) -> dict[str, Any]:
-        """The JSON body for ``/chat/completions``.
+    def build_request(self, request: TurnRequest) -> dict[str, Any]:
+        """The JSON body for ``/chat/completions`` of ``request``.
 
         Content parts (text and ``image_url`` images) are sent as they are, less agentkit's own
         ``vision_budget`` key, except in tool messages: Chat Completions takes no images in ``role: tool``, so a
@@ -251,6 +240,7 @@ class OpenAIBackend(Backend):
         out: list[dict[str, Any]] = []
         field = self.reasoning_field or self._server_reasoning_field
         shown: list[tuple[str, str, list[dict[str, Any]]]] = []  # images of the tool messages just sent
+        messages, tools = request.messages, request.tools
         for i, m in enumerate(messages):
             role = m["role"]
             if role == "assistant":
@@ -285,9 +275,11 @@ class OpenAIBackend(Backend):
         body: dict[str, Any] = {"model": self.model, "messages": out, **self.settings}
         if tools:
             body["tools"] = tools
-            forced = tool_choice_name(tool_choice)
+            forced = tool_choice_name(request.tool_choice)
             body["tool_choice"] = (
-                {"type": "function", "function": {"name": forced}} if forced is not None else tool_choice
+                {"type": "function", "function": {"name": forced}}
+                if forced is not None
+                else request.tool_choice
             )
         return cast(dict[str, Any], escape_lone_surrogates(body))
 
@@ -296,21 +288,14 @@ class OpenAIBackend(Backend):
         self._next_id += 1
         return cid
 
-    def parse_response(
-        self,
-        data: Any,
-        requests: int = 1,
-        *,
-        tools: list[ToolDeclaration] | None = None,
-        tool_choice: ToolChoice = "auto",
-    ) -> ModelTurn:
+    def parse_response(self, data: Any, request: TurnRequest | None = None, requests: int = 1) -> ModelTurn:
         """Turn a ``/chat/completions`` JSON response into a :class:`ModelTurn`.
 
         Args:
             data: the decoded response body.
             requests: HTTP requests it took (for :class:`Usage`).
-            tools: the declarations sent; calls written as text are recovered only when there were some.
-            tool_choice: the request's tool choice; nothing is recovered for ``"none"``.
+            request: what was asked; calls written as text are recovered only when it declared tools and its
+                ``tool_choice`` is not ``"none"`` (``None``: never).
 
         Raises:
             BackendError: no ``choices[0].message`` in the response.
@@ -352,7 +337,13 @@ class OpenAIBackend(Backend):
                     raw_arguments=raw if isinstance(raw, str) else None,
                 )
             )
-        if not calls and tools and tool_choice != "none" and self.recover_text_calls:
+        if (
+            not calls
+            and request
+            and request.tools
+            and request.tool_choice != "none"
+            and self.recover_text_calls
+        ):
             found = recover_calls(text)
             if found.problem is not None:
                 format_error = found.problem
@@ -390,13 +381,13 @@ class OpenAIBackend(Backend):
             data = resp.json()
         except ValueError:
             raise BackendError(f"{self.url}: response is not JSON: {resp.text[:300]}") from None
-        return self.parse_response(data, requests=sent, tools=request.tools, tool_choice=request.tool_choice)
+        return self.parse_response(data, request, requests=sent)
 
     # ------------------------------------------------------------------------------- sync
 
     def turn(self, request: TurnRequest) -> ModelTurn:
         """One chat-completions request, retried on transient failures (see the class docstring)."""
-        body = self.build_request(request.messages, request.tools, request.tool_choice)
+        body = self.build_request(request)
         if self._client is None:
             self._client = httpx.Client(timeout=self.timeout, transport=self._transport)
         try:
@@ -428,7 +419,7 @@ class OpenAIBackend(Backend):
 
     async def aturn(self, request: TurnRequest) -> ModelTurn:
         """Async :meth:`turn` (one ``httpx.AsyncClient`` per event loop)."""
-        body = self.build_request(request.messages, request.tools, request.tool_choice)
+        body = self.build_request(request)
         loop = asyncio.get_running_loop()
         client = self._aclients.get(loop)
         if client is None:
