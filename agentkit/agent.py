@@ -20,8 +20,8 @@ from agentkit.events import EventCallback
 from agentkit.history import Conversation
 from agentkit.mcp.host import close_toolsets, open_toolsets, refresh_toolsets, tool_choice_written_at
 from agentkit.nodes import AgentRun
-from agentkit.planner import RunGraph, RunState
-from agentkit.result import RunResult, Step, ToolCallRecord
+from agentkit.planner import Host, RunGraph, RunState
+from agentkit.result import RunResult, Step
 from agentkit.tool_output import ToolImageLimits
 from agentkit.tools import Tool, as_tool
 from model.heads.vision import ImageError, ImageSource, check_budget, to_data_url
@@ -29,7 +29,6 @@ from model.heads.vision import ImageError, ImageSource, check_budget, to_data_ur
 if TYPE_CHECKING:
     from agentkit.backends.base import ModelTurn
     from agentkit.bundle_load import BundleSpec
-    from agentkit.messages import ToolCall
 
 __all__ = ["Agent", "AgentRun", "ChatSession", "RunOptions", "TurnOptions", "user_content"]
 
@@ -84,7 +83,7 @@ def user_content(
     return parts
 
 
-class Agent:
+class Agent(Host):
     """A function-calling agent: a backend, tools and the run logic it holds (``agent.graph``, a
     :class:`agentkit.planner.RunGraph`); :meth:`process_tool_calls` and :meth:`execute_tool_call` may be overridden.
 
@@ -267,23 +266,6 @@ class Agent:
         """A model turn's tool calls (plan, execute, resolve: :meth:`agentkit.planner.RunGraph.process_tool_calls`).
         Override it to see or change a step's calls; ``model_s``: seconds the model took for ``turn``."""
         return await self.graph.process_tool_calls(state, turn, model_s)
-
-    async def execute_tool_call(
-        self,
-        state: RunState,
-        tl: Tool,
-        c: ToolCall,
-        validated: Any,
-        byte_share: int | None = None,
-        token_share: int | None = None,
-    ) -> ToolCallRecord:
-        """Run one validated call (:meth:`agentkit.planner.RunGraph.execute_tool_call`: under its timeout, its
-        response cut to the budget; an exception or timeout becomes an error record).
-
-        Override it to put something in front of the tools (a cache, a policy): return an
-        :class:`agentkit.ToolCallRecord` (``ToolCallRecord(c.id, c.name, c.arguments, content)`` for a success);
-        the run emits its :class:`~agentkit.events.ToolCallFinished` event."""
-        return await self.graph.execute_tool_call(state, tl, c, validated, byte_share, token_share)
 
     def tool(self, fn: Callable[..., Any]) -> Tool:
         """Decorator registering ``fn`` as a tool with default settings (``@agent.tool``)."""

@@ -153,10 +153,11 @@ class Backend:
     """A model behind the planner: the base class of the built-in backends, and of yours.
 
     A subclass implements :meth:`turn` (one model turn for a :class:`TurnRequest`) and, when it has real async
-    I/O, :meth:`aturn` (the ``openai`` backend does); the planner calls :meth:`complete` (:meth:`agentkit.Agent.run`)
-    or :meth:`acomplete` (:meth:`agentkit.Agent.arun`). A subclass may override :meth:`complete` instead of
-    :meth:`turn`, and an object that is no subclass but has ``name`` and ``complete(messages, tools,
-    tool_choice)`` (optionally ``async acomplete`` with the same signature) works as well.
+    I/O, :meth:`aturn` (the ``openai`` backend does); the planner calls :meth:`complete`
+    (:meth:`agentkit.Agent.run`) or :meth:`acomplete` (:meth:`agentkit.Agent.arun`). A subclass may override
+    :meth:`complete` instead of :meth:`turn`, and an object that is no subclass but has ``name`` and
+    ``complete(messages, tools, tool_choice)`` (optionally ``async acomplete`` with the same signature) works
+    as well.
     """
 
     #: Short name shown in results and logs (e.g. ``"openai:qwen3"``).
