@@ -11,7 +11,7 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Callable, Iterable, Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Literal
+from typing import TYPE_CHECKING, Any, Literal, TypedDict, Unpack
 
 from agentkit.backends import resolve_backend
 from agentkit.backends.base import Backend, ToolChoice, ToolDeclaration, tool_choice_name
@@ -20,8 +20,8 @@ from agentkit.events import EventCallback
 from agentkit.history import Conversation
 from agentkit.mcp.host import close_toolsets, open_toolsets, refresh_toolsets, tool_choice_written_at
 from agentkit.nodes import AgentRun
-from agentkit.planner import RunGraph, RunState
-from agentkit.result import RunResult, Step, ToolCallRecord
+from agentkit.planner import Host, RunGraph, RunState
+from agentkit.result import RunResult, Step
 from agentkit.tool_output import ToolImageLimits
 from agentkit.tools import Tool, as_tool
 from model.heads.vision import ImageError, ImageSource, check_budget, to_data_url
@@ -29,12 +29,26 @@ from model.heads.vision import ImageError, ImageSource, check_budget, to_data_ur
 if TYPE_CHECKING:
     from agentkit.backends.base import ModelTurn
     from agentkit.bundle_load import BundleSpec
-    from agentkit.messages import ToolCall
 
-__all__ = ["Agent", "AgentRun", "ChatSession", "user_content"]
+__all__ = ["Agent", "AgentRun", "ChatSession", "RunOptions", "TurnOptions", "user_content"]
 
 #: Tool-output budget per model turn (bytes) when the backend does not say how many prompt tokens it takes.
 DEFAULT_TOOL_OUTPUT_BYTES = 32_768
+
+
+class TurnOptions(TypedDict, total=False):
+    """The keywords of one turn of a :class:`ChatSession` (:meth:`ChatSession.send`): see :meth:`Agent.arun`."""
+
+    deps: Any
+    on_event: EventCallback | None
+    images: Sequence[ImageSource] | None
+    vision_budget: int | None
+
+
+class RunOptions(TurnOptions, total=False):
+    """The keywords of :meth:`Agent.run`, :meth:`Agent.arun` and :meth:`Agent.iter`: a turn's and its history."""
+
+    history: Conversation | None
 
 
 def user_content(
@@ -69,7 +83,7 @@ def user_content(
     return parts
 
 
-class Agent:
+class Agent(Host):
     """A function-calling agent: a backend, tools and the run logic it holds (``agent.graph``, a
     :class:`agentkit.planner.RunGraph`); :meth:`process_tool_calls` and :meth:`execute_tool_call` may be overridden.
 
@@ -253,23 +267,6 @@ class Agent:
         Override it to see or change a step's calls; ``model_s``: seconds the model took for ``turn``."""
         return await self.graph.process_tool_calls(state, turn, model_s)
 
-    async def execute_tool_call(
-        self,
-        state: RunState,
-        tl: Tool,
-        c: ToolCall,
-        validated: Any,
-        byte_share: int | None = None,
-        token_share: int | None = None,
-    ) -> ToolCallRecord:
-        """Run one validated call (:meth:`agentkit.planner.RunGraph.execute_tool_call`: under its timeout, its
-        response cut to the budget; an exception or timeout becomes an error record).
-
-        Override it to put something in front of the tools (a cache, a policy): return an
-        :class:`agentkit.ToolCallRecord` (``ToolCallRecord(c.id, c.name, c.arguments, content)`` for a success);
-        the run emits its :class:`~agentkit.events.ToolCallFinished` event."""
-        return await self.graph.execute_tool_call(state, tl, c, validated, byte_share, token_share)
-
     def tool(self, fn: Callable[..., Any]) -> Tool:
         """Decorator registering ``fn`` as a tool with default settings (``@agent.tool``)."""
         return self.add_tool(fn)
@@ -323,16 +320,7 @@ class Agent:
 
     # ------------------------------------------------------------------------------ running
 
-    def run(
-        self,
-        question: str,
-        *,
-        history: Conversation | None = None,
-        deps: Any = None,
-        on_event: EventCallback | None = None,
-        images: Sequence[ImageSource] | None = None,
-        vision_budget: int | None = None,
-    ) -> RunResult:
+    def run(self, question: str, **options: Unpack[RunOptions]) -> RunResult:
         """Answer one user message (sync wrapper of :meth:`arun`; see there).
 
         Raises:
@@ -347,21 +335,9 @@ class Agent:
             raise RuntimeError(
                 "Agent.run() cannot be called from a running event loop; use `await agent.arun(...)`"
             )
-        content = user_content(question, images, vision_budget)
-        return asyncio.run(
-            self._complete(self.graph.prepare(question, content, history, deps, on_event), True)
-        )
+        return asyncio.run(self._complete(self._prepare(question, **options), True))
 
-    async def arun(
-        self,
-        question: str,
-        *,
-        history: Conversation | None = None,
-        deps: Any = None,
-        on_event: EventCallback | None = None,
-        images: Sequence[ImageSource] | None = None,
-        vision_budget: int | None = None,
-    ) -> RunResult:
+    async def arun(self, question: str, **options: Unpack[RunOptions]) -> RunResult:
         """Answer one user message: loop model turn -> tool calls -> tool responses until a final answer.
 
         Args:
@@ -394,19 +370,9 @@ class Agent:
                 not parse.
             BackendError: the backend failed (after its own retries).
         """
-        content = user_content(question, images, vision_budget)
-        return await self._complete(self.graph.prepare(question, content, history, deps, on_event), False)
+        return await self._complete(self._prepare(question, **options), False)
 
-    def iter(
-        self,
-        question: str,
-        *,
-        history: Conversation | None = None,
-        deps: Any = None,
-        on_event: EventCallback | None = None,
-        images: Sequence[ImageSource] | None = None,
-        vision_budget: int | None = None,
-    ) -> AgentRun:
+    def iter(self, question: str, **options: Unpack[RunOptions]) -> AgentRun:
         """The run :meth:`arun` makes, step by step or node by node (:class:`agentkit.nodes.AgentRun`)::
 
             run = agent.iter("What is the weather in Paris?")
@@ -430,10 +396,24 @@ class Agent:
         Raises:
             ValueError, model.heads.vision.ImageError: as :meth:`arun`, at once.
         """
-        content = user_content(question, images, vision_budget)
+        state = self._prepare(question, **options)
         if self._toolsets and not getattr(self, "_toolsets_open", False):
             raise RuntimeError("an agent with toolsets iterates inside `async with agent:`")
-        return AgentRun(self.graph, self.graph.prepare(question, content, history, deps, on_event))
+        return AgentRun(self.graph, state)
+
+    def _prepare(
+        self,
+        question: str,
+        *,
+        history: Conversation | None = None,
+        deps: Any = None,
+        on_event: EventCallback | None = None,
+        images: Sequence[ImageSource] | None = None,
+        vision_budget: int | None = None,
+    ) -> RunState:
+        """The state of a run (:class:`RunOptions` as :meth:`arun`); raises as :meth:`arun`, at once."""
+        content = user_content(question, images, vision_budget)
+        return self.graph.prepare(question, content, history, deps, on_event)
 
     async def _complete(self, state: RunState, prefer_sync: bool) -> RunResult:
         if self._toolsets and not getattr(self, "_toolsets_open", False):
@@ -464,35 +444,17 @@ class ChatSession:
         self.conversation = Conversation.from_dict(conversation.to_dict()) if conversation else Conversation()
         self.results: list[RunResult] = []
 
-    def send(
-        self,
-        message: str,
-        *,
-        deps: Any = None,
-        on_event: EventCallback | None = None,
-        images: Sequence[ImageSource] | None = None,
-        vision_budget: int | None = None,
-    ) -> RunResult:
+    def send(self, message: str, **options: Unpack[TurnOptions]) -> RunResult:
         """Run one turn and append it to the history (``images``/``vision_budget`` as :meth:`Agent.arun`).
 
         A turn that fails (e.g. :class:`~agentkit.errors.MaxStepsExceeded`) raises and leaves the history
         unchanged.
         """
-        kw = {"deps": deps, "on_event": on_event, "images": images, "vision_budget": vision_budget}
-        return self._keep(self.agent.run(message, history=self.conversation, **kw))
+        return self._keep(self.agent.run(message, history=self.conversation, **options))
 
-    async def asend(
-        self,
-        message: str,
-        *,
-        deps: Any = None,
-        on_event: EventCallback | None = None,
-        images: Sequence[ImageSource] | None = None,
-        vision_budget: int | None = None,
-    ) -> RunResult:
+    async def asend(self, message: str, **options: Unpack[TurnOptions]) -> RunResult:
         """Async :meth:`send`."""
-        kw = {"deps": deps, "on_event": on_event, "images": images, "vision_budget": vision_budget}
-        return self._keep(await self.agent.arun(message, history=self.conversation, **kw))
+        return self._keep(await self.agent.arun(message, history=self.conversation, **options))
 
     def _keep(self, result: RunResult) -> RunResult:
         self.conversation = result.conversation

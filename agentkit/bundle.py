@@ -52,24 +52,12 @@ class Bundle(BundleSpec):
     """A loaded bundle (its fields: :class:`~agentkit.bundle_load.BundleSpec`) that makes its agent."""
 
     def make_agent(
-        self,
-        backend: str | Backend | None = None,
-        model: str | None = None,
-        *,
-        seed: int | None = None,
-        adapter: str | Path | None = None,
-        binding: str | None = None,
-        **overrides: Any,
+        self, backend: str | Backend | None = None, model: str | None = None, **overrides: Any
     ) -> Agent:
-        """An :class:`~agentkit.agent.Agent` from this bundle (:meth:`agentkit.Agent.from_bundle`); ``overrides``
-        are ``Agent`` keywords.
-
-        ``backend``, ``model``, ``seed``, ``adapter`` and ``binding`` are those of
-        :meth:`~agentkit.bundle_load.BundleSpec.make_backend`.
-        """
-        return Agent.from_bundle(
-            self, backend=backend, model=model, seed=seed, adapter=adapter, binding=binding, **overrides
-        )
+        """An :class:`~agentkit.agent.Agent` from this bundle: :meth:`agentkit.Agent.from_bundle` with its
+        keywords (``backend``, ``model``, ``seed``, ``adapter``, ``binding`` for
+        :meth:`~agentkit.bundle_load.BundleSpec.make_backend`, and ``Agent`` keywords)."""
+        return Agent.from_bundle(self, backend=backend, model=model, **overrides)
 
 
 def load_bundle(

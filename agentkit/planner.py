@@ -241,7 +241,10 @@ def message_chars(m: ChatMessage, image_tokens: int = IMAGE_TOKENS_UNKNOWN) -> i
 
 
 class Host(Protocol):
-    """What the graph reads from the agent that holds it: its settings and the phases it may override."""
+    """What the graph reads from the agent that holds it: its settings and the phases it may override.
+
+    :class:`agentkit.Agent` subclasses it and so inherits the default :meth:`execute_tool_call`.
+    """
 
     backend: Backend
     system_prompt: str | None
@@ -269,7 +272,41 @@ class Host(Protocol):
         validated: Any,
         byte_share: int | None = None,
         token_share: int | None = None,
-    ) -> ToolCallRecord: ...
+    ) -> ToolCallRecord:
+        """Run one validated call under its timeout; its response cut to the budget (bytes, then tokens).
+        An exception or a timeout becomes an error record, never a crash.
+
+        Override it to put something in front of the tools (a cache, a policy): return an
+        :class:`agentkit.ToolCallRecord` (``ToolCallRecord(c.id, c.name, c.arguments, content)`` for a success);
+        the planner emits its :class:`~agentkit.events.ToolCallFinished` event; ``super().execute_tool_call(...)``
+        runs the tool."""
+        limits = [x for x in (tl.max_output_bytes, byte_share) if x is not None]
+        limit = min(limits) if limits else None
+        count: Callable[[str], int] | None = (
+            getattr(self.backend, "count_tokens", None) if token_share is not None else None
+        )
+
+        def cap(text: str) -> str:
+            by_bytes = cap_output(text, limit)
+            if count is None or token_share is None or count(by_bytes) <= token_share:
+                return by_bytes
+            # the token cap binds: cut the head the byte cap kept (so both hold), marker sized on the whole
+            head = text if by_bytes is text else by_bytes[: by_bytes.rfind("\n[agentkit: cut ")]
+            return cap_output_tokens(head, token_share, count, len(text.encode("utf-8", "surrogatepass")))
+
+        t0 = _perf()
+        try:
+            value = await tl.acall(validated, ToolContext(tl.name, c.id, state.step, state.deps))
+            content = cap(tl.serializer(value))
+        except ToolTimeoutError as exc:
+            hint = "the tool did not answer in time; try other arguments or another approach"
+            rec = error_record(c, c.arguments, "timeout", str(exc), {"hint": hint})
+        except Exception as exc:
+            rec = error_record(c, c.arguments, "exception", cap(describe_exception(exc)))
+        else:
+            rec = ToolCallRecord(c.id, c.name, c.arguments, content, None, None, value)
+        rec.seconds = _perf() - t0
+        return rec
 
 
 class RunGraph:
@@ -511,8 +548,8 @@ class RunGraph:
         raise state.fail(LoopGuardTriggered(message, state.partial("loop_guard")))
 
     async def execute(self, state: RunState, plan: CallPlan) -> None:
-        """Phase 3b: run the scheduled calls concurrently (:meth:`execute_tool_call` each), sharing the
-        tool-output budget evenly; their records go into ``plan.records``."""
+        """Phase 3b: run the scheduled calls concurrently (the agent's :meth:`Host.execute_tool_call` each),
+        sharing the tool-output budget evenly; their records go into ``plan.records``."""
         t1 = _perf()
         byte_share: int | None = None
         token_share: int | None = None
@@ -548,63 +585,20 @@ class RunGraph:
         byte_share: int | None,
         token_share: int | None,
     ) -> ToolCallRecord:
-        """:meth:`execute_tool_call`, checked, and its :class:`~agentkit.events.ToolCallFinished` event (so an
-        override does not have to emit it)."""
+        """The agent's :meth:`Host.execute_tool_call`, checked, and its
+        :class:`~agentkit.events.ToolCallFinished` event (so an override does not have to emit it)."""
         return self._finished(
             state, await self.agent.execute_tool_call(state, tl, c, validated, byte_share, token_share)
         )
 
     def _finished(self, state: RunState, rec: Any) -> ToolCallRecord:
-        """Check an :meth:`execute_tool_call` result and emit its :class:`~agentkit.events.ToolCallFinished`."""
+        """Check a :meth:`Host.execute_tool_call` result; emit its :class:`~agentkit.events.ToolCallFinished`."""
         if not isinstance(rec, ToolCallRecord):
             raise TypeError(
                 f"{type(self.agent).__name__}.execute_tool_call must return an agentkit.ToolCallRecord, got "
                 f"{type(rec).__name__}"
             )
         state.emit(ToolCallFinished(state.step, rec))
-        return rec
-
-    async def execute_tool_call(
-        self,
-        state: RunState,
-        tl: Tool,
-        c: ToolCall,
-        validated: Any,
-        byte_share: int | None = None,
-        token_share: int | None = None,
-    ) -> ToolCallRecord:
-        """Run one validated call under its timeout; its response cut to the budget (bytes, then tokens).
-        An exception or a timeout becomes an error record, never a crash.
-
-        Override it to put something in front of the tools (a cache, a policy): return an
-        :class:`agentkit.ToolCallRecord` (``ToolCallRecord(c.id, c.name, c.arguments, content)`` for a success);
-        the planner emits its :class:`~agentkit.events.ToolCallFinished` event."""
-        limits = [x for x in (tl.max_output_bytes, byte_share) if x is not None]
-        limit = min(limits) if limits else None
-        count: Callable[[str], int] | None = (
-            getattr(self.agent.backend, "count_tokens", None) if token_share is not None else None
-        )
-
-        def cap(text: str) -> str:
-            by_bytes = cap_output(text, limit)
-            if count is None or token_share is None or count(by_bytes) <= token_share:
-                return by_bytes
-            # the token cap binds: cut the head the byte cap kept (so both hold), marker sized on the whole
-            head = text if by_bytes is text else by_bytes[: by_bytes.rfind("\n[agentkit: cut ")]
-            return cap_output_tokens(head, token_share, count, len(text.encode("utf-8", "surrogatepass")))
-
-        t0 = _perf()
-        try:
-            value = await tl.acall(validated, ToolContext(tl.name, c.id, state.step, state.deps))
-            content = cap(tl.serializer(value))
-        except ToolTimeoutError as exc:
-            hint = "the tool did not answer in time; try other arguments or another approach"
-            rec = error_record(c, c.arguments, "timeout", str(exc), {"hint": hint})
-        except Exception as exc:
-            rec = error_record(c, c.arguments, "exception", cap(describe_exception(exc)))
-        else:
-            rec = ToolCallRecord(c.id, c.name, c.arguments, content, None, None, value)
-        rec.seconds = _perf() - t0
         return rec
 
     def resolve(self, state: RunState, plan: CallPlan) -> Step:

@@ -66,6 +66,7 @@ __all__ = [
     "Tool",
     "ToolArgumentsError",
     "ToolContext",
+    "ToolOptions",
     "ToolTimeoutError",
     "as_tool",
     "cap_output",
@@ -178,6 +179,19 @@ def _signature_and_hints(
 
 def _format_message(e: Any) -> str:
     return f"{'.'.join(str(p) for p in e.path) or '(arguments)'}: {e.message}"
+
+
+def _invoker(
+    fn: Callable[..., Any], ctx_param: str | None, *, keywords: bool
+) -> Callable[[Any, ToolContext], Any]:
+    """How a tool calls ``fn`` with validated arguments: as keywords (a dict), or as the one model instance
+    (``args_model=``), with the :class:`ToolContext` as the parameter ``ctx_param`` if the function has one."""
+
+    def invoke(validated: Any, ctx: ToolContext) -> Any:
+        extra = {} if ctx_param is None else {ctx_param: ctx}
+        return fn(**validated, **extra) if keywords else fn(validated, **extra)
+
+    return invoke
 
 
 class Tool:
@@ -324,8 +338,6 @@ class Tool:
         validator = validator_cls(schema, format_checker=grammar_format_checker())
         # Declared to the model exactly as written (a copy: later edits of the caller's dict do not leak in).
         self.parameters = copy.deepcopy(parameters)
-        ctx_param = self._context_param
-        fn = self.function
 
         def validate(arguments: dict[str, Any]) -> Any:
             errors = sorted(validator.iter_errors(arguments), key=lambda e: [str(p) for p in e.path])
@@ -333,13 +345,8 @@ class Tool:
                 raise ToolArgumentsError("; ".join(_format_message(e) for e in errors))
             return arguments
 
-        def invoke(validated: Any, ctx: ToolContext) -> Any:
-            if ctx_param is not None:
-                return fn(**validated, **{ctx_param: ctx})
-            return fn(**validated)
-
         self._validate = validate
-        self._invoke = invoke
+        self._invoke = _invoker(self.function, self._context_param, keywords=True)
 
     def _init_from_model(self, model: type[pydantic.BaseModel], sig: inspect.Signature | None) -> None:
         if not (isinstance(model, type) and issubclass(model, pydantic.BaseModel)):
@@ -352,8 +359,6 @@ class Tool:
                     f"model instance) besides an optional ToolContext, it takes {others}"
                 )
         self.parameters = clean_schema(model.model_json_schema())
-        ctx_param = self._context_param
-        fn = self.function
 
         def validate(arguments: dict[str, Any]) -> Any:
             try:
@@ -361,13 +366,8 @@ class Tool:
             except pydantic.ValidationError as exc:
                 raise ToolArgumentsError(format_validation_error(exc)) from None
 
-        def invoke(validated: Any, ctx: ToolContext) -> Any:
-            if ctx_param is not None:
-                return fn(validated, **{ctx_param: ctx})
-            return fn(validated)
-
         self._validate = validate
-        self._invoke = invoke
+        self._invoke = _invoker(self.function, self._context_param, keywords=False)
 
     def _init_from_signature(
         self, sig: inspect.Signature, hints: dict[str, Any], doc_params: dict[str, str]
@@ -407,8 +407,6 @@ class Tool:
         schema = clean_schema(schema)
         schema.setdefault("properties", {})
         self.parameters = schema
-        ctx_param = self._context_param
-        fn = self.function
         validator = model.__pydantic_validator__
 
         def validate(arguments: dict[str, Any]) -> Any:
@@ -419,13 +417,8 @@ class Tool:
             d = inst.__dict__
             return {pname: d[fname] for fname, pname in names}
 
-        def invoke(validated: Any, ctx: ToolContext) -> Any:
-            if ctx_param is not None:
-                return fn(**validated, **{ctx_param: ctx})
-            return fn(**validated)
-
         self._validate = validate
-        self._invoke = invoke
+        self._invoke = _invoker(self.function, self._context_param, keywords=True)
 
     # -- use
 
@@ -500,38 +493,30 @@ class Tool:
         )
 
 
+class ToolOptions(typing.TypedDict, total=False):
+    """The keywords of :func:`tool` (``@tool(timeout=5, ...)``): those of :class:`Tool` after the function."""
+
+    name: str | None
+    description: str | None
+    args_model: type[pydantic.BaseModel] | None
+    parameters: dict[str, Any] | None
+    timeout: float | None
+    retries: int
+    serializer: Callable[[Any], str] | None
+    grounded: Sequence[str]
+    max_output_bytes: int | None
+
+
 @typing.overload
 def tool(function: Callable[..., Any], /) -> Tool: ...
 
 
 @typing.overload
-def tool(
-    *,
-    name: str | None = None,
-    description: str | None = None,
-    args_model: type[pydantic.BaseModel] | None = None,
-    parameters: dict[str, Any] | None = None,
-    timeout: float | None = DEFAULT_TIMEOUT_S,
-    retries: int = DEFAULT_RETRIES,
-    serializer: Callable[[Any], str] | None = None,
-    grounded: Sequence[str] = (),
-    max_output_bytes: int | None = None,
-) -> Callable[[Callable[..., Any]], Tool]: ...
+def tool(**options: typing.Unpack[ToolOptions]) -> Callable[[Callable[..., Any]], Tool]: ...
 
 
 def tool(
-    function: Callable[..., Any] | None = None,
-    /,
-    *,
-    name: str | None = None,
-    description: str | None = None,
-    args_model: type[pydantic.BaseModel] | None = None,
-    parameters: dict[str, Any] | None = None,
-    timeout: float | None = DEFAULT_TIMEOUT_S,
-    retries: int = DEFAULT_RETRIES,
-    serializer: Callable[[Any], str] | None = None,
-    grounded: Sequence[str] = (),
-    max_output_bytes: int | None = None,
+    function: Callable[..., Any] | None = None, /, **options: typing.Unpack[ToolOptions]
 ) -> Tool | Callable[[Callable[..., Any]], Tool]:
     """Make a :class:`Tool` from a function: ``@tool`` or ``@tool(timeout=5, retries=1, ...)``.
 
@@ -546,25 +531,15 @@ def tool(
                 days: Number of days, 1-7.
             \"\"\"
 
-    The keyword arguments are those of :class:`Tool`.
+    The keyword arguments (:class:`ToolOptions`) are those of :class:`Tool`; an unknown one raises ``TypeError``
+    when the decorator is applied.
 
     Raises:
         ToolDefinitionError: see :class:`Tool`.
     """
 
     def wrap(fn: Callable[..., Any]) -> Tool:
-        return Tool(
-            fn,
-            name=name,
-            description=description,
-            args_model=args_model,
-            parameters=parameters,
-            timeout=timeout,
-            retries=retries,
-            serializer=serializer,
-            grounded=grounded,
-            max_output_bytes=max_output_bytes,
-        )
+        return Tool(fn, **options)
 
     if function is not None:
         return wrap(function)

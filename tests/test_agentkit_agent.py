@@ -8,7 +8,7 @@ import time
 import pytest
 
 from agentkit import Agent, ModelRetry, tool
-from agentkit.backends.base import ModelTurn, ToolCallRequest
+from agentkit.backends.base import Backend, ModelTurn, ToolCallRequest
 from agentkit.backends.scripted import ScriptedBackend, answer, call, turn
 from agentkit.errors import (
     BackendError,
@@ -399,3 +399,37 @@ def test_result_serialises():
     assert d["steps"][0]["tool_calls"][0]["content"] == "3"
     assert d["usage"]["requests"] == 2
     assert set(d["timing"]) == {"total_seconds", "model_seconds", "tool_seconds", "framework_seconds"}
+
+
+class _DuckBackend:
+    """A backend written to the documented contract without subclassing ``Backend``."""
+
+    name = "duck"
+
+    def complete(self, messages, tools, tool_choice="auto"):
+        return ModelTurn(text=f"{len(messages)} messages, {len(tools)} tools, {tool_choice}")
+
+
+class _CompleteOnly(Backend):
+    """A ``Backend`` subclass that overrides ``complete`` rather than ``turn``."""
+
+    name = "complete-only"
+
+    def complete(self, messages, tools, tool_choice="auto"):
+        return ModelTurn(text=f"sync {messages[-1]['content']}")
+
+
+def test_custom_backends_run_and_arun():
+    for backend, text in ((_DuckBackend(), "2 messages, 1 tools, auto"), (_CompleteOnly(), "sync hi")):
+        agent = Agent(backend, [add], system_prompt="s")
+        assert agent.run("hi").answer == text
+        assert asyncio.run(agent.arun("hi")).answer == text
+    assert asyncio.run(_CompleteOnly().acomplete([{"role": "user", "content": "x"}], [])).text == "sync x"
+
+
+def test_backend_subclass_without_turn_is_a_clear_error():
+    class Empty(Backend):
+        name = "empty"
+
+    with pytest.raises(NotImplementedError, match="Empty is a Backend but implements neither turn"):
+        Empty().complete([{"role": "user", "content": "x"}], [])

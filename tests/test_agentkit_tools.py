@@ -332,3 +332,10 @@ def test_serialize_result():
 def test_clean_schema_keeps_property_named_title():
     s = {"title": "X", "type": "object", "properties": {"title": {"title": "Title", "type": "string"}}}
     assert clean_schema(s) == {"type": "object", "properties": {"title": {"type": "string"}}}
+
+
+def test_tool_decorator_keywords_reach_the_tool_and_an_unknown_one_is_refused():
+    made = tool(timeout=5, retries=1, name="twice")(lambda x: 2 * x)
+    assert (made.name, made.timeout, made.retries) == ("twice", 5, 1)
+    with pytest.raises(TypeError, match="timout"):
+        tool(timout=5)(lambda x: x)

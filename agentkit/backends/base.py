@@ -21,7 +21,7 @@ Tool declarations: ``[{"type": "function", "function": {"name", "description", "
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any, Literal, Protocol, runtime_checkable
+from typing import Any, Literal
 
 from pydantic import ConfigDict
 from pydantic.dataclasses import dataclass as pydantic_dataclass
@@ -134,12 +134,30 @@ class ModelTurn:
     format_error: str | None = None
 
 
-@runtime_checkable
-class Backend(Protocol):
-    """A model behind the planner.
+@dataclass(slots=True)
+class TurnRequest:
+    """One model request: what the planner asks a backend for (and what ``ScriptedBackend`` records).
 
-    ``complete`` is required; a backend may also define ``async def acomplete(...)`` with the same
-    signature, which :meth:`agentkit.Agent.arun` awaits instead (the ``openai`` backend does).
+    Attributes:
+        messages: the conversation so far (system, kept history, this turn's trajectory).
+        tools: tool declarations; may be empty.
+        tool_choice: ``"auto" | "required" | "none" | {"name": NAME}``.
+    """
+
+    messages: list[ChatMessage]
+    tools: list[ToolDeclaration]
+    tool_choice: ToolChoice = "auto"
+
+
+class Backend:
+    """A model behind the planner: the base class of the built-in backends, and of yours.
+
+    A subclass implements :meth:`turn` (one model turn for a :class:`TurnRequest`) and, when it has real async
+    I/O, :meth:`aturn` (the ``openai`` backend does); the planner calls :meth:`complete`
+    (:meth:`agentkit.Agent.run`) or :meth:`acomplete` (:meth:`agentkit.Agent.arun`). A subclass may override
+    :meth:`complete` instead of :meth:`turn`, and an object that is no subclass but has ``name`` and
+    ``complete(messages, tools, tool_choice)`` (optionally ``async acomplete`` with the same signature) works
+    as well.
     """
 
     #: Short name shown in results and logs (e.g. ``"openai:qwen3"``).
@@ -161,7 +179,7 @@ class Backend(Protocol):
         tools: list[ToolDeclaration],
         tool_choice: ToolChoice = "auto",
     ) -> ModelTurn:
-        """Run one model turn.
+        """Run one model turn (:meth:`turn` of the :class:`TurnRequest` of the arguments).
 
         Args:
             messages: the conversation so far (system, kept history, this turn's trajectory).
@@ -175,8 +193,29 @@ class Backend(Protocol):
             BackendError: the model could not be reached or answered with something unusable.
             PromptTooLong: (this module's) the prompt does not fit the model's context (raise it before
                 allocating anything; the planner then drops the oldest turns and asks again).
+            NotImplementedError: the subclass implements neither :meth:`turn` nor :meth:`complete`.
         """
-        ...
+        return self.turn(TurnRequest(messages, tools, tool_choice))
+
+    async def acomplete(
+        self,
+        messages: list[ChatMessage],
+        tools: list[ToolDeclaration],
+        tool_choice: ToolChoice = "auto",
+    ) -> ModelTurn:
+        """Async :meth:`complete`: :meth:`aturn` of the :class:`TurnRequest` of the arguments."""
+        return await self.aturn(TurnRequest(messages, tools, tool_choice))
+
+    def turn(self, request: TurnRequest) -> ModelTurn:
+        """One model turn for ``request`` (see :meth:`complete`); what a subclass implements."""
+        raise NotImplementedError(
+            f"{type(self).__name__} is a Backend but implements neither turn(request) nor "
+            "complete(messages, tools, tool_choice)"
+        )
+
+    async def aturn(self, request: TurnRequest) -> ModelTurn:
+        """Async :meth:`turn`; by default :meth:`complete` itself, run in the event loop's thread."""
+        return self.complete(request.messages, request.tools, request.tool_choice)
 
 
 def tool_choice_name(tool_choice: ToolChoice) -> str | None:

@@ -16,7 +16,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from agentkit.backends.base import ChatMessage, ModelTurn, PromptTooLong, ToolChoice, ToolDeclaration, Usage
+from agentkit.backends.base import Backend, ModelTurn, PromptTooLong, ToolDeclaration, TurnRequest, Usage
 from agentkit.errors import BackendError, ToolDefinitionError
 from agentkit.messages import ToolCall, to_template_messages
 from model.heads.vision import DEFAULT_VISION_BUDGET, ImageError, vision_processor
@@ -58,7 +58,7 @@ def constraint_support_error(name: str, parameters: dict[str, Any]) -> Any:
     return got if isinstance(got, SchemaError) else None
 
 
-class EmbeddedBackend:
+class EmbeddedBackend(Backend):
     """Runs the model in-process with ``model.turn.chat.ChatModel``.
 
     Args:
@@ -220,22 +220,17 @@ class EmbeddedBackend:
 
         return len(encode_text(self.chat_model.tokenizer, text))
 
-    def complete(
-        self,
-        messages: list[ChatMessage],
-        tools: list[ToolDeclaration],
-        tool_choice: ToolChoice = "auto",
-    ) -> ModelTurn:
-        """One constrained model turn (see :class:`agentkit.backends.base.Backend`)."""
+    def turn(self, request: TurnRequest) -> ModelTurn:
+        """One constrained model turn (see :meth:`agentkit.backends.base.Backend.complete`)."""
         from model.turn.limits import PromptTooLong as ModelPromptTooLong
 
-        cm = self.chat_model
+        cm, tools = self.chat_model, request.tools
         try:
             out = cm.chat(
-                to_template_messages(messages),
+                to_template_messages(request.messages),
                 tools=tools or None,
                 tool_specs=self.tool_specs(tools) if tools else None,
-                tool_choice=tool_choice,
+                tool_choice=request.tool_choice,
                 max_new_tokens=self.max_new_tokens,
                 seed=self.seed,
                 on_event=self.on_event,

@@ -35,14 +35,7 @@ from typing import Any, cast
 
 import httpx
 
-from agentkit.backends.base import (
-    ChatMessage,
-    ModelTurn,
-    ToolChoice,
-    ToolDeclaration,
-    Usage,
-    tool_choice_name,
-)
+from agentkit.backends.base import Backend, ModelTurn, TurnRequest, Usage, tool_choice_name
 from agentkit.backends.textcalls import THINKING_TAGS, recover_calls, split_thinking
 from agentkit.errors import BackendError
 from agentkit.messages import ToolCall
@@ -148,7 +141,7 @@ def tool_images_message(shown: list[tuple[str, str, list[dict[str, Any]]]]) -> d
     return {"role": "user", "content": parts}
 
 
-class OpenAIBackend:
+class OpenAIBackend(Backend):
     """OpenAI-compatible chat-completions backend (sync :meth:`complete` and async :meth:`acomplete`).
 
     Args:
@@ -234,10 +227,8 @@ class OpenAIBackend:
 
     # ----------------------------------------------------------------------------- request
 
-    def build_request(
-        self, messages: list[ChatMessage], tools: list[ToolDeclaration], tool_choice: ToolChoice
-    ) -> dict[str, Any]:
-        """The JSON body for ``/chat/completions``.
+    def build_request(self, request: TurnRequest) -> dict[str, Any]:
+        """The JSON body for ``/chat/completions`` of ``request``.
 
         Content parts (text and ``image_url`` images) are sent as they are, less agentkit's own
         ``vision_budget`` key, except in tool messages: Chat Completions takes no images in ``role: tool``, so a
@@ -249,6 +240,7 @@ class OpenAIBackend:
         out: list[dict[str, Any]] = []
         field = self.reasoning_field or self._server_reasoning_field
         shown: list[tuple[str, str, list[dict[str, Any]]]] = []  # images of the tool messages just sent
+        messages, tools = request.messages, request.tools
         for i, m in enumerate(messages):
             role = m["role"]
             if role == "assistant":
@@ -283,9 +275,11 @@ class OpenAIBackend:
         body: dict[str, Any] = {"model": self.model, "messages": out, **self.settings}
         if tools:
             body["tools"] = tools
-            forced = tool_choice_name(tool_choice)
+            forced = tool_choice_name(request.tool_choice)
             body["tool_choice"] = (
-                {"type": "function", "function": {"name": forced}} if forced is not None else tool_choice
+                {"type": "function", "function": {"name": forced}}
+                if forced is not None
+                else request.tool_choice
             )
         return cast(dict[str, Any], escape_lone_surrogates(body))
 
@@ -294,21 +288,14 @@ class OpenAIBackend:
         self._next_id += 1
         return cid
 
-    def parse_response(
-        self,
-        data: Any,
-        requests: int = 1,
-        *,
-        tools: list[ToolDeclaration] | None = None,
-        tool_choice: ToolChoice = "auto",
-    ) -> ModelTurn:
+    def parse_response(self, data: Any, request: TurnRequest | None = None, requests: int = 1) -> ModelTurn:
         """Turn a ``/chat/completions`` JSON response into a :class:`ModelTurn`.
 
         Args:
             data: the decoded response body.
             requests: HTTP requests it took (for :class:`Usage`).
-            tools: the declarations sent; calls written as text are recovered only when there were some.
-            tool_choice: the request's tool choice; nothing is recovered for ``"none"``.
+            request: what was asked; calls written as text are recovered only when it declared tools and its
+                ``tool_choice`` is not ``"none"`` (``None``: never).
 
         Raises:
             BackendError: no ``choices[0].message`` in the response.
@@ -350,7 +337,13 @@ class OpenAIBackend:
                     raw_arguments=raw if isinstance(raw, str) else None,
                 )
             )
-        if not calls and tools and tool_choice != "none" and self.recover_text_calls:
+        if (
+            not calls
+            and request
+            and request.tools
+            and request.tool_choice != "none"
+            and self.recover_text_calls
+        ):
             found = recover_calls(text)
             if found.problem is not None:
                 format_error = found.problem
@@ -374,33 +367,34 @@ class OpenAIBackend:
             text=text, thinking=thinking, tool_calls=calls, usage=usage, raw=data, format_error=format_error
         )
 
-    def _check(self, resp: httpx.Response) -> Any:
+    def _read(self, resp: httpx.Response, sent: int, request: TurnRequest) -> ModelTurn:
+        """The turn of the last response of ``request`` (``sent`` HTTP requests; :meth:`parse_response`).
+
+        Raises:
+            BackendError: an HTTP error status, or a body that is not JSON or has no message.
+        """
         if resp.status_code >= 400:
             raise BackendError(
                 f"{self.url}: HTTP {resp.status_code}: {resp.text[:500]}", status_code=resp.status_code
             )
         try:
-            return resp.json()
+            data = resp.json()
         except ValueError:
             raise BackendError(f"{self.url}: response is not JSON: {resp.text[:300]}") from None
+        return self.parse_response(data, request, requests=sent)
 
     # ------------------------------------------------------------------------------- sync
 
-    def complete(
-        self,
-        messages: list[ChatMessage],
-        tools: list[ToolDeclaration],
-        tool_choice: ToolChoice = "auto",
-    ) -> ModelTurn:
+    def turn(self, request: TurnRequest) -> ModelTurn:
         """One chat-completions request, retried on transient failures (see the class docstring)."""
-        body = self.build_request(messages, tools, tool_choice)
+        body = self.build_request(request)
         if self._client is None:
             self._client = httpx.Client(timeout=self.timeout, transport=self._transport)
         try:
             resp, sent = self.http(self._client).request("POST", self.url, json=body, headers=self.headers)
         except RetriesExhausted as exc:
             raise self._gave_up(exc) from exc
-        return self.parse_response(self._check(resp), requests=sent, tools=tools, tool_choice=tool_choice)
+        return self._read(resp, sent, request)
 
     def http(self, client: httpx.Client | None = None) -> RetryingClient:
         """The retry policy of this backend (``max_retries + 1`` attempts, ``retry_wait`` doubling up to
@@ -423,14 +417,9 @@ class OpenAIBackend:
 
     # ------------------------------------------------------------------------------ async
 
-    async def acomplete(
-        self,
-        messages: list[ChatMessage],
-        tools: list[ToolDeclaration],
-        tool_choice: ToolChoice = "auto",
-    ) -> ModelTurn:
-        """Async :meth:`complete` (one ``httpx.AsyncClient`` per event loop)."""
-        body = self.build_request(messages, tools, tool_choice)
+    async def aturn(self, request: TurnRequest) -> ModelTurn:
+        """Async :meth:`turn` (one ``httpx.AsyncClient`` per event loop)."""
+        body = self.build_request(request)
         loop = asyncio.get_running_loop()
         client = self._aclients.get(loop)
         if client is None:
@@ -442,7 +431,7 @@ class OpenAIBackend:
             )
         except RetriesExhausted as exc:
             raise self._gave_up(exc) from exc
-        return self.parse_response(self._check(resp), requests=sent, tools=tools, tool_choice=tool_choice)
+        return self._read(resp, sent, request)
 
     def close(self) -> None:
         """Close the sync HTTP client (async clients close with their event loop)."""

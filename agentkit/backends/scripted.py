@@ -23,11 +23,18 @@ import copy
 import json
 import threading
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from agentkit.backends.base import ChatMessage, ModelTurn, ToolChoice, ToolDeclaration, Usage
+from agentkit.backends.base import (
+    Backend,
+    ChatMessage,
+    ModelTurn,
+    ToolChoice,
+    ToolDeclaration,
+    TurnRequest,
+    Usage,
+)
 from agentkit.errors import BackendError
 from agentkit.messages import ToolCall
 
@@ -58,13 +65,8 @@ def turn(*calls: ToolCall, text: str = "", thinking: str = "", usage: Usage | No
     return ModelTurn(text=text, thinking=thinking, tool_calls=list(calls), usage=usage or Usage())
 
 
-@dataclass(slots=True)
-class ScriptedRequest:
-    """What the agent sent for one model turn (deep copies, safe to keep)."""
-
-    messages: list[ChatMessage]
-    tools: list[ToolDeclaration]
-    tool_choice: ToolChoice
+#: What the agent sent for one model turn (:attr:`ScriptedBackend.requests` keeps deep copies, safe to keep).
+ScriptedRequest = TurnRequest
 
 
 def _estimate_tokens(messages: list[ChatMessage]) -> int:
@@ -78,7 +80,7 @@ def _estimate_tokens(messages: list[ChatMessage]) -> int:
     return chars // 4
 
 
-class ScriptedBackend:
+class ScriptedBackend(Backend):
     """Replays scripted model turns; see the module docstring.
 
     Args:
@@ -118,7 +120,7 @@ class ScriptedBackend:
         self._next_id = 0
         self._lock = threading.Lock()
         self.record = record
-        self.requests: list[ScriptedRequest] = []
+        self.requests: list[TurnRequest] = []
 
     @classmethod
     def from_file(cls, path: str | Path) -> ScriptedBackend:
@@ -161,17 +163,12 @@ class ScriptedBackend:
         """Scripted turns not yet played (0 for a function script)."""
         return len(self._items) - self._pos
 
-    def complete(
-        self,
-        messages: list[ChatMessage],
-        tools: list[ToolDeclaration],
-        tool_choice: ToolChoice = "auto",
-    ) -> ModelTurn:
-        """Return the next scripted turn (see :class:`agentkit.backends.base.Backend`)."""
+    def turn(self, request: TurnRequest) -> ModelTurn:
+        """Return the next scripted turn (see :meth:`agentkit.backends.base.Backend.complete`)."""
         if self.record:
-            self.requests.append(ScriptedRequest(copy.deepcopy(messages), copy.deepcopy(tools), tool_choice))
+            self.requests.append(copy.deepcopy(request))
         if self._function is not None:
-            item = self._function(messages, tools, tool_choice)
+            item = self._function(request.messages, request.tools, request.tool_choice)
         else:
             with self._lock:
                 if self._pos >= len(self._items):
@@ -185,7 +182,7 @@ class ScriptedBackend:
         if out.usage.requests == 0 and out.usage.total_tokens == 0:
             n_out = len(out.text) + sum(len(c.name) + 2 * len(c.arguments) for c in out.tool_calls)
             out.usage = Usage(
-                input_tokens=_estimate_tokens(messages), output_tokens=n_out // 4 + 1, requests=1
+                input_tokens=_estimate_tokens(request.messages), output_tokens=n_out // 4 + 1, requests=1
             )
         return out
 
