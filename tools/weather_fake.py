@@ -24,8 +24,6 @@ import httpx
 from tools import weather
 
 __all__ = [
-    "FC_URL",
-    "GEO_URL",
     "PLACES",
     "TODAY",
     "any_place_fake",
@@ -39,8 +37,6 @@ __all__ = [
 _P = ParamSpec("_P")
 _R = TypeVar("_R")
 
-GEO_URL = "https://geocoding-api.open-meteo.com/v1/search"
-FC_URL = "https://api.open-meteo.com/v1/forecast"
 TODAY = dt.date(2026, 11, 29)
 
 PLACES = {
