@@ -218,7 +218,6 @@ def exec_with_stdin(
     output_cap: int,
     on_timeout: Callable[[], None],
     workdir: str | None = None,
-    environment: dict[str, str] | None = None,
 ) -> ExecOutcome:
     """Run ``cmd`` in the running container ``container_id``, feeding ``stdin``, until EOF or ``deadline``.
 
@@ -234,7 +233,6 @@ def exec_with_stdin(
         stderr=True,
         tty=False,
         workdir=workdir,
-        environment=environment,
     )["Id"]
     hijacked = api.exec_start(exec_id, socket=True)
     res = pump(hijacked, stdin, deadline=deadline, output_cap=output_cap, on_timeout=on_timeout)
