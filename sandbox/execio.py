@@ -39,7 +39,6 @@ class ExecOutcome:
     stderr_total: int
     finished: bool
     exit_code: int | None
-    exec_id: str
 
 
 class _Capped:
@@ -253,5 +252,4 @@ def exec_with_stdin(
         stderr_total=res.stderr_total,
         finished=finished,
         exit_code=exit_code,
-        exec_id=exec_id,
     )
