@@ -236,11 +236,10 @@ def any_place_fake(request: httpx.Request) -> httpx.Response:
     return fake_open_meteo(request)
 
 
-def offline_client(
-    handler: Callable[[httpx.Request], httpx.Response] = any_place_fake,
-) -> weather.OpenMeteo:
-    """A :class:`tools.weather.OpenMeteo` whose requests ``handler`` answers in-process (no retry wait)."""
-    return weather.OpenMeteo(client=httpx.Client(transport=httpx.MockTransport(handler)), retry_wait=0)
+def offline_client() -> weather.OpenMeteo:
+    """A :class:`tools.weather.OpenMeteo` whose requests :func:`any_place_fake` answers in-process (no retry
+    wait)."""
+    return weather.OpenMeteo(client=httpx.Client(transport=httpx.MockTransport(any_place_fake)), retry_wait=0)
 
 
 @functools.cache
