@@ -37,13 +37,7 @@ def version() -> None:
 
 
 for _name in COMMAND_MODULES:
-    try:
-        _mod = importlib.import_module(f"agentkit.commands.{_name}")
-    except ModuleNotFoundError as exc:  # a command module not written yet
-        if exc.name != f"agentkit.commands.{_name}":
-            raise
-        continue
-    _mod.register(app)
+    importlib.import_module(f"agentkit.commands.{_name}").register(app)
 
 # The command list shows each command's summary: the first paragraph of its docstring as one line (typer would
 # keep the docstring's line breaks and wrap them again).

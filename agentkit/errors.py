@@ -138,11 +138,6 @@ class BundleError(AgentKitError, ValueError):
         self.issues = issues
         super().__init__("invalid bundle:\n" + "\n".join(f"  {i}" for i in issues))
 
-    @property
-    def first(self) -> BundleIssue:
-        """The first issue (by line)."""
-        return self.issues[0]
-
 
 def describe_exception(exc: BaseException) -> str:
     """``"TypeName: message"`` for an exception, or just the message for :class:`ModelRetry`."""

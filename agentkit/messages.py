@@ -42,7 +42,6 @@ __all__ = [
     "assistant_message",
     "dump_message",
     "parse_message",
-    "parse_messages",
     "to_template_messages",
     "tool_message",
 ]
@@ -191,7 +190,6 @@ class ToolMessage(_Open):
 Message = Annotated[SystemMessage | UserMessage | AssistantMessage | ToolMessage, Field(discriminator="role")]
 
 _MESSAGE: pydantic.TypeAdapter[Any] = pydantic.TypeAdapter(Message)
-_MESSAGES: pydantic.TypeAdapter[Any] = pydantic.TypeAdapter(list[Message])
 
 
 def parse_message(data: Any) -> SystemMessage | UserMessage | AssistantMessage | ToolMessage:
@@ -203,15 +201,6 @@ def parse_message(data: Any) -> SystemMessage | UserMessage | AssistantMessage |
     if isinstance(data, pydantic.BaseModel):
         return data  # type: ignore[return-value]
     return _MESSAGE.validate_python(data)  # type: ignore[no-any-return]
-
-
-def parse_messages(data: Any) -> list[SystemMessage | UserMessage | AssistantMessage | ToolMessage]:
-    """A list of message dicts as typed models (see :func:`parse_message`).
-
-    Raises:
-        pydantic.ValidationError: a message that is not one of the four roles (names its index and key).
-    """
-    return _MESSAGES.validate_python(data)  # type: ignore[no-any-return]
 
 
 def dump_message(message: pydantic.BaseModel) -> dict[str, Any]:

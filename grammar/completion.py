@@ -38,12 +38,10 @@ class _Tables:
     vocab: int
     specials: list[int]  # <|tool_response>, <turn|>, <tool_call|>, <channel|>
     quotes: list[int]  # <|"|> and '"': end a string (or open one)
-    brackets: list[int]  # tokens made only of '"', ']' and '}', longest first, then ']' and '}'
     probes: list[int]  # single ASCII letters: allowed only inside free text
     exits: list[int]  # closers that may end free text: specials, quotes, brackets, ':'
     structural: list[int]  # closers outside text: specials, brackets, quotes
     printable: np.ndarray  # bool [V]: non-special tokens whose text is printable ASCII
-    rank: np.ndarray  # int64 [V]: smaller is tried first among other allowed tokens
     chars: list[int] = field(default_factory=list)  # single printable ASCII characters, by rank
     avoid: set[int] = field(default_factory=set)  # tried only when nothing else is allowed (<|channel>)
     order: np.ndarray = field(default_factory=lambda: np.zeros(0, dtype=np.int64))  # ids by rank
@@ -96,7 +94,7 @@ def _tables(tokenizer: Any) -> _Tables:
     brackets = [i for _, i in sorted(multi, reverse=True)] + ids(("]", "}"))
     exits = specials + quotes + brackets + ids((":",))
     structural = specials + brackets + quotes
-    tab = _Tables(vocab, specials, quotes, brackets, probes, exits, structural, printable, rank)
+    tab = _Tables(vocab, specials, quotes, probes, exits, structural, printable)
     opener = _single_id(tokenizer, st.CHANNEL_START, vocab)
     if opener is not None:  # a thinking block is never the short way out
         rank[opener] = 1 << 41

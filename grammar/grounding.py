@@ -48,24 +48,6 @@ def _cls(ch: str) -> int:
     return 1 if ch.isalnum() else 2
 
 
-def grounding_spans(texts: Sequence[str], max_len: int = MAX_GROUNDED_CHARS, min_len: int = 1) -> set[str]:
-    """Every span of ``texts`` a grounded value may take (see the module docstring).
-
-    Args:
-        texts: the conversation's user messages and tool responses (bounded by :func:`bounded_texts`).
-        max_len, min_len: span length limits in characters.
-
-    Returns:
-        The set of spans (a test and diagnostics helper; the grammar uses :func:`grounding_regex`).
-    """
-    out: set[str] = set()
-    for text in bounded_texts(texts):
-        for i, j in _span_bounds(text, min(max_len, MAX_GROUNDED_CHARS)):
-            if j - i >= min_len:
-                out.add(text[i:j])
-    return out
-
-
 def _span_bounds(text: str, max_len: int) -> Iterable[tuple[int, int]]:
     n = len(text)
     bounds = [k for k in range(1, n) if _cls(text[k - 1]) != _cls(text[k])] + [n]

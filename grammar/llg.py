@@ -9,19 +9,17 @@ import threading
 from typing import Any
 
 _LOCK = threading.Lock()
-#: (id(tokenizer), n_vocab) -> (tokenizer, LLTokenizer). Holding the tokenizer keeps its id from being reused.
-_CACHE: dict[tuple[int, int | None], tuple[Any, Any]] = {}
+#: id(tokenizer) -> (tokenizer, LLTokenizer). Holding the tokenizer keeps its id from being reused.
+_CACHE: dict[int, tuple[Any, Any]] = {}
 _MAX_ENTRIES = 16
 
 
-def llg_tokenizer(hf_tokenizer: Any, n_vocab: int | None = None) -> Any:
-    """The ``llguidance.LLTokenizer`` for ``hf_tokenizer`` (cached per tokenizer object and ``n_vocab``).
+def llg_tokenizer(hf_tokenizer: Any) -> Any:
+    """The ``llguidance.LLTokenizer`` for ``hf_tokenizer`` (cached per tokenizer object).
 
     Args:
         hf_tokenizer: a ``transformers.PreTrainedTokenizerFast`` (control tokens such as ``<|"|>`` must be
             registered as added tokens so grammars can name them).
-        n_vocab: vocabulary size of the model's logits when larger than the tokenizer's (padded embedding
-            tables); ``None`` uses the tokenizer's.
 
     Returns:
         ``llguidance.LLTokenizer`` built with ``llguidance.hf.from_tokenizer`` (EOS = the tokenizer's). At most
@@ -32,12 +30,12 @@ def llg_tokenizer(hf_tokenizer: Any, n_vocab: int | None = None) -> Any:
     """
     import llguidance.hf
 
-    key = (id(hf_tokenizer), n_vocab)
+    key = id(hf_tokenizer)
     with _LOCK:
         hit = _CACHE.get(key)
         if hit is not None and hit[0] is hf_tokenizer:
             return hit[1]
-    tok = llguidance.hf.from_tokenizer(hf_tokenizer, n_vocab=n_vocab)
+    tok = llguidance.hf.from_tokenizer(hf_tokenizer)
     with _LOCK:
         _CACHE[key] = (hf_tokenizer, tok)
         while len(_CACHE) > _MAX_ENTRIES:
@@ -58,13 +56,12 @@ def parser_limits() -> Any:
     return llguidance.LLParserLimits(initial_lexer_fuel=INITIAL_LEXER_FUEL)
 
 
-def new_matcher(hf_tokenizer: Any, grammar: str, n_vocab: int | None = None) -> Any:
+def new_matcher(hf_tokenizer: Any, grammar: str) -> Any:
     """A fresh ``llguidance.LLMatcher`` for ``grammar`` with :func:`parser_limits`, checked for errors.
 
     Args:
         hf_tokenizer: the checkpoint's tokenizer (its ``LLTokenizer`` comes from :func:`llg_tokenizer`).
         grammar: grammar text, e.g. from :func:`grammar.turn.tool_call_grammar`.
-        n_vocab: see :func:`llg_tokenizer`.
 
     Returns:
         ``llguidance.LLMatcher`` in its initial state (about 1 ms to build for a tool grammar).
@@ -74,9 +71,7 @@ def new_matcher(hf_tokenizer: Any, grammar: str, n_vocab: int | None = None) -> 
     """
     import llguidance
 
-    m = llguidance.LLMatcher(
-        llg_tokenizer(hf_tokenizer, n_vocab), grammar, log_level=0, limits=parser_limits()
-    )
+    m = llguidance.LLMatcher(llg_tokenizer(hf_tokenizer), grammar, log_level=0, limits=parser_limits())
     if m.is_error():
         raise ValueError(f"tool grammar does not compile: {m.get_error().strip().splitlines()[0][:300]}")
     return m

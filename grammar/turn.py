@@ -8,8 +8,6 @@ grammar)``) for one assistant turn:
 * ``"auto"``: optional prose, then either ``<turn|>`` or one or more calls;
 * ``"required"`` / ``{"name": NAME}``: one or more calls (of any tool / of that tool);
 * ``parallel_tool_calls=False``: at most one call per turn (OpenAI's request field of that name);
-* ``planned_calls=True``: the calls are exactly the tools given, one each and in their order (a call plan: one
-  tool may appear several times, each time with its own argument schema, as the binding plans parallel calls);
 * calls are concatenated and followed by ``<|tool_response>`` (the token after which a tool result is due),
   so "the matcher is accepting" means "the turn is complete".
 
@@ -31,7 +29,7 @@ Call syntaxes (no flexible whitespace anywhere):
 
 Special tokens appear bare in rules (``<|tool_call>``, ``<|"|>``): a quoted literal would only match their
 text. Grammars are cached by (tools, tool_choice, syntax, allow_thinking, additional_properties, grounding,
-parallel_tool_calls, planned_calls).
+parallel_tool_calls).
 
 Sources: llguidance Lark syntax (https://github.com/guidance-ai/llguidance/blob/main/docs/syntax.md); Gemma 4
 tool-call format as rendered by the project's chat template (``model/chat_template.jinja``).
@@ -185,17 +183,6 @@ def _choice_key(tool_choice: Any) -> str:
     raise ValueError(f"tool_choice must be one of {TOOL_CHOICES} or {{'name': NAME}}, got {tool_choice!r}")
 
 
-def named_tool(tool_choice: Any) -> str | None:
-    """The tool a named ``tool_choice`` forces (``{"name": NAME}`` or OpenAI's
-    ``{"type": "function", "function": {"name": NAME}}``), else ``None``.
-
-    Raises:
-        ValueError: ``tool_choice`` is none of the accepted shapes (as :func:`tool_call_grammar`).
-    """
-    key = _choice_key(tool_choice)
-    return key.removeprefix("name:") if key.startswith("name:") else None
-
-
 def tool_call_grammar(
     tools: list[Any] | None,
     tool_choice: Any = "auto",
@@ -205,7 +192,6 @@ def tool_call_grammar(
     additional_properties: bool = False,
     grounding: Sequence[str] | None = None,
     parallel_tool_calls: bool = True,
-    planned_calls: bool = False,
     answer_grounding: Sequence[str] | None = None,
 ) -> str:
     """The llguidance grammar of one assistant turn with tool calls (see the module docstring).
@@ -223,9 +209,6 @@ def tool_call_grammar(
             leaves grounded strings unconstrained (registration-time checks). A tool whose *required* grounded
             parameter has nothing to ground on is left out of the grammar (the model cannot call it).
         parallel_tool_calls: ``False``: the turn holds one call at most (``calls: call <|tool_response>``).
-        planned_calls: ``True``: ``tools`` is a call plan, the turn's calls in order (``calls: call_0 call_1
-            ... <|tool_response>``, each of its own tool and schema; names may repeat). ``parallel_tool_calls``
-            is then ignored.
         answer_grounding: the conversation's texts (user messages, tool-call arguments, tool responses) a
             grounded answer copies its facts from: the turn's prose then writes a digit only inside a
             number, date or other digit-holding fact of these texts, written whole
@@ -240,7 +223,7 @@ def tool_call_grammar(
             :data:`schema.MAX_COMPILE_STEPS` steps or :data:`MAX_GRAMMAR_CHARS` characters
             of grammar); keyword and JSON path named.
         ValueError: unknown ``syntax``/``tool_choice``, a named tool that is not declared, duplicate tool
-            names (outside a call plan), a call plan's call of a tool other than the named one, or ``"required"`` without tools; a named (or the only, under ``"required"``) tool whose
+            names, or ``"required"`` without tools; a named (or the only, under ``"required"``) tool whose
             required grounded parameter has nothing to ground on (the message names the parameter).
     """
     if syntax not in SYNTAXES:
@@ -258,7 +241,7 @@ def tool_call_grammar(
                 f"tool {name!r} cannot be called: its parameter {blocked[name]!r} is grounded (x-grounded) "
                 "and no span of the conversation (user messages, tool responses) fits it"
             )
-    calls = "plan" if planned_calls else "many" if parallel_tool_calls else "one"
+    calls = "many" if parallel_tool_calls else "one"
     answer = None
     if answer_grounding is not None:
         answer = answer_regex(answer_grounding)
@@ -380,14 +363,14 @@ def _gemma_calls(
     return alts, dict(comp.rules), dict(comp.terms)
 
 
-def _json_call(specs: list[ToolSpec], additional: bool, prefix: str = "") -> str:
+def _json_call(specs: list[ToolSpec], additional: bool) -> str:
     """A ``%json`` terminal of ``{"name", "arguments"}`` over ``specs`` (one call of any of them) in the JSON
-    syntax; ``prefix`` keeps the ``$defs`` names of several such terminals apart."""
+    syntax."""
     options = []
     all_defs: dict[str, Any] = {}
     for i, spec in enumerate(specs):
         compiled = _tool_ir(spec, additional)
-        ref = f"{prefix}t{i}_"
+        ref = f"t{i}_"
         args = ir_to_json_schema(compiled.root, additional_default=additional, ref_prefix=ref)
         for name, node in compiled.defs.items():
             all_defs[ref + name] = ir_to_json_schema(node, additional_default=additional, ref_prefix=ref)
@@ -414,22 +397,7 @@ def _call_rules(
     calls: str,
 ) -> tuple[list[str], dict[str, str], dict[str, str]]:
     """The ``calls`` rule and what it needs. ``calls``: ``"one"`` (at most one call), ``"many"`` (one or more
-    calls, each of any tool) or ``"plan"`` (``specs`` in order, one call each: ``call_0 call_1 ...``)."""
-    if calls == "plan":
-        names = [f"call_{i}" for i in range(len(specs))]
-        head = [f"calls: {' '.join(names)} <|tool_response>"]
-        if syntax == "gemma":
-            alts, rules, terms = _gemma_calls(specs, additional, grounding)
-            return (
-                head + [f"{n}: <|tool_call> {a} <tool_call|>" for n, a in zip(names, alts, strict=False)],
-                rules,
-                terms,
-            )
-        rules = {
-            f"{n}_json": _json_call([s], additional, f"c{i}_")
-            for i, (n, s) in enumerate(zip(names, specs, strict=False))
-        }
-        return head + [f"{n}: <|tool_call> {n}_json <tool_call|>" for n in names], rules, {}
+    calls, each of any tool)."""
     head = [f"calls: call{'' if calls == 'one' else '+'} <|tool_response>"]
     if syntax == "gemma":
         alts, rules, terms = _gemma_calls(specs, additional, grounding)
@@ -454,17 +422,12 @@ def _build_grammar(
     """The grammar text of :func:`tool_call_grammar`; ``calls`` as :func:`_call_rules` takes it; ``answer``: the
     regex prose must match (:func:`grammar.grounding.answer_regex`; ``None``: any text)."""
     names = [s.name for s in specs]
-    plan = calls == "plan"
-    if len(set(names)) != len(names) and not plan:
+    if len(set(names)) != len(names):
         raise ValueError(f"duplicate tool names: {sorted({n for n in names if names.count(n) > 1})}")
     if choice.startswith("name:"):
         wanted = choice[5:]
         if wanted not in names:
             raise ValueError(f"tool_choice names tool {wanted!r}, which is not declared (tools: {names})")
-        if plan and set(names) != {wanted}:
-            raise ValueError(
-                f"tool_choice names tool {wanted!r}, but the call plan calls {sorted(set(names))}"
-            )
         callable_specs = [s for s in specs if s.name == wanted]
     else:
         callable_specs = specs if choice != "none" else []
@@ -499,7 +462,7 @@ def _build_grammar(
     return "\n".join(out) + "\n"
 
 
-def response_format_grammar(schema: Any | None, *, strict: bool = True, allow_thinking: bool = True) -> str:
+def response_format_grammar(schema: Any | None, *, strict: bool = True) -> str:
     """The llguidance grammar of one assistant turn whose text is a JSON value (OpenAI ``response_format``).
 
     Args:
@@ -507,7 +470,6 @@ def response_format_grammar(schema: Any | None, *, strict: bool = True, allow_th
             ``None`` for any JSON object (``{"type": "json_object"}``).
         strict: objects without ``additionalProperties`` are closed (OpenAI's strict mode); ``False`` keeps
             JSON Schema's default (open objects).
-        allow_thinking: allow a leading ``<|channel>...<channel|>`` block (not part of the value).
 
     Returns:
         Grammar text: optional thinking, the compact JSON text (no free whitespace), then ``<turn|>``.
@@ -526,11 +488,12 @@ def response_format_grammar(schema: Any | None, *, strict: bool = True, allow_th
             json_schema = {**json_schema, "$defs": defs} if isinstance(json_schema, dict) else json_schema
     if isinstance(json_schema, dict):
         json_schema = {**json_schema, "x-guidance": {"whitespace_flexible": False}}
-    lines = [f"start: {'thinking? ' if allow_thinking else ''}value <turn|>"]
-    lines.append("value: %json " + json.dumps(json_schema, ensure_ascii=False))
-    if allow_thinking:
-        lines.append("thinking: <|channel> THOUGHT <channel|>")
-        lines.append(r"THOUGHT: /(?s:.*)/ & ~/(?s:.*)<channel\|>(?s:.*)/")
+    lines = [
+        "start: thinking? value <turn|>",
+        "value: %json " + json.dumps(json_schema, ensure_ascii=False),
+        "thinking: <|channel> THOUGHT <channel|>",
+        r"THOUGHT: /(?s:.*)/ & ~/(?s:.*)<channel\|>(?s:.*)/",
+    ]
     grammar = "\n".join(lines) + "\n"
     _validate(grammar)
     return grammar

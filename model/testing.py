@@ -101,8 +101,6 @@ def make_tiny_checkpoint(
     seed: int = 0,
     hidden_size: int = 64,
     num_layers: int = 2,
-    num_experts: int = 1,
-    top_k_experts: int = 1,
     generation: dict[str, Any] | None = None,
     copy_head: bool = False,
 ) -> Path:
@@ -113,7 +111,7 @@ def make_tiny_checkpoint(
         canvas_length: tokens per canvas.
         vocab_size: tokenizer and embedding size (>= 300).
         seed: torch seed for the weights.
-        hidden_size, num_layers, num_experts, top_k_experts: model size.
+        hidden_size, num_layers: model size (one expert, routed top-1).
         generation: overrides for ``generation_config.json`` (e.g. ``{"t_max": 0.5}``).
         copy_head: write a ``DiffusionGemmaWithCopyHead`` (:mod:`model.heads.copy_head`; ``copy_head`` in
             ``config.json``) with its variant tables filled from the tokenizer.
@@ -126,12 +124,7 @@ def make_tiny_checkpoint(
     out.mkdir(parents=True, exist_ok=True)
     tok = build_tokenizer(tiny_corpus(), vocab_size=vocab_size, min_frequency=1)
     cfg = tiny_config(
-        vocab_size=vocab_size,
-        hidden_size=hidden_size,
-        num_layers=num_layers,
-        canvas_length=canvas_length,
-        num_experts=num_experts,
-        top_k_experts=top_k_experts,
+        vocab_size=vocab_size, hidden_size=hidden_size, num_layers=num_layers, canvas_length=canvas_length
     )
     torch.manual_seed(seed)
     model: Any

@@ -39,7 +39,6 @@ class ExecOutcome:
     stderr_total: int
     finished: bool
     exit_code: int | None
-    exec_id: str
 
 
 class _Capped:
@@ -218,7 +217,6 @@ def exec_with_stdin(
     output_cap: int,
     on_timeout: Callable[[], None],
     workdir: str | None = None,
-    environment: dict[str, str] | None = None,
 ) -> ExecOutcome:
     """Run ``cmd`` in the running container ``container_id``, feeding ``stdin``, until EOF or ``deadline``.
 
@@ -234,7 +232,6 @@ def exec_with_stdin(
         stderr=True,
         tty=False,
         workdir=workdir,
-        environment=environment,
     )["Id"]
     hijacked = api.exec_start(exec_id, socket=True)
     res = pump(hijacked, stdin, deadline=deadline, output_cap=output_cap, on_timeout=on_timeout)
@@ -255,5 +252,4 @@ def exec_with_stdin(
         stderr_total=res.stderr_total,
         finished=finished,
         exit_code=exit_code,
-        exec_id=exec_id,
     )

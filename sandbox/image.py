@@ -210,7 +210,6 @@ def build_image(
     *,
     mirror: str | None = None,
     force: bool = False,
-    workdir: Path | None = None,
     log: Callable[[str], None] = print,
 ) -> tuple[str, bool]:
     """Build the base image offline and tag it :func:`default_image`; idempotent.
@@ -234,7 +233,7 @@ def build_image(
         )
     mirror = mirror or find_debian_mirror(RECIPE["suite"])
     t0 = time.monotonic()
-    tmp = Path(tempfile.mkdtemp(prefix="agentkit-rootfs-", dir=workdir or "/var/tmp"))
+    tmp = Path(tempfile.mkdtemp(prefix="agentkit-rootfs-", dir="/var/tmp"))
     try:
         rootfs = tmp / "rootfs"
         cmd = ["debootstrap", f"--variant={RECIPE['variant']}", f"--include={','.join(RECIPE['include'])}"]

@@ -92,18 +92,16 @@ class Limits:
         cpus: float | None = None,
         pids: int | None = None,
         runtime: str | None = None,
-        output: int | str | None = None,
-        base: Limits | None = None,
     ) -> Limits:
-        """Build limits from CLI-style options (sizes may be strings like ``"512m"``) over ``base``."""
-        b = base or cls()
+        """Build limits from CLI-style options (sizes may be strings like ``"512m"``) over the defaults."""
+        b = cls()
         return cls(
             memory_bytes=parse_size(memory, what="memory") if memory is not None else b.memory_bytes,
             cpus=cpus if cpus is not None else b.cpus,
             pids=pids if pids is not None else b.pids,
             workdir_bytes=b.workdir_bytes,
             tmp_bytes=b.tmp_bytes,
-            output_bytes=parse_size(output, what="output") if output is not None else b.output_bytes,
+            output_bytes=b.output_bytes,
             files_out_bytes=b.files_out_bytes,
             runtime=runtime if runtime is not None else b.runtime,
         )

@@ -38,11 +38,6 @@ class WarmPool:
         self._thread = threading.Thread(target=self._refill_loop, name="sandbox-pool-refill", daemon=True)
         self._thread.start()
 
-    @property
-    def ready_count(self) -> int:
-        """Number of containers ready now."""
-        return len(self._ready)
-
     def _refill_loop(self) -> None:
         backoff = 0.2
         while True:

@@ -28,7 +28,7 @@ from schema.algebra import MAX_COMPILE_STEPS
 from schema.build import Builder, build_ir, cached_ir
 from schema.errors import SchemaError
 from schema.formats import FORMAT_LIMITS, FORMATS, format_matches
-from schema.normalize import drop_titles, normalize_schema
+from schema.normalize import normalize_schema
 from schema.regex import pattern_matches, pattern_to_regex
 from schema.spec import ToolSpec, canonical, fingerprint, normalize_tool
 
@@ -42,7 +42,6 @@ __all__ = [
     "build_ir",
     "cached_ir",
     "canonical",
-    "drop_titles",
     "fingerprint",
     "format_matches",
     "ir",

@@ -28,13 +28,6 @@ class ToolSpec:
     description: str
     parameters: dict[str, Any] = field(hash=False)
 
-    def to_openai(self) -> dict[str, Any]:
-        """The declaration as an OpenAI-style tool dict (what the chat template renders)."""
-        return {
-            "type": "function",
-            "function": {"name": self.name, "description": self.description, "parameters": self.parameters},
-        }
-
 
 #: Characters a tool name cannot hold: the Gemma call syntax reads the name up to ``{``.
 _BAD_NAME = re.compile(r"[{}\s<>:,\[\]\"]")

@@ -20,7 +20,6 @@ from agentkit.messages import (
     UserMessage,
     dump_message,
     parse_message,
-    parse_messages,
     to_template_messages,
 )
 
@@ -53,7 +52,7 @@ def test_conversation_saved_before_the_message_model_loads_and_saves_back_byte_f
 
 def test_saved_user_message_parses_to_typed_parts() -> None:
     data = json.loads(FIXTURE.read_text(encoding="utf-8"))
-    msgs = parse_messages(data["messages"])
+    msgs = [parse_message(m) for m in data["messages"]]
     assert [type(m).__name__ for m in msgs] == ["UserMessage", "AssistantMessage"] * 2
     user = msgs[2]
     assert isinstance(user, UserMessage) and isinstance(user.content, list)
@@ -65,7 +64,7 @@ def test_saved_user_message_parses_to_typed_parts() -> None:
 def test_run_transcript_round_trips_through_the_codec() -> None:
     backend = ScriptedBackend([call("add", a=2, b=3), "5"])
     result = Agent(backend, [add], system_prompt="be brief").run("2+3?")
-    typed = parse_messages(result.messages)
+    typed = [parse_message(m) for m in result.messages]
     assert [m.role for m in typed] == ["system", "user", "assistant", "tool", "assistant"]
     assistant, tool = typed[2], typed[3]
     assert isinstance(assistant, AssistantMessage) and assistant.tool_calls is not None

@@ -13,7 +13,7 @@ import torch
 from agentkit import Grounded, tool
 from agentkit.bundle import BundleError, load_bundle
 from agentkit.errors import ToolDefinitionError
-from grammar.grounding import grounding_regex, grounding_spans
+from grammar.grounding import MAX_GROUNDED_CHARS, _span_bounds, bounded_texts, grounding_regex
 from grammar.llg import new_matcher
 from grammar.turn import tool_call_grammar
 from model.checkpoint.loading import load_checkpoint
@@ -21,6 +21,12 @@ from model.testing import make_tiny_checkpoint
 from model.turn.chat import ChatModel, grounding_texts
 
 torch.set_num_threads(1)
+
+
+def grounding_spans(texts: list[str]) -> set[str]:
+    """Every span of ``texts`` a grounded value may take: the strings :func:`grounding_regex` is built from."""
+    return {t[i:j] for t in bounded_texts(texts) for i, j in _span_bounds(t, MAX_GROUNDED_CHARS)}
+
 
 TOOLS = [
     {

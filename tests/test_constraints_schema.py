@@ -53,7 +53,6 @@ def test_normalize_tool_shapes(decl):
     spec = normalize_tool(decl)
     assert spec == ToolSpec("search", "Find things.", PARAMS)
     assert normalize_tool(spec) is spec
-    assert spec.to_openai()["function"]["parameters"] == PARAMS
     with pytest.raises(AttributeError):
         spec.name = "x"  # type: ignore[misc]
 

@@ -80,7 +80,7 @@ def test_toolset_errors_name_file_line_and_field(tmp_path, toolsets, line, field
     path = write(tmp_path, toolsets)
     with pytest.raises(BundleError) as ei:
         load_bundle(path)
-    issue = ei.value.first
+    issue = ei.value.issues[0]
     assert (issue.file, issue.line, issue.field) == (path, line, field), str(ei.value)
     assert message in issue.message
     assert f"{path}:{line}:" in str(ei.value)
@@ -110,7 +110,7 @@ def test_bundle_tool_choice_naming_no_tool_is_an_error_at_its_line(tmp_path):
     agent = bundle.make_agent(backend=ScriptedBackend(["unused"]))
     with pytest.raises(BundleError) as ei:
         agent.run("1-2?")
-    issue = ei.value.first
+    issue = ei.value.issues[0]
     assert (issue.file, issue.line, issue.field) == (path, 8, "agent.tool_choice.name")
     assert issue.message == (
         "tool_choice names 'fx_sub', which is no tool of this agent nor of its MCP toolsets "

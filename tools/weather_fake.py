@@ -24,8 +24,6 @@ import httpx
 from tools import weather
 
 __all__ = [
-    "FC_URL",
-    "GEO_URL",
     "PLACES",
     "TODAY",
     "any_place_fake",
@@ -39,8 +37,6 @@ __all__ = [
 _P = ParamSpec("_P")
 _R = TypeVar("_R")
 
-GEO_URL = "https://geocoding-api.open-meteo.com/v1/search"
-FC_URL = "https://api.open-meteo.com/v1/forecast"
 TODAY = dt.date(2026, 11, 29)
 
 PLACES = {
@@ -240,11 +236,10 @@ def any_place_fake(request: httpx.Request) -> httpx.Response:
     return fake_open_meteo(request)
 
 
-def offline_client(
-    handler: Callable[[httpx.Request], httpx.Response] = any_place_fake,
-) -> weather.OpenMeteo:
-    """A :class:`tools.weather.OpenMeteo` whose requests ``handler`` answers in-process (no retry wait)."""
-    return weather.OpenMeteo(client=httpx.Client(transport=httpx.MockTransport(handler)), retry_wait=0)
+def offline_client() -> weather.OpenMeteo:
+    """A :class:`tools.weather.OpenMeteo` whose requests :func:`any_place_fake` answers in-process (no retry
+    wait)."""
+    return weather.OpenMeteo(client=httpx.Client(transport=httpx.MockTransport(any_place_fake)), retry_wait=0)
 
 
 @functools.cache

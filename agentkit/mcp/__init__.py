@@ -10,14 +10,12 @@ import importlib
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from agentkit.mcp.client import MCPSchemaError, MCPToolset, ToolCheck, check_tool_schema
+    from agentkit.mcp.client import MCPSchemaError, MCPToolset
     from agentkit.mcp.content import MCPServerError, MCPToolError
 
 _EXPORTS = {
     "MCPSchemaError": "agentkit.mcp.client",
     "MCPToolset": "agentkit.mcp.client",
-    "ToolCheck": "agentkit.mcp.client",
-    "check_tool_schema": "agentkit.mcp.client",
     "MCPServerError": "agentkit.mcp.content",
     "MCPToolError": "agentkit.mcp.content",
 }
@@ -26,8 +24,6 @@ __all__ = [
     "MCPServerError",
     "MCPToolError",
     "MCPToolset",
-    "ToolCheck",
-    "check_tool_schema",
 ]
 
 

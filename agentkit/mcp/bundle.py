@@ -23,14 +23,13 @@ _ENV_RE = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)\}")
 _OPTIONS = ("name", "prefix", "include", "exclude", "on_unsupported", "timeout", "startup_timeout", "retries")
 
 
-def interpolate(value: str, env: dict[str, str] | None = None) -> str:
+def interpolate(value: str) -> str:
     """``value`` with each ``${NAME}`` replaced by the environment variable NAME.
 
     Raises:
         KeyError: a variable that is not set (its name).
     """
-    source = os.environ if env is None else env
-    return _ENV_RE.sub(lambda m: source[m.group(1)], value)
+    return _ENV_RE.sub(lambda m: os.environ[m.group(1)], value)
 
 
 class _Reader:

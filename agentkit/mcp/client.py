@@ -27,10 +27,10 @@ from mcp import Client, StdioServerParameters
 
 from agentkit.backends.embedded import constraint_support_error
 from agentkit.errors import ToolDefinitionError
-from agentkit.mcp.content import MCPServerError, MCPToolError, result_value
+from agentkit.mcp.content import MCPServerError, result_value
 from agentkit.tools import DEFAULT_RETRIES, Tool, ToolTimeoutError
 
-__all__ = ["MCPSchemaError", "MCPServerError", "MCPToolError", "MCPToolset", "ToolCheck", "check_tool_schema"]
+__all__ = ["MCPSchemaError", "MCPToolset", "ToolCheck", "check_tool_schema"]
 
 log = logging.getLogger(__name__)
 GUARD = str(Path(__file__).resolve().parent / "guard.py")

@@ -211,7 +211,6 @@ def serve_http(
     host: str = "127.0.0.1",
     port: int = 8765,
     api_key: str | None = None,
-    log_level: str = "warning",
     on_ready: Callable[[int], None] | None = None,
 ) -> None:
     """Serve streamable HTTP at ``http://HOST:PORT/mcp`` with uvicorn until SIGINT/SIGTERM.
@@ -232,7 +231,7 @@ def serve_http(
         app: Any = srv.streamable_http_app(host=host)
         if key is not None:
             app = check_key(app, key)
-        uv = uvicorn.Server(uvicorn.Config(app, host=host, port=port, log_level=log_level, lifespan="on"))
+        uv = uvicorn.Server(uvicorn.Config(app, host=host, port=port, log_level="warning", lifespan="on"))
         task = asyncio.create_task(uv.serve(sockets=[sock]))
         while not uv.started and not task.done():
             await asyncio.sleep(0.02)

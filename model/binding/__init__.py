@@ -24,17 +24,15 @@ Slot-filling taggers decide binding the same way, from per-token labels (Mesnil 
 Neural Networks for Slot Filling in Spoken Language Understanding").
 """
 
-from model.binding.binder import BINDER_NAMES, CopyHeadBinder, resolve_binder, scored_candidates
+from model.binding.binder import CopyHeadBinder, resolve_binder, scored_candidates
 from model.binding.decision import Binder, BindingInputs, Decision
-from model.binding.labelling import Labelling, label_request
+from model.binding.labelling import label_request
 
 __all__ = [
-    "BINDER_NAMES",
     "Binder",
     "BindingInputs",
     "CopyHeadBinder",
     "Decision",
-    "Labelling",
     "label_request",
     "resolve_binder",
     "scored_candidates",

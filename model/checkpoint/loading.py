@@ -171,31 +171,16 @@ def _resolve_source(path_or_id: str | os.PathLike[str] | None) -> str:
     return src
 
 
-def _load_kwargs(
-    dtype: str, device: str, device_map: str | dict[str, Any] | None, quantization: str | None
-) -> dict[str, Any]:
-    """``from_pretrained`` keywords: dtype, local files only, bitsandbytes quantization, device map.
+def _load_kwargs(dtype: str, device: str) -> dict[str, Any]:
+    """``from_pretrained`` keywords: dtype, local files only.
 
     Raises:
-        CheckpointError: a CUDA device torch does not see, or an unsupported quantization.
+        CheckpointError: a CUDA device torch does not see.
     """
     dtypes = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16}
-    if device_map is None and str(device).startswith("cuda") and not torch.cuda.is_available():
+    if str(device).startswith("cuda") and not torch.cuda.is_available():
         raise CheckpointError(f"device {device!r} requested but this torch build sees no CUDA device")
-    kwargs: dict[str, Any] = {"dtype": dtypes[dtype], "local_files_only": True}
-    if quantization is not None:
-        if quantization not in ("8bit", "4bit"):
-            raise CheckpointError(f"unsupported quantization {quantization!r}: use '8bit' or '4bit'")
-        if not str(device).startswith("cuda") and device_map is None:
-            raise CheckpointError("bitsandbytes quantization needs a CUDA device")
-        from transformers import BitsAndBytesConfig
-
-        kwargs["quantization_config"] = BitsAndBytesConfig(
-            load_in_8bit=quantization == "8bit", load_in_4bit=quantization == "4bit"
-        )
-    if device_map is not None or quantization is not None:
-        kwargs["device_map"] = device_map if device_map is not None else {"": device}
-    return kwargs
+    return {"dtype": dtypes[dtype], "local_files_only": True}
 
 
 @contextlib.contextmanager
@@ -296,8 +281,6 @@ def load_checkpoint(
     *,
     dtype: str = "float32",
     device: str = "cpu",
-    device_map: str | dict[str, Any] | None = None,
-    quantization: str | None = None,
     adapter: str | os.PathLike[str] | None = None,
 ) -> LoadedCheckpoint:
     """Load a DiffusionGemma checkpoint and its tokenizer and denoising settings.
@@ -307,9 +290,7 @@ def load_checkpoint(
             Face cache only, never downloaded: ``hf download ID`` fetches it), or ``None`` for the embedded
             default checkpoint.
         dtype: ``"float32"`` or ``"bfloat16"`` (``"float16"`` also accepted on CUDA).
-        device: ``"cpu"``, ``"cuda"`` or ``"cuda:N"``; ignored when ``device_map`` is given.
-        device_map: passed to ``from_pretrained`` (e.g. ``"auto"`` for large checkpoints; needs accelerate).
-        quantization: ``None``, ``"8bit"`` or ``"4bit"`` (bitsandbytes, CUDA only).
+        device: ``"cpu"``, ``"cuda"`` or ``"cuda:N"``.
         adapter: a LoRA adapter folder written by ``agentkit specialize`` (:mod:`model.checkpoint.adapters`), applied
             after loading (its LoRA layers injected into the decoder and copy head); ``None``: none.
 
@@ -318,7 +299,7 @@ def load_checkpoint(
 
     Raises:
         CheckpointError: missing folder, wrong architecture, truncated weights, a hub id not in the cache,
-            unsupported dtype or quantization, a CUDA device where torch sees none;
+            unsupported dtype, a CUDA device where torch sees none;
             :class:`model.checkpoint.adapters.AdapterError` (a subclass) for an adapter that is missing, malformed or
             trained on another base (both named).
     """
@@ -332,12 +313,10 @@ def load_checkpoint(
     if adapter is not None:  # a missing or malformed adapter fails before the weights load
         read_adapter_info(Path(adapter))
 
-    kwargs = _load_kwargs(dtype, device, device_map, quantization)
-    model, tokenizer = _from_pretrained(src, kwargs)
+    model, tokenizer = _from_pretrained(src, _load_kwargs(dtype, device))
     if adapter is not None:
         model = apply_adapter(model, src, Path(adapter))
-    if "device_map" not in kwargs:
-        model.to(device)  # in place for nn.Module
+    model.to(device)  # in place for nn.Module
     model.eval()
     settings = DenoiseSettings.from_model(model)
     extra = Path(src) / DECODING_FILE

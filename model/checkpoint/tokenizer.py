@@ -326,9 +326,9 @@ def render_marked(
     tokenizer: Any,
     messages: list[dict[str, Any]],
     tools: list[dict[str, Any]] | None = None,
-    add_generation_prompt: bool = True,
 ) -> str:
-    """Render a chat with the tokenizer's own chat template, every input string marked.
+    """Render a chat with the tokenizer's own chat template, every input string marked, ending with the
+    model-turn opener.
 
     The template decides the whole structure; only its own control tokens appear literally in the result
     (see :func:`grammar.special_tokens.mark_text`). ``unmark_text`` of the result equals the plain
@@ -338,14 +338,13 @@ def render_marked(
         tokenizer: a tokenizer with a ``chat_template``.
         messages: OpenAI-style messages.
         tools: OpenAI-style tool declarations, or ``None``.
-        add_generation_prompt: end with the model-turn opener.
     """
     return str(
         tokenizer.apply_chat_template(
             _mark_inputs(messages),
             tools=_mark_inputs(tools) if tools else None,
             tokenize=False,
-            add_generation_prompt=add_generation_prompt,
+            add_generation_prompt=True,
         )
     )
 
@@ -354,7 +353,6 @@ def encode_chat(
     tokenizer: Any,
     messages: list[dict[str, Any]],
     tools: list[dict[str, Any]] | None = None,
-    add_generation_prompt: bool = True,
 ) -> list[int]:
     """Token ids of a chat: the template's control tokens as ids, all text from the inputs as text tokens.
 
@@ -372,9 +370,8 @@ def encode_chat(
         tokenizer: a ``transformers.PreTrainedTokenizerFast`` with a chat template.
         messages: OpenAI-style messages.
         tools: OpenAI-style tool declarations, or ``None``.
-        add_generation_prompt: end with the model-turn opener.
 
     Returns:
-        Token ids (the template writes ``<bos>`` itself).
+        Token ids (the template writes ``<bos>`` itself), ending with the model-turn opener.
     """
-    return encode_marked(tokenizer, render_marked(tokenizer, messages, tools, add_generation_prompt))
+    return encode_marked(tokenizer, render_marked(tokenizer, messages, tools))

@@ -53,12 +53,6 @@ class DiffusionGemmaWithCopyHead(DiffusionGemmaForBlockDiffusion):  # type: igno
             return
         super()._init_weights(module)
 
-    def copy_memory(
-        self, ids: torch.Tensor, hidden: torch.Tensor, attention_mask: torch.Tensor | None = None
-    ) -> CopyMemory:
-        """:meth:`CopyHead.new_memory` (see there)."""
-        return self.copy_head.new_memory(ids, hidden, attention_mask)
-
     def forward(  # type: ignore[override]
         self,
         input_ids: torch.Tensor | None = None,

@@ -509,34 +509,32 @@ def prepare_images(
 PROCESSOR_CONFIG = "processor_config.json"
 
 
-def write_processor_config(
-    folder: str | Path, config: Any, max_soft_tokens: int = DEFAULT_VISION_BUDGET
-) -> Path:
-    """Write the image processor config that lets a checkpoint's images be processed offline.
+def write_processor_config(folder: str | Path, config: Any) -> Path:
+    """Write the image processor config that lets a checkpoint's images be processed offline (the default
+    vision budget :data:`DEFAULT_VISION_BUDGET`).
 
     Args:
         folder: the checkpoint folder.
         config: the checkpoint's ``DiffusionGemmaConfig`` (``vision_config.patch_size`` and
             ``pooling_kernel_size`` are read from it).
-        max_soft_tokens: the default vision budget.
 
     Returns:
         The written ``processor_config.json``.
 
     Raises:
-        ImageError: the config has no vision tower, or ``max_soft_tokens`` is not a vision budget.
+        ImageError: the config has no vision tower.
     """
     vision = getattr(config, "vision_config", None)
     if vision is None:
         raise ImageError("the config has no vision_config: nothing to process images for")
     data = {
         "processor_class": "Gemma4Processor",
-        "image_seq_length": check_budget(max_soft_tokens),
+        "image_seq_length": DEFAULT_VISION_BUDGET,
         "image_processor": {
             "image_processor_type": "Gemma4ImageProcessor",
             "patch_size": int(vision.patch_size),
             "pooling_kernel_size": int(vision.pooling_kernel_size),
-            "max_soft_tokens": max_soft_tokens,
+            "max_soft_tokens": DEFAULT_VISION_BUDGET,
             "do_convert_rgb": True,
             "do_resize": True,
             "do_rescale": True,

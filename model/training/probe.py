@@ -43,6 +43,9 @@ from model.training.data import Generator
 from model.training.labels import CONTROL_SPELLING
 from model.training.train import ar_readout, encode_examples, make_batch
 
+#: Seed of the held-out examples the probes read (noise draws use fixed seeds too: results are deterministic).
+HELDOUT_SEED = 7
+
 
 def _copied_positions(part: list[Any], is_target: Any, text: list[str], turn_end: int, C: int) -> Any:
     """``[B, C]`` bool: target tokens that are a word of the request (the user turn, not the system prompt)."""
@@ -74,13 +77,12 @@ def _denoised_once(
     return logits.argmax(-1) == canvas, corrupt & is_target
 
 
-def copy_probe(checkpoint: str, n: int = 200, seed: int = 7, threads: int = 1) -> dict[str, Any]:
+def copy_probe(checkpoint: str, n: int = 200, threads: int = 1) -> dict[str, Any]:
     """Run the probe on ``checkpoint`` (a local folder).
 
     Args:
         checkpoint: folder with a DiffusionGemma checkpoint and its tokenizer.
         n: number of held-out single-call examples (one canvas each; targets cut at ``canvas_length`` tokens).
-        seed: held-out generator seed; noise draws use fixed seeds, so the result is deterministic.
         threads: ``torch.set_num_threads``.
 
     Returns:
@@ -100,7 +102,7 @@ def copy_probe(checkpoint: str, n: int = 200, seed: int = 7, threads: int = 1) -
     model, tok = loaded.model, loaded.tokenizer
     C = int(model.config.canvas_length)
     V = int(model.config.text_config.vocab_size)
-    exs = [e for e in Generator(seed, "heldout").take(20 * n) if e.kind == "call"][:n]
+    exs = [e for e in Generator(HELDOUT_SEED, "heldout").take(20 * n) if e.kind == "call"][:n]
     enc = encode_examples(tok, exs)
     text = [str(tok.decode([i])).strip() for i in range(len(tok))]
     turn_end = tok.convert_tokens_to_ids(st.TURN_END)
@@ -184,7 +186,7 @@ def word_reachability(tokenizer: Any, prompt: str, target: str, *, spaced: bool)
     return n, bad
 
 
-def copy_reachability(checkpoint: str, n: int = 300, seed: int = 7) -> dict[str, Any]:
+def copy_reachability(checkpoint: str, n: int = 300) -> dict[str, Any]:
     """Share of copied words that no token-by-token copy can produce, on held-out calls and answers.
 
     Runs :func:`word_reachability` over ``n`` held-out ``call`` examples (values, unspaced) and ``n`` answer
@@ -193,7 +195,6 @@ def copy_reachability(checkpoint: str, n: int = 300, seed: int = 7) -> dict[str,
     Args:
         checkpoint: folder with the checkpoint's tokenizer.
         n: examples per group.
-        seed: held-out generator seed.
 
     Returns:
         ``{"calls": {...}, "answers": {...}}``, each with ``n_examples``, ``n_words`` (target words found in the
@@ -203,7 +204,7 @@ def copy_reachability(checkpoint: str, n: int = 300, seed: int = 7) -> dict[str,
         OSError: if the tokenizer cannot be loaded from ``checkpoint``.
     """
     tok = AutoTokenizer.from_pretrained(checkpoint, local_files_only=True)
-    pool = Generator(seed, "heldout").take(20 * n)
+    pool = Generator(HELDOUT_SEED, "heldout").take(20 * n)
     out: dict[str, Any] = {}
     for group, kinds, spaced in (
         ("calls", ("call",), False),

@@ -68,13 +68,11 @@ __all__ = [
 # --------------------------------------------------------------------------------------------------------------
 
 
-def save_checkpoint(
-    model: Any, tok: Any, out: Path, cfg: TrainConfig, gen_overrides: dict[str, Any] | None = None
-) -> None:
+def save_checkpoint(model: Any, tok: Any, out: Path, cfg: TrainConfig) -> None:
     """Write an offline-loadable checkpoint folder: safetensors + config + generation_config + tokenizer +
     the image processor config (``processor_config.json``)."""
     out.mkdir(parents=True, exist_ok=True)
-    model.generation_config = generation_config(cfg.canvas_length, gen_overrides)
+    model.generation_config = generation_config(cfg.canvas_length)
     model.save_pretrained(out, safe_serialization=True)
     tok.save_pretrained(out)
     write_processor_config(out, model.config)
