@@ -161,6 +161,29 @@ def test_the_constraint_restarts_a_glued_span_inside_its_canvas_only(tok):
     assert step(None) == "It is atgramm"
 
 
+def test_the_readout_keeps_spans_whole_too(tok):
+    """The last canvas's readout (masked argmax left to right, when the schedule is spent) follows the same
+    rules: ``point`` after ``model/check`` brings the rest of the span, and ``com`` cannot skip ``hf_``."""
+    grammar = tool_call_grammar([], "auto")
+    prefix = ids(tok, "It is at model/check")
+    canvas_len = 40
+
+    def readout(span_copy):
+        c = GrammarConstraint(new_matcher(tok, grammar), tok, span_copy=span_copy, extend_prose=False)
+        c.start_canvas(canvas_len, 256)
+        c._consume(prefix)
+        logits = torch.zeros(canvas_len, len(tok))
+        for k, piece in enumerate(["point", "/", "com", "pa", "t", ".", "py"]):
+            logits[len(prefix) + k, ids(tok, piece)[0]] = 10.0
+        c.readout(logits)
+        return tok.decode(c.all_tokens)
+
+    assert readout(SpanCopier(["model/checkpoint/hf_compat.py:59"], tok)).startswith(
+        "It is at model/checkpoint/hf_compat.py:59"
+    )
+    assert readout(None).startswith("It is at model/checkpoint/compat.py")
+
+
 def test_the_constraint_commits_a_started_span_in_one_step(tok):
     """A prose-only turn, one denoising step: the frontier token ``gent`` (accepted) after a committed ``a``
     brings the rest of ``agentkit/bundle.py:532`` with it; without the copier only ``gent`` is committed."""

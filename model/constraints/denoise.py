@@ -420,8 +420,9 @@ class GrammarConstraint:
     def readout(self, logits: torch.Tensor) -> list[int]:
         """Committed prefix, then masked argmax left to right over ``logits`` ``[C, V]``, then pad.
 
-        The canvas always ends on a state verified by the budget guard, because the next canvas cannot roll
-        back into this one.
+        In prose with ``span_copy`` the mask is the frontier's (spans kept whole) and a token that continues a
+        span brings the rest of it (:meth:`SpanCopier.propose`), as in :meth:`commit`. The canvas always ends
+        on a state verified by the budget guard, because the next canvas cannot roll back into this one.
         """
         scores = logits.float().cpu().numpy()
         best = scores.argmax(axis=1)
@@ -431,9 +432,18 @@ class GrammarConstraint:
                 if self.done or self._room() <= 0:
                     break
                 pos = len(self.canvas)
-                raw = self.matcher.compute_bitmask()
                 tok = int(best[pos])
-                if not (tok < self.vocab_size and (raw[tok >> 3] >> (tok & 7)) & 1) or self._repeats(tok):
+                spans = self.span_copy is not None and not self.in_call
+                if spans:
+                    ok = tok < self.vocab_size and bool(self._frontier_mask()[tok])
+                else:
+                    raw = self.matcher.compute_bitmask()
+                    ok = (
+                        tok < self.vocab_size
+                        and bool((raw[tok >> 3] >> (tok & 7)) & 1)
+                        and not self._repeats(tok)
+                    )
+                if not ok:
                     allowed = self._frontier_mask()
                     row = np.where(
                         allowed, scores[pos, : self.vocab_size], -math.inf
@@ -441,7 +451,10 @@ class GrammarConstraint:
                     tok = int(np.argmax(row))
                     if not allowed[tok]:  # pragma: no cover - a live matcher allows >= 1 token
                         raise RuntimeError("grammar allows no token at the readout frontier")
-                if self._consume([tok]) != 1:  # pragma: no cover
+                run = self.span_copy.propose(self.all_tokens, tok) if spans else []
+                if run and (k := self._consume(run[: self._room()])):
+                    self.span_copied_tokens += k
+                elif self._consume([tok]) != 1:  # pragma: no cover
                     raise RuntimeError(f"matcher rejected an allowed token {tok}: {self.matcher.get_error()}")
                 self._budget_check()
             if self.done or self.closing or self._budget_check(force=True) == 0:

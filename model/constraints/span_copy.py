@@ -37,6 +37,8 @@ tool response comes out with pieces skipped or repeated (``tools/s/s/weather.py:
   to ``agentkit/``), so the model picks the next piece whole.
 * The grammar still checks every committed token (``try_consume_tokens``): a token the turn's grammar refuses
   (a grounded answer's regex, a budget-forced close) ends the run there.
+* The readout of a canvas whose schedule is spent (left-to-right masked argmax) follows the same frontier mask
+  and starts the same copies (``model/checkpoint/compat.py`` cannot be written for ``hf_compat.py``).
 
 Paths, identifiers and numbers then come out whole, or not at all if the model never writes two agreeing
 pieces. It changes decoding only (no training); a checkpoint opts in with ``"span_copy": true`` in its
