@@ -134,6 +134,15 @@ def test_a_fact_span_glued_to_the_word_before_restarts_after_a_space(tok):
     assert sc.restart(ids(tok, "It is at") + ids(tok, "sh"), ids(tok, "o")[0]) == []  # showers: no fact
     assert sc.restart(ids(tok, "at load_") + ids(tok, "gra"), ids(tok, "mm")[0]) == []  # glued to a fact
     assert sc.restart(ids(tok, "It is gra"), ids(tok, "mm")[0]) == []  # not glued: propose's case
+    # the pointer skipped the first letters of the span's first word (schema: s + che + ma): they are put back
+    skipped = SpanCopier(["schema/ir.py:278", "schema/ir.py"], tok)
+    assert tok.decode(skipped.restart(ids(tok, "is defined") + ids(tok, "che"), ids(tok, "ma")[0])) == (
+        " schema/ir.py:278"
+    )
+    both = SpanCopier(["schema/ir.py:278", "xchema/y.py:1"], tok)  # the spans disagree on the skipped letters
+    assert both.restart(ids(tok, "is defined") + ids(tok, "che"), ids(tok, "ma")[0]) == []
+    inner = SpanCopier(["tools/code_search/repo.py:43"], tok)  # only letters of the first word may be skipped
+    assert inner.restart(ids(tok, "is at") + ids(tok, "search"), ids(tok, "/")[0]) == []
 
 
 def test_the_constraint_restarts_a_glued_span_inside_its_canvas_only(tok):

@@ -21,9 +21,11 @@ tool response comes out with pieces skipped or repeated (``tools/s/s/weather.py:
   span that ends inside a longer one (a path inside its ``path:line`` location) is continued to the longer one.
 * *Glued start.* A span's first token, as the tool response tokenizes it (after a quote), has no leading space,
   and the model's pointer copies it as it is, glued to the word before (``at`` + ``gra`` + ``mm``). When that
-  piece and the next agreeing one start a fact span (one holding a :data:`FACT_MARKS` character) and the word
-  with them starts none, the glued piece is replaced by a space and the span, copied whole
-  (``at grammar/gemma_lark.py:106``; :meth:`SpanCopier.restart`, within the current canvas).
+  piece and the next agreeing one start a fact span (one holding a :data:`FACT_MARKS` character), or follow
+  letters of its first word that the pointer skipped and every such span shares (``defined`` + ``che`` + ``ma``
+  for ``schema/ir.py:278``), and the word with them starts no span, the glued piece is replaced by a space and
+  the span, copied whole (``at grammar/gemma_lark.py:106``; :meth:`SpanCopier.restart`, within the current
+  canvas).
 * *Inside a span.* While the word being written holds a digit or one of ``_ . / : -`` (a path, number, date or
   identifier, not a plain word) and is a prefix of a span, the frontier may only take a token that keeps it a
   prefix of a span, or one that ends the word (a space or other character outside spans; after a whole span
@@ -111,8 +113,7 @@ class SpanCopier:
         self._text_cache: dict[int, str] = {}
         self._span_set = frozenset(self.spans)
         self._prefixes = {sp[:k] for sp in self.spans for k in range(1, len(sp) + 1)}
-        facts = [sp for sp in self.spans if FACT_MARKS & set(sp)]
-        self._fact_prefixes = {sp[:k] for sp in facts for k in range(1, len(sp) + 1)}
+        self._facts = [sp for sp in self.spans if FACT_MARKS & set(sp)]
 
     @classmethod
     def from_texts(cls, texts: Sequence[str], tokenizer: Any) -> SpanCopier | None:
@@ -246,6 +247,8 @@ class SpanCopier:
         but the piece was glued to the plain word before it (``at`` + ``gra`` + ``mm``: a span's first token as
         the tool response tokenizes it, after a quote, has no leading space): a space, then the span from that
         piece on, continued as :meth:`propose` continues it (`` grammar/gemma_lark.py:106``); ``[]`` otherwise.
+        The two pieces may also follow letters of the span's first word that every such span shares and the
+        pointer skipped (``defined`` + ``che`` + ``ma``: `` schema/ir.py:278``; ``at`` + ``gent`` + ``k``).
 
         Args:
             committed: the turn's committed token ids so far (prose; left to right).
@@ -268,7 +271,10 @@ class SpanCopier:
         if FACT_MARKS & set(word[: -len(last)]):
             return []  # glued to a fact: the frontier mask (allowed) keeps facts whole
         started = last + piece
-        if started not in self._fact_prefixes:
-            return []
+        # the letters of the span's first word the pointer skipped (``a`` of ``agentkit``, ``s`` of ``schema``)
+        heads = {sp[:k] for sp in self._facts if (k := sp.find(started)) == 0 or (k > 0 and sp[:k].isalpha())}
+        if len(heads) != 1:
+            return []  # no fact span holds the two pieces there, or the spans disagree on what precedes them
+        started = heads.pop() + started
         text = " " + started + self.continuation(started)
         return [int(t) for t in self.tokenizer(text, add_special_tokens=False)["input_ids"]]
