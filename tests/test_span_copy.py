@@ -108,6 +108,91 @@ def test_a_plain_word_becomes_a_fact_only_at_a_span_start(tok):
     assert load is not None and load[ids(tok, "_")[0]]  # load_bundle is a span
 
 
+def test_a_copied_word_ends_at_its_span_end(tok):
+    """A plain span written in two or more pieces (a copy started) is held like a fact: ``BundleSpec`` may end
+    or take punctuation, never go on to ``BundleSpecpe`` (the model's pointer, still behind the copy, repeats
+    the span's last pieces there)."""
+    sc = SpanCopier(tool_spans(["class BundleSpec", "agentkit/bundle_load.py:152"]), tok)
+    vocab = len(tok)
+    whole = sc.allowed(ids(tok, "It is BundleSpec"), vocab)
+    assert whole is not None
+    assert not whole[ids(tok, "pe")[0]] and not whole[ids(tok, "c")[0]] and not whole[ids(tok, "le")[0]]
+    assert whole[ids(tok, " at")[0]] and whole[ids(tok, ".")[0]] and whole[ids(tok, ",")[0]]
+    started = sc.allowed(ids(tok, "It is Bund"), vocab)  # two pieces of the span: only its next piece
+    assert started is not None and started[ids(tok, "le")[0]] and not started[ids(tok, "pe")[0]]
+    assert sc.allowed(ids(tok, "It is at tools"), vocab)[ids(tok, "s")[0]]  # a one-piece word stays free
+
+
+def test_a_fact_span_glued_to_the_word_before_restarts_after_a_space(tok):
+    """The first token of a span as the tool response tokenizes it (after a quote) has no leading space, so the
+    model glues it to the word before (``at`` + ``gra``); its next agreeing piece (``mm``) replaces the glued
+    piece by a space and the span, copied whole."""
+    sc = SpanCopier(tool_spans([*RESPONSE, "grammar/turn.py:199", "heavy showers"]), tok)
+    glued = ids(tok, "It is at") + ids(tok, "gra")
+    assert tok.decode(sc.restart(glued, ids(tok, "mm")[0])) == " grammar/turn.py:199"
+    assert sc.restart(glued, ids(tok, "ow")[0]) == []  # "graow" starts no span
+    assert sc.restart(ids(tok, "It is at") + ids(tok, "sh"), ids(tok, "o")[0]) == []  # showers: no fact
+    assert sc.restart(ids(tok, "at load_") + ids(tok, "gra"), ids(tok, "mm")[0]) == []  # glued to a fact
+    assert sc.restart(ids(tok, "It is gra"), ids(tok, "mm")[0]) == []  # not glued: propose's case
+    # the pointer skipped the first letters of the span's first word (schema: s + che + ma): they are put back
+    skipped = SpanCopier(["schema/ir.py:278", "schema/ir.py"], tok)
+    assert tok.decode(skipped.restart(ids(tok, "is defined") + ids(tok, "che"), ids(tok, "ma")[0])) == (
+        " schema/ir.py:278"
+    )
+    both = SpanCopier(["schema/ir.py:278", "xchema/y.py:1"], tok)  # the spans disagree on the skipped letters
+    assert both.restart(ids(tok, "is defined") + ids(tok, "che"), ids(tok, "ma")[0]) == []
+    inner = SpanCopier(["tools/code_search/repo.py:43"], tok)  # only letters of the first word may be skipped
+    assert inner.restart(ids(tok, "is at") + ids(tok, "search"), ids(tok, "/")[0]) == []
+
+
+def test_the_constraint_restarts_a_glued_span_inside_its_canvas_only(tok):
+    grammar = tool_call_grammar([], "auto")
+    prefix = ids(tok, "It is at") + ids(tok, "gra")
+    canvas_len = 32
+
+    def step(span_copy, new_canvas=False):
+        c = GrammarConstraint(new_matcher(tok, grammar), tok, span_copy=span_copy, extend_prose=False)
+        c.start_canvas(canvas_len, 256)
+        c._consume(prefix)
+        if new_canvas:  # the glued piece lies in an earlier canvas: it cannot be rolled back
+            c.start_canvas(canvas_len, 256 - len(prefix))
+        at = len(c.canvas)
+        tokens = [0] * canvas_len
+        tokens[at] = ids(tok, "mm")[0]
+        accepted = [False] * canvas_len
+        accepted[at] = True
+        c.commit(tokens, accepted, torch.zeros(canvas_len, len(tok)), 0.1)
+        return tok.decode(c.all_tokens)
+
+    sc = SpanCopier(["grammar/turn.py:199", "agentkit/bundle.py:532"], tok)
+    assert step(sc) == "It is at grammar/turn.py:199"
+    assert step(sc, new_canvas=True) == "It is atgramm"
+    assert step(None) == "It is atgramm"
+
+
+def test_the_readout_keeps_spans_whole_too(tok):
+    """The last canvas's readout (masked argmax left to right, when the schedule is spent) follows the same
+    rules: ``point`` after ``model/check`` brings the rest of the span, and ``com`` cannot skip ``hf_``."""
+    grammar = tool_call_grammar([], "auto")
+    prefix = ids(tok, "It is at model/check")
+    canvas_len = 40
+
+    def readout(span_copy):
+        c = GrammarConstraint(new_matcher(tok, grammar), tok, span_copy=span_copy, extend_prose=False)
+        c.start_canvas(canvas_len, 256)
+        c._consume(prefix)
+        logits = torch.zeros(canvas_len, len(tok))
+        for k, piece in enumerate(["point", "/", "com", "pa", "t", ".", "py"]):
+            logits[len(prefix) + k, ids(tok, piece)[0]] = 10.0
+        c.readout(logits)
+        return tok.decode(c.all_tokens)
+
+    assert readout(SpanCopier(["model/checkpoint/hf_compat.py:59"], tok)).startswith(
+        "It is at model/checkpoint/hf_compat.py:59"
+    )
+    assert readout(None).startswith("It is at model/checkpoint/compat.py")
+
+
 def test_the_constraint_commits_a_started_span_in_one_step(tok):
     """A prose-only turn, one denoising step: the frontier token ``gent`` (accepted) after a committed ``a``
     brings the rest of ``agentkit/bundle.py:532`` with it; without the copier only ``gent`` is committed."""

@@ -111,7 +111,9 @@ class GrammarConstraint:
         span_copy: a :class:`model.constraints.span_copy.SpanCopier` over the conversation's tool responses:
             in prose, when the step's token at the frontier continues the word being written into a strict prefix
             of a tool-response span, it is committed with the rest of the span in one decision (whole-span
-            copying; the no-repeat rule does not apply to those tokens). ``None``: off.
+            copying; the no-repeat rule does not apply to those tokens); when it and the last committed token
+            start a fact span glued to the word before, that token is replaced by a space and the span
+            (:meth:`model.constraints.span_copy.SpanCopier.restart`). ``None``: off.
 
     Raises:
         ValueError: if the matcher is already in an error state (bad grammar), or ``repeat_window < 1``.
@@ -368,11 +370,7 @@ class GrammarConstraint:
         budget = float(entropy_bound) if self.extend and logits is not None and prev is not None else 0.0
         frontier = len(self.canvas)
         while (i := len(self.canvas)) < self.canvas_length and not self.done and not self.closing:
-            if (
-                i == frontier
-                and (run := self._span_run(i, tokens, accepted, logits))
-                and (k := self._consume(run))
-            ):
+            if i == frontier and (k := self._span_copy(i, tokens, accepted, logits)):
                 self.span_copied_tokens += k
             elif accepted[i] and not self._repeats(int(tokens[i])) and self._consume([int(tokens[i])]) == 1:
                 pass
@@ -393,23 +391,38 @@ class GrammarConstraint:
                 return list(range(len(self.canvas), len(self.canvas) + back))
         return []
 
-    def _span_run(
-        self, i: int, tokens: list[int], accepted: list[bool], logits: torch.Tensor | None
-    ) -> list[int]:
+    def _span_copy(self, i: int, tokens: list[int], accepted: list[bool], logits: torch.Tensor | None) -> int:
         """Whole-span copy at the frontier ``i`` (``span_copy``): the token accepted there, or else the argmax of
-        the step's logits ``[C, V]`` there, with the rest of the tool-response span it continues (at most the
-        canvas's room); ``[]`` when the rule is off, the turn is in a call, or the token starts no copy."""
+        the step's logits ``[C, V]`` there, committed with the rest of the tool-response span it continues (at
+        most the canvas's room; :meth:`SpanCopier.propose`); or, when it and the last committed token start a
+        fact span glued to the word before, that token replaced by a space and the span
+        (:meth:`SpanCopier.restart`; only inside this canvas, and only when the grammar takes the whole run).
+        Returns the number of tokens committed (0: the rule is off, the turn is in a call, or no copy starts)."""
         if self.span_copy is None or self.in_call:
-            return []
+            return 0
         cand = int(tokens[i]) if accepted[i] else (int(logits[i].argmax()) if logits is not None else -1)
-        run: list[int] = self.span_copy.propose(self.all_tokens, cand) if cand >= 0 else []
-        return run[: self._room()]
+        if cand < 0:
+            return 0
+        run: list[int] = self.span_copy.propose(self.all_tokens, cand)
+        if run:
+            return self._consume(run[: self._room()])
+        run = self.span_copy.restart(self.all_tokens, cand)[: self._room() + 1]
+        if not run or not self.canvas:
+            return 0
+        probe = self.matcher.deep_copy()
+        probe.rollback(1)
+        if probe.try_consume_tokens(run) != len(run):
+            return 0
+        self._rollback(1)
+        self._ok_len = min(self._ok_len, len(self.all_tokens))
+        return self._consume(run)
 
     def readout(self, logits: torch.Tensor) -> list[int]:
         """Committed prefix, then masked argmax left to right over ``logits`` ``[C, V]``, then pad.
 
-        The canvas always ends on a state verified by the budget guard, because the next canvas cannot roll
-        back into this one.
+        In prose with ``span_copy`` the mask is the frontier's (spans kept whole) and a token that continues a
+        span brings the rest of it (:meth:`SpanCopier.propose`), as in :meth:`commit`. The canvas always ends
+        on a state verified by the budget guard, because the next canvas cannot roll back into this one.
         """
         scores = logits.float().cpu().numpy()
         best = scores.argmax(axis=1)
@@ -419,9 +432,18 @@ class GrammarConstraint:
                 if self.done or self._room() <= 0:
                     break
                 pos = len(self.canvas)
-                raw = self.matcher.compute_bitmask()
                 tok = int(best[pos])
-                if not (tok < self.vocab_size and (raw[tok >> 3] >> (tok & 7)) & 1) or self._repeats(tok):
+                spans = self.span_copy is not None and not self.in_call
+                if spans:
+                    ok = tok < self.vocab_size and bool(self._frontier_mask()[tok])
+                else:
+                    raw = self.matcher.compute_bitmask()
+                    ok = (
+                        tok < self.vocab_size
+                        and bool((raw[tok >> 3] >> (tok & 7)) & 1)
+                        and not self._repeats(tok)
+                    )
+                if not ok:
                     allowed = self._frontier_mask()
                     row = np.where(
                         allowed, scores[pos, : self.vocab_size], -math.inf
@@ -429,7 +451,10 @@ class GrammarConstraint:
                     tok = int(np.argmax(row))
                     if not allowed[tok]:  # pragma: no cover - a live matcher allows >= 1 token
                         raise RuntimeError("grammar allows no token at the readout frontier")
-                if self._consume([tok]) != 1:  # pragma: no cover
+                run = self.span_copy.propose(self.all_tokens, tok) if spans else []
+                if run and (k := self._consume(run[: self._room()])):
+                    self.span_copied_tokens += k
+                elif self._consume([tok]) != 1:  # pragma: no cover
                     raise RuntimeError(f"matcher rejected an allowed token {tok}: {self.matcher.get_error()}")
                 self._budget_check()
             if self.done or self.closing or self._budget_check(force=True) == 0:

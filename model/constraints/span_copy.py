@@ -19,17 +19,28 @@ tool response comes out with pieces skipped or repeated (``tools/s/s/weather.py:
   (``2026-11-29`` / ``2026-11-30``) it stops and the model picks the next piece; the rule then fires again
   on the next agreeing token. At a span's end it stops (the span boundary): the model writes what follows. A
   span that ends inside a longer one (a path inside its ``path:line`` location) is continued to the longer one.
+* *Glued start.* A span's first token, as the tool response tokenizes it (after a quote), has no leading space,
+  and the model's pointer copies it as it is, glued to the word before (``at`` + ``gra`` + ``mm``). When that
+  piece and the next agreeing one start a fact span (one holding a :data:`FACT_MARKS` character), or follow
+  letters of its first word that the pointer skipped and every such span shares (``defined`` + ``che`` + ``ma``
+  for ``schema/ir.py:278``), and the word with them starts no span, the glued piece is replaced by a space and
+  the span, copied whole (``at grammar/gemma_lark.py:106``; :meth:`SpanCopier.restart`, within the current
+  canvas).
 * *Inside a span.* While the word being written holds a digit or one of ``_ . / : -`` (a path, number, date or
   identifier, not a plain word) and is a prefix of a span, the frontier may only take a token that keeps it a
   prefix of a span, or one that ends the word (a space or other character outside spans; after a whole span
   also ``.``, ``:`` or ``-`` alone, as punctuation): the answer cannot write ``2026---30``, ``6.0.0`` or
   ``agentkit/b/backends``; punctuation after a whole span ends the word (``2026-11-30-30`` cannot be written).
   A plain word becomes a fact only at a span's start: ``tools/batching.py`` (no span starts with ``tools/``) and
-  ``GrammarConstraint/constraints`` cannot be written.
+  ``GrammarConstraint/constraints`` cannot be written. A plain word written in two or more pieces that is a
+  prefix of a span (a copy started) is held the same way: the copy's end is the word's end (``BundleSpec``
+  cannot go on to ``BundleSpecpe``, where the model's pointer, behind the copy, repeats the span's last pieces).
   A continuation never ends inside a word where spans part (``agentkit/b`` is cut back
   to ``agentkit/``), so the model picks the next piece whole.
 * The grammar still checks every committed token (``try_consume_tokens``): a token the turn's grammar refuses
   (a grounded answer's regex, a budget-forced close) ends the run there.
+* The readout of a canvas whose schedule is spent (left-to-right masked argmax) follows the same frontier mask
+  and starts the same copies (``model/checkpoint/compat.py`` cannot be written for ``hf_compat.py``).
 
 Paths, identifiers and numbers then come out whole, or not at all if the model never writes two agreeing
 pieces. It changes decoding only (no training); a checkpoint opts in with ``"span_copy": true`` in its
@@ -102,6 +113,7 @@ class SpanCopier:
         self._text_cache: dict[int, str] = {}
         self._span_set = frozenset(self.spans)
         self._prefixes = {sp[:k] for sp in self.spans for k in range(1, len(sp) + 1)}
+        self._facts = [sp for sp in self.spans if FACT_MARKS & set(sp)]
 
     @classmethod
     def from_texts(cls, texts: Sequence[str], tokenizer: Any) -> SpanCopier | None:
@@ -120,6 +132,15 @@ class SpanCopier:
         text = self.tokenizer.decode(list(committed[-TAIL_TOKENS:]))
         m = _WORD_TAIL.search(text)
         return m.group() if m else ""
+
+    def copied(self, committed: Sequence[int], word: str) -> bool:
+        """True when ``word`` (the word being written, :meth:`word`) is a prefix of a span written in two or more
+        pieces: a copy started (:meth:`propose`), so the span ends the word as a fact's does (``BundleSpec``
+        cannot go on to ``BundleSpecpe``), though it holds no fact mark."""
+        if not committed or word not in self._prefixes:
+            return False
+        last = _WORD_TAIL.search(self._text(int(committed[-1])))
+        return last is not None and len(word) > len(last.group())
 
     def continuation(self, word: str) -> str:
         """The longest text that every span strictly longer than ``word`` and starting with it continues with;
@@ -160,7 +181,8 @@ class SpanCopier:
         A token whose text starts outside :data:`SPAN_CHARS` (a space, ``(``, ``°``, a control token) ends the
         word and is always allowed. One that starts with span characters (its *lead*) is allowed:
 
-        * while the word holds a fact mark (:data:`FACT_MARKS`) and is a prefix of a span: when the word with the
+        * while the word holds a fact mark (:data:`FACT_MARKS`), or was written in two or more pieces
+          (:meth:`copied`), and is a prefix of a span: when the word with the
           lead is still a prefix of a span (a token that ends the word inside, such as ``.)``, when it completes a
           span), or when the word is a whole span and the lead is punctuation alone (``.``, ``:``, ``-``);
         * after a whole fact or a plain word and punctuation (``2026-11-30-``, ``rain.``): never (the word
@@ -175,7 +197,7 @@ class SpanCopier:
             vocab_size: the mask's length ``V`` (token ids ``>= V`` are not considered).
         """
         word = self.word(committed)
-        marked = bool(FACT_MARKS & set(word))
+        marked = bool(FACT_MARKS & set(word)) or self.copied(committed, word)
         closed = marked and word not in self._prefixes  # ``2026-11-30-``, ``rain.``: the word must end here
         base = word.rstrip(".:-")
         if closed and (base == word or (FACT_MARKS & set(base) and base not in self._span_set)):
@@ -218,3 +240,41 @@ class SpanCopier:
         if rest:
             ids += [int(t) for t in self.tokenizer(rest, add_special_tokens=False)["input_ids"]]
         return ids
+
+    def restart(self, committed: Sequence[int], candidate: int) -> list[int]:
+        """The tokens to commit *in place of* the last committed token when the word's last piece and
+        ``candidate`` are two pieces of a fact span (one holding a :data:`FACT_MARKS` character) in source order,
+        but the piece was glued to the plain word before it (``at`` + ``gra`` + ``mm``: a span's first token as
+        the tool response tokenizes it, after a quote, has no leading space): a space, then the span from that
+        piece on, continued as :meth:`propose` continues it (`` grammar/gemma_lark.py:106``); ``[]`` otherwise.
+        The two pieces may also follow letters of the span's first word that every such span shares and the
+        pointer skipped (``defined`` + ``che`` + ``ma``: `` schema/ir.py:278``; ``at`` + ``gent`` + ``k``).
+
+        Args:
+            committed: the turn's committed token ids so far (prose; left to right).
+            candidate: the token the step proposes at the frontier, where :meth:`propose` proposed nothing.
+
+        Returns:
+            Token ids (the checkpoint's tokenization of the space and the span part), or ``[]``.
+        """
+        piece = self._text(int(candidate))
+        if not committed or not piece or not re.fullmatch(f"{SPAN_CHARS}+", piece):
+            return []
+        last = self._text(int(committed[-1]))
+        word = self.word(committed)
+        if (
+            not re.fullmatch(f"{SPAN_CHARS}+", last)
+            or len(word) <= len(last)
+            or word + piece in self._prefixes
+        ):
+            return []  # no glued piece, or the word itself continues a span (propose's case)
+        if FACT_MARKS & set(word[: -len(last)]):
+            return []  # glued to a fact: the frontier mask (allowed) keeps facts whole
+        started = last + piece
+        # the letters of the span's first word the pointer skipped (``a`` of ``agentkit``, ``s`` of ``schema``)
+        heads = {sp[:k] for sp in self._facts if (k := sp.find(started)) == 0 or (k > 0 and sp[:k].isalpha())}
+        if len(heads) != 1:
+            return []  # no fact span holds the two pieces there, or the spans disagree on what precedes them
+        started = heads.pop() + started
+        text = " " + started + self.continuation(started)
+        return [int(t) for t in self.tokenizer(text, add_special_tokens=False)["input_ids"]]
