@@ -1,17 +1,17 @@
 """Probe of the call-or-prose decision (issue #40; docs/TRAINING.md, "Experiment 2026-12-06").
 
-    .venv/bin/python scripts/probe_decline.py [--checkpoint DIR] [-n 200] [--binding none] [--branch-first]
+    .venv/bin/python scripts/probe_decline.py [--checkpoint DIR] [-n 200] [--seed 0] [--binding none] [--branch-first]
 
-Takes the held-out split's first ``-n`` examples (seed 0, as ``agentkit eval heldout``): the unfit requests (tools
-offered, none fitting: small talk and another tool's job) and as many call requests, each decoded with its eval
-seed. For canvas position 0, on every denoising step until the turn commits it, it records the model's masked
-probability of ``<|tool_call>`` there (``p_call``: tempered as the sampler sees it; ``p_call_raw``: untempered), the
-entropy, the argmax, whether the sampler accepted it, the draft to its right, and the token committed; then the
-turn's number of calls. Prints one JSON object: per example rows, and per group (all unfit, small talk, another
-tool's job) the AUC of the first step's probability against the call requests (call requests = positives), its
-range, and the share in prose. ``--branch-first`` is the counterfactual decoding: position 0 committed on the
-turn's first step from its masked argmax, whatever the sampler accepted (the branch decided first, from the fully
-noised canvas).
+Takes the held-out split's first ``-n`` examples (data seed ``--seed``, 0 as ``agentkit eval heldout``): the unfit
+requests (tools offered, none fitting: small talk and another tool's job) and as many call requests, each decoded
+with its eval seed. For canvas position 0, on every denoising step until the turn commits it, it records the model's
+masked probability of ``<|tool_call>`` there (``p_call``: tempered as the sampler sees it; ``p_call_raw``:
+untempered), the entropy, the argmax, whether the sampler accepted it, the draft to its right, and the token
+committed; then the turn's number of calls. Prints one JSON object: per example rows, and per group (all unfit,
+small talk, another tool's job) the AUC of the first step's probability against the call requests (call requests =
+positives), its range, and the share in prose. ``--branch-first`` is the counterfactual decoding: position 0
+committed on the turn's first step from its masked argmax, whatever the sampler accepted (the branch decided first,
+from the fully noised canvas).
 """
 
 from __future__ import annotations
@@ -125,12 +125,13 @@ def main() -> None:
     ap.add_argument("--checkpoint", default=None, help="checkpoint folder (default: the shipped one)")
     ap.add_argument("-n", type=int, default=200, help="held-out examples to draw the requests from")
     ap.add_argument("--binding", default="none", help="binder: none, copy-head or auto")
+    ap.add_argument("--seed", type=int, default=0, help="data seed (the held-out stream of this seed)")
     ap.add_argument("--threads", type=int, default=1)
     ap.add_argument("--branch-first", action="store_true", help="commit position 0 on the first step")
     args = ap.parse_args()
     set_threads(args.threads)
     cm = ChatModel.load(args.checkpoint)
-    examples = list(enumerate(Generator(0, "heldout").take(args.n)))
+    examples = list(enumerate(Generator(args.seed, "heldout").take(args.n)))
     unfit = [
         (i, e) for i, e in examples if e.kind == "unanswerable" or (e.kind == "no_tool" and bool(e.tools))
     ]
