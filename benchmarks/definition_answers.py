@@ -20,6 +20,7 @@ import os
 import random
 import re
 import sys
+from collections import Counter
 from pathlib import Path
 from typing import Any
 
@@ -52,9 +53,7 @@ def held_out_definitions(root: Path) -> list[Any]:
     for f in files:
         if f.endswith(".py") and f.split("/")[0] in SOURCE_DIRS and not f.startswith("model/training/"):
             defs.extend(python_definitions(f, (root / f).read_text(errors="replace")))
-    count: dict[str, int] = {}
-    for d in defs:
-        count[d.name] = count.get(d.name, 0) + 1
+    count = Counter(d.name for d in defs)
     return [
         d
         for d in defs
@@ -104,11 +103,15 @@ def main(argv: list[str] | None = None) -> int:
             except AgentRunError as exc:  # a run that ended in an error keeps its result
                 r = exc.result
             calls = [(c.name, c.arguments) for step in r.steps for c in step.tool_calls]
-            ok = states_location(r.answer, d.path, d.line)
             rows.append(
-                {"question": question, "truth": f"{d.path}:{d.line}", "calls": calls, "answer": r.answer}
+                {
+                    "question": question,
+                    "truth": f"{d.path}:{d.line}",
+                    "calls": calls,
+                    "answer": r.answer,
+                    "ok": states_location(r.answer, d.path, d.line),
+                }
             )
-            rows[-1]["ok"] = ok
     finally:
         code_search.set_root(None)
     rate = sum(r["ok"] for r in rows) / max(1, len(rows))

@@ -201,6 +201,7 @@ class GrammarConstraint:
             del self.all_tokens[-n:]
             if self._call_at is not None and self._call_at >= len(self.all_tokens):
                 self._call_at = None
+            self._ok_len = min(self._ok_len, len(self.all_tokens))  # the budget checkpoint cannot lie ahead
 
     def _room(self) -> int:
         return self.canvas_length - len(self.canvas)
@@ -414,7 +415,6 @@ class GrammarConstraint:
         if probe.try_consume_tokens(run) != len(run):
             return 0
         self._rollback(1)
-        self._ok_len = min(self._ok_len, len(self.all_tokens))
         return self._consume(run)
 
     def readout(self, logits: torch.Tensor) -> list[int]:
@@ -434,8 +434,9 @@ class GrammarConstraint:
                 pos = len(self.canvas)
                 tok = int(best[pos])
                 spans = self.span_copy is not None and not self.in_call
-                if spans:
-                    ok = tok < self.vocab_size and bool(self._frontier_mask()[tok])
+                allowed = self._frontier_mask() if spans else None
+                if allowed is not None:
+                    ok = tok < self.vocab_size and bool(allowed[tok])
                 else:
                     raw = self.matcher.compute_bitmask()
                     ok = (
@@ -444,7 +445,8 @@ class GrammarConstraint:
                         and not self._repeats(tok)
                     )
                 if not ok:
-                    allowed = self._frontier_mask()
+                    if allowed is None:
+                        allowed = self._frontier_mask()
                     row = np.where(
                         allowed, scores[pos, : self.vocab_size], -math.inf
                     )  # tokenizer <= model vocab
