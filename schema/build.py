@@ -31,7 +31,7 @@ from schema.ir import (
     literal,
     make_arr,
 )
-from schema.refs import Refs, escape_pointer_token, pointer_get
+from schema.refs import Refs, escape_pointer_token
 from schema.regex import pattern_matches
 
 # ----------------------------------------------------------------------------------------------------------
@@ -145,10 +145,7 @@ class Builder(Algebra):
         name = self._ref_names[ptr]
         if ptr in self._in_progress:
             return Ref(name)
-        try:
-            target = pointer_get(self.root, ptr)
-        except (KeyError, IndexError, ValueError):
-            raise SchemaError("$ref", path, f"reference {ref!r} does not resolve") from None
+        target = self.refs.at[ptr]
         self._in_progress.add(ptr)
         node = self.build(target, ptr)
         self._in_progress.discard(ptr)

@@ -11,7 +11,6 @@ from schema.refs import (
     SCHEMA_MAP_KEYS,
     Refs,
     TooLarge,
-    all_refs,
     inline_all,
     recursive_targets,
 )
@@ -87,10 +86,10 @@ def normalize_schema(schema: Any) -> Any:
     """
     root = _clean(schema)
     refs = Refs(root)
-    recursive = recursive_targets(root, refs)
+    recursive = recursive_targets(refs)  # resolves every reference reachable from the root, into refs.at
     try:
-        return inline_all(root, recursive, refs, MAX_INLINED_NODES)
+        return inline_all(recursive, refs, MAX_INLINED_NODES)
     except TooLarge:
         # Shared definitions referenced along many paths: keep every reference instead of inlining (the
         # result is then no larger than the input, so no limit applies).
-        return inline_all(root, set(recursive) | all_refs(root, refs), refs, None)
+        return inline_all(recursive | (set(refs.at) - {""}), refs, None)

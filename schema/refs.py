@@ -1,20 +1,26 @@
-"""Local ``$ref`` resolution (JSON pointers, ``$anchor`` and draft-4 ``id`` anchors, the root's ``$id``)
-and the inlining of non-recursive references.
+"""Local ``$ref`` resolution and the inlining of non-recursive references.
 
-Hand-written rather than on the ``referencing`` library (0.37): a tool schema in the wild mixes dialects
-without a ``$schema`` (draft-4 ``id: "#name"`` anchors beside 2020-12 ``$anchor``, both under ``$defs``), which
-``referencing`` resolves only under one specification at a time: in ``{"$defs": {"a": {"id": "#old"}, "b":
-{"$anchor": "new"}}, ...}`` draft 2020-12 finds no ``#old`` and drafts 4/7 find neither (they do not look under
-``$defs``). And the inliner needs the *location* of each target (two references to one place are one
-definition, named after the place), where ``Resolver.lookup`` returns only its contents
-(``tests/test_constraints_schema.py::test_refs_mix_draft4_id_anchors_with_2020_12_anchors_under_defs``).
+The ``referencing`` library resolves (joins a reference with the root's ``$id``/``id``, follows JSON pointers,
+finds plain-name anchors) under one specification of ours, :data:`TOOL_SCHEMA`: tool schemas in the wild mix
+dialects without a ``$schema`` (draft-4 ``id: "#name"`` anchors beside 2020-12 ``$anchor``, both under ``$defs``),
+which none of its JSON Schema specifications resolves, so ours finds ``$anchor``, ``id: "#name"`` and
+``$id: "#name"`` in any object of the document but data (``enum``, ``const``, ``default``, ``examples``), and
+nested ``$id``s start no resource (every reference resolves against the root). The inliner needs each target's
+*location* (two references to one place are one definition, named after the place): the contents
+``referencing`` walks are :class:`Located` values, so each lookup, by pointer or by anchor, returns its target's
+JSON pointer. Ours: that specification, the reference graph and the inliner.
 """
 
 from __future__ import annotations
 
 import re
+from collections.abc import Iterator
+from dataclasses import dataclass
 from typing import Any
-from urllib.parse import unquote
+from urllib.parse import urldefrag, urljoin
+
+from referencing import Anchor, Registry, Specification
+from referencing.exceptions import Unresolvable
 
 from schema.errors import SchemaError
 
@@ -24,7 +30,6 @@ SCHEMA_KEYS = ("items", "additionalProperties", "additionalItems", "not", "if", 
 SCHEMA_LIST_KEYS = ("allOf", "anyOf", "oneOf", "prefixItems")
 #: Keywords whose value maps names to schemas.
 SCHEMA_MAP_KEYS = ("properties", "patternProperties", "$defs", "definitions", "dependentSchemas")
-
 
 _ANNOTATIONS = {
     "$schema",
@@ -56,83 +61,89 @@ def escape_pointer_token(name: str) -> str:
     return name.replace("~", "~0").replace("/", "~1")
 
 
-def pointer_get(root: Any, pointer: str) -> Any:
-    """Resolve a JSON pointer (``/a/b``) in ``root``; raises ``KeyError`` when missing."""
-    cur = root
-    if pointer in ("", "/"):
-        return cur
-    for raw in pointer.lstrip("/").split("/"):
-        part = unquote(raw.replace("~1", "/").replace("~0", "~"))
-        if isinstance(cur, list):
-            cur = cur[int(part)]
-        elif isinstance(cur, dict) and part in cur:
-            cur = cur[part]
-        else:
-            raise KeyError(pointer)
-    return cur
+@dataclass(frozen=True)
+class Located:
+    """A value of the schema document with its JSON pointer (``""``: the root): the contents ``referencing``
+    walks, so that what a lookup returns says where it is."""
+
+    pointer: str
+    value: Any
+
+    def __getitem__(self, token: str) -> Located:
+        """The child at one (unescaped) pointer token; raises ``KeyError`` when there is none."""
+        try:
+            child = self.value[int(token)] if isinstance(self.value, list) else self.value[token]
+        except (ValueError, TypeError, IndexError):
+            raise KeyError(token) from None
+        return Located(f"{self.pointer}/{escape_pointer_token(token)}", child)
+
+
+def _inside(node: Located) -> Iterator[Located]:
+    """The objects and arrays directly in ``node``, but data (``enum``, ``const``, ``default``, ``examples``):
+    where anchors are looked for."""
+    v = node.value
+    if isinstance(v, dict):
+        tokens = [k for k in v if k not in ("enum", "const", "default", "examples")]
+    else:
+        tokens = [str(i) for i in range(len(v))] if isinstance(v, list) else []
+    return (c for c in map(node.__getitem__, tokens) if isinstance(c.value, (dict, list)))
+
+
+def _anchors(spec: Specification[Located], node: Located) -> Iterator[Anchor[Located]]:
+    """The plain-name anchors ``node`` defines: ``$anchor: "name"`` and draft 4-7 ``id``/``$id: "#name"``."""
+    for key in ("$id", "id", "$anchor"):
+        name = node.value.get(key) if isinstance(node.value, dict) else None
+        if isinstance(name, str) and (key == "$anchor" or name.startswith("#")):
+            if (name := name.removeprefix("#"))[:1] not in ("", "/"):
+                yield Anchor(name=name, resource=spec.create_resource(node))  # type: ignore[call-arg]
+
+
+#: How ``referencing`` reads a tool schema, whatever its dialect (see the module docstring). (The ignores:
+#: mypy does not read the fields of ``referencing``'s attrs classes.)
+TOOL_SCHEMA: Specification[Located] = Specification(  # type: ignore[call-arg]
+    name="agentkit-tool-schema",
+    id_of=lambda node: None,
+    subresources_of=_inside,
+    anchors_in=_anchors,
+    maybe_in_subresource=lambda segments, resolver, subresource: resolver,
+)
 
 
 class Refs:
-    """Resolves local references of one schema document: JSON pointers (``#/a/b``), plain-name anchors
-    (``#name`` from ``$anchor`` or a draft-4 ``id: "#name"``) and pointers prefixed with the root's own
-    ``$id``/``id``."""
+    """Resolves the local references of one schema document: JSON pointers (``#/a/b``), plain-name anchors
+    (``#name``), either one after the root's own ``$id``/``id``."""
 
     def __init__(self, root: Any) -> None:
-        self.root = root
-        self.base = ""
-        if isinstance(root, dict):
-            rid = root.get("$id", root.get("id"))
-            if isinstance(rid, str):
-                self.base = rid.split("#", 1)[0]
-        self.anchors: dict[str, str] = {}
-        self._index(root, "")
-
-    def _index(self, node: Any, path: str) -> None:
-        if isinstance(node, list):
-            for i, x in enumerate(node):
-                self._index(x, f"{path}/{i}")
-            return
-        if not isinstance(node, dict):
-            return
-        for key in ("$id", "id", "$anchor"):
-            v = node.get(key)
-            if isinstance(v, str):
-                name = v[1:] if v.startswith("#") else (v if key == "$anchor" else "")
-                if name and not name.startswith("/"):
-                    self.anchors.setdefault(name, path)
-        for k, v in node.items():
-            if k not in ("enum", "const", "default", "examples") and isinstance(v, (dict, list)):
-                self._index(v, f"{path}/{escape_pointer_token(k)}")
+        rid = root.get("$id", root.get("id")) if isinstance(root, dict) else None
+        self.base = rid.split("#", 1)[0] if isinstance(rid, str) else ""
+        resource = TOOL_SCHEMA.create_resource(Located("", root))
+        self._resolver = Registry().with_resource(self.base, resource).crawl().resolver(self.base)
+        #: The value at each pointer resolved so far, and the root's (``""``).
+        self.at: dict[str, Any] = {"": root}
+        self._pointers: dict[str, str] = {}
 
     def pointer(self, ref: Any, path: str) -> str:
-        """The JSON pointer ``ref`` designates in the root document.
+        """The JSON pointer ``ref`` designates in the root document (whose value is then ``self.at[pointer]``).
 
         Raises:
-            SchemaError: a remote reference or a dangling one (keyword ``"$ref"``).
+            SchemaError: a non-string, remote or dangling reference (keyword ``"$ref"``, at ``path``).
         """
         if not isinstance(ref, str):
             raise SchemaError("$ref", path, f"$ref must be a string, got {ref!r}")
-        r = ref
-        if self.base and r.startswith(self.base):
-            r = r[len(self.base) :]
-        if not r.startswith("#"):
-            raise SchemaError("$ref", path, f"only local references ('#...') are supported, got {ref!r}")
-        frag = r[1:]
-        if frag and not frag.startswith("/"):
-            if frag not in self.anchors:
-                raise SchemaError("$ref", path, f"reference {ref!r} does not resolve")
-            return self.anchors[frag]
-        try:
-            pointer_get(self.root, frag)
-        except (KeyError, IndexError, ValueError):
-            raise SchemaError("$ref", path, f"reference {ref!r} does not resolve") from None
-        return frag
+        if ref not in self._pointers:
+            if not ref.startswith("#") and urldefrag(urljoin(self.base, ref)).url != self.base:
+                raise SchemaError("$ref", path, f"only local references ('#...') are supported, got {ref!r}")
+            try:
+                found = self._resolver.lookup(ref).contents
+            except Unresolvable:
+                raise SchemaError("$ref", path, f"reference {ref!r} does not resolve") from None
+            self.at[found.pointer] = found.value
+            self._pointers[ref] = found.pointer
+        return self._pointers[ref]
 
 
 class TooLarge(Exception):
     """Inlining would pass :data:`MAX_INLINED_NODES` nodes."""
-
-    pass
 
 
 #: Inlining stops (and references are kept) beyond this many schema nodes.
@@ -157,25 +168,9 @@ def _direct_refs(node: Any, path: str, out: list[str], refs: Refs) -> None:
                 _direct_refs(sub, f"{path}/{k}/{escape_pointer_token(name)}", out, refs)
 
 
-def all_refs(root: Any, refs: Refs) -> set[str]:
-    """Every reference target (a pointer) reachable from the document root."""
-    out: list[str] = []
-    seen: set[str] = set()
-    todo = [""]
-    while todo:
-        ptr = todo.pop()
-        if ptr in seen:
-            continue
-        seen.add(ptr)
-        found: list[str] = []
-        _direct_refs(pointer_get(root, ptr), ptr, found, refs)
-        out.extend(found)
-        todo.extend(found)
-    return set(out)
-
-
-def recursive_targets(root: Any, refs: Refs) -> set[str]:
+def recursive_targets(refs: Refs) -> set[str]:
     """Pointers that are targets of back edges in a depth-first walk of the reference graph (cycle breakers).
+    The walk resolves every reference reachable from the root: ``refs.at`` then holds each target.
 
     Raises:
         SchemaError: a non-local or dangling ``$ref``.
@@ -186,7 +181,7 @@ def recursive_targets(root: Any, refs: Refs) -> set[str]:
 
     def edges(ptr: str) -> list[str]:
         found: list[str] = []
-        _direct_refs(pointer_get(root, ptr), ptr, found, refs)
+        _direct_refs(refs.at[ptr], ptr, found, refs)
         return found
 
     color[""] = 1
@@ -221,8 +216,8 @@ def _def_names(ptrs: set[str]) -> dict[str, str]:
     return names
 
 
-def inline_all(root: Any, keep: set[str], refs: Refs, limit: int | None) -> Any:
-    """``root`` with every reference inlined but those to ``keep``; raises :class:`TooLarge` past ``limit`` nodes."""
+def inline_all(keep: set[str], refs: Refs, limit: int | None) -> Any:
+    """The root document with every reference inlined but those to ``keep``; raises :class:`TooLarge` past ``limit`` nodes."""
     names = _def_names(keep)
     count = [0]
 
@@ -246,7 +241,7 @@ def inline_all(root: Any, keep: set[str], refs: Refs, limit: int | None) -> Any:
                 if ptr in names:
                     out["$ref"] = f"#/$defs/{names[ptr]}"
                 else:
-                    ref_target = inline(pointer_get(root, ptr))
+                    ref_target = inline(refs.at[ptr])
                     ref_at = len(out)
                 continue
             if k in SCHEMA_KEYS or k in SCHEMA_LIST_KEYS:
@@ -270,7 +265,7 @@ def inline_all(root: Any, keep: set[str], refs: Refs, limit: int | None) -> Any:
     if "" in names:
         result: Any = {"$ref": f"#/$defs/{names['']}"}
     else:
-        result = inline(root)
+        result = inline(refs.at[""])
     if names and isinstance(result, dict):
-        result = {**result, "$defs": {name: inline(pointer_get(root, ptr)) for ptr, name in names.items()}}
+        result = {**result, "$defs": {name: inline(refs.at[ptr]) for ptr, name in names.items()}}
     return result

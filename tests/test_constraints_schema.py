@@ -20,6 +20,7 @@ from schema import (
     pattern_to_regex,
 )
 from schema.ir import AnyOf, Lit, Num, Obj, Ref, Str
+from schema.refs import Refs
 
 
 def _walk_keys(node):
@@ -325,8 +326,8 @@ def test_ir_refs_anchors_and_ids():
 
 
 def test_refs_mix_draft4_id_anchors_with_2020_12_anchors_under_defs():
-    # Why schema/refs.py is not the `referencing` library: this mix resolves under none of its specifications
-    # (draft 2020-12 ignores `id: "#old"`, draft 4/7 do not look under `$defs` nor read `$anchor`).
+    # Why schema/refs.py gives `referencing` a specification of its own: this mix resolves under none of the
+    # library's (draft 2020-12 ignores `id: "#old"`, draft 4/7 do not look under `$defs` nor read `$anchor`).
     mixed = {
         "$defs": {"a": {"id": "#old", "type": "string"}, "b": {"$anchor": "new", "type": "integer"}},
         "type": "object",
@@ -345,6 +346,29 @@ def test_refs_mix_draft4_id_anchors_with_2020_12_anchors_under_defs():
     out = normalize_schema(linked)
     assert out["properties"] == {"head": {"$ref": "#/$defs/node"}}
     assert out["$defs"]["node"]["properties"] == {"next": {"$ref": "#/$defs/node"}}
+
+
+def test_refs_key_each_target_by_its_pointer_however_the_reference_spells_it():
+    # `referencing` joins a reference with the root's `$id` and unescapes its pointer: a document-relative URI,
+    # a percent-encoded token and a plain one name one place, hence one recursive definition
+    schema = {
+        "$id": "https://example.com/tools/walk.json",
+        "$defs": {
+            "a node": {"$anchor": "n", "type": "object", "properties": {"next": {"$ref": "walk.json#n"}}}
+        },
+        "type": "object",
+        "properties": {"head": {"$ref": "#/$defs/a%20node"}, "tail": {"$ref": "#/$defs/a node"}},
+    }
+    out = normalize_schema(schema)
+    assert out["properties"] == {"head": {"$ref": "#/$defs/a_node"}, "tail": {"$ref": "#/$defs/a_node"}}
+    assert out["$defs"]["a_node"]["properties"] == {"next": {"$ref": "#/$defs/a_node"}}
+    refs = Refs(schema)
+    assert refs.pointer("#n", "") == refs.pointer("https://example.com/tools/walk.json#/$defs/a node", "")
+    assert refs.pointer("#n", "") == "/$defs/a node" and refs.at["/$defs/a node"] is schema["$defs"]["a node"]
+    for ref, message in [("#m", "does not resolve"), ("other.json#n", "only local references")]:
+        with pytest.raises(SchemaError, match=message) as ei:
+            refs.pointer(ref, "/properties/x")
+        assert (ei.value.keyword, ei.value.path) == ("$ref", "/properties/x") and repr(ref) in str(ei.value)
 
 
 def test_ir_draft4_exclusive_bounds_nullable_and_const_objects():
