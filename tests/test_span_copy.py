@@ -170,6 +170,43 @@ def test_the_constraint_restarts_a_glued_span_inside_its_canvas_only(tok):
     assert step(None) == "It is atgramm"
 
 
+def test_the_frontier_lets_in_the_piece_that_restarts_a_glued_span(tok):
+    """``at`` + ``model`` (a path's first token glued to the word before): ``/`` brings a fact mark to the plain
+    word ``atmodel``, which starts no span, but with ``model`` it starts ``model/turn/chat.py:107``, so the
+    frontier lets it in (the restart then commits `` model/...``); nowhere else, and not when the glued piece lies
+    in an earlier canvas (``restart=False``)."""
+    sc = SpanCopier(tool_spans(["model/turn/chat.py:107", "model/turn/chat.py", "ChatModel"]), tok)
+    vocab, slash = len(tok), ids(tok, "/")[0]
+    glued = ids(tok, "It is at") + ids(tok, "model")
+    mask = sc.allowed(glued, vocab)
+    assert mask is not None and mask[slash]
+    assert not mask[ids(tok, "107")[0]]  # atmodel107 restarts nothing
+    assert not sc.allowed(glued, vocab, restart=False)[slash]
+    assert not sc.allowed(ids(tok, "It is at") + ids(tok, "turn"), vocab)[slash]  # no span starts turn/
+    assert not sc.allowed(ids(tok, "It is at tools"), vocab)[slash]
+    assert tok.decode(sc.restart(glued, slash)) == " model/turn/chat.py:107"
+
+
+def test_the_readout_restarts_a_glued_span(tok):
+    """The readout takes the restart piece the frontier lets in, and restarts the span as the commit does."""
+    grammar = tool_call_grammar([], "auto")
+    prefix = ids(tok, "It is at") + ids(tok, "model")
+    canvas_len = 32
+    c = GrammarConstraint(
+        new_matcher(tok, grammar),
+        tok,
+        span_copy=SpanCopier(["model/turn/chat.py:107"], tok),
+        extend_prose=False,
+    )
+    c.start_canvas(canvas_len, 256)
+    c._consume(prefix)
+    logits = torch.zeros(canvas_len, len(tok))
+    logits[len(prefix), ids(tok, "/")[0]] = 10.0
+    logits[len(prefix), ids(tok, ".")[0]] = 5.0
+    c.readout(logits)
+    assert tok.decode(c.all_tokens).startswith("It is at model/turn/chat.py:107")
+
+
 def test_the_readout_keeps_spans_whole_too(tok):
     """The last canvas's readout (masked argmax left to right, when the schedule is spent) follows the same
     rules: ``point`` after ``model/check`` brings the rest of the span, and ``com`` cannot skip ``hf_``."""

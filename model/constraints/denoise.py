@@ -293,7 +293,7 @@ class GrammarConstraint:
     def _frontier_mask(self) -> np.ndarray:
         allowed = bitmask_to_bool(self.matcher.compute_bitmask(), self.vocab_size)
         if self.span_copy is not None and not self.in_call:
-            inside = self.span_copy.allowed(self.all_tokens, allowed.size)
+            inside = self.span_copy.allowed(self.all_tokens, allowed.size, restart=bool(self.canvas))
             if inside is not None and (allowed & inside).any():  # never empty the mask
                 allowed = allowed & inside
         banned = self._banned()
@@ -394,16 +394,20 @@ class GrammarConstraint:
 
     def _span_copy(self, i: int, tokens: list[int], accepted: list[bool], logits: torch.Tensor | None) -> int:
         """Whole-span copy at the frontier ``i`` (``span_copy``): the token accepted there, or else the argmax of
-        the step's logits ``[C, V]`` there, committed with the rest of the tool-response span it continues (at
-        most the canvas's room; :meth:`SpanCopier.propose`); or, when it and the last committed token start a
-        fact span glued to the word before, that token replaced by a space and the span
-        (:meth:`SpanCopier.restart`; only inside this canvas, and only when the grammar takes the whole run).
-        Returns the number of tokens committed (0: the rule is off, the turn is in a call, or no copy starts)."""
+        the step's logits ``[C, V]`` there, as :meth:`_copy_from` copies it. Returns the number of tokens
+        committed (0: the rule is off, the turn is in a call, or no copy starts)."""
         if self.span_copy is None or self.in_call:
             return 0
         cand = int(tokens[i]) if accepted[i] else (int(logits[i].argmax()) if logits is not None else -1)
-        if cand < 0:
-            return 0
+        return self._copy_from(cand) if cand >= 0 else 0
+
+    def _copy_from(self, cand: int) -> int:
+        """Commit the frontier token ``cand`` with the rest of the tool-response span it continues (at most the
+        canvas's room; :meth:`SpanCopier.propose`); or, when it and the last committed token start a fact span
+        glued to the word before, that token replaced by a space and the span (:meth:`SpanCopier.restart`; only
+        inside this canvas, and only when the grammar takes the whole run). Returns the tokens committed (0:
+        no copy starts; nothing changed)."""
+        assert self.span_copy is not None
         run: list[int] = self.span_copy.propose(self.all_tokens, cand)
         if run:
             return self._consume(run[: self._room()])
@@ -421,7 +425,7 @@ class GrammarConstraint:
         """Committed prefix, then masked argmax left to right over ``logits`` ``[C, V]``, then pad.
 
         In prose with ``span_copy`` the mask is the frontier's (spans kept whole) and a token that continues a
-        span brings the rest of it (:meth:`SpanCopier.propose`), as in :meth:`commit`. The canvas always ends
+        span brings the rest of it, or restarts a glued one (:meth:`_copy_from`), as in :meth:`commit`. The canvas always ends
         on a state verified by the budget guard, because the next canvas cannot roll back into this one.
         """
         scores = logits.float().cpu().numpy()
@@ -453,8 +457,7 @@ class GrammarConstraint:
                     tok = int(np.argmax(row))
                     if not allowed[tok]:  # pragma: no cover - a live matcher allows >= 1 token
                         raise RuntimeError("grammar allows no token at the readout frontier")
-                run = self.span_copy.propose(self.all_tokens, tok) if spans else []
-                if run and (k := self._consume(run[: self._room()])):
+                if spans and (k := self._copy_from(tok)):
                     self.span_copied_tokens += k
                 elif self._consume([tok]) != 1:  # pragma: no cover
                     raise RuntimeError(f"matcher rejected an allowed token {tok}: {self.matcher.get_error()}")

@@ -25,7 +25,8 @@ tool response comes out with pieces skipped or repeated (``tools/s/s/weather.py:
   letters of its first word that the pointer skipped and every such span shares (``defined`` + ``che`` + ``ma``
   for ``schema/ir.py:278``), and the word with them starts no span, the glued piece is replaced by a space and
   the span, copied whole (``at grammar/gemma_lark.py:106``; :meth:`SpanCopier.restart`, within the current
-  canvas).
+  canvas). The frontier lets in such a next piece even when it brings a fact mark to the plain word (``at`` +
+  ``model`` + ``/`` for ``model/turn/chat.py:107``), so the restart is not masked away.
 * *Inside a span.* While the word being written holds a digit or one of ``_ . / : -`` (a path, number, date or
   identifier, not a plain word) and is a prefix of a span, the frontier may only take a token that keeps it a
   prefix of a span, or one that ends the word (a space or other character outside spans; after a whole span
@@ -174,7 +175,7 @@ class SpanCopier:
             _LEAD_CACHE[key] = leads
         return _LEAD_CACHE[key]
 
-    def allowed(self, committed: Sequence[int], vocab_size: int) -> np.ndarray | None:
+    def allowed(self, committed: Sequence[int], vocab_size: int, restart: bool = True) -> np.ndarray | None:
         """The tokens the frontier may take (see the module docstring), as a ``[vocab_size]`` bool array;
         ``None`` when nothing is restricted (the word is already no prefix of a span).
 
@@ -190,11 +191,14 @@ class SpanCopier:
         * while the word holds no fact mark (a plain word, or none yet): when the lead brings no mark other
           than ``.:-`` punctuation (``rain.``), or the word with it is a prefix of a span (``load`` + ``_b``).
           A fact is entered only at a span's start: ``tools/``, ``GrammarConstraint/``, ``at600`` cannot be
-          written.
+          written; with ``restart``, also a whole token that restarts a fact span glued to the word
+          (:meth:`restart`: ``/`` after ``at`` + ``model``, which then commits `` model/...``).
 
         Args:
             committed: the turn's committed token ids (prose, left to right).
             vocab_size: the mask's length ``V`` (token ids ``>= V`` are not considered).
+            restart: let in the tokens that restart a glued span (False where the glued piece cannot be
+                replaced: it lies in an earlier canvas).
         """
         word = self.word(committed)
         marked = bool(FACT_MARKS & set(word)) or self.copied(committed, word)
@@ -203,13 +207,14 @@ class SpanCopier:
         if closed and (base == word or (FACT_MARKS & set(base) and base not in self._span_set)):
             return None  # already off every span: nothing to keep to
         whole = word in self._span_set
+        glued = self._restart_leads(committed, word) if restart and not marked else set()
         out = np.ones(vocab_size, dtype=bool)
         for t, lead, entire, marks in self._lead_table(vocab_size):
             if t >= vocab_size or (not marked and not marks):
                 continue
             u = word + lead
             ok = (u in self._prefixes) if entire else (u in self._span_set)
-            out[t] = not closed and (ok or (whole and set(lead) <= _PUNCT))
+            out[t] = not closed and (ok or (whole and set(lead) <= _PUNCT) or (entire and lead in glued))
         return out
 
     def propose(self, committed: Sequence[int], candidate: int) -> list[int]:
@@ -257,24 +262,43 @@ class SpanCopier:
         Returns:
             Token ids (the checkpoint's tokenization of the space and the span part), or ``[]``.
         """
-        piece = self._text(int(candidate))
+        text = self._restart_text(committed, self.word(committed), self._text(int(candidate)))
+        return [int(t) for t in self.tokenizer(text, add_special_tokens=False)["input_ids"]] if text else []
+
+    def _restart_text(self, committed: Sequence[int], word: str, piece: str) -> str:
+        """What :meth:`restart` commits for the token text ``piece`` after ``committed`` (whose word being
+        written is ``word``): a space and the span from the glued piece on; ``""`` when it does not restart."""
         if not committed or not piece or not re.fullmatch(f"{SPAN_CHARS}+", piece):
-            return []
+            return ""
         last = self._text(int(committed[-1]))
-        word = self.word(committed)
         if (
             not re.fullmatch(f"{SPAN_CHARS}+", last)
             or len(word) <= len(last)
             or word + piece in self._prefixes
         ):
-            return []  # no glued piece, or the word itself continues a span (propose's case)
+            return ""  # no glued piece, or the word itself continues a span (propose's case)
         if FACT_MARKS & set(word[: -len(last)]):
-            return []  # glued to a fact: the frontier mask (allowed) keeps facts whole
+            return ""  # glued to a fact: the frontier mask (allowed) keeps facts whole
         started = last + piece
         # the letters of the span's first word the pointer skipped (``a`` of ``agentkit``, ``s`` of ``schema``)
         heads = {sp[:k] for sp in self._facts if (k := sp.find(started)) == 0 or (k > 0 and sp[:k].isalpha())}
         if len(heads) != 1:
-            return []  # no fact span holds the two pieces there, or the spans disagree on what precedes them
+            return ""  # no fact span holds the two pieces there, or the spans disagree on what precedes them
         started = heads.pop() + started
-        text = " " + started + self.continuation(started)
-        return [int(t) for t in self.tokenizer(text, add_special_tokens=False)["input_ids"]]
+        return " " + started + self.continuation(started)
+
+    def _restart_leads(self, committed: Sequence[int], word: str) -> set[str]:
+        """The whole-token texts holding a fact mark that would restart a fact span glued to the plain ``word``
+        (:meth:`restart`: ``/`` after ``at`` + ``model`` for ``model/turn/chat.py:107``); the frontier lets them
+        in, though a plain word takes a fact mark only at a span's start."""
+        last = self._text(int(committed[-1])) if committed else ""
+        if not last or len(word) <= len(last) or not word.endswith(last):
+            return set()
+        tails: set[str] = set()
+        for sp in self._facts:
+            k = sp.find(last)
+            while k >= 0 and (k == 0 or sp[:k].isalpha()):
+                rest = sp[k + len(last) :]
+                tails.update(rest[:j] for j in range(1, len(rest) + 1) if FACT_MARKS & set(rest[:j]))
+                k = sp.find(last, k + 1)
+        return {t for t in tails if self._restart_text(committed, word, t)}
