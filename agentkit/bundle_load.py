@@ -21,8 +21,8 @@ Tool implementations:
 
 from __future__ import annotations
 
-import importlib
 import json
+import pkgutil
 import sys
 import threading
 from collections.abc import Callable
@@ -427,7 +427,7 @@ class _Load:
         if self.bundle_dir not in sys.path:
             sys.path.insert(0, self.bundle_dir)
         try:
-            obj = _import_object(target)
+            obj = pkgutil.resolve_name(target)
         except ImportError as exc:
             self.add((*tp, "python"), f"cannot import {target!r}: {exc}")
             return None
@@ -523,15 +523,6 @@ class _Load:
                 f"tool_choice names {tc.get('name')!r}, which is not a tool of this bundle",
             )
         return {**agent, **({"tool_images": section.tool_images} if section.tool_images is not None else {})}
-
-
-def _import_object(target: str) -> Any:
-    module_name, _, attr = target.partition(":")
-    module = importlib.import_module(module_name)
-    obj: Any = module
-    for part in attr.split("."):
-        obj = getattr(obj, part)
-    return obj
 
 
 def load_spec(

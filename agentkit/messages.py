@@ -40,6 +40,7 @@ __all__ = [
     "ToolMessage",
     "UserMessage",
     "assistant_message",
+    "decode_arguments",
     "dump_message",
     "parse_message",
     "to_template_messages",
@@ -88,6 +89,40 @@ Content = str | list[ContentPart]
 # ------------------------------------------------------------------------------------------------ calls
 
 
+def decode_arguments(raw: Any) -> tuple[dict[str, Any], str | None]:
+    """Decode the ``arguments`` field of an OpenAI tool call.
+
+    Args:
+        raw: the field as received: normally a JSON string; some servers send an object; ``None``/``""``
+            mean no arguments.
+
+    Returns:
+        ``(arguments, None)`` on success, ``({}, error_message)`` when the arguments are malformed JSON,
+        double-encoded (a JSON string that itself contains JSON) or not a JSON object.
+    """
+    if isinstance(raw, dict):
+        return raw, None
+    if raw is None or (isinstance(raw, str) and not raw.strip()):
+        return {}, None
+    if not isinstance(raw, str):
+        return {}, f"arguments must be a JSON object, got {type(raw).__name__}"
+    try:
+        value = json.loads(raw)
+    except json.JSONDecodeError as exc:
+        return {}, f"arguments are not valid JSON ({exc.msg} at character {exc.pos})"
+    if isinstance(value, str):
+        try:
+            inner = json.loads(value)
+        except json.JSONDecodeError:
+            inner = None
+        if isinstance(inner, dict):
+            return {}, "arguments were double-encoded: a JSON string containing JSON; send the object itself"
+        return {}, "arguments must be a JSON object, got a string"
+    if not isinstance(value, dict):
+        return {}, f"arguments must be a JSON object, got {type(value).__name__}"
+    return value, None
+
+
 @dataclass(slots=True)
 class ToolCall:
     """One tool call as the model requested it (a plain dataclass: built once per call on the planner's hot
@@ -127,16 +162,9 @@ class ToolCall:
             raise ValueError(
                 f"a tool call is {{'id', 'type', 'function': {{'name', 'arguments'}}}}, got {data!r}"
             )
-        args = fn.get("arguments", {})
-        if isinstance(args, str):
-            try:
-                decoded = json.loads(args) if args.strip() else {}
-            except json.JSONDecodeError as exc:
-                return cls(str(data.get("id", "")), fn["name"], {}, f"arguments are not JSON: {exc}", args)
-            if not isinstance(decoded, dict):
-                return cls(str(data.get("id", "")), fn["name"], {}, "arguments are not a JSON object", args)
-            return cls(str(data.get("id", "")), fn["name"], decoded, None, args)
-        return cls(str(data.get("id", "")), fn["name"], args)
+        raw = fn.get("arguments")
+        args, error = decode_arguments(raw)
+        return cls(str(data.get("id", "")), fn["name"], args, error, raw if isinstance(raw, str) else None)
 
 
 # --------------------------------------------------------------------------------------------- messages

@@ -452,31 +452,19 @@ class Tool:
                 its daemon thread; an async tool is cancelled).
             Exception: whatever the tool raised.
         """
-        if self.is_async:
-            coro = cast(Awaitable[Any], self._invoke(validated, ctx))
-            if self.timeout is None:
-                return await coro
-            cm = asyncio.timeout(self.timeout)
-            try:
-                async with cm:
-                    return await coro
-            except TimeoutError:
-                if cm.expired():
-                    raise ToolTimeoutError(self.name, self.timeout) from None
-                raise
-        fut = run_sync_in_thread(self._invoke, validated, ctx)
+
+        async def run() -> Any:
+            if self.is_async:
+                return await cast(Awaitable[Any], self._invoke(validated, ctx))
+            result = await run_sync_in_thread(self._invoke, validated, ctx)
+            return await result if inspect.isawaitable(result) else result
+
         if self.timeout is None:
-            result = await fut
-            if inspect.isawaitable(result):
-                result = await result
-            return result
+            return await run()
         cm = asyncio.timeout(self.timeout)
         try:
             async with cm:
-                result = await fut
-                if inspect.isawaitable(result):
-                    result = await result
-                return result
+                return await run()
         except TimeoutError:
             if cm.expired():
                 raise ToolTimeoutError(self.name, self.timeout) from None

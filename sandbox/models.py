@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import base64
+import dataclasses
 import re
 from dataclasses import dataclass, field
 from typing import Any
@@ -94,17 +95,10 @@ class Limits:
         runtime: str | None = None,
     ) -> Limits:
         """Build limits from CLI-style options (sizes may be strings like ``"512m"``) over the defaults."""
-        b = cls()
-        return cls(
-            memory_bytes=parse_size(memory, what="memory") if memory is not None else b.memory_bytes,
-            cpus=cpus if cpus is not None else b.cpus,
-            pids=pids if pids is not None else b.pids,
-            workdir_bytes=b.workdir_bytes,
-            tmp_bytes=b.tmp_bytes,
-            output_bytes=b.output_bytes,
-            files_out_bytes=b.files_out_bytes,
-            runtime=runtime if runtime is not None else b.runtime,
-        )
+        given: dict[str, Any] = {"cpus": cpus, "pids": pids, "runtime": runtime}
+        if memory is not None:
+            given["memory_bytes"] = parse_size(memory, what="memory")
+        return cls(**{k: v for k, v in given.items() if v is not None})
 
 
 @dataclass
@@ -150,15 +144,4 @@ class Execution:
                 files[name] = {"encoding": "utf-8", "content": data.decode("utf-8")}
             except UnicodeDecodeError:
                 files[name] = {"encoding": "base64", "content": base64.b64encode(data).decode("ascii")}
-        return {
-            "stdout": self.stdout,
-            "stderr": self.stderr,
-            "exit_code": self.exit_code,
-            "timed_out": self.timed_out,
-            "oom_killed": self.oom_killed,
-            "duration_s": round(self.duration_s, 4),
-            "files_out": files,
-            "truncated": self.truncated,
-            "container_id": self.container_id,
-            "warm": self.warm,
-        }
+        return {**dataclasses.asdict(self), "duration_s": round(self.duration_s, 4), "files_out": files}

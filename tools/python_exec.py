@@ -13,9 +13,10 @@ from __future__ import annotations
 import threading
 from typing import Annotated, Any
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import Field
 
 from sandbox import Sandbox
+from tools.args import args_model
 
 __all__ = ["MAX_CODE_CHARS", "MAX_TIMEOUT_S", "PythonExecArgs", "get_sandbox", "python_exec", "set_sandbox"]
 
@@ -35,15 +36,6 @@ Timeout = Annotated[
     float,
     Field(gt=0, le=MAX_TIMEOUT_S, description="Wall-clock limit in seconds (default 10, at most 120)."),
 ]
-
-
-class PythonExecArgs(BaseModel):
-    """Arguments of :func:`python_exec`."""
-
-    model_config = ConfigDict(extra="forbid")
-
-    code: Code
-    timeout_s: Timeout = 10.0
 
 
 _lock = threading.Lock()
@@ -88,8 +80,8 @@ def python_exec(code: Code, timeout_s: Timeout = 10.0) -> dict[str, Any]:
         pydantic.ValidationError: bad arguments (empty or too long code, timeout out of range).
         sandbox.SandboxError: Docker or the sandbox image is unavailable (the message says how to fix it).
     """
-    args = PythonExecArgs(code=code, timeout_s=timeout_s)
-    ex = get_sandbox().run(args.code, language="python", timeout=args.timeout_s)
+    args = dict(PythonExecArgs(code=code, timeout_s=timeout_s))
+    ex = get_sandbox().run(args["code"], language="python", timeout=args["timeout_s"])
     return {
         "stdout": ex.stdout,
         "stderr": ex.stderr,
@@ -99,3 +91,6 @@ def python_exec(code: Code, timeout_s: Timeout = 10.0) -> dict[str, Any]:
         "truncated": ex.truncated,
         "duration_s": round(ex.duration_s, 3),
     }
+
+
+PythonExecArgs = args_model(python_exec, "PythonExecArgs")

@@ -36,9 +36,9 @@ from collections.abc import Iterator
 from typing import Annotated, Any, Literal
 
 import httpx
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import Field
 
-from tools.args import validate_args
+from tools.args import args_model, validate_args
 from tools.httpclient import RetriesExhausted, RetryingClient
 
 __all__ = [
@@ -166,32 +166,6 @@ ForecastDate = Annotated[
     ),
 ]
 Count = Annotated[int, Field(ge=1, le=10, description="How many matching places to return, 1-10.")]
-
-
-class GeocodeArgs(BaseModel):
-    """Arguments of :func:`geocode`."""
-
-    model_config = ConfigDict(extra="forbid")
-    place: PlaceName
-    count: Count = 1
-
-
-class CurrentWeatherArgs(BaseModel):
-    """Arguments of :func:`get_current_weather`."""
-
-    model_config = ConfigDict(extra="forbid")
-    place: PlaceName
-    units: UnitsArg = "metric"
-
-
-class ForecastArgs(BaseModel):
-    """Arguments of :func:`get_forecast`."""
-
-    model_config = ConfigDict(extra="forbid")
-    place: PlaceName
-    days: Days = 3
-    units: UnitsArg = "metric"
-    date: ForecastDate = None
 
 
 # ---------------------------------------------------------------------------------------------------------
@@ -595,8 +569,7 @@ def geocode(place: PlaceName, count: Count = 1) -> dict[str, Any]:
         ValueError: invalid arguments. PlaceNotFoundError: no such place. WeatherAPIError /
         WeatherUnavailableError: the API failed (messages are written for the model).
     """
-    args: GeocodeArgs = validate_args(GeocodeArgs, place=place, count=count)
-    return {"matches": get_client().geocode(args.place, args.count)}
+    return {"matches": get_client().geocode(**dict(validate_args(GeocodeArgs, place=place, count=count)))}
 
 
 def get_current_weather(place: PlaceName, units: UnitsArg = "metric") -> dict[str, Any]:
@@ -612,8 +585,7 @@ def get_current_weather(place: PlaceName, units: UnitsArg = "metric") -> dict[st
     Raises:
         ValueError: invalid arguments. PlaceNotFoundError, WeatherAPIError, WeatherUnavailableError.
     """
-    args: CurrentWeatherArgs = validate_args(CurrentWeatherArgs, place=place, units=units)
-    return get_client().current(args.place, args.units)
+    return get_client().current(**dict(validate_args(CurrentWeatherArgs, place=place, units=units)))
 
 
 def get_forecast(
@@ -634,5 +606,10 @@ def get_forecast(
         ValueError: invalid arguments. PlaceNotFoundError, WeatherAPIError (a date out of range carries the
         API's reason), WeatherUnavailableError.
     """
-    args: ForecastArgs = validate_args(ForecastArgs, place=place, days=days, units=units, date=date)
-    return get_client().forecast(args.place, args.days, args.units, args.date)
+    args = validate_args(ForecastArgs, place=place, days=days, units=units, date=date)
+    return get_client().forecast(**dict(args))
+
+
+GeocodeArgs = args_model(geocode, "GeocodeArgs")
+CurrentWeatherArgs = args_model(get_current_weather, "CurrentWeatherArgs")
+ForecastArgs = args_model(get_forecast, "ForecastArgs")

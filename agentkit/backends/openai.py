@@ -38,7 +38,7 @@ import httpx
 from agentkit.backends.base import Backend, ModelTurn, TurnRequest, Usage, tool_choice_name
 from agentkit.backends.textcalls import THINKING_TAGS, recover_calls, split_thinking
 from agentkit.errors import BackendError
-from agentkit.messages import ToolCall
+from agentkit.messages import ToolCall, decode_arguments
 from tools.httpclient import RetriesExhausted, RetryingClient
 
 
@@ -52,40 +52,6 @@ def _unclosed_thinking(content: str) -> bool:
 
 
 DEFAULT_BASE_URL = "http://127.0.0.1:8000/v1"
-
-
-def decode_arguments(raw: Any) -> tuple[dict[str, Any], str | None]:
-    """Decode the ``arguments`` field of an OpenAI tool call.
-
-    Args:
-        raw: the field as received: normally a JSON string; some servers send an object; ``None``/``""``
-            mean no arguments.
-
-    Returns:
-        ``(arguments, None)`` on success, ``({}, error_message)`` when the arguments are malformed JSON,
-        double-encoded (a JSON string that itself contains JSON) or not a JSON object.
-    """
-    if isinstance(raw, dict):
-        return raw, None
-    if raw is None or (isinstance(raw, str) and not raw.strip()):
-        return {}, None
-    if not isinstance(raw, str):
-        return {}, f"arguments must be a JSON object, got {type(raw).__name__}"
-    try:
-        value = json.loads(raw)
-    except json.JSONDecodeError as exc:
-        return {}, f"arguments are not valid JSON ({exc.msg} at character {exc.pos})"
-    if isinstance(value, str):
-        try:
-            inner = json.loads(value)
-        except json.JSONDecodeError:
-            inner = None
-        if isinstance(inner, dict):
-            return {}, "arguments were double-encoded: a JSON string containing JSON; send the object itself"
-        return {}, "arguments must be a JSON object, got a string"
-    if not isinstance(value, dict):
-        return {}, f"arguments must be a JSON object, got {type(value).__name__}"
-    return value, None
 
 
 def escape_lone_surrogates(value: Any) -> Any:

@@ -27,7 +27,7 @@ import re
 from dataclasses import dataclass, field
 from typing import Any
 
-from agentkit.messages import ToolCall
+from agentkit.messages import ToolCall, decode_arguments
 from grammar import special_tokens as st
 from grammar.parse import ToolCallParseError, parse_tool_calls
 
@@ -119,24 +119,9 @@ def _call_from_object(obj: Any, where: str) -> ToolCall:
         obj = obj["function"]  # {"type": "function", "function": {...}}
     if not isinstance(obj, dict) or not isinstance(obj.get("name"), str) or not obj["name"].strip():
         raise ValueError(f"{where}: a call must be a JSON object with a non-empty string 'name'")
-    args: Any = obj.get("arguments", obj.get("parameters", {}))
-    raw = args if isinstance(args, str) else None
-    if isinstance(args, str):
-        try:
-            args = json.loads(args) if args.strip() else {}
-        except json.JSONDecodeError as exc:
-            return ToolCall(
-                "",
-                obj["name"].strip(),
-                {},
-                f"arguments are not valid JSON ({exc.msg} at character {exc.pos})",
-                raw,
-            )
-    if not isinstance(args, dict):
-        return ToolCall(
-            "", obj["name"].strip(), {}, f"arguments must be a JSON object, got {type(args).__name__}", raw
-        )
-    return ToolCall("", obj["name"].strip(), args, None, raw)
+    raw = obj.get("arguments", obj.get("parameters", {}))
+    args, error = decode_arguments(raw)
+    return ToolCall("", obj["name"].strip(), args, error, raw if isinstance(raw, str) else None)
 
 
 def _unfence(text: str) -> str:

@@ -8,6 +8,7 @@ from typing import Any
 
 import typer
 
+from agentkit.commands import fail
 from model.errors import CheckpointError
 
 eval_app = typer.Typer(
@@ -24,8 +25,15 @@ def _load_chat_model(checkpoint: str | None, threads: int | None) -> Any:
     try:
         return ChatModel.load(checkpoint)
     except CheckpointError as exc:
-        typer.secho(f"error: {exc}", err=True, fg="red")
-        raise typer.Exit(2) from None
+        raise fail(f"error: {exc}") from None
+
+
+def _binder(binding: str) -> str:
+    """``binding`` checked (``ChatModel.chat`` takes the name as it is); a bad name is one red line and exit
+    status 2."""
+    if binding not in ("auto", "copy-head", "none"):
+        raise fail(f"error: --binding must be auto, copy-head or none, got {binding!r}")
+    return binding
 
 
 def _binding_option() -> Any:
@@ -36,15 +44,6 @@ def _binding_option() -> Any:
         "--binding",
         help="Binder: auto (the checkpoint's default), copy-head, or none (the checkpoint alone).",
     )
-
-
-def _binder(binding: str) -> str:
-    """``binding`` checked (``ChatModel.chat`` takes the name as it is); a bad name is one red line and exit
-    status 2."""
-    if binding not in ("auto", "copy-head", "none"):
-        typer.secho(f"error: --binding must be auto, copy-head or none, got {binding!r}", err=True, fg="red")
-        raise typer.Exit(2)
-    return binding
 
 
 def _checkpoint_option() -> Any:
@@ -96,11 +95,9 @@ def bfcl_command(
     try:
         questions, gt = load_category(category if data is None else None, data=data, answers=answers)
     except (ValueError, FileNotFoundError) as exc:
-        typer.secho(str(exc), err=True, fg="red")
-        raise typer.Exit(2) from None
+        raise fail(str(exc)) from None
     if not questions:
-        typer.secho(f"no BFCL questions read from {data or category}", err=True, fg="red")
-        raise typer.Exit(2)
+        raise fail(f"no BFCL questions read from {data or category}")
     label = category if data is None or answers is not None else "irrelevance"
     cm = _load_chat_model(checkpoint, threads)
     binder = _binder(binding)

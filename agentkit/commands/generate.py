@@ -8,6 +8,7 @@ from typing import Any
 
 import typer
 
+from agentkit.commands import fail
 from grammar.parse import ToolCallParseError, parse_tool_calls
 from model.heads.vision import ImageError, check_images
 from model.threads import apply_threads
@@ -27,8 +28,7 @@ def apply_threads_or_exit(threads: int | None) -> None:
     try:
         apply_threads(threads)
     except ValueError as exc:
-        typer.secho(f"error: {exc}", err=True, fg="red")
-        raise typer.Exit(2) from None
+        raise fail(f"error: {exc}") from None
 
 
 def _live_renderer(tokenizer: Any) -> tuple[Any, Any]:
@@ -105,8 +105,7 @@ def _check_input(prompt: str, image: list[Path] | None, raw_prompt: bool, vision
         except ImageError as exc:
             problem = str(exc)
     if problem is not None:
-        typer.secho(f"error: {problem}", err=True, fg="red")
-        raise typer.Exit(2)
+        raise fail(f"error: {problem}")
 
 
 def _prompt_ids(
@@ -254,14 +253,12 @@ def generate_command(
     try:
         ids, images = _prompt_ids(ck, prompt, raw_prompt, image, vision_budget)
     except ImageError as exc:  # e.g. a checkpoint that cannot read images
-        typer.secho(f"error: {exc}", err=True, fg="red")
-        raise typer.Exit(2) from None
+        raise fail(f"error: {exc}") from None
     settings = ck.settings.replace(max_new_tokens=max_new_tokens)
     try:
         out = _run(ck, ids, settings, seed, live and not as_json, images)
     except PromptTooLong as exc:
-        typer.secho(f"error: PromptTooLong: {exc}", err=True, fg="red")
-        raise typer.Exit(2) from None
+        raise fail(f"error: PromptTooLong: {exc}") from None
     except ValueError as exc:  # empty --raw prompt, a seed beyond 64 bits
         console.print(f"[red]error:[/red] {exc}", highlight=False)
         raise typer.Exit(2) from exc

@@ -9,16 +9,12 @@ from typing import Any
 
 import typer
 
+from agentkit.commands import fail
 from agentkit.errors import BundleError
 
 mcp_app = typer.Typer(
     name="mcp", help="MCP: serve a bundle's tools, list a server's tools (docs/MCP.md).", no_args_is_help=True
 )
-
-
-def _fail(message: str) -> None:
-    typer.secho(f"error: {message}", err=True, fg="red")
-    raise typer.Exit(2)
 
 
 @mcp_app.command("serve")
@@ -45,11 +41,11 @@ def serve_command(
 
     if Path(bundle).is_dir():
         found = ", ".join(str(p) for p in sorted(Path(bundle).glob("*.y*ml"))) or "none"
-        _fail(f"{bundle} is a folder; give a bundle's YAML file (YAML files there: {found})")
+        raise fail(f"error: {bundle} is a folder; give a bundle's YAML file (YAML files there: {found})")
     try:
         b = load_bundle(bundle, backend="openai")  # no model runs here: any JSON Schema may be served
     except (BundleError, OSError) as exc:
-        _fail(str(exc))
+        raise fail(f"error: {exc}") from None
 
     toolsets = [t.copy() for t in b.toolsets]
 
@@ -60,12 +56,12 @@ def serve_command(
         try:
             serve_stdio_process(server)
         except (MCPServerError, ValueError) as exc:
-            _fail(str(exc))
+            raise fail(f"error: {exc}") from None
         return
     try:
         key = resolve_api_key(host, api_key)
     except ValueError as exc:
-        _fail(str(exc))
+        raise fail(f"error: {exc}") from None
 
     def ready(port: int) -> None:
         auth = "API key required" if key else "no API key"
@@ -75,9 +71,9 @@ def serve_command(
     try:
         serve_http(server, host=host, port=http, api_key=key, on_ready=ready)
     except (MCPServerError, ValueError) as exc:
-        _fail(str(exc))
+        raise fail(f"error: {exc}") from None
     except OSError as exc:
-        _fail(f"cannot listen on {host}:{http}: {exc}")
+        raise fail(f"error: cannot listen on {host}:{http}: {exc}") from None
 
 
 def _pairs(values: list[str], sep: str, what: str) -> dict[str, str]:
@@ -85,7 +81,7 @@ def _pairs(values: list[str], sep: str, what: str) -> dict[str, str]:
     for v in values:
         k, found, val = v.partition(sep)
         if not found or not k.strip():
-            _fail(f"{what} must be NAME{sep}VALUE, got {v!r}")
+            raise fail(f"error: {what} must be NAME{sep}VALUE, got {v!r}")
         out[k.strip()] = val.strip()
     return out
 
@@ -119,15 +115,15 @@ def list_command(
 
     is_url = "://" in target
     if is_url and (env or ctx.args):
-        _fail(f"--env and arguments apply to a server command, not to a URL ({target})")
+        raise fail(f"error: --env and arguments apply to a server command, not to a URL ({target})")
     if header and not is_url:
-        _fail("--header applies to a URL server, not to a command (use --env NAME=VALUE)")
+        raise fail("error: --header applies to a URL server, not to a command (use --env NAME=VALUE)")
     try:
         rows = asyncio.run(
             _list(target, list(ctx.args), _pairs(env, "=", "--env"), _pairs(header, ":", "--header"))
         )
     except (MCPServerError, ValueError) as exc:
-        _fail(str(exc))
+        raise fail(f"error: {exc}") from None
     if as_json:
         out = [
             {

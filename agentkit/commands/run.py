@@ -8,6 +8,7 @@ from typing import TYPE_CHECKING, Any
 
 import typer
 
+from agentkit.commands import fail
 from agentkit.commands.generate import THREADS_HELP
 from agentkit.errors import AgentKitError, AgentRunError, BackendError, BundleError, PromptTooLong
 from model.heads.vision import ImageError, check_images, open_image
@@ -116,8 +117,7 @@ def _check_images(images: list[Path] | None, vision_budget: int | None) -> list[
     try:
         check_images(images, vision_budget)
     except ImageError as exc:
-        _error(f"error: {exc}")
-        raise typer.Exit(EXIT_BAD_INPUT) from None
+        raise fail(f"error: {exc}", EXIT_BAD_INPUT) from None
     return [str(p) for p in images or ()]
 
 
@@ -136,11 +136,9 @@ def _build_agent(
     try:
         b = load_bundle(bundle, backend=backend)
     except BundleError as exc:
-        _error(str(exc))
-        raise typer.Exit(EXIT_BAD_INPUT) from None
+        raise fail(str(exc), EXIT_BAD_INPUT) from None
     except OSError as exc:
-        _error(f"{bundle}: cannot read bundle: {exc}")
-        raise typer.Exit(EXIT_BAD_INPUT) from None
+        raise fail(f"{bundle}: cannot read bundle: {exc}", EXIT_BAD_INPUT) from None
     overrides: dict[str, Any] = {}
     if max_steps is not None:
         overrides["max_steps"] = max_steps
@@ -149,8 +147,7 @@ def _build_agent(
             backend=backend, model=model, seed=seed, adapter=adapter, binding=binding, **overrides
         )
     except (ValueError, TypeError) as exc:
-        _error(f"{bundle}: {exc}")
-        raise typer.Exit(EXIT_BAD_INPUT) from None
+        raise fail(f"{bundle}: {exc}", EXIT_BAD_INPUT) from None
     from agentkit.backends.embedded import EmbeddedBackend
 
     if isinstance(agent.backend, EmbeddedBackend):  # a checkpoint that cannot load is bad input (exit 2)
@@ -159,8 +156,7 @@ def _build_agent(
         try:
             _ = agent.backend.chat_model
         except (BackendError, ValueError) as exc:  # ValueError: a bad $AGENTKIT_THREADS
-            _error(str(exc))
-            raise typer.Exit(EXIT_BAD_INPUT) from None
+            raise fail(str(exc), EXIT_BAD_INPUT) from None
     return agent
 
 
@@ -186,8 +182,7 @@ def run_command(
     from agentkit.render import RichRenderer
 
     if not question.strip():
-        _error("the question is empty: pass the user message as the second argument")
-        raise typer.Exit(EXIT_BAD_INPUT)
+        raise fail("the question is empty: pass the user message as the second argument", EXIT_BAD_INPUT)
     images = _check_images(image, vision_budget)
     agent = _build_agent(bundle, backend, model, max_steps, seed, adapter, binding, threads)
     console = Console()
@@ -218,11 +213,9 @@ def run_command(
             _error(f"BackendError: {exc}")
         raise typer.Exit(EXIT_RUN_FAILED) from None
     except ImageError as exc:  # e.g. a checkpoint without a vision tower
-        _error(f"error: {exc}")
-        raise typer.Exit(EXIT_BAD_INPUT) from None
+        raise fail(f"error: {exc}", EXIT_BAD_INPUT) from None
     except AgentKitError as exc:  # an MCP server that failed to start, a schema it cannot enforce
-        _error(f"{type(exc).__name__}: {exc}")
-        raise typer.Exit(EXIT_RUN_FAILED) from None
+        raise fail(f"{type(exc).__name__}: {exc}", EXIT_RUN_FAILED) from None
     if json_out:
         typer.echo(result.to_json())
     else:
@@ -345,11 +338,11 @@ def chat_command(
         try:
             conversation = Conversation.load(load)
         except OSError as exc:
-            _error(f"--load {load}: cannot read the conversation file: {exc.strerror or exc}")
-            raise typer.Exit(EXIT_BAD_INPUT) from None
+            raise fail(
+                f"--load {load}: cannot read the conversation file: {exc.strerror or exc}", EXIT_BAD_INPUT
+            ) from None
         except ValueError as exc:
-            _error(str(exc))
-            raise typer.Exit(EXIT_BAD_INPUT) from None
+            raise fail(str(exc), EXIT_BAD_INPUT) from None
     session = agent.chat(conversation)
     renderer = RichRenderer(console)
     console.print(

@@ -10,6 +10,8 @@ from typing import Annotated
 
 import typer
 
+from agentkit.commands import fail
+
 __all__ = ["register"]
 
 sandbox_app = typer.Typer(
@@ -17,11 +19,6 @@ sandbox_app = typer.Typer(
     help="Run code in hardened, single-use Docker containers; build the base image; check the setup.",
     no_args_is_help=True,
 )
-
-
-def _fail(msg: str, code: int = 2) -> typer.Exit:
-    typer.secho(f"error: {msg}", fg=typer.colors.RED, err=True)
-    return typer.Exit(code)
 
 
 @sandbox_app.command("run")
@@ -53,14 +50,14 @@ def run_cmd(
     files: dict[str, bytes] = {}
     for p in file or []:
         if not p.is_file():
-            raise _fail(f"--file {p}: not a file")
+            raise fail(f"error: --file {p}: not a file")
         files[p.name] = p.read_bytes()
     try:
         limits = Limits.from_options(memory=memory, cpus=cpus, pids=pids, runtime=runtime)
         with Sandbox(image, pool_size=0, limits=limits, timeout_s=timeout) as sb:
             ex = sb.run(program, language=language, files=files or None, collect=collect or None)
     except SandboxError as exc:
-        raise _fail(str(exc)) from exc
+        raise fail(f"error: {exc}") from exc
     if as_json:
         typer.echo(json.dumps(ex.to_dict()))
     else:
@@ -93,7 +90,7 @@ def build_image_cmd(
             connect(), mirror=mirror, force=force, log=lambda m: typer.echo(f"build: {m}")
         )
     except SandboxError as exc:
-        raise _fail(str(exc), 1) from exc
+        raise fail(f"error: {exc}", 1) from exc
     typer.echo(f"{tag} {'built' if built else 'present'}")
 
 

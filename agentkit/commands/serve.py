@@ -7,6 +7,7 @@ from typing import Any
 
 import typer
 
+from agentkit.commands import fail
 from agentkit.commands.generate import THREADS_HELP, apply_threads_or_exit
 from agentkit.serve import load_engine
 
@@ -19,14 +20,12 @@ def _check_address(host: str, port: int, api_key: str | None) -> str | None:
     try:
         key = resolve_api_key(host, api_key)
     except ValueError as exc:
-        typer.secho(f"error: {exc}", err=True, fg="red")
-        raise typer.Exit(2) from None
+        raise fail(f"error: {exc}") from None
     try:
         with socket.create_server((host, port)):
             pass
     except OSError as exc:
-        typer.secho(f"error: cannot listen on {host}:{port}: {exc.strerror or exc}", err=True, fg="red")
-        raise typer.Exit(2) from None
+        raise fail(f"error: cannot listen on {host}:{port}: {exc.strerror or exc}") from None
     return key
 
 
@@ -56,14 +55,10 @@ def _load(
             binding=binding,
         )
     except CheckpointError as exc:
-        typer.secho(f"error: {exc}", err=True, fg="red")
-        raise typer.Exit(2) from None
+        raise fail(f"error: {exc}") from None
     except (RuntimeError, ValueError, TypeError) as exc:  # a device or dtype torch does not know
         first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
-        typer.secho(
-            f"error: cannot load the model on --device {device} --dtype {dtype}: {first}", err=True, fg="red"
-        )
-        raise typer.Exit(2) from None
+        raise fail(f"error: cannot load the model on --device {device} --dtype {dtype}: {first}") from None
 
 
 def serve_command(
@@ -109,14 +104,9 @@ def serve_command(
 
     levels = ("critical", "error", "warning", "info", "debug", "trace")
     if log_level.lower() not in levels:
-        typer.secho(
-            f"error: --log-level must be one of {', '.join(levels)}, got {log_level!r}", err=True, fg="red"
-        )
-        raise typer.Exit(2)
-
+        raise fail(f"error: --log-level must be one of {', '.join(levels)}, got {log_level!r}")
     if binding not in ("none", "copy-head"):
-        typer.secho(f"error: --binding must be none or copy-head, got {binding!r}", err=True, fg="red")
-        raise typer.Exit(2)
+        raise fail(f"error: --binding must be none or copy-head, got {binding!r}")
     key = _check_address(host, port, api_key)
     engine = _load(model, model_name, max_batch, dtype, device, adapter, threads, binding)
 
@@ -139,8 +129,7 @@ def serve_command(
             on_ready=ready,
         )
     except OSError as exc:  # port taken, address not available
-        typer.secho(f"error: cannot listen on {host}:{port}: {exc}", err=True, fg="red")
-        raise typer.Exit(2) from None
+        raise fail(f"error: cannot listen on {host}:{port}: {exc}") from None
 
 
 def register(app: typer.Typer) -> None:

@@ -8,6 +8,7 @@ from typing import Any
 
 import typer
 
+from agentkit.commands import fail
 from agentkit.errors import BundleError
 
 
@@ -59,18 +60,14 @@ def specialize_command(
     from model.checkpoint.loading import CheckpointError
     from model.training.specialize import SpecializeConfig, specialize
 
-    def fail(message: str) -> typer.Exit:
-        typer.secho(f"error: {message}", err=True, fg="red")
-        return typer.Exit(2)
-
     try:
         declarations, system_prompt = bundle_declarations(bundle)
     except BundleError as exc:
-        raise fail(str(exc)) from None
+        raise fail(f"error: {exc}") from None
     except OSError as exc:
-        raise fail(f"{bundle}: cannot read bundle: {exc}") from None
+        raise fail(f"error: {bundle}: cannot read bundle: {exc}") from None
     if not declarations:
-        raise fail(f"{bundle}: the bundle declares no tools: there is nothing to specialize on")
+        raise fail(f"error: {bundle}: the bundle declares no tools: there is nothing to specialize on")
     cfg = SpecializeConfig(
         bundle=str(bundle),
         out=str(out),
@@ -86,7 +83,7 @@ def specialize_command(
     try:
         report = specialize(cfg, declarations, system_prompt, log=lambda line: typer.echo(line, err=as_json))
     except (CheckpointError, ValueError) as exc:
-        raise fail(str(exc)) from None
+        raise fail(f"error: {exc}") from None
     if as_json:
         typer.echo(json.dumps({k: v for k, v in report.items() if k not in ("before", "after")}))
 

@@ -16,19 +16,23 @@ import shutil
 import sys
 import tempfile
 from contextlib import AsyncExitStack
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 from urllib.parse import urlsplit
 
 import anyio
 import mcp_types as types
+import pydantic
+import pydantic.dataclasses
 from mcp import Client, StdioServerParameters
+from pydantic import Field
 
 from agentkit.backends.embedded import constraint_support_error
 from agentkit.errors import ToolDefinitionError
 from agentkit.mcp.content import MCPServerError, result_value
 from agentkit.tools import DEFAULT_RETRIES, Tool, ToolTimeoutError
+from tools.args import format_validation_error
 
 __all__ = ["MCPSchemaError", "MCPToolset", "ToolCheck", "check_tool_schema"]
 
@@ -78,17 +82,16 @@ def check_tool_schema(name: str, schema: dict[str, Any]) -> ToolCheck:
     return ToolCheck(name, err.keyword, err.path, str(err))
 
 
-@dataclass(slots=True)
+@pydantic.dataclasses.dataclass(slots=True, config=pydantic.ConfigDict(extra="forbid"))
 class _Options:
     name: str
-    prefix: str | None = None
+    prefix: Annotated[str, Field(pattern=r"^[A-Za-z_][A-Za-z0-9_]*$")] | None = None
     include: frozenset[str] | None = None
     exclude: frozenset[str] = frozenset()
     on_unsupported: Literal["error", "skip"] = "error"
-    timeout: float = 60.0
-    startup_timeout: float = 30.0
+    timeout: Annotated[float, Field(gt=0)] = 60.0
+    startup_timeout: Annotated[float, Field(gt=0)] = 30.0
     retries: int = DEFAULT_RETRIES
-    extra: dict[str, Any] = field(default_factory=dict)
     origin: str = ""  # where it was configured (a bundle's ``FILE:LINE toolsets[i].mcp``), for start errors
 
 
@@ -498,22 +501,12 @@ def _default_name(command: str, args: list[str]) -> str:
 
 
 def _options(name: str, options: dict[str, Any]) -> _Options:
-    include = options.pop("include", None)
-    exclude = options.pop("exclude", None) or ()
-    on_unsupported = options.pop("on_unsupported", "error")
-    if on_unsupported not in ("error", "skip"):
-        raise ValueError(f"on_unsupported must be 'error' or 'skip', got {on_unsupported!r}")
-    opts = _Options(
-        name=name,
-        include=None if include is None else frozenset(include),
-        exclude=frozenset(exclude),
-        on_unsupported=on_unsupported,
-        **{k: options.pop(k) for k in ("prefix", "timeout", "startup_timeout", "retries") if k in options},
-    )
-    if options:
-        raise ValueError(f"unknown MCPToolset option(s): {', '.join(sorted(options))}")
-    if opts.timeout <= 0 or opts.startup_timeout <= 0:
-        raise ValueError("timeout and startup_timeout must be > 0")
-    if opts.prefix is not None and not re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*", opts.prefix):
-        raise ValueError(f"prefix must be letters, digits and '_', got {opts.prefix!r}")
-    return opts
+    """The toolset's options (``None`` values: the defaults).
+
+    Raises:
+        ValueError: an unknown option or a value out of range (each named).
+    """
+    try:
+        return _Options(name=name, **{k: v for k, v in options.items() if v is not None})
+    except pydantic.ValidationError as exc:
+        raise ValueError(f"invalid MCPToolset option(s): {format_validation_error(exc)}") from None

@@ -19,7 +19,7 @@ import uuid
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
-from agentkit.messages import to_template_messages
+from agentkit.messages import decode_arguments, to_template_messages
 from agentkit.serve import schemas as S
 from grammar import special_tokens as st
 from grammar.parse import ToolCallParseError, parse_tool_calls
@@ -108,8 +108,6 @@ def from_wire_messages(messages: list[Any]) -> list[dict[str, Any]]:
         ServeError: (400) arguments that are not a JSON object, or a tool message whose ``tool_call_id``
             matches no earlier call and that has no ``name``; ``param`` names the message.
     """
-    from agentkit.backends.openai import decode_arguments
-
     out: list[dict[str, Any]] = []
     names: dict[str, str] = {}
     for i, m in enumerate(messages):

@@ -31,9 +31,9 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Annotated, Any
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import Field
 
-from tools.args import validate_args
+from tools.args import args_model, validate_args
 from tools.code_search.definitions import Definition, KindFilter
 from tools.code_search.gitignore import GitIgnore
 from tools.code_search.repo import CodeRepo, PathOutsideRootError
@@ -128,35 +128,6 @@ EndLine = Annotated[
 ]
 
 
-class FindDefinitionArgs(BaseModel):
-    """Arguments of :func:`find_definition`."""
-
-    model_config = ConfigDict(extra="forbid")
-    name: SymbolName
-    kind: KindArg = "any"
-    max_results: MaxDefinitions = 5
-
-
-class SearchCodeArgs(BaseModel):
-    """Arguments of :func:`search_code`."""
-
-    model_config = ConfigDict(extra="forbid")
-    pattern: Pattern
-    glob: PathGlob = None
-    case_sensitive: CaseSensitive = False
-    context_lines: ContextLines = 2
-    max_results: MaxHits = 10
-
-
-class ReadFileArgs(BaseModel):
-    """Arguments of :func:`read_file`."""
-
-    model_config = ConfigDict(extra="forbid")
-    path: RelPath
-    start_line: StartLine = 1
-    end_line: EndLine = None
-
-
 def find_definition(
     name: SymbolName, kind: KindArg = "any", max_results: MaxDefinitions = 5
 ) -> dict[str, Any]:
@@ -175,10 +146,8 @@ def find_definition(
     Raises:
         ValueError: invalid arguments.
     """
-    args: FindDefinitionArgs = validate_args(
-        FindDefinitionArgs, name=name, kind=kind, max_results=max_results
-    )
-    return get_repo().find_definitions(args.name, args.kind, args.max_results)
+    args = validate_args(FindDefinitionArgs, name=name, kind=kind, max_results=max_results)
+    return get_repo().find_definitions(**dict(args))
 
 
 def search_code(
@@ -203,7 +172,7 @@ def search_code(
     Raises:
         ValueError: invalid arguments.
     """
-    args: SearchCodeArgs = validate_args(
+    args = validate_args(
         SearchCodeArgs,
         pattern=pattern,
         glob=glob,
@@ -211,13 +180,7 @@ def search_code(
         context_lines=context_lines,
         max_results=max_results,
     )
-    return get_repo().search(
-        args.pattern,
-        glob=args.glob,
-        case_sensitive=args.case_sensitive,
-        context_lines=args.context_lines,
-        max_results=args.max_results,
-    )
+    return get_repo().search(**dict(args))
 
 
 def read_file(path: RelPath, start_line: StartLine = 1, end_line: EndLine = None) -> dict[str, Any]:
@@ -235,8 +198,13 @@ def read_file(path: RelPath, start_line: StartLine = 1, end_line: EndLine = None
         ValueError: invalid arguments or line numbers. PathOutsideRootError: the path leaves the root.
         FileNotFoundError, IsADirectoryError.
     """
-    args: ReadFileArgs = validate_args(ReadFileArgs, path=path, start_line=start_line, end_line=end_line)
-    return get_repo().read(args.path, args.start_line, args.end_line)
+    args = validate_args(ReadFileArgs, path=path, start_line=start_line, end_line=end_line)
+    return get_repo().read(**dict(args))
+
+
+FindDefinitionArgs = args_model(find_definition, "FindDefinitionArgs")
+SearchCodeArgs = args_model(search_code, "SearchCodeArgs")
+ReadFileArgs = args_model(read_file, "ReadFileArgs")
 
 
 # ---------------------------------------------------------------------------------------------------------
@@ -281,15 +249,6 @@ SnippetFiles = Annotated[
 SnippetTimeout = Annotated[int, Field(ge=1, le=60, description="Time limit in seconds, 1-60.")]
 
 
-class RunPythonArgs(BaseModel):
-    """Arguments of :func:`run_python`."""
-
-    model_config = ConfigDict(extra="forbid")
-    code: SnippetCode
-    files: SnippetFiles = Field(default_factory=list)
-    timeout: SnippetTimeout = 20
-
-
 def _tail(text: str) -> str:
     return text if len(text) <= _OUTPUT_CHARS else "[... cut]\n" + text[-_OUTPUT_CHARS:]
 
@@ -315,11 +274,11 @@ def run_python(
         PathOutsideRootError, FileNotFoundError: a path leaves the root or is not a file.
         sandbox.SandboxError: Docker or the sandbox image is unavailable (the message says how to fix it).
     """
-    args: RunPythonArgs = validate_args(RunPythonArgs, code=code, files=files or [], timeout=timeout)
+    args = dict(validate_args(RunPythonArgs, code=code, files=files or [], timeout=timeout))
     repo = get_repo()
     payload: dict[str, bytes] = {}
     total = 0
-    for name in args.files:
+    for name in args["files"]:
         p = repo.resolve(name)
         if not p.is_file():
             raise FileNotFoundError(f"no file {name!r} under the repository root")
@@ -333,7 +292,7 @@ def run_python(
             )
         payload[repo.rel(p)] = data
     runner = _sandbox_runner or _docker_runner
-    ex = runner(args.code, payload, float(args.timeout))
+    ex = runner(args["code"], payload, float(args["timeout"]))
     return {
         "exit_code": ex.exit_code,
         "stdout": _tail(ex.stdout),
@@ -342,3 +301,6 @@ def run_python(
         "oom_killed": bool(getattr(ex, "oom_killed", False)),
         "files": sorted(payload),
     }
+
+
+RunPythonArgs = args_model(run_python, "RunPythonArgs")

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import ast
 import re
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
 from pathlib import PurePosixPath
 from typing import Any, Literal
 
@@ -65,17 +65,7 @@ class Definition:
 
     def as_dict(self) -> dict[str, Any]:
         """JSON-ready form, with ``location`` = ``"path:line"``."""
-        return {
-            "location": f"{self.path}:{self.line}",
-            "path": self.path,
-            "line": self.line,
-            "end_line": self.end_line,
-            "kind": self.kind,
-            "name": self.name,
-            "qualname": self.qualname,
-            "signature": self.signature,
-            "doc": self.doc,
-        }
+        return {"location": f"{self.path}:{self.line}", **asdict(self)}
 
 
 def _py_signature(node: ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef) -> str:
