@@ -22,6 +22,7 @@ Tool implementations:
 from __future__ import annotations
 
 import json
+import math
 import pkgutil
 import sys
 import threading
@@ -124,6 +125,26 @@ class _Positions:
 
 def _mark(node: yaml.Node) -> tuple[int, int]:
     return node.start_mark.line + 1, node.start_mark.column + 1
+
+
+#: Most values a bundle may expand to once its YAML aliases are followed (a billion-laughs file is refused
+#: before anything walks it).
+MAX_EXPANDED_NODES = 100_000
+
+
+def _expanded_size(node: yaml.Node, sizes: dict[int, float]) -> float:
+    """How many nodes ``node`` holds with every alias expanded (``inf`` when an alias refers to a node that
+    holds it), counted in time linear in the file: each node once, memoised by identity in ``sizes`` (an alias
+    is the same node object as its anchor)."""
+    if id(node) not in sizes:
+        sizes[id(node)] = math.inf  # while its children are counted: a cycle back to it is infinite
+        children: list[yaml.Node] = []
+        if isinstance(node, yaml.MappingNode):
+            children = [n for kv in node.value for n in kv]
+        elif isinstance(node, yaml.SequenceNode):
+            children = list(node.value)
+        sizes[id(node)] = 1 + sum(_expanded_size(c, sizes) for c in children)
+    return sizes[id(node)]
 
 
 def _walk(node: yaml.Node, path: Path_, pos: _Positions, issues: list[tuple[Path_, str, bool]]) -> None:
@@ -297,12 +318,27 @@ class _Load:
 
     def read(self) -> dict[str, Any]:
         """Parse the YAML (positions and duplicate keys recorded) and check it against the JSON Schema."""
-        text = self.path.read_text(encoding="utf-8")
+        raw_bytes = self.path.read_bytes()
+        try:
+            text = raw_bytes.decode("utf-8")
+        except UnicodeDecodeError as exc:
+            line = raw_bytes.count(b"\n", 0, exc.start) + 1
+            col = exc.start - (raw_bytes.rfind(b"\n", 0, exc.start) + 1) + 1
+            msg = f"not UTF-8: byte 0x{raw_bytes[exc.start]:02x} cannot be decoded (save the file as UTF-8)"
+            raise BundleError([BundleIssue(self.file, line, col, "", msg)]) from None
         loader = yaml.SafeLoader(text)
         try:
             node = loader.get_single_node()
             if node is None:
                 raise BundleError([BundleIssue(self.file, 1, 1, "", "the file is empty")])
+            if (size := _expanded_size(node, {})) > MAX_EXPANDED_NODES:
+                msg = (
+                    "the document expands without end through YAML aliases (an alias inside its own anchor)"
+                    if math.isinf(size)
+                    else f"the document expands to {size:,.0f} values through YAML aliases (*name); "
+                    f"at most {MAX_EXPANDED_NODES:,}"
+                )
+                raise BundleError([BundleIssue(self.file, None, None, "", msg)])
             data = loader.construct_document(node)
         except yaml.MarkedYAMLError as exc:
             mark, opened = exc.problem_mark or exc.context_mark, exc.context_mark

@@ -655,6 +655,31 @@ def test_all_problems_are_reported_at_once_sorted_by_line(tmp_path):
     assert [(i.line, i.field) for i in ei.value.issues] == [(3, "agent.max_steps"), (7, "tools[0].retries")]
 
 
+def test_file_that_is_not_utf8_names_the_byte_and_where(tmp_path):
+    p = tmp_path / "latin1.yaml"
+    p.write_bytes(b"agentkit_bundle: 1\nname: caf\xe9\ntools: []\n")
+    with pytest.raises(BundleError) as ei:
+        load_bundle(p)
+    (issue,) = ei.value.issues
+    assert (issue.line, issue.column) == (2, 10)
+    assert "not UTF-8: byte 0xe9" in issue.message
+
+
+def test_alias_expansion_is_refused_before_anything_walks_it(tmp_path):
+    levels = ["a0: &a0 [x, x, x, x, x, x, x, x, x]"]
+    levels += [f"a{i}: &a{i} [{', '.join([f'*a{i - 1}'] * 9)}]" for i in range(1, 8)]
+    text = "agentkit_bundle: 1\nname: bomb\nx-data:\n" + "".join(f"  {x}\n" for x in levels) + "tools: []\n"
+    sizes = [10]  # a sequence node and its 9 scalars; each level holds 9 of the one before
+    for _ in range(7):
+        sizes.append(1 + 9 * sizes[-1])
+    # + the root mapping, its 4 keys, 2 scalar values, the x-data mapping and its 8 keys, the tools list
+    expected = sum(sizes) + 17
+    with pytest.raises(BundleError, match=f"expands to {expected:,} values through YAML aliases"):
+        load_bundle(write(tmp_path, text))
+    with pytest.raises(BundleError, match="expands without end through YAML aliases"):
+        load_bundle(write(tmp_path, "agentkit_bundle: 1\nname: loop\ntools: &t [*t]\n"))
+
+
 def test_empty_file(tmp_path):
     with pytest.raises(BundleError, match="the file is empty"):
         load_bundle(write(tmp_path, "\n"))

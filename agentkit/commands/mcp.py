@@ -66,7 +66,9 @@ def serve_command(
     def ready(port: int) -> None:
         auth = "API key required" if key else "no API key"
         n = len(b.tools) + sum(len(t.tools) for t in toolsets)
-        typer.echo(f"agentkit mcp serve: {n} tools on http://{host}:{port}/mcp ({auth})", err=True)
+        typer.echo(
+            f"agentkit mcp serve: {n} tool{'s' * (n != 1)} on http://{host}:{port}/mcp ({auth})", err=True
+        )
 
     try:
         serve_http(server, host=host, port=http, api_key=key, on_ready=ready)
@@ -142,7 +144,10 @@ def list_command(
         verdict = "enforceable" if c.ok else f"NOT enforceable: keyword {c.keyword!r} at {c.pointer or '/'}"
         typer.echo(f"{t.name}  [{verdict}]  {(t.description or '').splitlines()[0] if t.description else ''}")
     bad = sum(1 for _, c in rows if not c.ok)
-    typer.echo(f"{len(rows)} tools, {len(rows) - bad} enforceable by the embedded constraint", err=True)
+    typer.echo(
+        f"{len(rows)} tool{'s' * (len(rows) != 1)}, {len(rows) - bad} enforceable by the embedded constraint",
+        err=True,
+    )
 
 
 def register(app: typer.Typer) -> None:

@@ -176,7 +176,10 @@ def run_command(
     binding: str | None = typer.Option(None, "--binding", help=_BINDING_HELP),
     threads: int | None = _THREADS,
 ) -> None:
-    """Answer one question with a bundle's agent, rendering each tool call and tool response."""
+    """Answer one question with a bundle's agent, rendering each tool call and tool response.
+
+    Exit status: 0 answered; 1 no answer; 2 bad input or a question too long; 3 every tool call failed.
+    """
     from rich.console import Console
 
     from agentkit.render import RichRenderer
