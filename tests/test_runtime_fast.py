@@ -9,7 +9,7 @@ from transformers.models.diffusion_gemma.generation_diffusion_gemma import (
 
 from model.checkpoint.loading import CheckpointError, load_checkpoint
 from model.runtime import StepEvent, generate
-from model.runtime.sampler import entropy_and_argmax, entropy_bound_accept, sample_positions
+from model.runtime.sampler import Workspace, entropy_and_argmax, entropy_bound_accept, sample_positions
 
 
 def test_entropy_and_argmax_match_categorical():
@@ -24,6 +24,23 @@ def test_entropy_and_argmax_match_categorical():
     assert torch.equal(am, logits.argmax(-1))
     assert ent[1, 2].item() == 0.0
     assert not torch.isnan(ent).any()
+
+
+def test_entropy_workspace_same_bits_and_reused():
+    g = torch.Generator().manual_seed(4)
+    logits = torch.randn(2, 16, 300, generator=g) * 6
+    logits[0, 3, 7:] = float("-inf")
+    ws = Workspace()
+    for _ in range(2):  # the second call writes over the first call's scratch tensors
+        ent, am = entropy_and_argmax(logits, ws.get(logits))
+        ref_ent, ref_am = entropy_and_argmax(logits)
+        assert torch.equal(ent, ref_ent) and torch.equal(am, ref_am)
+    first = ws.get(logits)
+    assert first is not None and ws.get(logits) is first  # same shape: the same tensors
+    other = ws.get(logits[:1])
+    assert other is not None and other[0].shape == (1, 16, 300)
+    assert Workspace(max_elements=100).get(logits) is None  # too large: nothing held
+    assert ws.get(logits.clone().requires_grad_()) is None
 
 
 @pytest.mark.parametrize("bound", [0.01, 0.1, 1.0, 5.0])
