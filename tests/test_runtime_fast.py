@@ -8,7 +8,8 @@ from transformers.models.diffusion_gemma.generation_diffusion_gemma import (
 )
 
 from model.checkpoint.loading import CheckpointError, load_checkpoint
-from model.runtime import StepEvent, generate
+from model.runtime import StepEvent, generate, step
+from model.runtime.fixed import decoder_inputs, denoiser, prefill_batch, start_canvas
 from model.runtime.sampler import Workspace, entropy_and_argmax, entropy_bound_accept, sample_positions
 
 
@@ -77,6 +78,26 @@ def test_sample_positions_follow_softmax():
 @pytest.fixture(scope="module")
 def ckpt(tiny_checkpoint):
     return load_checkpoint(tiny_checkpoint("fast", 6))
+
+
+def test_decoder_logits_same_values_as_the_model(ckpt):
+    """The in-place soft-capping gives transformers' forward's logits bit for bit; with autograd on, the model
+    itself runs (same values)."""
+    ids = ckpt.tokenizer(["Hello there", "What is the weather"], return_tensors="pt", padding=True).input_ids
+    den = denoiser(ckpt.model, ids, ckpt.settings, seed=0)
+    batch = prefill_batch(den, ids, None, {})
+    canvas = start_canvas(den, batch)
+    inputs = {
+        "decoder_input_ids": canvas.tokens,
+        "self_conditioning_logits": torch.randn(2, canvas.tokens.shape[1], den.vocab) * 5,
+        **decoder_inputs(den, batch, canvas),
+    }
+    with torch.no_grad():
+        ours = step.decoder_logits(ckpt.model, **inputs)
+        ref = ckpt.model(**inputs).logits
+    assert ours.dtype == torch.float32 and torch.equal(ours, ref)
+    assert ours.abs().max() <= ckpt.model.final_logit_softcapping
+    assert torch.equal(step.decoder_logits(ckpt.model, **inputs).detach(), ref)
 
 
 def test_fast_mode_reproducible_and_streams(ckpt):
