@@ -173,7 +173,7 @@ def decoder_logits(model: Any, **inputs: Any) -> torch.Tensor:
         return model(**inputs).logits
     logits = model.lm_head(model.model(**inputs).last_hidden_state).to(torch.float32)
     cap = model.final_logit_softcapping
-    return logits.div_(cap).tanh_().mul_(cap)
+    return logits if cap is None else logits.div_(cap).tanh_().mul_(cap)
 
 
 def denoise_step(
