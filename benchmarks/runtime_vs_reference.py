@@ -7,7 +7,7 @@ ms per denoising step compares the loops directly. Prints tokens/s, ms per step 
 
 Targets (issue #3): >= 1.5x the reference at batch 1, >= 2x at batch 16.
 
-    python benchmarks/runtime_vs_reference.py [--quick] [--json] [--threads 1]
+    python benchmarks/runtime_vs_reference.py [--quick] [--json] [--threads 1] [--reps N]
 """
 
 from __future__ import annotations
@@ -33,11 +33,19 @@ def main() -> None:
     ap.add_argument("--quick", action="store_true", help="fewer steps and repetitions")
     ap.add_argument("--json", action="store_true", help="print one JSON object")
     ap.add_argument("--threads", type=int, default=1)
+    ap.add_argument(
+        "--reps",
+        type=int,
+        default=None,
+        help="timed repetitions per shape (default 1 with --quick, else 2): more average out a busy machine",
+    )
     ap.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu")
     args = ap.parse_args()
     torch.set_num_threads(args.threads)
     steps = 4 if args.quick else 8
-    reps = 1 if args.quick else 2
+    reps = args.reps if args.reps is not None else (1 if args.quick else 2)
+    if reps < 1:
+        ap.error(f"--reps must be >= 1, got {reps}")
     rows = []
     tmp = Path(tempfile.mkdtemp(prefix="bench_rt_"))
     for canvas in (64, 256):

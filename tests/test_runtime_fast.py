@@ -8,8 +8,9 @@ from transformers.models.diffusion_gemma.generation_diffusion_gemma import (
 )
 
 from model.checkpoint.loading import CheckpointError, load_checkpoint
-from model.runtime import StepEvent, generate
-from model.runtime.sampler import entropy_and_argmax, entropy_bound_accept, sample_positions
+from model.runtime import StepEvent, generate, step
+from model.runtime.fixed import decoder_inputs, denoiser, prefill_batch, start_canvas
+from model.runtime.sampler import Workspace, entropy_and_argmax, entropy_bound_accept, sample_positions
 
 
 def test_entropy_and_argmax_match_categorical():
@@ -24,6 +25,24 @@ def test_entropy_and_argmax_match_categorical():
     assert torch.equal(am, logits.argmax(-1))
     assert ent[1, 2].item() == 0.0
     assert not torch.isnan(ent).any()
+
+
+def test_entropy_workspace_same_bits_and_reused():
+    g = torch.Generator().manual_seed(4)
+    logits = torch.randn(2, 16, 300, generator=g) * 6
+    logits[0, 3, 7:] = float("-inf")
+    ws = Workspace(min_elements=1)
+    assert Workspace().get(logits) is None  # 9,600 values: fresh tensors (still in cache)
+    for _ in range(2):  # the second call writes over the first call's scratch tensors
+        ent, am = entropy_and_argmax(logits, ws.get(logits))
+        ref_ent, ref_am = entropy_and_argmax(logits)
+        assert torch.equal(ent, ref_ent) and torch.equal(am, ref_am)
+    first = ws.get(logits)
+    assert first is not None and ws.get(logits) is first  # same shape: the same tensors
+    other = ws.get(logits[:1])
+    assert other is not None and other[0].shape == (1, 16, 300)
+    assert Workspace(max_elements=100).get(logits) is None  # too large: nothing held
+    assert ws.get(logits.clone().requires_grad_()) is None
 
 
 @pytest.mark.parametrize("bound", [0.01, 0.1, 1.0, 5.0])
@@ -60,6 +79,26 @@ def test_sample_positions_follow_softmax():
 @pytest.fixture(scope="module")
 def ckpt(tiny_checkpoint):
     return load_checkpoint(tiny_checkpoint("fast", 6))
+
+
+def test_decoder_logits_same_values_as_the_model(ckpt):
+    """The in-place soft-capping gives transformers' forward's logits bit for bit; with autograd on, the model
+    itself runs (same values)."""
+    ids = ckpt.tokenizer(["Hello there", "What is the weather"], return_tensors="pt", padding=True).input_ids
+    den = denoiser(ckpt.model, ids, ckpt.settings, seed=0)
+    batch = prefill_batch(den, ids, None, {})
+    canvas = start_canvas(den, batch)
+    inputs = {
+        "decoder_input_ids": canvas.tokens,
+        "self_conditioning_logits": torch.randn(2, canvas.tokens.shape[1], den.vocab) * 5,
+        **decoder_inputs(den, batch, canvas),
+    }
+    with torch.no_grad():
+        ours = step.decoder_logits(ckpt.model, **inputs)
+        ref = ckpt.model(**inputs).logits
+    assert ours.dtype == torch.float32 and torch.equal(ours, ref)
+    assert ours.abs().max() <= ckpt.model.final_logit_softcapping
+    assert torch.equal(step.decoder_logits(ckpt.model, **inputs).detach(), ref)
 
 
 def test_fast_mode_reproducible_and_streams(ckpt):

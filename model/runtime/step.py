@@ -22,6 +22,7 @@ from dataclasses import dataclass, replace
 from typing import Any
 
 import torch
+from transformers.models.diffusion_gemma.modeling_diffusion_gemma import DiffusionGemmaForBlockDiffusion
 
 from model.runtime.constraint_batch import ConstraintBatch
 from model.runtime.events import GenerationStats
@@ -160,6 +161,21 @@ class StepOutcome:
         ]
 
 
+def decoder_logits(model: Any, **inputs: Any) -> torch.Tensor:
+    """The decoder's ``[B, C, V]`` logits for ``model(**inputs)`` (decoder keyword inputs).
+
+    For transformers' own ``DiffusionGemmaForBlockDiffusion.forward`` (not overridden, e.g. by a copy head) and
+    outside autograd, its final soft-capping (``tanh(logits / cap) * cap`` in float32) runs in place on the
+    ``lm_head`` output: the same values, without two more ``[B, C, V]`` tensors each step (on CPU each fresh one
+    faults its pages in again). Any other model: ``model(**inputs).logits``.
+    """
+    if type(model).forward is not DiffusionGemmaForBlockDiffusion.forward or torch.is_grad_enabled():
+        return model(**inputs).logits
+    logits = model.lm_head(model.model(**inputs).last_hidden_state).to(torch.float32)
+    cap = model.final_logit_softcapping
+    return logits if cap is None else logits.div_(cap).tanh_().mul_(cap)
+
+
 def denoise_step(
     den: Denoiser,
     canvas: Canvas,
@@ -187,12 +203,13 @@ def denoise_step(
     s, cons, stats = den.settings, den.constraints, den.stats
     with stats.phase("decoder"):
         extra = {} if canvas.self_cond_mask is None else {"self_conditioning_mask": canvas.self_cond_mask}
-        logits = den.model(
+        logits = decoder_logits(
+            den.model,
             decoder_input_ids=canvas.tokens,
             self_conditioning_logits=canvas.self_cond,
             **decoder_inputs,
             **extra,
-        ).logits
+        )
     fixed_mask = fixed_tok = None
     live = (~canvas.finished).tolist() if cons.any else []
     if cons.any:
