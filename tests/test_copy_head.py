@@ -342,3 +342,16 @@ def test_answer_match_responses_ids_are_checked_against_the_tokenizer(tmp_path):
     conf["copy_head"]["answer_match_responses"] = None  # null: the rule is off
     (ck / "config.json").write_text(json.dumps(conf))
     assert load_checkpoint(str(ck)).model.copy_head.cfg.answer_match_responses is None
+
+
+def test_softcap_in_place_outside_autograd_equals_the_out_of_place_form():
+    from model.heads.copy_model import _softcap
+
+    x = torch.randn(2, 8, 50, generator=torch.Generator().manual_seed(0)) * 60
+    want = torch.tanh(x / 30.0) * 30.0
+    with torch.no_grad():
+        fresh = x.clone()
+        got = _softcap(fresh, 30.0)
+    assert got.data_ptr() == fresh.data_ptr()  # no new [B, C, V] tensor
+    assert torch.equal(got, want)
+    assert torch.equal(_softcap(x.clone().requires_grad_(), 30.0).detach(), want)

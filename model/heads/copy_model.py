@@ -18,10 +18,14 @@ from model.heads.copy_head import CopyHead, CopyHeadConfig, CopyMemory
 
 
 def _softcap(logits: torch.Tensor, cap: float | None) -> torch.Tensor:
+    """``tanh(logits / cap) * cap`` in float32 (transformers' final soft-capping); in place outside autograd (the
+    ``lm_head`` output is fresh), as :func:`model.runtime.step.decoder_logits` does."""
     logits = logits.float()
-    if cap:
-        logits = torch.tanh(logits / cap) * cap
-    return logits
+    if not cap:
+        return logits
+    if torch.is_grad_enabled():
+        return torch.tanh(logits / cap) * cap
+    return logits.div_(cap).tanh_().mul_(cap)
 
 
 class DiffusionGemmaWithCopyHead(DiffusionGemmaForBlockDiffusion):  # type: ignore[misc]
