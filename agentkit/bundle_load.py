@@ -322,10 +322,10 @@ class _Load:
         try:
             text = raw_bytes.decode("utf-8")
         except UnicodeDecodeError as exc:
-            line = raw_bytes.count(b"\n", 0, exc.start) + 1
-            col = exc.start - (raw_bytes.rfind(b"\n", 0, exc.start) + 1) + 1
+            row = raw_bytes.count(b"\n", 0, exc.start) + 1
+            column = exc.start - raw_bytes.rfind(b"\n", 0, exc.start)
             msg = f"not UTF-8: byte 0x{raw_bytes[exc.start]:02x} cannot be decoded (save the file as UTF-8)"
-            raise BundleError([BundleIssue(self.file, line, col, "", msg)]) from None
+            raise BundleError([BundleIssue(self.file, row, column, "", msg)]) from None
         loader = yaml.SafeLoader(text)
         try:
             node = loader.get_single_node()
