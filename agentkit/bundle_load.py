@@ -439,20 +439,29 @@ class _Load:
         }
         try:
             if "python" in t:
-                return self.python_tool(t, tp, params, common)
-            if params is None:
+                made = self.python_tool(t, tp, params, common)
+            elif params is None:
                 impl = "http" if "http" in t else "sandbox"
                 self.add(tp, f"a {impl} tool needs 'parameters' (a JSON Schema of its arguments)")
                 return None
-            if "http" in t:
-                return self.http_tool(t, tp, params, common)
-            spec = t["sandbox"]
-            fn = make_sandbox_function(t["name"], spec, self.runner)
-            timeout = t.get("timeout", float(spec.get("timeout", 10.0)) + 60.0)
-            return Tool(fn, parameters=params, timeout=timeout, **common)
+            elif "http" in t:
+                made = self.http_tool(t, tp, params, common)
+            else:
+                spec = t["sandbox"]
+                fn = make_sandbox_function(t["name"], spec, self.runner)
+                timeout = t.get("timeout", float(spec.get("timeout", 10.0)) + 60.0)
+                made = Tool(fn, parameters=params, timeout=timeout, **common)
         except ToolDefinitionError as exc:
             self.add(tp, str(exc))
             return None
+        if made is not None and self.checked and common["grounded"]:
+            # the tool-level `grounded:` list marks parameters only now: check the schema it gives
+            unsupported = constraint_support_error(t["name"], made.parameters)
+            if unsupported is not None:
+                why = str(unsupported).replace("'x-grounded'", "'grounded'")
+                self.add((*tp, "grounded"), f"the tool-call constraint cannot enforce this schema: {why}")
+                return None
+        return made
 
     def python_tool(
         self, t: dict[str, Any], tp: Path_, params: dict[str, Any] | None, common: dict[str, Any]

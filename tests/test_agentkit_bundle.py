@@ -782,6 +782,28 @@ def test_a_grounding_error_points_at_the_field_as_written(tmp_path):
     assert issue.field == "tools[0].parameters.properties.n.grounded"
 
 
+def test_a_tool_level_grounded_list_is_checked_at_load_with_its_line(tmp_path):
+    text = """\
+        agentkit_bundle: 1
+        name: g
+        tools:
+          - name: web
+            parameters: {type: object, properties: {q: {type: string, enum: [a, b]}}, required: [q]}
+            grounded: [q]
+            http:
+              url: "http://127.0.0.1:9/{q}"
+        """
+    with pytest.raises(BundleError) as ei:
+        load_bundle(write(tmp_path, textwrap.dedent(text)))
+    (issue,) = ei.value.issues
+    assert (issue.field, issue.line) == ("tools[0].grounded", 6)
+    assert "cannot also have 'enum'" in issue.message and "'grounded'" in issue.message
+    # the same tool on a backend without the constraint loads
+    assert [t.name for t in load_bundle(write(tmp_path, textwrap.dedent(text)), backend="openai").tools] == [
+        "web"
+    ]
+
+
 def test_grounded_inside_a_nested_schema_is_converted_too(tmp_path):
     nested = """
         type: object
