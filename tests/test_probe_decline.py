@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import importlib.util
 import math
 from pathlib import Path
 from types import SimpleNamespace
@@ -11,6 +10,7 @@ import llguidance
 import llguidance.hf
 import pytest
 import torch
+from script_modules import load_script
 from transformers import AutoTokenizer
 
 from model.constraints.denoise import GrammarConstraint
@@ -24,10 +24,7 @@ NUM: /[0-9]+/
 
 
 def _probe_module():
-    spec = importlib.util.spec_from_file_location("probe_decline", ROOT / "scripts" / "probe_decline.py")
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
-    return mod
+    return load_script("probe_decline")
 
 
 def test_auc_counts_ties_half():

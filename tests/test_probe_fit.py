@@ -2,19 +2,13 @@
 
 from __future__ import annotations
 
-import importlib.util
-from pathlib import Path
+from script_modules import load_script
 
 from schema import normalize_tool
 
-ROOT = Path(__file__).resolve().parents[1]
-
 
 def _probe_module():
-    spec = importlib.util.spec_from_file_location("probe_fit", ROOT / "scripts" / "probe_fit.py")
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
-    return mod
+    return load_script("probe_fit")
 
 
 def _tool(name, properties, required):

@@ -73,12 +73,9 @@ def test_schema_and_grammar_build_a_tool_grammar_without_torch_model_or_agentkit
 
 
 def test_the_import_graph_from_schema_and_grammar_reaches_only_them():
-    import importlib.util
+    from script_modules import load_script
 
-    spec = importlib.util.spec_from_file_location("structure", ROOT / "scripts" / "structure.py")
-    assert spec is not None and spec.loader is not None
-    structure = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(structure)
+    structure = load_script("structure")
     graph = structure.import_graph(ROOT, deferred=True)
     todo = [m for m in graph if m.split(".")[0] in ("schema", "grammar")]
     assert "schema.refs" in todo and "grammar.turn" in todo

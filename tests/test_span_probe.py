@@ -2,10 +2,10 @@
 
 from __future__ import annotations
 
-import importlib.util
 from pathlib import Path
 
 import torch
+from script_modules import load_script
 from transformers import AutoTokenizer
 
 from model.heads.copy_head import word_tables
@@ -14,10 +14,7 @@ ROOT = Path(__file__).resolve().parents[1]
 
 
 def _probe_module():
-    spec = importlib.util.spec_from_file_location("span_probe", ROOT / "scripts" / "span_probe.py")
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
-    return mod
+    return load_script("span_probe")
 
 
 def test_word_starts_maps_each_piece_of_a_word_to_its_first_piece():

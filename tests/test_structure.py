@@ -2,14 +2,12 @@
 inference path never reaches the training code, no library file over 700 lines and no function over 80, no module
 imports another module's ``_private`` name. The figures come from ``scripts/structure.py``."""
 
-import importlib.util
 from pathlib import Path
 
+from script_modules import load_script
+
 ROOT = Path(__file__).resolve().parents[1]
-_spec = importlib.util.spec_from_file_location("structure", ROOT / "scripts" / "structure.py")
-assert _spec is not None and _spec.loader is not None
-structure = importlib.util.module_from_spec(_spec)
-_spec.loader.exec_module(structure)
+structure = load_script("structure")
 
 # None: a bundle loads to a spec (``agentkit.bundle_load``), which imports no agent; ``Agent.from_bundle`` builds
 # from the spec and ``agentkit.bundle`` (``Bundle.make_agent``) imports the agent, one way.
