@@ -57,20 +57,6 @@ def drop_titles(schema: Any) -> Any:
     return map_subschemas(kept, drop_titles)
 
 
-def _clean(s: Any) -> Any:
-    """Recursively drop ``title`` keywords (keeps everything else for :func:`build_ir`)."""
-    if isinstance(s, list):
-        return [_clean(x) for x in s]
-    if not isinstance(s, dict):
-        return s
-    out: dict[str, Any] = {}
-    for k, v in s.items():
-        if k == "title" and not isinstance(v, dict):
-            continue
-        out[k] = v
-    return map_subschemas(out, _clean)
-
-
 def normalize_schema(schema: Any) -> Any:
     """Clean a tool's argument schema: no titles, local ``$ref`` inlined where not recursive.
 
@@ -84,7 +70,7 @@ def normalize_schema(schema: Any) -> Any:
     Raises:
         SchemaError: a non-local or dangling ``$ref`` (keyword ``"$ref"``).
     """
-    root = _clean(schema)
+    root = drop_titles(schema)
     refs = Refs(root)
     recursive = recursive_targets(refs)  # resolves every reference reachable from the root, into refs.at
     try:
