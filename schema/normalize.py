@@ -16,15 +16,11 @@ from schema.refs import (
 )
 
 
-def map_subschemas(schema: dict[str, Any], f: Any) -> dict[str, Any]:
-    """A copy of ``schema`` with ``f`` applied to each of its direct subschemas (``items``, ``anyOf``
-    members, ``properties`` values...); values elsewhere (``enum``, ``default``, ``examples``) are left alone."""
-    return map_subschemas_at(schema, lambda sub, _where: f(sub))
-
-
 def map_subschemas_at(schema: dict[str, Any], f: Any) -> dict[str, Any]:
-    """As :func:`map_subschemas`, with ``f(subschema, where)`` told where the subschema is below ``schema``:
-    ``("items",)``, ``("anyOf", 0)``, ``("properties", "name")``."""
+    """A copy of ``schema`` with ``f(subschema, where)`` applied to each of its direct subschemas (``items``,
+    ``anyOf`` members, ``properties`` values...), told where the subschema is below ``schema``: ``("items",)``,
+    ``("anyOf", 0)``, ``("properties", "name")``; values elsewhere (``enum``, ``default``, ``examples``) are left
+    alone."""
     out: dict[str, Any] = {}
     for k, v in schema.items():
         if k in SCHEMA_KEYS:
@@ -54,7 +50,7 @@ def drop_titles(schema: Any) -> Any:
     if not isinstance(schema, dict):
         return schema
     kept = {k: v for k, v in schema.items() if not (k == "title" and isinstance(v, str))}
-    return map_subschemas(kept, drop_titles)
+    return map_subschemas_at(kept, lambda sub, _where: drop_titles(sub))
 
 
 def normalize_schema(schema: Any) -> Any:
