@@ -104,10 +104,6 @@ def _tables(tokenizer: Any) -> _Tables:
     return tab
 
 
-def _allowed(matcher: Any, vocab: int) -> np.ndarray:
-    return bitmask_to_bool(matcher.compute_bitmask(), vocab)
-
-
 def _ok(m: Any, t: int) -> bool:
     """Whether token ``t`` may come next (``validate_tokens``: ~1 us, state unchanged; a bitmask costs ~100x)."""
     return bool(m.validate_tokens([t]) == 1)
@@ -243,7 +239,7 @@ def shortest_completion(matcher: Any, tokenizer: Any, limit: int, *, lookahead: 
             if not take(ff):
                 break
             continue
-        allowed = _allowed(m, tab.vocab)
+        allowed = bitmask_to_bool(m.compute_bitmask(), tab.vocab)
         if not allowed.any():
             break
         choice = -1

@@ -20,6 +20,7 @@ from schema import (
     pattern_matches,
     pattern_to_regex,
 )
+from schema.refs import escape_pointer_token
 
 SYNTAXES = ("gemma", "json")
 TOOL_CHOICES = ("auto", "required", "none")
@@ -46,11 +47,6 @@ _MAX_OBJECT_STATES = 20_000
 #: MaskBench's schemas under the bound (docs/BENCHMARKS.md); a schema whose grammar would be larger is refused
 #: at registration with a :class:`SchemaError` naming the subschema being compiled when the bound was reached.
 MAX_GRAMMAR_CHARS = 500_000
-
-
-def _esc(name: str) -> str:
-    """A JSON-pointer token (RFC 6901: ``~`` -> ``~0``, ``/`` -> ``~1``)."""
-    return name.replace("~", "~0").replace("/", "~1")
 
 
 def _size_keyword(node: ir.Node) -> str:
@@ -338,7 +334,9 @@ class GemmaCompiler:
                     nxt = ref(nk)
                     if nxt is not None:
                         if i not in values:
-                            values[i] = self.value(v, scope, defs, f"{path}/properties/{_esc(prop)}")
+                            values[i] = self.value(
+                                v, scope, defs, f"{path}/properties/{escape_pointer_token(prop)}"
+                            )
                         sep = "" if first else '"," '
                         e = f"{sep}{lark_str(prop + ':')} {values[i]}"
                         if nxt[0]:

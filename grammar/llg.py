@@ -5,15 +5,11 @@ Building an ``llguidance.LLTokenizer`` costs 12 ms (2k vocabulary) to 1.4 s (262
 
 from __future__ import annotations
 
-import threading
+import functools
 from typing import Any
 
-_LOCK = threading.Lock()
-#: id(tokenizer) -> (tokenizer, LLTokenizer). Holding the tokenizer keeps its id from being reused.
-_CACHE: dict[int, tuple[Any, Any]] = {}
-_MAX_ENTRIES = 16
 
-
+@functools.lru_cache(maxsize=16)
 def llg_tokenizer(hf_tokenizer: Any) -> Any:
     """The ``llguidance.LLTokenizer`` for ``hf_tokenizer`` (cached per tokenizer object).
 
@@ -23,24 +19,14 @@ def llg_tokenizer(hf_tokenizer: Any) -> Any:
 
     Returns:
         ``llguidance.LLTokenizer`` built with ``llguidance.hf.from_tokenizer`` (EOS = the tokenizer's). At most
-        16 tokenizers are kept; the oldest entry is dropped first.
+        16 tokenizers are kept (``functools.lru_cache``; a tokenizer object is its own key).
 
     Raises:
         ValueError: ``hf_tokenizer`` is not a fast tokenizer (llguidance needs the Rust tokenizer JSON).
     """
     import llguidance.hf
 
-    key = id(hf_tokenizer)
-    with _LOCK:
-        hit = _CACHE.get(key)
-        if hit is not None and hit[0] is hf_tokenizer:
-            return hit[1]
-    tok = llguidance.hf.from_tokenizer(hf_tokenizer)
-    with _LOCK:
-        _CACHE[key] = (hf_tokenizer, tok)
-        while len(_CACHE) > _MAX_ENTRIES:
-            _CACHE.pop(next(iter(_CACHE)))
-    return tok
+    return llguidance.hf.from_tokenizer(hf_tokenizer)
 
 
 #: ``initial_lexer_fuel`` for tool-call grammars: 10x llguidance's default (1M). Objects with many string

@@ -171,18 +171,15 @@ class _ValueParser:
     def __init__(self, text: str) -> None:
         self.text = text
 
-    def fail(self, msg: str, pos: int) -> ToolCallParseError:
-        return ToolCallParseError(msg, pos)
-
     def value(self, i: int) -> tuple[Any, int]:
         t = self.text
         if t.startswith(DELIM, i):
             j = t.find(DELIM, i + len(DELIM))
             if j < 0:
-                raise self.fail("unterminated string", i)
+                raise ToolCallParseError("unterminated string", i)
             return st.unmark_text(t[i + len(DELIM) : j]), j + len(DELIM)
         if i >= len(t):
-            raise self.fail("expected a value, found the end of the text", i)
+            raise ToolCallParseError("expected a value, found the end of the text", i)
         c = t[i]
         if c == "{":
             return self.obj(i)
@@ -197,7 +194,7 @@ class _ValueParser:
             if "." in s or "e" in s or "E" in s:
                 return float(s), m.end()
             return int(s), m.end()
-        raise self.fail(f"expected a value, found {t[i : i + 12]!r}", i)
+        raise ToolCallParseError(f"expected a value, found {t[i : i + 12]!r}", i)
 
     def arr(self, i: int) -> tuple[list[Any], int]:
         t = self.text
@@ -213,7 +210,7 @@ class _ValueParser:
                 continue
             if t.startswith("]", i):
                 return out, i + 1
-            raise self.fail("expected ',' or ']' in array", i)
+            raise ToolCallParseError("expected ',' or ']' in array", i)
 
     def obj(self, i: int) -> tuple[dict[str, Any], int]:
         t = self.text
@@ -229,7 +226,7 @@ class _ValueParser:
                 continue
             if t.startswith("}", i):
                 return out, i + 1
-            raise self.fail("expected ',' or '}' in object", i)  # pragma: no cover - member() checks
+            raise ToolCallParseError("expected ',' or '}' in object", i)  # pragma: no cover - member() checks
 
     def member(self, i: int) -> tuple[str, Any, int]:
         """``key:value`` at ``i``; a key may hold ``:`` (then the split that parses is taken)."""
@@ -244,13 +241,13 @@ class _ValueParser:
                 v, j = self.value(colon + 1)
                 if t.startswith((",", "}"), j):
                     return st.unmark_text(key), v, j
-                raise self.fail("expected ',' or '}' after a value in object", j)
+                raise ToolCallParseError("expected ',' or '}' after a value in object", j)
             except ToolCallParseError as e:
                 first_err = first_err or e
             colon = t.find(":", colon + 1)
         if first_err is not None:
             raise first_err
-        raise self.fail("expected 'key:' in object", i)
+        raise ToolCallParseError("expected 'key:' in object", i)
 
 
 def parse_value(text: str) -> Any:

@@ -38,9 +38,8 @@ tool-call format as rendered by the project's chat template (``model/chat_templa
 from __future__ import annotations
 
 import dataclasses
+import functools
 import json
-import threading
-from collections import OrderedDict
 from collections.abc import Sequence
 from typing import Any
 
@@ -142,9 +141,6 @@ def ir_to_json_schema(node: ir.Node, *, additional_default: bool, ref_prefix: st
 # Tool-call grammars
 # ----------------------------------------------------------------------------------------------------------
 
-_CACHE: OrderedDict[tuple[str, str, str, bool, bool, tuple[str, ...] | None, str, str | None], str] = (
-    OrderedDict()
-)
 __all__ = [
     "MAX_GRAMMAR_CHARS",
     "SYNTAXES",
@@ -154,9 +150,6 @@ __all__ = [
     "tool_call_grammar",
     "value_grammar",
 ]
-
-_CACHE_LOCK = threading.Lock()
-_CACHE_SIZE = 256
 
 
 def _tool_ir(spec: ToolSpec, additional_default: bool) -> ir.IR:
@@ -245,33 +238,17 @@ def tool_call_grammar(
     answer = None
     if answer_grounding is not None:
         answer = answer_regex(answer_grounding)
-    return _cached_grammar(
-        specs, choice, syntax, (bool(allow_thinking), bool(additional_properties)), ground, calls, answer
-    )
+    flags = (bool(allow_thinking), bool(additional_properties))
+    return _cached_grammar(canonical(specs), choice, syntax, *flags, ground, calls, answer)
 
 
-def _cached_grammar(
-    specs: list[ToolSpec],
-    choice: str,
-    syntax: str,
-    flags: tuple[bool, bool],
-    ground: tuple[str, ...] | None,
-    calls: str,
-    answer: str | None,
-) -> str:
-    """:func:`_build_grammar`'s text (``flags``: ``allow_thinking``, ``additional_properties``), validated once
-    and kept in an LRU cache of :data:`_CACHE_SIZE` grammars."""
-    key = (canonical(specs), choice, syntax, *flags, ground, calls, answer)
-    with _CACHE_LOCK:
-        if key in _CACHE:
-            _CACHE.move_to_end(key)
-            return _CACHE[key]
-    grammar = _build_grammar(specs, choice, syntax, *flags, ground, calls, answer)
+@functools.lru_cache(maxsize=256)
+def _cached_grammar(specs_json: str, choice: str, syntax: str, *args: Any) -> str:
+    """:func:`_build_grammar`'s text for the specs :func:`schema.canonical` wrote as ``specs_json`` (``args``:
+    the rest of its arguments), validated once and kept in an LRU cache of 256 grammars."""
+    specs = [ToolSpec(**d) for d in json.loads(specs_json)]
+    grammar = _build_grammar(specs, choice, syntax, *args)
     _validate(grammar)
-    with _CACHE_LOCK:
-        _CACHE[key] = grammar
-        while len(_CACHE) > _CACHE_SIZE:
-            _CACHE.popitem(last=False)
     return grammar
 
 

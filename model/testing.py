@@ -14,10 +14,6 @@ from typing import Any
 import torch
 from tokenizers import Tokenizer, decoders, models, pre_tokenizers
 from transformers import DiffusionGemmaForBlockDiffusion
-from transformers.models.diffusion_gemma.generation_diffusion_gemma import (
-    DiffusionGemmaGenerationConfig,
-    EntropyBoundSamplerConfig,
-)
 
 from grammar import special_tokens as st
 from model.checkpoint.config import small_config
@@ -25,7 +21,7 @@ from model.checkpoint.tokenizer import build_tokenizer, wrap_tokenizer
 from model.heads.copy_head import CopyHeadConfig
 from model.heads.copy_model import DiffusionGemmaWithCopyHead
 from model.heads.vision import write_processor_config
-from model.training.settings import TrainConfig
+from model.training.settings import TrainConfig, generation_config
 
 _CORPUS_SEED = (
     "The weather in Paris is sunny today. get_weather city days units metric imperial forecast. "
@@ -34,6 +30,8 @@ _CORPUS_SEED = (
     '{"name": "search", "arguments": {"query": "x", "limit": 3}} call:response:declaration:description: '
     "parameters:type:object properties required string integer number boolean array items enum "
 )
+#: The tiny checkpoint's denoising schedule: the real checkpoint's (0.8 -> 0.4 in 48 steps).
+_TINY_SCHEDULE = {"max_denoising_steps": 48, "t_max": 0.8, "t_min": 0.4}
 
 
 def tiny_corpus() -> list[str]:
@@ -64,33 +62,6 @@ def tiny_train_config(**overrides: Any) -> Any:
         "head_dim": 32,
     }
     return TrainConfig(**{**fields, **overrides})
-
-
-def _tiny_generation_config(canvas_length: int, overrides: dict[str, Any] | None) -> Any:
-    """The tiny checkpoint's ``DiffusionGemmaGenerationConfig``: the real checkpoint's schedule (0.8 -> 0.4, 48
-    steps, entropy bound 0.1) with four canvases of budget, then ``overrides``."""
-    gen = {
-        "max_new_tokens": canvas_length * 4,
-        "max_denoising_steps": 48,
-        "t_max": 0.8,
-        "t_min": 0.4,
-        "stability_threshold": 1,
-        "confidence_threshold": 0.005,
-        "entropy_bound": 0.1,
-        **(overrides or {}),
-    }
-    return DiffusionGemmaGenerationConfig(
-        max_new_tokens=gen["max_new_tokens"],
-        max_denoising_steps=gen["max_denoising_steps"],
-        sampler_config=EntropyBoundSamplerConfig(entropy_bound=float(gen["entropy_bound"])),
-        t_max=gen["t_max"],
-        t_min=gen["t_min"],
-        stability_threshold=gen["stability_threshold"],
-        confidence_threshold=gen["confidence_threshold"],
-        eos_token_id=list(st.GENERATION_EOS_IDS),
-        pad_token_id=st.PAD_ID,
-        bos_token_id=st.BOS_ID,
-    )
 
 
 def make_tiny_checkpoint(
@@ -140,7 +111,7 @@ def make_tiny_checkpoint(
         model.copy_head.set_token_tables(tok)
     else:
         model = DiffusionGemmaForBlockDiffusion(cfg).eval()
-    model.generation_config = _tiny_generation_config(canvas_length, generation)
+    model.generation_config = generation_config(canvas_length, {**_TINY_SCHEDULE, **(generation or {})})
     model.save_pretrained(out)
     tok.save_pretrained(out)
     write_processor_config(out, cfg)

@@ -151,12 +151,9 @@ class Builder(Algebra):
         self._in_progress.discard(ptr)
         self.defs[name] = node
         # A reference that was used recursively while being built stays a rule; others are inlined.
-        result: Node = Ref(name) if self._is_referenced(name, node) else node
+        result: Node = Ref(name) if name in self._free_refs(node) else node
         self._ref_nodes[ptr] = result
         return result
-
-    def _is_referenced(self, name: str, node: Node) -> bool:
-        return name in self._free_refs(node)
 
     def _free_refs(self, n: Node) -> frozenset[str]:
         """Names of the :class:`Ref` nodes inside ``n`` (not following them), memoised per node: walking

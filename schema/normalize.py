@@ -16,15 +16,11 @@ from schema.refs import (
 )
 
 
-def map_subschemas(schema: dict[str, Any], f: Any) -> dict[str, Any]:
-    """A copy of ``schema`` with ``f`` applied to each of its direct subschemas (``items``, ``anyOf``
-    members, ``properties`` values...); values elsewhere (``enum``, ``default``, ``examples``) are left alone."""
-    return map_subschemas_at(schema, lambda sub, _where: f(sub))
-
-
 def map_subschemas_at(schema: dict[str, Any], f: Any) -> dict[str, Any]:
-    """As :func:`map_subschemas`, with ``f(subschema, where)`` told where the subschema is below ``schema``:
-    ``("items",)``, ``("anyOf", 0)``, ``("properties", "name")``."""
+    """A copy of ``schema`` with ``f(subschema, where)`` applied to each of its direct subschemas (``items``,
+    ``anyOf`` members, ``properties`` values...), told where the subschema is below ``schema``: ``("items",)``,
+    ``("anyOf", 0)``, ``("properties", "name")``; values elsewhere (``enum``, ``default``, ``examples``) are left
+    alone."""
     out: dict[str, Any] = {}
     for k, v in schema.items():
         if k in SCHEMA_KEYS:
@@ -54,21 +50,7 @@ def drop_titles(schema: Any) -> Any:
     if not isinstance(schema, dict):
         return schema
     kept = {k: v for k, v in schema.items() if not (k == "title" and isinstance(v, str))}
-    return map_subschemas(kept, drop_titles)
-
-
-def _clean(s: Any) -> Any:
-    """Recursively drop ``title`` keywords (keeps everything else for :func:`build_ir`)."""
-    if isinstance(s, list):
-        return [_clean(x) for x in s]
-    if not isinstance(s, dict):
-        return s
-    out: dict[str, Any] = {}
-    for k, v in s.items():
-        if k == "title" and not isinstance(v, dict):
-            continue
-        out[k] = v
-    return map_subschemas(out, _clean)
+    return map_subschemas_at(kept, lambda sub, _where: drop_titles(sub))
 
 
 def normalize_schema(schema: Any) -> Any:
@@ -84,7 +66,7 @@ def normalize_schema(schema: Any) -> Any:
     Raises:
         SchemaError: a non-local or dangling ``$ref`` (keyword ``"$ref"``).
     """
-    root = _clean(schema)
+    root = drop_titles(schema)
     refs = Refs(root)
     recursive = recursive_targets(refs)  # resolves every reference reachable from the root, into refs.at
     try:

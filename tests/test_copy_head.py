@@ -345,13 +345,13 @@ def test_answer_match_responses_ids_are_checked_against_the_tokenizer(tmp_path):
 
 
 def test_softcap_in_place_outside_autograd_equals_the_out_of_place_form():
-    from model.heads.copy_model import _softcap
+    from model.heads.copy_model import softcap
 
     x = torch.randn(2, 8, 50, generator=torch.Generator().manual_seed(0)) * 60
     want = torch.tanh(x / 30.0) * 30.0
     with torch.no_grad():
         fresh = x.clone()
-        got = _softcap(fresh, 30.0)
+        got = softcap(fresh, 30.0)
     assert got.data_ptr() == fresh.data_ptr()  # no new [B, C, V] tensor
     assert torch.equal(got, want)
-    assert torch.equal(_softcap(x.clone().requires_grad_(), 30.0).detach(), want)
+    assert torch.equal(softcap(x.clone().requires_grad_(), 30.0).detach(), want)

@@ -8,8 +8,8 @@ carries the Gemma 4 chat template (``model/chat_template.jinja``). Control token
 
 from __future__ import annotations
 
+import functools
 import re
-import threading
 from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
@@ -117,17 +117,12 @@ def wrap_tokenizer(tok: Any) -> Any:
 
 @dataclass(frozen=True)
 class _Controls:
-    """Per-tokenizer tables of :func:`encode_marked` / :func:`decode_marked`."""
+    """Per-tokenizer tables of :func:`encode_marked` / :func:`decode_marked` (cached per tokenizer object)."""
 
-    tokenizer: Any  # held so the cache key id(tokenizer) is not reused
     ids: dict[str, int]  # control token text -> id
     id_set: frozenset[int]
     structural: re.Pattern[str] | None  # control tokens of st.CONTROL_SHAPE, longest first
     text_tok: Any  # tokenizers.Tokenizer copy with encode_special_tokens=True
-
-
-_CONTROLS: dict[int, _Controls] = {}
-_CONTROLS_LOCK = threading.Lock()
 
 
 def control_tokens(tokenizer: Any) -> dict[str, int]:
@@ -144,11 +139,8 @@ def control_tokens(tokenizer: Any) -> dict[str, int]:
     return dict(_controls(tokenizer).ids)
 
 
+@functools.lru_cache(maxsize=16)
 def _controls(tokenizer: Any) -> _Controls:
-    with _CONTROLS_LOCK:
-        hit = _CONTROLS.get(id(tokenizer))
-    if hit is not None and hit.tokenizer is tokenizer:
-        return hit
     from tokenizers import Tokenizer
 
     protocol = set(st.SPECIAL_TOKENS)
@@ -163,12 +155,7 @@ def _controls(tokenizer: Any) -> _Controls:
     text_tok.no_padding()
     text_tok.no_truncation()
     text_tok.encode_special_tokens = True
-    out = _Controls(tokenizer, ids, frozenset(ids.values()), structural, text_tok)
-    with _CONTROLS_LOCK:
-        _CONTROLS[id(tokenizer)] = out
-        while len(_CONTROLS) > 16:
-            _CONTROLS.pop(next(iter(_CONTROLS)))
-    return out
+    return _Controls(ids, frozenset(ids.values()), structural, text_tok)
 
 
 def _escape_surrogates(text: str) -> str:

@@ -37,6 +37,7 @@ Source: prefix-commit design measured in the project's prototype (``../shared/NO
 
 from __future__ import annotations
 
+import functools
 import math
 from typing import Any
 
@@ -47,32 +48,28 @@ from grammar import special_tokens as st
 from grammar.completion import bitmask_to_bool, shortest_completion
 from model.runtime.constraint_batch import ConstraintPlan
 
-_BASE_CACHE: dict[int, tuple[np.ndarray, np.ndarray, np.ndarray]] = {}
 
-
+@functools.lru_cache(maxsize=16)
 def word_bases(tokenizer: Any) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """Per token id: the id of its space-stripped form (``ĠBerlin`` -> ``Berlin``, else itself), whether it is
     word-like (has a letter or digit), and whether its space-stripped form is a word of 3 letters or more
     (``ĠBerlin``, ``defined``; not ``598``, ``py``, ``_``); ``([V] int64, [V] bool, [V] bool)``, cached per
     tokenizer object. Special tokens are none of these."""
-    key = id(tokenizer)
-    if key not in _BASE_CACHE:
-        vocab = tokenizer.get_vocab()
-        n = len(tokenizer)
-        base = np.arange(n, dtype=np.int64)
-        word = np.zeros(n, dtype=bool)
-        letters = np.zeros(n, dtype=bool)
-        special = set(tokenizer.all_special_ids)
-        for piece, i in vocab.items():
-            if i >= n or i in special:
-                continue
-            word[i] = any(ch.isalnum() for ch in piece)
-            stripped = piece.removeprefix("Ġ")
-            letters[i] = stripped.isalpha() and len(stripped) >= 3
-            if piece.startswith("Ġ") and len(piece) > 1 and piece[1:] in vocab and vocab[piece[1:]] < n:
-                base[i] = vocab[piece[1:]]
-        _BASE_CACHE[key] = (base, word, letters)
-    return _BASE_CACHE[key]
+    vocab = tokenizer.get_vocab()
+    n = len(tokenizer)
+    base = np.arange(n, dtype=np.int64)
+    word = np.zeros(n, dtype=bool)
+    letters = np.zeros(n, dtype=bool)
+    special = set(tokenizer.all_special_ids)
+    for piece, i in vocab.items():
+        if i >= n or i in special:
+            continue
+        word[i] = any(ch.isalnum() for ch in piece)
+        stripped = piece.removeprefix("Ġ")
+        letters[i] = stripped.isalpha() and len(stripped) >= 3
+        if piece.startswith("Ġ") and len(piece) > 1 and piece[1:] in vocab and vocab[piece[1:]] < n:
+            base[i] = vocab[piece[1:]]
+    return base, word, letters
 
 
 class GrammarConstraint:

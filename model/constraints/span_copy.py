@@ -55,6 +55,7 @@ the next phrase is one choice among spans of the source); the induction-match tr
 
 from __future__ import annotations
 
+import functools
 import re
 from collections.abc import Iterable, Sequence
 from typing import Any
@@ -70,9 +71,6 @@ TAIL_TOKENS = 48
 #: Characters that make a word a fact (its spans are then enforced at the frontier: :meth:`SpanCopier.allowed`).
 FACT_MARKS = frozenset("0123456789_./:-")
 _PUNCT = frozenset(".:-")
-#: Per (tokenizer object, vocabulary size): each token with a leading run of span characters, as (id, that run,
-#: whether it is the whole token, whether the run holds a fact mark other than ``.:-``).
-_LEAD_CACHE: dict[tuple[int, int], list[tuple[int, str, bool, bool]]] = {}
 
 
 def tool_spans(texts: Iterable[str], min_chars: int = 2) -> set[str]:
@@ -93,6 +91,21 @@ def tool_spans(texts: Iterable[str], min_chars: int = 2) -> set[str]:
             if len(span) >= min_chars:
                 out.add(span)
     return out
+
+
+@functools.lru_cache(maxsize=16)
+def _lead_table(tokenizer: Any, vocab_size: int) -> list[tuple[int, str, bool, bool]]:
+    """Each token with a leading run of span characters, as (id, that run, whether it is the whole token,
+    whether the run holds a fact mark other than ``.:-``); cached per tokenizer object and vocabulary size."""
+    leads = []
+    for t in range(vocab_size):
+        text = tokenizer.decode([t])
+        m = re.match(f"{SPAN_CHARS}+", text)
+        if m:
+            lead = m.group()
+            marks = bool(FACT_MARKS & set(lead)) and not set(lead) <= _PUNCT
+            leads.append((t, lead, m.end() == len(text), marks))
+    return leads
 
 
 class SpanCopier:
@@ -161,20 +174,6 @@ class SpanCopier:
                 n -= 1
         return first[:n]
 
-    def _lead_table(self, vocab_size: int) -> list[tuple[int, str, bool, bool]]:
-        key = (id(self.tokenizer), vocab_size)
-        if key not in _LEAD_CACHE:
-            leads = []
-            for t in range(vocab_size):
-                text = self._text(t)
-                m = re.match(f"{SPAN_CHARS}+", text)
-                if m:
-                    lead = m.group()
-                    marks = bool(FACT_MARKS & set(lead)) and not set(lead) <= _PUNCT
-                    leads.append((t, lead, m.end() == len(text), marks))
-            _LEAD_CACHE[key] = leads
-        return _LEAD_CACHE[key]
-
     def allowed(self, committed: Sequence[int], vocab_size: int, restart: bool = True) -> np.ndarray | None:
         """The tokens the frontier may take (see the module docstring), as a ``[vocab_size]`` bool array;
         ``None`` when nothing is restricted (the word is already no prefix of a span).
@@ -209,7 +208,7 @@ class SpanCopier:
         whole = word in self._span_set
         glued = self._restart_leads(committed, word) if restart and not marked else set()
         out = np.ones(vocab_size, dtype=bool)
-        for t, lead, entire, marks in self._lead_table(vocab_size):
+        for t, lead, entire, marks in _lead_table(self.tokenizer, vocab_size):
             if t >= vocab_size or (not marked and not marks):
                 continue
             u = word + lead

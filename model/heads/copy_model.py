@@ -17,7 +17,7 @@ from transformers.models.diffusion_gemma.modeling_diffusion_gemma import (
 from model.heads.copy_head import CopyHead, CopyHeadConfig, CopyMemory
 
 
-def _softcap(logits: torch.Tensor, cap: float | None) -> torch.Tensor:
+def softcap(logits: torch.Tensor, cap: float | None) -> torch.Tensor:
     """``tanh(logits / cap) * cap`` in float32 (transformers' final soft-capping); in place outside autograd (the
     ``lm_head`` output is fresh), as :func:`model.runtime.step.decoder_logits` does."""
     logits = logits.float()
@@ -92,7 +92,7 @@ class DiffusionGemmaWithCopyHead(DiffusionGemmaForBlockDiffusion):  # type: igno
             assert input_ids is not None
             copy_memory = self.copy_head.new_memory(input_ids, out.encoder_last_hidden_state, attention_mask)
         h = out.last_hidden_state
-        vocab_logits = _softcap(self.lm_head(h), self.final_logit_softcapping)
+        vocab_logits = softcap(self.lm_head(h), self.final_logit_softcapping)
         canvas = decoder_input_ids
         assert canvas is not None
         ptr = self.copy_head.pointer(h, canvas, copy_memory)

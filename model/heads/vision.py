@@ -449,16 +449,6 @@ def part_source(part: dict[str, Any]) -> ImageSource:
     raise ImageError(f"an image content part holds no image (keys: {sorted(part)})")
 
 
-def part_budget(part: dict[str, Any]) -> int | None:
-    """The ``vision_budget`` an agentkit image part carries (``None``: the request's or checkpoint's default).
-
-    Raises:
-        ImageError: a budget outside :data:`VISION_BUDGETS`.
-    """
-    value = part.get("vision_budget")
-    return None if value is None else check_budget(value)
-
-
 def prepare_images(
     checkpoint: Any, messages: list[dict[str, Any]], vision_budget: int | None = None
 ) -> tuple[list[dict[str, Any]], VisionInputs | None]:
@@ -488,8 +478,8 @@ def prepare_images(
     images, budgets = [], []
     for _, part in found:
         images.append(open_image(part_source(part)))
-        own = part_budget(part)
-        budgets.append(own if own is not None else default)
+        own = part.get("vision_budget")  # an agentkit image part's own budget
+        budgets.append(default if own is None else check_budget(own))
     vision = vp.process(images, budgets)
     out = []
     for m in messages:

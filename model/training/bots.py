@@ -138,10 +138,6 @@ def _doc(rng: random.Random) -> str:
     )
 
 
-def _loc(path: str, line: int) -> str:
-    return f"{path}:{line}"
-
-
 # -------------------------------------------------------------------------------------------------------------
 # code search
 
@@ -168,7 +164,7 @@ def find_definition_response(
         bare = mname.split(".")[-1]
         matches.append(
             {
-                "location": _loc(path, line),
+                "location": f"{path}:{line}",
                 "path": path,
                 "line": line,
                 "end_line": line + rng.randint(2, 120),
@@ -217,7 +213,7 @@ def search_code_response(rng: random.Random, pattern: str) -> dict[str, Any]:
         )
         matches.append(
             {
-                "location": _loc(path, line),
+                "location": f"{path}:{line}",
                 "path": path,
                 "line": line,
                 "text": text,

@@ -28,8 +28,6 @@ from typing import Any
 from grammar import special_tokens as st
 from model.training import values as V
 from model.training.bots import bot_answer, bot_example_parts, bot_response, say
-
-#: Default location of the Glaive schemas (relative to the repository root).
 from model.training.catalog import (
     DEFAULT_MASKBENCH,
     TrainingTool,
@@ -38,21 +36,12 @@ from model.training.catalog import (
     load_glaive_tools,
     split_of,
 )
-from model.training.kinds import (
-    GENERIC,
-    NUMERIC,
-    OPENERS,
-    QUOTED,
-    SYSTEM_PROMPTS,
-    Gen,
-    Kind,
-)
+from model.training.kinds import OPENERS, SYSTEM_PROMPTS, Kind
 from model.training.render import (
     format_call,
     format_value,
     render_declaration,
     render_prompt,
-    render_schema,
     strip_descriptions,
 )
 from model.training.tables import frozen, load
@@ -61,11 +50,7 @@ from model.training.tables import frozen, load
 DIALOGUE: dict[str, Any] = frozen(load("dialogue"))
 
 __all__ = [
-    "GENERIC",
-    "NUMERIC",
-    "QUOTED",
     "Example",
-    "Gen",
     "Generator",
     "Kind",
     "TrainingTool",
@@ -74,7 +59,6 @@ __all__ = [
     "format_value",
     "render_declaration",
     "render_prompt",
-    "render_schema",
     "sanity_check",
     "strip_descriptions",
 ]

@@ -14,6 +14,7 @@ from typing import Any
 import torch
 import torch.nn.functional as F
 
+from model.heads.copy_model import softcap
 from model.training.settings import TrainConfig
 
 # --------------------------------------------------------------------------------------------------------------
@@ -38,11 +39,9 @@ def ar_readout(model: Any, ids: Any, attn: Any, canvas: Any) -> tuple[Any, Any]:
     enc = model.model.encoder(
         input_ids=torch.cat([ids, canvas], 1), attention_mask=torch.cat([attn, torch.ones_like(canvas)], 1)
     )
-    logits = model.lm_head(enc.last_hidden_state[:, P - 1 : P + C - 1]).float()
-    cap = model.final_logit_softcapping
-    if cap:
-        logits = torch.tanh(logits / cap) * cap
-    return enc, logits
+    return enc, softcap(
+        model.lm_head(enc.last_hidden_state[:, P - 1 : P + C - 1]), model.final_logit_softcapping
+    )
 
 
 def _encode(
@@ -238,11 +237,7 @@ def _copy_decode(
         self_conditioning_logits=sc_logits,
     )
     h = out.last_hidden_state
-    vocab_logits = model.lm_head(h).float()
-    cap = model.final_logit_softcapping
-    if cap:
-        vocab_logits = torch.tanh(vocab_logits / cap) * cap
-    return h, vocab_logits
+    return h, softcap(model.lm_head(h), model.final_logit_softcapping)
 
 
 def _key_loss(query: Any, z: Any, valid: Any, kl: Any) -> tuple[Any, float] | None:

@@ -230,7 +230,8 @@ GENERATION_DEFAULTS: dict[str, Any] = {
 
 
 def generation_config(canvas_length: int, overrides: dict[str, Any] | None = None) -> Any:
-    """``DiffusionGemmaGenerationConfig`` with the project's EOS ids ``[<eos>, <turn|>, <|tool_response>]``."""
+    """``DiffusionGemmaGenerationConfig`` with the project's EOS ids ``[<eos>, <turn|>, <|tool_response>]``:
+    :data:`GENERATION_DEFAULTS` and four canvases of budget (``max_new_tokens``), then ``overrides``."""
     from transformers.models.diffusion_gemma.generation_diffusion_gemma import (
         DiffusionGemmaGenerationConfig,
         EntropyBoundSamplerConfig,
@@ -238,7 +239,7 @@ def generation_config(canvas_length: int, overrides: dict[str, Any] | None = Non
 
     g = {**GENERATION_DEFAULTS, **(overrides or {})}
     return DiffusionGemmaGenerationConfig(
-        max_new_tokens=canvas_length * 4,
+        max_new_tokens=int(g.get("max_new_tokens", canvas_length * 4)),
         max_denoising_steps=int(g["max_denoising_steps"]),
         sampler_config=EntropyBoundSamplerConfig(entropy_bound=float(g["entropy_bound"])),
         t_max=float(g["t_max"]),
