@@ -240,12 +240,9 @@ class CanvasBatcher:
             den = denoiser(
                 self.model, ids, row.settings, constraints=[row.constraint], seed=row.seed, sampler="torch"
             )
-            v, row.vision = row.vision, None  # the images live on in the cache
-            images = (
-                {}
-                if v is None
-                else image_inputs(self.model, ids, mm_token_type_ids=None, **v.generate_kwargs())
-            )
+            v, row.vision, images = row.vision, None, {}  # the images live on in the cache
+            if v is not None:
+                images = image_inputs(self.model, ids, mm_token_type_ids=None, **v.generate_kwargs())
             row.cohort = Cohort(den, prefill_batch(den, ids, None, images))
         except Exception as exc:
             self._fail(row, exc)
@@ -264,14 +261,12 @@ class CanvasBatcher:
 
     def _commit(self, r: _Row) -> bool:
         """Commit the row's finished canvas and stream it; True when the row goes on to its next canvas."""
-        cohort, eos = r.cohort, self.settings.eos_token_ids
+        cohort, guard, eos = r.cohort, r.constraint, self.settings.eos_token_ids
         assert cohort is not None
         try:
             leaves = self.scheduler.commit(cohort)
-            if (
-                r.constraint is not None and r.constraint.error is not None
-            ):  # its constraint failed: only it leaves
-                raise r.constraint.error
+            if guard is not None and guard.error is not None:  # its constraint failed: only it leaves
+                raise guard.error
             toks = cohort.batch.sequences[0, -self.settings.canvas_length :].tolist()
             stop = bool(cohort.batch.done[0])
             kept = toks[: next(i for i, t in enumerate(toks) if t in eos) + 1] if stop else toks

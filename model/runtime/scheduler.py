@@ -1,21 +1,20 @@
-"""The one scheduler of the denoising runtime: :class:`Scheduler` takes rows through admission (prefill), denoising
-steps, canvas end (readout, commit, encode) and leaving; :func:`generate` runs it over one fixed batch.
+"""The one scheduler of the denoising runtime: :class:`Scheduler` takes rows from admission (prefill) through
+denoising steps and canvas ends (readout, commit, encode) to leaving; :func:`generate` runs it over a fixed batch.
 
-Rows admitted together form a :class:`Cohort`: a :class:`~model.runtime.step.Denoiser` and a :class:`FixedBatch`
-(sequences over one left-padded KV cache). A cohort starts and ends its canvases in lockstep; cohorts step
-together, each at its own step of its own canvas. The cache layout is the seam: one cohort steps over its own
-cache and positions (:func:`generate`: every row shares one left-padded cache and its positions, as transformers'
-``generate`` does, which parity needs); several are packed per step into one left-padded cache in which each row
-keeps its own positions (:meth:`FixedBatch.pack`; :class:`model.runtime.batcher.CanvasBatcher` feeds one cohort
-per request from a queue). Per canvas: a uniform-noise canvas, then :func:`model.runtime.step.denoise_step` until
-the cohort's rows stopped (or the schedule is spent), readout, encoder commit of the finished canvas; canvases
-follow each other block-autoregressively until every row has produced an EOS id or the token budget is spent.
-Checkpoints with a copy head (:mod:`model.heads.copy_head`) also get a :class:`~model.heads.copy_head.CopyMemory`
-beside the cache, built at prefill and extended at each committed canvas.
+Rows admitted together are a :class:`Cohort` (a :class:`~model.runtime.step.Denoiser` and a :class:`FixedBatch`:
+sequences over one left-padded KV cache); they start and end canvases in lockstep. The cache layout is the seam:
+one cohort steps over its own cache and positions (:func:`generate`: every row shares one left-padded cache and its
+positions, as transformers' ``generate`` does, which parity needs); several cohorts, each at its own step of its
+own canvas, are packed per step into one left-padded cache in which every row keeps its own positions
+(:meth:`FixedBatch.pack`; :class:`model.runtime.batcher.CanvasBatcher` feeds a cohort per request from a queue).
+Per canvas: uniform noise, :func:`model.runtime.step.denoise_step` until the rows stopped (or the schedule is
+spent), readout, encoder commit; canvases follow each other until every row has produced an EOS id or the token
+budget is spent. A copy head (:mod:`model.heads.copy_head`) gets a :class:`~model.heads.copy_head.CopyMemory`
+beside the cache, built at prefill and extended at each commit.
 
 The network is transformers' ``DiffusionGemmaForBlockDiffusion``; the loop is ours because the reference
 ``generate`` gives a logits processor no view of which positions are accepted and no say in acceptance or
-readout. Source: transformers ``models/diffusion_gemma/generation_diffusion_gemma.py``; admitting and retiring
+readout (source: transformers ``models/diffusion_gemma/generation_diffusion_gemma.py``). Admitting and retiring
 rows between steps is Orca's iteration-level scheduling (Yu et al., OSDI 2022) applied to denoising steps.
 
 Two sampling modes: ``parity=True`` draws random numbers exactly like the reference (``torch.randint`` canvas,
@@ -154,14 +153,8 @@ class FixedBatch:
                 n,
             )
             if (m := self.memory) is not None:
-                b.memory = CopyMemory(
-                    m.ids[rows, -n:],
-                    m.keys[rows, -n:],
-                    m.mask[rows, -n:],
-                    m.prev_base[rows, -n:],
-                    m.tail[rows],
-                    m.in_excluded[rows],
-                )
+                per_position = (getattr(m, f)[rows, -n:] for f, _ in _MEMORY_PADS)
+                b.memory = CopyMemory(*per_position, tail=m.tail[rows], in_excluded=m.in_excluded[rows])  # type: ignore[misc]
 
     def advance(self, canvas_length: int) -> None:
         """Move to the next canvas: the committed canvas's positions become the encoder's, masks grow by it."""
@@ -519,10 +512,8 @@ class Cohort:
 
     def own_canvas(self) -> Canvas:
         """The cohort's rows of ``canvas`` as a canvas of their own."""
-        c, rows = self.canvas, self.rows
-        assert c is not None
-        whole = rows.start == 0 and rows.stop == c.tokens.shape[0]
-        return c if whole else Canvas.gather([(c, i) for i in range(rows.start, rows.stop)])
+        assert self.canvas is not None
+        return self.canvas.select(self.rows)
 
 
 class Scheduler:
@@ -575,16 +566,8 @@ class Scheduler:
                     raise ValueError("cohorts step together only as one row each with its own generator")
                 gens.append(g)
             rows = [r for c in cohorts for r in c.den.constraints.rows]
-            den = Denoiser(
-                self.model,
-                self.settings,
-                TorchSampler(gens),
-                ConstraintBatch(rows),
-                gens,
-                GenerationStats(),
-                cohorts[0].den.vocab,
-            )
-            self._joint = (key, den)
+            parts = (TorchSampler(gens), ConstraintBatch(rows), gens, GenerationStats(), cohorts[0].den.vocab)
+            self._joint = (key, Denoiser(self.model, self.settings, *parts))
         return replace(self._joint[1], stats=GenerationStats())
 
     @torch.no_grad()
@@ -617,17 +600,8 @@ class Scheduler:
                 c.den.stats.add_times(den.stats, (rows.stop - rows.start) / start)
             if c.on_event is not None:
                 fixed = out.fixed if out.fixed is not None else torch.zeros_like(out.accepted)
-                c.on_event(
-                    StepEvent(
-                        c.batch.canvas_index,
-                        c.steps,
-                        out.canvas.argmax[rows].cpu(),
-                        out.accepted[rows].cpu(),
-                        out.entropy[rows].float().cpu(),
-                        fixed[rows].cpu(),
-                        out.canvas.finished[rows].cpu(),
-                    )
-                )
+                per_row = (out.canvas.argmax, out.accepted, out.entropy.float(), fixed, out.canvas.finished)
+                c.on_event(StepEvent(c.batch.canvas_index, c.steps, *(t[rows].cpu() for t in per_row)))
             if all(done[rows]):
                 ended.append(c)
         return ended
