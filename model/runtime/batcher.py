@@ -144,7 +144,8 @@ class CanvasBatcher:
                 read by the request's own prefill; ``None``: no images.
 
         Returns:
-            :class:`RequestHandle`.
+            :class:`RequestHandle`; its future raises what :func:`~model.runtime.generate` raises for the prompt
+            alone (ids outside the vocabulary, ``PromptTooLong``).
 
         Raises:
             BatcherClosed: :meth:`close` was called.
