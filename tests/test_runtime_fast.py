@@ -9,8 +9,8 @@ from transformers.models.diffusion_gemma.generation_diffusion_gemma import (
 
 from model.checkpoint.loading import CheckpointError, load_checkpoint
 from model.runtime import StepEvent, generate, step
-from model.runtime.fixed import decoder_inputs, denoiser, prefill_batch, start_canvas
 from model.runtime.sampler import Workspace, entropy_and_argmax, entropy_bound_accept, sample_positions
+from model.runtime.scheduler import decoder_inputs, denoiser, prefill_batch, start_canvas
 
 
 def test_entropy_and_argmax_match_categorical():

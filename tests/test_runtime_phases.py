@@ -1,4 +1,4 @@
-"""Each phase of the denoising loop on its own (model.runtime.fixed's scheduler and model.runtime.step's one step),
+"""Each phase of the denoising loop on its own (model.runtime.scheduler's scheduler and model.runtime.step's one step),
 the step samplers, the constraint batch and the transformers adapter; the phases stepped by hand equal generate();
 generate and the batcher call the same step function."""
 
@@ -12,16 +12,6 @@ from model.checkpoint.loading import load_checkpoint
 from model.runtime import generate, step
 from model.runtime.batcher import CanvasBatcher
 from model.runtime.constraint_batch import ConstraintBatch, ConstraintPlan
-from model.runtime.fixed import (
-    commit_canvas,
-    decoder_inputs,
-    denoise_canvas,
-    denoiser,
-    encode_canvas,
-    prefill_batch,
-    result,
-    start_canvas,
-)
 from model.runtime.sampler import (
     KernelSampler,
     ParitySampler,
@@ -31,6 +21,16 @@ from model.runtime.sampler import (
     select_sampler,
     stop_test,
     window_accept,
+)
+from model.runtime.scheduler import (
+    commit_canvas,
+    decoder_inputs,
+    denoise_canvas,
+    denoiser,
+    encode_canvas,
+    prefill_batch,
+    result,
+    start_canvas,
 )
 
 C = 16

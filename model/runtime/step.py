@@ -74,6 +74,22 @@ class Canvas:
             steps_left=(settings.max_denoising_steps,) * b,
         )
 
+    def select(self, rows: slice) -> Canvas:
+        """The canvas of ``rows`` (views, no copy)."""
+        if rows.start == 0 and rows.stop == self.tokens.shape[0]:
+            return self
+        per_row = (
+            "tokens",
+            "argmax",
+            "prev_accepted",
+            "finished",
+            "steps_left",
+            "self_cond",
+            "self_cond_mask",
+        )
+        cut: dict[str, Any] = {f: None if (t := getattr(self, f)) is None else t[rows] for f in per_row}
+        return replace(self, history=self.history[:, rows], **cut)
+
     @classmethod
     def gather(cls, parts: Sequence[tuple[Canvas, int]]) -> Canvas:
         """One canvas of the rows ``(canvas, row index)`` taken from others, in order (a batch of rows at their

@@ -1,15 +1,21 @@
-"""The block-diffusion generation loop over a fixed batch (:func:`generate`), with a constraint hook.
+"""The one scheduler of the denoising runtime: :class:`Scheduler` takes rows from admission (prefill) through
+denoising steps and canvas ends (readout, commit, encode) to leaving; :func:`generate` runs it over a fixed batch.
 
-One call: prompt prefill by the encoder (causal, writes the KV cache) -> for each canvas: a uniform-noise canvas,
-then :func:`model.runtime.step.denoise_step` until every row stopped (or the schedule is spent), readout, encoder
-commit of the finished canvas; canvases follow each other block-autoregressively until every row has produced an
-EOS id or the token budget is spent. Every row shares one left-padded KV cache and its positions, as transformers'
-``generate`` does, which parity needs. Checkpoints with a copy head (:mod:`model.heads.copy_head`) also get a
-:class:`~model.heads.copy_head.CopyMemory` beside the cache, built at prefill and extended at each committed canvas.
+Rows admitted together are a :class:`Cohort` (a :class:`~model.runtime.step.Denoiser` and a :class:`FixedBatch`:
+sequences over one left-padded KV cache); they start and end canvases in lockstep. The cache layout is the seam:
+one cohort steps over its own cache and positions (:func:`generate`: every row shares one left-padded cache and its
+positions, as transformers' ``generate`` does, which parity needs); several cohorts, each at its own step of its
+own canvas, are packed per step into one left-padded cache in which every row keeps its own positions
+(:meth:`FixedBatch.pack`; :class:`model.runtime.batcher.CanvasBatcher` feeds a cohort per request from a queue).
+Per canvas: uniform noise, :func:`model.runtime.step.denoise_step` until the rows stopped (or the schedule is
+spent), readout, encoder commit; canvases follow each other until every row has produced an EOS id or the token
+budget is spent. A copy head (:mod:`model.heads.copy_head`) gets a :class:`~model.heads.copy_head.CopyMemory`
+beside the cache, built at prefill and extended at each commit.
 
 The network is transformers' ``DiffusionGemmaForBlockDiffusion``; the loop is ours because the reference
 ``generate`` gives a logits processor no view of which positions are accepted and no say in acceptance or
-readout. Source: transformers ``models/diffusion_gemma/generation_diffusion_gemma.py``.
+readout (source: transformers ``models/diffusion_gemma/generation_diffusion_gemma.py``). Admitting and retiring
+rows between steps is Orca's iteration-level scheduling (Yu et al., OSDI 2022) applied to denoising steps.
 
 Two sampling modes: ``parity=True`` draws random numbers exactly like the reference (``torch.randint`` canvas,
 full ``torch.multinomial`` every step, ``torch.randint`` re-noise, global RNG) and reproduces its tokens; the
@@ -22,7 +28,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any, TypedDict, Unpack
 
 import torch
@@ -32,7 +38,7 @@ from model.heads.copy_head import CopyHead, CopyMemory
 from model.runtime import step
 from model.runtime.constraint_batch import CanvasConstraint, ConstraintBatch
 from model.runtime.events import CanvasEvent, EventCallback, GenerationResult, GenerationStats, StepEvent
-from model.runtime.sampler import select_sampler
+from model.runtime.sampler import TorchSampler, select_sampler
 from model.runtime.settings import DenoiseSettings
 from model.runtime.step import Canvas, Denoiser
 from model.turn.limits import check_prompt_length
@@ -41,9 +47,9 @@ from model.turn.prefill import Prefill, image_inputs
 
 @dataclass
 class FixedBatch:
-    """The per-row tensors and sequence bookkeeping of one :func:`generate` call (B rows, P prompt tokens, C the
-    canvas length; tensors on the prompt's device). Every row shares one left-padded KV cache and its positions,
-    as transformers' ``generate`` does (what parity needs).
+    """The per-row tensors and sequence bookkeeping of a :class:`Cohort` (B rows, P prompt tokens, C the canvas
+    length; tensors on the prompt's device): every row shares one left-padded KV cache and its positions, as
+    transformers' ``generate`` does (what parity needs).
 
     Attributes:
         sequences: ``[B, P + n*C]`` int64 prompt and committed canvases.
@@ -52,7 +58,8 @@ class FixedBatch:
         forwards: ``[B]`` int64 decoder forwards each row needed.
         cache: the KV cache (``transformers`` cache object).
         attn: ``[B, P + n*C]`` bool encoded positions (False: left padding).
-        enc_pos: ``[1, L]`` int32 positions of the next encoder pass; dec_pos: ``[1, C]`` the canvas's.
+        enc_pos: ``[1, L]`` int32 positions of the next encoder pass; dec_pos: ``[1, C]`` the canvas's (``[B, ...]``:
+            each row its own, in a batch from :meth:`pack`).
         memory: the copy head's :class:`~model.heads.copy_head.CopyMemory` (``None`` without a head).
         canvas_index: 0-based canvas being generated.
     """
@@ -92,6 +99,83 @@ class FixedBatch:
             enc_pos=torch.arange(0, p, dtype=torch.int32, device=device).unsqueeze(0),
             dec_pos=torch.arange(p, p + c, dtype=torch.int32, device=device)[None],
         )
+
+    @classmethod
+    def pack(cls, model: Any, batches: Sequence[FixedBatch]) -> FixedBatch:
+        """One batch over the rows of ``batches`` (each over its own cache) for a decoder pass, or an encoder pass
+        after :meth:`advance`: caches, masks and copy memories left-padded to the longest, every row keeping its own
+        positions (``dec_pos`` ``[B, C]``: its attention is what it is alone); ``sequences`` holds the last canvas
+        only. One batch is returned as it is."""
+        if len(batches) == 1:
+            return batches[0]
+        length = max(b.attn.shape[1] for b in batches)
+        layers = [
+            tuple(_left_padded([getattr(layer, kv) for layer in stack], 0.0, -2) for kv in ("keys", "values"))
+            for stack in zip(*(b.cache.layers for b in batches), strict=True)
+        ]
+        pos = torch.cat([b.dec_pos.expand(b.done.shape[0], -1) for b in batches])
+        memory = None
+        if batches[0].memory is not None:
+            mems: list[CopyMemory] = [b.memory for b in batches]  # type: ignore[misc]
+            padded = [_left_padded([getattr(m, f) for m in mems], v) for f, v in _MEMORY_PADS]
+            tail, inside = (
+                torch.cat([m.tail for m in mems]),
+                torch.cat([m.in_excluded.reshape(-1) for m in mems]),
+            )
+            memory = CopyMemory(*padded, tail=tail, in_excluded=inside)  # type: ignore[misc]
+        return cls(
+            sequences=_left_padded([b.sequences[:, -pos.shape[1] :] for b in batches], 0),
+            prompt_length=0,
+            done=torch.cat([b.done for b in batches]),
+            forwards=torch.cat([b.forwards for b in batches]),
+            cache=hf.cache_from_layers(model, layers, length),  # type: ignore[arg-type]
+            attn=_left_padded([b.attn for b in batches], False),
+            enc_pos=pos,
+            dec_pos=pos,
+            memory=memory,
+            canvas_index=max(b.canvas_index for b in batches),
+        )
+
+    def unpack(self, model: Any, batches: Sequence[FixedBatch]) -> None:
+        """Give each of ``batches`` (those :meth:`pack` made this one of) its rows of this cache and copy memory."""
+        if len(batches) == 1 and batches[0] is self:
+            return
+        start = 0
+        for b in batches:
+            rows, n = slice(start, start + b.done.shape[0]), b.attn.shape[1]
+            start = rows.stop
+            b.cache = hf.cache_from_layers(
+                model,
+                [
+                    (k[rows, :, -min(n, k.shape[-2]) :].clone(), v[rows, :, -min(n, v.shape[-2]) :].clone())
+                    for k, v in ((layer.keys, layer.values) for layer in self.cache.layers)
+                ],
+                n,
+            )
+            if (m := self.memory) is not None:
+                per_position = (getattr(m, f)[rows, -n:] for f, _ in _MEMORY_PADS)
+                b.memory = CopyMemory(*per_position, tail=m.tail[rows], in_excluded=m.in_excluded[rows])  # type: ignore[misc]
+
+    def advance(self, canvas_length: int) -> None:
+        """Move to the next canvas: the committed canvas's positions become the encoder's, masks grow by it."""
+        length = self.sequences.shape[1]
+        self.attn = torch.nn.functional.pad(self.attn, (0, canvas_length), value=True)
+        self.enc_pos = self.dec_pos
+        self.dec_pos = torch.arange(
+            length, length + canvas_length, dtype=torch.int32, device=self.attn.device
+        )[None]
+        self.canvas_index += 1
+
+
+#: The copy memory's per-position fields and what pads them (:meth:`FixedBatch.pack`).
+_MEMORY_PADS = (("ids", 0), ("keys", 0.0), ("mask", False), ("prev_base", -1))
+
+
+def _left_padded(ts: Sequence[torch.Tensor], value: float, dim: int = 1) -> torch.Tensor:
+    """``ts`` left-padded with ``value`` along ``dim`` to the longest, concatenated along dim 0."""
+    n = max(t.shape[dim] for t in ts)
+    pads = [t.new_full((*t.shape[:dim], n - t.shape[dim], *t.shape[dim + 1 :]), value) for t in ts]
+    return torch.cat([torch.cat([p, t], dim) for p, t in zip(pads, ts, strict=True)])
 
 
 class RunOptions(TypedDict, total=False):
@@ -285,32 +369,12 @@ def decoder_inputs(den: Denoiser, batch: FixedBatch, canvas: Canvas) -> dict[str
 def denoise_canvas(
     den: Denoiser, batch: FixedBatch, canvas: Canvas, on_event: EventCallback | None = None
 ) -> tuple[Canvas, int]:
-    """:func:`~model.runtime.step.denoise_step` until every row finished or the schedule is spent; returns the
+    """:meth:`Scheduler.step` over ``batch``'s rows until every row finished or the schedule is spent; returns the
     last canvas and the steps taken. Emits a :class:`StepEvent` per step."""
-    inputs = decoder_inputs(den, batch, canvas)
-    steps = 0
-    while True:
-        steps += 1
-        batch.forwards += (~(canvas.finished | batch.done)).long()
-        temperature = den.settings.temperature(canvas.steps_left[0])
-        # through the module: the one step function both schedulers call (a test patches it there)
-        out = step.denoise_step(den, canvas, inputs, temperature, canvas_index=batch.canvas_index)
-        canvas = out.canvas
-        if on_event is not None:
-            fixed = out.fixed if out.fixed is not None else torch.zeros_like(out.accepted)
-            on_event(
-                StepEvent(
-                    canvas_index=batch.canvas_index,
-                    step=steps,
-                    argmax=canvas.argmax.cpu(),
-                    accepted=out.accepted.cpu(),
-                    entropy=out.entropy.float().cpu(),
-                    fixed=fixed.cpu(),
-                    finished=canvas.finished.cpu(),
-                )
-            )
-        if bool(canvas.finished.all()) or canvas.steps_left[0] == 0:
-            return canvas, steps
+    cohort, scheduler = Cohort(den, batch, on_event, canvas), Scheduler(den.model, den.settings)
+    while not scheduler.step([cohort]):
+        pass
+    return cohort.own_canvas(), cohort.steps
 
 
 def commit_canvas(
@@ -350,13 +414,8 @@ def commit_canvas(
 
 
 def encode_canvas(den: Denoiser, batch: FixedBatch) -> None:
-    """Move to the next canvas: positions and masks advance, and the committed canvas is encoded."""
-    c = den.settings.canvas_length
-    length = batch.sequences.shape[1]
-    batch.attn = torch.nn.functional.pad(batch.attn, (0, c), value=True)
-    batch.enc_pos = batch.dec_pos
-    batch.dec_pos = torch.arange(length, length + c, dtype=torch.int32, device=batch.attn.device)[None]
-    batch.canvas_index += 1
+    """Move to the next canvas (:meth:`FixedBatch.advance`) and encode the committed one."""
+    batch.advance(den.settings.canvas_length)
     encode(den, batch)
 
 
@@ -385,9 +444,9 @@ def generate(
     prefill: Prefill | None = None,
     **options: Unpack[RunOptions],
 ) -> GenerationResult:
-    """Generate canvases block-autoregressively with the entropy-bound sampler: the driver over
-    :class:`FixedBatch` (prefill, then per canvas: start, :func:`~model.runtime.step.denoise_step` until done,
-    commit, encode).
+    """Generate canvases block-autoregressively with the entropy-bound sampler: the rows admitted as one
+    :class:`Cohort` (prefill), run by the :class:`Scheduler` to completion (per canvas: start,
+    :func:`~model.runtime.step.denoise_step` until done, commit, encode).
 
     Args:
         model: ``transformers.DiffusionGemmaForBlockDiffusion`` (eval mode).
@@ -421,12 +480,150 @@ def generate(
     den = denoiser(model, input_ids, settings, **options)
     images = image_inputs(model, input_ids, pixel_values, image_position_ids, mm_token_type_ids)
     batch = prefill_batch(den, input_ids, options.get("attention_mask"), images, prefill)
-    for _ in range(den.settings.max_canvases):
-        canvas, steps = denoise_canvas(den, batch, start_canvas(den, batch), on_event)
-        if (
-            commit_canvas(den, batch, canvas, steps, on_event)
-            or batch.canvas_index + 1 == den.settings.max_canvases
-        ):
-            break
-        encode_canvas(den, batch)
+    Scheduler(model, den.settings).run(Cohort(den, batch, on_event))
     return result(den, batch, started)
+
+
+@dataclass(eq=False)
+class Cohort:
+    """Rows admitted together (one :func:`generate` call, one served request): they start and end their canvases
+    together.
+
+    Attributes:
+        den: their :class:`~model.runtime.step.Denoiser` (settings, sampler, constraints, generator, stats).
+        batch: their :class:`FixedBatch` (sequences over one KV cache).
+        on_event: called with a :class:`StepEvent` per step and a :class:`CanvasEvent` per canvas, or ``None``.
+        canvas: the last step's :class:`~model.runtime.step.Canvas`, in which the cohort's rows are ``index`` to
+            ``index + B``; ``None``: the next step starts a fresh canvas.
+        steps: denoising steps taken in the current canvas.
+    """
+
+    den: Denoiser
+    batch: FixedBatch
+    on_event: EventCallback | None = None
+    canvas: Canvas | None = None
+    index: int = 0
+    steps: int = 0
+
+    @property
+    def rows(self) -> slice:
+        """The cohort's rows in ``canvas``."""
+        return slice(self.index, self.index + int(self.batch.done.shape[0]))
+
+    def own_canvas(self) -> Canvas:
+        """The cohort's rows of ``canvas`` as a canvas of their own."""
+        assert self.canvas is not None
+        return self.canvas.select(self.rows)
+
+
+class Scheduler:
+    """Takes cohorts through denoising steps, canvas ends and the encoding of committed canvases (see the module
+    docstring): :meth:`run` for one cohort to completion (:func:`generate`), :meth:`step`, :meth:`commit` and
+    :meth:`encode` for a caller that admits and retires cohorts between steps (``CanvasBatcher``).
+
+    Args:
+        model: ``DiffusionGemmaForBlockDiffusion`` (eval mode).
+        settings: what several cohorts stepping together share (entropy bound, windows, stop test); each cohort's
+            own settings give its temperature schedule and token budget.
+    """
+
+    def __init__(self, model: Any, settings: DenoiseSettings) -> None:
+        self.model, self.settings = model, settings
+        self._inputs: tuple[tuple[Any, ...], dict[str, Any]] | None = None  # (cohorts key, decoder inputs)
+        self._joint: tuple[tuple[Any, ...], Denoiser] | None = None  # (key, the cohorts' denoiser)
+        self._last: tuple[tuple[Any, ...], Canvas] | None = None  # (key, the last step's next canvas)
+
+    def run(self, cohort: Cohort) -> None:
+        """Step, commit and encode ``cohort`` until every row is past EOS or the token budget is spent."""
+        while True:
+            if self.step([cohort]):
+                if self.commit(cohort):
+                    return
+                self.encode([cohort])
+
+    def _canvas(self, cohorts: list[Cohort], key: tuple[Any, ...]) -> Canvas:
+        """The cohorts' canvases as one: the last step's when the cohorts are those of the last step (no copy)."""
+        for c in cohorts:
+            if c.canvas is None:
+                c.canvas, c.index, c.steps = start_canvas(c.den, c.batch), 0, 0
+        last = self._last
+        if last is not None and last[0] == key and all(c.canvas is last[1] for c in cohorts):
+            return last[1]
+        if len(cohorts) == 1:
+            return cohorts[0].own_canvas()
+        return Canvas.gather([(c.canvas, i) for c in cohorts for i in range(c.rows.start, c.rows.stop)])  # type: ignore[misc]
+
+    def _denoiser(self, cohorts: list[Cohort], key: tuple[Any, ...]) -> Denoiser:
+        """One cohort's own denoiser; for several, one over their rows (a generator per row: each row draws as it
+        would alone) with a fresh timer."""
+        if len(cohorts) == 1:
+            return cohorts[0].den
+        if self._joint is None or self._joint[0] != key:
+            gens = []
+            for c in cohorts:
+                g = c.den.generator
+                if not isinstance(g, torch.Generator) or c.batch.done.shape[0] != 1:
+                    raise ValueError("cohorts step together only as one row each with its own generator")
+                gens.append(g)
+            rows = [r for c in cohorts for r in c.den.constraints.rows]
+            parts = (TorchSampler(gens), ConstraintBatch(rows), gens, GenerationStats(), cohorts[0].den.vocab)
+            self._joint = (key, Denoiser(self.model, self.settings, *parts))
+        return replace(self._joint[1], stats=GenerationStats())
+
+    @torch.no_grad()
+    def step(self, cohorts: list[Cohort]) -> list[Cohort]:
+        """One :func:`~model.runtime.step.denoise_step` for every row of ``cohorts`` (a cohort without a canvas
+        starts one), each cohort at its own step of its own canvas with its own temperature; returns the cohorts
+        whose canvas is done (every row finished, or the schedule spent): :meth:`commit` them next."""
+        key = tuple((c, c.batch.canvas_index) for c in cohorts)
+        canvas, den = self._canvas(cohorts, key), self._denoiser(cohorts, key)
+        if self._inputs is None or self._inputs[0] != key:  # once per canvas and set of cohorts
+            batch = FixedBatch.pack(self.model, [c.batch for c in cohorts])
+            self._inputs = (key, decoder_inputs(den, batch, canvas))
+        start = 0
+        for c in cohorts:  # their rows' places in this step's canvas
+            c.index, start = start, start + c.batch.done.shape[0]
+            c.batch.forwards += (~(canvas.finished[c.rows] | c.batch.done)).long()
+            c.steps += 1
+        temperature: float | torch.Tensor = den.settings.temperature(canvas.steps_left[0])
+        if len(cohorts) > 1:
+            temps = [c.den.settings.temperature(n) for c in cohorts for n in canvas.steps_left[c.rows]]
+            temperature = torch.tensor(temps, device=canvas.tokens.device)
+        # through the module: the one step function (a test patches it there)
+        out = step.denoise_step(
+            den, canvas, self._inputs[1], temperature, canvas_index=cohorts[0].batch.canvas_index
+        )
+        self._last, ended, done = (key, out.canvas), [], out.canvas_done()
+        for c in cohorts:
+            c.canvas, rows = out.canvas, c.rows
+            if len(cohorts) > 1:
+                c.den.stats.add_times(den.stats, (rows.stop - rows.start) / start)
+            if c.on_event is not None:
+                fixed = out.fixed if out.fixed is not None else torch.zeros_like(out.accepted)
+                per_row = (out.canvas.argmax, out.accepted, out.entropy.float(), fixed, out.canvas.finished)
+                c.on_event(StepEvent(c.batch.canvas_index, c.steps, *(t[rows].cpu() for t in per_row)))
+            if all(done[rows]):
+                ended.append(c)
+        return ended
+
+    def commit(self, cohort: Cohort) -> bool:
+        """End ``cohort``'s canvas (:func:`commit_canvas`); True when it leaves: every row past EOS or the token
+        budget spent (else :meth:`encode` it before its next step)."""
+        canvas, cohort.canvas = cohort.own_canvas(), None
+        done = commit_canvas(cohort.den, cohort.batch, canvas, cohort.steps, cohort.on_event)
+        return done or cohort.batch.canvas_index + 1 >= cohort.den.settings.max_canvases
+
+    @torch.no_grad()
+    def encode(self, cohorts: list[Cohort]) -> None:
+        """Encode each cohort's committed canvas into its cache (one encoder pass for all) and move it to the next
+        canvas; the pass's time is shared among them."""
+        batches = [c.batch for c in cohorts]
+        packed = FixedBatch.pack(self.model, batches)
+        for b in batches if packed is batches[0] else [*batches, packed]:
+            b.advance(self.settings.canvas_length)
+        den = cohorts[0].den if len(cohorts) == 1 else replace(cohorts[0].den, stats=GenerationStats())
+        encode(den, packed)
+        packed.unpack(self.model, batches)
+        if len(cohorts) > 1:
+            for c in cohorts:
+                c.den.stats.add_times(den.stats, 1.0 / len(cohorts))
