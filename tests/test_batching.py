@@ -13,6 +13,7 @@ from fake_constraints import ModeConstraint
 from model.checkpoint.loading import load_checkpoint
 from model.runtime import ConstraintPlan, generate
 from model.runtime.batcher import BatcherClosed, CanvasBatcher, RequestCancelled
+from model.turn.prefill import prefill_prompt
 
 
 @pytest.fixture(scope="module", params=[False, True], ids=["plain", "copy_head"])
@@ -189,5 +190,30 @@ def test_bad_arguments_are_refused(ck):
             b.submit([])
         with pytest.raises(ValueError, match="64-bit"):
             b.submit([2, 3], seed=2**64)
+        ready = prefill_prompt(ck.model, torch.tensor([[2, 3, 4]]))
+        with pytest.raises(
+            ValueError, match=r"prefill= covers a prompt of 3 tokens .* input_ids has 4 tokens"
+        ):
+            b.submit([2, 3, 4, 5], prefill=ready)
     finally:
         b.close()
+
+
+def test_a_ready_prefill_is_taken_over_at_admission_not_encoded_again(ck):
+    ids, other = _prompt(12, 4), _prompt(9, 5)
+    widths: list[int] = []  # the encoder's input width per call: a prompt's length or a canvas (16)
+    hook = ck.model.model.encoder.register_forward_pre_hook(
+        lambda _m, _a, kw: widths.append(int(kw["input_ids"].shape[1])), with_kwargs=True
+    )
+    b = CanvasBatcher(ck.model, ck.settings, max_batch=4)
+    try:
+        ready = prefill_prompt(ck.model, torch.tensor([ids]))  # as a binder's turn does before submitting
+        first = b.submit(ids, seed=11, prefill=ready)
+        second = b.submit(other, seed=12)  # beside it, prefilled by the batcher
+        got, got_other = first.future.result(timeout=60), second.future.result(timeout=60)
+    finally:
+        b.close()
+        hook.remove()
+    assert sorted(w for w in widths if w != 16) == [9, 12]  # each prompt encoded once
+    assert 2 <= widths.count(16) <= 4  # 2 committed canvases each before the last, encoded alone or together
+    assert got.tokens == _solo(ck, ids, 11) and got_other.tokens == _solo(ck, other, 12)

@@ -60,3 +60,33 @@ def test_parallel_tool_calls_false_allows_one_call(engine, monkeypatch):
         )
         engine.prepare(req)
         assert seen[-1] is parallel
+
+
+def test_a_served_request_with_a_binder_encodes_its_prompt_once(engine, monkeypatch):
+    """The binder's prefill (``turn.prefill``) is what the batcher admits: one encoder pass over the prompt, one
+    per committed canvas the request goes on from, and the tokens of a request whose batcher encodes again."""
+    monkeypatch.setattr(engine, "binding", "copy-head")
+    canvas = engine.chat_model.settings.canvas_length
+    messages = [
+        {
+            "role": "user",
+            "content": "Weather in Oslo, Bergen, Paris, London, Rome, Madrid and Tokyo, metric, each one",
+        }
+    ]
+    req = S.ChatCompletionRequest(model="agentkit-tiny", messages=messages, tools=[WEATHER])
+    widths: list[int] = []  # the encoder's input width per call: the prompt's length or a canvas
+    hook = engine.chat_model.model.model.encoder.register_forward_pre_hook(
+        lambda _m, _a, kw: widths.append(int(kw["input_ids"].shape[1])), with_kwargs=True
+    )
+    canvases: list[list[int]] = []
+    try:
+        turn, _ = engine.prepare(req)
+        assert turn.prefill is not None and len(turn.input_ids) > canvas
+        got = engine.submit(turn, seed=2, on_canvas=canvases.append).handle.future.result(timeout=300)
+    finally:
+        hook.remove()
+    assert [w for w in widths if w != canvas] == [len(turn.input_ids)]  # the prompt, once (in prepare)
+    assert widths.count(canvas) == len(canvases) - 1  # the last canvas is not encoded
+    again, _ = engine.prepare(req)
+    again.prefill = None  # the batcher encodes the prompt itself, as before it took the binder's prefill
+    assert engine.submit(again, seed=2).handle.future.result(timeout=300).tokens == got.tokens

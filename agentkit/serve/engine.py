@@ -409,8 +409,14 @@ class ServeEngine:
         from model.runtime.batcher import BatcherClosed
 
         try:
-            handle = self.batcher.submit(
-                turn.input_ids, turn.settings, turn.constraint, seed, on_canvas, vision=turn.vision
+            handle = self.batcher.submit(  # the binder's prefill, if any: the prompt is encoded once
+                turn.input_ids,
+                turn.settings,
+                turn.constraint,
+                seed,
+                on_canvas,
+                vision=turn.vision,
+                prefill=turn.prefill,
             )
         except BatcherClosed as exc:
             raise ServeError(503, f"the server is shutting down: {exc}", type="server_error") from None

@@ -5,9 +5,10 @@ completion, every row waiting for the slowest. A server gets requests at any tim
 same scheduler from a queue, on its own thread, one :class:`~model.runtime.scheduler.Cohort` per request, so every
 row is at its own denoising step of its own canvas:
 
-1. **Admit.** A new request is prefilled alone (its own KV cache, copy-head memory, denoiser and ``torch.Generator``
-   seeded with its seed, so its draws do not depend on who else is in the batch) and joins at the next step with a
-   fresh canvas. Cancelled requests leave here.
+1. **Admit.** A new request is prefilled alone, or takes over the prefill it brought (a binder's, so the prompt is
+   encoded once): its own KV cache, copy-head memory, denoiser and ``torch.Generator`` seeded with its seed, so its
+   draws do not depend on who else is in the batch. It joins at the next step with a fresh canvas. Cancelled
+   requests leave here.
 2. **Step.** :meth:`Scheduler.step` packs the rows' caches left-padded into one (repacked only when a row joins,
    leaves or commits a canvas), each row keeping its own positions and temperature, and takes one
    :func:`model.runtime.step.denoise_step` for all: a row's tokens are those ``generate`` gives it alone
@@ -35,7 +36,7 @@ from model.runtime.constraint_batch import CanvasConstraint, GuardedConstraint
 from model.runtime.events import GenerationStats
 from model.runtime.scheduler import Cohort, Scheduler, denoiser, prefill_batch, result
 from model.runtime.settings import DenoiseSettings
-from model.turn.prefill import image_inputs
+from model.turn.prefill import Prefill, image_inputs
 
 #: Called after each committed canvas of a row with that canvas's tokens (EOS padding removed).
 CanvasCallback = Callable[[list[int]], None]
@@ -71,6 +72,7 @@ class _Row:
     future: Future[BatchOutput]
     cancelled: threading.Event
     vision: Any = None  # model.heads.vision.VisionInputs of the prompt's images, consumed by the prefill
+    prefill: Prefill | None = None  # the prompt's ready prefill, consumed at admission
     cohort: Cohort | None = None  # filled at admission
     started: float = 0.0
 
@@ -131,6 +133,7 @@ class CanvasBatcher:
         seed: int | None = None,
         on_canvas: CanvasCallback | None = None,
         vision: Any = None,
+        prefill: Prefill | None = None,
     ) -> RequestHandle:
         """Queue one request; it joins the batch at the next denoising step with a fresh canvas.
 
@@ -142,6 +145,9 @@ class CanvasBatcher:
             on_canvas: called on the batcher's thread after each committed canvas (see :data:`CanvasCallback`).
             vision: the prompt's images (:class:`model.heads.vision.VisionInputs`, ``input_ids`` already expanded),
                 read by the request's own prefill; ``None``: no images.
+            prefill: the prompt's :class:`model.turn.prefill.Prefill` (:func:`~model.turn.prefill.prefill_prompt`
+                over ``input_ids``, no images), taken over at admission instead of encoding the prompt again
+                (single use, as with generate: denoising continues from its cache); ``None``: encode at admission.
 
         Returns:
             :class:`RequestHandle`; its future raises what :func:`~model.runtime.generate` raises for the prompt
@@ -149,10 +155,13 @@ class CanvasBatcher:
 
         Raises:
             BatcherClosed: :meth:`close` was called.
-            ValueError: empty ``input_ids`` or a seed outside the signed 64-bit range.
+            ValueError: empty ``input_ids``, a seed outside the signed 64-bit range, or a ``prefill`` with
+                images or over another number of positions than ``input_ids``.
         """
         if not input_ids:
             raise ValueError("input_ids is empty: the prompt needs at least one token")
+        if prefill is not None:
+            check_prefill(prefill, len(input_ids), vision)
         if seed is None:
             seed = int(torch.randint(0, 2**62, (1,)).item())
         if not -(2**63) <= int(seed) < 2**63:
@@ -160,7 +169,9 @@ class CanvasBatcher:
         s = settings or self.settings  # its temperature schedule and budget; the rest is the batcher's
         s = self.settings.replace(t_max=s.t_max, t_min=s.t_min, max_new_tokens=s.max_new_tokens)
         guarded = None if constraint is None else GuardedConstraint(constraint)
-        row = _Row(list(input_ids), s, guarded, int(seed), on_canvas, Future(), threading.Event(), vision)
+        row = _Row(
+            list(input_ids), s, guarded, int(seed), on_canvas, Future(), threading.Event(), vision, prefill
+        )
         with self._cv:
             if self._closed:
                 raise BatcherClosed("the batcher is shutting down")
@@ -244,7 +255,8 @@ class CanvasBatcher:
             v, row.vision, images = row.vision, None, {}  # the images live on in the cache
             if v is not None:
                 images = image_inputs(self.model, ids, mm_token_type_ids=None, **v.generate_kwargs())
-            row.cohort = Cohort(den, prefill_batch(den, ids, None, images))
+            ready, row.prefill = row.prefill, None  # single use: the cohort's cache continues from it
+            row.cohort = Cohort(den, prefill_batch(den, ids, None, images, ready))
         except Exception as exc:
             self._fail(row, exc)
             return
@@ -284,3 +296,21 @@ class CanvasBatcher:
                     BatchOutput(tokens, len(r.prompt), out.stats, "stop" if stop else "length")
                 )
         return not leaves and not r.cancelled.is_set()
+
+
+def check_prefill(prefill: Prefill, prompt_tokens: int, vision: Any) -> None:
+    """Check that a ready ``prefill`` (``hidden`` ``[1, P, H]``) covers a prompt of ``prompt_tokens`` ids.
+
+    Raises:
+        ValueError: its ``hidden`` is not one row of ``prompt_tokens`` positions (both lengths named), or the
+            prompt has images (``vision``; a ready prefill has none).
+    """
+    shape = tuple(prefill.hidden.shape)
+    if len(shape) != 3 or shape[0] != 1 or shape[1] != prompt_tokens:
+        raise ValueError(
+            f"prefill= covers a prompt of {shape[1] if len(shape) == 3 else '?'} tokens (hidden states of shape "
+            f"{shape}, expected [1, P, H]) but input_ids has {prompt_tokens} tokens: a prefill is for the prompt "
+            "it was computed from"
+        )
+    if vision is not None:
+        raise ValueError("prefill= is for a prompt without images, but vision was given")
