@@ -22,9 +22,12 @@ _IPV6 = "|".join(
         f"(?:(?:{_H16}:){{0,6}}{_H16})?::",
     ]
 )
+_YEAR = "(?:[1-9][0-9]{3}|0[1-9][0-9]{2}|00[1-9][0-9]|000[1-9])"  # 0001-9999, as Python's datetime
+_LEAP_YEAR = "(?:[0-9]{2}(?:0[48]|[2468][048]|[13579][26])|(?:0[48]|[2468][048]|[13579][26])00)"  # Gregorian
 _DATE = (
-    "[0-9]{4}-(?:(?:0[13578]|1[02])-(?:0[1-9]|[12][0-9]|3[01])"
-    "|(?:0[469]|11)-(?:0[1-9]|[12][0-9]|30)|02-(?:0[1-9]|1[0-9]|2[0-9]))"
+    f"(?:{_YEAR}-(?:(?:0[13578]|1[02])-(?:0[1-9]|[12][0-9]|3[01])"
+    "|(?:0[469]|11)-(?:0[1-9]|[12][0-9]|30)|02-(?:0[1-9]|1[0-9]|2[0-8]))"
+    f"|{_LEAP_YEAR}-02-29)"
 )
 _TIME = r"(?:[01][0-9]|2[0-3]):[0-5][0-9]:(?:[0-5][0-9]|60)(?:\.[0-9]+)?(?:[zZ]|[+-](?:[01][0-9]|2[0-3]):[0-5][0-9])"
 _DUR_TIME = "T(?:[0-9]+H(?:[0-9]+M(?:[0-9]+S)?)?|[0-9]+M(?:[0-9]+S)?|[0-9]+S)"
@@ -51,7 +54,8 @@ _URI = (
 )
 
 #: String formats and their regexes (full match), written from the RFCs: date/time/date-time/duration
-#: RFC 3339 (+ appendix A), email RFC 5321 mailbox (dot-string or IPv4 literal), hostname RFC 1123,
+#: RFC 3339 (+ appendix A; dates are real Gregorian days of years 0001-9999, what ``datetime.date`` and so
+#: jsonschema's ``FormatChecker`` and pydantic accept), email RFC 5321 mailbox (dot-string or IPv4 literal), hostname RFC 1123,
 #: ipv4/ipv6 RFC 3986 section 3.2.2, uuid RFC 4122, uri RFC 3986. The regexes use the subset of syntax
 #: shared by Python's ``re`` and llguidance (Rust ``regex``).
 FORMATS: dict[str, str] = {

@@ -463,6 +463,30 @@ def test_format_regexes_accept_and_reject():
             assert not re.fullmatch(FORMATS[name], s), (name, s)
 
 
+def test_date_format_is_a_real_day_as_python_datetime_reads_it():
+    # jsonschema's FormatChecker and pydantic parse dates with datetime: year 0 and Feb 29 of a common year fail.
+    import datetime
+
+    from schema import FORMATS
+
+    rx = re.compile(FORMATS["date"])
+    rx_dt = re.compile(FORMATS["date-time"])
+    for year in range(10000):
+        for month, day in ((2, 28), (2, 29), (2, 30), (1, 31), (4, 31), (12, 31)):
+            text = f"{year:04d}-{month:02d}-{day:02d}"
+            try:
+                datetime.date.fromisoformat(text)
+                real = True
+            except ValueError:
+                real = False
+            assert bool(rx.fullmatch(text)) == real, text
+            assert bool(rx_dt.fullmatch(text + "T00:00:00Z")) == real, text
+    assert (
+        not rx.fullmatch("0000-01-20") and not rx.fullmatch("2025-02-29") and not rx.fullmatch("1900-02-29")
+    )
+    assert rx.fullmatch("2000-02-29") and rx.fullmatch("2024-02-29") and rx.fullmatch("0004-02-29")
+
+
 def test_contradictions_inside_anyof_branches_only_remove_the_branch():
     schema = {
         "type": "object",
