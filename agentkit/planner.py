@@ -398,22 +398,25 @@ class RunGraph:
         """Drop roughly enough of the oldest message groups for the prompt to fit, or raise PromptTooLong."""
         left = groups[state.dropped_groups :]
         dropped = sum(b - a for a, b in groups[: state.dropped_groups])
-        if not self.agent.trim_history or not left:
+        if not self.agent.trim_history or not left or exc.limit <= 0:
             state.timing.model_seconds += _perf() - t0
             has_calls = any(m.get("role") == "tool" for m in prompt)
-            if not self.agent.trim_history:
-                why = "history trimming is off (trim_history=False)"
+            if exc.limit <= 0:  # no prompt fits: trimming cannot help, and the message names max_new_tokens
+                detail = "no trimming can help"
             else:
-                why = (f"dropped {dropped} older message(s); " if dropped else "") + (
-                    "nothing left to drop (the system prompt, the tool declarations, the question"
+                detail = (
+                    "history trimming is off (trim_history=False)"
+                    if not self.agent.trim_history
+                    else (f"dropped {dropped} older message(s); " if dropped else "")
+                    + "nothing left to drop (the system prompt, the tool declarations, the question"
                     + (" and the latest tool calls with their responses)" if has_calls else ")")
                 )
-            fix = "shorten the question, the system prompt or the tool declarations" + (
-                ", or lower max_tool_output_bytes" if has_calls else ""
-            )
+                detail += "; shorten the question, the system prompt or the tool declarations" + (
+                    ", or lower max_tool_output_bytes" if has_calls else ""
+                )
             raise state.fail(
                 PromptTooLong(
-                    f"step {state.step}: {exc}; {why}; {fix}",
+                    f"step {state.step}: {exc}; {detail}",
                     state.partial("prompt_too_long"),
                     prompt_tokens=exc.prompt_tokens,
                     limit=exc.limit,

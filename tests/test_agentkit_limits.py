@@ -245,6 +245,22 @@ def test_trimming_off_or_nothing_left_raises_prompt_too_long_with_tokens_and_lim
     )
 
 
+def test_a_generation_budget_that_fills_the_context_names_max_new_tokens_and_trims_nothing():
+    seen = []
+
+    def model(messages, tools, tool_choice):
+        seen.append(messages)
+        raise BackendPromptTooLong(13, 2048 - 100032, 2048, 100032)
+
+    history = Conversation().with_turn("q", "a")
+    with pytest.raises(PromptTooLong) as ei:
+        Agent(ScriptedBackend(model)).run("hi", history=history)
+    reason = ei.value.reason
+    assert reason.startswith("step 0: the generation budget of 100,032 tokens (max_new_tokens")
+    assert "lower max_new_tokens" in reason and "shorten the question" not in reason
+    assert ei.value.dropped_messages == 0 and len(seen) == 1  # asked once: no history dropped for nothing
+
+
 # ------------------------------------------------------------------------------- embedded, end to end
 
 torch = pytest.importorskip("torch")

@@ -27,6 +27,7 @@ from pydantic import ConfigDict
 from pydantic.dataclasses import dataclass as pydantic_dataclass
 
 from agentkit.messages import ToolCall
+from model.turn.limits import prompt_too_long_message
 
 #: One chat message (see the module docstring for the keys).
 ChatMessage = dict[str, Any]
@@ -98,14 +99,7 @@ class PromptTooLong(ValueError):
         self.limit = limit
         self.max_positions = max_positions
         self.generation_tokens = generation_tokens
-        why = (
-            ""
-            if max_positions is None or generation_tokens is None
-            else f" ({max_positions:,} positions minus a generation budget of {generation_tokens:,} tokens)"
-        )
-        super().__init__(
-            f"the prompt is {prompt_tokens:,} tokens but this model takes at most {max(limit, 0):,}{why}"
-        )
+        super().__init__(prompt_too_long_message(prompt_tokens, limit, max_positions, generation_tokens))
 
     def __reduce__(self) -> tuple[Any, ...]:
         return (type(self), (self.prompt_tokens, self.limit, self.max_positions, self.generation_tokens))

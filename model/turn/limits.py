@@ -15,7 +15,14 @@ from __future__ import annotations
 
 from typing import Any
 
-__all__ = ["PromptTooLong", "check_prompt_length", "generation_tokens", "max_positions", "prompt_token_limit"]
+__all__ = [
+    "PromptTooLong",
+    "check_prompt_length",
+    "generation_tokens",
+    "max_positions",
+    "prompt_token_limit",
+    "prompt_too_long_message",
+]
 
 
 class PromptTooLong(ValueError):
@@ -33,13 +40,29 @@ class PromptTooLong(ValueError):
         self.limit = limit
         self.max_positions = max_positions
         self.generation_tokens = generation_tokens
-        super().__init__(
-            f"the prompt is {prompt_tokens:,} tokens but this model takes at most {max(limit, 0):,} "
-            f"({max_positions:,} positions minus a generation budget of {generation_tokens:,} tokens)"
-        )
+        super().__init__(prompt_too_long_message(prompt_tokens, limit, max_positions, generation_tokens))
 
     def __reduce__(self) -> tuple[Any, ...]:
         return (type(self), (self.prompt_tokens, self.limit, self.max_positions, self.generation_tokens))
+
+
+def prompt_too_long_message(
+    prompt_tokens: int, limit: int, max_positions: int | None = None, generation_tokens: int | None = None
+) -> str:
+    """What :class:`PromptTooLong` says (all counts in tokens): the prompt's length against the limit, and, when
+    the generation budget alone leaves no room for any prompt, that ``max_new_tokens`` is the one to lower."""
+    if max_positions is None or generation_tokens is None:
+        return f"the prompt is {prompt_tokens:,} tokens but this model takes at most {max(limit, 0):,}"
+    if limit <= 0:
+        return (
+            f"the generation budget of {generation_tokens:,} tokens (max_new_tokens, rounded up to whole "
+            f"canvases) fills this model's {max_positions:,} positions and leaves no room for the "
+            f"{prompt_tokens:,}-token prompt; lower max_new_tokens"
+        )
+    return (
+        f"the prompt is {prompt_tokens:,} tokens but this model takes at most {limit:,} "
+        f"({max_positions:,} positions minus a generation budget of {generation_tokens:,} tokens)"
+    )
 
 
 def max_positions(model: Any) -> int | None:
