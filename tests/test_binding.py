@@ -98,6 +98,15 @@ def test_named_options_and_shaped_strings_follow_the_schema_only():
     assert typed.number_items(props["day"]) is None
 
 
+def test_a_nullable_any_of_is_read_as_its_other_branch():
+    nullable = {"anyOf": [{"type": "integer", "minimum": 1}, {"type": "null"}], "default": None}
+    assert typed.non_null(nullable) == {"default": None, "type": "integer", "minimum": 1}
+    assert typed.base_type(nullable) == "integer"
+    assert typed.base_type({"oneOf": [{"type": "null"}, {"type": "string", "format": "date"}]}) == "string"
+    either = {"anyOf": [{"type": "integer"}, {"type": "string"}]}  # not a nullable form: left as it is
+    assert typed.non_null(either) is either and typed.base_type(either) is None
+
+
 # ------------------------------------------------------------------------------------------ the decision
 
 
@@ -115,6 +124,13 @@ def test_a_decision_narrows_proposed_parameters_and_removes_nothing():
     room = out[1].parameters["properties"]["room"]
     assert room["enum"] == ["B204"] and "pattern" not in room
     assert Decision({}).apply(specs)[0] is specs[0]
+    nullable = {"anyOf": [{"type": "integer"}, {"type": "null"}], "default": None}
+    tool = {
+        "type": "function",
+        "function": {"name": "f", "parameters": {"type": "object", "properties": {"n": nullable}}},
+    }
+    (narrowed,) = Decision({("f", "n"): (3, 4)}).apply([normalize_tool(tool)])
+    assert narrowed.parameters["properties"]["n"] == {"default": None, "enum": [3, 4]}
 
 
 def test_resolve_binder_takes_names_and_objects_and_refuses_the_rest():
@@ -162,6 +178,32 @@ def test_shipped_tagger_proposes_the_place_and_the_request_numbers():
     assert [v for v, _ in scored[("get_current_weather", "days")]] == [3]
     assert [v for v, _ in scored[("get_current_weather", "units")]] == ["metric"]
     assert all(0.0 <= c <= 1.0 for s in scored.values() for _, c in s)
+
+
+def _event_tool(start: dict, until: dict) -> dict:
+    props = {"title": {"type": "string"}, "start": start, "until": until}
+    return {
+        "type": "function",
+        "function": {"name": "add_event", "parameters": {"type": "object", "properties": props}},
+    }
+
+
+def test_nullable_parameters_and_unread_formats_get_candidates_by_their_type():
+    cm = _shipped()
+    msgs = _ask("Add an event called Standup starting at noon, until day 12")
+    plain = _event_tool({"type": "string"}, {"type": "integer", "minimum": 1})
+    typed_tool = _event_tool(
+        {"type": "string", "format": "time"}, {"anyOf": [{"type": "integer", "minimum": 1}, {"type": "null"}]}
+    )
+    got = {}
+    for tool in (plain, typed_tool):
+        lab = label_request(cm.model, cm.tokenizer, cm.encode(msgs, [tool]), [tool])
+        got[id(tool)] = scored_candidates(lab, [normalize_tool(tool)])
+    # a format the binder does not read (time) takes the tagger's spans as a plain string does; a nullable
+    # integer takes the request's numbers as an integer does
+    assert [v for v, _ in got[id(typed_tool)][("add_event", "until")]] == [12]
+    starts = [[v for v, _ in got[id(t)].get(("add_event", "start"), [])] for t in (typed_tool, plain)]
+    assert starts[0] and starts[0] == starts[1]
 
 
 def test_a_model_without_copy_head_gets_no_decision():

@@ -80,7 +80,7 @@ def _strings(labelling: Labelling, key: tuple[str, str], schema: dict[str, Any])
             (o, labelling.token_score(key, _text_tokens(labelling, o)))
             for o in typed.named_options(schema, request)
         ]
-    if {"format", "pattern"} & schema.keys():
+    if "pattern" in schema or schema.get("format") in typed.READ_FORMATS:
         if schema.get("format") in ("date", "date-time"):
             return [
                 (v, labelling.token_score(key, _span_tokens(labelling, a, b)))
@@ -140,7 +140,8 @@ def scored_candidates(labelling: Labelling, specs: list[Any]) -> dict[tuple[str,
     for spec in specs:
         numbers: dict[tuple[str, str], Scored] = {}
         props = (spec.parameters or {}).get("properties")
-        for name, schema in (props or {}).items():
+        for name, declared in (props or {}).items():
+            schema = typed.non_null(declared)
             if not isinstance(schema, dict) or "const" in schema:
                 continue
             key, kind = (spec.name, name), typed.base_type(schema)

@@ -23,8 +23,25 @@ _MONTHS = "|".join(m for m in (*calendar.month_name[1:], *calendar.month_abbr[1:
 _DATE_SHAPE = re.compile(rf"(?i)\b(?:{_MONTHS})\b|\d[-/.]\d")
 
 
+def non_null(schema: Any) -> Any:
+    """A nullable schema's other branch: ``{"anyOf": [S, {"type": "null"}]}`` (or ``oneOf``; the form pydantic
+    writes for ``Optional``) -> ``S`` with the outer keywords (``description``, ``default``) kept; any other
+    schema as it is."""
+    if not isinstance(schema, dict):
+        return schema
+    for word in ("anyOf", "oneOf"):
+        branches = schema.get(word)
+        if isinstance(branches, list) and len(branches) == 2 and {"type": "null"} in branches:
+            other = branches[1 - branches.index({"type": "null"})]
+            if isinstance(other, dict):
+                return {k: v for k, v in schema.items() if k != word} | other
+    return schema
+
+
 def base_type(schema: Any) -> Any:
-    """A schema's type without ``null`` (``["string", "null"]`` -> ``"string"``); ``None`` when it has none."""
+    """A schema's type without ``null`` (``["string", "null"]`` -> ``"string"``, a nullable ``anyOf`` ->
+    its other branch's: :func:`non_null`); ``None`` when it has none."""
+    schema = non_null(schema)
     kind = schema.get("type") if isinstance(schema, dict) else None
     if isinstance(kind, list):
         rest = [k for k in kind if k != "null"]
@@ -116,9 +133,14 @@ def named_options(schema: dict[str, Any], request: str) -> list[Any]:
     return out
 
 
+#: The ``format`` values :func:`shaped_strings` reads from a request; other formats take the tagger's spans.
+READ_FORMATS = ("date", "date-time", "email")
+
+
 def shaped_strings(schema: dict[str, Any], request: str) -> list[str]:
-    """The request's values a ``format`` or ``pattern`` string can take: ISO dates (``date``, ``date-time``),
-    e-mail addresses (``email``), or whole words that match ``pattern``; only those ``schema`` accepts."""
+    """The request's values a ``format`` (one of :data:`READ_FORMATS`) or ``pattern`` string can take: ISO dates
+    (``date``, ``date-time``), e-mail addresses (``email``), or whole words that match ``pattern``; only those
+    ``schema`` accepts."""
     fmt = schema.get("format")
     if fmt in ("date", "date-time"):
         found = request_dates(request, with_time=fmt == "date-time")
