@@ -14,6 +14,7 @@ from model.binding import (
     CopyHeadBinder,
     Decision,
     label_request,
+    pick,
     resolve_binder,
     scored_candidates,
     typed,
@@ -221,10 +222,23 @@ def test_the_threshold_decides_between_forcing_one_value_and_offering_several():
     inputs = BindingInputs(cm.model, cm.tokenizer, ids, [WEATHER], [normalize_tool(WEATHER)])
     free = CopyHeadBinder(thresholds={}).propose(inputs)  # nothing is sure enough to force
     assert free is not None and sorted(free.candidates[("get_current_weather", "days")]) == [2, 5]
-    sure = CopyHeadBinder(thresholds=dict.fromkeys(("string", "number"), 0.0)).propose(
-        inputs
-    )  # everything is
+    everything = dict.fromkeys(("string", "number"), 0.0)  # everything is, and any lower runner-up will do
+    sure = CopyHeadBinder(thresholds=everything, margin=1.0).propose(inputs)
     assert sure is not None and all(len(v) == 1 for v in sure.candidates.values())
+
+
+def test_one_value_is_forced_only_when_no_other_comes_near_it():
+    assert pick([("a", 0.9), ("b", 0.1)], bar=0.8) == ("a",)  # sure, the runner-up far below
+    assert pick([("a", 0.9), ("b", 0.5), ("c", 0.3), ("d", 0.2)], bar=0.8) == (
+        "a",
+        "b",
+        "c",
+    )  # close: offered
+    assert pick([("a", 1.0), ("b", 1.0)], bar=0.8) == ("a", "b")  # two values labelled alike (parallel calls)
+    assert pick([("a", 0.9), ("b", 0.5)], bar=0.8, margin=1.0) == ("a",)
+    assert pick([("a", 0.7), ("b", 0.01)], bar=0.8) == ("a", "b")  # below the threshold
+    assert pick([("a", 0.99)], bar=None) == () and pick([("a", 0.7)], bar=0.8) == ()  # one unsure value: free
+    assert pick([("a", 0.99)], bar=0.8) == ("a",)
 
 
 # ------------------------------------------------------------------------------------------ the turn
