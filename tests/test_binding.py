@@ -95,8 +95,13 @@ def test_named_options_and_shaped_strings_follow_the_schema_only():
     ]
     assert typed.shaped_strings(props["room"], "room B204, or b205 or C12") == ["B204"]
     assert typed.shaped_strings(props["day"], "on 12 May 2026") == ["2026-05-12"]
-    assert typed.number_items(props["sizes"]) == "integer"
-    assert typed.number_items(props["day"]) is None
+    assert typed.item_type(props["sizes"]) == "integer"
+    assert typed.item_type(props["day"]) is None
+    assert typed.item_type({"type": "array", "items": {"type": "string"}}) == "string"
+    assert typed.written_list("pasta, chicken soup and bread") == ["pasta", "chicken soup", "bread"]
+    assert typed.written_list("Oslo and Bergen") == ["Oslo", "Bergen"] and typed.written_list("Oslo") == [
+        "Oslo"
+    ]
 
 
 def test_a_nullable_any_of_is_read_as_its_other_branch():
@@ -205,6 +210,30 @@ def test_nullable_parameters_and_unread_formats_get_candidates_by_their_type():
     assert [v for v, _ in got[id(typed_tool)][("add_event", "until")]] == [12]
     starts = [[v for v, _ in got[id(t)].get(("add_event", "start"), [])] for t in (typed_tool, plain)]
     assert starts[0] and starts[0] == starts[1]
+
+
+class _Runs:
+    """A stand-in labelling with given tagger spans (all a string array's candidates read)."""
+
+    def __init__(self, spans: dict) -> None:
+        self.spans = spans
+
+    def runs(self) -> dict:
+        return self.spans
+
+
+def test_an_array_of_strings_takes_the_tagger_spans_read_as_lists():
+    items = {"type": "array", "items": {"type": "string"}, "minItems": 2}
+    tool = {
+        "type": "function",
+        "function": {"name": "f", "parameters": {"type": "object", "properties": {"xs": items}}},
+    }
+    specs, key = [normalize_tool(tool)], ("f", "xs")
+    one = _Runs({key: {"pasta, chicken soup and bread": 0.9}})
+    assert scored_candidates(one, specs) == {key: [(["pasta", "chicken soup", "bread"], 0.9)]}
+    several = _Runs({key: {"Oslo": 0.9, "Bergen": 0.6, "and": 0.4}})  # each alone is too short (minItems)
+    assert scored_candidates(several, specs) == {key: [(["Oslo", "Bergen"], 0.4)]}
+    assert scored_candidates(_Runs({}), specs) == {}
 
 
 def test_a_model_without_copy_head_gets_no_decision():

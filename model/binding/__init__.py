@@ -13,7 +13,7 @@ A decision proposes; the model decides:
   labels over the declared parameters, :func:`label_request`) and typed candidates from the request, read by
   the parameter's JSON Schema type only (:mod:`model.binding.typed`: numbers within its bounds, the ``enum``
   options the request names, dates for ``format: date``, e-mail addresses, words matching a ``pattern``, the
-  lists of numbers the request writes);
+  lists of numbers the request writes, the tagger's spans read as lists for arrays of strings);
 * one value is forced only where the tagger's confidence is above a threshold calibrated on dev splits, per
   kind of parameter (:data:`model.binding.binder.FORCE_CONFIDENCE`; the curves are in docs/TRAINING.md) and no
   other candidate's is near it (:data:`model.binding.binder.FORCE_MARGIN`);

@@ -21,10 +21,9 @@ FORCE_CONFIDENCE: dict[str, float | None] = {"string": 0.8, "number": 0.3, "arra
 #: A forced value must be right at least this often: the checkpoint's own per-argument accuracy without a binder
 #: (held-out split: 0.37 of strings, 0.45 of numbers right), so forcing is kept where it beats the model.
 FORCE_PRECISION = 0.45
-#: One candidate is forced only when the runner-up's confidence is below this share of its own: the tagger
-#: labelled no other value nearly as strongly. On the synthetic dev stream, numbers whose best candidate reached
-#: its threshold were right 68 of 74 times below a share of 0.2 and 28 of 57 times above it, while one of the
-#: best three was right 47 of 50 times; several values labelled alike (a parallel request) are offered, not forced.
+#: One candidate is forced only when the runner-up's confidence is below this share of its own (synthetic dev:
+#: numbers whose best candidate reached its threshold were right 68 of 74 times below 0.2, 28 of 57 above, where
+#: one of the best three was right 47 of 50 times); values labelled alike (parallel calls) are offered, not forced.
 FORCE_MARGIN = 0.2
 #: At most this many candidates per parameter.
 MAX_CANDIDATES = 3
@@ -89,6 +88,15 @@ def _number_lists(labelling: Labelling, key: tuple[str, str], schema: dict[str, 
     return out
 
 
+def _string_lists(labelling: Labelling, key: tuple[str, str], schema: dict[str, Any]) -> Scored:
+    """An array of strings' candidates: each tagger span read as a list, and several spans in request order."""
+    spans = labelling.runs().get(key, {})
+    found = [(typed.written_list(text), score) for text, score in spans.items()]
+    if len(spans) > 1:
+        found.append(([item for text in spans for item in typed.written_list(text)], min(spans.values())))
+    return [(v, c) for v, c in found if v and typed.accepts(schema, v)]
+
+
 def _strings(labelling: Labelling, key: tuple[str, str], schema: dict[str, Any]) -> Scored:
     """A string parameter's candidates: the options the request names (``enum``), the request's values of its
     ``format`` or ``pattern``, else the tagger's spans for it; each one ``schema`` accepts."""
@@ -151,7 +159,8 @@ def scored_candidates(labelling: Labelling, specs: list[Any]) -> dict[tuple[str,
     Returns:
         ``{(tool, parameter): [(value, confidence 0..1), ...]}`` for the parameters that have any: numbers and
         integers take the request's numbers within their bounds (each number first for one parameter of a
-        tool: :func:`_exclusive`), arrays of numbers the lists the request writes, strings as :func:`_strings`;
+        tool: :func:`_exclusive`), arrays of numbers the lists the request writes, arrays of strings the tagger's
+        spans read as lists (:func:`_string_lists`), strings as :func:`_strings`;
         booleans, objects and ``const`` parameters none.
     """
     out: dict[tuple[str, str], Scored] = {}
@@ -163,9 +172,11 @@ def scored_candidates(labelling: Labelling, specs: list[Any]) -> dict[tuple[str,
             if not isinstance(schema, dict) or "const" in schema:
                 continue
             key, kind = (spec.name, name), typed.base_type(schema)
-            items = typed.number_items(schema)
+            items = typed.item_type(schema)
             if kind in ("integer", "number") and "enum" not in schema:
                 found = _numbers(labelling, key, schema, kind)
+            elif items == "string":
+                found = _string_lists(labelling, key, schema)
             elif items is not None:
                 found = _number_lists(labelling, key, schema, items)
             elif kind == "string":

@@ -1,8 +1,8 @@
 """Typed candidates: the values a request states that a parameter's JSON Schema can take, read by the schema's
 type alone (no phrase rules): numbers within the schema's bounds, the ``enum`` options the request names, dates
 for ``format: date`` / ``date-time`` (``dateparser``), e-mail addresses for ``format: email``, words that match
-a ``pattern``, and the lists of numbers the request writes for arrays of numbers. Spelled-out numbers are read
-by ``text2num`` ("three" -> 3)."""
+a ``pattern``, the lists of numbers the request writes for arrays of numbers, lists written in words for arrays
+of strings. Spelled-out numbers are read by ``text2num`` ("three" -> 3)."""
 
 from __future__ import annotations
 
@@ -18,6 +18,8 @@ import jsonschema
 from schema.regex import pattern_matches
 
 _EMAIL = re.compile(r"[\w.+-]+@[\w-]+(?:\.[\w-]+)+")
+#: What separates the items of a list the request writes in words: a comma, "and", or both.
+_LIST_SEPARATOR = re.compile(r"\s*,\s*(?:and\s+)?|\s+and\s+")
 #: A date as dateparser finds it must name a month or write a numeric date; "3 days" (relative) is no date.
 _MONTHS = "|".join(m for m in (*calendar.month_name[1:], *calendar.month_abbr[1:]))
 _DATE_SHAPE = re.compile(rf"(?i)\b(?:{_MONTHS})\b|\d[-/.]\d")
@@ -154,10 +156,15 @@ def shaped_strings(schema: dict[str, Any], request: str) -> list[str]:
     return [v for v in found if accepts(schema, v)]
 
 
-def number_items(schema: Any) -> str | None:
-    """``"integer"`` or ``"number"`` for an array schema whose items are numbers of that type, else ``None``."""
+def item_type(schema: Any) -> str | None:
+    """``"integer"``, ``"number"`` or ``"string"``: an array schema's item type (no ``enum``); else ``None``."""
     if not isinstance(schema, dict) or base_type(schema) != "array" or "enum" in schema:
         return None
     items = schema.get("items")
     kind = base_type(items) if isinstance(items, dict) and "enum" not in items else None
-    return kind if kind in ("integer", "number") else None
+    return kind if kind in ("integer", "number", "string") else None
+
+
+def written_list(text: str) -> list[str]:
+    """The items of a list written as ``text`` ("pasta, soup and bread" -> ``["pasta", "soup", "bread"]``)."""
+    return [item for item in _LIST_SEPARATOR.split(text.strip()) if item and item.lower() != "and"]
