@@ -257,14 +257,11 @@ def test_the_threshold_decides_between_forcing_one_value_and_offering_several():
 
 
 def test_one_value_is_forced_only_when_no_other_comes_near_it():
-    assert pick([("a", 0.9), ("b", 0.1)], bar=0.8) == ("a",)  # sure, the runner-up far below
-    assert pick([("a", 0.9), ("b", 0.5), ("c", 0.3), ("d", 0.2)], bar=0.8) == (
-        "a",
-        "b",
-        "c",
-    )  # close: offered
-    assert pick([("a", 1.0), ("b", 1.0)], bar=0.8) == ("a", "b")  # two values labelled alike (parallel calls)
-    assert pick([("a", 0.9), ("b", 0.5)], bar=0.8, margin=1.0) == ("a",)
+    assert pick([("a", 0.9), ("b", 0.5)], bar=0.8) == ("a",)  # shipped: any lower runner-up
+    assert pick([("a", 1.0), ("b", 1.0)], bar=0.8) == ("a", "b")  # a tie is offered, not forced
+    assert pick([("a", 0.9), ("b", 0.1)], bar=0.8, margin=0.2) == ("a",)  # the runner-up far below
+    close = [("a", 0.9), ("b", 0.5), ("c", 0.3), ("d", 0.2)]
+    assert pick(close, bar=0.8, margin=0.2) == ("a", "b", "c")  # close: the best three offered
     assert pick([("a", 0.7), ("b", 0.01)], bar=0.8) == ("a", "b")  # below the threshold
     assert pick([("a", 0.99)], bar=None) == () and pick([("a", 0.7)], bar=0.8) == ()  # one unsure value: free
     assert pick([("a", 0.99)], bar=0.8) == ("a",)

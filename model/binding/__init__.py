@@ -16,7 +16,7 @@ A decision proposes; the model decides:
   lists of numbers the request writes, the tagger's spans read as lists for arrays of strings);
 * one value is forced only where the tagger's confidence is above a threshold calibrated on dev splits, per
   kind of parameter (:data:`model.binding.binder.FORCE_CONFIDENCE`; the curves are in docs/TRAINING.md) and no
-  other candidate's is near it (:data:`model.binding.binder.FORCE_MARGIN`);
+  other candidate's is as high (:data:`model.binding.binder.FORCE_MARGIN`);
 * no tool and no optional parameter is removed, nothing becomes required, and the turn's number of calls is
   what ``tool_choice`` and ``parallel_tool_calls`` say: a request that binds nothing, or that no tool fits,
   leaves the model free, to answer in prose included.
