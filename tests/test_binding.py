@@ -14,6 +14,7 @@ from model.binding import (
     CopyHeadBinder,
     Decision,
     label_request,
+    pick,
     resolve_binder,
     scored_candidates,
     typed,
@@ -94,8 +95,22 @@ def test_named_options_and_shaped_strings_follow_the_schema_only():
     ]
     assert typed.shaped_strings(props["room"], "room B204, or b205 or C12") == ["B204"]
     assert typed.shaped_strings(props["day"], "on 12 May 2026") == ["2026-05-12"]
-    assert typed.number_items(props["sizes"]) == "integer"
-    assert typed.number_items(props["day"]) is None
+    assert typed.item_type(props["sizes"]) == "integer"
+    assert typed.item_type(props["day"]) is None
+    assert typed.item_type({"type": "array", "items": {"type": "string"}}) == "string"
+    assert typed.written_list("pasta, chicken soup and bread") == ["pasta", "chicken soup", "bread"]
+    assert typed.written_list("Oslo and Bergen") == ["Oslo", "Bergen"] and typed.written_list("Oslo") == [
+        "Oslo"
+    ]
+
+
+def test_a_nullable_any_of_is_read_as_its_other_branch():
+    nullable = {"anyOf": [{"type": "integer", "minimum": 1}, {"type": "null"}], "default": None}
+    assert typed.non_null(nullable) == {"default": None, "type": "integer", "minimum": 1}
+    assert typed.base_type(nullable) == "integer"
+    assert typed.base_type({"oneOf": [{"type": "null"}, {"type": "string", "format": "date"}]}) == "string"
+    either = {"anyOf": [{"type": "integer"}, {"type": "string"}]}  # not a nullable form: left as it is
+    assert typed.non_null(either) is either and typed.base_type(either) is None
 
 
 # ------------------------------------------------------------------------------------------ the decision
@@ -115,6 +130,13 @@ def test_a_decision_narrows_proposed_parameters_and_removes_nothing():
     room = out[1].parameters["properties"]["room"]
     assert room["enum"] == ["B204"] and "pattern" not in room
     assert Decision({}).apply(specs)[0] is specs[0]
+    nullable = {"anyOf": [{"type": "integer"}, {"type": "null"}], "default": None}
+    tool = {
+        "type": "function",
+        "function": {"name": "f", "parameters": {"type": "object", "properties": {"n": nullable}}},
+    }
+    (narrowed,) = Decision({("f", "n"): (3, 4)}).apply([normalize_tool(tool)])
+    assert narrowed.parameters["properties"]["n"] == {"default": None, "enum": [3, 4]}
 
 
 def test_resolve_binder_takes_names_and_objects_and_refuses_the_rest():
@@ -164,6 +186,56 @@ def test_shipped_tagger_proposes_the_place_and_the_request_numbers():
     assert all(0.0 <= c <= 1.0 for s in scored.values() for _, c in s)
 
 
+def _event_tool(start: dict, until: dict) -> dict:
+    props = {"title": {"type": "string"}, "start": start, "until": until}
+    return {
+        "type": "function",
+        "function": {"name": "add_event", "parameters": {"type": "object", "properties": props}},
+    }
+
+
+def test_nullable_parameters_and_unread_formats_get_candidates_by_their_type():
+    cm = _shipped()
+    msgs = _ask("Add an event called Standup starting at noon, until day 12")
+    plain = _event_tool({"type": "string"}, {"type": "integer", "minimum": 1})
+    typed_tool = _event_tool(
+        {"type": "string", "format": "time"}, {"anyOf": [{"type": "integer", "minimum": 1}, {"type": "null"}]}
+    )
+    got = {}
+    for tool in (plain, typed_tool):
+        lab = label_request(cm.model, cm.tokenizer, cm.encode(msgs, [tool]), [tool])
+        got[id(tool)] = scored_candidates(lab, [normalize_tool(tool)])
+    # a format the binder does not read (time) takes the tagger's spans as a plain string does; a nullable
+    # integer takes the request's numbers as an integer does
+    assert [v for v, _ in got[id(typed_tool)][("add_event", "until")]] == [12]
+    starts = [[v for v, _ in got[id(t)].get(("add_event", "start"), [])] for t in (typed_tool, plain)]
+    assert starts[0] and starts[0] == starts[1]
+
+
+class _Runs:
+    """A stand-in labelling with given tagger spans (all a string array's candidates read)."""
+
+    def __init__(self, spans: dict) -> None:
+        self.spans = spans
+
+    def runs(self) -> dict:
+        return self.spans
+
+
+def test_an_array_of_strings_takes_the_tagger_spans_read_as_lists():
+    items = {"type": "array", "items": {"type": "string"}, "minItems": 2}
+    tool = {
+        "type": "function",
+        "function": {"name": "f", "parameters": {"type": "object", "properties": {"xs": items}}},
+    }
+    specs, key = [normalize_tool(tool)], ("f", "xs")
+    one = _Runs({key: {"pasta, chicken soup and bread": 0.9}})
+    assert scored_candidates(one, specs) == {key: [(["pasta", "chicken soup", "bread"], 0.9)]}
+    several = _Runs({key: {"Oslo": 0.9, "Bergen": 0.6, "and": 0.4}})  # each alone is too short (minItems)
+    assert scored_candidates(several, specs) == {key: [(["Oslo", "Bergen"], 0.4)]}
+    assert scored_candidates(_Runs({}), specs) == {}
+
+
 def test_a_model_without_copy_head_gets_no_decision():
     class Plain:
         pass
@@ -179,10 +251,20 @@ def test_the_threshold_decides_between_forcing_one_value_and_offering_several():
     inputs = BindingInputs(cm.model, cm.tokenizer, ids, [WEATHER], [normalize_tool(WEATHER)])
     free = CopyHeadBinder(thresholds={}).propose(inputs)  # nothing is sure enough to force
     assert free is not None and sorted(free.candidates[("get_current_weather", "days")]) == [2, 5]
-    sure = CopyHeadBinder(thresholds=dict.fromkeys(("string", "number"), 0.0)).propose(
-        inputs
-    )  # everything is
+    everything = dict.fromkeys(("string", "number"), 0.0)  # everything is, and any lower runner-up will do
+    sure = CopyHeadBinder(thresholds=everything, margin=1.0).propose(inputs)
     assert sure is not None and all(len(v) == 1 for v in sure.candidates.values())
+
+
+def test_one_value_is_forced_only_when_no_other_comes_near_it():
+    assert pick([("a", 0.9), ("b", 0.5)], bar=0.8) == ("a",)  # shipped: any lower runner-up
+    assert pick([("a", 1.0), ("b", 1.0)], bar=0.8) == ("a", "b")  # a tie is offered, not forced
+    assert pick([("a", 0.9), ("b", 0.1)], bar=0.8, margin=0.2) == ("a",)  # the runner-up far below
+    close = [("a", 0.9), ("b", 0.5), ("c", 0.3), ("d", 0.2)]
+    assert pick(close, bar=0.8, margin=0.2) == ("a", "b", "c")  # close: the best three offered
+    assert pick([("a", 0.7), ("b", 0.01)], bar=0.8) == ("a", "b")  # below the threshold
+    assert pick([("a", 0.99)], bar=None) == () and pick([("a", 0.7)], bar=0.8) == ()  # one unsure value: free
+    assert pick([("a", 0.99)], bar=0.8) == ("a",)
 
 
 # ------------------------------------------------------------------------------------------ the turn

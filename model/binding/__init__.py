@@ -13,9 +13,10 @@ A decision proposes; the model decides:
   labels over the declared parameters, :func:`label_request`) and typed candidates from the request, read by
   the parameter's JSON Schema type only (:mod:`model.binding.typed`: numbers within its bounds, the ``enum``
   options the request names, dates for ``format: date``, e-mail addresses, words matching a ``pattern``, the
-  lists of numbers the request writes);
+  lists of numbers the request writes, the tagger's spans read as lists for arrays of strings);
 * one value is forced only where the tagger's confidence is above a threshold calibrated on dev splits, per
-  kind of parameter (:data:`model.binding.binder.FORCE_CONFIDENCE`; the curves are in docs/TRAINING.md);
+  kind of parameter (:data:`model.binding.binder.FORCE_CONFIDENCE`; the curves are in docs/TRAINING.md) and no
+  other candidate's is as high (:data:`model.binding.binder.FORCE_MARGIN`);
 * no tool and no optional parameter is removed, nothing becomes required, and the turn's number of calls is
   what ``tool_choice`` and ``parallel_tool_calls`` say: a request that binds nothing, or that no tool fits,
   leaves the model free, to answer in prose included.
@@ -24,7 +25,7 @@ Slot-filling taggers decide binding the same way, from per-token labels (Mesnil 
 Neural Networks for Slot Filling in Spoken Language Understanding").
 """
 
-from model.binding.binder import CopyHeadBinder, resolve_binder, scored_candidates
+from model.binding.binder import CopyHeadBinder, pick, resolve_binder, scored_candidates
 from model.binding.decision import Binder, BindingInputs, Decision
 from model.binding.labelling import label_request
 
@@ -34,6 +35,7 @@ __all__ = [
     "CopyHeadBinder",
     "Decision",
     "label_request",
+    "pick",
     "resolve_binder",
     "scored_candidates",
 ]

@@ -45,8 +45,8 @@ class Decision:
     candidates: Mapping[tuple[str, str], tuple[Any, ...]]
 
     def apply(self, specs: list[Any]) -> list[Any]:
-        """``specs`` with each proposed parameter narrowed to its candidates (``enum``; ``pattern``, ``format``
-        and ``x-grounded`` dropped, as the candidates already fit them). Every tool, every parameter and each
+        """``specs`` with each proposed parameter narrowed to its candidates (``enum``; ``pattern``, ``format``,
+        ``x-grounded`` and ``anyOf``/``oneOf`` dropped, as the candidates already fit them). Every tool, every parameter and each
         tool's ``required`` list stay as they were: the model still chooses whether to call, which tool, and
         whether to give an optional parameter. Tools without a proposal are returned as the same objects."""
         out = []
@@ -58,7 +58,11 @@ class Decision:
                 continue
             narrowed = {
                 n: (
-                    {k: v for k, v in s.items() if k not in ("pattern", "format", "x-grounded")}
+                    {
+                        k: v
+                        for k, v in s.items()
+                        if k not in ("pattern", "format", "x-grounded", "anyOf", "oneOf")
+                    }
                     | {"enum": list(mine[n])}
                     if n in mine
                     else s

@@ -1,8 +1,8 @@
 """Typed candidates: the values a request states that a parameter's JSON Schema can take, read by the schema's
 type alone (no phrase rules): numbers within the schema's bounds, the ``enum`` options the request names, dates
 for ``format: date`` / ``date-time`` (``dateparser``), e-mail addresses for ``format: email``, words that match
-a ``pattern``, and the lists of numbers the request writes for arrays of numbers. Spelled-out numbers are read
-by ``text2num`` ("three" -> 3)."""
+a ``pattern``, the lists of numbers the request writes for arrays of numbers, lists written in words for arrays
+of strings. Spelled-out numbers are read by ``text2num`` ("three" -> 3)."""
 
 from __future__ import annotations
 
@@ -18,13 +18,32 @@ import jsonschema
 from schema.regex import pattern_matches
 
 _EMAIL = re.compile(r"[\w.+-]+@[\w-]+(?:\.[\w-]+)+")
+#: What separates the items of a list the request writes in words: a comma, "and", or both.
+_LIST_SEPARATOR = re.compile(r"\s*,\s*(?:and\s+)?|\s+and\s+")
 #: A date as dateparser finds it must name a month or write a numeric date; "3 days" (relative) is no date.
 _MONTHS = "|".join(m for m in (*calendar.month_name[1:], *calendar.month_abbr[1:]))
 _DATE_SHAPE = re.compile(rf"(?i)\b(?:{_MONTHS})\b|\d[-/.]\d")
 
 
+def non_null(schema: Any) -> Any:
+    """A nullable schema's other branch: ``{"anyOf": [S, {"type": "null"}]}`` (or ``oneOf``; the form pydantic
+    writes for ``Optional``) -> ``S`` with the outer keywords (``description``, ``default``) kept; any other
+    schema as it is."""
+    if not isinstance(schema, dict):
+        return schema
+    for word in ("anyOf", "oneOf"):
+        branches = schema.get(word)
+        if isinstance(branches, list) and len(branches) == 2 and {"type": "null"} in branches:
+            other = branches[1 - branches.index({"type": "null"})]
+            if isinstance(other, dict):
+                return {k: v for k, v in schema.items() if k != word} | other
+    return schema
+
+
 def base_type(schema: Any) -> Any:
-    """A schema's type without ``null`` (``["string", "null"]`` -> ``"string"``); ``None`` when it has none."""
+    """A schema's type without ``null`` (``["string", "null"]`` -> ``"string"``, a nullable ``anyOf`` ->
+    its other branch's: :func:`non_null`); ``None`` when it has none."""
+    schema = non_null(schema)
     kind = schema.get("type") if isinstance(schema, dict) else None
     if isinstance(kind, list):
         rest = [k for k in kind if k != "null"]
@@ -116,9 +135,14 @@ def named_options(schema: dict[str, Any], request: str) -> list[Any]:
     return out
 
 
+#: The ``format`` values :func:`shaped_strings` reads from a request; other formats take the tagger's spans.
+READ_FORMATS = ("date", "date-time", "email")
+
+
 def shaped_strings(schema: dict[str, Any], request: str) -> list[str]:
-    """The request's values a ``format`` or ``pattern`` string can take: ISO dates (``date``, ``date-time``),
-    e-mail addresses (``email``), or whole words that match ``pattern``; only those ``schema`` accepts."""
+    """The request's values a ``format`` (one of :data:`READ_FORMATS`) or ``pattern`` string can take: ISO dates
+    (``date``, ``date-time``), e-mail addresses (``email``), or whole words that match ``pattern``; only those
+    ``schema`` accepts."""
     fmt = schema.get("format")
     if fmt in ("date", "date-time"):
         found = request_dates(request, with_time=fmt == "date-time")
@@ -132,10 +156,15 @@ def shaped_strings(schema: dict[str, Any], request: str) -> list[str]:
     return [v for v in found if accepts(schema, v)]
 
 
-def number_items(schema: Any) -> str | None:
-    """``"integer"`` or ``"number"`` for an array schema whose items are numbers of that type, else ``None``."""
+def item_type(schema: Any) -> str | None:
+    """``"integer"``, ``"number"`` or ``"string"``: an array schema's item type (no ``enum``); else ``None``."""
     if not isinstance(schema, dict) or base_type(schema) != "array" or "enum" in schema:
         return None
     items = schema.get("items")
     kind = base_type(items) if isinstance(items, dict) and "enum" not in items else None
-    return kind if kind in ("integer", "number") else None
+    return kind if kind in ("integer", "number", "string") else None
+
+
+def written_list(text: str) -> list[str]:
+    """The items of a list written as ``text`` ("pasta, soup and bread" -> ``["pasta", "soup", "bread"]``)."""
+    return [item for item in _LIST_SEPARATOR.split(text.strip()) if item and item.lower() != "and"]
