@@ -8,6 +8,7 @@ import sys
 import textwrap
 import uuid
 from collections.abc import Callable
+from typing import Any
 
 import pytest
 import torch
@@ -30,19 +31,23 @@ def engine():
 
 
 @pytest.fixture(scope="session")
-def tiny_checkpoint(tmp_path_factory) -> Callable[[str, int], pathlib.Path]:
-    """A maker of tiny random-weight checkpoints: ``tiny_checkpoint(name, steps)`` sets torch to one thread,
-    writes one (:func:`model.testing.make_tiny_checkpoint`, canvas 16, ``max_denoising_steps=steps``) in a
-    fresh temporary folder named after ``name`` and returns its path."""
+def tiny_checkpoint(tmp_path_factory) -> Callable[..., pathlib.Path]:
+    """A maker of tiny random-weight checkpoints: ``tiny_checkpoint(name, steps, **options)`` sets torch to one
+    thread, writes one (:func:`model.testing.make_tiny_checkpoint`, canvas 16, ``max_denoising_steps=steps``,
+    ``options`` such as ``copy_head`` or ``seed`` passed on) in a fresh temporary folder named after ``name`` and
+    returns its path."""
 
-    def make(name: str, steps: int) -> pathlib.Path:
+    def make(name: str, steps: int, **options: Any) -> pathlib.Path:
         import torch
 
         from model.testing import make_tiny_checkpoint
 
         torch.set_num_threads(1)
         return make_tiny_checkpoint(
-            tmp_path_factory.mktemp(name), canvas_length=16, generation={"max_denoising_steps": steps}
+            tmp_path_factory.mktemp(name),
+            canvas_length=16,
+            generation={"max_denoising_steps": steps},
+            **options,
         )
 
     return make

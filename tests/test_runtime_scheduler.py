@@ -13,18 +13,8 @@ C = 16
 
 
 @pytest.fixture(scope="module")
-def ck(tmp_path_factory):
-    from model.testing import make_tiny_checkpoint
-
-    torch.set_num_threads(1)
-    path = make_tiny_checkpoint(
-        tmp_path_factory.mktemp("sched"),
-        canvas_length=C,
-        seed=5,
-        generation={"max_denoising_steps": 4},
-        copy_head=True,
-    )
-    return load_checkpoint(path)
+def ck(tiny_checkpoint):
+    return load_checkpoint(tiny_checkpoint("sched", 4, seed=5, copy_head=True))
 
 
 def _prompt(n: int, seed: int) -> list[int]:
