@@ -161,7 +161,9 @@ class CanvasBatcher:
         if not input_ids:
             raise ValueError("input_ids is empty: the prompt needs at least one token")
         if prefill is not None:
-            check_prefill(prefill, len(input_ids), vision)
+            prefill.check_covers(len(input_ids))
+            if vision is not None:
+                raise ValueError("prefill= is for a prompt without images, but vision was given")
         if seed is None:
             seed = int(torch.randint(0, 2**62, (1,)).item())
         if not -(2**63) <= int(seed) < 2**63:
@@ -296,21 +298,3 @@ class CanvasBatcher:
                     BatchOutput(tokens, len(r.prompt), out.stats, "stop" if stop else "length")
                 )
         return not leaves and not r.cancelled.is_set()
-
-
-def check_prefill(prefill: Prefill, prompt_tokens: int, vision: Any) -> None:
-    """Check that a ready ``prefill`` (``hidden`` ``[1, P, H]``) covers a prompt of ``prompt_tokens`` ids.
-
-    Raises:
-        ValueError: its ``hidden`` is not one row of ``prompt_tokens`` positions (both lengths named), or the
-            prompt has images (``vision``; a ready prefill has none).
-    """
-    shape = tuple(prefill.hidden.shape)
-    if len(shape) != 3 or shape[0] != 1 or shape[1] != prompt_tokens:
-        raise ValueError(
-            f"prefill= covers a prompt of {shape[1] if len(shape) == 3 else '?'} tokens (hidden states of shape "
-            f"{shape}, expected [1, P, H]) but input_ids has {prompt_tokens} tokens: a prefill is for the prompt "
-            "it was computed from"
-        )
-    if vision is not None:
-        raise ValueError("prefill= is for a prompt without images, but vision was given")

@@ -326,10 +326,13 @@ def prefill_batch(
     encoded into the KV cache, or the :class:`model.turn.prefill.Prefill` given taken over.
 
     Raises:
-        ValueError: ``prefilled`` given for more than one row or with images.
+        ValueError: ``prefilled`` given for more than one row, with images, or over another number of positions
+            than the prompt.
     """
-    if prefilled is not None and (input_ids.shape[0] != 1 or images):
-        raise ValueError("prefill= is for one row without images")
+    if prefilled is not None:
+        if input_ids.shape[0] != 1 or images:
+            raise ValueError("prefill= is for one row without images")
+        prefilled.check_covers(int(input_ids.shape[1]))
     batch = FixedBatch.new(den.model, input_ids, attention_mask, den.settings)
     if prefilled is None:
         encode(den, batch, images)

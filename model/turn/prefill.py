@@ -67,6 +67,20 @@ class Prefill:
     memory: CopyMemory | None
     seconds: float
 
+    def check_covers(self, prompt_tokens: int) -> None:
+        """Check that this prefill is one row of ``prompt_tokens`` positions (a prompt's, ``hidden`` ``[1, P, H]``).
+
+        Raises:
+            ValueError: it is not (both lengths named).
+        """
+        shape = tuple(self.hidden.shape)
+        if len(shape) != 3 or shape[0] != 1 or shape[1] != prompt_tokens:
+            raise ValueError(
+                f"prefill= covers a prompt of {shape[1] if len(shape) == 3 else '?'} tokens (hidden states of "
+                f"shape {shape}, expected [1, P, H]) but input_ids has {prompt_tokens} tokens: a prefill is for "
+                "the prompt it was computed from"
+            )
+
 
 def prefill_prompt(model: Any, input_ids: torch.Tensor) -> Prefill:
     """One encoder pass over a ``[1, P]`` int64 prompt without images: the :class:`Prefill` that
