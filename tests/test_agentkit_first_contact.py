@@ -246,6 +246,20 @@ def test_uncached_hub_id_fails_fast_with_path_and_fetch_command(hf_cache):
         assert res.exit_code == 2 and "hf download someorg/not-cached-model" in res.output, res.output
 
 
+def test_unknown_device_is_a_one_line_error_before_loading():
+    pytest.importorskip("torch")
+    from model.checkpoint.loading import CheckpointError, load_checkpoint
+
+    for bad in ("gpu", "cuda0", "CPU", "cuda:x"):
+        with pytest.raises(
+            CheckpointError, match=f"unsupported device '{bad}': choose 'cpu', 'cuda' or 'cuda:N'"
+        ):
+            load_checkpoint(device=bad)
+    res = runner.invoke(app, ["generate", "hi", "--device", "gpu", "--threads", "1"])
+    assert res.exit_code == 2, res.output
+    assert "unsupported device 'gpu'" in res.output and "Traceback" not in res.output
+
+
 def test_cached_hub_id_loads_from_the_cache_without_network(hf_cache, tmp_path):
     torch = pytest.importorskip("torch")
     from model.checkpoint.loading import load_checkpoint
