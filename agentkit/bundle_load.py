@@ -212,7 +212,8 @@ class BundleSpec:
 
         The bundle's backend settings apply only while the kind is the bundle's own (switching
         ``--backend`` keeps only ``--model`` and ``--seed``). A relative ``scripted`` script path in the bundle
-        is relative to the bundle's folder.
+        is relative to the bundle's folder, and so is a relative ``embedded`` checkpoint folder found there
+        (else the name is taken as given: a folder relative to the working directory, or a hub id).
 
         Args:
             backend: a backend kind, or a Backend instance (returned as is).
@@ -247,8 +248,10 @@ class BundleSpec:
             settings["seed"] = seed
         elif seed is not None and kind == "openai":
             settings["settings"] = {**settings.get("settings", {}), "seed": seed}
-        if kind == "scripted" and name and model is None and not Path(name).is_absolute():
-            name = str(self.path.parent / name)
+        if name and model is None and not Path(name).expanduser().is_absolute():
+            here = self.path.parent / name
+            if kind == "scripted" or (kind == "embedded" and here.is_dir()):
+                name = str(here)
         return make_backend(kind, name, **settings)
 
     def agent_settings_with(self, **overrides: Any) -> dict[str, Any]:

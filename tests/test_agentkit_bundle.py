@@ -883,3 +883,16 @@ def test_a_bundle_chooses_its_binder_and_the_cli_flag_overrides_it(tmp_path):
     assert "b3.yaml:3" in str(ei.value) and "binding" in str(ei.value)
     with pytest.raises(ValueError, match="binding must be"):
         EmbeddedBackend(binding="rules")
+
+
+def test_an_embedded_checkpoint_folder_is_relative_to_the_bundle(tmp_path, monkeypatch):
+    # as model.adapter and a scripted script are: the bundle runs from any working directory
+    (tmp_path / "bot" / "ckpt").mkdir(parents=True)
+    p = write(tmp_path / "bot", "agentkit_bundle: 1\nname: y\nmodel: {name: ckpt}\ntools: []\n")
+    monkeypatch.chdir(tmp_path)
+    assert load_bundle(p).make_backend().model_path == str(tmp_path / "bot" / "ckpt")
+    assert load_bundle(p).make_backend(model="ckpt").model_path == "ckpt"  # --model: as given
+    hub = write(
+        tmp_path / "bot", "agentkit_bundle: 1\nname: y\nmodel: {name: org/model}\ntools: []\n", "h.yaml"
+    )
+    assert load_bundle(hub).make_backend().model_path == "org/model"  # no such folder there: a hub id
