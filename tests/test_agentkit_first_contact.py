@@ -298,17 +298,27 @@ def test_threads_option_on_every_model_command(monkeypatch, tmp_path, tools_modu
     from model.threads import ENV_VAR
 
     bundle = str(ROOT / "examples" / "code_search" / "bundle.yaml")
-    for cmd in (["run", bundle, "hi"], ["chat", bundle], ["generate", "hi"], ["serve"]):
+    evals = (["eval", "bfcl", "-n", "1"], ["eval", "heldout", "-n", "1"])
+    for cmd in (["run", bundle, "hi"], ["chat", bundle], ["generate", "hi"], ["serve"], *evals):
         res = runner.invoke(app, [*cmd, "--help"])
         assert res.exit_code == 0 and "--threads" in res.output, cmd
         res = runner.invoke(app, [*cmd, "--threads", "0"])
         assert res.exit_code == 2 and "--threads" in res.output, cmd
     # a bad $AGENTKIT_THREADS is one line and exit 2, before any model loads
     monkeypatch.setenv(ENV_VAR, "many")
-    for cmd in (["generate", "hi"], ["serve", "--port", "0"], ["run", bundle, "hi"], ["chat", bundle]):
+    for cmd in (
+        ["generate", "hi"],
+        ["serve", "--port", "0"],
+        ["run", bundle, "hi"],
+        ["chat", bundle],
+        *evals,
+    ):
         res = runner.invoke(app, cmd)
         assert res.exit_code == 2, (cmd, res.output)
         assert "$AGENTKIT_THREADS must be an integer >= 1, got 'many'" in res.output
+    for cmd in evals:  # a bad --binding is refused before the checkpoint loads
+        res = runner.invoke(app, [*cmd, "--binding", "rules"])
+        assert res.exit_code == 2 and "--binding must be auto, copy-head or none, got 'rules'" in res.output
 
     torch = pytest.importorskip("torch")
     from model.testing import make_tiny_checkpoint
