@@ -118,6 +118,27 @@ def test_chat_refuses_unknown_commands_and_lists_them(calc_bundle):
     assert "user> /etc is a folder?" in res.stdout and "BackendError" not in res.output
 
 
+def test_ctrl_c_during_a_chat_turn_drops_the_turn_not_the_session(calc_bundle, monkeypatch):
+    from agentkit.backends.scripted import ScriptedBackend
+
+    script = calc_bundle.parent / "script.json"
+    script.write_text(json.dumps(["Second answer."]))
+    real, calls = ScriptedBackend.turn, []
+
+    def interrupted_once(self, request):
+        calls.append(1)
+        if len(calls) == 1:
+            raise KeyboardInterrupt  # the user's Ctrl-C while the first turn runs
+        return real(self, request)
+
+    monkeypatch.setattr(ScriptedBackend, "turn", interrupted_once)
+    res = runner.invoke(app, ["chat", str(calc_bundle)], input="first?\nsecond?\n/history\n")
+    assert res.exit_code == 0, res.output  # it was: the whole chat ended (exit 130, the conversation lost)
+    assert "interrupted: the turn was dropped" in res.stderr
+    assert "agent> " in res.stdout and "user> first?" not in res.stdout
+    assert "user> second?\nassistant> Second answer." in res.stdout
+
+
 def test_generate_and_run_refuse_an_empty_prompt(calc_bundle):
     for args in (
         ["generate", ""],

@@ -303,6 +303,9 @@ def _chat_turn(
     except BackendError as exc:
         _error(f"BackendError: {exc}")
         return False
+    except KeyboardInterrupt:  # Ctrl-C stops this turn, not the session (at the prompt it ends the chat)
+        _error("interrupted: the turn was dropped, the history is as before it (/exit or Ctrl-D to leave)")
+        return False
     console.print(f"[bold blue]agent>[/bold blue] {result.answer}", highlight=False)
     if save is not None:
         session.save(save)
