@@ -23,8 +23,6 @@ from __future__ import annotations
 
 import json
 import math
-import pkgutil
-import sys
 import threading
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -47,6 +45,7 @@ from agentkit.bundle_sections import (
 from agentkit.bundle_tools import (
     SandboxRunner,
     default_sandbox_runner,
+    import_python_target,
     make_http_function,
     make_sandbox_function,
     placeholders,
@@ -472,10 +471,8 @@ class _Load:
         """A ``python:`` tool: the target imported (the bundle's folder on ``sys.path``); a ``@tool`` object
         lends its settings, which the bundle's own override."""
         target = t["python"]
-        if self.bundle_dir not in sys.path:
-            sys.path.insert(0, self.bundle_dir)
         try:
-            obj = pkgutil.resolve_name(target)
+            obj = import_python_target(target, self.bundle_dir)
         except ImportError as exc:
             self.add((*tp, "python"), f"cannot import {target!r}: {exc}")
             return None

@@ -896,3 +896,15 @@ def test_an_embedded_checkpoint_folder_is_relative_to_the_bundle(tmp_path, monke
         tmp_path / "bot", "agentkit_bundle: 1\nname: y\nmodel: {name: org/model}\ntools: []\n", "h.yaml"
     )
     assert load_bundle(hub).make_backend().model_path == "org/model"  # no such folder there: a hub id
+
+
+def test_two_bundles_each_with_its_own_helpers_module_get_their_own_functions(tmp_path):
+    # the second bundle's `python: helpers:f` got the first bundle's helpers.f (sys.modules kept it)
+    name = f"helpers_{tmp_path.name}"  # a name no other test imports
+    for which in ("one", "two", "one"):
+        folder = tmp_path / which
+        folder.mkdir(exist_ok=True)
+        (folder / f"{name}.py").write_text(f"def f(x: int) -> str:\n    return {which!r}\n")
+        text = f"agentkit_bundle: 1\nname: b\nmodel: {{backend: openai, name: m}}\ntools:\n  - {{name: f, python: '{name}:f'}}\n"
+        (tool,) = load_bundle(write(folder, text)).tools
+        assert tool.function(1) == which
