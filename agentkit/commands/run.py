@@ -131,8 +131,17 @@ def _build_agent(
     binding: str | None = None,
     threads: int | None = None,
 ) -> Agent:
+    from agentkit.backends import BACKENDS
     from agentkit.bundle import load_bundle
 
+    # the options' own errors name the option, not the bundle (which is not at fault)
+    if backend is not None and backend not in BACKENDS:
+        raise fail(
+            f"error: --backend: unknown backend {backend!r}; choose one of {', '.join(BACKENDS)}",
+            EXIT_BAD_INPUT,
+        )
+    if binding is not None and binding not in ("auto", "copy-head", "none"):
+        raise fail(f"error: --binding must be auto, copy-head or none, got {binding!r}", EXIT_BAD_INPUT)
     try:
         b = load_bundle(bundle, backend=backend)
     except BundleError as exc:
