@@ -23,8 +23,6 @@ from __future__ import annotations
 
 import json
 import math
-import pkgutil
-import sys
 import threading
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -47,6 +45,7 @@ from agentkit.bundle_sections import (
 from agentkit.bundle_tools import (
     SandboxRunner,
     default_sandbox_runner,
+    import_python_target,
     make_http_function,
     make_sandbox_function,
     placeholders,
@@ -212,7 +211,8 @@ class BundleSpec:
 
         The bundle's backend settings apply only while the kind is the bundle's own (switching
         ``--backend`` keeps only ``--model`` and ``--seed``). A relative ``scripted`` script path in the bundle
-        is relative to the bundle's folder.
+        is relative to the bundle's folder, and so is a relative ``embedded`` checkpoint folder found there
+        (else the name is taken as given: a folder relative to the working directory, or a hub id).
 
         Args:
             backend: a backend kind, or a Backend instance (returned as is).
@@ -247,8 +247,10 @@ class BundleSpec:
             settings["seed"] = seed
         elif seed is not None and kind == "openai":
             settings["settings"] = {**settings.get("settings", {}), "seed": seed}
-        if kind == "scripted" and name and model is None and not Path(name).is_absolute():
-            name = str(self.path.parent / name)
+        if name and model is None and not Path(name).expanduser().is_absolute():
+            here = self.path.parent / name
+            if kind == "scripted" or (kind == "embedded" and here.is_dir()):
+                name = str(here)
         return make_backend(kind, name, **settings)
 
     def agent_settings_with(self, **overrides: Any) -> dict[str, Any]:
@@ -469,10 +471,8 @@ class _Load:
         """A ``python:`` tool: the target imported (the bundle's folder on ``sys.path``); a ``@tool`` object
         lends its settings, which the bundle's own override."""
         target = t["python"]
-        if self.bundle_dir not in sys.path:
-            sys.path.insert(0, self.bundle_dir)
         try:
-            obj = pkgutil.resolve_name(target)
+            obj = import_python_target(target, self.bundle_dir)
         except ImportError as exc:
             self.add((*tp, "python"), f"cannot import {target!r}: {exc}")
             return None

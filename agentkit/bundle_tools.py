@@ -1,16 +1,19 @@
-"""The tool factories of YAML bundles: ``http:`` tools (one request per call, through
-:class:`tools.httpclient.RetryingClient`) and ``sandbox:`` tools (code in the Docker sandbox, arguments in
-``args.json``), and the ``{arg}`` / ``${ENV}`` templates they fill. :mod:`agentkit.bundle` loads the file and
-calls these.
+"""The tool factories of YAML bundles: ``python:`` targets (imported from the bundle's folder first),
+``http:`` tools (one request per call, through :class:`tools.httpclient.RetryingClient`) and ``sandbox:`` tools
+(code in the Docker sandbox, arguments in ``args.json``), and the ``{arg}`` / ``${ENV}`` templates they fill.
+:mod:`agentkit.bundle` loads the file and calls these.
 """
 
 from __future__ import annotations
 
 import json
 import os
+import pkgutil
 import re
+import sys
 import urllib.parse
 from collections.abc import Callable
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
@@ -19,6 +22,7 @@ if TYPE_CHECKING:
 __all__ = [
     "SandboxRunner",
     "default_sandbox_runner",
+    "import_python_target",
     "make_http_function",
     "make_sandbox_function",
     "placeholders",
@@ -26,6 +30,33 @@ __all__ = [
 
 #: A field path in the bundle document (``("tools", 1, "http", "url")``).
 Path_ = tuple[str | int, ...]
+
+# ------------------------------------------------------------------------------------------ python
+
+
+def import_python_target(target: str, bundle_dir: str) -> Any:
+    """The object a ``python: package.module:function`` target names, imported with ``bundle_dir`` first on
+    ``sys.path``. A module of that name that the bundle's folder holds is imported from there even when another
+    folder's module of the same name was imported before (two bundles, each with its own ``helpers.py``: the
+    second got the first one's functions); each keeps the functions it imported.
+
+    Raises:
+        ImportError: the module cannot be imported.
+        AttributeError: the module has no such attribute.
+    """
+    if sys.path[:1] != [bundle_dir]:
+        if bundle_dir in sys.path:
+            sys.path.remove(bundle_dir)
+        sys.path.insert(0, bundle_dir)
+    top = target.partition(":")[0].split(".")[0]
+    here = Path(bundle_dir) / top
+    loaded = getattr(sys.modules.get(top), "__file__", None)
+    if loaded and ((here / "__init__.py").is_file() or here.with_suffix(".py").is_file()):
+        if not Path(loaded).resolve().is_relative_to(Path(bundle_dir).resolve()):
+            for name in [m for m in sys.modules if m == top or m.startswith(top + ".")]:
+                del sys.modules[name]
+    return pkgutil.resolve_name(target)
+
 
 # ------------------------------------------------------------------------------------------ templates
 

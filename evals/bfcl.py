@@ -283,12 +283,14 @@ def to_openai_tools(functions: list[dict[str, Any]]) -> list[dict[str, Any]]:
     ]
 
 
-def read_jsonl(path: Path) -> list[dict[str, Any]]:
-    """Read one JSON object per line (BFCL's ``.json`` files; a ``.gz`` name is decompressed).
+def read_jsonl(path: Path, keys: tuple[str, ...] = ()) -> list[dict[str, Any]]:
+    """Read one JSON object per line (BFCL's ``.json`` files; a ``.gz`` name is decompressed), each holding
+    ``keys``.
 
     Raises:
         FileNotFoundError: if ``path`` does not exist.
-        ValueError: naming the file and line of a malformed line, or a corrupt ``.gz`` file.
+        ValueError: naming the file and line of a malformed line, of a line that is not an object with
+            ``keys``, or a corrupt ``.gz`` file.
     """
     rows = []
     if path.suffix == ".gz":
@@ -302,9 +304,15 @@ def read_jsonl(path: Path) -> list[dict[str, Any]]:
         if not line.strip():
             continue
         try:
-            rows.append(json.loads(line))
+            row = json.loads(line)
         except json.JSONDecodeError as e:
             raise ValueError(f"{path}:{i}: not JSON ({e.msg})") from e
+        missing = [k for k in keys if k not in row] if isinstance(row, dict) else list(keys)
+        if missing:
+            raise ValueError(
+                f"{path}:{i}: a BFCL row is a JSON object with {', '.join(keys)}; missing {missing[0]!r}"
+            )
+        rows.append(row)
     return rows
 
 
@@ -330,7 +338,9 @@ def load_category(
     :data:`DEFAULT_BFCL_DIR`). With ``data`` and no ``answers``: irrelevance scoring (answers ``None``).
 
     Raises:
-        ValueError: for an unknown category without ``data``, or an answers file missing ids of the questions.
+        ValueError: for an unknown category without ``data``, a row without the keys BFCL gives it (questions:
+            ``id``, ``question``, ``function``; answers: ``id``, ``ground_truth``; file and line named), or an
+            answers file missing ids of the questions.
         FileNotFoundError: for missing files.
     """
     if data is None:
@@ -340,10 +350,10 @@ def load_category(
             )
         data = _plain_or_gz(bfcl_dir / f"BFCL_v4_{category}.json")
         answers = _plain_or_gz(bfcl_dir / "possible_answer" / f"BFCL_v4_{category}.json")
-    questions = read_jsonl(data)
+    questions = read_jsonl(data, ("id", "question", "function"))
     if answers is None:
         return questions, None
-    gt = {r["id"]: r["ground_truth"] for r in read_jsonl(answers)}
+    gt = {r["id"]: r["ground_truth"] for r in read_jsonl(answers, ("id", "ground_truth"))}
     missing = [q["id"] for q in questions if q["id"] not in gt]
     if missing:
         raise ValueError(f"{answers}: no ground truth for {len(missing)} question(s), e.g. {missing[0]!r}")

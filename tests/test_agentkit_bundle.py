@@ -883,3 +883,28 @@ def test_a_bundle_chooses_its_binder_and_the_cli_flag_overrides_it(tmp_path):
     assert "b3.yaml:3" in str(ei.value) and "binding" in str(ei.value)
     with pytest.raises(ValueError, match="binding must be"):
         EmbeddedBackend(binding="rules")
+
+
+def test_an_embedded_checkpoint_folder_is_relative_to_the_bundle(tmp_path, monkeypatch):
+    # as model.adapter and a scripted script are: the bundle runs from any working directory
+    (tmp_path / "bot" / "ckpt").mkdir(parents=True)
+    p = write(tmp_path / "bot", "agentkit_bundle: 1\nname: y\nmodel: {name: ckpt}\ntools: []\n")
+    monkeypatch.chdir(tmp_path)
+    assert load_bundle(p).make_backend().model_path == str(tmp_path / "bot" / "ckpt")
+    assert load_bundle(p).make_backend(model="ckpt").model_path == "ckpt"  # --model: as given
+    hub = write(
+        tmp_path / "bot", "agentkit_bundle: 1\nname: y\nmodel: {name: org/model}\ntools: []\n", "h.yaml"
+    )
+    assert load_bundle(hub).make_backend().model_path == "org/model"  # no such folder there: a hub id
+
+
+def test_two_bundles_each_with_its_own_helpers_module_get_their_own_functions(tmp_path):
+    # the second bundle's `python: helpers:f` got the first bundle's helpers.f (sys.modules kept it)
+    name = f"helpers_{tmp_path.name}"  # a name no other test imports
+    for which in ("one", "two", "one"):
+        folder = tmp_path / which
+        folder.mkdir(exist_ok=True)
+        (folder / f"{name}.py").write_text(f"def f(x: int) -> str:\n    return {which!r}\n")
+        text = f"agentkit_bundle: 1\nname: b\nmodel: {{backend: openai, name: m}}\ntools:\n  - {{name: f, python: '{name}:f'}}\n"
+        (tool,) = load_bundle(write(folder, text)).tools
+        assert tool.function(1) == which

@@ -128,7 +128,17 @@ def test_run_bad_bundle_exits_2_with_file_line_field(tmp_path):
 def test_run_unknown_backend(bundle):
     res = runner.invoke(app, ["run", str(bundle), "q", "--backend", "nope"])
     assert res.exit_code == 2
-    assert "unknown backend 'nope'" in res.stderr
+    assert "error: --backend: unknown backend 'nope'" in res.stderr
+    assert (
+        str(bundle) not in res.stderr
+    )  # the option is at fault, not the bundle (it was "BUNDLE: unknown backend")
+    for cmd in (["run", str(bundle), "q"], ["chat", str(bundle)]):
+        res = runner.invoke(app, [*cmd, "--binding", "rules"])
+        assert (
+            res.exit_code == 2
+            and "error: --binding must be auto, copy-head or none, got 'rules'" in res.stderr
+        )
+        assert str(bundle) not in res.stderr
 
 
 def test_chat_repl_history_save_and_resume(bundle, tmp_path):

@@ -48,8 +48,10 @@ def test_seed_from_bundle_cli_and_examples(tmp_path):
     assert b.make_backend().seed == 7
     assert b.make_agent(seed=3).backend.seed == 3  # --seed overrides the bundle
     assert b.make_backend("openai", "m", seed=5).settings["seed"] == 5  # and follows a --backend switch
-    for example in ("code_search", "weather"):
-        assert load_bundle(ROOT / "examples" / example / "bundle.yaml").make_backend().seed == 0
+    # every example bundle on the embedded backend (the README: "a rerun prints the same transcript")
+    for example in sorted((ROOT / "examples").glob("*/*.yaml")):
+        b = load_bundle(example)
+        assert b.model_section.backend == "embedded" and b.make_backend().seed == 0, example
 
 
 def test_run_with_seed_is_reproducible(tmp_path, tools_module):
@@ -114,6 +116,27 @@ def test_chat_refuses_unknown_commands_and_lists_them(calc_bundle):
     # one model turn: only the // message reached the model
     assert res.stdout.count("agent> ") == 1 and "agent> Yes, /etc is a folder." in res.stdout
     assert "user> /etc is a folder?" in res.stdout and "BackendError" not in res.output
+
+
+def test_ctrl_c_during_a_chat_turn_drops_the_turn_not_the_session(calc_bundle, monkeypatch):
+    from agentkit.backends.scripted import ScriptedBackend
+
+    script = calc_bundle.parent / "script.json"
+    script.write_text(json.dumps(["Second answer."]))
+    real, calls = ScriptedBackend.turn, []
+
+    def interrupted_once(self, request):
+        calls.append(1)
+        if len(calls) == 1:
+            raise KeyboardInterrupt  # the user's Ctrl-C while the first turn runs
+        return real(self, request)
+
+    monkeypatch.setattr(ScriptedBackend, "turn", interrupted_once)
+    res = runner.invoke(app, ["chat", str(calc_bundle)], input="first?\nsecond?\n/history\n")
+    assert res.exit_code == 0, res.output  # it was: the whole chat ended (exit 130, the conversation lost)
+    assert "interrupted: the turn was dropped" in res.stderr
+    assert "agent> " in res.stdout and "user> first?" not in res.stdout
+    assert "user> second?\nassistant> Second answer." in res.stdout
 
 
 def test_generate_and_run_refuse_an_empty_prompt(calc_bundle):
@@ -246,6 +269,20 @@ def test_uncached_hub_id_fails_fast_with_path_and_fetch_command(hf_cache):
         assert res.exit_code == 2 and "hf download someorg/not-cached-model" in res.output, res.output
 
 
+def test_unknown_device_is_a_one_line_error_before_loading():
+    pytest.importorskip("torch")
+    from model.checkpoint.loading import CheckpointError, load_checkpoint
+
+    for bad in ("gpu", "cuda0", "CPU", "cuda:x"):
+        with pytest.raises(
+            CheckpointError, match=f"unsupported device '{bad}': choose 'cpu', 'cuda' or 'cuda:N'"
+        ):
+            load_checkpoint(device=bad)
+    res = runner.invoke(app, ["generate", "hi", "--device", "gpu", "--threads", "1"])
+    assert res.exit_code == 2, res.output
+    assert "unsupported device 'gpu'" in res.output and "Traceback" not in res.output
+
+
 def test_cached_hub_id_loads_from_the_cache_without_network(hf_cache, tmp_path):
     torch = pytest.importorskip("torch")
     from model.checkpoint.loading import load_checkpoint
@@ -284,17 +321,27 @@ def test_threads_option_on_every_model_command(monkeypatch, tmp_path, tools_modu
     from model.threads import ENV_VAR
 
     bundle = str(ROOT / "examples" / "code_search" / "bundle.yaml")
-    for cmd in (["run", bundle, "hi"], ["chat", bundle], ["generate", "hi"], ["serve"]):
+    evals = (["eval", "bfcl", "-n", "1"], ["eval", "heldout", "-n", "1"])
+    for cmd in (["run", bundle, "hi"], ["chat", bundle], ["generate", "hi"], ["serve"], *evals):
         res = runner.invoke(app, [*cmd, "--help"])
         assert res.exit_code == 0 and "--threads" in res.output, cmd
         res = runner.invoke(app, [*cmd, "--threads", "0"])
         assert res.exit_code == 2 and "--threads" in res.output, cmd
     # a bad $AGENTKIT_THREADS is one line and exit 2, before any model loads
     monkeypatch.setenv(ENV_VAR, "many")
-    for cmd in (["generate", "hi"], ["serve", "--port", "0"], ["run", bundle, "hi"], ["chat", bundle]):
+    for cmd in (
+        ["generate", "hi"],
+        ["serve", "--port", "0"],
+        ["run", bundle, "hi"],
+        ["chat", bundle],
+        *evals,
+    ):
         res = runner.invoke(app, cmd)
         assert res.exit_code == 2, (cmd, res.output)
         assert "$AGENTKIT_THREADS must be an integer >= 1, got 'many'" in res.output
+    for cmd in evals:  # a bad --binding is refused before the checkpoint loads
+        res = runner.invoke(app, [*cmd, "--binding", "rules"])
+        assert res.exit_code == 2 and "--binding must be auto, copy-head or none, got 'rules'" in res.output
 
     torch = pytest.importorskip("torch")
     from model.testing import make_tiny_checkpoint

@@ -161,6 +161,22 @@ def test_refused_connection_names_where_the_address_comes_from():
     assert "$AGENTKIT_OPENAI_BASE_URL" in msg and ei.value.status_code is None
 
 
+def test_a_base_url_without_scheme_or_v1_is_named(monkeypatch):
+    # without a scheme every request failed after 5 attempts (8 s); a root without /v1 was a bare 404
+    monkeypatch.setenv("AGENTKIT_OPENAI_BASE_URL", "127.0.0.1:8000/v1")
+    with pytest.raises(ValueError, match=r"must start with http:// or https://, got '127.0.0.1:8000/v1'"):
+        OpenAIBackend("m")
+    server = FakeServer([404])
+    backend = OpenAIBackend("m", base_url="http://fake.local", transport=httpx.MockTransport(server))
+    with pytest.raises(
+        BackendError,
+        match=r"HTTP 404 \(is the base URL 'http://fake.local' the API root\? it usually ends in /v1\)",
+    ):
+        backend.complete([{"role": "user", "content": "hi"}], [])
+    with pytest.raises(BackendError, match=r"HTTP 404: status 404"):  # a /v1 root: no hint
+        backend_for(FakeServer([404])).complete([{"role": "user", "content": "hi"}], [])
+
+
 def test_client_errors_are_not_retried():
     server = FakeServer([400, completion(content="never")])
     with pytest.raises(BackendError, match="HTTP 400") as ei:

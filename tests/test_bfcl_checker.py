@@ -139,6 +139,24 @@ def test_evaluate_with_fake_chat_on_files(tmp_path):
     assert evaluate("irrelevance", questions, None, chat).accuracy == 0.0
 
 
+def test_rows_without_bfcl_keys_are_one_line_errors(tmp_path):
+    # a question without "function" was a KeyError traceback from `agentkit eval bfcl --data`
+    q = tmp_path / "q.json"
+    q.write_text('{"id": "a", "question": [[]], "function": []}\n\n{"id": "b", "question": "hi"}\n')
+    with pytest.raises(
+        ValueError,
+        match=r"q.json:3: a BFCL row is a JSON object with id, question, function; missing 'function'",
+    ):
+        load_category(data=q)
+    q.write_text("[1, 2]\n")
+    with pytest.raises(ValueError, match=r"q.json:1: .* missing 'id'"):
+        load_category(data=q)
+    q.write_text('{"id": "a", "question": [[]], "function": []}\n')
+    (tmp_path / "a.json").write_text('{"id": "a", "answer": []}\n')
+    with pytest.raises(ValueError, match=r"a.json:1: .* with id, ground_truth; missing 'ground_truth'"):
+        load_category(data=q, answers=tmp_path / "a.json")
+
+
 def test_unknown_category_raises():
     with pytest.raises(ValueError, match="unknown BFCL category"):
         load_category("java")

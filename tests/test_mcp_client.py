@@ -114,6 +114,17 @@ def test_pagination_include_exclude_prefix():
     assert calls(result) == [("fx_add", "11", None)]
 
 
+def test_include_or_exclude_naming_no_listed_tool_is_a_warning(caplog):
+    async def main():
+        async with stdio(include=["add", "ad"], exclude=["negate", "negat"]) as ts:
+            return [t.name for t in ts.tools]
+
+    with caplog.at_level("WARNING", logger="agentkit.mcp.client"):
+        assert asyncio.run(main()) == ["add"]
+    (msg,) = [r.getMessage() for r in caplog.records if "include/exclude" in r.getMessage()]
+    assert "'fixture'" in msg and "name no tool it lists: ad, negat (its tools: add, echo," in msg
+
+
 def test_list_changed_refreshes_before_next_turn():
     ts = stdio(exclude=["negate"])
     result, backend, _ = run_script(ts, [call("grow"), call("extra"), "ok"])

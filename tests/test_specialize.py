@@ -7,6 +7,7 @@ import json
 import random
 import re
 import shutil
+import warnings
 from pathlib import Path
 
 import jsonschema
@@ -124,6 +125,10 @@ def test_the_greenhouse_bundle_is_unknown_to_the_base_training_data():
 
 
 # ------------------------------------------------------------------------------------------------ fine-tuning
+#: the warnings the `adapter` fixture's specialize run raised
+SPECIALIZE_WARNINGS: list[str] = []
+
+
 @pytest.fixture(scope="module")
 def tiny(tmp_path_factory):
     from model.testing import make_tiny_checkpoint
@@ -159,8 +164,16 @@ def adapter(tiny):
         lr=5e-2,
     )
     lines: list[str] = []
-    report = specialize(cfg, TOY, "You keep an aquarium.", log=lines.append)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        report = specialize(cfg, TOY, "You keep an aquarium.", log=lines.append)
+    SPECIALIZE_WARNINGS.extend(f"{w.category.__name__}: {w.message}" for w in caught)
     return root / "adapter", report, lines
+
+
+def test_specialize_shows_no_deprecation_noise_of_its_libraries(adapter):
+    # peft's get_peft_model made transformers warn `is_gradient_checkpointing` is deprecated on every run
+    assert not [w for w in SPECIALIZE_WARNINGS if "is_gradient_checkpointing" in w], SPECIALIZE_WARNINGS
 
 
 def _decoder_logits(ck) -> torch.Tensor:

@@ -411,6 +411,20 @@ def test_a_patch_grid_beyond_the_towers_positions_is_one_line(ck, vp):
     assert vp.process([_noise(100, 300)], 70).soft_tokens[0] <= 70
 
 
+def test_cli_run_an_image_the_tower_cannot_place_exits_2_like_generate(ck, tmp_path):
+    # the embedded backend wrapped this ImageError in a BackendError: `run` exited 1, `generate` 2
+    (tmp_path / "b.yaml").write_text(
+        f"agentkit_bundle: 1\nname: b\nmodel: {{name: '{ck.source}', max_new_tokens: 16}}\ntools: []\n"
+    )
+    wide = tmp_path / "wide.png"
+    _noise(100, 300).save(wide)
+    r = CliRunner().invoke(
+        app, ["run", str(tmp_path / "b.yaml"), "what?", "--image", str(wide), "--threads", "1"]
+    )
+    assert r.exit_code == 2, r.output
+    assert "image 1 (300x100 px) at vision budget 280" in r.output and "BackendError" not in r.output
+
+
 def test_a_cmyk_image_object_is_converted_not_refused():
     url = to_data_url(_noise(20, 30).convert("CMYK"))
     assert url.startswith("data:image/png;base64,") and open_image(url).size == (30, 20)

@@ -83,6 +83,8 @@ class EmbeddedBackend(Backend):
         agentkit.backends.base.PromptTooLong: (from :meth:`complete`) the prompt does not fit the checkpoint's
             positions with the token budget; raised before generation allocates anything, so the planner can
             trim the prompt.
+        model.heads.vision.ImageError: (from :meth:`complete`) an image the checkpoint cannot read (its tower
+            has too few positions for it at that budget, no vision tower...), naming the image.
     """
 
     def __init__(
@@ -240,6 +242,10 @@ class EmbeddedBackend(Backend):
             raise PromptTooLong(
                 exc.prompt_tokens, exc.limit, exc.max_positions, exc.generation_tokens
             ) from exc
+        except (
+            ImageError
+        ):  # an image the checkpoint cannot read: the caller's input (named), not the backend's
+            raise
         except ValueError as exc:  # model.constraints SchemaError / ToolCallParseError, grammar errors
             raise BackendError(f"embedded backend: {type(exc).__name__}: {exc}") from exc
         calls = []

@@ -134,8 +134,9 @@ class OpenAIBackend(Backend):
             thinking that arrived inline in ``content``.
 
     Raises:
-        BackendError: (from :meth:`complete`) a non-retryable HTTP error, retries exhausted, or a response
-            without choices / not JSON.
+        ValueError: a base URL that is not http(s).
+        BackendError: (from :meth:`complete`) a non-retryable HTTP error (a 404 from a base URL not ending in
+            ``/v1`` says so), retries exhausted, or a response without choices / not JSON.
     """
 
     def __init__(
@@ -168,6 +169,11 @@ class OpenAIBackend(Backend):
             or os.environ.get("OPENAI_BASE_URL")
             or DEFAULT_BASE_URL
         ).rstrip("/")
+        if not self.base_url.startswith(("http://", "https://")):  # else every request is retried, then fails
+            raise ValueError(
+                f"the openai backend's base URL must start with http:// or https://, got {self.base_url!r} "
+                "(from base_url, $AGENTKIT_OPENAI_BASE_URL or $OPENAI_BASE_URL)"
+            )
         self.url = self.base_url + "/chat/completions"
         key = api_key if api_key is not None else os.environ.get(api_key_env)
         self.headers = {"content-type": "application/json", **(headers or {})}
@@ -340,8 +346,11 @@ class OpenAIBackend(Backend):
             BackendError: an HTTP error status, or a body that is not JSON or has no message.
         """
         if resp.status_code >= 400:
+            hint = ""
+            if resp.status_code == 404 and not self.base_url.endswith("/v1"):
+                hint = f" (is the base URL {self.base_url!r} the API root? it usually ends in /v1)"
             raise BackendError(
-                f"{self.url}: HTTP {resp.status_code}: {resp.text[:500]}", status_code=resp.status_code
+                f"{self.url}: HTTP {resp.status_code}{hint}: {resp.text[:500]}", status_code=resp.status_code
             )
         try:
             data = resp.json()

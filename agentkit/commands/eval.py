@@ -9,6 +9,7 @@ from typing import Any
 import typer
 
 from agentkit.commands import fail
+from agentkit.commands.generate import THREADS_HELP, apply_threads_or_exit
 from model.errors import CheckpointError
 
 eval_app = typer.Typer(
@@ -17,11 +18,12 @@ eval_app = typer.Typer(
 
 
 def _load_chat_model(checkpoint: str | None, threads: int | None) -> Any:
-    """The checkpoint's ChatModel; a CheckpointError (missing folder, bad decoding file...) is one red line and
-    exit status 2, as in ``agentkit run``."""
-    from model.turn.chat import ChatModel, set_threads
+    """The checkpoint's ChatModel on ``threads`` torch threads (``None``: agentkit's default, as in ``agentkit
+    run``); a CheckpointError (missing folder, bad decoding file...) or a bad ``$AGENTKIT_THREADS`` is one red
+    line and exit status 2, as in ``agentkit run``."""
+    from model.turn.chat import ChatModel
 
-    set_threads(threads)
+    apply_threads_or_exit(threads)
     try:
         return ChatModel.load(checkpoint)
     except CheckpointError as exc:
@@ -78,9 +80,7 @@ def bfcl_command(
         help="Print one JSON object (category, n, accuracy, parse_rate, mean_latency_s, results).",
     ),
     seed: int = typer.Option(0, "--seed", help="Denoising seed per question."),
-    threads: int | None = typer.Option(
-        None, "--threads", min=1, help="torch threads (default: leave torch's setting)."
-    ),
+    threads: int | None = typer.Option(None, "--threads", min=1, help=THREADS_HELP),
     unconstrained: bool = typer.Option(
         False, "--unconstrained", help="Generate without the tool-call grammar."
     ),
@@ -99,8 +99,8 @@ def bfcl_command(
     if not questions:
         raise fail(f"no BFCL questions read from {data or category}")
     label = category if data is None or answers is not None else "irrelevance"
-    cm = _load_chat_model(checkpoint, threads)
     binder = _binder(binding)
+    cm = _load_chat_model(checkpoint, threads)
 
     def chat(
         messages: list[dict[str, Any]], tools: list[dict[str, Any]]
@@ -137,14 +137,15 @@ def heldout_command(
     checkpoint: str | None = _checkpoint_option(),
     seed: int = typer.Option(0, "--seed", help="Data seed (the held-out stream of this seed)."),
     json_out: bool = typer.Option(False, "--json", help="Print one JSON object."),
-    threads: int | None = typer.Option(None, "--threads", min=1, help="torch threads."),
+    threads: int | None = typer.Option(None, "--threads", min=1, help=THREADS_HELP),
     binding: str = _binding_option(),
 ) -> None:
     """Exact-match accuracy on the held-out synthetic split (calls order-free; prose turns: no call made)."""
     from model.training.heldout import evaluate_heldout
 
+    binder = _binder(binding)
     cm = _load_chat_model(checkpoint, threads)
-    rep = evaluate_heldout(cm, limit=limit, seed=seed, binder=_binder(binding))
+    rep = evaluate_heldout(cm, limit=limit, seed=seed, binder=binder)
     if json_out:
         typer.echo(json.dumps(rep))
         return

@@ -131,8 +131,17 @@ def _build_agent(
     binding: str | None = None,
     threads: int | None = None,
 ) -> Agent:
+    from agentkit.backends import BACKENDS
     from agentkit.bundle import load_bundle
 
+    # the options' own errors name the option, not the bundle (which is not at fault)
+    if backend is not None and backend not in BACKENDS:
+        raise fail(
+            f"error: --backend: unknown backend {backend!r}; choose one of {', '.join(BACKENDS)}",
+            EXIT_BAD_INPUT,
+        )
+    if binding is not None and binding not in ("auto", "copy-head", "none"):
+        raise fail(f"error: --binding must be auto, copy-head or none, got {binding!r}", EXIT_BAD_INPUT)
     try:
         b = load_bundle(bundle, backend=backend)
     except BundleError as exc:
@@ -302,6 +311,9 @@ def _chat_turn(
         return False
     except BackendError as exc:
         _error(f"BackendError: {exc}")
+        return False
+    except KeyboardInterrupt:  # Ctrl-C stops this turn, not the session (at the prompt it ends the chat)
+        _error("interrupted: the turn was dropped, the history is as before it (/exit or Ctrl-D to leave)")
         return False
     console.print(f"[bold blue]agent>[/bold blue] {result.answer}", highlight=False)
     if save is not None:

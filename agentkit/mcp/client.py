@@ -405,6 +405,16 @@ class MCPToolset:
                 f"{check.pointer or '/'}: {check.message}"
             )
             bad.append(msg)
+        unmatched = sorted(
+            ((self.opts.include or frozenset()) | self.opts.exclude) - {t.name for t in listed}
+        )
+        if unmatched:  # a typo keeps a tool out silently otherwise; not an error: a later list may have it
+            log.warning(
+                "%s: include/exclude name no tool it lists: %s (its tools: %s)",
+                self.label,
+                ", ".join(unmatched),
+                ", ".join(t.name for t in listed) or "none",
+            )
         if bad and self.opts.on_unsupported == "error":
             raise MCPSchemaError("the embedded tool-call constraint cannot enforce:\n" + "\n".join(bad))
         for msg in bad:

@@ -16,9 +16,11 @@ Hugging Face ``peft`` (``LoraConfig``, ``get_peft_model``, ``PeftModel.from_pret
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
 import warnings
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -43,6 +45,15 @@ _SAMPLE = 1 << 20
 
 class AdapterError(CheckpointError):
     """An adapter cannot be used; the message names the adapter folder and the problem (and both bases)."""
+
+
+@contextlib.contextmanager
+def quiet_peft() -> Iterator[None]:
+    """Hide transformers' ``is_gradient_checkpointing`` FutureWarning, which peft raises when it wraps a model
+    (``get_peft_model``, ``PeftModel.from_pretrained``): deprecation noise of the libraries, not the user's."""
+    with warnings.catch_warnings():
+        warnings.filterwarnings("ignore", message=".*is_gradient_checkpointing.*", category=FutureWarning)
+        yield
 
 
 def base_fingerprint(folder: str | Path) -> str:
@@ -131,8 +142,7 @@ def apply_adapter(model: Any, base_folder: str | Path, adapter: str | Path) -> A
     from peft import PeftModel
 
     try:
-        with warnings.catch_warnings():  # transformers deprecation noise raised through peft, not the user's
-            warnings.filterwarnings("ignore", message=".*is_gradient_checkpointing.*", category=FutureWarning)
+        with quiet_peft():
             wrapped = PeftModel.from_pretrained(model, str(adapter), is_trainable=False)
     except Exception as exc:
         first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__

@@ -15,6 +15,7 @@ import contextlib
 import json
 import logging
 import os
+import re
 import struct
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -31,6 +32,8 @@ from model.runtime.settings import DenoiseSettings
 #: The embedded default checkpoint, trained by the project (``model/training``).
 DEFAULT_CHECKPOINT = Path(__file__).resolve().parent.parent / "checkpoints" / "agentkit-tiny"
 SUPPORTED_MODEL_TYPES = ("diffusion_gemma",)
+#: The devices a checkpoint loads on (as the bundle schema's `model.device`).
+_DEVICE = re.compile(r"cpu|cuda(:[0-9]+)?")
 
 
 #: Decoding options that transformers' ``DiffusionGemmaGenerationConfig`` has no field for (it refuses unknown
@@ -175,11 +178,16 @@ def _load_kwargs(dtype: str, device: str) -> dict[str, Any]:
     """``from_pretrained`` keywords: dtype, local files only.
 
     Raises:
-        CheckpointError: a CUDA device torch does not see.
+        CheckpointError: a CUDA device torch does not see (none at all, or no device of that index).
     """
     dtypes = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16}
     if str(device).startswith("cuda") and not torch.cuda.is_available():
         raise CheckpointError(f"device {device!r} requested but this torch build sees no CUDA device")
+    index = int(device.partition(":")[2] or 0)
+    if str(device).startswith("cuda") and index >= torch.cuda.device_count():
+        raise CheckpointError(
+            f"device {device!r} requested but torch sees {torch.cuda.device_count()} CUDA device(s)"
+        )
     return {"dtype": dtypes[dtype], "local_files_only": True}
 
 
@@ -299,7 +307,7 @@ def load_checkpoint(
 
     Raises:
         CheckpointError: missing folder, wrong architecture, truncated weights, a hub id not in the cache,
-            unsupported dtype, a CUDA device where torch sees none;
+            unsupported dtype, a device other than ``cpu``/``cuda``/``cuda:N``, a CUDA device torch does not see;
             :class:`model.checkpoint.adapters.AdapterError` (a subclass) for an adapter that is missing, malformed or
             trained on another base (both named).
     """
@@ -307,6 +315,8 @@ def load_checkpoint(
         raise CheckpointError(
             f"unsupported dtype {dtype!r}: choose one of ['bfloat16', 'float16', 'float32']"
         )
+    if not isinstance(device, str) or not _DEVICE.fullmatch(device):
+        raise CheckpointError(f"unsupported device {device!r}: choose 'cpu', 'cuda' or 'cuda:N'")
     # where the weights are, checked before torch and transformers are imported (seconds): a missing folder
     # or an uncached hub id fails at once
     src = _resolve_source(path_or_id)

@@ -32,7 +32,7 @@ from typing import Any
 import torch
 
 from model.checkpoint import hf_compat as hf
-from model.checkpoint.adapters import ADAPTER_INFO, LORA_TARGETS, base_fingerprint
+from model.checkpoint.adapters import ADAPTER_INFO, LORA_TARGETS, base_fingerprint, quiet_peft
 from model.checkpoint.loading import DEFAULT_CHECKPOINT, load_checkpoint
 from model.heads.copy_head import CopyHead
 from model.training.bundle_data import train_and_heldout
@@ -363,7 +363,8 @@ def _with_lora(model: Any, cfg: SpecializeConfig) -> tuple[Any, list[Any]]:
     lora = LoraConfig(
         r=cfg.lora_rank, lora_alpha=alpha, lora_dropout=0.0, target_modules=LORA_TARGETS, bias="none"
     )
-    peft_model = get_peft_model(model, lora)
+    with quiet_peft():
+        peft_model = get_peft_model(model, lora)
     return peft_model, [p for p in peft_model.parameters() if p.requires_grad]
 
 
