@@ -73,10 +73,10 @@ def _ask(question: str) -> list[dict]:
 
 def test_dates_are_read_by_dateparser_in_iso_form_and_relative_spans_are_no_date():
     req = "Book it for March 10th, 2025 or on 2025-04-01, for 3 days"
-    assert typed.request_dates(req) == ["2025-03-10", "2025-04-01"]
-    assert typed.request_dates(req, with_time=True)[0] == "2025-03-10T00:00:00"
+    assert [v for v, _, _ in typed.dated(req)] == ["2025-03-10", "2025-04-01"]
+    assert typed.dated(req, with_time=True)[0][0] == "2025-03-10T00:00:00"
     assert next(req[a:b] for a, b in typed.date_spans(req)).startswith("March 10th")
-    assert typed.request_dates("Hello, how are you?") == []
+    assert typed.dated("Hello, how are you?") == []
 
 
 def test_spelled_numbers_come_from_text2num_and_digits_are_not_repeated():
@@ -94,7 +94,8 @@ def test_named_options_and_shaped_strings_follow_the_schema_only():
         "bo@x.io",
     ]
     assert typed.shaped_strings(props["room"], "room B204, or b205 or C12") == ["B204"]
-    assert typed.shaped_strings(props["day"], "on 12 May 2026") == ["2026-05-12"]
+    assert typed.shaped_strings(props["day"], "on 12 May 2026") == []  # dates: typed.dated
+    assert [v for v, _, _ in typed.dated("on 12 May 2026")] == ["2026-05-12"]
     assert typed.item_type(props["sizes"]) == "integer"
     assert typed.item_type(props["day"]) is None
     assert typed.item_type({"type": "array", "items": {"type": "string"}}) == "string"

@@ -101,7 +101,7 @@ class Labelling:
     @functools.cached_property
     def _number_spans(self) -> list[tuple[int, int]]:
         """Character spans of the request's numbers written in digits at the start of a word (``40``, the ``70``
-        of ``70kg``; not the ``2`` of ``x2``) and outside a date (:func:`request_dates`); digits grouped by
+        of ``70kg``; not the ``2`` of ``x2``) and outside a date (:func:`date_spans`); digits grouped by
         commas right after a bracket or a comma are a list written without spaces, one number each."""
         (lo, hi), prompt = self.user, self.prompt
         in_dates = date_spans(self.request)

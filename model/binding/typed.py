@@ -87,11 +87,6 @@ def dated(request: str, with_time: bool = False) -> list[tuple[str, int, int]]:
     return [(w.isoformat() if with_time else w.date().isoformat(), a, b) for a, b, w in _found_dates(request)]
 
 
-def request_dates(request: str, with_time: bool = False) -> list[str]:
-    """The ISO dates of :func:`dated`, in request order, each once."""
-    return list(dict.fromkeys(v for v, _, _ in dated(request, with_time)))
-
-
 def whole_date(text: str) -> str | None:
     """The ISO date (``2022-12-16``) when the whole of ``text`` is one date with a day and a month
     (:func:`date_spans`: "December 16, 2022"), else ``None``."""
@@ -135,18 +130,15 @@ def named_options(schema: dict[str, Any], request: str) -> list[Any]:
     return out
 
 
-#: The ``format`` values :func:`shaped_strings` reads from a request; other formats take the tagger's spans.
+#: The ``format`` values read from a request (dates by :func:`dated`, e-mails by :func:`shaped_strings`); other
+#: formats take the tagger's spans.
 READ_FORMATS = ("date", "date-time", "email")
 
 
 def shaped_strings(schema: dict[str, Any], request: str) -> list[str]:
-    """The request's values a ``format`` (one of :data:`READ_FORMATS`) or ``pattern`` string can take: ISO dates
-    (``date``, ``date-time``), e-mail addresses (``email``), or whole words that match ``pattern``; only those
-    ``schema`` accepts."""
-    fmt = schema.get("format")
-    if fmt in ("date", "date-time"):
-        found = request_dates(request, with_time=fmt == "date-time")
-    elif fmt == "email":
+    """The request's values a ``format: email`` or ``pattern`` string can take: e-mail addresses, or whole words
+    that match ``pattern``; only those ``schema`` accepts (dates: :func:`dated`)."""
+    if schema.get("format") == "email":
         found = _EMAIL.findall(request)
     elif "pattern" in schema:
         words = [w.strip(".,;:!?()[]\"'") for w in request.split()]
