@@ -77,6 +77,9 @@ def test_dates_are_read_by_dateparser_in_iso_form_and_relative_spans_are_no_date
     assert typed.dated(req, with_time=True)[0][0] == "2025-03-10T00:00:00"
     assert next(req[a:b] for a, b in typed.date_spans(req)).startswith("March 10th")
     assert typed.dated("Hello, how are you?") == []
+    # search_dates stops after the first date of this list; the rest of the request is searched again
+    listed = "Plan visits for June 3, 2025, July 9, 2025 and 2025-08-01"
+    assert [v for v, _, _ in typed.dated(listed)] == ["2025-06-03", "2025-07-09", "2025-08-01"]
 
 
 def test_spelled_numbers_come_from_text2num_and_digits_are_not_repeated():

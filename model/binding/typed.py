@@ -23,6 +23,7 @@ _LIST_SEPARATOR = re.compile(r"\s*,\s*(?:and\s+)?|\s+and\s+")
 #: A date as dateparser finds it must name a month or write a numeric date; "3 days" (relative) is no date.
 _MONTHS = "|".join(m for m in (*calendar.month_name[1:], *calendar.month_abbr[1:]))
 _DATE_SHAPE = re.compile(rf"(?i)\b(?:{_MONTHS})\b|\d[-/.]\d")
+_DAY_MONTH = {"REQUIRE_PARTS": ["day", "month"]}
 
 
 def non_null(schema: Any) -> Any:
@@ -64,14 +65,13 @@ def accepts(schema: dict[str, Any], value: Any) -> bool:
 def _found_dates(request: str) -> tuple[tuple[int, int, datetime.datetime], ...]:
     from dateparser.search import search_dates
 
-    found = search_dates(request, languages=["en"], settings={"REQUIRE_PARTS": ["day", "month"]}) or []
-    out, pos = [], 0
-    for text, when in found:
-        at = request.find(text, pos)
-        if at < 0 or not _DATE_SHAPE.search(text):
-            continue
-        out.append((at, at + len(text), when))
-        pos = at + len(text)
+    out, pos, more = [], 0, True
+    while more:  # search_dates may stop after a date in a list: the rest of the request is searched again
+        more = False
+        for text, when in search_dates(request[pos:], languages=["en"], settings=_DAY_MONTH) or []:
+            if text and (at := request.find(text, pos)) >= 0:
+                out += [(at, at + len(text), when)] if _DATE_SHAPE.search(text) else []
+                pos, more = at + len(text), True
     return tuple(out)
 
 
