@@ -110,6 +110,7 @@ class Labelling:
             a, b = m.span()
             if (a > lo and prompt[a - 1].isalpha()) or any(s <= a - lo < e for s, e in in_dates):
                 continue
+            a += prompt[a] == "-" and a > lo and prompt[a - 1].isdigit()  # "172-229": a range, no minus sign
             if "," in m.group() and a > lo and prompt[a - 1] in "[(,":
                 spans += [p.span() for p in _PLAIN.finditer(prompt, a, b)]
             else:
