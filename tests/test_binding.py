@@ -19,7 +19,7 @@ from model.binding import (
     scored_candidates,
     typed,
 )
-from model.binding.labelling import _word_span, token_pieces
+from model.binding.labelling import Labelling, _word_span, token_pieces
 from schema import normalize_tool
 
 WEATHER = {
@@ -73,10 +73,25 @@ def _ask(question: str) -> list[dict]:
 
 def test_dates_are_read_by_dateparser_in_iso_form_and_relative_spans_are_no_date():
     req = "Book it for March 10th, 2025 or on 2025-04-01, for 3 days"
-    assert typed.request_dates(req) == ["2025-03-10", "2025-04-01"]
-    assert typed.request_dates(req, with_time=True)[0] == "2025-03-10T00:00:00"
+    assert [v for v, _, _ in typed.dated(req)] == ["2025-03-10", "2025-04-01"]
+    assert typed.dated(req, with_time=True)[0][0] == "2025-03-10T00:00:00"
     assert next(req[a:b] for a, b in typed.date_spans(req)).startswith("March 10th")
-    assert typed.request_dates("Hello, how are you?") == []
+    assert typed.dated("Hello, how are you?") == []
+    # search_dates stops after the first date of this list; the rest of the request is searched again
+    listed = "Plan visits for June 3, 2025, July 9, 2025 and 2025-08-01"
+    assert [v for v, _, _ in typed.dated(listed)] == ["2025-06-03", "2025-07-09", "2025-08-01"]
+
+
+def _numbers_of(text: str) -> list[str]:
+    """The numbers a labelling of ``text`` alone reads (one token per character; no tagger needed)."""
+    n = len(text)
+    return [t for t, _ in Labelling(text, list(range(1, n + 1)), (0, n), [], torch.zeros(n, 1)).numbers()]
+
+
+def test_a_hyphen_between_digits_is_no_minus_sign():
+    assert _numbers_of("Show lines 172-229 of a.py") == ["172", "229"]  # a range: two numbers, no -229
+    assert _numbers_of("at -3 degrees, (-5) or 1e-9") == ["-3", "-5", "1e-9"]
+    assert _numbers_of("model x2, covid-19 and 70kg") == ["70"]  # inside a word: no number
 
 
 def test_spelled_numbers_come_from_text2num_and_digits_are_not_repeated():
@@ -94,7 +109,8 @@ def test_named_options_and_shaped_strings_follow_the_schema_only():
         "bo@x.io",
     ]
     assert typed.shaped_strings(props["room"], "room B204, or b205 or C12") == ["B204"]
-    assert typed.shaped_strings(props["day"], "on 12 May 2026") == ["2026-05-12"]
+    assert typed.shaped_strings(props["day"], "on 12 May 2026") == []  # dates: typed.dated
+    assert [v for v, _, _ in typed.dated("on 12 May 2026")] == ["2026-05-12"]
     assert typed.item_type(props["sizes"]) == "integer"
     assert typed.item_type(props["day"]) is None
     assert typed.item_type({"type": "array", "items": {"type": "string"}}) == "string"

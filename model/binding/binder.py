@@ -63,16 +63,10 @@ def _text_tokens(labelling: Labelling, text: str) -> list[int]:
 
 def _numbers(labelling: Labelling, key: tuple[str, str], schema: dict[str, Any], kind: str) -> Scored:
     """The request's numbers (digits, then spelled) that ``schema`` accepts, each with its confidence."""
-    out: Scored = []
-    for text, tokens in labelling.numbers():
-        value = typed.number_value(text, kind)
-        if value is not None and typed.accepts(schema, value):
-            out.append((value, labelling.token_score(key, tokens)))
-    for text in typed.spelled_numbers(labelling.request):
-        value = typed.number_value(text, kind)
-        if value is not None and typed.accepts(schema, value):
-            out.append((value, 0.0))
-    return out
+    found = [(text, labelling.token_score(key, tokens)) for text, tokens in labelling.numbers()]
+    found += [(text, 0.0) for text in typed.spelled_numbers(labelling.request)]
+    values = [(typed.number_value(text, kind), score) for text, score in found]
+    return [(v, c) for v, c in values if v is not None and typed.accepts(schema, v)]
 
 
 def _number_lists(labelling: Labelling, key: tuple[str, str], schema: dict[str, Any], kind: str) -> Scored:

@@ -101,7 +101,7 @@ class Labelling:
     @functools.cached_property
     def _number_spans(self) -> list[tuple[int, int]]:
         """Character spans of the request's numbers written in digits at the start of a word (``40``, the ``70``
-        of ``70kg``; not the ``2`` of ``x2``) and outside a date (:func:`request_dates`); digits grouped by
+        of ``70kg``; not the ``2`` of ``x2``) and outside a date (:func:`date_spans`); digits grouped by
         commas right after a bracket or a comma are a list written without spaces, one number each."""
         (lo, hi), prompt = self.user, self.prompt
         in_dates = date_spans(self.request)
@@ -110,6 +110,7 @@ class Labelling:
             a, b = m.span()
             if (a > lo and prompt[a - 1].isalpha()) or any(s <= a - lo < e for s, e in in_dates):
                 continue
+            a += prompt[a] == "-" and a > lo and prompt[a - 1].isdigit()  # "172-229": a range, no minus sign
             if "," in m.group() and a > lo and prompt[a - 1] in "[(,":
                 spans += [p.span() for p in _PLAIN.finditer(prompt, a, b)]
             else:

@@ -23,6 +23,7 @@ _LIST_SEPARATOR = re.compile(r"\s*,\s*(?:and\s+)?|\s+and\s+")
 #: A date as dateparser finds it must name a month or write a numeric date; "3 days" (relative) is no date.
 _MONTHS = "|".join(m for m in (*calendar.month_name[1:], *calendar.month_abbr[1:]))
 _DATE_SHAPE = re.compile(rf"(?i)\b(?:{_MONTHS})\b|\d[-/.]\d")
+_DAY_MONTH = {"REQUIRE_PARTS": ["day", "month"]}
 
 
 def non_null(schema: Any) -> Any:
@@ -64,14 +65,13 @@ def accepts(schema: dict[str, Any], value: Any) -> bool:
 def _found_dates(request: str) -> tuple[tuple[int, int, datetime.datetime], ...]:
     from dateparser.search import search_dates
 
-    found = search_dates(request, languages=["en"], settings={"REQUIRE_PARTS": ["day", "month"]}) or []
-    out, pos = [], 0
-    for text, when in found:
-        at = request.find(text, pos)
-        if at < 0 or not _DATE_SHAPE.search(text):
-            continue
-        out.append((at, at + len(text), when))
-        pos = at + len(text)
+    out, pos, more = [], 0, True
+    while more:  # search_dates may stop after a date in a list: the rest of the request is searched again
+        more = False
+        for text, when in search_dates(request[pos:], languages=["en"], settings=_DAY_MONTH) or []:
+            if text and (at := request.find(text, pos)) >= 0:
+                out += [(at, at + len(text), when)] if _DATE_SHAPE.search(text) else []
+                pos, more = at + len(text), True
     return tuple(out)
 
 
@@ -85,11 +85,6 @@ def dated(request: str, with_time: bool = False) -> list[tuple[str, int, int]]:
     """The dates of :func:`date_spans` in ISO 8601 (``2025-03-10``; ``with_time``: ``2025-03-10T00:00:00``),
     each with its character span, in request order."""
     return [(w.isoformat() if with_time else w.date().isoformat(), a, b) for a, b, w in _found_dates(request)]
-
-
-def request_dates(request: str, with_time: bool = False) -> list[str]:
-    """The ISO dates of :func:`dated`, in request order, each once."""
-    return list(dict.fromkeys(v for v, _, _ in dated(request, with_time)))
 
 
 def whole_date(text: str) -> str | None:
@@ -135,18 +130,15 @@ def named_options(schema: dict[str, Any], request: str) -> list[Any]:
     return out
 
 
-#: The ``format`` values :func:`shaped_strings` reads from a request; other formats take the tagger's spans.
+#: The ``format`` values read from a request (dates by :func:`dated`, e-mails by :func:`shaped_strings`); other
+#: formats take the tagger's spans.
 READ_FORMATS = ("date", "date-time", "email")
 
 
 def shaped_strings(schema: dict[str, Any], request: str) -> list[str]:
-    """The request's values a ``format`` (one of :data:`READ_FORMATS`) or ``pattern`` string can take: ISO dates
-    (``date``, ``date-time``), e-mail addresses (``email``), or whole words that match ``pattern``; only those
-    ``schema`` accepts."""
-    fmt = schema.get("format")
-    if fmt in ("date", "date-time"):
-        found = request_dates(request, with_time=fmt == "date-time")
-    elif fmt == "email":
+    """The request's values a ``format: email`` or ``pattern`` string can take: e-mail addresses, or whole words
+    that match ``pattern``; only those ``schema`` accepts (dates: :func:`dated`)."""
+    if schema.get("format") == "email":
         found = _EMAIL.findall(request)
     elif "pattern" in schema:
         words = [w.strip(".,;:!?()[]\"'") for w in request.split()]
