@@ -526,7 +526,10 @@ def test_binding_beyond_loopback_needs_a_key(monkeypatch):
     assert (
         r.returncode == 2 and f"cannot listen on 127.0.0.1:{port}" in r.stderr and "Traceback" not in r.stderr
     )
-    for flags, words in ((["--log-level", "loud"], "--log-level"), (["--device", "tpu"], "--device tpu")):
+    for flags, words in (
+        (["--log-level", "loud"], "--log-level"),
+        (["--device", "tpu"], "unsupported device 'tpu'"),
+    ):
         r = subprocess.run(
             [sys.executable, "-m", "agentkit", "serve", *flags], capture_output=True, text=True, timeout=120
         )
