@@ -242,9 +242,7 @@ class EmbeddedBackend(Backend):
             raise PromptTooLong(
                 exc.prompt_tokens, exc.limit, exc.max_positions, exc.generation_tokens
             ) from exc
-        except (
-            ImageError
-        ):  # an image the checkpoint cannot read: the caller's input (named), not the backend's
+        except ImageError:  # the caller's image, named: not the backend's fault
             raise
         except ValueError as exc:  # model.constraints SchemaError / ToolCallParseError, grammar errors
             raise BackendError(f"embedded backend: {type(exc).__name__}: {exc}") from exc
