@@ -10,6 +10,9 @@ import pydantic
 
 from agentkit.tool_output import ToolImageLimits
 
+#: The binder names a bundle, ``--binding`` and ``agentkit eval`` take.
+BindingName = Literal["auto", "copy-head", "none"]
+
 
 class _Section(pydantic.BaseModel):
     model_config = pydantic.ConfigDict(extra="forbid", frozen=True)
@@ -27,7 +30,7 @@ class EmbeddedModel(_Section):
     threads: int | None = None
     adapter: str | None = None
     #: the binder before each tool-call turn: auto (the checkpoint's default), copy-head or none
-    binding: Literal["auto", "copy-head", "none"] | None = None
+    binding: BindingName | None = None
 
     def backend_settings(self, bundle_dir: Path) -> dict[str, Any]:
         """Keyword arguments of :class:`~agentkit.backends.embedded.EmbeddedBackend` (a relative adapter is

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import get_args
+
 import typer
 
 
@@ -10,3 +12,13 @@ def fail(message: str, code: int = 2) -> typer.Exit:
     :class:`typer.Exit` of exit status ``code`` for the caller to raise (2: bad input, as a usage error)."""
     typer.secho(message, err=True, fg="red")
     return typer.Exit(code)
+
+
+def check_binding(binding: str | None) -> None:
+    """Raise the exit of a ``--binding`` that is not one of the bundle schema's names (``auto``, ``copy-head``,
+    ``none``), naming the option; ``None`` (not given) passes."""
+    from agentkit.bundle_sections import BindingName
+
+    names = get_args(BindingName)
+    if binding is not None and binding not in names:
+        raise fail(f"error: --binding must be {', '.join(names[:-1])} or {names[-1]}, got {binding!r}")

@@ -8,7 +8,7 @@ from typing import Any
 
 import typer
 
-from agentkit.commands import fail
+from agentkit.commands import check_binding, fail
 from agentkit.commands.generate import THREADS_HELP, apply_threads_or_exit
 from model.errors import CheckpointError
 
@@ -33,8 +33,7 @@ def _load_chat_model(checkpoint: str | None, threads: int | None) -> Any:
 def _binder(binding: str) -> str:
     """``binding`` checked (``ChatModel.chat`` takes the name as it is); a bad name is one red line and exit
     status 2."""
-    if binding not in ("auto", "copy-head", "none"):
-        raise fail(f"error: --binding must be auto, copy-head or none, got {binding!r}")
+    check_binding(binding)
     return binding
 
 

@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING, Any
 
 import typer
 
-from agentkit.commands import fail
+from agentkit.commands import check_binding, fail
 from agentkit.commands.generate import THREADS_HELP
 from agentkit.errors import AgentKitError, AgentRunError, BackendError, BundleError, PromptTooLong
 from model.heads.vision import ImageError, check_images, open_image
@@ -140,8 +140,7 @@ def _build_agent(
             f"error: --backend: unknown backend {backend!r}; choose one of {', '.join(BACKENDS)}",
             EXIT_BAD_INPUT,
         )
-    if binding is not None and binding not in ("auto", "copy-head", "none"):
-        raise fail(f"error: --binding must be auto, copy-head or none, got {binding!r}", EXIT_BAD_INPUT)
+    check_binding(binding)
     try:
         b = load_bundle(bundle, backend=backend)
     except BundleError as exc:
