@@ -69,9 +69,11 @@ def _found_dates(request: str) -> tuple[tuple[int, int, datetime.datetime], ...]
     while more:  # search_dates may stop after a date in a list: the rest of the request is searched again
         more = False
         for text, when in search_dates(request[pos:], languages=["en"], settings=_DAY_MONTH) or []:
-            if text and (at := request.find(text, pos)) >= 0:
-                out += [(at, at + len(text), when)] if _DATE_SHAPE.search(text) else []
-                pos, more = at + len(text), True
+            if not text or (at := request.find(text, pos)) < 0:
+                continue
+            if _DATE_SHAPE.search(text):
+                out.append((at, at + len(text), when))
+            pos, more = at + len(text), True
     return tuple(out)
 
 
