@@ -185,6 +185,14 @@ def test_stages_refuse_what_would_break_the_line(tmp_path):
     s0 = stage_dir_with_config(tmp_path)
     with pytest.raises(ValueError, match=r"--copy-head True \(asked False\)"):
         stage_config(_stage_cfg(tmp_path, 1, copy_head=False))
+    with pytest.raises(ValueError, match="--from-stage must be an earlier stage"):
+        stage_config(_stage_cfg(tmp_path, 1, from_stage=1))
+    with pytest.raises(ValueError, match="leave out --from-stage"):
+        stage_config(_stage_cfg(tmp_path, 0, from_stage=0))
+    with pytest.raises(ValueError, match="train stage 1 first"):
+        stage_config(_stage_cfg(tmp_path, 3, from_stage=1))
+    run, prev = stage_config(_stage_cfg(tmp_path, 2, from_stage=0))
+    assert prev == s0 and run.init_from == str(s0) and run.stage == 2
     run, prev = stage_config(_stage_cfg(tmp_path, 1, seed=4))
     assert prev == s0 and run.init_from == str(s0) and run.seed == 5
     (s0 / "stage.json").write_text("{}")

@@ -85,6 +85,8 @@ class TrainConfig:
         stage: Train stage N of a staged retrain (model/training/stages.py): 0 starts a fresh tokenizer and
             model, N >= 1 starts from stage N-1's weights, tokenizer and optimizer moments; exactly STEPS steps.
         stages_dir: Folder of the stage folders (stage-0, stage-1, ...) of a staged retrain.
+        from_stage: Start stage N from stage K (0 <= K < N) instead of N-1, to resume a line from an earlier,
+            better stage; the later stages stay as they are (a side branch).
     """
 
     out_dir: str = "runs/agentkit-tiny"
@@ -145,6 +147,7 @@ class TrainConfig:
     resume: bool = True
     stage: int | None = None
     stages_dir: str = ""
+    from_stage: int | None = None
 
 
 # --------------------------------------------------------------------------------------------------------------

@@ -1,7 +1,8 @@
 """Staged training: a retrain cut into stages of a fixed step count, each one a checkpoint folder to commit.
 
 ``python -m model.training --stages-dir DIR --stage 0 --space-tokens --copy-head --steps S ...`` trains a fresh
-tokenizer and model into ``DIR/stage-0``. ``--stage N`` (N >= 1) starts from ``DIR/stage-{N-1}``: its weights,
+tokenizer and model into ``DIR/stage-0``. ``--stage N`` (N >= 1) starts from ``DIR/stage-{N-1}`` (or the
+earlier ``DIR/stage-K`` given by ``--from-stage K``): its weights,
 its tokenizer and its AdamW moments, and trains ``--steps`` more steps on a fresh warm-up + cosine schedule
 (``--lr``, ``--warmup``): the learning-rate schedule restarts, the optimizer state does not. The data of stage
 N are drawn with seed ``SEED + N``, so each stage sees new examples.
@@ -100,22 +101,25 @@ def expand_optimizer_state(state: dict[str, Any]) -> dict[str, Any]:
 
 
 def _previous_stage(cfg: TrainConfig, n: int) -> Path:
-    """Check ``cfg`` against stage ``n - 1`` and return its folder.
+    """Check ``cfg`` against the stage that stage ``n`` starts from (``cfg.from_stage``, by default ``n - 1``)
+    and return its folder.
 
     Raises:
-        ValueError: the folder, its weights or its optimizer file are missing, or a model option differs.
+        ValueError: ``from_stage`` not in ``[0, n)``; the folder, its weights or its optimizer file are missing;
+            or a model option differs.
     """
-    prev = stage_dir(cfg.stages_dir, n - 1)
+    k = n - 1 if cfg.from_stage is None else cfg.from_stage
+    if not 0 <= k < n:
+        raise ValueError(f"--from-stage must be an earlier stage (0 to {n - 1}), got {k}")
+    prev = stage_dir(cfg.stages_dir, k)
     for name in ("model.safetensors", OPTIMIZER_FILE, "train_config.json"):
         if not (prev / name).is_file():
-            raise ValueError(
-                f"--stage {n} starts from {prev}, which has no {name}: train stage {n - 1} first"
-            )
+            raise ValueError(f"--stage {n} starts from {prev}, which has no {name}: train stage {k} first")
     saved = json.loads((prev / "train_config.json").read_text())
-    diff = [k for k in MODEL_OPTIONS if k in saved and saved[k] != getattr(cfg, k)]
+    diff = [o for o in MODEL_OPTIONS if o in saved and saved[o] != getattr(cfg, o)]
     if diff:
-        said = ", ".join(f"--{k.replace('_', '-')} {saved[k]} (asked {getattr(cfg, k)})" for k in diff)
-        raise ValueError(f"stage {n - 1} ({prev}) was trained with {said}: give the same model options")
+        said = ", ".join(f"--{o.replace('_', '-')} {saved[o]} (asked {getattr(cfg, o)})" for o in diff)
+        raise ValueError(f"stage {k} ({prev}) was trained with {said}: give the same model options")
     return prev
 
 
@@ -123,7 +127,8 @@ def stage_config(cfg: TrainConfig) -> tuple[TrainConfig, Path | None]:
     """The run configuration of stage ``cfg.stage`` and the folder it starts from (``None`` for stage 0).
 
     Stage N's run: ``out_dir`` ``runs/stages/<stages_dir name>/stage-N`` unless ``cfg.out_dir`` was changed from
-    its default, ``seed`` ``cfg.seed + N``, ``init_from`` the previous stage (N >= 1).
+    its default, ``seed`` ``cfg.seed + N``, ``init_from`` the previous stage (N >= 1; ``cfg.from_stage`` when
+    given).
 
     Raises:
         ValueError: no ``stages_dir``, a negative stage, ``max_minutes`` or ``stop_at`` given (a stage has a fixed
@@ -139,6 +144,8 @@ def stage_config(cfg: TrainConfig) -> tuple[TrainConfig, Path | None]:
         raise ValueError("a stage runs exactly --steps steps: leave out --max-minutes and --stop-at")
     if cfg.init_from:
         raise ValueError("a stage starts from the previous stage: leave out --init-from")
+    if n == 0 and cfg.from_stage is not None:
+        raise ValueError("stage 0 starts a fresh model: leave out --from-stage")
     dest = stage_dir(cfg.stages_dir, n)
     if (dest / STAGE_FILE).exists():
         raise ValueError(f"stage {n} is already trained ({dest}): give --stage {n + 1}")
