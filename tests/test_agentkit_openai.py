@@ -238,3 +238,79 @@ def test_decode_arguments_cases():
     assert decode_arguments(None) == ({}, None)
     assert decode_arguments('"just text"') == ({}, "arguments must be a JSON object, got a string")
     assert decode_arguments(5)[1] == "arguments must be a JSON object, got int"
+
+
+class _KeepAliveServer:
+    """A real HTTP/1.1 server on 127.0.0.1 answering every POST with one completion; counts open connections."""
+
+    def __init__(self):
+        import http.server
+        import threading
+
+        outer = self
+        self.open = 0
+        self.lock = threading.Lock()
+
+        class Handler(http.server.BaseHTTPRequestHandler):
+            protocol_version = "HTTP/1.1"  # keep-alive: the connection stays until the client closes it
+
+            def setup(self):
+                super().setup()
+                with outer.lock:
+                    outer.open += 1
+
+            def finish(self):
+                super().finish()
+                with outer.lock:
+                    outer.open -= 1
+
+            def do_POST(self):
+                self.rfile.read(int(self.headers["content-length"]))
+                body = json.dumps(completion(content="hi")).encode()
+                self.send_response(200)
+                self.send_header("content-type", "application/json")
+                self.send_header("content-length", str(len(body)))
+                self.end_headers()
+                self.wfile.write(body)
+
+            def log_message(self, *args):
+                pass
+
+        self.httpd = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.thread = threading.Thread(target=self.httpd.serve_forever, daemon=True)
+        self.thread.start()
+        self.url = f"http://127.0.0.1:{self.httpd.server_address[1]}/v1"
+
+    def wait_open(self, n, seconds=5.0):
+        import time
+
+        deadline = time.monotonic() + seconds
+        while self.open != n and time.monotonic() < deadline:
+            time.sleep(0.02)
+        return self.open
+
+    def close(self):
+        self.httpd.shutdown()
+        self.httpd.server_close()
+
+
+def test_async_connections_close_with_their_event_loop():
+    # each asyncio.run() used to leave its connection (and its closed loop) alive for good: one socket leaked
+    # per run, never collected (the client kept the loop alive)
+    server = _KeepAliveServer()
+    try:
+        backend = OpenAIBackend("m", base_url=server.url, max_retries=0)
+        msgs = [{"role": "user", "content": "x"}]
+
+        async def two_turns():
+            a = await backend.acomplete(msgs, [])
+            b = await backend.acomplete(msgs, [])  # the same loop reuses its connection
+            assert server.open == 1
+            return a.text + b.text
+
+        for _ in range(3):
+            assert asyncio.run(two_turns()) == "hihi"
+            assert server.wait_open(0) == 0
+        assert asyncio.run(two_turns()) == "hihi"  # a later loop gets a fresh client
+    finally:
+        server.close()

@@ -30,7 +30,7 @@ from __future__ import annotations
 import asyncio
 import json
 import os
-import weakref
+from collections.abc import AsyncIterator
 from typing import Any, cast
 
 import httpx
@@ -187,9 +187,8 @@ class OpenAIBackend(Backend):
         self._transport = transport
         self._async_transport = async_transport
         self._client: httpx.Client | None = None
-        self._aclients: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, httpx.AsyncClient] = (
-            weakref.WeakKeyDictionary()
-        )
+        # per event loop: its client and the async generator that closes it when the loop shuts down
+        self._aclients: dict[asyncio.AbstractEventLoop, tuple[httpx.AsyncClient, AsyncIterator[None]]] = {}
         self._next_id = 0
         self.recover_text_calls = recover_text_calls
         self.replay_reasoning = replay_reasoning
@@ -393,13 +392,9 @@ class OpenAIBackend(Backend):
     # ------------------------------------------------------------------------------ async
 
     async def aturn(self, request: TurnRequest) -> ModelTurn:
-        """Async :meth:`turn` (one ``httpx.AsyncClient`` per event loop)."""
+        """Async :meth:`turn` (one ``httpx.AsyncClient`` per event loop, see :meth:`aclient`)."""
         body = self.build_request(request)
-        loop = asyncio.get_running_loop()
-        client = self._aclients.get(loop)
-        if client is None:
-            client = httpx.AsyncClient(timeout=self.timeout, transport=self._async_transport)
-            self._aclients[loop] = client
+        client = await self.aclient()
         try:
             resp, sent = await self.http().arequest(
                 lambda: client.post(self.url, json=body, headers=self.headers)
@@ -408,8 +403,37 @@ class OpenAIBackend(Backend):
             raise self._gave_up(exc) from exc
         return self._read(resp, sent, request)
 
+    async def aclient(self) -> httpx.AsyncClient:
+        """The running event loop's HTTP client, made on first use and closed when the loop shuts down.
+
+        A client's connections belong to its loop, so each loop gets its own. It is closed by the loop's
+        ``shutdown_asyncgens()`` (which ``asyncio.run`` and ``asyncio.Runner`` call before closing the loop):
+        an async generator registered with the loop holds the client and closes it in its ``finally``. The
+        clients of loops closed without that are dropped at the next call. (Kept until the program exits, each
+        ``asyncio.run`` would leave its connections open and its loop alive: the client holds the loop.)
+        """
+        loop = asyncio.get_running_loop()
+        for old in [x for x in self._aclients if x.is_closed()]:
+            del self._aclients[old]
+        entry = self._aclients.get(loop)
+        if entry is None:
+            client = httpx.AsyncClient(timeout=self.timeout, transport=self._async_transport)
+            closer = self._close_with_loop(loop, client)
+            await closer.__anext__()  # its first step registers it with the loop's shutdown_asyncgens()
+            entry = self._aclients[loop] = (client, closer)
+        return entry[0]
+
+    async def _close_with_loop(
+        self, loop: asyncio.AbstractEventLoop, client: httpx.AsyncClient
+    ) -> AsyncIterator[None]:
+        try:
+            yield
+        finally:
+            self._aclients.pop(loop, None)
+            await client.aclose()
+
     def close(self) -> None:
-        """Close the sync HTTP client (async clients close with their event loop)."""
+        """Close the sync HTTP client (async clients close when their event loop shuts down: :meth:`aclient`)."""
         if self._client is not None:
             self._client.close()
             self._client = None
