@@ -3,7 +3,7 @@
 :func:`create_app` builds a FastAPI app (mount it, or run it with uvicorn: :func:`run_server`):
 
 * ``GET /health``: ``{"status": "ok" | "draining", "model", "load"}`` (503 while draining, no key needed).
-* ``GET /v1/models``: the served model.
+* ``GET /v1/models``, ``GET /v1/models/{id}``: the served model.
 * ``POST /v1/chat/completions``: chat, tools (``tool_choice`` auto/none/required/named), ``response_format``
   (``json_schema``, ``json_object``), ``max_tokens``/``max_completion_tokens``, ``seed``, ``temperature``,
   ``stream`` (server-sent events in OpenAI's chunk format, ending with ``data: [DONE]``).
@@ -215,6 +215,11 @@ def create_app(
     async def models() -> S.ModelList:
         return S.ModelList(data=[S.ModelCard(id=engine.model_id, created=engine.created)])
 
+    @app.get("/v1/models/{model_id:path}")
+    async def model_card(model_id: str) -> S.ModelCard:
+        engine.check_model(model_id)  # a hub id holds a '/': the path's rest is the id
+        return S.ModelCard(id=engine.model_id, created=engine.created)
+
     @app.post("/v1/chat/completions", response_model=None, max_body_size=max_body_bytes)
     async def chat_completions(req: S.ChatCompletionRequest, request: Request) -> Any:
         enter()
@@ -268,14 +273,30 @@ async def _wait(sub: Any, request: Request) -> Any:
         raise
 
 
-def _chunk(engine: ServeEngine, sub: Any, delta: S.Delta, finish: str | None = None) -> dict[str, str]:
+def _chunk(
+    engine: ServeEngine,
+    sub: Any,
+    delta: S.Delta,
+    finish: str | None = None,
+    *,
+    with_usage: bool = False,
+) -> dict[str, str]:
+    """One chunk's event. As OpenAI writes them, the choice's ``finish_reason`` and ``logprobs`` are there as
+    ``null`` until the end, and so is ``usage`` on every chunk but the last when the client asked for it
+    (``with_usage``); the delta holds only what it sets."""
     c = S.ChatCompletionChunk(
         id=sub.id,
         created=sub.created,
         model=engine.model_id,
         choices=[S.ChunkChoice(delta=delta, finish_reason=finish)],  # type: ignore[arg-type]
     )
-    return {"data": c.model_dump_json(exclude_none=True)}
+    data = c.model_dump(exclude_none=True)
+    for choice in data["choices"]:
+        choice.setdefault("finish_reason", None)
+        choice.setdefault("logprobs", None)
+    if with_usage:
+        data["usage"] = None
+    return {"data": json.dumps(data, ensure_ascii=False, separators=(",", ":"))}
 
 
 async def _stream(
@@ -287,10 +308,11 @@ async def _stream(
     sub = None
     getter: asyncio.Future[list[int]] | None = None
     fut: asyncio.Future[Any] | None = None
+    with_usage = req.stream_options is not None and req.stream_options.include_usage
     try:
         sub = engine.submit(turn, req.seed, lambda toks: loop.call_soon_threadsafe(queue.put_nowait, toks))
         view = StreamView(engine)
-        yield _chunk(engine, sub, S.Delta(role="assistant", content=""))
+        yield _chunk(engine, sub, S.Delta(role="assistant", content=""), with_usage=with_usage)
         fut = asyncio.wrap_future(sub.handle.future)
         while True:
             getter = asyncio.ensure_future(queue.get())
@@ -298,13 +320,13 @@ async def _stream(
             if getter in done:
                 delta = view.feed(getter.result())
                 if delta is not None:
-                    yield _chunk(engine, sub, delta)
+                    yield _chunk(engine, sub, delta, with_usage=with_usage)
                 continue
             getter.cancel()
             while not queue.empty():
                 delta = view.feed(queue.get_nowait())
                 if delta is not None:
-                    yield _chunk(engine, sub, delta)
+                    yield _chunk(engine, sub, delta, with_usage=with_usage)
             break
         try:
             result = fut.result()
@@ -316,10 +338,10 @@ async def _stream(
             return
         delta = view.feed([], final=True)
         if delta is not None:
-            yield _chunk(engine, sub, delta)
+            yield _chunk(engine, sub, delta, with_usage=with_usage)
         finish = finish_reason(sub, result, view.calls > 0)
-        yield _chunk(engine, sub, S.Delta(), finish)
-        if req.stream_options is not None and req.stream_options.include_usage:
+        yield _chunk(engine, sub, S.Delta(), finish, with_usage=with_usage)
+        if with_usage:
             c = S.ChatCompletionChunk(
                 id=sub.id,
                 created=sub.created,
