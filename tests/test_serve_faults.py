@@ -412,10 +412,41 @@ def test_error_params_name_the_field_as_written(server):
         (_chat(tools=[WEATHER], tool_choice="sometimes"), "tool_choice"),
         ({"model": MODEL, "messages": [{"role": "user", "content": 5}]}, "messages[0].content"),
         (_chat(max_tokens=2000), "max_tokens"),
+        # an unreadable image is the messages' fault, not response_format's (it used to be named)
+        (
+            {
+                "model": MODEL,
+                "messages": [
+                    {
+                        "role": "user",
+                        "content": [
+                            {"type": "image_url", "image_url": {"url": "data:image/png;base64,AAAA"}}
+                        ],
+                    }
+                ],
+                "response_format": {"type": "json_object"},
+            },
+            "messages",
+        ),
     ]
     for body, param in cases:
         r = httpx.post(url + "/v1/chat/completions", json=body)
         assert (r.status_code, r.json()["error"]["param"]) == (400, param), r.text
+
+
+def test_a_max_tokens_over_the_context_says_what_fits(server):
+    # the message spoke of max_new_tokens (a field no client sends) and said "lower ..." twice
+    url, _ = server
+    small = httpx.post(url + "/v1/chat/completions", json=_chat(max_tokens=2), timeout=60).json()
+    prompt = small["usage"]["prompt_tokens"]
+    for n in (2000, 5000):
+        err = httpx.post(url + "/v1/chat/completions", json=_chat(max_tokens=n)).json()["error"]
+        fits = (2048 - prompt) // 64 * 64
+        assert err["message"] == (
+            f"max_tokens={n} does not fit with this prompt: the prompt is {prompt} tokens of this model's "
+            f"2,048 positions, and max_tokens is counted in whole canvases of 64 tokens; lower max_tokens "
+            f"to {fits:,} or less"
+        )
     r = httpx.post(
         url + "/v1/chat/completions", content='{"model": 1,,}', headers={"content-type": "application/json"}
     )

@@ -24,6 +24,7 @@ from agentkit.serve import schemas as S
 from grammar import special_tokens as st
 from grammar.parse import ToolCallParseError, parse_tool_calls
 from model.checkpoint.tokenizer import decode_marked
+from model.heads.vision import ImageError
 from model.turn.limits import PromptTooLong
 from schema import SchemaError
 
@@ -343,7 +344,8 @@ class ServeEngine:
         Raises:
             ServeError: 400 for ``n != 1``, a bad ``tool_choice``, an unsupported schema keyword (keyword and JSON
                 pointer named, ``param`` the tool), ``response_format`` problems, a prompt longer than the
-                context (``code="context_length_exceeded"``).
+                context or a ``max_tokens`` that does not fit beside it (``code="context_length_exceeded"``; the
+                message says the most that fits), an unreadable image (``param="messages"``).
         """
         _refuse_unsupported(req)
         tools = [t.model_dump(exclude_none=True) for t in req.tools or []]
@@ -376,18 +378,20 @@ class ServeEngine:
                 code="unsupported_schema",
             ) from None
         except PromptTooLong as exc:
-            if (
-                max_tokens is not None
-                and exc.prompt_tokens < exc.max_positions - self.chat_model.settings.canvas_length
-            ):
+            canvas = self.chat_model.settings.canvas_length
+            if max_tokens is not None and exc.prompt_tokens < exc.max_positions - canvas:
+                fits = (exc.max_positions - exc.prompt_tokens) // canvas * canvas
                 raise ServeError(  # the prompt would fit with a smaller budget: the culprit is max_tokens
                     400,
-                    f"max_tokens={max_tokens} does not fit with this prompt: {exc} (the budget counts whole "
-                    f"canvases of {self.chat_model.settings.canvas_length} tokens); lower max_tokens",
+                    f"max_tokens={max_tokens} does not fit with this prompt: the prompt is {exc.prompt_tokens:,} "
+                    f"tokens of this model's {exc.max_positions:,} positions, and max_tokens is counted in "
+                    f"whole canvases of {canvas} tokens; lower max_tokens to {fits:,} or less",
                     param="max_tokens",
                     code="context_length_exceeded",
                 ) from None
             raise ServeError(400, str(exc), param="messages", code="context_length_exceeded") from None
+        except ImageError as exc:  # an image of the messages (named in the message), whatever else was asked
+            raise ServeError(400, str(exc), param="messages") from None
         except SchemaError as exc:
             raise ServeError(
                 400,
