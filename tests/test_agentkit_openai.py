@@ -185,6 +185,21 @@ def test_client_errors_are_not_retried():
     assert len(server.requests) == 1
 
 
+def test_a_401_says_where_the_key_comes_from(monkeypatch):
+    monkeypatch.delenv("OPENAI_API_KEY", raising=False)
+    server = FakeServer([401, 401])
+    unkeyed = OpenAIBackend("m", base_url="http://f/v1", transport=httpx.MockTransport(server))
+    with pytest.raises(BackendError) as ei:
+        unkeyed.complete([{"role": "user", "content": "hi"}], [])
+    assert "HTTP 401 (no API key was sent: pass api_key, or set $OPENAI_API_KEY" in str(ei.value)
+    keyed = OpenAIBackend(
+        "m", base_url="http://f/v1", api_key_env="MY_KEY", api_key="k", transport=httpx.MockTransport(server)
+    )
+    with pytest.raises(BackendError) as ei:
+        keyed.complete([{"role": "user", "content": "hi"}], [])
+    assert "HTTP 401 (the server refused the API key sent, from api_key or $MY_KEY)" in str(ei.value)
+
+
 def test_response_without_choices():
     server = FakeServer([{"error": "weird"}])
     with pytest.raises(BackendError, match=r"no choices\[0\].message"):

@@ -176,6 +176,7 @@ class OpenAIBackend(Backend):
             )
         self.url = self.base_url + "/chat/completions"
         key = api_key if api_key is not None else os.environ.get(api_key_env)
+        self.api_key_env = api_key_env
         self.headers = {"content-type": "application/json", **(headers or {})}
         if key:
             self.headers["authorization"] = f"Bearer {key}"
@@ -348,6 +349,13 @@ class OpenAIBackend(Backend):
             hint = ""
             if resp.status_code == 404 and not self.base_url.endswith("/v1"):
                 hint = f" (is the base URL {self.base_url!r} the API root? it usually ends in /v1)"
+            elif resp.status_code == 401 and "authorization" not in self.headers:
+                hint = (
+                    f" (no API key was sent: pass api_key, or set ${self.api_key_env}, or the bundle's "
+                    "model.api_key_env names the variable)"
+                )
+            elif resp.status_code == 401:
+                hint = f" (the server refused the API key sent, from api_key or ${self.api_key_env})"
             raise BackendError(
                 f"{self.url}: HTTP {resp.status_code}{hint}: {resp.text[:500]}", status_code=resp.status_code
             )
