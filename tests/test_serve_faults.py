@@ -650,3 +650,18 @@ def test_a_request_still_running_when_the_drain_times_out_ends_with_a_503_event(
         if proc.poll() is None:
             proc.kill()
             proc.wait()
+
+
+def test_nulls_openai_allows_are_the_defaults(server):
+    # OpenAI's API takes null for n, stream and stream_options.include_usage (the defaults); clients that
+    # write every field out send them so
+    url, _ = server
+    body = _chat(max_tokens=4, n=None, stream=None, stream_options=None, seed=1)
+    r = httpx.post(url + "/v1/chat/completions", json=body, timeout=60)
+    assert r.status_code == 200 and r.json()["object"] == "chat.completion", r.text
+    body = _chat(max_tokens=4, stream=True, stream_options={"include_usage": None}, seed=1)
+    r = httpx.post(url + "/v1/chat/completions", json=body, timeout=60)
+    assert r.status_code == 200 and r.text.rstrip().endswith("data: [DONE]"), r.text
+    assert '"usage":{' not in r.text  # include_usage null: no usage chunk
+    r = httpx.post(url + "/v1/chat/completions", json=_chat(n=2), timeout=60)
+    assert (r.status_code, r.json()["error"]["param"]) == (400, "n")

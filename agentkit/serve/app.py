@@ -308,7 +308,7 @@ async def _stream(
     sub = None
     getter: asyncio.Future[list[int]] | None = None
     fut: asyncio.Future[Any] | None = None
-    with_usage = req.stream_options is not None and req.stream_options.include_usage
+    with_usage = req.stream_options is not None and bool(req.stream_options.include_usage)
     try:
         sub = engine.submit(turn, req.seed, lambda toks: loop.call_soon_threadsafe(queue.put_nowait, toks))
         view = StreamView(engine)

@@ -177,7 +177,7 @@ class Submission:
 
 def _refuse_unsupported(req: S.ChatCompletionRequest) -> None:
     """400 for what this server does not do: ``n != 1``, stop sequences, logprobs."""
-    if req.n != 1:
+    if req.n is not None and req.n != 1:
         raise ServeError(400, f"n={req.n} is not supported: this server returns one choice (n=1)", param="n")
     if req.stop:
         raise ServeError(

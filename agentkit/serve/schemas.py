@@ -132,7 +132,7 @@ class ResponseFormat(_Open):
 
 
 class StreamOptions(_Open):
-    include_usage: bool = False
+    include_usage: bool | None = None  # null or left out: no usage chunk
 
 
 class ChatCompletionRequest(_Open):
@@ -147,8 +147,8 @@ class ChatCompletionRequest(_Open):
     max_completion_tokens: int | None = Field(default=None, ge=1)
     seed: int | None = Field(default=None, ge=-(2**63), lt=2**63)
     temperature: float | None = Field(default=None, ge=0.0, le=2.0)
-    n: int = 1
-    stream: bool = False
+    n: int | None = None  # null or left out: 1 (OpenAI takes null for both, as their default)
+    stream: bool | None = None
     stream_options: StreamOptions | None = None
     stop: str | list[str] | None = None  # refused when set (not supported): see ServeEngine.prepare
     logprobs: bool | None = None  # refused when true
