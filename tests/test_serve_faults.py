@@ -663,5 +663,9 @@ def test_nulls_openai_allows_are_the_defaults(server):
     r = httpx.post(url + "/v1/chat/completions", json=body, timeout=60)
     assert r.status_code == 200 and r.text.rstrip().endswith("data: [DONE]"), r.text
     assert '"usage":{' not in r.text  # include_usage null: no usage chunk
+    tool = {"type": "function", "function": {"name": "ping", "description": None, "parameters": None}}
+    r = httpx.post(url + "/v1/chat/completions", json=_chat(tools=[tool], tool_choice="required"), timeout=60)
+    call = r.json()["choices"][0]["message"]["tool_calls"][0]["function"]
+    assert (call["name"], call["arguments"]) == ("ping", "{}"), r.text
     r = httpx.post(url + "/v1/chat/completions", json=_chat(n=2), timeout=60)
     assert (r.status_code, r.json()["error"]["param"]) == (400, "n")

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Discriminator, Field, Tag
+from pydantic import BaseModel, ConfigDict, Discriminator, Field, Tag, field_validator
 
 from agentkit.messages import ImageURLPart, TextPart
 
@@ -97,6 +97,12 @@ class FunctionDef(_Open):
     description: str | None = None
     parameters: dict[str, Any] = Field(default_factory=lambda: {"type": "object", "properties": {}})
     strict: bool | None = None
+
+    @field_validator("parameters", mode="before")
+    @classmethod
+    def _no_parameters(cls, value: Any) -> Any:
+        """``null`` parameters, as left out: a tool without arguments."""
+        return {"type": "object", "properties": {}} if value is None else value
 
 
 class Tool(_Open):
