@@ -447,6 +447,13 @@ def test_a_max_tokens_over_the_context_says_what_fits(server):
             f"2,048 positions, and max_tokens is counted in whole canvases of 64 tokens; lower max_tokens "
             f"to {fits:,} or less"
         )
+    # a prompt too long for any budget is the messages' fault, whatever max_tokens says
+    r = httpx.post(url + "/v1/chat/completions", json=_chat(q="word " * 2100, max_tokens=5000))
+    err = r.json()["error"]
+    assert (r.status_code, err["param"], err["code"]) == (400, "messages", "context_length_exceeded")
+    assert err["message"].endswith(
+        "but this model takes at most 1,984 (2,048 positions minus one canvas of 64 tokens to answer in)"
+    ), err
     r = httpx.post(
         url + "/v1/chat/completions", content='{"model": 1,,}', headers={"content-type": "application/json"}
     )
@@ -669,3 +676,32 @@ def test_nulls_openai_allows_are_the_defaults(server):
     assert (call["name"], call["arguments"]) == ("ping", "{}"), r.text
     r = httpx.post(url + "/v1/chat/completions", json=_chat(n=2), timeout=60)
     assert (r.status_code, r.json()["error"]["param"]) == (400, "n")
+
+
+def test_a_schema_whose_shortest_value_overflows_the_context_is_named(server):
+    # a forced call (or a response_format value) of 1,000 integers cannot fit: the budget was raised past the
+    # context, and the error blamed max_tokens ("lower max_tokens to 1,984", with max_tokens=64) or
+    # max_new_tokens (a field no client sends)
+    url, _ = server
+    ints = {
+        "type": "object",
+        "properties": {"x": {"type": "array", "items": {"type": "integer"}, "minItems": 1000}},
+        "required": ["x"],
+    }
+    tool = {"type": "function", "function": {"name": "f", "parameters": ints}}
+    rf = {"type": "json_schema", "json_schema": {"name": "r", "schema": ints}}
+    cases = [
+        (_chat(tools=[tool], tool_choice="required", max_tokens=64), "tools", "tool call"),
+        (
+            _chat(tools=[tool], tool_choice={"type": "function", "function": {"name": "f"}}),
+            "tools",
+            "tool call",
+        ),
+        (_chat(response_format=rf), "response_format", "response_format value"),
+    ]
+    for body, param, what in cases:
+        r = httpx.post(url + "/v1/chat/completions", json=body, timeout=60)
+        err = r.json()["error"]
+        assert (r.status_code, err["param"], err["code"]) == (400, param, "context_length_exceeded"), r.text
+        assert err["message"].startswith(f"the shortest {what} the request's schema allows needs "), err
+        assert "max_new_tokens" not in err["message"] and "lower max_tokens" not in err["message"], err

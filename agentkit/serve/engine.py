@@ -261,6 +261,54 @@ def _response_format(req: S.ChatCompletionRequest) -> dict[str, Any] | None:
     return out
 
 
+def _context_error(
+    exc: PromptTooLong,
+    max_tokens: int | None,
+    asked: int,
+    canvas: int,
+    response_format: dict[str, Any] | None,
+) -> ServeError:
+    """The 400 (``context_length_exceeded``) of a prompt and budget over the context, naming the culprit.
+
+    Args:
+        exc: what the turn raised (its counts in tokens).
+        max_tokens: the client's budget, if any.
+        asked: the budget asked for (``max_tokens``, else the checkpoint's), rounded up to whole canvases.
+        canvas: tokens per canvas.
+        response_format: the runtime's response format (``None``: plain text).
+    """
+    if exc.generation_tokens > asked:  # raised to the constraint's shortest completion: the schema's fault
+        json_value = response_format is not None
+        what = "response_format value" if json_value else "tool call"
+        return ServeError(
+            400,
+            f"the shortest {what} the request's schema allows needs {exc.generation_tokens:,} tokens (whole "
+            f"canvases of {canvas}), which with the {exc.prompt_tokens:,}-token prompt exceed this model's "
+            f"{exc.max_positions:,} positions; relax the schema (a long minItems, minLength or pattern) or "
+            "shorten the prompt",
+            param="response_format" if json_value else "tools",
+            code="context_length_exceeded",
+        )
+    if max_tokens is not None and exc.prompt_tokens < exc.max_positions - canvas:
+        fits = (exc.max_positions - exc.prompt_tokens) // canvas * canvas
+        return ServeError(  # the prompt would fit with a smaller budget: the culprit is max_tokens
+            400,
+            f"max_tokens={max_tokens} does not fit with this prompt: the prompt is {exc.prompt_tokens:,} "
+            f"tokens of this model's {exc.max_positions:,} positions, and max_tokens is counted in "
+            f"whole canvases of {canvas} tokens; lower max_tokens to {fits:,} or less",
+            param="max_tokens",
+            code="context_length_exceeded",
+        )
+    message = str(exc)
+    if exc.limit <= 0:  # the prompt alone leaves no room for one canvas (exc's text blames max_new_tokens)
+        message = (
+            f"the prompt is {exc.prompt_tokens:,} tokens but this model takes at most "
+            f"{exc.max_positions - canvas:,} ({exc.max_positions:,} positions minus one canvas of {canvas} "
+            "tokens to answer in)"
+        )
+    return ServeError(400, message, param="messages", code="context_length_exceeded")
+
+
 class ServeEngine:
     """One loaded checkpoint behind a :class:`model.runtime.batcher.CanvasBatcher`.
 
@@ -379,17 +427,10 @@ class ServeEngine:
             ) from None
         except PromptTooLong as exc:
             canvas = self.chat_model.settings.canvas_length
-            if max_tokens is not None and exc.prompt_tokens < exc.max_positions - canvas:
-                fits = (exc.max_positions - exc.prompt_tokens) // canvas * canvas
-                raise ServeError(  # the prompt would fit with a smaller budget: the culprit is max_tokens
-                    400,
-                    f"max_tokens={max_tokens} does not fit with this prompt: the prompt is {exc.prompt_tokens:,} "
-                    f"tokens of this model's {exc.max_positions:,} positions, and max_tokens is counted in "
-                    f"whole canvases of {canvas} tokens; lower max_tokens to {fits:,} or less",
-                    param="max_tokens",
-                    code="context_length_exceeded",
-                ) from None
-            raise ServeError(400, str(exc), param="messages", code="context_length_exceeded") from None
+            asked = max_tokens or self.chat_model.settings.max_new_tokens
+            raise _context_error(
+                exc, max_tokens, -(-asked // canvas) * canvas, canvas, response_format
+            ) from None
         except ImageError as exc:  # an image of the messages (named in the message), whatever else was asked
             raise ServeError(400, str(exc), param="messages") from None
         except SchemaError as exc:
