@@ -428,6 +428,12 @@ def test_error_params_name_the_field_as_written(server):
             },
             "messages",
         ),
+        # a tool's name is its name's fault (was: its parameters'; a duplicate: response_format's, or none)
+        (
+            _chat(tools=[{**WEATHER, "function": {**WEATHER["function"], "name": "get weather"}}]),
+            "tools[0].function.name",
+        ),
+        (_chat(tools=[WEATHER, WEATHER], response_format={"type": "json_object"}), "tools[1].function.name"),
     ]
     for body, param in cases:
         r = httpx.post(url + "/v1/chat/completions", json=body)

@@ -359,6 +359,8 @@ class ServeEngine:
             constraint = self.chat_model.make_constraint([tool], {"name": name})
             shortest = constraint.min_completion_tokens(4096)
         except SchemaError as exc:
+            if exc.keyword == "name" and not exc.path:  # the tool's name, not its parameters
+                param = f"tools[{i}].function.name"
             raise ServeError(
                 400, f"tools[{i}] ({name}): unsupported schema: {exc}", param=param, code="unsupported_schema"
             ) from None
@@ -397,7 +399,15 @@ class ServeEngine:
         """
         _refuse_unsupported(req)
         tools = [t.model_dump(exclude_none=True) for t in req.tools or []]
+        names = [t["function"]["name"] for t in tools]
         for i, t in enumerate(tools):
+            if names.index(names[i]) < i:
+                raise ServeError(
+                    400,
+                    f"tools[{i}]: the tool name {names[i]!r} is taken by tools[{names.index(names[i])}]; "
+                    "tool names must be unique",
+                    param=f"tools[{i}].function.name",
+                )
             self._check_tool(i, t)
         choice = _tool_choice(req, tools)
         response_format = _response_format(req)
