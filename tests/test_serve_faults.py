@@ -711,3 +711,27 @@ def test_a_schema_whose_shortest_value_overflows_the_context_is_named(server):
         assert (r.status_code, err["param"], err["code"]) == (400, param, "context_length_exceeded"), r.text
         assert err["message"].startswith(f"the shortest {what} the request's schema allows needs "), err
         assert "max_new_tokens" not in err["message"] and "lower max_tokens" not in err["message"], err
+
+
+def test_tool_calls_left_unanswered_are_a_400_as_on_openai(server):
+    # they used to reach the model, which answered "" with finish_reason "length"
+    url, _ = server
+    call = {
+        "id": "c1",
+        "type": "function",
+        "function": {"name": "get_weather", "arguments": '{"city": "Oslo"}'},
+    }
+    user = {"role": "user", "content": "Weather in Oslo?"}
+    asked = {"role": "assistant", "content": None, "tool_calls": [call, {**call, "id": "c2"}]}
+    answer = {"role": "tool", "tool_call_id": "c1", "content": "sunny"}
+    for messages, missing in (([user, asked], "'c1', 'c2'"), ([user, asked, answer, user], "'c2'")):
+        r = httpx.post(url + "/v1/chat/completions", json=_chat(messages=messages, tools=[WEATHER]))
+        err = r.json()["error"]
+        assert (r.status_code, err["param"]) == (400, "messages[1].tool_calls"), r.text
+        assert err["message"] == (
+            "messages[1]: an assistant message with 'tool_calls' must be followed by tool messages answering "
+            f"each tool_call_id; not answered: {missing}"
+        )
+    messages = [user, asked, answer, {**answer, "tool_call_id": "c2"}]
+    r = httpx.post(url + "/v1/chat/completions", json=_chat(messages=messages, tools=[WEATHER], max_tokens=8))
+    assert r.status_code == 200, r.text

@@ -163,6 +163,26 @@ def from_wire_messages(messages: list[Any]) -> list[dict[str, Any]]:
     return to_template_messages(out)
 
 
+def check_answered(messages: list[Any]) -> None:
+    """Raises :class:`ServeError` (400, as OpenAI) unless the tool messages right after each assistant message
+    with ``tool_calls`` answer every one of its ``tool_call_id`` s (in any order)."""
+    pending: dict[str, None] = {}
+    asked_at = 0
+    for i, m in enumerate([*messages, None]):
+        if isinstance(m, S.ToolMessage):
+            pending.pop(m.tool_call_id, None)
+            continue
+        if pending:
+            raise ServeError(
+                400,
+                f"messages[{asked_at}]: an assistant message with 'tool_calls' must be followed by tool "
+                f"messages answering each tool_call_id; not answered: {', '.join(map(repr, pending))}",
+                param=f"messages[{asked_at}].tool_calls",
+            )
+        if isinstance(m, S.AssistantMessage) and m.tool_calls:
+            pending, asked_at = dict.fromkeys(tc.id for tc in m.tool_calls), i
+
+
 @dataclass
 class Submission:
     """A request on its way through the batcher."""
@@ -417,6 +437,7 @@ class ServeEngine:
             s = self.chat_model.settings
             t_min = max(s.t_min * req.temperature, MIN_STEP_TEMPERATURE)
             temperature = (max(s.t_max * req.temperature, 2 * t_min), t_min)
+        check_answered(req.messages)
         messages = from_wire_messages(req.messages)
         try:
             turn = self.chat_model.prepare(
