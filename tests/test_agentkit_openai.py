@@ -329,3 +329,64 @@ def test_async_connections_close_with_their_event_loop():
         assert asyncio.run(two_turns()) == "hihi"  # a later loop gets a fresh client
     finally:
         server.close()
+
+
+AGENTKIT_TOO_LONG = {
+    "error": {
+        "message": "the prompt is 2,490 tokens but this model takes at most 1,984 (2,048 positions minus a "
+        "generation budget of 64 tokens)",
+        "type": "invalid_request_error",
+        "param": "messages",
+        "code": "context_length_exceeded",
+    }
+}
+
+
+def test_a_server_saying_the_prompt_is_too_long_makes_the_agent_trim_history():
+    # it was a BackendError: a chat through `agentkit serve` (or OpenAI, vLLM) ended once its history outgrew
+    # the context, where the embedded backend drops the oldest turns and asks again
+    from agentkit.history import Conversation
+
+    requests = []
+
+    def handler(request):
+        requests.append(json.loads(request.content))
+        if len(requests) == 1:
+            return httpx.Response(400, json=AGENTKIT_TOO_LONG)
+        return httpx.Response(200, json=completion(content="fine"))
+
+    backend = OpenAIBackend(
+        "m", base_url="http://f/v1", max_retries=0, transport=httpx.MockTransport(handler)
+    )
+    old = Conversation().with_turn("long ago " * 300, "yes").with_turn("then " * 300, "ok")
+    result = Agent(backend).run("now?", history=old)
+    assert result.answer == "fine" and len(requests) == 2
+    assert [m["content"] for m in requests[1]["messages"]][-1] == "now?"
+    assert len(requests[1]["messages"]) < len(requests[0]["messages"])
+
+
+@pytest.mark.parametrize(
+    "message, counts",
+    [
+        (AGENTKIT_TOO_LONG["error"]["message"], (2490, 1984)),
+        (  # OpenAI
+            "This model's maximum context length is 128000 tokens. However, your messages resulted in 130511 "
+            "tokens. Please reduce the length of the messages.",
+            (130511, 128000),
+        ),
+        (  # vLLM: the completion's share comes off the limit
+            "This model's maximum context length is 2048 tokens. However, you requested 2100 tokens (2000 in "
+            "the messages, 100 in the completion). Please reduce the length of the messages or completion.",
+            (2000, 1948),
+        ),
+    ],
+)
+def test_prompt_too_long_messages_of_known_servers_are_read(message, counts):
+    from agentkit.backends.base import PromptTooLong
+    from agentkit.backends.openai import context_overflow
+
+    body = {"error": {"message": message, "type": "invalid_request_error", "code": None}}
+    exc = context_overflow(httpx.Response(400, json=body))
+    assert isinstance(exc, PromptTooLong) and (exc.prompt_tokens, exc.limit) == counts
+    assert context_overflow(httpx.Response(400, json={"error": {"message": "bad tool_choice"}})) is None
+    assert context_overflow(httpx.Response(400, text="not json")) is None

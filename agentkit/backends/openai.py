@@ -30,12 +30,13 @@ from __future__ import annotations
 import asyncio
 import json
 import os
+import re
 from collections.abc import AsyncIterator
 from typing import Any, cast
 
 import httpx
 
-from agentkit.backends.base import Backend, ModelTurn, TurnRequest, Usage, tool_choice_name
+from agentkit.backends.base import Backend, ModelTurn, PromptTooLong, TurnRequest, Usage, tool_choice_name
 from agentkit.backends.textcalls import THINKING_TAGS, recover_calls, split_thinking
 from agentkit.errors import BackendError
 from agentkit.messages import ToolCall, decode_arguments
@@ -71,6 +72,37 @@ def escape_lone_surrogates(value: Any) -> Any:
     if isinstance(value, (list, tuple)):
         return [escape_lone_surrogates(v) for v in value]
     return value
+
+
+#: "Prompt too long" messages that give the counts: ``agentkit serve``'s (and the embedded runtime's), and
+#: OpenAI's and vLLM's (which may say how much of the request was the completion's).
+_AGENTKIT_TOO_LONG = re.compile(r"the prompt is ([\d,]+) tokens but this model takes at most ([\d,]+)")
+_OPENAI_TOO_LONG = re.compile(
+    r"maximum context length is ([\d,]+) tokens.*?(?:resulted in|requested) ([\d,]+) tokens"
+    r"(?: \(([\d,]+) in the messages, ([\d,]+) in the completion\))?",
+    re.DOTALL,
+)
+
+
+def context_overflow(resp: httpx.Response) -> PromptTooLong | None:
+    """A server's 400 saying the prompt does not fit, as the :class:`PromptTooLong` on which the planner drops
+    the oldest turns and asks again (as on the embedded backend); ``None`` for any other answer, or a message
+    that does not give the prompt's length and the limit in one of the known wordings."""
+    try:
+        message = str(resp.json()["error"]["message"])
+    except (ValueError, KeyError, TypeError):
+        return None
+
+    def num(s: str) -> int:
+        return int(s.replace(",", ""))
+
+    if m := _AGENTKIT_TOO_LONG.search(message):
+        return PromptTooLong(num(m[1]), num(m[2]))
+    if m := _OPENAI_TOO_LONG.search(message):
+        if m[3] is not None:  # "(P in the messages, C in the completion)": the prompt may take the rest
+            return PromptTooLong(num(m[3]), num(m[1]) - num(m[4]), num(m[1]))
+        return PromptTooLong(num(m[2]), num(m[1]), num(m[1]))
+    return None
 
 
 def wire_content(content: Any) -> Any:
@@ -137,6 +169,8 @@ class OpenAIBackend(Backend):
         ValueError: a base URL that is not http(s).
         BackendError: (from :meth:`complete`) a non-retryable HTTP error (a 404 from a base URL not ending in
             ``/v1`` says so), retries exhausted, or a response without choices / not JSON.
+        agentkit.backends.base.PromptTooLong: (from :meth:`complete`) the server answered that the prompt does
+            not fit, with the counts (:func:`context_overflow`): the planner trims the history and asks again.
     """
 
     def __init__(
@@ -345,6 +379,8 @@ class OpenAIBackend(Backend):
         Raises:
             BackendError: an HTTP error status, or a body that is not JSON or has no message.
         """
+        if resp.status_code == 400 and (too_long := context_overflow(resp)) is not None:
+            raise too_long
         if resp.status_code >= 400:
             hint = ""
             if resp.status_code == 404 and not self.base_url.endswith("/v1"):
