@@ -457,8 +457,8 @@ class OpenAIBackend(Backend):
         ``asyncio.run`` would leave its connections open and its loop alive: the client holds the loop.)
         """
         loop = asyncio.get_running_loop()
-        for old in [x for x in self._aclients if x.is_closed()]:
-            del self._aclients[old]
+        for old in [x for x in list(self._aclients) if x.is_closed()]:  # list(): other threads' loops add
+            self._aclients.pop(old, None)
         entry = self._aclients.get(loop)
         if entry is None:
             client = httpx.AsyncClient(timeout=self.timeout, transport=self._async_transport)
