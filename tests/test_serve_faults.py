@@ -735,3 +735,19 @@ def test_tool_calls_left_unanswered_are_a_400_as_on_openai(server):
     messages = [user, asked, answer, {**answer, "tool_call_id": "c2"}]
     r = httpx.post(url + "/v1/chat/completions", json=_chat(messages=messages, tools=[WEATHER], max_tokens=8))
     assert r.status_code == 200, r.text
+
+
+def test_a_body_that_is_no_json_object_says_so(server):
+    # curl -d without -H 'Content-Type: application/json' sends a form: the 400 said only "body: Input should
+    # be a valid dictionary or object to extract fields from"
+    url, _ = server
+    body = json.dumps(_chat())
+    for content_type, sent in (
+        ("application/x-www-form-urlencoded", "a body of Content-Type application/x-www-form-urlencoded"),
+        ("application/json", "a JSON array"),
+    ):
+        content = body if content_type != "application/json" else "[1, 2]"
+        r = httpx.post(url + "/v1/chat/completions", content=content, headers={"content-type": content_type})
+        assert r.status_code == 400 and r.json()["error"]["message"] == (
+            f"the request body must be a JSON object, sent with Content-Type: application/json; got {sent}"
+        ), r.text

@@ -88,6 +88,35 @@ def _validation_message(exc: RequestValidationError) -> tuple[str, str | None]:
     return "invalid request: " + "; ".join(unique[:5]) + (" ..." if len(unique) > 5 else ""), param
 
 
+_JSON_KINDS = {
+    list: "array",
+    str: "string",
+    int: "number",
+    float: "number",
+    bool: "boolean",
+    type(None): "null",
+}
+
+
+def _not_an_object(exc: RequestValidationError, content_type: str) -> str | None:
+    """What to say when the body as a whole is no JSON object (a form, an array...), else ``None``."""
+    for err in exc.errors():
+        if tuple(err.get("loc", ())) == ("body",) and err.get("type") in (
+            "model_attributes_type",
+            "dict_type",
+        ):
+            ctype = content_type.split(";", 1)[0].strip().lower()
+            got = (
+                f"a JSON {_JSON_KINDS.get(type(exc.body), 'value')}"
+                if ctype == "application/json"
+                else f"a body of Content-Type {ctype or '(none)'}"
+            )
+            return (
+                f"the request body must be a JSON object, sent with Content-Type: application/json; got {got}"
+            )
+    return None
+
+
 class _Gate:
     """ASGI middleware for ``/v1/*``: 503 while draining, then the API key (before the body is read).
 
@@ -153,8 +182,9 @@ def _add_error_handlers(app: FastAPI) -> None:
         return JSONResponse(exc.body(), status_code=exc.status)
 
     @app.exception_handler(RequestValidationError)
-    async def _invalid(_: Request, exc: RequestValidationError) -> JSONResponse:
-        message, param = _validation_message(exc)
+    async def _invalid(request: Request, exc: RequestValidationError) -> JSONResponse:
+        whole = _not_an_object(exc, request.headers.get("content-type", ""))
+        message, param = (whole, None) if whole is not None else _validation_message(exc)
         return JSONResponse(ServeError(400, message, param=param).body(), status_code=400)
 
     @app.exception_handler(StarletteHTTPException)
