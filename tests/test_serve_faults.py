@@ -751,3 +751,19 @@ def test_a_body_that_is_no_json_object_says_so(server):
         assert r.status_code == 400 and r.json()["error"]["message"] == (
             f"the request body must be a JSON object, sent with Content-Type: application/json; got {sent}"
         ), r.text
+
+
+def test_an_unserved_route_names_the_ones_served(server):
+    # the openai SDK's client.responses.create() or a legacy completions call got a bare "Not Found"
+    url, _ = server
+    r = httpx.post(url + "/v1/responses", json={"model": MODEL, "input": "hi"})
+    err = r.json()["error"]
+    assert (r.status_code, err["type"]) == (404, "not_found_error")
+    assert err["message"] == (
+        "no route POST /v1/responses: this server answers POST /v1/chat/completions, GET /v1/models, "
+        "GET /v1/models/{id} and GET /health"
+    )
+    r = httpx.get(url + "/v1/chat/completions")
+    assert r.status_code == 405 and r.json()["error"]["message"] == (
+        "GET /v1/chat/completions is not allowed: use POST"
+    )

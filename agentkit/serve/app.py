@@ -174,6 +174,10 @@ def _consume(fut: Any) -> None:
         fut.exception()
 
 
+#: What :func:`create_app` serves, for the 404 of any other route.
+_ROUTES = "POST /v1/chat/completions, GET /v1/models, GET /v1/models/{id} and GET /health"
+
+
 def _add_error_handlers(app: FastAPI) -> None:
     """Every error in OpenAI's shape: ours (:class:`ServeError`), validation (400), HTTP (404, 413...), crashes (500)."""
 
@@ -188,9 +192,18 @@ def _add_error_handlers(app: FastAPI) -> None:
         return JSONResponse(ServeError(400, message, param=param).body(), status_code=400)
 
     @app.exception_handler(StarletteHTTPException)
-    async def _http(_: Request, exc: StarletteHTTPException) -> JSONResponse:
+    async def _http(request: Request, exc: StarletteHTTPException) -> JSONResponse:
         kind = "not_found_error" if exc.status_code == 404 else "invalid_request_error"
-        err = ServeError(exc.status_code, str(exc.detail), type=kind)
+        message = str(exc.detail)
+        where = f"{request.method} {request.url.path}"
+        if exc.status_code == 404 and message == "Not Found":  # no such route (not a model: that is ours)
+            message = f"no route {where}: this server answers {_ROUTES}"
+        elif exc.status_code == 405:
+            allowed = (getattr(exc, "headers", None) or {}).get("Allow", "")
+            message = f"{where} is not allowed" + (
+                f": use {' or '.join(allowed.split(', '))}" if allowed else ""
+            )
+        err = ServeError(exc.status_code, message, type=kind)
         return JSONResponse(err.body(), status_code=exc.status_code, headers=getattr(exc, "headers", None))
 
     @app.exception_handler(Exception)
