@@ -751,6 +751,13 @@ def test_a_body_that_is_no_json_object_says_so(server):
         assert r.status_code == 400 and r.json()["error"]["message"] == (
             f"the request body must be a JSON object, sent with Content-Type: application/json; got {sent}"
         ), r.text
+    for content in (b'{"model": "\xff\xfe"}', b"[" * 60_000):  # not UTF-8; nested past the JSON parser
+        r = httpx.post(
+            url + "/v1/chat/completions", content=content, headers={"content-type": "application/json"}
+        )
+        assert r.status_code == 400 and r.json()["error"]["message"] == (
+            "the request body could not be read as JSON (it is not UTF-8, or nests too deeply)"
+        ), r.text
 
 
 def test_an_unserved_route_names_the_ones_served(server):

@@ -198,6 +198,8 @@ def _add_error_handlers(app: FastAPI) -> None:
         where = f"{request.method} {request.url.path}"
         if exc.status_code == 404 and message == "Not Found":  # no such route (not a model: that is ours)
             message = f"no route {where}: this server answers {_ROUTES}"
+        elif exc.status_code == 400 and message == "There was an error parsing the body":  # FastAPI's
+            message = "the request body could not be read as JSON (it is not UTF-8, or nests too deeply)"
         elif exc.status_code == 405:
             allowed = (getattr(exc, "headers", None) or {}).get("Allow", "")
             message = f"{where} is not allowed" + (
