@@ -390,3 +390,33 @@ def test_prompt_too_long_messages_of_known_servers_are_read(message, counts):
     assert isinstance(exc, PromptTooLong) and (exc.prompt_tokens, exc.limit) == counts
     assert context_overflow(httpx.Response(400, json={"error": {"message": "bad tool_choice"}})) is None
     assert context_overflow(httpx.Response(400, text="not json")) is None
+
+
+def test_the_sync_client_is_closed_when_the_program_ends(tmp_path):
+    # a script that ran an agent on the openai backend left its keep-alive socket to the interpreter's
+    # teardown: "ResourceWarning: unclosed <socket.socket ...>" at exit
+    import os
+    import pathlib
+    import subprocess
+    import sys
+
+    server = _KeepAliveServer()
+    try:
+        script = tmp_path / "once.py"
+        script.write_text(
+            "from agentkit.backends.openai import OpenAIBackend\n"
+            f"b = OpenAIBackend('m', base_url={server.url!r}, max_retries=0)\n"
+            "print(b.complete([{'role': 'user', 'content': 'x'}], []).text)\n"
+        )
+        root = str(pathlib.Path(__file__).resolve().parents[1])  # this tree's agentkit, not an installed one
+        done = subprocess.run(
+            [sys.executable, "-W", "always::ResourceWarning", str(script)],
+            capture_output=True,
+            text=True,
+            timeout=60,
+            env={**os.environ, "PYTHONPATH": root},
+        )
+        assert done.returncode == 0 and done.stdout.strip() == "hi", done.stderr
+        assert "ResourceWarning" not in done.stderr, done.stderr
+    finally:
+        server.close()

@@ -31,6 +31,7 @@ import asyncio
 import json
 import os
 import re
+import weakref
 from collections.abc import AsyncIterator
 from typing import Any, cast
 
@@ -408,6 +409,8 @@ class OpenAIBackend(Backend):
         body = self.build_request(request)
         if self._client is None:
             self._client = httpx.Client(timeout=self.timeout, transport=self._transport)
+            # closed with the backend, or at the latest when the program ends (not left to the teardown)
+            weakref.finalize(self, self._client.close)
         try:
             resp, sent = self.http(self._client).request("POST", self.url, json=body, headers=self.headers)
         except RetriesExhausted as exc:
