@@ -178,6 +178,47 @@ def misspelt_keywords(schema: Any, at: tuple[str | int, ...] = ()) -> list[tuple
     return out
 
 
+#: Keywords whose values are data, not schemas: a ``$ref`` key inside them is no reference.
+_DATA_KEYWORDS = frozenset({"enum", "const", "default", "examples"})
+
+
+def unresolvable_ref(schema: dict[str, Any]) -> tuple[str, str] | None:
+    """The first ``$ref`` of ``schema`` that cannot resolve, as ``(path, message)`` (path like
+    ``properties/x/items``), else ``None``.
+
+    agentkit fetches no schema: a reference resolves inside the document only (JSON pointers and anchors, after
+    the root's ``$id``; :class:`schema.refs.Refs`). A document with a nested ``$id`` (a resource of its own,
+    against which its references resolve) is left to jsonschema at call time: ``None``.
+    """
+    from schema.errors import SchemaError
+    from schema.refs import Refs
+
+    found: list[tuple[str, Any]] = []
+    stack: list[tuple[Any, str]] = [(schema, "")]
+    while stack:
+        node, path = stack.pop()
+        items = node.items() if isinstance(node, dict) else enumerate(node) if isinstance(node, list) else ()
+        if isinstance(node, dict) and node is not schema:
+            nested = node.get("$id", node.get("id"))
+            if isinstance(nested, str) and not nested.startswith("#"):
+                return None
+        for k, v in items:
+            if k == "$ref" and isinstance(node, dict) and isinstance(v, str):
+                found.append((path, v))
+            elif k not in _DATA_KEYWORDS:
+                stack.append((v, f"{path}/{k}" if path else str(k)))
+    refs = Refs(schema)
+    for path, ref in sorted(found, key=lambda x: x[0]):
+        try:
+            refs.pointer(ref, path)
+        except SchemaError:
+            return (
+                path,
+                f"$ref {ref!r} does not resolve (a reference must point inside the schema: agentkit fetches none)",
+            )
+    return None
+
+
 @functools.cache
 def grammar_format_checker() -> Any:
     """A ``jsonschema.FormatChecker`` that checks exactly the string formats the tool-call grammar enforces.

@@ -55,6 +55,7 @@ from agentkit.tool_schema import (
     mark_grounded,
     misspelt_keywords,
     parse_docstring,
+    unresolvable_ref,
 )
 from tools.args import format_validation_error
 
@@ -312,6 +313,8 @@ class Tool:
 
     def _init_from_schema(self, parameters: dict[str, Any]) -> None:
         import jsonschema
+        from jsonschema_specifications import REGISTRY as SPECIFICATIONS
+        from referencing.exceptions import Unresolvable
 
         if not isinstance(parameters, dict) or parameters.get("type", "object") != "object":
             raise ToolDefinitionError(
@@ -335,12 +338,20 @@ class Tool:
             raise ToolDefinitionError(
                 f"tool {self.name!r}: parameters at '{'/'.join(map(str, where))}': {why}"
             )
-        validator = validator_cls(schema, format_checker=grammar_format_checker())
+        if (bad := unresolvable_ref(schema)) is not None:
+            raise ToolDefinitionError(f"tool {self.name!r}: parameters at '{bad[0]}': {bad[1]}")
+        # the registry of the JSON Schema meta-schemas only: a $ref never makes jsonschema fetch a URL
+        validator = validator_cls(schema, format_checker=grammar_format_checker(), registry=SPECIFICATIONS)
         # Declared to the model exactly as written (a copy: later edits of the caller's dict do not leak in).
         self.parameters = copy.deepcopy(parameters)
 
         def validate(arguments: dict[str, Any]) -> Any:
-            errors = sorted(validator.iter_errors(arguments), key=lambda e: [str(p) for p in e.path])
+            try:
+                errors = sorted(validator.iter_errors(arguments), key=lambda e: [str(p) for p in e.path])
+            except Unresolvable as exc:  # left to call time by unresolvable_ref (a nested $id)
+                raise ToolArgumentsError(
+                    f"the tool's schema has a $ref that does not resolve ({exc}); agentkit fetches no schema"
+                ) from None
             if errors:
                 raise ToolArgumentsError("; ".join(_format_message(e) for e in errors))
             return arguments

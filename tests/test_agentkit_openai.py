@@ -185,6 +185,21 @@ def test_client_errors_are_not_retried():
     assert len(server.requests) == 1
 
 
+def test_a_401_says_where_the_key_comes_from(monkeypatch):
+    monkeypatch.delenv("OPENAI_API_KEY", raising=False)
+    server = FakeServer([401, 401])
+    unkeyed = OpenAIBackend("m", base_url="http://f/v1", transport=httpx.MockTransport(server))
+    with pytest.raises(BackendError) as ei:
+        unkeyed.complete([{"role": "user", "content": "hi"}], [])
+    assert "HTTP 401 (no API key was sent: pass api_key, or set $OPENAI_API_KEY" in str(ei.value)
+    keyed = OpenAIBackend(
+        "m", base_url="http://f/v1", api_key_env="MY_KEY", api_key="k", transport=httpx.MockTransport(server)
+    )
+    with pytest.raises(BackendError) as ei:
+        keyed.complete([{"role": "user", "content": "hi"}], [])
+    assert "HTTP 401 (the server refused the API key sent, from api_key or $MY_KEY)" in str(ei.value)
+
+
 def test_response_without_choices():
     server = FakeServer([{"error": "weird"}])
     with pytest.raises(BackendError, match=r"no choices\[0\].message"):
@@ -238,3 +253,170 @@ def test_decode_arguments_cases():
     assert decode_arguments(None) == ({}, None)
     assert decode_arguments('"just text"') == ({}, "arguments must be a JSON object, got a string")
     assert decode_arguments(5)[1] == "arguments must be a JSON object, got int"
+
+
+class _KeepAliveServer:
+    """A real HTTP/1.1 server on 127.0.0.1 answering every POST with one completion; counts open connections."""
+
+    def __init__(self):
+        import http.server
+        import threading
+
+        outer = self
+        self.open = 0
+        self.lock = threading.Lock()
+
+        class Handler(http.server.BaseHTTPRequestHandler):
+            protocol_version = "HTTP/1.1"  # keep-alive: the connection stays until the client closes it
+
+            def setup(self):
+                super().setup()
+                with outer.lock:
+                    outer.open += 1
+
+            def finish(self):
+                super().finish()
+                with outer.lock:
+                    outer.open -= 1
+
+            def do_POST(self):
+                self.rfile.read(int(self.headers["content-length"]))
+                body = json.dumps(completion(content="hi")).encode()
+                self.send_response(200)
+                self.send_header("content-type", "application/json")
+                self.send_header("content-length", str(len(body)))
+                self.end_headers()
+                self.wfile.write(body)
+
+            def log_message(self, *args):
+                pass
+
+        self.httpd = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.thread = threading.Thread(target=self.httpd.serve_forever, daemon=True)
+        self.thread.start()
+        self.url = f"http://127.0.0.1:{self.httpd.server_address[1]}/v1"
+
+    def wait_open(self, n, seconds=5.0):
+        import time
+
+        deadline = time.monotonic() + seconds
+        while self.open != n and time.monotonic() < deadline:
+            time.sleep(0.02)
+        return self.open
+
+    def close(self):
+        self.httpd.shutdown()
+        self.httpd.server_close()
+
+
+def test_async_connections_close_with_their_event_loop():
+    # each asyncio.run() used to leave its connection (and its closed loop) alive for good: one socket leaked
+    # per run, never collected (the client kept the loop alive)
+    server = _KeepAliveServer()
+    try:
+        backend = OpenAIBackend("m", base_url=server.url, max_retries=0)
+        msgs = [{"role": "user", "content": "x"}]
+
+        async def two_turns():
+            a = await backend.acomplete(msgs, [])
+            b = await backend.acomplete(msgs, [])  # the same loop reuses its connection
+            assert server.open == 1
+            return a.text + b.text
+
+        for _ in range(3):
+            assert asyncio.run(two_turns()) == "hihi"
+            assert server.wait_open(0) == 0
+        assert asyncio.run(two_turns()) == "hihi"  # a later loop gets a fresh client
+    finally:
+        server.close()
+
+
+AGENTKIT_TOO_LONG = {
+    "error": {
+        "message": "the prompt is 2,490 tokens but this model takes at most 1,984 (2,048 positions minus a "
+        "generation budget of 64 tokens)",
+        "type": "invalid_request_error",
+        "param": "messages",
+        "code": "context_length_exceeded",
+    }
+}
+
+
+def test_a_server_saying_the_prompt_is_too_long_makes_the_agent_trim_history():
+    # it was a BackendError: a chat through `agentkit serve` (or OpenAI, vLLM) ended once its history outgrew
+    # the context, where the embedded backend drops the oldest turns and asks again
+    from agentkit.history import Conversation
+
+    requests = []
+
+    def handler(request):
+        requests.append(json.loads(request.content))
+        if len(requests) == 1:
+            return httpx.Response(400, json=AGENTKIT_TOO_LONG)
+        return httpx.Response(200, json=completion(content="fine"))
+
+    backend = OpenAIBackend(
+        "m", base_url="http://f/v1", max_retries=0, transport=httpx.MockTransport(handler)
+    )
+    old = Conversation().with_turn("long ago " * 300, "yes").with_turn("then " * 300, "ok")
+    result = Agent(backend).run("now?", history=old)
+    assert result.answer == "fine" and len(requests) == 2
+    assert [m["content"] for m in requests[1]["messages"]][-1] == "now?"
+    assert len(requests[1]["messages"]) < len(requests[0]["messages"])
+
+
+@pytest.mark.parametrize(
+    "message, counts",
+    [
+        (AGENTKIT_TOO_LONG["error"]["message"], (2490, 1984)),
+        (  # OpenAI
+            "This model's maximum context length is 128000 tokens. However, your messages resulted in 130511 "
+            "tokens. Please reduce the length of the messages.",
+            (130511, 128000),
+        ),
+        (  # vLLM: the completion's share comes off the limit
+            "This model's maximum context length is 2048 tokens. However, you requested 2100 tokens (2000 in "
+            "the messages, 100 in the completion). Please reduce the length of the messages or completion.",
+            (2000, 1948),
+        ),
+    ],
+)
+def test_prompt_too_long_messages_of_known_servers_are_read(message, counts):
+    from agentkit.backends.base import PromptTooLong
+    from agentkit.backends.openai import context_overflow
+
+    body = {"error": {"message": message, "type": "invalid_request_error", "code": None}}
+    exc = context_overflow(httpx.Response(400, json=body))
+    assert isinstance(exc, PromptTooLong) and (exc.prompt_tokens, exc.limit) == counts
+    assert context_overflow(httpx.Response(400, json={"error": {"message": "bad tool_choice"}})) is None
+    assert context_overflow(httpx.Response(400, text="not json")) is None
+
+
+def test_the_sync_client_is_closed_when_the_program_ends(tmp_path):
+    # a script that ran an agent on the openai backend left its keep-alive socket to the interpreter's
+    # teardown: "ResourceWarning: unclosed <socket.socket ...>" at exit
+    import os
+    import pathlib
+    import subprocess
+    import sys
+
+    server = _KeepAliveServer()
+    try:
+        script = tmp_path / "once.py"
+        script.write_text(
+            "from agentkit.backends.openai import OpenAIBackend\n"
+            f"b = OpenAIBackend('m', base_url={server.url!r}, max_retries=0)\n"
+            "print(b.complete([{'role': 'user', 'content': 'x'}], []).text)\n"
+        )
+        root = str(pathlib.Path(__file__).resolve().parents[1])  # this tree's agentkit, not an installed one
+        done = subprocess.run(
+            [sys.executable, "-W", "always::ResourceWarning", str(script)],
+            capture_output=True,
+            text=True,
+            timeout=60,
+            env={**os.environ, "PYTHONPATH": root},
+        )
+        assert done.returncode == 0 and done.stdout.strip() == "hi", done.stderr
+        assert "ResourceWarning" not in done.stderr, done.stderr
+    finally:
+        server.close()

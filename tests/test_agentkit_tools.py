@@ -339,3 +339,31 @@ def test_tool_decorator_keywords_reach_the_tool_and_an_unknown_one_is_refused():
     assert (made.name, made.timeout, made.retries) == ("twice", 5, 1)
     with pytest.raises(TypeError, match="timout"):
         tool(timout=5)(lambda x: x)
+
+
+@pytest.mark.parametrize(
+    "ref, where",
+    [("http://example.com/s.json", "properties/x"), ("#/$defs/nope", "properties/x/items")],
+)
+def test_a_ref_that_cannot_resolve_is_refused_at_definition(ref, where):
+    # it used to pass, then end the run with referencing's Unresolvable at the tool's first call (on a
+    # backend without the constraint check: openai, scripted; an MCP server's schema)
+    x = {"type": "array", "items": {"$ref": ref}} if ref.startswith("#") else {"$ref": ref}
+    with pytest.raises(ToolDefinitionError) as info:
+        Tool(lambda **k: k, name="f", parameters={"type": "object", "properties": {"x": x}})
+    assert f"tool 'f': parameters at '{where}': $ref {ref!r} does not resolve" in str(info.value)
+
+
+def test_a_ref_left_to_resolve_at_call_time_is_a_tool_error_not_a_crash():
+    from agentkit.backends.scripted import ScriptedBackend, answer, call
+
+    # a nested $id: where the reference points depends on it, so it is left to jsonschema at call time
+    params = {
+        "type": "object",
+        "properties": {"x": {"$id": "http://example.com/x.json", "$ref": "other.json"}},
+    }
+    tool = Tool(lambda **k: "ran", name="f", parameters=params)
+    result = Agent(ScriptedBackend([call("f", x=1), answer("done")]), [tool]).run("go")
+    record = result.tool_calls[0]
+    assert (record.error_kind, result.answer) == ("invalid_arguments", "done")
+    assert "does not resolve" in record.content and "other.json" in record.content

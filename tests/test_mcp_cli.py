@@ -21,6 +21,16 @@ def test_list_stdio_json():
     assert (neg["enforceable"], neg["keyword"], neg["pointer"]) == (False, "not", "/properties/x")
 
 
+def test_list_shows_a_tool_whose_name_agentkit_cannot_take():
+    # was a traceback: listing made agentkit tools of every tool, and one name it cannot take stopped it
+    res = CliRunner().invoke(app, ["mcp", "list", PY, SERVER, "--bad-name", "--json"])
+    assert res.exit_code == 0, res.output
+    rows = {r["name"]: r for r in json.loads(res.stdout)}
+    assert len(rows) == 11 and rows["add"]["enforceable"] is True
+    bad = rows["ns:write"]
+    assert (bad["enforceable"], bad["keyword"], bad["pointer"]) == (False, "name", "")
+
+
 def test_list_http_table_and_errors():
     port = free_port()
     with http_process([PY, SERVER, "--http", str(port)], port):

@@ -178,6 +178,24 @@ def test_a_toolset_that_fails_or_clashes_is_a_clear_error(tmp_path):
     )
 
 
+def test_a_toolset_tool_whose_name_agentkit_cannot_take_is_a_clear_error(tmp_path):
+    # was a traceback (MCPSchemaError escaped the command), saying "the embedded tool-call constraint
+    # cannot enforce" and "keyword 'schema'" for a name, with no model in sight
+    bad = tmp_path / "bad.yaml"
+    bad.write_text(
+        "agentkit_bundle: 1\nname: b\ntools: []\ntoolsets:\n"
+        f"  - mcp: {{command: python, args: ['{SERVER}', --bad-name]}}\n"
+    )
+    res = CliRunner().invoke(app, ["mcp", "serve", str(bad)])
+    assert res.exit_code == 2 and "Traceback" not in res.output, res.output
+    assert "error: agentkit cannot use these tools (on_unsupported: skip leaves them out):\n" in res.output
+    assert (
+        f"MCP server 'mcp_fixture_server' ({bad}:5 toolsets[0].mcp), tool 'ns:write': keyword 'name' at /: "
+        in (res.output)
+    )
+    assert "constraint" not in res.output
+
+
 @pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM])
 def test_stdio_serve_ends_on_a_signal_and_stops_its_toolsets(tmp_path, tools_module, sig):
     pidfile = tmp_path / "upstream.pid"

@@ -44,6 +44,40 @@ def test_models_and_plain_chat(client):
     )
 
 
+def test_a_model_is_retrieved_by_its_id(client):
+    import openai
+
+    card = client.models.retrieve("agentkit-tiny")  # GET /v1/models/{id}: was a bare 404 "Not Found"
+    assert (card.id, card.object, card.owned_by) == ("agentkit-tiny", "model", "agentkit")
+    with pytest.raises(openai.NotFoundError) as info:
+        client.models.retrieve("gpt-4o")
+    assert info.value.code == "model_not_found" and "agentkit-tiny" in info.value.message
+
+
+def test_stream_chunks_carry_openais_null_fields(base_url):
+    # OpenAI writes finish_reason and logprobs on every chunk's choice (null until the end), and, with
+    # include_usage, "usage": null on every chunk but the last; clients reading the JSON directly index them
+    import httpx
+
+    body = {
+        "model": "agentkit-tiny",
+        "messages": [{"role": "user", "content": "Hello there"}],
+        "seed": 5,
+        "stream": True,
+        "stream_options": {"include_usage": True},
+    }
+    with httpx.stream("POST", base_url + "/v1/chat/completions", json=body, timeout=120) as r:
+        lines = [line[len("data: ") :] for line in r.iter_lines() if line.startswith("data: ")]
+    assert lines[-1] == "[DONE]"
+    chunks = [json.loads(line) for line in lines[:-1]]
+    for c in chunks[:-2]:
+        assert c["usage"] is None and c["choices"][0]["finish_reason"] is None, c
+        assert c["choices"][0]["logprobs"] is None and c["object"] == "chat.completion.chunk", c
+    assert chunks[0]["choices"][0]["delta"]["role"] == "assistant"
+    assert chunks[-2]["choices"][0]["finish_reason"] == "stop" and chunks[-2]["usage"] is None
+    assert chunks[-1]["choices"] == [] and chunks[-1]["usage"]["total_tokens"] > 0
+
+
 def test_tool_choice_required_and_named_give_valid_calls(client):
     tools = [WEATHER, ADD]
     r = client.chat.completions.create(

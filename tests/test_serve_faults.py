@@ -412,6 +412,28 @@ def test_error_params_name_the_field_as_written(server):
         (_chat(tools=[WEATHER], tool_choice="sometimes"), "tool_choice"),
         ({"model": MODEL, "messages": [{"role": "user", "content": 5}]}, "messages[0].content"),
         (_chat(max_tokens=2000), "max_tokens"),
+        # an unreadable image is the messages' fault, not response_format's (it used to be named)
+        (
+            {
+                "model": MODEL,
+                "messages": [
+                    {
+                        "role": "user",
+                        "content": [
+                            {"type": "image_url", "image_url": {"url": "data:image/png;base64,AAAA"}}
+                        ],
+                    }
+                ],
+                "response_format": {"type": "json_object"},
+            },
+            "messages",
+        ),
+        # a tool's name is its name's fault (was: its parameters'; a duplicate: response_format's, or none)
+        (
+            _chat(tools=[{**WEATHER, "function": {**WEATHER["function"], "name": "get weather"}}]),
+            "tools[0].function.name",
+        ),
+        (_chat(tools=[WEATHER, WEATHER], response_format={"type": "json_object"}), "tools[1].function.name"),
     ]
     for body, param in cases:
         r = httpx.post(url + "/v1/chat/completions", json=body)

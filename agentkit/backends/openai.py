@@ -30,12 +30,14 @@ from __future__ import annotations
 import asyncio
 import json
 import os
+import re
 import weakref
+from collections.abc import AsyncIterator
 from typing import Any, cast
 
 import httpx
 
-from agentkit.backends.base import Backend, ModelTurn, TurnRequest, Usage, tool_choice_name
+from agentkit.backends.base import Backend, ModelTurn, PromptTooLong, TurnRequest, Usage, tool_choice_name
 from agentkit.backends.textcalls import THINKING_TAGS, recover_calls, split_thinking
 from agentkit.errors import BackendError
 from agentkit.messages import ToolCall, decode_arguments
@@ -71,6 +73,37 @@ def escape_lone_surrogates(value: Any) -> Any:
     if isinstance(value, (list, tuple)):
         return [escape_lone_surrogates(v) for v in value]
     return value
+
+
+#: "Prompt too long" messages that give the counts: ``agentkit serve``'s (and the embedded runtime's), and
+#: OpenAI's and vLLM's (which may say how much of the request was the completion's).
+_AGENTKIT_TOO_LONG = re.compile(r"the prompt is ([\d,]+) tokens but this model takes at most ([\d,]+)")
+_OPENAI_TOO_LONG = re.compile(
+    r"maximum context length is ([\d,]+) tokens.*?(?:resulted in|requested) ([\d,]+) tokens"
+    r"(?: \(([\d,]+) in the messages, ([\d,]+) in the completion\))?",
+    re.DOTALL,
+)
+
+
+def context_overflow(resp: httpx.Response) -> PromptTooLong | None:
+    """A server's 400 saying the prompt does not fit, as the :class:`PromptTooLong` on which the planner drops
+    the oldest turns and asks again (as on the embedded backend); ``None`` for any other answer, or a message
+    that does not give the prompt's length and the limit in one of the known wordings."""
+    try:
+        message = str(resp.json()["error"]["message"])
+    except (ValueError, KeyError, TypeError):
+        return None
+
+    def num(s: str) -> int:
+        return int(s.replace(",", ""))
+
+    if m := _AGENTKIT_TOO_LONG.search(message):
+        return PromptTooLong(num(m[1]), num(m[2]))
+    if m := _OPENAI_TOO_LONG.search(message):
+        if m[3] is not None:  # "(P in the messages, C in the completion)": the prompt may take the rest
+            return PromptTooLong(num(m[3]), num(m[1]) - num(m[4]), num(m[1]))
+        return PromptTooLong(num(m[2]), num(m[1]), num(m[1]))
+    return None
 
 
 def wire_content(content: Any) -> Any:
@@ -137,6 +170,8 @@ class OpenAIBackend(Backend):
         ValueError: a base URL that is not http(s).
         BackendError: (from :meth:`complete`) a non-retryable HTTP error (a 404 from a base URL not ending in
             ``/v1`` says so), retries exhausted, or a response without choices / not JSON.
+        agentkit.backends.base.PromptTooLong: (from :meth:`complete`) the server answered that the prompt does
+            not fit, with the counts (:func:`context_overflow`): the planner trims the history and asks again.
     """
 
     def __init__(
@@ -176,6 +211,7 @@ class OpenAIBackend(Backend):
             )
         self.url = self.base_url + "/chat/completions"
         key = api_key if api_key is not None else os.environ.get(api_key_env)
+        self.api_key_env = api_key_env
         self.headers = {"content-type": "application/json", **(headers or {})}
         if key:
             self.headers["authorization"] = f"Bearer {key}"
@@ -187,9 +223,8 @@ class OpenAIBackend(Backend):
         self._transport = transport
         self._async_transport = async_transport
         self._client: httpx.Client | None = None
-        self._aclients: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, httpx.AsyncClient] = (
-            weakref.WeakKeyDictionary()
-        )
+        # per event loop: its client and the async generator that closes it when the loop shuts down
+        self._aclients: dict[asyncio.AbstractEventLoop, tuple[httpx.AsyncClient, AsyncIterator[None]]] = {}
         self._next_id = 0
         self.recover_text_calls = recover_text_calls
         self.replay_reasoning = replay_reasoning
@@ -345,10 +380,19 @@ class OpenAIBackend(Backend):
         Raises:
             BackendError: an HTTP error status, or a body that is not JSON or has no message.
         """
+        if resp.status_code == 400 and (too_long := context_overflow(resp)) is not None:
+            raise too_long
         if resp.status_code >= 400:
             hint = ""
             if resp.status_code == 404 and not self.base_url.endswith("/v1"):
                 hint = f" (is the base URL {self.base_url!r} the API root? it usually ends in /v1)"
+            elif resp.status_code == 401 and "authorization" not in self.headers:
+                hint = (
+                    f" (no API key was sent: pass api_key, or set ${self.api_key_env}, or the bundle's "
+                    "model.api_key_env names the variable)"
+                )
+            elif resp.status_code == 401:
+                hint = f" (the server refused the API key sent, from api_key or ${self.api_key_env})"
             raise BackendError(
                 f"{self.url}: HTTP {resp.status_code}{hint}: {resp.text[:500]}", status_code=resp.status_code
             )
@@ -365,6 +409,8 @@ class OpenAIBackend(Backend):
         body = self.build_request(request)
         if self._client is None:
             self._client = httpx.Client(timeout=self.timeout, transport=self._transport)
+            # closed with the backend, or at the latest when the program ends (not left to the teardown)
+            weakref.finalize(self, self._client.close)
         try:
             resp, sent = self.http(self._client).request("POST", self.url, json=body, headers=self.headers)
         except RetriesExhausted as exc:
@@ -393,13 +439,9 @@ class OpenAIBackend(Backend):
     # ------------------------------------------------------------------------------ async
 
     async def aturn(self, request: TurnRequest) -> ModelTurn:
-        """Async :meth:`turn` (one ``httpx.AsyncClient`` per event loop)."""
+        """Async :meth:`turn` (one ``httpx.AsyncClient`` per event loop, see :meth:`aclient`)."""
         body = self.build_request(request)
-        loop = asyncio.get_running_loop()
-        client = self._aclients.get(loop)
-        if client is None:
-            client = httpx.AsyncClient(timeout=self.timeout, transport=self._async_transport)
-            self._aclients[loop] = client
+        client = await self.aclient()
         try:
             resp, sent = await self.http().arequest(
                 lambda: client.post(self.url, json=body, headers=self.headers)
@@ -408,8 +450,37 @@ class OpenAIBackend(Backend):
             raise self._gave_up(exc) from exc
         return self._read(resp, sent, request)
 
+    async def aclient(self) -> httpx.AsyncClient:
+        """The running event loop's HTTP client, made on first use and closed when the loop shuts down.
+
+        A client's connections belong to its loop, so each loop gets its own. It is closed by the loop's
+        ``shutdown_asyncgens()`` (which ``asyncio.run`` and ``asyncio.Runner`` call before closing the loop):
+        an async generator registered with the loop holds the client and closes it in its ``finally``. The
+        clients of loops closed without that are dropped at the next call. (Kept until the program exits, each
+        ``asyncio.run`` would leave its connections open and its loop alive: the client holds the loop.)
+        """
+        loop = asyncio.get_running_loop()
+        for old in [x for x in list(self._aclients) if x.is_closed()]:  # list(): other threads' loops add
+            self._aclients.pop(old, None)
+        entry = self._aclients.get(loop)
+        if entry is None:
+            client = httpx.AsyncClient(timeout=self.timeout, transport=self._async_transport)
+            closer = self._close_with_loop(loop, client)
+            await closer.__anext__()  # its first step registers it with the loop's shutdown_asyncgens()
+            entry = self._aclients[loop] = (client, closer)
+        return entry[0]
+
+    async def _close_with_loop(
+        self, loop: asyncio.AbstractEventLoop, client: httpx.AsyncClient
+    ) -> AsyncIterator[None]:
+        try:
+            yield
+        finally:
+            self._aclients.pop(loop, None)
+            await client.aclose()
+
     def close(self) -> None:
-        """Close the sync HTTP client (async clients close with their event loop)."""
+        """Close the sync HTTP client (async clients close when their event loop shuts down: :meth:`aclient`)."""
         if self._client is not None:
             self._client.close()
             self._client = None

@@ -35,6 +35,7 @@ def serve_command(
     """Offer a bundle's tools (python, http and sandbox ones, and the tools of its own MCP toolsets) to any
     MCP client, over stdio (default) or streamable HTTP on 127.0.0.1 (--http PORT)."""
     from agentkit.bundle import load_bundle
+    from agentkit.mcp.client import MCPSchemaError
     from agentkit.mcp.content import MCPServerError
     from agentkit.mcp.server import serve_http, serve_stdio_process, served
     from agentkit.serve.app import resolve_api_key
@@ -55,7 +56,7 @@ def serve_command(
     if http is None:
         try:
             serve_stdio_process(server)
-        except (MCPServerError, ValueError) as exc:
+        except (MCPServerError, MCPSchemaError, ValueError) as exc:
             raise fail(f"error: {exc}") from None
         return
     try:
@@ -72,7 +73,7 @@ def serve_command(
 
     try:
         serve_http(server, host=host, port=http, api_key=key, on_ready=ready)
-    except (MCPServerError, ValueError) as exc:
+    except (MCPServerError, MCPSchemaError, ValueError) as exc:
         raise fail(f"error: {exc}") from None
     except OSError as exc:
         raise fail(f"error: cannot listen on {host}:{http}: {exc}") from None
@@ -92,10 +93,11 @@ async def _list(target: str, args: list[str], env: dict[str, str], headers: dict
     from agentkit.mcp.bundle import interpreter
     from agentkit.mcp.client import MCPToolset, check_tool_schema
 
+    # every tool is kept to be listed with its verdict, even one agentkit cannot use
     if "://" in target:  # a URL (one that is not http(s) is refused by name, not run as a command)
-        ts = MCPToolset.http(target, headers=headers)
+        ts = MCPToolset.http(target, headers=headers, on_unsupported="skip")
     else:
-        ts = MCPToolset.stdio(interpreter(target), args, env=env or None)
+        ts = MCPToolset.stdio(interpreter(target), args, env=env or None, on_unsupported="skip")
     await ts.open(check=False)  # every tool is listed, each with its verdict
     try:
         listed = await ts.list_server_tools()

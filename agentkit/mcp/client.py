@@ -44,8 +44,9 @@ MAX_PAGES = 100
 
 
 class MCPSchemaError(ToolDefinitionError):
-    """A server's tool has a schema the embedded tool-call constraint cannot enforce (``on_unsupported:
-    error``); the message names the server, the tool, the keyword and its JSON pointer."""
+    """A server's tool has a schema the embedded tool-call constraint cannot enforce, or a name agentkit
+    cannot take (keyword ``name``), under ``on_unsupported: error``; the message names the server, the tool,
+    the keyword and its JSON pointer."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -395,8 +396,8 @@ class MCPToolset:
             if check.ok:
                 try:
                     made = self._make_tool(t, local)
-                except ToolDefinitionError as exc:
-                    check = ToolCheck(local, "schema", "", str(exc))
+                except ToolDefinitionError as exc:  # agentkit's own rules, whatever the backend
+                    check = ToolCheck(local, "schema" if _NAME_RE.match(local) else "name", "", str(exc))
             if made is not None:
                 kept.append(made)
                 continue
@@ -416,7 +417,9 @@ class MCPToolset:
                 ", ".join(t.name for t in listed) or "none",
             )
         if bad and self.opts.on_unsupported == "error":
-            raise MCPSchemaError("the embedded tool-call constraint cannot enforce:\n" + "\n".join(bad))
+            raise MCPSchemaError(
+                "agentkit cannot use these tools (on_unsupported: skip leaves them out):\n" + "\n".join(bad)
+            )
         for msg in bad:
             log.warning("skipping %s", msg)
         self.skipped = bad

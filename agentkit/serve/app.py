@@ -3,7 +3,7 @@
 :func:`create_app` builds a FastAPI app (mount it, or run it with uvicorn: :func:`run_server`):
 
 * ``GET /health``: ``{"status": "ok" | "draining", "model", "load"}`` (503 while draining, no key needed).
-* ``GET /v1/models``: the served model.
+* ``GET /v1/models``, ``GET /v1/models/{id}``: the served model.
 * ``POST /v1/chat/completions``: chat, tools (``tool_choice`` auto/none/required/named), ``response_format``
   (``json_schema``, ``json_object``), ``max_tokens``/``max_completion_tokens``, ``seed``, ``temperature``,
   ``stream`` (server-sent events in OpenAI's chunk format, ending with ``data: [DONE]``).
@@ -88,6 +88,35 @@ def _validation_message(exc: RequestValidationError) -> tuple[str, str | None]:
     return "invalid request: " + "; ".join(unique[:5]) + (" ..." if len(unique) > 5 else ""), param
 
 
+_JSON_KINDS = {
+    list: "array",
+    str: "string",
+    int: "number",
+    float: "number",
+    bool: "boolean",
+    type(None): "null",
+}
+
+
+def _not_an_object(exc: RequestValidationError, content_type: str) -> str | None:
+    """What to say when the body as a whole is no JSON object (a form, an array...), else ``None``."""
+    for err in exc.errors():
+        if tuple(err.get("loc", ())) == ("body",) and err.get("type") in (
+            "model_attributes_type",
+            "dict_type",
+        ):
+            ctype = content_type.split(";", 1)[0].strip().lower()
+            got = (
+                f"a JSON {_JSON_KINDS.get(type(exc.body), 'value')}"
+                if ctype == "application/json"
+                else f"a body of Content-Type {ctype or '(none)'}"
+            )
+            return (
+                f"the request body must be a JSON object, sent with Content-Type: application/json; got {got}"
+            )
+    return None
+
+
 class _Gate:
     """ASGI middleware for ``/v1/*``: 503 while draining, then the API key (before the body is read).
 
@@ -145,6 +174,10 @@ def _consume(fut: Any) -> None:
         fut.exception()
 
 
+#: What :func:`create_app` serves, for the 404 of any other route.
+_ROUTES = "POST /v1/chat/completions, GET /v1/models, GET /v1/models/{id} and GET /health"
+
+
 def _add_error_handlers(app: FastAPI) -> None:
     """Every error in OpenAI's shape: ours (:class:`ServeError`), validation (400), HTTP (404, 413...), crashes (500)."""
 
@@ -153,14 +186,26 @@ def _add_error_handlers(app: FastAPI) -> None:
         return JSONResponse(exc.body(), status_code=exc.status)
 
     @app.exception_handler(RequestValidationError)
-    async def _invalid(_: Request, exc: RequestValidationError) -> JSONResponse:
-        message, param = _validation_message(exc)
+    async def _invalid(request: Request, exc: RequestValidationError) -> JSONResponse:
+        whole = _not_an_object(exc, request.headers.get("content-type", ""))
+        message, param = (whole, None) if whole is not None else _validation_message(exc)
         return JSONResponse(ServeError(400, message, param=param).body(), status_code=400)
 
     @app.exception_handler(StarletteHTTPException)
-    async def _http(_: Request, exc: StarletteHTTPException) -> JSONResponse:
+    async def _http(request: Request, exc: StarletteHTTPException) -> JSONResponse:
         kind = "not_found_error" if exc.status_code == 404 else "invalid_request_error"
-        err = ServeError(exc.status_code, str(exc.detail), type=kind)
+        message = str(exc.detail)
+        where = f"{request.method} {request.url.path}"
+        if exc.status_code == 404 and message == "Not Found":  # no such route (not a model: that is ours)
+            message = f"no route {where}: this server answers {_ROUTES}"
+        elif exc.status_code == 400 and message == "There was an error parsing the body":  # FastAPI's
+            message = "the request body could not be read as JSON (it is not UTF-8, or nests too deeply)"
+        elif exc.status_code == 405:
+            allowed = (getattr(exc, "headers", None) or {}).get("Allow", "")
+            message = f"{where} is not allowed" + (
+                f": use {' or '.join(allowed.split(', '))}" if allowed else ""
+            )
+        err = ServeError(exc.status_code, message, type=kind)
         return JSONResponse(err.body(), status_code=exc.status_code, headers=getattr(exc, "headers", None))
 
     @app.exception_handler(Exception)
@@ -215,6 +260,11 @@ def create_app(
     async def models() -> S.ModelList:
         return S.ModelList(data=[S.ModelCard(id=engine.model_id, created=engine.created)])
 
+    @app.get("/v1/models/{model_id:path}")
+    async def model_card(model_id: str) -> S.ModelCard:
+        engine.check_model(model_id)  # a hub id holds a '/': the path's rest is the id
+        return S.ModelCard(id=engine.model_id, created=engine.created)
+
     @app.post("/v1/chat/completions", response_model=None, max_body_size=max_body_bytes)
     async def chat_completions(req: S.ChatCompletionRequest, request: Request) -> Any:
         enter()
@@ -268,14 +318,30 @@ async def _wait(sub: Any, request: Request) -> Any:
         raise
 
 
-def _chunk(engine: ServeEngine, sub: Any, delta: S.Delta, finish: str | None = None) -> dict[str, str]:
+def _chunk(
+    engine: ServeEngine,
+    sub: Any,
+    delta: S.Delta,
+    finish: str | None = None,
+    *,
+    with_usage: bool = False,
+) -> dict[str, str]:
+    """One chunk's event. As OpenAI writes them, the choice's ``finish_reason`` and ``logprobs`` are there as
+    ``null`` until the end, and so is ``usage`` on every chunk but the last when the client asked for it
+    (``with_usage``); the delta holds only what it sets."""
     c = S.ChatCompletionChunk(
         id=sub.id,
         created=sub.created,
         model=engine.model_id,
         choices=[S.ChunkChoice(delta=delta, finish_reason=finish)],  # type: ignore[arg-type]
     )
-    return {"data": c.model_dump_json(exclude_none=True)}
+    data = c.model_dump(exclude_none=True)
+    for choice in data["choices"]:
+        choice.setdefault("finish_reason", None)
+        choice.setdefault("logprobs", None)
+    if with_usage:
+        data["usage"] = None
+    return {"data": json.dumps(data, ensure_ascii=False, separators=(",", ":"))}
 
 
 async def _stream(
@@ -287,10 +353,11 @@ async def _stream(
     sub = None
     getter: asyncio.Future[list[int]] | None = None
     fut: asyncio.Future[Any] | None = None
+    with_usage = req.stream_options is not None and bool(req.stream_options.include_usage)
     try:
         sub = engine.submit(turn, req.seed, lambda toks: loop.call_soon_threadsafe(queue.put_nowait, toks))
         view = StreamView(engine)
-        yield _chunk(engine, sub, S.Delta(role="assistant", content=""))
+        yield _chunk(engine, sub, S.Delta(role="assistant", content=""), with_usage=with_usage)
         fut = asyncio.wrap_future(sub.handle.future)
         while True:
             getter = asyncio.ensure_future(queue.get())
@@ -298,13 +365,13 @@ async def _stream(
             if getter in done:
                 delta = view.feed(getter.result())
                 if delta is not None:
-                    yield _chunk(engine, sub, delta)
+                    yield _chunk(engine, sub, delta, with_usage=with_usage)
                 continue
             getter.cancel()
             while not queue.empty():
                 delta = view.feed(queue.get_nowait())
                 if delta is not None:
-                    yield _chunk(engine, sub, delta)
+                    yield _chunk(engine, sub, delta, with_usage=with_usage)
             break
         try:
             result = fut.result()
@@ -316,10 +383,10 @@ async def _stream(
             return
         delta = view.feed([], final=True)
         if delta is not None:
-            yield _chunk(engine, sub, delta)
+            yield _chunk(engine, sub, delta, with_usage=with_usage)
         finish = finish_reason(sub, result, view.calls > 0)
-        yield _chunk(engine, sub, S.Delta(), finish)
-        if req.stream_options is not None and req.stream_options.include_usage:
+        yield _chunk(engine, sub, S.Delta(), finish, with_usage=with_usage)
+        if with_usage:
             c = S.ChatCompletionChunk(
                 id=sub.id,
                 created=sub.created,

@@ -24,6 +24,7 @@ from agentkit.serve import schemas as S
 from grammar import special_tokens as st
 from grammar.parse import ToolCallParseError, parse_tool_calls
 from model.checkpoint.tokenizer import decode_marked
+from model.heads.vision import ImageError
 from model.turn.limits import PromptTooLong
 from schema import SchemaError
 
@@ -162,6 +163,26 @@ def from_wire_messages(messages: list[Any]) -> list[dict[str, Any]]:
     return to_template_messages(out)
 
 
+def check_answered(messages: list[Any]) -> None:
+    """Raises :class:`ServeError` (400, as OpenAI) unless the tool messages right after each assistant message
+    with ``tool_calls`` answer every one of its ``tool_call_id`` s (in any order)."""
+    pending: dict[str, None] = {}
+    asked_at = 0
+    for i, m in enumerate([*messages, None]):
+        if isinstance(m, S.ToolMessage):
+            pending.pop(m.tool_call_id, None)
+            continue
+        if pending:
+            raise ServeError(
+                400,
+                f"messages[{asked_at}]: an assistant message with 'tool_calls' must be followed by tool "
+                f"messages answering each tool_call_id; not answered: {', '.join(map(repr, pending))}",
+                param=f"messages[{asked_at}].tool_calls",
+            )
+        if isinstance(m, S.AssistantMessage) and m.tool_calls:
+            pending, asked_at = dict.fromkeys(tc.id for tc in m.tool_calls), i
+
+
 @dataclass
 class Submission:
     """A request on its way through the batcher."""
@@ -176,7 +197,7 @@ class Submission:
 
 def _refuse_unsupported(req: S.ChatCompletionRequest) -> None:
     """400 for what this server does not do: ``n != 1``, stop sequences, logprobs."""
-    if req.n != 1:
+    if req.n is not None and req.n != 1:
         raise ServeError(400, f"n={req.n} is not supported: this server returns one choice (n=1)", param="n")
     if req.stop:
         raise ServeError(
@@ -260,6 +281,54 @@ def _response_format(req: S.ChatCompletionRequest) -> dict[str, Any] | None:
     return out
 
 
+def _context_error(
+    exc: PromptTooLong,
+    max_tokens: int | None,
+    asked: int,
+    canvas: int,
+    response_format: dict[str, Any] | None,
+) -> ServeError:
+    """The 400 (``context_length_exceeded``) of a prompt and budget over the context, naming the culprit.
+
+    Args:
+        exc: what the turn raised (its counts in tokens).
+        max_tokens: the client's budget, if any.
+        asked: the budget asked for (``max_tokens``, else the checkpoint's), rounded up to whole canvases.
+        canvas: tokens per canvas.
+        response_format: the runtime's response format (``None``: plain text).
+    """
+    if exc.generation_tokens > asked:  # raised to the constraint's shortest completion: the schema's fault
+        json_value = response_format is not None
+        what = "response_format value" if json_value else "tool call"
+        return ServeError(
+            400,
+            f"the shortest {what} the request's schema allows needs {exc.generation_tokens:,} tokens (whole "
+            f"canvases of {canvas}), which with the {exc.prompt_tokens:,}-token prompt exceed this model's "
+            f"{exc.max_positions:,} positions; relax the schema (a long minItems, minLength or pattern) or "
+            "shorten the prompt",
+            param="response_format" if json_value else "tools",
+            code="context_length_exceeded",
+        )
+    if max_tokens is not None and exc.prompt_tokens < exc.max_positions - canvas:
+        fits = (exc.max_positions - exc.prompt_tokens) // canvas * canvas
+        return ServeError(  # the prompt would fit with a smaller budget: the culprit is max_tokens
+            400,
+            f"max_tokens={max_tokens} does not fit with this prompt: the prompt is {exc.prompt_tokens:,} "
+            f"tokens of this model's {exc.max_positions:,} positions, and max_tokens is counted in "
+            f"whole canvases of {canvas} tokens; lower max_tokens to {fits:,} or less",
+            param="max_tokens",
+            code="context_length_exceeded",
+        )
+    message = str(exc)
+    if exc.limit <= 0:  # the prompt alone leaves no room for one canvas (exc's text blames max_new_tokens)
+        message = (
+            f"the prompt is {exc.prompt_tokens:,} tokens but this model takes at most "
+            f"{exc.max_positions - canvas:,} ({exc.max_positions:,} positions minus one canvas of {canvas} "
+            "tokens to answer in)"
+        )
+    return ServeError(400, message, param="messages", code="context_length_exceeded")
+
+
 class ServeEngine:
     """One loaded checkpoint behind a :class:`model.runtime.batcher.CanvasBatcher`.
 
@@ -310,6 +379,8 @@ class ServeEngine:
             constraint = self.chat_model.make_constraint([tool], {"name": name})
             shortest = constraint.min_completion_tokens(4096)
         except SchemaError as exc:
+            if exc.keyword == "name" and not exc.path:  # the tool's name, not its parameters
+                param = f"tools[{i}].function.name"
             raise ServeError(
                 400, f"tools[{i}] ({name}): unsupported schema: {exc}", param=param, code="unsupported_schema"
             ) from None
@@ -343,11 +414,20 @@ class ServeEngine:
         Raises:
             ServeError: 400 for ``n != 1``, a bad ``tool_choice``, an unsupported schema keyword (keyword and JSON
                 pointer named, ``param`` the tool), ``response_format`` problems, a prompt longer than the
-                context (``code="context_length_exceeded"``).
+                context or a ``max_tokens`` that does not fit beside it (``code="context_length_exceeded"``; the
+                message says the most that fits), an unreadable image (``param="messages"``).
         """
         _refuse_unsupported(req)
         tools = [t.model_dump(exclude_none=True) for t in req.tools or []]
+        names = [t["function"]["name"] for t in tools]
         for i, t in enumerate(tools):
+            if names.index(names[i]) < i:
+                raise ServeError(
+                    400,
+                    f"tools[{i}]: the tool name {names[i]!r} is taken by tools[{names.index(names[i])}]; "
+                    "tool names must be unique",
+                    param=f"tools[{i}].function.name",
+                )
             self._check_tool(i, t)
         choice = _tool_choice(req, tools)
         response_format = _response_format(req)
@@ -357,6 +437,7 @@ class ServeEngine:
             s = self.chat_model.settings
             t_min = max(s.t_min * req.temperature, MIN_STEP_TEMPERATURE)
             temperature = (max(s.t_max * req.temperature, 2 * t_min), t_min)
+        check_answered(req.messages)
         messages = from_wire_messages(req.messages)
         try:
             turn = self.chat_model.prepare(
@@ -376,18 +457,13 @@ class ServeEngine:
                 code="unsupported_schema",
             ) from None
         except PromptTooLong as exc:
-            if (
-                max_tokens is not None
-                and exc.prompt_tokens < exc.max_positions - self.chat_model.settings.canvas_length
-            ):
-                raise ServeError(  # the prompt would fit with a smaller budget: the culprit is max_tokens
-                    400,
-                    f"max_tokens={max_tokens} does not fit with this prompt: {exc} (the budget counts whole "
-                    f"canvases of {self.chat_model.settings.canvas_length} tokens); lower max_tokens",
-                    param="max_tokens",
-                    code="context_length_exceeded",
-                ) from None
-            raise ServeError(400, str(exc), param="messages", code="context_length_exceeded") from None
+            canvas = self.chat_model.settings.canvas_length
+            asked = max_tokens or self.chat_model.settings.max_new_tokens
+            raise _context_error(
+                exc, max_tokens, -(-asked // canvas) * canvas, canvas, response_format
+            ) from None
+        except ImageError as exc:  # an image of the messages (named in the message), whatever else was asked
+            raise ServeError(400, str(exc), param="messages") from None
         except SchemaError as exc:
             raise ServeError(
                 400,

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Discriminator, Field, Tag
+from pydantic import BaseModel, ConfigDict, Discriminator, Field, Tag, field_validator
 
 from agentkit.messages import ImageURLPart, TextPart
 
@@ -98,6 +98,12 @@ class FunctionDef(_Open):
     parameters: dict[str, Any] = Field(default_factory=lambda: {"type": "object", "properties": {}})
     strict: bool | None = None
 
+    @field_validator("parameters", mode="before")
+    @classmethod
+    def _no_parameters(cls, value: Any) -> Any:
+        """``null`` parameters, as left out: a tool without arguments."""
+        return {"type": "object", "properties": {}} if value is None else value
+
 
 class Tool(_Open):
     """A tool declaration (``{"type": "function", "function": {...}}``)."""
@@ -132,7 +138,7 @@ class ResponseFormat(_Open):
 
 
 class StreamOptions(_Open):
-    include_usage: bool = False
+    include_usage: bool | None = None  # null or left out: no usage chunk
 
 
 class ChatCompletionRequest(_Open):
@@ -147,8 +153,8 @@ class ChatCompletionRequest(_Open):
     max_completion_tokens: int | None = Field(default=None, ge=1)
     seed: int | None = Field(default=None, ge=-(2**63), lt=2**63)
     temperature: float | None = Field(default=None, ge=0.0, le=2.0)
-    n: int = 1
-    stream: bool = False
+    n: int | None = None  # null or left out: 1 (OpenAI takes null for both, as their default)
+    stream: bool | None = None
     stream_options: StreamOptions | None = None
     stop: str | list[str] | None = None  # refused when set (not supported): see ServeEngine.prepare
     logprobs: bool | None = None  # refused when true

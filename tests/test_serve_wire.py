@@ -1,0 +1,156 @@
+"""``agentkit serve`` as OpenAI's API behaves on the wire: the nulls it takes, the 400s of a request that does
+not fit or answers no tool call, a body that is no JSON object, a route it does not serve; each error names its
+cause the way a client wrote the request."""
+
+from __future__ import annotations
+
+import json
+
+import httpx
+import pytest
+from serve_helpers import WEATHER, running_server
+
+MODEL = "agentkit-tiny"
+
+
+@pytest.fixture(scope="module")
+def server(engine):
+    with running_server(engine, max_body_bytes=64 * 1024) as (url, app):
+        yield url, app
+
+
+def _chat(**kw):
+    return {"model": MODEL, "messages": [{"role": "user", "content": kw.pop("q", "Hello there")}], **kw}
+
+
+def test_a_max_tokens_over_the_context_says_what_fits(server):
+    # the message spoke of max_new_tokens (a field no client sends) and said "lower ..." twice
+    url, _ = server
+    small = httpx.post(url + "/v1/chat/completions", json=_chat(max_tokens=2), timeout=60).json()
+    prompt = small["usage"]["prompt_tokens"]
+    for n in (2000, 5000):
+        err = httpx.post(url + "/v1/chat/completions", json=_chat(max_tokens=n)).json()["error"]
+        fits = (2048 - prompt) // 64 * 64
+        assert err["message"] == (
+            f"max_tokens={n} does not fit with this prompt: the prompt is {prompt} tokens of this model's "
+            f"2,048 positions, and max_tokens is counted in whole canvases of 64 tokens; lower max_tokens "
+            f"to {fits:,} or less"
+        )
+    # a prompt too long for any budget is the messages' fault, whatever max_tokens says
+    r = httpx.post(url + "/v1/chat/completions", json=_chat(q="word " * 2100, max_tokens=5000))
+    err = r.json()["error"]
+    assert (r.status_code, err["param"], err["code"]) == (400, "messages", "context_length_exceeded")
+    assert err["message"].endswith(
+        "but this model takes at most 1,984 (2,048 positions minus one canvas of 64 tokens to answer in)"
+    ), err
+
+
+def test_nulls_openai_allows_are_the_defaults(server):
+    # OpenAI's API takes null for n, stream and stream_options.include_usage (the defaults); clients that
+    # write every field out send them so
+    url, _ = server
+    body = _chat(max_tokens=4, n=None, stream=None, stream_options=None, seed=1)
+    r = httpx.post(url + "/v1/chat/completions", json=body, timeout=60)
+    assert r.status_code == 200 and r.json()["object"] == "chat.completion", r.text
+    body = _chat(max_tokens=4, stream=True, stream_options={"include_usage": None}, seed=1)
+    r = httpx.post(url + "/v1/chat/completions", json=body, timeout=60)
+    assert r.status_code == 200 and r.text.rstrip().endswith("data: [DONE]"), r.text
+    assert '"usage":{' not in r.text  # include_usage null: no usage chunk
+    tool = {"type": "function", "function": {"name": "ping", "description": None, "parameters": None}}
+    r = httpx.post(url + "/v1/chat/completions", json=_chat(tools=[tool], tool_choice="required"), timeout=60)
+    call = r.json()["choices"][0]["message"]["tool_calls"][0]["function"]
+    assert (call["name"], call["arguments"]) == ("ping", "{}"), r.text
+    r = httpx.post(url + "/v1/chat/completions", json=_chat(n=2), timeout=60)
+    assert (r.status_code, r.json()["error"]["param"]) == (400, "n")
+
+
+def test_a_schema_whose_shortest_value_overflows_the_context_is_named(server):
+    # a forced call (or a response_format value) of 1,000 integers cannot fit: the budget was raised past the
+    # context, and the error blamed max_tokens ("lower max_tokens to 1,984", with max_tokens=64) or
+    # max_new_tokens (a field no client sends)
+    url, _ = server
+    ints = {
+        "type": "object",
+        "properties": {"x": {"type": "array", "items": {"type": "integer"}, "minItems": 1000}},
+        "required": ["x"],
+    }
+    tool = {"type": "function", "function": {"name": "f", "parameters": ints}}
+    rf = {"type": "json_schema", "json_schema": {"name": "r", "schema": ints}}
+    cases = [
+        (_chat(tools=[tool], tool_choice="required", max_tokens=64), "tools", "tool call"),
+        (
+            _chat(tools=[tool], tool_choice={"type": "function", "function": {"name": "f"}}),
+            "tools",
+            "tool call",
+        ),
+        (_chat(response_format=rf), "response_format", "response_format value"),
+    ]
+    for body, param, what in cases:
+        r = httpx.post(url + "/v1/chat/completions", json=body, timeout=60)
+        err = r.json()["error"]
+        assert (r.status_code, err["param"], err["code"]) == (400, param, "context_length_exceeded"), r.text
+        assert err["message"].startswith(f"the shortest {what} the request's schema allows needs "), err
+        assert "max_new_tokens" not in err["message"] and "lower max_tokens" not in err["message"], err
+
+
+def test_tool_calls_left_unanswered_are_a_400_as_on_openai(server):
+    # they used to reach the model, which answered "" with finish_reason "length"
+    url, _ = server
+    call = {
+        "id": "c1",
+        "type": "function",
+        "function": {"name": "get_weather", "arguments": '{"city": "Oslo"}'},
+    }
+    user = {"role": "user", "content": "Weather in Oslo?"}
+    asked = {"role": "assistant", "content": None, "tool_calls": [call, {**call, "id": "c2"}]}
+    answer = {"role": "tool", "tool_call_id": "c1", "content": "sunny"}
+    for messages, missing in (([user, asked], "'c1', 'c2'"), ([user, asked, answer, user], "'c2'")):
+        r = httpx.post(url + "/v1/chat/completions", json=_chat(messages=messages, tools=[WEATHER]))
+        err = r.json()["error"]
+        assert (r.status_code, err["param"]) == (400, "messages[1].tool_calls"), r.text
+        assert err["message"] == (
+            "messages[1]: an assistant message with 'tool_calls' must be followed by tool messages answering "
+            f"each tool_call_id; not answered: {missing}"
+        )
+    messages = [user, asked, answer, {**answer, "tool_call_id": "c2"}]
+    r = httpx.post(url + "/v1/chat/completions", json=_chat(messages=messages, tools=[WEATHER], max_tokens=8))
+    assert r.status_code == 200, r.text
+
+
+def test_a_body_that_is_no_json_object_says_so(server):
+    # curl -d without -H 'Content-Type: application/json' sends a form: the 400 said only "body: Input should
+    # be a valid dictionary or object to extract fields from"
+    url, _ = server
+    body = json.dumps(_chat())
+    for content_type, sent in (
+        ("application/x-www-form-urlencoded", "a body of Content-Type application/x-www-form-urlencoded"),
+        ("application/json", "a JSON array"),
+    ):
+        content = body if content_type != "application/json" else "[1, 2]"
+        r = httpx.post(url + "/v1/chat/completions", content=content, headers={"content-type": content_type})
+        assert r.status_code == 400 and r.json()["error"]["message"] == (
+            f"the request body must be a JSON object, sent with Content-Type: application/json; got {sent}"
+        ), r.text
+    for content in (b'{"model": "\xff\xfe"}', b"[" * 60_000):  # not UTF-8; nested past the JSON parser
+        r = httpx.post(
+            url + "/v1/chat/completions", content=content, headers={"content-type": "application/json"}
+        )
+        assert r.status_code == 400 and r.json()["error"]["message"] == (
+            "the request body could not be read as JSON (it is not UTF-8, or nests too deeply)"
+        ), r.text
+
+
+def test_an_unserved_route_names_the_ones_served(server):
+    # the openai SDK's client.responses.create() or a legacy completions call got a bare "Not Found"
+    url, _ = server
+    r = httpx.post(url + "/v1/responses", json={"model": MODEL, "input": "hi"})
+    err = r.json()["error"]
+    assert (r.status_code, err["type"]) == (404, "not_found_error")
+    assert err["message"] == (
+        "no route POST /v1/responses: this server answers POST /v1/chat/completions, GET /v1/models, "
+        "GET /v1/models/{id} and GET /health"
+    )
+    r = httpx.get(url + "/v1/chat/completions")
+    assert r.status_code == 405 and r.json()["error"]["message"] == (
+        "GET /v1/chat/completions is not allowed: use POST"
+    )
