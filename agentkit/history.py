@@ -23,6 +23,8 @@ problem.
 from __future__ import annotations
 
 import json
+import os
+import uuid
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
@@ -157,15 +159,31 @@ class Conversation:
     def save(self, path: str | Path) -> None:
         """Write :meth:`to_json` (indented) to ``path`` (UTF-8).
 
+        The file is replaced whole (written beside it, then renamed), so a write that fails leaves the earlier
+        file as it was.
+
         Lone surrogates (text that was never valid UTF-8, e.g. a file name read with ``surrogateescape``) are
         written as JSON ``\\udXXX`` escapes, so the file is valid UTF-8 and loads back to the same strings.
+
+        Raises:
+            OSError: the file cannot be written (a missing folder, a directory at ``path``, no permission).
         """
         text = self.to_json(indent=2)
         try:
             data = text.encode("utf-8")
         except UnicodeEncodeError:
             data = json.dumps(self.to_dict(), ensure_ascii=True, indent=2).encode("ascii")
-        Path(path).write_bytes(data + b"\n")
+        target = Path(path)
+        if target.is_symlink():
+            target = target.resolve()
+        # a new file beside the target, then renamed over it: a failed write leaves the old file whole
+        tmp = target.with_name(f".{target.name}.{uuid.uuid4().hex[:12]}.tmp")
+        try:
+            with open(tmp, "xb") as f:  # the umask's permissions, as a plain write
+                f.write(data + b"\n")
+            os.replace(tmp, target)
+        finally:
+            tmp.unlink(missing_ok=True)
 
     @classmethod
     def load(cls, path: str | Path) -> Conversation:

@@ -279,3 +279,37 @@ def test_the_quality_benchmarks_name_a_missing_checkpoint_in_one_line(tmp_path, 
         assert mod.main(["--checkpoint", str(tmp_path / "nowhere")]) == 2
         err = capsys.readouterr().err
         assert err.startswith(f"{name}: ") and "checkpoint folder does not exist" in err, err
+
+
+@pytest.mark.parametrize("where", ["dir", "missing_folder"])
+def test_chat_refuses_a_save_path_that_cannot_be_a_file_before_loading_anything(bundle, tmp_path, where):
+    target = tmp_path if where == "dir" else tmp_path / "no" / "conv.json"
+    res = runner.invoke(app, ["chat", str(bundle), "--save", str(target)], input="hi\n")
+    assert res.exit_code == 2
+    expected = "is a directory" if where == "dir" else f"folder {tmp_path / 'no'} does not exist"
+    assert f"--save {target}: {expected}" in res.stderr
+    assert "you>" not in res.stdout
+
+
+def test_chat_goes_on_when_saving_after_a_turn_fails(bundle, tmp_path, monkeypatch):
+    # a save that fails mid-chat (disk full...) is one line; the chat, its history and /save PATH go on
+    script = tmp_path / "chat.json"
+    script.write_text(json.dumps(["Hello!", "Again."]))
+    real_save = Conversation.save
+
+    def save(self, path):
+        if pathlib.Path(path).name == "conv.json":
+            raise OSError(28, "No space left on device")
+        real_save(self, path)
+
+    monkeypatch.setattr(Conversation, "save", save)
+    other = tmp_path / "other.json"
+    res = runner.invoke(
+        app,
+        ["chat", str(bundle), "--model", str(script), "--save", str(tmp_path / "conv.json")],
+        input=f"hi\nmore\n/save {other}\n",
+    )
+    assert res.exit_code == 0, res.output
+    assert "agent> Hello!" in res.stdout and "agent> Again." in res.stdout
+    assert f"--save: cannot write {tmp_path / 'conv.json'}: No space left on device" in res.stderr
+    assert [m["content"] for m in Conversation.load(other).messages] == ["hi", "Hello!", "more", "Again."]

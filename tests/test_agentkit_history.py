@@ -190,3 +190,28 @@ def test_a_file_saved_before_the_typed_models_loads_and_saves_back_byte_for_byte
     out = tmp_path / "again.json"
     conv.save(out)
     assert out.read_bytes() == src.read_bytes()
+
+
+def test_a_save_that_fails_leaves_the_earlier_file_whole_and_no_temporary_file(tmp_path, monkeypatch):
+    import os
+
+    p = tmp_path / "c.json"
+    Conversation().with_turn("first", "one").save(p)
+    before = p.read_bytes()
+
+    def full_disk(src, dst):
+        raise OSError(28, "No space left on device")
+
+    monkeypatch.setattr(os, "replace", full_disk)
+    with pytest.raises(OSError, match="No space left"):
+        Conversation().with_turn("first", "one").with_turn("second", "two").save(p)
+    assert p.read_bytes() == before  # a plain write would have truncated it first
+    assert sorted(x.name for x in tmp_path.iterdir()) == ["c.json"]
+
+
+def test_save_through_a_symlink_writes_the_linked_file(tmp_path):
+    real = tmp_path / "real.json"
+    link = tmp_path / "link.json"
+    link.symlink_to(real)
+    Conversation().with_turn("q", "a").save(link)
+    assert link.is_symlink() and Conversation.load(real).turns == 1

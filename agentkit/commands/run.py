@@ -270,12 +270,8 @@ def _chat_command(console: Any, session: Any, text: str, pending: list[str], sav
         if not target:
             _error("usage: /save PATH")
             return False
-        try:
-            session.save(target)
-        except OSError as exc:
-            _error(f"/save: cannot write {target}: {exc}")
-            return False
-        console.print(f"saved {session.conversation.turns} turn(s) to {target}")
+        if _save(session, target, "/save"):
+            console.print(f"saved {session.conversation.turns} turn(s) to {target}")
     elif command in ("/exit", "/quit", "/reset", "/history", "/image"):
         _error(f"{command} takes no argument (got {arg!r})")
     else:
@@ -316,8 +312,29 @@ def _chat_turn(
         return False
     console.print(f"[bold blue]agent>[/bold blue] {result.answer}", highlight=False)
     if save is not None:
-        session.save(save)
+        _save(session, save, "--save")
     return True
+
+
+def _save(session: Any, target: str | Path, option: str) -> bool:
+    """Write the chat's history to ``target``; a failure is printed (the chat and its history go on)."""
+    try:
+        session.save(target)
+    except OSError as exc:
+        _error(
+            f"{option}: cannot write {target}: {exc.strerror or exc}; the conversation is kept "
+            "(/save PATH writes it elsewhere)"
+        )
+        return False
+    return True
+
+
+def _check_save_target(save: Path) -> None:
+    """Raise the exit of a ``--save`` path that cannot be a file: a directory, or a missing folder."""
+    if save.is_dir():
+        raise fail(f"--save {save}: is a directory; give the path of a file", EXIT_BAD_INPUT)
+    if not save.parent.is_dir():
+        raise fail(f"--save {save}: folder {save.parent} does not exist", EXIT_BAD_INPUT)
 
 
 def chat_command(
@@ -345,6 +362,8 @@ def chat_command(
     from agentkit.render import RichRenderer
 
     pending = _check_images(image, vision_budget)
+    if save is not None:
+        _check_save_target(save)
     agent = _build_agent(bundle, backend, model, max_steps, seed, adapter, binding, threads)
     console = Console()
     conversation = None
