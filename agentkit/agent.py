@@ -17,7 +17,7 @@ from agentkit.backends import resolve_backend
 from agentkit.backends.base import Backend, ToolChoice, ToolDeclaration, tool_choice_name
 from agentkit.errors import ToolDefinitionError
 from agentkit.events import EventCallback
-from agentkit.history import Conversation
+from agentkit.history import Conversation, HistoryLike, as_conversation
 from agentkit.mcp.host import close_toolsets, open_toolsets, refresh_toolsets, tool_choice_written_at
 from agentkit.nodes import AgentRun
 from agentkit.planner import Host, RunGraph, RunState
@@ -48,7 +48,7 @@ class TurnOptions(TypedDict, total=False):
 class RunOptions(TurnOptions, total=False):
     """The keywords of :meth:`Agent.run`, :meth:`Agent.arun` and :meth:`Agent.iter`: a turn's and its history."""
 
-    history: Conversation | None
+    history: HistoryLike | None
 
 
 def user_content(
@@ -342,7 +342,9 @@ class Agent(Host):
 
         Args:
             question: the user message (non-empty).
-            history: kept history of earlier turns (not modified; the new one is ``result.conversation``).
+            history: kept history of earlier turns, a :class:`~agentkit.history.Conversation` or a list of its
+                messages (``{"role": "user" | "assistant", "content": ...}``, alternating, user first); not
+                modified, the new one is ``result.conversation``.
             deps: any object, handed to tools through :class:`~agentkit.tools.ToolContext`.
             on_event: an extra event callback for this run only.
             images: images the question is about: file paths, bytes, ``data:`` URLs or ``PIL.Image.Image``
@@ -357,7 +359,8 @@ class Agent(Host):
             The :class:`~agentkit.result.RunResult` (answer, steps, usage, timing, transcript, history).
 
         Raises:
-            ValueError: empty question.
+            ValueError: empty question, or a malformed history message (its index and the problem).
+            TypeError: ``history`` is neither a Conversation nor a list of messages.
             model.heads.vision.ImageError: an image that is missing, unreadable, corrupt or of another format, or a
                 vision budget outside the five values (raised before the model is asked; one line naming the
                 image and the reason).
@@ -405,7 +408,7 @@ class Agent(Host):
         self,
         question: str,
         *,
-        history: Conversation | None = None,
+        history: HistoryLike | None = None,
         deps: Any = None,
         on_event: EventCallback | None = None,
         images: Sequence[ImageSource] | None = None,
@@ -413,7 +416,7 @@ class Agent(Host):
     ) -> RunState:
         """The state of a run (:class:`RunOptions` as :meth:`arun`); raises as :meth:`arun`, at once."""
         content = user_content(question, images, vision_budget)
-        return self.graph.prepare(question, content, history, deps, on_event)
+        return self.graph.prepare(question, content, as_conversation(history), deps, on_event)
 
     async def _complete(self, state: RunState, prefer_sync: bool) -> RunResult:
         if self._toolsets and not getattr(self, "_toolsets_open", False):
@@ -423,8 +426,9 @@ class Agent(Host):
 
     # -------------------------------------------------------------------------------- chat
 
-    def chat(self, conversation: Conversation | None = None) -> ChatSession:
-        """Start (or resume from ``conversation``) a multi-turn chat session."""
+    def chat(self, conversation: HistoryLike | None = None) -> ChatSession:
+        """Start (or resume from ``conversation``: a Conversation or a list of its messages) a multi-turn chat
+        session."""
         return ChatSession(self, conversation)
 
     def __repr__(self) -> str:
@@ -436,12 +440,17 @@ class ChatSession:
 
     Args:
         agent: the agent answering.
-        conversation: history to resume from (copied); ``None`` starts empty.
+        conversation: history to resume from (copied), a Conversation or a list of its messages; ``None``
+            starts empty.
+
+    Raises:
+        TypeError, ValueError: as :func:`agentkit.history.as_conversation`.
     """
 
-    def __init__(self, agent: Agent, conversation: Conversation | None = None) -> None:
+    def __init__(self, agent: Agent, conversation: HistoryLike | None = None) -> None:
         self.agent = agent
-        self.conversation = Conversation.from_dict(conversation.to_dict()) if conversation else Conversation()
+        given = as_conversation(conversation, where="conversation")
+        self.conversation = Conversation.from_dict(given.to_dict())
         self.results: list[RunResult] = []
 
     def send(self, message: str, **options: Unpack[TurnOptions]) -> RunResult:

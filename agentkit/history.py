@@ -25,6 +25,7 @@ from __future__ import annotations
 import json
 import os
 import uuid
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
@@ -198,6 +199,32 @@ class Conversation:
             return cls.from_json(p.read_text(encoding="utf-8"))
         except ValueError as exc:
             raise ValueError(f"{p}: {exc}") from exc
+
+
+#: What ``Agent.run(history=...)`` and ``Agent.chat(...)`` take: a :class:`Conversation`, or its messages.
+HistoryLike = Conversation | Sequence[ChatMessage]
+
+
+def as_conversation(history: HistoryLike | None, *, where: str = "history") -> Conversation:
+    """``history`` as a :class:`Conversation`: itself, a new one holding a list or tuple of messages
+    (``{"role": "user" | "assistant", "content": ...}``, alternating, user first, a final answer last; checked
+    as :class:`Conversation` checks them), or an empty one for ``None``.
+
+    Raises:
+        TypeError: ``history`` is neither (names ``where`` and the type given).
+        ValueError: a malformed message (its index and the problem).
+    """
+    if history is None:
+        return Conversation()
+    if isinstance(history, Conversation):
+        return history
+    if isinstance(history, (list, tuple)):
+        return Conversation(list(history))
+    raise TypeError(
+        f"{where} must be an agentkit.history.Conversation or a list of messages "
+        f"({{'role': 'user' | 'assistant', 'content': ...}}), got {type(history).__name__}"
+        + (" (a saved conversation's dict: Conversation.from_dict)" if isinstance(history, dict) else "")
+    )
 
 
 def droppable_groups(messages: list[ChatMessage]) -> list[tuple[int, int]]:

@@ -115,6 +115,45 @@ def test_history_passed_to_run_is_not_modified():
     assert result.conversation.turns == 2
 
 
+def test_history_may_be_a_list_of_messages_and_is_not_modified():
+    agent, backend = make_agent(["A2", "A3"])
+    hist = [{"role": "user", "content": "Q1"}, {"role": "assistant", "content": "A1"}]
+    result = agent.run("Q2", history=hist)
+    assert [m["content"] for m in backend.requests[0].messages] == [
+        "You answer with facts.",
+        "Q1",
+        "A1",
+        "Q2",
+    ]
+    assert result.conversation.turns == 2 and len(hist) == 2
+    session = agent.chat(hist)
+    session.send("Q3")
+    assert [m["content"] for m in session.conversation.messages] == ["Q1", "A1", "Q3", "A3"]
+    assert len(hist) == 2
+
+
+@pytest.mark.parametrize(
+    ("history", "error", "message"),
+    [
+        ("Q1", TypeError, "history must be an agentkit.history.Conversation or a list of messages"),
+        ("Q1", TypeError, "got str"),
+        (
+            {"format": "agentkit.conversation", "version": 1, "messages": []},
+            TypeError,
+            "got dict (a saved conversation's dict: Conversation.from_dict)",
+        ),
+        ([{"role": "system", "content": "x"}], ValueError, "message 0 has role 'system'"),
+        ([{"role": "user", "content": "Q1"}], ValueError, "the last message is a user message"),
+    ],
+)
+def test_a_history_of_another_kind_is_refused_by_name_before_the_model_is_asked(history, error, message):
+    agent, backend = make_agent(["never"])
+    with pytest.raises(error) as info:
+        agent.run("Q", history=history)
+    assert message in str(info.value)
+    assert backend.requests == []
+
+
 @pytest.mark.parametrize(
     ("data", "message"),
     [
