@@ -194,6 +194,34 @@ def _invoker(
     return invoke
 
 
+def _check_schema_fits(name: str, fname: str, sig: inspect.Signature | None, schema: dict[str, Any]) -> None:
+    """A ``parameters=`` schema must fit the function it calls with keywords: each declared property is a
+    keyword it takes (or it takes ``**kwargs``), and each of its parameters without a default is ``required``.
+    Else every call would end in a ``TypeError`` the model, not the author, sees.
+
+    Raises:
+        ToolDefinitionError: the first mismatch, naming the properties and the function's parameters.
+    """
+    if sig is None:
+        return
+    named = [p for p in sig.parameters.values() if p.kind in (p.POSITIONAL_OR_KEYWORD, p.KEYWORD_ONLY)]
+    takes = ", ".join(p.name for p in named) or "none"
+    if not any(p.kind is p.VAR_KEYWORD for p in sig.parameters.values()):
+        extra = [k for k in schema.get("properties") or {} if k not in {p.name for p in named}]
+        if extra:
+            raise ToolDefinitionError(
+                f"tool {name!r}: parameters declares {', '.join(map(repr, extra))}, which {fname}() does not "
+                f"take (its parameters: {takes})"
+            )
+    required = set(schema.get("required") or [])
+    needed = [p.name for p in named if p.default is p.empty and p.name not in required]
+    if needed:
+        raise ToolDefinitionError(
+            f"tool {name!r}: {fname}() needs {', '.join(map(repr, needed))}, which parameters does not list "
+            "in 'required' (or give it a default in the function)"
+        )
+
+
 class Tool:
     """A tool the model can call.
 
@@ -220,8 +248,9 @@ class Tool:
 
     Raises:
         ToolDefinitionError: bad name, ``max_output_bytes < 1``, ``*args``/``**kwargs``, both ``args_model`` and
-            ``parameters``, an invalid JSON Schema, a function whose parameters cannot be turned into a Pydantic
-            model, or a ``grounded`` name that is not a string parameter.
+            ``parameters``, an invalid JSON Schema, ``parameters`` that do not fit the function (a property it
+            does not take, a parameter without a default that is not ``required``), a function whose parameters
+            cannot be turned into a Pydantic model, or a ``grounded`` name that is not a string parameter.
     """
 
     __slots__ = (
@@ -288,6 +317,11 @@ class Tool:
 
         if parameters is not None:
             self._init_from_schema(parameters)
+            if sig is not None and self._context_param is not None:
+                sig = sig.replace(
+                    parameters=[p for n, p in sig.parameters.items() if n != self._context_param]
+                )
+            _check_schema_fits(self.name, fname, sig, self.parameters)
         elif args_model is not None:
             self._init_from_model(args_model, sig)
         else:

@@ -908,3 +908,42 @@ def test_two_bundles_each_with_its_own_helpers_module_get_their_own_functions(tm
         text = f"agentkit_bundle: 1\nname: b\nmodel: {{backend: openai, name: m}}\ntools:\n  - {{name: f, python: '{name}:f'}}\n"
         (tool,) = load_bundle(write(folder, text)).tools
         assert tool.function(1) == which
+
+
+def test_python_tool_parameters_that_do_not_fit_the_function_are_refused_with_a_line(tmp_path, pymod):
+    # add(a, b=1): a misspelt property, or a needed parameter left optional, would fail every call
+    p = write(
+        tmp_path,
+        f"""
+        agentkit_bundle: 1
+        name: x
+        tools:
+          - name: typo
+            python: {pymod}:add
+            parameters: {{type: object, properties: {{aa: {{type: integer}}}}, required: [aa]}}
+          - name: optional
+            python: {pymod}:add
+            parameters: {{type: object, properties: {{a: {{type: integer}}}}}}
+          - name: fits
+            python: {pymod}:add
+            parameters: {{type: object, properties: {{a: {{type: integer}}}}, required: [a]}}
+          - name: anything
+            python: {pymod}:echo
+            parameters: {{type: object, properties: {{z: {{type: integer}}}}}}
+        """,
+    )
+    with pytest.raises(BundleError) as ei:
+        load_bundle(p)
+    assert [(i.line, i.field, i.message) for i in ei.value.issues] == [
+        (
+            4,
+            "tools[0]",
+            "tool 'typo': parameters declares 'aa', which add() does not take (its parameters: a, b)",
+        ),
+        (
+            7,
+            "tools[1]",
+            "tool 'optional': add() needs 'a', which parameters does not list in 'required' (or give it a default "
+            "in the function)",
+        ),
+    ]

@@ -339,3 +339,20 @@ def test_tool_decorator_keywords_reach_the_tool_and_an_unknown_one_is_refused():
     assert (made.name, made.timeout, made.retries) == ("twice", 5, 1)
     with pytest.raises(TypeError, match="timout"):
         tool(timout=5)(lambda x: x)
+
+
+def test_parameters_must_fit_the_function_called_with_them():
+    def send(to: str, ctx: ToolContext, body: str = "") -> str:
+        return to
+
+    schema = {"type": "object", "properties": {"to": {"type": "string"}, "body": {"type": "string"}}}
+    with pytest.raises(ToolDefinitionError, match=r"send\(\) needs 'to', which parameters does not list"):
+        Tool(send, parameters=schema)
+    with pytest.raises(
+        ToolDefinitionError, match=r"declares 'cc', which send\(\) does not take \(its parameters: to, body\)"
+    ):
+        Tool(
+            send, parameters={**schema, "properties": {**schema["properties"], "cc": {}}, "required": ["to"]}
+        )
+    fits = Tool(send, parameters={**schema, "required": ["to"]})  # the ToolContext parameter is not declared
+    assert fits.parameters["required"] == ["to"]
