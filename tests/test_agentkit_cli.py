@@ -313,3 +313,15 @@ def test_chat_goes_on_when_saving_after_a_turn_fails(bundle, tmp_path, monkeypat
     assert "agent> Hello!" in res.stdout and "agent> Again." in res.stdout
     assert f"--save: cannot write {tmp_path / 'conv.json'}: No space left on device" in res.stderr
     assert [m["content"] for m in Conversation.load(other).messages] == ["hi", "Hello!", "more", "Again."]
+
+
+def test_version_and_short_help_flags():
+    from agentkit import __version__
+
+    for flag in ("--version", "-V"):
+        res = runner.invoke(app, [flag])
+        assert res.exit_code == 0 and res.stdout.strip() == __version__
+    for args in (["-h"], ["run", "-h"], ["eval", "heldout", "-h"]):
+        res = runner.invoke(app, args)
+        assert res.exit_code == 0, (args, res.output)
+        assert "Usage:" in res.stdout and "--help" in res.stdout
