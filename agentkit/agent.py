@@ -11,7 +11,7 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Callable, Iterable, Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Literal, TypedDict, Unpack
+from typing import TYPE_CHECKING, Any, Literal, TypedDict, Unpack, overload
 
 from agentkit.backends import resolve_backend
 from agentkit.backends.base import Backend, ToolChoice, ToolDeclaration, tool_choice_name
@@ -23,7 +23,7 @@ from agentkit.nodes import AgentRun
 from agentkit.planner import Host, RunGraph, RunState
 from agentkit.result import RunResult, Step
 from agentkit.tool_output import ToolImageLimits
-from agentkit.tools import Tool, as_tool
+from agentkit.tools import Tool, ToolOptions, as_tool
 from model.heads.vision import ImageError, ImageSource, check_budget, to_data_url
 
 if TYPE_CHECKING:
@@ -267,9 +267,26 @@ class Agent(Host):
         Override it to see or change a step's calls; ``model_s``: seconds the model took for ``turn``."""
         return await self.graph.process_tool_calls(state, turn, model_s)
 
-    def tool(self, fn: Callable[..., Any]) -> Tool:
-        """Decorator registering ``fn`` as a tool with default settings (``@agent.tool``)."""
-        return self.add_tool(fn)
+    @overload
+    def tool(self, fn: Callable[..., Any], /) -> Tool: ...
+
+    @overload
+    def tool(
+        self, fn: None = None, /, **options: Unpack[ToolOptions]
+    ) -> Callable[[Callable[..., Any]], Tool]: ...
+
+    def tool(
+        self, fn: Callable[..., Any] | None = None, /, **options: Unpack[ToolOptions]
+    ) -> Tool | Callable[[Callable[..., Any]], Tool]:
+        """Decorator registering ``fn`` as a tool: ``@agent.tool``, or ``@agent.tool(timeout=5, ...)`` with the
+        keywords of :func:`agentkit.tools.tool`.
+
+        Raises:
+            ToolDefinitionError: as :meth:`add_tool`.
+        """
+        if fn is not None:
+            return self.add_tool(Tool(fn, **options) if options else fn)
+        return lambda f: self.add_tool(Tool(f, **options))
 
     @property
     def tools(self) -> dict[str, Tool]:

@@ -353,6 +353,21 @@ def test_plain_functions_and_agent_tool_decorator():
     assert list(agent.tools) == ["mul", "neg"]
 
 
+def test_agent_tool_decorator_takes_the_options_of_tool():
+    agent = Agent(ScriptedBackend([call("negate", x=4), "-4"]))
+
+    @agent.tool(name="negate", timeout=2.5, retries=0, max_output_bytes=100)
+    def neg(x: int) -> int:
+        """Negate."""
+        return -x
+
+    assert (neg.name, neg.timeout, neg.retries, neg.max_output_bytes) == ("negate", 2.5, 0, 100)
+    assert agent.tools["negate"] is neg and neg(3) == -3
+    assert [r.content for r in agent.run("?").tool_calls] == ["-4"]
+    with pytest.raises(TypeError, match="timeoutt"):
+        agent.tool(timeoutt=1)(lambda x: x)
+
+
 def test_events_are_emitted_in_order():
     events = []
     backend = ScriptedBackend([turn(call("add", a=1, b=2), thinking="t"), "3"])
