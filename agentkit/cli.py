@@ -19,7 +19,7 @@ app = typer.Typer(
     no_args_is_help=True,
     add_completion=False,
     pretty_exceptions_enable=False,
-    context_settings={"help_option_names": ["-h", "--help"]},  # every command, as most CLIs do
+    context_settings={"help_option_names": ["--help", "-h"]},  # every command, as most CLIs do
 )
 
 #: Modules under agentkit.commands that provide ``register(app: typer.Typer) -> None``.
