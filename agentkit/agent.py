@@ -376,7 +376,8 @@ class Agent(Host):
             The :class:`~agentkit.result.RunResult` (answer, steps, usage, timing, transcript, history).
 
         Raises:
-            ValueError: empty question, or a malformed history message (its index and the problem).
+            ValueError: empty question, a malformed history message (its index and the problem), or
+                ``tool_choice="required"`` on an agent without tools.
             TypeError: ``history`` is neither a Conversation nor a list of messages.
             model.heads.vision.ImageError: an image that is missing, unreadable, corrupt or of another format, or a
                 vision budget outside the five values (raised before the model is asked; one line naming the
@@ -432,6 +433,11 @@ class Agent(Host):
         vision_budget: int | None = None,
     ) -> RunState:
         """The state of a run (:class:`RunOptions` as :meth:`arun`); raises as :meth:`arun`, at once."""
+        if self.tool_choice == "required" and not self.graph.tools and not self._toolsets:
+            raise ValueError(
+                "tool_choice='required' needs a tool, and this agent has none: add one (add_tool, @agent.tool) "
+                "or use tool_choice='auto'"
+            )
         content = user_content(question, images, vision_budget)
         return self.graph.prepare(question, content, as_conversation(history), deps, on_event)
 

@@ -556,7 +556,8 @@ class _Load:
         self, agent: dict[str, Any], tool_names: set[str], has_toolsets: bool
     ) -> dict[str, Any]:
         """The ``agent:`` section (typed by :class:`AgentSection`); ``tool_choice`` must name a tool (of the
-        bundle, or with ``has_toolsets`` possibly of an MCP toolset: checked when an agent lists them)."""
+        bundle, or with ``has_toolsets`` possibly of an MCP toolset: checked when an agent lists them), and
+        ``required`` needs a tool or a toolset."""
         section = AgentSection.model_validate(agent)  # the JSON Schema has checked the values: cannot fail
         tc = agent.get("tool_choice")
         if isinstance(tc, dict) and tc.get("name") not in tool_names and has_toolsets:
@@ -566,6 +567,10 @@ class _Load:
             self.add(
                 ("agent", "tool_choice", "name"),
                 f"tool_choice names {tc.get('name')!r}, which is not a tool of this bundle",
+            )
+        elif tc == "required" and not tool_names and not has_toolsets:
+            self.add(
+                ("agent", "tool_choice"), "tool_choice 'required' needs a tool, and this bundle has none"
             )
         return {**agent, **({"tool_images": section.tool_images} if section.tool_images is not None else {})}
 

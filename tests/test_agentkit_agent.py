@@ -368,6 +368,20 @@ def test_agent_tool_decorator_takes_the_options_of_tool():
         agent.tool(timeoutt=1)(lambda x: x)
 
 
+def test_tool_choice_required_without_tools_is_refused_before_the_model_is_asked():
+    backend = ScriptedBackend([call("ping"), "done"])
+    agent = Agent(backend, tool_choice="required")  # tools may still be added: not refused here
+    with pytest.raises(ValueError, match="tool_choice='required' needs a tool, and this agent has none"):
+        agent.run("?")
+    assert backend.requests == []
+
+    @agent.tool
+    def ping() -> str:
+        return "pong"
+
+    assert agent.run("?").answer == "done"
+
+
 def test_events_are_emitted_in_order():
     events = []
     backend = ScriptedBackend([turn(call("add", a=1, b=2), thinking="t"), "3"])

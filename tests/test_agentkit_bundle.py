@@ -947,3 +947,12 @@ def test_python_tool_parameters_that_do_not_fit_the_function_are_refused_with_a_
             "in the function)",
         ),
     ]
+
+
+def test_tool_choice_required_without_any_tool_is_a_bundle_error(tmp_path):
+    p = write(tmp_path, "agentkit_bundle: 1\nname: x\nagent: {tool_choice: required}\ntools: []\n")
+    with pytest.raises(BundleError) as ei:
+        load_bundle(p)
+    assert [(i.line, i.field, i.message) for i in ei.value.issues] == [
+        (3, "agent.tool_choice", "tool_choice 'required' needs a tool, and this bundle has none")
+    ]
