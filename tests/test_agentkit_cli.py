@@ -325,3 +325,18 @@ def test_version_and_short_help_flags():
         res = runner.invoke(app, args)
         assert res.exit_code == 0, (args, res.output)
         assert "Usage:" in res.stdout and "--help" in res.stdout
+
+
+def test_chat_prints_an_answer_that_looks_like_markup_as_written(bundle, tmp_path):
+    # rich markup in an answer was read as styles: "list[int]" printed as "list", "[/bold]" raised MarkupError
+    script = tmp_path / "chat.json"
+    script.write_text(json.dumps(["Use list[int] and [red]dict[str, Any][/] here [/bold]"]))
+    res = runner.invoke(app, ["chat", str(bundle), "--model", str(script)], input="types?\n")
+    assert res.exit_code == 0, res.output
+    assert "agent> Use list[int] and [red]dict[str, Any][/] here [/bold]" in res.stdout
+
+
+def test_generate_names_a_checkpoint_path_with_brackets_as_written():
+    out = _agentkit("generate", "hi", "--model", "/nonexistent/ck[/red]pt")
+    assert out.returncode == 2 and "Traceback" not in out.stderr
+    assert "error: /nonexistent/ck[/red]pt: checkpoint folder does not exist" in out.stdout + out.stderr

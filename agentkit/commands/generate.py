@@ -239,6 +239,7 @@ def generate_command(
     name(arguments)) with its stats; --raw-output prints the canvases' tokens as generated."""
     _check_input(prompt, image, raw_prompt, vision_budget)
     from rich.console import Console
+    from rich.text import Text
 
     from model.checkpoint.loading import CheckpointError, load_checkpoint
 
@@ -247,7 +248,7 @@ def generate_command(
     try:
         ck = load_checkpoint(model, dtype=dtype, device=device, adapter=adapter)
     except CheckpointError as exc:
-        console.print(f"[red]error:[/red] {exc}", soft_wrap=True, markup=True, highlight=False)
+        console.print(Text.assemble(("error:", "red"), f" {exc}"), soft_wrap=True)
         raise typer.Exit(2) from exc
     tok = ck.tokenizer
     try:
@@ -260,7 +261,7 @@ def generate_command(
     except PromptTooLong as exc:
         raise fail(f"error: PromptTooLong: {exc}") from None
     except ValueError as exc:  # empty --raw prompt, a seed beyond 64 bits
-        console.print(f"[red]error:[/red] {exc}", highlight=False)
+        console.print(Text.assemble(("error:", "red"), f" {exc}"))
         raise typer.Exit(2) from exc
     canvases, shown = _decoded(tok, out.new_tokens[0].tolist(), settings)
     if as_json:

@@ -271,7 +271,7 @@ def _chat_command(console: Any, session: Any, text: str, pending: list[str], sav
             _error("usage: /save PATH")
             return False
         if _save(session, target, "/save"):
-            console.print(f"saved {session.conversation.turns} turn(s) to {target}")
+            console.print(f"saved {session.conversation.turns} turn(s) to {target}", markup=False)
     elif command in ("/exit", "/quit", "/reset", "/history", "/image"):
         _error(f"{command} takes no argument (got {arg!r})")
     else:
@@ -293,6 +293,8 @@ def _chat_turn(
 ) -> bool:
     """Send one message (with the attached images); True when the images were used up (sent, or refused).
     A failed turn prints its one-line reason and leaves the history unchanged."""
+    from rich.text import Text
+
     try:
         result = session.send(text, on_event=renderer, images=pending, vision_budget=budget)
     except PromptTooLong as exc:
@@ -310,7 +312,7 @@ def _chat_turn(
     except KeyboardInterrupt:  # Ctrl-C stops this turn, not the session (at the prompt it ends the chat)
         _error("interrupted: the turn was dropped, the history is as before it (/exit or Ctrl-D to leave)")
         return False
-    console.print(f"[bold blue]agent>[/bold blue] {result.answer}", highlight=False)
+    console.print(Text.assemble(("agent> ", "bold blue"), result.answer or ""))  # the answer is not markup
     if save is not None:
         _save(session, save, "--save")
     return True
