@@ -340,3 +340,35 @@ def test_generate_names_a_checkpoint_path_with_brackets_as_written():
     out = _agentkit("generate", "hi", "--model", "/nonexistent/ck[/red]pt")
     assert out.returncode == 2 and "Traceback" not in out.stderr
     assert "error: /nonexistent/ck[/red]pt: checkpoint folder does not exist" in out.stdout + out.stderr
+
+
+def test_terminal_control_characters_of_tools_and_answers_are_printed_escaped(tmp_path, tools_module):
+    # a tool response or an answer could recolour, retitle or overwrite the terminal (ESC, OSC, CR)
+    from agentkit.render import terminal_safe
+
+    assert terminal_safe("a\x1b[31mb\rc\x07d\te\nf\x9bg é") == "a\\x1b[31mb\\x0dc\\x07d\te\nf\\x9bg é"
+    mod = tools_module(
+        "escape_tools",
+        '''
+        def shout(q: str) -> str:
+            """Shout."""
+            return "\\x1b]0;pwned\\x07\\x1b[2Jloud\\rquiet"
+        ''',
+    )
+    (tmp_path / "s.json").write_text(
+        json.dumps([{"tool_calls": [{"name": "shout", "arguments": {"q": "\x1b[31m"}}]}, "done \x1b[5m!"])
+    )
+    p = tmp_path / "b.yaml"
+    p.write_text(
+        "agentkit_bundle: 1\nname: b\nmodel: {backend: scripted, name: s.json}\n"
+        f"tools:\n  - {{name: shout, python: '{mod}:shout'}}\n"
+    )
+    res = runner.invoke(app, ["run", str(p), "hi"])
+    assert res.exit_code == 0, res.output
+    assert "\x1b" not in res.stdout and "\r" not in res.stdout and "\x07" not in res.stdout
+    assert 'shout(q="\\u001b[31m")' in res.stdout  # arguments are JSON, escaped as such
+    assert "\\x1b]0;pwned\\x07\\x1b[2Jloud\\x0dquiet" in res.stdout and "done \\x1b[5m!" in res.stdout
+    (tmp_path / "s.json").write_text(json.dumps(["done \x1b[5m!"]))
+    res = runner.invoke(app, ["chat", str(p)], input="hi\n/history\n")
+    assert res.exit_code == 0, res.output
+    assert "\x1b" not in res.stdout and "agent> done \\x1b[5m!" in res.stdout

@@ -9,6 +9,7 @@ from typing import Any
 import typer
 
 from agentkit.commands import fail
+from agentkit.render import terminal_safe
 from grammar.parse import ToolCallParseError, parse_tool_calls
 from model.heads.vision import ImageError, check_images
 from model.threads import apply_threads
@@ -140,13 +141,15 @@ def _print_readable(console: Any, shown: dict[str, Any]) -> None:
     from rich.text import Text
 
     if shown["thinking"]:
-        console.print(Text(f"thinking: {shown['thinking']}", style="dim italic"))
+        console.print(Text(f"thinking: {terminal_safe(shown['thinking'])}", style="dim italic"))
     if shown["answer"]:
-        console.print(shown["answer"], markup=False, highlight=False)
+        console.print(terminal_safe(shown["answer"]), markup=False, highlight=False)
     for c in shown["tool_calls"]:
-        args = ", ".join(f"{k}={json.dumps(v, ensure_ascii=False)}" for k, v in c["arguments"].items())
+        args = terminal_safe(
+            ", ".join(f"{k}={json.dumps(v, ensure_ascii=False)}" for k, v in c["arguments"].items())
+        )
         line = Text("call ", style="cyan")
-        line.append(c["name"], style="bold cyan")
+        line.append(terminal_safe(c["name"]), style="bold cyan")
         line.append(f"({args})", style="cyan")
         console.print(line)
     if shown["error"]:

@@ -11,6 +11,7 @@ import typer
 from agentkit.commands import check_binding, fail
 from agentkit.commands.generate import THREADS_HELP
 from agentkit.errors import AgentKitError, AgentRunError, BackendError, BundleError, PromptTooLong
+from agentkit.render import terminal_safe
 from model.heads.vision import ImageError, check_images, open_image
 
 if TYPE_CHECKING:
@@ -63,24 +64,26 @@ _BINDING_HELP = (
 
 
 def _error(message: str) -> None:
-    """Print an error to stderr, unwrapped (file:line: messages stay greppable)."""
-    typer.secho(message, err=True, fg="red")
+    """Print an error to stderr, unwrapped (file:line: messages stay greppable; control characters escaped)."""
+    typer.secho(terminal_safe(message), err=True, fg="red")
 
 
 def _short(value: Any, limit: int = 160) -> str:
     text = value if isinstance(value, str) else json.dumps(value, ensure_ascii=False, default=str)
-    text = " ".join(text.split())
+    text = terminal_safe(" ".join(text.split()))
     return text if len(text) <= limit else text[: limit - 1] + "…"
 
 
 def _shown(content: Any) -> str:
     """A message's content for the terminal: its text, with ``[image]`` for each image part."""
     if isinstance(content, str):
-        return content
-    return " ".join(
-        "[image]" if p.get("type") in ("image_url", "image") else str(p.get("text", ""))
-        for p in content
-        if isinstance(p, dict)
+        return terminal_safe(content)
+    return terminal_safe(
+        " ".join(
+            "[image]" if p.get("type") in ("image_url", "image") else str(p.get("text", ""))
+            for p in content
+            if isinstance(p, dict)
+        )
     )
 
 
@@ -312,7 +315,7 @@ def _chat_turn(
     except KeyboardInterrupt:  # Ctrl-C stops this turn, not the session (at the prompt it ends the chat)
         _error("interrupted: the turn was dropped, the history is as before it (/exit or Ctrl-D to leave)")
         return False
-    console.print(Text.assemble(("agent> ", "bold blue"), result.answer or ""))  # the answer is not markup
+    console.print(Text.assemble(("agent> ", "bold blue"), _shown(result.answer or "")))  # not markup
     if save is not None:
         _save(session, save, "--save")
     return True
