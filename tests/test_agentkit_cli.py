@@ -372,3 +372,11 @@ def test_terminal_control_characters_of_tools_and_answers_are_printed_escaped(tm
     res = runner.invoke(app, ["chat", str(p)], input="hi\n/history\n")
     assert res.exit_code == 0, res.output
     assert "\x1b" not in res.stdout and "agent> done \\x1b[5m!" in res.stdout
+
+
+def test_eval_bfcl_names_a_data_file_it_cannot_read_in_one_line(tmp_path):
+    for bad in (tmp_path, tmp_path / "missing.json"):  # a directory was an IsADirectoryError traceback
+        res = runner.invoke(app, ["eval", "bfcl", "--data", str(bad), "--limit", "1"])
+        assert res.exit_code == 2, res.output
+        why = "Is a directory" if bad == tmp_path else "No such file or directory"
+        assert f"error: {bad}: cannot read the BFCL file: {why}" in res.stderr
