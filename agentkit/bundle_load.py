@@ -479,6 +479,18 @@ class _Load:
         except AttributeError as exc:
             self.add((*tp, "python"), f"cannot find {target!r}: {exc}")
             return None
+        except SyntaxError as exc:
+            where = f"{exc.filename}:{exc.lineno}: " if exc.filename else ""
+            self.add((*tp, "python"), f"cannot import {target!r}: {where}SyntaxError: {exc.msg}")
+            return None
+        except Exception as exc:  # the module raised while it was imported
+            self.add(
+                (*tp, "python"), f"cannot import {target!r}: importing it raised {type(exc).__name__}: {exc}"
+            )
+            return None
+        except SystemExit as exc:
+            self.add((*tp, "python"), f"cannot import {target!r}: importing it called sys.exit({exc.code!r})")
+            return None
         base_timeout: float | None = DEFAULT_TIMEOUT_S
         if isinstance(obj, Tool):
             base_timeout = obj.timeout

@@ -956,3 +956,36 @@ def test_tool_choice_required_without_any_tool_is_a_bundle_error(tmp_path):
     assert [(i.line, i.field, i.message) for i in ei.value.issues] == [
         (3, "agent.tool_choice", "tool_choice 'required' needs a tool, and this bundle has none")
     ]
+
+
+def test_a_python_target_whose_module_fails_to_import_is_a_bundle_error(tmp_path):
+    # a syntax error, an exception or sys.exit() while the module is imported was a traceback (or a silent exit)
+    (tmp_path / "syntax_broken_mod.py").write_text("def f(:\n    pass\n")
+    (tmp_path / "raising_mod.py").write_text("raise RuntimeError('no config found')\n")
+    (tmp_path / "exiting_mod.py").write_text("import sys\nsys.exit(3)\n")
+    p = write(
+        tmp_path,
+        """
+        agentkit_bundle: 1
+        name: x
+        tools:
+          - {name: a, python: "syntax_broken_mod:f"}
+          - {name: b, python: "raising_mod:f"}
+          - {name: c, python: "exiting_mod:f"}
+        """,
+    )
+    with pytest.raises(BundleError) as ei:
+        load_bundle(p)
+    assert [(i.line, i.field, i.message) for i in ei.value.issues] == [
+        (
+            4,
+            "tools[0].python",
+            f"cannot import 'syntax_broken_mod:f': {tmp_path / 'syntax_broken_mod.py'}:1: SyntaxError: invalid syntax",
+        ),
+        (
+            5,
+            "tools[1].python",
+            "cannot import 'raising_mod:f': importing it raised RuntimeError: no config found",
+        ),
+        (6, "tools[2].python", "cannot import 'exiting_mod:f': importing it called sys.exit(3)"),
+    ]
