@@ -44,6 +44,7 @@ from agentkit.bundle_sections import (
 )
 from agentkit.bundle_tools import (
     SandboxRunner,
+    TargetImportError,
     default_sandbox_runner,
     import_python_target,
     make_http_function,
@@ -473,23 +474,8 @@ class _Load:
         target = t["python"]
         try:
             obj = import_python_target(target, self.bundle_dir)
-        except ImportError as exc:
-            self.add((*tp, "python"), f"cannot import {target!r}: {exc}")
-            return None
-        except AttributeError as exc:
-            self.add((*tp, "python"), f"cannot find {target!r}: {exc}")
-            return None
-        except SyntaxError as exc:
-            where = f"{exc.filename}:{exc.lineno}: " if exc.filename else ""
-            self.add((*tp, "python"), f"cannot import {target!r}: {where}SyntaxError: {exc.msg}")
-            return None
-        except Exception as exc:  # the module raised while it was imported
-            self.add(
-                (*tp, "python"), f"cannot import {target!r}: importing it raised {type(exc).__name__}: {exc}"
-            )
-            return None
-        except SystemExit as exc:
-            self.add((*tp, "python"), f"cannot import {target!r}: importing it called sys.exit({exc.code!r})")
+        except TargetImportError as exc:
+            self.add((*tp, "python"), str(exc))
             return None
         base_timeout: float | None = DEFAULT_TIMEOUT_S
         if isinstance(obj, Tool):
