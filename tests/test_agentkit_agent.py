@@ -382,6 +382,30 @@ def test_tool_choice_required_without_tools_is_refused_before_the_model_is_asked
     assert agent.run("?").answer == "done"
 
 
+def test_a_tool_that_calls_sys_exit_is_a_failed_call_not_the_end_of_the_process():
+    import argparse
+    import sys
+
+    def cli(args: str) -> str:
+        """A wrapped command line: argparse exits on a bad argument."""
+        parser = argparse.ArgumentParser(prog="cli")
+        parser.add_argument("--n", type=int)
+        return str(parser.parse_args(args.split()).n)
+
+    async def leave(code: int) -> str:
+        sys.exit(code)
+
+    script = [[call("cli", args="--n x"), call("leave", code=3)], call("cli", args="--n 4"), "done"]
+    result = Agent(ScriptedBackend(script), [cli, leave]).run("?")
+    assert result.answer == "done"
+    assert [(r.error_kind, r.error) for r in result.tool_calls] == [
+        ("exception", "SystemExit: the tool called sys.exit(2)"),
+        ("exception", "SystemExit: the tool called sys.exit(3)"),
+        (None, None),
+    ]
+    assert result.tool_calls[2].content == "4"
+
+
 def test_events_are_emitted_in_order():
     events = []
     backend = ScriptedBackend([turn(call("add", a=1, b=2), thinking="t"), "3"])
