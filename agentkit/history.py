@@ -182,6 +182,8 @@ class Conversation:
         try:
             with open(tmp, "xb") as f:  # the umask's permissions, as a plain write
                 f.write(data + b"\n")
+            if target.exists():  # an earlier file keeps its permissions (a private 0600 one stays private)
+                os.chmod(tmp, target.stat().st_mode & 0o7777)
             os.replace(tmp, target)
         finally:
             tmp.unlink(missing_ok=True)

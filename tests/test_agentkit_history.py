@@ -254,3 +254,11 @@ def test_save_through_a_symlink_writes_the_linked_file(tmp_path):
     link.symlink_to(real)
     Conversation().with_turn("q", "a").save(link)
     assert link.is_symlink() and Conversation.load(real).turns == 1
+
+
+def test_save_keeps_the_permissions_of_the_file_it_replaces(tmp_path):
+    p = tmp_path / "c.json"
+    Conversation().with_turn("q", "a").save(p)
+    p.chmod(0o600)
+    Conversation().with_turn("q", "a").with_turn("q2", "a2").save(p)
+    assert p.stat().st_mode & 0o777 == 0o600 and Conversation.load(p).turns == 2
