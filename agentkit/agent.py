@@ -83,6 +83,27 @@ def user_content(
     return parts
 
 
+def _check_arguments(model: Any, tools: Any, on_event: Any) -> None:
+    """The mix-ups of a first agent, each named: tools given as the model (the first argument), one tool not in
+    a list, an event callback that is not callable.
+
+    Raises:
+        TypeError: the first of them.
+    """
+    if isinstance(model, (list, tuple, Tool)) or (callable(model) and not hasattr(model, "complete")):
+        raise TypeError(
+            f"Agent's first argument is the model (a backend, a spec string such as 'embedded', or None), got "
+            f"{type(model).__name__}: pass the tools as tools=[...]"
+        )
+    if isinstance(tools, (Tool, str, bytes)) or callable(tools):
+        raise TypeError(
+            f"tools must be a list of tools or functions, got one {type(tools).__name__}: wrap it in a list"
+        )
+    callbacks = [on_event] if on_event is None or callable(on_event) else on_event
+    if not isinstance(callbacks, (list, tuple)) or not all(c is None or callable(c) for c in callbacks):
+        raise TypeError(f"on_event must be a callable or a list of callables, got {on_event!r}")
+
+
 class Agent(Host):
     """A function-calling agent: a backend, tools and the run logic it holds (``agent.graph``, a
     :class:`agentkit.planner.RunGraph`); :meth:`process_tool_calls` and :meth:`execute_tool_call` may be overridden.
@@ -123,6 +144,8 @@ class Agent(Host):
 
     Raises:
         ToolDefinitionError: duplicate tool names, or a forced tool_choice naming an unknown tool.
+        TypeError: tools given as the model (the first argument), one tool not in a list, or an ``on_event``
+            that is not callable.
         ValueError: ``max_steps < 1``, ``loop_guard < 2``, ``max_tool_output_bytes < 1``,
             ``max_format_retries < 0``, or an invalid
             ``tool_choice``.
@@ -146,8 +169,9 @@ class Agent(Host):
         toolsets: Sequence[Any] = (),
         tool_images: ToolImageLimits | None = None,
     ) -> None:
-        if max_steps < 1:
-            raise ValueError(f"max_steps must be >= 1, got {max_steps}")
+        _check_arguments(model, tools, on_event)
+        if isinstance(max_steps, bool) or not isinstance(max_steps, int) or max_steps < 1:
+            raise ValueError(f"max_steps must be an integer >= 1, got {max_steps!r}")
         if max_format_retries < 0:
             raise ValueError(f"max_format_retries must be >= 0, got {max_format_retries}")
         if loop_guard is not None and loop_guard < 2:

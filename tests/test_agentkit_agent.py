@@ -329,7 +329,7 @@ def test_constructor_checks():
         Agent(ScriptedBackend([]), [add], tool_choice={"name": "nope"})
     with pytest.raises(ToolDefinitionError, match="duplicate tool name 'add'"):
         Agent(ScriptedBackend([]), [add, add])
-    with pytest.raises(ValueError, match="max_steps must be >= 1"):
+    with pytest.raises(ValueError, match="max_steps must be an integer >= 1"):
         Agent(ScriptedBackend([]), max_steps=0)
     with pytest.raises(ValueError, match="tool_choice must be"):
         Agent(ScriptedBackend([]), tool_choice="sometimes")  # type: ignore[arg-type]
@@ -404,6 +404,35 @@ def test_a_tool_that_calls_sys_exit_is_a_failed_call_not_the_end_of_the_process(
         (None, None),
     ]
     assert result.tool_calls[2].content == "4"
+
+
+@pytest.mark.parametrize(
+    ("args", "options", "message"),
+    [
+        (
+            ([add],),
+            {},
+            "Agent's first argument is the model (a backend, a spec string such as 'embedded', or None)",
+        ),
+        ((add,), {}, "got Tool: pass the tools as tools=[...]"),
+        ((ScriptedBackend([]),), {"tools": add}, "tools must be a list of tools or functions, got one Tool"),
+        (
+            (ScriptedBackend([]),),
+            {"on_event": 5},
+            "on_event must be a callable or a list of callables, got 5",
+        ),
+    ],
+)
+def test_a_first_agent_s_mix_ups_are_named(args, options, message):
+    # were: "model must be a Backend ... got [...]", "'Tool' object is not iterable", "'int' object is not iterable"
+    with pytest.raises(TypeError) as info:
+        Agent(*args, **options)
+    assert message in str(info.value)
+
+
+def test_max_steps_that_is_not_an_integer_is_named():
+    with pytest.raises(ValueError, match="max_steps must be an integer >= 1, got '3'"):
+        Agent(ScriptedBackend([]), max_steps="3")
 
 
 def test_events_are_emitted_in_order():
