@@ -380,3 +380,30 @@ def test_eval_bfcl_names_a_data_file_it_cannot_read_in_one_line(tmp_path):
         assert res.exit_code == 2, res.output
         why = "Is a directory" if bad == tmp_path else "No such file or directory"
         assert f"error: {bad}: cannot read the BFCL file: {why}" in res.stderr
+
+
+def test_run_json_keeps_stdout_to_the_json_when_tools_print(tmp_path, tools_module):
+    # a bundle module or a tool that prints (at import, in a call) made `run --json` stdout invalid JSON
+    mod = tools_module(
+        "noisy_tools",
+        '''
+        print("noisy: imported")
+
+        def add(a: int, b: int) -> int:
+            """Add."""
+            print(f"noisy: adding {a} and {b}")
+            return a + b
+        ''',
+    )
+    (tmp_path / "s.json").write_text(
+        json.dumps([{"tool_calls": [{"name": "add", "arguments": {"a": 1, "b": 2}}]}, "3"])
+    )
+    p = tmp_path / "b.yaml"
+    p.write_text(
+        "agentkit_bundle: 1\nname: b\nmodel: {backend: scripted, name: s.json}\n"
+        f"tools:\n  - {{name: add, python: '{mod}:add'}}\n"
+    )
+    res = runner.invoke(app, ["run", str(p), "hi", "--json"])
+    assert res.exit_code == 0, res.output
+    assert json.loads(res.stdout)["answer"] == "3"
+    assert "noisy: imported" in res.stderr and "noisy: adding 1 and 2" in res.stderr
