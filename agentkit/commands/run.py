@@ -2,15 +2,13 @@
 
 from __future__ import annotations
 
-import contextlib
 import json
-import sys
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import typer
 
-from agentkit.commands import check_binding, fail
+from agentkit.commands import check_binding, fail, prints_to_stderr
 from agentkit.commands.generate import THREADS_HELP
 from agentkit.errors import AgentKitError, AgentRunError, BackendError, BundleError, PromptTooLong
 from agentkit.render import terminal_safe
@@ -173,11 +171,6 @@ def _build_agent(
     return agent
 
 
-def _prints_to_stderr(json_out: bool) -> contextlib.AbstractContextManager[Any]:
-    """With ``--json``, what the bundle's modules and tools print goes to stderr, so stdout is the JSON alone."""
-    return contextlib.redirect_stdout(sys.stderr) if json_out else contextlib.nullcontext()
-
-
 def run_command(
     bundle: Path = _BUNDLE,
     question: str = typer.Argument(..., help="The user message."),
@@ -205,12 +198,12 @@ def run_command(
     if not question.strip():
         raise fail("the question is empty: pass the user message as the second argument", EXIT_BAD_INPUT)
     images = _check_images(image, vision_budget)
-    with _prints_to_stderr(json_out):
+    with prints_to_stderr(json_out):
         agent = _build_agent(bundle, backend, model, max_steps, seed, adapter, binding, threads)
     console = Console()
     renderer = None if json_out else RichRenderer(console)
     try:
-        with _prints_to_stderr(json_out):
+        with prints_to_stderr(json_out):
             result = agent.run(question, on_event=renderer, images=images, vision_budget=vision_budget)
     except AgentRunError as exc:
         if json_out:
