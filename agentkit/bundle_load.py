@@ -152,6 +152,8 @@ def _walk(node: yaml.Node, path: Path_, pos: _Positions, issues: list[tuple[Path
     if isinstance(node, yaml.MappingNode):
         seen: set[str] = set()
         for k, v in node.value:
+            if k.tag == "tag:yaml.org,2002:merge":  # `<<: *base`: keys written after it override, not repeat
+                continue
             key = k.value if isinstance(k, yaml.ScalarNode) else str(k.value)
             kp = (*path, key)
             if key in seen:
@@ -342,6 +344,10 @@ class _Load:
                     f"at most {MAX_EXPANDED_NODES:,}"
                 )
                 raise BundleError([BundleIssue(self.file, None, None, "", msg)])
+            raw: list[tuple[Path_, str, bool]] = []
+            _walk(
+                node, (), self.pos, raw
+            )  # as written: constructing it flattens `<<` merges into the mappings
             data = loader.construct_document(node)
         except yaml.MarkedYAMLError as exc:
             mark, opened = exc.problem_mark or exc.context_mark, exc.context_mark
@@ -354,8 +360,6 @@ class _Load:
             raise BundleError([BundleIssue(self.file, None, None, "", f"YAML: {exc}")]) from None
         finally:
             loader.dispose()
-        raw: list[tuple[Path_, str, bool]] = []
-        _walk(node, (), self.pos, raw)
         self.issues.extend(self.issue(pth, msg, key=k) for pth, msg, k in raw)
         self.issues.extend(_schema_issues(data, self.issue))
         self.raise_if_any()

@@ -989,3 +989,23 @@ def test_a_python_target_whose_module_fails_to_import_is_a_bundle_error(tmp_path
         ),
         (6, "tools[2].python", "cannot import 'exiting_mod:f': importing it called sys.exit(3)"),
     ]
+
+
+def test_yaml_merge_keys_may_be_overridden_and_true_duplicates_are_still_found(tmp_path, pymod):
+    # `<<: *base` then `name:` overrides the merged name (YAML's merge rule), it is no duplicate key
+    text = f"""
+        agentkit_bundle: 1
+        name: x
+        tools:
+          - &base {{name: add, python: "{pymod}:add", timeout: 5}}
+          - <<: *base
+            name: add_again
+        """
+    b = load_bundle(write(tmp_path, text))
+    assert [(t.name, t.timeout) for t in b.tools] == [("add", 5), ("add_again", 5)]
+    dup = text.replace("name: add_again", "name: add_again\n            name: twice")
+    with pytest.raises(BundleError) as ei:
+        load_bundle(write(tmp_path, dup, "dup.yaml"))
+    assert [(i.line, i.field, i.message) for i in ei.value.issues] == [
+        (7, "tools[1].name", "duplicate key 'name' (YAML keeps only the last one)")
+    ]
