@@ -407,3 +407,16 @@ def test_run_json_keeps_stdout_to_the_json_when_tools_print(tmp_path, tools_modu
     assert res.exit_code == 0, res.output
     assert json.loads(res.stdout)["answer"] == "3"
     assert "noisy: imported" in res.stderr and "noisy: adding 1 and 2" in res.stderr
+
+
+def test_chat_save_and_image_read_a_tilde_as_the_home_folder(bundle, tmp_path, monkeypatch):
+    monkeypatch.setenv("HOME", str(tmp_path))
+    script = tmp_path / "chat.json"
+    script.write_text(json.dumps(["Hello!"]))
+    res = runner.invoke(
+        app, ["chat", str(bundle), "--model", str(script)], input="hi\n/save ~/conv.json\n/image ~/nope.png\n"
+    )
+    assert res.exit_code == 0, res.output
+    assert f"saved 1 turn(s) to {tmp_path / 'conv.json'}" in res.stdout
+    assert Conversation.load(tmp_path / "conv.json").turns == 1
+    assert f"/image: {tmp_path / 'nope.png'}: no such image file" in res.stderr

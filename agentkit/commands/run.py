@@ -251,6 +251,8 @@ def _chat_command(console: Any, session: Any, text: str, pending: list[str], sav
 
     command, _, arg = text.partition(" ")
     arg = arg.strip()
+    if command in ("/save", "/image") and arg.startswith("~"):
+        arg = str(Path(arg).expanduser())  # a path typed at the prompt, as a shell would read it
     if command in ("/exit", "/quit") and not arg:
         return True
     if command == "/reset" and not arg:
@@ -276,7 +278,9 @@ def _chat_command(console: Any, session: Any, text: str, pending: list[str], sav
             _error("usage: /save PATH")
             return False
         if _save(session, target, "/save"):
-            console.print(f"saved {session.conversation.turns} turn(s) to {target}", markup=False)
+            console.print(
+                f"saved {session.conversation.turns} turn(s) to {target}", markup=False, soft_wrap=True
+            )
     elif command in ("/exit", "/quit", "/reset", "/history", "/image"):
         _error(f"{command} takes no argument (got {arg!r})")
     else:
