@@ -152,11 +152,28 @@ def _check_settings(name: str, timeout: float | None, retries: int, max_output_b
         )
 
 
+def _implementation(function: Callable[..., Any]) -> Callable[..., Any]:
+    """The function a ``functools.partial`` calls (its name, docstring and type hints are the tool's), else
+    ``function`` itself."""
+    while isinstance(function, functools.partial):
+        function = function.func
+    return function
+
+
+def _docstring(function: Callable[..., Any]) -> str | None:
+    """The docstring of ``function``, or of its ``__call__`` for a callable object whose class has none."""
+    doc = inspect.getdoc(function)
+    if doc is None and not inspect.isroutine(function) and not inspect.isclass(function):
+        doc = inspect.getdoc(type(function).__call__)
+    return doc
+
+
 def _signature_and_hints(
     name: str, function: Callable[..., Any], fname: str
 ) -> tuple[inspect.Signature | None, dict[str, Any]]:
-    """The function's signature (``None`` when it has none) and resolved type hints (of ``__call__`` for a
-    callable object).
+    """The function's signature (``None`` when it has none; a ``functools.partial``'s without the arguments it
+    binds, which stay fixed: a bound API key is neither declared to the model nor one it may replace) and resolved
+    type hints (of the function a partial calls, of ``__call__`` for a callable object).
 
     Raises:
         ToolDefinitionError: the type hints cannot be resolved (a forward reference to an unknown name...).
@@ -165,6 +182,12 @@ def _signature_and_hints(
         sig = inspect.signature(function)
     except (TypeError, ValueError):
         return None, {}
+    bound: set[str] = set()
+    while isinstance(function, functools.partial):  # its keywords are fixed: not declared, not the model's
+        bound |= set(function.keywords)
+        function = function.func
+    if bound:
+        sig = sig.replace(parameters=[p for n, p in sig.parameters.items() if n not in bound])
     try:
         return sig, typing.get_type_hints(function, include_extras=True)
     except Exception:
@@ -287,7 +310,8 @@ class Tool:
     ) -> None:
         if not callable(function):
             raise ToolDefinitionError(f"tool implementation must be callable, got {function!r}")
-        fname = getattr(function, "__name__", None) or type(function).__name__
+        base = _implementation(function)
+        fname = getattr(base, "__name__", None) or type(base).__name__
         self.name = name or fname
         if not _NAME_RE.match(self.name):
             raise ToolDefinitionError(
@@ -304,7 +328,7 @@ class Tool:
         self.retries = retries
         self.serializer = serializer or serialize_result
         self.is_async = _is_async_callable(function)
-        doc_desc, doc_params = parse_docstring(inspect.getdoc(function))
+        doc_desc, doc_params = parse_docstring(_docstring(base))
         self.description = (description if description is not None else doc_desc).strip()
         self._context_param: str | None = None
         self._format_validator: Any = None
