@@ -23,7 +23,7 @@ app = typer.Typer(
 )
 
 #: Modules under agentkit.commands that provide ``register(app: typer.Typer) -> None``.
-COMMAND_MODULES = ("run", "generate", "serve", "sandbox", "train", "eval", "specialize", "mcp")
+COMMAND_MODULES = ("run", "check", "generate", "serve", "sandbox", "train", "eval", "specialize", "mcp")
 
 
 def _print_version(value: bool) -> None:

@@ -420,3 +420,34 @@ def test_chat_save_and_image_read_a_tilde_as_the_home_folder(bundle, tmp_path, m
     assert f"saved 1 turn(s) to {tmp_path / 'conv.json'}" in res.stdout
     assert Conversation.load(tmp_path / "conv.json").turns == 1
     assert f"/image: {tmp_path / 'nope.png'}: no such image file" in res.stderr
+
+
+def test_check_validates_a_bundle_without_running_it(bundle, tmp_path):
+    res = runner.invoke(app, ["check", str(bundle)])
+    assert res.exit_code == 0, res.output
+    assert res.stdout.splitlines() == [
+        f"{bundle}: ok: bundle 'calc' for the scripted backend, 2 tool(s)",
+        "  add",
+        "  fail",
+    ]
+    bad = tmp_path / "bad.yaml"
+    bad.write_text("agentkit_bundle: 1\nname: bad\nagent: {max_steps: six}\ntools: []\n")
+    res = runner.invoke(app, ["check", str(bad)])
+    assert res.exit_code == 2
+    assert f"{bad}:3:20: agent.max_steps: 'six' is not of type 'integer'" in res.stderr
+    res = runner.invoke(app, ["check", str(bad), "--json"])
+    assert res.exit_code == 2
+    assert json.loads(res.stdout) == {
+        "ok": False,
+        "issues": [
+            {
+                "file": str(bad),
+                "line": 3,
+                "column": 20,
+                "field": "agent.max_steps",
+                "message": "'six' is not of type 'integer'",
+            }
+        ],
+    }
+    res = runner.invoke(app, ["check", str(tmp_path / "missing.yaml")])
+    assert res.exit_code == 2 and "missing.yaml: cannot read bundle: No such file or directory" in res.stderr
