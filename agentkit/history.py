@@ -22,6 +22,7 @@ problem.
 
 from __future__ import annotations
 
+import errno
 import json
 import os
 import uuid
@@ -177,6 +178,8 @@ class Conversation:
         target = Path(path)
         if target.is_symlink():
             target = target.resolve()
+        if target.is_dir():
+            raise IsADirectoryError(errno.EISDIR, "Is a directory", str(path))
         # a new file beside the target, then renamed over it: a failed write leaves the old file whole
         tmp = target.with_name(f".{target.name}.{uuid.uuid4().hex[:12]}.tmp")
         try:

@@ -262,3 +262,12 @@ def test_save_keeps_the_permissions_of_the_file_it_replaces(tmp_path):
     p.chmod(0o600)
     Conversation().with_turn("q", "a").with_turn("q2", "a2").save(p)
     assert p.stat().st_mode & 0o777 == 0o600 and Conversation.load(p).turns == 2
+
+
+@pytest.mark.parametrize("where", ["", ".", "dir"])
+def test_save_to_a_directory_is_an_is_a_directory_error_naming_it(tmp_path, monkeypatch, where):
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "dir").mkdir()
+    with pytest.raises(IsADirectoryError, match=f"Is a directory: '{where}'"):
+        Conversation().with_turn("q", "a").save(where)
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["dir"]
