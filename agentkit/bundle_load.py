@@ -682,6 +682,6 @@ def _schema_issues(data: Any, issue: Callable[..., BundleIssue]) -> list[BundleI
             )
         elif v == "pattern" and path and path[-1] == "python":
             out.append(issue(path, f"expected 'package.module:function', got {err.instance!r}"))
-        else:
-            out.append(issue(path, err.message))
+        else:  # a number YAML 1.1 read as text (timeout: 1e3) says how to write it
+            out.append(issue(path, err.message + (yaml_number_hint(err.instance) if v == "type" else "")))
     return out

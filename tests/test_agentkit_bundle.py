@@ -1009,3 +1009,16 @@ def test_yaml_merge_keys_may_be_overridden_and_true_duplicates_are_still_found(t
     assert [(i.line, i.field, i.message) for i in ei.value.issues] == [
         (7, "tools[1].name", "duplicate key 'name' (YAML keeps only the last one)")
     ]
+
+
+def test_a_setting_yaml_read_as_text_says_how_to_write_the_number(tmp_path, pymod):
+    # YAML 1.1 reads 1e3 as the string '1e3'; the hint was given inside `parameters` only
+    p = write(
+        tmp_path,
+        f"agentkit_bundle: 1\nname: x\ntools:\n  - {{name: a, python: '{pymod}:add', timeout: 1e3}}\n",
+    )
+    with pytest.raises(BundleError) as ei:
+        load_bundle(p)
+    assert [(i.field, i.message) for i in ei.value.issues] == [
+        ("tools[0].timeout", "'1e3' is not of type 'number' (YAML reads 1e3 as a string: write 1.0e+3)")
+    ]
