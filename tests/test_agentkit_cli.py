@@ -451,3 +451,13 @@ def test_check_validates_a_bundle_without_running_it(bundle, tmp_path):
     }
     res = runner.invoke(app, ["check", str(tmp_path / "missing.yaml")])
     assert res.exit_code == 2 and "missing.yaml: cannot read bundle: No such file or directory" in res.stderr
+
+
+def test_run_and_chat_seed_help_is_plain_and_its_range_is_checked(bundle):
+    for cmd in ("run", "chat"):
+        res = runner.invoke(app, [cmd, "--help"])
+        assert (
+            res.exit_code == 0 and "9223372036854775807" not in res.stdout
+        )  # was a 19-digit range in --help
+    res = runner.invoke(app, ["run", str(bundle), "hi", "--seed", str(2**63)])
+    assert res.exit_code == 2 and "must fit in a signed 64-bit integer" in res.output

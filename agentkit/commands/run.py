@@ -63,6 +63,16 @@ _BINDING_HELP = (
 )
 
 
+def _seed_in_range(seed: int | None) -> int | None:
+    """``--seed`` fits a signed 64-bit integer (checked here, so ``--help`` shows no 19-digit range)."""
+    if seed is not None and not -(2**63) <= seed < 2**63:
+        raise typer.BadParameter(f"must fit in a signed 64-bit integer, got {seed}")
+    return seed
+
+
+_SEED = typer.Option(None, "--seed", callback=_seed_in_range, help=_SEED_HELP)
+
+
 def _error(message: str) -> None:
     """Print an error to stderr, unwrapped (file:line: messages stay greppable; control characters escaped)."""
     typer.secho(terminal_safe(message), err=True, fg="red")
@@ -180,7 +190,7 @@ def run_command(
     backend: str | None = _BACKEND,
     model: str | None = _MODEL,
     max_steps: int | None = _MAX_STEPS,
-    seed: int | None = typer.Option(None, "--seed", min=-(2**63), max=2**63 - 1, help=_SEED_HELP),
+    seed: int | None = _SEED,
     image: list[Path] | None = typer.Option(None, "--image", help=_IMAGE_HELP),
     vision_budget: int | None = typer.Option(None, "--vision-budget", help=_BUDGET_HELP),
     adapter: Path | None = typer.Option(None, "--adapter", help=_ADAPTER_HELP),
@@ -355,7 +365,7 @@ def chat_command(
     load: Path | None = typer.Option(None, "--load", help="Resume a conversation saved as JSON."),
     save: Path | None = typer.Option(None, "--save", help="Save the conversation as JSON after every turn."),
     max_steps: int | None = _MAX_STEPS,
-    seed: int | None = typer.Option(None, "--seed", min=-(2**63), max=2**63 - 1, help=_SEED_HELP),
+    seed: int | None = _SEED,
     image: list[Path] | None = typer.Option(
         None, "--image", help=_IMAGE_HELP + " Attached to the first message; /image PATH attaches later ones."
     ),
