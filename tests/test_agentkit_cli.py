@@ -461,3 +461,12 @@ def test_run_and_chat_seed_help_is_plain_and_its_range_is_checked(bundle):
         )  # was a 19-digit range in --help
     res = runner.invoke(app, ["run", str(bundle), "hi", "--seed", str(2**63)])
     assert res.exit_code == 2 and "must fit in a signed 64-bit integer" in res.output
+
+
+def test_chat_warns_when_every_tool_call_of_a_turn_failed(bundle, tmp_path):
+    script = tmp_path / "chat.json"
+    script.write_text(json.dumps([{"tool_calls": [{"name": "fail", "arguments": {"x": 1}}]}, "It is 7."]))
+    res = runner.invoke(app, ["chat", str(bundle), "--model", str(script)], input="what?\n")
+    assert res.exit_code == 0, res.output
+    assert "agent> It is 7." in res.stdout
+    assert "warning: every tool call failed (1): the answer rests on no tool response" in res.stderr

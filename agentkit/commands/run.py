@@ -332,6 +332,10 @@ def _chat_turn(
         _error("interrupted: the turn was dropped, the history is as before it (/exit or Ctrl-D to leave)")
         return False
     console.print(Text.assemble(("agent> ", "bold blue"), _shown(result.answer or "")))  # not markup
+    if no_tool_response(result):  # as `run` warns under its answer
+        _error(
+            f"warning: every tool call failed ({len(result.tool_calls)}): the answer rests on no tool response"
+        )
     if save is not None:
         _save(session, save, "--save")
     return True
