@@ -303,9 +303,8 @@ class Host(Protocol):
             rec = error_record(c, c.arguments, "timeout", str(exc), {"hint": hint})
         except Exception as exc:
             rec = error_record(c, c.arguments, "exception", cap(describe_exception(exc)))
-        except (
-            SystemExit
-        ) as exc:  # e.g. a wrapped CLI's argparse error: a failed call, not the end of the process
+        except SystemExit as exc:
+            # e.g. a wrapped command line's argparse error: a failed call, not the end of the process
             rec = error_record(
                 c, c.arguments, "exception", cap(f"SystemExit: the tool called sys.exit({exc.code!r})")
             )

@@ -152,12 +152,14 @@ def _check_settings(name: str, timeout: float | None, retries: int, max_output_b
         )
 
 
-def _implementation(function: Callable[..., Any]) -> Callable[..., Any]:
-    """The function a ``functools.partial`` calls (its name, docstring and type hints are the tool's), else
-    ``function`` itself."""
+def _unwrapped(function: Callable[..., Any]) -> tuple[Callable[..., Any], set[str]]:
+    """The function a ``functools.partial`` calls (its name, docstring and type hints are the tool's) and the
+    keywords the partial binds; ``(function, set())`` for anything else."""
+    bound: set[str] = set()
     while isinstance(function, functools.partial):
+        bound |= set(function.keywords)
         function = function.func
-    return function
+    return function, bound
 
 
 def _docstring(function: Callable[..., Any]) -> str | None:
@@ -182,11 +184,8 @@ def _signature_and_hints(
         sig = inspect.signature(function)
     except (TypeError, ValueError):
         return None, {}
-    bound: set[str] = set()
-    while isinstance(function, functools.partial):  # its keywords are fixed: not declared, not the model's
-        bound |= set(function.keywords)
-        function = function.func
-    if bound:
+    function, bound = _unwrapped(function)
+    if bound:  # a partial's keywords are fixed: not declared, not the model's
         sig = sig.replace(parameters=[p for n, p in sig.parameters.items() if n not in bound])
     try:
         return sig, typing.get_type_hints(function, include_extras=True)
@@ -310,7 +309,7 @@ class Tool:
     ) -> None:
         if not callable(function):
             raise ToolDefinitionError(f"tool implementation must be callable, got {function!r}")
-        base = _implementation(function)
+        base, _ = _unwrapped(function)
         fname = getattr(base, "__name__", None) or type(base).__name__
         self.name = name or fname
         if not _NAME_RE.match(self.name):
