@@ -29,7 +29,8 @@ def check_command(
     ),
 ) -> None:
     """Validate a bundle as `run` loads it (schema, python targets, parameters, placeholders, ...) without
-    loading a model or calling a tool; every problem is printed as FILE:LINE:COLUMN: FIELD: message.
+    loading a model or calling a tool; every problem is printed as FILE:LINE:COLUMN: FIELD: message. Not
+    checked: what only loading or running finds (the checkpoint and adapter folders, MCP servers' tools).
 
     Exit status: 0 valid; 2 invalid, or the file cannot be read.
     """
