@@ -11,19 +11,19 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Callable, Iterable, Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Literal, TypedDict, Unpack
+from typing import TYPE_CHECKING, Any, Literal, TypedDict, Unpack, overload
 
 from agentkit.backends import resolve_backend
 from agentkit.backends.base import Backend, ToolChoice, ToolDeclaration, tool_choice_name
 from agentkit.errors import ToolDefinitionError
 from agentkit.events import EventCallback
-from agentkit.history import Conversation
+from agentkit.history import Conversation, HistoryLike, as_conversation
 from agentkit.mcp.host import close_toolsets, open_toolsets, refresh_toolsets, tool_choice_written_at
 from agentkit.nodes import AgentRun
 from agentkit.planner import Host, RunGraph, RunState
 from agentkit.result import RunResult, Step
 from agentkit.tool_output import ToolImageLimits
-from agentkit.tools import Tool, as_tool
+from agentkit.tools import Tool, ToolOptions, as_tool
 from model.heads.vision import ImageError, ImageSource, check_budget, to_data_url
 
 if TYPE_CHECKING:
@@ -48,7 +48,7 @@ class TurnOptions(TypedDict, total=False):
 class RunOptions(TurnOptions, total=False):
     """The keywords of :meth:`Agent.run`, :meth:`Agent.arun` and :meth:`Agent.iter`: a turn's and its history."""
 
-    history: Conversation | None
+    history: HistoryLike | None
 
 
 def user_content(
@@ -81,6 +81,27 @@ def user_content(
         parts.append(part)
     parts.append({"type": "text", "text": question})
     return parts
+
+
+def _check_arguments(model: Any, tools: Any, on_event: Any) -> None:
+    """The mix-ups of a first agent, each named: tools given as the model (the first argument), one tool not in
+    a list, an event callback that is not callable.
+
+    Raises:
+        TypeError: the first of them.
+    """
+    if isinstance(model, (list, tuple, Tool)) or (callable(model) and not hasattr(model, "complete")):
+        raise TypeError(
+            f"Agent's first argument is the model (a backend, a spec string such as 'embedded', or None), got "
+            f"{type(model).__name__}: pass the tools as tools=[...]"
+        )
+    if isinstance(tools, (Tool, str, bytes)) or callable(tools):
+        raise TypeError(
+            f"tools must be a list of tools or functions, got one {type(tools).__name__}: wrap it in a list"
+        )
+    callbacks = [on_event] if on_event is None or callable(on_event) else on_event
+    if not isinstance(callbacks, (list, tuple)) or not all(c is None or callable(c) for c in callbacks):
+        raise TypeError(f"on_event must be a callable or a list of callables, got {on_event!r}")
 
 
 class Agent(Host):
@@ -123,6 +144,8 @@ class Agent(Host):
 
     Raises:
         ToolDefinitionError: duplicate tool names, or a forced tool_choice naming an unknown tool.
+        TypeError: tools given as the model (the first argument), one tool not in a list, or an ``on_event``
+            that is not callable.
         ValueError: ``max_steps < 1``, ``loop_guard < 2``, ``max_tool_output_bytes < 1``,
             ``max_format_retries < 0``, or an invalid
             ``tool_choice``.
@@ -146,8 +169,9 @@ class Agent(Host):
         toolsets: Sequence[Any] = (),
         tool_images: ToolImageLimits | None = None,
     ) -> None:
-        if max_steps < 1:
-            raise ValueError(f"max_steps must be >= 1, got {max_steps}")
+        _check_arguments(model, tools, on_event)
+        if isinstance(max_steps, bool) or not isinstance(max_steps, int) or max_steps < 1:
+            raise ValueError(f"max_steps must be an integer >= 1, got {max_steps!r}")
         if max_format_retries < 0:
             raise ValueError(f"max_format_retries must be >= 0, got {max_format_retries}")
         if loop_guard is not None and loop_guard < 2:
@@ -267,9 +291,26 @@ class Agent(Host):
         Override it to see or change a step's calls; ``model_s``: seconds the model took for ``turn``."""
         return await self.graph.process_tool_calls(state, turn, model_s)
 
-    def tool(self, fn: Callable[..., Any]) -> Tool:
-        """Decorator registering ``fn`` as a tool with default settings (``@agent.tool``)."""
-        return self.add_tool(fn)
+    @overload
+    def tool(self, fn: Callable[..., Any], /) -> Tool: ...
+
+    @overload
+    def tool(
+        self, fn: None = None, /, **options: Unpack[ToolOptions]
+    ) -> Callable[[Callable[..., Any]], Tool]: ...
+
+    def tool(
+        self, fn: Callable[..., Any] | None = None, /, **options: Unpack[ToolOptions]
+    ) -> Tool | Callable[[Callable[..., Any]], Tool]:
+        """Decorator registering ``fn`` as a tool: ``@agent.tool``, or ``@agent.tool(timeout=5, ...)`` with the
+        keywords of :func:`agentkit.tools.tool`.
+
+        Raises:
+            ToolDefinitionError: as :meth:`add_tool`.
+        """
+        if fn is not None:
+            return self.add_tool(Tool(fn, **options) if options else fn)
+        return lambda f: self.add_tool(Tool(f, **options))
 
     @property
     def tools(self) -> dict[str, Tool]:
@@ -342,7 +383,9 @@ class Agent(Host):
 
         Args:
             question: the user message (non-empty).
-            history: kept history of earlier turns (not modified; the new one is ``result.conversation``).
+            history: kept history of earlier turns, a :class:`~agentkit.history.Conversation` or a list of its
+                messages (``{"role": "user" | "assistant", "content": ...}``, alternating, user first); not
+                modified, the new one is ``result.conversation``.
             deps: any object, handed to tools through :class:`~agentkit.tools.ToolContext`.
             on_event: an extra event callback for this run only.
             images: images the question is about: file paths, bytes, ``data:`` URLs or ``PIL.Image.Image``
@@ -357,7 +400,9 @@ class Agent(Host):
             The :class:`~agentkit.result.RunResult` (answer, steps, usage, timing, transcript, history).
 
         Raises:
-            ValueError: empty question.
+            ValueError: empty question, a malformed history message (its index and the problem), or
+                ``tool_choice="required"`` on an agent without tools.
+            TypeError: ``history`` is neither a Conversation nor a list of messages.
             model.heads.vision.ImageError: an image that is missing, unreadable, corrupt or of another format, or a
                 vision budget outside the five values (raised before the model is asked; one line naming the
                 image and the reason).
@@ -405,15 +450,20 @@ class Agent(Host):
         self,
         question: str,
         *,
-        history: Conversation | None = None,
+        history: HistoryLike | None = None,
         deps: Any = None,
         on_event: EventCallback | None = None,
         images: Sequence[ImageSource] | None = None,
         vision_budget: int | None = None,
     ) -> RunState:
         """The state of a run (:class:`RunOptions` as :meth:`arun`); raises as :meth:`arun`, at once."""
+        if self.tool_choice == "required" and not self.graph.tools and not self._toolsets:
+            raise ValueError(
+                "tool_choice='required' needs a tool, and this agent has none: add one (add_tool, @agent.tool) "
+                "or use tool_choice='auto'"
+            )
         content = user_content(question, images, vision_budget)
-        return self.graph.prepare(question, content, history, deps, on_event)
+        return self.graph.prepare(question, content, as_conversation(history), deps, on_event)
 
     async def _complete(self, state: RunState, prefer_sync: bool) -> RunResult:
         if self._toolsets and not getattr(self, "_toolsets_open", False):
@@ -423,8 +473,9 @@ class Agent(Host):
 
     # -------------------------------------------------------------------------------- chat
 
-    def chat(self, conversation: Conversation | None = None) -> ChatSession:
-        """Start (or resume from ``conversation``) a multi-turn chat session."""
+    def chat(self, conversation: HistoryLike | None = None) -> ChatSession:
+        """Start (or resume from ``conversation``: a Conversation or a list of its messages) a multi-turn chat
+        session."""
         return ChatSession(self, conversation)
 
     def __repr__(self) -> str:
@@ -436,12 +487,17 @@ class ChatSession:
 
     Args:
         agent: the agent answering.
-        conversation: history to resume from (copied); ``None`` starts empty.
+        conversation: history to resume from (copied), a Conversation or a list of its messages; ``None``
+            starts empty.
+
+    Raises:
+        TypeError, ValueError: as :func:`agentkit.history.as_conversation`.
     """
 
-    def __init__(self, agent: Agent, conversation: Conversation | None = None) -> None:
+    def __init__(self, agent: Agent, conversation: HistoryLike | None = None) -> None:
         self.agent = agent
-        self.conversation = Conversation.from_dict(conversation.to_dict()) if conversation else Conversation()
+        given = as_conversation(conversation, where="conversation")
+        self.conversation = Conversation.from_dict(given.to_dict())
         self.results: list[RunResult] = []
 
     def send(self, message: str, **options: Unpack[TurnOptions]) -> RunResult:

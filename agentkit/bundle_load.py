@@ -44,6 +44,7 @@ from agentkit.bundle_sections import (
 )
 from agentkit.bundle_tools import (
     SandboxRunner,
+    TargetImportError,
     default_sandbox_runner,
     import_python_target,
     make_http_function,
@@ -151,6 +152,8 @@ def _walk(node: yaml.Node, path: Path_, pos: _Positions, issues: list[tuple[Path
     if isinstance(node, yaml.MappingNode):
         seen: set[str] = set()
         for k, v in node.value:
+            if k.tag == "tag:yaml.org,2002:merge":  # `<<: *base`: keys written after it override, not repeat
+                continue
             key = k.value if isinstance(k, yaml.ScalarNode) else str(k.value)
             kp = (*path, key)
             if key in seen:
@@ -341,6 +344,10 @@ class _Load:
                     f"at most {MAX_EXPANDED_NODES:,}"
                 )
                 raise BundleError([BundleIssue(self.file, None, None, "", msg)])
+            raw: list[tuple[Path_, str, bool]] = []
+            _walk(
+                node, (), self.pos, raw
+            )  # as written: constructing it flattens `<<` merges into the mappings
             data = loader.construct_document(node)
         except yaml.MarkedYAMLError as exc:
             mark, opened = exc.problem_mark or exc.context_mark, exc.context_mark
@@ -353,8 +360,6 @@ class _Load:
             raise BundleError([BundleIssue(self.file, None, None, "", f"YAML: {exc}")]) from None
         finally:
             loader.dispose()
-        raw: list[tuple[Path_, str, bool]] = []
-        _walk(node, (), self.pos, raw)
         self.issues.extend(self.issue(pth, msg, key=k) for pth, msg, k in raw)
         self.issues.extend(_schema_issues(data, self.issue))
         self.raise_if_any()
@@ -473,11 +478,8 @@ class _Load:
         target = t["python"]
         try:
             obj = import_python_target(target, self.bundle_dir)
-        except ImportError as exc:
-            self.add((*tp, "python"), f"cannot import {target!r}: {exc}")
-            return None
-        except AttributeError as exc:
-            self.add((*tp, "python"), f"cannot find {target!r}: {exc}")
+        except TargetImportError as exc:
+            self.add((*tp, "python"), str(exc))
             return None
         base_timeout: float | None = DEFAULT_TIMEOUT_S
         if isinstance(obj, Tool):
@@ -556,7 +558,8 @@ class _Load:
         self, agent: dict[str, Any], tool_names: set[str], has_toolsets: bool
     ) -> dict[str, Any]:
         """The ``agent:`` section (typed by :class:`AgentSection`); ``tool_choice`` must name a tool (of the
-        bundle, or with ``has_toolsets`` possibly of an MCP toolset: checked when an agent lists them)."""
+        bundle, or with ``has_toolsets`` possibly of an MCP toolset: checked when an agent lists them), and
+        ``required`` needs a tool or a toolset."""
         section = AgentSection.model_validate(agent)  # the JSON Schema has checked the values: cannot fail
         tc = agent.get("tool_choice")
         if isinstance(tc, dict) and tc.get("name") not in tool_names and has_toolsets:
@@ -566,6 +569,10 @@ class _Load:
             self.add(
                 ("agent", "tool_choice", "name"),
                 f"tool_choice names {tc.get('name')!r}, which is not a tool of this bundle",
+            )
+        elif tc == "required" and not tool_names and not has_toolsets:
+            self.add(
+                ("agent", "tool_choice"), "tool_choice 'required' needs a tool, and this bundle has none"
             )
         return {**agent, **({"tool_images": section.tool_images} if section.tool_images is not None else {})}
 
@@ -675,6 +682,6 @@ def _schema_issues(data: Any, issue: Callable[..., BundleIssue]) -> list[BundleI
             )
         elif v == "pattern" and path and path[-1] == "python":
             out.append(issue(path, f"expected 'package.module:function', got {err.instance!r}"))
-        else:
-            out.append(issue(path, err.message))
+        else:  # a number YAML 1.1 read as text (timeout: 1e3) says how to write it
+            out.append(issue(path, err.message + (yaml_number_hint(err.instance) if v == "type" else "")))
     return out

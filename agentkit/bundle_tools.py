@@ -21,6 +21,7 @@ if TYPE_CHECKING:
 
 __all__ = [
     "SandboxRunner",
+    "TargetImportError",
     "default_sandbox_runner",
     "import_python_target",
     "make_http_function",
@@ -34,6 +35,10 @@ Path_ = tuple[str | int, ...]
 # ------------------------------------------------------------------------------------------ python
 
 
+class TargetImportError(Exception):
+    """A ``python:`` target that cannot be imported; the message names the target and why."""
+
+
 def import_python_target(target: str, bundle_dir: str) -> Any:
     """The object a ``python: package.module:function`` target names, imported with ``bundle_dir`` first on
     ``sys.path``. A module of that name that the bundle's folder holds is imported from there even when another
@@ -41,8 +46,8 @@ def import_python_target(target: str, bundle_dir: str) -> Any:
     second got the first one's functions); each keeps the functions it imported.
 
     Raises:
-        ImportError: the module cannot be imported.
-        AttributeError: the module has no such attribute.
+        TargetImportError: the module cannot be imported (missing, or it has a syntax error, raises or calls
+            ``sys.exit()`` while it is imported) or has no such attribute.
     """
     if sys.path[:1] != [bundle_dir]:
         if bundle_dir in sys.path:
@@ -55,7 +60,22 @@ def import_python_target(target: str, bundle_dir: str) -> Any:
         if not Path(loaded).resolve().is_relative_to(Path(bundle_dir).resolve()):
             for name in [m for m in sys.modules if m == top or m.startswith(top + ".")]:
                 del sys.modules[name]
-    return pkgutil.resolve_name(target)
+    try:
+        return pkgutil.resolve_name(target)
+    except ImportError as exc:
+        raise TargetImportError(f"cannot import {target!r}: {exc}") from exc
+    except AttributeError as exc:
+        raise TargetImportError(f"cannot find {target!r}: {exc}") from exc
+    except SyntaxError as exc:
+        where = f"{exc.filename}:{exc.lineno}: " if exc.filename else ""
+        raise TargetImportError(f"cannot import {target!r}: {where}SyntaxError: {exc.msg}") from exc
+    except Exception as exc:  # the module raised while it was imported
+        why = f"importing it raised {type(exc).__name__}: {exc}"
+        raise TargetImportError(f"cannot import {target!r}: {why}") from exc
+    except SystemExit as exc:
+        raise TargetImportError(
+            f"cannot import {target!r}: importing it called sys.exit({exc.code!r})"
+        ) from exc
 
 
 # ------------------------------------------------------------------------------------------ templates

@@ -19,14 +19,25 @@ app = typer.Typer(
     no_args_is_help=True,
     add_completion=False,
     pretty_exceptions_enable=False,
+    context_settings={"help_option_names": ["--help", "-h"]},  # every command, as most CLIs do
 )
 
 #: Modules under agentkit.commands that provide ``register(app: typer.Typer) -> None``.
-COMMAND_MODULES = ("run", "generate", "serve", "sandbox", "train", "eval", "specialize", "mcp")
+COMMAND_MODULES = ("run", "check", "generate", "serve", "sandbox", "train", "eval", "specialize", "mcp")
+
+
+def _print_version(value: bool) -> None:
+    if value:
+        typer.echo(__version__)
+        raise typer.Exit()
 
 
 @app.callback()
-def _root() -> None:
+def _root(
+    version: bool = typer.Option(
+        False, "--version", "-V", callback=_print_version, is_eager=True, help="Print the version and exit."
+    ),
+) -> None:
     """Function-calling agents on an embedded block-diffusion (DiffusionGemma) runtime."""
 
 

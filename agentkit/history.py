@@ -22,7 +22,11 @@ problem.
 
 from __future__ import annotations
 
+import errno
 import json
+import os
+import uuid
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
@@ -157,15 +161,35 @@ class Conversation:
     def save(self, path: str | Path) -> None:
         """Write :meth:`to_json` (indented) to ``path`` (UTF-8).
 
+        The file is replaced whole (written beside it, then renamed), so a write that fails leaves the earlier
+        file as it was.
+
         Lone surrogates (text that was never valid UTF-8, e.g. a file name read with ``surrogateescape``) are
         written as JSON ``\\udXXX`` escapes, so the file is valid UTF-8 and loads back to the same strings.
+
+        Raises:
+            OSError: the file cannot be written (a missing folder, a directory at ``path``, no permission).
         """
         text = self.to_json(indent=2)
         try:
             data = text.encode("utf-8")
         except UnicodeEncodeError:
             data = json.dumps(self.to_dict(), ensure_ascii=True, indent=2).encode("ascii")
-        Path(path).write_bytes(data + b"\n")
+        target = Path(path)
+        if target.is_symlink():
+            target = target.resolve()
+        if target.is_dir():
+            raise IsADirectoryError(errno.EISDIR, "Is a directory", str(path))
+        # a new file beside the target, then renamed over it: a failed write leaves the old file whole
+        tmp = target.with_name(f".{target.name}.{uuid.uuid4().hex[:12]}.tmp")
+        try:
+            with open(tmp, "xb") as f:  # the umask's permissions, as a plain write
+                f.write(data + b"\n")
+            if target.exists():  # an earlier file keeps its permissions (a private 0600 one stays private)
+                os.chmod(tmp, target.stat().st_mode & 0o7777)
+            os.replace(tmp, target)
+        finally:
+            tmp.unlink(missing_ok=True)
 
     @classmethod
     def load(cls, path: str | Path) -> Conversation:
@@ -180,6 +204,32 @@ class Conversation:
             return cls.from_json(p.read_text(encoding="utf-8"))
         except ValueError as exc:
             raise ValueError(f"{p}: {exc}") from exc
+
+
+#: What ``Agent.run(history=...)`` and ``Agent.chat(...)`` take: a :class:`Conversation`, or its messages.
+HistoryLike = Conversation | Sequence[ChatMessage]
+
+
+def as_conversation(history: HistoryLike | None, *, where: str = "history") -> Conversation:
+    """``history`` as a :class:`Conversation`: itself, a new one holding a list or tuple of messages
+    (``{"role": "user" | "assistant", "content": ...}``, alternating, user first, a final answer last; checked
+    as :class:`Conversation` checks them), or an empty one for ``None``.
+
+    Raises:
+        TypeError: ``history`` is neither (names ``where`` and the type given).
+        ValueError: a malformed message (its index and the problem).
+    """
+    if history is None:
+        return Conversation()
+    if isinstance(history, Conversation):
+        return history
+    if isinstance(history, (list, tuple)):
+        return Conversation(list(history))
+    raise TypeError(
+        f"{where} must be an agentkit.history.Conversation or a list of messages "
+        f"({{'role': 'user' | 'assistant', 'content': ...}}), got {type(history).__name__}"
+        + (" (a saved conversation's dict: Conversation.from_dict)" if isinstance(history, dict) else "")
+    )
 
 
 def droppable_groups(messages: list[ChatMessage]) -> list[tuple[int, int]]:

@@ -274,7 +274,7 @@ class Host(Protocol):
         token_share: int | None = None,
     ) -> ToolCallRecord:
         """Run one validated call under its timeout; its response cut to the budget (bytes, then tokens).
-        An exception or a timeout becomes an error record, never a crash.
+        An exception, ``sys.exit()`` or a timeout becomes an error record, never a crash.
 
         Override it to put something in front of the tools (a cache, a policy): return an
         :class:`agentkit.ToolCallRecord` (``ToolCallRecord(c.id, c.name, c.arguments, content)`` for a success);
@@ -303,6 +303,11 @@ class Host(Protocol):
             rec = error_record(c, c.arguments, "timeout", str(exc), {"hint": hint})
         except Exception as exc:
             rec = error_record(c, c.arguments, "exception", cap(describe_exception(exc)))
+        except SystemExit as exc:
+            # e.g. a wrapped command line's argparse error: a failed call, not the end of the process
+            rec = error_record(
+                c, c.arguments, "exception", cap(f"SystemExit: the tool called sys.exit({exc.code!r})")
+            )
         else:
             rec = ToolCallRecord(c.id, c.name, c.arguments, content, None, None, value)
         rec.seconds = _perf() - t0

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 from typing import Any
 
 from rich.console import Console
@@ -12,18 +13,28 @@ from rich.text import Text
 from agentkit.events import Event, ModelResponded, PromptTrimmed, ToolCallFinished, ToolCallStarted
 from agentkit.result import RunResult
 
+#: C0 and C1 control characters but newline and tab (ESC starts colour, cursor and title sequences; CR rewrites
+#: the line; BEL rings).
+_CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f]")
+
+
+def terminal_safe(text: str) -> str:
+    """``text`` to print on a terminal: each control character other than newline and tab written as ``\\xNN``,
+    so a tool response or a model's answer cannot restyle, retitle, clear or overwrite the terminal."""
+    return _CONTROL.sub(lambda m: f"\\x{ord(m.group()):02x}", text)
+
 
 def _short(text: str, limit: int) -> str:
-    text = text.strip()
+    text = terminal_safe(text.strip())
     return text if len(text) <= limit else text[: limit - 1] + "…"
 
 
 def _args(arguments: Any) -> str:
     if isinstance(arguments, dict):
-        return ", ".join(
-            f"{k}={json.dumps(v, ensure_ascii=False, default=str)}" for k, v in arguments.items()
+        return terminal_safe(
+            ", ".join(f"{k}={json.dumps(v, ensure_ascii=False, default=str)}" for k, v in arguments.items())
         )
-    return str(arguments)
+    return terminal_safe(str(arguments))
 
 
 class RichRenderer:
@@ -61,19 +72,19 @@ class RichRenderer:
             )
         elif isinstance(event, ToolCallStarted):
             line = Text("  → ", style="cyan")
-            line.append(event.name, style="bold cyan")
+            line.append(terminal_safe(event.name), style="bold cyan")
             line.append(f"({_args(event.arguments)})", style="cyan")
             c.print(line)
         elif isinstance(event, ToolCallFinished):
             rec = event.record
             if rec.ok:
                 line = Text("  ← ", style="green")
-                line.append(rec.name, style="bold green")
+                line.append(terminal_safe(rec.name), style="bold green")
                 line.append(f" [{rec.seconds * 1000:.0f} ms]: ", style="green")
                 line.append(_short(rec.content, self.max_chars))
             else:
                 line = Text("  ✗ ", style="red")
-                line.append(rec.name, style="bold red")
+                line.append(terminal_safe(rec.name), style="bold red")
                 if rec.error_kind in ("unknown_tool", "invalid_arguments", "decode"):
                     line.append(f"({_args(rec.arguments)})", style="red")
                 line.append(f": {_short(rec.error or '', self.max_chars)}", style="red")
@@ -86,14 +97,16 @@ class RichRenderer:
             f"{len(result.steps)} step(s), {len(result.tool_calls)} tool call(s), "
             f"{result.usage.total_tokens} tokens, {result.timing.total_seconds:.2f} s"
         )
-        self.console.print(Panel(Text(result.answer or ""), title=title, subtitle=sub, border_style="blue"))
+        answer = Text(terminal_safe(result.answer or ""))
+        self.console.print(Panel(answer, title=title, subtitle=sub, border_style="blue"))
         calls = result.tool_calls
         if calls and not any(c.ok for c in calls):
             last = calls[-1]
             self.console.print(
                 Text(
                     f"warning: every tool call failed ({len(calls)}), so the answer above had no tool response "
-                    f"to draw on; the last: {last.name}: {last.error_kind}: {_short(last.error or '', 200)}",
+                    f"to draw on; the last: {terminal_safe(last.name)}: {last.error_kind}: "
+                    f"{_short(last.error or '', 200)}",
                     style="bold yellow",
                 )
             )

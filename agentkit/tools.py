@@ -153,11 +153,30 @@ def _check_settings(name: str, timeout: float | None, retries: int, max_output_b
         )
 
 
+def _unwrapped(function: Callable[..., Any]) -> tuple[Callable[..., Any], set[str]]:
+    """The function a ``functools.partial`` calls (its name, docstring and type hints are the tool's) and the
+    keywords the partial binds; ``(function, set())`` for anything else."""
+    bound: set[str] = set()
+    while isinstance(function, functools.partial):
+        bound |= set(function.keywords)
+        function = function.func
+    return function, bound
+
+
+def _docstring(function: Callable[..., Any]) -> str | None:
+    """The docstring of ``function``, or of its ``__call__`` for a callable object whose class has none."""
+    doc = inspect.getdoc(function)
+    if doc is None and not inspect.isroutine(function) and not inspect.isclass(function):
+        doc = inspect.getdoc(type(function).__call__)
+    return doc
+
+
 def _signature_and_hints(
     name: str, function: Callable[..., Any], fname: str
 ) -> tuple[inspect.Signature | None, dict[str, Any]]:
-    """The function's signature (``None`` when it has none) and resolved type hints (of ``__call__`` for a
-    callable object).
+    """The function's signature (``None`` when it has none; a ``functools.partial``'s without the arguments it
+    binds, which stay fixed: a bound API key is neither declared to the model nor one it may replace) and resolved
+    type hints (of the function a partial calls, of ``__call__`` for a callable object).
 
     Raises:
         ToolDefinitionError: the type hints cannot be resolved (a forward reference to an unknown name...).
@@ -166,6 +185,9 @@ def _signature_and_hints(
         sig = inspect.signature(function)
     except (TypeError, ValueError):
         return None, {}
+    function, bound = _unwrapped(function)
+    if bound:  # a partial's keywords are fixed: not declared, not the model's
+        sig = sig.replace(parameters=[p for n, p in sig.parameters.items() if n not in bound])
     try:
         return sig, typing.get_type_hints(function, include_extras=True)
     except Exception:
@@ -195,6 +217,34 @@ def _invoker(
     return invoke
 
 
+def _check_schema_fits(name: str, fname: str, sig: inspect.Signature | None, schema: dict[str, Any]) -> None:
+    """A ``parameters=`` schema must fit the function it calls with keywords: each declared property is a
+    keyword it takes (or it takes ``**kwargs``), and each of its parameters without a default is ``required``.
+    Else every call would end in a ``TypeError`` the model, not the author, sees.
+
+    Raises:
+        ToolDefinitionError: the first mismatch, naming the properties and the function's parameters.
+    """
+    if sig is None:
+        return
+    named = [p for p in sig.parameters.values() if p.kind in (p.POSITIONAL_OR_KEYWORD, p.KEYWORD_ONLY)]
+    takes = ", ".join(p.name for p in named) or "none"
+    if not any(p.kind is p.VAR_KEYWORD for p in sig.parameters.values()):
+        extra = [k for k in schema.get("properties") or {} if k not in {p.name for p in named}]
+        if extra:
+            raise ToolDefinitionError(
+                f"tool {name!r}: parameters declares {', '.join(map(repr, extra))}, which {fname}() does not "
+                f"take (its parameters: {takes})"
+            )
+    required = set(schema.get("required") or [])
+    needed = [p.name for p in named if p.default is p.empty and p.name not in required]
+    if needed:
+        raise ToolDefinitionError(
+            f"tool {name!r}: {fname}() needs {', '.join(map(repr, needed))}, which parameters does not list "
+            "in 'required' (or give it a default in the function)"
+        )
+
+
 class Tool:
     """A tool the model can call.
 
@@ -221,8 +271,9 @@ class Tool:
 
     Raises:
         ToolDefinitionError: bad name, ``max_output_bytes < 1``, ``*args``/``**kwargs``, both ``args_model`` and
-            ``parameters``, an invalid JSON Schema, a function whose parameters cannot be turned into a Pydantic
-            model, or a ``grounded`` name that is not a string parameter.
+            ``parameters``, an invalid JSON Schema, ``parameters`` that do not fit the function (a property it
+            does not take, a parameter without a default that is not ``required``), a function whose parameters
+            cannot be turned into a Pydantic model, or a ``grounded`` name that is not a string parameter.
     """
 
     __slots__ = (
@@ -259,7 +310,8 @@ class Tool:
     ) -> None:
         if not callable(function):
             raise ToolDefinitionError(f"tool implementation must be callable, got {function!r}")
-        fname = getattr(function, "__name__", None) or type(function).__name__
+        base, _ = _unwrapped(function)
+        fname = getattr(base, "__name__", None) or type(base).__name__
         self.name = name or fname
         if not _NAME_RE.match(self.name):
             raise ToolDefinitionError(
@@ -276,7 +328,7 @@ class Tool:
         self.retries = retries
         self.serializer = serializer or serialize_result
         self.is_async = _is_async_callable(function)
-        doc_desc, doc_params = parse_docstring(inspect.getdoc(function))
+        doc_desc, doc_params = parse_docstring(_docstring(base))
         self.description = (description if description is not None else doc_desc).strip()
         self._context_param: str | None = None
         self._format_validator: Any = None
@@ -289,6 +341,11 @@ class Tool:
 
         if parameters is not None:
             self._init_from_schema(parameters)
+            if sig is not None and self._context_param is not None:
+                sig = sig.replace(
+                    parameters=[p for n, p in sig.parameters.items() if n != self._context_param]
+                )
+            _check_schema_fits(self.name, fname, sig, self.parameters)
         elif args_model is not None:
             self._init_from_model(args_model, sig)
         else:

@@ -329,7 +329,7 @@ def test_constructor_checks():
         Agent(ScriptedBackend([]), [add], tool_choice={"name": "nope"})
     with pytest.raises(ToolDefinitionError, match="duplicate tool name 'add'"):
         Agent(ScriptedBackend([]), [add, add])
-    with pytest.raises(ValueError, match="max_steps must be >= 1"):
+    with pytest.raises(ValueError, match="max_steps must be an integer >= 1"):
         Agent(ScriptedBackend([]), max_steps=0)
     with pytest.raises(ValueError, match="tool_choice must be"):
         Agent(ScriptedBackend([]), tool_choice="sometimes")  # type: ignore[arg-type]
@@ -351,6 +351,88 @@ def test_plain_functions_and_agent_tool_decorator():
     result = agent.run("?")
     assert [r.content for r in result.tool_calls] == ["42", "-42"]
     assert list(agent.tools) == ["mul", "neg"]
+
+
+def test_agent_tool_decorator_takes_the_options_of_tool():
+    agent = Agent(ScriptedBackend([call("negate", x=4), "-4"]))
+
+    @agent.tool(name="negate", timeout=2.5, retries=0, max_output_bytes=100)
+    def neg(x: int) -> int:
+        """Negate."""
+        return -x
+
+    assert (neg.name, neg.timeout, neg.retries, neg.max_output_bytes) == ("negate", 2.5, 0, 100)
+    assert agent.tools["negate"] is neg and neg(3) == -3
+    assert [r.content for r in agent.run("?").tool_calls] == ["-4"]
+    with pytest.raises(TypeError, match="timeoutt"):
+        agent.tool(timeoutt=1)(lambda x: x)
+
+
+def test_tool_choice_required_without_tools_is_refused_before_the_model_is_asked():
+    backend = ScriptedBackend([call("ping"), "done"])
+    agent = Agent(backend, tool_choice="required")  # tools may still be added: not refused here
+    with pytest.raises(ValueError, match="tool_choice='required' needs a tool, and this agent has none"):
+        agent.run("?")
+    assert backend.requests == []
+
+    @agent.tool
+    def ping() -> str:
+        return "pong"
+
+    assert agent.run("?").answer == "done"
+
+
+def test_a_tool_that_calls_sys_exit_is_a_failed_call_not_the_end_of_the_process():
+    import argparse
+    import sys
+
+    def cli(args: str) -> str:
+        """A wrapped command line: argparse exits on a bad argument."""
+        parser = argparse.ArgumentParser(prog="cli")
+        parser.add_argument("--n", type=int)
+        return str(parser.parse_args(args.split()).n)
+
+    async def leave(code: int) -> str:
+        sys.exit(code)
+
+    script = [[call("cli", args="--n x"), call("leave", code=3)], call("cli", args="--n 4"), "done"]
+    result = Agent(ScriptedBackend(script), [cli, leave]).run("?")
+    assert result.answer == "done"
+    assert [(r.error_kind, r.error) for r in result.tool_calls] == [
+        ("exception", "SystemExit: the tool called sys.exit(2)"),
+        ("exception", "SystemExit: the tool called sys.exit(3)"),
+        (None, None),
+    ]
+    assert result.tool_calls[2].content == "4"
+
+
+@pytest.mark.parametrize(
+    ("args", "options", "message"),
+    [
+        (
+            ([add],),
+            {},
+            "Agent's first argument is the model (a backend, a spec string such as 'embedded', or None)",
+        ),
+        ((add,), {}, "got Tool: pass the tools as tools=[...]"),
+        ((ScriptedBackend([]),), {"tools": add}, "tools must be a list of tools or functions, got one Tool"),
+        (
+            (ScriptedBackend([]),),
+            {"on_event": 5},
+            "on_event must be a callable or a list of callables, got 5",
+        ),
+    ],
+)
+def test_a_first_agent_s_mix_ups_are_named(args, options, message):
+    # were: "model must be a Backend ... got [...]", "'Tool' object is not iterable", "'int' object is not iterable"
+    with pytest.raises(TypeError) as info:
+        Agent(*args, **options)
+    assert message in str(info.value)
+
+
+def test_max_steps_that_is_not_an_integer_is_named():
+    with pytest.raises(ValueError, match="max_steps must be an integer >= 1, got '3'"):
+        Agent(ScriptedBackend([]), max_steps="3")
 
 
 def test_events_are_emitted_in_order():

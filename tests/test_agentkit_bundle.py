@@ -908,3 +908,117 @@ def test_two_bundles_each_with_its_own_helpers_module_get_their_own_functions(tm
         text = f"agentkit_bundle: 1\nname: b\nmodel: {{backend: openai, name: m}}\ntools:\n  - {{name: f, python: '{name}:f'}}\n"
         (tool,) = load_bundle(write(folder, text)).tools
         assert tool.function(1) == which
+
+
+def test_python_tool_parameters_that_do_not_fit_the_function_are_refused_with_a_line(tmp_path, pymod):
+    # add(a, b=1): a misspelt property, or a needed parameter left optional, would fail every call
+    p = write(
+        tmp_path,
+        f"""
+        agentkit_bundle: 1
+        name: x
+        tools:
+          - name: typo
+            python: {pymod}:add
+            parameters: {{type: object, properties: {{aa: {{type: integer}}}}, required: [aa]}}
+          - name: optional
+            python: {pymod}:add
+            parameters: {{type: object, properties: {{a: {{type: integer}}}}}}
+          - name: fits
+            python: {pymod}:add
+            parameters: {{type: object, properties: {{a: {{type: integer}}}}, required: [a]}}
+          - name: anything
+            python: {pymod}:echo
+            parameters: {{type: object, properties: {{z: {{type: integer}}}}}}
+        """,
+    )
+    with pytest.raises(BundleError) as ei:
+        load_bundle(p)
+    assert [(i.line, i.field, i.message) for i in ei.value.issues] == [
+        (
+            4,
+            "tools[0]",
+            "tool 'typo': parameters declares 'aa', which add() does not take (its parameters: a, b)",
+        ),
+        (
+            7,
+            "tools[1]",
+            "tool 'optional': add() needs 'a', which parameters does not list in 'required' (or give it a default "
+            "in the function)",
+        ),
+    ]
+
+
+def test_tool_choice_required_without_any_tool_is_a_bundle_error(tmp_path):
+    p = write(tmp_path, "agentkit_bundle: 1\nname: x\nagent: {tool_choice: required}\ntools: []\n")
+    with pytest.raises(BundleError) as ei:
+        load_bundle(p)
+    assert [(i.line, i.field, i.message) for i in ei.value.issues] == [
+        (3, "agent.tool_choice", "tool_choice 'required' needs a tool, and this bundle has none")
+    ]
+
+
+def test_a_python_target_whose_module_fails_to_import_is_a_bundle_error(tmp_path):
+    # a syntax error, an exception or sys.exit() while the module is imported was a traceback (or a silent exit)
+    (tmp_path / "syntax_broken_mod.py").write_text("def f(:\n    pass\n")
+    (tmp_path / "raising_mod.py").write_text("raise RuntimeError('no config found')\n")
+    (tmp_path / "exiting_mod.py").write_text("import sys\nsys.exit(3)\n")
+    p = write(
+        tmp_path,
+        """
+        agentkit_bundle: 1
+        name: x
+        tools:
+          - {name: a, python: "syntax_broken_mod:f"}
+          - {name: b, python: "raising_mod:f"}
+          - {name: c, python: "exiting_mod:f"}
+        """,
+    )
+    with pytest.raises(BundleError) as ei:
+        load_bundle(p)
+    assert [(i.line, i.field, i.message) for i in ei.value.issues] == [
+        (
+            4,
+            "tools[0].python",
+            f"cannot import 'syntax_broken_mod:f': {tmp_path / 'syntax_broken_mod.py'}:1: SyntaxError: invalid syntax",
+        ),
+        (
+            5,
+            "tools[1].python",
+            "cannot import 'raising_mod:f': importing it raised RuntimeError: no config found",
+        ),
+        (6, "tools[2].python", "cannot import 'exiting_mod:f': importing it called sys.exit(3)"),
+    ]
+
+
+def test_yaml_merge_keys_may_be_overridden_and_true_duplicates_are_still_found(tmp_path, pymod):
+    # `<<: *base` then `name:` overrides the merged name (YAML's merge rule), it is no duplicate key
+    text = f"""
+        agentkit_bundle: 1
+        name: x
+        tools:
+          - &base {{name: add, python: "{pymod}:add", timeout: 5}}
+          - <<: *base
+            name: add_again
+        """
+    b = load_bundle(write(tmp_path, text))
+    assert [(t.name, t.timeout) for t in b.tools] == [("add", 5), ("add_again", 5)]
+    dup = text.replace("name: add_again", "name: add_again\n            name: twice")
+    with pytest.raises(BundleError) as ei:
+        load_bundle(write(tmp_path, dup, "dup.yaml"))
+    assert [(i.line, i.field, i.message) for i in ei.value.issues] == [
+        (7, "tools[1].name", "duplicate key 'name' (YAML keeps only the last one)")
+    ]
+
+
+def test_a_setting_yaml_read_as_text_says_how_to_write_the_number(tmp_path, pymod):
+    # YAML 1.1 reads 1e3 as the string '1e3'; the hint was given inside `parameters` only
+    p = write(
+        tmp_path,
+        f"agentkit_bundle: 1\nname: x\ntools:\n  - {{name: a, python: '{pymod}:add', timeout: 1e3}}\n",
+    )
+    with pytest.raises(BundleError) as ei:
+        load_bundle(p)
+    assert [(i.field, i.message) for i in ei.value.issues] == [
+        ("tools[0].timeout", "'1e3' is not of type 'number' (YAML reads 1e3 as a string: write 1.0e+3)")
+    ]

@@ -279,3 +279,194 @@ def test_the_quality_benchmarks_name_a_missing_checkpoint_in_one_line(tmp_path, 
         assert mod.main(["--checkpoint", str(tmp_path / "nowhere")]) == 2
         err = capsys.readouterr().err
         assert err.startswith(f"{name}: ") and "checkpoint folder does not exist" in err, err
+
+
+@pytest.mark.parametrize("where", ["dir", "missing_folder"])
+def test_chat_refuses_a_save_path_that_cannot_be_a_file_before_loading_anything(bundle, tmp_path, where):
+    target = tmp_path if where == "dir" else tmp_path / "no" / "conv.json"
+    res = runner.invoke(app, ["chat", str(bundle), "--save", str(target)], input="hi\n")
+    assert res.exit_code == 2
+    expected = "is a directory" if where == "dir" else f"folder {tmp_path / 'no'} does not exist"
+    assert f"--save {target}: {expected}" in res.stderr
+    assert "you>" not in res.stdout
+
+
+def test_chat_goes_on_when_saving_after_a_turn_fails(bundle, tmp_path, monkeypatch):
+    # a save that fails mid-chat (disk full...) is one line; the chat, its history and /save PATH go on
+    script = tmp_path / "chat.json"
+    script.write_text(json.dumps(["Hello!", "Again."]))
+    real_save = Conversation.save
+
+    def save(self, path):
+        if pathlib.Path(path).name == "conv.json":
+            raise OSError(28, "No space left on device")
+        real_save(self, path)
+
+    monkeypatch.setattr(Conversation, "save", save)
+    other = tmp_path / "other.json"
+    res = runner.invoke(
+        app,
+        ["chat", str(bundle), "--model", str(script), "--save", str(tmp_path / "conv.json")],
+        input=f"hi\nmore\n/save {other}\n",
+    )
+    assert res.exit_code == 0, res.output
+    assert "agent> Hello!" in res.stdout and "agent> Again." in res.stdout
+    assert f"--save: cannot write {tmp_path / 'conv.json'}: No space left on device" in res.stderr
+    assert [m["content"] for m in Conversation.load(other).messages] == ["hi", "Hello!", "more", "Again."]
+
+
+def test_version_and_short_help_flags():
+    from agentkit import __version__
+
+    for flag in ("--version", "-V"):
+        res = runner.invoke(app, [flag])
+        assert res.exit_code == 0 and res.stdout.strip() == __version__
+    for args in (["-h"], ["run", "-h"], ["eval", "heldout", "-h"]):
+        res = runner.invoke(app, args)
+        assert res.exit_code == 0, (args, res.output)
+        assert "Usage:" in res.stdout and "--help" in res.stdout
+
+
+def test_chat_prints_an_answer_that_looks_like_markup_as_written(bundle, tmp_path):
+    # rich markup in an answer was read as styles: "list[int]" printed as "list", "[/bold]" raised MarkupError
+    script = tmp_path / "chat.json"
+    script.write_text(json.dumps(["Use list[int] and [red]dict[str, Any][/] here [/bold]"]))
+    res = runner.invoke(app, ["chat", str(bundle), "--model", str(script)], input="types?\n")
+    assert res.exit_code == 0, res.output
+    assert "agent> Use list[int] and [red]dict[str, Any][/] here [/bold]" in res.stdout
+
+
+def test_generate_names_a_checkpoint_path_with_brackets_as_written():
+    out = _agentkit("generate", "hi", "--model", "/nonexistent/ck[/red]pt")
+    assert out.returncode == 2 and "Traceback" not in out.stderr
+    assert "error: /nonexistent/ck[/red]pt: checkpoint folder does not exist" in out.stdout + out.stderr
+
+
+def test_terminal_control_characters_of_tools_and_answers_are_printed_escaped(tmp_path, tools_module):
+    # a tool response or an answer could recolour, retitle or overwrite the terminal (ESC, OSC, CR)
+    from agentkit.render import terminal_safe
+
+    assert terminal_safe("a\x1b[31mb\rc\x07d\te\nf\x9bg é") == "a\\x1b[31mb\\x0dc\\x07d\te\nf\\x9bg é"
+    mod = tools_module(
+        "escape_tools",
+        '''
+        def shout(q: str) -> str:
+            """Shout."""
+            return "\\x1b]0;pwned\\x07\\x1b[2Jloud\\rquiet"
+        ''',
+    )
+    (tmp_path / "s.json").write_text(
+        json.dumps([{"tool_calls": [{"name": "shout", "arguments": {"q": "\x1b[31m"}}]}, "done \x1b[5m!"])
+    )
+    p = tmp_path / "b.yaml"
+    p.write_text(
+        "agentkit_bundle: 1\nname: b\nmodel: {backend: scripted, name: s.json}\n"
+        f"tools:\n  - {{name: shout, python: '{mod}:shout'}}\n"
+    )
+    res = runner.invoke(app, ["run", str(p), "hi"])
+    assert res.exit_code == 0, res.output
+    assert "\x1b" not in res.stdout and "\r" not in res.stdout and "\x07" not in res.stdout
+    assert 'shout(q="\\u001b[31m")' in res.stdout  # arguments are JSON, escaped as such
+    assert "\\x1b]0;pwned\\x07\\x1b[2Jloud\\x0dquiet" in res.stdout and "done \\x1b[5m!" in res.stdout
+    (tmp_path / "s.json").write_text(json.dumps(["done \x1b[5m!"]))
+    res = runner.invoke(app, ["chat", str(p)], input="hi\n/history\n")
+    assert res.exit_code == 0, res.output
+    assert "\x1b" not in res.stdout and "agent> done \\x1b[5m!" in res.stdout
+
+
+def test_eval_bfcl_names_a_data_file_it_cannot_read_in_one_line(tmp_path):
+    for bad in (tmp_path, tmp_path / "missing.json"):  # a directory was an IsADirectoryError traceback
+        res = runner.invoke(app, ["eval", "bfcl", "--data", str(bad), "--limit", "1"])
+        assert res.exit_code == 2, res.output
+        why = "Is a directory" if bad == tmp_path else "No such file or directory"
+        assert f"error: {bad}: cannot read the BFCL file: {why}" in res.stderr
+
+
+def test_run_json_keeps_stdout_to_the_json_when_tools_print(tmp_path, tools_module):
+    # a bundle module or a tool that prints (at import, in a call) made `run --json` stdout invalid JSON
+    mod = tools_module(
+        "noisy_tools",
+        '''
+        print("noisy: imported")
+
+        def add(a: int, b: int) -> int:
+            """Add."""
+            print(f"noisy: adding {a} and {b}")
+            return a + b
+        ''',
+    )
+    (tmp_path / "s.json").write_text(
+        json.dumps([{"tool_calls": [{"name": "add", "arguments": {"a": 1, "b": 2}}]}, "3"])
+    )
+    p = tmp_path / "b.yaml"
+    p.write_text(
+        "agentkit_bundle: 1\nname: b\nmodel: {backend: scripted, name: s.json}\n"
+        f"tools:\n  - {{name: add, python: '{mod}:add'}}\n"
+    )
+    res = runner.invoke(app, ["run", str(p), "hi", "--json"])
+    assert res.exit_code == 0, res.output
+    assert json.loads(res.stdout)["answer"] == "3"
+    assert "noisy: imported" in res.stderr and "noisy: adding 1 and 2" in res.stderr
+
+
+def test_chat_save_and_image_read_a_tilde_as_the_home_folder(bundle, tmp_path, monkeypatch):
+    monkeypatch.setenv("HOME", str(tmp_path))
+    script = tmp_path / "chat.json"
+    script.write_text(json.dumps(["Hello!"]))
+    res = runner.invoke(
+        app, ["chat", str(bundle), "--model", str(script)], input="hi\n/save ~/conv.json\n/image ~/nope.png\n"
+    )
+    assert res.exit_code == 0, res.output
+    assert f"saved 1 turn(s) to {tmp_path / 'conv.json'}" in res.stdout
+    assert Conversation.load(tmp_path / "conv.json").turns == 1
+    assert f"/image: {tmp_path / 'nope.png'}: no such image file" in res.stderr
+
+
+def test_check_validates_a_bundle_without_running_it(bundle, tmp_path):
+    res = runner.invoke(app, ["check", str(bundle)])
+    assert res.exit_code == 0, res.output
+    assert res.stdout.splitlines() == [
+        f"{bundle}: ok: bundle 'calc' for the scripted backend, 2 tool(s)",
+        "  add",
+        "  fail",
+    ]
+    bad = tmp_path / "bad.yaml"
+    bad.write_text("agentkit_bundle: 1\nname: bad\nagent: {max_steps: six}\ntools: []\n")
+    res = runner.invoke(app, ["check", str(bad)])
+    assert res.exit_code == 2
+    assert f"{bad}:3:20: agent.max_steps: 'six' is not of type 'integer'" in res.stderr
+    res = runner.invoke(app, ["check", str(bad), "--json"])
+    assert res.exit_code == 2
+    assert json.loads(res.stdout) == {
+        "ok": False,
+        "issues": [
+            {
+                "file": str(bad),
+                "line": 3,
+                "column": 20,
+                "field": "agent.max_steps",
+                "message": "'six' is not of type 'integer'",
+            }
+        ],
+    }
+    res = runner.invoke(app, ["check", str(tmp_path / "missing.yaml")])
+    assert res.exit_code == 2 and "missing.yaml: cannot read bundle: No such file or directory" in res.stderr
+
+
+def test_run_and_chat_seed_help_is_plain_and_its_range_is_checked(bundle):
+    for cmd in ("run", "chat"):
+        res = runner.invoke(app, [cmd, "--help"])
+        assert (
+            res.exit_code == 0 and "9223372036854775807" not in res.stdout
+        )  # was a 19-digit range in --help
+    res = runner.invoke(app, ["run", str(bundle), "hi", "--seed", str(2**63)])
+    assert res.exit_code == 2 and "must fit in a signed 64-bit integer" in res.output
+
+
+def test_chat_warns_when_every_tool_call_of_a_turn_failed(bundle, tmp_path):
+    script = tmp_path / "chat.json"
+    script.write_text(json.dumps([{"tool_calls": [{"name": "fail", "arguments": {"x": 1}}]}, "It is 7."]))
+    res = runner.invoke(app, ["chat", str(bundle), "--model", str(script)], input="what?\n")
+    assert res.exit_code == 0, res.output
+    assert "agent> It is 7." in res.stdout
+    assert "warning: every tool call failed (1): the answer rests on no tool response" in res.stderr

@@ -115,6 +115,45 @@ def test_history_passed_to_run_is_not_modified():
     assert result.conversation.turns == 2
 
 
+def test_history_may_be_a_list_of_messages_and_is_not_modified():
+    agent, backend = make_agent(["A2", "A3"])
+    hist = [{"role": "user", "content": "Q1"}, {"role": "assistant", "content": "A1"}]
+    result = agent.run("Q2", history=hist)
+    assert [m["content"] for m in backend.requests[0].messages] == [
+        "You answer with facts.",
+        "Q1",
+        "A1",
+        "Q2",
+    ]
+    assert result.conversation.turns == 2 and len(hist) == 2
+    session = agent.chat(hist)
+    session.send("Q3")
+    assert [m["content"] for m in session.conversation.messages] == ["Q1", "A1", "Q3", "A3"]
+    assert len(hist) == 2
+
+
+@pytest.mark.parametrize(
+    ("history", "error", "message"),
+    [
+        ("Q1", TypeError, "history must be an agentkit.history.Conversation or a list of messages"),
+        ("Q1", TypeError, "got str"),
+        (
+            {"format": "agentkit.conversation", "version": 1, "messages": []},
+            TypeError,
+            "got dict (a saved conversation's dict: Conversation.from_dict)",
+        ),
+        ([{"role": "system", "content": "x"}], ValueError, "message 0 has role 'system'"),
+        ([{"role": "user", "content": "Q1"}], ValueError, "the last message is a user message"),
+    ],
+)
+def test_a_history_of_another_kind_is_refused_by_name_before_the_model_is_asked(history, error, message):
+    agent, backend = make_agent(["never"])
+    with pytest.raises(error) as info:
+        agent.run("Q", history=history)
+    assert message in str(info.value)
+    assert backend.requests == []
+
+
 @pytest.mark.parametrize(
     ("data", "message"),
     [
@@ -190,3 +229,45 @@ def test_a_file_saved_before_the_typed_models_loads_and_saves_back_byte_for_byte
     out = tmp_path / "again.json"
     conv.save(out)
     assert out.read_bytes() == src.read_bytes()
+
+
+def test_a_save_that_fails_leaves_the_earlier_file_whole_and_no_temporary_file(tmp_path, monkeypatch):
+    import os
+
+    p = tmp_path / "c.json"
+    Conversation().with_turn("first", "one").save(p)
+    before = p.read_bytes()
+
+    def full_disk(src, dst):
+        raise OSError(28, "No space left on device")
+
+    monkeypatch.setattr(os, "replace", full_disk)
+    with pytest.raises(OSError, match="No space left"):
+        Conversation().with_turn("first", "one").with_turn("second", "two").save(p)
+    assert p.read_bytes() == before  # a plain write would have truncated it first
+    assert sorted(x.name for x in tmp_path.iterdir()) == ["c.json"]
+
+
+def test_save_through_a_symlink_writes_the_linked_file(tmp_path):
+    real = tmp_path / "real.json"
+    link = tmp_path / "link.json"
+    link.symlink_to(real)
+    Conversation().with_turn("q", "a").save(link)
+    assert link.is_symlink() and Conversation.load(real).turns == 1
+
+
+def test_save_keeps_the_permissions_of_the_file_it_replaces(tmp_path):
+    p = tmp_path / "c.json"
+    Conversation().with_turn("q", "a").save(p)
+    p.chmod(0o600)
+    Conversation().with_turn("q", "a").with_turn("q2", "a2").save(p)
+    assert p.stat().st_mode & 0o777 == 0o600 and Conversation.load(p).turns == 2
+
+
+@pytest.mark.parametrize("where", ["", ".", "dir"])
+def test_save_to_a_directory_is_an_is_a_directory_error_naming_it(tmp_path, monkeypatch, where):
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "dir").mkdir()
+    with pytest.raises(IsADirectoryError, match=f"Is a directory: '{where}'"):
+        Conversation().with_turn("q", "a").save(where)
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["dir"]

@@ -3,6 +3,7 @@
 import asyncio
 import dataclasses
 import datetime
+import json
 import subprocess
 import sys
 from typing import Annotated, Literal
@@ -367,3 +368,62 @@ def test_a_ref_left_to_resolve_at_call_time_is_a_tool_error_not_a_crash():
     record = result.tool_calls[0]
     assert (record.error_kind, result.answer) == ("invalid_arguments", "done")
     assert "does not resolve" in record.content and "other.json" in record.content
+
+
+def test_parameters_must_fit_the_function_called_with_them():
+    def send(to: str, ctx: ToolContext, body: str = "") -> str:
+        return to
+
+    schema = {"type": "object", "properties": {"to": {"type": "string"}, "body": {"type": "string"}}}
+    with pytest.raises(ToolDefinitionError, match=r"send\(\) needs 'to', which parameters does not list"):
+        Tool(send, parameters=schema)
+    with pytest.raises(
+        ToolDefinitionError, match=r"declares 'cc', which send\(\) does not take \(its parameters: to, body\)"
+    ):
+        Tool(
+            send, parameters={**schema, "properties": {**schema["properties"], "cc": {}}, "required": ["to"]}
+        )
+    fits = Tool(send, parameters={**schema, "required": ["to"]})  # the ToolContext parameter is not declared
+    assert fits.parameters["required"] == ["to"]
+
+
+def test_a_partial_is_described_by_its_function_and_its_bound_keywords_stay_fixed():
+    import functools
+
+    def search(query: str, api_key: str, limit: int = 3) -> str:
+        """Search the web.
+
+        Args:
+            query: What to search for.
+            api_key: The service's key.
+            limit: How many hits.
+        """
+        return f"{query}:{api_key}:{limit}"
+
+    t = tool(functools.partial(search, api_key="SECRET-123"))
+    # was: name 'partial', the description of functools.partial itself, untyped parameters, and the key
+    # declared to the model as a default it could replace
+    assert (t.name, t.description) == ("search", "Search the web.")
+    assert t.parameters["properties"] == {
+        "query": {"description": "What to search for.", "type": "string"},
+        "limit": {"default": 3, "description": "How many hits.", "type": "integer"},
+    }
+    assert "SECRET" not in json.dumps(t.declaration())
+    with pytest.raises(ToolArgumentsError, match="api_key"):
+        t.validate({"query": "x", "api_key": "other"})
+    assert t(query="x") == "x:SECRET-123:3"
+
+
+def test_a_callable_object_is_described_by_its_call_method():
+    class Store:
+        def __call__(self, item: str) -> str:
+            """Look an item up.
+
+            Args:
+                item: The item's name.
+            """
+            return item
+
+    t = tool(Store())
+    assert (t.name, t.description) == ("Store", "Look an item up.")
+    assert t.parameters["properties"]["item"] == {"description": "The item's name.", "type": "string"}

@@ -281,6 +281,21 @@ def test_search_code_hits_with_context_and_ranking(repo):
     assert out["truncated"] is False and out["total"] == len(locs)
 
 
+def test_a_double_star_folder_in_a_glob_may_match_no_folder(repo):
+    # as in git and ripgrep: **/*.py takes the files at the root too, a/**/b.py takes a/b.py
+    everywhere = {m["path"] for m in repo.search("load_bundle", glob="**/*.py", max_results=50)["matches"]}
+    assert (
+        "broken.py" in everywhere and "pkg/bundles.py" in everywhere and "sub/deeper/local.py" in everywhere
+    )
+    assert "sub/local.py" not in everywhere  # ignored by sub/.gitignore, whatever the glob
+    assert [m["location"] for m in repo.search(r"^class \w+:", glob="pkg/**/bundles.py")["matches"]] == [
+        "pkg/bundles.py:17"
+    ]
+    defs = repo.find_definitions("load_bundle_broken", glob="**/*.py")
+    assert [m["path"] for m in defs["matches"]] == ["broken.py"]
+    assert repo.search("load_bundle", glob="**/*.md")["files"] == 1  # docs/notes.md; not debug.log
+
+
 def test_search_code_options(repo):
     assert {m["path"] for m in repo.search("load_bundle", glob="*.py")["matches"]} <= {
         "pkg/bundles.py",

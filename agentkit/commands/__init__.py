@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
-from typing import get_args
+import contextlib
+import sys
+from typing import Any, get_args
 
 import typer
 
@@ -22,3 +24,9 @@ def check_binding(binding: str | None) -> None:
     names = get_args(BindingName)
     if binding is not None and binding not in names:
         raise fail(f"error: --binding must be {', '.join(names[:-1])} or {names[-1]}, got {binding!r}")
+
+
+def prints_to_stderr(json_out: bool) -> contextlib.AbstractContextManager[Any]:
+    """With ``--json``, what a bundle's modules and tools print (at import, in a call) goes to stderr, so stdout
+    is the JSON alone; without it, nothing changes."""
+    return contextlib.redirect_stdout(sys.stderr) if json_out else contextlib.nullcontext()

@@ -93,8 +93,12 @@ def bfcl_command(
     console = Console(stderr=True)
     try:
         questions, gt = load_category(category if data is None else None, data=data, answers=answers)
-    except (ValueError, FileNotFoundError) as exc:
+    except ValueError as exc:
         raise fail(str(exc)) from None
+    except OSError as exc:  # missing, a directory, unreadable: one line naming the file
+        raise fail(
+            f"error: {exc.filename or data}: cannot read the BFCL file: {exc.strerror or exc}"
+        ) from None
     if not questions:
         raise fail(f"no BFCL questions read from {data or category}")
     label = category if data is None or answers is not None else "irrelevance"

@@ -9,6 +9,7 @@ from typing import Any
 import typer
 
 from agentkit.commands import fail
+from agentkit.render import terminal_safe
 from grammar.parse import ToolCallParseError, parse_tool_calls
 from model.heads.vision import ImageError, check_images
 from model.threads import apply_threads
@@ -140,13 +141,15 @@ def _print_readable(console: Any, shown: dict[str, Any]) -> None:
     from rich.text import Text
 
     if shown["thinking"]:
-        console.print(Text(f"thinking: {shown['thinking']}", style="dim italic"))
+        console.print(Text(f"thinking: {terminal_safe(shown['thinking'])}", style="dim italic"))
     if shown["answer"]:
-        console.print(shown["answer"], markup=False, highlight=False)
+        console.print(terminal_safe(shown["answer"]), markup=False, highlight=False)
     for c in shown["tool_calls"]:
-        args = ", ".join(f"{k}={json.dumps(v, ensure_ascii=False)}" for k, v in c["arguments"].items())
+        args = terminal_safe(
+            ", ".join(f"{k}={json.dumps(v, ensure_ascii=False)}" for k, v in c["arguments"].items())
+        )
         line = Text("call ", style="cyan")
-        line.append(c["name"], style="bold cyan")
+        line.append(terminal_safe(c["name"]), style="bold cyan")
         line.append(f"({args})", style="cyan")
         console.print(line)
     if shown["error"]:
@@ -239,6 +242,7 @@ def generate_command(
     name(arguments)) with its stats; --raw-output prints the canvases' tokens as generated."""
     _check_input(prompt, image, raw_prompt, vision_budget)
     from rich.console import Console
+    from rich.text import Text
 
     from model.checkpoint.loading import CheckpointError, load_checkpoint
 
@@ -247,7 +251,7 @@ def generate_command(
     try:
         ck = load_checkpoint(model, dtype=dtype, device=device, adapter=adapter)
     except CheckpointError as exc:
-        console.print(f"[red]error:[/red] {exc}", soft_wrap=True, markup=True, highlight=False)
+        console.print(Text.assemble(("error:", "red"), f" {exc}"), soft_wrap=True)
         raise typer.Exit(2) from exc
     tok = ck.tokenizer
     try:
@@ -260,7 +264,7 @@ def generate_command(
     except PromptTooLong as exc:
         raise fail(f"error: PromptTooLong: {exc}") from None
     except ValueError as exc:  # empty --raw prompt, a seed beyond 64 bits
-        console.print(f"[red]error:[/red] {exc}", highlight=False)
+        console.print(Text.assemble(("error:", "red"), f" {exc}"))
         raise typer.Exit(2) from exc
     canvases, shown = _decoded(tok, out.new_tokens[0].tolist(), settings)
     if as_json:

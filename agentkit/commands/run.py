@@ -8,9 +8,10 @@ from typing import TYPE_CHECKING, Any
 
 import typer
 
-from agentkit.commands import check_binding, fail
+from agentkit.commands import check_binding, fail, prints_to_stderr
 from agentkit.commands.generate import THREADS_HELP
 from agentkit.errors import AgentKitError, AgentRunError, BackendError, BundleError, PromptTooLong
+from agentkit.render import terminal_safe
 from model.heads.vision import ImageError, check_images, open_image
 
 if TYPE_CHECKING:
@@ -62,25 +63,37 @@ _BINDING_HELP = (
 )
 
 
+def _seed_in_range(seed: int | None) -> int | None:
+    """``--seed`` fits a signed 64-bit integer (checked here, so ``--help`` shows no 19-digit range)."""
+    if seed is not None and not -(2**63) <= seed < 2**63:
+        raise typer.BadParameter(f"must fit in a signed 64-bit integer, got {seed}")
+    return seed
+
+
+_SEED = typer.Option(None, "--seed", callback=_seed_in_range, help=_SEED_HELP)
+
+
 def _error(message: str) -> None:
-    """Print an error to stderr, unwrapped (file:line: messages stay greppable)."""
-    typer.secho(message, err=True, fg="red")
+    """Print an error to stderr, unwrapped (file:line: messages stay greppable; control characters escaped)."""
+    typer.secho(terminal_safe(message), err=True, fg="red")
 
 
 def _short(value: Any, limit: int = 160) -> str:
     text = value if isinstance(value, str) else json.dumps(value, ensure_ascii=False, default=str)
-    text = " ".join(text.split())
+    text = terminal_safe(" ".join(text.split()))
     return text if len(text) <= limit else text[: limit - 1] + "…"
 
 
 def _shown(content: Any) -> str:
     """A message's content for the terminal: its text, with ``[image]`` for each image part."""
     if isinstance(content, str):
-        return content
-    return " ".join(
-        "[image]" if p.get("type") in ("image_url", "image") else str(p.get("text", ""))
-        for p in content
-        if isinstance(p, dict)
+        return terminal_safe(content)
+    return terminal_safe(
+        " ".join(
+            "[image]" if p.get("type") in ("image_url", "image") else str(p.get("text", ""))
+            for p in content
+            if isinstance(p, dict)
+        )
     )
 
 
@@ -177,7 +190,7 @@ def run_command(
     backend: str | None = _BACKEND,
     model: str | None = _MODEL,
     max_steps: int | None = _MAX_STEPS,
-    seed: int | None = typer.Option(None, "--seed", min=-(2**63), max=2**63 - 1, help=_SEED_HELP),
+    seed: int | None = _SEED,
     image: list[Path] | None = typer.Option(None, "--image", help=_IMAGE_HELP),
     vision_budget: int | None = typer.Option(None, "--vision-budget", help=_BUDGET_HELP),
     adapter: Path | None = typer.Option(None, "--adapter", help=_ADAPTER_HELP),
@@ -195,11 +208,13 @@ def run_command(
     if not question.strip():
         raise fail("the question is empty: pass the user message as the second argument", EXIT_BAD_INPUT)
     images = _check_images(image, vision_budget)
-    agent = _build_agent(bundle, backend, model, max_steps, seed, adapter, binding, threads)
+    with prints_to_stderr(json_out):
+        agent = _build_agent(bundle, backend, model, max_steps, seed, adapter, binding, threads)
     console = Console()
     renderer = None if json_out else RichRenderer(console)
     try:
-        result = agent.run(question, on_event=renderer, images=images, vision_budget=vision_budget)
+        with prints_to_stderr(json_out):
+            result = agent.run(question, on_event=renderer, images=images, vision_budget=vision_budget)
     except AgentRunError as exc:
         if json_out:
             typer.echo(
@@ -246,6 +261,8 @@ def _chat_command(console: Any, session: Any, text: str, pending: list[str], sav
 
     command, _, arg = text.partition(" ")
     arg = arg.strip()
+    if command in ("/save", "/image") and arg.startswith("~"):
+        arg = str(Path(arg).expanduser())  # a path typed at the prompt, as a shell would read it
     if command in ("/exit", "/quit") and not arg:
         return True
     if command == "/reset" and not arg:
@@ -270,12 +287,10 @@ def _chat_command(console: Any, session: Any, text: str, pending: list[str], sav
         if not target:
             _error("usage: /save PATH")
             return False
-        try:
-            session.save(target)
-        except OSError as exc:
-            _error(f"/save: cannot write {target}: {exc}")
-            return False
-        console.print(f"saved {session.conversation.turns} turn(s) to {target}")
+        if _save(session, target, "/save"):
+            console.print(
+                f"saved {session.conversation.turns} turn(s) to {target}", markup=False, soft_wrap=True
+            )
     elif command in ("/exit", "/quit", "/reset", "/history", "/image"):
         _error(f"{command} takes no argument (got {arg!r})")
     else:
@@ -297,6 +312,8 @@ def _chat_turn(
 ) -> bool:
     """Send one message (with the attached images); True when the images were used up (sent, or refused).
     A failed turn prints its one-line reason and leaves the history unchanged."""
+    from rich.text import Text
+
     try:
         result = session.send(text, on_event=renderer, images=pending, vision_budget=budget)
     except PromptTooLong as exc:
@@ -314,10 +331,35 @@ def _chat_turn(
     except KeyboardInterrupt:  # Ctrl-C stops this turn, not the session (at the prompt it ends the chat)
         _error("interrupted: the turn was dropped, the history is as before it (/exit or Ctrl-D to leave)")
         return False
-    console.print(f"[bold blue]agent>[/bold blue] {result.answer}", highlight=False)
+    console.print(Text.assemble(("agent> ", "bold blue"), _shown(result.answer or "")))  # not markup
+    if no_tool_response(result):  # as `run` warns under its answer
+        _error(
+            f"warning: every tool call failed ({len(result.tool_calls)}): the answer rests on no tool response"
+        )
     if save is not None:
-        session.save(save)
+        _save(session, save, "--save")
     return True
+
+
+def _save(session: Any, target: str | Path, option: str) -> bool:
+    """Write the chat's history to ``target``; a failure is printed (the chat and its history go on)."""
+    try:
+        session.save(target)
+    except OSError as exc:
+        _error(
+            f"{option}: cannot write {target}: {exc.strerror or exc}; the conversation is kept "
+            "(/save PATH writes it elsewhere)"
+        )
+        return False
+    return True
+
+
+def _check_save_target(save: Path) -> None:
+    """Raise the exit of a ``--save`` path that cannot be a file: a directory, or a missing folder."""
+    if save.is_dir():
+        raise fail(f"--save {save}: is a directory; give the path of a file", EXIT_BAD_INPUT)
+    if not save.parent.is_dir():
+        raise fail(f"--save {save}: folder {save.parent} does not exist", EXIT_BAD_INPUT)
 
 
 def chat_command(
@@ -327,7 +369,7 @@ def chat_command(
     load: Path | None = typer.Option(None, "--load", help="Resume a conversation saved as JSON."),
     save: Path | None = typer.Option(None, "--save", help="Save the conversation as JSON after every turn."),
     max_steps: int | None = _MAX_STEPS,
-    seed: int | None = typer.Option(None, "--seed", min=-(2**63), max=2**63 - 1, help=_SEED_HELP),
+    seed: int | None = _SEED,
     image: list[Path] | None = typer.Option(
         None, "--image", help=_IMAGE_HELP + " Attached to the first message; /image PATH attaches later ones."
     ),
@@ -345,6 +387,8 @@ def chat_command(
     from agentkit.render import RichRenderer
 
     pending = _check_images(image, vision_budget)
+    if save is not None:
+        _check_save_target(save)
     agent = _build_agent(bundle, backend, model, max_steps, seed, adapter, binding, threads)
     console = Console()
     conversation = None

@@ -8,7 +8,7 @@ from typing import Any
 
 import typer
 
-from agentkit.commands import fail
+from agentkit.commands import fail, prints_to_stderr
 from agentkit.errors import BundleError
 
 
@@ -61,7 +61,8 @@ def specialize_command(
     from model.training.specialize import SpecializeConfig, specialize
 
     try:
-        declarations, system_prompt = bundle_declarations(bundle)
+        with prints_to_stderr(as_json):
+            declarations, system_prompt = bundle_declarations(bundle)
     except BundleError as exc:
         raise fail(f"error: {exc}") from None
     except OSError as exc:

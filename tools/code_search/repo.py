@@ -29,6 +29,18 @@ from tools.code_search.definitions import (
 from tools.code_search.gitignore import GitIgnore
 
 
+def path_glob(glob: str | None) -> re.Pattern[str] | None:
+    """The regex of a path glob (relative POSIX paths): ``fnmatch`` syntax, where ``*`` crosses ``/``, and
+    ``**/`` also matches no folder at all, as in git and ripgrep (``**/*.py`` matches ``setup.py`` at the root,
+    ``a/**/b.py`` matches ``a/b.py``). ``None`` or ``""``: no filter (``None``)."""
+    if not glob:
+        return None
+    if "\0" in glob:  # the placeholder below cannot be told apart: plain fnmatch
+        return re.compile(fnmatch.translate(glob))
+    # fnmatch leaves a NUL as is; each stands for one "**/" and becomes "any folders, or none"
+    return re.compile(fnmatch.translate(glob.replace("**/", "\0")).replace("\0", "(?:.*/)?"))
+
+
 class PathOutsideRootError(ValueError):
     """A path resolves (after ``..`` and symlinks) to a place outside the repository root."""
 
@@ -261,7 +273,8 @@ class CodeRepo:
                 ``def``/``class`` keywords and ``(...)`` around it are ignored. Case-insensitive.
             kind: ``"any"``, ``"function"``, ``"class"`` or ``"method"``.
             max_results: cap on returned matches (>= 1).
-            glob: optional ``fnmatch`` pattern on the relative path (``*`` crosses ``/``), e.g. ``agentkit/*``.
+            glob: optional pattern on the relative path (:func:`path_glob`: ``*`` crosses ``/``, ``**/`` may match
+                no folder), e.g. ``agentkit/*``.
 
         Returns:
             ``{"query", "matches": [Definition.as_dict()], "total": int, "truncated": bool}`` (``total``: the
@@ -278,8 +291,9 @@ class CodeRepo:
         deadline = time.monotonic() + self.time_budget_s
         scored: list[tuple[tuple[Any, ...], Definition]] = []
         timed_out = False
+        only = path_glob(glob)
         for rel in self.files():
-            if glob and not fnmatch.fnmatch(rel, glob):
+            if only is not None and not only.match(rel):
                 continue
             if time.monotonic() > deadline:
                 timed_out = True
@@ -334,7 +348,8 @@ class CodeRepo:
 
         Args:
             pattern: a Python regular expression (``re`` syntax), matched with ``search`` on each line.
-            glob: optional ``fnmatch`` pattern on the relative path (``*`` crosses ``/``), e.g. ``*.py``.
+            glob: optional pattern on the relative path (:func:`path_glob`: ``*`` crosses ``/``, ``**/`` may match
+                no folder), e.g. ``*.py`` or ``**/*.py``.
             case_sensitive: match case exactly (default: ignore case).
             context_lines: lines of context before and after each hit (0-10).
             max_results: cap on returned hits (>= 1).
@@ -369,8 +384,9 @@ class CodeRepo:
         hits: list[tuple[tuple[Any, ...], dict[str, Any]]] = []
         files_hit = 0
         truncated = False
+        only = path_glob(glob)
         for rel in self.files():
-            if glob and not fnmatch.fnmatch(rel, glob):
+            if only is not None and not only.match(rel):
                 continue
             if time.monotonic() > deadline or len(hits) >= max_scanned_matches:
                 truncated = True

@@ -1,0 +1,66 @@
+"""``agentkit check BUNDLE``: validate a bundle without running it (no model is loaded, no tool is called)."""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+from pathlib import Path
+
+import typer
+
+from agentkit.commands import fail, prints_to_stderr
+from agentkit.errors import BundleError
+
+#: Exit status of a bundle with problems (as ``run`` for an invalid bundle).
+EXIT_INVALID = 2
+
+
+def check_command(
+    bundle: Path = typer.Argument(..., help="Bundle file (YAML, see docs/BUNDLES.md)."),
+    backend: str | None = typer.Option(
+        None,
+        "--backend",
+        "-b",
+        help="Check for this backend (embedded | openai | scripted; default: the bundle's): the embedded one "
+        "also checks that its tool-call constraint can enforce every schema.",
+    ),
+    json_out: bool = typer.Option(
+        False, "--json", help='Print one JSON object: {"ok", "name", "tools", "issues": [{file, line, ...}]}.'
+    ),
+) -> None:
+    """Validate a bundle as `run` loads it (schema, python targets, parameters, placeholders, ...) without
+    loading a model or calling a tool; every problem is printed as FILE:LINE:COLUMN: FIELD: message. Not
+    checked: what only loading or running finds (the checkpoint and adapter folders, MCP servers' tools).
+
+    Exit status: 0 valid; 2 invalid, or the file cannot be read.
+    """
+    from agentkit.backends import BACKENDS
+    from agentkit.bundle import load_bundle
+
+    if backend is not None and backend not in BACKENDS:
+        raise fail(f"error: --backend: unknown backend {backend!r}; choose one of {', '.join(BACKENDS)}")
+    try:
+        with prints_to_stderr(json_out):
+            b = load_bundle(bundle, backend=backend)
+    except BundleError as exc:
+        if json_out:
+            issues = [dataclasses.asdict(i) for i in exc.issues]
+            typer.echo(json.dumps({"ok": False, "issues": issues}, ensure_ascii=False))
+            raise typer.Exit(EXIT_INVALID) from None
+        raise fail(str(exc), EXIT_INVALID) from None
+    except OSError as exc:
+        raise fail(f"{bundle}: cannot read bundle: {exc.strerror or exc}", EXIT_INVALID) from None
+    names = [t.name for t in b.tools]
+    if json_out:
+        typer.echo(json.dumps({"ok": True, "name": b.name, "tools": names, "issues": []}, ensure_ascii=False))
+        return
+    kind = b.model.get("backend", "embedded") if backend is None else backend
+    toolsets = f" and {len(b.toolsets)} MCP toolset(s), listed when a run starts" if b.toolsets else ""
+    typer.echo(f"{bundle}: ok: bundle {b.name!r} for the {kind} backend, {len(names)} tool(s){toolsets}")
+    for n in names:
+        typer.echo(f"  {n}")
+
+
+def register(app: typer.Typer) -> None:
+    """Add the ``check`` command to the ``agentkit`` CLI."""
+    app.command("check")(check_command)
