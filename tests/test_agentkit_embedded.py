@@ -167,3 +167,28 @@ def test_the_kept_tool_spec_gives_the_same_grammar_as_the_declaration(bundle):
     assert decls and all(s.name == d["function"]["name"] for s, d in zip(specs, decls, strict=True))
     for choice in ("auto", "required"):
         assert tool_call_grammar(specs, tool_choice=choice) == tool_call_grammar(decls, tool_choice=choice)
+
+
+def test_threads_that_load_a_cold_backend_at_once_share_one_load(ckpt):
+    import threading
+
+    # two threads' first runs on one cold agent each loaded the checkpoint at once: both failed ("Unsupported
+    # device type 'meta'") and so did every later load in the process
+    backend = EmbeddedBackend(ckpt, threads=1)
+    start, got, errors = threading.Barrier(3), [], []
+
+    def first_use() -> None:
+        start.wait()
+        try:
+            got.append(backend.chat_model)
+        except Exception as exc:  # the assertion below names it
+            errors.append(exc)
+
+    workers = [threading.Thread(target=first_use) for _ in range(3)]
+    for w in workers:
+        w.start()
+    for w in workers:
+        w.join()
+    assert errors == [] and len(got) == 3
+    assert got[0] is got[1] is got[2]
+    assert EmbeddedBackend(ckpt, threads=1).chat_model is not got[0]  # a later load in the process works

@@ -13,6 +13,7 @@ response, through the same vision path as a user's images (``model.heads.vision`
 
 from __future__ import annotations
 
+import threading
 from pathlib import Path
 from typing import Any
 
@@ -21,6 +22,10 @@ from agentkit.errors import BackendError, ToolDefinitionError
 from agentkit.messages import ToolCall, to_template_messages
 from model.heads.vision import DEFAULT_VISION_BUDGET, ImageError, vision_processor
 from schema import SchemaError, fingerprint, normalize_tool
+
+#: One checkpoint load at a time in a process: transformers builds the model under process-wide state (the
+#: ``meta`` device while weights load), so two loads in two threads broke each other and every later load.
+_LOAD_LOCK = threading.Lock()
 
 
 def normalized_tool(name: str, parameters: dict[str, Any]) -> Any:
@@ -159,7 +164,8 @@ class EmbeddedBackend(Backend):
 
     @property
     def chat_model(self) -> Any:
-        """The loaded ``model.turn.chat.ChatModel`` (loads the checkpoint on first access).
+        """The loaded ``model.turn.chat.ChatModel`` (loads the checkpoint on first access; threads that ask at
+        once wait for one load, and one load runs at a time in the process).
 
         Raises:
             BackendError: the checkpoint cannot be loaded (the message names the path and the problem).
@@ -169,13 +175,15 @@ class EmbeddedBackend(Backend):
             from model.threads import apply_threads
             from model.turn.chat import ChatModel
 
-            apply_threads(self.threads)
-            try:
-                self._chat_model = ChatModel.load(
-                    self.model_path, dtype=self.dtype, device=self.device, adapter=self.adapter
-                )
-            except CheckpointError as exc:
-                raise BackendError(f"embedded backend: {exc}") from exc
+            with _LOAD_LOCK:
+                if self._chat_model is None:
+                    apply_threads(self.threads)
+                    try:
+                        self._chat_model = ChatModel.load(
+                            self.model_path, dtype=self.dtype, device=self.device, adapter=self.adapter
+                        )
+                    except CheckpointError as exc:
+                        raise BackendError(f"embedded backend: {exc}") from exc
         return self._chat_model
 
     @property
