@@ -177,3 +177,24 @@ def test_sandbox_tool_served(tmp_path, docker_client, sandbox_image):  # noqa: F
 
     result = asyncio.run(main())
     assert (result.is_error, text(result).strip()) == (False, "144")
+
+
+def test_what_a_module_prints_at_import_goes_to_stderr_over_stdio(tmp_path, tools_module):
+    import subprocess
+
+    mod = tools_module(
+        "mcp_loud_tools", "print('loaded!')\n\ndef ping() -> str:\n    '''Pong.'''\n    return 'pong'\n"
+    )
+    path = tmp_path / "loud.yaml"
+    path.write_text(f"agentkit_bundle: 1\nname: loud\ntools:\n  - name: ping\n    python: {mod}:ping\n")
+    # stdin closed at once: the server starts, reads end of input and stops; its stdout is the protocol's alone
+    got = subprocess.run(
+        [sys.executable, "-m", "agentkit", "mcp", "serve", str(path)],
+        stdin=subprocess.DEVNULL,
+        capture_output=True,
+        text=True,
+        env=ENV,
+        timeout=120,
+    )
+    assert got.returncode == 0, got.stderr
+    assert got.stdout == "" and "loaded!" in got.stderr

@@ -9,7 +9,7 @@ from typing import Any
 
 import typer
 
-from agentkit.commands import fail
+from agentkit.commands import fail, prints_to_stderr
 from agentkit.errors import BundleError
 
 mcp_app = typer.Typer(
@@ -44,7 +44,8 @@ def serve_command(
         found = ", ".join(str(p) for p in sorted(Path(bundle).glob("*.y*ml"))) or "none"
         raise fail(f"error: {bundle} is a folder; give a bundle's YAML file (YAML files there: {found})")
     try:
-        b = load_bundle(bundle, backend="openai")  # no model runs here: any JSON Schema may be served
+        with prints_to_stderr(http is None):  # over stdio, stdout is the protocol's from the start
+            b = load_bundle(bundle, backend="openai")  # no model runs here: any JSON Schema may be served
     except (BundleError, OSError) as exc:
         raise fail(f"error: {exc}") from None
 
