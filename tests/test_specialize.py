@@ -282,6 +282,22 @@ def test_cli_specialize_refuses_bad_input_in_one_line(tmp_path):
     assert r.exit_code == 2 and "not an adapter folder" in r.output
 
 
+def test_cli_specialize_checks_the_base_before_it_generates_data(tmp_path, monkeypatch):
+    import model.training.specialize as sp
+
+    def generated(*a, **k):
+        raise AssertionError("data generated before the base was checked")
+
+    monkeypatch.setattr(sp, "train_and_heldout", generated)  # a bad --base used to fail after it (5 s)
+    args = ["specialize", str(GREENHOUSE), "--out", str(tmp_path / "o"), "--base", str(tmp_path / "nope")]
+    r = CliRunner().invoke(app, args)
+    assert (
+        r.exit_code == 2
+        and "checkpoint folder does not exist" in r.output
+        and str(tmp_path / "nope") in r.output
+    )
+
+
 def test_the_shared_prefix_encoded_once_gives_the_states_of_whole_prompts(tiny):
     from model.training.specialize import PrefixEncoder, length_batches, shared_prefix
     from model.training.train import TrainConfig, device_batch, encode_labelled, word_token_table

@@ -393,12 +393,12 @@ def specialize(
     random.seed(cfg.seed)
     torch.manual_seed(cfg.seed)
 
+    ck = load_checkpoint(str(DEFAULT_CHECKPOINT if cfg.base is None else cfg.base), device=cfg.device)
     train_ex, held_ex = train_and_heldout(declarations, system_prompt, cfg.n_train, cfg.n_eval, cfg.seed)
     names = [d["function"]["name"] for d in declarations]
     log(
         f"data: {len(train_ex)} training dialogues, {len(held_ex)} held-out ones for tools {', '.join(names)}"
     )
-    ck = load_checkpoint(str(DEFAULT_CHECKPOINT if cfg.base is None else cfg.base), device=cfg.device)
     base_src = ck.source
     log(f"base: {base_src}; held-out evaluation of the base ({len(held_ex)} dialogues)...")
     before = _scores(evaluate_examples(ChatModel(ck), held_ex, log))
