@@ -15,7 +15,9 @@ import pydantic
 
 from agentkit.errors import ToolDefinitionError
 from schema import FORMATS, format_matches
+from schema.errors import SchemaError
 from schema.normalize import drop_titles, map_subschemas_at
+from schema.refs import Refs
 
 # --------------------------------------------------------------------------------------------- docstrings
 
@@ -190,8 +192,6 @@ def unresolvable_ref(schema: dict[str, Any]) -> tuple[str, str] | None:
     the root's ``$id``; :class:`schema.refs.Refs`). A document with a nested ``$id`` (a resource of its own,
     against which its references resolve) is left to jsonschema at call time: ``None``.
     """
-    from schema.errors import SchemaError
-    from schema.refs import Refs
 
     found: list[tuple[str, Any]] = []
     stack: list[tuple[Any, str]] = [(schema, "")]

@@ -37,6 +37,7 @@ from dataclasses import dataclass
 from typing import Any, cast
 
 import pydantic
+from referencing.exceptions import Unresolvable
 
 from agentkit.backends.base import ToolDeclaration
 from agentkit.errors import ToolDefinitionError
@@ -371,7 +372,6 @@ class Tool:
     def _init_from_schema(self, parameters: dict[str, Any]) -> None:
         import jsonschema
         from jsonschema_specifications import REGISTRY as SPECIFICATIONS
-        from referencing.exceptions import Unresolvable
 
         if not isinstance(parameters, dict) or parameters.get("type", "object") != "object":
             raise ToolDefinitionError(

@@ -21,6 +21,7 @@ from agentkit.backends.base import Backend, ModelTurn, PromptTooLong, ToolDeclar
 from agentkit.errors import BackendError, ToolDefinitionError
 from agentkit.messages import ToolCall, to_template_messages
 from model.heads.vision import DEFAULT_VISION_BUDGET, ImageError, vision_processor
+from model.turn.limits import PromptTooLong as ModelPromptTooLong
 from schema import SchemaError, fingerprint, normalize_tool
 
 #: One checkpoint load at a time in a process: transformers builds the model under process-wide state (the
@@ -232,7 +233,6 @@ class EmbeddedBackend(Backend):
 
     def turn(self, request: TurnRequest) -> ModelTurn:
         """One constrained model turn (see :meth:`agentkit.backends.base.Backend.complete`)."""
-        from model.turn.limits import PromptTooLong as ModelPromptTooLong
 
         cm, tools = self.chat_model, request.tools
         try:

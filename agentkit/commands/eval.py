@@ -7,6 +7,7 @@ from pathlib import Path
 from typing import Any
 
 import typer
+from rich.console import Console
 
 from agentkit.commands import check_binding, fail
 from agentkit.commands.generate import THREADS_HELP, apply_threads_or_exit
@@ -86,7 +87,6 @@ def bfcl_command(
     binding: str = _binding_option(),
 ) -> None:
     """Score a checkpoint on BFCL with AST matching (the four categories ship in evals/bfcl_data)."""
-    from rich.console import Console
 
     from evals.bfcl import evaluate, load_category
 

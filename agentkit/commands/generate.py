@@ -7,6 +7,8 @@ from pathlib import Path
 from typing import Any
 
 import typer
+from rich.console import Console, Group
+from rich.text import Text
 
 from agentkit.commands import fail
 from agentkit.render import terminal_safe
@@ -34,9 +36,7 @@ def apply_threads_or_exit(threads: int | None) -> None:
 
 def _live_renderer(tokenizer: Any) -> tuple[Any, Any]:
     """Return ``(live, callback)``: a rich Live view where accepted tokens are firm and noise is dim."""
-    from rich.console import Group
     from rich.live import Live
-    from rich.text import Text
 
     from model.runtime import CanvasEvent, StepEvent
 
@@ -138,7 +138,6 @@ def _prompt_ids(
 
 def _print_readable(console: Any, shown: dict[str, Any]) -> None:
     """The answer as a person reads it: thinking (dim), text, tool calls as ``name(arguments)``, problems."""
-    from rich.text import Text
 
     if shown["thinking"]:
         console.print(Text(f"thinking: {terminal_safe(shown['thinking'])}", style="dim italic"))
@@ -241,8 +240,6 @@ def generate_command(
     """Generate an answer with the block-diffusion runtime and print it readably (tool calls as
     name(arguments)) with its stats; --raw-output prints the canvases' tokens as generated."""
     _check_input(prompt, image, raw_prompt, vision_budget)
-    from rich.console import Console
-    from rich.text import Text
 
     from model.checkpoint.loading import CheckpointError, load_checkpoint
 

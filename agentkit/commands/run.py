@@ -7,11 +7,15 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import typer
+from rich.console import Console
+from rich.text import Text
 
+from agentkit.backends import BACKENDS
 from agentkit.commands import check_binding, fail, prints_to_stderr
 from agentkit.commands.generate import THREADS_HELP
 from agentkit.errors import AgentKitError, AgentRunError, BackendError, BundleError, PromptTooLong
-from agentkit.render import terminal_safe
+from agentkit.history import Conversation
+from agentkit.render import RichRenderer, terminal_safe
 from model.heads.vision import ImageError, check_images, open_image
 
 if TYPE_CHECKING:
@@ -144,7 +148,6 @@ def _build_agent(
     binding: str | None = None,
     threads: int | None = None,
 ) -> Agent:
-    from agentkit.backends import BACKENDS
     from agentkit.bundle import load_bundle
 
     # the options' own errors name the option, not the bundle (which is not at fault)
@@ -201,9 +204,6 @@ def run_command(
 
     Exit status: 0 answered; 1 no answer; 2 bad input or a question too long; 3 every tool call failed.
     """
-    from rich.console import Console
-
-    from agentkit.render import RichRenderer
 
     if not question.strip():
         raise fail("the question is empty: pass the user message as the second argument", EXIT_BAD_INPUT)
@@ -257,7 +257,6 @@ def run_command(
 
 def _chat_command(console: Any, session: Any, text: str, pending: list[str], save: Path | None) -> bool:
     """Run one ``/command`` of the chat; True for ``/exit`` and ``/quit``. Problems are printed, never raised."""
-    from rich.text import Text
 
     command, _, arg = text.partition(" ")
     arg = arg.strip()
@@ -312,7 +311,6 @@ def _chat_turn(
 ) -> bool:
     """Send one message (with the attached images); True when the images were used up (sent, or refused).
     A failed turn prints its one-line reason and leaves the history unchanged."""
-    from rich.text import Text
 
     try:
         result = session.send(text, on_event=renderer, images=pending, vision_budget=budget)
@@ -381,10 +379,6 @@ def chat_command(
     """Multi-turn chat with a bundle's agent. Commands: /exit, /quit, /reset, /history, /save PATH,
     /image PATH (attach an image to the next message); start a message with // to send one that begins
     with /."""
-    from rich.console import Console
-
-    from agentkit.history import Conversation
-    from agentkit.render import RichRenderer
 
     pending = _check_images(image, vision_budget)
     if save is not None:

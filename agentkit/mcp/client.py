@@ -22,10 +22,13 @@ from typing import Annotated, Any, Literal
 from urllib.parse import urlsplit
 
 import anyio
+import httpx2
 import mcp_types as types
 import pydantic
 import pydantic.dataclasses
 from mcp import Client, StdioServerParameters
+from mcp.client.stdio import stdio_client
+from mcp.client.streamable_http import streamable_http_client
 from pydantic import Field
 
 from agentkit.backends.embedded import constraint_support_error
@@ -304,12 +307,9 @@ class MCPToolset:
             guarded = p.model_copy(
                 update={"command": sys.executable, "args": [GUARD, str(os.getpid()), p.command, *p.args]}
             )
-            from mcp.client.stdio import stdio_client
 
             transport: Any = stdio_client(guarded, errlog=self._errlog)
         else:
-            import httpx2
-            from mcp.client.streamable_http import streamable_http_client
 
             async def on_response(response: Any) -> None:
                 if response.status_code >= 400:

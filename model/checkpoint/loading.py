@@ -23,6 +23,10 @@ from pathlib import Path
 from typing import Any
 
 import torch
+from huggingface_hub import constants, snapshot_download
+from huggingface_hub.file_download import repo_folder_name
+from transformers import AutoConfig, AutoTokenizer, DiffusionGemmaForBlockDiffusion
+from transformers.utils import logging as hf_logging
 
 from grammar import special_tokens as st
 from model.checkpoint.adapters import apply_adapter, read_adapter_info
@@ -141,8 +145,6 @@ def _cached_snapshot(repo_id: str) -> str:
         CheckpointError: not a valid hub id, or no complete snapshot cached: names the cache folder looked at,
             whether offline mode is on, and the command that fetches the model (``hf download ID``).
     """
-    from huggingface_hub import constants, snapshot_download
-    from huggingface_hub.file_download import repo_folder_name
 
     try:
         return str(snapshot_download(repo_id, local_files_only=True))
@@ -225,8 +227,6 @@ def _from_pretrained(src: str, kwargs: dict[str, Any]) -> tuple[Any, Any]:
         CheckpointError: the files cannot be read, or do not match the DiffusionGemma architecture (a
             ``copy_head`` entry whose weights or tables ``model.safetensors`` lacks included).
     """
-    from transformers import AutoConfig, AutoTokenizer, DiffusionGemmaForBlockDiffusion
-    from transformers.utils import logging as hf_logging
 
     bars = hf_logging.is_progress_bar_enabled()
     hf_logging.disable_progress_bar()
