@@ -14,6 +14,7 @@ from grammar.llg import llg_tokenizer
 from grammar.parse import format_tool_call, parse_tool_calls
 from grammar.turn import response_format_grammar, tool_call_grammar
 from model.checkpoint.tokenizer import build_tokenizer
+from schema import MAX_MULTIPLE_OF, SchemaError, build_ir
 
 CORPUS = [
     "call:f{x:[1,2,3],s:abcdefghij}",
@@ -119,3 +120,43 @@ def test_response_format_with_a_long_string_completes_to_the_exact_length(tok):
     assert m.consume_tokens(comp) and m.is_accepting()
     text = tok.decode(comp, skip_special_tokens=False).removesuffix(sp.TURN_END)
     assert len(json.loads(text)["x"]) == 2000
+
+
+@pytest.mark.parametrize("k", [5, 9973, MAX_MULTIPLE_OF, 3_000_000, 0.01])
+def test_supported_multiple_of_compiles_and_is_enforced(tok, k):
+    prop = {"type": "number" if isinstance(k, float) else "integer", "multipleOf": k}
+    assert call_accepts(tok, prop, 0) and call_accepts(tok, prop, k * 3)
+    assert not call_accepts(tok, prop, k * 3 + (0.001 if isinstance(k, float) else 1))
+
+
+@pytest.mark.parametrize(
+    ("prop", "path"),
+    [
+        ({"type": "integer", "multipleOf": 999_983}, "/properties/x"),
+        ({"type": "integer", "multipleOf": 2**30}, "/properties/x"),
+        ({"type": "number", "multipleOf": 20_011.0}, "/properties/x"),
+        ({"allOf": [{"multipleOf": 9973}, {"multipleOf": 9967}], "type": "integer"}, "/properties/x"),
+    ],
+)
+def test_multiple_of_with_a_huge_automaton_is_refused_with_keyword_and_path(prop, path):
+    with pytest.raises(SchemaError) as ei:
+        tool_call_grammar([tool(prop)], "required")
+    assert (ei.value.keyword, ei.value.path) == ("multipleOf", path)
+    assert f"up to {MAX_MULTIPLE_OF:,}" in str(ei.value)
+    with pytest.raises(SchemaError):
+        build_ir({"type": "object", "properties": {"x": prop}})
+
+
+@pytest.mark.parametrize(
+    "prop",
+    [
+        {"type": "number", "minimum": 1e100},
+        {"type": "number", "minimum": -1.5e20, "maximum": 3.25e20},
+        {"type": "number", "exclusiveMinimum": 1e-300},
+    ],
+)
+def test_number_bounds_llguidance_cannot_express_name_the_property(prop):
+    with pytest.raises(SchemaError) as ei:
+        tool_call_grammar([tool(prop)], "required")
+    assert (ei.value.keyword, ei.value.path) == ("minimum", "/properties/x")
+    assert "number bounds not supported by the grammar" in str(ei.value)
