@@ -45,9 +45,8 @@ class _Tables:
     chars: list[int] = field(default_factory=list)  # single printable ASCII characters, by rank
     avoid: set[int] = field(default_factory=set)  # tried only when nothing else is allowed (<|channel>)
     order: np.ndarray = field(default_factory=lambda: np.zeros(0, dtype=np.int64))  # ids by rank
-    long_order: np.ndarray = field(
-        default_factory=lambda: np.zeros(0, dtype=np.int64)
-    )  # printable, longest first
+    # printable ids, longest first (progress in a long run of text)
+    long_order: np.ndarray = field(default_factory=lambda: np.zeros(0, dtype=np.int64))
 
 
 def _single_id(tokenizer: Any, text: str, vocab: int) -> int | None:
@@ -77,6 +76,7 @@ def _tables(tokenizer: Any) -> _Tables:
     probes = ids(("a", "x", "Z", "q"))
     rank = np.full(vocab, 1 << 40, dtype=np.int64)
     printable = np.zeros(vocab, dtype=bool)
+    lengths = np.zeros(vocab, dtype=np.int64)
     multi: list[tuple[int, int]] = []
     for i in range(vocab):
         if ll.is_special_token(i):
@@ -90,6 +90,7 @@ def _tables(tokenizer: Any) -> _Tables:
         except UnicodeDecodeError:
             text, nice = "", False
         printable[i] = nice
+        lengths[i] = len(b)
         if text and set(text) <= _CLOSER_CHARS and len(text) > 1:
             multi.append((len(text), i))
         cls = 0 if text == "," else 1 if text == "0" else 2 if text.isdigit() else 3 if text.isalpha() else 4
@@ -103,9 +104,6 @@ def _tables(tokenizer: Any) -> _Tables:
         rank[opener] = 1 << 41
         tab.avoid = {opener}
     tab.order = np.argsort(rank, kind="stable")
-    lengths = np.array(
-        [len(ll.decode_bytes([i])) if printable[i] else 0 for i in range(vocab)], dtype=np.int64
-    )
     long_ids = np.flatnonzero(printable)
     tab.long_order = long_ids[np.argsort(-lengths[long_ids], kind="stable")]
     tab.chars = [int(i) for i in tab.order if printable[i] and len(ll.decode_bytes([int(i)])) == 1][:128]
