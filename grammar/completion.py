@@ -45,6 +45,8 @@ class _Tables:
     chars: list[int] = field(default_factory=list)  # single printable ASCII characters, by rank
     avoid: set[int] = field(default_factory=set)  # tried only when nothing else is allowed (<|channel>)
     order: np.ndarray = field(default_factory=lambda: np.zeros(0, dtype=np.int64))  # ids by rank
+    # printable ids, longest first (progress in a long run of text)
+    long_order: np.ndarray = field(default_factory=lambda: np.zeros(0, dtype=np.int64))
 
 
 def _single_id(tokenizer: Any, text: str, vocab: int) -> int | None:
@@ -74,6 +76,7 @@ def _tables(tokenizer: Any) -> _Tables:
     probes = ids(("a", "x", "Z", "q"))
     rank = np.full(vocab, 1 << 40, dtype=np.int64)
     printable = np.zeros(vocab, dtype=bool)
+    lengths = np.zeros(vocab, dtype=np.int64)
     multi: list[tuple[int, int]] = []
     for i in range(vocab):
         if ll.is_special_token(i):
@@ -87,6 +90,7 @@ def _tables(tokenizer: Any) -> _Tables:
         except UnicodeDecodeError:
             text, nice = "", False
         printable[i] = nice
+        lengths[i] = len(b)
         if text and set(text) <= _CLOSER_CHARS and len(text) > 1:
             multi.append((len(text), i))
         cls = 0 if text == "," else 1 if text == "0" else 2 if text.isdigit() else 3 if text.isalpha() else 4
@@ -100,6 +104,8 @@ def _tables(tokenizer: Any) -> _Tables:
         rank[opener] = 1 << 41
         tab.avoid = {opener}
     tab.order = np.argsort(rank, kind="stable")
+    long_ids = np.flatnonzero(printable)
+    tab.long_order = long_ids[np.argsort(-lengths[long_ids], kind="stable")]
     tab.chars = [int(i) for i in tab.order if printable[i] and len(ll.decode_bytes([int(i)])) == 1][:128]
     return tab
 
@@ -175,12 +181,58 @@ def _search_exit(m: Any, tab: _Tables, depth: int = 3, budget: int = 300) -> lis
 
 
 def _first_leading_out(m: Any, cands: list[int], ok: Any) -> int:
-    """The first of ``cands`` after which ``ok(matcher)`` holds (probed on a copy), else the first one."""
+    """The first of ``cands`` after which ``ok(matcher)`` holds (probed on a copy), else -1."""
     for c in cands:
         probe = m.deep_copy()
         if probe.try_consume_tokens([c]) == 1 and ok(probe):
             return c
-    return cands[0]
+    return -1
+
+
+#: In-text steps without a way out after which progress takes the longest allowed token (``minLength: 3000``,
+#: ``^.{3000}$``: a few hundred tokens rather than 3,000 single characters, each a bitmask).
+_LONG_RUN = 16
+#: Most steps between two searches for a way out in a long run (each search costs ~300 probes).
+_MAX_GAP = 32
+
+
+@dataclass
+class _TextRun:
+    """The state of a run of in-text steps without a way out (:func:`_text_choice`)."""
+
+    stuck: int = 0  # steps since the last breadth-first search
+    length: int = 0  # steps in the run
+    gap: int = 4  # steps between searches: doubled after each failed one, up to _MAX_GAP
+
+
+def _text_choice(m: Any, tab: _Tables, allowed: np.ndarray, run: _TextRun, lookahead: int) -> list[int]:
+    """Inside free text: an allowed closer that leaves the text; else a token after which one is allowed;
+    after 5 steps without one a breadth-first search (:func:`_search_exit`), the gap doubling after each that
+    fails (up to :data:`_MAX_GAP` steps); else progress: the best-ranked allowed token, or the longest allowed
+    printable one once the run passed :data:`_LONG_RUN` steps."""
+    choice = _exit(m, tab)
+    if choice >= 0:
+        run.stuck = run.length = 0
+        run.gap = 4
+        return [choice]
+    if run.stuck >= run.gap:
+        run.stuck = 0
+        path = _search_exit(m, tab)
+        if path:
+            run.gap = 4
+            return path
+        run.gap = min(2 * run.gap, _MAX_GAP)
+    run.stuck += 1
+    run.length += 1
+    cands = _ranked(allowed, tab, lookahead)
+    choice = _first_leading_out(m, cands, lambda p: _exit(p, tab) >= 0)
+    if choice >= 0:
+        return [choice]
+    if run.length > _LONG_RUN:
+        longest = tab.long_order[allowed[tab.long_order]]
+        if longest.size:
+            return [int(longest[0])]
+    return cands[:1]
 
 
 def _outside_text_choice(m: Any, tab: _Tables, allowed: np.ndarray, banned: set[int], lookahead: int) -> int:
@@ -190,8 +242,69 @@ def _outside_text_choice(m: Any, tab: _Tables, allowed: np.ndarray, banned: set[
         if allowed[t] and t not in banned:
             return t
     ranked = _ranked(allowed, tab, lookahead + len(banned) + len(tab.avoid))
-    cands = [c for c in ranked if c not in banned and c not in tab.avoid][:lookahead]
-    return _first_leading_out(m, cands or ranked[:1], lambda p: _closable(p, tab))
+    cands = [c for c in ranked if c not in banned and c not in tab.avoid][:lookahead] or ranked[:1]
+    choice = _first_leading_out(m, cands, lambda p: _closable(p, tab))
+    return choice if choice >= 0 else cands[0]
+
+
+#: Longest period (tokens) of a cycle of choices that :func:`_cycle` repeats without bitmasks.
+_MAX_PERIOD = 8
+
+
+def _period(out: list[int], tab: _Tables) -> int:
+    """The period ``p`` (2 to :data:`_MAX_PERIOD`) of the last ``3p`` tokens of ``out`` (0 when none): a
+    completion cycling through items (``0`` ``,`` for ``minItems: 2000``). Period 1 (one token repeated, which
+    the ban on repeats breaks outside text) is left to the full steps."""
+    for p in range(2, _MAX_PERIOD + 1):
+        tail = out[-3 * p :]
+        if len(tail) == 3 * p and tail[:p] * 3 == tail and len(set(tail[:p])) > 1:
+            return p
+    return 0
+
+
+def _would_choose(m: Any, tab: _Tables, t: int, banned: set[int]) -> int:
+    """Whether a full step of :func:`shortest_completion` would take ``t`` here, checked without a bitmask: 0
+    when not; 1 inside free text with no way out allowed and ``t`` allowed (progress, as the last cycle chose);
+    2 for a fast-forward token, the first allowed closer in text, or outside text the first allowed
+    structural closer not banned, or, none allowed, ``t`` (not one) when allowed. A full step might rank
+    another allowed token first: the completion stays valid, the cycle only repeats what full steps chose."""
+    ff = m.compute_ff_tokens()
+    if ff:
+        return 2 * (ff[0] == t)
+    if _in_text(m, tab):
+        first = next((c for c in tab.exits if _ok(m, c)), -1)
+        if first >= 0 and first != t:  # a closer that may not leave the text (``]`` in a key): probe them
+            first = _exit(m, tab)
+        if first >= 0:
+            return 2 * (first == t)
+        return int(_ok(m, t))
+    first = next((c for c in tab.structural if c not in banned and _ok(m, c)), -1)
+    if first >= 0 or t in tab.structural:
+        return 2 * (first == t)
+    return 2 * _ok(m, t)
+
+
+def _cycle(m: Any, tab: _Tables, out: list[int], banned: set[int], room: int) -> int:
+    """Repeat the cycle the last choices follow (:func:`_period`) while each of its tokens is the one a full
+    step would take (:func:`_would_choose`) and each period leaves free text at least once (else the full
+    steps' search for a way out must run); at most ``room`` tokens. Consumes them into ``m`` and appends them
+    to ``out``; returns how many. A long bounded repetition (``minItems: 2000``) then costs a few
+    ``validate_tokens`` calls a token, not a 262k-token bitmask and a ranking."""
+    p = _period(out, tab)
+    if not p:
+        return 0
+    cycle, n, in_text = out[-p:], 0, 0
+    while n < room:
+        t = cycle[n % p]
+        how = _would_choose(m, tab, t, banned)
+        in_text = in_text + 1 if how == 1 else 0
+        if not how or in_text >= p or m.try_consume_tokens([t]) != 1:
+            break
+        out.append(t)
+        n += 1
+        if m.is_accepting() or m.is_stopped():
+            break
+    return n
 
 
 def shortest_completion(matcher: Any, tokenizer: Any, limit: int, *, lookahead: int = 6) -> list[int]:
@@ -202,9 +315,12 @@ def shortest_completion(matcher: Any, tokenizer: Any, limit: int, *, lookahead: 
     ``<turn|>``, ``<tool_call|>``, ``<channel|>``, ``<|"|>``, ``"``, tokens made only of ``"]}``, ``:``);
     if none, try the ``lookahead`` best-ranked tokens (printable ASCII first, shorter first; ``,`` then
     ``0`` then digits then letters) for one after which a closer is allowed, else add the best-ranked one
-    (minLength progress); after 4 such steps without a way out, a small breadth-first search over the
-    characters that change the allowed set finds the missing ones (``@`` and a letter for an e-mail, the
-    final ``x`` of pattern ``x$``). Outside text (after a value, inside a number), take the first allowed
+    (minLength progress; after :data:`_LONG_RUN` such steps, the longest allowed printable token); after 4
+    such steps without a way out, a small breadth-first search over the characters that change the allowed
+    set finds the missing ones (``@`` and a letter for an e-mail, the final ``x`` of pattern ``x$``; run
+    again at doubling gaps while it fails). A run of choices that cycles (an item and its separator, for
+    ``minItems: 2000``) is repeated with cheap checks (:func:`_cycle`) while each token is still the one a
+    step would take. Outside text (after a value, inside a number), take the first allowed
     of: the special closers, ``]``/``}``-only tokens, ``<|"|>``/``"``; else the first of the ``lookahead``
     best-ranked tokens after which one of those is allowed (``5`` for ``minimum: 5``), else the best-ranked.
 
@@ -221,7 +337,7 @@ def shortest_completion(matcher: Any, tokenizer: Any, limit: int, *, lookahead: 
     tab = _tables(tokenizer)
     m = matcher.deep_copy()
     out: list[int] = []
-    stuck = 0
+    run = _TextRun()
     last, repeats = -1, 0
     banned: set[int] = set()
 
@@ -242,23 +358,16 @@ def shortest_completion(matcher: Any, tokenizer: Any, limit: int, *, lookahead: 
         allowed = bitmask_to_bool(m.compute_bitmask(), tab.vocab)
         if not allowed.any():
             break
-        choice = -1
         if _in_text(m, tab):
-            choice = _exit(m, tab)
-            if choice < 0:
-                if stuck >= 4:
-                    stuck = 0
-                    path = _search_exit(m, tab)
-                    if path:
-                        if not take(path):
-                            break
-                        continue
-                stuck += 1
-                choice = _first_leading_out(m, _ranked(allowed, tab, lookahead), lambda p: _exit(p, tab) >= 0)
-            else:
-                stuck = 0
+            path = _text_choice(m, tab, allowed, run, lookahead)
+            if len(path) > 1:
+                if not take(path):
+                    break
+                continue
+            choice = path[0]
         else:
-            stuck = 0
+            run.stuck = run.length = 0
+            run.gap = 4
             choice = _outside_text_choice(m, tab, allowed, banned, lookahead)
         if not take([choice]):  # pragma: no cover - the bitmask allowed it
             break
@@ -269,4 +378,5 @@ def shortest_completion(matcher: Any, tokenizer: Any, limit: int, *, lookahead: 
         if repeats >= 8:
             banned.add(choice)
             repeats = 0
+        _cycle(m, tab, out, banned, limit - len(out))
     return out

@@ -6,6 +6,7 @@ Lark terminals. :mod:`grammar.turn` assembles whole-turn grammars from these rul
 
 from __future__ import annotations
 
+import functools
 import json
 from dataclasses import dataclass
 from typing import Any
@@ -205,6 +206,7 @@ class GemmaCompiler:
         if isinstance(node, ir.Num):
             schema = {**node.json_schema(), "x-guidance": {"whitespace_flexible": False}}
             body = "%json " + json.dumps(schema)
+            _check_number(body, node, path)
         elif isinstance(node, ir.AnyOf):
             body = " | ".join(
                 self.value(o, scope, defs, f"{path}/anyOf/{i}") for i, o in enumerate(node.options)
@@ -477,6 +479,31 @@ def _rep(expr: str, lo: int, hi: int | None) -> str:
     if lo == hi:
         return f"({expr}){{{lo}}}"
     return f"({expr}){{{lo},{hi}}}"
+
+
+@functools.lru_cache(maxsize=1024)
+def _number_error(body: str) -> str:
+    import llguidance
+
+    return str(llguidance.LLMatcher.validate_grammar(f"start: {body}\n"))
+
+
+def _check_number(body: str, node: ir.Num, path: str) -> None:
+    """Raise a :class:`SchemaError` naming ``path`` when llguidance cannot build the regex of a bounded number
+    (a float range such as ``minimum: 1e100``, or bounds with too many digits), instead of the whole
+    grammar's rejection at the root.
+
+    Raises:
+        SchemaError: keyword ``multipleOf`` when the message names it, else ``minimum``.
+    """
+    err = _number_error(body)
+    if err:
+        lines = err.strip().splitlines()
+        first = lines[0].split("failed to compile JSON schema: ", 1)[-1]
+        if first.endswith(":"):  # a regex parse error: the reason is on its own line, after the regex
+            first += " " + next((x[7:] for x in lines if x.startswith("error: ")), "")
+        keyword = "multipleOf" if "multipleOf" in first and node.multiple_of is not None else "minimum"
+        raise SchemaError(keyword, path, f"number bounds not supported by the grammar: {first[:200]}")
 
 
 def _intersect_simple(a: ir.Node, b: ir.Node) -> ir.Node:

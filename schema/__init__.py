@@ -28,6 +28,7 @@ from schema.algebra import MAX_COMPILE_STEPS
 from schema.build import Builder, build_ir, cached_ir
 from schema.errors import SchemaError
 from schema.formats import FORMAT_LIMITS, FORMATS, format_matches
+from schema.ir import MAX_MULTIPLE_OF
 from schema.normalize import normalize_schema
 from schema.regex import pattern_matches, pattern_to_regex
 from schema.spec import ToolSpec, canonical, fingerprint, normalize_tool
@@ -36,6 +37,7 @@ __all__ = [
     "FORMATS",
     "FORMAT_LIMITS",
     "MAX_COMPILE_STEPS",
+    "MAX_MULTIPLE_OF",
     "Builder",
     "SchemaError",
     "ToolSpec",

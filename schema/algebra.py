@@ -26,6 +26,7 @@ from schema.ir import (
     any_of,
     make_arr,
     merge_optional,
+    multiple_of_error,
 )
 from schema.regex import pattern_matches, pattern_to_regex
 
@@ -105,6 +106,9 @@ def _intersect_num(a: Num, b: Num, path: str) -> Node:
         num = math.lcm(fa.numerator * fb.denominator, fb.numerator * fa.denominator)
         lcm = Fraction(num, fa.denominator * fb.denominator)
         mult = int(lcm) if lcm.denominator == 1 else float(lcm)
+        too_big = multiple_of_error(mult)
+        if too_big:  # the least common multiple of two supported ones
+            raise SchemaError("multipleOf", path, too_big)
     n = Num(
         a.integer or b.integer,
         merge_optional(max, a.minimum, b.minimum),

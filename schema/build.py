@@ -30,6 +30,7 @@ from schema.ir import (
     any_of,
     literal,
     make_arr,
+    multiple_of_error,
 )
 from schema.refs import Refs, escape_pointer_token
 from schema.regex import pattern_matches
@@ -352,6 +353,9 @@ class Builder(Algebra):
         mult = self._number_kw(s, "multipleOf", path)
         if mult is not None and mult <= 0:
             raise SchemaError("multipleOf", path, f"multipleOf must be > 0, got {mult}")
+        too_big = None if mult is None else multiple_of_error(mult)
+        if too_big:
+            raise SchemaError("multipleOf", path, too_big)
         node = Num(integer, mn, mx, emn, emx, mult)
         err = num_unsat(node)
         if err:

@@ -197,6 +197,24 @@ def _deep_tool(depth: int) -> dict:
             400,
             ["tools[0]", "'not'", "/properties/a"],
         ),
+        (  # llguidance would build a 999,983-state automaton for each request's matcher (14 s)
+            _chat(
+                tools=[
+                    {
+                        "type": "function",
+                        "function": {
+                            "name": "f",
+                            "parameters": {
+                                "type": "object",
+                                "properties": {"a": {"type": "integer", "multipleOf": 999_983}},
+                            },
+                        },
+                    }
+                ]
+            ),
+            400,
+            ["tools[0]", "'multipleOf'", "/properties/a", "up to 20,000"],
+        ),
         (
             _chat(
                 response_format={
@@ -296,6 +314,7 @@ def _deep_tool(depth: int) -> dict:
         "messages-type",
         "unknown-schema-type",
         "unsupported-keyword",
+        "multiple-of-too-large",
         "response-format-keyword",
         "prompt-too-long",
         "unknown-named-tool",
