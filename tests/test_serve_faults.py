@@ -384,7 +384,7 @@ def test_schema_depth_is_refused_whatever_the_recursion_limit(server):
     finally:
         sys.setrecursionlimit(before)
     # 20 levels of objects (40 of JSON nesting) pass the depth check: whatever happens next, it is not that
-    r = httpx.post(url + "/v1/chat/completions", json=_chat(tools=[_deep_tool(20)], max_tokens=8))
+    r = httpx.post(url + "/v1/chat/completions", json=_chat(tools=[_deep_tool(20)], max_tokens=8), timeout=60)
     assert "nested too deeply" not in r.text
 
 

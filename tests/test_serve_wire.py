@@ -113,7 +113,9 @@ def test_tool_calls_left_unanswered_are_a_400_as_on_openai(server):
             f"each tool_call_id; not answered: {missing}"
         )
     messages = [user, asked, answer, {**answer, "tool_call_id": "c2"}]
-    r = httpx.post(url + "/v1/chat/completions", json=_chat(messages=messages, tools=[WEATHER], max_tokens=8))
+    r = httpx.post(
+        url + "/v1/chat/completions", json=_chat(messages=messages, tools=[WEATHER], max_tokens=8), timeout=60
+    )
     assert r.status_code == 200, r.text
 
 
