@@ -81,7 +81,9 @@ class RunFinished:
 
 @dataclass(frozen=True, slots=True)
 class RunFailed:
-    """The run stopped without a final answer (``error`` is raised right after this event)."""
+    """The run stopped without a final answer: ``error`` (an :class:`~agentkit.errors.AgentRunError`, a backend
+    error, an overridden phase's error, or ``asyncio.CancelledError`` for a cancelled run) is raised right after
+    this event. Emitted once per run."""
 
     kind: ClassVar[str] = "run_failed"
     error: BaseException

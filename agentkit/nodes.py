@@ -196,8 +196,9 @@ class AgentRun:
             return node
         try:
             self.node = await node.run(self.graph, prefer_sync=prefer_sync)
-        except BaseException:
+        except BaseException as exc:
             self._failed = True
+            self.state.report_failure(exc)  # RunFailed, also for a cancelled run or an override's error
             raise
         self._handed_out = False
         return self.node

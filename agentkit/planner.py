@@ -157,6 +157,7 @@ class RunState:
     budget: tuple[int | None, int | None] | None = None
     t_start: float = field(default_factory=_perf)
     result: RunResult | None = None
+    failure_reported: bool = False
 
     def prompt_view(self) -> tuple[list[ChatMessage], list[tuple[int, int]]]:
         """The messages sent to the model (the dropped groups left out) and the droppable groups."""
@@ -183,8 +184,16 @@ class RunState:
 
     def fail(self, exc: AgentRunError) -> AgentRunError:
         """Emit :class:`~agentkit.events.RunFailed` and return ``exc`` for the caller to raise."""
-        self.emit(RunFailed(exc))
+        self.report_failure(exc)
         return exc
+
+    def report_failure(self, exc: BaseException) -> None:
+        """Emit :class:`~agentkit.events.RunFailed` for ``exc`` unless the run already reported its failure:
+        whatever ends a run without an answer (an error of the planner, the backend, an overridden phase, or
+        the run's cancellation) is reported once."""
+        if not self.failure_reported:
+            self.failure_reported = True
+            self.emit(RunFailed(exc))
 
 
 @dataclass
@@ -383,7 +392,7 @@ class RunGraph:
                 self._trim(state, exc, prompt, groups, t0)
                 continue
             except Exception as exc:
-                state.emit(RunFailed(exc))
+                state.report_failure(exc)
                 raise
             break
         model_s = _perf() - t0

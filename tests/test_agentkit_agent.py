@@ -463,6 +463,49 @@ def test_run_failed_event_and_backend_error():
     assert isinstance(events[-1], RunFailed)
 
 
+def test_run_failed_ends_every_run_that_stops_without_an_answer():
+    # an overridden phase's error and a cancelled run end with RunFailed too, reported once, so a tracer
+    # waiting for RunFinished or RunFailed is never left waiting
+    class Wrong(Agent):
+        async def execute_tool_call(self, state, tl, c, validated, byte_share=None, token_share=None):
+            return "not a record"
+
+    events: list = []
+    wrong = Wrong(ScriptedBackend([call("add", a=1, b=2), "x"]), [add], on_event=events.append)
+    with pytest.raises(TypeError, match=r"must return an agentkit\.ToolCallRecord"):
+        wrong.run("?")
+    assert [e.kind for e in events][-2:] == ["tool_call_started", "run_failed"]
+    assert isinstance(events[-1].error, TypeError)
+
+    started = asyncio.Event()
+
+    @tool
+    async def wait() -> str:
+        """Waits."""
+        started.set()
+        await asyncio.sleep(30)
+        return "late"
+
+    seen: list = []
+    slow = Agent(ScriptedBackend([call("wait"), "x"]), [wait], on_event=seen.append)
+
+    async def main() -> None:
+        task = asyncio.create_task(slow.arun("?"))
+        await started.wait()
+        task.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await task
+
+    asyncio.run(main())
+    assert [e.kind for e in seen] == ["run_started", "model_responded", "tool_call_started", "run_failed"]
+    assert isinstance(seen[-1].error, asyncio.CancelledError)
+
+    events.clear()
+    with pytest.raises(BackendError):
+        Agent(ScriptedBackend([]), on_event=events.append).run("?")
+    assert [e.kind for e in events] == ["run_started", "run_failed"]  # reported once
+
+
 def test_run_inside_event_loop_is_refused_and_arun_works():
     agent = Agent(ScriptedBackend(["a", "b"]))
 
