@@ -18,7 +18,7 @@ from agentkit.backends.base import Backend, ToolChoice, ToolDeclaration, tool_ch
 from agentkit.errors import ToolDefinitionError
 from agentkit.events import EventCallback
 from agentkit.history import Conversation, HistoryLike, as_conversation
-from agentkit.mcp.host import close_toolsets, open_toolsets, refresh_toolsets, tool_choice_written_at
+from agentkit.mcp.host import ToolsetLease, refresh_toolsets, tool_choice_written_at
 from agentkit.nodes import AgentRun
 from agentkit.planner import Host, RunGraph, RunState
 from agentkit.result import RunResult, Step
@@ -202,6 +202,8 @@ class Agent(Host):
         for t in tools:
             self.add_tool(t)
         self._toolsets = list(toolsets)
+        self._toolset_lease = ToolsetLease(self, self._toolsets)
+        self._toolsets_held = 0  # `async with agent:` blocks open now
         forced = tool_choice_name(tool_choice)
         if forced is not None and forced not in self.graph.tools and not self._toolsets:
             raise ToolDefinitionError(f"tool_choice names tool {forced!r}, which is not registered")
@@ -272,14 +274,15 @@ class Agent(Host):
             self.graph.declarations = [d for d in self.graph.declarations if d["function"]["name"] != name]
 
     async def __aenter__(self) -> Agent:
-        """Open the toolsets (MCP servers) for the runs inside the block."""
-        await open_toolsets(self, self._toolsets)
-        self._toolsets_open = True
+        """Open the toolsets (MCP servers) for the runs inside the block (blocks may nest or overlap; runs
+        already in flight share them)."""
+        await self._toolset_lease.acquire()
+        self._toolsets_held += 1
         return self
 
     async def __aexit__(self, *exc: object) -> None:
-        self._toolsets_open = False
-        await close_toolsets(self, self._toolsets)
+        self._toolsets_held -= 1
+        await self._toolset_lease.release()
 
     async def refresh_tools(self) -> None:
         """Before each model turn: re-list the tools of toolsets whose list changed."""
@@ -442,7 +445,7 @@ class Agent(Host):
             ValueError, model.heads.vision.ImageError: as :meth:`arun`, at once.
         """
         state = self._prepare(question, **options)
-        if self._toolsets and not getattr(self, "_toolsets_open", False):
+        if self._toolsets and not self._toolsets_held:
             raise RuntimeError("an agent with toolsets iterates inside `async with agent:`")
         return AgentRun(self.graph, state)
 
@@ -466,10 +469,14 @@ class Agent(Host):
         return self.graph.prepare(question, content, as_conversation(history), deps, on_event)
 
     async def _complete(self, state: RunState, prefer_sync: bool) -> RunResult:
-        if self._toolsets and not getattr(self, "_toolsets_open", False):
-            async with self:  # a plain run opens and closes the agent's MCP servers itself
-                return await self._complete(state, prefer_sync)
-        return await AgentRun(self.graph, state).complete(prefer_sync=prefer_sync)
+        if not self._toolsets:
+            return await AgentRun(self.graph, state).complete(prefer_sync=prefer_sync)
+        # a run uses the agent's MCP servers: the first user opens them, concurrent runs share them, the last closes
+        await self._toolset_lease.acquire()
+        try:
+            return await AgentRun(self.graph, state).complete(prefer_sync=prefer_sync)
+        finally:
+            await self._toolset_lease.release()
 
     # -------------------------------------------------------------------------------- chat
 
