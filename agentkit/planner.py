@@ -637,7 +637,9 @@ class RunGraph:
         plan.step.tool_calls = records
         state.steps.append(plan.step)
         for name, count in state.failures.items():
-            tl = self.tools[name]
+            tl = self.tools.get(name)
+            if tl is None:  # unregistered since it failed (remove_tool, an MCP server's new list)
+                continue
             if count > tl.retries:
                 last = next((r.error for r in reversed(records) if r.name == name and r.error), None)
                 raise state.fail(

@@ -506,6 +506,28 @@ def test_run_failed_ends_every_run_that_stops_without_an_answer():
     assert [e.kind for e in events] == ["run_started", "run_failed"]  # reported once
 
 
+def test_a_tool_that_failed_and_was_unregistered_mid_run_does_not_break_the_budget_check():
+    @tool
+    def flaky() -> str:
+        """Fails."""
+        raise RuntimeError("down")
+
+    @tool
+    def unplug(ctx: ToolContext) -> str:
+        """Unregisters flaky."""
+        ctx.deps.remove_tool("flaky")
+        return "removed"
+
+    agent = Agent(ScriptedBackend([call("flaky"), call("unplug"), call("flaky"), "ok"]), [flaky, unplug])
+    result = agent.run("?", deps=agent)
+    assert [(c.name, c.error_kind) for c in result.tool_calls] == [
+        ("flaky", "exception"),
+        ("unplug", None),
+        ("flaky", "unknown_tool"),
+    ]
+    assert result.answer == "ok"
+
+
 def test_run_inside_event_loop_is_refused_and_arun_works():
     agent = Agent(ScriptedBackend(["a", "b"]))
 
