@@ -511,7 +511,8 @@ class ChatSession:
         """Run one turn and append it to the history (``images``/``vision_budget`` as :meth:`Agent.arun`).
 
         A turn that fails (e.g. :class:`~agentkit.errors.MaxStepsExceeded`) raises and leaves the history
-        unchanged.
+        unchanged. Turns sent while another runs (``asend`` from several tasks, ``send`` from several threads)
+        each start from the history as it was when they were sent, and all are kept, in the order they finished.
         """
         return self._keep(self.agent.run(message, history=self.conversation, **options))
 
@@ -520,7 +521,10 @@ class ChatSession:
         return self._keep(await self.agent.arun(message, history=self.conversation, **options))
 
     def _keep(self, result: RunResult) -> RunResult:
-        self.conversation = result.conversation
+        # the turn's user message and answer after the history as it is now: a turn sent while another was
+        # running (asend twice at once, send from two threads) is kept too, in the order the turns finished
+        question, final = result.conversation.messages[-2:]
+        self.conversation = self.conversation.with_turn(question["content"], final["content"])
         self.results.append(result)
         return result
 
