@@ -104,6 +104,33 @@ def _check_arguments(model: Any, tools: Any, on_event: Any) -> None:
         raise TypeError(f"on_event must be a callable or a list of callables, got {on_event!r}")
 
 
+def _whole(value: Any, low: int) -> bool:
+    """``value`` is an integer (not a bool) >= ``low``."""
+    return isinstance(value, int) and not isinstance(value, bool) and value >= low
+
+
+def _check_settings(
+    max_steps: Any, loop_guard: Any, max_format_retries: Any, max_tool_output_bytes: Any, system_prompt: Any
+) -> None:
+    """The agent's numeric settings and system prompt, each of its type and range.
+
+    Raises:
+        ValueError: the first that is not (named, with the value given).
+    """
+    if not _whole(max_steps, 1):
+        raise ValueError(f"max_steps must be an integer >= 1, got {max_steps!r}")
+    if not _whole(max_format_retries, 0):
+        raise ValueError(f"max_format_retries must be an integer >= 0, got {max_format_retries!r}")
+    if loop_guard is not None and not _whole(loop_guard, 2):
+        raise ValueError(f"loop_guard must be an integer >= 2 or None, got {loop_guard!r}")
+    if max_tool_output_bytes not in (None, "auto") and not _whole(max_tool_output_bytes, 1):
+        raise ValueError(
+            f"max_tool_output_bytes must be an integer >= 1 (bytes), 'auto' or None, got {max_tool_output_bytes!r}"
+        )
+    if system_prompt is not None and not isinstance(system_prompt, str):
+        raise ValueError(f"system_prompt must be a string or None, got {type(system_prompt).__name__}")
+
+
 class Agent(Host):
     """A function-calling agent: a backend, tools and the run logic it holds (``agent.graph``, a
     :class:`agentkit.planner.RunGraph`); :meth:`process_tool_calls` and :meth:`execute_tool_call` may be overridden.
@@ -146,9 +173,9 @@ class Agent(Host):
         ToolDefinitionError: duplicate tool names, or a forced tool_choice naming an unknown tool.
         TypeError: tools given as the model (the first argument), one tool not in a list, or an ``on_event``
             that is not callable.
-        ValueError: ``max_steps < 1``, ``loop_guard < 2``, ``max_tool_output_bytes < 1``,
-            ``max_format_retries < 0``, or an invalid
-            ``tool_choice``.
+        ValueError: ``max_steps`` not an integer >= 1, ``loop_guard`` not an integer >= 2 (or None),
+            ``max_tool_output_bytes`` not an integer >= 1 (or ``"auto"``, None), ``max_format_retries`` not an
+            integer >= 0, a ``system_prompt`` that is not a string, or an invalid ``tool_choice``.
     """
 
     def __init__(
@@ -170,22 +197,7 @@ class Agent(Host):
         tool_images: ToolImageLimits | None = None,
     ) -> None:
         _check_arguments(model, tools, on_event)
-        if isinstance(max_steps, bool) or not isinstance(max_steps, int) or max_steps < 1:
-            raise ValueError(f"max_steps must be an integer >= 1, got {max_steps!r}")
-        if max_format_retries < 0:
-            raise ValueError(f"max_format_retries must be >= 0, got {max_format_retries}")
-        if loop_guard is not None and loop_guard < 2:
-            raise ValueError(f"loop_guard must be >= 2 or None, got {loop_guard}")
-        if max_tool_output_bytes is not None and max_tool_output_bytes != "auto":
-            if (
-                isinstance(max_tool_output_bytes, bool)
-                or not isinstance(max_tool_output_bytes, int)
-                or max_tool_output_bytes < 1
-            ):
-                raise ValueError(
-                    "max_tool_output_bytes must be an integer >= 1 (bytes), 'auto' or None, got "
-                    f"{max_tool_output_bytes!r}"
-                )
+        _check_settings(max_steps, loop_guard, max_format_retries, max_tool_output_bytes, system_prompt)
         self.max_tool_output_bytes = max_tool_output_bytes
         if tool_images is not None and not isinstance(tool_images, ToolImageLimits):
             raise TypeError(f"tool_images must be a ToolImageLimits, got {type(tool_images).__name__}")

@@ -142,10 +142,14 @@ def _is_context_annotation(annotation: Any) -> bool:
 
 def _check_settings(name: str, timeout: float | None, retries: int, max_output_bytes: int | None) -> None:
     """Raise :class:`ToolDefinitionError` for a bad timeout, retry budget or output limit."""
-    if timeout is not None and not timeout > 0:
-        raise ToolDefinitionError(f"tool {name!r}: timeout must be > 0 seconds or None, got {timeout}")
-    if retries < 0:
-        raise ToolDefinitionError(f"tool {name!r}: retries must be >= 0, got {retries}")
+    if timeout is not None and (
+        isinstance(timeout, bool) or not isinstance(timeout, (int, float)) or not timeout > 0
+    ):
+        raise ToolDefinitionError(
+            f"tool {name!r}: timeout must be a number > 0 (seconds) or None, got {timeout!r}"
+        )
+    if isinstance(retries, bool) or not isinstance(retries, int) or retries < 0:
+        raise ToolDefinitionError(f"tool {name!r}: retries must be an integer >= 0, got {retries!r}")
     if max_output_bytes is not None and (
         isinstance(max_output_bytes, bool) or not isinstance(max_output_bytes, int) or max_output_bytes < 1
     ):

@@ -435,6 +435,27 @@ def test_max_steps_that_is_not_an_integer_is_named():
         Agent(ScriptedBackend([]), max_steps="3")
 
 
+@pytest.mark.parametrize(
+    ("options", "message"),
+    [
+        # were: accepted (a float loop guard, a number as the system prompt), or "'<' not supported between
+        # instances of 'str' and 'int'"
+        ({"loop_guard": 2.5}, "loop_guard must be an integer >= 2 or None, got 2.5"),
+        ({"loop_guard": True}, "loop_guard must be an integer >= 2 or None, got True"),
+        ({"max_format_retries": "2"}, "max_format_retries must be an integer >= 0, got '2'"),
+        (
+            {"max_tool_output_bytes": 1.5},
+            "max_tool_output_bytes must be an integer >= 1 (bytes), 'auto' or None",
+        ),
+        ({"system_prompt": 5}, "system_prompt must be a string or None, got int"),
+    ],
+)
+def test_settings_of_the_wrong_type_are_named(options, message):
+    with pytest.raises(ValueError) as info:
+        Agent(ScriptedBackend([]), **options)
+    assert message in str(info.value)
+
+
 def test_events_are_emitted_in_order():
     events = []
     backend = ScriptedBackend([turn(call("add", a=1, b=2), thinking="t"), "3"])

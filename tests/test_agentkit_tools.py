@@ -247,8 +247,13 @@ def test_async_callable_object_detected():
     [
         (lambda: Tool(lambda *a: None, name="f"), r"\*args / \*\*kwargs"),
         (lambda: Tool(lambda x: x, name="bad name!"), "invalid tool name 'bad name!'"),
-        (lambda: Tool(lambda x: x, name="f", timeout=0), "timeout must be > 0"),
-        (lambda: Tool(lambda x: x, name="f", retries=-1), "retries must be >= 0"),
+        (lambda: Tool(lambda x: x, name="f", timeout=0), "timeout must be a number > 0"),
+        (
+            lambda: Tool(lambda x: x, name="f", timeout="5"),
+            r"timeout must be a number > 0 \(seconds\) or None, got '5'",
+        ),
+        (lambda: Tool(lambda x: x, name="f", retries=-1), "retries must be an integer >= 0"),
+        (lambda: Tool(lambda x: x, name="f", retries=1.5), "retries must be an integer >= 0, got 1.5"),
         (
             lambda: Tool(lambda x: x, name="f", args_model=SearchArgs, parameters={"type": "object"}),
             "give args_model or parameters, not both",
