@@ -13,6 +13,7 @@ response, through the same vision path as a user's images (``model.heads.vision`
 
 from __future__ import annotations
 
+import asyncio
 import threading
 from pathlib import Path
 from typing import Any
@@ -266,3 +267,10 @@ class EmbeddedBackend(Backend):
         return ModelTurn(
             text=out.text or "", thinking=out.thinking or "", tool_calls=calls, usage=usage, raw=out
         )
+
+    async def aturn(self, request: TurnRequest) -> ModelTurn:
+        """Async :meth:`turn` (``Agent.arun``): the turn denoises on a worker thread, so the event loop keeps
+        serving its other tasks meanwhile (other runs, async tools and their timeouts, a web server's requests);
+        turns of concurrent runs denoise at once, each its own generation. A cancelled run stops waiting at once;
+        its turn finishes on the worker thread."""
+        return await asyncio.to_thread(self.turn, request)
