@@ -222,6 +222,13 @@ def _invoker(
     return invoke
 
 
+def _collected(invoke: Callable[[Any, ToolContext], Any], validated: Any, ctx: ToolContext) -> Any:
+    """``invoke(validated, ctx)``, a generator's items collected as a list: on the tool's worker thread and within
+    its timeout, not later on the event loop while the result is serialised."""
+    result = invoke(validated, ctx)
+    return list(result) if inspect.isgenerator(result) else result
+
+
 def _check_schema_fits(name: str, fname: str, sig: inspect.Signature | None, schema: dict[str, Any]) -> None:
     """A ``parameters=`` schema must fit the function it calls with keywords: each declared property is a
     keyword it takes (or it takes ``**kwargs``), and each of its parameters without a default is ``required``.
@@ -527,9 +534,13 @@ class Tool:
 
         async def run() -> Any:
             if self.is_async:
-                return await cast(Awaitable[Any], self._invoke(validated, ctx))
-            result = await run_sync_in_thread(self._invoke, validated, ctx)
-            return await result if inspect.isawaitable(result) else result
+                result = await cast(Awaitable[Any], self._invoke(validated, ctx))
+            else:
+                result = await run_sync_in_thread(_collected, self._invoke, validated, ctx)
+                result = await result if inspect.isawaitable(result) else result
+            if inspect.isasyncgen(result):  # an async generator's items, within the timeout
+                return [item async for item in result]
+            return result
 
         if self.timeout is None:
             return await run()

@@ -6,6 +6,7 @@ import datetime
 import json
 import subprocess
 import sys
+import threading
 from typing import Annotated, Literal
 
 import pytest
@@ -13,7 +14,7 @@ from pydantic import BaseModel, Field
 
 from agentkit import Agent
 from agentkit.backends.embedded import EmbeddedBackend
-from agentkit.backends.scripted import ScriptedBackend
+from agentkit.backends.scripted import ScriptedBackend, call
 from agentkit.errors import ToolDefinitionError
 from agentkit.tool_schema import misspelt_keywords, yaml_number_hint
 from agentkit.tools import (
@@ -311,6 +312,34 @@ def test_defining_a_tool_does_not_import_the_constraint_compiler():
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
     assert out.strip() == "[]"
+
+
+def test_generator_tools_answer_with_their_items_collected_on_the_worker_thread():
+    # an async generator's answer was "<async_generator object ...>"; a generator's body ran on the event loop's
+    # thread while the result was serialised, outside the tool's thread and its timeout
+    threads = []
+
+    @tool
+    def numbers(n: int):
+        """Counts."""
+        threads.append(threading.current_thread())
+        yield from range(n)
+
+    @tool
+    async def anumbers(n: int):
+        """Counts, async."""
+        for i in range(n):
+            await asyncio.sleep(0)
+            yield {"i": i}
+
+    backend = ScriptedBackend([[call("numbers", n=3), call("anumbers", n=2)], "done"])
+    result = Agent(backend, [numbers, anumbers]).run("?")
+    assert [(c.content, c.error) for c in result.tool_calls] == [
+        ("[0,1,2]", None),
+        ('[{"i":0},{"i":1}]', None),
+    ]
+    assert result.tool_calls[0].result == [0, 1, 2]
+    assert threads and threads[0] is not threading.main_thread()
 
 
 def test_serialize_result():
