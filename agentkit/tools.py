@@ -30,6 +30,7 @@ import functools
 import inspect
 import json
 import re
+import threading
 import types
 import typing
 from collections.abc import Awaitable, Callable, Sequence
@@ -48,6 +49,7 @@ from agentkit.tool_output import (
     decode_utf8,
     run_sync_in_thread,
     serialize_result,
+    tool_thread_limit,
 )
 from agentkit.tool_schema import (
     Grounded,
@@ -115,8 +117,8 @@ class ToolArgumentsError(ValueError):
 class ToolTimeoutError(TimeoutError):
     """A tool call ran past its timeout (raised by :meth:`Tool.acall`, turned into a tool response)."""
 
-    def __init__(self, tool_name: str, timeout: float) -> None:
-        super().__init__(f"tool {tool_name!r} timed out after {timeout:g} s")
+    def __init__(self, tool_name: str, timeout: float, note: str = "") -> None:
+        super().__init__(f"tool {tool_name!r} timed out after {timeout:g} s" + (f" ({note})" if note else ""))
         self.tool_name = tool_name
         self.timeout = timeout
 
@@ -222,9 +224,12 @@ def _invoker(
     return invoke
 
 
-def _collected(invoke: Callable[[Any, ToolContext], Any], validated: Any, ctx: ToolContext) -> Any:
+def _collected(
+    invoke: Callable[[Any, ToolContext], Any], validated: Any, ctx: ToolContext, started: threading.Event
+) -> Any:
     """``invoke(validated, ctx)``, a generator's items collected as a list: on the tool's worker thread and within
-    its timeout, not later on the event loop while the result is serialised."""
+    its timeout, not later on the event loop while the result is serialised. ``started`` is set first."""
+    started.set()
     result = invoke(validated, ctx)
     return list(result) if inspect.isgenerator(result) else result
 
@@ -532,11 +537,13 @@ class Tool:
             Exception: whatever the tool raised.
         """
 
+        started = threading.Event()  # a sync tool's thread picked the call up
+
         async def run() -> Any:
             if self.is_async:
                 result = await cast(Awaitable[Any], self._invoke(validated, ctx))
             else:
-                result = await run_sync_in_thread(_collected, self._invoke, validated, ctx)
+                result = await run_sync_in_thread(_collected, self._invoke, validated, ctx, started)
                 result = await result if inspect.isawaitable(result) else result
             if inspect.isasyncgen(result):  # an async generator's items, within the timeout
                 return [item async for item in result]
@@ -549,9 +556,16 @@ class Tool:
             async with cm:
                 return await run()
         except TimeoutError:
-            if cm.expired():
-                raise ToolTimeoutError(self.name, self.timeout) from None
-            raise
+            if not cm.expired():
+                raise
+            note = ""
+            if not self.is_async and not started.is_set():
+                note = (
+                    f"it never started: all {tool_thread_limit()} of agentkit's tool threads are held by sync tool calls "
+                    "still running past their timeouts (a tool that hangs: give it its own timeout, e.g. on its "
+                    "network calls)"
+                )
+            raise ToolTimeoutError(self.name, self.timeout, note) from None
 
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
         """Call the underlying function directly (a decorated function stays usable as a function)."""

@@ -342,6 +342,38 @@ def test_generator_tools_answer_with_their_items_collected_on_the_worker_thread(
     assert threads and threads[0] is not threading.main_thread()
 
 
+def test_a_call_that_never_got_a_tool_thread_says_so(monkeypatch):
+    # every tool thread held by a hung call: later sync calls queued and timed out as if they had hung themselves
+    from agentkit import tool_output
+
+    monkeypatch.setattr(tool_output, "_POOL", type(tool_output._POOL)(max_workers=1))
+    release = threading.Event()
+
+    @tool(timeout=0.2)
+    def hangs() -> str:
+        """Hangs until the test ends."""
+        release.wait(30)
+        return "late"
+
+    @tool(timeout=0.2)
+    def quick() -> str:
+        """Answers at once."""
+        return "now"
+
+    try:
+        backend = ScriptedBackend([call("hangs"), call("quick"), "done"])
+        result = Agent(backend, [hangs, quick]).run("?")
+    finally:
+        release.set()
+    hung, queued = result.tool_calls
+    assert hung.error == "tool 'hangs' timed out after 0.2 s"
+    assert queued.error_kind == "timeout"
+    assert queued.error.startswith(
+        "tool 'quick' timed out after 0.2 s (it never started: all 1 of agentkit's tool threads are held by sync "
+        "tool calls still running past their timeouts"
+    )
+
+
 def test_serialize_result():
     class M(BaseModel):
         a: int
