@@ -224,6 +224,16 @@ def _invoker(
     return invoke
 
 
+def _own_alias(annotation: Any) -> str | None:
+    """The ``alias`` of an ``Annotated[..., Field(alias=NAME)]`` parameter (the name the model writes, e.g. ``from``
+    for a parameter ``from_``), or ``None``."""
+    if typing.get_origin(annotation) is typing.Annotated:
+        for meta in typing.get_args(annotation)[1:]:
+            if isinstance(meta, pydantic.fields.FieldInfo) and isinstance(meta.alias, str):
+                return meta.alias
+    return None
+
+
 def _collected(
     invoke: Callable[[Any, ToolContext], Any], validated: Any, ctx: ToolContext, started: threading.Event
 ) -> Any:
@@ -471,7 +481,7 @@ class Tool:
                     f"tool {self.name!r}: positional-only parameter {pname!r} cannot be passed by name"
                 )
             annotation = hints.get(pname, Any)
-            kwargs: dict[str, Any] = {"alias": pname}
+            kwargs: dict[str, Any] = {"alias": _own_alias(annotation) or pname}
             if doc_params.get(pname):
                 kwargs["description"] = doc_params[pname]
             if p.default is not inspect.Parameter.empty:

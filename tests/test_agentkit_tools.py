@@ -108,6 +108,31 @@ def test_parameter_names_shadowing_basemodel_attributes():
     assert asyncio.run(t.acall(v, ToolContext("t", "c", 0))) == "a-2-False"
 
 
+def test_a_parameter_alias_is_the_name_the_model_sees():
+    # Field(alias="from") on a parameter named from_ was overridden: the model was told "from_", and "from"
+    # was refused as an unknown argument
+    @tool
+    def flights(from_: Annotated[str, Field(alias="from")], to: str) -> str:
+        """Flights between two airports.
+
+        Args:
+            from_: Departure airport code.
+            to: Arrival airport code.
+        """
+        return f"{from_}->{to}"
+
+    assert flights.parameters["properties"] == {
+        "from": {"description": "Departure airport code.", "type": "string"},
+        "to": {"description": "Arrival airport code.", "type": "string"},
+    }
+    assert flights.parameters["required"] == ["from", "to"]
+    assert flights.validate({"from": "OSL", "to": "CDG"}) == {"from_": "OSL", "to": "CDG"}
+    with pytest.raises(ToolArgumentsError, match="from_: unknown argument"):
+        flights.validate({"from_": "OSL", "to": "CDG"})
+    result = Agent(ScriptedBackend([call("flights", {"from": "OSL", "to": "CDG"}), "ok"]), [flights]).run("?")
+    assert result.tool_calls[0].content == "OSL->CDG"
+
+
 def test_sphinx_and_numpy_docstrings():
     desc, params = parse_docstring(
         """Add numbers.
