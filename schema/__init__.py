@@ -17,7 +17,8 @@ syntax with JSON Schema's search semantics made explicit. Recursive ``$ref`` cyc
 (grammar rules). The semantics follow JSON Schema Draft 2020-12 with the same departures as llguidance's JSON
 Schema compiler (https://github.com/guidance-ai/llguidance/blob/main/docs/json_schema.md): properties come
 in schema order, ``uniqueItems``/``not``/``if``/``contains``/``dependencies``/``propertyNames`` and unknown
-string formats are rejected, integers are written without a fraction.
+string formats are rejected (but for :data:`schema.formats.FREE_FORMATS`, Pydantic's names for any string: ``path``,
+``binary``...), integers are written without a fraction.
 
 A leaf package: it imports none of the project's packages (and no torch); :mod:`grammar`, ``model`` and
 ``agentkit`` import it.

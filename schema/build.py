@@ -12,7 +12,7 @@ from schema.algebra import (
     num_unsat,
 )
 from schema.errors import SchemaError
-from schema.formats import FORMATS
+from schema.formats import FORMATS, FREE_FORMATS
 from schema.ir import (
     IR,
     AnyNode,
@@ -388,7 +388,9 @@ class Builder(Algebra):
             self.check_pattern(p, path, "pattern")
             patterns = (p,)
         formats: tuple[str, ...] = ()
-        if "format" in s:
+        if not isinstance(s.get("format", ""), str):
+            raise SchemaError("format", path, f"format must be a string, got {s['format']!r}")
+        if s.get("format", "") not in FREE_FORMATS | {""}:  # a free format names no syntax: any string
             f = s["format"]
             if f not in FORMATS:
                 raise SchemaError(
