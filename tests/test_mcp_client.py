@@ -132,6 +132,51 @@ def test_concurrent_runs_share_the_servers_and_a_run_on_another_loop_is_refused(
     assert agent.run("six").answer == "six" and not ts.is_open  # free again for any loop
 
 
+class SlowClosingToolset:
+    """A toolset stand-in whose close waits for the test: to cancel the run that closes it."""
+
+    name = "slow"
+    changed = False
+    is_open = False
+
+    def __init__(self) -> None:
+        self.tools: list = []
+        self.closing = asyncio.Event()
+        self.may_close = asyncio.Event()
+
+    async def open(self, *, check: bool = True) -> list:
+        self.is_open = True
+        return []
+
+    async def close(self) -> None:
+        self.closing.set()
+        await self.may_close.wait()
+        self.is_open = False
+
+
+def test_a_run_cancelled_while_its_servers_close_leaves_the_agent_usable_from_another_loop():
+    # the lease kept the finished close task and its event loop: every later run, on a new loop (each
+    # agent.run has one), was refused as "open on another event loop"
+    ts = SlowClosingToolset()
+    agent = Agent(ScriptedBackend(["one", "two"]), toolsets=[ts])
+
+    async def main():
+        run = asyncio.create_task(agent.arun("?"))
+        await ts.closing.wait()  # the run answered and is closing its toolset
+        run.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await run
+        ts.may_close.set()
+        while ts.is_open:  # the close task, shielded from the cancellation, finishes
+            await asyncio.sleep(0)
+
+    asyncio.run(main())
+    assert not ts.is_open
+    ts.may_close = asyncio.Event()
+    ts.may_close.set()
+    assert agent.run("?").answer == "two"
+
+
 def test_pagination_include_exclude_prefix():
     async def main():
         async with stdio(

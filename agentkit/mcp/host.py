@@ -140,6 +140,10 @@ class ToolsetLease:
             MCPServerError, MCPSchemaError, ToolDefinitionError, BundleError: as :func:`open_toolsets`.
         """
         loop = asyncio.get_running_loop()
+        if self._closing is not None and self._closing.done():  # its releaser was cancelled while it closed
+            self._closing = None
+        if self.users == 0 and self._closing is None:
+            self.loop = None
         if self.loop is not None and self.loop is not loop:
             names = ", ".join(repr(getattr(ts, "name", "?")) for ts in self.toolsets)
             raise RuntimeError(
