@@ -60,6 +60,7 @@ from agentkit.tool_schema import (
     parse_docstring,
     unresolvable_ref,
 )
+from schema import MAX_NESTING, nesting
 from tools.args import format_validation_error
 
 __all__ = [
@@ -402,6 +403,11 @@ class Tool:
         if not isinstance(parameters, dict) or parameters.get("type", "object") != "object":
             raise ToolDefinitionError(
                 f"tool {self.name!r}: parameters must be a JSON Schema with type 'object'"
+            )
+        if (depth := nesting(parameters)) > MAX_NESTING:  # before anything recurses into it
+            raise ToolDefinitionError(
+                f"tool {self.name!r}: parameters are nested too deeply ({depth} levels of objects and arrays; "
+                f"at most {MAX_NESTING})"
             )
         schema = dict(parameters)
         schema.setdefault("type", "object")

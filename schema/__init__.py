@@ -30,7 +30,7 @@ from schema.build import Builder, build_ir, cached_ir
 from schema.errors import SchemaError
 from schema.formats import FORMAT_LIMITS, FORMATS, format_matches
 from schema.ir import MAX_MULTIPLE_OF
-from schema.normalize import normalize_schema
+from schema.normalize import MAX_NESTING, check_nesting, nesting, normalize_schema
 from schema.regex import pattern_matches, pattern_to_regex
 from schema.spec import ToolSpec, canonical, fingerprint, normalize_tool
 
@@ -39,15 +39,18 @@ __all__ = [
     "FORMAT_LIMITS",
     "MAX_COMPILE_STEPS",
     "MAX_MULTIPLE_OF",
+    "MAX_NESTING",
     "Builder",
     "SchemaError",
     "ToolSpec",
     "build_ir",
     "cached_ir",
     "canonical",
+    "check_nesting",
     "fingerprint",
     "format_matches",
     "ir",
+    "nesting",
     "normalize_schema",
     "normalize_tool",
     "pattern_matches",

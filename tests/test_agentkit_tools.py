@@ -399,6 +399,15 @@ def test_a_call_that_never_got_a_tool_thread_says_so(monkeypatch):
     )
 
 
+def test_parameters_nested_too_deeply_are_a_definition_error():
+    # a parameters= schema 300 arrays deep ended the definition (or an MCP server's listing) in a RecursionError
+    deep: dict = {"type": "string"}
+    for _ in range(300):
+        deep = {"type": "array", "items": deep}
+    with pytest.raises(ToolDefinitionError, match=r"tool 't': parameters are nested too deeply \(303 levels"):
+        Tool(lambda **k: k, name="t", parameters={"type": "object", "properties": {"a": deep}})
+
+
 def test_serialize_result():
     class M(BaseModel):
         a: int

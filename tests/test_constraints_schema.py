@@ -11,6 +11,7 @@ import llguidance
 import pytest
 from pydantic import BaseModel, DirectoryPath, Field, SecretStr
 
+from grammar.turn import tool_call_grammar
 from model.checkpoint.tokenizer import build_tokenizer
 from schema import (
     SchemaError,
@@ -481,6 +482,23 @@ def test_pydantic_formats_of_any_string_compile_as_free_strings():
     build_ir(schema)  # no SchemaError
     with pytest.raises(SchemaError, match="format must be a string"):
         build_ir({"type": "string", "format": ["path"]})
+
+
+def test_a_schema_nested_too_deeply_is_a_schema_error_not_a_recursion_error():
+    # 300 levels of arrays: normalize_tool, build_ir and the grammar raised RecursionError; an agent defining such
+    # a tool (parameters=, an MCP server's schema) crashed instead of naming the problem
+    deep: dict = {"type": "string"}
+    for _ in range(300):
+        deep = {"type": "array", "items": deep}
+    tool = {"name": "t", "parameters": {"type": "object", "properties": {"a": deep}}}
+    for compile_ in (lambda: normalize_tool(tool), lambda: build_ir(deep), lambda: tool_call_grammar([tool])):
+        with pytest.raises(SchemaError, match=r"nested too deeply \(more than 128 levels") as info:
+            compile_()
+        assert info.value.keyword == "items" and info.value.path.startswith("/")
+    shallow: dict = {"type": "string"}
+    for _ in range(100):
+        shallow = {"type": "array", "items": shallow}
+    build_ir(shallow)  # inside the limit
 
 
 def _dicts(node):
