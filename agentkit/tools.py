@@ -225,6 +225,32 @@ def _invoker(
     return invoke
 
 
+def _refuse_unbound_method(
+    name: str, function: Callable[..., Any], sig: inspect.Signature, hints: dict[str, Any]
+) -> None:
+    """A method taken from its class (``@tool`` in a class body, ``tool(Service.get)``) would declare ``self`` or
+    ``cls`` to the model as a parameter it must fill.
+
+    Raises:
+        ToolDefinitionError: naming the method and how to make the tool (from the bound method).
+    """
+    first = next(iter(sig.parameters.values()), None)
+    qualname = getattr(function, "__qualname__", "")
+    in_class = "." in qualname and qualname.split(".")[-2] != "<locals>"
+    if (
+        first is not None
+        and first.name in ("self", "cls")
+        and first.name not in hints
+        and inspect.isfunction(function)
+        and in_class
+    ):
+        raise ToolDefinitionError(
+            f"tool {name!r}: {qualname}() takes {first.name!r} first: a method taken from its class (@tool in a "
+            f"class body, tool(Class.method)) would ask the model for {first.name!r}; make the tool from the bound "
+            "method instead: tool(instance.method), Agent(tools=[instance.method])"
+        )
+
+
 def _own_alias(annotation: Any) -> str | None:
     """The ``alias`` of an ``Annotated[..., Field(alias=NAME)]`` parameter (the name the model writes, e.g. ``from``
     for a parameter ``from_``), or ``None``."""
@@ -472,6 +498,7 @@ class Tool:
     def _init_from_signature(
         self, sig: inspect.Signature, hints: dict[str, Any], doc_params: dict[str, str]
     ) -> None:
+        _refuse_unbound_method(self.name, self.function, sig, hints)
         fields: dict[str, Any] = {}
         names: list[tuple[str, str]] = []  # (field name in the model, parameter name)
         for idx, (pname, p) in enumerate(sig.parameters.items()):

@@ -408,6 +408,39 @@ def test_parameters_nested_too_deeply_are_a_definition_error():
         Tool(lambda **k: k, name="t", parameters={"type": "object", "properties": {"a": deep}})
 
 
+class Counter:
+    """A service whose methods become tools."""
+
+    def __init__(self) -> None:
+        self.total = 10
+
+    def add(self, n: int) -> int:
+        """Adds n to the total."""
+        self.total += n
+        return self.total
+
+
+def test_a_method_taken_from_its_class_is_refused_and_a_bound_method_works():
+    # tool(Class.method), or @tool in a class body, declared `self` to the model as a parameter to fill
+    with pytest.raises(
+        ToolDefinitionError, match=r"Counter\.add\(\) takes 'self' first: .* tool\(instance\.method\)"
+    ):
+        tool(Counter.add)
+    with pytest.raises(ToolDefinitionError, match="takes 'self' first"):
+
+        class Service:
+            @tool
+            def ping(self) -> str:
+                """Pings."""
+                return "pong"
+
+    counter = Counter()
+    bound = tool(counter.add)
+    assert list(bound.parameters["properties"]) == ["n"]
+    result = Agent(ScriptedBackend([call("add", n=5), "done"]), [counter.add]).run("?")
+    assert result.tool_calls[0].content == "15" and counter.total == 15
+
+
 def test_serialize_result():
     class M(BaseModel):
         a: int
