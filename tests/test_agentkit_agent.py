@@ -549,6 +549,32 @@ def test_a_tool_that_failed_and_was_unregistered_mid_run_does_not_break_the_budg
     assert result.answer == "ok"
 
 
+def test_async_with_an_agent_without_toolsets_works_on_two_loops_at_once():
+    # the toolset lease pinned the first loop even with no toolsets: a second thread's `async with agent:` was
+    # refused as "MCP toolsets () are open on another event loop"
+    agent = Agent(ScriptedBackend(["a", "b"]))
+    inside, leave = threading.Event(), threading.Event()
+
+    async def hold() -> None:
+        async with agent:
+            inside.set()
+            await asyncio.to_thread(leave.wait, 30)
+
+    holder = threading.Thread(target=asyncio.run, args=(hold(),))
+    holder.start()
+    try:
+        assert inside.wait(30)
+
+        async def use() -> str | None:
+            async with agent:
+                return (await agent.arun("?")).answer
+
+        assert asyncio.run(use()) == "a"
+    finally:
+        leave.set()
+        holder.join()
+
+
 def test_run_inside_event_loop_is_refused_and_arun_works():
     agent = Agent(ScriptedBackend(["a", "b"]))
 

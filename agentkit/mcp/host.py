@@ -139,6 +139,8 @@ class ToolsetLease:
             RuntimeError: they are in use on another event loop.
             MCPServerError, MCPSchemaError, ToolDefinitionError, BundleError: as :func:`open_toolsets`.
         """
+        if not self.toolsets:  # nothing to open, nothing bound to a loop
+            return
         loop = asyncio.get_running_loop()
         if self._closing is not None and self._closing.done():  # its releaser was cancelled while it closed
             self._closing = None
@@ -171,6 +173,8 @@ class ToolsetLease:
 
     async def release(self) -> None:
         """Stop using the toolsets; the last user closes them (never raises, but for its own cancellation)."""
+        if not self.toolsets:
+            return
         self.users -= 1
         if self.users:
             return
