@@ -205,6 +205,7 @@ class GatedChatModel:
         self.loop_ran = threading.Event()
 
     def chat(self, messages, **options):
+        self.thread = threading.current_thread()
         self.started.set()
         ran = self.loop_ran.wait(10)
         return SimpleNamespace(text=f"loop ran: {ran}", thinking="", tool_calls=[], prompt_tokens=3)
@@ -228,3 +229,27 @@ def test_arun_leaves_the_event_loop_free_while_the_model_denoises():
     result = asyncio.run(main())
     assert result.answer == "loop ran: True"
     assert result.usage.input_tokens == 3
+
+
+def test_a_cancelled_arun_does_not_hold_up_the_loop_s_shutdown():
+    # on asyncio's default executor, asyncio.run (Ctrl-C included) waited at its shutdown for the cancelled
+    # run's turn to finish denoising
+    gated = GatedChatModel()
+    agent = Agent(EmbeddedBackend(chat_model=gated, binding="none"))
+
+    async def main():
+        run = asyncio.create_task(agent.arun("?"))
+        while not gated.started.is_set():
+            await asyncio.sleep(0.01)
+        run.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await run
+
+    asyncio.run(main())
+    try:
+        assert (
+            gated.thread.is_alive() and gated.thread.daemon
+        )  # still denoising; the loop did not wait for it
+    finally:
+        gated.loop_ran.set()
+        gated.thread.join()
