@@ -163,7 +163,8 @@ class Agent(Host):
             that does not parse (>= 0); one more such turn stops the run with
             :class:`~agentkit.errors.ToolCallFormatError`.
         toolsets: MCP servers (:class:`agentkit.mcp.MCPToolset`) whose tools the agent also uses; ``async with
-            agent:`` keeps them open across runs, else each run opens and closes them (docs/MCP.md).
+            agent:`` keeps them open across runs, else a run opens them and the last of the runs sharing them
+            closes them; a run on another event loop meanwhile is refused (docs/MCP.md).
         tool_images: which images of tool results (:class:`~agentkit.tool_output.ToolContent`, e.g. from MCP
             tools) a backend that takes images is shown: :class:`~agentkit.tool_output.ToolImageLimits` (default:
             5 MiB, 8 per response, PNG/JPEG/WebP, a quarter of the prompt's tokens per step on the embedded
