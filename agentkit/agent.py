@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Any, Literal, TypedDict, Unpack, overload
 from agentkit.backends import resolve_backend
 from agentkit.backends.base import Backend, ToolChoice, ToolDeclaration, tool_choice_name
 from agentkit.errors import ToolDefinitionError
-from agentkit.events import EventCallback
+from agentkit.events import EventCallback, check_callback
 from agentkit.history import Conversation, HistoryLike, as_conversation
 from agentkit.mcp.host import ToolsetLease, refresh_toolsets, tool_choice_written_at
 from agentkit.nodes import AgentRun
@@ -100,8 +100,11 @@ def _check_arguments(model: Any, tools: Any, on_event: Any) -> None:
             f"tools must be a list of tools or functions, got one {type(tools).__name__}: wrap it in a list"
         )
     callbacks = [on_event] if on_event is None or callable(on_event) else on_event
-    if not isinstance(callbacks, (list, tuple)) or not all(c is None or callable(c) for c in callbacks):
+    if not isinstance(callbacks, (list, tuple)):
         raise TypeError(f"on_event must be a callable or a list of callables, got {on_event!r}")
+    for c in callbacks:
+        if c is not None:
+            check_callback(c)
 
 
 def _whole(value: Any, low: int) -> bool:
@@ -222,7 +225,9 @@ class Agent(Host):
             raise ToolDefinitionError(f"tool_choice names tool {forced!r}, which is not registered")
         self.tool_choice: ToolChoice = tool_choice
         if on_event is not None:
-            self.graph.callbacks = [on_event] if callable(on_event) else list(on_event)
+            self.graph.callbacks = (
+                [on_event] if callable(on_event) else [c for c in on_event if c is not None]
+            )
 
     # ------------------------------------------------------------------ construction helpers
 
@@ -478,6 +483,8 @@ class Agent(Host):
                 "tool_choice='required' needs a tool, and this agent has none: add one (add_tool, @agent.tool) "
                 "or use tool_choice='auto'"
             )
+        if on_event is not None:
+            check_callback(on_event)
         content = user_content(question, images, vision_budget)
         return self.graph.prepare(question, content, as_conversation(history), deps, on_event)
 

@@ -575,6 +575,27 @@ def test_async_with_an_agent_without_toolsets_works_on_two_loops_at_once():
         holder.join()
 
 
+def test_async_event_callbacks_are_refused_and_none_in_a_callback_list_is_skipped():
+    # an async def callback only made coroutines nobody awaited: every event was lost; None in a list of
+    # callbacks passed the check and failed the run with "'NoneType' object is not callable"
+    seen: list = []
+
+    async def tracer(event) -> None:
+        seen.append(event)
+
+    with pytest.raises(TypeError, match=r"on_event: tracer is an async function, .* asyncio\.Queue"):
+        Agent(ScriptedBackend(["a"]), on_event=[print, tracer])
+    with pytest.raises(TypeError, match="tracer is an async function"):
+        Agent(ScriptedBackend(["a"])).run("?", on_event=tracer)
+    events: list = []
+    result = Agent(ScriptedBackend(["a"]), on_event=[events.append, None]).run("?")
+    assert result.answer == "a" and [e.kind for e in events] == [
+        "run_started",
+        "model_responded",
+        "run_finished",
+    ]
+
+
 def test_run_inside_event_loop_is_refused_and_arun_works():
     agent = Agent(ScriptedBackend(["a", "b"]))
 
