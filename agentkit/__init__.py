@@ -36,7 +36,7 @@ if TYPE_CHECKING:
     from agentkit.messages import ToolCall
     from agentkit.result import RunResult, Step, Timing, ToolCallRecord
     from agentkit.tool_output import ToolContent, ToolImage, ToolImageLimits
-    from agentkit.tools import Tool, ToolContext, tool
+    from agentkit.tools import Grounded, Tool, ToolContext, tool
 
 _EXPORTS = {
     "Agent": "agentkit.agent",

@@ -16,9 +16,9 @@ from typing import TYPE_CHECKING, Any, Literal, TypedDict, Unpack, overload
 from agentkit.backends import resolve_backend
 from agentkit.backends.base import Backend, ToolChoice, ToolDeclaration, tool_choice_name
 from agentkit.errors import ToolDefinitionError
-from agentkit.events import EventCallback
+from agentkit.events import EventCallback, check_callback
 from agentkit.history import Conversation, HistoryLike, as_conversation
-from agentkit.mcp.host import close_toolsets, open_toolsets, refresh_toolsets, tool_choice_written_at
+from agentkit.mcp.host import ToolsetLease, refresh_toolsets, tool_choice_written_at
 from agentkit.nodes import AgentRun
 from agentkit.planner import Host, RunGraph, RunState
 from agentkit.result import RunResult, Step
@@ -100,8 +100,38 @@ def _check_arguments(model: Any, tools: Any, on_event: Any) -> None:
             f"tools must be a list of tools or functions, got one {type(tools).__name__}: wrap it in a list"
         )
     callbacks = [on_event] if on_event is None or callable(on_event) else on_event
-    if not isinstance(callbacks, (list, tuple)) or not all(c is None or callable(c) for c in callbacks):
+    if not isinstance(callbacks, (list, tuple)):
         raise TypeError(f"on_event must be a callable or a list of callables, got {on_event!r}")
+    for c in callbacks:
+        if c is not None:
+            check_callback(c)
+
+
+def _whole(value: Any, low: int) -> bool:
+    """``value`` is an integer (not a bool) >= ``low``."""
+    return isinstance(value, int) and not isinstance(value, bool) and value >= low
+
+
+def _check_settings(
+    max_steps: Any, loop_guard: Any, max_format_retries: Any, max_tool_output_bytes: Any, system_prompt: Any
+) -> None:
+    """The agent's numeric settings and system prompt, each of its type and range.
+
+    Raises:
+        ValueError: the first that is not (named, with the value given).
+    """
+    if not _whole(max_steps, 1):
+        raise ValueError(f"max_steps must be an integer >= 1, got {max_steps!r}")
+    if not _whole(max_format_retries, 0):
+        raise ValueError(f"max_format_retries must be an integer >= 0, got {max_format_retries!r}")
+    if loop_guard is not None and not _whole(loop_guard, 2):
+        raise ValueError(f"loop_guard must be an integer >= 2 or None, got {loop_guard!r}")
+    if max_tool_output_bytes not in (None, "auto") and not _whole(max_tool_output_bytes, 1):
+        raise ValueError(
+            f"max_tool_output_bytes must be an integer >= 1 (bytes), 'auto' or None, got {max_tool_output_bytes!r}"
+        )
+    if system_prompt is not None and not isinstance(system_prompt, str):
+        raise ValueError(f"system_prompt must be a string or None, got {type(system_prompt).__name__}")
 
 
 class Agent(Host):
@@ -136,7 +166,8 @@ class Agent(Host):
             that does not parse (>= 0); one more such turn stops the run with
             :class:`~agentkit.errors.ToolCallFormatError`.
         toolsets: MCP servers (:class:`agentkit.mcp.MCPToolset`) whose tools the agent also uses; ``async with
-            agent:`` keeps them open across runs, else each run opens and closes them (docs/MCP.md).
+            agent:`` keeps them open across runs, else a run opens them and the last of the runs sharing them
+            closes them; a run on another event loop meanwhile is refused (docs/MCP.md).
         tool_images: which images of tool results (:class:`~agentkit.tool_output.ToolContent`, e.g. from MCP
             tools) a backend that takes images is shown: :class:`~agentkit.tool_output.ToolImageLimits` (default:
             5 MiB, 8 per response, PNG/JPEG/WebP, a quarter of the prompt's tokens per step on the embedded
@@ -146,9 +177,9 @@ class Agent(Host):
         ToolDefinitionError: duplicate tool names, or a forced tool_choice naming an unknown tool.
         TypeError: tools given as the model (the first argument), one tool not in a list, or an ``on_event``
             that is not callable.
-        ValueError: ``max_steps < 1``, ``loop_guard < 2``, ``max_tool_output_bytes < 1``,
-            ``max_format_retries < 0``, or an invalid
-            ``tool_choice``.
+        ValueError: ``max_steps`` not an integer >= 1, ``loop_guard`` not an integer >= 2 (or None),
+            ``max_tool_output_bytes`` not an integer >= 1 (or ``"auto"``, None), ``max_format_retries`` not an
+            integer >= 0, a ``system_prompt`` that is not a string, or an invalid ``tool_choice``.
     """
 
     def __init__(
@@ -170,22 +201,7 @@ class Agent(Host):
         tool_images: ToolImageLimits | None = None,
     ) -> None:
         _check_arguments(model, tools, on_event)
-        if isinstance(max_steps, bool) or not isinstance(max_steps, int) or max_steps < 1:
-            raise ValueError(f"max_steps must be an integer >= 1, got {max_steps!r}")
-        if max_format_retries < 0:
-            raise ValueError(f"max_format_retries must be >= 0, got {max_format_retries}")
-        if loop_guard is not None and loop_guard < 2:
-            raise ValueError(f"loop_guard must be >= 2 or None, got {loop_guard}")
-        if max_tool_output_bytes is not None and max_tool_output_bytes != "auto":
-            if (
-                isinstance(max_tool_output_bytes, bool)
-                or not isinstance(max_tool_output_bytes, int)
-                or max_tool_output_bytes < 1
-            ):
-                raise ValueError(
-                    "max_tool_output_bytes must be an integer >= 1 (bytes), 'auto' or None, got "
-                    f"{max_tool_output_bytes!r}"
-                )
+        _check_settings(max_steps, loop_guard, max_format_retries, max_tool_output_bytes, system_prompt)
         self.max_tool_output_bytes = max_tool_output_bytes
         if tool_images is not None and not isinstance(tool_images, ToolImageLimits):
             raise TypeError(f"tool_images must be a ToolImageLimits, got {type(tool_images).__name__}")
@@ -202,12 +218,16 @@ class Agent(Host):
         for t in tools:
             self.add_tool(t)
         self._toolsets = list(toolsets)
+        self._toolset_lease = ToolsetLease(self, self._toolsets)
+        self._toolsets_held = 0  # `async with agent:` blocks open now
         forced = tool_choice_name(tool_choice)
         if forced is not None and forced not in self.graph.tools and not self._toolsets:
             raise ToolDefinitionError(f"tool_choice names tool {forced!r}, which is not registered")
         self.tool_choice: ToolChoice = tool_choice
         if on_event is not None:
-            self.graph.callbacks = [on_event] if callable(on_event) else list(on_event)
+            self.graph.callbacks = (
+                [on_event] if callable(on_event) else [c for c in on_event if c is not None]
+            )
 
     # ------------------------------------------------------------------ construction helpers
 
@@ -272,14 +292,15 @@ class Agent(Host):
             self.graph.declarations = [d for d in self.graph.declarations if d["function"]["name"] != name]
 
     async def __aenter__(self) -> Agent:
-        """Open the toolsets (MCP servers) for the runs inside the block."""
-        await open_toolsets(self, self._toolsets)
-        self._toolsets_open = True
+        """Open the toolsets (MCP servers) for the runs inside the block (blocks may nest or overlap; runs
+        already in flight share them)."""
+        await self._toolset_lease.acquire()
+        self._toolsets_held += 1
         return self
 
     async def __aexit__(self, *exc: object) -> None:
-        self._toolsets_open = False
-        await close_toolsets(self, self._toolsets)
+        self._toolsets_held -= 1
+        await self._toolset_lease.release()
 
     async def refresh_tools(self) -> None:
         """Before each model turn: re-list the tools of toolsets whose list changed."""
@@ -442,7 +463,7 @@ class Agent(Host):
             ValueError, model.heads.vision.ImageError: as :meth:`arun`, at once.
         """
         state = self._prepare(question, **options)
-        if self._toolsets and not getattr(self, "_toolsets_open", False):
+        if self._toolsets and not self._toolsets_held:
             raise RuntimeError("an agent with toolsets iterates inside `async with agent:`")
         return AgentRun(self.graph, state)
 
@@ -462,14 +483,20 @@ class Agent(Host):
                 "tool_choice='required' needs a tool, and this agent has none: add one (add_tool, @agent.tool) "
                 "or use tool_choice='auto'"
             )
+        if on_event is not None:
+            check_callback(on_event)
         content = user_content(question, images, vision_budget)
         return self.graph.prepare(question, content, as_conversation(history), deps, on_event)
 
     async def _complete(self, state: RunState, prefer_sync: bool) -> RunResult:
-        if self._toolsets and not getattr(self, "_toolsets_open", False):
-            async with self:  # a plain run opens and closes the agent's MCP servers itself
-                return await self._complete(state, prefer_sync)
-        return await AgentRun(self.graph, state).complete(prefer_sync=prefer_sync)
+        if not self._toolsets:
+            return await AgentRun(self.graph, state).complete(prefer_sync=prefer_sync)
+        # a run uses the agent's MCP servers: the first user opens them, concurrent runs share them, the last closes
+        await self._toolset_lease.acquire()
+        try:
+            return await AgentRun(self.graph, state).complete(prefer_sync=prefer_sync)
+        finally:
+            await self._toolset_lease.release()
 
     # -------------------------------------------------------------------------------- chat
 
@@ -504,7 +531,8 @@ class ChatSession:
         """Run one turn and append it to the history (``images``/``vision_budget`` as :meth:`Agent.arun`).
 
         A turn that fails (e.g. :class:`~agentkit.errors.MaxStepsExceeded`) raises and leaves the history
-        unchanged.
+        unchanged. Turns sent while another runs (``asend`` from several tasks, ``send`` from several threads)
+        each start from the history as it was when they were sent, and all are kept, in the order they finished.
         """
         return self._keep(self.agent.run(message, history=self.conversation, **options))
 
@@ -513,7 +541,10 @@ class ChatSession:
         return self._keep(await self.agent.arun(message, history=self.conversation, **options))
 
     def _keep(self, result: RunResult) -> RunResult:
-        self.conversation = result.conversation
+        # the turn's user message and answer after the history as it is now: a turn sent while another was
+        # running (asend twice at once, send from two threads) is kept too, in the order the turns finished
+        question, final = result.conversation.messages[-2:]
+        self.conversation = self.conversation.with_turn(question["content"], final["content"])
         self.results.append(result)
         return result
 

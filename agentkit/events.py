@@ -10,6 +10,8 @@ tracer should be noticed, not silently skipped). No events are built when no cal
 
 from __future__ import annotations
 
+import functools
+import inspect
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, ClassVar
@@ -81,7 +83,9 @@ class RunFinished:
 
 @dataclass(frozen=True, slots=True)
 class RunFailed:
-    """The run stopped without a final answer (``error`` is raised right after this event)."""
+    """The run stopped without a final answer: ``error`` (an :class:`~agentkit.errors.AgentRunError`, a backend
+    error, an overridden phase's error, or ``asyncio.CancelledError`` for a cancelled run) is raised right after
+    this event. Emitted once per run."""
 
     kind: ClassVar[str] = "run_failed"
     error: BaseException
@@ -93,3 +97,24 @@ Event = (
 )
 #: An event callback.
 EventCallback = Callable[[Event], Any]
+
+
+def check_callback(callback: Any, where: str = "on_event") -> None:
+    """Refuse an event callback that would never run: callbacks are called synchronously, so an ``async def`` one
+    only makes a coroutine nobody awaits (the events were lost, with a RuntimeWarning at best).
+
+    Raises:
+        TypeError: ``callback`` is not callable, or is a coroutine function (names ``where`` and what to do).
+    """
+    if not callable(callback):
+        raise TypeError(f"{where} must be a callable or a list of callables, got {callback!r}")
+    target = callback
+    while isinstance(target, functools.partial):
+        target = target.func
+    if inspect.iscoroutinefunction(target if inspect.isroutine(target) else type(target).__call__):
+        name = getattr(target, "__name__", type(target).__name__)
+        raise TypeError(
+            f"{where}: {name} is an async function, but event callbacks are called synchronously, so it would "
+            "never run; use a plain function (to hand events to async code, put them on an asyncio.Queue with "
+            "put_nowait)"
+        )

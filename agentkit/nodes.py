@@ -20,6 +20,8 @@ so a caller can inspect it (the requested calls of a CallTools, say), stop, and 
 from __future__ import annotations
 
 import asyncio
+import contextlib
+import weakref
 from collections.abc import AsyncIterator, Iterator
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
@@ -115,6 +117,20 @@ class End:
 Node = UserPrompt | ModelRequest | CallTools | End
 
 
+def _close_runner(runner: asyncio.Runner) -> None:
+    """Close the event loop of a dropped run's ``for`` iteration (a no-op once it is closed). Inside another running
+    loop the runner cannot run its shutdown steps, so its loop is only closed."""
+    try:
+        asyncio.get_running_loop()
+    except RuntimeError:
+        runner.close()
+        return
+    with contextlib.suppress(RuntimeError):  # a runner the finished run closed already
+        loop = runner.get_loop()
+        if not loop.is_closed():
+            loop.close()
+
+
 class Nodes:
     """``run.nodes()``: iterate with ``for`` (the run's own event loop) or ``async for``; each node is yielded
     before it runs, the next is run when the loop asks for it."""
@@ -132,6 +148,8 @@ class Nodes:
                     continue
                 if run.runner is None:
                     run.runner = asyncio.Runner()
+                    # a run left unfinished (a loop that broke and never came back) closes its loop when dropped
+                    weakref.finalize(run, _close_runner, run.runner)
                 run.runner.run(run.advance(prefer_sync=True))
         finally:
             if run.done and run.runner is not None:
@@ -196,8 +214,9 @@ class AgentRun:
             return node
         try:
             self.node = await node.run(self.graph, prefer_sync=prefer_sync)
-        except BaseException:
+        except BaseException as exc:
             self._failed = True
+            self.state.report_failure(exc)  # RunFailed, also for a cancelled run or an override's error
             raise
         self._handed_out = False
         return self.node

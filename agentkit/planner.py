@@ -103,7 +103,16 @@ from agentkit.tools import (
 if TYPE_CHECKING:
     from agentkit.backends.base import Backend, ToolDeclaration
 
-__all__ = ["CallPlan", "Emitter", "Host", "RunGraph", "RunState", "canonical_arguments", "nearest_tool_name"]
+__all__ = [
+    "CallPlan",
+    "Emitter",
+    "Host",
+    "RunGraph",
+    "RunState",
+    "canonical_arguments",
+    "cap_response",
+    "nearest_tool_name",
+]
 
 _perf = time.perf_counter
 
@@ -157,6 +166,7 @@ class RunState:
     budget: tuple[int | None, int | None] | None = None
     t_start: float = field(default_factory=_perf)
     result: RunResult | None = None
+    failure_reported: bool = False
 
     def prompt_view(self) -> tuple[list[ChatMessage], list[tuple[int, int]]]:
         """The messages sent to the model (the dropped groups left out) and the droppable groups."""
@@ -183,8 +193,16 @@ class RunState:
 
     def fail(self, exc: AgentRunError) -> AgentRunError:
         """Emit :class:`~agentkit.events.RunFailed` and return ``exc`` for the caller to raise."""
-        self.emit(RunFailed(exc))
+        self.report_failure(exc)
         return exc
+
+    def report_failure(self, exc: BaseException) -> None:
+        """Emit :class:`~agentkit.events.RunFailed` for ``exc`` unless the run already reported its failure:
+        whatever ends a run without an answer (an error of the planner, the backend, an overridden phase, or
+        the run's cancellation) is reported once."""
+        if not self.failure_reported:
+            self.failure_reported = True
+            self.emit(RunFailed(exc))
 
 
 @dataclass
@@ -237,6 +255,25 @@ def message_chars(m: ChatMessage, image_tokens: int = IMAGE_TOKENS_UNKNOWN) -> i
     return n
 
 
+def cap_response(
+    text: str, backend: Any, tool_limit: int | None, byte_share: int | None, token_share: int | None
+) -> str:
+    """A tool response (a result or an error) cut to the smaller of the tool's ``max_output_bytes`` and its
+    ``byte_share`` of the step's budget, then to ``token_share`` tokens counted by the backend's ``count_tokens``
+    (when it has one and a token share applies)."""
+    limits = [x for x in (tool_limit, byte_share) if x is not None]
+    limit = min(limits) if limits else None
+    count: Callable[[str], int] | None = (
+        getattr(backend, "count_tokens", None) if token_share is not None else None
+    )
+    by_bytes = cap_output(text, limit)
+    if count is None or token_share is None or count(by_bytes) <= token_share:
+        return by_bytes
+    # the token cap binds: cut the head the byte cap kept (so both hold), marker sized on the whole
+    head = text if by_bytes is text else by_bytes[: by_bytes.rfind("\n[agentkit: cut ")]
+    return cap_output_tokens(head, token_share, count, len(text.encode("utf-8", "surrogatepass")))
+
+
 # -------------------------------------------------------------------------------------------------- loop
 
 
@@ -280,19 +317,9 @@ class Host(Protocol):
         :class:`agentkit.ToolCallRecord` (``ToolCallRecord(c.id, c.name, c.arguments, content)`` for a success);
         the planner emits its :class:`~agentkit.events.ToolCallFinished` event; ``super().execute_tool_call(...)``
         runs the tool."""
-        limits = [x for x in (tl.max_output_bytes, byte_share) if x is not None]
-        limit = min(limits) if limits else None
-        count: Callable[[str], int] | None = (
-            getattr(self.backend, "count_tokens", None) if token_share is not None else None
-        )
 
         def cap(text: str) -> str:
-            by_bytes = cap_output(text, limit)
-            if count is None or token_share is None or count(by_bytes) <= token_share:
-                return by_bytes
-            # the token cap binds: cut the head the byte cap kept (so both hold), marker sized on the whole
-            head = text if by_bytes is text else by_bytes[: by_bytes.rfind("\n[agentkit: cut ")]
-            return cap_output_tokens(head, token_share, count, len(text.encode("utf-8", "surrogatepass")))
+            return cap_response(text, self.backend, tl.max_output_bytes, byte_share, token_share)
 
         t0 = _perf()
         try:
@@ -383,7 +410,7 @@ class RunGraph:
                 self._trim(state, exc, prompt, groups, t0)
                 continue
             except Exception as exc:
-                state.emit(RunFailed(exc))
+                state.report_failure(exc)
                 raise
             break
         model_s = _perf() - t0
@@ -536,10 +563,26 @@ class RunGraph:
         for i, _tl, _validated in plan.scheduled:
             c = calls[i]
             state.emit(ToolCallStarted(state.step, c.id, c.name, c.arguments))
-        for rec in plan.records:
-            if rec is not None:
-                state.emit(ToolCallFinished(state.step, rec))
+        if any(rec is not None for rec in plan.records):
+            # error responses are capped as results are (they echo the model's arguments, however long)
+            byte_share, token_share = self._shares(state, len(calls))
+            for rec in plan.records:
+                if rec is not None:
+                    tl = tools.get(rec.name)
+                    limit = None if tl is None else tl.max_output_bytes
+                    rec.content = cap_response(
+                        rec.content, self.agent.backend, limit, byte_share, token_share
+                    )
+                    state.emit(ToolCallFinished(state.step, rec))
         return plan
+
+    def _shares(self, state: RunState, calls: int) -> tuple[int | None, int | None]:
+        """Each response's share of the step's tool-output budget (bytes, tokens) when ``calls`` calls answer;
+        the budget is asked of the agent once per run."""
+        if state.budget is None:
+            state.budget = (self.agent.tool_output_budget(), self.agent.tool_output_token_budget())
+        b, t = state.budget
+        return (None if b is None else max(b // calls, 1)), (None if t is None else max(t // calls, 1))
 
     def _stop_at_loop_guard(self, state: RunState, plan: CallPlan, key: tuple[str, str], count: int) -> None:
         message = (
@@ -562,11 +605,8 @@ class RunGraph:
         byte_share: int | None = None
         token_share: int | None = None
         n = len(plan.scheduled)
-        if n:
-            if state.budget is None:
-                state.budget = (self.agent.tool_output_budget(), self.agent.tool_output_token_budget())
-            byte_share = None if state.budget[0] is None else max(state.budget[0] // n, 1)
-            token_share = None if state.budget[1] is None else max(state.budget[1] // n, 1)
+        if n:  # the budget is shared by all the step's calls, those answered with an error included
+            byte_share, token_share = self._shares(state, len(plan.calls))
         if n == 1:  # the common case, without a gather
             i, tl, v = plan.scheduled[0]
             rec = await self.agent.execute_tool_call(state, tl, plan.calls[i], v, byte_share, token_share)
@@ -628,7 +668,9 @@ class RunGraph:
         plan.step.tool_calls = records
         state.steps.append(plan.step)
         for name, count in state.failures.items():
-            tl = self.tools[name]
+            tl = self.tools.get(name)
+            if tl is None:  # unregistered since it failed (remove_tool, an MCP server's new list)
+                continue
             if count > tl.retries:
                 last = next((r.error for r in reversed(records) if r.name == name and r.error), None)
                 raise state.fail(

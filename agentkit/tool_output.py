@@ -49,7 +49,7 @@ class _DaemonThreadPool:
         self._idle = 0
         self._pending = 0
         self._threads = 0
-        self._max = max_workers
+        self.max_workers = max_workers
         self._name = name
 
     def submit(self, fn: Callable[[], Any]) -> concurrent.futures.Future[Any]:
@@ -57,7 +57,7 @@ class _DaemonThreadPool:
         fut: concurrent.futures.Future[Any] = concurrent.futures.Future()
         with self._lock:
             self._pending += 1
-            if self._pending > self._idle and self._threads < self._max:
+            if self._pending > self._idle and self._threads < self.max_workers:
                 self._threads += 1
                 t = threading.Thread(target=self._work, name=f"{self._name}-{self._threads}", daemon=True)
                 t.start()
@@ -84,6 +84,11 @@ class _DaemonThreadPool:
 
 
 _POOL = _DaemonThreadPool()
+
+
+def tool_thread_limit() -> int:
+    """The most daemon threads sync tools run on at once (a call that finds them all busy waits for one)."""
+    return _POOL.max_workers
 
 
 def run_sync_in_thread(fn: Callable[..., Any], /, *args: Any, **kwargs: Any) -> asyncio.Future[Any]:

@@ -9,7 +9,7 @@ import inspect
 import logging
 import re
 from collections.abc import Sequence
-from typing import Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any, TypeVar
 
 import pydantic
 
@@ -72,17 +72,24 @@ def parse_docstring(doc: str | None) -> tuple[str, dict[str, str]]:
 GROUNDED_KEYWORD = "x-grounded"
 
 
-class Grounded:
-    """``Grounded[str]``: a string parameter whose value must be a span of the conversation.
+if TYPE_CHECKING:
+    _T = TypeVar("_T")
+    #: For type checkers ``Grounded[str]`` is ``str`` (the class below is what runs).
+    Grounded = Annotated[_T, GROUNDED_KEYWORD]
+else:
 
-    ``def find_definition(name: Grounded[str]) -> dict`` declares ``name`` with ``x-grounded: true``; the embedded
-    backend's tool-call constraint then only lets the model write a span of the user's messages or of the tool
-    responses so far (no invented identifier, path or id). Remote backends receive the keyword as a schema
-    annotation. Equivalent: ``Tool(fn, grounded=["name"])``, or ``grounded: true`` on a parameter in a bundle.
-    """
+    class Grounded:
+        """``Grounded[str]``: a string parameter whose value must be a span of the conversation.
 
-    def __class_getitem__(cls, item: Any) -> Any:
-        return Annotated[item, pydantic.Field(json_schema_extra={GROUNDED_KEYWORD: True})]
+        ``def find_definition(name: Grounded[str]) -> dict`` declares ``name`` with ``x-grounded: true``; the
+        embedded backend's tool-call constraint then only lets the model write a span of the user's messages or of
+        the tool responses so far (no invented identifier, path or id). Remote backends receive the keyword as a
+        schema annotation. Equivalent: ``Tool(fn, grounded=["name"])``, or ``grounded: true`` on a parameter in a
+        bundle. A type checker reads ``Grounded[X]`` as ``X``.
+        """
+
+        def __class_getitem__(cls, item: Any) -> Any:
+            return Annotated[item, pydantic.Field(json_schema_extra={GROUNDED_KEYWORD: True})]
 
 
 def mark_grounded(tool: str, parameters: dict[str, Any], names: Sequence[str]) -> dict[str, Any]:

@@ -30,6 +30,7 @@ import functools
 import inspect
 import json
 import re
+import threading
 import types
 import typing
 from collections.abc import Awaitable, Callable, Sequence
@@ -48,6 +49,7 @@ from agentkit.tool_output import (
     decode_utf8,
     run_sync_in_thread,
     serialize_result,
+    tool_thread_limit,
 )
 from agentkit.tool_schema import (
     Grounded,
@@ -58,6 +60,7 @@ from agentkit.tool_schema import (
     parse_docstring,
     unresolvable_ref,
 )
+from schema import MAX_NESTING, nesting
 from tools.args import format_validation_error
 
 __all__ = [
@@ -115,8 +118,8 @@ class ToolArgumentsError(ValueError):
 class ToolTimeoutError(TimeoutError):
     """A tool call ran past its timeout (raised by :meth:`Tool.acall`, turned into a tool response)."""
 
-    def __init__(self, tool_name: str, timeout: float) -> None:
-        super().__init__(f"tool {tool_name!r} timed out after {timeout:g} s")
+    def __init__(self, tool_name: str, timeout: float, note: str = "") -> None:
+        super().__init__(f"tool {tool_name!r} timed out after {timeout:g} s" + (f" ({note})" if note else ""))
         self.tool_name = tool_name
         self.timeout = timeout
 
@@ -142,10 +145,14 @@ def _is_context_annotation(annotation: Any) -> bool:
 
 def _check_settings(name: str, timeout: float | None, retries: int, max_output_bytes: int | None) -> None:
     """Raise :class:`ToolDefinitionError` for a bad timeout, retry budget or output limit."""
-    if timeout is not None and not timeout > 0:
-        raise ToolDefinitionError(f"tool {name!r}: timeout must be > 0 seconds or None, got {timeout}")
-    if retries < 0:
-        raise ToolDefinitionError(f"tool {name!r}: retries must be >= 0, got {retries}")
+    if timeout is not None and (
+        isinstance(timeout, bool) or not isinstance(timeout, (int, float)) or not timeout > 0
+    ):
+        raise ToolDefinitionError(
+            f"tool {name!r}: timeout must be a number > 0 (seconds) or None, got {timeout!r}"
+        )
+    if isinstance(retries, bool) or not isinstance(retries, int) or retries < 0:
+        raise ToolDefinitionError(f"tool {name!r}: retries must be an integer >= 0, got {retries!r}")
     if max_output_bytes is not None and (
         isinstance(max_output_bytes, bool) or not isinstance(max_output_bytes, int) or max_output_bytes < 1
     ):
@@ -216,6 +223,52 @@ def _invoker(
         return fn(**validated, **extra) if keywords else fn(validated, **extra)
 
     return invoke
+
+
+def _refuse_unbound_method(
+    name: str, function: Callable[..., Any], sig: inspect.Signature, hints: dict[str, Any]
+) -> None:
+    """A method taken from its class (``@tool`` in a class body, ``tool(Service.get)``) would declare ``self`` or
+    ``cls`` to the model as a parameter it must fill.
+
+    Raises:
+        ToolDefinitionError: naming the method and how to make the tool (from the bound method).
+    """
+    first = next(iter(sig.parameters.values()), None)
+    qualname = getattr(function, "__qualname__", "")
+    in_class = "." in qualname and qualname.split(".")[-2] != "<locals>"
+    if (
+        first is not None
+        and first.name in ("self", "cls")
+        and first.name not in hints
+        and inspect.isfunction(function)
+        and in_class
+    ):
+        raise ToolDefinitionError(
+            f"tool {name!r}: {qualname}() takes {first.name!r} first: a method taken from its class (@tool in a "
+            f"class body, tool(Class.method)) would ask the model for {first.name!r}; make the tool from the bound "
+            "method instead: tool(instance.method), Agent(tools=[instance.method])"
+        )
+
+
+def _own_alias(annotation: Any) -> str | None:
+    """The ``alias`` of an ``Annotated[..., Field(alias=NAME)]`` parameter (the name the model writes, e.g. ``from``
+    for a parameter ``from_``), or ``None``."""
+    if typing.get_origin(annotation) is typing.Annotated:
+        for meta in typing.get_args(annotation)[1:]:
+            if isinstance(meta, pydantic.fields.FieldInfo) and isinstance(meta.alias, str):
+                return meta.alias
+    return None
+
+
+def _collected(
+    invoke: Callable[[Any, ToolContext], Any], validated: Any, ctx: ToolContext, started: threading.Event
+) -> Any:
+    """``invoke(validated, ctx)``, a generator's items collected as a list: on the tool's worker thread and within
+    its timeout, not later on the event loop while the result is serialised. ``started`` is set first."""
+    started.set()
+    result = invoke(validated, ctx)
+    return list(result) if inspect.isgenerator(result) else result
 
 
 def _check_schema_fits(name: str, fname: str, sig: inspect.Signature | None, schema: dict[str, Any]) -> None:
@@ -377,6 +430,11 @@ class Tool:
             raise ToolDefinitionError(
                 f"tool {self.name!r}: parameters must be a JSON Schema with type 'object'"
             )
+        if (depth := nesting(parameters)) > MAX_NESTING:  # before anything recurses into it
+            raise ToolDefinitionError(
+                f"tool {self.name!r}: parameters are nested too deeply ({depth} levels of objects and arrays; "
+                f"at most {MAX_NESTING})"
+            )
         schema = dict(parameters)
         schema.setdefault("type", "object")
         schema.setdefault("properties", {})
@@ -440,6 +498,7 @@ class Tool:
     def _init_from_signature(
         self, sig: inspect.Signature, hints: dict[str, Any], doc_params: dict[str, str]
     ) -> None:
+        _refuse_unbound_method(self.name, self.function, sig, hints)
         fields: dict[str, Any] = {}
         names: list[tuple[str, str]] = []  # (field name in the model, parameter name)
         for idx, (pname, p) in enumerate(sig.parameters.items()):
@@ -455,7 +514,7 @@ class Tool:
                     f"tool {self.name!r}: positional-only parameter {pname!r} cannot be passed by name"
                 )
             annotation = hints.get(pname, Any)
-            kwargs: dict[str, Any] = {"alias": pname}
+            kwargs: dict[str, Any] = {"alias": _own_alias(annotation) or pname}
             if doc_params.get(pname):
                 kwargs["description"] = doc_params[pname]
             if p.default is not inspect.Parameter.empty:
@@ -521,11 +580,17 @@ class Tool:
             Exception: whatever the tool raised.
         """
 
+        started = threading.Event()  # a sync tool's thread picked the call up
+
         async def run() -> Any:
             if self.is_async:
-                return await cast(Awaitable[Any], self._invoke(validated, ctx))
-            result = await run_sync_in_thread(self._invoke, validated, ctx)
-            return await result if inspect.isawaitable(result) else result
+                result = await cast(Awaitable[Any], self._invoke(validated, ctx))
+            else:
+                result = await run_sync_in_thread(_collected, self._invoke, validated, ctx, started)
+                result = await result if inspect.isawaitable(result) else result
+            if inspect.isasyncgen(result):  # an async generator's items, within the timeout
+                return [item async for item in result]
+            return result
 
         if self.timeout is None:
             return await run()
@@ -534,9 +599,16 @@ class Tool:
             async with cm:
                 return await run()
         except TimeoutError:
-            if cm.expired():
-                raise ToolTimeoutError(self.name, self.timeout) from None
-            raise
+            if not cm.expired():
+                raise
+            note = ""
+            if not self.is_async and not started.is_set():
+                note = (
+                    f"it never started: all {tool_thread_limit()} of agentkit's tool threads are held by sync tool calls "
+                    "still running past their timeouts (a tool that hangs: give it its own timeout, e.g. on its "
+                    "network calls)"
+                )
+            raise ToolTimeoutError(self.name, self.timeout, note) from None
 
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
         """Call the underlying function directly (a decorated function stays usable as a function)."""

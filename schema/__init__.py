@@ -17,7 +17,8 @@ syntax with JSON Schema's search semantics made explicit. Recursive ``$ref`` cyc
 (grammar rules). The semantics follow JSON Schema Draft 2020-12 with the same departures as llguidance's JSON
 Schema compiler (https://github.com/guidance-ai/llguidance/blob/main/docs/json_schema.md): properties come
 in schema order, ``uniqueItems``/``not``/``if``/``contains``/``dependencies``/``propertyNames`` and unknown
-string formats are rejected, integers are written without a fraction.
+string formats are rejected (but for :data:`schema.formats.FREE_FORMATS`, Pydantic's names for any string: ``path``,
+``binary``...), integers are written without a fraction.
 
 A leaf package: it imports none of the project's packages (and no torch); :mod:`grammar`, ``model`` and
 ``agentkit`` import it.
@@ -29,7 +30,7 @@ from schema.build import Builder, build_ir, cached_ir
 from schema.errors import SchemaError
 from schema.formats import FORMAT_LIMITS, FORMATS, format_matches
 from schema.ir import MAX_MULTIPLE_OF
-from schema.normalize import normalize_schema
+from schema.normalize import MAX_NESTING, check_nesting, nesting, normalize_schema
 from schema.regex import pattern_matches, pattern_to_regex
 from schema.spec import ToolSpec, canonical, fingerprint, normalize_tool
 
@@ -38,15 +39,18 @@ __all__ = [
     "FORMAT_LIMITS",
     "MAX_COMPILE_STEPS",
     "MAX_MULTIPLE_OF",
+    "MAX_NESTING",
     "Builder",
     "SchemaError",
     "ToolSpec",
     "build_ir",
     "cached_ir",
     "canonical",
+    "check_nesting",
     "fingerprint",
     "format_matches",
     "ir",
+    "nesting",
     "normalize_schema",
     "normalize_tool",
     "pattern_matches",

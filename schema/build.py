@@ -12,7 +12,7 @@ from schema.algebra import (
     num_unsat,
 )
 from schema.errors import SchemaError
-from schema.formats import FORMATS
+from schema.formats import FORMATS, FREE_FORMATS
 from schema.ir import (
     IR,
     AnyNode,
@@ -32,6 +32,7 @@ from schema.ir import (
     make_arr,
     multiple_of_error,
 )
+from schema.normalize import check_nesting
 from schema.refs import Refs, escape_pointer_token
 from schema.regex import pattern_matches
 
@@ -388,7 +389,9 @@ class Builder(Algebra):
             self.check_pattern(p, path, "pattern")
             patterns = (p,)
         formats: tuple[str, ...] = ()
-        if "format" in s:
+        if not isinstance(s.get("format", ""), str):
+            raise SchemaError("format", path, f"format must be a string, got {s['format']!r}")
+        if s.get("format", "") not in FREE_FORMATS | {""}:  # a free format names no syntax: any string
             f = s["format"]
             if f not in FORMATS:
                 raise SchemaError(
@@ -501,8 +504,10 @@ def build_ir(schema: Any, *, additional_properties: bool = True) -> IR:
             lookaround in ``pattern``...), non-local ``$ref``, non-disjoint ``oneOf``, or unsatisfiable
             (``minimum > maximum``, ``minItems > maxItems``, ``minLength > maxLength``, empty ``enum``,
             required property forbidden by ``additionalProperties: false``, or the whole schema), or too
-            large to compile (more than :data:`MAX_COMPILE_STEPS` steps).
+            large to compile (more than :data:`MAX_COMPILE_STEPS` steps, or objects and arrays nested deeper than
+            :data:`schema.normalize.MAX_NESTING`).
     """
+    check_nesting(schema)
     b = Builder(schema, additional_properties)
     root = b.build(schema, "")
     if isinstance(root, Never):

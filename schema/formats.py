@@ -81,6 +81,14 @@ FORMAT_LIMITS: dict[str, tuple[str, ...]] = {
 }
 
 
+#: Formats that Pydantic writes for types whose JSON value is any string (``pathlib.Path``, ``FilePath``,
+#: ``DirectoryPath``, ``NewPath``, ``bytes``, ``SecretStr``): they name no syntax, so the grammar writes a free string
+#: (bounded by its other keywords); the tool's own validation checks the value (a file that must exist...).
+FREE_FORMATS: frozenset[str] = frozenset(
+    {"path", "file-path", "directory-path", "new-path", "binary", "password"}
+)
+
+
 def format_matches(name: str, value: str) -> bool:
     """Whether ``value`` is a string of format ``name`` (a key of :data:`FORMATS`), its length limits
     (:data:`FORMAT_LIMITS`) included. Raises ``KeyError`` for an unknown format."""

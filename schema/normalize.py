@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from schema.errors import SchemaError
 from schema.refs import (
     MAX_INLINED_NODES,
     SCHEMA_KEYS,
@@ -11,6 +12,7 @@ from schema.refs import (
     SCHEMA_MAP_KEYS,
     Refs,
     TooLarge,
+    escape_pointer_token,
     inline_all,
     recursive_targets,
 )
@@ -53,6 +55,43 @@ def drop_titles(schema: Any) -> Any:
     return map_subschemas_at(kept, lambda sub, _where: drop_titles(sub))
 
 
+#: Deepest nesting of JSON objects and arrays a schema may have. Checked before anything recurses into it, so a
+#: deeper one is a :class:`SchemaError` whatever the interpreter's recursion limit (a ``RecursionError`` before).
+MAX_NESTING = 128
+
+
+def nesting(value: Any) -> int:
+    """Levels of JSON objects and arrays in ``value`` (0 for a scalar), counted without recursion."""
+    deepest, stack = 0, [(value, 1)]
+    while stack:
+        v, depth = stack.pop()
+        if isinstance(v, dict | list):
+            deepest = max(deepest, depth)
+            stack.extend((c, depth + 1) for c in (v.values() if isinstance(v, dict) else v))
+    return deepest
+
+
+def check_nesting(schema: Any) -> None:
+    """Raise :class:`SchemaError` when ``schema`` nests objects and arrays deeper than :data:`MAX_NESTING`.
+
+    Raises:
+        SchemaError: at the pointer of the first object or array past the limit, with the keyword that holds it.
+    """
+    stack: list[tuple[Any, int, tuple[str, ...]]] = [(schema, 1, ())]
+    while stack:
+        v, depth, at = stack.pop()
+        if not isinstance(v, dict | list):
+            continue
+        if depth > MAX_NESTING:
+            raise SchemaError(
+                at[-1] if at else "type",
+                "".join(f"/{escape_pointer_token(k)}" for k in at[:-1]),
+                f"the schema is nested too deeply (more than {MAX_NESTING} levels of objects and arrays)",
+            )
+        pairs = v.items() if isinstance(v, dict) else enumerate(v)
+        stack.extend((c, depth + 1, (*at, str(k))) for k, c in pairs)
+
+
 def normalize_schema(schema: Any) -> Any:
     """Clean a tool's argument schema: no titles, local ``$ref`` inlined where not recursive.
 
@@ -64,8 +103,10 @@ def normalize_schema(schema: Any) -> Any:
         ``{"$ref": "#/$defs/<name>"}`` with the targets under the root's ``$defs``.
 
     Raises:
-        SchemaError: a non-local or dangling ``$ref`` (keyword ``"$ref"``).
+        SchemaError: a non-local or dangling ``$ref`` (keyword ``"$ref"``), or objects and arrays nested deeper
+            than :data:`MAX_NESTING`.
     """
+    check_nesting(schema)
     root = drop_titles(schema)
     refs = Refs(root)
     recursive = recursive_targets(refs)  # resolves every reference reachable from the root, into refs.at

@@ -435,6 +435,27 @@ def test_max_steps_that_is_not_an_integer_is_named():
         Agent(ScriptedBackend([]), max_steps="3")
 
 
+@pytest.mark.parametrize(
+    ("options", "message"),
+    [
+        # were: accepted (a float loop guard, a number as the system prompt), or "'<' not supported between
+        # instances of 'str' and 'int'"
+        ({"loop_guard": 2.5}, "loop_guard must be an integer >= 2 or None, got 2.5"),
+        ({"loop_guard": True}, "loop_guard must be an integer >= 2 or None, got True"),
+        ({"max_format_retries": "2"}, "max_format_retries must be an integer >= 0, got '2'"),
+        (
+            {"max_tool_output_bytes": 1.5},
+            "max_tool_output_bytes must be an integer >= 1 (bytes), 'auto' or None",
+        ),
+        ({"system_prompt": 5}, "system_prompt must be a string or None, got int"),
+    ],
+)
+def test_settings_of_the_wrong_type_are_named(options, message):
+    with pytest.raises(ValueError) as info:
+        Agent(ScriptedBackend([]), **options)
+    assert message in str(info.value)
+
+
 def test_events_are_emitted_in_order():
     events = []
     backend = ScriptedBackend([turn(call("add", a=1, b=2), thinking="t"), "3"])
@@ -461,6 +482,118 @@ def test_run_failed_event_and_backend_error():
     with pytest.raises(BackendError, match="has no turn left"):
         agent.run("?")
     assert isinstance(events[-1], RunFailed)
+
+
+def test_run_failed_ends_every_run_that_stops_without_an_answer():
+    # an overridden phase's error and a cancelled run end with RunFailed too, reported once, so a tracer
+    # waiting for RunFinished or RunFailed is never left waiting
+    class Wrong(Agent):
+        async def execute_tool_call(self, state, tl, c, validated, byte_share=None, token_share=None):
+            return "not a record"
+
+    events: list = []
+    wrong = Wrong(ScriptedBackend([call("add", a=1, b=2), "x"]), [add], on_event=events.append)
+    with pytest.raises(TypeError, match=r"must return an agentkit\.ToolCallRecord"):
+        wrong.run("?")
+    assert [e.kind for e in events][-2:] == ["tool_call_started", "run_failed"]
+    assert isinstance(events[-1].error, TypeError)
+
+    started = asyncio.Event()
+
+    @tool
+    async def wait() -> str:
+        """Waits."""
+        started.set()
+        await asyncio.sleep(30)
+        return "late"
+
+    seen: list = []
+    slow = Agent(ScriptedBackend([call("wait"), "x"]), [wait], on_event=seen.append)
+
+    async def main() -> None:
+        task = asyncio.create_task(slow.arun("?"))
+        await started.wait()
+        task.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await task
+
+    asyncio.run(main())
+    assert [e.kind for e in seen] == ["run_started", "model_responded", "tool_call_started", "run_failed"]
+    assert isinstance(seen[-1].error, asyncio.CancelledError)
+
+    events.clear()
+    with pytest.raises(BackendError):
+        Agent(ScriptedBackend([]), on_event=events.append).run("?")
+    assert [e.kind for e in events] == ["run_started", "run_failed"]  # reported once
+
+
+def test_a_tool_that_failed_and_was_unregistered_mid_run_does_not_break_the_budget_check():
+    @tool
+    def flaky() -> str:
+        """Fails."""
+        raise RuntimeError("down")
+
+    @tool
+    def unplug(ctx: ToolContext) -> str:
+        """Unregisters flaky."""
+        ctx.deps.remove_tool("flaky")
+        return "removed"
+
+    agent = Agent(ScriptedBackend([call("flaky"), call("unplug"), call("flaky"), "ok"]), [flaky, unplug])
+    result = agent.run("?", deps=agent)
+    assert [(c.name, c.error_kind) for c in result.tool_calls] == [
+        ("flaky", "exception"),
+        ("unplug", None),
+        ("flaky", "unknown_tool"),
+    ]
+    assert result.answer == "ok"
+
+
+def test_async_with_an_agent_without_toolsets_works_on_two_loops_at_once():
+    # the toolset lease pinned the first loop even with no toolsets: a second thread's `async with agent:` was
+    # refused as "MCP toolsets () are open on another event loop"
+    agent = Agent(ScriptedBackend(["a", "b"]))
+    inside, leave = threading.Event(), threading.Event()
+
+    async def hold() -> None:
+        async with agent:
+            inside.set()
+            await asyncio.to_thread(leave.wait, 30)
+
+    holder = threading.Thread(target=asyncio.run, args=(hold(),))
+    holder.start()
+    try:
+        assert inside.wait(30)
+
+        async def use() -> str | None:
+            async with agent:
+                return (await agent.arun("?")).answer
+
+        assert asyncio.run(use()) == "a"
+    finally:
+        leave.set()
+        holder.join()
+
+
+def test_async_event_callbacks_are_refused_and_none_in_a_callback_list_is_skipped():
+    # an async def callback only made coroutines nobody awaited: every event was lost; None in a list of
+    # callbacks passed the check and failed the run with "'NoneType' object is not callable"
+    seen: list = []
+
+    async def tracer(event) -> None:
+        seen.append(event)
+
+    with pytest.raises(TypeError, match=r"on_event: tracer is an async function, .* asyncio\.Queue"):
+        Agent(ScriptedBackend(["a"]), on_event=[print, tracer])
+    with pytest.raises(TypeError, match="tracer is an async function"):
+        Agent(ScriptedBackend(["a"])).run("?", on_event=tracer)
+    events: list = []
+    result = Agent(ScriptedBackend(["a"]), on_event=[events.append, None]).run("?")
+    assert result.answer == "a" and [e.kind for e in events] == [
+        "run_started",
+        "model_responded",
+        "run_finished",
+    ]
 
 
 def test_run_inside_event_loop_is_refused_and_arun_works():

@@ -5,7 +5,10 @@ yields tool calls that parse and validate against the tool's schema, the planner
 reach the chat template in the native Gemma form, usage is reported, and a seed makes turns reproducible.
 """
 
+import asyncio
 import json
+import threading
+from types import SimpleNamespace
 
 import pytest
 
@@ -170,8 +173,6 @@ def test_the_kept_tool_spec_gives_the_same_grammar_as_the_declaration(bundle):
 
 
 def test_threads_that_load_a_cold_backend_at_once_share_one_load(ckpt):
-    import threading
-
     # two threads' first runs on one cold agent each loaded the checkpoint at once: both failed ("Unsupported
     # device type 'meta'") and so did every later load in the process
     backend = EmbeddedBackend(ckpt, threads=1)
@@ -192,3 +193,63 @@ def test_threads_that_load_a_cold_backend_at_once_share_one_load(ckpt):
     assert errors == [] and len(got) == 3
     assert got[0] is got[1] is got[2]
     assert EmbeddedBackend(ckpt, threads=1).chat_model is not got[0]  # a later load in the process works
+
+
+class GatedChatModel:
+    """A chat model whose turn waits (at most 10 s) for a task of the event loop to run while it denoises."""
+
+    default_binder = None
+
+    def __init__(self) -> None:
+        self.started = threading.Event()
+        self.loop_ran = threading.Event()
+
+    def chat(self, messages, **options):
+        self.thread = threading.current_thread()
+        self.started.set()
+        ran = self.loop_ran.wait(10)
+        return SimpleNamespace(text=f"loop ran: {ran}", thinking="", tool_calls=[], prompt_tokens=3)
+
+
+def test_arun_leaves_the_event_loop_free_while_the_model_denoises():
+    # the turn ran on the event loop's thread: every other task of the loop (another run, an async tool's
+    # timeout, a web server's requests) stood still for the whole generation
+    gated = GatedChatModel()
+    agent = Agent(EmbeddedBackend(chat_model=gated, binding="none"))
+
+    async def main():
+        async def beside() -> None:
+            while not gated.started.is_set():
+                await asyncio.sleep(0.01)
+            gated.loop_ran.set()
+
+        result, _ = await asyncio.gather(agent.arun("?"), beside())
+        return result
+
+    result = asyncio.run(main())
+    assert result.answer == "loop ran: True"
+    assert result.usage.input_tokens == 3
+
+
+def test_a_cancelled_arun_does_not_hold_up_the_loop_s_shutdown():
+    # on asyncio's default executor, asyncio.run (Ctrl-C included) waited at its shutdown for the cancelled
+    # run's turn to finish denoising
+    gated = GatedChatModel()
+    agent = Agent(EmbeddedBackend(chat_model=gated, binding="none"))
+
+    async def main():
+        run = asyncio.create_task(agent.arun("?"))
+        while not gated.started.is_set():
+            await asyncio.sleep(0.01)
+        run.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await run
+
+    asyncio.run(main())
+    try:
+        assert (
+            gated.thread.is_alive() and gated.thread.daemon
+        )  # still denoising; the loop did not wait for it
+    finally:
+        gated.loop_ran.set()
+        gated.thread.join()

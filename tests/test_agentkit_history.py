@@ -1,5 +1,6 @@
 """History keeps user messages and final answers only; conversations round-trip through JSON exactly."""
 
+import asyncio
 import json
 
 import pytest
@@ -271,3 +272,42 @@ def test_save_to_a_directory_is_an_is_a_directory_error_naming_it(tmp_path, monk
     with pytest.raises(IsADirectoryError, match=f"Is a directory: '{where}'"):
         Conversation().with_turn("q", "a").save(where)
     assert sorted(p.name for p in tmp_path.iterdir()) == ["dir"]
+
+
+def test_turns_sent_while_another_runs_are_all_kept():
+    # two asend at once: each starts from the history as it was sent, and both turns stay in the history
+    # (before, the turn that finished last replaced the history, and the other turn was lost)
+    release = asyncio.Event()
+
+    @tool
+    async def wait(tag: str) -> str:
+        """Waits for the test."""
+        if tag == "first":
+            await release.wait()  # finishes after the second turn
+        else:
+            release.set()
+        return tag
+
+    def script(messages, tools, tool_choice):
+        last = messages[-1]
+        if last["role"] == "user":
+            return call("wait", tag=last["content"])
+        return answer(f"{last['content']} done; history {len(messages) - 3} message(s)")
+
+    session = Agent(ScriptedBackend(script), [wait]).chat(
+        [{"role": "user", "content": "hi"}, {"role": "assistant", "content": "hello"}]
+    )
+
+    async def main():
+        await asyncio.gather(session.asend("first"), session.asend("second"))
+
+    asyncio.run(main())
+    assert [m["content"] for m in session.conversation.messages] == [
+        "hi",
+        "hello",
+        "second",
+        "second done; history 2 message(s)",
+        "first",
+        "first done; history 2 message(s)",
+    ]
+    assert [r.question for r in session.results] == ["second", "first"]

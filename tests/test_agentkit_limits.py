@@ -15,6 +15,7 @@ from agentkit.bundle import load_bundle
 from agentkit.errors import BundleError
 from agentkit.events import PromptTrimmed
 from agentkit.history import droppable_groups
+from agentkit.messages import ToolCall
 from agentkit.tools import cap_output, cap_output_tokens
 from model.turn.limits import PromptTooLong as ModelPromptTooLong
 
@@ -95,6 +96,27 @@ def test_exception_text_is_capped_and_limits_are_checked():
     with pytest.raises(ValueError, match="max_tool_output_bytes must be an integer >= 1"):
         Agent(ScriptedBackend([]), max_tool_output_bytes=0)
     assert Agent(ScriptedBackend([]), max_tool_output_bytes=None).tool_output_budget() is None
+
+
+def test_error_responses_of_planning_are_capped_and_share_the_budget():
+    # invalid arguments, an unknown tool and undecodable arguments echo what the model wrote: 50 KB of it came
+    # back whole (twice for invalid arguments), past the tool's max_output_bytes and the agent's budget
+    @tool(max_output_bytes=200)
+    def short(x: str) -> str:
+        """Short answers."""
+        return x[:5]
+
+    undecodable = ToolCall(id="", name="short", arguments={}, error="not JSON", raw_arguments="z" * 50_000)
+    steps = [call("short", x=1, y="y" * 50_000), call("nosuch", q="w" * 50_000), [undecodable]]
+    backend = ScriptedBackend([*steps, [call("short", x="abcdefgh"), call("nosuch", q="w" * 50_000)], "done"])
+    result = Agent(backend, [short], max_tool_output_bytes=1_000, loop_guard=None).run("go")
+    sizes = [nbytes(r.content) for r in result.tool_calls]
+    kinds = [r.error_kind for r in result.tool_calls]
+    assert kinds == ["invalid_arguments", "unknown_tool", "decode", None, "unknown_tool"]
+    assert sizes[0] <= 200 and sizes[2] <= 200  # the tool's own limit
+    assert 990 <= sizes[1] <= 1_000  # the agent's budget for a step of one call
+    assert sizes[3] == 5 and 490 <= sizes[4] <= 500  # a step of two calls: half the budget each
+    assert all(MARK in result.tool_calls[i].content for i in (0, 1, 2, 4))
 
 
 def test_bundle_sets_tool_and_agent_limits(tmp_path):

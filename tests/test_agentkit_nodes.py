@@ -1,6 +1,7 @@
 """A run node by node (agentkit.nodes): UserPrompt -> ModelRequest -> (CallTools -> ModelRequest)* -> End."""
 
 import asyncio
+import gc
 import json
 
 import pytest
@@ -184,3 +185,18 @@ def test_overridden_process_tool_calls_runs_inside_the_call_tools_node():
     a = Counting(ScriptedBackend([[call("add", a=1, b=1), call("add", a=2, b=2)], "ok"]), [add])
     nodes = list(a.iter("x").nodes())
     assert a.calls == 2 and kinds(nodes)[-1] == "End"
+
+
+def test_a_dropped_unfinished_run_closes_its_event_loop():
+    # a `for` over run.nodes() that broke and never came back left its event loop open (ResourceWarning:
+    # unclosed event loop, its selector and self-pipe held until the interpreter noticed)
+    a = agent([call("add", a=1, b=2), "3"])
+    run = a.iter("?")
+    for node in run.nodes():
+        if isinstance(node, CallTools):
+            break
+    loop = run.runner.get_loop()
+    assert not loop.is_closed()  # the run may still continue: its loop stays open while it is kept
+    del run, node
+    gc.collect()
+    assert loop.is_closed()

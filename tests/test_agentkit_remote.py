@@ -159,7 +159,7 @@ def test_format_reminders_are_bounded():
     assert ei.value.result.answer is None
     assert ei.value.result.stop_reason == "format_retries"
     assert [s.text for s in ei.value.result.steps] == [broken, broken]
-    with pytest.raises(ValueError, match="max_format_retries must be >= 0"):
+    with pytest.raises(ValueError, match="max_format_retries must be an integer >= 0"):
         Agent(backend_for(server), [get_weather], max_format_retries=-1)
 
 

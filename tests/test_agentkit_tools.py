@@ -6,6 +6,7 @@ import datetime
 import json
 import subprocess
 import sys
+import threading
 from typing import Annotated, Literal
 
 import pytest
@@ -13,7 +14,7 @@ from pydantic import BaseModel, Field
 
 from agentkit import Agent
 from agentkit.backends.embedded import EmbeddedBackend
-from agentkit.backends.scripted import ScriptedBackend
+from agentkit.backends.scripted import ScriptedBackend, call
 from agentkit.errors import ToolDefinitionError
 from agentkit.tool_schema import misspelt_keywords, yaml_number_hint
 from agentkit.tools import (
@@ -105,6 +106,31 @@ def test_parameter_names_shadowing_basemodel_attributes():
     assert list(t.parameters["properties"]) == ["json", "schema", "model_config"]
     v = t.validate({"json": "a", "schema": 2})
     assert asyncio.run(t.acall(v, ToolContext("t", "c", 0))) == "a-2-False"
+
+
+def test_a_parameter_alias_is_the_name_the_model_sees():
+    # Field(alias="from") on a parameter named from_ was overridden: the model was told "from_", and "from"
+    # was refused as an unknown argument
+    @tool
+    def flights(from_: Annotated[str, Field(alias="from")], to: str) -> str:
+        """Flights between two airports.
+
+        Args:
+            from_: Departure airport code.
+            to: Arrival airport code.
+        """
+        return f"{from_}->{to}"
+
+    assert flights.parameters["properties"] == {
+        "from": {"description": "Departure airport code.", "type": "string"},
+        "to": {"description": "Arrival airport code.", "type": "string"},
+    }
+    assert flights.parameters["required"] == ["from", "to"]
+    assert flights.validate({"from": "OSL", "to": "CDG"}) == {"from_": "OSL", "to": "CDG"}
+    with pytest.raises(ToolArgumentsError, match="from_: unknown argument"):
+        flights.validate({"from_": "OSL", "to": "CDG"})
+    result = Agent(ScriptedBackend([call("flights", {"from": "OSL", "to": "CDG"}), "ok"]), [flights]).run("?")
+    assert result.tool_calls[0].content == "OSL->CDG"
 
 
 def test_sphinx_and_numpy_docstrings():
@@ -247,8 +273,13 @@ def test_async_callable_object_detected():
     [
         (lambda: Tool(lambda *a: None, name="f"), r"\*args / \*\*kwargs"),
         (lambda: Tool(lambda x: x, name="bad name!"), "invalid tool name 'bad name!'"),
-        (lambda: Tool(lambda x: x, name="f", timeout=0), "timeout must be > 0"),
-        (lambda: Tool(lambda x: x, name="f", retries=-1), "retries must be >= 0"),
+        (lambda: Tool(lambda x: x, name="f", timeout=0), "timeout must be a number > 0"),
+        (
+            lambda: Tool(lambda x: x, name="f", timeout="5"),
+            r"timeout must be a number > 0 \(seconds\) or None, got '5'",
+        ),
+        (lambda: Tool(lambda x: x, name="f", retries=-1), "retries must be an integer >= 0"),
+        (lambda: Tool(lambda x: x, name="f", retries=1.5), "retries must be an integer >= 0, got 1.5"),
         (
             lambda: Tool(lambda x: x, name="f", args_model=SearchArgs, parameters={"type": "object"}),
             "give args_model or parameters, not both",
@@ -306,6 +337,108 @@ def test_defining_a_tool_does_not_import_the_constraint_compiler():
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
     assert out.strip() == "[]"
+
+
+def test_generator_tools_answer_with_their_items_collected_on_the_worker_thread():
+    # an async generator's answer was "<async_generator object ...>"; a generator's body ran on the event loop's
+    # thread while the result was serialised, outside the tool's thread and its timeout
+    threads = []
+
+    @tool
+    def numbers(n: int):
+        """Counts."""
+        threads.append(threading.current_thread())
+        yield from range(n)
+
+    @tool
+    async def anumbers(n: int):
+        """Counts, async."""
+        for i in range(n):
+            await asyncio.sleep(0)
+            yield {"i": i}
+
+    backend = ScriptedBackend([[call("numbers", n=3), call("anumbers", n=2)], "done"])
+    result = Agent(backend, [numbers, anumbers]).run("?")
+    assert [(c.content, c.error) for c in result.tool_calls] == [
+        ("[0,1,2]", None),
+        ('[{"i":0},{"i":1}]', None),
+    ]
+    assert result.tool_calls[0].result == [0, 1, 2]
+    assert threads and threads[0] is not threading.main_thread()
+
+
+def test_a_call_that_never_got_a_tool_thread_says_so(monkeypatch):
+    # every tool thread held by a hung call: later sync calls queued and timed out as if they had hung themselves
+    from agentkit import tool_output
+
+    monkeypatch.setattr(tool_output, "_POOL", type(tool_output._POOL)(max_workers=1))
+    release = threading.Event()
+
+    @tool(timeout=0.2)
+    def hangs() -> str:
+        """Hangs until the test ends."""
+        release.wait(30)
+        return "late"
+
+    @tool(timeout=0.2)
+    def quick() -> str:
+        """Answers at once."""
+        return "now"
+
+    try:
+        backend = ScriptedBackend([call("hangs"), call("quick"), "done"])
+        result = Agent(backend, [hangs, quick]).run("?")
+    finally:
+        release.set()
+    hung, queued = result.tool_calls
+    assert hung.error == "tool 'hangs' timed out after 0.2 s"
+    assert queued.error_kind == "timeout"
+    assert queued.error.startswith(
+        "tool 'quick' timed out after 0.2 s (it never started: all 1 of agentkit's tool threads are held by sync "
+        "tool calls still running past their timeouts"
+    )
+
+
+def test_parameters_nested_too_deeply_are_a_definition_error():
+    # a parameters= schema 300 arrays deep ended the definition (or an MCP server's listing) in a RecursionError
+    deep: dict = {"type": "string"}
+    for _ in range(300):
+        deep = {"type": "array", "items": deep}
+    with pytest.raises(ToolDefinitionError, match=r"tool 't': parameters are nested too deeply \(303 levels"):
+        Tool(lambda **k: k, name="t", parameters={"type": "object", "properties": {"a": deep}})
+
+
+class Counter:
+    """A service whose methods become tools."""
+
+    def __init__(self) -> None:
+        self.total = 10
+
+    def add(self, n: int) -> int:
+        """Adds n to the total."""
+        self.total += n
+        return self.total
+
+
+def test_a_method_taken_from_its_class_is_refused_and_a_bound_method_works():
+    # tool(Class.method), or @tool in a class body, declared `self` to the model as a parameter to fill
+    with pytest.raises(
+        ToolDefinitionError, match=r"Counter\.add\(\) takes 'self' first: .* tool\(instance\.method\)"
+    ):
+        tool(Counter.add)
+    with pytest.raises(ToolDefinitionError, match="takes 'self' first"):
+
+        class Service:
+            @tool
+            def ping(self) -> str:
+                """Pings."""
+                return "pong"
+
+    counter = Counter()
+    bound = tool(counter.add)
+    assert list(bound.parameters["properties"]) == ["n"]
+    result = Agent(ScriptedBackend([call("add", n=5), "done"]), [counter.add]).run("?")
+    assert result.tool_calls[0].content == "15" and counter.total == 15
 
 
 def test_serialize_result():

@@ -3,13 +3,15 @@
 from __future__ import annotations
 
 import json
+import pathlib
 import re
 from typing import Literal
 
 import llguidance
 import pytest
-from pydantic import BaseModel, Field
+from pydantic import BaseModel, DirectoryPath, Field, SecretStr
 
+from grammar.turn import tool_call_grammar
 from model.checkpoint.tokenizer import build_tokenizer
 from schema import (
     SchemaError,
@@ -461,6 +463,52 @@ def test_format_regexes_accept_and_reject():
             assert re.fullmatch(FORMATS[name], s), (name, s)
         for s in bad:
             assert not re.fullmatch(FORMATS[name], s), (name, s)
+
+
+def test_pydantic_formats_of_any_string_compile_as_free_strings():
+    # pathlib.Path parameters (format "path"), FilePath, DirectoryPath, bytes, SecretStr: a tool with one was
+    # refused by the embedded backend ("string format 'path' is not supported"), though any string is one
+    class Args(BaseModel):
+        target: pathlib.Path
+        folder: DirectoryPath | None = None
+        data: bytes = b""
+        token: SecretStr | None = None
+
+    schema = Args.model_json_schema()
+    formats = sorted(d["format"] for d in _dicts(schema) if "format" in d)
+    assert formats == ["binary", "directory-path", "password", "path"]
+    for fmt in ("path", "file-path", "directory-path", "new-path", "binary", "password"):
+        assert build_ir({"type": "string", "format": fmt, "maxLength": 9}).root == Str(0, 9, (), (), False)
+    build_ir(schema)  # no SchemaError
+    with pytest.raises(SchemaError, match="format must be a string"):
+        build_ir({"type": "string", "format": ["path"]})
+
+
+def test_a_schema_nested_too_deeply_is_a_schema_error_not_a_recursion_error():
+    # 300 levels of arrays: normalize_tool, build_ir and the grammar raised RecursionError; an agent defining such
+    # a tool (parameters=, an MCP server's schema) crashed instead of naming the problem
+    deep: dict = {"type": "string"}
+    for _ in range(300):
+        deep = {"type": "array", "items": deep}
+    tool = {"name": "t", "parameters": {"type": "object", "properties": {"a": deep}}}
+    for compile_ in (lambda: normalize_tool(tool), lambda: build_ir(deep), lambda: tool_call_grammar([tool])):
+        with pytest.raises(SchemaError, match=r"nested too deeply \(more than 128 levels") as info:
+            compile_()
+        assert info.value.keyword == "items" and info.value.path.startswith("/")
+    shallow: dict = {"type": "string"}
+    for _ in range(100):
+        shallow = {"type": "array", "items": shallow}
+    build_ir(shallow)  # inside the limit
+
+
+def _dicts(node):
+    if isinstance(node, dict):
+        yield node
+        for v in node.values():
+            yield from _dicts(v)
+    elif isinstance(node, list):
+        for v in node:
+            yield from _dicts(v)
 
 
 def test_date_format_is_a_real_day_as_python_datetime_reads_it():

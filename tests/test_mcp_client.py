@@ -97,6 +97,86 @@ def test_async_with_keeps_the_server_across_runs():
     assert asyncio.run(main()) == [("add", "2", None), ("add", "4", None)]
 
 
+def test_concurrent_runs_share_the_servers_and_a_run_on_another_loop_is_refused():
+    # runs of one agent at once: the first opens the server, the others share that connection, the last
+    # closes it (no "duplicate tool name" from a second opening); a run in another thread (another event loop,
+    # which an MCP connection cannot serve) is refused with a message saying so
+    def script(messages, tools, tool_choice):
+        last = messages[-1]
+        return call("echo", text=last["content"]) if last["role"] == "user" else answer(last["content"])
+
+    ts = stdio(include=["echo"])
+    agent = Agent(ScriptedBackend(script), toolsets=[ts])
+    clients = []
+
+    def run_elsewhere():
+        with pytest.raises(RuntimeError) as refused:
+            agent.run("four")
+        return refused
+
+    async def main():
+        results = await asyncio.gather(*(agent.arun(q) for q in ("one", "two", "three")))
+        assert not ts.is_open and agent.tools == {}
+        async with agent:
+            clients.append(ts._client)
+            async with agent:  # blocks nest
+                other = await asyncio.to_thread(run_elsewhere)
+            assert ts.is_open and ts._client is clients[0]
+            results.append(await agent.arun("five"))
+        assert not ts.is_open
+        return [r.answer for r in results], str(other.value)
+
+    answers, refused = asyncio.run(main())
+    assert answers == ["one", "two", "three", "five"]
+    assert "open on another event loop" in refused and "MCPToolset.copy()" in refused
+    assert agent.run("six").answer == "six" and not ts.is_open  # free again for any loop
+
+
+class SlowClosingToolset:
+    """A toolset stand-in whose close waits for the test: to cancel the run that closes it."""
+
+    name = "slow"
+    changed = False
+    is_open = False
+
+    def __init__(self) -> None:
+        self.tools: list = []
+        self.closing = asyncio.Event()
+        self.may_close = asyncio.Event()
+
+    async def open(self, *, check: bool = True) -> list:
+        self.is_open = True
+        return []
+
+    async def close(self) -> None:
+        self.closing.set()
+        await self.may_close.wait()
+        self.is_open = False
+
+
+def test_a_run_cancelled_while_its_servers_close_leaves_the_agent_usable_from_another_loop():
+    # the lease kept the finished close task and its event loop: every later run, on a new loop (each
+    # agent.run has one), was refused as "open on another event loop"
+    ts = SlowClosingToolset()
+    agent = Agent(ScriptedBackend(["one", "two"]), toolsets=[ts])
+
+    async def main():
+        run = asyncio.create_task(agent.arun("?"))
+        await ts.closing.wait()  # the run answered and is closing its toolset
+        run.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await run
+        ts.may_close.set()
+        while ts.is_open:  # the close task, shielded from the cancellation, finishes
+            await asyncio.sleep(0)
+
+    asyncio.run(main())
+    assert not ts.is_open
+    ts.may_close = asyncio.Event()
+    ts.may_close.set()
+    assert agent.run("?").answer == "two"
+
+
 def test_pagination_include_exclude_prefix():
     async def main():
         async with stdio(

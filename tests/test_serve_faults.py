@@ -357,10 +357,11 @@ def test_schema_depth_is_refused_whatever_the_recursion_limit(server):
     field as ``param``; a schema just inside the limit is not refused for its depth."""
     import sys
 
-    from agentkit.serve.engine import MAX_SCHEMA_NESTING, _nesting
+    from agentkit.serve.engine import MAX_SCHEMA_NESTING
+    from schema import nesting
 
     url, _ = server
-    assert _nesting({"a": [1, {"b": []}]}) == 4 and _nesting(3) == 0
+    assert nesting({"a": [1, {"b": []}]}) == 4 and nesting(3) == 0
     before = sys.getrecursionlimit()
     sys.setrecursionlimit(max(before, 2000))
     try:

@@ -13,6 +13,9 @@ response, through the same vision path as a user's images (``model.heads.vision`
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
+import contextvars
 import threading
 from pathlib import Path
 from typing import Any
@@ -266,3 +269,33 @@ class EmbeddedBackend(Backend):
         return ModelTurn(
             text=out.text or "", thinking=out.thinking or "", tool_calls=calls, usage=usage, raw=out
         )
+
+    async def aturn(self, request: TurnRequest) -> ModelTurn:
+        """Async :meth:`turn` (``Agent.arun``): the turn denoises on a daemon thread of its own, so the event loop
+        keeps serving its other tasks meanwhile (other runs, async tools and their timeouts, a web server's
+        requests); turns of concurrent runs denoise at once, each its own generation. A cancelled run stops
+        waiting at once; its turn finishes on its thread, which does not hold up the loop's shutdown or the
+        process's exit (Ctrl-C in ``asyncio.run``)."""
+        loop = asyncio.get_running_loop()
+        done: asyncio.Future[ModelTurn] = loop.create_future()
+        context = contextvars.copy_context()
+
+        def settle(outcome: ModelTurn | BaseException) -> None:
+            if done.done():  # the run was cancelled meanwhile
+                return
+            if isinstance(outcome, BaseException):
+                done.set_exception(outcome)
+            else:
+                done.set_result(outcome)
+
+        def work() -> None:
+            outcome: ModelTurn | BaseException
+            try:
+                outcome = context.run(self.turn, request)
+            except BaseException as exc:
+                outcome = exc
+            with contextlib.suppress(RuntimeError):  # the loop closed meanwhile: nobody waits
+                loop.call_soon_threadsafe(settle, outcome)
+
+        threading.Thread(target=work, name="agentkit-embedded-turn", daemon=True).start()
+        return await done

@@ -8,6 +8,8 @@ choice came from a bundle, see :func:`tool_choice_written_at`).
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import dataclasses
 import weakref
 from collections.abc import Sequence
@@ -32,7 +34,14 @@ class ToolRegistry(Protocol):
     def remove_tool(self, name: str) -> None: ...
 
 
-__all__ = ["ToolRegistry", "close_toolsets", "open_toolsets", "refresh_toolsets", "tool_choice_written_at"]
+__all__ = [
+    "ToolRegistry",
+    "ToolsetLease",
+    "close_toolsets",
+    "open_toolsets",
+    "refresh_toolsets",
+    "tool_choice_written_at",
+]
 
 #: Where an agent's forced tool_choice was written (a bundle's ``agent.tool_choice.name``), by agent.
 _WRITTEN_AT: weakref.WeakKeyDictionary[Any, BundleIssue] = weakref.WeakKeyDictionary()
@@ -104,3 +113,84 @@ async def close_toolsets(agent: ToolRegistry, toolsets: Sequence[Any]) -> None:
         for t in ts.tools:
             agent.remove_tool(t.name)
         await ts.close()
+
+
+class ToolsetLease:
+    """An agent's toolsets, open while anything uses them: its runs and its ``async with agent:`` blocks.
+
+    The first user opens them (registering their tools), later users on the same event loop share them (one
+    opening, awaited by all), the last one to leave closes them. An MCP connection belongs to the event loop that
+    opened it, so a user on another loop (a run in another thread) is refused with a ``RuntimeError`` that says
+    so, rather than meeting the other loop's tools half-registered.
+    """
+
+    def __init__(self, agent: ToolRegistry, toolsets: Sequence[Any]) -> None:
+        self.agent = agent
+        self.toolsets = toolsets
+        self.users = 0
+        self.loop: asyncio.AbstractEventLoop | None = None
+        self._opening: asyncio.Task[None] | None = None
+        self._closing: asyncio.Task[None] | None = None
+
+    async def acquire(self) -> None:
+        """Use the toolsets: open them unless they are open (or opening) already.
+
+        Raises:
+            RuntimeError: they are in use on another event loop.
+            MCPServerError, MCPSchemaError, ToolDefinitionError, BundleError: as :func:`open_toolsets`.
+        """
+        if not self.toolsets:  # nothing to open, nothing bound to a loop
+            return
+        loop = asyncio.get_running_loop()
+        if self._closing is not None and self._closing.done():  # its releaser was cancelled while it closed
+            self._closing = None
+        if self.users == 0 and self._closing is None:
+            self.loop = None
+        if self.loop is not None and self.loop is not loop:
+            names = ", ".join(repr(getattr(ts, "name", "?")) for ts in self.toolsets)
+            raise RuntimeError(
+                f"this agent's MCP toolsets ({names}) are open on another event loop (a run in another thread): "
+                "an MCP connection serves the event loop that opened it; give each thread its own agent, with "
+                "its own toolsets (MCPToolset.copy())"
+            )
+        self.loop = loop
+        self.users += 1
+        try:
+            if self._closing is not None:
+                await asyncio.shield(self._closing)
+            if self._opening is None:
+                self._opening = loop.create_task(open_toolsets(self.agent, self.toolsets))
+            opening = self._opening
+            try:
+                await asyncio.shield(opening)
+            except BaseException:
+                if opening.done() and self._opening is opening:  # a failed opening: the next user tries again
+                    self._opening = None
+                raise
+        except BaseException:
+            await self.release()
+            raise
+
+    async def release(self) -> None:
+        """Stop using the toolsets; the last user closes them (never raises, but for its own cancellation)."""
+        if not self.toolsets:
+            return
+        self.users -= 1
+        if self.users:
+            return
+        opening, self._opening = self._opening, None
+        if opening is not None:
+            self._closing = asyncio.get_running_loop().create_task(self._close(opening))
+            try:
+                await asyncio.shield(self._closing)
+            finally:
+                if self._closing.done():
+                    self._closing = None
+        if self.users == 0 and self._closing is None:
+            self.loop = None
+
+    async def _close(self, opening: asyncio.Task[None]) -> None:
+        with contextlib.suppress(BaseException):
+            await opening  # a user that left while it opened: let it finish (or fail, closing itself)
+        if not opening.cancelled() and opening.exception() is None:
+            await close_toolsets(self.agent, self.toolsets)

@@ -26,7 +26,7 @@ from grammar.parse import ToolCallParseError, parse_tool_calls
 from model.checkpoint.tokenizer import decode_marked
 from model.heads.vision import ImageError
 from model.turn.limits import PromptTooLong
-from schema import SchemaError
+from schema import MAX_NESTING, SchemaError, nesting
 
 #: The lowest temperature of a denoising step (``temperature = 0`` ends here, starting from twice this).
 MIN_STEP_TEMPERATURE = 0.01
@@ -230,27 +230,16 @@ def _tool_choice(req: S.ChatCompletionRequest, tools: list[dict[str, Any]]) -> A
     return choice
 
 
-#: Deepest nesting of objects and arrays accepted in a tool's parameters or a ``response_format`` schema. Checked
-#: before anything recurses into the schema, so the answer does not depend on the interpreter's recursion limit
-#: (which ``torch.compile`` raises for the whole process).
-MAX_SCHEMA_NESTING = 128
-
-
-def _nesting(value: Any) -> int:
-    """Levels of JSON objects and arrays in ``value`` (0 for a scalar), counted without recursion."""
-    deepest, stack = 0, [(value, 1)]
-    while stack:
-        v, depth = stack.pop()
-        if isinstance(v, dict | list):
-            deepest = max(deepest, depth)
-            stack.extend((c, depth + 1) for c in (v.values() if isinstance(v, dict) else v))
-    return deepest
+#: Deepest nesting of objects and arrays accepted in a tool's parameters or a ``response_format`` schema (the
+#: schema package's limit). Checked before anything recurses into the schema, so the answer does not depend on the
+#: interpreter's recursion limit (which ``torch.compile`` raises for the whole process).
+MAX_SCHEMA_NESTING = MAX_NESTING
 
 
 def _check_nesting(schema: Any, where: str, param: str) -> None:
     """Raises :class:`ServeError` (400) when ``schema`` nests objects and arrays deeper than
     :data:`MAX_SCHEMA_NESTING`; ``where`` starts the message, ``param`` names the field."""
-    n = _nesting(schema)
+    n = nesting(schema)
     if n > MAX_SCHEMA_NESTING:
         raise ServeError(
             400,
