@@ -120,3 +120,20 @@ def test_lone_surrogates_are_escaped_on_the_async_path():
     turn = asyncio.run(backend.acomplete([{"role": "user", "content": "x\udc80"}], []))
     assert turn.text == "fine"
     assert json.loads(bodies[0])["messages"][0]["content"] == "x\\udc80"
+
+
+def _strict_json(text: str) -> object:
+    """json.loads without Python's extension that reads NaN / Infinity."""
+
+    def refuse(constant: str) -> None:
+        raise ValueError(f"not JSON: {constant}")
+
+    return json.loads(text, parse_constant=refuse)
+
+
+def test_nan_and_infinities_in_a_result_are_valid_json():
+    # they were sent as the bare NaN / Infinity, which no JSON parser but Python's reads
+    text = serialize_result({"mean": float("nan"), "range": [float("-inf"), float("inf")], "n": 2.5})
+    assert _strict_json(text) == {"mean": "NaN", "range": ["-Infinity", "Infinity"], "n": 2.5}
+    nested = serialize_result({"raw": b"\xff", "x": float("inf")})
+    assert _strict_json(nested.split("\n")[0]) == {"raw": "\ufffd", "x": "Infinity"}
