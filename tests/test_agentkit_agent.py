@@ -515,3 +515,26 @@ def test_backend_subclass_without_turn_is_a_clear_error():
 
     with pytest.raises(NotImplementedError, match="Empty is a Backend but implements neither turn"):
         Empty().complete([{"role": "user", "content": "x"}], [])
+
+
+def test_a_tool_exception_whose_str_raises_is_a_failed_call_not_a_crash():
+    class Unprintable(Exception):
+        def __str__(self) -> str:
+            raise ValueError("no text")
+
+    @tool
+    def fragile(x: int) -> int:
+        """Fail with an exception that cannot be printed.
+
+        Args:
+            x: Any number.
+        """
+        raise Unprintable()
+
+    backend = ScriptedBackend([call("fragile", x=1), answer("it failed")])
+    result = Agent(backend, [fragile]).run("try it")
+    assert result.answer == "it failed"
+    rec = result.tool_calls[0]
+    assert rec.error_kind == "exception"
+    assert rec.error == "Unprintable: <str() failed: ValueError>"
+    assert json.loads(rec.content)["error"] == rec.error
