@@ -218,6 +218,29 @@ def test_find_definition_kinds_and_qualnames(repo):
     assert repo.find_definitions("typed_only")["matches"][0]["line"] == 38
 
 
+def test_find_definition_takes_a_module_qualified_name(repo):
+    # the dotted import path people write: module path, then the qualified name
+    for q in ("pkg.bundles.load_bundle", "bundles.load_bundle", "PKG.BUNDLES.LOAD_BUNDLE"):
+        out = repo.find_definitions(q)
+        assert [m["location"] for m in out["matches"]] == ["pkg/bundles.py:5"], q
+    assert repo.find_definitions("pkg.bundles.Bundle.Inner.load")["matches"][0]["line"] == 27
+    assert (
+        repo.find_definitions("tests.test_bundles.load_bundle")["matches"][0]["path"]
+        == "tests/test_bundles.py"
+    )
+    # the module part must match whole segments
+    assert repo.find_definitions("kg.bundles.load_bundle")["matches"] == []
+    assert repo.find_definitions("pkg.other.load_bundle")["matches"] == []
+
+
+def test_find_definition_module_path_of_a_package_is_its_init(tmp_path):
+    (tmp_path / "pkg").mkdir()
+    (tmp_path / "pkg" / "__init__.py").write_text("def make():\n    pass\n")
+    (tmp_path / "pkg" / "other.py").write_text("def make():\n    pass\n")
+    out = CodeRepo(tmp_path).find_definitions("pkg.make")
+    assert [m["location"] for m in out["matches"]] == ["pkg/__init__.py:1"]
+
+
 def test_find_definition_other_languages_and_broken_python(repo):
     js = repo.find_definitions("loadBundle")["matches"]
     assert [(m["location"], m["kind"]) for m in js][:2] == [

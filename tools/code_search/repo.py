@@ -269,7 +269,8 @@ class CodeRepo:
         every use of a name.
 
         Args:
-            name: a name (``load_bundle``), a substring (``bundle``) or a dotted name (``Agent.run``);
+            name: a name (``load_bundle``), a substring (``bundle``) or a dotted name (``Agent.run``, or with
+                the module path of a Python file: ``agentkit.bundle.load_bundle``);
                 ``def``/``class`` keywords and ``(...)`` around it are ignored. Case-insensitive.
             kind: ``"any"``, ``"function"``, ``"class"`` or ``"method"``.
             max_results: cap on returned matches (>= 1).
