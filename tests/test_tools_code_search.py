@@ -362,6 +362,21 @@ def test_read_file_ranges(repo):
     assert repo.read(str(repo.root / "pkg" / "bundles.py"), 1, 1)["content"] == '1: """Bundles."""'
 
 
+def test_read_file_takes_the_location_a_search_returned(repo):
+    location = repo.find_definitions("load_bundle")["matches"][0]["location"]
+    assert location == "pkg/bundles.py:5"
+    out = repo.read(location, end_line=6)
+    assert (out["path"], out["start_line"], out["end_line"]) == ("pkg/bundles.py", 5, 6)
+    assert out["content"].startswith("5: def load_bundle(")
+    assert out["note"] == "read 'pkg/bundles.py:5' as the file 'pkg/bundles.py' from line 5"
+    assert repo.read(location, 2, 2)["content"] == "2: from typing import TYPE_CHECKING"  # explicit start
+    assert "note" not in repo.read("pkg/bundles.py", 5, 5)
+    with pytest.raises(FileNotFoundError, match=r"no file 'pkg/missing\.py:5'"):
+        repo.read("pkg/missing.py:5")
+    with pytest.raises(ValueError, match="start_line 500 is past the end"):
+        repo.read("pkg/bundles.py:500")
+
+
 @pytest.mark.parametrize(
     ("path", "error", "message"),
     [

@@ -28,6 +28,9 @@ from tools.code_search.definitions import (
 )
 from tools.code_search.gitignore import GitIgnore
 
+#: A search result's ``location``: ``path:line``.
+_LOCATION_RE = re.compile(r"^(?P<path>.+?):(?P<line>[1-9][0-9]{0,8})$")
+
 
 def path_glob(glob: str | None) -> re.Pattern[str] | None:
     """The regex of a path glob (relative POSIX paths): ``fnmatch`` syntax, where ``*`` crosses ``/``, and
@@ -428,16 +431,27 @@ class CodeRepo:
             ``{"path", "start_line", "end_line", "total_lines", "content", "truncated"}``; ``content`` has one
             ``"N: text"`` line per file line (lines over 500 characters cut).
 
+        A ``path:LINE`` that names no file but whose ``path`` is one (the ``location`` that
+        :meth:`find_definitions` and :meth:`search` return) reads that file from ``LINE`` unless a
+        ``start_line`` other than 1 is given; ``note`` then says how the path was read.
+
         Raises:
             PathOutsideRootError: the path leaves the root. FileNotFoundError: no such file.
             IsADirectoryError: the path is a directory (the message lists some entries).
             ValueError: bad line numbers, a binary file, or a file over ``max_file_bytes``.
         """
+        p = self.resolve(path)
+        note = None
+        located = _LOCATION_RE.match(path.strip())
+        if located and not p.exists() and self.resolve(located["path"]).is_file():
+            p = self.resolve(located["path"])
+            if start_line == 1:
+                start_line = int(located["line"])
+            note = f"read {path!r} as the file {self.rel(p)!r} from line {start_line}"
         if start_line < 1:
             raise ValueError(f"start_line must be >= 1, got {start_line}")
         if end_line is not None and end_line < start_line:
             raise ValueError(f"end_line ({end_line}) is before start_line ({start_line})")
-        p = self.resolve(path)
         rel = self.rel(p)
         if p.is_dir():
             entries = sorted(e.name + ("/" if e.is_dir() else "") for e in p.iterdir())
@@ -471,7 +485,7 @@ class CodeRepo:
             f"{n}: {lines[n - 1] if len(lines[n - 1]) <= 500 else lines[n - 1][:500] + '...'}"
             for n in range(start_line, last + 1)
         )
-        return {
+        out = {
             "path": rel,
             "start_line": start_line,
             "end_line": last,
@@ -479,3 +493,4 @@ class CodeRepo:
             "content": content,
             "truncated": last < min(wanted_end, total),
         }
+        return out if note is None else {**out, "note": note}
