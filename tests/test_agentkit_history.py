@@ -143,6 +143,21 @@ def test_history_may_be_a_list_of_messages_and_is_not_modified():
             "got dict (a saved conversation's dict: Conversation.from_dict)",
         ),
         ([{"role": "system", "content": "x"}], ValueError, "message 0 has role 'system'"),
+        (
+            [
+                {"role": "user", "content": "Q1"},
+                {"role": "assistant", "content": None, "tool_calls": [{"id": "c", "type": "function"}]},
+                {"role": "tool", "tool_call_id": "c", "content": "3"},
+                {"role": "assistant", "content": "A1"},
+            ],
+            ValueError,
+            "message 1 is an assistant tool-call message: a history keeps only user messages and final answers",
+        ),
+        (
+            [{"role": "user", "content": "Q1"}, {"role": "tool", "content": "3"}],
+            ValueError,
+            "message 1 has role 'tool', expected 'user' or 'assistant': a history keeps only user messages",
+        ),
         ([{"role": "user", "content": "Q1"}], ValueError, "the last message is a user message"),
     ],
 )
