@@ -10,6 +10,7 @@ import pytest
 from agentkit import Agent, ModelRetry, tool
 from agentkit.backends.base import Backend, ModelTurn, ToolCallRequest
 from agentkit.backends.scripted import ScriptedBackend, answer, call, turn
+from agentkit.calls import echo_arguments
 from agentkit.errors import (
     BackendError,
     LoopGuardTriggered,
@@ -538,3 +539,40 @@ def test_a_tool_exception_whose_str_raises_is_a_failed_call_not_a_crash():
     assert rec.error_kind == "exception"
     assert rec.error == "Unprintable: <str() failed: ValueError>"
     assert json.loads(rec.content)["error"] == rec.error
+
+
+def test_an_error_response_echoes_at_most_a_kilobyte_of_the_arguments():
+    @tool(max_output_bytes=300)
+    def execute(code: str) -> str:
+        """Run a program.
+
+        Args:
+            code: The program.
+        """
+        raise RuntimeError("it failed")
+
+    code = "x = 1\n" * 5000  # 30,000 characters
+    backend = ScriptedBackend(
+        [
+            [call("execute", code=code), call("execute", code=code, extra="y" * 200)],
+            call("execute", code="print(1)"),
+            answer("done"),
+        ]
+    )
+    result = Agent(backend, [execute], loop_guard=None).run("run it")
+    raised, invalid, small = result.tool_calls
+    assert (raised.error_kind, invalid.error_kind) == ("exception", "invalid_arguments")
+    assert json.loads(raised.content)["arguments"] == {"code": code[:120] + "...[29,880 more characters]"}
+    assert json.loads(invalid.content)["arguments"] == {
+        "code": code[:120] + "...[29,880 more characters]",
+        "extra": "y" * 120 + "...[80 more characters]",
+    }
+    assert len(raised.content.encode()) < 600
+    assert raised.arguments == {"code": code}  # the record keeps them whole
+    assert json.loads(small.content)["arguments"] == {"code": "print(1)"}  # short ones as given
+
+
+def test_an_error_response_summarises_arguments_too_many_to_echo():
+    many = {f"k{i}": i for i in range(300)}
+    assert echo_arguments(many) == f"<{len(json.dumps(many)):,} bytes of arguments, not repeated>"
+    assert echo_arguments({"a": 1}) == {"a": 1}
