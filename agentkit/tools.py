@@ -201,6 +201,13 @@ def _signature_and_hints(
             ) from exc
 
 
+def _drained(invoke: Callable[[Any, ToolContext], Any], validated: Any, ctx: ToolContext) -> Any:
+    """Call a sync tool; a generator it returns is run to its end here, on the tool's worker thread and under
+    its timeout (as a list), not later by the serializer on the event loop."""
+    result = invoke(validated, ctx)
+    return list(result) if inspect.isgenerator(result) else result
+
+
 def _format_message(e: Any) -> str:
     return f"{'.'.join(str(p) for p in e.path) or '(arguments)'}: {e.message}"
 
@@ -523,9 +530,13 @@ class Tool:
 
         async def run() -> Any:
             if self.is_async:
-                return await cast(Awaitable[Any], self._invoke(validated, ctx))
-            result = await run_sync_in_thread(self._invoke, validated, ctx)
-            return await result if inspect.isawaitable(result) else result
+                result = await cast(Awaitable[Any], self._invoke(validated, ctx))
+            else:
+                result = await run_sync_in_thread(_drained, self._invoke, validated, ctx)
+                result = await result if inspect.isawaitable(result) else result
+            if inspect.isasyncgen(result):  # an async generator tool: its items, under the timeout
+                return [item async for item in result]
+            return result
 
         if self.timeout is None:
             return await run()

@@ -576,3 +576,36 @@ def test_an_error_response_summarises_arguments_too_many_to_echo():
     many = {f"k{i}": i for i in range(300)}
     assert echo_arguments(many) == f"<{len(json.dumps(many)):,} bytes of arguments, not repeated>"
     assert echo_arguments({"a": 1}) == {"a": 1}
+
+
+def test_generator_tools_run_under_their_timeout_and_send_their_items():
+    release = threading.Event()
+
+    @tool(timeout=0.2)
+    def stuck(n: int):
+        """Yield n items, the second one only once released.
+
+        Args:
+            n: How many.
+        """
+        yield 0
+        release.wait(5)
+        yield from range(1, n)
+
+    @tool
+    async def numbers(n: int):
+        """Yield n numbers.
+
+        Args:
+            n: How many.
+        """
+        for i in range(n):
+            await asyncio.sleep(0)
+            yield i
+
+    backend = ScriptedBackend([[call("stuck", n=3), call("numbers", n=3)], answer("ok")])
+    result = Agent(backend, [stuck, numbers]).run("q")
+    release.set()
+    timed_out, listed = result.tool_calls
+    assert timed_out.error_kind == "timeout"  # drained on its worker thread, within the timeout
+    assert (listed.error_kind, listed.content, listed.result) == (None, "[0,1,2]", [0, 1, 2])
