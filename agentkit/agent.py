@@ -51,6 +51,19 @@ class RunOptions(TurnOptions, total=False):
     history: HistoryLike | None
 
 
+def refuse_in_event_loop(call: str, instead: str) -> None:
+    """A sync entry point runs its own event loop, so it cannot run inside one (a notebook, async code).
+
+    Raises:
+        RuntimeError: ``CALL cannot be called from a running event loop; use `INSTEAD```.
+    """
+    try:
+        asyncio.get_running_loop()
+    except RuntimeError:
+        return
+    raise RuntimeError(f"{call} cannot be called from a running event loop; use `{instead}`")
+
+
 def user_content(
     question: str, images: Sequence[ImageSource] | None = None, vision_budget: int | None = None
 ) -> str | list[dict[str, Any]]:
@@ -367,15 +380,7 @@ class Agent(Host):
         Raises:
             RuntimeError: called from inside a running event loop (use ``await agent.arun(...)``).
         """
-        try:
-            asyncio.get_running_loop()
-            in_loop = True
-        except RuntimeError:
-            in_loop = False
-        if in_loop:
-            raise RuntimeError(
-                "Agent.run() cannot be called from a running event loop; use `await agent.arun(...)`"
-            )
+        refuse_in_event_loop("Agent.run()", "await agent.arun(...)")
         return asyncio.run(self._complete(self._prepare(question, **options), True))
 
     async def arun(self, question: str, **options: Unpack[RunOptions]) -> RunResult:
@@ -506,6 +511,7 @@ class ChatSession:
         A turn that fails (e.g. :class:`~agentkit.errors.MaxStepsExceeded`) raises and leaves the history
         unchanged.
         """
+        refuse_in_event_loop("ChatSession.send()", "await chat.asend(...)")
         return self._keep(self.agent.run(message, history=self.conversation, **options))
 
     async def asend(self, message: str, **options: Unpack[TurnOptions]) -> RunResult:

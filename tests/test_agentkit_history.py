@@ -1,5 +1,6 @@
 """History keeps user messages and final answers only; conversations round-trip through JSON exactly."""
 
+import asyncio
 import json
 
 import pytest
@@ -286,3 +287,23 @@ def test_save_to_a_directory_is_an_is_a_directory_error_naming_it(tmp_path, monk
     with pytest.raises(IsADirectoryError, match=f"Is a directory: '{where}'"):
         Conversation().with_turn("q", "a").save(where)
     assert sorted(p.name for p in tmp_path.iterdir()) == ["dir"]
+
+
+def test_the_sync_calls_inside_an_event_loop_name_their_async_twin():
+    agent, _backend = make_agent(["A1", "A2"])
+    chat = agent.chat()
+
+    async def inside() -> list[str]:
+        said = []
+        for sync_call in (agent.run, chat.send):
+            with pytest.raises(RuntimeError) as info:
+                sync_call("Q")
+            said.append(str(info.value))
+        said.append((await chat.asend("Q")).answer)
+        return said
+
+    assert asyncio.run(inside()) == [
+        "Agent.run() cannot be called from a running event loop; use `await agent.arun(...)`",
+        "ChatSession.send() cannot be called from a running event loop; use `await chat.asend(...)`",
+        "A1",
+    ]
