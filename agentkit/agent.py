@@ -9,7 +9,7 @@ user messages and final answers only.
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal, TypedDict, Unpack, overload
 
@@ -49,6 +49,18 @@ class RunOptions(TurnOptions, total=False):
     """The keywords of :meth:`Agent.run`, :meth:`Agent.arun` and :meth:`Agent.iter`: a turn's and its history."""
 
     history: HistoryLike | None
+
+
+def check_options(call: str, options: Mapping[str, Any]) -> None:
+    """The keywords of a run are :class:`RunOptions`.
+
+    Raises:
+        TypeError: naming the call, the unknown keyword and the ones it takes.
+    """
+    unknown = [k for k in options if k not in RunOptions.__optional_keys__]
+    if unknown:
+        takes = ", ".join(sorted(RunOptions.__optional_keys__))
+        raise TypeError(f"{call} got an unexpected keyword argument {unknown[0]!r} (it takes {takes})")
 
 
 def refuse_in_event_loop(call: str, instead: str) -> None:
@@ -381,6 +393,7 @@ class Agent(Host):
             RuntimeError: called from inside a running event loop (use ``await agent.arun(...)``).
         """
         refuse_in_event_loop("Agent.run()", "await agent.arun(...)")
+        check_options("Agent.run()", options)
         return asyncio.run(self._complete(self._prepare(question, **options), True))
 
     async def arun(self, question: str, **options: Unpack[RunOptions]) -> RunResult:
@@ -420,6 +433,7 @@ class Agent(Host):
                 not parse.
             BackendError: the backend failed (after its own retries).
         """
+        check_options("Agent.arun()", options)
         return await self._complete(self._prepare(question, **options), False)
 
     def iter(self, question: str, **options: Unpack[RunOptions]) -> AgentRun:
@@ -446,6 +460,7 @@ class Agent(Host):
         Raises:
             ValueError, model.heads.vision.ImageError: as :meth:`arun`, at once.
         """
+        check_options("Agent.iter()", options)
         state = self._prepare(question, **options)
         if self._toolsets and not getattr(self, "_toolsets_open", False):
             raise RuntimeError("an agent with toolsets iterates inside `async with agent:`")

@@ -307,3 +307,15 @@ def test_the_sync_calls_inside_an_event_loop_name_their_async_twin():
         "ChatSession.send() cannot be called from a running event loop; use `await chat.asend(...)`",
         "A1",
     ]
+
+
+def test_an_unknown_run_keyword_is_named_with_the_call_and_what_it_takes():
+    agent, backend = make_agent(["A1"])
+    takes = "(it takes deps, history, images, on_event, vision_budget)"
+    with pytest.raises(TypeError) as info:
+        agent.run("Q", histroy=[])
+    assert str(info.value) == f"Agent.run() got an unexpected keyword argument 'histroy' {takes}"
+    with pytest.raises(TypeError) as info:
+        agent.iter("Q", dep=1)
+    assert str(info.value) == f"Agent.iter() got an unexpected keyword argument 'dep' {takes}"
+    assert backend.requests == []
