@@ -339,6 +339,16 @@ def test_search_code_options(repo):
         repo.search("x", context_lines=11)
 
 
+def test_a_pattern_that_backtracks_without_end_stops_at_the_time_budget(tmp_path):
+    # (a|a)+$ backtracks 2**n ways on n a's that do not end the line: with `re` this search never ended
+    (tmp_path / "m.py").write_text('ok = "aaa"\nx = "' + "a" * 60 + '!"\n')
+    out = CodeRepo(tmp_path, time_budget_s=0.2).search("(a|a)+$")
+    assert (out["total"], out["truncated"]) == (0, True)
+    assert out["note"] == "the pattern took over 0.2 s; the hits so far are listed: simplify it"
+    found = CodeRepo(tmp_path, time_budget_s=0.2).search('^ok = "(a|a)+"$')
+    assert ([m["location"] for m in found["matches"]], found["truncated"]) == (["m.py:1"], False)
+
+
 def test_read_file_ranges(repo):
     out = repo.read("pkg/bundles.py", 5, 6)
     assert out == {

@@ -13,6 +13,8 @@ from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
 from typing import Any
 
+import regex
+
 from tools.code_search.definitions import (
     DECL_RE,
     NAMED,
@@ -55,14 +57,37 @@ class _FileDefs:
     defs: list[Definition]
 
 
+def _compile_search(pattern: str, case_sensitive: bool) -> tuple[Any, Any, str | None]:
+    """``(per line, per file, note)`` patterns of a search, compiled with the ``regex`` module (Python's ``re``
+    syntax; its matches take a timeout); a pattern that is not a valid regular expression is searched as literal
+    text, which ``note`` says. The per-file one is MULTILINE, so ``^`` and ``$`` mean what they mean on a line."""
+    flags = 0 if case_sensitive else regex.IGNORECASE
+    note = None
+    try:
+        regex.compile(pattern, flags)
+    except regex.error as exc:
+        pattern = regex.escape(pattern)
+        note = f"pattern is not a valid regular expression ({exc}); searched it as literal text"
+    return regex.compile(pattern, flags), regex.compile(pattern, flags | regex.MULTILINE), note
+
+
+def _left(deadline: float) -> float:
+    """Seconds left before ``deadline`` (a match's timeout: at least a millisecond)."""
+    return max(deadline - time.monotonic(), 0.001)
+
+
 def _line_hits(
-    rel: str, text: str, rx: re.Pattern[str], context_lines: int, limit: int
+    rel: str, text: str, rx: Any, context_lines: int, limit: int, deadline: float
 ) -> list[tuple[tuple[Any, ...], dict[str, Any]]]:
-    """The hits of ``rx`` in one file, at most ``limit``: ``(sort key, hit)`` with the hit's context lines."""
+    """The hits of ``rx`` in one file, at most ``limit``: ``(sort key, hit)`` with the hit's context lines.
+
+    Raises:
+        TimeoutError: a match ran past ``deadline``.
+    """
     lines = text.splitlines()
     hits: list[tuple[tuple[Any, ...], dict[str, Any]]] = []
     for i, line in enumerate(lines):
-        if len(line) > 2000 or not rx.search(line):
+        if len(line) > 2000 or not rx.search(line, timeout=_left(deadline)):
             continue
         is_def = bool(PY_DEF_LINE_RE.match(line) if rel.endswith(".py") else DECL_RE.match(line))
         lo, hi = max(0, i - context_lines), min(len(lines), i + context_lines + 1)
@@ -372,18 +397,7 @@ class CodeRepo:
             raise ValueError("pattern is empty; give a regular expression or text to search for")
         if not 0 <= context_lines <= 10:
             raise ValueError(f"context_lines must be between 0 and 10, got {context_lines}")
-        flags = 0 if case_sensitive else re.IGNORECASE
-        note = None
-        try:
-            rx = re.compile(pattern, flags)
-        except re.error as exc:
-            pattern_text = re.escape(pattern)
-            note = f"pattern is not a valid regular expression ({exc}); searched it as literal text"
-        else:
-            pattern_text = pattern
-        rx = re.compile(pattern_text, flags)
-        # file-level pre-check; MULTILINE so that ^ and $ mean what they mean on a single line
-        rx_file = re.compile(pattern_text, flags | re.MULTILINE)
+        rx, rx_file, note = _compile_search(pattern, case_sensitive)
         deadline = time.monotonic() + self.time_budget_s
         hits: list[tuple[tuple[Any, ...], dict[str, Any]]] = []
         files_hit = 0
@@ -396,9 +410,16 @@ class CodeRepo:
                 truncated = True
                 break
             text = self._read_text(rel)
-            if text is None or not rx_file.search(text):
-                continue
-            found = _line_hits(rel, text, rx, context_lines, max_scanned_matches - len(hits))
+            try:  # the time budget bounds each match too: a pattern that backtracks badly cannot hang
+                if text is None or not rx_file.search(text, timeout=_left(deadline)):
+                    continue
+                found = _line_hits(rel, text, rx, context_lines, max_scanned_matches - len(hits), deadline)
+            except TimeoutError:
+                truncated = True
+                note = (
+                    f"the pattern took over {self.time_budget_s:g} s; the hits so far are listed: simplify it"
+                )
+                break
             hits.extend(found)
             files_hit += bool(found)
         hits.sort(key=lambda kh: kh[0])
