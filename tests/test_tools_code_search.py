@@ -349,6 +349,16 @@ def test_a_pattern_that_backtracks_without_end_stops_at_the_time_budget(tmp_path
     assert ([m["location"] for m in found["matches"]], found["truncated"]) == (["m.py:1"], False)
 
 
+def test_a_glob_of_many_double_stars_fails_at_once(tmp_path):
+    deep = tmp_path.joinpath(*["a"] * 30)
+    deep.mkdir(parents=True)
+    (deep / "b.py").write_text("x = 1\n")
+    repo = CodeRepo(tmp_path, time_budget_s=60)
+    out = repo.search("x", glob="**/" * 12 + "c.py")  # with re: minutes of backtracking on this one path
+    assert (out["total"], out["truncated"]) == (0, False)
+    assert repo.search("x", glob="**/" * 12 + "b.py")["matches"][0]["location"] == "a/" * 30 + "b.py:1"
+
+
 def test_read_file_ranges(repo):
     out = repo.read("pkg/bundles.py", 5, 6)
     assert out == {
