@@ -210,6 +210,10 @@ def test_cli_rejects_empty_question_and_zero_budget_cleanly():
         (["generate", "  \n"], "the prompt is empty"),
         (["generate", "hi", "--threads", "-1"], "--threads"),
         (["eval", "bfcl", "--limit", "0"], "--limit"),
+        (
+            ["eval", "bfcl", "-c", "parallell", "--data", "q.json"],
+            "unknown BFCL category 'parallell'; choose one",
+        ),
     ],
 )
 def test_cli_bad_options_exit_2_without_traceback(args, message):
