@@ -427,3 +427,22 @@ def test_a_callable_object_is_described_by_its_call_method():
     t = tool(Store())
     assert (t.name, t.description) == ("Store", "Look an item up.")
     assert t.parameters["properties"]["item"] == {"description": "The item's name.", "type": "string"}
+
+
+def test_a_parameters_schema_that_allows_other_properties_still_refuses_what_the_function_cannot_take():
+    open_schema = {"type": "object", "properties": {"a": {"type": "integer"}}, "required": ["a"]}
+
+    @tool(parameters=open_schema)
+    def only_a(a):
+        """Take a."""
+        return a
+
+    @tool(parameters=open_schema)
+    def any_more(a, **rest):
+        """Take a and anything else."""
+        return [a, rest]
+
+    with pytest.raises(ToolArgumentsError, match=r"^b: unknown argument; c: unknown argument$"):
+        only_a.validate({"a": 1, "b": 2, "c": 3})
+    assert only_a.validate({"a": 1}) == {"a": 1}
+    assert any_more.validate({"a": 1, "b": 2}) == {"a": 1, "b": 2}  # **rest takes them
