@@ -359,6 +359,23 @@ def test_a_glob_of_many_double_stars_fails_at_once(tmp_path):
     assert repo.search("x", glob="**/" * 12 + "b.py")["matches"][0]["location"] == "a/" * 30 + "b.py:1"
 
 
+def test_a_glob_naming_a_folder_searches_the_files_under_it(repo):
+    for glob in ("pkg", "pkg/", "./pkg/*.py", "/pkg/*", "pkg/bundles.py"):
+        out = repo.search("def load_bundle", glob=glob)
+        assert [m["location"] for m in out["matches"]] == ["pkg/bundles.py:5"], glob
+        assert "note" not in out
+    assert repo.search("load", glob="pk")["matches"] == []  # a folder's name whole, not its start
+    nothing = repo.search("load_bundle", glob="lib/")
+    assert (nothing["total"], nothing["note"]) == (
+        0,
+        "no file path matches the glob 'lib/'; nothing was searched",
+    )
+    assert repo.find_definitions("load_bundle", glob="lib")["hint"] == (
+        "no file path matches the glob 'lib'; nothing was searched"
+    )
+    assert repo.find_definitions("load_bundle", glob="pkg")["matches"][0]["location"] == "pkg/bundles.py:5"
+
+
 def test_read_file_ranges(repo):
     out = repo.read("pkg/bundles.py", 5, 6)
     assert out == {

@@ -39,10 +39,22 @@ def path_glob(glob: str | None) -> Any:
     ``**/`` also matches no folder at all, as in git and ripgrep (``**/*.py`` matches ``setup.py`` at the root,
     ``a/**/b.py`` matches ``a/b.py``). ``None`` or ``""``: no filter (``None``).
 
+    A folder matches the files under it: a glob that ends with ``/`` (``agentkit/``), or one without wildcards
+    (``agentkit``, ``tools/code_search``, or a file path, which matches that file); a leading ``./`` or ``/``
+    is the root itself.
+
     Compiled with the ``regex`` module: with ``re``, a glob of a few ``**/`` (``**/**/**/**/**/**/**/**/**/**/x``)
     took 20 s to fail on one path, as the ``(?:.*/)?`` groups backtracked; ``regex`` fails it at once."""
+    glob = (glob or "").strip()
+    while glob.startswith("./"):
+        glob = glob[2:]
+    glob = glob.lstrip("/")
     if not glob:
         return None
+    if not any(c in glob for c in "*?["):  # a folder or a file, named as it is
+        return regex.compile(r"(?s:" + regex.escape(glob.rstrip("/")) + r")(?:/.*)?\Z")
+    if glob.endswith("/"):
+        glob += "*"
     if "\0" in glob:  # the placeholder below cannot be told apart: plain fnmatch
         return regex.compile(fnmatch.translate(glob))
     # fnmatch leaves a NUL as is; each stands for one "**/" and becomes "any folders, or none"
@@ -259,6 +271,15 @@ class CodeRepo:
             return None
         return data.decode("utf-8", errors="replace")
 
+    def _globbed(self, glob: str | None) -> tuple[list[str], str | None]:
+        """The searchable files :func:`path_glob` keeps, and a note when a glob kept none (which would
+        otherwise read as "nothing found")."""
+        only = path_glob(glob)
+        if only is None:
+            return self.files(), None
+        kept = [rel for rel in self.files() if only.match(rel)]
+        return kept, None if kept else f"no file path matches the glob {glob!r}; nothing was searched"
+
     # -- definitions -----------------------------------------------------------------------------------
 
     def _definitions(self, rel: str, text: str) -> list[Definition]:
@@ -323,10 +344,8 @@ class CodeRepo:
         deadline = time.monotonic() + self.time_budget_s
         scored: list[tuple[tuple[Any, ...], Definition]] = []
         timed_out = False
-        only = path_glob(glob)
-        for rel in self.files():
-            if only is not None and not only.match(rel):
-                continue
+        files, glob_note = self._globbed(glob)
+        for rel in files:
             if time.monotonic() > deadline:
                 timed_out = True
                 break
@@ -355,7 +374,7 @@ class CodeRepo:
         }
         if not scored:
             what = "definition" if kind == "any" else f"{kind} definition"
-            out["hint"] = (
+            out["hint"] = glob_note or (
                 f"No {what} matches {query!r}; try a shorter part of the name, another kind, or search_code."
             )
         return out
@@ -405,10 +424,9 @@ class CodeRepo:
         hits: list[tuple[tuple[Any, ...], dict[str, Any]]] = []
         files_hit = 0
         truncated = False
-        only = path_glob(glob)
-        for rel in self.files():
-            if only is not None and not only.match(rel):
-                continue
+        files, glob_note = self._globbed(glob)
+        note = note or glob_note
+        for rel in files:
             if time.monotonic() > deadline or len(hits) >= max_scanned_matches:
                 truncated = True
                 break
