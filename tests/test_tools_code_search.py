@@ -6,6 +6,7 @@ import os
 import pathlib
 import shutil
 import subprocess
+import time
 import types
 
 import pytest
@@ -374,6 +375,26 @@ def test_a_glob_naming_a_folder_searches_the_files_under_it(repo):
         "no file path matches the glob 'lib'; nothing was searched"
     )
     assert repo.find_definitions("load_bundle", glob="pkg")["matches"][0]["location"] == "pkg/bundles.py:5"
+
+
+def test_a_root_with_too_many_files_is_listed_in_part_and_says_so(tmp_path):
+    # a root such as / or a home folder: the listing stops at max_files (or the time budget), not after a walk of all
+    for i in range(6):
+        (tmp_path / f"m{i}.py").write_text(f"def f{i}():\n    pass\n")
+    repo = CodeRepo(tmp_path, max_files=4)
+    files, note = repo.listing(time.monotonic() + 60)
+    assert files == ["m0.py", "m1.py", "m2.py", "m3.py"]
+    assert note == (
+        f"the root {str(repo.root)!r} holds too many files to list in 10 s (at most 4); only part of it was "
+        "searched: run from the repository, or set $AGENTKIT_CODE_ROOT to it"
+    )
+    hits = repo.search("def f")
+    assert (hits["total"], hits["truncated"], hits["note"]) == (4, True, note)
+    found = repo.find_definitions("f1")
+    assert (found["matches"][0]["location"], found["truncated"], found["note"]) == ("m1.py:1", True, note)
+    assert repo.find_definitions("f5")["hint"] == note  # not "no definition": m5.py was not listed
+    assert CodeRepo(tmp_path).listing(time.monotonic() + 60) == ([f"m{i}.py" for i in range(6)], None)
+    assert CodeRepo(tmp_path, max_files=6).listing(time.monotonic() + 60)[1] is None  # all of them: no note
 
 
 def test_read_file_ranges(repo):

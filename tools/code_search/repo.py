@@ -128,6 +128,8 @@ class CodeRepo:
         max_file_bytes: files larger than this (bytes) are skipped by searches and refused by :meth:`read`.
         time_budget_s: wall-clock seconds a search may spend scanning before it returns what it has
             (``truncated`` is then true).
+        max_files: the most files a search lists (a root such as ``/`` or a home folder holds millions; the
+            listing stops there, or at the time budget, and the search says so in ``note``).
 
     Raises:
         NotADirectoryError: ``root`` is not an existing directory.
@@ -139,6 +141,7 @@ class CodeRepo:
         *,
         max_file_bytes: int = 1_000_000,
         time_budget_s: float = 10.0,
+        max_files: int = 100_000,
     ) -> None:
         path = Path(root if root is not None else os.getcwd()).expanduser().resolve()
         if not path.is_dir():
@@ -146,6 +149,7 @@ class CodeRepo:
         self.root = path
         self.max_file_bytes = max_file_bytes
         self.time_budget_s = time_budget_s
+        self.max_files = max_files
         self._defs_cache: dict[str, _FileDefs] = {}
         self._git: bool | None = None  # whether the root is in a git work tree (checked once)
         self._lock = threading.Lock()
@@ -211,10 +215,14 @@ class CodeRepo:
         names = out.stdout.decode("utf-8", errors="surrogateescape").split("\0")
         return sorted({n for n in names if n})
 
-    def _walk_files(self) -> list[str]:
+    def _walk_files(self, deadline: float) -> list[str]:
+        """The files of a walk that honours every ``.gitignore``; it stops past :attr:`max_files` files or at
+        ``deadline`` (the caller tells by the count and the clock)."""
         ignore = GitIgnore()
         found: list[str] = []
         for dirpath, dirnames, filenames in os.walk(self.root, followlinks=False):
+            if len(found) > self.max_files or time.monotonic() > deadline:
+                break
             dpath = Path(dirpath)
             base = "" if dpath == self.root else dpath.relative_to(self.root).as_posix()
             if ".gitignore" in filenames:
@@ -235,15 +243,29 @@ class CodeRepo:
     def files(self) -> list[str]:
         """Searchable files: relative POSIX paths, sorted, each a regular file resolving inside the root.
 
-        A symlink whose target is itself a listed file is left out (its hits would be duplicates).
+        A symlink whose target is itself a listed file is left out (its hits would be duplicates). At most
+        :attr:`max_files` of them, listed within :attr:`time_budget_s` (:meth:`listing` says whether it was cut).
         """
+        return self.listing(time.monotonic() + self.time_budget_s)[0]
+
+    def listing(self, deadline: float) -> tuple[list[str], str | None]:
+        """:meth:`files` listed until ``deadline``, and a note when the listing stopped early (at
+        :attr:`max_files` or at ``deadline``): then the root is likely not one repository."""
         if self._git is None:
             self._git = self._in_git()
         names = self._git_files() if self._git else None
         if names is None:
-            names = self._walk_files()
+            names = self._walk_files(deadline)
+        cut = len(names) > self.max_files or time.monotonic() > deadline
+        note = None
+        if cut:
+            note = (
+                f"the root {str(self.root)!r} holds too many files to list in {self.time_budget_s:g} s (at most "
+                f"{self.max_files:,}); only part of it was searched: run from the repository, or set "
+                f"$AGENTKIT_CODE_ROOT to it"
+            )
         entries: list[tuple[str, Path]] = []
-        for rel in names:
+        for rel in names[: self.max_files]:
             p = self.root / rel
             try:
                 # resolve() follows symlinks in every component: a link (to a file or a directory) that
@@ -256,7 +278,7 @@ class CodeRepo:
             entries.append((rel, real))
         # a link to a file that is itself listed is a duplicate: keep the file under its real path
         direct = {real for rel, real in entries if real == self.root / rel}
-        return [rel for rel, real in entries if real == self.root / rel or real not in direct]
+        return [rel for rel, real in entries if real == self.root / rel or real not in direct], note
 
     def _read_text(self, rel: str) -> str | None:
         """The file's text (UTF-8, undecodable bytes replaced), or None if binary / too large / unreadable."""
@@ -271,14 +293,17 @@ class CodeRepo:
             return None
         return data.decode("utf-8", errors="replace")
 
-    def _globbed(self, glob: str | None) -> tuple[list[str], str | None]:
-        """The searchable files :func:`path_glob` keeps, and a note when a glob kept none (which would
-        otherwise read as "nothing found")."""
+    def _globbed(self, glob: str | None, deadline: float) -> tuple[list[str], str | None, bool]:
+        """The searchable files (:meth:`listing`) :func:`path_glob` keeps; a note when the listing was cut
+        (then ``True``) or a glob kept none (which would otherwise read as "nothing found")."""
+        files, note = self.listing(deadline)
+        cut = note is not None
         only = path_glob(glob)
-        if only is None:
-            return self.files(), None
-        kept = [rel for rel in self.files() if only.match(rel)]
-        return kept, None if kept else f"no file path matches the glob {glob!r}; nothing was searched"
+        if only is not None:
+            files = [rel for rel in files if only.match(rel)]
+            if not files and note is None:
+                note = f"no file path matches the glob {glob!r}; nothing was searched"
+        return files, note, cut
 
     # -- definitions -----------------------------------------------------------------------------------
 
@@ -343,8 +368,7 @@ class CodeRepo:
         needle = query.rsplit(".", 1)[-1].casefold().encode()
         deadline = time.monotonic() + self.time_budget_s
         scored: list[tuple[tuple[Any, ...], Definition]] = []
-        timed_out = False
-        files, glob_note = self._globbed(glob)
+        files, glob_note, timed_out = self._globbed(glob, deadline)
         for rel in files:
             if time.monotonic() > deadline:
                 timed_out = True
@@ -377,6 +401,8 @@ class CodeRepo:
             out["hint"] = glob_note or (
                 f"No {what} matches {query!r}; try a shorter part of the name, another kind, or search_code."
             )
+        elif glob_note:
+            out["note"] = glob_note
         return out
 
     # -- full-text search ------------------------------------------------------------------------------
@@ -423,8 +449,7 @@ class CodeRepo:
         deadline = time.monotonic() + self.time_budget_s
         hits: list[tuple[tuple[Any, ...], dict[str, Any]]] = []
         files_hit = 0
-        truncated = False
-        files, glob_note = self._globbed(glob)
+        files, glob_note, truncated = self._globbed(glob, deadline)
         note = note or glob_note
         for rel in files:
             if time.monotonic() > deadline or len(hits) >= max_scanned_matches:
