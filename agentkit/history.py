@@ -93,6 +93,14 @@ class Conversation:
 
     def __post_init__(self) -> None:
         _check_messages(self.messages, where="Conversation")
+        if not isinstance(self.metadata, dict):
+            raise ValueError(f"Conversation: metadata must be a dict, got {type(self.metadata).__name__}")
+        try:  # said now, not when a long chat is saved
+            json.dumps(self.metadata, allow_nan=False)
+        except (TypeError, ValueError) as exc:
+            raise ValueError(
+                f"Conversation: metadata must be JSON data (it is saved with the messages): {exc}"
+            ) from None
 
     @property
     def turns(self) -> int:

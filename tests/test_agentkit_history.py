@@ -319,3 +319,21 @@ def test_an_unknown_run_keyword_is_named_with_the_call_and_what_it_takes():
         agent.iter("Q", dep=1)
     assert str(info.value) == f"Agent.iter() got an unexpected keyword argument 'dep' {takes}"
     assert backend.requests == []
+
+
+@pytest.mark.parametrize(
+    ("metadata", "message"),
+    [
+        ({"when": object()}, "Object of type object is not JSON serializable"),
+        ({"score": float("nan")}, "Out of range float values are not JSON compliant"),
+    ],
+)
+def test_metadata_that_cannot_be_saved_is_refused_when_the_conversation_is_made(metadata, message):
+    with pytest.raises(ValueError) as info:
+        Conversation([{"role": "user", "content": "Q"}, {"role": "assistant", "content": "A"}], metadata)
+    assert (
+        str(info.value)
+        == f"Conversation: metadata must be JSON data (it is saved with the messages): {message}"
+    )
+    with pytest.raises(ValueError, match="metadata must be a dict, got list"):
+        Conversation([], [1])  # type: ignore[arg-type]
