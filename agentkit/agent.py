@@ -217,6 +217,8 @@ class Agent(Host):
         self.tool_images = tool_images or ToolImageLimits()
         self.trim_history = trim_history
         self.backend: Backend = resolve_backend(model)
+        if system_prompt is not None and not isinstance(system_prompt, str):
+            raise TypeError(f"system_prompt must be a string or None, got {type(system_prompt).__name__}")
         self.system_prompt = system_prompt
         self.max_steps = max_steps
         self.loop_guard = loop_guard

@@ -609,3 +609,10 @@ def test_generator_tools_run_under_their_timeout_and_send_their_items():
     timed_out, listed = result.tool_calls
     assert timed_out.error_kind == "timeout"  # drained on its worker thread, within the timeout
     assert (listed.error_kind, listed.content, listed.result) == (None, "[0,1,2]", [0, 1, 2])
+
+
+def test_a_system_prompt_that_is_not_text_is_refused_when_the_agent_is_made():
+    with pytest.raises(TypeError, match=r"^system_prompt must be a string or None, got int$"):
+        Agent(ScriptedBackend(["never"]), [add], system_prompt=123)  # type: ignore[arg-type]
+    with pytest.raises(TypeError, match="got list"):
+        Agent(ScriptedBackend(["never"]), [add], system_prompt=["Be brief."])  # type: ignore[arg-type]
