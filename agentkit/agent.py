@@ -9,7 +9,7 @@ user messages and final answers only.
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal, TypedDict, Unpack, overload
 
@@ -49,6 +49,31 @@ class RunOptions(TurnOptions, total=False):
     """The keywords of :meth:`Agent.run`, :meth:`Agent.arun` and :meth:`Agent.iter`: a turn's and its history."""
 
     history: HistoryLike | None
+
+
+def check_options(call: str, options: Mapping[str, Any]) -> None:
+    """The keywords of a run are :class:`RunOptions`.
+
+    Raises:
+        TypeError: naming the call, the unknown keyword and the ones it takes.
+    """
+    unknown = [k for k in options if k not in RunOptions.__optional_keys__]
+    if unknown:
+        takes = ", ".join(sorted(RunOptions.__optional_keys__))
+        raise TypeError(f"{call} got an unexpected keyword argument {unknown[0]!r} (it takes {takes})")
+
+
+def refuse_in_event_loop(call: str, instead: str) -> None:
+    """A sync entry point runs its own event loop, so it cannot run inside one (a notebook, async code).
+
+    Raises:
+        RuntimeError: ``CALL cannot be called from a running event loop; use `INSTEAD```.
+    """
+    try:
+        asyncio.get_running_loop()
+    except RuntimeError:
+        return
+    raise RuntimeError(f"{call} cannot be called from a running event loop; use `{instead}`")
 
 
 def user_content(
@@ -388,15 +413,8 @@ class Agent(Host):
         Raises:
             RuntimeError: called from inside a running event loop (use ``await agent.arun(...)``).
         """
-        try:
-            asyncio.get_running_loop()
-            in_loop = True
-        except RuntimeError:
-            in_loop = False
-        if in_loop:
-            raise RuntimeError(
-                "Agent.run() cannot be called from a running event loop; use `await agent.arun(...)`"
-            )
+        refuse_in_event_loop("Agent.run()", "await agent.arun(...)")
+        check_options("Agent.run()", options)
         return asyncio.run(self._complete(self._prepare(question, **options), True))
 
     async def arun(self, question: str, **options: Unpack[RunOptions]) -> RunResult:
@@ -436,6 +454,7 @@ class Agent(Host):
                 not parse.
             BackendError: the backend failed (after its own retries).
         """
+        check_options("Agent.arun()", options)
         return await self._complete(self._prepare(question, **options), False)
 
     def iter(self, question: str, **options: Unpack[RunOptions]) -> AgentRun:
@@ -462,6 +481,7 @@ class Agent(Host):
         Raises:
             ValueError, model.heads.vision.ImageError: as :meth:`arun`, at once.
         """
+        check_options("Agent.iter()", options)
         state = self._prepare(question, **options)
         if self._toolsets and not self._toolsets_held:
             raise RuntimeError("an agent with toolsets iterates inside `async with agent:`")
@@ -534,6 +554,7 @@ class ChatSession:
         unchanged. Turns sent while another runs (``asend`` from several tasks, ``send`` from several threads)
         each start from the history as it was when they were sent, and all are kept, in the order they finished.
         """
+        refuse_in_event_loop("ChatSession.send()", "await chat.asend(...)")
         return self._keep(self.agent.run(message, history=self.conversation, **options))
 
     async def asend(self, message: str, **options: Unpack[TurnOptions]) -> RunResult:

@@ -15,7 +15,14 @@ from agentkit.messages import ToolCall
 from agentkit.result import ErrorKind, ToolCallRecord
 from agentkit.tools import Tool
 
-__all__ = ["canonical_arguments", "error_record", "format_reminder", "nearest_tool_name", "resolve_tool_name"]
+__all__ = [
+    "canonical_arguments",
+    "echo_arguments",
+    "error_record",
+    "format_reminder",
+    "nearest_tool_name",
+    "resolve_tool_name",
+]
 
 
 def canonical_arguments(arguments: Any) -> str:
@@ -23,12 +30,45 @@ def canonical_arguments(arguments: Any) -> str:
     return json.dumps(arguments, sort_keys=True, separators=(",", ":"), ensure_ascii=False, default=str)
 
 
+#: The most bytes of arguments an error response echoes (the model has them in its own call already).
+ECHO_BYTES = 1024
+#: A string argument longer than this is echoed as its head and a count once the echo is over ECHO_BYTES.
+_ECHO_STRING_CHARS = 120
+
+
+def _json_bytes(value: Any) -> int:
+    return len(json.dumps(value, ensure_ascii=False, default=str).encode("utf-8", "surrogatepass"))
+
+
+def _cut_strings(value: Any) -> Any:
+    if isinstance(value, str) and len(value) > _ECHO_STRING_CHARS:
+        return f"{value[:_ECHO_STRING_CHARS]}...[{len(value) - _ECHO_STRING_CHARS:,} more characters]"
+    if isinstance(value, dict):
+        return {k: _cut_strings(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_cut_strings(v) for v in value]
+    return value
+
+
+def echo_arguments(arguments: Any) -> Any:
+    """The arguments an error response shows the model: as given when their JSON takes at most
+    :data:`ECHO_BYTES` bytes; else with long strings cut to their head and a count; else a one-line summary
+    (``"<N bytes of arguments, not repeated>"``), so an error never carries an argument's bulk twice."""
+    if _json_bytes(arguments) <= ECHO_BYTES:
+        return arguments
+    cut = _cut_strings(arguments)
+    if _json_bytes(cut) <= ECHO_BYTES:
+        return cut
+    return f"<{_json_bytes(arguments):,} bytes of arguments, not repeated>"
+
+
 def error_record(
     call: ToolCall, arguments: Any, kind: ErrorKind, message: str, extra: dict[str, Any] | None = None
 ) -> ToolCallRecord:
     """A tool response that reports an error to the model: a JSON object with ``error``, ``tool``,
-    ``arguments`` and the ``extra`` keys (``hint``, ``valid_tools``...), recorded with its ``kind``."""
-    payload = {"error": message, "tool": call.name, "arguments": arguments, **(extra or {})}
+    ``arguments`` (:func:`echo_arguments`: at most about 1 KiB of them) and the ``extra`` keys (``hint``,
+    ``valid_tools``...), recorded with its ``kind`` and the arguments in full."""
+    payload = {"error": message, "tool": call.name, "arguments": echo_arguments(arguments), **(extra or {})}
     return ToolCallRecord(
         call.id, call.name, arguments, json.dumps(payload, ensure_ascii=False, default=str), message, kind
     )

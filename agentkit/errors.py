@@ -140,9 +140,15 @@ class BundleError(AgentKitError, ValueError):
 
 
 def describe_exception(exc: BaseException) -> str:
-    """``"TypeName: message"`` for an exception, or just the message for :class:`ModelRetry`."""
-    if isinstance(exc, ModelRetry):
-        return str(exc)
-    text = str(exc)
+    """``"TypeName: message"`` for an exception, or just the message for :class:`ModelRetry`.
+
+    An exception whose ``__str__`` itself raises (or returns a non-string) is described as
+    ``"TypeName: <str() failed: ErrorName>"``, as :mod:`traceback` does, so describing it never raises."""
     name = type(exc).__name__
+    try:
+        text = str(exc)
+    except Exception as failure:
+        return f"{name}: <str() failed: {type(failure).__name__}>"
+    if isinstance(exc, ModelRetry):
+        return text
     return f"{name}: {text}" if text else name

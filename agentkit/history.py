@@ -93,6 +93,14 @@ class Conversation:
 
     def __post_init__(self) -> None:
         _check_messages(self.messages, where="Conversation")
+        if not isinstance(self.metadata, dict):
+            raise ValueError(f"Conversation: metadata must be a dict, got {type(self.metadata).__name__}")
+        try:  # said now, not when a long chat is saved
+            json.dumps(self.metadata, allow_nan=False)
+        except (TypeError, ValueError) as exc:
+            raise ValueError(
+                f"Conversation: metadata must be JSON data (it is saved with the messages): {exc}"
+            ) from None
 
     @property
     def turns(self) -> int:
@@ -289,9 +297,19 @@ def _check_messages(messages: Any, *, where: str) -> None:
     _check_turns([m["role"] for m in messages], [m["content"] for m in messages], where=f"{where}: ")
 
 
+#: What a history keeps, said where a message of a whole transcript (an OpenAI message list) is given.
+_KEPT = (
+    "a history keeps only user messages and final answers (pass a run's result.conversation; its tool calls, "
+    "tool responses and the system prompt are not history)"
+)
+
+
 def _assistant_text(messages: Any, *, where: str) -> None:
-    """A final answer is text: said before the part checks, which would read an answer's list as user parts."""
+    """A final answer is text: said before the part checks, which would read an answer's list as user parts;
+    an assistant tool-call message (content ``None``) is named as one."""
     for i, m in enumerate(messages if isinstance(messages, list) else []):
+        if isinstance(m, dict) and m.get("role") == "assistant" and m.get("tool_calls"):
+            raise ValueError(f"{where}message {i} is an assistant tool-call message: {_KEPT}")
         if isinstance(m, dict) and m.get("role") == "assistant" and not isinstance(m.get("content", ""), str):
             raise ValueError(f"{where}message {i} content must be a string")
 
@@ -339,7 +357,8 @@ def _problem(exc: pydantic.ValidationError, top: str) -> str:
     if not rest:
         return f"message {i} must be an object, got {type(err['input']).__name__}"
     if rest[0] == "role":
-        return f"message {i} has role {err['input']!r}, expected 'user' or 'assistant'"
+        hint = f": {_KEPT}" if err["input"] in ("tool", "system", "developer") else ""
+        return f"message {i} has role {err['input']!r}, expected 'user' or 'assistant'{hint}"
     if rest[0] == "content" and len(rest) >= 2 and isinstance(rest[1], int):
         j = rest[1]
         if kind == "union_tag_invalid" or kind == "union_tag_not_found" or kind == "model_attributes_type":

@@ -42,6 +42,7 @@ __all__ = [
     "assistant_message",
     "decode_arguments",
     "dump_message",
+    "loads_json",
     "parse_message",
     "to_template_messages",
     "tool_message",
@@ -89,6 +90,26 @@ Content = str | list[ContentPart]
 # ------------------------------------------------------------------------------------------------ calls
 
 
+class _NotJSONNumber(ValueError):
+    pass
+
+
+def _refuse_constant(name: str) -> Any:
+    raise _NotJSONNumber(name)
+
+
+def loads_json(text: str) -> Any:
+    """``json.loads`` as RFC 8259 reads JSON: Python's extensions ``NaN``, ``Infinity`` and ``-Infinity`` are
+    refused like any other malformed JSON, with a :class:`json.JSONDecodeError` at the first of them (taken in,
+    they would be written back as ``NaN`` into request bodies and ``--json`` output that no strict JSON parser
+    reads)."""
+    try:
+        return json.loads(text, parse_constant=_refuse_constant)
+    except _NotJSONNumber as exc:
+        name = str(exc)
+        raise json.JSONDecodeError(f"{name} is not a JSON number", text, max(text.find(name), 0)) from None
+
+
 def decode_arguments(raw: Any) -> tuple[dict[str, Any], str | None]:
     """Decode the ``arguments`` field of an OpenAI tool call.
 
@@ -107,7 +128,7 @@ def decode_arguments(raw: Any) -> tuple[dict[str, Any], str | None]:
     if not isinstance(raw, str):
         return {}, f"arguments must be a JSON object, got {type(raw).__name__}"
     try:
-        value = json.loads(raw)
+        value = loads_json(raw)
     except json.JSONDecodeError as exc:
         return {}, f"arguments are not valid JSON ({exc.msg} at character {exc.pos})"
     if isinstance(value, str):

@@ -42,7 +42,7 @@ class RichRenderer:
 
     Args:
         console: where to print (default: a new stdout console).
-        max_chars: tool responses and thinking are cut to this many characters.
+        max_chars: tool calls' arguments, tool responses and thinking are cut to this many characters.
         show_thinking: print the model's thinking text (dim).
     """
 
@@ -73,7 +73,7 @@ class RichRenderer:
         elif isinstance(event, ToolCallStarted):
             line = Text("  → ", style="cyan")
             line.append(terminal_safe(event.name), style="bold cyan")
-            line.append(f"({_args(event.arguments)})", style="cyan")
+            line.append(f"({_short(_args(event.arguments), self.max_chars)})", style="cyan")
             c.print(line)
         elif isinstance(event, ToolCallFinished):
             rec = event.record
@@ -86,7 +86,7 @@ class RichRenderer:
                 line = Text("  ✗ ", style="red")
                 line.append(terminal_safe(rec.name), style="bold red")
                 if rec.error_kind in ("unknown_tool", "invalid_arguments", "decode"):
-                    line.append(f"({_args(rec.arguments)})", style="red")
+                    line.append(f"({_short(_args(rec.arguments), self.max_chars)})", style="red")
                 line.append(f": {_short(rec.error or '', self.max_chars)}", style="red")
             c.print(line)
 

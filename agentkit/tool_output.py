@@ -150,12 +150,12 @@ def serialize_result(value: Any) -> str:
 
     ``str`` is sent as is; a :class:`ToolContent` as its text with a note per image (:meth:`ToolContent.as_text`);
     ``bytes`` are decoded as UTF-8 text; Pydantic models as their JSON; anything else (dicts, lists, numbers,
-    ``None``, dataclasses, datetimes...) as JSON via ``pydantic_core.to_json``, with ``str()`` for unknown types.
-    NaN and infinities, which JSON has no numbers for, become the strings ``"NaN"``, ``"Infinity"`` and
-    ``"-Infinity"`` (a Pydantic model follows its config: ``null`` by default). Bytes that are not valid UTF-8
-    (at the top or nested) are decoded with U+FFFD in place of each invalid sequence, and the text ends with a
-    line :data:`INVALID_UTF8_NOTE` saying how many were replaced: the output reaches the model instead of
-    failing the call.
+    ``None``, dataclasses, datetimes...) as JSON via ``pydantic_core.to_json``, with ``tolist()`` for arrays
+    (numpy, torch) and ``str()`` for other unknown types. NaN and infinities, which JSON has no numbers for,
+    become the strings ``"NaN"``, ``"Infinity"`` and ``"-Infinity"`` (a Pydantic model follows its config:
+    ``null`` by default). Bytes that are not valid UTF-8 (at the top or nested) are decoded with U+FFFD in place
+    of each invalid sequence, and the text ends with a line :data:`INVALID_UTF8_NOTE` saying how many were
+    replaced: the output reaches the model instead of failing the call.
     """
     if isinstance(value, str):
         return value
@@ -167,16 +167,29 @@ def serialize_result(value: Any) -> str:
     try:
         if isinstance(value, pydantic.BaseModel):
             return value.model_dump_json()
-        return pydantic_core.to_json(value, fallback=str, inf_nan_mode="strings").decode()
+        return pydantic_core.to_json(value, fallback=_json_fallback, inf_nan_mode="strings").decode()
     except pydantic_core.PydanticSerializationError:
         fixed, bad = _decode_nested_bytes(value)
         if not bad:
             raise
     return (
-        pydantic_core.to_json(fixed, fallback=str, inf_nan_mode="strings").decode()
+        pydantic_core.to_json(fixed, fallback=_json_fallback, inf_nan_mode="strings").decode()
         + "\n"
         + INVALID_UTF8_NOTE.format(n=bad)
     )
+
+
+def _json_fallback(value: Any) -> Any:
+    """A value JSON has no type for: its ``tolist()`` when it has one (numpy arrays and scalars, torch tensors,
+    ``array.array``, pandas series: all their values, where ``str()`` of a numpy array of over 1,000 items
+    elides the middle with ``...``), else ``str()``."""
+    tolist = getattr(value, "tolist", None)
+    if callable(tolist):
+        try:
+            return tolist()
+        except Exception:  # a tolist that needs arguments or fails: the text, as for any other type
+            pass
+    return str(value)
 
 
 def _cut_marker(cut: int, total: int, limit: int) -> str:

@@ -271,6 +271,15 @@ def _collected(
     return list(result) if inspect.isgenerator(result) else result
 
 
+def _keywords_taken(sig: inspect.Signature | None) -> frozenset[str] | None:
+    """The keyword arguments a function takes, ``None`` for any (``**kwargs``, or no readable signature)."""
+    if sig is None or any(p.kind is p.VAR_KEYWORD for p in sig.parameters.values()):
+        return None
+    return frozenset(
+        n for n, p in sig.parameters.items() if p.kind in (p.POSITIONAL_OR_KEYWORD, p.KEYWORD_ONLY)
+    )
+
+
 def _check_schema_fits(name: str, fname: str, sig: inspect.Signature | None, schema: dict[str, Any]) -> None:
     """A ``parameters=`` schema must fit the function it calls with keywords: each declared property is a
     keyword it takes (or it takes ``**kwargs``), and each of its parameters without a default is ``required``.
@@ -394,11 +403,11 @@ class Tool:
                     self._context_param = pname
 
         if parameters is not None:
-            self._init_from_schema(parameters)
             if sig is not None and self._context_param is not None:
                 sig = sig.replace(
                     parameters=[p for n, p in sig.parameters.items() if n != self._context_param]
                 )
+            self._init_from_schema(parameters, _keywords_taken(sig))
             _check_schema_fits(self.name, fname, sig, self.parameters)
         elif args_model is not None:
             self._init_from_model(args_model, sig)
@@ -422,7 +431,7 @@ class Tool:
 
     # -- construction paths
 
-    def _init_from_schema(self, parameters: dict[str, Any]) -> None:
+    def _init_from_schema(self, parameters: dict[str, Any], takes: frozenset[str] | None) -> None:
         import jsonschema
         from jsonschema_specifications import REGISTRY as SPECIFICATIONS
 
@@ -469,6 +478,10 @@ class Tool:
                 ) from None
             if errors:
                 raise ToolArgumentsError("; ".join(_format_message(e) for e in errors))
+            # a schema that allows other properties still calls a function that takes only its own keywords
+            unknown = [k for k in arguments if takes is not None and k not in takes]
+            if unknown:
+                raise ToolArgumentsError("; ".join(f"{k}: unknown argument" for k in unknown))
             return arguments
 
         self._validate = validate

@@ -10,6 +10,7 @@ import pytest
 from agentkit import Agent, ModelRetry, tool
 from agentkit.backends.base import Backend, ModelTurn, ToolCallRequest
 from agentkit.backends.scripted import ScriptedBackend, answer, call, turn
+from agentkit.calls import echo_arguments
 from agentkit.errors import (
     BackendError,
     LoopGuardTriggered,
@@ -448,6 +449,7 @@ def test_max_steps_that_is_not_an_integer_is_named():
             "max_tool_output_bytes must be an integer >= 1 (bytes), 'auto' or None",
         ),
         ({"system_prompt": 5}, "system_prompt must be a string or None, got int"),
+        ({"system_prompt": ["Be brief."]}, "system_prompt must be a string or None, got list"),
     ],
 )
 def test_settings_of_the_wrong_type_are_named(options, message):
@@ -648,3 +650,97 @@ def test_backend_subclass_without_turn_is_a_clear_error():
 
     with pytest.raises(NotImplementedError, match="Empty is a Backend but implements neither turn"):
         Empty().complete([{"role": "user", "content": "x"}], [])
+
+
+def test_a_tool_exception_whose_str_raises_is_a_failed_call_not_a_crash():
+    class Unprintable(Exception):
+        def __str__(self) -> str:
+            raise ValueError("no text")
+
+    @tool
+    def fragile(x: int) -> int:
+        """Fail with an exception that cannot be printed.
+
+        Args:
+            x: Any number.
+        """
+        raise Unprintable()
+
+    backend = ScriptedBackend([call("fragile", x=1), answer("it failed")])
+    result = Agent(backend, [fragile]).run("try it")
+    assert result.answer == "it failed"
+    rec = result.tool_calls[0]
+    assert rec.error_kind == "exception"
+    assert rec.error == "Unprintable: <str() failed: ValueError>"
+    assert json.loads(rec.content)["error"] == rec.error
+
+
+def test_an_error_response_echoes_at_most_a_kilobyte_of_the_arguments():
+    # a cap above the echoed arguments, so that the responses are whole JSON (a smaller cap cuts them too)
+    @tool(max_output_bytes=1000)
+    def execute(code: str) -> str:
+        """Run a program.
+
+        Args:
+            code: The program.
+        """
+        raise RuntimeError("it failed")
+
+    code = "x = 1\n" * 5000  # 30,000 characters
+    backend = ScriptedBackend(
+        [
+            [call("execute", code=code), call("execute", code=code, extra="y" * 200)],
+            call("execute", code="print(1)"),
+            answer("done"),
+        ]
+    )
+    result = Agent(backend, [execute], loop_guard=None).run("run it")
+    raised, invalid, small = result.tool_calls
+    assert (raised.error_kind, invalid.error_kind) == ("exception", "invalid_arguments")
+    assert json.loads(raised.content)["arguments"] == {"code": code[:120] + "...[29,880 more characters]"}
+    assert json.loads(invalid.content)["arguments"] == {
+        "code": code[:120] + "...[29,880 more characters]",
+        "extra": "y" * 120 + "...[80 more characters]",
+    }
+    assert len(raised.content.encode()) < 600
+    assert raised.arguments == {"code": code}  # the record keeps them whole
+    assert json.loads(small.content)["arguments"] == {"code": "print(1)"}  # short ones as given
+
+
+def test_an_error_response_summarises_arguments_too_many_to_echo():
+    many = {f"k{i}": i for i in range(300)}
+    assert echo_arguments(many) == f"<{len(json.dumps(many)):,} bytes of arguments, not repeated>"
+    assert echo_arguments({"a": 1}) == {"a": 1}
+
+
+def test_generator_tools_run_under_their_timeout_and_send_their_items():
+    release = threading.Event()
+
+    @tool(timeout=0.2)
+    def stuck(n: int):
+        """Yield n items, the second one only once released.
+
+        Args:
+            n: How many.
+        """
+        yield 0
+        release.wait(5)
+        yield from range(1, n)
+
+    @tool
+    async def numbers(n: int):
+        """Yield n numbers.
+
+        Args:
+            n: How many.
+        """
+        for i in range(n):
+            await asyncio.sleep(0)
+            yield i
+
+    backend = ScriptedBackend([[call("stuck", n=3), call("numbers", n=3)], answer("ok")])
+    result = Agent(backend, [stuck, numbers]).run("q")
+    release.set()
+    timed_out, listed = result.tool_calls
+    assert timed_out.error_kind == "timeout"  # drained on its worker thread, within the timeout
+    assert (listed.error_kind, listed.content, listed.result) == (None, "[0,1,2]", [0, 1, 2])

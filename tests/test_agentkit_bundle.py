@@ -11,6 +11,7 @@ import pytest
 from sandbox_fixtures import docker_client, sandbox_image, shared_sandbox  # noqa: F401  (fixtures)
 
 from agentkit import Agent, BundleError, load_bundle
+from agentkit.backends.embedded import EmbeddedBackend
 from agentkit.backends.openai import OpenAIBackend
 from agentkit.backends.scripted import ScriptedBackend, call
 from agentkit.bundle import schema
@@ -321,6 +322,18 @@ def test_sandbox_tool_runs_in_docker(tmp_path, shared_sandbox):  # noqa: F811 (f
 
 
 ERROR_CASES = [
+    (
+        """
+        agentkit_bundle: 1
+        name: x
+        model:
+          seed: 99999999999999999999999
+        tools: []
+        """,
+        4,
+        "model.seed",
+        "99999999999999999999999 is greater than the maximum of 9223372036854775807",
+    ),
     (
         """
         agentkit_bundle: 1
@@ -883,6 +896,29 @@ def test_a_bundle_chooses_its_binder_and_the_cli_flag_overrides_it(tmp_path):
     assert "b3.yaml:3" in str(ei.value) and "binding" in str(ei.value)
     with pytest.raises(ValueError, match="binding must be"):
         EmbeddedBackend(binding="rules")
+
+
+@pytest.mark.parametrize(
+    ("overrides", "message"),
+    [
+        ({"seed": "7"}, "seed must be an integer that fits in a signed 64-bit integer, or None; got '7'"),
+        ({"seed": 2**64}, "seed must be an integer that fits in a signed 64-bit integer"),
+        ({"max_steps": 3, "seed": 1.5}, "got 1.5"),
+    ],
+)
+def test_a_bad_seed_given_to_from_bundle_is_refused_before_any_model_loads(tmp_path, overrides, message):
+    p = write(tmp_path, "agentkit_bundle: 1\nname: y\ntools: []\n")
+    with pytest.raises(ValueError) as ei:
+        Agent.from_bundle(p, **overrides)
+    assert message in str(ei.value)
+
+
+def test_the_embedded_backend_refuses_settings_its_runtime_would_refuse_after_loading():
+    with pytest.raises(ValueError, match="threads must be an integer >= 1 or None, got 0"):
+        EmbeddedBackend(threads=0)
+    with pytest.raises(ValueError, match="max_new_tokens must be an integer >= 1 or None, got '64'"):
+        EmbeddedBackend(max_new_tokens="64")
+    assert EmbeddedBackend(seed=-(2**63), threads=1, max_new_tokens=8).seed == -(2**63)
 
 
 def test_an_embedded_checkpoint_folder_is_relative_to_the_bundle(tmp_path, monkeypatch):

@@ -1,14 +1,18 @@
 """``agentkit run`` and ``agentkit chat`` with the scripted backend."""
 
+import io
 import json
 import pathlib
 import textwrap
 
 import pytest
+from rich.console import Console
 from typer.testing import CliRunner
 
 from agentkit.cli import app
+from agentkit.events import ToolCallStarted
 from agentkit.history import Conversation
+from agentkit.render import RichRenderer
 
 runner = CliRunner()
 
@@ -206,6 +210,10 @@ def test_cli_rejects_empty_question_and_zero_budget_cleanly():
         (["generate", "  \n"], "the prompt is empty"),
         (["generate", "hi", "--threads", "-1"], "--threads"),
         (["eval", "bfcl", "--limit", "0"], "--limit"),
+        (
+            ["eval", "bfcl", "-c", "parallell", "--data", "q.json"],
+            "unknown BFCL category 'parallell'; choose one",
+        ),
     ],
 )
 def test_cli_bad_options_exit_2_without_traceback(args, message):
@@ -470,3 +478,14 @@ def test_chat_warns_when_every_tool_call_of_a_turn_failed(bundle, tmp_path):
     assert res.exit_code == 0, res.output
     assert "agent> It is 7." in res.stdout
     assert "warning: every tool call failed (1): the answer rests on no tool response" in res.stderr
+
+
+def test_the_renderer_cuts_long_arguments_as_it_cuts_responses():
+    out = io.StringIO()
+    renderer = RichRenderer(Console(file=out, width=100), max_chars=60)
+    renderer(ToolCallStarted(0, "call_0", "run_python", {"code": "print(1)\n" * 1000, "timeout": 5}))
+    text = out.getvalue()
+    assert text == "  → run_python(" + ('code="' + "print(1)\\n" * 6)[:59] + "…)\n"  # 60 characters
+    short = io.StringIO()
+    RichRenderer(Console(file=short, width=100))(ToolCallStarted(0, "c", "add", {"a": 2, "b": 40}))
+    assert short.getvalue() == "  → add(a=2, b=40)\n"

@@ -144,6 +144,21 @@ def test_history_may_be_a_list_of_messages_and_is_not_modified():
             "got dict (a saved conversation's dict: Conversation.from_dict)",
         ),
         ([{"role": "system", "content": "x"}], ValueError, "message 0 has role 'system'"),
+        (
+            [
+                {"role": "user", "content": "Q1"},
+                {"role": "assistant", "content": None, "tool_calls": [{"id": "c", "type": "function"}]},
+                {"role": "tool", "tool_call_id": "c", "content": "3"},
+                {"role": "assistant", "content": "A1"},
+            ],
+            ValueError,
+            "message 1 is an assistant tool-call message: a history keeps only user messages and final answers",
+        ),
+        (
+            [{"role": "user", "content": "Q1"}, {"role": "tool", "content": "3"}],
+            ValueError,
+            "message 1 has role 'tool', expected 'user' or 'assistant': a history keeps only user messages",
+        ),
         ([{"role": "user", "content": "Q1"}], ValueError, "the last message is a user message"),
     ],
 )
@@ -311,3 +326,53 @@ def test_turns_sent_while_another_runs_are_all_kept():
         "first done; history 2 message(s)",
     ]
     assert [r.question for r in session.results] == ["second", "first"]
+
+
+def test_the_sync_calls_inside_an_event_loop_name_their_async_twin():
+    agent, _backend = make_agent(["A1", "A2"])
+    chat = agent.chat()
+
+    async def inside() -> list[str]:
+        said = []
+        for sync_call in (agent.run, chat.send):
+            with pytest.raises(RuntimeError) as info:
+                sync_call("Q")
+            said.append(str(info.value))
+        said.append((await chat.asend("Q")).answer)
+        return said
+
+    assert asyncio.run(inside()) == [
+        "Agent.run() cannot be called from a running event loop; use `await agent.arun(...)`",
+        "ChatSession.send() cannot be called from a running event loop; use `await chat.asend(...)`",
+        "A1",
+    ]
+
+
+def test_an_unknown_run_keyword_is_named_with_the_call_and_what_it_takes():
+    agent, backend = make_agent(["A1"])
+    takes = "(it takes deps, history, images, on_event, vision_budget)"
+    with pytest.raises(TypeError) as info:
+        agent.run("Q", histroy=[])
+    assert str(info.value) == f"Agent.run() got an unexpected keyword argument 'histroy' {takes}"
+    with pytest.raises(TypeError) as info:
+        agent.iter("Q", dep=1)
+    assert str(info.value) == f"Agent.iter() got an unexpected keyword argument 'dep' {takes}"
+    assert backend.requests == []
+
+
+@pytest.mark.parametrize(
+    ("metadata", "message"),
+    [
+        ({"when": object()}, "Object of type object is not JSON serializable"),
+        ({"score": float("nan")}, "Out of range float values are not JSON compliant"),
+    ],
+)
+def test_metadata_that_cannot_be_saved_is_refused_when_the_conversation_is_made(metadata, message):
+    with pytest.raises(ValueError) as info:
+        Conversation([{"role": "user", "content": "Q"}, {"role": "assistant", "content": "A"}], metadata)
+    assert (
+        str(info.value)
+        == f"Conversation: metadata must be JSON data (it is saved with the messages): {message}"
+    )
+    with pytest.raises(ValueError, match="metadata must be a dict, got list"):
+        Conversation([], [1])  # type: ignore[arg-type]

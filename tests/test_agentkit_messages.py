@@ -10,6 +10,7 @@ import pytest
 
 from agentkit import Agent
 from agentkit.backends.scripted import ScriptedBackend, call
+from agentkit.backends.textcalls import recover_calls
 from agentkit.history import Conversation
 from agentkit.messages import (
     AssistantMessage,
@@ -18,6 +19,7 @@ from agentkit.messages import (
     ToolCall,
     ToolMessage,
     UserMessage,
+    decode_arguments,
     dump_message,
     parse_message,
     to_template_messages,
@@ -142,3 +144,21 @@ def test_backend_call_type_is_the_message_call_type() -> None:
     assert ModelTurn(tool_calls=[call("add", a=1, b=2)]).tool_calls[0].arguments == {"a": 1, "b": 2}
     found = recover_calls('<tool_call>{"name": "add", "arguments": {"a": 1, "b": 2}}</tool_call>')
     assert found.calls == [ToolCall("", "add", {"a": 1, "b": 2})]
+
+
+def test_nan_and_infinity_in_a_call_are_not_json() -> None:
+    assert decode_arguments('{"a": NaN}') == (
+        {},
+        "arguments are not valid JSON (NaN is not a JSON number at character 6)",
+    )
+    assert decode_arguments('{"a": -Infinity}')[1] == (
+        "arguments are not valid JSON (-Infinity is not a JSON number at character 6)"
+    )
+    found = recover_calls('<tool_call>{"name": "add", "arguments": {"a": Infinity}}</tool_call>')
+    assert (found.calls, found.problem) == (
+        [],
+        "<tool_call> number 1 does not hold valid JSON (Infinity is not a JSON number at character 35)",
+    )
+    assert recover_calls('{"name": "add", "arguments": {"a": NaN}}').problem == (
+        "the text looks like a JSON call but is not valid JSON (NaN is not a JSON number at character 35)"
+    )

@@ -12,6 +12,7 @@ from sample_tools import add, get_weather
 from agentkit import Agent
 from agentkit.backends.openai import OpenAIBackend, decode_arguments
 from agentkit.errors import BackendError
+from agentkit.messages import loads_json
 
 
 class FakeServer:
@@ -95,6 +96,10 @@ def test_request_wire_format_and_response_parsing():
         ('{"city": "Paris"', "arguments are not valid JSON"),
         (json.dumps(json.dumps({"city": "Paris"})), "arguments were double-encoded"),
         ('["Paris"]', "arguments must be a JSON object, got list"),
+        (
+            '{"city": "Paris", "days": NaN}',
+            "arguments are not valid JSON (NaN is not a JSON number at character 26)",
+        ),
     ],
 )
 def test_bad_arguments_go_back_to_the_model_listing_valid_tools(raw, error):
@@ -118,6 +123,8 @@ def test_bad_arguments_go_back_to_the_model_listing_valid_tools(raw, error):
     # the model's broken call is echoed back verbatim in the transcript
     assert server.body(1)["messages"][-2]["tool_calls"][0]["function"]["arguments"] == raw
     assert result.steps[1].tool_calls[0].content == '{"city":"Paris","days":1,"sky":"clear"}'
+    for text in (result.to_json(), server.requests[1].content.decode()):  # strict JSON: no NaN taken in
+        loads_json(text)
 
 
 def test_unknown_tool_name_goes_back_listing_valid_tools():

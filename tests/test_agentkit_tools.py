@@ -1,15 +1,19 @@
 """Tools: schemas from type hints and docstrings, explicit models and JSON Schemas, validation, serialisation."""
 
+import array
 import asyncio
 import dataclasses
 import datetime
+import fractions
 import json
 import subprocess
 import sys
 import threading
 from typing import Annotated, Literal
 
+import numpy as np
 import pytest
+import torch
 from pydantic import BaseModel, Field
 
 from agentkit import Agent
@@ -560,3 +564,34 @@ def test_a_callable_object_is_described_by_its_call_method():
     t = tool(Store())
     assert (t.name, t.description) == ("Store", "Look an item up.")
     assert t.parameters["properties"]["item"] == {"description": "The item's name.", "type": "string"}
+
+
+def test_a_parameters_schema_that_allows_other_properties_still_refuses_what_the_function_cannot_take():
+    open_schema = {"type": "object", "properties": {"a": {"type": "integer"}}, "required": ["a"]}
+
+    @tool(parameters=open_schema)
+    def only_a(a):
+        """Take a."""
+        return a
+
+    @tool(parameters=open_schema)
+    def any_more(a, **rest):
+        """Take a and anything else."""
+        return [a, rest]
+
+    with pytest.raises(ToolArgumentsError, match=r"^b: unknown argument; c: unknown argument$"):
+        only_a.validate({"a": 1, "b": 2, "c": 3})
+    assert only_a.validate({"a": 1}) == {"a": 1}
+    assert any_more.validate({"a": 1, "b": 2}) == {"a": 1, "b": 2}  # **rest takes them
+
+
+def test_arrays_in_a_result_are_sent_whole_as_json_lists():
+    # str() of a numpy array over 1,000 items elides its middle with "...": the values would be lost
+    assert serialize_result(np.arange(2000)) == json.dumps(list(range(2000)), separators=(",", ":"))
+    assert serialize_result({"m": np.eye(2, dtype=np.float32), "n": np.int64(3), "ok": np.bool_(True)}) == (
+        '{"m":[[1.0,0.0],[0.0,1.0]],"n":3,"ok":true}'
+    )
+    assert serialize_result({"t": torch.tensor([1.5, 2.0]), "a": array.array("i", [1, 2])}) == (
+        '{"t":[1.5,2.0],"a":[1,2]}'
+    )
+    assert serialize_result(fractions.Fraction(1, 3)) == '"1/3"'  # other unknown types: str()

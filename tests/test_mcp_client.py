@@ -253,6 +253,8 @@ def test_is_error_timeout_and_crash_are_tool_errors_and_the_run_returns():
         (["--mode", "hang"], "no answer to initialize / tools/list within 1.5 s", 1.5),
         # garbage and exit end the start at once, not at the timeout
         (["--mode", "garbage"], "it wrote 'this is not json' on stdout, which is not MCP (JSON-RPC)", 8.0),
+        # JSON that is not JSON-RPC: the line itself, not the first line of pydantic's error about it
+        (["--mode", "json"], """it wrote '{"ready": 1}' on stdout, which is not MCP (JSON-RPC)""", 8.0),
         (
             ["--mode", "exit"],
             "Connection closed (the server exited, or closed its stdout, before answering",

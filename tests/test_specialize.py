@@ -124,6 +124,23 @@ def test_the_greenhouse_bundle_is_unknown_to_the_base_training_data():
     assert not names & seen
 
 
+def test_a_bundle_whose_tools_come_from_mcp_servers_is_specialized_on_them(tmp_path):
+    # examples/mcp/notes.yaml declares no tool of its own: they were left out and specialize said "no tools"
+    declarations, system = bundle_declarations(ROOT / "examples" / "mcp" / "notes.yaml")
+    assert [d["function"]["name"] for d in declarations] == ["add_note", "read_note", "list_notes"]
+    assert system
+    bad = tmp_path / "bad.yaml"
+    bad.write_text(
+        'agentkit_bundle: 1\nname: m\ntools: []\ntoolsets:\n  - mcp: {command: python3, args: ["-c", "pass"]}\n'
+    )
+    r = CliRunner().invoke(app, ["specialize", str(bad), "--out", str(tmp_path / "o")])
+    assert (
+        r.exit_code == 2
+        and "failed to start: MCPError: Connection closed" in r.output
+        and "Traceback" not in r.output
+    )
+
+
 # ------------------------------------------------------------------------------------------------ fine-tuning
 #: the warnings the `adapter` fixture's specialize run raised
 SPECIALIZE_WARNINGS: list[str] = []

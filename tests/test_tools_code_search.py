@@ -6,6 +6,7 @@ import os
 import pathlib
 import shutil
 import subprocess
+import time
 import types
 
 import pytest
@@ -218,6 +219,29 @@ def test_find_definition_kinds_and_qualnames(repo):
     assert repo.find_definitions("typed_only")["matches"][0]["line"] == 38
 
 
+def test_find_definition_takes_a_module_qualified_name(repo):
+    # the dotted import path people write: module path, then the qualified name
+    for q in ("pkg.bundles.load_bundle", "bundles.load_bundle", "PKG.BUNDLES.LOAD_BUNDLE"):
+        out = repo.find_definitions(q)
+        assert [m["location"] for m in out["matches"]] == ["pkg/bundles.py:5"], q
+    assert repo.find_definitions("pkg.bundles.Bundle.Inner.load")["matches"][0]["line"] == 27
+    assert (
+        repo.find_definitions("tests.test_bundles.load_bundle")["matches"][0]["path"]
+        == "tests/test_bundles.py"
+    )
+    # the module part must match whole segments
+    assert repo.find_definitions("kg.bundles.load_bundle")["matches"] == []
+    assert repo.find_definitions("pkg.other.load_bundle")["matches"] == []
+
+
+def test_find_definition_module_path_of_a_package_is_its_init(tmp_path):
+    (tmp_path / "pkg").mkdir()
+    (tmp_path / "pkg" / "__init__.py").write_text("def make():\n    pass\n")
+    (tmp_path / "pkg" / "other.py").write_text("def make():\n    pass\n")
+    out = CodeRepo(tmp_path).find_definitions("pkg.make")
+    assert [m["location"] for m in out["matches"]] == ["pkg/__init__.py:1"]
+
+
 def test_find_definition_other_languages_and_broken_python(repo):
     js = repo.find_definitions("loadBundle")["matches"]
     assert [(m["location"], m["kind"]) for m in js][:2] == [
@@ -316,6 +340,63 @@ def test_search_code_options(repo):
         repo.search("x", context_lines=11)
 
 
+def test_a_pattern_that_backtracks_without_end_stops_at_the_time_budget(tmp_path):
+    # (a|a)+$ backtracks 2**n ways on n a's that do not end the line: with `re` this search never ended
+    (tmp_path / "m.py").write_text('ok = "aaa"\nx = "' + "a" * 60 + '!"\n')
+    out = CodeRepo(tmp_path, time_budget_s=0.2).search("(a|a)+$")
+    assert (out["total"], out["truncated"]) == (0, True)
+    assert out["note"] == "the pattern took over 0.2 s; the hits so far are listed: simplify it"
+    found = CodeRepo(tmp_path, time_budget_s=0.2).search('^ok = "(a|a)+"$')
+    assert ([m["location"] for m in found["matches"]], found["truncated"]) == (["m.py:1"], False)
+
+
+def test_a_glob_of_many_double_stars_fails_at_once(tmp_path):
+    deep = tmp_path.joinpath(*["a"] * 30)
+    deep.mkdir(parents=True)
+    (deep / "b.py").write_text("x = 1\n")
+    repo = CodeRepo(tmp_path, time_budget_s=60)
+    out = repo.search("x", glob="**/" * 12 + "c.py")  # with re: minutes of backtracking on this one path
+    assert (out["total"], out["truncated"]) == (0, False)
+    assert repo.search("x", glob="**/" * 12 + "b.py")["matches"][0]["location"] == "a/" * 30 + "b.py:1"
+
+
+def test_a_glob_naming_a_folder_searches_the_files_under_it(repo):
+    for glob in ("pkg", "pkg/", "./pkg/*.py", "/pkg/*", "pkg/bundles.py"):
+        out = repo.search("def load_bundle", glob=glob)
+        assert [m["location"] for m in out["matches"]] == ["pkg/bundles.py:5"], glob
+        assert "note" not in out
+    assert repo.search("load", glob="pk")["matches"] == []  # a folder's name whole, not its start
+    nothing = repo.search("load_bundle", glob="lib/")
+    assert (nothing["total"], nothing["note"]) == (
+        0,
+        "no file path matches the glob 'lib/'; nothing was searched",
+    )
+    assert repo.find_definitions("load_bundle", glob="lib")["hint"] == (
+        "no file path matches the glob 'lib'; nothing was searched"
+    )
+    assert repo.find_definitions("load_bundle", glob="pkg")["matches"][0]["location"] == "pkg/bundles.py:5"
+
+
+def test_a_root_with_too_many_files_is_listed_in_part_and_says_so(tmp_path):
+    # a root such as / or a home folder: the listing stops at max_files (or the time budget), not after a walk of all
+    for i in range(6):
+        (tmp_path / f"m{i}.py").write_text(f"def f{i}():\n    pass\n")
+    repo = CodeRepo(tmp_path, max_files=4)
+    files, note = repo.listing(time.monotonic() + 60)
+    assert files == ["m0.py", "m1.py", "m2.py", "m3.py"]
+    assert note == (
+        f"the root {str(repo.root)!r} holds too many files to list in 10 s (at most 4); only part of it was "
+        "searched: run from the repository, or set $AGENTKIT_CODE_ROOT to it"
+    )
+    hits = repo.search("def f")
+    assert (hits["total"], hits["truncated"], hits["note"]) == (4, True, note)
+    found = repo.find_definitions("f1")
+    assert (found["matches"][0]["location"], found["truncated"], found["note"]) == ("m1.py:1", True, note)
+    assert repo.find_definitions("f5")["hint"] == note  # not "no definition": m5.py was not listed
+    assert CodeRepo(tmp_path).listing(time.monotonic() + 60) == ([f"m{i}.py" for i in range(6)], None)
+    assert CodeRepo(tmp_path, max_files=6).listing(time.monotonic() + 60)[1] is None  # all of them: no note
+
+
 def test_read_file_ranges(repo):
     out = repo.read("pkg/bundles.py", 5, 6)
     assert out == {
@@ -337,6 +418,21 @@ def test_read_file_ranges(repo):
     assert (capped["end_line"], capped["truncated"]) == (50, True)
     assert repo.read("./pkg/../pkg/bundles.py", 1, 1)["path"] == "pkg/bundles.py"
     assert repo.read(str(repo.root / "pkg" / "bundles.py"), 1, 1)["content"] == '1: """Bundles."""'
+
+
+def test_read_file_takes_the_location_a_search_returned(repo):
+    location = repo.find_definitions("load_bundle")["matches"][0]["location"]
+    assert location == "pkg/bundles.py:5"
+    out = repo.read(location, end_line=6)
+    assert (out["path"], out["start_line"], out["end_line"]) == ("pkg/bundles.py", 5, 6)
+    assert out["content"].startswith("5: def load_bundle(")
+    assert out["note"] == "read 'pkg/bundles.py:5' as the file 'pkg/bundles.py' from line 5"
+    assert repo.read(location, 2, 2)["content"] == "2: from typing import TYPE_CHECKING"  # explicit start
+    assert "note" not in repo.read("pkg/bundles.py", 5, 5)
+    with pytest.raises(FileNotFoundError, match=r"no file 'pkg/missing\.py:5'"):
+        repo.read("pkg/missing.py:5")
+    with pytest.raises(ValueError, match="start_line 500 is past the end"):
+        repo.read("pkg/bundles.py:500")
 
 
 @pytest.mark.parametrize(

@@ -16,6 +16,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import contextvars
+import numbers
 import threading
 from pathlib import Path
 from typing import Any
@@ -67,6 +68,26 @@ def constraint_support_error(name: str, parameters: dict[str, Any]) -> Any:
     return got if isinstance(got, SchemaError) else None
 
 
+def _check_settings(*, seed: Any, max_new_tokens: Any, threads: Any) -> None:
+    """Refuse a setting the runtime would refuse only once the checkpoint has loaded (a seed as text, a seed
+    past 64 bits, ``threads=0``).
+
+    Raises:
+        ValueError: naming the setting and the value.
+    """
+    if seed is not None and (
+        isinstance(seed, bool) or not isinstance(seed, numbers.Integral) or not -(2**63) <= int(seed) < 2**63
+    ):
+        raise ValueError(
+            f"seed must be an integer that fits in a signed 64-bit integer, or None; got {seed!r}"
+        )
+    for name, value in (("max_new_tokens", max_new_tokens), ("threads", threads)):
+        if value is not None and (
+            isinstance(value, bool) or not isinstance(value, numbers.Integral) or int(value) < 1
+        ):
+            raise ValueError(f"{name} must be an integer >= 1 or None, got {value!r}")
+
+
 class EmbeddedBackend(Backend):
     """Runs the model in-process with ``model.turn.chat.ChatModel``.
 
@@ -110,6 +131,7 @@ class EmbeddedBackend(Backend):
         adapter: str | Path | None = None,
         binding: Any = "auto",
     ) -> None:
+        _check_settings(seed=seed, max_new_tokens=max_new_tokens, threads=threads)
         self.model_path = None if model is None else str(model)
         self.adapter = None if adapter is None else str(adapter)
         self.dtype = dtype

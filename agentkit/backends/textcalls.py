@@ -27,7 +27,7 @@ import re
 from dataclasses import dataclass, field
 from typing import Any
 
-from agentkit.messages import ToolCall, decode_arguments
+from agentkit.messages import ToolCall, decode_arguments, loads_json
 from grammar import special_tokens as st
 from grammar.parse import ToolCallParseError, parse_tool_calls
 
@@ -176,7 +176,7 @@ def _hermes(text: str) -> TextCalls:
         n += 1
         where = f"{_HERMES_OPEN} number {n}"
         try:
-            obj = json.loads(_unfence(body))
+            obj = loads_json(_unfence(body))
         except json.JSONDecodeError as exc:
             return TextCalls(text, [], f"{where} does not hold valid JSON ({exc.msg} at character {exc.pos})")
         try:
@@ -193,7 +193,7 @@ def _bare_json(text: str) -> TextCalls | None:
         return None
     call_like = bool(_CALL_LIKE_JSON.match(body))
     try:
-        obj = json.loads(body)
+        obj = loads_json(body)
     except json.JSONDecodeError as exc:
         if call_like:
             return TextCalls(

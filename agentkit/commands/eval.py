@@ -62,13 +62,18 @@ def _checkpoint_option() -> Any:
 @eval_app.command("bfcl")
 def bfcl_command(
     category: str = typer.Option(
-        "simple_python", "--category", "-c", help="simple_python | multiple | parallel | parallel_multiple"
+        "simple_python",
+        "--category",
+        "-c",
+        help="simple_python | multiple | parallel | parallel_multiple: the shipped file scored, and how calls "
+        "match (parallel ones in any order), with --data too",
     ),
     limit: int | None = typer.Option(None, "--limit", "-n", min=1, help="Score only the first N questions."),
     data: Path | None = typer.Option(
         None,
         "--data",
-        help="BFCL-format question file (one JSON object per line, .json or .json.gz) instead of --category.",
+        help="BFCL-format question file (one JSON object per line, .json or .json.gz) instead of the shipped one; "
+        "--category still says how its calls match (--category parallel for parallel calls).",
     ),
     answers: Path | None = typer.Option(
         None, "--answers", help="Ground-truth file for --data; omit it for irrelevance scoring."
@@ -88,9 +93,11 @@ def bfcl_command(
 ) -> None:
     """Score a checkpoint on BFCL with AST matching (the four categories ship in evals/bfcl_data)."""
 
-    from evals.bfcl import evaluate, load_category
+    from evals.bfcl import CATEGORIES, evaluate, load_category
 
     console = Console(stderr=True)
+    if category not in CATEGORIES:  # with --data too: the category says how calls match
+        raise fail(f"unknown BFCL category {category!r}; choose one of {', '.join(CATEGORIES)}")
     try:
         questions, gt = load_category(category if data is None else None, data=data, answers=answers)
     except ValueError as exc:

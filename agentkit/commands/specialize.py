@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import json
 from pathlib import Path
 from typing import Any
@@ -9,14 +10,16 @@ from typing import Any
 import typer
 
 from agentkit.commands import fail, prints_to_stderr
-from agentkit.errors import BundleError
+from agentkit.errors import AgentKitError
 
 
 def bundle_declarations(bundle_path: Path) -> tuple[list[dict[str, Any]], str | None]:
-    """The tool declarations (exactly as the bundle's agent sends them) and the system prompt of a bundle.
+    """The tool declarations (exactly as the bundle's agent sends them, its MCP toolsets' tools included: their
+    servers are started to list them) and the system prompt of a bundle.
 
     Raises:
         agentkit.errors.BundleError: the bundle does not load (file:line named).
+        agentkit.errors.AgentKitError: an MCP server of the bundle does not start or list its tools.
         OSError: the file cannot be read.
     """
     from agentkit.backends.scripted import ScriptedBackend
@@ -24,7 +27,14 @@ def bundle_declarations(bundle_path: Path) -> tuple[list[dict[str, Any]], str | 
 
     bundle = load_bundle(bundle_path)
     agent = bundle.make_agent(ScriptedBackend([]))
-    return agent.declarations(), bundle.system_prompt
+    if not bundle.toolsets:
+        return agent.declarations(), bundle.system_prompt
+
+    async def listed() -> list[dict[str, Any]]:
+        async with agent:  # starts the MCP servers, lists their tools, stops them
+            return list(agent.declarations())
+
+    return asyncio.run(listed()), bundle.system_prompt
 
 
 def default_device() -> str:
@@ -63,7 +73,7 @@ def specialize_command(
     try:
         with prints_to_stderr(as_json):
             declarations, system_prompt = bundle_declarations(bundle)
-    except BundleError as exc:
+    except AgentKitError as exc:  # an invalid bundle, an MCP server that does not start
         raise fail(f"error: {exc}") from None
     except OSError as exc:
         raise fail(f"error: {bundle}: cannot read bundle: {exc}") from None

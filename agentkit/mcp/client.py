@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import json
 import logging
 import os
 import re
@@ -486,8 +487,15 @@ def command_not_found(command: str) -> str:
 def _bad_line(exc: Exception) -> str:
     """The start of the stdout line the SDK could not parse (``exc``: its pydantic error), quoted."""
     errors = getattr(exc, "errors", None)
-    line = errors()[0].get("input") if callable(errors) and errors() else None
-    text = line if isinstance(line, str) else str(exc).splitlines()[0]
+    listed = errors() if callable(errors) else None
+    found = bool(listed)
+    line = listed[0].get("input") if listed else None
+    if isinstance(line, str):
+        text = line
+    elif found:  # a line that is JSON but not JSON-RPC (1, {"x": 1}): pydantic holds the parsed value
+        text = json.dumps(line, ensure_ascii=False, default=str)
+    else:
+        text = str(exc).splitlines()[0]
     return repr(text[:120])
 
 

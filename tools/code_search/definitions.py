@@ -153,8 +153,23 @@ def normalize_query(name: str) -> str:
 NAMED = 2
 
 
+def module_qualname(d: Definition) -> str | None:
+    """The dotted import path of a Python definition (``agentkit.bundle.load_bundle`` for ``load_bundle`` in
+    ``agentkit/bundle.py``; a package's ``__init__.py`` is the package), ``None`` for other files."""
+    p = PurePosixPath(d.path)
+    if p.suffix not in (".py", ".pyi"):
+        return None
+    parts = list(p.with_suffix("").parts)
+    if parts[-1] == "__init__":
+        parts.pop()
+    return ".".join([*parts, d.qualname])
+
+
 def match_score(query: str, d: Definition) -> int | None:
-    """0 exact name, 1 exact ignoring case, 2 qualname match, 3 prefix, 4 substring, None no match."""
+    """0 exact name, 1 exact ignoring case, 2 qualname match, 3 prefix, 4 substring, None no match.
+
+    A dotted query matches the qualified name (``Agent.run``) or, for Python files, the module path before it
+    (``agentkit.bundle.load_bundle``, ``bundle.load_bundle``: a tail of it at a dot)."""
     ql = query.casefold()
     if "." in query:
         qn = d.qualname.casefold()
@@ -162,6 +177,9 @@ def match_score(query: str, d: Definition) -> int | None:
             return 0
         if qn == ql or qn.endswith("." + ql):
             return 2
+        full = module_qualname(d)
+        if full is not None and ("." + full.casefold()).endswith("." + ql):
+            return 0 if full == query else 2
         return 4 if ql in qn else None
     if d.name == query:
         return 0

@@ -13,6 +13,8 @@ from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
 from typing import Any
 
+import regex
+
 from tools.code_search.definitions import (
     DECL_RE,
     NAMED,
@@ -28,17 +30,35 @@ from tools.code_search.definitions import (
 )
 from tools.code_search.gitignore import GitIgnore
 
+#: A search result's ``location``: ``path:line``.
+_LOCATION_RE = re.compile(r"^(?P<path>.+?):(?P<line>[1-9][0-9]{0,8})$")
 
-def path_glob(glob: str | None) -> re.Pattern[str] | None:
+
+def path_glob(glob: str | None) -> Any:
     """The regex of a path glob (relative POSIX paths): ``fnmatch`` syntax, where ``*`` crosses ``/``, and
     ``**/`` also matches no folder at all, as in git and ripgrep (``**/*.py`` matches ``setup.py`` at the root,
-    ``a/**/b.py`` matches ``a/b.py``). ``None`` or ``""``: no filter (``None``)."""
+    ``a/**/b.py`` matches ``a/b.py``). ``None`` or ``""``: no filter (``None``).
+
+    A folder matches the files under it: a glob that ends with ``/`` (``agentkit/``), or one without wildcards
+    (``agentkit``, ``tools/code_search``, or a file path, which matches that file); a leading ``./`` or ``/``
+    is the root itself.
+
+    Compiled with the ``regex`` module: with ``re``, a glob of a few ``**/`` (``**/**/**/**/**/**/**/**/**/**/x``)
+    took 20 s to fail on one path, as the ``(?:.*/)?`` groups backtracked; ``regex`` fails it at once."""
+    glob = (glob or "").strip()
+    while glob.startswith("./"):
+        glob = glob[2:]
+    glob = glob.lstrip("/")
     if not glob:
         return None
+    if not any(c in glob for c in "*?["):  # a folder or a file, named as it is
+        return regex.compile(r"(?s:" + regex.escape(glob.rstrip("/")) + r")(?:/.*)?\Z")
+    if glob.endswith("/"):
+        glob += "*"
     if "\0" in glob:  # the placeholder below cannot be told apart: plain fnmatch
-        return re.compile(fnmatch.translate(glob))
+        return regex.compile(fnmatch.translate(glob))
     # fnmatch leaves a NUL as is; each stands for one "**/" and becomes "any folders, or none"
-    return re.compile(fnmatch.translate(glob.replace("**/", "\0")).replace("\0", "(?:.*/)?"))
+    return regex.compile(fnmatch.translate(glob.replace("**/", "\0")).replace("\0", "(?:.*/)?"))
 
 
 class PathOutsideRootError(ValueError):
@@ -52,14 +72,37 @@ class _FileDefs:
     defs: list[Definition]
 
 
+def _compile_search(pattern: str, case_sensitive: bool) -> tuple[Any, Any, str | None]:
+    """``(per line, per file, note)`` patterns of a search, compiled with the ``regex`` module (Python's ``re``
+    syntax; its matches take a timeout); a pattern that is not a valid regular expression is searched as literal
+    text, which ``note`` says. The per-file one is MULTILINE, so ``^`` and ``$`` mean what they mean on a line."""
+    flags = 0 if case_sensitive else regex.IGNORECASE
+    note = None
+    try:
+        regex.compile(pattern, flags)
+    except regex.error as exc:
+        pattern = regex.escape(pattern)
+        note = f"pattern is not a valid regular expression ({exc}); searched it as literal text"
+    return regex.compile(pattern, flags), regex.compile(pattern, flags | regex.MULTILINE), note
+
+
+def _left(deadline: float) -> float:
+    """Seconds left before ``deadline`` (a match's timeout: at least a millisecond)."""
+    return max(deadline - time.monotonic(), 0.001)
+
+
 def _line_hits(
-    rel: str, text: str, rx: re.Pattern[str], context_lines: int, limit: int
+    rel: str, text: str, rx: Any, context_lines: int, limit: int, deadline: float
 ) -> list[tuple[tuple[Any, ...], dict[str, Any]]]:
-    """The hits of ``rx`` in one file, at most ``limit``: ``(sort key, hit)`` with the hit's context lines."""
+    """The hits of ``rx`` in one file, at most ``limit``: ``(sort key, hit)`` with the hit's context lines.
+
+    Raises:
+        TimeoutError: a match ran past ``deadline``.
+    """
     lines = text.splitlines()
     hits: list[tuple[tuple[Any, ...], dict[str, Any]]] = []
     for i, line in enumerate(lines):
-        if len(line) > 2000 or not rx.search(line):
+        if len(line) > 2000 or not rx.search(line, timeout=_left(deadline)):
             continue
         is_def = bool(PY_DEF_LINE_RE.match(line) if rel.endswith(".py") else DECL_RE.match(line))
         lo, hi = max(0, i - context_lines), min(len(lines), i + context_lines + 1)
@@ -85,6 +128,8 @@ class CodeRepo:
         max_file_bytes: files larger than this (bytes) are skipped by searches and refused by :meth:`read`.
         time_budget_s: wall-clock seconds a search may spend scanning before it returns what it has
             (``truncated`` is then true).
+        max_files: the most files a search lists (a root such as ``/`` or a home folder holds millions; the
+            listing stops there, or at the time budget, and the search says so in ``note``).
 
     Raises:
         NotADirectoryError: ``root`` is not an existing directory.
@@ -96,6 +141,7 @@ class CodeRepo:
         *,
         max_file_bytes: int = 1_000_000,
         time_budget_s: float = 10.0,
+        max_files: int = 100_000,
     ) -> None:
         path = Path(root if root is not None else os.getcwd()).expanduser().resolve()
         if not path.is_dir():
@@ -103,6 +149,7 @@ class CodeRepo:
         self.root = path
         self.max_file_bytes = max_file_bytes
         self.time_budget_s = time_budget_s
+        self.max_files = max_files
         self._defs_cache: dict[str, _FileDefs] = {}
         self._git: bool | None = None  # whether the root is in a git work tree (checked once)
         self._lock = threading.Lock()
@@ -168,10 +215,14 @@ class CodeRepo:
         names = out.stdout.decode("utf-8", errors="surrogateescape").split("\0")
         return sorted({n for n in names if n})
 
-    def _walk_files(self) -> list[str]:
+    def _walk_files(self, deadline: float) -> list[str]:
+        """The files of a walk that honours every ``.gitignore``; it stops past :attr:`max_files` files or at
+        ``deadline`` (the caller tells by the count and the clock)."""
         ignore = GitIgnore()
         found: list[str] = []
         for dirpath, dirnames, filenames in os.walk(self.root, followlinks=False):
+            if len(found) > self.max_files or time.monotonic() > deadline:
+                break
             dpath = Path(dirpath)
             base = "" if dpath == self.root else dpath.relative_to(self.root).as_posix()
             if ".gitignore" in filenames:
@@ -192,15 +243,29 @@ class CodeRepo:
     def files(self) -> list[str]:
         """Searchable files: relative POSIX paths, sorted, each a regular file resolving inside the root.
 
-        A symlink whose target is itself a listed file is left out (its hits would be duplicates).
+        A symlink whose target is itself a listed file is left out (its hits would be duplicates). At most
+        :attr:`max_files` of them, listed within :attr:`time_budget_s` (:meth:`listing` says whether it was cut).
         """
+        return self.listing(time.monotonic() + self.time_budget_s)[0]
+
+    def listing(self, deadline: float) -> tuple[list[str], str | None]:
+        """:meth:`files` listed until ``deadline``, and a note when the listing stopped early (at
+        :attr:`max_files` or at ``deadline``): then the root is likely not one repository."""
         if self._git is None:
             self._git = self._in_git()
         names = self._git_files() if self._git else None
         if names is None:
-            names = self._walk_files()
+            names = self._walk_files(deadline)
+        cut = len(names) > self.max_files or time.monotonic() > deadline
+        note = None
+        if cut:
+            note = (
+                f"the root {str(self.root)!r} holds too many files to list in {self.time_budget_s:g} s (at most "
+                f"{self.max_files:,}); only part of it was searched: run from the repository, or set "
+                f"$AGENTKIT_CODE_ROOT to it"
+            )
         entries: list[tuple[str, Path]] = []
-        for rel in names:
+        for rel in names[: self.max_files]:
             p = self.root / rel
             try:
                 # resolve() follows symlinks in every component: a link (to a file or a directory) that
@@ -213,7 +278,7 @@ class CodeRepo:
             entries.append((rel, real))
         # a link to a file that is itself listed is a duplicate: keep the file under its real path
         direct = {real for rel, real in entries if real == self.root / rel}
-        return [rel for rel, real in entries if real == self.root / rel or real not in direct]
+        return [rel for rel, real in entries if real == self.root / rel or real not in direct], note
 
     def _read_text(self, rel: str) -> str | None:
         """The file's text (UTF-8, undecodable bytes replaced), or None if binary / too large / unreadable."""
@@ -227,6 +292,18 @@ class CodeRepo:
         if b"\0" in data[:8192]:
             return None
         return data.decode("utf-8", errors="replace")
+
+    def _globbed(self, glob: str | None, deadline: float) -> tuple[list[str], str | None, bool]:
+        """The searchable files (:meth:`listing`) :func:`path_glob` keeps; a note when the listing was cut
+        (then ``True``) or a glob kept none (which would otherwise read as "nothing found")."""
+        files, note = self.listing(deadline)
+        cut = note is not None
+        only = path_glob(glob)
+        if only is not None:
+            files = [rel for rel in files if only.match(rel)]
+            if not files and note is None:
+                note = f"no file path matches the glob {glob!r}; nothing was searched"
+        return files, note, cut
 
     # -- definitions -----------------------------------------------------------------------------------
 
@@ -269,7 +346,8 @@ class CodeRepo:
         every use of a name.
 
         Args:
-            name: a name (``load_bundle``), a substring (``bundle``) or a dotted name (``Agent.run``);
+            name: a name (``load_bundle``), a substring (``bundle``) or a dotted name (``Agent.run``, or with
+                the module path of a Python file: ``agentkit.bundle.load_bundle``);
                 ``def``/``class`` keywords and ``(...)`` around it are ignored. Case-insensitive.
             kind: ``"any"``, ``"function"``, ``"class"`` or ``"method"``.
             max_results: cap on returned matches (>= 1).
@@ -290,11 +368,8 @@ class CodeRepo:
         needle = query.rsplit(".", 1)[-1].casefold().encode()
         deadline = time.monotonic() + self.time_budget_s
         scored: list[tuple[tuple[Any, ...], Definition]] = []
-        timed_out = False
-        only = path_glob(glob)
-        for rel in self.files():
-            if only is not None and not only.match(rel):
-                continue
+        files, glob_note, timed_out = self._globbed(glob, deadline)
+        for rel in files:
             if time.monotonic() > deadline:
                 timed_out = True
                 break
@@ -323,9 +398,11 @@ class CodeRepo:
         }
         if not scored:
             what = "definition" if kind == "any" else f"{kind} definition"
-            out["hint"] = (
+            out["hint"] = glob_note or (
                 f"No {what} matches {query!r}; try a shorter part of the name, another kind, or search_code."
             )
+        elif glob_note:
+            out["note"] = glob_note
         return out
 
     # -- full-text search ------------------------------------------------------------------------------
@@ -368,33 +445,27 @@ class CodeRepo:
             raise ValueError("pattern is empty; give a regular expression or text to search for")
         if not 0 <= context_lines <= 10:
             raise ValueError(f"context_lines must be between 0 and 10, got {context_lines}")
-        flags = 0 if case_sensitive else re.IGNORECASE
-        note = None
-        try:
-            rx = re.compile(pattern, flags)
-        except re.error as exc:
-            pattern_text = re.escape(pattern)
-            note = f"pattern is not a valid regular expression ({exc}); searched it as literal text"
-        else:
-            pattern_text = pattern
-        rx = re.compile(pattern_text, flags)
-        # file-level pre-check; MULTILINE so that ^ and $ mean what they mean on a single line
-        rx_file = re.compile(pattern_text, flags | re.MULTILINE)
+        rx, rx_file, note = _compile_search(pattern, case_sensitive)
         deadline = time.monotonic() + self.time_budget_s
         hits: list[tuple[tuple[Any, ...], dict[str, Any]]] = []
         files_hit = 0
-        truncated = False
-        only = path_glob(glob)
-        for rel in self.files():
-            if only is not None and not only.match(rel):
-                continue
+        files, glob_note, truncated = self._globbed(glob, deadline)
+        note = note or glob_note
+        for rel in files:
             if time.monotonic() > deadline or len(hits) >= max_scanned_matches:
                 truncated = True
                 break
             text = self._read_text(rel)
-            if text is None or not rx_file.search(text):
-                continue
-            found = _line_hits(rel, text, rx, context_lines, max_scanned_matches - len(hits))
+            try:  # the time budget bounds each match too: a pattern that backtracks badly cannot hang
+                if text is None or not rx_file.search(text, timeout=_left(deadline)):
+                    continue
+                found = _line_hits(rel, text, rx, context_lines, max_scanned_matches - len(hits), deadline)
+            except TimeoutError:
+                truncated = True
+                note = (
+                    f"the pattern took over {self.time_budget_s:g} s; the hits so far are listed: simplify it"
+                )
+                break
             hits.extend(found)
             files_hit += bool(found)
         hits.sort(key=lambda kh: kh[0])
@@ -427,16 +498,27 @@ class CodeRepo:
             ``{"path", "start_line", "end_line", "total_lines", "content", "truncated"}``; ``content`` has one
             ``"N: text"`` line per file line (lines over 500 characters cut).
 
+        A ``path:LINE`` that names no file but whose ``path`` is one (the ``location`` that
+        :meth:`find_definitions` and :meth:`search` return) reads that file from ``LINE`` unless a
+        ``start_line`` other than 1 is given; ``note`` then says how the path was read.
+
         Raises:
             PathOutsideRootError: the path leaves the root. FileNotFoundError: no such file.
             IsADirectoryError: the path is a directory (the message lists some entries).
             ValueError: bad line numbers, a binary file, or a file over ``max_file_bytes``.
         """
+        p = self.resolve(path)
+        note = None
+        located = _LOCATION_RE.match(path.strip())
+        if located and not p.exists() and self.resolve(located["path"]).is_file():
+            p = self.resolve(located["path"])
+            if start_line == 1:
+                start_line = int(located["line"])
+            note = f"read {path!r} as the file {self.rel(p)!r} from line {start_line}"
         if start_line < 1:
             raise ValueError(f"start_line must be >= 1, got {start_line}")
         if end_line is not None and end_line < start_line:
             raise ValueError(f"end_line ({end_line}) is before start_line ({start_line})")
-        p = self.resolve(path)
         rel = self.rel(p)
         if p.is_dir():
             entries = sorted(e.name + ("/" if e.is_dir() else "") for e in p.iterdir())
@@ -470,7 +552,7 @@ class CodeRepo:
             f"{n}: {lines[n - 1] if len(lines[n - 1]) <= 500 else lines[n - 1][:500] + '...'}"
             for n in range(start_line, last + 1)
         )
-        return {
+        out = {
             "path": rel,
             "start_line": start_line,
             "end_line": last,
@@ -478,3 +560,4 @@ class CodeRepo:
             "content": content,
             "truncated": last < min(wanted_end, total),
         }
+        return out if note is None else {**out, "note": note}
