@@ -312,7 +312,8 @@ class Host(Protocol):
         token_share: int | None = None,
     ) -> ToolCallRecord:
         """Run one validated call under its timeout; its response cut to the budget (bytes, then tokens).
-        An exception, ``sys.exit()`` or a timeout becomes an error record, never a crash.
+        An exception (any ``BaseException`` but ``KeyboardInterrupt``, ``GeneratorExit`` and cancellation, which
+        propagate), ``sys.exit()`` or a timeout becomes an error record, never a crash.
 
         Override it to put something in front of the tools (a cache, a policy): return an
         :class:`agentkit.ToolCallRecord` (``ToolCallRecord(c.id, c.name, c.arguments, content)`` for a success);
@@ -331,9 +332,14 @@ class Host(Protocol):
             rec = error_record(c, c.arguments, "timeout", str(exc), {"hint": hint}, cap)
         except Exception as exc:
             rec = error_record(c, c.arguments, "exception", describe_exception(exc), cap=cap)
-        except SystemExit as exc:
-            # e.g. a wrapped command line's argparse error: a failed call, not the end of the process
-            message = f"SystemExit: the tool called sys.exit({exc.code!r})"
+        except (KeyboardInterrupt, asyncio.CancelledError, GeneratorExit):
+            raise
+        except BaseException as exc:  # sys.exit() (say, argparse's), a custom BaseException subclass
+            message = (
+                f"SystemExit: the tool called sys.exit({exc.code!r})"
+                if isinstance(exc, SystemExit)
+                else describe_exception(exc)
+            )
             rec = error_record(c, c.arguments, "exception", message, cap=cap)
         else:
             rec = ToolCallRecord(c.id, c.name, c.arguments, content, None, None, value)

@@ -407,6 +407,33 @@ def test_a_tool_that_calls_sys_exit_is_a_failed_call_not_the_end_of_the_process(
     assert result.tool_calls[2].content == "4"
 
 
+class _Abort(BaseException):
+    """A library's own BaseException subclass (as some frameworks raise to unwind)."""
+
+
+def test_a_tool_raising_a_custom_base_exception_is_a_failed_call_and_ctrl_c_still_propagates():
+    def sync_abort() -> str:
+        raise _Abort("sync unwound")
+
+    async def async_abort() -> str:
+        raise _Abort("async unwound")
+
+    script = [[call("sync_abort"), call("async_abort")], "done"]
+    result = Agent(ScriptedBackend(script), [sync_abort, async_abort]).run("?")
+    assert result.answer == "done"
+    assert [(r.error_kind, r.error) for r in result.tool_calls] == [
+        ("exception", "_Abort: sync unwound"),
+        ("exception", "_Abort: async unwound"),
+    ]
+    assert json.loads(result.tool_calls[0].content)["error"] == "_Abort: sync unwound"
+
+    def interrupted() -> str:
+        raise KeyboardInterrupt
+
+    with pytest.raises(KeyboardInterrupt):
+        Agent(ScriptedBackend([call("interrupted"), "done"]), [interrupted]).run("?")
+
+
 @pytest.mark.parametrize(
     ("args", "options", "message"),
     [
