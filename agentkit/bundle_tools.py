@@ -16,6 +16,8 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from agentkit.tool_output import INVALID_UTF8_NOTE, decode_utf8
+
 if TYPE_CHECKING:
     import httpx
 
@@ -208,9 +210,14 @@ def _request_parts(spec: dict[str, Any], arguments: dict[str, Any], where: str) 
 
 def _read_response(resp: httpx.Response, mode: str, max_chars: int, shown: str) -> Any:
     """The tool's value: parsed JSON (``response: json``, or ``auto`` with a JSON content type) when it fits
-    ``max_chars``, else the text cut to ``max_chars`` characters with a marker."""
+    ``max_chars``, else the text cut to ``max_chars`` characters with a marker. A 204 No Content is ``None``
+    (``null``) except with ``response: text`` (``""``). A body with no charset or a UTF-8 one is decoded as
+    UTF-8, each invalid byte sequence replaced with U+FFFD and the text ending with :data:`INVALID_UTF8_NOTE`
+    (as a tool's bytes are)."""
     if resp.status_code >= 400:
         raise RuntimeError(f"{shown}: HTTP {resp.status_code}: {resp.text[:500]}")
+    if resp.status_code == 204 and not resp.content:
+        return "" if mode == "text" else None
     if mode == "json" or (mode == "auto" and "json" in resp.headers.get("content-type", "")):
         try:
             value = resp.json()
@@ -222,10 +229,11 @@ def _read_response(resp: httpx.Response, mode: str, max_chars: int, shown: str) 
             if len(text) <= max_chars:
                 return value
             return text[:max_chars] + f"... [truncated {len(text) - max_chars} characters]"
-    text = resp.text
+    charset = (resp.charset_encoding or "utf-8").lower().replace("_", "-")
+    text, bad = decode_utf8(resp.content) if charset in ("utf-8", "utf8") else (resp.text, 0)
     if len(text) > max_chars:
         text = text[:max_chars] + f"... [truncated {len(text) - max_chars} characters]"
-    return text
+    return text + ("\n" + INVALID_UTF8_NOTE.format(n=bad) if bad else "")
 
 
 def make_http_function(

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import difflib
 import json
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from typing import Any
 
 from agentkit import messages
@@ -19,6 +19,7 @@ __all__ = [
     "canonical_arguments",
     "echo_arguments",
     "error_record",
+    "fit_error",
     "format_reminder",
     "nearest_tool_name",
     "resolve_tool_name",
@@ -63,15 +64,83 @@ def echo_arguments(arguments: Any) -> Any:
 
 
 def error_record(
-    call: ToolCall, arguments: Any, kind: ErrorKind, message: str, extra: dict[str, Any] | None = None
+    call: ToolCall,
+    arguments: Any,
+    kind: ErrorKind,
+    message: str,
+    extra: dict[str, Any] | None = None,
+    cap: Callable[[str], str] | None = None,
 ) -> ToolCallRecord:
     """A tool response that reports an error to the model: a JSON object with ``error``, ``tool``,
     ``arguments`` (:func:`echo_arguments`: at most about 1 KiB of them) and the ``extra`` keys (``hint``,
-    ``valid_tools``...), recorded with its ``kind`` and the arguments in full."""
+    ``valid_tools``...), recorded with its ``kind`` and the arguments in full.
+
+    ``cap`` is the response's cut to its limit (bytes, then tokens): the JSON is made to fit it whole
+    (:func:`fit_error`) and the recorded error message is ``cap(message)``."""
     payload = {"error": message, "tool": call.name, "arguments": echo_arguments(arguments), **(extra or {})}
-    return ToolCallRecord(
-        call.id, call.name, arguments, json.dumps(payload, ensure_ascii=False, default=str), message, kind
-    )
+    content = _dumps(payload)
+    if cap is not None:
+        if cap(content) != content:
+            content = fit_error(payload, arguments, cap)
+        message = cap(message)
+    return ToolCallRecord(call.id, call.name, arguments, content, message, kind)
+
+
+def _dumps(payload: dict[str, Any]) -> str:
+    return json.dumps(payload, ensure_ascii=False, default=str)
+
+
+def fit_error(payload: dict[str, Any], arguments: Any, cap: Callable[[str], str]) -> str:
+    """The JSON of an error response made to fit ``cap`` (a text fits when ``cap`` leaves it as it is), still
+    one JSON object: a ``parameters`` schema, then the echoed arguments, then ``valid_tools`` become one-line
+    notes (where shorter) until it fits; then the ``error`` message is cut to its longest head that fits,
+    followed by ``[agentkit: cut N of M bytes of this error message]``, with the other keys, or with ``tool``
+    alone when the limit is too small for them. When even that does not fit (a limit of a few dozen bytes), ``cap`` cuts
+    the JSON as it cuts any text."""
+    payload = dict(payload)
+    notes = {
+        "parameters": lambda v: (
+            f"<the parameters schema ({_json_bytes(v):,} bytes) is in the tool's declaration>"
+        ),
+        "arguments": lambda v: f"<{_json_bytes(arguments):,} bytes of arguments, not repeated>",
+        "valid_tools": lambda v: f"<{len(v)} tools, not listed>",
+    }
+    for key, note in notes.items():
+        if key in payload and len(shorter := note(payload[key])) < _json_bytes(payload[key]):
+            payload[key] = shorter
+            content = _dumps(payload)
+            if cap(content) == content:
+                return content
+    cut = _cut_message(payload, cap)
+    if cut is None:  # a small limit: the error and the tool name alone
+        cut = _cut_message({"error": payload["error"], "tool": payload["tool"]}, cap)
+    return cut if cut is not None else cap(_dumps({"error": payload["error"], "tool": payload["tool"]}))
+
+
+def _cut_message(payload: dict[str, Any], cap: Callable[[str], str]) -> str | None:
+    """``payload``'s JSON with its ``error`` cut to the longest head that fits ``cap`` (``None``: none does)."""
+    message = str(payload["error"])
+    if cap(whole := _dumps(payload)) == whole:
+        return whole
+    total = len(message.encode("utf-8", "surrogatepass"))
+
+    def with_head(k: int) -> str:
+        cut = total - len(message[:k].encode("utf-8", "surrogatepass"))
+        marker = f"\n[agentkit: cut {cut:,} of {total:,} bytes of this error message]"
+        return _dumps({**payload, "error": message[:k] + marker})
+
+    shortest = with_head(0)
+    if cap(shortest) != shortest:
+        return None
+    lo, hi = 0, len(message)
+    while lo < hi:  # the longest head whose response fits
+        mid = (lo + hi + 1) // 2
+        content = with_head(mid)
+        if cap(content) == content:
+            lo = mid
+        else:
+            hi = mid - 1
+    return with_head(lo)
 
 
 #: The namespace some models (trained on OpenAI's tool format) put before tool names.

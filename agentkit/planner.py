@@ -53,6 +53,7 @@ Tool names: an exact name wins; ``functions.NAME`` is read as ``NAME`` when that
 from __future__ import annotations
 
 import asyncio
+import functools
 import json
 import time
 from collections.abc import Callable, Sequence
@@ -311,7 +312,8 @@ class Host(Protocol):
         token_share: int | None = None,
     ) -> ToolCallRecord:
         """Run one validated call under its timeout; its response cut to the budget (bytes, then tokens).
-        An exception, ``sys.exit()`` or a timeout becomes an error record, never a crash.
+        An exception (any ``BaseException`` but ``KeyboardInterrupt``, ``GeneratorExit`` and cancellation, which
+        propagate), ``sys.exit()`` or a timeout becomes an error record, never a crash.
 
         Override it to put something in front of the tools (a cache, a policy): return an
         :class:`agentkit.ToolCallRecord` (``ToolCallRecord(c.id, c.name, c.arguments, content)`` for a success);
@@ -327,14 +329,18 @@ class Host(Protocol):
             content = cap(tl.serializer(value))
         except ToolTimeoutError as exc:
             hint = "the tool did not answer in time; try other arguments or another approach"
-            rec = error_record(c, c.arguments, "timeout", str(exc), {"hint": hint})
+            rec = error_record(c, c.arguments, "timeout", str(exc), {"hint": hint}, cap)
         except Exception as exc:
-            rec = error_record(c, c.arguments, "exception", cap(describe_exception(exc)))
-        except SystemExit as exc:
-            # e.g. a wrapped command line's argparse error: a failed call, not the end of the process
-            rec = error_record(
-                c, c.arguments, "exception", cap(f"SystemExit: the tool called sys.exit({exc.code!r})")
+            rec = error_record(c, c.arguments, "exception", describe_exception(exc), cap=cap)
+        except (KeyboardInterrupt, asyncio.CancelledError, GeneratorExit):
+            raise
+        except BaseException as exc:  # sys.exit() (say, argparse's), a custom BaseException subclass
+            message = (
+                f"SystemExit: the tool called sys.exit({exc.code!r})"
+                if isinstance(exc, SystemExit)
+                else describe_exception(exc)
             )
+            rec = error_record(c, c.arguments, "exception", message, cap=cap)
         else:
             rec = ToolCallRecord(c.id, c.name, c.arguments, content, None, None, value)
         rec.seconds = _perf() - t0
@@ -528,8 +534,18 @@ class RunGraph:
             [],
             Step(state.step, turn.text, turn.thinking, [], turn.usage, model_s),
         )
+        # error responses are capped as results are (they echo the model's arguments, however long)
+        byte_share, token_share = self._shares(state, len(calls))
         for i, c in enumerate(calls):
             shown: Any = c.arguments if c.error is None else c.raw_arguments
+            limit = None if (tl := tools.get(c.name)) is None else tl.max_output_bytes
+            cap = functools.partial(
+                cap_response,
+                backend=self.agent.backend,
+                tool_limit=limit,
+                byte_share=byte_share,
+                token_share=token_share,
+            )
             if self.agent.loop_guard is not None:
                 key = (c.name, canonical_arguments(shown))
                 state.repeats[key] = count = state.repeats.get(key, 0) + 1
@@ -538,17 +554,18 @@ class RunGraph:
             if c.error is not None:
                 hint = "send the arguments as one JSON object matching the tool's parameters"
                 plan.records[i] = error_record(
-                    c, shown, "decode", c.error, {"valid_tools": list(tools), "hint": hint}
+                    c, shown, "decode", c.error, {"valid_tools": list(tools), "hint": hint}, cap
                 )
                 continue
-            tl = tools.get(c.name)
             if tl is None:
                 extra: dict[str, Any] = {"valid_tools": list(tools), "hint": "call one of valid_tools"}
                 nearest = nearest_tool_name(c.name, tools)
                 if nearest is not None:
                     extra["did_you_mean"] = nearest
                     extra["hint"] = f"call {nearest!r} (or another of valid_tools) with its parameters"
-                plan.records[i] = error_record(c, shown, "unknown_tool", f"unknown tool {c.name!r}", extra)
+                plan.records[i] = error_record(
+                    c, shown, "unknown_tool", f"unknown tool {c.name!r}", extra, cap
+                )
                 continue
             try:
                 validated = tl.validate(c.arguments)
@@ -556,24 +573,16 @@ class RunGraph:
                 state.failures[tl.name] = state.failures.get(tl.name, 0) + 1
                 extra = {"parameters": tl.parameters, "hint": "fix the arguments and call again"}
                 plan.records[i] = error_record(
-                    c, shown, "invalid_arguments", f"invalid arguments: {exc}", extra
+                    c, shown, "invalid_arguments", f"invalid arguments: {exc}", extra, cap
                 )
                 continue
             plan.scheduled.append((i, tl, validated))
         for i, _tl, _validated in plan.scheduled:
             c = calls[i]
             state.emit(ToolCallStarted(state.step, c.id, c.name, c.arguments))
-        if any(rec is not None for rec in plan.records):
-            # error responses are capped as results are (they echo the model's arguments, however long)
-            byte_share, token_share = self._shares(state, len(calls))
-            for rec in plan.records:
-                if rec is not None:
-                    tl = tools.get(rec.name)
-                    limit = None if tl is None else tl.max_output_bytes
-                    rec.content = cap_response(
-                        rec.content, self.agent.backend, limit, byte_share, token_share
-                    )
-                    state.emit(ToolCallFinished(state.step, rec))
+        for rec in plan.records:
+            if rec is not None:
+                state.emit(ToolCallFinished(state.step, rec))
         return plan
 
     def _shares(self, state: RunState, calls: int) -> tuple[int | None, int | None]:

@@ -315,8 +315,9 @@ class Tool:
         function: the implementation, sync or ``async``. Called with keyword arguments (typed-function and
             ``parameters=`` tools) or with the validated model instance (``args_model=`` tools), plus the
             :class:`ToolContext` parameter if it declares one.
-        name: tool name shown to the model (default: the function's ``__name__``); letters, digits, ``_``,
-            ``.``, ``-``; at most 64 characters; must start with a letter or ``_``.
+        name: tool name shown to the model (``None``, the default: the function's ``__name__``); letters, digits,
+            ``_``, ``.``, ``-``; at most 64 characters; must start with a letter or ``_`` (an empty name is
+            refused, not replaced).
         description: what the tool does (default: the docstring's description part).
         args_model: explicit Pydantic model for the arguments.
         parameters: explicit JSON Schema (``type: object``) for the arguments, validated with ``jsonschema``.
@@ -375,7 +376,11 @@ class Tool:
             raise ToolDefinitionError(f"tool implementation must be callable, got {function!r}")
         base, _ = _unwrapped(function)
         fname = getattr(base, "__name__", None) or type(base).__name__
-        self.name = name or fname
+        if name is not None and (not isinstance(name, str) or not name.strip()):
+            raise ToolDefinitionError(
+                f"tool {fname!r}: name must be a non-empty string (or None for the function's name), got {name!r}"
+            )
+        self.name = fname if name is None else name
         if not _NAME_RE.match(self.name):
             raise ToolDefinitionError(
                 f"invalid tool name {self.name!r}: use letters, digits, '_', '.', '-' (max 64), starting "

@@ -407,6 +407,33 @@ def test_a_tool_that_calls_sys_exit_is_a_failed_call_not_the_end_of_the_process(
     assert result.tool_calls[2].content == "4"
 
 
+class _Abort(BaseException):
+    """A library's own BaseException subclass (as some frameworks raise to unwind)."""
+
+
+def test_a_tool_raising_a_custom_base_exception_is_a_failed_call_and_ctrl_c_still_propagates():
+    def sync_abort() -> str:
+        raise _Abort("sync unwound")
+
+    async def async_abort() -> str:
+        raise _Abort("async unwound")
+
+    script = [[call("sync_abort"), call("async_abort")], "done"]
+    result = Agent(ScriptedBackend(script), [sync_abort, async_abort]).run("?")
+    assert result.answer == "done"
+    assert [(r.error_kind, r.error) for r in result.tool_calls] == [
+        ("exception", "_Abort: sync unwound"),
+        ("exception", "_Abort: async unwound"),
+    ]
+    assert json.loads(result.tool_calls[0].content)["error"] == "_Abort: sync unwound"
+
+    def interrupted() -> str:
+        raise KeyboardInterrupt
+
+    with pytest.raises(KeyboardInterrupt):
+        Agent(ScriptedBackend([call("interrupted"), "done"]), [interrupted]).run("?")
+
+
 @pytest.mark.parametrize(
     ("args", "options", "message"),
     [
@@ -744,3 +771,21 @@ def test_generator_tools_run_under_their_timeout_and_send_their_items():
     timed_out, listed = result.tool_calls
     assert timed_out.error_kind == "timeout"  # drained on its worker thread, within the timeout
     assert (listed.error_kind, listed.content, listed.result) == (None, "[0,1,2]", [0, 1, 2])
+
+
+def test_a_bad_scripted_item_is_refused_where_the_script_is_built(tmp_path):
+    # answer(None) used to fail with "object of type 'NoneType' has no len()" deep inside a run
+    with pytest.raises(TypeError, match=r"^answer\(\): the turn's text must be a string, got None$"):
+        answer(None)  # type: ignore[arg-type]
+    with pytest.raises(TypeError, match=r"^turn\(\): the turn's thinking must be a string, got 3$"):
+        turn(thinking=3)  # type: ignore[arg-type]
+    with pytest.raises(TypeError, match=r"script item 1: the turn's text must be a string, got b'hi'"):
+        ScriptedBackend(["ok", ModelTurn(text=b"hi")])  # type: ignore[arg-type]
+    with pytest.raises(TypeError, match=r"script item 2: not a script item .* got 7"):
+        ScriptedBackend(["ok", call("f"), 7])  # type: ignore[list-item]
+    bad = tmp_path / "turns.json"
+    bad.write_text(json.dumps(["ok", {"text": None}]))
+    with pytest.raises(ValueError, match=r"turns.json: turn 1: the turn's text must be a string, got None"):
+        ScriptedBackend.from_file(bad)
+    with pytest.raises(BackendError, match=r"not a script item .* got None"):
+        Agent(ScriptedBackend(lambda messages, tools, choice: None)).run("?")  # type: ignore[arg-type,return-value]

@@ -16,6 +16,7 @@ from agentkit.backends.openai import OpenAIBackend
 from agentkit.backends.scripted import ScriptedBackend, call
 from agentkit.bundle import schema
 from agentkit.errors import ToolDefinitionError
+from agentkit.tool_output import INVALID_UTF8_NOTE
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -227,6 +228,43 @@ def test_http_post_default_body_retries_and_errors(tmp_path, monkeypatch):
         third.error == "RuntimeError: environment variable MISSING_TOKEN is not set (needed by tool 'secret')"
     )
     assert len(seen) == 3
+
+
+def test_http_tool_binary_bodies_get_the_invalid_utf8_note_and_204_is_a_success(tmp_path):
+    # a binary body came through with U+FFFD and no note; `response: json` made a 204 No Content an error
+    def handler(request):
+        if request.url.path == "/blob":
+            return httpx.Response(200, content=b"PNG\x89\xff\xfe ok", headers={"content-type": "image/png"})
+        if request.url.path == "/latin":
+            return httpx.Response(
+                200, content="café".encode("latin-1"), headers={"content-type": "text/plain; charset=latin-1"}
+            )
+        return httpx.Response(204)
+
+    p = http_bundle(
+        tmp_path,
+        """
+        - name: blob
+          parameters: {type: object, properties: {}}
+          http: {url: "https://api.example.com/blob"}
+        - name: latin
+          parameters: {type: object, properties: {}}
+          http: {url: "https://api.example.com/latin"}
+        - name: remove
+          parameters: {type: object, properties: {}}
+          http: {method: DELETE, url: "https://api.example.com/item", response: json}
+        - name: touch
+          parameters: {type: object, properties: {}}
+          http: {method: POST, url: "https://api.example.com/item", response: text}
+        """,
+    )
+    b = load_bundle(p, http_client=httpx.Client(transport=httpx.MockTransport(handler)))
+    script = [[call("blob"), call("latin"), call("remove"), call("touch")], "done"]
+    blob, latin, remove, touch = b.make_agent(backend=ScriptedBackend(script)).run("go").tool_calls
+    assert blob.content == "PNG\ufffd\ufffd\ufffd ok\n" + INVALID_UTF8_NOTE.format(n=3)
+    assert latin.content == "café"  # a declared charset is decoded as declared
+    assert (remove.error_kind, remove.result, remove.content) == (None, None, "null")
+    assert (touch.error_kind, touch.result, touch.content) == (None, "", "")
 
 
 def test_sandbox_tool_gets_arguments_and_reports_failures(tmp_path):

@@ -3,6 +3,7 @@ decoding failures sent back to the model, retries on 429/5xx/timeouts."""
 
 import asyncio
 import json
+import threading
 
 import httpx
 import pytest
@@ -427,3 +428,37 @@ def test_the_sync_client_is_closed_when_the_program_ends(tmp_path):
         assert "ResourceWarning" not in done.stderr, done.stderr
     finally:
         server.close()
+
+
+def test_two_threads_first_sync_requests_share_one_client(monkeypatch):
+    # the lazy client was made without a lock: two threads' first requests could each make (and keep) one
+    made = []
+    both_arrived = threading.Barrier(2)
+
+    class CountingClient(httpx.Client):
+        def __init__(self, **kw):
+            made.append(self)
+            try:  # the second thread joins here only if it could also see no client yet
+                both_arrived.wait(timeout=1.0)
+            except threading.BrokenBarrierError:
+                pass
+            super().__init__(**kw)
+
+    server = FakeServer([completion(content="a"), completion(content="b")])
+    backend = backend_for(server)
+    monkeypatch.setattr(httpx, "Client", CountingClient)
+    turns = []
+    threads = [
+        threading.Thread(
+            target=lambda: turns.append(backend.complete([{"role": "user", "content": "hi"}], []))
+        )
+        for _ in range(2)
+    ]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert sorted(t.text for t in turns) == ["a", "b"]
+    assert len(made) == 1 and backend._client is made[0]
+    backend.close()
+    assert backend._client is None and made[0].is_closed

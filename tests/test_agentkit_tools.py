@@ -272,11 +272,18 @@ def test_async_callable_object_detected():
     assert asyncio.run(t.acall(t.validate({"url": "ab"}), ToolContext("fetch", "c", 0))) == "AB"
 
 
+def _named(x: int) -> int:
+    return x
+
+
 @pytest.mark.parametrize(
     ("make", "message"),
     [
         (lambda: Tool(lambda *a: None, name="f"), r"\*args / \*\*kwargs"),
         (lambda: Tool(lambda x: x, name="bad name!"), "invalid tool name 'bad name!'"),
+        (lambda: tool(name="")(_named), r"tool '_named': name must be a non-empty string .*got ''"),
+        (lambda: tool(name="  ")(_named), r"tool '_named': name must be a non-empty string .*got '  '"),
+        (lambda: Tool(_named, name=5), r"tool '_named': name must be a non-empty string .*got 5"),
         (lambda: Tool(lambda x: x, name="f", timeout=0), "timeout must be a number > 0"),
         (
             lambda: Tool(lambda x: x, name="f", timeout="5"),

@@ -603,6 +603,15 @@ def test_run_python_copies_named_files(runner, git_repo):
     }
 
 
+def test_run_python_counts_a_file_named_twice_once(runner, git_repo, monkeypatch):
+    # a file listed twice (or by two spellings) counted twice against the size limit and was refused
+    size = len(BUNDLES_PY.encode())
+    monkeypatch.setattr(cs, "MAX_SNIPPET_FILE_BYTES", size + 10)
+    out = cs.run_python("print(1)", files=["pkg/bundles.py", "pkg/bundles.py", "./pkg/bundles.py"])
+    assert out["files"] == ["pkg/bundles.py"]
+    assert runner.calls[0][1] == {"pkg/bundles.py": BUNDLES_PY.encode()}
+
+
 def test_run_python_reports_failures_and_cuts_long_output(runner):
     runner.exit_code, runner.stdout, runner.stderr = 1, "x" * 5000, "Traceback...\nZeroDivisionError"
     out = cs.run_python("1/0")
@@ -617,7 +626,7 @@ def test_run_python_reports_failures_and_cuts_long_output(runner):
         (["../outside/secret.py"], PathOutsideRootError, "outside the repository root"),
         (["link_out.py"], PathOutsideRootError, "outside the repository root"),
         (["pkg/missing.py"], FileNotFoundError, "no file"),
-        (["pkg"], FileNotFoundError, "no file"),
+        (["pkg"], IsADirectoryError, "^'pkg' is a directory, not a file; list the files in it to copy$"),
         (["blob.bin"], ValueError, "binary"),
         ([f"f{i}.py" for i in range(21)], ValueError, "files: List should have at most 20 items"),
     ],

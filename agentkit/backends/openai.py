@@ -31,6 +31,7 @@ import asyncio
 import json
 import os
 import re
+import threading
 import weakref
 from collections.abc import AsyncIterator
 from typing import Any, cast
@@ -223,6 +224,7 @@ class OpenAIBackend(Backend):
         self._transport = transport
         self._async_transport = async_transport
         self._client: httpx.Client | None = None
+        self._client_lock = threading.Lock()  # two threads' first requests make one client
         # per event loop: its client and the async generator that closes it when the loop shuts down
         self._aclients: dict[asyncio.AbstractEventLoop, tuple[httpx.AsyncClient, AsyncIterator[None]]] = {}
         self._next_id = 0
@@ -407,12 +409,14 @@ class OpenAIBackend(Backend):
     def turn(self, request: TurnRequest) -> ModelTurn:
         """One chat-completions request, retried on transient failures (see the class docstring)."""
         body = self.build_request(request)
-        if self._client is None:
-            self._client = httpx.Client(timeout=self.timeout, transport=self._transport)
-            # closed with the backend, or at the latest when the program ends (not left to the teardown)
-            weakref.finalize(self, self._client.close)
+        with self._client_lock:
+            client = self._client
+            if client is None:
+                client = self._client = httpx.Client(timeout=self.timeout, transport=self._transport)
+                # closed with the backend, or at the latest when the program ends (not left to the teardown)
+                weakref.finalize(self, client.close)
         try:
-            resp, sent = self.http(self._client).request("POST", self.url, json=body, headers=self.headers)
+            resp, sent = self.http(client).request("POST", self.url, json=body, headers=self.headers)
         except RetriesExhausted as exc:
             raise self._gave_up(exc) from exc
         return self._read(resp, sent, request)
@@ -481,6 +485,7 @@ class OpenAIBackend(Backend):
 
     def close(self) -> None:
         """Close the sync HTTP client (async clients close when their event loop shuts down: :meth:`aclient`)."""
-        if self._client is not None:
-            self._client.close()
-            self._client = None
+        with self._client_lock:
+            client, self._client = self._client, None
+        if client is not None:
+            client.close()

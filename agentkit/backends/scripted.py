@@ -56,13 +56,58 @@ def call(
 
 
 def answer(text: str, *, thinking: str = "") -> ModelTurn:
-    """A scripted final answer (optionally with thinking text, which history must drop)."""
-    return ModelTurn(text=text, thinking=thinking)
+    """A scripted final answer (optionally with thinking text, which history must drop).
+
+    Raises:
+        TypeError: ``text`` or ``thinking`` is not a string.
+    """
+    out = ModelTurn(text=text, thinking=thinking)
+    if (problem := item_problem(out)) is not None:
+        raise TypeError(f"answer(): {problem}")
+    return out
 
 
 def turn(*calls: ToolCall, text: str = "", thinking: str = "", usage: Usage | None = None) -> ModelTurn:
-    """A scripted turn with text, thinking and any number of calls."""
-    return ModelTurn(text=text, thinking=thinking, tool_calls=list(calls), usage=usage or Usage())
+    """A scripted turn with text, thinking and any number of calls.
+
+    Raises:
+        TypeError: ``text`` or ``thinking`` is not a string, or a call is not a :class:`ToolCall`.
+    """
+    out = ModelTurn(text=text, thinking=thinking, tool_calls=list(calls), usage=usage or Usage())
+    if (problem := item_problem(out)) is not None:
+        raise TypeError(f"turn(): {problem}")
+    return out
+
+
+def _call_problem(c: Any) -> str | None:
+    if not isinstance(c, ToolCall):
+        return f"a tool call must be a ToolCall (made by call()), got {c!r}"
+    if not isinstance(c.name, str) or not isinstance(c.arguments, dict):
+        return f"a tool call needs a string name and a dict of arguments, got {c.name!r} with {c.arguments!r}"
+    return None
+
+
+def item_problem(item: Any) -> str | None:
+    """What is wrong with a script item (``None``: it is a :data:`ScriptItem` the backend can play)."""
+    if isinstance(item, str):
+        return None
+    if isinstance(item, ModelTurn):
+        for field in ("text", "thinking"):
+            if not isinstance(value := getattr(item, field), str):
+                return f"the turn's {field} must be a string, got {value!r}"
+        return next(filter(None, map(_call_problem, item.tool_calls)), None)
+    if isinstance(item, ToolCall):
+        return _call_problem(item)
+    if (
+        isinstance(item, Sequence)
+        and not isinstance(item, bytes)
+        and all(isinstance(c, ToolCall) for c in item)
+    ):
+        return next(filter(None, map(_call_problem, item)), None)
+    return (
+        "not a script item (a string answer, a call(), a list of calls or a ModelTurn such as answer(...)), "
+        f"got {item!r}"
+    )
 
 
 #: What the agent sent for one model turn (:attr:`ScriptedBackend.requests` keeps deep copies, safe to keep).
@@ -94,6 +139,8 @@ class ScriptedBackend(Backend):
     the prompt and the output, with ``requests=1``.
 
     Raises:
+        TypeError: a script item is not a :data:`ScriptItem` (its index named), e.g. a turn whose text is not a
+            string.
         BackendError: (from :meth:`complete`) the script has no turn left, or a function returned something
             that is not a :data:`ScriptItem`.
     """
@@ -116,6 +163,9 @@ class ScriptedBackend(Backend):
             raise TypeError("script must be a sequence of turns or a function (messages, tools, tool_choice)")
         else:
             self._items = list(script)
+            for i, item in enumerate(self._items):
+                if (problem := item_problem(item)) is not None:
+                    raise TypeError(f"scripted backend {name!r}: script item {i}: {problem}")
         self._pos = 0
         self._next_id = 0
         self._lock = threading.Lock()
@@ -153,9 +203,10 @@ class ScriptedBackend(Backend):
                 if not isinstance(args, dict):
                     raise ValueError(f"{p}: turn {i} call {j}: arguments must be an object")
                 calls.append(ToolCall(id=str(c.get("id", "")), name=c["name"], arguments=args))
-            items.append(
-                ModelTurn(text=item.get("text", ""), thinking=item.get("thinking", ""), tool_calls=calls)
-            )
+            made = ModelTurn(text=item.get("text", ""), thinking=item.get("thinking", ""), tool_calls=calls)
+            if (problem := item_problem(made)) is not None:
+                raise ValueError(f"{p}: turn {i}: {problem}")
+            items.append(made)
         return cls(items, name=f"scripted:{p.name}")
 
     @property
@@ -187,6 +238,8 @@ class ScriptedBackend(Backend):
         return out
 
     def _to_turn(self, item: Any) -> ModelTurn:
+        if (problem := item_problem(item)) is not None:  # a function's item (a list's was checked up front)
+            raise BackendError(f"scripted backend {self.name!r}: {problem}")
         if isinstance(item, str):
             return ModelTurn(text=item)
         if isinstance(item, ToolCall):
@@ -196,10 +249,8 @@ class ScriptedBackend(Backend):
             out = ModelTurn(
                 item.text, item.thinking, list(item.tool_calls), Usage(**item.usage.to_dict()), item.raw
             )
-        elif isinstance(item, Sequence) and all(isinstance(c, ToolCall) for c in item):
-            out = ModelTurn(tool_calls=list(item))
         else:
-            raise BackendError(f"scripted backend {self.name!r}: not a script item: {item!r}")
+            out = ModelTurn(tool_calls=list(item))
         calls = []
         for c in out.tool_calls:
             cid = c.id

@@ -271,7 +271,8 @@ def run_python(
 
     Raises:
         ValueError: invalid arguments, a binary file, or files over the size limits.
-        PathOutsideRootError, FileNotFoundError: a path leaves the root or is not a file.
+        PathOutsideRootError, FileNotFoundError, IsADirectoryError: a path leaves the root, names no file or
+            names a directory. A file named twice is copied (and counted against the size limit) once.
         sandbox.SandboxError: Docker or the sandbox image is unavailable (the message says how to fix it).
     """
     args = dict(validate_args(RunPythonArgs, code=code, files=files or [], timeout=timeout))
@@ -280,8 +281,12 @@ def run_python(
     total = 0
     for name in args["files"]:
         p = repo.resolve(name)
+        if p.is_dir():
+            raise IsADirectoryError(f"{name!r} is a directory, not a file; list the files in it to copy")
         if not p.is_file():
             raise FileNotFoundError(f"no file {name!r} under the repository root")
+        if repo.rel(p) in payload:  # the same file named twice (or by two spellings): copied and counted once
+            continue
         data = p.read_bytes()
         if b"\0" in data[:8192]:
             raise ValueError(f"{name!r} is a binary file; only text files can be copied")
