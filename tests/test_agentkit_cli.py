@@ -489,3 +489,17 @@ def test_the_renderer_cuts_long_arguments_as_it_cuts_responses():
     short = io.StringIO()
     RichRenderer(Console(file=short, width=100))(ToolCallStarted(0, "c", "add", {"a": 2, "b": 40}))
     assert short.getvalue() == "  → add(a=2, b=40)\n"
+
+
+def test_run_says_how_to_pass_a_question_that_starts_with_a_dash(bundle, tmp_path):
+    res = runner.invoke(app, ["run", str(bundle), "-5 degrees in Oslo?"])
+    assert res.exit_code == 2
+    err = " ".join(res.stderr.replace("│", " ").split())  # rich boxes and wraps the error
+    assert "No such option: -5; a question that starts with '-' goes after --" in err
+    res = runner.invoke(app, ["run", str(bundle), "--jsn", "q"])  # a mistyped long option: no such hint
+    assert res.exit_code == 2 and "goes after --" not in res.stderr
+    script = tmp_path / "plain.json"
+    script.write_text(json.dumps(["Cold."]))
+    res = runner.invoke(app, ["run", str(bundle), "--model", str(script), "--", "-5 degrees in Oslo?"])
+    assert res.exit_code == 0, res.output
+    assert "Cold." in res.stdout

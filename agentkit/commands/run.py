@@ -9,6 +9,7 @@ from typing import TYPE_CHECKING, Any
 import typer
 from rich.console import Console
 from rich.text import Text
+from typer.core import TyperCommand
 
 from agentkit.backends import BACKENDS
 from agentkit.commands import check_binding, fail, prints_to_stderr
@@ -75,6 +76,21 @@ def _seed_in_range(seed: int | None) -> int | None:
 
 
 _SEED = typer.Option(None, "--seed", callback=_seed_in_range, help=_SEED_HELP)
+
+
+class _RunCommand(TyperCommand):
+    """``run``'s command: an unknown short option (``-5 degrees in Oslo?``, a question that starts with ``-``)
+    says how to pass such a question, after ``--``."""
+
+    def parse_args(self, ctx: Any, args: list[str]) -> list[str]:
+        try:
+            return super().parse_args(ctx, args)
+        except Exception as exc:  # click's NoSuchOption (typer keeps its click private): always raised again
+            name, message = getattr(exc, "option_name", None), getattr(exc, "message", None)
+            if isinstance(name, str) and isinstance(message, str) and not name.startswith("--"):
+                hint = f"a question that starts with '-' goes after --: agentkit run BUNDLE -- \"{name}...\""
+                setattr(exc, "message", f"{message}; {hint}")  # noqa: B010 (click's type is not importable)
+            raise
 
 
 def _error(message: str) -> None:
@@ -186,7 +202,9 @@ def _build_agent(
 
 def run_command(
     bundle: Path = _BUNDLE,
-    question: str = typer.Argument(..., help="The user message."),
+    question: str = typer.Argument(
+        ..., help="The user message (one that starts with '-' goes after --: -- \"-5 degrees?\")."
+    ),
     json_out: bool = typer.Option(
         False, "--json", help="Print the run result as one JSON object (no rendering)."
     ),
@@ -423,5 +441,5 @@ def chat_command(
 
 def register(app: typer.Typer) -> None:
     """Add the ``run`` and ``chat`` commands to the ``agentkit`` CLI."""
-    app.command("run")(run_command)
+    app.command("run", cls=_RunCommand)(run_command)
     app.command("chat")(chat_command)
