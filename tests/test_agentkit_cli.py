@@ -503,3 +503,19 @@ def test_run_says_how_to_pass_a_question_that_starts_with_a_dash(bundle, tmp_pat
     res = runner.invoke(app, ["run", str(bundle), "--model", str(script), "--", "-5 degrees in Oslo?"])
     assert res.exit_code == 0, res.output
     assert "Cold." in res.stdout
+
+
+def test_run_exits_1_and_says_so_when_the_final_answer_is_empty(bundle, tmp_path):
+    script = tmp_path / "empty.json"
+    script.write_text(json.dumps([" \n"]))
+    res = runner.invoke(app, ["run", str(bundle), "Hi", "--model", str(script)])
+    assert res.exit_code == 1, res.output  # as a run with no answer
+    assert "(empty)" in res.stdout
+    assert "error: the final answer is empty: the model answered with no text" in res.stderr
+    res = runner.invoke(app, ["run", str(bundle), "Hi", "--model", str(script), "--json"])
+    assert res.exit_code == 1
+    assert json.loads(res.stdout)["answer"].strip() == ""
+    assert "error: the final answer is empty" in res.stderr
+    res = runner.invoke(app, ["chat", str(bundle), "--model", str(script)], input="Hi\n/exit\n")
+    assert res.exit_code == 0, res.output  # the chat goes on
+    assert "warning: the final answer is empty" in res.stderr

@@ -30,6 +30,8 @@ EXIT_RUN_FAILED = 1
 EXIT_BAD_INPUT = 2
 #: Exit status of ``run`` when it answered but every tool call failed: the answer rests on no tool response.
 EXIT_NO_TOOL_RESPONSE = 3
+#: Said (on stderr) of a final answer that is empty or only whitespace; ``run`` then exits ``EXIT_RUN_FAILED``.
+EMPTY_ANSWER = "the final answer is empty: the model answered with no text"
 #: Steps of a failed run's transcript printed on the terminal.
 FAILED_STEPS_SHOWN = 3
 #: REPL commands of ``agentkit chat``.
@@ -220,7 +222,7 @@ def run_command(
 ) -> None:
     """Answer one question with a bundle's agent, rendering each tool call and tool response.
 
-    Exit status: 0 answered; 1 no answer; 2 bad input or a question too long; 3 every tool call failed.
+    Exit status: 0 answered; 1 no answer (or an empty one); 2 bad input or a question too long; 3 every tool call failed.
     """
 
     if not question.strip():
@@ -265,6 +267,9 @@ def run_command(
     else:
         assert renderer is not None
         renderer.answer(result)  # with its warning when no_tool_response(result)
+    if not (result.answer or "").strip():  # no answer, as a stopped run (a tiny max_new_tokens, say)
+        _error(f"error: {EMPTY_ANSWER}")
+        raise typer.Exit(EXIT_RUN_FAILED)
     if no_tool_response(result):
         if json_out:
             _error(
@@ -348,6 +353,8 @@ def _chat_turn(
         _error("interrupted: the turn was dropped, the history is as before it (/exit or Ctrl-D to leave)")
         return False
     console.print(Text.assemble(("agent> ", "bold blue"), _shown(result.answer or "")))  # not markup
+    if not (result.answer or "").strip():
+        _error(f"warning: {EMPTY_ANSWER}")
     if no_tool_response(result):  # as `run` warns under its answer
         _error(
             f"warning: every tool call failed ({len(result.tool_calls)}): the answer rests on no tool response"
