@@ -519,3 +519,17 @@ def test_run_exits_1_and_says_so_when_the_final_answer_is_empty(bundle, tmp_path
     res = runner.invoke(app, ["chat", str(bundle), "--model", str(script)], input="Hi\n/exit\n")
     assert res.exit_code == 0, res.output  # the chat goes on
     assert "warning: the final answer is empty" in res.stderr
+
+
+def test_chat_load_takes_a_bare_list_of_messages(bundle, tmp_path):
+    script = tmp_path / "chat.json"
+    script.write_text(json.dumps(["Still here."]))
+    saved = tmp_path / "list.json"
+    saved.write_text(
+        json.dumps([{"role": "user", "content": "hi"}, {"role": "assistant", "content": "Hello!"}])
+    )
+    res = runner.invoke(
+        app, ["chat", str(bundle), "--model", str(script), "--load", str(saved)], input="again\n"
+    )
+    assert res.exit_code == 0, res.output
+    assert "1 earlier turn(s)" in res.stdout and "agent> Still here." in res.stdout

@@ -376,3 +376,18 @@ def test_metadata_that_cannot_be_saved_is_refused_when_the_conversation_is_made(
     )
     with pytest.raises(ValueError, match="metadata must be a dict, got list"):
         Conversation([], [1])  # type: ignore[arg-type]
+
+
+def test_a_bare_list_of_messages_loads_as_history_takes_it(tmp_path):
+    messages = [{"role": "user", "content": "hi"}, {"role": "assistant", "content": "Hello!"}]
+    path = tmp_path / "list.json"
+    path.write_text(json.dumps(messages))
+    conv = Conversation.load(path)
+    assert conv.messages == messages and conv.metadata == {}
+    path.write_text(json.dumps([*messages, {"role": "tool", "content": "x"}]))
+    with pytest.raises(ValueError, match=r"list.json: message 2 has role 'tool'"):
+        Conversation.load(path)
+    with pytest.raises(
+        ValueError, match=r"a conversation is a JSON object \(or a list of its messages\), got str"
+    ):
+        Conversation.from_json('"hi"')
