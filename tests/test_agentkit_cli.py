@@ -533,3 +533,15 @@ def test_chat_load_takes_a_bare_list_of_messages(bundle, tmp_path):
     )
     assert res.exit_code == 0, res.output
     assert "1 earlier turn(s)" in res.stdout and "agent> Still here." in res.stdout
+
+
+def test_chat_history_says_when_it_is_empty(bundle, tmp_path):
+    script = tmp_path / "chat.json"
+    script.write_text(json.dumps(["Hello!"]))
+    res = runner.invoke(
+        app, ["chat", str(bundle), "--model", str(script)], input="/history\nhi\n/reset\n/history\n"
+    )
+    assert res.exit_code == 0, res.output
+    out = res.stdout
+    assert out.count("the history is empty") == 2  # at the start, and after /reset
+    assert out.index("agent> Hello!") < out.index("history cleared") < out.rindex("the history is empty")

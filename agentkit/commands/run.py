@@ -291,6 +291,8 @@ def _chat_command(console: Any, session: Any, text: str, pending: list[str], sav
         session.reset()
         console.print("history cleared")
     elif command == "/history" and not arg:
+        if not session.conversation.messages:
+            console.print("the history is empty")
         for m in session.conversation.messages:
             console.print(Text.assemble((f"{m['role']}> ", "bold"), _shown(m["content"])))
     elif command == "/image":
