@@ -307,6 +307,16 @@ def _deep_tool(depth: int) -> dict:
         (_chat(max_tokens="10"), 400, ["max_tokens", "valid integer"]),
         (_chat(stream="yes"), 400, ["stream", "valid boolean"]),
         (_chat(temperature="0.5"), 400, ["temperature", "valid number"]),
+        (
+            json.dumps(_chat()).replace('"messages"', '"temperature": NaN, "messages"'),
+            400,
+            ["temperature", "finite number"],
+        ),
+        (
+            json.dumps(_chat()).replace('"messages"', '"temperature": 1e400, "messages"'),
+            400,
+            ["temperature", "finite number"],
+        ),
     ],
     ids=[
         "malformed-json",
@@ -336,6 +346,8 @@ def _deep_tool(depth: int) -> dict:
         "max-tokens-string",
         "stream-string",
         "temperature-string",
+        "temperature-nan",
+        "temperature-1e400",
     ],
 )
 def test_errors_have_their_status_and_name_the_problem(server, body, status, fragments):
