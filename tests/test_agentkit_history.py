@@ -391,3 +391,14 @@ def test_a_bare_list_of_messages_loads_as_history_takes_it(tmp_path):
         ValueError, match=r"a conversation is a JSON object \(or a list of its messages\), got str"
     ):
         Conversation.from_json('"hi"')
+
+
+def test_reset_forgets_the_messages_and_keeps_the_metadata():
+    agent, _ = make_agent([answer("A1"), answer("A2")])
+    session = agent.chat(Conversation([], {"user_id": 7}))
+    session.send("Q1")
+    session.reset()
+    assert session.conversation.messages == [] and session.conversation.metadata == {"user_id": 7}
+    session.send("Q2")
+    assert session.conversation.to_dict()["metadata"] == {"user_id": 7}
+    assert [m["content"] for m in session.conversation.messages] == ["Q2", "A2"]
