@@ -317,6 +317,27 @@ def _deep_tool(depth: int) -> dict:
             400,
             ["temperature", "finite number"],
         ),
+        (
+            _chat(
+                messages=[
+                    {"role": "user", "content": "Oslo?"},
+                    {
+                        "role": "assistant",
+                        "tool_calls": [
+                            {
+                                "id": "c1",
+                                "type": "function",
+                                "function": {"name": "get_weather", "arguments": '{"x": 1e400}'},
+                            }
+                        ],
+                    },
+                    {"role": "tool", "tool_call_id": "c1", "content": "cold"},
+                ],
+                tools=[WEATHER],
+            ),
+            400,
+            ["messages[1].tool_calls[0].function.arguments", "1e400 is beyond a double's range"],
+        ),
     ],
     ids=[
         "malformed-json",
@@ -348,6 +369,7 @@ def _deep_tool(depth: int) -> dict:
         "temperature-string",
         "temperature-nan",
         "temperature-1e400",
+        "arguments-1e400",
     ],
 )
 def test_errors_have_their_status_and_name_the_problem(server, body, status, fragments):
