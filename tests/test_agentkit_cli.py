@@ -545,3 +545,21 @@ def test_chat_history_says_when_it_is_empty(bundle, tmp_path):
     out = res.stdout
     assert out.count("the history is empty") == 2  # at the start, and after /reset
     assert out.index("agent> Hello!") < out.index("history cleared") < out.rindex("the history is empty")
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (["serve", "--max-body-mb", "nan"], "'--max-body-mb': must be a finite number, got nan"),
+        (["serve", "--max-body-mb", "0"], "'--max-body-mb': must be at least 0.001, got 0.0"),
+        (["serve", "--drain-timeout", "1e400"], "'--drain-timeout': must be a finite number, got inf"),
+        (["specialize", "b.yaml", "--out", "o", "--lr", "nan"], "'--lr': must be a finite number, got nan"),
+        (["specialize", "b.yaml", "--out", "o", "--lr", "0"], "'--lr': must be greater than 0.0, got 0.0"),
+        (["specialize", "b.yaml", "--out", "o", "--minutes", "inf"], "'--minutes': must be a finite number"),
+    ],
+)
+def test_float_options_refuse_nan_and_infinity_as_such(args, message):
+    # NaN said "should be greater than or equal to 0.001"; --lr nan and --drain-timeout inf were taken
+    res = runner.invoke(app, args)
+    assert res.exit_code == 2, res.output
+    assert message in " ".join(res.stderr.replace("│", " ").split())
