@@ -570,8 +570,8 @@ class ChatSession:
         return result
 
     def reset(self) -> None:
-        """Forget the history."""
-        self.conversation = Conversation()
+        """Forget the history's messages; its ``metadata`` (yours, see :class:`Conversation`) is kept."""
+        self.conversation = Conversation([], dict(self.conversation.metadata))
 
     def save(self, path: str | Path) -> None:
         """Write the history as JSON (see :class:`~agentkit.history.Conversation`)."""

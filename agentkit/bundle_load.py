@@ -41,6 +41,7 @@ from agentkit.bundle_sections import (
     EmbeddedModel,
     OpenAIModel,
     ScriptedModel,
+    non_finite_numbers,
 )
 from agentkit.bundle_tools import (
     SandboxRunner,
@@ -362,6 +363,9 @@ class _Load:
             loader.dispose()
         self.issues.extend(self.issue(pth, msg, key=k) for pth, msg, k in raw)
         self.issues.extend(_schema_issues(data, self.issue))
+        self.issues.extend(
+            self.issue(at, f"must be a finite number, got {v}") for at, v in non_finite_numbers(data)
+        )
         self.raise_if_any()
         assert isinstance(data, dict)
         return data

@@ -130,13 +130,18 @@ class Conversation:
 
     @classmethod
     def from_dict(cls, data: Any) -> Conversation:
-        """Build from :meth:`to_dict` output.
+        """Build from :meth:`to_dict` output, or from a bare list of its messages (as ``Agent.run(history=...)``
+        takes; checked as a saved conversation's messages, with no metadata).
 
         Raises:
             ValueError: wrong format name or version, or a malformed message (names its index and key).
         """
+        if isinstance(data, list):
+            data = {"format": FORMAT, "version": VERSION, "metadata": {}, "messages": data}
         if not isinstance(data, dict):
-            raise ValueError(f"a conversation is a JSON object, got {type(data).__name__}")
+            raise ValueError(
+                f"a conversation is a JSON object (or a list of its messages), got {type(data).__name__}"
+            )
         if data.get("format") != FORMAT:
             raise ValueError(
                 f"not an agentkit conversation: format is {data.get('format')!r}, expected {FORMAT!r}"

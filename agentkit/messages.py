@@ -22,6 +22,7 @@ answered becomes an :class:`agentkit.result.ToolCallRecord` (which adds the resp
 from __future__ import annotations
 
 import json
+import math
 from dataclasses import dataclass, field
 from typing import Annotated, Any, Literal
 
@@ -98,16 +99,34 @@ def _refuse_constant(name: str) -> Any:
     raise _NotJSONNumber(name)
 
 
+class _TooLarge(ValueError):
+    pass
+
+
+def _finite_float(literal: str) -> float:
+    value = float(literal)
+    if math.isinf(value):  # 1e400: past the largest double, Python reads it as infinity
+        raise _TooLarge(literal)
+    return value
+
+
 def loads_json(text: str) -> Any:
     """``json.loads`` as RFC 8259 reads JSON: Python's extensions ``NaN``, ``Infinity`` and ``-Infinity`` are
     refused like any other malformed JSON, with a :class:`json.JSONDecodeError` at the first of them (taken in,
     they would be written back as ``NaN`` into request bodies and ``--json`` output that no strict JSON parser
-    reads)."""
+    reads); so is a number too large for a double (``1e400``), which Python would read as infinity."""
     try:
-        return json.loads(text, parse_constant=_refuse_constant)
+        return json.loads(text, parse_constant=_refuse_constant, parse_float=_finite_float)
     except _NotJSONNumber as exc:
         name = str(exc)
         raise json.JSONDecodeError(f"{name} is not a JSON number", text, max(text.find(name), 0)) from None
+    except _TooLarge as exc:
+        literal = str(exc)
+        raise json.JSONDecodeError(
+            f"{literal} is beyond a double's range",
+            text,
+            max(text.find(literal), 0),
+        ) from None
 
 
 def decode_arguments(raw: Any) -> tuple[dict[str, Any], str | None]:

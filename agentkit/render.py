@@ -98,6 +98,8 @@ class RichRenderer:
             f"{result.usage.total_tokens} tokens, {result.timing.total_seconds:.2f} s"
         )
         answer = Text(terminal_safe(result.answer or ""))
+        if not answer.plain.strip():
+            answer = Text("(empty)", style="dim")  # said so, not an empty panel
         self.console.print(Panel(answer, title=title, subtitle=sub, border_style="blue"))
         calls = result.tool_calls
         if calls and not any(c.ok for c in calls):

@@ -1096,3 +1096,19 @@ def test_a_setting_yaml_read_as_text_says_how_to_write_the_number(tmp_path, pymo
     assert [(i.field, i.message) for i in ei.value.issues] == [
         ("tools[0].timeout", "'1e3' is not of type 'number' (YAML reads 1e3 as a string: write 1.0e+3)")
     ]
+
+
+def test_nan_and_infinity_in_a_bundle_are_named_where_they_are(tmp_path):
+    # model.request's .nan was sent as NaN (not JSON); a timeout of .inf was taken
+    p = tmp_path / "b.yaml"
+    p.write_text(
+        "agentkit_bundle: 1\nname: x\nmodel:\n  backend: openai\n  name: m\n  timeout: .inf\n"
+        "  request: {temperature: .nan, top_p: -.inf}\ntools: []\n"
+    )
+    with pytest.raises(BundleError) as info:
+        load_bundle(p)
+    assert [str(i) for i in info.value.issues] == [
+        f"{p}:6:12: model.timeout: must be a finite number, got inf",
+        f"{p}:7:26: model.request.temperature: must be a finite number, got nan",
+        f"{p}:7:39: model.request.top_p: must be a finite number, got -inf",
+    ]

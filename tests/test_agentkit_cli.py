@@ -489,3 +489,77 @@ def test_the_renderer_cuts_long_arguments_as_it_cuts_responses():
     short = io.StringIO()
     RichRenderer(Console(file=short, width=100))(ToolCallStarted(0, "c", "add", {"a": 2, "b": 40}))
     assert short.getvalue() == "  → add(a=2, b=40)\n"
+
+
+def test_run_says_how_to_pass_a_question_that_starts_with_a_dash(bundle, tmp_path):
+    res = runner.invoke(app, ["run", str(bundle), "-5 degrees in Oslo?"])
+    assert res.exit_code == 2
+    err = " ".join(res.stderr.replace("│", " ").split())  # rich boxes and wraps the error
+    assert "No such option: -5; a question that starts with '-' goes after --" in err
+    res = runner.invoke(app, ["run", str(bundle), "--jsn", "q"])  # a mistyped long option: no such hint
+    assert res.exit_code == 2 and "goes after --" not in res.stderr
+    script = tmp_path / "plain.json"
+    script.write_text(json.dumps(["Cold."]))
+    res = runner.invoke(app, ["run", str(bundle), "--model", str(script), "--", "-5 degrees in Oslo?"])
+    assert res.exit_code == 0, res.output
+    assert "Cold." in res.stdout
+
+
+def test_run_exits_1_and_says_so_when_the_final_answer_is_empty(bundle, tmp_path):
+    script = tmp_path / "empty.json"
+    script.write_text(json.dumps([" \n"]))
+    res = runner.invoke(app, ["run", str(bundle), "Hi", "--model", str(script)])
+    assert res.exit_code == 1, res.output  # as a run with no answer
+    assert "(empty)" in res.stdout
+    assert "error: the final answer is empty: the model answered with no text" in res.stderr
+    res = runner.invoke(app, ["run", str(bundle), "Hi", "--model", str(script), "--json"])
+    assert res.exit_code == 1
+    assert json.loads(res.stdout)["answer"].strip() == ""
+    assert "error: the final answer is empty" in res.stderr
+    res = runner.invoke(app, ["chat", str(bundle), "--model", str(script)], input="Hi\n/exit\n")
+    assert res.exit_code == 0, res.output  # the chat goes on
+    assert "warning: the final answer is empty" in res.stderr
+
+
+def test_chat_load_takes_a_bare_list_of_messages(bundle, tmp_path):
+    script = tmp_path / "chat.json"
+    script.write_text(json.dumps(["Still here."]))
+    saved = tmp_path / "list.json"
+    saved.write_text(
+        json.dumps([{"role": "user", "content": "hi"}, {"role": "assistant", "content": "Hello!"}])
+    )
+    res = runner.invoke(
+        app, ["chat", str(bundle), "--model", str(script), "--load", str(saved)], input="again\n"
+    )
+    assert res.exit_code == 0, res.output
+    assert "1 earlier turn(s)" in res.stdout and "agent> Still here." in res.stdout
+
+
+def test_chat_history_says_when_it_is_empty(bundle, tmp_path):
+    script = tmp_path / "chat.json"
+    script.write_text(json.dumps(["Hello!"]))
+    res = runner.invoke(
+        app, ["chat", str(bundle), "--model", str(script)], input="/history\nhi\n/reset\n/history\n"
+    )
+    assert res.exit_code == 0, res.output
+    out = res.stdout
+    assert out.count("the history is empty") == 2  # at the start, and after /reset
+    assert out.index("agent> Hello!") < out.index("history cleared") < out.rindex("the history is empty")
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (["serve", "--max-body-mb", "nan"], "'--max-body-mb': must be a finite number, got nan"),
+        (["serve", "--max-body-mb", "0"], "'--max-body-mb': must be at least 0.001, got 0.0"),
+        (["serve", "--drain-timeout", "1e400"], "'--drain-timeout': must be a finite number, got inf"),
+        (["specialize", "b.yaml", "--out", "o", "--lr", "nan"], "'--lr': must be a finite number, got nan"),
+        (["specialize", "b.yaml", "--out", "o", "--lr", "0"], "'--lr': must be greater than 0.0, got 0.0"),
+        (["specialize", "b.yaml", "--out", "o", "--minutes", "inf"], "'--minutes': must be a finite number"),
+    ],
+)
+def test_float_options_refuse_nan_and_infinity_as_such(args, message):
+    # NaN said "should be greater than or equal to 0.001"; --lr nan and --drain-timeout inf were taken
+    res = runner.invoke(app, args)
+    assert res.exit_code == 2, res.output
+    assert message in " ".join(res.stderr.replace("│", " ").split())

@@ -376,3 +376,29 @@ def test_metadata_that_cannot_be_saved_is_refused_when_the_conversation_is_made(
     )
     with pytest.raises(ValueError, match="metadata must be a dict, got list"):
         Conversation([], [1])  # type: ignore[arg-type]
+
+
+def test_a_bare_list_of_messages_loads_as_history_takes_it(tmp_path):
+    messages = [{"role": "user", "content": "hi"}, {"role": "assistant", "content": "Hello!"}]
+    path = tmp_path / "list.json"
+    path.write_text(json.dumps(messages))
+    conv = Conversation.load(path)
+    assert conv.messages == messages and conv.metadata == {}
+    path.write_text(json.dumps([*messages, {"role": "tool", "content": "x"}]))
+    with pytest.raises(ValueError, match=r"list.json: message 2 has role 'tool'"):
+        Conversation.load(path)
+    with pytest.raises(
+        ValueError, match=r"a conversation is a JSON object \(or a list of its messages\), got str"
+    ):
+        Conversation.from_json('"hi"')
+
+
+def test_reset_forgets_the_messages_and_keeps_the_metadata():
+    agent, _ = make_agent([answer("A1"), answer("A2")])
+    session = agent.chat(Conversation([], {"user_id": 7}))
+    session.send("Q1")
+    session.reset()
+    assert session.conversation.messages == [] and session.conversation.metadata == {"user_id": 7}
+    session.send("Q2")
+    assert session.conversation.to_dict()["metadata"] == {"user_id": 7}
+    assert [m["content"] for m in session.conversation.messages] == ["Q2", "A2"]

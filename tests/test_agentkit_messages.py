@@ -162,3 +162,17 @@ def test_nan_and_infinity_in_a_call_are_not_json() -> None:
     assert recover_calls('{"name": "add", "arguments": {"a": NaN}}').problem == (
         "the text looks like a JSON call but is not valid JSON (NaN is not a JSON number at character 35)"
     )
+
+
+def test_a_number_beyond_a_double_in_a_call_is_refused_not_read_as_infinity() -> None:
+    # 1e400 was read as inf and written back as Infinity, which is not JSON
+    assert decode_arguments('{"a": 1e400}') == (
+        {},
+        "arguments are not valid JSON (1e400 is beyond a double's range at character 6)",
+    )
+    assert decode_arguments('{"a": -2.5E+999}')[1] == (
+        "arguments are not valid JSON (-2.5E+999 is beyond a double's range at character 6)"
+    )
+    assert decode_arguments('{"a": 1.5e308, "b": 1e-400}') == ({"a": 1.5e308, "b": 0.0}, None)
+    found = recover_calls('<tool_call>{"name": "add", "arguments": {"a": 1e400}}</tool_call>')
+    assert found.calls == [] and "1e400 is beyond a double's range at character 35" in str(found.problem)

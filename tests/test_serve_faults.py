@@ -307,6 +307,37 @@ def _deep_tool(depth: int) -> dict:
         (_chat(max_tokens="10"), 400, ["max_tokens", "valid integer"]),
         (_chat(stream="yes"), 400, ["stream", "valid boolean"]),
         (_chat(temperature="0.5"), 400, ["temperature", "valid number"]),
+        (
+            json.dumps(_chat()).replace('"messages"', '"temperature": NaN, "messages"'),
+            400,
+            ["temperature", "finite number"],
+        ),
+        (
+            json.dumps(_chat()).replace('"messages"', '"temperature": 1e400, "messages"'),
+            400,
+            ["temperature", "finite number"],
+        ),
+        (
+            _chat(
+                messages=[
+                    {"role": "user", "content": "Oslo?"},
+                    {
+                        "role": "assistant",
+                        "tool_calls": [
+                            {
+                                "id": "c1",
+                                "type": "function",
+                                "function": {"name": "get_weather", "arguments": '{"x": 1e400}'},
+                            }
+                        ],
+                    },
+                    {"role": "tool", "tool_call_id": "c1", "content": "cold"},
+                ],
+                tools=[WEATHER],
+            ),
+            400,
+            ["messages[1].tool_calls[0].function.arguments", "1e400 is beyond a double's range"],
+        ),
     ],
     ids=[
         "malformed-json",
@@ -336,6 +367,9 @@ def _deep_tool(depth: int) -> dict:
         "max-tokens-string",
         "stream-string",
         "temperature-string",
+        "temperature-nan",
+        "temperature-1e400",
+        "arguments-1e400",
     ],
 )
 def test_errors_have_their_status_and_name_the_problem(server, body, status, fragments):

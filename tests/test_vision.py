@@ -411,6 +411,30 @@ def test_a_patch_grid_beyond_the_towers_positions_is_one_line(ck, vp):
     assert vp.process([_noise(100, 300)], 70).soft_tokens[0] <= 70
 
 
+def test_an_image_error_names_the_image_within_its_message(ck):
+    """A chat's prompt holds the history's images too: the error counted them ("image 3"), the user sent 2."""
+    ok, wide = to_data_url(_noise(20, 20)), to_data_url(_noise(100, 300))
+
+    def user(*urls):
+        return {
+            "role": "user",
+            "content": [
+                *({"type": "image_url", "image_url": {"url": u}} for u in urls),
+                {"type": "text", "text": "what?"},
+            ],
+        }
+
+    history = [{"role": "system", "content": "Be brief."}, user(ok), {"role": "assistant", "content": "A."}]
+    msg = _err(lambda: prepare_images(ck, [*history, user(ok, wide)]))
+    assert msg.startswith("image 2 of the latest user message (300x100 px) at vision budget 280"), msg
+    msg = _err(
+        lambda: prepare_images(
+            ck, [user(ok), {"role": "assistant", "content": "A."}, user(wide), history[2], user(ok)]
+        )
+    )
+    assert msg.startswith("image 1 of user message 2 (300x100 px)"), msg  # the system prompt is not counted
+
+
 def test_cli_run_an_image_the_tower_cannot_place_exits_2_like_generate(ck, tmp_path):
     # the embedded backend wrapped this ImageError in a BackendError: `run` exited 1, `generate` 2
     (tmp_path / "b.yaml").write_text(
@@ -422,7 +446,8 @@ def test_cli_run_an_image_the_tower_cannot_place_exits_2_like_generate(ck, tmp_p
         app, ["run", str(tmp_path / "b.yaml"), "what?", "--image", str(wide), "--threads", "1"]
     )
     assert r.exit_code == 2, r.output
-    assert "image 1 (300x100 px) at vision budget 280" in r.output and "BackendError" not in r.output
+    assert "image 1 of the latest user message (300x100 px) at vision budget 280" in r.output
+    assert "BackendError" not in r.output
 
 
 def test_a_cmyk_image_object_is_converted_not_refused():

@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import contextlib
+import math
 import sys
+from collections.abc import Callable
 from typing import Any, get_args
 
 import typer
@@ -14,6 +16,25 @@ def fail(message: str, code: int = 2) -> typer.Exit:
     :class:`typer.Exit` of exit status ``code`` for the caller to raise (2: bad input, as a usage error)."""
     typer.secho(message, err=True, fg="red")
     return typer.Exit(code)
+
+
+def finite(minimum: float, *, inclusive: bool = True) -> Callable[[float | None], float | None]:
+    """The typer callback of a float option: NaN and infinities (which click reads from ``nan``, ``inf``,
+    ``1e400``) are refused as such, then a value below ``minimum`` (or at it, when not ``inclusive``). Give the
+    option no ``min=``: click's own range check runs first and calls NaN out of range."""
+
+    def check(value: float | None) -> float | None:
+        if value is None:
+            return None
+        if not math.isfinite(value):
+            raise typer.BadParameter(f"must be a finite number, got {value}")
+        if value < minimum or (value == minimum and not inclusive):
+            raise typer.BadParameter(
+                f"must be {'at least' if inclusive else 'greater than'} {minimum}, got {value}"
+            )
+        return value
+
+    return check
 
 
 def check_binding(binding: str | None) -> None:

@@ -9,6 +9,7 @@ from typing import TYPE_CHECKING, Any
 import typer
 from rich.console import Console
 from rich.text import Text
+from typer.core import TyperCommand
 
 from agentkit.backends import BACKENDS
 from agentkit.commands import check_binding, fail, prints_to_stderr
@@ -29,6 +30,8 @@ EXIT_RUN_FAILED = 1
 EXIT_BAD_INPUT = 2
 #: Exit status of ``run`` when it answered but every tool call failed: the answer rests on no tool response.
 EXIT_NO_TOOL_RESPONSE = 3
+#: Said (on stderr) of a final answer that is empty or only whitespace; ``run`` then exits ``EXIT_RUN_FAILED``.
+EMPTY_ANSWER = "the final answer is empty: the model answered with no text"
 #: Steps of a failed run's transcript printed on the terminal.
 FAILED_STEPS_SHOWN = 3
 #: REPL commands of ``agentkit chat``.
@@ -75,6 +78,21 @@ def _seed_in_range(seed: int | None) -> int | None:
 
 
 _SEED = typer.Option(None, "--seed", callback=_seed_in_range, help=_SEED_HELP)
+
+
+class _RunCommand(TyperCommand):
+    """``run``'s command: an unknown short option (``-5 degrees in Oslo?``, a question that starts with ``-``)
+    says how to pass such a question, after ``--``."""
+
+    def parse_args(self, ctx: Any, args: list[str]) -> list[str]:
+        try:
+            return super().parse_args(ctx, args)
+        except Exception as exc:  # click's NoSuchOption (typer keeps its click private): always raised again
+            name, message = getattr(exc, "option_name", None), getattr(exc, "message", None)
+            if isinstance(name, str) and isinstance(message, str) and not name.startswith("--"):
+                hint = f"a question that starts with '-' goes after --: agentkit run BUNDLE -- \"{name}...\""
+                setattr(exc, "message", f"{message}; {hint}")  # noqa: B010 (click's type is not importable)
+            raise
 
 
 def _error(message: str) -> None:
@@ -186,7 +204,9 @@ def _build_agent(
 
 def run_command(
     bundle: Path = _BUNDLE,
-    question: str = typer.Argument(..., help="The user message."),
+    question: str = typer.Argument(
+        ..., help="The user message (one that starts with '-' goes after --: -- \"-5 degrees?\")."
+    ),
     json_out: bool = typer.Option(
         False, "--json", help="Print the run result as one JSON object (no rendering)."
     ),
@@ -202,7 +222,7 @@ def run_command(
 ) -> None:
     """Answer one question with a bundle's agent, rendering each tool call and tool response.
 
-    Exit status: 0 answered; 1 no answer; 2 bad input or a question too long; 3 every tool call failed.
+    Exit status: 0 answered; 1 no answer (or an empty one); 2 bad input or a question too long; 3 every tool call failed.
     """
 
     if not question.strip():
@@ -247,6 +267,9 @@ def run_command(
     else:
         assert renderer is not None
         renderer.answer(result)  # with its warning when no_tool_response(result)
+    if not (result.answer or "").strip():  # no answer, as a stopped run (a tiny max_new_tokens, say)
+        _error(f"error: {EMPTY_ANSWER}")
+        raise typer.Exit(EXIT_RUN_FAILED)
     if no_tool_response(result):
         if json_out:
             _error(
@@ -268,6 +291,8 @@ def _chat_command(console: Any, session: Any, text: str, pending: list[str], sav
         session.reset()
         console.print("history cleared")
     elif command == "/history" and not arg:
+        if not session.conversation.messages:
+            console.print("the history is empty")
         for m in session.conversation.messages:
             console.print(Text.assemble((f"{m['role']}> ", "bold"), _shown(m["content"])))
     elif command == "/image":
@@ -330,6 +355,8 @@ def _chat_turn(
         _error("interrupted: the turn was dropped, the history is as before it (/exit or Ctrl-D to leave)")
         return False
     console.print(Text.assemble(("agent> ", "bold blue"), _shown(result.answer or "")))  # not markup
+    if not (result.answer or "").strip():
+        _error(f"warning: {EMPTY_ANSWER}")
     if no_tool_response(result):  # as `run` warns under its answer
         _error(
             f"warning: every tool call failed ({len(result.tool_calls)}): the answer rests on no tool response"
@@ -423,5 +450,5 @@ def chat_command(
 
 def register(app: typer.Typer) -> None:
     """Add the ``run`` and ``chat`` commands to the ``agentkit`` CLI."""
-    app.command("run")(run_command)
+    app.command("run", cls=_RunCommand)(run_command)
     app.command("chat")(chat_command)

@@ -7,7 +7,7 @@ from typing import Any
 
 import typer
 
-from agentkit.commands import fail
+from agentkit.commands import fail, finite
 from agentkit.commands.generate import THREADS_HELP, apply_threads_or_exit
 from agentkit.serve import load_engine
 
@@ -74,10 +74,12 @@ def serve_command(
     model_name: str | None = typer.Option(
         None, "--model-name", help="The id clients send as 'model' (default: the checkpoint folder's name)."
     ),
-    max_body_mb: float = typer.Option(4.0, min=0.001, help="Largest request body, MiB (413 above)."),
+    max_body_mb: float = typer.Option(
+        4.0, callback=finite(0.001), help="Largest request body, MiB (413 above; at least 0.001)."
+    ),
     drain_timeout: float = typer.Option(
         120.0,
-        min=0.0,
+        callback=finite(0.0),
         help="On SIGTERM, seconds in-flight requests get to finish before they are ended with 503.",
     ),
     threads: int | None = typer.Option(None, "--threads", min=1, help=THREADS_HELP),

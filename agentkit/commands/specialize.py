@@ -9,7 +9,7 @@ from typing import Any
 
 import typer
 
-from agentkit.commands import fail, prints_to_stderr
+from agentkit.commands import fail, finite, prints_to_stderr
 from agentkit.errors import AgentKitError
 
 
@@ -52,12 +52,16 @@ def specialize_command(
     base: str | None = typer.Option(
         None, "--base", help="Base checkpoint (default: the embedded agentkit-tiny)."
     ),
-    minutes: float = typer.Option(20.0, "--minutes", min=0.1, help="Fine-tuning time budget in minutes."),
+    minutes: float = typer.Option(
+        20.0, "--minutes", callback=finite(0.1), help="Fine-tuning time budget in minutes (at least 0.1)."
+    ),
     lora_rank: int = typer.Option(8, "--lora-rank", min=1, max=256, help="LoRA rank."),
     seed: int = typer.Option(0, "--seed", help="Seed of the data, the noise and the evaluation."),
     threads: int | None = typer.Option(None, "--threads", min=1, help="torch threads (default: every core)."),
     n_eval: int = typer.Option(100, "--eval", min=1, help="Held-out dialogues scored before and after."),
-    lr: float = typer.Option(6e-3, "--lr", help="Peak learning rate of the LoRA weights."),
+    lr: float = typer.Option(
+        6e-3, "--lr", callback=finite(0.0, inclusive=False), help="Peak learning rate of the LoRA weights."
+    ),
     device: str | None = typer.Option(
         None, "--device", help="cpu or cuda (default: cuda where torch sees a GPU)."
     ),

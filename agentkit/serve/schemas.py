@@ -152,7 +152,7 @@ class ChatCompletionRequest(_Open):
     max_tokens: int | None = Field(default=None, ge=1)
     max_completion_tokens: int | None = Field(default=None, ge=1)
     seed: int | None = Field(default=None, ge=-(2**63), lt=2**63)
-    temperature: float | None = Field(default=None, ge=0.0, le=2.0)
+    temperature: float | None = Field(default=None, ge=0.0, le=2.0, allow_inf_nan=False)  # NaN: not "> 2"
     n: int | None = None  # null or left out: 1 (OpenAI takes null for both, as their default)
     stream: bool | None = None
     stream_options: StreamOptions | None = None

@@ -283,7 +283,12 @@ class VisionProcessor:
         """The checkpoint's own ``max_soft_tokens`` (280 unless its processor config says otherwise)."""
         return int(getattr(self.image_processor, "max_soft_tokens", DEFAULT_VISION_BUDGET))
 
-    def process(self, images: list[Any], budgets: int | list[int | None] | None = None) -> VisionInputs:
+    def process(
+        self,
+        images: list[Any],
+        budgets: int | list[int | None] | None = None,
+        names: list[str] | None = None,
+    ) -> VisionInputs:
         """Pixels and soft-token counts of ``images`` (opened with :func:`open_image`).
 
         Args:
@@ -291,10 +296,12 @@ class VisionProcessor:
             budgets: one vision budget for all images, or one per image; ``None`` (or a ``None`` entry): the
                 checkpoint's default. Images of different budgets share one batch: the smaller ones are padded
                 with ``(-1, -1)`` patches, which the vision tower drops (their soft tokens are unchanged).
+            names: how an error names each image (``image 1 of the latest user message``); default
+                ``image K``, K its position in ``images``.
 
         Raises:
             ImageError: a budget outside :data:`VISION_BUDGETS`, or an image the processor refuses (too
-                thin to resize, for instance), naming the image's position.
+                thin to resize, for instance), naming the image.
         """
         per = budgets if isinstance(budgets, list) else [budgets] * len(images)
         if len(per) != len(images):
@@ -302,18 +309,19 @@ class VisionProcessor:
         import torch
 
         chosen = [check_budget(self.default_budget if b is None else b) for b in per]
+        names = names or [f"image {k + 1}" for k in range(len(images))]
         pixels, positions, counts = [], [], []
         for k, (image, budget) in enumerate(zip(images, chosen, strict=True)):
             rgb = image if image.mode == "RGB" else image.convert("RGB")
             try:
                 out = self.image_processor(images=[rgb], max_soft_tokens=budget, return_tensors="pt")
             except ValueError as exc:
-                raise ImageError(f"image {k + 1} ({rgb.width}x{rgb.height} px): {exc}") from None
+                raise ImageError(f"{names[k]} ({rgb.width}x{rgb.height} px): {exc}") from None
             grid = out["image_position_ids"].long()
             side = int(grid.max()) + 1
             if self.max_side is not None and side > self.max_side:
                 raise ImageError(
-                    f"image {k + 1} ({rgb.width}x{rgb.height} px) at vision budget {budget} is {side} patches along "
+                    f"{names[k]} ({rgb.width}x{rgb.height} px) at vision budget {budget} is {side} patches along "
                     f"one side; the vision tower of {self.source} has positions for {self.max_side}: use a smaller "
                     "budget or a less elongated image"
                 )
@@ -431,6 +439,29 @@ def image_parts(messages: list[dict[str, Any]]) -> list[tuple[int, dict[str, Any
     return out
 
 
+def image_names(messages: list[dict[str, Any]], where: list[int]) -> list[str]:
+    """Names of images found in ``messages`` (``where``: each one's message index, as :func:`image_parts`
+    gives them) that a user can tell apart: numbered within their message, the latest user message named as
+    such (the one just sent, in a chat), others as ``user message N`` counting that role's messages only, so
+    a system prompt put in front does not shift the number."""
+    roles = [m.get("role") if isinstance(m, dict) else None for m in messages]
+    latest_user = max((i for i, r in enumerate(roles) if r == "user"), default=-1)
+    names: list[str] = []
+    seen: dict[int, int] = {}
+    for i in where:
+        seen[i] = seen.get(i, 0) + 1
+        if i == latest_user:
+            names.append(f"image {seen[i]} of the latest user message")
+        else:
+            n = roles[: i + 1].count(roles[i])
+            names.append(
+                f"image {seen[i]} of {roles[i]} message {n}"
+                if roles[i]
+                else f"image {seen[i]} of message {i + 1}"
+            )
+    return names
+
+
 def part_source(part: dict[str, Any]) -> ImageSource:
     """The image a content part holds (see :func:`image_parts`).
 
@@ -480,7 +511,7 @@ def prepare_images(
         images.append(open_image(part_source(part)))
         own = part.get("vision_budget")  # an agentkit image part's own budget
         budgets.append(default if own is None else check_budget(own))
-    vision = vp.process(images, budgets)
+    vision = vp.process(images, budgets, image_names(messages, [i for i, _ in found]))
     out = []
     for m in messages:
         c = m.get("content")
