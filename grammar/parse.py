@@ -192,7 +192,7 @@ class _ValueParser:
         if m:
             s = m.group(0)
             if "." in s or "e" in s or "E" in s:
-                return _finite(s, i), m.end()
+                return float(s), m.end()
             return int(s), m.end()
         raise ToolCallParseError(f"expected a value, found {t[i : i + 12]!r}", i)
 
@@ -248,33 +248,6 @@ class _ValueParser:
         if first_err is not None:
             raise first_err
         raise ToolCallParseError("expected 'key:' in object", i)
-
-
-class _NotANumber(ValueError):
-    """A JSON-syntax call's number that is no JSON number: ``args`` are (literal, why)."""
-
-
-def _double(literal: str) -> float:
-    value = float(literal)
-    if math.isinf(value):  # 1e400: Python reads it as infinity, written back as Infinity, which is not JSON
-        raise _NotANumber(literal, "is beyond a double's range (it would read as infinity)")
-    return value
-
-
-def _constant(name: str) -> Any:
-    raise _NotANumber(name, "is not a JSON number")
-
-
-#: The decoder of JSON-syntax calls: RFC 8259 numbers only (Python's NaN / Infinity and infinities refused).
-_STRICT_JSON = json.JSONDecoder(parse_constant=_constant, parse_float=_double)
-
-
-def _finite(literal: str, at: int) -> float:
-    """A Gemma-syntax number's value; one past a double's range is a parse error at ``at``."""
-    try:
-        return _double(literal)
-    except _NotANumber as e:
-        raise ToolCallParseError(f"{literal} {e.args[1]}", at) from None
 
 
 def parse_value(text: str) -> Any:
@@ -352,13 +325,9 @@ def parse_tool_calls(text: str, syntax: str = "gemma") -> ParsedOutput:
             args, j = parser.obj(brace)
         else:
             try:
-                obj, j = _STRICT_JSON.raw_decode(text, start)
+                obj, j = json.JSONDecoder().raw_decode(text, start)
             except json.JSONDecodeError as e:
                 raise ToolCallParseError(f"invalid JSON call: {e.msg}", e.pos) from None
-            except _NotANumber as e:  # NaN, Infinity, or a number past a double's range
-                literal, why = e.args
-                at = max(text.find(literal, start), start)
-                raise ToolCallParseError(f"invalid JSON call: {literal} {why}", at) from None
             if not isinstance(obj, dict) or not isinstance(obj.get("name"), str):
                 raise ToolCallParseError("a JSON call must be an object with a string 'name'", start)
             args = obj.get("arguments", {})
