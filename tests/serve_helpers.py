@@ -12,6 +12,7 @@ from typing import Any
 
 ROOT = pathlib.Path(__file__).resolve().parents[1]
 CHECKPOINT = ROOT / "model" / "checkpoints" / "agentkit-tiny"
+MODEL = "agentkit-tiny"  # the name agentkit serve gives it
 
 WEATHER = {
     "type": "function",
@@ -41,6 +42,11 @@ ADD = {
         },
     },
 }
+
+
+def chat_body(**kw: Any) -> dict[str, Any]:
+    """A chat completions body for agentkit-tiny: ``q`` the user's text (default "Hello there"), the rest as given."""
+    return {"model": MODEL, "messages": [{"role": "user", "content": kw.pop("q", "Hello there")}], **kw}
 
 
 @contextlib.contextmanager

@@ -14,9 +14,8 @@ import time
 import httpx
 import jsonschema
 import pytest
-from serve_helpers import CHECKPOINT, ROOT, WEATHER, running_server
+from serve_helpers import CHECKPOINT, MODEL, ROOT, WEATHER, chat_body, running_server
 
-MODEL = "agentkit-tiny"
 LONG = {  # a JSON string the model keeps writing until the token budget closes it: many canvases
     "type": "json_schema",
     "json_schema": {"name": "s", "schema": {"type": "object", "properties": {"s": {"type": "string"}}}},
@@ -29,10 +28,6 @@ def server(engine):
         yield url, app
 
 
-def _chat(**kw):
-    return {"model": MODEL, "messages": [{"role": "user", "content": kw.pop("q", "Hello there")}], **kw}
-
-
 def _wait_idle(engine, timeout=30.0):
     deadline = time.monotonic() + timeout
     while engine.batcher.load and time.monotonic() < deadline:
@@ -42,9 +37,9 @@ def _wait_idle(engine, timeout=30.0):
 
 def test_a_client_that_disconnects_frees_its_row_and_others_finish(server, engine):
     url, _ = server
-    other = _chat(q="What is the weather in Rome?", tools=[WEATHER], tool_choice="required", seed=9)
+    other = chat_body(q="What is the weather in Rome?", tools=[WEATHER], tool_choice="required", seed=9)
     want = httpx.post(url + "/v1/chat/completions", json=other, timeout=60).json()["choices"][0]["message"]
-    long = _chat(q="Write a long story", response_format=LONG, max_tokens=1800, seed=1, stream=True)
+    long = chat_body(q="Write a long story", response_format=LONG, max_tokens=1800, seed=1, stream=True)
     result = {}
 
     def run_other():
@@ -67,7 +62,7 @@ def test_a_client_that_disconnects_frees_its_row_and_others_finish(server, engin
 
 def test_a_non_streaming_client_that_gives_up_frees_its_row(server, engine):
     url, _ = server
-    long = _chat(q="Write a long story", response_format=LONG, max_tokens=1800, seed=2)
+    long = chat_body(q="Write a long story", response_format=LONG, max_tokens=1800, seed=2)
     with pytest.raises(httpx.ReadTimeout):
         httpx.post(url + "/v1/chat/completions", json=long, timeout=httpx.Timeout(60, read=0.6))
     assert _wait_idle(engine) == 0
@@ -93,10 +88,10 @@ def test_64_concurrent_requests_all_answer_and_nothing_crosses(server, engine):
 
     async def one(client, i):
         if i % 4 == 3:  # plain chat
-            body = _chat(q=f"Say hello to person {i}", seed=i)
+            body = chat_body(q=f"Say hello to person {i}", seed=i)
         else:  # a different named tool per request, among decoys
             tools = [_named_tool(j) for j in (i, (i + 1) % 64, (i + 7) % 64)]
-            body = _chat(
+            body = chat_body(
                 q=f"Look up record {i}",
                 tools=tools,
                 seed=i,
@@ -158,65 +153,37 @@ def _deep_tool(depth: int) -> dict:
     return {"type": "function", "function": {"name": "deep", "parameters": schema}}
 
 
+def _tool_f(a: dict) -> dict:
+    """A tool ``f`` whose one property ``a`` has the schema ``a``."""
+    return {
+        "type": "function",
+        "function": {"name": "f", "parameters": {"type": "object", "properties": {"a": a}}},
+    }
+
+
 @pytest.mark.parametrize(
     "body, status, fragments",
     [
         ('{"model": "agentkit-tiny", "messages": [', 400, ["malformed JSON"]),
-        (_chat(temperature="hot"), 400, ["temperature"]),
-        (_chat(messages="hi"), 400, ["messages"]),
+        (chat_body(temperature="hot"), 400, ["temperature"]),
+        (chat_body(messages="hi"), 400, ["messages"]),
         (
-            _chat(
-                tools=[
-                    {
-                        "type": "function",
-                        "function": {
-                            "name": "f",
-                            "parameters": {"type": "object", "properties": {"a": {"type": "banana"}}},
-                        },
-                    }
-                ]
-            ),
+            chat_body(tools=[_tool_f({"type": "banana"})]),
             400,
             ["tools[0]", "banana", "'type'", "/properties/a"],
         ),
         (
-            _chat(
-                tools=[
-                    {
-                        "type": "function",
-                        "function": {
-                            "name": "f",
-                            "parameters": {
-                                "type": "object",
-                                "properties": {"a": {"not": {"type": "string"}}},
-                            },
-                        },
-                    }
-                ]
-            ),
+            chat_body(tools=[_tool_f({"not": {"type": "string"}})]),
             400,
             ["tools[0]", "'not'", "/properties/a"],
         ),
         (  # llguidance would build a 999,983-state automaton for each request's matcher (14 s)
-            _chat(
-                tools=[
-                    {
-                        "type": "function",
-                        "function": {
-                            "name": "f",
-                            "parameters": {
-                                "type": "object",
-                                "properties": {"a": {"type": "integer", "multipleOf": 999_983}},
-                            },
-                        },
-                    }
-                ]
-            ),
+            chat_body(tools=[_tool_f({"type": "integer", "multipleOf": 999_983})]),
             400,
             ["tools[0]", "'multipleOf'", "/properties/a", "up to 20,000"],
         ),
         (
-            _chat(
+            chat_body(
                 response_format={
                     "type": "json_schema",
                     "json_schema": {
@@ -228,31 +195,31 @@ def _deep_tool(depth: int) -> dict:
             400,
             ["response_format", "unevaluatedProperties"],
         ),
-        (_chat(q="word " * 3000), 400, ["prompt", "tokens"]),
+        (chat_body(q="word " * 3000), 400, ["prompt", "tokens"]),
         (
-            _chat(tools=[WEATHER], tool_choice={"type": "function", "function": {"name": "nope"}}),
+            chat_body(tools=[WEATHER], tool_choice={"type": "function", "function": {"name": "nope"}}),
             400,
             ["tool_choice", "nope"],
         ),
-        (_chat(tool_choice="required"), 400, ["tool_choice", "required"]),
-        (_chat(tools=[WEATHER], tool_choice="sometimes"), 400, ["tool_choice"]),
-        (_chat(n=2), 400, ["n=2"]),
-        (_chat(stop=["\n"]), 400, ["stop sequences"]),
-        (_chat(logprobs=True), 400, ["logprobs"]),
+        (chat_body(tool_choice="required"), 400, ["tool_choice", "required"]),
+        (chat_body(tools=[WEATHER], tool_choice="sometimes"), 400, ["tool_choice"]),
+        (chat_body(n=2), 400, ["n=2"]),
+        (chat_body(stop=["\n"]), 400, ["stop sequences"]),
+        (chat_body(logprobs=True), 400, ["logprobs"]),
         (
             {"model": "gpt-4o", "messages": [{"role": "user", "content": "hi"}]},
             404,
             ["gpt-4o", "agentkit-tiny"],
         ),
         (
-            _chat(tools=[RECURSIVE], tool_choice="auto"),
+            chat_body(tools=[RECURSIVE], tool_choice="auto"),
             400,
             ["tools[0]", "no call of this tool fits", "recurses"],
         ),
-        (_chat(tools=[_deep_tool(300)]), 400, ["tools[0]", "nested too deeply"]),
-        (_chat(tools=[_deep_tool(200)]), 400, ["nested too deeply"]),
+        (chat_body(tools=[_deep_tool(300)]), 400, ["tools[0]", "nested too deeply"]),
+        (chat_body(tools=[_deep_tool(200)]), 400, ["nested too deeply"]),
         (
-            _chat(
+            chat_body(
                 response_format={
                     "type": "json_schema",
                     "json_schema": {"name": "d", "schema": _deep_tool(300)["function"]["parameters"]},
@@ -262,7 +229,7 @@ def _deep_tool(depth: int) -> dict:
             ["nested too deeply"],
         ),
         (
-            _chat(
+            chat_body(
                 response_format={
                     "type": "json_schema",
                     "json_schema": {"name": "r", "schema": RECURSIVE["function"]["parameters"]},
@@ -271,7 +238,7 @@ def _deep_tool(depth: int) -> dict:
             400,
             ["response_format schema has no value shorter"],
         ),
-        (_chat(max_tokens=2000), 400, ["max_tokens=2000", "lower max_tokens"]),
+        (chat_body(max_tokens=2000), 400, ["max_tokens=2000", "lower max_tokens"]),
         (
             {
                 "model": MODEL,
@@ -304,21 +271,21 @@ def _deep_tool(depth: int) -> dict:
             400,
             ["messages[0].content[0]", "'input_audio'", "not supported"],
         ),
-        (_chat(max_tokens="10"), 400, ["max_tokens", "valid integer"]),
-        (_chat(stream="yes"), 400, ["stream", "valid boolean"]),
-        (_chat(temperature="0.5"), 400, ["temperature", "valid number"]),
+        (chat_body(max_tokens="10"), 400, ["max_tokens", "valid integer"]),
+        (chat_body(stream="yes"), 400, ["stream", "valid boolean"]),
+        (chat_body(temperature="0.5"), 400, ["temperature", "valid number"]),
         (
-            json.dumps(_chat()).replace('"messages"', '"temperature": NaN, "messages"'),
+            json.dumps(chat_body()).replace('"messages"', '"temperature": NaN, "messages"'),
             400,
             ["temperature", "finite number"],
         ),
         (
-            json.dumps(_chat()).replace('"messages"', '"temperature": 1e400, "messages"'),
+            json.dumps(chat_body()).replace('"messages"', '"temperature": 1e400, "messages"'),
             400,
             ["temperature", "finite number"],
         ),
         (
-            _chat(
+            chat_body(
                 messages=[
                     {"role": "user", "content": "Oslo?"},
                     {
@@ -400,9 +367,9 @@ def test_schema_depth_is_refused_whatever_the_recursion_limit(server):
     sys.setrecursionlimit(max(before, 2000))
     try:
         for body, param in (
-            (_chat(tools=[_deep_tool(200)]), "tools[0].function.parameters"),
+            (chat_body(tools=[_deep_tool(200)]), "tools[0].function.parameters"),
             (
-                _chat(
+                chat_body(
                     response_format={
                         "type": "json_schema",
                         "json_schema": {"name": "d", "schema": _deep_tool(100)["function"]["parameters"]},
@@ -419,7 +386,9 @@ def test_schema_depth_is_refused_whatever_the_recursion_limit(server):
     finally:
         sys.setrecursionlimit(before)
     # 20 levels of objects (40 of JSON nesting) pass the depth check: whatever happens next, it is not that
-    r = httpx.post(url + "/v1/chat/completions", json=_chat(tools=[_deep_tool(20)], max_tokens=8), timeout=60)
+    r = httpx.post(
+        url + "/v1/chat/completions", json=chat_body(tools=[_deep_tool(20)], max_tokens=8), timeout=60
+    )
     assert "nested too deeply" not in r.text
 
 
@@ -462,10 +431,10 @@ def test_an_image_in_a_user_message_reaches_the_prompt(server):
 def test_error_params_name_the_field_as_written(server):
     url, _ = server
     cases = [
-        (_chat(messages="hi"), "messages"),
-        (_chat(tools=[WEATHER], tool_choice="sometimes"), "tool_choice"),
+        (chat_body(messages="hi"), "messages"),
+        (chat_body(tools=[WEATHER], tool_choice="sometimes"), "tool_choice"),
         ({"model": MODEL, "messages": [{"role": "user", "content": 5}]}, "messages[0].content"),
-        (_chat(max_tokens=2000), "max_tokens"),
+        (chat_body(max_tokens=2000), "max_tokens"),
         # an unreadable image is the messages' fault, not response_format's (it used to be named)
         (
             {
@@ -484,10 +453,13 @@ def test_error_params_name_the_field_as_written(server):
         ),
         # a tool's name is its name's fault (was: its parameters'; a duplicate: response_format's, or none)
         (
-            _chat(tools=[{**WEATHER, "function": {**WEATHER["function"], "name": "get weather"}}]),
+            chat_body(tools=[{**WEATHER, "function": {**WEATHER["function"], "name": "get weather"}}]),
             "tools[0].function.name",
         ),
-        (_chat(tools=[WEATHER, WEATHER], response_format={"type": "json_object"}), "tools[1].function.name"),
+        (
+            chat_body(tools=[WEATHER, WEATHER], response_format={"type": "json_object"}),
+            "tools[1].function.name",
+        ),
     ]
     for body, param in cases:
         r = httpx.post(url + "/v1/chat/completions", json=body)
@@ -501,7 +473,7 @@ def test_error_params_name_the_field_as_written(server):
 def test_temperature_extremes_and_max_tokens_as_a_cap(server):
     url, _ = server
     for t in (0, 0.001, 2):
-        body = _chat(
+        body = chat_body(
             q="What is the weather in Oslo?", tools=[WEATHER], tool_choice="required", temperature=t, seed=1
         )
         r = httpx.post(url + "/v1/chat/completions", json=body, timeout=120)
@@ -519,7 +491,7 @@ def test_temperature_extremes_and_max_tokens_as_a_cap(server):
     for n in (20, 70, 130):
         r = httpx.post(
             url + "/v1/chat/completions",
-            json=_chat(q="Tell me a long story", response_format=long, max_tokens=n, seed=2),
+            json=chat_body(q="Tell me a long story", response_format=long, max_tokens=n, seed=2),
             timeout=120,
         )
         data = r.json()
@@ -527,27 +499,27 @@ def test_temperature_extremes_and_max_tokens_as_a_cap(server):
         assert data["choices"][0]["finish_reason"] == "length", (n, data["choices"][0])
         json.loads(data["choices"][0]["message"]["content"])  # cut, and still a whole JSON value
     r = httpx.post(
-        url + "/v1/chat/completions", json=_chat(q="Hello there", max_tokens=64, seed=5), timeout=120
+        url + "/v1/chat/completions", json=chat_body(q="Hello there", max_tokens=64, seed=5), timeout=120
     )
     assert r.json()["choices"][0]["finish_reason"] == "stop"
 
 
 def test_prompt_too_long_has_its_code(server):
     url, _ = server
-    r = httpx.post(url + "/v1/chat/completions", json=_chat(q="word " * 3000))
+    r = httpx.post(url + "/v1/chat/completions", json=chat_body(q="word " * 3000))
     assert r.json()["error"]["code"] == "context_length_exceeded"
 
 
 def test_body_cap_unknown_route_and_draining(server):
     url, app = server
-    r = httpx.post(url + "/v1/chat/completions", json=_chat(q="x" * 70_000))
+    r = httpx.post(url + "/v1/chat/completions", json=chat_body(q="x" * 70_000))
     assert r.status_code == 413 and "over this server's cap" in r.json()["error"]["message"]
     assert httpx.get(url + "/openapi.json").status_code == 404
     r = httpx.get(url + "/v1/nothing")
     assert r.status_code == 404 and "error" in r.json()
     app.state.draining = True
     try:
-        r = httpx.post(url + "/v1/chat/completions", json=_chat())
+        r = httpx.post(url + "/v1/chat/completions", json=chat_body())
         assert r.status_code == 503 and "shutting down" in r.json()["error"]["message"]
         assert httpx.get(url + "/health").json()["status"] == "draining"
     finally:
@@ -648,7 +620,7 @@ def _serve_subprocess(*flags: str) -> tuple[subprocess.Popen, str]:
 def test_sigterm_finishes_in_flight_requests_and_refuses_new_ones(engine):
     proc, url = _serve_subprocess()
     try:
-        long = _chat(q="Write a long story", response_format=LONG, max_tokens=320, seed=1, stream=True)
+        long = chat_body(q="Write a long story", response_format=LONG, max_tokens=320, seed=1, stream=True)
         events: list[str] = []
         with (
             httpx.Client(timeout=120) as c,
@@ -658,7 +630,7 @@ def test_sigterm_finishes_in_flight_requests_and_refuses_new_ones(engine):
             events.append(next(lines))
             proc.send_signal(signal.SIGTERM)
             time.sleep(0.3)
-            refused = httpx.post(url + "/v1/chat/completions", json=_chat(), timeout=30)
+            refused = httpx.post(url + "/v1/chat/completions", json=chat_body(), timeout=30)
             assert refused.status_code == 503, refused.text
             events.extend(lines)
         data = [e[len("data: ") :] for e in events if e.startswith("data: ")]
@@ -677,7 +649,7 @@ def test_sigterm_finishes_in_flight_requests_and_refuses_new_ones(engine):
 def test_a_request_still_running_when_the_drain_times_out_ends_with_a_503_event():
     proc, url = _serve_subprocess("--drain-timeout", "0.5")
     try:
-        long = _chat(q="Write a long story", response_format=LONG, max_tokens=1800, seed=1, stream=True)
+        long = chat_body(q="Write a long story", response_format=LONG, max_tokens=1800, seed=1, stream=True)
         with (
             httpx.Client(timeout=120) as c,
             c.stream("POST", url + "/v1/chat/completions", json=long) as resp,

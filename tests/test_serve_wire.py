@@ -8,9 +8,7 @@ import json
 
 import httpx
 import pytest
-from serve_helpers import WEATHER, running_server
-
-MODEL = "agentkit-tiny"
+from serve_helpers import MODEL, WEATHER, chat_body, running_server
 
 
 @pytest.fixture(scope="module")
@@ -19,17 +17,13 @@ def server(engine):
         yield url, app
 
 
-def _chat(**kw):
-    return {"model": MODEL, "messages": [{"role": "user", "content": kw.pop("q", "Hello there")}], **kw}
-
-
 def test_a_max_tokens_over_the_context_says_what_fits(server):
     # the message spoke of max_new_tokens (a field no client sends) and said "lower ..." twice
     url, _ = server
-    small = httpx.post(url + "/v1/chat/completions", json=_chat(max_tokens=2), timeout=60).json()
+    small = httpx.post(url + "/v1/chat/completions", json=chat_body(max_tokens=2), timeout=60).json()
     prompt = small["usage"]["prompt_tokens"]
     for n in (2000, 5000):
-        err = httpx.post(url + "/v1/chat/completions", json=_chat(max_tokens=n)).json()["error"]
+        err = httpx.post(url + "/v1/chat/completions", json=chat_body(max_tokens=n)).json()["error"]
         fits = (2048 - prompt) // 64 * 64
         assert err["message"] == (
             f"max_tokens={n} does not fit with this prompt: the prompt is {prompt} tokens of this model's "
@@ -37,7 +31,7 @@ def test_a_max_tokens_over_the_context_says_what_fits(server):
             f"to {fits:,} or less"
         )
     # a prompt too long for any budget is the messages' fault, whatever max_tokens says
-    r = httpx.post(url + "/v1/chat/completions", json=_chat(q="word " * 2100, max_tokens=5000))
+    r = httpx.post(url + "/v1/chat/completions", json=chat_body(q="word " * 2100, max_tokens=5000))
     err = r.json()["error"]
     assert (r.status_code, err["param"], err["code"]) == (400, "messages", "context_length_exceeded")
     assert err["message"].endswith(
@@ -49,18 +43,20 @@ def test_nulls_openai_allows_are_the_defaults(server):
     # OpenAI's API takes null for n, stream and stream_options.include_usage (the defaults); clients that
     # write every field out send them so
     url, _ = server
-    body = _chat(max_tokens=4, n=None, stream=None, stream_options=None, seed=1)
+    body = chat_body(max_tokens=4, n=None, stream=None, stream_options=None, seed=1)
     r = httpx.post(url + "/v1/chat/completions", json=body, timeout=60)
     assert r.status_code == 200 and r.json()["object"] == "chat.completion", r.text
-    body = _chat(max_tokens=4, stream=True, stream_options={"include_usage": None}, seed=1)
+    body = chat_body(max_tokens=4, stream=True, stream_options={"include_usage": None}, seed=1)
     r = httpx.post(url + "/v1/chat/completions", json=body, timeout=60)
     assert r.status_code == 200 and r.text.rstrip().endswith("data: [DONE]"), r.text
     assert '"usage":{' not in r.text  # include_usage null: no usage chunk
     tool = {"type": "function", "function": {"name": "ping", "description": None, "parameters": None}}
-    r = httpx.post(url + "/v1/chat/completions", json=_chat(tools=[tool], tool_choice="required"), timeout=60)
+    r = httpx.post(
+        url + "/v1/chat/completions", json=chat_body(tools=[tool], tool_choice="required"), timeout=60
+    )
     call = r.json()["choices"][0]["message"]["tool_calls"][0]["function"]
     assert (call["name"], call["arguments"]) == ("ping", "{}"), r.text
-    r = httpx.post(url + "/v1/chat/completions", json=_chat(n=2), timeout=60)
+    r = httpx.post(url + "/v1/chat/completions", json=chat_body(n=2), timeout=60)
     assert (r.status_code, r.json()["error"]["param"]) == (400, "n")
 
 
@@ -77,13 +73,13 @@ def test_a_schema_whose_shortest_value_overflows_the_context_is_named(server):
     tool = {"type": "function", "function": {"name": "f", "parameters": ints}}
     rf = {"type": "json_schema", "json_schema": {"name": "r", "schema": ints}}
     cases = [
-        (_chat(tools=[tool], tool_choice="required", max_tokens=64), "tools", "tool call"),
+        (chat_body(tools=[tool], tool_choice="required", max_tokens=64), "tools", "tool call"),
         (
-            _chat(tools=[tool], tool_choice={"type": "function", "function": {"name": "f"}}),
+            chat_body(tools=[tool], tool_choice={"type": "function", "function": {"name": "f"}}),
             "tools",
             "tool call",
         ),
-        (_chat(response_format=rf), "response_format", "response_format value"),
+        (chat_body(response_format=rf), "response_format", "response_format value"),
     ]
     for body, param, what in cases:
         r = httpx.post(url + "/v1/chat/completions", json=body, timeout=60)
@@ -105,7 +101,7 @@ def test_tool_calls_left_unanswered_are_a_400_as_on_openai(server):
     asked = {"role": "assistant", "content": None, "tool_calls": [call, {**call, "id": "c2"}]}
     answer = {"role": "tool", "tool_call_id": "c1", "content": "sunny"}
     for messages, missing in (([user, asked], "'c1', 'c2'"), ([user, asked, answer, user], "'c2'")):
-        r = httpx.post(url + "/v1/chat/completions", json=_chat(messages=messages, tools=[WEATHER]))
+        r = httpx.post(url + "/v1/chat/completions", json=chat_body(messages=messages, tools=[WEATHER]))
         err = r.json()["error"]
         assert (r.status_code, err["param"]) == (400, "messages[1].tool_calls"), r.text
         assert err["message"] == (
@@ -114,7 +110,9 @@ def test_tool_calls_left_unanswered_are_a_400_as_on_openai(server):
         )
     messages = [user, asked, answer, {**answer, "tool_call_id": "c2"}]
     r = httpx.post(
-        url + "/v1/chat/completions", json=_chat(messages=messages, tools=[WEATHER], max_tokens=8), timeout=60
+        url + "/v1/chat/completions",
+        json=chat_body(messages=messages, tools=[WEATHER], max_tokens=8),
+        timeout=60,
     )
     assert r.status_code == 200, r.text
 
@@ -123,7 +121,7 @@ def test_a_body_that_is_no_json_object_says_so(server):
     # curl -d without -H 'Content-Type: application/json' sends a form: the 400 said only "body: Input should
     # be a valid dictionary or object to extract fields from"
     url, _ = server
-    body = json.dumps(_chat())
+    body = json.dumps(chat_body())
     for content_type, sent in (
         ("application/x-www-form-urlencoded", "a body of Content-Type application/x-www-form-urlencoded"),
         ("application/json", "a JSON array"),
