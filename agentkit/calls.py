@@ -37,8 +37,16 @@ ECHO_BYTES = 1024
 _ECHO_STRING_CHARS = 120
 
 
+def _dumps(value: Any) -> str:
+    return json.dumps(value, ensure_ascii=False, default=str)
+
+
 def _json_bytes(value: Any) -> int:
-    return len(json.dumps(value, ensure_ascii=False, default=str).encode("utf-8", "surrogatepass"))
+    return len(_dumps(value).encode("utf-8", "surrogatepass"))
+
+
+def _arguments_note(arguments: Any) -> str:
+    return f"<{_json_bytes(arguments):,} bytes of arguments, not repeated>"
 
 
 def _cut_strings(value: Any) -> Any:
@@ -60,7 +68,7 @@ def echo_arguments(arguments: Any) -> Any:
     cut = _cut_strings(arguments)
     if _json_bytes(cut) <= ECHO_BYTES:
         return cut
-    return f"<{_json_bytes(arguments):,} bytes of arguments, not repeated>"
+    return _arguments_note(arguments)
 
 
 def error_record(
@@ -86,10 +94,6 @@ def error_record(
     return ToolCallRecord(call.id, call.name, arguments, content, message, kind)
 
 
-def _dumps(payload: dict[str, Any]) -> str:
-    return json.dumps(payload, ensure_ascii=False, default=str)
-
-
 def fit_error(payload: dict[str, Any], arguments: Any, cap: Callable[[str], str]) -> str:
     """The JSON of an error response made to fit ``cap`` (a text fits when ``cap`` leaves it as it is), still
     one JSON object: a ``parameters`` schema, then the echoed arguments, then ``valid_tools`` become one-line
@@ -102,7 +106,7 @@ def fit_error(payload: dict[str, Any], arguments: Any, cap: Callable[[str], str]
         "parameters": lambda v: (
             f"<the parameters schema ({_json_bytes(v):,} bytes) is in the tool's declaration>"
         ),
-        "arguments": lambda v: f"<{_json_bytes(arguments):,} bytes of arguments, not repeated>",
+        "arguments": lambda v: _arguments_note(arguments),
         "valid_tools": lambda v: f"<{len(v)} tools, not listed>",
     }
     for key, note in notes.items():
