@@ -292,8 +292,9 @@ def _check_schema_fits(name: str, fname: str, sig: inspect.Signature | None, sch
         return
     named = [p for p in sig.parameters.values() if p.kind in (p.POSITIONAL_OR_KEYWORD, p.KEYWORD_ONLY)]
     takes = ", ".join(p.name for p in named) or "none"
-    if not any(p.kind is p.VAR_KEYWORD for p in sig.parameters.values()):
-        extra = [k for k in schema.get("properties") or {} if k not in {p.name for p in named}]
+    keywords = _keywords_taken(sig)
+    if keywords is not None:
+        extra = [k for k in schema.get("properties") or {} if k not in keywords]
         if extra:
             raise ToolDefinitionError(
                 f"tool {name!r}: parameters declares {', '.join(map(repr, extra))}, which {fname}() does not "
