@@ -79,11 +79,12 @@ def _compile_search(pattern: str, case_sensitive: bool) -> tuple[Any, Any, str |
     flags = 0 if case_sensitive else regex.IGNORECASE
     note = None
     try:
-        regex.compile(pattern, flags)
+        rx = regex.compile(pattern, flags)
     except regex.error as exc:
         pattern = regex.escape(pattern)
         note = f"pattern is not a valid regular expression ({exc}); searched it as literal text"
-    return regex.compile(pattern, flags), regex.compile(pattern, flags | regex.MULTILINE), note
+        rx = regex.compile(pattern, flags)
+    return rx, regex.compile(pattern, flags | regex.MULTILINE), note
 
 
 def _left(deadline: float) -> float:
