@@ -1,25 +1,14 @@
 """Tools: typed Python callables the model can call.
 
-A :class:`Tool` is a name, a description, a JSON Schema for its arguments (the *tool declaration* the model
-sees), a validator for the arguments the model sends, and an implementation (sync or async) run with a
-timeout. Build one with:
+A :class:`Tool` is a name, a description, a JSON Schema for its arguments (the declaration the model sees), a
+validator for the model's arguments and an implementation (sync or async) run with a timeout. :func:`tool` makes
+one from a typed function (parameters from the type hints, descriptions from the docstring's ``Args:``,
+``:param x:`` or NumPy ``Parameters`` section), from an explicit Pydantic model (``args_model=``) or from a raw
+JSON Schema (``parameters=``, checked with ``jsonschema``; YAML bundles use it). A parameter annotated
+:class:`ToolContext` is not declared; the planner passes the call's context into it.
 
-* :func:`tool` on a typed function - parameters come from the type hints (``Annotated[..., Field(...)]``
-  constraints included) and descriptions from the docstring's ``Args:`` section (Google style; Sphinx
-  ``:param x:`` and NumPy ``Parameters`` sections work too). A Pydantic model is created from them; its JSON
-  Schema is the declaration and it validates the model's arguments (unknown arguments are rejected).
-* :func:`tool` / :class:`Tool` with ``args_model=`` - an explicit Pydantic model; the function receives
-  the validated model instance.
-* :class:`Tool` with ``parameters=`` - a raw JSON Schema, validated with ``jsonschema`` (used by YAML
-  bundles); the function receives the arguments as keyword arguments.
-
-A parameter annotated :class:`ToolContext` is not part of the schema; the planner passes the call's
-context (tool name, call id, step, the run's ``deps``) into it.
-
-Sync tools run in daemon worker threads so a hanging tool cannot block the planner: at the timeout the
-planner stops waiting and answers the model with a timeout error (the thread itself cannot be killed and
-finishes in the background; daemon threads do not keep the process alive at exit). Async tools run on the
-caller's event loop and are cancelled at the timeout.
+Sync tools run in daemon worker threads: at the timeout the planner stops waiting and answers the model with
+a timeout error (the thread finishes in the background). Async tools are cancelled at the timeout.
 """
 
 from __future__ import annotations
@@ -79,6 +68,7 @@ __all__ = [
     "clean_schema",
     "decode_utf8",
     "grammar_format_checker",
+    "int_at_least",
     "mark_grounded",
     "parse_docstring",
     "run_sync_in_thread",
@@ -143,6 +133,11 @@ def _is_context_annotation(annotation: Any) -> bool:
     return isinstance(annotation, type) and issubclass(annotation, ToolContext)
 
 
+def int_at_least(value: Any, low: int) -> bool:
+    """``value`` is an ``int`` (not a ``bool``) >= ``low``: the check of the integer settings."""
+    return isinstance(value, int) and not isinstance(value, bool) and value >= low
+
+
 def _check_settings(name: str, timeout: float | None, retries: int, max_output_bytes: int | None) -> None:
     """Raise :class:`ToolDefinitionError` for a bad timeout, retry budget or output limit."""
     if timeout is not None and (
@@ -151,19 +146,16 @@ def _check_settings(name: str, timeout: float | None, retries: int, max_output_b
         raise ToolDefinitionError(
             f"tool {name!r}: timeout must be a number > 0 (seconds) or None, got {timeout!r}"
         )
-    if isinstance(retries, bool) or not isinstance(retries, int) or retries < 0:
+    if not int_at_least(retries, 0):
         raise ToolDefinitionError(f"tool {name!r}: retries must be an integer >= 0, got {retries!r}")
-    if max_output_bytes is not None and (
-        isinstance(max_output_bytes, bool) or not isinstance(max_output_bytes, int) or max_output_bytes < 1
-    ):
+    if max_output_bytes is not None and not int_at_least(max_output_bytes, 1):
         raise ToolDefinitionError(
             f"tool {name!r}: max_output_bytes must be an integer >= 1 (bytes) or None, got {max_output_bytes!r}"
         )
 
 
 def _unwrapped(function: Callable[..., Any]) -> tuple[Callable[..., Any], set[str]]:
-    """The function a ``functools.partial`` calls (its name, docstring and type hints are the tool's) and the
-    keywords the partial binds; ``(function, set())`` for anything else."""
+    """The function a ``functools.partial`` calls and the keywords it binds (``(function, set())`` otherwise)."""
     bound: set[str] = set()
     while isinstance(function, functools.partial):
         bound |= set(function.keywords)
@@ -182,13 +174,8 @@ def _docstring(function: Callable[..., Any]) -> str | None:
 def _signature_and_hints(
     name: str, function: Callable[..., Any], fname: str
 ) -> tuple[inspect.Signature | None, dict[str, Any]]:
-    """The function's signature (``None`` when it has none; a ``functools.partial``'s without the arguments it
-    binds, which stay fixed: a bound API key is neither declared to the model nor one it may replace) and resolved
-    type hints (of the function a partial calls, of ``__call__`` for a callable object).
-
-    Raises:
-        ToolDefinitionError: the type hints cannot be resolved (a forward reference to an unknown name...).
-    """
+    """The signature (``None`` if unreadable; a partial's without its bound keywords, which the model may not
+    replace) and the resolved type hints; raises :class:`ToolDefinitionError` when they cannot be resolved."""
     try:
         sig = inspect.signature(function)
     except (TypeError, ValueError):
@@ -215,8 +202,7 @@ def _format_message(e: Any) -> str:
 def _invoker(
     fn: Callable[..., Any], ctx_param: str | None, *, keywords: bool
 ) -> Callable[[Any, ToolContext], Any]:
-    """How a tool calls ``fn`` with validated arguments: as keywords (a dict), or as the one model instance
-    (``args_model=``), with the :class:`ToolContext` as the parameter ``ctx_param`` if the function has one."""
+    """Calls ``fn`` with validated arguments as keywords or as the one model instance, plus the context."""
 
     def invoke(validated: Any, ctx: ToolContext) -> Any:
         extra = {} if ctx_param is None else {ctx_param: ctx}
@@ -228,12 +214,7 @@ def _invoker(
 def _refuse_unbound_method(
     name: str, function: Callable[..., Any], sig: inspect.Signature, hints: dict[str, Any]
 ) -> None:
-    """A method taken from its class (``@tool`` in a class body, ``tool(Service.get)``) would declare ``self`` or
-    ``cls`` to the model as a parameter it must fill.
-
-    Raises:
-        ToolDefinitionError: naming the method and how to make the tool (from the bound method).
-    """
+    """Refuse a method taken from its class: it would ask the model for ``self`` or ``cls``."""
     first = next(iter(sig.parameters.values()), None)
     qualname = getattr(function, "__qualname__", "")
     in_class = "." in qualname and qualname.split(".")[-2] != "<locals>"
@@ -252,8 +233,7 @@ def _refuse_unbound_method(
 
 
 def _own_alias(annotation: Any) -> str | None:
-    """The ``alias`` of an ``Annotated[..., Field(alias=NAME)]`` parameter (the name the model writes, e.g. ``from``
-    for a parameter ``from_``), or ``None``."""
+    """The ``alias`` of an ``Annotated[..., Field(alias=NAME)]`` parameter (``from`` for ``from_``), or ``None``."""
     if typing.get_origin(annotation) is typing.Annotated:
         for meta in typing.get_args(annotation)[1:]:
             if isinstance(meta, pydantic.fields.FieldInfo) and isinstance(meta.alias, str):
@@ -264,8 +244,7 @@ def _own_alias(annotation: Any) -> str | None:
 def _collected(
     invoke: Callable[[Any, ToolContext], Any], validated: Any, ctx: ToolContext, started: threading.Event
 ) -> Any:
-    """``invoke(validated, ctx)``, a generator's items collected as a list: on the tool's worker thread and within
-    its timeout, not later on the event loop while the result is serialised. ``started`` is set first."""
+    """``invoke(validated, ctx)`` with a generator's items listed on the worker thread, within the timeout."""
     started.set()
     result = invoke(validated, ctx)
     return list(result) if inspect.isgenerator(result) else result
@@ -281,13 +260,8 @@ def _keywords_taken(sig: inspect.Signature | None) -> frozenset[str] | None:
 
 
 def _check_schema_fits(name: str, fname: str, sig: inspect.Signature | None, schema: dict[str, Any]) -> None:
-    """A ``parameters=`` schema must fit the function it calls with keywords: each declared property is a
-    keyword it takes (or it takes ``**kwargs``), and each of its parameters without a default is ``required``.
-    Else every call would end in a ``TypeError`` the model, not the author, sees.
-
-    Raises:
-        ToolDefinitionError: the first mismatch, naming the properties and the function's parameters.
-    """
+    """Raise :class:`ToolDefinitionError` unless each property is a keyword the function takes and each of
+    its parameters without a default is ``required`` (else every call would fail with a ``TypeError``)."""
     if sig is None:
         return
     named = [p for p in sig.parameters.values() if p.kind in (p.POSITIONAL_OR_KEYWORD, p.KEYWORD_ONLY)]
@@ -313,32 +287,26 @@ class Tool:
     """A tool the model can call.
 
     Args:
-        function: the implementation, sync or ``async``. Called with keyword arguments (typed-function and
-            ``parameters=`` tools) or with the validated model instance (``args_model=`` tools), plus the
-            :class:`ToolContext` parameter if it declares one.
-        name: tool name shown to the model (``None``, the default: the function's ``__name__``); letters, digits,
-            ``_``, ``.``, ``-``; at most 64 characters; must start with a letter or ``_`` (an empty name is
-            refused, not replaced).
+        function: the implementation, sync or ``async``; called with keyword arguments, or with the validated
+            ``args_model`` instance, plus its :class:`ToolContext` parameter if it declares one.
+        name: the name shown to the model (default: the function's ``__name__``): letters, digits, ``_``,
+            ``.``, ``-``, at most 64, starting with a letter or ``_``.
         description: what the tool does (default: the docstring's description part).
         args_model: explicit Pydantic model for the arguments.
         parameters: explicit JSON Schema (``type: object``) for the arguments, validated with ``jsonschema``.
         timeout: seconds one call may take before the model gets a timeout error; ``None`` = wait forever.
-        retries: failure budget per run: the model may see this many failed calls of this tool (invalid
-            arguments, exception, timeout) and try again; one more failure stops the run with
-            :class:`agentkit.errors.ToolRetriesExceeded`.
+        retries: failed calls (invalid arguments, exception, timeout) the model may see per run; one more
+            stops the run with :class:`agentkit.errors.ToolRetriesExceeded`.
         serializer: turns the return value into the tool response text (default :func:`serialize_result`).
-        grounded: names of top-level string parameters whose value must be a span of the conversation (the
-            user's messages and the tool responses so far): marked ``x-grounded: true`` in the schema, which the
-            embedded backend's constraint enforces during denoising (same as annotating ``Grounded[str]``).
-        max_output_bytes: the most bytes (UTF-8) of one tool response the model sees; a longer response is cut
-            with a marker saying how much (see :func:`cap_output`). ``None``: only the agent's limit
-            (``Agent(max_tool_output_bytes=...)``) applies; when both are set, the smaller one does.
+        grounded: top-level string parameters whose value must be a span of the conversation (marked
+            ``x-grounded: true``, enforced by the embedded backend's constraint; as ``Grounded[str]``).
+        max_output_bytes: the most bytes (UTF-8) of one response the model sees (longer is cut with a marker,
+            :func:`cap_output`); with ``Agent(max_tool_output_bytes=...)`` the smaller limit applies.
 
     Raises:
-        ToolDefinitionError: bad name, ``max_output_bytes < 1``, ``*args``/``**kwargs``, both ``args_model`` and
-            ``parameters``, an invalid JSON Schema, ``parameters`` that do not fit the function (a property it
-            does not take, a parameter without a default that is not ``required``), a function whose parameters
-            cannot be turned into a Pydantic model, or a ``grounded`` name that is not a string parameter.
+        ToolDefinitionError: bad name or setting, ``*args``/``**kwargs``, both ``args_model`` and
+            ``parameters``, an invalid JSON Schema, ``parameters`` that do not fit the function, parameters
+            that cannot be typed, or a ``grounded`` name that is not a string parameter.
     """
 
     __slots__ = (
@@ -569,15 +537,11 @@ class Tool:
     # -- use
 
     def declaration(self) -> ToolDeclaration:
-        """The OpenAI-style tool declaration ``{"type": "function", "function": {name, description,
-        parameters}}`` (the same object each time; do not mutate)."""
+        """The OpenAI-style declaration ``{"type": "function", "function": {...}}`` (shared: do not mutate)."""
         return self._declaration
 
     def validate(self, arguments: dict[str, Any]) -> Any:
-        """Validate the model's arguments.
-
-        Returns:
-            What :meth:`acall` takes (keyword dict or model instance).
+        """The model's arguments validated to what :meth:`acall` takes (keyword dict or model instance).
 
         Raises:
             ToolArgumentsError: every problem, by field (``days: Input should be a valid integer (got 'x')``).
@@ -667,19 +631,7 @@ def tool(
 ) -> Tool | Callable[[Callable[..., Any]], Tool]:
     """Make a :class:`Tool` from a function: ``@tool`` or ``@tool(timeout=5, retries=1, ...)``.
 
-    Example::
-
-        @tool
-        def get_weather(city: str, days: int = 1) -> dict:
-            \"\"\"Weather forecast for a city.
-
-            Args:
-                city: City name, e.g. "Paris".
-                days: Number of days, 1-7.
-            \"\"\"
-
-    The keyword arguments (:class:`ToolOptions`) are those of :class:`Tool`; an unknown one raises ``TypeError``
-    when the decorator is applied.
+    The keywords (:class:`ToolOptions`) are those of :class:`Tool`; an unknown one raises ``TypeError``.
 
     Raises:
         ToolDefinitionError: see :class:`Tool`.
