@@ -20,8 +20,8 @@ from agentkit.mcp.host import ToolsetLease, refresh_toolsets, tool_choice_writte
 from agentkit.nodes import AgentRun
 from agentkit.planner import Host, RunGraph, RunState
 from agentkit.result import RunResult, Step
-from agentkit.tool_output import ToolImageLimits
-from agentkit.tools import Tool, ToolOptions, as_tool, int_at_least
+from agentkit.tool_output import ToolImageLimits, int_at_least, prompt_tokens
+from agentkit.tools import Tool, ToolOptions, as_tool
 from model.heads.vision import ImageError, ImageSource, check_budget, to_data_url
 
 if TYPE_CHECKING:
@@ -317,20 +317,12 @@ class Agent(Host):
         """The tool declarations sent to the model."""
         return list(self.graph.declarations)
 
-    def _prompt_tokens(self) -> int | None:
-        """The backend's ``max_prompt_tokens`` when it tells a positive one."""
-        try:
-            tokens = getattr(self.backend, "max_prompt_tokens", None)
-        except Exception:  # a backend that cannot tell (e.g. its checkpoint failed to load)
-            return None
-        return tokens if int_at_least(tokens, 1) else None
-
     def tool_output_budget(self) -> int | None:
         """Bytes of tool output the model may see per model turn (see ``max_tool_output_bytes``; ``"auto"`` asks
         the backend's ``max_prompt_tokens``, which loads the embedded checkpoint); ``None``: no agent-wide limit."""
         if self.max_tool_output_bytes != "auto":
             return self.max_tool_output_bytes
-        tokens = self._prompt_tokens()
+        tokens = prompt_tokens(self.backend)
         if tokens is None:
             return DEFAULT_TOOL_OUTPUT_BYTES
         if callable(getattr(self.backend, "count_tokens", None)):
@@ -343,7 +335,7 @@ class Agent(Host):
         tokens and reports ``max_prompt_tokens``, half the prompt capacity; else ``None``."""
         if self.max_tool_output_bytes != "auto" or not callable(getattr(self.backend, "count_tokens", None)):
             return None
-        tokens = self._prompt_tokens()
+        tokens = prompt_tokens(self.backend)
         return None if tokens is None else max(tokens // 2, 1)
 
     # ------------------------------------------------------------------------------ running

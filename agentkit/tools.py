@@ -36,6 +36,7 @@ from agentkit.tool_output import (
     cap_output,
     cap_output_tokens,
     decode_utf8,
+    int_at_least,
     run_sync_in_thread,
     serialize_result,
     tool_thread_limit,
@@ -68,7 +69,6 @@ __all__ = [
     "clean_schema",
     "decode_utf8",
     "grammar_format_checker",
-    "int_at_least",
     "mark_grounded",
     "parse_docstring",
     "run_sync_in_thread",
@@ -131,11 +131,6 @@ def _is_context_annotation(annotation: Any) -> bool:
     if origin is typing.Union or origin is types.UnionType:  # Optional[ToolContext], ToolContext | None
         return any(_is_context_annotation(a) for a in typing.get_args(annotation) if a is not type(None))
     return isinstance(annotation, type) and issubclass(annotation, ToolContext)
-
-
-def int_at_least(value: Any, low: int) -> bool:
-    """``value`` is an ``int`` (not a ``bool``) >= ``low``: the check of the integer settings."""
-    return isinstance(value, int) and not isinstance(value, bool) and value >= low
 
 
 def _check_settings(name: str, timeout: float | None, retries: int, max_output_bytes: int | None) -> None:
