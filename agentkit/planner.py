@@ -29,7 +29,6 @@ from typing import TYPE_CHECKING, Any, Protocol
 from agentkit.backends.base import ChatMessage, ModelTurn, ToolChoice, Usage
 from agentkit.backends.base import PromptTooLong as BackendPromptTooLong
 from agentkit.calls import (
-    assistant_message,
     canonical_arguments,
     error_record,
     format_reminder,
@@ -55,7 +54,7 @@ from agentkit.events import (
     ToolCallStarted,
 )
 from agentkit.history import Conversation, droppable_groups
-from agentkit.messages import ToolCall, tool_message
+from agentkit.messages import ToolCall, assistant_message, tool_message
 from agentkit.result import RunResult, Step, StopReason, Timing, ToolCallRecord
 from agentkit.tool_output import ToolImageLimits, ToolImageShare
 from agentkit.tools import (
@@ -447,7 +446,7 @@ class RunGraph:
         calls = turn.tool_calls
         tools = self.tools
         unique_ids(calls, state.step, tools)
-        state.messages.append(assistant_message(turn, calls))
+        state.messages.append(assistant_message(turn.text, calls, turn.thinking))
         plan = CallPlan(
             calls,
             [None] * len(calls),
