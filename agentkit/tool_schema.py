@@ -23,20 +23,9 @@ from schema.refs import Refs
 
 
 def parse_docstring(doc: str | None) -> tuple[str, dict[str, str]]:
-    """Split a docstring into the tool description and per-parameter descriptions.
-
-    Parsed with griffe (``griffe.Docstring(...).parse("auto")``: Google ``Args:`` with ``name (type): text``
-    entries, Sphinx ``:param name: text``, NumPy ``Parameters`` underlined with dashes), which is lenient: a
-    malformed entry elsewhere (say in ``Raises:``) does not lose the parameters. Continuation lines are joined
-    with spaces; griffe's warnings about the docstring are not logged.
-
-    Args:
-        doc: the raw docstring (``None`` allowed).
-
-    Returns:
-        ``(description, {parameter: description})``; the description is the text before the first section,
-        with paragraphs kept.
-    """
+    """``(description, {parameter: description})`` of a docstring, parsed with griffe (Google ``Args:``, Sphinx
+    ``:param name:``, NumPy ``Parameters``; lenient, its warnings not logged): the text before the first section,
+    paragraphs kept, and each parameter's text with its lines joined."""
     if not doc:
         return "", {}
     from griffe import Docstring
@@ -79,14 +68,9 @@ if TYPE_CHECKING:
 else:
 
     class Grounded:
-        """``Grounded[str]``: a string parameter whose value must be a span of the conversation.
-
-        ``def find_definition(name: Grounded[str]) -> dict`` declares ``name`` with ``x-grounded: true``; the
-        embedded backend's tool-call constraint then only lets the model write a span of the user's messages or of
-        the tool responses so far (no invented identifier, path or id). Remote backends receive the keyword as a
-        schema annotation. Equivalent: ``Tool(fn, grounded=["name"])``, or ``grounded: true`` on a parameter in a
-        bundle. A type checker reads ``Grounded[X]`` as ``X``.
-        """
+        """``Grounded[str]``: a string parameter whose value must be a span of the conversation (the user's
+        messages and the tool responses so far), declared ``x-grounded: true`` and enforced by the embedded
+        backend's constraint; as ``Tool(fn, grounded=[...])``. A type checker reads ``Grounded[X]`` as ``X``."""
 
         def __class_getitem__(cls, item: Any) -> Any:
             return Annotated[item, pydantic.Field(json_schema_extra={GROUNDED_KEYWORD: True})]
@@ -130,11 +114,9 @@ clean_schema = drop_titles
 def grounded_keyword(
     schema: Any, bad: list[tuple[tuple[str | int, ...], str]], at: tuple[str | int, ...] = ()
 ) -> Any:
-    """``schema`` (a bundle tool's ``parameters``) with the bundle's ``grounded`` keyword written as ``x-grounded``,
-    in it and in every subschema (``properties``, ``items``, ``anyOf`` members, ``$defs``...). Appends to ``bad``
-    ``(path below schema after at, message)`` for each ``grounded`` that is not a boolean and each property or
-    definition name that YAML did not read as a string (``off:``, ``no:``, ``1:``). Property *names* called
-    ``grounded`` are left alone."""
+    """A bundle tool's ``parameters`` with the keyword ``grounded`` written as ``x-grounded`` in every subschema;
+    appends ``(path after at, message)`` to ``bad`` for a ``grounded`` that is not a boolean and for a property
+    or definition name YAML did not read as a string (``off:``, ``1:``)."""
     if not isinstance(schema, dict):
         return schema
     if "grounded" in schema:
@@ -164,16 +146,9 @@ _FOLDED_KEYWORDS = frozenset(k.lower().strip("_$@") for k in _KEYWORDS)
 
 
 def misspelt_keywords(schema: Any, at: tuple[str | int, ...] = ()) -> list[tuple[tuple[str | int, ...], str]]:
-    """The keys of ``schema`` and its subschemas that misspell a JSON Schema keyword (``maxLenght``,
-    ``additonalProperties``, ``requird``): ``[(path below schema after at, message)]``, the message naming the
-    keyword meant. JSON Schema ignores unknown keywords, so a misspelt one would silently go unenforced.
-
-    A key counts as misspelt when ``difflib.get_close_matches`` puts it at ratio 0.85 or more to a keyword
-    and it is not a keyword itself, an ``x-`` extension, or a keyword with other case or ``_``/``$`` affixes
-    (``readonly``, ``_format``, ``@type``: real-world schemas use those on purpose). Of MaskBench's 7,818
-    real-world schemas it flags 75 (118 keys: ``descrption``, ``additonalProperties``, ``definition``...); of
-    the 1,677 BFCL tool declarations none. Checked where a person writes a schema: a bundle's ``parameters``
-    and ``Tool(parameters=...)``; the constraint compiler itself ignores unknown keywords, as JSON Schema says."""
+    """``[(path after at, message)]`` of the keys of ``schema`` and its subschemas that misspell a JSON Schema
+    keyword (``maxLenght``), which JSON Schema would silently ignore: ``difflib`` ratio >= 0.85 to a keyword,
+    and not a keyword, an ``x-`` extension, or a keyword with other case or ``_``/``$``/``@`` affixes."""
     if not isinstance(schema, dict):
         return []
     out = []
@@ -192,14 +167,8 @@ _DATA_KEYWORDS = frozenset({"enum", "const", "default", "examples"})
 
 
 def unresolvable_ref(schema: dict[str, Any]) -> tuple[str, str] | None:
-    """The first ``$ref`` of ``schema`` that cannot resolve, as ``(path, message)`` (path like
-    ``properties/x/items``), else ``None``.
-
-    agentkit fetches no schema: a reference resolves inside the document only (JSON pointers and anchors, after
-    the root's ``$id``; :class:`schema.refs.Refs`). A document with a nested ``$id`` (a resource of its own,
-    against which its references resolve) is left to jsonschema at call time: ``None``.
-    """
-
+    """``(path, message)`` of the first ``$ref`` that does not resolve inside ``schema`` (agentkit fetches none),
+    else ``None`` (also for a nested ``$id``, left to jsonschema at call time)."""
     found: list[tuple[str, Any]] = []
     stack: list[tuple[Any, str]] = [(schema, "")]
     while stack:
@@ -228,18 +197,9 @@ def unresolvable_ref(schema: dict[str, Any]) -> tuple[str, str] | None:
 
 @functools.cache
 def grammar_format_checker() -> Any:
-    """A ``jsonschema.FormatChecker`` that checks exactly the string formats the tool-call grammar enforces.
-
-    Each format of ``schema.FORMATS`` (date, time, date-time, duration, email, hostname,
-    ipv4, ipv6, uuid, uri; regexes written from the RFCs named there) is checked with the same regexes the
-    grammar uses, as full matches, length limits included (``FORMAT_LIMITS``: an email's local part at most 64
-    characters), so a remote model's arguments are held to what the embedded model can
-    produce. Other formats are not checked (a tool cannot declare them: registration refuses them). Values
-    that are not strings pass (``format`` applies to strings only).
-
-    Returns:
-        The checker (built once).
-    """
+    """A ``jsonschema.FormatChecker`` (built once) of exactly the string formats the tool-call grammar enforces
+    (``schema.FORMATS``, with its regexes and length limits), so a remote model is held to what the embedded
+    one can write; values that are not strings pass."""
     import jsonschema
 
     checker = jsonschema.FormatChecker(formats=())
@@ -257,9 +217,7 @@ _YAML_STRING_NUMBER = re.compile(r"[-+]?(\d+\.?\d*|\.\d+)[eE][-+]?\d+")
 
 
 def yaml_number_hint(value: Any) -> str:
-    """A hint for a schema value PyYAML read as a string though it was meant as a number: YAML 1.1 reads
-    ``1e30`` as the text ``'1e30'`` (its floats need a dot and a signed exponent, ``1.0e+30``). Returns
-    ``" (YAML reads 1e30 as a string: write 1.0e+30)"`` for such a value, ``""`` otherwise."""
+    """``" (YAML reads 1e30 as a string: write 1.0e+30)"`` for a number YAML 1.1 read as text, else ``""``."""
     if not isinstance(value, str) or not _YAML_STRING_NUMBER.fullmatch(value.strip()):
         return ""
     mantissa, _, exponent = value.strip().lower().partition("e")
