@@ -155,57 +155,43 @@ def read_yaml(path: Path, file: str, pos: Positions) -> tuple[Any, list[tuple[Fi
 
 
 def schema_issues(data: Any, issue: Callable[..., BundleIssue]) -> list[BundleIssue]:
+    """Each problem of ``data`` against the bundle JSON Schema, in a bundle author's words."""
     import jsonschema
 
-    validator = jsonschema.Draft202012Validator(schema())
     out: list[BundleIssue] = []
-    for err in validator.iter_errors(data):
+    for err in jsonschema.Draft202012Validator(schema()).iter_errors(data):
         path: FieldPath = tuple(err.absolute_path)
-        v = err.validator
-        if v == "required" and isinstance(err.instance, dict):
-            for r in err.validator_value:
-                if r not in err.instance:
-                    out.append(issue((*path, r), f"required field '{r}' is missing", at=path, key=True))
-        elif v == "additionalProperties" and isinstance(err.instance, dict):
+        got = err.instance
+        if err.validator == "required" and isinstance(got, dict):
+            missing = [r for r in err.validator_value if r not in got]
+            out += [issue((*path, r), f"required field '{r}' is missing", at=path, key=True) for r in missing]
+        elif err.validator == "additionalProperties" and isinstance(got, dict):
             allowed = err.schema.get("properties", {})
-            for k in err.instance:
-                if k not in allowed:
-                    out.append(
-                        issue(
-                            (*path, k),
-                            f"unknown field '{k}' (allowed: {', '.join(sorted(allowed))})",
-                            key=True,
-                        )
-                    )
-        elif v == "oneOf" and len(path) == 2 and path[0] == "tools" and isinstance(err.instance, dict):
-            impls = [k for k in ("python", "http", "sandbox") if k in err.instance]
-            found = "none" if not impls else " and ".join(impls)
-            out.append(
-                issue(
-                    path, f"a tool needs exactly one implementation (python, http or sandbox), found {found}"
-                )
-            )
-        elif v == "oneOf" and path and path[-1] == "max_tool_output_bytes":
-            out.append(issue(path, f"must be an integer >= 1 (bytes), 'auto' or null, got {err.instance!r}"))
-        elif v == "oneOf":
-            out.append(
-                issue(path, f"must be 'auto', 'required', 'none' or {{name: TOOL}}, got {err.instance!r}")
-            )
-        elif v == "const" and path == ("agentkit_bundle",):
-            out.append(
-                issue(
-                    path,
-                    f"unsupported bundle format version {err.instance!r}; this agentkit reads version {FORMAT_VERSION}",
-                )
-            )
-        elif v == "type" and not path:
-            kinds: dict[type, str] = {list: "a list", str: "a string"}
-            kind = kinds.get(type(err.instance), type(err.instance).__name__)
-            out.append(
-                issue(path, f"a bundle is a YAML mapping (agentkit_bundle:, name:, tools: ...), got {kind}")
-            )
-        elif v == "pattern" and path and path[-1] == "python":
-            out.append(issue(path, f"expected 'package.module:function', got {err.instance!r}"))
-        else:  # a number YAML 1.1 read as text (timeout: 1e3) says how to write it
-            out.append(issue(path, err.message + (yaml_number_hint(err.instance) if v == "type" else "")))
+            why = f"(allowed: {', '.join(sorted(allowed))})"
+            out += [
+                issue((*path, k), f"unknown field '{k}' {why}", key=True) for k in got if k not in allowed
+            ]
+        else:
+            out.append(issue(path, _schema_message(err, path)))
     return out
+
+
+def _schema_message(err: Any, path: FieldPath) -> str:
+    """The message of one schema error at ``path`` (a ``jsonschema.ValidationError``)."""
+    v, got = err.validator, err.instance
+    if v == "oneOf" and len(path) == 2 and path[0] == "tools" and isinstance(got, dict):
+        found = " and ".join(k for k in ("python", "http", "sandbox") if k in got) or "none"
+        return f"a tool needs exactly one implementation (python, http or sandbox), found {found}"
+    if v == "oneOf" and path and path[-1] == "max_tool_output_bytes":
+        return f"must be an integer >= 1 (bytes), 'auto' or null, got {got!r}"
+    if v == "oneOf":
+        return f"must be 'auto', 'required', 'none' or {{name: TOOL}}, got {got!r}"
+    if v == "const" and path == ("agentkit_bundle",):
+        return f"unsupported bundle format version {got!r}; this agentkit reads version {FORMAT_VERSION}"
+    if v == "type" and not path:
+        kind = {list: "a list", str: "a string"}.get(type(got), type(got).__name__)
+        return f"a bundle is a YAML mapping (agentkit_bundle:, name:, tools: ...), got {kind}"
+    if v == "pattern" and path and path[-1] == "python":
+        return f"expected 'package.module:function', got {got!r}"
+    # a number YAML 1.1 read as text (timeout: 1e3) says how to write it
+    return str(err.message) + (yaml_number_hint(got) if v == "type" else "")

@@ -11,6 +11,7 @@ from typing import Any
 
 from agentkit.messages import ToolCall
 from agentkit.result import ErrorKind, ToolCallRecord
+from agentkit.tool_output import longest_fitting
 from agentkit.tools import Tool
 
 __all__ = [
@@ -125,18 +126,10 @@ def _cut_message(payload: dict[str, Any], cap: Callable[[str], str]) -> str | No
         marker = f"\n[agentkit: cut {cut:,} of {total:,} bytes of this error message]"
         return _dumps({**payload, "error": message[:k] + marker})
 
-    shortest = with_head(0)
-    if cap(shortest) != shortest:
-        return None
-    lo, hi = 0, len(message)
-    while lo < hi:  # the longest head whose response fits
-        mid = (lo + hi + 1) // 2
-        content = with_head(mid)
-        if cap(content) == content:
-            lo = mid
-        else:
-            hi = mid - 1
-    return with_head(lo)
+    def fits(k: int) -> bool:
+        return cap(content := with_head(k)) == content
+
+    return with_head(longest_fitting(len(message), fits)) if fits(0) else None
 
 
 #: The namespace some models (trained on OpenAI's tool format) put before tool names.

@@ -131,17 +131,20 @@ class RunState:
         skip = {i for a, b in groups[: self.dropped_groups] for i in range(a, b)}
         return [m for i, m in enumerate(self.messages) if i not in skip], groups
 
-    def partial(self, reason: StopReason) -> RunResult:
-        """The transcript so far as a :class:`RunResult` without an answer (for a run that stops)."""
+    def partial(
+        self, reason: StopReason, answer: str | None = None, conversation: Conversation | None = None
+    ) -> RunResult:
+        """The run so far as a :class:`RunResult` (without an answer: the transcript of a run that stops)."""
         self.timing.total_seconds = _perf() - self.t_start
+        conv = self.conversation if conversation is None else conversation
         return RunResult(
             self.question,
-            None,
+            answer,
             self.steps,
             self.usage,
             self.timing,
             self.messages,
-            self.conversation,
+            conv,
             reason,
             self.backend_name,
         )
@@ -418,17 +421,8 @@ class RunGraph:
         if turn.thinking:
             final["thinking"] = turn.thinking
         state.messages.append(final)
-        state.timing.total_seconds = _perf() - state.t_start
-        result = RunResult(
-            state.question,
-            turn.text,
-            state.steps,
-            state.usage,
-            state.timing,
-            state.messages,
-            state.conversation.with_turn(state.content, turn.text),
-            "final_answer",
-            self.agent.backend.name,
+        result = state.partial(
+            "final_answer", turn.text, state.conversation.with_turn(state.content, turn.text)
         )
         state.emit(RunFinished(result))
         return result

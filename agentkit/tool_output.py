@@ -182,6 +182,18 @@ def _json_fallback(value: Any) -> Any:
     return str(value)
 
 
+def longest_fitting(n: int, fits: Callable[[int], bool]) -> int:
+    """The largest ``k`` in ``0..n`` with ``fits(k)``, by bisection (``fits`` is monotone; ``0`` when none)."""
+    lo, hi = 0, n
+    while lo < hi:
+        mid = (lo + hi + 1) // 2
+        if fits(mid):
+            lo = mid
+        else:
+            hi = mid - 1
+    return lo
+
+
 def _cut_marker(cut: int, total: int, limit: int, unit: str = "bytes") -> str:
     return f"\n[agentkit: cut {cut:,} of {total:,} bytes of this tool output (limit {limit:,} {unit})]"
 
@@ -225,14 +237,7 @@ def cap_output_tokens(
             total - len(head.encode("utf-8", "surrogatepass")), total, max_tokens, "tokens"
         )
 
-    lo, hi = 0, len(text)
-    while lo < hi:  # largest k with count_tokens(with_marker(k)) <= max_tokens
-        mid = (lo + hi + 1) // 2
-        if count_tokens(with_marker(mid)) <= max_tokens:
-            lo = mid
-        else:
-            hi = mid - 1
-    return with_marker(lo)
+    return with_marker(longest_fitting(len(text), lambda k: count_tokens(with_marker(k)) <= max_tokens))
 
 
 # ------------------------------------------------------------------------------------------------ images
