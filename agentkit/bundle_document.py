@@ -189,7 +189,8 @@ def _schema_message(err: Any, path: FieldPath) -> str:
     if v == "const" and path == ("agentkit_bundle",):
         return f"unsupported bundle format version {got!r}; this agentkit reads version {FORMAT_VERSION}"
     if v == "type" and not path:
-        kind = {list: "a list", str: "a string"}.get(type(got), type(got).__name__)
+        kinds: dict[type, str] = {list: "a list", str: "a string"}
+        kind = kinds.get(type(got), type(got).__name__)
         return f"a bundle is a YAML mapping (agentkit_bundle:, name:, tools: ...), got {kind}"
     if v == "pattern" and path and path[-1] == "python":
         return f"expected 'package.module:function', got {got!r}"

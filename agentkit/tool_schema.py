@@ -1,5 +1,6 @@
-"""How a tool's declaration is written: descriptions from its docstring, grounded parameters, titles
-dropped, and the string formats the tool-call grammar enforces (checked for remote models too)."""
+"""How a tool's declaration is written: the function read (signature, type hints, docstring), grounded
+parameters, titles dropped, checks of a written schema, and the string formats the tool-call grammar enforces
+(checked for remote models too)."""
 
 from __future__ import annotations
 
@@ -8,7 +9,8 @@ import functools
 import inspect
 import logging
 import re
-from collections.abc import Sequence
+import typing
+from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Annotated, Any, TypeVar
 
 import pydantic
@@ -52,6 +54,113 @@ def parse_docstring(doc: str | None) -> tuple[str, dict[str, str]]:
                     x.strip() for x in p.description.splitlines() if x.strip()
                 )
     return "\n\n".join(desc).strip(), params
+
+
+# ------------------------------------------------------------------------------------------------ functions
+
+
+def unwrapped(function: Callable[..., Any]) -> tuple[Callable[..., Any], set[str]]:
+    """The function a ``functools.partial`` calls and the keywords it binds (``(function, set())`` otherwise)."""
+    bound: set[str] = set()
+    while isinstance(function, functools.partial):
+        bound |= set(function.keywords)
+        function = function.func
+    return function, bound
+
+
+def function_docstring(function: Callable[..., Any]) -> str | None:
+    """The docstring of ``function``, or of its ``__call__`` for a callable object whose class has none."""
+    doc = inspect.getdoc(function)
+    if doc is None and not inspect.isroutine(function) and not inspect.isclass(function):
+        doc = inspect.getdoc(type(function).__call__)
+    return doc
+
+
+def signature_and_hints(
+    name: str, function: Callable[..., Any], fname: str
+) -> tuple[inspect.Signature | None, dict[str, Any]]:
+    """The signature (``None`` if unreadable; a partial's without its bound keywords, which the model may not
+    replace) and the resolved type hints; raises :class:`ToolDefinitionError` when they cannot be resolved."""
+    try:
+        sig = inspect.signature(function)
+    except (TypeError, ValueError):
+        return None, {}
+    function, bound = unwrapped(function)
+    if bound:  # a partial's keywords are fixed: not declared, not the model's
+        sig = sig.replace(parameters=[p for n, p in sig.parameters.items() if n not in bound])
+    try:
+        return sig, typing.get_type_hints(function, include_extras=True)
+    except Exception:
+        target = function.__call__ if not inspect.isroutine(function) else function  # type: ignore[operator]
+        try:
+            return sig, typing.get_type_hints(target, include_extras=True)
+        except Exception as exc:
+            raise ToolDefinitionError(
+                f"tool {name!r}: cannot resolve the type hints of {fname}: {exc}"
+            ) from exc
+
+
+def refuse_unbound_method(
+    name: str, function: Callable[..., Any], sig: inspect.Signature, hints: dict[str, Any]
+) -> None:
+    """Refuse a method taken from its class: it would ask the model for ``self`` or ``cls``."""
+    first = next(iter(sig.parameters.values()), None)
+    qualname = getattr(function, "__qualname__", "")
+    in_class = "." in qualname and qualname.split(".")[-2] != "<locals>"
+    if (
+        first is not None
+        and first.name in ("self", "cls")
+        and first.name not in hints
+        and inspect.isfunction(function)
+        and in_class
+    ):
+        raise ToolDefinitionError(
+            f"tool {name!r}: {qualname}() takes {first.name!r} first: a method taken from its class (@tool in a "
+            f"class body, tool(Class.method)) would ask the model for {first.name!r}; make the tool from the bound "
+            "method instead: tool(instance.method), Agent(tools=[instance.method])"
+        )
+
+
+def field_alias(annotation: Any) -> str | None:
+    """The ``alias`` of an ``Annotated[..., Field(alias=NAME)]`` parameter (``from`` for ``from_``), or ``None``."""
+    if typing.get_origin(annotation) is typing.Annotated:
+        for meta in typing.get_args(annotation)[1:]:
+            if isinstance(meta, pydantic.fields.FieldInfo) and isinstance(meta.alias, str):
+                return meta.alias
+    return None
+
+
+def keywords_taken(sig: inspect.Signature | None) -> frozenset[str] | None:
+    """The keyword arguments a function takes, ``None`` for any (``**kwargs``, or no readable signature)."""
+    if sig is None or any(p.kind is p.VAR_KEYWORD for p in sig.parameters.values()):
+        return None
+    return frozenset(
+        n for n, p in sig.parameters.items() if p.kind in (p.POSITIONAL_OR_KEYWORD, p.KEYWORD_ONLY)
+    )
+
+
+def check_schema_fits(name: str, fname: str, sig: inspect.Signature | None, schema: dict[str, Any]) -> None:
+    """Raise :class:`ToolDefinitionError` unless each property is a keyword the function takes and each of
+    its parameters without a default is ``required`` (else every call would fail with a ``TypeError``)."""
+    if sig is None:
+        return
+    named = [p for p in sig.parameters.values() if p.kind in (p.POSITIONAL_OR_KEYWORD, p.KEYWORD_ONLY)]
+    takes = ", ".join(p.name for p in named) or "none"
+    keywords = keywords_taken(sig)
+    if keywords is not None:
+        extra = [k for k in schema.get("properties") or {} if k not in keywords]
+        if extra:
+            raise ToolDefinitionError(
+                f"tool {name!r}: parameters declares {', '.join(map(repr, extra))}, which {fname}() does not "
+                f"take (its parameters: {takes})"
+            )
+    required = set(schema.get("required") or [])
+    needed = [p.name for p in named if p.default is p.empty and p.name not in required]
+    if needed:
+        raise ToolDefinitionError(
+            f"tool {name!r}: {fname}() needs {', '.join(map(repr, needed))}, which parameters does not list "
+            "in 'required' (or give it a default in the function)"
+        )
 
 
 # ------------------------------------------------------------------------------------------------ schemas

@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import asyncio
 import copy
-import functools
 import inspect
 import json
 import re
@@ -43,12 +42,19 @@ from agentkit.tool_output import (
 )
 from agentkit.tool_schema import (
     Grounded,
+    check_schema_fits,
     clean_schema,
+    field_alias,
+    function_docstring,
     grammar_format_checker,
+    keywords_taken,
     mark_grounded,
     misspelt_keywords,
     parse_docstring,
+    refuse_unbound_method,
+    signature_and_hints,
     unresolvable_ref,
+    unwrapped,
 )
 from schema import MAX_NESTING, nesting
 from tools.args import format_validation_error
@@ -115,8 +121,7 @@ class ToolTimeoutError(TimeoutError):
 
 
 def _is_async_callable(fn: Any) -> bool:
-    while isinstance(fn, functools.partial):
-        fn = fn.func
+    fn, _ = unwrapped(fn)
     if inspect.iscoroutinefunction(fn):
         return True
     return not inspect.isroutine(fn) and inspect.iscoroutinefunction(fn.__call__)
@@ -149,47 +154,6 @@ def _check_settings(name: str, timeout: float | None, retries: int, max_output_b
         )
 
 
-def _unwrapped(function: Callable[..., Any]) -> tuple[Callable[..., Any], set[str]]:
-    """The function a ``functools.partial`` calls and the keywords it binds (``(function, set())`` otherwise)."""
-    bound: set[str] = set()
-    while isinstance(function, functools.partial):
-        bound |= set(function.keywords)
-        function = function.func
-    return function, bound
-
-
-def _docstring(function: Callable[..., Any]) -> str | None:
-    """The docstring of ``function``, or of its ``__call__`` for a callable object whose class has none."""
-    doc = inspect.getdoc(function)
-    if doc is None and not inspect.isroutine(function) and not inspect.isclass(function):
-        doc = inspect.getdoc(type(function).__call__)
-    return doc
-
-
-def _signature_and_hints(
-    name: str, function: Callable[..., Any], fname: str
-) -> tuple[inspect.Signature | None, dict[str, Any]]:
-    """The signature (``None`` if unreadable; a partial's without its bound keywords, which the model may not
-    replace) and the resolved type hints; raises :class:`ToolDefinitionError` when they cannot be resolved."""
-    try:
-        sig = inspect.signature(function)
-    except (TypeError, ValueError):
-        return None, {}
-    function, bound = _unwrapped(function)
-    if bound:  # a partial's keywords are fixed: not declared, not the model's
-        sig = sig.replace(parameters=[p for n, p in sig.parameters.items() if n not in bound])
-    try:
-        return sig, typing.get_type_hints(function, include_extras=True)
-    except Exception:
-        target = function.__call__ if not inspect.isroutine(function) else function  # type: ignore[operator]
-        try:
-            return sig, typing.get_type_hints(target, include_extras=True)
-        except Exception as exc:
-            raise ToolDefinitionError(
-                f"tool {name!r}: cannot resolve the type hints of {fname}: {exc}"
-            ) from exc
-
-
 def _format_message(e: Any) -> str:
     return f"{'.'.join(str(p) for p in e.path) or '(arguments)'}: {e.message}"
 
@@ -206,36 +170,6 @@ def _invoker(
     return invoke
 
 
-def _refuse_unbound_method(
-    name: str, function: Callable[..., Any], sig: inspect.Signature, hints: dict[str, Any]
-) -> None:
-    """Refuse a method taken from its class: it would ask the model for ``self`` or ``cls``."""
-    first = next(iter(sig.parameters.values()), None)
-    qualname = getattr(function, "__qualname__", "")
-    in_class = "." in qualname and qualname.split(".")[-2] != "<locals>"
-    if (
-        first is not None
-        and first.name in ("self", "cls")
-        and first.name not in hints
-        and inspect.isfunction(function)
-        and in_class
-    ):
-        raise ToolDefinitionError(
-            f"tool {name!r}: {qualname}() takes {first.name!r} first: a method taken from its class (@tool in a "
-            f"class body, tool(Class.method)) would ask the model for {first.name!r}; make the tool from the bound "
-            "method instead: tool(instance.method), Agent(tools=[instance.method])"
-        )
-
-
-def _own_alias(annotation: Any) -> str | None:
-    """The ``alias`` of an ``Annotated[..., Field(alias=NAME)]`` parameter (``from`` for ``from_``), or ``None``."""
-    if typing.get_origin(annotation) is typing.Annotated:
-        for meta in typing.get_args(annotation)[1:]:
-            if isinstance(meta, pydantic.fields.FieldInfo) and isinstance(meta.alias, str):
-                return meta.alias
-    return None
-
-
 def _collected(
     invoke: Callable[[Any, ToolContext], Any], validated: Any, ctx: ToolContext, started: threading.Event
 ) -> Any:
@@ -243,39 +177,6 @@ def _collected(
     started.set()
     result = invoke(validated, ctx)
     return list(result) if inspect.isgenerator(result) else result
-
-
-def _keywords_taken(sig: inspect.Signature | None) -> frozenset[str] | None:
-    """The keyword arguments a function takes, ``None`` for any (``**kwargs``, or no readable signature)."""
-    if sig is None or any(p.kind is p.VAR_KEYWORD for p in sig.parameters.values()):
-        return None
-    return frozenset(
-        n for n, p in sig.parameters.items() if p.kind in (p.POSITIONAL_OR_KEYWORD, p.KEYWORD_ONLY)
-    )
-
-
-def _check_schema_fits(name: str, fname: str, sig: inspect.Signature | None, schema: dict[str, Any]) -> None:
-    """Raise :class:`ToolDefinitionError` unless each property is a keyword the function takes and each of
-    its parameters without a default is ``required`` (else every call would fail with a ``TypeError``)."""
-    if sig is None:
-        return
-    named = [p for p in sig.parameters.values() if p.kind in (p.POSITIONAL_OR_KEYWORD, p.KEYWORD_ONLY)]
-    takes = ", ".join(p.name for p in named) or "none"
-    keywords = _keywords_taken(sig)
-    if keywords is not None:
-        extra = [k for k in schema.get("properties") or {} if k not in keywords]
-        if extra:
-            raise ToolDefinitionError(
-                f"tool {name!r}: parameters declares {', '.join(map(repr, extra))}, which {fname}() does not "
-                f"take (its parameters: {takes})"
-            )
-    required = set(schema.get("required") or [])
-    needed = [p.name for p in named if p.default is p.empty and p.name not in required]
-    if needed:
-        raise ToolDefinitionError(
-            f"tool {name!r}: {fname}() needs {', '.join(map(repr, needed))}, which parameters does not list "
-            "in 'required' (or give it a default in the function)"
-        )
 
 
 class Tool:
@@ -338,7 +239,7 @@ class Tool:
     ) -> None:
         if not callable(function):
             raise ToolDefinitionError(f"tool implementation must be callable, got {function!r}")
-        base, _ = _unwrapped(function)
+        base, _ = unwrapped(function)
         fname = getattr(base, "__name__", None) or type(base).__name__
         if name is not None and (not isinstance(name, str) or not name.strip()):
             raise ToolDefinitionError(
@@ -360,12 +261,12 @@ class Tool:
         self.retries = retries
         self.serializer = serializer or serialize_result
         self.is_async = _is_async_callable(function)
-        doc_desc, doc_params = parse_docstring(_docstring(base))
+        doc_desc, doc_params = parse_docstring(function_docstring(base))
         self.description = (description if description is not None else doc_desc).strip()
         self._context_param: str | None = None
         self._format_validator: Any = None
 
-        sig, hints = _signature_and_hints(self.name, function, fname)
+        sig, hints = signature_and_hints(self.name, function, fname)
         if sig is not None:
             for pname, p in sig.parameters.items():
                 if _is_context_annotation(hints.get(pname, p.annotation)):
@@ -376,8 +277,8 @@ class Tool:
                 sig = sig.replace(
                     parameters=[p for n, p in sig.parameters.items() if n != self._context_param]
                 )
-            self._init_from_schema(parameters, _keywords_taken(sig))
-            _check_schema_fits(self.name, fname, sig, self.parameters)
+            self._init_from_schema(parameters, keywords_taken(sig))
+            check_schema_fits(self.name, fname, sig, self.parameters)
         elif args_model is not None:
             self._init_from_model(args_model, sig)
         else:
@@ -480,7 +381,7 @@ class Tool:
     def _init_from_signature(
         self, sig: inspect.Signature, hints: dict[str, Any], doc_params: dict[str, str]
     ) -> None:
-        _refuse_unbound_method(self.name, self.function, sig, hints)
+        refuse_unbound_method(self.name, self.function, sig, hints)
         fields: dict[str, Any] = {}
         names: list[tuple[str, str]] = []  # (field name in the model, parameter name)
         for idx, (pname, p) in enumerate(sig.parameters.items()):
@@ -496,7 +397,7 @@ class Tool:
                     f"tool {self.name!r}: positional-only parameter {pname!r} cannot be passed by name"
                 )
             annotation = hints.get(pname, Any)
-            kwargs: dict[str, Any] = {"alias": _own_alias(annotation) or pname}
+            kwargs: dict[str, Any] = {"alias": field_alias(annotation) or pname}
             if doc_params.get(pname):
                 kwargs["description"] = doc_params[pname]
             if p.default is not inspect.Parameter.empty:
