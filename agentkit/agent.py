@@ -135,39 +135,32 @@ def _check_settings(
 
 class Agent(Host):
     """A function-calling agent: a backend, tools and its run logic (``agent.graph``, a
-    :class:`agentkit.planner.RunGraph`); :meth:`process_tool_calls` and :meth:`execute_tool_call` may be overridden.
+    :class:`agentkit.planner.RunGraph`); :meth:`process_tool_calls` and :meth:`execute_tool_call` may be
+    overridden. The keywords in full: docs/AGENTS.md.
 
     Args:
-        model: a :class:`~agentkit.backends.base.Backend` or a spec string for
-            :func:`agentkit.backends.resolve_backend` (``"embedded"``, ``"embedded:PATH"``, ``"openai:MODEL"``);
-            ``None``: the embedded backend with the default checkpoint (loaded on first use).
-        tools: :class:`~agentkit.tools.Tool` objects or plain typed functions (wrapped with defaults).
-        system_prompt: system message put before the history; ``None`` for none.
+        model: a :class:`~agentkit.backends.base.Backend`, a spec string (``"embedded"``, ``"embedded:PATH"``,
+            ``"openai:MODEL"``) or ``None`` (the embedded backend, default checkpoint).
+        tools: :class:`~agentkit.tools.Tool` objects or plain typed functions.
+        system_prompt: system message put before the history.
         max_steps: model turns allowed per run (>= 1).
-        tool_choice: ``"auto" | "required" | "none" | {"name": NAME}``.
-        loop_guard: stop the run when the model requests the same (tool, canonical arguments) for the
-            ``loop_guard``-th time in one run (not executed); ``None`` disables (>= 2).
-        reset_tool_choice: use ``"auto"`` after the first step when ``tool_choice`` forces a call.
+        tool_choice: ``"auto" | "required" | "none" | {"name": NAME}``; a forced choice applies to the first
+            model turn only, unless ``reset_tool_choice=False``.
+        loop_guard: stop at the ``loop_guard``-th request of the same (tool, canonical arguments) in one run
+            (>= 2; ``None`` disables).
         on_event: callback(s) receiving every :mod:`agentkit.events` event of every run.
         name: a label for logs and results.
-        max_tool_output_bytes: bytes (UTF-8) of tool output the model may see per model turn, shared evenly by
-            its calls (a tool's ``max_output_bytes`` lowers its share); longer responses are cut with a marker.
-            ``"auto"``: half the prompt capacity, in tokens on a backend that counts them
-            (:meth:`tool_output_token_budget`), else in bytes, else :data:`DEFAULT_TOOL_OUTPUT_BYTES`;
-            ``None``: only the tools' own limits.
-        trim_history: when the prompt does not fit, drop the oldest kept turns, then the oldest tool-call
-            groups of this turn, before raising :class:`~agentkit.errors.PromptTooLong`.
-        max_format_retries: format reminders per run for turns whose text looks like a tool call that does not
-            parse (>= 0); one more stops the run with :class:`~agentkit.errors.ToolCallFormatError`.
-        toolsets: MCP servers (:class:`agentkit.mcp.MCPToolset`) whose tools the agent also uses; ``async with
-            agent:`` keeps them open across runs, else the runs sharing them open and close them (docs/MCP.md).
-        tool_images: which images of tool results a backend that takes images is shown
-            (:class:`~agentkit.tool_output.ToolImageLimits`); an image not shown is a note saying why.
+        max_tool_output_bytes: bytes of tool output the model may see per model turn, shared by its calls;
+            ``"auto"``: half the prompt capacity (:meth:`tool_output_budget`); ``None``: the tools' own limits.
+        trim_history: drop the oldest kept turns and tool-call groups while the prompt does not fit.
+        max_format_retries: format reminders per run for turns with a tool call that does not parse (>= 0).
+        toolsets: MCP servers (:class:`agentkit.mcp.MCPToolset`) whose tools the agent also uses (docs/MCP.md).
+        tool_images: which images of tool results are shown (:class:`~agentkit.tool_output.ToolImageLimits`).
 
     Raises:
         ToolDefinitionError: duplicate tool names, or a forced tool_choice naming an unknown tool.
         TypeError: tools given as the model, one tool not in a list, or an ``on_event`` that is not callable.
-        ValueError: a setting of the wrong type or range (each named above), or an invalid ``tool_choice``.
+        ValueError: a setting of the wrong type or range, or an invalid ``tool_choice``.
     """
 
     def __init__(
@@ -364,16 +357,10 @@ class Agent(Host):
             The :class:`~agentkit.result.RunResult` (answer, steps, usage, timing, transcript, history).
 
         Raises:
-            ValueError: empty question, a malformed history message, or ``tool_choice="required"`` without tools.
-            TypeError: ``history`` is neither a Conversation nor a list of messages.
-            model.heads.vision.ImageError: an unusable image or vision budget (before the model is asked).
-            MaxStepsExceeded: ``max_steps`` model turns without a final answer.
-            LoopGuardTriggered: the same (tool, canonical arguments) requested ``loop_guard`` times.
-            ToolRetriesExceeded: a tool failed more than its ``retries`` budget in this run.
-            PromptTooLong: a prompt does not fit the model's context even after trimming (names the token
-                count and the limit).
-            ToolCallFormatError: more than ``max_format_retries`` model turns wrote a tool call that does
-                not parse.
+            ValueError, TypeError, model.heads.vision.ImageError: a bad question, history, image or
+                ``tool_choice="required"`` without tools (before the model is asked).
+            AgentRunError: the run stopped (``MaxStepsExceeded``, ``LoopGuardTriggered``, ``ToolRetriesExceeded``,
+                ``PromptTooLong``, ``ToolCallFormatError``), the partial transcript in ``.result``.
             BackendError: the backend failed (after its own retries).
         """
         check_options("Agent.arun()", options)
