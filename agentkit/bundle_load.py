@@ -168,7 +168,6 @@ class _Load:
         self.issues: list[BundleIssue] = []
         self.runner = runner
         self.bundle_dir = str(path.resolve().parent)
-        self.kind = "embedded"
         self.checked = True
         self._client_lock = threading.Lock()
         self._client = http_client
@@ -221,7 +220,7 @@ class _Load:
 
     def model_section(self, model: dict[str, Any]) -> EmbeddedModel | OpenAIModel | ScriptedModel:
         """The typed ``model:`` section; a setting of another backend is an issue naming which."""
-        self.kind = kind = model.get("backend", "embedded")
+        kind = model.get("backend", "embedded")
         self.checked = (self.backend or kind) == "embedded"  # the constraint check is the embedded backend's
         try:
             return MODEL_SECTION.validate_python({"backend": kind, **model})

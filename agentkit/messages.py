@@ -3,14 +3,6 @@
 Messages travel as OpenAI-style dicts; this module is their schema (Pydantic unions over ``role``,
 :data:`Message`, and a part's ``type``, :data:`ContentPart`) and the codec (:func:`parse_message` /
 :func:`dump_message`): a dict comes back equal, key order and unknown keys included.
-
-* ``{"role": "system", "content": str}`` - :class:`SystemMessage`
-* ``{"role": "user", "content": str | [part, ...]}`` - :class:`UserMessage`; parts: :class:`TextPart`,
-  :class:`ImageURLPart`
-* ``{"role": "assistant", "content": str | None, "tool_calls": [call, ...], "thinking": str}`` -
-  :class:`AssistantMessage`; a call is ``{"id", "type": "function", "function": {"name", "arguments": dict}}``
-  (:class:`ToolCall`; ``arguments`` is the raw text for a call that could not be decoded)
-* ``{"role": "tool", "tool_call_id": str, "name": str, "content": str | [part, ...]}`` - :class:`ToolMessage`
 """
 
 from __future__ import annotations

@@ -1,19 +1,10 @@
 """The planner: one run (one user turn) as named phases over an explicit :class:`RunState`.
 
-:class:`RunGraph` holds an :class:`agentkit.Agent`'s run logic (``agent.graph``); the nodes of
-:mod:`agentkit.nodes` (``UserPrompt -> ModelRequest -> (CallTools -> ModelRequest)* -> End``) run its phases:
-:meth:`RunGraph.prepare` (system prompt, kept history, question), :meth:`RunGraph.model_turn` (the backend's
-turn; while the backend raises :class:`agentkit.backends.base.PromptTooLong`, the oldest kept turns and then
-the oldest tool-call groups are left out of the prompt) and ``Agent.process_tool_calls``
-(:meth:`RunGraph.plan_calls`: loop guard, name resolution, argument validation, each problem an error
-response; :meth:`RunGraph.execute`: the valid calls concurrently, each through ``Agent.execute_tool_call``;
-:meth:`RunGraph.resolve`: one response per call id, in call-id order, and the tools' failure budgets).
-
-A run ends with a final answer or raises an :class:`~agentkit.errors.AgentRunError` carrying the partial
-transcript. Each tool response is cut to its share of the step's budget (bytes, and on a backend that counts
-tokens, tokens); a turn whose text looks like an unparsable tool call gets a format reminder, at most
-``max_format_retries`` times; a forced ``tool_choice`` applies to the first model turn only unless
-``reset_tool_choice=False``.
+:class:`RunGraph` holds an agent's run logic (``agent.graph``); the nodes of :mod:`agentkit.nodes` run its phases:
+:meth:`~RunGraph.prepare`, :meth:`~RunGraph.model_turn` (trimming the prompt while it does not fit) and
+``Agent.process_tool_calls`` (:meth:`~RunGraph.plan_calls`, :meth:`~RunGraph.execute`, :meth:`~RunGraph.resolve`:
+every call answered, errors included, each response cut to its share of the step's budget). docs/ARCHITECTURE.md
+walks through one turn.
 """
 
 from __future__ import annotations

@@ -130,13 +130,8 @@ def _decode_nested_bytes(value: Any) -> tuple[Any, int]:
     if dataclasses.is_dataclass(value) and not isinstance(value, type):
         return _decode_nested_bytes(dataclasses.asdict(value))
     if isinstance(value, dict):
-        out, bad = {}, 0
-        for k, v in value.items():
-            k2, n1 = _decode_nested_bytes(k)
-            v2, n2 = _decode_nested_bytes(v)
-            out[k2] = v2
-            bad += n1 + n2
-        return out, bad
+        items = [(_decode_nested_bytes(k), _decode_nested_bytes(v)) for k, v in value.items()]
+        return {k: v for (k, _), (v, _) in items}, sum(a + b for (_, a), (_, b) in items)
     if isinstance(value, (list, tuple, set, frozenset)):
         pairs = [_decode_nested_bytes(v) for v in value]
         return [v for v, _ in pairs], sum(n for _, n in pairs)
