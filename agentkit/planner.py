@@ -212,6 +212,15 @@ def cap_response(
     return cap_output_tokens(head, token_share, count, len(text.encode("utf-8", "surrogatepass")))
 
 
+def response_cap(
+    backend: Any, tool_limit: int | None, byte_share: int | None, token_share: int | None
+) -> Callable[[str], str]:
+    """:func:`cap_response` for one call's responses (its result or its error)."""
+    return functools.partial(
+        cap_response, backend=backend, tool_limit=tool_limit, byte_share=byte_share, token_share=token_share
+    )
+
+
 # -------------------------------------------------------------------------------------------------- loop
 
 
@@ -249,9 +258,7 @@ class Host(Protocol):
         ``KeyboardInterrupt``, ``GeneratorExit`` and cancellation), ``sys.exit()`` or a timeout becomes an error
         record. An override returns an :class:`agentkit.ToolCallRecord`; the planner emits its event."""
 
-        def cap(text: str) -> str:
-            return cap_response(text, self.backend, tl.max_output_bytes, byte_share, token_share)
-
+        cap = response_cap(self.backend, tl.max_output_bytes, byte_share, token_share)
         t0 = _perf()
         try:
             value = await tl.acall(validated, ToolContext(tl.name, c.id, state.step, state.deps))
@@ -443,13 +450,7 @@ class RunGraph:
         for i, c in enumerate(calls):
             shown: Any = c.arguments if c.error is None else c.raw_arguments
             limit = None if (tl := tools.get(c.name)) is None else tl.max_output_bytes
-            cap = functools.partial(
-                cap_response,
-                backend=self.agent.backend,
-                tool_limit=limit,
-                byte_share=byte_share,
-                token_share=token_share,
-            )
+            cap = response_cap(self.agent.backend, limit, byte_share, token_share)
             if self.agent.loop_guard is not None:
                 key = (c.name, canonical_arguments(shown))
                 state.repeats[key] = count = state.repeats.get(key, 0) + 1

@@ -237,9 +237,6 @@ def cap_output_tokens(
 
 # ------------------------------------------------------------------------------------------------ images
 
-#: Image formats shown to a model (Pillow's names) and their MIME types: those the embedded vision path reads.
-SHOWN_FORMATS: dict[str, str] = dict(ACCEPTED_FORMATS)
-
 
 @dataclasses.dataclass(frozen=True, slots=True)
 class ToolImage:
@@ -346,7 +343,7 @@ class ToolImageShare:
             if why is not None:
                 notes += f"\n[agentkit: image {k} not shown: {why}]"
                 continue
-            url = f"data:{SHOWN_FORMATS[fmt]};base64,{base64.b64encode(image.data).decode('ascii')}"
+            url = f"data:{ACCEPTED_FORMATS[fmt]};base64,{base64.b64encode(image.data).decode('ascii')}"
             part: dict[str, Any] = {"type": "image_url", "image_url": {"url": url}}
             if self.limits.vision_budget is not None:
                 part["vision_budget"] = self.limits.vision_budget
@@ -366,7 +363,7 @@ class ToolImageShare:
         fmt = image_format(image.data)
         if fmt is None:
             return "", f"its data (declared {image.mime_type}) is not a readable image"
-        if fmt not in SHOWN_FORMATS:
+        if fmt not in ACCEPTED_FORMATS:
             return "", f"it is {fmt} (declared {image.mime_type}); PNG, JPEG and WebP are shown"
         cost = lim.vision_budget or DEFAULT_VISION_BUDGET
         if self.tokens_left is not None:

@@ -277,14 +277,15 @@ class Tool:
                 sig = sig.replace(
                     parameters=[p for n, p in sig.parameters.items() if n != self._context_param]
                 )
-            self._init_from_schema(parameters, keywords_taken(sig))
+            self._validate = self._init_from_schema(parameters, keywords_taken(sig))
             check_schema_fits(self.name, fname, sig, self.parameters)
         elif args_model is not None:
-            self._init_from_model(args_model, sig)
+            self._validate = self._init_from_model(args_model, sig)
         else:
             if sig is None:
                 raise ToolDefinitionError(f"tool {self.name!r}: cannot read the signature of {function!r}")
-            self._init_from_signature(sig, hints, doc_params)
+            self._validate = self._init_from_signature(sig, hints, doc_params)
+        self._invoke = _invoker(function, self._context_param, keywords=args_model is None)
         if grounded:
             self.parameters: dict[str, Any] = mark_grounded(self.name, self.parameters, grounded)
         self._declaration: ToolDeclaration = {
@@ -299,9 +300,11 @@ class Tool:
                 self.parameters, format_checker=grammar_format_checker()
             )
 
-    # -- construction paths
+    # -- construction paths: each sets ``parameters`` and returns the validator of the model's arguments
 
-    def _init_from_schema(self, parameters: dict[str, Any], takes: frozenset[str] | None) -> None:
+    def _init_from_schema(
+        self, parameters: dict[str, Any], takes: frozenset[str] | None
+    ) -> Callable[[dict[str, Any]], Any]:
         import jsonschema
         from jsonschema_specifications import REGISTRY as SPECIFICATIONS
 
@@ -354,10 +357,11 @@ class Tool:
                 raise ToolArgumentsError("; ".join(f"{k}: unknown argument" for k in unknown))
             return arguments
 
-        self._validate = validate
-        self._invoke = _invoker(self.function, self._context_param, keywords=True)
+        return validate
 
-    def _init_from_model(self, model: type[pydantic.BaseModel], sig: inspect.Signature | None) -> None:
+    def _init_from_model(
+        self, model: type[pydantic.BaseModel], sig: inspect.Signature | None
+    ) -> Callable[[dict[str, Any]], Any]:
         if not (isinstance(model, type) and issubclass(model, pydantic.BaseModel)):
             raise ToolDefinitionError(f"tool {self.name!r}: args_model must be a Pydantic model class")
         if sig is not None:
@@ -375,12 +379,11 @@ class Tool:
             except pydantic.ValidationError as exc:
                 raise ToolArgumentsError(format_validation_error(exc)) from None
 
-        self._validate = validate
-        self._invoke = _invoker(self.function, self._context_param, keywords=False)
+        return validate
 
     def _init_from_signature(
         self, sig: inspect.Signature, hints: dict[str, Any], doc_params: dict[str, str]
-    ) -> None:
+    ) -> Callable[[dict[str, Any]], Any]:
         refuse_unbound_method(self.name, self.function, sig, hints)
         fields: dict[str, Any] = {}
         names: list[tuple[str, str]] = []  # (field name in the model, parameter name)
@@ -427,8 +430,7 @@ class Tool:
             d = inst.__dict__
             return {pname: d[fname] for fname, pname in names}
 
-        self._validate = validate
-        self._invoke = _invoker(self.function, self._context_param, keywords=True)
+        return validate
 
     # -- use
 
