@@ -101,13 +101,6 @@ def placeholders(value: Any, path: FieldPath) -> list[tuple[str, FieldPath]]:
     return found
 
 
-def _env(name: str, where: str) -> str:
-    value = os.environ.get(name)
-    if value is None:
-        raise RuntimeError(f"environment variable {name} is not set (needed by {where})")
-    return value
-
-
 def _render(template: Any, args: dict[str, Any], where: str, *, quote: bool = False) -> Any:
     """Fill a template: ``${ENV}`` from the environment, ``{arg}`` from the arguments (one pass: values are not
     re-expanded); exactly ``{arg}`` yields the typed value; mappings and lists drop entries missing an argument.
@@ -129,8 +122,10 @@ def _render(template: Any, args: dict[str, Any], where: str, *, quote: bool = Fa
             return text(m.group(1)) if quote or args.get(m.group(1)) is None else args[m.group(1)]
 
         def rep(mm: re.Match[str]) -> str:
-            if mm.group(1):
-                return _env(mm.group(1), where)
+            if var := mm.group(1):
+                if (env := os.environ.get(var)) is None:
+                    raise RuntimeError(f"environment variable {var} is not set (needed by {where})")
+                return env
             return {"{{": "{", "}}": "}"}.get(mm.group(0)) or text(mm.group(2))
 
         return _TEMPLATE.sub(rep, template)
