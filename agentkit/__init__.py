@@ -38,41 +38,31 @@ if TYPE_CHECKING:
     from agentkit.tool_output import ToolContent, ToolImage, ToolImageLimits
     from agentkit.tools import Grounded, Tool, ToolContext, tool
 
+#: The public names, by the module that defines them.
 _EXPORTS = {
-    "Agent": "agentkit.agent",
-    "AgentRun": "agentkit.agent",
-    "ChatSession": "agentkit.agent",
-    "Backend": "agentkit.backends.base",
-    "ModelTurn": "agentkit.backends.base",
-    "ToolCallRequest": "agentkit.backends.base",
-    "ToolCall": "agentkit.messages",
-    "Usage": "agentkit.backends.base",
-    "Bundle": "agentkit.bundle",
-    "load_bundle": "agentkit.bundle",
-    "AgentKitError": "agentkit.errors",
-    "AgentRunError": "agentkit.errors",
-    "BackendError": "agentkit.errors",
-    "BundleError": "agentkit.errors",
-    "LoopGuardTriggered": "agentkit.errors",
-    "MaxStepsExceeded": "agentkit.errors",
-    "ModelRetry": "agentkit.errors",
-    "PromptTooLong": "agentkit.errors",
-    "ToolCallFormatError": "agentkit.errors",
-    "ToolDefinitionError": "agentkit.errors",
-    "ToolRetriesExceeded": "agentkit.errors",
-    "Conversation": "agentkit.history",
-    "RunResult": "agentkit.result",
-    "Step": "agentkit.result",
-    "Timing": "agentkit.result",
-    "ToolCallRecord": "agentkit.result",
-    "ToolContent": "agentkit.tool_output",
-    "ToolImage": "agentkit.tool_output",
-    "ToolImageLimits": "agentkit.tool_output",
-    "Grounded": "agentkit.tools",
-    "Tool": "agentkit.tools",
-    "ToolContext": "agentkit.tools",
-    "tool": "agentkit.tools",
+    "agentkit.agent": ("Agent", "AgentRun", "ChatSession"),
+    "agentkit.backends.base": ("Backend", "ModelTurn", "ToolCallRequest", "Usage"),
+    "agentkit.messages": ("ToolCall",),
+    "agentkit.bundle": ("Bundle", "load_bundle"),
+    "agentkit.errors": (
+        "AgentKitError",
+        "AgentRunError",
+        "BackendError",
+        "BundleError",
+        "LoopGuardTriggered",
+        "MaxStepsExceeded",
+        "ModelRetry",
+        "PromptTooLong",
+        "ToolCallFormatError",
+        "ToolDefinitionError",
+        "ToolRetriesExceeded",
+    ),
+    "agentkit.history": ("Conversation",),
+    "agentkit.result": ("RunResult", "Step", "Timing", "ToolCallRecord"),
+    "agentkit.tool_output": ("ToolContent", "ToolImage", "ToolImageLimits"),
+    "agentkit.tools": ("Grounded", "Tool", "ToolContext", "tool"),
 }
+_MODULE_OF = {name: module for module, names in _EXPORTS.items() for name in names}
 
 __all__ = [
     "Agent",
@@ -113,7 +103,7 @@ __all__ = [
 
 
 def __getattr__(name: str) -> Any:
-    module = _EXPORTS.get(name)
+    module = _MODULE_OF.get(name)
     if module is None:
         raise AttributeError(f"module 'agentkit' has no attribute {name!r}")
     value = getattr(importlib.import_module(module), name)

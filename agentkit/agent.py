@@ -1,9 +1,7 @@
-"""The agent: a backend, tools and the run logic it holds (``agent.graph``, a :class:`agentkit.planner.RunGraph`).
+"""The agent: a backend, tools and its run logic (``agent.graph``, a :class:`agentkit.planner.RunGraph`).
 
-``Agent.run`` / ``arun`` answer one user message; ``Agent.iter`` gives the same run node by node
-(:mod:`agentkit.nodes`: ``run.nodes()``) or step by step (``async for step in run``, for UIs and streaming);
-``Agent.chat`` keeps a multi-turn :class:`ChatSession` whose history holds
-user messages and final answers only.
+``Agent.run`` / ``arun`` answer one user message; ``Agent.iter`` gives the same run node by node or step by
+step; ``Agent.chat`` keeps a multi-turn :class:`ChatSession` (user messages and final answers only).
 """
 
 from __future__ import annotations
@@ -22,7 +20,7 @@ from agentkit.mcp.host import ToolsetLease, refresh_toolsets, tool_choice_writte
 from agentkit.nodes import AgentRun
 from agentkit.planner import Host, RunGraph, RunState
 from agentkit.result import RunResult, Step
-from agentkit.tool_output import ToolImageLimits
+from agentkit.tool_output import ToolImageLimits, int_at_least, prompt_tokens
 from agentkit.tools import Tool, ToolOptions, as_tool
 from model.heads.vision import ImageError, ImageSource, check_budget, to_data_url
 
@@ -52,11 +50,7 @@ class RunOptions(TurnOptions, total=False):
 
 
 def check_options(call: str, options: Mapping[str, Any]) -> None:
-    """The keywords of a run are :class:`RunOptions`.
-
-    Raises:
-        TypeError: naming the call, the unknown keyword and the ones it takes.
-    """
+    """Raise ``TypeError`` naming the call, an unknown keyword and the :class:`RunOptions` it takes."""
     unknown = [k for k in options if k not in RunOptions.__optional_keys__]
     if unknown:
         takes = ", ".join(sorted(RunOptions.__optional_keys__))
@@ -64,11 +58,7 @@ def check_options(call: str, options: Mapping[str, Any]) -> None:
 
 
 def refuse_in_event_loop(call: str, instead: str) -> None:
-    """A sync entry point runs its own event loop, so it cannot run inside one (a notebook, async code).
-
-    Raises:
-        RuntimeError: ``CALL cannot be called from a running event loop; use `INSTEAD```.
-    """
+    """Raise ``RuntimeError`` inside a running event loop: a sync entry point runs its own."""
     try:
         asyncio.get_running_loop()
     except RuntimeError:
@@ -79,10 +69,8 @@ def refuse_in_event_loop(call: str, instead: str) -> None:
 def user_content(
     question: str, images: Sequence[ImageSource] | None = None, vision_budget: int | None = None
 ) -> str | list[dict[str, Any]]:
-    """The content of a user message: ``question`` alone, or image parts followed by a text part.
-
-    Each image is checked and stored inline as a ``data:`` URL (:func:`model.heads.vision.to_data_url`), so the
-    message is self-contained JSON (history, saved conversations, remote requests).
+    """The content of a user message: ``question`` alone, or image parts (checked, inline ``data:`` URLs) and
+    then a text part.
 
     Raises:
         ValueError: ``question`` is not a non-empty string.
@@ -109,12 +97,7 @@ def user_content(
 
 
 def _check_arguments(model: Any, tools: Any, on_event: Any) -> None:
-    """The mix-ups of a first agent, each named: tools given as the model (the first argument), one tool not in
-    a list, an event callback that is not callable.
-
-    Raises:
-        TypeError: the first of them.
-    """
+    """Raise ``TypeError`` for tools given as the model, one tool not in a list or a non-callable on_event."""
     if isinstance(model, (list, tuple, Tool)) or (callable(model) and not hasattr(model, "complete")):
         raise TypeError(
             f"Agent's first argument is the model (a backend, a spec string such as 'embedded', or None), got "
@@ -132,26 +115,17 @@ def _check_arguments(model: Any, tools: Any, on_event: Any) -> None:
             check_callback(c)
 
 
-def _whole(value: Any, low: int) -> bool:
-    """``value`` is an integer (not a bool) >= ``low``."""
-    return isinstance(value, int) and not isinstance(value, bool) and value >= low
-
-
 def _check_settings(
     max_steps: Any, loop_guard: Any, max_format_retries: Any, max_tool_output_bytes: Any, system_prompt: Any
 ) -> None:
-    """The agent's numeric settings and system prompt, each of its type and range.
-
-    Raises:
-        ValueError: the first that is not (named, with the value given).
-    """
-    if not _whole(max_steps, 1):
+    """Raise ``ValueError`` naming the first numeric setting (or system prompt) of the wrong type or range."""
+    if not int_at_least(max_steps, 1):
         raise ValueError(f"max_steps must be an integer >= 1, got {max_steps!r}")
-    if not _whole(max_format_retries, 0):
+    if not int_at_least(max_format_retries, 0):
         raise ValueError(f"max_format_retries must be an integer >= 0, got {max_format_retries!r}")
-    if loop_guard is not None and not _whole(loop_guard, 2):
+    if loop_guard is not None and not int_at_least(loop_guard, 2):
         raise ValueError(f"loop_guard must be an integer >= 2 or None, got {loop_guard!r}")
-    if max_tool_output_bytes not in (None, "auto") and not _whole(max_tool_output_bytes, 1):
+    if max_tool_output_bytes not in (None, "auto") and not int_at_least(max_tool_output_bytes, 1):
         raise ValueError(
             f"max_tool_output_bytes must be an integer >= 1 (bytes), 'auto' or None, got {max_tool_output_bytes!r}"
         )
@@ -160,51 +134,33 @@ def _check_settings(
 
 
 class Agent(Host):
-    """A function-calling agent: a backend, tools and the run logic it holds (``agent.graph``, a
-    :class:`agentkit.planner.RunGraph`); :meth:`process_tool_calls` and :meth:`execute_tool_call` may be overridden.
+    """A function-calling agent: a backend, tools and its run logic (``agent.graph``, a
+    :class:`agentkit.planner.RunGraph`); :meth:`process_tool_calls` and :meth:`execute_tool_call` may be
+    overridden. The keywords in full: docs/AGENTS.md.
 
     Args:
-        model: a :class:`~agentkit.backends.base.Backend`, or a spec string resolved by
-            :func:`agentkit.backends.resolve_backend` (``"embedded"``, ``"embedded:PATH"``,
-            ``"openai:MODEL"``); ``None`` = the embedded backend with the default checkpoint (loaded on
-            first use).
-        tools: :class:`~agentkit.tools.Tool` objects or plain typed functions (wrapped with defaults).
-        system_prompt: system message put before the history; ``None`` for none.
+        model: a :class:`~agentkit.backends.base.Backend`, a spec string (``"embedded"``, ``"embedded:PATH"``,
+            ``"openai:MODEL"``) or ``None`` (the embedded backend, default checkpoint).
+        tools: :class:`~agentkit.tools.Tool` objects or plain typed functions.
+        system_prompt: system message put before the history.
         max_steps: model turns allowed per run (>= 1).
-        tool_choice: ``"auto" | "required" | "none" | {"name": NAME}``.
-        loop_guard: stop the run when the model requests the same (tool, canonical arguments) for the
-            ``loop_guard``-th time in one run (that request is not executed); ``None`` disables (>= 2).
-        reset_tool_choice: use ``"auto"`` after the first step when ``tool_choice`` forces a call.
+        tool_choice: ``"auto" | "required" | "none" | {"name": NAME}``; a forced choice applies to the first
+            model turn only, unless ``reset_tool_choice=False``.
+        loop_guard: stop at the ``loop_guard``-th request of the same (tool, canonical arguments) in one run
+            (>= 2; ``None`` disables).
         on_event: callback(s) receiving every :mod:`agentkit.events` event of every run.
         name: a label for logs and results.
-        max_tool_output_bytes: bytes (UTF-8) of tool output the model may see per model turn, shared evenly
-            by that turn's calls (a tool's own ``max_output_bytes`` lowers its share); longer responses are cut
-            with a marker saying how much. ``"auto"``: on a backend that counts tokens and reports
-            ``max_prompt_tokens`` (the embedded one), half the prompt capacity in tokens (1,792 / 2 = 896 tokens
-            for ``agentkit-tiny``, counted with its tokenizer; :meth:`tool_output_token_budget`); on other
-            backends half of ``max_prompt_tokens`` as bytes, or :data:`DEFAULT_TOOL_OUTPUT_BYTES`; ``None``:
-            only the tools' own limits.
-        trim_history: when the prompt does not fit the model, drop the oldest kept turns, then the oldest
-            tool-call groups of this turn (a call never without its responses) before giving up with
-            :class:`~agentkit.errors.PromptTooLong`.
-        max_format_retries: format reminders per run for model turns whose text looks like a tool call
-            that does not parse (>= 0); one more such turn stops the run with
-            :class:`~agentkit.errors.ToolCallFormatError`.
-        toolsets: MCP servers (:class:`agentkit.mcp.MCPToolset`) whose tools the agent also uses; ``async with
-            agent:`` keeps them open across runs, else a run opens them and the last of the runs sharing them
-            closes them; a run on another event loop meanwhile is refused (docs/MCP.md).
-        tool_images: which images of tool results (:class:`~agentkit.tool_output.ToolContent`, e.g. from MCP
-            tools) a backend that takes images is shown: :class:`~agentkit.tool_output.ToolImageLimits` (default:
-            5 MiB, 8 per response, PNG/JPEG/WebP, a quarter of the prompt's tokens per step on the embedded
-            backend); an image not shown is a note saying why (docs/MCP.md).
+        max_tool_output_bytes: bytes of tool output the model may see per model turn, shared by its calls;
+            ``"auto"``: half the prompt capacity (:meth:`tool_output_budget`); ``None``: the tools' own limits.
+        trim_history: drop the oldest kept turns and tool-call groups while the prompt does not fit.
+        max_format_retries: format reminders per run for turns with a tool call that does not parse (>= 0).
+        toolsets: MCP servers (:class:`agentkit.mcp.MCPToolset`) whose tools the agent also uses (docs/MCP.md).
+        tool_images: which images of tool results are shown (:class:`~agentkit.tool_output.ToolImageLimits`).
 
     Raises:
         ToolDefinitionError: duplicate tool names, or a forced tool_choice naming an unknown tool.
-        TypeError: tools given as the model (the first argument), one tool not in a list, or an ``on_event``
-            that is not callable.
-        ValueError: ``max_steps`` not an integer >= 1, ``loop_guard`` not an integer >= 2 (or None),
-            ``max_tool_output_bytes`` not an integer >= 1 (or ``"auto"``, None), ``max_format_retries`` not an
-            integer >= 0, a ``system_prompt`` that is not a string, or an invalid ``tool_choice``.
+        TypeError: tools given as the model, one tool not in a list, or an ``on_event`` that is not callable.
+        ValueError: a setting of the wrong type or range, or an invalid ``tool_choice``.
     """
 
     def __init__(
@@ -268,17 +224,10 @@ class Agent(Host):
         binding: str | None = None,
         **overrides: Any,
     ) -> Agent:
-        """Build an agent from a YAML tool bundle (see docs/BUNDLES.md).
-
-        Args:
-            bundle: path of the bundle file, or a loaded bundle (:class:`agentkit.bundle.Bundle`, any
-                :class:`agentkit.bundle_load.BundleSpec`).
-            backend: override the bundle's backend: a name (``embedded``, ``openai``, ``scripted``) or a
-                Backend instance.
-            model: override the bundle's model (checkpoint path/id, server model name, or script file).
-            seed, adapter, binding: the backend's seed, LoRA adapter and binder (see
-                :meth:`agentkit.bundle_load.BundleSpec.make_backend`).
-            overrides: any :class:`Agent` keyword (``max_steps=``, ``system_prompt=``, ``on_event=``...).
+        """Build an agent from a YAML tool bundle (docs/BUNDLES.md): a path or a loaded
+        :class:`agentkit.bundle_load.BundleSpec`; ``backend``, ``model``, ``seed``, ``adapter``, ``binding``
+        override its ``model:`` section (:meth:`agentkit.bundle_load.BundleSpec.make_backend`), ``overrides``
+        are :class:`Agent` keywords.
 
         Raises:
             BundleError: the file is invalid (file, line, field in the message).
@@ -297,9 +246,8 @@ class Agent(Host):
         """Register a tool (a :class:`Tool` or a typed function); returns the Tool.
 
         Raises:
-            ToolDefinitionError: a tool with that name is already registered, the function cannot be made a
-                tool, or the backend cannot serve it (the embedded backend: a schema its tool-call constraint
-                cannot enforce, checked here and not when the tool is defined).
+            ToolDefinitionError: a duplicate name, a function that cannot be a tool, or a schema the backend
+                cannot serve (the embedded backend's constraint).
         """
         tl = as_tool(t)
         if tl.name in self.graph.tools:
@@ -317,8 +265,7 @@ class Agent(Host):
             self.graph.declarations = [d for d in self.graph.declarations if d["function"]["name"] != name]
 
     async def __aenter__(self) -> Agent:
-        """Open the toolsets (MCP servers) for the runs inside the block (blocks may nest or overlap; runs
-        already in flight share them)."""
+        """Open the toolsets (MCP servers) for the runs inside the block (blocks may nest or overlap)."""
         await self._toolset_lease.acquire()
         self._toolsets_held += 1
         return self
@@ -348,12 +295,8 @@ class Agent(Host):
     def tool(
         self, fn: Callable[..., Any] | None = None, /, **options: Unpack[ToolOptions]
     ) -> Tool | Callable[[Callable[..., Any]], Tool]:
-        """Decorator registering ``fn`` as a tool: ``@agent.tool``, or ``@agent.tool(timeout=5, ...)`` with the
-        keywords of :func:`agentkit.tools.tool`.
-
-        Raises:
-            ToolDefinitionError: as :meth:`add_tool`.
-        """
+        """Decorator registering ``fn`` as a tool: ``@agent.tool`` or ``@agent.tool(timeout=5, ...)`` (the
+        keywords of :func:`agentkit.tools.tool`); raises as :meth:`add_tool`."""
         if fn is not None:
             return self.add_tool(Tool(fn, **options) if options else fn)
         return lambda f: self.add_tool(Tool(f, **options))
@@ -368,51 +311,30 @@ class Agent(Host):
         return list(self.graph.declarations)
 
     def tool_output_budget(self) -> int | None:
-        """Bytes of tool output the model may see per model turn (see ``max_tool_output_bytes``).
-
-        ``"auto"`` asks the backend for ``max_prompt_tokens`` (the embedded backend loads its checkpoint for
-        that) and takes that many bytes; ``None`` means no agent-wide limit.
-        """
+        """Bytes of tool output the model may see per model turn (see ``max_tool_output_bytes``; ``"auto"`` asks
+        the backend's ``max_prompt_tokens``, which loads the embedded checkpoint); ``None``: no agent-wide limit."""
         if self.max_tool_output_bytes != "auto":
             return self.max_tool_output_bytes
-        try:
-            tokens = getattr(self.backend, "max_prompt_tokens", None)
-        except Exception:  # a backend that cannot tell (e.g. its checkpoint failed to load)
-            tokens = None
-        if isinstance(tokens, int) and not isinstance(tokens, bool) and tokens > 0:
-            if callable(getattr(self.backend, "count_tokens", None)):
-                # the backend counts tokens: half the prompt in tokens (tool_output_token_budget), and a
-                # byte pre-cut generous enough never to bind before it (no token is longer than 16 bytes)
-                return max(tokens // 2, 1) * 16
-            return max(tokens // 2, 1)
-        return DEFAULT_TOOL_OUTPUT_BYTES
+        tokens = prompt_tokens(self.backend)
+        if tokens is None:
+            return DEFAULT_TOOL_OUTPUT_BYTES
+        if callable(getattr(self.backend, "count_tokens", None)):
+            # the token budget binds; a byte pre-cut never before it (no token is longer than 16 bytes)
+            return max(tokens // 2, 1) * 16
+        return max(tokens // 2, 1)
 
     def tool_output_token_budget(self) -> int | None:
-        """Tokens of tool output the model may see per model turn, when the backend counts tokens.
-
-        With ``max_tool_output_bytes="auto"`` and a backend that has ``count_tokens`` and reports
-        ``max_prompt_tokens`` (the embedded backend): half the prompt capacity in tokens, so a turn's tool output
-        always leaves the other half to the system prompt, declarations and question. ``None`` otherwise (the
-        byte budget of :meth:`tool_output_budget` is then the only agent-wide limit).
-        """
+        """Tokens of tool output the model may see per model turn: with ``"auto"`` on a backend that counts
+        tokens and reports ``max_prompt_tokens``, half the prompt capacity; else ``None``."""
         if self.max_tool_output_bytes != "auto" or not callable(getattr(self.backend, "count_tokens", None)):
             return None
-        try:
-            tokens = getattr(self.backend, "max_prompt_tokens", None)
-        except Exception:
-            return None
-        if isinstance(tokens, int) and not isinstance(tokens, bool) and tokens > 0:
-            return max(tokens // 2, 1)
-        return None
+        tokens = prompt_tokens(self.backend)
+        return None if tokens is None else max(tokens // 2, 1)
 
     # ------------------------------------------------------------------------------ running
 
     def run(self, question: str, **options: Unpack[RunOptions]) -> RunResult:
-        """Answer one user message (sync wrapper of :meth:`arun`; see there).
-
-        Raises:
-            RuntimeError: called from inside a running event loop (use ``await agent.arun(...)``).
-        """
+        """Answer one user message: :meth:`arun` run synchronously (``RuntimeError`` inside an event loop)."""
         refuse_in_event_loop("Agent.run()", "await agent.arun(...)")
         check_options("Agent.run()", options)
         return asyncio.run(self._complete(self._prepare(question, **options), True))
@@ -423,35 +345,22 @@ class Agent(Host):
         Args:
             question: the user message (non-empty).
             history: kept history of earlier turns, a :class:`~agentkit.history.Conversation` or a list of its
-                messages (``{"role": "user" | "assistant", "content": ...}``, alternating, user first); not
-                modified, the new one is ``result.conversation``.
+                messages (alternating, user first); not modified, the new one is ``result.conversation``.
             deps: any object, handed to tools through :class:`~agentkit.tools.ToolContext`.
             on_event: an extra event callback for this run only.
-            images: images the question is about: file paths, bytes, ``data:`` URLs or ``PIL.Image.Image``
-                objects (PNG, JPEG or WebP; EXIF orientation applied). They go into the user message as OpenAI
-                content parts before the text (``{"type": "image_url", "image_url": {"url": "data:..."}}``),
-                and so into the history, saved conversations and a remote server's request.
-            vision_budget: soft tokens per image for the embedded backend: 70, 140, 280 (default), 560 or
-                1120 (see :mod:`model.heads.vision`); kept on each image part as ``vision_budget`` (not sent to a
-                remote server).
+            images: file paths, bytes, ``data:`` URLs or ``PIL.Image.Image`` objects (PNG, JPEG or WebP), put in
+                the user message as ``image_url`` content parts before the text.
+            vision_budget: soft tokens per image for the embedded backend: 70, 140, 280 (default), 560 or 1120
+                (:mod:`model.heads.vision`).
 
         Returns:
             The :class:`~agentkit.result.RunResult` (answer, steps, usage, timing, transcript, history).
 
         Raises:
-            ValueError: empty question, a malformed history message (its index and the problem), or
-                ``tool_choice="required"`` on an agent without tools.
-            TypeError: ``history`` is neither a Conversation nor a list of messages.
-            model.heads.vision.ImageError: an image that is missing, unreadable, corrupt or of another format, or a
-                vision budget outside the five values (raised before the model is asked; one line naming the
-                image and the reason).
-            MaxStepsExceeded: ``max_steps`` model turns without a final answer.
-            LoopGuardTriggered: the same (tool, canonical arguments) requested ``loop_guard`` times.
-            ToolRetriesExceeded: a tool failed more than its ``retries`` budget in this run.
-            PromptTooLong: a prompt does not fit the model's context even after trimming (names the token
-                count and the limit).
-            ToolCallFormatError: more than ``max_format_retries`` model turns wrote a tool call that does
-                not parse.
+            ValueError, TypeError, model.heads.vision.ImageError: a bad question, history, image or
+                ``tool_choice="required"`` without tools (before the model is asked).
+            AgentRunError: the run stopped (``MaxStepsExceeded``, ``LoopGuardTriggered``, ``ToolRetriesExceeded``,
+                ``PromptTooLong``, ``ToolCallFormatError``), the partial transcript in ``.result``.
             BackendError: the backend failed (after its own retries).
         """
         check_options("Agent.arun()", options)
@@ -471,15 +380,9 @@ class Agent(Host):
                     print([c.name for c in node.turn.tool_calls])  # before they run
 
         Arguments as :meth:`arun`. Each :class:`~agentkit.result.Step` is yielded once its tool calls have
-        answered; the final answer's step comes last, and ``run.result`` is then the
-        :class:`~agentkit.result.RunResult`. A run that stops raises from the ``async for`` as :meth:`arun`.
-        The run is one loop: a second ``async for`` over it continues where the first stopped (after the end,
-        it yields nothing); call ``iter`` again for a new run. ``run.nodes()`` yields each node of
-        :mod:`agentkit.nodes` before it runs; a loop stopped after any node continues with the next
-        ``run.nodes()``.
-
-        Raises:
-            ValueError, model.heads.vision.ImageError: as :meth:`arun`, at once.
+        answered, the final answer's last; ``run.result`` is then the :class:`~agentkit.result.RunResult`. A run
+        that stops raises from the ``async for`` as :meth:`arun`. A second loop over the run continues where the
+        first stopped. Raises ``ValueError`` and ``ImageError`` as :meth:`arun`, at once.
         """
         check_options("Agent.iter()", options)
         state = self._prepare(question, **options)
@@ -521,8 +424,7 @@ class Agent(Host):
     # -------------------------------------------------------------------------------- chat
 
     def chat(self, conversation: HistoryLike | None = None) -> ChatSession:
-        """Start (or resume from ``conversation``: a Conversation or a list of its messages) a multi-turn chat
-        session."""
+        """A multi-turn chat session, new or resumed from ``conversation``."""
         return ChatSession(self, conversation)
 
     def __repr__(self) -> str:
@@ -548,12 +450,9 @@ class ChatSession:
         self.results: list[RunResult] = []
 
     def send(self, message: str, **options: Unpack[TurnOptions]) -> RunResult:
-        """Run one turn and append it to the history (``images``/``vision_budget`` as :meth:`Agent.arun`).
-
-        A turn that fails (e.g. :class:`~agentkit.errors.MaxStepsExceeded`) raises and leaves the history
-        unchanged. Turns sent while another runs (``asend`` from several tasks, ``send`` from several threads)
-        each start from the history as it was when they were sent, and all are kept, in the order they finished.
-        """
+        """Run one turn and append it to the history (options as :meth:`Agent.arun`). A failed turn raises and
+        leaves the history unchanged; turns sent concurrently each start from the history as sent and are all
+        kept, in the order they finished."""
         refuse_in_event_loop("ChatSession.send()", "await chat.asend(...)")
         return self._keep(self.agent.run(message, history=self.conversation, **options))
 
@@ -562,8 +461,7 @@ class ChatSession:
         return self._keep(await self.agent.arun(message, history=self.conversation, **options))
 
     def _keep(self, result: RunResult) -> RunResult:
-        # the turn's user message and answer after the history as it is now: a turn sent while another was
-        # running (asend twice at once, send from two threads) is kept too, in the order the turns finished
+        # appended to the history as it is now, so concurrent turns are all kept
         question, final = result.conversation.messages[-2:]
         self.conversation = self.conversation.with_turn(question["content"], final["content"])
         self.results.append(result)

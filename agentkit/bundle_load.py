@@ -1,40 +1,32 @@
-"""Loading a YAML tool bundle to its spec (:class:`BundleSpec`): an agent's model, system prompt, loop settings and
-tools, from one versioned file. It imports no agent: :meth:`agentkit.Agent.from_bundle` builds the agent from the
-spec, and :mod:`agentkit.bundle` (``load_bundle``, ``Bundle.make_agent``) is the public face of both.
+"""Loading a YAML tool bundle to its spec (:class:`BundleSpec`): an agent's model, system prompt, loop settings,
+tools and MCP toolsets from one versioned file (docs/BUNDLES.md). It imports no agent: ``Agent.from_bundle``
+builds one from the spec, and :mod:`agentkit.bundle` is the public face of both.
 
-The format is documented in docs/BUNDLES.md and defined by ``agentkit/schemas/bundle.schema.json``
-(JSON Schema 2020-12, checked with ``jsonschema``). :func:`load_spec` reads a file, validates it against
-the schema, then checks what a schema cannot (importable ``python:`` functions, valid ``parameters``
-schemas, placeholders that name parameters, duplicate tool names...). Every problem is reported with the
-file, the line and column (from the YAML node marks) and the field path (``tools[1].http.url``), all at
-once, in a :class:`~agentkit.errors.BundleError`.
-
-Tool implementations:
-
-* ``python: package.module:function`` - imported at load time (the bundle's folder is put on ``sys.path``);
-  ``parameters`` optional (taken from the type hints when absent).
-* ``http:`` - one HTTP request per call with httpx, retried on 429/5xx/timeouts (:mod:`agentkit.bundle_tools`).
-* ``sandbox:`` - code run in the Docker sandbox (:mod:`sandbox`), with the arguments in ``args.json``.
-``toolsets:`` - MCP servers (:mod:`agentkit.mcp.bundle`). The ``model:`` and ``agent:`` sections are typed
-(:class:`EmbeddedModel` / :class:`OpenAIModel` / :class:`ScriptedModel`, on ``backend``; :class:`AgentSection`).
+:func:`load_spec` validates the file against ``agentkit/schemas/bundle.schema.json``, then checks what a schema
+cannot (importable ``python:`` targets, ``parameters`` schemas, placeholders, duplicate names...) and reports
+every problem at once, each with file, line, column and field path, in a :class:`~agentkit.errors.BundleError`.
 """
 
 from __future__ import annotations
 
-import json
-import math
 import threading
-from collections.abc import Callable
 from dataclasses import dataclass, field
-from functools import lru_cache
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar
 
 import pydantic
-import yaml
 
 from agentkit.backends import make_backend
 from agentkit.backends.embedded import constraint_support_error
+from agentkit.bundle_document import (
+    FORMAT_VERSION,
+    FieldPath,
+    Positions,
+    field_name,
+    read_yaml,
+    schema,
+    schema_issues,
+)
 from agentkit.bundle_sections import (
     MODEL_SECTION,
     AgentSection,
@@ -56,6 +48,7 @@ from agentkit.errors import BundleError, BundleIssue, ToolDefinitionError
 from agentkit.mcp.bundle import toolsets_of
 from agentkit.tool_schema import grounded_keyword, misspelt_keywords, yaml_number_hint
 from agentkit.tools import DEFAULT_RETRIES, DEFAULT_TIMEOUT_S, Tool
+from schema import SchemaError
 
 if TYPE_CHECKING:
     import httpx
@@ -78,116 +71,18 @@ __all__ = [
 #: A :class:`BundleSpec` class.
 S = TypeVar("S", bound="BundleSpec")
 
-#: The bundle format version this agentkit reads (``agentkit_bundle: 1``).
-FORMAT_VERSION = 1
-SCHEMA_PATH = Path(__file__).resolve().parent / "schemas" / "bundle.schema.json"
-
-
-@lru_cache(maxsize=1)
-def schema() -> dict[str, Any]:
-    """The bundle JSON Schema (``agentkit/schemas/bundle.schema.json``)."""
-    return dict(json.loads(SCHEMA_PATH.read_text(encoding="utf-8")))
-
-
-# ------------------------------------------------------------------------------------ typed sections
-
-
-# ------------------------------------------------------------------------------------------- positions
-
-Path_ = tuple[str | int, ...]
-
-
-def _fmt(path: Path_) -> str:
-    out = ""
-    for p in path:
-        out += f"[{p}]" if isinstance(p, int) else (f".{p}" if out else str(p))
-    return out
-
-
-class _Positions:
-    """Line/column of every value and key of a YAML document, by field path."""
-
-    def __init__(self) -> None:
-        self.values: dict[Path_, tuple[int, int]] = {}
-        self.keys: dict[Path_, tuple[int, int]] = {}
-
-    def at(self, path: Path_, *, key: bool = False) -> tuple[int | None, int | None]:
-        """Position of ``path`` (of its key when ``key``), else of its nearest known parent."""
-        if key and path in self.keys:
-            return self.keys[path]
-        p = path
-        while True:
-            if p in self.values:
-                return self.values[p]
-            if not p:
-                return None, None
-            p = p[:-1]
-
-
-def _mark(node: yaml.Node) -> tuple[int, int]:
-    return node.start_mark.line + 1, node.start_mark.column + 1
-
-
-#: Most values a bundle may expand to once its YAML aliases are followed (a billion-laughs file is refused
-#: before anything walks it).
-MAX_EXPANDED_NODES = 100_000
-
-
-def _expanded_size(node: yaml.Node, sizes: dict[int, float]) -> float:
-    """How many nodes ``node`` holds with every alias expanded (``inf`` when an alias refers to a node that
-    holds it), counted in time linear in the file: each node once, memoised by identity in ``sizes`` (an alias
-    is the same node object as its anchor)."""
-    if id(node) not in sizes:
-        sizes[id(node)] = math.inf  # while its children are counted: a cycle back to it is infinite
-        children: list[yaml.Node] = []
-        if isinstance(node, yaml.MappingNode):
-            children = [n for kv in node.value for n in kv]
-        elif isinstance(node, yaml.SequenceNode):
-            children = list(node.value)
-        sizes[id(node)] = 1 + sum(_expanded_size(c, sizes) for c in children)
-    return sizes[id(node)]
-
-
-def _walk(node: yaml.Node, path: Path_, pos: _Positions, issues: list[tuple[Path_, str, bool]]) -> None:
-    pos.values.setdefault(path, _mark(node))
-    if isinstance(node, yaml.MappingNode):
-        seen: set[str] = set()
-        for k, v in node.value:
-            if k.tag == "tag:yaml.org,2002:merge":  # `<<: *base`: keys written after it override, not repeat
-                continue
-            key = k.value if isinstance(k, yaml.ScalarNode) else str(k.value)
-            kp = (*path, key)
-            if key in seen:
-                pos.keys[(*kp, "#dup")] = _mark(k)
-                issues.append(((*kp, "#dup"), f"duplicate key {key!r} (YAML keeps only the last one)", True))
-                continue
-            seen.add(key)
-            pos.keys[kp] = _mark(k)
-            _walk(v, kp, pos, issues)
-    elif isinstance(node, yaml.SequenceNode):
-        for i, v in enumerate(node.value):
-            _walk(v, (*path, i), pos, issues)
-
-
-# ---------------------------------------------------------------------------------------------- bundle
-
 
 @dataclass
 class BundleSpec:
     """A loaded bundle: what an agent is made of (:meth:`agentkit.Agent.from_bundle` makes it).
 
     Attributes:
-        path, name, description: the bundle file, its name and its description.
-        model: the ``model:`` section as written (backend kind, name, backend settings).
-        system_prompt: system prompt (``None`` if absent).
-        agent_settings: the ``agent:`` section as written (``max_steps``, ``tool_choice``, ``loop_guard``,
-            ``reset_tool_choice``, ``max_tool_output_bytes``, ``trim_history``; ``tool_images`` as a
-            :class:`~agentkit.tool_output.ToolImageLimits`).
+        model, agent_settings: the ``model:`` and ``agent:`` sections as written (``tool_images`` as a
+            :class:`~agentkit.tool_output.ToolImageLimits`); ``model_section``: ``model`` typed.
         tools: the tools, ready to use; toolsets: its MCP servers (closed ``MCPToolset``s, copied per agent).
-        tool_choice_at: where ``agent.tool_choice`` names a tool that is not the bundle's own (it may be an MCP
-            tool: checked when an agent lists its toolsets), else ``None``.
+        tool_choice_at: where ``agent.tool_choice`` names a tool not the bundle's own (maybe an MCP tool,
+            checked when an agent lists its toolsets), else ``None``.
         data: the parsed YAML document.
-        model_section: ``model`` typed (:class:`EmbeddedModel`, :class:`OpenAIModel` or :class:`ScriptedModel`).
     """
 
     path: Path
@@ -211,22 +106,11 @@ class BundleSpec:
         adapter: str | Path | None = None,
         binding: str | None = None,
     ) -> Backend:
-        """The backend: the bundle's ``model:`` section, or the ``backend``/``model``/``seed`` overrides.
-
-        The bundle's backend settings apply only while the kind is the bundle's own (switching
-        ``--backend`` keeps only ``--model`` and ``--seed``). A relative ``scripted`` script path in the bundle
-        is relative to the bundle's folder, and so is a relative ``embedded`` checkpoint folder found there
-        (else the name is taken as given: a folder relative to the working directory, or a hub id).
-
-        Args:
-            backend: a backend kind, or a Backend instance (returned as is).
-            model: checkpoint path/id, served model name or script file.
-            seed: the embedded backend's denoising seed / the openai request's ``seed``, overriding
-                ``model.seed``; the scripted backend is deterministic and ignores it.
-            adapter: a LoRA adapter folder (``agentkit specialize``) for the embedded backend, overriding
-                ``model.adapter`` (a relative ``model.adapter`` in the bundle is relative to the bundle's folder).
-            binding: the embedded backend's binder (``auto``, ``copy-head``, ``none``), overriding
-                ``model.binding``.
+        """The backend of the bundle's ``model:`` section, with overrides: ``backend`` (a kind, or a Backend
+        returned as is), ``model`` (checkpoint, served model or script), ``seed`` (embedded and openai),
+        ``adapter`` (a LoRA folder) and ``binding`` (embedded only). The bundle's backend settings apply only
+        while the kind is its own. A relative script, adapter or checkpoint folder found beside the bundle is
+        relative to the bundle's folder.
 
         Raises:
             ValueError: unknown backend kind, a required model name missing, or ``adapter`` or ``binding`` with
@@ -258,8 +142,7 @@ class BundleSpec:
         return make_backend(kind, name, **settings)
 
     def agent_settings_with(self, **overrides: Any) -> dict[str, Any]:
-        """The ``Agent`` keywords this bundle sets (system prompt, name, ``agent:`` settings, fresh copies of its
-        toolsets), with ``overrides`` (``Agent`` keywords) winning."""
+        """The ``Agent`` keywords this bundle sets (fresh copies of its toolsets), ``overrides`` winning."""
         kwargs: dict[str, Any] = {
             "system_prompt": self.system_prompt,
             "name": self.name,
@@ -281,28 +164,29 @@ class _Load:
         self.path = path
         self.backend = backend  # the backend the bundle will run on, when the caller overrides the bundle's
         self.file = str(path)
-        self.pos = _Positions()
+        self.pos = Positions()
         self.issues: list[BundleIssue] = []
         self.runner = runner
         self.bundle_dir = str(path.resolve().parent)
-        self.kind = "embedded"
         self.checked = True
         self._client_lock = threading.Lock()
         self._client = http_client
         self.tool_choice_at: BundleIssue | None = None  # a tool_choice left to check against MCP tools
 
-    def issue(self, path_: Path_, message: str, *, key: bool = False, at: Path_ | None = None) -> BundleIssue:
+    def issue(
+        self, path_: FieldPath, message: str, *, key: bool = False, at: FieldPath | None = None
+    ) -> BundleIssue:
         """A :class:`BundleIssue` at ``path_`` (its key when ``key``; the position of ``at`` when given)."""
         line, col = self.pos.at(path_ if at is None else at, key=key)
-        fld = _fmt(tuple(x for x in path_ if x != "#dup"))
+        fld = field_name(tuple(x for x in path_ if x != "#dup"))
         return BundleIssue(self.file, line, col, fld, message)
 
-    def place(self, path_: Path_) -> str:
+    def place(self, path_: FieldPath) -> str:
         """``FILE:LINE`` of the field at ``path_``."""
         line, _ = self.pos.at(path_)
         return f"{self.file}:{line}" if line is not None else self.file
 
-    def add(self, path_: Path_, message: str, *, key: bool = False) -> None:
+    def add(self, path_: FieldPath, message: str, *, key: bool = False) -> None:
         """Record an issue."""
         self.issues.append(self.issue(path_, message, key=key))
 
@@ -324,45 +208,9 @@ class _Load:
 
     def read(self) -> dict[str, Any]:
         """Parse the YAML (positions and duplicate keys recorded) and check it against the JSON Schema."""
-        raw_bytes = self.path.read_bytes()
-        try:
-            text = raw_bytes.decode("utf-8")
-        except UnicodeDecodeError as exc:
-            row = raw_bytes.count(b"\n", 0, exc.start) + 1
-            column = exc.start - raw_bytes.rfind(b"\n", 0, exc.start)
-            msg = f"not UTF-8: byte 0x{raw_bytes[exc.start]:02x} cannot be decoded (save the file as UTF-8)"
-            raise BundleError([BundleIssue(self.file, row, column, "", msg)]) from None
-        loader = yaml.SafeLoader(text)
-        try:
-            node = loader.get_single_node()
-            if node is None:
-                raise BundleError([BundleIssue(self.file, 1, 1, "", "the file is empty")])
-            if (size := _expanded_size(node, {})) > MAX_EXPANDED_NODES:
-                msg = (
-                    "the document expands without end through YAML aliases (an alias inside its own anchor)"
-                    if math.isinf(size)
-                    else f"the document expands to {size:,.0f} values through YAML aliases (*name); "
-                    f"at most {MAX_EXPANDED_NODES:,}"
-                )
-                raise BundleError([BundleIssue(self.file, None, None, "", msg)])
-            raw: list[tuple[Path_, str, bool]] = []
-            _walk(
-                node, (), self.pos, raw
-            )  # as written: constructing it flattens `<<` merges into the mappings
-            data = loader.construct_document(node)
-        except yaml.MarkedYAMLError as exc:
-            mark, opened = exc.problem_mark or exc.context_mark, exc.context_mark
-            msg = " ".join(x for x in (exc.context, exc.problem) if x) or str(exc)
-            line, col = (mark.line + 1, mark.column + 1) if mark else (None, None)
-            if opened is not None and mark is not None and opened.line != mark.line and exc.context:
-                msg += f" (it began at line {opened.line + 1}, column {opened.column + 1})"  # an unclosed bracket
-            raise BundleError([BundleIssue(self.file, line, col, "", f"YAML syntax: {msg}")]) from None
-        except yaml.YAMLError as exc:
-            raise BundleError([BundleIssue(self.file, None, None, "", f"YAML: {exc}")]) from None
-        finally:
-            loader.dispose()
+        data, raw = read_yaml(self.path, self.file, self.pos)
         self.issues.extend(self.issue(pth, msg, key=k) for pth, msg, k in raw)
-        self.issues.extend(_schema_issues(data, self.issue))
+        self.issues.extend(schema_issues(data, self.issue))
         self.issues.extend(
             self.issue(at, f"must be a finite number, got {v}") for at, v in non_finite_numbers(data)
         )
@@ -372,7 +220,7 @@ class _Load:
 
     def model_section(self, model: dict[str, Any]) -> EmbeddedModel | OpenAIModel | ScriptedModel:
         """The typed ``model:`` section; a setting of another backend is an issue naming which."""
-        self.kind = kind = model.get("backend", "embedded")
+        kind = model.get("backend", "embedded")
         self.checked = (self.backend or kind) == "embedded"  # the constraint check is the embedded backend's
         try:
             return MODEL_SECTION.validate_python({"backend": kind, **model})
@@ -398,16 +246,16 @@ class _Load:
 
     # -- tools
 
-    def parameters(self, t: dict[str, Any], tp: Path_) -> tuple[dict[str, Any] | None, bool]:
-        """A tool's ``parameters`` (``grounded: true`` written as ``x-grounded``, at any depth), checked:
-        a valid JSON Schema of an object that, on the embedded backend, the constraint can enforce.
+    def unsupported(self, name: str, params: dict[str, Any]) -> SchemaError | None:
+        """What the embedded backend's constraint cannot enforce in ``params`` (``None``: all, or not checked)."""
+        return constraint_support_error(name, params) if self.checked else None
 
-        Returns:
-            ``(parameters or None, ok)``.
-        """
+    def parameters(self, t: dict[str, Any], tp: FieldPath) -> tuple[dict[str, Any] | None, bool]:
+        """``(parameters or None, ok)``: ``grounded: true`` read as ``x-grounded``; a valid object schema that the
+        embedded backend's constraint can enforce."""
         params = t.get("parameters")
         if isinstance(params, dict):
-            bad: list[tuple[Path_, str]] = []
+            bad: list[tuple[FieldPath, str]] = []
             params = grounded_keyword(params, bad)
             bad += misspelt_keywords(params)
             for spot, why in bad:
@@ -427,16 +275,15 @@ class _Load:
             why = f"not a valid JSON Schema: {exc.message}{yaml_number_hint(exc.instance)}"
             self.add((*tp, "parameters", *exc.path), why)
             return None, False
-        if self.checked and (unsupported := constraint_support_error(t["name"], params)) is not None:
+        if (unsupported := self.unsupported(t["name"], params)) is not None:
             where = tuple(x for x in unsupported.path.split("/") if x)
             keyword = "grounded" if unsupported.keyword == "x-grounded" else unsupported.keyword  # as written
             at = (*tp, "parameters", *(int(x) if x.isdigit() else x for x in where), keyword)
-            why = str(unsupported).replace("'x-grounded'", "'grounded'")  # as the bundle spells it
-            self.add(at, f"the tool-call constraint cannot enforce this schema: {why}")
+            self.add(at, f"the tool-call constraint cannot enforce this schema: {_as_written(unsupported)}")
             return None, False
         return params, True
 
-    def tool(self, t: dict[str, Any], tp: Path_) -> Tool | None:
+    def tool(self, t: dict[str, Any], tp: FieldPath) -> Tool | None:
         """One tool, or ``None`` with its issues recorded."""
         params, ok = self.parameters(t, tp)
         if not ok:
@@ -465,20 +312,18 @@ class _Load:
         except ToolDefinitionError as exc:
             self.add(tp, str(exc))
             return None
-        if made is not None and self.checked and common["grounded"]:
+        if made is not None and common["grounded"]:
             # the tool-level `grounded:` list marks parameters only now: check the schema it gives
-            unsupported = constraint_support_error(t["name"], made.parameters)
-            if unsupported is not None:
-                why = str(unsupported).replace("'x-grounded'", "'grounded'")
+            if (unsupported := self.unsupported(t["name"], made.parameters)) is not None:
+                why = _as_written(unsupported)
                 self.add((*tp, "grounded"), f"the tool-call constraint cannot enforce this schema: {why}")
                 return None
         return made
 
     def python_tool(
-        self, t: dict[str, Any], tp: Path_, params: dict[str, Any] | None, common: dict[str, Any]
+        self, t: dict[str, Any], tp: FieldPath, params: dict[str, Any] | None, common: dict[str, Any]
     ) -> Tool | None:
-        """A ``python:`` tool: the target imported (the bundle's folder on ``sys.path``); a ``@tool`` object
-        lends its settings, which the bundle's own override."""
+        """A ``python:`` tool; a ``@tool`` target lends its settings, which the bundle's own override."""
         target = t["python"]
         try:
             obj = import_python_target(target, self.bundle_dir)
@@ -506,10 +351,9 @@ class _Load:
             self.add((*tp, "python"), f"{target!r} is not callable")
             return None
         made = Tool(obj, parameters=params, timeout=t.get("timeout", base_timeout), **common)
-        if self.checked and params is None:
+        if params is None:
             # the schema comes from the function's signature: checked here, so the error has a line
-            unsupported = constraint_support_error(t["name"], made.parameters)
-            if unsupported is not None:
+            if (unsupported := self.unsupported(t["name"], made.parameters)) is not None:
                 self.add(
                     (*tp, "python"),
                     f"the tool-call constraint cannot enforce the parameters of {target!r}: {unsupported}",
@@ -518,7 +362,7 @@ class _Load:
         return made
 
     def http_tool(
-        self, t: dict[str, Any], tp: Path_, params: dict[str, Any], common: dict[str, Any]
+        self, t: dict[str, Any], tp: FieldPath, params: dict[str, Any], common: dict[str, Any]
     ) -> Tool | None:
         """An ``http:`` tool: every placeholder must name a parameter (a URL one, a required parameter)."""
         spec = t["http"]
@@ -547,7 +391,7 @@ class _Load:
         tools: list[Tool] = []
         first: dict[str, int] = {}
         for i, t in enumerate(specs):
-            tp: Path_ = ("tools", i)
+            tp: FieldPath = ("tools", i)
             name = t["name"]
             if name in first:
                 self.add((*tp, "name"), f"duplicate tool name {name!r} (first at tools[{first[name]}])")
@@ -561,9 +405,7 @@ class _Load:
     def agent_section(
         self, agent: dict[str, Any], tool_names: set[str], has_toolsets: bool
     ) -> dict[str, Any]:
-        """The ``agent:`` section (typed by :class:`AgentSection`); ``tool_choice`` must name a tool (of the
-        bundle, or with ``has_toolsets`` possibly of an MCP toolset: checked when an agent lists them), and
-        ``required`` needs a tool or a toolset."""
+        """The ``agent:`` section; ``tool_choice`` must name a tool (maybe an MCP one) and ``required`` needs one."""
         section = AgentSection.model_validate(agent)  # the JSON Schema has checked the values: cannot fail
         tc = agent.get("tool_choice")
         if isinstance(tc, dict) and tc.get("name") not in tool_names and has_toolsets:
@@ -589,20 +431,15 @@ def load_spec(
     backend: str | None = None,
     cls: type[S] = BundleSpec,  # type: ignore[assignment]
 ) -> S:
-    """Load and validate a bundle file.
+    """Load and validate a bundle file to a ``cls`` instance.
 
     Args:
         path: the YAML file.
-        backend: the backend kind the bundle will run on when it is not the bundle's own (``--backend``):
-            the check that the tool-call constraint can enforce each tool's parameters runs only for
-            ``embedded``.
-        http_client: httpx client used by ``http:`` tools (default: one created on first call); pass one
-            with a ``transport`` for tests, proxies or custom TLS.
+        backend: the backend kind it will run on when not its own (``--backend``); the constraint check of the
+            tools' parameters runs only for ``embedded``.
+        http_client: httpx client of the ``http:`` tools (default: one created on first call).
         sandbox_runner: runs ``sandbox:`` tools (default :func:`default_sandbox_runner`, Docker).
-        cls: the spec's class (:class:`BundleSpec` or a subclass: :class:`agentkit.bundle.Bundle`).
-
-    Returns:
-        The ``cls`` instance.
+        cls: :class:`BundleSpec` or a subclass (:class:`agentkit.bundle.Bundle`).
 
     Raises:
         BundleError: every problem found, each with file, line, column and field.
@@ -634,58 +471,6 @@ def load_spec(
     )
 
 
-def _schema_issues(data: Any, issue: Callable[..., BundleIssue]) -> list[BundleIssue]:
-    import jsonschema
-
-    validator = jsonschema.Draft202012Validator(schema())
-    out: list[BundleIssue] = []
-    for err in validator.iter_errors(data):
-        path: Path_ = tuple(err.absolute_path)
-        v = err.validator
-        if v == "required" and isinstance(err.instance, dict):
-            for r in err.validator_value:
-                if r not in err.instance:
-                    out.append(issue((*path, r), f"required field '{r}' is missing", at=path, key=True))
-        elif v == "additionalProperties" and isinstance(err.instance, dict):
-            allowed = err.schema.get("properties", {})
-            for k in err.instance:
-                if k not in allowed:
-                    out.append(
-                        issue(
-                            (*path, k),
-                            f"unknown field '{k}' (allowed: {', '.join(sorted(allowed))})",
-                            key=True,
-                        )
-                    )
-        elif v == "oneOf" and len(path) == 2 and path[0] == "tools" and isinstance(err.instance, dict):
-            impls = [k for k in ("python", "http", "sandbox") if k in err.instance]
-            found = "none" if not impls else " and ".join(impls)
-            out.append(
-                issue(
-                    path, f"a tool needs exactly one implementation (python, http or sandbox), found {found}"
-                )
-            )
-        elif v == "oneOf" and path and path[-1] == "max_tool_output_bytes":
-            out.append(issue(path, f"must be an integer >= 1 (bytes), 'auto' or null, got {err.instance!r}"))
-        elif v == "oneOf":
-            out.append(
-                issue(path, f"must be 'auto', 'required', 'none' or {{name: TOOL}}, got {err.instance!r}")
-            )
-        elif v == "const" and path == ("agentkit_bundle",):
-            out.append(
-                issue(
-                    path,
-                    f"unsupported bundle format version {err.instance!r}; this agentkit reads version {FORMAT_VERSION}",
-                )
-            )
-        elif v == "type" and not path:
-            kinds: dict[type, str] = {list: "a list", str: "a string"}
-            kind = kinds.get(type(err.instance), type(err.instance).__name__)
-            out.append(
-                issue(path, f"a bundle is a YAML mapping (agentkit_bundle:, name:, tools: ...), got {kind}")
-            )
-        elif v == "pattern" and path and path[-1] == "python":
-            out.append(issue(path, f"expected 'package.module:function', got {err.instance!r}"))
-        else:  # a number YAML 1.1 read as text (timeout: 1e3) says how to write it
-            out.append(issue(path, err.message + (yaml_number_hint(err.instance) if v == "type" else "")))
-    return out
+def _as_written(unsupported: SchemaError) -> str:
+    """The problem in the bundle's spelling (``grounded``, not ``x-grounded``)."""
+    return str(unsupported).replace("'x-grounded'", "'grounded'")

@@ -1,8 +1,6 @@
-"""The tool factories of YAML bundles: ``python:`` targets (imported from the bundle's folder first),
-``http:`` tools (one request per call, through :class:`tools.httpclient.RetryingClient`) and ``sandbox:`` tools
-(code in the Docker sandbox, arguments in ``args.json``), and the ``{arg}`` / ``${ENV}`` templates they fill.
-:mod:`agentkit.bundle` loads the file and calls these.
-"""
+"""The tool factories of YAML bundles: ``python:`` targets (imported from the bundle's folder first), ``http:``
+tools (one request per call, retried) and ``sandbox:`` tools (code in the Docker sandbox, arguments in
+``args.json``), and the ``{arg}`` / ``${ENV}`` templates they fill."""
 
 from __future__ import annotations
 
@@ -16,6 +14,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from agentkit.bundle_document import FieldPath
 from agentkit.tool_output import INVALID_UTF8_NOTE, decode_utf8
 
 if TYPE_CHECKING:
@@ -31,9 +30,6 @@ __all__ = [
     "placeholders",
 ]
 
-#: A field path in the bundle document (``("tools", 1, "http", "url")``).
-Path_ = tuple[str | int, ...]
-
 # ------------------------------------------------------------------------------------------ python
 
 
@@ -43,13 +39,12 @@ class TargetImportError(Exception):
 
 def import_python_target(target: str, bundle_dir: str) -> Any:
     """The object a ``python: package.module:function`` target names, imported with ``bundle_dir`` first on
-    ``sys.path``. A module of that name that the bundle's folder holds is imported from there even when another
-    folder's module of the same name was imported before (two bundles, each with its own ``helpers.py``: the
-    second got the first one's functions); each keeps the functions it imported.
+    ``sys.path`` (a module the bundle's folder holds is imported from there even when another folder's module of
+    that name was imported before).
 
     Raises:
-        TargetImportError: the module cannot be imported (missing, or it has a syntax error, raises or calls
-            ``sys.exit()`` while it is imported) or has no such attribute.
+        TargetImportError: the module cannot be imported (missing, a syntax error, raises or exits while
+            imported) or has no such attribute.
     """
     if sys.path[:1] != [bundle_dir]:
         if bundle_dir in sys.path:
@@ -90,9 +85,9 @@ class _Missing(Exception):
     pass
 
 
-def placeholders(value: Any, path: Path_) -> list[tuple[str, Path_]]:
+def placeholders(value: Any, path: FieldPath) -> list[tuple[str, FieldPath]]:
     """Every ``{arg}`` placeholder in a template value, with the field path where it appears."""
-    found: list[tuple[str, Path_]] = []
+    found: list[tuple[str, FieldPath]] = []
     if isinstance(value, str):
         for m in _TEMPLATE.finditer(value):
             if m.group(2):
@@ -106,64 +101,42 @@ def placeholders(value: Any, path: Path_) -> list[tuple[str, Path_]]:
     return found
 
 
-def _env(name: str, where: str) -> str:
-    value = os.environ.get(name)
-    if value is None:
-        raise RuntimeError(f"environment variable {name} is not set (needed by {where})")
-    return value
-
-
 def _render(template: Any, args: dict[str, Any], where: str, *, quote: bool = False) -> Any:
-    """Fill a template: ``${ENV}`` from the environment, ``{arg}`` from the arguments (single pass, so values
-    are never re-expanded). A string that is exactly ``{arg}`` yields the argument's typed value. Mappings
-    and lists drop entries whose placeholders name absent arguments.
+    """Fill a template: ``${ENV}`` from the environment, ``{arg}`` from the arguments (one pass: values are not
+    re-expanded); exactly ``{arg}`` yields the typed value; mappings and lists drop entries missing an argument.
 
     Raises:
         _Missing: the (top-level) template needs an argument that is absent or null.
         RuntimeError: an environment variable is not set.
     """
     if isinstance(template, str):
-        m = _EXACT.fullmatch(template)
-        if m:
-            if args.get(m.group(1)) is None:
-                raise _Missing(m.group(1))
-            value = args[m.group(1)]
-            if not quote:
-                return value
-            template_value = value if isinstance(value, str) else json.dumps(value)
-            return urllib.parse.quote(template_value, safe="")
 
-        def rep(mm: re.Match[str]) -> str:
-            if mm.group(1):
-                return _env(mm.group(1), where)
-            if mm.group(0) == "{{":
-                return "{"
-            if mm.group(0) == "}}":
-                return "}"
-            name = mm.group(2)
+        def text(name: str) -> str:
             if args.get(name) is None:
                 raise _Missing(name)
             v = args[name]
-            text = v if isinstance(v, str) else json.dumps(v)
-            return urllib.parse.quote(text, safe="") if quote else text
+            t = v if isinstance(v, str) else json.dumps(v)
+            return urllib.parse.quote(t, safe="") if quote else t
+
+        if m := _EXACT.fullmatch(template):
+            return text(m.group(1)) if quote or args.get(m.group(1)) is None else args[m.group(1)]
+
+        def rep(mm: re.Match[str]) -> str:
+            if var := mm.group(1):
+                if (env := os.environ.get(var)) is None:
+                    raise RuntimeError(f"environment variable {var} is not set (needed by {where})")
+                return env
+            return {"{{": "{", "}}": "}"}.get(mm.group(0)) or text(mm.group(2))
 
         return _TEMPLATE.sub(rep, template)
-    if isinstance(template, dict):
-        out: dict[str, Any] = {}
-        for k, v in template.items():
+    if isinstance(template, (dict, list)):
+        filled = []
+        for k, v in template.items() if isinstance(template, dict) else enumerate(template):
             try:
-                out[k] = _render(v, args, where)
+                filled.append((k, _render(v, args, where)))
             except _Missing:
                 continue
-        return out
-    if isinstance(template, list):
-        items = []
-        for v in template:
-            try:
-                items.append(_render(v, args, where))
-            except _Missing:
-                continue
-        return items
+        return dict(filled) if isinstance(template, dict) else [v for _, v in filled]
     return template
 
 
@@ -178,12 +151,7 @@ def _request_parts(spec: dict[str, Any], arguments: dict[str, Any], where: str) 
         url = _render(spec["url"], arguments, where, quote=True)
     except _Missing as exc:
         raise ValueError(f"argument {exc} is needed to build the URL") from None
-    headers: dict[str, str] = {}
-    for k, v in spec.get("headers", {}).items():
-        try:
-            headers[k] = str(_render(v, arguments, where))
-        except _Missing:
-            continue
+    headers = {k: str(v) for k, v in _render(spec.get("headers", {}), arguments, where).items()}
     url_args = {n for n, _ in placeholders(spec["url"], ())}
     rest = {k: v for k, v in arguments.items() if k not in url_args and v is not None}
     params: Any = _render(spec["query"], arguments, where) if "query" in spec else None
@@ -210,10 +178,8 @@ def _request_parts(spec: dict[str, Any], arguments: dict[str, Any], where: str) 
 
 def _read_response(resp: httpx.Response, mode: str, max_chars: int, shown: str) -> Any:
     """The tool's value: parsed JSON (``response: json``, or ``auto`` with a JSON content type) when it fits
-    ``max_chars``, else the text cut to ``max_chars`` characters with a marker. A 204 No Content is ``None``
-    (``null``) except with ``response: text`` (``""``). A body with no charset or a UTF-8 one is decoded as
-    UTF-8, each invalid byte sequence replaced with U+FFFD and the text ending with :data:`INVALID_UTF8_NOTE`
-    (as a tool's bytes are)."""
+    ``max_chars``, else the text cut with a marker (invalid UTF-8 replaced, with :data:`INVALID_UTF8_NOTE`); a
+    204 is ``None`` (``""`` with ``response: text``)."""
     if resp.status_code >= 400:
         raise RuntimeError(f"{shown}: HTTP {resp.status_code}: {resp.text[:500]}")
     if resp.status_code == 204 and not resp.content:
@@ -239,14 +205,9 @@ def _read_response(resp: httpx.Response, mode: str, max_chars: int, shown: str) 
 def make_http_function(
     tool_name: str, spec: dict[str, Any], client_getter: Callable[[], httpx.Client]
 ) -> Callable[..., Any]:
-    """The function of an ``http:`` tool: one request per call (templates filled by :func:`_request_parts`),
-    retried by :class:`tools.httpclient.RetryingClient` on 429/5xx/timeouts/transport errors (``retries``,
-    ``retry_wait`` doubling up to 16x), its answer read by :func:`_read_response`.
-
-    Raises:
-        (from the function) ValueError: an argument the URL needs is missing; RuntimeError: the request failed
-        after its retries, an HTTP error status, or a body that is not JSON with ``response: json``.
-    """
+    """The function of an ``http:`` tool: one request per call, retried by
+    :class:`tools.httpclient.RetryingClient` on 429/5xx/timeouts (``retry_wait`` doubling up to 16x). The
+    function raises ``ValueError`` for an argument the URL needs, ``RuntimeError`` for a failed request."""
     from tools.httpclient import RetriesExhausted, RetryingClient
 
     method = spec.get("method", "GET")
@@ -281,12 +242,8 @@ SandboxRunner = Callable[[str, str, dict[str, str], float], Any]
 
 
 def default_sandbox_runner(code: str, language: str, files: dict[str, str], timeout: float) -> Any:
-    """Run code in the process-wide sandbox of :mod:`tools.python_exec` (one :class:`sandbox.Sandbox`, warm
-    pool of 1, started on first use and shared with the ``python_exec`` tool).
-
-    Raises:
-        sandbox.SandboxError: the Docker engine or image is unavailable (the message says how to fix it).
-    """
+    """Run code in the process-wide sandbox of :mod:`tools.python_exec` (``sandbox.SandboxError`` without
+    Docker or its image)."""
     from tools.python_exec import get_sandbox
 
     return get_sandbox().run(code, language=language, files=files, timeout=timeout)

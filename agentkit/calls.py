@@ -9,10 +9,9 @@ import json
 from collections.abc import Callable, Iterable
 from typing import Any
 
-from agentkit import messages
-from agentkit.backends.base import ChatMessage, ModelTurn
 from agentkit.messages import ToolCall
 from agentkit.result import ErrorKind, ToolCallRecord
+from agentkit.tool_output import longest_fitting
 from agentkit.tools import Tool
 
 __all__ = [
@@ -60,9 +59,8 @@ def _cut_strings(value: Any) -> Any:
 
 
 def echo_arguments(arguments: Any) -> Any:
-    """The arguments an error response shows the model: as given when their JSON takes at most
-    :data:`ECHO_BYTES` bytes; else with long strings cut to their head and a count; else a one-line summary
-    (``"<N bytes of arguments, not repeated>"``), so an error never carries an argument's bulk twice."""
+    """The arguments an error response shows: as given within :data:`ECHO_BYTES`, else with long strings cut,
+    else a one-line summary (``"<N bytes of arguments, not repeated>"``)."""
     if _json_bytes(arguments) <= ECHO_BYTES:
         return arguments
     cut = _cut_strings(arguments)
@@ -79,12 +77,9 @@ def error_record(
     extra: dict[str, Any] | None = None,
     cap: Callable[[str], str] | None = None,
 ) -> ToolCallRecord:
-    """A tool response that reports an error to the model: a JSON object with ``error``, ``tool``,
-    ``arguments`` (:func:`echo_arguments`: at most about 1 KiB of them) and the ``extra`` keys (``hint``,
-    ``valid_tools``...), recorded with its ``kind`` and the arguments in full.
-
-    ``cap`` is the response's cut to its limit (bytes, then tokens): the JSON is made to fit it whole
-    (:func:`fit_error`) and the recorded error message is ``cap(message)``."""
+    """A tool response reporting an error: a JSON object of ``error``, ``tool``, ``arguments``
+    (:func:`echo_arguments`) and the ``extra`` keys, made to fit ``cap`` whole (:func:`fit_error`), recorded
+    with its ``kind``, the arguments in full and the message ``cap(message)``."""
     payload = {"error": message, "tool": call.name, "arguments": echo_arguments(arguments), **(extra or {})}
     content = _dumps(payload)
     if cap is not None:
@@ -95,12 +90,10 @@ def error_record(
 
 
 def fit_error(payload: dict[str, Any], arguments: Any, cap: Callable[[str], str]) -> str:
-    """The JSON of an error response made to fit ``cap`` (a text fits when ``cap`` leaves it as it is), still
-    one JSON object: a ``parameters`` schema, then the echoed arguments, then ``valid_tools`` become one-line
-    notes (where shorter) until it fits; then the ``error`` message is cut to its longest head that fits,
-    followed by ``[agentkit: cut N of M bytes of this error message]``, with the other keys, or with ``tool``
-    alone when the limit is too small for them. When even that does not fit (a limit of a few dozen bytes), ``cap`` cuts
-    the JSON as it cuts any text."""
+    """The JSON of an error response made to fit ``cap`` (which leaves a fitting text as it is), still one
+    object: ``parameters``, the echoed arguments, then ``valid_tools`` become one-line notes until it fits; then
+    the ``error`` is cut to its longest head that fits (with a marker), with the other keys or with ``tool``
+    alone; past that, ``cap`` cuts the JSON as any text."""
     payload = dict(payload)
     notes = {
         "parameters": lambda v: (
@@ -133,18 +126,10 @@ def _cut_message(payload: dict[str, Any], cap: Callable[[str], str]) -> str | No
         marker = f"\n[agentkit: cut {cut:,} of {total:,} bytes of this error message]"
         return _dumps({**payload, "error": message[:k] + marker})
 
-    shortest = with_head(0)
-    if cap(shortest) != shortest:
-        return None
-    lo, hi = 0, len(message)
-    while lo < hi:  # the longest head whose response fits
-        mid = (lo + hi + 1) // 2
-        content = with_head(mid)
-        if cap(content) == content:
-            lo = mid
-        else:
-            hi = mid - 1
-    return with_head(lo)
+    def fits(k: int) -> bool:
+        return cap(content := with_head(k)) == content
+
+    return with_head(longest_fitting(len(message), fits)) if fits(0) else None
 
 
 #: The namespace some models (trained on OpenAI's tool format) put before tool names.
@@ -152,11 +137,8 @@ _NAMESPACE = "functions."
 
 
 def resolve_tool_name(name: str, tools: Iterable[str]) -> str | None:
-    """The registered tool a requested name designates, or ``None``.
-
-    An exact name wins; ``functions.NAME`` designates ``NAME`` when ``NAME`` is registered and
-    ``functions.NAME`` is not (the only unambiguous reading).
-    """
+    """The registered tool a requested name designates, or ``None``: an exact name, else ``functions.NAME``
+    read as ``NAME``."""
     names = set(tools)
     if name in names:
         return name
@@ -166,12 +148,9 @@ def resolve_tool_name(name: str, tools: Iterable[str]) -> str | None:
 
 
 def nearest_tool_name(name: str, tools: dict[str, Tool]) -> str | None:
-    """The registered tool a model most likely meant by an unknown ``name``, or ``None``.
-
-    Algorithm: :func:`difflib.get_close_matches` (cutoff 0.6) of the name, its last dotted part and their
-    lower-case forms against the tool names; then of the lower-case name against each tool's description
-    and its first line (a model that wrote a description as the name).
-    """
+    """The registered tool a model most likely meant by an unknown ``name``, or ``None``:
+    :func:`difflib.get_close_matches` (cutoff 0.6) of the name, its last dotted part and their lower-case forms
+    against the tool names, then of the lower-case name against each tool's description and its first line."""
     by_lower = {n.lower(): n for n in tools}
     bare = name.rsplit(".", 1)[-1]
     for cand in dict.fromkeys((name, bare)):
@@ -213,16 +192,10 @@ def unique_ids(calls: list[ToolCall], step: int, tools: dict[str, Tool]) -> None
     for i, c in enumerate(calls):
         c.name = resolve_tool_name(c.name, tools) or c.name
         if not c.id or c.id in ids:
-            base = c.id or f"call_{step}_{i}"
-            k = 1
-            cid = base if base not in ids else f"{base}_{k}"
+            base = cid = c.id or f"call_{step}_{i}"
+            k = 0
             while cid in ids:
                 k += 1
                 cid = f"{base}_{k}"
             c.id = cid
         ids.add(c.id)
-
-
-def assistant_message(turn: ModelTurn, calls: list[ToolCall]) -> ChatMessage:
-    """The assistant message of a turn that requests ``calls`` (:func:`agentkit.messages.assistant_message`)."""
-    return messages.assistant_message(turn.text, calls, turn.thinking)

@@ -1,16 +1,7 @@
-"""Exceptions raised by agentkit.
-
-Two families:
-
-* Definition errors (:class:`ToolDefinitionError`, :class:`BundleError`) are raised while tools, agents and
-  bundles are built, before any model call; they name the offending function, file, line and field.
-* Run errors (:class:`AgentRunError` and subclasses) stop a run deliberately (step limit, loop guard, a tool's
-  failure budget, a prompt that does not fit the model's context). Each carries the partial transcript in ``.result`` (a :class:`agentkit.result.RunResult`
-  with ``answer=None``) so nothing the model and tools did is lost.
-
-A tool's own exception or timeout is *not* raised: the planner turns it into a tool response the model
-sees (see :mod:`agentkit.agent`).
-"""
+"""Exceptions raised by agentkit: definition errors (:class:`ToolDefinitionError`, :class:`BundleError`), raised
+while tools, agents and bundles are built, and run errors (:class:`AgentRunError` and subclasses), which stop a
+run and carry its partial transcript in ``.result``. A tool's own exception or timeout is not raised: the model
+gets it as the tool response."""
 
 from __future__ import annotations
 
@@ -30,10 +21,7 @@ class ToolDefinitionError(AgentKitError, TypeError):
 
 
 class ModelRetry(AgentKitError):
-    """Raise inside a tool to send ``message`` back to the model as the tool response (no traceback text).
-
-    Counts against the tool's failure budget like any other tool error.
-    """
+    """Raise inside a tool to send ``message`` back to the model as the tool response (it counts as a failure)."""
 
 
 class BackendError(AgentKitError):
@@ -75,17 +63,11 @@ class ToolRetriesExceeded(AgentRunError):
 
 
 class PromptTooLong(AgentRunError):
-    """A model turn's prompt does not fit the model's context, even after dropping the oldest turns.
-
-    Raised before the model allocates anything for the prompt (the embedded backend checks the token count
-    right after tokenizing, see :mod:`model.turn.limits`). Trimming (``Agent(trim_history=True)``, the default)
-    first drops the oldest history turns and tool-call groups; this error means what is left (system prompt,
-    tool declarations, the question and the latest tool calls with their responses) is still too long.
+    """A model turn's prompt does not fit the model's context, even after dropping what trimming may drop.
 
     Attributes:
-        prompt_tokens: tokens of the smallest prompt tried (tokens).
-        limit: the most prompt tokens the model takes (tokens): its ``max_position_embeddings`` minus the
-            generation budget.
+        prompt_tokens: tokens of the smallest prompt tried.
+        limit: the most prompt tokens the model takes (its context minus the generation budget).
         dropped_messages: messages trimmed from the prompt before giving up.
     """
 
@@ -105,15 +87,8 @@ class ToolCallFormatError(AgentRunError):
 
 @dataclass(frozen=True)
 class BundleIssue:
-    """One problem found in a bundle file.
-
-    Attributes:
-        file: path of the bundle file as given.
-        line: 1-based line number (``None`` when the position is unknown).
-        column: 1-based column number (``None`` when unknown).
-        field: dotted path of the field, e.g. ``tools[1].http.url`` (``""`` for the whole document).
-        message: what is wrong.
-    """
+    """One problem found in a bundle file: the file as given, 1-based ``line`` and ``column`` (``None`` when
+    unknown), the ``field`` path (``tools[1].http.url``; ``""`` for the whole document) and the ``message``."""
 
     file: str
     line: int | None
@@ -140,10 +115,8 @@ class BundleError(AgentKitError, ValueError):
 
 
 def describe_exception(exc: BaseException) -> str:
-    """``"TypeName: message"`` for an exception, or just the message for :class:`ModelRetry`.
-
-    An exception whose ``__str__`` itself raises (or returns a non-string) is described as
-    ``"TypeName: <str() failed: ErrorName>"``, as :mod:`traceback` does, so describing it never raises."""
+    """``"TypeName: message"`` for an exception (the message alone for :class:`ModelRetry`); never raises, even
+    when ``__str__`` does (``"TypeName: <str() failed: ErrorName>"``, as :mod:`traceback`)."""
     name = type(exc).__name__
     try:
         text = str(exc)

@@ -1,11 +1,9 @@
 """Events the planner emits for tracing: pass ``on_event=callback`` to ``Agent(...)`` or ``Agent.run``.
 
-Order within a run: :class:`RunStarted`; per step :class:`ModelResponded`, then for each call
-:class:`ToolCallStarted` (before any call of the step runs, in call-id order) and :class:`ToolCallFinished`
-(in completion order; parallel calls finish in any order); finally :class:`RunFinished` or
-:class:`RunFailed`. :class:`PromptTrimmed` comes before a step's :class:`ModelResponded` when its prompt had
-to be trimmed to fit the model. Callbacks run on the planner's thread; an exception in a callback propagates (a broken
-tracer should be noticed, not silently skipped). No events are built when no callback is registered.
+Order within a run: :class:`RunStarted`; per step (:class:`PromptTrimmed` when the prompt had to be trimmed)
+:class:`ModelResponded`, then :class:`ToolCallStarted` for each call in call-id order before any runs and
+:class:`ToolCallFinished` as each finishes; finally :class:`RunFinished` or :class:`RunFailed`. Callbacks run on
+the planner's thread; an exception in one propagates.
 """
 
 from __future__ import annotations
@@ -62,9 +60,8 @@ class ToolCallFinished:
 
 @dataclass(frozen=True, slots=True)
 class PromptTrimmed:
-    """The prompt of step ``step`` did not fit the model (``prompt_tokens`` > ``limit``, tokens): the oldest
-    ``dropped_messages`` messages in all (history turns, then whole tool-call groups) are left out of it from
-    now on; the transcript keeps them."""
+    """The prompt of step ``step`` did not fit (``prompt_tokens`` > ``limit``): the oldest ``dropped_messages``
+    messages in all are left out of it from now on (the transcript keeps them)."""
 
     kind: ClassVar[str] = "prompt_trimmed"
     step: int
@@ -83,9 +80,8 @@ class RunFinished:
 
 @dataclass(frozen=True, slots=True)
 class RunFailed:
-    """The run stopped without a final answer: ``error`` (an :class:`~agentkit.errors.AgentRunError`, a backend
-    error, an overridden phase's error, or ``asyncio.CancelledError`` for a cancelled run) is raised right after
-    this event. Emitted once per run."""
+    """The run stopped without a final answer: ``error`` (any, cancellation included) is raised right after
+    this event, emitted once per run."""
 
     kind: ClassVar[str] = "run_failed"
     error: BaseException
@@ -100,12 +96,8 @@ EventCallback = Callable[[Event], Any]
 
 
 def check_callback(callback: Any, where: str = "on_event") -> None:
-    """Refuse an event callback that would never run: callbacks are called synchronously, so an ``async def`` one
-    only makes a coroutine nobody awaits (the events were lost, with a RuntimeWarning at best).
-
-    Raises:
-        TypeError: ``callback`` is not callable, or is a coroutine function (names ``where`` and what to do).
-    """
+    """Raise ``TypeError`` for an event callback that is not callable or is ``async`` (callbacks are called
+    synchronously: its coroutine would never run)."""
     if not callable(callback):
         raise TypeError(f"{where} must be a callable or a list of callables, got {callback!r}")
     target = callback

@@ -1,23 +1,14 @@
-"""Conversation history kept across turns: user messages and final answers, nothing else.
+"""Conversation history kept across turns: each finished turn's user message and final answer, nothing else
+(its thinking and tool calls are in that turn's ``RunResult``).
 
-A finished turn leaves exactly two messages in the history: the user's message and the model's final
-answer. The turn's thinking text and its tool-call trajectory (assistant calls and tool responses) are
-dropped - they are in that turn's :class:`agentkit.agent.RunResult` if you need them. Within a turn the
-planner keeps the whole trajectory in the prompt.
-
-Conversations serialise to JSON (:meth:`Conversation.to_json`) and load back equal
-(:meth:`Conversation.from_json`); the format is versioned::
+Conversations serialise to versioned JSON and load back equal::
 
     {"format": "agentkit.conversation", "version": 1, "metadata": {...},
      "messages": [{"role": "user", "content": "..."}, {"role": "assistant", "content": "..."}, ...]}
 
-A user message that came with images has a list of OpenAI content parts as its content: image parts
-``{"type": "image_url", "image_url": {"url": "data:image/png;base64,..."}, "vision_budget": 280}`` (the budget
-is optional) followed by ``{"type": "text", "text": "..."}``. Such files are read by the same version.
-
-The format is typed by Pydantic models (:class:`SavedConversation`, :class:`HistoryMessage`, and the parts of
-:mod:`agentkit.messages`: :class:`~agentkit.messages.TextPart`, :class:`~agentkit.messages.ImageURLPart`); a malformed file or message list is a ``ValueError`` naming the message, the part and the
-problem.
+A user message with images has OpenAI content parts as its content (``image_url`` parts, then a ``text`` part).
+The format is typed by :class:`SavedConversation` and :class:`HistoryMessage`; a malformed file or message list
+is a ``ValueError`` naming the message, the part and the problem.
 """
 
 from __future__ import annotations
@@ -80,13 +71,8 @@ _MESSAGES = pydantic.TypeAdapter(list[HistoryMessage])
 
 @dataclass
 class Conversation:
-    """Kept history of a multi-turn conversation.
-
-    Attributes:
-        messages: alternating ``{"role": "user" | "assistant", "content": str}`` dicts, user first (a user
-            message with images has a list of content parts, see the module docstring).
-        metadata: free JSON-serialisable data of yours (kept through JSON round trips).
-    """
+    """Kept history of a multi-turn conversation: ``messages`` alternating ``{"role": "user" | "assistant",
+    "content": ...}``, user first, and ``metadata``, JSON data of yours kept through round trips."""
 
     messages: list[ChatMessage] = field(default_factory=list)
     metadata: dict[str, Any] = field(default_factory=dict)
@@ -108,8 +94,7 @@ class Conversation:
         return len(self.messages) // 2
 
     def with_turn(self, question: str | list[dict[str, Any]], answer: str) -> Conversation:
-        """A new conversation with one more finished turn (this one is not modified); ``question`` is the user
-        message's content (text, or content parts with images)."""
+        """A new conversation with one more finished turn (``question``: the user message's content)."""
         msgs = [dict(m) for m in self.messages]
         msgs.append({"role": "user", "content": question})
         msgs.append({"role": "assistant", "content": answer})
@@ -130,8 +115,7 @@ class Conversation:
 
     @classmethod
     def from_dict(cls, data: Any) -> Conversation:
-        """Build from :meth:`to_dict` output, or from a bare list of its messages (as ``Agent.run(history=...)``
-        takes; checked as a saved conversation's messages, with no metadata).
+        """Build from :meth:`to_dict` output or a bare list of its messages.
 
         Raises:
             ValueError: wrong format name or version, or a malformed message (names its index and key).
@@ -160,11 +144,7 @@ class Conversation:
 
     @classmethod
     def from_json(cls, text: str) -> Conversation:
-        """Parse :meth:`to_json` output.
-
-        Raises:
-            ValueError: not JSON, or see :meth:`from_dict`.
-        """
+        """Parse :meth:`to_json` output (``ValueError``: not JSON, or as :meth:`from_dict`)."""
         try:
             data = json.loads(text)
         except json.JSONDecodeError as exc:
@@ -172,17 +152,8 @@ class Conversation:
         return cls.from_dict(data)
 
     def save(self, path: str | Path) -> None:
-        """Write :meth:`to_json` (indented) to ``path`` (UTF-8).
-
-        The file is replaced whole (written beside it, then renamed), so a write that fails leaves the earlier
-        file as it was.
-
-        Lone surrogates (text that was never valid UTF-8, e.g. a file name read with ``surrogateescape``) are
-        written as JSON ``\\udXXX`` escapes, so the file is valid UTF-8 and loads back to the same strings.
-
-        Raises:
-            OSError: the file cannot be written (a missing folder, a directory at ``path``, no permission).
-        """
+        """Write :meth:`to_json` (indented, UTF-8; lone surrogates as ``\\udXXX`` escapes) to ``path``, replacing
+        the file whole (a failed write leaves the earlier one). Raises ``OSError`` when it cannot be written."""
         text = self.to_json(indent=2)
         try:
             data = text.encode("utf-8")
@@ -193,7 +164,6 @@ class Conversation:
             target = target.resolve()
         if target.is_dir():
             raise IsADirectoryError(errno.EISDIR, "Is a directory", str(path))
-        # a new file beside the target, then renamed over it: a failed write leaves the old file whole
         tmp = target.with_name(f".{target.name}.{uuid.uuid4().hex[:12]}.tmp")
         try:
             with open(tmp, "xb") as f:  # the umask's permissions, as a plain write
@@ -206,12 +176,7 @@ class Conversation:
 
     @classmethod
     def load(cls, path: str | Path) -> Conversation:
-        """Read a file written by :meth:`save`.
-
-        Raises:
-            ValueError: see :meth:`from_json` (the message names the file).
-            OSError: the file cannot be read.
-        """
+        """Read a file written by :meth:`save` (``ValueError`` as :meth:`from_json`, naming the file; ``OSError``)."""
         p = Path(path)
         try:
             return cls.from_json(p.read_text(encoding="utf-8"))
@@ -224,9 +189,8 @@ HistoryLike = Conversation | Sequence[ChatMessage]
 
 
 def as_conversation(history: HistoryLike | None, *, where: str = "history") -> Conversation:
-    """``history`` as a :class:`Conversation`: itself, a new one holding a list or tuple of messages
-    (``{"role": "user" | "assistant", "content": ...}``, alternating, user first, a final answer last; checked
-    as :class:`Conversation` checks them), or an empty one for ``None``.
+    """``history`` as a :class:`Conversation`: itself, one holding a list or tuple of messages (checked), or an
+    empty one for ``None``.
 
     Raises:
         TypeError: ``history`` is neither (names ``where`` and the type given).
@@ -246,20 +210,9 @@ def as_conversation(history: HistoryLike | None, *, where: str = "history") -> C
 
 
 def droppable_groups(messages: list[ChatMessage]) -> list[tuple[int, int]]:
-    """The message groups a prompt may lose when it does not fit the model, oldest first.
-
-    A group is a half-open index range ``(start, end)`` into ``messages``: a kept-history turn (a user
-    message up to the next user message, i.e. with its final answer), or, after the question, one assistant
-    tool-call message together with all the tool responses that follow it - so a call is never separated
-    from its response. Never in a group: system messages, the question (the last user message) and the
-    latest tool-call group (the responses the model is about to read).
-
-    Args:
-        messages: a planner prompt: system message(s), kept history, the question, this turn's trajectory.
-
-    Returns:
-        The droppable groups in the order they should be dropped (oldest first).
-    """
+    """The ``(start, end)`` index ranges of a planner prompt that may be dropped when it does not fit, oldest
+    first: each kept-history turn, then each tool-call message with its responses after the question. Never the
+    system messages, the question or the latest tool-call group."""
     users = [i for i, m in enumerate(messages) if m.get("role") == "user"]
     if not users:
         return []
@@ -289,11 +242,7 @@ def droppable_groups(messages: list[ChatMessage]) -> list[tuple[int, int]]:
 
 
 def _check_messages(messages: Any, *, where: str) -> None:
-    """Check kept messages (:class:`HistoryMessage`, turns alternating user / assistant, a final answer last).
-
-    Raises:
-        ValueError: the first problem, naming the message (and part) index.
-    """
+    """Raise ``ValueError`` for the first problem of kept messages, naming the message (and part)."""
     _assistant_text(messages, where=f"{where}: ")
     try:
         _MESSAGES.validate_python(messages)
@@ -310,8 +259,7 @@ _KEPT = (
 
 
 def _assistant_text(messages: Any, *, where: str) -> None:
-    """A final answer is text: said before the part checks, which would read an answer's list as user parts;
-    an assistant tool-call message (content ``None``) is named as one."""
+    """A final answer is text (said before the part checks); a tool-call message is named as one."""
     for i, m in enumerate(messages if isinstance(messages, list) else []):
         if isinstance(m, dict) and m.get("role") == "assistant" and m.get("tool_calls"):
             raise ValueError(f"{where}message {i} is an assistant tool-call message: {_KEPT}")

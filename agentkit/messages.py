@@ -1,22 +1,8 @@
 """The one message model: chat messages, their content parts and tool calls, typed, with one dict codec.
 
-Messages travel as OpenAI-style dicts (what users pass, what a :class:`~agentkit.backends.base.Backend`
-receives, what ``RunResult.messages`` and saved conversations hold). This module is their schema: Pydantic
-discriminated unions over ``role`` (:data:`Message`) and over a part's ``type`` (:data:`ContentPart`), and the
-codec between the two forms (:func:`parse_message` / :func:`dump_message`). A dict that goes through the codec
-comes back equal, key order included (keys a caller set and the model does not know are kept), so a conversation
-saved before this module existed loads and saves back byte for byte.
-
-* ``{"role": "system", "content": str}`` - :class:`SystemMessage`
-* ``{"role": "user", "content": str | [part, ...]}`` - :class:`UserMessage`; parts: :class:`TextPart`,
-  :class:`ImageURLPart`
-* ``{"role": "assistant", "content": str | None, "tool_calls": [call, ...], "thinking": str}`` -
-  :class:`AssistantMessage`; a call is ``{"id", "type": "function", "function": {"name", "arguments": dict}}``
-  (:class:`ToolCall`; ``arguments`` is the raw text for a call that could not be decoded)
-* ``{"role": "tool", "tool_call_id": str, "name": str, "content": str | [part, ...]}`` - :class:`ToolMessage`
-
-:class:`ToolCall` is the one type of a requested call in agentkit, from the backend's turn to the planner; a call
-answered becomes an :class:`agentkit.result.ToolCallRecord` (which adds the response, the error and the timing).
+Messages travel as OpenAI-style dicts; this module is their schema (Pydantic unions over ``role``,
+:data:`Message`, and a part's ``type``, :data:`ContentPart`) and the codec (:func:`parse_message` /
+:func:`dump_message`): a dict comes back equal, key order and unknown keys included.
 """
 
 from __future__ import annotations
@@ -91,55 +77,35 @@ Content = str | list[ContentPart]
 # ------------------------------------------------------------------------------------------------ calls
 
 
-class _NotJSONNumber(ValueError):
-    pass
+class _NotJSON(ValueError):
+    """A literal RFC 8259 does not read: ``(literal, why)``."""
 
 
 def _refuse_constant(name: str) -> Any:
-    raise _NotJSONNumber(name)
-
-
-class _TooLarge(ValueError):
-    pass
+    raise _NotJSON(name, "is not a JSON number")
 
 
 def _finite_float(literal: str) -> float:
     value = float(literal)
     if math.isinf(value):  # 1e400: past the largest double, Python reads it as infinity
-        raise _TooLarge(literal)
+        raise _NotJSON(literal, "is beyond a double's range")
     return value
 
 
 def loads_json(text: str) -> Any:
-    """``json.loads`` as RFC 8259 reads JSON: Python's extensions ``NaN``, ``Infinity`` and ``-Infinity`` are
-    refused like any other malformed JSON, with a :class:`json.JSONDecodeError` at the first of them (taken in,
-    they would be written back as ``NaN`` into request bodies and ``--json`` output that no strict JSON parser
-    reads); so is a number too large for a double (``1e400``), which Python would read as infinity."""
+    """``json.loads`` as RFC 8259 reads JSON: ``NaN``, ``Infinity``, ``-Infinity`` and a number too large for a
+    double (``1e400``) raise :class:`json.JSONDecodeError` at the first of them (they could not be written
+    back as strict JSON)."""
     try:
         return json.loads(text, parse_constant=_refuse_constant, parse_float=_finite_float)
-    except _NotJSONNumber as exc:
-        name = str(exc)
-        raise json.JSONDecodeError(f"{name} is not a JSON number", text, max(text.find(name), 0)) from None
-    except _TooLarge as exc:
-        literal = str(exc)
-        raise json.JSONDecodeError(
-            f"{literal} is beyond a double's range",
-            text,
-            max(text.find(literal), 0),
-        ) from None
+    except _NotJSON as exc:
+        literal, why = exc.args
+        raise json.JSONDecodeError(f"{literal} {why}", text, max(text.find(literal), 0)) from None
 
 
 def decode_arguments(raw: Any) -> tuple[dict[str, Any], str | None]:
-    """Decode the ``arguments`` field of an OpenAI tool call.
-
-    Args:
-        raw: the field as received: normally a JSON string; some servers send an object; ``None``/``""``
-            mean no arguments.
-
-    Returns:
-        ``(arguments, None)`` on success, ``({}, error_message)`` when the arguments are malformed JSON,
-        double-encoded (a JSON string that itself contains JSON) or not a JSON object.
-    """
+    """An OpenAI tool call's ``arguments`` (a JSON string, an object, or ``None``/``""`` for none) decoded:
+    ``(arguments, None)``, or ``({}, error)`` for malformed JSON, double-encoded JSON or not an object."""
     if isinstance(raw, dict):
         return raw, None
     if raw is None or (isinstance(raw, str) and not raw.strip()):
@@ -165,17 +131,14 @@ def decode_arguments(raw: Any) -> tuple[dict[str, Any], str | None]:
 
 @dataclass(slots=True)
 class ToolCall:
-    """One tool call as the model requested it (a plain dataclass: built once per call on the planner's hot
-    path; Pydantic validates it where it is a field of :class:`AssistantMessage`).
+    """One tool call as the model requested it (answered, it becomes an :class:`agentkit.result.ToolCallRecord`).
 
     Attributes:
-        id: the call id; the planner makes ids unique within a turn and answers each with exactly one
-            tool response.
-        name: tool name as the model wrote it (may be unknown; the planner answers with the valid names).
+        id: the call id (the planner makes ids unique within a turn).
+        name: tool name as the model wrote it (may be unknown).
         arguments: decoded arguments object (``{}`` when ``error`` is set).
-        error: set by a backend when the call could not be decoded (malformed JSON, arguments double-encoded
-            as a JSON string, not an object); the planner sends it back to the model as the tool response.
-        raw_arguments: the arguments text as received, when the backend had one (for error messages).
+        error: why a backend could not decode the call; the planner sends it back as the tool response.
+        raw_arguments: the arguments text as received, when the backend had one.
     """
 
     id: str
@@ -191,8 +154,7 @@ class ToolCall:
 
     @classmethod
     def from_dict(cls, data: Any) -> ToolCall:
-        """Read :meth:`to_dict`'s shape; ``arguments`` given as text is decoded, or kept as the raw text of a
-        call that could not be decoded.
+        """Read :meth:`to_dict`'s shape (``arguments`` text decoded, or kept raw when it cannot be).
 
         Raises:
             ValueError: not ``{"id": str, "function": {"name": str, "arguments": ...}}``.
@@ -295,15 +257,8 @@ def tool_message(call_id: str, name: str, content: str | list[dict[str, Any]]) -
 
 
 def to_template_messages(messages: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    """Messages for the chat template (the embedded backend, ``agentkit serve``): a tool response whose text is
-    a JSON object becomes that object, so the template renders it natively; everything else is unchanged.
-
-    Args:
-        messages: message dicts (see the module docstring); not modified.
-
-    Returns:
-        A new list (messages that changed are new dicts; the others are the same objects).
-    """
+    """Messages for the chat template: a tool response whose text is a JSON object becomes that object (a new
+    dict; the others are the same objects), so the template renders it natively."""
     out: list[dict[str, Any]] = []
     for m in messages:
         if m.get("role") == "tool" and isinstance(m.get("content"), str) and m["content"][:1] == "{":

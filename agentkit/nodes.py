@@ -1,20 +1,9 @@
 """A run as nodes over its state: ``UserPrompt -> ModelRequest -> (CallTools -> ModelRequest)* -> End``.
 
-After pydantic-ai's graph (``UserPromptNode``, ``ModelRequestNode``, ``CallToolsNode``, ``End``), without its
-size. Each node holds the run's :class:`~agentkit.planner.RunState`; running a node (``await node.run(graph)``)
-does its part through the agent's :class:`~agentkit.planner.RunGraph` and returns the next node:
-
-* :class:`UserPrompt` - the question is in the state's messages; emits ``RunStarted``; next a ModelRequest.
-* :class:`ModelRequest` - one model turn (:meth:`~agentkit.planner.RunGraph.model_turn`). Tool calls: next a
-  CallTools; a final answer: :class:`End`; a call written as text that does not parse: a format reminder, next
-  another ModelRequest. Raises ``MaxStepsExceeded`` when the run has used its ``max_steps`` model turns.
-* :class:`CallTools` - the turn's calls through ``Agent.process_tool_calls`` (errors go back to the model as
-  tool responses); next a ModelRequest.
-* :class:`End` - the :class:`~agentkit.result.RunResult`.
-
-:class:`AgentRun` (what ``Agent.iter`` returns) is the cursor: ``run.nodes()`` yields each node before it runs,
-so a caller can inspect it (the requested calls of a CallTools, say), stop, and continue later where it stopped;
-``async for step in run`` yields the finished steps as before.
+After pydantic-ai's graph. Each node holds the run's :class:`~agentkit.planner.RunState`; ``await
+node.run(graph)`` does its part through the agent's :class:`~agentkit.planner.RunGraph` and returns the next
+node. :class:`AgentRun` (what ``Agent.iter`` returns) is the cursor: ``run.nodes()`` yields each node before it
+runs, so a caller can inspect it, stop, and continue later; ``async for step in run`` yields finished steps.
 """
 
 from __future__ import annotations
@@ -56,12 +45,9 @@ class ModelRequest:
     state: RunState
 
     async def run(self, graph: RunGraph, *, prefer_sync: bool = False) -> CallTools | ModelRequest | End:
-        """Ask the model; the next node depends on its turn (see the module docstring).
-
-        Raises:
-            MaxStepsExceeded: ``max_steps`` model turns were used without a final answer.
-            PromptTooLong, ToolCallFormatError, BackendError: as ``Agent.arun``.
-        """
+        """Ask the model: tool calls lead to :class:`CallTools`, a final answer to :class:`End`, a call that does
+        not parse to a format reminder and another request. Raises ``MaxStepsExceeded`` past ``max_steps``, and
+        as ``Agent.arun``."""
         st = self.state
         n = graph.agent.max_steps
         if st.step >= n:
@@ -93,11 +79,7 @@ class CallTools:
     step: Step | None = field(default=None)
 
     async def run(self, graph: RunGraph, *, prefer_sync: bool = False) -> ModelRequest:
-        """Run the calls through ``Agent.process_tool_calls``; the next model request comes next.
-
-        Raises:
-            LoopGuardTriggered, ToolRetriesExceeded: as ``Agent.arun``.
-        """
+        """Run the calls through ``Agent.process_tool_calls`` (raises as ``Agent.arun``); a model request is next."""
         st = self.state
         self.step = await graph.agent.process_tool_calls(st, self.turn, self.model_seconds)
         if graph.agent.reset_tool_choice and st.tool_choice != "none":
@@ -118,8 +100,7 @@ Node = UserPrompt | ModelRequest | CallTools | End
 
 
 def _close_runner(runner: asyncio.Runner) -> None:
-    """Close the event loop of a dropped run's ``for`` iteration (a no-op once it is closed). Inside another running
-    loop the runner cannot run its shutdown steps, so its loop is only closed."""
+    """Close the event loop of a dropped run's ``for`` iteration (inside a running loop, only the loop)."""
     try:
         asyncio.get_running_loop()
     except RuntimeError:
@@ -167,13 +148,8 @@ class Nodes:
 
 
 class AgentRun:
-    """One run of an agent, node by node (see the module docstring and :meth:`agentkit.Agent.iter`).
-
-    Attributes:
-        agent: the agent; state: the run's :class:`~agentkit.planner.RunState` (transcript, usage so far).
-        node: the node that runs next (an :class:`End` once the run has ended).
-        result: the :class:`~agentkit.result.RunResult` once the run has ended, else ``None``.
-    """
+    """One run of an agent, node by node (:meth:`agentkit.Agent.iter`): its ``agent``, ``state``, the ``node``
+    that runs next and, once it ended, its ``result``."""
 
     def __init__(self, graph: RunGraph, state: RunState) -> None:
         self.graph = graph
@@ -204,11 +180,8 @@ class AgentRun:
         return self.node
 
     async def advance(self, *, prefer_sync: bool = False) -> Node:
-        """Run :attr:`node` and make its successor the next; returns the successor (an :class:`End` stays).
-
-        Raises:
-            AgentRunError, BackendError: what the node raised (the run is then over: nothing more runs).
-        """
+        """Run :attr:`node`; its successor is next and returned (an :class:`End` stays). What the node raises
+        ends the run."""
         node = self.node
         if isinstance(node, End):
             return node
@@ -228,9 +201,8 @@ class AgentRun:
         return self.node.result
 
     def nodes(self) -> Nodes:
-        """The run's nodes, each yielded before it runs (``for`` or ``async for``); stopping the loop stops the
-        run there, and calling ``nodes()`` again continues it (a yielded node runs when the next is asked for).
-        A node that raises ends the run: the error comes out of the loop, later loops yield nothing."""
+        """The run's nodes, each yielded before it runs (``for`` or ``async for``); ``nodes()`` again continues a
+        stopped loop. A node that raises ends the run: the error comes out of the loop."""
         return Nodes(self)
 
     def __aiter__(self) -> AsyncIterator[Step]:

@@ -1,53 +1,10 @@
-"""The planner: one run (one user turn) as small named phases over an explicit :class:`RunState`.
+"""The planner: one run (one user turn) as named phases over an explicit :class:`RunState`.
 
-:class:`RunGraph` holds the run logic of an :class:`agentkit.Agent` (``agent.graph``, by composition: the agent
-keeps its settings and the phases it may override). The nodes of :mod:`agentkit.nodes` (``UserPrompt ->
-ModelRequest -> (CallTools -> ModelRequest)* -> End``, after pydantic-ai's graph) run these phases:
-
-1. :meth:`RunGraph.prepare` - messages = system prompt + kept history (user messages and final answers only)
-   + the question; the run's state.
-2. :meth:`RunGraph.model_turn` - ``backend.complete(messages, tools, tool_choice)`` (``acomplete`` when the
-   backend has it), trimming the prompt while the backend says it does not fit. The embedded backend
-   constrains the denoising to the tool-call grammar.
-3. ``Agent.process_tool_calls`` (overridable; as in smolagents), by default :meth:`RunGraph.process_tool_calls`:
-
-   - :meth:`RunGraph.plan_calls` - for each requested call, in call-id order: loop guard on (tool, canonical
-     arguments); decode errors, unknown tool names and invalid arguments become error tool responses that
-     list what is valid; valid calls are scheduled;
-   - :meth:`RunGraph.execute` - scheduled calls run concurrently (sync tools on daemon threads, async tools
-     on the loop), each under its timeout, through ``Agent.execute_tool_call`` (overridable); a tool exception
-     or timeout becomes an error response naming the tool and the offending arguments - never a crash;
-   - :meth:`RunGraph.resolve` - every call id gets exactly one tool response, appended in call-id order (the
-     order the model issued the calls); the tools' failure budgets are checked.
-
-The run ends with a final answer (a model turn without tool calls), or raises
-:class:`~agentkit.errors.MaxStepsExceeded` / :class:`~agentkit.errors.LoopGuardTriggered` /
-:class:`~agentkit.errors.ToolRetriesExceeded` / :class:`~agentkit.errors.PromptTooLong` /
-:class:`~agentkit.errors.ToolCallFormatError`, each carrying the partial transcript.
-
-Size limits: every tool response is cut to ``min(tool.max_output_bytes, agent budget / calls in the step)``
-bytes with a marker saying how much was cut (:func:`agentkit.tools.cap_output`). With the default budget
-(``"auto"``) on a backend that counts its tokens (the embedded one), a turn's tool output is also cut to half
-the model's prompt capacity in *tokens*, counted by the model's own tokenizer
-(:func:`agentkit.tools.cap_output_tokens`). When a backend reports that the prompt does not fit
-(:class:`agentkit.backends.base.PromptTooLong`, raised before anything is allocated), the oldest kept turns and then the
-oldest tool-call groups (a call message together with all its responses) are dropped from the prompt, never the
-system prompt, the question or the latest calls; the transcript in ``RunResult.messages`` keeps everything.
-
-Images in tool results (:class:`agentkit.tool_output.ToolContent`) reach a backend with ``takes_images`` as
-content parts of the tool message, within the agent's ``tool_images`` limits
-(:class:`agentkit.tool_output.ToolImageShare`); other backends get the text with a note per image.
-
-A model turn whose text looks like a tool call that does not parse (``ModelTurn.format_error``, set by the
-``openai`` backend for calls written as text) is not a final answer: the planner sends a format reminder, at
-most ``max_format_retries`` times per run.
-
-Tool names: an exact name wins; ``functions.NAME`` is read as ``NAME`` when that is a tool and
-``functions.NAME`` is not. An unknown name is answered with the valid names and the nearest one
-(:func:`difflib.get_close_matches` over the names, then over the tools' descriptions).
-
-``tool_choice`` other than ``"auto"``/``"none"`` applies to the first model turn of a run only (then
-``"auto"``), unless ``reset_tool_choice=False``: a forced call every turn could never end in an answer.
+:class:`RunGraph` holds an agent's run logic (``agent.graph``); the nodes of :mod:`agentkit.nodes` run its phases:
+:meth:`~RunGraph.prepare`, :meth:`~RunGraph.model_turn` (trimming the prompt while it does not fit) and
+``Agent.process_tool_calls`` (:meth:`~RunGraph.plan_calls`, :meth:`~RunGraph.execute`, :meth:`~RunGraph.resolve`:
+every call answered, errors included, each response cut to its share of the step's budget). docs/ARCHITECTURE.md
+walks through one turn.
 """
 
 from __future__ import annotations
@@ -63,7 +20,6 @@ from typing import TYPE_CHECKING, Any, Protocol
 from agentkit.backends.base import ChatMessage, ModelTurn, ToolChoice, Usage
 from agentkit.backends.base import PromptTooLong as BackendPromptTooLong
 from agentkit.calls import (
-    assistant_message,
     canonical_arguments,
     error_record,
     format_reminder,
@@ -89,7 +45,7 @@ from agentkit.events import (
     ToolCallStarted,
 )
 from agentkit.history import Conversation, droppable_groups
-from agentkit.messages import ToolCall, tool_message
+from agentkit.messages import ToolCall, assistant_message, tool_message
 from agentkit.result import RunResult, Step, StopReason, Timing, ToolCallRecord
 from agentkit.tool_output import ToolImageLimits, ToolImageShare
 from agentkit.tools import (
@@ -132,21 +88,10 @@ class Emitter:
 
 @dataclass
 class RunState:
-    """Everything one run carries between its phases.
-
-    Attributes:
-        question: the user message's text; content: the user message's content (text, or image parts and text).
-        conversation: the kept history the run started from.
-        deps: handed to tools through :class:`~agentkit.tools.ToolContext`.
-        emit: the run's :class:`Emitter`.
-        messages: the transcript so far (system, history, question, this run's model turns and tool responses).
-        steps, usage, timing: what the :class:`~agentkit.result.RunResult` reports.
-        step: 0-based index of the current step; tool_choice: the choice for the next model turn.
-        repeats: requests per (tool, canonical arguments), for the loop guard; failures: failures per tool.
-        dropped_groups: the oldest droppable message groups left out of the prompt (trimming).
-        reminders: format reminders sent; budget: the tool-output budgets (bytes, tokens), asked once per run.
-        result: the final :class:`~agentkit.result.RunResult`, once there is one.
-    """
+    """Everything one run carries between its phases: the question and its content, the history it started
+    from, ``deps``, the transcript (``messages``), what the result reports, the loop-guard counts
+    (``repeats``), failures per tool, how many droppable groups the prompt leaves out, reminders sent and the
+    tool-output budgets (bytes, tokens; asked once per run)."""
 
     question: str
     content: str | list[dict[str, Any]]
@@ -177,17 +122,20 @@ class RunState:
         skip = {i for a, b in groups[: self.dropped_groups] for i in range(a, b)}
         return [m for i, m in enumerate(self.messages) if i not in skip], groups
 
-    def partial(self, reason: StopReason) -> RunResult:
-        """The transcript so far as a :class:`RunResult` without an answer (for a run that stops)."""
+    def partial(
+        self, reason: StopReason, answer: str | None = None, conversation: Conversation | None = None
+    ) -> RunResult:
+        """The run so far as a :class:`RunResult` (without an answer: the transcript of a run that stops)."""
         self.timing.total_seconds = _perf() - self.t_start
+        conv = self.conversation if conversation is None else conversation
         return RunResult(
             self.question,
-            None,
+            answer,
             self.steps,
             self.usage,
             self.timing,
             self.messages,
-            self.conversation,
+            conv,
             reason,
             self.backend_name,
         )
@@ -198,9 +146,7 @@ class RunState:
         return exc
 
     def report_failure(self, exc: BaseException) -> None:
-        """Emit :class:`~agentkit.events.RunFailed` for ``exc`` unless the run already reported its failure:
-        whatever ends a run without an answer (an error of the planner, the backend, an overridden phase, or
-        the run's cancellation) is reported once."""
+        """Emit :class:`~agentkit.events.RunFailed` for ``exc``, once per run."""
         if not self.failure_reported:
             self.failure_reported = True
             self.emit(RunFailed(exc))
@@ -208,14 +154,8 @@ class RunState:
 
 @dataclass
 class CallPlan:
-    """One step's tool calls after planning.
-
-    Attributes:
-        calls: the requested calls (names resolved, ids unique), in call-id order.
-        records: per call, its record when planning already decided it (an error response), else ``None``.
-        scheduled: ``(index, tool, validated arguments)`` of the calls to run.
-        step: the :class:`~agentkit.result.Step` being built.
-    """
+    """One step's calls (names resolved, ids unique), the records planning decided (error responses, else
+    ``None``), the ``(index, tool, validated arguments)`` to run, and the :class:`~agentkit.result.Step`."""
 
     calls: list[ToolCall]
     records: list[ToolCallRecord | None]
@@ -234,9 +174,7 @@ IMAGE_TOKENS_UNKNOWN = 256
 
 
 def message_chars(m: ChatMessage, image_tokens: int = IMAGE_TOKENS_UNKNOWN) -> int:
-    """Rough size of a message in the prompt (characters of its content and call arguments; an image counts
-    as its vision budget's soft tokens, ``image_tokens`` when the part has none, not as the length of its data
-    URL)."""
+    """Rough size of a message in the prompt: characters of its content and calls (an image as its soft tokens)."""
     c = m.get("content")
     if isinstance(c, list):
         n = 0
@@ -259,9 +197,8 @@ def message_chars(m: ChatMessage, image_tokens: int = IMAGE_TOKENS_UNKNOWN) -> i
 def cap_response(
     text: str, backend: Any, tool_limit: int | None, byte_share: int | None, token_share: int | None
 ) -> str:
-    """A tool response (a result or an error) cut to the smaller of the tool's ``max_output_bytes`` and its
-    ``byte_share`` of the step's budget, then to ``token_share`` tokens counted by the backend's ``count_tokens``
-    (when it has one and a token share applies)."""
+    """A tool response cut to the smaller of ``tool_limit`` and ``byte_share`` bytes, then to ``token_share``
+    tokens counted by the backend's ``count_tokens`` (when it has one)."""
     limits = [x for x in (tool_limit, byte_share) if x is not None]
     limit = min(limits) if limits else None
     count: Callable[[str], int] | None = (
@@ -275,14 +212,20 @@ def cap_response(
     return cap_output_tokens(head, token_share, count, len(text.encode("utf-8", "surrogatepass")))
 
 
+def response_cap(
+    backend: Any, tool_limit: int | None, byte_share: int | None, token_share: int | None
+) -> Callable[[str], str]:
+    """:func:`cap_response` for one call's responses (its result or its error)."""
+    return functools.partial(
+        cap_response, backend=backend, tool_limit=tool_limit, byte_share=byte_share, token_share=token_share
+    )
+
+
 # -------------------------------------------------------------------------------------------------- loop
 
 
 class Host(Protocol):
-    """What the graph reads from the agent that holds it: its settings and the phases it may override.
-
-    :class:`agentkit.Agent` subclasses it and so inherits the default :meth:`execute_tool_call`.
-    """
+    """What the graph reads from its agent: settings and overridable phases (:class:`agentkit.Agent` subclasses it)."""
 
     backend: Backend
     system_prompt: str | None
@@ -311,18 +254,11 @@ class Host(Protocol):
         byte_share: int | None = None,
         token_share: int | None = None,
     ) -> ToolCallRecord:
-        """Run one validated call under its timeout; its response cut to the budget (bytes, then tokens).
-        An exception (any ``BaseException`` but ``KeyboardInterrupt``, ``GeneratorExit`` and cancellation, which
-        propagate), ``sys.exit()`` or a timeout becomes an error record, never a crash.
+        """Run one validated call under its timeout, its response cut to the budget. An exception (but
+        ``KeyboardInterrupt``, ``GeneratorExit`` and cancellation), ``sys.exit()`` or a timeout becomes an error
+        record. An override returns an :class:`agentkit.ToolCallRecord`; the planner emits its event."""
 
-        Override it to put something in front of the tools (a cache, a policy): return an
-        :class:`agentkit.ToolCallRecord` (``ToolCallRecord(c.id, c.name, c.arguments, content)`` for a success);
-        the planner emits its :class:`~agentkit.events.ToolCallFinished` event; ``super().execute_tool_call(...)``
-        runs the tool."""
-
-        def cap(text: str) -> str:
-            return cap_response(text, self.backend, tl.max_output_bytes, byte_share, token_share)
-
+        cap = response_cap(self.backend, tl.max_output_bytes, byte_share, token_share)
         t0 = _perf()
         try:
             value = await tl.acall(validated, ToolContext(tl.name, c.id, state.step, state.deps))
@@ -348,17 +284,8 @@ class Host(Protocol):
 
 
 class RunGraph:
-    """The run logic an :class:`agentkit.Agent` holds (``agent.graph``): its tools, and the phases the nodes of
-    :mod:`agentkit.nodes` run (see the module docstring).
-
-    Args:
-        agent: the agent whose settings (``backend``, ``max_steps``, ``loop_guard``...) and overridable phases
-            (``process_tool_calls``, ``execute_tool_call``) the graph uses.
-
-    Attributes:
-        tools: registered tools by name; declarations: what the model is told about them, in order;
-        callbacks: event callbacks of every run.
-    """
+    """The run logic of ``agent`` (``agent.graph``): its ``tools`` by name, their ``declarations`` in order, the
+    event ``callbacks`` of every run, and the phases the nodes of :mod:`agentkit.nodes` run."""
 
     def __init__(self, agent: Host) -> None:
         self.agent = agent
@@ -394,11 +321,7 @@ class RunGraph:
         )
 
     async def model_turn(self, state: RunState, *, prefer_sync: bool = False) -> tuple[ModelTurn, float]:
-        """Phase 2: one model turn, trimming the prompt while the backend says it does not fit.
-
-        Returns:
-            ``(turn, seconds in the backend)``.
-        """
+        """Phase 2: ``(turn, seconds in the backend)``, trimming the prompt while it does not fit."""
         await self.agent.refresh_tools()
         backend = self.agent.backend
         # Agent.run owns its event loop (nothing else runs on it): the sync path is as good and keeps the
@@ -496,17 +419,8 @@ class RunGraph:
         if turn.thinking:
             final["thinking"] = turn.thinking
         state.messages.append(final)
-        state.timing.total_seconds = _perf() - state.t_start
-        result = RunResult(
-            state.question,
-            turn.text,
-            state.steps,
-            state.usage,
-            state.timing,
-            state.messages,
-            state.conversation.with_turn(state.content, turn.text),
-            "final_answer",
-            self.agent.backend.name,
+        result = state.partial(
+            "final_answer", turn.text, state.conversation.with_turn(state.content, turn.text)
         )
         state.emit(RunFinished(result))
         return result
@@ -518,16 +432,13 @@ class RunGraph:
         return self.resolve(state, plan)
 
     def plan_calls(self, state: RunState, turn: ModelTurn, model_s: float) -> CallPlan:
-        """Phase 3a: names resolved, ids made unique, the assistant message appended; each call checked
-        (loop guard, decode error, unknown tool, invalid arguments) and the valid ones scheduled.
-
-        Raises:
-            LoopGuardTriggered: a (tool, canonical arguments) requested ``loop_guard`` times in this run.
-        """
+        """Phase 3a: names resolved, ids made unique, the assistant message appended; each call checked (loop
+        guard, decode error, unknown tool, invalid arguments) and the valid ones scheduled. Raises
+        ``LoopGuardTriggered``."""
         calls = turn.tool_calls
         tools = self.tools
         unique_ids(calls, state.step, tools)
-        state.messages.append(assistant_message(turn, calls))
+        state.messages.append(assistant_message(turn.text, calls, turn.thinking))
         plan = CallPlan(
             calls,
             [None] * len(calls),
@@ -539,13 +450,7 @@ class RunGraph:
         for i, c in enumerate(calls):
             shown: Any = c.arguments if c.error is None else c.raw_arguments
             limit = None if (tl := tools.get(c.name)) is None else tl.max_output_bytes
-            cap = functools.partial(
-                cap_response,
-                backend=self.agent.backend,
-                tool_limit=limit,
-                byte_share=byte_share,
-                token_share=token_share,
-            )
+            cap = response_cap(self.agent.backend, limit, byte_share, token_share)
             if self.agent.loop_guard is not None:
                 key = (c.name, canonical_arguments(shown))
                 state.repeats[key] = count = state.repeats.get(key, 0) + 1
@@ -586,8 +491,7 @@ class RunGraph:
         return plan
 
     def _shares(self, state: RunState, calls: int) -> tuple[int | None, int | None]:
-        """Each response's share of the step's tool-output budget (bytes, tokens) when ``calls`` calls answer;
-        the budget is asked of the agent once per run."""
+        """Each response's share of the step's tool-output budget (bytes, tokens) among ``calls`` calls."""
         if state.budget is None:
             state.budget = (self.agent.tool_output_budget(), self.agent.tool_output_token_budget())
         b, t = state.budget
@@ -611,16 +515,8 @@ class RunGraph:
         """Phase 3b: run the scheduled calls concurrently (the agent's :meth:`Host.execute_tool_call` each),
         sharing the tool-output budget evenly; their records go into ``plan.records``."""
         t1 = _perf()
-        byte_share: int | None = None
-        token_share: int | None = None
-        n = len(plan.scheduled)
-        if n:  # the budget is shared by all the step's calls, those answered with an error included
+        if plan.scheduled:  # the budget is shared among all the step's calls, errors included
             byte_share, token_share = self._shares(state, len(plan.calls))
-        if n == 1:  # the common case, without a gather
-            i, tl, v = plan.scheduled[0]
-            rec = await self.agent.execute_tool_call(state, tl, plan.calls[i], v, byte_share, token_share)
-            plan.records[i] = self._finished(state, rec)
-        elif n > 1:
             done = await asyncio.gather(
                 *(
                     self._run_call(state, tl, plan.calls[i], v, byte_share, token_share)
@@ -642,14 +538,8 @@ class RunGraph:
         byte_share: int | None,
         token_share: int | None,
     ) -> ToolCallRecord:
-        """The agent's :meth:`Host.execute_tool_call`, checked, and its
-        :class:`~agentkit.events.ToolCallFinished` event (so an override does not have to emit it)."""
-        return self._finished(
-            state, await self.agent.execute_tool_call(state, tl, c, validated, byte_share, token_share)
-        )
-
-    def _finished(self, state: RunState, rec: Any) -> ToolCallRecord:
-        """Check a :meth:`Host.execute_tool_call` result; emit its :class:`~agentkit.events.ToolCallFinished`."""
+        """The agent's :meth:`Host.execute_tool_call`, its record checked and its event emitted."""
+        rec: Any = await self.agent.execute_tool_call(state, tl, c, validated, byte_share, token_share)
         if not isinstance(rec, ToolCallRecord):
             raise TypeError(
                 f"{type(self.agent).__name__}.execute_tool_call must return an agentkit.ToolCallRecord, got "
@@ -659,15 +549,10 @@ class RunGraph:
         return rec
 
     def resolve(self, state: RunState, plan: CallPlan) -> Step:
-        """Phase 3c: one tool response per call id, in call-id order; the tools' failure budgets checked.
-
-        Raises:
-            ToolRetriesExceeded: a tool failed more than its ``retries`` in this run.
-        """
+        """Phase 3c: one tool response per call id, in call-id order; raises ``ToolRetriesExceeded`` for a tool
+        past its failure budget."""
         records: list[ToolCallRecord] = []
-        images = ToolImageShare(
-            self.agent.backend, self.agent.tool_images
-        )  # images of results, for backends taking them
+        images = ToolImageShare(self.agent.backend, self.agent.tool_images)
         for rec in plan.records:
             assert rec is not None
             records.append(rec)

@@ -18,9 +18,7 @@ from pydantic.dataclasses import dataclass
 from agentkit.backends.base import ChatMessage, Usage, plain_data
 from agentkit.history import Conversation
 
-# Records are built by the planner from values it has already checked; validation is limited to the typed
-# scalars, free-form values (arguments, results, messages) pass through as they are. An unknown keyword is an
-# error, as it was for the plain dataclasses these replaced.
+# the planner builds records from checked values: free-form values (arguments, results, messages) pass as they are
 _CONFIG = ConfigDict(arbitrary_types_allowed=True, extra="forbid")
 
 
@@ -38,15 +36,11 @@ class ToolCallRecord:
     """One tool call and the tool response the model got for it.
 
     Attributes:
-        id: call id (unique within its step).
-        name: tool name as requested.
-        arguments: arguments as requested (the raw text, for calls a backend could not decode).
+        id, name, arguments: the call as requested (``arguments`` the raw text when it could not be decoded).
         content: the tool response text sent to the model (the serialised result, or an error object).
-        error: ``None`` on success, else the error text (``"unknown_tool"``-style kinds are in ``error_kind``).
-        error_kind: ``None`` or one of ``"decode"`` (backend could not decode the call), ``"unknown_tool"``,
-            ``"invalid_arguments"``, ``"exception"``, ``"timeout"``, ``"not_run"`` (run stopped first).
+        error: ``None`` on success, else the error text; ``error_kind``: its :data:`ErrorKind`.
         result: the tool's Python return value (not serialised by :meth:`to_dict`).
-        seconds: wall time of the call (seconds; 0 when it did not run).
+        seconds: wall time of the call (0 when it did not run).
     """
 
     id: str
@@ -73,13 +67,9 @@ class Step:
     """One model turn and the tool calls it requested.
 
     Attributes:
-        index: 0-based step number.
-        text: the model's visible text.
-        thinking: the model's reasoning text (kept here, never in the conversation history).
-        tool_calls: records in call-id order (empty for the final answer).
-        usage: tokens of this model turn.
-        model_seconds: time in the backend (seconds).
-        tool_seconds: wall time of this step's tool calls, run concurrently (seconds).
+        index: 0-based step number; text, thinking: the model's text and reasoning (never in the history).
+        tool_calls: records in call-id order (empty for the final answer); usage: tokens of this turn.
+        model_seconds, tool_seconds: time in the backend, wall time of the step's (concurrent) tool calls.
     """
 
     index: int
@@ -97,13 +87,7 @@ class Step:
 
 @dataclass(slots=True, config=_CONFIG)
 class Timing:
-    """Wall-clock split of a run (seconds).
-
-    Attributes:
-        total_seconds: the whole run.
-        model_seconds: summed time inside the backend.
-        tool_seconds: summed wall time of the steps' tool batches.
-    """
+    """Wall-clock split of a run (seconds): the whole run, inside the backend, in the steps' tool batches."""
 
     total_seconds: float = 0.0
     model_seconds: float = 0.0
@@ -126,17 +110,11 @@ class RunResult:
     partial transcript of a stopped one.
 
     Attributes:
-        question: the user message.
-        answer: the final answer; ``None`` when the run stopped without one.
-        steps: every model turn with its tool calls.
-        usage: tokens summed over the steps.
-        timing: wall-clock split.
-        messages: the full transcript sent to / received from the model in this turn (system prompt,
-            kept history, the question, assistant calls with thinking, tool responses, the final answer).
-        conversation: the history after this turn (user messages and final answers only); for a stopped
-            run, the history before it.
-        stop_reason: why the run ended.
-        backend: name of the backend used.
+        question, answer: the user message and the final answer (``None`` when the run stopped without one).
+        steps, usage, timing: every model turn with its tool calls, tokens summed, the wall-clock split.
+        messages: the full transcript of this turn (system prompt, history, question, calls, responses, answer).
+        conversation: the history after this turn (for a stopped run, before it).
+        stop_reason: why the run ended; backend: name of the backend used.
     """
 
     question: str

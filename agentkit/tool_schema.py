@@ -1,5 +1,6 @@
-"""How a tool's declaration is written: descriptions from its docstring, grounded parameters, titles
-dropped, and the string formats the tool-call grammar enforces (checked for remote models too)."""
+"""How a tool's declaration is written: the function read (signature, type hints, docstring), grounded
+parameters, titles dropped, checks of a written schema, and the string formats the tool-call grammar enforces
+(checked for remote models too)."""
 
 from __future__ import annotations
 
@@ -8,7 +9,8 @@ import functools
 import inspect
 import logging
 import re
-from collections.abc import Sequence
+import typing
+from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Annotated, Any, TypeVar
 
 import pydantic
@@ -23,20 +25,9 @@ from schema.refs import Refs
 
 
 def parse_docstring(doc: str | None) -> tuple[str, dict[str, str]]:
-    """Split a docstring into the tool description and per-parameter descriptions.
-
-    Parsed with griffe (``griffe.Docstring(...).parse("auto")``: Google ``Args:`` with ``name (type): text``
-    entries, Sphinx ``:param name: text``, NumPy ``Parameters`` underlined with dashes), which is lenient: a
-    malformed entry elsewhere (say in ``Raises:``) does not lose the parameters. Continuation lines are joined
-    with spaces; griffe's warnings about the docstring are not logged.
-
-    Args:
-        doc: the raw docstring (``None`` allowed).
-
-    Returns:
-        ``(description, {parameter: description})``; the description is the text before the first section,
-        with paragraphs kept.
-    """
+    """``(description, {parameter: description})`` of a docstring, parsed with griffe (Google ``Args:``, Sphinx
+    ``:param name:``, NumPy ``Parameters``; lenient, its warnings not logged): the text before the first section,
+    paragraphs kept, and each parameter's text with its lines joined."""
     if not doc:
         return "", {}
     from griffe import Docstring
@@ -65,6 +56,113 @@ def parse_docstring(doc: str | None) -> tuple[str, dict[str, str]]:
     return "\n\n".join(desc).strip(), params
 
 
+# ------------------------------------------------------------------------------------------------ functions
+
+
+def unwrapped(function: Callable[..., Any]) -> tuple[Callable[..., Any], set[str]]:
+    """The function a ``functools.partial`` calls and the keywords it binds (``(function, set())`` otherwise)."""
+    bound: set[str] = set()
+    while isinstance(function, functools.partial):
+        bound |= set(function.keywords)
+        function = function.func
+    return function, bound
+
+
+def function_docstring(function: Callable[..., Any]) -> str | None:
+    """The docstring of ``function``, or of its ``__call__`` for a callable object whose class has none."""
+    doc = inspect.getdoc(function)
+    if doc is None and not inspect.isroutine(function) and not inspect.isclass(function):
+        doc = inspect.getdoc(type(function).__call__)
+    return doc
+
+
+def signature_and_hints(
+    name: str, function: Callable[..., Any], fname: str
+) -> tuple[inspect.Signature | None, dict[str, Any]]:
+    """The signature (``None`` if unreadable; a partial's without its bound keywords, which the model may not
+    replace) and the resolved type hints; raises :class:`ToolDefinitionError` when they cannot be resolved."""
+    try:
+        sig = inspect.signature(function)
+    except (TypeError, ValueError):
+        return None, {}
+    function, bound = unwrapped(function)
+    if bound:  # a partial's keywords are fixed: not declared, not the model's
+        sig = sig.replace(parameters=[p for n, p in sig.parameters.items() if n not in bound])
+    try:
+        return sig, typing.get_type_hints(function, include_extras=True)
+    except Exception:
+        target = function.__call__ if not inspect.isroutine(function) else function  # type: ignore[operator]
+        try:
+            return sig, typing.get_type_hints(target, include_extras=True)
+        except Exception as exc:
+            raise ToolDefinitionError(
+                f"tool {name!r}: cannot resolve the type hints of {fname}: {exc}"
+            ) from exc
+
+
+def refuse_unbound_method(
+    name: str, function: Callable[..., Any], sig: inspect.Signature, hints: dict[str, Any]
+) -> None:
+    """Refuse a method taken from its class: it would ask the model for ``self`` or ``cls``."""
+    first = next(iter(sig.parameters.values()), None)
+    qualname = getattr(function, "__qualname__", "")
+    in_class = "." in qualname and qualname.split(".")[-2] != "<locals>"
+    if (
+        first is not None
+        and first.name in ("self", "cls")
+        and first.name not in hints
+        and inspect.isfunction(function)
+        and in_class
+    ):
+        raise ToolDefinitionError(
+            f"tool {name!r}: {qualname}() takes {first.name!r} first: a method taken from its class (@tool in a "
+            f"class body, tool(Class.method)) would ask the model for {first.name!r}; make the tool from the bound "
+            "method instead: tool(instance.method), Agent(tools=[instance.method])"
+        )
+
+
+def field_alias(annotation: Any) -> str | None:
+    """The ``alias`` of an ``Annotated[..., Field(alias=NAME)]`` parameter (``from`` for ``from_``), or ``None``."""
+    if typing.get_origin(annotation) is typing.Annotated:
+        for meta in typing.get_args(annotation)[1:]:
+            if isinstance(meta, pydantic.fields.FieldInfo) and isinstance(meta.alias, str):
+                return meta.alias
+    return None
+
+
+def keywords_taken(sig: inspect.Signature | None) -> frozenset[str] | None:
+    """The keyword arguments a function takes, ``None`` for any (``**kwargs``, or no readable signature)."""
+    if sig is None or any(p.kind is p.VAR_KEYWORD for p in sig.parameters.values()):
+        return None
+    return frozenset(
+        n for n, p in sig.parameters.items() if p.kind in (p.POSITIONAL_OR_KEYWORD, p.KEYWORD_ONLY)
+    )
+
+
+def check_schema_fits(name: str, fname: str, sig: inspect.Signature | None, schema: dict[str, Any]) -> None:
+    """Raise :class:`ToolDefinitionError` unless each property is a keyword the function takes and each of
+    its parameters without a default is ``required`` (else every call would fail with a ``TypeError``)."""
+    if sig is None:
+        return
+    named = [p for p in sig.parameters.values() if p.kind in (p.POSITIONAL_OR_KEYWORD, p.KEYWORD_ONLY)]
+    takes = ", ".join(p.name for p in named) or "none"
+    keywords = keywords_taken(sig)
+    if keywords is not None:
+        extra = [k for k in schema.get("properties") or {} if k not in keywords]
+        if extra:
+            raise ToolDefinitionError(
+                f"tool {name!r}: parameters declares {', '.join(map(repr, extra))}, which {fname}() does not "
+                f"take (its parameters: {takes})"
+            )
+    required = set(schema.get("required") or [])
+    needed = [p.name for p in named if p.default is p.empty and p.name not in required]
+    if needed:
+        raise ToolDefinitionError(
+            f"tool {name!r}: {fname}() needs {', '.join(map(repr, needed))}, which parameters does not list "
+            "in 'required' (or give it a default in the function)"
+        )
+
+
 # ------------------------------------------------------------------------------------------------ schemas
 
 
@@ -79,14 +177,9 @@ if TYPE_CHECKING:
 else:
 
     class Grounded:
-        """``Grounded[str]``: a string parameter whose value must be a span of the conversation.
-
-        ``def find_definition(name: Grounded[str]) -> dict`` declares ``name`` with ``x-grounded: true``; the
-        embedded backend's tool-call constraint then only lets the model write a span of the user's messages or of
-        the tool responses so far (no invented identifier, path or id). Remote backends receive the keyword as a
-        schema annotation. Equivalent: ``Tool(fn, grounded=["name"])``, or ``grounded: true`` on a parameter in a
-        bundle. A type checker reads ``Grounded[X]`` as ``X``.
-        """
+        """``Grounded[str]``: a string parameter whose value must be a span of the conversation (the user's
+        messages and the tool responses so far), declared ``x-grounded: true`` and enforced by the embedded
+        backend's constraint; as ``Tool(fn, grounded=[...])``. A type checker reads ``Grounded[X]`` as ``X``."""
 
         def __class_getitem__(cls, item: Any) -> Any:
             return Annotated[item, pydantic.Field(json_schema_extra={GROUNDED_KEYWORD: True})]
@@ -130,11 +223,9 @@ clean_schema = drop_titles
 def grounded_keyword(
     schema: Any, bad: list[tuple[tuple[str | int, ...], str]], at: tuple[str | int, ...] = ()
 ) -> Any:
-    """``schema`` (a bundle tool's ``parameters``) with the bundle's ``grounded`` keyword written as ``x-grounded``,
-    in it and in every subschema (``properties``, ``items``, ``anyOf`` members, ``$defs``...). Appends to ``bad``
-    ``(path below schema after at, message)`` for each ``grounded`` that is not a boolean and each property or
-    definition name that YAML did not read as a string (``off:``, ``no:``, ``1:``). Property *names* called
-    ``grounded`` are left alone."""
+    """A bundle tool's ``parameters`` with the keyword ``grounded`` written as ``x-grounded`` in every subschema;
+    appends ``(path after at, message)`` to ``bad`` for a ``grounded`` that is not a boolean and for a property
+    or definition name YAML did not read as a string (``off:``, ``1:``)."""
     if not isinstance(schema, dict):
         return schema
     if "grounded" in schema:
@@ -164,16 +255,9 @@ _FOLDED_KEYWORDS = frozenset(k.lower().strip("_$@") for k in _KEYWORDS)
 
 
 def misspelt_keywords(schema: Any, at: tuple[str | int, ...] = ()) -> list[tuple[tuple[str | int, ...], str]]:
-    """The keys of ``schema`` and its subschemas that misspell a JSON Schema keyword (``maxLenght``,
-    ``additonalProperties``, ``requird``): ``[(path below schema after at, message)]``, the message naming the
-    keyword meant. JSON Schema ignores unknown keywords, so a misspelt one would silently go unenforced.
-
-    A key counts as misspelt when ``difflib.get_close_matches`` puts it at ratio 0.85 or more to a keyword
-    and it is not a keyword itself, an ``x-`` extension, or a keyword with other case or ``_``/``$`` affixes
-    (``readonly``, ``_format``, ``@type``: real-world schemas use those on purpose). Of MaskBench's 7,818
-    real-world schemas it flags 75 (118 keys: ``descrption``, ``additonalProperties``, ``definition``...); of
-    the 1,677 BFCL tool declarations none. Checked where a person writes a schema: a bundle's ``parameters``
-    and ``Tool(parameters=...)``; the constraint compiler itself ignores unknown keywords, as JSON Schema says."""
+    """``[(path after at, message)]`` of the keys of ``schema`` and its subschemas that misspell a JSON Schema
+    keyword (``maxLenght``), which JSON Schema would silently ignore: ``difflib`` ratio >= 0.85 to a keyword,
+    and not a keyword, an ``x-`` extension, or a keyword with other case or ``_``/``$``/``@`` affixes."""
     if not isinstance(schema, dict):
         return []
     out = []
@@ -192,14 +276,8 @@ _DATA_KEYWORDS = frozenset({"enum", "const", "default", "examples"})
 
 
 def unresolvable_ref(schema: dict[str, Any]) -> tuple[str, str] | None:
-    """The first ``$ref`` of ``schema`` that cannot resolve, as ``(path, message)`` (path like
-    ``properties/x/items``), else ``None``.
-
-    agentkit fetches no schema: a reference resolves inside the document only (JSON pointers and anchors, after
-    the root's ``$id``; :class:`schema.refs.Refs`). A document with a nested ``$id`` (a resource of its own,
-    against which its references resolve) is left to jsonschema at call time: ``None``.
-    """
-
+    """``(path, message)`` of the first ``$ref`` that does not resolve inside ``schema`` (agentkit fetches none),
+    else ``None`` (also for a nested ``$id``, left to jsonschema at call time)."""
     found: list[tuple[str, Any]] = []
     stack: list[tuple[Any, str]] = [(schema, "")]
     while stack:
@@ -228,18 +306,9 @@ def unresolvable_ref(schema: dict[str, Any]) -> tuple[str, str] | None:
 
 @functools.cache
 def grammar_format_checker() -> Any:
-    """A ``jsonschema.FormatChecker`` that checks exactly the string formats the tool-call grammar enforces.
-
-    Each format of ``schema.FORMATS`` (date, time, date-time, duration, email, hostname,
-    ipv4, ipv6, uuid, uri; regexes written from the RFCs named there) is checked with the same regexes the
-    grammar uses, as full matches, length limits included (``FORMAT_LIMITS``: an email's local part at most 64
-    characters), so a remote model's arguments are held to what the embedded model can
-    produce. Other formats are not checked (a tool cannot declare them: registration refuses them). Values
-    that are not strings pass (``format`` applies to strings only).
-
-    Returns:
-        The checker (built once).
-    """
+    """A ``jsonschema.FormatChecker`` (built once) of exactly the string formats the tool-call grammar enforces
+    (``schema.FORMATS``, with its regexes and length limits), so a remote model is held to what the embedded
+    one can write; values that are not strings pass."""
     import jsonschema
 
     checker = jsonschema.FormatChecker(formats=())
@@ -257,9 +326,7 @@ _YAML_STRING_NUMBER = re.compile(r"[-+]?(\d+\.?\d*|\.\d+)[eE][-+]?\d+")
 
 
 def yaml_number_hint(value: Any) -> str:
-    """A hint for a schema value PyYAML read as a string though it was meant as a number: YAML 1.1 reads
-    ``1e30`` as the text ``'1e30'`` (its floats need a dot and a signed exponent, ``1.0e+30``). Returns
-    ``" (YAML reads 1e30 as a string: write 1.0e+30)"`` for such a value, ``""`` otherwise."""
+    """``" (YAML reads 1e30 as a string: write 1.0e+30)"`` for a number YAML 1.1 read as text, else ``""``."""
     if not isinstance(value, str) or not _YAML_STRING_NUMBER.fullmatch(value.strip()):
         return ""
     mantissa, _, exponent = value.strip().lower().partition("e")

@@ -1,32 +1,20 @@
 """Tools: typed Python callables the model can call.
 
-A :class:`Tool` is a name, a description, a JSON Schema for its arguments (the *tool declaration* the model
-sees), a validator for the arguments the model sends, and an implementation (sync or async) run with a
-timeout. Build one with:
+A :class:`Tool` is a name, a description, a JSON Schema for its arguments (the declaration the model sees), a
+validator for the model's arguments and an implementation (sync or async) run with a timeout. :func:`tool` makes
+one from a typed function (parameters from the type hints, descriptions from the docstring's ``Args:``,
+``:param x:`` or NumPy ``Parameters`` section), from an explicit Pydantic model (``args_model=``) or from a raw
+JSON Schema (``parameters=``, checked with ``jsonschema``; YAML bundles use it). A parameter annotated
+:class:`ToolContext` is not declared; the planner passes the call's context into it.
 
-* :func:`tool` on a typed function - parameters come from the type hints (``Annotated[..., Field(...)]``
-  constraints included) and descriptions from the docstring's ``Args:`` section (Google style; Sphinx
-  ``:param x:`` and NumPy ``Parameters`` sections work too). A Pydantic model is created from them; its JSON
-  Schema is the declaration and it validates the model's arguments (unknown arguments are rejected).
-* :func:`tool` / :class:`Tool` with ``args_model=`` - an explicit Pydantic model; the function receives
-  the validated model instance.
-* :class:`Tool` with ``parameters=`` - a raw JSON Schema, validated with ``jsonschema`` (used by YAML
-  bundles); the function receives the arguments as keyword arguments.
-
-A parameter annotated :class:`ToolContext` is not part of the schema; the planner passes the call's
-context (tool name, call id, step, the run's ``deps``) into it.
-
-Sync tools run in daemon worker threads so a hanging tool cannot block the planner: at the timeout the
-planner stops waiting and answers the model with a timeout error (the thread itself cannot be killed and
-finishes in the background; daemon threads do not keep the process alive at exit). Async tools run on the
-caller's event loop and are cancelled at the timeout.
+Sync tools run in daemon worker threads: at the timeout the planner stops waiting and answers the model with
+a timeout error (the thread finishes in the background). Async tools are cancelled at the timeout.
 """
 
 from __future__ import annotations
 
 import asyncio
 import copy
-import functools
 import inspect
 import json
 import re
@@ -47,18 +35,26 @@ from agentkit.tool_output import (
     cap_output,
     cap_output_tokens,
     decode_utf8,
+    int_at_least,
     run_sync_in_thread,
     serialize_result,
     tool_thread_limit,
 )
 from agentkit.tool_schema import (
     Grounded,
+    check_schema_fits,
     clean_schema,
+    field_alias,
+    function_docstring,
     grammar_format_checker,
+    keywords_taken,
     mark_grounded,
     misspelt_keywords,
     parse_docstring,
+    refuse_unbound_method,
+    signature_and_hints,
     unresolvable_ref,
+    unwrapped,
 )
 from schema import MAX_NESTING, nesting
 from tools.args import format_validation_error
@@ -125,8 +121,7 @@ class ToolTimeoutError(TimeoutError):
 
 
 def _is_async_callable(fn: Any) -> bool:
-    while isinstance(fn, functools.partial):
-        fn = fn.func
+    fn, _ = unwrapped(fn)
     if inspect.iscoroutinefunction(fn):
         return True
     return not inspect.isroutine(fn) and inspect.iscoroutinefunction(fn.__call__)
@@ -151,61 +146,12 @@ def _check_settings(name: str, timeout: float | None, retries: int, max_output_b
         raise ToolDefinitionError(
             f"tool {name!r}: timeout must be a number > 0 (seconds) or None, got {timeout!r}"
         )
-    if isinstance(retries, bool) or not isinstance(retries, int) or retries < 0:
+    if not int_at_least(retries, 0):
         raise ToolDefinitionError(f"tool {name!r}: retries must be an integer >= 0, got {retries!r}")
-    if max_output_bytes is not None and (
-        isinstance(max_output_bytes, bool) or not isinstance(max_output_bytes, int) or max_output_bytes < 1
-    ):
+    if max_output_bytes is not None and not int_at_least(max_output_bytes, 1):
         raise ToolDefinitionError(
             f"tool {name!r}: max_output_bytes must be an integer >= 1 (bytes) or None, got {max_output_bytes!r}"
         )
-
-
-def _unwrapped(function: Callable[..., Any]) -> tuple[Callable[..., Any], set[str]]:
-    """The function a ``functools.partial`` calls (its name, docstring and type hints are the tool's) and the
-    keywords the partial binds; ``(function, set())`` for anything else."""
-    bound: set[str] = set()
-    while isinstance(function, functools.partial):
-        bound |= set(function.keywords)
-        function = function.func
-    return function, bound
-
-
-def _docstring(function: Callable[..., Any]) -> str | None:
-    """The docstring of ``function``, or of its ``__call__`` for a callable object whose class has none."""
-    doc = inspect.getdoc(function)
-    if doc is None and not inspect.isroutine(function) and not inspect.isclass(function):
-        doc = inspect.getdoc(type(function).__call__)
-    return doc
-
-
-def _signature_and_hints(
-    name: str, function: Callable[..., Any], fname: str
-) -> tuple[inspect.Signature | None, dict[str, Any]]:
-    """The function's signature (``None`` when it has none; a ``functools.partial``'s without the arguments it
-    binds, which stay fixed: a bound API key is neither declared to the model nor one it may replace) and resolved
-    type hints (of the function a partial calls, of ``__call__`` for a callable object).
-
-    Raises:
-        ToolDefinitionError: the type hints cannot be resolved (a forward reference to an unknown name...).
-    """
-    try:
-        sig = inspect.signature(function)
-    except (TypeError, ValueError):
-        return None, {}
-    function, bound = _unwrapped(function)
-    if bound:  # a partial's keywords are fixed: not declared, not the model's
-        sig = sig.replace(parameters=[p for n, p in sig.parameters.items() if n not in bound])
-    try:
-        return sig, typing.get_type_hints(function, include_extras=True)
-    except Exception:
-        target = function.__call__ if not inspect.isroutine(function) else function  # type: ignore[operator]
-        try:
-            return sig, typing.get_type_hints(target, include_extras=True)
-        except Exception as exc:
-            raise ToolDefinitionError(
-                f"tool {name!r}: cannot resolve the type hints of {fname}: {exc}"
-            ) from exc
 
 
 def _format_message(e: Any) -> str:
@@ -215,8 +161,7 @@ def _format_message(e: Any) -> str:
 def _invoker(
     fn: Callable[..., Any], ctx_param: str | None, *, keywords: bool
 ) -> Callable[[Any, ToolContext], Any]:
-    """How a tool calls ``fn`` with validated arguments: as keywords (a dict), or as the one model instance
-    (``args_model=``), with the :class:`ToolContext` as the parameter ``ctx_param`` if the function has one."""
+    """Calls ``fn`` with validated arguments as keywords or as the one model instance, plus the context."""
 
     def invoke(validated: Any, ctx: ToolContext) -> Any:
         extra = {} if ctx_param is None else {ctx_param: ctx}
@@ -225,120 +170,39 @@ def _invoker(
     return invoke
 
 
-def _refuse_unbound_method(
-    name: str, function: Callable[..., Any], sig: inspect.Signature, hints: dict[str, Any]
-) -> None:
-    """A method taken from its class (``@tool`` in a class body, ``tool(Service.get)``) would declare ``self`` or
-    ``cls`` to the model as a parameter it must fill.
-
-    Raises:
-        ToolDefinitionError: naming the method and how to make the tool (from the bound method).
-    """
-    first = next(iter(sig.parameters.values()), None)
-    qualname = getattr(function, "__qualname__", "")
-    in_class = "." in qualname and qualname.split(".")[-2] != "<locals>"
-    if (
-        first is not None
-        and first.name in ("self", "cls")
-        and first.name not in hints
-        and inspect.isfunction(function)
-        and in_class
-    ):
-        raise ToolDefinitionError(
-            f"tool {name!r}: {qualname}() takes {first.name!r} first: a method taken from its class (@tool in a "
-            f"class body, tool(Class.method)) would ask the model for {first.name!r}; make the tool from the bound "
-            "method instead: tool(instance.method), Agent(tools=[instance.method])"
-        )
-
-
-def _own_alias(annotation: Any) -> str | None:
-    """The ``alias`` of an ``Annotated[..., Field(alias=NAME)]`` parameter (the name the model writes, e.g. ``from``
-    for a parameter ``from_``), or ``None``."""
-    if typing.get_origin(annotation) is typing.Annotated:
-        for meta in typing.get_args(annotation)[1:]:
-            if isinstance(meta, pydantic.fields.FieldInfo) and isinstance(meta.alias, str):
-                return meta.alias
-    return None
-
-
 def _collected(
     invoke: Callable[[Any, ToolContext], Any], validated: Any, ctx: ToolContext, started: threading.Event
 ) -> Any:
-    """``invoke(validated, ctx)``, a generator's items collected as a list: on the tool's worker thread and within
-    its timeout, not later on the event loop while the result is serialised. ``started`` is set first."""
+    """``invoke(validated, ctx)`` with a generator's items listed on the worker thread, within the timeout."""
     started.set()
     result = invoke(validated, ctx)
     return list(result) if inspect.isgenerator(result) else result
-
-
-def _keywords_taken(sig: inspect.Signature | None) -> frozenset[str] | None:
-    """The keyword arguments a function takes, ``None`` for any (``**kwargs``, or no readable signature)."""
-    if sig is None or any(p.kind is p.VAR_KEYWORD for p in sig.parameters.values()):
-        return None
-    return frozenset(
-        n for n, p in sig.parameters.items() if p.kind in (p.POSITIONAL_OR_KEYWORD, p.KEYWORD_ONLY)
-    )
-
-
-def _check_schema_fits(name: str, fname: str, sig: inspect.Signature | None, schema: dict[str, Any]) -> None:
-    """A ``parameters=`` schema must fit the function it calls with keywords: each declared property is a
-    keyword it takes (or it takes ``**kwargs``), and each of its parameters without a default is ``required``.
-    Else every call would end in a ``TypeError`` the model, not the author, sees.
-
-    Raises:
-        ToolDefinitionError: the first mismatch, naming the properties and the function's parameters.
-    """
-    if sig is None:
-        return
-    named = [p for p in sig.parameters.values() if p.kind in (p.POSITIONAL_OR_KEYWORD, p.KEYWORD_ONLY)]
-    takes = ", ".join(p.name for p in named) or "none"
-    keywords = _keywords_taken(sig)
-    if keywords is not None:
-        extra = [k for k in schema.get("properties") or {} if k not in keywords]
-        if extra:
-            raise ToolDefinitionError(
-                f"tool {name!r}: parameters declares {', '.join(map(repr, extra))}, which {fname}() does not "
-                f"take (its parameters: {takes})"
-            )
-    required = set(schema.get("required") or [])
-    needed = [p.name for p in named if p.default is p.empty and p.name not in required]
-    if needed:
-        raise ToolDefinitionError(
-            f"tool {name!r}: {fname}() needs {', '.join(map(repr, needed))}, which parameters does not list "
-            "in 'required' (or give it a default in the function)"
-        )
 
 
 class Tool:
     """A tool the model can call.
 
     Args:
-        function: the implementation, sync or ``async``. Called with keyword arguments (typed-function and
-            ``parameters=`` tools) or with the validated model instance (``args_model=`` tools), plus the
-            :class:`ToolContext` parameter if it declares one.
-        name: tool name shown to the model (``None``, the default: the function's ``__name__``); letters, digits,
-            ``_``, ``.``, ``-``; at most 64 characters; must start with a letter or ``_`` (an empty name is
-            refused, not replaced).
+        function: the implementation, sync or ``async``; called with keyword arguments, or with the validated
+            ``args_model`` instance, plus its :class:`ToolContext` parameter if it declares one.
+        name: the name shown to the model (default: the function's ``__name__``): letters, digits, ``_``,
+            ``.``, ``-``, at most 64, starting with a letter or ``_``.
         description: what the tool does (default: the docstring's description part).
         args_model: explicit Pydantic model for the arguments.
         parameters: explicit JSON Schema (``type: object``) for the arguments, validated with ``jsonschema``.
         timeout: seconds one call may take before the model gets a timeout error; ``None`` = wait forever.
-        retries: failure budget per run: the model may see this many failed calls of this tool (invalid
-            arguments, exception, timeout) and try again; one more failure stops the run with
-            :class:`agentkit.errors.ToolRetriesExceeded`.
+        retries: failed calls (invalid arguments, exception, timeout) the model may see per run; one more
+            stops the run with :class:`agentkit.errors.ToolRetriesExceeded`.
         serializer: turns the return value into the tool response text (default :func:`serialize_result`).
-        grounded: names of top-level string parameters whose value must be a span of the conversation (the
-            user's messages and the tool responses so far): marked ``x-grounded: true`` in the schema, which the
-            embedded backend's constraint enforces during denoising (same as annotating ``Grounded[str]``).
-        max_output_bytes: the most bytes (UTF-8) of one tool response the model sees; a longer response is cut
-            with a marker saying how much (see :func:`cap_output`). ``None``: only the agent's limit
-            (``Agent(max_tool_output_bytes=...)``) applies; when both are set, the smaller one does.
+        grounded: top-level string parameters whose value must be a span of the conversation (marked
+            ``x-grounded: true``, enforced by the embedded backend's constraint; as ``Grounded[str]``).
+        max_output_bytes: the most bytes (UTF-8) of one response the model sees (longer is cut with a marker,
+            :func:`cap_output`); with ``Agent(max_tool_output_bytes=...)`` the smaller limit applies.
 
     Raises:
-        ToolDefinitionError: bad name, ``max_output_bytes < 1``, ``*args``/``**kwargs``, both ``args_model`` and
-            ``parameters``, an invalid JSON Schema, ``parameters`` that do not fit the function (a property it
-            does not take, a parameter without a default that is not ``required``), a function whose parameters
-            cannot be turned into a Pydantic model, or a ``grounded`` name that is not a string parameter.
+        ToolDefinitionError: bad name or setting, ``*args``/``**kwargs``, both ``args_model`` and
+            ``parameters``, an invalid JSON Schema, ``parameters`` that do not fit the function, parameters
+            that cannot be typed, or a ``grounded`` name that is not a string parameter.
     """
 
     __slots__ = (
@@ -375,7 +239,7 @@ class Tool:
     ) -> None:
         if not callable(function):
             raise ToolDefinitionError(f"tool implementation must be callable, got {function!r}")
-        base, _ = _unwrapped(function)
+        base, _ = unwrapped(function)
         fname = getattr(base, "__name__", None) or type(base).__name__
         if name is not None and (not isinstance(name, str) or not name.strip()):
             raise ToolDefinitionError(
@@ -397,12 +261,12 @@ class Tool:
         self.retries = retries
         self.serializer = serializer or serialize_result
         self.is_async = _is_async_callable(function)
-        doc_desc, doc_params = parse_docstring(_docstring(base))
+        doc_desc, doc_params = parse_docstring(function_docstring(base))
         self.description = (description if description is not None else doc_desc).strip()
         self._context_param: str | None = None
         self._format_validator: Any = None
 
-        sig, hints = _signature_and_hints(self.name, function, fname)
+        sig, hints = signature_and_hints(self.name, function, fname)
         if sig is not None:
             for pname, p in sig.parameters.items():
                 if _is_context_annotation(hints.get(pname, p.annotation)):
@@ -413,14 +277,15 @@ class Tool:
                 sig = sig.replace(
                     parameters=[p for n, p in sig.parameters.items() if n != self._context_param]
                 )
-            self._init_from_schema(parameters, _keywords_taken(sig))
-            _check_schema_fits(self.name, fname, sig, self.parameters)
+            self._validate = self._init_from_schema(parameters, keywords_taken(sig))
+            check_schema_fits(self.name, fname, sig, self.parameters)
         elif args_model is not None:
-            self._init_from_model(args_model, sig)
+            self._validate = self._init_from_model(args_model, sig)
         else:
             if sig is None:
                 raise ToolDefinitionError(f"tool {self.name!r}: cannot read the signature of {function!r}")
-            self._init_from_signature(sig, hints, doc_params)
+            self._validate = self._init_from_signature(sig, hints, doc_params)
+        self._invoke = _invoker(function, self._context_param, keywords=args_model is None)
         if grounded:
             self.parameters: dict[str, Any] = mark_grounded(self.name, self.parameters, grounded)
         self._declaration: ToolDeclaration = {
@@ -435,9 +300,11 @@ class Tool:
                 self.parameters, format_checker=grammar_format_checker()
             )
 
-    # -- construction paths
+    # -- construction paths: each sets ``parameters`` and returns the validator of the model's arguments
 
-    def _init_from_schema(self, parameters: dict[str, Any], takes: frozenset[str] | None) -> None:
+    def _init_from_schema(
+        self, parameters: dict[str, Any], takes: frozenset[str] | None
+    ) -> Callable[[dict[str, Any]], Any]:
         import jsonschema
         from jsonschema_specifications import REGISTRY as SPECIFICATIONS
 
@@ -490,10 +357,11 @@ class Tool:
                 raise ToolArgumentsError("; ".join(f"{k}: unknown argument" for k in unknown))
             return arguments
 
-        self._validate = validate
-        self._invoke = _invoker(self.function, self._context_param, keywords=True)
+        return validate
 
-    def _init_from_model(self, model: type[pydantic.BaseModel], sig: inspect.Signature | None) -> None:
+    def _init_from_model(
+        self, model: type[pydantic.BaseModel], sig: inspect.Signature | None
+    ) -> Callable[[dict[str, Any]], Any]:
         if not (isinstance(model, type) and issubclass(model, pydantic.BaseModel)):
             raise ToolDefinitionError(f"tool {self.name!r}: args_model must be a Pydantic model class")
         if sig is not None:
@@ -511,13 +379,12 @@ class Tool:
             except pydantic.ValidationError as exc:
                 raise ToolArgumentsError(format_validation_error(exc)) from None
 
-        self._validate = validate
-        self._invoke = _invoker(self.function, self._context_param, keywords=False)
+        return validate
 
     def _init_from_signature(
         self, sig: inspect.Signature, hints: dict[str, Any], doc_params: dict[str, str]
-    ) -> None:
-        _refuse_unbound_method(self.name, self.function, sig, hints)
+    ) -> Callable[[dict[str, Any]], Any]:
+        refuse_unbound_method(self.name, self.function, sig, hints)
         fields: dict[str, Any] = {}
         names: list[tuple[str, str]] = []  # (field name in the model, parameter name)
         for idx, (pname, p) in enumerate(sig.parameters.items()):
@@ -533,7 +400,7 @@ class Tool:
                     f"tool {self.name!r}: positional-only parameter {pname!r} cannot be passed by name"
                 )
             annotation = hints.get(pname, Any)
-            kwargs: dict[str, Any] = {"alias": _own_alias(annotation) or pname}
+            kwargs: dict[str, Any] = {"alias": field_alias(annotation) or pname}
             if doc_params.get(pname):
                 kwargs["description"] = doc_params[pname]
             if p.default is not inspect.Parameter.empty:
@@ -563,21 +430,16 @@ class Tool:
             d = inst.__dict__
             return {pname: d[fname] for fname, pname in names}
 
-        self._validate = validate
-        self._invoke = _invoker(self.function, self._context_param, keywords=True)
+        return validate
 
     # -- use
 
     def declaration(self) -> ToolDeclaration:
-        """The OpenAI-style tool declaration ``{"type": "function", "function": {name, description,
-        parameters}}`` (the same object each time; do not mutate)."""
+        """The OpenAI-style declaration ``{"type": "function", "function": {...}}`` (shared: do not mutate)."""
         return self._declaration
 
     def validate(self, arguments: dict[str, Any]) -> Any:
-        """Validate the model's arguments.
-
-        Returns:
-            What :meth:`acall` takes (keyword dict or model instance).
+        """The model's arguments validated to what :meth:`acall` takes (keyword dict or model instance).
 
         Raises:
             ToolArgumentsError: every problem, by field (``days: Input should be a valid integer (got 'x')``).
@@ -667,19 +529,7 @@ def tool(
 ) -> Tool | Callable[[Callable[..., Any]], Tool]:
     """Make a :class:`Tool` from a function: ``@tool`` or ``@tool(timeout=5, retries=1, ...)``.
 
-    Example::
-
-        @tool
-        def get_weather(city: str, days: int = 1) -> dict:
-            \"\"\"Weather forecast for a city.
-
-            Args:
-                city: City name, e.g. "Paris".
-                days: Number of days, 1-7.
-            \"\"\"
-
-    The keyword arguments (:class:`ToolOptions`) are those of :class:`Tool`; an unknown one raises ``TypeError``
-    when the decorator is applied.
+    The keywords (:class:`ToolOptions`) are those of :class:`Tool`; an unknown one raises ``TypeError``.
 
     Raises:
         ToolDefinitionError: see :class:`Tool`.

@@ -1,0 +1,198 @@
+"""A bundle file as a document: its YAML read with the line and column of every field, refused whole when it is
+not UTF-8, empty, not YAML or expands without bound through aliases; and its problems against the bundle JSON
+Schema (``agentkit/schemas/bundle.schema.json``), in a bundle author's words."""
+
+from __future__ import annotations
+
+import json
+import math
+from collections.abc import Callable
+from functools import lru_cache
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from agentkit.errors import BundleError, BundleIssue
+from agentkit.tool_schema import yaml_number_hint
+
+__all__ = [
+    "FORMAT_VERSION",
+    "MAX_EXPANDED_NODES",
+    "FieldPath",
+    "Positions",
+    "field_name",
+    "read_yaml",
+    "schema",
+    "schema_issues",
+]
+
+#: The bundle format version this agentkit reads (``agentkit_bundle: 1``).
+FORMAT_VERSION = 1
+SCHEMA_PATH = Path(__file__).resolve().parent / "schemas" / "bundle.schema.json"
+
+
+@lru_cache(maxsize=1)
+def schema() -> dict[str, Any]:
+    """The bundle JSON Schema (``agentkit/schemas/bundle.schema.json``)."""
+    return dict(json.loads(SCHEMA_PATH.read_text(encoding="utf-8")))
+
+
+FieldPath = tuple[str | int, ...]
+
+
+def field_name(path: FieldPath) -> str:
+    out = ""
+    for p in path:
+        out += f"[{p}]" if isinstance(p, int) else (f".{p}" if out else str(p))
+    return out
+
+
+class Positions:
+    """Line/column of every value and key of a YAML document, by field path."""
+
+    def __init__(self) -> None:
+        self.values: dict[FieldPath, tuple[int, int]] = {}
+        self.keys: dict[FieldPath, tuple[int, int]] = {}
+
+    def at(self, path: FieldPath, *, key: bool = False) -> tuple[int | None, int | None]:
+        """Position of ``path`` (of its key when ``key``), else of its nearest known parent."""
+        if key and path in self.keys:
+            return self.keys[path]
+        p = path
+        while True:
+            if p in self.values:
+                return self.values[p]
+            if not p:
+                return None, None
+            p = p[:-1]
+
+
+def _mark(node: yaml.Node) -> tuple[int, int]:
+    return node.start_mark.line + 1, node.start_mark.column + 1
+
+
+#: Most values a bundle may expand to once its YAML aliases are followed (a billion-laughs file is refused
+#: before anything walks it).
+MAX_EXPANDED_NODES = 100_000
+
+
+def _expanded_size(node: yaml.Node, sizes: dict[int, float]) -> float:
+    """Nodes under ``node`` with every alias expanded (``inf`` for a cycle), each node counted once (``sizes``)."""
+    if id(node) not in sizes:
+        sizes[id(node)] = math.inf  # while its children are counted: a cycle back to it is infinite
+        children: list[yaml.Node] = []
+        if isinstance(node, yaml.MappingNode):
+            children = [n for kv in node.value for n in kv]
+        elif isinstance(node, yaml.SequenceNode):
+            children = list(node.value)
+        sizes[id(node)] = 1 + sum(_expanded_size(c, sizes) for c in children)
+    return sizes[id(node)]
+
+
+def _walk(
+    node: yaml.Node, path: FieldPath, pos: Positions, issues: list[tuple[FieldPath, str, bool]]
+) -> None:
+    pos.values.setdefault(path, _mark(node))
+    if isinstance(node, yaml.MappingNode):
+        seen: set[str] = set()
+        for k, v in node.value:
+            if k.tag == "tag:yaml.org,2002:merge":  # `<<: *base`: keys written after it override, not repeat
+                continue
+            key = k.value if isinstance(k, yaml.ScalarNode) else str(k.value)
+            kp = (*path, key)
+            if key in seen:
+                pos.keys[(*kp, "#dup")] = _mark(k)
+                issues.append(((*kp, "#dup"), f"duplicate key {key!r} (YAML keeps only the last one)", True))
+                continue
+            seen.add(key)
+            pos.keys[kp] = _mark(k)
+            _walk(v, kp, pos, issues)
+    elif isinstance(node, yaml.SequenceNode):
+        for i, v in enumerate(node.value):
+            _walk(v, (*path, i), pos, issues)
+
+
+def read_yaml(path: Path, file: str, pos: Positions) -> tuple[Any, list[tuple[FieldPath, str, bool]]]:
+    """The parsed document and its duplicate keys ``(path, message, at the key)``; ``pos`` gets every field's
+    position. Raises :class:`BundleError` for a file that cannot be read as one YAML document."""
+    raw_bytes = path.read_bytes()
+    try:
+        text = raw_bytes.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        row = raw_bytes.count(b"\n", 0, exc.start) + 1
+        column = exc.start - raw_bytes.rfind(b"\n", 0, exc.start)
+        msg = f"not UTF-8: byte 0x{raw_bytes[exc.start]:02x} cannot be decoded (save the file as UTF-8)"
+        raise BundleError([BundleIssue(file, row, column, "", msg)]) from None
+    loader = yaml.SafeLoader(text)
+    try:
+        node = loader.get_single_node()
+        if node is None:
+            raise BundleError([BundleIssue(file, 1, 1, "", "the file is empty")])
+        if (size := _expanded_size(node, {})) > MAX_EXPANDED_NODES:
+            msg = (
+                "the document expands without end through YAML aliases (an alias inside its own anchor)"
+                if math.isinf(size)
+                else f"the document expands to {size:,.0f} values through YAML aliases (*name); "
+                f"at most {MAX_EXPANDED_NODES:,}"
+            )
+            raise BundleError([BundleIssue(file, None, None, "", msg)])
+        raw: list[tuple[FieldPath, str, bool]] = []
+        _walk(node, (), pos, raw)  # as written: constructing it flattens `<<` merges into the mappings
+        data = loader.construct_document(node)
+    except yaml.MarkedYAMLError as exc:
+        mark, opened = exc.problem_mark or exc.context_mark, exc.context_mark
+        msg = " ".join(x for x in (exc.context, exc.problem) if x) or str(exc)
+        line, col = (mark.line + 1, mark.column + 1) if mark else (None, None)
+        if opened is not None and mark is not None and opened.line != mark.line and exc.context:
+            msg += f" (it began at line {opened.line + 1}, column {opened.column + 1})"  # an unclosed bracket
+        raise BundleError([BundleIssue(file, line, col, "", f"YAML syntax: {msg}")]) from None
+    except yaml.YAMLError as exc:
+        raise BundleError([BundleIssue(file, None, None, "", f"YAML: {exc}")]) from None
+    finally:
+        loader.dispose()
+    return data, raw
+
+
+def schema_issues(data: Any, issue: Callable[..., BundleIssue]) -> list[BundleIssue]:
+    """Each problem of ``data`` against the bundle JSON Schema, in a bundle author's words."""
+    import jsonschema
+
+    out: list[BundleIssue] = []
+    for err in jsonschema.Draft202012Validator(schema()).iter_errors(data):
+        path: FieldPath = tuple(err.absolute_path)
+        got = err.instance
+        if err.validator == "required" and isinstance(got, dict):
+            missing = [r for r in err.validator_value if r not in got]
+            out += [issue((*path, r), f"required field '{r}' is missing", at=path, key=True) for r in missing]
+        elif err.validator == "additionalProperties" and isinstance(got, dict):
+            allowed = err.schema.get("properties", {})
+            why = f"(allowed: {', '.join(sorted(allowed))})"
+            out += [
+                issue((*path, k), f"unknown field '{k}' {why}", key=True) for k in got if k not in allowed
+            ]
+        else:
+            out.append(issue(path, _schema_message(err, path)))
+    return out
+
+
+def _schema_message(err: Any, path: FieldPath) -> str:
+    """The message of one schema error at ``path`` (a ``jsonschema.ValidationError``)."""
+    v, got = err.validator, err.instance
+    if v == "oneOf" and len(path) == 2 and path[0] == "tools" and isinstance(got, dict):
+        found = " and ".join(k for k in ("python", "http", "sandbox") if k in got) or "none"
+        return f"a tool needs exactly one implementation (python, http or sandbox), found {found}"
+    if v == "oneOf" and path and path[-1] == "max_tool_output_bytes":
+        return f"must be an integer >= 1 (bytes), 'auto' or null, got {got!r}"
+    if v == "oneOf":
+        return f"must be 'auto', 'required', 'none' or {{name: TOOL}}, got {got!r}"
+    if v == "const" and path == ("agentkit_bundle",):
+        return f"unsupported bundle format version {got!r}; this agentkit reads version {FORMAT_VERSION}"
+    if v == "type" and not path:
+        kinds: dict[type, str] = {list: "a list", str: "a string"}
+        kind = kinds.get(type(got), type(got).__name__)
+        return f"a bundle is a YAML mapping (agentkit_bundle:, name:, tools: ...), got {kind}"
+    if v == "pattern" and path and path[-1] == "python":
+        return f"expected 'package.module:function', got {got!r}"
+    # a number YAML 1.1 read as text (timeout: 1e3) says how to write it
+    return str(err.message) + (yaml_number_hint(got) if v == "type" else "")
