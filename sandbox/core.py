@@ -1,13 +1,9 @@
 """The :class:`Sandbox`: hardened, single-use Docker containers for model-written code, with a warm pool.
 
-Security defaults (see :func:`sandbox.engine.container_kwargs`): no network, memory+swap limit, CPU quota,
-pids limit, read-only root with tmpfs ``/work`` and ``/tmp``, every capability dropped, ``no-new-privileges``,
-uid 65534, docker's init as PID 1; optional gVisor via ``Limits(runtime="runsc")``. Each container serves one
-execution and is then removed. A timeout kills and removes the container itself (killing only the client
-would leave the code running). Containers are labelled with the owning process and removed on
-:meth:`Sandbox.close`, on interpreter exit (``atexit``), on SIGTERM/SIGHUP (and SIGINT when Python's
-KeyboardInterrupt is disabled); containers of owners that died anyway (SIGKILL) are reaped when the next
-:class:`Sandbox` starts.
+Each container (settings: :func:`sandbox.engine.container_kwargs`) serves one execution and is removed; a
+timeout kills the container itself. Containers are labelled with their owner and removed on
+:meth:`Sandbox.close`, at interpreter exit, on SIGTERM/SIGHUP (SIGINT when KeyboardInterrupt is disabled);
+those of owners that died anyway (SIGKILL) are reaped when the next :class:`Sandbox` starts.
 """
 
 from __future__ import annotations
@@ -47,8 +43,8 @@ __all__ = ["LANGUAGES", "Sandbox"]
 
 log = logging.getLogger(__name__)
 
-#: Supported languages and the extension of the program file. Python runs in the container's waiting
-#: interpreter (:mod:`sandbox.bootstrap`); ``bash``/``sh`` run as a child process of it.
+#: Supported languages and their program file's extension (Python runs in :mod:`sandbox.bootstrap`'s
+#: interpreter, shells as its child process).
 LANGUAGES: dict[str, str] = {"python": "py", "bash": "sh", "sh": "sh"}
 
 _LIVE: weakref.WeakSet[Sandbox] = weakref.WeakSet()
@@ -75,11 +71,8 @@ def _on_signal(signum: int, frame: FrameType | None) -> None:
 
 
 def _install_hooks(signals: bool) -> None:
-    """Register the atexit cleanup once and, if ``signals``, SIGTERM/SIGHUP handlers (SIGINT too when it is
-    SIG_DFL; Python's default KeyboardInterrupt unwinds through ``with`` blocks and atexit by itself).
-
-    Handlers are installed only from the main thread (a Python rule) and chain to the previous handler.
-    """
+    """Register the atexit cleanup once and, if ``signals`` and in the main thread, SIGTERM/SIGHUP handlers
+    (SIGINT when it is SIG_DFL: KeyboardInterrupt unwinds by itself) that chain to the previous ones."""
     global _ATEXIT_INSTALLED, _SIGNALS_INSTALLED
     with _HOOKS_LOCK:
         if not _ATEXIT_INSTALLED:
@@ -111,8 +104,8 @@ def _check_name(name: object) -> str:
 def _payload(
     code: str, language: str, files: Mapping[str, bytes | str] | None, nonce: str, keep_alive: bool
 ) -> tuple[bytes, dict[str, bytes]]:
-    """The job for :mod:`sandbox.bootstrap`: a JSON header line, then a tar with ``code/main.EXT`` and
-    ``work/<file>`` members. Returns ``(job bytes, {normalised input name: bytes})``."""
+    """``(job, {normalised input name: bytes})``: the job for :mod:`sandbox.bootstrap` is a JSON header line,
+    then a tar of ``code/main.EXT`` and ``work/<file>``."""
     inputs: dict[str, bytes] = {}
     buf = io.BytesIO()
     ext = LANGUAGES[language]
@@ -143,17 +136,19 @@ def _payload(
 
 
 class Sandbox:
-    """Run untrusted code in hardened, single-use Docker containers.
+    """Run untrusted code in hardened, single-use Docker containers; thread-safe, a context manager.
 
-    ``image``: image reference (default :func:`sandbox.image.default_image`, which must have been built with
-    ``agentkit sandbox build-image``). ``pool_size``: pre-started containers kept warm (0 = every run starts a
-    cold container). ``limits``: default :class:`Limits`. ``timeout_s``: default wall-clock limit of one run,
-    seconds. ``client``: a docker SDK client (default: from the environment). ``reap``: remove stale containers
-    of dead owners on start. ``handle_signals``: install SIGTERM/SIGHUP cleanup handlers (main thread only).
+    Args:
+        image: image reference (default :func:`sandbox.image.default_image`, built by ``agentkit sandbox
+            build-image``).
+        pool_size: pre-started containers kept warm (0: every run starts a cold one).
+        limits: the default :class:`Limits`; ``timeout_s``: the default limit of one run, seconds.
+        client: a docker SDK client (default: from the environment).
+        reap: remove stale containers of dead owners on start.
+        handle_signals: install SIGTERM/SIGHUP cleanup handlers (main thread only).
 
-    Starting connects to the engine, checks the image and begins filling the pool in the background. Raises
-    :class:`~sandbox.errors.EngineUnavailableError` or :class:`~sandbox.errors.ImageMissingError` (each says how
-    to fix it). Use as a context manager or call :meth:`close`. Thread-safe: ``run`` may be called concurrently.
+    Raises:
+        EngineUnavailableError, ImageMissingError: each says how to fix it.
     """
 
     def __init__(
@@ -192,7 +187,6 @@ class Sandbox:
             else None
         )
 
-    # -- lifecycle ---------------------------------------------------------------------------------------------
     def __enter__(self) -> Sandbox:
         return self
 
@@ -243,7 +237,6 @@ class Sandbox:
         """Ids of this sandbox's containers that exist in the engine now (any state)."""
         return [c.id for c in engine.list_sandbox_containers(self.client, self.session_id)]
 
-    # -- containers --------------------------------------------------------------------------------------------
     def _start_container(self, limits: Limits) -> str:
         if self._closed:
             raise SandboxClosedError("sandbox is closed")
@@ -285,7 +278,6 @@ class Sandbox:
             finally:
                 self._trash.task_done()
 
-    # -- running -----------------------------------------------------------------------------------------------
     @staticmethod
     def _check_timeout(timeout: float, where: str) -> float:
         if isinstance(timeout, bool) or not isinstance(timeout, int | float) or not 0 < timeout <= 86400:
@@ -303,16 +295,19 @@ class Sandbox:
     ) -> Execution:
         """Run ``code`` once in a fresh container and return its :class:`Execution`.
 
-        ``language``: one of :data:`LANGUAGES` (``python``, ``bash``, ``sh``). ``files``: input files,
-        ``{relative path: bytes | str}``, written under the work dir (``/work``, the current directory).
-        ``timeout``: wall-clock limit in seconds (default ``timeout_s`` of the sandbox); on expiry the
-        container is killed and removed before this returns (``timed_out=True``, ``exit_code=137``).
-        ``limits``: per-run :class:`Limits` (other than the sandbox's default, the run uses a cold container).
-        ``collect``: glob patterns (relative to the work dir, e.g. ``["*.png", "out/*"]``) of files to return
-        in ``files_out`` if the program created or changed them.
+        Args:
+            language: one of :data:`LANGUAGES`.
+            files: input files ``{relative path: bytes | str}``, written under the work dir (``/work``, the
+                current directory).
+            timeout: wall-clock limit, seconds (default ``timeout_s``); on expiry the container is killed and
+                removed before this returns (``timed_out=True``, ``exit_code=137``).
+            limits: per-run :class:`Limits` (other than the default, the run uses a cold container).
+            collect: glob patterns (relative to the work dir, e.g. ``["*.png", "out/*"]``) of files to return in
+                ``files_out`` if the program created or changed them.
 
-        Raises :class:`SandboxInputError` for bad arguments, :class:`SandboxClosedError` after :meth:`close`,
-        :class:`SandboxError` when the engine fails.
+        Raises:
+            SandboxInputError: bad arguments. SandboxClosedError: after :meth:`close`. SandboxError: the engine
+                failed.
         """
         if self._closed:
             raise SandboxClosedError("Sandbox.run called after close(); create a new Sandbox")
@@ -440,7 +435,7 @@ class Sandbox:
     def _collect(
         self, cid: str, patterns: Sequence[str], inputs: dict[str, bytes], lim: Limits
     ) -> tuple[dict[str, bytes], bool]:
-        """Files of the work dir matching ``patterns`` that are new or differ from the inputs (tar over exec)."""
+        """Files of the work dir matching ``patterns`` that are new or changed, and whether some were cut."""
         cap = lim.files_out_bytes + 1024 * 1024  # tar headers and padding
         out = exec_with_stdin(
             self.client.api,

@@ -16,10 +16,8 @@ __all__ = ["Check", "diagnose"]
 
 @dataclass
 class Check:
-    """One doctor line: ``name``, ``ok``, what was found (``detail``) and, when not ok, how to ``fix`` it.
-
-    ``required``: a failing required check means the sandbox cannot run.
-    """
+    """One doctor line: ``name``, ``ok``, what was found (``detail``), how to ``fix`` it; a failing
+    ``required`` check means the sandbox cannot run."""
 
     name: str
     ok: bool
