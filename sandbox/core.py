@@ -172,8 +172,6 @@ class Sandbox:
         self.session_id = secrets.token_hex(8)
         self._labels = engine.owner_labels(self.session_id)
         self._closed = False
-        self._active: set[str] = set()
-        self._lock = threading.Lock()
         #: Ids of stale containers (dead owners) removed when this sandbox started.
         self.reaped: list[str] = engine.reap_stale(self.client) if reap else []
         self._trash: queue.Queue[str | None] = queue.Queue()
@@ -273,8 +271,6 @@ class Sandbox:
                 return
             try:
                 self._remove_now([cid])
-                with self._lock:
-                    self._active.discard(cid)
             finally:
                 self._trash.task_done()
 
@@ -341,8 +337,6 @@ class Sandbox:
         try:
             if cid is None:
                 cid = self._start_container(lim)
-            with self._lock:
-                self._active.add(cid)
             return self._execute(cid, payload, nonce, inputs, run_timeout, lim, collect, warm)
         except (docker.errors.DockerException, requests.exceptions.RequestException) as exc:
             if self._closed:
@@ -363,8 +357,6 @@ class Sandbox:
         collect: Sequence[str] | None,
         warm: bool,
     ) -> Execution:
-        api = self.client.api
-
         def kill() -> None:
             engine.remove_containers(self.client, [cid])
 
@@ -376,7 +368,9 @@ class Sandbox:
         )
         t0 = time.monotonic()
         deadline = t0 + timeout
-        hijacked = api.attach_socket(cid, params={"stdin": 1, "stdout": 1, "stderr": 1, "stream": 1})
+        hijacked = self.client.api.attach_socket(
+            cid, params={"stdin": 1, "stdout": 1, "stderr": 1, "stream": 1}
+        )
         res = pump(
             hijacked,
             payload,
@@ -402,10 +396,9 @@ class Sandbox:
         duration = time.monotonic() - t0
         stdout, t1 = cap_text(res.stdout, res.stdout_total)
         stderr, t2 = cap_text(res.stderr, res.stderr_total)
-        files_out: dict[str, bytes] = {}
-        files_truncated = False
-        if collect and res.marker is not None:
-            files_out, files_truncated = self._collect(cid, collect, inputs, lim)
+        files_out, files_truncated = (
+            self._collect(cid, collect, inputs, lim) if collect and res.marker is not None else ({}, False)
+        )
         return Execution(
             stdout=stdout,
             stderr=stderr,

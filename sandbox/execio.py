@@ -8,6 +8,7 @@ stdout, 2 = stderr). At the deadline ``on_timeout`` is called (the caller kills 
 
 from __future__ import annotations
 
+import codecs
 import contextlib
 import re
 import socket
@@ -49,17 +50,9 @@ def cap_text(data: bytes, total: int) -> tuple[str, bool]:
     a character boundary and ending ``[... truncated N bytes]`` when ``total`` is larger."""
     if total <= len(data):
         return data.decode("utf-8", errors="replace"), False
-    cut = len(data)
-    # Back off at most 3 continuation bytes (10xxxxxx) plus the lead byte of a partial UTF-8 sequence.
-    back = 0
-    while back < 3 and cut - back > 0 and (data[cut - back - 1] & 0xC0) == 0x80:
-        back += 1
-    if cut - back > 0:
-        lead = data[cut - back - 1]
-        need = 2 if lead >> 5 == 0b110 else 3 if lead >> 4 == 0b1110 else 4 if lead >> 3 == 0b11110 else 1
-        if need > back + 1:
-            cut -= back + 1
-    text = data[:cut].decode("utf-8", errors="replace")
+    decoder = codecs.getincrementaldecoder("utf-8")(errors="replace")
+    text = decoder.decode(data)  # not final: a partial character at the end stays in the decoder
+    cut = len(data) - len(decoder.getstate()[0])
     sep = "" if text.endswith("\n") or not text else "\n"
     return f"{text}{sep}[... truncated {total - cut} bytes]\n", True
 
