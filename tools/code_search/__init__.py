@@ -50,19 +50,10 @@ _repos: dict[Path, CodeRepo] = {}
 
 
 def set_root(root: str | os.PathLike[str] | None) -> None:
-    """Set the repository root of the tool functions; ``None`` restores the default.
-
-    Raises:
-        NotADirectoryError: ``root`` is not an existing directory.
-    """
+    """Set the repository root of the tool functions (``None``: the default); NotADirectoryError if it is not
+    an existing directory."""
     global _configured_root
-    if root is None:
-        _configured_root = None
-        return
-    path = Path(root).expanduser().resolve()
-    if not path.is_dir():
-        raise NotADirectoryError(f"code-search root {str(path)!r} is not a directory")
-    _configured_root = path
+    _configured_root = None if root is None else CodeRepo(root).root
 
 
 def get_repo() -> CodeRepo:

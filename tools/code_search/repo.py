@@ -9,7 +9,6 @@ import re
 import subprocess
 import threading
 import time
-from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
 from typing import Any
 
@@ -57,13 +56,6 @@ def path_glob(glob: str | None) -> Any:
 
 class PathOutsideRootError(ValueError):
     """A path resolves (after ``..`` and symlinks) to a place outside the repository root."""
-
-
-@dataclass
-class _FileDefs:
-    mtime_ns: int
-    size: int
-    defs: list[Definition]
 
 
 def _compile_search(pattern: str, case_sensitive: bool) -> tuple[Any, Any, str | None]:
@@ -138,7 +130,7 @@ class CodeRepo:
         self.max_file_bytes = max_file_bytes
         self.time_budget_s = time_budget_s
         self.max_files = max_files
-        self._defs_cache: dict[str, _FileDefs] = {}
+        self._defs_cache: dict[str, tuple[tuple[int, int], list[Definition]]] = {}  # by (mtime, size)
         self._lock = threading.Lock()
 
     def resolve(self, path: str) -> Path:
@@ -277,8 +269,9 @@ class CodeRepo:
             return []
         with self._lock:
             cached = self._defs_cache.get(rel)
-        if cached is not None and cached.mtime_ns == st.st_mtime_ns and cached.size == st.st_size:
-            return cached.defs
+        stamp = (st.st_mtime_ns, st.st_size)
+        if cached is not None and cached[0] == stamp:
+            return cached[1]
         defs: list[Definition]
         if rel.endswith((".py", ".pyi")):
             try:
@@ -290,7 +283,7 @@ class CodeRepo:
         else:
             defs = regex_definitions(rel, text)
         with self._lock:
-            self._defs_cache[rel] = _FileDefs(st.st_mtime_ns, st.st_size, defs)
+            self._defs_cache[rel] = (stamp, defs)
         return defs
 
     def find_definitions(
