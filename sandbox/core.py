@@ -49,7 +49,6 @@ LANGUAGES: dict[str, str] = {"python": "py", "bash": "sh", "sh": "sh"}
 
 _LIVE: weakref.WeakSet[Sandbox] = weakref.WeakSet()
 _HOOKS_LOCK = threading.Lock()
-_ATEXIT_INSTALLED = False
 _SIGNALS_INSTALLED = False
 _PREV_HANDLERS: dict[int, Any] = {}
 
@@ -58,6 +57,9 @@ def _close_all_live(fast: bool) -> None:
     for sb in list(_LIVE):
         with contextlib.suppress(Exception):
             sb._close(fast=fast)
+
+
+atexit.register(_close_all_live, False)
 
 
 def _on_signal(signum: int, frame: FrameType | None) -> None:
@@ -70,15 +72,12 @@ def _on_signal(signum: int, frame: FrameType | None) -> None:
         os.kill(os.getpid(), signum)
 
 
-def _install_hooks(signals: bool) -> None:
-    """Register the atexit cleanup once and, if ``signals`` and in the main thread, SIGTERM/SIGHUP handlers
-    (SIGINT when it is SIG_DFL: KeyboardInterrupt unwinds by itself) that chain to the previous ones."""
-    global _ATEXIT_INSTALLED, _SIGNALS_INSTALLED
+def _install_signal_handlers() -> None:
+    """SIGTERM/SIGHUP handlers (SIGINT too when it is SIG_DFL: KeyboardInterrupt unwinds by itself) that chain
+    to the previous ones, once, from the main thread."""
+    global _SIGNALS_INSTALLED
     with _HOOKS_LOCK:
-        if not _ATEXIT_INSTALLED:
-            atexit.register(_close_all_live, False)
-            _ATEXIT_INSTALLED = True
-        if not signals or _SIGNALS_INSTALLED:
+        if _SIGNALS_INSTALLED:
             return
         if threading.current_thread() is not threading.main_thread():
             log.debug("sandbox: not in the main thread; no signal handlers (atexit and the reaper remain)")
@@ -178,7 +177,8 @@ class Sandbox:
         self._remover = threading.Thread(target=self._remove_loop, name="sandbox-remover", daemon=True)
         self._remover.start()
         _LIVE.add(self)
-        _install_hooks(handle_signals)
+        if handle_signals:
+            _install_signal_handlers()
         self.pool: WarmPool | None = (
             WarmPool(lambda: self._start_container(self.limits), self._remove_now, pool_size)
             if pool_size

@@ -135,10 +135,8 @@ def pump(
             if stdin:
                 raw.sendall(stdin)
             raw.shutdown(socket.SHUT_WR)
-        except TimeoutError:
-            pass  # handled below as a timeout
-        except OSError:
-            pass  # the process exited without reading stdin: its output and exit status still tell
+        except OSError:  # a timeout (handled below), or a process that exited without reading its stdin
+            pass
         while True:
             pos = 0
             got = False

@@ -9,6 +9,8 @@ so an unchanged one is never rebuilt (40-60 s, ~117 MB).
 from __future__ import annotations
 
 import contextlib
+import email
+import email.message
 import hashlib
 import json
 import os
@@ -109,28 +111,10 @@ def ensure_image(client: docker.DockerClient, image: str | None = None) -> str:
     return ref
 
 
-def _parse_deb822(text: str) -> list[dict[str, str]]:
-    stanzas: list[dict[str, str]] = []
-    cur: dict[str, str] = {}
-    key = ""
-    for line in text.splitlines():
-        if not line.strip():
-            if cur:
-                stanzas.append(cur)
-            cur, key = {}, ""
-            continue
-        if line.startswith("#"):
-            continue
-        if line[0] in " \t" and key:
-            cur[key] += " " + line.strip()
-            continue
-        if ":" in line:
-            key, _, val = line.partition(":")
-            key = key.strip().lower()
-            cur[key] = val.strip()
-    if cur:
-        stanzas.append(cur)
-    return stanzas
+def _parse_deb822(text: str) -> list[email.message.Message]:
+    """The stanzas of a deb822 file (RFC 822-style fields, blank lines between stanzas, ``#`` comments)."""
+    kept = "\n".join(line for line in text.splitlines() if not line.startswith("#"))
+    return [email.message_from_string(s) for s in re.split(r"\n[ \t]*\n", kept) if s.strip()]
 
 
 def find_debian_mirror(suite: str = RECIPE["suite"], apt_dir: Path = Path("/etc/apt")) -> str:
@@ -145,10 +129,13 @@ def find_debian_mirror(suite: str = RECIPE["suite"], apt_dir: Path = Path("/etc/
     for path in sorted(d.glob("*.sources")) if d.is_dir() else []:
         with contextlib.suppress(OSError):
             for st in _parse_deb822(path.read_text(encoding="utf-8", errors="replace")):
-                if "deb" not in st.get("types", "").split() or st.get("enabled", "yes").lower() == "no":
+                if (
+                    "deb" not in str(st.get("types", "")).split()
+                    or str(st.get("enabled", "yes")).lower() == "no"
+                ):
                     continue
-                for uri in st.get("uris", "").split():
-                    candidates.append((uri, st.get("suites", "").split()))
+                for uri in str(st.get("uris", "")).split():
+                    candidates.append((uri, str(st.get("suites", "")).split()))
     lists = [apt_dir / "sources.list", *(sorted(d.glob("*.list")) if d.is_dir() else [])]
     for path in lists:
         if not path.is_file():
