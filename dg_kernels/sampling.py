@@ -328,20 +328,9 @@ def _sample_reference(p: _Prepared, granule: _Granule = _DEFAULT_GRANULE) -> Sam
 
 
 def entropy_reference(logits: torch.Tensor, temperature: float | torch.Tensor) -> torch.Tensor:
-    """Entropy (nats) of ``softmax(logits / max(temperature, MIN_TEMPERATURE))`` over the last dimension.
-
-    Equal to ``torch.distributions.Categorical(logits=logits / temperature).entropy()`` computed in float32.
-
-    Args:
-        logits: [..., V] float32, bfloat16 or float16, any device.
-        temperature: a float >= 0 or a floating tensor of shape ``logits.shape[:-1]``.
-
-    Returns:
-        float32 tensor of shape ``logits.shape[:-1]``.
-
-    Raises:
-        ValueError: as :func:`fused_sample` (bad shapes, rows without a finite logit, NaN / +inf).
-    """
+    """Entropy (nats, float32, shape ``logits.shape[:-1]``) of ``softmax(logits / max(temperature,
+    MIN_TEMPERATURE))`` for [..., V] logits (float32, bfloat16 or float16) and a float >= 0 or a floating tensor
+    of shape ``logits.shape[:-1]``; ValueError as :func:`fused_sample`."""
     if not isinstance(logits, torch.Tensor) or logits.dim() < 1:
         raise ValueError("entropy_reference: logits must be a tensor with a vocabulary dimension")
     lead = logits.shape[:-1]
@@ -512,8 +501,7 @@ def fused_sample(
         kernel: one of :data:`KERNELS`.
 
     Returns:
-        :class:`SampleOutput` with [R] int64 ``argmax`` and ``sample``, [R] float32 ``entropy`` (nats)
-        and ``max_prob``, on the logits' device.
+        :class:`SampleOutput` on the logits' device.
 
     Raises:
         ValueError: wrong shapes / dtypes / devices, a negative or NaN scalar temperature, seed or offset out

@@ -236,18 +236,22 @@ class CodeRepo:
         direct = {real for rel, real in entries if real == self.root / rel}
         return [rel for rel, real in entries if real == self.root / rel or real not in direct], note
 
-    def _read_text(self, rel: str) -> str | None:
-        """The file's text (undecodable bytes replaced), ``None`` if binary, too large or unreadable."""
+    def _text(self, rel: str) -> str:
+        """The file's text (undecodable bytes replaced); ValueError if it is too large or binary."""
         p = self.root / rel
-        try:
-            if p.stat().st_size > self.max_file_bytes:
-                return None
-            data = p.read_bytes()
-        except OSError:
-            return None
+        if p.stat().st_size > self.max_file_bytes:
+            raise ValueError(f"{rel!r} is larger than {self.max_file_bytes} bytes; it is not read")
+        data = p.read_bytes()
         if b"\0" in data[:8192]:
-            return None
+            raise ValueError(f"{rel!r} is a binary file")
         return data.decode("utf-8", errors="replace")
+
+    def _read_text(self, rel: str) -> str | None:
+        """:meth:`_text`, or ``None`` for a binary, too large or unreadable file."""
+        try:
+            return self._text(rel)
+        except (OSError, ValueError):
+            return None
 
     def _globbed(self, glob: str | None, deadline: float) -> tuple[list[str], str | None, bool]:
         """The listed files the glob keeps, a note (listing cut, or no file matched the glob) and whether the
@@ -305,8 +309,7 @@ class CodeRepo:
 
         Returns:
             ``{"query", "matches": [Definition.as_dict()], "total", "truncated"}`` (``total``: the matches of the
-            listed ranks; ``truncated``: more than ``max_results``, or the time budget ran out), and a ``hint``
-            when nothing matched.
+            listed ranks), and a ``hint`` when nothing matched.
 
         Raises:
             ValueError: an empty name.
@@ -462,12 +465,7 @@ class CodeRepo:
             raise FileNotFoundError(
                 f"no file {path!r} under the repository root; use find_definition or search_code to find paths"
             )
-        if p.stat().st_size > self.max_file_bytes:
-            raise ValueError(f"{rel!r} is larger than {self.max_file_bytes} bytes; it is not read")
-        data = p.read_bytes()
-        if b"\0" in data[:8192]:
-            raise ValueError(f"{rel!r} is a binary file")
-        lines = data.decode("utf-8", errors="replace").splitlines()
+        lines = self._text(rel).splitlines()
         total = len(lines)
         if start_line > total > 0:
             raise ValueError(f"start_line {start_line} is past the end of {rel!r} ({total} lines)")
