@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import atexit
 import builtins
+import contextlib
 import io
 import json
 import linecache
@@ -69,10 +70,8 @@ def _exit_status(exc: SystemExit) -> int:
         return 0
     if isinstance(code, int):
         return code & 0xFF
-    try:
+    with contextlib.suppress(Exception):
         print(code, file=sys.stderr)
-    except Exception:
-        pass
     return 1
 
 
@@ -97,14 +96,10 @@ def _run_python(path: str) -> int:
         traceback.print_exception(type(exc), exc, tb)
         status = 1
     # What interpreter exit would do next: join non-daemon threads, run atexit functions.
-    try:
+    with contextlib.suppress(BaseException):
         threading._shutdown()  # type: ignore[attr-defined]
-    except BaseException:
-        pass
-    try:
+    with contextlib.suppress(BaseException):
         atexit._run_exitfuncs()
-    except BaseException:
-        pass
     return status
 
 
@@ -129,17 +124,13 @@ def main() -> None:
     else:
         status = _run_process([job["language"], path])
     for stream in (sys.stdout, sys.stderr, sys.__stdout__, sys.__stderr__):
-        try:
-            if stream is not None:
+        if stream is not None:
+            with contextlib.suppress(Exception):
                 stream.flush()
-        except Exception:
-            pass
     oom = 1 if _oom_kills() else 0
-    try:
+    with contextlib.suppress(OSError):  # a closed stdout/stderr: the host asks the engine for the status
         os.write(1, b"\x00AK:" + nonce + b":end\x00")
         os.write(2, b"\x00AK:" + nonce + b":%03d:%d\x00" % (status, oom))
-    except OSError:
-        pass  # the program closed its stdout/stderr: the host falls back to the container's exit status
     if job.get("keep_alive"):
         while True:
             signal.pause()

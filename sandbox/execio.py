@@ -130,13 +130,12 @@ def pump(
     try:
         raw, leftover = _raw_socket(hijacked)
         buf = bytearray(leftover)
-        try:
+        # a timeout is handled below; a process that exited without reading its stdin still has its output
+        with contextlib.suppress(OSError):
             raw.settimeout(max(0.001, deadline - time.monotonic()))
             if stdin:
                 raw.sendall(stdin)
             raw.shutdown(socket.SHUT_WR)
-        except OSError:  # a timeout (handled below), or a process that exited without reading its stdin
-            pass
         while True:
             pos = 0
             got = False
@@ -179,10 +178,8 @@ def pump(
             on_timeout()
         with contextlib.suppress(Exception):
             hijacked.close()
-        resp = getattr(hijacked, "_response", None)
-        if resp is not None:
-            with contextlib.suppress(Exception):
-                resp.close()
+        with contextlib.suppress(Exception):  # the HTTP response under it, where the SDK keeps one
+            hijacked._response.close()
     return Pumped(bytes(out.buf), bytes(err.buf), out.total, err.total, how, match)
 
 

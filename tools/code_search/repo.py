@@ -190,17 +190,11 @@ class CodeRepo:
             base = "" if dpath == self.root else dpath.relative_to(self.root).as_posix()
             if ".gitignore" in filenames:
                 ignore.add_file(dpath / ".gitignore", base)
-            keep = []
-            for d in sorted(dirnames):
-                rel = f"{base}/{d}" if base else d
-                if d == ".git" or ignore.ignored(rel, True):
-                    continue
-                keep.append(d)
-            dirnames[:] = keep
-            for f in filenames:
-                rel = f"{base}/{f}" if base else f
-                if not ignore.ignored(rel, False):
-                    found.append(rel)
+            prefix = f"{base}/" if base else ""
+            dirnames[:] = [
+                d for d in sorted(dirnames) if d != ".git" and not ignore.ignored(prefix + d, True)
+            ]
+            found += [prefix + f for f in filenames if not ignore.ignored(prefix + f, False)]
         return sorted(found)
 
     def files(self) -> list[str]:
