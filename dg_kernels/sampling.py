@@ -27,6 +27,7 @@ extended with ``sum p * (x - max)`` for the entropy.
 
 from __future__ import annotations
 
+import functools
 import math
 import operator
 from dataclasses import dataclass
@@ -348,24 +349,23 @@ def entropy_reference(logits: torch.Tensor, temperature: float | torch.Tensor) -
     return _entropy_max_prob(x2)[0].reshape(lead)
 
 
-_TRITON: ModuleType | None = None
-_TRITON_ERROR: BaseException | None = None
+@functools.cache
+def _triton_import() -> ModuleType | Exception:
+    """The kernels module, or why it does not import (triton missing or broken)."""
+    try:
+        from dg_kernels import _triton_sampling
+    except Exception as exc:
+        return exc
+    return _triton_sampling
 
 
 def _triton_module() -> ModuleType:
-    global _TRITON, _TRITON_ERROR
-    if _TRITON is None and _TRITON_ERROR is None:
-        try:
-            from dg_kernels import _triton_sampling
-
-            _TRITON = _triton_sampling
-        except Exception as exc:  # triton missing or broken: remember why
-            _TRITON_ERROR = exc
-    if _TRITON is None:
+    mod = _triton_import()
+    if isinstance(mod, Exception):
         raise ImportError(
-            f"the Triton sampling kernel needs triton (pip install 'agentkit[gpu]'): {_TRITON_ERROR!r}"
-        ) from _TRITON_ERROR
-    return _TRITON
+            f"the Triton sampling kernel needs triton (pip install 'agentkit[gpu]'): {mod!r}"
+        ) from mod
+    return mod
 
 
 def triton_available() -> bool:
