@@ -137,17 +137,10 @@ def _payload(
 class Sandbox:
     """Run untrusted code in hardened, single-use Docker containers; thread-safe, a context manager.
 
-    Args:
-        image: image reference (default :func:`sandbox.image.default_image`, built by ``agentkit sandbox
-            build-image``).
-        pool_size: pre-started containers kept warm (0: every run starts a cold one).
-        limits: the default :class:`Limits`; ``timeout_s``: the default limit of one run, seconds.
-        client: a docker SDK client (default: from the environment).
-        reap: remove stale containers of dead owners on start.
-        handle_signals: install SIGTERM/SIGHUP cleanup handlers (main thread only).
-
-    Raises:
-        EngineUnavailableError, ImageMissingError: each says how to fix it.
+    ``image`` defaults to :func:`sandbox.image.default_image`; ``pool_size`` containers are kept warm (0: every
+    run starts a cold one); ``limits`` and ``timeout_s`` (seconds) are the runs' defaults; ``reap`` removes
+    stale containers of dead owners; ``handle_signals`` installs SIGTERM/SIGHUP cleanup (main thread only).
+    Raises :class:`EngineUnavailableError` or :class:`ImageMissingError`, each saying how to fix it.
     """
 
     def __init__(
@@ -289,21 +282,14 @@ class Sandbox:
         limits: Limits | None = None,
         collect: Sequence[str] | None = None,
     ) -> Execution:
-        """Run ``code`` once in a fresh container and return its :class:`Execution`.
+        """Run ``code`` (a :data:`LANGUAGES` program) once in a fresh container and return its :class:`Execution`.
 
-        Args:
-            language: one of :data:`LANGUAGES`.
-            files: input files ``{relative path: bytes | str}``, written under the work dir (``/work``, the
-                current directory).
-            timeout: wall-clock limit, seconds (default ``timeout_s``); on expiry the container is killed and
-                removed before this returns (``timed_out=True``, ``exit_code=137``).
-            limits: per-run :class:`Limits` (other than the default, the run uses a cold container).
-            collect: glob patterns (relative to the work dir, e.g. ``["*.png", "out/*"]``) of files to return in
-                ``files_out`` if the program created or changed them.
-
-        Raises:
-            SandboxInputError: bad arguments. SandboxClosedError: after :meth:`close`. SandboxError: the engine
-                failed.
+        ``files`` (``{relative path: bytes | str}``) are written under the work dir ``/work``, the current
+        directory. At ``timeout`` seconds (default ``timeout_s``) the container is killed and removed before
+        this returns (``timed_out``, exit code 137). ``limits`` other than the default run in a cold container.
+        Files matching the ``collect`` globs (e.g. ``["*.png", "out/*"]``) that the program created or changed
+        come back in ``files_out``. Raises :class:`SandboxInputError` (bad arguments),
+        :class:`SandboxClosedError` (after :meth:`close`), :class:`SandboxError` (the engine failed).
         """
         if self._closed:
             raise SandboxClosedError("Sandbox.run called after close(); create a new Sandbox")
