@@ -289,24 +289,17 @@ class CodeRepo:
     ) -> dict[str, Any]:
         """Find definitions whose name (or dotted qualified name) equals or contains ``name``.
 
-        Ranking: exact name, exact ignoring case, qualified-name match, prefix, substring; within a rank
-        source before tests/examples before docs, public before ``_private`` (unless asked for), module-level
-        before nested, shallower paths, then path and line. When some definition is named ``name`` itself (the
-        first three ranks), only those are listed and counted: beside it, ``test_load_bundle`` is noise.
-
-        Args:
-            name: a name, a part of one, or a dotted name (``Agent.run``, ``agentkit.bundle.load_bundle``);
-                case-insensitive, ``def``/``class`` and ``(...)`` around it ignored.
-            kind: ``"any"``, ``"function"``, ``"class"`` or ``"method"``.
-            max_results: cap on returned matches (>= 1).
-            glob: optional :func:`path_glob` on the relative path, e.g. ``agentkit/*``.
+        ``name``: a name, a part of one, or a dotted name (``Agent.run``, ``agentkit.bundle.load_bundle``),
+        case-insensitive, ``def``/``class`` and ``(...)`` around it ignored; ``kind``: ``"any"``, ``"function"``,
+        ``"class"`` or ``"method"``; ``glob``: an optional :func:`path_glob`. Ranking: exact name, exact ignoring
+        case, qualified-name match, prefix, substring; within a rank source before tests/examples before docs,
+        public before ``_private`` (unless asked for), module-level before nested, shallower paths, then path
+        and line. When some definition is named ``name`` itself (the first three ranks), only those are listed
+        and counted: beside it, ``test_load_bundle`` is noise.
 
         Returns:
             ``{"query", "matches": [Definition.as_dict()], "total", "truncated"}`` (``total``: the matches of the
-            listed ranks), and a ``hint`` when nothing matched.
-
-        Raises:
-            ValueError: an empty name.
+            listed ranks), and a ``hint`` when nothing matched. ValueError for an empty name.
         """
         query = normalize_query(name)
         if not query:
@@ -361,25 +354,16 @@ class CodeRepo:
         max_results: int = 10,
         max_scanned_matches: int = 5000,
     ) -> dict[str, Any]:
-        """Search every searchable file for a regular expression, line by line (an invalid one as literal text,
-        which ``note`` says). Ranking: definition lines first, then source before tests/examples before docs,
-        then path and line.
-
-        Args:
-            pattern: a Python regular expression, matched with ``search`` on each line.
-            glob: optional :func:`path_glob` on the relative path, e.g. ``**/*.py``.
-            case_sensitive: match case exactly (default: ignore case).
-            context_lines: lines of context before and after each hit (0-10).
-            max_results: cap on returned hits (>= 1).
-            max_scanned_matches: stop scanning after this many hits (then ``truncated``).
+        """Search every searchable file for a Python regular expression, line by line (an invalid one as literal
+        text, which ``note`` says), with ``context_lines`` (0-10) around each hit, stopping after
+        ``max_scanned_matches`` hits; ``glob``: an optional :func:`path_glob`. Ranking: definition lines first,
+        then source before tests/examples before docs, then path and line.
 
         Returns:
             ``{"pattern", "matches": [{"location", "path", "line", "text", "context"}], "total", "files",
             "truncated"}``; ``context`` has one ``"N: text"`` line each, the hit ``"N> text"``; ``total`` counts
-            hits (a lower bound when truncated), ``files`` the files with hits.
-
-        Raises:
-            ValueError: an empty pattern or ``context_lines`` outside 0-10.
+            hits (a lower bound when truncated), ``files`` the files with hits. ValueError for an empty pattern or
+            ``context_lines`` out of range.
         """
         if not pattern:
             raise ValueError("pattern is empty; give a regular expression or text to search for")
