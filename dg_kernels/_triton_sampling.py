@@ -1,38 +1,25 @@
 # mypy: disallow-untyped-defs=False
 """Triton kernels behind ``dg_kernels.sampling.fused_sample(kernel="triton")`` (imported lazily: triton is
-optional).
+optional; ``TRITON_INTERPRET=1`` set before triton's import runs them on CPU tensors, as the tests do). All
+arithmetic is in base 2 (``x = logit * (log2(e) / T)``, so ``exp`` is one ``ex2``). Two launches per call:
 
-Set ``TRITON_INTERPRET=1`` before triton is first imported to run them on CPU tensors with Triton's
-interpreter (the tests do this).
+1. ``_granule_kernel``: one program per (row, granule of ``GRANULE`` tokens). The granule is read once as a
+   ``[K, LANES, CHUNK]`` tile (token ``(k * LANES + l) * CHUNK + j``: consecutive lanes read consecutive
+   chunks), and every per-logit operation is thread-local (chunk max, ``d = x - m``, ``e = 2**d``, chunk sums
+   of ``e`` and ``e * d``); across threads go only the granule max ``m``, ``s = sum e``, ``t = sum e * d``, the
+   first chunk holding the max, and the inverse-CDF search for ``u0 * s`` in (lane, k, j) order (a scan over
+   the lane totals, then a thread-local scan over ``k``). The argmax and sampled chunks are re-read to pick the
+   exact tokens. It writes ``m, s, t``, the Gumbel score ``m + log2(s) + log2(e) * Gumbel(u1)`` (planes of a
+   float32 ``[4, R, G]`` buffer) and the argmax and sample (an int32 ``[2, R, G]`` one); ``u0, u1`` are words 0
+   and 1 of one Philox-4x32-10 call (Salmon et al., SC 2011; key ``seed``, counter ``(granule, row, offset lo,
+   offset hi)``). Forbidden tokens read as ``NEG_SENTINEL`` (finite, so ``e * d`` needs no clamp); an allowed
+   ``-inf`` logit makes ``t`` NaN, code -3, and the host reruns with ``SAFE=True`` (``d`` clamped at -1000).
+2. ``_combine_kernel``: one program per row merges the partials as online softmax does (Milakov & Gimelshein
+   2018): ``M = max m``, ``S = sum s 2**(m - M)``, ``T = sum 2**(m - M) (t + s (m - M))``; entropy
+   ``ln(2) (log2 S - T / S)`` nats, max probability ``1 / S``, the sample of the best Gumbel score. Invalid
+   rows get argmax = sample = -1 (no allowed finite logit), -2 (NaN / +inf / bad temperature) or -3.
 
-All arithmetic is in base 2: ``x = logit * (log2(e) / T)`` so that ``exp`` is one ``ex2`` instruction.
-
-Two launches per call:
-
-1. ``_granule_kernel``: one program per (row, granule of ``GRANULE`` tokens); grid ``R * G``,
-   ``G = ceil(V / GRANULE)``. The granule is read once as a ``[K, LANES, CHUNK]`` tile (token
-   ``(k * LANES + l) * CHUNK + j``; with one warp, lane ``l`` owns ``K`` chunks of 16 bytes of bf16
-   logits, and consecutive lanes read consecutive chunks). Every per-logit operation is thread-local (the
-   sm_90 SASS has about 12 instructions per bf16 logit and 18 per fp32 logit, per-granule work included):
-   chunk max of the raw logits, ``d = x - m``, ``e = 2**d``, chunk sums of ``e`` and ``e * d``. Across
-   threads go only the granule max ``m``, ``s = sum e``, ``t = sum e * d``, the first chunk holding the
-   max, and the inverse-CDF search for ``u0 * s``, done in (lane, k, j) order: a scan over the ``LANES``
-   lane totals, then a thread-local scan over ``k`` inside the chosen lane. The argmax chunk and the sampled chunk (``CHUNK`` logits each, cache hits)
-   are re-read to pick the exact token. Per granule it writes ``m, s, t``, the argmax, the sample and the
-   Gumbel score ``m + log2(s) + log2(e) * Gumbel(u1)`` (planes of a float32 ``[4, R, G]`` buffer: m, s, t,
-   score; and of an int32 ``[2, R, G]`` one: argmax, sample; ``plane = R * G``); ``u0, u1`` are words 0 and 1 of one Philox-4x32-10
-   call (Salmon et al., SC 2011) with key ``seed`` and counter ``(granule, row, offset lo, offset hi)``.
-   Forbidden and out-of-range tokens read as ``NEG_SENTINEL`` (-1e30, finite) so that ``e * d`` needs no
-   clamp; an allowed ``-inf`` logit makes ``t`` NaN, reported as code -3, and the host reruns with
-   ``SAFE=True`` (``d`` clamped at -1000).
-2. ``_combine_kernel``: one program per row merges the granule partials like online softmax merges running
-   (max, sum) pairs (Milakov & Gimelshein 2018): ``M = max m``, ``S = sum s 2**(m - M)``,
-   ``T = sum 2**(m - M) (t + s (m - M))``; entropy ``ln(2) (log2 S - T / S)`` nats; max probability
-   ``1 / S``; the sample is that of the granule with the best Gumbel score (Gumbel-max over granule masses).
-   Invalid rows get argmax = sample = -1 (no allowed finite logit), -2 (NaN / +inf / bad temperature) or -3.
-
-Results depend on ``GRANULE``, ``LANES`` and ``CHUNK`` (which Philox counter covers which tokens, and the
-CDF order), not on ``num_warps``.
+Results depend on ``GRANULE``, ``LANES`` and ``CHUNK``, not on ``num_warps``.
 """
 
 from __future__ import annotations
@@ -282,10 +269,8 @@ def _philox_probe_kernel(seed, c_ptr, out_ptr, N, BLOCK: tl.constexpr):
 
 
 def philox_triton(seed: int, counters: torch.Tensor) -> torch.Tensor:
-    """Triton's ``tl.philox`` on [N, 4] int64 counters (uint32 values) -> [N, 4] int64 outputs (uint32 values).
-
-    Test / GPU-check helper: compares the kernel's random bits with :func:`dg_kernels.philox.philox4x32`.
-    """
+    """Triton's ``tl.philox`` on [N, 4] int64 counters (uint32 values) -> [N, 4] int64 outputs (uint32 values),
+    to compare the kernel's random bits with :func:`dg_kernels.philox.philox4x32`."""
     if counters.dim() != 2 or counters.shape[1] != 4 or counters.dtype != torch.int64:
         raise ValueError(f"philox_triton: counters must be [N, 4] int64, got {tuple(counters.shape)}")
     counters = counters.contiguous()

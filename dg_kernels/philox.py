@@ -1,10 +1,6 @@
-"""Philox-4x32-10 in plain PyTorch, bit-identical to Triton's ``tl.random.philox``.
-
-The fused sampling kernel draws its random numbers with Triton's Philox (Salmon, Moraes, Dror & Shaw,
-"Parallel random numbers: as easy as 1, 2, 3", SC 2011). This module evaluates the same function with
-int64 tensor arithmetic so the PyTorch reference (``dg_kernels.sampling.fused_sample(kernel="reference")``)
-reproduces the kernel's random bits exactly, on any device. It is meant for a few counters per row (one per vocabulary
-granule), not one per logit: each call costs ~150 elementwise tensor operations.
+"""Philox-4x32-10 (Salmon, Moraes, Dror & Shaw, "Parallel random numbers: as easy as 1, 2, 3", SC 2011) in
+int64 PyTorch arithmetic, bit-identical to Triton's ``tl.random.philox``, so the sampling reference reproduces
+the kernel's random bits on any device. Meant for a few counters per row (~150 tensor operations a call).
 """
 
 from __future__ import annotations
@@ -13,8 +9,7 @@ import torch
 
 __all__ = ["PHILOX_ROUNDS", "philox4x32", "uniform_open01"]
 
-PHILOX_ROUNDS = 10
-"""Rounds used by Triton's default ``tl.random.philox`` (and by the sampling kernel)."""
+PHILOX_ROUNDS = 10  # Triton's default, and the sampling kernel's
 
 _KEY_A = 0x9E3779B9
 _KEY_B = 0xBB67AE85
@@ -24,10 +19,8 @@ _MASK32 = 0xFFFFFFFF
 
 
 def _mul_hi_lo(const: int, x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-    """High and low 32-bit words of ``const * x`` for a 32-bit constant and an int64 tensor of uint32 values.
-
-    The 64-bit product overflows int64, so ``x`` is split into 16-bit halves (each partial product < 2**48).
-    """
+    """High and low 32-bit words of ``const * x`` (uint32 values in int64), from 16-bit halves of ``x`` (the
+    full product would overflow int64)."""
     x_hi = x >> 16
     x_lo = x & 0xFFFF
     p_hi = const * x_hi  # < 2**48
@@ -48,13 +41,11 @@ def philox4x32(
     """Philox-4x32 block function, identical to ``triton.language.random.philox`` with 32-bit counters.
 
     Args:
-        seed: 64-bit key, ``0 <= seed < 2**63``; Triton splits it into (low word, high word).
-        c0, c1, c2, c3: counter words, integer tensors (any shape, broadcastable to each other) holding
-            values in ``[0, 2**32)``; int64 is the natural dtype.
-        n_rounds: Philox rounds (Triton's default is 10).
+        seed: 64-bit key, ``0 <= seed < 2**63`` (split into low and high words, as Triton does).
+        c0, c1, c2, c3: counter words, broadcastable integer tensors of values in ``[0, 2**32)``.
 
     Returns:
-        Four int64 tensors of the broadcast shape, each holding uint32 values in ``[0, 2**32)``.
+        Four int64 tensors of the broadcast shape, of values in ``[0, 2**32)``.
 
     Raises:
         ValueError: ``seed`` outside ``[0, 2**63)``.
@@ -74,15 +65,6 @@ def philox4x32(
 
 
 def uniform_open01(bits: torch.Tensor) -> torch.Tensor:
-    """Map uint32 words (int64 tensor) to float32 uniforms in the open interval (0, 1).
-
-    ``u = ((bits >> 9) + 0.5) * 2**-23``: 23 random bits, never 0 or 1, every value exact in float32
-    (the kernel computes the same expression, so both sides get identical floats).
-
-    Args:
-        bits: int64 tensor of values in ``[0, 2**32)``.
-
-    Returns:
-        float32 tensor of the same shape with values in ``[2**-24, 1 - 2**-24]``.
-    """
+    """float32 uniforms in ``[2**-24, 1 - 2**-24]`` of uint32 words (int64): ``((bits >> 9) + 0.5) * 2**-23``,
+    exact in float32, as the kernel computes them."""
     return ((bits >> 9).to(torch.float32) + 0.5) * (2.0**-23)

@@ -1,48 +1,33 @@
 """Fused sampling for one denoising step: argmax, sample, entropy and max probability in one pass.
 
-Each denoising step turns canvas logits ``[B, C, V]`` (callers flatten them to ``[R, V]``, ``R = B * C``)
-into, per position: the argmax token, a token sampled from ``softmax(logits / temperature)`` restricted to
-the tokens a bitmask allows, the entropy of that tempered, masked distribution (for the entropy-bound
-acceptance rule and the confidence stop) and its largest probability.
+:func:`fused_sample` turns ``[R, V]`` logits (a canvas ``[B, C, V]`` flattened) into, per row, the argmax, a
+token sampled from ``softmax(logits / temperature)`` restricted to the tokens a bitmask allows, the entropy of
+that tempered, masked distribution and its largest probability, by the fused Triton kernel (CUDA) or the
+PyTorch reference (any device; the tests' oracle); :func:`entropy_reference` gives the entropy alone.
 
-Public API:
+Semantics of both kernels:
 
-* :func:`fused_sample`: the step, by one of two kernels: ``kernel="triton"``, the fused Triton kernel (CUDA
-  tensors; CPU tensors only under ``TRITON_INTERPRET=1``), which reads the logits exactly once;
-  ``kernel="reference"``, the PyTorch implementation (any device), the oracle of the tests and the path used
-  on CPU; ``kernel="auto"`` (default): Triton on CUDA when triton imports, the reference elsewhere.
-* :func:`entropy_reference`: entropy alone.
-
-Semantics shared by both kernels:
-
-* Tempered logits ``x = logits / max(temperature, MIN_TEMPERATURE)`` (computed in float32, in base 2 as
-  ``logits * (log2(e) / T)``); tokens the bitmask forbids, and logits <= -1e30, count as ``-inf``.
-  Temperatures below :data:`MIN_TEMPERATURE` (1e-4), including 0, are clamped to it: at that temperature
-  the distribution is one-hot up to float32 underflow whenever the top two logits differ by more than
-  ~0.01, i.e. sampling is greedy in practice.
-* ``argmax``: first index of the largest allowed logit (``torch.argmax`` of the masked logits).
-* ``entropy`` (nats) and ``max_prob`` of ``softmax(x)``.
+* ``x = logits / max(temperature, MIN_TEMPERATURE)`` in float32 (in base 2: ``logits * (log2(e) / T)``);
+  forbidden tokens and logits <= -1e30 count as ``-inf``. At :data:`MIN_TEMPERATURE` (1e-4) sampling is
+  greedy in practice. ``argmax``: the first index of the largest allowed logit.
 * ``sample``: an exact draw from ``softmax(x)``, reproducible from ``(seed, offset)``. The vocabulary is cut
-  into granules of :data:`GRANULE` (4096) tokens. Per granule ``g`` one Philox-4x32-10 call (Salmon et al.,
-  SC 2011) with key ``seed`` and counter ``(g, row, offset mod 2**32, offset >> 32)`` gives two uniforms:
-  the first picks a token inside the granule by inverse CDF (in the order of :func:`_granule_sample`), the
-  second becomes a Gumbel variable, and the granule whose ``log(sum_{i in g} exp(x_i)) + Gumbel`` is largest
-  wins (the Gumbel-max trick, Gumbel 1954 / Maddison et al. 2014, over granule masses). Choosing a granule
-  with probability proportional to its mass, then a token by its conditional probability, is exactly a draw
-  from ``softmax(x)``, with two random numbers per 4096 logits instead of one per logit (per-logit Philox
-  would make the kernel compute bound). The reference evaluates the same Philox bits
-  (:mod:`dg_kernels.philox`) and the same construction, so it returns the kernel's samples except where float32
-  rounding differs at a CDF boundary (about one draw in a million). Use a new ``offset`` (e.g. the step
-  number) or ``seed`` for each draw of the same rows.
-* Rows with no allowed token of finite logit, with a NaN / ``+inf`` allowed logit, or with a NaN / negative
-  per-row temperature raise ``ValueError`` (never NaN outputs).
+  into granules of :data:`GRANULE` tokens; per granule ``g`` one Philox-4x32-10 call (Salmon et al., SC 2011;
+  key ``seed``, counter ``(g, row, offset mod 2**32, offset >> 32)``) gives two uniforms: the first picks a
+  token inside the granule by inverse CDF (in :func:`_granule_sample`'s order), the second a Gumbel variable,
+  and the granule with the largest ``log(sum_{i in g} exp(x_i)) + Gumbel`` wins (the Gumbel-max trick, Gumbel
+  1954 / Maddison et al. 2014, over granule masses): two random numbers per 4096 logits. The reference
+  evaluates the same bits (:mod:`dg_kernels.philox`), so it returns the kernel's samples except where float32
+  rounding differs at a CDF boundary (about one draw in a million). Use a new ``offset`` per draw.
+* Rows without an allowed finite logit, with a NaN / ``+inf`` allowed logit, or a NaN / negative per-row
+  temperature raise ``ValueError``.
 
-The online-softmax merge of per-granule ``(max, sum exp)`` pairs follows Milakov & Gimelshein, "Online
-normalizer calculation for softmax" (2018), extended with ``sum p * (x - max)`` for the entropy.
+The merge of per-granule ``(max, sum exp)`` pairs is the online softmax of Milakov & Gimelshein (2018),
+extended with ``sum p * (x - max)`` for the entropy.
 """
 
 from __future__ import annotations
 
+import functools
 import math
 import operator
 from dataclasses import dataclass
@@ -66,14 +51,11 @@ MIN_TEMPERATURE = 1e-4
 """Temperatures below this (including 0) are clamped to it."""
 
 GRANULE = 4096
-"""Tokens per sampling granule (one Philox call and one Triton program each). With :data:`LANES` and
-:data:`CHUNK` it fixes which sample a seed gives (not the distribution)."""
+"""Tokens per sampling granule; with :data:`LANES` and :data:`CHUNK` (the granule tile ``[GRANULE / (LANES *
+CHUNK), LANES, CHUNK]``) it fixes which sample a seed gives (not the distribution)."""
 
 LANES = 32
-"""Lanes of the granule tile ``[GRANULE / (LANES * CHUNK), LANES, CHUNK]`` (see :func:`_granule_sample`)."""
-
 CHUNK = 8
-"""Contiguous tokens per chunk of the granule tile."""
 
 
 @dataclass(frozen=True)
@@ -102,8 +84,7 @@ class _Granule:
 _DEFAULT_GRANULE = _Granule()
 
 NUM_WARPS = {torch.float32: 2, torch.bfloat16: 1, torch.float16: 1}
-"""Warps per Triton program of the granule kernel by logits dtype (a performance knob: results do not
-depend on it). One warp keeps every reduction over a granule in registers and shuffles."""
+"""Warps per Triton program of the granule kernel by logits dtype (speed only; results do not depend on it)."""
 
 
 def _default_num_warps(dtype: torch.dtype) -> int:
@@ -116,25 +97,13 @@ _NEG_SENTINEL = -1e30
 
 @dataclass(frozen=True)
 class SampleOutput:
-    """Per-row results of one fused sampling call (all tensors on the logits' device).
-
-    Attributes:
-        argmax: [R] int64, first index of the largest allowed tempered logit.
-        sample: [R] int64, a draw from ``softmax(logits / temperature)`` under the bitmask (see the module
-            docstring for the Gumbel-max construction).
-        entropy: [R] float32, entropy in nats of the tempered, masked distribution.
-        max_prob: [R] float32, its largest probability.
-    """
+    """Per-row results of one fused sampling call, on the logits' device: ``argmax`` and ``sample`` ([R]
+    int64), ``entropy`` (nats) and ``max_prob`` ([R] float32) of the tempered, masked distribution."""
 
     argmax: torch.Tensor
     sample: torch.Tensor
     entropy: torch.Tensor
     max_prob: torch.Tensor
-
-
-# --------------------------------------------------------------------------------------------------------
-# Input checks shared by both paths
-# --------------------------------------------------------------------------------------------------------
 
 
 @dataclass(frozen=True)
@@ -263,27 +232,29 @@ def _masked_and_tempered2(p: _Prepared) -> tuple[torch.Tensor, torch.Tensor]:
     return raw, raw * inv2
 
 
+def _raise_bad_rows(fn: str, bad: torch.Tensor, empty: torch.Tensor) -> None:
+    """ValueError naming the ``bad`` rows (NaN / +inf / bad temperature) and the ``empty`` ones, if any."""
+    parts = []
+    if bool(bad.any()):
+        parts.append(
+            f"rows {_row_list(bad)} have a NaN or +inf allowed logit, or a NaN / negative temperature"
+        )
+    if bool(empty.any()):
+        parts.append(
+            f"rows {_row_list(empty)} have no allowed token with a finite logit "
+            "(the bitmask forbids every token, or every allowed logit is -inf)"
+        )
+    if parts:
+        raise ValueError(f"{fn}: " + "; ".join(parts))
+
+
 def _check_rows(fn: str, x: torch.Tensor, temp: torch.Tensor | None) -> None:
     """Raise ValueError for rows without a finite allowed logit, with NaN / +inf, or a bad temperature."""
     top = x.amax(-1)  # amax propagates NaN
     bad = torch.isnan(top) | torch.isposinf(top)
     if temp is not None:
         bad |= ~(temp >= 0)
-    if bool(bad.any()):
-        raise ValueError(
-            f"{fn}: rows {_row_list(bad)} have a NaN or +inf allowed logit, or a NaN / negative temperature"
-        )
-    empty = top == float("-inf")
-    if bool(empty.any()):
-        raise ValueError(
-            f"{fn}: rows {_row_list(empty)} have no allowed token with a finite logit "
-            "(the bitmask forbids every token, or every allowed logit is -inf)"
-        )
-
-
-# --------------------------------------------------------------------------------------------------------
-# PyTorch reference
-# --------------------------------------------------------------------------------------------------------
+    _raise_bad_rows(fn, bad, top == float("-inf"))
 
 
 def _granule_sample(x2: torch.Tensor, seed: int, offset: int, gr: _Granule) -> torch.Tensor:
@@ -340,7 +311,7 @@ def _entropy_max_prob(x2: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
 
 
 def _sample_reference(p: _Prepared, granule: _Granule = _DEFAULT_GRANULE) -> SampleOutput:
-    """The PyTorch reference on checked inputs (several passes over the logits; any device)."""
+    """The PyTorch reference on checked inputs (several passes over the logits)."""
     dev = p.logits.device
     if p.rows == 0:
         empty_i = torch.empty(0, dtype=torch.int64, device=dev)
@@ -358,20 +329,9 @@ def _sample_reference(p: _Prepared, granule: _Granule = _DEFAULT_GRANULE) -> Sam
 
 
 def entropy_reference(logits: torch.Tensor, temperature: float | torch.Tensor) -> torch.Tensor:
-    """Entropy (nats) of ``softmax(logits / max(temperature, MIN_TEMPERATURE))`` over the last dimension.
-
-    Equal to ``torch.distributions.Categorical(logits=logits / temperature).entropy()`` computed in float32.
-
-    Args:
-        logits: [..., V] float32, bfloat16 or float16, any device.
-        temperature: a float >= 0 or a floating tensor of shape ``logits.shape[:-1]``.
-
-    Returns:
-        float32 tensor of shape ``logits.shape[:-1]``.
-
-    Raises:
-        ValueError: as :func:`fused_sample` (bad shapes, rows without a finite logit, NaN / +inf).
-    """
+    """Entropy (nats, float32, shape ``logits.shape[:-1]``) of ``softmax(logits / max(temperature,
+    MIN_TEMPERATURE))`` for [..., V] logits (float32, bfloat16 or float16) and a float >= 0 or a floating tensor
+    of shape ``logits.shape[:-1]``; ValueError as :func:`fused_sample`."""
     if not isinstance(logits, torch.Tensor) or logits.dim() < 1:
         raise ValueError("entropy_reference: logits must be a tensor with a vocabulary dimension")
     lead = logits.shape[:-1]
@@ -389,32 +349,27 @@ def entropy_reference(logits: torch.Tensor, temperature: float | torch.Tensor) -
     return _entropy_max_prob(x2)[0].reshape(lead)
 
 
-# --------------------------------------------------------------------------------------------------------
-# Triton path
-# --------------------------------------------------------------------------------------------------------
-
-_TRITON: ModuleType | None = None
-_TRITON_ERROR: BaseException | None = None
+@functools.cache
+def _triton_import() -> ModuleType | Exception:
+    """The kernels module, or why it does not import (triton missing or broken)."""
+    try:
+        from dg_kernels import _triton_sampling
+    except Exception as exc:
+        return exc
+    return _triton_sampling
 
 
 def _triton_module() -> ModuleType:
-    global _TRITON, _TRITON_ERROR
-    if _TRITON is None and _TRITON_ERROR is None:
-        try:
-            from dg_kernels import _triton_sampling
-
-            _TRITON = _triton_sampling
-        except Exception as exc:  # triton missing or broken: remember why
-            _TRITON_ERROR = exc
-    if _TRITON is None:
+    mod = _triton_import()
+    if isinstance(mod, Exception):
         raise ImportError(
-            f"the Triton sampling kernel needs triton (pip install 'agentkit[gpu]'): {_TRITON_ERROR!r}"
-        ) from _TRITON_ERROR
-    return _TRITON
+            f"the Triton sampling kernel needs triton (pip install 'agentkit[gpu]'): {mod!r}"
+        ) from mod
+    return mod
 
 
 def triton_available() -> bool:
-    """True when the Triton kernels import (triton installed); says nothing about a GPU being present."""
+    """True when the Triton kernels import (triton installed; a GPU may still be missing)."""
     try:
         _triton_module()
     except ImportError:
@@ -494,10 +449,9 @@ def _launch_triton(
 
 
 def _sample_triton(
-    p: _Prepared, *, granule: _Granule = _DEFAULT_GRANULE, num_warps: int | None = None, check: bool = True
+    p: _Prepared, *, granule: _Granule = _DEFAULT_GRANULE, num_warps: int | None = None
 ) -> SampleOutput:
-    """The Triton kernels on checked inputs; ``check=False`` skips the validity sync (invalid rows then carry
-    negative codes, see :func:`_launch_triton`)."""
+    """The Triton kernels on checked inputs."""
     mod = _triton_module()
     if not p.logits.is_cuda and not _interpreted(mod):
         raise ValueError(
@@ -505,23 +459,12 @@ def _sample_triton(
             "(or TRITON_INTERPRET=1 set before triton is imported); use kernel='auto' or 'reference'"
         )
     argmax, sample, entropy, max_prob = _launch_triton(p, granule=granule, num_warps=num_warps)
-    low = int(argmax.min()) if check and p.rows > 0 else 0  # one device->host sync
+    low = int(argmax.min()) if p.rows > 0 else 0  # one device->host sync
     if low < 0 and bool((argmax == -3).any()):  # allowed -inf logits: the clamped variant handles them
         argmax, sample, entropy, max_prob = _launch_triton(p, granule=granule, num_warps=num_warps, safe=True)
         low = int(argmax.min())
     if low < 0:
-        empty, bad = argmax == -1, argmax == -2
-        parts = []
-        if bool(bad.any()):
-            parts.append(
-                f"rows {_row_list(bad)} have a NaN or +inf allowed logit, or a NaN / negative temperature"
-            )
-        if bool(empty.any()):
-            parts.append(
-                f"rows {_row_list(empty)} have no allowed token with a finite logit "
-                "(the bitmask forbids every token, or every allowed logit is -inf)"
-            )
-        raise ValueError("fused_sample: " + "; ".join(parts))
+        _raise_bad_rows("fused_sample", argmax == -2, argmax == -1)
     return SampleOutput(argmax=argmax, sample=sample, entropy=entropy, max_prob=max_prob)
 
 
@@ -540,17 +483,11 @@ def fused_sample(
 ) -> SampleOutput:
     """Sample a denoising step: argmax, sample, entropy and max probability of the [R, V] logits.
 
-    ``kernel="triton"``: the fused Triton kernels, which read the logits once. Two launches: a granule kernel
-    (one program per row and :data:`GRANULE`-token granule: max, argmax, sum of exponentials, entropy term,
-    in-granule sample and Gumbel score) and a per-row combine (online-softmax merge, Milakov & Gimelshein
-    2018; Gumbel-max over granules); see ``dg_kernels/_triton_sampling.py``. One device-to-host
-    synchronisation per call checks for invalid rows (so the call cannot be captured in a CUDA graph). Rows
-    with an allowed ``-inf`` logit trigger a second, clamped launch (logits processors rarely produce
-    ``-inf``; bitmask-forbidden tokens never do). ``kernel="reference"``: the PyTorch reference (several
-    passes; any device), the oracle of the tests. The two agree: argmax exactly, entropy and max_prob to
-    float32 rounding, samples identical except at rare rounding ties. ``kernel="auto"``: Triton for CUDA
-    logits when triton imports, else the reference. (To force the reference on CUDA, pass
-    ``sampler="reference"`` to :func:`model.runtime.generate`.)
+    ``kernel="triton"``: the fused Triton kernels (``dg_kernels/_triton_sampling.py``), which read the logits
+    once, with one device-to-host sync to check for invalid rows (so no CUDA graph capture); rows with an
+    allowed ``-inf`` logit get a second, clamped launch. ``kernel="reference"``: the PyTorch reference (any
+    device). The two agree: argmax exactly, entropy and max_prob to float32 rounding, samples except at rare
+    rounding ties. ``kernel="auto"``: Triton for CUDA logits when triton imports, else the reference.
 
     Args:
         logits: [R, V] float32, bfloat16 or float16 (flatten [batch, canvas, vocab] to [batch * canvas,
@@ -564,14 +501,12 @@ def fused_sample(
         kernel: one of :data:`KERNELS`.
 
     Returns:
-        :class:`SampleOutput` with [R] int64 ``argmax`` and ``sample``, [R] float32 ``entropy`` (nats)
-        and ``max_prob``, on the logits' device.
+        :class:`SampleOutput` on the logits' device.
 
     Raises:
-        ValueError: wrong shapes / dtypes / devices, negative or NaN scalar temperature, seed or offset out
-            of range, a row without any allowed finite logit, a row with a NaN or +inf allowed logit or a
-            NaN / negative per-row temperature, an unknown ``kernel``; ``"triton"`` on CPU tensors unless
-            ``TRITON_INTERPRET=1`` was set before triton was imported.
+        ValueError: wrong shapes / dtypes / devices, a negative or NaN scalar temperature, seed or offset out
+            of range, an invalid row (see the module docstring), an unknown ``kernel``; ``"triton"`` on CPU
+            tensors unless ``TRITON_INTERPRET=1`` was set before triton was imported.
         TypeError: logits not a tensor, temperature neither float nor tensor, non-int seed / offset.
         ImportError: ``kernel="triton"`` without triton installed.
     """

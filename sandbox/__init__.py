@@ -1,9 +1,6 @@
-"""Hardened Docker execution of model-written code. Imports no other package of the project.
-
-Public API: :class:`Sandbox` (``run(code, language="python", files=None, timeout=None, limits=None,
-collect=None) -> Execution``), :class:`Limits`, :class:`Execution`, image helpers (:func:`build_image`,
-:func:`default_image`), :func:`diagnose` (``agentkit sandbox doctor``) and the errors of
-:mod:`sandbox.errors`. The docker SDK is imported lazily, so ``import sandbox`` stays cheap.
+"""Hardened Docker execution of model-written code (:class:`Sandbox`, :class:`Limits`, :class:`Execution`,
+image helpers, :func:`diagnose`, the errors). Imports no other package of the project; the docker SDK only when
+a lazily imported name is first used.
 """
 
 from __future__ import annotations

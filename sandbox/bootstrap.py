@@ -1,32 +1,25 @@
 """The program a sandbox container starts with: a Python interpreter that waits for one job on stdin.
 
-It is run inside the container as ``python3 -B -s -c <this file's source> WORKDIR CODEDIR`` (standard library
-only; nothing here imports the project). A warm-pool container therefore has its interpreter started and its
-modules imported before any code arrives, so an execution costs an attach, the program's own run time and
-no process start. The host attaches to the container, writes the job and closes stdin:
+It runs in the container as ``python3 -B -s -c <this file's source> WORKDIR CODEDIR`` (standard library only),
+so a warm container's interpreter has started before any code arrives. The host attaches, writes the job and
+closes stdin:
 
 - job = one JSON header line ``{"nonce": hex, "language": "python"|"bash"|"sh", "ext": str,
   "keep_alive": bool}`` then a tar whose members are ``code/main.EXT`` and ``work/<input files>``;
 - the files are written under CODEDIR and WORKDIR, the current directory becomes WORKDIR;
-- Python programs run in this interpreter as a fresh ``__main__`` module (``sys.argv == ["-"]``, source in
-  tracebacks as ``<stdin>``), followed by what interpreter exit does: wait for non-daemon threads, run atexit
-  functions, flush stdio. Exit status as CPython's: ``sys.exit(n)`` -> n, ``sys.exit("msg")`` -> 1 and msg on
-  stderr, uncaught exception -> 1 and the traceback. Shell programs run as a child process (status 128+N when
-  killed by signal N);
-- then it writes a completion marker as the last bytes of each stream: ``\\0AK:<nonce>:end\\0`` on stdout and
-  ``\\0AK:<nonce>:<status, 3 digits>:<1 if the container's OOM killer fired else 0>\\0`` on stderr, so the host
-  knows the result without waiting for the container to stop (~70 ms of teardown). Docker multiplexes the two
-  streams without ordering them against each other, hence one marker per stream;
-- finally it exits (or, with ``keep_alive``, waits to be killed so the host can copy files out).
-
-If the program ends the interpreter itself (``os._exit``, a signal, the OOM killer), no marker is written and
-the host reads the status from the stopped container instead.
+- Python programs run in this interpreter as a fresh ``__main__`` (source ``<stdin>``), then what interpreter
+  exit does (join threads, atexit, flush), with CPython's exit statuses; shell programs as a child process;
+- then a completion marker ends each stream (Docker does not order the two): ``\\0AK:<nonce>:end\\0`` on stdout,
+  ``\\0AK:<nonce>:<status, 3 digits>:<1 if the OOM killer fired else 0>\\0`` on stderr, so the host need not
+  wait for the container to stop; then it exits (with ``keep_alive``, waits to be killed while the host copies
+  files out). A program that ends the interpreter itself writes no marker: the host asks the engine.
 """
 
 from __future__ import annotations
 
 import atexit
 import builtins
+import contextlib
 import io
 import json
 import linecache
@@ -77,10 +70,8 @@ def _exit_status(exc: SystemExit) -> int:
         return 0
     if isinstance(code, int):
         return code & 0xFF
-    try:
+    with contextlib.suppress(Exception):
         print(code, file=sys.stderr)
-    except Exception:
-        pass
     return 1
 
 
@@ -105,14 +96,10 @@ def _run_python(path: str) -> int:
         traceback.print_exception(type(exc), exc, tb)
         status = 1
     # What interpreter exit would do next: join non-daemon threads, run atexit functions.
-    try:
+    with contextlib.suppress(BaseException):
         threading._shutdown()  # type: ignore[attr-defined]
-    except BaseException:
-        pass
-    try:
+    with contextlib.suppress(BaseException):
         atexit._run_exitfuncs()
-    except BaseException:
-        pass
     return status
 
 
@@ -137,17 +124,13 @@ def main() -> None:
     else:
         status = _run_process([job["language"], path])
     for stream in (sys.stdout, sys.stderr, sys.__stdout__, sys.__stderr__):
-        try:
-            if stream is not None:
+        if stream is not None:
+            with contextlib.suppress(Exception):
                 stream.flush()
-        except Exception:
-            pass
     oom = 1 if _oom_kills() else 0
-    try:
+    with contextlib.suppress(OSError):  # a closed stdout/stderr: the host asks the engine for the status
         os.write(1, b"\x00AK:" + nonce + b":end\x00")
         os.write(2, b"\x00AK:" + nonce + b":%03d:%d\x00" % (status, oom))
-    except OSError:
-        pass  # the program closed its stdout/stderr: the host falls back to the container's exit status
     if job.get("keep_alive"):
         while True:
             signal.pause()

@@ -1,13 +1,9 @@
 """The :class:`Sandbox`: hardened, single-use Docker containers for model-written code, with a warm pool.
 
-Security defaults (see :func:`sandbox.engine.container_kwargs`): no network, memory+swap limit, CPU quota,
-pids limit, read-only root with tmpfs ``/work`` and ``/tmp``, every capability dropped, ``no-new-privileges``,
-uid 65534, docker's init as PID 1; optional gVisor via ``Limits(runtime="runsc")``. Each container serves one
-execution and is then removed. A timeout kills and removes the container itself (killing only the client
-would leave the code running). Containers are labelled with the owning process and removed on
-:meth:`Sandbox.close`, on interpreter exit (``atexit``), on SIGTERM/SIGHUP (and SIGINT when Python's
-KeyboardInterrupt is disabled); containers of owners that died anyway (SIGKILL) are reaped when the next
-:class:`Sandbox` starts.
+Each container (settings: :func:`sandbox.engine.container_kwargs`) serves one execution and is removed; a
+timeout kills the container itself. Containers are labelled with their owner and removed on
+:meth:`Sandbox.close`, at interpreter exit, on SIGTERM/SIGHUP (SIGINT when KeyboardInterrupt is disabled);
+those of owners that died anyway (SIGKILL) are reaped when the next :class:`Sandbox` starts.
 """
 
 from __future__ import annotations
@@ -47,13 +43,12 @@ __all__ = ["LANGUAGES", "Sandbox"]
 
 log = logging.getLogger(__name__)
 
-#: Supported languages and the extension of the program file. Python runs in the container's waiting
-#: interpreter (:mod:`sandbox.bootstrap`); ``bash``/``sh`` run as a child process of it.
+#: Supported languages and their program file's extension (Python runs in :mod:`sandbox.bootstrap`'s
+#: interpreter, shells as its child process).
 LANGUAGES: dict[str, str] = {"python": "py", "bash": "sh", "sh": "sh"}
 
 _LIVE: weakref.WeakSet[Sandbox] = weakref.WeakSet()
 _HOOKS_LOCK = threading.Lock()
-_ATEXIT_INSTALLED = False
 _SIGNALS_INSTALLED = False
 _PREV_HANDLERS: dict[int, Any] = {}
 
@@ -62,6 +57,9 @@ def _close_all_live(fast: bool) -> None:
     for sb in list(_LIVE):
         with contextlib.suppress(Exception):
             sb._close(fast=fast)
+
+
+atexit.register(_close_all_live, False)
 
 
 def _on_signal(signum: int, frame: FrameType | None) -> None:
@@ -74,18 +72,12 @@ def _on_signal(signum: int, frame: FrameType | None) -> None:
         os.kill(os.getpid(), signum)
 
 
-def _install_hooks(signals: bool) -> None:
-    """Register the atexit cleanup once and, if ``signals``, SIGTERM/SIGHUP handlers (SIGINT too when it is
-    SIG_DFL; Python's default KeyboardInterrupt unwinds through ``with`` blocks and atexit by itself).
-
-    Handlers are installed only from the main thread (a Python rule) and chain to the previous handler.
-    """
-    global _ATEXIT_INSTALLED, _SIGNALS_INSTALLED
+def _install_signal_handlers() -> None:
+    """SIGTERM/SIGHUP handlers (SIGINT too when it is SIG_DFL: KeyboardInterrupt unwinds by itself) that chain
+    to the previous ones, once, from the main thread."""
+    global _SIGNALS_INSTALLED
     with _HOOKS_LOCK:
-        if not _ATEXIT_INSTALLED:
-            atexit.register(_close_all_live, False)
-            _ATEXIT_INSTALLED = True
-        if not signals or _SIGNALS_INSTALLED:
+        if _SIGNALS_INSTALLED:
             return
         if threading.current_thread() is not threading.main_thread():
             log.debug("sandbox: not in the main thread; no signal handlers (atexit and the reaper remain)")
@@ -111,8 +103,8 @@ def _check_name(name: object) -> str:
 def _payload(
     code: str, language: str, files: Mapping[str, bytes | str] | None, nonce: str, keep_alive: bool
 ) -> tuple[bytes, dict[str, bytes]]:
-    """The job for :mod:`sandbox.bootstrap`: a JSON header line, then a tar with ``code/main.EXT`` and
-    ``work/<file>`` members. Returns ``(job bytes, {normalised input name: bytes})``."""
+    """``(job, {normalised input name: bytes})``: the job for :mod:`sandbox.bootstrap` is a JSON header line,
+    then a tar of ``code/main.EXT`` and ``work/<file>``."""
     inputs: dict[str, bytes] = {}
     buf = io.BytesIO()
     ext = LANGUAGES[language]
@@ -143,17 +135,12 @@ def _payload(
 
 
 class Sandbox:
-    """Run untrusted code in hardened, single-use Docker containers.
+    """Run untrusted code in hardened, single-use Docker containers; thread-safe, a context manager.
 
-    ``image``: image reference (default :func:`sandbox.image.default_image`, which must have been built with
-    ``agentkit sandbox build-image``). ``pool_size``: pre-started containers kept warm (0 = every run starts a
-    cold container). ``limits``: default :class:`Limits`. ``timeout_s``: default wall-clock limit of one run,
-    seconds. ``client``: a docker SDK client (default: from the environment). ``reap``: remove stale containers
-    of dead owners on start. ``handle_signals``: install SIGTERM/SIGHUP cleanup handlers (main thread only).
-
-    Starting connects to the engine, checks the image and begins filling the pool in the background. Raises
-    :class:`~sandbox.errors.EngineUnavailableError` or :class:`~sandbox.errors.ImageMissingError` (each says how
-    to fix it). Use as a context manager or call :meth:`close`. Thread-safe: ``run`` may be called concurrently.
+    ``image`` defaults to :func:`sandbox.image.default_image`; ``pool_size`` containers are kept warm (0: every
+    run starts a cold one); ``limits`` and ``timeout_s`` (seconds) are the runs' defaults; ``reap`` removes
+    stale containers of dead owners; ``handle_signals`` installs SIGTERM/SIGHUP cleanup (main thread only).
+    Raises :class:`EngineUnavailableError` or :class:`ImageMissingError`, each saying how to fix it.
     """
 
     def __init__(
@@ -177,22 +164,20 @@ class Sandbox:
         self.session_id = secrets.token_hex(8)
         self._labels = engine.owner_labels(self.session_id)
         self._closed = False
-        self._active: set[str] = set()
-        self._lock = threading.Lock()
         #: Ids of stale containers (dead owners) removed when this sandbox started.
         self.reaped: list[str] = engine.reap_stale(self.client) if reap else []
         self._trash: queue.Queue[str | None] = queue.Queue()
         self._remover = threading.Thread(target=self._remove_loop, name="sandbox-remover", daemon=True)
         self._remover.start()
         _LIVE.add(self)
-        _install_hooks(handle_signals)
+        if handle_signals:
+            _install_signal_handlers()
         self.pool: WarmPool | None = (
             WarmPool(lambda: self._start_container(self.limits), self._remove_now, pool_size)
             if pool_size
             else None
         )
 
-    # -- lifecycle ---------------------------------------------------------------------------------------------
     def __enter__(self) -> Sandbox:
         return self
 
@@ -243,7 +228,6 @@ class Sandbox:
         """Ids of this sandbox's containers that exist in the engine now (any state)."""
         return [c.id for c in engine.list_sandbox_containers(self.client, self.session_id)]
 
-    # -- containers --------------------------------------------------------------------------------------------
     def _start_container(self, limits: Limits) -> str:
         if self._closed:
             raise SandboxClosedError("sandbox is closed")
@@ -280,12 +264,9 @@ class Sandbox:
                 return
             try:
                 self._remove_now([cid])
-                with self._lock:
-                    self._active.discard(cid)
             finally:
                 self._trash.task_done()
 
-    # -- running -----------------------------------------------------------------------------------------------
     @staticmethod
     def _check_timeout(timeout: float, where: str) -> float:
         if isinstance(timeout, bool) or not isinstance(timeout, int | float) or not 0 < timeout <= 86400:
@@ -301,18 +282,14 @@ class Sandbox:
         limits: Limits | None = None,
         collect: Sequence[str] | None = None,
     ) -> Execution:
-        """Run ``code`` once in a fresh container and return its :class:`Execution`.
+        """Run ``code`` (a :data:`LANGUAGES` program) once in a fresh container and return its :class:`Execution`.
 
-        ``language``: one of :data:`LANGUAGES` (``python``, ``bash``, ``sh``). ``files``: input files,
-        ``{relative path: bytes | str}``, written under the work dir (``/work``, the current directory).
-        ``timeout``: wall-clock limit in seconds (default ``timeout_s`` of the sandbox); on expiry the
-        container is killed and removed before this returns (``timed_out=True``, ``exit_code=137``).
-        ``limits``: per-run :class:`Limits` (other than the sandbox's default, the run uses a cold container).
-        ``collect``: glob patterns (relative to the work dir, e.g. ``["*.png", "out/*"]``) of files to return
-        in ``files_out`` if the program created or changed them.
-
-        Raises :class:`SandboxInputError` for bad arguments, :class:`SandboxClosedError` after :meth:`close`,
-        :class:`SandboxError` when the engine fails.
+        ``files`` (``{relative path: bytes | str}``) are written under the work dir ``/work``, the current
+        directory. At ``timeout`` seconds (default ``timeout_s``) the container is killed and removed before
+        this returns (``timed_out``, exit code 137). ``limits`` other than the default run in a cold container.
+        Files matching the ``collect`` globs (e.g. ``["*.png", "out/*"]``) that the program created or changed
+        come back in ``files_out``. Raises :class:`SandboxInputError` (bad arguments),
+        :class:`SandboxClosedError` (after :meth:`close`), :class:`SandboxError` (the engine failed).
         """
         if self._closed:
             raise SandboxClosedError("Sandbox.run called after close(); create a new Sandbox")
@@ -346,8 +323,6 @@ class Sandbox:
         try:
             if cid is None:
                 cid = self._start_container(lim)
-            with self._lock:
-                self._active.add(cid)
             return self._execute(cid, payload, nonce, inputs, run_timeout, lim, collect, warm)
         except (docker.errors.DockerException, requests.exceptions.RequestException) as exc:
             if self._closed:
@@ -368,8 +343,6 @@ class Sandbox:
         collect: Sequence[str] | None,
         warm: bool,
     ) -> Execution:
-        api = self.client.api
-
         def kill() -> None:
             engine.remove_containers(self.client, [cid])
 
@@ -381,7 +354,9 @@ class Sandbox:
         )
         t0 = time.monotonic()
         deadline = t0 + timeout
-        hijacked = api.attach_socket(cid, params={"stdin": 1, "stdout": 1, "stderr": 1, "stream": 1})
+        hijacked = self.client.api.attach_socket(
+            cid, params={"stdin": 1, "stdout": 1, "stderr": 1, "stream": 1}
+        )
         res = pump(
             hijacked,
             payload,
@@ -407,10 +382,9 @@ class Sandbox:
         duration = time.monotonic() - t0
         stdout, t1 = cap_text(res.stdout, res.stdout_total)
         stderr, t2 = cap_text(res.stderr, res.stderr_total)
-        files_out: dict[str, bytes] = {}
-        files_truncated = False
-        if collect and res.marker is not None:
-            files_out, files_truncated = self._collect(cid, collect, inputs, lim)
+        files_out, files_truncated = (
+            self._collect(cid, collect, inputs, lim) if collect and res.marker is not None else ({}, False)
+        )
         return Execution(
             stdout=stdout,
             stderr=stderr,
@@ -440,7 +414,7 @@ class Sandbox:
     def _collect(
         self, cid: str, patterns: Sequence[str], inputs: dict[str, bytes], lim: Limits
     ) -> tuple[dict[str, bytes], bool]:
-        """Files of the work dir matching ``patterns`` that are new or differ from the inputs (tar over exec)."""
+        """Files of the work dir matching ``patterns`` that are new or changed, and whether some were cut."""
         cap = lim.files_out_bytes + 1024 * 1024  # tar headers and padding
         out = exec_with_stdin(
             self.client.api,

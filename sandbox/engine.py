@@ -1,9 +1,8 @@
 """Docker engine access: connecting, hardened container settings, ownership labels and the stale-container reaper.
 
-Every container the sandbox creates carries the labels :data:`LABEL_OWNER_PID`, :data:`LABEL_OWNER_START`
-(the owner's start time in clock ticks since boot, from ``/proc/PID/stat`` field 22, so a recycled pid is not
-mistaken for the owner), :data:`LABEL_HOST` and :data:`LABEL_SESSION` (a random id per
-:class:`sandbox.Sandbox`). :func:`reap_stale` removes containers of this host whose owner process is gone.
+Every sandbox container is labelled with its owner's pid and start time (so a recycled pid is not mistaken for
+the owner), host and session (a random id per :class:`sandbox.Sandbox`); :func:`reap_stale` removes those of
+this host whose owner is gone.
 """
 
 from __future__ import annotations
@@ -47,15 +46,11 @@ LABEL_OWNER_START = "agentkit.sandbox.owner_start"
 LABEL_HOST = "agentkit.sandbox.host"
 LABEL_SESSION = "agentkit.sandbox.session"
 
-#: Work directory inside the container (a tmpfs; the only writable place besides /tmp).
-WORKDIR = "/work"
-#: Unprivileged user the code runs as (``nobody:nogroup`` on Debian).
-USER = "65534:65534"
-#: Where the program file is written in the container (a tmpfs).
-CODE_DIR = "/tmp/.agentkit"
+WORKDIR = "/work"  # a tmpfs, the only writable place besides /tmp
+USER = "65534:65534"  # nobody:nogroup on Debian
+CODE_DIR = "/tmp/.agentkit"  # where the program file is written
 _BOOTSTRAP_SOURCE = (Path(__file__).with_name("bootstrap.py")).read_text(encoding="utf-8")
-#: What a container runs: an interpreter waiting for its one job on stdin (:mod:`sandbox.bootstrap`);
-#: PID 1 is docker's init (tini).
+#: What a container runs: an interpreter waiting for its one job on stdin (:mod:`sandbox.bootstrap`).
 BOOTSTRAP_COMMAND = ["python3", "-B", "-s", "-c", _BOOTSTRAP_SOURCE, WORKDIR, CODE_DIR]
 
 _FIX_ENGINE = (
@@ -66,10 +61,8 @@ _FIX_ENGINE = (
 
 
 def connect(timeout_s: float = 60.0) -> docker.DockerClient:
-    """A docker SDK client for the engine of ``$DOCKER_HOST`` (default the local unix socket), checked with ping.
-
-    ``timeout_s``: HTTP timeout of API calls (seconds). Raises :class:`EngineUnavailableError` with a fix.
-    """
+    """A docker SDK client (``$DOCKER_HOST``, else the local socket; API calls time out after ``timeout_s``),
+    pinged; :class:`EngineUnavailableError` with a fix when the engine does not answer."""
     try:
         client = docker.from_env(timeout=int(timeout_s))
         client.ping()
@@ -82,10 +75,8 @@ def connect(timeout_s: float = 60.0) -> docker.DockerClient:
 
 
 def process_start_ticks(pid: int) -> int | None:
-    """Start time of process ``pid`` in clock ticks since boot (``/proc/PID/stat`` field 22), None if gone.
-
-    Returns None too for a zombie (state ``Z``): it has exited, only its parent has not reaped it yet.
-    """
+    """Start time of process ``pid`` in clock ticks since boot (``/proc/PID/stat`` field 22), ``None`` if it is
+    gone or a zombie."""
     try:
         stat = Path(f"/proc/{pid}/stat").read_text()
     except OSError:
@@ -97,10 +88,6 @@ def process_start_ticks(pid: int) -> int | None:
     return int(rest[19])
 
 
-def _host_id() -> str:
-    return socket.gethostname()
-
-
 def owner_labels(session: str) -> dict[str, str]:
     """Labels marking a container as owned by this process and sandbox ``session``."""
     pid = os.getpid()
@@ -108,18 +95,15 @@ def owner_labels(session: str) -> dict[str, str]:
         LABEL_ROOT: "1",
         LABEL_OWNER_PID: str(pid),
         LABEL_OWNER_START: str(process_start_ticks(pid) or 0),
-        LABEL_HOST: _host_id(),
+        LABEL_HOST: socket.gethostname(),
         LABEL_SESSION: session,
     }
 
 
 def owner_alive(labels: dict[str, str]) -> bool:
-    """True unless the owner named by ``labels`` is certainly gone (same host, pid dead or recycled).
-
-    Containers of another host (a shared remote engine) are always considered alive: their owner cannot be
-    checked from here.
-    """
-    if labels.get(LABEL_HOST) != _host_id():
+    """True unless the owner named by ``labels`` is certainly gone: same host, pid dead or recycled (another
+    host's owner, on a shared engine, cannot be checked from here)."""
+    if labels.get(LABEL_HOST) != socket.gethostname():
         return True
     try:
         pid = int(labels.get(LABEL_OWNER_PID, ""))
@@ -133,12 +117,9 @@ def owner_alive(labels: dict[str, str]) -> bool:
 
 
 def container_kwargs(image: str, limits: Limits, labels: dict[str, str]) -> dict[str, Any]:
-    """Keyword arguments for ``client.containers.create`` of a hardened sandbox container that waits for a job.
-
-    No network (only ``lo``), memory == memory+swap (no swap), CPU quota, pids limit, read-only root with tmpfs
-    ``/work`` and ``/tmp`` (nosuid, nodev, noexec), every capability dropped, ``no-new-privileges``, uid/gid
-    65534, docker's init as PID 1 (reaps zombies, forwards signals), private IPC namespace.
-    """
+    """Keyword arguments of ``client.containers.create`` for a hardened container that waits for a job: no
+    network, no swap, CPU quota, pids limit, read-only root with noexec tmpfs ``/work`` and ``/tmp``, every
+    capability dropped, ``no-new-privileges``, uid 65534, docker's init as PID 1, private IPC."""
     kw: dict[str, Any] = {
         "image": image,
         "command": BOOTSTRAP_COMMAND,
@@ -181,10 +162,8 @@ def list_sandbox_containers(client: docker.DockerClient, session: str | None = N
 
 
 def remove_containers(client: docker.DockerClient, ids: list[str]) -> list[str]:
-    """Force-remove (kill + delete) containers ``ids`` in parallel; ids already gone count as removed.
-
-    Returns the ids removed. Errors other than "not found" propagate as ``docker.errors.APIError``.
-    """
+    """Force-remove containers ``ids`` in parallel and return them (gone ones count as removed); errors other
+    than "not found" propagate as ``docker.errors.APIError``."""
 
     def _rm(cid: str) -> str:
         try:
@@ -232,9 +211,6 @@ def remove_containers(client: docker.DockerClient, ids: list[str]) -> list[str]:
 
 
 def reap_stale(client: docker.DockerClient) -> list[str]:
-    """Remove sandbox containers of this host whose owner process has died (e.g. killed by SIGKILL).
-
-    Returns the ids of the removed containers.
-    """
+    """Remove the sandbox containers of this host whose owner has died; return their ids."""
     stale = [c.id for c in list_sandbox_containers(client) if not owner_alive(c.labels)]
     return remove_containers(client, stale)

@@ -1,16 +1,14 @@
 """Hijacked Docker streams: a stdin payload in, capped stdout/stderr out, a wall-clock deadline.
 
 The docker SDK's ``exec_run`` has no timeout and cannot send stdin, so this module drives the Engine API's
-hijacked connections itself (``POST /containers/{id}/attach`` or ``POST /exec/{id}/start`` upgrade the HTTP
-connection to a raw stream): the payload is written and the write side shut down (the process sees EOF on
-stdin); what comes back is the multiplexed stream of Docker's attach protocol -- frames of an 8-byte header
-``[stream, 0, 0, 0, size (uint32 big-endian)]`` followed by ``size`` bytes, stream 1 = stdout, 2 = stderr
-(Docker Engine API, "Attach to a container", stream format). When the deadline passes, ``on_timeout`` is
-called (the caller kills the container: killing the client would leave the process running).
+hijacked attach/exec connections itself: it writes the payload, shuts the write side (EOF on stdin) and reads
+Docker's multiplexed stream (frames of an 8-byte header ``[stream, 0, 0, 0, size (uint32 BE)]``, stream 1 =
+stdout, 2 = stderr). At the deadline ``on_timeout`` is called (the caller kills the container).
 """
 
 from __future__ import annotations
 
+import codecs
 import contextlib
 import re
 import socket
@@ -24,21 +22,9 @@ import docker
 
 from sandbox.errors import SandboxError
 
-__all__ = ["ExecOutcome", "Markers", "Pumped", "cap_text", "exec_with_stdin", "pump"]
+__all__ = ["Markers", "Pumped", "cap_text", "exec_with_stdin", "pump"]
 
 _HEADER = struct.Struct(">BxxxI")
-
-
-@dataclass
-class ExecOutcome:
-    """Raw result of :func:`exec_with_stdin`. Byte counts are totals the process wrote (kept + dropped)."""
-
-    stdout: bytes
-    stderr: bytes
-    stdout_total: int
-    stderr_total: int
-    finished: bool
-    exit_code: int | None
 
 
 class _Capped:
@@ -60,30 +46,19 @@ class _Capped:
 
 
 def cap_text(data: bytes, total: int) -> tuple[str, bool]:
-    """Decode ``data`` (the kept prefix of ``total`` bytes) as UTF-8 with ``errors="replace"``.
-
-    A cut inside a multi-byte character is moved back to the character boundary. When ``total`` exceeds
-    ``len(data)`` a marker line ``[... truncated N bytes]`` is appended. Returns ``(text, truncated)``.
-    """
+    """``(text, truncated)``: ``data``, the kept prefix of ``total`` bytes, decoded (errors replaced), cut back to
+    a character boundary and ending ``[... truncated N bytes]`` when ``total`` is larger."""
     if total <= len(data):
         return data.decode("utf-8", errors="replace"), False
-    cut = len(data)
-    # Back off at most 3 continuation bytes (10xxxxxx) plus the lead byte of a partial UTF-8 sequence.
-    back = 0
-    while back < 3 and cut - back > 0 and (data[cut - back - 1] & 0xC0) == 0x80:
-        back += 1
-    if cut - back > 0:
-        lead = data[cut - back - 1]
-        need = 2 if lead >> 5 == 0b110 else 3 if lead >> 4 == 0b1110 else 4 if lead >> 3 == 0b11110 else 1
-        if need > back + 1:
-            cut -= back + 1
-    text = data[:cut].decode("utf-8", errors="replace")
+    decoder = codecs.getincrementaldecoder("utf-8")(errors="replace")
+    text = decoder.decode(data)  # not final: a partial character at the end stays in the decoder
+    cut = len(data) - len(decoder.getstate()[0])
     sep = "" if text.endswith("\n") or not text else "\n"
     return f"{text}{sep}[... truncated {total - cut} bytes]\n", True
 
 
 def _raw_socket(sock: Any) -> tuple[socket.socket, bytes]:
-    """The OS socket under the SDK's hijacked exec stream, and bytes already buffered by http.client."""
+    """The OS socket under the SDK's hijacked stream, and the bytes http.client already buffered."""
     raw = getattr(sock, "_sock", sock)
     if not isinstance(raw, socket.socket):
         raise SandboxError(
@@ -108,8 +83,9 @@ def _raw_socket(sock: Any) -> tuple[socket.socket, bytes]:
 
 @dataclass
 class Pumped:
-    """What :func:`pump` read: kept bytes and totals per stream; ``how`` is ``"eof"``, ``"marker"`` or
-    ``"timeout"``; ``marker`` is the regex match of the stderr completion marker (``how == "marker"``)."""
+    """What :func:`pump` read: kept bytes and written totals per stream; ``how``: ``"eof"``, ``"marker"`` or
+    ``"timeout"``; ``marker``: the match of the stderr completion marker; ``exit_code``: an exec's status
+    (:func:`exec_with_stdin`; ``None`` when the engine reports none)."""
 
     stdout: bytes
     stderr: bytes
@@ -117,13 +93,21 @@ class Pumped:
     stderr_total: int
     how: str
     marker: re.Match[bytes] | None = None
+    exit_code: int | None = None
+
+    @property
+    def finished(self) -> bool:
+        """The stream ended (EOF)."""
+        return self.how == "eof"
 
 
+@dataclass(frozen=True)
 class Markers:
     """Completion markers expected as the last bytes of stdout (``out``, exact) and stderr (``err``, regex)."""
 
-    def __init__(self, out: bytes, err: re.Pattern[bytes], err_max_len: int) -> None:
-        self.out, self.err, self.err_max_len = out, err, err_max_len
+    out: bytes
+    err: re.Pattern[bytes]
+    err_max_len: int
 
 
 def pump(
@@ -135,12 +119,9 @@ def pump(
     on_timeout: Callable[[], None],
     markers: Markers | None = None,
 ) -> Pumped:
-    """Write ``stdin`` to a hijacked attach/exec connection, half-close it, then read the multiplexed stream.
-
-    Reading stops at EOF, when both streams end with their ``markers``, or at ``deadline`` (monotonic
-    seconds), when ``on_timeout()`` is called. The markers are removed from the returned bytes and totals.
-    ``output_cap``: bytes kept per stream. Closes the connection.
-    """
+    """Write ``stdin`` to a hijacked attach/exec connection, half-close it, then read the multiplexed stream
+    (``output_cap`` bytes kept per stream) until EOF, both ``markers`` (removed from the result) or ``deadline``
+    (monotonic seconds; then ``on_timeout()`` is called). Closes the connection."""
     out, err = _Capped(output_cap), _Capped(output_cap)
     tails = {1: b"", 2: b""}
     keep = max(len(markers.out), markers.err_max_len) if markers else 0
@@ -149,15 +130,12 @@ def pump(
     try:
         raw, leftover = _raw_socket(hijacked)
         buf = bytearray(leftover)
-        try:
+        # a timeout is handled below; a process that exited without reading its stdin still has its output
+        with contextlib.suppress(OSError):
             raw.settimeout(max(0.001, deadline - time.monotonic()))
             if stdin:
                 raw.sendall(stdin)
             raw.shutdown(socket.SHUT_WR)
-        except TimeoutError:
-            pass  # handled below as a timeout
-        except OSError:
-            pass  # the process exited without reading stdin: its output and exit status still tell
         while True:
             pos = 0
             got = False
@@ -200,10 +178,8 @@ def pump(
             on_timeout()
         with contextlib.suppress(Exception):
             hijacked.close()
-        resp = getattr(hijacked, "_response", None)
-        if resp is not None:
-            with contextlib.suppress(Exception):
-                resp.close()
+        with contextlib.suppress(Exception):  # the HTTP response under it, where the SDK keeps one
+            hijacked._response.close()
     return Pumped(bytes(out.buf), bytes(err.buf), out.total, err.total, how, match)
 
 
@@ -217,13 +193,9 @@ def exec_with_stdin(
     output_cap: int,
     on_timeout: Callable[[], None],
     workdir: str | None = None,
-) -> ExecOutcome:
-    """Run ``cmd`` in the running container ``container_id``, feeding ``stdin``, until EOF or ``deadline``.
-
-    ``deadline``: ``time.monotonic()`` value (seconds) after which ``on_timeout()`` is called and reading
-    stops (``finished=False``). ``output_cap``: bytes kept per stream. ``exit_code`` is None when the engine
-    reports none (killed container). Raises ``docker.errors.APIError`` when the engine refuses the exec.
-    """
+) -> Pumped:
+    """Run ``cmd`` in the running container ``container_id``, feeding ``stdin``, and :func:`pump` its output;
+    ``docker.errors.APIError`` when the engine refuses the exec."""
     exec_id = api.exec_create(
         container_id,
         cmd,
@@ -235,21 +207,11 @@ def exec_with_stdin(
     )["Id"]
     hijacked = api.exec_start(exec_id, socket=True)
     res = pump(hijacked, stdin, deadline=deadline, output_cap=output_cap, on_timeout=on_timeout)
-    finished = res.how == "eof"
-    exit_code: int | None = None
-    if finished:
-        # The stream can end a moment before the engine records the exit: poll briefly.
+    if res.finished:  # the stream can end a moment before the engine records the exit: poll briefly
         for _ in range(200):
             info = api.exec_inspect(exec_id)
             if not info.get("Running") and info.get("ExitCode") is not None:
-                exit_code = int(info["ExitCode"])
+                res.exit_code = int(info["ExitCode"])
                 break
             time.sleep(0.005)
-    return ExecOutcome(
-        stdout=res.stdout,
-        stderr=res.stderr,
-        stdout_total=res.stdout_total,
-        stderr_total=res.stderr_total,
-        finished=finished,
-        exit_code=exit_code,
-    )
+    return res

@@ -1,17 +1,16 @@
 """The sandbox base image, built offline with debootstrap (no registry needed).
 
-Recipe (:data:`RECIPE`): ``debootstrap --variant=minbase --include=python3 bookworm ROOTFS MIRROR`` with the
-Debian mirror taken from the machine's apt sources (``/etc/apt/sources.list.d/*.sources`` deb822 files, then
-``/etc/apt/sources.list``; ``$AGENTKIT_SANDBOX_MIRROR`` overrides), then trimmed (apt lists and caches, docs,
-man pages, locales; setuid/setgid bits stripped), then ``tar --numeric-owner -C ROOTFS -c . | docker import``.
-``python3-minimal`` alone lacks most of the standard library; ``python3`` brings ``libpython3.11-stdlib``.
-The image is tagged ``agentkit-sandbox:<first 12 hex digits of sha256(recipe)>`` so a changed recipe gives a
-new tag and an unchanged one is never rebuilt. Measured on the development machines: 40-60 s, ~117 MB.
+:data:`RECIPE`: ``debootstrap --variant=minbase --include=python3 bookworm`` from the Debian mirror of the
+machine's apt sources (``$AGENTKIT_SANDBOX_MIRROR`` overrides), trimmed (caches, docs, locales, setuid bits),
+then ``docker import``. The tag ``agentkit-sandbox:<12 hex digits of sha256(recipe)>`` changes with the recipe,
+so an unchanged one is never rebuilt (40-60 s, ~117 MB).
 """
 
 from __future__ import annotations
 
 import contextlib
+import email
+import email.message
 import hashlib
 import json
 import os
@@ -81,7 +80,7 @@ RECIPE: dict[str, Any] = {
 
 
 def recipe_hash(recipe: dict[str, Any] | None = None) -> str:
-    """First 12 hex digits of the sha256 of the canonical JSON of ``recipe`` (default :data:`RECIPE`)."""
+    """First 12 hex digits of the sha256 of ``recipe``'s canonical JSON (default :data:`RECIPE`)."""
     blob = json.dumps(recipe or RECIPE, sort_keys=True, separators=(",", ":")).encode()
     return hashlib.sha256(blob).hexdigest()[:12]
 
@@ -112,37 +111,16 @@ def ensure_image(client: docker.DockerClient, image: str | None = None) -> str:
     return ref
 
 
-def _parse_deb822(text: str) -> list[dict[str, str]]:
-    stanzas: list[dict[str, str]] = []
-    cur: dict[str, str] = {}
-    key = ""
-    for line in text.splitlines():
-        if not line.strip():
-            if cur:
-                stanzas.append(cur)
-            cur, key = {}, ""
-            continue
-        if line.startswith("#"):
-            continue
-        if line[0] in " \t" and key:
-            cur[key] += " " + line.strip()
-            continue
-        if ":" in line:
-            key, _, val = line.partition(":")
-            key = key.strip().lower()
-            cur[key] = val.strip()
-    if cur:
-        stanzas.append(cur)
-    return stanzas
+def _parse_deb822(text: str) -> list[email.message.Message]:
+    """The stanzas of a deb822 file (RFC 822-style fields, blank lines between stanzas, ``#`` comments)."""
+    kept = "\n".join(line for line in text.splitlines() if not line.startswith("#"))
+    return [email.message_from_string(s) for s in re.split(r"\n[ \t]*\n", kept) if s.strip()]
 
 
 def find_debian_mirror(suite: str = RECIPE["suite"], apt_dir: Path = Path("/etc/apt")) -> str:
-    """The URI of a Debian archive in the machine's apt sources that serves ``suite`` (e.g. ``bookworm``).
-
-    Looks at ``$AGENTKIT_SANDBOX_MIRROR`` first, then deb822 ``sources.list.d/*.sources`` stanzas, then
-    one-line ``sources.list`` / ``sources.list.d/*.list`` entries. Raises :class:`ImageBuildError` when none is
-    found, saying how to set one.
-    """
+    """The URI of a Debian archive serving ``suite``: ``$AGENTKIT_SANDBOX_MIRROR``, else from the deb822
+    ``sources.list.d/*.sources``, else the one-line ``sources.list(.d/*.list)``; :class:`ImageBuildError`
+    (saying how to set one) when none does."""
     env = os.environ.get(MIRROR_ENV)
     if env:
         return env
@@ -151,10 +129,13 @@ def find_debian_mirror(suite: str = RECIPE["suite"], apt_dir: Path = Path("/etc/
     for path in sorted(d.glob("*.sources")) if d.is_dir() else []:
         with contextlib.suppress(OSError):
             for st in _parse_deb822(path.read_text(encoding="utf-8", errors="replace")):
-                if "deb" not in st.get("types", "").split() or st.get("enabled", "yes").lower() == "no":
+                if (
+                    "deb" not in str(st.get("types", "")).split()
+                    or str(st.get("enabled", "yes")).lower() == "no"
+                ):
                     continue
-                for uri in st.get("uris", "").split():
-                    candidates.append((uri, st.get("suites", "").split()))
+                for uri in str(st.get("uris", "")).split():
+                    candidates.append((uri, str(st.get("suites", "")).split()))
     lists = [apt_dir / "sources.list", *(sorted(d.glob("*.list")) if d.is_dir() else [])]
     for path in lists:
         if not path.is_file():
@@ -212,11 +193,13 @@ def build_image(
     force: bool = False,
     log: Callable[[str], None] = print,
 ) -> tuple[str, bool]:
-    """Build the base image offline and tag it :func:`default_image`; idempotent.
+    """Build the base image offline (as root, with ``debootstrap``); idempotent.
 
-    Returns ``(image tag, built)`` where ``built`` is False when the tag was already present (and ``force``
-    not set). Needs root (debootstrap chroots) and the ``debootstrap`` command. Raises
-    :class:`ImageBuildError` with the failing step and how to fix it.
+    Returns:
+        ``(image tag, built)``; ``built`` is False when the tag was present and ``force`` not set.
+
+    Raises:
+        ImageBuildError: the failing step and how to fix it.
     """
     tag = f"{IMAGE_REPOSITORY}:{recipe_hash()}"
     if not force and image_present(client, tag):

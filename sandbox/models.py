@@ -18,10 +18,8 @@ _SIZE_MULT = {"": 1, "k": 1024, "m": MIB, "g": 1024 * MIB, "t": 1024 * 1024 * MI
 
 
 def parse_size(value: int | str, *, what: str = "size") -> int:
-    """Parse a byte count: an int, or a string such as ``"256m"``, ``"1.5g"``, ``"64MiB"`` (binary units).
-
-    Returns the number of bytes (int). Raises :class:`SandboxInputError` naming ``what`` on bad input.
-    """
+    """Bytes of an int or a string such as ``"256m"``, ``"1.5g"``, ``"64MiB"`` (binary units);
+    :class:`SandboxInputError` naming ``what`` on bad input."""
     if isinstance(value, bool):
         raise SandboxInputError(f"{what}: expected a byte count, got {value!r}")
     if isinstance(value, int):
@@ -36,21 +34,13 @@ def parse_size(value: int | str, *, what: str = "size") -> int:
 
 @dataclass(frozen=True)
 class Limits:
-    """Resource limits of one sandbox container. All sizes are bytes; every default is the hardened one.
+    """Resource limits of one sandbox container (sizes in bytes; the defaults are the hardened ones).
 
-    - ``memory_bytes``: RAM limit; swap is set to the same value, so the container gets no swap. An
-      execution over it is OOM-killed (``Execution.oom_killed``).
-    - ``cpus``: CPU quota in cores (``cpu_quota = cpus * 100_000`` per ``100_000`` µs period).
-    - ``pids``: maximum number of processes/threads in the container (contains fork bombs).
-    - ``workdir_bytes`` / ``tmp_bytes``: sizes of the tmpfs mounted at the work dir (``/work``) and at
-      ``/tmp``; the root file system is read-only.
-    - ``output_bytes``: cap on each of stdout and stderr kept in the result; the rest is dropped and a
-      truncation marker appended.
-    - ``files_out_bytes``: cap on the total size of files returned in ``Execution.files_out``.
-    - ``runtime``: OCI runtime name, ``None`` for the engine default (runc) or ``"runsc"`` (gVisor, where
-      installed; it needs ``pids >= 1024``).
-
-    Raises :class:`SandboxInputError` (a ``ValueError``) naming the field when a value is out of range.
+    ``memory_bytes`` (swap the same: none; over it, ``Execution.oom_killed``), ``cpus`` (CPU quota in cores),
+    ``pids`` (processes and threads), ``workdir_bytes`` / ``tmp_bytes`` (the tmpfs at ``/work`` and ``/tmp``),
+    ``output_bytes`` (kept of each of stdout and stderr), ``files_out_bytes`` (total of
+    ``Execution.files_out``), ``runtime`` (OCI runtime, ``None`` for the engine's default, ``"runsc"`` for
+    gVisor, which needs ``pids >= 1024``). :class:`SandboxInputError` names a field out of range.
     """
 
     memory_bytes: int = 256 * MIB
@@ -94,7 +84,7 @@ class Limits:
         pids: int | None = None,
         runtime: str | None = None,
     ) -> Limits:
-        """Build limits from CLI-style options (sizes may be strings like ``"512m"``) over the defaults."""
+        """Limits from CLI-style options (sizes may be strings like ``"512m"``) over the defaults."""
         given: dict[str, Any] = {"cpus": cpus, "pids": pids, "runtime": runtime}
         if memory is not None:
             given["memory_bytes"] = parse_size(memory, what="memory")
@@ -105,19 +95,12 @@ class Limits:
 class Execution:
     """The result of one :meth:`sandbox.Sandbox.run`.
 
-    - ``stdout`` / ``stderr``: the program's output decoded as UTF-8 with ``errors="replace"``, each capped
-      at ``Limits.output_bytes`` bytes; a capped stream ends with a line ``[... truncated N bytes]``.
-    - ``exit_code``: the program's exit status; 137 (128 + SIGKILL) when it was killed (timeout or OOM);
-      -1 when the engine could not report one.
-    - ``timed_out``: the time limit was reached and the container was killed and removed.
-    - ``oom_killed``: the kernel's OOM killer ended the program (memory limit reached).
-    - ``duration_s``: wall time of the execution inside the container, in seconds (excludes getting a
-      container from the pool).
-    - ``files_out``: files the program created or changed in the work dir, ``{relative path: bytes}``, only
-      for the glob patterns passed as ``collect=``.
-    - ``truncated``: stdout, stderr or ``files_out`` hit its cap.
-    - ``container_id``: the (single-use, now removed or being removed) container it ran in.
-    - ``warm``: True when the container came pre-started from the warm pool.
+    ``stdout`` / ``stderr``: decoded output (errors replaced), each capped at ``Limits.output_bytes`` and then
+    ending ``[... truncated N bytes]``; ``exit_code``: 137 when killed (timeout or OOM), -1 when the engine
+    reported none; ``timed_out``, ``oom_killed``: what ended it; ``duration_s``: seconds in the container;
+    ``files_out``: ``{relative path: bytes}`` created or changed, for the ``collect=`` globs; ``truncated``: a
+    stream or ``files_out`` hit its cap; ``container_id``: the single-use container; ``warm``: it came from the
+    pool.
     """
 
     stdout: str

@@ -1,8 +1,5 @@
-"""A warm pool of pre-started, single-use containers, refilled by a background thread.
-
-An execution takes a ready container (its cost is then one ``docker exec``, ~75-100 ms, instead of a cold
-create + start, ~275-340 ms); the caller destroys it after its one execution, so no state leaks between
-executions, and the refiller starts a replacement.
+"""A warm pool of pre-started, single-use containers, refilled by a background thread: an execution in a ready
+container costs ~75-100 ms instead of a cold create + start's ~275-340 ms.
 """
 
 from __future__ import annotations
@@ -16,11 +13,8 @@ __all__ = ["WarmPool"]
 
 
 class WarmPool:
-    """Keeps up to ``size`` started containers ready.
-
-    ``create()`` makes and starts one container and returns its id (it runs in the refill thread);
-    ``destroy(ids)`` removes containers (called for leftovers on :meth:`close`). Thread-safe.
-    """
+    """Keeps up to ``size`` containers, each started by ``create()`` (returns its id; in the refill thread),
+    ready; ``destroy(ids)`` removes one created after :meth:`close`. Thread-safe."""
 
     def __init__(self, create: Callable[[], str], destroy: Callable[[list[str]], None], size: int) -> None:
         if size < 1:
@@ -72,12 +66,8 @@ class WarmPool:
                 self._cond.notify_all()
 
     def acquire(self, wait_s: float = 60.0) -> str | None:
-        """A ready container id, or None when the caller should create one itself.
-
-        Waits (at most ``wait_s`` seconds) only while fewer callers wait than containers are on their way
-        (being created or about to be); otherwise returns None at once so that a burst of callers creates
-        in parallel instead of queueing behind the one refill thread.
-        """
+        """A ready container id, or None when the caller should create one itself: it waits (``wait_s`` at
+        most) only while fewer callers wait than containers are on their way, so a burst creates in parallel."""
         deadline = time.monotonic() + wait_s
         with self._cond:
             self._waiters += 1
@@ -112,10 +102,8 @@ class WarmPool:
             return len(self._ready) >= self.size
 
     def close(self, join_s: float = 5.0, *, lock: bool = True) -> list[str]:
-        """Stop refilling and return the ids of the ready containers (the caller removes them).
-
-        ``lock=False`` is for signal handlers, which must not wait on a lock the interrupted code may hold.
-        """
+        """Stop refilling and return the ready containers' ids (the caller removes them); ``lock=False`` for
+        signal handlers, which must not wait on a lock the interrupted code may hold."""
         self.closed = True
         if lock:
             with self._cond:

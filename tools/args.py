@@ -1,10 +1,5 @@
-"""Validation of a tool's arguments against its Pydantic model, with one error format for every tool.
-
-:func:`args_model` builds that model from the tool function's own signature, so the parameters are declared
-once (their ``Annotated`` constraints and descriptions serve the function, the model and its JSON Schema).
-
-:func:`format_validation_error` is also what :mod:`agentkit.tools` sends the model when a call's arguments
-are invalid: ``field: message (got value)`` per problem, ``unknown argument`` for an extra key.
+"""A tool's arguments model, built from the function's own signature (:func:`args_model`), and one error
+format for invalid arguments (:func:`format_validation_error`, also what :mod:`agentkit.tools` sends the model).
 """
 
 from __future__ import annotations
@@ -36,11 +31,7 @@ def format_validation_error(exc: pydantic.ValidationError) -> str:
 
 
 def validate_args(model: type[M], **values: Any) -> M:
-    """``model(**values)``.
-
-    Raises:
-        ValueError: ``Invalid arguments: ...`` in :func:`format_validation_error`'s format.
-    """
+    """``model(**values)``; ValueError ``Invalid arguments: ...`` in :func:`format_validation_error`'s format."""
     try:
         return model(**values)
     except pydantic.ValidationError as exc:
@@ -49,8 +40,7 @@ def validate_args(model: type[M], **values: Any) -> M:
 
 def args_model(fn: Callable[..., Any], name: str) -> type[pydantic.BaseModel]:
     """The Pydantic model ``name`` of ``fn``'s arguments: one field per parameter, in order, with its annotation
-    (``Annotated`` constraints and description included) and default; unknown keys are refused. Its docstring,
-    and so its JSON Schema's ``description``, is ``Arguments of :func:`fn`.``.
+    and default; unknown keys are refused; docstring ``Arguments of :func:`fn`.``.
 
     Raises:
         pydantic.PydanticSchemaGenerationError: an annotation Pydantic cannot validate.

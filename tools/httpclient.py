@@ -1,12 +1,10 @@
 """One retrying HTTP client for every outbound request agentkit makes (bundle ``http:`` tools, the ``openai``
 backend, the weather tool).
 
-:class:`RetryingClient` sends a request with an ``httpx.Client`` (or, from :meth:`RetryingClient.arequest`, an
-``httpx.AsyncClient``) and retries it with tenacity on what is worth retrying: timeouts, transport errors
-(refused connection, reset, DNS), HTTP 429 and 5xx. The wait before retry ``k`` (1-based) is
-``retry_wait * 2**(k-1)`` seconds, capped at ``max_wait``; a ``Retry-After`` header in seconds lengthens it,
-up to the same cap. Any other answer, 4xx included, is returned for the caller to read. When the attempts run
-out, :class:`RetriesExhausted` carries the last failure, so each caller words its own error.
+:class:`RetryingClient` retries with tenacity on timeouts, transport errors, HTTP 429 and 5xx; the wait before
+retry ``k`` (1-based) is ``retry_wait * 2**(k-1)`` seconds, capped at ``max_wait``, lengthened to a numeric
+``Retry-After`` (same cap). Any other answer, 4xx included, is returned; when the attempts run out,
+:class:`RetriesExhausted` carries the last failure, so each caller words its own error.
 """
 
 from __future__ import annotations
@@ -21,12 +19,8 @@ __all__ = ["RetriesExhausted", "RetryingClient", "retry_after_seconds"]
 
 
 class RetriesExhausted(Exception):
-    """Every attempt failed in a retryable way.
-
-    Attributes:
-        attempts: requests sent (count).
-        response: the last answer when it was a 429 or 5xx, else ``None``.
-        error: the last ``httpx.TimeoutException`` / ``httpx.TransportError``, else ``None``.
+    """Every attempt failed in a retryable way: ``attempts`` requests sent, the last ``response`` when it was a
+    429 or 5xx (else ``None``), the last ``error`` when it was an httpx timeout / transport error (else ``None``).
     """
 
     def __init__(self, attempts: int, response: httpx.Response | None, error: httpx.HTTPError | None) -> None:
@@ -37,15 +31,8 @@ class RetriesExhausted(Exception):
         super().__init__(f"{what} (after {attempts} attempt(s))")
 
     def reason(self, timed_out: str) -> str:
-        """The last failure in words, for a caller's error message.
-
-        Args:
-            timed_out: the words to use when the last failure was an ``httpx.TimeoutException``.
-
-        Returns:
-            ``"HTTP <status>: <the body's first 300 characters>"`` for a 429/5xx answer, ``timed_out`` for a
-            timeout, else ``"<error type>: <error>"``.
-        """
+        """The last failure in words: ``"HTTP <status>: <the body's first 300 characters>"``, ``timed_out`` for
+        a timeout, else ``"<error type>: <error>"``."""
         if self.response is not None:
             return f"HTTP {self.response.status_code}: {self.response.text[:300]}"
         if isinstance(self.error, httpx.TimeoutException):
@@ -54,7 +41,7 @@ class RetriesExhausted(Exception):
 
 
 class _Transient(Exception):
-    """Internal: one retryable failure (a 429/5xx answer or an httpx timeout/transport error)."""
+    """One retryable failure (a 429/5xx answer or an httpx timeout/transport error)."""
 
     def __init__(self, response: httpx.Response | None = None, error: httpx.HTTPError | None = None) -> None:
         super().__init__()
@@ -82,11 +69,10 @@ class RetryingClient:
 
     Args:
         client: the ``httpx.Client`` for :meth:`request` (``None``: one is created on first use, with
-            ``timeout``); tests pass one with an ``httpx.MockTransport``.
+            ``timeout`` seconds); tests pass one with an ``httpx.MockTransport``.
         attempts: requests per call, at least 1 (1 = no retry).
         retry_wait: first wait between attempts, seconds (0 in tests); doubled each retry.
         max_wait: cap of one wait, seconds (also for ``Retry-After``).
-        timeout: per-request timeout of a created client, seconds.
 
     Raises:
         ValueError: ``attempts < 1`` or a negative wait.
@@ -119,8 +105,7 @@ class RetryingClient:
         return self._client
 
     def wait_seconds(self, attempt: int, response: httpx.Response | None = None) -> float:
-        """The wait after failed attempt ``attempt`` (1-based), seconds: ``retry_wait * 2**(attempt-1)`` capped at
-        ``max_wait``, lengthened to ``response``'s ``Retry-After`` (up to the same cap)."""
+        """The wait after failed attempt ``attempt`` (1-based), seconds, given its 429/5xx ``response``."""
         base = min(self.retry_wait * (2 ** (attempt - 1)), self.max_wait)
         after = retry_after_seconds(response) if response is not None else None
         return base if after is None else min(max(base, after), self.max_wait)
@@ -141,50 +126,42 @@ class RetryingClient:
         """``client.request(method, url, **kwargs)`` with retries.
 
         Returns:
-            ``(response, attempts)``: the first answer that is neither a 429 nor a 5xx (a 4xx included), and
-            the requests sent to get it.
+            ``(response, attempts)``: the first answer that is neither a 429 nor a 5xx, and the requests sent.
 
         Raises:
             RetriesExhausted: every attempt timed out, failed to connect or got a 429/5xx.
         """
-        sent = 0
 
         def once() -> httpx.Response:
-            nonlocal sent
-            sent += 1
             try:
                 return _classify(self.client.request(method, url, **kwargs))
             except (httpx.TimeoutException, httpx.TransportError) as exc:
                 raise _Transient(error=exc) from exc
 
+        retrying = tenacity.Retrying(**self._retrying_kwargs())
         try:
-            return tenacity.Retrying(**self._retrying_kwargs())(once), sent
+            return retrying(once), retrying.statistics["attempt_number"]
         except _Transient as exc:
-            raise RetriesExhausted(sent, exc.response, exc.error) from exc.error
+            raise RetriesExhausted(
+                retrying.statistics["attempt_number"], exc.response, exc.error
+            ) from exc.error
 
     async def arequest(self, send: Callable[[], Awaitable[httpx.Response]]) -> tuple[httpx.Response, int]:
-        """Await ``send()`` (one request on the caller's ``httpx.AsyncClient``) with retries.
-
-        Returns:
-            ``(response, attempts)`` as :meth:`request`.
-
-        Raises:
-            RetriesExhausted: as :meth:`request`.
-        """
-        sent = 0
+        """Await ``send()`` (one request on the caller's ``httpx.AsyncClient``) with retries, as :meth:`request`."""
 
         async def once() -> httpx.Response:
-            nonlocal sent
-            sent += 1
             try:
                 return _classify(await send())
             except (httpx.TimeoutException, httpx.TransportError) as exc:
                 raise _Transient(error=exc) from exc
 
+        retrying = tenacity.AsyncRetrying(**self._retrying_kwargs())
         try:
-            return await tenacity.AsyncRetrying(**self._retrying_kwargs())(once), sent
+            return await retrying(once), retrying.statistics["attempt_number"]
         except _Transient as exc:
-            raise RetriesExhausted(sent, exc.response, exc.error) from exc.error
+            raise RetriesExhausted(
+                retrying.statistics["attempt_number"], exc.response, exc.error
+            ) from exc.error
 
     def close(self) -> None:
         """Close the sync client if this object created it or was given it."""

@@ -1,11 +1,6 @@
-"""The ``python_exec`` tool: run a Python program in the hardened Docker sandbox and return what it printed.
-
-:func:`python_exec` is a plain typed function (its arguments are described by :class:`PythonExecArgs`) that
-returns a JSON-ready dict built from :class:`sandbox.Execution`; agentkit wraps it with its tool API, and YAML
-bundles can point at it. Each call runs in a fresh, single-use container: no network, 256 MiB memory, 1 CPU,
-64 processes, read-only root with a writable work dir, unprivileged user (see :mod:`sandbox`). Executions
-share one process-wide :class:`sandbox.Sandbox` (warm pool of 1, started on first use); :func:`set_sandbox`
-replaces it (tests, or a caller that owns its sandbox).
+"""The ``python_exec`` tool: run a Python program in a fresh container of the hardened Docker sandbox (see
+:mod:`sandbox`) and return what it printed. Calls share one process-wide :class:`sandbox.Sandbox` (warm pool
+of 1, started on first use); :func:`set_sandbox` replaces it.
 """
 
 from __future__ import annotations
@@ -43,10 +38,8 @@ _sandbox: Sandbox | None = None
 
 
 def get_sandbox() -> Sandbox:
-    """The process-wide sandbox, started on first use (warm pool of 1).
-
-    Raises :class:`sandbox.EngineUnavailableError` / :class:`sandbox.ImageMissingError` with how to fix them.
-    """
+    """The process-wide sandbox, started on first use; :class:`sandbox.EngineUnavailableError` /
+    :class:`sandbox.ImageMissingError` (saying how to fix them) when it cannot start."""
     global _sandbox
     with _lock:
         if _sandbox is None:
@@ -72,9 +65,8 @@ def python_exec(code: Code, timeout_s: Timeout = 10.0) -> dict[str, Any]:
         timeout_s: wall-clock limit in seconds, in (0, 120]; the program is killed when it is reached.
 
     Returns:
-        ``{"stdout", "stderr", "exit_code", "timed_out", "oom_killed", "truncated", "duration_s"}``: output
-        as text (each stream capped at 64 KiB, marked ``[... truncated N bytes]``), the exit status (137 when
-        killed), whether the time or memory limit ended it, and the run time in seconds.
+        ``{"stdout", "stderr", "exit_code", "timed_out", "oom_killed", "truncated", "duration_s"}`` of the
+        :class:`sandbox.Execution` (each stream capped at 64 KiB; exit status 137 when killed).
 
     Raises:
         pydantic.ValidationError: bad arguments (empty or too long code, timeout out of range).

@@ -1,28 +1,12 @@
-"""Weather tools over the public Open-Meteo APIs (no API key).
+"""Weather tools over the public Open-Meteo APIs (no API key): geocoding
+(``geocoding-api.open-meteo.com/v1/search``) and forecast (``api.open-meteo.com/v1/forecast``, current and daily
+variables); both answer a bad request with HTTP 400 and ``{"error": true, "reason": ...}``.
 
-Two endpoints are used:
-
-- geocoding, ``GET https://geocoding-api.open-meteo.com/v1/search?name=...&count=...`` returns
-  ``{"results": [{"id", "name", "latitude", "longitude", "elevation", "feature_code", "country_code",
-  "country", "admin1", "timezone", "population", ...}], "generationtime_ms"}``; when nothing matches the
-  ``results`` key is absent.
-- forecast, ``GET https://api.open-meteo.com/v1/forecast?latitude=..&longitude=..&current=..&daily=..``
-  returns ``{"latitude", "longitude", "timezone", "current_units": {...}, "current": {"time", "interval",
-  VAR: value}, "daily_units": {...}, "daily": {"time": [dates], VAR: [values]}}``. Units are chosen with
-  ``temperature_unit=fahrenheit``, ``wind_speed_unit=mph``, ``precipitation_unit=inch``; ``forecast_days``
-  is 1-16; ``start_date``/``end_date`` (``YYYY-MM-DD``) select a date range instead.
-- both answer a bad request with HTTP 400 and ``{"error": true, "reason": "..."}``.
-
-The public tool functions (:func:`geocode`, :func:`get_current_weather`, :func:`get_forecast`) are plain typed
-functions whose arguments are described by Pydantic models (:class:`GeocodeArgs`, :class:`CurrentWeatherArgs`,
-:class:`ForecastArgs`); they return JSON-ready dicts. Failures raise :class:`WeatherError` subclasses whose
-message is written for the model (what went wrong and what to try), so an agent can pass ``str(exc)`` back as
-the tool response.
-
-They use a process-wide :class:`OpenMeteo` client; :func:`configure` replaces it (tests inject an
-``httpx.Client`` with an ``httpx.MockTransport`` and a zero retry wait). The environment variables
-``AGENTKIT_OPEN_METEO_GEOCODING_URL`` and ``AGENTKIT_OPEN_METEO_FORECAST_URL`` override the endpoint URLs of the
-default client (e.g. to point a bot at a local fake server).
+The tool functions (:func:`geocode`, :func:`get_current_weather`, :func:`get_forecast`) take Pydantic-checked
+arguments and return JSON-ready dicts; failures raise :class:`WeatherError` subclasses whose message is written
+for the model. They use a process-wide :class:`OpenMeteo` client (:func:`configure`, :func:`set_client`,
+:func:`using_client`); ``AGENTKIT_OPEN_METEO_GEOCODING_URL`` / ``AGENTKIT_OPEN_METEO_FORECAST_URL`` override the
+default client's endpoints.
 """
 
 from __future__ import annotations
@@ -100,28 +84,8 @@ WMO_WEATHER_CODES: dict[int, str] = {
     99: "thunderstorm with heavy hail",
 }
 
-# Variables requested from the forecast endpoint.
-_CURRENT_VARS = (
-    "temperature_2m",
-    "apparent_temperature",
-    "relative_humidity_2m",
-    "precipitation",
-    "weather_code",
-    "wind_speed_10m",
-    "wind_direction_10m",
-    "wind_gusts_10m",
-)
-_DAILY_VARS = (
-    "weather_code",
-    "temperature_2m_max",
-    "temperature_2m_min",
-    "precipitation_sum",
-    "precipitation_probability_max",
-    "wind_speed_10m_max",
-    "wind_gusts_10m_max",
-)
-# Output names for the API's variable names.
-_RENAME = {
+# Variables requested from the forecast endpoint and their output names.
+_CURRENT = {
     "temperature_2m": "temperature",
     "apparent_temperature": "apparent_temperature",
     "relative_humidity_2m": "relative_humidity",
@@ -130,6 +94,9 @@ _RENAME = {
     "wind_speed_10m": "wind_speed",
     "wind_direction_10m": "wind_direction",
     "wind_gusts_10m": "wind_gusts",
+}
+_DAILY = {
+    "weather_code": "weather_code",
     "temperature_2m_max": "temperature_max",
     "temperature_2m_min": "temperature_min",
     "precipitation_sum": "precipitation_sum",
@@ -181,12 +148,8 @@ class PlaceNotFoundError(WeatherError, LookupError):
 
 
 class WeatherAPIError(WeatherError):
-    """Open-Meteo answered with an HTTP error status.
-
-    Attributes:
-        status_code: the HTTP status (e.g. 400, 503).
-        reason: the API's ``reason`` field when the body had one, else a short excerpt of the body.
-    """
+    """Open-Meteo answered with an HTTP error status (``status_code``); ``reason``: the API's ``reason`` field,
+    else a short excerpt of the body."""
 
     def __init__(self, message: str, *, status_code: int, reason: str) -> None:
         super().__init__(message)
@@ -217,14 +180,11 @@ class OpenMeteo:
     """A small Open-Meteo client: geocoding, current weather and daily forecast.
 
     Args:
-        client: an ``httpx.Client`` to use (tests pass one with ``httpx.MockTransport``); by default one is
-            created with ``timeout``.
-        geocoding_url: full URL of the geocoding search endpoint.
-        forecast_url: full URL of the forecast endpoint.
-        timeout: per-request timeout in seconds (connect, read, write and pool each), for a created client.
-        attempts: total tries per request (1 = no retry) on timeouts, connection errors, HTTP 429 and 5xx.
-        retry_wait: base of the exponential back-off between tries, in seconds (0 in tests).
-        max_retry_wait: cap of one back-off wait, in seconds.
+        client: the ``httpx.Client`` to use (tests pass one with ``httpx.MockTransport``); by default one is
+            created with ``timeout`` (seconds).
+        geocoding_url, forecast_url: full URLs of the two endpoints.
+        attempts: tries per request (1 = no retry) on timeouts, connection errors, HTTP 429 and 5xx.
+        retry_wait, max_retry_wait: base and cap of the exponential back-off, seconds (0 in tests).
 
     Raises:
         ValueError: ``attempts < 1`` or a negative wait.
@@ -254,11 +214,8 @@ class OpenMeteo:
         self.forecast_url = forecast_url
         self.attempts = attempts
 
-    # -- HTTP ------------------------------------------------------------------------------------------
-
     def _get_json(self, url: str, params: dict[str, Any], what: str) -> dict[str, Any]:
-        """GET ``url`` with retries; return the JSON object or raise a :class:`WeatherError`."""
-
+        """GET ``url`` with retries: the JSON object, or a :class:`WeatherError`."""
         try:
             response, _ = self._http.request("GET", url, params=params)
         except RetriesExhausted as exc:
@@ -280,11 +237,12 @@ class OpenMeteo:
                 f"Could not reach the {what} service after {self.attempts} tries "
                 f"({type(exc.error).__name__}: {exc.error}); check the network and try again."
             ) from exc
-        if response.status_code >= 400:
+        status = response.status_code
+        if status >= 400:
             reason = _api_reason(response)
             raise WeatherAPIError(
-                f"The {what} service rejected the request (HTTP {response.status_code}): {reason}",
-                status_code=response.status_code,
+                f"The {what} service rejected the request (HTTP {status}): {reason}",
+                status_code=status,
                 reason=reason,
             )
         try:
@@ -292,43 +250,34 @@ class OpenMeteo:
         except ValueError as exc:
             raise WeatherAPIError(
                 f"The {what} service returned a body that is not JSON.",
-                status_code=response.status_code,
+                status_code=status,
                 reason=response.text[:200],
             ) from exc
         if not isinstance(data, dict):
             raise WeatherAPIError(
                 f"The {what} service returned JSON that is not an object.",
-                status_code=response.status_code,
+                status_code=status,
                 reason=str(data)[:200],
             )
         if data.get("error") is True:  # an error body with a 200 status: treat it like a 400
             reason = str(data.get("reason", "unknown error"))
             raise WeatherAPIError(
-                f"The {what} service rejected the request: {reason}",
-                status_code=response.status_code,
-                reason=reason,
+                f"The {what} service rejected the request: {reason}", status_code=status, reason=reason
             )
         return data
 
-    # -- geocoding -------------------------------------------------------------------------------------
-
     def geocode(self, place: str, count: int = 1) -> list[dict[str, Any]]:
-        """Look up a place name; return up to ``count`` matches, best first.
+        """Up to ``count`` matches of ``place``, best first.
 
         A qualifier after a comma (``"Paris, France"``, ``"Springfield, Illinois"``, ``"Paris, US"``) keeps
         only the matches whose country, country code or first-level region starts with it.
 
-        Args:
-            place: place name, optionally ``"name, qualifier"``.
-            count: number of matches to return, >= 1.
-
         Returns:
-            A list of dicts ``{"name", "region", "country", "country_code", "latitude", "longitude" (degrees),
-            "elevation" (metres), "timezone", "population"}``.
+            ``[{"name", "region", "country", "country_code", "latitude", "longitude" (degrees), "elevation"
+            (metres), "timezone", "population"}]``.
 
         Raises:
-            PlaceNotFoundError: nothing matches.
-            WeatherAPIError, WeatherUnavailableError: the API failed.
+            PlaceNotFoundError: nothing matches. WeatherAPIError, WeatherUnavailableError: the API failed.
         """
         name, _, qualifier = (part.strip() for part in place.partition(","))
         if len(name) < 2:
@@ -348,14 +297,8 @@ class OpenMeteo:
             )
         if qualifier:
             q = qualifier.casefold()
-            results = [
-                r
-                for r in results
-                if any(
-                    str(r.get(k) or "").casefold().startswith(q)
-                    for k in ("country", "country_code", "admin1")
-                )
-            ]
+            keys = ("country", "country_code", "admin1")
+            results = [r for r in results if any(str(r.get(k) or "").casefold().startswith(q) for k in keys)]
         if not results:
             hint = f" in {qualifier!r}" if qualifier else ""
             raise PlaceNotFoundError(
@@ -364,58 +307,58 @@ class OpenMeteo:
             )
         return [_place_summary(r) for r in results[:count]]
 
-    # -- forecast --------------------------------------------------------------------------------------
+    def _forecast(
+        self, place: str, block: str, variables: dict[str, str], units: Units, **extra: Any
+    ) -> tuple[dict[str, Any], dict[str, Any], dict[str, str]]:
+        """``(place summary, the answer's `block`, {output name: unit})`` of a forecast request for
+        ``variables`` at the best match for ``place``, in local time and ``units``."""
+        loc = self.geocode(place, 1)[0]
+        params = {
+            "latitude": loc["latitude"],
+            "longitude": loc["longitude"],
+            block: ",".join(variables),
+            "timezone": "auto",
+            **_UNIT_PARAMS[units],
+            **extra,
+        }
+        data = self._get_json(self.forecast_url, params, "forecast")
+        values = data.get(block)
+        if not isinstance(values, dict) or (block == "daily" and not isinstance(values.get("time"), list)):
+            raise WeatherAPIError(
+                f"The forecast service returned no {block!r} block.", status_code=200, reason=""
+            )
+        raw_units = data.get(f"{block}_units") or {}
+        out_units = {
+            key: raw_units[v] for v, key in variables.items() if v in raw_units and v != "weather_code"
+        }
+        return loc, values, out_units
 
     def current(self, place: str, units: Units = "metric") -> dict[str, Any]:
-        """Current conditions at the best match for ``place``.
-
-        Args:
-            place: place name (see :meth:`geocode`).
-            units: ``"metric"`` or ``"imperial"``.
+        """Current conditions at the best match for ``place`` (see :meth:`geocode`).
 
         Returns:
             ``{"place": {...}, "time" (local ISO time), "temperature", "apparent_temperature",
-            "relative_humidity" (%), "precipitation", "weather_code", "conditions" (text), "wind_speed",
-            "wind_direction" (degrees), "wind_gusts", "units": {variable: unit}}``.
+            "relative_humidity" (%), "precipitation", "weather_code", "wind_speed", "wind_direction" (degrees),
+            "wind_gusts", "conditions" (text), "units": {variable: unit}}``.
 
         Raises:
             PlaceNotFoundError, WeatherAPIError, WeatherUnavailableError.
         """
-        loc = self.geocode(place, 1)[0]
-        params = _forecast_params(loc, "current", _CURRENT_VARS, units)
-        data = self._get_json(self.forecast_url, params, "forecast")
-        current = data.get("current")
-        if not isinstance(current, dict):
-            raise WeatherAPIError(
-                "The forecast service returned no 'current' block.", status_code=200, reason=""
-            )
-        raw_units = data.get("current_units") or {}
+        loc, current, out_units = self._forecast(place, "current", _CURRENT, units)
         out: dict[str, Any] = {"place": loc, "time": current.get("time")}
-        out_units: dict[str, str] = {}
-        for var in _CURRENT_VARS:
-            key = _RENAME[var]
-            out[key] = current.get(var)
-            if var in raw_units and var != "weather_code":
-                out_units[key] = raw_units[var]
-        out["conditions"] = _describe(current.get("weather_code"))
-        out["units"] = out_units
-        return out
+        out.update({key: current.get(var) for var, key in _CURRENT.items()})
+        return {**out, "conditions": _describe(current.get("weather_code")), "units": out_units}
 
     def forecast(
         self, place: str, days: int = 3, units: Units = "metric", date: dt.date | None = None
     ) -> dict[str, Any]:
-        """Daily forecast at the best match for ``place``: ``days`` days from today, or the single ``date``.
-
-        Args:
-            place: place name (see :meth:`geocode`).
-            days: number of days, 1-16 (ignored when ``date`` is given).
-            units: ``"metric"`` or ``"imperial"``.
-            date: one local calendar day; the API accepts roughly today - 92 days to today + 15 days.
+        """Daily forecast at the best match for ``place``: ``days`` (1-16) days from today, or the single
+        ``date`` (the API accepts roughly today - 92 days to today + 15 days).
 
         Returns:
-            ``{"place": {...}, "days": [{"date", "conditions", "weather_code", "temperature_max",
-            "temperature_min", "precipitation_sum", "precipitation_probability_max" (%), "wind_speed_max",
-            "wind_gusts_max"}], "units": {variable: unit}}``.
+            ``{"place": {...}, "days": [{"date", "weather_code", "temperature_max", "temperature_min",
+            "precipitation_sum", "precipitation_probability_max" (%), "wind_speed_max", "wind_gusts_max",
+            "conditions"}], "units": {variable: unit}}``.
 
         Raises:
             ValueError: ``days`` outside 1-16.
@@ -424,43 +367,21 @@ class OpenMeteo:
         """
         if not 1 <= days <= 16:
             raise ValueError(f"days must be between 1 and 16, got {days}")
-        loc = self.geocode(place, 1)[0]
-        params = _forecast_params(loc, "daily", _DAILY_VARS, units)
-        if date is not None:
-            params["start_date"] = params["end_date"] = date.isoformat()
-        else:
-            params["forecast_days"] = days
-        data = self._get_json(self.forecast_url, params, "forecast")
-        daily = data.get("daily")
-        if not isinstance(daily, dict) or not isinstance(daily.get("time"), list):
-            raise WeatherAPIError(
-                "The forecast service returned no 'daily' block.", status_code=200, reason=""
-            )
-        raw_units = data.get("daily_units") or {}
+        span = (
+            {"start_date": date.isoformat(), "end_date": date.isoformat()}
+            if date
+            else {"forecast_days": days}
+        )
+        loc, daily, out_units = self._forecast(place, "daily", _DAILY, units, **span)
         rows: list[dict[str, Any]] = []
         for i, day in enumerate(daily["time"]):
             row: dict[str, Any] = {"date": day}
-            for var in _DAILY_VARS:
+            for var, key in _DAILY.items():
                 series = daily.get(var)
-                row[_RENAME[var]] = series[i] if isinstance(series, list) and i < len(series) else None
+                row[key] = series[i] if isinstance(series, list) and i < len(series) else None
             row["conditions"] = _describe(row["weather_code"])
             rows.append(row)
-        out_units = {_RENAME[v]: raw_units[v] for v in _DAILY_VARS if v in raw_units and v != "weather_code"}
         return {"place": loc, "days": rows, "units": out_units}
-
-
-def _forecast_params(
-    loc: dict[str, Any], block: str, variables: tuple[str, ...], units: Units
-) -> dict[str, Any]:
-    """Query parameters of a forecast request for ``variables`` of ``block`` (``"current"`` or ``"daily"``)
-    at the place ``loc`` (a :func:`_place_summary`), in local time and ``units``."""
-    return {
-        "latitude": loc["latitude"],
-        "longitude": loc["longitude"],
-        block: ",".join(variables),
-        "timezone": "auto",
-        **_UNIT_PARAMS[units],
-    }
 
 
 def _place_summary(r: dict[str, Any]) -> dict[str, Any]:
@@ -503,17 +424,11 @@ _scoped: contextvars.ContextVar[OpenMeteo | None] = contextvars.ContextVar("open
 
 
 def configure(**kwargs: Any) -> OpenMeteo:
-    """Build an :class:`OpenMeteo` from ``kwargs`` and make it the client of the tool functions.
-
-    Args:
-        **kwargs: :class:`OpenMeteo` keyword arguments, e.g. ``client=httpx.Client(transport=...)``,
-            ``forecast_url=...``, ``attempts=2``, ``retry_wait=0``.
-
-    Returns:
-        The client now in use.
+    """Build an :class:`OpenMeteo` from ``kwargs`` (e.g. ``client=``, ``forecast_url=``, ``retry_wait=0``) and
+    make it the client of the tool functions; return it.
 
     Raises:
-        ValueError: bad retry settings (see :class:`OpenMeteo`).
+        ValueError: bad retry settings.
     """
     client = OpenMeteo(**kwargs)
     set_client(client)
@@ -538,9 +453,8 @@ def using_client(client: OpenMeteo) -> Iterator[OpenMeteo]:
 
 
 def get_client() -> OpenMeteo:
-    """The client used by the tool functions: the one of an enclosing :func:`using_client`, else the process
-    default, created on first use from the defaults and the environment variables
-    ``AGENTKIT_OPEN_METEO_GEOCODING_URL`` / ``AGENTKIT_OPEN_METEO_FORECAST_URL``."""
+    """The client of the tool functions: that of an enclosing :func:`using_client`, else the process default
+    (created on first use, its URLs from the environment)."""
     global _default
     scoped = _scoped.get()
     if scoped is not None:
@@ -554,20 +468,15 @@ def get_client() -> OpenMeteo:
         return _default
 
 
+# The tool functions' parameters are described by their annotations; each raises ValueError for invalid
+# arguments and the WeatherError subclasses (messages written for the model).
+
+
 def geocode(place: PlaceName, count: Count = 1) -> dict[str, Any]:
     """Find the coordinates of a place by name.
 
-    Args:
-        place: Place name, e.g. 'Berlin' or 'Paris, France' (a country or region after a comma narrows it).
-        count: How many matching places to return, 1-10.
-
     Returns:
-        ``{"matches": [{"name", "region", "country", "country_code", "latitude", "longitude", "elevation",
-        "timezone", "population"}]}``, best match first.
-
-    Raises:
-        ValueError: invalid arguments. PlaceNotFoundError: no such place. WeatherAPIError /
-        WeatherUnavailableError: the API failed (messages are written for the model).
+        ``{"matches": [...]}`` as :meth:`OpenMeteo.geocode`, best match first.
     """
     return {"matches": get_client().geocode(**dict(validate_args(GeocodeArgs, place=place, count=count)))}
 
@@ -575,15 +484,8 @@ def geocode(place: PlaceName, count: Count = 1) -> dict[str, Any]:
 def get_current_weather(place: PlaceName, units: UnitsArg = "metric") -> dict[str, Any]:
     """Get the current weather at a place: temperature, precipitation, wind and conditions.
 
-    Args:
-        place: Place name, e.g. 'Berlin' or 'Paris, France' (a country or region after a comma narrows it).
-        units: 'metric' (°C, km/h, mm) or 'imperial' (°F, mph, inch).
-
     Returns:
         See :meth:`OpenMeteo.current`.
-
-    Raises:
-        ValueError: invalid arguments. PlaceNotFoundError, WeatherAPIError, WeatherUnavailableError.
     """
     return get_client().current(**dict(validate_args(CurrentWeatherArgs, place=place, units=units)))
 
@@ -593,18 +495,8 @@ def get_forecast(
 ) -> dict[str, Any]:
     """Get the daily weather forecast at a place: min/max temperature, precipitation, wind and conditions.
 
-    Args:
-        place: Place name, e.g. 'Berlin' or 'Paris, France' (a country or region after a comma narrows it).
-        days: Number of forecast days, 1-16, starting today.
-        units: 'metric' (°C, km/h, mm) or 'imperial' (°F, mph, inch).
-        date: A single day to forecast (YYYY-MM-DD) instead of a number of days; at most 15 days ahead.
-
     Returns:
         See :meth:`OpenMeteo.forecast`.
-
-    Raises:
-        ValueError: invalid arguments. PlaceNotFoundError, WeatherAPIError (a date out of range carries the
-        API's reason), WeatherUnavailableError.
     """
     args = validate_args(ForecastArgs, place=place, days=days, units=units, date=date)
     return get_client().forecast(**dict(args))

@@ -1,14 +1,10 @@
 """An offline fake of the Open-Meteo geocoding and forecast APIs, and the weather tools running on it.
 
-:func:`fake_open_meteo` answers ``httpx`` requests with the real APIs' response shapes (keys, nesting, units
-blocks, error bodies) and checks the query parameters the way the real service does (unknown variables and
-out-of-range dates -> HTTP 400 with ``{"error": true, "reason": ...}``). Its data are a fixed sample: the
-current weather is 4.0 °C and slight rain at 2026-11-29 14:15, forecasts start on 2026-11-29.
-
-:func:`get_current_weather`, :func:`get_forecast` and :func:`geocode` are the tools of :mod:`tools.weather`
-(same parameters and docstrings) answered by :func:`any_place_fake`, which knows Berlin and Paris and
-answers any other name with Berlin's coordinates and data. ``examples/weather/offline.yaml`` uses them: the weather bot without
-a network.
+:func:`fake_open_meteo` answers ``httpx`` requests with the real APIs' response shapes and parameter checks
+(unknown variables, out-of-range dates: HTTP 400 ``{"error": true, "reason": ...}``) over fixed data: 4.0 °C and
+slight rain at 2026-11-29 14:15, forecasts from 2026-11-29. :func:`get_current_weather`, :func:`get_forecast` and
+:func:`geocode` are the tools of :mod:`tools.weather` answered by :func:`any_place_fake` (any unknown name gets
+Berlin's data); ``examples/weather/offline.yaml`` uses them.
 """
 
 from __future__ import annotations
@@ -101,25 +97,27 @@ PLACES = {
     ],
 }
 
-CURRENT_KNOWN = {
-    "temperature_2m": "°C",
-    "apparent_temperature": "°C",
-    "relative_humidity_2m": "%",
-    "precipitation": "mm",
-    "weather_code": "wmo code",
-    "wind_speed_10m": "km/h",
-    "wind_direction_10m": "°",
-    "wind_gusts_10m": "km/h",
-    "cloud_cover": "%",
+#: Current variables: (unit, sample value).
+CURRENT_KNOWN: dict[str, tuple[str, float]] = {
+    "temperature_2m": ("°C", 4.0),
+    "apparent_temperature": ("°C", 0.5),
+    "relative_humidity_2m": ("%", 81),
+    "precipitation": ("mm", 0.2),
+    "weather_code": ("wmo code", 61),
+    "wind_speed_10m": ("km/h", 16.1),
+    "wind_direction_10m": ("°", 250),
+    "wind_gusts_10m": ("km/h", 33.8),
+    "cloud_cover": ("%", 100),
 }
-DAILY_KNOWN = {
-    "weather_code": "wmo code",
-    "temperature_2m_max": "°C",
-    "temperature_2m_min": "°C",
-    "precipitation_sum": "mm",
-    "precipitation_probability_max": "%",
-    "wind_speed_10m_max": "km/h",
-    "wind_gusts_10m_max": "km/h",
+#: Daily variables: (unit, value on a date).
+DAILY_KNOWN: dict[str, tuple[str, Callable[[dt.date], float]]] = {
+    "weather_code": ("wmo code", lambda d: 3 if d.day % 2 else 80),
+    "temperature_2m_max": ("°C", lambda d: 5.0 + d.day % 7),
+    "temperature_2m_min": ("°C", lambda d: -1.0 + d.day % 5),
+    "precipitation_sum": ("mm", lambda d: 0.0 if d.day % 2 else 4.6),
+    "precipitation_probability_max": ("%", lambda d: 10 if d.day % 2 else 75),
+    "wind_speed_10m_max": ("km/h", lambda d: 20.0 + d.day % 3),
+    "wind_gusts_10m_max": ("km/h", lambda d: 41.0),
 }
 
 
@@ -167,21 +165,10 @@ def fake_open_meteo(request: httpx.Request) -> httpx.Response:
         if "current" in q:
             units: dict = {"time": "iso8601", "interval": "seconds"}
             cur: dict = {"time": "2026-11-29T14:15", "interval": 900}
-            sample = {
-                "temperature_2m": 4.0,
-                "apparent_temperature": 0.5,
-                "relative_humidity_2m": 81,
-                "precipitation": 0.2,
-                "weather_code": 61,
-                "wind_speed_10m": 16.1,
-                "wind_direction_10m": 250,
-                "wind_gusts_10m": 33.8,
-                "cloud_cover": 100,
-            }
             for var in q["current"].split(","):
                 if var not in CURRENT_KNOWN:
                     return _bad(f"Cannot initialize ForecastSurfaceVariable from invalid String value {var}.")
-                units[var], cur[var] = _convert(CURRENT_KNOWN[var], sample[var], q)
+                units[var], cur[var] = _convert(*CURRENT_KNOWN[var], q)
             body["current_units"], body["current"] = units, cur
         if "daily" in q:
             if "start_date" in q:
@@ -201,21 +188,9 @@ def fake_open_meteo(request: httpx.Request) -> httpx.Response:
             for var in q["daily"].split(","):
                 if var not in DAILY_KNOWN:
                     return _bad(f"Cannot initialize ForecastVariableDaily from invalid String value {var}.")
-                values = []
-                for d in dates:
-                    base = {
-                        "weather_code": 3 if d.day % 2 else 80,
-                        "temperature_2m_max": 5.0 + d.day % 7,
-                        "temperature_2m_min": -1.0 + d.day % 5,
-                        "precipitation_sum": 0.0 if d.day % 2 else 4.6,
-                        "precipitation_probability_max": 10 if d.day % 2 else 75,
-                        "wind_speed_10m_max": 20.0 + d.day % 3,
-                        "wind_gusts_10m_max": 41.0,
-                    }[var]
-                    unit, value = _convert(DAILY_KNOWN[var], base, q)
-                    values.append(value)
-                units[var] = unit
-                daily[var] = values
+                unit, value_on = DAILY_KNOWN[var]
+                units[var] = _convert(unit, 0.0, q)[0]
+                daily[var] = [_convert(unit, value_on(d), q)[1] for d in dates]
             body["daily_units"], body["daily"] = units, daily
         return httpx.Response(200, json=body)
     return httpx.Response(404, text="Not Found")

@@ -1,26 +1,11 @@
-"""Code-search tools over a local repository: find definitions, full-text regex search, read a file range.
+"""Code-search tools over a local repository: find definitions, full-text regex search, read a file range, run
+a snippet with copies of its files in the Docker sandbox.
 
-The repository root is configurable (:func:`set_root`, the ``AGENTKIT_CODE_ROOT`` environment variable, or
-the current directory at call time). Which files are searched:
-
-- inside a git work tree: ``git ls-files --cached --others --exclude-standard`` (tracked files plus untracked
-  files that ``.gitignore`` / ``.git/info/exclude`` / the global excludes do not ignore);
-- otherwise: a walk of the root that honours every ``.gitignore`` on the way (:class:`GitIgnore`, gitignore(5)
-  as the ``pathspec`` library implements it) and skips ``.git``.
-
-Paths never escape the root: every path (given by the model or listed) is resolved, symlinks and ``..``
-included, and must lie under the resolved root; listed files that resolve outside are skipped, and a path
-argument that does raises :class:`PathOutsideRootError`. Binary files (a NUL byte in the first 8 KiB) and
-files over ``max_file_bytes`` are skipped.
-
-Definitions come from Python's :mod:`ast` for ``.py`` files (functions, async functions, classes, methods,
-with qualified names, signatures and the first docstring line) and from a language-agnostic regular
-expression over declaration keywords (``def``, ``class``, ``function``, ``fn``, ``func``, ``struct``,
-``interface``, ``trait``, ``enum``, ``type``, ...) for other source files and for Python files that do not parse.
-
-The tool functions (:func:`find_definition`, :func:`search_code`, :func:`read_file`) are plain typed functions
-with Pydantic argument models (:class:`FindDefinitionArgs`, :class:`SearchCodeArgs`, :class:`ReadFileArgs`)
-returning JSON-ready dicts; results are ranked and capped.
+The root is :func:`set_root`'s, else ``$AGENTKIT_CODE_ROOT``, else the current directory at call time. Inside a
+git work tree the searched files are those ``git ls-files --cached --others --exclude-standard`` lists, else a
+walk that honours every ``.gitignore`` (:class:`GitIgnore`); binary and oversized files are skipped. Every path
+is resolved (``..`` and symlinks) and must stay under the root (:class:`PathOutsideRootError`). Definitions come
+from :mod:`ast` for Python and from a declaration-keyword regular expression for other languages.
 """
 
 from __future__ import annotations
@@ -59,29 +44,16 @@ __all__ = [
 CODE_ROOT_ENV = "AGENTKIT_CODE_ROOT"
 
 
-# ---------------------------------------------------------------------------------------------------------
-# Default repository and the tool functions
-
 _repo_lock = threading.Lock()
 _configured_root: Path | None = None
 _repos: dict[Path, CodeRepo] = {}
 
 
 def set_root(root: str | os.PathLike[str] | None) -> None:
-    """Set the repository root of the tool functions; ``None`` restores the default
-    (``$AGENTKIT_CODE_ROOT``, else the current directory at call time).
-
-    Raises:
-        NotADirectoryError: ``root`` is not an existing directory.
-    """
+    """Set the repository root of the tool functions (``None``: the default); NotADirectoryError if it is not
+    an existing directory."""
     global _configured_root
-    if root is None:
-        _configured_root = None
-        return
-    path = Path(root).expanduser().resolve()
-    if not path.is_dir():
-        raise NotADirectoryError(f"code-search root {str(path)!r} is not a directory")
-    _configured_root = path
+    _configured_root = None if root is None else CodeRepo(root).root
 
 
 def get_repo() -> CodeRepo:
@@ -133,15 +105,9 @@ def find_definition(
 ) -> dict[str, Any]:
     """Find where a function, class or method is defined in the repository.
 
-    Args:
-        name: Name or part of a name of a function, class or method, e.g. 'load_bundle' or 'Agent.run'.
-        kind: Only this kind of definition: any, function, class or method.
-        max_results: At most this many results, 1-50.
-
     Returns:
-        ``{"query", "matches": [{"location": "path:line", "path", "line", "end_line", "kind", "name",
-        "qualname", "signature", "doc"}], "total", "truncated"}``, best match first (see
-        :meth:`CodeRepo.find_definitions`).
+        See :meth:`CodeRepo.find_definitions` (each match: ``location`` ``path:line``, ``path``, ``line``,
+        ``end_line``, ``kind``, ``name``, ``qualname``, ``signature``, ``doc``), best match first.
 
     Raises:
         ValueError: invalid arguments.
@@ -158,13 +124,6 @@ def search_code(
     max_results: MaxHits = 10,
 ) -> dict[str, Any]:
     """Search the repository's files for a regular expression; returns file:line hits with context.
-
-    Args:
-        pattern: Regular expression (Python syntax) to search for.
-        glob: Only files whose path matches this glob, e.g. '*.py'.
-        case_sensitive: Match case exactly.
-        context_lines: Lines of context around each hit, 0-10.
-        max_results: At most this many hits, 1-100.
 
     Returns:
         See :meth:`CodeRepo.search`.
@@ -186,11 +145,6 @@ def search_code(
 def read_file(path: RelPath, start_line: StartLine = 1, end_line: EndLine = None) -> dict[str, Any]:
     """Read a range of lines of a file in the repository.
 
-    Args:
-        path: File path relative to the repository root.
-        start_line: First line to read (1-based).
-        end_line: Last line to read (inclusive); default start_line + 99.
-
     Returns:
         See :meth:`CodeRepo.read`.
 
@@ -207,11 +161,7 @@ SearchCodeArgs = args_model(search_code, "SearchCodeArgs")
 ReadFileArgs = args_model(read_file, "ReadFileArgs")
 
 
-# ---------------------------------------------------------------------------------------------------------
-# Python snippets in the Docker sandbox, with copies of repository files
-
-#: ``(code, files, timeout_s) -> execution`` where the execution has ``stdout``, ``stderr``, ``exit_code``,
-#: ``timed_out`` and ``oom_killed`` (a :class:`sandbox.Execution`).
+#: ``(code, files, timeout_s) -> execution`` (a :class:`sandbox.Execution`, or what has its fields).
 SandboxRunner = Callable[[str, dict[str, bytes], float], Any]
 
 MAX_SNIPPET_FILES = 20
@@ -222,8 +172,7 @@ _sandbox_runner: SandboxRunner | None = None
 
 
 def _docker_runner(code: str, files: dict[str, bytes], timeout_s: float) -> Any:
-    """Run in the process-wide sandbox shared with :mod:`tools.python_exec` (warm pool of 1, started on first
-    use)."""
+    """Run in the process-wide sandbox of :mod:`tools.python_exec`."""
     from tools.python_exec import get_sandbox
 
     return get_sandbox().run(code, language="python", files=files, timeout=timeout_s)
@@ -259,15 +208,11 @@ def run_python(
     """Run a short Python program in an isolated sandbox, optionally with copies of repository files.
 
     Args:
-        code: The Python 3 program; print() what you want to see.
         files: Repository files (paths relative to the root) to copy into the program's working directory.
-        timeout: Time limit in seconds, 1-60.
 
     Returns:
-        ``{"exit_code", "stdout", "stderr", "timed_out", "files"}`` (output streams cut to their last 4000
-        characters; ``files`` lists the copied paths). The program runs in the Docker sandbox (no network,
-        read-only system, memory and process limits); the copies sit at the same relative paths under its
-        working directory, so ``open("agentkit/bundle.py")`` works.
+        ``{"exit_code", "stdout", "stderr", "timed_out", "oom_killed", "files"}`` (streams cut to their last 4000
+        characters; ``files``: the copied paths, at the same relative paths under the working directory).
 
     Raises:
         ValueError: invalid arguments, a binary file, or files over the size limits.

@@ -42,17 +42,10 @@ KindFilter = Literal["any", "function", "class", "method"]
 
 @dataclass(frozen=True)
 class Definition:
-    """One definition found in a file.
-
-    Attributes:
-        path: file path relative to the root (POSIX).
-        line: 1-based line of the ``def``/``class`` keyword (decorators excluded); ``end_line`` its last line
-            (equal to ``line`` for the regex fallback).
-        kind: ``"function"``, ``"class"`` or ``"method"`` (a function defined directly in a class).
-        name: the bare name; ``qualname``: dotted with the enclosing classes/functions (``Agent.run``).
-        signature: e.g. ``def load_bundle(path: str | Path) -> Bundle`` (Python) or the declaration line.
-        doc: first line of the docstring ("" if none or not Python).
-    """
+    """One definition: ``path`` (relative, POSIX), ``line`` of its keyword (decorators excluded) and last line
+    (``end_line``; ``line`` for the regex fallback), ``kind`` (a method: a function directly in a class), the
+    bare ``name`` and the dotted ``qualname`` (``Agent.run``), its ``signature`` (the declaration line outside
+    Python) and ``doc``, its docstring's first line ("" if none)."""
 
     path: str
     line: int
@@ -80,7 +73,7 @@ def _py_signature(node: ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef) -
 
 
 def python_definitions(rel: str, text: str) -> list[Definition]:
-    """All function/class/method definitions of a Python source (raises SyntaxError/ValueError if bad)."""
+    """All function/class/method definitions of a Python source; SyntaxError/ValueError if it does not parse."""
     tree = ast.parse(text)
     out: list[Definition] = []
 
@@ -154,8 +147,7 @@ NAMED = 2
 
 
 def module_qualname(d: Definition) -> str | None:
-    """The dotted import path of a Python definition (``agentkit.bundle.load_bundle`` for ``load_bundle`` in
-    ``agentkit/bundle.py``; a package's ``__init__.py`` is the package), ``None`` for other files."""
+    """The dotted import path of a Python definition (``agentkit.bundle.load_bundle``), else ``None``."""
     p = PurePosixPath(d.path)
     if p.suffix not in (".py", ".pyi"):
         return None

@@ -8,12 +8,8 @@ import pathspec
 
 
 class GitIgnore:
-    """A matcher for the ``.gitignore`` files of a tree, on :class:`pathspec.GitIgnoreSpec` (gitignore(5)).
-
-    Rules are added per directory with :meth:`add_file`; :meth:`ignored` answers for one path relative to the
-    root (POSIX separators). As in git, the last matching rule wins, rules of a deeper ``.gitignore`` come
-    later, and a file inside an ignored directory cannot be re-included (the walk never enters it).
-    """
+    """A matcher for the ``.gitignore`` files of a tree, added per directory: as in git, the last matching
+    rule wins and a deeper ``.gitignore`` comes later (the walk never enters an ignored directory)."""
 
     def __init__(self) -> None:
         self.specs: list[tuple[str, pathspec.GitIgnoreSpec]] = []

@@ -9,7 +9,6 @@ import re
 import subprocess
 import threading
 import time
-from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
 from typing import Any
 
@@ -35,16 +34,10 @@ _LOCATION_RE = re.compile(r"^(?P<path>.+?):(?P<line>[1-9][0-9]{0,8})$")
 
 
 def path_glob(glob: str | None) -> Any:
-    """The regex of a path glob (relative POSIX paths): ``fnmatch`` syntax, where ``*`` crosses ``/``, and
-    ``**/`` also matches no folder at all, as in git and ripgrep (``**/*.py`` matches ``setup.py`` at the root,
-    ``a/**/b.py`` matches ``a/b.py``). ``None`` or ``""``: no filter (``None``).
-
-    A folder matches the files under it: a glob that ends with ``/`` (``agentkit/``), or one without wildcards
-    (``agentkit``, ``tools/code_search``, or a file path, which matches that file); a leading ``./`` or ``/``
-    is the root itself.
-
-    Compiled with the ``regex`` module: with ``re``, a glob of a few ``**/`` (``**/**/**/**/**/**/**/**/**/**/x``)
-    took 20 s to fail on one path, as the ``(?:.*/)?`` groups backtracked; ``regex`` fails it at once."""
+    """The regex of a path glob (relative POSIX paths), ``None`` for no filter: ``fnmatch`` syntax, where ``*``
+    crosses ``/`` and ``**/`` may match no folder, as in git and ripgrep (``**/*.py`` matches ``setup.py``). A
+    glob ending in ``/`` or without wildcards names a folder (the files under it) or a file; a leading ``./`` or
+    ``/`` is the root. Compiled with ``regex``, which fails many ``**/`` at once where ``re`` backtracks."""
     glob = (glob or "").strip()
     while glob.startswith("./"):
         glob = glob[2:]
@@ -65,17 +58,9 @@ class PathOutsideRootError(ValueError):
     """A path resolves (after ``..`` and symlinks) to a place outside the repository root."""
 
 
-@dataclass
-class _FileDefs:
-    mtime_ns: int
-    size: int
-    defs: list[Definition]
-
-
 def _compile_search(pattern: str, case_sensitive: bool) -> tuple[Any, Any, str | None]:
-    """``(per line, per file, note)`` patterns of a search, compiled with the ``regex`` module (Python's ``re``
-    syntax; its matches take a timeout); a pattern that is not a valid regular expression is searched as literal
-    text, which ``note`` says. The per-file one is MULTILINE, so ``^`` and ``$`` mean what they mean on a line."""
+    """``(per line, per file (MULTILINE), note)`` patterns, compiled with ``regex`` (its matches take a timeout);
+    an invalid regular expression is searched as literal text, which ``note`` says."""
     flags = 0 if case_sensitive else regex.IGNORECASE
     note = None
     try:
@@ -88,18 +73,14 @@ def _compile_search(pattern: str, case_sensitive: bool) -> tuple[Any, Any, str |
 
 
 def _left(deadline: float) -> float:
-    """Seconds left before ``deadline`` (a match's timeout: at least a millisecond)."""
+    """Seconds left before ``deadline``, at least a millisecond (a match's timeout)."""
     return max(deadline - time.monotonic(), 0.001)
 
 
 def _line_hits(
     rel: str, text: str, rx: Any, context_lines: int, limit: int, deadline: float
 ) -> list[tuple[tuple[Any, ...], dict[str, Any]]]:
-    """The hits of ``rx`` in one file, at most ``limit``: ``(sort key, hit)`` with the hit's context lines.
-
-    Raises:
-        TimeoutError: a match ran past ``deadline``.
-    """
+    """At most ``limit`` hits of ``rx`` in one file as ``(sort key, hit)``; TimeoutError past ``deadline``."""
     lines = text.splitlines()
     hits: list[tuple[tuple[Any, ...], dict[str, Any]]] = []
     for i, line in enumerate(lines):
@@ -122,15 +103,13 @@ def _line_hits(
 
 
 class CodeRepo:
-    """A local repository the tools read. Thread-safe for concurrent tool calls.
+    """A local repository the tools read; thread-safe.
 
     Args:
         root: the repository root (default: the current directory); resolved once, symlinks included.
-        max_file_bytes: files larger than this (bytes) are skipped by searches and refused by :meth:`read`.
-        time_budget_s: wall-clock seconds a search may spend scanning before it returns what it has
-            (``truncated`` is then true).
-        max_files: the most files a search lists (a root such as ``/`` or a home folder holds millions; the
-            listing stops there, or at the time budget, and the search says so in ``note``).
+        max_file_bytes: larger files are skipped by searches and refused by :meth:`read`.
+        time_budget_s: seconds a search may scan before it returns what it has (``truncated``).
+        max_files: the most files a search lists (a root such as ``/`` holds millions; ``note`` says so).
 
     Raises:
         NotADirectoryError: ``root`` is not an existing directory.
@@ -151,18 +130,14 @@ class CodeRepo:
         self.max_file_bytes = max_file_bytes
         self.time_budget_s = time_budget_s
         self.max_files = max_files
-        self._defs_cache: dict[str, _FileDefs] = {}
-        self._git: bool | None = None  # whether the root is in a git work tree (checked once)
+        self._defs_cache: dict[str, tuple[tuple[int, int], list[Definition]]] = {}  # by (mtime, size)
         self._lock = threading.Lock()
 
-    # -- paths -----------------------------------------------------------------------------------------
-
     def resolve(self, path: str) -> Path:
-        """Resolve ``path`` (relative to the root, or absolute) and check it stays inside the root.
+        """``path`` (relative to the root, or absolute) resolved, ``..`` and symlinks followed.
 
         Raises:
-            ValueError: empty path.
-            PathOutsideRootError: the resolved path (``..`` and symlinks followed) is outside the root.
+            ValueError: empty path. PathOutsideRootError: it resolves outside the root.
         """
         if not path or not path.strip():
             raise ValueError("path is empty; give a file path relative to the repository root")
@@ -178,20 +153,8 @@ class CodeRepo:
         """The POSIX path of ``path`` (already resolved, inside the root) relative to the root."""
         return path.relative_to(self.root).as_posix()
 
-    def _in_git(self) -> bool:
-        try:
-            out = subprocess.run(
-                ["git", "-C", str(self.root), "rev-parse", "--is-inside-work-tree"],
-                capture_output=True,
-                text=True,
-                timeout=10,
-                check=False,
-            )
-        except (OSError, subprocess.TimeoutExpired):
-            return False
-        return out.returncode == 0 and out.stdout.strip() == "true"
-
     def _git_files(self) -> list[str] | None:
+        """The files git lists (tracked and not ignored), ``None`` outside a work tree."""
         try:
             out = subprocess.run(
                 [
@@ -217,8 +180,7 @@ class CodeRepo:
         return sorted({n for n in names if n})
 
     def _walk_files(self, deadline: float) -> list[str]:
-        """The files of a walk that honours every ``.gitignore``; it stops past :attr:`max_files` files or at
-        ``deadline`` (the caller tells by the count and the clock)."""
+        """The files of a walk that honours every ``.gitignore``, stopped past :attr:`max_files` or ``deadline``."""
         ignore = GitIgnore()
         found: list[str] = []
         for dirpath, dirnames, filenames in os.walk(self.root, followlinks=False):
@@ -228,33 +190,22 @@ class CodeRepo:
             base = "" if dpath == self.root else dpath.relative_to(self.root).as_posix()
             if ".gitignore" in filenames:
                 ignore.add_file(dpath / ".gitignore", base)
-            keep = []
-            for d in sorted(dirnames):
-                rel = f"{base}/{d}" if base else d
-                if d == ".git" or ignore.ignored(rel, True):
-                    continue
-                keep.append(d)
-            dirnames[:] = keep
-            for f in filenames:
-                rel = f"{base}/{f}" if base else f
-                if not ignore.ignored(rel, False):
-                    found.append(rel)
+            prefix = f"{base}/" if base else ""
+            dirnames[:] = [
+                d for d in sorted(dirnames) if d != ".git" and not ignore.ignored(prefix + d, True)
+            ]
+            found += [prefix + f for f in filenames if not ignore.ignored(prefix + f, False)]
         return sorted(found)
 
     def files(self) -> list[str]:
-        """Searchable files: relative POSIX paths, sorted, each a regular file resolving inside the root.
-
-        A symlink whose target is itself a listed file is left out (its hits would be duplicates). At most
-        :attr:`max_files` of them, listed within :attr:`time_budget_s` (:meth:`listing` says whether it was cut).
-        """
+        """Searchable files: sorted relative POSIX paths of regular files resolving inside the root, a symlink to a
+        listed file left out; at most :attr:`max_files`, listed within :attr:`time_budget_s`."""
         return self.listing(time.monotonic() + self.time_budget_s)[0]
 
     def listing(self, deadline: float) -> tuple[list[str], str | None]:
         """:meth:`files` listed until ``deadline``, and a note when the listing stopped early (at
         :attr:`max_files` or at ``deadline``): then the root is likely not one repository."""
-        if self._git is None:
-            self._git = self._in_git()
-        names = self._git_files() if self._git else None
+        names = self._git_files()
         if names is None:
             names = self._walk_files(deadline)
         cut = len(names) > self.max_files or time.monotonic() > deadline
@@ -268,9 +219,7 @@ class CodeRepo:
         entries: list[tuple[str, Path]] = []
         for rel in names[: self.max_files]:
             p = self.root / rel
-            try:
-                # resolve() follows symlinks in every component: a link (to a file or a directory) that
-                # leads outside the root is dropped here.
+            try:  # resolve() follows links in every component: one leading outside the root is dropped
                 real = p.resolve()
                 if not real.is_relative_to(self.root) or not p.is_file():
                     continue
@@ -281,22 +230,26 @@ class CodeRepo:
         direct = {real for rel, real in entries if real == self.root / rel}
         return [rel for rel, real in entries if real == self.root / rel or real not in direct], note
 
-    def _read_text(self, rel: str) -> str | None:
-        """The file's text (UTF-8, undecodable bytes replaced), or None if binary / too large / unreadable."""
+    def _text(self, rel: str) -> str:
+        """The file's text (undecodable bytes replaced); ValueError if it is too large or binary."""
         p = self.root / rel
-        try:
-            if p.stat().st_size > self.max_file_bytes:
-                return None
-            data = p.read_bytes()
-        except OSError:
-            return None
+        if p.stat().st_size > self.max_file_bytes:
+            raise ValueError(f"{rel!r} is larger than {self.max_file_bytes} bytes; it is not read")
+        data = p.read_bytes()
         if b"\0" in data[:8192]:
-            return None
+            raise ValueError(f"{rel!r} is a binary file")
         return data.decode("utf-8", errors="replace")
 
+    def _read_text(self, rel: str) -> str | None:
+        """:meth:`_text`, or ``None`` for a binary, too large or unreadable file."""
+        try:
+            return self._text(rel)
+        except (OSError, ValueError):
+            return None
+
     def _globbed(self, glob: str | None, deadline: float) -> tuple[list[str], str | None, bool]:
-        """The searchable files (:meth:`listing`) :func:`path_glob` keeps; a note when the listing was cut
-        (then ``True``) or a glob kept none (which would otherwise read as "nothing found")."""
+        """The listed files the glob keeps, a note (listing cut, or no file matched the glob) and whether the
+        listing was cut."""
         files, note = self.listing(deadline)
         cut = note is not None
         only = path_glob(glob)
@@ -306,8 +259,6 @@ class CodeRepo:
                 note = f"no file path matches the glob {glob!r}; nothing was searched"
         return files, note, cut
 
-    # -- definitions -----------------------------------------------------------------------------------
-
     def _definitions(self, rel: str, text: str) -> list[Definition]:
         p = self.root / rel
         try:
@@ -316,8 +267,9 @@ class CodeRepo:
             return []
         with self._lock:
             cached = self._defs_cache.get(rel)
-        if cached is not None and cached.mtime_ns == st.st_mtime_ns and cached.size == st.st_size:
-            return cached.defs
+        stamp = (st.st_mtime_ns, st.st_size)
+        if cached is not None and cached[0] == stamp:
+            return cached[1]
         defs: list[Definition]
         if rel.endswith((".py", ".pyi")):
             try:
@@ -329,7 +281,7 @@ class CodeRepo:
         else:
             defs = regex_definitions(rel, text)
         with self._lock:
-            self._defs_cache[rel] = _FileDefs(st.st_mtime_ns, st.st_size, defs)
+            self._defs_cache[rel] = (stamp, defs)
         return defs
 
     def find_definitions(
@@ -337,31 +289,17 @@ class CodeRepo:
     ) -> dict[str, Any]:
         """Find definitions whose name (or dotted qualified name) equals or contains ``name``.
 
-        Ranking: exact name, then exact ignoring case, qualified-name match, prefix, substring; within a rank
-        source files before tests/examples before docs, public before ``_private`` (unless asked for),
-        module-level definitions before methods and nested functions, shallower paths first, then path and line. When some definition is named ``name`` itself (the first
-        three ranks), only those are listed and counted, not the prefix and substring matches
-        (``test_load_bundle`` for ``load_bundle``): a reader, a model above all, cites the first match and copies
-        from what it sees, and definitions that merely contain the name are noise beside it. Part of a name
-        that names no definition (``bundl``) lists the prefix and substring matches; ``search_code`` finds
-        every use of a name.
-
-        Args:
-            name: a name (``load_bundle``), a substring (``bundle``) or a dotted name (``Agent.run``, or with
-                the module path of a Python file: ``agentkit.bundle.load_bundle``);
-                ``def``/``class`` keywords and ``(...)`` around it are ignored. Case-insensitive.
-            kind: ``"any"``, ``"function"``, ``"class"`` or ``"method"``.
-            max_results: cap on returned matches (>= 1).
-            glob: optional pattern on the relative path (:func:`path_glob`: ``*`` crosses ``/``, ``**/`` may match
-                no folder), e.g. ``agentkit/*``.
+        ``name``: a name, a part of one, or a dotted name (``Agent.run``, ``agentkit.bundle.load_bundle``),
+        case-insensitive, ``def``/``class`` and ``(...)`` around it ignored; ``kind``: ``"any"``, ``"function"``,
+        ``"class"`` or ``"method"``; ``glob``: an optional :func:`path_glob`. Ranking: exact name, exact ignoring
+        case, qualified-name match, prefix, substring; within a rank source before tests/examples before docs,
+        public before ``_private`` (unless asked for), module-level before nested, shallower paths, then path
+        and line. When some definition is named ``name`` itself (the first three ranks), only those are listed
+        and counted: beside it, ``test_load_bundle`` is noise.
 
         Returns:
-            ``{"query", "matches": [Definition.as_dict()], "total": int, "truncated": bool}`` (``total``: the
-            matches of the listed ranks; ``truncated``: more than ``max_results`` of them, or the time budget ran
-            out) and a ``hint`` when nothing matched.
-
-        Raises:
-            ValueError: an empty name.
+            ``{"query", "matches": [Definition.as_dict()], "total", "truncated"}`` (``total``: the matches of the
+            listed ranks), and a ``hint`` when nothing matched. ValueError for an empty name.
         """
         query = normalize_query(name)
         if not query:
@@ -406,8 +344,6 @@ class CodeRepo:
             out["note"] = glob_note
         return out
 
-    # -- full-text search ------------------------------------------------------------------------------
-
     def search(
         self,
         pattern: str,
@@ -418,29 +354,16 @@ class CodeRepo:
         max_results: int = 10,
         max_scanned_matches: int = 5000,
     ) -> dict[str, Any]:
-        """Search every searchable file for a regular expression, line by line.
-
-        A pattern that is not a valid regular expression is searched as literal text (``note`` says so).
-        Ranking: lines that define something (Python ``def``/``class`` or a declaration-keyword line) first,
-        then source files before tests/examples before docs, then path and line.
-
-        Args:
-            pattern: a Python regular expression (``re`` syntax), matched with ``search`` on each line.
-            glob: optional pattern on the relative path (:func:`path_glob`: ``*`` crosses ``/``, ``**/`` may match
-                no folder), e.g. ``*.py`` or ``**/*.py``.
-            case_sensitive: match case exactly (default: ignore case).
-            context_lines: lines of context before and after each hit (0-10).
-            max_results: cap on returned hits (>= 1).
-            max_scanned_matches: stop scanning after this many hits (then ``truncated``).
+        """Search every searchable file for a Python regular expression, line by line (an invalid one as literal
+        text, which ``note`` says), with ``context_lines`` (0-10) around each hit, stopping after
+        ``max_scanned_matches`` hits; ``glob``: an optional :func:`path_glob`. Ranking: definition lines first,
+        then source before tests/examples before docs, then path and line.
 
         Returns:
             ``{"pattern", "matches": [{"location", "path", "line", "text", "context"}], "total", "files",
-            "truncated"}``; ``context`` is the hit's neighbourhood, one ``"N: text"`` line each, the hit
-            marked ``"N> text"``; ``total`` counts hits (a lower bound when truncated), ``files`` the files
-            with hits.
-
-        Raises:
-            ValueError: an empty pattern or ``context_lines`` outside 0-10.
+            "truncated"}``; ``context`` has one ``"N: text"`` line each, the hit ``"N> text"``; ``total`` counts
+            hits (a lower bound when truncated), ``files`` the files with hits. ValueError for an empty pattern or
+            ``context_lines`` out of range.
         """
         if not pattern:
             raise ValueError("pattern is empty; give a regular expression or text to search for")
@@ -481,27 +404,18 @@ class CodeRepo:
             out["note"] = note
         return out
 
-    # -- reading ---------------------------------------------------------------------------------------
-
     def read(
         self, path: str, start_line: int = 1, end_line: int | None = None, max_lines: int = 400
     ) -> dict[str, Any]:
         """Read lines ``start_line``..``end_line`` (1-based, inclusive) of a text file under the root.
 
-        Args:
-            path: file path relative to the root (or absolute inside it).
-            start_line: first line, >= 1.
-            end_line: last line (default ``start_line + 99``); clipped to the file end and to ``max_lines``
-                lines after ``start_line``.
-            max_lines: cap on the number of lines returned.
+        ``end_line`` defaults to ``start_line + 99`` and is clipped to the file and to ``max_lines`` lines. A
+        ``path:LINE`` that names no file but whose ``path`` does (a result's ``location``) reads from ``LINE``
+        unless ``start_line`` is given; ``note`` then says so.
 
         Returns:
             ``{"path", "start_line", "end_line", "total_lines", "content", "truncated"}``; ``content`` has one
             ``"N: text"`` line per file line (lines over 500 characters cut).
-
-        A ``path:LINE`` that names no file but whose ``path`` is one (the ``location`` that
-        :meth:`find_definitions` and :meth:`search` return) reads that file from ``LINE`` unless a
-        ``start_line`` other than 1 is given; ``note`` then says how the path was read.
 
         Raises:
             PathOutsideRootError: the path leaves the root. FileNotFoundError: no such file.
@@ -529,23 +443,9 @@ class CodeRepo:
             raise FileNotFoundError(
                 f"no file {path!r} under the repository root; use find_definition or search_code to find paths"
             )
-        if p.stat().st_size > self.max_file_bytes:
-            raise ValueError(f"{rel!r} is larger than {self.max_file_bytes} bytes; it is not read")
-        data = p.read_bytes()
-        if b"\0" in data[:8192]:
-            raise ValueError(f"{rel!r} is a binary file")
-        lines = data.decode("utf-8", errors="replace").splitlines()
+        lines = self._text(rel).splitlines()
         total = len(lines)
-        if total == 0:
-            return {
-                "path": rel,
-                "start_line": 0,
-                "end_line": 0,
-                "total_lines": 0,
-                "content": "",
-                "truncated": False,
-            }
-        if start_line > total:
+        if start_line > total > 0:
             raise ValueError(f"start_line {start_line} is past the end of {rel!r} ({total} lines)")
         wanted_end = end_line if end_line is not None else start_line + 99
         last = min(wanted_end, total, start_line + max_lines - 1)
@@ -555,10 +455,12 @@ class CodeRepo:
         )
         out = {
             "path": rel,
-            "start_line": start_line,
+            "start_line": start_line if total else 0,
             "end_line": last,
             "total_lines": total,
             "content": content,
             "truncated": last < min(wanted_end, total),
         }
+        if not total:  # an empty file
+            return out
         return out if note is None else {**out, "note": note}
