@@ -1,15 +1,8 @@
 """Synthetic dialogues for one bundle's own tools (what ``agentkit specialize`` trains on).
 
-The requests are built from each declared parameter alone: its name (spoken as words), type, description,
-``enum``, ``format`` (``date``, ``email``, ``time``), bounds (``minimum``/``maximum``), ``pattern`` (a small
-sampler for character classes and counts) and ``examples`` (the values a tool's author gave), with the
-mention templates and request shapes of :mod:`model.training.data`. Every prompt declares all of the bundle's
-tools in bundle order under its system prompt, as the agent does at run time.
-
-Kinds of examples: a single call, parallel calls of one tool, calls of two tools in one request, the final
-answer after tool responses, a second request after a finished exchange (multi-turn), and a request no tool is
-needed for. The ``heldout`` split is a disjoint random stream, and no held-out request text occurs in the
-training stream (:func:`train_and_heldout` drops any that does).
+Values come from each declared parameter alone (name, type, ``enum``, ``format``, bounds, ``pattern``,
+``examples``), requests from the templates of :mod:`model.training.data`; every prompt declares all of the
+bundle's tools under its system prompt, as the agent does. No held-out request occurs in the training stream.
 """
 
 from __future__ import annotations
@@ -49,8 +42,7 @@ _COUNT = re.compile(r"\{(\d+)(?:,(\d*))?\}|[*+?]")
 
 
 def pattern_sampler(pattern: str) -> K.Gen | None:
-    """A value generator for simple anchored patterns (literals, ``\\d``, ``[A-Z0-9_]`` classes, counts
-    ``{n}``/``{n,m}``/``?``/``+``/``*``), or ``None`` when the pattern uses anything else (groups, ``|``, ``.``)."""
+    """A value generator for simple patterns (literals, ``\\d``, ``[A-Z0-9_]`` classes, counts), else ``None``."""
     body = pattern[1:] if pattern.startswith("^") else pattern
     body = body[:-1] if body.endswith("$") else body
     pieces: list[tuple[list[str], int, int]] = []
@@ -111,11 +103,8 @@ def _time(rng: random.Random) -> tuple[Any, str]:
 
 
 def kind_for_parameter(name: str, schema: dict[str, Any]) -> K.Kind:
-    """The value generator and mention templates of one declared parameter (see the module docstring).
-
-    Examples the schema gives are drawn half of the time when another generator exists (``pattern``, bounds,
-    ``format``, the name's meaning), always otherwise; ``enum`` values always come from the enum.
-    """
+    """The :class:`Kind` of one declared parameter: ``enum`` values from the enum; the schema's ``examples``
+    half of the time when another generator fits (``pattern``, bounds, ``format``, the name), else always."""
     s = _unwrap(schema)
     t = s.get("type")
     lname = name.lower()
@@ -171,10 +160,8 @@ def kind_for_parameter(name: str, schema: dict[str, Any]) -> K.Kind:
 
 
 def tool_specs(declarations: list[dict[str, Any]]) -> list[D.TrainingTool]:
-    """:class:`model.training.data.TrainingTool` s of OpenAI-style declarations (``agent.declarations()``).
-
-    The spoken action is the description's first sentence (``"Order seed packets."`` -> ``order seed
-    packets``), or the name as words.
+    """:class:`TrainingTool` s of OpenAI-style declarations, the action spoken as the description's first
+    sentence or the name as words.
 
     Raises:
         ValueError: a declaration without a name, or with a parameter that is an object or an array of objects
@@ -209,17 +196,8 @@ def tool_specs(declarations: list[dict[str, Any]]) -> list[D.TrainingTool]:
 
 
 class BundleGenerator(D.Generator):
-    """:class:`model.training.data.Generator` over one bundle's tools only.
-
-    Args:
-        declarations: the bundle's tool declarations, in bundle order (all of them are in every prompt).
-        system_prompt: the bundle's system prompt (every prompt has it), or ``None``.
-        seed: the same ``(seed, split)`` always yields the same stream.
-        split: ``"train"`` or ``"heldout"``.
-
-    Raises:
-        ValueError: see :func:`tool_specs`; an unknown split.
-    """
+    """:class:`model.training.data.Generator` over one bundle's ``declarations`` (all in every prompt, in order)
+    under its ``system_prompt``; ``ValueError``: see :func:`tool_specs`, or an unknown split."""
 
     def __init__(
         self,
@@ -268,11 +246,8 @@ def train_and_heldout(
     n_heldout: int,
     seed: int = 0,
 ) -> tuple[list[D.Example], list[D.Example]]:
-    """The training examples and the held-out ones, no held-out request text in the training ones.
-
-    Raises:
-        ValueError: see :class:`BundleGenerator`.
-    """
+    """The training and held-out examples, no held-out request in the training ones (``ValueError``: see
+    :class:`BundleGenerator`)."""
     train = BundleGenerator(declarations, system_prompt, seed, "train").take(n_train)
     seen = {_last_user(e) for e in train}
     gen = BundleGenerator(declarations, system_prompt, seed, "heldout")

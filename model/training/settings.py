@@ -150,11 +150,6 @@ class TrainConfig:
     from_stage: int | None = None
 
 
-# --------------------------------------------------------------------------------------------------------------
-# Model config
-# --------------------------------------------------------------------------------------------------------------
-
-
 def build_model_config(cfg: TrainConfig) -> Any:
     """``DiffusionGemmaConfig`` for the embedded checkpoint: :func:`model.checkpoint.config.small_config` sized by ``cfg``."""
     return small_config(
@@ -173,13 +168,8 @@ def build_model_config(cfg: TrainConfig) -> Any:
 
 
 def build_model(cfg: TrainConfig, tok: Any) -> Any:
-    """A fresh model for ``cfg``: ``DiffusionGemmaForBlockDiffusion``, or ``DiffusionGemmaWithCopyHead`` (its
-    variant tables filled from ``tok``) with ``cfg.copy_head``; ``cfg.init_from`` weights loaded where names and
-    shapes match.
-
-    Raises:
-        ValueError: if ``cfg.init_from`` has no ``model.safetensors`` or shares no weight with the model.
-    """
+    """A fresh model for ``cfg`` (with ``cfg.copy_head``, a ``DiffusionGemmaWithCopyHead`` whose tables come from
+    ``tok``), ``cfg.init_from``'s weights loaded where names and shapes match (``ValueError`` if none does)."""
     import transformers
 
     config = build_model_config(cfg)
