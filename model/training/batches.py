@@ -12,8 +12,8 @@ from typing import Any
 import torch
 
 from grammar import special_tokens as st
-from model.training.data import render_prompt
 from model.training.labels import example_labels
+from model.training.render import render_prompt
 from model.training.settings import TrainConfig
 
 

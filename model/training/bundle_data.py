@@ -14,6 +14,7 @@ from typing import Any
 from model.training import data as D
 from model.training import kinds as K
 from model.training import values as V
+from model.training.catalog import TrainingTool
 
 #: Share of each kind of example in a bundle's stream.
 BUNDLE_KIND_WEIGHTS: tuple[tuple[str, float], ...] = (
@@ -159,7 +160,7 @@ def kind_for_parameter(name: str, schema: dict[str, Any]) -> K.Kind:
     return K.Kind((name,), s, gen, mentions)
 
 
-def tool_specs(declarations: list[dict[str, Any]]) -> list[D.TrainingTool]:
+def tool_specs(declarations: list[dict[str, Any]]) -> list[TrainingTool]:
     """:class:`TrainingTool` s of OpenAI-style declarations, the action spoken as the description's first
     sentence or the name as words.
 
@@ -191,7 +192,7 @@ def tool_specs(declarations: list[dict[str, Any]]) -> list[D.TrainingTool]:
         desc = str(f.get("description") or "").strip()
         first = desc.split(".")[0].strip() if desc else ""
         action = first[0].lower() + first[1:] if first else V.natural(name)
-        specs.append(D.TrainingTool(name, desc, params, kinds, action, "bundle"))
+        specs.append(TrainingTool(name, desc, params, kinds, action, "bundle"))
     return specs
 
 
@@ -217,11 +218,11 @@ class BundleGenerator(D.Generator):
         self.declarations = [dict(d) for d in declarations]
         self.system_prompt = system_prompt
 
-    def tool(self) -> D.TrainingTool:
+    def tool(self) -> TrainingTool:
         """One of the bundle's tools, uniformly."""
         return self.rng.choice(self.specs)
 
-    def _toolset(self, main: list[D.TrainingTool], extra_max: int = 3) -> list[D.TrainingTool]:
+    def _toolset(self, main: list[TrainingTool], extra_max: int = 3) -> list[TrainingTool]:
         return list(self.specs)
 
     def _system(self) -> list[dict[str, Any]]:

@@ -27,31 +27,12 @@ from model.training.catalog import (
     split_of,
 )
 from model.training.kinds import OPENERS, SYSTEM_PROMPTS, Kind
-from model.training.render import (
-    format_call,
-    format_value,
-    render_declaration,
-    render_prompt,
-    strip_descriptions,
-)
+from model.training.render import render_prompt, strip_descriptions
 from model.training.tables import frozen, load
+from model.turn.declarations import format_call
 
 #: The words of the dialogues (``tables/dialogue.json``): mention and answer templates, small talk, endings.
 DIALOGUE: dict[str, Any] = frozen(load("dialogue"))
-
-__all__ = [
-    "Example",
-    "Generator",
-    "Kind",
-    "TrainingTool",
-    "corpus_texts",
-    "format_call",
-    "format_value",
-    "render_declaration",
-    "render_prompt",
-    "sanity_check",
-    "strip_descriptions",
-]
 
 
 @dataclass
@@ -410,19 +391,15 @@ class Generator:
         vals: list[tuple[Any, str]] = []
         while len(vals) < k:
             v = kind.gen(rng)
-            if all(v[0] != x[0] for x in vals):
-                vals.append(v)
-            elif len(vals) == 0:
-                continue
-            else:
+            if any(v[0] == x[0] for x in vals):
                 break
+            vals.append(v)
         if len(vals) < 2:
             return self._ex_call()
-        calls = []
-        for v, _ in vals:
-            a = dict(args)
-            a[vary] = v
-            calls.append((tool.name, {key: a[key] for key in props if key in a}))
+        calls = [
+            (tool.name, {p: v if p == vary else args[p] for p in props if p in args or p == vary})
+            for v, _ in vals
+        ]
         spoken = [s for _, s in vals]
         listed = ", ".join(spoken[:-1]) + " and " + spoken[-1]
         other = [
@@ -504,16 +481,14 @@ class Generator:
             t for t in nxt.tools if t["function"]["name"] == called
         ):
             return nxt  # two different tools share the name: keep the plain call
-        tools = first.tools + [
-            t for t in nxt.tools if t["function"]["name"] not in {x["function"]["name"] for x in first.tools}
-        ]
+        tools = first.tools + [t for t in nxt.tools if t["function"]["name"] not in declared]
         msgs = [
             *first.messages,
             {"role": "assistant", "content": first.target[: -len(st.TURN_END)]},
             nxt.messages[-1],
         ]
         if len(tools) > 6:
-            keep = {nxt.calls[0][0]} | {m["name"] for m in first.messages if m["role"] == "tool"}
+            keep = {called} | {m["name"] for m in first.messages if m["role"] == "tool"}
             tools = [t for t in tools if t["function"]["name"] in keep] + [
                 t for t in tools if t["function"]["name"] not in keep
             ][:2]

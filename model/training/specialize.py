@@ -148,14 +148,8 @@ def length_batches(data: list[Any], batch_size: int, rng: random.Random) -> Any:
 
 def shared_prefix(prompts: list[list[int]]) -> list[int]:
     """The longest token prefix every prompt starts with."""
-    first = prompts[0]
-    n = len(first)
-    for p in prompts[1:]:
-        k = 0
-        while k < min(n, len(p)) and p[k] == first[k]:
-            k += 1
-        n = k
-    return first[:n]
+    first, n = prompts[0], min(len(p) for p in prompts)
+    return first[: next((i for i in range(n) if any(p[i] != first[i] for p in prompts)), n)]
 
 
 def _scores(r: dict[str, Any]) -> dict[str, Any]:

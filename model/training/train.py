@@ -33,8 +33,10 @@ from model.training.batches import (
     make_batch,
     word_token_table,
 )
-from model.training.data import DEFAULT_MASKBENCH, Generator, copy_drill, corpus_texts, strip_descriptions
+from model.training.catalog import DEFAULT_MASKBENCH
+from model.training.data import Generator, copy_drill, corpus_texts
 from model.training.losses import ar_readout, copy_diffusion_loss, diffusion_loss
+from model.training.render import strip_descriptions
 from model.training.settings import TrainConfig, build_model, build_model_config, generation_config
 
 __all__ = [
@@ -101,22 +103,8 @@ def heldout_loss(
             for tv in (0.25, 0.5, 1.0):
                 t = torch.full((len(items),), tv, device=device)
                 with autocast():
-                    if cfg.copy_head:
-                        loss, stats = copy_diffusion_loss(
-                            model, b, cfg, generator=g, t=t, draws=1, self_cond_p=0.0
-                        )
-                        loss = torch.tensor(stats["mix_nll"])
-                    else:
-                        loss, stats = diffusion_loss(
-                            model,
-                            b,
-                            vocab_size=cfg.vocab_size,
-                            self_cond_p=0.0,
-                            pad_weight=cfg.pad_weight,
-                            generator=g,
-                            t=t,
-                        )
-                out["loss"].append(float(loss))
+                    loss, stats = _step_loss(model, b, cfg, g, True, t)
+                out["loss"].append(float(torch.tensor(stats["mix_nll"]) if cfg.copy_head else loss))
                 if tv == 0.25 and cfg.copy_head:
                     out.setdefault("copy_t025", []).append(stats["copy_acc"])
                 if tv == 1.0:
@@ -259,19 +247,25 @@ def _optimizer(model: Any, cfg: TrainConfig, state: dict[str, Any] | None) -> An
 
 
 def _step_loss(
-    model: Any, batch: dict[str, Any], cfg: TrainConfig, gen: Any, with_stats: bool
+    model: Any, batch: dict[str, Any], cfg: TrainConfig, gen: Any, with_stats: bool, t: Any = None
 ) -> tuple[Any, Any]:
-    """The training loss of one batch: the copy head's (:func:`copy_diffusion_loss`) or the plain diffusion loss."""
+    """The loss of one batch, the copy head's or the plain diffusion loss; at fixed noise levels ``t`` (held-out)
+    with one draw and neither self-conditioning nor the AR loss."""
+    sc_p = cfg.self_cond_p if t is None else 0.0
     if cfg.copy_head:
-        return copy_diffusion_loss(model, batch, cfg, generator=gen, with_stats=with_stats)
+        draws = None if t is None else 1
+        return copy_diffusion_loss(
+            model, batch, cfg, generator=gen, t=t, draws=draws, self_cond_p=sc_p, with_stats=with_stats
+        )
     return diffusion_loss(
         model,
         batch,
         vocab_size=cfg.vocab_size,
-        self_cond_p=cfg.self_cond_p,
+        self_cond_p=sc_p,
         pad_weight=cfg.pad_weight,
         generator=gen,
-        ar_weight=cfg.ar_weight,
+        t=t,
+        ar_weight=cfg.ar_weight if t is None else 0.0,
     )
 
 
