@@ -444,22 +444,17 @@ def weather_request(rng: random.Random) -> tuple[str, str, dict[str, Any], list[
     unit_phrase = rng.choice(PLACES["IMPERIAL"]) if imperial else ""
     r = rng.random()
     binds = [("place", place)]
+    args: dict[str, Any] = {"place": place}
+    if r >= 0.9:
+        return say(rng, QUESTIONS, "geocode", p=place), "geocode", args, binds
     if r < 0.45:
-        q = say(rng, QUESTIONS, "current_weather", p=place)
-        q = q.rstrip("?.") + unit_phrase + q[len(q.rstrip("?.")) :]
-        args: dict[str, Any] = {"place": place}
-        if imperial:
-            args["units"] = "imperial"
-        return q, "get_current_weather", args, binds
-    if r < 0.9:
-        args = {"place": place}
-        q = _forecast_question(rng, place, args, binds)
-        q = q.rstrip("?.") + unit_phrase + q[len(q.rstrip("?.")) :]
-        if imperial:
-            args["units"] = "imperial"
-        return q, "get_forecast", args, binds
-    q = say(rng, QUESTIONS, "geocode", p=place)
-    return q, "geocode", {"place": place}, binds
+        tool, q = "get_current_weather", say(rng, QUESTIONS, "current_weather", p=place)
+    else:
+        tool, q = "get_forecast", _forecast_question(rng, place, args, binds)
+    q = q.rstrip("?.") + unit_phrase + q[len(q.rstrip("?.")) :]  # the units phrase before the final mark
+    if imperial:
+        args["units"] = "imperial"
+    return q, tool, args, binds
 
 
 def bot_response(rng: random.Random, tool: str, args: dict[str, Any]) -> dict[str, Any]:

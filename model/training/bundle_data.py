@@ -162,12 +162,7 @@ def kind_for_parameter(name: str, schema: dict[str, Any]) -> K.Kind:
 
 def tool_specs(declarations: list[dict[str, Any]]) -> list[TrainingTool]:
     """:class:`TrainingTool` s of OpenAI-style declarations, the action spoken as the description's first
-    sentence or the name as words.
-
-    Raises:
-        ValueError: a declaration without a name, or with a parameter that is an object or an array of objects
-            (the dialogue generator writes scalar and scalar-list values only).
-    """
+    sentence or the name as words (``ValueError`` for a nameless declaration or an object parameter)."""
     specs = []
     for decl in declarations:
         f = decl.get("function", decl)

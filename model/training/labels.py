@@ -48,12 +48,8 @@ def _mentions(text: str, spoken: str) -> list[tuple[int, int]]:
 
 
 def call_value_spans(calls: list[tuple[str, dict[str, Any]]]) -> tuple[str, list[tuple[str, str, int, int]]]:
-    """The call part of a target and the character spans of its argument values.
-
-    Returns:
-        ``(text, [(tool, parameter, start, end)])`` where ``text`` is ``"".join(format_call(...))`` and each
-        span covers one top-level argument's value (a string's text without its ``<|"|>`` delimiters).
-    """
+    """``(text, [(tool, parameter, start, end)])``: the calls as ``format_call`` writes them and the span of each
+    top-level argument's value (a string's without its ``<|"|>`` delimiters)."""
     q = st.STRING_DELIM
     text, spans = "", []
     for name, args in calls:

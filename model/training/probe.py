@@ -62,16 +62,10 @@ def _denoised_once(
 
 
 def copy_probe(checkpoint: str, n: int = 200, threads: int = 1) -> dict[str, Any]:
-    """The probe on the checkpoint folder ``checkpoint`` over ``n`` held-out calls (one canvas each).
-
-    Returns:
-        ``n_examples``, ``n_target_tokens``, ``n_copied_tokens`` and, for each of ``ar``, ``diffusion_t0.25``,
-        ``diffusion_t0.5``, ``diffusion_t1.0``, ``{"all": acc, "copied": acc}``.
-
-    Raises:
-        ValueError: if ``n < 1``.
-        OSError: if the checkpoint folder cannot be loaded.
-    """
+    """The probe of the checkpoint folder ``checkpoint`` on ``n`` held-out calls: ``n_examples``,
+    ``n_target_tokens``, ``n_copied_tokens`` and, for each of ``ar``, ``diffusion_t0.25``, ``diffusion_t0.5``,
+    ``diffusion_t1.0``, ``{"all": acc, "copied": acc}``. ``ValueError`` if ``n < 1``, ``OSError`` if it does not
+    load."""
     if n < 1:
         raise ValueError(f"n must be >= 1, got {n}")
 

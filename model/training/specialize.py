@@ -82,11 +82,8 @@ class PrefixEncoder:
         self.hidden = out.last_hidden_state  # [1, L0, H]
 
     def encode(self, ids: Any) -> tuple[Any, Any]:
-        """``(cache, last_hidden_state [B, n, H])`` of prompts ``ids`` [B, n] (no padding) starting with the prefix.
-
-        Raises:
-            ValueError: a prompt that does not start with the prefix (cut by ``max_prompt``).
-        """
+        """``(cache, last_hidden_state [B, n, H])`` of unpadded prompts ``ids`` [B, n] (``ValueError`` unless each
+        starts with the prefix)."""
         m = self.model
         B, n = ids.shape
         L0 = len(self.prefix)
