@@ -424,13 +424,10 @@ def _forecast_question(
     else:
         iso, spoken = V.date_iso(rng)
         iso = "2026" + iso[4:]
-        spoken = (
-            iso
-            if rng.random() < 0.5
-            else spoken.replace(spoken[-4:], "2026")
-            if spoken[-4:].isdigit()
-            else iso
-        )
+        if rng.random() >= 0.5 and spoken[-4:].isdigit():
+            spoken = spoken.replace(spoken[-4:], "2026")
+        else:
+            spoken = iso
         q = say(rng, QUESTIONS, "forecast_date", p=place, d=spoken)
         args["date"] = iso
         binds.append(("date", spoken))

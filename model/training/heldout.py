@@ -11,26 +11,15 @@ from model.training.data import Example, Generator
 _CALL_KINDS = ("call", "parallel", "multi_call", "followup_call", "bot_call")
 
 
-def _canon(v: Any) -> Any:
-    if isinstance(v, float) and v.is_integer():
-        return int(v)
-    if isinstance(v, dict):
-        return {k: _canon(x) for k, x in v.items()}
-    if isinstance(v, list):
-        return [_canon(x) for x in v]
-    return v
-
-
 def calls_match(expected: list[tuple[str, dict[str, Any]]], got: list[tuple[str, dict[str, Any]]]) -> bool:
-    """Order-free exact match of calls (``1.0 == 1``)."""
-    rest = [(n, _canon(a)) for n, a in got]
+    """Order-free exact match of calls (Python's ``==``: ``1.0 == 1``, at any depth)."""
+    rest = [(n, a) for n, a in got]
     if len(rest) != len(expected):
         return False
     for n, a in expected:
-        key = (n, _canon(a))
-        if key not in rest:
+        if (n, a) not in rest:
             return False
-        rest.remove(key)
+        rest.remove((n, a))
     return True
 
 
@@ -78,7 +67,7 @@ def argument_hits(
             number = isinstance(value, (int, float)) and not isinstance(value, bool)
             kind = "number" if number else "string" if isinstance(value, str) else type(value).__name__
             mine = got.get(name, {})
-            out.append((kind, key in mine and _canon(mine[key]) == _canon(value)))
+            out.append((kind, key in mine and mine[key] == value))
     return out
 
 
