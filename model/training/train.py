@@ -104,6 +104,7 @@ def heldout_loss(
                 t = torch.full((len(items),), tv, device=device)
                 with autocast():
                     loss, stats = _step_loss(model, b, cfg, g, True, t)
+                # the copy head's held-out loss is its mixture NLL, a float32 like the plain loss
                 out["loss"].append(float(torch.tensor(stats["mix_nll"]) if cfg.copy_head else loss))
                 if tv == 0.25 and cfg.copy_head:
                     out.setdefault("copy_t025", []).append(stats["copy_acc"])
@@ -412,7 +413,8 @@ def train(cfg: TrainConfig, *, optimizer_state: dict[str, Any] | None = None) ->
     schedule is fitted to the budget once the step time is known.
 
     Raises:
-        ValueError: a bad option or device, a resumed run with other copy-head options (:func:`_autocast_for`).
+        ValueError: a bad option or device (:func:`_autocast_for`), or a run to resume saved with other
+            copy-head options.
     """
     from rich.console import Console
 
