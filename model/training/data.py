@@ -353,7 +353,7 @@ class Generator:
             if r < acc:
                 kind = k
                 break
-        return getattr(self, "_ex_" + kind)()
+        return getattr(self, "_ex_" + kind)()  # one _ex_<kind> method per kind name
 
     def _calls_target(self, calls: list[tuple[str, dict[str, Any]]]) -> str:
         return "".join(format_call(n, a) for n, a in calls) + st.TOOL_RESPONSE_START
