@@ -381,12 +381,8 @@ def _read_file_request(rng: random.Random) -> tuple[str, str, dict[str, Any], li
     end = start + rng.randint(3, 60)
     if rng.random() < 0.6:
         q = say(rng, QUESTIONS, "read_lines", a=str(start), b=str(end), p=path)
-        return (
-            q,
-            "read_file",
-            {"path": path, "start_line": start, "end_line": end},
-            [("path", path), ("start_line", str(start)), ("end_line", str(end))],
-        )
+        args = {"path": path, "start_line": start, "end_line": end}
+        return q, "read_file", args, [(k, str(v)) for k, v in args.items()]
     q = say(rng, QUESTIONS, "read_file", p=path)
     return q, "read_file", {"path": path}, [("path", path)]
 

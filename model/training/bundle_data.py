@@ -40,6 +40,7 @@ def _unwrap(schema: dict[str, Any]) -> dict[str, Any]:
 
 _ATOM = re.compile(r"\\d|\[[^\]]+\]|\\.|[^\\\[\]{}()*+?|^$.]")
 _COUNT = re.compile(r"\{(\d+)(?:,(\d*))?\}|[*+?]")
+_QUANTIFIERS = {"?": (0, 1), "+": (1, 4), "*": (0, 4)}
 
 
 def pattern_sampler(pattern: str) -> K.Gen | None:
@@ -77,13 +78,8 @@ def pattern_sampler(pattern: str) -> K.Gen | None:
         c = _COUNT.match(body, i)
         if c is not None:
             i = c.end()
-            q = c.group(0)
-            if q == "?":
-                lo, hi = 0, 1
-            elif q == "+":
-                lo, hi = 1, 4
-            elif q == "*":
-                lo, hi = 0, 4
+            if c.group(0) in _QUANTIFIERS:
+                lo, hi = _QUANTIFIERS[c.group(0)]
             else:
                 lo = int(c.group(1))
                 hi = lo if c.group(2) is None else (int(c.group(2)) if c.group(2) else lo + 4)

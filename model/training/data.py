@@ -82,10 +82,7 @@ def _param_phrase(rng: random.Random, pname: str, kind: Kind, spoken: str, schem
             n = V.natural(pname)
     tmpl = rng.choice(kind.mentions)
     if schema.get("type") == "boolean":
-        if spoken == "yes":
-            tmpl = rng.choice(DIALOGUE["BOOL_ON"])
-        else:
-            tmpl = rng.choice(DIALOGUE["BOOL_OFF"])
+        tmpl = rng.choice(DIALOGUE["BOOL_ON" if spoken == "yes" else "BOOL_OFF"])
     return tmpl.format(n=n, v=spoken)
 
 
@@ -318,11 +315,9 @@ class Generator:
         return out
 
     def _system(self) -> list[dict[str, Any]]:
-        return (
-            [{"role": "system", "content": self.rng.choice(SYSTEM_PROMPTS)}]
-            if self.rng.random() < 0.5
-            else []
-        )
+        if self.rng.random() < 0.5:
+            return [{"role": "system", "content": self.rng.choice(SYSTEM_PROMPTS)}]
+        return []
 
     @staticmethod
     def _tool_calls_msg(calls: list[tuple[str, dict[str, Any]]], ids: list[str]) -> dict[str, Any]:

@@ -41,10 +41,8 @@ def _mentions(text: str, spoken: str) -> list[tuple[int, int]]:
     if not spoken:
         return []
     pat = r"(?<![A-Za-z0-9])" + re.escape(spoken) + r"(?![A-Za-z0-9])"
-    spans = [(m.start(), m.end()) for m in re.finditer(pat, text)]
-    if not spans:
-        spans = [(m.start(), m.end()) for m in re.finditer(pat, text, flags=re.IGNORECASE)]
-    return spans
+    exact = [(m.start(), m.end()) for m in re.finditer(pat, text)]
+    return exact or [(m.start(), m.end()) for m in re.finditer(pat, text, flags=re.IGNORECASE)]
 
 
 def call_value_spans(calls: list[tuple[str, dict[str, Any]]]) -> tuple[str, list[tuple[str, str, int, int]]]:
@@ -191,10 +189,7 @@ def example_labels(
         t_ids, t_off = align_copied_words(tok, prompt, p_ids, p_off, ex.target, t_ids, t_off)
     keys = declared_keys(tok, prompt, ex.tools)
     index = {(tool, k): j for j, (tool, k, _, _) in enumerate(keys)}
-    decl_pos = []
-    for _, _, s, e in keys:
-        toks = _overlap(p_off, s, e)
-        decl_pos.append(toks[-1] if toks else 0)
+    decl_pos = [(_overlap(p_off, s, e) or [0])[-1] for _, _, s, e in keys]
     bind = [IGNORE] * len(p_ids)
     req = last_user_span(tok, prompt)
     if req is not None and ex.calls:

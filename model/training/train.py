@@ -207,9 +207,7 @@ def _model_and_state(
     ``cfg.resume`` and a trainer state is there, else built fresh. Returns ``(model, state, step, total)``."""
     if not (cfg.resume and (ckpt / "trainer_state.pt").exists()):
         return build_model(cfg, tok).to(cfg.device), None, 0, cfg.steps
-    cls: Any = transformers.DiffusionGemmaForBlockDiffusion
-    if cfg.copy_head:
-        cls = DiffusionGemmaWithCopyHead
+    cls: Any = DiffusionGemmaWithCopyHead if cfg.copy_head else transformers.DiffusionGemmaForBlockDiffusion
     model = cls.from_pretrained(ckpt, local_files_only=True).to(cfg.device)
     saved = getattr(model.config, "copy_head", None)
     saved_rules = {r: bool(isinstance(saved, dict) and saved.get(r)) for r in COPY_HEAD_RULES}
