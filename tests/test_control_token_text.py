@@ -203,7 +203,8 @@ def test_lone_surrogates_are_escaped_not_fatal(tok):
 
 def test_ordinary_text_keeps_the_ids_the_checkpoint_was_trained_on(tok):
     """The shipped checkpoint sees exactly the ids of training (``render_prompt`` + plain tokenization)."""
-    from model.training.data import Generator, render_prompt
+    from model.training.data import Generator
+    from model.training.render import render_prompt
 
     examples = Generator(7).take(150)
     assert {e.kind for e in examples} >= {"call", "parallel", "answer_after_tool", "no_tool"}

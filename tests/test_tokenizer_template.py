@@ -6,7 +6,9 @@ import pytest
 
 from grammar import special_tokens as st
 from model.checkpoint.tokenizer import build_tokenizer
-from model.training.data import Generator, format_call, format_value, render_prompt
+from model.training.data import Generator
+from model.training.render import render_prompt
+from model.turn.declarations import format_call, format_value
 
 TOOLS = [
     {

@@ -56,7 +56,8 @@ def test_one_pass_denoising_reproduces_a_training_style_call():
     """
     from transformers import AutoTokenizer, DiffusionGemmaForBlockDiffusion
 
-    from model.training.data import Generator, render_prompt
+    from model.training.data import Generator
+    from model.training.render import render_prompt
 
     model = DiffusionGemmaForBlockDiffusion.from_pretrained(CKPT, local_files_only=True).eval()
     tok = AutoTokenizer.from_pretrained(CKPT)

@@ -229,7 +229,7 @@ def test_autoregressive_auxiliary_loss_keeps_the_decoder_view_and_learns_copying
 
 
 def test_terse_declarations_drop_descriptions_only():
-    from model.training.data import render_declaration, strip_descriptions
+    from model.training.render import render_declaration, strip_descriptions
 
     ex = next(e for e in Generator(4).take(50) if e.tools and e.kind == "call")
     terse = strip_descriptions(ex.tools)

@@ -42,12 +42,8 @@ def _option_type(hint: Any) -> Any:
 
 
 def parse_args(argv: list[str] | None = None) -> TrainConfig:
-    """Build a :class:`TrainConfig` from ``--field-name VALUE`` options (one per config field; its type from
-    the field's annotation, its help from the class docstring).
-
-    Raises:
-        SystemExit: on unknown options or bad values (argparse).
-    """
+    """A :class:`TrainConfig` from ``--field-name VALUE`` options (typed by the fields, help from the docstring;
+    ``SystemExit`` on bad ones)."""
     ap = argparse.ArgumentParser(
         prog="python -m model.training",
         description="Train the agentkit-tiny checkpoint (docs/TRAINING.md has the recipe).",

@@ -12,26 +12,16 @@ from typing import Any
 import torch
 
 from grammar import special_tokens as st
-from model.training.data import render_prompt
 from model.training.labels import example_labels
+from model.training.render import render_prompt
 from model.training.settings import TrainConfig
-
-# --------------------------------------------------------------------------------------------------------------
-# Data
-# --------------------------------------------------------------------------------------------------------------
 
 
 @dataclass
 class Encoded:
-    """Token ids of one example: ``prompt`` (rendered chat prompt) and ``target`` (model continuation).
-
-    ``decl_pos``, ``bind``, ``key``, ``ptr``: the copy head's binding labels (:mod:`model.training.labels`; empty
-    without the copy head).
-
-    ``copied[i]`` is True where ``target[i]`` is a word-like token (letters or digits) that occurs in the prompt
-    after the system turn (the request, earlier calls, tool responses) but not in the system turn (tool names,
-    keys and descriptions, which the schema constraint forces anyway): a value the model must copy.
-    """
+    """Token ids of one example's rendered ``prompt`` and ``target``; ``copied[i]``: ``target[i]`` is a word-like
+    token of the prompt after the system turn and not in it (a value to copy); ``decl_pos``, ``bind``, ``key``,
+    ``ptr``: the copy head's labels (:mod:`model.training.labels`)."""
 
     prompt: list[int]
     target: list[int]
@@ -54,8 +44,7 @@ def word_token_table(tok: Any) -> list[bool]:
 def encode_labelled(
     tok: Any, examples: list[Any], word_table: list[bool], *, align_copies: bool = False
 ) -> list[Encoded]:
-    """Tokenize examples with the copy head's binding labels (:func:`model.training.labels.example_labels`;
-    ``align_copies`` spells copied words with their prompt tokens, :func:`~model.training.labels.align_copied_words`)."""
+    """Tokenize examples with the copy head's labels (:func:`model.training.labels.example_labels`)."""
     out = []
     for e in examples:
         lab = example_labels(tok, e, word_table, align_copies=align_copies)
@@ -64,10 +53,7 @@ def encode_labelled(
 
 
 def encode_examples(tok: Any, examples: list[Any], word_table: list[bool] | None = None) -> list[Encoded]:
-    """Tokenize examples (prompt and target separately, as at inference). ``tok``: PreTrainedTokenizerFast.
-
-    With ``word_table`` (from :func:`word_token_table`) each example also gets its ``copied`` flags.
-    """
+    """Tokenize examples (prompt and target apart, as at inference), with ``copied`` flags given ``word_table``."""
     prompts = [render_prompt(e.messages, e.tools) for e in examples]
     targets = [e.target for e in examples]
     p_ids = tok(prompts, add_special_tokens=False)["input_ids"]
@@ -126,18 +112,14 @@ def make_batch(
     pad_weight: float = 0.25,
     copy_weight: float = 0.0,
 ) -> dict[str, Any]:
-    """Collate examples into left-padded tensors.
-
-    For a target longer than one canvas a canvas-aligned window is drawn uniformly and the earlier target
-    tokens are appended to the prompt. Prompts longer than ``max_prompt`` keep their last ``max_prompt`` tokens.
+    """Collate examples into left-padded tensors: of a longer target, one canvas-aligned window drawn uniformly,
+    the earlier target tokens appended to the prompt; prompts keep their last ``max_prompt`` tokens.
 
     Returns:
-        dict with ``input_ids`` [B, P] int64, ``attention_mask`` [B, P] int64 (0 on left padding),
-        ``canvas`` [B, C] int64 (clean targets, ``<pad>`` after the end), ``is_target`` [B, C] bool,
-        ``weight`` [B, C] float32 (loss weight: ``pad_weight`` after the end of the target, ``1 + copy_weight``
-        on copied tokens, 1 elsewhere) and, when the items carry binding labels, ``decl_pos`` [B, K] int64,
-        ``decl_valid`` [B, K] bool, ``bind`` [B, P] int64 (-100: no label), ``key`` [B, C] int64 (-100: no
-        label) and ``ptr`` [B, C] bool (see :mod:`model.training.labels`).
+        ``input_ids``, ``attention_mask`` [B, P] int64, ``canvas`` [B, C] int64 (``<pad>`` after the target),
+        ``is_target`` [B, C] bool, ``weight`` [B, C] float32 (``pad_weight`` after the target, ``1 +
+        copy_weight`` on copied tokens, else 1) and, with labels, ``decl_pos`` [B, K] int64, ``decl_valid``
+        [B, K] bool, ``bind`` [B, P], ``key`` [B, C] int64 (-100: no label) and ``ptr`` [B, C] bool.
     """
     C = canvas_length
     labelled = all(it.bind for it in items)
@@ -193,13 +175,9 @@ def device_batch(items: list[Encoded], cfg: TrainConfig, rng: random.Random, dev
 
 
 def batches(data: list[Encoded], cfg: TrainConfig, rng: random.Random) -> Any:
-    """Endless iterator of length-bucketed batches (lists of :class:`Encoded`): each pass shuffles ``data``, sorts
-    buckets of ``batch_size x bucket_mult`` examples (fewer when ``data`` is smaller) by length and yields their
-    batches in random order.
-
-    Raises:
-        ValueError: if ``data`` holds fewer than ``cfg.batch_size`` examples (at the first ``next``).
-    """
+    """Endless length-bucketed batches of :class:`Encoded`: each pass shuffles ``data``, sorts buckets of
+    ``batch_size x bucket_mult`` by length and yields their batches in random order (``ValueError`` at the first
+    ``next`` when ``data`` cannot fill a batch)."""
     if len(data) < cfg.batch_size:
         raise ValueError(
             f"{len(data)} training examples cannot fill one batch of --batch-size {cfg.batch_size}"

@@ -1,15 +1,7 @@
-"""Training dialogues in the example bots' domains (code search, weather), with their real declarations.
-
-The declarations and system prompts are the bundles' own (``examples/*/bundle.yaml``), snapshotted in
-``bot_tools.json`` (``tests/test_training_data.py`` checks the snapshot against the live bundles, so a tool
-change cannot silently drift from the training data). Requests are natural questions ("Where is the class
-FooBar defined?", "What's the forecast for Lyon for the next 4 days?"); tool responses have the real tools'
-shapes (``tools/code_search.py``, ``tools/weather.py``) with invented contents; final answers quote the
-response (path:line, temperature and units), as the bundles' system prompts ask.
-
-Identifiers, places, paths and numbers are drawn from large generated pools so the model learns to copy
-rather than to remember. The exact questions of the end-to-end tests (``tests/test_examples_e2e.py``) are
-never produced, and the identifier ``load_bundle`` never occurs.
+"""Training dialogues in the example bots' domains (code search, weather) with the bundles' own declarations and
+system prompts (snapshot ``bot_tools.json``, checked against the bundles by the tests). Responses have the real
+tools' shapes with invented contents drawn from large pools (so the model learns to copy); answers quote them.
+The end-to-end tests' questions and the identifier ``load_bundle`` are never produced.
 """
 
 from __future__ import annotations
@@ -20,7 +12,6 @@ import random
 from pathlib import Path
 from typing import Any
 
-from grammar import special_tokens as st
 from model.training import values as V
 from model.training.tables import frozen, load, words
 
@@ -48,27 +39,18 @@ _FORBIDDEN_IDENTIFIERS = frozenset({"load_bundle"})
 
 
 def say(rng: random.Random, table: dict[str, tuple[str, ...]], purpose: str, **fields: Any) -> str:
-    """One of ``table[purpose]``'s templates, drawn with ``rng`` and filled with ``fields``.
-
-    Raises:
-        KeyError: no templates for ``purpose``, or a template names a field not given.
-    """
+    """One of ``table[purpose]``'s templates filled with ``fields`` (``KeyError`` for a missing one)."""
     return rng.choice(table[purpose]).format(**fields)
 
 
 def load_bot_tools(path: Path = BOT_TOOLS_PATH) -> dict[str, dict[str, Any]]:
-    """``{"code_search": {"system_prompt", "tools"}, "weather": {...}}`` from the snapshot.
-
-    Raises:
-        FileNotFoundError: if the snapshot is missing from the installation.
-    """
+    """``{"code_search": {"system_prompt", "tools"}, "weather": {...}}`` from the snapshot."""
     data: dict[str, dict[str, Any]] = json.loads(path.read_text(encoding="utf-8"))
     return data
 
 
 def identifier(rng: random.Random) -> str:
-    """A code identifier in one of the usual styles: ``parse_token_stream``, ``TokenCache``, ``Agent.run``,
-    ``_load_config``, ``getUserName``, ``MAX_RETRIES``, ``render2d``."""
+    """A code identifier: ``parse_token_stream``, ``TokenCache``, ``Agent.run``, ``_load``, ``MAX_RETRIES``..."""
     while True:
         n = rng.choice((1, 2, 2, 2, 3, 3))
         parts = [rng.choice(CODE_WORDS) for _ in range(n)]
@@ -136,10 +118,6 @@ def _doc(rng: random.Random) -> str:
             f"Check that the {rng.choice(CODE_WORDS)} is valid.",
         )
     )
-
-
-# -------------------------------------------------------------------------------------------------------------
-# code search
 
 
 def find_definition_response(
@@ -251,10 +229,6 @@ def read_file_response(rng: random.Random, path: str, start: int, end: int) -> d
     }
 
 
-# -------------------------------------------------------------------------------------------------------------
-# weather
-
-
 def _units(imperial: bool) -> tuple[str, str, str]:
     return ("°F", "mph", "inch") if imperial else ("°C", "km/h", "mm")
 
@@ -355,35 +329,12 @@ def forecast_response(
     }
 
 
-def forecast_answer(rng: random.Random, resp: dict[str, Any]) -> str:
-    """The final answer to a ``get_forecast`` result (up to three days quoted)."""
-    p, tu = resp["place"]["name"], resp["units"]["temperature_max"]
-    bits = [
-        f"{r['date']}: {r['conditions']}, {r['temperature_min']} to {r['temperature_max']} {tu}"
-        for r in resp["days"][:3]
-    ]
-    more = f" ({len(resp['days'])} days in total)" if len(resp["days"]) > 3 else ""
-    lead = say(rng, ANSWERS, "forecast_lead", p=p)
-    return lead + "; ".join(bits) + more + "."
-
-
 def geocode_response(rng: random.Random, place: str, count: int = 1) -> dict[str, Any]:
     """A ``geocode`` result shaped like ``tools.weather.geocode``'s."""
     return {"matches": [_place_info(rng, place) for _ in range(max(1, min(count, 3)))]}
 
 
-def geocode_answer(rng: random.Random, resp: dict[str, Any]) -> str:
-    """The final answer to a ``geocode`` result."""
-    m = resp["matches"][0]
-    return say(rng, ANSWERS, "geocode", **m)
-
-
-# -------------------------------------------------------------------------------------------------------------
-# requests
-
-
 def _find_definition_request(rng: random.Random) -> tuple[str, str, dict[str, Any], list[tuple[str, str]]]:
-    """A ``find_definition`` question (a name, sometimes a kind or a result cap)."""
     name = identifier(rng)
     kind = _kind_of(name)
     args: dict[str, Any] = {"name": name}
@@ -405,7 +356,6 @@ def _find_definition_request(rng: random.Random) -> tuple[str, str, dict[str, An
 
 
 def _search_code_request(rng: random.Random) -> tuple[str, str, dict[str, Any], list[tuple[str, str]]]:
-    """A ``search_code`` question (a pattern, sometimes a glob)."""
     pat = rng.choice(
         (
             identifier(rng),
@@ -426,18 +376,13 @@ def _search_code_request(rng: random.Random) -> tuple[str, str, dict[str, Any], 
 
 
 def _read_file_request(rng: random.Random) -> tuple[str, str, dict[str, Any], list[tuple[str, str]]]:
-    """A ``read_file`` question (a path, sometimes a line range)."""
     path = source_path(rng, rng.choice(("py", "py", "md", "toml")))
     start = rng.randint(1, 300)
     end = start + rng.randint(3, 60)
     if rng.random() < 0.6:
         q = say(rng, QUESTIONS, "read_lines", a=str(start), b=str(end), p=path)
-        return (
-            q,
-            "read_file",
-            {"path": path, "start_line": start, "end_line": end},
-            [("path", path), ("start_line", str(start)), ("end_line", str(end))],
-        )
+        args = {"path": path, "start_line": start, "end_line": end}
+        return q, "read_file", args, [(k, str(v)) for k, v in args.items()]
     q = say(rng, QUESTIONS, "read_file", p=path)
     return q, "read_file", {"path": path}, [("path", path)]
 
@@ -458,8 +403,7 @@ _DAY_WORDS = {1: "today", 2: "tomorrow"}
 def _forecast_question(
     rng: random.Random, place: str, args: dict[str, Any], binds: list[tuple[str, str]]
 ) -> str:
-    """A forecast question for ``place``: a number of days, today/tomorrow or a date (written into ``args`` and
-    ``binds``)."""
+    """A forecast question: days, today/tomorrow or a date (written into ``args`` and ``binds``)."""
     t = rng.random()
     if t < 0.55:
         days = rng.randint(2, 14)
@@ -476,13 +420,10 @@ def _forecast_question(
     else:
         iso, spoken = V.date_iso(rng)
         iso = "2026" + iso[4:]
-        spoken = (
-            iso
-            if rng.random() < 0.5
-            else spoken.replace(spoken[-4:], "2026")
-            if spoken[-4:].isdigit()
-            else iso
-        )
+        if rng.random() >= 0.5 and spoken[-4:].isdigit():
+            spoken = spoken.replace(spoken[-4:], "2026")
+        else:
+            spoken = iso
         q = say(rng, QUESTIONS, "forecast_date", p=place, d=spoken)
         args["date"] = iso
         binds.append(("date", spoken))
@@ -496,30 +437,21 @@ def weather_request(rng: random.Random) -> tuple[str, str, dict[str, Any], list[
     unit_phrase = rng.choice(PLACES["IMPERIAL"]) if imperial else ""
     r = rng.random()
     binds = [("place", place)]
+    args: dict[str, Any] = {"place": place}
+    if r >= 0.9:
+        return say(rng, QUESTIONS, "geocode", p=place), "geocode", args, binds
     if r < 0.45:
-        q = say(rng, QUESTIONS, "current_weather", p=place)
-        q = q.rstrip("?.") + unit_phrase + q[len(q.rstrip("?.")) :]
-        args: dict[str, Any] = {"place": place}
-        if imperial:
-            args["units"] = "imperial"
-        return q, "get_current_weather", args, binds
-    if r < 0.9:
-        args = {"place": place}
-        q = _forecast_question(rng, place, args, binds)
-        q = q.rstrip("?.") + unit_phrase + q[len(q.rstrip("?.")) :]
-        if imperial:
-            args["units"] = "imperial"
-        return q, "get_forecast", args, binds
-    q = say(rng, QUESTIONS, "geocode", p=place)
-    return q, "geocode", {"place": place}, binds
+        tool, q = "get_current_weather", say(rng, QUESTIONS, "current_weather", p=place)
+    else:
+        tool, q = "get_forecast", _forecast_question(rng, place, args, binds)
+    q = q.rstrip("?.") + unit_phrase + q[len(q.rstrip("?.")) :]  # the units phrase before the final mark
+    if imperial:
+        args["units"] = "imperial"
+    return q, tool, args, binds
 
 
 def bot_response(rng: random.Random, tool: str, args: dict[str, Any]) -> dict[str, Any]:
-    """A realistic response of bot tool ``tool`` to ``args``.
-
-    Raises:
-        KeyError: for a tool that is not one of the bots'.
-    """
+    """A response of bot tool ``tool`` to ``args`` (``KeyError`` for another tool or missing arguments)."""
     if tool == "find_definition":
         return find_definition_response(rng, args["name"], args.get("kind", "any"))
     if tool == "search_code":
@@ -548,18 +480,20 @@ def bot_answer(rng: random.Random, tool: str, args: dict[str, Any], resp: dict[s
         return f"Lines {resp['start_line']}-{resp['end_line']} of {resp['path']} start with `{first.split(': ', 1)[-1]}`."
     if tool == "get_current_weather":
         return current_weather_answer(rng, resp)
-    if tool == "get_forecast":
-        return forecast_answer(rng, resp)
-    return geocode_answer(rng, resp)
+    if tool == "get_forecast":  # up to three days quoted
+        tu = resp["units"]["temperature_max"]
+        bits = [
+            f"{r['date']}: {r['conditions']}, {r['temperature_min']} to {r['temperature_max']} {tu}"
+            for r in resp["days"][:3]
+        ]
+        more = f" ({len(resp['days'])} days in total)" if len(resp["days"]) > 3 else ""
+        return say(rng, ANSWERS, "forecast_lead", p=resp["place"]["name"]) + "; ".join(bits) + more + "."
+    return say(rng, ANSWERS, "geocode", **resp["matches"][0])
 
 
 def bot_example_parts(rng: random.Random) -> dict[str, Any]:
-    """One bot-domain exchange: the bundle, question, call, response and answer.
-
-    Returns:
-        dict with ``domain``, ``system_prompt``, ``tools`` (OpenAI-style), ``question``, ``tool``, ``arguments``,
-        ``bindings`` (``[(parameter, spoken)]``), ``response`` (dict) and ``answer`` (str).
-    """
+    """One bot-domain exchange: ``domain``, ``system_prompt``, ``tools`` (OpenAI-style), ``question``, ``tool``,
+    ``arguments``, ``bindings`` (``[(parameter, spoken)]``), ``response`` and ``answer``."""
     bots = load_bot_tools()
     domain = rng.choice(("code_search", "weather"))
     while True:
@@ -577,5 +511,4 @@ def bot_example_parts(rng: random.Random) -> dict[str, Any]:
         "bindings": binds,
         "response": resp,
         "answer": bot_answer(rng, tool, args, resp),
-        "eot": st.TURN_END,
     }

@@ -1,15 +1,8 @@
 """Synthetic dialogues for one bundle's own tools (what ``agentkit specialize`` trains on).
 
-The requests are built from each declared parameter alone: its name (spoken as words), type, description,
-``enum``, ``format`` (``date``, ``email``, ``time``), bounds (``minimum``/``maximum``), ``pattern`` (a small
-sampler for character classes and counts) and ``examples`` (the values a tool's author gave), with the
-mention templates and request shapes of :mod:`model.training.data`. Every prompt declares all of the bundle's
-tools in bundle order under its system prompt, as the agent does at run time.
-
-Kinds of examples: a single call, parallel calls of one tool, calls of two tools in one request, the final
-answer after tool responses, a second request after a finished exchange (multi-turn), and a request no tool is
-needed for. The ``heldout`` split is a disjoint random stream, and no held-out request text occurs in the
-training stream (:func:`train_and_heldout` drops any that does).
+Values come from each declared parameter alone (name, type, ``enum``, ``format``, bounds, ``pattern``,
+``examples``), requests from the templates of :mod:`model.training.data`; every prompt declares all of the
+bundle's tools under its system prompt, as the agent does. No held-out request occurs in the training stream.
 """
 
 from __future__ import annotations
@@ -21,6 +14,7 @@ from typing import Any
 from model.training import data as D
 from model.training import kinds as K
 from model.training import values as V
+from model.training.catalog import TrainingTool
 
 #: Share of each kind of example in a bundle's stream.
 BUNDLE_KIND_WEIGHTS: tuple[tuple[str, float], ...] = (
@@ -46,11 +40,11 @@ def _unwrap(schema: dict[str, Any]) -> dict[str, Any]:
 
 _ATOM = re.compile(r"\\d|\[[^\]]+\]|\\.|[^\\\[\]{}()*+?|^$.]")
 _COUNT = re.compile(r"\{(\d+)(?:,(\d*))?\}|[*+?]")
+_QUANTIFIERS = {"?": (0, 1), "+": (1, 4), "*": (0, 4)}
 
 
 def pattern_sampler(pattern: str) -> K.Gen | None:
-    """A value generator for simple anchored patterns (literals, ``\\d``, ``[A-Z0-9_]`` classes, counts
-    ``{n}``/``{n,m}``/``?``/``+``/``*``), or ``None`` when the pattern uses anything else (groups, ``|``, ``.``)."""
+    """A value generator for simple patterns (literals, ``\\d``, ``[A-Z0-9_]`` classes, counts), else ``None``."""
     body = pattern[1:] if pattern.startswith("^") else pattern
     body = body[:-1] if body.endswith("$") else body
     pieces: list[tuple[list[str], int, int]] = []
@@ -84,13 +78,8 @@ def pattern_sampler(pattern: str) -> K.Gen | None:
         c = _COUNT.match(body, i)
         if c is not None:
             i = c.end()
-            q = c.group(0)
-            if q == "?":
-                lo, hi = 0, 1
-            elif q == "+":
-                lo, hi = 1, 4
-            elif q == "*":
-                lo, hi = 0, 4
+            if c.group(0) in _QUANTIFIERS:
+                lo, hi = _QUANTIFIERS[c.group(0)]
             else:
                 lo = int(c.group(1))
                 hi = lo if c.group(2) is None else (int(c.group(2)) if c.group(2) else lo + 4)
@@ -111,11 +100,8 @@ def _time(rng: random.Random) -> tuple[Any, str]:
 
 
 def kind_for_parameter(name: str, schema: dict[str, Any]) -> K.Kind:
-    """The value generator and mention templates of one declared parameter (see the module docstring).
-
-    Examples the schema gives are drawn half of the time when another generator exists (``pattern``, bounds,
-    ``format``, the name's meaning), always otherwise; ``enum`` values always come from the enum.
-    """
+    """The :class:`Kind` of one declared parameter: ``enum`` values from the enum; the schema's ``examples``
+    half of the time when another generator fits (``pattern``, bounds, ``format``, the name), else always."""
     s = _unwrap(schema)
     t = s.get("type")
     lname = name.lower()
@@ -170,16 +156,9 @@ def kind_for_parameter(name: str, schema: dict[str, Any]) -> K.Kind:
     return K.Kind((name,), s, gen, mentions)
 
 
-def tool_specs(declarations: list[dict[str, Any]]) -> list[D.TrainingTool]:
-    """:class:`model.training.data.TrainingTool` s of OpenAI-style declarations (``agent.declarations()``).
-
-    The spoken action is the description's first sentence (``"Order seed packets."`` -> ``order seed
-    packets``), or the name as words.
-
-    Raises:
-        ValueError: a declaration without a name, or with a parameter that is an object or an array of objects
-            (the dialogue generator writes scalar and scalar-list values only).
-    """
+def tool_specs(declarations: list[dict[str, Any]]) -> list[TrainingTool]:
+    """:class:`TrainingTool` s of OpenAI-style declarations, the action spoken as the description's first
+    sentence or the name as words (``ValueError`` for a nameless declaration or an object parameter)."""
     specs = []
     for decl in declarations:
         f = decl.get("function", decl)
@@ -204,22 +183,13 @@ def tool_specs(declarations: list[dict[str, Any]]) -> list[D.TrainingTool]:
         desc = str(f.get("description") or "").strip()
         first = desc.split(".")[0].strip() if desc else ""
         action = first[0].lower() + first[1:] if first else V.natural(name)
-        specs.append(D.TrainingTool(name, desc, params, kinds, action, "bundle"))
+        specs.append(TrainingTool(name, desc, params, kinds, action, "bundle"))
     return specs
 
 
 class BundleGenerator(D.Generator):
-    """:class:`model.training.data.Generator` over one bundle's tools only.
-
-    Args:
-        declarations: the bundle's tool declarations, in bundle order (all of them are in every prompt).
-        system_prompt: the bundle's system prompt (every prompt has it), or ``None``.
-        seed: the same ``(seed, split)`` always yields the same stream.
-        split: ``"train"`` or ``"heldout"``.
-
-    Raises:
-        ValueError: see :func:`tool_specs`; an unknown split.
-    """
+    """:class:`model.training.data.Generator` over one bundle's ``declarations`` (all in every prompt, in order)
+    under its ``system_prompt``; ``ValueError``: see :func:`tool_specs`, or an unknown split."""
 
     def __init__(
         self,
@@ -239,11 +209,11 @@ class BundleGenerator(D.Generator):
         self.declarations = [dict(d) for d in declarations]
         self.system_prompt = system_prompt
 
-    def tool(self) -> D.TrainingTool:
+    def tool(self) -> TrainingTool:
         """One of the bundle's tools, uniformly."""
         return self.rng.choice(self.specs)
 
-    def _toolset(self, main: list[D.TrainingTool], extra_max: int = 3) -> list[D.TrainingTool]:
+    def _toolset(self, main: list[TrainingTool], extra_max: int = 3) -> list[TrainingTool]:
         return list(self.specs)
 
     def _system(self) -> list[dict[str, Any]]:
@@ -268,11 +238,8 @@ def train_and_heldout(
     n_heldout: int,
     seed: int = 0,
 ) -> tuple[list[D.Example], list[D.Example]]:
-    """The training examples and the held-out ones, no held-out request text in the training ones.
-
-    Raises:
-        ValueError: see :class:`BundleGenerator`.
-    """
+    """The training and held-out examples, no held-out request in the training ones (``ValueError``: see
+    :class:`BundleGenerator`)."""
     train = BundleGenerator(declarations, system_prompt, seed, "train").take(n_train)
     seen = {_last_user(e) for e in train}
     gen = BundleGenerator(declarations, system_prompt, seed, "heldout")

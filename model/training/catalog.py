@@ -38,16 +38,10 @@ from model.training.tables import load
 
 _BOTS = load("bots")
 
-#: Default location of the Glaive schemas (relative to the repository root).
-
+#: Default location of the Glaive schemas (``../shared`` beside the repository).
 DEFAULT_MASKBENCH = (
     Path(__file__).resolve().parents[2].parent / "shared" / "data" / "maskbench" / "dev.jsonl.gz"
 )
-
-
-# --------------------------------------------------------------------------------------------------------------
-# Tools
-# --------------------------------------------------------------------------------------------------------------
 
 
 @dataclass
@@ -108,7 +102,7 @@ def generated_tool(rng: random.Random) -> TrainingTool:
 
 
 def _spoken_units(rng: random.Random) -> tuple[Any, str]:
-    """``metric`` or ``imperial``, spoken as ``bots.json``'s ``UNITS_SPOKEN`` say it ("in Fahrenheit")."""
+    """``metric`` or ``imperial``, spoken as ``bots.json``'s ``UNITS_SPOKEN`` ("in Fahrenheit")."""
     u = rng.choice(("metric", "imperial"))
     return u, rng.choice(_BOTS["UNITS_SPOKEN"][u])
 
@@ -126,13 +120,8 @@ def _pattern(rng: random.Random) -> str:
 
 
 def bot_tools() -> list[TrainingTool]:
-    """The example bots' tools (``tools.weather``, ``tools.code_search``): their bundles' own declarations (the
-    snapshot in ``bot_tools.json``, so training sees what the bots send) with the parameter kinds, spoken actions
-    and domains of ``tables/bots.json``.
-
-    Raises:
-        KeyError: a tool of the table is missing from the snapshot.
-    """
+    """The example bots' tools: their bundles' declarations (``bot_tools.json``) with the kinds, actions and
+    domains of ``tables/bots.json`` (``KeyError`` for a table tool missing from the snapshot)."""
     own = {
         "units": _spoken_units,
         "pattern": gen_str(_pattern),
@@ -212,14 +201,8 @@ def _glaive_kind(pname: str, schema: dict[str, Any], samples: list[Any]) -> Kind
 
 
 def load_glaive_tools(path: Path = DEFAULT_MASKBENCH) -> list[TrainingTool]:
-    """Tools from the ``Glaiveai2K`` schemas whose parameters are all scalars or arrays of scalars.
-
-    The function name is the schema id without its hash suffix; argument values come from the schema's valid
-    test instances when present. Returns ``[]`` when the file does not exist.
-
-    Raises:
-        json.JSONDecodeError: if a line of the file is not JSON.
-    """
+    """Tools of the ``Glaiveai2K`` schemas whose parameters are all scalars or scalar arrays, named by the schema
+    id without its hash, valued from its valid test instances when present; ``[]`` without the file."""
     if not path.exists():
         return []
     tools: list[TrainingTool] = []

@@ -1,18 +1,8 @@
-"""Synthetic multi-domain function-calling dialogues for training the embedded checkpoint.
-
-Every example is a prompt (OpenAI-style ``messages`` + ``tools``) and the *target continuation*: the text of
-the model turn that follows the prompt as rendered by the Gemma 4 chat template
-(``model/chat_template.jinja``), e.g. ``<|tool_call>call:NAME{...}<tool_call|><|tool_response>`` (generation
-stops at ``<|tool_response>``) or ``Some answer<turn|>``.
-
-Tool declarations come from three sources: the Glaive function-call argument schemas in
-``../shared/data/maskbench/dev.jsonl.gz`` (group ``Glaiveai2K``; names from the schema id), tools generated
-from hand-written domain/parameter banks, and the example bots' tools (code search, weather). Requests are
-built from hand-written templates with values (places, dates, numbers, names, identifiers, code) that the
-call must copy or convert. BFCL is evaluation-only: none of its data or phrasing is used here.
-
-Generation is deterministic for a given ``(seed, split)``; the ``heldout`` split uses a disjoint stream and a
-disjoint tenth of the Glaive schemas.
+"""Synthetic function-calling dialogues: a prompt (OpenAI-style ``messages`` + ``tools``) and the target model
+turn as the Gemma 4 chat template writes it (``<|tool_call>call:NAME{...}<tool_call|><|tool_response>`` or
+``Some answer<turn|>``). Tools come from the Glaive schemas of MaskBench, hand-written domain tables and the
+example bots; requests from hand-written templates (no BFCL data). Deterministic per ``(seed, split)``; the
+``heldout`` split has its own stream and a disjoint tenth of the Glaive schemas.
 """
 
 from __future__ import annotations
@@ -37,47 +27,20 @@ from model.training.catalog import (
     split_of,
 )
 from model.training.kinds import OPENERS, SYSTEM_PROMPTS, Kind
-from model.training.render import (
-    format_call,
-    format_value,
-    render_declaration,
-    render_prompt,
-    strip_descriptions,
-)
+from model.training.render import render_prompt, strip_descriptions
 from model.training.tables import frozen, load
+from model.turn.declarations import format_call
 
 #: The words of the dialogues (``tables/dialogue.json``): mention and answer templates, small talk, endings.
 DIALOGUE: dict[str, Any] = frozen(load("dialogue"))
 
-__all__ = [
-    "Example",
-    "Generator",
-    "Kind",
-    "TrainingTool",
-    "corpus_texts",
-    "format_call",
-    "format_value",
-    "render_declaration",
-    "render_prompt",
-    "sanity_check",
-    "strip_descriptions",
-]
-
 
 @dataclass
 class Example:
-    """One training example.
-
-    Attributes:
-        messages: OpenAI-style chat messages forming the prompt (system/user/assistant/tool).
-        tools: OpenAI-style tool list ``[{"type": "function", "function": {...}}]`` (may be empty).
-        target: the continuation text (model turn), ending in ``<|tool_response>`` or ``<turn|>``.
-        kind: ``call | parallel | multi_call | answer_after_tool | followup_call | no_tool | unanswerable``.
-        calls: expected tool calls as ``[(name, arguments)]`` (empty for prose answers).
-        bindings: ``[(tool, parameter, spoken)]``: the text of the last user message that states each call
-            argument (``"five"`` for ``days=5``, ``"Berlin"`` for ``place="Berlin"``); the labels of the binding
-            supervision (:mod:`model.training.labels`).
-    """
+    """One training example: prompt ``messages`` and ``tools`` (OpenAI-style), the ``target`` model turn (ending
+    in ``<|tool_response>`` or ``<turn|>``), its ``kind`` (a :data:`KIND_WEIGHTS` name), the expected ``calls``
+    ``[(name, arguments)]`` and ``bindings`` ``[(tool, parameter, spoken)]``: the words of the last user message
+    that state each argument (``"five"`` for ``days=5``), labels of the binding supervision."""
 
     messages: list[dict[str, Any]]
     tools: list[dict[str, Any]]
@@ -98,20 +61,14 @@ class Example:
 
 
 def copy_drill(ex: Example) -> Example | None:
-    """A short version of a call example for the copy drill: no system prompt, only the called tools, terse
-    declarations (prompt p50 114 tokens against 253 for the full mix, so more examples per second; the request and
-    the target call are unchanged). Returns None for examples without calls or with earlier turns."""
+    """The copy-drill form of a single-turn call example (no system prompt, only the called tools, terse
+    declarations), or None for other examples."""
     if not ex.calls or len(ex.messages) - (ex.messages[0]["role"] == "system") != 1:
         return None
     called = {n for n, _ in ex.calls}
     tools = strip_descriptions([t for t in ex.tools if t.get("function", t)["name"] in called])
     msgs = [m for m in ex.messages if m["role"] != "system"]
     return Example(msgs, tools, ex.target, ex.kind, list(ex.calls), list(ex.bindings))
-
-
-# --------------------------------------------------------------------------------------------------------------
-# Requests
-# --------------------------------------------------------------------------------------------------------------
 
 
 def _param_phrase(rng: random.Random, pname: str, kind: Kind, spoken: str, schema: dict[str, Any]) -> str:
@@ -125,20 +82,15 @@ def _param_phrase(rng: random.Random, pname: str, kind: Kind, spoken: str, schem
             n = V.natural(pname)
     tmpl = rng.choice(kind.mentions)
     if schema.get("type") == "boolean":
-        if spoken == "yes":
-            tmpl = rng.choice(DIALOGUE["BOOL_ON"])
-        else:
-            tmpl = rng.choice(DIALOGUE["BOOL_OFF"])
+        tmpl = rng.choice(DIALOGUE["BOOL_ON" if spoken == "yes" else "BOOL_OFF"])
     return tmpl.format(n=n, v=spoken)
 
 
 def _draw_args(
     rng: random.Random, tool: TrainingTool, optional_p: float = 0.45, spoken_out: dict[str, str] | None = None
 ) -> tuple[dict[str, Any], list[str]]:
-    """Draw argument values and their spoken mentions (required always, optional with ``optional_p``).
-
-    ``spoken_out``, when given, receives each argument's spoken value text (the words of the request that state
-    it)."""
+    """Argument values and their mention phrases (optional ones with ``optional_p``); ``spoken_out`` gets each
+    argument's spoken value."""
     props = tool.parameters["properties"]
     required = set(tool.parameters.get("required", []))
     if not required and props:
@@ -222,15 +174,12 @@ def _response_for(rng: random.Random, tool: TrainingTool, args: dict[str, Any]) 
     out: dict[str, Any] = {}
     for k in rng.sample(DIALOGUE["RESPONSE_KEYS"], rng.randint(1, 2)):
         r = rng.random()
-        out[k] = (
-            rng.randint(0, 5000)
-            if r < 0.4
-            else (
-                round(rng.uniform(0, 999), 2)
-                if r < 0.6
-                else rng.choice(("ok", "done", "pending", "confirmed", V.phrase(rng), rng.choice(V.CITIES)))
-            )
-        )
+        if r < 0.4:
+            out[k] = rng.randint(0, 5000)
+        elif r < 0.6:
+            out[k] = round(rng.uniform(0, 999), 2)
+        else:
+            out[k] = rng.choice(("ok", "done", "pending", "confirmed", V.phrase(rng), rng.choice(V.CITIES)))
     return out
 
 
@@ -267,10 +216,6 @@ def _no_tool(rng: random.Random) -> tuple[str, str]:
     return f"Write {c} in upper case.", c.upper()
 
 
-# --------------------------------------------------------------------------------------------------------------
-# Generator
-# --------------------------------------------------------------------------------------------------------------
-
 KIND_WEIGHTS = (
     ("call", 0.44),
     ("parallel", 0.08),
@@ -291,9 +236,8 @@ DECLINE_KINDS = ("no_tool", "unanswerable")
 def _kind_weights(
     bot_share: float | None, decline_share: float | None = None
 ) -> tuple[tuple[str, float], ...]:
-    """:data:`KIND_WEIGHTS`, with the bot kinds (``bot_*``) rescaled to ``bot_share`` of the stream and the
-    declining kinds (:data:`DECLINE_KINDS`) to ``decline_share``; the other kinds share what is left in their
-    original proportions. ``None`` keeps a group's own weight."""
+    """:data:`KIND_WEIGHTS` with the ``bot_*`` kinds scaled to ``bot_share`` and :data:`DECLINE_KINDS` to
+    ``decline_share`` (``None``: as they are); the other kinds share the rest in proportion."""
     groups = {
         "bot": (lambda k: k.startswith("bot_"), bot_share),
         "decline": (lambda k: k in DECLINE_KINDS, decline_share),
@@ -316,16 +260,9 @@ def _kind_weights(
 
 
 class Generator:
-    """Deterministic generator of :class:`Example` s.
-
-    Args:
-        seed: base seed; the same ``(seed, split)`` always yields the same stream.
-        split: ``"train"`` or ``"heldout"`` (disjoint random stream and disjoint tenth of the Glaive tools).
-        maskbench: path of ``dev.jsonl.gz`` (Glaive schemas); missing file = generated tools only.
-        bot_share: share of the stream in the example bots' domains (``bot_call`` + ``bot_answer``); ``None``:
-            :data:`KIND_WEIGHTS` as they are (16%).
-        decline_share: share of the stream whose target declines in prose (:data:`DECLINE_KINDS`); ``None``:
-            :data:`KIND_WEIGHTS` as they are (11%).
+    """Deterministic stream of :class:`Example` s per ``(seed, split)`` (``"train"`` or ``"heldout"``);
+    ``maskbench``: the Glaive schemas (missing: none); ``bot_share``/``decline_share``: see :func:`_kind_weights`
+    (defaults 16% and 11%).
 
     Raises:
         ValueError: for an unknown split, or a share outside its range.
@@ -378,11 +315,9 @@ class Generator:
         return out
 
     def _system(self) -> list[dict[str, Any]]:
-        return (
-            [{"role": "system", "content": self.rng.choice(SYSTEM_PROMPTS)}]
-            if self.rng.random() < 0.5
-            else []
-        )
+        if self.rng.random() < 0.5:
+            return [{"role": "system", "content": self.rng.choice(SYSTEM_PROMPTS)}]
+        return []
 
     @staticmethod
     def _tool_calls_msg(calls: list[tuple[str, dict[str, Any]]], ids: list[str]) -> dict[str, Any]:
@@ -413,7 +348,7 @@ class Generator:
             if r < acc:
                 kind = k
                 break
-        return getattr(self, "_ex_" + kind)()
+        return getattr(self, "_ex_" + kind)()  # one _ex_<kind> method per kind name
 
     def _calls_target(self, calls: list[tuple[str, dict[str, Any]]]) -> str:
         return "".join(format_call(n, a) for n, a in calls) + st.TOOL_RESPONSE_START
@@ -451,19 +386,15 @@ class Generator:
         vals: list[tuple[Any, str]] = []
         while len(vals) < k:
             v = kind.gen(rng)
-            if all(v[0] != x[0] for x in vals):
-                vals.append(v)
-            elif len(vals) == 0:
-                continue
-            else:
+            if any(v[0] == x[0] for x in vals):
                 break
+            vals.append(v)
         if len(vals) < 2:
             return self._ex_call()
-        calls = []
-        for v, _ in vals:
-            a = dict(args)
-            a[vary] = v
-            calls.append((tool.name, {key: a[key] for key in props if key in a}))
+        calls = [
+            (tool.name, {p: v if p == vary else args[p] for p in props if p in args or p == vary})
+            for v, _ in vals
+        ]
         spoken = [s for _, s in vals]
         listed = ", ".join(spoken[:-1]) + " and " + spoken[-1]
         other = [
@@ -512,8 +443,7 @@ class Generator:
     def _ex_answer_after_tool(self) -> Example:
         base = self._ex_call() if self.rng.random() < 0.75 else self._ex_parallel()
         ids = [f"call_{self.rng.randint(0, 10**6)}" for _ in base.calls]
-        spec = {t["function"]["name"]: t for t in base.tools}
-        responses = [_response_for(self.rng, self._spec_for(n, spec), a) for n, a in base.calls]
+        responses = [_response_for(self.rng, self._spec_for(n), a) for n, a in base.calls]
         msgs = [
             *base.messages,
             self._tool_calls_msg(base.calls, ids),
@@ -534,11 +464,8 @@ class Generator:
             answer = _answer_from(self.rng, [(n, r) for (n, _), r in zip(base.calls, responses, strict=True)])
         return Example(msgs, base.tools, answer + st.TURN_END, "answer_after_tool", [])
 
-    def _spec_for(self, name: str, spec: dict[str, Any]) -> TrainingTool:
-        for t in self.bots:
-            if t.name == name:
-                return t
-        return TrainingTool(name, "", {}, {}, "", "other")
+    def _spec_for(self, name: str) -> TrainingTool:
+        return next((t for t in self.bots if t.name == name), TrainingTool(name, "", {}, {}, "", "other"))
 
     def _ex_followup_call(self) -> Example:
         first = self._ex_answer_after_tool()
@@ -549,24 +476,21 @@ class Generator:
             t for t in nxt.tools if t["function"]["name"] == called
         ):
             return nxt  # two different tools share the name: keep the plain call
-        tools = first.tools + [
-            t for t in nxt.tools if t["function"]["name"] not in {x["function"]["name"] for x in first.tools}
-        ]
+        tools = first.tools + [t for t in nxt.tools if t["function"]["name"] not in declared]
         msgs = [
             *first.messages,
             {"role": "assistant", "content": first.target[: -len(st.TURN_END)]},
             nxt.messages[-1],
         ]
         if len(tools) > 6:
-            keep = {nxt.calls[0][0]} | {m["name"] for m in first.messages if m["role"] == "tool"}
+            keep = {called} | {m["name"] for m in first.messages if m["role"] == "tool"}
             tools = [t for t in tools if t["function"]["name"] in keep] + [
                 t for t in tools if t["function"]["name"] not in keep
             ][:2]
         return Example(msgs, tools, nxt.target, "followup_call", nxt.calls, nxt.bindings)
 
     def _bot_parts(self) -> tuple[dict[str, Any], list[dict[str, Any]], list[dict[str, Any]]]:
-        """A bot exchange (:func:`model.training.bots.bot_example_parts`) with its prompt messages and tools:
-        the bundle's system prompt (70%) and its tools in bundle order (80%, else shuffled plus distractors)."""
+        """``(bot exchange, messages, tools)``: the bundle's system prompt (70%), its tools in order (80%)."""
         rng = self.rng
         parts = bot_example_parts(rng)
         order = next(p for p in parts["tools"] if p["function"]["name"] == parts["tool"])["function"]
@@ -636,11 +560,8 @@ def corpus_texts(examples: list[Example]) -> Iterator[str]:
 
 
 def sanity_check(ex: Example) -> None:
-    """Assert the example is self-consistent: call names are declared and arguments are declared parameters.
-
-    Raises:
-        ValueError: naming the problem.
-    """
+    """Raise ``ValueError`` naming the problem unless each call has a declared name, declared parameters and
+    finite numbers."""
     declared = {t["function"]["name"]: t["function"]["parameters"] for t in ex.tools}
     for name, args in ex.calls:
         if name not in declared:

@@ -11,26 +11,15 @@ from model.training.data import Example, Generator
 _CALL_KINDS = ("call", "parallel", "multi_call", "followup_call", "bot_call")
 
 
-def _canon(v: Any) -> Any:
-    if isinstance(v, float) and v.is_integer():
-        return int(v)
-    if isinstance(v, dict):
-        return {k: _canon(x) for k, x in v.items()}
-    if isinstance(v, list):
-        return [_canon(x) for x in v]
-    return v
-
-
 def calls_match(expected: list[tuple[str, dict[str, Any]]], got: list[tuple[str, dict[str, Any]]]) -> bool:
-    """Order-free exact match of calls (``1.0 == 1``)."""
-    rest = [(n, _canon(a)) for n, a in got]
+    """Order-free exact match of calls (Python's ``==``: ``1.0 == 1``, at any depth)."""
+    rest = [(n, a) for n, a in got]
     if len(rest) != len(expected):
         return False
     for n, a in expected:
-        key = (n, _canon(a))
-        if key not in rest:
+        if (n, a) not in rest:
             return False
-        rest.remove(key)
+        rest.remove((n, a))
     return True
 
 
@@ -60,9 +49,7 @@ def score_example(ex: Example, calls: list[tuple[str, dict[str, Any]]], text: st
 def evaluate_heldout(
     chat_model: Any, *, limit: int = 100, seed: int = 0, binder: Any = None
 ) -> dict[str, Any]:
-    """Run ``chat_model.chat`` (a :class:`model.turn.chat.ChatModel`) on ``limit`` held-out examples
-    (:func:`evaluate_examples` on ``Generator(seed, "heldout")``) with ``binder`` (``None``: the checkpoint
-    alone)."""
+    """:func:`evaluate_examples` on ``limit`` examples of ``Generator(seed, "heldout")`` with ``binder``."""
     return evaluate_examples(chat_model, Generator(seed, "heldout").take(limit), binder=binder)
 
 
@@ -80,7 +67,7 @@ def argument_hits(
             number = isinstance(value, (int, float)) and not isinstance(value, bool)
             kind = "number" if number else "string" if isinstance(value, str) else type(value).__name__
             mine = got.get(name, {})
-            out.append((kind, key in mine and _canon(mine[key]) == _canon(value)))
+            out.append((kind, key in mine and mine[key] == value))
     return out
 
 
@@ -105,17 +92,14 @@ def _share(rows: list[Any]) -> dict[str, Any]:
 def evaluate_examples(
     chat_model: Any, examples: list[Example], log: Any = None, binder: Any = None
 ) -> dict[str, Any]:
-    """Run ``chat_model.chat`` (a :class:`model.turn.chat.ChatModel`) on ``examples``, each decoded with seed = its
-    index; a turn that raises counts as wrong. ``log``, when given, gets a progress line every 25 examples.
+    """Run ``chat_model.chat`` on ``examples`` (seed: the index; a turn that raises is wrong); ``log`` gets a
+    progress line every 25 examples.
 
     Returns:
-        ``{"n", "accuracy", "mean_latency_s", "call_name_accuracy" (call examples whose called function names
-        match, ignoring arguments), "call_accuracy" (call examples whose calls match exactly, arguments
-        included: the exact-call accuracy), "n_calls", "by_kind": {kind: {"n", "accuracy"}},
-        "argument_accuracy": {kind: {"n", "accuracy"}} (each expected argument: :func:`argument_hits`),
-        "unfit_in_prose": {"n", "accuracy"} (requests with tools that no tool fits, small talk included,
-        answered without a call), "fit_with_a_call": {"n", "accuracy"} (call examples that got a call),
-        "results": [...]}``.
+        ``n``, ``accuracy``, ``mean_latency_s``, ``call_name_accuracy`` (call examples with the right function
+        names), ``call_accuracy`` (exact calls), ``n_calls``; ``{"n", "accuracy"}`` figures ``by_kind``,
+        ``argument_accuracy`` (by value kind, :func:`argument_hits`), ``unfit_in_prose`` (requests no offered tool
+        fits, answered without a call), ``fit_with_a_call``; and the per-example ``results``.
     """
     results: list[dict[str, Any]] = []
     for i, ex in enumerate(examples):

@@ -17,10 +17,8 @@ Gen = Callable[[random.Random], tuple[Any, str]]
 
 @dataclass(frozen=True)
 class Kind:
-    """A parameter archetype: candidate names, JSON schema, value generator and mention templates.
-
-    ``mentions`` use ``{n}`` (the parameter's natural name) and ``{v}`` (the spoken value).
-    """
+    """A parameter archetype: candidate names, JSON schema, value generator, mention templates (``{n}``: the
+    parameter's natural name, ``{v}``: the spoken value) and descriptions."""
 
     names: tuple[str, ...]
     schema: dict[str, Any]
@@ -66,9 +64,8 @@ def gen_float(lo: float, hi: float, digits: int = 2) -> Gen:
     return g
 
 
-def gen_date(rng: random.Random) -> tuple[Any, str]:
-    """An ISO date and how it is spoken."""
-    return V.date_iso(rng)
+#: An ISO date and how it is spoken.
+gen_date: Gen = V.date_iso
 
 
 def gen_bool(rng: random.Random) -> tuple[Any, str]:
@@ -114,14 +111,9 @@ VALUE_FNS: dict[str, Callable[[random.Random], str]] = {
 
 
 def gen_of(spec: list[Any], where: str = "kind") -> Gen:
-    """The generator a table describes: ``["str", FN]`` (a :data:`VALUE_FNS` function), ``["choice", TABLE]``
-    (a value bank of ``values.json``) or ``["choice", [words]]``, ``["int", lo, hi(, words)]``,
-    ``["float", lo, hi(, digits)]``, ``["date"]``, ``["bool"]``, ``["int_list"]``, ``["list_of", TABLE, ...]``
-    (2-4 distinct words of the banks, joined in order).
-
-    Raises:
-        ValueError: an unknown generator or value function (the message names ``where``).
-    """
+    """The generator a table describes: ``["str", FN]`` (:data:`VALUE_FNS`), ``["choice", BANK or [words]]``,
+    ``["int", lo, hi(, words)]``, ``["float", lo, hi(, digits)]``, ``["date"]``, ``["bool"]``, ``["int_list"]``,
+    ``["list_of", BANK, ...]`` (banks of ``values.json``); ``ValueError`` naming ``where`` for an unknown one."""
     op, *args = spec
     if op == "str":
         if args[0] not in VALUE_FNS:
@@ -150,13 +142,9 @@ QUOTED = _templates(["*QUOTED"])
 
 
 def kind_of(name: str, entry: dict[str, Any], gen: Gen | None = None) -> Kind:
-    """The :class:`Kind` a table entry describes (``names``, default ``[name]``; ``schema``; ``gen``, see
-    :func:`gen_of`, or ``gen`` given here; ``mentions``, see :func:`_templates`; ``descs``, optional).
-
-    Raises:
-        ValueError: no generator, or an unknown one (the message names the kind).
-        KeyError: the entry lacks ``schema`` or ``mentions``.
-    """
+    """The :class:`Kind` of a table entry (``names``, default ``[name]``; ``schema``; ``gen``, :func:`gen_of`,
+    unless given here; ``mentions``; ``descs``). ``ValueError`` without a known generator, ``KeyError`` without
+    ``schema`` or ``mentions``."""
     if gen is None:
         if "gen" not in entry:
             raise ValueError(f"kind {name!r}: the table gives no generator and none was passed")
@@ -171,11 +159,7 @@ KINDS: dict[str, Kind] = {name: kind_of(name, e) for name, e in _T["KINDS"].item
 
 
 def _domains() -> dict[str, tuple[tuple[str, ...], tuple[str, ...], tuple[str, ...], tuple[str, ...]]]:
-    """``kinds.json``'s domains as tuples, checked to draw from known kinds.
-
-    Raises:
-        ValueError: a domain names a kind that :data:`KINDS` lacks.
-    """
+    """``kinds.json``'s domains as tuples (``ValueError`` for a kind :data:`KINDS` lacks)."""
     out = {
         name: (tuple(d["nouns"]), tuple(d["verbs"]), tuple(d["kinds"]), tuple(d["prefixes"]))
         for name, d in _T["DOMAINS"].items()

@@ -1,20 +1,12 @@
-"""Dense labels for the copy head's binding supervision (see :mod:`model.heads.copy_head`).
+"""Dense labels for the copy head's binding supervision (:mod:`model.heads.copy_head`), by character offsets:
 
-For one training example this module finds, by character offsets in the rendered prompt and target:
+* ``decl_pos``: the prompt position of the last token of each declared parameter's name, in declaration order;
+* ``bind``: per prompt token, ``-100`` outside the last user message, else ``0`` ("none") or ``1 + k`` inside the
+  words that state parameter ``k``'s value (``Example.bindings``);
+* ``key``: per target token, ``k`` inside parameter ``k``'s value in a call (no string delimiters), else ``-100``;
+* ``ptr``: per target token, True where the pointer is trained (call values, word-like tokens of prose answers).
 
-* ``decl_pos``: the prompt position of the last token of each declared parameter's name
-  (``properties:{city:{...`` -> the token ``city``), in declaration order; the encoder's state there stands for
-  the parameter;
-* ``bind``: for every prompt token, ``-100`` (no label) outside the last user message, else ``0`` ("none") or
-  ``1 + k`` when the token is part of the words that state parameter ``k``'s value (from
-  :attr:`model.training.data.Example.bindings`);
-* ``key``: for every target token, ``k`` when it lies inside the value of parameter ``k`` in a call
-  (string delimiters excluded), else ``-100``;
-* ``ptr``: for every target token, True where the pointer should be trained to find it in the prompt (call
-  values, and word-like tokens of prose answers).
-
-Slot-filling taggers learn binding from exactly this kind of per-token labelling (e.g. Mesnil et al. 2015,
-"Using Recurrent Neural Networks for Slot Filling in Spoken Language Understanding").
+Slot-filling taggers learn from such per-token labels (Mesnil et al. 2015).
 """
 
 from __future__ import annotations
@@ -49,19 +41,13 @@ def _mentions(text: str, spoken: str) -> list[tuple[int, int]]:
     if not spoken:
         return []
     pat = r"(?<![A-Za-z0-9])" + re.escape(spoken) + r"(?![A-Za-z0-9])"
-    spans = [(m.start(), m.end()) for m in re.finditer(pat, text)]
-    if not spans:
-        spans = [(m.start(), m.end()) for m in re.finditer(pat, text, flags=re.IGNORECASE)]
-    return spans
+    exact = [(m.start(), m.end()) for m in re.finditer(pat, text)]
+    return exact or [(m.start(), m.end()) for m in re.finditer(pat, text, flags=re.IGNORECASE)]
 
 
 def call_value_spans(calls: list[tuple[str, dict[str, Any]]]) -> tuple[str, list[tuple[str, str, int, int]]]:
-    """The call part of a target and the character spans of its argument values.
-
-    Returns:
-        ``(text, [(tool, parameter, start, end)])`` where ``text`` is ``"".join(format_call(...))`` and each
-        span covers one top-level argument's value (a string's text without its ``<|"|>`` delimiters).
-    """
+    """``(text, [(tool, parameter, start, end)])``: the calls as ``format_call`` writes them and the span of each
+    top-level argument's value (a string's without its ``<|"|>`` delimiters)."""
     q = st.STRING_DELIM
     text, spans = "", []
     for name, args in calls:
@@ -123,25 +109,14 @@ def align_copied_words(
     t_ids: list[int],
     t_off: list[tuple[int, int]],
 ) -> tuple[list[int], list[tuple[int, int]]]:
-    """Spell each copied target word with the tokens it has in the prompt, where its own spelling cannot be copied.
+    """The target's ``(ids, offsets)`` with each copied word spelled with its prompt tokens where its own
+    spelling cannot be copied.
 
-    Byte-level BPE splits a word by its context: ``agentkit`` after a quote in a JSON tool response is
-    ``a gent k it``, after a space in an answer ``Ġagent k it``. The copy head (:mod:`model.heads.copy_head`) emits
-    each source token's stripped or spaced form, so the canonical answer spelling is unreachable token by token
-    (``python -m model.training.probe CKPT --reachability`` counts these words). For each target word that occurs
-    in the prompt after the system turn and whose canonical tokens are not all (stripped) prompt tokens, this
-    writes the word as the source's tokens instead (``Ġa gent k it``): the same text, one token more or less,
-    and every token copyable. A word is left as it is when no occurrence in the prompt starts and ends on token
-    edges, or when the needed variant (``Ġa`` for ``a``) is not in the vocabulary.
-
-    Args:
-        tok: the checkpoint's byte-level BPE ``PreTrainedTokenizerFast``.
-        prompt, p_ids, p_off: the rendered prompt, its token ids and character offsets.
-        target, t_ids, t_off: the target text, its canonical token ids and character offsets.
-
-    Returns:
-        ``(ids, offsets)`` of the target: equal to the inputs where no word needed a new spelling; the offsets
-        still cover ``target`` exactly, so the labels computed from them stay valid.
+    Byte-level BPE splits a word by its context (``a gent k it`` after a quote, ``Ġagent k it`` after a space)
+    and the copy head emits each source token's stripped or spaced form. A target word that occurs in the prompt
+    after the system turn, with canonical tokens not all among the prompt's, is written as the source's tokens
+    (``Ġa gent k it``): the same text, every token copyable, the offsets still covering ``target``. A word stays
+    as it is when no occurrence starts and ends on token edges or the needed variant is not in the vocabulary.
     """
     plain, spaced = _variant_tables(tok)
     end = prompt.find(st.TURN_END)
@@ -183,8 +158,8 @@ def _source_spelling(
     plain: dict[str, int],
     spaced: dict[str, int],
 ) -> list[str] | None:
-    """The token texts (leading ``Ġ`` dropped) of the last occurrence of ``word`` in ``prompt[src:]`` that
-    starts and ends on token edges and can be written with the variant ``lead`` asks for; ``None`` if none."""
+    """The token texts (no ``Ġ``) of ``word``'s last occurrence in ``prompt[src:]`` on token edges that the
+    variant ``lead`` asks for can write, or ``None``."""
     pat = r"(?<![A-Za-z0-9_])" + re.escape(word) + r"(?![A-Za-z0-9_])"
     for m in reversed(list(re.finditer(pat, prompt[src:]))):
         idx = _word_tokens(p_off, prompt, src + m.start(), src + m.end())
@@ -200,19 +175,10 @@ def _source_spelling(
 def example_labels(
     tok: Any, ex: Example, word_table: list[bool] | None = None, *, align_copies: bool = False
 ) -> ExampleLabels:
-    """Token ids and binding labels of ``ex`` (prompt and target tokenized separately, as at inference).
+    """Token ids and binding labels of ``ex`` (prompt and target tokenized apart, as at inference).
 
-    Args:
-        tok: the checkpoint's ``PreTrainedTokenizerFast`` (must return offset mappings and carry the chat template
-            :func:`~model.training.render.render_prompt` mirrors: the key offsets come from rendering it).
-        ex: a generated :class:`~model.training.data.Example`.
-        word_table: ``table[id]`` True for word-like tokens (letters or digits); marks the pointer targets of
-            prose answers. ``None``: prose answers get no pointer labels.
-        align_copies: spell copied target words with their prompt tokens where the canonical spelling cannot be
-            copied (:func:`align_copied_words`).
-
-    Returns:
-        :class:`ExampleLabels`.
+    ``tok`` must give offset mappings and carry the chat template; ``word_table[id]`` marks word-like tokens, the
+    pointer targets of prose answers (``None``: none); ``align_copies``: :func:`align_copied_words`.
     """
     prompt = render_prompt(ex.messages, ex.tools)
     pe = tok(prompt, add_special_tokens=False, return_offsets_mapping=True)
@@ -223,10 +189,7 @@ def example_labels(
         t_ids, t_off = align_copied_words(tok, prompt, p_ids, p_off, ex.target, t_ids, t_off)
     keys = declared_keys(tok, prompt, ex.tools)
     index = {(tool, k): j for j, (tool, k, _, _) in enumerate(keys)}
-    decl_pos = []
-    for _, _, s, e in keys:
-        toks = _overlap(p_off, s, e)
-        decl_pos.append(toks[-1] if toks else 0)
+    decl_pos = [(_overlap(p_off, s, e) or [0])[-1] for _, _, s, e in keys]
     bind = [IGNORE] * len(p_ids)
     req = last_user_span(tok, prompt)
     if req is not None and ex.calls:

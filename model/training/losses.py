@@ -17,24 +17,11 @@ import torch.nn.functional as F
 from model.heads.copy_model import softcap
 from model.training.settings import TrainConfig
 
-# --------------------------------------------------------------------------------------------------------------
-# Loss
-# --------------------------------------------------------------------------------------------------------------
-
 
 def ar_readout(model: Any, ids: Any, attn: Any, canvas: Any) -> tuple[Any, Any]:
-    """The encoder (causal) over the prompt followed by the clean canvas, read out as next-token logits.
-
-    Args:
-        model: ``DiffusionGemmaForBlockDiffusion``.
-        ids, attn: prompt ``input_ids`` / ``attention_mask`` [B, P] int64 (left-padded).
-        canvas: clean canvas tokens [B, C] int64.
-
-    Returns:
-        ``(encoder_output, logits)``: the encoder output (its ``cache`` holds P + C positions) and float32
-        logits [B, C, V] predicting ``canvas[:, j]`` from position ``P - 1 + j`` through the tied LM head with the
-        model's final logit soft-capping.
-    """
+    """The causal encoder over prompt ``ids``/``attn`` [B, P] (left-padded) + clean ``canvas`` [B, C]:
+    ``(encoder output, its cache holding P + C positions; soft-capped float32 logits [B, C, V] predicting
+    canvas[:, j] from position P - 1 + j through the tied LM head)``."""
     P, C = ids.shape[1], canvas.shape[1]
     enc = model.model.encoder(
         input_ids=torch.cat([ids, canvas], 1), attention_mask=torch.cat([attn, torch.ones_like(canvas)], 1)
@@ -54,10 +41,8 @@ def _encode(
     with_ar: bool,
     stats: dict[str, float],
 ) -> tuple[Any, Any, Any, Any]:
-    """The encoder pass of :func:`diffusion_loss`: over the prompt, or with the autoregressive auxiliary loss
-    over prompt + clean canvas (the canvas hidden from the decoder by its mask, which is returned with the
-    decoder's positions). Returns ``(encoder output, ar_loss or None, decoder mask, decoder positions or None)``;
-    writes ``ar_loss``/``ar_acc`` into ``stats``."""
+    """``(encoder output, ar_loss or None, decoder mask, decoder positions or None)`` of :func:`diffusion_loss`'s
+    encoder pass (with the AR loss, the canvas is encoded too and masked from the decoder)."""
     B, C = canvas.shape
     ones = torch.ones(B, C, dtype=attn.dtype, device=canvas.device)
     if not with_ar:
@@ -111,32 +96,21 @@ def diffusion_loss(
     t: Any = None,
     ar_weight: float = 0.0,
 ) -> tuple[Any, dict[str, float]]:
-    """Uniform-noise diffusion loss of one batch, plus an optional autoregressive auxiliary loss.
+    """Uniform-noise diffusion loss of one batch (:func:`make_batch`, on the model's device), plus
+    ``ar_weight x`` an autoregressive auxiliary loss.
 
-    With ``ar_weight > 0`` the encoder (causal) reads the prompt followed by the clean canvas [B, P + C]; its
-    hidden states at positions ``P - 1 .. P + C - 2`` predict the canvas tokens through the tied LM head
-    (next-token cross-entropy, same per-position weights) and the loss is ``diffusion + ar_weight * ar``.
-    The canvas part of the KV cache is hidden from the decoder by ``decoder_attention_mask`` and the decoder's
-    positions are ``P .. P + C - 1``, so the decoder sees exactly what it sees without the auxiliary loss as long
-    as ``P + C`` fits the sliding window. Encoder and decoder share their weights (DiffusionGemma ties them),
-    so this trains the same layers to find and copy a span from the prompt, the way the real checkpoint starts
-    from an autoregressive Gemma (DiffusionGemma model card; "Dream 7B", Ye et al. 2025, AR initialisation).
-
-    Args:
-        model: ``DiffusionGemmaForBlockDiffusion``.
-        batch: from :func:`make_batch` (tensors already on the model's device); its ``weight`` [B, C], when
-            present, weights the cross-entropy per position (else ``pad_weight`` after the end, 1 elsewhere).
-        vocab_size: noise tokens are drawn uniformly from ``[0, vocab_size)``.
-        self_cond_p: probability per example of a detached self-conditioning pass.
-        pad_weight: loss weight of canvas positions after the end of the target (without ``weight``).
-        generator: ``torch.Generator`` on the batch's device (noise draws).
-        t: optional [B] float tensor of noise levels (default ``U(0, 1)``).
-        ar_weight: weight of the autoregressive auxiliary loss (0: off, one encoder pass over the prompt only).
+    The batch's ``weight`` [B, C], when present, weights the cross-entropy per position (else ``pad_weight``
+    after the end of the target). Noise tokens are uniform in ``[0, vocab_size)`` at levels ``t`` [B] (default
+    ``U(0, 1)``, drawn with ``generator``); ``self_cond_p``: probability per example of a detached
+    self-conditioning pass. With ``ar_weight > 0`` the causal encoder also reads the clean canvas and predicts it
+    token by token through the tied LM head (:func:`ar_readout`); the decoder's mask hides that part of the
+    cache and its positions stay ``P .. P + C - 1``, so it sees what it sees without the auxiliary loss while
+    ``P + C`` fits the sliding window. Encoder and decoder share their weights, so this trains the layers to
+    copy from the prompt, as an autoregressive initialisation would ("Dream 7B", Ye et al. 2025).
 
     Returns:
-        ``(loss, stats)``: scalar loss tensor (weighted mean cross-entropy, nats) and floats
-        ``acc_noised`` (argmax accuracy on corrupted target positions), ``t_mean`` and, with the auxiliary
-        loss, ``ar_loss`` (nats) and ``ar_acc`` (next-token accuracy on target positions).
+        ``(loss, stats)``: scalar loss (weighted mean cross-entropy, nats) and floats ``acc_noised`` (argmax
+        accuracy on corrupted target positions), ``t_mean`` and, with the AR loss, ``ar_loss``, ``ar_acc``.
     """
     ids, attn, canvas, is_target = (batch[k] for k in ("input_ids", "attention_mask", "canvas", "is_target"))
     B, C = canvas.shape
@@ -168,8 +142,7 @@ def diffusion_loss(
 def _binding_loss(
     head: Any, mem: Any, E: Any, batch: dict[str, Any], cfg: TrainConfig, stats: dict[str, float]
 ) -> tuple[Any, Any, Any]:
-    """The dense binding loss (each request token labelled with its parameter or none), weighted by
-    ``cfg.bind_weight``. Returns ``(declaration states [B, K, H], their validity [B, K], loss)``; writes
+    """``(declaration states [B, K, H], their validity [B, K], bind_weight x the dense binding loss)``; writes
     ``bind_loss``/``bind_acc`` into ``stats``."""
     H = E.shape[-1]
     decl = E.gather(1, batch["decl_pos"][..., None].expand(-1, -1, H))  # [B, K, H]
@@ -196,9 +169,8 @@ def _binding_loss(
 def _corruption(
     B: int, C: int, t: Any, prefix_clean_p: float, is_target: Any, generator: Any
 ) -> tuple[Any, Any]:
-    """Which canvas positions are noised ``[B, C]`` bool, and each row's noise level ``[B]``: ``t ~ U(0, 1)``
-    per row, or (with probability ``prefix_clean_p``) the state a prefix commit leaves at inference: a clean
-    prefix, then mostly noise."""
+    """``(noised positions [B, C] bool, noise levels [B])``: ``t ~ U(0, 1)`` per row, or with probability
+    ``prefix_clean_p`` what a prefix commit leaves at inference (a clean prefix, then mostly noise)."""
     dev = is_target.device
     tt = t if t is not None else torch.rand(B, device=dev, generator=generator)
     corrupt = torch.rand(B, C, device=dev, generator=generator) < tt[:, None]
@@ -217,8 +189,8 @@ def _corruption(
 def _copy_decode(
     model: Any, cache: Any, noised: Any, dec_mask: Any, dec_pos: Any, mem: Any, use_sc: bool
 ) -> tuple[Any, Any]:
-    """One decoder pass (after a detached self-conditioning pass when ``use_sc``): ``(final hidden states
-    [B, C, H], soft-capped vocabulary logits [B, C, V] float32)``."""
+    """``(hidden states [B, C, H], soft-capped logits [B, C, V])`` of one decoder pass (self-conditioned on a
+    detached first pass when ``use_sc``)."""
     sc_logits = None
     if use_sc:
         with torch.no_grad():
@@ -241,8 +213,8 @@ def _copy_decode(
 
 
 def _key_loss(query: Any, z: Any, valid: Any, kl: Any) -> tuple[Any, float] | None:
-    """Parameter identity of the value tokens: ``(cross-entropy of each labelled canvas query against the
-    declared parameters' states, its accuracy)``, or ``None`` without labels."""
+    """``(cross-entropy of each labelled value query against the declared parameters' states, accuracy)``, or
+    ``None`` without labels."""
     has_k = kl >= 0
     if not bool(has_k.any()):
         return None
@@ -257,18 +229,11 @@ def _key_loss(query: Any, z: Any, valid: Any, kl: Any) -> tuple[Any, float] | No
 def _draw_hits(
     head: Any, vocab_logits: Any, ptr: Any, mem: Any, canvas: Any, sel: Any, ptr_sel: Any
 ) -> tuple[float, float, float, float]:
-    """``(argmax hits on the noised target positions, their count, hits among the copied ones, their count)``
-    of the mixture's argmax."""
+    """The mixture argmax's ``(hits on noised target positions, their count, hits on copied ones, count)``."""
     with torch.no_grad():
         hit = head.mixture_logits(vocab_logits, ptr, mem).argmax(-1) == canvas
         csel = sel & ptr_sel
         return float((hit & sel).sum()), float(sel.sum()), float((hit & csel).sum()), float(csel.sum())
-
-
-def _encoder_states(model: Any, ids: Any, attn: Any) -> tuple[Any, Any]:
-    """``(KV cache, final hidden states [B, P, H])`` of the encoder over the prompt."""
-    enc = model.model.encoder(input_ids=ids, attention_mask=attn)
-    return enc.cache, enc.last_hidden_state
 
 
 def _copy_targets(head: Any, mem: Any, canvas: Any, ptr: Any, is_target: Any) -> Any:
@@ -281,11 +246,8 @@ def _copy_targets(head: Any, mem: Any, canvas: Any, ptr: Any, is_target: Any) ->
 
 @dataclasses.dataclass
 class _DrawInputs:
-    """What every noise draw of :func:`copy_diffusion_loss` shares: the encoded prompt (``cache``, copy memory
-    ``mem``), the clean ``canvas`` [B, C] with its ``is_target`` mask and loss weights ``w``, the decoder's
-    attention mask [B, P + C] and positions, the declared parameters' states ``z`` [B, K, dim] with ``valid``
-    [B, K], the value positions' parameter labels ``key`` [B, C], the pointer-trained positions ``ptr_sel``
-    [B, C] and the fixed noise levels ``t`` (or ``None``)."""
+    """What the noise draws of :func:`copy_diffusion_loss` share: the encoded prompt, the canvas and its labels,
+    the decoder's mask and positions, the parameters' states ``z`` [B, K, dim], fixed noise levels ``t``."""
 
     cache: Any
     mem: Any
@@ -312,12 +274,8 @@ def _copy_draw(
     draws: int,
     with_stats: bool,
 ) -> tuple[Any, tuple[float, float, float, float] | None]:
-    """One noise draw of :func:`copy_diffusion_loss`: corrupt the canvas, decode, add this draw's share
-    (``1 / draws``) of the mixture NLL, pointer NLL and parameter loss to ``loss``, and its figures to ``sums``.
-
-    Returns:
-        ``(loss, hits)``: the updated loss and, when ``with_stats``, :func:`_draw_hits`' counts (else ``None``).
-    """
+    """One noise draw: ``loss`` plus ``1 / draws`` of the mixture, pointer and parameter losses (figures added to
+    ``sums``), and :func:`_draw_hits`' counts when ``with_stats``."""
     head = model.copy_head
     B, C = d.canvas.shape
     dev = d.canvas.device
@@ -361,35 +319,22 @@ def copy_diffusion_loss(
     with_stats: bool = True,
     encoded: tuple[Any, Any] | None = None,
 ) -> tuple[Any, dict[str, float]]:
-    """Loss of a ``DiffusionGemmaWithCopyHead`` on one batch (see :mod:`model.heads.copy_head`).
+    """Loss of a ``DiffusionGemmaWithCopyHead`` (:mod:`model.heads.copy_head`) on one labelled batch.
 
-    One encoder pass over the prompt builds the KV cache and the copy memory; then ``draws`` decoder passes,
-    each with its own noise level ``t ~ U(0, 1)`` and uniform-noise canvas (with probability ``self_cond_p``
-    per draw, a detached self-conditioning pass for the whole batch whose logits are the full log-mixture, as at
-    inference).
-    Per draw: the mixture's negative log-likelihood of the clean canvas (weighted as in
-    :func:`diffusion_loss`), plus ``ptr_weight x`` the pointer's NLL at ``ptr`` positions whose token occurs
-    among the copyable sources, plus ``key_weight x`` a cross-entropy of each value position's query against
-    the declared parameters' states. Once per batch: ``bind_weight x`` the binding cross-entropy of every
-    request token's key over ``["none", parameter_1..K]`` (``none_weight`` on "none" tokens).
-
-    Args:
-        model: ``model.heads.copy_model.DiffusionGemmaWithCopyHead``.
-        batch: from :func:`make_batch` with binding labels, on the model's device.
-        cfg: the run's :class:`TrainConfig` (weights, vocabulary, pad weight).
-        generator: ``torch.Generator`` on the batch's device.
-        t: optional [B] float noise levels (then every draw uses them).
-        draws: decoder passes per encoder pass (default ``cfg.noise_draws``).
-        self_cond_p: default ``cfg.self_cond_p``.
-        with_stats: compute the accuracy statistics (one more full-vocabulary mixture per draw).
-        encoded: ``(cache, last_hidden_state [B, P, H])`` of the prompt, already encoded (a frozen encoder over
-            a shared prefix, :mod:`model.training.specialize`); the batch then also carries
-            ``decoder_position_ids`` [B, C] (each row's canvas positions). ``None``: the encoder runs here.
+    One encoder pass builds the KV cache and the copy memory, then ``draws`` (default ``cfg.noise_draws``)
+    decoder passes, each with its own noise (levels ``t`` [B] when given) and, with probability ``self_cond_p``
+    (default ``cfg.self_cond_p``), a detached self-conditioning pass on the log-mixture. Per draw: the mixture's
+    NLL of the clean canvas (weighted as in :func:`diffusion_loss`), ``ptr_weight x`` the pointer's NLL at
+    copyable ``ptr`` positions and ``key_weight x`` the value queries' cross-entropy against the declared
+    parameters. Once per batch: ``bind_weight x`` the binding cross-entropy of the request tokens over
+    ``["none", parameter_1..K]`` (``none_weight`` on "none"). ``with_stats``: the accuracy figures (one more
+    mixture per draw). ``encoded``: ``(cache, last_hidden_state [B, P, H])`` of a prompt already encoded (the
+    batch then carries ``decoder_position_ids`` [B, C]; :mod:`model.training.specialize`).
 
     Returns:
-        ``(loss, stats)``: scalar loss (nats) and floats ``acc_noised``, ``copy_acc`` (argmax accuracy on
-        corrupted ``ptr`` positions), ``mix_nll``, ``ptr_nll``, ``key_acc``, ``bind_loss``, ``bind_acc``
-        (accuracy on bound request tokens), ``gate`` (mean copy weight at ``ptr`` positions), ``t_mean``.
+        ``(loss, stats)``: scalar loss (nats) and floats ``acc_noised``, ``copy_acc`` (on corrupted ``ptr``
+        positions), ``mix_nll``, ``ptr_nll``, ``key_acc``, ``bind_loss``, ``bind_acc``, ``gate`` (mean copy
+        weight at ``ptr`` positions), ``t_mean``.
     """
     head = model.copy_head
     ids, attn, canvas, is_target = (batch[k] for k in ("input_ids", "attention_mask", "canvas", "is_target"))
@@ -397,7 +342,10 @@ def copy_diffusion_loss(
     dev = canvas.device
     draws = draws or cfg.noise_draws
     sc_p = cfg.self_cond_p if self_cond_p is None else self_cond_p
-    cache, E = encoded if encoded is not None else _encoder_states(model, ids, attn)
+    if encoded is None:
+        enc = model.model.encoder(input_ids=ids, attention_mask=attn)
+        encoded = (enc.cache, enc.last_hidden_state)
+    cache, E = encoded
     dec_pos = batch.get("decoder_position_ids")
     mem = head.new_memory(ids, E, attn)
     stats: dict[str, float] = {}

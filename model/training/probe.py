@@ -1,26 +1,11 @@
 """Copy probe: how often a checkpoint reproduces the value tokens a tool call must copy from the request.
 
-``python -m model.training.probe CKPT [--n 40] [--json]`` draws single-call examples from the held-out
-synthetic split and measures, on the tokens of the target call that are *copied* values (tokens with a letter
-or digit whose text, leading space stripped, is the text of a token of the request but of no token of the
-system turn, so ``ĠBerlin`` in the request and ``Berlin`` in the call count as a copy):
-
-- ``ar``: next-token accuracy of the encoder read-out (causal, teacher-forced over prompt + target) through the
-  tied LM head: the autoregressive route that ``--ar-weight`` trains;
-- ``diffusion_t{0.25,0.5,1.0}``: accuracy of one decoder pass on the corrupted positions of a canvas in which a
-  fraction t of positions is replaced by uniform random tokens (the training objective's view; t = 1 is pure
-  noise, the first denoising step).
-
-Each figure is reported for all target tokens and for copied tokens alone. A model that has learned to copy has
-copied-token accuracy close to its all-token accuracy; the checkpoints of docs/TRAINING.md before the copy head
-sit near 0. Checkpoints with a copy head (:mod:`model.heads.copy_head`) are read through their log-mixture (the decoder
-gets the copy memory of the prompt, as in the runtime); their AR read-out is the plain LM head.
-
-``--reachability`` measures instead (tokenizer only) the share of words copied from the prompt that no
-token-by-token copy can produce, because BPE splits them differently there (:func:`word_reachability`).
-
-The probe's 40-example version had about +/- 0.04 of noise on the copied-token figure (``../shared/NOTES.md``), so
-the default is 200 calls.
+``python -m model.training.probe CKPT [--n 200] [--json]`` scores held-out single-call examples on their target
+tokens, all of them and the copied ones (word-like tokens whose stripped text is a request token's and no system
+token's): ``ar``, the next-token accuracy of the causal encoder's read-out (what ``--ar-weight`` trains), and
+``diffusion_t{0.25,0.5,1.0}``, the accuracy of one decoder pass on a canvas noised at level t (a copy-head
+checkpoint is read through its log-mixture). ``--reachability`` measures instead, with the tokenizer only, the
+share of copied words no token-by-token copy can produce (:func:`word_reachability`).
 """
 
 from __future__ import annotations
@@ -48,7 +33,7 @@ HELDOUT_SEED = 7
 
 
 def _copied_positions(part: list[Any], is_target: Any, text: list[str], turn_end: int, C: int) -> Any:
-    """``[B, C]`` bool: target tokens that are a word of the request (the user turn, not the system prompt)."""
+    """``[B, C]`` bool: target tokens that are a word of the request, not of the system turn."""
     copied = torch.zeros_like(is_target)
     for i, e in enumerate(part):
         start = e.prompt.index(turn_end) + 1 if turn_end in e.prompt else 0
@@ -62,8 +47,7 @@ def _copied_positions(part: list[Any], is_target: Any, text: list[str], turn_end
 def _denoised_once(
     model: Any, cache: Any, attn: Any, canvas: Any, is_target: Any, tv: float, V: int, seed: int, extra: Any
 ) -> tuple[Any, Any]:
-    """One decoder pass over the canvas with a fraction ``tv`` of positions noised (noise seeded by ``seed``):
-    ``(argmax == canvas, noised target positions)``, both ``[B, C]`` bool."""
+    """``(argmax == canvas, noised target positions)`` [B, C] of one pass over a canvas noised at level ``tv``."""
     B, C = canvas.shape
     g = torch.Generator().manual_seed(seed)
     corrupt = torch.rand(B, C, generator=g) < tv
@@ -78,22 +62,10 @@ def _denoised_once(
 
 
 def copy_probe(checkpoint: str, n: int = 200, threads: int = 1) -> dict[str, Any]:
-    """Run the probe on ``checkpoint`` (a local folder).
-
-    Args:
-        checkpoint: folder with a DiffusionGemma checkpoint and its tokenizer.
-        n: number of held-out single-call examples (one canvas each; targets cut at ``canvas_length`` tokens).
-        threads: ``torch.set_num_threads``.
-
-    Returns:
-        dict with ``n_examples``, ``n_target_tokens``, ``n_copied_tokens`` and, for each of ``ar``,
-        ``diffusion_t0.25``, ``diffusion_t0.5``, ``diffusion_t1.0``, a dict ``{"all": acc, "copied": acc}``
-        (fractions in [0, 1]).
-
-    Raises:
-        ValueError: if ``n < 1``.
-        OSError: if the checkpoint folder cannot be loaded.
-    """
+    """The probe of the checkpoint folder ``checkpoint`` on ``n`` held-out calls: ``n_examples``,
+    ``n_target_tokens``, ``n_copied_tokens`` and, for each of ``ar``, ``diffusion_t0.25``, ``diffusion_t0.5``,
+    ``diffusion_t1.0``, ``{"all": acc, "copied": acc}``. ``ValueError`` if ``n < 1``, ``OSError`` if it does not
+    load."""
     if n < 1:
         raise ValueError(f"n must be >= 1, got {n}")
 
@@ -149,25 +121,11 @@ _WORD = re.compile(r"[A-Za-z0-9_./:-]{3,}")
 
 
 def word_reachability(tokenizer: Any, prompt: str, target: str, *, spaced: bool) -> tuple[int, int]:
-    """Count the words of ``target`` found in ``prompt`` that the copy head cannot copy token by token.
-
-    The copy head (:mod:`model.heads.copy_head`) can emit, for each source token, that token's stripped or spaced form
-    (``Berlin``/``ĠBerlin``). BPE does not split a word the same way in every context: ``agentkit`` after a quote
-    in a JSON tool response is ``a gent k it``, after a space in an answer ``Ġagent k it``. A word is *reachable*
-    when every token of its tokenization in the target (with a leading space when ``spaced``) has its stripped
-    text among the stripped texts of the prompt's tokens.
-
-    Args:
-        tokenizer: a Hugging Face tokenizer (the checkpoint's).
-        prompt: the text the pointer can point into (request, tool responses).
-        target: the text to produce (a final answer or a call's values).
-        spaced: tokenize each target word with a leading space (prose) or without (a string value).
-
-    Returns:
-        ``(n_words, n_unreachable)``: words of ``target`` (runs of letters, digits and ``_./:-``, 3 characters or
-        more, control-token spellings left out) that occur in ``prompt`` as a whole word (not inside a longer
-        run of letters, digits and ``_``, nor inside a control-token spelling), and how many of them are not
-        reachable.
+    """``(n_words, n_unreachable)``: the words of ``target`` (runs of letters, digits and ``_./:-``, 3 characters
+    or more, outside control-token spellings) that occur whole in ``prompt``, and how many of them the copy head
+    cannot copy token by token: BPE splits a word by its context (``a gent k it`` after a quote, ``Ġagent k it``
+    after a space), and a word is reachable when every token of its tokenization in the target (with a leading
+    space when ``spaced``) has its stripped text among the prompt tokens' stripped texts.
     """
 
     def pieces(text: str) -> list[str]:
@@ -187,22 +145,9 @@ def word_reachability(tokenizer: Any, prompt: str, target: str, *, spaced: bool)
 
 
 def copy_reachability(checkpoint: str, n: int = 300) -> dict[str, Any]:
-    """Share of copied words that no token-by-token copy can produce, on held-out calls and answers.
-
-    Runs :func:`word_reachability` over ``n`` held-out ``call`` examples (values, unspaced) and ``n`` answer
-    examples (``answer_after_tool`` and ``bot_answer``, prose, spaced). Needs only the tokenizer.
-
-    Args:
-        checkpoint: folder with the checkpoint's tokenizer.
-        n: examples per group.
-
-    Returns:
-        ``{"calls": {...}, "answers": {...}}``, each with ``n_examples``, ``n_words`` (target words found in the
-        prompt), ``unreachable_words`` and ``examples_with_unreachable`` (fractions in [0, 1]).
-
-    Raises:
-        OSError: if the tokenizer cannot be loaded from ``checkpoint``.
-    """
+    """:func:`word_reachability` over ``n`` held-out calls (unspaced) and ``n`` answers (spaced), with the
+    tokenizer of ``checkpoint`` (``OSError`` if it does not load): ``{"calls": {...}, "answers": {...}}``, each
+    with ``n_examples``, ``n_words``, ``unreachable_words`` and ``examples_with_unreachable`` (fractions)."""
     tok = AutoTokenizer.from_pretrained(checkpoint, local_files_only=True)
     pool = Generator(HELDOUT_SEED, "heldout").take(20 * n)
     out: dict[str, Any] = {}

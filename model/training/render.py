@@ -11,15 +11,6 @@ from typing import Any
 from grammar import special_tokens as st
 from model.turn.declarations import format_call, format_value
 
-__all__ = [
-    "format_call",
-    "format_value",
-    "render_declaration",
-    "render_prompt",
-    "render_schema",
-    "strip_descriptions",
-]
-
 
 def _type_str(t: Any) -> str:
     q = st.STRING_DELIM

@@ -32,8 +32,7 @@ class TrainConfig:
         warmup: Linear warm-up steps.
         weight_decay: AdamW weight decay.
         grad_clip: Gradient-norm clip.
-        maskbench: MaskBench schemas file (.jsonl.gz) for the Glaive-schema examples (default: the shared data's
-            dev split; missing: trains without them).
+        maskbench: MaskBench schemas (.jsonl.gz) of the Glaive tools (default: ../shared's; missing: none).
         n_train: Training examples generated.
         n_heldout: Held-out examples for the periodic evaluation.
         tokenizer_examples: Training examples the BPE tokenizer is trained on (a fresh run only).
@@ -49,30 +48,23 @@ class TrainConfig:
         max_prompt: Prompt tokens kept per example (the last ones).
         space_tokens: Spaces as their own pre-tokens in a fresh tokenizer.
         copy_weight: Extra loss weight on copied value tokens.
-        ar_weight: Weight of the autoregressive auxiliary loss through the encoder (keep MAX_PROMPT +
-            CANVAS_LENGTH under SLIDING_WINDOW when it is on).
+        ar_weight: Weight of the encoder's autoregressive loss (MAX_PROMPT + CANVAS_LENGTH < SLIDING_WINDOW).
         terse_p: Share of the examples whose tool declarations lose their descriptions.
-        drill_steps: First steps trained on the copy drill only (single-call examples with only the called tools,
-            terse); give STEPS rather than MAX_MINUTES with it.
+        drill_steps: First steps on the copy drill only (terse single calls); give STEPS, not MAX_MINUTES.
         copy_head: Build and train DiffusionGemmaWithCopyHead (model/heads/copy_head.py) with the copy losses.
         copy_dim: Width of the copy head's binding space (its free space is half of it).
-        spaced_word_starts: A copied token takes its spaced form only where it starts a word in the source
-            (the copy head's spaced_word_starts; needs --copy-head).
-        answer_match_responses: In a turn that holds a tool response, the copy head's induction match counts
-            only the tool responses, not the question (the copy head's answer_match_responses; needs --copy-head).
+        spaced_word_starts: A copied token is spaced only where it starts a source word (needs --copy-head).
+        answer_match_responses: After a tool response the copy head matches only the responses (needs --copy-head).
         noise_draws: Decoder passes, each with its own noise level, per encoder pass.
-        prefix_clean_p: Share of (example, draw) pairs whose canvas keeps a clean prefix of random length and is
-            mostly noise after it (the state the constraint's prefix commit leaves at inference).
+        prefix_clean_p: Share of canvases with a clean prefix, mostly noise after it (as prefix commits leave).
         bot_share: Share of the training stream in the example bots' domains (default: the generator's 16%).
-        decline_share: Share of the training stream that declines in prose (small talk, requests no offered tool
-            does; default: the generator's 11%).
+        decline_share: Share of the training stream that declines in prose (default: the generator's 11%).
         bind_weight: Weight of the binding loss (request tokens against the declared parameters).
         key_weight: Weight of the parameter loss (value tokens against the parameter they fill).
         ptr_weight: Weight of the pointer's own loss.
         none_weight: Weight of the "none" request tokens inside the binding loss.
         init_from: Checkpoint folder whose weights (and tokenizer) start the run; weights it lacks start fresh.
-        align_copies: Spell each copied target word with its prompt tokens where BPE splits it differently there
-            (model.training.labels.align_copied_words).
+        align_copies: Spell copied target words with their prompt tokens where BPE splits them otherwise.
         sliding_window: Sliding-window size of the local attention layers.
         max_position_embeddings: Longest sequence the model's positions cover.
         self_cond_p: Probability per example of a detached self-conditioning pass.
@@ -85,8 +77,7 @@ class TrainConfig:
         stage: Train stage N of a staged retrain (model/training/stages.py): 0 starts a fresh tokenizer and
             model, N >= 1 starts from stage N-1's weights, tokenizer and optimizer moments; exactly STEPS steps.
         stages_dir: Folder of the stage folders (stage-0, stage-1, ...) of a staged retrain.
-        from_stage: Start stage N from stage K (0 <= K < N) instead of N-1, to resume a line from an earlier,
-            better stage; the later stages stay as they are (a side branch).
+        from_stage: Start stage N from stage K (0 <= K < N) instead of N-1; the later stages stay as they are.
     """
 
     out_dir: str = "runs/agentkit-tiny"
@@ -150,11 +141,6 @@ class TrainConfig:
     from_stage: int | None = None
 
 
-# --------------------------------------------------------------------------------------------------------------
-# Model config
-# --------------------------------------------------------------------------------------------------------------
-
-
 def build_model_config(cfg: TrainConfig) -> Any:
     """``DiffusionGemmaConfig`` for the embedded checkpoint: :func:`model.checkpoint.config.small_config` sized by ``cfg``."""
     return small_config(
@@ -173,13 +159,8 @@ def build_model_config(cfg: TrainConfig) -> Any:
 
 
 def build_model(cfg: TrainConfig, tok: Any) -> Any:
-    """A fresh model for ``cfg``: ``DiffusionGemmaForBlockDiffusion``, or ``DiffusionGemmaWithCopyHead`` (its
-    variant tables filled from ``tok``) with ``cfg.copy_head``; ``cfg.init_from`` weights loaded where names and
-    shapes match.
-
-    Raises:
-        ValueError: if ``cfg.init_from`` has no ``model.safetensors`` or shares no weight with the model.
-    """
+    """A fresh model for ``cfg`` (with ``cfg.copy_head``, a ``DiffusionGemmaWithCopyHead`` whose tables come from
+    ``tok``), ``cfg.init_from``'s weights loaded where names and shapes match (``ValueError`` if none does)."""
     import transformers
 
     config = build_model_config(cfg)

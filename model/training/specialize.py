@@ -1,21 +1,11 @@
 """``agentkit specialize``: LoRA fine-tuning of a checkpoint on one bundle's tools, within a time budget.
 
-1. Data: synthetic dialogues for the bundle's own declarations (:mod:`model.training.bundle_data`): a training
-   stream and a held-out split whose requests never occur in it.
-2. Before: held-out exact-call accuracy of the base checkpoint (:func:`model.training.heldout.evaluate_examples`).
-3. Fine-tuning: LoRA adapters (peft, Hu et al. 2021) on the text layers' attention and MLP projections and the
-   copy head's projections (:data:`model.checkpoint.adapters.LORA_TARGETS`); the base weights stay frozen. The loss is the
-   one the base was trained with (:func:`model.training.train.copy_diffusion_loss` for a copy-head checkpoint,
-   :func:`model.training.train.diffusion_loss` otherwise). AdamW, warm-up then cosine; the schedule is fitted to
-   ``minutes`` once the first steps are timed. The encoder stays frozen, so the prompt prefix every dialogue
-   shares (system prompt and declarations) is encoded once (:class:`PrefixEncoder`).
-4. The adapter is saved (``adapter_config.json``, ``adapter_model.safetensors``, ``agentkit_adapter.json``
-   with the base's fingerprint), loaded back onto the base as a user would (``load_checkpoint(base,
-   adapter=...)``) and evaluated on the same held-out split.
-5. ``report.json`` in the adapter folder: accuracy before and after, minutes and threads used, steps, sizes.
-
-"Exact-call accuracy": the share of held-out examples that need a call whose calls (names and every argument,
-order-free, ``1 == 1.0``) equal the expected ones (:func:`model.training.heldout.calls_match`).
+Synthetic dialogues for the bundle's declarations (:mod:`model.training.bundle_data`) train LoRA adapters (peft;
+:data:`model.checkpoint.adapters.LORA_TARGETS`) with the loss the base was trained with, the base frozen; the
+schedule (warm-up, cosine) is fitted to ``minutes`` once the first steps are timed, and the prompt prefix every
+dialogue shares is encoded once (:class:`PrefixEncoder`). The held-out exact-call accuracy
+(:func:`model.training.heldout.evaluate_examples`) is measured before and after, the adapter reloaded onto the
+base as a user would; ``report.json`` in the adapter folder holds the figures.
 """
 
 from __future__ import annotations
@@ -52,12 +42,8 @@ from model.turn.chat import ChatModel
 
 @dataclass
 class SpecializeConfig:
-    """The knobs of one specialisation run.
-
-    ``minutes`` bounds the fine-tuning (evaluation before and after comes on top); ``threads``: torch threads
-    (``None``: every core). ``n_train`` training dialogues are generated (they are cycled if the budget allows
-    more steps); ``n_eval`` held-out ones are scored before and after. Sizes in tokens: ``max_prompt``.
-    """
+    """The knobs of one run: ``minutes`` bounds the fine-tuning (the evaluations come on top); ``threads``:
+    torch threads (``None``: every core); ``n_train`` dialogues are cycled, ``n_eval`` held-out ones scored."""
 
     bundle: str
     out: str
@@ -78,21 +64,12 @@ class SpecializeConfig:
 
 
 class PrefixEncoder:
-    """Encodes training prompts that all start with the same prefix (system prompt and tool declarations),
-    the prefix once: with the encoder frozen, its KV cache and final states are the same for every example.
+    """Encodes prompts that share a ``prefix`` (system prompt and declarations) with the prefix encoded once
+    (``model``'s encoder is frozen, so its cache and states are the same for every example).
 
-    :meth:`groups` splits a batch into rows of equal prompt length and encodes only each group's suffix on top
-    of the prefix's cache, with the tokens' true positions: the same states as encoding each prompt whole
-    (checked to 1e-4 in ``tests/test_specialize.py``). Rows of unequal length in one layout would need a gap
-    between prefix and suffix, and the sliding-window layers count a gap's slots (in development runs, a
-    22-token gap moved the decoder's states by 0.03, and a LoRA trained that way called the wrong tools: +4
-    points against +12 to +18), so :func:`length_batches` draws batches of one length where the data allows.
-    On 2 CPU cores, batch 8, ~760-token prompts: about 0.7 s per step (each run logs its ``s/step``) against
-    1.25 s encoding every prompt whole.
-
-    Args:
-        model: the checkpoint (``DiffusionGemmaWithCopyHead``); its encoder must have no trainable weight.
-        prefix: the shared prefix's token ids.
+    :meth:`groups` encodes each group of equal-length rows' suffix on the prefix's cache at the true positions:
+    the states of encoding each prompt whole (the tests check it). Unequal rows would need a gap the
+    sliding-window layers count (a LoRA trained so called the wrong tools), hence :func:`length_batches`.
     """
 
     def __init__(self, model: Any, prefix: list[int]) -> None:
@@ -105,11 +82,8 @@ class PrefixEncoder:
         self.hidden = out.last_hidden_state  # [1, L0, H]
 
     def encode(self, ids: Any) -> tuple[Any, Any]:
-        """``(cache, last_hidden_state [B, n, H])`` of prompts ``ids`` [B, n] (no padding) starting with the prefix.
-
-        Raises:
-            ValueError: a prompt that does not start with the prefix (cut by ``max_prompt``).
-        """
+        """``(cache, last_hidden_state [B, n, H])`` of unpadded prompts ``ids`` [B, n] (``ValueError`` unless each
+        starts with the prefix)."""
         m = self.model
         B, n = ids.shape
         L0 = len(self.prefix)
@@ -128,14 +102,8 @@ class PrefixEncoder:
         return out.cache, torch.cat([self.hidden.expand(B, -1, -1), out.last_hidden_state], dim=1)
 
     def groups(self, plain: dict[str, Any]) -> list[tuple[dict[str, Any], tuple[Any, Any], float]]:
-        """Split a left-padded :func:`model.training.train.make_batch` batch into rows of equal prompt length,
-        padding dropped, each encoded with :meth:`encode`.
-
-        Returns:
-            ``[(batch, (cache, hidden), share of the rows)]`` for
-            :func:`model.training.train.copy_diffusion_loss`'s ``encoded`` (each batch gains
-            ``decoder_position_ids`` [b, C]).
-        """
+        """A left-padded batch split into rows of equal prompt length, padding dropped: ``[(batch with
+        decoder_position_ids, (cache, hidden) from :meth:`encode`, share of the rows)]``."""
         lengths = [int(x) for x in plain["attention_mask"].sum(dim=1).tolist()]
         P, C = plain["input_ids"].shape[1], plain["canvas"].shape[1]
         out = []
@@ -155,12 +123,8 @@ class PrefixEncoder:
 
 
 def length_batches(data: list[Any], batch_size: int, rng: random.Random) -> Any:
-    """Endless batches (lists of encoded examples) whose prompts have one length where the data allows it.
-
-    Each pass shuffles every bucket of equal prompt length and cuts it into batches of ``batch_size``; the
-    leftovers of all buckets, sorted by length, make the remaining batches (split again by
-    :meth:`PrefixEncoder.groups`). The batches' order is shuffled.
-    """
+    """Endless batches of encoded examples, each pass cut from shuffled buckets of one prompt length, the
+    leftovers (sorted by length) batched last, all in shuffled order."""
     buckets: dict[int, list[int]] = {}
     for i, d in enumerate(data):
         buckets.setdefault(len(d.prompt), []).append(i)
@@ -181,14 +145,8 @@ def length_batches(data: list[Any], batch_size: int, rng: random.Random) -> Any:
 
 def shared_prefix(prompts: list[list[int]]) -> list[int]:
     """The longest token prefix every prompt starts with."""
-    first = prompts[0]
-    n = len(first)
-    for p in prompts[1:]:
-        k = 0
-        while k < min(n, len(p)) and p[k] == first[k]:
-            k += 1
-        n = k
-    return first[:n]
+    first, n = prompts[0], min(len(p) for p in prompts)
+    return first[: next((i for i in range(n) if any(p[i] != first[i] for p in prompts)), n)]
 
 
 def _scores(r: dict[str, Any]) -> dict[str, Any]:
@@ -201,8 +159,7 @@ def _folder_bytes(folder: Path, pattern: str) -> int:
 
 
 def _lr(step: int, total: int, cfg: SpecializeConfig) -> float:
-    """Linear warm-up over ``cfg.warmup`` steps (at most a tenth of a short run), then cosine from ``cfg.lr`` to a
-    tenth of it at ``total``."""
+    """Linear warm-up (at most a tenth of the run), then cosine from ``cfg.lr`` to a tenth of it at ``total``."""
     warmup = max(1, min(cfg.warmup, total // 10))
     if step < warmup:
         return cfg.lr * (step + 1) / warmup
@@ -338,8 +295,7 @@ def _checked_out(cfg: SpecializeConfig) -> Path:
 
 
 def _train_config(cfg: SpecializeConfig, model: Any, out: Path) -> Any:
-    """The :class:`~model.training.settings.TrainConfig` of the fine-tuning: the base's canvas and vocabulary,
-    the copy-head losses when the base has the head, 2 noise draws, 70% clean-prefix canvases."""
+    """The fine-tuning's :class:`TrainConfig`: the base's canvas, vocabulary and head, 2 draws, 70% clean prefix."""
     return TrainConfig(
         out_dir=str(out),
         seed=cfg.seed,
@@ -355,8 +311,7 @@ def _train_config(cfg: SpecializeConfig, model: Any, out: Path) -> Any:
 
 
 def _with_lora(model: Any, cfg: SpecializeConfig) -> tuple[Any, list[Any]]:
-    """``(peft_model, trainable parameters)``: LoRA of rank ``cfg.lora_rank`` (alpha ``cfg.lora_alpha``, default
-    twice the rank) on :data:`model.checkpoint.adapters.LORA_TARGETS` (PEFT's ``get_peft_model``)."""
+    """``(peft_model, trainable parameters)``: LoRA of ``cfg.lora_rank`` (alpha default twice the rank)."""
     from peft import LoraConfig, get_peft_model
 
     alpha = cfg.lora_alpha if cfg.lora_alpha is not None else 2 * cfg.lora_rank
@@ -374,13 +329,8 @@ def specialize(
     system_prompt: str | None = None,
     log: Any = print,
 ) -> dict[str, Any]:
-    """Run one specialisation (see the module docstring) and return its report (also in ``OUT/report.json``).
-
-    Args:
-        cfg: the run's settings (``cfg.bundle`` names the bundle in the report and the adapter's record).
-        declarations: the bundle's tool declarations exactly as its agent sends them (``agent.declarations()``).
-        system_prompt: the bundle's system prompt.
-        log: called with one progress line at a time.
+    """Run one specialisation on the bundle's ``declarations`` (``agent.declarations()``) and ``system_prompt``;
+    returns the report (also ``OUT/report.json``). ``log`` gets one progress line at a time.
 
     Raises:
         model.checkpoint.loading.CheckpointError: the base does not load.

@@ -1,18 +1,12 @@
 """Staged training: a retrain cut into stages of a fixed step count, each one a checkpoint folder to commit.
 
-``python -m model.training --stages-dir DIR --stage 0 --space-tokens --copy-head --steps S ...`` trains a fresh
-tokenizer and model into ``DIR/stage-0``. ``--stage N`` (N >= 1) starts from ``DIR/stage-{N-1}`` (or the
-earlier ``DIR/stage-K`` given by ``--from-stage K``): its weights,
-its tokenizer and its AdamW moments, and trains ``--steps`` more steps on a fresh warm-up + cosine schedule
-(``--lr``, ``--warmup``): the learning-rate schedule restarts, the optimizer state does not. The data of stage
-N are drawn with seed ``SEED + N``, so each stage sees new examples.
-
-A stage folder is an offline-loadable checkpoint (``model.safetensors`` in float32, config, tokenizer,
-generation settings) plus ``optimizer.pt`` (the AdamW moments in bfloat16, which keeps a 6.7M-parameter stage
-at about 55 MB), ``stage.json`` (steps, minutes, loss, held-out figures), ``train_config.json`` and
-``log.jsonl``. It is written once, when the stage's last step is done. The working files of the run (the
-full float32 trainer state every ``--ckpt-every`` steps, so that a killed stage resumes when its command runs
-again) live in ``OUT_DIR``, by default ``runs/stages/<DIR name>/stage-N``.
+``python -m model.training --stages-dir DIR --stage 0 ...`` trains a fresh tokenizer and model into
+``DIR/stage-0``; ``--stage N`` starts from ``DIR/stage-{N-1}`` (or ``--from-stage K``): its weights, tokenizer and
+AdamW moments, with a fresh warm-up + cosine schedule of ``--steps`` steps and data drawn with seed ``SEED + N``.
+A stage folder, written once at the stage's end, is an offline-loadable checkpoint plus ``optimizer.pt`` (the
+moments in bfloat16), ``stage.json`` (steps, minutes, loss, held-out figures), ``train_config.json`` and
+``log.jsonl``; the run's working files (resumable trainer state) live in ``OUT_DIR``, by default
+``runs/stages/<DIR name>/stage-N``.
 """
 
 from __future__ import annotations
@@ -62,52 +56,31 @@ def stage_dir(stages_dir: str | Path, n: int) -> Path:
 
 
 def compact_optimizer_state(state: dict[str, Any]) -> dict[str, Any]:
-    """An optimizer ``state_dict`` with every floating state tensor but the ``step`` counters in bfloat16.
-
-    AdamW's ``exp_avg`` and ``exp_avg_sq`` become bfloat16 (8 exponent bits: the second moment's tiny values
-    keep their range, with about 3 significant digits); the per-parameter ``step`` counters and the
-    param groups are kept as they are.
-
-    Args:
-        state: ``torch.optim.Optimizer.state_dict()``.
-
-    Returns:
-        A new dict; ``state`` is not changed.
-    """
-
-    def small(k: str, v: Any) -> Any:
-        if k != "step" and isinstance(v, torch.Tensor) and v.is_floating_point():
-            return v.to(torch.bfloat16)
-        return v
-
-    return {
-        "state": {i: {k: small(k, v) for k, v in s.items()} for i, s in state["state"].items()},
-        "param_groups": state["param_groups"],
-    }
+    """A new optimizer ``state_dict`` with every floating state tensor but the ``step`` counters in bfloat16
+    (the second moment's tiny values keep their range, with about 3 significant digits)."""
+    return _cast_state(state, lambda k, v: k != "step" and v.is_floating_point(), torch.bfloat16)
 
 
 def expand_optimizer_state(state: dict[str, Any]) -> dict[str, Any]:
     """Inverse of :func:`compact_optimizer_state`: bfloat16 tensors back to float32 (values as stored)."""
+    return _cast_state(state, lambda k, v: v.dtype == torch.bfloat16, torch.float32)
 
-    def big(v: Any) -> Any:
-        if isinstance(v, torch.Tensor) and v.dtype == torch.bfloat16:
-            return v.to(torch.float32)
-        return v
+
+def _cast_state(state: dict[str, Any], pick: Any, dtype: Any) -> dict[str, Any]:
+    """A copy of optimizer ``state`` with the tensors ``pick(key, tensor)`` selects cast to ``dtype``."""
+
+    def cast(k: str, v: Any) -> Any:
+        return v.to(dtype) if isinstance(v, torch.Tensor) and pick(k, v) else v
 
     return {
-        "state": {i: {k: big(v) for k, v in s.items()} for i, s in state["state"].items()},
+        "state": {i: {k: cast(k, v) for k, v in s.items()} for i, s in state["state"].items()},
         "param_groups": state["param_groups"],
     }
 
 
 def _previous_stage(cfg: TrainConfig, n: int) -> Path:
-    """Check ``cfg`` against the stage that stage ``n`` starts from (``cfg.from_stage``, by default ``n - 1``)
-    and return its folder.
-
-    Raises:
-        ValueError: ``from_stage`` not in ``[0, n)``; the folder, its weights or its optimizer file are missing;
-            or a model option differs.
-    """
+    """The folder of the stage stage ``n`` starts from, checked against ``cfg`` (``ValueError``: ``from_stage``
+    not in ``[0, n)``, a missing file, or another model option)."""
     k = n - 1 if cfg.from_stage is None else cfg.from_stage
     if not 0 <= k < n:
         raise ValueError(f"--from-stage must be an earlier stage (0 to {n - 1}), got {k}")
@@ -124,16 +97,12 @@ def _previous_stage(cfg: TrainConfig, n: int) -> Path:
 
 
 def stage_config(cfg: TrainConfig) -> tuple[TrainConfig, Path | None]:
-    """The run configuration of stage ``cfg.stage`` and the folder it starts from (``None`` for stage 0).
-
-    Stage N's run: ``out_dir`` ``runs/stages/<stages_dir name>/stage-N`` unless ``cfg.out_dir`` was changed from
-    its default, ``seed`` ``cfg.seed + N``, ``init_from`` the previous stage (N >= 1; ``cfg.from_stage`` when
-    given).
+    """The run configuration of stage ``cfg.stage`` (``out_dir`` ``runs/stages/<stages_dir name>/stage-N`` unless
+    given, ``seed + N``, ``init_from`` the previous stage) and the folder it starts from (``None`` for stage 0).
 
     Raises:
-        ValueError: no ``stages_dir``, a negative stage, ``max_minutes`` or ``stop_at`` given (a stage has a fixed
-            step count), the stage folder already written, or a problem with the previous stage
-            (:func:`_previous_stage`).
+        ValueError: no ``stages_dir``, a negative stage, ``max_minutes``, ``stop_at`` or ``init_from`` given, the
+            stage already written, or a problem with the previous stage (:func:`_previous_stage`).
     """
     n = cfg.stage
     if n is None or n < 0:
@@ -160,11 +129,7 @@ def stage_config(cfg: TrainConfig) -> tuple[TrainConfig, Path | None]:
 
 
 def load_stage_optimizer(prev: Path) -> dict[str, Any]:
-    """The AdamW ``state_dict`` saved with stage folder ``prev``, in float32.
-
-    Raises:
-        OSError: ``prev/optimizer.pt`` cannot be read.
-    """
+    """The AdamW ``state_dict`` saved with stage folder ``prev``, in float32."""
     saved = torch.load(prev / OPTIMIZER_FILE, weights_only=False)
     return expand_optimizer_state(saved["optimizer"])
 
@@ -183,13 +148,8 @@ def _last(log: Path, key: str) -> Any:
 def write_stage(
     run: TrainConfig, final: Path, dest: Path, minutes: float, decoding_from: Path | None
 ) -> None:
-    """Write the stage folder ``dest`` from a finished run: the final checkpoint, ``optimizer.pt`` (bfloat16
-    moments of the run's last trainer state), ``stage.json``, ``train_config.json``, ``log.jsonl`` and the
-    decoding files of ``decoding_from`` (when given and present).
-
-    Raises:
-        FileNotFoundError: the run has no final checkpoint or trainer state.
-    """
+    """Write the stage folder ``dest`` from a finished run: its final checkpoint, ``optimizer.pt``,
+    ``stage.json``, ``train_config.json``, ``log.jsonl`` and the decoding files of ``decoding_from``."""
     out = Path(run.out_dir)
     state = torch.load(out / "checkpoint" / "trainer_state.pt", weights_only=False)
     tmp = dest.with_name(dest.name + ".partial")
@@ -226,19 +186,8 @@ def write_stage(
 
 
 def run_stage(cfg: TrainConfig, decoding_from: Path | None = None) -> Path:
-    """Train stage ``cfg.stage`` of the staged retrain in ``cfg.stages_dir`` and write its folder.
-
-    Args:
-        cfg: the options; ``stage`` and ``stages_dir`` set (see :func:`stage_config`).
-        decoding_from: checkpoint folder whose decoding files (``generation_config.json``,
-            ``agentkit_decoding.json``) the stage folder takes; ``None`` keeps the training defaults.
-
-    Returns:
-        The stage folder.
-
-    Raises:
-        ValueError: see :func:`stage_config` and :func:`model.training.train.train`.
-    """
+    """Train stage ``cfg.stage`` (see :func:`stage_config`) and return its folder, which takes the decoding
+    files of ``decoding_from`` (``None``: the training defaults). ``ValueError``: see :func:`stage_config`."""
     run, prev = stage_config(cfg)
     t0 = time.time()
     final = train(run, optimizer_state=load_stage_optimizer(prev) if prev is not None else None)

@@ -1,15 +1,9 @@
 """Train the embedded DiffusionGemma-architecture checkpoint on synthetic function-calling data.
 
-Objective (uniform-noise block diffusion, the one the runtime samples from): the encoder reads the prompt
-(plus any earlier target tokens) and builds the KV cache with gradients; the canvas is the next
-``canvas_length`` target tokens (``<pad>`` after the end of the target); a fraction ``t ~ U(0, 1)`` of canvas
-positions is replaced by uniform random tokens; the decoder predicts the clean canvas and the loss is
-cross-entropy over the canvas (padding positions weighted by ``pad_weight``). On a fraction
-``self_cond_p`` of the examples a first, detached decoder pass provides ``self_conditioning_logits``
-(Chen et al. 2022, "Analog Bits", self-conditioning; DiffusionGemma's ``self_conditioning`` module).
-
-Sources: transformers ``models/diffusion_gemma/modeling_diffusion_gemma.py`` (encoder/decoder split,
-read-only cache, self-conditioning inputs); the uniform-noise discrete diffusion of Austin et al. 2021 (D3PM).
+Objective (uniform-noise block diffusion, as the runtime samples): the encoder reads the prompt and earlier
+target tokens into the KV cache; a fraction ``t ~ U(0, 1)`` of the next ``canvas_length`` target tokens is
+replaced by uniform random tokens and the decoder predicts the clean canvas (:mod:`model.training.losses`;
+self-conditioning of Chen et al. 2022; uniform-noise discrete diffusion of Austin et al. 2021, D3PM).
 """
 
 from __future__ import annotations
@@ -39,8 +33,10 @@ from model.training.batches import (
     make_batch,
     word_token_table,
 )
-from model.training.data import DEFAULT_MASKBENCH, Generator, copy_drill, corpus_texts, strip_descriptions
+from model.training.catalog import DEFAULT_MASKBENCH
+from model.training.data import Generator, copy_drill, corpus_texts
 from model.training.losses import ar_readout, copy_diffusion_loss, diffusion_loss
+from model.training.render import strip_descriptions
 from model.training.settings import TrainConfig, build_model, build_model_config, generation_config
 
 __all__ = [
@@ -63,14 +59,9 @@ __all__ = [
     "word_token_table",
 ]
 
-# --------------------------------------------------------------------------------------------------------------
-# Checkpointing
-# --------------------------------------------------------------------------------------------------------------
-
 
 def save_checkpoint(model: Any, tok: Any, out: Path, cfg: TrainConfig) -> None:
-    """Write an offline-loadable checkpoint folder: safetensors + config + generation_config + tokenizer +
-    the image processor config (``processor_config.json``)."""
+    """Write an offline-loadable checkpoint folder: weights, configs, tokenizer, image processor config."""
     out.mkdir(parents=True, exist_ok=True)
     model.generation_config = generation_config(cfg.canvas_length)
     model.save_pretrained(out, safe_serialization=True)
@@ -96,16 +87,11 @@ def _save_state(
     )
 
 
-# --------------------------------------------------------------------------------------------------------------
-# Evaluation helpers
-# --------------------------------------------------------------------------------------------------------------
-
-
 def heldout_loss(
     model: Any, data: list[Encoded], cfg: TrainConfig, device: str, autocast: Any
 ) -> dict[str, float]:
-    """Mean loss on the held-out split at fixed noise levels (t = 0.25, 0.5, 1.0) and one-pass accuracy from
-    pure noise (fraction of target tokens the first decoder pass gets right; ``acc_t1``)."""
+    """Mean held-out ``loss`` at t = 0.25, 0.5, 1.0, one-pass accuracy from pure noise ``acc_t1`` and, with the
+    copy head, the copied-token accuracy at t = 0.25 ``copy_t025``."""
     model.eval()
     rng = random.Random(1234)
     out: dict[str, list[float]] = {"loss": [], "acc_t1": []}
@@ -117,33 +103,15 @@ def heldout_loss(
             for tv in (0.25, 0.5, 1.0):
                 t = torch.full((len(items),), tv, device=device)
                 with autocast():
-                    if cfg.copy_head:
-                        loss, stats = copy_diffusion_loss(
-                            model, b, cfg, generator=g, t=t, draws=1, self_cond_p=0.0
-                        )
-                        loss = torch.tensor(stats["mix_nll"])
-                    else:
-                        loss, stats = diffusion_loss(
-                            model,
-                            b,
-                            vocab_size=cfg.vocab_size,
-                            self_cond_p=0.0,
-                            pad_weight=cfg.pad_weight,
-                            generator=g,
-                            t=t,
-                        )
-                out["loss"].append(float(loss))
+                    loss, stats = _step_loss(model, b, cfg, g, True, t)
+                # the copy head's held-out loss is its mixture NLL, a float32 like the plain loss
+                out["loss"].append(float(torch.tensor(stats["mix_nll"]) if cfg.copy_head else loss))
                 if tv == 0.25 and cfg.copy_head:
                     out.setdefault("copy_t025", []).append(stats["copy_acc"])
                 if tv == 1.0:
                     out["acc_t1"].append(stats["acc_noised"])
     model.train()
     return {k: sum(v) / max(1, len(v)) for k, v in out.items()}
-
-
-# --------------------------------------------------------------------------------------------------------------
-# Main loop
-# --------------------------------------------------------------------------------------------------------------
 
 
 def _lr_at(step: int, total: int, cfg: TrainConfig) -> float:
@@ -154,11 +122,7 @@ def _lr_at(step: int, total: int, cfg: TrainConfig) -> float:
 
 
 def prepare(cfg: TrainConfig, log: Any = print) -> tuple[Any, list[Encoded], list[Encoded], list[Encoded]]:
-    """Generate the synthetic data, train (or load) the tokenizer and encode both splits.
-
-    Returns:
-        ``(tokenizer, train_encoded, heldout_encoded, drill_encoded)`` (the last empty without ``drill_steps``).
-    """
+    """Generate the data, train (or load) the tokenizer and encode: ``(tokenizer, train, heldout, drill)``."""
     out = Path(cfg.out_dir)
     t0 = time.time()
     mb = Path(cfg.maskbench) if cfg.maskbench else DEFAULT_MASKBENCH
@@ -192,22 +156,17 @@ def prepare(cfg: TrainConfig, log: Any = print) -> tuple[Any, list[Encoded], lis
             space_tokens=cfg.space_tokens,
         )
         tok.save_pretrained(tok_dir)
-    if cfg.copy_head:
-        words = word_token_table(tok)
-        train = encode_labelled(tok, train_ex, words, align_copies=cfg.align_copies)
-        held = encode_labelled(tok, held_ex, words, align_copies=cfg.align_copies)
-    else:
-        table = word_token_table(tok) if cfg.copy_weight else None  # copied flags only matter when weighted
-        train = encode_examples(tok, train_ex, table)
-        held = encode_examples(tok, held_ex, table)
+    table = word_token_table(tok) if cfg.copy_head or cfg.copy_weight else None  # copied flags: when weighted
+
+    def encode(examples: list[Any], align: bool = cfg.align_copies) -> list[Encoded]:
+        if cfg.copy_head and table is not None:
+            return encode_labelled(tok, examples, table, align_copies=align)
+        return encode_examples(tok, examples, table)
+
+    train, held = encode(train_ex), encode(held_ex)
     drill: list[Encoded] = []
     if cfg.drill_steps > 0:
-        short = [d for d in (copy_drill(e) for e in train_ex) if d is not None]
-        drill = (
-            encode_labelled(tok, short, word_token_table(tok))
-            if cfg.copy_head
-            else encode_examples(tok, short, word_token_table(tok) if cfg.copy_weight else None)
-        )
+        drill = encode([d for d in (copy_drill(e) for e in train_ex) if d is not None], align=False)
         log(
             f"copy drill: {len(drill)} examples, prompt tokens p50 {sorted(len(e.prompt) for e in drill)[len(drill) // 2]}"
         )
@@ -248,9 +207,7 @@ def _model_and_state(
     ``cfg.resume`` and a trainer state is there, else built fresh. Returns ``(model, state, step, total)``."""
     if not (cfg.resume and (ckpt / "trainer_state.pt").exists()):
         return build_model(cfg, tok).to(cfg.device), None, 0, cfg.steps
-    cls: Any = transformers.DiffusionGemmaForBlockDiffusion
-    if cfg.copy_head:
-        cls = DiffusionGemmaWithCopyHead
+    cls: Any = DiffusionGemmaWithCopyHead if cfg.copy_head else transformers.DiffusionGemmaForBlockDiffusion
     model = cls.from_pretrained(ckpt, local_files_only=True).to(cfg.device)
     saved = getattr(model.config, "copy_head", None)
     saved_rules = {r: bool(isinstance(saved, dict) and saved.get(r)) for r in COPY_HEAD_RULES}
@@ -289,19 +246,25 @@ def _optimizer(model: Any, cfg: TrainConfig, state: dict[str, Any] | None) -> An
 
 
 def _step_loss(
-    model: Any, batch: dict[str, Any], cfg: TrainConfig, gen: Any, with_stats: bool
+    model: Any, batch: dict[str, Any], cfg: TrainConfig, gen: Any, with_stats: bool, t: Any = None
 ) -> tuple[Any, Any]:
-    """The training loss of one batch: the copy head's (:func:`copy_diffusion_loss`) or the plain diffusion loss."""
+    """The loss of one batch, the copy head's or the plain diffusion loss; at fixed noise levels ``t`` (held-out)
+    with one draw and neither self-conditioning nor the AR loss."""
+    sc_p = cfg.self_cond_p if t is None else 0.0
     if cfg.copy_head:
-        return copy_diffusion_loss(model, batch, cfg, generator=gen, with_stats=with_stats)
+        draws = None if t is None else 1
+        return copy_diffusion_loss(
+            model, batch, cfg, generator=gen, t=t, draws=draws, self_cond_p=sc_p, with_stats=with_stats
+        )
     return diffusion_loss(
         model,
         batch,
         vocab_size=cfg.vocab_size,
-        self_cond_p=cfg.self_cond_p,
+        self_cond_p=sc_p,
         pad_weight=cfg.pad_weight,
         generator=gen,
-        ar_weight=cfg.ar_weight,
+        t=t,
+        ar_weight=cfg.ar_weight if t is None else 0.0,
     )
 
 
@@ -329,12 +292,8 @@ def _evaluate(
 
 
 def _autocast_for(cfg: TrainConfig) -> Any:
-    """Check ``cfg``'s options and device; return a no-argument factory of the step's autocast context (bfloat16
-    on CUDA, none on CPU).
-
-    Raises:
-        ValueError: see :func:`train`.
-    """
+    """Check ``cfg``'s options and device (``ValueError``); the step's autocast context factory (bfloat16 on
+    CUDA, none on CPU)."""
     if cfg.ar_weight > 0 and cfg.max_prompt + cfg.canvas_length >= cfg.sliding_window:
         raise ValueError(
             f"--ar-weight needs --max-prompt + the canvas ({cfg.max_prompt} + {cfg.canvas_length}) below "
@@ -385,12 +344,7 @@ def _optimizer_step(
     autocast: Any,
     stats: bool,
 ) -> tuple[float, dict[str, float], float]:
-    """One optimizer step at learning rate ``lr``: loss, backward, gradient clipping (``cfg.grad_clip``), update.
-
-    Returns:
-        ``(loss, stats, grad_norm)``: the step's loss, its auxiliary figures (only when ``stats``, see
-        :func:`_step_loss`) and the gradient norm before clipping.
-    """
+    """One optimizer step at ``lr``: ``(loss, its figures when stats, gradient norm before clipping)``."""
     for g in opt.param_groups:
         g["lr"] = lr
     with autocast():
@@ -451,16 +405,14 @@ def _fitted_total(cfg: TrainConfig, step: int, total: int, t_start: float) -> in
 def train(cfg: TrainConfig, *, optimizer_state: dict[str, Any] | None = None) -> Path:
     """Run (or resume) training; returns the folder of the final checkpoint.
 
-    ``optimizer_state`` (an AdamW ``state_dict`` of the same model, e.g. the previous stage's) starts the
-    optimizer of a run that does not resume from ``OUT_DIR``; a resumed run takes its own.
-
-    Writes ``cfg.out_dir/{tokenizer,checkpoint,final}``, ``train_config.json`` and ``log.jsonl`` (one JSON object
-    per logged step: step, loss, lr, tokens/s, held-out figures). Stops at ``cfg.steps`` or when
-    ``cfg.max_minutes`` have passed (the cosine schedule is shortened to fit once the step time is known).
+    ``optimizer_state`` (an AdamW ``state_dict``, e.g. the previous stage's) starts the optimizer of a run that
+    does not resume. Writes ``cfg.out_dir/{tokenizer,checkpoint,final}``, ``train_config.json`` and ``log.jsonl``
+    (one JSON object per logged step). Stops at ``cfg.steps`` or ``cfg.stop_at``; with ``cfg.max_minutes`` the
+    schedule is fitted to the budget once the step time is known.
 
     Raises:
-        ValueError: on an unusable device string, or ``ar_weight > 0`` with ``max_prompt + canvas_length`` not
-            below ``sliding_window``.
+        ValueError: a bad option or device (:func:`_autocast_for`), or a run to resume saved with other
+            copy-head options.
     """
     from rich.console import Console
 

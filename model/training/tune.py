@@ -1,12 +1,8 @@
-"""Tune the shipped denoising settings (temperatures, steps, entropy bound, accept windows, the constraint's
-no-repeat rule and prose extension) on the held-out split.
+"""Tune the shipped denoising settings on the held-out split.
 
-``python -m model.training.tune CHECKPOINT [--limit N] [--rows I,J,...] [--write]`` scores a small grid (or the
-rows of :data:`GRID` numbered ``I, J``, from 0) with
-:func:`model.training.heldout.evaluate_heldout` and prints one JSON object per setting (accuracy, call accuracy,
-mean latency in seconds); ``--write`` stores the best setting (accuracy, ties: lower latency) in the checkpoint's
-``generation_config.json`` and the rest (:data:`model.checkpoint.loading.DECODING_KEYS`) in ``agentkit_decoding.json``
-(:data:`model.checkpoint.loading.DECODING_FILE`).
+``python -m model.training.tune CHECKPOINT [--limit N] [--rows I,J,...] [--write]`` scores the rows of
+:data:`GRID` (all, or those numbered from 0) and prints one JSON object per row; ``--write`` stores the best
+(accuracy, ties: lower latency) in ``generation_config.json`` and ``agentkit_decoding.json``.
 """
 
 from __future__ import annotations
@@ -22,8 +18,8 @@ from model.training.heldout import evaluate_heldout
 from model.training.train import generation_config
 from model.turn.chat import ChatModel, set_threads
 
-#: The fields of a :data:`GRID` row, in order (each a :class:`model.runtime.settings.DenoiseSettings` field).
-#: The settings a row sets: the generation config's four, then the decoding file's (:data:`DECODING_KEYS`).
+#: The :class:`model.runtime.settings.DenoiseSettings` fields a :data:`GRID` row sets: the generation config's
+#: four, then the decoding file's (:data:`DECODING_KEYS`).
 FIELDS = ("t_max", "t_min", "max_denoising_steps", "entropy_bound", *DECODING_KEYS)
 Setting = tuple[float, float, int, float, int | None, bool, bool, int | None, int, bool, bool, bool]
 #: Candidate settings, one tuple of :data:`FIELDS` per row.
@@ -53,11 +49,7 @@ GRID: tuple[Setting, ...] = (
 
 
 def grid_rows(rows: list[int] | None) -> list[Setting]:
-    """The :data:`GRID` settings numbered ``rows`` (``None``: all of them).
-
-    Raises:
-        ValueError: a row number outside :data:`GRID`.
-    """
+    """The :data:`GRID` settings numbered ``rows`` (``None``: all); ``ValueError`` for a number outside it."""
     if rows is None:
         return list(GRID)
     if any(not 0 <= r < len(GRID) for r in rows):
@@ -68,12 +60,7 @@ def grid_rows(rows: list[int] | None) -> list[Setting]:
 def tune(
     checkpoint: str, limit: int = 40, threads: int = 1, rows: list[int] | None = None
 ) -> list[dict[str, Any]]:
-    """Score every :data:`GRID` setting (or the rows numbered ``rows``) on ``limit`` held-out examples; returns
-    one dict per setting.
-
-    Raises:
-        ValueError: a row number outside :data:`GRID`.
-    """
+    """Score the :data:`GRID` rows numbered ``rows`` (:func:`grid_rows`) on ``limit`` held-out examples."""
     settings = grid_rows(rows)
 
     set_threads(threads)

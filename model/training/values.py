@@ -1,8 +1,5 @@
-"""Value banks and natural-language helpers for the synthetic function-calling data (no BFCL text).
-
-Everything here is hand-written for this project: entity lists (places, people, companies, files, ...; their
-words are in ``tables/values.json``), number-to-word conversion and small phrase helpers used by
-:mod:`model.training.data`.
+"""Value banks (words in ``tables/values.json``, hand-written, no BFCL text) and phrase helpers for the
+synthetic function-calling data. Generators of ``kinds.json`` read the other banks by name (:func:`kinds.gen_of`).
 """
 
 from __future__ import annotations
@@ -18,27 +15,14 @@ COUNTRIES = words("values", "COUNTRIES")
 STATES = words("values", "STATES")
 FIRST_NAMES = words("values", "FIRST_NAMES")
 LAST_NAMES = words("values", "LAST_NAMES")
-COMPANIES = words("values", "COMPANIES")
-TICKERS = words("values", "TICKERS")
-CURRENCIES = words("values", "CURRENCIES")
-LANGUAGES = words("values", "LANGUAGES")
-COLORS = words("values", "COLORS")
-GENRES = words("values", "GENRES")
-CUISINES = words("values", "CUISINES")
 FOODS = words("values", "FOODS")
 PRODUCTS = words("values", "PRODUCTS")
 TOPICS = words("values", "TOPICS")
-SPORTS_TEAMS = words("values", "SPORTS_TEAMS")
-AIRPORTS = words("values", "AIRPORTS")
-ANIMALS = words("values", "ANIMALS")
-UNITS_LEN = words("values", "UNITS_LEN")
-UNITS_TEMP = words("values", "UNITS_TEMP")
 WORDS = words("values", "WORDS")
 IDENT_PARTS = words("values", "IDENT_PARTS")
 FILE_EXTS = words("values", "FILE_EXTS")
 DIRS = words("values", "DIRS")
 MONTHS = words("values", "MONTHS")
-WEEKDAYS = words("values", "WEEKDAYS")
 SMALL_NUMBER_WORDS = words("values", "SMALL_NUMBER_WORDS")
 #: Short free-text values (titles, messages).
 MESSAGES = words("values", "MESSAGES")

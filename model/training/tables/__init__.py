@@ -1,9 +1,5 @@
-"""The word tables of the synthetic training data, kept as JSON files beside this module (``values.json``,
-``kinds.json``, ``bots.json``, ``dialogue.json``) and shipped as package data (``pyproject.toml``).
-
-A table file is one JSON object of named tables; the modules of :mod:`model.training` keep the logic and read
-their words here once, at import.
-"""
+"""The word tables of the synthetic training data: JSON objects of named tables beside this module (package
+data), read once at import by the modules of :mod:`model.training`."""
 
 from __future__ import annotations
 
@@ -15,12 +11,8 @@ from typing import Any
 
 @cache
 def load(name: str) -> dict[str, Any]:
-    """The tables of ``<name>.json`` (read once, then cached: callers must not change what they get).
-
-    Raises:
-        FileNotFoundError: no table file of that name is installed.
-        ValueError: the file is not a JSON object (the message names the file).
-    """
+    """The tables of ``<name>.json``, cached (callers must not change them); ``FileNotFoundError`` for no such
+    file, ``ValueError`` for a file that is not a JSON object."""
     path = files(__name__).joinpath(f"{name}.json")
     if not path.is_file():
         raise FileNotFoundError(f"no training table file {name}.json in {__name__}")
@@ -33,8 +25,7 @@ def load(name: str) -> dict[str, Any]:
 
 
 def frozen(x: Any) -> Any:
-    """``x`` with every JSON array made a tuple, at any depth (objects stay dicts): the tuples the generators
-    draw from with ``random.choice``, in file order."""
+    """``x`` with every JSON array made a tuple, at any depth (the generators draw from them in file order)."""
     if isinstance(x, list):
         return tuple(frozen(v) for v in x)
     if isinstance(x, dict):
@@ -43,12 +34,8 @@ def frozen(x: Any) -> Any:
 
 
 def words(name: str, key: str) -> tuple[str, ...]:
-    """Table ``key`` of ``<name>.json``, a list of strings, as a tuple.
-
-    Raises:
-        KeyError: the file has no table ``key``.
-        ValueError: the table is not a list of strings.
-    """
+    """Table ``key`` of ``<name>.json``, a list of strings, as a tuple (``KeyError``: no such table;
+    ``ValueError``: not a list of strings)."""
     tables = load(name)
     if key not in tables:
         raise KeyError(f"training table file {name}.json has no table {key!r}")
