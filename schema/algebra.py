@@ -1,5 +1,4 @@
-"""Intersection, acceptance and disjointness of IR nodes (the part of the builder that reasons about two
-schemas at once), and the numeric helpers."""
+"""Intersection, acceptance and disjointness of IR nodes: the builder's reasoning about two schemas at once."""
 
 from __future__ import annotations
 
@@ -31,16 +30,12 @@ from schema.ir import (
 from schema.regex import pattern_matches, pattern_to_regex
 
 _MAX_INTERSECT_DEPTH = 60
-#: Bound on the work of compiling one schema to the IR, in steps: one subschema built, one enum value, one
-#: pair of nodes intersected or one enum value checked against a constraint (a few microseconds each), and
-#: 200 per distinct regex (:data:`_PATTERN_STEPS`). A schema that needs more is refused at registration with
-#: a :class:`SchemaError` naming the keyword and path where the bound was reached, so registering a tool
-#: never hangs. Of MaskBench's 11,305 schemas (the shared dev file and the hard groups) only one needs more
-#: (SchemaStore's Azure Pipelines schema: an ``anyOf`` of ~500 objects each narrowing a ~500-value ``enum``,
-#: 913k steps, 4-17 s to compile before this bound, refused after 0.3 s now); the next needs 56k.
+#: Bound on the work of compiling one schema to the IR, in steps of a few microseconds (a subschema built, a pair
+#: of nodes intersected, an enum value checked) and :data:`_PATTERN_STEPS` per distinct regex: a schema needing
+#: more is a :class:`SchemaError` at registration, so registering a tool never hangs. Of MaskBench's 11,305
+#: schemas one needs more (913k steps, an ``anyOf`` of ~500 objects each narrowing a ~500-value ``enum``).
 MAX_COMPILE_STEPS = 100_000
-#: Steps charged per distinct ``pattern``/``patternProperties`` regex (each is compiled once by llguidance to
-#: check it, about 2 ms: 200 steps at the ~10 us a step costs on average).
+#: Steps charged per distinct regex (one llguidance compile to check it, about 2 ms).
 _PATTERN_STEPS = 200
 
 
@@ -67,19 +62,13 @@ def _num_range(n: Num) -> tuple[float, float]:
 
 
 def _num_ok(n: Num, v: float) -> bool:
-    if n.minimum is not None and v < n.minimum:
-        return False
-    if n.maximum is not None and v > n.maximum:
-        return False
-    if n.excl_min is not None and v <= n.excl_min:
-        return False
-    if n.excl_max is not None and v >= n.excl_max:
-        return False
-    if n.multiple_of is not None:
-        q = Fraction(str(v)) / Fraction(str(n.multiple_of))
-        if q.denominator != 1:
-            return False
-    return True
+    return (
+        (n.minimum is None or v >= n.minimum)
+        and (n.maximum is None or v <= n.maximum)
+        and (n.excl_min is None or v > n.excl_min)
+        and (n.excl_max is None or v < n.excl_max)
+        and (n.multiple_of is None or (Fraction(str(v)) / Fraction(str(n.multiple_of))).denominator == 1)
+    )
 
 
 def num_unsat(n: Num) -> tuple[str, str] | None:
@@ -140,8 +129,6 @@ class Algebra:
             node = self.defs[node.name]
         return node
 
-    # -- schemas ----------------------------------------------------------------------------------------
-    # -- intersection -----------------------------------------------------------------------------------
     def intersect(self, a: Node, b: Node, path: str) -> Node:
         """The schema of values valid against both ``a`` and ``b`` (``Never`` when none)."""
         if isinstance(a, AnyNode):
@@ -175,18 +162,10 @@ class Algebra:
                 if not isinstance(a, Ref) and all(isinstance(o, Lit) for o in b.options):
                     return self._filter_literals(b, a, path)
                 return any_of([self.intersect(a, o, path) for o in b.options])
-            if isinstance(a, Lit):
-                return (
-                    a
-                    if self.accepts(b, a.value)
-                    else Never("value excluded by another constraint", "enum", path)
-                )
-            if isinstance(b, Lit):
-                return (
-                    b
-                    if self.accepts(a, b.value)
-                    else Never("value excluded by another constraint", "enum", path)
-                )
+            for lit, other in ((a, b), (b, a)):
+                if isinstance(lit, Lit):
+                    ok = self.accepts(other, lit.value)
+                    return lit if ok else Never("value excluded by another constraint", "enum", path)
             if type(a) is not type(b):
                 return Never("incompatible types", "type", path)
             if isinstance(a, (Null, Bool)):
@@ -229,21 +208,14 @@ class Algebra:
         return any_of(kept) if kept else Never("value excluded by another constraint", "enum", path)
 
     def check_pattern(self, pattern: str, path: str, keyword: str) -> None:
-        """Translate and check ``pattern`` (:func:`pattern_to_regex`: one llguidance regex compile, about
-        2 ms); each distinct pattern costs :data:`_PATTERN_STEPS` of the compile bound."""
+        """Translate and check ``pattern`` (:func:`pattern_to_regex`), charging :data:`_PATTERN_STEPS` once."""
         if pattern not in self._patterns:
             self._patterns.add(pattern)
             self.charge(_PATTERN_STEPS, keyword, path)
         pattern_to_regex(pattern, path)
 
     def charge(self, steps: int, keyword: str, path: str) -> None:
-        """Count compile work against :data:`MAX_COMPILE_STEPS`.
-
-        Raises:
-            SchemaError: the schema needs more steps than the bound; ``keyword``/``path`` say where the bound
-                was reached (an ``anyOf``/``allOf``/``enum`` whose branches multiply, or the subschema
-                being built when there are simply too many).
-        """
+        """Count compile work; a :class:`SchemaError` at ``keyword``/``path`` past :data:`MAX_COMPILE_STEPS`."""
         self.steps += steps
         if self.steps > MAX_COMPILE_STEPS:
             raise SchemaError(
@@ -254,8 +226,9 @@ class Algebra:
                 "split the tool or simplify its anyOf/allOf/enum",
             )
 
-    def prop_schema(self, o: Obj, name: str) -> Node:
-        """The schema ``o`` applies to the value of key ``name`` (declared, pattern or additional)."""
+    def prop_schema(self, o: Obj, name: str, closed: bool = False, path: str = "") -> Node:
+        """The schema ``o`` applies to the value of key ``name`` (declared, pattern or additional); ``closed``:
+        an unspecified ``additional`` follows ``additional_default`` (else it allows any value)."""
         node = o.prop(name)
         if node is not None:
             return node
@@ -263,10 +236,10 @@ class Algebra:
         if matched:
             out: Node = AnyNode()
             for pn in matched:
-                out = self.intersect(out, pn, "")
+                out = self.intersect(out, pn, path)
             return out
         if o.additional is None:
-            return AnyNode()
+            return Never("additional property") if closed and not self.additional_default else AnyNode()
         return o.additional
 
     def _intersect_obj(self, a: Obj, b: Obj, path: str) -> Node:
@@ -369,14 +342,7 @@ class Algebra:
                 return False
             if len(v) < node.min_props or (node.max_props is not None and len(v) > node.max_props):
                 return False
-            for k, x in v.items():
-                sub = self.prop_schema(node, k)
-                if node.prop(k) is None and node.additional is None and not self.additional_default:
-                    if not any(pattern_matches(p, k) for p, _ in node.pattern_props):
-                        return False
-                if not self.accepts(sub, x, depth + 1):
-                    return False
-            return True
+            return all(self.accepts(self.prop_schema(node, k, True), x, depth + 1) for k, x in v.items())
         return True  # pragma: no cover
 
     def disjoint(self, a: Node, b: Node, depth: int = 0) -> bool:
@@ -392,8 +358,6 @@ class Algebra:
             return all(self.disjoint(o, b, depth + 1) for o in a.options)
         if isinstance(b, (AnyOf, OneOf)):
             return all(self.disjoint(a, o, depth + 1) for o in b.options)
-        if isinstance(a, Lit) and isinstance(b, Lit):
-            return not _json_eq(a.value, b.value)
         if isinstance(a, Lit):
             return not self.accepts(b, a.value)
         if isinstance(b, Lit):
@@ -418,17 +382,7 @@ class Algebra:
             return False
         if isinstance(a, Obj) and isinstance(b, Obj):
             for k in dict.fromkeys(a.required + b.required):
-                if self.disjoint(self._key_schema(a, k), self._key_schema(b, k), depth + 1):
+                if self.disjoint(self.prop_schema(a, k, True), self.prop_schema(b, k, True), depth + 1):
                     return True
             return False
         return False
-
-    def _key_schema(self, o: Obj, k: str) -> Node:
-        node = o.prop(k)
-        if node is not None:
-            return node
-        if any(pattern_matches(p, k) for p, _ in o.pattern_props):
-            return self.prop_schema(o, k)
-        if o.additional is None:
-            return AnyNode() if self.additional_default else Never("additional property")
-        return o.additional
