@@ -4,6 +4,7 @@ denoising constraint), and :func:`bitmask_to_bool`, the one numpy unpacking of a
 from __future__ import annotations
 
 import functools
+from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any
 
@@ -109,12 +110,8 @@ def _in_text(m: Any, tab: _Tables) -> bool:
 
 def _exit(m: Any, tab: _Tables) -> int:
     """An allowed closer whose consumption leaves free text (-1 if none): ends a string, key or prose."""
-    for t in tab.exits:
-        if _ok(m, t):
-            probe = m.deep_copy()
-            if probe.try_consume_tokens([t]) == 1 and (probe.is_accepting() or not _in_text(probe, tab)):
-                return t
-    return -1
+    allowed = (t for t in tab.exits if _ok(m, t))
+    return _first_leading_out(m, allowed, lambda p: p.is_accepting() or not _in_text(p, tab))
 
 
 def _closable(m: Any, tab: _Tables) -> bool:
@@ -163,7 +160,7 @@ def _search_exit(m: Any, tab: _Tables, depth: int = 3, budget: int = 300) -> lis
     return None
 
 
-def _first_leading_out(m: Any, cands: list[int], ok: Any) -> int:
+def _first_leading_out(m: Any, cands: Iterable[int], ok: Any) -> int:
     """The first of ``cands`` after which ``ok(matcher)`` holds (probed on a copy), else -1."""
     for c in cands:
         probe = m.deep_copy()
@@ -231,7 +228,7 @@ def _outside_text_choice(m: Any, tab: _Tables, allowed: np.ndarray, banned: set[
 _MAX_PERIOD = 8
 
 
-def _period(out: list[int], tab: _Tables) -> int:
+def _period(out: list[int]) -> int:
     """The period (2 to :data:`_MAX_PERIOD`) of the last three periods of ``out``, or 0 (``0`` ``,`` repeated
     for ``minItems: 2000``)."""
     for p in range(2, _MAX_PERIOD + 1):
@@ -265,7 +262,7 @@ def _cycle(m: Any, tab: _Tables, out: list[int], banned: set[int], room: int) ->
     """Repeat the cycle of the last choices (:func:`_period`) into ``m`` and ``out``, at most ``room`` tokens,
     while each token is what a full step would take and each period leaves free text; returns how many (a few
     ``validate_tokens`` calls a token instead of a bitmask and a ranking)."""
-    p = _period(out, tab)
+    p = _period(out)
     if not p:
         return 0
     cycle, n, in_text = out[-p:], 0, 0
@@ -310,9 +307,7 @@ def shortest_completion(matcher: Any, tokenizer: Any, limit: int, *, lookahead: 
         out.extend(toks[:n])
         return n == len(toks)
 
-    while len(out) < limit and not m.is_error():
-        if m.is_accepting() or m.is_stopped():
-            break
+    while len(out) < limit and not (m.is_error() or m.is_accepting() or m.is_stopped()):
         ff = m.compute_ff_tokens()
         if ff:
             if not take(ff):
@@ -323,16 +318,14 @@ def shortest_completion(matcher: Any, tokenizer: Any, limit: int, *, lookahead: 
             break
         if _in_text(m, tab):
             path = _text_choice(m, tab, allowed, run, lookahead)
-            if len(path) > 1:
-                if not take(path):
-                    break
-                continue
-            choice = path[0]
         else:
             run = _TextRun()
-            choice = _outside_text_choice(m, tab, allowed, banned, lookahead)
-        if not take([choice]):  # pragma: no cover - the bitmask allowed it
+            path = [_outside_text_choice(m, tab, allowed, banned, lookahead)]
+        if not take(path):  # a single token: the bitmask allowed it
             break
+        if len(path) > 1:
+            continue
+        choice = path[0]
         if choice in tab.specials or choice in tab.quotes:
             banned.clear()
         repeats = repeats + 1 if choice == last else 0

@@ -211,8 +211,7 @@ class GemmaCompiler:
             if lengths not in self._ground_rx:
                 self._ground_rx[lengths] = grounding_regex(self.grounding, *lengths)
             rx = self._ground_rx[lengths]
-            # no span fits: the empty language (top-level grounded keys without a span are removed before
-            # this, see _ground_specs; this covers nested grounded strings)
+            # no span fits (a nested grounded string: top-level ones were removed by _ground_specs): no value
             parts.append(f"/{_lark_rx(rx)}/" if rx is not None else r"/[^\s\S]/")
         return self.term(" & ".join(parts) if parts else _ANY_TEXT)
 
@@ -347,8 +346,7 @@ class GemmaCompiler:
 
     def _plain_key(self, taken: list[str]) -> str:
         """Expression for a key that is not one of ``taken`` (no patternProperties involved)."""
-        excl = f" & ~({' | '.join(lark_str(k) for k in taken)})" if taken else ""
-        one = self.term(f"/{KEY1_REGEX}/{excl}")
+        one = self.term(f"/{KEY1_REGEX}/{_not_in(taken)}")
         if any(":" in k for k in taken):
             return one
         part = self.term(f"/{KEY_PART_REGEX}/")
@@ -358,15 +356,18 @@ class GemmaCompiler:
         self, node: ir.Obj, taken: list[str], scope: int, defs: dict[str, ir.Node], path: str
     ) -> str | None:
         """Rule for one ``key:value`` pair of a key not in ``properties`` (None when none is allowed)."""
-        excl = " | ".join(lark_str(k) for k in taken)
-        not_taken = f" & ~({excl})" if taken else ""
-        alts = []
+        not_taken = _not_in(taken)
         pats = [(pattern_to_regex(p), sub) for p, sub in node.pattern_props]
         if len(pats) > 4:
             raise SchemaError("patternProperties", "", "more than 4 patternProperties are not supported")
-        # Partition keys by the set of patterns they match: their value must satisfy all of those schemas.
-        for mask in range(1, 1 << len(pats)):
-            sub: ir.Node = ir.AnyNode()
+        additional = node.additional
+        if additional is None:
+            additional = ir.AnyNode() if self.additional_default else ir.Never("additionalProperties")
+        alts = []
+        # Partition keys by the set of patterns they match: their value must satisfy all of those schemas (that
+        # of additionalProperties when they match none: mask 0, last).
+        for mask in [*range(1, 1 << len(pats)), 0] if pats else []:
+            sub: ir.Node = ir.AnyNode() if mask else additional
             rx_parts = [f"/{KEY_REGEX}/"]
             for j, (rx, s) in enumerate(pats):
                 if mask >> j & 1:
@@ -374,19 +375,12 @@ class GemmaCompiler:
                     sub = _algebra().intersect(sub, s, "")
                 else:
                     rx_parts.append(f"~/{rx}/")
-            if isinstance(sub, ir.Never):
-                continue
-            key = self.term("(" + " & ".join(rx_parts) + not_taken + ') ":"')
-            alts.append(f"{key} {self.value(sub, scope, defs, f'{path}/patternProperties')}")
-        additional = node.additional
-        if additional is None:
-            additional = ir.AnyNode() if self.additional_default else ir.Never("additionalProperties")
-        if not isinstance(additional, ir.Never):
-            if pats:
-                rx_parts = [f"/{KEY_REGEX}/"] + [f"~/{rx}/" for rx, _ in pats]
+            if not isinstance(sub, ir.Never):
                 key = self.term("(" + " & ".join(rx_parts) + not_taken + ') ":"')
-            else:
-                key = f'{self._plain_key(taken)} ":"'
+                where = "patternProperties" if mask else "additionalProperties"
+                alts.append(f"{key} {self.value(sub, scope, defs, f'{path}/{where}')}")
+        if not pats and not isinstance(additional, ir.Never):
+            key = f'{self._plain_key(taken)} ":"'
             alts.append(f"{key} {self.value(additional, scope, defs, f'{path}/additionalProperties')}")
         if not alts:
             return None
@@ -409,6 +403,11 @@ def _items(item: str, first: bool, lo: int, hi: int | None) -> str:
         return _rep(f'"," {item}', max(lo, 1), hi)
     rep = _rep(f'"," {item}', max(lo - 1, 0), None if hi is None else hi - 1)
     return f"{item} {rep}" if rep else item
+
+
+def _not_in(taken: list[str]) -> str:
+    """What a key terminal adds to exclude the keys ``taken`` ("" for none)."""
+    return f" & ~({' | '.join(lark_str(k) for k in taken)})" if taken else ""
 
 
 def _rep(expr: str, lo: int, hi: int | None) -> str:

@@ -36,9 +36,7 @@ def bounded_texts(texts: Sequence[str]) -> list[str]:
 
 
 def _cls(ch: str) -> int:
-    if ch.isspace():
-        return 0
-    return 1 if ch.isalnum() else 2
+    return 0 if ch.isspace() else 1 if ch.isalnum() else 2
 
 
 def _span_bounds(text: str, max_len: int) -> Iterable[tuple[int, int]]:
@@ -48,9 +46,7 @@ def _span_bounds(text: str, max_len: int) -> Iterable[tuple[int, int]]:
     for s in starts:
         if s >= n or _cls(text[s]) == 0:
             continue
-        for e in bounds:
-            if e <= s:
-                continue
+        for e in (e for e in bounds if e > s):
             if e - s > max_len:
                 break
             if _cls(text[e - 1]) != 0:

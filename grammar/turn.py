@@ -348,24 +348,18 @@ def _build_grammar(
     if choice == "required" and not callable_specs:
         raise ValueError("tool_choice='required' needs at least one tool")
 
-    lines: list[str] = []
     thinking = "thinking? " if allow_thinking else ""
     terms: dict[str, str] = {}
-    prose = "PROSE"
     if not callable_specs or choice == "auto":
         # Prose never spells, with ordinary tokens, the tokens a turn ends at or a call starts with: a model
         # that starts writing one as text is steered to the token itself.
         text = "(?s:.+)" if answer is None else answer
         terms["PROSE"] = f"/{text}/ & ~/(?s:.*)(?:<\\|tool_call>|<turn\\|>|<\\|tool_response>|<eos>)(?s:.*)/"
+    ending = "<turn|>" if not callable_specs else "(<turn|> | calls)" if choice == "auto" else None
+    lines = [f"start: {thinking}PROSE? {ending}" if ending else f"start: {thinking}calls"]
     if allow_thinking:
         terms["THOUGHT"] = _THOUGHT
         lines.append(_THINKING)
-    if not callable_specs:
-        lines.insert(0, f"start: {thinking}{prose}? <turn|>")
-    elif choice == "auto":
-        lines.insert(0, f"start: {thinking}{prose}? (<turn|> | calls)")
-    else:
-        lines.insert(0, f"start: {thinking}calls")
 
     rules: dict[str, str] = {}
     if callable_specs:

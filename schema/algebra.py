@@ -71,6 +71,10 @@ def _num_ok(n: Num, v: float) -> bool:
     )
 
 
+def _sized(n: int, low: int, high: int | None) -> bool:
+    return low <= n and (high is None or n <= high)
+
+
 def num_unsat(n: Num) -> tuple[str, str] | None:
     """``(keyword, message)`` when no number (no integer for an integer) lies within ``n``'s bounds, else ``None``."""
     lo, hi = _num_range(n)
@@ -259,24 +263,15 @@ class Algebra:
                 v = self.intersect(self.prop_schema(a, k), self.prop_schema(b, k), path)
                 if isinstance(v, Never):
                     return Never(f"required property {k!r} can have no value", "required", path)
-        additional: Node | None
-        if a.additional is None:
-            additional = b.additional
-        elif b.additional is None:
-            additional = a.additional
-        else:
-            additional = self.intersect(a.additional, b.additional, path)
-        pattern_props = tuple(dict(a.pattern_props + b.pattern_props).items())
-        if len(pattern_props) < len(a.pattern_props) + len(b.pattern_props):
-            merged: dict[str, Node] = {}
-            for p, n in a.pattern_props + b.pattern_props:
-                merged[p] = self.intersect(merged[p], n, path) if p in merged else n
-            pattern_props = tuple(merged.items())
+        additional = merge_optional(lambda x, y: self.intersect(x, y, path), a.additional, b.additional)
+        merged: dict[str, Node] = {}
+        for p, n in a.pattern_props + b.pattern_props:
+            merged[p] = self.intersect(merged[p], n, path) if p in merged else n
         mn = max(a.min_props, b.min_props)
         mx = merge_optional(min, a.max_props, b.max_props)
         if mx is not None and mn > mx:
             return Never("minProperties > maxProperties", "minProperties", path)
-        return Obj(tuple(props), required, additional, pattern_props, mn, mx)
+        return Obj(tuple(props), required, additional, tuple(merged.items()), mn, mx)
 
     def one_of(self, options: list[Node], path: str) -> Node:
         """``oneOf``: an ``anyOf`` when the live branches are pairwise disjoint, else a :class:`OneOf`."""
@@ -289,7 +284,6 @@ class Algebra:
                     return OneOf(tuple(live), path)
         return any_of(live)
 
-    # -- membership and disjointness ---------------------------------------------------------------------
     def accepts(self, node: Node, v: Any, depth: int = 0) -> bool:
         """Whether JSON value ``v`` is valid against ``node`` (patterns checked with Python's ``re``)."""
         if depth > 50:
@@ -310,39 +304,28 @@ class Algebra:
         if isinstance(node, Bool):
             return isinstance(v, bool)
         if isinstance(node, Num):
-            if isinstance(v, bool) or not isinstance(v, (int, float)):
-                return False
-            if node.integer and not isinstance(v, int):
-                return False
-            return _num_ok(node, v)
+            kinds = int if node.integer else (int, float)
+            return isinstance(v, kinds) and not isinstance(v, bool) and _num_ok(node, v)
         if isinstance(node, Str):
-            if not isinstance(v, str):
-                return False
-            n = len(v)
-            if n < node.min_len or (node.max_len is not None and n > node.max_len):
-                return False
-            for p in node.patterns:
-                if pattern_matches(p, v) is False:
-                    return False
-            return all(format_matches(f, v) for f in node.formats)
+            return (
+                isinstance(v, str)
+                and _sized(len(v), node.min_len, node.max_len)
+                and all(pattern_matches(p, v) is not False for p in node.patterns)
+                and all(format_matches(f, v) for f in node.formats)
+            )
         if isinstance(node, Arr):
-            if not isinstance(v, list):
-                return False
-            if len(v) < node.min_items or (node.max_items is not None and len(v) > node.max_items):
-                return False
-            for i, x in enumerate(v):
-                sub = node.prefix[i] if i < len(node.prefix) else node.items
-                if not self.accepts(sub, x, depth + 1):
-                    return False
-            return True
+            return (
+                isinstance(v, list)
+                and _sized(len(v), node.min_items, node.max_items)
+                and all(self.accepts(node.item(i), x, depth + 1) for i, x in enumerate(v))
+            )
         if isinstance(node, Obj):
-            if not isinstance(v, dict):
-                return False
-            if not set(node.required) <= set(v):
-                return False
-            if len(v) < node.min_props or (node.max_props is not None and len(v) > node.max_props):
-                return False
-            return all(self.accepts(self.prop_schema(node, k, True), x, depth + 1) for k, x in v.items())
+            return (
+                isinstance(v, dict)
+                and set(node.required) <= set(v)
+                and _sized(len(v), node.min_props, node.max_props)
+                and all(self.accepts(self.prop_schema(node, k, True), x, depth + 1) for k, x in v.items())
+            )
         return True  # pragma: no cover
 
     def disjoint(self, a: Node, b: Node, depth: int = 0) -> bool:
@@ -375,9 +358,7 @@ class Algebra:
                 return True
             n = min(max(a.min_items, b.min_items), max(len(a.prefix), len(b.prefix)))
             for i in range(n):
-                x = a.prefix[i] if i < len(a.prefix) else a.items
-                y = b.prefix[i] if i < len(b.prefix) else b.items
-                if self.disjoint(x, y, depth + 1):
+                if self.disjoint(a.item(i), b.item(i), depth + 1):
                     return True
             return False
         if isinstance(a, Obj) and isinstance(b, Obj):

@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
+import functools
 import json
 import math
-from functools import lru_cache
 from typing import Any
 
 from schema.algebra import Algebra, num_unsat
@@ -91,7 +91,6 @@ class Builder(Algebra):
     """Builds the schema IR of one schema document (``root``); one instance per schema."""
 
     def __init__(self, root: Any, additional_default: bool) -> None:
-        self.root = root
         self.refs = Refs(root)
         self.defs: dict[str, Node] = {}
         self.additional_default = additional_default
@@ -104,19 +103,15 @@ class Builder(Algebra):
         self._refs_memo: dict[Node, frozenset[str]] = {}
         self._patterns: set[str] = set()
 
-    # -- references -------------------------------------------------------------------------------------
     def ref(self, ref: Any, path: str) -> Node:
         ptr = self.refs.pointer(ref, path)
         if ptr in self._ref_nodes:
             return self._ref_nodes[ptr]
-        if ptr not in self._ref_names:
-            self._ref_names[ptr] = f"d{len(self._ref_names)}"
-        name = self._ref_names[ptr]
+        name = self._ref_names.setdefault(ptr, f"d{len(self._ref_names)}")
         if ptr in self._in_progress:
             return Ref(name)
-        target = self.refs.at[ptr]
         self._in_progress.add(ptr)
-        node = self.build(target, ptr)
+        node = self.build(self.refs.at[ptr], ptr)
         self._in_progress.discard(ptr)
         self.defs[name] = node
         # A reference that was used recursively while being built stays a rule; others are inlined.
@@ -128,12 +123,10 @@ class Builder(Algebra):
         """Names of the :class:`Ref` nodes inside ``n`` (not following them), memoised per node."""
         hit = self._refs_memo.get(n)
         if hit is None:
-            hit = (
-                frozenset((n.name,))
-                if isinstance(n, Ref)
-                else frozenset().union(*map(self._free_refs, children(n)))
+            subs = map(self._free_refs, children(n))
+            hit = self._refs_memo[n] = (
+                frozenset((n.name,)) if isinstance(n, Ref) else frozenset().union(*subs)
             )
-            self._refs_memo[n] = hit
         return hit
 
     def unsat(self, keyword: str, path: str, message: str) -> Never:
@@ -167,10 +160,7 @@ class Builder(Algebra):
         def flush() -> None:
             if not batch:
                 return
-            b = dict(batch)
-            for k in ("type", "nullable"):
-                if k in s:
-                    b[k] = s[k]
+            b = {**batch, **{k: s[k] for k in ("type", "nullable") if k in s}}
             if (
                 "additionalProperties" in b
                 and "properties" not in b
@@ -211,10 +201,8 @@ class Builder(Algebra):
         flush()
         if not parts and s.get("nullable") is True:
             parts.append(self._own(s, path))
-        node: Node = AnyNode()
-        for p in parts:
-            node = self.intersect(node, p, path)
-        return node
+        start: Node = AnyNode()
+        return functools.reduce(lambda x, y: self.intersect(x, y, path), parts, start)
 
     def _enum(self, s: dict[str, Any], path: str) -> Node:
         values = [s["const"]] if "const" in s else s["enum"]
@@ -270,10 +258,8 @@ class Builder(Algebra):
 
     def _num(self, s: dict[str, Any], path: str, integer: bool) -> Node:
         bounds = {k: self._number_kw(s, k, path) for k in NUM_KEYWORDS[:4]}
-        for k, v in bounds.items():
-            if (
-                integer and v is not None and abs(v) > 2**59
-            ):  # llguidance's integer-range regex fails from 2**60
+        for k, v in bounds.items():  # llguidance's integer-range regex fails from 2**60
+            if integer and v is not None and abs(v) > 2**59:
                 raise SchemaError(
                     k, path, f"integer bound {k}={v!r} is beyond +-2**59, which the grammar supports"
                 )
@@ -285,12 +271,10 @@ class Builder(Algebra):
         mult = self._number_kw(s, "multipleOf", path)
         if mult is not None and mult <= 0:
             raise SchemaError("multipleOf", path, f"multipleOf must be > 0, got {mult}")
-        too_big = None if mult is None else multiple_of_error(mult)
-        if too_big:
+        if mult is not None and (too_big := multiple_of_error(mult)):
             raise SchemaError("multipleOf", path, too_big)
         node = Num(integer, mn, mx, emn, emx, mult)
-        err = num_unsat(node)
-        if err:
+        if err := num_unsat(node):
             return self.unsat(err[0], path, err[1])
         return node
 
@@ -319,20 +303,17 @@ class Builder(Algebra):
                 raise SchemaError("pattern", path, "pattern must be a string")
             self.check_pattern(p, path, "pattern")
             patterns = (p,)
-        formats: tuple[str, ...] = ()
-        if not isinstance(s.get("format", ""), str):
-            raise SchemaError("format", path, f"format must be a string, got {s['format']!r}")
-        if s.get("format", "") not in FREE_FORMATS | {""}:  # a free format names no syntax: any string
-            f = s["format"]
-            if f not in FORMATS:
-                raise SchemaError(
-                    "format", path, f"string format {f!r} is not supported (known: {sorted(FORMATS)})"
-                )
-            formats = (f,)
+        f = s.get("format", "")
+        if not isinstance(f, str):
+            raise SchemaError("format", path, f"format must be a string, got {f!r}")
+        if f and f not in FORMATS and f not in FREE_FORMATS:  # a free format names no syntax: any string
+            raise SchemaError(
+                "format", path, f"string format {f!r} is not supported (known: {sorted(FORMATS)})"
+            )
         grounded = s.get("x-grounded", False)
         if not isinstance(grounded, bool):
             raise SchemaError("x-grounded", path, f"x-grounded must be true or false, got {grounded!r}")
-        return Str(mn, mx, patterns, formats, grounded)
+        return Str(mn, mx, patterns, (f,) if f in FORMATS else (), grounded)
 
     def _arr(self, s: dict[str, Any], path: str) -> Node:
         mn = self._int_kw(s, "minItems", path) or 0
@@ -447,7 +428,7 @@ def _reject_one_of(nodes: list[Node]) -> None:
         todo.extend(children(n))
 
 
-@lru_cache(maxsize=512)
+@functools.lru_cache(maxsize=512)
 def cached_ir(schema_json: str, additional_properties: bool) -> IR:
     """:func:`build_ir` of ``json.loads(schema_json)``, memoised (the IR is immutable)."""
     return build_ir(json.loads(schema_json), additional_properties=additional_properties)

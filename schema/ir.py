@@ -108,6 +108,10 @@ class Arr(Node):
     prefix: tuple[Node, ...] = ()
     items: Node = AnyNode()
 
+    def item(self, i: int) -> Node:
+        """The schema of item ``i``."""
+        return self.prefix[i] if i < len(self.prefix) else self.items
+
 
 @dataclass(frozen=True)
 class Obj(Node):
@@ -129,10 +133,7 @@ class Obj(Node):
 
     def prop(self, name: str) -> Node | None:
         """The declared schema of property ``name`` (``None`` when not declared)."""
-        for k, v in self.props:
-            if k == name:
-                return v
-        return None
+        return next((v for k, v in self.props if k == name), None)
 
 
 @dataclass(frozen=True)

@@ -47,14 +47,9 @@ _QUANT = re.compile(r"\{\d+(?:,\d*)?\}")
 def _escape(p: str, i: int, e: str, in_cls: bool) -> tuple[str, int]:
     """The Rust-regex spelling of the ECMA escape ``\\e`` (``i``: the index after it) and the index after what
     it consumed."""
-    if e == "d":
-        return ("0-9" if in_cls else "[0-9]"), i
-    if e == "D" and not in_cls:
-        return "[^0-9]", i
-    if e == "w":
-        return ("0-9A-Za-z_" if in_cls else "[0-9A-Za-z_]"), i
-    if e == "W" and not in_cls:
-        return "[^0-9A-Za-z_]", i
+    body = {"d": "0-9", "w": "0-9A-Za-z_"}.get(e.lower())
+    if body and (e.islower() or not in_cls):  # ASCII, as ECMA-262 has them; \D and \W only outside a class
+        return (body if in_cls else f"[{'' if e.islower() else '^'}{body}]"), i
     if e == "u" and re.fullmatch(r"[0-9a-fA-F]{4}", p[i : i + 4]):
         return "\\u{" + p[i : i + 4] + "}", i + 4
     if e == "0":
@@ -69,7 +64,7 @@ def _escape(p: str, i: int, e: str, in_cls: bool) -> tuple[str, int]:
 def _translate_body(p: str, path: str) -> str:
     """Translate ECMA-262 regex syntax to llguidance's (Rust ``regex``) inside ``/.../`` of a Lark grammar."""
     out: list[str] = []
-    i, in_cls, cls_first = 0, False, False
+    i, in_cls = 0, False
     while i < len(p):
         c = p[i]
         if c == "\\":
@@ -77,17 +72,10 @@ def _translate_body(p: str, path: str) -> str:
                 raise SchemaError("pattern", path, f"pattern {p!r} ends with a lone backslash")
             piece, i = _escape(p, i + 2, p[i + 1], in_cls)
             out.append(piece)
-            cls_first = False
             continue
         if in_cls:
-            if c == "]" and not cls_first:
-                in_cls = False
-                out.append("]")
-            elif c in "[&~/":
-                out.append("\\" + c)
-            else:
-                out.append(c)
-            cls_first = False
+            in_cls = c != "]"
+            out.append("\\" + c if c in "[&~/" else c)
             i += 1
             continue
         if c == "[":
@@ -102,7 +90,7 @@ def _translate_body(p: str, path: str) -> str:
                 i = j + 1
                 continue
             out.append("[^" if neg else "[")
-            in_cls, cls_first = True, False
+            in_cls = True
             i = j
             continue
         if c == "{":
