@@ -114,11 +114,6 @@ def _exit(m: Any, tab: _Tables) -> int:
     return _first_leading_out(m, allowed, lambda p: p.is_accepting() or not _in_text(p, tab))
 
 
-def _closable(m: Any, tab: _Tables) -> bool:
-    """Whether the state is accepting or one of the structural closers may come next."""
-    return bool(m.is_accepting()) or any(_ok(m, t) for t in tab.structural)
-
-
 def _ranked(allowed: np.ndarray, tab: _Tables, k: int) -> list[int]:
     """The ``k`` best-ranked allowed tokens (scans the first 4096 of the rank order before the rest)."""
     head = tab.order[:4096]
@@ -220,7 +215,9 @@ def _outside_text_choice(m: Any, tab: _Tables, allowed: np.ndarray, banned: set[
             return t
     ranked = _ranked(allowed, tab, lookahead + len(banned) + len(tab.avoid))
     cands = [c for c in ranked if c not in banned and c not in tab.avoid][:lookahead] or ranked[:1]
-    choice = _first_leading_out(m, cands, lambda p: _closable(p, tab))
+    choice = _first_leading_out(
+        m, cands, lambda p: p.is_accepting() or any(_ok(p, t) for t in tab.structural)
+    )
     return choice if choice >= 0 else cands[0]
 
 
@@ -249,9 +246,7 @@ def _would_choose(m: Any, tab: _Tables, t: int, banned: set[int]) -> int:
         first = next((c for c in tab.exits if _ok(m, c)), -1)
         if first >= 0 and first != t:  # a closer that may not leave the text (``]`` in a key): probe them
             first = _exit(m, tab)
-        if first >= 0:
-            return 2 * (first == t)
-        return int(_ok(m, t))
+        return 2 * (first == t) if first >= 0 else int(_ok(m, t))
     first = next((c for c in tab.structural if c not in banned and _ok(m, c)), -1)
     if first >= 0 or t in tab.structural:
         return 2 * (first == t)

@@ -65,11 +65,6 @@ def _lark_rx(rx: str) -> str:
     return _SLASH.sub(lambda m: "\\/" if m.group() == "/" else m.group(), rx)
 
 
-def _json_text(v: Any) -> str:
-    """Compact JSON text of a scalar (the Gemma syntax writes numbers, booleans and null as JSON does)."""
-    return json.dumps(v, ensure_ascii=False, separators=(",", ":"))
-
-
 @dataclass
 class _State:
     body: str | None  # alternatives deriving a non-empty string, or None when only "" is possible
@@ -150,10 +145,9 @@ class GemmaCompiler:
         if isinstance(node, ir.Lit):
             if node.kind == "str":
                 return f'<|"|> {lark_str(node.value)} <|"|>' if node.value else '<|"|> <|"|>'
-            return lark_str(_json_text(node.value))
-        if isinstance(node, ir.Num):
-            if not node.bounded:
-                return self.term(f"/{_INT_RX if node.integer else _NUM_RX}/")
+            return lark_str(json.dumps(node.value))  # a number, true, false or null
+        if isinstance(node, ir.Num) and not node.bounded:
+            return self.term(f"/{_INT_RX if node.integer else _NUM_RX}/")
         if isinstance(node, ir.Str):
             return f'<|"|> {self._str_term(node)} <|"|>'
         key = (scope, node)
@@ -202,8 +196,7 @@ class GemmaCompiler:
         if node.min_len or node.max_len is not None:
             hi = "" if node.max_len is None else str(node.max_len)
             parts.append(f"/(?s:.{{{node.min_len},{hi}}})/")
-        for p in node.patterns:
-            parts.append(f"/{pattern_to_regex(p)}/")
+        parts += [f"/{pattern_to_regex(p)}/" for p in node.patterns]
         for f in node.formats:
             parts += [f"/{_lark_rx(rx)}/" for rx in (FORMATS[f], *FORMAT_LIMITS.get(f, ()))]
         if node.grounded and self.grounding is not None:
@@ -317,9 +310,7 @@ class GemmaCompiler:
         if top[0]:
             self._emit_reachable((0, True, 0), states, uses, name, path, node)
         body, nullable = top
-        if not body:
-            return '"{" "}"'
-        return f'"{{" {body}{"?" if nullable else ""} "}}"'
+        return f'"{{" {body}{"?" if nullable else ""} "}}"' if body else '"{" "}"'
 
     def _emit_reachable(
         self,
@@ -382,9 +373,7 @@ class GemmaCompiler:
         if not pats and not isinstance(additional, ir.Never):
             key = f'{self._plain_key(taken)} ":"'
             alts.append(f"{key} {self.value(additional, scope, defs, f'{path}/additionalProperties')}")
-        if not alts:
-            return None
-        return self.rule(" | ".join(alts), "kv")
+        return self.rule(" | ".join(alts), "kv") if alts else None
 
     @staticmethod
     def _extras_state(kv: str | None, first: bool, c: int, mn: int, mx: int | None) -> _State:
@@ -392,9 +381,7 @@ class GemmaCompiler:
         hi = None if mx is None else mx - c
         if hi is not None and hi < lo:
             return _State(None, False)
-        if kv is None or hi == 0:
-            return _State(None, lo == 0)
-        return _State(_items(kv, first, lo, hi), lo == 0)
+        return _State(None if kv is None or hi == 0 else _items(kv, first, lo, hi), lo == 0)
 
 
 def _items(item: str, first: bool, lo: int, hi: int | None) -> str:

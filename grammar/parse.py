@@ -215,9 +215,7 @@ def _strip_thinking(text: str) -> tuple[str | None, int]:
     end = text.find(st.CHANNEL_END, i)
     if end < 0:
         raise ToolCallParseError("thinking block is not closed with <channel|>", i)
-    body = text[i + len(st.CHANNEL_START) : end]
-    if body.startswith("thought"):
-        body = body[len("thought") :]
+    body = text[i + len(st.CHANNEL_START) : end].removeprefix("thought")
     return st.unmark_text(body.strip()), end + len(st.CHANNEL_END)
 
 

@@ -180,9 +180,7 @@ def tool_call_grammar(
                 "and no span of the conversation (user messages, tool responses) fits it"
             )
     calls = "many" if parallel_tool_calls else "one"
-    answer = None
-    if answer_grounding is not None:
-        answer = answer_regex(answer_grounding)
+    answer = None if answer_grounding is None else answer_regex(answer_grounding)
     flags = (bool(allow_thinking), bool(additional_properties))
     return _cached_grammar(canonical(specs), choice, syntax, *flags, ground, calls, answer)
 
@@ -218,10 +216,7 @@ def _grounded_string(sub: Any) -> dict[str, Any] | None:
     branches = [b for b in sub.get("anyOf", []) if isinstance(b, dict) and b.get("type") == "string"]
     if sub.get("x-grounded") is True:
         return {**(branches[0] if branches else {}), **sub}
-    for b in branches:
-        if b.get("x-grounded") is True:
-            return b
-    return None
+    return next((b for b in branches if b.get("x-grounded") is True), None)
 
 
 def _ground_specs(specs: list[ToolSpec], ground: tuple[str, ...]) -> tuple[list[ToolSpec], dict[str, str]]:

@@ -159,11 +159,11 @@ class Algebra:
             if isinstance(a, AnyOf) and isinstance(b, AnyOf) and len(a.options) * len(b.options) > 1:
                 self.charge(len(a.options) * len(b.options), "anyOf", path)
             if isinstance(a, AnyOf):
-                if not isinstance(b, (AnyOf, Ref)) and all(isinstance(o, Lit) for o in a.options):
+                if not isinstance(b, AnyOf) and all(isinstance(o, Lit) for o in a.options):
                     return self._filter_literals(a, b, path)
                 return any_of([self.intersect(o, b, path) for o in a.options])
             if isinstance(b, AnyOf):
-                if not isinstance(a, Ref) and all(isinstance(o, Lit) for o in b.options):
+                if all(isinstance(o, Lit) for o in b.options):
                     return self._filter_literals(b, a, path)
                 return any_of([self.intersect(a, o, path) for o in b.options])
             for lit, other in ((a, b), (b, a)):

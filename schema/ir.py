@@ -219,11 +219,7 @@ def multiple_of_error(mult: float) -> str | None:
 
 def merge_optional(f: Any, x: Any, y: Any) -> Any:
     """``f(x, y)`` of two optional bounds; ``x`` or ``y`` alone when the other is ``None``."""
-    if x is None:
-        return y
-    if y is None:
-        return x
-    return f(x, y)
+    return y if x is None else x if y is None else f(x, y)
 
 
 def make_arr(mn: int, mx: int | None, prefix: tuple[Node, ...], items: Node) -> Node:

@@ -229,9 +229,7 @@ def inline_all(keep: set[str], refs: Refs, limit: int | None) -> Any:
         before = {k: v for k, v in items[:ref_at] if k not in _ANNOTATIONS}
         after = {k: v for k, v in items[ref_at:] if k not in _ANNOTATIONS}
         parts = [p for p in (before, ref_target, after) if p != {}]
-        if len(parts) == 1 and not notes:
-            return parts[0]
-        return {**notes, "allOf": parts}
+        return parts[0] if len(parts) == 1 and not notes else {**notes, "allOf": parts}
 
     if "" in names:
         result: Any = {"$ref": f"#/$defs/{names['']}"}
