@@ -1,16 +1,11 @@
-"""Shortest completion: the fewest tokens that close an llguidance matcher's current parse (termination
-support for the denoising constraint, :mod:`model.constraints.denoise`).
-
-:func:`shortest_completion` is greedy with a bounded look-ahead: at each token it prefers an "exit" (a quote,
-bracket, brace or special token that ends the current string, array, object or call), probes a few tokens deep
-for one when none is allowed at once, and otherwise takes the best-ranked allowed token (short printable ASCII
-first). :func:`bitmask_to_bool` is the one numpy unpacking of an llguidance bitmask.
-"""
+"""Shortest completion: few tokens that close an llguidance matcher's current parse (termination support for the
+denoising constraint), and :func:`bitmask_to_bool`, the one numpy unpacking of an llguidance bitmask."""
 
 from __future__ import annotations
 
 import functools
-from dataclasses import dataclass, field
+from collections.abc import Iterable
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
@@ -20,11 +15,8 @@ from grammar.llg import llg_tokenizer
 
 
 def bitmask_to_bool(mask: bytes | bytearray | np.ndarray, vocab_size: int) -> np.ndarray:
-    """Unpack an llguidance bitmask (little-endian int32 words, bit ``j`` of word ``w`` = token ``32w+j``).
-
-    Returns:
-        ``np.ndarray`` bool ``[vocab_size]`` (llguidance returns a few bytes more than ``vocab/8``: sliced).
-    """
+    """Unpack an llguidance bitmask (little-endian int32 words, bit ``j`` of word ``w`` = token ``32w+j``) to a
+    bool ``np.ndarray`` ``[vocab_size]``."""
     raw = np.frombuffer(bytes(mask), dtype=np.uint8)
     return np.unpackbits(raw, bitorder="little")[:vocab_size].astype(bool)
 
@@ -41,12 +33,10 @@ class _Tables:
     probes: list[int]  # single ASCII letters: allowed only inside free text
     exits: list[int]  # closers that may end free text: specials, quotes, brackets, ':'
     structural: list[int]  # closers outside text: specials, brackets, quotes
-    printable: np.ndarray  # bool [V]: non-special tokens whose text is printable ASCII
-    chars: list[int] = field(default_factory=list)  # single printable ASCII characters, by rank
-    avoid: set[int] = field(default_factory=set)  # tried only when nothing else is allowed (<|channel>)
-    order: np.ndarray = field(default_factory=lambda: np.zeros(0, dtype=np.int64))  # ids by rank
-    # printable ids, longest first (progress in a long run of text)
-    long_order: np.ndarray = field(default_factory=lambda: np.zeros(0, dtype=np.int64))
+    chars: list[int]  # single printable ASCII characters, by rank
+    avoid: set[int]  # tried only when nothing else is allowed (<|channel>)
+    order: np.ndarray  # ids by rank
+    long_order: np.ndarray  # printable ids, longest first (progress in a long run of text)
 
 
 def _single_id(tokenizer: Any, text: str, vocab: int) -> int | None:
@@ -96,18 +86,16 @@ def _tables(tokenizer: Any) -> _Tables:
         cls = 0 if text == "," else 1 if text == "0" else 2 if text.isdigit() else 3 if text.isalpha() else 4
         rank[i] = ((0 if nice else 1) << 36) | (min(len(b), 255) << 28) | (cls << 24) | i
     brackets = [i for _, i in sorted(multi, reverse=True)] + ids(("]", "}"))
-    exits = specials + quotes + brackets + ids((":",))
-    structural = specials + brackets + quotes
-    tab = _Tables(vocab, specials, quotes, probes, exits, structural, printable)
     opener = _single_id(tokenizer, st.CHANNEL_START, vocab)
     if opener is not None:  # a thinking block is never the short way out
         rank[opener] = 1 << 41
-        tab.avoid = {opener}
-    tab.order = np.argsort(rank, kind="stable")
+    order = np.argsort(rank, kind="stable")
+    chars = [int(i) for i in order if printable[i] and len(ll.decode_bytes([int(i)])) == 1][:128]
     long_ids = np.flatnonzero(printable)
-    tab.long_order = long_ids[np.argsort(-lengths[long_ids], kind="stable")]
-    tab.chars = [int(i) for i in tab.order if printable[i] and len(ll.decode_bytes([int(i)])) == 1][:128]
-    return tab
+    long_order = long_ids[np.argsort(-lengths[long_ids], kind="stable")]
+    exits, structural = specials + quotes + brackets + ids((":",)), specials + brackets + quotes
+    avoid = set() if opener is None else {opener}
+    return _Tables(vocab, specials, quotes, probes, exits, structural, chars, avoid, order, long_order)
 
 
 def _ok(m: Any, t: int) -> bool:
@@ -122,17 +110,8 @@ def _in_text(m: Any, tab: _Tables) -> bool:
 
 def _exit(m: Any, tab: _Tables) -> int:
     """An allowed closer whose consumption leaves free text (-1 if none): ends a string, key or prose."""
-    for t in tab.exits:
-        if _ok(m, t):
-            probe = m.deep_copy()
-            if probe.try_consume_tokens([t]) == 1 and (probe.is_accepting() or not _in_text(probe, tab)):
-                return t
-    return -1
-
-
-def _closable(m: Any, tab: _Tables) -> bool:
-    """Whether the state is accepting or one of the structural closers may come next."""
-    return bool(m.is_accepting()) or any(_ok(m, t) for t in tab.structural)
+    allowed = (t for t in tab.exits if _ok(m, t))
+    return _first_leading_out(m, allowed, lambda p: p.is_accepting() or not _in_text(p, tab))
 
 
 def _ranked(allowed: np.ndarray, tab: _Tables, k: int) -> list[int]:
@@ -145,13 +124,9 @@ def _ranked(allowed: np.ndarray, tab: _Tables, k: int) -> list[int]:
 
 
 def _search_exit(m: Any, tab: _Tables, depth: int = 3, budget: int = 300) -> list[int] | None:
-    """Breadth-first search for a short token path after which free text can be left.
-
-    Children of a state are the single printable ASCII characters it allows; a child whose set of allowed
-    characters was already seen is not expanded, so the search follows the characters that change what may
-    come next (``@`` in an e-mail address, the ``x`` pattern ``x$`` ends with). Stops after ``budget``
-    children (each costs ~100 ``validate_tokens`` calls, no bitmask).
-    """
+    """Breadth-first search, over the single printable characters allowed, for a short path after which free
+    text can be left; a child whose allowed characters were seen is not expanded, so it follows the characters
+    that change what may come next (``@`` in an e-mail). ``None`` after ``budget`` children."""
 
     def chars(node: Any) -> tuple[int, ...]:
         return tuple(c for c in tab.chars if _ok(node, c))
@@ -180,7 +155,7 @@ def _search_exit(m: Any, tab: _Tables, depth: int = 3, budget: int = 300) -> lis
     return None
 
 
-def _first_leading_out(m: Any, cands: list[int], ok: Any) -> int:
+def _first_leading_out(m: Any, cands: Iterable[int], ok: Any) -> int:
     """The first of ``cands`` after which ``ok(matcher)`` holds (probed on a copy), else -1."""
     for c in cands:
         probe = m.deep_copy()
@@ -189,8 +164,7 @@ def _first_leading_out(m: Any, cands: list[int], ok: Any) -> int:
     return -1
 
 
-#: In-text steps without a way out after which progress takes the longest allowed token (``minLength: 3000``,
-#: ``^.{3000}$``: a few hundred tokens rather than 3,000 single characters, each a bitmask).
+#: In-text steps without a way out after which progress takes the longest allowed token (``minLength: 3000``).
 _LONG_RUN = 16
 #: Most steps between two searches for a way out in a long run (each search costs ~300 probes).
 _MAX_GAP = 32
@@ -198,7 +172,7 @@ _MAX_GAP = 32
 
 @dataclass
 class _TextRun:
-    """The state of a run of in-text steps without a way out (:func:`_text_choice`)."""
+    """A run of in-text steps without a way out (:func:`_text_choice`)."""
 
     stuck: int = 0  # steps since the last breadth-first search
     length: int = 0  # steps in the run
@@ -206,10 +180,8 @@ class _TextRun:
 
 
 def _text_choice(m: Any, tab: _Tables, allowed: np.ndarray, run: _TextRun, lookahead: int) -> list[int]:
-    """Inside free text: an allowed closer that leaves the text; else a token after which one is allowed;
-    after 5 steps without one a breadth-first search (:func:`_search_exit`), the gap doubling after each that
-    fails (up to :data:`_MAX_GAP` steps); else progress: the best-ranked allowed token, or the longest allowed
-    printable one once the run passed :data:`_LONG_RUN` steps."""
+    """Inside free text: an allowed closer that leaves it; else, at doubling gaps, a :func:`_search_exit` path;
+    else a token after which a closer is allowed; else progress (the longest token after :data:`_LONG_RUN`)."""
     choice = _exit(m, tab)
     if choice >= 0:
         run.stuck = run.length = 0
@@ -237,13 +209,15 @@ def _text_choice(m: Any, tab: _Tables, allowed: np.ndarray, run: _TextRun, looka
 
 def _outside_text_choice(m: Any, tab: _Tables, allowed: np.ndarray, banned: set[int], lookahead: int) -> int:
     """Outside free text: the first allowed structural closer not banned, else the best-ranked token after
-    which one is allowed (``5`` for ``minimum: 5``), thinking blocks and banned tokens tried last."""
+    which one is allowed (``5`` for ``minimum: 5``), banned and avoided tokens last."""
     for t in tab.structural:
         if allowed[t] and t not in banned:
             return t
     ranked = _ranked(allowed, tab, lookahead + len(banned) + len(tab.avoid))
     cands = [c for c in ranked if c not in banned and c not in tab.avoid][:lookahead] or ranked[:1]
-    choice = _first_leading_out(m, cands, lambda p: _closable(p, tab))
+    choice = _first_leading_out(
+        m, cands, lambda p: p.is_accepting() or any(_ok(p, t) for t in tab.structural)
+    )
     return choice if choice >= 0 else cands[0]
 
 
@@ -251,10 +225,9 @@ def _outside_text_choice(m: Any, tab: _Tables, allowed: np.ndarray, banned: set[
 _MAX_PERIOD = 8
 
 
-def _period(out: list[int], tab: _Tables) -> int:
-    """The period ``p`` (2 to :data:`_MAX_PERIOD`) of the last ``3p`` tokens of ``out`` (0 when none): a
-    completion cycling through items (``0`` ``,`` for ``minItems: 2000``). Period 1 (one token repeated, which
-    the ban on repeats breaks outside text) is left to the full steps."""
+def _period(out: list[int]) -> int:
+    """The period (2 to :data:`_MAX_PERIOD`) of the last three periods of ``out``, or 0 (``0`` ``,`` repeated
+    for ``minItems: 2000``)."""
     for p in range(2, _MAX_PERIOD + 1):
         tail = out[-3 * p :]
         if len(tail) == 3 * p and tail[:p] * 3 == tail and len(set(tail[:p])) > 1:
@@ -263,11 +236,9 @@ def _period(out: list[int], tab: _Tables) -> int:
 
 
 def _would_choose(m: Any, tab: _Tables, t: int, banned: set[int]) -> int:
-    """Whether a full step of :func:`shortest_completion` would take ``t`` here, checked without a bitmask: 0
-    when not; 1 inside free text with no way out allowed and ``t`` allowed (progress, as the last cycle chose);
-    2 for a fast-forward token, the first allowed closer in text, or outside text the first allowed
-    structural closer not banned, or, none allowed, ``t`` (not one) when allowed. A full step might rank
-    another allowed token first: the completion stays valid, the cycle only repeats what full steps chose."""
+    """Whether a full step would take ``t`` here, checked without a bitmask: 0 when not; 1 inside free text with
+    no way out allowed and ``t`` allowed (progress); 2 when ``t`` is the fast-forward token, the closer the step
+    would take, or, none allowed, an allowed non-closer (a full step might rank another first; still valid)."""
     ff = m.compute_ff_tokens()
     if ff:
         return 2 * (ff[0] == t)
@@ -275,9 +246,7 @@ def _would_choose(m: Any, tab: _Tables, t: int, banned: set[int]) -> int:
         first = next((c for c in tab.exits if _ok(m, c)), -1)
         if first >= 0 and first != t:  # a closer that may not leave the text (``]`` in a key): probe them
             first = _exit(m, tab)
-        if first >= 0:
-            return 2 * (first == t)
-        return int(_ok(m, t))
+        return 2 * (first == t) if first >= 0 else int(_ok(m, t))
     first = next((c for c in tab.structural if c not in banned and _ok(m, c)), -1)
     if first >= 0 or t in tab.structural:
         return 2 * (first == t)
@@ -285,12 +254,10 @@ def _would_choose(m: Any, tab: _Tables, t: int, banned: set[int]) -> int:
 
 
 def _cycle(m: Any, tab: _Tables, out: list[int], banned: set[int], room: int) -> int:
-    """Repeat the cycle the last choices follow (:func:`_period`) while each of its tokens is the one a full
-    step would take (:func:`_would_choose`) and each period leaves free text at least once (else the full
-    steps' search for a way out must run); at most ``room`` tokens. Consumes them into ``m`` and appends them
-    to ``out``; returns how many. A long bounded repetition (``minItems: 2000``) then costs a few
-    ``validate_tokens`` calls a token, not a 262k-token bitmask and a ranking."""
-    p = _period(out, tab)
+    """Repeat the cycle of the last choices (:func:`_period`) into ``m`` and ``out``, at most ``room`` tokens,
+    while each token is what a full step would take and each period leaves free text; returns how many (a few
+    ``validate_tokens`` calls a token instead of a bitmask and a ranking)."""
+    p = _period(out)
     if not p:
         return 0
     cycle, n, in_text = out[-p:], 0, 0
@@ -308,31 +275,19 @@ def _cycle(m: Any, tab: _Tables, out: list[int], banned: set[int], room: int) ->
 
 
 def shortest_completion(matcher: Any, tokenizer: Any, limit: int, *, lookahead: int = 6) -> list[int]:
-    """Greedily complete a copy of ``matcher`` to an accepting state, preferring the shortest way out.
+    """Greedily complete a copy of ``matcher`` (an ``llguidance.LLMatcher``, not modified; ``tokenizer``: the
+    Hugging Face tokenizer of its ``LLTokenizer``) to an accepting state, preferring the shortest way out.
 
-    Each step: take the fast-forward tokens if any. Inside free text (a string body, a key, prose: a
-    single-letter token is allowed), take an allowed closer after which the text is left (``<|tool_response>``,
-    ``<turn|>``, ``<tool_call|>``, ``<channel|>``, ``<|"|>``, ``"``, tokens made only of ``"]}``, ``:``);
-    if none, try the ``lookahead`` best-ranked tokens (printable ASCII first, shorter first; ``,`` then
-    ``0`` then digits then letters) for one after which a closer is allowed, else add the best-ranked one
-    (minLength progress; after :data:`_LONG_RUN` such steps, the longest allowed printable token); after 4
-    such steps without a way out, a small breadth-first search over the characters that change the allowed
-    set finds the missing ones (``@`` and a letter for an e-mail, the final ``x`` of pattern ``x$``; run
-    again at doubling gaps while it fails). A run of choices that cycles (an item and its separator, for
-    ``minItems: 2000``) is repeated with cheap checks (:func:`_cycle`) while each token is still the one a
-    step would take. Outside text (after a value, inside a number), take the first allowed
-    of: the special closers, ``]``/``}``-only tokens, ``<|"|>``/``"``; else the first of the ``lookahead``
-    best-ranked tokens after which one of those is allowed (``5`` for ``minimum: 5``), else the best-ranked.
-
-    Args:
-        matcher: ``llguidance.LLMatcher`` (not modified: a ``deep_copy`` is advanced).
-        tokenizer: the Hugging Face tokenizer the matcher's ``LLTokenizer`` was built from.
-        limit: maximum number of tokens returned.
-        lookahead: allowed tokens tried per step when no closer is allowed.
+    Each step takes the fast-forward tokens if any. Inside free text (a string, a key, prose) it takes an allowed
+    closer that leaves the text (a special token, a quote, a token of ``"]}``, ``:``), else one of the
+    ``lookahead`` best-ranked tokens (printable ASCII, shorter first) after which a closer is allowed, else the
+    best-ranked (:func:`_text_choice`, with a small search for the characters a way out needs). Outside text
+    it takes the first allowed structural closer, else a token after which one is allowed. A cycle of choices
+    (``minItems: 2000``) is repeated with cheap checks (:func:`_cycle`).
 
     Returns:
-        Token ids. Consumed after the matcher's state they reach an accepting state, unless the list has
-        ``limit`` tokens (not enough budget) or no completion was found (grammar error state: empty list).
+        Token ids (at most ``limit``) reaching an accepting state, unless ``limit`` was too small or no
+        completion was found (a matcher in error: an empty list).
     """
     tab = _tables(tokenizer)
     m = matcher.deep_copy()
@@ -347,9 +302,7 @@ def shortest_completion(matcher: Any, tokenizer: Any, limit: int, *, lookahead: 
         out.extend(toks[:n])
         return n == len(toks)
 
-    while len(out) < limit and not m.is_error():
-        if m.is_accepting() or m.is_stopped():
-            break
+    while len(out) < limit and not (m.is_error() or m.is_accepting() or m.is_stopped()):
         ff = m.compute_ff_tokens()
         if ff:
             if not take(ff):
@@ -360,17 +313,14 @@ def shortest_completion(matcher: Any, tokenizer: Any, limit: int, *, lookahead: 
             break
         if _in_text(m, tab):
             path = _text_choice(m, tab, allowed, run, lookahead)
-            if len(path) > 1:
-                if not take(path):
-                    break
-                continue
-            choice = path[0]
         else:
-            run.stuck = run.length = 0
-            run.gap = 4
-            choice = _outside_text_choice(m, tab, allowed, banned, lookahead)
-        if not take([choice]):  # pragma: no cover - the bitmask allowed it
+            run = _TextRun()
+            path = [_outside_text_choice(m, tab, allowed, banned, lookahead)]
+        if not take(path):  # a single token: the bitmask allowed it
             break
+        if len(path) > 1:
+            continue
+        choice = path[0]
         if choice in tab.specials or choice in tab.quotes:
             banned.clear()
         repeats = repeats + 1 if choice == last else 0

@@ -1,13 +1,12 @@
-"""The Gemma tool-call syntax as an llguidance Lark grammar: the schema IR (:mod:`schema`)
-compiled to rules for ``call:NAME{key:value,...}`` (bare keys in declaration order, strings between
-``<|"|>``, numbers, arrays and nested objects), with the bounds llguidance can enforce; and the helpers for
-Lark terminals. :mod:`grammar.turn` assembles whole-turn grammars from these rules.
-"""
+"""The schema IR compiled to llguidance Lark rules for Gemma-syntax values (``{key:value,...}``, bare keys in
+declaration order, strings between ``<|"|>``), with the bounds llguidance can enforce; :mod:`grammar.turn`
+assembles whole-turn grammars from them."""
 
 from __future__ import annotations
 
 import functools
 import json
+import re
 from dataclasses import dataclass
 from typing import Any
 
@@ -18,51 +17,39 @@ from schema import (
     Builder,
     SchemaError,
     ir,
-    pattern_matches,
     pattern_to_regex,
 )
 from schema.refs import escape_pointer_token
 
 SYNTAXES = ("gemma", "json")
 TOOL_CHOICES = ("auto", "required", "none")
+#: What a ``%json`` schema adds so llguidance writes compact JSON (no free whitespace).
+NO_FLEX = {"x-guidance": {"whitespace_flexible": False}}
 
-#: Keys of the Gemma syntax not declared in ``properties`` (the ``:`` after them is part of the terminal):
-#: no control characters, not starting with ``}``, and a ``:`` inside only when the next character cannot
-#: start a value (digit, ``-``, ``t``/``f``/``n``, ``{``, ``[``), so that greedy lexing ends the key at the
-#: right ``:`` and the parser's backtracking finds the same split.
+#: Undeclared keys (with the ``:`` after them): no control characters, not starting with ``}``, a ``:`` inside only
+#: before a character that cannot start a value, so greedy lexing and the parser split at the same ``:``.
 _KEY_COLON = r":[^0-9tfn\-{\[\x00-\x1f]"
 KEY_REGEX = rf"(?:[^:}}\x00-\x1f]|{_KEY_COLON})(?:[^:\x00-\x1f]|{_KEY_COLON})*"
-#: Without patternProperties, a key is either one part without ``:`` (``KEY1``) or parts without
-#: ``:,{}[]`` joined by ``:`` (``gdbots:ncr:1``): a rule, so the Earley parser (not the greedy lexer)
-#: decides which ``:`` ends the key; the parser's backtracking finds the same split.
+#: Without patternProperties, a key is one part without ``:`` or parts without ``:,{}[]`` joined by ``:``
+#: (``gdbots:ncr:1``), a rule, so the Earley parser (not the greedy lexer) decides which ``:`` ends it.
 KEY1_REGEX = r"[^:}\x00-\x1f][^:\x00-\x1f]*"
 KEY_PART_REGEX = r"[^:,{}\[\]\x00-\x1f]+"
-#: Any text: string bodies (special tokens never match a terminal, so the ``<|"|>`` token ends the string and
-#: text spelling it with ordinary tokens stays inside; the parser reads marked text and tells them apart).
+#: Any text: string bodies (special tokens never match a terminal, so the ``<|"|>`` token ends the string).
 _ANY_TEXT = r"/(?s:.*)/"
 _INT_RX = r"-?(?:0|[1-9][0-9]*)"
 _NUM_RX = r"-?(?:0|[1-9][0-9]*)(?:\.[0-9]+)?(?:[eE][+-]?[0-9]+)?"
 _MAX_OBJECT_STATES = 20_000
-#: Bound on the grammar text generated for one tool list (characters of rule and terminal bodies). llguidance's
-#: compile time grows with it: 0.46 s (validation + matcher, 4k-token vocabulary) for the largest grammar of
-#: MaskBench's schemas under the bound (docs/BENCHMARKS.md); a schema whose grammar would be larger is refused
-#: at registration with a :class:`SchemaError` naming the subschema being compiled when the bound was reached.
+#: Bound on the grammar text of one tool list (characters of rule and terminal bodies), which llguidance's compile
+#: time grows with (0.46 s for MaskBench's largest grammar under it, docs/BENCHMARKS.md); past it, a
+#: :class:`SchemaError` names the subschema being compiled.
 MAX_GRAMMAR_CHARS = 500_000
 
 
 def _size_keyword(node: ir.Node) -> str:
     """The keyword named when ``node``'s subschema trips :data:`MAX_GRAMMAR_CHARS`."""
-    if isinstance(node, ir.Obj):
-        return "properties"
-    if isinstance(node, ir.Arr):
-        return "items"
-    if isinstance(node, ir.AnyOf):
-        return "anyOf"
-    if isinstance(node, ir.Ref):
-        return "$ref"
     if isinstance(node, ir.Str):
         return "pattern" if node.patterns else "format" if node.formats else "maxLength"
-    return "type"
+    return {ir.Obj: "properties", ir.Arr: "items", ir.AnyOf: "anyOf", ir.Ref: "$ref"}.get(type(node), "type")
 
 
 def lark_str(text: str) -> str:
@@ -70,28 +57,12 @@ def lark_str(text: str) -> str:
     return json.dumps(text, ensure_ascii=False)
 
 
+_SLASH = re.compile(r"\\.|/", re.S)
+
+
 def _lark_rx(rx: str) -> str:
     """Escape unescaped ``/`` so ``rx`` fits inside a Lark ``/.../`` literal."""
-    out, i = [], 0
-    while i < len(rx):
-        c = rx[i]
-        if c == "\\" and i + 1 < len(rx):
-            out.append(rx[i : i + 2])
-            i += 2
-            continue
-        out.append("\\/" if c == "/" else c)
-        i += 1
-    return "".join(out)
-
-
-def _json_text(v: Any) -> str:
-    """Compact JSON text of a scalar (the Gemma syntax writes numbers, booleans and null as JSON does)."""
-    return json.dumps(v, ensure_ascii=False, separators=(",", ":"))
-
-
-# ----------------------------------------------------------------------------------------------------------
-# Gemma syntax: IR -> Lark
-# ----------------------------------------------------------------------------------------------------------
+    return _SLASH.sub(lambda m: "\\/" if m.group() == "/" else m.group(), rx)
 
 
 @dataclass
@@ -111,9 +82,7 @@ class GemmaCompiler:
         self.terms: dict[str, str] = {}
         self._term_names: dict[str, str] = {}
         self._node_rules: dict[tuple[int, ir.Node], str] = {}
-        self._defs: dict[int, dict[str, ir.Node]] = {}
         self._n = 0
-        self._any_done = False
         #: Characters of grammar emitted so far (bounded by MAX_GRAMMAR_CHARS).
         self.size = 0
         #: Per tool (scope): JSON pointer of each recursive definition, for error messages.
@@ -122,13 +91,8 @@ class GemmaCompiler:
         self._where_node: ir.Node = ir.AnyNode()
 
     def _charge(self, text: str, path: str | None = None, node: ir.Node | None = None) -> None:
-        """Count emitted grammar against :data:`MAX_GRAMMAR_CHARS` (``path``/``node``: the subschema the
-        text belongs to; default the one being compiled).
-
-        Raises:
-            SchemaError: the grammar would exceed the bound; keyword and path name the subschema being
-                compiled when it was reached.
-        """
+        """Count emitted grammar; a :class:`SchemaError` past :data:`MAX_GRAMMAR_CHARS` names the subschema
+        ``path``/``node`` (default: the one being compiled)."""
         self.size += len(text) + 8
         if self.size > MAX_GRAMMAR_CHARS:
             where, what = (self._where, self._where_node) if path is None or node is None else (path, node)
@@ -160,15 +124,15 @@ class GemmaCompiler:
         self.rules[name] = body
         return name
 
-    # -- values ---------------------------------------------------------------------------------------------
+    def compile(self, compiled: ir.IR, scope: int) -> str:
+        """The Lark expression of ``compiled``'s root (``scope``: one per tool, naming its definitions)."""
+        self.def_paths[scope] = compiled.paths
+        return self.value(compiled.root, scope, compiled.defs)
+
     def value(self, node: ir.Node, scope: int, defs: dict[str, ir.Node], path: str = "") -> str:
         """A Lark expression for values valid against ``node`` (``defs``: this tool's recursive definitions;
-        ``path``: JSON pointer of ``node``'s schema, for error messages).
-
-        Raises:
-            SchemaError: ``node`` is ``Never`` (no value possible), an object needs too many states, or the
-                grammar exceeds :data:`MAX_GRAMMAR_CHARS`.
-        """
+        ``path``: JSON pointer of ``node``'s schema). Raises :class:`SchemaError` for a ``Never`` node, an object
+        needing too many states, or a grammar past :data:`MAX_GRAMMAR_CHARS`."""
         self._where, self._where_node = path, node
         if isinstance(node, ir.Never):
             raise SchemaError(node.keyword or "type", node.path, f"no value is possible: {node.reason}")
@@ -181,30 +145,22 @@ class GemmaCompiler:
         if isinstance(node, ir.Lit):
             if node.kind == "str":
                 return f'<|"|> {lark_str(node.value)} <|"|>' if node.value else '<|"|> <|"|>'
-            return lark_str(_json_text(node.value))
-        if isinstance(node, ir.Num):
-            if not node.bounded:
-                return self.term(f"/{_INT_RX if node.integer else _NUM_RX}/")
+            return lark_str(json.dumps(node.value))  # a number, true, false or null
+        if isinstance(node, ir.Num) and not node.bounded:
+            return self.term(f"/{_INT_RX if node.integer else _NUM_RX}/")
         if isinstance(node, ir.Str):
             return f'<|"|> {self._str_term(node)} <|"|>'
         key = (scope, node)
         if key in self._node_rules:
             return self._node_rules[key]
-        self._defs[scope] = defs
-        if isinstance(node, ir.Ref):
-            name = f"def{scope}_{node.name}"
-            self._node_rules[key] = name
-            self.rules[name] = "PENDING"
-            dpath = self.def_paths.get(scope, {}).get(node.name, path)
-            body = self.value(defs[node.name], scope, defs, dpath)
-            self._charge(body, dpath, defs[node.name])
-            self.rules[name] = body
-            return name
-        name = self._name("v")
+        name = f"def{scope}_{node.name}" if isinstance(node, ir.Ref) else self._name("v")
         self._node_rules[key] = name
         self.rules[name] = "PENDING"
-        if isinstance(node, ir.Num):
-            schema = {**node.json_schema(), "x-guidance": {"whitespace_flexible": False}}
+        if isinstance(node, ir.Ref):
+            path, node = self.def_paths.get(scope, {}).get(node.name, path), defs[node.name]
+            body = self.value(node, scope, defs, path)
+        elif isinstance(node, ir.Num):
+            schema = {**node.json_schema(), **NO_FLEX}
             body = "%json " + json.dumps(schema)
             _check_number(body, node, path)
         elif isinstance(node, ir.AnyOf):
@@ -223,8 +179,7 @@ class GemmaCompiler:
         return name
 
     def _any(self) -> str:
-        if not self._any_done:
-            self._any_done = True
+        if "any_value" not in self.rules:
             body = self.term(_ANY_TEXT)
             key = self._plain_key([])
             num = self.term(f"/{_NUM_RX}/")
@@ -241,8 +196,7 @@ class GemmaCompiler:
         if node.min_len or node.max_len is not None:
             hi = "" if node.max_len is None else str(node.max_len)
             parts.append(f"/(?s:.{{{node.min_len},{hi}}})/")
-        for p in node.patterns:
-            parts.append(f"/{pattern_to_regex(p)}/")
+        parts += [f"/{pattern_to_regex(p)}/" for p in node.patterns]
         for f in node.formats:
             parts += [f"/{_lark_rx(rx)}/" for rx in (FORMATS[f], *FORMAT_LIMITS.get(f, ()))]
         if node.grounded and self.grounding is not None:
@@ -250,8 +204,7 @@ class GemmaCompiler:
             if lengths not in self._ground_rx:
                 self._ground_rx[lengths] = grounding_regex(self.grounding, *lengths)
             rx = self._ground_rx[lengths]
-            # no span fits: the empty language (top-level grounded keys without a span are removed before
-            # this, see _ground_specs; this covers nested grounded strings)
+            # no span fits (a nested grounded string: top-level ones were removed by _ground_specs): no value
             parts.append(f"/{_lark_rx(rx)}/" if rx is not None else r"/[^\s\S]/")
         return self.term(" & ".join(parts) if parts else _ANY_TEXT)
 
@@ -276,12 +229,8 @@ class GemmaCompiler:
                 return "", i >= mn
             lo = max(0, mn - i)
             hi = None if mx is None else mx - i
-            it = self.value(node.items, scope, defs, f"{path}/items")
-            if first:
-                rep = _rep(f'"," {it}', max(lo - 1, 0), None if hi is None else hi - 1)
-                return f"({it}{' ' + rep if rep else ''})", lo == 0
-            rep = _rep(f'"," {it}', max(lo, 1), hi)
-            return rep, lo == 0
+            it = _items(self.value(node.items, scope, defs, f"{path}/items"), first, lo, hi)
+            return (f"({it})" if first else it), lo == 0
 
         expr, nullable = tail(0, True)
         inner = f"{expr}?" if (expr and nullable) else expr
@@ -290,7 +239,7 @@ class GemmaCompiler:
     def _obj(self, node: ir.Obj, scope: int, defs: dict[str, ir.Node], path: str) -> str:
         entries = [(k, v, k in node.required) for k, v in node.props if not isinstance(v, ir.Never)]
         for r in node.required_only():
-            v = self._undeclared(node, r)
+            v = _algebra().prop_schema(node, r)
             if isinstance(v, ir.Never):
                 raise SchemaError("required", "", f"required property {r!r} is not allowed by the schema")
             entries.append((r, v, True))
@@ -361,9 +310,7 @@ class GemmaCompiler:
         if top[0]:
             self._emit_reachable((0, True, 0), states, uses, name, path, node)
         body, nullable = top
-        if not body:
-            return '"{" "}"'
-        return f'"{{" {body}{"?" if nullable else ""} "}}"'
+        return f'"{{" {body}{"?" if nullable else ""} "}}"' if body else '"{" "}"'
 
     def _emit_reachable(
         self,
@@ -388,23 +335,9 @@ class GemmaCompiler:
                     seen.add(u)
                     todo.append(u)
 
-    def _undeclared(self, node: ir.Obj, name: str) -> ir.Node:
-        """The schema of a key not in ``props``: matching patternProperties, else additionalProperties."""
-
-        matched = [sub for p, sub in node.pattern_props if pattern_matches(p, name)]
-        if matched:
-            out: ir.Node = ir.AnyNode()
-            for sub in matched:
-                out = _intersect_simple(out, sub)
-            return out
-        if node.additional is None:
-            return ir.AnyNode()
-        return node.additional
-
     def _plain_key(self, taken: list[str]) -> str:
         """Expression for a key that is not one of ``taken`` (no patternProperties involved)."""
-        excl = f" & ~({' | '.join(lark_str(k) for k in taken)})" if taken else ""
-        one = self.term(f"/{KEY1_REGEX}/{excl}")
+        one = self.term(f"/{KEY1_REGEX}/{_not_in(taken)}")
         if any(":" in k for k in taken):
             return one
         part = self.term(f"/{KEY_PART_REGEX}/")
@@ -414,41 +347,33 @@ class GemmaCompiler:
         self, node: ir.Obj, taken: list[str], scope: int, defs: dict[str, ir.Node], path: str
     ) -> str | None:
         """Rule for one ``key:value`` pair of a key not in ``properties`` (None when none is allowed)."""
-        excl = " | ".join(lark_str(k) for k in taken)
-        not_taken = f" & ~({excl})" if taken else ""
-        alts = []
+        not_taken = _not_in(taken)
         pats = [(pattern_to_regex(p), sub) for p, sub in node.pattern_props]
         if len(pats) > 4:
             raise SchemaError("patternProperties", "", "more than 4 patternProperties are not supported")
-        # Partition keys by the set of patterns they match: their value must satisfy all of those schemas.
-        for mask in range(1, 1 << len(pats)):
-            sub: ir.Node = ir.AnyNode()
+        additional = node.additional
+        if additional is None:
+            additional = ir.AnyNode() if self.additional_default else ir.Never("additionalProperties")
+        alts = []
+        # Partition keys by the set of patterns they match: their value must satisfy all of those schemas (that
+        # of additionalProperties when they match none: mask 0, last).
+        for mask in [*range(1, 1 << len(pats)), 0] if pats else []:
+            sub: ir.Node = ir.AnyNode() if mask else additional
             rx_parts = [f"/{KEY_REGEX}/"]
             for j, (rx, s) in enumerate(pats):
                 if mask >> j & 1:
                     rx_parts.append(f"/{rx}/")
-                    sub = _intersect_simple(sub, s)
+                    sub = _algebra().intersect(sub, s, "")
                 else:
                     rx_parts.append(f"~/{rx}/")
-            if isinstance(sub, ir.Never):
-                continue
-            key = self.term("(" + " & ".join(rx_parts) + not_taken + ') ":"')
-            alts.append(f"{key} {self.value(sub, scope, defs, f'{path}/patternProperties')}")
-        additional = node.additional
-        if additional is None:
-            additional = ir.AnyNode() if self.additional_default else ir.Never("additionalProperties")
-        if not isinstance(additional, ir.Never):
-            if pats:
-                rx_parts = [f"/{KEY_REGEX}/"] + [f"~/{rx}/" for rx, _ in pats]
+            if not isinstance(sub, ir.Never):
                 key = self.term("(" + " & ".join(rx_parts) + not_taken + ') ":"')
-                alts.append(f"{key} {self.value(additional, scope, defs, f'{path}/additionalProperties')}")
-            else:
-                alts.append(
-                    f'{self._plain_key(taken)} ":" {self.value(additional, scope, defs, f"{path}/additionalProperties")}'
-                )
-        if not alts:
-            return None
-        return self.rule(" | ".join(alts), "kv")
+                where = "patternProperties" if mask else "additionalProperties"
+                alts.append(f"{key} {self.value(sub, scope, defs, f'{path}/{where}')}")
+        if not pats and not isinstance(additional, ir.Never):
+            key = f'{self._plain_key(taken)} ":"'
+            alts.append(f"{key} {self.value(additional, scope, defs, f'{path}/additionalProperties')}")
+        return self.rule(" | ".join(alts), "kv") if alts else None
 
     @staticmethod
     def _extras_state(kv: str | None, first: bool, c: int, mn: int, mx: int | None) -> _State:
@@ -456,12 +381,20 @@ class GemmaCompiler:
         hi = None if mx is None else mx - c
         if hi is not None and hi < lo:
             return _State(None, False)
-        if kv is None or hi == 0:
-            return _State(None, lo == 0)
-        if first:
-            rep = _rep(f'"," {kv}', max(lo - 1, 0), None if hi is None else hi - 1)
-            return _State(f"{kv}{' ' + rep if rep else ''}", lo == 0)
-        return _State(_rep(f'"," {kv}', max(lo, 1), hi), lo == 0)
+        return _State(None if kv is None or hi == 0 else _items(kv, first, lo, hi), lo == 0)
+
+
+def _items(item: str, first: bool, lo: int, hi: int | None) -> str:
+    """``lo`` to ``hi`` more list items (at least one), each after ``,`` but the first when ``first``."""
+    if not first:
+        return _rep(f'"," {item}', max(lo, 1), hi)
+    rep = _rep(f'"," {item}', max(lo - 1, 0), None if hi is None else hi - 1)
+    return f"{item} {rep}" if rep else item
+
+
+def _not_in(taken: list[str]) -> str:
+    """What a key terminal adds to exclude the keys ``taken`` ("" for none)."""
+    return f" & ~({' | '.join(lark_str(k) for k in taken)})" if taken else ""
 
 
 def _rep(expr: str, lo: int, hi: int | None) -> str:
@@ -489,13 +422,8 @@ def _number_error(body: str) -> str:
 
 
 def _check_number(body: str, node: ir.Num, path: str) -> None:
-    """Raise a :class:`SchemaError` naming ``path`` when llguidance cannot build the regex of a bounded number
-    (a float range such as ``minimum: 1e100``, or bounds with too many digits), instead of the whole
-    grammar's rejection at the root.
-
-    Raises:
-        SchemaError: keyword ``multipleOf`` when the message names it, else ``minimum``.
-    """
+    """Raise a :class:`SchemaError` at ``path`` (keyword ``multipleOf`` when the message names it, else
+    ``minimum``) when llguidance cannot build a bounded number's regex (``minimum: 1e100``...)."""
     err = _number_error(body)
     if err:
         lines = err.strip().splitlines()
@@ -506,6 +434,6 @@ def _check_number(body: str, node: ir.Num, path: str) -> None:
         raise SchemaError(keyword, path, f"number bounds not supported by the grammar: {first[:200]}")
 
 
-def _intersect_simple(a: ir.Node, b: ir.Node) -> ir.Node:
-    """Intersection used for overlapping patternProperties (full IR intersection via a throwaway builder)."""
-    return Builder({}, True).intersect(a, b, "")
+def _algebra() -> Builder:
+    """A throwaway builder: the IR algebra for undeclared keys' schemas (overlapping patternProperties)."""
+    return Builder({}, True)

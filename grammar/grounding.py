@@ -1,17 +1,10 @@
-"""Grounded string values: a regex of the spans of the conversation a grounded parameter may take.
+"""Grounded values: regexes of the spans of the conversation (user messages, tool responses) that a grounded
+parameter (``x-grounded: true``) may take, and of a grounded answer's text.
 
-A parameter marked ``x-grounded: true`` (``grounded: true`` in a bundle, ``Grounded[str]`` in the Python API)
-must take, as its string value, a span of the conversation: the user's messages and the tool responses so far.
-The tool-call grammar (:func:`grammar.turn.tool_call_grammar` with ``grounding=``) intersects the
-string's own constraints with the regex built here, so the constraint applied during denoising only lets the
-model write such a span: no invented identifier, path or id, whatever the checkpoint.
-
-A span starts where a word or a run of punctuation starts (never inside a word, never on whitespace) and ends
-where one ends (never on whitespace); it is at most ``max_len`` characters long. The regex is a trie over the
-spans, so shared prefixes are written once: ``load(?:_bundle)?`` for ``load_bundle``. Its size grows with the
-text times the span length, so the texts are bounded (:data:`MAX_TEXT_CHARS` each, :data:`MAX_TOTAL_CHARS` in
-all, newest first) and spans are at most :data:`MAX_GROUNDED_CHARS` long. Lone surrogates (text that is not
-UTF-8) become the text ``\\udXXX``, as the tokenizer writes them.
+A span starts where a word or a run of punctuation starts and ends where one ends (never on whitespace). The
+regex is a trie over the spans (``load(?:_bundle)?``); its size grows with the text times the span length, so
+texts are bounded (:data:`MAX_TEXT_CHARS` each, :data:`MAX_TOTAL_CHARS` in all, newest first) and spans are at
+most :data:`MAX_GROUNDED_CHARS` long. Lone surrogates become the text ``\\udXXX``, as the tokenizer writes them.
 """
 
 from __future__ import annotations
@@ -43,9 +36,7 @@ def bounded_texts(texts: Sequence[str]) -> list[str]:
 
 
 def _cls(ch: str) -> int:
-    if ch.isspace():
-        return 0
-    return 1 if ch.isalnum() else 2
+    return 0 if ch.isspace() else 1 if ch.isalnum() else 2
 
 
 def _span_bounds(text: str, max_len: int) -> Iterable[tuple[int, int]]:
@@ -55,9 +46,7 @@ def _span_bounds(text: str, max_len: int) -> Iterable[tuple[int, int]]:
     for s in starts:
         if s >= n or _cls(text[s]) == 0:
             continue
-        for e in bounds:
-            if e <= s:
-                continue
+        for e in (e for e in bounds if e > s):
             if e - s > max_len:
                 break
             if _cls(text[e - 1]) != 0:
@@ -65,15 +54,11 @@ def _span_bounds(text: str, max_len: int) -> Iterable[tuple[int, int]]:
 
 
 def has_span(texts: Sequence[str], max_len: int = MAX_GROUNDED_CHARS, min_len: int = 1) -> bool:
-    """True when ``texts`` hold at least one span of ``min_len..max_len`` characters (cheap: stops at the first)."""
+    """True when ``texts`` hold at least one span of ``min_len..max_len`` characters (stops at the first)."""
     max_len = min(max_len, MAX_GROUNDED_CHARS)
-    if min_len > max_len:
-        return False
-    for text in bounded_texts(texts):
-        for i, j in _span_bounds(text, max_len):
-            if j - i >= min_len:
-                return True
-    return False
+    return min_len <= max_len and any(
+        j - i >= min_len for text in bounded_texts(texts) for i, j in _span_bounds(text, max_len)
+    )
 
 
 def _esc(ch: str) -> str:
@@ -85,16 +70,9 @@ def _esc(ch: str) -> str:
 
 
 def grounding_regex(texts: Sequence[str], max_len: int = MAX_GROUNDED_CHARS, min_len: int = 1) -> str | None:
-    """A regex (llguidance / Rust syntax, no delimiters) matching exactly the spans of ``texts``.
-
-    Args:
-        texts: the conversation's user messages and tool responses (bounded by :func:`bounded_texts`).
-        max_len: longest span in characters (capped at :data:`MAX_GROUNDED_CHARS`).
-        min_len: shortest span in characters.
-
-    Returns:
-        The regex, or ``None`` when no span fits (nothing to ground on).
-    """
+    """A regex (llguidance syntax, no delimiters) matching exactly the spans of ``texts`` (bounded by
+    :func:`bounded_texts`) of ``min_len`` to ``max_len`` characters (capped at :data:`MAX_GROUNDED_CHARS`), or
+    ``None`` when no span fits."""
     max_len = max(1, min(max_len, MAX_GROUNDED_CHARS))
     spans = [
         text[s:e] for text in bounded_texts(texts) for s, e in _span_bounds(text, max_len) if e - s >= min_len
@@ -111,28 +89,18 @@ def _trie_regex(strings: Iterable[str]) -> str:
             node = node.setdefault(ch, {})
         node[""] = {}
 
-    def emit(node: dict) -> str:
-        # recursion depth bounded by the longest string (at most MAX_GROUNDED_CHARS for spans, FACT_CHARS for facts)
-        ends = "" in node
-        kids = [(ch, child) for ch, child in node.items() if ch]
-        if not kids:
+    def emit(node: dict) -> str:  # recursion as deep as the longest string (MAX_GROUNDED_CHARS, FACT_CHARS)
+        alts = [_esc(ch) + emit(child) for ch, child in sorted(node.items()) if ch]
+        if not alts:
             return ""
-        alts = []
-        for ch, child in sorted(kids):
-            tail = emit(child)
-            alts.append(_esc(ch) + tail)
         body = alts[0] if len(alts) == 1 else "(?:" + "|".join(alts) + ")"
-        if ends:
-            return "(?:" + body + ")?"
-        return body
+        return f"(?:{body})?" if "" in node else body
 
     return emit(trie)
 
 
-#: The characters only a grounded fact may hold in a grounded answer: the ASCII digits. (Measured: grounding
-#: ``_`` and ``/`` too, so identifiers and paths are copied whole, derails the tiny checkpoint where it glues an
-#: identifier to a path, ``load_bundle_agentkit/bundle.py``: blocked there, it writes ``load_bundle( a ...`` and
-#: loses the path; see docs/TRAINING.md.)
+#: The characters only a grounded fact may hold in a grounded answer: the ASCII digits (grounding ``_`` and ``/``
+#: too derailed the tiny checkpoint; see docs/TRAINING.md).
 FACT_MARKS = "0123456789"
 #: Longest fact kept, in characters (a longer run of fact characters is left out: the answer cannot write it).
 FACT_CHARS = 96
@@ -144,9 +112,8 @@ _FREE, _EDGE, _DOT = r"[^0-9]", r"[^0-9A-Za-z_\/.\-]", r"[.\-]"
 
 def answer_facts(texts: Sequence[str]) -> set[str]:
     """The facts of ``texts`` a grounded answer may write: maximal runs of ``[A-Za-z0-9_./-]`` holding a digit
-    (:data:`FACT_MARKS`: a number, a date, a version, a path or identifier with a digit: ``-4.0``, ``2026-11-29``,
-    ``v2.1``, ``model/v2/x.py``), without trailing ``.`` and ``-`` and without a leading ``.`` or a leading ``-`` that is no
-    minus sign; at most :data:`FACT_CHARS` characters."""
+    (``-4.0``, ``2026-11-29``, ``v2.1``, ``model/v2/x.py``), without trailing ``.``/``-``, a leading ``.`` or a
+    leading ``-`` that is no minus sign; at most :data:`FACT_CHARS` characters."""
     out: set[str] = set()
     for text in bounded_texts(texts):
         for m in _FACT_RUN.finditer(text):
@@ -159,23 +126,11 @@ def answer_facts(texts: Sequence[str]) -> set[str]:
 
 
 def answer_regex(texts: Sequence[str]) -> str:
-    """The regex (llguidance / Rust syntax, no delimiters) of a grounded answer's text: every ASCII digit
-    (:data:`FACT_MARKS`) lies inside a fact of ``texts`` (:func:`answer_facts`) written whole, and a fact stands
-    apart: the character before it is none of ``[A-Za-z0-9_/.-]`` (or the text starts), and the one after it is
-    none of ``[A-Za-z0-9_/]``, nor a ``.`` or ``-`` followed by one of those or by another ``.``/``-``. Two whole
-    numbers of the texts joined by ``-`` count as one fact (a range: ``lines 188-192``).
-
-    So the answer copies the numbers and dates of the conversation (the user's messages, the tool calls'
-    arguments, the tool responses) and cannot invent, garble or glue one: ``agentkit/bundle.py:600.`` and
-    ``2026-11-29: 3.0 to 6.0`` can be written when the texts hold ``600`` and those dates and numbers;
-    ``bundle.py:6000``, ``2026--11``, ``2026-11-29-30.0`` and ``6.0.0`` cannot. Text without digits is free.
-
-    Args:
-        texts: the conversation's texts (bounded by :func:`bounded_texts`).
-
-    Returns:
-        The regex of a non-empty text.
-    """
+    """The regex (llguidance syntax, no delimiters) of a grounded answer's non-empty text: every ASCII digit lies
+    inside a fact of ``texts`` (:func:`answer_facts`) written whole and standing apart (no ``[A-Za-z0-9_/.-]``
+    before it; after it no ``[A-Za-z0-9_/]``, nor a ``.``/``-`` followed by one of those or another ``.``/``-``).
+    Two whole numbers joined by ``-`` count as one fact (``188-192``). So with ``600`` in the texts,
+    ``bundle.py:600.`` can be written and ``bundle.py:6000`` cannot; text without digits is free."""
     facts = answer_facts(texts)
     if not facts:
         return f"(?s:{_FREE}+)"

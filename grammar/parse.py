@@ -1,21 +1,14 @@
 """Parse and format tool calls in the Gemma 4 native syntax and in the JSON call syntax.
 
-Gemma syntax: ``<|tool_call>call:NAME{key:<|"|>text<|"|>,n:42,x:1.5,flag:true,none:null,obj:{...},
-list:[...]}<tool_call|>``; keys are bare (read up to ``:``), strings are raw text between ``<|"|>`` tokens,
-numbers are JSON numbers (``42`` is an ``int``, ``42.0``/``1e3`` are ``float``). JSON syntax:
-``<|tool_call>{"name":NAME,"arguments":{...}}<tool_call|>``. An optional thinking block
-``<|channel>thought ...<channel|>`` may come first; prose may precede the calls; ``<|tool_response>``,
-``<turn|>`` or ``<eos>`` end the turn.
+Gemma: ``<|tool_call>call:NAME{key:<|"|>text<|"|>,n:42,x:1.5,flag:true,none:null,obj:{...},list:[...]}<tool_call|>``
+(bare keys read up to ``:``, raw strings between ``<|"|>`` tokens, JSON numbers: ``42`` an ``int``, ``1e3`` a
+``float``). JSON: ``<|tool_call>{"name":NAME,"arguments":{...}}<tool_call|>``. A thinking block
+``<|channel>thought ...<channel|>`` may come first, prose before the calls; ``<|tool_response>``, ``<turn|>`` or
+``<eos>`` end the turn. ``parse_value(format_value(x)) == x`` for every JSON value (property-tested).
 
-:func:`format_value` and :func:`parse_value` are inverses: ``parse_value(format_value(x)) == x`` for every
-JSON value ``format_value`` accepts (property-tested).
-
-Text versus control tokens: strings, keys and prose may hold text that spells a control token (a value
-``a<|"|>b<turn|>``). Formatting writes such text *marked* (:func:`grammar.special_tokens.mark_text`), so in a
-formatted call a literal ``<|"|>`` is always the delimiter token; encode it with
-:func:`model.checkpoint.tokenizer.encode_marked` and the text stays ordinary text tokens. Parsing reads marked text
-(:func:`model.checkpoint.tokenizer.decode_marked` of the generated ids, which keeps the delimiter token apart from
-ordinary tokens spelling it) and returns unmarked values; plain decoded text without marks parses as before.
+Formatting writes text that spells a control token *marked* (:func:`grammar.special_tokens.mark_text`), so a
+literal ``<|"|>`` in a formatted call is the delimiter token; parsing reads marked text (or plain decoded text)
+and returns unmarked values.
 """
 
 from __future__ import annotations
@@ -34,11 +27,7 @@ _TERMINATORS = (st.TOOL_RESPONSE_START, st.TURN_END, st.EOS)
 
 
 class ToolCallParseError(ValueError):
-    """Malformed tool-call text.
-
-    Attributes:
-        offset: character offset in the parsed text where the problem was found.
-    """
+    """Malformed tool-call text; ``offset``: the character offset in the parsed text where it was found."""
 
     def __init__(self, message: str, offset: int) -> None:
         self.offset = offset
@@ -55,27 +44,17 @@ class ParsedCall:
 
 @dataclass(frozen=True)
 class ParsedOutput:
-    """A parsed model turn.
-
-    Attributes:
-        text: the prose (outside thinking and calls), stripped, without the terminating token.
-        thinking: the thinking block's text (``None`` when there was none), without the channel name.
-        calls: the tool calls in order.
-    """
+    """A parsed model turn: ``text`` (the prose outside thinking and calls, stripped), ``thinking`` (the thinking
+    block's text without the channel name, or ``None``) and ``calls`` in order."""
 
     text: str
     thinking: str | None
     calls: list[ParsedCall] = field(hash=False)
 
 
-# ----------------------------------------------------------------------------------------------------------
-# Formatting
-# ----------------------------------------------------------------------------------------------------------
-
-
 class NotJSONError(TypeError, ValueError):
-    """A value :func:`format_value` cannot write: not of a JSON type (a ``TypeError``, as ``json.dumps`` raises),
-    which is also a ``ValueError`` like every other input :func:`format_tool_call` refuses."""
+    """A value :func:`format_value` cannot write: a ``TypeError`` as ``json.dumps`` raises, and a ``ValueError``
+    like every other input :func:`format_tool_call` refuses."""
 
 
 def _check_key(k: Any) -> str:
@@ -89,32 +68,18 @@ def _check_key(k: Any) -> str:
 def format_value(v: Any, *, marked: bool = True) -> str:
     """Render a JSON value in the Gemma syntax (the one renderer: calls, tool responses, schema enums).
 
-    Strings become ``<|"|>text<|"|>``, numbers and ``true``/``false``/``null`` are written as in JSON (floats
-    with Python's shortest round-trip repr: ``1.0``, ``1e+100``), objects ``{k:v,...}`` with bare keys in
-    insertion order, arrays ``[a,b]``; no whitespace is added.
-
-    Args:
-        v: a JSON value (``dict`` with ``str`` keys, ``list``/``tuple``, ``str``, ``int``, ``float``, ``bool``,
-            ``None``).
-        marked: ``True``: strings and keys are marked where they spell a control token (see the module
-            docstring; encode with :func:`model.checkpoint.tokenizer.encode_marked`) and keys the parser could not read
-            back are refused. ``False``: plain text exactly as the chat template writes it (training prompts
-            and declarations, tokenized plainly); keys are written as they are.
-
-    Returns:
-        The text: ``str``.
+    Strings become ``<|"|>text<|"|>``, scalars are written as JSON (floats by shortest round-trip repr), objects
+    ``{k:v,...}`` with bare keys in order, arrays ``[a,b]``; no whitespace. ``marked``: strings and keys marked
+    where they spell a control token, keys the parser could not read back refused; ``False``: plain text as the
+    chat template writes it.
 
     Raises:
         NotJSONError: a non-JSON type, or a key that is not a string.
-        ValueError: a non-finite float; with ``marked``, a key that starts with ``}`` or holds ``:``
-            together with one of ``,{}[]``.
+        ValueError: a non-finite float; with ``marked``, a key that starts with ``}`` or holds ``:`` with one of
+            ``,{}[]``.
     """
-    if v is None:
-        return "null"
-    if v is True:
-        return "true"
-    if v is False:
-        return "false"
+    if v is None or isinstance(v, bool):
+        return json.dumps(v)
     if isinstance(v, int):
         return str(int(v))
     if isinstance(v, float):
@@ -136,13 +101,8 @@ def format_value(v: Any, *, marked: bool = True) -> str:
 
 
 def format_tool_call(name: str, arguments: dict[str, Any], syntax: str = "gemma") -> str:
-    """Render one tool call, ``<|tool_call>`` ... ``<tool_call|>`` included, as marked text (string values
-    may hold any text, control-token spellings included; see the module docstring).
-
-    Args:
-        name: the tool's name.
-        arguments: JSON object of arguments.
-        syntax: ``"gemma"`` (``call:NAME{...}``) or ``"json"`` (``{"name":NAME,"arguments":{...}}``, compact).
+    """One tool call as marked text, ``<|tool_call>`` ... ``<tool_call|>`` included, in ``syntax`` ``"gemma"``
+    (``call:NAME{...}``) or ``"json"`` (compact ``{"name":NAME,"arguments":{...}}``).
 
     Raises:
         ValueError: unknown syntax, a name holding ``{``, ``<``, ``>`` or whitespace, or arguments
@@ -158,11 +118,6 @@ def format_tool_call(name: str, arguments: dict[str, Any], syntax: str = "gemma"
         body = json.dumps({"name": name, "arguments": arguments}, ensure_ascii=False, separators=(",", ":"))
         return f"{st.TOOL_CALL_START}{st.mark_text(body)}{st.TOOL_CALL_END}"
     raise ValueError(f"syntax must be 'gemma' or 'json', got {syntax!r}")
-
-
-# ----------------------------------------------------------------------------------------------------------
-# Parsing
-# ----------------------------------------------------------------------------------------------------------
 
 
 class _ValueParser:
@@ -197,38 +152,30 @@ class _ValueParser:
         raise ToolCallParseError(f"expected a value, found {t[i : i + 12]!r}", i)
 
     def arr(self, i: int) -> tuple[list[Any], int]:
+        return self._items(i, "]", self.value)
+
+    def obj(self, i: int) -> tuple[dict[str, Any], int]:
+        pairs, j = self._items(i, "}", self.member)
+        return dict(pairs), j
+
+    def _items(self, i: int, close: str, item: Any) -> tuple[list[Any], int]:
+        """The items ``item(i)`` reads between the opening bracket at ``i`` and ``close``, separated by ``,``."""
         t = self.text
         out: list[Any] = []
         i += 1
-        if t.startswith("]", i):
+        if t.startswith(close, i):
             return out, i + 1
         while True:
-            v, i = self.value(i)
+            v, i = item(i)
             out.append(v)
             if t.startswith(",", i):
                 i += 1
-                continue
-            if t.startswith("]", i):
+            elif t.startswith(close, i):
                 return out, i + 1
-            raise ToolCallParseError("expected ',' or ']' in array", i)
+            else:  # member() checks the object's separators itself
+                raise ToolCallParseError("expected ',' or ']' in array", i)
 
-    def obj(self, i: int) -> tuple[dict[str, Any], int]:
-        t = self.text
-        out: dict[str, Any] = {}
-        i += 1
-        if t.startswith("}", i):
-            return out, i + 1
-        while True:
-            k, v, i = self.member(i)
-            out[k] = v
-            if t.startswith(",", i):
-                i += 1
-                continue
-            if t.startswith("}", i):
-                return out, i + 1
-            raise ToolCallParseError("expected ',' or '}' in object", i)  # pragma: no cover - member() checks
-
-    def member(self, i: int) -> tuple[str, Any, int]:
+    def member(self, i: int) -> tuple[tuple[str, Any], int]:
         """``key:value`` at ``i``; a key may hold ``:`` (then the split that parses is taken)."""
         t = self.text
         colon = t.find(":", i)
@@ -240,7 +187,7 @@ class _ValueParser:
             try:
                 v, j = self.value(colon + 1)
                 if t.startswith((",", "}"), j):
-                    return st.unmark_text(key), v, j
+                    return (st.unmark_text(key), v), j
                 raise ToolCallParseError("expected ',' or '}' after a value in object", j)
             except ToolCallParseError as e:
                 first_err = first_err or e
@@ -251,11 +198,7 @@ class _ValueParser:
 
 
 def parse_value(text: str) -> Any:
-    """Parse one Gemma-syntax value spanning all of ``text``.
-
-    Raises:
-        ToolCallParseError: malformed value or trailing text (with the character offset).
-    """
+    """Parse one Gemma-syntax value spanning all of ``text``; :class:`ToolCallParseError` when malformed."""
     v, i = _ValueParser(text).value(0)
     if i != len(text):
         raise ToolCallParseError("unexpected text after the value", i)
@@ -272,26 +215,15 @@ def _strip_thinking(text: str) -> tuple[str | None, int]:
     end = text.find(st.CHANNEL_END, i)
     if end < 0:
         raise ToolCallParseError("thinking block is not closed with <channel|>", i)
-    body = text[i + len(st.CHANNEL_START) : end]
-    if body.startswith("thought"):
-        body = body[len("thought") :]
+    body = text[i + len(st.CHANNEL_START) : end].removeprefix("thought")
     return st.unmark_text(body.strip()), end + len(st.CHANNEL_END)
 
 
 def parse_tool_calls(text: str, syntax: str = "gemma") -> ParsedOutput:
-    """Parse a model turn: optional thinking, prose, tool calls, terminator.
-
-    Args:
-        text: decoded model output with control tokens kept, best from
-            :func:`model.checkpoint.tokenizer.decode_marked` (then a control token's text inside a value, key or prose is
-            told apart from the token and comes back as text); plain ``decode(..., skip_special_tokens=False)``
-            output parses too, reading every control-token spelling as the token.
-        syntax: ``"gemma"`` or ``"json"`` (see the module docstring).
-
-    Returns:
-        :class:`ParsedOutput` with unmarked text, thinking, names and values. Text after the first
-        ``<|tool_response>``/``<turn|>``/``<eos>`` outside a call is ignored; padding and ``<eos>`` at the end
-        are ignored.
+    """Parse a model turn (optional thinking, prose, tool calls, terminator) in ``syntax`` ``"gemma"`` or
+    ``"json"``, from decoded output with control tokens kept (best marked, from
+    :func:`model.checkpoint.tokenizer.decode_marked`). Text after the first terminator outside a call and padding
+    are ignored; the :class:`ParsedOutput` holds unmarked text.
 
     Raises:
         ToolCallParseError: a call that is malformed or not closed, with the character offset.

@@ -1,15 +1,7 @@
-"""Gemma 4 control tokens as used by DiffusionGemma checkpoints, and the ids of the project's own vocabulary.
-
-The real checkpoint (``google/diffusiongemma-26B-A4B-it``) has its own ids (for example ``<|"|>`` is 52 and
-EOS ids are ``[1, 106, 50]``); code must always look ids up through the tokenizer, never hard-code them.
-The constants below fix the layout of the *project's* vocabularies (the embedded default checkpoint and the
-small test checkpoints), so the first 18 ids are the same in all of them.
-
-Text that spells a control token is kept apart from the token itself by *marking* it (:func:`mark_text`):
-control tokens are produced only where the chat template or the grammar places them.
-
-Source of the protocol: Gemma 4 prompt format (tool declarations, tool calls, tool responses, thinking
-channel), as rendered by the official chat template.
+"""Gemma 4 control tokens (the prompt format of the official chat template), the ids of the project's own
+vocabularies (the real checkpoint has its own: always look ids up through the tokenizer), and the marking of text
+that spells a control token (:func:`mark_text`), so control tokens come only where the template or grammar puts
+them.
 """
 
 from __future__ import annotations
@@ -66,40 +58,21 @@ BOS_ID = SPECIAL_IDS[BOS]
 GENERATION_EOS_IDS: tuple[int, ...] = (EOS_ID, SPECIAL_IDS[TURN_END], SPECIAL_IDS[TOOL_RESPONSE_START])
 
 
-# ----------------------------------------------------------------------------------------------------------
-# Marked text: text that spells a control token, told apart from the token itself inside one string
-# ----------------------------------------------------------------------------------------------------------
-
-#: Private-use character (U+E000) written after a ``<`` that belongs to text, so that text spelling a
-#: control token (``<turn|>``, ``<|"|>``...) no longer reads as that token: ``<\ue000turn|>``.
+#: Private-use character (U+E000) written after a ``<`` of text so that it reads as no control token.
 TEXT_MARK = "\ue000"
 _MARKED_LT = "<" + TEXT_MARK
 #: The shape of every Gemma control token: ``<``, no whitespace or angle brackets, ``>``. Only control tokens
 #: of this shape are read as tokens in a marked string (:func:`model.checkpoint.tokenizer.encode_marked`).
 CONTROL_SHAPE = r"<[^<>\s]*>"
-#: A ``<`` of text that must be marked: it starts a span of :data:`CONTROL_SHAPE`, or is followed by the mark
-#: itself (so that :func:`unmark_text` restores such text exactly).
+#: A ``<`` of text that must be marked: it starts a :data:`CONTROL_SHAPE` span or is followed by the mark.
 _NEEDS_MARK = re.compile(rf"<(?=[^<>\s]*>|{TEXT_MARK})")
 
 
 def mark_text(text: str) -> str:
-    """Mark ``text`` so that none of its characters reads as a control token in a marked string.
-
-    Every ``<`` that starts a ``<...>`` span without whitespace (:data:`CONTROL_SHAPE`, the shape of every
-    control token) or that is followed by :data:`TEXT_MARK` gets :data:`TEXT_MARK` written after it; any other
-    text comes back unchanged, so ordinary text (``a < b and c > d``, ``x -> y``) reads the same marked or
-    not.
-
-    Marked strings are what :func:`grammar.parse.format_value` writes and
-    :func:`model.checkpoint.tokenizer.decode_marked` returns: in them a control token spelled literally is the token,
-    and :func:`model.checkpoint.tokenizer.encode_marked` encodes marked text as ordinary text tokens.
-
-    Args:
-        text: any text (from a user, a tool, a file or a tool argument).
-
-    Returns:
-        The marked text; ``unmark_text(mark_text(text)) == text`` for every string.
-    """
+    """``text`` with :data:`TEXT_MARK` after each ``<`` that starts a :data:`CONTROL_SHAPE` span or precedes the
+    mark; other text is unchanged (``a < b``). In marked strings (what :func:`grammar.parse.format_value` writes,
+    :func:`model.checkpoint.tokenizer.decode_marked` returns) a control token spelled literally is the token.
+    ``unmark_text(mark_text(text)) == text`` for every string."""
     if "<" not in text:
         return text
     return _NEEDS_MARK.sub(_MARKED_LT, text)

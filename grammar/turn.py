@@ -1,38 +1,15 @@
-"""Tool-call grammars for llguidance, generated from tool declarations, and a greedy shortest completion.
+"""Tool-call grammars for llguidance (Lark syntax), generated from tool declarations.
 
-:func:`tool_call_grammar` returns an llguidance grammar (Lark syntax, for ``llguidance.LLMatcher(tok,
-grammar)``) for one assistant turn:
-
-* optional thinking block ``<|channel>...<channel|>`` first (``allow_thinking``);
-* ``tool_choice="none"``: prose, then ``<turn|>``;
-* ``"auto"``: optional prose, then either ``<turn|>`` or one or more calls;
-* ``"required"`` / ``{"name": NAME}``: one or more calls (of any tool / of that tool);
-* ``parallel_tool_calls=False``: at most one call per turn (OpenAI's request field of that name);
-* calls are concatenated and followed by ``<|tool_response>`` (the token after which a tool result is due),
-  so "the matcher is accepting" means "the turn is complete".
-
-Call syntaxes (no flexible whitespace anywhere):
-
-* ``"gemma"`` (Gemma 4 native): ``<|tool_call>call:NAME{key:<|"|>text<|"|>,n:42,flag:true,obj:{...},
-  list:[...]}<tool_call|>``. Keys are bare, strings are raw text between ``<|"|>`` tokens (no escaping).
-  Strings and keys may hold any text, the text of a control token included (spelled with ordinary
-  tokens): special tokens never match a terminal, so the delimiter *token* always ends a string and no
-  other control token can occur inside one. The argument grammar is
-  compiled here from the schema IR of :mod:`schema` (properties in schema order,
-  optional ones skippable, enums/consts as literals, string lengths/patterns/formats as regex terminals,
-  bounded numbers through llguidance's JSON number regexes ``%json{...}``, arrays with min/max items,
-  ``anyOf`` as alternatives, recursion as rules, min/maxProperties as counted states).
-* ``"json"``: ``<|tool_call>{"name":"NAME","arguments":{...}}<tool_call|>``: the same call tokens wrap a
-  compact JSON object so the runtime's control tokens still apply; the arguments are constrained by
-  llguidance's own JSON Schema compiler (``%json{...}`` with ``whitespace_flexible: false``), fed the same
-  IR written back as plain JSON Schema.
-
-Special tokens appear bare in rules (``<|tool_call>``, ``<|"|>``): a quoted literal would only match their
-text. Grammars are cached by (tools, tool_choice, syntax, allow_thinking, additional_properties, grounding,
-parallel_tool_calls).
-
-Sources: llguidance Lark syntax (https://github.com/guidance-ai/llguidance/blob/main/docs/syntax.md); Gemma 4
-tool-call format as rendered by the project's chat template (``model/chat_template.jinja``).
+:func:`tool_call_grammar` is the grammar of one assistant turn: an optional thinking block
+``<|channel>...<channel|>``, then by ``tool_choice`` prose and ``<turn|>`` (``"none"``), either of those or calls
+(``"auto"``), or calls only (``"required"``, ``{"name": NAME}``); calls (at most one with
+``parallel_tool_calls=False``) end with ``<|tool_response>``, so an accepting matcher means a complete turn.
+Call syntaxes, without free whitespace: ``"gemma"`` (``<|tool_call>call:NAME{key:<|"|>text<|"|>,...}<tool_call|>``,
+compiled from the schema IR by :mod:`grammar.gemma_lark`; special tokens never match a terminal, so the ``<|"|>``
+token always ends a string) and ``"json"`` (``<|tool_call>{"name":"NAME","arguments":{...}}<tool_call|>``, the
+arguments by llguidance's JSON Schema compiler fed the IR written back as plain JSON Schema). Special tokens
+appear bare in rules; grammars are cached by all their arguments. Sources: llguidance's Lark syntax
+(https://github.com/guidance-ai/llguidance/blob/main/docs/syntax.md), the Gemma 4 chat template.
 """
 
 from __future__ import annotations
@@ -43,7 +20,7 @@ import json
 from collections.abc import Sequence
 from typing import Any
 
-from grammar.gemma_lark import MAX_GRAMMAR_CHARS, SYNTAXES, TOOL_CHOICES, GemmaCompiler, lark_str
+from grammar.gemma_lark import MAX_GRAMMAR_CHARS, NO_FLEX, SYNTAXES, TOOL_CHOICES, GemmaCompiler, lark_str
 from grammar.grounding import MAX_GROUNDED_CHARS, answer_regex, bounded_texts, has_span
 from grammar.llg import parser_limits
 from schema import (
@@ -57,14 +34,9 @@ from schema import (
     pattern_matches,
 )
 
-# ----------------------------------------------------------------------------------------------------------
-# JSON syntax: IR -> JSON Schema for llguidance's compiler
-# ----------------------------------------------------------------------------------------------------------
-
 
 def _put_size_bounds(out: dict[str, Any], what: str, low: int, high: int | None) -> None:
-    """Set ``min<what>`` in ``out`` when ``low`` is above 0 and ``max<what>`` when ``high`` is set (``what``:
-    ``Length``, ``Items`` or ``Properties``)."""
+    """Set ``min<what>`` in ``out`` when ``low`` is above 0 and ``max<what>`` when ``high`` is set."""
     if low:
         out[f"min{what}"] = low
     if high is not None:
@@ -72,26 +44,14 @@ def _put_size_bounds(out: dict[str, Any], what: str, low: int, high: int | None)
 
 
 def ir_to_json_schema(node: ir.Node, *, additional_default: bool, ref_prefix: str = "") -> Any:
-    """Write IR back as plain JSON Schema (no ``allOf``/``oneOf``; ``additionalProperties`` explicit).
-
-    Args:
-        node: IR node.
-        additional_default: value of an unspecified ``additionalProperties``.
-        ref_prefix: prefix of ``$defs`` names for :class:`Ref` nodes (``#/$defs/<prefix><name>``).
-
-    Returns:
-        A JSON Schema (dict or bool) with the same instances as ``node``.
-    """
+    """Write IR back as plain JSON Schema with the same instances (no ``allOf``/``oneOf``; an unspecified
+    ``additionalProperties`` written as ``additional_default``; :class:`Ref` as ``#/$defs/<ref_prefix><name>``)."""
 
     def go(n: ir.Node) -> Any:
-        if isinstance(n, ir.AnyNode):
-            return True
-        if isinstance(n, ir.Never):
-            return False
-        if isinstance(n, ir.Null):
-            return {"type": "null"}
-        if isinstance(n, ir.Bool):
-            return {"type": "boolean"}
+        if isinstance(n, (ir.AnyNode, ir.Never)):
+            return isinstance(n, ir.AnyNode)
+        if isinstance(n, (ir.Null, ir.Bool)):
+            return {"type": "null" if isinstance(n, ir.Null) else "boolean"}
         if isinstance(n, ir.Lit):
             return {"const": n.value}
         if isinstance(n, ir.Num):
@@ -137,10 +97,6 @@ def ir_to_json_schema(node: ir.Node, *, additional_default: bool, ref_prefix: st
     return go(node)
 
 
-# ----------------------------------------------------------------------------------------------------------
-# Tool-call grammars
-# ----------------------------------------------------------------------------------------------------------
-
 __all__ = [
     "MAX_GRAMMAR_CHARS",
     "SYNTAXES",
@@ -152,6 +108,11 @@ __all__ = [
 ]
 
 
+#: The thinking block's rule and the terminal of its text.
+_THINKING = "thinking: <|channel> THOUGHT <channel|>"
+_THOUGHT = r"/(?s:.*)/ & ~/(?s:.*)<channel\|>(?s:.*)/"
+
+
 def _tool_ir(spec: ToolSpec, additional_default: bool) -> ir.IR:
     compiled = cached_ir(canonical(spec.parameters), additional_default)
     root = ir.object_part(compiled.root, compiled.defs)
@@ -161,11 +122,7 @@ def _tool_ir(spec: ToolSpec, additional_default: bool) -> ir.IR:
 
 
 def _choice_key(tool_choice: Any) -> str:
-    if isinstance(tool_choice, str):
-        if tool_choice not in TOOL_CHOICES:
-            raise ValueError(
-                f"tool_choice must be one of {TOOL_CHOICES} or {{'name': NAME}}, got {tool_choice!r}"
-            )
+    if isinstance(tool_choice, str) and tool_choice in TOOL_CHOICES:
         return tool_choice
     if isinstance(tool_choice, dict):
         name = tool_choice.get("name")
@@ -190,34 +147,22 @@ def tool_call_grammar(
     """The llguidance grammar of one assistant turn with tool calls (see the module docstring).
 
     Args:
-        tools: tool declarations (OpenAI-style dicts, bare dicts or :class:`ToolSpec`); may be empty
-            for ``tool_choice="none"``/``"auto"`` (then prose only).
+        tools: tool declarations (OpenAI-style, bare or :class:`ToolSpec`); may be empty unless ``"required"``.
         tool_choice: ``"auto" | "required" | "none" | {"name": NAME}``.
-        syntax: ``"gemma"`` (native calls) or ``"json"`` (``{"name":...,"arguments":{...}}`` calls).
+        syntax: ``"gemma"`` or ``"json"``.
         allow_thinking: allow a leading ``<|channel>...<channel|>`` block.
-        additional_properties: what objects without ``additionalProperties`` allow: ``False`` (default for
-            tool arguments: only declared keys) or ``True`` (JSON Schema semantics).
-        grounding: the conversation's texts (user messages, tool responses) that grounded string values
-            (``x-grounded: true``) must be spans of (:mod:`grammar.grounding`; Gemma syntax). ``None``
-            leaves grounded strings unconstrained (registration-time checks). A tool whose *required* grounded
-            parameter has nothing to ground on is left out of the grammar (the model cannot call it).
-        parallel_tool_calls: ``False``: the turn holds one call at most (``calls: call <|tool_response>``).
-        answer_grounding: the conversation's texts (user messages, tool-call arguments, tool responses) a
-            grounded answer copies its facts from: the turn's prose then writes a digit only inside a
-            number, date or other digit-holding fact of these texts, written whole
+        additional_properties: what objects without ``additionalProperties`` allow (tool arguments: ``False``).
+        grounding: the texts (user messages, tool responses) grounded strings must be spans of (Gemma syntax;
+            ``None``: unconstrained); a tool whose required grounded parameter has no span is left out.
+        parallel_tool_calls: ``False``: one call at most.
+        answer_grounding: the texts a grounded answer copies its facts from
             (:func:`grammar.grounding.answer_regex`); ``None``: prose is free.
 
-    Returns:
-        Grammar text for ``llguidance.LLMatcher(llg_tokenizer, grammar)`` (compiles in about a millisecond).
-        It ends with ``<|tool_response>`` after calls and ``<turn|>`` after prose.
-
     Raises:
-        SchemaError: a tool's schema is unsupported or unsatisfiable, or too large to compile (more than
-            :data:`schema.MAX_COMPILE_STEPS` steps or :data:`MAX_GRAMMAR_CHARS` characters
-            of grammar); keyword and JSON path named.
-        ValueError: unknown ``syntax``/``tool_choice``, a named tool that is not declared, duplicate tool
-            names, or ``"required"`` without tools; a named (or the only, under ``"required"``) tool whose
-            required grounded parameter has nothing to ground on (the message names the parameter).
+        SchemaError: a tool's schema is unsupported, unsatisfiable or too large (:data:`schema.MAX_COMPILE_STEPS`,
+            :data:`MAX_GRAMMAR_CHARS`); keyword and JSON path named.
+        ValueError: unknown ``syntax``/``tool_choice``, an undeclared named tool, duplicate names, ``"required"``
+            without tools, or a named (or the only) tool whose required grounded parameter has no span.
     """
     if syntax not in SYNTAXES:
         raise ValueError(f"syntax must be one of {SYNTAXES}, got {syntax!r}")
@@ -235,17 +180,14 @@ def tool_call_grammar(
                 "and no span of the conversation (user messages, tool responses) fits it"
             )
     calls = "many" if parallel_tool_calls else "one"
-    answer = None
-    if answer_grounding is not None:
-        answer = answer_regex(answer_grounding)
+    answer = None if answer_grounding is None else answer_regex(answer_grounding)
     flags = (bool(allow_thinking), bool(additional_properties))
     return _cached_grammar(canonical(specs), choice, syntax, *flags, ground, calls, answer)
 
 
 @functools.lru_cache(maxsize=256)
 def _cached_grammar(specs_json: str, choice: str, syntax: str, *args: Any) -> str:
-    """:func:`_build_grammar`'s text for the specs :func:`schema.canonical` wrote as ``specs_json`` (``args``:
-    the rest of its arguments), validated once and kept in an LRU cache of 256 grammars."""
+    """:func:`_build_grammar`'s text for the specs written as ``specs_json``, validated once and cached."""
     specs = [ToolSpec(**d) for d in json.loads(specs_json)]
     grammar = _build_grammar(specs, choice, syntax, *args)
     _validate(grammar)
@@ -253,12 +195,8 @@ def _cached_grammar(specs_json: str, choice: str, syntax: str, *args: Any) -> st
 
 
 def _validate(grammar: str) -> None:
-    """Compile ``grammar`` once with llguidance (no tokenizer) so errors surface at registration.
-
-    Raises:
-        SchemaError: llguidance rejects the grammar (e.g. overlapping ``patternProperties`` in the JSON
-            syntax, which llguidance's JSON compiler does not support).
-    """
+    """Compile ``grammar`` once with llguidance so errors surface at registration: a :class:`SchemaError` when
+    it is rejected (e.g. overlapping ``patternProperties`` in the JSON syntax)."""
     import llguidance
 
     err = llguidance.LLMatcher.validate_grammar(grammar, limits=parser_limits())
@@ -278,20 +216,12 @@ def _grounded_string(sub: Any) -> dict[str, Any] | None:
     branches = [b for b in sub.get("anyOf", []) if isinstance(b, dict) and b.get("type") == "string"]
     if sub.get("x-grounded") is True:
         return {**(branches[0] if branches else {}), **sub}
-    for b in branches:
-        if b.get("x-grounded") is True:
-            return b
-    return None
+    return next((b for b in branches if b.get("x-grounded") is True), None)
 
 
 def _ground_specs(specs: list[ToolSpec], ground: tuple[str, ...]) -> tuple[list[ToolSpec], dict[str, str]]:
-    """Tools as the grounding texts allow them: an optional grounded top-level parameter no span fits is left
-    out of the tool's schema; a tool whose required grounded parameter no span fits is left out.
-
-    Returns:
-        ``(specs kept, {tool: parameter} of the tools left out)``.
-    """
-
+    """``(specs kept, {tool: parameter} of the tools left out)``: an optional grounded top-level parameter no
+    span fits is left out of its tool's schema, a tool whose required one no span fits is left out."""
     kept, blocked = [], {}
     for spec in specs:
         params = spec.parameters if isinstance(spec.parameters, dict) else {}
@@ -329,10 +259,8 @@ def _gemma_calls(
     comp = GemmaCompiler(additional, grounding)
     alts = []
     for i, spec in enumerate(specs):
-        compiled = _tool_ir(spec, additional)
-        comp.def_paths[i] = compiled.paths
         try:
-            body = comp.value(compiled.root, i, compiled.defs)
+            body = comp.compile(_tool_ir(spec, additional), i)
         except SchemaError as e:
             message = str(e).rsplit(" (keyword ", 1)[0]  # the new error names keyword and path again
             raise SchemaError(e.keyword, e.path, f"tool {spec.name!r}: {message}") from None
@@ -346,11 +274,8 @@ def _json_call(specs: list[ToolSpec], additional: bool) -> str:
     options = []
     all_defs: dict[str, Any] = {}
     for i, spec in enumerate(specs):
-        compiled = _tool_ir(spec, additional)
-        ref = f"t{i}_"
-        args = ir_to_json_schema(compiled.root, additional_default=additional, ref_prefix=ref)
-        for name, node in compiled.defs.items():
-            all_defs[ref + name] = ir_to_json_schema(node, additional_default=additional, ref_prefix=ref)
+        args = _ir_json(_tool_ir(spec, additional), additional, f"t{i}_")
+        all_defs.update(args.pop("$defs", {}))
         options.append(
             {
                 "type": "object",
@@ -362,8 +287,17 @@ def _json_call(specs: list[ToolSpec], additional: bool) -> str:
     schema: dict[str, Any] = options[0] if len(options) == 1 else {"anyOf": options}
     if all_defs:
         schema = {**schema, "$defs": all_defs}
-    schema = {**schema, "x-guidance": {"whitespace_flexible": False}}
-    return "%json " + json.dumps(schema, ensure_ascii=False)
+    return "%json " + json.dumps({**schema, **NO_FLEX}, ensure_ascii=False)
+
+
+def _ir_json(compiled: ir.IR, additional: bool, prefix: str = "") -> Any:
+    """``compiled`` as plain JSON Schema (:func:`ir_to_json_schema`), its definitions under ``$defs``."""
+    out = ir_to_json_schema(compiled.root, additional_default=additional, ref_prefix=prefix)
+    defs = {
+        prefix + k: ir_to_json_schema(v, additional_default=additional, ref_prefix=prefix)
+        for k, v in compiled.defs.items()
+    }
+    return {**out, "$defs": defs} if defs and isinstance(out, dict) else out
 
 
 def _call_rules(
@@ -373,8 +307,7 @@ def _call_rules(
     grounding: tuple[str, ...] | None,
     calls: str,
 ) -> tuple[list[str], dict[str, str], dict[str, str]]:
-    """The ``calls`` rule and what it needs. ``calls``: ``"one"`` (at most one call), ``"many"`` (one or more
-    calls, each of any tool)."""
+    """The ``calls`` rule and what it needs; ``calls``: ``"one"`` (at most one call) or ``"many"``."""
     head = [f"calls: call{'' if calls == 'one' else '+'} <|tool_response>"]
     if syntax == "gemma":
         alts, rules, terms = _gemma_calls(specs, additional, grounding)
@@ -396,8 +329,7 @@ def _build_grammar(
     calls: str = "many",
     answer: str | None = None,
 ) -> str:
-    """The grammar text of :func:`tool_call_grammar`; ``calls`` as :func:`_call_rules` takes it; ``answer``: the
-    regex prose must match (:func:`grammar.grounding.answer_regex`; ``None``: any text)."""
+    """The grammar text of :func:`tool_call_grammar`; ``answer``: the regex prose must match (``None``: any)."""
     names = [s.name for s in specs]
     if len(set(names)) != len(names):
         raise ValueError(f"duplicate tool names: {sorted({n for n in names if names.count(n) > 1})}")
@@ -411,24 +343,18 @@ def _build_grammar(
     if choice == "required" and not callable_specs:
         raise ValueError("tool_choice='required' needs at least one tool")
 
-    lines: list[str] = []
     thinking = "thinking? " if allow_thinking else ""
     terms: dict[str, str] = {}
-    prose = "PROSE"
     if not callable_specs or choice == "auto":
         # Prose never spells, with ordinary tokens, the tokens a turn ends at or a call starts with: a model
         # that starts writing one as text is steered to the token itself.
         text = "(?s:.+)" if answer is None else answer
         terms["PROSE"] = f"/{text}/ & ~/(?s:.*)(?:<\\|tool_call>|<turn\\|>|<\\|tool_response>|<eos>)(?s:.*)/"
+    ending = "<turn|>" if not callable_specs else "(<turn|> | calls)" if choice == "auto" else None
+    lines = [f"start: {thinking}PROSE? {ending}" if ending else f"start: {thinking}calls"]
     if allow_thinking:
-        terms["THOUGHT"] = r"/(?s:.*)/ & ~/(?s:.*)<channel\|>(?s:.*)/"
-        lines.append("thinking: <|channel> THOUGHT <channel|>")
-    if not callable_specs:
-        lines.insert(0, f"start: {thinking}{prose}? <turn|>")
-    elif choice == "auto":
-        lines.insert(0, f"start: {thinking}{prose}? (<turn|> | calls)")
-    else:
-        lines.insert(0, f"start: {thinking}calls")
+        terms["THOUGHT"] = _THOUGHT
+        lines.append(_THINKING)
 
     rules: dict[str, str] = {}
     if callable_specs:
@@ -440,36 +366,23 @@ def _build_grammar(
 
 
 def response_format_grammar(schema: Any | None, *, strict: bool = True) -> str:
-    """The llguidance grammar of one assistant turn whose text is a JSON value (OpenAI ``response_format``).
-
-    Args:
-        schema: the JSON Schema the value must match (``response_format={"type": "json_schema", ...}``), or
-            ``None`` for any JSON object (``{"type": "json_object"}``).
-        strict: objects without ``additionalProperties`` are closed (OpenAI's strict mode); ``False`` keeps
-            JSON Schema's default (open objects).
-
-    Returns:
-        Grammar text: optional thinking, the compact JSON text (no free whitespace), then ``<turn|>``.
+    """The grammar of one assistant turn whose text is a compact JSON value (OpenAI ``response_format``): optional
+    thinking, the value, ``<turn|>``. ``schema``: the JSON Schema it must match (``None``: any object);
+    ``strict``: objects without ``additionalProperties`` are closed (OpenAI's strict mode).
 
     Raises:
-        SchemaError: an unsupported keyword or an unsatisfiable schema (keyword and JSON pointer named), or a
-            schema llguidance's JSON compiler rejects.
+        SchemaError: a schema :func:`schema.build_ir` or llguidance's JSON compiler refuses.
     """
-    if schema is None:
-        json_schema: Any = {"type": "object"}
-    else:
-        compiled = build_ir(schema, additional_properties=not strict)
-        json_schema = ir_to_json_schema(compiled.root, additional_default=not strict)
-        if compiled.defs:
-            defs = {k: ir_to_json_schema(v, additional_default=not strict) for k, v in compiled.defs.items()}
-            json_schema = {**json_schema, "$defs": defs} if isinstance(json_schema, dict) else json_schema
+    json_schema: Any = {"type": "object"}
+    if schema is not None:
+        json_schema = _ir_json(build_ir(schema, additional_properties=not strict), not strict)
     if isinstance(json_schema, dict):
-        json_schema = {**json_schema, "x-guidance": {"whitespace_flexible": False}}
+        json_schema = {**json_schema, **NO_FLEX}
     lines = [
         "start: thinking? value <turn|>",
         "value: %json " + json.dumps(json_schema, ensure_ascii=False),
-        "thinking: <|channel> THOUGHT <channel|>",
-        r"THOUGHT: /(?s:.*)/ & ~/(?s:.*)<channel\|>(?s:.*)/",
+        _THINKING,
+        f"THOUGHT: {_THOUGHT}",
     ]
     grammar = "\n".join(lines) + "\n"
     _validate(grammar)
@@ -477,17 +390,10 @@ def response_format_grammar(schema: Any | None, *, strict: bool = True) -> str:
 
 
 def value_grammar(schema: Any, *, additional_properties: bool = True) -> str:
-    """Lark grammar whose language is the Gemma-syntax rendering of JSON values valid against ``schema``.
-
-    Used by the MaskBench benchmark and tests (tool calls use :func:`tool_call_grammar`).
-
-    Raises:
-        SchemaError: unsupported keyword or unsatisfiable schema.
-    """
-    compiled = build_ir(schema, additional_properties=additional_properties)
+    """The Lark grammar of the Gemma-syntax rendering of JSON values valid against ``schema`` (for MaskBench and
+    tests); a :class:`SchemaError` for a schema :func:`schema.build_ir` refuses."""
     comp = GemmaCompiler(additional_properties)
-    comp.def_paths[0] = compiled.paths
-    body = comp.value(compiled.root, 0, compiled.defs)
+    body = comp.compile(build_ir(schema, additional_properties=additional_properties), 0)
     out = [f"start: {body}", *(f"{k}: {v}" for k, v in comp.rules.items())]
     out += [f"{k}: {v}" for k, v in comp.terms.items()]
     return "\n".join(out) + "\n"

@@ -1,27 +1,13 @@
 """Tool declarations and their JSON Schemas: normalisation, checks at registration, and a compact schema IR.
 
-``normalize_tool`` accepts the declaration shapes met in practice (OpenAI ``{"type": "function", "function":
-{...}}``, bare ``{"name", "description", "parameters"}``, Pydantic output with ``$defs``/``$ref``/``anyOf``/
-``title``) and returns a :class:`ToolSpec` whose ``parameters`` are plain JSON Schema (titles dropped,
-non-recursive ``$ref`` inlined). Benchmark dialects (BFCL's ``dict``/``float`` types) are translated by their
-adapters (``evals.bfcl.to_json_schema``).
-Every schema is also compiled to the IR below, so an unsupported keyword or an unsatisfiable schema is a
-:class:`SchemaError` at registration (naming the keyword and its JSON pointer), never a failure mid-generation.
-Compile work is bounded (:data:`MAX_COMPILE_STEPS` here, ``MAX_GRAMMAR_CHARS`` for the grammar text): a schema
-past the bound is refused the same way, so registering a tool never hangs.
-
-The IR (the ``Node`` subclasses of :mod:`schema.ir`) is what the grammar compilers of :mod:`grammar` consume:
-``allOf`` and sibling keywords are intersected, ``oneOf`` becomes ``anyOf`` when its branches are provably
-disjoint, ``enum``/``const`` become literals, patterns are translated from ECMA-262 to llguidance's regex
-syntax with JSON Schema's search semantics made explicit. Recursive ``$ref`` cycles stay as :class:`Ref` nodes
-(grammar rules). The semantics follow JSON Schema Draft 2020-12 with the same departures as llguidance's JSON
-Schema compiler (https://github.com/guidance-ai/llguidance/blob/main/docs/json_schema.md): properties come
-in schema order, ``uniqueItems``/``not``/``if``/``contains``/``dependencies``/``propertyNames`` and unknown
-string formats are rejected (but for :data:`schema.formats.FREE_FORMATS`, Pydantic's names for any string: ``path``,
-``binary``...), integers are written without a fraction.
-
-A leaf package: it imports none of the project's packages (and no torch); :mod:`grammar`, ``model`` and
-``agentkit`` import it.
+``normalize_tool`` accepts OpenAI, bare and Pydantic-style declarations and returns a :class:`ToolSpec` with plain
+JSON Schema parameters (titles dropped, non-recursive ``$ref`` inlined). Every schema is compiled to the IR of
+:mod:`schema.ir` (what :mod:`grammar` consumes), so an unsupported keyword, an unsatisfiable schema or one past
+the compile bound (:data:`MAX_COMPILE_STEPS`) is a :class:`SchemaError` at registration naming the keyword and its
+JSON pointer. Semantics: JSON Schema 2020-12 with llguidance's departures
+(https://github.com/guidance-ai/llguidance/blob/main/docs/json_schema.md): properties in schema order;
+``uniqueItems``/``not``/``if``/``contains``/``propertyNames`` and unknown formats refused (but
+:data:`schema.formats.FREE_FORMATS`); integers without a fraction. Imports no project package and no torch.
 """
 
 from schema import ir

@@ -1,5 +1,4 @@
-"""Intersection, acceptance and disjointness of IR nodes (the part of the builder that reasons about two
-schemas at once), and the numeric helpers."""
+"""Intersection, acceptance and disjointness of IR nodes: the builder's reasoning about two schemas at once."""
 
 from __future__ import annotations
 
@@ -31,16 +30,12 @@ from schema.ir import (
 from schema.regex import pattern_matches, pattern_to_regex
 
 _MAX_INTERSECT_DEPTH = 60
-#: Bound on the work of compiling one schema to the IR, in steps: one subschema built, one enum value, one
-#: pair of nodes intersected or one enum value checked against a constraint (a few microseconds each), and
-#: 200 per distinct regex (:data:`_PATTERN_STEPS`). A schema that needs more is refused at registration with
-#: a :class:`SchemaError` naming the keyword and path where the bound was reached, so registering a tool
-#: never hangs. Of MaskBench's 11,305 schemas (the shared dev file and the hard groups) only one needs more
-#: (SchemaStore's Azure Pipelines schema: an ``anyOf`` of ~500 objects each narrowing a ~500-value ``enum``,
-#: 913k steps, 4-17 s to compile before this bound, refused after 0.3 s now); the next needs 56k.
+#: Bound on the work of compiling one schema to the IR, in steps of a few microseconds (a subschema built, a pair
+#: of nodes intersected, an enum value checked) and :data:`_PATTERN_STEPS` per distinct regex: a schema needing
+#: more is a :class:`SchemaError` at registration, so registering a tool never hangs. Of MaskBench's 11,305
+#: schemas one needs more (913k steps, an ``anyOf`` of ~500 objects each narrowing a ~500-value ``enum``).
 MAX_COMPILE_STEPS = 100_000
-#: Steps charged per distinct ``pattern``/``patternProperties`` regex (each is compiled once by llguidance to
-#: check it, about 2 ms: 200 steps at the ~10 us a step costs on average).
+#: Steps charged per distinct regex (one llguidance compile to check it, about 2 ms).
 _PATTERN_STEPS = 200
 
 
@@ -67,19 +62,17 @@ def _num_range(n: Num) -> tuple[float, float]:
 
 
 def _num_ok(n: Num, v: float) -> bool:
-    if n.minimum is not None and v < n.minimum:
-        return False
-    if n.maximum is not None and v > n.maximum:
-        return False
-    if n.excl_min is not None and v <= n.excl_min:
-        return False
-    if n.excl_max is not None and v >= n.excl_max:
-        return False
-    if n.multiple_of is not None:
-        q = Fraction(str(v)) / Fraction(str(n.multiple_of))
-        if q.denominator != 1:
-            return False
-    return True
+    return (
+        (n.minimum is None or v >= n.minimum)
+        and (n.maximum is None or v <= n.maximum)
+        and (n.excl_min is None or v > n.excl_min)
+        and (n.excl_max is None or v < n.excl_max)
+        and (n.multiple_of is None or (Fraction(str(v)) / Fraction(str(n.multiple_of))).denominator == 1)
+    )
+
+
+def _sized(n: int, low: int, high: int | None) -> bool:
+    return low <= n and (high is None or n <= high)
 
 
 def num_unsat(n: Num) -> tuple[str, str] | None:
@@ -140,8 +133,6 @@ class Algebra:
             node = self.defs[node.name]
         return node
 
-    # -- schemas ----------------------------------------------------------------------------------------
-    # -- intersection -----------------------------------------------------------------------------------
     def intersect(self, a: Node, b: Node, path: str) -> Node:
         """The schema of values valid against both ``a`` and ``b`` (``Never`` when none)."""
         if isinstance(a, AnyNode):
@@ -168,25 +159,17 @@ class Algebra:
             if isinstance(a, AnyOf) and isinstance(b, AnyOf) and len(a.options) * len(b.options) > 1:
                 self.charge(len(a.options) * len(b.options), "anyOf", path)
             if isinstance(a, AnyOf):
-                if not isinstance(b, (AnyOf, Ref)) and all(isinstance(o, Lit) for o in a.options):
+                if not isinstance(b, AnyOf) and all(isinstance(o, Lit) for o in a.options):
                     return self._filter_literals(a, b, path)
                 return any_of([self.intersect(o, b, path) for o in a.options])
             if isinstance(b, AnyOf):
-                if not isinstance(a, Ref) and all(isinstance(o, Lit) for o in b.options):
+                if all(isinstance(o, Lit) for o in b.options):
                     return self._filter_literals(b, a, path)
                 return any_of([self.intersect(a, o, path) for o in b.options])
-            if isinstance(a, Lit):
-                return (
-                    a
-                    if self.accepts(b, a.value)
-                    else Never("value excluded by another constraint", "enum", path)
-                )
-            if isinstance(b, Lit):
-                return (
-                    b
-                    if self.accepts(a, b.value)
-                    else Never("value excluded by another constraint", "enum", path)
-                )
+            for lit, other in ((a, b), (b, a)):
+                if isinstance(lit, Lit):
+                    ok = self.accepts(other, lit.value)
+                    return lit if ok else Never("value excluded by another constraint", "enum", path)
             if type(a) is not type(b):
                 return Never("incompatible types", "type", path)
             if isinstance(a, (Null, Bool)):
@@ -229,21 +212,14 @@ class Algebra:
         return any_of(kept) if kept else Never("value excluded by another constraint", "enum", path)
 
     def check_pattern(self, pattern: str, path: str, keyword: str) -> None:
-        """Translate and check ``pattern`` (:func:`pattern_to_regex`: one llguidance regex compile, about
-        2 ms); each distinct pattern costs :data:`_PATTERN_STEPS` of the compile bound."""
+        """Translate and check ``pattern`` (:func:`pattern_to_regex`), charging :data:`_PATTERN_STEPS` once."""
         if pattern not in self._patterns:
             self._patterns.add(pattern)
             self.charge(_PATTERN_STEPS, keyword, path)
         pattern_to_regex(pattern, path)
 
     def charge(self, steps: int, keyword: str, path: str) -> None:
-        """Count compile work against :data:`MAX_COMPILE_STEPS`.
-
-        Raises:
-            SchemaError: the schema needs more steps than the bound; ``keyword``/``path`` say where the bound
-                was reached (an ``anyOf``/``allOf``/``enum`` whose branches multiply, or the subschema
-                being built when there are simply too many).
-        """
+        """Count compile work; a :class:`SchemaError` at ``keyword``/``path`` past :data:`MAX_COMPILE_STEPS`."""
         self.steps += steps
         if self.steps > MAX_COMPILE_STEPS:
             raise SchemaError(
@@ -254,8 +230,9 @@ class Algebra:
                 "split the tool or simplify its anyOf/allOf/enum",
             )
 
-    def prop_schema(self, o: Obj, name: str) -> Node:
-        """The schema ``o`` applies to the value of key ``name`` (declared, pattern or additional)."""
+    def prop_schema(self, o: Obj, name: str, closed: bool = False, path: str = "") -> Node:
+        """The schema ``o`` applies to the value of key ``name`` (declared, pattern or additional); ``closed``:
+        an unspecified ``additional`` follows ``additional_default`` (else it allows any value)."""
         node = o.prop(name)
         if node is not None:
             return node
@@ -263,10 +240,10 @@ class Algebra:
         if matched:
             out: Node = AnyNode()
             for pn in matched:
-                out = self.intersect(out, pn, "")
+                out = self.intersect(out, pn, path)
             return out
         if o.additional is None:
-            return AnyNode()
+            return Never("additional property") if closed and not self.additional_default else AnyNode()
         return o.additional
 
     def _intersect_obj(self, a: Obj, b: Obj, path: str) -> Node:
@@ -286,24 +263,15 @@ class Algebra:
                 v = self.intersect(self.prop_schema(a, k), self.prop_schema(b, k), path)
                 if isinstance(v, Never):
                     return Never(f"required property {k!r} can have no value", "required", path)
-        additional: Node | None
-        if a.additional is None:
-            additional = b.additional
-        elif b.additional is None:
-            additional = a.additional
-        else:
-            additional = self.intersect(a.additional, b.additional, path)
-        pattern_props = tuple(dict(a.pattern_props + b.pattern_props).items())
-        if len(pattern_props) < len(a.pattern_props) + len(b.pattern_props):
-            merged: dict[str, Node] = {}
-            for p, n in a.pattern_props + b.pattern_props:
-                merged[p] = self.intersect(merged[p], n, path) if p in merged else n
-            pattern_props = tuple(merged.items())
+        additional = merge_optional(lambda x, y: self.intersect(x, y, path), a.additional, b.additional)
+        merged: dict[str, Node] = {}
+        for p, n in a.pattern_props + b.pattern_props:
+            merged[p] = self.intersect(merged[p], n, path) if p in merged else n
         mn = max(a.min_props, b.min_props)
         mx = merge_optional(min, a.max_props, b.max_props)
         if mx is not None and mn > mx:
             return Never("minProperties > maxProperties", "minProperties", path)
-        return Obj(tuple(props), required, additional, pattern_props, mn, mx)
+        return Obj(tuple(props), required, additional, tuple(merged.items()), mn, mx)
 
     def one_of(self, options: list[Node], path: str) -> Node:
         """``oneOf``: an ``anyOf`` when the live branches are pairwise disjoint, else a :class:`OneOf`."""
@@ -316,7 +284,6 @@ class Algebra:
                     return OneOf(tuple(live), path)
         return any_of(live)
 
-    # -- membership and disjointness ---------------------------------------------------------------------
     def accepts(self, node: Node, v: Any, depth: int = 0) -> bool:
         """Whether JSON value ``v`` is valid against ``node`` (patterns checked with Python's ``re``)."""
         if depth > 50:
@@ -337,46 +304,28 @@ class Algebra:
         if isinstance(node, Bool):
             return isinstance(v, bool)
         if isinstance(node, Num):
-            if isinstance(v, bool) or not isinstance(v, (int, float)):
-                return False
-            if node.integer and not isinstance(v, int):
-                return False
-            return _num_ok(node, v)
+            kinds = int if node.integer else (int, float)
+            return isinstance(v, kinds) and not isinstance(v, bool) and _num_ok(node, v)
         if isinstance(node, Str):
-            if not isinstance(v, str):
-                return False
-            n = len(v)
-            if n < node.min_len or (node.max_len is not None and n > node.max_len):
-                return False
-            for p in node.patterns:
-                if pattern_matches(p, v) is False:
-                    return False
-            return all(format_matches(f, v) for f in node.formats)
+            return (
+                isinstance(v, str)
+                and _sized(len(v), node.min_len, node.max_len)
+                and all(pattern_matches(p, v) is not False for p in node.patterns)
+                and all(format_matches(f, v) for f in node.formats)
+            )
         if isinstance(node, Arr):
-            if not isinstance(v, list):
-                return False
-            if len(v) < node.min_items or (node.max_items is not None and len(v) > node.max_items):
-                return False
-            for i, x in enumerate(v):
-                sub = node.prefix[i] if i < len(node.prefix) else node.items
-                if not self.accepts(sub, x, depth + 1):
-                    return False
-            return True
+            return (
+                isinstance(v, list)
+                and _sized(len(v), node.min_items, node.max_items)
+                and all(self.accepts(node.item(i), x, depth + 1) for i, x in enumerate(v))
+            )
         if isinstance(node, Obj):
-            if not isinstance(v, dict):
-                return False
-            if not set(node.required) <= set(v):
-                return False
-            if len(v) < node.min_props or (node.max_props is not None and len(v) > node.max_props):
-                return False
-            for k, x in v.items():
-                sub = self.prop_schema(node, k)
-                if node.prop(k) is None and node.additional is None and not self.additional_default:
-                    if not any(pattern_matches(p, k) for p, _ in node.pattern_props):
-                        return False
-                if not self.accepts(sub, x, depth + 1):
-                    return False
-            return True
+            return (
+                isinstance(v, dict)
+                and set(node.required) <= set(v)
+                and _sized(len(v), node.min_props, node.max_props)
+                and all(self.accepts(self.prop_schema(node, k, True), x, depth + 1) for k, x in v.items())
+            )
         return True  # pragma: no cover
 
     def disjoint(self, a: Node, b: Node, depth: int = 0) -> bool:
@@ -392,8 +341,6 @@ class Algebra:
             return all(self.disjoint(o, b, depth + 1) for o in a.options)
         if isinstance(b, (AnyOf, OneOf)):
             return all(self.disjoint(a, o, depth + 1) for o in b.options)
-        if isinstance(a, Lit) and isinstance(b, Lit):
-            return not _json_eq(a.value, b.value)
         if isinstance(a, Lit):
             return not self.accepts(b, a.value)
         if isinstance(b, Lit):
@@ -411,24 +358,12 @@ class Algebra:
                 return True
             n = min(max(a.min_items, b.min_items), max(len(a.prefix), len(b.prefix)))
             for i in range(n):
-                x = a.prefix[i] if i < len(a.prefix) else a.items
-                y = b.prefix[i] if i < len(b.prefix) else b.items
-                if self.disjoint(x, y, depth + 1):
+                if self.disjoint(a.item(i), b.item(i), depth + 1):
                     return True
             return False
         if isinstance(a, Obj) and isinstance(b, Obj):
             for k in dict.fromkeys(a.required + b.required):
-                if self.disjoint(self._key_schema(a, k), self._key_schema(b, k), depth + 1):
+                if self.disjoint(self.prop_schema(a, k, True), self.prop_schema(b, k, True), depth + 1):
                     return True
             return False
         return False
-
-    def _key_schema(self, o: Obj, k: str) -> Node:
-        node = o.prop(k)
-        if node is not None:
-            return node
-        if any(pattern_matches(p, k) for p, _ in o.pattern_props):
-            return self.prop_schema(o, k)
-        if o.additional is None:
-            return AnyNode() if self.additional_default else Never("additional property")
-        return o.additional

@@ -2,22 +2,18 @@
 
 from __future__ import annotations
 
+import functools
 import json
 import math
-from functools import lru_cache
 from typing import Any
 
-from schema.algebra import (
-    Algebra,
-    num_unsat,
-)
+from schema.algebra import Algebra, num_unsat
 from schema.errors import SchemaError
 from schema.formats import FORMATS, FREE_FORMATS
 from schema.ir import (
     IR,
+    NUM_KEYWORDS,
     AnyNode,
-    AnyOf,
-    Arr,
     Bool,
     Never,
     Node,
@@ -28,6 +24,7 @@ from schema.ir import (
     Ref,
     Str,
     any_of,
+    children,
     literal,
     make_arr,
     multiple_of_error,
@@ -36,32 +33,16 @@ from schema.normalize import check_nesting
 from schema.refs import Refs, escape_pointer_token
 from schema.regex import pattern_matches
 
-# ----------------------------------------------------------------------------------------------------------
-# Building the IR
-# ----------------------------------------------------------------------------------------------------------
-
-_UNSUPPORTED = {
-    "not",
-    "if",
-    "then",
-    "else",
-    "dependencies",
-    "dependentRequired",
-    "dependentSchemas",
-    "contains",
-    "minContains",
-    "maxContains",
-    "propertyNames",
-    "unevaluatedProperties",
-    "unevaluatedItems",
-    "uniqueItems",
-    "$dynamicRef",
-    "$recursiveRef",
-    "$dynamicAnchor",
-    "$recursiveAnchor",
+#: Keywords refused, each with the values that constrain nothing and so are let through (``uniqueItems: false``).
+_UNSUPPORTED: dict[str, tuple[Any, ...]] = {
+    **dict.fromkeys(("not", "if", "then", "else", "contains", "maxContains"), ()),
+    **dict.fromkeys(("$dynamicRef", "$recursiveRef", "$dynamicAnchor", "$recursiveAnchor"), ()),
+    **dict.fromkeys(("dependencies", "dependentRequired", "dependentSchemas"), ({},)),
+    **dict.fromkeys(("propertyNames", "unevaluatedProperties", "unevaluatedItems"), (True, {})),
+    "uniqueItems": (False,),
+    "minContains": (0, False),
 }
 _TYPES = ("null", "boolean", "integer", "number", "string", "array", "object")
-_NUM_KEYS = ("minimum", "maximum", "exclusiveMinimum", "exclusiveMaximum", "multipleOf")
 _STR_KEYS = ("minLength", "maxLength", "pattern", "format", "x-grounded")
 _ARR_KEYS = ("items", "prefixItems", "additionalItems", "minItems", "maxItems")
 _OBJ_KEYS = (
@@ -74,16 +55,12 @@ _OBJ_KEYS = (
 )
 #: Keywords named when a subschema's size trips the bound (the first one it holds).
 _SIZE_KEYWORDS = ("$ref", "properties", "items", "prefixItems", "anyOf", "oneOf", "allOf", "enum")
-_CONSTRAINT_KEYS = {"type", *_NUM_KEYS, *_STR_KEYS, *_ARR_KEYS, *_OBJ_KEYS}
+_CONSTRAINT_KEYS = {"type", *NUM_KEYWORDS, *_STR_KEYS, *_ARR_KEYS, *_OBJ_KEYS}
 
 
 def _check_grounded(s: dict[str, Any], path: str) -> None:
-    """``x-grounded: true`` marks a free string (a span of the conversation): refuse it elsewhere.
-
-    Raises:
-        SchemaError: on a schema that cannot be a string, or with ``enum``/``const``/``pattern``/``format`` (a
-            grounded value is any span; combine the constraints in the tool instead).
-    """
+    """Refuse ``x-grounded: true`` (a free span of the conversation) on a schema that cannot be a string or
+    that also has ``enum``/``const``/``pattern``/``format``."""
     for k in ("enum", "const", "pattern", "format"):
         if k in s:
             raise SchemaError(
@@ -91,14 +68,12 @@ def _check_grounded(s: dict[str, Any], path: str) -> None:
                 path,
                 f"a grounded value is a free span of the conversation: it cannot also have {k!r}",
             )
-    types: list[Any] = []
-    if "type" in s:
-        types = s["type"] if isinstance(s["type"], list) else [s["type"]]
-    else:
-        for k in ("anyOf", "oneOf"):
-            for b in s.get(k) or []:
-                if isinstance(b, dict) and "type" in b:
-                    types += b["type"] if isinstance(b["type"], list) else [b["type"]]
+    typed = (
+        [s] if "type" in s else [b for k in ("anyOf", "oneOf") for b in s.get(k) or [] if isinstance(b, dict)]
+    )
+    types = [
+        t for b in typed if "type" in b for t in (b["type"] if isinstance(b["type"], list) else [b["type"]])
+    ]
     if "string" not in types:
         raise SchemaError(
             "x-grounded",
@@ -108,23 +83,14 @@ def _check_grounded(s: dict[str, Any], path: str) -> None:
 
 
 def _trivial(key: str, value: Any) -> bool:
-    """True when an unsupported keyword's value constrains nothing (e.g. ``uniqueItems: false``)."""
-    if key == "uniqueItems":
-        return value is False
-    if key in ("dependencies", "dependentRequired", "dependentSchemas"):
-        return value == {}
-    if key in ("propertyNames", "unevaluatedProperties", "unevaluatedItems"):
-        return value is True or value == {}
-    if key in ("minContains",):
-        return value == 0 and True
-    return False
+    """True when an unsupported keyword's value constrains nothing (``True`` is not ``1``)."""
+    return any(value == t and isinstance(value, bool) == isinstance(t, bool) for t in _UNSUPPORTED[key])
 
 
 class Builder(Algebra):
     """Builds the schema IR of one schema document (``root``); one instance per schema."""
 
     def __init__(self, root: Any, additional_default: bool) -> None:
-        self.root = root
         self.refs = Refs(root)
         self.defs: dict[str, Node] = {}
         self.additional_default = additional_default
@@ -137,19 +103,15 @@ class Builder(Algebra):
         self._refs_memo: dict[Node, frozenset[str]] = {}
         self._patterns: set[str] = set()
 
-    # -- references -------------------------------------------------------------------------------------
     def ref(self, ref: Any, path: str) -> Node:
         ptr = self.refs.pointer(ref, path)
         if ptr in self._ref_nodes:
             return self._ref_nodes[ptr]
-        if ptr not in self._ref_names:
-            self._ref_names[ptr] = f"d{len(self._ref_names)}"
-        name = self._ref_names[ptr]
+        name = self._ref_names.setdefault(ptr, f"d{len(self._ref_names)}")
         if ptr in self._in_progress:
             return Ref(name)
-        target = self.refs.at[ptr]
         self._in_progress.add(ptr)
-        node = self.build(target, ptr)
+        node = self.build(self.refs.at[ptr], ptr)
         self._in_progress.discard(ptr)
         self.defs[name] = node
         # A reference that was used recursively while being built stays a rule; others are inlined.
@@ -158,34 +120,18 @@ class Builder(Algebra):
         return result
 
     def _free_refs(self, n: Node) -> frozenset[str]:
-        """Names of the :class:`Ref` nodes inside ``n`` (not following them), memoised per node: walking
-        every definition's tree again for each reference was quadratic in the number of definitions."""
+        """Names of the :class:`Ref` nodes inside ``n`` (not following them), memoised per node."""
         hit = self._refs_memo.get(n)
-        if hit is not None:
-            return hit
-        subs: list[Node] = []
-        if isinstance(n, Ref):
-            out = frozenset((n.name,))
-        else:
-            if isinstance(n, (AnyOf, OneOf)):
-                subs = list(n.options)
-            elif isinstance(n, Arr):
-                subs = [*n.prefix, n.items]
-            elif isinstance(n, Obj):
-                subs = [v for _, v in n.props] + [v for _, v in n.pattern_props]
-                if n.additional is not None:
-                    subs.append(n.additional)
-            out = frozenset().union(*(self._free_refs(x) for x in subs)) if subs else frozenset()
-        self._refs_memo[n] = out
-        return out
+        if hit is None:
+            subs = map(self._free_refs, children(n))
+            hit = self._refs_memo[n] = (
+                frozenset((n.name,)) if isinstance(n, Ref) else frozenset().union(*subs)
+            )
+        return hit
 
     def unsat(self, keyword: str, path: str, message: str) -> Never:
-        """A contradiction among a schema's own keywords: an error, unless the schema is an ``anyOf``/``oneOf``
-        branch (then that branch simply matches nothing, as JSON Schema says).
-
-        Raises:
-            SchemaError: outside ``anyOf``/``oneOf`` branches.
-        """
+        """A contradiction among a schema's own keywords: a :class:`SchemaError`, but inside an
+        ``anyOf``/``oneOf`` branch a ``Never`` (that branch matches nothing, as JSON Schema says)."""
         if self._union:
             return Never(message, keyword, path)
         raise SchemaError(keyword, path, message)
@@ -205,20 +151,16 @@ class Builder(Algebra):
         if s.get("x-grounded") is True:
             _check_grounded(s, path)
         self.charge(1, next((k for k in _SIZE_KEYWORDS if k in s), "type"), path)
-        # Keywords are applied in the order they appear, as llguidance does (property order follows it):
-        # runs of plain keywords form one part (with the schema's type, and the names of all its properties
-        # when the run holds additionalProperties), each applicator ($ref, allOf, anyOf, oneOf, enum, const)
-        # is one part; parts are intersected left to right.
+        # Keywords apply in order, as llguidance's do (property order follows): a run of plain keywords is one
+        # part (with the type, and all property names when it holds additionalProperties), each applicator
+        # ($ref, allOf, anyOf, oneOf, enum, const) one part; parts are intersected left to right.
         parts: list[Node] = []
         batch: dict[str, Any] = {}
 
         def flush() -> None:
             if not batch:
                 return
-            b = dict(batch)
-            for k in ("type", "nullable"):
-                if k in s:
-                    b[k] = s[k]
+            b = {**batch, **{k: s[k] for k in ("type", "nullable") if k in s}}
             if (
                 "additionalProperties" in b
                 and "properties" not in b
@@ -259,24 +201,18 @@ class Builder(Algebra):
         flush()
         if not parts and s.get("nullable") is True:
             parts.append(self._own(s, path))
-        node: Node = AnyNode()
-        for p in parts:
-            node = self.intersect(node, p, path)
-        return node
+        start: Node = AnyNode()
+        return functools.reduce(lambda x, y: self.intersect(x, y, path), parts, start)
 
     def _enum(self, s: dict[str, Any], path: str) -> Node:
-        if "const" in s:
-            values = [s["const"]]
-            kw = "const"
-        else:
-            values = s["enum"]
-            kw = "enum"
+        values = [s["const"]] if "const" in s else s["enum"]
+        if "const" not in s:
             if not isinstance(values, list):
                 raise SchemaError("enum", path, "enum must be a list")
             if not values:
                 return self.unsat("enum", path, "enum is empty: no value can match")
             self.charge(len(values), "enum", path)
-        return any_of([literal(v) for v in values]) if values else Never("empty enum", kw, path)
+        return any_of([literal(v) for v in values])
 
     def _types(self, s: dict[str, Any], path: str) -> list[str]:
         t = s.get("type")
@@ -299,29 +235,18 @@ class Builder(Algebra):
     def _own(self, s: dict[str, Any], path: str) -> Node:
         """The node for ``type`` and the type-specific keywords of ``s`` (no applicators)."""
         types = self._types(s, path)
-        has_kw = {
-            "number": any(k in s for k in _NUM_KEYS),
-            "string": any(k in s for k in _STR_KEYS),
-            "array": any(k in s for k in _ARR_KEYS),
-            "object": any(k in s for k in _OBJ_KEYS),
-        }
-        if "type" not in s and not any(has_kw.values()) and s.get("nullable") is not True:
+        if not s.keys() & _CONSTRAINT_KEYS and s.get("nullable") is not True:
             return AnyNode()
-        opts: list[Node] = []
-        for t in types:
-            if t == "null":
-                opts.append(Null())
-            elif t == "boolean":
-                opts.append(Bool())
-            elif t in ("integer", "number"):
-                opts.append(self._num(s, path, t == "integer"))
-            elif t == "string":
-                opts.append(self._str(s, path))
-            elif t == "array":
-                opts.append(self._arr(s, path))
-            else:
-                opts.append(self._obj(s, path))
-        return any_of(opts)
+        make = {
+            "null": Null,
+            "boolean": Bool,
+            "integer": lambda: self._num(s, path, True),
+            "number": lambda: self._num(s, path, False),
+            "string": lambda: self._str(s, path),
+            "array": lambda: self._arr(s, path),
+            "object": lambda: self._obj(s, path),
+        }
+        return any_of([make[t]() for t in types])
 
     def _number_kw(self, s: dict[str, Any], k: str, path: str) -> float | None:
         v = s.get(k)
@@ -332,21 +257,13 @@ class Builder(Algebra):
         return v
 
     def _num(self, s: dict[str, Any], path: str, integer: bool) -> Node:
-        mn = self._number_kw(s, "minimum", path)
-        mx = self._number_kw(s, "maximum", path)
-        emn = self._number_kw(s, "exclusiveMinimum", path)
-        emx = self._number_kw(s, "exclusiveMaximum", path)
-        if integer:
-            for k, v in (
-                ("minimum", mn),
-                ("maximum", mx),
-                ("exclusiveMinimum", emn),
-                ("exclusiveMaximum", emx),
-            ):
-                if v is not None and abs(v) > 2**59:  # llguidance's integer-range regex fails from 2**60
-                    raise SchemaError(
-                        k, path, f"integer bound {k}={v!r} is beyond +-2**59, which the grammar supports"
-                    )
+        bounds = {k: self._number_kw(s, k, path) for k in NUM_KEYWORDS[:4]}
+        for k, v in bounds.items():  # llguidance's integer-range regex fails from 2**60
+            if integer and v is not None and abs(v) > 2**59:
+                raise SchemaError(
+                    k, path, f"integer bound {k}={v!r} is beyond +-2**59, which the grammar supports"
+                )
+        mn, mx, emn, emx = bounds.values()
         if s.get("exclusiveMinimum") is True and mn is not None:  # draft 4
             mn, emn = None, mn
         if s.get("exclusiveMaximum") is True and mx is not None:
@@ -354,12 +271,10 @@ class Builder(Algebra):
         mult = self._number_kw(s, "multipleOf", path)
         if mult is not None and mult <= 0:
             raise SchemaError("multipleOf", path, f"multipleOf must be > 0, got {mult}")
-        too_big = None if mult is None else multiple_of_error(mult)
-        if too_big:
+        if mult is not None and (too_big := multiple_of_error(mult)):
             raise SchemaError("multipleOf", path, too_big)
         node = Num(integer, mn, mx, emn, emx, mult)
-        err = num_unsat(node)
-        if err:
+        if err := num_unsat(node):
             return self.unsat(err[0], path, err[1])
         return node
 
@@ -388,20 +303,17 @@ class Builder(Algebra):
                 raise SchemaError("pattern", path, "pattern must be a string")
             self.check_pattern(p, path, "pattern")
             patterns = (p,)
-        formats: tuple[str, ...] = ()
-        if not isinstance(s.get("format", ""), str):
-            raise SchemaError("format", path, f"format must be a string, got {s['format']!r}")
-        if s.get("format", "") not in FREE_FORMATS | {""}:  # a free format names no syntax: any string
-            f = s["format"]
-            if f not in FORMATS:
-                raise SchemaError(
-                    "format", path, f"string format {f!r} is not supported (known: {sorted(FORMATS)})"
-                )
-            formats = (f,)
+        f = s.get("format", "")
+        if not isinstance(f, str):
+            raise SchemaError("format", path, f"format must be a string, got {f!r}")
+        if f and f not in FORMATS and f not in FREE_FORMATS:  # a free format names no syntax: any string
+            raise SchemaError(
+                "format", path, f"string format {f!r} is not supported (known: {sorted(FORMATS)})"
+            )
         grounded = s.get("x-grounded", False)
         if not isinstance(grounded, bool):
             raise SchemaError("x-grounded", path, f"x-grounded must be true or false, got {grounded!r}")
-        return Str(mn, mx, patterns, formats, grounded)
+        return Str(mn, mx, patterns, (f,) if f in FORMATS else (), grounded)
 
     def _arr(self, s: dict[str, Any], path: str) -> Node:
         mn = self._int_kw(s, "minItems", path) or 0
@@ -459,16 +371,9 @@ class Builder(Algebra):
                     node = self.intersect(node, pn, path)
             props.append((name, node))
         names = {n for n, _ in props}
+        shell = Obj(additional=additional, pattern_props=tuple(pattern_props))
         for r in req:
-            if r in names:
-                continue
-            node = AnyNode() if additional is None else additional
-            matched = [pn for p, pn in pattern_props if pattern_matches(p, r)]
-            if matched:
-                node = AnyNode()
-                for pn in matched:
-                    node = self.intersect(node, pn, path)
-            if isinstance(node, Never):
+            if r not in names and isinstance(self.prop_schema(shell, r, path=path), Never):
                 return self.unsat(
                     "required",
                     path,
@@ -488,24 +393,15 @@ class Builder(Algebra):
 
 
 def build_ir(schema: Any, *, additional_properties: bool = True) -> IR:
-    """Compile a JSON Schema to the IR, checking every keyword.
-
-    Args:
-        schema: JSON Schema (dict or bool); local ``$ref`` are resolved against it.
-        additional_properties: what an object without ``additionalProperties`` allows when deciding whether
-            ``oneOf`` branches are disjoint (JSON Schema: ``True``; tool arguments are compiled with
-            ``False``). :class:`Obj` keeps ``additional=None`` for the compiler to decide.
-
-    Returns:
-        :class:`IR` (root node and the recursive definitions).
+    """Compile a JSON Schema (dict or bool; local ``$ref`` resolved against it) to the :class:`IR`, checking every
+    keyword. ``additional_properties``: what an object without ``additionalProperties`` allows when deciding
+    whether ``oneOf`` branches are disjoint (JSON Schema: ``True``; tool arguments: ``False``).
 
     Raises:
-        SchemaError: unsupported keyword (``not``, ``if``, ``uniqueItems``, ``contains``, unknown ``format``,
-            lookaround in ``pattern``...), non-local ``$ref``, non-disjoint ``oneOf``, or unsatisfiable
-            (``minimum > maximum``, ``minItems > maxItems``, ``minLength > maxLength``, empty ``enum``,
-            required property forbidden by ``additionalProperties: false``, or the whole schema), or too
-            large to compile (more than :data:`MAX_COMPILE_STEPS` steps, or objects and arrays nested deeper than
-            :data:`schema.normalize.MAX_NESTING`).
+        SchemaError: an unsupported keyword (``not``, ``uniqueItems``, an unknown ``format``, lookaround in a
+            ``pattern``...), a non-local ``$ref``, a non-disjoint ``oneOf``, an unsatisfiable schema or
+            subschema (``minimum > maximum``, empty ``enum``...), or one too large to compile
+            (:data:`MAX_COMPILE_STEPS`, :data:`schema.normalize.MAX_NESTING`).
     """
     check_nesting(schema)
     b = Builder(schema, additional_properties)
@@ -517,8 +413,7 @@ def build_ir(schema: Any, *, additional_properties: bool = True) -> IR:
 
 
 def _reject_one_of(nodes: list[Node]) -> None:
-    """Raise for a ``oneOf`` left whose branches could not be shown disjoint (one walk over all the trees:
-    shared subtrees are visited once)."""
+    """Raise for a ``oneOf`` left whose branches could not be shown disjoint (shared subtrees walked once)."""
     seen: set[int] = set()
     todo = nodes[::-1]
     while todo:
@@ -530,20 +425,10 @@ def _reject_one_of(nodes: list[Node]) -> None:
             raise SchemaError(
                 "oneOf", n.path, "oneOf is supported only when its branches are provably disjoint"
             )
-        if isinstance(n, AnyOf):
-            todo.extend(n.options)
-        elif isinstance(n, Arr):
-            todo.extend(n.prefix)
-            todo.append(n.items)
-        elif isinstance(n, Obj):
-            todo.extend(v for _, v in n.props)
-            todo.extend(v for _, v in n.pattern_props)
-            if n.additional is not None:
-                todo.append(n.additional)
+        todo.extend(children(n))
 
 
-@lru_cache(maxsize=512)
+@functools.lru_cache(maxsize=512)
 def cached_ir(schema_json: str, additional_properties: bool) -> IR:
-    """:func:`build_ir` of ``json.loads(schema_json)``, memoised (tool registration and grammar building
-    compile the same schema; the IR is immutable)."""
+    """:func:`build_ir` of ``json.loads(schema_json)``, memoised (the IR is immutable)."""
     return build_ir(json.loads(schema_json), additional_properties=additional_properties)

@@ -53,11 +53,9 @@ _URI = (
     rf"(?:#(?:{_PCHAR}|[/?])*)?"
 )
 
-#: String formats and their regexes (full match), written from the RFCs: date/time/date-time/duration
-#: RFC 3339 (+ appendix A; dates are real Gregorian days of years 0001-9999, what ``datetime.date`` and so
-#: jsonschema's ``FormatChecker`` and pydantic accept), email RFC 5321 mailbox (dot-string or IPv4 literal), hostname RFC 1123,
-#: ipv4/ipv6 RFC 3986 section 3.2.2, uuid RFC 4122, uri RFC 3986. The regexes use the subset of syntax
-#: shared by Python's ``re`` and llguidance (Rust ``regex``).
+#: String formats and their full-match regexes (in the syntax Python's ``re`` and llguidance share): RFC 3339 dates
+#: and times (+ appendix A; real Gregorian days of 0001-9999, as ``datetime.date`` accepts), RFC 5321 email
+#: (dot-string or IPv4 literal), RFC 1123 hostname, RFC 3986 ipv4/ipv6/uri, RFC 4122 uuid.
 FORMATS: dict[str, str] = {
     "date": _DATE,
     "time": _TIME,
@@ -71,19 +69,16 @@ FORMATS: dict[str, str] = {
     "uri": _URI,
 }
 
-#: The length limits of the formats that have them, as extra regexes a value must also fully match (the
-#: tool-call grammar intersects them with the format's own, so a value the model writes ends in time):
-#: email RFC 5321 section 4.5.3.1 (local part at most 64 octets, a path at most 256 with its angle brackets,
-#: so 254 for the address), hostname RFC 1035 section 2.3.4 (253 characters written without the final dot).
+#: Length limits, as extra regexes a value must also fully match: email RFC 5321 section 4.5.3.1 (local part at
+#: most 64 octets, the address 254), hostname RFC 1035 section 2.3.4 (253 characters without the final dot).
 FORMAT_LIMITS: dict[str, tuple[str, ...]] = {
     "email": ("[^@]{1,64}@[^@]+", "(?s:.{3,254})"),
     "hostname": ("(?s:.{1,253})",),
 }
 
 
-#: Formats that Pydantic writes for types whose JSON value is any string (``pathlib.Path``, ``FilePath``,
-#: ``DirectoryPath``, ``NewPath``, ``bytes``, ``SecretStr``): they name no syntax, so the grammar writes a free string
-#: (bounded by its other keywords); the tool's own validation checks the value (a file that must exist...).
+#: Formats Pydantic writes for types whose JSON value is any string (``Path``, ``bytes``, ``SecretStr``...): they
+#: name no syntax, so the grammar writes a free string and the tool's own validation checks the value.
 FREE_FORMATS: frozenset[str] = frozenset(
     {"path", "file-path", "directory-path", "new-path", "binary", "password"}
 )

@@ -8,13 +8,13 @@ from typing import Any
 
 from schema.errors import SchemaError
 
-# ----------------------------------------------------------------------------------------------------------
-# The IR
-# ----------------------------------------------------------------------------------------------------------
-
 
 def _num_out(v: float) -> float | int:
     return int(v) if isinstance(v, float) and v.is_integer() and abs(v) < 2**53 else v
+
+
+#: The numeric keywords, in the order of :class:`Num`'s fields.
+NUM_KEYWORDS = ("minimum", "maximum", "exclusiveMinimum", "exclusiveMaximum", "multipleOf")
 
 
 class Node:
@@ -60,25 +60,14 @@ class Num(Node):
 
     def json_schema(self) -> dict[str, Any]:
         """The equivalent JSON Schema (for llguidance's number regexes)."""
-        out: dict[str, Any] = {"type": "integer" if self.integer else "number"}
-        for k, v in (
-            ("minimum", self.minimum),
-            ("maximum", self.maximum),
-            ("exclusiveMinimum", self.excl_min),
-            ("exclusiveMaximum", self.excl_max),
-            ("multipleOf", self.multiple_of),
-        ):
-            if v is not None:
-                out[k] = _num_out(v)
-        return out
+        values = (self.minimum, self.maximum, self.excl_min, self.excl_max, self.multiple_of)
+        bounds = {k: _num_out(v) for k, v in zip(NUM_KEYWORDS, values, strict=True) if v is not None}
+        return {"type": "integer" if self.integer else "number", **bounds}
 
     @property
     def bounded(self) -> bool:
         """True when any bound or ``multipleOf`` applies (then llguidance's regexes are needed)."""
-        return any(
-            v is not None
-            for v in (self.minimum, self.maximum, self.excl_min, self.excl_max, self.multiple_of)
-        )
+        return len(self.json_schema()) > 1
 
 
 @dataclass(frozen=True)
@@ -104,16 +93,9 @@ class Lit(Node):
     @staticmethod
     def of(value: Any) -> Lit:
         """Wrap a scalar, tagging its JSON type (``True`` is not ``1``)."""
-        if value is None:
-            return Lit(None, "null")
-        if isinstance(value, bool):
-            return Lit(value, "bool")
-        if isinstance(value, int):
-            return Lit(value, "int")
-        if isinstance(value, float):
-            return Lit(value, "float")
-        if isinstance(value, str):
-            return Lit(value, "str")
+        for cls, kind in ((type(None), "null"), (bool, "bool"), (int, "int"), (float, "float"), (str, "str")):
+            if isinstance(value, cls):
+                return Lit(value, kind)
         raise TypeError(f"not a JSON scalar: {value!r}")
 
 
@@ -126,13 +108,16 @@ class Arr(Node):
     prefix: tuple[Node, ...] = ()
     items: Node = AnyNode()
 
+    def item(self, i: int) -> Node:
+        """The schema of item ``i``."""
+        return self.prefix[i] if i < len(self.prefix) else self.items
+
 
 @dataclass(frozen=True)
 class Obj(Node):
-    """An object. ``props`` in emission order; ``required`` in order (names not in ``props`` come after them,
-    valued by ``pattern_props``/``additional``); ``additional`` ``None`` means "not specified" (a compile
-    option decides: JSON Schema says any value, tool arguments default to none). ``pattern_props``: ECMA
-    pattern -> schema."""
+    """An object: ``props`` in emission order, ``required`` in order (undeclared names after them, valued by
+    ``pattern_props``, ECMA pattern -> schema, or ``additional``); ``additional=None``: not specified (a compile
+    option decides: JSON Schema says any value, tool arguments none)."""
 
     props: tuple[tuple[str, Node], ...] = ()
     required: tuple[str, ...] = ()
@@ -148,10 +133,7 @@ class Obj(Node):
 
     def prop(self, name: str) -> Node | None:
         """The declared schema of property ``name`` (``None`` when not declared)."""
-        for k, v in self.props:
-            if k == name:
-                return v
-        return None
+        return next((v for k, v in self.props if k == name), None)
 
 
 @dataclass(frozen=True)
@@ -163,8 +145,7 @@ class AnyOf(Node):
 
 @dataclass(frozen=True)
 class OneOf(Node):
-    """``oneOf`` whose branches are not (yet) provably disjoint. Intersections distribute over it and
-    re-check; one that survives the whole schema is an error (:func:`build_ir`)."""
+    """``oneOf`` whose branches are not (yet) provably disjoint; one left in the built schema is an error."""
 
     options: tuple[Node, ...]
     path: str = ""
@@ -178,13 +159,9 @@ class Ref(Node):
 
 
 def _memo_hash(cls: type) -> None:
-    """Give an IR class a memoised structural hash and an equality that checks hashes first.
-
-    The dataclass-generated ``__hash__`` recomputes the hash of the whole subtree on every call; schemas
-    with shared definitions (Kubernetes, SchemaStore) build trees of thousands of nodes that are hashed
-    again at every dictionary lookup, which made compile time quadratic (16.7 s for one MaskBench schema).
-    Nodes are immutable, so the hash is computed once and kept in the instance ``__dict__``.
-    """
+    """Give an IR class a structural hash computed once (kept in the instance ``__dict__``) and an equality that
+    compares hashes first: the dataclass hash walks the whole subtree on every call, which made compiling
+    schemas with shared definitions quadratic."""
     structural_hash: Any = cls.__hash__
     structural_eq: Any = cls.__eq__
 
@@ -212,8 +189,8 @@ for _cls in (AnyNode, Never, Null, Bool, Num, Str, Lit, Arr, Obj, AnyOf, OneOf, 
 
 @dataclass
 class IR:
-    """A compiled schema: the root node, the definitions its :class:`Ref` nodes point to, and the JSON
-    pointer of each definition in the (normalised) schema (``paths``, for error messages)."""
+    """A compiled schema: the root, the definitions its :class:`Ref` nodes name, and each definition's JSON
+    pointer (``paths``, for error messages)."""
 
     root: Node
     defs: dict[str, Node]
@@ -221,14 +198,12 @@ class IR:
 
 
 #: Largest whole ``multipleOf`` the grammar takes once its factors of ten are divided out (``3000000`` counts as
-#: 3): llguidance's regex for the multiples of k is an automaton of about k states, built when a matcher is
-#: made, for every request: 0.06 s at 20,000, 1 s at 99,991, 14 s at 999,983, minutes at 2**30.
+#: 3): llguidance builds an automaton of about k states per matcher (1 s at 99,991, minutes at 2**30).
 MAX_MULTIPLE_OF = 20_000
 
 
 def multiple_of_error(mult: float) -> str | None:
-    """Why a ``multipleOf`` of ``mult`` is refused (``None``: supported): a whole number whose part left after
-    dividing out factors of ten exceeds :data:`MAX_MULTIPLE_OF` (fractions such as ``0.01`` cost nothing)."""
+    """Why a ``multipleOf`` of ``mult`` is refused (past :data:`MAX_MULTIPLE_OF`), or ``None`` when supported."""
     if not float(mult).is_integer():
         return None
     k = int(mult)
@@ -244,11 +219,7 @@ def multiple_of_error(mult: float) -> str | None:
 
 def merge_optional(f: Any, x: Any, y: Any) -> Any:
     """``f(x, y)`` of two optional bounds; ``x`` or ``y`` alone when the other is ``None``."""
-    if x is None:
-        return y
-    if y is None:
-        return x
-    return f(x, y)
+    return y if x is None else x if y is None else f(x, y)
 
 
 def make_arr(mn: int, mx: int | None, prefix: tuple[Node, ...], items: Node) -> Node:
@@ -295,6 +266,17 @@ def any_of(options: list[Node]) -> Node:
         return never or Never("anyOf has no satisfiable option", "anyOf")
     nodes = list(flat)
     return nodes[0] if len(nodes) == 1 else AnyOf(tuple(nodes))
+
+
+def children(n: Node) -> list[Node]:
+    """The nodes directly inside ``n`` (a :class:`Ref` is not followed)."""
+    if isinstance(n, (AnyOf, OneOf)):
+        return list(n.options)
+    if isinstance(n, Arr):
+        return [*n.prefix, n.items]
+    if isinstance(n, Obj):
+        return [v for _, v in (*n.props, *n.pattern_props)] + ([] if n.additional is None else [n.additional])
+    return []
 
 
 def object_part(node: Node, defs: dict[str, Node] | None = None) -> Node:

@@ -19,10 +19,8 @@ from schema.refs import (
 
 
 def map_subschemas_at(schema: dict[str, Any], f: Any) -> dict[str, Any]:
-    """A copy of ``schema`` with ``f(subschema, where)`` applied to each of its direct subschemas (``items``,
-    ``anyOf`` members, ``properties`` values...), told where the subschema is below ``schema``: ``("items",)``,
-    ``("anyOf", 0)``, ``("properties", "name")``; values elsewhere (``enum``, ``default``, ``examples``) are left
-    alone."""
+    """A copy of ``schema`` with ``f(subschema, where)`` applied to each direct subschema, ``where`` being its
+    place (``("items",)``, ``("anyOf", 0)``, ``("properties", "name")``); data (``enum``, ``default``) is kept."""
     out: dict[str, Any] = {}
     for k, v in schema.items():
         if k in SCHEMA_KEYS:
@@ -37,16 +35,8 @@ def map_subschemas_at(schema: dict[str, Any], f: Any) -> dict[str, Any]:
 
 
 def drop_titles(schema: Any) -> Any:
-    """Drop the ``title`` keywords of a JSON Schema (Pydantic writes one per model and field; they only cost
-    prompt tokens). Property *names* called ``title``, and ``title`` keys inside values (``default``,
-    ``enum``...), are kept: only the keyword of a (sub)schema is removed.
-
-    Args:
-        schema: a JSON Schema (dict or bool), or a list of them.
-
-    Returns:
-        A new schema without ``title`` keywords.
-    """
+    """A copy of ``schema`` (or a list of schemas) without ``title`` keywords, which only cost prompt tokens;
+    properties named ``title`` and ``title`` keys inside data are kept."""
     if isinstance(schema, list):
         return [drop_titles(x) for x in schema]
     if not isinstance(schema, dict):
@@ -55,8 +45,7 @@ def drop_titles(schema: Any) -> Any:
     return map_subschemas_at(kept, lambda sub, _where: drop_titles(sub))
 
 
-#: Deepest nesting of JSON objects and arrays a schema may have. Checked before anything recurses into it, so a
-#: deeper one is a :class:`SchemaError` whatever the interpreter's recursion limit (a ``RecursionError`` before).
+#: Deepest nesting of JSON objects and arrays a schema may have (checked before anything recurses into it).
 MAX_NESTING = 128
 
 
@@ -72,11 +61,8 @@ def nesting(value: Any) -> int:
 
 
 def check_nesting(schema: Any) -> None:
-    """Raise :class:`SchemaError` when ``schema`` nests objects and arrays deeper than :data:`MAX_NESTING`.
-
-    Raises:
-        SchemaError: at the pointer of the first object or array past the limit, with the keyword that holds it.
-    """
+    """Raise :class:`SchemaError` (at the first object or array past the limit, with the keyword holding it)
+    when ``schema`` nests objects and arrays deeper than :data:`MAX_NESTING`."""
     stack: list[tuple[Any, int, tuple[str, ...]]] = [(schema, 1, ())]
     while stack:
         v, depth, at = stack.pop()
@@ -93,18 +79,11 @@ def check_nesting(schema: Any) -> None:
 
 
 def normalize_schema(schema: Any) -> Any:
-    """Clean a tool's argument schema: no titles, local ``$ref`` inlined where not recursive.
-
-    Args:
-        schema: a JSON Schema (dict or bool).
-
-    Returns:
-        A new schema (the input is not modified). Recursive references are rewritten to
-        ``{"$ref": "#/$defs/<name>"}`` with the targets under the root's ``$defs``.
+    """A copy of ``schema`` without titles and with local ``$ref`` inlined where not recursive (recursive ones
+    become ``{"$ref": "#/$defs/<name>"}``, their targets under the root's ``$defs``).
 
     Raises:
-        SchemaError: a non-local or dangling ``$ref`` (keyword ``"$ref"``), or objects and arrays nested deeper
-            than :data:`MAX_NESTING`.
+        SchemaError: a non-local or dangling ``$ref``, or nesting deeper than :data:`MAX_NESTING`.
     """
     check_nesting(schema)
     root = drop_titles(schema)
@@ -112,7 +91,5 @@ def normalize_schema(schema: Any) -> Any:
     recursive = recursive_targets(refs)  # resolves every reference reachable from the root, into refs.at
     try:
         return inline_all(recursive, refs, MAX_INLINED_NODES)
-    except TooLarge:
-        # Shared definitions referenced along many paths: keep every reference instead of inlining (the
-        # result is then no larger than the input, so no limit applies).
+    except TooLarge:  # definitions shared along many paths: keep every reference (no larger than the input)
         return inline_all(recursive | (set(refs.at) - {""}), refs, None)

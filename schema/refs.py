@@ -1,14 +1,9 @@
-"""Local ``$ref`` resolution and the inlining of non-recursive references.
+"""Local ``$ref`` resolution (by ``referencing``) and the inlining of non-recursive references.
 
-The ``referencing`` library resolves (joins a reference with the root's ``$id``/``id``, follows JSON pointers,
-finds plain-name anchors) under one specification of ours, :data:`TOOL_SCHEMA`: tool schemas in the wild mix
-dialects without a ``$schema`` (draft-4 ``id: "#name"`` anchors beside 2020-12 ``$anchor``, both under ``$defs``),
-which none of its JSON Schema specifications resolves, so ours finds ``$anchor``, ``id: "#name"`` and
-``$id: "#name"`` in any object of the document but data (``enum``, ``const``, ``default``, ``examples``), and
-nested ``$id``s start no resource (every reference resolves against the root). The inliner needs each target's
-*location* (two references to one place are one definition, named after the place): the contents
-``referencing`` walks are :class:`Located` values, so each lookup, by pointer or by anchor, returns its target's
-JSON pointer. Ours: that specification, the reference graph and the inliner.
+Tool schemas mix dialects without a ``$schema`` (draft-4 ``id: "#name"`` beside 2020-12 ``$anchor``), which none of
+``referencing``'s specifications resolves, so it runs under ours, :data:`TOOL_SCHEMA`: plain-name anchors anywhere
+but in data, nested ``$id``s start no resource. Its contents are :class:`Located` values, so each lookup returns
+its target's JSON pointer (two references to one place are one definition, named after the place).
 """
 
 from __future__ import annotations
@@ -63,8 +58,7 @@ def escape_pointer_token(name: str) -> str:
 
 @dataclass(frozen=True)
 class Located:
-    """A value of the schema document with its JSON pointer (``""``: the root): the contents ``referencing``
-    walks, so that what a lookup returns says where it is."""
+    """A value of the schema document with its JSON pointer (``""``: the root)."""
 
     pointer: str
     value: Any
@@ -79,8 +73,7 @@ class Located:
 
 
 def _inside(node: Located) -> Iterator[Located]:
-    """The objects and arrays directly in ``node``, but data (``enum``, ``const``, ``default``, ``examples``):
-    where anchors are looked for."""
+    """The objects and arrays directly in ``node`` but data (``enum``, ``const``...): where anchors are looked for."""
     v = node.value
     if isinstance(v, dict):
         tokens = [k for k in v if k not in ("enum", "const", "default", "examples")]
@@ -98,8 +91,7 @@ def _anchors(spec: Specification[Located], node: Located) -> Iterator[Anchor[Loc
                 yield Anchor(name=name, resource=spec.create_resource(node))  # type: ignore[call-arg]
 
 
-#: How ``referencing`` reads a tool schema, whatever its dialect (see the module docstring). (The ignores:
-#: mypy does not read the fields of ``referencing``'s attrs classes.)
+#: How ``referencing`` reads a tool schema, whatever its dialect (mypy does not read its attrs classes' fields).
 TOOL_SCHEMA: Specification[Located] = Specification(  # type: ignore[call-arg]
     name="agentkit-tool-schema",
     id_of=lambda node: None,
@@ -110,8 +102,7 @@ TOOL_SCHEMA: Specification[Located] = Specification(  # type: ignore[call-arg]
 
 
 class Refs:
-    """Resolves the local references of one schema document: JSON pointers (``#/a/b``), plain-name anchors
-    (``#name``), either one after the root's own ``$id``/``id``."""
+    """Resolves the local references (``#/a/b``, ``#name``, either after the root's ``$id``) of one document."""
 
     def __init__(self, root: Any) -> None:
         rid = root.get("$id", root.get("id")) if isinstance(root, dict) else None
@@ -123,11 +114,8 @@ class Refs:
         self._pointers: dict[str, str] = {}
 
     def pointer(self, ref: Any, path: str) -> str:
-        """The JSON pointer ``ref`` designates in the root document (whose value is then ``self.at[pointer]``).
-
-        Raises:
-            SchemaError: a non-string, remote or dangling reference (keyword ``"$ref"``, at ``path``).
-        """
+        """The JSON pointer ``ref`` designates (its value is then ``self.at[pointer]``); a :class:`SchemaError`
+        at ``path`` for a non-string, remote or dangling reference."""
         if not isinstance(ref, str):
             raise SchemaError("$ref", path, f"$ref must be a string, got {ref!r}")
         if ref not in self._pointers:
@@ -150,55 +138,39 @@ class TooLarge(Exception):
 MAX_INLINED_NODES = 20_000
 
 
-def _direct_refs(node: Any, path: str, out: list[str], refs: Refs) -> None:
-    """Collect the local ``$ref`` pointers found in ``node`` (not following them, skipping definitions)."""
+def _direct_refs(node: Any, path: str, refs: Refs) -> Iterator[str]:
+    """The local ``$ref`` pointers found in ``node`` (not following them, skipping definitions)."""
     if isinstance(node, list):
         for i, x in enumerate(node):
-            _direct_refs(x, f"{path}/{i}", out, refs)
+            yield from _direct_refs(x, f"{path}/{i}", refs)
         return
-    if not isinstance(node, dict):
-        return
-    for k, v in node.items():
+    for k, v in node.items() if isinstance(node, dict) else ():
         if k == "$ref":
-            out.append(refs.pointer(v, path))
+            yield refs.pointer(v, path)
         elif k in SCHEMA_KEYS or k in SCHEMA_LIST_KEYS:
-            _direct_refs(v, f"{path}/{k}", out, refs)
+            yield from _direct_refs(v, f"{path}/{k}", refs)
         elif k in SCHEMA_MAP_KEYS and k not in ("$defs", "definitions") and isinstance(v, dict):
             for name, sub in v.items():
-                _direct_refs(sub, f"{path}/{k}/{escape_pointer_token(name)}", out, refs)
+                yield from _direct_refs(sub, f"{path}/{k}/{escape_pointer_token(name)}", refs)
 
 
 def recursive_targets(refs: Refs) -> set[str]:
-    """Pointers that are targets of back edges in a depth-first walk of the reference graph (cycle breakers).
-    The walk resolves every reference reachable from the root: ``refs.at`` then holds each target.
-
-    Raises:
-        SchemaError: a non-local or dangling ``$ref``.
-    """
-    color: dict[str, int] = {}  # 1 = on the stack, 2 = done
+    """Targets of back edges in a depth-first walk of the reference graph (cycle breakers); the walk resolves
+    every reachable reference into ``refs.at``. Raises :class:`SchemaError` for a non-local or dangling one."""
+    on_stack = {"": True}  # False once done
     recursive: set[str] = set()
-    stack: list[tuple[str, list[str]]] = []
-
-    def edges(ptr: str) -> list[str]:
-        found: list[str] = []
-        _direct_refs(refs.at[ptr], ptr, found, refs)
-        return found
-
-    color[""] = 1
-    stack.append(("", edges("")))
+    stack = [("", iter(list(_direct_refs(refs.at[""], "", refs))))]
     while stack:
         ptr, todo = stack[-1]
-        if not todo:
-            color[ptr] = 2
+        nxt = next(todo, None)
+        if nxt is None:
+            on_stack[ptr] = False
             stack.pop()
-            continue
-        nxt = todo.pop(0)
-        c = color.get(nxt, 0)
-        if c == 1:
+        elif on_stack.get(nxt):
             recursive.add(nxt)
-        elif c == 0:
-            color[nxt] = 1
-            stack.append((nxt, edges(nxt)))
+        elif nxt not in on_stack:
+            on_stack[nxt] = True
+            stack.append((nxt, iter(list(_direct_refs(refs.at[nxt], nxt, refs)))))
     return recursive
 
 
@@ -222,7 +194,6 @@ def inline_all(keep: set[str], refs: Refs, limit: int | None) -> Any:
     count = [0]
 
     def inline(node: Any) -> Any:
-        """Inline references in a schema (a dict or bool; lists only under list keywords)."""
         count[0] += 1
         if limit is not None and count[0] > limit:
             raise TooLarge
@@ -258,9 +229,7 @@ def inline_all(keep: set[str], refs: Refs, limit: int | None) -> Any:
         before = {k: v for k, v in items[:ref_at] if k not in _ANNOTATIONS}
         after = {k: v for k, v in items[ref_at:] if k not in _ANNOTATIONS}
         parts = [p for p in (before, ref_target, after) if p != {}]
-        if len(parts) == 1 and not notes:
-            return parts[0]
-        return {**notes, "allOf": parts}
+        return parts[0] if len(parts) == 1 and not notes else {**notes, "allOf": parts}
 
     if "" in names:
         result: Any = {"$ref": f"#/$defs/{names['']}"}

@@ -1,5 +1,4 @@
-"""ECMA-262 patterns translated to llguidance's regex syntax (search semantics made explicit), with one scanner
-over a pattern's characters; the string formats' regexes are in :mod:`schema.formats`."""
+"""ECMA-262 patterns translated to llguidance's regex syntax, JSON Schema's search semantics made explicit."""
 
 from __future__ import annotations
 
@@ -11,13 +10,12 @@ from schema.errors import SchemaError
 
 _LOOKAROUND = re.compile(r"\(\?(?:=|!|<=|<!)")
 _BACKREF = re.compile(r"\\(?:[1-9]|k<)")
-_RUST_META = set("\\.+*?()|[]{}^$#&-~")
+_RUST_META = set("\\.+*?()|[]{}^$#&-~/")  # and "/", which Lark's /.../ literals need escaped
 
 
 def _scan(p: str) -> Iterator[tuple[int, str, int]]:
-    """The one scanner of a pattern's structure: ``(index, character, group depth before it)`` for each
-    character outside escapes and character classes. Classes follow ECMA-262: ``[]`` matches nothing and
-    ``[^]`` any character (both end at once), otherwise a class runs to the first unescaped ``]``."""
+    """``(index, character, group depth before it)`` of each character of ``p`` outside escapes and classes
+    (ECMA-262: ``[]`` and ``[^]`` end at once, another class at the first unescaped ``]``)."""
     depth = i = 0
     n = len(p)
     while i < n:
@@ -47,24 +45,17 @@ _QUANT = re.compile(r"\{\d+(?:,\d*)?\}")
 
 
 def _escape(p: str, i: int, e: str, in_cls: bool) -> tuple[str, int]:
-    """The Rust-regex spelling of the ECMA escape ``\\e`` (``i``: the index after it), and the index after
-    whatever else it consumed (``\\uHHHH`` and ``\\cX`` read on)."""
-    if e == "d":
-        return ("0-9" if in_cls else "[0-9]"), i
-    if e == "D" and not in_cls:
-        return "[^0-9]", i
-    if e == "w":
-        return ("0-9A-Za-z_" if in_cls else "[0-9A-Za-z_]"), i
-    if e == "W" and not in_cls:
-        return "[^0-9A-Za-z_]", i
+    """The Rust-regex spelling of the ECMA escape ``\\e`` (``i``: the index after it) and the index after what
+    it consumed."""
+    body = {"d": "0-9", "w": "0-9A-Za-z_"}.get(e.lower())
+    if body and (e.islower() or not in_cls):  # ASCII, as ECMA-262 has them; \D and \W only outside a class
+        return (body if in_cls else f"[{'' if e.islower() else '^'}{body}]"), i
     if e == "u" and re.fullmatch(r"[0-9a-fA-F]{4}", p[i : i + 4]):
         return "\\u{" + p[i : i + 4] + "}", i + 4
     if e == "0":
         return "\\x00", i
     if e == "c" and i < len(p) and p[i].isalpha():
         return f"\\x{ord(p[i].upper()) - 64:02x}", i + 1
-    if e == "/":
-        return "\\/", i
     if e.isalnum() or e in _RUST_META:
         return "\\" + e, i  # \s \n \t \xHH \p{..}...: llguidance checks the rest
     return e, i  # ECMA identity escape of a character Rust does not allow escaped
@@ -73,7 +64,7 @@ def _escape(p: str, i: int, e: str, in_cls: bool) -> tuple[str, int]:
 def _translate_body(p: str, path: str) -> str:
     """Translate ECMA-262 regex syntax to llguidance's (Rust ``regex``) inside ``/.../`` of a Lark grammar."""
     out: list[str] = []
-    i, in_cls, cls_first = 0, False, False
+    i, in_cls = 0, False
     while i < len(p):
         c = p[i]
         if c == "\\":
@@ -81,19 +72,10 @@ def _translate_body(p: str, path: str) -> str:
                 raise SchemaError("pattern", path, f"pattern {p!r} ends with a lone backslash")
             piece, i = _escape(p, i + 2, p[i + 1], in_cls)
             out.append(piece)
-            cls_first = False
             continue
         if in_cls:
-            if c == "]" and not cls_first:
-                in_cls = False
-                out.append("]")
-            elif c in "[&~":
-                out.append("\\" + c)
-            elif c == "/":
-                out.append("\\/")
-            else:
-                out.append(c)
-            cls_first = False
+            in_cls = c != "]"
+            out.append("\\" + c if c in "[&~/" else c)
             i += 1
             continue
         if c == "[":
@@ -108,7 +90,7 @@ def _translate_body(p: str, path: str) -> str:
                 i = j + 1
                 continue
             out.append("[^" if neg else "[")
-            in_cls, cls_first = True, False
+            in_cls = True
             i = j
             continue
         if c == "{":
@@ -118,10 +100,8 @@ def _translate_body(p: str, path: str) -> str:
                 i = m.end()
                 continue
             out.append("\\{")
-        elif c == "}":
-            out.append("\\}")
-        elif c == "/":
-            out.append("\\/")
+        elif c in "}/":
+            out.append("\\" + c)
         elif c in "^$":
             raise SchemaError("pattern", path, f"anchor {c!r} inside pattern {p!r} is not supported")
         else:
@@ -159,15 +139,8 @@ def _group_inner(b: str, start: int, end: int) -> str | None:
     return None if inner.startswith("?") else inner
 
 
-def _anchor_branches(p: str, depth: int = 0) -> list[str]:
-    """Alternatives of ``p`` with every ``^``/``$`` moved to an alternative's edge where possible."""
-    out: list[str] = []
-    for b in _split_top(p):
-        out.extend(_expand_branch(b, depth))
-    return out
-
-
 def _expand_branch(b: str, depth: int) -> list[str]:
+    """Alternative ``b`` as alternatives with every ``^``/``$`` moved to an edge where possible."""
     if depth > 8 or not _has_anchor(b.removeprefix("^").removesuffix("$")):
         return [b]
     spans = _groups(b)
@@ -191,21 +164,19 @@ def _expand_branch(b: str, depth: int) -> list[str]:
 def pattern_to_regex(pattern: str, path: str = "") -> str:
     """Translate a JSON Schema ``pattern`` (ECMA-262, unanchored search) to a full-match llguidance regex.
 
-    Top-level alternatives anchored with ``^``/``$`` keep their anchors; unanchored ends get ``(?s:.*)``.
-    Anchors inside a group at either end of an alternative are distributed over the group's alternatives
-    (``(^a|^b)``, ``^(x|$)``, ``(\\d+$)``).
-    ``\\d`` and ``\\w`` are ASCII as in ECMA-262; ``/`` is escaped for Lark's ``/.../`` literals.
+    Unanchored ends of the top-level alternatives get ``(?s:.*)``; anchors inside a group at an alternative's
+    end are distributed over the group (``(^a|^b)``, ``^(x|$)``); ``\\d``/``\\w`` are ASCII; ``/`` is escaped
+    for Lark's ``/.../`` literals.
 
     Raises:
-        SchemaError: lookaround, backreference, an anchor inside the pattern, or syntax llguidance rejects
-            (keyword ``"pattern"``).
+        SchemaError: lookaround, backreference, an inner anchor, or syntax llguidance rejects (``"pattern"``).
     """
     if _LOOKAROUND.search(pattern):
         raise SchemaError("pattern", path, f"lookaround in pattern {pattern!r} is not supported")
     if _BACKREF.search(pattern):
         raise SchemaError("pattern", path, f"backreference in pattern {pattern!r} is not supported")
     branches = []
-    for b in _anchor_branches(pattern):
+    for b in (x for part in _split_top(pattern) for x in _expand_branch(part, 0)):
         start = b.startswith("^")
         if start:
             b = b[1:]
@@ -215,7 +186,10 @@ def pattern_to_regex(pattern: str, path: str = "") -> str:
         body = _translate_body(b, path)
         branches.append(("" if start else "(?s:.*)") + f"(?:{body})" + ("" if end else "(?s:.*)"))
     rx = branches[0] if len(branches) == 1 else "|".join(f"(?:{b})" for b in branches)
-    _check_regex(rx, pattern, path)
+    if err := _regex_error(rx):
+        raise SchemaError(
+            "pattern", path, f"pattern {pattern!r} is not supported: {err.splitlines()[0][:200]}"
+        )
     return rx
 
 
@@ -226,14 +200,6 @@ def _regex_error(rx: str) -> str:
     return str(
         llguidance.LLMatcher.validate_grammar(llguidance.LLMatcher.grammar_from_lark(f"start: /{rx}/"))
     )
-
-
-def _check_regex(rx: str, pattern: str, path: str) -> None:
-    err = _regex_error(rx)
-    if err:
-        raise SchemaError(
-            "pattern", path, f"pattern {pattern!r} is not supported: {err.splitlines()[0][:200]}"
-        )
 
 
 @lru_cache(maxsize=4096)

@@ -16,13 +16,8 @@ from schema.normalize import normalize_schema
 
 @dataclass(frozen=True)
 class ToolSpec:
-    """A normalised tool declaration.
-
-    Attributes:
-        name: the tool's name as it appears in calls (``call:NAME{...}``).
-        description: free text for the prompt (may be empty).
-        parameters: JSON Schema of the arguments object (plain JSON Schema, see :func:`normalize_tool`).
-    """
+    """A normalised tool declaration: ``name`` as calls write it (``call:NAME{...}``), ``description`` (may be
+    empty) and ``parameters``, the plain JSON Schema of the arguments object (see :func:`normalize_tool`)."""
 
     name: str
     description: str
@@ -34,21 +29,14 @@ _BAD_NAME = re.compile(r"[{}\s<>:,\[\]\"]")
 
 
 def normalize_tool(tool: Any) -> ToolSpec:
-    """Normalise one tool declaration and check its argument schema.
+    """Normalise one tool declaration (OpenAI ``{"type": "function", "function": {...}}``, bare ``{"name",
+    "description", "parameters"}`` or a :class:`ToolSpec`, returned as is) and check its argument schema.
 
-    Args:
-        tool: ``{"type": "function", "function": {"name", "description", "parameters"}}`` (OpenAI),
-            ``{"name", "description", "parameters"}`` (bare) or a :class:`ToolSpec` (returned as is).
-
-    Returns:
-        :class:`ToolSpec` whose ``parameters`` is an object schema with ``title`` keys dropped and
-        non-recursive local ``$ref`` inlined
-        (recursive ones are kept, with their targets collected under a root ``$defs``).
+    Returns a :class:`ToolSpec` whose ``parameters`` is an object schema (:func:`normalize_schema`).
 
     Raises:
-        SchemaError: the declaration is malformed (keyword ``"name"``/``"parameters"``), or its schema uses an
-            unsupported keyword or is unsatisfiable (see :func:`build_ir`); ``path`` is relative to
-            ``parameters``.
+        SchemaError: a malformed declaration (keyword ``"name"``/``"parameters"``), or a schema
+            :func:`build_ir` refuses; ``path`` is relative to ``parameters``.
     """
     if isinstance(tool, ToolSpec):
         return tool
@@ -85,12 +73,7 @@ def canonical(obj: Any) -> str:
 
 
 def fingerprint(obj: Any) -> str:
-    """SHA-256 (hex, 64 characters) of :func:`canonical` of ``obj``: equal for equal JSON (property order
-    counts, as it does for the grammar), whatever the objects' identity.
-
-    Raises:
-        TypeError: ``obj`` holds a value that is not JSON.
-    """
+    """SHA-256 (hex) of :func:`canonical` of ``obj`` (property order counts); ``TypeError`` for non-JSON values."""
     return hashlib.sha256(canonical(obj).encode("utf-8", "surrogatepass")).hexdigest()
 
 
