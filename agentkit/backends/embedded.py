@@ -193,7 +193,6 @@ class EmbeddedBackend(Backend):
 
     def turn(self, request: TurnRequest) -> ModelTurn:
         """One constrained model turn (see :meth:`agentkit.backends.base.Backend.complete`)."""
-
         cm, tools = self.chat_model, request.tools
         try:
             out = cm.chat(

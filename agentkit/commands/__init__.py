@@ -10,6 +10,8 @@ from typing import Any, get_args
 
 import typer
 
+from agentkit.backends import BACKENDS
+
 
 def fail(message: str, code: int = 2) -> typer.Exit:
     """Print ``message`` in red on stderr, unwrapped (``file:line:`` messages stay greppable), and return the
@@ -35,6 +37,12 @@ def finite(minimum: float, *, inclusive: bool = True) -> Callable[[float | None]
         return value
 
     return check
+
+
+def check_backend(backend: str | None) -> None:
+    """Raise the exit of a ``--backend`` that names no backend; ``None`` (not given) passes."""
+    if backend is not None and backend not in BACKENDS:
+        raise fail(f"error: --backend: unknown backend {backend!r}; choose one of {', '.join(BACKENDS)}")
 
 
 def check_binding(binding: str | None) -> None:

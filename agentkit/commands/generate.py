@@ -138,7 +138,6 @@ def _prompt_ids(
 
 def _print_readable(console: Any, shown: dict[str, Any]) -> None:
     """The answer as a person reads it: thinking (dim), text, tool calls as ``name(arguments)``, problems."""
-
     if shown["thinking"]:
         console.print(Text(f"thinking: {terminal_safe(shown['thinking'])}", style="dim italic"))
     if shown["answer"]:
