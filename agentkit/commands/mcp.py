@@ -94,17 +94,13 @@ async def _list(target: str, args: list[str], env: dict[str, str], headers: dict
     from agentkit.mcp.bundle import interpreter
     from agentkit.mcp.client import MCPToolset, check_tool_schema
 
-    # every tool is kept to be listed with its verdict, even one agentkit cannot use
     if "://" in target:  # a URL (one that is not http(s) is refused by name, not run as a command)
         ts = MCPToolset.http(target, headers=headers, on_unsupported="skip")
     else:
         ts = MCPToolset.stdio(interpreter(target), args, env=env or None, on_unsupported="skip")
     await ts.open(check=False)  # every tool is listed, each with its verdict
-    try:
-        listed = await ts.list_server_tools()
-    finally:
-        await ts.close()
-    return [(t, check_tool_schema(t.name, t.input_schema)) for t in listed]
+    await ts.close()
+    return [(t, check_tool_schema(t.name, t.input_schema)) for t in ts.listed]
 
 
 @mcp_app.command("list", context_settings={"allow_extra_args": True, "ignore_unknown_options": True})

@@ -14,14 +14,8 @@ from agentkit.errors import AgentKitError
 
 
 def bundle_declarations(bundle_path: Path) -> tuple[list[dict[str, Any]], str | None]:
-    """The tool declarations (exactly as the bundle's agent sends them, its MCP toolsets' tools included: their
-    servers are started to list them) and the system prompt of a bundle.
-
-    Raises:
-        agentkit.errors.BundleError: the bundle does not load (file:line named).
-        agentkit.errors.AgentKitError: an MCP server of the bundle does not start or list its tools.
-        OSError: the file cannot be read.
-    """
+    """The tool declarations as the bundle's agent sends them (its MCP servers started to list theirs) and its
+    system prompt; BundleError, AgentKitError (an MCP server) or OSError when that fails."""
     from agentkit.backends.scripted import ScriptedBackend
     from agentkit.bundle import load_bundle
 

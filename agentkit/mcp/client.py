@@ -114,6 +114,7 @@ class MCPToolset:
         self.name = opts.name
         self.tools: list[Tool] = []
         self.skipped: list[str] = []
+        self.listed: list[types.Tool] = []  # every tool of the last listing, as the server gave it
         self.changed = False
         self._client: Client | None = None
         self._holder: asyncio.Task[None] | None = None
@@ -343,7 +344,7 @@ class MCPToolset:
         return self.tools
 
     async def _load_tools(self) -> None:
-        listed = await self.list_server_tools()
+        listed = self.listed = await self.list_server_tools()
         kept: list[Tool] = []
         bad: list[str] = []
         self.skipped = []

@@ -323,9 +323,8 @@ async def _stream(
 ) -> AsyncIterator[dict[str, str]]:
     """Server-sent events of one streamed completion (OpenAI chunk format, ``[DONE]`` last)."""
     loop = asyncio.get_running_loop()
-    queue: asyncio.Queue[list[int]] = asyncio.Queue()
+    queue: asyncio.Queue[list[int] | None] = asyncio.Queue()
     sub = None
-    getter: asyncio.Future[list[int]] | None = None
     fut: asyncio.Future[Any] | None = None
     with_usage = req.stream_options is not None and bool(req.stream_options.include_usage)
     try:
@@ -333,20 +332,10 @@ async def _stream(
         view = StreamView(engine)
         yield _chunk(engine, sub, S.Delta(role="assistant", content=""), with_usage=with_usage)
         fut = asyncio.wrap_future(sub.handle.future)
-        while True:
-            getter = asyncio.ensure_future(queue.get())
-            done, _ = await asyncio.wait({getter, fut}, return_when=asyncio.FIRST_COMPLETED)
-            if getter in done:
-                delta = view.feed(getter.result())
-                if delta is not None:
-                    yield _chunk(engine, sub, delta, with_usage=with_usage)
-                continue
-            getter.cancel()
-            while not queue.empty():
-                delta = view.feed(queue.get_nowait())
-                if delta is not None:
-                    yield _chunk(engine, sub, delta, with_usage=with_usage)
-            break
+        fut.add_done_callback(lambda _: queue.put_nowait(None))  # queued after the canvases the batcher sent
+        while (tokens := await queue.get()) is not None:
+            if (delta := view.feed(tokens)) is not None:
+                yield _chunk(engine, sub, delta, with_usage=with_usage)
         try:
             result = fut.result()
         except Exception as exc:
@@ -355,8 +344,7 @@ async def _stream(
             yield {"data": json.dumps(err.body())}
             yield {"data": "[DONE]"}
             return
-        delta = view.feed([], final=True)
-        if delta is not None:
+        if (delta := view.feed([], final=True)) is not None:
             yield _chunk(engine, sub, delta, with_usage=with_usage)
         finish = finish_reason(sub, result, view.calls > 0)
         yield _chunk(engine, sub, S.Delta(), finish, with_usage=with_usage)
@@ -371,8 +359,6 @@ async def _stream(
             yield {"data": c.model_dump_json(exclude_none=True)}
         yield {"data": "[DONE]"}
     finally:
-        if getter is not None and not getter.done():
-            getter.cancel()
         if sub is not None and not sub.handle.future.done():
             sub.handle.cancel()  # the client went away mid-stream: free the row
             if fut is not None:

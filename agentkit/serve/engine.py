@@ -49,8 +49,7 @@ class ServeError(Exception):
 
     def body(self) -> dict[str, Any]:
         """The JSON body: ``{"error": {"message", "type", "param", "code"}}``."""
-        err = S.ErrorBody(message=self.message, type=self.type, param=self.param, code=self.code)
-        return S.ErrorResponse(error=err).model_dump()
+        return {"error": {"message": self.message, "type": self.type, "param": self.param, "code": self.code}}
 
 
 def _content(content: Any, where: str = "content", *, images: bool = False) -> Any:
