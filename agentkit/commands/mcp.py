@@ -54,17 +54,6 @@ def serve_command(
     def server() -> Any:  # the toolsets' servers live as long as the serving loop
         return served(b.tools, toolsets, name=b.name, instructions=b.description or None)
 
-    if http is None:
-        try:
-            serve_stdio_process(server)
-        except (MCPServerError, MCPSchemaError, ValueError) as exc:
-            raise fail(f"error: {exc}") from None
-        return
-    try:
-        key = resolve_api_key(host, api_key)
-    except ValueError as exc:
-        raise fail(f"error: {exc}") from None
-
     def ready(port: int) -> None:
         auth = "API key required" if key else "no API key"
         n = len(b.tools) + sum(len(t.tools) for t in toolsets)
@@ -73,10 +62,16 @@ def serve_command(
         )
 
     try:
+        if http is None:
+            serve_stdio_process(server)
+            return
+        key = resolve_api_key(host, api_key)
         serve_http(server, host=host, port=http, api_key=key, on_ready=ready)
     except (MCPServerError, MCPSchemaError, ValueError) as exc:
         raise fail(f"error: {exc}") from None
     except OSError as exc:
+        if http is None:
+            raise
         raise fail(f"error: cannot listen on {host}:{http}: {exc}") from None
 
 

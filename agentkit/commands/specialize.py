@@ -31,13 +31,6 @@ def bundle_declarations(bundle_path: Path) -> tuple[list[dict[str, Any]], str | 
     return asyncio.run(listed()), bundle.system_prompt
 
 
-def default_device() -> str:
-    """``"cuda"`` where torch sees a GPU, else ``"cpu"``."""
-    import torch
-
-    return "cuda" if torch.cuda.is_available() else "cpu"
-
-
 def specialize_command(
     bundle: Path = typer.Argument(..., help="Bundle file (YAML) whose tools to teach."),
     out: Path = typer.Option(
@@ -65,6 +58,8 @@ def specialize_command(
     at most --minutes, save the adapter to --out and report held-out exact-call accuracy before and after.
     Load the result with --adapter DIR on run, chat, generate and serve, or `model: {adapter: DIR}` in a
     bundle."""
+    import torch
+
     from model.checkpoint.loading import CheckpointError
     from model.training.specialize import SpecializeConfig, specialize
 
@@ -87,7 +82,7 @@ def specialize_command(
         threads=threads,
         n_eval=n_eval,
         lr=lr,
-        device=device or default_device(),
+        device=device or ("cuda" if torch.cuda.is_available() else "cpu"),
     )
     try:
         report = specialize(cfg, declarations, system_prompt, log=lambda line: typer.echo(line, err=as_json))

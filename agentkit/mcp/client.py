@@ -258,8 +258,6 @@ class MCPToolset:
             elif isinstance(message, Exception):  # a line of its stdout that is not JSON-RPC
                 line = _bad_line(message)
                 ready = self._ready
-                if ready is not None and ready.done() and ready.exception() is not None:
-                    return  # the start already failed (on an earlier line)
                 if ready is not None and not ready.done():  # fail the start now, not at its timeout
                     ready.set_exception(
                         MCPServerError(
@@ -267,7 +265,7 @@ class MCPToolset:
                             f"MCP (JSON-RPC){self._stderr_tail()}"
                         )
                     )
-                else:
+                elif ready is None or ready.exception() is None:  # (not a start already failed)
                     log.warning(
                         "MCP server %r wrote %s on stdout, which is not MCP; ignored", self.name, line
                     )
