@@ -212,15 +212,9 @@ def create_app(
     app.state.engine = engine
     app.state.draining = False
     app.state.inflight = 0
-    lock = threading.Lock()
 
-    def enter() -> None:
-        with lock:
-            app.state.inflight += 1
-
-    def leave() -> None:
-        with lock:
-            app.state.inflight -= 1
+    def leave() -> None:  # (the count changes on the event loop's thread only)
+        app.state.inflight -= 1
 
     _add_error_handlers(app)
     app.add_middleware(_Gate, state=app.state, api_key=api_key, max_body_bytes=max_body_bytes)
@@ -242,7 +236,7 @@ def create_app(
 
     @app.post("/v1/chat/completions", response_model=None, max_body_size=max_body_bytes)
     async def chat_completions(req: S.ChatCompletionRequest, request: Request) -> Any:
-        enter()
+        app.state.inflight += 1
         streaming = False
         try:
             engine.check_model(req.model)
