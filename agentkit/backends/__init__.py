@@ -1,8 +1,4 @@
-"""Model backends behind the planner: ``embedded`` (default), ``openai``, ``scripted``.
-
-Backends are imported lazily: naming ``openai`` does not import torch, naming ``embedded`` does not import
-httpx.
-"""
+"""Model backends behind the planner: ``embedded`` (default), ``openai``, ``scripted`` (each imported lazily)."""
 
 from __future__ import annotations
 
@@ -17,17 +13,10 @@ BACKENDS = ("embedded", "openai", "scripted")
 
 
 def make_backend(kind: str, model: str | None = None, **settings: Any) -> Backend:
-    """Build a backend by kind.
+    """Build a backend of ``kind`` (one of :data:`BACKENDS`) with the backend class's keyword ``settings``.
 
-    Args:
-        kind: ``"embedded"``, ``"openai"`` or ``"scripted"``.
-        model: ``embedded``: checkpoint path or id (``None`` = the default checkpoint); ``openai``: the
-            served model name (required); ``scripted``: path of a JSON script (required).
-        settings: keyword arguments of the backend class (:class:`~agentkit.backends.embedded.EmbeddedBackend`,
-            :class:`~agentkit.backends.openai.OpenAIBackend`).
-
-    Raises:
-        ValueError: unknown kind, or a required ``model`` missing.
+    ``model``: the checkpoint (``embedded``; ``None``: the default), the served model name (``openai``) or
+    the JSON script's path (``scripted``). ValueError for an unknown kind or a required ``model`` missing.
     """
     if kind == "embedded":
         from agentkit.backends.embedded import EmbeddedBackend
@@ -53,15 +42,9 @@ def make_backend(kind: str, model: str | None = None, **settings: Any) -> Backen
 
 
 def resolve_backend(spec: Backend | str | None) -> Backend:
-    """Turn an ``Agent(model=...)`` value into a backend.
-
-    ``None`` -> embedded backend with the default checkpoint; ``"embedded"``, ``"embedded:PATH"``,
-    ``"openai:MODEL"``, ``"scripted:FILE"`` -> :func:`make_backend`; a :class:`Backend` -> itself.
-
-    Raises:
-        ValueError: a string that names no backend.
-        TypeError: an object without a ``complete`` method.
-    """
+    """An ``Agent(model=...)`` value as a backend: ``None`` (the embedded default), ``"KIND[:MODEL]"``
+    (:func:`make_backend`) or a :class:`Backend`. ValueError for a string naming no backend, TypeError for an
+    object without ``complete``."""
     if spec is None:
         return make_backend("embedded")
     if isinstance(spec, str):

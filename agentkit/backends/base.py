@@ -1,21 +1,10 @@
-"""The backend contract: one model turn from a list of chat messages and tool declarations.
+"""The backend contract: one model turn (:class:`ModelTurn`) from chat messages and tool declarations.
 
-Every backend (``embedded``, ``openai``, ``scripted`` or your own) implements :class:`Backend`. The planner
-(:mod:`agentkit.agent`) owns the loop; a backend only turns messages into one :class:`ModelTurn`.
-
-Message format (OpenAI-style dicts, the same contract as ``model.turn.chat.ChatModel``; typed by
-:mod:`agentkit.messages`, whose codec reads and writes them):
-
-* ``{"role": "system" | "user", "content": str}``
-* ``{"role": "assistant", "content": str | None, "tool_calls": [{"id", "type": "function",
-  "function": {"name", "arguments": dict}}]}`` - arguments are a *dict*, not a JSON string; a backend that
-  speaks the OpenAI wire format encodes them. Within a turn an assistant message may carry ``"thinking"``.
-* ``{"role": "tool", "tool_call_id": str, "name": str, "content": str}``; to a backend whose ``takes_images`` is
-  true, a tool response with images has content parts instead: ``[{"type": "text", "text": ...}, {"type":
-  "image_url", "image_url": {"url": "data:image/png;base64,..."}}, ...]`` (the text first).
-
-Tool declarations: ``[{"type": "function", "function": {"name", "description", "parameters"}}]`` with
-``parameters`` a JSON Schema object. ``tool_choice``: ``"auto" | "required" | "none" | {"name": NAME}``.
+Messages are OpenAI-style dicts typed by :mod:`agentkit.messages`, with tool-call ``arguments`` as a *dict*
+(a backend speaking the OpenAI wire format encodes them); an assistant message may carry ``"thinking"``; to a
+backend whose ``takes_images`` is true, a tool response with images has content parts (text first, then
+``image_url`` parts). Tool declarations: ``[{"type": "function", "function": {"name", "description",
+"parameters"}}]``. ``tool_choice``: ``"auto" | "required" | "none" | {"name": NAME}``.
 """
 
 from __future__ import annotations
@@ -39,13 +28,8 @@ ToolChoice = Literal["auto", "required", "none"] | dict[str, str]
 
 @pydantic_dataclass(slots=True, config=ConfigDict(extra="forbid"))
 class Usage:
-    """Token and request counts of one model turn, or summed over a run.
-
-    Attributes:
-        input_tokens: prompt tokens (tokens), as reported by the backend (0 when unknown).
-        output_tokens: generated tokens (tokens).
-        requests: model requests made (HTTP requests for ``openai``, including retried ones that got a body).
-    """
+    """Token and request counts of one model turn, or summed over a run (0 when unknown; ``requests``: HTTP
+    requests for ``openai``, retried ones included)."""
 
     input_tokens: int = 0
     output_tokens: int = 0
@@ -68,8 +52,7 @@ class Usage:
 
 
 def plain_data(obj: Any) -> Any:
-    """``obj`` (a Pydantic dataclass: :class:`Usage`, ``agentkit.result``'s records) as plain Python data (dicts,
-    lists, scalars) by the serializer its schema carries; values typed ``Any`` as they are."""
+    """``obj`` (a Pydantic dataclass) as plain Python data, by the serializer its schema carries."""
     return obj.__pydantic_serializer__.to_python(obj)
 
 
@@ -78,15 +61,9 @@ ToolCallRequest = ToolCall
 
 
 class PromptTooLong(ValueError):
-    """Raised by a backend when a prompt does not fit its model's context (before anything is allocated); the
-    planner then drops the oldest turns and asks again (part of the :class:`Backend` contract).
-
-    Attributes:
-        prompt_tokens: length of the prompt (tokens).
-        limit: the most prompt tokens the call allows (tokens).
-        max_positions: the model's context (tokens), when the backend knows it.
-        generation_tokens: the generation budget the limit leaves room for (tokens), when the backend knows it.
-    """
+    """Raised by a backend when a prompt does not fit its model's context (before anything is allocated): the
+    planner drops the oldest turns and asks again. Counts in tokens; ``max_positions`` and
+    ``generation_tokens`` when the backend knows them."""
 
     def __init__(
         self,
@@ -110,14 +87,11 @@ class ModelTurn:
     """What a backend returns for one model request.
 
     Attributes:
-        text: visible text (the final answer when there are no tool calls).
-        thinking: reasoning text, if the model produced any (never kept in history across turns).
-        tool_calls: requested calls, in the order the model issued them.
-        usage: token counts of this request.
-        raw: backend-specific raw response (HTTP JSON, ``ChatOutput``...), for debugging; not serialised.
-        format_error: set by a backend when ``text`` looks like a tool call that does not parse (a remote
-            model writing calls as text, see :mod:`agentkit.backends.textcalls`): what is wrong. The
-            planner answers with a format reminder instead of taking ``text`` as the final answer.
+        text: visible text (the final answer when there are no tool calls); thinking: reasoning text.
+        tool_calls: requested calls, in order; usage: this request's counts.
+        raw: backend-specific raw response, for debugging; not serialised.
+        format_error: what is wrong when ``text`` looks like a tool call that does not parse: the planner
+            answers with a format reminder instead of taking it as the final answer.
     """
 
     text: str = ""
@@ -130,13 +104,7 @@ class ModelTurn:
 
 @dataclass(slots=True)
 class TurnRequest:
-    """One model request: what the planner asks a backend for (and what ``ScriptedBackend`` records).
-
-    Attributes:
-        messages: the conversation so far (system, kept history, this turn's trajectory).
-        tools: tool declarations; may be empty.
-        tool_choice: ``"auto" | "required" | "none" | {"name": NAME}``.
-    """
+    """One model request: the conversation so far, the tool declarations (may be empty) and the tool choice."""
 
     messages: list[ChatMessage]
     tools: list[ToolDeclaration]
@@ -146,26 +114,17 @@ class TurnRequest:
 class Backend:
     """A model behind the planner: the base class of the built-in backends, and of yours.
 
-    A subclass implements :meth:`turn` (one model turn for a :class:`TurnRequest`) and, when it has real async
-    I/O, :meth:`aturn` (the ``openai`` backend does); the planner calls :meth:`complete`
-    (:meth:`agentkit.Agent.run`) or :meth:`acomplete` (:meth:`agentkit.Agent.arun`). A subclass may override
-    :meth:`complete` instead of :meth:`turn`, and an object that is no subclass but has ``name`` and
-    ``complete(messages, tools, tool_choice)`` (optionally ``async acomplete`` with the same signature) works
-    as well.
+    A subclass implements :meth:`turn` (and :meth:`aturn` when it has real async I/O) or :meth:`complete`;
+    any object with ``name`` and ``complete(messages, tools, tool_choice)`` (optionally ``acomplete``) works.
     """
 
     #: Short name shown in results and logs (e.g. ``"openai:qwen3"``).
     name: str
 
-    # Optional: ``max_prompt_tokens`` (int or None), the longest prompt a turn takes, in tokens; the agent
-    # sizes its default tool-output budget from it (``Agent(max_tool_output_bytes="auto")``).
-    # Optional: ``default_vision_budget`` (int), soft tokens of an image part without ``vision_budget``; the
-    # planner sizes images by it when it trims a prompt that does not fit.
-    # Optional: ``takes_images`` (bool, default false): the model reads images, so tool responses with images
-    # (``agentkit.tool_output.ToolContent``) come as content parts (see the module docstring), else as text.
-    # Optional: ``check_tool(name, parameters) -> None``, raising ``ToolDefinitionError`` for a tool this
-    # backend cannot serve; the agent calls it for each tool it registers (the embedded backend refuses schemas
-    # its tool-call constraint cannot enforce).
+    # Optional attributes the planner reads: ``max_prompt_tokens`` (sizes the default tool-output budget),
+    # ``default_vision_budget`` (soft tokens of an image without one), ``takes_images`` (tool responses with
+    # images come as content parts), ``check_tool(name, parameters)`` (raises ToolDefinitionError for a tool
+    # the backend cannot serve).
 
     def complete(
         self,
@@ -175,18 +134,9 @@ class Backend:
     ) -> ModelTurn:
         """Run one model turn (:meth:`turn` of the :class:`TurnRequest` of the arguments).
 
-        Args:
-            messages: the conversation so far (system, kept history, this turn's trajectory).
-            tools: tool declarations; may be empty.
-            tool_choice: ``"auto" | "required" | "none" | {"name": NAME}``.
-
-        Returns:
-            The model's turn.
-
         Raises:
             BackendError: the model could not be reached or answered with something unusable.
-            PromptTooLong: (this module's) the prompt does not fit the model's context (raise it before
-                allocating anything; the planner then drops the oldest turns and asks again).
+            PromptTooLong: (this module's) the prompt does not fit the model's context.
             NotImplementedError: the subclass implements neither :meth:`turn` nor :meth:`complete`.
         """
         return self.turn(TurnRequest(messages, tools, tool_choice))
@@ -213,16 +163,8 @@ class Backend:
 
 
 def tool_choice_name(tool_choice: ToolChoice) -> str | None:
-    """The forced tool name of a ``{"name": NAME}`` tool choice, else ``None``.
-
-    Raises:
-        ValueError: ``tool_choice`` is neither one of the three strings nor ``{"name": str}``.
-    """
-    if isinstance(tool_choice, str):
-        if tool_choice not in ("auto", "required", "none"):
-            raise ValueError(
-                f"tool_choice must be 'auto', 'required', 'none' or {{'name': NAME}}, got {tool_choice!r}"
-            )
+    """The forced tool name of a ``{"name": NAME}`` tool choice, else ``None``; ValueError for another value."""
+    if tool_choice in ("auto", "required", "none"):
         return None
     if (
         isinstance(tool_choice, dict)

@@ -1,14 +1,8 @@
 """The default backend: the project's embedded block-diffusion runtime (:class:`model.turn.chat.ChatModel`).
 
-The checkpoint is loaded on the first model turn (not at construction), so building an agent stays cheap
-and ``import agentkit`` never imports torch. Tool calls come out of schema-constrained denoising, so they
-always parse and match their tool's JSON Schema.
-
-Tool responses whose text is a JSON object are handed to the chat template as objects, so they render in
-the native Gemma form ``<|tool_response>response:NAME{key:value}<tool_response|>``.
-Tool responses with images (content parts, when the checkpoint reads images: :attr:`EmbeddedBackend.takes_images`)
-render as ``response:NAME{result:<|"|>TEXT<|image>...<image|><|"|>}``: each image's soft tokens inside the
-response, through the same vision path as a user's images (``model.heads.vision``).
+The checkpoint loads on the first model turn, so building an agent stays cheap. Tool calls come out of
+schema-constrained denoising, so they always parse and match their tool's JSON Schema; a tool response's
+images are expanded to soft tokens inside it, as a user's are.
 """
 
 from __future__ import annotations
@@ -28,29 +22,14 @@ from model.heads.vision import DEFAULT_VISION_BUDGET, ImageError, vision_process
 from model.turn.limits import PromptTooLong as ModelPromptTooLong
 from schema import SchemaError, fingerprint, normalize_tool
 
-#: One checkpoint load at a time in a process: transformers builds the model under process-wide state (the
-#: ``meta`` device while weights load), so two loads in two threads broke each other and every later load.
+#: One checkpoint load at a time: transformers loads under process-wide state (the ``meta`` device).
 _LOAD_LOCK = threading.Lock()
 
 
 def normalized_tool(name: str, parameters: dict[str, Any]) -> Any:
-    """Normalise a tool for the schema-constrained decoder and check that it can enforce the tool's ``parameters``.
-
-    Normalises once (``schema.normalize_tool``: titles, local ``$ref``) and
-    compiles the tool-call grammar of this one tool from the result (``grammar.turn.
-    tool_call_grammar``, no tokenizer, about a millisecond), so an unsupported keyword or an unsatisfiable
-    schema fails when an agent on the embedded backend is assembled (or its bundle loaded), not mid-generation.
-    Defining a tool does not run it: a tool for a remote server may use any JSON Schema.
-
-    Args:
-        name: the tool's name.
-        parameters: its JSON Schema (``type: object``).
-
-    Returns:
-        The ``schema.ToolSpec`` (what the grammar of every later turn is built from), or the
-        ``schema.SchemaError`` (``keyword``, JSON pointer ``path`` relative to ``parameters``,
-        message) when the constraint cannot enforce the schema.
-    """
+    """The ``schema.ToolSpec`` of a tool (``schema.normalize_tool``) once its one-tool call grammar compiles
+    (about a millisecond, no tokenizer), else the ``schema.SchemaError`` (``keyword``, JSON pointer ``path``):
+    an unsupported schema fails when the agent is assembled, not mid-generation."""
     from grammar.turn import tool_call_grammar
 
     try:
@@ -62,19 +41,13 @@ def normalized_tool(name: str, parameters: dict[str, Any]) -> Any:
 
 
 def constraint_support_error(name: str, parameters: dict[str, Any]) -> Any:
-    """``None`` when the schema-constrained decoder can enforce a tool's ``parameters``, else the
-    ``schema.SchemaError`` (see :func:`normalized_tool`)."""
+    """``None`` when the constrained decoder can enforce ``parameters``, else the ``schema.SchemaError``."""
     got = normalized_tool(name, parameters)
     return got if isinstance(got, SchemaError) else None
 
 
 def _check_settings(*, seed: Any, max_new_tokens: Any, threads: Any) -> None:
-    """Refuse a setting the runtime would refuse only once the checkpoint has loaded (a seed as text, a seed
-    past 64 bits, ``threads=0``).
-
-    Raises:
-        ValueError: naming the setting and the value.
-    """
+    """ValueError for a setting the runtime would refuse only once the checkpoint has loaded."""
     if seed is not None and (
         isinstance(seed, bool) or not isinstance(seed, numbers.Integral) or not -(2**63) <= int(seed) < 2**63
     ):
@@ -92,29 +65,21 @@ class EmbeddedBackend(Backend):
     """Runs the model in-process with ``model.turn.chat.ChatModel``.
 
     Args:
-        model: checkpoint folder or hub id; ``None`` = the embedded default ``model/checkpoints/agentkit-tiny``.
-        dtype: ``"float32"`` or ``"bfloat16"``.
-        device: ``"cpu"``, ``"cuda"``, ``"cuda:N"``.
-        max_new_tokens: token budget per model turn (default: the checkpoint's generation config).
-        seed: denoising seed used for every turn (``None``: nondeterministic).
-        threads: torch intra-op threads to set on load (``None``: :func:`model.threads.default_threads`, 1 on
-            a machine with at most 2 cores; it replaces a count set with ``torch.set_num_threads``).
+        model: checkpoint folder or hub id; ``None``: the embedded default ``agentkit-tiny``.
+        dtype, device: ``"float32"`` or ``"bfloat16"``; ``"cpu"``, ``"cuda"``, ``"cuda:N"``.
+        max_new_tokens: token budget per model turn (default: the checkpoint's).
+        seed: denoising seed of every turn (``None``: nondeterministic).
+        threads: torch intra-op threads set on load (``None``: :func:`model.threads.default_threads`).
         chat_model: an already loaded ``ChatModel`` (then ``model``/``dtype``/``device`` are unused).
         on_event: runtime callback (per denoising step / canvas), see ``model.runtime``.
-        adapter: a LoRA adapter folder written by ``agentkit specialize``, applied to the checkpoint on load
-            (``None``: none); one trained on another base is refused, naming both.
-        binding: the binder that proposes parameter values before each tool-call turn (``model.binding``):
-            ``"auto"`` (the checkpoint's default: ``"bind_values"`` in its ``agentkit_decoding.json``),
-            ``"copy-head"``, ``"none"``, or a ``model.binding.Binder``.
+        adapter: a LoRA adapter folder from ``agentkit specialize``, applied on load.
+        binding: the binder proposing parameter values before each tool-call turn: ``"auto"`` (the
+            checkpoint's default), ``"copy-head"``, ``"none"``, or a ``model.binding.Binder``.
 
     Raises:
-        BackendError: (from :meth:`complete`) the checkpoint cannot be loaded, or a tool's schema is not
-            supported by the constraint.
-        agentkit.backends.base.PromptTooLong: (from :meth:`complete`) the prompt does not fit the checkpoint's
-            positions with the token budget; raised before generation allocates anything, so the planner can
-            trim the prompt.
-        model.heads.vision.ImageError: (from :meth:`complete`) an image the checkpoint cannot read (its tower
-            has too few positions for it at that budget, no vision tower...), naming the image.
+        BackendError: (from :meth:`complete`) the checkpoint cannot be loaded, or a schema is not supported.
+        agentkit.backends.base.PromptTooLong: (from :meth:`complete`) the prompt does not fit with the budget.
+        model.heads.vision.ImageError: (from :meth:`complete`) an image the checkpoint cannot read.
     """
 
     def __init__(
@@ -157,16 +122,8 @@ class EmbeddedBackend(Backend):
         self._takes_images: bool | None = None
 
     def check_tool(self, name: str, parameters: dict[str, Any]) -> None:
-        """Refuse a tool whose ``parameters`` the tool-call constraint cannot enforce (see
-        :func:`normalized_tool`); :class:`agentkit.Agent` calls it for each tool it registers. The normalised
-        ``ToolSpec`` is kept under the tool's name and the fingerprint of its ``parameters``
-        (``schema.fingerprint``): the constraint of every turn that declares this tool with equal
-        ``parameters`` (any copy) is built from it, without normalising the schema again.
-
-        Raises:
-            ToolDefinitionError: ``tool 'NAME': the tool-call constraint cannot enforce its parameters:
-                ... (keyword 'K' at /json/pointer)``.
-        """
+        """ToolDefinitionError for a tool whose ``parameters`` the constraint cannot enforce; else its
+        ``ToolSpec`` is kept (by name and ``schema.fingerprint``) for every turn that declares it."""
         got = normalized_tool(name, parameters)
         if isinstance(got, SchemaError):
             why = str(got).removeprefix(f"tool {name!r}: ")  # the grammar's message may name it too
@@ -176,8 +133,7 @@ class EmbeddedBackend(Backend):
         self._specs[(name, fingerprint(parameters))] = got
 
     def tool_specs(self, tools: list[ToolDeclaration]) -> list[Any]:
-        """Per declaration, the ``ToolSpec`` :meth:`check_tool` kept for it (same name, equal ``parameters``
-        by fingerprint), else the declaration itself (the grammar normalises it)."""
+        """Per declaration, the ``ToolSpec`` :meth:`check_tool` kept for it, else the declaration itself."""
         out: list[Any] = []
         for d in tools:
             f = d.get("function", d)
@@ -190,12 +146,7 @@ class EmbeddedBackend(Backend):
 
     @property
     def chat_model(self) -> Any:
-        """The loaded ``model.turn.chat.ChatModel`` (loads the checkpoint on first access; threads that ask at
-        once wait for one load, and one load runs at a time in the process).
-
-        Raises:
-            BackendError: the checkpoint cannot be loaded (the message names the path and the problem).
-        """
+        """The loaded ``model.turn.chat.ChatModel`` (loaded on first access, once); BackendError if it cannot."""
         if self._chat_model is None:
             from model.checkpoint.loading import CheckpointError
             from model.threads import apply_threads
@@ -214,30 +165,18 @@ class EmbeddedBackend(Backend):
 
     @property
     def binder(self) -> Any:
-        """The binder of :attr:`binding` (``"auto"`` resolved against the loaded checkpoint's default), or
-        ``None``."""
+        """The binder of :attr:`binding` (``"auto"``: the checkpoint's default), or ``None``."""
         return self.chat_model.default_binder if self.binding == "auto" else self.binding
 
     @property
     def max_prompt_tokens(self) -> int | None:
-        """The longest prompt (tokens) a model turn takes: the checkpoint's ``max_position_embeddings`` minus
-        the token budget rounded up to whole canvases (loads the checkpoint on first access).
-
-        Raises:
-            BackendError: the checkpoint cannot be loaded.
-        """
+        """The longest prompt (tokens) a model turn takes (loads the checkpoint)."""
         limit = self.chat_model.max_prompt_tokens(self.max_new_tokens)
         return None if limit is None else int(limit)
 
     @property
     def takes_images(self) -> bool:
-        """True when the checkpoint reads images (a vision tower, image token ids and an image processor
-        config): tool responses with images then come as content parts, and each image is expanded to its soft
-        tokens inside the tool response (``model.heads.vision``), as a user's images are. Loads the checkpoint.
-
-        Raises:
-            BackendError: the checkpoint cannot be loaded.
-        """
+        """True when the checkpoint reads images (loads the checkpoint)."""
         if self._takes_images is None:
             try:
                 vision_processor(self.chat_model.checkpoint)
@@ -247,18 +186,13 @@ class EmbeddedBackend(Backend):
         return self._takes_images
 
     def count_tokens(self, text: str) -> int:
-        """Tokens ``text`` takes in this checkpoint's prompts (as ordinary text; loads the checkpoint).
-
-        Raises:
-            BackendError: the checkpoint cannot be loaded.
-        """
+        """Tokens ``text`` takes in this checkpoint's prompts (loads the checkpoint)."""
         from model.checkpoint.tokenizer import encode_text
 
         return len(encode_text(self.chat_model.tokenizer, text))
 
     def turn(self, request: TurnRequest) -> ModelTurn:
         """One constrained model turn (see :meth:`agentkit.backends.base.Backend.complete`)."""
-
         cm, tools = self.chat_model, request.tools
         try:
             out = cm.chat(
@@ -293,11 +227,8 @@ class EmbeddedBackend(Backend):
         )
 
     async def aturn(self, request: TurnRequest) -> ModelTurn:
-        """Async :meth:`turn` (``Agent.arun``): the turn denoises on a daemon thread of its own, so the event loop
-        keeps serving its other tasks meanwhile (other runs, async tools and their timeouts, a web server's
-        requests); turns of concurrent runs denoise at once, each its own generation. A cancelled run stops
-        waiting at once; its turn finishes on its thread, which does not hold up the loop's shutdown or the
-        process's exit (Ctrl-C in ``asyncio.run``)."""
+        """Async :meth:`turn`: it denoises on a daemon thread of its own, so the event loop keeps serving; a
+        cancelled run stops waiting at once, and its thread holds up neither the loop's shutdown nor the exit."""
         loop = asyncio.get_running_loop()
         done: asyncio.Future[ModelTurn] = loop.create_future()
         context = contextvars.copy_context()

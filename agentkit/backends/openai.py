@@ -1,28 +1,12 @@
 """Backend for any OpenAI-compatible server (vLLM, SGLang, llama.cpp, OpenAI...) over httpx.
 
-Sends ``POST {base_url}/chat/completions`` with ``tools`` and ``tool_choice``. Transient failures (HTTP 429,
-5xx, timeouts, connection errors) are retried by :class:`tools.httpclient.RetryingClient` (tenacity), with
-exponential backoff (``retry_wait`` doubling up to ``retry_wait_max`` seconds; a ``Retry-After`` header is
-honoured up to that cap). Other HTTP errors raise
-:class:`~agentkit.errors.BackendError` at once.
-
-Tool-call arguments arrive as JSON text. A call whose arguments are malformed JSON, JSON double-encoded as
-a string (``"\\"{\\\\\\"a\\\\\\": 1}\\""``) or not an object is *not* repaired silently: it is returned with
-:attr:`ToolCall.error` set and the planner sends it back to the model as a tool response listing the
-valid tool names, so the model retries (unknown tool names get the same treatment in the planner).
-
-Servers without a reasoning parser or a tool parser return thinking and calls as text in ``content``
-(:mod:`agentkit.backends.textcalls`). Inline thinking (``<|channel>thought ...<channel|>``,
-``<think>...</think>``) is moved to :attr:`ModelTurn.thinking`, so it never reaches the answer or the kept
-history. When the response has no structured ``tool_calls`` and tools were declared (``tool_choice`` not
-``"none"``), calls written as text (Gemma native, ``<tool_call>`` tags, bare ``{"name", "arguments"}``
-JSON) are recovered and returned as calls; text that looks like a call but does not parse sets
-:attr:`ModelTurn.format_error`, and the planner answers it with a format reminder (``recover_text_calls``
-turns both off).
-
-Reasoning returned by the server (``reasoning_content`` or ``reasoning``) is sent back, under the same
-field, on the assistant tool-call messages of the current user turn (``replay_reasoning``); the planner
-keeps no thinking across user turns, so none is sent for earlier turns.
+Sends ``POST {base_url}/chat/completions``; HTTP 429, 5xx, timeouts and connection errors are retried with
+exponential backoff (:class:`tools.httpclient.RetryingClient`, tenacity), other HTTP errors raise
+:class:`~agentkit.errors.BackendError`. Arguments that are not a JSON object are returned with
+:attr:`ToolCall.error` set (the planner sends the error back to the model), never repaired silently.
+Inline thinking in ``content`` moves to :attr:`ModelTurn.thinking`; calls written as text are recovered
+(:mod:`agentkit.backends.textcalls`), or set :attr:`ModelTurn.format_error` when they do not parse. The
+server's reasoning field is sent back on the current turn's assistant tool-call messages (``replay_reasoning``).
 """
 
 from __future__ import annotations
@@ -47,22 +31,18 @@ from tools.httpclient import RetriesExhausted, RetryingClient
 
 def _unclosed_thinking(content: str) -> bool:
     """True when ``content`` opens a thinking block (:data:`THINKING_TAGS`) that it never closes."""
-    for open_tag, close_tag in THINKING_TAGS:
-        o = content.rfind(open_tag)
-        if o >= 0 and content.find(close_tag, o) < 0:
-            return True
-    return False
+    return any(
+        (o := content.rfind(open_tag)) >= 0 and content.find(close_tag, o) < 0
+        for open_tag, close_tag in THINKING_TAGS
+    )
 
 
 DEFAULT_BASE_URL = "http://127.0.0.1:8000/v1"
 
 
 def escape_lone_surrogates(value: Any) -> Any:
-    """``value`` with every lone surrogate in its strings (dict keys included) written as the text ``\\udXXX``.
-
-    A lone surrogate (``"\\udc80"``, e.g. from ``surrogateescape`` decoding) cannot be encoded as UTF-8, so
-    httpx would raise ``UnicodeEncodeError`` while sending the request; other text is returned unchanged.
-    """
+    """``value`` with every lone surrogate in its strings (keys included) written as the text ``\\udXXX``
+    (httpx cannot encode one as UTF-8)."""
     if isinstance(value, str):
         try:
             value.encode("utf-8")
@@ -76,8 +56,7 @@ def escape_lone_surrogates(value: Any) -> Any:
     return value
 
 
-#: "Prompt too long" messages that give the counts: ``agentkit serve``'s (and the embedded runtime's), and
-#: OpenAI's and vLLM's (which may say how much of the request was the completion's).
+#: "Prompt too long" messages with the counts: ``agentkit serve``'s, and OpenAI's and vLLM's.
 _AGENTKIT_TOO_LONG = re.compile(r"the prompt is ([\d,]+) tokens but this model takes at most ([\d,]+)")
 _OPENAI_TOO_LONG = re.compile(
     r"maximum context length is ([\d,]+) tokens.*?(?:resulted in|requested) ([\d,]+) tokens"
@@ -87,9 +66,8 @@ _OPENAI_TOO_LONG = re.compile(
 
 
 def context_overflow(resp: httpx.Response) -> PromptTooLong | None:
-    """A server's 400 saying the prompt does not fit, as the :class:`PromptTooLong` on which the planner drops
-    the oldest turns and asks again (as on the embedded backend); ``None`` for any other answer, or a message
-    that does not give the prompt's length and the limit in one of the known wordings."""
+    """A server's 400 saying the prompt does not fit, as :class:`PromptTooLong` (the planner then trims the
+    history); ``None`` for any other answer or wording."""
     try:
         message = str(resp.json()["error"]["message"])
     except (ValueError, KeyError, TypeError):
@@ -108,8 +86,7 @@ def context_overflow(resp: httpx.Response) -> PromptTooLong | None:
 
 
 def wire_content(content: Any) -> Any:
-    """A message's content as OpenAI's API takes it: a string as is; content parts without agentkit's own
-    ``vision_budget`` key (a budget of the embedded runtime that servers do not know)."""
+    """A message's content as OpenAI's API takes it: content parts lose agentkit's own ``vision_budget`` key."""
     if not isinstance(content, list):
         return content
     return [
@@ -118,8 +95,7 @@ def wire_content(content: Any) -> Any:
 
 
 def split_tool_content(content: Any) -> tuple[Any, list[dict[str, Any]]]:
-    """A tool message's content as ``(text, image parts)``: a string as is with no images; content parts as
-    their text parts joined and their ``image_url`` parts (without ``vision_budget``)."""
+    """A tool message's content as ``(text, image parts)``: a string has no images."""
     if not isinstance(content, list):
         return content, []
     text = "".join(str(p.get("text", "")) for p in content if isinstance(p, dict) and p.get("type") == "text")
@@ -128,12 +104,8 @@ def split_tool_content(content: Any) -> tuple[Any, list[dict[str, Any]]]:
 
 
 def tool_images_message(shown: list[tuple[str, str, list[dict[str, Any]]]]) -> dict[str, Any]:
-    """The user message that carries the images of tool responses (Chat Completions takes none in ``role:
-    tool``): per tool message, a text part ``Images returned by tool NAME (call ID):`` and its image parts.
-
-    Args:
-        shown: ``(tool name, call id, image parts)`` per tool message with images, in order.
-    """
+    """The user message carrying the images of tool responses (``role: tool`` takes none): per ``(tool name,
+    call id, image parts)``, a text part ``Images returned by tool NAME (call ID):`` and the images."""
     parts: list[dict[str, Any]] = []
     for name, call_id, images in shown:
         parts.append({"type": "text", "text": f"Images returned by tool {name} (call {call_id}):"})
@@ -148,31 +120,23 @@ class OpenAIBackend(Backend):
         model: model name the server serves.
         base_url: API root including ``/v1``; default ``$AGENTKIT_OPENAI_BASE_URL``, ``$OPENAI_BASE_URL``,
             else ``http://127.0.0.1:8000/v1``.
-        api_key: bearer token; default the value of the environment variable ``api_key_env`` (if set).
-        api_key_env: environment variable holding the key.
+        api_key: bearer token; default ``$api_key_env`` (if set).
         timeout: per-request timeout (seconds).
-        max_retries: retries after the first attempt on 429/5xx/timeouts/connection errors.
-        retry_wait: first backoff wait (seconds), doubled each retry; 0 for tests.
-        retry_wait_max: cap of one wait (seconds), also for ``Retry-After``.
-        settings: extra request fields (``temperature``, ``max_tokens``, ``seed``...).
-        headers: extra HTTP headers.
+        max_retries: retries after the first attempt; retry_wait: first backoff (seconds), doubled each retry
+            up to retry_wait_max (also the cap of ``Retry-After``).
+        settings: extra request fields (``temperature``, ``max_tokens``, ``seed``...); headers: extra headers.
         transport / async_transport: httpx transports (``httpx.MockTransport`` in tests).
-        recover_text_calls: recover tool calls written as text in ``content`` (see the module docstring).
-        replay_reasoning: send the turn's reasoning back on its assistant tool-call messages (servers such
-            as DeepSeek/Qwen3 thinking models need it within a tool loop).
-        takes_images: images of tool results are sent (in a user message after the tool messages, see
-            :meth:`build_request`); ``False`` for a model that reads no images: it gets a note per image.
-        reasoning_field: the request field that carries it back; ``None`` = the field the server used in
-            its responses (``reasoning_content`` or ``reasoning``), and nothing is sent until the server has
-            returned one. Set it (e.g. ``"reasoning"``, which the project's chat template reads) to replay
-            thinking that arrived inline in ``content``.
+        recover_text_calls: recover tool calls written as text in ``content``.
+        replay_reasoning: send the turn's reasoning back on its assistant tool-call messages.
+        takes_images: send tool results' images (``False``: a note per image).
+        reasoning_field: the request field that carries reasoning back; ``None``: the one the server used
+            (``reasoning_content`` or ``reasoning``), nothing until it has used one.
 
     Raises:
         ValueError: a base URL that is not http(s).
-        BackendError: (from :meth:`complete`) a non-retryable HTTP error (a 404 from a base URL not ending in
-            ``/v1`` says so), retries exhausted, or a response without choices / not JSON.
-        agentkit.backends.base.PromptTooLong: (from :meth:`complete`) the server answered that the prompt does
-            not fit, with the counts (:func:`context_overflow`): the planner trims the history and asks again.
+        BackendError: (from :meth:`complete`) a non-retryable HTTP error, retries exhausted, or a response
+            without choices / not JSON.
+        agentkit.backends.base.PromptTooLong: (from :meth:`complete`) the server said the prompt does not fit.
     """
 
     def __init__(
@@ -234,17 +198,12 @@ class OpenAIBackend(Backend):
         self.takes_images = takes_images
         self._server_reasoning_field: str | None = None
 
-    # ----------------------------------------------------------------------------- request
-
     def build_request(self, request: TurnRequest) -> dict[str, Any]:
         """The JSON body for ``/chat/completions`` of ``request``.
 
-        Content parts (text and ``image_url`` images) are sent as they are, less agentkit's own
-        ``vision_budget`` key, except in tool messages: Chat Completions takes no images in ``role: tool``, so a
-        tool message's text is sent there and its images in one user message right after the step's tool
-        messages (:func:`tool_images_message`). Arguments are JSON-encoded; an assistant tool-call message's
-        ``thinking`` is sent as the reasoning field when replay is on (see the class docstring), other thinking
-        is dropped; lone surrogates are escaped by :func:`escape_lone_surrogates`.
+        A tool message's images go in one user message after the step's tool messages
+        (:func:`tool_images_message`); arguments are JSON-encoded; only an assistant tool-call message's
+        ``thinking`` is sent (as the reasoning field, when replay is on).
         """
         out: list[dict[str, Any]] = []
         field = self.reasoning_field or self._server_reasoning_field
@@ -298,13 +257,9 @@ class OpenAIBackend(Backend):
         return cid
 
     def parse_response(self, data: Any, request: TurnRequest | None = None, requests: int = 1) -> ModelTurn:
-        """Turn a ``/chat/completions`` JSON response into a :class:`ModelTurn`.
-
-        Args:
-            data: the decoded response body.
-            requests: HTTP requests it took (for :class:`Usage`).
-            request: what was asked; calls written as text are recovered only when it declared tools and its
-                ``tool_choice`` is not ``"none"`` (``None``: never).
+        """Turn a ``/chat/completions`` JSON response (that took ``requests`` HTTP requests) into a
+        :class:`ModelTurn`; calls written as text are recovered only when ``request`` declared tools and its
+        ``tool_choice`` is not ``"none"``.
 
         Raises:
             BackendError: no ``choices[0].message`` in the response.
@@ -336,14 +291,10 @@ class OpenAIBackend(Backend):
             fn = tc.get("function") or {}
             raw = fn.get("arguments")
             args, err = decode_arguments(raw)
-            cid = tc.get("id") or self._new_id()
+            name = str(fn.get("name") or "")
             calls.append(
                 ToolCall(
-                    id=cid,
-                    name=str(fn.get("name") or ""),
-                    arguments=args,
-                    error=err,
-                    raw_arguments=raw if isinstance(raw, str) else None,
+                    tc.get("id") or self._new_id(), name, args, err, raw if isinstance(raw, str) else None
                 )
             )
         if (
@@ -377,11 +328,7 @@ class OpenAIBackend(Backend):
         )
 
     def _read(self, resp: httpx.Response, sent: int, request: TurnRequest) -> ModelTurn:
-        """The turn of the last response of ``request`` (``sent`` HTTP requests; :meth:`parse_response`).
-
-        Raises:
-            BackendError: an HTTP error status, or a body that is not JSON or has no message.
-        """
+        """The turn of ``request``'s last response (``sent`` HTTP requests); BackendError for an error status."""
         if resp.status_code == 400 and (too_long := context_overflow(resp)) is not None:
             raise too_long
         if resp.status_code >= 400:
@@ -404,10 +351,8 @@ class OpenAIBackend(Backend):
             raise BackendError(f"{self.url}: response is not JSON: {resp.text[:300]}") from None
         return self.parse_response(data, request, requests=sent)
 
-    # ------------------------------------------------------------------------------- sync
-
     def turn(self, request: TurnRequest) -> ModelTurn:
-        """One chat-completions request, retried on transient failures (see the class docstring)."""
+        """One chat-completions request, retried on transient failures."""
         body = self.build_request(request)
         with self._client_lock:
             client = self._client
@@ -422,8 +367,7 @@ class OpenAIBackend(Backend):
         return self._read(resp, sent, request)
 
     def http(self, client: httpx.Client | None = None) -> RetryingClient:
-        """The retry policy of this backend (``max_retries + 1`` attempts, ``retry_wait`` doubling up to
-        ``retry_wait_max``, ``Retry-After`` honoured up to that cap) over ``client``."""
+        """This backend's retry policy over ``client``."""
         return RetryingClient(
             client, attempts=self.max_retries + 1, retry_wait=self.retry_wait, max_wait=self.retry_wait_max
         )
@@ -440,8 +384,6 @@ class OpenAIBackend(Backend):
         status = exc.response.status_code if exc.response is not None else None
         return BackendError(msg, status_code=status)
 
-    # ------------------------------------------------------------------------------ async
-
     async def aturn(self, request: TurnRequest) -> ModelTurn:
         """Async :meth:`turn` (one ``httpx.AsyncClient`` per event loop, see :meth:`aclient`)."""
         body = self.build_request(request)
@@ -455,14 +397,9 @@ class OpenAIBackend(Backend):
         return self._read(resp, sent, request)
 
     async def aclient(self) -> httpx.AsyncClient:
-        """The running event loop's HTTP client, made on first use and closed when the loop shuts down.
-
-        A client's connections belong to its loop, so each loop gets its own. It is closed by the loop's
-        ``shutdown_asyncgens()`` (which ``asyncio.run`` and ``asyncio.Runner`` call before closing the loop):
-        an async generator registered with the loop holds the client and closes it in its ``finally``. The
-        clients of loops closed without that are dropped at the next call. (Kept until the program exits, each
-        ``asyncio.run`` would leave its connections open and its loop alive: the client holds the loop.)
-        """
+        """The running event loop's HTTP client, made on first use. An async generator registered with the loop
+        closes it in the loop's ``shutdown_asyncgens()`` (``asyncio.run`` calls it); clients of loops closed
+        without that are dropped at the next call."""
         loop = asyncio.get_running_loop()
         for old in [x for x in list(self._aclients) if x.is_closed()]:  # list(): other threads' loops add
             self._aclients.pop(old, None)

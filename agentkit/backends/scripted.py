@@ -1,6 +1,4 @@
-"""A deterministic backend for tests (yours and ours) and demos: it replays a script of model turns.
-
-Either a list of turns, consumed one per model request::
+"""A deterministic backend for tests and demos: it replays a script of model turns, one per request::
 
     from agentkit.backends.scripted import ScriptedBackend, call, answer
     backend = ScriptedBackend([
@@ -9,12 +7,9 @@ Either a list of turns, consumed one per model request::
         answer("It is sunny."),                            # final answer (a plain str works too)
     ])
 
-or a function ``(messages, tools, tool_choice) -> item`` deciding each turn from what the agent sent (like
-pydantic-ai's ``FunctionModel``). Every request is recorded in :attr:`ScriptedBackend.requests` so a test can
-assert on exactly what the model would have seen.
-
-A script can also be a JSON file (``agentkit run --backend scripted --model script.json``): a list whose
-items are a string (final answer) or ``{"text", "thinking", "tool_calls": [{"name", "arguments", "id"?}]}``.
+or a function ``(messages, tools, tool_choice) -> item``. Every request is recorded in
+:attr:`ScriptedBackend.requests`. A JSON script file (``--backend scripted --model script.json``) lists strings
+(final answers) or ``{"text", "thinking", "tool_calls": [{"name", "arguments", "id"?}]}``.
 """
 
 from __future__ import annotations
@@ -47,20 +42,13 @@ ScriptFunction = Callable[[list[ChatMessage], list[ToolDeclaration], ToolChoice]
 def call(
     name: str, arguments: dict[str, Any] | None = None, /, *, call_id: str = "", **kwargs: Any
 ) -> ToolCall:
-    """A scripted tool call: ``call("add", a=1, b=2)`` or ``call("add", {"a": 1, "b": 2})``.
-
-    ``call_id`` defaults to ``call_<n>`` (n counts per backend). Pass the arguments as a dict when one is
-    named ``call_id``.
-    """
+    """A scripted tool call: ``call("add", a=1, b=2)`` or ``call("add", {"a": 1, "b": 2})`` (``call_id``
+    defaults to ``call_<n>``, counted per backend)."""
     return ToolCall(id=call_id, name=name, arguments={**(arguments or {}), **kwargs})
 
 
 def answer(text: str, *, thinking: str = "") -> ModelTurn:
-    """A scripted final answer (optionally with thinking text, which history must drop).
-
-    Raises:
-        TypeError: ``text`` or ``thinking`` is not a string.
-    """
+    """A scripted final answer, optionally with thinking; TypeError for a value that is not a string."""
     out = ModelTurn(text=text, thinking=thinking)
     if (problem := item_problem(out)) is not None:
         raise TypeError(f"answer(): {problem}")
@@ -68,11 +56,7 @@ def answer(text: str, *, thinking: str = "") -> ModelTurn:
 
 
 def turn(*calls: ToolCall, text: str = "", thinking: str = "", usage: Usage | None = None) -> ModelTurn:
-    """A scripted turn with text, thinking and any number of calls.
-
-    Raises:
-        TypeError: ``text`` or ``thinking`` is not a string, or a call is not a :class:`ToolCall`.
-    """
+    """A scripted turn with text, thinking and any number of calls; TypeError for a bad value."""
     out = ModelTurn(text=text, thinking=thinking, tool_calls=list(calls), usage=usage or Usage())
     if (problem := item_problem(out)) is not None:
         raise TypeError(f"turn(): {problem}")
@@ -110,10 +94,6 @@ def item_problem(item: Any) -> str | None:
     )
 
 
-#: What the agent sent for one model turn (:attr:`ScriptedBackend.requests` keeps deep copies, safe to keep).
-ScriptedRequest = TurnRequest
-
-
 def _estimate_tokens(messages: list[ChatMessage]) -> int:
     chars = 0
     for m in messages:
@@ -126,23 +106,19 @@ def _estimate_tokens(messages: list[ChatMessage]) -> int:
 
 
 class ScriptedBackend(Backend):
-    """Replays scripted model turns; see the module docstring.
+    """Replays scripted model turns (see the module docstring).
 
     Args:
         script: a sequence of :data:`ScriptItem` (one per model request) or a :data:`ScriptFunction`.
         name: backend name reported in results.
-        record: keep a deep copy of every request in :attr:`requests` (turn off for benchmarks).
-        takes_images: declare that the backend takes images: tool responses with images then come as content
-            parts (text, then ``image_url`` parts), as to a vision model; else as text with a note per image.
+        record: keep a deep copy of every request in :attr:`requests`.
+        takes_images: tool responses with images come as content parts, as to a vision model.
 
-    Usage per turn: the turn's own ``usage`` if the script set one, else an estimate (characters / 4) of
-    the prompt and the output, with ``requests=1``.
+    A turn's usage is its own, else an estimate (characters / 4) with ``requests=1``.
 
     Raises:
-        TypeError: a script item is not a :data:`ScriptItem` (its index named), e.g. a turn whose text is not a
-            string.
-        BackendError: (from :meth:`complete`) the script has no turn left, or a function returned something
-            that is not a :data:`ScriptItem`.
+        TypeError: a script item is not a :data:`ScriptItem` (its index named).
+        BackendError: (from :meth:`complete`) no turn left, or a function returned no :data:`ScriptItem`.
     """
 
     def __init__(
@@ -174,11 +150,7 @@ class ScriptedBackend(Backend):
 
     @classmethod
     def from_file(cls, path: str | Path) -> ScriptedBackend:
-        """Load a JSON script (see the module docstring).
-
-        Raises:
-            ValueError: the file is not valid JSON or an item has the wrong shape (names the item index).
-        """
+        """Load a JSON script; ValueError naming the item of a wrong shape, or for a file that is not JSON."""
         p = Path(path)
         try:
             data = json.loads(p.read_text(encoding="utf-8"))
@@ -243,8 +215,7 @@ class ScriptedBackend(Backend):
         if isinstance(item, str):
             return ModelTurn(text=item)
         if isinstance(item, ToolCall):
-            calls = [item]
-            out = ModelTurn(tool_calls=calls)
+            out = ModelTurn(tool_calls=[item])
         elif isinstance(item, ModelTurn):
             out = ModelTurn(
                 item.text, item.thinking, list(item.tool_calls), Usage(**item.usage.to_dict()), item.raw

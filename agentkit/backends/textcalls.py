@@ -1,23 +1,15 @@
 """Reading what a remote model wrote as *text*: inline thinking and tool calls sent in ``content``.
 
-A server without a reasoning parser or a tool parser (vLLM serving the checkpoint with neither, a plain
-llama.cpp server...) returns the model's thinking and its calls inside ``message.content`` with
-``tool_calls`` empty. :func:`split_thinking` moves the thinking out of the answer; :func:`recover_calls`
-finds calls written in the formats models are trained on, so the planner runs them instead of returning
-them to the user as the final answer:
+A server without a reasoning or tool parser returns both inside ``message.content``. :func:`split_thinking`
+moves the thinking out of the answer; :func:`recover_calls` finds calls in the formats models are trained on:
 
-* Gemma 4 native: ``<|tool_call>call:NAME{key:<|"|>text<|"|>,n:1}<tool_call|>`` and its JSON form
-  ``<|tool_call>{"name":NAME,"arguments":{...}}<tool_call|>`` (parsed with
-  :func:`grammar.parse.parse_tool_calls`; a missing final ``<tool_call|>``, which a stop string
-  may have eaten, is tolerated);
-* Hermes/Qwen tags: ``<tool_call>{"name": NAME, "arguments": {...}}</tool_call>`` (one or more; the last
-  one may be left open);
-* bare JSON: the whole content is ``{"name": NAME, "arguments": {...}}`` (``"parameters"`` is accepted for
-  ``"arguments"``, as Llama 3 writes it), a list of such objects, optionally inside a Markdown code fence.
+* Gemma 4 native ``<|tool_call>call:NAME{...}<tool_call|>`` and its JSON form (a missing final
+  ``<tool_call|>`` is tolerated);
+* Hermes/Qwen tags ``<tool_call>{"name": NAME, "arguments": {...}}</tool_call>`` (the last may be left open);
+* bare JSON: the whole content is ``{"name": NAME, "arguments" | "parameters": {...}}`` or a list of them,
+  optionally in a Markdown code fence.
 
-Text that *looks* like a call (a call marker, or a content that opens like a call object) but does not
-parse is reported as a problem; the planner answers it with a format reminder instead of treating it as the
-final answer.
+Text that *looks* like a call but does not parse is reported as a problem (the planner sends a format reminder).
 """
 
 from __future__ import annotations
@@ -53,20 +45,9 @@ def _strip_channel_name(body: str, open_tag: str) -> str:
 
 
 def split_thinking(text: str) -> tuple[str, str]:
-    """Move inline thinking out of a model's text.
-
-    Recognised blocks (see :data:`THINKING_TAGS`): ``<|channel>thought ...<channel|>`` and
-    ``<think>...</think>``, anywhere in the text, any number of them. A closing tag without an opening one
-    (the chat template opened the block in the prompt) makes everything before it thinking; an opening tag
-    never closed (generation cut short) makes everything after it thinking.
-
-    Args:
-        text: the ``content`` a server returned.
-
-    Returns:
-        ``(answer, thinking)``: the text without the blocks (stripped) and the blocks' text joined with
-        blank lines (``""`` when there was none).
-    """
+    """``(answer, thinking)`` of a model's text: the blocks of :data:`THINKING_TAGS` moved out (joined with blank
+    lines). A closing tag without an opening one makes all before it thinking; an opening tag never closed,
+    all after it."""
     thoughts: list[str] = []
     for open_tag, close_tag in THINKING_TAGS:
         if open_tag not in text and close_tag not in text:
@@ -94,15 +75,8 @@ def split_thinking(text: str) -> tuple[str, str]:
 
 @dataclass(slots=True)
 class TextCalls:
-    """What :func:`recover_calls` found.
-
-    Attributes:
-        text: the text without the recovered calls (prose around them), stripped.
-        calls: the calls, in order (:class:`agentkit.messages.ToolCall` without an id: the backend gives it one;
-            ``error`` and ``raw_arguments`` set for arguments that cannot be used).
-        problem: set when the text looks like a call that does not parse (then ``calls`` is empty and
-            ``text`` is the input): what is wrong, with the character offset where known.
-    """
+    """What :func:`recover_calls` found: the prose around the calls, the calls (without ids), or the
+    ``problem`` of text that looks like a call but does not parse (then no calls, and ``text`` as given)."""
 
     text: str
     calls: list[ToolCall] = field(default_factory=list)
@@ -110,11 +84,7 @@ class TextCalls:
 
 
 def _call_from_object(obj: Any, where: str) -> ToolCall:
-    """A call (without an id) from a ``{"name", "arguments"}`` object.
-
-    Raises:
-        ValueError: not an object with a string ``name`` and object (or JSON-string) ``arguments``.
-    """
+    """A call (without an id) from a ``{"name", "arguments"}`` object; ValueError for another shape."""
     if isinstance(obj, dict) and isinstance(obj.get("function"), dict) and "name" not in obj:
         obj = obj["function"]  # {"type": "function", "function": {...}}
     if not isinstance(obj, dict) or not isinstance(obj.get("name"), str) or not obj["name"].strip():
@@ -219,19 +189,8 @@ def _bare_json(text: str) -> TextCalls | None:
 
 
 def recover_calls(text: str) -> TextCalls:
-    """Find tool calls written as text (see the module docstring for the formats).
-
-    Tried in order: Gemma native markers (``<|tool_call>``), Hermes tags (``<tool_call>``), a Gemma call
-    whose markers a server stripped (``call:NAME{...}`` opening the text), bare JSON. The
-    first format present decides; names are returned as written (the planner checks them against the
-    declared tools and answers unknown ones with the valid names and the nearest one).
-
-    Args:
-        text: the model's text with thinking already removed (:func:`split_thinking`).
-
-    Returns:
-        :class:`TextCalls`: no calls and no problem for ordinary prose or JSON that is not call-shaped.
-    """
+    """Find tool calls written as text (thinking already removed). The first format present decides: Gemma
+    markers, Hermes tags, a Gemma call without markers, bare JSON; plain prose has no calls and no problem."""
     if st.TOOL_CALL_START in text:
         return _gemma(text)
     if _HERMES_OPEN in text:

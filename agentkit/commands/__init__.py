@@ -10,18 +10,18 @@ from typing import Any, get_args
 
 import typer
 
+from agentkit.backends import BACKENDS
+
 
 def fail(message: str, code: int = 2) -> typer.Exit:
-    """Print ``message`` in red on stderr, unwrapped (``file:line:`` messages stay greppable), and return the
-    :class:`typer.Exit` of exit status ``code`` for the caller to raise (2: bad input, as a usage error)."""
+    """Print ``message`` in red on stderr, unwrapped, and return the :class:`typer.Exit` of ``code`` to raise."""
     typer.secho(message, err=True, fg="red")
     return typer.Exit(code)
 
 
 def finite(minimum: float, *, inclusive: bool = True) -> Callable[[float | None], float | None]:
-    """The typer callback of a float option: NaN and infinities (which click reads from ``nan``, ``inf``,
-    ``1e400``) are refused as such, then a value below ``minimum`` (or at it, when not ``inclusive``). Give the
-    option no ``min=``: click's own range check runs first and calls NaN out of range."""
+    """The typer callback of a float option refusing NaN, infinities and a value below ``minimum`` (or at it,
+    when not ``inclusive``); give the option no ``min=`` (click would call NaN out of range)."""
 
     def check(value: float | None) -> float | None:
         if value is None:
@@ -37,9 +37,14 @@ def finite(minimum: float, *, inclusive: bool = True) -> Callable[[float | None]
     return check
 
 
+def check_backend(backend: str | None) -> None:
+    """Raise the exit of a ``--backend`` that names no backend; ``None`` (not given) passes."""
+    if backend is not None and backend not in BACKENDS:
+        raise fail(f"error: --backend: unknown backend {backend!r}; choose one of {', '.join(BACKENDS)}")
+
+
 def check_binding(binding: str | None) -> None:
-    """Raise the exit of a ``--binding`` that is not one of the bundle schema's names (``auto``, ``copy-head``,
-    ``none``), naming the option; ``None`` (not given) passes."""
+    """Raise the exit of a ``--binding`` that is not one of the bundle schema's names; ``None`` passes."""
     from agentkit.bundle_sections import BindingName
 
     names = get_args(BindingName)
@@ -48,6 +53,5 @@ def check_binding(binding: str | None) -> None:
 
 
 def prints_to_stderr(json_out: bool) -> contextlib.AbstractContextManager[Any]:
-    """With ``--json``, what a bundle's modules and tools print (at import, in a call) goes to stderr, so stdout
-    is the JSON alone; without it, nothing changes."""
+    """With ``--json``, what a bundle's modules and tools print goes to stderr, so stdout is the JSON alone."""
     return contextlib.redirect_stdout(sys.stderr) if json_out else contextlib.nullcontext()

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import typer
 
-from agentkit.commands import fail, prints_to_stderr
+from agentkit.commands import check_backend, fail, prints_to_stderr
 from agentkit.errors import BundleError
 
 #: Exit status of a bundle with problems (as ``run`` for an invalid bundle).
@@ -34,11 +34,9 @@ def check_command(
 
     Exit status: 0 valid; 2 invalid, or the file cannot be read.
     """
-    from agentkit.backends import BACKENDS
     from agentkit.bundle import load_bundle
 
-    if backend is not None and backend not in BACKENDS:
-        raise fail(f"error: --backend: unknown backend {backend!r}; choose one of {', '.join(BACKENDS)}")
+    check_backend(backend)
     try:
         with prints_to_stderr(json_out):
             b = load_bundle(bundle, backend=backend)

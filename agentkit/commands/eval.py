@@ -18,12 +18,12 @@ eval_app = typer.Typer(
 )
 
 
-def _load_chat_model(checkpoint: str | None, threads: int | None) -> Any:
-    """The checkpoint's ChatModel on ``threads`` torch threads (``None``: agentkit's default, as in ``agentkit
-    run``); a CheckpointError (missing folder, bad decoding file...) or a bad ``$AGENTKIT_THREADS`` is one red
-    line and exit status 2, as in ``agentkit run``."""
+def _load_chat_model(checkpoint: str | None, threads: int | None, binding: str) -> Any:
+    """The checkpoint's ChatModel on ``threads`` torch threads, after checking ``binding``; a bad option or
+    checkpoint is one red line and exit status 2, as in ``agentkit run``."""
     from model.turn.chat import ChatModel
 
+    check_binding(binding)
     apply_threads_or_exit(threads)
     try:
         return ChatModel.load(checkpoint)
@@ -31,32 +31,20 @@ def _load_chat_model(checkpoint: str | None, threads: int | None) -> Any:
         raise fail(f"error: {exc}") from None
 
 
-def _binder(binding: str) -> str:
-    """``binding`` checked (``ChatModel.chat`` takes the name as it is); a bad name is one red line and exit
-    status 2."""
-    check_binding(binding)
-    return binding
-
-
-def _binding_option() -> Any:
-    """The ``--binding`` option of both eval commands (report figures both ways: ``none`` is the checkpoint
-    alone)."""
-    return typer.Option(
-        "auto",
-        "--binding",
-        help="Binder: auto (the checkpoint's default), copy-head, or none (the checkpoint alone).",
-    )
-
-
-def _checkpoint_option() -> Any:
-    """The ``--checkpoint`` / ``--model`` / ``-m`` option of both eval commands."""
-    return typer.Option(
-        None,
-        "--checkpoint",
-        "--model",
-        "-m",
-        help="Checkpoint folder (default: embedded agentkit-tiny); --model as in `agentkit run`.",
-    )
+# The options both eval commands take.
+_BINDING = typer.Option(
+    "auto",
+    "--binding",
+    help="Binder: auto (the checkpoint's default), copy-head, or none (the checkpoint alone).",
+)
+_CHECKPOINT = typer.Option(
+    None,
+    "--checkpoint",
+    "--model",
+    "-m",
+    help="Checkpoint folder (default: embedded agentkit-tiny); --model as in `agentkit run`.",
+)
+_THREADS = typer.Option(None, "--threads", min=1, help=THREADS_HELP)
 
 
 @eval_app.command("bfcl")
@@ -78,21 +66,20 @@ def bfcl_command(
     answers: Path | None = typer.Option(
         None, "--answers", help="Ground-truth file for --data; omit it for irrelevance scoring."
     ),
-    checkpoint: str | None = _checkpoint_option(),
+    checkpoint: str | None = _CHECKPOINT,
     json_out: bool = typer.Option(
         False,
         "--json",
         help="Print one JSON object (category, n, accuracy, parse_rate, mean_latency_s, results).",
     ),
     seed: int = typer.Option(0, "--seed", help="Denoising seed per question."),
-    threads: int | None = typer.Option(None, "--threads", min=1, help=THREADS_HELP),
+    threads: int | None = _THREADS,
     unconstrained: bool = typer.Option(
         False, "--unconstrained", help="Generate without the tool-call grammar."
     ),
-    binding: str = _binding_option(),
+    binding: str = _BINDING,
 ) -> None:
     """Score a checkpoint on BFCL with AST matching (the four categories ship in evals/bfcl_data)."""
-
     from evals.bfcl import CATEGORIES, evaluate, load_category
 
     console = Console(stderr=True)
@@ -109,15 +96,14 @@ def bfcl_command(
     if not questions:
         raise fail(f"no BFCL questions read from {data or category}")
     label = category if data is None or answers is not None else "irrelevance"
-    binder = _binder(binding)
-    cm = _load_chat_model(checkpoint, threads)
+    cm = _load_chat_model(checkpoint, threads, binding)
 
     def chat(
         messages: list[dict[str, Any]], tools: list[dict[str, Any]]
     ) -> tuple[list[tuple[str, dict[str, Any]]], bool, str]:
         try:
             out = cm.chat(
-                messages, tools, tool_choice="auto", seed=seed, constrained=not unconstrained, binder=binder
+                messages, tools, tool_choice="auto", seed=seed, constrained=not unconstrained, binder=binding
             )
         except Exception as exc:  # a malformed unconstrained output counts as a parse failure
             return [], False, f"<error: {exc}>"
@@ -144,18 +130,17 @@ def bfcl_command(
 @eval_app.command("heldout")
 def heldout_command(
     limit: int = typer.Option(100, "--limit", "-n", min=1, help="Number of held-out examples."),
-    checkpoint: str | None = _checkpoint_option(),
+    checkpoint: str | None = _CHECKPOINT,
     seed: int = typer.Option(0, "--seed", help="Data seed (the held-out stream of this seed)."),
     json_out: bool = typer.Option(False, "--json", help="Print one JSON object."),
-    threads: int | None = typer.Option(None, "--threads", min=1, help=THREADS_HELP),
-    binding: str = _binding_option(),
+    threads: int | None = _THREADS,
+    binding: str = _BINDING,
 ) -> None:
     """Exact-match accuracy on the held-out synthetic split (calls order-free; prose turns: no call made)."""
     from model.training.heldout import evaluate_heldout
 
-    binder = _binder(binding)
-    cm = _load_chat_model(checkpoint, threads)
-    rep = evaluate_heldout(cm, limit=limit, seed=seed, binder=binder)
+    cm = _load_chat_model(checkpoint, threads, binding)
+    rep = evaluate_heldout(cm, limit=limit, seed=seed, binder=binding)
     if json_out:
         typer.echo(json.dumps(rep))
         return

@@ -26,8 +26,7 @@ THREADS_HELP = (
 
 
 def apply_threads_or_exit(threads: int | None) -> None:
-    """Set torch's threads (:func:`model.threads.apply_threads`); a bad ``$AGENTKIT_THREADS`` exits 2 with one
-    line."""
+    """Set torch's threads; a bad ``$AGENTKIT_THREADS`` exits 2 with one line."""
     try:
         apply_threads(threads)
     except ValueError as exc:
@@ -74,11 +73,8 @@ def _live_renderer(tokenizer: Any) -> tuple[Any, Any]:
 
 
 def _readable(text: str, plain: str) -> dict[str, Any]:
-    """The answer of one generation as ``{"answer", "thinking", "tool_calls", "error"}``.
-
-    ``text``: the decoded answer with control tokens; ``plain``: the same without them (shown when the
-    tool-call syntax is malformed, which unconstrained generation can produce).
-    """
+    """``{"answer", "thinking", "tool_calls", "error"}`` of a decoded answer (``plain``, without control tokens,
+    is shown when the tool-call syntax is malformed)."""
     try:
         parsed = parse_tool_calls(text, syntax="gemma")
     except ToolCallParseError as exc:
@@ -93,8 +89,7 @@ def _readable(text: str, plain: str) -> dict[str, Any]:
 
 
 def _check_input(prompt: str, image: list[Path] | None, raw_prompt: bool, vision_budget: int | None) -> None:
-    """Exit 2 with one line for an empty prompt, images with ``--raw-prompt``, or an unusable image (every image
-    is checked before the model loads)."""
+    """Exit 2 with one line for an empty prompt, images with ``--raw-prompt``, or an unusable image."""
     problem = None
     if not prompt.strip():
         problem = "the prompt is empty: pass the text to answer as the argument"
@@ -113,11 +108,7 @@ def _prompt_ids(
     ck: Any, prompt: str, raw_prompt: bool, image: list[Path] | None, vision_budget: int | None
 ) -> tuple[Any, dict[str, Any]]:
     """``([1, P] int64 prompt ids on the model's device, image keyword arguments of generate)``: the prompt as
-    is (``--raw-prompt``) or as a user message through the chat template, images first.
-
-    Raises:
-        model.heads.vision.ImageError: an image the checkpoint cannot read.
-    """
+    is (``--raw-prompt``) or as a user message, images first; ImageError for an image the checkpoint cannot read."""
     import torch
 
     from model.turn.chat import ChatModel
@@ -138,7 +129,6 @@ def _prompt_ids(
 
 def _print_readable(console: Any, shown: dict[str, Any]) -> None:
     """The answer as a person reads it: thinking (dim), text, tool calls as ``name(arguments)``, problems."""
-
     if shown["thinking"]:
         console.print(Text(f"thinking: {terminal_safe(shown['thinking'])}", style="dim italic"))
     if shown["answer"]:
@@ -160,12 +150,7 @@ def _print_readable(console: Any, shown: dict[str, Any]) -> None:
 
 
 def _run(ck: Any, ids: Any, settings: Any, seed: int | None, live: bool, images: dict[str, Any]) -> Any:
-    """``model.runtime.generate`` (which checks the prompt's length before allocating anything), with the live
-    canvas view when ``live``.
-
-    Raises:
-        model.turn.limits.PromptTooLong, ValueError: as ``generate``.
-    """
+    """``model.runtime.generate``, with the live canvas view when ``live``."""
     from model.runtime import generate
 
     ids = ids.to(ck.model.device)
@@ -180,8 +165,7 @@ def _run(ck: Any, ids: Any, settings: Any, seed: int | None, live: bool, images:
 
 
 def _decoded(tok: Any, tokens: list[int], settings: Any) -> tuple[str, dict[str, Any]]:
-    """The raw canvases (control tokens and pad kept) and the readable answer (:func:`_readable`; the pad and
-    the end-of-turn marker are not part of it)."""
+    """The raw canvases and the readable answer (without pad and end-of-turn tokens)."""
     canvases = tok.decode(tokens, skip_special_tokens=False)
     new = [t for t in tokens if t != settings.pad_token_id]
     while new and new[-1] in settings.eos_token_ids:
@@ -192,7 +176,7 @@ def _decoded(tok: Any, tokens: list[int], settings: Any) -> tuple[str, dict[str,
 
 
 def _print_stats(console: Any, s: Any) -> None:
-    """One line of generation stats (canvases, steps, TPF, phase times), unwrapped also when piped."""
+    """One line of generation stats, unwrapped also when piped."""
     console.print(
         f"[cyan]canvases {s.canvases}, steps per canvas {s.steps_per_canvas}, TPF {s.tokens_per_forward[0]:.2f}, "
         f"prefill {s.time_prefill_s * 1000:.0f} ms, decoder {s.time_decoder_s * 1000:.0f} ms, "

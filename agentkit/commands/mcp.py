@@ -54,17 +54,6 @@ def serve_command(
     def server() -> Any:  # the toolsets' servers live as long as the serving loop
         return served(b.tools, toolsets, name=b.name, instructions=b.description or None)
 
-    if http is None:
-        try:
-            serve_stdio_process(server)
-        except (MCPServerError, MCPSchemaError, ValueError) as exc:
-            raise fail(f"error: {exc}") from None
-        return
-    try:
-        key = resolve_api_key(host, api_key)
-    except ValueError as exc:
-        raise fail(f"error: {exc}") from None
-
     def ready(port: int) -> None:
         auth = "API key required" if key else "no API key"
         n = len(b.tools) + sum(len(t.tools) for t in toolsets)
@@ -73,10 +62,16 @@ def serve_command(
         )
 
     try:
+        if http is None:
+            serve_stdio_process(server)
+            return
+        key = resolve_api_key(host, api_key)
         serve_http(server, host=host, port=http, api_key=key, on_ready=ready)
     except (MCPServerError, MCPSchemaError, ValueError) as exc:
         raise fail(f"error: {exc}") from None
     except OSError as exc:
+        if http is None:
+            raise
         raise fail(f"error: cannot listen on {host}:{http}: {exc}") from None
 
 
@@ -94,17 +89,13 @@ async def _list(target: str, args: list[str], env: dict[str, str], headers: dict
     from agentkit.mcp.bundle import interpreter
     from agentkit.mcp.client import MCPToolset, check_tool_schema
 
-    # every tool is kept to be listed with its verdict, even one agentkit cannot use
     if "://" in target:  # a URL (one that is not http(s) is refused by name, not run as a command)
         ts = MCPToolset.http(target, headers=headers, on_unsupported="skip")
     else:
         ts = MCPToolset.stdio(interpreter(target), args, env=env or None, on_unsupported="skip")
     await ts.open(check=False)  # every tool is listed, each with its verdict
-    try:
-        listed = await ts.list_server_tools()
-    finally:
-        await ts.close()
-    return [(t, check_tool_schema(t.name, t.input_schema)) for t in listed]
+    await ts.close()
+    return [(t, check_tool_schema(t.name, t.input_schema)) for t in ts.listed]
 
 
 @mcp_app.command("list", context_settings={"allow_extra_args": True, "ignore_unknown_options": True})

@@ -11,8 +11,7 @@ from rich.console import Console
 from rich.text import Text
 from typer.core import TyperCommand
 
-from agentkit.backends import BACKENDS
-from agentkit.commands import check_binding, fail, prints_to_stderr
+from agentkit.commands import check_backend, check_binding, fail, prints_to_stderr
 from agentkit.commands.generate import THREADS_HELP
 from agentkit.errors import AgentKitError, AgentRunError, BackendError, BundleError, PromptTooLong
 from agentkit.history import Conversation
@@ -51,22 +50,26 @@ _THREADS = typer.Option(
     None, "--threads", min=1, help=THREADS_HELP + " Overrides the bundle's model.threads."
 )
 _IMAGE_HELP = "An image the question is about (PNG, JPEG or WebP); repeat for several."
-_BUDGET_HELP = (
-    "Soft tokens per image for the embedded model: 70, 140, 280 (default), 560 or 1120 (see docs/AGENTS.md)."
+_VISION_BUDGET = typer.Option(
+    None,
+    "--vision-budget",
+    help="Soft tokens per image for the embedded model: 70, 140, 280 (default), 560 or 1120 (see docs/AGENTS.md).",
 )
-
-_ADAPTER_HELP = (
-    "LoRA adapter folder from `agentkit specialize` (embedded backend), applied to the checkpoint."
+_ADAPTER = typer.Option(
+    None,
+    "--adapter",
+    help="LoRA adapter folder from `agentkit specialize` (embedded backend), applied to the checkpoint.",
 )
-
 _SEED_HELP = (
     "Seed of the model's sampling (embedded: denoising seed; openai: the request's seed); default: the "
     "bundle's model.seed. Same seed, same question, same answer."
 )
-_BINDING_HELP = (
-    "Binder before each tool-call turn (embedded backend): auto (the checkpoint's default), copy-head (the copy "
-    "head proposes parameter values from the request) or none (the model alone); default: the bundle's "
-    "model.binding, else auto."
+_BINDING = typer.Option(
+    None,
+    "--binding",
+    help="Binder before each tool-call turn (embedded backend): auto (the checkpoint's default), copy-head (the "
+    "copy head proposes parameter values from the request) or none (the model alone); default: the bundle's "
+    "model.binding, else auto.",
 )
 
 
@@ -146,9 +149,14 @@ def no_tool_response(result: RunResult) -> bool:
     return bool(calls) and not any(c.ok for c in calls)
 
 
+def _warn_no_tool_response(result: RunResult) -> None:
+    _error(
+        f"warning: every tool call failed ({len(result.tool_calls)}): the answer rests on no tool response"
+    )
+
+
 def _check_images(images: list[Path] | None, vision_budget: int | None) -> list[str]:
-    """The image files as paths, each checked (readable, PNG/JPEG/WebP, not corrupt) with the budget, before
-    any model loads; a bad one is a one-line error and exit 2."""
+    """The image files as paths, each checked before any model loads (a bad one: one line and exit 2)."""
     try:
         check_images(images, vision_budget)
     except ImageError as exc:
@@ -168,12 +176,7 @@ def _build_agent(
 ) -> Agent:
     from agentkit.bundle import load_bundle
 
-    # the options' own errors name the option, not the bundle (which is not at fault)
-    if backend is not None and backend not in BACKENDS:
-        raise fail(
-            f"error: --backend: unknown backend {backend!r}; choose one of {', '.join(BACKENDS)}",
-            EXIT_BAD_INPUT,
-        )
+    check_backend(backend)  # the options' own errors name the option, not the bundle
     check_binding(binding)
     try:
         b = load_bundle(bundle, backend=backend)
@@ -215,16 +218,15 @@ def run_command(
     max_steps: int | None = _MAX_STEPS,
     seed: int | None = _SEED,
     image: list[Path] | None = typer.Option(None, "--image", help=_IMAGE_HELP),
-    vision_budget: int | None = typer.Option(None, "--vision-budget", help=_BUDGET_HELP),
-    adapter: Path | None = typer.Option(None, "--adapter", help=_ADAPTER_HELP),
-    binding: str | None = typer.Option(None, "--binding", help=_BINDING_HELP),
+    vision_budget: int | None = _VISION_BUDGET,
+    adapter: Path | None = _ADAPTER,
+    binding: str | None = _BINDING,
     threads: int | None = _THREADS,
 ) -> None:
     """Answer one question with a bundle's agent, rendering each tool call and tool response.
 
     Exit status: 0 answered; 1 no answer (or an empty one); 2 bad input or a question too long; 3 every tool call failed.
     """
-
     if not question.strip():
         raise fail("the question is empty: pass the user message as the second argument", EXIT_BAD_INPUT)
     images = _check_images(image, vision_budget)
@@ -272,15 +274,12 @@ def run_command(
         raise typer.Exit(EXIT_RUN_FAILED)
     if no_tool_response(result):
         if json_out:
-            _error(
-                f"warning: every tool call failed ({len(result.tool_calls)}): the answer rests on no tool response"
-            )
+            _warn_no_tool_response(result)
         raise typer.Exit(EXIT_NO_TOOL_RESPONSE)
 
 
 def _chat_command(console: Any, session: Any, text: str, pending: list[str], save: Path | None) -> bool:
     """Run one ``/command`` of the chat; True for ``/exit`` and ``/quit``. Problems are printed, never raised."""
-
     command, _, arg = text.partition(" ")
     arg = arg.strip()
     if command in ("/save", "/image") and arg.startswith("~"):
@@ -336,7 +335,6 @@ def _chat_turn(
 ) -> bool:
     """Send one message (with the attached images); True when the images were used up (sent, or refused).
     A failed turn prints its one-line reason and leaves the history unchanged."""
-
     try:
         result = session.send(text, on_event=renderer, images=pending, vision_budget=budget)
     except PromptTooLong as exc:
@@ -358,9 +356,7 @@ def _chat_turn(
     if not (result.answer or "").strip():
         _error(f"warning: {EMPTY_ANSWER}")
     if no_tool_response(result):  # as `run` warns under its answer
-        _error(
-            f"warning: every tool call failed ({len(result.tool_calls)}): the answer rests on no tool response"
-        )
+        _warn_no_tool_response(result)
     if save is not None:
         _save(session, save, "--save")
     return True
@@ -398,15 +394,14 @@ def chat_command(
     image: list[Path] | None = typer.Option(
         None, "--image", help=_IMAGE_HELP + " Attached to the first message; /image PATH attaches later ones."
     ),
-    vision_budget: int | None = typer.Option(None, "--vision-budget", help=_BUDGET_HELP),
-    adapter: Path | None = typer.Option(None, "--adapter", help=_ADAPTER_HELP),
-    binding: str | None = typer.Option(None, "--binding", help=_BINDING_HELP),
+    vision_budget: int | None = _VISION_BUDGET,
+    adapter: Path | None = _ADAPTER,
+    binding: str | None = _BINDING,
     threads: int | None = _THREADS,
 ) -> None:
     """Multi-turn chat with a bundle's agent. Commands: /exit, /quit, /reset, /history, /save PATH,
     /image PATH (attach an image to the next message); start a message with // to send one that begins
     with /."""
-
     pending = _check_images(image, vision_budget)
     if save is not None:
         _check_save_target(save)

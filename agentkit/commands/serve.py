@@ -13,8 +13,8 @@ from agentkit.serve import load_engine
 
 
 def _check_address(host: str, port: int, api_key: str | None) -> str | None:
-    """The API key to require (``--api-key`` or ``$AGENTKIT_API_KEY``), after checking that a non-loopback host
-    has one and that the address can be bound, before the model loads (seconds). Exits 2 with one line if not."""
+    """The API key to require, once the address is known to be bindable with it, before the model loads (else
+    exit 2 with one line)."""
     from agentkit.serve.app import resolve_api_key
 
     try:
@@ -39,8 +39,7 @@ def _load(
     threads: int | None,
     binding: str = "none",
 ) -> Any:
-    """The serving engine (checkpoint and batcher); a checkpoint, device or dtype that cannot load exits 2 with
-    one line."""
+    """The serving engine; a checkpoint, device or dtype that cannot load exits 2 with one line."""
     from model.checkpoint.loading import CheckpointError
 
     apply_threads_or_exit(threads)

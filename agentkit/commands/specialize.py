@@ -14,14 +14,8 @@ from agentkit.errors import AgentKitError
 
 
 def bundle_declarations(bundle_path: Path) -> tuple[list[dict[str, Any]], str | None]:
-    """The tool declarations (exactly as the bundle's agent sends them, its MCP toolsets' tools included: their
-    servers are started to list them) and the system prompt of a bundle.
-
-    Raises:
-        agentkit.errors.BundleError: the bundle does not load (file:line named).
-        agentkit.errors.AgentKitError: an MCP server of the bundle does not start or list its tools.
-        OSError: the file cannot be read.
-    """
+    """The tool declarations as the bundle's agent sends them (its MCP servers started to list theirs) and its
+    system prompt; BundleError, AgentKitError (an MCP server) or OSError when that fails."""
     from agentkit.backends.scripted import ScriptedBackend
     from agentkit.bundle import load_bundle
 
@@ -35,13 +29,6 @@ def bundle_declarations(bundle_path: Path) -> tuple[list[dict[str, Any]], str | 
             return list(agent.declarations())
 
     return asyncio.run(listed()), bundle.system_prompt
-
-
-def default_device() -> str:
-    """``"cuda"`` where torch sees a GPU, else ``"cpu"``."""
-    import torch
-
-    return "cuda" if torch.cuda.is_available() else "cpu"
 
 
 def specialize_command(
@@ -71,6 +58,8 @@ def specialize_command(
     at most --minutes, save the adapter to --out and report held-out exact-call accuracy before and after.
     Load the result with --adapter DIR on run, chat, generate and serve, or `model: {adapter: DIR}` in a
     bundle."""
+    import torch
+
     from model.checkpoint.loading import CheckpointError
     from model.training.specialize import SpecializeConfig, specialize
 
@@ -93,7 +82,7 @@ def specialize_command(
         threads=threads,
         n_eval=n_eval,
         lr=lr,
-        device=device or default_device(),
+        device=device or ("cuda" if torch.cuda.is_available() else "cpu"),
     )
     try:
         report = specialize(cfg, declarations, system_prompt, log=lambda line: typer.echo(line, err=as_json))

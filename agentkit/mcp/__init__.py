@@ -19,12 +19,7 @@ _EXPORTS = {
     "MCPServerError": "agentkit.mcp.content",
     "MCPToolError": "agentkit.mcp.content",
 }
-__all__ = [
-    "MCPSchemaError",
-    "MCPServerError",
-    "MCPToolError",
-    "MCPToolset",
-]
+__all__ = ["MCPSchemaError", "MCPServerError", "MCPToolError", "MCPToolset"]
 
 
 def __getattr__(name: str) -> Any:

@@ -1,6 +1,5 @@
-"""A bundle's ``toolsets:`` section: ``- mcp: {command: ..., args: [...], env: {...}}`` or ``- mcp: {url: ...,
-headers: {...}}``. The JSON Schema has checked the shapes and keys; this checks what it cannot (``${ENV}``
-placeholders, the command, the URL) and reports each problem at its field, as every bundle error."""
+"""A bundle's ``toolsets:`` section (``- mcp: {command: ...}`` or ``- mcp: {url: ...}``): what its JSON Schema
+cannot check (``${ENV}`` placeholders, the command, the URL), each problem reported at its field."""
 
 from __future__ import annotations
 
@@ -24,11 +23,7 @@ _OPTIONS = ("name", "prefix", "include", "exclude", "on_unsupported", "timeout",
 
 
 def interpolate(value: str) -> str:
-    """``value`` with each ``${NAME}`` replaced by the environment variable NAME.
-
-    Raises:
-        KeyError: a variable that is not set (its name).
-    """
+    """``value`` with each ``${NAME}`` replaced by the environment variable NAME (KeyError: NAME not set)."""
     return _ENV_RE.sub(lambda m: os.environ[m.group(1)], value)
 
 
@@ -50,8 +45,7 @@ class _Reader:
 
 
 def interpreter(command: str) -> str:
-    """``command``, except that ``python`` and ``python3`` mean the interpreter agentkit runs on (its packages,
-    its venv): :data:`sys.executable`. Used by bundles' ``command:`` and by ``agentkit mcp list``."""
+    """``command``, except that ``python`` and ``python3`` mean agentkit's own interpreter."""
     return sys.executable if command in ("python", "python3") else command
 
 
@@ -105,8 +99,7 @@ def toolsets_of(
     bundle_dir: Path,
     where: Callable[[Path_], str] | None = None,
 ) -> list[MCPToolset]:
-    """The bundle's toolsets (``toolsets[i].mcp``); problems go to ``add(field_path, message)``; ``where(path)``
-    (e.g. ``b.yaml:5``) is put in each toolset's start errors."""
+    """The bundle's toolsets; problems go to ``add(field_path, message)``, ``where(path)`` into start errors."""
     out: list[MCPToolset] = []
     for i, entry in enumerate(specs):
         at: Path_ = ("toolsets", i, "mcp")

@@ -1,8 +1,7 @@
-"""MCP servers as toolsets: their tools become agentkit :class:`~agentkit.tools.Tool` objects.
+"""MCP servers as toolsets (through the ``mcp`` SDK's ``Client``): their tools become agentkit tools.
 
-``MCPToolset.stdio(command, args=..., env=..., cwd=...)`` runs a server as a subprocess (behind the parent-death
-guard of :mod:`agentkit.mcp.guard`); ``MCPToolset.http(url, headers=...)`` talks streamable HTTP. Everything on
-the wire goes through the official ``mcp`` SDK (2.x ``mcp.Client``, initialize handshake).
+``MCPToolset.stdio(...)`` runs a server as a subprocess (behind :mod:`agentkit.mcp.guard`),
+``MCPToolset.http(url, ...)`` talks streamable HTTP.
 """
 
 from __future__ import annotations
@@ -48,21 +47,14 @@ MAX_PAGES = 100
 
 
 class MCPSchemaError(ToolDefinitionError):
-    """A server's tool has a schema the embedded tool-call constraint cannot enforce, or a name agentkit
-    cannot take (keyword ``name``), under ``on_unsupported: error``; the message names the server, the tool,
-    the keyword and its JSON pointer."""
+    """A server's tool whose schema the embedded constraint cannot enforce, or whose name agentkit cannot take,
+    under ``on_unsupported: error`` (the message names the server, the tool, the keyword and its pointer)."""
 
 
 @dataclass(frozen=True, slots=True)
 class ToolCheck:
-    """Whether the embedded constraint can enforce one tool's input schema.
-
-    Attributes:
-        name: the tool's name on the server.
-        keyword: the unsupported keyword (``None`` when supported).
-        pointer: its JSON pointer in the input schema (``""`` when supported or at the root).
-        message: the reason (``""`` when supported).
-    """
+    """Whether the embedded constraint can enforce one tool's input schema: else the unsupported ``keyword``,
+    its JSON ``pointer`` and the reason ``message``."""
 
     name: str
     keyword: str | None = None
@@ -101,20 +93,16 @@ class _Options:
 
 
 class MCPToolset:
-    """One MCP server's tools, for ``Agent(toolsets=[...])`` or a bundle's ``toolsets:``.
-
-    Build it with :meth:`stdio` or :meth:`http`. ``async with toolset:`` (or ``async with agent:``) keeps the
-    connection across runs; an agent's plain ``run`` opens and closes it itself.
+    """One MCP server's tools, for ``Agent(toolsets=[...])`` or a bundle's ``toolsets:``; built by :meth:`stdio`
+    or :meth:`http`, kept open across runs by ``async with toolset:`` (or ``async with agent:``).
 
     Keyword options of both constructors:
         name: the server's name in messages (default: the command's file name or the URL's host).
-        prefix: put ``PREFIX_`` before every tool name.
-        include / exclude: tool names (as the server lists them) to keep / to drop.
-        on_unsupported: ``"error"``: a tool whose schema the embedded constraint cannot enforce fails
-            :meth:`open` (:class:`MCPSchemaError`); ``"skip"``: it is left out and logged (``skipped``).
-        timeout: seconds per tool call (then :class:`~agentkit.tools.ToolTimeoutError`, as for any tool).
-        startup_timeout: seconds for starting and initialising the server and listing its tools.
-        retries: each tool's failure budget per run (as :class:`~agentkit.tools.Tool`).
+        prefix: put ``PREFIX_`` before every tool name; include / exclude: server tool names to keep / drop.
+        on_unsupported: ``"error"``: a schema the embedded constraint cannot enforce fails :meth:`open`
+            (:class:`MCPSchemaError`); ``"skip"``: that tool is left out and logged (``skipped``).
+        timeout: seconds per tool call; startup_timeout: seconds to start, initialise and list tools.
+        retries: each tool's failure budget per run.
     """
 
     def __init__(
@@ -126,6 +114,7 @@ class MCPToolset:
         self.name = opts.name
         self.tools: list[Tool] = []
         self.skipped: list[str] = []
+        self.listed: list[types.Tool] = []  # every tool of the last listing, as the server gave it
         self.changed = False
         self._client: Client | None = None
         self._holder: asyncio.Task[None] | None = None
@@ -134,8 +123,6 @@ class MCPToolset:
         self._errlog: Any = None
         self._http_status: str | None = None  # the last HTTP error status of a url server, for messages
         self._check = True
-
-    # ------------------------------------------------------------------------------- construction
 
     @classmethod
     def stdio(
@@ -148,13 +135,8 @@ class MCPToolset:
         name: str | None = None,
         **options: Any,
     ) -> MCPToolset:
-        """A server run as a subprocess, talking MCP over its stdin/stdout.
-
-        ``env`` is added to a minimal inherited environment (``PATH``, ``HOME``...), as the SDK does.
-
-        Raises:
-            ValueError: an empty command or an invalid option.
-        """
+        """A server run as a subprocess over stdin/stdout (``env`` added to the SDK's minimal environment);
+        ValueError for an empty command or an invalid option."""
         if not command:
             raise ValueError("MCPToolset.stdio needs a command")
         params = StdioServerParameters(command=command, args=list(args), env=env, cwd=cwd)
@@ -164,11 +146,8 @@ class MCPToolset:
     def http(
         cls, url: str, *, headers: dict[str, str] | None = None, name: str | None = None, **options: Any
     ) -> MCPToolset:
-        """A server reached over streamable HTTP at ``url`` (``http://`` or ``https://``).
-
-        Raises:
-            ValueError: a URL that is not http(s) with a host, or an invalid option.
-        """
+        """A server over streamable HTTP at ``url``; ValueError for a URL that is not http(s) with a host, or an
+        invalid option."""
         parts = urlsplit(url)
         if parts.scheme not in ("http", "https") or not parts.hostname:
             raise ValueError(f"MCP server URL must be http:// or https:// with a host, got {url!r}")
@@ -183,15 +162,13 @@ class MCPToolset:
 
     @property
     def label(self) -> str:
-        """``MCP server 'NAME'``, and where it was configured when it comes from a bundle (in start errors)."""
+        """``MCP server 'NAME'``, and where a bundle configured it."""
         return f"MCP server {self.name!r}" + (f" ({self.opts.origin})" if self.opts.origin else "")
 
     @property
     def is_open(self) -> bool:
         """The server is connected."""
         return self._client is not None
-
-    # ------------------------------------------------------------------------------- lifecycle
 
     async def __aenter__(self) -> MCPToolset:
         await self.open()
@@ -201,17 +178,12 @@ class MCPToolset:
         await self.close()
 
     async def open(self, *, check: bool = True) -> list[Tool]:
-        """Start / connect to the server and list its tools (all pages).
-
-        Args:
-            check: check each schema against the embedded constraint (``on_unsupported`` applies).
-
-        Returns:
-            The tools (also in :attr:`tools`).
+        """Start / connect to the server and list its tools (also kept in :attr:`tools`); ``check``: check each
+        schema against the embedded constraint.
 
         Raises:
             MCPServerError: the server did not start, did not initialise within ``startup_timeout`` or wrote
-                something that is not MCP (the message names it, with the end of its stderr).
+                something that is not MCP (with the end of its stderr).
             MCPSchemaError: an unsupported schema with ``on_unsupported="error"``.
         """
         if self._client is not None:
@@ -239,7 +211,7 @@ class MCPToolset:
         return self.tools
 
     async def _settle(self) -> None:
-        """Give a failed start's connection task a moment to end, so the server's last stderr is written."""
+        """Give a failed start's task a moment to end, so the server's last stderr is written."""
         if self._holder is not None:
             with contextlib.suppress(BaseException):
                 await asyncio.wait_for(asyncio.shield(self._holder), 0.5)
@@ -286,8 +258,6 @@ class MCPToolset:
             elif isinstance(message, Exception):  # a line of its stdout that is not JSON-RPC
                 line = _bad_line(message)
                 ready = self._ready
-                if ready is not None and ready.done() and ready.exception() is not None:
-                    return  # the start already failed (on an earlier line)
                 if ready is not None and not ready.done():  # fail the start now, not at its timeout
                     ready.set_exception(
                         MCPServerError(
@@ -295,7 +265,7 @@ class MCPToolset:
                             f"MCP (JSON-RPC){self._stderr_tail()}"
                         )
                     )
-                else:
+                elif ready is None or ready.exception() is None:  # (not a start already failed)
                     log.warning(
                         "MCP server %r wrote %s on stdout, which is not MCP; ignored", self.name, line
                     )
@@ -348,14 +318,8 @@ class MCPToolset:
             return ""
         return f"; its stderr ends: {tail}" if tail else ""
 
-    # ------------------------------------------------------------------------------- tools
-
     async def list_server_tools(self) -> list[types.Tool]:
-        """Every tool the server lists, following ``nextCursor`` (at most :data:`MAX_PAGES` pages).
-
-        Raises:
-            MCPServerError: not open, or the listing failed or never ended.
-        """
+        """Every tool the server lists (at most :data:`MAX_PAGES` pages); MCPServerError if that fails."""
         client = self._require()
         out: list[types.Tool] = []
         cursor: str | None = None
@@ -372,17 +336,13 @@ class MCPToolset:
         raise MCPServerError(f"{self.label}: tools/list gave more than {MAX_PAGES} pages")
 
     async def refresh(self) -> list[Tool]:
-        """List the tools again (after a ``tools/list_changed`` notification); returns the new tools.
-
-        Raises:
-            MCPServerError, MCPSchemaError: as :meth:`open`.
-        """
+        """List the tools again (after ``tools/list_changed``); raises as :meth:`open`."""
         self.changed = False
         await self._load_tools()
         return self.tools
 
     async def _load_tools(self) -> None:
-        listed = await self.list_server_tools()
+        listed = self.listed = await self.list_server_tools()
         kept: list[Tool] = []
         bad: list[str] = []
         self.skipped = []
@@ -402,11 +362,9 @@ class MCPToolset:
             if made is not None:
                 kept.append(made)
                 continue
-            msg = (
-                f"{self.label}, tool {t.name!r}: keyword {check.keyword!r} at "
-                f"{check.pointer or '/'}: {check.message}"
+            bad.append(
+                f"{self.label}, tool {t.name!r}: keyword {check.keyword!r} at {check.pointer or '/'}: {check.message}"
             )
-            bad.append(msg)
         unmatched = sorted(
             ((self.opts.include or frozenset()) | self.opts.exclude) - {t.name for t in listed}
         )
@@ -446,12 +404,11 @@ class MCPToolset:
     async def call(
         self, name: str, arguments: dict[str, Any], *, structured: bool = False, local: str | None = None
     ) -> Any:
-        """Call the server's tool ``name`` within ``timeout``; returns what :func:`result_value` gives.
+        """Call the server's tool ``name`` within ``timeout``; its :func:`result_value`.
 
         Raises:
-            MCPToolError: the tool answered ``isError``.
-            ToolTimeoutError: no answer within ``timeout`` seconds.
-            MCPServerError: the server is gone or answered with a protocol error (names server and tool).
+            MCPToolError: the tool answered ``isError``; ToolTimeoutError: no answer in time.
+            MCPServerError: the server is gone or answered with a protocol error.
         """
         client = self._require()
         try:
@@ -500,8 +457,7 @@ def _bad_line(exc: Exception) -> str:
 
 
 class _DropParseErrors(logging.Filter):
-    """Drops the SDK's traceback of a stdout line that is not JSON-RPC: the toolset reports it (the start fails
-    naming the line, or a warning later)."""
+    """Drops the SDK's traceback of a stdout line that is not JSON-RPC (the toolset reports the line)."""
 
     def filter(self, record: logging.LogRecord) -> bool:
         return record.getMessage() != "Failed to parse JSONRPC message from server"
@@ -522,11 +478,7 @@ def _default_name(command: str, args: list[str]) -> str:
 
 
 def _options(name: str, options: dict[str, Any]) -> _Options:
-    """The toolset's options (``None`` values: the defaults).
-
-    Raises:
-        ValueError: an unknown option or a value out of range (each named).
-    """
+    """The toolset's options (``None``: the default); ValueError naming unknown or out-of-range ones."""
     try:
         return _Options(name=name, **{k: v for k, v in options.items() if v is not None})
     except pydantic.ValidationError as exc:

@@ -15,10 +15,7 @@ __all__ = ["MCPServerError", "MCPToolError", "result_value"]
 
 
 class MCPServerError(AgentKitError):
-    """An MCP server failed: it did not start, did not answer, exited or wrote something that is not MCP.
-
-    The message names the server (and the tool, for a failed call).
-    """
+    """An MCP server did not start, did not answer, exited or wrote something that is not MCP (named)."""
 
 
 class MCPToolError(AgentKitError):
@@ -33,8 +30,7 @@ def _size(data: str) -> int:
 
 
 def block_text(block: Any) -> str:
-    """One content block as text: text as is, an image or audio as a one-line note (``[image image/png, 68
-    bytes]``), an embedded text resource as its text, a blob resource or a resource link as a note."""
+    """One content block as text: text and text resources as they are, anything else as a one-line note."""
     if isinstance(block, types.TextContent):
         return block.text
     if isinstance(block, types.ImageContent):
@@ -63,21 +59,9 @@ def _image(block: Any) -> ToolImage | None:
 
 
 def result_value(result: types.CallToolResult, structured: bool) -> Any:
-    """The value a tool call gives the model.
-
-    Args:
-        result: the server's ``CallToolResult``.
-        structured: the tool declares an output schema: its ``structuredContent`` is the value when present.
-
-    Returns:
-        The structured content (a JSON value); else, when the content holds images, a
-        :class:`~agentkit.tool_output.ToolContent` (the other blocks' text joined by newlines, and the images,
-        shown to backends that take images; others get its text with a note per image); else the text of the
-        content blocks joined by newlines (an image whose data is not base64 is a note).
-
-    Raises:
-        MCPToolError: the result has ``isError`` set (message: its text).
-    """
+    """The value a tool call gives the model: the ``structuredContent`` when the tool declares an output schema
+    (``structured``); else a :class:`~agentkit.tool_output.ToolContent` when there are images; else the blocks'
+    text joined by newlines. MCPToolError for an ``isError`` result (its text)."""
     if result.is_error:
         text = "\n".join(block_text(b) for b in result.content)
         raise MCPToolError(text or "the tool reported an error without a message")

@@ -1,9 +1,5 @@
-"""An agent's toolsets: opened before a run (or by ``async with agent:``), refreshed before each model turn
-after a ``tools/list_changed`` notification, closed after.
-
-A forced ``tool_choice`` may name a toolset's tool; once the toolsets are listed, a name that matches no tool
-is an error naming the tools there are (a :class:`~agentkit.errors.BundleError` at the bundle's line when the
-choice came from a bundle, see :func:`tool_choice_written_at`).
+"""An agent's toolsets: opened before a run (or by ``async with agent:``), refreshed before a model turn after
+``tools/list_changed``, closed after; a forced ``tool_choice`` naming no tool once they are listed is an error.
 """
 
 from __future__ import annotations
@@ -48,9 +44,8 @@ _WRITTEN_AT: weakref.WeakKeyDictionary[Any, BundleIssue] = weakref.WeakKeyDictio
 
 
 def tool_choice_written_at(agent: ToolRegistry, where: BundleIssue) -> None:
-    """Record that ``agent``'s forced tool_choice comes from a bundle, at ``where`` (file, line, column,
-    field; its message is replaced): a name that matches no tool once the toolsets are listed is then a
-    :class:`~agentkit.errors.BundleError` there."""
+    """Record that ``agent``'s forced tool_choice was written in a bundle at ``where``, so a name that matches no
+    tool is a :class:`~agentkit.errors.BundleError` there."""
     _WRITTEN_AT[agent] = where
 
 
@@ -75,8 +70,8 @@ async def open_toolsets(agent: ToolRegistry, toolsets: Sequence[Any]) -> None:
 
     Raises:
         MCPServerError, MCPSchemaError: from :meth:`MCPToolset.open`.
-        ToolDefinitionError: a tool name already registered, or a forced ``tool_choice`` naming no tool.
-        BundleError: that, for a ``tool_choice`` written in a bundle (its file, line and the tools there are).
+        ToolDefinitionError: a tool name taken, or a forced ``tool_choice`` naming no tool (BundleError when
+            a bundle wrote it).
     """
     check = callable(getattr(agent.backend, "check_tool", None))
     try:
@@ -91,11 +86,8 @@ async def open_toolsets(agent: ToolRegistry, toolsets: Sequence[Any]) -> None:
 
 
 async def refresh_toolsets(agent: ToolRegistry, toolsets: Sequence[Any]) -> None:
-    """Re-list the tools of each toolset whose server said its list changed, and swap them in ``agent``.
-
-    Raises:
-        MCPServerError, MCPSchemaError, ToolDefinitionError: as :func:`open_toolsets`.
-    """
+    """Re-list the tools of each toolset whose list changed and swap them in ``agent`` (raises as
+    :func:`open_toolsets`)."""
     for ts in toolsets:
         if not ts.changed or not ts.is_open:
             continue
@@ -116,13 +108,9 @@ async def close_toolsets(agent: ToolRegistry, toolsets: Sequence[Any]) -> None:
 
 
 class ToolsetLease:
-    """An agent's toolsets, open while anything uses them: its runs and its ``async with agent:`` blocks.
-
-    The first user opens them (registering their tools), later users on the same event loop share them (one
-    opening, awaited by all), the last one to leave closes them. An MCP connection belongs to the event loop that
-    opened it, so a user on another loop (a run in another thread) is refused with a ``RuntimeError`` that says
-    so, rather than meeting the other loop's tools half-registered.
-    """
+    """An agent's toolsets, open while its runs or ``async with agent:`` blocks use them: the first user opens
+    them, later ones on the same event loop share the opening, the last to leave closes them. A user on
+    another loop gets a ``RuntimeError`` (an MCP connection belongs to the loop that opened it)."""
 
     def __init__(self, agent: ToolRegistry, toolsets: Sequence[Any]) -> None:
         self.agent = agent
@@ -133,12 +121,8 @@ class ToolsetLease:
         self._closing: asyncio.Task[None] | None = None
 
     async def acquire(self) -> None:
-        """Use the toolsets: open them unless they are open (or opening) already.
-
-        Raises:
-            RuntimeError: they are in use on another event loop.
-            MCPServerError, MCPSchemaError, ToolDefinitionError, BundleError: as :func:`open_toolsets`.
-        """
+        """Use the toolsets, opening them unless open (or opening); RuntimeError when in use on another loop,
+        else raises as :func:`open_toolsets`."""
         if not self.toolsets:  # nothing to open, nothing bound to a loop
             return
         loop = asyncio.get_running_loop()

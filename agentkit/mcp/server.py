@@ -1,10 +1,8 @@
 """``agentkit mcp serve``: a bundle's tools offered to any MCP client, over stdio or streamable HTTP.
 
-Built on the SDK's low-level ``Server`` so each tool is listed with exactly the JSON Schema the agent would
-declare. Every call's arguments are validated with the tool's own validator; a bad call, a tool that raises
-or times out is an ``isError`` result naming the problem, never a crash. Output caps apply as in a run. A
-:class:`~agentkit.tool_output.ToolContent` result is sent as text and image content. The bundle's own
-``toolsets:`` (MCP servers) are re-served too: :func:`served` opens them before serving and closes them after.
+Built on the SDK's low-level ``Server``, so each tool is listed with the JSON Schema the agent would declare.
+Calls are validated and their output capped as in a run; a bad call, a tool that raises or times out is an
+``isError`` result naming the problem. The bundle's own MCP toolsets are re-served too (:func:`served`).
 """
 
 from __future__ import annotations
@@ -24,6 +22,7 @@ import mcp_types as types
 import uvicorn
 from mcp.server.lowlevel.server import NotificationOptions, Server
 from mcp.server.stdio import stdio_server
+from starlette.responses import JSONResponse
 
 from agentkit import __version__
 from agentkit.errors import describe_exception
@@ -41,8 +40,7 @@ def _error(text: str) -> types.CallToolResult:
 async def call_tool(
     tools: dict[str, Tool], name: str, arguments: dict[str, Any] | None, call_id: str
 ) -> types.CallToolResult:
-    """Run one call of ``tools[name]``: validated, under its timeout, its output capped; any failure is an
-    ``isError`` result whose text names it."""
+    """Run one call of ``tools[name]`` as in a run; any failure is an ``isError`` result naming it."""
     tl = tools.get(name)
     if tl is None:
         return _error(f"unknown tool {name!r}; tools: {', '.join(sorted(tools))}")
@@ -76,11 +74,7 @@ def _content_result(value: ToolContent, limit: int | None) -> types.CallToolResu
 def build_server(
     tools: Sequence[Tool], *, name: str = "agentkit", instructions: str | None = None
 ) -> Server[Any]:
-    """An MCP server listing ``tools`` (name, description, input schema) and calling them.
-
-    Raises:
-        ValueError: two tools with one name.
-    """
+    """An MCP server listing ``tools`` and calling them; ValueError for two tools with one name."""
     by_name = {t.name: t for t in tools}
     if len(by_name) != len(tools):
         raise ValueError("duplicate tool names")
@@ -111,13 +105,11 @@ async def served(
     name: str = "agentkit",
     instructions: str | None = None,
 ) -> AsyncIterator[Server[Any]]:
-    """The server of ``tools`` and of the tools of ``toolsets`` (MCP servers, each ``prefix`` / ``include`` /
-    ``exclude`` applied), opened here and closed (their processes stopped) when the block ends.
-
-    The toolsets are listed without the embedded constraint check (no model runs here: any schema is served).
+    """The server of ``tools`` and of the tools of ``toolsets``, which are opened here (without the embedded
+    constraint check) and closed when the block ends.
 
     Raises:
-        MCPServerError: a toolset's server did not start (see :meth:`agentkit.mcp.MCPToolset.open`).
+        MCPServerError: a toolset's server did not start.
         ValueError: two tools with one name (the message names it and the toolset it came from).
     """
     opened: list[Any] = []
@@ -142,19 +134,14 @@ async def served(
 
 
 async def serve_stdio(server: Server[Any]) -> None:
-    """Serve over this process's stdin/stdout until stdin closes (the SDK points fd 1 at stderr meanwhile,
-    so a tool's prints cannot corrupt the protocol)."""
+    """Serve over this process's stdin/stdout until stdin closes."""
     async with stdio_server() as (read, write):
         await server.run(read, write, server.create_initialization_options(NotificationOptions()))
 
 
 def serve_stdio_process(make: Callable[[], contextlib.AbstractAsyncContextManager[Server[Any]]]) -> None:
-    """Serve ``make()``'s server over stdio until stdin closes, or SIGINT / SIGTERM.
-
-    On a signal the server's context is left (a re-served toolset's servers stopped), then the process ends
-    with status 128 + the signal's number by ``os._exit``: the SDK reads stdin in a thread that no
-    cancellation reaches, so a plain return would wait for the next line forever.
-    """
+    """Serve ``make()``'s server over stdio until stdin closes, or SIGINT / SIGTERM: then its context is left and
+    the process ends with ``os._exit(128 + signal)`` (the SDK's stdin thread would wait for a line forever)."""
 
     async def main() -> None:
         loop = asyncio.get_running_loop()
@@ -185,21 +172,13 @@ def serve_stdio_process(make: Callable[[], contextlib.AbstractAsyncContextManage
 def check_key(app: Any, api_key: str) -> Callable[..., Any]:
     """``app`` behind ``Authorization: Bearer API_KEY`` (401 otherwise), as ``agentkit serve``."""
     expected = f"Bearer {api_key}".encode()
+    refusal = JSONResponse({"error": "missing or invalid API key: send 'Authorization: Bearer <key>'"}, 401)
 
     async def gate(scope: dict[str, Any], receive: Any, send: Any) -> None:
-        if scope["type"] == "http":
-            given = dict(scope.get("headers") or []).get(b"authorization", b"")
-            if not hmac.compare_digest(given.strip(), expected):
-                body = b'{"error": "missing or invalid API key: send \'Authorization: Bearer <key>\'"}'
-                await send(
-                    {
-                        "type": "http.response.start",
-                        "status": 401,
-                        "headers": [(b"content-type", b"application/json")],
-                    }
-                )
-                await send({"type": "http.response.body", "body": body})
-                return
+        given = dict(scope.get("headers") or []).get(b"authorization", b"")
+        if scope["type"] == "http" and not hmac.compare_digest(given.strip(), expected):
+            await refusal(scope, receive, send)
+            return
         await app(scope, receive, send)
 
     return gate
@@ -213,13 +192,11 @@ def serve_http(
     api_key: str | None = None,
     on_ready: Callable[[int], None] | None = None,
 ) -> None:
-    """Serve streamable HTTP at ``http://HOST:PORT/mcp`` with uvicorn until SIGINT/SIGTERM.
-
-    ``server`` is a server, or a function giving an async context manager of one (e.g. ``lambda:
-    served(...)``), entered in the serving event loop before listening and left after.
+    """Serve streamable HTTP at ``http://HOST:PORT/mcp`` with uvicorn until SIGINT/SIGTERM; ``server`` is a server
+    or a function giving an async context manager of one, entered in the serving loop.
 
     Raises:
-        ValueError: a non-loopback ``host`` without an API key (see ``agentkit.serve.app.resolve_api_key``).
+        ValueError: a non-loopback ``host`` without an API key.
         OSError: the address cannot be bound.
     """
     from agentkit.serve.app import resolve_api_key
@@ -251,7 +228,7 @@ def serve_http(
 
 
 def _bind(host: str, port: int) -> socket.socket:
-    """A TCP socket bound to ``host:port`` (``OSError`` when it cannot be, e.g. the port is in use)."""
+    """A TCP socket bound to ``host:port`` (``OSError`` when it cannot be)."""
     family = socket.AF_INET6 if ":" in host else socket.AF_INET
     sock = socket.socket(family, socket.SOCK_STREAM)
     try:

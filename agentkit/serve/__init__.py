@@ -1,11 +1,8 @@
 """``agentkit serve``: an OpenAI-compatible HTTP server over the embedded runtime, with continuous batching.
 
-* :func:`load_engine` loads a checkpoint and starts its batcher (:class:`~agentkit.serve.engine.ServeEngine`);
-* :func:`~agentkit.serve.app.create_app` is the ASGI app factory (mount it, or test it in-process);
-* :func:`~agentkit.serve.app.run_server` runs it with uvicorn and drains on SIGTERM.
-
-``docs/SERVING.md`` says how to point the openai SDK, pydantic-ai and agentkit bundles at it. Importing this
-package does not import torch or FastAPI; :func:`load_engine` and the app modules do.
+:func:`load_engine` loads a checkpoint and starts its batcher; :func:`~agentkit.serve.app.create_app` is the
+ASGI app, :func:`~agentkit.serve.app.run_server` runs it (``docs/SERVING.md``). Importing this package imports
+neither torch nor FastAPI.
 """
 
 from __future__ import annotations
@@ -17,8 +14,7 @@ __all__ = ["load_engine", "model_id_for"]
 
 
 def model_id_for(model: str | None) -> str:
-    """The id clients name in ``model``: the folder's name for a local checkpoint (``agentkit-tiny`` for the
-    embedded default), else the hub id as given."""
+    """The id clients name in ``model``: a local checkpoint's folder name, else the hub id as given."""
     if model is None:
         return "agentkit-tiny"
     p = Path(model)
@@ -35,14 +31,11 @@ def load_engine(
     adapter: str | None = None,
     binding: str = "none",
 ) -> Any:
-    """Load ``model`` (``None``: the embedded default), with a LoRA ``adapter`` folder applied when given,
-    and start its batcher. ``binding``: the binder of requests that name none (``"none"`` or ``"copy-head"``).
-
-    Returns:
-        :class:`agentkit.serve.engine.ServeEngine`.
+    """The :class:`agentkit.serve.engine.ServeEngine` of ``model`` (``None``: the embedded default), with an
+    ``adapter`` applied when given; ``binding``: the binder of requests that name none.
 
     Raises:
-        model.checkpoint.loading.CheckpointError: the checkpoint is missing or unreadable (the message names it).
+        model.checkpoint.loading.CheckpointError: the checkpoint is missing or unreadable.
         ValueError: ``max_batch`` below 1.
     """
     from agentkit.serve.engine import ServeEngine

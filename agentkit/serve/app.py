@@ -1,18 +1,9 @@
 """The ASGI app of ``agentkit serve``: OpenAI-compatible endpoints over the embedded runtime.
 
-:func:`create_app` builds a FastAPI app (mount it, or run it with uvicorn: :func:`run_server`):
-
-* ``GET /health``: ``{"status": "ok" | "draining", "model", "load"}`` (503 while draining, no key needed).
-* ``GET /v1/models``, ``GET /v1/models/{id}``: the served model.
-* ``POST /v1/chat/completions``: chat, tools (``tool_choice`` auto/none/required/named), ``response_format``
-  (``json_schema``, ``json_object``), ``max_tokens``/``max_completion_tokens``, ``seed``, ``temperature``,
-  ``stream`` (server-sent events in OpenAI's chunk format, ending with ``data: [DONE]``).
-
-Errors are OpenAI's shape ``{"error": {"message", "type", "param", "code"}}``: 400 malformed JSON, a field of
-the wrong type, an unsupported schema keyword, a prompt over the context, a bad ``tool_choice``; 401 a missing
-or wrong key (when a key is set; compared in constant time); 404 an unknown model or route; 413 a body over
-the cap; 503 while shutting down. Streaming uses sse-starlette for the event framing; the request and
-response shapes are the Pydantic models of :mod:`agentkit.serve.schemas`.
+:func:`create_app` serves ``GET /health`` (503 while draining), ``GET /v1/models[/{id}]`` and ``POST
+/v1/chat/completions`` (streamed as OpenAI's chunks with sse-starlette); every error is OpenAI's shape
+``{"error": {"message", "type", "param", "code"}}`` (``docs/SERVING.md`` lists them). :func:`run_server` runs
+it with uvicorn.
 """
 
 from __future__ import annotations
@@ -118,10 +109,8 @@ def _not_an_object(exc: RequestValidationError, content_type: str) -> str | None
 
 
 class _Gate:
-    """ASGI middleware for ``/v1/*``: 503 while draining, then the API key (before the body is read).
-
-    A plain ASGI middleware (not ``BaseHTTPMiddleware``), so a handler still sees the client disconnect.
-    """
+    """ASGI middleware for ``/v1/*``: 503 while draining, the API key, the declared body size (before the body
+    is read; plain ASGI, so a handler still sees the client disconnect)."""
 
     def __init__(self, app: Any, state: Any, api_key: str | None, max_body_bytes: int | None = None) -> None:
         self.app = app
@@ -131,40 +120,36 @@ class _Gate:
 
     async def __call__(self, scope: Any, receive: Any, send: Any) -> None:
         if scope["type"] == "http" and scope["path"].startswith("/v1/"):
-            refusal = self._refusal(Request(scope))
-            if refusal is not None:
-                await refusal(scope, receive, send)
+            err = self._refusal(Request(scope))
+            if err is not None:
+                headers = {"Retry-After": "1"} if err.status == 503 else None
+                await JSONResponse(err.body(), status_code=err.status, headers=headers)(scope, receive, send)
                 return
         await self.app(scope, receive, send)
 
-    def _refusal(self, request: Request) -> Response | None:
+    def _refusal(self, request: Request) -> ServeError | None:
         if self.state.draining:
-            err = ServeError(
+            return ServeError(
                 503, "the server is shutting down; retry on another replica", type="server_error"
             )
-            return JSONResponse(err.body(), status_code=503, headers={"Retry-After": "1"})
         if self.api_key is not None:
             auth = request.headers.get("authorization", "")
             scheme, _, given = auth.partition(" ")
             if not auth:
-                err = ServeError(
+                return ServeError(
                     401, "missing API key: send 'Authorization: Bearer <key>'", code="invalid_api_key"
                 )
-                return JSONResponse(err.body(), status_code=401)
             if scheme.lower() != "bearer" or not hmac.compare_digest(
                 given.strip().encode(), self.api_key.encode()
             ):
-                err = ServeError(401, "invalid API key", code="invalid_api_key")
-                return JSONResponse(err.body(), status_code=401)
+                return ServeError(401, "invalid API key", code="invalid_api_key")
         declared = request.headers.get("content-length", "")
         if self.max_body_bytes is not None and declared.isdigit() and int(declared) > self.max_body_bytes:
-            # a declared size over the cap (chunked bodies are cut by FastAPI's own body limit)
-            err = ServeError(
+            return ServeError(  # (a chunked body is cut by FastAPI's own body limit)
                 413,
                 f"request body of {int(declared):,} bytes is over this server's cap of {self.max_body_bytes:,}",
                 code="request_too_large",
             )
-            return JSONResponse(err.body(), status_code=413)
         return None
 
 
@@ -220,32 +205,16 @@ def create_app(
     api_key: str | None = None,
     max_body_bytes: int = DEFAULT_MAX_BODY_BYTES,
 ) -> FastAPI:
-    """The OpenAI-compatible ASGI app over ``engine`` (see the module docstring).
-
-    Args:
-        engine: a :class:`~agentkit.serve.engine.ServeEngine` (a loaded checkpoint and its batcher).
-        api_key: require ``Authorization: Bearer <api_key>`` on ``/v1/*``; ``None``: no key.
-        max_body_bytes: larger request bodies get 413.
-
-    Returns:
-        A ``FastAPI`` app. ``app.state.draining`` (set by :func:`run_server` on SIGTERM) makes ``/v1/*`` answer
-        503; ``app.state.inflight`` counts requests being answered.
-    """
-    # The body cap: a declared Content-Length is checked by _Gate; a chunked body is cut by the route's own
-    # FastAPI limit (inside the exception handlers, so both answer in OpenAI's error shape).
+    """The OpenAI-compatible ASGI app over ``engine``: ``api_key`` required on ``/v1/*`` when set, bodies over
+    ``max_body_bytes`` refused (413). ``app.state.draining`` makes ``/v1/*`` answer 503; ``app.state.inflight``
+    counts requests being answered."""
     app = FastAPI(title="agentkit serve", docs_url=None, redoc_url=None, openapi_url=None)
     app.state.engine = engine
     app.state.draining = False
     app.state.inflight = 0
-    lock = threading.Lock()
 
-    def enter() -> None:
-        with lock:
-            app.state.inflight += 1
-
-    def leave() -> None:
-        with lock:
-            app.state.inflight -= 1
+    def leave() -> None:  # (the count changes on the event loop's thread only)
+        app.state.inflight -= 1
 
     _add_error_handlers(app)
     app.add_middleware(_Gate, state=app.state, api_key=api_key, max_body_bytes=max_body_bytes)
@@ -267,7 +236,7 @@ def create_app(
 
     @app.post("/v1/chat/completions", response_model=None, max_body_size=max_body_bytes)
     async def chat_completions(req: S.ChatCompletionRequest, request: Request) -> Any:
-        enter()
+        app.state.inflight += 1
         streaming = False
         try:
             engine.check_model(req.model)
@@ -326,9 +295,8 @@ def _chunk(
     *,
     with_usage: bool = False,
 ) -> dict[str, str]:
-    """One chunk's event. As OpenAI writes them, the choice's ``finish_reason`` and ``logprobs`` are there as
-    ``null`` until the end, and so is ``usage`` on every chunk but the last when the client asked for it
-    (``with_usage``); the delta holds only what it sets."""
+    """One chunk's event; as OpenAI's, ``finish_reason``, ``logprobs`` (and ``usage``, ``with_usage``) are
+    ``null`` until set."""
     c = S.ChatCompletionChunk(
         id=sub.id,
         created=sub.created,
@@ -349,9 +317,8 @@ async def _stream(
 ) -> AsyncIterator[dict[str, str]]:
     """Server-sent events of one streamed completion (OpenAI chunk format, ``[DONE]`` last)."""
     loop = asyncio.get_running_loop()
-    queue: asyncio.Queue[list[int]] = asyncio.Queue()
+    queue: asyncio.Queue[list[int] | None] = asyncio.Queue()
     sub = None
-    getter: asyncio.Future[list[int]] | None = None
     fut: asyncio.Future[Any] | None = None
     with_usage = req.stream_options is not None and bool(req.stream_options.include_usage)
     try:
@@ -359,20 +326,10 @@ async def _stream(
         view = StreamView(engine)
         yield _chunk(engine, sub, S.Delta(role="assistant", content=""), with_usage=with_usage)
         fut = asyncio.wrap_future(sub.handle.future)
-        while True:
-            getter = asyncio.ensure_future(queue.get())
-            done, _ = await asyncio.wait({getter, fut}, return_when=asyncio.FIRST_COMPLETED)
-            if getter in done:
-                delta = view.feed(getter.result())
-                if delta is not None:
-                    yield _chunk(engine, sub, delta, with_usage=with_usage)
-                continue
-            getter.cancel()
-            while not queue.empty():
-                delta = view.feed(queue.get_nowait())
-                if delta is not None:
-                    yield _chunk(engine, sub, delta, with_usage=with_usage)
-            break
+        fut.add_done_callback(lambda _: queue.put_nowait(None))  # queued after the canvases the batcher sent
+        while (tokens := await queue.get()) is not None:
+            if (delta := view.feed(tokens)) is not None:
+                yield _chunk(engine, sub, delta, with_usage=with_usage)
         try:
             result = fut.result()
         except Exception as exc:
@@ -381,8 +338,7 @@ async def _stream(
             yield {"data": json.dumps(err.body())}
             yield {"data": "[DONE]"}
             return
-        delta = view.feed([], final=True)
-        if delta is not None:
+        if (delta := view.feed([], final=True)) is not None:
             yield _chunk(engine, sub, delta, with_usage=with_usage)
         finish = finish_reason(sub, result, view.calls > 0)
         yield _chunk(engine, sub, S.Delta(), finish, with_usage=with_usage)
@@ -397,8 +353,6 @@ async def _stream(
             yield {"data": c.model_dump_json(exclude_none=True)}
         yield {"data": "[DONE]"}
     finally:
-        if getter is not None and not getter.done():
-            getter.cancel()
         if sub is not None and not sub.handle.future.done():
             sub.handle.cancel()  # the client went away mid-stream: free the row
             if fut is not None:
@@ -406,7 +360,6 @@ async def _stream(
         leave()
 
 
-# ---------------------------------------------------------------------------------------------------------- run
 def is_loopback(host: str) -> bool:
     """Whether ``host`` only accepts connections from this machine."""
     if host == "localhost":
@@ -418,11 +371,8 @@ def is_loopback(host: str) -> bool:
 
 
 def resolve_api_key(host: str, api_key: str | None) -> str | None:
-    """The key to require: ``api_key``, else ``$AGENTKIT_API_KEY``, else ``None`` on a loopback address.
-
-    Raises:
-        ValueError: a non-loopback ``host`` with no key (binding beyond this machine requires one).
-    """
+    """The key to require: ``api_key``, else ``$AGENTKIT_API_KEY``; ValueError for none on a non-loopback
+    ``host``."""
     key = api_key or os.environ.get(API_KEY_ENV) or None
     if key is None and not is_loopback(host):
         raise ValueError(
@@ -443,19 +393,11 @@ def run_server(
     log_level: str = "info",
     on_ready: Callable[[int], None] | None = None,
 ) -> None:
-    """Serve ``engine`` with uvicorn until SIGINT/SIGTERM.
+    """Serve ``engine`` with uvicorn until SIGINT/SIGTERM; ``on_ready`` gets the bound port (``port=0``: an
+    ephemeral one).
 
-    On the first SIGTERM/SIGINT the server drains: ``/v1/*`` answers 503, requests in flight (streams included)
-    finish, for at most ``drain_timeout_s`` seconds; requests still unfinished then get a 503 error (a stream, an
-    error event and ``[DONE]``); then uvicorn stops. A second signal stops at once.
-
-    Args:
-        host, port: where to listen (``port=0``: an ephemeral port, reported to ``on_ready``).
-        api_key: see :func:`resolve_api_key`.
-        on_ready: called with the bound port once the server accepts connections.
-
-    Raises:
-        ValueError: a non-loopback ``host`` without an API key.
+    The first signal drains: ``/v1/*`` answers 503 and requests in flight get ``drain_timeout_s`` seconds to
+    finish, then a 503 error; a second signal stops at once. ValueError: see :func:`resolve_api_key`.
     """
     import uvicorn
 
@@ -478,9 +420,7 @@ def run_server(
             deadline = time.monotonic() + drain_timeout_s
             while (app.state.inflight > 0 or engine.batcher.load > 0) and time.monotonic() < deadline:
                 time.sleep(0.05)
-            if (
-                engine.batcher.load > 0
-            ):  # out of time: unfinished requests get a 503 (a stream: an error event)
+            if engine.batcher.load > 0:  # out of time: unfinished requests get a 503
                 engine.close(wait=False)
                 end = time.monotonic() + 5
                 while app.state.inflight > 0 and time.monotonic() < end:

@@ -1,14 +1,10 @@
 """The bridge between OpenAI requests and the embedded runtime's continuous batcher.
 
-:class:`ServeEngine` turns a validated :class:`~agentkit.serve.schemas.ChatCompletionRequest` into a prepared
-model turn (prompt ids, denoising settings, a fresh grammar constraint: :meth:`model.turn.chat.ChatModel.prepare`),
-submits it to one :class:`model.runtime.batcher.CanvasBatcher` shared by all requests, and turns the generated tokens
-into OpenAI's response shapes. Every problem with a request is a :class:`ServeError` carrying the HTTP status
-and OpenAI's error ``type``/``param``/``code``.
-
-Temperature: OpenAI's ``temperature`` ``T`` (0-2, default 1) scales the checkpoint's linear denoising
-schedule: ``t_max * T`` falling to ``t_min * T`` (``t_min`` at least 0.01, ``t_max`` at least twice ``t_min``), so
-``T = 1`` is the checkpoint's own schedule and ``T = 0`` is near-greedy (0.02 falling to 0.01).
+:class:`ServeEngine` turns a validated request into a prepared turn (:meth:`model.turn.chat.ChatModel.prepare`),
+submits it to the one :class:`model.runtime.batcher.CanvasBatcher` and turns the tokens into OpenAI's shapes; a
+refused request is a :class:`ServeError` (HTTP status, OpenAI's ``type``/``param``/``code``). OpenAI's
+``temperature`` ``T`` scales the checkpoint's denoising schedule: ``t_max * T`` falling to ``t_min * T``
+(``t_min`` at least 0.01, ``t_max`` at least twice ``t_min``).
 """
 
 from __future__ import annotations
@@ -53,21 +49,12 @@ class ServeError(Exception):
 
     def body(self) -> dict[str, Any]:
         """The JSON body: ``{"error": {"message", "type", "param", "code"}}``."""
-        err = S.ErrorBody(message=self.message, type=self.type, param=self.param, code=self.code)
-        return S.ErrorResponse(error=err).model_dump()
+        return {"error": {"message": self.message, "type": self.type, "param": self.param, "code": self.code}}
 
 
 def _content(content: Any, where: str = "content", *, images: bool = False) -> Any:
-    """The text of a message's content (a string or text parts), or, when ``images`` and the content holds
-    ``image_url`` parts, its text and image parts (OpenAI's shape).
-
-    An image part must carry its image inline (``image_url.url`` a ``data:image/...;base64,`` URL): the server
-    never reads a file path or fetches a URL named in a request.
-
-    Raises:
-        ServeError: (400) a part of another type, a text part without ``text``, or an image part without a data
-            URL; ``where`` names the message.
-    """
+    """The text of a message's content, or, when ``images`` and it holds ``image_url`` parts, its text and image
+    parts. ServeError (400) for another part type or an image that is not a ``data:`` URL (never fetched)."""
     if content is None:
         return ""
     if isinstance(content, str):
@@ -99,15 +86,12 @@ def _content(content: Any, where: str = "content", *, images: bool = False) -> A
 
 
 def from_wire_messages(messages: list[Any]) -> list[dict[str, Any]]:
-    """OpenAI request messages -> the chat template's message dicts (``docs/INTERFACES.md``), through
-    :func:`agentkit.messages.to_template_messages`.
-
-    Assistant ``arguments`` are decoded from JSON; a tool message gets its tool's ``name`` from the assistant
-    call it answers (``tool_call_id``); JSON-object tool results become objects (native Gemma rendering).
+    """OpenAI request messages -> the chat template's message dicts (:func:`agentkit.messages.to_template_messages`);
+    a tool message is named by the call it answers.
 
     Raises:
-        ServeError: (400) arguments that are not a JSON object, or a tool message whose ``tool_call_id``
-            matches no earlier call and that has no ``name``; ``param`` names the message.
+        ServeError: (400) arguments that are not a JSON object, or a tool message that answers no earlier call
+            and has no ``name``.
     """
     out: list[dict[str, Any]] = []
     names: dict[str, str] = {}
@@ -230,15 +214,12 @@ def _tool_choice(req: S.ChatCompletionRequest, tools: list[dict[str, Any]]) -> A
     return choice
 
 
-#: Deepest nesting of objects and arrays accepted in a tool's parameters or a ``response_format`` schema (the
-#: schema package's limit). Checked before anything recurses into the schema, so the answer does not depend on the
-#: interpreter's recursion limit (which ``torch.compile`` raises for the whole process).
+#: Deepest nesting of objects and arrays in a request's schemas, checked before anything recurses into one.
 MAX_SCHEMA_NESTING = MAX_NESTING
 
 
 def _check_nesting(schema: Any, where: str, param: str) -> None:
-    """Raises :class:`ServeError` (400) when ``schema`` nests objects and arrays deeper than
-    :data:`MAX_SCHEMA_NESTING`; ``where`` starts the message, ``param`` names the field."""
+    """ServeError (400) when ``schema`` nests deeper than :data:`MAX_SCHEMA_NESTING`."""
     n = nesting(schema)
     if n > MAX_SCHEMA_NESTING:
         raise ServeError(
@@ -251,11 +232,7 @@ def _check_nesting(schema: Any, where: str, param: str) -> None:
 
 
 def _response_format(req: S.ChatCompletionRequest) -> dict[str, Any] | None:
-    """The runtime's ``response_format`` (``None`` for plain text).
-
-    Raises:
-        ServeError: 400 for a ``json_schema`` type without its object, or a schema nested too deeply.
-    """
+    """The runtime's ``response_format`` (``None`` for plain text); ServeError for a missing or too deep schema."""
     rf = req.response_format
     if rf is None or rf.type == "text":
         return None
@@ -277,15 +254,8 @@ def _context_error(
     canvas: int,
     response_format: dict[str, Any] | None,
 ) -> ServeError:
-    """The 400 (``context_length_exceeded``) of a prompt and budget over the context, naming the culprit.
-
-    Args:
-        exc: what the turn raised (its counts in tokens).
-        max_tokens: the client's budget, if any.
-        asked: the budget asked for (``max_tokens``, else the checkpoint's), rounded up to whole canvases.
-        canvas: tokens per canvas.
-        response_format: the runtime's response format (``None``: plain text).
-    """
+    """The 400 (``context_length_exceeded``) naming the culprit: the schema, ``max_tokens`` or the prompt
+    (``asked``: the budget asked for, rounded up to whole canvases of ``canvas`` tokens)."""
     if exc.generation_tokens > asked:  # raised to the constraint's shortest completion: the schema's fault
         json_value = response_format is not None
         what = "response_format value" if json_value else "tool call"
@@ -319,16 +289,8 @@ def _context_error(
 
 
 class ServeEngine:
-    """One loaded checkpoint behind a :class:`model.runtime.batcher.CanvasBatcher`.
-
-    Args:
-        chat_model: a loaded :class:`model.turn.chat.ChatModel`.
-        model_id: the id clients put in ``model`` (``GET /v1/models`` lists it).
-        max_batch: at most this many requests denoise together.
-        binding: the binder of requests that name none (``"none"``: a client's schemas are enforced as
-            written; ``"copy-head"``: :class:`model.binding.CopyHeadBinder`); a request's ``binding`` field
-            overrides it.
-    """
+    """A loaded :class:`model.turn.chat.ChatModel` behind a :class:`model.runtime.batcher.CanvasBatcher`;
+    ``model_id`` is what clients name in ``model``, ``binding`` the binder of requests that name none."""
 
     def __init__(self, chat_model: Any, model_id: str, max_batch: int = 16, binding: str = "none") -> None:
         from model.runtime.batcher import CanvasBatcher
@@ -340,7 +302,6 @@ class ServeEngine:
         self.batcher = CanvasBatcher(chat_model.model, chat_model.settings, max_batch=max_batch)
         self._checked: set[str] = set()  # tools whose schema passed _check_tool (canonical JSON)
 
-    # ------------------------------------------------------------------------------------------------------
     def check_model(self, name: str) -> None:
         """Raises :class:`ServeError` (404) unless ``name`` is the served model's id."""
         if name != self.model_id:
@@ -352,12 +313,8 @@ class ServeEngine:
             )
 
     def _check_tool(self, i: int, tool: dict[str, Any]) -> None:
-        """Raises :class:`ServeError` (400) unless ``tools[i]``'s schema compiles and a call of it can finish.
-
-        The tool alone, forced (``tool_choice`` named), must have a completion within 4,096 tokens: a required
-        property whose schema recurses into itself has none, and the model could start such a call but never
-        close it.
-        """
+        """ServeError (400) unless ``tools[i]``'s schema compiles and a forced call of it fits in 4,096 tokens
+        (a required property that recurses into itself has no end)."""
         key = json.dumps(tool, sort_keys=True)
         if key in self._checked:  # clients resend the same tools with every request
             return
@@ -395,16 +352,11 @@ class ServeEngine:
         self._checked.add(key)
 
     def prepare(self, req: S.ChatCompletionRequest) -> Any:
-        """Validate ``req`` against the checkpoint and build its prepared turn (runs grammar compilation).
-
-        Returns:
-            ``(model.turn.chat.PreparedTurn, tools)``.
+        """Validate ``req`` against the checkpoint; ``(model.turn.chat.PreparedTurn, tools)``.
 
         Raises:
-            ServeError: 400 for ``n != 1``, a bad ``tool_choice``, an unsupported schema keyword (keyword and JSON
-                pointer named, ``param`` the tool), ``response_format`` problems, a prompt longer than the
-                context or a ``max_tokens`` that does not fit beside it (``code="context_length_exceeded"``; the
-                message says the most that fits), an unreadable image (``param="messages"``).
+            ServeError: 400 for what the server does not support, a bad ``tool_choice``, an unsupported schema,
+                a prompt or ``max_tokens`` over the context, an unreadable image.
         """
         _refuse_unsupported(req)
         tools = [t.model_dump(exclude_none=True) for t in req.tools or []]
@@ -466,11 +418,7 @@ class ServeEngine:
         return turn, tools
 
     def submit(self, turn: Any, seed: int | None, on_canvas: Any = None) -> Submission:
-        """Queue a prepared turn in the batcher.
-
-        Raises:
-            ServeError: 503 while the batcher is shutting down.
-        """
+        """Queue a prepared turn in the batcher; ServeError (503) while it shuts down."""
         from model.runtime.batcher import BatcherClosed
 
         try:
@@ -493,11 +441,6 @@ class ServeEngine:
             constraint=turn.constraint,
         )
 
-    # ------------------------------------------------------------------------------------------------------
-    def parse(self, tokens: list[int], prompt_tokens: int, stats: Any, started: float) -> Any:
-        """``model.turn.chat.ChatOutput`` of generated ``tokens``."""
-        return self.chat_model.finish(tokens, prompt_tokens, stats, started)
-
     @staticmethod
     def tool_calls(calls: list[Any]) -> list[S.ResponseToolCall]:
         """OpenAI tool calls (fresh ids, JSON-string arguments) of parsed calls (``name``, ``arguments``)."""
@@ -513,7 +456,7 @@ class ServeEngine:
 
     def completion(self, sub: Submission, result: Any) -> S.ChatCompletion:
         """The non-streaming response for a finished :class:`model.runtime.batcher.BatchOutput`."""
-        out = self.parse(result.tokens, result.prompt_tokens, result.stats, sub.started)
+        out = self.chat_model.finish(result.tokens, result.prompt_tokens, result.stats, sub.started)
         calls = self.tool_calls(out.tool_calls)
         finish = finish_reason(sub, result, bool(calls))
         message = S.ResponseMessage(
@@ -535,9 +478,8 @@ class ServeEngine:
 
 
 def finish_reason(sub: Submission, result: Any, has_calls: bool) -> Literal["stop", "length", "tool_calls"]:
-    """``tool_calls`` when there are calls (each complete and valid, even when the budget forced its end: clients
-    act on them); else ``length`` when the token budget ended the turn (ran out, or the constraint had to force
-    the end: its ``budget_closed``); else ``stop``."""
+    """``tool_calls`` when there are calls; else ``length`` when the budget ended the turn (or the constraint
+    forced the end: ``budget_closed``); else ``stop``."""
     if has_calls:
         return "tool_calls"
     if result.finish_reason == "length" or bool(getattr(sub.constraint, "budget_closed", False)):
@@ -551,11 +493,8 @@ def usage(prompt: int, completion: int) -> S.Usage:
 
 
 class StreamView:
-    """What a streamed response has sent so far, and the deltas that bring it up to a longer output.
-
-    Content is sent per committed canvas; a tool call is sent whole (name and arguments) once its
-    ``<tool_call|>`` has been generated; thinking goes out as ``reasoning_content``.
-    """
+    """What a streamed response has sent so far, and the deltas up to a longer output (content per canvas,
+    a tool call whole once its ``<tool_call|>`` is generated, thinking as ``reasoning_content``)."""
 
     def __init__(self, engine: ServeEngine) -> None:
         self.engine = engine

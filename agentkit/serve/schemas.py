@@ -1,9 +1,5 @@
-"""Pydantic models of the OpenAI chat-completions shapes that ``agentkit serve`` reads and writes.
-
-Only what the server supports is modelled; unknown top-level request fields that OpenAI clients send by
-default (``user``, ``top_p``, ...) are accepted and ignored (``docs/SERVING.md`` lists
-them). Shapes follow the OpenAI API reference for ``POST /v1/chat/completions`` and its streaming chunks.
-"""
+"""Pydantic models of the OpenAI chat-completions shapes that ``agentkit serve`` reads and writes; unknown
+request fields (``user``, ``top_p``, ...) are ignored (``docs/SERVING.md``)."""
 
 from __future__ import annotations
 
@@ -15,18 +11,13 @@ from agentkit.messages import ImageURLPart, TextPart
 
 
 class _Open(BaseModel):
-    """Request shapes: unknown fields ignored, known ones typed strictly.
-
-    Strict, as OpenAI's API is: ``"max_tokens": "10"`` or ``"stream": "yes"`` is a 400 naming the field, not a
-    value coerced into something the client did not send (an integer JSON number is still a valid float).
-    """
+    """Request shapes: unknown fields ignored, known ones typed strictly (``"max_tokens": "10"`` is a 400)."""
 
     model_config = ConfigDict(extra="ignore", strict=True)
 
 
 class OtherPart(_Open):
-    """A content part of a type this server does not take (``input_audio``, ...): read so the server can refuse
-    it by name (400), not with a validation dump."""
+    """A content part of a type this server does not take (``input_audio``, ...), refused by name."""
 
     type: str
 
@@ -36,8 +27,8 @@ def _part_kind(value: Any) -> str:
     return f"part:{kind}" if kind in ("text", "image_url") else "part:other"
 
 
-#: A content part as a request sends it: the parts of :mod:`agentkit.messages` (``text``, ``image_url``), or
-#: another type the server refuses by name. (The tags are not identifiers, so error paths leave them out.)
+#: A content part: ``text``, ``image_url`` or another type refused by name (tags that are not identifiers stay
+#: out of error paths).
 WirePart = Annotated[
     Annotated[TextPart, Tag("part:text")]
     | Annotated[ImageURLPart, Tag("part:image_url")]
@@ -254,16 +245,3 @@ class ModelCard(BaseModel):
 class ModelList(BaseModel):
     object: Literal["list"] = "list"
     data: list[ModelCard]
-
-
-class ErrorBody(BaseModel):
-    message: str
-    type: str
-    param: str | None = None
-    code: str | None = None
-
-
-class ErrorResponse(BaseModel):
-    """OpenAI's error shape: ``{"error": {"message", "type", "param", "code"}}``."""
-
-    error: ErrorBody
