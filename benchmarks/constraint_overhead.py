@@ -21,10 +21,13 @@ from pathlib import Path
 from typing import Any
 
 import torch
+from tokenizers import Tokenizer, decoders, models, pre_tokenizers
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 from benchmarks._common import emit, target
+from grammar import special_tokens as st
 from model.checkpoint.loading import DEFAULT_CHECKPOINT
+from model.checkpoint.tokenizer import wrap_tokenizer
 from model.turn.chat import ChatModel
 
 TOOLS = [
@@ -130,6 +133,42 @@ def _unconstrained(chat: ChatModel, msgs: list[dict[str, Any]], seed: int, max_n
     )
 
 
+def synthetic_tokenizer(vocab_size: int = 262_144) -> Any:
+    """A byte-level BPE tokenizer of exactly ``vocab_size`` tokens from programmatic merges (the special tokens, the
+    256 bytes, then 2- and 3-character merges), for measuring constraint cost at Gemma's vocabulary size. ValueError
+    beyond what the scheme generates (~2.4M)."""
+    alphabet = pre_tokenizers.ByteLevel.alphabet()
+    byte_chars = sorted(alphabet)
+    vocab: dict[str, int] = {tok: i for i, tok in enumerate(st.SPECIAL_TOKENS)}
+    for ch in byte_chars:
+        vocab[ch] = len(vocab)
+    merges: list[tuple[str, str]] = []
+    base = [c for c in "etaoinshrdlcumwfgypbvkjxqzETAOINSHRDLCUMWFGYPBVKJXQZ0123456789_:{},.\"'Ġ-()[]/=<>"]
+    base = [c for c in base if c in vocab]
+    level2: list[str] = []
+
+    def add_merges(lefts: list[str], out: list[str] | None) -> None:
+        for a in lefts:
+            for b in base:
+                if len(vocab) >= vocab_size:
+                    return
+                if a + b not in vocab:
+                    vocab[a + b] = len(vocab)
+                    merges.append((a, b))
+                    if out is not None:
+                        out.append(a + b)
+
+    add_merges(base, level2)
+    add_merges(level2, None)
+    if len(vocab) < vocab_size:
+        raise ValueError(f"synthetic scheme reaches only {len(vocab)} tokens < {vocab_size}")
+    bpe = Tokenizer(models.BPE(vocab=vocab, merges=merges))
+    bpe.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False, use_regex=True)
+    bpe.decoder = decoders.ByteLevel()
+    bpe.add_special_tokens(list(st.SPECIAL_TOKENS))
+    return wrap_tokenizer(bpe)
+
+
 def part_large_vocab(quick: bool) -> dict[str, Any]:
     """Constraint vs decoder time per step at vocab 262,144 and canvas 256 (random weights)."""
     from transformers import DiffusionGemmaForBlockDiffusion
@@ -138,13 +177,11 @@ def part_large_vocab(quick: bool) -> dict[str, Any]:
         EntropyBoundSamplerConfig,
     )
 
-    from model.testing import synthetic_tokenizer, tiny_config
+    from model.checkpoint.config import small_config
 
     path = Path(tempfile.mkdtemp(prefix="bench_cons_")) / "v262k"
     torch.manual_seed(0)
-    model = DiffusionGemmaForBlockDiffusion(
-        tiny_config(vocab_size=262144, hidden_size=64, num_layers=2, canvas_length=256)
-    ).eval()
+    model = DiffusionGemmaForBlockDiffusion(small_config(262144, 64, 2, canvas_length=256)).eval()
     model.generation_config = DiffusionGemmaGenerationConfig(
         max_new_tokens=256,
         max_denoising_steps=4 if quick else 8,

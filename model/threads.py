@@ -1,17 +1,10 @@
-"""torch's intra-op thread count: the default agentkit sets, and ``--threads``.
-
-torch's own default is one thread per core. On a machine where another process holds a core, that collapses
-(the main job on 2 cores with a busy neighbour: 18-65 s of model time on 2 threads, 6-11 s on 1, medians); on
-a quiet 2-core machine 2 threads gain little (2.6 s against 3.4 s; docs/BENCHMARKS.md). So the default is
-:func:`default_threads`: one thread on a machine with at most 2 usable cores, else half of them (at most 4).
-Nothing here imports torch until :func:`apply_threads` runs.
-"""
+"""torch's intra-op thread count: the default agentkit sets, and ``--threads``. torch's own default (one thread per
+core) collapses when another process holds a core (docs/BENCHMARKS.md), so the default is one thread on at most 2
+usable cores, else half of them (at most 4). torch is imported only by :func:`apply_threads`."""
 
 from __future__ import annotations
 
 import os
-
-__all__ = ["ENV_VAR", "MAX_DEFAULT_THREADS", "apply_threads", "default_threads", "usable_cores"]
 
 #: Environment variable that sets the default thread count (an integer >= 1).
 ENV_VAR = "AGENTKIT_THREADS"
@@ -28,16 +21,9 @@ def usable_cores() -> int:
 
 
 def default_threads(cores: int | None = None) -> int:
-    """The intra-op thread count agentkit uses when none is given: ``$AGENTKIT_THREADS`` when set, else
-    ``$OMP_NUM_THREADS`` when it is a whole number >= 1 (torch's own setting), else 1 on at most 2 cores, else
-    ``min(4, cores // 2)``.
-
-    Args:
-        cores: the usable cores (default: :func:`usable_cores`).
-
-    Raises:
-        ValueError: ``$AGENTKIT_THREADS`` is not an integer >= 1.
-    """
+    """The intra-op thread count used when none is given: ``$AGENTKIT_THREADS`` when set, else a whole
+    ``$OMP_NUM_THREADS`` >= 1, else 1 on at most 2 ``cores`` (default :func:`usable_cores`), else ``min(4, cores //
+    2)``. ValueError for a ``$AGENTKIT_THREADS`` that is not an integer >= 1."""
     env = os.environ.get(ENV_VAR, "").strip()
     if env:
         if not env.isdigit() or int(env) < 1:
@@ -52,10 +38,7 @@ def default_threads(cores: int | None = None) -> int:
 
 def apply_threads(threads: int | None) -> int:
     """Set torch's intra-op threads to ``threads`` (``None``: :func:`default_threads`); returns the count set.
-
-    Raises:
-        ValueError: ``threads`` below 1, or a bad ``$AGENTKIT_THREADS``.
-    """
+    ValueError below 1 or for a bad ``$AGENTKIT_THREADS``."""
     n = default_threads() if threads is None else threads
     if n < 1:
         raise ValueError(f"threads must be >= 1, got {n}")

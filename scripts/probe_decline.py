@@ -25,8 +25,9 @@ import torch
 
 from grammar import special_tokens as st
 from model.constraints.denoise import GrammarConstraint
+from model.threads import apply_threads
 from model.training.data import Generator
-from model.turn.chat import ChatModel, set_threads
+from model.turn.chat import ChatModel
 
 #: The held-out kinds whose target is a call (as ``model.training.heldout`` counts ``fit_with_a_call``).
 CALL_KINDS = ("call", "parallel", "multi_call", "followup_call", "bot_call")
@@ -129,7 +130,7 @@ def main() -> None:
     ap.add_argument("--threads", type=int, default=1)
     ap.add_argument("--branch-first", action="store_true", help="commit position 0 on the first step")
     args = ap.parse_args()
-    set_threads(args.threads)
+    apply_threads(args.threads)
     cm = ChatModel.load(args.checkpoint)
     examples = list(enumerate(Generator(args.seed, "heldout").take(args.n)))
     unfit = [

@@ -30,8 +30,9 @@ from typing import Any
 
 from model.binding import label_request, scored_candidates
 from model.binding.binder import kind_of
+from model.threads import apply_threads
 from model.training.data import Generator
-from model.turn.chat import ChatModel, set_threads
+from model.turn.chat import ChatModel
 from schema import normalize_tool
 
 CALL_KINDS = ("call", "parallel", "multi_call", "followup_call", "bot_call")
@@ -151,7 +152,7 @@ def main() -> None:
     ap.add_argument("--bfcl-n", type=int, default=200, help="BFCL simple_python questions scored (0: none)")
     ap.add_argument("--threads", type=int, default=1)
     args = ap.parse_args()
-    set_threads(args.threads)
+    apply_threads(args.threads)
     cm = ChatModel.load(None)
     draws = {seed: rows_of(cm, seed, args.n) for seed in args.seeds}
     bfcl = bfcl_rows(cm, args.bfcl_n) if args.bfcl_n else []

@@ -13,16 +13,12 @@ from model.binding import typed
 from model.binding.decision import Binder, BindingInputs, Decision
 from model.binding.labelling import Labelling, label_request
 
-#: Confidence (the tagger's posterior probability, 0..1) at which one candidate is forced, per kind of parameter
-#: (``None``: never). Calibrated by ``python -m evals.calibrate_binder`` on two dev sources (the synthetic dev
-#: stream and BFCL simple_python): the lowest threshold at which the forced value was right at least
-#: :data:`FORCE_PRECISION` of the time on each (curves in docs/TRAINING.md, "Binders").
+#: The tagger's confidence at which one candidate is forced, per kind (``None``: never): the lowest at which a
+#: forced value was right :data:`FORCE_PRECISION` of the time on two dev sources (``evals.calibrate_binder``).
 FORCE_CONFIDENCE: dict[str, float | None] = {"string": 0.8, "number": 0.3, "array": 0.3}
-#: A forced value must be right at least this often: the checkpoint's own per-argument accuracy without a binder
-#: (held-out split: 0.37 of strings, 0.45 of numbers right), so forcing is kept where it beats the model.
+#: A forced value must be right this often: the checkpoint's own per-argument accuracy without a binder.
 FORCE_PRECISION = 0.45
-#: The runner-up's confidence, as a share of the best's, below which the best may be forced (1.0: any lower
-#: one). 0.2 gained on the synthetic split (seed 1 calls 0.367 -> 0.393) but lost BFCL dev (0.125 -> 0.115).
+#: The runner-up's share of the best's confidence below which the best may be forced (1.0: any lower one).
 FORCE_MARGIN = 1.0
 #: At most this many candidates per parameter.
 MAX_CANDIDATES = 3
@@ -33,10 +29,9 @@ Scored = list[tuple[Any, float]]
 def pick(
     scored: Scored, bar: float | None, margin: float = FORCE_MARGIN, most: int = MAX_CANDIDATES
 ) -> tuple[Any, ...]:
-    """The values one parameter is narrowed to, from its candidates ``scored`` (best first, confidences 0..1):
-    the best alone when its confidence reaches ``bar`` (``None``: never) and the runner-up's is below ``margin``
-    times it; else the best ``most`` when there are two or more; else ``()`` (one unsure candidate leaves the
-    model free)."""
+    """The values one parameter is narrowed to, from ``scored`` (best first, confidences 0..1): the best alone when
+    it reaches ``bar`` (``None``: never) and the runner-up is below ``margin`` times it; else the best ``most`` when
+    there are two or more; else ``()``."""
     if bar is not None and scored and scored[0][1] >= bar:
         if len(scored) == 1 or scored[1][1] < margin * scored[0][1]:
             return (scored[0][0],)
@@ -50,19 +45,19 @@ def kind_of(schema: Any) -> str | None:
 
 
 def _span_tokens(labelling: Labelling, start: int, end: int) -> list[int]:
-    """The prompt tokens holding request characters ``start:end`` (offsets into :attr:`Labelling.request`)."""
+    """The prompt tokens holding request characters ``start:end``."""
     lo = labelling.user[0]
     return sorted({labelling.token_at(c) for c in range(lo + start, lo + end)})
 
 
 def _text_tokens(labelling: Labelling, text: str) -> list[int]:
-    """The prompt tokens of the first whole-word occurrence of ``text`` in the request (``[]``: none)."""
+    """The prompt tokens of the first whole-word occurrence of ``text`` in the request."""
     m = re.search(rf"(?i)(?<!\w){re.escape(text)}(?!\w)", labelling.request)
     return _span_tokens(labelling, *m.span()) if m else []
 
 
 def _numbers(labelling: Labelling, key: tuple[str, str], schema: dict[str, Any], kind: str) -> Scored:
-    """The request's numbers (digits, then spelled) that ``schema`` accepts, each with its confidence."""
+    """The request's numbers (digits, then spelled) that ``schema`` accepts, with their confidence."""
     found = [(text, labelling.token_score(key, tokens)) for text, tokens in labelling.numbers()]
     found += [(text, 0.0) for text in typed.spelled_numbers(labelling.request)]
     values = [(typed.number_value(text, kind), score) for text, score in found]
@@ -70,7 +65,7 @@ def _numbers(labelling: Labelling, key: tuple[str, str], schema: dict[str, Any],
 
 
 def _number_lists(labelling: Labelling, key: tuple[str, str], schema: dict[str, Any], kind: str) -> Scored:
-    """The lists of numbers the request writes that ``schema`` (an array of numbers) accepts."""
+    """The lists of numbers the request writes that ``schema`` accepts."""
     numbers = labelling.numbers()
     out: Scored = []
     for js in labelling.number_lists():
@@ -82,7 +77,7 @@ def _number_lists(labelling: Labelling, key: tuple[str, str], schema: dict[str, 
 
 
 def _string_lists(labelling: Labelling, key: tuple[str, str], schema: dict[str, Any]) -> Scored:
-    """An array of strings' candidates: each tagger span read as a list, and several spans in request order."""
+    """Each tagger span read as a list, and several spans in request order, that ``schema`` accepts."""
     spans = labelling.runs().get(key, {})
     found = [(typed.written_list(text), score) for text, score in spans.items()]
     if len(spans) > 1:
@@ -91,8 +86,7 @@ def _string_lists(labelling: Labelling, key: tuple[str, str], schema: dict[str, 
 
 
 def _strings(labelling: Labelling, key: tuple[str, str], schema: dict[str, Any]) -> Scored:
-    """A string parameter's candidates: the options the request names (``enum``), the request's values of its
-    ``format`` or ``pattern``, else the tagger's spans for it; each one ``schema`` accepts."""
+    """A string's candidates: named ``enum`` options, ``format``/``pattern`` values, else the tagger's spans."""
     request = labelling.request
     if "enum" in schema:
         return [
@@ -120,10 +114,7 @@ def _strings(labelling: Labelling, key: tuple[str, str], schema: dict[str, Any])
 
 
 def _exclusive(scored: dict[tuple[str, str], Scored]) -> dict[tuple[str, str], Scored]:
-    """One tool's number candidates with each request number given to one parameter: greedily by confidence,
-    each parameter takes its best number no other parameter took first and lists it first; a number another
-    parameter took keeps half the taker's confidence at most (a number the request states once fills one
-    parameter)."""
+    """One tool's number candidates with each request number given first to one parameter (greedily)."""
     order = sorted(((c, k, json.dumps(v)) for k, s in scored.items() for v, c in s), key=lambda x: -x[0])
     owner: dict[str, tuple[tuple[str, str], float]] = {}
     mine: dict[tuple[str, str], str] = {}
@@ -143,19 +134,16 @@ def _exclusive(scored: dict[tuple[str, str], Scored]) -> dict[tuple[str, str], S
 
 
 def scored_candidates(labelling: Labelling, specs: list[Any]) -> dict[tuple[str, str], Scored]:
-    """Every top-level parameter's candidate values with their confidence, best first (ties in request order).
+    """Every top-level parameter's candidate values with their confidence, best first.
 
     Args:
         labelling: the prompt's :class:`Labelling`.
         specs: the turn's tools, normalised (``schema.ToolSpec``).
 
     Returns:
-        ``{(tool, parameter): [(value, confidence 0..1), ...]}`` for the parameters that have any: numbers and
-        integers take the request's numbers within their bounds (each number first for one parameter of a
-        tool: :func:`_exclusive`), arrays of numbers the lists the request writes, arrays of strings the tagger's
-        spans read as lists (:func:`_string_lists`), strings as :func:`_strings`;
-        booleans, objects and ``const`` parameters none.
-    """
+        ``{(tool, parameter): [(value, confidence 0..1), ...]}`` for the parameters that have any: numbers take the
+        request's numbers (:func:`_exclusive`), arrays the lists it writes, strings as :func:`_strings`; booleans,
+        objects and ``const`` parameters none."""
     out: dict[tuple[str, str], Scored] = {}
     for spec in specs:
         numbers: dict[tuple[str, str], Scored] = {}
@@ -191,20 +179,14 @@ def scored_candidates(labelling: Labelling, specs: list[Any]) -> dict[tuple[str,
 
 @dataclasses.dataclass(frozen=True)
 class CopyHeadBinder:
-    """The binder of a checkpoint with a copy head (``model.heads.copy_model.DiffusionGemmaWithCopyHead``).
-
-    For each parameter with candidates (:func:`scored_candidates`), the values :func:`pick` keeps: the best one
-    alone when its confidence reaches its kind's threshold and no other candidate comes within ``margin`` of it;
-    else its best ``max_candidates`` when there are two or more; else nothing. A model without a copy head, or a
-    prompt without a user message or declarations, gets no decision.
+    """The binder of a checkpoint with a copy head: for each parameter, the values :func:`pick` keeps from
+    :func:`scored_candidates`. No decision without a copy head, a user message or declarations.
 
     Attributes:
-        thresholds: confidence (0..1) needed to force one value, per kind (``string``, ``number`` for integers
-            and numbers, ``array``; ``None``: never forced); default :data:`FORCE_CONFIDENCE`.
-        margin: the runner-up's confidence, as a share of the best's, below which the best may be forced;
-            default :data:`FORCE_MARGIN`.
-        max_candidates: most candidates per parameter.
-    """
+        thresholds: confidence needed to force one value per kind (``None``: never); default
+            :data:`FORCE_CONFIDENCE`.
+        margin: the runner-up's share of the best's confidence below which the best may be forced.
+        max_candidates: most candidates per parameter."""
 
     thresholds: Mapping[str, float | None] = dataclasses.field(default_factory=lambda: dict(FORCE_CONFIDENCE))
     margin: float = FORCE_MARGIN
@@ -212,7 +194,7 @@ class CopyHeadBinder:
     name = "copy-head"
 
     def propose(self, inputs: BindingInputs) -> Decision | None:
-        """The decision for one turn (:class:`model.binding.Binder`); ``None`` when nothing is proposed."""
+        """The decision for one turn; ``None`` when nothing is proposed."""
         labelling = label_request(
             inputs.model, inputs.tokenizer, inputs.input_ids, inputs.tools, inputs.memory_keys, inputs.hidden
         )
@@ -237,11 +219,7 @@ BINDER_NAMES = ("none", "copy-head")
 
 def resolve_binder(binder: Any) -> Binder | None:
     """A binder from a name or an instance: ``None``/``"none"``/``False`` -> ``None``; ``"copy-head"`` ->
-    :class:`CopyHeadBinder`; a :class:`Binder` -> itself.
-
-    Raises:
-        ValueError: an unknown name or an object without ``propose``.
-    """
+    :class:`CopyHeadBinder`; a :class:`Binder` -> itself. ValueError otherwise."""
     if binder is None or binder is False or binder == "none":
         return None
     if binder == "copy-head":

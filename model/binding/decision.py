@@ -20,9 +20,8 @@ class BindingInputs:
         tools: the OpenAI-style declarations rendered in the prompt, in order.
         specs: the same tools, normalised (``schema.ToolSpec``).
         tool_choice: the turn's ``tool_choice``.
-        hidden: ``[1, P, H]`` the encoder's final states over the prompt, from the prefill (``None``: not run).
-        memory_keys: ``[1, >= P, D]`` the copy head's pointer keys from the prefill (``None``: no copy head).
-    """
+        hidden: ``[1, P, H]`` the encoder's final states over the prompt (``None``: not run).
+        memory_keys: ``[1, >= P, D]`` the copy head's pointer keys (``None``: no copy head)."""
 
     model: Any
     tokenizer: Any
@@ -36,19 +35,14 @@ class BindingInputs:
 
 @dataclasses.dataclass(frozen=True)
 class Decision:
-    """A binder's proposal: for some parameters, the values the turn's calls may give them.
-
-    Attributes:
-        candidates: ``{(tool name, parameter): (value, ...)}``, best first; one value forces it.
-    """
+    """A binder's proposal: ``candidates`` ``{(tool, parameter): (value, ...)}``, best first; one value forces it."""
 
     candidates: Mapping[tuple[str, str], tuple[Any, ...]]
 
     def apply(self, specs: list[Any]) -> list[Any]:
         """``specs`` with each proposed parameter narrowed to its candidates (``enum``; ``pattern``, ``format``,
-        ``x-grounded`` and ``anyOf``/``oneOf`` dropped, as the candidates already fit them). Every tool, every parameter and each
-        tool's ``required`` list stay as they were: the model still chooses whether to call, which tool, and
-        whether to give an optional parameter. Tools without a proposal are returned as the same objects."""
+        ``x-grounded``, ``anyOf``/``oneOf`` dropped). Tools, parameters and ``required`` stay as they were; tools
+        without a proposal are returned as the same objects."""
         out = []
         for spec in specs:
             props = (spec.parameters or {}).get("properties") or {}
@@ -56,27 +50,21 @@ class Decision:
             if not mine:
                 out.append(spec)
                 continue
-            narrowed = {
-                n: (
-                    {
-                        k: v
-                        for k, v in s.items()
-                        if k not in ("pattern", "format", "x-grounded", "anyOf", "oneOf")
-                    }
-                    | {"enum": list(mine[n])}
-                    if n in mine
-                    else s
-                )
-                for n, s in props.items()
-            }
+            narrowed = {n: _narrowed(s, mine[n]) if n in mine else s for n, s in props.items()}
             out.append(dataclasses.replace(spec, parameters={**spec.parameters, "properties": narrowed}))
         return out
 
 
+def _narrowed(schema: dict[str, Any], values: tuple[Any, ...]) -> dict[str, Any]:
+    """``schema`` as an ``enum`` of ``values``."""
+    dropped = ("pattern", "format", "x-grounded", "anyOf", "oneOf")
+    return {k: v for k, v in schema.items() if k not in dropped} | {"enum": list(values)}
+
+
 @runtime_checkable
 class Binder(Protocol):
-    """Proposes values for a turn's parameters before its constraint is built (:meth:`model.turn.chat.ChatModel.
-    prepare` calls :meth:`propose` after the prefill, with the prefill's states)."""
+    """Proposes values for a turn's parameters before its constraint is built (``ChatModel.prepare`` calls
+    :meth:`propose` after the prefill)."""
 
     name: str
 

@@ -34,14 +34,12 @@ class Labelling:
     """The binding tagger's reading of one prompt (:func:`label_request`).
 
     Attributes:
-        prompt: the prompt text, the decoded pieces of its ``P`` tokens joined.
-        ends: ``[P]`` character offset in ``prompt`` where each token ends.
+        prompt: the prompt text (its ``P`` tokens' decoded pieces joined).
+        ends: ``[P]`` character offset where each token ends.
         user: ``(start, end)`` character span of the last user message.
-        keys: the ``K`` declared parameters, ``(tool name, parameter, start, end)`` as
-            :func:`model.turn.declarations.declared_keys` finds them.
-        logp: ``[P, 1 + K]`` float32 log-posteriors of every prompt token: column 0 "none", column ``k + 1``
-            ``keys[k]``.
-    """
+        keys: the ``K`` declared parameters, ``(tool, parameter, start, end)``
+            (:func:`model.turn.declarations.declared_keys`).
+        logp: ``[P, 1 + K]`` float32 log-posteriors per token: column 0 "none", column ``k + 1`` ``keys[k]``."""
 
     prompt: str
     ends: list[int]
@@ -60,18 +58,16 @@ class Labelling:
 
     @functools.cached_property
     def columns(self) -> dict[tuple[str, str], int]:
-        """``{(tool name, parameter): column of logp}`` for every declared parameter."""
+        """``{(tool, parameter): column of logp}``."""
         return {(tool, name): k + 1 for k, (tool, name, _, _) in enumerate(self.keys)}
 
     def runs(self) -> dict[tuple[str, str], dict[str, float]]:
-        """Each parameter's runs of request tokens whose argmax label is that parameter, widened to whole words
-        (:func:`_word_span`): ``{(tool, parameter): {text: confidence}}``, texts in request order, confidence
-        the highest posterior probability (0..1) of the parameter over the run's tokens."""
+        """Each parameter's runs of request tokens labelled with it, widened to whole words: ``{(tool, parameter):
+        {text: confidence}}`` in request order (confidence: the highest probability over the run)."""
         return {key: dict(scored) for key, scored in self._scored_runs.items()}
 
     def token_score(self, key: tuple[str, str], tokens: list[int]) -> float:
-        """The highest posterior probability (0..1) of parameter ``key`` over prompt ``tokens`` (0.0 for an
-        undeclared ``key`` or no tokens)."""
+        """The highest probability (0..1) of parameter ``key`` over ``tokens`` (0.0 for none)."""
         column = self.columns.get(key)
         if column is None or not tokens:
             return 0.0
@@ -100,9 +96,7 @@ class Labelling:
 
     @functools.cached_property
     def _number_spans(self) -> list[tuple[int, int]]:
-        """Character spans of the request's numbers written in digits at the start of a word (``40``, the ``70``
-        of ``70kg``; not the ``2`` of ``x2``) and outside a date (:func:`date_spans`); digits grouped by
-        commas right after a bracket or a comma are a list written without spaces, one number each."""
+        """Spans of the request's numbers in digits at a word's start, outside dates."""
         (lo, hi), prompt = self.user, self.prompt
         in_dates = date_spans(self.request)
         spans = []
@@ -118,16 +112,15 @@ class Labelling:
         return spans
 
     def numbers(self) -> list[tuple[str, list[int]]]:
-        """The request's numbers in order (:attr:`_number_spans`): their text without thousands separators
-        (``12,000`` is ``12000``) and the indexes of the prompt tokens that hold them."""
+        """The request's numbers in order: text without thousands separators, and their tokens."""
         return [
             (self.prompt[a:b].replace(",", ""), sorted({self.token_at(c) for c in range(a, b)}))
             for a, b in self._number_spans
         ]
 
     def number_lists(self) -> list[list[int]]:
-        """The lists of numbers the request writes: runs of at least two of :meth:`numbers` (indexes into it)
-        separated only by commas, spaces and "and" ("[10, 15, 12]", "12, 24 and 36"), in request order."""
+        """Runs of two or more :meth:`numbers` (indexes) separated only by commas, spaces and "and", in request
+        order."""
         spans = self._number_spans
         out: list[list[int]] = []
         for j, (a, _) in enumerate(spans):
@@ -139,8 +132,7 @@ class Labelling:
 
 
 def _strip_word(text: str, start: int, end: int) -> tuple[int, int]:
-    """The bounds of word ``text[start:end]`` without its quotes, brackets, possessive "'s" and closing
-    punctuation (an abbreviation keeps its last full stop: "D.C.")."""
+    """Bounds of word ``text[start:end]`` without quotes, brackets, possessive and closing punctuation."""
     while start < end and text[start] in _OPEN:
         start += 1
     if text.endswith(("'s", "’s"), start, end):
@@ -151,11 +143,7 @@ def _strip_word(text: str, start: int, end: int) -> tuple[int, int]:
 
 
 def _word_span(text: str, start: int, end: int, lo: int, hi: int) -> str:
-    """``text[start:end]`` widened to whole words of the request ``text[lo:hi]``, without the punctuation around
-    them (:func:`_strip_word`). A run inside quotes is the quoted text. A word runs between spaces
-    ("01-01-1980", "C:/data/cars.csv"). A capitalised word goes on over the capitalised words next to it, as a
-    proper name does ("Los" -> "Los Angeles"), never over the request's first word nor past punctuation: the
-    tagger labels token pieces and parts of names; values are whole words and names."""
+    """``text[start:end]`` widened to whole words (a quoted text, a capitalised name) of ``text[lo:hi]``."""
     for quoted in _QUOTED.finditer(text, lo, hi):
         if quoted.start(2) < end and start < quoted.end(2) and text[start:end].strip():
             return quoted.group(2).strip()
@@ -180,15 +168,8 @@ def _word_span(text: str, start: int, end: int, lo: int, hi: int) -> str:
 
 
 def token_pieces(tokenizer: Any, input_ids: list[int]) -> list[str]:
-    """The text of each of the ``P`` tokens ``input_ids``, joining to the prompt's text.
-
-    A character of several UTF-8 bytes may span byte tokens, each of which decodes alone to U+FFFD; such a run
-    of tokens (up to 4) is decoded together and its text given to its last token (the others get ``""``), so no
-    value copied from the request holds U+FFFD.
-
-    Returns:
-        ``P`` strings.
-    """
+    """The text of each of the ``P`` tokens, joining to the prompt's text; a character split over byte tokens (each
+    alone U+FFFD) is given whole to its last token, the others ``""``."""
     pieces: list[str] = []
     pending: list[int] = []
     for k, i in enumerate(input_ids):
@@ -210,21 +191,18 @@ def label_request(
     memory_keys: torch.Tensor | None = None,
     hidden: torch.Tensor | None = None,
 ) -> Labelling | None:
-    """Label every token of the prompt with the copy head's binding tagger.
+    """Label every prompt token with the copy head's binding tagger.
 
     Args:
-        model: a checkpoint with a copy head (``model.heads.copy_model.DiffusionGemmaWithCopyHead``).
-        tokenizer: its tokenizer, with the chat template that rendered the prompt (the key offsets come from it).
+        model: a checkpoint with a copy head.
+        tokenizer: its tokenizer, whose chat template rendered the prompt.
         input_ids: the turn's ``P`` prompt ids.
-        tools: the OpenAI-style tools rendered in that prompt, in order.
-        memory_keys: ``[1, >= P, D]`` the copy head's pointer keys of the prompt (``CopyMemory.keys``) and
-        hidden: ``[1, P, H]`` the encoder's final states, both from the runtime's prefill
-            (:class:`model.turn.prefill.Prefill`); ``None``: one encoder pass here.
+        tools: the OpenAI-style tools rendered in the prompt, in order.
+        memory_keys, hidden: ``[1, >= P, D]`` pointer keys and ``[1, P, H]`` encoder states from the prefill;
+            ``None``: one encoder pass here.
 
     Returns:
-        The :class:`Labelling`, or ``None`` for a model without a copy head, no tools, no user message, or a
-        prompt that holds no declaration verbatim.
-    """
+        The :class:`Labelling`, or ``None`` without a copy head, tools, a user message or a declaration found."""
     head = getattr(model, "copy_head", None)
     if head is None or not tools or not input_ids:
         return None

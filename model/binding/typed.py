@@ -1,8 +1,6 @@
-"""Typed candidates: the values a request states that a parameter's JSON Schema can take, read by the schema's
-type alone (no phrase rules): numbers within the schema's bounds, the ``enum`` options the request names, dates
-for ``format: date`` / ``date-time`` (``dateparser``), e-mail addresses for ``format: email``, words that match
-a ``pattern``, the lists of numbers the request writes for arrays of numbers, lists written in words for arrays
-of strings. Spelled-out numbers are read by ``text2num`` ("three" -> 3)."""
+"""Typed candidates: the values a request states that a parameter's JSON Schema can take, read by the schema's type
+alone (no phrase rules): numbers within bounds, named ``enum`` options, dates (``dateparser``), e-mail addresses,
+words matching a ``pattern``, lists of numbers or words; spelled numbers by ``text2num``."""
 
 from __future__ import annotations
 
@@ -27,9 +25,8 @@ _DAY_MONTH = {"REQUIRE_PARTS": ["day", "month"]}
 
 
 def non_null(schema: Any) -> Any:
-    """A nullable schema's other branch: ``{"anyOf": [S, {"type": "null"}]}`` (or ``oneOf``; the form pydantic
-    writes for ``Optional``) -> ``S`` with the outer keywords (``description``, ``default``) kept; any other
-    schema as it is."""
+    """A nullable schema's other branch (``anyOf``/``oneOf`` with ``{"type": "null"}``), outer keywords kept; any
+    other schema as it is."""
     if not isinstance(schema, dict):
         return schema
     for word in ("anyOf", "oneOf"):
@@ -42,8 +39,7 @@ def non_null(schema: Any) -> Any:
 
 
 def base_type(schema: Any) -> Any:
-    """A schema's type without ``null`` (``["string", "null"]`` -> ``"string"``, a nullable ``anyOf`` ->
-    its other branch's: :func:`non_null`); ``None`` when it has none."""
+    """A schema's type without ``null`` (of :func:`non_null`); ``None`` when it has none."""
     schema = non_null(schema)
     kind = schema.get("type") if isinstance(schema, dict) else None
     if isinstance(kind, list):
@@ -53,7 +49,7 @@ def base_type(schema: Any) -> Any:
 
 
 def accepts(schema: dict[str, Any], value: Any) -> bool:
-    """Whether ``schema`` (its ``x-grounded`` mark aside) accepts ``value`` (``jsonschema``)."""
+    """Whether ``schema`` (its ``x-grounded`` mark aside) accepts ``value``."""
     try:
         jsonschema.validate(value, {k: v for k, v in schema.items() if k != "x-grounded"})
     except (jsonschema.exceptions.ValidationError, jsonschema.exceptions.SchemaError):
@@ -78,20 +74,17 @@ def _found_dates(request: str) -> tuple[tuple[int, int, datetime.datetime], ...]
 
 
 def date_spans(request: str) -> list[tuple[int, int]]:
-    """Character spans of the dates ``request`` writes with a day and a month ("March 10th, 2025",
-    "2025-04-01"; not "3 days"), by ``dateparser.search.search_dates``."""
+    """Character spans of the dates ``request`` writes with a day and a month (not "3 days")."""
     return [(a, b) for a, b, _ in _found_dates(request)]
 
 
 def dated(request: str, with_time: bool = False) -> list[tuple[str, int, int]]:
-    """The dates of :func:`date_spans` in ISO 8601 (``2025-03-10``; ``with_time``: ``2025-03-10T00:00:00``),
-    each with its character span, in request order."""
+    """The dates of :func:`date_spans` in ISO 8601 (with ``with_time``, a date-time) and their spans."""
     return [(w.isoformat() if with_time else w.date().isoformat(), a, b) for a, b, w in _found_dates(request)]
 
 
 def whole_date(text: str) -> str | None:
-    """The ISO date (``2022-12-16``) when the whole of ``text`` is one date with a day and a month
-    (:func:`date_spans`: "December 16, 2022"), else ``None``."""
+    """The ISO date when the whole of ``text`` is one date (:func:`date_spans`), else ``None``."""
     found = _found_dates(text)
     if len(found) != 1 or text[: found[0][0]].strip(" ,.") or text[found[0][1] :].strip(" ,."):
         return None
@@ -99,8 +92,7 @@ def whole_date(text: str) -> str | None:
 
 
 def spelled_numbers(request: str) -> list[str]:
-    """The numbers ``request`` spells in words ("three days" -> ``"3"``), by ``text_to_num.alpha2digit``
-    (English); numbers already written in digits are not repeated."""
+    """The numbers ``request`` spells in words (``"3"`` for "three"), not those in digits."""
     from text_to_num import alpha2digit
 
     digits = set(re.findall(r"\d+(?:\.\d+)?", request))
@@ -109,7 +101,7 @@ def spelled_numbers(request: str) -> list[str]:
 
 
 def number_value(text: str, kind: str) -> int | float | None:
-    """``text`` as a JSON number of ``kind`` (``"integer"``: whole numbers only), ``None`` when it is not one."""
+    """``text`` as a JSON number of ``kind`` (``"integer"``: whole only), or ``None``."""
     try:
         value: int | float = int(text) if kind == "integer" else float(text)
     except ValueError:
@@ -118,8 +110,8 @@ def number_value(text: str, kind: str) -> int | float | None:
 
 
 def named_options(schema: dict[str, Any], request: str) -> list[Any]:
-    """The string ``enum`` options ``request`` names as whole words (case-insensitive; ``_`` and ``-`` read as
-    spaces), in the enum's order."""
+    """The string ``enum`` options ``request`` names as whole words (case-insensitive; ``_`` and ``-`` as spaces),
+    in enum order."""
     options = schema.get("enum")
     if not isinstance(options, list):
         return []
@@ -132,14 +124,13 @@ def named_options(schema: dict[str, Any], request: str) -> list[Any]:
     return out
 
 
-#: The ``format`` values read from a request (dates by :func:`dated`, e-mails by :func:`shaped_strings`); other
-#: formats take the tagger's spans.
+#: The ``format`` values read from a request; other formats take the tagger's spans.
 READ_FORMATS = ("date", "date-time", "email")
 
 
 def shaped_strings(schema: dict[str, Any], request: str) -> list[str]:
-    """The request's values a ``format: email`` or ``pattern`` string can take: e-mail addresses, or whole words
-    that match ``pattern``; only those ``schema`` accepts (dates: :func:`dated`)."""
+    """The request's e-mail addresses (``format: email``) or whole words matching ``pattern`` that ``schema``
+    accepts."""
     if schema.get("format") == "email":
         found = _EMAIL.findall(request)
     elif "pattern" in schema:
@@ -151,7 +142,7 @@ def shaped_strings(schema: dict[str, Any], request: str) -> list[str]:
 
 
 def item_type(schema: Any) -> str | None:
-    """``"integer"``, ``"number"`` or ``"string"``: an array schema's item type (no ``enum``); else ``None``."""
+    """An array schema's item type, ``"integer"``, ``"number"`` or ``"string"`` (no ``enum``); else ``None``."""
     if not isinstance(schema, dict) or base_type(schema) != "array" or "enum" in schema:
         return None
     items = schema.get("items")
@@ -160,5 +151,5 @@ def item_type(schema: Any) -> str | None:
 
 
 def written_list(text: str) -> list[str]:
-    """The items of a list written as ``text`` ("pasta, soup and bread" -> ``["pasta", "soup", "bread"]``)."""
+    """The items of a list written as ``text`` ("pasta, soup and bread")."""
     return [item for item in _LIST_SEPARATOR.split(text.strip()) if item and item.lower() != "and"]

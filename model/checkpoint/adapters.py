@@ -1,18 +1,10 @@
 """LoRA adapters on a DiffusionGemma checkpoint: which layers they adapt, the base they belong to, loading.
 
-An adapter folder (written by ``agentkit specialize``, :mod:`model.training.specialize`) holds peft's
-``adapter_config.json`` + ``adapter_model.safetensors`` and :data:`ADAPTER_INFO`, which names the base
-checkpoint and its fingerprint (:func:`base_fingerprint`). :func:`apply_adapter` refuses an adapter whose
-base fingerprint is not the loaded checkpoint's, naming both, then loads it with peft. The LoRA layers stay
-unmerged: DiffusionGemma's encoder and decoder share their weight tensors (the tiny checkpoint's 6.7M parameters
-are stored once), so merging a decoder adapter (``merge_and_unload``) would add its delta to the encoder as
-well, which training never saw (a development measurement: a 1,604-step adapter that scores +48 points unmerged
-scored 2.5 points below the base merged; ``tests/test_specialize.py`` checks that loading leaves the encoder's
-weights as they are). The runtime calls the model's modules directly, so the injected layers run without the wrapper.
-
-Source of the method: Hu et al. 2021, "LoRA: Low-Rank Adaptation of Large Language Models"; implementation:
-Hugging Face ``peft`` (``LoraConfig``, ``get_peft_model``, ``PeftModel.from_pretrained``).
-"""
+An adapter folder (``agentkit specialize``) holds peft's files and :data:`ADAPTER_INFO`, which names the base and
+its fingerprint (:func:`base_fingerprint`); :func:`apply_adapter` refuses one trained on another base. The LoRA
+layers stay unmerged: the encoder and decoder share their weight tensors, so merging a decoder adapter would change
+the encoder too, which training never saw (``tests/test_specialize.py`` checks the encoder is untouched). Source: Hu
+et al. 2021, "LoRA"; implementation: Hugging Face ``peft``."""
 
 from __future__ import annotations
 
@@ -29,11 +21,8 @@ from model.errors import CheckpointError
 #: agentkit's record beside peft's files: ``{"base", "base_fingerprint", "bundle", "tools", "lora_rank"}``.
 ADAPTER_INFO = "agentkit_adapter.json"
 
-#: The modules LoRA adapts (a regular expression over module names, peft's ``target_modules``): the attention
-#: and MLP projections of the decoder's layers, and the copy head's projections when present. The encoder (it
-#: writes the KV cache), the vision tower, the embeddings and the router stay as the base has them: with no
-#: trainable weight in the encoder, training runs it without building a graph over the long prompt (a development
-#: timing on 2 CPU cores, batch 16, 758-token prompts: 2.4 s per step against 12.6 s with the encoder adapted too).
+#: The modules LoRA adapts (peft's ``target_modules``): the decoder's attention and MLP projections and the copy
+#: head's. The encoder stays frozen, so training builds no graph over the long prompt (2.4 s a step against 12.6).
 LORA_TARGETS = (
     r"model\.decoder\.layers\.\d+\.(self_attn\.(q|k|v|o)_proj|mlp\.(gate|up|down)_proj)"
     r"|copy_head\.(key_proj|query_proj|decl_proj|ctrl)"
@@ -44,25 +33,21 @@ _SAMPLE = 1 << 20
 
 
 class AdapterError(CheckpointError):
-    """An adapter cannot be used; the message names the adapter folder and the problem (and both bases)."""
+    """An adapter cannot be used; the message names the adapter folder and the problem."""
 
 
 @contextlib.contextmanager
 def quiet_peft() -> Iterator[None]:
-    """Hide transformers' ``is_gradient_checkpointing`` FutureWarning, which peft raises when it wraps a model
-    (``get_peft_model``, ``PeftModel.from_pretrained``): deprecation noise of the libraries, not the user's."""
+    """Hide the ``is_gradient_checkpointing`` FutureWarning peft raises when it wraps a model."""
     with warnings.catch_warnings():
         warnings.filterwarnings("ignore", message=".*is_gradient_checkpointing.*", category=FutureWarning)
         yield
 
 
 def base_fingerprint(folder: str | Path) -> str:
-    """A fingerprint of a checkpoint's weights: sha256 over ``config.json`` and, per ``*.safetensors`` file,
-    its size, its header and 1 MiB samples at its middle and end (hex digest; cheap on a 50 GB checkpoint).
-
-    Raises:
-        AdapterError: the folder has no ``config.json`` or no ``*.safetensors`` file.
-    """
+    """A sha256 hex fingerprint of a checkpoint's weights: ``config.json`` and, per safetensors file, its size,
+    header and 1 MiB samples at its middle and end (cheap on a 50 GB checkpoint). Raises :class:`AdapterError` for a
+    folder without ``config.json`` or weights."""
     root = Path(folder)
     config = root / "config.json"
     weights = sorted(root.glob("*.safetensors"))
@@ -86,9 +71,8 @@ def read_adapter_info(adapter: str | Path) -> dict[str, Any]:
     """The :data:`ADAPTER_INFO` record of an adapter folder.
 
     Raises:
-        AdapterError: a missing folder (or a file), no ``adapter_config.json`` (not a peft adapter), no
-            ``adapter_model.safetensors``, or a missing or malformed :data:`ADAPTER_INFO`.
-    """
+        AdapterError: no such folder, no ``adapter_config.json`` or ``adapter_model.safetensors``, or a missing or
+            malformed :data:`ADAPTER_INFO`."""
     root = Path(adapter)
     if root.is_file():
         raise AdapterError(f"adapter {root}: is a file; give the adapter's folder")
@@ -116,21 +100,12 @@ def read_adapter_info(adapter: str | Path) -> dict[str, Any]:
 
 
 def apply_adapter(model: Any, base_folder: str | Path, adapter: str | Path) -> Any:
-    """Load a LoRA adapter onto ``model`` (loaded from ``base_folder``); its layers are injected, not merged.
-
-    Args:
-        model: a ``DiffusionGemmaForBlockDiffusion`` (or the copy-head subclass) in eval mode.
-        base_folder: the folder ``model`` was loaded from (its fingerprint is checked).
-        adapter: the adapter folder.
-
-    Returns:
-        The same model object with the adapter's LoRA layers injected in the decoder and copy head (the encoder
-        is untouched), in eval mode.
+    """Load a LoRA adapter onto ``model`` (loaded from ``base_folder``, whose fingerprint is checked); returns the
+    same model, LoRA layers injected into the decoder and copy head (not merged), in eval mode.
 
     Raises:
-        AdapterError: see :func:`read_adapter_info`; an adapter trained on another base (names both bases and
-            their fingerprints); peft refusing the weights (shapes or modules that do not match).
-    """
+        AdapterError: see :func:`read_adapter_info`; an adapter trained on another base (both named); peft refusing
+            the weights."""
     info = read_adapter_info(adapter)
     have = base_fingerprint(base_folder)
     if info["base_fingerprint"] != have:

@@ -1,11 +1,7 @@
-"""DiffusionGemma configurations for the project's own small checkpoints (the embedded default and tests).
-
-DiffusionGemma has no dense-only variant: every layer carries the dense MLP plus a router and experts, so the
-closest to dense is ``num_experts=1, top_k_experts=1``. A vision tower is always built; a tiny
-``gemma4_vision`` sub-config keeps it at ~20k parameters. ``global_head_dim`` and ``layer_types`` are passed
-explicitly (the defaults are 512 and "force the last layer to full attention with a warning"); the image
-special ids are placed inside the project's vocabulary (:mod:`grammar.special_tokens`).
-"""
+"""DiffusionGemma configurations for the project's own small checkpoints (the embedded default and tests). Every
+layer carries a router and experts (``num_experts=1`` is the nearest to dense) and a vision tower is always built (a
+tiny one here); ``global_head_dim`` and ``layer_types`` are passed explicitly, image ids inside the project's
+vocabulary."""
 
 from __future__ import annotations
 
@@ -15,7 +11,7 @@ from grammar import special_tokens as st
 
 
 def tiny_vision_config() -> Any:
-    """A ~20k-parameter ``gemma4_vision`` sub-config (DiffusionGemma always builds a vision tower)."""
+    """A ~20k-parameter ``gemma4_vision`` sub-config."""
     from transformers.models.gemma4.configuration_gemma4 import Gemma4VisionConfig
 
     return Gemma4VisionConfig(
@@ -46,26 +42,21 @@ def small_config(
     max_position_embeddings: int = 4096,
     sliding_window: int = 128,
 ) -> Any:
-    """Build a small ``DiffusionGemmaConfig``.
+    """A small ``transformers.DiffusionGemmaConfig``.
 
     Args:
-        vocab_size, hidden_size, num_layers: model size (layers alternate sliding and full attention, the last
-            is full).
+        vocab_size, hidden_size, num_layers: model size (layers alternate sliding and full attention, the last full).
         intermediate_size: dense MLP width (default ``2 * hidden_size``).
         moe_intermediate_size: expert width (default ``hidden_size``).
         num_heads, num_kv_heads, head_dim: attention shape (``global_head_dim = head_dim``).
         canvas_length: tokens per canvas.
-        num_experts, top_k_experts: MoE shape (1/1 is the nearest to dense).
-        max_position_embeddings, sliding_window: positions and sliding-attention window (tokens).
-
-    Returns:
-        ``transformers.DiffusionGemmaConfig``.
-    """
+        num_experts, top_k_experts: MoE shape.
+        max_position_embeddings, sliding_window: positions and sliding-attention window."""
     from transformers import DiffusionGemmaConfig, DiffusionGemmaTextConfig
 
     layer_types = ["sliding_attention" if i % 2 == 0 else "full_attention" for i in range(num_layers)]
     layer_types[-1] = "full_attention"
-    # Consumed by the configs' __post_init__ (not declared fields, hence passed through dicts).
+    # consumed by the configs' __post_init__ (not declared fields, hence passed through dicts)
     extra_text: dict[str, Any] = {"global_head_dim": head_dim}
     extra_top: dict[str, Any] = {
         "pad_token_id": st.PAD_ID,

@@ -1,27 +1,12 @@
-"""The one place the runtime reaches into transformers' DiffusionGemma beyond its public forward.
-
-The denoising loop (:mod:`model.runtime`, :mod:`model.runtime.batcher`) drives the encoder and decoder itself, so it
-needs two private helpers of ``DiffusionGemmaForBlockDiffusion`` (``_prepare_cache_for_generation`` and
-``_prepare_encoder_inputs``) and two mask builders of its sub-models. They are called only through this
-module; :func:`check_model` checks they exist and names the installed transformers version when they do not.
-Source: transformers ``models/diffusion_gemma/generation_diffusion_gemma.py`` (5.8 to 5.24).
-"""
+"""The one place the runtime reaches into transformers' DiffusionGemma beyond its public forward: two private
+helpers of ``DiffusionGemmaForBlockDiffusion`` and two mask builders of its sub-models, checked by
+:func:`check_model`. Source: transformers ``models/diffusion_gemma/generation_diffusion_gemma.py`` (5.8 to 5.24)."""
 
 from __future__ import annotations
 
 from typing import Any
 
 import torch
-
-__all__ = [
-    "MIN_TRANSFORMERS",
-    "cache_from_layers",
-    "check_model",
-    "decoder_mask",
-    "encode",
-    "encoder_mask",
-    "new_cache",
-]
 
 #: The first transformers release with ``models/diffusion_gemma``.
 MIN_TRANSFORMERS = "5.8"
@@ -35,12 +20,8 @@ _NEEDED = (
 
 
 def check_model(model: Any) -> None:
-    """Check that ``model`` has every transformers helper the runtime calls.
-
-    Raises:
-        RuntimeError: one is missing; the message names it and the installed transformers version (the
-            runtime is tested with transformers 5.8 to 5.24).
-    """
+    """RuntimeError naming the helper and the installed transformers version when ``model`` lacks one the runtime
+    calls."""
     for owner, name in _NEEDED:
         obj = model
         for part in filter(None, owner.split(".")):
@@ -57,7 +38,7 @@ def check_model(model: Any) -> None:
 
 
 def new_cache(model: Any, batch: int, max_length: int) -> Any:
-    """An empty KV cache for ``batch`` rows of at most ``max_length`` positions (tokens)."""
+    """An empty KV cache for ``batch`` rows of at most ``max_length`` positions."""
     return model._prepare_cache_for_generation(
         generation_config=model.generation_config, batch_size=batch, max_length=max_length
     )
@@ -78,16 +59,15 @@ def encode(
 
     Args:
         model: ``DiffusionGemmaForBlockDiffusion``.
-        ids: ``[B, L]`` int64 all tokens so far (prefill: the prompt).
+        ids: ``[B, L]`` int64 all tokens so far.
         attention_mask: ``[B, L]`` bool, False at left padding.
         position_ids: ``[1, n]`` int32 positions of the tokens encoded now.
-        cache: the KV cache (updated in place and returned in the output).
+        cache: the KV cache (updated in place).
         is_prefill, canvas_length: as transformers' ``_prepare_encoder_inputs``.
-        images: the prefill's image keyword arguments (:func:`model.runtime.image_inputs`).
+        images: the prefill's image keyword arguments.
 
     Returns:
-        ``(encoded ids [B, n] int64, encoder output)`` with ``.cache`` and ``.last_hidden_state`` ``[B, n, H]``.
-    """
+        ``(encoded ids [B, n] int64, encoder output)`` with ``.cache`` and ``.last_hidden_state`` ``[B, n, H]``."""
     extra = images or {}
     enc_in, enc_masks = model._prepare_encoder_inputs(
         input_ids=ids,
@@ -106,13 +86,13 @@ def encode(
 
 
 def encoder_states(model: Any, ids: torch.Tensor) -> torch.Tensor:
-    """The encoder's final hidden states over ``ids`` alone, without a cache: ``[B, L, H]`` (the model's dtype)
-    for ``[B, L]`` int64 ids without padding (what the copy head's binding supervision was trained on)."""
+    """The encoder's final states ``[B, L, H]`` over unpadded ``ids`` ``[B, L]`` alone, without a cache (what the
+    binding supervision was trained on)."""
     return model.model.encoder(input_ids=ids, attention_mask=torch.ones_like(ids)).last_hidden_state
 
 
 def decoder_mask(model: Any, canvas: torch.Tensor, cache: Any, attention_mask: torch.Tensor) -> Any:
-    """The decoder's attention mask for canvas ``[B, C]`` over ``cache`` (``attention_mask`` ``[B, L + C]`` bool)."""
+    """The decoder's attention mask for canvas ``[B, C]`` over ``cache`` (``attention_mask`` ``[B, L + C]``)."""
     return model.model.decoder.create_diffusion_decoder_attention_mask(
         config=model.config,
         inputs_embeds=canvas.unsqueeze(-1),
@@ -124,7 +104,7 @@ def decoder_mask(model: Any, canvas: torch.Tensor, cache: Any, attention_mask: t
 def encoder_mask(
     model: Any, rows: int, length: int, attention_mask: torch.Tensor, cache: Any, position_ids: torch.Tensor
 ) -> Any:
-    """The encoder's causal mask for ``rows`` new sequences of ``length`` tokens appended to ``cache``."""
+    """The encoder's causal mask for ``rows`` new sequences of ``length`` tokens after ``cache``."""
     return model.model.encoder.create_masks_for_generate(
         config=model.config,
         inputs_embeds=torch.empty((rows, length, 0), dtype=model.dtype, device=attention_mask.device),
@@ -135,16 +115,8 @@ def encoder_mask(
 
 
 def cache_from_layers(model: Any, layers: list[tuple[torch.Tensor, torch.Tensor]], length: int) -> Any:
-    """A ``transformers.DynamicCache`` holding the given keys and values.
-
-    Args:
-        model: the checkpoint (for its text config).
-        layers: per decoder layer, ``(keys, values)`` ``[B, heads, L, head_dim]``.
-        length: positions the cache has seen (tokens; sliding-window layers keep fewer than that).
-
-    Returns:
-        The cache, ready for the encoder or decoder.
-    """
+    """A ``transformers.DynamicCache`` holding per decoder layer ``(keys, values)`` ``[B, heads, L, head_dim]``,
+    having seen ``length`` positions."""
     from transformers import DynamicCache
 
     cache = DynamicCache(config=model.config.get_text_config())

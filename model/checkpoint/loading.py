@@ -1,13 +1,6 @@
-"""Loading DiffusionGemma-architecture checkpoints (the embedded default, a local folder, or a hub id).
-
-A ``copy_head`` entry in ``config.json`` selects :class:`model.heads.copy_model.DiffusionGemmaWithCopyHead` (the copy
-head's weights are in the same ``model.safetensors``); every other checkpoint loads as
-``transformers.DiffusionGemmaForBlockDiffusion``.
-
-Every failure is a :class:`CheckpointError` naming the path and the problem: a missing folder, a folder
-without ``config.json``, a config of another architecture, a truncated or corrupt safetensors file, a hub id
-that is not in the local Hugging Face cache (found out before any network access).
-"""
+"""Loading DiffusionGemma-architecture checkpoints (the embedded default, a local folder, or a cached hub id). A
+``copy_head`` entry in ``config.json`` selects :class:`model.heads.copy_model.DiffusionGemmaWithCopyHead`. Every
+failure is a :class:`CheckpointError` naming the path and the problem, found before any network access."""
 
 from __future__ import annotations
 
@@ -40,11 +33,8 @@ SUPPORTED_MODEL_TYPES = ("diffusion_gemma",)
 _DEVICE = re.compile(r"cpu|cuda(:[0-9]+)?")
 
 
-#: Decoding options that transformers' ``DiffusionGemmaGenerationConfig`` has no field for (it refuses unknown
-#: keys), kept beside ``generation_config.json``: ``{"accept_window": W, "no_repeat": true, "extend_prose": false,
-#: "call_accept_window": W2, "repeat_window": K, "bind_values": true,
-#: "ground_answers": true, "span_copy": true}`` (see :class:`DenoiseSettings`; a missing key
-#: keeps its default).
+#: Decoding options transformers' generation config has no field for (:class:`DenoiseSettings`; missing keys
+#: keep their defaults).
 DECODING_FILE = "agentkit_decoding.json"
 DECODING_KEYS = (
     "accept_window",
@@ -64,11 +54,10 @@ class LoadedCheckpoint:
 
     Attributes:
         model: ``transformers.DiffusionGemmaForBlockDiffusion`` in eval mode.
-        tokenizer: the checkpoint's ``PreTrainedTokenizerFast`` (control tokens are never stripped on decode).
-        settings: :class:`DenoiseSettings` from its ``generation_config.json``.
+        tokenizer: the checkpoint's ``PreTrainedTokenizerFast``.
+        settings: :class:`DenoiseSettings` from its ``generation_config.json`` and :data:`DECODING_FILE`.
         source: the folder or hub id it came from.
-        adapter: the LoRA adapter folder applied to the model (its layers injected), or ``None``.
-    """
+        adapter: the LoRA adapter folder applied, or ``None``."""
 
     model: Any
     tokenizer: Any
@@ -78,11 +67,7 @@ class LoadedCheckpoint:
 
 
 def _check_safetensors(path: Path) -> None:
-    """Validate a safetensors file's header and size without reading the tensors.
-
-    Raises:
-        CheckpointError: if the file is shorter than its header says (truncated) or the header is corrupt.
-    """
+    """CheckpointError when a safetensors file is truncated or its header corrupt."""
     size = path.stat().st_size
     with path.open("rb") as f:
         raw = f.read(8)
@@ -139,12 +124,7 @@ def _check_local_folder(folder: Path) -> None:
 
 
 def _cached_snapshot(repo_id: str) -> str:
-    """The folder of ``repo_id``'s complete snapshot in the local Hugging Face cache (no network, milliseconds).
-
-    Raises:
-        CheckpointError: not a valid hub id, or no complete snapshot cached: names the cache folder looked at,
-            whether offline mode is on, and the command that fetches the model (``hf download ID``).
-    """
+    """``repo_id``'s complete snapshot in the local HF cache, else CheckpointError (no network)."""
 
     try:
         return str(snapshot_download(repo_id, local_files_only=True))
@@ -162,8 +142,7 @@ def _cached_snapshot(repo_id: str) -> str:
 
 
 def _resolve_source(path_or_id: str | os.PathLike[str] | None) -> str:
-    """The checkpoint's local folder, checked before torch and transformers are imported (seconds): a missing
-    folder or a hub id that is not in the local cache fails at once (nothing touches the network)."""
+    """The checkpoint's local folder, checked before any weights load."""
     source = DEFAULT_CHECKPOINT if path_or_id is None else path_or_id
     src = str(source)
     local = Path(src).expanduser()
@@ -177,11 +156,7 @@ def _resolve_source(path_or_id: str | os.PathLike[str] | None) -> str:
 
 
 def _load_kwargs(dtype: str, device: str) -> dict[str, Any]:
-    """``from_pretrained`` keywords: dtype, local files only.
-
-    Raises:
-        CheckpointError: a CUDA device torch does not see (none at all, or no device of that index).
-    """
+    """``from_pretrained`` keywords; :class:`CheckpointError` for a CUDA device torch does not see."""
     dtypes = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16}
     if str(device).startswith("cuda") and not torch.cuda.is_available():
         raise CheckpointError(f"device {device!r} requested but this torch build sees no CUDA device")
@@ -195,11 +170,7 @@ def _load_kwargs(dtype: str, device: str) -> dict[str, Any]:
 
 @contextlib.contextmanager
 def _held_load_report() -> Iterator[list[logging.LogRecord]]:
-    """Hold back what ``transformers.modeling_utils`` logs (its LOAD REPORT of missing/unexpected keys).
-
-    Yields the held records; the caller re-emits them (:func:`_release`) when the load goes on, and drops them
-    when it raises a :class:`CheckpointError` that says the same thing in one line.
-    """
+    """Hold back transformers' LOAD REPORT log records (re-emitted when the load goes on)."""
     logger = logging.getLogger("transformers.modeling_utils")
     held: list[logging.LogRecord] = []
 
@@ -214,19 +185,8 @@ def _held_load_report() -> Iterator[list[logging.LogRecord]]:
         logger.removeFilter(hold)
 
 
-def _release(held: list[logging.LogRecord]) -> None:
-    """Log the records :func:`_held_load_report` held back, as transformers would have."""
-    for record in held:
-        logging.getLogger(record.name).handle(record)
-
-
 def _from_pretrained(src: str, kwargs: dict[str, Any]) -> tuple[Any, Any]:
-    """The model (with a copy head when ``config.json`` declares one) and its tokenizer, progress bars off.
-
-    Raises:
-        CheckpointError: the files cannot be read, or do not match the DiffusionGemma architecture (a
-            ``copy_head`` entry whose weights or tables ``model.safetensors`` lacks included).
-    """
+    """The model (with a copy head when declared) and its tokenizer, or CheckpointError."""
 
     bars = hf_logging.is_progress_bar_enabled()
     hf_logging.disable_progress_bar()
@@ -251,7 +211,8 @@ def _from_pretrained(src: str, kwargs: dict[str, Any]) -> tuple[Any, Any]:
                 f"{src}: model.safetensors holds {', '.join(extra)}, which the copy_head entry of config.json does "
                 "not declare (an entry edited after training?)"
             )
-        _release(held)  # any other key transformers reports (e.g. a checkpoint of a newer architecture)
+        for record in held:  # any other key transformers reports, logged as it would have been
+            logging.getLogger(record.name).handle(record)
         tokenizer = AutoTokenizer.from_pretrained(src, local_files_only=kwargs.get("local_files_only", False))
         _check_response_ids(src, model, tokenizer)
     except CheckpointError:
@@ -269,8 +230,7 @@ def _from_pretrained(src: str, kwargs: dict[str, Any]) -> tuple[Any, Any]:
 
 
 def _check_response_ids(src: str, model: Any, tokenizer: Any) -> None:
-    """Raises :class:`CheckpointError` when a copy head's ``answer_match_responses`` ids are not the tokenizer's
-    ``<|tool_response>`` and ``<tool_response|>`` (the rule would silently watch other tokens)."""
+    """CheckpointError when ``answer_match_responses`` are not the tool-response ids."""
     head = getattr(model, "copy_head", None)
     ids = getattr(getattr(head, "cfg", None), "answer_match_responses", None)
     if ids is None:
@@ -294,31 +254,22 @@ def load_checkpoint(
     """Load a DiffusionGemma checkpoint and its tokenizer and denoising settings.
 
     Args:
-        path_or_id: local folder, hub id (e.g. ``google/diffusiongemma-26B-A4B-it``, read from the local Hugging
-            Face cache only, never downloaded: ``hf download ID`` fetches it), or ``None`` for the embedded
-            default checkpoint.
-        dtype: ``"float32"`` or ``"bfloat16"`` (``"float16"`` also accepted on CUDA).
+        path_or_id: local folder, hub id (read from the local Hugging Face cache only: ``hf download ID`` fetches
+            it), or ``None`` for the embedded default.
+        dtype: ``"float32"``, ``"bfloat16"`` or ``"float16"``.
         device: ``"cpu"``, ``"cuda"`` or ``"cuda:N"``.
-        adapter: a LoRA adapter folder written by ``agentkit specialize`` (:mod:`model.checkpoint.adapters`), applied
-            after loading (its LoRA layers injected into the decoder and copy head); ``None``: none.
-
-    Returns:
-        :class:`LoadedCheckpoint` (``adapter`` set when one was applied).
+        adapter: a LoRA adapter folder written by ``agentkit specialize``, applied after loading; ``None``: none.
 
     Raises:
-        CheckpointError: missing folder, wrong architecture, truncated weights, a hub id not in the cache,
-            unsupported dtype, a device other than ``cpu``/``cuda``/``cuda:N``, a CUDA device torch does not see;
-            :class:`model.checkpoint.adapters.AdapterError` (a subclass) for an adapter that is missing, malformed or
-            trained on another base (both named).
-    """
+        CheckpointError: missing folder, wrong architecture, truncated weights, a hub id not cached, an unsupported
+            dtype or device, a CUDA device torch does not see; ``AdapterError`` (a subclass) for an adapter that is
+            missing, malformed or trained on another base."""
     if dtype not in ("float32", "bfloat16", "float16"):
         raise CheckpointError(
             f"unsupported dtype {dtype!r}: choose one of ['bfloat16', 'float16', 'float32']"
         )
     if not isinstance(device, str) or not _DEVICE.fullmatch(device):
         raise CheckpointError(f"unsupported device {device!r}: choose 'cpu', 'cuda' or 'cuda:N'")
-    # where the weights are, checked before torch and transformers are imported (seconds): a missing folder
-    # or an uncached hub id fails at once
     src = _resolve_source(path_or_id)
     if adapter is not None:  # a missing or malformed adapter fails before the weights load
         read_adapter_info(Path(adapter))
@@ -341,28 +292,19 @@ def load_checkpoint(
     )
 
 
-def _json(value: Any) -> str:
-    """``value`` as JSON spells it (``true``, ``null``, ``"3"``), for error messages about a JSON file."""
-    try:
-        return json.dumps(value)
-    except (TypeError, ValueError):  # pragma: no cover - values parsed from JSON always serialise
-        return repr(value)
-
-
 def read_decoding_file(path: Path) -> dict[str, Any]:
-    """The decoding options of a checkpoint's :data:`DECODING_FILE` (only :data:`DECODING_KEYS`).
+    """The decoding options of a checkpoint's :data:`DECODING_FILE`.
 
     Raises:
-        CheckpointError: the file cannot be read (a folder, not UTF-8) or is not a JSON object, or has an unknown
-            key, a bad value or ``repeat_window`` > 1 without ``no_repeat`` (names the file and the key).
-    """
+        CheckpointError: an unreadable file or not a JSON object, an unknown key, a bad value, or
+            ``repeat_window`` > 1 without ``no_repeat`` (names the file and the key)."""
     try:
         data = json.loads(path.read_text(encoding="utf-8"))
     except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
         raise CheckpointError(f"{path}: cannot read decoding options ({exc})") from exc
     if not isinstance(data, dict):
         raise CheckpointError(
-            f"{path}: a JSON object with keys among {list(DECODING_KEYS)} is expected, got {_json(data)}"
+            f"{path}: a JSON object with keys among {list(DECODING_KEYS)} is expected, got {json.dumps(data)}"
         )
     unknown = sorted(set(data) - set(DECODING_KEYS))
     if unknown:
@@ -370,13 +312,13 @@ def read_decoding_file(path: Path) -> dict[str, Any]:
     for key in ("accept_window", "call_accept_window"):
         w = data.get(key)
         if w is not None and (isinstance(w, bool) or not isinstance(w, int) or w < 1):
-            raise CheckpointError(f"{path}: {key} must be an integer >= 1 or null, got {_json(w)}")
+            raise CheckpointError(f"{path}: {key} must be an integer >= 1 or null, got {json.dumps(w)}")
     k = data.get("repeat_window", 1)
     if isinstance(k, bool) or not isinstance(k, int) or k < 1:
-        raise CheckpointError(f"{path}: repeat_window must be an integer >= 1, got {_json(k)}")
+        raise CheckpointError(f"{path}: repeat_window must be an integer >= 1, got {json.dumps(k)}")
     for key in ("no_repeat", "extend_prose", "bind_values", "ground_answers", "span_copy"):
         if not isinstance(data.get(key, False), bool):
-            raise CheckpointError(f"{path}: {key} must be true or false, got {_json(data[key])}")
+            raise CheckpointError(f"{path}: {key} must be true or false, got {json.dumps(data[key])}")
     if k > 1 and not data.get("no_repeat", False):
         raise CheckpointError(f'{path}: repeat_window {k} needs "no_repeat": true (the rule it widens)')
     return data

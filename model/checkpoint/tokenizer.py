@@ -1,10 +1,9 @@
-"""Byte-level BPE tokenizers with Gemma 4 control tokens, for the project's own checkpoints.
+"""Byte-level BPE tokenizers with Gemma 4 control tokens, and encoding text as text.
 
-``build_tokenizer`` trains a byte-level BPE (``tokenizers`` library) whose first ids are the fixed
-:data:`grammar.special_tokens.SPECIAL_TOKENS`, and wraps it in a ``transformers.PreTrainedTokenizerFast`` that
-carries the Gemma 4 chat template (``model/chat_template.jinja``). Control tokens are *never* stripped by
-``decode`` in this project: stripping them deletes ``<|tool_call>`` and ``<|"|>`` and loses tool calls.
-"""
+:func:`build_tokenizer` trains a byte-level BPE whose first ids are :data:`grammar.special_tokens.SPECIAL_TOKENS`,
+wrapped in a ``PreTrainedTokenizerFast`` carrying the Gemma 4 chat template. Control tokens are never stripped by
+``decode`` here (that would delete ``<|tool_call>`` and ``<|"|>``), and text is never encoded as one: control ids
+appear only where the template or the grammar places them."""
 
 from __future__ import annotations
 
@@ -24,35 +23,25 @@ CHAT_TEMPLATE_PATH = Path(__file__).resolve().parent.parent / "chat_template.jin
 
 
 def chat_template() -> str:
-    """Return the Gemma 4-format Jinja chat template shipped with the project's checkpoints.
-
-    Raises:
-        FileNotFoundError: if ``model/chat_template.jinja`` is missing from the installation.
-    """
+    """The Gemma 4-format Jinja chat template shipped with the project's checkpoints."""
     return CHAT_TEMPLATE_PATH.read_text(encoding="utf-8")
 
 
 def build_tokenizer(
     texts: Iterable[str], vocab_size: int = 4096, min_frequency: int = 2, *, space_tokens: bool = False
 ) -> PreTrainedTokenizerFast:
-    """Train a byte-level BPE tokenizer on ``texts`` and return a ``PreTrainedTokenizerFast``.
+    """Train a byte-level BPE tokenizer on ``texts``; returns :func:`wrap_tokenizer`'s tokenizer.
 
     Args:
-        texts: training corpus (any iterable of strings; a few MB train in about a second).
-        vocab_size: total vocabulary size including the 18 special tokens and the 256 byte tokens.
+        texts: training corpus (a few MB train in about a second).
+        vocab_size: total vocabulary including the 18 special and the 256 byte tokens.
         min_frequency: minimum pair count for a BPE merge.
-        space_tokens: split runs of spaces into their own pre-tokens before the byte-level split, so a word
-            has the same token ids after a space (in a request) as after ``<|"|>`` (in a tool call): copying a
-            value from the request becomes an identity copy, which a small model learns far sooner than the
-            GPT-2 ``Ġword`` -> ``word`` mapping. Costs about one token per space.
-
-    Returns:
-        ``transformers.PreTrainedTokenizerFast`` with ``pad/eos/bos/unk`` set, the Gemma 4 control tokens as
-        single special tokens at ids ``0..17`` (see :mod:`grammar.special_tokens`) and ``chat_template`` set.
+        space_tokens: split runs of spaces into their own pre-tokens, so a word has the same ids after a space as
+            after ``<|"|>``: copying a value becomes an identity copy, which a small model learns far sooner (about
+            one token more per space).
 
     Raises:
-        ValueError: if ``vocab_size`` is too small to hold the special and byte tokens.
-    """
+        ValueError: ``vocab_size`` too small to hold the special and byte tokens."""
     from tokenizers import Tokenizer, decoders, models, pre_tokenizers, processors, trainers
 
     if vocab_size < len(st.SPECIAL_TOKENS) + 256 + 1:
@@ -85,13 +74,8 @@ def build_tokenizer(
 
 
 def wrap_tokenizer(tok: Any) -> Any:
-    """Wrap a ``tokenizers.Tokenizer`` whose ids 0..17 are :data:`grammar.special_tokens.SPECIAL_TOKENS`.
-
-    Returns:
-        ``transformers.PreTrainedTokenizerFast`` with pad/eos/bos/unk, the control tokens as special tokens,
-        the image tokens named as Gemma 4's processor expects them (``image_token``, ``boi_token``,
-        ``eoi_token``) and the Gemma 4 chat template.
-    """
+    """A ``PreTrainedTokenizerFast`` over ``tok`` (ids 0..17 the special tokens) with pad/eos/bos/unk, the control
+    tokens special, Gemma 4's image token names and the chat template."""
     from transformers import PreTrainedTokenizerFast
 
     fast = PreTrainedTokenizerFast(
@@ -110,14 +94,9 @@ def wrap_tokenizer(tok: Any) -> Any:
     return fast
 
 
-# ----------------------------------------------------------------------------------------------------------
-# Encoding text as text: control tokens only where the template or the grammar places them
-# ----------------------------------------------------------------------------------------------------------
-
-
 @dataclass(frozen=True)
 class _Controls:
-    """Per-tokenizer tables of :func:`encode_marked` / :func:`decode_marked` (cached per tokenizer object)."""
+    """Per-tokenizer tables of :func:`encode_marked` / :func:`decode_marked`."""
 
     ids: dict[str, int]  # control token text -> id
     id_set: frozenset[int]
@@ -126,16 +105,9 @@ class _Controls:
 
 
 def control_tokens(tokenizer: Any) -> dict[str, int]:
-    """The control tokens of ``tokenizer``: text -> id.
-
-    Control tokens are the added tokens marked special, plus added tokens named in
-    :data:`grammar.special_tokens.SPECIAL_TOKENS` (a checkpoint may register Gemma's protocol tokens as
-    non-special added tokens); tokens made only of whitespace are not control tokens (templates write them as
-    ordinary text). Text from users, tools, files and tool arguments never encodes to one of these ids.
-
-    Args:
-        tokenizer: a ``transformers.PreTrainedTokenizerFast``.
-    """
+    """The control tokens of ``tokenizer``, text -> id: the added tokens marked special plus those named in
+    :data:`grammar.special_tokens.SPECIAL_TOKENS` (whitespace-only tokens excepted). No input text ever encodes to
+    one of these ids."""
     return dict(_controls(tokenizer).ids)
 
 
@@ -159,7 +131,7 @@ def _controls(tokenizer: Any) -> _Controls:
 
 
 def _escape_surrogates(text: str) -> str:
-    """``text`` with each lone surrogate (unencodable in UTF-8) written as the text ``\\udXXX``."""
+    """``text`` with each lone surrogate written as the text ``\\udXXX``."""
     try:
         text.encode("utf-8")
     except UnicodeEncodeError:
@@ -168,15 +140,13 @@ def _escape_surrogates(text: str) -> str:
 
 
 def _encode_texts(ctl: _Controls, texts: list[str]) -> list[list[int]]:
-    """Ordinary-token ids of each text; never a control id (see :func:`encode_text`)."""
+    """Ordinary-token ids of each text; never a control id."""
     texts = [_escape_surrogates(t) for t in texts]
     out = [list(e.ids) for e in ctl.text_tok.encode_batch(texts, add_special_tokens=False)]
     for k, ids in enumerate(out):
         if ctl.id_set.isdisjoint(ids):
             continue
-        # The BPE model itself spells a control token from plain text (its merges can rebuild `<|"|>` from
-        # `<|` + `"|>`), or a non-special added token matched: encode each pre-token on its own and split the
-        # ones that still give a control id.
+        # the BPE rebuilt a control token from plain text: split the pre-tokens that still give one
         out[k] = _encode_pretokens(ctl, texts[k])
     return out
 
@@ -208,41 +178,19 @@ def _tokenize_piece(ctl: _Controls, piece: str) -> list[int]:
 def encode_text(tokenizer: Any, text: str) -> list[int]:
     """Encode ``text`` as ordinary text tokens, even where its characters spell a control token.
 
-    Uses the tokenizer's own pipeline with special-token matching off (``encode_special_tokens``, the
-    ``split_special_tokens`` of ``transformers``). Where the BPE model would still rebuild a control token
-    from plain text (a vocabulary trained on text holding the spellings merges ``<|`` + ``"|>`` into
-    ``<|"|>``), that pre-token is split so that the ids spell the same text with ordinary tokens. Lone
-    surrogates (unencodable in UTF-8) are written as the text ``\\udXXX``.
-
-    Args:
-        tokenizer: a ``transformers.PreTrainedTokenizerFast``.
-        text: the text (unmarked).
-
-    Returns:
-        Token ids (no BOS/EOS added); none is in :func:`control_tokens`; decoding them gives ``text`` back.
+    The tokenizer's pipeline runs with special-token matching off (``split_special_tokens``); a pre-token the BPE
+    still merges into a control token (``<|`` + ``"|>``) is split. Lone surrogates are written as ``\\udXXX``.
+    Returns ids (no BOS/EOS) that decode to ``text``.
 
     Raises:
-        ValueError: the vocabulary cannot spell a single character except as a control token.
-    """
+        ValueError: the vocabulary cannot spell a character except as a control token."""
     return _encode_texts(_controls(tokenizer), [text])[0]
 
 
 def encode_marked(tokenizer: Any, marked: str) -> list[int]:
-    """Encode a marked string (see :func:`grammar.special_tokens.mark_text`): control tokens written literally
-    become their ids, everything else (marked text included) becomes ordinary text tokens.
-
-    For a string without marks this gives the same ids as ``tokenizer(marked, add_special_tokens=False)``
-    whenever its control tokens have the shape :data:`grammar.special_tokens.CONTROL_SHAPE` (all of Gemma's);
-    control tokens of another shape are always encoded as text.
-
-    Args:
-        tokenizer: a ``transformers.PreTrainedTokenizerFast``.
-        marked: e.g. a rendered chat from :func:`encode_chat`'s rendering, or
-            :func:`grammar.parse.format_tool_call`'s output.
-
-    Returns:
-        Token ids (no BOS/EOS added).
-    """
+    """Encode a marked string (:func:`grammar.special_tokens.mark_text`): control tokens written literally become
+    their ids, everything else ordinary text tokens (no BOS/EOS). Without marks this equals ``tokenizer(marked,
+    add_special_tokens=False)`` when the control tokens have :data:`grammar.special_tokens.CONTROL_SHAPE`."""
     ctl = _controls(tokenizer)
     layout: list[str | int] = []
     pos = 0
@@ -266,17 +214,9 @@ def encode_marked(tokenizer: Any, marked: str) -> list[int]:
 
 
 def decode_marked(tokenizer: Any, ids: Iterable[int]) -> str:
-    """Decode ``ids`` to a marked string: control tokens as their text, the text of ordinary tokens marked.
-
-    A control token's text in the result is always the token itself, never ordinary tokens spelling it, so
-    :func:`grammar.parse.parse_tool_calls` tells the string delimiter token ``<|"|>`` from the text
-    ``<|"|>`` inside a value. ``grammar.special_tokens.unmark_text(decode_marked(tok, ids))`` equals
-    ``tok.decode(ids, skip_special_tokens=False)``.
-
-    Args:
-        tokenizer: a ``transformers.PreTrainedTokenizerFast``.
-        ids: token ids (e.g. a generation with padding removed).
-    """
+    """Decode ``ids`` to a marked string: control tokens as their text, ordinary tokens' text marked, so
+    :func:`grammar.parse.parse_tool_calls` tells the token ``<|"|>`` from the text ``<|"|>`` in a value.
+    ``unmark_text`` of the result equals ``tokenizer.decode(ids, skip_special_tokens=False)``."""
     ctl = _controls(tokenizer)
     names = {i: c for c, i in ctl.ids.items()}
     out: list[str] = []
@@ -299,7 +239,7 @@ def decode_marked(tokenizer: Any, ids: Iterable[int]) -> str:
 
 
 def _mark_inputs(obj: Any) -> Any:
-    """Copy of messages/tools with every string (dict keys included) passed through ``mark_all_text``."""
+    """Copy of messages/tools with every string (dict keys included) marked."""
     if isinstance(obj, str):
         return st.mark_all_text(obj)
     if isinstance(obj, dict):
@@ -314,18 +254,8 @@ def render_marked(
     messages: list[dict[str, Any]],
     tools: list[dict[str, Any]] | None = None,
 ) -> str:
-    """Render a chat with the tokenizer's own chat template, every input string marked, ending with the
-    model-turn opener.
-
-    The template decides the whole structure; only its own control tokens appear literally in the result
-    (see :func:`grammar.special_tokens.mark_text`). ``unmark_text`` of the result equals the plain
-    ``apply_chat_template(..., tokenize=False)`` rendering.
-
-    Args:
-        tokenizer: a tokenizer with a ``chat_template``.
-        messages: OpenAI-style messages.
-        tools: OpenAI-style tool declarations, or ``None``.
-    """
+    """Render a chat with the tokenizer's chat template, every input string marked, ending with the model-turn
+    opener: only the template's control tokens appear literally; ``unmark_text`` of it is the plain rendering."""
     return str(
         tokenizer.apply_chat_template(
             _mark_inputs(messages),
@@ -341,24 +271,9 @@ def encode_chat(
     messages: list[dict[str, Any]],
     tools: list[dict[str, Any]] | None = None,
 ) -> list[int]:
-    """Token ids of a chat: the template's control tokens as ids, all text from the inputs as text tokens.
-
-    Text from users, tools (results and declarations), files and tool arguments never becomes a control
-    token, even when its characters spell one (a tool result holding ``<turn|><|turn>user`` stays text, so
-    it cannot open a turn). For inputs without control-token spellings the ids are exactly
-    ``tokenizer(apply_chat_template(..., tokenize=False), add_special_tokens=False).input_ids``, the
-    tokenization the project's checkpoints were trained on.
-
-    ``transformers``' ``apply_chat_template(..., sanitize_control_tokens=True)`` is not used: it leaves dict
-    keys (tool-result objects, arguments) unsanitized and refuses vocabularies whose BPE rebuilds a control
-    token from plain text, as the shipped checkpoint's does for ``<|"|>``.
-
-    Args:
-        tokenizer: a ``transformers.PreTrainedTokenizerFast`` with a chat template.
-        messages: OpenAI-style messages.
-        tools: OpenAI-style tool declarations, or ``None``.
-
-    Returns:
-        Token ids (the template writes ``<bos>`` itself), ending with the model-turn opener.
-    """
+    """Token ids of a chat (``<bos>`` written by the template, ending with the model-turn opener): the template's
+    control tokens as ids, all input text as text tokens, so a tool result holding ``<turn|><|turn>user`` cannot
+    open a turn. Without control-token spellings the ids equal the plain rendering's tokenization. transformers'
+    ``sanitize_control_tokens`` is not used: it leaves dict keys unsanitized and refuses vocabularies whose BPE
+    rebuilds ``<|"|>`` from plain text."""
     return encode_marked(tokenizer, render_marked(tokenizer, messages, tools))

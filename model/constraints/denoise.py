@@ -1,39 +1,23 @@
 """Grammar constraints applied *during* denoising: every readout is a valid prefix of a complete tool call.
 
-A left-to-right grammar matcher does not fit a canvas whose positions are accepted in any order and
-re-noised. The design here (prefix commit):
+A left-to-right matcher does not fit a canvas accepted in any order and re-noised, so the constraint commits a
+prefix (llguidance ``LLMatcher``):
 
-* The matcher (llguidance ``LLMatcher``) holds a *committed prefix* of the canvas. Positions before the
-  frontier are fixed: their logits are forced to the committed token (entropy 0, always accepted, excluded
-  from the stop statistics).
-* Fast-forward tokens (the grammar allows exactly one continuation: ``call:``, a tool name's tail, a required
-  key, ``<|"|>``) are committed without sampling and fixed the same way.
-* The frontier position's logits are masked with the matcher's token bitmask, so what is sampled there is
-  grammatical and its entropy is measured over allowed tokens only.
-* After each denoising step, the run of positions from the frontier that the entropy-bound rule accepted AND
-  the matcher accepts, in order, is committed. Committing the longest grammatical run regardless of
-  acceptance would commit noise inside strings, where any token is grammatical.
-* Frontier extension: where that run stops (a position the sampler did not accept, or an accepted token the
-  grammar rejects), the walk goes on with fast-forward tokens and then with the *masked* distribution of the
-  same step's logits at that position: if its entropy (tempered, over the allowed tokens only) fits in what
-  is left of an entropy budget equal to the sampler's bound, and its masked argmax is also the masked argmax
-  of the previous step's logits there (the stability the runtime's stop rule asks of a canvas, under the
-  grammar; so never on a canvas's first step, whose input is pure noise), that token is committed and the
-  walk continues. Without it each ungrammatical or unaccepted position costs one more decoder forward (the
-  constrained canvas needed 5.4 forwards against 4.25 unconstrained on the shipped checkpoint). An accepted
-  ungrammatical token that the extension cannot replace is vetoed (re-noised). With ``extend_prose=False``
-  the extension waits while the turn is prose (text before its first ``<|tool_call>``).
-* Termination: when the token budget left comes within ``margin`` tokens of the shortest completion (found
-  by :func:`grammar.completion.shortest_completion`: fast-forward tokens, then closers such as
-  ``<|"|>``, ``}``, ``]``, ``<tool_call|>``, a small search for formats and patterns, then the
-  shortest allowed token), the constraint forces that completion. Unbounded strings, numbers and arrays
-  therefore always close inside ``max_new_tokens``.
-* Readout: the committed prefix, then a left-to-right masked argmax over the last logits (with the same
-  budget rule), then pad once the grammar has terminated. The matcher state carries into the next canvas.
+* Positions before the frontier are fixed to the committed token (entropy 0, always accepted, out of the stop
+  statistics); fast-forward tokens (the grammar allows one continuation) are committed without sampling.
+* The frontier's logits are masked with the matcher's bitmask, so its sample is grammatical.
+* After each step the run from the frontier that the entropy bound accepted AND the matcher accepts is committed
+  (the longest grammatical run would commit noise inside strings, where any token is grammatical).
+* Frontier extension: where that run stops, the walk goes on with the *masked* distribution at that position if
+  its entropy fits what is left of a budget equal to the sampler's bound and its masked argmax equals the previous
+  step's (never on a canvas's first step); each stop otherwise costs a decoder forward (5.4 against 4.25 forwards
+  per canvas on the shipped checkpoint). An accepted ungrammatical token it cannot replace is re-noised.
+* Termination: when the budget left comes within ``margin`` of the shortest completion
+  (:func:`grammar.completion.shortest_completion`), that completion is forced, so values always close inside
+  ``max_new_tokens``.
+* Readout: the committed prefix, then a masked argmax left to right, then pad; the matcher carries over.
 
-Source: prefix-commit design measured in the project's prototype (``../shared/NOTES.md``); llguidance
-(https://github.com/guidance-ai/llguidance) for grammars, token masks and fast-forward tokens.
-"""
+Sources: the prototype's measurements (``../shared/NOTES.md``); llguidance for grammars, masks and fast-forward."""
 
 from __future__ import annotations
 
@@ -51,10 +35,9 @@ from model.runtime.constraint_batch import ConstraintPlan
 
 @functools.lru_cache(maxsize=16)
 def word_bases(tokenizer: Any) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """Per token id: the id of its space-stripped form (``ĠBerlin`` -> ``Berlin``, else itself), whether it is
-    word-like (has a letter or digit), and whether its space-stripped form is a word of 3 letters or more
-    (``ĠBerlin``, ``defined``; not ``598``, ``py``, ``_``); ``([V] int64, [V] bool, [V] bool)``, cached per
-    tokenizer object. Special tokens are none of these."""
+    """Per token id ``([V] int64, [V] bool, [V] bool)``: its space-stripped form's id, whether it is word-like (a
+    letter or digit), whether its stripped form is a word of 3+ letters; special tokens none of these. Cached per
+    tokenizer."""
     vocab = tokenizer.get_vocab()
     n = len(tokenizer)
     base = np.arange(n, dtype=np.int64)
@@ -73,48 +56,30 @@ def word_bases(tokenizer: Any) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
 
 
 class GrammarConstraint:
-    """A :class:`model.runtime.CanvasConstraint` driven by an llguidance matcher (one per batch row).
+    """A :class:`model.runtime.CanvasConstraint` driven by an llguidance matcher (one per row).
 
-    Budget guard (termination): the constraint keeps a checkpoint, the last committed length at which the
-    greedy shortest completion plus ``margin`` fitted in the token budget left. It re-checks every few
-    tokens (every token near the limit); when a check fails it rolls the matcher back to the checkpoint and
-    forces the completion computed there, which fits by construction. Calls therefore always finish inside
-    ``max_new_tokens`` whatever the checkpoint, seed or temperature.
+    Budget guard: the constraint keeps a checkpoint, the last committed length at which the shortest completion plus
+    ``margin`` fitted in the budget, re-checked every few tokens; on a failed check it rolls the matcher back there
+    and forces the completion, so calls always finish inside ``max_new_tokens``.
 
     Args:
         matcher: a fresh ``llguidance.LLMatcher`` for the tool-call grammar.
-        tokenizer: the checkpoint's tokenizer (for :func:`~grammar.completion.shortest_completion`).
+        tokenizer: the checkpoint's tokenizer.
         pad_token_id: written after the grammar terminates.
         margin: extra tokens kept free when deciding to close (multi-byte UTF-8 openers need >= 3).
         max_check_gap: at most this many tokens between two budget checks.
-        extend: commit confident, stable masked argmaxes past the accepted run (the frontier extension of the
-            module docstring); False keeps the plain accepted-and-grammatical walk.
-        extend_prose: with ``extend``, extend prose too (text of the turn before its first ``<|tool_call>``);
-            False extends only inside tool calls, so prose advances by accepted positions alone (with an
-            accept window of 1: one token per step, left to right). A decoding rule for small checkpoints,
-            whose extension commits several prose positions predicted in parallel from one forward, each
-            blind to the others: copied spans then skip or repeat tokens (docs/TRAINING.md, "Experiment
-            2026-12-02 (4)").
-        no_repeat: never commit a word-like token right after the same word (compared on the space-stripped
-            form: ``bundle`` after ``bundle``, ``Ġ466`` after ``466``): the frontier mask leaves it out and the
-            commit walk stops before it. A decoding rule for small checkpoints, whose parallel positions tend to
-            copy the same source token twice (the autoregressive analogue is a bigram repetition ban).
-        repeat_window: with ``no_repeat``, in prose (outside tool calls) a word of 3 letters or more is also
-            not committed while it is among the last ``repeat_window`` committed tokens (1: only the rule
-            above). Catches ``load_bundle defined is defined...``, where a small checkpoint's prose loops back
-            on a word; numbers and short pieces are left alone, since values such as ``52.52`` repeat them.
-            The analogue of ``no_repeat_ngram_size=1`` limited to a window (transformers'
-            ``NoRepeatNGramLogitsProcessor``).
-        span_copy: a :class:`model.constraints.span_copy.SpanCopier` over the conversation's tool responses:
-            in prose, when the step's token at the frontier continues the word being written into a strict prefix
-            of a tool-response span, it is committed with the rest of the span in one decision (whole-span
-            copying; the no-repeat rule does not apply to those tokens); when it and the last committed token
-            start a fact span glued to the word before, that token is replaced by a space and the span
-            (:meth:`model.constraints.span_copy.SpanCopier.restart`). ``None``: off.
+        extend: the frontier extension (module docstring); False keeps the accepted-and-grammatical walk.
+        extend_prose: with ``extend``, extend prose too (before the turn's first ``<|tool_call>``); False for small
+            checkpoints, whose parallel prose predictions skip or repeat tokens (docs/TRAINING.md).
+        no_repeat: never commit a word-like token right after the same word (on the space-stripped form), a
+            bigram-repetition ban for small checkpoints.
+        repeat_window: with ``no_repeat``, in prose a word of 3+ letters is also not committed while among the last
+            ``repeat_window`` tokens (``no_repeat_ngram_size=1`` within a window; numbers are left alone).
+        span_copy: a :class:`model.constraints.span_copy.SpanCopier` over the tool responses: in prose a token
+            continuing a span is committed with the rest of it, or a glued span restarted; ``None``: off.
 
     Raises:
-        ValueError: if the matcher is already in an error state (bad grammar), or ``repeat_window < 1``.
-    """
+        ValueError: the matcher is in an error state (bad grammar), or ``repeat_window < 1``."""
 
     def __init__(
         self,
@@ -162,9 +127,7 @@ class GrammarConstraint:
         self._prev_logits: torch.Tensor | None = None
 
     def min_completion_tokens(self, limit: int = 4096) -> int:
-        """Length in tokens of the greedy shortest completion from the current state; ``limit`` when it is
-        longer or when none was found (a grammar with no finite completion from here, e.g. a required property
-        whose schema recurses into itself)."""
+        """Tokens of the greedy shortest completion from here; ``limit`` when longer or when none was found."""
         toks = shortest_completion(self.matcher, self.tokenizer, limit)
         if len(toks) < limit:
             probe = self.matcher.deep_copy()
@@ -174,10 +137,9 @@ class GrammarConstraint:
                 return limit
         return len(toks)
 
-    # -- state ------------------------------------------------------------------------------------------
     @property
     def done(self) -> bool:
-        """True once the grammar has reached its stop state (the call or answer is complete)."""
+        """True once the grammar has reached its stop state."""
         return bool(self.matcher.is_stopped() or self.matcher.is_accepting())
 
     def _left(self) -> int:
@@ -204,15 +166,7 @@ class GrammarConstraint:
         return self.canvas_length - len(self.canvas)
 
     def _budget_check(self, force: bool = False, rollback: bool = True) -> int:
-        """Check that a completion still fits; on failure roll back to the checkpoint and close from there.
-
-        Args:
-            force: check even if the next scheduled check is not due.
-            rollback: allowed to roll back (not at a canvas start: earlier canvases are already emitted).
-
-        Returns:
-            The number of tokens rolled back (0 when the budget is fine or no check was due).
-        """
+        """Roll back to the checkpoint and close when a completion no longer fits; the tokens rolled back."""
         n = len(self.all_tokens)
         if self.done or self.closing or (not force and n < self._next_check):
             return 0
@@ -232,7 +186,7 @@ class GrammarConstraint:
         return back
 
     def _advance_forced(self) -> None:
-        """Commit fast-forward tokens and, if the budget requires it, the closing sequence."""
+        """Commit fast-forward tokens and, if the budget requires it, the closing."""
         while self._room() > 0 and not self.done:
             if self.closing:
                 k = self._consume(self.closing[: self._room()])
@@ -252,8 +206,7 @@ class GrammarConstraint:
                 break
 
     def _banned(self) -> list[int]:
-        """The space-stripped ids the no-repeat rule forbids next: the last committed word, and in prose the
-        words (3 letters or more) among the last ``repeat_window`` committed tokens; [] when the rule is off."""
+        """The space-stripped ids the no-repeat rule forbids next ([] when it is off)."""
         if self._bases is None or not self.all_tokens:
             return []
         base, word, letters = self._bases
@@ -278,13 +231,11 @@ class GrammarConstraint:
 
     @property
     def in_call(self) -> bool:
-        """True once the turn has opened a tool call (a ``<|tool_call>`` among its committed tokens): the
-        runtime's per-mode accept window (:attr:`model.runtime.settings.DenoiseSettings.call_accept_window`)."""
+        """True once the turn has opened a tool call (for the per-mode accept window)."""
         return self._call_at is not None
 
     def _in_prose(self) -> bool:
-        """True when the extension must wait: ``extend_prose`` is off and the turn so far is prose (it has
-        committed tokens and no ``<|tool_call>`` among them)."""
+        """True when the extension must wait (``extend_prose`` off and the turn is prose)."""
         return not self.extend_prose and bool(self.all_tokens) and not self.in_call
 
     def _frontier_mask(self) -> np.ndarray:
@@ -301,8 +252,7 @@ class GrammarConstraint:
         return allowed
 
     def _masked_choice(self, row: torch.Tensor, prev_row: torch.Tensor) -> tuple[int, float, int]:
-        """Masked argmax and masked entropy (nats) of one position's tempered logits ``row`` ``[V]``, and the
-        masked argmax of the previous step's ``prev_row`` ``[V]`` (same mask: the matcher's current state)."""
+        """Masked argmax and entropy of ``row``, and the masked argmax of ``prev_row``."""
         allowed = torch.from_numpy(self._frontier_mask()).to(row.device)
         v = min(allowed.numel(), row.numel())
 
@@ -319,23 +269,21 @@ class GrammarConstraint:
 
     @property
     def committed(self) -> list[int]:
-        """Tokens committed in the current canvas so far (positions ``0..len-1``), fast-forward ones included."""
+        """Tokens committed in the current canvas so far."""
         return list(self.canvas)
 
-    # -- CanvasConstraint ----------------------------------------------------------------------------------
     def start_canvas(self, canvas_length: int, tokens_left: int) -> None:
         """Begin a canvas of ``canvas_length`` positions with ``tokens_left`` tokens of budget (this one included)."""
         self.canvas = []
         self._prev_logits = None
         self.canvas_length = canvas_length
         self.tokens_left_at_start = tokens_left
-        # The checkpoint must lie inside this canvas (rollback cannot cross it); the previous canvas ended
-        # on a verified state (see readout), so this passes unless the budget was too small to start with.
+        # the checkpoint must lie inside this canvas (rollback cannot cross it)
         self._budget_check(force=True, rollback=False)
         self._advance_forced()
 
     def plan(self) -> ConstraintPlan:
-        """Fixed prefix (committed + fast-forward + closing + pad after the end) and the frontier bitmask."""
+        """Fixed prefix (committed, fast-forward, closing, pad after the end) and frontier mask."""
         self._advance_forced()
         if self.done:
             return ConstraintPlan(fixed=self.canvas + [self.pad] * self._room())
@@ -350,20 +298,18 @@ class GrammarConstraint:
         logits: torch.Tensor | None = None,
         entropy_bound: float = 0.0,
     ) -> list[int]:
-        """Commit accepted, grammatical positions from the frontier, extended by fast-forward tokens and by
-        confident masked argmaxes (see the module docstring); veto an accepted ungrammatical token.
+        """Commit accepted, grammatical positions from the frontier, extended by fast-forward tokens and confident
+        masked argmaxes; veto an accepted ungrammatical token.
 
         Args:
-            tokens: this step's sampled canvas ``[C]`` (token ids).
+            tokens: this step's sampled canvas ``[C]``.
             accepted: the entropy-bound acceptance ``[C]``.
-            logits: this step's tempered logits ``[C, V]`` (any float dtype, any device); ``None`` disables the
-                masked extension. A reference is kept until the next step (stability test); not modified.
-            entropy_bound: entropy budget (nats) the masked extension may spend in this step.
+            logits: this step's tempered logits ``[C, V]`` (kept, unmodified, until the next step); ``None`` disables
+                the extension.
+            entropy_bound: entropy budget (nats) the extension may spend in this step.
 
         Returns:
-            Canvas positions to re-noise: an ungrammatical accepted token, or tokens rolled back by the
-            budget guard.
-        """
+            Canvas positions to re-noise (a vetoed token, or tokens the budget guard rolled back)."""
         prev, self._prev_logits = self._prev_logits, logits
         budget = float(entropy_bound) if self.extend and logits is not None and prev is not None else 0.0
         frontier = len(self.canvas)
@@ -390,20 +336,14 @@ class GrammarConstraint:
         return []
 
     def _span_copy(self, i: int, tokens: list[int], accepted: list[bool], logits: torch.Tensor | None) -> int:
-        """Whole-span copy at the frontier ``i`` (``span_copy``): the token accepted there, or else the argmax of
-        the step's logits ``[C, V]`` there, as :meth:`_copy_from` copies it. Returns the number of tokens
-        committed (0: the rule is off, the turn is in a call, or no copy starts)."""
+        """Whole-span copy at frontier ``i`` (accepted token, else argmax); tokens committed."""
         if self.span_copy is None or self.in_call:
             return 0
         cand = int(tokens[i]) if accepted[i] else (int(logits[i].argmax()) if logits is not None else -1)
         return self._copy_from(cand) if cand >= 0 else 0
 
     def _copy_from(self, cand: int) -> int:
-        """Commit the frontier token ``cand`` with the rest of the tool-response span it continues (at most the
-        canvas's room; :meth:`SpanCopier.propose`); or, when it and the last committed token start a fact span
-        glued to the word before, that token replaced by a space and the span (:meth:`SpanCopier.restart`; only
-        inside this canvas, and only when the grammar takes the whole run). Returns the tokens committed (0:
-        no copy starts; nothing changed)."""
+        """Commit ``cand`` with its span's rest, or restart a glued span; tokens committed."""
         assert self.span_copy is not None
         run: list[int] = self.span_copy.propose(self.all_tokens, cand)
         if run:
@@ -419,12 +359,9 @@ class GrammarConstraint:
         return self._consume(run)
 
     def readout(self, logits: torch.Tensor) -> list[int]:
-        """Committed prefix, then masked argmax left to right over ``logits`` ``[C, V]``, then pad.
-
-        In prose with ``span_copy`` the mask is the frontier's (spans kept whole) and a token that continues a
-        span brings the rest of it, or restarts a glued one (:meth:`_copy_from`), as in :meth:`commit`. The canvas always ends
-        on a state verified by the budget guard, because the next canvas cannot roll back into this one.
-        """
+        """Committed prefix, then masked argmax left to right over ``logits`` ``[C, V]`` (spans copied whole in
+        prose, as in :meth:`commit`), then pad; the canvas ends on a state the budget guard verified, since the next
+        canvas cannot roll back into this one."""
         scores = logits.float().cpu().numpy()
         best = scores.argmax(axis=1)
         while True:

@@ -1,45 +1,22 @@
 """A pointer-generator copy head for DiffusionGemma-architecture checkpoints.
 
-``model.heads.copy_model.DiffusionGemmaWithCopyHead`` is a thin subclass of ``transformers.DiffusionGemmaForBlockDiffusion``, selected by
-a ``copy_head`` entry in ``config.json`` (its weights live in ``model.safetensors`` beside the others). Its
-decoder returns, as ``logits``, the log of the mixture
+``model.heads.copy_model.DiffusionGemmaWithCopyHead`` (selected by a ``copy_head`` entry in ``config.json``)
+returns, as ``logits``, the log of the mixture
 
     p(v | i) = g_i * softmax(lm_head(h_i))[v] + (1 - g_i) * sum_r alpha(i, r) * [v is a variant of x_r]
 
-over the vocabulary, where ``h_i`` is the decoder's final hidden state at canvas position ``i``, ``x_r`` the
-token at encoded position ``r`` (prompt, tool responses, committed canvases: every position the KV cache holds,
-except control tokens and system turns), ``alpha(i, .)`` a pointer distribution over those positions and
-``g_i`` a sigmoid gate (See et al. 2017, "Get To The Point: Summarization with Pointer-Generator Networks",
-arXiv:1704.04368). Because it is a log-probability over the vocabulary, the sampler, the entropy bound, the
-constraint, self-conditioning and the fused kernel consume it unchanged; the model's final logit soft-cap is
-applied once, to ``lm_head``'s logits, before mixing.
+where ``h_i`` is the decoder's final state at canvas position ``i``, ``x_r`` the token at encoded position ``r``
+(every position the KV cache holds except control tokens and system turns), ``alpha`` a pointer distribution and
+``g_i`` a sigmoid gate (See et al. 2017, arXiv:1704.04368). Being a log-probability over the vocabulary, it feeds
+the sampler, constraint and kernel unchanged; the logit soft-cap applies to ``lm_head``'s logits before mixing.
 
-The pointer score is
-
-    s(i, r) = q_i . k_r / sqrt(D) + beta_i * match(i, r)
-
-* ``k_r``: a projection of the encoder's final states at ``r, r+1, .., r+lookahead`` (a little right context,
-  since DiffusionGemma's encoder is causal: "3 *days*"). The runtime keeps these keys beside the KV cache
-  (:class:`CopyMemory`: at prefill and at each committed canvas).
-* ``q_i``: a projection of ``h_i``. The first ``dim`` coordinates of keys and queries live in a *binding
-  space* that training aligns with the encoder's state at each declared parameter's name (dense binding
-  supervision: every request token is labelled with the parameter whose value it belongs to, or "none";
-  every value token of a call with the parameter it fills). A value position's query then points at the
-  request tokens bound to the parameter it is filling.
-* ``match(i, r)``: 1 when the canvas token left of ``i`` and the source token left of ``r`` are the same word
-  (compared on their space-stripped form), so the next token of a multi-token value is the one after the
-  token just copied (an explicit induction feature; Olsson et al. 2022, "In-context Learning and Induction
-  Heads"); ``beta_i >= 0`` is learned per position.
-
-Byte-level BPE writes a word differently after a space (``ĠBerlin`` in a request) than after ``<|"|>`` (``Berlin``
-in a call). Each copied source token therefore contributes to two vocabulary entries, its stripped form and its
-spaced form, split by ``sigma(i, r) = sigmoid(a_i + b * match(i, r) * (+1 if x_r is spaced else -1))``: at a
-span start the decoder's state decides (after ``<|"|>`` a value starts unspaced; in prose a copied word is
-spaced), inside a span the source's own spacing is kept.
-With ``spaced_word_starts`` (a ``copy_head`` entry of ``config.json``, off when absent) a source token inside a
-word (``gent``, ``k``, ``it`` of ``a gent k it``, as JSON spells ``agentkit``) has no spaced form: ``Ġit`` cannot
-start a copied word, so a word copied after a space starts at its first piece (``Ġa``).
-"""
+The pointer score is ``s(i, r) = q_i . k_r / sqrt(D) + beta_i * match(i, r)``: ``k_r`` projects the encoder's states
+at ``r .. r+lookahead`` (right context; kept in :class:`CopyMemory`), ``q_i`` projects ``h_i``, their first ``dim``
+coordinates a binding space trained to align with each declared parameter's name; ``match`` is 1 when the tokens
+left of ``i`` and of ``r`` are the same word (an induction feature; Olsson et al. 2022). Byte-level BPE spells a
+word differently after a space, so each source token feeds its stripped and its spaced form, split by ``sigmoid(a_i
++ b * match * (+1 if x_r is spaced else -1))``; with ``spaced_word_starts`` a token inside a word has no spaced
+form."""
 
 from __future__ import annotations
 
@@ -74,18 +51,14 @@ class CopyHeadConfig:
     Attributes:
         dim: width of the binding space (keys, queries and declaration states share it).
         free_dim: extra pointer coordinates outside the binding space.
-        lookahead: encoder states to the right of a source position that its key sees (tokens).
+        lookahead: encoder states right of a source position that its key sees.
         turn_start_id, turn_end_id: ids of ``<|turn>`` and ``<turn|>``.
-        excluded_role_ids: role tokens (the token after ``<|turn>``) whose turns are never copied from (the
-            system turn: tool names, keys and descriptions, which the grammar forces anyway).
-        spaced_word_starts: a copied token takes its spaced form only where it starts a word in the source (not
-            ``it`` of ``a gent k it``: its copy is always the stripped form). Absent from ``config.json`` = off.
-        answer_match_responses: ``[start_id, end_id]``, the ids of ``<|tool_response>`` and ``<tool_response|>``:
-            in a turn that already holds a tool response (an answer turn), the induction match counts only source
-            positions inside tool responses, not the question (after ``is`` the question's ``the`` is not the
-            next word of an answer). Absent from ``config.json`` or ``null`` (``None``) = off: the match counts
-            every source. ``model.checkpoint.loading`` checks the ids against the checkpoint's tokenizer.
-    """
+        excluded_role_ids: role tokens whose turns are never copied from (the system turn).
+        spaced_word_starts: a copied token takes its spaced form only where it starts a word in the source
+            (absent = off).
+        answer_match_responses: ids of ``<|tool_response>`` and ``<tool_response|>``: in a turn that already holds a
+            tool response, the induction match counts only positions inside tool responses (absent or ``None`` =
+            off)."""
 
     dim: int = 64
     free_dim: int = 32
@@ -98,13 +71,8 @@ class CopyHeadConfig:
 
     @classmethod
     def from_dict(cls, d: dict[str, Any]) -> CopyHeadConfig:
-        """Build from the ``copy_head`` dict of ``config.json``.
-
-        Raises:
-            ValueError: on an unknown or missing key, a non-integer or non-positive size or token id, ``excluded_role_ids``
-                not a list of ids, a non-boolean ``spaced_word_starts``, or an ``answer_match_responses`` that is
-                not two token ids.
-        """
+        """Build from the ``copy_head`` dict of ``config.json``; ValueError on an unknown or missing key or a value
+        of the wrong type or range."""
         unknown = set(d) - set(COPY_HEAD_FIELDS)
         if unknown:
             raise ValueError(f"copy_head: unknown keys {sorted(unknown)} (known: {list(COPY_HEAD_FIELDS)})")
@@ -159,15 +127,11 @@ class CopyMemory:
     Attributes:
         ids: ``[B, R]`` int64 token ids of the encoded positions.
         keys: ``[B, R, D]`` pointer keys (model dtype).
-        mask: ``[B, R]`` bool, True where a position may be copied (not padding, not a control token, not in
-            a system turn).
+        mask: ``[B, R]`` bool, True where a position may be copied.
         prev_base: ``[B, R]`` int64 stripped form of the token left of each position (``-1`` at ``r = 0``).
-        tail: ``[B, lookahead, H]`` encoder states of the last ``lookahead`` positions (their keys are
-            recomputed when more positions arrive).
+        tail: ``[B, lookahead, H]`` encoder states of the last positions (their keys are recomputed later).
         in_excluded: ``[B]`` bool, the sequence ends inside an excluded (system) turn.
-        match_sources: ``[B, R]`` int64, what :meth:`CopyHead._match_sources` derived from ``ids`` and
-            ``prev_base`` (kept so that the denoising steps over one memory derive it once); ``None`` until then.
-    """
+        match_sources: ``[B, R]`` int64 cache of :meth:`CopyHead._match_sources`; ``None`` until derived."""
 
     ids: torch.Tensor
     keys: torch.Tensor
@@ -177,18 +141,9 @@ class CopyMemory:
     in_excluded: torch.Tensor
     match_sources: torch.Tensor | None = field(default=None, repr=False, compare=False)
 
-    @property
-    def last_ids(self) -> torch.Tensor:
-        """``[B]`` int64 id of the last encoded token (the left neighbour of canvas position 0)."""
-        return self.ids[:, -1]
-
 
 def _excluded_turns(ids: torch.Tensor, cfg: CopyHeadConfig, start_inside: torch.Tensor) -> torch.Tensor:
-    """``[B, L]`` bool: positions inside a turn whose role token is in ``cfg.excluded_role_ids``.
-
-    A turn runs from ``<|turn>`` to the next ``<turn|>`` (both included). ``start_inside`` ``[B]`` says whether
-    the sequence starts inside such a turn (incremental encoding).
-    """
+    """``[B, L]`` bool positions inside an excluded turn (``start_inside``: from a previous call)."""
     rows = ids.tolist()
     out = torch.zeros(ids.shape, dtype=torch.bool)
     excluded = set(cfg.excluded_role_ids)
@@ -204,8 +159,8 @@ def _excluded_turns(ids: torch.Tensor, cfg: CopyHeadConfig, start_inside: torch.
 
 
 def word_tables(tokenizer: Any, vocab_size: int) -> tuple[torch.Tensor, torch.Tensor]:
-    """``(word_piece, ends_alnum)``, both ``[vocab_size]`` bool: a token's text has no leading space and starts
-    with a letter or digit (it continues a word after a token that ends with one), and its text ends with one."""
+    """``(word_piece, ends_alnum)``, both ``[vocab_size]`` bool: a token's text starts with a letter or digit (no
+    leading space), and ends with one."""
     text = [
         tokenizer.convert_tokens_to_string([p]) for p in tokenizer.convert_ids_to_tokens(range(vocab_size))
     ]
@@ -215,26 +170,22 @@ def word_tables(tokenizer: Any, vocab_size: int) -> tuple[torch.Tensor, torch.Te
 def inside_word(
     ids: torch.Tensor, prev: torch.Tensor, word_piece: torch.Tensor, ends_alnum: torch.Tensor
 ) -> torch.Tensor:
-    """``[B, R]`` bool: the token at each position continues the word of the token left of it (``gent``, ``k`` and
-    ``it`` of ``a gent k it``). ``ids``/``prev``: ``[B, R]`` int64 tokens and their left neighbours (``-1``: none);
-    ``word_piece``/``ends_alnum``: :func:`word_tables`."""
+    """``[B, R]`` bool: each token continues the word of its left neighbour ``prev`` (``-1``: none); tables from
+    :func:`word_tables`."""
     return word_piece[ids] & (prev >= 0) & ends_alnum[prev.clamp(min=0)]
 
 
 class CopyHead(nn.Module):
-    """Pointer, gates and binding projections of the copy head (about 0.1M parameters at hidden 256).
+    """Pointer, gates and binding projections of the copy head.
 
     Args:
         hidden_size: the model's hidden width ``H``.
         vocab_size: vocabulary size ``V``.
         cfg: :class:`CopyHeadConfig`.
 
-    Buffers (saved in ``model.safetensors``; set from the tokenizer by :meth:`set_token_tables`):
-        base_ids ``[V]`` int64 (a token's id without its leading space, or itself), spaced_ids ``[V]`` int64 (with
-        a leading space, or itself), is_spaced ``[V]`` bool, copyable ``[V]`` bool (not a control token); with
-        ``spaced_word_starts``, word_piece ``[V]`` bool (no leading space, starts with a letter or digit: it
-        continues a word after a token that ends with one) and ends_alnum ``[V]`` bool.
-    """
+    Buffers (saved with the weights; filled by :meth:`set_token_tables`): ``base_ids`` and ``spaced_ids`` ``[V]``
+    int64 (a token's form without and with a leading space, or itself), ``is_spaced`` and ``copyable`` ``[V]`` bool;
+    with ``spaced_word_starts``, ``word_piece`` and ``ends_alnum`` (:func:`word_tables`)."""
 
     base_ids: torch.Tensor
     spaced_ids: torch.Tensor
@@ -264,7 +215,7 @@ class CopyHead(nn.Module):
         self.reset_parameters()
 
     def reset_parameters(self) -> None:
-        """Initial weights: small projections, gate favouring the vocabulary, match strength about 3."""
+        """Initial weights: small projections, gate favouring the vocabulary."""
         for lin in (self.key_proj, self.query_proj, self.decl_proj):
             nn.init.normal_(lin.weight, std=0.02)
             nn.init.zeros_(lin.bias)
@@ -274,13 +225,8 @@ class CopyHead(nn.Module):
             self.ctrl.bias.copy_(torch.tensor([1.0, 0.0, 3.0]))
             self.match_spacing.fill_(4.0)
 
-    # ---------------------------------------------------------------------------------------------------------
     def set_token_tables(self, tokenizer: Any) -> None:
-        """Fill the variant tables from a tokenizer: stripped/spaced forms of each token and control tokens.
-
-        Args:
-            tokenizer: a ``PreTrainedTokenizerFast`` (byte-level BPE: a leading space is ``Ġ``).
-        """
+        """Fill the variant tables from a byte-level BPE ``tokenizer`` (a leading space is ``Ġ``)."""
         V = self.base_ids.numel()
         vocab = tokenizer.get_vocab()
         by_piece = {p: i for p, i in vocab.items() if i < V}
@@ -312,9 +258,8 @@ class CopyHead(nn.Module):
             self.is_spaced.copy_(torch.tensor(is_sp, device=dev))
             self.copyable.copy_(torch.tensor(copyable, device=dev))
 
-    # ---------------------------------------------------------------------------------------------------------
     def _keys(self, hidden: torch.Tensor) -> torch.Tensor:
-        """Keys of positions ``0 .. L-1-lookahead`` of ``hidden`` ``[B, L, H]`` (right context inside it)."""
+        """Keys of positions ``0 .. L-1-lookahead`` of ``hidden`` ``[B, L, H]``."""
         la = self.cfg.lookahead
         n = hidden.shape[1] - la
         parts = [hidden[:, k : k + n] for k in range(la + 1)]
@@ -323,13 +268,8 @@ class CopyHead(nn.Module):
     def new_memory(
         self, ids: torch.Tensor, hidden: torch.Tensor, attention_mask: torch.Tensor | None = None
     ) -> CopyMemory:
-        """Memory of a freshly encoded prompt.
-
-        Args:
-            ids: ``[B, P]`` int64 prompt ids (left padding allowed).
-            hidden: ``[B, P, H]`` the encoder's final hidden states.
-            attention_mask: ``[B, P]`` (bool or int), 0 on padding; default all ones.
-        """
+        """Memory of a freshly encoded prompt: ``ids`` ``[B, P]`` (left padding allowed), ``hidden`` ``[B, P, H]``
+        the encoder's final states, ``attention_mask`` ``[B, P]`` 0 on padding (default all ones)."""
         B, P = ids.shape
         pad = hidden.new_zeros((B, self.cfg.lookahead, hidden.shape[-1]))
         keys = self._keys(torch.cat([hidden, pad], dim=1))
@@ -344,17 +284,8 @@ class CopyHead(nn.Module):
         return CopyMemory(ids, keys, mask, prev, tail, excl[:, -1].cpu() if P else start)
 
     def extend_memory(self, mem: CopyMemory, ids: torch.Tensor, hidden: torch.Tensor) -> CopyMemory:
-        """Memory after the encoder has committed more positions (a finished canvas).
-
-        Args:
-            mem: the memory so far (``R`` positions).
-            ids: ``[B, C]`` int64 ids of the new positions.
-            hidden: ``[B, C, H]`` their encoder final hidden states.
-
-        Returns:
-            A new :class:`CopyMemory` of ``R + C`` positions; the keys of the last ``lookahead`` old positions
-            are recomputed with their new right context.
-        """
+        """A new memory with the committed ``ids`` ``[B, C]`` and their encoder states ``hidden`` ``[B, C, H]``
+        appended; the keys of the last ``lookahead`` old positions are recomputed with their new context."""
         la = self.cfg.lookahead
         B = ids.shape[0]
         pad = hidden.new_zeros((B, la, hidden.shape[-1]))
@@ -372,26 +303,23 @@ class CopyHead(nn.Module):
         tail = torch.cat([mem.tail.to(hidden.dtype), hidden], dim=1)[:, -la:] if la else mem.tail
         return CopyMemory(all_ids, keys, mask, prev, tail, excl[:, -1].cpu())
 
-    # ---------------------------------------------------------------------------------------------------------
     def pointer(self, h: torch.Tensor, canvas: torch.Tensor, mem: CopyMemory) -> dict[str, torch.Tensor]:
         """Pointer distribution and gates for a canvas.
 
         Args:
             h: ``[B, C, H]`` decoder final hidden states.
-            canvas: ``[B, C]`` int64 decoder input ids (the noisy canvas).
+            canvas: ``[B, C]`` int64 decoder input ids.
             mem: :class:`CopyMemory` with ``R`` positions.
 
         Returns:
-            dict with ``log_alpha`` ``[B, C, R]`` float32 (log pointer distribution; ``-inf`` at masked
-            positions), ``log_gate`` / ``log_copy_gate`` ``[B, C]`` (log g, log(1 - g); ``-inf`` copy gate for rows
-            with nothing to copy), ``log_spaced`` / ``log_stripped`` ``[B, C, R]`` (variant split), ``query``
-            ``[B, C, D]``.
-        """
+            dict with ``log_alpha`` ``[B, C, R]`` float32 (``-inf`` at masked positions), ``log_gate`` /
+            ``log_copy_gate`` ``[B, C]`` (``-inf`` copy gate for rows with nothing to copy), ``log_spaced`` /
+            ``log_stripped`` ``[B, C, R]``, ``query`` ``[B, C, D]``."""
         d_all = self.cfg.dim + self.cfg.free_dim
         q = self.query_proj(h)
         scores = torch.einsum("bcd,brd->bcr", q.float(), mem.keys.float()) / math.sqrt(d_all)
         ctrl = self.ctrl(h).float()
-        left = torch.cat([mem.last_ids[:, None], canvas[:, :-1]], dim=1)  # token left of each position
+        left = torch.cat([mem.ids[:, -1:], canvas[:, :-1]], dim=1)  # token left of each position
         left_ok = self.copyable[left]
         left_base = torch.where(left_ok, self.base_ids[left], torch.full_like(left, -2))
         match = (left_base[:, :, None] == self._match_sources(mem)[:, None, :]).float()  # [B, C, R]
@@ -419,11 +347,7 @@ class CopyHead(nn.Module):
         }
 
     def _match_sources(self, mem: CopyMemory) -> torch.Tensor:
-        """``[B, R]`` int64: the left-neighbour form each source position offers to the induction match
-        (``mem.prev_base``), ``-3`` (never equal to a canvas token) where ``answer_match_responses`` rules the
-        position out: outside tool responses, in rows whose current turn (after the last ``<|turn>``) already
-        holds a tool response. Derived once per memory (``mem.match_sources``): the memory changes only when a
-        canvas is committed, which builds a new one."""
+        """``[B, R]`` source forms for the induction match (``-3`` where ruled out); cached on ``mem``."""
         resp = self.cfg.answer_match_responses
         if resp is None:
             return mem.prev_base
@@ -440,8 +364,7 @@ class CopyHead(nn.Module):
     def _variant_split(
         self, ptr: dict[str, torch.Tensor], mem: CopyMemory
     ) -> tuple[torch.Tensor, torch.Tensor]:
-        """``(log_spaced, log_stripped)`` ``[B, C, R]``: the pointer's split, with ``spaced_word_starts`` forced to
-        all-stripped at source positions inside a word (a word piece after a token ending with a letter/digit)."""
+        """``(log_spaced, log_stripped)`` ``[B, C, R]``, all-stripped inside a word with ``spaced_word_starts``."""
         if not self.cfg.spaced_word_starts:
             return ptr["log_spaced"], ptr["log_stripped"]
         inside = inside_word(mem.ids, mem.prev_base, self.word_piece, self.ends_alnum)[:, None, :]
@@ -452,16 +375,8 @@ class CopyHead(nn.Module):
     def mixture_logits(
         self, vocab_logits: torch.Tensor, ptr: dict[str, torch.Tensor], mem: CopyMemory
     ) -> torch.Tensor:
-        """Log of the vocabulary/copy mixture over the whole vocabulary.
-
-        Args:
-            vocab_logits: ``[B, C, V]`` float32 soft-capped ``lm_head`` logits.
-            ptr: output of :meth:`pointer`.
-            mem: the memory the pointer was computed over.
-
-        Returns:
-            ``[B, C, V]`` float32 log-probabilities (finite wherever ``softmax(vocab_logits)`` is non-zero).
-        """
+        """``[B, C, V]`` float32 log of the vocabulary/copy mixture (finite wherever ``softmax(vocab_logits)`` is
+        non-zero), from the soft-capped ``vocab_logits`` ``[B, C, V]`` and :meth:`pointer`'s ``ptr`` over ``mem``."""
         B, C, V = vocab_logits.shape
         R = mem.ids.shape[1]
         alpha = ptr["log_alpha"].exp()  # [B, C, R] (0 where masked)
@@ -479,18 +394,11 @@ class CopyHead(nn.Module):
     def target_logprob(
         self, vocab_logits: torch.Tensor, ptr: dict[str, torch.Tensor], mem: CopyMemory, target: torch.Tensor
     ) -> tuple[torch.Tensor, torch.Tensor]:
-        """Log-probability of ``target`` under the mixture, by gathers (no ``[B, C, V]`` copy tensor).
-
-        Args:
-            vocab_logits: ``[B, C, V]`` float32 soft-capped logits.
-            ptr: output of :meth:`pointer`.
-            mem: the memory.
-            target: ``[B, C]`` int64 target ids.
+        """Log-probability of ``target`` ``[B, C]`` under the mixture, by gathers.
 
         Returns:
-            ``(log_p_mix [B, C], log_p_pointer [B, C])``: the mixture's log-probability of the target, and the
-            pointer's log mass on sources whose stripped form equals the target's (about ``-1e4`` where none does).
-        """
+            ``(log_p_mix, log_p_pointer)``, both ``[B, C]``: the mixture's log-probability of the target, and the
+            pointer's log mass on sources whose stripped form equals the target's (about ``-1e4`` where none does)."""
         log_vocab = torch.log_softmax(vocab_logits, dim=-1).gather(-1, target[..., None]).squeeze(-1)
         src_sp = self.spaced_ids[mem.ids][:, None, :]
         src_st = self.base_ids[mem.ids][:, None, :]
@@ -510,15 +418,8 @@ class CopyHead(nn.Module):
         return log_mix, log_ptr
 
     def binding_logits(self, keys: torch.Tensor, decl: torch.Tensor) -> torch.Tensor:
-        """Scores of source keys against declared parameters, with a "none" class first.
-
-        Args:
-            keys: ``[B, N, D]`` pointer keys (only the binding coordinates ``[:dim]`` are used).
-            decl: ``[B, K, H]`` encoder states at each declared parameter's name.
-
-        Returns:
-            ``[B, N, 1 + K]`` float32 logits.
-        """
+        """``[B, N, 1 + K]`` float32 scores of ``keys`` ``[B, N, D]`` (binding coordinates only) against the
+        declared parameters' states ``decl`` ``[B, K, H]``, a "none" class first."""
         d = self.cfg.dim
         z = self.decl_proj(decl).float()
         kb = keys[..., :d].float()
@@ -527,5 +428,5 @@ class CopyHead(nn.Module):
 
 
 def has_copy_head(model: Any) -> bool:
-    """True when ``model`` carries a :class:`CopyHead` (``model.heads.copy_model.DiffusionGemmaWithCopyHead``)."""
+    """True when ``model`` carries a :class:`CopyHead`."""
     return isinstance(getattr(model, "copy_head", None), CopyHead)

@@ -1,8 +1,5 @@
-"""``DiffusionGemmaWithCopyHead``: ``transformers.DiffusionGemmaForBlockDiffusion`` with a :class:`~model.heads.copy_head.CopyHead`.
-
-Selected by a ``copy_head`` entry in ``config.json`` (see :mod:`model.heads.copy_head` for the algorithm); loaded
-offline by :func:`model.checkpoint.loading.load_checkpoint`. Checkpoints without the entry load as the base class.
-"""
+"""``DiffusionGemmaWithCopyHead``: ``transformers.DiffusionGemmaForBlockDiffusion`` with a
+:class:`~model.heads.copy_head.CopyHead`, selected by a ``copy_head`` entry in ``config.json``."""
 
 from __future__ import annotations
 
@@ -19,7 +16,7 @@ from model.heads.copy_head import CopyHead, CopyHeadConfig, CopyMemory
 
 def softcap(logits: torch.Tensor, cap: float | None) -> torch.Tensor:
     """``tanh(logits / cap) * cap`` in float32 (transformers' final soft-capping); in place outside autograd (the
-    ``lm_head`` output is fresh), as :func:`model.runtime.step.decoder_logits` does."""
+    ``lm_head`` output is fresh)."""
     logits = logits.float()
     if not cap:
         return logits
@@ -29,16 +26,12 @@ def softcap(logits: torch.Tensor, cap: float | None) -> torch.Tensor:
 
 
 class DiffusionGemmaWithCopyHead(DiffusionGemmaForBlockDiffusion):  # type: ignore[misc]
-    """``DiffusionGemmaForBlockDiffusion`` plus a :class:`CopyHead` (``config.copy_head`` selects it).
+    """``DiffusionGemmaForBlockDiffusion`` plus a :class:`CopyHead`.
 
-    ``forward`` takes the base model's arguments plus ``copy_memory`` (:class:`CopyMemory`). With a memory, or
-    with ``input_ids`` (the encoder runs in the same call and the memory is built from its states), ``logits``
-    is the ``[B, C, V]`` float32 log-mixture of the module docstring; with neither, the call is exactly the
-    base model's. Weights: the base model's plus ``copy_head.*`` in the same ``model.safetensors``.
-
-    Raises:
-        ValueError: at construction, if ``config.copy_head`` is missing or malformed.
-    """
+    ``forward`` takes the base model's arguments plus ``copy_memory``. With a memory, or with ``input_ids`` (the
+    memory is then built from the encoder's states), ``logits`` is the ``[B, C, V]`` float32 log-mixture; with
+    neither, the call is the base model's. Raises ValueError at construction for a missing or malformed
+    ``config.copy_head``."""
 
     def __init__(self, config: Any) -> None:
         super().__init__(config)

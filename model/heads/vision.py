@@ -1,27 +1,15 @@
 """Images as input: opening image files, vision token budgets, and the checkpoint's image processor.
 
-DiffusionGemma reads images through its Gemma 4 vision tower. The prompt holds one ``<|image|>`` token per
-image where the chat template places the image; :meth:`VisionProcessor.expand` turns each into
-``<|image>`` + ``n`` x ``<|image|>`` + ``<image|>`` (the soft-token placeholders the encoder overwrites with
-the vision tower's output), exactly as transformers' ``Gemma4Processor.replace_image_token`` writes it, and
-``n`` is what the checkpoint's image processor computes for the image and the budget.
+The prompt holds one ``<|image|>`` per image where the chat template places it; :meth:`VisionProcessor.expand` turns
+each into ``<|image>`` + ``n`` x ``<|image|>`` + ``<image|>`` (placeholders the encoder overwrites with the vision
+tower's output), as transformers' ``Gemma4Processor.replace_image_token`` does, ``n`` being what the image processor
+computes for the image and budget. The budget (``max_soft_tokens``) is one of :data:`VISION_BUDGETS`: 70
+(classification), 140 (general), 280 (default: OCR and documents), 560 (fine text), 1120 (complex analysis); an
+image is resized, keeping its aspect ratio, to the largest size whose pooled patches fit it.
 
-The budget (``max_soft_tokens`` of transformers' ``Gemma4ImageProcessor``) is one of
-:data:`VISION_BUDGETS`: 70 (classification, video frames), 140 (general understanding), 280 (the default: OCR
-and documents), 560 (fine text), 1120 (complex analysis). The image is resized, keeping its aspect ratio, to the
-largest size whose ``patch_size`` patches, pooled ``pooling_kernel_size``\\ :sup:`2` to one soft token, fit the
-budget: an image of ``48 h`` x ``48 w`` pixels with ``h * w`` equal to the budget (336x480 for 70, 480x672
-for 140, 672x960 for 280, 960x1344 for 560, 1344x1920 for 1120, height x width) uses exactly the budget; any
-other size uses at most the budget (patch 16 and pooling 3 as in Gemma 4).
-
-Pixels are processed by the checkpoint's own image processor class (``AutoImageProcessor``: the torchvision
-backend where torchvision is installed, else the Pillow one). ``Gemma4Processor`` itself is not used: it also
-builds a video processor, which imports torchvision, a several-GB CUDA build on CPU machines.
-
-Sources: transformers ``models/gemma4/processing_gemma4.py`` and ``image_processing_gemma4.py``;
-``models/diffusion_gemma/generation_diffusion_gemma.py`` (the first encoder call consumes ``pixel_values``,
-``image_position_ids`` and ``mm_token_type_ids``).
-"""
+Pixels go through the checkpoint's own image processor class (``AutoImageProcessor``), not ``Gemma4Processor``,
+which also builds a video processor that imports torchvision. Sources: transformers
+``models/gemma4/processing_gemma4.py``, ``image_processing_gemma4.py``."""
 
 from __future__ import annotations
 
@@ -46,21 +34,16 @@ _PNG_MODES = ("1", "L", "LA", "I", "P", "RGB", "RGBA")
 #: Image file formats accepted (Pillow's format names) and their MIME types.
 ACCEPTED_FORMATS: dict[str, str] = {"PNG": "image/png", "JPEG": "image/jpeg", "WEBP": "image/webp"}
 
-#: What an image can be given as: a file path, the file's bytes, a ``data:image/...;base64,`` URL, or a
-#: ``PIL.Image.Image``.
+#: A file path, the file's bytes, a ``data:image/...;base64,`` URL, or a ``PIL.Image.Image``.
 ImageSource = str | Path | bytes | Any
 
 
 class ImageError(ValueError):
-    """An image cannot be used; the one-line message names the image (file, data URL or object) and why."""
+    """An image cannot be used; the one-line message names the image and why."""
 
 
 def check_budget(budget: Any) -> int:
-    """``budget`` as an int if it is one of :data:`VISION_BUDGETS`.
-
-    Raises:
-        ImageError: any other value (the message lists the five budgets).
-    """
+    """``budget`` as an int if it is one of :data:`VISION_BUDGETS`, else :class:`ImageError`."""
     if isinstance(budget, bool) or not isinstance(budget, int) or budget not in VISION_BUDGETS:
         raise ImageError(
             f"vision budget {budget!r} is not supported: use one of {', '.join(map(str, VISION_BUDGETS))} "
@@ -70,7 +53,7 @@ def check_budget(budget: Any) -> int:
 
 
 def describe(source: ImageSource) -> str:
-    """A short name of an image source for messages: the path, ``data URL (image/png, 1234 bytes)``, ..."""
+    """A short name of an image source for messages: the path, ``data URL (image/png, 1234 chars)``, ..."""
     if isinstance(source, Path):
         return str(source)
     if isinstance(source, str):
@@ -94,12 +77,11 @@ def _data_url_bytes(url: str) -> bytes:
 
 
 def read_image_bytes(source: ImageSource) -> tuple[bytes | None, Any]:
-    """The encoded bytes of ``source`` (``None`` for a ``PIL.Image.Image``, returned as the second item).
+    """The encoded bytes of ``source`` (``None`` for a ``PIL.Image.Image``, returned second).
 
     Raises:
-        ImageError: a missing or unreadable file, a remote URL (agentkit never fetches one: download it and
-            pass the file), a malformed data URL, or an object that is not an image.
-    """
+        ImageError: a missing or unreadable file, a remote URL (never fetched), a malformed data URL, or an object
+            that is not an image."""
     from PIL import Image
 
     if isinstance(source, Image.Image):
@@ -131,33 +113,18 @@ def read_image_bytes(source: ImageSource) -> tuple[bytes | None, Any]:
 
 
 def open_image(source: ImageSource) -> Any:
-    """Open an image, checked and upright.
-
-    The file must be PNG, JPEG or WebP and decode completely; its EXIF orientation is applied
-    (``PIL.ImageOps.exif_transpose``: a phone photo stored sideways with an orientation tag comes out upright).
-
-    Args:
-        source: a file path (``str``, ``Path`` or ``file://`` URL), the file's bytes, a ``data:`` URL, or a
-            ``PIL.Image.Image`` (any mode; it is only transposed).
-
-    Returns:
-        A loaded ``PIL.Image.Image``.
+    """Open an image (a path, ``file://`` URL, bytes, ``data:`` URL or ``PIL.Image.Image``), checked and upright: a
+    file must be PNG, JPEG or WebP and decode completely; its EXIF orientation is applied.
 
     Raises:
-        ImageError: see :func:`read_image_bytes`; a file that is not an image, is corrupt or truncated, or is in
-            another format (the message names the format and the accepted ones).
-    """
+        ImageError: as :func:`read_image_bytes`; not an image, corrupt, truncated or of another format."""
     data, image = read_image_bytes(source)
     name = describe(source)
     return _upright(image if image is not None else _decode(data or b"", name), name)
 
 
 def _decode(data: bytes, name: str) -> Any:
-    """An accepted image file's bytes opened and fully decoded (``PIL.Image.Image`` with its ``format``).
-
-    Raises:
-        ImageError: not an image, another format, or corrupt or truncated data.
-    """
+    """An accepted image file's bytes opened and fully decoded (:class:`ImageError` otherwise)."""
     from PIL import Image, UnidentifiedImageError
 
     try:
@@ -176,7 +143,7 @@ def _decode(data: bytes, name: str) -> Any:
 
 
 def _upright(image: Any, name: str) -> Any:
-    """``image`` with its EXIF orientation applied. Raises :class:`ImageError` for unreadable EXIF data."""
+    """``image`` with its EXIF orientation applied."""
     from PIL import ImageOps
 
     try:
@@ -187,15 +154,11 @@ def _upright(image: Any, name: str) -> Any:
 
 
 def to_data_url(source: ImageSource) -> str:
-    """A ``data:image/...;base64,`` URL holding ``source``, checked with :func:`open_image` first.
-
-    A file's or bytes' own encoding is kept (EXIF included; orientation is applied when the image is
-    processed); a ``PIL.Image.Image`` is written as PNG after its EXIF orientation is applied. A data URL is
-    returned as is once checked.
+    """A ``data:image/...;base64,`` URL holding ``source``, checked with :func:`open_image` first. A file's own
+    encoding is kept; a ``PIL.Image.Image`` is written as PNG, upright; a data URL is returned as is.
 
     Raises:
-        ImageError: see :func:`open_image`.
-    """
+        ImageError: see :func:`open_image`."""
     data, image = read_image_bytes(source)
     name = describe(source)
     if data is not None:  # the file's own bytes, read once; checked and kept as they are
@@ -216,11 +179,8 @@ def to_data_url(source: ImageSource) -> str:
 
 
 def check_images(sources: Any, budget: int | None = None) -> None:
-    """Check a vision budget (when given) and that each image opens, before any model loads (the CLI's check).
-
-    Raises:
-        ImageError: the first unusable image or the budget (see :func:`open_image`, :func:`check_budget`).
-    """
+    """Check a vision budget (when given) and that each image opens (:class:`ImageError` on the first that does
+    not)."""
     if budget is not None:
         check_budget(budget)
     for source in sources or ():
@@ -232,12 +192,10 @@ class VisionInputs:
     """Processed images for one prompt.
 
     Attributes:
-        pixel_values: ``[N, max_patches, 3 * patch_size**2]`` float32 patches (``max_patches`` =
-            ``max(budgets) * pooling_kernel_size**2``; padding patches beyond an image's own are zero).
+        pixel_values: ``[N, max_patches, 3 * patch_size**2]`` float32 patches (padding patches zero).
         image_position_ids: ``[N, max_patches, 2]`` int64 (x, y) patch positions; ``(-1, -1)`` marks padding.
-        soft_tokens: soft tokens per image (``<|image|>`` placeholders each takes in the prompt), in order.
-        budgets: the vision budget of each image (its soft tokens are at most this).
-    """
+        soft_tokens: soft tokens per image, in order.
+        budgets: the vision budget of each image."""
 
     pixel_values: torch.Tensor
     image_position_ids: torch.Tensor
@@ -253,14 +211,11 @@ class VisionProcessor:
     """A checkpoint's image processor and image token ids.
 
     Args:
-        image_processor: transformers' ``Gemma4ImageProcessor`` / ``Gemma4ImageProcessorPil`` (or any image
-            processor taking ``max_soft_tokens`` and returning ``pixel_values``, ``image_position_ids`` and
-            ``num_soft_tokens_per_image``).
+        image_processor: transformers' ``Gemma4ImageProcessor`` (or any taking ``max_soft_tokens`` and returning
+            ``pixel_values``, ``image_position_ids`` and ``num_soft_tokens_per_image``).
         image_token_id, boi_token_id, eoi_token_id: ids of ``<|image|>``, ``<|image>``, ``<image|>``.
         source: the checkpoint's name, for messages.
-        max_side: the most patches along one side the vision tower has position embeddings for
-            (``vision_config.position_embedding_size``); ``None``: unchecked.
-    """
+        max_side: the most patches along one side the vision tower has positions for; ``None``: unchecked."""
 
     def __init__(
         self,
@@ -278,37 +233,29 @@ class VisionProcessor:
         self.eoi_token_id = int(eoi_token_id)
         self.source = source
 
-    @property
-    def default_budget(self) -> int:
-        """The checkpoint's own ``max_soft_tokens`` (280 unless its processor config says otherwise)."""
-        return int(getattr(self.image_processor, "max_soft_tokens", DEFAULT_VISION_BUDGET))
-
     def process(
         self,
         images: list[Any],
         budgets: int | list[int | None] | None = None,
         names: list[str] | None = None,
     ) -> VisionInputs:
-        """Pixels and soft-token counts of ``images`` (opened with :func:`open_image`).
+        """Pixels and soft-token counts of ``images`` (``PIL.Image.Image``, in prompt order).
 
         Args:
-            images: ``PIL.Image.Image`` objects, in prompt order.
-            budgets: one vision budget for all images, or one per image; ``None`` (or a ``None`` entry): the
-                checkpoint's default. Images of different budgets share one batch: the smaller ones are padded
-                with ``(-1, -1)`` patches, which the vision tower drops (their soft tokens are unchanged).
-            names: how an error names each image (``image 1 of the latest user message``); default
-                ``image K``, K its position in ``images``.
+            images: the opened images.
+            budgets: one vision budget for all, or one per image; ``None`` (entry): the checkpoint's default. Smaller
+                images are padded with ``(-1, -1)`` patches, which the vision tower drops.
+            names: how an error names each image; default ``image K``.
 
         Raises:
-            ImageError: a budget outside :data:`VISION_BUDGETS`, or an image the processor refuses (too
-                thin to resize, for instance), naming the image.
-        """
+            ImageError: a budget outside :data:`VISION_BUDGETS`, or an image the processor refuses, naming it."""
         per = budgets if isinstance(budgets, list) else [budgets] * len(images)
         if len(per) != len(images):
             raise ImageError(f"{len(per)} vision budgets for {len(images)} images")
         import torch
 
-        chosen = [check_budget(self.default_budget if b is None else b) for b in per]
+        default = int(getattr(self.image_processor, "max_soft_tokens", DEFAULT_VISION_BUDGET))
+        chosen = [check_budget(default if b is None else b) for b in per]
         names = names or [f"image {k + 1}" for k in range(len(images))]
         pixels, positions, counts = [], [], []
         for k, (image, budget) in enumerate(zip(images, chosen, strict=True)):
@@ -338,29 +285,18 @@ class VisionProcessor:
         return VisionInputs(torch.cat(pixels), torch.cat(positions), counts, chosen)
 
     def expand(self, input_ids: list[int], soft_tokens: list[int]) -> list[int]:
-        """Replace the i-th ``<|image|>`` id of ``input_ids`` by ``<|image>`` + ``soft_tokens[i]`` x
-        ``<|image|>`` + ``<image|>``.
-
-        Raises:
-            ImageError: the prompt holds another number of ``<|image|>`` tokens than there are images (a chat
-                template that does not render image content parts).
-        """
+        """Replace the i-th ``<|image|>`` id by ``<|image>`` + ``soft_tokens[i]`` x ``<|image|>`` + ``<image|>``.
+        Raises :class:`ImageError` when the prompt holds another number of ``<|image|>`` than images."""
         found = sum(1 for i in input_ids if i == self.image_token_id)
         if found != len(soft_tokens):
             raise ImageError(
                 f"the chat template of {self.source} placed {found} image token(s) for {len(soft_tokens)} "
                 "image(s): it must render each image content part as <|image|>"
             )
-        out: list[int] = []
-        k = 0
+        sizes, out = iter(soft_tokens), []
         for i in input_ids:
-            if i == self.image_token_id:
-                out.append(self.boi_token_id)
-                out.extend([self.image_token_id] * soft_tokens[k])
-                out.append(self.eoi_token_id)
-                k += 1
-            else:
-                out.append(i)
+            image = i == self.image_token_id
+            out.extend([self.boi_token_id, *[i] * next(sizes), self.eoi_token_id] if image else [i])
         return out
 
 
@@ -368,15 +304,10 @@ _LOCK = threading.Lock()
 
 
 def vision_processor(checkpoint: Any) -> VisionProcessor:
-    """The :class:`VisionProcessor` of a loaded checkpoint (built once, kept on the checkpoint object).
-
-    Args:
-        checkpoint: a :class:`model.checkpoint.loading.LoadedCheckpoint`.
+    """The :class:`VisionProcessor` of a loaded checkpoint (built once, kept on it).
 
     Raises:
-        ImageError: the checkpoint has no vision tower, no image token ids, or no image processor config
-            (``preprocessor_config.json`` or ``processor_config.json``) in its folder.
-    """
+        ImageError: no vision tower, no image token ids, or no image processor config in the folder."""
     with _LOCK:
         cached = getattr(checkpoint, "_vision", None)
         if cached is not None:
@@ -424,11 +355,8 @@ def vision_processor(checkpoint: Any) -> VisionProcessor:
 
 
 def image_parts(messages: list[dict[str, Any]]) -> list[tuple[int, dict[str, Any]]]:
-    """The image content parts of ``messages`` in prompt order, as ``(message index, part)``.
-
-    An image part is OpenAI's ``{"type": "image_url", "image_url": {"url": ...}}`` (a ``data:`` URL or a
-    local file path) or transformers' ``{"type": "image", "image": ...}`` (``url`` / ``path`` also read).
-    """
+    """The image content parts of ``messages`` in prompt order, as ``(message index, part)``: OpenAI's ``image_url``
+    parts and transformers' ``{"type": "image", ...}``."""
     out = []
     for i, m in enumerate(messages):
         content = m.get("content") if isinstance(m, dict) else None
@@ -440,10 +368,8 @@ def image_parts(messages: list[dict[str, Any]]) -> list[tuple[int, dict[str, Any
 
 
 def image_names(messages: list[dict[str, Any]], where: list[int]) -> list[str]:
-    """Names of images found in ``messages`` (``where``: each one's message index, as :func:`image_parts`
-    gives them) that a user can tell apart: numbered within their message, the latest user message named as
-    such (the one just sent, in a chat), others as ``user message N`` counting that role's messages only, so
-    a system prompt put in front does not shift the number."""
+    """Names a user can tell apart for the images at message indices ``where``: numbered within their message, the
+    latest user message named as such, others by their role's count (a system prompt does not shift it)."""
     roles = [m.get("role") if isinstance(m, dict) else None for m in messages]
     latest_user = max((i for i, r in enumerate(roles) if r == "user"), default=-1)
     names: list[str] = []
@@ -463,11 +389,7 @@ def image_names(messages: list[dict[str, Any]], where: list[int]) -> list[str]:
 
 
 def part_source(part: dict[str, Any]) -> ImageSource:
-    """The image a content part holds (see :func:`image_parts`).
-
-    Raises:
-        ImageError: the part holds no image (names the keys it has).
-    """
+    """The image a content part holds (:class:`ImageError` when it holds none)."""
     if part.get("type") == "image_url":
         spec = part.get("image_url")
         url = spec.get("url") if isinstance(spec, dict) else spec
@@ -487,18 +409,15 @@ def prepare_images(
 
     Args:
         checkpoint: a :class:`model.checkpoint.loading.LoadedCheckpoint`.
-        messages: OpenAI-style messages; image parts as :func:`image_parts` reads them.
-        vision_budget: budget of image parts that carry no ``vision_budget`` of their own (``None``: the
-            checkpoint's default).
+        messages: OpenAI-style messages (image parts as :func:`image_parts` reads them).
+        vision_budget: budget of parts without their own ``vision_budget`` (``None``: the checkpoint's default).
 
     Returns:
-        ``(messages, vision)``: the messages with each image part replaced by ``{"type": "image"}`` (the shape
-        every Hugging Face chat template renders as its image token), and the processed images (``None`` and
-        the messages unchanged when there are none).
+        ``(messages, vision)``: each image part replaced by ``{"type": "image"}`` (what chat templates render as the
+        image token), and the processed images (``None``, messages unchanged, when there are none).
 
     Raises:
-        ImageError: see :func:`vision_processor`, :func:`open_image` and :func:`check_budget`.
-    """
+        ImageError: see :func:`vision_processor`, :func:`open_image` and :func:`check_budget`."""
     found = image_parts(messages)
     if not found:
         if vision_budget is not None:
@@ -525,26 +444,14 @@ def prepare_images(
     return out, vision
 
 
-#: File holding a checkpoint's processor config (transformers' layout: the image processor's settings nested
-#: under ``image_processor``).
+#: A checkpoint's processor config (transformers' layout).
 PROCESSOR_CONFIG = "processor_config.json"
 
 
 def write_processor_config(folder: str | Path, config: Any) -> Path:
-    """Write the image processor config that lets a checkpoint's images be processed offline (the default
-    vision budget :data:`DEFAULT_VISION_BUDGET`).
-
-    Args:
-        folder: the checkpoint folder.
-        config: the checkpoint's ``DiffusionGemmaConfig`` (``vision_config.patch_size`` and
-            ``pooling_kernel_size`` are read from it).
-
-    Returns:
-        The written ``processor_config.json``.
-
-    Raises:
-        ImageError: the config has no vision tower.
-    """
+    """Write ``processor_config.json`` into the checkpoint ``folder`` so its images are processed offline (patch and
+    pooling sizes from ``config.vision_config``; budget :data:`DEFAULT_VISION_BUDGET`); returns its path. Raises
+    :class:`ImageError` when the config has no vision tower."""
     vision = getattr(config, "vision_config", None)
     if vision is None:
         raise ImageError("the config has no vision_config: nothing to process images for")

@@ -1,14 +1,6 @@
-"""The denoising runtime: one step (:mod:`model.runtime.step`) and one scheduler (:mod:`model.runtime.scheduler`).
-
-* :func:`generate`: the scheduler over a fixed batch from prefill to the last canvas, with one left-padded KV cache
-  and shared positions (token-identical to transformers' ``generate`` in parity mode);
-* :class:`~model.runtime.batcher.CanvasBatcher` (:mod:`model.runtime.batcher`): the same scheduler fed from a
-  queue, rows joining and leaving between steps, each with its own cache, positions, temperature schedule and
-  generator (``agentkit serve``).
-
-Every denoising step is :func:`model.runtime.step.denoise_step`; events and statistics are in
-:mod:`model.runtime.events`.
-"""
+"""The denoising runtime: :func:`generate` runs the one scheduler (:mod:`model.runtime.scheduler`) over a fixed
+batch (token-identical to transformers' ``generate`` in parity mode); :class:`~model.runtime.batcher.CanvasBatcher`
+feeds it from a queue (``agentkit serve``). Every step is :func:`model.runtime.step.denoise_step`."""
 
 from model.runtime.constraint_batch import CanvasConstraint, ConstraintPlan, TerminatingConstraint
 from model.runtime.events import CanvasEvent, EventCallback, GenerationResult, GenerationStats, StepEvent

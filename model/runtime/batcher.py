@@ -1,25 +1,16 @@
 """Continuous batching for block diffusion: requests join and leave the batch between denoising steps.
 
-:func:`model.runtime.generate` admits a fixed batch and runs the :class:`~model.runtime.scheduler.Scheduler` to
-completion, every row waiting for the slowest. A server gets requests at any time; :class:`CanvasBatcher` feeds the
-same scheduler from a queue, on its own thread, one :class:`~model.runtime.scheduler.Cohort` per request, so every
-row is at its own denoising step of its own canvas:
+:class:`CanvasBatcher` feeds the :class:`~model.runtime.scheduler.Scheduler` from a queue on its own thread, one
+:class:`~model.runtime.scheduler.Cohort` per request, each row at its own step of its own canvas:
 
-1. **Admit.** A new request is prefilled alone, or takes over the prefill it brought (a binder's, so the prompt is
-   encoded once): its own KV cache, copy-head memory, denoiser and ``torch.Generator`` seeded with its seed, so its
-   draws do not depend on who else is in the batch. It joins at the next step with a fresh canvas. Cancelled
-   requests leave here.
-2. **Step.** :meth:`Scheduler.step` packs the rows' caches left-padded into one (repacked only when a row joins,
-   leaves or commits a canvas), each row keeping its own positions and temperature, and takes one
-   :func:`model.runtime.step.denoise_step` for all: a row's tokens are those ``generate`` gives it alone
-   (tests/test_batching.py).
-3. **Commit.** A row whose canvas stops is read out at once (:meth:`Scheduler.commit`); it leaves when it produced
-   EOS or spent its budget, otherwise its canvas is encoded into its cache (:meth:`Scheduler.encode`, one encoder
-   pass for the rows committing together) and it starts the next canvas on the next step.
+1. **Admit**: a new request is prefilled alone (or takes over the prefill it brought), with its own KV cache,
+   copy memory and seeded generator, so its draws do not depend on the rest of the batch.
+2. **Step**: :meth:`Scheduler.step` packs the rows' caches into one, each row keeping its positions and
+   temperature: a row's tokens are those ``generate`` gives it alone (tests/test_batching.py).
+3. **Commit**: a row whose canvas stopped is read out; it leaves on EOS or a spent budget, else its canvas is
+   encoded (one encoder pass for the rows committing together).
 
-A request's failure (its constraint raising, its stream callback raising) fails that request only; the batch goes
-on without it.
-"""
+A request's failure (its constraint or stream callback raising) fails that request only."""
 
 from __future__ import annotations
 
@@ -52,7 +43,7 @@ class RequestCancelled(RuntimeError):
 
 @dataclass
 class BatchOutput:
-    """What a finished request gets: ``tokens`` (generated ids, EOS kept, padding removed) and its stats."""
+    """What a finished request gets: ``tokens`` (EOS kept, padding removed) and its stats."""
 
     tokens: list[int]
     prompt_tokens: int
@@ -62,7 +53,7 @@ class BatchOutput:
 
 @dataclass
 class _Row:
-    """One request: what it asked for and, once admitted, its :class:`~model.runtime.scheduler.Cohort`."""
+    """One request and, once admitted, its cohort."""
 
     prompt: list[int]
     settings: DenoiseSettings
@@ -85,22 +76,19 @@ class RequestHandle:
         self.future = row.future
 
     def cancel(self) -> None:
-        """Leave the batch before its next denoising step (the future then raises :class:`RequestCancelled`)."""
+        """Leave the batch before the next step (the future raises :class:`RequestCancelled`)."""
         self._row.cancelled.set()
 
 
 class CanvasBatcher:
-    """One denoising loop shared by concurrent requests (see the module docstring).
+    """One denoising loop shared by concurrent requests.
 
     Args:
         model: a loaded ``DiffusionGemmaForBlockDiffusion`` (eval mode), optionally with a copy head.
-        settings: the checkpoint's denoising settings (canvas length, steps, entropy bound, EOS ids); each
-            request may bring its own temperature schedule and token budget.
-        max_batch: at most this many rows denoise together; more requests wait for a free row.
+        settings: the checkpoint's denoising settings; a request may bring its own temperatures and budget.
+        max_batch: at most this many rows denoise together; more requests wait.
 
-    Thread safety: :meth:`submit` and :meth:`close` may be called from any thread; the model runs only on the
-    batcher's own thread.
-    """
+    :meth:`submit` and :meth:`close` may be called from any thread; the model runs on the batcher's thread only."""
 
     def __init__(self, model: Any, settings: DenoiseSettings, max_batch: int = 16) -> None:
         if max_batch < 1:
@@ -118,7 +106,6 @@ class CanvasBatcher:
         self._thread = threading.Thread(target=self._loop, name="canvas-batcher", daemon=True)
         self._thread.start()
 
-    # ------------------------------------------------------------------------------------------------------
     @property
     def load(self) -> int:
         """Requests admitted or waiting."""
@@ -135,29 +122,25 @@ class CanvasBatcher:
         vision: Any = None,
         prefill: Prefill | None = None,
     ) -> RequestHandle:
-        """Queue one request; it joins the batch at the next denoising step with a fresh canvas.
+        """Queue one request; it joins the batch at the next step with a fresh canvas.
 
         Args:
             input_ids: prompt token ids (at least one).
-            settings: this request's settings (temperature schedule, ``max_new_tokens``); default the batcher's.
+            settings: this request's temperature schedule and ``max_new_tokens``; default the batcher's.
             constraint: a fresh :class:`~model.runtime.CanvasConstraint` for this row, or ``None``.
-            seed: seeds the row's own generator (canvas noise, sampling, re-noise); ``None`` draws one.
-            on_canvas: called on the batcher's thread after each committed canvas (see :data:`CanvasCallback`).
-            vision: the prompt's images (:class:`model.heads.vision.VisionInputs`, ``input_ids`` already expanded),
-                read by the request's own prefill; ``None``: no images.
-            prefill: the prompt's :class:`model.turn.prefill.Prefill` (:func:`~model.turn.prefill.prefill_prompt`
-                over ``input_ids``, no images), taken over at admission instead of encoding the prompt again
-                (single use, as with generate: denoising continues from its cache); ``None``: encode at admission.
+            seed: seeds the row's own generator; ``None`` draws one.
+            on_canvas: called on the batcher's thread after each committed canvas.
+            vision: the prompt's :class:`model.heads.vision.VisionInputs` (``input_ids`` expanded), or ``None``.
+            prefill: the prompt's :class:`model.turn.prefill.Prefill` (no images), taken over at admission (single use);
+                ``None``: encode at admission.
 
         Returns:
-            :class:`RequestHandle`; its future raises what :func:`~model.runtime.generate` raises for the prompt
-            alone (ids outside the vocabulary, ``PromptTooLong``).
+            :class:`RequestHandle`; its future raises what :func:`~model.runtime.generate` raises for the prompt alone.
 
         Raises:
             BatcherClosed: :meth:`close` was called.
-            ValueError: empty ``input_ids``, a seed outside the signed 64-bit range, or a ``prefill`` with
-                images or over another number of positions than ``input_ids``.
-        """
+            ValueError: empty ``input_ids``, a seed outside int64, or a ``prefill`` with images or over another number
+                of positions."""
         if not input_ids:
             raise ValueError("input_ids is empty: the prompt needs at least one token")
         if prefill is not None:
@@ -183,9 +166,7 @@ class CanvasBatcher:
 
     def close(self, wait: bool = True, timeout: float | None = None) -> None:
         """Take no new requests; with ``wait``, let admitted and queued ones finish (at most ``timeout`` s).
-
-        Requests still unfinished after that (or at once without ``wait``) fail with :class:`BatcherClosed`.
-        """
+        Requests still unfinished then fail with :class:`BatcherClosed`."""
         with self._cv:
             self._closed = True
             self._cv.notify_all()
@@ -205,7 +186,6 @@ class CanvasBatcher:
             if not row.future.done():
                 row.future.set_exception(BatcherClosed("the server shut down before the request finished"))
 
-    # ------------------------------------------------------------------------------------------------------
     def _loop(self) -> None:
         while True:
             with self._cv:
@@ -245,7 +225,7 @@ class CanvasBatcher:
 
     @torch.no_grad()
     def _admit(self, row: _Row) -> None:
-        """Prefill one request alone, as a cohort of its own; on success it joins ``_active``."""
+        """Prefill one request alone, as its own cohort; on success it joins ``_active``."""
         if self._drop_if_cancelled(row):
             return
         row.started = time.perf_counter()
@@ -267,15 +247,14 @@ class CanvasBatcher:
             self.max_rows_seen = max(self.max_rows_seen, len(self._active))
 
     def _step(self, rows: list[_Row]) -> None:
-        """One :meth:`Scheduler.step` for every row; rows whose canvas is done are committed, then leave or have
-        their canvases encoded (together)."""
+        """One scheduler step for every row; rows whose canvas is done commit, then leave or encode."""
         ended = self.scheduler.step([r.cohort for r in rows])  # type: ignore[misc]
         going_on = [r.cohort for r in rows if r.cohort in ended and self._commit(r)]
         if going_on:
             self.scheduler.encode(going_on)  # type: ignore[arg-type]
 
     def _commit(self, r: _Row) -> bool:
-        """Commit the row's finished canvas and stream it; True when the row goes on to its next canvas."""
+        """Commit the row's canvas and stream it; True when the row goes on."""
         cohort, guard, eos = r.cohort, r.constraint, self.settings.eos_token_ids
         assert cohort is not None
         try:

@@ -1,12 +1,10 @@
 """The constraint hook of the denoising loop, and the batch that applies every row's constraint each step.
 
-A :class:`CanvasConstraint` (one per batch row; :class:`model.constraints.denoise.GrammarConstraint` is the
-project's) says, before each denoising step, which canvas positions are fixed and which tokens the frontier
-position may take (:class:`ConstraintPlan`); after the step it sees what was accepted and may veto positions;
-at the end of a canvas it reads the canvas out. :class:`ConstraintBatch` runs the rows' constraints together:
-one allowed-token tensor for every row's frontier (packed bitmasks unpacked once, by
-:func:`dg_kernels.sampling.unpack_bitmask`), one write of the fixed positions, one commit pass per step.
-"""
+A :class:`CanvasConstraint` (one per row; :class:`model.constraints.denoise.GrammarConstraint` is the project's)
+says before each step which positions are fixed and which tokens the frontier may take (:class:`ConstraintPlan`),
+sees after it what was accepted and may veto positions, and reads the canvas out at its end.
+:class:`ConstraintBatch` runs the rows' constraints together: one allowed-token tensor for every frontier, one write
+of the fixed positions, one commit pass per step."""
 
 from __future__ import annotations
 
@@ -18,28 +16,16 @@ import torch
 
 from dg_kernels.sampling import unpack_bitmask
 
-__all__ = [
-    "CallAwareConstraint",
-    "CanvasConstraint",
-    "ConstraintBatch",
-    "ConstraintPlan",
-    "GuardedConstraint",
-    "TerminatingConstraint",
-]
-
 
 @dataclass
 class ConstraintPlan:
-    """What a constraint imposes on its row of the canvas for the next denoising step.
+    """What a constraint imposes on its row for the next denoising step.
 
     Attributes:
-        fixed: tokens for canvas positions ``0..len(fixed)-1``: the committed prefix, then fast-forward
-            tokens (forced by the grammar), then, once the grammar has terminated, pad up to the canvas end.
-            Fixed positions get entropy 0, are always accepted and do not count in the stop statistics.
-        mask: optional allowed-token mask for position ``len(fixed)`` (the frontier): bool ``[V]``, or packed
-            int32 ``[ceil(V/32)]`` in llguidance's layout (bit ``j`` of word ``w`` allows token ``32*w+j``).
-            It must allow at least one token.
-    """
+        fixed: tokens for positions ``0..len(fixed)-1``: the committed prefix, fast-forward tokens, then pad once the
+            grammar has terminated; they get entropy 0, are always accepted and stay out of the stop statistics.
+        mask: optional allowed-token mask for the frontier ``len(fixed)``: bool ``[V]``, or packed int32
+            ``[ceil(V/32)]`` in llguidance's layout. It must allow at least one token."""
 
     fixed: list[int]
     mask: torch.Tensor | None = None
@@ -47,16 +33,11 @@ class ConstraintPlan:
 
 @runtime_checkable
 class CanvasConstraint(Protocol):
-    """Per-row constraint hook of :func:`model.runtime.generate` (one object per batch row; state carries
-    across canvases).
-
-    Call order per canvas: ``start_canvas`` -> per denoising step ``plan`` (before sampling) then ``commit``
-    (after entropy-bound acceptance) -> ``readout`` (decides the canvas's final tokens). A constraint that
-    can terminate early or rewrites its prefix also implements :class:`TerminatingConstraint`.
-    """
+    """Per-row constraint hook of :func:`model.runtime.generate` (state carries across canvases). Per canvas:
+    ``start_canvas``, then per step ``plan`` (before sampling) and ``commit`` (after acceptance), then ``readout``."""
 
     def start_canvas(self, canvas_length: int, tokens_left: int) -> None:
-        """A new canvas begins; ``tokens_left`` is the token budget left, this canvas included."""
+        """A new canvas begins; ``tokens_left`` is the budget left, this canvas included."""
 
     def plan(self) -> ConstraintPlan:
         """Fixed tokens and frontier mask for the next step."""
@@ -68,23 +49,17 @@ class CanvasConstraint(Protocol):
         logits: torch.Tensor | None = None,
         entropy_bound: float = 0.0,
     ) -> list[int]:
-        """See this step's sampled canvas tokens ``[C]``, acceptance ``[C]`` and tempered logits ``[C, V]``
-        (with the sampler's entropy bound, nats); return positions to veto (re-noise)."""
+        """See this step's tokens ``[C]``, acceptance ``[C]`` and tempered logits ``[C, V]``; return positions to
+        veto (re-noise)."""
 
     def readout(self, logits: torch.Tensor) -> list[int]:
-        """Return the canvas's final ``canvas_length`` tokens given the last logits ``[C, V]`` float32."""
+        """The canvas's final ``canvas_length`` tokens given the last logits ``[C, V]``."""
 
 
 @runtime_checkable
 class TerminatingConstraint(CanvasConstraint, Protocol):
-    """A :class:`CanvasConstraint` with the two optional members.
-
-    Attributes:
-        done: True once the grammar has terminated: the runtime stops denoising that row's canvas (its
-            readout is fully decided).
-        committed: token ids for positions ``0..k-1`` that the runtime writes into the next step's canvas as
-            accepted tokens (``None`` or empty: none).
-    """
+    """A :class:`CanvasConstraint` with ``done`` (the grammar terminated: the row's canvas stops denoising) and
+    ``committed`` (tokens of positions ``0..k-1`` written into the next step's canvas)."""
 
     done: bool
     committed: list[int] | None
@@ -92,20 +67,15 @@ class TerminatingConstraint(CanvasConstraint, Protocol):
 
 @runtime_checkable
 class CallAwareConstraint(CanvasConstraint, Protocol):
-    """A :class:`CanvasConstraint` that says whether its turn has opened a tool call, for the per-mode accept
-    window (:attr:`model.runtime.settings.DenoiseSettings.call_accept_window`).
-
-    Attributes:
-        in_call: True once a ``<|tool_call>`` is committed in the row's turn (read before each step).
-    """
+    """A :class:`CanvasConstraint` whose ``in_call`` says its turn has opened a tool call (for
+    :attr:`model.runtime.settings.DenoiseSettings.call_accept_window`)."""
 
     in_call: bool
 
 
 class GuardedConstraint:
-    """A row's constraint with its faults kept to the row: the first exception is recorded (:attr:`error`) and the
-    constraint steps aside (no fixed tokens, argmax readout); the batcher then fails that row alone at the end of
-    its canvas. A frontier mask that allows no token counts as a fault."""
+    """A row's constraint with its faults kept to the row: the first exception (or a mask allowing no token) is
+    recorded in :attr:`error` and the constraint steps aside (no fixed tokens, argmax readout)."""
 
     def __init__(self, inner: CanvasConstraint) -> None:
         self.inner = inner
@@ -121,7 +91,7 @@ class GuardedConstraint:
             return fallback
 
     def start_canvas(self, canvas_length: int, tokens_left: int) -> None:
-        """:meth:`CanvasConstraint.start_canvas` of the inner constraint (faults recorded, as every member)."""
+        """The inner ``start_canvas`` (faults recorded, as for every member)."""
         self._run(lambda: self.inner.start_canvas(canvas_length, tokens_left), None)
 
     def plan(self) -> ConstraintPlan:
@@ -133,7 +103,7 @@ class GuardedConstraint:
         return plan if plan is not None else ConstraintPlan(fixed=[])
 
     def commit(self, *args: Any, **kwargs: Any) -> list[int]:
-        """The inner commit's vetoes (arguments as :meth:`CanvasConstraint.commit`); none once faulted."""
+        """The inner commit's vetoes; none once faulted."""
         return self._run(lambda: self.inner.commit(*args, **kwargs), [])  # type: ignore[no-any-return]
 
     def readout(self, logits: torch.Tensor) -> list[int]:
@@ -156,11 +126,7 @@ class GuardedConstraint:
 
 
 class ConstraintBatch:
-    """The rows' constraints of one generation (see the module docstring).
-
-    Args:
-        constraints: one constraint or ``None`` per row.
-    """
+    """The rows' constraints of one generation: one constraint or ``None`` per row."""
 
     def __init__(self, constraints: Sequence[CanvasConstraint | None]) -> None:
         self.rows = list(constraints)
@@ -172,34 +138,24 @@ class ConstraintBatch:
         return [(r, c) for r, c in enumerate(self.rows) if c is not None and active[r]]
 
     def start_canvas(self, canvas_length: int, tokens_left: int, active: Sequence[bool]) -> None:
-        """Tell each active row's constraint a canvas begins (``tokens_left``: the budget, this canvas included)."""
+        """Tell each active row's constraint a canvas begins."""
         for _, c in self._live(active):
             c.start_canvas(canvas_length, tokens_left)
 
     def in_call(self) -> list[bool]:
-        """Per row, whether its constraint reports a tool call opened in its turn (:class:`CallAwareConstraint`;
-        False for rows without one)."""
+        """Per row, whether its constraint reports a tool call opened (False without one)."""
         return [
             aware and bool(cast(CallAwareConstraint, c).in_call)
             for c, aware in zip(self.rows, self._call_aware, strict=True)
         ]
 
     def apply(self, logits: torch.Tensor, active: Sequence[bool]) -> tuple[torch.Tensor, torch.Tensor]:
-        """Apply each active row's :class:`ConstraintPlan` to one denoising step's logits, in place.
-
-        Fixed positions get ``-inf`` everywhere but ``0`` at their token (entropy 0); each frontier position
-        is masked with its plan's allowed tokens.
-
-        Args:
-            logits: ``[B, C, V]`` float decoder logits (modified in place).
-            active: per row, whether its constraint is consulted (rows that finished are not).
-
-        Returns:
-            ``(fixed_mask, fixed_tok)``: ``[B, C]`` bool and ``[B, C]`` int64.
+        """Apply each active row's :class:`ConstraintPlan` to a step's ``logits`` ``[B, C, V]`` in place: fixed
+        positions ``-inf`` but ``0`` at their token, frontiers masked. ``active``: per row, whether its constraint
+        is consulted. Returns ``(fixed_mask, fixed_tok)``, ``[B, C]`` bool and int64.
 
         Raises:
-            ValueError: a constraint's frontier mask allows no token (names the row and position).
-        """
+            ValueError: a frontier mask allows no token (names the row and position)."""
         batch, canvas_len, vocab = logits.shape
         device = logits.device
         fixed_mask = torch.zeros((batch, canvas_len), dtype=torch.bool, device=device)
@@ -223,7 +179,7 @@ class ConstraintBatch:
             for j, (r, k, _) in enumerate(frontier):  # in place on each row's view (no gather and scatter)
                 logits[r, k].masked_fill_(forbidden[j], float("-inf"))
         if bool(fixed_mask.any()):
-            # In place, one write pass per fixed row: -inf everywhere, 0 at the fixed token (entropy 0).
+            # in place: -inf everywhere, 0 at the fixed token (entropy 0)
             flat = logits.view(-1, vocab)
             idx = fixed_mask.view(-1).nonzero().squeeze(1)
             flat.index_fill_(0, idx, float("-inf"))
@@ -240,19 +196,18 @@ class ConstraintBatch:
         processed: torch.Tensor,
         entropy_bound: float,
     ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
-        """Hand one denoising step's accepted tokens to each active row's constraint (its ``commit``).
+        """Hand a step's accepted tokens to each active row's constraint.
 
         Args:
             active: as :meth:`apply`.
-            denoised: ``[B, C]`` int64 sampled tokens; accepted: ``[B, C]`` bool (entropy bound and window).
+            denoised: ``[B, C]`` int64 sampled tokens; accepted: ``[B, C]`` bool.
             fixed_mask, fixed_tok: from :meth:`apply`.
-            processed: ``[B, C, V]`` tempered, constrained logits of the step.
+            processed: ``[B, C, V]`` tempered, constrained logits.
             entropy_bound: the sampler's entropy bound (nats).
 
         Returns:
-            ``(denoised, accepted, done)``: the step's tokens with each constraint's committed prefix written in,
-            acceptance with vetoed positions re-noised, and ``[B]`` bool rows whose grammar terminated.
-        """
+            ``(denoised, accepted, done)``: tokens with each committed prefix written in, acceptance with vetoes removed,
+            and ``[B]`` bool rows whose grammar terminated."""
         device = denoised.device
         denoised = torch.where(fixed_mask, fixed_tok, denoised)
         accepted = accepted | fixed_mask
@@ -278,18 +233,8 @@ class ConstraintBatch:
     def readout(
         self, argmax: torch.Tensor, last_logits: torch.Tensor, active: Sequence[bool]
     ) -> torch.Tensor:
-        """A finished canvas's tokens: the argmax, or for constrained rows what their constraint reads out.
-
-        Args:
-            argmax: ``[B, C]`` int64; last_logits: ``[B, C, V]`` the last step's processed logits.
-            active: as :meth:`apply`.
-
-        Returns:
-            ``[B, C]`` int64.
-
-        Raises:
-            ValueError: a readout whose length is not the canvas length.
-        """
+        """``[B, C]`` int64 final tokens: ``argmax``, or for constrained rows their readout over ``last_logits``
+        ``[B, C, V]``. Raises ValueError for a readout of another length than the canvas."""
         canvas_len = argmax.shape[1]
         readout = argmax.clone()
         for r, c in self._live(active):
@@ -303,9 +248,7 @@ class ConstraintBatch:
 
 
 def _allowed_tokens(masks: list[torch.Tensor], vocab: int, device: torch.device) -> torch.Tensor:
-    """``[n, vocab]`` bool from the frontier masks: packed int32 ones stacked and unpacked in one call, bool
-    ones as given; a mask shorter than the vocabulary (a tokenizer smaller than the embedding) allows none of
-    the rest."""
+    """``[n, vocab]`` bool from the frontier masks (a short mask allows none of the rest)."""
 
     def fit(m: torch.Tensor) -> torch.Tensor:
         m = m[:vocab]

@@ -6,7 +6,7 @@ from __future__ import annotations
 import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
-from dataclasses import dataclass, field, fields
+from dataclasses import asdict, dataclass, field, fields
 from typing import Any
 
 import torch
@@ -25,9 +25,8 @@ class StepEvent:
         argmax: ``[B, C]`` int64 argmax canvas (the draft).
         accepted: ``[B, C]`` bool positions accepted this step.
         entropy: ``[B, C]`` float32 per-position entropy (nats).
-        fixed: ``[B, C]`` bool positions fixed by a constraint (committed or forced).
-        finished: ``[B]`` bool rows whose canvas has stopped denoising.
-    """
+        fixed: ``[B, C]`` bool positions fixed by a constraint.
+        finished: ``[B]`` bool rows whose canvas has stopped denoising."""
 
     canvas_index: int
     step: int
@@ -57,13 +56,11 @@ class GenerationStats:
 
     Attributes:
         canvases: canvases generated.
-        steps_per_canvas: denoising steps taken per canvas (batch max).
-        decoder_forwards: per row, decoder forwards that row actually needed (as the reference counts).
+        steps_per_canvas: denoising steps taken per canvas.
+        decoder_forwards: per row, decoder forwards that row needed (as the reference counts).
         new_tokens: per row, generated tokens excluding pad.
         tokens_per_forward: per row, ``new_tokens / decoder_forwards`` (TPF).
-        time_prefill_s, time_decoder_s, time_sampling_s, time_constraint_s, time_commit_s, time_total_s:
-            wall time per phase in seconds (:meth:`phase` adds to them).
-    """
+        time_prefill_s ... time_total_s: wall seconds per phase (:meth:`phase` adds to them)."""
 
     canvases: int = 0
     steps_per_canvas: list[int] = field(default_factory=list)
@@ -79,7 +76,7 @@ class GenerationStats:
 
     @contextmanager
     def phase(self, name: str) -> Iterator[None]:
-        """Time the ``with`` body into ``time_<name>_s`` (``name`` one of :data:`PHASES`; wall seconds)."""
+        """Time the ``with`` body into ``time_<name>_s`` (``name`` one of :data:`PHASES`)."""
         t0 = time.perf_counter()
         try:
             yield
@@ -88,7 +85,7 @@ class GenerationStats:
             setattr(self, attr, getattr(self, attr) + time.perf_counter() - t0)
 
     def add_times(self, other: GenerationStats, share: float = 1.0) -> None:
-        """Add ``share`` of ``other``'s phase times to this one's (a batch step's time split among its rows)."""
+        """Add ``share`` of ``other``'s phase times to this one's."""
         for f in fields(self):
             if f.name.startswith("time_"):
                 setattr(self, f.name, getattr(self, f.name) + getattr(other, f.name) * share)
@@ -100,17 +97,9 @@ class GenerationStats:
 
     def as_dict(self) -> dict[str, Any]:
         """JSON-serialisable view."""
-        out: dict[str, Any] = {
-            "canvases": self.canvases,
-            "steps_per_canvas": self.steps_per_canvas,
-            "decoder_forwards": self.decoder_forwards,
-            "new_tokens": self.new_tokens,
-            "tokens_per_forward": [round(x, 3) for x in self.tokens_per_forward],
-        }
-        for f in fields(self):
-            if f.name.startswith("time_"):
-                out[f.name] = round(getattr(self, f.name), 4)
-        return out
+        out = asdict(self)
+        out["tokens_per_forward"] = [round(x, 3) for x in self.tokens_per_forward]
+        return {k: round(v, 4) if k.startswith("time_") else v for k, v in out.items()}
 
 
 @dataclass

@@ -1,32 +1,16 @@
-"""The entropy-bound sampler of one denoising step: its tensor operations, the step samplers built on them,
-and the adaptive stop test.
+"""The entropy-bound sampler of one denoising step: tensor operations, the step samplers built on them, and the
+adaptive stop test.
 
-* :func:`entropy_and_argmax`: one max pass (value and argmax together) and one fused exp/sum pass for the
-  entropy of ``softmax(logits)`` at every canvas position.
-* :func:`entropy_bound_accept`: which positions the entropy bound accepts this step.
-* :func:`sample_positions`: a token drawn *only at the accepted positions*. The acceptance rule depends on
-  entropies alone, never on the sampled token, so sampling the accepted positions only gives the same
-  distribution of accepted canvases while skipping a draw over ``batch x canvas x vocab`` values; each draw is
-  one uniform number looked up in the cumulative softmax (inverse transform sampling).
+:func:`sample_positions` draws a token only at the positions the entropy bound accepts: acceptance depends on
+entropies alone, never on the sampled token, so the distribution of accepted canvases is unchanged while the draw
+over ``batch x canvas x vocab`` values is skipped. A :class:`StepSampler` turns one step's constrained logits into a
+:class:`StepDraw`; :func:`select_sampler` picks one of :class:`ParitySampler` (transformers'
+``DiffusionGemmaGenerationMixin._denoising_step`` operation for operation, global RNG: token-identical to
+``generate``), :class:`TorchSampler` (a private generator, or one per row) and :class:`KernelSampler`
+(:func:`dg_kernels.sampling.fused_sample`, Philox draws).
 
-A :class:`StepSampler` turns one step's constrained logits into a :class:`StepDraw` (tempered logits, argmax,
-entropy, sampled tokens, accepted positions). :func:`select_sampler` is the one dispatch over the three:
-
-* :class:`ParitySampler`: transformers' ``DiffusionGemmaGenerationMixin._denoising_step`` operation for
-  operation (``softmax`` -> ``torch.multinomial`` over every position -> ``argmax`` ->
-  ``Categorical(logits).entropy()``), global RNG, draws in the same order: token-identical to ``generate``;
-* :class:`TorchSampler`: the three functions above, a private ``torch.Generator`` (or one per row);
-* :class:`KernelSampler`: :func:`dg_kernels.sampling.fused_sample` (Triton on CUDA) or its PyTorch reference,
-  with counter-based Philox draws.
-
-:func:`window_accept` and :func:`stop_test` are the acceptance window and the adaptive stop, shared by
-:func:`model.runtime.generate` and :class:`model.runtime.batcher.CanvasBatcher`.
-
-Entropy-bound acceptance: sort positions by entropy ascending and accept the prefix with
-``cumsum(H) - H <= bound`` (``H`` sorted, so ``H`` is the running maximum). Source: Ben-Hamu et al., "Accelerated
-Sampling from Masked Diffusion Models via Entropy Bounded Unmasking", arXiv:2505.24857; transformers
-``EntropyBoundSampler.accept_canvas``.
-"""
+Entropy-bound acceptance: sort positions by entropy ascending and accept the prefix with ``cumsum(H) - H <= bound``.
+Source: Ben-Hamu et al., arXiv:2505.24857; transformers ``EntropyBoundSampler.accept_canvas``."""
 
 from __future__ import annotations
 
@@ -52,13 +36,11 @@ def entropy_and_argmax(
     """Per-position entropy (nats) and argmax of ``softmax(logits)``.
 
     Args:
-        logits: ``[..., V]`` float32 (already tempered and masked; ``-inf`` allowed, but not a whole row).
-        work: two scratch tensors of ``logits``' shape, dtype and device to write the ``[..., V]`` intermediates
-            into (overwritten; see :class:`Workspace`); ``None``: fresh ones. Same values either way.
+        logits: ``[..., V]`` float32, tempered and masked (``-inf`` allowed, not a whole row).
+        work: two scratch tensors like ``logits`` (overwritten; :class:`Workspace`); ``None``: fresh ones.
 
     Returns:
-        ``(entropy [...] float32, argmax [...] int64)``.
-    """
+        ``(entropy [...] float32, argmax [...] int64)``."""
     m, am = logits.max(dim=-1, keepdim=True)
     z = logits - m if work is None else torch.sub(logits, m, out=work[0])
     z.clamp_(min=_NEG_CLAMP)
@@ -70,23 +52,17 @@ def entropy_and_argmax(
 
 
 class Workspace:
-    """Two scratch tensors for :func:`entropy_and_argmax`, kept from one step to the next while the logits'
-    shape, dtype and device stay the same.
-
-    A fresh ``[B, C, V]`` intermediate each step can cost more than its arithmetic on CPU: glibc hands freed
-    blocks of that size back to the kernel and the next step faults every page in again (batch 16, canvas 64,
-    vocabulary 4,096, 1 thread: 154 -> 129 ms of CPU time per step with the workspace, tokens unchanged).
-    Small logits (fewer than ``min_elements`` values; 1 MB blocks measured no faults) get fresh tensors, which
-    come back still in cache; so do logits of more than ``max_elements`` values (nothing held between steps).
-    """
+    """Two scratch tensors for :func:`entropy_and_argmax`, kept across steps while the logits' shape, dtype and
+    device stay the same: a fresh ``[B, C, V]`` block each step is handed back to the kernel by glibc and faulted in
+    again (batch 16, canvas 64, vocabulary 4,096, 1 thread: 154 -> 129 ms per step with it). Logits outside
+    ``[min_elements, max_elements]`` get fresh tensors."""
 
     def __init__(self, min_elements: int = 1 << 20, max_elements: int = 1 << 24) -> None:
         self.min_elements, self.max_elements = min_elements, max_elements
         self._buffers: tuple[torch.Tensor, torch.Tensor] | None = None
 
     def get(self, like: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor] | None:
-        """Two tensors shaped like ``like`` (reused when they match it), or ``None`` outside ``[min_elements,
-        max_elements]`` or when ``like`` requires grad (``out=`` does not record autograd)."""
+        """Two tensors shaped like ``like``, or ``None`` outside the size range or when it requires grad."""
         if not self.min_elements <= like.numel() <= self.max_elements or like.requires_grad:
             self._buffers = None
             return None
@@ -97,15 +73,7 @@ class Workspace:
 
 
 def entropy_bound_accept(entropy: torch.Tensor, bound: float) -> torch.Tensor:
-    """Entropy-bound acceptance mask.
-
-    Args:
-        entropy: ``[B, C]`` float32 per-position entropies (nats).
-        bound: the entropy bound (nats).
-
-    Returns:
-        ``[B, C]`` bool: True where the position is accepted this step.
-    """
+    """``[B, C]`` bool positions accepted this step, from ``entropy`` ``[B, C]`` float32 and the ``bound`` (nats)."""
     sorted_h, idx = torch.sort(entropy, dim=-1, descending=False)
     sel = torch.cumsum(sorted_h, dim=-1) - sorted_h <= bound
     return torch.zeros_like(sel).scatter(-1, idx, sel)
@@ -114,32 +82,26 @@ def entropy_bound_accept(entropy: torch.Tensor, bound: float) -> torch.Tensor:
 def sample_positions(
     logits: torch.Tensor, mask: torch.Tensor, generator: torch.Generator | None = None
 ) -> torch.Tensor:
-    """Sample tokens from ``softmax(logits)`` at the positions where ``mask`` is True.
-
-    Inverse transform sampling: one uniform draw per sampled position, looked up in the cumulative softmax
-    (``searchsorted``). The same distribution as ``torch.multinomial(probs, 1)``, whose no-replacement path
-    draws one exponential per vocabulary entry: with the softmax, 1.57 ms against 13.8 ms for 64 positions
-    at vocabulary 8,192 on one CPU core (0.09 against 0.29 ms for one; ``benchmarks/sampling_kernel.py``,
-    ``torch_path_draw``). The draws differ from multinomial's for the same generator state.
+    """Sample tokens from ``softmax(logits)`` at the positions where ``mask`` is True, by inverse transform sampling
+    (one uniform per position looked up in the cumulative softmax): the distribution of ``torch.multinomial``, far
+    cheaper (1.57 against 13.8 ms for 64 positions at vocabulary 8,192 on one core;
+    ``benchmarks/sampling_kernel.py``), with other draws for the same generator state.
 
     Args:
         logits: ``[B, C, V]`` float32 tempered logits.
         mask: ``[B, C]`` bool positions to sample.
-        generator: optional ``torch.Generator`` (on ``logits.device``) for reproducible draws.
+        generator: optional ``torch.Generator`` on ``logits.device``.
 
     Returns:
-        ``[B, C]`` int64 with samples at ``mask`` and ``-1`` elsewhere. A token of probability 0 (a ``-inf``
-        logit) is never drawn.
-    """
+        ``[B, C]`` int64, samples at ``mask`` and ``-1`` elsewhere; a ``-inf`` logit is never drawn."""
     out = torch.full(mask.shape, -1, dtype=torch.long, device=logits.device)
     if bool(mask.any()):
         probs = torch.softmax(logits[mask], dim=-1)
         cdf = probs.cumsum(dim=-1)
         u = torch.rand((cdf.shape[0], 1), generator=generator, device=cdf.device, dtype=cdf.dtype)
         total = cdf[:, -1:]
-        # The first entry whose cumulative mass exceeds the target (right=True): a zero-probability entry has its
-        # left neighbour's cumulative mass, so it is never that entry; the target is kept below the total so that
-        # rounding in u * total cannot run past the last entry with mass.
+        # the first entry whose mass exceeds the target (a zero-probability entry never does); the target
+        # stays below the total so that rounding cannot run past the last entry with mass
         goal = torch.minimum(u * total, torch.nextafter(total, torch.zeros_like(total)))
         out[mask] = torch.searchsorted(cdf, goal, right=True).squeeze(-1)
     return out
@@ -154,8 +116,7 @@ class StepDraw:
         argmax: ``[B, C]`` int64 argmax of ``processed``.
         entropy: ``[B, C]`` float32 per-position entropy (nats).
         denoised: ``[B, C]`` int64 sampled tokens (meaningful where ``accepted``).
-        accepted: ``[B, C]`` bool positions the entropy bound accepts.
-    """
+        accepted: ``[B, C]`` bool positions the entropy bound accepts."""
 
     processed: torch.Tensor
     argmax: torch.Tensor
@@ -165,11 +126,7 @@ class StepDraw:
 
 
 class StepSampler(Protocol):
-    """Turns one step's constrained decoder logits into a :class:`StepDraw`.
-
-    ``parity`` is True for the sampler that reproduces transformers' draws (the runtime then also recomputes
-    entropies as the reference does in its stop test).
-    """
+    """Turns one step's constrained logits into a :class:`StepDraw`; ``parity``: it reproduces transformers' draws."""
 
     name: str
     parity: bool
@@ -177,15 +134,13 @@ class StepSampler(Protocol):
     def draw(
         self, logits: torch.Tensor, temperature: float | torch.Tensor, bound: float, *, canvas: int, step: int
     ) -> StepDraw:
-        """Temper ``logits`` ``[B, C, V]`` (modified in place by the fast samplers) and draw.
+        """Temper ``logits`` ``[B, C, V]`` (in place for the fast samplers) and draw.
 
         Args:
-            logits: ``[B, C, V]`` float decoder logits, constrained.
-            temperature: one temperature, or ``[B]`` per-row temperatures.
+            logits: ``[B, C, V]`` float constrained decoder logits.
+            temperature: one temperature, or ``[B]`` per row.
             bound: the entropy bound (nats).
-            canvas: 0-based canvas index; step: the schedule's step (steps left, counting down); together
-                they key counter-based draws.
-        """
+            canvas, step: 0-based canvas index and steps left; together they key counter-based draws."""
         ...
 
 
@@ -196,7 +151,7 @@ def _temper(logits: torch.Tensor, temperature: float | torch.Tensor) -> torch.Te
 
 
 class ParitySampler:
-    """transformers' sampling step, draw for draw (global RNG); see the module docstring."""
+    """transformers' sampling step, draw for draw (global RNG)."""
 
     name = "parity"
     parity = True
@@ -217,7 +172,7 @@ class ParitySampler:
 def _tensor_part(
     logits: torch.Tensor, temperature: torch.Tensor, bound: float
 ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]:
-    """Temper, entropy and argmax, acceptance: the step's host-synchronisation-free part (compilable)."""
+    """Temper, entropy and argmax, acceptance: the step's sync-free part (compilable)."""
     processed = logits / temperature
     entropy, argmax = entropy_and_argmax(processed)
     return processed, entropy, argmax, entropy_bound_accept(entropy, bound)
@@ -229,17 +184,13 @@ def _compiled_tensor_part() -> Any:
 
 
 class TorchSampler:
-    """Entropy and argmax in one pass, a sample only where the bound accepts (see the module docstring).
+    """Entropy and argmax in one pass, a sample only where the bound accepts.
 
     Args:
-        generator: one ``torch.Generator`` for the batch, or one per row (rows then draw separately, each
-            exactly as it would alone).
-        compiled: run the tempering, entropy/argmax and acceptance through ``torch.compile`` (inductor; the
-            first step of a new batch size compiles, about 20 s on CPU). Measured on 2 CPU cores at batch 16,
-            canvas 256, vocabulary 8,192: 0.55x the eager time of that part (``benchmarks/step_compile.py``).
-            Entropies agree with eager to about 1e-6 nats, so a position at the bound's edge can be accepted
-            differently: the draws are not token-identical to the eager path.
-    """
+        generator: one ``torch.Generator`` for the batch, or one per row (each row draws as it would alone).
+        compiled: ``torch.compile`` the tempering, entropy and acceptance (0.55x eager at batch 16, canvas 256,
+            vocabulary 8,192; ``benchmarks/step_compile.py``); entropies differ by about 1e-6 nats, so draws are not
+            token-identical to eager."""
 
     name = "torch"
     parity = False
@@ -276,12 +227,8 @@ class TorchSampler:
 
 
 class KernelSampler:
-    """:func:`dg_kernels.sampling.fused_sample` (Triton on CUDA) or, with ``reference=True``, always its PyTorch
-    reference kernel; Philox draws keyed by ``(seed, canvas * 4096 + step)``.
-
-    Raises:
-        ImportError: (at construction) ``dg_kernels.sampling`` cannot be imported.
-    """
+    """:func:`dg_kernels.sampling.fused_sample` (or, with ``reference=True``, its PyTorch reference); Philox draws
+    keyed by ``(seed, canvas * 4096 + step)``. Raises ImportError when the kernels cannot be imported."""
 
     name = "kernel"
     parity = False
@@ -327,17 +274,14 @@ def select_sampler(
     """The one dispatch over the step samplers.
 
     Args:
-        name: ``"auto"`` (the kernel on CUDA, torch elsewhere), ``"torch"``, ``"kernel"`` (Triton on CUDA, its
-            reference elsewhere) or ``"reference"`` (the kernel's PyTorch reference everywhere: same Philox
-            draws, for debugging the kernel). Ignored when ``parity``.
+        name: ``"auto"`` (the kernel on CUDA, torch elsewhere), ``"torch"``, ``"kernel"`` or ``"reference"`` (the
+            kernel's PyTorch reference everywhere). Ignored when ``parity``.
         parity: reproduce transformers' draws (:class:`ParitySampler`).
         device: the logits' device; generator: the torch path's generator; seed: the kernel's Philox key.
-        compiled: the torch path's ``torch.compile`` option (see :class:`TorchSampler`).
+        compiled: see :class:`TorchSampler`.
 
     Raises:
-        ValueError: an unknown name, or ``"kernel"``/``"reference"`` when ``dg_kernels.sampling`` cannot be
-            imported.
-    """
+        ValueError: an unknown name, or ``"kernel"``/``"reference"`` when the kernels cannot be imported."""
     if name not in SAMPLERS:
         raise ValueError(f"sampler must be one of {', '.join(map(repr, SAMPLERS))}, got {name!r}")
     if parity:
@@ -361,12 +305,9 @@ def window_accept(
     fixed_mask: torch.Tensor | None,
     prev_accepted: torch.Tensor,
 ) -> None:
-    """Left to right in bites: accept nothing past the frontier + ``window`` (in place on ``draw``).
-
-    The frontier is the end of the constraint's fixed prefix when a row has one (``fixed_mask`` ``[B, C]``
-    bool), else the leading run of positions accepted in the previous step (``prev_accepted`` ``[B, C]``).
-    ``window`` is one int for every row or an int64 ``[B]`` tensor, one per row (``C`` or more: no limit).
-    Positions no longer accepted keep the canvas token (``canvas`` ``[B, C]`` int64).
+    """Accept nothing past the frontier + ``window`` (in place on ``draw``): the frontier is the end of the
+    constraint's fixed prefix (``fixed_mask`` ``[B, C]``) when a row has one, else the leading run accepted in the
+    previous step. ``window`` is an int or an int64 ``[B]``; positions no longer accepted keep the ``canvas`` token.
     """
     if fixed_mask is not None and bool(fixed_mask.any()):
         lead = fixed_mask.long().cumprod(dim=1).sum(dim=1)
@@ -383,10 +324,9 @@ def row_windows(
     canvas_length: int,
     device: torch.device | str = "cpu",
 ) -> torch.Tensor | int | None:
-    """The accept window of each row (:meth:`DenoiseSettings.window_for`): one int when every row has the
-    same, an int64 ``[B]`` tensor on ``device`` when they differ (``canvas_length`` stands for no window),
-    ``None`` when no row has a window. ``in_call`` returns, per row, whether its turn has opened a tool call;
-    it is called only when ``settings.call_accept_window`` is set (the denoising step pays nothing otherwise)."""
+    """The accept window of each row (:meth:`DenoiseSettings.window_for`): one int when all agree, an int64 ``[B]``
+    when they differ (``canvas_length`` for none), ``None`` when no row has one. ``in_call`` (whether each row's
+    turn opened a call) is called only when ``settings.call_accept_window`` is set."""
     if settings.call_accept_window is None:
         return settings.accept_window
     wins = [settings.window_for(c) for c in in_call()]
@@ -398,14 +338,7 @@ def row_windows(
 
 
 def free_mean_entropy(entropy: torch.Tensor, fixed_mask: torch.Tensor | None) -> torch.Tensor:
-    """The adaptive stop's statistic: per row, the mean entropy over positions no constraint fixed.
-
-    Args:
-        entropy: ``[B, C]`` float32 entropies (nats); fixed_mask: ``[B, C]`` bool, or ``None`` (no constraint).
-
-    Returns:
-        ``[B]`` float32 (0 for a row whose positions are all fixed).
-    """
+    """``[B]`` float32 mean entropy over positions no constraint fixed (0 when all are fixed)."""
     if fixed_mask is None:
         return entropy.mean(dim=-1)
     free = ~fixed_mask
@@ -423,17 +356,15 @@ def stop_test(
     stability_threshold: int,
     confidence_threshold: float,
 ) -> tuple[torch.Tensor, torch.Tensor | None]:
-    """The adaptive stop: argmax stable for ``stability_threshold`` steps and mean free entropy below
-    ``confidence_threshold`` (nats). Source: transformers ``DiffusionGemmaGenerationMixin`` stop criterion.
+    """The adaptive stop (transformers ``DiffusionGemmaGenerationMixin``): argmax stable for ``stability_threshold``
+    steps and mean free entropy below ``confidence_threshold`` nats.
 
     Args:
-        history: ``[T, B, C]`` int64 argmax of the last ``T = stability_threshold`` steps (``None``: first
-            step; filled with -1); argmax: ``[B, C]`` this step's; entropy: ``[B, C]``; fixed_mask: see
-            :func:`free_mean_entropy`.
+        history: ``[T, B, C]`` int64 argmax of the last ``T`` steps (``None``: first step).
+        argmax, entropy: ``[B, C]`` this step's; fixed_mask: see :func:`free_mean_entropy`.
 
     Returns:
-        ``(stop [B] bool, history)`` with this step's argmax rolled into the history.
-    """
+        ``(stop [B] bool, history)`` with this step's argmax rolled in."""
     batch, canvas_len = argmax.shape
     if stability_threshold == 0:
         stable = torch.ones(batch, dtype=torch.bool, device=argmax.device)

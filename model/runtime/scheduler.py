@@ -1,28 +1,16 @@
 """The one scheduler of the denoising runtime: :class:`Scheduler` takes rows from admission (prefill) through
 denoising steps and canvas ends (readout, commit, encode) to leaving; :func:`generate` runs it over a fixed batch.
 
-Rows admitted together are a :class:`Cohort` (a :class:`~model.runtime.step.Denoiser` and a :class:`FixedBatch`:
-sequences over one left-padded KV cache); they start and end canvases in lockstep. The cache layout is the seam:
-one cohort steps over its own cache and positions (:func:`generate`: every row shares one left-padded cache and its
-positions, as transformers' ``generate`` does, which parity needs); several cohorts, each at its own step of its
-own canvas, are packed per step into one left-padded cache in which every row keeps its own positions
-(:meth:`FixedBatch.pack`; :class:`model.runtime.batcher.CanvasBatcher` feeds a cohort per request from a queue).
-Per canvas: uniform noise, :func:`model.runtime.step.denoise_step` until the rows stopped (or the schedule is
-spent), readout, encoder commit; canvases follow each other until every row has produced an EOS id or the token
-budget is spent. A copy head (:mod:`model.heads.copy_head`) gets a :class:`~model.heads.copy_head.CopyMemory`
-beside the cache, built at prefill and extended at each commit.
+Rows admitted together are a :class:`Cohort` (a :class:`~model.runtime.step.Denoiser` and a :class:`FixedBatch`) and
+start and end canvases in lockstep. One cohort steps over its own left-padded cache with shared positions, as
+transformers' ``generate`` does (parity needs it); several cohorts are packed per step by :meth:`FixedBatch.pack`,
+each row keeping its own positions (the server's :class:`model.runtime.batcher.CanvasBatcher`).
 
-The network is transformers' ``DiffusionGemmaForBlockDiffusion``; the loop is ours because the reference
-``generate`` gives a logits processor no view of which positions are accepted and no say in acceptance or
-readout (source: transformers ``models/diffusion_gemma/generation_diffusion_gemma.py``). Admitting and retiring
-rows between steps is Orca's iteration-level scheduling (Yu et al., OSDI 2022) applied to denoising steps.
-
-Two sampling modes: ``parity=True`` draws random numbers exactly like the reference (``torch.randint`` canvas,
-full ``torch.multinomial`` every step, ``torch.randint`` re-noise, global RNG) and reproduces its tokens; the
-default fast mode takes entropy and argmax in one pass, samples only the positions the entropy bound accepts
-(same distribution), and draws from a private ``torch.Generator`` seeded by ``seed`` (on CUDA through
-:func:`dg_kernels.sampling.fused_sample` when present).
-"""
+The loop is ours because the reference ``generate`` (transformers
+``models/diffusion_gemma/generation_diffusion_gemma.py``) gives a logits processor no say in acceptance or readout.
+Admitting and retiring rows between steps is Orca's iteration-level scheduling (Yu et al., OSDI 2022).
+``parity=True`` draws random numbers exactly as the reference (global RNG) and reproduces its tokens; the default
+fast mode samples only the accepted positions (same distribution) from a private generator seeded by ``seed``."""
 
 from __future__ import annotations
 
@@ -47,22 +35,19 @@ from model.turn.prefill import Prefill, image_inputs
 
 @dataclass
 class FixedBatch:
-    """The per-row tensors and sequence bookkeeping of a :class:`Cohort` (B rows, P prompt tokens, C the canvas
-    length; tensors on the prompt's device): every row shares one left-padded KV cache and its positions, as
-    transformers' ``generate`` does (what parity needs).
+    """The per-row tensors of a :class:`Cohort` (B rows, P prompt tokens, C the canvas length).
 
     Attributes:
         sequences: ``[B, P + n*C]`` int64 prompt and committed canvases.
         prompt_length: P.
         done: ``[B]`` bool rows past EOS.
         forwards: ``[B]`` int64 decoder forwards each row needed.
-        cache: the KV cache (``transformers`` cache object).
+        cache: the transformers KV cache.
         attn: ``[B, P + n*C]`` bool encoded positions (False: left padding).
-        enc_pos: ``[1, L]`` int32 positions of the next encoder pass; dec_pos: ``[1, C]`` the canvas's (``[B, ...]``:
-            each row its own, in a batch from :meth:`pack`).
-        memory: the copy head's :class:`~model.heads.copy_head.CopyMemory` (``None`` without a head).
-        canvas_index: 0-based canvas being generated.
-    """
+        enc_pos: ``[1, L]`` int32 positions of the next encoder pass; dec_pos: ``[1, C]`` the canvas's (``[B, C]`` in
+            a batch from :meth:`pack`).
+        memory: the copy head's :class:`~model.heads.copy_head.CopyMemory`, or ``None``.
+        canvas_index: 0-based canvas being generated."""
 
     sequences: torch.Tensor
     prompt_length: int
@@ -102,10 +87,9 @@ class FixedBatch:
 
     @classmethod
     def pack(cls, model: Any, batches: Sequence[FixedBatch]) -> FixedBatch:
-        """One batch over the rows of ``batches`` (each over its own cache) for a decoder pass, or an encoder pass
-        after :meth:`advance`: caches, masks and copy memories left-padded to the longest, every row keeping its own
-        positions (``dec_pos`` ``[B, C]``: its attention is what it is alone); ``sequences`` holds the last canvas
-        only. One batch is returned as it is."""
+        """One batch over the rows of ``batches`` for a decoder or encoder pass: caches, masks and copy memories
+        left-padded to the longest, every row keeping its own positions; ``sequences`` holds the last canvas only.
+        One batch is returned as it is."""
         if len(batches) == 1:
             return batches[0]
         length = max(b.attn.shape[1] for b in batches)
@@ -137,7 +121,7 @@ class FixedBatch:
         )
 
     def unpack(self, model: Any, batches: Sequence[FixedBatch]) -> None:
-        """Give each of ``batches`` (those :meth:`pack` made this one of) its rows of this cache and copy memory."""
+        """Give each of ``batches`` (those :meth:`pack` made this of) its rows of the cache and copy memory."""
         if len(batches) == 1 and batches[0] is self:
             return
         start = 0
@@ -157,7 +141,7 @@ class FixedBatch:
                 b.memory = CopyMemory(*per_position, tail=m.tail[rows], in_excluded=m.in_excluded[rows])  # type: ignore[misc]
 
     def advance(self, canvas_length: int) -> None:
-        """Move to the next canvas: the committed canvas's positions become the encoder's, masks grow by it."""
+        """Move to the next canvas: the committed canvas's positions become the encoder's."""
         length = self.sequences.shape[1]
         self.attn = torch.nn.functional.pad(self.attn, (0, canvas_length), value=True)
         self.enc_pos = self.dec_pos
@@ -167,7 +151,7 @@ class FixedBatch:
         self.canvas_index += 1
 
 
-#: The copy memory's per-position fields and what pads them (:meth:`FixedBatch.pack`).
+#: The copy memory's per-position fields and their pad values.
 _MEMORY_PADS = (("ids", 0), ("keys", 0.0), ("mask", False), ("prev_base", -1))
 
 
@@ -179,21 +163,17 @@ def _left_padded(ts: Sequence[torch.Tensor], value: float, dim: int = 1) -> torc
 
 
 class RunOptions(TypedDict, total=False):
-    """The options of one generation call that :func:`denoiser` checks and builds from (:func:`generate` takes
-    them too); all optional.
+    """The options of one generation call (:func:`generate`, :func:`denoiser`); all optional.
 
     Keys:
         attention_mask: ``[B, P]`` (bool or int) for left padding; default all ones.
         constraints: one :class:`CanvasConstraint` or ``None`` per row.
-        seed: seeds this call's random draws (fast mode: a private generator; parity mode: the global RNG).
-            ``None`` (default) in fast mode draws a seed from the global RNG.
-        parity: reproduce transformers' ``generate`` token for token (same RNG discipline; slower); default
-            ``False``.
-        sampler: fast-mode step sampler, ``"auto"`` (default), ``"torch"``, ``"kernel"`` or ``"reference"`` (see
-            :func:`model.runtime.sampler.select_sampler`). Ignored in parity mode.
-        compile_step: the torch sampler's ``torch.compile`` option (:class:`model.runtime.sampler.TorchSampler`;
-            off by default: not token-identical to eager, and the first step compiles).
-    """
+        seed: seeds the call's draws (fast mode: a private generator, ``None`` draws one from the global RNG; parity
+            mode: the global RNG).
+        parity: reproduce transformers' ``generate`` token for token (slower); default ``False``.
+        sampler: fast mode's ``"auto"`` (default), ``"torch"``, ``"kernel"`` or ``"reference"``
+            (:func:`model.runtime.sampler.select_sampler`).
+        compile_step: ``torch.compile`` the torch sampler (off by default: not token-identical to eager)."""
 
     attention_mask: torch.Tensor | None
     constraints: Sequence[CanvasConstraint | None] | None
@@ -206,12 +186,7 @@ class RunOptions(TypedDict, total=False):
 def _check_inputs(
     model: Any, input_ids: torch.Tensor, attention_mask: torch.Tensor | None, settings: DenoiseSettings
 ) -> None:
-    """One-line errors for inputs torch would reject deep inside the model (or run past the trained positions).
-
-    Raises:
-        ValueError: ids that are not integers or lie outside the vocabulary, an attention mask of another shape.
-        model.turn.limits.PromptTooLong: the prompt and the generation budget do not fit ``max_position_embeddings``.
-    """
+    """One-line errors for inputs torch would reject deep inside the model (ValueError, PromptTooLong)."""
     if input_ids.dtype.is_floating_point or input_ids.dtype == torch.bool:
         raise ValueError(f"input_ids must be integer token ids (int64), got {input_ids.dtype}")
     vocab = int(model.config.get_text_config().vocab_size)
@@ -234,19 +209,14 @@ def denoiser(
     settings: DenoiseSettings | None = None,
     **options: Unpack[RunOptions],
 ) -> Denoiser:
-    """Check :func:`generate`'s arguments (see it for them and the errors raised) and build the step's
-    :class:`~model.runtime.step.Denoiser`: settings with the checkpoint's canvas length, the sampler, the
-    constraint batch, the call's generator (seeded; ``None`` in parity mode, which seeds the global RNG)."""
+    """Check :func:`generate`'s arguments (it lists the errors) and build the step's
+    :class:`~model.runtime.step.Denoiser`."""
     if unknown := sorted(set(options) - set(RunOptions.__annotations__)):
         raise TypeError(
             f"unknown generation option(s) {unknown}; the options are {list(RunOptions.__annotations__)}"
         )
-    attention_mask, constraints, seed = (
-        options.get("attention_mask"),
-        options.get("constraints"),
-        options.get("seed"),
-    )
-    parity = options.get("parity", False)
+    constraints, seed, parity = options.get("constraints"), options.get("seed"), options.get("parity", False)
+    attention_mask = options.get("attention_mask")
     if input_ids.dim() != 2:
         raise ValueError(f"input_ids must be [batch, prompt_len], got shape {tuple(input_ids.shape)}")
     if input_ids.shape[1] == 0:
@@ -259,9 +229,7 @@ def denoiser(
     batch = input_ids.shape[0]
     if constraints is not None and len(constraints) != batch:
         raise ValueError(f"constraints has {len(constraints)} entries for a batch of {batch}")
-    canvas_len = int(model.config.canvas_length)
-    if settings.canvas_length != canvas_len:
-        settings = settings.replace(canvas_length=canvas_len)
+    settings = settings.replace(canvas_length=int(model.config.canvas_length))
     device = input_ids.device
     gen: torch.Generator | None = None
     run_seed = 0
@@ -291,8 +259,8 @@ def denoiser(
 
 
 def encode(den: Denoiser, batch: FixedBatch, images: dict[str, torch.Tensor] | None = None) -> None:
-    """The encoder over the prompt (with its ``images``; ``canvas_index`` 0) or the last committed canvas, into
-    ``batch``'s KV cache; the copy head's memory is built or extended beside it."""
+    """The encoder over the prompt (with its ``images``) or the last committed canvas, into ``batch``'s KV cache;
+    the copy head's memory is built or extended beside it."""
     prefill = batch.canvas_index == 0
     with den.stats.phase("prefill" if prefill else "commit"):
         model = den.model
@@ -322,13 +290,11 @@ def prefill_batch(
     images: dict[str, torch.Tensor],
     prefilled: Prefill | None = None,
 ) -> FixedBatch:
-    """Admit the rows: a :class:`FixedBatch` for ``input_ids`` ``[B, P]`` with the prompt (and its ``images``)
-    encoded into the KV cache, or the :class:`model.turn.prefill.Prefill` given taken over.
+    """Admit the rows: a :class:`FixedBatch` for ``input_ids`` ``[B, P]`` with the prompt encoded, or the
+    ``prefilled`` :class:`model.turn.prefill.Prefill` taken over.
 
     Raises:
-        ValueError: ``prefilled`` given for more than one row, with images, or over another number of positions
-            than the prompt.
-    """
+        ValueError: ``prefilled`` for more than one row, with images, or over another number of positions."""
     if prefilled is not None:
         if input_ids.shape[0] != 1 or images:
             raise ValueError("prefill= is for one row without images")
@@ -343,10 +309,8 @@ def prefill_batch(
 
 
 def start_canvas(den: Denoiser, batch: FixedBatch) -> Canvas:
-    """A uniform-noise :class:`Canvas`; the constraints of rows not past EOS are told the token budget left.
-
-    Fast mode: rows past EOS start finished (they do not hold the canvas back). Parity mode: as the reference,
-    every row takes part in the stop test again."""
+    """A uniform-noise :class:`Canvas`; the live rows' constraints are told the token budget left. Rows past EOS
+    start finished in fast mode; in parity mode, as the reference, every row takes part again."""
     s, c = den.settings, den.settings.canvas_length
     noise = den.noise(batch.sequences.shape[0], c, batch.sequences.device)
     with den.stats.phase("constraint"):
@@ -357,7 +321,7 @@ def start_canvas(den: Denoiser, batch: FixedBatch) -> Canvas:
 
 
 def decoder_inputs(den: Denoiser, batch: FixedBatch, canvas: Canvas) -> dict[str, Any]:
-    """The decoder's inputs besides the canvas for this canvas's steps: cache, mask, positions, copy memory."""
+    """The decoder's inputs besides the canvas: cache, mask, positions, copy memory."""
     dec_attn = torch.nn.functional.pad(batch.attn, (0, den.settings.canvas_length), value=True)
     out = {
         "decoder_attention_mask": hf.decoder_mask(den.model, canvas.tokens, batch.cache, dec_attn),
@@ -372,8 +336,7 @@ def decoder_inputs(den: Denoiser, batch: FixedBatch, canvas: Canvas) -> dict[str
 def denoise_canvas(
     den: Denoiser, batch: FixedBatch, canvas: Canvas, on_event: EventCallback | None = None
 ) -> tuple[Canvas, int]:
-    """:meth:`Scheduler.step` over ``batch``'s rows until every row finished or the schedule is spent; returns the
-    last canvas and the steps taken. Emits a :class:`StepEvent` per step."""
+    """:meth:`Scheduler.step` until the canvas is done; returns the last canvas and the steps taken."""
     cohort, scheduler = Cohort(den, batch, on_event, canvas), Scheduler(den.model, den.settings)
     while not scheduler.step([cohort]):
         pass
@@ -383,8 +346,8 @@ def denoise_canvas(
 def commit_canvas(
     den: Denoiser, batch: FixedBatch, canvas: Canvas, steps: int, on_event: EventCallback | None = None
 ) -> bool:
-    """Read the canvas out (argmax, or what each row's constraint decides), append it, finish rows on EOS and pad
-    after EOS (as the reference's ``_finalize_canvas``). True when every row is past EOS."""
+    """Read the canvas out (argmax, or each row's constraint's readout), append it, finish rows on EOS and pad after
+    EOS (as the reference's ``_finalize_canvas``). True when every row is past EOS."""
     s, c, stats = den.settings, den.settings.canvas_length, den.stats
     stats.steps_per_canvas.append(steps)
     stats.canvases += 1
@@ -417,14 +380,13 @@ def commit_canvas(
 
 
 def encode_canvas(den: Denoiser, batch: FixedBatch) -> None:
-    """Move to the next canvas (:meth:`FixedBatch.advance`) and encode the committed one."""
+    """:meth:`FixedBatch.advance`, then encode the committed canvas."""
     batch.advance(den.settings.canvas_length)
     encode(den, batch)
 
 
 def result(den: Denoiser, batch: FixedBatch, started: float) -> GenerationResult:
-    """The call's :class:`GenerationResult` (per-row forwards, tokens and TPF filled in; ``started``: the call's
-    ``time.perf_counter()`` at its start)."""
+    """The call's :class:`GenerationResult` (``started``: ``time.perf_counter()`` at the call's start)."""
     st = den.stats
     valid = (batch.sequences[:, batch.prompt_length :] != den.settings.pad_token_id).sum(dim=-1)
     st.decoder_forwards = batch.forwards.tolist()
@@ -447,38 +409,31 @@ def generate(
     prefill: Prefill | None = None,
     **options: Unpack[RunOptions],
 ) -> GenerationResult:
-    """Generate canvases block-autoregressively with the entropy-bound sampler: the rows admitted as one
-    :class:`Cohort` (prefill), run by the :class:`Scheduler` to completion (per canvas: start,
-    :func:`~model.runtime.step.denoise_step` until done, commit, encode).
+    """Generate canvases block-autoregressively with the entropy-bound sampler: one :class:`Cohort` run by the
+    :class:`Scheduler` to completion.
 
     Args:
         model: ``transformers.DiffusionGemmaForBlockDiffusion`` (eval mode).
         input_ids: ``[B, P]`` int64 prompt ids (left-padded when rows differ in length).
         settings: denoising settings; default :meth:`DenoiseSettings.from_model`.
-        on_event: called with a :class:`StepEvent` after each denoising step and a :class:`CanvasEvent`
-            after each canvas (tensors on CPU).
-        pixel_values: ``[N, max_patches, 3 * patch**2]`` float image patches of every image in the batch, in
-            row-major prompt order (see :class:`model.heads.vision.VisionInputs`); the prefill's vision tower writes
-            them over the prompt's ``<|image|>`` soft tokens, as in transformers' ``generate``.
-        image_position_ids: ``[N, max_patches, 2]`` int64 patch positions (``-1`` = padding), with
-            ``pixel_values``.
-        mm_token_type_ids: ``[B, P]`` int64, 1 at image soft tokens (for checkpoints whose encoder attends
-            bidirectionally within an image); ``None``: derived from ``input_ids`` when ``pixel_values`` is given.
+        on_event: called with a :class:`StepEvent` per step and a :class:`CanvasEvent` per canvas (CPU tensors).
+        pixel_values: ``[N, max_patches, 3 * patch**2]`` float patches of every image, in prompt order
+            (:class:`model.heads.vision.VisionInputs`), written over the ``<|image|>`` soft tokens at prefill.
+        image_position_ids: ``[N, max_patches, 2]`` int64 patch positions (``-1`` = padding).
+        mm_token_type_ids: ``[B, P]`` int64, 1 at image soft tokens; ``None``: derived from ``input_ids``.
         prefill: the prompt's :class:`model.turn.prefill.Prefill` (one row, no images), not encoded again.
-        options: :class:`RunOptions` (attention mask, constraints, seed, parity mode, sampler, compiled step).
+        options: :class:`RunOptions`.
 
     Returns:
         :class:`GenerationResult` with ``sequences`` ``[B, P + n*C]`` and :class:`GenerationStats`.
 
     Raises:
-        RuntimeError: the installed transformers lacks a helper the loop calls (:func:`model.checkpoint.hf_compat.check_model`).
-        model.turn.limits.PromptTooLong: the prompt plus the generation budget exceed ``max_position_embeddings``.
-        ValueError: ``input_ids`` not 2-D, empty, not integer or outside the vocabulary, an ``attention_mask`` of
-            another shape, an unknown ``sampler``, a seed outside the signed 64-bit range, ``constraints`` of
-            the wrong length, a constraint mask that allows no token, or ``pixel_values`` whose soft tokens do
-            not match the prompt's ``<|image|>`` tokens (transformers' check).
-        TypeError: an option :class:`RunOptions` lacks.
-    """
+        RuntimeError: the installed transformers lacks a helper the loop calls.
+        model.turn.limits.PromptTooLong: prompt plus budget exceed ``max_position_embeddings``.
+        ValueError: ``input_ids`` not 2-D, empty, not integer or outside the vocabulary; a mismatched
+            ``attention_mask``; an unknown ``sampler``; a seed outside int64; ``constraints`` of the wrong length; a
+            constraint mask that allows no token; image soft tokens that do not match the prompt.
+        TypeError: an option :class:`RunOptions` lacks."""
     started = time.perf_counter()
     den = denoiser(model, input_ids, settings, **options)
     images = image_inputs(model, input_ids, pixel_values, image_position_ids, mm_token_type_ids)
@@ -489,17 +444,15 @@ def generate(
 
 @dataclass(eq=False)
 class Cohort:
-    """Rows admitted together (one :func:`generate` call, one served request): they start and end their canvases
-    together.
+    """Rows admitted together (one :func:`generate` call, one served request), in canvas lockstep.
 
     Attributes:
-        den: their :class:`~model.runtime.step.Denoiser` (settings, sampler, constraints, generator, stats).
-        batch: their :class:`FixedBatch` (sequences over one KV cache).
+        den: their :class:`~model.runtime.step.Denoiser`.
+        batch: their :class:`FixedBatch`.
         on_event: called with a :class:`StepEvent` per step and a :class:`CanvasEvent` per canvas, or ``None``.
-        canvas: the last step's :class:`~model.runtime.step.Canvas`, in which the cohort's rows are ``index`` to
-            ``index + B``; ``None``: the next step starts a fresh canvas.
-        steps: denoising steps taken in the current canvas.
-    """
+        canvas: the last step's :class:`~model.runtime.step.Canvas` (the cohort's rows are ``index`` to
+            ``index + B``); ``None``: the next step starts a fresh canvas.
+        steps: denoising steps taken in the current canvas."""
 
     den: Denoiser
     batch: FixedBatch
@@ -520,15 +473,13 @@ class Cohort:
 
 
 class Scheduler:
-    """Takes cohorts through denoising steps, canvas ends and the encoding of committed canvases (see the module
-    docstring): :meth:`run` for one cohort to completion (:func:`generate`), :meth:`step`, :meth:`commit` and
-    :meth:`encode` for a caller that admits and retires cohorts between steps (``CanvasBatcher``).
+    """Takes cohorts through denoising steps, canvas ends and encoding: :meth:`run` for one cohort to completion;
+    :meth:`step`, :meth:`commit` and :meth:`encode` for a caller that admits and retires cohorts between steps.
 
     Args:
         model: ``DiffusionGemmaForBlockDiffusion`` (eval mode).
-        settings: what several cohorts stepping together share (entropy bound, windows, stop test); each cohort's
-            own settings give its temperature schedule and token budget.
-    """
+        settings: what cohorts stepping together share (entropy bound, windows, stop test); each cohort's own
+            settings give its temperature schedule and token budget."""
 
     def __init__(self, model: Any, settings: DenoiseSettings) -> None:
         self.model, self.settings = model, settings
@@ -537,7 +488,7 @@ class Scheduler:
         self._last: tuple[tuple[Any, ...], Canvas] | None = None  # (key, the last step's next canvas)
 
     def run(self, cohort: Cohort) -> None:
-        """Step, commit and encode ``cohort`` until every row is past EOS or the token budget is spent."""
+        """Step, commit and encode ``cohort`` until it leaves."""
         while True:
             if self.step([cohort]):
                 if self.commit(cohort):
@@ -545,7 +496,7 @@ class Scheduler:
                 self.encode([cohort])
 
     def _canvas(self, cohorts: list[Cohort], key: tuple[Any, ...]) -> Canvas:
-        """The cohorts' canvases as one: the last step's when the cohorts are those of the last step (no copy)."""
+        """The cohorts' canvases as one (the last step's, uncopied, when the cohorts are the same)."""
         for c in cohorts:
             if c.canvas is None:
                 c.canvas, c.index, c.steps = start_canvas(c.den, c.batch), 0, 0
@@ -557,8 +508,7 @@ class Scheduler:
         return Canvas.gather([(c.canvas, i) for c in cohorts for i in range(c.rows.start, c.rows.stop)])  # type: ignore[misc]
 
     def _denoiser(self, cohorts: list[Cohort], key: tuple[Any, ...]) -> Denoiser:
-        """One cohort's own denoiser; for several, one over their rows (a generator per row: each row draws as it
-        would alone) with a fresh timer."""
+        """One cohort's denoiser, or one over several cohorts' rows (a generator per row)."""
         if len(cohorts) == 1:
             return cohorts[0].den
         if self._joint is None or self._joint[0] != key:
@@ -575,9 +525,9 @@ class Scheduler:
 
     @torch.no_grad()
     def step(self, cohorts: list[Cohort]) -> list[Cohort]:
-        """One :func:`~model.runtime.step.denoise_step` for every row of ``cohorts`` (a cohort without a canvas
-        starts one), each cohort at its own step of its own canvas with its own temperature; returns the cohorts
-        whose canvas is done (every row finished, or the schedule spent): :meth:`commit` them next."""
+        """One :func:`~model.runtime.step.denoise_step` for every row of ``cohorts`` (each at its own step and
+        temperature; a cohort without a canvas starts one); returns the cohorts whose canvas is done, to
+        :meth:`commit`."""
         key = tuple((c, c.batch.canvas_index) for c in cohorts)
         canvas, den = self._canvas(cohorts, key), self._denoiser(cohorts, key)
         if self._inputs is None or self._inputs[0] != key:  # once per canvas and set of cohorts
@@ -610,16 +560,14 @@ class Scheduler:
         return ended
 
     def commit(self, cohort: Cohort) -> bool:
-        """End ``cohort``'s canvas (:func:`commit_canvas`); True when it leaves: every row past EOS or the token
-        budget spent (else :meth:`encode` it before its next step)."""
+        """End ``cohort``'s canvas; True when it leaves (every row past EOS or the budget spent)."""
         canvas, cohort.canvas = cohort.own_canvas(), None
         done = commit_canvas(cohort.den, cohort.batch, canvas, cohort.steps, cohort.on_event)
         return done or cohort.batch.canvas_index + 1 >= cohort.den.settings.max_canvases
 
     @torch.no_grad()
     def encode(self, cohorts: list[Cohort]) -> None:
-        """Encode each cohort's committed canvas into its cache (one encoder pass for all) and move it to the next
-        canvas; the pass's time is shared among them."""
+        """Encode each cohort's committed canvas (one encoder pass for all; its time shared)."""
         batches = [c.batch for c in cohorts]
         packed = FixedBatch.pack(self.model, batches)
         for b in batches if packed is batches[0] else [*batches, packed]:

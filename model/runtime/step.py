@@ -1,19 +1,11 @@
-"""One denoising step over a batch of canvases: the one implementation that :func:`model.runtime.generate` (a fixed
-batch) and :class:`model.runtime.batcher.CanvasBatcher` (rows joining and leaving) both call.
+"""One denoising step over a batch of canvases, the one implementation :func:`model.runtime.generate` and
+:class:`model.runtime.batcher.CanvasBatcher` both call.
 
-:func:`denoise_step` reads a :class:`Canvas` (the rows' tensors) and returns a :class:`StepOutcome` (the next
-:class:`Canvas` and what happened); it changes nothing of its caller's. The step, after transformers
-``DiffusionGemmaGenerationMixin._denoising_step`` and its stop criterion:
-
-1. **forward**: the decoder over the canvas, self-conditioned on the previous step's tempered logits;
-2. **constrain**: the rows' constraints fix positions and mask their frontier (:class:`ConstraintBatch`);
-3. **draw**: temper (each row's temperature), entropy and argmax, sample (the :class:`StepSampler`);
-4. **accept**: the entropy bound, the acceptance window, the constraints' commits and vetoes;
-5. **re-noise** what was not accepted, and **stop**: a row finishes when its argmax is stable and confident or its
-   grammar terminated; a row already finished keeps its canvas.
-
-Timing goes through one hook, :meth:`GenerationStats.phase`.
-"""
+:func:`denoise_step` reads a :class:`Canvas` and returns a :class:`StepOutcome` (the next canvas and what happened),
+after transformers ``DiffusionGemmaGenerationMixin._denoising_step``: the decoder forward (self-conditioned on the
+previous step's tempered logits), the constraints, the draw (:class:`StepSampler`), the acceptance (entropy bound,
+window, commits and vetoes), re-noise of the rest, and the stop test (argmax stable and confident, or grammar
+terminated); finished rows keep their canvas."""
 
 from __future__ import annotations
 
@@ -24,31 +16,29 @@ from typing import Any
 import torch
 from transformers.models.diffusion_gemma.modeling_diffusion_gemma import DiffusionGemmaForBlockDiffusion
 
+from model.heads.copy_model import softcap
 from model.runtime.constraint_batch import ConstraintBatch
 from model.runtime.events import GenerationStats
 from model.runtime.sampler import StepDraw, StepSampler, row_windows, stop_test, window_accept
 from model.runtime.settings import DenoiseSettings
 
-#: One generator for the batch's draws, one per row (each row then draws as it would alone), or ``None``
-#: (the global RNG, parity mode).
+#: One generator for the batch, one per row (each draws as it would alone), or ``None`` (global RNG, parity).
 Generators = torch.Generator | Sequence[torch.Generator] | None
 
 
 @dataclass(frozen=True)
 class Canvas:
-    """The tensors of B canvases being denoised (C positions, V vocabulary; all on one device).
+    """The tensors of B canvases being denoised (C positions, V vocabulary; one device).
 
     Attributes:
         tokens: ``[B, C]`` int64 the canvas the next forward reads.
-        argmax: ``[B, C]`` int64 the last step's argmax (the draft; the readout of a finished canvas).
+        argmax: ``[B, C]`` int64 the last step's argmax (the readout of a finished canvas).
         history: ``[T, B, C]`` int64 argmax of the last ``T = max(stability_threshold, 1)`` steps (-1: none yet).
-        prev_accepted: ``[B, C]`` bool positions accepted by the last step (the window's frontier).
-        finished: ``[B]`` bool rows whose canvas has stopped denoising.
-        steps_left: per row, denoising steps left in the schedule (the temperature schedule's index).
-        self_cond: ``[B, C, V]`` the last step's tempered logits, or ``None`` (every row on its first step).
-        self_cond_mask: ``[B]`` bool rows whose ``self_cond`` is real (the others get zero self-conditioning, as
-            on a first step); ``None``: all of them.
-    """
+        prev_accepted: ``[B, C]`` bool positions the last step accepted.
+        finished: ``[B]`` bool rows whose canvas stopped denoising.
+        steps_left: per row, steps left in the schedule.
+        self_cond: ``[B, C, V]`` the last step's tempered logits, or ``None`` (first step).
+        self_cond_mask: ``[B]`` bool rows whose ``self_cond`` is real; ``None``: all."""
 
     tokens: torch.Tensor
     argmax: torch.Tensor
@@ -61,8 +51,7 @@ class Canvas:
 
     @classmethod
     def start(cls, noise: torch.Tensor, finished: torch.Tensor, settings: DenoiseSettings) -> Canvas:
-        """A fresh canvas over ``noise`` ``[B, C]`` int64 (uniform tokens); ``finished`` ``[B]`` bool rows that
-        take no part (they keep this canvas)."""
+        """A fresh canvas over uniform ``noise`` ``[B, C]``; ``finished`` ``[B]`` rows take no part."""
         b, c = noise.shape
         t = max(settings.stability_threshold, 1)
         return cls(
@@ -75,7 +64,7 @@ class Canvas:
         )
 
     def select(self, rows: slice) -> Canvas:
-        """The canvas of ``rows`` (views, no copy)."""
+        """The canvas of ``rows`` (views)."""
         if rows.start == 0 and rows.stop == self.tokens.shape[0]:
             return self
         per_row = (
@@ -92,8 +81,8 @@ class Canvas:
 
     @classmethod
     def gather(cls, parts: Sequence[tuple[Canvas, int]]) -> Canvas:
-        """One canvas of the rows ``(canvas, row index)`` taken from others, in order (a batch of rows at their
-        own steps); rows without self-conditioning logits get zeros and ``self_cond_mask`` False."""
+        """One canvas of the rows ``(canvas, row index)``, in order; rows without self-conditioning logits get zeros
+        and ``self_cond_mask`` False."""
         rows = [(c, slice(i, i + 1)) for c, i in parts]
         real = [
             c.self_cond is not None and (c.self_cond_mask is None or bool(c.self_cond_mask[i]))
@@ -126,17 +115,16 @@ class Canvas:
 
 @dataclass(frozen=True)
 class Denoiser:
-    """What one step runs with: the model and settings, and the step's collaborators.
+    """What one step runs with.
 
     Attributes:
-        model: ``DiffusionGemmaForBlockDiffusion`` (eval mode; with a copy head, ``decoder_inputs`` carry its memory).
+        model: ``DiffusionGemmaForBlockDiffusion`` (eval mode).
         settings: entropy bound, acceptance window, stop thresholds.
-        sampler: the step sampler (parity, torch or kernel; see :func:`model.runtime.sampler.select_sampler`).
-        constraints: the rows' constraints (all ``None``: unconstrained).
-        generator: the re-noise draws' generator(s) (see :data:`Generators`).
-        stats: where the phases' wall time goes (:meth:`GenerationStats.phase`).
-        vocab: the vocabulary size V (the uniform noise's range).
-    """
+        sampler: the step sampler (:func:`model.runtime.sampler.select_sampler`).
+        constraints: the rows' constraints.
+        generator: the re-noise draws' generator(s) (:data:`Generators`).
+        stats: where the phases' wall time goes.
+        vocab: the vocabulary size (the noise's range)."""
 
     model: Any
     settings: DenoiseSettings
@@ -147,7 +135,7 @@ class Denoiser:
     vocab: int
 
     def noise(self, rows: int, canvas_length: int, device: torch.device) -> torch.Tensor:
-        """``[rows, canvas_length]`` int64 uniform tokens from the generator(s) (one draw per row with one each)."""
+        """``[rows, canvas_length]`` int64 uniform tokens from the generator(s)."""
         g, v = self.generator, self.vocab
         if isinstance(g, Sequence):
             return torch.cat([torch.randint(0, v, (1, canvas_length), device=device, generator=r) for r in g])
@@ -159,11 +147,10 @@ class StepOutcome:
     """What one :func:`denoise_step` did.
 
     Attributes:
-        canvas: the next :class:`Canvas` (finished rows hold their last one).
-        accepted: ``[B, C]`` bool positions accepted this step (after window, commits and vetoes).
-        entropy: ``[B, C]`` float32 per-position entropy (nats; 0 for rows finished before the step in fast mode).
-        fixed: ``[B, C]`` bool positions a constraint fixed this step, or ``None`` (no constraint in the batch).
-    """
+        canvas: the next :class:`Canvas`.
+        accepted: ``[B, C]`` bool positions accepted this step.
+        entropy: ``[B, C]`` float32 entropy (nats; 0 for rows finished before the step in fast mode).
+        fixed: ``[B, C]`` bool positions a constraint fixed, or ``None``."""
 
     canvas: Canvas
     accepted: torch.Tensor
@@ -171,25 +158,19 @@ class StepOutcome:
     fixed: torch.Tensor | None
 
     def canvas_done(self) -> list[bool]:
-        """Per row, whether its canvas is done: finished, or its step schedule spent."""
+        """Per row, whether its canvas is done: finished, or its schedule spent."""
         return [
             f or n == 0 for f, n in zip(self.canvas.finished.tolist(), self.canvas.steps_left, strict=True)
         ]
 
 
 def decoder_logits(model: Any, **inputs: Any) -> torch.Tensor:
-    """The decoder's ``[B, C, V]`` logits for ``model(**inputs)`` (decoder keyword inputs).
-
-    For transformers' own ``DiffusionGemmaForBlockDiffusion.forward`` (not overridden, e.g. by a copy head) and
-    outside autograd, its final soft-capping (``tanh(logits / cap) * cap`` in float32) runs in place on the
-    ``lm_head`` output: the same values, without two more ``[B, C, V]`` tensors each step (on CPU each fresh one
-    faults its pages in again). Any other model: ``model(**inputs).logits``.
-    """
+    """The decoder's ``[B, C, V]`` logits for ``model(**inputs)``. For transformers' own ``forward`` outside
+    autograd, the final soft-cap runs in place on the ``lm_head`` output (same values, two fewer ``[B, C, V]``
+    tensors a step)."""
     if type(model).forward is not DiffusionGemmaForBlockDiffusion.forward or torch.is_grad_enabled():
         return model(**inputs).logits
-    logits = model.lm_head(model.model(**inputs).last_hidden_state).to(torch.float32)
-    cap = model.final_logit_softcapping
-    return logits if cap is None else logits.div_(cap).tanh_().mul_(cap)
+    return softcap(model.lm_head(model.model(**inputs).last_hidden_state), model.final_logit_softcapping)
 
 
 def denoise_step(
@@ -200,22 +181,18 @@ def denoise_step(
     *,
     canvas_index: int = 0,
 ) -> StepOutcome:
-    """One denoising step for every row of ``canvas`` (see the module docstring).
+    """One denoising step for every row of ``canvas``.
 
     Args:
         den: the model, settings and collaborators.
         canvas: the rows' current :class:`Canvas` (not modified).
-        decoder_inputs: the decoder's other keyword inputs: ``cache``, ``decoder_attention_mask``,
-            ``decoder_position_ids`` (``[1, C]`` shared or ``[B, C]`` per row) and optionally ``copy_memory``.
-        temperature: this step's temperature, one float or ``[B]`` float32 per row.
-        canvas_index: the 0-based canvas (with the schedule step, the kernel sampler's counter key).
-
-    Returns:
-        :class:`StepOutcome`.
+        decoder_inputs: ``cache``, ``decoder_attention_mask``, ``decoder_position_ids`` (``[1, C]`` or ``[B, C]``)
+            and optionally ``copy_memory``.
+        temperature: one float or ``[B]`` float32.
+        canvas_index: the 0-based canvas (the kernel sampler's counter key).
 
     Raises:
-        ValueError: a constraint mask that allows no token (:meth:`ConstraintBatch.apply`).
-    """
+        ValueError: a constraint mask that allows no token."""
     s, cons, stats = den.settings, den.constraints, den.stats
     with stats.phase("decoder"):
         extra = {} if canvas.self_cond_mask is None else {"self_conditioning_mask": canvas.self_cond_mask}

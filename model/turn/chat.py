@@ -1,21 +1,16 @@
 """Chat with tools on a DiffusionGemma checkpoint: prompt rendering, constrained generation, parsing.
 
-:class:`ChatModel` is what the agent framework's embedded backend calls. Messages and tools are
-OpenAI-style dicts (see ``docs/INTERFACES.md``); prompts are rendered with the checkpoint's own chat template
-(Gemma 4 format); when tools are offered, generation runs under a :class:`~model.constraints.denoise.
-GrammarConstraint` built from the tools' JSON Schemas, so every tool call in the output parses and validates.
-
-Text is never a control token: prompts are encoded with :func:`model.checkpoint.tokenizer.encode_chat` (only the
-template's own control tokens become control ids; a tool result spelling ``<turn|><|turn>user`` stays text) and
-outputs are parsed from :func:`model.checkpoint.tokenizer.decode_marked` (the ``<|"|>`` token is told apart from ordinary
-tokens spelling it inside a value).
-"""
+:class:`ChatModel` is what the embedded backend calls. Messages and tools are OpenAI-style dicts
+(``docs/INTERFACES.md``), rendered with the checkpoint's chat template; with tools, generation runs under a
+:class:`~model.constraints.denoise.GrammarConstraint` built from their JSON Schemas, so every call parses and
+validates. Text is never a control token: prompts are encoded with :func:`model.checkpoint.tokenizer.encode_chat`
+and outputs parsed from :func:`model.checkpoint.tokenizer.decode_marked`."""
 
 from __future__ import annotations
 
 import json
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any, TypedDict, Unpack
 
 import torch
@@ -39,7 +34,7 @@ from schema import normalize_tool
 
 @dataclass
 class ToolCall:
-    """One tool call produced by the model: ``name`` and ``arguments`` (already JSON-typed values)."""
+    """One tool call produced by the model: ``name`` and JSON-typed ``arguments``."""
 
     name: str
     arguments: dict[str, Any]
@@ -52,22 +47,16 @@ class TurnOptions(TypedDict, total=False):
         max_new_tokens: token budget (default: the checkpoint's); raised to fit the shortest possible call.
         constrained: apply the tool-call grammar during denoising (default ``True``).
         temperature: ``(t_max, t_min)`` override of the linear temperature schedule.
-        response_format: OpenAI's shape, ``{"type": "json_schema", "json_schema": {"schema": ..., "strict":
-            bool}}`` or ``{"type": "json_object"}``: the turn's text is then a JSON value under that schema
-            (not with a ``tool_choice`` that requires a call).
-        vision_budget: soft tokens per image for image parts in ``messages`` that carry no ``vision_budget`` of
-            their own (one of :data:`model.heads.vision.VISION_BUDGETS`; ``None``: the checkpoint's default,
-            280). Image parts are OpenAI's ``{"type": "image_url", "image_url": {"url":
-            "data:image/png;base64,..."}}`` (a data URL or a local file path) or ``{"type": "image", "image":
-            PATH | bytes | PIL.Image}``.
-        tool_specs: the same tools, in the same order, already normalised (``schema.ToolSpec``, e.g. kept by the
-            agent's embedded backend since the tool was registered); the constraint is built from them and
-            ``tools`` only render the prompt. ``None``: the constraint normalises ``tools``.
-        binder: a :class:`model.binding.Binder` (or its name, :func:`model.binding.resolve_binder`) that
-            proposes values after the prefill, which the turn then reuses (one encoder pass); ``"auto"``:
-            :attr:`ChatModel.default_binder`; ``None`` (default): none, the model alone.
-        parallel_tool_calls: ``False``: one call at most (default ``True``).
-    """
+        response_format: OpenAI's ``{"type": "json_schema", "json_schema": {"schema": ..., "strict": bool}}`` or
+            ``{"type": "json_object"}``: the turn's text is a JSON value under it (not with a required call).
+        vision_budget: soft tokens per image for image parts without their own ``vision_budget`` (one of
+            :data:`model.heads.vision.VISION_BUDGETS`; ``None``: 280). Image parts are OpenAI's ``image_url`` (a data
+            URL or a local path) or ``{"type": "image", "image": PATH | bytes | PIL.Image}``.
+        tool_specs: the same tools, in order, already normalised (``schema.ToolSpec``); the constraint is built from
+            them and ``tools`` only render the prompt.
+        binder: a :class:`model.binding.Binder` or its name, proposing values after the prefill; ``"auto"``:
+            :attr:`ChatModel.default_binder`; ``None`` (default): none.
+        parallel_tool_calls: ``False``: one call at most (default ``True``)."""
 
     max_new_tokens: int | None
     constrained: bool
@@ -88,10 +77,9 @@ class ChatOutput:
         thinking: the thought channel's text, if any.
         tool_calls: parsed tool calls, in order.
         raw: the decoded generation with control tokens kept.
-        stats: runtime statistics (canvases, steps, TPF, wall time per phase).
+        stats: runtime statistics.
         prompt_tokens, completion_tokens: token counts.
-        latency_s: wall time of the call in seconds.
-    """
+        latency_s: wall time of the call in seconds."""
 
     text: str
     thinking: str | None
@@ -101,7 +89,6 @@ class ChatOutput:
     prompt_tokens: int = 0
     completion_tokens: int = 0
     latency_s: float = 0.0
-    extra: dict[str, Any] = field(default_factory=dict)
 
 
 class ChatModel:
@@ -129,18 +116,13 @@ class ChatModel:
         syntax: str = "gemma",
         adapter: str | None = None,
     ) -> ChatModel:
-        """Load a checkpoint (``None``: the embedded default), with a LoRA ``adapter`` folder applied when
-        given. Raises :class:`model.checkpoint.loading.CheckpointError` (:class:`model.checkpoint.adapters.AdapterError` for the
-        adapter)."""
+        """Load a checkpoint (``None``: the embedded default), with a LoRA ``adapter`` folder applied when given.
+        Raises :class:`model.checkpoint.loading.CheckpointError` (``AdapterError`` for the adapter)."""
         return cls(load_checkpoint(path_or_id, dtype=dtype, device=device, adapter=adapter), syntax=syntax)
 
-    # ------------------------------------------------------------------------------------------------------
     def render(self, messages: list[dict[str, Any]], tools: list[dict[str, Any]] | None = None) -> str:
-        """Render ``messages`` (+ tool declarations) with the chat template, ending with the model turn opener.
-
-        For display: a string cannot tell text that spells a control token from the token; the model gets
-        :meth:`encode`'s ids.
-        """
+        """``messages`` (+ tools) rendered with the chat template, ending with the model turn opener; for display
+        (the model gets :meth:`encode`'s ids)."""
         return str(
             self.tokenizer.apply_chat_template(
                 messages, tools=tools or None, tokenize=False, add_generation_prompt=True
@@ -148,11 +130,8 @@ class ChatModel:
         )
 
     def encode(self, messages: list[dict[str, Any]], tools: list[dict[str, Any]] | None = None) -> list[int]:
-        """Prompt token ids of ``messages`` (+ tool declarations), ending with the model turn opener.
-
-        Control ids appear only where the chat template places them; all text of the messages and tools is
-        ordinary text tokens (:func:`model.checkpoint.tokenizer.encode_chat`). Decoding the ids gives :meth:`render`.
-        """
+        """Prompt token ids of ``messages`` (+ tools), ending with the model turn opener; control ids only where the
+        template places them (:func:`model.checkpoint.tokenizer.encode_chat`)."""
         return encode_chat(self.tokenizer, messages, tools or None)
 
     def encode_turn(
@@ -161,14 +140,11 @@ class ChatModel:
         tools: list[dict[str, Any]] | None = None,
         vision_budget: int | None = None,
     ) -> tuple[list[int], VisionInputs | None]:
-        """Prompt ids of a turn whose messages may hold images, and the processed images (or ``None``).
-
-        Each image part is rendered by the chat template as ``<|image|>`` and expanded to its soft tokens
-        (:mod:`model.heads.vision`); without images this is :meth:`encode`.
+        """Prompt ids of a turn whose messages may hold images (each ``<|image|>`` expanded to its soft tokens), and
+        the processed images or ``None``.
 
         Raises:
-            model.heads.vision.ImageError: an unusable image or budget, or a checkpoint that cannot read images.
-        """
+            model.heads.vision.ImageError: an unusable image or budget, or a checkpoint that cannot read images."""
         messages, vision = prepare_images(self.checkpoint, messages, vision_budget)
         input_ids = self.encode(messages, tools)
         if vision is not None:
@@ -185,25 +161,21 @@ class ChatModel:
         answer_grounding: list[str] | None = None,
         span_texts: list[str] | None = None,
     ) -> Any:
-        """Build a fresh :class:`GrammarConstraint` for ``tools`` and ``tool_choice``.
+        """A fresh :class:`GrammarConstraint` for ``tools`` and ``tool_choice``.
 
         Args:
-            tools: OpenAI-style tool declarations, or their ``schema.ToolSpec`` (used as
-                they are).
+            tools: OpenAI-style tool declarations, or their ``schema.ToolSpec``.
             tool_choice: ``"auto" | "required" | "none" | {"name": NAME}``.
-            grounding: texts that grounded parameters (``x-grounded``) must take a span of (see
-                :func:`grounding_texts`); ``None``: grounded parameters are not restricted.
-            no_repeat: the constraint's no-repeat rule (default: the checkpoint's ``settings.no_repeat``).
+            grounding: texts that ``x-grounded`` parameters take a span of (:func:`grounding_texts`); ``None``: free.
+            no_repeat: the no-repeat rule (default: ``settings.no_repeat``).
             parallel_tool_calls: ``False``: one call at most in the turn.
-            answer_grounding: texts the turn's prose takes its numbers and dates from
-                (:func:`answer_texts`; ``settings.ground_answers``); ``None``: prose is free.
-            span_texts: the tool responses' texts whose spans the turn's prose copies whole once started
-                (:class:`model.constraints.span_copy.SpanCopier`; ``settings.span_copy``); ``None``: no span copies.
+            answer_grounding: texts the prose takes its numbers and dates from (:func:`answer_texts`); ``None``: free.
+            span_texts: texts whose spans the prose copies whole once started
+                (:class:`model.constraints.span_copy.SpanCopier`); ``None``: no span copies.
 
         Raises:
             schema.SchemaError: unsupported keyword or unsatisfiable schema (names its path).
-            ValueError: a named tool's required grounded parameter has nothing to ground on.
-        """
+            ValueError: a named tool's required grounded parameter has nothing to ground on."""
         grammar = tool_call_grammar(
             tools,
             tool_choice=tool_choice,
@@ -225,13 +197,12 @@ class ChatModel:
 
     @property
     def default_binder(self) -> str | None:
-        """The binder ``binder="auto"`` means for this checkpoint: ``"copy-head"`` when its decoding file sets
-        ``bind_values``, else ``None``."""
+        """What ``binder="auto"`` means: ``"copy-head"`` when the checkpoint sets ``bind_values``, else ``None``."""
         return "copy-head" if self.settings.bind_values else None
 
     def max_prompt_tokens(self, max_new_tokens: int | None = None) -> int | None:
-        """The longest prompt (tokens) :meth:`chat` accepts with this token budget (default: the checkpoint's):
-        ``max_position_embeddings`` minus the budget rounded up to whole canvases; ``None`` when unbounded."""
+        """The longest prompt :meth:`chat` accepts with this token budget (default: the checkpoint's); ``None`` when
+        unbounded."""
         return prompt_token_limit(self.model, self.settings.replace(max_new_tokens=max_new_tokens))
 
     def prepare(
@@ -241,17 +212,12 @@ class ChatModel:
         tool_choice: Any = "auto",
         **options: Unpack[TurnOptions],
     ) -> PreparedTurn:
-        """Everything one model turn needs before denoising: prompt ids, images, settings and a fresh constraint.
-
-        :meth:`chat` runs it with :func:`model.runtime.generate`; a batching server (:mod:`model.runtime.batcher`) runs
-        many of them in one batch. Arguments as :meth:`chat` (``options``: :class:`TurnOptions`).
+        """Everything one model turn needs before denoising: prompt ids, images, settings and a fresh constraint
+        (:meth:`chat` runs it; the batching server runs many in one batch). Arguments as :meth:`chat`.
 
         Raises:
             As :meth:`chat`; ``ValueError`` also for ``tool_specs`` of another length than ``tools``, an unknown
-            ``response_format`` type, or ``response_format``
-            given with a ``tool_choice`` that requires a call; ``TypeError`` for an option :class:`TurnOptions`
-            lacks.
-        """
+            ``response_format`` type, or ``response_format`` with a ``tool_choice`` that requires a call."""
         if unknown := sorted(set(options) - set(TurnOptions.__annotations__)):
             raise TypeError(
                 f"unknown turn option(s) {unknown}; the options are {list(TurnOptions.__annotations__)}"
@@ -259,11 +225,10 @@ class ChatModel:
         response_format, tool_specs = options.get("response_format"), options.get("tool_specs")
         binder = options.get("binder")
         input_ids, vision = self.encode_turn(messages, tools, options.get("vision_budget"))
-        settings = self.settings
-        if (max_new_tokens := options.get("max_new_tokens")) is not None:
-            settings = settings.replace(max_new_tokens=max_new_tokens)
-        if (temperature := options.get("temperature")) is not None:
-            settings = settings.replace(t_max=temperature[0], t_min=temperature[1])
+        t_max, t_min = options.get("temperature") or (None, None)  # replace() ignores None
+        settings = self.settings.replace(
+            max_new_tokens=options.get("max_new_tokens"), t_max=t_max, t_min=t_min
+        )
         constraint, prefill = None, None
         if not tools and tool_choice not in ("auto", "none", None):
             raise ValueError(f"tool_choice={tool_choice!r} needs at least one tool, but no tools were given")
@@ -272,9 +237,8 @@ class ChatModel:
             if tool_choice not in ("auto", "none", None):
                 raise ValueError(f"response_format cannot be combined with tool_choice={tool_choice!r}")
             constraint = self._response_constraint(response_format)
-        elif options.get(
-            "constrained", True
-        ):  # without tools: the prose-only grammar (text, never a call or a control token)
+        # without tools: the prose-only grammar (text, never a call or a control token)
+        elif options.get("constrained", True):
             tools = tools or []
             grounding = grounding_texts(messages) if any(_grounded(t) for t in tools) else None
             if tool_specs is not None and len(tool_specs) != len(tools):
@@ -308,12 +272,7 @@ class ChatModel:
         response_format: dict[str, Any] | None,
         tool_choice: Any,
     ) -> DenoiseSettings:
-        """``settings`` with a token budget the constraint's shortest completion fits in (raised when short).
-
-        Raises:
-            ValueError: the grammar has no completion shorter than 4096 tokens.
-            model.turn.limits.PromptTooLong: the prompt and the raised budget exceed ``max_position_embeddings``.
-        """
+        """``settings`` with a budget the constraint's shortest completion fits in (ValueError, PromptTooLong)."""
         limit = 4096
         shortest = constraint.min_completion_tokens(limit)
         if shortest >= limit and response_format is not None and response_format.get("type") != "text":
@@ -344,12 +303,7 @@ class ChatModel:
         specs: list[Any],
         tool_choice: Any,
     ) -> list[Any]:
-        """``specs`` normalised and narrowed by ``binder``'s decision (:class:`model.binding.Decision`; unchanged
-        when it proposes nothing), the binder reading ``prefill``'s states.
-
-        Raises:
-            schema.SchemaError: a tool's schema is unsupported (as the constraint would).
-        """
+        """``specs`` normalised and narrowed by ``binder``'s decision on ``prefill``'s states."""
         normalized = [normalize_tool(t) for t in specs]
         keys = None if prefill.memory is None else prefill.memory.keys
         inputs = BindingInputs(
@@ -378,15 +332,12 @@ class ChatModel:
     def finish(
         self, new_tokens: list[int], prompt_tokens: int, stats: GenerationStats, started: float
     ) -> ChatOutput:
-        """Decode and parse one generated turn (``new_tokens``: ids after the prompt, padding removed). A call
-        that repeats an earlier call of the turn exactly (same name, same arguments) is dropped: it could only
-        return the same tool response twice (``raw`` keeps the text as generated).
-
-        ``started`` is the :func:`time.perf_counter` reading at the turn's start (for ``latency_s``).
+        """Decode and parse one generated turn (``new_tokens``: ids after the prompt, no padding; ``started``: the
+        turn's :func:`time.perf_counter`). A call repeating an earlier one of the turn exactly is dropped (``raw``
+        keeps it).
 
         Raises:
-            grammar.parse.ToolCallParseError: malformed call text (only possible unconstrained).
-        """
+            grammar.parse.ToolCallParseError: malformed call text (only possible unconstrained)."""
         raw = self.tokenizer.decode(new_tokens, skip_special_tokens=False)
         parsed = parse_tool_calls(decode_marked(self.tokenizer, new_tokens), syntax=self.syntax)
         calls: dict[str, Any] = {}
@@ -420,23 +371,17 @@ class ChatModel:
             tools: OpenAI-style tool declarations (``None``/empty: plain chat).
             tool_choice: ``"auto" | "required" | "none" | {"name": NAME}``.
             seed: random seed of the denoising (``None``: nondeterministic).
-            on_event: per-step / per-canvas callback (see :mod:`model.runtime`).
-            options: :class:`TurnOptions` (token budget, grammar on or off, temperature, response format,
-                vision budget, normalised tools, binder, parallel calls).
-
-        Returns:
-            :class:`ChatOutput`.
+            on_event: per-step / per-canvas callback (:mod:`model.runtime`).
+            options: :class:`TurnOptions`.
 
         Raises:
-            model.heads.vision.ImageError: an image is missing, corrupt or of another format, a budget is not one of
-                the five, or the checkpoint cannot read images (no vision tower or image processor config).
+            model.heads.vision.ImageError: an image missing, corrupt or of another format, a budget not one of the
+                five, or a checkpoint that cannot read images.
             schema.SchemaError: a tool's schema is unsupported.
             grammar.parse.ToolCallParseError: only when ``constrained=False`` and the output is malformed.
             ValueError: ``tool_choice`` ``"required"`` or a named tool without ``tools``.
             TypeError: an option :class:`TurnOptions` lacks.
-            model.turn.limits.PromptTooLong: the prompt's tokens do not fit ``max_position_embeddings`` minus the
-                generation budget (checked before generation allocates anything).
-        """
+            model.turn.limits.PromptTooLong: the prompt does not fit ``max_position_embeddings`` minus the budget."""
         t0 = time.perf_counter()
         turn = self.prepare(messages, tools, tool_choice, **options)
         input_ids = torch.tensor([turn.input_ids], dtype=torch.long, device=self.model.device)
@@ -461,11 +406,10 @@ class PreparedTurn:
 
     Attributes:
         input_ids: prompt token ids.
-        settings: denoising settings (token budget raised to fit the shortest call).
-        constraint: a fresh :class:`~model.constraints.denoise.GrammarConstraint`, or ``None`` (unconstrained).
-        vision: the prompt's processed images (:class:`model.heads.vision.VisionInputs`), or ``None``.
-        prefill: the prompt's :class:`model.turn.prefill.Prefill` when a binder read it (single use: denoising
-            continues from its cache), else ``None``.
+        settings: denoising settings (budget raised to fit the shortest call).
+        constraint: a fresh :class:`~model.constraints.denoise.GrammarConstraint`, or ``None``.
+        vision: the prompt's :class:`model.heads.vision.VisionInputs`, or ``None``.
+        prefill: the prompt's :class:`model.turn.prefill.Prefill` when a binder read it (single use), else ``None``.
     """
 
     input_ids: list[int]
@@ -480,12 +424,8 @@ def _grounded(tool: dict[str, Any]) -> bool:
 
 
 def grounding_texts(messages: list[dict[str, Any]]) -> list[str]:
-    """The texts grounded parameters may copy from: the user's messages and the tool responses so far.
-
-    A tool response given as an object (the embedded backend turns JSON-object results into objects) counts as
-    its string and number values, as the model reads them in the prompt (``path:<|"|>C:\\dir<|"|>``), not as
-    escaped JSON text. :mod:`grammar.grounding` bounds what is kept (the newest texts first).
-    """
+    """The texts grounded parameters may copy from: the user's messages and the tool responses. A response given as
+    an object counts as its string and number values, as the model reads them in the prompt."""
     out: list[str] = []
 
     def leaves(v: Any) -> None:
@@ -514,14 +454,13 @@ def grounding_texts(messages: list[dict[str, Any]]) -> list[str]:
 
 
 def tool_texts(messages: list[dict[str, Any]]) -> list[str]:
-    """The tool responses' texts (their string and number values, as :func:`grounding_texts` reads them): what
-    whole-span copies (``settings.span_copy``) copy from."""
+    """The tool responses' texts (as :func:`grounding_texts` reads them), for span copies."""
     return grounding_texts([m for m in messages if m.get("role") == "tool"])
 
 
 def answer_texts(messages: list[dict[str, Any]]) -> list[str]:
-    """The texts a grounded answer (``settings.ground_answers``) copies its facts from: :func:`grounding_texts`
-    plus the arguments of the assistant's tool calls so far (``{"days": 5}`` counts as ``"5"``), in order."""
+    """The texts a grounded answer copies its facts from: :func:`grounding_texts` plus the arguments of the
+    assistant's tool calls so far (``{"days": 5}`` counts as ``"5"``), in order."""
     out = grounding_texts(messages)
     for m in messages:
         if m.get("role") not in ("assistant", "model"):
@@ -540,6 +479,6 @@ def answer_texts(messages: list[dict[str, Any]]) -> list[str]:
 
 
 def set_threads(n: int | None) -> None:
-    """Set torch's intra-op threads (``None``: leave as is). Measured: 1 thread beats 2 when the other core is busy."""
+    """Set torch's intra-op threads (``None``: leave as is)."""
     if n is not None:
         torch.set_num_threads(n)

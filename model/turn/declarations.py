@@ -1,10 +1,6 @@
-"""Where each declared parameter's name, and the last user message, sit in a prompt rendered by the chat
-template, found by rendering that template itself (the tokenizer's ``apply_chat_template``) with marked
-inputs; and Gemma 4 call text as the template writes it (:func:`format_value`, :func:`format_call`).
-
-Training (:mod:`model.training.labels`) and inference (:mod:`model.binding`) read their offsets from
-:func:`declared_keys` and :func:`last_user_span`, so no Python copy of the template decides them.
-"""
+"""Where each declared parameter's name, and the last user message, sit in a prompt rendered by the chat template,
+found by rendering the template itself with marked inputs (so no Python copy of the template decides training's or
+inference's offsets); and Gemma 4 call text as the template writes it."""
 
 from __future__ import annotations
 
@@ -25,13 +21,12 @@ _SLOT = "\ue001"
 
 
 def format_value(v: Any) -> str:
-    """A JSON value as plain text in Gemma 4 call syntax, as the chat template writes it: what the checkpoint
-    was trained on (:func:`grammar.parse.format_value` with ``marked=False``; raises its errors)."""
+    """A JSON value as plain text in Gemma 4 call syntax, as the chat template writes it."""
     return format_gemma_value(v, marked=False)
 
 
 def format_call(name: str, arguments: dict[str, Any]) -> str:
-    """``<|tool_call>call:NAME{...}<tool_call|>`` for one call, as plain text (see :func:`format_value`)."""
+    """``<|tool_call>call:NAME{...}<tool_call|>`` for one call, as plain text."""
     return f"{st.TOOL_CALL_START}call:{name}{format_value(arguments)}{st.TOOL_CALL_END}"
 
 
@@ -42,7 +37,7 @@ def _render(tokenizer: Any, messages: list[dict[str, Any]], tools: list[dict[str
 
 
 def _marked_tool(tool: dict[str, Any]) -> dict[str, Any]:
-    """A copy of ``tool`` whose top-level parameter names are wrapped in ``_NAME_OPEN`` / ``_NAME_CLOSE``."""
+    """A copy of ``tool`` whose top-level parameter names are wrapped in the name markers."""
     f = dict(tool.get("function", tool))
     params = f.get("parameters")
     if isinstance(params, dict) and isinstance(params.get("properties"), dict):
@@ -53,11 +48,7 @@ def _marked_tool(tool: dict[str, Any]) -> dict[str, Any]:
 
 @functools.lru_cache(maxsize=4096)
 def _declaration(tokenizer: Any, tool_json: str) -> tuple[str, tuple[tuple[str, int, int], ...]]:
-    """The template's declaration text of one tool and ``(name, start, end)`` of its parameter names in it.
-
-    Two probes: the system prompt ``_SLOT`` alone, and the same with the marked tool declared. The declaration
-    is what the second adds after the slot (the template writes declarations after the system prompt).
-    """
+    """The template's declaration text of one tool and ``(name, start, end)`` of its parameter names."""
     tool = json.loads(tool_json)
     if _NAME_OPEN in tool_json or _SLOT in tool_json or "\\u0000" in tool_json:  # json.dumps escapes NUL
         name = tool.get("function", tool).get("name")
@@ -82,22 +73,13 @@ def _declaration(tokenizer: Any, tool_json: str) -> tuple[str, tuple[tuple[str, 
 def declared_keys(
     tokenizer: Any, prompt: str, tools: list[dict[str, Any]]
 ) -> list[tuple[str, str, int, int]]:
-    """``[(tool, parameter, start, end)]``: character spans of every declared top-level parameter name in
-    ``prompt``, in the order the template writes them, tools in declaration order.
-
-    Args:
-        tokenizer: the tokenizer whose chat template rendered ``prompt`` (``apply_chat_template``).
-        prompt: a rendered prompt (or its ids decoded).
-        tools: the OpenAI-style tools declared in it, in order (JSON values).
-
-    Returns:
-        The spans; a tool whose declaration is not found verbatim in ``prompt`` is left out.
+    """``[(tool, parameter, start, end)]``: character spans of every declared top-level parameter name in the
+    rendered ``prompt``, in template order (a tool whose declaration is not found verbatim is left out).
 
     Raises:
-        ValueError: a tool holding U+E000, U+E001 or NUL (the probes' markers), or a template that does not
-            write declarations right after the system prompt.
-        TypeError: a tool that is not JSON.
-    """
+        ValueError: a tool holding U+E000, U+E001 or NUL, or a template that does not write declarations right after
+            the system prompt.
+        TypeError: a tool that is not JSON."""
     out: list[tuple[str, str, int, int]] = []
     pos = 0
     for t in tools:
@@ -113,7 +95,7 @@ def declared_keys(
 
 @functools.lru_cache(maxsize=16)
 def _user_turn(tokenizer: Any) -> tuple[str, str]:
-    """What the template writes before and after a user message's text (``<|turn>user\\n``, ``<turn|>``)."""
+    """What the template writes before and after a user message's text."""
     system = {"role": "system", "content": _SLOT}
     bare = _render(tokenizer, [system], None)
     probe = _render(tokenizer, [system, {"role": "user", "content": _SLOT}], None)
@@ -124,16 +106,8 @@ def _user_turn(tokenizer: Any) -> tuple[str, str]:
 
 
 def last_user_span(tokenizer: Any, prompt: str) -> tuple[int, int] | None:
-    """``(start, end)`` characters of the last user message's text in ``prompt`` (``None``: no user turn).
-
-    Args:
-        tokenizer: the tokenizer whose chat template rendered ``prompt``; the turn's opener and closer are
-            what that template writes around a user message.
-        prompt: a rendered prompt (or its ids decoded).
-
-    Raises:
-        ValueError: a template that does not write a user turn after the system turn.
-    """
+    """``(start, end)`` characters of the last user message's text in the rendered ``prompt`` (``None``: no user
+    turn). ValueError for a template that writes no user turn after the system turn."""
     opener, closer = _user_turn(tokenizer)
     at = prompt.rfind(opener)
     if at < 0:

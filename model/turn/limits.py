@@ -1,39 +1,22 @@
 """Context limits of a checkpoint: how many prompt tokens fit, and the error raised when a prompt does not.
 
-A DiffusionGemma checkpoint attends over at most ``max_position_embeddings`` positions (the text config's;
-2,048 for the embedded ``agentkit-tiny``). One generation call needs the prompt plus its whole generation
-budget (``max_new_tokens`` rounded up to whole canvases), so the longest prompt is::
-
-    limit = max_position_embeddings - ceil(max_new_tokens / canvas_length) * canvas_length
-
-:func:`check_prompt_length` compares a tokenized prompt's length with that limit *before* anything of the
-prompt's size is allocated, and raises :class:`PromptTooLong` instead of letting the runtime silently run
-past the trained positions (or ask torch for hundreds of GB). This module does not import torch.
-"""
+One generation call needs the prompt plus its whole budget within ``max_position_embeddings``, so the longest prompt
+is ``max_position_embeddings - ceil(max_new_tokens / canvas_length) * canvas_length``. :func:`check_prompt_length`
+checks it before anything of the prompt's size is allocated. No torch import."""
 
 from __future__ import annotations
 
 from typing import Any
 
-__all__ = [
-    "PromptTooLong",
-    "check_prompt_length",
-    "generation_tokens",
-    "max_positions",
-    "prompt_token_limit",
-    "prompt_too_long_message",
-]
-
 
 class PromptTooLong(ValueError):
-    """A prompt does not fit the model's context.
+    """A prompt does not fit the model's context (all counts in tokens).
 
     Attributes:
-        prompt_tokens: length of the prompt (tokens).
-        limit: the most prompt tokens this call allows (tokens): ``max_positions - generation_tokens``.
-        max_positions: the model's ``max_position_embeddings`` (tokens).
-        generation_tokens: the call's generation budget, whole canvases (tokens).
-    """
+        prompt_tokens: length of the prompt.
+        limit: the most prompt tokens this call allows: ``max_positions - generation_tokens``.
+        max_positions: the model's ``max_position_embeddings``.
+        generation_tokens: the call's generation budget, whole canvases."""
 
     def __init__(self, prompt_tokens: int, limit: int, max_positions: int, generation_tokens: int) -> None:
         self.prompt_tokens = prompt_tokens
@@ -49,8 +32,8 @@ class PromptTooLong(ValueError):
 def prompt_too_long_message(
     prompt_tokens: int, limit: int, max_positions: int | None = None, generation_tokens: int | None = None
 ) -> str:
-    """What :class:`PromptTooLong` says (all counts in tokens): the prompt's length against the limit, and, when
-    the generation budget alone leaves no room for any prompt, that ``max_new_tokens`` is the one to lower."""
+    """What :class:`PromptTooLong` says: the prompt's length against the limit, or, when the budget alone leaves no
+    room, that ``max_new_tokens`` is the one to lower."""
     if max_positions is None or generation_tokens is None:
         return f"the prompt is {prompt_tokens:,} tokens but this model takes at most {max(limit, 0):,}"
     if limit <= 0:
@@ -66,7 +49,7 @@ def prompt_too_long_message(
 
 
 def max_positions(model: Any) -> int | None:
-    """The model's ``max_position_embeddings`` (tokens), or ``None`` when its config has none."""
+    """The model's ``max_position_embeddings``, or ``None`` when its config has none."""
     config = model.config
     text = config.get_text_config() if hasattr(config, "get_text_config") else config
     value = getattr(text, "max_position_embeddings", None)
@@ -74,18 +57,14 @@ def max_positions(model: Any) -> int | None:
 
 
 def generation_tokens(model: Any, settings: Any) -> int:
-    """Positions one generation call reserves: ``max_new_tokens`` rounded up to whole canvases (tokens)."""
+    """Positions one call reserves: ``max_new_tokens`` rounded up to whole canvases."""
     canvas = int(getattr(model.config, "canvas_length", None) or settings.canvas_length)
     return -(-int(settings.max_new_tokens) // canvas) * canvas
 
 
 def prompt_token_limit(model: Any, settings: Any) -> int | None:
-    """The longest prompt (tokens) one generation call with ``settings`` allows, ``None`` when unbounded.
-
-    Args:
-        model: a loaded ``DiffusionGemmaForBlockDiffusion`` (only its config is read).
-        settings: :class:`model.runtime.settings.DenoiseSettings` of the call (its ``max_new_tokens``).
-    """
+    """The longest prompt one call with ``settings`` allows (only the model's config is read); ``None`` when
+    unbounded."""
     positions = max_positions(model)
     if positions is None:
         return None
@@ -93,17 +72,8 @@ def prompt_token_limit(model: Any, settings: Any) -> int | None:
 
 
 def check_prompt_length(prompt_tokens: int, model: Any, settings: Any) -> None:
-    """Raise :class:`PromptTooLong` when ``prompt_tokens`` (tokens) do not fit with the generation budget.
-
-    Call it after tokenizing and before generating: it only reads the model's config.
-
-    Raises:
-        PromptTooLong: ``prompt_tokens > max_position_embeddings - generation budget`` (both named).
-    """
-    positions = max_positions(model)
-    if positions is None:
-        return
-    budget = generation_tokens(model, settings)
-    limit = positions - budget
-    if prompt_tokens > limit:
-        raise PromptTooLong(prompt_tokens, limit, positions, budget)
+    """Raise :class:`PromptTooLong` when ``prompt_tokens`` do not fit with the generation budget (reads only the
+    model's config)."""
+    positions, budget = max_positions(model), generation_tokens(model, settings)
+    if positions is not None and prompt_tokens > positions - budget:
+        raise PromptTooLong(prompt_tokens, positions - budget, positions, budget)

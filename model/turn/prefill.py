@@ -1,6 +1,5 @@
-"""The prompt's prefill, apart from denoising: the encoder's one pass over a prompt (:func:`prefill_prompt`,
-whose :class:`Prefill` a binder reads before the turn's constraint exists and :func:`model.runtime.generate`
-continues from) and the image keyword arguments of a prefill (:func:`image_inputs`)."""
+"""The prompt's prefill apart from denoising: the encoder's one pass over a prompt (:func:`prefill_prompt`, which a
+binder reads and :func:`model.runtime.generate` continues from) and a prefill's image inputs."""
 
 from __future__ import annotations
 
@@ -21,20 +20,9 @@ def image_inputs(
     image_position_ids: torch.Tensor | None,
     mm_token_type_ids: torch.Tensor | None,
 ) -> dict[str, torch.Tensor]:
-    """The prefill's image keyword arguments for ``_prepare_encoder_inputs`` and the encoder (empty: no images).
-
-    Args:
-        model: the checkpoint (its ``config.image_token_id`` marks soft tokens).
-        input_ids: ``[B, P]`` expanded prompt ids.
-        pixel_values, image_position_ids, mm_token_type_ids: see :func:`generate`.
-
-    Returns:
-        ``{"pixel_values", "image_position_ids", "mm_token_type_ids"}`` on ``input_ids``' device (pixels in the
-        encoder's dtype).
-
-    Raises:
-        ValueError: ``image_position_ids`` missing with ``pixel_values``.
-    """
+    """The prefill's image keyword arguments (empty without images), on ``input_ids``' device, pixels in the
+    encoder's dtype; ``mm_token_type_ids`` derived from ``config.image_token_id`` when ``None``. Raises ValueError
+    for ``pixel_values`` without ``image_position_ids``."""
     if pixel_values is None:
         return {}
     if image_position_ids is None:
@@ -52,15 +40,14 @@ def image_inputs(
 
 @dataclass
 class Prefill:
-    """The prompt's prefill (:func:`prefill_prompt`), computed before a turn's constraint so a binder can read
-    it and :func:`generate` does not encode the prompt again.
+    """The prompt's prefill, computed before a turn's constraint so a binder can read it and :func:`generate` does
+    not encode the prompt again.
 
     Attributes:
-        cache: the KV cache holding the ``P`` prompt positions (``transformers.DynamicCache``).
+        cache: the KV cache holding the ``P`` prompt positions.
         hidden: ``[1, P, H]`` the encoder's final states over the prompt.
         memory: the copy head's memory of the prompt (``None``: no copy head).
-        seconds: wall time of the encoder pass.
-    """
+        seconds: wall time of the encoder pass."""
 
     cache: Any
     hidden: torch.Tensor
@@ -68,11 +55,7 @@ class Prefill:
     seconds: float
 
     def check_covers(self, prompt_tokens: int) -> None:
-        """Check that this prefill is one row of ``prompt_tokens`` positions (a prompt's, ``hidden`` ``[1, P, H]``).
-
-        Raises:
-            ValueError: it is not (both lengths named).
-        """
+        """ValueError unless this prefill is one row of ``prompt_tokens`` positions."""
         shape = tuple(self.hidden.shape)
         if len(shape) != 3 or shape[0] != 1 or shape[1] != prompt_tokens:
             raise ValueError(
@@ -83,12 +66,8 @@ class Prefill:
 
 
 def prefill_prompt(model: Any, input_ids: torch.Tensor) -> Prefill:
-    """One encoder pass over a ``[1, P]`` int64 prompt without images: the :class:`Prefill` that
-    :func:`generate` (``prefill=``) continues from, token-identical to its own prefill.
-
-    Raises:
-        ValueError: ``input_ids`` is not one row.
-    """
+    """One encoder pass over a ``[1, P]`` int64 prompt without images: the :class:`Prefill` that :func:`generate`
+    (``prefill=``) continues from, token-identical to its own prefill. ValueError for another shape."""
     if input_ids.dim() != 2 or input_ids.shape[0] != 1:
         raise ValueError(f"prefill_prompt takes one row [1, P], got shape {tuple(input_ids.shape)}")
     t0 = time.perf_counter()
