@@ -173,7 +173,7 @@ def schema_issues(data: Any, issue: Callable[..., BundleIssue]) -> list[BundleIs
             ]
         else:
             out.append(issue(path, _schema_message(err, path)))
-    return out
+    return list(dict.fromkeys(out))  # jsonschema reports a "required" per missing field, each naming them all
 
 
 def _schema_message(err: Any, path: FieldPath) -> str:

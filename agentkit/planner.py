@@ -517,12 +517,13 @@ class RunGraph:
         t1 = _perf()
         if plan.scheduled:  # the budget is shared among all the step's calls, errors included
             byte_share, token_share = self._shares(state, len(plan.calls))
-            done = await asyncio.gather(
-                *(
-                    self._run_call(state, tl, plan.calls[i], v, byte_share, token_share)
-                    for i, tl, v in plan.scheduled
-                )
-            )
+            runs = [
+                self._run_call(state, tl, plan.calls[i], v, byte_share, token_share)
+                for i, tl, v in plan.scheduled
+            ]
+            # one call is awaited in the run's own task (no gather): a tool's KeyboardInterrupt reaches the caller
+            # as itself, not as a cancellation, and a context variable it sets stays set, as in a plain await
+            done = [await runs[0]] if len(runs) == 1 else await asyncio.gather(*runs)
             for (i, _tl, _v), rec in zip(plan.scheduled, done, strict=True):
                 plan.records[i] = rec
         tool_s = _perf() - t1

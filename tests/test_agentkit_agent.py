@@ -1,6 +1,7 @@
 """The planner loop with the scripted backend: tool round trips, failures, parallel calls, guards, events."""
 
 import asyncio
+import contextvars
 import json
 import threading
 import time
@@ -432,6 +433,42 @@ def test_a_tool_raising_a_custom_base_exception_is_a_failed_call_and_ctrl_c_stil
 
     with pytest.raises(KeyboardInterrupt):
         Agent(ScriptedBackend([call("interrupted"), "done"]), [interrupted]).run("?")
+
+
+def test_ctrl_c_in_an_async_tool_reaches_the_awaiting_caller_as_itself():
+    """A lone call is awaited in the run's own task: its KeyboardInterrupt is what ``await agent.arun()``
+    raises and RunFailed reports (run through a gather, the caller got a CancelledError and the interrupt
+    escaped past its ``except``), and a context variable the tool sets stays set, as after a plain await."""
+    var: contextvars.ContextVar[str] = contextvars.ContextVar("var", default="unset")
+
+    async def interrupted() -> str:
+        raise KeyboardInterrupt("stop")
+
+    async def set_var() -> str:
+        var.set("set by the tool")
+        return "ok"
+
+    failed: list[BaseException] = []
+
+    async def main() -> tuple[str, str]:
+        agent = Agent(
+            ScriptedBackend([call("interrupted"), "done"]),
+            [interrupted],
+            on_event=lambda e: failed.append(e.error) if isinstance(e, RunFailed) else None,
+        )
+        try:
+            await agent.arun("?")
+        except KeyboardInterrupt as e:
+            caught = f"KeyboardInterrupt: {e}"
+        await Agent(ScriptedBackend([call("set_var"), "done"]), [set_var]).arun("?")
+        return caught, var.get()
+
+    try:
+        got = asyncio.run(main())
+    except KeyboardInterrupt:
+        pytest.fail("the tool's KeyboardInterrupt escaped past the caller's except")
+    assert got == ("KeyboardInterrupt: stop", "set by the tool")
+    assert [type(e).__name__ for e in failed] == ["KeyboardInterrupt"]
 
 
 @pytest.mark.parametrize(

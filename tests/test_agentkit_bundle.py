@@ -1112,3 +1112,16 @@ def test_nan_and_infinity_in_a_bundle_are_named_where_they_are(tmp_path):
         f"{p}:7:26: model.request.temperature: must be a finite number, got nan",
         f"{p}:7:39: model.request.top_p: must be a finite number, got -inf",
     ]
+
+
+def test_each_missing_required_field_is_reported_once(tmp_path):
+    """jsonschema yields one "required" error per missing field, each listing every required field: two
+    missing fields were reported twice each."""
+    p = write(tmp_path, "description: only this\n")
+    with pytest.raises(BundleError) as exc:
+        load_bundle(p)
+    assert [(i.line, i.field, i.message) for i in exc.value.issues] == [
+        (1, "agentkit_bundle", "required field 'agentkit_bundle' is missing"),
+        (1, "name", "required field 'name' is missing"),
+        (1, "tools", "required field 'tools' is missing"),
+    ]
