@@ -51,6 +51,9 @@ def test_bad_rows_are_refused_before_anything_loads(capsys):
     with pytest.raises(SystemExit) as ei:
         tune.main(["no-such-checkpoint", "--limit", "0", "--write"])  # would score nothing and overwrite
     assert ei.value.code == 2 and "--limit must be >= 1" in capsys.readouterr().err
+    with pytest.raises(SystemExit) as ei:
+        tune.main(["no-such-checkpoint", "--threads", "0"])  # refused before the checkpoint loads
+    assert ei.value.code == 2 and "--threads must be >= 1, got 0" in capsys.readouterr().err
     assert (
         tune.main(["no-such-checkpoint", "--rows", "3"]) == 2
     )  # a CheckpointError: one line, not a traceback

@@ -14,9 +14,10 @@ from typing import Any
 
 from model.checkpoint.loading import DECODING_FILE, DECODING_KEYS
 from model.errors import CheckpointError
+from model.threads import apply_threads
 from model.training.heldout import evaluate_heldout
 from model.training.train import generation_config
-from model.turn.chat import ChatModel, set_threads
+from model.turn.chat import ChatModel
 
 #: The :class:`model.runtime.settings.DenoiseSettings` fields a :data:`GRID` row sets: the generation config's
 #: four, then the decoding file's (:data:`DECODING_KEYS`).
@@ -63,7 +64,7 @@ def tune(
     """Score the :data:`GRID` rows numbered ``rows`` (:func:`grid_rows`) on ``limit`` held-out examples."""
     settings = grid_rows(rows)
 
-    set_threads(threads)
+    apply_threads(threads)
     cm = ChatModel.load(checkpoint)
     base = cm.settings
     out = []
@@ -102,12 +103,14 @@ def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(prog="python -m model.training.tune")
     ap.add_argument("checkpoint")
     ap.add_argument("--limit", type=int, default=40, help="held-out examples scored per row (>= 1)")
-    ap.add_argument("--threads", type=int, default=1)
+    ap.add_argument("--threads", type=int, default=1, help="torch intra-op threads (>= 1)")
     ap.add_argument("--rows", default=None, help="comma-separated GRID row numbers (default: every row)")
     ap.add_argument("--write", action="store_true")
     a = ap.parse_args(argv)
     if a.limit < 1:
         ap.error(f"--limit must be >= 1, got {a.limit}")
+    if a.threads < 1:
+        ap.error(f"--threads must be >= 1, got {a.threads}")
     picked = None
     if a.rows is not None:
         try:
