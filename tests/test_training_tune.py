@@ -1,4 +1,4 @@
-"""model.training.tune: the decoding grid scored on held-out examples, the best row written beside the weights."""
+"""evals.tune: the decoding grid scored on held-out examples, the best row written beside the weights."""
 
 from __future__ import annotations
 
@@ -7,9 +7,9 @@ import json
 import pytest
 import torch
 
+from evals import tune
 from model.checkpoint.loading import DECODING_FILE, load_checkpoint
 from model.testing import make_tiny_checkpoint
-from model.training import tune
 
 
 def test_rows_are_scored_and_the_best_is_written_with_its_decoding_file(tmp_path):

@@ -1,6 +1,6 @@
 """Tune the shipped denoising settings on the held-out split.
 
-``python -m model.training.tune CHECKPOINT [--limit N] [--rows I,J,...] [--write]`` scores the rows of
+``python -m evals.tune CHECKPOINT [--limit N] [--rows I,J,...] [--write]`` scores the rows of
 :data:`GRID` (all, or those numbered from 0) and prints one JSON object per row; ``--write`` stores the best
 (accuracy, ties: lower latency) in ``generation_config.json`` and ``agentkit_decoding.json``.
 """
@@ -12,10 +12,10 @@ import json
 import sys
 from typing import Any
 
+from evals.heldout import evaluate_heldout
 from model.checkpoint.loading import DECODING_FILE, DECODING_KEYS
 from model.errors import CheckpointError
 from model.threads import apply_threads
-from model.training.heldout import evaluate_heldout
 from model.training.train import generation_config
 from model.turn.chat import ChatModel
 
@@ -100,7 +100,7 @@ def write_best(checkpoint: str, rows: list[dict[str, Any]]) -> dict[str, Any]:
 
 def main(argv: list[str] | None = None) -> int:
     """CLI entry point."""
-    ap = argparse.ArgumentParser(prog="python -m model.training.tune")
+    ap = argparse.ArgumentParser(prog="python -m evals.tune")
     ap.add_argument("checkpoint")
     ap.add_argument("--limit", type=int, default=40, help="held-out examples scored per row (>= 1)")
     ap.add_argument("--threads", type=int, default=1, help="torch intra-op threads (>= 1)")
@@ -124,7 +124,7 @@ def main(argv: list[str] | None = None) -> int:
     try:
         rows = tune(a.checkpoint, a.limit, a.threads, picked)
     except CheckpointError as exc:
-        print(f"python -m model.training.tune: {exc}", file=sys.stderr)
+        print(f"python -m evals.tune: {exc}", file=sys.stderr)
         return 2
     if a.write:
         print(json.dumps({"best": write_best(a.checkpoint, rows)}))
