@@ -13,7 +13,7 @@ import asyncio
 import functools
 import json
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Coroutine, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Protocol
 
@@ -283,6 +283,36 @@ class Host(Protocol):
         return rec
 
 
+async def gather_calls(runs: Sequence[Coroutine[Any, Any, ToolCallRecord]]) -> list[ToolCallRecord]:
+    """Await ``runs`` concurrently, their records in order. A call's ``KeyboardInterrupt`` is caught in its own
+    task (raised there, asyncio would stop the event loop and it would escape past the caller's ``except``): the
+    other calls are cancelled and the interrupt is raised here, in the run's task. Otherwise the first call's
+    exception, in call order, once every call has finished."""
+    interrupts: list[KeyboardInterrupt] = []
+
+    async def caught(run: Coroutine[Any, Any, ToolCallRecord]) -> ToolCallRecord | None:
+        try:
+            return await run
+        except KeyboardInterrupt as exc:
+            interrupts.append(exc)
+            for task in tasks:
+                if task is not asyncio.current_task():
+                    task.cancel()
+            return None
+
+    tasks = [asyncio.ensure_future(caught(run)) for run in runs]
+    done = await asyncio.gather(*tasks, return_exceptions=True)
+    if interrupts:
+        raise interrupts[0]
+    records: list[ToolCallRecord] = []
+    for rec in done:
+        if isinstance(rec, BaseException):
+            raise rec
+        assert rec is not None  # only an interrupted call gives None
+        records.append(rec)
+    return records
+
+
 class RunGraph:
     """The run logic of ``agent`` (``agent.graph``): its ``tools`` by name, their ``declarations`` in order, the
     event ``callbacks`` of every run, and the phases the nodes of :mod:`agentkit.nodes` run."""
@@ -523,7 +553,7 @@ class RunGraph:
             ]
             # one call is awaited in the run's own task (no gather): a tool's KeyboardInterrupt reaches the caller
             # as itself, not as a cancellation, and a context variable it sets stays set, as in a plain await
-            done = [await runs[0]] if len(runs) == 1 else await asyncio.gather(*runs)
+            done = [await runs[0]] if len(runs) == 1 else await gather_calls(runs)
             for (i, _tl, _v), rec in zip(plan.scheduled, done, strict=True):
                 plan.records[i] = rec
         tool_s = _perf() - t1

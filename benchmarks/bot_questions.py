@@ -81,9 +81,9 @@ def any_place_fake(request: Any) -> Any:
 
 def fact_counts(answer: str | None, calls: list[Any]) -> tuple[int, int]:
     """``(stated, right)``: the facts the answer states (words with a digit, and paths:
-    :func:`model.training.heldout.answer_facts`) and how many of them the tools' responses spell the same way
+    :func:`evals.heldout.answer_facts`) and how many of them the tools' responses spell the same way
     (a garbled ``2026---29`` or ``km/mk/h`` is stated but not right)."""
-    from model.training.heldout import answer_facts
+    from evals.heldout import answer_facts
 
     facts = answer_facts(answer or "")
     told = " ".join(json.dumps(c.result, ensure_ascii=False) for c in calls if c.result is not None)

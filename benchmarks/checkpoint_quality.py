@@ -104,9 +104,9 @@ def main(argv: list[str] | None = None) -> int:
 
     import torch
 
+    from evals.heldout import evaluate_heldout
     from model.checkpoint.loading import DEFAULT_CHECKPOINT
     from model.errors import CheckpointError
-    from model.training.heldout import evaluate_heldout
     from model.training.probe import copy_probe
     from model.turn.chat import ChatModel
 

@@ -54,6 +54,7 @@ def main(argv: list[str] | None = None) -> int:
         return rescore(Path(args.rescore), args)
 
     from agentkit.commands.specialize import bundle_declarations
+    from evals.heldout import evaluate_examples
     from model.training.specialize import SpecializeConfig, specialize
 
     minutes = args.minutes if args.minutes is not None else (2.0 if args.quick else 20.0)
@@ -64,7 +65,7 @@ def main(argv: list[str] | None = None) -> int:
         bundle=str(BUNDLE), out=out, minutes=minutes, n_eval=n_eval, lora_rank=args.lora_rank, seed=args.seed
     )
     log = (lambda line: print(line, file=sys.stderr)) if args.json else print
-    r = specialize(cfg, declarations, system_prompt, log=log)
+    r = specialize(cfg, declarations, system_prompt, log=log, evaluate=evaluate_examples)
     report = {
         "benchmark": "specialize_bundle",
         "quick": args.quick,
@@ -94,9 +95,9 @@ def rescore(folder: Path, args: argparse.Namespace) -> int:
     import json
 
     from agentkit.commands.specialize import bundle_declarations
+    from evals.heldout import evaluate_examples
     from model.checkpoint.loading import load_checkpoint
     from model.training.bundle_data import train_and_heldout
-    from model.training.heldout import evaluate_examples
     from model.turn.chat import ChatModel
 
     r = json.loads((folder / "report.json").read_text())

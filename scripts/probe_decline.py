@@ -29,7 +29,7 @@ from model.threads import apply_threads
 from model.training.data import Generator
 from model.turn.chat import ChatModel
 
-#: The held-out kinds whose target is a call (as ``model.training.heldout`` counts ``fit_with_a_call``).
+#: The held-out kinds whose target is a call (as ``evals.heldout`` counts ``fit_with_a_call``).
 CALL_KINDS = ("call", "parallel", "multi_call", "followup_call", "bot_call")
 
 

@@ -471,6 +471,47 @@ def test_ctrl_c_in_an_async_tool_reaches_the_awaiting_caller_as_itself():
     assert [type(e).__name__ for e in failed] == ["KeyboardInterrupt"]
 
 
+def test_ctrl_c_in_one_of_several_async_tool_calls_reaches_the_awaiting_caller_as_itself():
+    """With two calls in a step (run concurrently), one call's KeyboardInterrupt is what ``await agent.arun()``
+    raises (it escaped ``asyncio.run`` past the caller's ``except``), after the other call, still waiting, is
+    cancelled."""
+    cancelled: list[str] = []
+
+    async def interrupted() -> str:
+        raise KeyboardInterrupt("stop")
+
+    async def waiting() -> str:
+        try:
+            await asyncio.Event().wait()  # never set: only the cancellation ends it
+        except asyncio.CancelledError:
+            cancelled.append("waiting")
+            raise
+        return "never"
+
+    failed: list[BaseException] = []
+    backend = ScriptedBackend([[call("waiting"), call("interrupted")], "done"])
+
+    async def main() -> str:
+        agent = Agent(
+            backend,
+            [waiting, interrupted],
+            on_event=lambda e: failed.append(e.error) if isinstance(e, RunFailed) else None,
+        )
+        try:
+            await agent.arun("?")
+        except KeyboardInterrupt as e:
+            return f"KeyboardInterrupt: {e}"
+        return "no interrupt"
+
+    try:
+        got = asyncio.run(main())
+    except KeyboardInterrupt:
+        pytest.fail("the tool's KeyboardInterrupt escaped past the caller's except")
+    assert got == "KeyboardInterrupt: stop"
+    assert cancelled == ["waiting"]
+    assert [type(e).__name__ for e in failed] == ["KeyboardInterrupt"]
+
+
 @pytest.mark.parametrize(
     ("args", "options", "message"),
     [

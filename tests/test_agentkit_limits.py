@@ -4,6 +4,7 @@ response. Scripted backends for the planner's rules; a tiny random-weight checkp
 embedded path end to end."""
 
 import json
+import pickle
 
 import pydantic
 import pytest
@@ -481,3 +482,17 @@ def test_token_cap_keeps_the_longest_head_that_fits():
     assert out.endswith("bytes of this tool output (limit 200 tokens)]")
     assert count(cap_output_tokens(text, 199, count)) <= 199
     assert cap_output_tokens("short", 10, count) == "short"
+
+
+def test_the_backends_prompt_too_long_is_the_models_one_class():
+    # one definition: what the embedded model raises is what the planner catches (no conversion in between)
+    assert BackendPromptTooLong is ModelPromptTooLong and issubclass(BackendPromptTooLong, ValueError)
+    assert not issubclass(PromptTooLong, ValueError)  # the run's error is an AgentRunError, not a ValueError
+    short = BackendPromptTooLong(5000, 1792)  # a remote server may give only the two counts
+    assert str(short) == "the prompt is 5,000 tokens but this model takes at most 1,792"
+    assert (short.max_positions, short.generation_tokens) == (None, None)
+    full = pickle.loads(pickle.dumps(BackendPromptTooLong(5000, 1792, 2048, 256)))
+    assert str(full) == (
+        "the prompt is 5,000 tokens but this model takes at most 1,792 (2,048 positions minus a generation "
+        "budget of 256 tokens)"
+    )

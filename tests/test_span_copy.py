@@ -278,8 +278,8 @@ def test_the_shipped_checkpoint_copies_facts_whole_or_not_at_all():
     response spells it, and the answer names the location whole at seed 0 (``CanvasBatcher is defined at
     model/batching.py:173.``; at seeds 1 and 2 the model starts the path with a word of its own, ``tools``, which
     no span starts with: the path is then left out, ``Can is the is model at toolsatching. - atch:``)."""
+    from evals.heldout import answer_facts
     from model.checkpoint.loading import DEFAULT_CHECKPOINT
-    from model.training.heldout import answer_facts
 
     cm = ChatModel(load_checkpoint(str(DEFAULT_CHECKPOINT)))
     assert cm.settings.span_copy, "the shipped decoding file turns span_copy on"

@@ -163,6 +163,7 @@ def tiny(tmp_path_factory):
 
 @pytest.fixture(scope="module")
 def adapter(tiny):
+    from evals.heldout import evaluate_examples
     from model.training.specialize import SpecializeConfig, specialize
 
     root, base, _ = tiny
@@ -183,7 +184,7 @@ def adapter(tiny):
     lines: list[str] = []
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
-        report = specialize(cfg, TOY, "You keep an aquarium.", log=lines.append)
+        report = specialize(cfg, TOY, "You keep an aquarium.", log=lines.append, evaluate=evaluate_examples)
     SPECIALIZE_WARNINGS.extend(f"{w.category.__name__}: {w.message}" for w in caught)
     return root / "adapter", report, lines
 

@@ -224,7 +224,7 @@ def test_init_from_loads_matching_weights_and_starts_the_head_fresh(tok, tmp_pat
 
 
 def test_heldout_answers_must_repeat_the_tool_facts():
-    from model.training.heldout import answer_facts, score_example
+    from evals.heldout import answer_facts, score_example
 
     ex = Example([], [], "load_bundle is defined at agentkit/bundle.py:446.<turn|>", "bot_answer")
     assert answer_facts(ex.target) == ["agentkit/bundle.py:446"]

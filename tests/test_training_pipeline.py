@@ -437,8 +437,8 @@ def test_training_options_are_typed_by_annotation_and_documented(capsys):
 
 
 def test_heldout_report_counts_unfit_requests_in_prose_and_arguments_by_kind():
+    from evals.heldout import argument_hits, evaluate_examples
     from model.training.data import Example
-    from model.training.heldout import argument_hits, evaluate_examples
     from model.turn.chat import ToolCall
 
     tool = [{"type": "function", "function": {"name": "f", "parameters": {"type": "object"}}}]

@@ -1,4 +1,4 @@
-"""model.training.tune: the decoding grid scored on held-out examples, the best row written beside the weights."""
+"""evals.tune: the decoding grid scored on held-out examples, the best row written beside the weights."""
 
 from __future__ import annotations
 
@@ -7,9 +7,9 @@ import json
 import pytest
 import torch
 
+from evals import tune
 from model.checkpoint.loading import DECODING_FILE, load_checkpoint
 from model.testing import make_tiny_checkpoint
-from model.training import tune
 
 
 def test_rows_are_scored_and_the_best_is_written_with_its_decoding_file(tmp_path):
@@ -51,6 +51,9 @@ def test_bad_rows_are_refused_before_anything_loads(capsys):
     with pytest.raises(SystemExit) as ei:
         tune.main(["no-such-checkpoint", "--limit", "0", "--write"])  # would score nothing and overwrite
     assert ei.value.code == 2 and "--limit must be >= 1" in capsys.readouterr().err
+    with pytest.raises(SystemExit) as ei:
+        tune.main(["no-such-checkpoint", "--threads", "0"])  # refused before the checkpoint loads
+    assert ei.value.code == 2 and "--threads must be >= 1, got 0" in capsys.readouterr().err
     assert (
         tune.main(["no-such-checkpoint", "--rows", "3"]) == 2
     )  # a CheckpointError: one line, not a traceback

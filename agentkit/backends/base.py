@@ -16,7 +16,7 @@ from pydantic import ConfigDict
 from pydantic.dataclasses import dataclass as pydantic_dataclass
 
 from agentkit.messages import ToolCall
-from model.turn.limits import prompt_too_long_message
+from model.turn.limits import PromptTooLong as PromptTooLong  # the backend contract's error (one definition)
 
 #: One chat message (see the module docstring for the keys).
 ChatMessage = dict[str, Any]
@@ -58,28 +58,6 @@ def plain_data(obj: Any) -> Any:
 
 #: The name this type had before :mod:`agentkit.messages` (kept for existing imports).
 ToolCallRequest = ToolCall
-
-
-class PromptTooLong(ValueError):
-    """Raised by a backend when a prompt does not fit its model's context (before anything is allocated): the
-    planner drops the oldest turns and asks again. Counts in tokens; ``max_positions`` and
-    ``generation_tokens`` when the backend knows them."""
-
-    def __init__(
-        self,
-        prompt_tokens: int,
-        limit: int,
-        max_positions: int | None = None,
-        generation_tokens: int | None = None,
-    ) -> None:
-        self.prompt_tokens = prompt_tokens
-        self.limit = limit
-        self.max_positions = max_positions
-        self.generation_tokens = generation_tokens
-        super().__init__(prompt_too_long_message(prompt_tokens, limit, max_positions, generation_tokens))
-
-    def __reduce__(self) -> tuple[Any, ...]:
-        return (type(self), (self.prompt_tokens, self.limit, self.max_positions, self.generation_tokens))
 
 
 @dataclass(slots=True)

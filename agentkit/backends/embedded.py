@@ -19,7 +19,6 @@ from agentkit.backends.base import Backend, ModelTurn, PromptTooLong, ToolDeclar
 from agentkit.errors import BackendError, ToolDefinitionError
 from agentkit.messages import ToolCall, to_template_messages
 from model.heads.vision import DEFAULT_VISION_BUDGET, ImageError, vision_processor
-from model.turn.limits import PromptTooLong as ModelPromptTooLong
 from schema import SchemaError, fingerprint, normalize_tool
 
 #: One checkpoint load at a time: transformers loads under process-wide state (the ``meta`` device).
@@ -205,10 +204,8 @@ class EmbeddedBackend(Backend):
                 on_event=self.on_event,
                 binder=self.binder,
             )
-        except ModelPromptTooLong as exc:  # this backend's error: the planner trims the prompt, or gives up
-            raise PromptTooLong(
-                exc.prompt_tokens, exc.limit, exc.max_positions, exc.generation_tokens
-            ) from exc
+        except PromptTooLong:  # the backend contract's error as is: the planner trims the prompt, or gives up
+            raise
         except ImageError:  # the caller's image, named: not the backend's fault
             raise
         except ValueError as exc:  # model.constraints SchemaError / ToolCallParseError, grammar errors

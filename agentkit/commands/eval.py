@@ -137,7 +137,7 @@ def heldout_command(
     binding: str = _BINDING,
 ) -> None:
     """Exact-match accuracy on the held-out synthetic split (calls order-free; prose turns: no call made)."""
-    from model.training.heldout import evaluate_heldout
+    from evals.heldout import evaluate_heldout
 
     cm = _load_chat_model(checkpoint, threads, binding)
     rep = evaluate_heldout(cm, limit=limit, seed=seed, binder=binding)

@@ -60,6 +60,7 @@ def specialize_command(
     bundle."""
     import torch
 
+    from evals.heldout import evaluate_examples
     from model.checkpoint.loading import CheckpointError
     from model.training.specialize import SpecializeConfig, specialize
 
@@ -85,7 +86,13 @@ def specialize_command(
         device=device or ("cuda" if torch.cuda.is_available() else "cpu"),
     )
     try:
-        report = specialize(cfg, declarations, system_prompt, log=lambda line: typer.echo(line, err=as_json))
+        report = specialize(
+            cfg,
+            declarations,
+            system_prompt,
+            log=lambda line: typer.echo(line, err=as_json),
+            evaluate=evaluate_examples,
+        )
     except (CheckpointError, ValueError) as exc:
         raise fail(f"error: {exc}") from None
     if as_json:

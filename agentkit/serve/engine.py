@@ -256,6 +256,8 @@ def _context_error(
 ) -> ServeError:
     """The 400 (``context_length_exceeded``) naming the culprit: the schema, ``max_tokens`` or the prompt
     (``asked``: the budget asked for, rounded up to whole canvases of ``canvas`` tokens)."""
+    if exc.max_positions is None or exc.generation_tokens is None:  # the chat model always gives both
+        return ServeError(400, str(exc), param="messages", code="context_length_exceeded")
     if exc.generation_tokens > asked:  # raised to the constraint's shortest completion: the schema's fault
         json_value = response_format is not None
         what = "response_format value" if json_value else "tool call"

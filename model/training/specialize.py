@@ -4,7 +4,7 @@ Synthetic dialogues for the bundle's declarations (:mod:`model.training.bundle_d
 :data:`model.checkpoint.adapters.LORA_TARGETS`) with the loss the base was trained with, the base frozen; the
 schedule (warm-up, cosine) is fitted to ``minutes`` once the first steps are timed, and the prompt prefix every
 dialogue shares is encoded once (:class:`PrefixEncoder`). The held-out exact-call accuracy
-(:func:`model.training.heldout.evaluate_examples`) is measured before and after, the adapter reloaded onto the
+(the ``evaluate`` it is given: ``evals.heldout.evaluate_examples``) is measured before and after, the adapter reloaded onto the
 base as a user would; ``report.json`` in the adapter folder holds the figures.
 """
 
@@ -15,6 +15,7 @@ import math
 import os
 import random
 import time
+from collections.abc import Callable
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
@@ -26,7 +27,6 @@ from model.checkpoint.adapters import ADAPTER_INFO, LORA_TARGETS, base_fingerpri
 from model.checkpoint.loading import DEFAULT_CHECKPOINT, load_checkpoint
 from model.heads.copy_head import CopyHead
 from model.training.bundle_data import train_and_heldout
-from model.training.heldout import evaluate_examples
 from model.training.train import (
     TrainConfig,
     batches,
@@ -328,9 +328,13 @@ def specialize(
     declarations: list[dict[str, Any]],
     system_prompt: str | None = None,
     log: Any = print,
+    *,
+    evaluate: Callable[[Any, list[Any], Any], dict[str, Any]],
 ) -> dict[str, Any]:
     """Run one specialisation on the bundle's ``declarations`` (``agent.declarations()``) and ``system_prompt``;
-    returns the report (also ``OUT/report.json``). ``log`` gets one progress line at a time.
+    returns the report (also ``OUT/report.json``). ``log`` gets one progress line at a time; ``evaluate(chat_model,
+    held_out_examples, log)`` scores the base and the adapter (``evals.heldout.evaluate_examples``: the library
+    imports no evaluator).
 
     Raises:
         model.checkpoint.loading.CheckpointError: the base does not load.
@@ -351,7 +355,7 @@ def specialize(
     )
     base_src = ck.source
     log(f"base: {base_src}; held-out evaluation of the base ({len(held_ex)} dialogues)...")
-    before = _scores(evaluate_examples(ChatModel(ck), held_ex, log))
+    before = _scores(evaluate(ChatModel(ck), held_ex, log))
     log(f"base: exact-call accuracy {before['call_accuracy']:.3f} ({before['n_calls']} call dialogues)")
 
     model, tok = ck.model, ck.tokenizer
@@ -369,7 +373,7 @@ def specialize(
     _save_adapter(peft_model, out, base_src, cfg, names)
     log(f"adapter saved to {out}; loading it onto the base as a user would and evaluating...")
     after = _scores(
-        evaluate_examples(ChatModel(load_checkpoint(base_src, device=cfg.device, adapter=out)), held_ex, log)
+        evaluate(ChatModel(load_checkpoint(base_src, device=cfg.device, adapter=out)), held_ex, log)
     )
     report = _report(cfg, base_src, out, before, after, train_s, steps, threads, len(train_ex), n_trainable)
     adapter_bytes = report["adapter_bytes"]

@@ -476,9 +476,3 @@ def answer_texts(messages: list[dict[str, Any]]) -> list[str]:
                     continue
             out.extend(grounding_texts([{"role": "tool", "content": args}]))
     return out
-
-
-def set_threads(n: int | None) -> None:
-    """Set torch's intra-op threads (``None``: leave as is)."""
-    if n is not None:
-        torch.set_num_threads(n)

@@ -10,15 +10,24 @@ from typing import Any
 
 
 class PromptTooLong(ValueError):
-    """A prompt does not fit the model's context (all counts in tokens).
+    """A prompt does not fit the model's context (all counts in tokens), raised before anything of its size is
+    allocated. The one definition: ``agentkit.backends.base`` re-exports it as the backend contract's error (the
+    planner trims the history on it); :func:`check_prompt_length` gives all four counts, a remote backend may know
+    only the first two.
 
     Attributes:
         prompt_tokens: length of the prompt.
         limit: the most prompt tokens this call allows: ``max_positions - generation_tokens``.
-        max_positions: the model's ``max_position_embeddings``.
-        generation_tokens: the call's generation budget, whole canvases."""
+        max_positions: the model's ``max_position_embeddings`` (``None`` when unknown).
+        generation_tokens: the call's generation budget, whole canvases (``None`` when unknown)."""
 
-    def __init__(self, prompt_tokens: int, limit: int, max_positions: int, generation_tokens: int) -> None:
+    def __init__(
+        self,
+        prompt_tokens: int,
+        limit: int,
+        max_positions: int | None = None,
+        generation_tokens: int | None = None,
+    ) -> None:
         self.prompt_tokens = prompt_tokens
         self.limit = limit
         self.max_positions = max_positions

@@ -1,6 +1,6 @@
 """Tune the shipped denoising settings on the held-out split.
 
-``python -m model.training.tune CHECKPOINT [--limit N] [--rows I,J,...] [--write]`` scores the rows of
+``python -m evals.tune CHECKPOINT [--limit N] [--rows I,J,...] [--write]`` scores the rows of
 :data:`GRID` (all, or those numbered from 0) and prints one JSON object per row; ``--write`` stores the best
 (accuracy, ties: lower latency) in ``generation_config.json`` and ``agentkit_decoding.json``.
 """
@@ -12,11 +12,12 @@ import json
 import sys
 from typing import Any
 
+from evals.heldout import evaluate_heldout
 from model.checkpoint.loading import DECODING_FILE, DECODING_KEYS
 from model.errors import CheckpointError
-from model.training.heldout import evaluate_heldout
+from model.threads import apply_threads
 from model.training.train import generation_config
-from model.turn.chat import ChatModel, set_threads
+from model.turn.chat import ChatModel
 
 #: The :class:`model.runtime.settings.DenoiseSettings` fields a :data:`GRID` row sets: the generation config's
 #: four, then the decoding file's (:data:`DECODING_KEYS`).
@@ -63,7 +64,7 @@ def tune(
     """Score the :data:`GRID` rows numbered ``rows`` (:func:`grid_rows`) on ``limit`` held-out examples."""
     settings = grid_rows(rows)
 
-    set_threads(threads)
+    apply_threads(threads)
     cm = ChatModel.load(checkpoint)
     base = cm.settings
     out = []
@@ -99,15 +100,17 @@ def write_best(checkpoint: str, rows: list[dict[str, Any]]) -> dict[str, Any]:
 
 def main(argv: list[str] | None = None) -> int:
     """CLI entry point."""
-    ap = argparse.ArgumentParser(prog="python -m model.training.tune")
+    ap = argparse.ArgumentParser(prog="python -m evals.tune")
     ap.add_argument("checkpoint")
     ap.add_argument("--limit", type=int, default=40, help="held-out examples scored per row (>= 1)")
-    ap.add_argument("--threads", type=int, default=1)
+    ap.add_argument("--threads", type=int, default=1, help="torch intra-op threads (>= 1)")
     ap.add_argument("--rows", default=None, help="comma-separated GRID row numbers (default: every row)")
     ap.add_argument("--write", action="store_true")
     a = ap.parse_args(argv)
     if a.limit < 1:
         ap.error(f"--limit must be >= 1, got {a.limit}")
+    if a.threads < 1:
+        ap.error(f"--threads must be >= 1, got {a.threads}")
     picked = None
     if a.rows is not None:
         try:
@@ -121,7 +124,7 @@ def main(argv: list[str] | None = None) -> int:
     try:
         rows = tune(a.checkpoint, a.limit, a.threads, picked)
     except CheckpointError as exc:
-        print(f"python -m model.training.tune: {exc}", file=sys.stderr)
+        print(f"python -m evals.tune: {exc}", file=sys.stderr)
         return 2
     if a.write:
         print(json.dumps({"best": write_best(a.checkpoint, rows)}))

@@ -1,4 +1,6 @@
-"""Evaluation on the held-out synthetic split (disjoint data stream and Glaive tools)."""
+"""Evaluation on the held-out synthetic split (disjoint data stream and Glaive tools): ``agentkit eval heldout``,
+:mod:`evals.tune`'s settings grid, and the before/after scores :func:`model.training.specialize.specialize` is
+given (:func:`evaluate_examples`)."""
 
 from __future__ import annotations
 
