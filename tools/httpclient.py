@@ -15,7 +15,7 @@ from typing import Any
 import httpx
 import tenacity
 
-__all__ = ["RetriesExhausted", "RetryingClient", "retry_after_seconds"]
+__all__ = ["RetriesExhausted", "RetryingClient"]
 
 
 class RetriesExhausted(Exception):
@@ -38,15 +38,6 @@ class RetriesExhausted(Exception):
         if isinstance(self.error, httpx.TimeoutException):
             return timed_out
         return f"{type(self.error).__name__}: {self.error}"
-
-
-def retry_after_seconds(response: httpx.Response) -> float | None:
-    """The ``Retry-After`` header of ``response`` in seconds (its numeric form only), else ``None``."""
-    value = response.headers.get("retry-after")
-    try:
-        return max(0.0, float(value)) if value is not None else None
-    except ValueError:
-        return None
 
 
 def _transient(response: httpx.Response) -> bool:
@@ -104,8 +95,11 @@ class RetryingClient:
     def wait_seconds(self, attempt: int, response: httpx.Response | None = None) -> float:
         """The wait after failed attempt ``attempt`` (1-based), seconds, given its 429/5xx ``response``."""
         base = min(self.retry_wait * (2 ** (attempt - 1)), self.max_wait)
-        after = retry_after_seconds(response) if response is not None else None
-        return base if after is None else min(max(base, after), self.max_wait)
+        try:  # a numeric Retry-After only
+            after = float(response.headers["retry-after"]) if response is not None else base
+        except (KeyError, ValueError):
+            after = base
+        return min(max(base, after), self.max_wait)
 
     def _wait(self, state: tenacity.RetryCallState) -> float:
         o = state.outcome
