@@ -249,17 +249,13 @@ class OpenMeteo:
             )
         try:
             data = response.json()
-        except ValueError as exc:
-            raise WeatherAPIError(
-                f"The {what} service returned a body that is not JSON.",
-                status_code=status,
-                reason=response.text[:200],
-            ) from exc
+        except ValueError:
+            data = None
         if not isinstance(data, dict):
             raise WeatherAPIError(
-                f"The {what} service returned JSON that is not an object.",
+                f"The {what} service returned a body that is not a JSON object.",
                 status_code=status,
-                reason=str(data)[:200],
+                reason=response.text[:200],
             )
         if data.get("error") is True:  # an error body with a 200 status: treat it like a 400
             reason = str(data.get("reason", "unknown error"))
