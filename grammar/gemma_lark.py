@@ -401,17 +401,10 @@ def _rep(expr: str, lo: int, hi: int | None) -> str:
     """``(expr){lo,hi}`` in Lark ("" when it can only be empty)."""
     if hi is not None and hi <= 0:
         return ""
-    if hi is None:
-        if lo == 0:
-            return f"({expr})*"
-        if lo == 1:
-            return f"({expr})+"
-        return f"({expr}){{{lo},}}"
-    if lo == 0 and hi == 1:
-        return f"({expr})?"
-    if lo == hi:
-        return f"({expr}){{{lo}}}"
-    return f"({expr}){{{lo},{hi}}}"
+    quantifier = {(0, None): "*", (1, None): "+", (0, 1): "?"}.get((lo, hi))
+    if quantifier is None:
+        quantifier = f"{{{lo}}}" if lo == hi else f"{{{lo},{'' if hi is None else hi}}}"
+    return f"({expr}){quantifier}"
 
 
 @functools.lru_cache(maxsize=1024)

@@ -315,11 +315,8 @@ class Sandbox:
                 f"Limits.workdir_bytes={lim.workdir_bytes}"
             )
 
-        cid: str | None = None
-        warm = False
-        if self.pool is not None and lim == self.limits:
-            cid = self.pool.acquire()
-            warm = cid is not None
+        cid = self.pool.acquire() if self.pool is not None and lim == self.limits else None
+        warm = cid is not None
         try:
             if cid is None:
                 cid = self._start_container(lim)

@@ -21,25 +21,6 @@ import requests
 from sandbox.errors import EngineUnavailableError
 from sandbox.models import Limits
 
-__all__ = [
-    "BOOTSTRAP_COMMAND",
-    "CODE_DIR",
-    "LABEL_HOST",
-    "LABEL_OWNER_PID",
-    "LABEL_OWNER_START",
-    "LABEL_ROOT",
-    "LABEL_SESSION",
-    "WORKDIR",
-    "connect",
-    "container_kwargs",
-    "list_sandbox_containers",
-    "owner_alive",
-    "owner_labels",
-    "process_start_ticks",
-    "reap_stale",
-    "remove_containers",
-]
-
 LABEL_ROOT = "agentkit.sandbox"
 LABEL_OWNER_PID = "agentkit.sandbox.owner_pid"
 LABEL_OWNER_START = "agentkit.sandbox.owner_start"
@@ -161,48 +142,46 @@ def list_sandbox_containers(client: docker.DockerClient, session: str | None = N
     return list(client.containers.list(all=True, filters={"label": label}, ignore_removed=True))
 
 
+def _remove(client: docker.DockerClient, cid: str) -> None:
+    """Force-remove one container (gone counts as removed); wait while another thread removes it (~30 s)."""
+    try:
+        client.api.remove_container(cid, force=True, v=True)
+    except docker.errors.NotFound:
+        pass
+    except docker.errors.APIError as exc:
+        if "already in progress" not in str(exc):
+            raise
+        for _ in range(600):
+            try:
+                client.api.inspect_container(cid)
+            except docker.errors.NotFound:
+                break
+            time.sleep(0.05)
+
+
 def remove_containers(client: docker.DockerClient, ids: list[str]) -> list[str]:
     """Force-remove containers ``ids`` in parallel and return them (gone ones count as removed); errors other
     than "not found" propagate as ``docker.errors.APIError``."""
-
-    def _rm(cid: str) -> str:
-        try:
-            client.api.remove_container(cid, force=True, v=True)
-        except docker.errors.NotFound:
-            pass
-        except docker.errors.APIError as exc:
-            if "already in progress" not in str(exc):
-                raise
-            # Another thread is removing it: wait until it is really gone (at most ~30 s).
-            for _ in range(600):
-                try:
-                    client.api.inspect_container(cid)
-                except docker.errors.NotFound:
-                    break
-                time.sleep(0.05)
-        return cid
-
-    if len(ids) <= 1:
-        return [_rm(cid) for cid in ids]
-    # In parallel on plain threads (an executor refuses work once the interpreter is shutting down, which is
-    # exactly when atexit cleanup runs); sequentially if threads cannot be started.
     errors: list[BaseException] = []
 
-    def _worker(cid: str) -> None:
+    def worker(cid: str) -> None:
         try:
-            _rm(cid)
+            _remove(client, cid)
         except BaseException as exc:
             errors.append(exc)
 
-    threads = [threading.Thread(target=_worker, args=(cid,), daemon=True) for cid in ids]
-    try:
-        for t in threads:
-            t.start()
-    except RuntimeError:
-        started = [t for t in threads if t.ident is not None]
-        for t in started:
-            t.join()
-        return [_rm(cid) for cid in ids]
+    # Plain threads (an executor refuses work once the interpreter is shutting down, which is exactly when
+    # atexit cleanup runs); the rest in this thread once no more threads can be started.
+    threads: list[threading.Thread] = []
+    for cid in ids[1:] if len(ids) > 1 else ():
+        try:
+            threads.append(threading.Thread(target=worker, args=(cid,), daemon=True))
+            threads[-1].start()
+        except RuntimeError:
+            threads.pop()
+            worker(cid)
+    if ids:
+        worker(ids[0])
     for t in threads:
         t.join()
     if errors:

@@ -2,15 +2,6 @@
 
 from __future__ import annotations
 
-__all__ = [
-    "EngineUnavailableError",
-    "ImageBuildError",
-    "ImageMissingError",
-    "SandboxClosedError",
-    "SandboxError",
-    "SandboxInputError",
-]
-
 
 class SandboxError(Exception):
     """Base class of every error raised by :mod:`sandbox`."""

@@ -95,11 +95,6 @@ class Pumped:
     marker: re.Match[bytes] | None = None
     exit_code: int | None = None
 
-    @property
-    def finished(self) -> bool:
-        """The stream ended (EOF)."""
-        return self.how == "eof"
-
 
 @dataclass(frozen=True)
 class Markers:
@@ -207,7 +202,7 @@ def exec_with_stdin(
     )["Id"]
     hijacked = api.exec_start(exec_id, socket=True)
     res = pump(hijacked, stdin, deadline=deadline, output_cap=output_cap, on_timeout=on_timeout)
-    if res.finished:  # the stream can end a moment before the engine records the exit: poll briefly
+    if res.how == "eof":  # the stream can end a moment before the engine records the exit: poll briefly
         for _ in range(200):
             info = api.exec_inspect(exec_id)
             if not info.get("Running") and info.get("ExitCode") is not None:

@@ -28,17 +28,6 @@ import docker.errors
 
 from sandbox.errors import ImageBuildError, ImageMissingError
 
-__all__ = [
-    "IMAGE_REPOSITORY",
-    "RECIPE",
-    "build_image",
-    "default_image",
-    "ensure_image",
-    "find_debian_mirror",
-    "image_present",
-    "recipe_hash",
-]
-
 IMAGE_REPOSITORY = "agentkit-sandbox"
 MIRROR_ENV = "AGENTKIT_SANDBOX_MIRROR"
 IMAGE_ENV = "AGENTKIT_SANDBOX_IMAGE"
@@ -50,18 +39,8 @@ RECIPE: dict[str, Any] = {
     "variant": "minbase",
     "include": ["python3"],
     # Paths (relative to the rootfs) whose contents are deleted after debootstrap.
-    "trim": [
-        "var/cache/apt",
-        "var/lib/apt/lists",
-        "var/cache/debconf",
-        "var/log",
-        "usr/share/doc",
-        "usr/share/man",
-        "usr/share/info",
-        "usr/share/locale",
-        "usr/share/lintian",
-        "usr/share/common-licenses",
-    ],
+    "trim": "var/cache/apt var/lib/apt/lists var/cache/debconf var/log usr/share/doc usr/share/man usr/share/info "
+    "usr/share/locale usr/share/lintian usr/share/common-licenses".split(),
     "strip_setuid": True,
     "changes": [
         "ENV PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin",

@@ -45,14 +45,7 @@ _UNSUPPORTED: dict[str, tuple[Any, ...]] = {
 _TYPES = ("null", "boolean", "integer", "number", "string", "array", "object")
 _STR_KEYS = ("minLength", "maxLength", "pattern", "format", "x-grounded")
 _ARR_KEYS = ("items", "prefixItems", "additionalItems", "minItems", "maxItems")
-_OBJ_KEYS = (
-    "properties",
-    "required",
-    "additionalProperties",
-    "patternProperties",
-    "minProperties",
-    "maxProperties",
-)
+_OBJ_KEYS = "properties required additionalProperties patternProperties minProperties maxProperties".split()
 #: Keywords named when a subschema's size trips the bound (the first one it holds).
 _SIZE_KEYWORDS = ("$ref", "properties", "items", "prefixItems", "anyOf", "oneOf", "allOf", "enum")
 _CONSTRAINT_KEYS = {"type", *NUM_KEYWORDS, *_STR_KEYS, *_ARR_KEYS, *_OBJ_KEYS}

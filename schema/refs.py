@@ -26,29 +26,11 @@ SCHEMA_LIST_KEYS = ("allOf", "anyOf", "oneOf", "prefixItems")
 #: Keywords whose value maps names to schemas.
 SCHEMA_MAP_KEYS = ("properties", "patternProperties", "$defs", "definitions", "dependentSchemas")
 
-_ANNOTATIONS = {
-    "$schema",
-    "$id",
-    "id",
-    "$comment",
-    "$anchor",
-    "$defs",
-    "definitions",
-    "title",
-    "description",
-    "default",
-    "examples",
-    "readOnly",
-    "writeOnly",
-    "deprecated",
-    "contentMediaType",
-    "contentEncoding",
-    "contentSchema",
-    "optional",
-    "discriminator",
-    "nullable",
-    "$vocabulary",
-}
+#: Keywords that only annotate: kept beside an inlined ``$ref`` rather than intersected with its target.
+_ANNOTATIONS = frozenset(
+    "$schema $id id $comment $anchor $defs definitions title description default examples readOnly writeOnly "
+    "deprecated contentMediaType contentEncoding contentSchema optional discriminator nullable $vocabulary".split()
+)
 
 
 def escape_pointer_token(name: str) -> str:

@@ -225,7 +225,7 @@ def test_exec_stream_demultiplexes_caps_and_sends_stdin():
     assert api.created["cmd"] == ["python3", "-"] and api.created["stdin"] is True
     assert out.stdout == b"out1 out2xxx" and out.stdout_total == 109
     assert out.stderr == b"err" and out.stderr_total == 3
-    assert out.finished and out.exit_code == 3 and timeouts == []
+    assert out.how == "eof" and out.exit_code == 3 and timeouts == []
 
 
 def test_exec_stream_deadline_calls_on_timeout():
@@ -242,7 +242,7 @@ def test_exec_stream_deadline_calls_on_timeout():
         on_timeout=lambda: timeouts.append(1),
     )
     assert 0.3 <= time.monotonic() - t0 < 2
-    assert not out.finished and out.exit_code is None
+    assert out.how == "timeout" and out.exit_code is None
     assert out.stdout == b"partial" and timeouts == [1]
 
 

@@ -255,13 +255,17 @@ def test_connection_error_reported():
         client.geocode("Berlin")
 
 
-def test_non_json_body_is_an_api_error():
+@pytest.mark.parametrize("body", ["<html>", "[1, 2]"])
+def test_a_body_that_is_no_json_object_is_an_api_error(body):
     client = OpenMeteo(
-        client=httpx.Client(transport=httpx.MockTransport(lambda r: httpx.Response(200, text="<html>"))),
+        client=httpx.Client(transport=httpx.MockTransport(lambda r: httpx.Response(200, text=body))),
         attempts=1,
     )
-    with pytest.raises(WeatherAPIError, match="not JSON"):
+    with pytest.raises(
+        WeatherAPIError, match="geocoding service returned a body that is not a JSON object"
+    ) as ei:
         client.geocode("Berlin")
+    assert (ei.value.status_code, ei.value.reason) == (200, body)
 
 
 def test_retry_wait_is_exponential_and_configurable(monkeypatch):

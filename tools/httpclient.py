@@ -15,7 +15,7 @@ from typing import Any
 import httpx
 import tenacity
 
-__all__ = ["RetriesExhausted", "RetryingClient", "retry_after_seconds"]
+__all__ = ["RetriesExhausted", "RetryingClient"]
 
 
 class RetriesExhausted(Exception):
@@ -40,28 +40,16 @@ class RetriesExhausted(Exception):
         return f"{type(self.error).__name__}: {self.error}"
 
 
-class _Transient(Exception):
-    """One retryable failure (a 429/5xx answer or an httpx timeout/transport error)."""
-
-    def __init__(self, response: httpx.Response | None = None, error: httpx.HTTPError | None = None) -> None:
-        super().__init__()
-        self.response = response
-        self.error = error
+def _transient(response: httpx.Response) -> bool:
+    return response.status_code == 429 or response.status_code >= 500
 
 
-def retry_after_seconds(response: httpx.Response) -> float | None:
-    """The ``Retry-After`` header of ``response`` in seconds (its numeric form only), else ``None``."""
-    value = response.headers.get("retry-after")
-    try:
-        return max(0.0, float(value)) if value is not None else None
-    except ValueError:
-        return None
-
-
-def _classify(response: httpx.Response) -> httpx.Response:
-    if response.status_code == 429 or response.status_code >= 500:
-        raise _Transient(response=response)
-    return response
+def _exhausted(state: tenacity.RetryCallState) -> Any:
+    """Raise :class:`RetriesExhausted` for the last attempt of ``state`` (tenacity's ``retry_error_callback``)."""
+    assert state.outcome is not None
+    error = state.outcome.exception()
+    response = None if error is not None else state.outcome.result()
+    raise RetriesExhausted(state.attempt_number, response, error) from error  # type: ignore[arg-type]
 
 
 class RetryingClient:
@@ -107,19 +95,24 @@ class RetryingClient:
     def wait_seconds(self, attempt: int, response: httpx.Response | None = None) -> float:
         """The wait after failed attempt ``attempt`` (1-based), seconds, given its 429/5xx ``response``."""
         base = min(self.retry_wait * (2 ** (attempt - 1)), self.max_wait)
-        after = retry_after_seconds(response) if response is not None else None
-        return base if after is None else min(max(base, after), self.max_wait)
+        try:  # a numeric Retry-After only
+            after = float(response.headers["retry-after"]) if response is not None else base
+        except (KeyError, ValueError):
+            after = base
+        return min(max(base, after), self.max_wait)
 
     def _wait(self, state: tenacity.RetryCallState) -> float:
-        exc = state.outcome.exception() if state.outcome else None
-        return self.wait_seconds(state.attempt_number, exc.response if isinstance(exc, _Transient) else None)
+        o = state.outcome
+        return self.wait_seconds(state.attempt_number, None if o is None or o.failed else o.result())
 
     def _retrying_kwargs(self) -> dict[str, Any]:
         return {
             "stop": tenacity.stop_after_attempt(self.attempts),
             "wait": self._wait,
-            "retry": tenacity.retry_if_exception_type(_Transient),
-            "reraise": True,
+            # httpx.TimeoutException is a TransportError
+            "retry": tenacity.retry_if_exception_type(httpx.TransportError)
+            | tenacity.retry_if_result(_transient),
+            "retry_error_callback": _exhausted,
         }
 
     def request(self, method: str, url: str, **kwargs: Any) -> tuple[httpx.Response, int]:
@@ -131,37 +124,17 @@ class RetryingClient:
         Raises:
             RetriesExhausted: every attempt timed out, failed to connect or got a 429/5xx.
         """
-
-        def once() -> httpx.Response:
-            try:
-                return _classify(self.client.request(method, url, **kwargs))
-            except (httpx.TimeoutException, httpx.TransportError) as exc:
-                raise _Transient(error=exc) from exc
-
         retrying = tenacity.Retrying(**self._retrying_kwargs())
-        try:
-            return retrying(once), retrying.statistics["attempt_number"]
-        except _Transient as exc:
-            raise RetriesExhausted(
-                retrying.statistics["attempt_number"], exc.response, exc.error
-            ) from exc.error
+        return retrying(self.client.request, method, url, **kwargs), retrying.statistics["attempt_number"]
 
     async def arequest(self, send: Callable[[], Awaitable[httpx.Response]]) -> tuple[httpx.Response, int]:
         """Await ``send()`` (one request on the caller's ``httpx.AsyncClient``) with retries, as :meth:`request`."""
 
-        async def once() -> httpx.Response:
-            try:
-                return _classify(await send())
-            except (httpx.TimeoutException, httpx.TransportError) as exc:
-                raise _Transient(error=exc) from exc
+        async def once() -> httpx.Response:  # tenacity awaits only what a coroutine function returns
+            return await send()
 
         retrying = tenacity.AsyncRetrying(**self._retrying_kwargs())
-        try:
-            return await retrying(once), retrying.statistics["attempt_number"]
-        except _Transient as exc:
-            raise RetriesExhausted(
-                retrying.statistics["attempt_number"], exc.response, exc.error
-            ) from exc.error
+        return await retrying(once), retrying.statistics["attempt_number"]
 
     def close(self) -> None:
         """Close the sync client if this object created it or was given it."""

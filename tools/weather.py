@@ -104,6 +104,8 @@ _DAILY = {
     "wind_speed_10m_max": "wind_speed_max",
     "wind_gusts_10m_max": "wind_gusts_max",
 }
+#: The keys of a place summary, in order (``region``: the API's ``admin1``).
+_PLACE_KEYS = "name region country country_code latitude longitude elevation timezone population".split()
 _UNIT_PARAMS: dict[str, dict[str, str]] = {
     "metric": {"temperature_unit": "celsius", "wind_speed_unit": "kmh", "precipitation_unit": "mm"},
     "imperial": {"temperature_unit": "fahrenheit", "wind_speed_unit": "mph", "precipitation_unit": "inch"},
@@ -247,17 +249,13 @@ class OpenMeteo:
             )
         try:
             data = response.json()
-        except ValueError as exc:
-            raise WeatherAPIError(
-                f"The {what} service returned a body that is not JSON.",
-                status_code=status,
-                reason=response.text[:200],
-            ) from exc
+        except ValueError:
+            data = None
         if not isinstance(data, dict):
             raise WeatherAPIError(
-                f"The {what} service returned JSON that is not an object.",
+                f"The {what} service returned a body that is not a JSON object.",
                 status_code=status,
-                reason=str(data)[:200],
+                reason=response.text[:200],
             )
         if data.get("error") is True:  # an error body with a 200 status: treat it like a 400
             reason = str(data.get("reason", "unknown error"))
@@ -393,17 +391,8 @@ def _place_summary(r: dict[str, Any]) -> dict[str, Any]:
             status_code=200,
             reason="",
         ) from exc
-    return {
-        "name": r.get("name"),
-        "region": r.get("admin1"),
-        "country": r.get("country"),
-        "country_code": r.get("country_code"),
-        "latitude": lat,
-        "longitude": lon,
-        "elevation": r.get("elevation"),
-        "timezone": r.get("timezone"),
-        "population": r.get("population"),
-    }
+    place = {key: r.get("admin1" if key == "region" else key) for key in _PLACE_KEYS}
+    return {**place, "latitude": lat, "longitude": lon}
 
 
 def _describe(code: Any) -> str | None:

@@ -27,7 +27,6 @@ __all__ = [
     "geocode",
     "get_current_weather",
     "get_forecast",
-    "offline_client",
 ]
 
 _P = ParamSpec("_P")
@@ -211,15 +210,10 @@ def any_place_fake(request: httpx.Request) -> httpx.Response:
     return fake_open_meteo(request)
 
 
-def offline_client() -> weather.OpenMeteo:
-    """A :class:`tools.weather.OpenMeteo` whose requests :func:`any_place_fake` answers in-process (no retry
-    wait)."""
-    return weather.OpenMeteo(client=httpx.Client(transport=httpx.MockTransport(any_place_fake)), retry_wait=0)
-
-
 @functools.cache
 def _shared_client() -> weather.OpenMeteo:
-    return offline_client()
+    """An :class:`tools.weather.OpenMeteo` whose requests :func:`any_place_fake` answers in-process."""
+    return weather.OpenMeteo(client=httpx.Client(transport=httpx.MockTransport(any_place_fake)), retry_wait=0)
 
 
 def _offline(fn: Callable[_P, _R]) -> Callable[_P, _R]:

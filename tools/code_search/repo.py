@@ -157,16 +157,7 @@ class CodeRepo:
         """The files git lists (tracked and not ignored), ``None`` outside a work tree."""
         try:
             out = subprocess.run(
-                [
-                    "git",
-                    "-c",
-                    "core.quotepath=off",
-                    "ls-files",
-                    "-z",
-                    "--cached",
-                    "--others",
-                    "--exclude-standard",
-                ],
+                "git -c core.quotepath=off ls-files -z --cached --others --exclude-standard".split(),
                 cwd=self.root,
                 capture_output=True,
                 timeout=30,
@@ -461,6 +452,4 @@ class CodeRepo:
             "content": content,
             "truncated": last < min(wanted_end, total),
         }
-        if not total:  # an empty file
-            return out
-        return out if note is None else {**out, "note": note}
+        return out if note is None or not total else {**out, "note": note}  # an empty file: no note
