@@ -101,20 +101,14 @@ def stage_config(cfg: TrainConfig) -> tuple[TrainConfig, Path | None]:
     given, ``seed + N``, ``init_from`` the previous stage) and the folder it starts from (``None`` for stage 0).
 
     Raises:
-        ValueError: no ``stages_dir``, a negative stage, ``max_minutes``, ``stop_at`` or ``init_from`` given, the
-            stage already written, or a problem with the previous stage (:func:`_previous_stage`).
+        ValueError: no stage, ``init_from`` given, the stage already written, or a problem with the previous stage
+            (:func:`_previous_stage`); :class:`TrainConfig` refuses the other bad combinations.
     """
     n = cfg.stage
-    if n is None or n < 0:
-        raise ValueError(f"--stage must be >= 0, got {n}")
-    if not cfg.stages_dir:
-        raise ValueError("--stage needs --stages-dir (the folder of the stage folders)")
-    if cfg.max_minutes is not None or cfg.stop_at is not None:
-        raise ValueError("a stage runs exactly --steps steps: leave out --max-minutes and --stop-at")
+    if n is None:
+        raise ValueError("stage_config needs --stage N")
     if cfg.init_from:
         raise ValueError("a stage starts from the previous stage: leave out --init-from")
-    if n == 0 and cfg.from_stage is not None:
-        raise ValueError("stage 0 starts a fresh model: leave out --from-stage")
     dest = stage_dir(cfg.stages_dir, n)
     if (dest / STAGE_FILE).exists():
         raise ValueError(f"stage {n} is already trained ({dest}): give --stage {n + 1}")
