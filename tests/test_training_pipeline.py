@@ -11,15 +11,11 @@ import torch
 
 from grammar import special_tokens as st
 from model.testing import tiny_train_config
+from model.training.batches import Encoded, make_batch
 from model.training.data import Generator, sanity_check
-from model.training.train import (
-    Encoded,
-    TrainConfig,
-    build_model_config,
-    diffusion_loss,
-    make_batch,
-    train,
-)
+from model.training.losses import diffusion_loss
+from model.training.settings import TrainConfig, build_model_config
+from model.training.train import train
 
 torch.set_num_threads(1)
 
@@ -271,8 +267,8 @@ def test_train_writes_offline_checkpoint_and_resumes(tmp_path):
 
 def test_space_tokens_make_copies_identity_and_copy_weights_mark_values():
     from model.checkpoint.tokenizer import build_tokenizer
+    from model.training.batches import encode_examples, word_token_table
     from model.training.data import corpus_texts
-    from model.training.train import encode_examples, word_token_table
 
     exs = Generator(3).take(400)
     texts = corpus_texts(exs)

@@ -195,21 +195,27 @@ class TrainConfig:
             raise ValueError("stage 0 starts a fresh model: leave out --from-stage")
 
 
+#: The options :func:`model.checkpoint.config.small_config` takes, by its parameter names.
+ARCHITECTURE_OPTIONS = (
+    "vocab_size",
+    "hidden_size",
+    "num_layers",
+    "intermediate_size",
+    "moe_intermediate_size",
+    "num_heads",
+    "num_kv_heads",
+    "head_dim",
+    "canvas_length",
+    "max_position_embeddings",
+    "sliding_window",
+)
+#: Options that shape the model: a stage must give the ones its previous stage was trained with.
+MODEL_OPTIONS = (*ARCHITECTURE_OPTIONS, "copy_head", "copy_dim", *COPY_HEAD_RULES)
+
+
 def build_model_config(cfg: TrainConfig) -> Any:
     """``DiffusionGemmaConfig`` for the embedded checkpoint: :func:`model.checkpoint.config.small_config` sized by ``cfg``."""
-    return small_config(
-        cfg.vocab_size,
-        cfg.hidden_size,
-        cfg.num_layers,
-        intermediate_size=cfg.intermediate_size,
-        moe_intermediate_size=cfg.moe_intermediate_size,
-        num_heads=cfg.num_heads,
-        num_kv_heads=cfg.num_kv_heads,
-        head_dim=cfg.head_dim,
-        canvas_length=cfg.canvas_length,
-        max_position_embeddings=cfg.max_position_embeddings,
-        sliding_window=cfg.sliding_window,
-    )
+    return small_config(**{o: getattr(cfg, o) for o in ARCHITECTURE_OPTIONS})
 
 
 def build_model(cfg: TrainConfig, tok: Any) -> Any:

@@ -20,27 +20,8 @@ from typing import Any
 
 import torch
 
-from model.training.settings import TrainConfig
+from model.training.settings import MODEL_OPTIONS, TrainConfig
 from model.training.train import train
-
-#: Options that shape the model: a stage must give the ones its previous stage was trained with.
-MODEL_OPTIONS = (
-    "vocab_size",
-    "hidden_size",
-    "intermediate_size",
-    "moe_intermediate_size",
-    "num_layers",
-    "num_heads",
-    "num_kv_heads",
-    "head_dim",
-    "canvas_length",
-    "sliding_window",
-    "max_position_embeddings",
-    "copy_head",
-    "copy_dim",
-    "spaced_word_starts",
-    "answer_match_responses",
-)
 
 #: Files of a stage folder besides the checkpoint's own.
 OPTIMIZER_FILE = "optimizer.pt"
@@ -128,17 +109,6 @@ def load_stage_optimizer(prev: Path) -> dict[str, Any]:
     return expand_optimizer_state(saved["optimizer"])
 
 
-def _last(log: Path, key: str) -> Any:
-    """The last value of ``key`` in the ``log.jsonl`` at ``log`` (``None`` when absent)."""
-    value = None
-    if log.is_file():
-        for line in log.read_text().splitlines():
-            rec = json.loads(line)
-            if key in rec:
-                value = rec[key]
-    return value
-
-
 def write_stage(
     run: TrainConfig, final: Path, dest: Path, minutes: float, decoding_from: Path | None
 ) -> None:
@@ -161,6 +131,11 @@ def write_stage(
     if run.init_from and (Path(run.init_from) / STAGE_FILE).is_file():
         prev_total = int(json.loads((Path(run.init_from) / STAGE_FILE).read_text())["total_steps"])
     log = out / "log.jsonl"
+    records = [json.loads(line) for line in log.read_text().splitlines()] if log.is_file() else []
+    last = {  # the last logged held-out figures
+        k: next((r[k] for r in reversed(records) if k in r), None)
+        for k in ("heldout_loss", "heldout_acc_t1", "heldout_copy_t025")
+    }
     info = {
         "stage": run.stage,
         "steps": int(state["step"]),
@@ -169,9 +144,7 @@ def write_stage(
         "seed": run.seed,
         "from": run.init_from or None,
         "loss_ema": state["extra"].get("loss_ema"),
-        "heldout_loss": _last(log, "heldout_loss"),
-        "heldout_acc_t1": _last(log, "heldout_acc_t1"),
-        "heldout_copy_t025": _last(log, "heldout_copy_t025"),
+        **last,
     }
     (tmp / STAGE_FILE).write_text(json.dumps(info, indent=2) + "\n")
     if dest.exists():

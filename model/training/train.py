@@ -30,40 +30,13 @@ from model.training.batches import (
     device_batch,
     encode_examples,
     encode_labelled,
-    make_batch,
     word_token_table,
 )
 from model.training.catalog import DEFAULT_MASKBENCH
 from model.training.data import Generator, copy_drill, corpus_texts
-from model.training.losses import ar_readout, copy_diffusion_loss, diffusion_loss
+from model.training.losses import copy_diffusion_loss, diffusion_loss
 from model.training.render import strip_descriptions
-from model.training.settings import (
-    COPY_HEAD_RULES,
-    TrainConfig,
-    build_model,
-    build_model_config,
-    generation_config,
-)
-
-__all__ = [
-    "Encoded",
-    "TrainConfig",
-    "ar_readout",
-    "batches",
-    "build_model",
-    "build_model_config",
-    "copy_diffusion_loss",
-    "device_batch",
-    "diffusion_loss",
-    "encode_examples",
-    "encode_labelled",
-    "generation_config",
-    "heldout_loss",
-    "make_batch",
-    "save_checkpoint",
-    "train",
-    "word_token_table",
-]
+from model.training.settings import COPY_HEAD_RULES, TrainConfig, build_model, generation_config
 
 
 def save_checkpoint(model: Any, tok: Any, out: Path, cfg: TrainConfig) -> None:
