@@ -154,16 +154,10 @@ def training_losses() -> str:
 
     from model.checkpoint.tokenizer import build_tokenizer
     from model.testing import tiny_corpus
+    from model.training.batches import encode_labelled, make_batch, word_token_table
     from model.training.data import Generator, corpus_texts
-    from model.training.train import (
-        TrainConfig,
-        build_model,
-        copy_diffusion_loss,
-        diffusion_loss,
-        encode_labelled,
-        make_batch,
-        word_token_table,
-    )
+    from model.training.losses import copy_diffusion_loss, diffusion_loss
+    from model.training.settings import TrainConfig, build_model
 
     examples = Generator(3, "train").take(200)
     tok = build_tokenizer(tiny_corpus() + list(corpus_texts(examples)), vocab_size=512, min_frequency=1)
@@ -175,6 +169,7 @@ def training_losses() -> str:
             vocab_size=len(tok),
             **_TINY,
             canvas_length=32,
+            max_prompt=160,  # unused by the losses; with the canvas inside the sliding window, as ar_weight needs
             copy_dim=16,
             noise_draws=2,
             self_cond_p=0.5,

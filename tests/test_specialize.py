@@ -317,8 +317,9 @@ def test_cli_specialize_checks_the_base_before_it_generates_data(tmp_path, monke
 
 
 def test_the_shared_prefix_encoded_once_gives_the_states_of_whole_prompts(tiny):
+    from model.training.batches import device_batch, encode_labelled, word_token_table
+    from model.training.settings import TrainConfig
     from model.training.specialize import PrefixEncoder, length_batches, shared_prefix
-    from model.training.train import TrainConfig, device_batch, encode_labelled, word_token_table
 
     _, base, _ = tiny
     ck = load_checkpoint(base)

@@ -168,8 +168,10 @@ def test_stages_refuse_what_would_break_the_line(tmp_path):
     from model.training.__main__ import main
     from model.training.stages import stage_config
 
-    with pytest.raises(ValueError, match="--stages-dir"):
+    with pytest.raises(ValueError, match="--stage needs --stages-dir"):
         stage_config(TrainConfig(stage=0))
+    with pytest.raises(ValueError, match="--stages-dir needs --stage"):
+        TrainConfig(stages_dir="x")
     with pytest.raises(ValueError, match="--stage must be >= 0"):
         stage_config(TrainConfig(stage=-1, stages_dir="x"))
     with pytest.raises(ValueError, match="exactly --steps"):

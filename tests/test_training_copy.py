@@ -11,17 +11,12 @@ import torch
 
 from grammar import special_tokens as st
 from model.testing import tiny_train_config
+from model.training.batches import encode_labelled, make_batch, word_token_table
 from model.training.bots import TEST_QUESTIONS, load_bot_tools
 from model.training.data import Example, Generator, sanity_check
 from model.training.labels import IGNORE, example_labels
-from model.training.train import (
-    TrainConfig,
-    build_model,
-    copy_diffusion_loss,
-    encode_labelled,
-    make_batch,
-    word_token_table,
-)
+from model.training.losses import copy_diffusion_loss
+from model.training.settings import TrainConfig, build_model
 
 ROOT = Path(__file__).resolve().parents[1]
 torch.set_num_threads(1)

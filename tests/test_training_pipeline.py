@@ -4,21 +4,18 @@ from __future__ import annotations
 
 import json
 import random
+import re
 
 import pytest
 import torch
 
 from grammar import special_tokens as st
 from model.testing import tiny_train_config
+from model.training.batches import Encoded, make_batch
 from model.training.data import Generator, sanity_check
-from model.training.train import (
-    Encoded,
-    TrainConfig,
-    build_model_config,
-    diffusion_loss,
-    make_batch,
-    train,
-)
+from model.training.losses import diffusion_loss
+from model.training.settings import TrainConfig, build_model_config
+from model.training.train import train
 
 torch.set_num_threads(1)
 
@@ -270,8 +267,8 @@ def test_train_writes_offline_checkpoint_and_resumes(tmp_path):
 
 def test_space_tokens_make_copies_identity_and_copy_weights_mark_values():
     from model.checkpoint.tokenizer import build_tokenizer
+    from model.training.batches import encode_examples, word_token_table
     from model.training.data import corpus_texts
-    from model.training.train import encode_examples, word_token_table
 
     exs = Generator(3).take(400)
     texts = corpus_texts(exs)
@@ -308,17 +305,19 @@ def test_space_tokens_make_copies_identity_and_copy_weights_mark_values():
     assert w == [3.0 if c else 1.0 for c in enc.copied] + [0.25] * 4
 
 
-def test_ar_weight_needs_the_prompt_and_canvas_inside_the_sliding_window(tmp_path):
+def test_ar_weight_needs_the_prompt_and_canvas_inside_the_sliding_window(tmp_path, capsys):
     from model.training.__main__ import main
 
-    cfg = _tiny_cfg(tmp_path, ar_weight=1.0, max_prompt=512, sliding_window=256)
     with pytest.raises(ValueError, match="--sliding-window"):
-        train(cfg)
-    assert main(["--out-dir", str(tmp_path / "x"), "--ar-weight", "1", "--max-prompt", "512"]) == 2
+        _tiny_cfg(tmp_path, ar_weight=1.0, max_prompt=512, sliding_window=256)
+    with pytest.raises(SystemExit) as ei:  # refused when parsed
+        main(["--out-dir", str(tmp_path / "x"), "--ar-weight", "1", "--max-prompt", "512"])
+    assert ei.value.code == 2 and "--ar-weight needs --max-prompt" in capsys.readouterr().err
     with pytest.raises(ValueError, match="--spaced-word-starts is a copy-head rule: give --copy-head"):
-        train(_tiny_cfg(tmp_path, spaced_word_starts=True))
+        _tiny_cfg(tmp_path, spaced_word_starts=True)
     with pytest.raises(ValueError, match="--answer-match-responses is a copy-head rule: give --copy-head"):
-        train(_tiny_cfg(tmp_path, answer_match_responses=True))
+        _tiny_cfg(tmp_path, answer_match_responses=True)
+    assert not (tmp_path / "x").exists()
 
 
 def test_copy_head_run_stops_at_stop_at_with_the_long_schedule(tmp_path):
@@ -382,18 +381,22 @@ def test_batches_fit_a_small_training_set_and_refuse_an_empty_batch():
         next(batches(data[:3], cfg, random.Random(0)))
 
 
-def test_non_positive_counts_are_refused_before_training(tmp_path):
+def test_out_of_range_options_are_refused_when_parsed(tmp_path, capsys):
     from model.training.__main__ import main
 
-    for flag, value in (
-        ("--threads", "0"),
-        ("--eval-every", "0"),
-        ("--bucket-mult", "0"),
-        ("--stop-at", "0"),
+    for flag, value, message in (
+        ("--threads", "0", "--threads must be >= 1, got 0"),
+        ("--eval-every", "0", "--eval-every must be >= 1, got 0"),
+        ("--bucket-mult", "0", "--bucket-mult must be >= 1, got 0"),
+        ("--stop-at", "0", "--stop-at must be >= 1, got 0"),
+        ("--bot-share", "1.0", "--bot-share must be in [0, 1), got 1.0"),
+        ("--decline-share", "-0.1", "--decline-share must be in [0, 1 - BOT_SHARE), got -0.1"),
     ):
-        with pytest.raises(ValueError, match=f"{flag} must be >= 1, got 0"):
-            train(_tiny_cfg(tmp_path, **{flag[2:].replace("-", "_"): int(value)}))
-        assert main(["--out-dir", str(tmp_path / "x"), flag, value]) == 2
+        with pytest.raises(ValueError, match=re.escape(message)):
+            _tiny_cfg(tmp_path, **{flag[2:].replace("-", "_"): float(value) if "." in value else int(value)})
+        with pytest.raises(SystemExit) as ei:
+            main(["--out-dir", str(tmp_path / "x"), flag, value])
+        assert ei.value.code == 2 and message in capsys.readouterr().err
     assert not (tmp_path / "x").exists()
 
 

@@ -30,8 +30,18 @@ def test_a_kind_entry_names_its_generator():
     assert [K.KINDS["days"].gen(a) for _ in range(20)] == [K.gen_int(1, 14)(b) for _ in range(20)]
     value, spoken = K.gen_of(["choice", "COUNTRIES"])(random.Random(1))
     assert value == spoken and value in V.COUNTRIES
-    items, _ = K.gen_of(["list_of", "FOODS", "PRODUCTS"])(random.Random(2))
+    items, spoken = K.gen_of(["list_of", "FOODS", "PRODUCTS"])(random.Random(2))
     assert 2 <= len(items) <= 4 and all(x in V.FOODS + V.PRODUCTS for x in items)
+    assert spoken == ", ".join(items[:-1]) + " and " + items[-1]
+
+
+def test_lists_are_spoken_as_a_b_and_c():
+    assert [V.and_list(x) for x in ([], ["a"], ["a", "b"], ["a", "b", "c"])] == [
+        "",
+        "a",
+        "a and b",
+        "a, b and c",
+    ]
 
 
 def test_bad_tables_are_named():

@@ -5,45 +5,23 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import inspect
-import logging
+import re
 import sys
 import typing
-from typing import Any
 
 from model.training.settings import TrainConfig
 
 
 def option_help() -> dict[str, str]:
-    """``{field: help text}`` from the ``Attributes:`` section of :class:`TrainConfig`'s docstring (griffe)."""
-    from griffe import Docstring
-
-    log = logging.getLogger("griffe")
-    level = log.level
-    log.setLevel(logging.ERROR)  # griffe warns about attributes it cannot type; the dataclass types them
-    try:
-        sections = Docstring(inspect.cleandoc(TrainConfig.__doc__ or "")).parse("google")
-    finally:
-        log.setLevel(level)
-    return {
-        a.name: " ".join(line.strip() for line in a.description.splitlines() if line.strip())
-        for s in sections
-        if s.kind.value == "attributes"
-        for a in s.value
-    }
-
-
-def _option_type(hint: Any) -> Any:
-    """The argparse ``type`` of a field annotated ``hint`` (``int``, ``float``, ``str``, or ``X | None``)."""
-    args = [a for a in typing.get_args(hint) if a is not type(None)]
-    base = args[0] if args else hint
-    if base not in (int, float, str):
-        raise TypeError(f"TrainConfig field type {hint!r} has no command-line form")
-    return base
+    """``{field: help text}`` from the ``Attributes:`` section of :class:`TrainConfig`'s docstring."""
+    section = inspect.cleandoc(TrainConfig.__doc__ or "").split("Attributes:\n", 1)[1]
+    entries = re.finditer(r"^    (\w+): (.*(?:\n {8}.*)*)", section, flags=re.MULTILINE)
+    return {m[1]: " ".join(m[2].split()) for m in entries}
 
 
 def parse_args(argv: list[str] | None = None) -> TrainConfig:
-    """A :class:`TrainConfig` from ``--field-name VALUE`` options (typed by the fields, help from the docstring;
-    ``SystemExit`` on bad ones)."""
+    """A :class:`TrainConfig` from ``--field-name VALUE`` options (typed by the fields' annotations, ``int``,
+    ``float``, ``str``, ``bool`` or ``X | None``; help from the docstring); ``SystemExit`` on bad ones."""
     ap = argparse.ArgumentParser(
         prog="python -m model.training",
         description="Train the agentkit-tiny checkpoint (docs/TRAINING.md has the recipe).",
@@ -58,9 +36,12 @@ def parse_args(argv: list[str] | None = None) -> TrainConfig:
         if hints[f.name] is bool:
             ap.add_argument(flag, action=argparse.BooleanOptionalAction, default=f.default, help=text)
         else:
-            ap.add_argument(flag, type=_option_type(hints[f.name]), default=f.default, help=text)
-    ns = ap.parse_args(argv)
-    return TrainConfig(**vars(ns))
+            kind = next(a for a in (*typing.get_args(hints[f.name]), hints[f.name]) if a is not type(None))
+            ap.add_argument(flag, type=kind, default=f.default, help=text)
+    try:
+        return TrainConfig(**vars(ap.parse_args(argv)))
+    except ValueError as e:  # an option out of its range, or one that needs another
+        ap.error(str(e))
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -3,33 +3,16 @@ left-padded prompts and canvases of target tokens."""
 
 from __future__ import annotations
 
-import dataclasses
 import math
 import random
-from dataclasses import dataclass
 from typing import Any
 
 import torch
 
 from grammar import special_tokens as st
-from model.training.labels import example_labels
+from model.training.labels import Encoded, example_labels
 from model.training.render import render_prompt
 from model.training.settings import TrainConfig
-
-
-@dataclass
-class Encoded:
-    """Token ids of one example's rendered ``prompt`` and ``target``; ``copied[i]``: ``target[i]`` is a word-like
-    token of the prompt after the system turn and not in it (a value to copy); ``decl_pos``, ``bind``, ``key``,
-    ``ptr``: the copy head's labels (:mod:`model.training.labels`)."""
-
-    prompt: list[int]
-    target: list[int]
-    copied: list[bool] = dataclasses.field(default_factory=list)
-    decl_pos: list[int] = dataclasses.field(default_factory=list)
-    bind: list[int] = dataclasses.field(default_factory=list)
-    key: list[int] = dataclasses.field(default_factory=list)
-    ptr: list[bool] = dataclasses.field(default_factory=list)
 
 
 def word_token_table(tok: Any) -> list[bool]:
@@ -45,11 +28,7 @@ def encode_labelled(
     tok: Any, examples: list[Any], word_table: list[bool], *, align_copies: bool = False
 ) -> list[Encoded]:
     """Tokenize examples with the copy head's labels (:func:`model.training.labels.example_labels`)."""
-    out = []
-    for e in examples:
-        lab = example_labels(tok, e, word_table, align_copies=align_copies)
-        out.append(Encoded(lab.prompt, lab.target, [], lab.decl_pos, lab.bind, lab.key, lab.ptr))
-    return out
+    return [example_labels(tok, e, word_table, align_copies=align_copies) for e in examples]
 
 
 def encode_examples(tok: Any, examples: list[Any], word_table: list[bool] | None = None) -> list[Encoded]:

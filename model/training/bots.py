@@ -156,24 +156,6 @@ def find_definition_response(
     return {"query": name, "matches": matches, "total": len(matches), "truncated": False}
 
 
-def find_definition_answer(rng: random.Random, name: str, resp: dict[str, Any]) -> str:
-    """The final answer to a ``find_definition`` result (cites path:line)."""
-    if not resp["matches"]:
-        return say(rng, ANSWERS, "definition_missing", name=name)
-    m = resp["matches"][0]
-    return say(
-        rng,
-        ANSWERS,
-        "definition",
-        name=name,
-        loc=m["location"],
-        path=m["path"],
-        line=m["line"],
-        kind=m["kind"],
-        signature=m["signature"],
-    )
-
-
 def search_code_response(rng: random.Random, pattern: str) -> dict[str, Any]:
     """A ``search_code`` result shaped like ``tools.code_search.search_code``'s."""
     n = rng.choice((0, 1, 1, 2, 2, 3))
@@ -199,17 +181,6 @@ def search_code_response(rng: random.Random, pattern: str) -> dict[str, Any]:
             }
         )
     return {"pattern": pattern, "matches": matches, "total": n, "truncated": False}
-
-
-def search_code_answer(rng: random.Random, pattern: str, resp: dict[str, Any]) -> str:
-    """The final answer to a ``search_code`` result."""
-    locs = [m["location"] for m in resp["matches"]]
-    if not locs:
-        return say(rng, ANSWERS, "search_none", pattern=pattern)
-    if len(locs) == 1:
-        return say(rng, ANSWERS, "search_one", pattern=pattern, loc=locs[0])
-    listed = ", ".join(locs[:-1]) + " and " + locs[-1]
-    return say(rng, ANSWERS, "search_many", pattern=pattern, listed=listed, n=str(len(locs)))
 
 
 def read_file_response(rng: random.Random, path: str, start: int, end: int) -> dict[str, Any]:
@@ -280,15 +251,6 @@ def current_weather_response(rng: random.Random, place: str, units: str = "metri
             "wind_gusts": w_u,
         },
     }
-
-
-def current_weather_answer(rng: random.Random, resp: dict[str, Any]) -> str:
-    """The final answer to a ``get_current_weather`` result (place, numbers and units from it)."""
-    p, u = resp["place"]["name"], resp["units"]
-    t, tu, c = resp["temperature"], u["temperature"], resp["conditions"]
-    w, wu = resp["wind_speed"], u["wind_speed"]
-    feels = resp["apparent_temperature"]
-    return say(rng, ANSWERS, "current_weather", p=p, t=t, tu=tu, c=c, w=w, wu=wu, feels=feels)
 
 
 def forecast_response(
@@ -470,16 +432,27 @@ def bot_response(rng: random.Random, tool: str, args: dict[str, Any]) -> dict[st
 
 
 def bot_answer(rng: random.Random, tool: str, args: dict[str, Any], resp: dict[str, Any]) -> str:
-    """The final answer to ``resp`` (ends without the end-of-turn marker)."""
+    """The final answer to ``resp`` (ends without the end-of-turn marker), citing its locations or figures."""
     if tool == "find_definition":
-        return find_definition_answer(rng, args["name"], resp)
+        if not resp["matches"]:
+            return say(rng, ANSWERS, "definition_missing", name=args["name"])
+        m = resp["matches"][0]
+        return say(rng, ANSWERS, "definition", **{**m, "name": args["name"], "loc": m["location"]})
     if tool == "search_code":
-        return search_code_answer(rng, args["pattern"], resp)
+        pattern, locs = args["pattern"], [m["location"] for m in resp["matches"]]
+        if not locs:
+            return say(rng, ANSWERS, "search_none", pattern=pattern)
+        if len(locs) == 1:
+            return say(rng, ANSWERS, "search_one", pattern=pattern, loc=locs[0])
+        return say(rng, ANSWERS, "search_many", pattern=pattern, listed=V.and_list(locs), n=str(len(locs)))
     if tool == "read_file":
         first = resp["content"].split("\n", 1)[0]
         return f"Lines {resp['start_line']}-{resp['end_line']} of {resp['path']} start with `{first.split(': ', 1)[-1]}`."
     if tool == "get_current_weather":
-        return current_weather_answer(rng, resp)
+        p, u = resp["place"]["name"], resp["units"]
+        t, tu, c = resp["temperature"], u["temperature"], resp["conditions"]
+        w, wu, feels = resp["wind_speed"], u["wind_speed"], resp["apparent_temperature"]
+        return say(rng, ANSWERS, "current_weather", p=p, t=t, tu=tu, c=c, w=w, wu=wu, feels=feels)
     if tool == "get_forecast":  # up to three days quoted
         tu = resp["units"]["temperature_max"]
         bits = [

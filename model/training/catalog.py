@@ -160,9 +160,7 @@ def _glaive_kind(pname: str, schema: dict[str, Any], samples: list[Any]) -> Kind
         def gen_sample(rng: random.Random, pool: tuple[str, ...] = pool, t: Any = t) -> tuple[Any, str]:
             v = json.loads(rng.choice(pool))
             if isinstance(v, list):
-                return v, ", ".join(map(str, v[:-1])) + (" and " if len(v) > 1 else "") + str(
-                    v[-1]
-                ) if v else ""
+                return v, V.and_list([str(x) for x in v])
             if isinstance(v, bool):
                 return v, "yes" if v else "no"
             if isinstance(v, float):

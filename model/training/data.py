@@ -238,25 +238,19 @@ def _kind_weights(
 ) -> tuple[tuple[str, float], ...]:
     """:data:`KIND_WEIGHTS` with the ``bot_*`` kinds scaled to ``bot_share`` and :data:`DECLINE_KINDS` to
     ``decline_share`` (``None``: as they are); the other kinds share the rest in proportion."""
-    groups = {
-        "bot": (lambda k: k.startswith("bot_"), bot_share),
-        "decline": (lambda k: k in DECLINE_KINDS, decline_share),
+    fixed: dict[str | None, float] = {
+        g: share for g, share in (("bot", bot_share), ("decline", decline_share)) if share is not None
     }
-    fixed = {g: share for g, (_, share) in groups.items() if share is not None}
     if not fixed:
         return KIND_WEIGHTS
 
     def group(k: str) -> str | None:
-        return next((g for g, (member, _) in groups.items() if member(k) and g in fixed), None)
+        g = "bot" if k.startswith("bot_") else "decline" if k in DECLINE_KINDS else None
+        return g if g in fixed else None
 
-    totals = {g: sum(w for k, w in KIND_WEIGHTS if group(k) == g) for g in fixed}
-    rest = sum(w for k, w in KIND_WEIGHTS if group(k) is None)
-    left = 1.0 - sum(fixed.values())
-    out = []
-    for k, w in KIND_WEIGHTS:
-        g = group(k)
-        out.append((k, w * fixed[g] / totals[g] if g is not None else w * left / rest))
-    return tuple(out)
+    totals = {g: sum(w for k, w in KIND_WEIGHTS if group(k) == g) for g in (*fixed, None)}
+    share = {**fixed, None: 1.0 - sum(fixed.values())}
+    return tuple((k, w * share[group(k)] / totals[group(k)]) for k, w in KIND_WEIGHTS)
 
 
 class Generator:
@@ -396,7 +390,7 @@ class Generator:
             for v, _ in vals
         ]
         spoken = [s for _, s in vals]
-        listed = ", ".join(spoken[:-1]) + " and " + spoken[-1]
+        listed = V.and_list(spoken)
         other = [
             _param_phrase(
                 rng,

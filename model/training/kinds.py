@@ -84,7 +84,7 @@ def gen_list_of(f: Callable[[random.Random], str]) -> Gen:
             x = f(rng)
             if x not in items:
                 items.append(x)
-        return items, ", ".join(items[:-1]) + " and " + items[-1]
+        return items, V.and_list(items)
 
     return g
 

@@ -25,11 +25,14 @@ IGNORE = -100
 
 
 @dataclass
-class ExampleLabels:
-    """Token ids and binding labels of one example (lists of equal length to ``prompt``/``target``)."""
+class Encoded:
+    """Token ids of one example's rendered ``prompt`` and ``target``; ``copied[i]``: ``target[i]`` is a word-like
+    token of the prompt after the system turn and not in it (a value to copy); ``decl_pos``, ``bind``, ``key``,
+    ``ptr``: the copy head's labels (lists of equal length to ``prompt``/``target``)."""
 
     prompt: list[int]
     target: list[int]
+    copied: list[bool] = field(default_factory=list)
     decl_pos: list[int] = field(default_factory=list)
     bind: list[int] = field(default_factory=list)
     key: list[int] = field(default_factory=list)
@@ -174,7 +177,7 @@ def _source_spelling(
 
 def example_labels(
     tok: Any, ex: Example, word_table: list[bool] | None = None, *, align_copies: bool = False
-) -> ExampleLabels:
+) -> Encoded:
     """Token ids and binding labels of ``ex`` (prompt and target tokenized apart, as at inference).
 
     ``tok`` must give offset mappings and carry the chat template; ``word_table[id]`` marks word-like tokens, the
@@ -216,4 +219,4 @@ def example_labels(
                         key[i] = j
     elif word_table is not None:
         ptr = [word_table[x] for x in t_ids]
-    return ExampleLabels(p_ids, t_ids, decl_pos, bind, key, ptr)
+    return Encoded(p_ids, t_ids, [], decl_pos, bind, key, ptr)

@@ -191,24 +191,17 @@ def _copy_decode(
 ) -> tuple[Any, Any]:
     """``(hidden states [B, C, H], soft-capped logits [B, C, V])`` of one decoder pass (self-conditioned on a
     detached first pass when ``use_sc``)."""
+    kw = {
+        "cache": cache,
+        "decoder_input_ids": noised,
+        "decoder_attention_mask": dec_mask,
+        "decoder_position_ids": dec_pos,
+    }
     sc_logits = None
     if use_sc:
         with torch.no_grad():
-            sc_logits = model(
-                cache=cache,
-                decoder_input_ids=noised,
-                decoder_attention_mask=dec_mask,
-                decoder_position_ids=dec_pos,
-                copy_memory=mem,
-            ).logits.detach()
-    out = model.model(
-        cache=cache,
-        decoder_input_ids=noised,
-        decoder_attention_mask=dec_mask,
-        decoder_position_ids=dec_pos,
-        self_conditioning_logits=sc_logits,
-    )
-    h = out.last_hidden_state
+            sc_logits = model(**kw, copy_memory=mem).logits.detach()
+    h = model.model(**kw, self_conditioning_logits=sc_logits).last_hidden_state
     return h, softcap(model.lm_head(h), model.final_logit_softcapping)
 
 

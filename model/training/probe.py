@@ -24,9 +24,10 @@ from transformers import AutoTokenizer
 from grammar import special_tokens as st
 from model.checkpoint.loading import load_checkpoint
 from model.heads.copy_head import has_copy_head
+from model.training.batches import encode_examples, make_batch
 from model.training.data import Generator
 from model.training.labels import CONTROL_SPELLING
-from model.training.train import ar_readout, encode_examples, make_batch
+from model.training.losses import ar_readout
 
 #: Seed of the held-out examples the probes read (noise draws use fixed seeds too: results are deterministic).
 HELDOUT_SEED = 7

@@ -9,13 +9,38 @@ from typing import Any
 from grammar import special_tokens as st
 from model.checkpoint.config import small_config
 
+#: Copy-head rules that a training option turns on (``TrainConfig`` fields named as the ``copy_head`` keys).
+COPY_HEAD_RULES = ("spaced_word_starts", "answer_match_responses")
+
+#: Options that must be positive integers (when given).
+POSITIVE_OPTIONS = (
+    "threads",
+    "steps",
+    "stop_at",
+    "batch_size",
+    "n_train",
+    "n_heldout",
+    "canvas_length",
+    "max_prompt",
+    "noise_draws",
+    "ckpt_every",
+    "eval_every",
+    "log_every",
+    "bucket_mult",
+)
+
+
+def _flag(name: str) -> str:
+    return "--" + name.replace("_", "-")
+
 
 @dataclass
 class TrainConfig:
     """All knobs of a training run (saved as ``train_config.json`` next to the checkpoints).
 
     Each attribute is also a ``python -m model.training`` option (``--field-name``; the text below is its
-    ``--help``). Sizes are in tokens, times in minutes.
+    ``--help``). Sizes are in tokens, times in minutes. ``ValueError`` naming the option for one out of its range
+    or one that needs another.
 
     Attributes:
         out_dir: Folder of the run: tokenizer, checkpoints, logs and train_config.json.
@@ -140,22 +165,57 @@ class TrainConfig:
     stages_dir: str = ""
     from_stage: int | None = None
 
+    def __post_init__(self) -> None:
+        for name in POSITIVE_OPTIONS:
+            if (value := getattr(self, name)) is not None and value < 1:
+                raise ValueError(f"{_flag(name)} must be >= 1, got {value}")
+        for rule in COPY_HEAD_RULES:
+            if getattr(self, rule) and not self.copy_head:
+                raise ValueError(f"{_flag(rule)} is a copy-head rule: give --copy-head with it")
+        if self.bot_share is not None and not 0.0 <= self.bot_share < 1.0:
+            raise ValueError(f"--bot-share must be in [0, 1), got {self.bot_share}")
+        if self.decline_share is not None and not 0.0 <= self.decline_share < 1.0 - (self.bot_share or 0.0):
+            raise ValueError(f"--decline-share must be in [0, 1 - BOT_SHARE), got {self.decline_share}")
+        if self.ar_weight > 0 and self.max_prompt + self.canvas_length >= self.sliding_window:
+            raise ValueError(
+                f"--ar-weight needs --max-prompt + the canvas ({self.max_prompt} + {self.canvas_length}) below "
+                f"--sliding-window ({self.sliding_window}): the decoder's sliding layers would lose prompt tokens"
+            )
+        if self.stage is None:
+            if self.stages_dir:
+                raise ValueError("--stages-dir needs --stage N (the stage to train)")
+            return
+        if self.stage < 0:
+            raise ValueError(f"--stage must be >= 0, got {self.stage}")
+        if not self.stages_dir:
+            raise ValueError("--stage needs --stages-dir (the folder of the stage folders)")
+        if self.max_minutes is not None or self.stop_at is not None:
+            raise ValueError("a stage runs exactly --steps steps: leave out --max-minutes and --stop-at")
+        if self.stage == 0 and self.from_stage is not None:
+            raise ValueError("stage 0 starts a fresh model: leave out --from-stage")
+
+
+#: The options :func:`model.checkpoint.config.small_config` takes, by its parameter names.
+ARCHITECTURE_OPTIONS = (
+    "vocab_size",
+    "hidden_size",
+    "num_layers",
+    "intermediate_size",
+    "moe_intermediate_size",
+    "num_heads",
+    "num_kv_heads",
+    "head_dim",
+    "canvas_length",
+    "max_position_embeddings",
+    "sliding_window",
+)
+#: Options that shape the model: a stage must give the ones its previous stage was trained with.
+MODEL_OPTIONS = (*ARCHITECTURE_OPTIONS, "copy_head", "copy_dim", *COPY_HEAD_RULES)
+
 
 def build_model_config(cfg: TrainConfig) -> Any:
     """``DiffusionGemmaConfig`` for the embedded checkpoint: :func:`model.checkpoint.config.small_config` sized by ``cfg``."""
-    return small_config(
-        cfg.vocab_size,
-        cfg.hidden_size,
-        cfg.num_layers,
-        intermediate_size=cfg.intermediate_size,
-        moe_intermediate_size=cfg.moe_intermediate_size,
-        num_heads=cfg.num_heads,
-        num_kv_heads=cfg.num_kv_heads,
-        head_dim=cfg.head_dim,
-        canvas_length=cfg.canvas_length,
-        max_position_embeddings=cfg.max_position_embeddings,
-        sliding_window=cfg.sliding_window,
-    )
+    return small_config(**{o: getattr(cfg, o) for o in ARCHITECTURE_OPTIONS})
 
 
 def build_model(cfg: TrainConfig, tok: Any) -> Any:

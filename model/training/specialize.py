@@ -26,17 +26,10 @@ from model.checkpoint import hf_compat as hf
 from model.checkpoint.adapters import ADAPTER_INFO, LORA_TARGETS, base_fingerprint, quiet_peft
 from model.checkpoint.loading import DEFAULT_CHECKPOINT, load_checkpoint
 from model.heads.copy_head import CopyHead
+from model.training.batches import batches, device_batch, encode_examples, encode_labelled, word_token_table
 from model.training.bundle_data import train_and_heldout
-from model.training.train import (
-    TrainConfig,
-    batches,
-    copy_diffusion_loss,
-    device_batch,
-    diffusion_loss,
-    encode_examples,
-    encode_labelled,
-    word_token_table,
-)
+from model.training.losses import copy_diffusion_loss, diffusion_loss
+from model.training.settings import TrainConfig
 from model.turn.chat import ChatModel
 
 

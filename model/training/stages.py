@@ -20,27 +20,8 @@ from typing import Any
 
 import torch
 
-from model.training.settings import TrainConfig
+from model.training.settings import MODEL_OPTIONS, TrainConfig
 from model.training.train import train
-
-#: Options that shape the model: a stage must give the ones its previous stage was trained with.
-MODEL_OPTIONS = (
-    "vocab_size",
-    "hidden_size",
-    "intermediate_size",
-    "moe_intermediate_size",
-    "num_layers",
-    "num_heads",
-    "num_kv_heads",
-    "head_dim",
-    "canvas_length",
-    "sliding_window",
-    "max_position_embeddings",
-    "copy_head",
-    "copy_dim",
-    "spaced_word_starts",
-    "answer_match_responses",
-)
 
 #: Files of a stage folder besides the checkpoint's own.
 OPTIMIZER_FILE = "optimizer.pt"
@@ -101,20 +82,14 @@ def stage_config(cfg: TrainConfig) -> tuple[TrainConfig, Path | None]:
     given, ``seed + N``, ``init_from`` the previous stage) and the folder it starts from (``None`` for stage 0).
 
     Raises:
-        ValueError: no ``stages_dir``, a negative stage, ``max_minutes``, ``stop_at`` or ``init_from`` given, the
-            stage already written, or a problem with the previous stage (:func:`_previous_stage`).
+        ValueError: no stage, ``init_from`` given, the stage already written, or a problem with the previous stage
+            (:func:`_previous_stage`); :class:`TrainConfig` refuses the other bad combinations.
     """
     n = cfg.stage
-    if n is None or n < 0:
-        raise ValueError(f"--stage must be >= 0, got {n}")
-    if not cfg.stages_dir:
-        raise ValueError("--stage needs --stages-dir (the folder of the stage folders)")
-    if cfg.max_minutes is not None or cfg.stop_at is not None:
-        raise ValueError("a stage runs exactly --steps steps: leave out --max-minutes and --stop-at")
+    if n is None:
+        raise ValueError("stage_config needs --stage N")
     if cfg.init_from:
         raise ValueError("a stage starts from the previous stage: leave out --init-from")
-    if n == 0 and cfg.from_stage is not None:
-        raise ValueError("stage 0 starts a fresh model: leave out --from-stage")
     dest = stage_dir(cfg.stages_dir, n)
     if (dest / STAGE_FILE).exists():
         raise ValueError(f"stage {n} is already trained ({dest}): give --stage {n + 1}")
@@ -132,17 +107,6 @@ def load_stage_optimizer(prev: Path) -> dict[str, Any]:
     """The AdamW ``state_dict`` saved with stage folder ``prev``, in float32."""
     saved = torch.load(prev / OPTIMIZER_FILE, weights_only=False)
     return expand_optimizer_state(saved["optimizer"])
-
-
-def _last(log: Path, key: str) -> Any:
-    """The last value of ``key`` in the ``log.jsonl`` at ``log`` (``None`` when absent)."""
-    value = None
-    if log.is_file():
-        for line in log.read_text().splitlines():
-            rec = json.loads(line)
-            if key in rec:
-                value = rec[key]
-    return value
 
 
 def write_stage(
@@ -167,6 +131,11 @@ def write_stage(
     if run.init_from and (Path(run.init_from) / STAGE_FILE).is_file():
         prev_total = int(json.loads((Path(run.init_from) / STAGE_FILE).read_text())["total_steps"])
     log = out / "log.jsonl"
+    records = [json.loads(line) for line in log.read_text().splitlines()] if log.is_file() else []
+    last = {  # the last logged held-out figures
+        k: next((r[k] for r in reversed(records) if k in r), None)
+        for k in ("heldout_loss", "heldout_acc_t1", "heldout_copy_t025")
+    }
     info = {
         "stage": run.stage,
         "steps": int(state["step"]),
@@ -175,9 +144,7 @@ def write_stage(
         "seed": run.seed,
         "from": run.init_from or None,
         "loss_ema": state["extra"].get("loss_ema"),
-        "heldout_loss": _last(log, "heldout_loss"),
-        "heldout_acc_t1": _last(log, "heldout_acc_t1"),
-        "heldout_copy_t025": _last(log, "heldout_copy_t025"),
+        **last,
     }
     (tmp / STAGE_FILE).write_text(json.dumps(info, indent=2) + "\n")
     if dest.exists():

@@ -30,34 +30,13 @@ from model.training.batches import (
     device_batch,
     encode_examples,
     encode_labelled,
-    make_batch,
     word_token_table,
 )
 from model.training.catalog import DEFAULT_MASKBENCH
 from model.training.data import Generator, copy_drill, corpus_texts
-from model.training.losses import ar_readout, copy_diffusion_loss, diffusion_loss
+from model.training.losses import copy_diffusion_loss, diffusion_loss
 from model.training.render import strip_descriptions
-from model.training.settings import TrainConfig, build_model, build_model_config, generation_config
-
-__all__ = [
-    "Encoded",
-    "TrainConfig",
-    "ar_readout",
-    "batches",
-    "build_model",
-    "build_model_config",
-    "copy_diffusion_loss",
-    "device_batch",
-    "diffusion_loss",
-    "encode_examples",
-    "encode_labelled",
-    "generation_config",
-    "heldout_loss",
-    "make_batch",
-    "save_checkpoint",
-    "train",
-    "word_token_table",
-]
+from model.training.settings import COPY_HEAD_RULES, TrainConfig, build_model, generation_config
 
 
 def save_checkpoint(model: Any, tok: Any, out: Path, cfg: TrainConfig) -> None:
@@ -180,26 +159,6 @@ def prepare(cfg: TrainConfig, log: Any = print) -> tuple[Any, list[Encoded], lis
     return tok, train, held, drill
 
 
-#: Copy-head rules that a training option turns on (``TrainConfig`` fields named as the ``copy_head`` keys).
-COPY_HEAD_RULES = ("spaced_word_starts", "answer_match_responses")
-
-#: Options that must be positive integers.
-POSITIVE_OPTIONS = (
-    "threads",
-    "steps",
-    "batch_size",
-    "n_train",
-    "n_heldout",
-    "canvas_length",
-    "max_prompt",
-    "noise_draws",
-    "ckpt_every",
-    "eval_every",
-    "log_every",
-    "bucket_mult",
-)
-
-
 def _model_and_state(
     cfg: TrainConfig, tok: Any, ckpt: Path, rng: random.Random, gen: Any, console: Any
 ) -> tuple[Any, dict[str, Any] | None, int, int]:
@@ -292,22 +251,7 @@ def _evaluate(
 
 
 def _autocast_for(cfg: TrainConfig) -> Any:
-    """Check ``cfg``'s options and device (``ValueError``); the step's autocast context factory (bfloat16 on
-    CUDA, none on CPU)."""
-    if cfg.ar_weight > 0 and cfg.max_prompt + cfg.canvas_length >= cfg.sliding_window:
-        raise ValueError(
-            f"--ar-weight needs --max-prompt + the canvas ({cfg.max_prompt} + {cfg.canvas_length}) below "
-            f"--sliding-window ({cfg.sliding_window}): the decoder's sliding layers would lose prompt tokens"
-        )
-    for rule in COPY_HEAD_RULES:
-        if getattr(cfg, rule) and not cfg.copy_head:
-            flag = "--" + rule.replace("_", "-")
-            raise ValueError(f"{flag} is a copy-head rule: give --copy-head with it")
-    for name in POSITIVE_OPTIONS:
-        if getattr(cfg, name) < 1:
-            raise ValueError(f"--{name.replace('_', '-')} must be >= 1, got {getattr(cfg, name)}")
-    if cfg.stop_at is not None and cfg.stop_at < 1:
-        raise ValueError(f"--stop-at must be >= 1, got {cfg.stop_at}")
+    """The step's autocast context factory (bfloat16 on CUDA, none on CPU; ``ValueError`` without CUDA)."""
     torch.set_num_threads(cfg.threads)
     if cfg.device.startswith("cuda") and not torch.cuda.is_available():
         raise ValueError("--device cuda requested but torch.cuda.is_available() is False")
@@ -411,8 +355,7 @@ def train(cfg: TrainConfig, *, optimizer_state: dict[str, Any] | None = None) ->
     schedule is fitted to the budget once the step time is known.
 
     Raises:
-        ValueError: a bad option or device (:func:`_autocast_for`), or a run to resume saved with other
-            copy-head options.
+        ValueError: ``--device cuda`` without CUDA, or a run to resume saved with other copy-head options.
     """
     from rich.console import Console
 

@@ -116,6 +116,11 @@ def number_words(n: int) -> str:
     return SMALL_NUMBER_WORDS[n] if 0 <= n < len(SMALL_NUMBER_WORDS) else str(n)
 
 
+def and_list(items: list[str]) -> str:
+    """``"a, b and c"`` (one item: itself; none: ``""``)."""
+    return ", ".join(items[:-1]) + " and " + items[-1] if len(items) > 1 else "".join(items)
+
+
 def natural(name: str) -> str:
     """Turn an identifier into words: ``"maxResults"``/``"max_results"`` -> ``"max results"``."""
     s = re.sub(r"([a-z0-9])([A-Z])", r"\1 \2", name.split(".")[-1])
