@@ -46,7 +46,7 @@ from agentkit.bundle_tools import (
 )
 from agentkit.errors import BundleError, BundleIssue, ToolDefinitionError
 from agentkit.mcp.bundle import toolsets_of
-from agentkit.tool_schema import grounded_keyword, misspelt_keywords, yaml_number_hint
+from agentkit.tool_schema import grounded_keyword, schema_problems
 from agentkit.tools import DEFAULT_RETRIES, DEFAULT_TIMEOUT_S, Tool
 from schema import SchemaError
 
@@ -251,35 +251,16 @@ class _Load:
         return constraint_support_error(name, params) if self.checked else None
 
     def parameters(self, t: dict[str, Any], tp: FieldPath) -> tuple[dict[str, Any] | None, bool]:
-        """``(parameters or None, ok)``: ``grounded: true`` read as ``x-grounded``; a valid object schema that the
-        embedded backend's constraint can enforce."""
+        """``(parameters or None, ok)``: ``grounded: true`` read as ``x-grounded``; a valid object schema."""
         params = t.get("parameters")
-        if isinstance(params, dict):
-            bad: list[tuple[FieldPath, str]] = []
-            params = grounded_keyword(params, bad)
-            bad += misspelt_keywords(params)
-            for spot, why in bad:
-                self.add((*tp, "parameters", *spot), why)
-            if bad:
-                return None, False
         if params is None:
             return None, True
-        import jsonschema
-
-        if params.get("type", "object") != "object":
-            self.add((*tp, "parameters", "type"), "parameters must be a JSON Schema of type 'object'")
-            return None, False
-        try:
-            jsonschema.Draft202012Validator.check_schema(params)
-        except jsonschema.SchemaError as exc:
-            why = f"not a valid JSON Schema: {exc.message}{yaml_number_hint(exc.instance)}"
-            self.add((*tp, "parameters", *exc.path), why)
-            return None, False
-        if (unsupported := self.unsupported(t["name"], params)) is not None:
-            where = tuple(x for x in unsupported.path.split("/") if x)
-            keyword = "grounded" if unsupported.keyword == "x-grounded" else unsupported.keyword  # as written
-            at = (*tp, "parameters", *(int(x) if x.isdigit() else x for x in where), keyword)
-            self.add(at, f"the tool-call constraint cannot enforce this schema: {_as_written(unsupported)}")
+        bad: list[tuple[FieldPath, str]] = []
+        params = grounded_keyword(params, bad)
+        problems = bad or schema_problems(params)
+        for spot, why in problems:
+            self.add((*tp, "parameters", *spot), why)
+        if problems:
             return None, False
         return params, True
 
@@ -312,13 +293,19 @@ class _Load:
         except ToolDefinitionError as exc:
             self.add(tp, str(exc))
             return None
-        if made is not None and common["grounded"]:
-            # the tool-level `grounded:` list marks parameters only now: check the schema it gives
-            if (unsupported := self.unsupported(t["name"], made.parameters)) is not None:
-                why = _as_written(unsupported)
-                self.add((*tp, "grounded"), f"the tool-call constraint cannot enforce this schema: {why}")
-                return None
-        return made
+        if made is None or (problem := self.unsupported(t["name"], made.parameters)) is None:
+            return made
+        where = tuple(int(x) if x.isdigit() else x for x in problem.path.split("/") if x)
+        why = f"the tool-call constraint cannot enforce this schema: {_as_written(problem)}"
+        if "parameters" not in t:  # the schema of the function's signature
+            why = f"the tool-call constraint cannot enforce the parameters of {t['python']!r}: {problem}"
+            self.add((*tp, "python"), why)
+        elif problem.keyword == "x-grounded" and len(where) == 2 and where[1] in t.get("grounded", ()):
+            self.add((*tp, "grounded"), why)  # marked by the tool-level `grounded:` list
+        else:
+            keyword = "grounded" if problem.keyword == "x-grounded" else problem.keyword  # as written
+            self.add((*tp, "parameters", *where, keyword), why)
+        return None
 
     def python_tool(
         self, t: dict[str, Any], tp: FieldPath, params: dict[str, Any] | None, common: dict[str, Any]
@@ -350,16 +337,7 @@ class _Load:
         if not callable(obj):
             self.add((*tp, "python"), f"{target!r} is not callable")
             return None
-        made = Tool(obj, parameters=params, timeout=t.get("timeout", base_timeout), **common)
-        if params is None:
-            # the schema comes from the function's signature: checked here, so the error has a line
-            if (unsupported := self.unsupported(t["name"], made.parameters)) is not None:
-                self.add(
-                    (*tp, "python"),
-                    f"the tool-call constraint cannot enforce the parameters of {target!r}: {unsupported}",
-                )
-                return None
-        return made
+        return Tool(obj, parameters=params, timeout=t.get("timeout", base_timeout), **common)
 
     def http_tool(
         self, t: dict[str, Any], tp: FieldPath, params: dict[str, Any], common: dict[str, Any]

@@ -27,8 +27,8 @@ from starlette.responses import JSONResponse
 from agentkit import __version__
 from agentkit.errors import describe_exception
 from agentkit.mcp.content import MCPToolError
-from agentkit.tool_output import ToolContent
-from agentkit.tools import Tool, ToolArgumentsError, ToolContext, ToolTimeoutError, cap_output
+from agentkit.tool_output import ToolContent, cap_output
+from agentkit.tools import Tool, ToolArgumentsError, ToolContext, ToolTimeoutError
 
 __all__ = ["build_server", "check_key", "serve_http", "serve_stdio", "serve_stdio_process", "served"]
 
