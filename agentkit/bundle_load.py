@@ -1,14 +1,10 @@
-"""Loading a YAML tool bundle to its spec (:class:`BundleSpec`): an agent's model, system prompt, loop settings,
-tools and MCP toolsets from one versioned file (docs/BUNDLES.md). It imports no agent: ``Agent.from_bundle``
-builds one from the spec, and :mod:`agentkit.bundle` is the public face of both.
-
-:func:`load_spec` validates the file against ``agentkit/schemas/bundle.schema.json``, then checks what a schema
-cannot (importable ``python:`` targets, ``parameters`` schemas, placeholders, duplicate names...) and reports
-every problem at once, each with file, line, column and field path, in a :class:`~agentkit.errors.BundleError`.
-"""
+"""A YAML tool bundle loaded to its spec (:class:`BundleSpec`; docs/BUNDLES.md), importing no agent: the JSON
+Schema's checks, then what a schema cannot check (``python:`` targets, ``parameters``, placeholders, duplicate
+names...), every problem at once with file, line, column and field in a :class:`~agentkit.errors.BundleError`."""
 
 from __future__ import annotations
 
+import math
 import threading
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -18,22 +14,13 @@ import pydantic
 
 from agentkit.backends import make_backend
 from agentkit.backends.embedded import constraint_support_error
-from agentkit.bundle_document import (
-    FORMAT_VERSION,
-    FieldPath,
-    Positions,
-    field_name,
-    read_yaml,
-    schema,
-    schema_issues,
-)
+from agentkit.bundle_document import FieldPath, Positions, field_name, leaves, read_yaml, schema_issues
 from agentkit.bundle_sections import (
     MODEL_SECTION,
     AgentSection,
     EmbeddedModel,
     OpenAIModel,
     ScriptedModel,
-    non_finite_numbers,
 )
 from agentkit.bundle_tools import (
     SandboxRunner,
@@ -55,18 +42,7 @@ if TYPE_CHECKING:
 
     from agentkit.backends.base import Backend
 
-__all__ = [
-    "FORMAT_VERSION",
-    "AgentSection",
-    "BundleSpec",
-    "EmbeddedModel",
-    "OpenAIModel",
-    "SandboxRunner",
-    "ScriptedModel",
-    "default_sandbox_runner",
-    "load_spec",
-    "schema",
-]
+__all__ = ["BundleSpec", "load_spec"]
 
 #: A :class:`BundleSpec` class.
 S = TypeVar("S", bound="BundleSpec")
@@ -123,14 +99,11 @@ class BundleSpec:
         same = kind == own.backend
         name = model if model is not None else (own.name if same else None)
         settings = own.backend_settings(self.path.parent) if same else {}
-        if adapter is not None:
-            if kind != "embedded":
-                raise ValueError(f"--adapter applies to the embedded backend only (backend is {kind!r})")
-            settings["adapter"] = str(adapter)
-        if binding is not None:
-            if kind != "embedded":
-                raise ValueError(f"--binding applies to the embedded backend only (backend is {kind!r})")
-            settings["binding"] = binding
+        for key, value in (("adapter", adapter), ("binding", binding)):
+            if value is not None and kind != "embedded":
+                raise ValueError(f"--{key} applies to the embedded backend only (backend is {kind!r})")
+            if value is not None:
+                settings[key] = str(value)
         if seed is not None and kind == "embedded":
             settings["seed"] = seed
         elif seed is not None and kind == "openai":
@@ -211,8 +184,11 @@ class _Load:
         data, raw = read_yaml(self.path, self.file, self.pos)
         self.issues.extend(self.issue(pth, msg, key=k) for pth, msg, k in raw)
         self.issues.extend(schema_issues(data, self.issue))
+        # no setting takes a NaN or an infinity (YAML's .nan, .inf, 1e400): in model.request it is not JSON
         self.issues.extend(
-            self.issue(at, f"must be a finite number, got {v}") for at, v in non_finite_numbers(data)
+            self.issue(at, f"must be a finite number, got {v}")
+            for at, v in leaves(data)
+            if isinstance(v, float) and not math.isfinite(v)
         )
         self.raise_if_any()
         assert isinstance(data, dict)
@@ -320,12 +296,9 @@ class _Load:
         base_timeout: float | None = DEFAULT_TIMEOUT_S
         if isinstance(obj, Tool):
             base_timeout = obj.timeout
-            if "retries" not in t:
-                common["retries"] = obj.retries
-            if "max_output_bytes" not in t:
-                common["max_output_bytes"] = obj.max_output_bytes
-            if common["description"] is None:
-                common["description"] = obj.description
+            for key in ("retries", "max_output_bytes", "description"):
+                if t.get(key) is None:
+                    common[key] = getattr(obj, key)
             # the decorator's grounded parameters stay grounded (the bundle may add more)
             marked = [
                 k

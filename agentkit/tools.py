@@ -225,15 +225,11 @@ class Tool:
             raise ToolDefinitionError(f"tool implementation must be callable, got {function!r}")
         base, _ = unwrapped(function)
         fname = getattr(base, "__name__", None) or type(base).__name__
-        if name is not None and (not isinstance(name, str) or not name.strip()):
-            raise ToolDefinitionError(
-                f"tool {fname!r}: name must be a non-empty string (or None for the function's name), got {name!r}"
-            )
         self.name = fname if name is None else name
-        if not _NAME_RE.match(self.name):
+        if not isinstance(self.name, str) or not _NAME_RE.match(self.name):
             raise ToolDefinitionError(
-                f"invalid tool name {self.name!r}: use letters, digits, '_', '.', '-' (max 64), starting "
-                "with a letter or '_'"
+                f"tool {fname!r}: invalid name {self.name!r}: use letters, digits, '_', '.', '-' (max 64), "
+                "starting with a letter or '_' (or None for the function's name)"
             )
         _check_settings(self.name, timeout, retries, max_output_bytes)
         self.max_output_bytes = max_output_bytes

@@ -273,10 +273,10 @@ def _named(x: int) -> int:
     ("make", "message"),
     [
         (lambda: Tool(lambda *a: None, name="f"), r"\*args / \*\*kwargs"),
-        (lambda: Tool(lambda x: x, name="bad name!"), "invalid tool name 'bad name!'"),
-        (lambda: tool(name="")(_named), r"tool '_named': name must be a non-empty string .*got ''"),
-        (lambda: tool(name="  ")(_named), r"tool '_named': name must be a non-empty string .*got '  '"),
-        (lambda: Tool(_named, name=5), r"tool '_named': name must be a non-empty string .*got 5"),
+        (lambda: Tool(lambda x: x, name="bad name!"), "tool '<lambda>': invalid name 'bad name!'"),
+        (lambda: tool(name="")(_named), r"tool '_named': invalid name '': use letters"),
+        (lambda: tool(name="  ")(_named), r"tool '_named': invalid name '  ': use letters"),
+        (lambda: Tool(_named, name=5), r"tool '_named': invalid name 5: use letters"),
         (lambda: Tool(lambda x: x, name="f", timeout=0), "timeout must be a number > 0"),
         (
             lambda: Tool(lambda x: x, name="f", timeout="5"),
