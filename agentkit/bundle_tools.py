@@ -187,14 +187,18 @@ def _read_response(resp: httpx.Response, mode: str, max_chars: int, shown: str) 
                 raise RuntimeError(f"{shown}: response is not JSON: {resp.text[:200]}") from None
         else:
             text = json.dumps(value, ensure_ascii=False)
-            if len(text) <= max_chars:
-                return value
-            return text[:max_chars] + f"... [truncated {len(text) - max_chars} characters]"
+            return value if len(text) <= max_chars else _cut(text, max_chars)
     charset = (resp.charset_encoding or "utf-8").lower().replace("_", "-")
     text, bad = decode_utf8(resp.content) if charset in ("utf-8", "utf8") else (resp.text, 0)
-    if len(text) > max_chars:
-        text = text[:max_chars] + f"... [truncated {len(text) - max_chars} characters]"
-    return text + ("\n" + INVALID_UTF8_NOTE.format(n=bad) if bad else "")
+    return _cut(text, max_chars) + ("\n" + INVALID_UTF8_NOTE.format(n=bad) if bad else "")
+
+
+def _cut(text: str, max_chars: int) -> str:
+    return (
+        text
+        if len(text) <= max_chars
+        else text[:max_chars] + f"... [truncated {len(text) - max_chars} characters]"
+    )
 
 
 def make_http_function(
