@@ -89,7 +89,7 @@ def toolsets_of(
     specs: list[dict[str, Any]],
     add: Callable[[Path_, str], None],
     bundle_dir: Path,
-    where: Callable[[Path_], str] | None = None,
+    where: Callable[[Path_], str],
 ) -> list[MCPToolset]:
     """The bundle's toolsets; problems go to ``add(field_path, message)``, ``where(path)`` into start errors."""
     out: list[MCPToolset] = []
@@ -97,7 +97,6 @@ def toolsets_of(
         at: Path_ = ("toolsets", i, "mcp")
         made = toolset_of(entry["mcp"], add, at, bundle_dir)
         if made is not None:
-            if where is not None:
-                made.opts.origin = f"{where(at)} toolsets[{i}].mcp"
+            made.opts.origin = f"{where(at)} toolsets[{i}].mcp"
             out.append(made)
     return out
