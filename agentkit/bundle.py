@@ -1,11 +1,6 @@
-"""YAML tool bundles: an agent (model, system prompt, loop settings, tools) in one versioned file.
-
-The format is documented in docs/BUNDLES.md. :func:`load_bundle` reads and checks a file
-(:func:`agentkit.bundle_load.load_spec`: every problem with file, line, column and field in one
-:class:`~agentkit.errors.BundleError`) to a :class:`Bundle`, the spec of :mod:`agentkit.bundle_load` that also
-makes its agent (:meth:`Bundle.make_agent`). The agent side imports only the spec module
-(:meth:`agentkit.Agent.from_bundle`), so agent and bundle do not import each other.
-"""
+"""YAML tool bundles (docs/BUNDLES.md): :func:`load_bundle` reads and checks a file to a :class:`Bundle`, the spec
+of :mod:`agentkit.bundle_load` that also makes its agent. ``Agent.from_bundle`` imports only the spec module, so
+agent and bundle do not import each other."""
 
 from __future__ import annotations
 
@@ -13,18 +8,10 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from agentkit.agent import Agent
-from agentkit.bundle_load import (
-    FORMAT_VERSION,
-    AgentSection,
-    BundleSpec,
-    EmbeddedModel,
-    OpenAIModel,
-    SandboxRunner,
-    ScriptedModel,
-    default_sandbox_runner,
-    load_spec,
-    schema,
-)
+from agentkit.bundle_document import FORMAT_VERSION, schema
+from agentkit.bundle_load import BundleSpec, load_spec
+from agentkit.bundle_sections import AgentSection, EmbeddedModel, OpenAIModel, ScriptedModel
+from agentkit.bundle_tools import SandboxRunner, default_sandbox_runner
 from agentkit.errors import BundleError
 
 if TYPE_CHECKING:
@@ -67,12 +54,7 @@ def load_bundle(
     sandbox_runner: SandboxRunner | None = None,
     backend: str | None = None,
 ) -> Bundle:
-    """Load and validate a bundle file (arguments: :func:`agentkit.bundle_load.load_spec`).
-
-    Raises:
-        BundleError: every problem found, each with file, line, column and field.
-        OSError: the file cannot be read.
-    """
+    """Load and validate a bundle file (arguments and errors: :func:`agentkit.bundle_load.load_spec`)."""
     return load_spec(
         path, http_client=http_client, sandbox_runner=sandbox_runner, backend=backend, cls=Bundle
     )

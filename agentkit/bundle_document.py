@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import json
 import math
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from functools import lru_cache
 from pathlib import Path
 from typing import Any
@@ -22,6 +22,7 @@ __all__ = [
     "FieldPath",
     "Positions",
     "field_name",
+    "leaves",
     "read_yaml",
     "schema",
     "schema_issues",
@@ -46,6 +47,15 @@ def field_name(path: FieldPath) -> str:
     for p in path:
         out += f"[{p}]" if isinstance(p, int) else (f".{p}" if out else str(p))
     return out
+
+
+def leaves(node: Any, path: FieldPath = ()) -> Iterator[tuple[FieldPath, Any]]:
+    """``(path, value)`` of every value in ``node`` that is not a mapping or a list, in order."""
+    if isinstance(node, (dict, list)):
+        for key, value in node.items() if isinstance(node, dict) else enumerate(node):
+            yield from leaves(value, (*path, key))
+    else:
+        yield path, node
 
 
 class Positions:
@@ -172,27 +182,16 @@ def schema_issues(data: Any, issue: Callable[..., BundleIssue]) -> list[BundleIs
                 issue((*path, k), f"unknown field '{k}' {why}", key=True) for k in got if k not in allowed
             ]
         else:
-            out.append(issue(path, _schema_message(err, path)))
+            out.append(issue(path, _schema_message(err)))
     return list(dict.fromkeys(out))  # jsonschema reports a "required" per missing field, each naming them all
 
 
-def _schema_message(err: Any, path: FieldPath) -> str:
-    """The message of one schema error at ``path`` (a ``jsonschema.ValidationError``)."""
-    v, got = err.validator, err.instance
-    if v == "oneOf" and len(path) == 2 and path[0] == "tools" and isinstance(got, dict):
-        found = " and ".join(k for k in ("python", "http", "sandbox") if k in got) or "none"
-        return f"a tool needs exactly one implementation (python, http or sandbox), found {found}"
-    if v == "oneOf" and path and path[-1] == "max_tool_output_bytes":
-        return f"must be an integer >= 1 (bytes), 'auto' or null, got {got!r}"
-    if v == "oneOf":
-        return f"must be 'auto', 'required', 'none' or {{name: TOOL}}, got {got!r}"
-    if v == "const" and path == ("agentkit_bundle",):
-        return f"unsupported bundle format version {got!r}; this agentkit reads version {FORMAT_VERSION}"
-    if v == "type" and not path:
-        kinds: dict[type, str] = {list: "a list", str: "a string"}
-        kind = kinds.get(type(got), type(got).__name__)
-        return f"a bundle is a YAML mapping (agentkit_bundle:, name:, tools: ...), got {kind}"
-    if v == "pattern" and path and path[-1] == "python":
-        return f"expected 'package.module:function', got {got!r}"
-    # a number YAML 1.1 read as text (timeout: 1e3) says how to write it
-    return str(err.message) + (yaml_number_hint(got) if v == "type" else "")
+def _schema_message(err: Any) -> str:
+    """The message of one ``jsonschema.ValidationError``: the schema's ``x-messages`` for its keyword, filled."""
+    got, kinds = err.instance, {"list": "a list", "str": "a string"}
+    template = err.schema.get("x-messages", {}).get(err.validator)
+    if template is None:  # a number YAML 1.1 read as text (timeout: 1e3) says how to write it
+        return str(err.message) + (yaml_number_hint(got) if err.validator == "type" else "")
+    found = " and ".join(k for k in ("python", "http", "sandbox") if isinstance(got, dict) and k in got)
+    kind, field = kinds.get(type(got).__name__, type(got).__name__), (list(err.absolute_path) or [""])[-1]
+    return str(template.format(got=got, kind=kind, found=found or "none", field=field))

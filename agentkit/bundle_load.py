@@ -1,14 +1,10 @@
-"""Loading a YAML tool bundle to its spec (:class:`BundleSpec`): an agent's model, system prompt, loop settings,
-tools and MCP toolsets from one versioned file (docs/BUNDLES.md). It imports no agent: ``Agent.from_bundle``
-builds one from the spec, and :mod:`agentkit.bundle` is the public face of both.
-
-:func:`load_spec` validates the file against ``agentkit/schemas/bundle.schema.json``, then checks what a schema
-cannot (importable ``python:`` targets, ``parameters`` schemas, placeholders, duplicate names...) and reports
-every problem at once, each with file, line, column and field path, in a :class:`~agentkit.errors.BundleError`.
-"""
+"""A YAML tool bundle loaded to its spec (:class:`BundleSpec`; docs/BUNDLES.md), importing no agent: the JSON
+Schema's checks, then what a schema cannot check (``python:`` targets, ``parameters``, placeholders, duplicate
+names...), every problem at once with file, line, column and field in a :class:`~agentkit.errors.BundleError`."""
 
 from __future__ import annotations
 
+import math
 import threading
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -18,22 +14,13 @@ import pydantic
 
 from agentkit.backends import make_backend
 from agentkit.backends.embedded import constraint_support_error
-from agentkit.bundle_document import (
-    FORMAT_VERSION,
-    FieldPath,
-    Positions,
-    field_name,
-    read_yaml,
-    schema,
-    schema_issues,
-)
+from agentkit.bundle_document import FieldPath, Positions, field_name, leaves, read_yaml, schema_issues
 from agentkit.bundle_sections import (
     MODEL_SECTION,
     AgentSection,
     EmbeddedModel,
     OpenAIModel,
     ScriptedModel,
-    non_finite_numbers,
 )
 from agentkit.bundle_tools import (
     SandboxRunner,
@@ -46,7 +33,7 @@ from agentkit.bundle_tools import (
 )
 from agentkit.errors import BundleError, BundleIssue, ToolDefinitionError
 from agentkit.mcp.bundle import toolsets_of
-from agentkit.tool_schema import grounded_keyword, misspelt_keywords, yaml_number_hint
+from agentkit.tool_schema import grounded_keyword, schema_problems
 from agentkit.tools import DEFAULT_RETRIES, DEFAULT_TIMEOUT_S, Tool
 from schema import SchemaError
 
@@ -55,18 +42,7 @@ if TYPE_CHECKING:
 
     from agentkit.backends.base import Backend
 
-__all__ = [
-    "FORMAT_VERSION",
-    "AgentSection",
-    "BundleSpec",
-    "EmbeddedModel",
-    "OpenAIModel",
-    "SandboxRunner",
-    "ScriptedModel",
-    "default_sandbox_runner",
-    "load_spec",
-    "schema",
-]
+__all__ = ["BundleSpec", "load_spec"]
 
 #: A :class:`BundleSpec` class.
 S = TypeVar("S", bound="BundleSpec")
@@ -123,14 +99,11 @@ class BundleSpec:
         same = kind == own.backend
         name = model if model is not None else (own.name if same else None)
         settings = own.backend_settings(self.path.parent) if same else {}
-        if adapter is not None:
-            if kind != "embedded":
-                raise ValueError(f"--adapter applies to the embedded backend only (backend is {kind!r})")
-            settings["adapter"] = str(adapter)
-        if binding is not None:
-            if kind != "embedded":
-                raise ValueError(f"--binding applies to the embedded backend only (backend is {kind!r})")
-            settings["binding"] = binding
+        for key, value in (("adapter", adapter), ("binding", binding)):
+            if value is not None and kind != "embedded":
+                raise ValueError(f"--{key} applies to the embedded backend only (backend is {kind!r})")
+            if value is not None:
+                settings[key] = str(value)
         if seed is not None and kind == "embedded":
             settings["seed"] = seed
         elif seed is not None and kind == "openai":
@@ -211,8 +184,11 @@ class _Load:
         data, raw = read_yaml(self.path, self.file, self.pos)
         self.issues.extend(self.issue(pth, msg, key=k) for pth, msg, k in raw)
         self.issues.extend(schema_issues(data, self.issue))
+        # no setting takes a NaN or an infinity (YAML's .nan, .inf, 1e400): in model.request it is not JSON
         self.issues.extend(
-            self.issue(at, f"must be a finite number, got {v}") for at, v in non_finite_numbers(data)
+            self.issue(at, f"must be a finite number, got {v}")
+            for at, v in leaves(data)
+            if isinstance(v, float) and not math.isfinite(v)
         )
         self.raise_if_any()
         assert isinstance(data, dict)
@@ -251,35 +227,16 @@ class _Load:
         return constraint_support_error(name, params) if self.checked else None
 
     def parameters(self, t: dict[str, Any], tp: FieldPath) -> tuple[dict[str, Any] | None, bool]:
-        """``(parameters or None, ok)``: ``grounded: true`` read as ``x-grounded``; a valid object schema that the
-        embedded backend's constraint can enforce."""
+        """``(parameters or None, ok)``: ``grounded: true`` read as ``x-grounded``; a valid object schema."""
         params = t.get("parameters")
-        if isinstance(params, dict):
-            bad: list[tuple[FieldPath, str]] = []
-            params = grounded_keyword(params, bad)
-            bad += misspelt_keywords(params)
-            for spot, why in bad:
-                self.add((*tp, "parameters", *spot), why)
-            if bad:
-                return None, False
         if params is None:
             return None, True
-        import jsonschema
-
-        if params.get("type", "object") != "object":
-            self.add((*tp, "parameters", "type"), "parameters must be a JSON Schema of type 'object'")
-            return None, False
-        try:
-            jsonschema.Draft202012Validator.check_schema(params)
-        except jsonschema.SchemaError as exc:
-            why = f"not a valid JSON Schema: {exc.message}{yaml_number_hint(exc.instance)}"
-            self.add((*tp, "parameters", *exc.path), why)
-            return None, False
-        if (unsupported := self.unsupported(t["name"], params)) is not None:
-            where = tuple(x for x in unsupported.path.split("/") if x)
-            keyword = "grounded" if unsupported.keyword == "x-grounded" else unsupported.keyword  # as written
-            at = (*tp, "parameters", *(int(x) if x.isdigit() else x for x in where), keyword)
-            self.add(at, f"the tool-call constraint cannot enforce this schema: {_as_written(unsupported)}")
+        bad: list[tuple[FieldPath, str]] = []
+        params = grounded_keyword(params, bad)
+        problems = bad or schema_problems(params)
+        for spot, why in problems:
+            self.add((*tp, "parameters", *spot), why)
+        if problems:
             return None, False
         return params, True
 
@@ -312,13 +269,19 @@ class _Load:
         except ToolDefinitionError as exc:
             self.add(tp, str(exc))
             return None
-        if made is not None and common["grounded"]:
-            # the tool-level `grounded:` list marks parameters only now: check the schema it gives
-            if (unsupported := self.unsupported(t["name"], made.parameters)) is not None:
-                why = _as_written(unsupported)
-                self.add((*tp, "grounded"), f"the tool-call constraint cannot enforce this schema: {why}")
-                return None
-        return made
+        if made is None or (problem := self.unsupported(t["name"], made.parameters)) is None:
+            return made
+        where = tuple(int(x) if x.isdigit() else x for x in problem.path.split("/") if x)
+        why = f"the tool-call constraint cannot enforce this schema: {_as_written(problem)}"
+        if "parameters" not in t:  # the schema of the function's signature
+            why = f"the tool-call constraint cannot enforce the parameters of {t['python']!r}: {problem}"
+            self.add((*tp, "python"), why)
+        elif problem.keyword == "x-grounded" and len(where) == 2 and where[1] in t.get("grounded", ()):
+            self.add((*tp, "grounded"), why)  # marked by the tool-level `grounded:` list
+        else:
+            keyword = "grounded" if problem.keyword == "x-grounded" else problem.keyword  # as written
+            self.add((*tp, "parameters", *where, keyword), why)
+        return None
 
     def python_tool(
         self, t: dict[str, Any], tp: FieldPath, params: dict[str, Any] | None, common: dict[str, Any]
@@ -333,12 +296,9 @@ class _Load:
         base_timeout: float | None = DEFAULT_TIMEOUT_S
         if isinstance(obj, Tool):
             base_timeout = obj.timeout
-            if "retries" not in t:
-                common["retries"] = obj.retries
-            if "max_output_bytes" not in t:
-                common["max_output_bytes"] = obj.max_output_bytes
-            if common["description"] is None:
-                common["description"] = obj.description
+            for key in ("retries", "max_output_bytes", "description"):
+                if t.get(key) is None:
+                    common[key] = getattr(obj, key)
             # the decorator's grounded parameters stay grounded (the bundle may add more)
             marked = [
                 k
@@ -350,16 +310,7 @@ class _Load:
         if not callable(obj):
             self.add((*tp, "python"), f"{target!r} is not callable")
             return None
-        made = Tool(obj, parameters=params, timeout=t.get("timeout", base_timeout), **common)
-        if params is None:
-            # the schema comes from the function's signature: checked here, so the error has a line
-            if (unsupported := self.unsupported(t["name"], made.parameters)) is not None:
-                self.add(
-                    (*tp, "python"),
-                    f"the tool-call constraint cannot enforce the parameters of {target!r}: {unsupported}",
-                )
-                return None
-        return made
+        return Tool(obj, parameters=params, timeout=t.get("timeout", base_timeout), **common)
 
     def http_tool(
         self, t: dict[str, Any], tp: FieldPath, params: dict[str, Any], common: dict[str, Any]

@@ -3,8 +3,6 @@
 
 from __future__ import annotations
 
-import math
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Annotated, Any, Literal
 
@@ -97,16 +95,3 @@ class AgentSection(_Section):
     max_tool_output_bytes: int | Literal["auto"] | None = None
     trim_history: bool | None = None
     tool_images: ToolImageLimits | None = None
-
-
-def non_finite_numbers(node: Any, path: tuple[Any, ...] = ()) -> Iterator[tuple[tuple[Any, ...], float]]:
-    """``(path, value)`` of each NaN or infinity in a bundle's data (YAML's ``.nan``, ``.inf``, ``1e400``): no
-    setting takes one, and in ``model.request`` it would be sent as ``NaN``, which is not JSON."""
-    if isinstance(node, float) and not math.isfinite(node):
-        yield path, node
-    elif isinstance(node, dict):
-        for key, value in node.items():
-            yield from non_finite_numbers(value, (*path, key))
-    elif isinstance(node, list):
-        for i, value in enumerate(node):
-            yield from non_finite_numbers(value, (*path, i))

@@ -14,7 +14,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from agentkit.bundle_document import FieldPath
+from agentkit.bundle_document import FieldPath, leaves
 from agentkit.tool_output import INVALID_UTF8_NOTE, decode_utf8
 
 if TYPE_CHECKING:
@@ -87,18 +87,13 @@ class _Missing(Exception):
 
 def placeholders(value: Any, path: FieldPath) -> list[tuple[str, FieldPath]]:
     """Every ``{arg}`` placeholder in a template value, with the field path where it appears."""
-    found: list[tuple[str, FieldPath]] = []
-    if isinstance(value, str):
-        for m in _TEMPLATE.finditer(value):
-            if m.group(2):
-                found.append((m.group(2), path))
-    elif isinstance(value, dict):
-        for k, v in value.items():
-            found.extend(placeholders(v, (*path, k)))
-    elif isinstance(value, list):
-        for i, v in enumerate(value):
-            found.extend(placeholders(v, (*path, i)))
-    return found
+    return [
+        (m.group(2), at)
+        for at, text in leaves(value, path)
+        if isinstance(text, str)
+        for m in _TEMPLATE.finditer(text)
+        if m.group(2)
+    ]
 
 
 def _render(template: Any, args: dict[str, Any], where: str, *, quote: bool = False) -> Any:
@@ -192,14 +187,18 @@ def _read_response(resp: httpx.Response, mode: str, max_chars: int, shown: str) 
                 raise RuntimeError(f"{shown}: response is not JSON: {resp.text[:200]}") from None
         else:
             text = json.dumps(value, ensure_ascii=False)
-            if len(text) <= max_chars:
-                return value
-            return text[:max_chars] + f"... [truncated {len(text) - max_chars} characters]"
+            return value if len(text) <= max_chars else _cut(text, max_chars)
     charset = (resp.charset_encoding or "utf-8").lower().replace("_", "-")
     text, bad = decode_utf8(resp.content) if charset in ("utf-8", "utf8") else (resp.text, 0)
-    if len(text) > max_chars:
-        text = text[:max_chars] + f"... [truncated {len(text) - max_chars} characters]"
-    return text + ("\n" + INVALID_UTF8_NOTE.format(n=bad) if bad else "")
+    return _cut(text, max_chars) + ("\n" + INVALID_UTF8_NOTE.format(n=bad) if bad else "")
+
+
+def _cut(text: str, max_chars: int) -> str:
+    return (
+        text
+        if len(text) <= max_chars
+        else text[:max_chars] + f"... [truncated {len(text) - max_chars} characters]"
+    )
 
 
 def make_http_function(

@@ -47,15 +47,8 @@ from agentkit.events import (
 from agentkit.history import Conversation, droppable_groups
 from agentkit.messages import ToolCall, assistant_message, tool_message
 from agentkit.result import RunResult, Step, StopReason, Timing, ToolCallRecord
-from agentkit.tool_output import ToolImageLimits, ToolImageShare
-from agentkit.tools import (
-    Tool,
-    ToolArgumentsError,
-    ToolContext,
-    ToolTimeoutError,
-    cap_output,
-    cap_output_tokens,
-)
+from agentkit.tool_output import ToolImageLimits, ToolImageShare, cap_output, cap_output_tokens
+from agentkit.tools import Tool, ToolArgumentsError, ToolContext, ToolTimeoutError
 
 if TYPE_CHECKING:
     from agentkit.backends.base import Backend, ToolDeclaration

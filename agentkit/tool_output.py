@@ -19,9 +19,10 @@ import io
 import queue
 import threading
 from collections.abc import Callable
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
 import pydantic
+import pydantic.dataclasses
 import pydantic_core
 
 from model.heads.vision import ACCEPTED_FORMATS, DEFAULT_VISION_BUDGET, check_budget
@@ -263,7 +264,7 @@ class ToolContent:
         return "\n".join([*([self.text] if self.text else []), *(i.note() for i in self.images)])
 
 
-@dataclasses.dataclass(frozen=True, slots=True)
+@pydantic.dataclasses.dataclass(frozen=True, slots=True)
 class ToolImageLimits:
     """What images of tool results a model is shown (``Agent(tool_images=...)``); one not shown is a note why.
 
@@ -276,25 +277,13 @@ class ToolImageLimits:
             limit; ``None``: no limit.
 
     Raises:
-        ValueError: a limit below 1 or a vision budget outside the five.
+        pydantic.ValidationError (a ValueError): a limit below 1 or a vision budget outside the five.
     """
 
-    max_bytes: int = 5 * 1024 * 1024
-    max_images: int = 8
-    vision_budget: int | None = None
-    max_soft_tokens: int | Literal["auto"] | None = "auto"
-
-    def __post_init__(self) -> None:
-        for name in ("max_bytes", "max_images"):
-            if not int_at_least(v := getattr(self, name), 1):
-                raise ValueError(f"ToolImageLimits.{name} must be an integer >= 1, got {v!r}")
-        m = self.max_soft_tokens
-        if m not in (None, "auto") and not int_at_least(m, 1):
-            raise ValueError(
-                f"ToolImageLimits.max_soft_tokens must be an integer >= 1, 'auto' or None, got {m!r}"
-            )
-        if self.vision_budget is not None:
-            check_budget(self.vision_budget)
+    max_bytes: Annotated[int, pydantic.Field(ge=1, strict=True)] = 5 * 1024 * 1024
+    max_images: Annotated[int, pydantic.Field(ge=1, strict=True)] = 8
+    vision_budget: Annotated[int, pydantic.Strict(), pydantic.AfterValidator(check_budget)] | None = None
+    max_soft_tokens: Annotated[int, pydantic.Field(ge=1, strict=True)] | Literal["auto"] | None = "auto"
 
     def soft_token_budget(self, backend: Any) -> int | None:
         """Soft tokens one step's tool images may take on ``backend`` (``None``: no limit)."""

@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Annotated, Any, TypeVar
 import pydantic
 
 from agentkit.errors import ToolDefinitionError
-from schema import FORMATS, format_matches
+from schema import FORMATS, MAX_NESTING, format_matches, nesting
 from schema.errors import SchemaError
 from schema.normalize import drop_titles, map_subschemas_at
 from schema.refs import Refs
@@ -275,11 +275,11 @@ def misspelt_keywords(schema: Any, at: tuple[str | int, ...] = ()) -> list[tuple
 _DATA_KEYWORDS = frozenset({"enum", "const", "default", "examples"})
 
 
-def unresolvable_ref(schema: dict[str, Any]) -> tuple[str, str] | None:
+def unresolvable_ref(schema: dict[str, Any]) -> tuple[tuple[str | int, ...], str] | None:
     """``(path, message)`` of the first ``$ref`` that does not resolve inside ``schema`` (agentkit fetches none),
     else ``None`` (also for a nested ``$id``, left to jsonschema at call time)."""
-    found: list[tuple[str, Any]] = []
-    stack: list[tuple[Any, str]] = [(schema, "")]
+    found: list[tuple[tuple[str | int, ...], Any]] = []
+    stack: list[tuple[Any, tuple[str | int, ...]]] = [(schema, ())]
     while stack:
         node, path = stack.pop()
         items = node.items() if isinstance(node, dict) else enumerate(node) if isinstance(node, list) else ()
@@ -291,17 +291,37 @@ def unresolvable_ref(schema: dict[str, Any]) -> tuple[str, str] | None:
             if k == "$ref" and isinstance(node, dict) and isinstance(v, str):
                 found.append((path, v))
             elif k not in _DATA_KEYWORDS:
-                stack.append((v, f"{path}/{k}" if path else str(k)))
+                stack.append((v, (*path, k)))
     refs = Refs(schema)
-    for path, ref in sorted(found, key=lambda x: x[0]):
+    for path, ref in sorted(found, key=lambda x: [str(p) for p in x[0]]):
         try:
-            refs.pointer(ref, path)
+            refs.pointer(ref, "/".join(map(str, path)))
         except SchemaError:
             return (
                 path,
                 f"$ref {ref!r} does not resolve (a reference must point inside the schema: agentkit fetches none)",
             )
     return None
+
+
+def schema_problems(parameters: Any) -> list[tuple[tuple[str | int, ...], str]]:
+    """``[(path, why)]`` of a written ``parameters`` schema (a tool's or a bundle's): not an object schema,
+    nested deeper than ``schema.MAX_NESTING``, not valid JSON Schema, each misspelt keyword, or a ``$ref`` that
+    does not resolve inside it; ``[]`` when none."""
+    import jsonschema
+
+    if not isinstance(parameters, dict) or parameters.get("type", "object") != "object":
+        return [(("type",) if isinstance(parameters, dict) else (), "must be a JSON Schema of type 'object'")]
+    if (depth := nesting(parameters)) > MAX_NESTING:  # before anything recurses into it
+        return [((), f"nested too deeply ({depth} levels of objects and arrays; at most {MAX_NESTING})")]
+    try:
+        jsonschema.validators.validator_for(parameters, default=jsonschema.Draft202012Validator).check_schema(
+            parameters
+        )
+    except jsonschema.SchemaError as exc:
+        return [(tuple(exc.path), f"not a valid JSON Schema: {exc.message}{yaml_number_hint(exc.instance)}")]
+    bad_ref = unresolvable_ref(parameters)
+    return misspelt_keywords(parameters) or ([] if bad_ref is None else [bad_ref])
 
 
 @functools.cache

@@ -31,10 +31,6 @@ from referencing.exceptions import Unresolvable
 from agentkit.backends.base import ToolDeclaration
 from agentkit.errors import ToolDefinitionError
 from agentkit.tool_output import (
-    INVALID_UTF8_NOTE,
-    cap_output,
-    cap_output_tokens,
-    decode_utf8,
     int_at_least,
     run_sync_in_thread,
     serialize_result,
@@ -49,20 +45,17 @@ from agentkit.tool_schema import (
     grammar_format_checker,
     keywords_taken,
     mark_grounded,
-    misspelt_keywords,
     parse_docstring,
     refuse_unbound_method,
+    schema_problems,
     signature_and_hints,
-    unresolvable_ref,
     unwrapped,
 )
-from schema import MAX_NESTING, nesting
 from tools.args import format_validation_error
 
 __all__ = [
     "DEFAULT_RETRIES",
     "DEFAULT_TIMEOUT_S",
-    "INVALID_UTF8_NOTE",
     "Grounded",
     "Tool",
     "ToolArgumentsError",
@@ -70,15 +63,6 @@ __all__ = [
     "ToolOptions",
     "ToolTimeoutError",
     "as_tool",
-    "cap_output",
-    "cap_output_tokens",
-    "clean_schema",
-    "decode_utf8",
-    "grammar_format_checker",
-    "mark_grounded",
-    "parse_docstring",
-    "run_sync_in_thread",
-    "serialize_result",
     "tool",
 ]
 
@@ -241,15 +225,11 @@ class Tool:
             raise ToolDefinitionError(f"tool implementation must be callable, got {function!r}")
         base, _ = unwrapped(function)
         fname = getattr(base, "__name__", None) or type(base).__name__
-        if name is not None and (not isinstance(name, str) or not name.strip()):
-            raise ToolDefinitionError(
-                f"tool {fname!r}: name must be a non-empty string (or None for the function's name), got {name!r}"
-            )
         self.name = fname if name is None else name
-        if not _NAME_RE.match(self.name):
+        if not isinstance(self.name, str) or not _NAME_RE.match(self.name):
             raise ToolDefinitionError(
-                f"invalid tool name {self.name!r}: use letters, digits, '_', '.', '-' (max 64), starting "
-                "with a letter or '_'"
+                f"tool {fname!r}: invalid name {self.name!r}: use letters, digits, '_', '.', '-' (max 64), "
+                "starting with a letter or '_' (or None for the function's name)"
             )
         _check_settings(self.name, timeout, retries, max_output_bytes)
         self.max_output_bytes = max_output_bytes
@@ -308,35 +288,12 @@ class Tool:
         import jsonschema
         from jsonschema_specifications import REGISTRY as SPECIFICATIONS
 
-        if not isinstance(parameters, dict) or parameters.get("type", "object") != "object":
-            raise ToolDefinitionError(
-                f"tool {self.name!r}: parameters must be a JSON Schema with type 'object'"
-            )
-        if (depth := nesting(parameters)) > MAX_NESTING:  # before anything recurses into it
-            raise ToolDefinitionError(
-                f"tool {self.name!r}: parameters are nested too deeply ({depth} levels of objects and arrays; "
-                f"at most {MAX_NESTING})"
-            )
-        schema = dict(parameters)
-        schema.setdefault("type", "object")
-        schema.setdefault("properties", {})
-        try:
-            validator_cls = jsonschema.validators.validator_for(
-                schema, default=jsonschema.Draft202012Validator
-            )
-            validator_cls.check_schema(schema)
-        except jsonschema.SchemaError as exc:
-            path = "/".join(str(p) for p in exc.path)
-            raise ToolDefinitionError(
-                f"tool {self.name!r}: parameters is not a valid JSON Schema at '{path}': {exc.message}"
-            ) from exc
-        if typos := misspelt_keywords(schema):
-            (where, why), *_ = typos
-            raise ToolDefinitionError(
-                f"tool {self.name!r}: parameters at '{'/'.join(map(str, where))}': {why}"
-            )
-        if (bad := unresolvable_ref(schema)) is not None:
-            raise ToolDefinitionError(f"tool {self.name!r}: parameters at '{bad[0]}': {bad[1]}")
+        if problems := schema_problems(parameters):
+            (where, why), *_ = problems
+            at = f" at '{'/'.join(map(str, where))}'" if where else ""
+            raise ToolDefinitionError(f"tool {self.name!r}: parameters{at}: {why}")
+        schema = {"type": "object", "properties": {}, **parameters}
+        validator_cls = jsonschema.validators.validator_for(schema, default=jsonschema.Draft202012Validator)
         # the registry of the JSON Schema meta-schemas only: a $ref never makes jsonschema fetch a URL
         validator = validator_cls(schema, format_checker=grammar_format_checker(), registry=SPECIFICATIONS)
         # Declared to the model exactly as written (a copy: later edits of the caller's dict do not leak in).

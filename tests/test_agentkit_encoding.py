@@ -13,7 +13,7 @@ from pydantic import BaseModel
 from agentkit import Agent, tool
 from agentkit.backends.openai import OpenAIBackend, escape_lone_surrogates
 from agentkit.backends.scripted import ScriptedBackend, answer, call
-from agentkit.tools import INVALID_UTF8_NOTE, decode_utf8, serialize_result
+from agentkit.tool_output import INVALID_UTF8_NOTE, decode_utf8, serialize_result
 
 NOTE_1 = INVALID_UTF8_NOTE.format(n=1)
 NOTE_2 = INVALID_UTF8_NOTE.format(n=2)

@@ -18,7 +18,7 @@ from agentkit.errors import BundleError
 from agentkit.events import PromptTrimmed
 from agentkit.history import droppable_groups
 from agentkit.messages import ToolCall
-from agentkit.tools import cap_output, cap_output_tokens
+from agentkit.tool_output import cap_output, cap_output_tokens
 from model.turn.limits import PromptTooLong as ModelPromptTooLong
 
 BIG = "lorem ipsum dolor sit amet " * 80_000  # 2,160,000 bytes, the "2 MB result"

@@ -20,16 +20,9 @@ from agentkit import Agent
 from agentkit.backends.embedded import EmbeddedBackend
 from agentkit.backends.scripted import ScriptedBackend, call
 from agentkit.errors import ToolDefinitionError
-from agentkit.tool_schema import misspelt_keywords, yaml_number_hint
-from agentkit.tools import (
-    Tool,
-    ToolArgumentsError,
-    ToolContext,
-    clean_schema,
-    parse_docstring,
-    serialize_result,
-    tool,
-)
+from agentkit.tool_output import serialize_result
+from agentkit.tool_schema import clean_schema, misspelt_keywords, parse_docstring, yaml_number_hint
+from agentkit.tools import Tool, ToolArgumentsError, ToolContext, tool
 
 
 @tool
@@ -280,10 +273,10 @@ def _named(x: int) -> int:
     ("make", "message"),
     [
         (lambda: Tool(lambda *a: None, name="f"), r"\*args / \*\*kwargs"),
-        (lambda: Tool(lambda x: x, name="bad name!"), "invalid tool name 'bad name!'"),
-        (lambda: tool(name="")(_named), r"tool '_named': name must be a non-empty string .*got ''"),
-        (lambda: tool(name="  ")(_named), r"tool '_named': name must be a non-empty string .*got '  '"),
-        (lambda: Tool(_named, name=5), r"tool '_named': name must be a non-empty string .*got 5"),
+        (lambda: Tool(lambda x: x, name="bad name!"), "tool '<lambda>': invalid name 'bad name!'"),
+        (lambda: tool(name="")(_named), r"tool '_named': invalid name '': use letters"),
+        (lambda: tool(name="  ")(_named), r"tool '_named': invalid name '  ': use letters"),
+        (lambda: Tool(_named, name=5), r"tool '_named': invalid name 5: use letters"),
         (lambda: Tool(lambda x: x, name="f", timeout=0), "timeout must be a number > 0"),
         (
             lambda: Tool(lambda x: x, name="f", timeout="5"),
@@ -299,7 +292,7 @@ def _named(x: int) -> int:
             lambda: Tool(
                 lambda **k: k, name="f", parameters={"type": "object", "properties": {"a": {"type": "nope"}}}
             ),
-            "not a valid JSON Schema at 'properties/a/type'",
+            "parameters at 'properties/a/type': not a valid JSON Schema",
         ),
         (lambda: Tool(lambda a, b: a, name="f", args_model=SearchArgs), "exactly one argument"),
     ],
@@ -415,7 +408,7 @@ def test_parameters_nested_too_deeply_are_a_definition_error():
     deep: dict = {"type": "string"}
     for _ in range(300):
         deep = {"type": "array", "items": deep}
-    with pytest.raises(ToolDefinitionError, match=r"tool 't': parameters are nested too deeply \(303 levels"):
+    with pytest.raises(ToolDefinitionError, match=r"tool 't': parameters: nested too deeply \(303 levels"):
         Tool(lambda **k: k, name="t", parameters={"type": "object", "properties": {"a": deep}})
 
 

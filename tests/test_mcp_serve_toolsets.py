@@ -189,10 +189,8 @@ def test_a_toolset_tool_whose_name_agentkit_cannot_take_is_a_clear_error(tmp_pat
     res = CliRunner().invoke(app, ["mcp", "serve", str(bad)])
     assert res.exit_code == 2 and "Traceback" not in res.output, res.output
     assert "error: agentkit cannot use these tools (on_unsupported: skip leaves them out):\n" in res.output
-    assert (
-        f"MCP server 'mcp_fixture_server' ({bad}:5 toolsets[0].mcp), tool 'ns:write': keyword 'name' at /: "
-        in (res.output)
-    )
+    assert f"MCP server 'mcp_fixture_server' ({bad}:5 toolsets[0].mcp), tool 'ns:write': " in res.output
+    assert "(keyword 'name' at /)" in res.output
     assert "constraint" not in res.output
 
 

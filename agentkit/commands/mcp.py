@@ -125,19 +125,19 @@ def list_command(
             {
                 "name": t.name,
                 "description": t.description or "",
-                "enforceable": c.ok,
-                "keyword": c.keyword,
-                "pointer": c.pointer,
-                "reason": c.message,
+                "enforceable": c is None,
+                "keyword": c and c.keyword,
+                "pointer": c.path if c else "",
+                "reason": str(c or ""),
             }
             for t, c in rows
         ]
         typer.echo(json.dumps(out, indent=2))
         return
     for t, c in rows:
-        verdict = "enforceable" if c.ok else f"NOT enforceable: keyword {c.keyword!r} at {c.pointer or '/'}"
+        verdict = "enforceable" if c is None else f"NOT enforceable: keyword {c.keyword!r} at {c.path or '/'}"
         typer.echo(f"{t.name}  [{verdict}]  {(t.description or '').splitlines()[0] if t.description else ''}")
-    bad = sum(1 for _, c in rows if not c.ok)
+    bad = sum(1 for _, c in rows if c is not None)
     typer.echo(
         f"{len(rows)} tool{'s' * (len(rows) != 1)}, {len(rows) - bad} enforceable by the embedded constraint",
         err=True,

@@ -72,21 +72,13 @@ def toolset_of(spec: dict[str, Any], add: Callable[[Path_, str], None], at: Path
 
     r = _Reader(add, at)
     opts = {k: spec[k] for k in _OPTIONS if k in spec}
-    if ("command" in spec) == ("url" in spec):
-        r.fail("an mcp toolset needs exactly one of 'command' (stdio) or 'url' (streamable HTTP)")
-        return None
-    if "url" in spec:
-        for k in ("args", "env", "cwd"):
-            if k in spec:
-                r.fail(f"'{k}' applies to a 'command' server, not to a 'url' one", k)
+    if "url" in spec:  # exactly one of url and command, and only their own settings: checked by the schema
         url = r.sub(spec["url"], "url")
         parts = urlsplit(url)
         if r.ok and (parts.scheme not in ("http", "https") or not parts.hostname):
             r.fail(f"url must be http:// or https:// with a host, got {url!r}", "url")
         headers = {k: r.sub(v, "headers", k) for k, v in (spec.get("headers") or {}).items()}
         return MCPToolset.http(url, headers=headers, **opts) if r.ok else None
-    if "headers" in spec:
-        r.fail("'headers' applies to a 'url' server, not to a 'command' one", "headers")
     cmd, cwd = _command(r, spec, bundle_dir)
     args = [r.sub(a, "args", i) for i, a in enumerate(spec.get("args") or [])]
     env = {k: r.sub(v, "env", k) for k, v in (spec.get("env") or {}).items()}
@@ -97,7 +89,7 @@ def toolsets_of(
     specs: list[dict[str, Any]],
     add: Callable[[Path_, str], None],
     bundle_dir: Path,
-    where: Callable[[Path_], str] | None = None,
+    where: Callable[[Path_], str],
 ) -> list[MCPToolset]:
     """The bundle's toolsets; problems go to ``add(field_path, message)``, ``where(path)`` into start errors."""
     out: list[MCPToolset] = []
@@ -105,7 +97,6 @@ def toolsets_of(
         at: Path_ = ("toolsets", i, "mcp")
         made = toolset_of(entry["mcp"], add, at, bundle_dir)
         if made is not None:
-            if where is not None:
-                made.opts.origin = f"{where(at)} toolsets[{i}].mcp"
+            made.opts.origin = f"{where(at)} toolsets[{i}].mcp"
             out.append(made)
     return out

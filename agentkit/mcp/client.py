@@ -16,7 +16,7 @@ import shutil
 import sys
 import tempfile
 from contextlib import AsyncExitStack
-from dataclasses import dataclass, replace
+from dataclasses import replace
 from pathlib import Path
 from typing import Annotated, Any, Literal
 from urllib.parse import urlsplit
@@ -35,9 +35,10 @@ from agentkit.backends.embedded import constraint_support_error
 from agentkit.errors import ToolDefinitionError
 from agentkit.mcp.content import MCPServerError, result_value
 from agentkit.tools import DEFAULT_RETRIES, Tool, ToolTimeoutError
+from schema import SchemaError
 from tools.args import format_validation_error
 
-__all__ = ["MCPSchemaError", "MCPToolset", "ToolCheck", "check_tool_schema"]
+__all__ = ["MCPSchemaError", "MCPToolset", "check_tool_schema"]
 
 log = logging.getLogger(__name__)
 GUARD = str(Path(__file__).resolve().parent / "guard.py")
@@ -51,32 +52,13 @@ class MCPSchemaError(ToolDefinitionError):
     under ``on_unsupported: error`` (the message names the server, the tool, the keyword and its pointer)."""
 
 
-@dataclass(frozen=True, slots=True)
-class ToolCheck:
-    """Whether the embedded constraint can enforce one tool's input schema: else the unsupported ``keyword``,
-    its JSON ``pointer`` and the reason ``message``."""
-
-    name: str
-    keyword: str | None = None
-    pointer: str = ""
-    message: str = ""
-
-    @property
-    def ok(self) -> bool:
-        """The constraint can enforce the schema."""
-        return self.keyword is None
-
-
-def check_tool_schema(name: str, schema: dict[str, Any]) -> ToolCheck:
-    """Check one input schema against what the embedded tool-call constraint enforces (name rules included)."""
+def check_tool_schema(name: str, schema: Any) -> SchemaError | None:
+    """What the embedded tool-call constraint cannot enforce of one tool (its name included), else ``None``."""
     if not _NAME_RE.match(name):
-        return ToolCheck(name, "name", "", f"tool name {name!r} is not a valid agentkit tool name")
+        return SchemaError("name", "", f"tool name {name!r} is not a valid agentkit tool name")
     if not isinstance(schema, dict) or schema.get("type", "object") != "object":
-        return ToolCheck(name, "type", "", "the input schema is not an object schema")
-    err = constraint_support_error(name, schema)
-    if err is None:
-        return ToolCheck(name)
-    return ToolCheck(name, err.keyword, err.path, str(err))
+        return SchemaError("type", "", "the input schema is not an object schema")
+    return constraint_support_error(name, schema)
 
 
 @pydantic.dataclasses.dataclass(slots=True, config=pydantic.ConfigDict(extra="forbid"))
@@ -352,19 +334,14 @@ class MCPToolset:
             ) or t.name in self.opts.exclude:
                 continue
             local = f"{self.opts.prefix}_{t.name}" if self.opts.prefix else t.name
-            check = check_tool_schema(local, t.input_schema) if self._check else ToolCheck(local)
-            made: Tool | None = None
-            if check.ok:
+            problem = check_tool_schema(local, t.input_schema) if self._check else None
+            if problem is None:
                 try:
-                    made = self._make_tool(t, local)
+                    kept.append(self._make_tool(t, local))
+                    continue
                 except ToolDefinitionError as exc:  # agentkit's own rules, whatever the backend
-                    check = ToolCheck(local, "schema" if _NAME_RE.match(local) else "name", "", str(exc))
-            if made is not None:
-                kept.append(made)
-                continue
-            bad.append(
-                f"{self.label}, tool {t.name!r}: keyword {check.keyword!r} at {check.pointer or '/'}: {check.message}"
-            )
+                    problem = SchemaError("schema" if _NAME_RE.match(local) else "name", "", str(exc))
+            bad.append(f"{self.label}, tool {t.name!r}: {problem}")
         unmatched = sorted(
             ((self.opts.include or frozenset()) | self.opts.exclude) - {t.name for t in listed}
         )

@@ -1,5 +1,6 @@
 """An agent's toolsets: opened before a run (or by ``async with agent:``), refreshed before a model turn after
 ``tools/list_changed``, closed after; a forced ``tool_choice`` naming no tool once they are listed is an error.
+``agent``: an :class:`agentkit.Agent` (its ``tools``, ``add_tool``, ``remove_tool``, ``backend``, ``tool_choice``).
 """
 
 from __future__ import annotations
@@ -9,29 +10,12 @@ import contextlib
 import dataclasses
 import weakref
 from collections.abc import Sequence
-from typing import Any, Protocol
+from typing import Any
 
 from agentkit.backends.base import tool_choice_name
 from agentkit.errors import BundleError, BundleIssue, ToolDefinitionError
-from agentkit.tools import Tool
-
-
-class ToolRegistry(Protocol):
-    """What the toolsets need of an agent (:class:`agentkit.Agent` is one)."""
-
-    backend: Any
-    tool_choice: Any
-
-    @property
-    def tools(self) -> dict[str, Tool]: ...
-
-    def add_tool(self, t: Tool) -> Tool: ...
-
-    def remove_tool(self, name: str) -> None: ...
-
 
 __all__ = [
-    "ToolRegistry",
     "ToolsetLease",
     "close_toolsets",
     "open_toolsets",
@@ -43,13 +27,13 @@ __all__ = [
 _WRITTEN_AT: weakref.WeakKeyDictionary[Any, BundleIssue] = weakref.WeakKeyDictionary()
 
 
-def tool_choice_written_at(agent: ToolRegistry, where: BundleIssue) -> None:
+def tool_choice_written_at(agent: Any, where: BundleIssue) -> None:
     """Record that ``agent``'s forced tool_choice was written in a bundle at ``where``, so a name that matches no
     tool is a :class:`~agentkit.errors.BundleError` there."""
     _WRITTEN_AT[agent] = where
 
 
-def _check_tool_choice(agent: ToolRegistry, toolsets: Sequence[Any]) -> None:
+def _check_tool_choice(agent: Any, toolsets: Sequence[Any]) -> None:
     forced = tool_choice_name(agent.tool_choice)
     tools = agent.tools
     if forced is None or forced in tools:
@@ -65,7 +49,7 @@ def _check_tool_choice(agent: ToolRegistry, toolsets: Sequence[Any]) -> None:
     raise BundleError([dataclasses.replace(where, message=msg)])
 
 
-async def open_toolsets(agent: ToolRegistry, toolsets: Sequence[Any]) -> None:
+async def open_toolsets(agent: Any, toolsets: Sequence[Any]) -> None:
     """Open every toolset and register its tools with ``agent``; on any failure close them all and re-raise.
 
     Raises:
@@ -85,7 +69,7 @@ async def open_toolsets(agent: ToolRegistry, toolsets: Sequence[Any]) -> None:
         raise
 
 
-async def refresh_toolsets(agent: ToolRegistry, toolsets: Sequence[Any]) -> None:
+async def refresh_toolsets(agent: Any, toolsets: Sequence[Any]) -> None:
     """Re-list the tools of each toolset whose list changed and swap them in ``agent`` (raises as
     :func:`open_toolsets`)."""
     for ts in toolsets:
@@ -99,7 +83,7 @@ async def refresh_toolsets(agent: ToolRegistry, toolsets: Sequence[Any]) -> None
             agent.add_tool(t)
 
 
-async def close_toolsets(agent: ToolRegistry, toolsets: Sequence[Any]) -> None:
+async def close_toolsets(agent: Any, toolsets: Sequence[Any]) -> None:
     """Unregister the toolsets' tools and close them (never raises)."""
     for ts in toolsets:
         for t in ts.tools:
@@ -112,7 +96,7 @@ class ToolsetLease:
     them, later ones on the same event loop share the opening, the last to leave closes them. A user on
     another loop gets a ``RuntimeError`` (an MCP connection belongs to the loop that opened it)."""
 
-    def __init__(self, agent: ToolRegistry, toolsets: Sequence[Any]) -> None:
+    def __init__(self, agent: Any, toolsets: Sequence[Any]) -> None:
         self.agent = agent
         self.toolsets = toolsets
         self.users = 0

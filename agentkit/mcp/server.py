@@ -27,8 +27,8 @@ from starlette.responses import JSONResponse
 from agentkit import __version__
 from agentkit.errors import describe_exception
 from agentkit.mcp.content import MCPToolError
-from agentkit.tool_output import ToolContent
-from agentkit.tools import Tool, ToolArgumentsError, ToolContext, ToolTimeoutError, cap_output
+from agentkit.tool_output import ToolContent, cap_output
+from agentkit.tools import Tool, ToolArgumentsError, ToolContext, ToolTimeoutError
 
 __all__ = ["build_server", "check_key", "serve_http", "serve_stdio", "serve_stdio_process", "served"]
 
@@ -202,7 +202,8 @@ def serve_http(
     from agentkit.serve.app import resolve_api_key
 
     key = resolve_api_key(host, api_key)
-    sock = _bind(host, port)  # here, not in uvicorn (which sys.exit()s on a port in use)
+    # bound here, not in uvicorn (which sys.exit()s on a port in use)
+    sock = socket.create_server((host, port), family=socket.AF_INET6 if ":" in host else socket.AF_INET)
 
     async def run(srv: Server[Any]) -> None:
         app: Any = srv.streamable_http_app(host=host)
@@ -225,16 +226,3 @@ def serve_http(
 
     with sock:
         asyncio.run(main())
-
-
-def _bind(host: str, port: int) -> socket.socket:
-    """A TCP socket bound to ``host:port`` (``OSError`` when it cannot be)."""
-    family = socket.AF_INET6 if ":" in host else socket.AF_INET
-    sock = socket.socket(family, socket.SOCK_STREAM)
-    try:
-        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-        sock.bind((host, port))
-    except OSError:
-        sock.close()
-        raise
-    return sock
