@@ -244,21 +244,21 @@ def test_is_error_timeout_and_crash_are_tool_errors_and_the_run_returns():
     assert got[2][2] == "exception" and "MCP server 'fixture', tool 'crash'" in got[2][1]
     assert got[3][2] == "exception" and "Connection closed" in got[3][1]
     assert result.answer == "end"
-    assert time.monotonic() - t0 < 10
+    assert time.monotonic() - t0 < 25  # the 30 s sleep was cut by the 1 s timeout (slack for a loaded machine)
 
 
 @pytest.mark.parametrize(
     ("args", "why", "wait"),
     [
         (["--mode", "hang"], "no answer to initialize / tools/list within 1.5 s", 1.5),
-        # garbage and exit end the start at once, not at the timeout
-        (["--mode", "garbage"], "it wrote 'this is not json' on stdout, which is not MCP (JSON-RPC)", 8.0),
+        # garbage and exit end the start at once, not at the (60 s) timeout: their reasons say so
+        (["--mode", "garbage"], "it wrote 'this is not json' on stdout, which is not MCP (JSON-RPC)", 60.0),
         # JSON that is not JSON-RPC: the line itself, not the first line of pydantic's error about it
-        (["--mode", "json"], """it wrote '{"ready": 1}' on stdout, which is not MCP (JSON-RPC)""", 8.0),
+        (["--mode", "json"], """it wrote '{"ready": 1}' on stdout, which is not MCP (JSON-RPC)""", 60.0),
         (
             ["--mode", "exit"],
             "Connection closed (the server exited, or closed its stdout, before answering",
-            8.0,
+            60.0,
         ),
     ],
 )
@@ -268,7 +268,7 @@ def test_broken_servers_fail_clearly(args, why, wait):
     with pytest.raises(MCPServerError) as err:
         agent.run("go")
     assert str(err.value).startswith("MCP server 'fixture': failed to start: ") and why in str(err.value)
-    assert time.monotonic() - t0 < 8
+    assert time.monotonic() - t0 < 30  # never the 60 s timeout
 
 
 def test_missing_command_and_unreachable_url():
