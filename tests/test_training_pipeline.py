@@ -69,6 +69,21 @@ def test_bot_and_decline_shares_rescale_the_stream():
         Generator(5, bot_share=0.6, decline_share=0.5)
 
 
+def test_paired_declines_follow_each_other_tools_job_with_its_call():
+    def names(e):
+        return [t["function"]["name"] for t in e.tools]
+
+    plain = Generator(5, decline_share=0.3).take(300)
+    assert plain == Generator(5, decline_share=0.3).take(300)  # the option off leaves the stream as it was
+    drawn = Generator(5, decline_share=0.3, paired_declines=True).take(300)
+    pairs = [(e, drawn[i + 1]) for i, e in enumerate(drawn[:-1]) if e.kind == "unanswerable"]
+    assert len(pairs) >= 5
+    for decline, twin in pairs:
+        assert twin.kind == "call" and twin.messages == decline.messages and not decline.calls
+        ((called, _),) = twin.calls
+        assert called not in names(decline) and sorted(names(twin)) == sorted([*names(decline), called])
+
+
 def test_values_are_copied_from_the_request():
     """String arguments of single calls appear verbatim in the user's request (the skill being taught)."""
     n_checked = 0

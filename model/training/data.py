@@ -256,7 +256,8 @@ def _kind_weights(
 class Generator:
     """Deterministic stream of :class:`Example` s per ``(seed, split)`` (``"train"`` or ``"heldout"``);
     ``maskbench``: the Glaive schemas (missing: none); ``bot_share``/``decline_share``: see :func:`_kind_weights`
-    (defaults 16% and 11%).
+    (defaults 16% and 11%); ``paired_declines``: each request for another tool's job is followed by the same
+    request with its tool offered among the same others, called (a contrast pair).
 
     Raises:
         ValueError: for an unknown split, or a share outside its range.
@@ -269,6 +270,7 @@ class Generator:
         maskbench: Path = DEFAULT_MASKBENCH,
         bot_share: float | None = None,
         decline_share: float | None = None,
+        paired_declines: bool = False,
     ) -> None:
         if split not in ("train", "heldout"):
             raise ValueError(f"split must be 'train' or 'heldout', got {split!r}")
@@ -281,6 +283,8 @@ class Generator:
         self.split = split
         self.glaive = [t for t in load_glaive_tools(maskbench) if split_of(t.name) == split]
         self.bots = bot_tools()
+        self.paired_declines = paired_declines
+        self._twin: Example | None = None
 
     def tool(self) -> TrainingTool:
         """Draw one tool: 40% Glaive, 45% generated, 15% bot tools."""
@@ -335,6 +339,9 @@ class Generator:
 
     def example(self) -> Example:
         """Draw one example (kind chosen by :data:`KIND_WEIGHTS`, or the ``bot_share`` reweighting)."""
+        if self._twin is not None:
+            twin, self._twin = self._twin, None
+            return twin
         rng = self.rng
         r, acc, kind = rng.random(), 0.0, "call"
         for k, w in self.weights:
@@ -524,7 +531,8 @@ class Generator:
     def _ex_unanswerable(self) -> Example:
         rng = self.rng
         want = self.tool()
-        _args, phrases = _draw_args(rng, want)
+        spoken: dict[str, str] = {}
+        args, phrases = _draw_args(rng, want, spoken_out=spoken)
         req = _request(rng, want, phrases)
         others: list[TrainingTool] = []
         for _ in range(rng.randint(1, 3)):
@@ -536,6 +544,14 @@ class Generator:
         names = ", ".join(t.name for t in others)
         answer = say(rng, DIALOGUE, "DECLINE", names=names)
         msgs = [*self._system(), {"role": "user", "content": req}]
+        if self.paired_declines:
+            offered = list(others)
+            offered.insert(rng.randint(0, len(offered)), want)
+            calls = [(want.name, args)]
+            binds = [(want.name, k, v) for k, v in spoken.items()]
+            self._twin = Example(
+                msgs, [t.openai() for t in offered], self._calls_target(calls), "call", calls, binds
+            )
         return Example(msgs, [t.openai() for t in others], answer + st.TURN_END, "unanswerable", [])
 
     def __iter__(self) -> Iterator[Example]:

@@ -84,6 +84,7 @@ class TrainConfig:
         prefix_clean_p: Share of canvases with a clean prefix, mostly noise after it (as prefix commits leave).
         bot_share: Share of the training stream in the example bots' domains (default: the generator's 16%).
         decline_share: Share of the training stream that declines in prose (default: the generator's 11%).
+        paired_declines: Follow each request for another tool's job with the same request, its tool offered, called.
         bind_weight: Weight of the binding loss (request tokens against the declared parameters).
         key_weight: Weight of the parameter loss (value tokens against the parameter they fill).
         ptr_weight: Weight of the pointer's own loss.
@@ -146,6 +147,7 @@ class TrainConfig:
     prefix_clean_p: float = 0.0
     bot_share: float | None = None
     decline_share: float | None = None
+    paired_declines: bool = False
     bind_weight: float = 1.0
     key_weight: float = 0.5
     ptr_weight: float = 0.5
