@@ -24,6 +24,11 @@ def terminal_safe(text: str) -> str:
     return _CONTROL.sub(lambda m: f"\\x{ord(m.group()):02x}", text)
 
 
+def no_tool_response(result: RunResult) -> bool:
+    """True when the run made tool calls and every one failed: its answer rests on no tool response."""
+    return bool(result.tool_calls) and not any(c.ok for c in result.tool_calls)
+
+
 def _short(text: str, limit: int) -> str:
     text = terminal_safe(text.strip())
     return text if len(text) <= limit else text[: limit - 1] + "…"
@@ -102,7 +107,7 @@ class RichRenderer:
             answer = Text("(empty)", style="dim")  # said so, not an empty panel
         self.console.print(Panel(answer, title=title, subtitle=sub, border_style="blue"))
         calls = result.tool_calls
-        if calls and not any(c.ok for c in calls):
+        if no_tool_response(result):
             last = calls[-1]
             self.console.print(
                 Text(

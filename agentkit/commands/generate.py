@@ -10,27 +10,11 @@ import typer
 from rich.console import Console, Group
 from rich.text import Text
 
-from agentkit.commands import fail
+from agentkit.commands import Adapter, Device, DType, Threads, apply_threads_or_exit, fail
 from agentkit.render import terminal_safe
 from grammar.parse import ToolCallParseError, parse_tool_calls
 from model.heads.vision import ImageError, check_images
-from model.threads import apply_threads
 from model.turn.limits import PromptTooLong
-
-#: Help of ``--threads`` (run, chat, generate, serve).
-THREADS_HELP = (
-    "torch intra-op threads (default: $AGENTKIT_THREADS, else $OMP_NUM_THREADS, else 1 on a machine with at "
-    "most 2 cores, else half the cores, at most 4: more threads than free cores collapse when another process "
-    "is busy)."
-)
-
-
-def apply_threads_or_exit(threads: int | None) -> None:
-    """Set torch's threads; a bad ``$AGENTKIT_THREADS`` exits 2 with one line."""
-    try:
-        apply_threads(threads)
-    except ValueError as exc:
-        raise fail(f"error: {exc}") from None
 
 
 def _live_renderer(tokenizer: Any) -> tuple[Any, Any]:
@@ -203,9 +187,9 @@ def generate_command(
         None, min=1, help="Token budget (rounded up to whole canvases)."
     ),
     seed: int | None = typer.Option(0, help="Random seed (same seed, same prompt: same output)."),
-    threads: int | None = typer.Option(None, "--threads", min=1, help=THREADS_HELP),
-    device: str = typer.Option("cpu", help="cpu or cuda."),
-    dtype: str = typer.Option("float32", help="float32, bfloat16 or float16."),
+    threads: Threads = None,
+    device: Device = "cpu",
+    dtype: DType = "float32",
     as_json: bool = typer.Option(
         False,
         "--json",
@@ -217,9 +201,7 @@ def generate_command(
     vision_budget: int | None = typer.Option(
         None, "--vision-budget", help="Soft tokens per image: 70, 140, 280 (default), 560 or 1120."
     ),
-    adapter: Path | None = typer.Option(
-        None, "--adapter", help="LoRA adapter folder from `agentkit specialize`, applied to the checkpoint."
-    ),
+    adapter: Adapter = None,
 ) -> None:
     """Generate an answer with the block-diffusion runtime and print it readably (tool calls as
     name(arguments)) with its stats; --raw-output prints the canvases' tokens as generated."""
@@ -228,13 +210,10 @@ def generate_command(
     from model.checkpoint.loading import CheckpointError, load_checkpoint
 
     apply_threads_or_exit(threads)
-    console = Console()
     try:
         ck = load_checkpoint(model, dtype=dtype, device=device, adapter=adapter)
     except CheckpointError as exc:
-        console.print(Text.assemble(("error:", "red"), f" {exc}"), soft_wrap=True)
-        raise typer.Exit(2) from exc
-    tok = ck.tokenizer
+        raise fail(f"error: {exc}") from None
     try:
         ids, images = _prompt_ids(ck, prompt, raw_prompt, image, vision_budget)
     except ImageError as exc:  # e.g. a checkpoint that cannot read images
@@ -245,19 +224,14 @@ def generate_command(
     except PromptTooLong as exc:
         raise fail(f"error: PromptTooLong: {exc}") from None
     except ValueError as exc:  # empty --raw prompt, a seed beyond 64 bits
-        console.print(Text.assemble(("error:", "red"), f" {exc}"))
-        raise typer.Exit(2) from exc
-    canvases, shown = _decoded(tok, out.new_tokens[0].tolist(), settings)
+        raise fail(f"error: {exc}") from None
+    canvases, shown = _decoded(ck.tokenizer, out.new_tokens[0].tolist(), settings)
     if as_json:
         typer.echo(json.dumps({**shown, "raw": canvases, "stats": out.stats.as_dict()}, ensure_ascii=False))
         return
+    console = Console()
     if raw_output:
         console.print(canvases, markup=False, highlight=False, soft_wrap=True)
     else:
         _print_readable(console, shown)
     _print_stats(console, out.stats)
-
-
-def register(app: typer.Typer) -> None:
-    """Add ``generate`` to the ``agentkit`` CLI."""
-    app.command("generate")(generate_command)

@@ -11,16 +11,22 @@ from rich.console import Console
 from rich.text import Text
 from typer.core import TyperCommand
 
-from agentkit.commands import check_backend, check_binding, fail, prints_to_stderr
-from agentkit.commands.generate import THREADS_HELP
-from agentkit.errors import AgentKitError, AgentRunError, BackendError, BundleError, PromptTooLong
+from agentkit.commands import (
+    THREADS_HELP,
+    check_backend,
+    check_binding,
+    error,
+    fail,
+    load_bundle_or_exit,
+    prints_to_stderr,
+)
+from agentkit.errors import AgentKitError, AgentRunError, BackendError, PromptTooLong
 from agentkit.history import Conversation
-from agentkit.render import RichRenderer, terminal_safe
+from agentkit.render import RichRenderer, no_tool_response, terminal_safe
 from model.heads.vision import ImageError, check_images, open_image
 
 if TYPE_CHECKING:
     from agentkit.agent import Agent
-    from agentkit.errors import AgentRunError
     from agentkit.result import RunResult
 
 #: Exit status when the run stopped without an answer or the backend failed.
@@ -83,7 +89,7 @@ def _seed_in_range(seed: int | None) -> int | None:
 _SEED = typer.Option(None, "--seed", callback=_seed_in_range, help=_SEED_HELP)
 
 
-class _RunCommand(TyperCommand):
+class RunCommand(TyperCommand):
     """``run``'s command: an unknown short option (``-5 degrees in Oslo?``, a question that starts with ``-``)
     says how to pass such a question, after ``--``."""
 
@@ -96,11 +102,6 @@ class _RunCommand(TyperCommand):
                 hint = f"a question that starts with '-' goes after --: agentkit run BUNDLE -- \"{name}...\""
                 setattr(exc, "message", f"{message}; {hint}")  # noqa: B010 (click's type is not importable)
             raise
-
-
-def _error(message: str) -> None:
-    """Print an error to stderr, unwrapped (file:line: messages stay greppable; control characters escaped)."""
-    typer.secho(terminal_safe(message), err=True, fg="red")
 
 
 def _short(value: Any, limit: int = 160) -> str:
@@ -123,10 +124,11 @@ def _shown(content: Any) -> str:
 
 
 def _print_failure(exc: AgentRunError, *, json_hint: bool) -> None:
-    """A stopped run on stderr: the reason, the transcript's last steps, and where the whole of it is."""
-    _error(f"{type(exc).__name__}: {exc.reason}")
+    """A stopped run on stderr: the reason, then (but for PromptTooLong) the transcript's last steps and where
+    the whole of it is."""
+    error(f"{type(exc).__name__}: {exc.reason}")
     steps = exc.result.steps
-    if not steps:
+    if not steps or isinstance(exc, PromptTooLong):
         return
     shown = steps[-FAILED_STEPS_SHOWN:]
     typer.echo(f"last {len(shown)} of {len(steps)} step(s):", err=True)
@@ -134,25 +136,14 @@ def _print_failure(exc: AgentRunError, *, json_hint: bool) -> None:
         if st.text.strip():
             typer.echo(f"  step {st.index}: said {_short(st.text)}", err=True)
         for rec in st.tool_calls:
-            call = f"{rec.name}({_short(rec.arguments, 80)})"
-            if rec.ok:
-                typer.echo(f"  step {st.index}: {call} -> {_short(rec.content)}", err=True)
-            else:
-                typer.echo(f"  step {st.index}: {call} -> {rec.error_kind}: {_short(rec.error)}", err=True)
+            outcome = _short(rec.content) if rec.ok else f"{rec.error_kind}: {_short(rec.error)}"
+            typer.echo(f"  step {st.index}: {rec.name}({_short(rec.arguments, 80)}) -> {outcome}", err=True)
     if json_hint:
         typer.echo("the whole transcript: run the same command with --json", err=True)
 
 
-def no_tool_response(result: RunResult) -> bool:
-    """True when the run made tool calls and every one failed: its answer rests on no tool response."""
-    calls = result.tool_calls
-    return bool(calls) and not any(c.ok for c in calls)
-
-
 def _warn_no_tool_response(result: RunResult) -> None:
-    _error(
-        f"warning: every tool call failed ({len(result.tool_calls)}): the answer rests on no tool response"
-    )
+    error(f"warning: every tool call failed ({len(result.tool_calls)}): the answer rests on no tool response")
 
 
 def _check_images(images: list[Path] | None, vision_budget: int | None) -> list[str]:
@@ -174,19 +165,10 @@ def _build_agent(
     binding: str | None = None,
     threads: int | None = None,
 ) -> Agent:
-    from agentkit.bundle import load_bundle
-
     check_backend(backend)  # the options' own errors name the option, not the bundle
     check_binding(binding)
-    try:
-        b = load_bundle(bundle, backend=backend)
-    except BundleError as exc:
-        raise fail(str(exc), EXIT_BAD_INPUT) from None
-    except OSError as exc:
-        raise fail(f"{bundle}: cannot read bundle: {exc}", EXIT_BAD_INPUT) from None
-    overrides: dict[str, Any] = {}
-    if max_steps is not None:
-        overrides["max_steps"] = max_steps
+    b = load_bundle_or_exit(bundle, backend)  # exit 2 (EXIT_BAD_INPUT)
+    overrides = {} if max_steps is None else {"max_steps": max_steps}
     try:
         agent = b.make_agent(
             backend=backend, model=model, seed=seed, adapter=adapter, binding=binding, **overrides
@@ -237,29 +219,18 @@ def run_command(
     try:
         with prints_to_stderr(json_out):
             result = agent.run(question, on_event=renderer, images=images, vision_budget=vision_budget)
-    except AgentRunError as exc:
+    except (AgentRunError, BackendError) as exc:
+        stopped = exc if isinstance(exc, AgentRunError) else None
+        kind = "BackendError" if stopped is None else type(exc).__name__
         if json_out:
-            typer.echo(
-                json.dumps(
-                    {
-                        "error": {"type": type(exc).__name__, "message": str(exc)},
-                        "result": exc.result.to_dict(),
-                    },
-                    ensure_ascii=False,
-                    default=str,
-                )
-            )
-        elif isinstance(exc, PromptTooLong):
-            _error(f"PromptTooLong: {exc.reason}")
+            partial = None if stopped is None else stopped.result.to_dict()
+            out = {"error": {"type": kind, "message": str(exc)}, "result": partial}
+            typer.echo(json.dumps(out, ensure_ascii=False, default=str))
+        elif stopped is not None:
+            _print_failure(stopped, json_hint=True)
         else:
-            _print_failure(exc, json_hint=True)
+            error(f"BackendError: {exc}")
         raise typer.Exit(EXIT_BAD_INPUT if isinstance(exc, PromptTooLong) else EXIT_RUN_FAILED) from None
-    except BackendError as exc:
-        if json_out:
-            typer.echo(json.dumps({"error": {"type": "BackendError", "message": str(exc)}, "result": None}))
-        else:
-            _error(f"BackendError: {exc}")
-        raise typer.Exit(EXIT_RUN_FAILED) from None
     except ImageError as exc:  # e.g. a checkpoint without a vision tower
         raise fail(f"error: {exc}", EXIT_BAD_INPUT) from None
     except AgentKitError as exc:  # an MCP server that failed to start, a schema it cannot enforce
@@ -270,7 +241,7 @@ def run_command(
         assert renderer is not None
         renderer.answer(result)  # with its warning when no_tool_response(result)
     if not (result.answer or "").strip():  # no answer, as a stopped run (a tiny max_new_tokens, say)
-        _error(f"error: {EMPTY_ANSWER}")
+        error(f"error: {EMPTY_ANSWER}")
         raise typer.Exit(EXIT_RUN_FAILED)
     if no_tool_response(result):
         if json_out:
@@ -296,28 +267,28 @@ def _chat_command(console: Any, session: Any, text: str, pending: list[str], sav
             console.print(Text.assemble((f"{m['role']}> ", "bold"), _shown(m["content"])))
     elif command == "/image":
         if not arg:
-            _error("usage: /image PATH")
+            error("usage: /image PATH")
             return False
         try:
             open_image(arg)
         except ImageError as exc:
-            _error(f"/image: {exc}")
+            error(f"/image: {exc}")
             return False
         pending.append(arg)
         console.print(f"{len(pending)} image(s) attached to your next message")
     elif command == "/save":
         target = arg or (str(save) if save else "")
         if not target:
-            _error("usage: /save PATH")
+            error("usage: /save PATH")
             return False
         if _save(session, target, "/save"):
             console.print(
                 f"saved {session.conversation.turns} turn(s) to {target}", markup=False, soft_wrap=True
             )
     elif command in ("/exit", "/quit", "/reset", "/history", "/image"):
-        _error(f"{command} takes no argument (got {arg!r})")
+        error(f"{command} takes no argument (got {arg!r})")
     else:
-        _error(
+        error(
             f"unknown command {command!r}; commands: {', '.join(CHAT_COMMANDS)} "
             "(start a message with // to send one that begins with /)"
         )
@@ -337,24 +308,21 @@ def _chat_turn(
     A failed turn prints its one-line reason and leaves the history unchanged."""
     try:
         result = session.send(text, on_event=renderer, images=pending, vision_budget=budget)
-    except PromptTooLong as exc:
-        _error(f"PromptTooLong: {exc.reason}")
-        return False
     except ImageError as exc:
-        _error(f"error: {exc}")
+        error(f"error: {exc}")
         return True
     except AgentRunError as exc:
         _print_failure(exc, json_hint=False)
         return False
     except BackendError as exc:
-        _error(f"BackendError: {exc}")
+        error(f"BackendError: {exc}")
         return False
     except KeyboardInterrupt:  # Ctrl-C stops this turn, not the session (at the prompt it ends the chat)
-        _error("interrupted: the turn was dropped, the history is as before it (/exit or Ctrl-D to leave)")
+        error("interrupted: the turn was dropped, the history is as before it (/exit or Ctrl-D to leave)")
         return False
     console.print(Text.assemble(("agent> ", "bold blue"), _shown(result.answer or "")))  # not markup
     if not (result.answer or "").strip():
-        _error(f"warning: {EMPTY_ANSWER}")
+        error(f"warning: {EMPTY_ANSWER}")
     if no_tool_response(result):  # as `run` warns under its answer
         _warn_no_tool_response(result)
     if save is not None:
@@ -367,7 +335,7 @@ def _save(session: Any, target: str | Path, option: str) -> bool:
     try:
         session.save(target)
     except OSError as exc:
-        _error(
+        error(
             f"{option}: cannot write {target}: {exc.strerror or exc}; the conversation is kept "
             "(/save PATH writes it elsewhere)"
         )
@@ -441,9 +409,3 @@ def chat_command(
             continue
         if _chat_turn(console, session, text, pending, vision_budget, renderer, save):
             pending = []
-
-
-def register(app: typer.Typer) -> None:
-    """Add the ``run`` and ``chat`` commands to the ``agentkit`` CLI."""
-    app.command("run", cls=_RunCommand)(run_command)
-    app.command("chat")(chat_command)

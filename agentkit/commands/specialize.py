@@ -97,8 +97,3 @@ def specialize_command(
         raise fail(f"error: {exc}") from None
     if as_json:
         typer.echo(json.dumps({k: v for k, v in report.items() if k not in ("before", "after")}))
-
-
-def register(app: typer.Typer) -> None:
-    """Add ``specialize`` to the ``agentkit`` CLI."""
-    app.command("specialize")(specialize_command)
