@@ -23,6 +23,7 @@ app = typer.Typer(
     context_settings={"help_option_names": ["--help", "-h"]},  # every command, as most CLIs do
 )
 
+
 def _print_version(value: bool) -> None:
     if value:
         typer.echo(__version__)
