@@ -318,10 +318,8 @@ class Agent(Host):
         tokens = prompt_tokens(self.backend)
         if tokens is None:
             return DEFAULT_TOOL_OUTPUT_BYTES
-        if callable(getattr(self.backend, "count_tokens", None)):
-            # the token budget binds; a byte pre-cut never before it (no token is longer than 16 bytes)
-            return max(tokens // 2, 1) * 16
-        return max(tokens // 2, 1)
+        # with a token budget, that one binds: a byte pre-cut never before it (no token is longer than 16 bytes)
+        return max(tokens // 2, 1) * (16 if self.tool_output_token_budget() else 1)
 
     def tool_output_token_budget(self) -> int | None:
         """Tokens of tool output the model may see per model turn: with ``"auto"`` on a backend that counts
@@ -412,9 +410,8 @@ class Agent(Host):
         return self.graph.prepare(question, content, as_conversation(history), deps, on_event)
 
     async def _complete(self, state: RunState, prefer_sync: bool) -> RunResult:
-        if not self._toolsets:
-            return await AgentRun(self.graph, state).complete(prefer_sync=prefer_sync)
-        # a run uses the agent's MCP servers: the first user opens them, concurrent runs share them, the last closes
+        # a run uses the agent's MCP servers (if any): the first user opens them, concurrent runs share them, the
+        # last closes them
         await self._toolset_lease.acquire()
         try:
             return await AgentRun(self.graph, state).complete(prefer_sync=prefer_sync)

@@ -10,7 +10,6 @@ walks through one turn.
 from __future__ import annotations
 
 import asyncio
-import functools
 import json
 import time
 from collections.abc import Callable, Coroutine, Sequence
@@ -60,16 +59,7 @@ from agentkit.tools import (
 if TYPE_CHECKING:
     from agentkit.backends.base import Backend, ToolDeclaration
 
-__all__ = [
-    "CallPlan",
-    "Emitter",
-    "Host",
-    "RunGraph",
-    "RunState",
-    "canonical_arguments",
-    "cap_response",
-    "nearest_tool_name",
-]
+__all__ = ["CallPlan", "Emitter", "Host", "RunGraph", "RunState"]
 
 _perf = time.perf_counter
 
@@ -194,31 +184,23 @@ def message_chars(m: ChatMessage, image_tokens: int = IMAGE_TOKENS_UNKNOWN) -> i
     return n
 
 
-def cap_response(
-    text: str, backend: Any, tool_limit: int | None, byte_share: int | None, token_share: int | None
-) -> str:
-    """A tool response cut to the smaller of ``tool_limit`` and ``byte_share`` bytes, then to ``token_share``
-    tokens counted by the backend's ``count_tokens`` (when it has one)."""
-    limits = [x for x in (tool_limit, byte_share) if x is not None]
-    limit = min(limits) if limits else None
-    count: Callable[[str], int] | None = (
-        getattr(backend, "count_tokens", None) if token_share is not None else None
-    )
-    by_bytes = cap_output(text, limit)
-    if count is None or token_share is None or count(by_bytes) <= token_share:
-        return by_bytes
-    # the token cap binds: cut the head the byte cap kept (so both hold), marker sized on the whole
-    head = text if by_bytes is text else by_bytes[: by_bytes.rfind("\n[agentkit: cut ")]
-    return cap_output_tokens(head, token_share, count, len(text.encode("utf-8", "surrogatepass")))
-
-
 def response_cap(
     backend: Any, tool_limit: int | None, byte_share: int | None, token_share: int | None
 ) -> Callable[[str], str]:
-    """:func:`cap_response` for one call's responses (its result or its error)."""
-    return functools.partial(
-        cap_response, backend=backend, tool_limit=tool_limit, byte_share=byte_share, token_share=token_share
-    )
+    """What cuts one call's responses (its result or its error): to the smaller of ``tool_limit`` and
+    ``byte_share`` bytes, then to ``token_share`` tokens counted by the backend's ``count_tokens`` (if it has one)."""
+    limit = min((x for x in (tool_limit, byte_share) if x is not None), default=None)
+    count = getattr(backend, "count_tokens", None)
+
+    def cap(text: str) -> str:
+        by_bytes = cap_output(text, limit)
+        if count is None or token_share is None or count(by_bytes) <= token_share:
+            return by_bytes
+        # the token cap binds: cut the head the byte cap kept (so both hold), marker sized on the whole
+        head = text if by_bytes is text else by_bytes[: by_bytes.rfind("\n[agentkit: cut ")]
+        return cap_output_tokens(head, token_share, count, len(text.encode("utf-8", "surrogatepass")))
+
+    return cap
 
 
 # -------------------------------------------------------------------------------------------------- loop

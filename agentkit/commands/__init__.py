@@ -17,6 +17,7 @@ import typer
 from agentkit.backends import BACKENDS
 from agentkit.errors import BundleError
 from agentkit.render import terminal_safe
+from model.heads.vision import ImageError, check_images
 from model.threads import apply_threads
 
 if TYPE_CHECKING:
@@ -92,6 +93,15 @@ def apply_threads_or_exit(threads: int | None) -> None:
         apply_threads(threads)
     except ValueError as exc:
         raise fail(f"error: {exc}") from None
+
+
+def check_images_or_exit(images: list[Path] | None, vision_budget: int | None) -> list[str]:
+    """The image files as paths, each checked before any model loads (a bad one: one line and exit 2)."""
+    try:
+        check_images(images, vision_budget)
+    except ImageError as exc:
+        raise fail(f"error: {exc}") from None
+    return [str(p) for p in images or ()]
 
 
 def prints_to_stderr(json_out: bool) -> contextlib.AbstractContextManager[Any]:

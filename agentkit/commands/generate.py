@@ -10,10 +10,18 @@ import typer
 from rich.console import Console, Group
 from rich.text import Text
 
-from agentkit.commands import Adapter, Device, DType, Threads, apply_threads_or_exit, fail
+from agentkit.commands import (
+    Adapter,
+    Device,
+    DType,
+    Threads,
+    apply_threads_or_exit,
+    check_images_or_exit,
+    fail,
+)
 from agentkit.render import terminal_safe
 from grammar.parse import ToolCallParseError, parse_tool_calls
-from model.heads.vision import ImageError, check_images
+from model.heads.vision import ImageError
 from model.turn.limits import PromptTooLong
 
 
@@ -74,18 +82,11 @@ def _readable(text: str, plain: str) -> dict[str, Any]:
 
 def _check_input(prompt: str, image: list[Path] | None, raw_prompt: bool, vision_budget: int | None) -> None:
     """Exit 2 with one line for an empty prompt, images with ``--raw-prompt``, or an unusable image."""
-    problem = None
     if not prompt.strip():
-        problem = "the prompt is empty: pass the text to answer as the argument"
-    elif image and raw_prompt:
-        problem = "--image needs the chat template: drop --raw-prompt"
-    else:
-        try:
-            check_images(image, vision_budget)
-        except ImageError as exc:
-            problem = str(exc)
-    if problem is not None:
-        raise fail(f"error: {problem}")
+        raise fail("error: the prompt is empty: pass the text to answer as the argument")
+    if image and raw_prompt:
+        raise fail("error: --image needs the chat template: drop --raw-prompt")
+    check_images_or_exit(image, vision_budget)
 
 
 def _prompt_ids(

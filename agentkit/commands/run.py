@@ -15,6 +15,7 @@ from agentkit.commands import (
     THREADS_HELP,
     check_backend,
     check_binding,
+    check_images_or_exit,
     error,
     fail,
     load_bundle_or_exit,
@@ -23,7 +24,7 @@ from agentkit.commands import (
 from agentkit.errors import AgentKitError, AgentRunError, BackendError, PromptTooLong
 from agentkit.history import Conversation
 from agentkit.render import RichRenderer, no_tool_response, terminal_safe
-from model.heads.vision import ImageError, check_images, open_image
+from model.heads.vision import ImageError, open_image
 
 if TYPE_CHECKING:
     from agentkit.agent import Agent
@@ -146,15 +147,6 @@ def _warn_no_tool_response(result: RunResult) -> None:
     error(f"warning: every tool call failed ({len(result.tool_calls)}): the answer rests on no tool response")
 
 
-def _check_images(images: list[Path] | None, vision_budget: int | None) -> list[str]:
-    """The image files as paths, each checked before any model loads (a bad one: one line and exit 2)."""
-    try:
-        check_images(images, vision_budget)
-    except ImageError as exc:
-        raise fail(f"error: {exc}", EXIT_BAD_INPUT) from None
-    return [str(p) for p in images or ()]
-
-
 def _build_agent(
     bundle: Path,
     backend: str | None,
@@ -211,7 +203,7 @@ def run_command(
     """
     if not question.strip():
         raise fail("the question is empty: pass the user message as the second argument", EXIT_BAD_INPUT)
-    images = _check_images(image, vision_budget)
+    images = check_images_or_exit(image, vision_budget)
     with prints_to_stderr(json_out):
         agent = _build_agent(bundle, backend, model, max_steps, seed, adapter, binding, threads)
     console = Console()
@@ -370,7 +362,7 @@ def chat_command(
     """Multi-turn chat with a bundle's agent. Commands: /exit, /quit, /reset, /history, /save PATH,
     /image PATH (attach an image to the next message); start a message with // to send one that begins
     with /."""
-    pending = _check_images(image, vision_budget)
+    pending = check_images_or_exit(image, vision_budget)
     if save is not None:
         _check_save_target(save)
     agent = _build_agent(bundle, backend, model, max_steps, seed, adapter, binding, threads)
