@@ -119,16 +119,14 @@ def _check_settings(
     max_steps: Any, loop_guard: Any, max_format_retries: Any, max_tool_output_bytes: Any, system_prompt: Any
 ) -> None:
     """Raise ``ValueError`` naming the first numeric setting (or system prompt) of the wrong type or range."""
-    if not int_at_least(max_steps, 1):
-        raise ValueError(f"max_steps must be an integer >= 1, got {max_steps!r}")
-    if not int_at_least(max_format_retries, 0):
-        raise ValueError(f"max_format_retries must be an integer >= 0, got {max_format_retries!r}")
-    if loop_guard is not None and not int_at_least(loop_guard, 2):
-        raise ValueError(f"loop_guard must be an integer >= 2 or None, got {loop_guard!r}")
-    if max_tool_output_bytes not in (None, "auto") and not int_at_least(max_tool_output_bytes, 1):
-        raise ValueError(
-            f"max_tool_output_bytes must be an integer >= 1 (bytes), 'auto' or None, got {max_tool_output_bytes!r}"
-        )
+    for name, value, least, also, said in (
+        ("max_steps", max_steps, 1, (), ""),
+        ("max_format_retries", max_format_retries, 0, (), ""),
+        ("loop_guard", loop_guard, 2, (None,), " or None"),
+        ("max_tool_output_bytes", max_tool_output_bytes, 1, (None, "auto"), " (bytes), 'auto' or None"),
+    ):
+        if value not in also and not int_at_least(value, least):
+            raise ValueError(f"{name} must be an integer >= {least}{said}, got {value!r}")
     if system_prompt is not None and not isinstance(system_prompt, str):
         raise ValueError(f"system_prompt must be a string or None, got {type(system_prompt).__name__}")
 
@@ -365,23 +363,12 @@ class Agent(Host):
         return await self._complete(self._prepare(question, **options), False)
 
     def iter(self, question: str, **options: Unpack[RunOptions]) -> AgentRun:
-        """The run :meth:`arun` makes, step by step or node by node (:class:`agentkit.nodes.AgentRun`)::
-
-            run = agent.iter("What is the weather in Paris?")
-            async for step in run:
-                print(step.index, [c.name for c in step.tool_calls] or step.text)
-            print(run.result.answer)
-
-            run = agent.iter("What is the weather in Paris?")
-            for node in run.nodes():  # or `async for`: UserPrompt, ModelRequest, CallTools, ..., End
-                if isinstance(node, CallTools):
-                    print([c.name for c in node.turn.tool_calls])  # before they run
-
-        Arguments as :meth:`arun`. Each :class:`~agentkit.result.Step` is yielded once its tool calls have
-        answered, the final answer's last; ``run.result`` is then the :class:`~agentkit.result.RunResult`. A run
-        that stops raises from the ``async for`` as :meth:`arun`. A second loop over the run continues where the
-        first stopped. Raises ``ValueError`` and ``ImageError`` as :meth:`arun`, at once.
-        """
+        """The run :meth:`arun` makes, step by step (``async for step in run``) or node by node
+        (``run.nodes()``): an :class:`agentkit.nodes.AgentRun` (examples in docs/AGENTS.md). Arguments as
+        :meth:`arun`. Each :class:`~agentkit.result.Step` is yielded once its tool calls have answered, the final
+        answer's last; ``run.result`` is then the :class:`~agentkit.result.RunResult`. A run that stops raises
+        from the loop as :meth:`arun`; a second loop continues where the first stopped. Raises ``ValueError`` and
+        ``ImageError`` as :meth:`arun`, at once."""
         check_options("Agent.iter()", options)
         state = self._prepare(question, **options)
         if self._toolsets and not self._toolsets_held:

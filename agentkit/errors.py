@@ -115,9 +115,12 @@ class BundleError(AgentKitError, ValueError):
 
 
 def describe_exception(exc: BaseException) -> str:
-    """``"TypeName: message"`` for an exception (the message alone for :class:`ModelRetry`); never raises, even
-    when ``__str__`` does (``"TypeName: <str() failed: ErrorName>"``, as :mod:`traceback`)."""
+    """``"TypeName: message"`` for an exception (the message alone for :class:`ModelRetry`, the code for
+    ``SystemExit``); never raises, even when ``__str__`` does (``"TypeName: <str() failed: ErrorName>"``, as
+    :mod:`traceback`)."""
     name = type(exc).__name__
+    if isinstance(exc, SystemExit):
+        return f"SystemExit: the tool called sys.exit({exc.code!r})"
     try:
         text = str(exc)
     except Exception as failure:

@@ -248,17 +248,10 @@ class Host(Protocol):
         except ToolTimeoutError as exc:
             hint = "the tool did not answer in time; try other arguments or another approach"
             rec = error_record(c, c.arguments, "timeout", str(exc), {"hint": hint}, cap)
-        except Exception as exc:
-            rec = error_record(c, c.arguments, "exception", describe_exception(exc), cap=cap)
         except (KeyboardInterrupt, asyncio.CancelledError, GeneratorExit):
             raise
-        except BaseException as exc:  # sys.exit() (say, argparse's), a custom BaseException subclass
-            message = (
-                f"SystemExit: the tool called sys.exit({exc.code!r})"
-                if isinstance(exc, SystemExit)
-                else describe_exception(exc)
-            )
-            rec = error_record(c, c.arguments, "exception", message, cap=cap)
+        except BaseException as exc:  # also sys.exit() (say, argparse's), a custom BaseException subclass
+            rec = error_record(c, c.arguments, "exception", describe_exception(exc), cap=cap)
         else:
             rec = ToolCallRecord(c.id, c.name, c.arguments, content, None, None, value)
         rec.seconds = _perf() - t0

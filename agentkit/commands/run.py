@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -27,7 +28,7 @@ from agentkit.render import RichRenderer, no_tool_response, terminal_safe
 from model.heads.vision import ImageError, open_image
 
 if TYPE_CHECKING:
-    from agentkit.agent import Agent
+    from agentkit.agent import Agent, ChatSession
     from agentkit.result import RunResult
 
 #: Exit status when the run stopped without an answer or the backend failed.
@@ -241,98 +242,99 @@ def run_command(
         raise typer.Exit(EXIT_NO_TOOL_RESPONSE)
 
 
-def _chat_command(console: Any, session: Any, text: str, pending: list[str], save: Path | None) -> bool:
-    """Run one ``/command`` of the chat; True for ``/exit`` and ``/quit``. Problems are printed, never raised."""
-    command, _, arg = text.partition(" ")
-    arg = arg.strip()
-    if command in ("/save", "/image") and arg.startswith("~"):
-        arg = str(Path(arg).expanduser())  # a path typed at the prompt, as a shell would read it
-    if command in ("/exit", "/quit") and not arg:
-        return True
-    if command == "/reset" and not arg:
-        session.reset()
-        console.print("history cleared")
-    elif command == "/history" and not arg:
-        if not session.conversation.messages:
-            console.print("the history is empty")
-        for m in session.conversation.messages:
-            console.print(Text.assemble((f"{m['role']}> ", "bold"), _shown(m["content"])))
-    elif command == "/image":
-        if not arg:
-            error("usage: /image PATH")
-            return False
-        try:
-            open_image(arg)
-        except ImageError as exc:
-            error(f"/image: {exc}")
-            return False
-        pending.append(arg)
-        console.print(f"{len(pending)} image(s) attached to your next message")
-    elif command == "/save":
-        target = arg or (str(save) if save else "")
-        if not target:
-            error("usage: /save PATH")
-            return False
-        if _save(session, target, "/save"):
-            console.print(
-                f"saved {session.conversation.turns} turn(s) to {target}", markup=False, soft_wrap=True
+@dataclass
+class _Chat:
+    """The REPL of ``agentkit chat``: its session, the images attached to the next message (``pending``), the
+    vision budget and the ``--save`` file."""
+
+    session: ChatSession
+    pending: list[str]
+    budget: int | None
+    save_to: Path | None
+    console: Console = field(default_factory=Console)
+
+    def command(self, text: str) -> bool:
+        """Run one ``/command``; True for ``/exit`` and ``/quit``. Problems are printed, never raised."""
+        command, _, arg = text.partition(" ")
+        arg = arg.strip()
+        if command in ("/save", "/image") and arg.startswith("~"):
+            arg = str(Path(arg).expanduser())  # a path typed at the prompt, as a shell would read it
+        if command in ("/exit", "/quit") and not arg:
+            return True
+        conversation = self.session.conversation
+        if command == "/reset" and not arg:
+            self.session.reset()
+            self.console.print("history cleared")
+        elif command == "/history" and not arg:
+            if not conversation.messages:
+                self.console.print("the history is empty")
+            for m in conversation.messages:
+                self.console.print(Text.assemble((f"{m['role']}> ", "bold"), _shown(m["content"])))
+        elif command in ("/image", "/save") and not (arg or (command == "/save" and self.save_to)):
+            error(f"usage: {command} PATH")
+        elif command == "/image":
+            try:
+                open_image(arg)
+            except ImageError as exc:
+                error(f"/image: {exc}")
+                return False
+            self.pending.append(arg)
+            self.console.print(f"{len(self.pending)} image(s) attached to your next message")
+        elif command == "/save":
+            target = arg or str(self.save_to)
+            if self.save(target, "/save"):
+                self.console.print(
+                    f"saved {conversation.turns} turn(s) to {target}", markup=False, soft_wrap=True
+                )
+        elif command in ("/exit", "/quit", "/reset", "/history"):
+            error(f"{command} takes no argument (got {arg!r})")
+        else:
+            error(
+                f"unknown command {command!r}; commands: {', '.join(CHAT_COMMANDS)} "
+                "(start a message with // to send one that begins with /)"
             )
-    elif command in ("/exit", "/quit", "/reset", "/history", "/image"):
-        error(f"{command} takes no argument (got {arg!r})")
-    else:
-        error(
-            f"unknown command {command!r}; commands: {', '.join(CHAT_COMMANDS)} "
-            "(start a message with // to send one that begins with /)"
-        )
-    return False
+        return False
 
+    def turn(self, text: str, renderer: RichRenderer) -> None:
+        """Send one message with the attached images (used up when sent or refused). A failed turn prints its
+        one-line reason and leaves the history unchanged."""
+        try:
+            result = self.session.send(
+                text, on_event=renderer, images=self.pending, vision_budget=self.budget
+            )
+        except ImageError as exc:
+            error(f"error: {exc}")
+            self.pending = []
+            return
+        except AgentRunError as exc:
+            _print_failure(exc, json_hint=False)
+            return
+        except BackendError as exc:
+            error(f"BackendError: {exc}")
+            return
+        except KeyboardInterrupt:  # Ctrl-C stops this turn, not the session (at the prompt it ends the chat)
+            error("interrupted: the turn was dropped, the history is as before it (/exit or Ctrl-D to leave)")
+            return
+        self.pending = []
+        self.console.print(Text.assemble(("agent> ", "bold blue"), _shown(result.answer or "")))  # not markup
+        if not (result.answer or "").strip():
+            error(f"warning: {EMPTY_ANSWER}")
+        if no_tool_response(result):  # as `run` warns under its answer
+            _warn_no_tool_response(result)
+        if self.save_to is not None:
+            self.save(self.save_to, "--save")
 
-def _chat_turn(
-    console: Any,
-    session: Any,
-    text: str,
-    pending: list[str],
-    budget: int | None,
-    renderer: Any,
-    save: Path | None,
-) -> bool:
-    """Send one message (with the attached images); True when the images were used up (sent, or refused).
-    A failed turn prints its one-line reason and leaves the history unchanged."""
-    try:
-        result = session.send(text, on_event=renderer, images=pending, vision_budget=budget)
-    except ImageError as exc:
-        error(f"error: {exc}")
+    def save(self, target: str | Path, option: str) -> bool:
+        """Write the history to ``target``; a failure is printed (the chat and its history go on)."""
+        try:
+            self.session.save(target)
+        except OSError as exc:
+            error(
+                f"{option}: cannot write {target}: {exc.strerror or exc}; the conversation is kept "
+                "(/save PATH writes it elsewhere)"
+            )
+            return False
         return True
-    except AgentRunError as exc:
-        _print_failure(exc, json_hint=False)
-        return False
-    except BackendError as exc:
-        error(f"BackendError: {exc}")
-        return False
-    except KeyboardInterrupt:  # Ctrl-C stops this turn, not the session (at the prompt it ends the chat)
-        error("interrupted: the turn was dropped, the history is as before it (/exit or Ctrl-D to leave)")
-        return False
-    console.print(Text.assemble(("agent> ", "bold blue"), _shown(result.answer or "")))  # not markup
-    if not (result.answer or "").strip():
-        error(f"warning: {EMPTY_ANSWER}")
-    if no_tool_response(result):  # as `run` warns under its answer
-        _warn_no_tool_response(result)
-    if save is not None:
-        _save(session, save, "--save")
-    return True
-
-
-def _save(session: Any, target: str | Path, option: str) -> bool:
-    """Write the chat's history to ``target``; a failure is printed (the chat and its history go on)."""
-    try:
-        session.save(target)
-    except OSError as exc:
-        error(
-            f"{option}: cannot write {target}: {exc.strerror or exc}; the conversation is kept "
-            "(/save PATH writes it elsewhere)"
-        )
-        return False
-    return True
 
 
 def _check_save_target(save: Path) -> None:
@@ -362,11 +364,10 @@ def chat_command(
     """Multi-turn chat with a bundle's agent. Commands: /exit, /quit, /reset, /history, /save PATH,
     /image PATH (attach an image to the next message); start a message with // to send one that begins
     with /."""
-    pending = check_images_or_exit(image, vision_budget)
+    images = check_images_or_exit(image, vision_budget)
     if save is not None:
         _check_save_target(save)
     agent = _build_agent(bundle, backend, model, max_steps, seed, adapter, binding, threads)
-    console = Console()
     conversation = None
     if load is not None:
         try:
@@ -377,11 +378,11 @@ def chat_command(
             ) from None
         except ValueError as exc:
             raise fail(str(exc), EXIT_BAD_INPUT) from None
-    session = agent.chat(conversation)
-    renderer = RichRenderer(console)
+    chat = _Chat(agent.chat(conversation), images, vision_budget, save)
+    console, renderer = chat.console, RichRenderer(chat.console)
     console.print(
         f"[bold]{agent.name}[/bold] on {agent.backend.name} with tools: {', '.join(agent.tools) or '(none)'}"
-        f" - {session.conversation.turns} earlier turn(s). Commands: {', '.join(CHAT_COMMANDS)}.",
+        f" - {chat.session.conversation.turns} earlier turn(s). Commands: {', '.join(CHAT_COMMANDS)}.",
         highlight=False,
     )
     while True:
@@ -396,8 +397,7 @@ def chat_command(
         if text.startswith("//"):  # a message that begins with "/"
             text = text[1:]
         elif text.startswith("/"):
-            if _chat_command(console, session, text, pending, save):
+            if chat.command(text):
                 break
             continue
-        if _chat_turn(console, session, text, pending, vision_budget, renderer, save):
-            pending = []
+        chat.turn(text, renderer)
