@@ -96,8 +96,9 @@ def user_content(
     return parts
 
 
-def _check_arguments(model: Any, tools: Any, on_event: Any) -> None:
-    """Raise ``TypeError`` for tools given as the model, one tool not in a list or a non-callable on_event."""
+def _check_arguments(model: Any, tools: Any, on_event: Any) -> list[EventCallback]:
+    """The event callbacks of ``on_event``; ``TypeError`` for tools given as the model, one tool not in a list or
+    a non-callable on_event."""
     if isinstance(model, (list, tuple, Tool)) or (callable(model) and not hasattr(model, "complete")):
         raise TypeError(
             f"Agent's first argument is the model (a backend, a spec string such as 'embedded', or None), got "
@@ -110,9 +111,10 @@ def _check_arguments(model: Any, tools: Any, on_event: Any) -> None:
     callbacks = [on_event] if on_event is None or callable(on_event) else on_event
     if not isinstance(callbacks, (list, tuple)):
         raise TypeError(f"on_event must be a callable or a list of callables, got {on_event!r}")
+    callbacks = [c for c in callbacks if c is not None]
     for c in callbacks:
-        if c is not None:
-            check_callback(c)
+        check_callback(c)
+    return callbacks
 
 
 def _check_settings(
@@ -179,7 +181,7 @@ class Agent(Host):
         toolsets: Sequence[Any] = (),
         tool_images: ToolImageLimits | None = None,
     ) -> None:
-        _check_arguments(model, tools, on_event)
+        callbacks = _check_arguments(model, tools, on_event)
         _check_settings(max_steps, loop_guard, max_format_retries, max_tool_output_bytes, system_prompt)
         self.max_tool_output_bytes = max_tool_output_bytes
         if tool_images is not None and not isinstance(tool_images, ToolImageLimits):
@@ -203,10 +205,7 @@ class Agent(Host):
         if forced is not None and forced not in self.graph.tools and not self._toolsets:
             raise ToolDefinitionError(f"tool_choice names tool {forced!r}, which is not registered")
         self.tool_choice: ToolChoice = tool_choice
-        if on_event is not None:
-            self.graph.callbacks = (
-                [on_event] if callable(on_event) else [c for c in on_event if c is not None]
-            )
+        self.graph.callbacks = callbacks
 
     # ------------------------------------------------------------------ construction helpers
 

@@ -19,7 +19,7 @@ from agentkit.commands import (
     check_images_or_exit,
     fail,
 )
-from agentkit.render import terminal_safe
+from agentkit.render import call_arguments, call_text, terminal_safe
 from grammar.parse import ToolCallParseError, parse_tool_calls
 from model.heads.vision import ImageError
 from model.turn.limits import PromptTooLong
@@ -119,13 +119,7 @@ def _print_readable(console: Any, shown: dict[str, Any]) -> None:
     if shown["answer"]:
         console.print(terminal_safe(shown["answer"]), markup=False, highlight=False)
     for c in shown["tool_calls"]:
-        args = terminal_safe(
-            ", ".join(f"{k}={json.dumps(v, ensure_ascii=False)}" for k, v in c["arguments"].items())
-        )
-        line = Text("call ", style="cyan")
-        line.append(terminal_safe(c["name"]), style="bold cyan")
-        line.append(f"({args})", style="cyan")
-        console.print(line)
+        console.print(call_text("call ", c["name"], "cyan", call_arguments(c["arguments"])))
     if shown["error"]:
         console.print(
             Text(f"({shown['error']}; --raw-output shows the tokens)", style="yellow"), soft_wrap=True
