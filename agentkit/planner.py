@@ -279,13 +279,10 @@ async def gather_calls(runs: Sequence[Coroutine[Any, Any, ToolCallRecord]]) -> l
     done = await asyncio.gather(*tasks, return_exceptions=True)
     if interrupts:
         raise interrupts[0]
-    records: list[ToolCallRecord] = []
     for rec in done:
         if isinstance(rec, BaseException):
             raise rec
-        assert rec is not None  # only an interrupted call gives None
-        records.append(rec)
-    return records
+    return [rec for rec in done if isinstance(rec, ToolCallRecord)]  # None: an interrupted call
 
 
 class RunGraph:
