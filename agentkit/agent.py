@@ -415,16 +415,9 @@ class Agent(Host):
 
 
 class ChatSession:
-    """A multi-turn conversation with an agent; history keeps user messages and final answers only.
-
-    Args:
-        agent: the agent answering.
-        conversation: history to resume from (copied), a Conversation or a list of its messages; ``None``
-            starts empty.
-
-    Raises:
-        TypeError, ValueError: as :func:`agentkit.history.as_conversation`.
-    """
+    """A multi-turn conversation with ``agent``; history keeps user messages and final answers only.
+    ``conversation``: history to resume from (copied), a Conversation or a list of its messages (``None``: empty);
+    ``TypeError``, ``ValueError`` as :func:`agentkit.history.as_conversation`."""
 
     def __init__(self, agent: Agent, conversation: HistoryLike | None = None) -> None:
         self.agent = agent

@@ -32,12 +32,6 @@ THREADS_HELP = (
 
 # Options several commands take, as typer reads them from ``Annotated``.
 Threads = Annotated[int | None, typer.Option("--threads", min=1, help=THREADS_HELP)]
-Adapter = Annotated[
-    Path | None,
-    typer.Option(
-        "--adapter", help="LoRA adapter folder from `agentkit specialize`, applied to the checkpoint."
-    ),
-]
 Device = Annotated[str, typer.Option(help="cpu or cuda.")]
 DType = Annotated[str, typer.Option(help="float32, bfloat16 or float16.")]
 

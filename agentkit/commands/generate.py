@@ -11,7 +11,6 @@ from rich.console import Console, Group
 from rich.text import Text
 
 from agentkit.commands import (
-    Adapter,
     Device,
     DType,
     Threads,
@@ -34,32 +33,24 @@ def _live_renderer(tokenizer: Any) -> tuple[Any, Any]:
     committed: list[str] = []
     live = Live(Text(""), refresh_per_second=20, transient=False)
 
-    def piece(tok: int) -> str:
-        return str(tokenizer.decode([tok], skip_special_tokens=False))
+    def decode(toks: list[int]) -> str:
+        return str(tokenizer.decode(toks, skip_special_tokens=False))
 
     def on_event(ev: StepEvent | CanvasEvent) -> None:
         if isinstance(ev, CanvasEvent):
-            committed.append(piece_seq(ev.tokens[0].tolist()))
+            committed.append(decode([t for t in ev.tokens[0].tolist() if t != tokenizer.pad_token_id]))
             live.update(Text("".join(committed)))
             return
         draft = Text("".join(committed))
-        toks = ev.argmax[0].tolist()
         acc = ev.accepted[0].tolist()
-        fixed = ev.fixed[0].tolist()
-        for t, a, f in zip(toks, acc, fixed, strict=True):
-            style = "bold green" if f else ("bold" if a else "dim")
-            draft.append(piece(t), style=style)
+        for t, a, f in zip(ev.argmax[0].tolist(), acc, ev.fixed[0].tolist(), strict=True):
+            draft.append(decode([t]), style="bold green" if f else ("bold" if a else "dim"))
         mean_h = float(ev.entropy[0].mean())
         status = Text(
             f"\ncanvas {ev.canvas_index} step {ev.step}  accepted {sum(acc)}/{len(acc)}  mean entropy {mean_h:.3f}",
             style="cyan",
         )
         live.update(Group(draft, status))
-
-    def piece_seq(toks: list[int]) -> str:
-        return str(
-            tokenizer.decode([t for t in toks if t != tokenizer.pad_token_id], skip_special_tokens=False)
-        )
 
     return live, on_event
 
@@ -196,7 +187,9 @@ def generate_command(
     vision_budget: int | None = typer.Option(
         None, "--vision-budget", help="Soft tokens per image: 70, 140, 280 (default), 560 or 1120."
     ),
-    adapter: Adapter = None,
+    adapter: Path | None = typer.Option(
+        None, "--adapter", help="LoRA adapter folder from `agentkit specialize`, applied to the checkpoint."
+    ),
 ) -> None:
     """Generate an answer with the block-diffusion runtime and print it readably (tool calls as
     name(arguments)) with its stats; --raw-output prints the canvases' tokens as generated."""
