@@ -53,13 +53,8 @@ def call_text(prefix: str, name: str, style: str, arguments: str | None = None) 
 
 
 class RichRenderer:
-    """An event callback printing the run as it happens.
-
-    Args:
-        console: where to print (default: a new stdout console).
-        max_chars: tool calls' arguments, tool responses and thinking are cut to this many characters.
-        show_thinking: print the model's thinking text (dim).
-    """
+    """An event callback printing the run as it happens on ``console`` (default: a new stdout one): tool calls'
+    arguments, tool responses and thinking (dim, if ``show_thinking``) cut to ``max_chars`` characters."""
 
     def __init__(
         self, console: Console | None = None, *, max_chars: int = 400, show_thinking: bool = True
