@@ -13,50 +13,38 @@ from __future__ import annotations
 import importlib
 from typing import TYPE_CHECKING, Any
 
+from agentkit.errors import (  # light (no imports of its own): loaded at once
+    AgentKitError,
+    AgentRunError,
+    BackendError,
+    BundleError,
+    LoopGuardTriggered,
+    MaxStepsExceeded,
+    ModelRetry,
+    PromptTooLong,
+    ToolCallFormatError,
+    ToolDefinitionError,
+    ToolRetriesExceeded,
+)
+
 __version__ = "0.1.0"
 
 if TYPE_CHECKING:
     from agentkit.agent import Agent, AgentRun, ChatSession
     from agentkit.backends.base import Backend, ModelTurn, ToolCallRequest, Usage
     from agentkit.bundle import Bundle, load_bundle
-    from agentkit.errors import (
-        AgentKitError,
-        AgentRunError,
-        BackendError,
-        BundleError,
-        LoopGuardTriggered,
-        MaxStepsExceeded,
-        ModelRetry,
-        PromptTooLong,
-        ToolCallFormatError,
-        ToolDefinitionError,
-        ToolRetriesExceeded,
-    )
     from agentkit.history import Conversation
     from agentkit.messages import ToolCall
     from agentkit.result import RunResult, Step, Timing, ToolCallRecord
     from agentkit.tool_output import ToolContent, ToolImage, ToolImageLimits
     from agentkit.tools import Grounded, Tool, ToolContext, tool
 
-#: The public names, by the module that defines them.
+#: The public names imported lazily, by the module that defines them.
 _EXPORTS = {
     "agentkit.agent": ("Agent", "AgentRun", "ChatSession"),
     "agentkit.backends.base": ("Backend", "ModelTurn", "ToolCallRequest", "Usage"),
     "agentkit.messages": ("ToolCall",),
     "agentkit.bundle": ("Bundle", "load_bundle"),
-    "agentkit.errors": (
-        "AgentKitError",
-        "AgentRunError",
-        "BackendError",
-        "BundleError",
-        "LoopGuardTriggered",
-        "MaxStepsExceeded",
-        "ModelRetry",
-        "PromptTooLong",
-        "ToolCallFormatError",
-        "ToolDefinitionError",
-        "ToolRetriesExceeded",
-    ),
     "agentkit.history": ("Conversation",),
     "agentkit.result": ("RunResult", "Step", "Timing", "ToolCallRecord"),
     "agentkit.tool_output": ("ToolContent", "ToolImage", "ToolImageLimits"),

@@ -96,8 +96,9 @@ def user_content(
     return parts
 
 
-def _check_arguments(model: Any, tools: Any, on_event: Any) -> None:
-    """Raise ``TypeError`` for tools given as the model, one tool not in a list or a non-callable on_event."""
+def _check_arguments(model: Any, tools: Any, on_event: Any) -> list[EventCallback]:
+    """The event callbacks of ``on_event``; ``TypeError`` for tools given as the model, one tool not in a list or
+    a non-callable on_event."""
     if isinstance(model, (list, tuple, Tool)) or (callable(model) and not hasattr(model, "complete")):
         raise TypeError(
             f"Agent's first argument is the model (a backend, a spec string such as 'embedded', or None), got "
@@ -110,25 +111,24 @@ def _check_arguments(model: Any, tools: Any, on_event: Any) -> None:
     callbacks = [on_event] if on_event is None or callable(on_event) else on_event
     if not isinstance(callbacks, (list, tuple)):
         raise TypeError(f"on_event must be a callable or a list of callables, got {on_event!r}")
+    callbacks = [c for c in callbacks if c is not None]
     for c in callbacks:
-        if c is not None:
-            check_callback(c)
+        check_callback(c)
+    return callbacks
 
 
 def _check_settings(
     max_steps: Any, loop_guard: Any, max_format_retries: Any, max_tool_output_bytes: Any, system_prompt: Any
 ) -> None:
     """Raise ``ValueError`` naming the first numeric setting (or system prompt) of the wrong type or range."""
-    if not int_at_least(max_steps, 1):
-        raise ValueError(f"max_steps must be an integer >= 1, got {max_steps!r}")
-    if not int_at_least(max_format_retries, 0):
-        raise ValueError(f"max_format_retries must be an integer >= 0, got {max_format_retries!r}")
-    if loop_guard is not None and not int_at_least(loop_guard, 2):
-        raise ValueError(f"loop_guard must be an integer >= 2 or None, got {loop_guard!r}")
-    if max_tool_output_bytes not in (None, "auto") and not int_at_least(max_tool_output_bytes, 1):
-        raise ValueError(
-            f"max_tool_output_bytes must be an integer >= 1 (bytes), 'auto' or None, got {max_tool_output_bytes!r}"
-        )
+    for name, value, least, also, said in (
+        ("max_steps", max_steps, 1, (), ""),
+        ("max_format_retries", max_format_retries, 0, (), ""),
+        ("loop_guard", loop_guard, 2, (None,), " or None"),
+        ("max_tool_output_bytes", max_tool_output_bytes, 1, (None, "auto"), " (bytes), 'auto' or None"),
+    ):
+        if value not in also and not int_at_least(value, least):
+            raise ValueError(f"{name} must be an integer >= {least}{said}, got {value!r}")
     if system_prompt is not None and not isinstance(system_prompt, str):
         raise ValueError(f"system_prompt must be a string or None, got {type(system_prompt).__name__}")
 
@@ -181,7 +181,7 @@ class Agent(Host):
         toolsets: Sequence[Any] = (),
         tool_images: ToolImageLimits | None = None,
     ) -> None:
-        _check_arguments(model, tools, on_event)
+        callbacks = _check_arguments(model, tools, on_event)
         _check_settings(max_steps, loop_guard, max_format_retries, max_tool_output_bytes, system_prompt)
         self.max_tool_output_bytes = max_tool_output_bytes
         if tool_images is not None and not isinstance(tool_images, ToolImageLimits):
@@ -205,10 +205,7 @@ class Agent(Host):
         if forced is not None and forced not in self.graph.tools and not self._toolsets:
             raise ToolDefinitionError(f"tool_choice names tool {forced!r}, which is not registered")
         self.tool_choice: ToolChoice = tool_choice
-        if on_event is not None:
-            self.graph.callbacks = (
-                [on_event] if callable(on_event) else [c for c in on_event if c is not None]
-            )
+        self.graph.callbacks = callbacks
 
     # ------------------------------------------------------------------ construction helpers
 
@@ -318,10 +315,8 @@ class Agent(Host):
         tokens = prompt_tokens(self.backend)
         if tokens is None:
             return DEFAULT_TOOL_OUTPUT_BYTES
-        if callable(getattr(self.backend, "count_tokens", None)):
-            # the token budget binds; a byte pre-cut never before it (no token is longer than 16 bytes)
-            return max(tokens // 2, 1) * 16
-        return max(tokens // 2, 1)
+        # with a token budget, that one binds: a byte pre-cut never before it (no token is longer than 16 bytes)
+        return max(tokens // 2, 1) * (16 if self.tool_output_token_budget() else 1)
 
     def tool_output_token_budget(self) -> int | None:
         """Tokens of tool output the model may see per model turn: with ``"auto"`` on a backend that counts
@@ -367,23 +362,12 @@ class Agent(Host):
         return await self._complete(self._prepare(question, **options), False)
 
     def iter(self, question: str, **options: Unpack[RunOptions]) -> AgentRun:
-        """The run :meth:`arun` makes, step by step or node by node (:class:`agentkit.nodes.AgentRun`)::
-
-            run = agent.iter("What is the weather in Paris?")
-            async for step in run:
-                print(step.index, [c.name for c in step.tool_calls] or step.text)
-            print(run.result.answer)
-
-            run = agent.iter("What is the weather in Paris?")
-            for node in run.nodes():  # or `async for`: UserPrompt, ModelRequest, CallTools, ..., End
-                if isinstance(node, CallTools):
-                    print([c.name for c in node.turn.tool_calls])  # before they run
-
-        Arguments as :meth:`arun`. Each :class:`~agentkit.result.Step` is yielded once its tool calls have
-        answered, the final answer's last; ``run.result`` is then the :class:`~agentkit.result.RunResult`. A run
-        that stops raises from the ``async for`` as :meth:`arun`. A second loop over the run continues where the
-        first stopped. Raises ``ValueError`` and ``ImageError`` as :meth:`arun`, at once.
-        """
+        """The run :meth:`arun` makes, step by step (``async for step in run``) or node by node
+        (``run.nodes()``): an :class:`agentkit.nodes.AgentRun` (examples in docs/AGENTS.md). Arguments as
+        :meth:`arun`. Each :class:`~agentkit.result.Step` is yielded once its tool calls have answered, the final
+        answer's last; ``run.result`` is then the :class:`~agentkit.result.RunResult`. A run that stops raises
+        from the loop as :meth:`arun`; a second loop continues where the first stopped. Raises ``ValueError`` and
+        ``ImageError`` as :meth:`arun`, at once."""
         check_options("Agent.iter()", options)
         state = self._prepare(question, **options)
         if self._toolsets and not self._toolsets_held:
@@ -412,9 +396,8 @@ class Agent(Host):
         return self.graph.prepare(question, content, as_conversation(history), deps, on_event)
 
     async def _complete(self, state: RunState, prefer_sync: bool) -> RunResult:
-        if not self._toolsets:
-            return await AgentRun(self.graph, state).complete(prefer_sync=prefer_sync)
-        # a run uses the agent's MCP servers: the first user opens them, concurrent runs share them, the last closes
+        # a run uses the agent's MCP servers (if any): the first user opens them, concurrent runs share them, the
+        # last closes them
         await self._toolset_lease.acquire()
         try:
             return await AgentRun(self.graph, state).complete(prefer_sync=prefer_sync)
@@ -432,16 +415,9 @@ class Agent(Host):
 
 
 class ChatSession:
-    """A multi-turn conversation with an agent; history keeps user messages and final answers only.
-
-    Args:
-        agent: the agent answering.
-        conversation: history to resume from (copied), a Conversation or a list of its messages; ``None``
-            starts empty.
-
-    Raises:
-        TypeError, ValueError: as :func:`agentkit.history.as_conversation`.
-    """
+    """A multi-turn conversation with ``agent``; history keeps user messages and final answers only.
+    ``conversation``: history to resume from (copied), a Conversation or a list of its messages (``None``: empty);
+    ``TypeError``, ``ValueError`` as :func:`agentkit.history.as_conversation`."""
 
     def __init__(self, agent: Agent, conversation: HistoryLike | None = None) -> None:
         self.agent = agent

@@ -1,17 +1,18 @@
 """The ``agentkit`` command line (typer + rich).
 
-Each command group lives in its own module under :mod:`agentkit.commands` and exposes ``register(app)``;
-this module only assembles them, so heavy imports (torch, docker) happen when a command runs, not at start-up.
+Each command group lives in its own module under :mod:`agentkit.commands`; this module only assembles them,
+so heavy imports (torch, docker) happen when a command runs, not at start-up.
 """
 
 from __future__ import annotations
 
-import importlib
 import inspect
 
 import typer
 
 from agentkit import __version__
+from agentkit.commands import check, generate, mcp, run, sandbox, serve, specialize, train
+from agentkit.commands.eval import eval_app
 
 app = typer.Typer(
     name="agentkit",
@@ -21,9 +22,6 @@ app = typer.Typer(
     pretty_exceptions_enable=False,
     context_settings={"help_option_names": ["--help", "-h"]},  # every command, as most CLIs do
 )
-
-#: Modules under agentkit.commands that provide ``register(app: typer.Typer) -> None``.
-COMMAND_MODULES = ("run", "check", "generate", "serve", "sandbox", "train", "eval", "specialize", "mcp")
 
 
 def _print_version(value: bool) -> None:
@@ -47,8 +45,20 @@ def version() -> None:
     typer.echo(__version__)
 
 
-for _name in COMMAND_MODULES:
-    importlib.import_module(f"agentkit.commands.{_name}").register(app)
+app.command("run", cls=run.RunCommand)(run.run_command)
+app.command("chat")(run.chat_command)
+app.command("check")(check.check_command)
+app.command("generate")(generate.generate_command)
+app.command("serve")(serve.serve_command)
+app.add_typer(sandbox.sandbox_app, name="sandbox")
+app.command(
+    "train",
+    context_settings={"allow_extra_args": True, "ignore_unknown_options": True},
+    help="Train the embedded checkpoint (options of `python -m model.training`; --help-train lists them).",
+)(train.train_command)
+app.add_typer(eval_app, name="eval")
+app.command("specialize")(specialize.specialize_command)
+app.add_typer(mcp.mcp_app, name="mcp")
 
 # The command list shows each command's summary: the first paragraph of its docstring as one line (typer would
 # keep the docstring's line breaks and wrap them again).

@@ -25,11 +25,8 @@ class ModelRetry(AgentKitError):
 
 
 class BackendError(AgentKitError):
-    """A backend could not produce a model turn (HTTP error after retries, exhausted script, bad response).
-
-    Attributes:
-        status_code: HTTP status of the last attempt, when there was one.
-    """
+    """A backend could not produce a model turn (HTTP error after retries, exhausted script, bad response);
+    ``status_code``: HTTP status of the last attempt, when there was one."""
 
     def __init__(self, message: str, *, status_code: int | None = None) -> None:
         super().__init__(message)
@@ -37,12 +34,8 @@ class BackendError(AgentKitError):
 
 
 class AgentRunError(AgentKitError):
-    """A run stopped without a final answer. ``result`` holds the partial transcript (``answer is None``).
-
-    Attributes:
-        reason: why the run stopped, one line (``str(exc)`` adds where the partial transcript is).
-        result: the partial transcript.
-    """
+    """A run stopped without a final answer: ``reason`` says why, one line (``str(exc)`` adds where the partial
+    transcript is); ``result`` holds the partial transcript (``answer is None``)."""
 
     def __init__(self, message: str, result: RunResult) -> None:
         super().__init__(f"{message}; the partial transcript is in .result")
@@ -63,13 +56,9 @@ class ToolRetriesExceeded(AgentRunError):
 
 
 class PromptTooLong(AgentRunError):
-    """A model turn's prompt does not fit the model's context, even after dropping what trimming may drop.
-
-    Attributes:
-        prompt_tokens: tokens of the smallest prompt tried.
-        limit: the most prompt tokens the model takes (its context minus the generation budget).
-        dropped_messages: messages trimmed from the prompt before giving up.
-    """
+    """A model turn's prompt does not fit the model's context, even after dropping what trimming may drop:
+    ``prompt_tokens`` of the smallest prompt tried, over the ``limit`` the model takes (its context minus the
+    generation budget), after trimming ``dropped_messages`` messages from the prompt."""
 
     def __init__(
         self, message: str, result: RunResult, *, prompt_tokens: int, limit: int, dropped_messages: int = 0
@@ -115,9 +104,12 @@ class BundleError(AgentKitError, ValueError):
 
 
 def describe_exception(exc: BaseException) -> str:
-    """``"TypeName: message"`` for an exception (the message alone for :class:`ModelRetry`); never raises, even
-    when ``__str__`` does (``"TypeName: <str() failed: ErrorName>"``, as :mod:`traceback`)."""
+    """``"TypeName: message"`` for an exception (the message alone for :class:`ModelRetry`, the code for
+    ``SystemExit``); never raises, even when ``__str__`` does (``"TypeName: <str() failed: ErrorName>"``, as
+    :mod:`traceback`)."""
     name = type(exc).__name__
+    if isinstance(exc, SystemExit):
+        return f"SystemExit: the tool called sys.exit({exc.code!r})"
     try:
         text = str(exc)
     except Exception as failure:

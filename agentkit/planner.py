@@ -10,7 +10,6 @@ walks through one turn.
 from __future__ import annotations
 
 import asyncio
-import functools
 import json
 import time
 from collections.abc import Callable, Coroutine, Sequence
@@ -53,16 +52,7 @@ from agentkit.tools import Tool, ToolArgumentsError, ToolContext, ToolTimeoutErr
 if TYPE_CHECKING:
     from agentkit.backends.base import Backend, ToolDeclaration
 
-__all__ = [
-    "CallPlan",
-    "Emitter",
-    "Host",
-    "RunGraph",
-    "RunState",
-    "canonical_arguments",
-    "cap_response",
-    "nearest_tool_name",
-]
+__all__ = ["CallPlan", "Emitter", "Host", "RunGraph", "RunState"]
 
 _perf = time.perf_counter
 
@@ -187,31 +177,23 @@ def message_chars(m: ChatMessage, image_tokens: int = IMAGE_TOKENS_UNKNOWN) -> i
     return n
 
 
-def cap_response(
-    text: str, backend: Any, tool_limit: int | None, byte_share: int | None, token_share: int | None
-) -> str:
-    """A tool response cut to the smaller of ``tool_limit`` and ``byte_share`` bytes, then to ``token_share``
-    tokens counted by the backend's ``count_tokens`` (when it has one)."""
-    limits = [x for x in (tool_limit, byte_share) if x is not None]
-    limit = min(limits) if limits else None
-    count: Callable[[str], int] | None = (
-        getattr(backend, "count_tokens", None) if token_share is not None else None
-    )
-    by_bytes = cap_output(text, limit)
-    if count is None or token_share is None or count(by_bytes) <= token_share:
-        return by_bytes
-    # the token cap binds: cut the head the byte cap kept (so both hold), marker sized on the whole
-    head = text if by_bytes is text else by_bytes[: by_bytes.rfind("\n[agentkit: cut ")]
-    return cap_output_tokens(head, token_share, count, len(text.encode("utf-8", "surrogatepass")))
-
-
 def response_cap(
     backend: Any, tool_limit: int | None, byte_share: int | None, token_share: int | None
 ) -> Callable[[str], str]:
-    """:func:`cap_response` for one call's responses (its result or its error)."""
-    return functools.partial(
-        cap_response, backend=backend, tool_limit=tool_limit, byte_share=byte_share, token_share=token_share
-    )
+    """What cuts one call's responses (its result or its error): to the smaller of ``tool_limit`` and
+    ``byte_share`` bytes, then to ``token_share`` tokens counted by the backend's ``count_tokens`` (if it has one)."""
+    limit = min((x for x in (tool_limit, byte_share) if x is not None), default=None)
+    count = getattr(backend, "count_tokens", None)
+
+    def cap(text: str) -> str:
+        by_bytes = cap_output(text, limit)
+        if count is None or token_share is None or count(by_bytes) <= token_share:
+            return by_bytes
+        # the token cap binds: cut the head the byte cap kept (so both hold), marker sized on the whole
+        head = text if by_bytes is text else by_bytes[: by_bytes.rfind("\n[agentkit: cut ")]
+        return cap_output_tokens(head, token_share, count, len(text.encode("utf-8", "surrogatepass")))
+
+    return cap
 
 
 # -------------------------------------------------------------------------------------------------- loop
@@ -259,17 +241,10 @@ class Host(Protocol):
         except ToolTimeoutError as exc:
             hint = "the tool did not answer in time; try other arguments or another approach"
             rec = error_record(c, c.arguments, "timeout", str(exc), {"hint": hint}, cap)
-        except Exception as exc:
-            rec = error_record(c, c.arguments, "exception", describe_exception(exc), cap=cap)
         except (KeyboardInterrupt, asyncio.CancelledError, GeneratorExit):
             raise
-        except BaseException as exc:  # sys.exit() (say, argparse's), a custom BaseException subclass
-            message = (
-                f"SystemExit: the tool called sys.exit({exc.code!r})"
-                if isinstance(exc, SystemExit)
-                else describe_exception(exc)
-            )
-            rec = error_record(c, c.arguments, "exception", message, cap=cap)
+        except BaseException as exc:  # also sys.exit() (say, argparse's), a custom BaseException subclass
+            rec = error_record(c, c.arguments, "exception", describe_exception(exc), cap=cap)
         else:
             rec = ToolCallRecord(c.id, c.name, c.arguments, content, None, None, value)
         rec.seconds = _perf() - t0
@@ -297,13 +272,10 @@ async def gather_calls(runs: Sequence[Coroutine[Any, Any, ToolCallRecord]]) -> l
     done = await asyncio.gather(*tasks, return_exceptions=True)
     if interrupts:
         raise interrupts[0]
-    records: list[ToolCallRecord] = []
     for rec in done:
         if isinstance(rec, BaseException):
             raise rec
-        assert rec is not None  # only an interrupted call gives None
-        records.append(rec)
-    return records
+    return [rec for rec in done if isinstance(rec, ToolCallRecord)]  # None: an interrupted call
 
 
 class RunGraph:

@@ -24,12 +24,18 @@ def terminal_safe(text: str) -> str:
     return _CONTROL.sub(lambda m: f"\\x{ord(m.group()):02x}", text)
 
 
+def no_tool_response(result: RunResult) -> bool:
+    """True when the run made tool calls and every one failed: its answer rests on no tool response."""
+    return bool(result.tool_calls) and not any(c.ok for c in result.tool_calls)
+
+
 def _short(text: str, limit: int) -> str:
     text = terminal_safe(text.strip())
     return text if len(text) <= limit else text[: limit - 1] + "…"
 
 
-def _args(arguments: Any) -> str:
+def call_arguments(arguments: Any) -> str:
+    """A call's arguments as ``k=JSON, ...`` (text that is not a dict as it is), safe on a terminal."""
     if isinstance(arguments, dict):
         return terminal_safe(
             ", ".join(f"{k}={json.dumps(v, ensure_ascii=False, default=str)}" for k, v in arguments.items())
@@ -37,14 +43,18 @@ def _args(arguments: Any) -> str:
     return terminal_safe(str(arguments))
 
 
-class RichRenderer:
-    """An event callback printing the run as it happens.
+def call_text(prefix: str, name: str, style: str, arguments: str | None = None) -> Text:
+    """``prefix`` and the tool ``name`` (bold) in ``style``, then ``(arguments)`` when given."""
+    line = Text(prefix, style=style)
+    line.append(terminal_safe(name), style=f"bold {style}")
+    if arguments is not None:
+        line.append(f"({arguments})", style=style)
+    return line
 
-    Args:
-        console: where to print (default: a new stdout console).
-        max_chars: tool calls' arguments, tool responses and thinking are cut to this many characters.
-        show_thinking: print the model's thinking text (dim).
-    """
+
+class RichRenderer:
+    """An event callback printing the run as it happens on ``console`` (default: a new stdout one): tool calls'
+    arguments, tool responses and thinking (dim, if ``show_thinking``) cut to ``max_chars`` characters."""
 
     def __init__(
         self, console: Console | None = None, *, max_chars: int = 400, show_thinking: bool = True
@@ -71,22 +81,19 @@ class RichRenderer:
                 )
             )
         elif isinstance(event, ToolCallStarted):
-            line = Text("  → ", style="cyan")
-            line.append(terminal_safe(event.name), style="bold cyan")
-            line.append(f"({_short(_args(event.arguments), self.max_chars)})", style="cyan")
-            c.print(line)
+            c.print(
+                call_text("  → ", event.name, "cyan", _short(call_arguments(event.arguments), self.max_chars))
+            )
         elif isinstance(event, ToolCallFinished):
             rec = event.record
             if rec.ok:
-                line = Text("  ← ", style="green")
-                line.append(terminal_safe(rec.name), style="bold green")
+                line = call_text("  ← ", rec.name, "green")
                 line.append(f" [{rec.seconds * 1000:.0f} ms]: ", style="green")
                 line.append(_short(rec.content, self.max_chars))
             else:
-                line = Text("  ✗ ", style="red")
-                line.append(terminal_safe(rec.name), style="bold red")
-                if rec.error_kind in ("unknown_tool", "invalid_arguments", "decode"):
-                    line.append(f"({_short(_args(rec.arguments), self.max_chars)})", style="red")
+                shown = rec.error_kind in ("unknown_tool", "invalid_arguments", "decode")
+                args = _short(call_arguments(rec.arguments), self.max_chars) if shown else None
+                line = call_text("  ✗ ", rec.name, "red", args)
                 line.append(f": {_short(rec.error or '', self.max_chars)}", style="red")
             c.print(line)
 
@@ -102,7 +109,7 @@ class RichRenderer:
             answer = Text("(empty)", style="dim")  # said so, not an empty panel
         self.console.print(Panel(answer, title=title, subtitle=sub, border_style="blue"))
         calls = result.tool_calls
-        if calls and not any(c.ok for c in calls):
+        if no_tool_response(result):
             last = calls[-1]
             self.console.print(
                 Text(

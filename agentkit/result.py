@@ -22,6 +22,16 @@ from agentkit.history import Conversation
 _CONFIG = ConfigDict(arbitrary_types_allowed=True, extra="forbid")
 
 
+class _Plain:
+    """``to_dict`` of the pydantic dataclasses below."""
+
+    __slots__ = ()
+
+    def to_dict(self) -> dict[str, Any]:
+        """JSON-ready dict (a record's ``result`` left out)."""
+        return dict(plain_data(self))
+
+
 #: What went wrong with a tool call (see :class:`ToolCallRecord`).
 ErrorKind = Literal["decode", "unknown_tool", "invalid_arguments", "exception", "timeout", "not_run"]
 
@@ -32,7 +42,7 @@ StopReason = Literal[
 
 
 @dataclass(slots=True, config=_CONFIG)
-class ToolCallRecord:
+class ToolCallRecord(_Plain):
     """One tool call and the tool response the model got for it.
 
     Attributes:
@@ -57,13 +67,9 @@ class ToolCallRecord:
         """True when the tool ran and returned."""
         return self.error is None
 
-    def to_dict(self) -> dict[str, Any]:
-        """JSON-ready dict (without ``result``)."""
-        return dict(plain_data(self))
-
 
 @dataclass(slots=True, config=_CONFIG)
-class Step:
+class Step(_Plain):
     """One model turn and the tool calls it requested.
 
     Attributes:
@@ -80,13 +86,9 @@ class Step:
     model_seconds: float
     tool_seconds: float = 0.0
 
-    def to_dict(self) -> dict[str, Any]:
-        """JSON-ready dict."""
-        return dict(plain_data(self))
-
 
 @dataclass(slots=True, config=_CONFIG)
-class Timing:
+class Timing(_Plain):
     """Wall-clock split of a run (seconds): the whole run, inside the backend, in the steps' tool batches."""
 
     total_seconds: float = 0.0
@@ -98,10 +100,6 @@ class Timing:
     def framework_seconds(self) -> float:
         """Time spent in agentkit itself: ``total - model - tool`` (seconds)."""
         return self.total_seconds - self.model_seconds - self.tool_seconds
-
-    def to_dict(self) -> dict[str, float]:
-        """JSON-ready dict."""
-        return dict(plain_data(self))
 
 
 @dataclass(config=_CONFIG)
@@ -136,21 +134,8 @@ class RunResult:
         """JSON-ready dict (what ``agentkit run --json`` prints): the fields in the order ``question, answer,
         stop_reason, backend, steps, usage, timing, messages, conversation``."""
         d = plain_data(self)
-        return {k: d[k] for k in _RUN_KEYS}
+        return {k: d[k] for k in ("question", "answer", "stop_reason", "backend")} | d
 
     def to_json(self, *, indent: int | None = None) -> str:
         """:meth:`to_dict` as JSON (tool results that are not JSON are written with ``str``)."""
         return json.dumps(self.to_dict(), ensure_ascii=False, indent=indent, default=str)
-
-
-_RUN_KEYS = (
-    "question",
-    "answer",
-    "stop_reason",
-    "backend",
-    "steps",
-    "usage",
-    "timing",
-    "messages",
-    "conversation",
-)

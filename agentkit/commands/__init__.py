@@ -1,21 +1,50 @@
-"""Sub-commands of the ``agentkit`` CLI, one module per command group (registered in :mod:`agentkit.cli`)."""
+"""Sub-commands of the ``agentkit`` CLI, one module per command group (registered in :mod:`agentkit.cli`), and
+what several of them share: error exits, option checks, option types, bundle loading."""
 
 from __future__ import annotations
 
 import contextlib
+import dataclasses
+import json
 import math
 import sys
 from collections.abc import Callable
-from typing import Any, get_args
+from pathlib import Path
+from typing import TYPE_CHECKING, Annotated, Any, get_args
 
 import typer
 
 from agentkit.backends import BACKENDS
+from agentkit.errors import BundleError
+from agentkit.render import terminal_safe
+from model.heads.vision import ImageError, check_images
+from model.threads import apply_threads
+
+if TYPE_CHECKING:
+    from agentkit.bundle import Bundle
+
+#: Help of ``--threads`` (run, chat, generate, serve, eval).
+THREADS_HELP = (
+    "torch intra-op threads (default: $AGENTKIT_THREADS, else $OMP_NUM_THREADS, else 1 on a machine with at "
+    "most 2 cores, else half the cores, at most 4: more threads than free cores collapse when another process "
+    "is busy)."
+)
+
+# Options several commands take, as typer reads them from ``Annotated``.
+Threads = Annotated[int | None, typer.Option("--threads", min=1, help=THREADS_HELP)]
+Device = Annotated[str, typer.Option(help="cpu or cuda.")]
+DType = Annotated[str, typer.Option(help="float32, bfloat16 or float16.")]
+
+
+def error(message: str) -> None:
+    """Print ``message`` in red on stderr, unwrapped (FILE:LINE: messages stay greppable), control characters
+    escaped."""
+    typer.secho(terminal_safe(message), err=True, fg="red")
 
 
 def fail(message: str, code: int = 2) -> typer.Exit:
-    """Print ``message`` in red on stderr, unwrapped, and return the :class:`typer.Exit` of ``code`` to raise."""
-    typer.secho(message, err=True, fg="red")
+    """:func:`error` ``message`` and return the :class:`typer.Exit` of ``code`` to raise."""
+    error(message)
     return typer.Exit(code)
 
 
@@ -52,6 +81,43 @@ def check_binding(binding: str | None) -> None:
         raise fail(f"error: --binding must be {', '.join(names[:-1])} or {names[-1]}, got {binding!r}")
 
 
+def apply_threads_or_exit(threads: int | None) -> None:
+    """Set torch's threads; a bad ``$AGENTKIT_THREADS`` exits 2 with one line."""
+    try:
+        apply_threads(threads)
+    except ValueError as exc:
+        raise fail(f"error: {exc}") from None
+
+
+def check_images_or_exit(images: list[Path] | None, vision_budget: int | None) -> list[str]:
+    """The image files as paths, each checked before any model loads (a bad one: one line and exit 2)."""
+    try:
+        check_images(images, vision_budget)
+    except ImageError as exc:
+        raise fail(f"error: {exc}") from None
+    return [str(p) for p in images or ()]
+
+
 def prints_to_stderr(json_out: bool) -> contextlib.AbstractContextManager[Any]:
     """With ``--json``, what a bundle's modules and tools print goes to stderr, so stdout is the JSON alone."""
     return contextlib.redirect_stdout(sys.stderr) if json_out else contextlib.nullcontext()
+
+
+def load_bundle_or_exit(
+    path: str | Path, backend: str | None, *, quiet: bool = False, issues_json: bool = False
+) -> Bundle:
+    """The bundle at ``path`` (what it prints on stderr when ``quiet``); an invalid or unreadable one exits 2
+    with its problems (as ``{"ok": false, "issues": [...]}`` on stdout when ``issues_json``)."""
+    from agentkit.bundle import load_bundle
+
+    try:
+        with prints_to_stderr(quiet):
+            return load_bundle(path, backend=backend)
+    except BundleError as exc:
+        if not issues_json:
+            raise fail(str(exc)) from None
+        issues = [dataclasses.asdict(i) for i in exc.issues]
+        typer.echo(json.dumps({"ok": False, "issues": issues}, ensure_ascii=False))
+        raise typer.Exit(2) from None
+    except OSError as exc:
+        raise fail(f"{path}: cannot read bundle: {exc.strerror or exc}") from None

@@ -2,17 +2,12 @@
 
 from __future__ import annotations
 
-import dataclasses
 import json
 from pathlib import Path
 
 import typer
 
-from agentkit.commands import check_backend, fail, prints_to_stderr
-from agentkit.errors import BundleError
-
-#: Exit status of a bundle with problems (as ``run`` for an invalid bundle).
-EXIT_INVALID = 2
+from agentkit.commands import check_backend, load_bundle_or_exit
 
 
 def check_command(
@@ -34,20 +29,8 @@ def check_command(
 
     Exit status: 0 valid; 2 invalid, or the file cannot be read.
     """
-    from agentkit.bundle import load_bundle
-
     check_backend(backend)
-    try:
-        with prints_to_stderr(json_out):
-            b = load_bundle(bundle, backend=backend)
-    except BundleError as exc:
-        if json_out:
-            issues = [dataclasses.asdict(i) for i in exc.issues]
-            typer.echo(json.dumps({"ok": False, "issues": issues}, ensure_ascii=False))
-            raise typer.Exit(EXIT_INVALID) from None
-        raise fail(str(exc), EXIT_INVALID) from None
-    except OSError as exc:
-        raise fail(f"{bundle}: cannot read bundle: {exc.strerror or exc}", EXIT_INVALID) from None
+    b = load_bundle_or_exit(bundle, backend, quiet=json_out, issues_json=json_out)
     names = [t.name for t in b.tools]
     if json_out:
         typer.echo(json.dumps({"ok": True, "name": b.name, "tools": names, "issues": []}, ensure_ascii=False))
@@ -57,8 +40,3 @@ def check_command(
     typer.echo(f"{bundle}: ok: bundle {b.name!r} for the {kind} backend, {len(names)} tool(s){toolsets}")
     for n in names:
         typer.echo(f"  {n}")
-
-
-def register(app: typer.Typer) -> None:
-    """Add the ``check`` command to the ``agentkit`` CLI."""
-    app.command("check")(check_command)

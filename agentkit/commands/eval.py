@@ -9,8 +9,7 @@ from typing import Any
 import typer
 from rich.console import Console
 
-from agentkit.commands import check_binding, fail
-from agentkit.commands.generate import THREADS_HELP, apply_threads_or_exit
+from agentkit.commands import Threads, apply_threads_or_exit, check_binding, fail
 from model.errors import CheckpointError
 
 eval_app = typer.Typer(
@@ -44,7 +43,6 @@ _CHECKPOINT = typer.Option(
     "-m",
     help="Checkpoint folder (default: embedded agentkit-tiny); --model as in `agentkit run`.",
 )
-_THREADS = typer.Option(None, "--threads", min=1, help=THREADS_HELP)
 
 
 @eval_app.command("bfcl")
@@ -73,7 +71,7 @@ def bfcl_command(
         help="Print one JSON object (category, n, accuracy, parse_rate, mean_latency_s, results).",
     ),
     seed: int = typer.Option(0, "--seed", help="Denoising seed per question."),
-    threads: int | None = _THREADS,
+    threads: Threads = None,
     unconstrained: bool = typer.Option(
         False, "--unconstrained", help="Generate without the tool-call grammar."
     ),
@@ -133,7 +131,7 @@ def heldout_command(
     checkpoint: str | None = _CHECKPOINT,
     seed: int = typer.Option(0, "--seed", help="Data seed (the held-out stream of this seed)."),
     json_out: bool = typer.Option(False, "--json", help="Print one JSON object."),
-    threads: int | None = _THREADS,
+    threads: Threads = None,
     binding: str = _BINDING,
 ) -> None:
     """Exact-match accuracy on the held-out synthetic split (calls order-free; prose turns: no call made)."""
@@ -153,8 +151,3 @@ def heldout_command(
         typer.echo(f"  {label:18s} n={rep[label]['n']:4d} share={rep[label]['accuracy']:.3f}")
     for kind, v in rep["argument_accuracy"].items():
         typer.echo(f"  arguments {kind:8s} n={v['n']:4d} right={v['accuracy']:.3f}")
-
-
-def register(app: typer.Typer) -> None:
-    """Add the ``eval`` command group to ``app``."""
-    app.add_typer(eval_app, name="eval")

@@ -10,27 +10,18 @@ import typer
 from rich.console import Console, Group
 from rich.text import Text
 
-from agentkit.commands import fail
-from agentkit.render import terminal_safe
-from grammar.parse import ToolCallParseError, parse_tool_calls
-from model.heads.vision import ImageError, check_images
-from model.threads import apply_threads
-from model.turn.limits import PromptTooLong
-
-#: Help of ``--threads`` (run, chat, generate, serve).
-THREADS_HELP = (
-    "torch intra-op threads (default: $AGENTKIT_THREADS, else $OMP_NUM_THREADS, else 1 on a machine with at "
-    "most 2 cores, else half the cores, at most 4: more threads than free cores collapse when another process "
-    "is busy)."
+from agentkit.commands import (
+    Device,
+    DType,
+    Threads,
+    apply_threads_or_exit,
+    check_images_or_exit,
+    fail,
 )
-
-
-def apply_threads_or_exit(threads: int | None) -> None:
-    """Set torch's threads; a bad ``$AGENTKIT_THREADS`` exits 2 with one line."""
-    try:
-        apply_threads(threads)
-    except ValueError as exc:
-        raise fail(f"error: {exc}") from None
+from agentkit.render import call_arguments, call_text, terminal_safe
+from grammar.parse import ToolCallParseError, parse_tool_calls
+from model.heads.vision import ImageError
+from model.turn.limits import PromptTooLong
 
 
 def _live_renderer(tokenizer: Any) -> tuple[Any, Any]:
@@ -42,32 +33,24 @@ def _live_renderer(tokenizer: Any) -> tuple[Any, Any]:
     committed: list[str] = []
     live = Live(Text(""), refresh_per_second=20, transient=False)
 
-    def piece(tok: int) -> str:
-        return str(tokenizer.decode([tok], skip_special_tokens=False))
+    def decode(toks: list[int]) -> str:
+        return str(tokenizer.decode(toks, skip_special_tokens=False))
 
     def on_event(ev: StepEvent | CanvasEvent) -> None:
         if isinstance(ev, CanvasEvent):
-            committed.append(piece_seq(ev.tokens[0].tolist()))
+            committed.append(decode([t for t in ev.tokens[0].tolist() if t != tokenizer.pad_token_id]))
             live.update(Text("".join(committed)))
             return
         draft = Text("".join(committed))
-        toks = ev.argmax[0].tolist()
         acc = ev.accepted[0].tolist()
-        fixed = ev.fixed[0].tolist()
-        for t, a, f in zip(toks, acc, fixed, strict=True):
-            style = "bold green" if f else ("bold" if a else "dim")
-            draft.append(piece(t), style=style)
+        for t, a, f in zip(ev.argmax[0].tolist(), acc, ev.fixed[0].tolist(), strict=True):
+            draft.append(decode([t]), style="bold green" if f else ("bold" if a else "dim"))
         mean_h = float(ev.entropy[0].mean())
         status = Text(
             f"\ncanvas {ev.canvas_index} step {ev.step}  accepted {sum(acc)}/{len(acc)}  mean entropy {mean_h:.3f}",
             style="cyan",
         )
         live.update(Group(draft, status))
-
-    def piece_seq(toks: list[int]) -> str:
-        return str(
-            tokenizer.decode([t for t in toks if t != tokenizer.pad_token_id], skip_special_tokens=False)
-        )
 
     return live, on_event
 
@@ -90,18 +73,11 @@ def _readable(text: str, plain: str) -> dict[str, Any]:
 
 def _check_input(prompt: str, image: list[Path] | None, raw_prompt: bool, vision_budget: int | None) -> None:
     """Exit 2 with one line for an empty prompt, images with ``--raw-prompt``, or an unusable image."""
-    problem = None
     if not prompt.strip():
-        problem = "the prompt is empty: pass the text to answer as the argument"
-    elif image and raw_prompt:
-        problem = "--image needs the chat template: drop --raw-prompt"
-    else:
-        try:
-            check_images(image, vision_budget)
-        except ImageError as exc:
-            problem = str(exc)
-    if problem is not None:
-        raise fail(f"error: {problem}")
+        raise fail("error: the prompt is empty: pass the text to answer as the argument")
+    if image and raw_prompt:
+        raise fail("error: --image needs the chat template: drop --raw-prompt")
+    check_images_or_exit(image, vision_budget)
 
 
 def _prompt_ids(
@@ -134,13 +110,7 @@ def _print_readable(console: Any, shown: dict[str, Any]) -> None:
     if shown["answer"]:
         console.print(terminal_safe(shown["answer"]), markup=False, highlight=False)
     for c in shown["tool_calls"]:
-        args = terminal_safe(
-            ", ".join(f"{k}={json.dumps(v, ensure_ascii=False)}" for k, v in c["arguments"].items())
-        )
-        line = Text("call ", style="cyan")
-        line.append(terminal_safe(c["name"]), style="bold cyan")
-        line.append(f"({args})", style="cyan")
-        console.print(line)
+        console.print(call_text("call ", c["name"], "cyan", call_arguments(c["arguments"])))
     if shown["error"]:
         console.print(
             Text(f"({shown['error']}; --raw-output shows the tokens)", style="yellow"), soft_wrap=True
@@ -203,9 +173,9 @@ def generate_command(
         None, min=1, help="Token budget (rounded up to whole canvases)."
     ),
     seed: int | None = typer.Option(0, help="Random seed (same seed, same prompt: same output)."),
-    threads: int | None = typer.Option(None, "--threads", min=1, help=THREADS_HELP),
-    device: str = typer.Option("cpu", help="cpu or cuda."),
-    dtype: str = typer.Option("float32", help="float32, bfloat16 or float16."),
+    threads: Threads = None,
+    device: Device = "cpu",
+    dtype: DType = "float32",
     as_json: bool = typer.Option(
         False,
         "--json",
@@ -228,13 +198,10 @@ def generate_command(
     from model.checkpoint.loading import CheckpointError, load_checkpoint
 
     apply_threads_or_exit(threads)
-    console = Console()
     try:
         ck = load_checkpoint(model, dtype=dtype, device=device, adapter=adapter)
     except CheckpointError as exc:
-        console.print(Text.assemble(("error:", "red"), f" {exc}"), soft_wrap=True)
-        raise typer.Exit(2) from exc
-    tok = ck.tokenizer
+        raise fail(f"error: {exc}") from None
     try:
         ids, images = _prompt_ids(ck, prompt, raw_prompt, image, vision_budget)
     except ImageError as exc:  # e.g. a checkpoint that cannot read images
@@ -245,19 +212,14 @@ def generate_command(
     except PromptTooLong as exc:
         raise fail(f"error: PromptTooLong: {exc}") from None
     except ValueError as exc:  # empty --raw prompt, a seed beyond 64 bits
-        console.print(Text.assemble(("error:", "red"), f" {exc}"))
-        raise typer.Exit(2) from exc
-    canvases, shown = _decoded(tok, out.new_tokens[0].tolist(), settings)
+        raise fail(f"error: {exc}") from None
+    canvases, shown = _decoded(ck.tokenizer, out.new_tokens[0].tolist(), settings)
     if as_json:
         typer.echo(json.dumps({**shown, "raw": canvases, "stats": out.stats.as_dict()}, ensure_ascii=False))
         return
+    console = Console()
     if raw_output:
         console.print(canvases, markup=False, highlight=False, soft_wrap=True)
     else:
         _print_readable(console, shown)
     _print_stats(console, out.stats)
-
-
-def register(app: typer.Typer) -> None:
-    """Add ``generate`` to the ``agentkit`` CLI."""
-    app.command("generate")(generate_command)

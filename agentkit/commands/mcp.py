@@ -9,8 +9,7 @@ from typing import Any
 
 import typer
 
-from agentkit.commands import fail, prints_to_stderr
-from agentkit.errors import BundleError
+from agentkit.commands import fail, load_bundle_or_exit
 
 mcp_app = typer.Typer(
     name="mcp", help="MCP: serve a bundle's tools, list a server's tools (docs/MCP.md).", no_args_is_help=True
@@ -34,7 +33,6 @@ def serve_command(
 ) -> None:
     """Offer a bundle's tools (python, http and sandbox ones, and the tools of its own MCP toolsets) to any
     MCP client, over stdio (default) or streamable HTTP on 127.0.0.1 (--http PORT)."""
-    from agentkit.bundle import load_bundle
     from agentkit.mcp.client import MCPSchemaError
     from agentkit.mcp.content import MCPServerError
     from agentkit.mcp.server import serve_http, serve_stdio_process, served
@@ -43,11 +41,8 @@ def serve_command(
     if Path(bundle).is_dir():
         found = ", ".join(str(p) for p in sorted(Path(bundle).glob("*.y*ml"))) or "none"
         raise fail(f"error: {bundle} is a folder; give a bundle's YAML file (YAML files there: {found})")
-    try:
-        with prints_to_stderr(http is None):  # over stdio, stdout is the protocol's from the start
-            b = load_bundle(bundle, backend="openai")  # no model runs here: any JSON Schema may be served
-    except (BundleError, OSError) as exc:
-        raise fail(f"error: {exc}") from None
+    # over stdio, stdout is the protocol's from the start; no model runs here: any JSON Schema may be served
+    b = load_bundle_or_exit(bundle, "openai", quiet=http is None)
 
     toolsets = [t.copy() for t in b.toolsets]
 
@@ -142,8 +137,3 @@ def list_command(
         f"{len(rows)} tool{'s' * (len(rows) != 1)}, {len(rows) - bad} enforceable by the embedded constraint",
         err=True,
     )
-
-
-def register(app: typer.Typer) -> None:
-    """Add ``mcp`` to the ``agentkit`` CLI."""
-    app.add_typer(mcp_app, name="mcp")

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -11,16 +12,23 @@ from rich.console import Console
 from rich.text import Text
 from typer.core import TyperCommand
 
-from agentkit.commands import check_backend, check_binding, fail, prints_to_stderr
-from agentkit.commands.generate import THREADS_HELP
-from agentkit.errors import AgentKitError, AgentRunError, BackendError, BundleError, PromptTooLong
+from agentkit.commands import (
+    THREADS_HELP,
+    check_backend,
+    check_binding,
+    check_images_or_exit,
+    error,
+    fail,
+    load_bundle_or_exit,
+    prints_to_stderr,
+)
+from agentkit.errors import AgentKitError, AgentRunError, BackendError, PromptTooLong
 from agentkit.history import Conversation
-from agentkit.render import RichRenderer, terminal_safe
-from model.heads.vision import ImageError, check_images, open_image
+from agentkit.render import RichRenderer, no_tool_response, terminal_safe
+from model.heads.vision import ImageError, open_image
 
 if TYPE_CHECKING:
-    from agentkit.agent import Agent
-    from agentkit.errors import AgentRunError
+    from agentkit.agent import Agent, ChatSession
     from agentkit.result import RunResult
 
 #: Exit status when the run stopped without an answer or the backend failed.
@@ -83,7 +91,7 @@ def _seed_in_range(seed: int | None) -> int | None:
 _SEED = typer.Option(None, "--seed", callback=_seed_in_range, help=_SEED_HELP)
 
 
-class _RunCommand(TyperCommand):
+class RunCommand(TyperCommand):
     """``run``'s command: an unknown short option (``-5 degrees in Oslo?``, a question that starts with ``-``)
     says how to pass such a question, after ``--``."""
 
@@ -96,11 +104,6 @@ class _RunCommand(TyperCommand):
                 hint = f"a question that starts with '-' goes after --: agentkit run BUNDLE -- \"{name}...\""
                 setattr(exc, "message", f"{message}; {hint}")  # noqa: B010 (click's type is not importable)
             raise
-
-
-def _error(message: str) -> None:
-    """Print an error to stderr, unwrapped (file:line: messages stay greppable; control characters escaped)."""
-    typer.secho(terminal_safe(message), err=True, fg="red")
 
 
 def _short(value: Any, limit: int = 160) -> str:
@@ -123,10 +126,11 @@ def _shown(content: Any) -> str:
 
 
 def _print_failure(exc: AgentRunError, *, json_hint: bool) -> None:
-    """A stopped run on stderr: the reason, the transcript's last steps, and where the whole of it is."""
-    _error(f"{type(exc).__name__}: {exc.reason}")
+    """A stopped run on stderr: the reason, then (but for PromptTooLong) the transcript's last steps and where
+    the whole of it is."""
+    error(f"{type(exc).__name__}: {exc.reason}")
     steps = exc.result.steps
-    if not steps:
+    if not steps or isinstance(exc, PromptTooLong):
         return
     shown = steps[-FAILED_STEPS_SHOWN:]
     typer.echo(f"last {len(shown)} of {len(steps)} step(s):", err=True)
@@ -134,34 +138,14 @@ def _print_failure(exc: AgentRunError, *, json_hint: bool) -> None:
         if st.text.strip():
             typer.echo(f"  step {st.index}: said {_short(st.text)}", err=True)
         for rec in st.tool_calls:
-            call = f"{rec.name}({_short(rec.arguments, 80)})"
-            if rec.ok:
-                typer.echo(f"  step {st.index}: {call} -> {_short(rec.content)}", err=True)
-            else:
-                typer.echo(f"  step {st.index}: {call} -> {rec.error_kind}: {_short(rec.error)}", err=True)
+            outcome = _short(rec.content) if rec.ok else f"{rec.error_kind}: {_short(rec.error)}"
+            typer.echo(f"  step {st.index}: {rec.name}({_short(rec.arguments, 80)}) -> {outcome}", err=True)
     if json_hint:
         typer.echo("the whole transcript: run the same command with --json", err=True)
 
 
-def no_tool_response(result: RunResult) -> bool:
-    """True when the run made tool calls and every one failed: its answer rests on no tool response."""
-    calls = result.tool_calls
-    return bool(calls) and not any(c.ok for c in calls)
-
-
 def _warn_no_tool_response(result: RunResult) -> None:
-    _error(
-        f"warning: every tool call failed ({len(result.tool_calls)}): the answer rests on no tool response"
-    )
-
-
-def _check_images(images: list[Path] | None, vision_budget: int | None) -> list[str]:
-    """The image files as paths, each checked before any model loads (a bad one: one line and exit 2)."""
-    try:
-        check_images(images, vision_budget)
-    except ImageError as exc:
-        raise fail(f"error: {exc}", EXIT_BAD_INPUT) from None
-    return [str(p) for p in images or ()]
+    error(f"warning: every tool call failed ({len(result.tool_calls)}): the answer rests on no tool response")
 
 
 def _build_agent(
@@ -174,19 +158,10 @@ def _build_agent(
     binding: str | None = None,
     threads: int | None = None,
 ) -> Agent:
-    from agentkit.bundle import load_bundle
-
     check_backend(backend)  # the options' own errors name the option, not the bundle
     check_binding(binding)
-    try:
-        b = load_bundle(bundle, backend=backend)
-    except BundleError as exc:
-        raise fail(str(exc), EXIT_BAD_INPUT) from None
-    except OSError as exc:
-        raise fail(f"{bundle}: cannot read bundle: {exc}", EXIT_BAD_INPUT) from None
-    overrides: dict[str, Any] = {}
-    if max_steps is not None:
-        overrides["max_steps"] = max_steps
+    b = load_bundle_or_exit(bundle, backend)  # exit 2 (EXIT_BAD_INPUT)
+    overrides = {} if max_steps is None else {"max_steps": max_steps}
     try:
         agent = b.make_agent(
             backend=backend, model=model, seed=seed, adapter=adapter, binding=binding, **overrides
@@ -229,7 +204,7 @@ def run_command(
     """
     if not question.strip():
         raise fail("the question is empty: pass the user message as the second argument", EXIT_BAD_INPUT)
-    images = _check_images(image, vision_budget)
+    images = check_images_or_exit(image, vision_budget)
     with prints_to_stderr(json_out):
         agent = _build_agent(bundle, backend, model, max_steps, seed, adapter, binding, threads)
     console = Console()
@@ -237,29 +212,18 @@ def run_command(
     try:
         with prints_to_stderr(json_out):
             result = agent.run(question, on_event=renderer, images=images, vision_budget=vision_budget)
-    except AgentRunError as exc:
+    except (AgentRunError, BackendError) as exc:
+        stopped = exc if isinstance(exc, AgentRunError) else None
+        kind = "BackendError" if stopped is None else type(exc).__name__
         if json_out:
-            typer.echo(
-                json.dumps(
-                    {
-                        "error": {"type": type(exc).__name__, "message": str(exc)},
-                        "result": exc.result.to_dict(),
-                    },
-                    ensure_ascii=False,
-                    default=str,
-                )
-            )
-        elif isinstance(exc, PromptTooLong):
-            _error(f"PromptTooLong: {exc.reason}")
+            partial = None if stopped is None else stopped.result.to_dict()
+            out = {"error": {"type": kind, "message": str(exc)}, "result": partial}
+            typer.echo(json.dumps(out, ensure_ascii=False, default=str))
+        elif stopped is not None:
+            _print_failure(stopped, json_hint=True)
         else:
-            _print_failure(exc, json_hint=True)
+            error(f"BackendError: {exc}")
         raise typer.Exit(EXIT_BAD_INPUT if isinstance(exc, PromptTooLong) else EXIT_RUN_FAILED) from None
-    except BackendError as exc:
-        if json_out:
-            typer.echo(json.dumps({"error": {"type": "BackendError", "message": str(exc)}, "result": None}))
-        else:
-            _error(f"BackendError: {exc}")
-        raise typer.Exit(EXIT_RUN_FAILED) from None
     except ImageError as exc:  # e.g. a checkpoint without a vision tower
         raise fail(f"error: {exc}", EXIT_BAD_INPUT) from None
     except AgentKitError as exc:  # an MCP server that failed to start, a schema it cannot enforce
@@ -270,7 +234,7 @@ def run_command(
         assert renderer is not None
         renderer.answer(result)  # with its warning when no_tool_response(result)
     if not (result.answer or "").strip():  # no answer, as a stopped run (a tiny max_new_tokens, say)
-        _error(f"error: {EMPTY_ANSWER}")
+        error(f"error: {EMPTY_ANSWER}")
         raise typer.Exit(EXIT_RUN_FAILED)
     if no_tool_response(result):
         if json_out:
@@ -278,101 +242,99 @@ def run_command(
         raise typer.Exit(EXIT_NO_TOOL_RESPONSE)
 
 
-def _chat_command(console: Any, session: Any, text: str, pending: list[str], save: Path | None) -> bool:
-    """Run one ``/command`` of the chat; True for ``/exit`` and ``/quit``. Problems are printed, never raised."""
-    command, _, arg = text.partition(" ")
-    arg = arg.strip()
-    if command in ("/save", "/image") and arg.startswith("~"):
-        arg = str(Path(arg).expanduser())  # a path typed at the prompt, as a shell would read it
-    if command in ("/exit", "/quit") and not arg:
-        return True
-    if command == "/reset" and not arg:
-        session.reset()
-        console.print("history cleared")
-    elif command == "/history" and not arg:
-        if not session.conversation.messages:
-            console.print("the history is empty")
-        for m in session.conversation.messages:
-            console.print(Text.assemble((f"{m['role']}> ", "bold"), _shown(m["content"])))
-    elif command == "/image":
-        if not arg:
-            _error("usage: /image PATH")
-            return False
-        try:
-            open_image(arg)
-        except ImageError as exc:
-            _error(f"/image: {exc}")
-            return False
-        pending.append(arg)
-        console.print(f"{len(pending)} image(s) attached to your next message")
-    elif command == "/save":
-        target = arg or (str(save) if save else "")
-        if not target:
-            _error("usage: /save PATH")
-            return False
-        if _save(session, target, "/save"):
-            console.print(
-                f"saved {session.conversation.turns} turn(s) to {target}", markup=False, soft_wrap=True
+@dataclass
+class _Chat:
+    """The REPL of ``agentkit chat``: its session, the images attached to the next message (``pending``), the
+    vision budget and the ``--save`` file."""
+
+    session: ChatSession
+    pending: list[str]
+    budget: int | None
+    save_to: Path | None
+    console: Console = field(default_factory=Console)
+
+    def command(self, text: str) -> bool:
+        """Run one ``/command``; True for ``/exit`` and ``/quit``. Problems are printed, never raised."""
+        command, _, arg = text.partition(" ")
+        arg = arg.strip()
+        if command in ("/save", "/image") and arg.startswith("~"):
+            arg = str(Path(arg).expanduser())  # a path typed at the prompt, as a shell would read it
+        if command in ("/exit", "/quit") and not arg:
+            return True
+        conversation = self.session.conversation
+        if command == "/reset" and not arg:
+            self.session.reset()
+            self.console.print("history cleared")
+        elif command == "/history" and not arg:
+            if not conversation.messages:
+                self.console.print("the history is empty")
+            for m in conversation.messages:
+                self.console.print(Text.assemble((f"{m['role']}> ", "bold"), _shown(m["content"])))
+        elif command in ("/image", "/save") and not (arg or (command == "/save" and self.save_to)):
+            error(f"usage: {command} PATH")
+        elif command == "/image":
+            try:
+                open_image(arg)
+            except ImageError as exc:
+                error(f"/image: {exc}")
+                return False
+            self.pending.append(arg)
+            self.console.print(f"{len(self.pending)} image(s) attached to your next message")
+        elif command == "/save":
+            target = arg or str(self.save_to)
+            if self.save(target, "/save"):
+                self.console.print(
+                    f"saved {conversation.turns} turn(s) to {target}", markup=False, soft_wrap=True
+                )
+        elif command in ("/exit", "/quit", "/reset", "/history"):
+            error(f"{command} takes no argument (got {arg!r})")
+        else:
+            error(
+                f"unknown command {command!r}; commands: {', '.join(CHAT_COMMANDS)} "
+                "(start a message with // to send one that begins with /)"
             )
-    elif command in ("/exit", "/quit", "/reset", "/history", "/image"):
-        _error(f"{command} takes no argument (got {arg!r})")
-    else:
-        _error(
-            f"unknown command {command!r}; commands: {', '.join(CHAT_COMMANDS)} "
-            "(start a message with // to send one that begins with /)"
-        )
-    return False
-
-
-def _chat_turn(
-    console: Any,
-    session: Any,
-    text: str,
-    pending: list[str],
-    budget: int | None,
-    renderer: Any,
-    save: Path | None,
-) -> bool:
-    """Send one message (with the attached images); True when the images were used up (sent, or refused).
-    A failed turn prints its one-line reason and leaves the history unchanged."""
-    try:
-        result = session.send(text, on_event=renderer, images=pending, vision_budget=budget)
-    except PromptTooLong as exc:
-        _error(f"PromptTooLong: {exc.reason}")
         return False
-    except ImageError as exc:
-        _error(f"error: {exc}")
+
+    def turn(self, text: str, renderer: RichRenderer) -> None:
+        """Send one message with the attached images (used up when sent or refused). A failed turn prints its
+        one-line reason and leaves the history unchanged."""
+        try:
+            result = self.session.send(
+                text, on_event=renderer, images=self.pending, vision_budget=self.budget
+            )
+        except ImageError as exc:
+            error(f"error: {exc}")
+            self.pending = []
+            return
+        except AgentRunError as exc:
+            _print_failure(exc, json_hint=False)
+            return
+        except BackendError as exc:
+            error(f"BackendError: {exc}")
+            return
+        except KeyboardInterrupt:  # Ctrl-C stops this turn, not the session (at the prompt it ends the chat)
+            error("interrupted: the turn was dropped, the history is as before it (/exit or Ctrl-D to leave)")
+            return
+        self.pending = []
+        self.console.print(Text.assemble(("agent> ", "bold blue"), _shown(result.answer or "")))  # not markup
+        if not (result.answer or "").strip():
+            error(f"warning: {EMPTY_ANSWER}")
+        if no_tool_response(result):  # as `run` warns under its answer
+            _warn_no_tool_response(result)
+        if self.save_to is not None:
+            self.save(self.save_to, "--save")
+
+    def save(self, target: str | Path, option: str) -> bool:
+        """Write the history to ``target``; a failure is printed (the chat and its history go on)."""
+        try:
+            self.session.save(target)
+        except OSError as exc:
+            error(
+                f"{option}: cannot write {target}: {exc.strerror or exc}; the conversation is kept "
+                "(/save PATH writes it elsewhere)"
+            )
+            return False
         return True
-    except AgentRunError as exc:
-        _print_failure(exc, json_hint=False)
-        return False
-    except BackendError as exc:
-        _error(f"BackendError: {exc}")
-        return False
-    except KeyboardInterrupt:  # Ctrl-C stops this turn, not the session (at the prompt it ends the chat)
-        _error("interrupted: the turn was dropped, the history is as before it (/exit or Ctrl-D to leave)")
-        return False
-    console.print(Text.assemble(("agent> ", "bold blue"), _shown(result.answer or "")))  # not markup
-    if not (result.answer or "").strip():
-        _error(f"warning: {EMPTY_ANSWER}")
-    if no_tool_response(result):  # as `run` warns under its answer
-        _warn_no_tool_response(result)
-    if save is not None:
-        _save(session, save, "--save")
-    return True
-
-
-def _save(session: Any, target: str | Path, option: str) -> bool:
-    """Write the chat's history to ``target``; a failure is printed (the chat and its history go on)."""
-    try:
-        session.save(target)
-    except OSError as exc:
-        _error(
-            f"{option}: cannot write {target}: {exc.strerror or exc}; the conversation is kept "
-            "(/save PATH writes it elsewhere)"
-        )
-        return False
-    return True
 
 
 def _check_save_target(save: Path) -> None:
@@ -402,11 +364,10 @@ def chat_command(
     """Multi-turn chat with a bundle's agent. Commands: /exit, /quit, /reset, /history, /save PATH,
     /image PATH (attach an image to the next message); start a message with // to send one that begins
     with /."""
-    pending = _check_images(image, vision_budget)
+    images = check_images_or_exit(image, vision_budget)
     if save is not None:
         _check_save_target(save)
     agent = _build_agent(bundle, backend, model, max_steps, seed, adapter, binding, threads)
-    console = Console()
     conversation = None
     if load is not None:
         try:
@@ -417,11 +378,11 @@ def chat_command(
             ) from None
         except ValueError as exc:
             raise fail(str(exc), EXIT_BAD_INPUT) from None
-    session = agent.chat(conversation)
-    renderer = RichRenderer(console)
+    chat = _Chat(agent.chat(conversation), images, vision_budget, save)
+    console, renderer = chat.console, RichRenderer(chat.console)
     console.print(
         f"[bold]{agent.name}[/bold] on {agent.backend.name} with tools: {', '.join(agent.tools) or '(none)'}"
-        f" - {session.conversation.turns} earlier turn(s). Commands: {', '.join(CHAT_COMMANDS)}.",
+        f" - {chat.session.conversation.turns} earlier turn(s). Commands: {', '.join(CHAT_COMMANDS)}.",
         highlight=False,
     )
     while True:
@@ -436,14 +397,7 @@ def chat_command(
         if text.startswith("//"):  # a message that begins with "/"
             text = text[1:]
         elif text.startswith("/"):
-            if _chat_command(console, session, text, pending, save):
+            if chat.command(text):
                 break
             continue
-        if _chat_turn(console, session, text, pending, vision_budget, renderer, save):
-            pending = []
-
-
-def register(app: typer.Typer) -> None:
-    """Add the ``run`` and ``chat`` commands to the ``agentkit`` CLI."""
-    app.command("run", cls=_RunCommand)(run_command)
-    app.command("chat")(chat_command)
+        chat.turn(text, renderer)

@@ -12,8 +12,6 @@ import typer
 
 from agentkit.commands import fail
 
-__all__ = ["register"]
-
 sandbox_app = typer.Typer(
     name="sandbox",
     help="Run code in hardened, single-use Docker containers; build the base image; check the setup.",
@@ -118,8 +116,3 @@ def doctor_cmd(
         Console().print(table)
     if any(c.required and not c.ok for c in checks):
         raise typer.Exit(1)
-
-
-def register(app: typer.Typer) -> None:
-    """Add the ``sandbox`` command group (``run``, ``build-image``, ``doctor``) to ``app``."""
-    app.add_typer(sandbox_app, name="sandbox")

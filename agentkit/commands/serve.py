@@ -7,8 +7,7 @@ from typing import Any
 
 import typer
 
-from agentkit.commands import fail, finite
-from agentkit.commands.generate import THREADS_HELP, apply_threads_or_exit
+from agentkit.commands import Device, DType, Threads, apply_threads_or_exit, fail, finite
 from agentkit.serve import load_engine
 
 
@@ -29,30 +28,14 @@ def _check_address(host: str, port: int, api_key: str | None) -> str | None:
     return key
 
 
-def _load(
-    model: str | None,
-    model_name: str | None,
-    max_batch: int,
-    dtype: str,
-    device: str,
-    adapter: str | None,
-    threads: int | None,
-    binding: str = "none",
-) -> Any:
-    """The serving engine; a checkpoint, device or dtype that cannot load exits 2 with one line."""
+def _load(threads: int | None, device: str, dtype: str, **options: Any) -> Any:
+    """The serving engine (``options``: :func:`agentkit.serve.load_engine`'s); a checkpoint, device or dtype
+    that cannot load exits 2 with one line."""
     from model.checkpoint.loading import CheckpointError
 
     apply_threads_or_exit(threads)
     try:
-        return load_engine(
-            model,
-            model_id=model_name,
-            max_batch=max_batch,
-            dtype=dtype,
-            device=device,
-            adapter=adapter,
-            binding=binding,
-        )
+        return load_engine(dtype=dtype, device=device, **options)
     except CheckpointError as exc:
         raise fail(f"error: {exc}") from None
     except (RuntimeError, ValueError, TypeError) as exc:  # a device or dtype torch does not know
@@ -81,12 +64,12 @@ def serve_command(
         callback=finite(0.0),
         help="On SIGTERM, seconds in-flight requests get to finish before they are ended with 503.",
     ),
-    threads: int | None = typer.Option(None, "--threads", min=1, help=THREADS_HELP),
+    threads: Threads = None,
     adapter: str | None = typer.Option(
         None, "--adapter", help="LoRA adapter folder from `agentkit specialize`, applied to the checkpoint."
     ),
-    device: str = typer.Option("cpu", help="cpu or cuda."),
-    dtype: str = typer.Option("float32", help="float32, bfloat16 or float16."),
+    device: Device = "cpu",
+    dtype: DType = "float32",
     binding: str = typer.Option(
         "none",
         "--binding",
@@ -109,7 +92,16 @@ def serve_command(
     if binding not in ("none", "copy-head"):
         raise fail(f"error: --binding must be none or copy-head, got {binding!r}")
     key = _check_address(host, port, api_key)
-    engine = _load(model, model_name, max_batch, dtype, device, adapter, threads, binding)
+    engine = _load(
+        threads,
+        device,
+        dtype,
+        model=model,
+        model_id=model_name,
+        max_batch=max_batch,
+        adapter=adapter,
+        binding=binding,
+    )
 
     def ready(bound: int) -> None:
         typer.echo(
@@ -131,8 +123,3 @@ def serve_command(
         )
     except OSError as exc:  # port taken, address not available
         raise fail(f"error: cannot listen on {host}:{port}: {exc}") from None
-
-
-def register(app: typer.Typer) -> None:
-    """Add ``serve`` to the ``agentkit`` CLI."""
-    app.command("serve")(serve_command)

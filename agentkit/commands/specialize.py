@@ -32,6 +32,7 @@ def bundle_declarations(bundle_path: Path) -> tuple[list[dict[str, Any]], str | 
 
 
 def specialize_command(
+    ctx: typer.Context,
     bundle: Path = typer.Argument(..., help="Bundle file (YAML) whose tools to teach."),
     out: Path = typer.Option(
         ..., "--out", help="Folder for the adapter and report.json (new or an earlier adapter)."
@@ -73,18 +74,9 @@ def specialize_command(
         raise fail(f"error: {bundle}: cannot read bundle: {exc}") from None
     if not declarations:
         raise fail(f"error: {bundle}: the bundle declares no tools: there is nothing to specialize on")
-    cfg = SpecializeConfig(
-        bundle=str(bundle),
-        out=str(out),
-        base=base,
-        minutes=minutes,
-        lora_rank=lora_rank,
-        seed=seed,
-        threads=threads,
-        n_eval=n_eval,
-        lr=lr,
-        device=device or ("cuda" if torch.cuda.is_available() else "cpu"),
-    )
+    options = {k: v for k, v in ctx.params.items() if k != "as_json"}  # the fields of SpecializeConfig
+    device = device or ("cuda" if torch.cuda.is_available() else "cpu")
+    cfg = SpecializeConfig(**{**options, "bundle": str(bundle), "out": str(out), "device": device})
     try:
         report = specialize(
             cfg,
@@ -97,8 +89,3 @@ def specialize_command(
         raise fail(f"error: {exc}") from None
     if as_json:
         typer.echo(json.dumps({k: v for k, v in report.items() if k not in ("before", "after")}))
-
-
-def register(app: typer.Typer) -> None:
-    """Add ``specialize`` to the ``agentkit`` CLI."""
-    app.command("specialize")(specialize_command)

@@ -18,12 +18,3 @@ def train_command(ctx: typer.Context) -> None:
         parse_args(["--help"])
         return
     raise typer.Exit(main(args))
-
-
-def register(app: typer.Typer) -> None:
-    """Add the ``train`` command to ``app``."""
-    app.command(
-        "train",
-        context_settings={"allow_extra_args": True, "ignore_unknown_options": True},
-        help="Train the embedded checkpoint (options of `python -m model.training`; --help-train lists them).",
-    )(train_command)
