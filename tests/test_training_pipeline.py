@@ -468,3 +468,21 @@ def test_heldout_report_counts_unfit_requests_in_prose_and_arguments_by_kind():
     assert argument_hits([("f", {"days": 3})], [("f", {"days": 3.0}), ("f", {"days": 9})]) == [
         ("number", True)
     ]
+
+
+def test_heldout_scoring_matches_a_boolean_only_with_a_boolean_at_any_depth():
+    from evals.heldout import argument_hits, calls_match
+
+    assert not calls_match([("f", {"a": True})], [("f", {"a": 1})])
+    assert not calls_match([("f", {"a": 1})], [("f", {"a": True})])
+    assert not calls_match([("f", {"a": [{"b": False}]})], [("f", {"a": [{"b": 0}]})])
+    assert calls_match([("f", {"a": [{"b": False}], "n": 1})], [("f", {"a": [{"b": False}], "n": 1.0})])
+    assert calls_match([("f", {"a": 1}), ("f", {"a": True})], [("f", {"a": True}), ("f", {"a": 1.0})])
+    assert argument_hits([("f", {"a": True, "b": 0})], [("f", {"a": 1.0, "b": False})]) == [
+        ("bool", False),
+        ("number", False),
+    ]
+    assert argument_hits([("f", {"a": True, "b": 0})], [("f", {"a": True, "b": 0.0})]) == [
+        ("bool", True),
+        ("number", True),
+    ]
