@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import random
+import re
 
 import pytest
 import torch
@@ -486,3 +487,29 @@ def test_heldout_scoring_matches_a_boolean_only_with_a_boolean_at_any_depth():
         ("bool", True),
         ("number", True),
     ]
+
+
+@pytest.mark.parametrize(
+    ("argv", "message"),
+    [
+        (["--bot-share", "1.5"], "--bot-share must be in [0, 1), got 1.5"),
+        (
+            ["--bot-share", "0.2", "--decline-share", "0.9"],
+            "--decline-share must be in [0, 1 - --bot-share) = [0, 0.8)",
+        ),
+        (["--terse-p", "2"], "--terse-p must be between 0 and 1, got 2.0"),
+        (["--self-cond-p", "nan"], "--self-cond-p must be between 0 and 1, got nan"),
+        (["--key-weight", "-1"], "--key-weight must be >= 0, got -1.0"),
+    ],
+)
+def test_out_of_range_training_options_are_refused_when_parsed(argv, message, capsys, tmp_path):
+    from model.training.__main__ import parse_args
+    from model.training.settings import TrainConfig
+
+    with pytest.raises(SystemExit) as ei:
+        parse_args(["--out-dir", str(tmp_path / "x"), *argv])
+    assert ei.value.code == 2 and message in capsys.readouterr().err
+    assert not (tmp_path / "x").exists()
+    with pytest.raises(ValueError, match=re.escape(message)):
+        TrainConfig(**{a[2:].replace("-", "_"): float(b) for a, b in zip(argv[::2], argv[1::2], strict=True)})
+    assert parse_args(["--bot-share", "0", "--decline-share", "0.99", "--terse-p", "1"]).decline_share == 0.99

@@ -43,7 +43,7 @@ def _option_type(hint: Any) -> Any:
 
 def parse_args(argv: list[str] | None = None) -> TrainConfig:
     """A :class:`TrainConfig` from ``--field-name VALUE`` options (typed by the fields, help from the docstring;
-    ``SystemExit`` on bad ones)."""
+    ``SystemExit`` on bad ones, out-of-range values included)."""
     ap = argparse.ArgumentParser(
         prog="python -m model.training",
         description="Train the agentkit-tiny checkpoint (docs/TRAINING.md has the recipe).",
@@ -60,7 +60,10 @@ def parse_args(argv: list[str] | None = None) -> TrainConfig:
         else:
             ap.add_argument(flag, type=_option_type(hints[f.name]), default=f.default, help=text)
     ns = ap.parse_args(argv)
-    return TrainConfig(**vars(ns))
+    try:
+        return TrainConfig(**vars(ns))
+    except ValueError as e:  # an option out of its range (TrainConfig.__post_init__)
+        ap.error(str(e))
 
 
 def main(argv: list[str] | None = None) -> int:

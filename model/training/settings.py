@@ -9,6 +9,24 @@ from typing import Any
 from grammar import special_tokens as st
 from model.checkpoint.config import small_config
 
+#: Shares and probabilities: each option must be in [0, 1].
+UNIT_OPTIONS = ("min_lr_ratio", "terse_p", "prefix_clean_p", "self_cond_p")
+#: Loss weights and the weight decay: each option must be >= 0.
+NON_NEGATIVE_OPTIONS = (
+    "weight_decay",
+    "copy_weight",
+    "ar_weight",
+    "bind_weight",
+    "key_weight",
+    "ptr_weight",
+    "none_weight",
+    "pad_weight",
+)
+
+
+def _flag(name: str) -> str:
+    return "--" + name.replace("_", "-")
+
 
 @dataclass
 class TrainConfig:
@@ -139,6 +157,23 @@ class TrainConfig:
     stage: int | None = None
     stages_dir: str = ""
     from_stage: int | None = None
+
+    def __post_init__(self) -> None:
+        """Refuse out-of-range shares, probabilities and weights when the options are set (``ValueError`` naming
+        the option and its range), before any data or tokenizer work."""
+        for name in UNIT_OPTIONS:
+            if not 0.0 <= getattr(self, name) <= 1.0:
+                raise ValueError(f"{_flag(name)} must be between 0 and 1, got {getattr(self, name)}")
+        for name in NON_NEGATIVE_OPTIONS:
+            if not getattr(self, name) >= 0.0:
+                raise ValueError(f"{_flag(name)} must be >= 0, got {getattr(self, name)}")
+        if self.bot_share is not None and not 0.0 <= self.bot_share < 1.0:
+            raise ValueError(f"--bot-share must be in [0, 1), got {self.bot_share}")
+        top = 1.0 - (self.bot_share or 0.0)
+        if self.decline_share is not None and not 0.0 <= self.decline_share < top:
+            raise ValueError(
+                f"--decline-share must be in [0, 1 - --bot-share) = [0, {top:g}), got {self.decline_share}"
+            )
 
 
 def build_model_config(cfg: TrainConfig) -> Any:
