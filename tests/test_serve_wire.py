@@ -175,12 +175,23 @@ def test_a_tool_call_turn_has_null_content_as_on_openai_and_takes_a_response_for
     assert r.status_code == 200, r.text
     message = r.json()["choices"][0]["message"]
     assert message["content"] is None and message["tool_calls"][0]["function"]["name"] == "get_weather"
-    first, *rest = _stream_chunks(url, body)
+    # a turn that must be a call opens at once with content null, its call in the next delta
+    first, second, *rest = _stream_chunks(url, body)
+    assert first == {"role": "assistant", "content": None}
+    assert second["tool_calls"][0]["function"]["name"] == "get_weather" and "content" not in second
+    assert rest[-1] == {} and all("role" not in d for d in rest)
+    # one that may be either opens with its first delta: role and content null on the call's chunk
+    auto = {**body, "tool_choice": "auto", "response_format": None}
+    assert httpx.post(url + "/v1/chat/completions", json=auto, timeout=120).json()["choices"][0]["message"][
+        "tool_calls"
+    ]
+    first, *rest = _stream_chunks(url, auto)
     assert (first["role"], first["content"], first["tool_calls"][0]["function"]["name"]) == (
         "assistant",
         None,
         "get_weather",
     )
     assert rest[-1] == {} and all("role" not in d for d in rest)
+    # prose opens with its own content "" chunk, as on OpenAI
     first, second, *_ = _stream_chunks(url, chat_body(max_tokens=16, seed=1))
     assert first == {"role": "assistant", "content": ""} and second["content"]

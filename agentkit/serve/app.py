@@ -326,12 +326,17 @@ async def _stream(
     try:
         sub = engine.submit(turn, req.seed, lambda toks: loop.call_soon_threadsafe(queue.put_nowait, toks))
         view = StreamView(engine)
-        opened = False
+        # as OpenAI's, the first delta has role and content: "" for prose, null for a tool call; a turn that
+        # may be either (tools, tool_choice auto) opens with its first delta, the others at once
+        opened = not req.tools or req.tool_choice not in (None, "auto")
+        if opened:
+            prose = not req.tools or req.tool_choice == "none"
+            first = S.Delta(role="assistant", content="" if prose else None)
+            yield _chunk(engine, sub, first, with_usage=with_usage)
 
         def send(delta: S.Delta | None) -> list[dict[str, str]]:
-            """The events of ``delta``, the stream's opening first: as OpenAI's, a turn that opens with a tool
-            call gets ``role`` and ``content: null`` on that call's chunk, any other its own ``content: ""``
-            chunk."""
+            """The events of ``delta``, after the opening when not yet sent: ``role`` (``content: null``) on a
+            first tool call's chunk, else its own ``content: ""`` chunk."""
             nonlocal opened
             events = [] if delta is None else [_chunk(engine, sub, delta, with_usage=with_usage)]
             if not opened:
