@@ -736,3 +736,21 @@ def test_an_unbounded_number_always_parses_to_a_finite_value(ll, tok, where):
         assert got == pytest.approx(want), v
         assert np.isfinite(got), v
     assert parsed("9" * 400) == int("9" * 400)  # an integer of any length is exact
+
+
+def test_int_keyed_objects_take_only_integer_keys(ll, tok):
+    from agentkit.tool_schema import INT_KEY_PATTERN
+
+    m = {
+        "type": "object",
+        "patternProperties": {INT_KEY_PATTERN: {"type": "string"}},
+        "additionalProperties": False,
+    }
+    g = tool_call_grammar([tool({"type": "object", "properties": {"m": m}})], "required", syntax="gemma")
+
+    def ok(body):
+        text = f"{sp.TOOL_CALL_START}call:f{{m:{body}}}{sp.TOOL_CALL_END}{sp.TOOL_RESPONSE_START}"
+        return accepts(ll, tok, g, text, marked=True)
+
+    assert ok('{1:<|"|>a<|"|>,-20:<|"|>b<|"|>}') and ok("{}") and ok('{0:<|"|>a<|"|>}')
+    assert not ok('{a:<|"|>a<|"|>}') and not ok('{01:<|"|>a<|"|>}') and not ok('{1.5:<|"|>a<|"|>}')
