@@ -87,17 +87,31 @@ def _mark(node: yaml.Node) -> tuple[int, int]:
 MAX_EXPANDED_NODES = 100_000
 
 
+def _children(node: yaml.Node) -> list[yaml.Node]:
+    if isinstance(node, yaml.MappingNode):
+        return [n for kv in node.value for n in kv]
+    return list(node.value) if isinstance(node, yaml.SequenceNode) else []
+
+
 def _expanded_size(node: yaml.Node, sizes: dict[int, float]) -> float:
     """Nodes under ``node`` with every alias expanded (``inf`` for a cycle), each node counted once (``sizes``)."""
     if id(node) not in sizes:
         sizes[id(node)] = math.inf  # while its children are counted: a cycle back to it is infinite
-        children: list[yaml.Node] = []
-        if isinstance(node, yaml.MappingNode):
-            children = [n for kv in node.value for n in kv]
-        elif isinstance(node, yaml.SequenceNode):
-            children = list(node.value)
-        sizes[id(node)] = 1 + sum(_expanded_size(c, sizes) for c in children)
+        sizes[id(node)] = 1 + sum(_expanded_size(c, sizes) for c in _children(node))
     return sizes[id(node)]
+
+
+def _too_big(node: yaml.Node, sizes: dict[int, float]) -> yaml.Node:
+    """The innermost value under ``node`` that expands past :data:`MAX_EXPANDED_NODES` (in a cycle: the anchored
+    value the alias points back to), for its line."""
+    seen: set[int] = set()
+    while id(node) not in seen:
+        seen.add(id(node))
+        big = next((c for c in _children(node) if sizes[id(c)] > MAX_EXPANDED_NODES), None)
+        if big is None:
+            break
+        node = big
+    return node
 
 
 def _walk(
@@ -135,18 +149,21 @@ def read_yaml(path: Path, file: str, pos: Positions) -> tuple[Any, list[tuple[Fi
         msg = f"not UTF-8: byte 0x{raw_bytes[exc.start]:02x} cannot be decoded (save the file as UTF-8)"
         raise BundleError([BundleIssue(file, row, column, "", msg)]) from None
     loader = yaml.SafeLoader(text)
+    sizes: dict[int, float] = {}
     try:
         node = loader.get_single_node()
         if node is None:
             raise BundleError([BundleIssue(file, 1, 1, "", "the file is empty")])
-        if (size := _expanded_size(node, {})) > MAX_EXPANDED_NODES:
+        if (size := _expanded_size(node, sizes)) > MAX_EXPANDED_NODES:
+            big = _too_big(node, sizes)
+            part = f", {sizes[id(big)]:,.0f} of them from the value here" if big is not node else ""
             msg = (
                 "the document expands without end through YAML aliases (an alias inside its own anchor)"
                 if math.isinf(size)
-                else f"the document expands to {size:,.0f} values through YAML aliases (*name); "
+                else f"the document expands to {size:,.0f} values through YAML aliases (*name){part}; "
                 f"at most {MAX_EXPANDED_NODES:,}"
             )
-            raise BundleError([BundleIssue(file, None, None, "", msg)])
+            raise BundleError([BundleIssue(file, *_mark(big), "", msg)])
         raw: list[tuple[FieldPath, str, bool]] = []
         _walk(node, (), pos, raw)  # as written: constructing it flattens `<<` merges into the mappings
         data = loader.construct_document(node)

@@ -14,6 +14,7 @@ from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Annotated, Any, TypeVar
 
 import pydantic
+import pydantic.json_schema
 
 from agentkit.errors import ToolDefinitionError
 from schema import FORMATS, MAX_NESTING, format_matches, nesting
@@ -164,6 +165,23 @@ def check_schema_fits(name: str, fname: str, sig: inspect.Signature | None, sche
 
 
 # ------------------------------------------------------------------------------------------------ schemas
+
+
+#: A JSON object key pydantic reads as a ``dict[int, ...]`` key: an integer's digits.
+INT_KEY_PATTERN = r"^-?(0|[1-9][0-9]*)$"
+
+
+class ToolJsonSchema(pydantic.json_schema.GenerateJsonSchema):
+    """Pydantic's JSON Schema of a tool's arguments, with a ``dict[int, V]``'s keys written as integers' digits
+    (``patternProperties`` {:data:`INT_KEY_PATTERN`: V}, no other key) rather than any string."""
+
+    def dict_schema(self, schema: Any) -> Any:
+        out = super().dict_schema(schema)
+        keys = schema.get("keys_schema", {})
+        if keys.get("type") == "int" and "patternProperties" not in out and "propertyNames" not in out:
+            out["patternProperties"] = {INT_KEY_PATTERN: out.pop("additionalProperties", True)}
+            out["additionalProperties"] = False
+        return out
 
 
 #: Keyword marking a grounded string parameter (see :class:`Grounded`).

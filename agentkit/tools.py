@@ -38,6 +38,7 @@ from agentkit.tool_output import (
 )
 from agentkit.tool_schema import (
     Grounded,
+    ToolJsonSchema,
     check_schema_fits,
     clean_schema,
     field_alias,
@@ -328,7 +329,7 @@ class Tool:
                     f"tool {self.name!r}: with args_model the function must take exactly one argument (the "
                     f"model instance) besides an optional ToolContext, it takes {others}"
                 )
-        self.parameters = clean_schema(model.model_json_schema())
+        self.parameters = clean_schema(model.model_json_schema(schema_generator=ToolJsonSchema))
 
         def validate(arguments: dict[str, Any]) -> Any:
             try:
@@ -371,7 +372,7 @@ class Tool:
                 __config__=pydantic.ConfigDict(extra="forbid", arbitrary_types_allowed=False),
                 **fields,
             )
-            schema = model.model_json_schema()
+            schema = model.model_json_schema(schema_generator=ToolJsonSchema)
         except (pydantic.PydanticSchemaGenerationError, pydantic.PydanticUserError, TypeError) as exc:
             raise ToolDefinitionError(f"tool {self.name!r}: its parameters cannot be typed: {exc}") from exc
         schema = clean_schema(schema)

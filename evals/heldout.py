@@ -13,15 +13,29 @@ from model.training.data import Example, Generator
 _CALL_KINDS = ("call", "parallel", "multi_call", "followup_call", "bot_call")
 
 
+def same_value(a: Any, b: Any) -> bool:
+    """JSON equality at any depth: numbers by value (``1 == 1.0``), but a boolean matches only a boolean
+    (Python's ``True == 1`` does not count)."""
+    if isinstance(a, bool) or isinstance(b, bool):
+        return type(a) is type(b) and a == b
+    if isinstance(a, dict) and isinstance(b, dict):
+        return a.keys() == b.keys() and all(same_value(v, b[k]) for k, v in a.items())
+    if isinstance(a, list) and isinstance(b, list):
+        return len(a) == len(b) and all(map(same_value, a, b))
+    return bool(a == b)
+
+
 def calls_match(expected: list[tuple[str, dict[str, Any]]], got: list[tuple[str, dict[str, Any]]]) -> bool:
-    """Order-free exact match of calls (Python's ``==``: ``1.0 == 1``, at any depth)."""
-    rest = [(n, a) for n, a in got]
+    """Order-free exact match of calls, arguments compared by :func:`same_value` (``1.0`` matches ``1``,
+    ``True`` only ``True``)."""
+    rest = list(got)
     if len(rest) != len(expected):
         return False
     for n, a in expected:
-        if (n, a) not in rest:
+        i = next((i for i, (m, b) in enumerate(rest) if m == n and same_value(a, b)), None)
+        if i is None:
             return False
-        rest.remove((n, a))
+        del rest[i]
     return True
 
 
@@ -59,7 +73,8 @@ def argument_hits(
     expected: list[tuple[str, dict[str, Any]]], calls: list[tuple[str, dict[str, Any]]]
 ) -> list[tuple[str, bool]]:
     """For each expected argument, its kind (``string``, ``number``, or the value's type name) and whether the
-    first call of the same tool gives it the same value (``1.0 == 1``)."""
+    first call of the same tool gives it the same value (:func:`same_value`: ``1.0`` matches ``1``, a boolean only a
+    boolean)."""
     got: dict[str, dict[str, Any]] = {}
     for name, args in calls:
         got.setdefault(name, args)
@@ -69,7 +84,7 @@ def argument_hits(
             number = isinstance(value, (int, float)) and not isinstance(value, bool)
             kind = "number" if number else "string" if isinstance(value, str) else type(value).__name__
             mine = got.get(name, {})
-            out.append((kind, key in mine and mine[key] == value))
+            out.append((kind, key in mine and same_value(mine[key], value)))
     return out
 
 

@@ -37,7 +37,11 @@ KEY_PART_REGEX = r"[^:,{}\[\]\x00-\x1f]+"
 #: Any text: string bodies (special tokens never match a terminal, so the ``<|"|>`` token ends the string).
 _ANY_TEXT = r"/(?s:.*)/"
 _INT_RX = r"-?(?:0|[1-9][0-9]*)"
-_NUM_RX = r"-?(?:0|[1-9][0-9]*)(?:\.[0-9]+)?(?:[eE][+-]?[0-9]+)?"
+#: An exponent of at most 2 digits (3 when negative: those only round towards 0).
+_EXP_RX = r"[eE](?:\+?[0-9]{1,2}|-[0-9]{1,3})"
+#: A JSON number that parses to a finite float: an integer (any length: Python's int is exact), or at most 100
+#: integer digits with a fraction and/or an :data:`_EXP_RX` exponent (so below 1e200).
+_NUM_RX = rf"-?(?:0|[1-9][0-9]*|(?:0|[1-9][0-9]{{0,99}})(?:\.[0-9]+(?:{_EXP_RX})?|{_EXP_RX}))"
 _MAX_OBJECT_STATES = 20_000
 #: Bound on the grammar text of one tool list (characters of rule and terminal bodies), which llguidance's compile
 #: time grows with (0.46 s for MaskBench's largest grammar under it, docs/BENCHMARKS.md); past it, a

@@ -725,10 +725,17 @@ def test_alias_expansion_is_refused_before_anything_walks_it(tmp_path):
         sizes.append(1 + 9 * sizes[-1])
     # + the root mapping, its 4 keys, 2 scalar values, the x-data mapping and its 8 keys, the tools list
     expected = sum(sizes) + 17
-    with pytest.raises(BundleError, match=f"expands to {expected:,} values through YAML aliases"):
+    with pytest.raises(BundleError, match=f"expands to {expected:,} values through YAML aliases") as ei:
         load_bundle(write(tmp_path, text))
-    with pytest.raises(BundleError, match="expands without end through YAML aliases"):
+    (issue,) = ei.value.issues
+    # at the innermost value past the bound: a5 (line 9), the first level above 100,000 values
+    assert (issue.line, issue.column) == (9, 7)
+    assert f"(*name), {sizes[5]:,} of them from the value here; at most 100,000" in issue.message
+    with pytest.raises(BundleError, match="expands without end through YAML aliases") as ei:
         load_bundle(write(tmp_path, "agentkit_bundle: 1\nname: loop\ntools: &t [*t]\n"))
+    (issue,) = ei.value.issues
+    assert (issue.line, issue.column) == (3, 8)  # the anchored value the alias points back into
+    assert str(ei.value).splitlines()[1].strip().startswith(f"{tmp_path / 'bundle.yaml'}:3:8: the document")
 
 
 def test_empty_file(tmp_path):

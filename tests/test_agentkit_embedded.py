@@ -68,6 +68,30 @@ def test_forced_call_is_valid_and_runs(chat_model):
     assert "<|tool_call>call:get_weather{" in prompt
 
 
+def test_a_dotted_tool_name_as_mcp_servers_give_is_declared_called_and_run(chat_model):
+    from agentkit import tool
+
+    seen = []
+
+    @tool(name="fs.read")
+    def read(path: str) -> str:
+        """Read a file."""
+        seen.append(path)
+        return "hello"
+
+    backend = EmbeddedBackend(chat_model=chat_model, seed=0, max_new_tokens=48)
+    agent = Agent(backend, [read], tool_choice={"name": "fs.read"}, max_steps=2, loop_guard=None)
+    try:
+        result = agent.run("Read notes.txt")
+    except MaxStepsExceeded as exc:  # random weights may call again after the forced first turn
+        result = exc.result
+    (rec, *_) = result.steps[0].tool_calls
+    assert (rec.name, rec.error, rec.content) == ("fs.read", None, "hello")
+    assert seen[0] == rec.arguments["path"]
+    prompt = backend.chat_model.render(to_template_messages(result.messages), [read.declaration()])
+    assert "declaration:fs.read{" in prompt and "<|tool_call>call:fs.read{" in prompt
+
+
 def test_seeded_turns_are_reproducible(chat_model):
     a, _ = run_forced(chat_model, seed=3)
     b, _ = run_forced(chat_model, seed=3)

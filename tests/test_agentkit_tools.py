@@ -595,3 +595,20 @@ def test_arrays_in_a_result_are_sent_whole_as_json_lists():
         '{"t":[1.5,2.0],"a":[1,2]}'
     )
     assert serialize_result(fractions.Fraction(1, 3)) == '"1/3"'  # other unknown types: str()
+
+
+def test_int_keyed_dict_parameters_declare_integer_keys():
+    # dict[int, str] was declared as an object of any keys, so the grammar let the model write {"a": ...}
+    from agentkit.tool_schema import INT_KEY_PATTERN
+
+    @tool
+    def f(m: dict[int, str], n: dict[int, int] | None = None, k: dict[str, int] | None = None) -> str:
+        """x"""
+        return ""
+
+    props = f.declaration()["function"]["parameters"]["properties"]
+    int_keys = {"type": "object", "patternProperties": {INT_KEY_PATTERN: {"type": "string"}}}
+    assert props["m"] == {**int_keys, "additionalProperties": False}
+    assert props["n"]["anyOf"][0]["patternProperties"] == {INT_KEY_PATTERN: {"type": "integer"}}
+    assert props["k"]["anyOf"][0] == {"type": "object", "additionalProperties": {"type": "integer"}}
+    assert f.validate({"m": {"1": "a", "-20": "b"}}) == {"m": {1: "a", -20: "b"}, "n": None, "k": None}

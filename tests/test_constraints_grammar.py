@@ -711,3 +711,46 @@ def test_email_and_hostname_values_end_within_their_rfc_length_limits(ll, tok):
         assert checker.conforms(address, "email") is ok
     assert format_matches("hostname", ".".join([label] * 4)) is False  # 255 characters
     assert format_matches("hostname", ".".join([label] * 3) + ".ab") is True  # 195
+
+
+@pytest.mark.parametrize("where", ["number", "any", "map"])
+def test_an_unbounded_number_always_parses_to_a_finite_value(ll, tok, where):
+    # 1e999999 (or 400 digits and a fraction) matched the grammar and parsed to inf, which is no JSON
+    x = {"number": {"type": "number"}, "any": {}, "map": {"type": "object", "additionalProperties": {}}}[
+        where
+    ]
+    g = tool_call_grammar([tool({"type": "object", "properties": {"x": x}})], "required", syntax="gemma")
+
+    def parsed(v):
+        value = f"{{k:{v}}}" if where == "map" else v
+        text = f"{sp.TOOL_CALL_START}call:f{{x:{value}}}{sp.TOOL_CALL_END}{sp.TOOL_RESPONSE_START}"
+        if not accepts(ll, tok, g, text, marked=True):
+            return "refused"
+        got = parse_tool_calls(text).calls[0].arguments["x"]
+        return got["k"] if where == "map" else got
+
+    for v in ("1e999999", "1e100", "1.5e300", "9" * 101 + ".5", "1" + "0" * 101 + "e5"):
+        assert parsed(v) == "refused", v
+    for v, want in (("2e99", 2e99), ("-1.5E+20", -1.5e20), ("1e-400", 0.0), ("9" * 100 + ".5e99", 1e199)):
+        got = parsed(v)
+        assert got == pytest.approx(want), v
+        assert np.isfinite(got), v
+    assert parsed("9" * 400) == int("9" * 400)  # an integer of any length is exact
+
+
+def test_int_keyed_objects_take_only_integer_keys(ll, tok):
+    from agentkit.tool_schema import INT_KEY_PATTERN
+
+    m = {
+        "type": "object",
+        "patternProperties": {INT_KEY_PATTERN: {"type": "string"}},
+        "additionalProperties": False,
+    }
+    g = tool_call_grammar([tool({"type": "object", "properties": {"m": m}})], "required", syntax="gemma")
+
+    def ok(body):
+        text = f"{sp.TOOL_CALL_START}call:f{{m:{body}}}{sp.TOOL_CALL_END}{sp.TOOL_RESPONSE_START}"
+        return accepts(ll, tok, g, text, marked=True)
+
+    assert ok('{1:<|"|>a<|"|>,-20:<|"|>b<|"|>}') and ok("{}") and ok('{0:<|"|>a<|"|>}')
+    assert not ok('{a:<|"|>a<|"|>}') and not ok('{01:<|"|>a<|"|>}') and not ok('{1.5:<|"|>a<|"|>}')

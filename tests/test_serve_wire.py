@@ -154,3 +154,44 @@ def test_an_unserved_route_names_the_ones_served(server):
     assert r.status_code == 405 and r.json()["error"]["message"] == (
         "GET /v1/chat/completions is not allowed: use POST"
     )
+
+
+def _stream_chunks(url, body):
+    with httpx.stream("POST", url + "/v1/chat/completions", json={**body, "stream": True}, timeout=120) as r:
+        lines = [line[len("data: ") :] for line in r.iter_lines() if line.startswith("data: ")]
+    assert lines[-1] == "[DONE]"
+    return [json.loads(line)["choices"][0]["delta"] for line in lines[:-1]]
+
+
+def test_a_tool_call_turn_has_null_content_as_on_openai_and_takes_a_response_format(server):
+    # the stream opened with {"role": "assistant", "content": ""} whatever the turn; OpenAI's tool-call turn opens
+    # with role, content null and the call in one delta. response_format with tool_choice "required" was a 400
+    url, _ = server
+    rf = {"type": "json_schema", "json_schema": {"name": "f", "schema": {"type": "object"}}}
+    body = chat_body(
+        q="What is the weather in Paris?", tools=[WEATHER], tool_choice="required", seed=4, response_format=rf
+    )
+    r = httpx.post(url + "/v1/chat/completions", json=body, timeout=120)
+    assert r.status_code == 200, r.text
+    message = r.json()["choices"][0]["message"]
+    assert message["content"] is None and message["tool_calls"][0]["function"]["name"] == "get_weather"
+    # a turn that must be a call opens at once with content null, its call in the next delta
+    first, second, *rest = _stream_chunks(url, body)
+    assert first == {"role": "assistant", "content": None}
+    assert second["tool_calls"][0]["function"]["name"] == "get_weather" and "content" not in second
+    assert rest[-1] == {} and all("role" not in d for d in rest)
+    # one that may be either opens with its first delta: role and content null on the call's chunk
+    auto = {**body, "tool_choice": "auto", "response_format": None}
+    assert httpx.post(url + "/v1/chat/completions", json=auto, timeout=120).json()["choices"][0]["message"][
+        "tool_calls"
+    ]
+    first, *rest = _stream_chunks(url, auto)
+    assert (first["role"], first["content"], first["tool_calls"][0]["function"]["name"]) == (
+        "assistant",
+        None,
+        "get_weather",
+    )
+    assert rest[-1] == {} and all("role" not in d for d in rest)
+    # prose opens with its own content "" chunk, as on OpenAI
+    first, second, *_ = _stream_chunks(url, chat_body(max_tokens=16, seed=1))
+    assert first == {"role": "assistant", "content": ""} and second["content"]

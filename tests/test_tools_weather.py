@@ -190,6 +190,24 @@ def test_forecast_single_date(om):
     assert "forecast_days" not in params
 
 
+@pytest.mark.parametrize("days", [2, 7, 16])
+def test_forecast_date_with_other_days_is_refused_before_any_request(om, days):
+    _, rec = om
+    with pytest.raises(ValueError) as info:
+        weather.get_forecast("Berlin", days=days, date="2026-12-05")
+    assert str(info.value) == (
+        f"days ({days}) and date (2026-12-05) were both given: date asks for that one day, days for {days} days "
+        "from today; give only one of them"
+    )
+    assert rec.requests == []
+
+
+@pytest.mark.parametrize("days", [1, 3])
+def test_forecast_date_with_one_or_the_default_days_is_that_day(om, days):
+    out = weather.get_forecast("Berlin", days=days, date="2026-12-05")
+    assert [d["date"] for d in out["days"]] == ["2026-12-05"]
+
+
 def test_forecast_date_out_of_range_passes_api_reason_without_retry(om):
     _, rec = om
     with pytest.raises(WeatherAPIError) as info:
@@ -289,6 +307,10 @@ def test_argument_models_json_schema():
     assert (props["days"]["minimum"], props["days"]["maximum"], props["days"]["default"]) == (1, 16, 3)
     assert props["units"]["enum"] == ["metric", "imperial"]
     assert {"type": "string", "format": "date"} in props["date"]["anyOf"]
+    assert props["days"]["description"].endswith("leave it out when date is given.")
+    assert props["date"]["description"].endswith(
+        "When given, only that day is returned (days must be left out)."
+    )
     assert CurrentWeatherArgs.model_json_schema()["properties"]["place"]["minLength"] == 2
     with pytest.raises(ValueError):
         ForecastArgs(place="Berlin", extra=1)

@@ -405,7 +405,7 @@ def test_out_of_range_options_are_refused_when_parsed(tmp_path, capsys):
         ("--bucket-mult", "0", "--bucket-mult must be >= 1, got 0"),
         ("--stop-at", "0", "--stop-at must be >= 1, got 0"),
         ("--bot-share", "1.0", "--bot-share must be in [0, 1), got 1.0"),
-        ("--decline-share", "-0.1", "--decline-share must be in [0, 1 - BOT_SHARE), got -0.1"),
+        ("--decline-share", "-0.1", "--decline-share must be in [0, 1 - --bot-share) = [0, 1), got -0.1"),
     ):
         with pytest.raises(ValueError, match=re.escape(message)):
             _tiny_cfg(tmp_path, **{flag[2:].replace("-", "_"): float(value) if "." in value else int(value)})
@@ -486,3 +486,47 @@ def test_heldout_report_counts_unfit_requests_in_prose_and_arguments_by_kind():
     assert argument_hits([("f", {"days": 3})], [("f", {"days": 3.0}), ("f", {"days": 9})]) == [
         ("number", True)
     ]
+
+
+def test_heldout_scoring_matches_a_boolean_only_with_a_boolean_at_any_depth():
+    from evals.heldout import argument_hits, calls_match
+
+    assert not calls_match([("f", {"a": True})], [("f", {"a": 1})])
+    assert not calls_match([("f", {"a": 1})], [("f", {"a": True})])
+    assert not calls_match([("f", {"a": [{"b": False}]})], [("f", {"a": [{"b": 0}]})])
+    assert calls_match([("f", {"a": [{"b": False}], "n": 1})], [("f", {"a": [{"b": False}], "n": 1.0})])
+    assert calls_match([("f", {"a": 1}), ("f", {"a": True})], [("f", {"a": True}), ("f", {"a": 1.0})])
+    assert argument_hits([("f", {"a": True, "b": 0})], [("f", {"a": 1.0, "b": False})]) == [
+        ("bool", False),
+        ("number", False),
+    ]
+    assert argument_hits([("f", {"a": True, "b": 0})], [("f", {"a": True, "b": 0.0})]) == [
+        ("bool", True),
+        ("number", True),
+    ]
+
+
+@pytest.mark.parametrize(
+    ("argv", "message"),
+    [
+        (["--bot-share", "1.5"], "--bot-share must be in [0, 1), got 1.5"),
+        (
+            ["--bot-share", "0.2", "--decline-share", "0.9"],
+            "--decline-share must be in [0, 1 - --bot-share) = [0, 0.8)",
+        ),
+        (["--terse-p", "2"], "--terse-p must be between 0 and 1, got 2.0"),
+        (["--self-cond-p", "nan"], "--self-cond-p must be between 0 and 1, got nan"),
+        (["--key-weight", "-1"], "--key-weight must be >= 0, got -1.0"),
+    ],
+)
+def test_out_of_range_training_options_are_refused_when_parsed(argv, message, capsys, tmp_path):
+    from model.training.__main__ import parse_args
+    from model.training.settings import TrainConfig
+
+    with pytest.raises(SystemExit) as ei:
+        parse_args(["--out-dir", str(tmp_path / "x"), *argv])
+    assert ei.value.code == 2 and message in capsys.readouterr().err
+    assert not (tmp_path / "x").exists()
+    with pytest.raises(ValueError, match=re.escape(message)):
+        TrainConfig(**{a[2:].replace("-", "_"): float(b) for a, b in zip(argv[::2], argv[1::2], strict=True)})
+    assert parse_args(["--bot-share", "0", "--decline-share", "0.99", "--terse-p", "1"]).decline_share == 0.99

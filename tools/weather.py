@@ -26,6 +26,7 @@ from tools.args import args_model, validate_args
 from tools.httpclient import RetriesExhausted, RetryingClient
 
 __all__ = [
+    "DEFAULT_DAYS",
     "DEFAULT_FORECAST_URL",
     "DEFAULT_GEOCODING_URL",
     "WMO_WEATHER_CODES",
@@ -127,11 +128,21 @@ UnitsArg = Annotated[
     Units,
     Field(description="'metric' (°C, km/h, mm) or 'imperial' (°F, mph, inch)."),
 ]
-Days = Annotated[int, Field(ge=1, le=16, description="Number of forecast days, 1-16, starting today.")]
+#: ``days`` of :meth:`OpenMeteo.forecast` and :func:`get_forecast` when not given.
+DEFAULT_DAYS = 3
+Days = Annotated[
+    int,
+    Field(
+        ge=1,
+        le=16,
+        description="Number of forecast days, 1-16, starting today; leave it out when date is given.",
+    ),
+]
 ForecastDate = Annotated[
     dt.date | None,
     Field(
-        description="A single day to forecast (YYYY-MM-DD) instead of a number of days; at most 15 days ahead."
+        description="A single day to forecast (YYYY-MM-DD) instead of a number of days; at most 15 days ahead. "
+        "When given, only that day is returned (days must be left out)."
     ),
 ]
 Count = Annotated[int, Field(ge=1, le=10, description="How many matching places to return, 1-10.")]
@@ -348,10 +359,11 @@ class OpenMeteo:
         return {**out, "conditions": _describe(current.get("weather_code")), "units": out_units}
 
     def forecast(
-        self, place: str, days: int = 3, units: Units = "metric", date: dt.date | None = None
+        self, place: str, days: int = DEFAULT_DAYS, units: Units = "metric", date: dt.date | None = None
     ) -> dict[str, Any]:
-        """Daily forecast at the best match for ``place``: ``days`` (1-16) days from today, or the single
-        ``date`` (the API accepts roughly today - 92 days to today + 15 days).
+        """Daily forecast at the best match for ``place``: ``days`` (1-16) days from today, or, when ``date`` is
+        given, that single day (the API accepts roughly today - 92 days to today + 15 days); ``days`` must then
+        be left at its default (or be 1).
 
         Returns:
             ``{"place": {...}, "days": [{"date", "weather_code", "temperature_max", "temperature_min",
@@ -359,12 +371,17 @@ class OpenMeteo:
             "conditions"}], "units": {variable: unit}}``.
 
         Raises:
-            ValueError: ``days`` outside 1-16.
+            ValueError: ``days`` outside 1-16; ``date`` with another ``days`` than the default or 1.
             PlaceNotFoundError, WeatherAPIError (e.g. a date out of the API's range, with its reason),
             WeatherUnavailableError.
         """
         if not 1 <= days <= 16:
             raise ValueError(f"days must be between 1 and 16, got {days}")
+        if date is not None and days not in (1, DEFAULT_DAYS):
+            raise ValueError(
+                f"days ({days}) and date ({date.isoformat()}) were both given: date asks for that one day, days for "
+                f"{days} days from today; give only one of them"
+            )
         span = (
             {"start_date": date.isoformat(), "end_date": date.isoformat()}
             if date
@@ -480,7 +497,7 @@ def get_current_weather(place: PlaceName, units: UnitsArg = "metric") -> dict[st
 
 
 def get_forecast(
-    place: PlaceName, days: Days = 3, units: UnitsArg = "metric", date: ForecastDate = None
+    place: PlaceName, days: Days = DEFAULT_DAYS, units: UnitsArg = "metric", date: ForecastDate = None
 ) -> dict[str, Any]:
     """Get the daily weather forecast at a place: min/max temperature, precipitation, wind and conditions.
 

@@ -296,7 +296,7 @@ def _chunk(
     with_usage: bool = False,
 ) -> dict[str, str]:
     """One chunk's event; as OpenAI's, ``finish_reason``, ``logprobs`` (and ``usage``, ``with_usage``) are
-    ``null`` until set."""
+    ``null`` until set, and the first delta (the one with ``role``) has ``content``, ``null`` unless set."""
     c = S.ChatCompletionChunk(
         id=sub.id,
         created=sub.created,
@@ -307,6 +307,8 @@ def _chunk(
     for choice in data["choices"]:
         choice.setdefault("finish_reason", None)
         choice.setdefault("logprobs", None)
+        if delta.role is not None:
+            choice["delta"].setdefault("content", None)
     if with_usage:
         data["usage"] = None
     return {"data": json.dumps(data, ensure_ascii=False, separators=(",", ":"))}
@@ -324,12 +326,36 @@ async def _stream(
     try:
         sub = engine.submit(turn, req.seed, lambda toks: loop.call_soon_threadsafe(queue.put_nowait, toks))
         view = StreamView(engine)
-        yield _chunk(engine, sub, S.Delta(role="assistant", content=""), with_usage=with_usage)
+        # as OpenAI's, the first delta has role and content: "" for prose, null for a tool call; a turn that
+        # may be either (tools, tool_choice auto) opens with its first delta, the others at once
+        opened = not req.tools or req.tool_choice not in (None, "auto")
+        if opened:
+            prose = not req.tools or req.tool_choice == "none"
+            first = S.Delta(role="assistant", content="" if prose else None)
+            yield _chunk(engine, sub, first, with_usage=with_usage)
+
+        def send(delta: S.Delta | None) -> list[dict[str, str]]:
+            """The events of ``delta``, after the opening when not yet sent: ``role`` (``content: null``) on a
+            first tool call's chunk, else its own ``content: ""`` chunk."""
+            nonlocal opened
+            events = [] if delta is None else [_chunk(engine, sub, delta, with_usage=with_usage)]
+            if not opened:
+                opened = True
+                if delta is not None and delta.tool_calls and not (delta.content or delta.reasoning_content):
+                    delta.role = "assistant"
+                    return [_chunk(engine, sub, delta, with_usage=with_usage)]
+                return [
+                    _chunk(engine, sub, S.Delta(role="assistant", content=""), with_usage=with_usage),
+                    *events,
+                ]
+            return events
+
         fut = asyncio.wrap_future(sub.handle.future)
         fut.add_done_callback(lambda _: queue.put_nowait(None))  # queued after the canvases the batcher sent
         while (tokens := await queue.get()) is not None:
             if (delta := view.feed(tokens)) is not None:
-                yield _chunk(engine, sub, delta, with_usage=with_usage)
+                for event in send(delta):
+                    yield event
         try:
             result = fut.result()
         except Exception as exc:
@@ -338,8 +364,8 @@ async def _stream(
             yield {"data": json.dumps(err.body())}
             yield {"data": "[DONE]"}
             return
-        if (delta := view.feed([], final=True)) is not None:
-            yield _chunk(engine, sub, delta, with_usage=with_usage)
+        for event in send(view.feed([], final=True)):
+            yield event
         finish = finish_reason(sub, result, view.calls > 0)
         yield _chunk(engine, sub, S.Delta(), finish, with_usage=with_usage)
         if with_usage:

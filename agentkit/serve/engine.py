@@ -374,6 +374,8 @@ class ServeEngine:
             self._check_tool(i, t)
         choice = _tool_choice(req, tools)
         response_format = _response_format(req)
+        if choice not in ("auto", "none"):  # the turn is a call: response_format shapes text answers only
+            response_format = None
         max_tokens = req.max_completion_tokens or req.max_tokens
         temperature = None
         if req.temperature is not None:

@@ -9,6 +9,19 @@ from typing import Any
 from grammar import special_tokens as st
 from model.checkpoint.config import small_config
 
+#: Shares and probabilities: each option must be in [0, 1].
+UNIT_OPTIONS = ("min_lr_ratio", "terse_p", "prefix_clean_p", "self_cond_p")
+#: Loss weights and the weight decay: each option must be >= 0.
+NON_NEGATIVE_OPTIONS = (
+    "weight_decay",
+    "copy_weight",
+    "ar_weight",
+    "bind_weight",
+    "key_weight",
+    "ptr_weight",
+    "none_weight",
+    "pad_weight",
+)
 #: Copy-head rules that a training option turns on (``TrainConfig`` fields named as the ``copy_head`` keys).
 COPY_HEAD_RULES = ("spaced_word_starts", "answer_match_responses")
 
@@ -168,6 +181,12 @@ class TrainConfig:
     from_stage: int | None = None
 
     def __post_init__(self) -> None:
+        for name in UNIT_OPTIONS:
+            if not 0.0 <= getattr(self, name) <= 1.0:
+                raise ValueError(f"{_flag(name)} must be between 0 and 1, got {getattr(self, name)}")
+        for name in NON_NEGATIVE_OPTIONS:
+            if not getattr(self, name) >= 0.0:
+                raise ValueError(f"{_flag(name)} must be >= 0, got {getattr(self, name)}")
         for name in POSITIVE_OPTIONS:
             if (value := getattr(self, name)) is not None and value < 1:
                 raise ValueError(f"{_flag(name)} must be >= 1, got {value}")
@@ -176,8 +195,11 @@ class TrainConfig:
                 raise ValueError(f"{_flag(rule)} is a copy-head rule: give --copy-head with it")
         if self.bot_share is not None and not 0.0 <= self.bot_share < 1.0:
             raise ValueError(f"--bot-share must be in [0, 1), got {self.bot_share}")
-        if self.decline_share is not None and not 0.0 <= self.decline_share < 1.0 - (self.bot_share or 0.0):
-            raise ValueError(f"--decline-share must be in [0, 1 - BOT_SHARE), got {self.decline_share}")
+        top = 1.0 - (self.bot_share or 0.0)
+        if self.decline_share is not None and not 0.0 <= self.decline_share < top:
+            raise ValueError(
+                f"--decline-share must be in [0, 1 - --bot-share) = [0, {top:g}), got {self.decline_share}"
+            )
         if self.ar_weight > 0 and self.max_prompt + self.canvas_length >= self.sliding_window:
             raise ValueError(
                 f"--ar-weight needs --max-prompt + the canvas ({self.max_prompt} + {self.canvas_length}) below "

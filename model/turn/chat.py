@@ -216,8 +216,9 @@ class ChatModel:
         (:meth:`chat` runs it; the batching server runs many in one batch). Arguments as :meth:`chat`.
 
         Raises:
-            As :meth:`chat`; ``ValueError`` also for ``tool_specs`` of another length than ``tools``, an unknown
-            ``response_format`` type, or ``response_format`` with a ``tool_choice`` that requires a call."""
+            As :meth:`chat`; ``ValueError`` also for ``tool_specs`` of another length than ``tools`` or an unknown
+            ``response_format`` type. A ``tool_choice`` that requires a call makes the turn a call, as on OpenAI:
+            ``response_format`` shapes text answers only, so that turn does not use it."""
         if unknown := sorted(set(options) - set(TurnOptions.__annotations__)):
             raise TypeError(
                 f"unknown turn option(s) {unknown}; the options are {list(TurnOptions.__annotations__)}"
@@ -233,9 +234,9 @@ class ChatModel:
         if not tools and tool_choice not in ("auto", "none", None):
             raise ValueError(f"tool_choice={tool_choice!r} needs at least one tool, but no tools were given")
         check_prompt_length(len(input_ids), self.model, settings)  # before any grammar work
+        if tool_choice not in ("auto", "none", None):
+            response_format = None  # the turn is a call; response_format shapes text answers (as on OpenAI)
         if response_format is not None and response_format.get("type", "text") != "text":
-            if tool_choice not in ("auto", "none", None):
-                raise ValueError(f"response_format cannot be combined with tool_choice={tool_choice!r}")
             constraint = self._response_constraint(response_format)
         # without tools: the prose-only grammar (text, never a call or a control token)
         elif options.get("constrained", True):
