@@ -225,14 +225,16 @@ def create_app(
         body = {"status": status, "model": engine.model_id, "load": engine.batcher.load}
         return JSONResponse(body, status_code=503 if app.state.draining else 200)
 
+    card = {"id": engine.model_id, "object": "model", "created": engine.created, "owned_by": "agentkit"}
+
     @app.get("/v1/models")
-    async def models() -> S.ModelList:
-        return S.ModelList(data=[S.ModelCard(id=engine.model_id, created=engine.created)])
+    async def models() -> dict[str, Any]:
+        return {"object": "list", "data": [card]}
 
     @app.get("/v1/models/{model_id:path}")
-    async def model_card(model_id: str) -> S.ModelCard:
+    async def model_card(model_id: str) -> dict[str, Any]:
         engine.check_model(model_id)  # a hub id holds a '/': the path's rest is the id
-        return S.ModelCard(id=engine.model_id, created=engine.created)
+        return card
 
     @app.post("/v1/chat/completions", response_model=None, max_body_size=max_body_bytes)
     async def chat_completions(req: S.ChatCompletionRequest, request: Request) -> Any:
@@ -250,11 +252,7 @@ def create_app(
             result = await _wait(sub, request)
             if result is None:  # the client went away; its row is freed
                 return Response(status_code=499)
-            data = engine.completion(sub, result).model_dump(exclude_none=True)
-            for choice in data["choices"]:  # OpenAI writes these out as null rather than leaving them out
-                choice["message"].setdefault("content", None)
-                choice.setdefault("logprobs", None)
-            return JSONResponse(data)
+            return JSONResponse(engine.completion(sub, result))
         finally:
             if not streaming:
                 leave()
@@ -287,49 +285,36 @@ async def _wait(sub: Any, request: Request) -> Any:
         raise
 
 
-def _chunk(
-    engine: ServeEngine,
-    sub: Any,
-    delta: S.Delta,
-    finish: str | None = None,
-    *,
-    with_usage: bool = False,
-) -> dict[str, str]:
-    """One chunk's event; as OpenAI's, ``finish_reason``, ``logprobs`` (and ``usage``, ``with_usage``) are
-    ``null`` until set."""
-    c = S.ChatCompletionChunk(
-        id=sub.id,
-        created=sub.created,
-        model=engine.model_id,
-        choices=[S.ChunkChoice(delta=delta, finish_reason=finish)],  # type: ignore[arg-type]
-    )
-    data = c.model_dump(exclude_none=True)
-    for choice in data["choices"]:
-        choice.setdefault("finish_reason", None)
-        choice.setdefault("logprobs", None)
-    if with_usage:
-        data["usage"] = None
+def _event(engine: ServeEngine, sub: Any, choices: list[Any], **extra: Any) -> dict[str, str]:
+    """One chunk's server-sent event: its ``choices`` and the ``extra`` keys (``usage``)."""
+    data = {**engine.header(sub, "chat.completion.chunk"), "choices": choices, **extra}
     return {"data": json.dumps(data, ensure_ascii=False, separators=(",", ":"))}
 
 
 async def _stream(
     engine: ServeEngine, turn: Any, req: S.ChatCompletionRequest, leave: Callable[[], None]
 ) -> AsyncIterator[dict[str, str]]:
-    """Server-sent events of one streamed completion (OpenAI chunk format, ``[DONE]`` last)."""
+    """Server-sent events of one streamed completion (OpenAI chunk format, ``[DONE]`` last); as OpenAI's,
+    ``finish_reason``, ``logprobs`` (and ``usage``, when asked for) are ``null`` until set."""
     loop = asyncio.get_running_loop()
     queue: asyncio.Queue[list[int] | None] = asyncio.Queue()
-    sub = None
+    sub: Any = None
     fut: asyncio.Future[Any] | None = None
     with_usage = req.stream_options is not None and bool(req.stream_options.include_usage)
+
+    def chunk(delta: dict[str, Any], finish: str | None = None) -> dict[str, str]:
+        choice = {"index": 0, "delta": delta, "finish_reason": finish, "logprobs": None}
+        return _event(engine, sub, [choice], **({"usage": None} if with_usage else {}))
+
     try:
         sub = engine.submit(turn, req.seed, lambda toks: loop.call_soon_threadsafe(queue.put_nowait, toks))
         view = StreamView(engine)
-        yield _chunk(engine, sub, S.Delta(role="assistant", content=""), with_usage=with_usage)
+        yield chunk({"role": "assistant", "content": ""})
         fut = asyncio.wrap_future(sub.handle.future)
         fut.add_done_callback(lambda _: queue.put_nowait(None))  # queued after the canvases the batcher sent
         while (tokens := await queue.get()) is not None:
             if (delta := view.feed(tokens)) is not None:
-                yield _chunk(engine, sub, delta, with_usage=with_usage)
+                yield chunk(delta)
         try:
             result = fut.result()
         except Exception as exc:
@@ -339,18 +324,10 @@ async def _stream(
             yield {"data": "[DONE]"}
             return
         if (delta := view.feed([], final=True)) is not None:
-            yield _chunk(engine, sub, delta, with_usage=with_usage)
-        finish = finish_reason(sub, result, view.calls > 0)
-        yield _chunk(engine, sub, S.Delta(), finish, with_usage=with_usage)
+            yield chunk(delta)
+        yield chunk({}, finish_reason(sub, result, view.calls > 0))
         if with_usage:
-            c = S.ChatCompletionChunk(
-                id=sub.id,
-                created=sub.created,
-                model=engine.model_id,
-                choices=[],
-                usage=usage(result.prompt_tokens, len(result.tokens)),
-            )
-            yield {"data": c.model_dump_json(exclude_none=True)}
+            yield _event(engine, sub, [], usage=usage(result.prompt_tokens, len(result.tokens)))
         yield {"data": "[DONE]"}
     finally:
         if sub is not None and not sub.handle.future.done():
