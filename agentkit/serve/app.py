@@ -21,10 +21,12 @@ from typing import Any
 from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
+from pydantic import BaseModel
 from starlette.concurrency import run_in_threadpool
 from starlette.exceptions import HTTPException as StarletteHTTPException
 from starlette.responses import Response
 
+from agentkit.messages import ImageURL
 from agentkit.serve import schemas as S
 from agentkit.serve.engine import ServeEngine, ServeError, StreamView, finish_reason, usage
 
@@ -34,31 +36,23 @@ DEFAULT_MAX_BODY_BYTES = 4 * 1024 * 1024
 API_KEY_ENV = "AGENTKIT_API_KEY"
 
 
-_BRANCHES = {"str", "int", "float", "bool", "list", "dict", "none"}
-_ROLES = {"system", "developer", "user", "assistant", "tool"}
+#: The field names of the request's models: what a validation error's location keeps (not union branches).
+_FIELDS = {
+    f.alias or name
+    for model in (*vars(S).values(), ImageURL)
+    if isinstance(model, type) and issubclass(model, BaseModel)
+    for name, f in model.model_fields.items()
+}
 
 
 def _param(loc: tuple[Any, ...]) -> str:
-    """A pydantic error location as the request's path (``messages[0].content``), union branch names left out."""
+    """A pydantic error location as the request's path (``messages[0].content``)."""
     out = ""
-    after_index = False
     for x in loc:
-        if x == "body":
-            continue
         if isinstance(x, int):
             out += f"[{x}]"
-            after_index = True
-            continue
-        name = str(x)
-        skip = (
-            (after_index and name in _ROLES)  # the discriminator's branch (messages[0].user)
-            or not name.isidentifier()  # list[TextPart], literal['auto', ...], function-after[...]
-            or name in _BRANCHES
-            or name[:1].isupper()  # a model class name: NamedToolChoice
-        )
-        after_index = False
-        if not skip:
-            out += ("." if out else "") + name
+        elif x in _FIELDS:
+            out += ("." if out else "") + x
     return out
 
 
