@@ -85,6 +85,13 @@ def context_overflow(resp: httpx.Response) -> PromptTooLong | None:
     return None
 
 
+def _wire_call(call: dict[str, Any]) -> dict[str, Any]:
+    """A tool call as OpenAI's API takes it: ``arguments`` as JSON text."""
+    args = call["function"]["arguments"]
+    text = args if isinstance(args, str) else json.dumps(args, ensure_ascii=False)
+    return {**call, "function": {**call["function"], "arguments": text}}
+
+
 def wire_content(content: Any) -> Any:
     """A message's content as OpenAI's API takes it: content parts lose agentkit's own ``vision_budget`` key."""
     if not isinstance(content, list):
@@ -211,32 +218,18 @@ class OpenAIBackend(Backend):
         messages, tools = request.messages, request.tools
         for i, m in enumerate(messages):
             role = m["role"]
-            if role == "assistant":
-                am: dict[str, Any] = {"role": "assistant", "content": m.get("content")}
-                if m.get("tool_calls") and m.get("thinking") and self.replay_reasoning and field:
-                    am[field] = m["thinking"]
-                if m.get("tool_calls"):
-                    am["tool_calls"] = [
-                        {
-                            "id": tc["id"],
-                            "type": "function",
-                            "function": {
-                                "name": tc["function"]["name"],
-                                "arguments": tc["function"]["arguments"]
-                                if isinstance(tc["function"]["arguments"], str)
-                                else json.dumps(tc["function"]["arguments"], ensure_ascii=False),
-                            },
-                        }
-                        for tc in m["tool_calls"]
-                    ]
-                out.append(am)
-            elif role == "tool":
+            if role == "tool":
                 text, images = split_tool_content(m["content"])
                 out.append({"role": "tool", "tool_call_id": m["tool_call_id"], "content": text})
                 if images:
                     shown.append((m.get("name") or "", m["tool_call_id"], images))
             else:
-                out.append({"role": role, "content": wire_content(m["content"])})
+                wire: dict[str, Any] = {"role": role, "content": wire_content(m.get("content"))}
+                if calls := m.get("tool_calls"):  # an assistant's, with its thinking when replayed
+                    if m.get("thinking") and self.replay_reasoning and field:
+                        wire[field] = m["thinking"]
+                    wire["tool_calls"] = [_wire_call(tc) for tc in calls]
+                out.append(wire)
             if shown and (i + 1 == len(messages) or messages[i + 1].get("role") != "tool"):
                 out.append(tool_images_message(shown))
                 shown = []
