@@ -9,6 +9,7 @@ it with uvicorn.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import hmac
 import ipaddress
 import json
@@ -331,21 +332,15 @@ async def _stream(
         leave()
 
 
-def is_loopback(host: str) -> bool:
-    """Whether ``host`` only accepts connections from this machine."""
-    if host == "localhost":
-        return True
-    try:
-        return ipaddress.ip_address(host).is_loopback
-    except ValueError:
-        return False
-
-
 def resolve_api_key(host: str, api_key: str | None) -> str | None:
     """The key to require: ``api_key``, else ``$AGENTKIT_API_KEY``; ValueError for none on a non-loopback
     ``host``."""
     key = api_key or os.environ.get(API_KEY_ENV) or None
-    if key is None and not is_loopback(host):
+    with contextlib.suppress(
+        ValueError
+    ):  # "localhost", or a loopback address, takes only this machine's clients
+        host = "localhost" if ipaddress.ip_address(host).is_loopback else host
+    if key is None and host != "localhost":
         raise ValueError(
             f"binding {host} exposes the server beyond this machine: set an API key with --api-key or "
             f"${API_KEY_ENV} (or bind 127.0.0.1)"

@@ -87,12 +87,24 @@ def from_wire_messages(messages: list[Any]) -> list[dict[str, Any]]:
     a tool message is named by the call it answers.
 
     Raises:
-        ServeError: (400) arguments that are not a JSON object, or a tool message that answers no earlier call
-            and has no ``name``.
+        ServeError: (400) arguments that are not a JSON object, a tool message that answers no earlier call and
+            has no ``name``, or (as OpenAI) an assistant message whose ``tool_calls`` the tool messages right
+            after it do not all answer.
     """
     out: list[dict[str, Any]] = []
     names: dict[str, str] = {}
-    for i, m in enumerate(messages):
+    pending: dict[str, None] = {}  # the calls of the assistant message at ``asked`` not answered yet
+    asked = 0
+    for i, m in enumerate([*messages, None]):
+        if pending and not isinstance(m, S.ToolMessage):
+            raise ServeError(
+                400,
+                f"messages[{asked}]: an assistant message with 'tool_calls' must be followed by tool messages "
+                f"answering each tool_call_id; not answered: {', '.join(map(repr, pending))}",
+                param=f"messages[{asked}].tool_calls",
+            )
+        if m is None:
+            break
         msg: dict[str, Any] = {"role": "system" if m.role == "developer" else m.role}
         if isinstance(m, S.ToolMessage):
             if (name := m.name or names.get(m.tool_call_id)) is None:
@@ -103,13 +115,14 @@ def from_wire_messages(messages: list[Any]) -> list[dict[str, Any]]:
                     param=f"messages[{i}].tool_call_id",
                 )
             msg.update(tool_call_id=m.tool_call_id, name=name)
+            pending.pop(m.tool_call_id, None)
         msg["content"] = _content(m.content, f"messages[{i}].content", images=m.role == "user")
         for j, tc in enumerate(getattr(m, "tool_calls", None) or []):
             args, err = decode_arguments(tc.function.arguments)
             if err is not None:
                 where = f"messages[{i}].tool_calls[{j}].function.arguments"
                 raise ServeError(400, f"{where}: {err}", param=where)
-            names[tc.id] = tc.function.name
+            names[tc.id], pending[tc.id], asked = tc.function.name, None, i
             call = {
                 "id": tc.id,
                 "type": "function",
@@ -118,26 +131,6 @@ def from_wire_messages(messages: list[Any]) -> list[dict[str, Any]]:
             msg.setdefault("tool_calls", []).append(call)
         out.append(msg)
     return to_template_messages(out)
-
-
-def check_answered(messages: list[Any]) -> None:
-    """Raises :class:`ServeError` (400, as OpenAI) unless the tool messages right after each assistant message
-    with ``tool_calls`` answer every one of its ``tool_call_id`` s (in any order)."""
-    pending: dict[str, None] = {}
-    asked_at = 0
-    for i, m in enumerate([*messages, None]):
-        if isinstance(m, S.ToolMessage):
-            pending.pop(m.tool_call_id, None)
-            continue
-        if pending:
-            raise ServeError(
-                400,
-                f"messages[{asked_at}]: an assistant message with 'tool_calls' must be followed by tool "
-                f"messages answering each tool_call_id; not answered: {', '.join(map(repr, pending))}",
-                param=f"messages[{asked_at}].tool_calls",
-            )
-        if isinstance(m, S.AssistantMessage) and m.tool_calls:
-            pending, asked_at = dict.fromkeys(tc.id for tc in m.tool_calls), i
 
 
 @dataclass
@@ -353,7 +346,6 @@ class ServeEngine:
             s = self.chat_model.settings
             t_min = max(s.t_min * req.temperature, MIN_STEP_TEMPERATURE)
             temperature = (max(s.t_max * req.temperature, 2 * t_min), t_min)
-        check_answered(req.messages)
         messages = from_wire_messages(req.messages)
         try:
             turn = self.chat_model.prepare(
