@@ -101,25 +101,6 @@ def wire_content(content: Any) -> Any:
     ]
 
 
-def split_tool_content(content: Any) -> tuple[Any, list[dict[str, Any]]]:
-    """A tool message's content as ``(text, image parts)``: a string has no images."""
-    if not isinstance(content, list):
-        return content, []
-    text = "".join(str(p.get("text", "")) for p in content if isinstance(p, dict) and p.get("type") == "text")
-    images = [p for p in wire_content(content) if isinstance(p, dict) and p.get("type") == "image_url"]
-    return text, images
-
-
-def tool_images_message(shown: list[tuple[str, str, list[dict[str, Any]]]]) -> dict[str, Any]:
-    """The user message carrying the images of tool responses (``role: tool`` takes none): per ``(tool name,
-    call id, image parts)``, a text part ``Images returned by tool NAME (call ID):`` and the images."""
-    parts: list[dict[str, Any]] = []
-    for name, call_id, images in shown:
-        parts.append({"type": "text", "text": f"Images returned by tool {name} (call {call_id}):"})
-        parts.extend(images)
-    return {"role": "user", "content": parts}
-
-
 class OpenAIBackend(Backend):
     """OpenAI-compatible chat-completions backend (sync :meth:`complete` and async :meth:`acomplete`).
 
@@ -208,30 +189,34 @@ class OpenAIBackend(Backend):
     def build_request(self, request: TurnRequest) -> dict[str, Any]:
         """The JSON body for ``/chat/completions`` of ``request``.
 
-        A tool message's images go in one user message after the step's tool messages
-        (:func:`tool_images_message`); arguments are JSON-encoded; only an assistant tool-call message's
-        ``thinking`` is sent (as the reasoning field, when replay is on).
+        A tool message's images go in one user message after the step's tool messages, each tool's after a text
+        part ``Images returned by tool NAME (call ID):`` (``role: tool`` takes none); arguments are JSON-encoded;
+        only an assistant tool-call message's ``thinking`` is sent (as the reasoning field, when replay is on).
         """
         out: list[dict[str, Any]] = []
         field = self.reasoning_field or self._server_reasoning_field
-        shown: list[tuple[str, str, list[dict[str, Any]]]] = []  # images of the tool messages just sent
+        shown: list[dict[str, Any]] = []  # the parts of the user message with the images of tool responses
         messages, tools = request.messages, request.tools
         for i, m in enumerate(messages):
-            role = m["role"]
-            if role == "tool":
-                text, images = split_tool_content(m["content"])
-                out.append({"role": "tool", "tool_call_id": m["tool_call_id"], "content": text})
-                if images:
-                    shown.append((m.get("name") or "", m["tool_call_id"], images))
+            content = wire_content(m.get("content"))
+            if m["role"] == "tool":
+                if isinstance(content, list):
+                    if images := [p for p in content if p.get("type") == "image_url"]:
+                        name, call_id = m.get("name") or "", m["tool_call_id"]
+                        shown += [
+                            {"type": "text", "text": f"Images returned by tool {name} (call {call_id}):"}
+                        ]
+                        shown += images
+                    content = "".join(str(p.get("text", "")) for p in content if p.get("type") == "text")
+                out.append({"role": "tool", "tool_call_id": m["tool_call_id"], "content": content})
             else:
-                wire: dict[str, Any] = {"role": role, "content": wire_content(m.get("content"))}
+                out.append({"role": m["role"], "content": content})
                 if calls := m.get("tool_calls"):  # an assistant's, with its thinking when replayed
                     if m.get("thinking") and self.replay_reasoning and field:
-                        wire[field] = m["thinking"]
-                    wire["tool_calls"] = [_wire_call(tc) for tc in calls]
-                out.append(wire)
+                        out[-1][field] = m["thinking"]
+                    out[-1]["tool_calls"] = [_wire_call(tc) for tc in calls]
             if shown and (i + 1 == len(messages) or messages[i + 1].get("role") != "tool"):
-                out.append(tool_images_message(shown))
+                out.append({"role": "user", "content": shown})
                 shown = []
         body: dict[str, Any] = {"model": self.model, "messages": out, **self.settings}
         if tools:
