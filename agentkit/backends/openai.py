@@ -253,28 +253,22 @@ class OpenAIBackend(Backend):
             content = "".join(p.get("text") or "" for p in content if isinstance(p, dict))
         if not isinstance(content, str):
             raise BackendError(f"{self.url}: choices[0].message.content is not text: {str(content)[:300]}")
-        thinking = ""
-        for key in ("reasoning_content", "reasoning"):
-            value = msg.get(key)
-            if isinstance(value, str) and value:
-                thinking = value
-                self._server_reasoning_field = key
-                break
+        key = next(
+            (k for k in ("reasoning_content", "reasoning") if isinstance(msg.get(k), str) and msg[k]), None
+        )
+        if key is not None:
+            self._server_reasoning_field = key
         text, inline = split_thinking(content)
-        if inline:
-            thinking = f"{thinking}\n\n{inline}" if thinking else inline
-        format_error: str | None = None
+        thinking = "\n\n".join(t for t in (msg[key] if key else "", inline) if t)
         calls: list[ToolCall] = []
         for tc in msg.get("tool_calls") or []:
             fn = tc.get("function") or {}
-            raw = fn.get("arguments")
-            args, err = decode_arguments(raw)
-            name = str(fn.get("name") or "")
+            args, err = decode_arguments(raw := fn.get("arguments"))
+            raw_text = raw if isinstance(raw, str) else None
             calls.append(
-                ToolCall(
-                    tc.get("id") or self._new_id(), name, args, err, raw if isinstance(raw, str) else None
-                )
+                ToolCall(tc.get("id") or self._new_id(), str(fn.get("name") or ""), args, err, raw_text)
             )
+        format_error: str | None = None
         if (
             not calls
             and request
@@ -283,11 +277,8 @@ class OpenAIBackend(Backend):
             and self.recover_text_calls
         ):
             found = recover_calls(text)
-            if found.problem is not None:
-                format_error = found.problem
-            else:
-                text = found.text
-                calls = found.calls
+            if (format_error := found.problem) is None:
+                text, calls = found.text, found.calls
                 for c in calls:
                     c.id = self._new_id()
         if not calls and not text and inline and format_error is None and _unclosed_thinking(content):
@@ -296,11 +287,7 @@ class OpenAIBackend(Backend):
                 "the reply ended inside a thinking block, without an answer or a tool call after it"
             )
         u = data.get("usage") or {}
-        usage = Usage(
-            input_tokens=int(u.get("prompt_tokens") or 0),
-            output_tokens=int(u.get("completion_tokens") or 0),
-            requests=requests,
-        )
+        usage = Usage(int(u.get("prompt_tokens") or 0), int(u.get("completion_tokens") or 0), requests)
         return ModelTurn(
             text=text, thinking=thinking, tool_calls=calls, usage=usage, raw=data, format_error=format_error
         )

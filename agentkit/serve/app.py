@@ -57,23 +57,7 @@ def _param(loc: tuple[Any, ...]) -> str:
     return out
 
 
-def _validation_message(exc: RequestValidationError) -> tuple[str, str | None]:
-    parts = []
-    param = None
-    for err in exc.errors():
-        loc = tuple(err.get("loc", ()))
-        if err.get("type") == "json_invalid":
-            ctx = err.get("ctx") or {}
-            at = next((f" at character {x}" for x in loc if isinstance(x, int)), "")
-            return f"malformed JSON in the request body{at}: {ctx.get('error', err.get('msg'))}", None
-        where = _param(loc)
-        if param is None and where:
-            param = where
-        parts.append(f"{where or 'body'}: {err.get('msg')}")
-    unique = list(dict.fromkeys(parts))
-    return "invalid request: " + "; ".join(unique[:5]) + (" ..." if len(unique) > 5 else ""), param
-
-
+#: The JSON type of a body that is no object, by its Python type.
 _JSON_KINDS = {
     list: "array",
     str: "string",
@@ -84,23 +68,29 @@ _JSON_KINDS = {
 }
 
 
-def _not_an_object(exc: RequestValidationError, content_type: str) -> str | None:
-    """What to say when the body as a whole is no JSON object (a form, an array...), else ``None``."""
+def _validation_message(exc: RequestValidationError, content_type: str) -> tuple[str, str | None]:
+    """The 400's message and ``param``: malformed JSON, a body that is no JSON object (a form, an array...), else
+    the fields' problems (the first five)."""
+    parts = []
+    param = None
     for err in exc.errors():
-        if tuple(err.get("loc", ())) == ("body",) and err.get("type") in (
-            "model_attributes_type",
-            "dict_type",
-        ):
+        loc = tuple(err.get("loc", ()))
+        if err.get("type") == "json_invalid":
+            ctx = err.get("ctx") or {}
+            at = next((f" at character {x}" for x in loc if isinstance(x, int)), "")
+            return f"malformed JSON in the request body{at}: {ctx.get('error', err.get('msg'))}", None
+        if loc == ("body",) and err.get("type") in ("model_attributes_type", "dict_type"):
             ctype = content_type.split(";", 1)[0].strip().lower()
-            got = (
-                f"a JSON {_JSON_KINDS.get(type(exc.body), 'value')}"
-                if ctype == "application/json"
-                else f"a body of Content-Type {ctype or '(none)'}"
-            )
-            return (
-                f"the request body must be a JSON object, sent with Content-Type: application/json; got {got}"
-            )
-    return None
+            got = f"a JSON {_JSON_KINDS.get(type(exc.body), 'value')}"
+            if ctype != "application/json":
+                got = f"a body of Content-Type {ctype or '(none)'}"
+            whole = "the request body must be a JSON object, sent with Content-Type: application/json"
+            return f"{whole}; got {got}", None
+        where = _param(loc)
+        param = param or where or None
+        parts.append(f"{where or 'body'}: {err.get('msg')}")
+    unique = list(dict.fromkeys(parts))
+    return "invalid request: " + "; ".join(unique[:5]) + (" ..." if len(unique) > 5 else ""), param
 
 
 class _Gate:
@@ -167,8 +157,7 @@ def _add_error_handlers(app: FastAPI) -> None:
 
     @app.exception_handler(RequestValidationError)
     async def _invalid(request: Request, exc: RequestValidationError) -> JSONResponse:
-        whole = _not_an_object(exc, request.headers.get("content-type", ""))
-        message, param = (whole, None) if whole is not None else _validation_message(exc)
+        message, param = _validation_message(exc, request.headers.get("content-type", ""))
         return JSONResponse(ServeError(400, message, param=param).body(), status_code=400)
 
     @app.exception_handler(StarletteHTTPException)

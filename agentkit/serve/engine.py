@@ -12,7 +12,7 @@ from __future__ import annotations
 import json
 import time
 import uuid
-from dataclasses import dataclass, field
+from dataclasses import KW_ONLY, dataclass, field
 from typing import Any, Literal
 
 from agentkit.messages import decode_arguments, to_template_messages
@@ -28,24 +28,19 @@ from schema import MAX_NESTING, SchemaError, nesting
 MIN_STEP_TEMPERATURE = 0.01
 
 
+@dataclass(eq=False)
 class ServeError(Exception):
     """A request the server refuses: HTTP ``status`` and OpenAI's error fields."""
 
-    def __init__(
-        self,
-        status: int,
-        message: str,
-        *,
-        type: str = "invalid_request_error",
-        param: str | None = None,
-        code: str | None = None,
-    ) -> None:
-        super().__init__(message)
-        self.status = status
-        self.message = message
-        self.type = type
-        self.param = param
-        self.code = code
+    status: int
+    message: str
+    _: KW_ONLY
+    type: str = "invalid_request_error"
+    param: str | None = None
+    code: str | None = None
+
+    def __post_init__(self) -> None:
+        super().__init__(self.message)
 
     def body(self) -> dict[str, Any]:
         """The JSON body: ``{"error": {"message", "type", "param", "code"}}``."""
@@ -180,18 +175,15 @@ def _tool_choice(req: S.ChatCompletionRequest, tools: list[dict[str, Any]]) -> A
     return choice
 
 
-#: Deepest nesting of objects and arrays in a request's schemas, checked before anything recurses into one.
-MAX_SCHEMA_NESTING = MAX_NESTING
-
-
 def _check_nesting(schema: Any, where: str, param: str) -> None:
-    """ServeError (400) when ``schema`` nests deeper than :data:`MAX_SCHEMA_NESTING`."""
+    """ServeError (400) when ``schema`` nests deeper than ``schema.MAX_NESTING`` (checked before anything
+    recurses into it)."""
     n = nesting(schema)
-    if n > MAX_SCHEMA_NESTING:
+    if n > MAX_NESTING:
         raise ServeError(
             400,
             f"{where}: the schema is nested too deeply ({n} levels of objects and arrays; at most "
-            f"{MAX_SCHEMA_NESTING})",
+            f"{MAX_NESTING})",
             param=param,
             code="unsupported_schema",
         )
