@@ -461,8 +461,7 @@ class StreamView:
 
     def __init__(self, engine: ServeEngine) -> None:
         self.engine = engine
-        self.reasoning = ""
-        self.content = ""
+        self.sent = {"reasoning_content": "", "content": ""}  # the text of each field sent so far
         self.calls = 0
         self.tokens: list[int] = []
 
@@ -470,8 +469,7 @@ class StreamView:
         text = decode_marked(self.engine.chat_model.tokenizer, self.tokens)
         body = text.lstrip()
         if body.startswith(st.CHANNEL_START) and st.CHANNEL_END not in body and not final:
-            thought = body[len(st.CHANNEL_START) :]
-            thought = thought[len("thought") :] if thought.startswith("thought") else thought
+            thought = body[len(st.CHANNEL_START) :].removeprefix("thought")
             return st.unmark_text(thought.strip()), "", []
         if not final:
             last_close = text.rfind(st.TOOL_CALL_END)
@@ -481,7 +479,7 @@ class StreamView:
         try:
             parsed = parse_tool_calls(text, syntax=self.engine.chat_model.syntax)
         except ToolCallParseError:
-            return self.reasoning, self.content, []
+            return self.sent["reasoning_content"], self.sent["content"], []
         return parsed.thinking or "", parsed.text, parsed.calls
 
     def feed(self, tokens: list[int], final: bool = False) -> dict[str, Any] | None:
@@ -489,12 +487,9 @@ class StreamView:
         self.tokens.extend(tokens)
         reasoning, content, calls = self._view(final)
         delta: dict[str, Any] = {}
-        if reasoning.startswith(self.reasoning) and len(reasoning) > len(self.reasoning):
-            delta["reasoning_content"] = reasoning[len(self.reasoning) :]
-            self.reasoning = reasoning
-        if content.startswith(self.content) and len(content) > len(self.content):
-            delta["content"] = content[len(self.content) :]
-            self.content = content
+        for key, text in (("reasoning_content", reasoning), ("content", content)):
+            if text.startswith(self.sent[key]) and len(text) > len(self.sent[key]):
+                delta[key], self.sent[key] = text[len(self.sent[key]) :], text
         if len(calls) > self.calls:
             fresh = self.engine.tool_calls(calls[self.calls :])
             delta["tool_calls"] = [{"index": self.calls + k, **c} for k, c in enumerate(fresh)]
