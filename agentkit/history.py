@@ -170,9 +170,7 @@ class Conversation:
             data = text.encode("utf-8")
         except UnicodeEncodeError:
             data = json.dumps(self.to_dict(), ensure_ascii=True, indent=2).encode("ascii")
-        target = Path(path)
-        if target.is_symlink():
-            target = target.resolve()
+        target = Path(path).resolve() if Path(path).is_symlink() else Path(path)
         if target.is_dir():
             raise IsADirectoryError(errno.EISDIR, "Is a directory", str(path))
         tmp = target.with_name(f".{target.name}.{uuid.uuid4().hex[:12]}.tmp")

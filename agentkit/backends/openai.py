@@ -43,12 +43,8 @@ DEFAULT_BASE_URL = "http://127.0.0.1:8000/v1"
 def escape_lone_surrogates(value: Any) -> Any:
     """``value`` with every lone surrogate in its strings (keys included) written as the text ``\\udXXX``
     (httpx cannot encode one as UTF-8)."""
-    if isinstance(value, str):
-        try:
-            value.encode("utf-8")
-        except UnicodeEncodeError:
-            return value.encode("utf-8", "backslashreplace").decode("utf-8")
-        return value
+    if isinstance(value, str):  # (a string without one comes back equal)
+        return value.encode("utf-8", "backslashreplace").decode("utf-8")
     if isinstance(value, dict):
         return {escape_lone_surrogates(k): escape_lone_surrogates(v) for k, v in value.items()}
     if isinstance(value, (list, tuple)):
