@@ -20,7 +20,7 @@ import uuid
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
 import pydantic
 
@@ -45,11 +45,18 @@ class _Strict(pydantic.BaseModel):
     model_config = pydantic.ConfigDict(extra="forbid")
 
 
-class HistoryMessage(_Strict):
-    """A kept message: a user message (text or content parts) or a final answer (text)."""
+class _Question(_Strict):
+    role: Literal["user"]
+    content: str | Annotated[list[ContentPart], pydantic.Field(min_length=1)]
 
-    role: Literal["user", "assistant"]
-    content: str | list[ContentPart]
+
+class _Answer(_Strict):
+    role: Literal["assistant"]
+    content: str
+
+
+#: A kept message: a user message (text or content parts) or a final answer (text).
+HistoryMessage = Annotated[_Question | _Answer, pydantic.Field(discriminator="role")]
 
 
 class SavedConversation(_Strict):
@@ -62,11 +69,20 @@ class SavedConversation(_Strict):
 
     @pydantic.model_validator(mode="after")
     def _turns(self) -> SavedConversation:
-        _check_turns([m.role for m in self.messages], [m.content for m in self.messages])
+        for i, m in enumerate(self.messages):
+            if m.role != (expected := ("user", "assistant")[i % 2]):
+                raise ValueError(f"message {i} has role {m.role!r}, expected {expected!r} (turns alternate)")
+        if len(self.messages) % 2:
+            raise ValueError("the last message is a user message without a final answer")
         return self
 
 
-_MESSAGES = pydantic.TypeAdapter(list[HistoryMessage])
+def _validated(data: dict[str, Any], where: str = "") -> SavedConversation:
+    """``data`` as a :class:`SavedConversation`; ValueError naming the message (and part) of the first problem."""
+    try:
+        return SavedConversation.model_validate(data)
+    except pydantic.ValidationError as exc:
+        raise ValueError(where + _problem(exc)) from None
 
 
 @dataclass
@@ -78,7 +94,7 @@ class Conversation:
     metadata: dict[str, Any] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
-        _check_messages(self.messages, where="Conversation")
+        _validated({"format": FORMAT, "version": VERSION, "messages": self.messages}, "Conversation: ")
         if not isinstance(self.metadata, dict):
             raise ValueError(f"Conversation: metadata must be a dict, got {type(self.metadata).__name__}")
         try:  # said now, not when a long chat is saved
@@ -134,13 +150,8 @@ class Conversation:
             raise ValueError(
                 f"unsupported conversation version {data.get('version')!r} (this agentkit reads {VERSION})"
             )
-        _assistant_text(data.get("messages"), where="")
-        try:
-            saved = SavedConversation.model_validate(data)
-        except pydantic.ValidationError as exc:
-            raise ValueError(_problem(exc, "conversation")) from None
-        messages = [m.model_dump(exclude_none=True) for m in saved.messages]
-        return cls(messages, saved.metadata)  # type: ignore[arg-type]
+        saved = _validated(data)
+        return cls([m.model_dump(exclude_none=True) for m in saved.messages], saved.metadata)
 
     @classmethod
     def from_json(cls, text: str) -> Conversation:
@@ -159,9 +170,7 @@ class Conversation:
             data = text.encode("utf-8")
         except UnicodeEncodeError:
             data = json.dumps(self.to_dict(), ensure_ascii=True, indent=2).encode("ascii")
-        target = Path(path)
-        if target.is_symlink():
-            target = target.resolve()
+        target = Path(path).resolve() if Path(path).is_symlink() else Path(path)
         if target.is_dir():
             raise IsADirectoryError(errno.EISDIR, "Is a directory", str(path))
         tmp = target.with_name(f".{target.name}.{uuid.uuid4().hex[:12]}.tmp")
@@ -241,16 +250,6 @@ def droppable_groups(messages: list[ChatMessage]) -> list[tuple[int, int]]:
     return groups + calls[:-1]
 
 
-def _check_messages(messages: Any, *, where: str) -> None:
-    """Raise ``ValueError`` for the first problem of kept messages, naming the message (and part)."""
-    _assistant_text(messages, where=f"{where}: ")
-    try:
-        _MESSAGES.validate_python(messages)
-    except pydantic.ValidationError as exc:
-        raise ValueError(f"{where}: {_problem(exc, 'messages')}") from None
-    _check_turns([m["role"] for m in messages], [m["content"] for m in messages], where=f"{where}: ")
-
-
 #: What a history keeps, said where a message of a whole transcript (an OpenAI message list) is given.
 _KEPT = (
     "a history keeps only user messages and final answers (pass a run's result.conversation; its tool calls, "
@@ -258,69 +257,49 @@ _KEPT = (
 )
 
 
-def _assistant_text(messages: Any, *, where: str) -> None:
-    """A final answer is text (said before the part checks); a tool-call message is named as one."""
-    for i, m in enumerate(messages if isinstance(messages, list) else []):
-        if isinstance(m, dict) and m.get("role") == "assistant" and m.get("tool_calls"):
-            raise ValueError(f"{where}message {i} is an assistant tool-call message: {_KEPT}")
-        if isinstance(m, dict) and m.get("role") == "assistant" and not isinstance(m.get("content", ""), str):
-            raise ValueError(f"{where}message {i} content must be a string")
-
-
-def _check_turns(roles: list[str], contents: list[Any], *, where: str = "") -> None:
-    for i, (role, content) in enumerate(zip(roles, contents, strict=True)):
-        expected = "user" if i % 2 == 0 else "assistant"
-        if role != expected:
-            raise ValueError(f"{where}message {i} has role {role!r}, expected {expected!r} (turns alternate)")
-        if role == "assistant" and not isinstance(content, str):
-            raise ValueError(f"{where}message {i} content must be a string")
-        if isinstance(content, list) and not content:
-            raise ValueError(f"{where}message {i}: content parts must not be empty")
-    if len(roles) % 2:
-        raise ValueError(f"{where}the last message is a user message without a final answer")
-
-
-def _problem(exc: pydantic.ValidationError, top: str) -> str:
+def _problem(exc: pydantic.ValidationError) -> str:
     """The first validation error in the words of the history's format: which message, part or key."""
     errors = exc.errors(include_url=False)
-    err = max(
-        errors, key=lambda e: len(e["loc"])
-    )  # the deepest: for str | list content, the list's own problem
-    loc = [x for x in err["loc"] if x not in ("str", "list[tagged-union[TextPart,ImageURLPart]]")]
-    kind = err["type"]
-    if kind.startswith("value_error"):
-        return (
-            str(err["ctx"].get("error", err["msg"]))
-            if err.get("ctx")
-            else err["msg"].removeprefix("Value error, ")
-        )
-    if loc and loc[0] == "messages":
-        loc = loc[1:]
-    if top == "conversation" and len(loc) == 1 and kind == "extra_forbidden":
-        return f"unknown conversation key(s): {[loc[0]]}"
-    if not loc or not isinstance(loc[0], int):
-        what = loc[0] if loc else "messages"
-        return f"conversation {what} must be " + ("an object" if what == "metadata" else "a list")
-    i, rest = loc[0], loc[1:]
-    if kind == "extra_forbidden" or (not rest and kind == "missing"):
+    # a tool-call message is named as one; else the deepest error (for str | list content: the list's own)
+    err = next(
+        (e for e in errors if e["loc"][-1:] == ("tool_calls",)),
+        max(errors, key=lambda e: (len(e["loc"]), e["loc"][-1:] != ("str",))),
+    )
+    kind, got = err["type"], err["input"]
+    if kind == "value_error":
+        return str(err["ctx"]["error"])
+    loc = [x for x in err["loc"] if x not in ("user", "assistant", "str") and not str(x).startswith("list[")]
+    if len(loc) < 2:
+        if kind == "extra_forbidden":
+            return f"unknown conversation key(s): {loc}"
+        return f"conversation {loc[0]} must be " + ("an object" if loc[0] == "metadata" else "a list")
+    i, rest = loc[1], loc[2:]
+    if rest == ["tool_calls"]:
+        return f"message {i} is an assistant tool-call message: {_KEPT}"
+    if kind == "union_tag_invalid" and not rest:
+        hint = f": {_KEPT}" if got["role"] in ("tool", "system", "developer") else ""
+        return f"message {i} has role {got['role']!r}, expected 'user' or 'assistant'{hint}"
+    if kind in ("extra_forbidden", "union_tag_not_found", "missing") and len(rest) < 2:
         return (
             f"message {i} must have exactly the keys 'role' and 'content' (history keeps only user messages and "
             "final answers)"
         )
     if not rest:
-        return f"message {i} must be an object, got {type(err['input']).__name__}"
-    if rest[0] == "role":
-        hint = f": {_KEPT}" if err["input"] in ("tool", "system", "developer") else ""
-        return f"message {i} has role {err['input']!r}, expected 'user' or 'assistant'{hint}"
-    if rest[0] == "content" and len(rest) >= 2 and isinstance(rest[1], int):
-        j = rest[1]
-        if kind == "union_tag_invalid" or kind == "union_tag_not_found" or kind == "model_attributes_type":
-            got = err["input"].get("type") if isinstance(err["input"], dict) else type(err["input"]).__name__
-            return f"message {i} part {j}: content parts are 'text' or 'image_url', got {got!r}"
-        field = rest[3] if len(rest) > 3 else ""  # rest[2] is the part's type (the union's tag)
-        if field == "image_url" or (field == "" and rest[2:3] == ("image_url",)):
-            return f"message {i} part {j}: an image_url part needs image_url.url (a data: URL)"
-        if field == "text":
-            return f"message {i} part {j}: a text part needs a string 'text'"
-        return f"message {i} part {j}: {field or 'part'}: {err['msg']}"
-    return f"message {i} content must be a string or a list of content parts"
+        return f"message {i} must be an object, got {type(got).__name__}"
+    if len(rest) == 1:
+        if kind == "too_short":
+            return f"message {i}: content parts must not be empty"
+        what = "a string" if "assistant" in err["loc"] else "a string or a list of content parts"
+        return f"message {i} content must be {what}"
+    j, field = rest[1], rest[3] if len(rest) > 3 else ""  # rest[2] is the part's type (the union's tag)
+    if len(rest) == 2:
+        part = got.get("type") if isinstance(got, dict) else type(got).__name__
+        return f"message {i} part {j}: content parts are 'text' or 'image_url', got {part!r}"
+    if field in ("image_url", "text"):
+        need = (
+            "an image_url part needs image_url.url (a data: URL)"
+            if field == "image_url"
+            else "a text part needs a string 'text'"
+        )
+        return f"message {i} part {j}: {need}"
+    return f"message {i} part {j}: {field or 'part'}: {err['msg']}"

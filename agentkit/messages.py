@@ -77,30 +77,19 @@ Content = str | list[ContentPart]
 # ------------------------------------------------------------------------------------------------ calls
 
 
-class _NotJSON(ValueError):
-    """A literal RFC 8259 does not read: ``(literal, why)``."""
-
-
-def _refuse_constant(name: str) -> Any:
-    raise _NotJSON(name, "is not a JSON number")
-
-
-def _finite_float(literal: str) -> float:
-    value = float(literal)
-    if math.isinf(value):  # 1e400: past the largest double, Python reads it as infinity
-        raise _NotJSON(literal, "is beyond a double's range")
-    return value
-
-
 def loads_json(text: str) -> Any:
     """``json.loads`` as RFC 8259 reads JSON: ``NaN``, ``Infinity``, ``-Infinity`` and a number too large for a
     double (``1e400``) raise :class:`json.JSONDecodeError` at the first of them (they could not be written
     back as strict JSON)."""
-    try:
-        return json.loads(text, parse_constant=_refuse_constant, parse_float=_finite_float)
-    except _NotJSON as exc:
-        literal, why = exc.args
-        raise json.JSONDecodeError(f"{literal} {why}", text, max(text.find(literal), 0)) from None
+
+    def refuse(literal: str, why: str = "is not a JSON number") -> Any:
+        raise json.JSONDecodeError(f"{literal} {why}", text, max(text.find(literal), 0))
+
+    def finite(literal: str) -> float:  # 1e400: past the largest double, Python reads it as infinity
+        value = float(literal)
+        return refuse(literal, "is beyond a double's range") if math.isinf(value) else value
+
+    return json.loads(text, parse_constant=refuse, parse_float=finite)
 
 
 def decode_arguments(raw: Any) -> tuple[dict[str, Any], str | None]:

@@ -358,7 +358,7 @@ def test_schema_depth_is_refused_whatever_the_recursion_limit(server):
     field as ``param``; a schema just inside the limit is not refused for its depth."""
     import sys
 
-    from agentkit.serve.engine import MAX_SCHEMA_NESTING
+    from schema import MAX_NESTING as MAX_SCHEMA_NESTING
     from schema import nesting
 
     url, _ = server

@@ -204,21 +204,19 @@ class EmbeddedBackend(Backend):
                 on_event=self.on_event,
                 binder=self.binder,
             )
-        except PromptTooLong:  # the backend contract's error as is: the planner trims the prompt, or gives up
-            raise
-        except ImageError:  # the caller's image, named: not the backend's fault
+        except (PromptTooLong, ImageError):  # as is: the planner trims the prompt; the caller's image, named
             raise
         except ValueError as exc:  # model.constraints SchemaError / ToolCallParseError, grammar errors
             raise BackendError(f"embedded backend: {type(exc).__name__}: {exc}") from exc
-        calls = []
-        for c in out.tool_calls:
-            calls.append(ToolCall(id=f"call_{self._next_id}", name=c.name, arguments=dict(c.arguments)))
-            self._next_id += 1
-        usage = Usage(
-            input_tokens=int(getattr(out, "prompt_tokens", 0) or 0),
-            output_tokens=int(getattr(out, "completion_tokens", 0) or 0),
-            requests=1,
+        calls = [
+            ToolCall(f"call_{self._next_id + k}", c.name, dict(c.arguments))
+            for k, c in enumerate(out.tool_calls)
+        ]
+        self._next_id += len(calls)
+        prompt, completion = (
+            int(getattr(out, key, 0) or 0) for key in ("prompt_tokens", "completion_tokens")
         )
+        usage = Usage(prompt, completion, requests=1)
         return ModelTurn(
             text=out.text or "", thinking=out.thinking or "", tool_calls=calls, usage=usage, raw=out
         )

@@ -43,12 +43,8 @@ DEFAULT_BASE_URL = "http://127.0.0.1:8000/v1"
 def escape_lone_surrogates(value: Any) -> Any:
     """``value`` with every lone surrogate in its strings (keys included) written as the text ``\\udXXX``
     (httpx cannot encode one as UTF-8)."""
-    if isinstance(value, str):
-        try:
-            value.encode("utf-8")
-        except UnicodeEncodeError:
-            return value.encode("utf-8", "backslashreplace").decode("utf-8")
-        return value
+    if isinstance(value, str):  # (a string without one comes back equal)
+        return value.encode("utf-8", "backslashreplace").decode("utf-8")
     if isinstance(value, dict):
         return {escape_lone_surrogates(k): escape_lone_surrogates(v) for k, v in value.items()}
     if isinstance(value, (list, tuple)):
@@ -85,6 +81,13 @@ def context_overflow(resp: httpx.Response) -> PromptTooLong | None:
     return None
 
 
+def _wire_call(call: dict[str, Any]) -> dict[str, Any]:
+    """A tool call as OpenAI's API takes it: ``arguments`` as JSON text."""
+    args = call["function"]["arguments"]
+    text = args if isinstance(args, str) else json.dumps(args, ensure_ascii=False)
+    return {**call, "function": {**call["function"], "arguments": text}}
+
+
 def wire_content(content: Any) -> Any:
     """A message's content as OpenAI's API takes it: content parts lose agentkit's own ``vision_budget`` key."""
     if not isinstance(content, list):
@@ -92,25 +95,6 @@ def wire_content(content: Any) -> Any:
     return [
         {k: v for k, v in p.items() if k != "vision_budget"} if isinstance(p, dict) else p for p in content
     ]
-
-
-def split_tool_content(content: Any) -> tuple[Any, list[dict[str, Any]]]:
-    """A tool message's content as ``(text, image parts)``: a string has no images."""
-    if not isinstance(content, list):
-        return content, []
-    text = "".join(str(p.get("text", "")) for p in content if isinstance(p, dict) and p.get("type") == "text")
-    images = [p for p in wire_content(content) if isinstance(p, dict) and p.get("type") == "image_url"]
-    return text, images
-
-
-def tool_images_message(shown: list[tuple[str, str, list[dict[str, Any]]]]) -> dict[str, Any]:
-    """The user message carrying the images of tool responses (``role: tool`` takes none): per ``(tool name,
-    call id, image parts)``, a text part ``Images returned by tool NAME (call ID):`` and the images."""
-    parts: list[dict[str, Any]] = []
-    for name, call_id, images in shown:
-        parts.append({"type": "text", "text": f"Images returned by tool {name} (call {call_id}):"})
-        parts.extend(images)
-    return {"role": "user", "content": parts}
 
 
 class OpenAIBackend(Backend):
@@ -201,44 +185,34 @@ class OpenAIBackend(Backend):
     def build_request(self, request: TurnRequest) -> dict[str, Any]:
         """The JSON body for ``/chat/completions`` of ``request``.
 
-        A tool message's images go in one user message after the step's tool messages
-        (:func:`tool_images_message`); arguments are JSON-encoded; only an assistant tool-call message's
-        ``thinking`` is sent (as the reasoning field, when replay is on).
+        A tool message's images go in one user message after the step's tool messages, each tool's after a text
+        part ``Images returned by tool NAME (call ID):`` (``role: tool`` takes none); arguments are JSON-encoded;
+        only an assistant tool-call message's ``thinking`` is sent (as the reasoning field, when replay is on).
         """
         out: list[dict[str, Any]] = []
         field = self.reasoning_field or self._server_reasoning_field
-        shown: list[tuple[str, str, list[dict[str, Any]]]] = []  # images of the tool messages just sent
+        shown: list[dict[str, Any]] = []  # the parts of the user message with the images of tool responses
         messages, tools = request.messages, request.tools
         for i, m in enumerate(messages):
-            role = m["role"]
-            if role == "assistant":
-                am: dict[str, Any] = {"role": "assistant", "content": m.get("content")}
-                if m.get("tool_calls") and m.get("thinking") and self.replay_reasoning and field:
-                    am[field] = m["thinking"]
-                if m.get("tool_calls"):
-                    am["tool_calls"] = [
-                        {
-                            "id": tc["id"],
-                            "type": "function",
-                            "function": {
-                                "name": tc["function"]["name"],
-                                "arguments": tc["function"]["arguments"]
-                                if isinstance(tc["function"]["arguments"], str)
-                                else json.dumps(tc["function"]["arguments"], ensure_ascii=False),
-                            },
-                        }
-                        for tc in m["tool_calls"]
-                    ]
-                out.append(am)
-            elif role == "tool":
-                text, images = split_tool_content(m["content"])
-                out.append({"role": "tool", "tool_call_id": m["tool_call_id"], "content": text})
-                if images:
-                    shown.append((m.get("name") or "", m["tool_call_id"], images))
+            content = wire_content(m.get("content"))
+            if m["role"] == "tool":
+                if isinstance(content, list):
+                    if images := [p for p in content if p.get("type") == "image_url"]:
+                        name, call_id = m.get("name") or "", m["tool_call_id"]
+                        shown += [
+                            {"type": "text", "text": f"Images returned by tool {name} (call {call_id}):"}
+                        ]
+                        shown += images
+                    content = "".join(str(p.get("text", "")) for p in content if p.get("type") == "text")
+                out.append({"role": "tool", "tool_call_id": m["tool_call_id"], "content": content})
             else:
-                out.append({"role": role, "content": wire_content(m["content"])})
+                out.append({"role": m["role"], "content": content})
+                if calls := m.get("tool_calls"):  # an assistant's, with its thinking when replayed
+                    if m.get("thinking") and self.replay_reasoning and field:
+                        out[-1][field] = m["thinking"]
+                    out[-1]["tool_calls"] = [_wire_call(tc) for tc in calls]
             if shown and (i + 1 == len(messages) or messages[i + 1].get("role") != "tool"):
-                out.append(tool_images_message(shown))
+                out.append({"role": "user", "content": shown})
                 shown = []
         body: dict[str, Any] = {"model": self.model, "messages": out, **self.settings}
         if tools:
@@ -275,28 +249,22 @@ class OpenAIBackend(Backend):
             content = "".join(p.get("text") or "" for p in content if isinstance(p, dict))
         if not isinstance(content, str):
             raise BackendError(f"{self.url}: choices[0].message.content is not text: {str(content)[:300]}")
-        thinking = ""
-        for key in ("reasoning_content", "reasoning"):
-            value = msg.get(key)
-            if isinstance(value, str) and value:
-                thinking = value
-                self._server_reasoning_field = key
-                break
+        key = next(
+            (k for k in ("reasoning_content", "reasoning") if isinstance(msg.get(k), str) and msg[k]), None
+        )
+        if key is not None:
+            self._server_reasoning_field = key
         text, inline = split_thinking(content)
-        if inline:
-            thinking = f"{thinking}\n\n{inline}" if thinking else inline
-        format_error: str | None = None
+        thinking = "\n\n".join(t for t in (msg[key] if key else "", inline) if t)
         calls: list[ToolCall] = []
         for tc in msg.get("tool_calls") or []:
             fn = tc.get("function") or {}
-            raw = fn.get("arguments")
-            args, err = decode_arguments(raw)
-            name = str(fn.get("name") or "")
+            args, err = decode_arguments(raw := fn.get("arguments"))
+            raw_text = raw if isinstance(raw, str) else None
             calls.append(
-                ToolCall(
-                    tc.get("id") or self._new_id(), name, args, err, raw if isinstance(raw, str) else None
-                )
+                ToolCall(tc.get("id") or self._new_id(), str(fn.get("name") or ""), args, err, raw_text)
             )
+        format_error: str | None = None
         if (
             not calls
             and request
@@ -305,11 +273,8 @@ class OpenAIBackend(Backend):
             and self.recover_text_calls
         ):
             found = recover_calls(text)
-            if found.problem is not None:
-                format_error = found.problem
-            else:
-                text = found.text
-                calls = found.calls
+            if (format_error := found.problem) is None:
+                text, calls = found.text, found.calls
                 for c in calls:
                     c.id = self._new_id()
         if not calls and not text and inline and format_error is None and _unclosed_thinking(content):
@@ -318,11 +283,7 @@ class OpenAIBackend(Backend):
                 "the reply ended inside a thinking block, without an answer or a tool call after it"
             )
         u = data.get("usage") or {}
-        usage = Usage(
-            input_tokens=int(u.get("prompt_tokens") or 0),
-            output_tokens=int(u.get("completion_tokens") or 0),
-            requests=requests,
-        )
+        usage = Usage(int(u.get("prompt_tokens") or 0), int(u.get("completion_tokens") or 0), requests)
         return ModelTurn(
             text=text, thinking=thinking, tool_calls=calls, usage=usage, raw=data, format_error=format_error
         )

@@ -80,14 +80,13 @@ def item_problem(item: Any) -> str | None:
             if not isinstance(value := getattr(item, field), str):
                 return f"the turn's {field} must be a string, got {value!r}"
         return next(filter(None, map(_call_problem, item.tool_calls)), None)
-    if isinstance(item, ToolCall):
-        return _call_problem(item)
+    calls = [item] if isinstance(item, ToolCall) else item
     if (
-        isinstance(item, Sequence)
-        and not isinstance(item, bytes)
-        and all(isinstance(c, ToolCall) for c in item)
+        isinstance(calls, Sequence)
+        and not isinstance(calls, bytes)
+        and all(isinstance(c, ToolCall) for c in calls)
     ):
-        return next(filter(None, map(_call_problem, item)), None)
+        return next(filter(None, map(_call_problem, calls)), None)
     return (
         "not a script item (a string answer, a call(), a list of calls or a ModelTurn such as answer(...)), "
         f"got {item!r}"

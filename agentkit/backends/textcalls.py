@@ -29,7 +29,8 @@ __all__ = ["TextCalls", "recover_calls", "split_thinking"]
 THINKING_TAGS: tuple[tuple[str, str], ...] = ((st.CHANNEL_START, st.CHANNEL_END), ("<think>", "</think>"))
 
 _HERMES_OPEN = "<tool_call>"
-_HERMES_CLOSE = "</tool_call>"
+#: A Hermes call: its body up to ``</tool_call>`` (the last may be left open).
+_HERMES = re.compile(r"<tool_call>(?P<body>.*?)(?:</tool_call>|\Z)", re.DOTALL)
 _FENCE = re.compile(r"^```[A-Za-z0-9_-]*\s*\n?(?P<body>.*?)\n?\s*```$", re.DOTALL)
 #: A content that opens like a call object: ``{"name"``, ``[{"name"``, ``{"function"``...
 _CALL_LIKE_JSON = re.compile(r'^\s*\[?\s*\{\s*"(?:name|function|tool|tool_name)"\s*:')
@@ -132,29 +133,17 @@ def _unmarked_gemma(text: str) -> TextCalls:
 
 def _hermes(text: str) -> TextCalls:
     calls: list[ToolCall] = []
-    prose: list[str] = []
-    i = 0
-    n = 0
-    while True:
-        o = text.find(_HERMES_OPEN, i)
-        if o < 0:
-            prose.append(text[i:])
-            break
-        prose.append(text[i:o])
-        c = text.find(_HERMES_CLOSE, o)
-        body = text[o + len(_HERMES_OPEN) : len(text) if c < 0 else c]
-        n += 1
+    for n, m in enumerate(_HERMES.finditer(text), 1):
         where = f"{_HERMES_OPEN} number {n}"
         try:
-            obj = loads_json(_unfence(body))
+            obj = loads_json(_unfence(m["body"]))
         except json.JSONDecodeError as exc:
             return TextCalls(text, [], f"{where} does not hold valid JSON ({exc.msg} at character {exc.pos})")
         try:
             calls.append(_call_from_object(obj, where))
         except ValueError as exc:
             return TextCalls(text, [], str(exc))
-        i = len(text) if c < 0 else c + len(_HERMES_CLOSE)
-    return TextCalls("".join(prose).strip(), calls)
+    return TextCalls(_HERMES.sub("", text).strip(), calls)
 
 
 def _bare_json(text: str) -> TextCalls | None:

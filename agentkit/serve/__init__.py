@@ -10,15 +10,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-__all__ = ["load_engine", "model_id_for"]
-
-
-def model_id_for(model: str | None) -> str:
-    """The id clients name in ``model``: a local checkpoint's folder name, else the hub id as given."""
-    if model is None:
-        return "agentkit-tiny"
-    p = Path(model)
-    return p.name if p.exists() else model
+__all__ = ["load_engine"]
 
 
 def load_engine(
@@ -42,4 +34,6 @@ def load_engine(
     from model.turn.chat import ChatModel
 
     cm = ChatModel.load(model, dtype=dtype, device=device, adapter=adapter)
-    return ServeEngine(cm, model_id or model_id_for(model), max_batch=max_batch, binding=binding)
+    if model_id is None:  # what clients name: a local checkpoint's folder name, else the hub id as given
+        model_id = "agentkit-tiny" if model is None else Path(model).name if Path(model).exists() else model
+    return ServeEngine(cm, model_id, max_batch=max_batch, binding=binding)

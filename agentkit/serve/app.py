@@ -9,6 +9,7 @@ it with uvicorn.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import hmac
 import ipaddress
 import json
@@ -21,10 +22,12 @@ from typing import Any
 from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
+from pydantic import BaseModel
 from starlette.concurrency import run_in_threadpool
 from starlette.exceptions import HTTPException as StarletteHTTPException
 from starlette.responses import Response
 
+from agentkit.messages import ImageURL
 from agentkit.serve import schemas as S
 from agentkit.serve.engine import ServeEngine, ServeError, StreamView, finish_reason, usage
 
@@ -34,51 +37,27 @@ DEFAULT_MAX_BODY_BYTES = 4 * 1024 * 1024
 API_KEY_ENV = "AGENTKIT_API_KEY"
 
 
-_BRANCHES = {"str", "int", "float", "bool", "list", "dict", "none"}
-_ROLES = {"system", "developer", "user", "assistant", "tool"}
+#: The field names of the request's models: what a validation error's location keeps (not union branches).
+_FIELDS = {
+    f.alias or name
+    for model in (*vars(S).values(), ImageURL)
+    if isinstance(model, type) and issubclass(model, BaseModel)
+    for name, f in model.model_fields.items()
+}
 
 
 def _param(loc: tuple[Any, ...]) -> str:
-    """A pydantic error location as the request's path (``messages[0].content``), union branch names left out."""
+    """A pydantic error location as the request's path (``messages[0].content``)."""
     out = ""
-    after_index = False
     for x in loc:
-        if x == "body":
-            continue
         if isinstance(x, int):
             out += f"[{x}]"
-            after_index = True
-            continue
-        name = str(x)
-        skip = (
-            (after_index and name in _ROLES)  # the discriminator's branch (messages[0].user)
-            or not name.isidentifier()  # list[TextPart], literal['auto', ...], function-after[...]
-            or name in _BRANCHES
-            or name[:1].isupper()  # a model class name: NamedToolChoice
-        )
-        after_index = False
-        if not skip:
-            out += ("." if out else "") + name
+        elif x in _FIELDS:
+            out += ("." if out else "") + x
     return out
 
 
-def _validation_message(exc: RequestValidationError) -> tuple[str, str | None]:
-    parts = []
-    param = None
-    for err in exc.errors():
-        loc = tuple(err.get("loc", ()))
-        if err.get("type") == "json_invalid":
-            ctx = err.get("ctx") or {}
-            at = next((f" at character {x}" for x in loc if isinstance(x, int)), "")
-            return f"malformed JSON in the request body{at}: {ctx.get('error', err.get('msg'))}", None
-        where = _param(loc)
-        if param is None and where:
-            param = where
-        parts.append(f"{where or 'body'}: {err.get('msg')}")
-    unique = list(dict.fromkeys(parts))
-    return "invalid request: " + "; ".join(unique[:5]) + (" ..." if len(unique) > 5 else ""), param
-
-
+#: The JSON type of a body that is no object, by its Python type.
 _JSON_KINDS = {
     list: "array",
     str: "string",
@@ -89,23 +68,29 @@ _JSON_KINDS = {
 }
 
 
-def _not_an_object(exc: RequestValidationError, content_type: str) -> str | None:
-    """What to say when the body as a whole is no JSON object (a form, an array...), else ``None``."""
+def _validation_message(exc: RequestValidationError, content_type: str) -> tuple[str, str | None]:
+    """The 400's message and ``param``: malformed JSON, a body that is no JSON object (a form, an array...), else
+    the fields' problems (the first five)."""
+    parts = []
+    param = None
     for err in exc.errors():
-        if tuple(err.get("loc", ())) == ("body",) and err.get("type") in (
-            "model_attributes_type",
-            "dict_type",
-        ):
+        loc = tuple(err.get("loc", ()))
+        if err.get("type") == "json_invalid":
+            ctx = err.get("ctx") or {}
+            at = next((f" at character {x}" for x in loc if isinstance(x, int)), "")
+            return f"malformed JSON in the request body{at}: {ctx.get('error', err.get('msg'))}", None
+        if loc == ("body",) and err.get("type") in ("model_attributes_type", "dict_type"):
             ctype = content_type.split(";", 1)[0].strip().lower()
-            got = (
-                f"a JSON {_JSON_KINDS.get(type(exc.body), 'value')}"
-                if ctype == "application/json"
-                else f"a body of Content-Type {ctype or '(none)'}"
-            )
-            return (
-                f"the request body must be a JSON object, sent with Content-Type: application/json; got {got}"
-            )
-    return None
+            got = f"a JSON {_JSON_KINDS.get(type(exc.body), 'value')}"
+            if ctype != "application/json":
+                got = f"a body of Content-Type {ctype or '(none)'}"
+            whole = "the request body must be a JSON object, sent with Content-Type: application/json"
+            return f"{whole}; got {got}", None
+        where = _param(loc)
+        param = param or where or None
+        parts.append(f"{where or 'body'}: {err.get('msg')}")
+    unique = list(dict.fromkeys(parts))
+    return "invalid request: " + "; ".join(unique[:5]) + (" ..." if len(unique) > 5 else ""), param
 
 
 class _Gate:
@@ -172,8 +157,7 @@ def _add_error_handlers(app: FastAPI) -> None:
 
     @app.exception_handler(RequestValidationError)
     async def _invalid(request: Request, exc: RequestValidationError) -> JSONResponse:
-        whole = _not_an_object(exc, request.headers.get("content-type", ""))
-        message, param = (whole, None) if whole is not None else _validation_message(exc)
+        message, param = _validation_message(exc, request.headers.get("content-type", ""))
         return JSONResponse(ServeError(400, message, param=param).body(), status_code=400)
 
     @app.exception_handler(StarletteHTTPException)
@@ -225,14 +209,16 @@ def create_app(
         body = {"status": status, "model": engine.model_id, "load": engine.batcher.load}
         return JSONResponse(body, status_code=503 if app.state.draining else 200)
 
+    card = {"id": engine.model_id, "object": "model", "created": engine.created, "owned_by": "agentkit"}
+
     @app.get("/v1/models")
-    async def models() -> S.ModelList:
-        return S.ModelList(data=[S.ModelCard(id=engine.model_id, created=engine.created)])
+    async def models() -> dict[str, Any]:
+        return {"object": "list", "data": [card]}
 
     @app.get("/v1/models/{model_id:path}")
-    async def model_card(model_id: str) -> S.ModelCard:
+    async def model_card(model_id: str) -> dict[str, Any]:
         engine.check_model(model_id)  # a hub id holds a '/': the path's rest is the id
-        return S.ModelCard(id=engine.model_id, created=engine.created)
+        return card
 
     @app.post("/v1/chat/completions", response_model=None, max_body_size=max_body_bytes)
     async def chat_completions(req: S.ChatCompletionRequest, request: Request) -> Any:
@@ -250,11 +236,7 @@ def create_app(
             result = await _wait(sub, request)
             if result is None:  # the client went away; its row is freed
                 return Response(status_code=499)
-            data = engine.completion(sub, result).model_dump(exclude_none=True)
-            for choice in data["choices"]:  # OpenAI writes these out as null rather than leaving them out
-                choice["message"].setdefault("content", None)
-                choice.setdefault("logprobs", None)
-            return JSONResponse(data)
+            return JSONResponse(engine.completion(sub, result))
         finally:
             if not streaming:
                 leave()
@@ -287,42 +269,27 @@ async def _wait(sub: Any, request: Request) -> Any:
         raise
 
 
-def _chunk(
-    engine: ServeEngine,
-    sub: Any,
-    delta: S.Delta,
-    finish: str | None = None,
-    *,
-    with_usage: bool = False,
-) -> dict[str, str]:
-    """One chunk's event; as OpenAI's, ``finish_reason``, ``logprobs`` (and ``usage``, ``with_usage``) are
-    ``null`` until set, and the first delta (the one with ``role``) has ``content``, ``null`` unless set."""
-    c = S.ChatCompletionChunk(
-        id=sub.id,
-        created=sub.created,
-        model=engine.model_id,
-        choices=[S.ChunkChoice(delta=delta, finish_reason=finish)],  # type: ignore[arg-type]
-    )
-    data = c.model_dump(exclude_none=True)
-    for choice in data["choices"]:
-        choice.setdefault("finish_reason", None)
-        choice.setdefault("logprobs", None)
-        if delta.role is not None:
-            choice["delta"].setdefault("content", None)
-    if with_usage:
-        data["usage"] = None
+def _event(engine: ServeEngine, sub: Any, choices: list[Any], **extra: Any) -> dict[str, str]:
+    """One chunk's server-sent event: its ``choices`` and the ``extra`` keys (``usage``)."""
+    data = {**engine.header(sub, "chat.completion.chunk"), "choices": choices, **extra}
     return {"data": json.dumps(data, ensure_ascii=False, separators=(",", ":"))}
 
 
 async def _stream(
     engine: ServeEngine, turn: Any, req: S.ChatCompletionRequest, leave: Callable[[], None]
 ) -> AsyncIterator[dict[str, str]]:
-    """Server-sent events of one streamed completion (OpenAI chunk format, ``[DONE]`` last)."""
+    """Server-sent events of one streamed completion (OpenAI chunk format, ``[DONE]`` last); as OpenAI's,
+    ``finish_reason``, ``logprobs`` (and ``usage``, when asked for) are ``null`` until set."""
     loop = asyncio.get_running_loop()
     queue: asyncio.Queue[list[int] | None] = asyncio.Queue()
-    sub = None
+    sub: Any = None
     fut: asyncio.Future[Any] | None = None
     with_usage = req.stream_options is not None and bool(req.stream_options.include_usage)
+
+    def chunk(delta: dict[str, Any], finish: str | None = None) -> dict[str, str]:
+        choice = {"index": 0, "delta": delta, "finish_reason": finish, "logprobs": None}
+        return _event(engine, sub, [choice], **({"usage": None} if with_usage else {}))
+
     try:
         sub = engine.submit(turn, req.seed, lambda toks: loop.call_soon_threadsafe(queue.put_nowait, toks))
         view = StreamView(engine)
@@ -331,24 +298,23 @@ async def _stream(
         opened = not req.tools or req.tool_choice not in (None, "auto")
         if opened:
             prose = not req.tools or req.tool_choice == "none"
-            first = S.Delta(role="assistant", content="" if prose else None)
-            yield _chunk(engine, sub, first, with_usage=with_usage)
+            yield chunk({"role": "assistant", "content": "" if prose else None})
 
-        def send(delta: S.Delta | None) -> list[dict[str, str]]:
+        def send(delta: dict[str, Any] | None) -> list[dict[str, str]]:
             """The events of ``delta``, after the opening when not yet sent: ``role`` (``content: null``) on a
             first tool call's chunk, else its own ``content: ""`` chunk."""
             nonlocal opened
-            events = [] if delta is None else [_chunk(engine, sub, delta, with_usage=with_usage)]
-            if not opened:
-                opened = True
-                if delta is not None and delta.tool_calls and not (delta.content or delta.reasoning_content):
-                    delta.role = "assistant"
-                    return [_chunk(engine, sub, delta, with_usage=with_usage)]
-                return [
-                    _chunk(engine, sub, S.Delta(role="assistant", content=""), with_usage=with_usage),
-                    *events,
-                ]
-            return events
+            events = [] if delta is None else [chunk(delta)]
+            if opened:
+                return events
+            opened = True
+            if (
+                delta is not None
+                and "tool_calls" in delta
+                and not delta.keys() & {"content", "reasoning_content"}
+            ):
+                return [chunk({"role": "assistant", "content": None, **delta})]
+            return [chunk({"role": "assistant", "content": ""}), *events]
 
         fut = asyncio.wrap_future(sub.handle.future)
         fut.add_done_callback(lambda _: queue.put_nowait(None))  # queued after the canvases the batcher sent
@@ -366,17 +332,9 @@ async def _stream(
             return
         for event in send(view.feed([], final=True)):
             yield event
-        finish = finish_reason(sub, result, view.calls > 0)
-        yield _chunk(engine, sub, S.Delta(), finish, with_usage=with_usage)
+        yield chunk({}, finish_reason(sub, result, view.calls > 0))
         if with_usage:
-            c = S.ChatCompletionChunk(
-                id=sub.id,
-                created=sub.created,
-                model=engine.model_id,
-                choices=[],
-                usage=usage(result.prompt_tokens, len(result.tokens)),
-            )
-            yield {"data": c.model_dump_json(exclude_none=True)}
+            yield _event(engine, sub, [], usage=usage(result.prompt_tokens, len(result.tokens)))
         yield {"data": "[DONE]"}
     finally:
         if sub is not None and not sub.handle.future.done():
@@ -386,21 +344,15 @@ async def _stream(
         leave()
 
 
-def is_loopback(host: str) -> bool:
-    """Whether ``host`` only accepts connections from this machine."""
-    if host == "localhost":
-        return True
-    try:
-        return ipaddress.ip_address(host).is_loopback
-    except ValueError:
-        return False
-
-
 def resolve_api_key(host: str, api_key: str | None) -> str | None:
     """The key to require: ``api_key``, else ``$AGENTKIT_API_KEY``; ValueError for none on a non-loopback
     ``host``."""
     key = api_key or os.environ.get(API_KEY_ENV) or None
-    if key is None and not is_loopback(host):
+    with contextlib.suppress(
+        ValueError
+    ):  # "localhost", or a loopback address, takes only this machine's clients
+        host = "localhost" if ipaddress.ip_address(host).is_loopback else host
+    if key is None and host != "localhost":
         raise ValueError(
             f"binding {host} exposes the server beyond this machine: set an API key with --api-key or "
             f"${API_KEY_ENV} (or bind 127.0.0.1)"

@@ -12,7 +12,7 @@ from __future__ import annotations
 import json
 import time
 import uuid
-from dataclasses import dataclass, field
+from dataclasses import KW_ONLY, dataclass, field
 from typing import Any, Literal
 
 from agentkit.messages import decode_arguments, to_template_messages
@@ -28,58 +28,50 @@ from schema import MAX_NESTING, SchemaError, nesting
 MIN_STEP_TEMPERATURE = 0.01
 
 
+@dataclass(eq=False)
 class ServeError(Exception):
     """A request the server refuses: HTTP ``status`` and OpenAI's error fields."""
 
-    def __init__(
-        self,
-        status: int,
-        message: str,
-        *,
-        type: str = "invalid_request_error",
-        param: str | None = None,
-        code: str | None = None,
-    ) -> None:
-        super().__init__(message)
-        self.status = status
-        self.message = message
-        self.type = type
-        self.param = param
-        self.code = code
+    status: int
+    message: str
+    _: KW_ONLY
+    type: str = "invalid_request_error"
+    param: str | None = None
+    code: str | None = None
+
+    def __post_init__(self) -> None:
+        super().__init__(self.message)
 
     def body(self) -> dict[str, Any]:
         """The JSON body: ``{"error": {"message", "type", "param", "code"}}``."""
         return {"error": {"message": self.message, "type": self.type, "param": self.param, "code": self.code}}
 
 
-def _content(content: Any, where: str = "content", *, images: bool = False) -> Any:
+def _content(content: Any, where: str, *, images: bool = False) -> Any:
     """The text of a message's content, or, when ``images`` and it holds ``image_url`` parts, its text and image
     parts. ServeError (400) for another part type or an image that is not a ``data:`` URL (never fetched)."""
-    if content is None:
-        return ""
-    if isinstance(content, str):
-        return content
+    if not isinstance(content, list):
+        return content or ""
     parts: list[dict[str, Any]] = []
-    allowed = "text and image_url only" if images else "text only"
     for j, p in enumerate(content):
-        if isinstance(p, S.ImageURLPart) and images:
-            url = p.image_url.url
-            if not url.startswith("data:"):
-                raise ServeError(
-                    400,
-                    f"{where}[{j}]: an image_url part must hold the image as a data:image/...;base64, URL "
-                    "(this server does not fetch URLs or read files)",
-                    param=f"{where}[{j}].image_url.url",
-                )
-            parts.append({"type": "image_url", "image_url": {"url": url}})
-        elif not isinstance(p, S.TextPart):
+        if isinstance(p, S.ImageURLPart) and images and not p.image_url.url.startswith("data:"):
+            raise ServeError(
+                400,
+                f"{where}[{j}]: an image_url part must hold the image as a data:image/...;base64, URL "
+                "(this server does not fetch URLs or read files)",
+                param=f"{where}[{j}].image_url.url",
+            )
+        if not (isinstance(p, S.TextPart) or (images and isinstance(p, S.ImageURLPart))):
+            allowed = "text and image_url only" if images else "text only"
             raise ServeError(
                 400,
                 f"{where}[{j}]: content parts of type {p.type!r} are not supported by this server ({allowed})",
                 param=f"{where}[{j}].type",
             )
-        else:
+        if isinstance(p, S.TextPart):
             parts.append({"type": "text", "text": p.text})
+        elif isinstance(p, S.ImageURLPart):
+            parts.append({"type": "image_url", "image_url": {"url": p.image_url.url}})
     if any(part["type"] == "image_url" for part in parts):
         return parts
     return "".join(part["text"] for part in parts)
@@ -90,81 +82,50 @@ def from_wire_messages(messages: list[Any]) -> list[dict[str, Any]]:
     a tool message is named by the call it answers.
 
     Raises:
-        ServeError: (400) arguments that are not a JSON object, or a tool message that answers no earlier call
-            and has no ``name``.
+        ServeError: (400) arguments that are not a JSON object, a tool message that answers no earlier call and
+            has no ``name``, or (as OpenAI) an assistant message whose ``tool_calls`` the tool messages right
+            after it do not all answer.
     """
     out: list[dict[str, Any]] = []
     names: dict[str, str] = {}
-    for i, m in enumerate(messages):
-        if isinstance(m, S.SystemMessage):
-            out.append({"role": "system", "content": _content(m.content, f"messages[{i}].content")})
-        elif isinstance(m, S.UserMessage):
-            out.append(
-                {"role": "user", "content": _content(m.content, f"messages[{i}].content", images=True)}
+    pending: dict[str, None] = {}  # the calls of the assistant message at ``asked`` not answered yet
+    asked = 0
+    for i, m in enumerate([*messages, None]):
+        if pending and not isinstance(m, S.ToolMessage):
+            raise ServeError(
+                400,
+                f"messages[{asked}]: an assistant message with 'tool_calls' must be followed by tool messages "
+                f"answering each tool_call_id; not answered: {', '.join(map(repr, pending))}",
+                param=f"messages[{asked}].tool_calls",
             )
-        elif isinstance(m, S.AssistantMessage):
-            am: dict[str, Any] = {
-                "role": "assistant",
-                "content": _content(m.content, f"messages[{i}].content"),
-            }
-            if m.tool_calls:
-                calls = []
-                for j, tc in enumerate(m.tool_calls):
-                    args, err = decode_arguments(tc.function.arguments)
-                    if err is not None:
-                        raise ServeError(
-                            400,
-                            f"messages[{i}].tool_calls[{j}].function.arguments: {err}",
-                            param=f"messages[{i}].tool_calls[{j}].function.arguments",
-                        )
-                    names[tc.id] = tc.function.name
-                    calls.append(
-                        {
-                            "id": tc.id,
-                            "type": "function",
-                            "function": {"name": tc.function.name, "arguments": args},
-                        }
-                    )
-                am["tool_calls"] = calls
-            out.append(am)
-        else:
-            name = m.name or names.get(m.tool_call_id)
-            if name is None:
+        if m is None:
+            break
+        msg: dict[str, Any] = {"role": "system" if m.role == "developer" else m.role}
+        if isinstance(m, S.ToolMessage):
+            if (name := m.name or names.get(m.tool_call_id)) is None:
                 raise ServeError(
                     400,
                     f"messages[{i}]: tool_call_id {m.tool_call_id!r} answers no earlier assistant tool call "
                     "(and the message has no 'name')",
                     param=f"messages[{i}].tool_call_id",
                 )
-            out.append(
-                {
-                    "role": "tool",
-                    "tool_call_id": m.tool_call_id,
-                    "name": name,
-                    "content": _content(m.content, f"messages[{i}].content"),
-                }
-            )
-    return to_template_messages(out)
-
-
-def check_answered(messages: list[Any]) -> None:
-    """Raises :class:`ServeError` (400, as OpenAI) unless the tool messages right after each assistant message
-    with ``tool_calls`` answer every one of its ``tool_call_id`` s (in any order)."""
-    pending: dict[str, None] = {}
-    asked_at = 0
-    for i, m in enumerate([*messages, None]):
-        if isinstance(m, S.ToolMessage):
+            msg.update(tool_call_id=m.tool_call_id, name=name)
             pending.pop(m.tool_call_id, None)
-            continue
-        if pending:
-            raise ServeError(
-                400,
-                f"messages[{asked_at}]: an assistant message with 'tool_calls' must be followed by tool "
-                f"messages answering each tool_call_id; not answered: {', '.join(map(repr, pending))}",
-                param=f"messages[{asked_at}].tool_calls",
-            )
-        if isinstance(m, S.AssistantMessage) and m.tool_calls:
-            pending, asked_at = dict.fromkeys(tc.id for tc in m.tool_calls), i
+        msg["content"] = _content(m.content, f"messages[{i}].content", images=m.role == "user")
+        for j, tc in enumerate(getattr(m, "tool_calls", None) or []):
+            args, err = decode_arguments(tc.function.arguments)
+            if err is not None:
+                where = f"messages[{i}].tool_calls[{j}].function.arguments"
+                raise ServeError(400, f"{where}: {err}", param=where)
+            names[tc.id], pending[tc.id], asked = tc.function.name, None, i
+            call = {
+                "id": tc.id,
+                "type": "function",
+                "function": {"name": tc.function.name, "arguments": args},
+            }
+            msg.setdefault("tool_calls", []).append(call)
+        out.append(msg)
+    return to_template_messages(out)
 
 
 @dataclass
@@ -214,18 +175,15 @@ def _tool_choice(req: S.ChatCompletionRequest, tools: list[dict[str, Any]]) -> A
     return choice
 
 
-#: Deepest nesting of objects and arrays in a request's schemas, checked before anything recurses into one.
-MAX_SCHEMA_NESTING = MAX_NESTING
-
-
 def _check_nesting(schema: Any, where: str, param: str) -> None:
-    """ServeError (400) when ``schema`` nests deeper than :data:`MAX_SCHEMA_NESTING`."""
+    """ServeError (400) when ``schema`` nests deeper than ``schema.MAX_NESTING`` (checked before anything
+    recurses into it)."""
     n = nesting(schema)
-    if n > MAX_SCHEMA_NESTING:
+    if n > MAX_NESTING:
         raise ServeError(
             400,
             f"{where}: the schema is nested too deeply ({n} levels of objects and arrays; at most "
-            f"{MAX_SCHEMA_NESTING})",
+            f"{MAX_NESTING})",
             param=param,
             code="unsupported_schema",
         )
@@ -382,7 +340,6 @@ class ServeEngine:
             s = self.chat_model.settings
             t_min = max(s.t_min * req.temperature, MIN_STEP_TEMPERATURE)
             temperature = (max(s.t_max * req.temperature, 2 * t_min), t_min)
-        check_answered(req.messages)
         messages = from_wire_messages(req.messages)
         try:
             turn = self.chat_model.prepare(
@@ -446,35 +403,39 @@ class ServeEngine:
         )
 
     @staticmethod
-    def tool_calls(calls: list[Any]) -> list[S.ResponseToolCall]:
+    def tool_calls(calls: list[Any]) -> list[dict[str, Any]]:
         """OpenAI tool calls (fresh ids, JSON-string arguments) of parsed calls (``name``, ``arguments``)."""
         return [
-            S.ResponseToolCall(
-                id=f"call_{uuid.uuid4().hex[:24]}",
-                function=S.ResponseFunction(
-                    name=c.name, arguments=json.dumps(c.arguments, ensure_ascii=False)
-                ),
-            )
+            {
+                "id": f"call_{uuid.uuid4().hex[:24]}",
+                "type": "function",
+                "function": {"name": c.name, "arguments": json.dumps(c.arguments, ensure_ascii=False)},
+            }
             for c in calls
         ]
 
-    def completion(self, sub: Submission, result: Any) -> S.ChatCompletion:
-        """The non-streaming response for a finished :class:`model.runtime.batcher.BatchOutput`."""
+    def completion(self, sub: Submission, result: Any) -> dict[str, Any]:
+        """The non-streaming response (``chat.completion``) for a finished ``model.runtime.batcher.BatchOutput``."""
         out = self.chat_model.finish(result.tokens, result.prompt_tokens, result.stats, sub.started)
         calls = self.tool_calls(out.tool_calls)
-        finish = finish_reason(sub, result, bool(calls))
-        message = S.ResponseMessage(
-            content=out.text if (out.text or not calls) else None,
-            tool_calls=calls or None,
-            reasoning_content=out.thinking or None,
-        )
-        return S.ChatCompletion(
-            id=sub.id,
-            created=sub.created,
-            model=self.model_id,
-            choices=[S.Choice(message=message, finish_reason=finish)],
-            usage=usage(result.prompt_tokens, len(result.tokens)),
-        )
+        message: dict[str, Any] = {
+            "role": "assistant",
+            "content": out.text if (out.text or not calls) else None,
+        }
+        if calls:
+            message["tool_calls"] = calls
+        if out.thinking:
+            message["reasoning_content"] = out.thinking
+        choice = {"index": 0, "message": message, "finish_reason": finish_reason(sub, result, bool(calls))}
+        return {
+            **self.header(sub, "chat.completion"),
+            "choices": [{**choice, "logprobs": None}],
+            "usage": usage(result.prompt_tokens, len(result.tokens)),
+        }
+
+    def header(self, sub: Submission, kind: str) -> dict[str, Any]:
+        """The keys a response (``kind``: ``chat.completion`` or ``chat.completion.chunk``) starts with."""
+        return {"id": sub.id, "object": kind, "created": sub.created, "model": self.model_id}
 
     def close(self, wait: bool = True, timeout: float | None = None) -> None:
         """Stop the batcher (see :meth:`model.runtime.batcher.CanvasBatcher.close`)."""
@@ -491,9 +452,9 @@ def finish_reason(sub: Submission, result: Any, has_calls: bool) -> Literal["sto
     return "stop"
 
 
-def usage(prompt: int, completion: int) -> S.Usage:
+def usage(prompt: int, completion: int) -> dict[str, int]:
     """OpenAI ``usage`` from token counts."""
-    return S.Usage(prompt_tokens=prompt, completion_tokens=completion, total_tokens=prompt + completion)
+    return {"prompt_tokens": prompt, "completion_tokens": completion, "total_tokens": prompt + completion}
 
 
 class StreamView:
@@ -502,8 +463,7 @@ class StreamView:
 
     def __init__(self, engine: ServeEngine) -> None:
         self.engine = engine
-        self.reasoning = ""
-        self.content = ""
+        self.sent = {"reasoning_content": "", "content": ""}  # the text of each field sent so far
         self.calls = 0
         self.tokens: list[int] = []
 
@@ -511,8 +471,7 @@ class StreamView:
         text = decode_marked(self.engine.chat_model.tokenizer, self.tokens)
         body = text.lstrip()
         if body.startswith(st.CHANNEL_START) and st.CHANNEL_END not in body and not final:
-            thought = body[len(st.CHANNEL_START) :]
-            thought = thought[len("thought") :] if thought.startswith("thought") else thought
+            thought = body[len(st.CHANNEL_START) :].removeprefix("thought")
             return st.unmark_text(thought.strip()), "", []
         if not final:
             last_close = text.rfind(st.TOOL_CALL_END)
@@ -522,34 +481,19 @@ class StreamView:
         try:
             parsed = parse_tool_calls(text, syntax=self.engine.chat_model.syntax)
         except ToolCallParseError:
-            return self.reasoning, self.content, []
+            return self.sent["reasoning_content"], self.sent["content"], []
         return parsed.thinking or "", parsed.text, parsed.calls
 
-    def feed(self, tokens: list[int], final: bool = False) -> S.Delta | None:
+    def feed(self, tokens: list[int], final: bool = False) -> dict[str, Any] | None:
         """Add a committed canvas's ``tokens``; the delta to send, or ``None`` when nothing is new."""
         self.tokens.extend(tokens)
         reasoning, content, calls = self._view(final)
-        delta = S.Delta()
-        new = False
-        if reasoning.startswith(self.reasoning) and len(reasoning) > len(self.reasoning):
-            delta.reasoning_content = reasoning[len(self.reasoning) :]
-            self.reasoning = reasoning
-            new = True
-        if content.startswith(self.content) and len(content) > len(self.content):
-            delta.content = content[len(self.content) :]
-            self.content = content
-            new = True
+        delta: dict[str, Any] = {}
+        for key, text in (("reasoning_content", reasoning), ("content", content)):
+            if text.startswith(self.sent[key]) and len(text) > len(self.sent[key]):
+                delta[key], self.sent[key] = text[len(self.sent[key]) :], text
         if len(calls) > self.calls:
             fresh = self.engine.tool_calls(calls[self.calls :])
-            delta.tool_calls = [
-                S.DeltaToolCall(
-                    index=self.calls + k,
-                    id=c.id,
-                    type="function",
-                    function=S.DeltaFunction(name=c.function.name, arguments=c.function.arguments),
-                )
-                for k, c in enumerate(fresh)
-            ]
+            delta["tool_calls"] = [{"index": self.calls + k, **c} for k, c in enumerate(fresh)]
             self.calls = len(calls)
-            new = True
-        return delta if new else None
+        return delta or None
