@@ -22,7 +22,7 @@ from typing import Any, TypedDict, Unpack
 import torch
 
 from model.checkpoint import hf_compat as hf
-from model.heads.copy_head import CopyHead, CopyMemory
+from model.heads.copy_head import CopyMemory
 from model.runtime import step
 from model.runtime.constraint_batch import CanvasConstraint, ConstraintBatch
 from model.runtime.events import CanvasEvent, EventCallback, GenerationResult, GenerationStats, StepEvent
@@ -30,7 +30,7 @@ from model.runtime.sampler import TorchSampler, select_sampler
 from model.runtime.settings import DenoiseSettings
 from model.runtime.step import Canvas, Denoiser
 from model.turn.limits import check_prompt_length
-from model.turn.prefill import Prefill, image_inputs
+from model.turn.prefill import Prefill, encode_with_memory, image_inputs
 
 
 @dataclass
@@ -263,24 +263,18 @@ def encode(den: Denoiser, batch: FixedBatch, images: dict[str, torch.Tensor] | N
     the copy head's memory is built or extended beside it."""
     prefill = batch.canvas_index == 0
     with den.stats.phase("prefill" if prefill else "commit"):
-        model = den.model
-        enc_in, out = hf.encode(
-            model,
+        out, batch.memory = encode_with_memory(
+            den.model,
             batch.sequences,
             batch.attn,
             batch.enc_pos,
             batch.cache,
-            is_prefill=prefill,
-            canvas_length=den.settings.canvas_length,
-            images=images if prefill else None,
+            batch.memory,
+            prefill,
+            den.settings.canvas_length,
+            images if prefill else None,
         )
         batch.cache = out.cache
-        head = getattr(model, "copy_head", None)
-        if isinstance(head, CopyHead):  # the copy head's keys for the newly encoded positions
-            if batch.memory is None:
-                batch.memory = head.new_memory(enc_in, out.last_hidden_state, batch.attn)
-            else:
-                batch.memory = head.extend_memory(batch.memory, enc_in, out.last_hidden_state)
 
 
 def prefill_batch(
@@ -333,16 +327,6 @@ def decoder_inputs(den: Denoiser, batch: FixedBatch, canvas: Canvas) -> dict[str
     return out
 
 
-def denoise_canvas(
-    den: Denoiser, batch: FixedBatch, canvas: Canvas, on_event: EventCallback | None = None
-) -> tuple[Canvas, int]:
-    """:meth:`Scheduler.step` until the canvas is done; returns the last canvas and the steps taken."""
-    cohort, scheduler = Cohort(den, batch, on_event, canvas), Scheduler(den.model, den.settings)
-    while not scheduler.step([cohort]):
-        pass
-    return cohort.own_canvas(), cohort.steps
-
-
 def commit_canvas(
     den: Denoiser, batch: FixedBatch, canvas: Canvas, steps: int, on_event: EventCallback | None = None
 ) -> bool:
@@ -377,12 +361,6 @@ def commit_canvas(
             )
         )
     return bool(batch.done.all())
-
-
-def encode_canvas(den: Denoiser, batch: FixedBatch) -> None:
-    """:meth:`FixedBatch.advance`, then encode the committed canvas."""
-    batch.advance(den.settings.canvas_length)
-    encode(den, batch)
 
 
 def result(den: Denoiser, batch: FixedBatch, started: float) -> GenerationResult:
