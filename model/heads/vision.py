@@ -329,7 +329,8 @@ def vision_processor(checkpoint: Any) -> VisionProcessor:
                 f"processor_config.json): {first}"
             ) from None
         side = getattr(config.vision_config, "position_embedding_size", None)
-        vp = VisionProcessor(processor, *ids, source, None if side is None else int(side))
+        image, boi, eoi = ids
+        vp = VisionProcessor(processor, image, boi, eoi, source, None if side is None else int(side))
         checkpoint._vision = vp
         return vp
 
