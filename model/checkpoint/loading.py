@@ -86,12 +86,9 @@ class LoadedCheckpoint:
 
 def _check_local_folder(folder: Path) -> None:
     if not folder.exists():
-        hint = ""
-        if folder == DEFAULT_CHECKPOINT:
-            hint = (
-                " (the embedded default checkpoint is missing: train it with `agentkit train` or reinstall)"
-            )
-        raise CheckpointError(f"{folder}: checkpoint folder does not exist{hint}")
+        default = folder == DEFAULT_CHECKPOINT
+        hint = " (the embedded default checkpoint is missing: train it with `agentkit train` or reinstall)"
+        raise CheckpointError(f"{folder}: checkpoint folder does not exist{hint if default else ''}")
     if not folder.is_dir():
         raise CheckpointError(f"{folder}: not a folder")
     cfg_path = folder / "config.json"

@@ -22,7 +22,7 @@ from typing import Any, TypedDict, Unpack
 import torch
 
 from model.checkpoint import hf_compat as hf
-from model.heads.copy_head import CopyMemory
+from model.heads.copy_head import CopyHead, CopyMemory
 from model.runtime import step
 from model.runtime.constraint_batch import CanvasConstraint, ConstraintBatch
 from model.runtime.events import CanvasEvent, EventCallback, GenerationResult, GenerationStats, StepEvent
@@ -30,7 +30,7 @@ from model.runtime.sampler import TorchSampler, select_sampler
 from model.runtime.settings import DenoiseSettings
 from model.runtime.step import Canvas, Denoiser
 from model.turn.limits import check_prompt_length
-from model.turn.prefill import Prefill, encode_with_memory, image_inputs
+from model.turn.prefill import Prefill, image_inputs
 
 
 @dataclass
@@ -263,18 +263,24 @@ def encode(den: Denoiser, batch: FixedBatch, images: dict[str, torch.Tensor] | N
     the copy head's memory is built or extended beside it."""
     prefill = batch.canvas_index == 0
     with den.stats.phase("prefill" if prefill else "commit"):
-        out, batch.memory = encode_with_memory(
-            den.model,
+        model = den.model
+        enc_in, out = hf.encode(
+            model,
             batch.sequences,
             batch.attn,
             batch.enc_pos,
             batch.cache,
-            batch.memory,
-            prefill,
-            den.settings.canvas_length,
-            images if prefill else None,
+            is_prefill=prefill,
+            canvas_length=den.settings.canvas_length,
+            images=images if prefill else None,
         )
         batch.cache = out.cache
+        head = getattr(model, "copy_head", None)
+        if isinstance(head, CopyHead):  # the copy head's keys for the newly encoded positions
+            if batch.memory is None:
+                batch.memory = head.new_memory(enc_in, out.last_hidden_state, batch.attn)
+            else:
+                batch.memory = head.extend_memory(batch.memory, enc_in, out.last_hidden_state)
 
 
 def prefill_batch(

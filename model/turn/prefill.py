@@ -74,36 +74,16 @@ def prefill_prompt(model: Any, input_ids: torch.Tensor) -> Prefill:
     length = int(input_ids.shape[1])
     attn = torch.ones((1, length), dtype=torch.bool, device=input_ids.device)
     pos = torch.arange(0, length, dtype=torch.int32, device=input_ids.device).unsqueeze(0)
-    cache = hf.new_cache(model, 1, length)
     with torch.no_grad():
-        out, memory = encode_with_memory(
-            model, input_ids, attn, pos, cache, None, True, int(model.config.canvas_length)
+        enc_in, out = hf.encode(
+            model,
+            input_ids,
+            attn,
+            pos,
+            hf.new_cache(model, 1, length),
+            is_prefill=True,
+            canvas_length=int(model.config.canvas_length),
         )
+        head = getattr(model, "copy_head", None)
+        memory = head.new_memory(enc_in, out.last_hidden_state, attn) if isinstance(head, CopyHead) else None
     return Prefill(out.cache, out.last_hidden_state, memory, time.perf_counter() - t0)
-
-
-def encode_with_memory(
-    model: Any,
-    ids: torch.Tensor,
-    attn: torch.Tensor,
-    pos: torch.Tensor,
-    cache: Any,
-    memory: CopyMemory | None,
-    is_prefill: bool,
-    canvas_length: int,
-    images: dict[str, torch.Tensor] | None = None,
-) -> tuple[Any, CopyMemory | None]:
-    """:func:`model.checkpoint.hf_compat.encode` (the prompt, or the last committed canvas), with the copy head's
-    ``memory`` built (when ``None``) or extended beside it: ``(encoder output, memory)``."""
-    enc_in, out = hf.encode(
-        model, ids, attn, pos, cache, is_prefill=is_prefill, canvas_length=canvas_length, images=images
-    )
-    head = getattr(model, "copy_head", None)
-    if isinstance(head, CopyHead):  # the copy head's keys for the newly encoded positions
-        hidden = out.last_hidden_state
-        memory = (
-            head.new_memory(enc_in, hidden, attn)
-            if memory is None
-            else head.extend_memory(memory, enc_in, hidden)
-        )
-    return out, memory
