@@ -370,11 +370,7 @@ def _triton_module() -> ModuleType:
 
 def triton_available() -> bool:
     """True when the Triton kernels import (triton installed; a GPU may still be missing)."""
-    try:
-        _triton_module()
-    except ImportError:
-        return False
-    return True
+    return not isinstance(_triton_import(), Exception)
 
 
 def _interpreted(mod: ModuleType) -> bool:

@@ -268,7 +268,7 @@ def test_eval_names_a_bad_checkpoint_in_one_line_and_takes_model_like_run(tmp_pa
         for flag in ("--checkpoint", "--model"):
             out = runner.invoke(app, [*cmd, flag, str(ck)])
             assert out.exit_code == 2, out.output
-            assert "repeat_window must be an integer >= 1, got 0" in out.output
+            assert "repeat_window: input should be greater than or equal to 1, got 0" in out.output
             assert "Traceback" not in out.output
 
 

@@ -138,5 +138,5 @@ def test_the_decoding_file_refuses_a_non_boolean_ground_answers(tmp_path):
 
     p = tmp_path / "agentkit_decoding.json"
     p.write_text(json.dumps({"ground_answers": 1}))
-    with pytest.raises(CheckpointError, match="ground_answers must be true or false"):
+    with pytest.raises(CheckpointError, match="ground_answers: input should be a valid boolean, got 1"):
         read_decoding_file(p)

@@ -348,7 +348,7 @@ def test_decoding_file_refuses_a_non_boolean_bind_values(tmp_path):
 
     p = tmp_path / "agentkit_decoding.json"
     p.write_text(json.dumps({"bind_values": "yes"}))
-    with pytest.raises(CheckpointError, match="bind_values must be true or false"):
+    with pytest.raises(CheckpointError, match='bind_values: input should be a valid boolean, got "yes"'):
         read_decoding_file(p)
 
 

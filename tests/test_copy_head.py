@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 
 import pytest
 import torch
@@ -59,14 +60,24 @@ def test_bad_copy_head_entry_is_rejected():
         CopyHeadConfig.from_dict({**good, "bogus": 1})
     with pytest.raises(ValueError, match=r"missing keys \['excluded_role_ids'\]"):
         CopyHeadConfig.from_dict({k: v for k, v in good.items() if k != "excluded_role_ids"})
-    with pytest.raises(ValueError, match="dim must be > 0"):
-        CopyHeadConfig.from_dict({**good, "dim": 0})
-    with pytest.raises(ValueError, match="spaced_word_starts must be true or false, got 'yes'"):
-        CopyHeadConfig.from_dict({**good, "spaced_word_starts": "yes"})
-    with pytest.raises(ValueError, match=r"dim must be integers, got \['64'\]"):
-        CopyHeadConfig.from_dict({**good, "dim": "64"})
-    with pytest.raises(ValueError, match="excluded_role_ids must be a list of token ids, got 'system'"):
-        CopyHeadConfig.from_dict({**good, "excluded_role_ids": "system"})
+    for bad, said in (
+        ({"dim": 0}, "copy_head: dim: input should be greater than 0, got 0"),
+        (
+            {"spaced_word_starts": "yes"},
+            'copy_head: spaced_word_starts: input should be a valid boolean, got "yes"',
+        ),
+        ({"dim": "64"}, 'copy_head: dim: input should be a valid integer, got "64"'),
+        (
+            {"excluded_role_ids": "system"},
+            'copy_head: excluded_role_ids: input should be a valid list, got "system"',
+        ),
+        (
+            {"excluded_role_ids": [-1]},
+            "copy_head: excluded_role_ids.0: input should be greater than or equal to 0",
+        ),
+    ):
+        with pytest.raises(ValueError, match=re.escape(said)):
+            CopyHeadConfig.from_dict({**good, **bad})
 
 
 def test_a_copy_head_entry_whose_tables_the_weights_lack_is_refused(copy_ckpt, tmp_path):
@@ -284,8 +295,17 @@ def test_answer_match_responses_limits_the_match_to_tool_responses_in_answer_tur
     on = CopyHeadConfig.from_dict({**base, "answer_match_responses": ids_resp})
     assert on.to_dict()["answer_match_responses"] == ids_resp
     assert "answer_match_responses" not in CopyHeadConfig.from_dict(base).to_dict()
-    for bad in ([10], "yes", [10, "11"], [10, True]):
-        with pytest.raises(ValueError, match="answer_match_responses must be \\[start_id, end_id\\]"):
+    for bad, said in (
+        ([10], "answer_match_responses: list should have at least 2 items after validation, not 1, got [10]"),
+        ("yes", 'answer_match_responses: input should be a valid list, got "yes"'),
+        ([10, "11"], 'answer_match_responses.1: input should be a valid integer, got "11"'),
+        ([10, True], "answer_match_responses.1: input should be a valid integer, got true"),
+        (
+            [10, 10],
+            "answer_match_responses must be [start_id, end_id] of the tool-response tokens, got [10, 10]",
+        ),
+    ):
+        with pytest.raises(ValueError, match=re.escape(f"copy_head: {said}")):
             CopyHeadConfig.from_dict({**base, "answer_match_responses": bad})
     heads = {}
     for name, cfg in (("on", on), ("off", CopyHeadConfig.from_dict(base))):

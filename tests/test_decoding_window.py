@@ -126,12 +126,13 @@ def test_the_decoding_file_sets_the_window_and_bad_files_are_named(ckpt_dir, tmp
         with pytest.raises(CheckpointError, match=DECODING_FILE):
             load_checkpoint(str(d))
     for bad, said in (
-        ({"call_accept_window": 0}, "call_accept_window must be an integer >= 1 or null, got 0"),
-        ({"call_accept_window": True}, "call_accept_window must be an integer >= 1 or null, got true"),
-        ({"repeat_window": "3"}, 'repeat_window must be an integer >= 1, got "3"'),
-        ({"repeat_window": None}, "repeat_window must be an integer >= 1, got null"),
+        ({"call_accept_window": 0}, "call_accept_window: input should be greater than or equal to 1, got 0"),
+        ({"call_accept_window": True}, "call_accept_window: input should be a valid integer, got true"),
+        ({"repeat_window": "3"}, 'repeat_window: input should be a valid integer, got "3"'),
+        ({"repeat_window": None}, "repeat_window: input should be a valid integer, got null"),
         ({"repeat_window": 3}, 'repeat_window 3 needs "no_repeat": true'),
-        ({"no_repeat": "true"}, 'no_repeat must be true or false, got "true"'),
+        ({"no_repeat": "true"}, 'no_repeat: input should be a valid boolean, got "true"'),
+        ([4], "a JSON object with keys among ['accept_window', 'no_repeat', 'extend_prose'"),
     ):
         (d / DECODING_FILE).write_text(json.dumps(bad))
         with pytest.raises(CheckpointError, match=re.escape(said)):

@@ -23,17 +23,32 @@ from model.runtime.sampler import (
     window_accept,
 )
 from model.runtime.scheduler import (
+    Cohort,
+    Scheduler,
     commit_canvas,
     decoder_inputs,
-    denoise_canvas,
     denoiser,
-    encode_canvas,
+    encode,
     prefill_batch,
     result,
     start_canvas,
 )
 
 C = 16
+
+
+def denoise_canvas(den, batch, canvas):
+    """Scheduler.step until the canvas is done: the last canvas and the steps taken."""
+    cohort, scheduler = Cohort(den, batch, None, canvas), Scheduler(den.model, den.settings)
+    while not scheduler.step([cohort]):
+        pass
+    return cohort.own_canvas(), cohort.steps
+
+
+def encode_canvas(den, batch):
+    """FixedBatch.advance, then encode the committed canvas (what Scheduler.encode does for one cohort)."""
+    batch.advance(den.settings.canvas_length)
+    encode(den, batch)
 
 
 @pytest.fixture(scope="module")

@@ -267,7 +267,7 @@ def test_the_decoding_file_refuses_a_non_boolean_span_copy(tmp_path):
 
     p = tmp_path / "agentkit_decoding.json"
     p.write_text(json.dumps({"span_copy": "yes"}))
-    with pytest.raises(CheckpointError, match="span_copy must be true or false"):
+    with pytest.raises(CheckpointError, match='span_copy: input should be a valid boolean, got "yes"'):
         read_decoding_file(p)
 
 

@@ -9,7 +9,6 @@ import json
 import logging
 import os
 import re
-import struct
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -18,12 +17,14 @@ from typing import Any
 import torch
 from huggingface_hub import constants, snapshot_download
 from huggingface_hub.file_download import repo_folder_name
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+from safetensors import SafetensorError, safe_open
 from transformers import AutoConfig, AutoTokenizer, DiffusionGemmaForBlockDiffusion
 from transformers.utils import logging as hf_logging
 
 from grammar import special_tokens as st
 from model.checkpoint.adapters import apply_adapter, read_adapter_info
-from model.errors import CheckpointError
+from model.errors import CheckpointError, invalid_entry
 from model.runtime.settings import DenoiseSettings
 
 #: The embedded default checkpoint, trained by the project (``model/training``).
@@ -31,21 +32,38 @@ DEFAULT_CHECKPOINT = Path(__file__).resolve().parent.parent / "checkpoints" / "a
 SUPPORTED_MODEL_TYPES = ("diffusion_gemma",)
 #: The devices a checkpoint loads on (as the bundle schema's `model.device`).
 _DEVICE = re.compile(r"cpu|cuda(:[0-9]+)?")
+_DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16}
 
 
 #: Decoding options transformers' generation config has no field for (:class:`DenoiseSettings`; missing keys
 #: keep their defaults).
 DECODING_FILE = "agentkit_decoding.json"
-DECODING_KEYS = (
-    "accept_window",
-    "no_repeat",
-    "extend_prose",
-    "call_accept_window",
-    "repeat_window",
-    "bind_values",
-    "ground_answers",
-    "span_copy",
-)
+
+
+class _DecodingOptions(BaseModel):
+    """The keys of :data:`DECODING_FILE` (strict JSON types)."""
+
+    model_config = ConfigDict(extra="forbid", strict=True)
+
+    accept_window: int | None = Field(default=None, ge=1)
+    no_repeat: bool = False
+    extend_prose: bool = True
+    call_accept_window: int | None = Field(default=None, ge=1)
+    repeat_window: int = Field(default=1, ge=1)
+    bind_values: bool = False
+    ground_answers: bool = False
+    span_copy: bool = False
+
+    @model_validator(mode="after")
+    def _widens_no_repeat(self) -> _DecodingOptions:
+        if self.repeat_window > 1 and not self.no_repeat:
+            raise ValueError(
+                f'repeat_window {self.repeat_window} needs "no_repeat": true (the rule it widens)'
+            )
+        return self
+
+
+DECODING_KEYS = tuple(_DecodingOptions.model_fields)
 
 
 @dataclass
@@ -66,41 +84,11 @@ class LoadedCheckpoint:
     adapter: str | None = None
 
 
-def _check_safetensors(path: Path) -> None:
-    """CheckpointError when a safetensors file is truncated or its header corrupt."""
-    size = path.stat().st_size
-    with path.open("rb") as f:
-        raw = f.read(8)
-        if len(raw) < 8:
-            raise CheckpointError(f"{path}: truncated safetensors file ({size} bytes, no header)")
-        (n,) = struct.unpack("<Q", raw)
-        if n > size - 8:
-            raise CheckpointError(
-                f"{path}: truncated safetensors file (header says {n} bytes, file has {size})"
-            )
-        try:
-            header = json.loads(f.read(n))
-        except (UnicodeDecodeError, json.JSONDecodeError) as exc:
-            raise CheckpointError(f"{path}: corrupt safetensors header ({exc})") from exc
-    end = 0
-    for name, info in header.items():
-        if name == "__metadata__":
-            continue
-        end = max(end, int(info["data_offsets"][1]))
-    if 8 + n + end > size:
-        raise CheckpointError(
-            f"{path}: truncated safetensors file: tensors need {8 + n + end} bytes, file has {size}"
-        )
-
-
 def _check_local_folder(folder: Path) -> None:
     if not folder.exists():
-        hint = ""
-        if folder == DEFAULT_CHECKPOINT:
-            hint = (
-                " (the embedded default checkpoint is missing: train it with `agentkit train` or reinstall)"
-            )
-        raise CheckpointError(f"{folder}: checkpoint folder does not exist{hint}")
+        default = folder == DEFAULT_CHECKPOINT
+        hint = " (the embedded default checkpoint is missing: train it with `agentkit train` or reinstall)"
+        raise CheckpointError(f"{folder}: checkpoint folder does not exist{hint if default else ''}")
     if not folder.is_dir():
         raise CheckpointError(f"{folder}: not a folder")
     cfg_path = folder / "config.json"
@@ -119,8 +107,12 @@ def _check_local_folder(folder: Path) -> None:
     shards = sorted(folder.glob("*.safetensors"))
     if not shards:
         raise CheckpointError(f"{folder}: no *.safetensors weights")
-    for shard in shards:
-        _check_safetensors(shard)
+    for shard in shards:  # a truncated file or corrupt header, found before transformers reads it
+        try:
+            with safe_open(shard, "pt"):
+                pass
+        except SafetensorError as exc:
+            raise CheckpointError(f"{shard}: truncated or corrupt safetensors file ({exc})") from None
 
 
 def _cached_snapshot(repo_id: str) -> str:
@@ -155,17 +147,11 @@ def _resolve_source(path_or_id: str | os.PathLike[str] | None) -> str:
     return src
 
 
-def _load_kwargs(dtype: str, device: str) -> dict[str, Any]:
-    """``from_pretrained`` keywords; :class:`CheckpointError` for a CUDA device torch does not see."""
-    dtypes = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16}
-    if str(device).startswith("cuda") and not torch.cuda.is_available():
-        raise CheckpointError(f"device {device!r} requested but this torch build sees no CUDA device")
-    index = int(device.partition(":")[2] or 0)
-    if str(device).startswith("cuda") and index >= torch.cuda.device_count():
-        raise CheckpointError(
-            f"device {device!r} requested but torch sees {torch.cuda.device_count()} CUDA device(s)"
-        )
-    return {"dtype": dtypes[dtype], "local_files_only": True}
+def _check_cuda(device: str) -> None:
+    """:class:`CheckpointError` for a CUDA device torch does not see."""
+    seen = torch.cuda.device_count() if torch.cuda.is_available() else 0
+    if device.startswith("cuda") and int(device.partition(":")[2] or 0) >= seen:
+        raise CheckpointError(f"device {device!r} requested but torch sees {seen} CUDA device(s)")
 
 
 @contextlib.contextmanager
@@ -185,20 +171,22 @@ def _held_load_report() -> Iterator[list[logging.LogRecord]]:
         logger.removeFilter(hold)
 
 
-def _from_pretrained(src: str, kwargs: dict[str, Any]) -> tuple[Any, Any]:
+def _from_pretrained(src: str, dtype: torch.dtype) -> tuple[Any, Any]:
     """The model (with a copy head when declared) and its tokenizer, or CheckpointError."""
 
     bars = hf_logging.is_progress_bar_enabled()
     hf_logging.disable_progress_bar()
     try:
-        config = AutoConfig.from_pretrained(src, local_files_only=kwargs.get("local_files_only", False))
+        config = AutoConfig.from_pretrained(src, local_files_only=True)
         cls: Any = DiffusionGemmaForBlockDiffusion
         if isinstance(getattr(config, "copy_head", None), dict):
             from model.heads.copy_model import DiffusionGemmaWithCopyHead
 
             cls = DiffusionGemmaWithCopyHead
         with _held_load_report() as held:
-            model, info = cls.from_pretrained(src, config=config, output_loading_info=True, **kwargs)
+            model, info = cls.from_pretrained(
+                src, config=config, output_loading_info=True, dtype=dtype, local_files_only=True
+            )
         lost = sorted(k for k in info.get("missing_keys", ()) if k.startswith("copy_head."))
         if lost:  # transformers would leave them uninitialised: a copy head of garbage
             raise CheckpointError(
@@ -213,7 +201,7 @@ def _from_pretrained(src: str, kwargs: dict[str, Any]) -> tuple[Any, Any]:
             )
         for record in held:  # any other key transformers reports, logged as it would have been
             logging.getLogger(record.name).handle(record)
-        tokenizer = AutoTokenizer.from_pretrained(src, local_files_only=kwargs.get("local_files_only", False))
+        tokenizer = AutoTokenizer.from_pretrained(src, local_files_only=True)
         _check_response_ids(src, model, tokenizer)
     except CheckpointError:
         raise
@@ -264,17 +252,16 @@ def load_checkpoint(
         CheckpointError: missing folder, wrong architecture, truncated weights, a hub id not cached, an unsupported
             dtype or device, a CUDA device torch does not see; ``AdapterError`` (a subclass) for an adapter that is
             missing, malformed or trained on another base."""
-    if dtype not in ("float32", "bfloat16", "float16"):
-        raise CheckpointError(
-            f"unsupported dtype {dtype!r}: choose one of ['bfloat16', 'float16', 'float32']"
-        )
+    if dtype not in _DTYPES:
+        raise CheckpointError(f"unsupported dtype {dtype!r}: choose one of {sorted(_DTYPES)}")
     if not isinstance(device, str) or not _DEVICE.fullmatch(device):
         raise CheckpointError(f"unsupported device {device!r}: choose 'cpu', 'cuda' or 'cuda:N'")
+    _check_cuda(device)
     src = _resolve_source(path_or_id)
     if adapter is not None:  # a missing or malformed adapter fails before the weights load
         read_adapter_info(Path(adapter))
 
-    model, tokenizer = _from_pretrained(src, _load_kwargs(dtype, device))
+    model, tokenizer = _from_pretrained(src, _DTYPES[dtype])
     if adapter is not None:
         model = apply_adapter(model, src, Path(adapter))
     model.to(device)  # in place for nn.Module
@@ -302,23 +289,7 @@ def read_decoding_file(path: Path) -> dict[str, Any]:
         data = json.loads(path.read_text(encoding="utf-8"))
     except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
         raise CheckpointError(f"{path}: cannot read decoding options ({exc})") from exc
-    if not isinstance(data, dict):
-        raise CheckpointError(
-            f"{path}: a JSON object with keys among {list(DECODING_KEYS)} is expected, got {json.dumps(data)}"
-        )
-    unknown = sorted(set(data) - set(DECODING_KEYS))
-    if unknown:
-        raise CheckpointError(f"{path}: unknown keys {unknown} (known: {list(DECODING_KEYS)})")
-    for key in ("accept_window", "call_accept_window"):
-        w = data.get(key)
-        if w is not None and (isinstance(w, bool) or not isinstance(w, int) or w < 1):
-            raise CheckpointError(f"{path}: {key} must be an integer >= 1 or null, got {json.dumps(w)}")
-    k = data.get("repeat_window", 1)
-    if isinstance(k, bool) or not isinstance(k, int) or k < 1:
-        raise CheckpointError(f"{path}: repeat_window must be an integer >= 1, got {json.dumps(k)}")
-    for key in ("no_repeat", "extend_prose", "bind_values", "ground_answers", "span_copy"):
-        if not isinstance(data.get(key, False), bool):
-            raise CheckpointError(f"{path}: {key} must be true or false, got {json.dumps(data[key])}")
-    if k > 1 and not data.get("no_repeat", False):
-        raise CheckpointError(f'{path}: repeat_window {k} needs "no_repeat": true (the rule it widens)')
-    return data
+    try:
+        return _DecodingOptions.model_validate(data).model_dump(exclude_unset=True)
+    except ValidationError as exc:
+        raise CheckpointError(invalid_entry(str(path), exc, DECODING_KEYS)) from None

@@ -20,33 +20,23 @@ form."""
 
 from __future__ import annotations
 
-import json
 import math
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Annotated, Any
 
 import torch
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 from torch import nn
 from torch.nn import functional as F
 
-#: Keys of the ``copy_head`` entry in ``config.json``.
-COPY_HEAD_FIELDS = (
-    "dim",
-    "free_dim",
-    "lookahead",
-    "turn_start_id",
-    "turn_end_id",
-    "excluded_role_ids",
-    "spaced_word_starts",
-    "answer_match_responses",
-)
-#: Keys of the ``copy_head`` entry that may be left out (their rule is then off).
-OPTIONAL_FIELDS = ("spaced_word_starts", "answer_match_responses")
+from model.errors import invalid_entry
+
+#: A token id.
+_ID = Annotated[int, Field(ge=0)]
 
 
-@dataclass
-class CopyHeadConfig:
-    """Shape and source rules of a copy head (the ``copy_head`` entry of ``config.json``).
+class CopyHeadConfig(BaseModel):
+    """Shape and source rules of a copy head (the ``copy_head`` entry of ``config.json``; strict types).
 
     Attributes:
         dim: width of the binding space (keys, queries and declaration states share it).
@@ -60,64 +50,51 @@ class CopyHeadConfig:
             tool response, the induction match counts only positions inside tool responses (absent or ``None`` =
             off)."""
 
-    dim: int = 64
-    free_dim: int = 32
-    lookahead: int = 2
+    model_config = ConfigDict(extra="forbid", strict=True)
+
+    dim: int = Field(default=64, gt=0)
+    free_dim: int = Field(default=32, ge=0)
+    lookahead: int = Field(default=2, ge=0)
     turn_start_id: int = 4
     turn_end_id: int = 5
-    excluded_role_ids: list[int] = field(default_factory=list)
+    excluded_role_ids: list[_ID] = Field(default_factory=list)
     spaced_word_starts: bool = False
-    answer_match_responses: list[int] | None = None
+    answer_match_responses: list[_ID] | None = Field(default=None, min_length=2, max_length=2)
+
+    @field_validator("answer_match_responses")
+    @classmethod
+    def _two_ids(cls, ids: list[int] | None) -> list[int] | None:
+        if ids is not None and ids[0] == ids[1]:
+            raise ValueError("answer_match_responses must be [start_id, end_id] of the tool-response tokens")
+        return ids
 
     @classmethod
     def from_dict(cls, d: dict[str, Any]) -> CopyHeadConfig:
         """Build from the ``copy_head`` dict of ``config.json``; ValueError on an unknown or missing key or a value
         of the wrong type or range."""
-        unknown = set(d) - set(COPY_HEAD_FIELDS)
-        if unknown:
-            raise ValueError(f"copy_head: unknown keys {sorted(unknown)} (known: {list(COPY_HEAD_FIELDS)})")
         missing = [k for k in COPY_HEAD_FIELDS if k not in d and k not in OPTIONAL_FIELDS]
         if missing:  # the defaults need not be what the weights were trained with
             raise ValueError(
                 f"copy_head: missing keys {missing} (only {', '.join(OPTIONAL_FIELDS)} may be left out)"
             )
-        cfg = cls(**{k: d[k] for k in COPY_HEAD_FIELDS if k in d})
-        ints = ("dim", "free_dim", "lookahead", "turn_start_id", "turn_end_id")
-        bad = [k for k in ints if isinstance(getattr(cfg, k), bool) or not isinstance(getattr(cfg, k), int)]
-        if bad:
-            raise ValueError(
-                f"copy_head: {', '.join(bad)} must be integers, got {[getattr(cfg, k) for k in bad]}"
-            )
-        roles = cfg.excluded_role_ids
-        if not isinstance(roles, list) or not all(_is_id(r) for r in roles):
-            raise ValueError(f"copy_head: excluded_role_ids must be a list of token ids, got {roles!r}")
-        if not isinstance(cfg.spaced_word_starts, bool):
-            raise ValueError(
-                f"copy_head: spaced_word_starts must be true or false, got {cfg.spaced_word_starts!r}"
-            )
-        resp = cfg.answer_match_responses
-        if resp is not None and not (
-            isinstance(resp, list) and len(resp) == 2 and all(_is_id(r) for r in resp) and resp[0] != resp[1]
-        ):
-            raise ValueError(
-                "copy_head: answer_match_responses must be [start_id, end_id] of the tool-response tokens, "
-                f"got {json.dumps(resp)}"
-            )
-        if cfg.dim <= 0 or cfg.free_dim < 0 or cfg.lookahead < 0:
-            raise ValueError(f"copy_head: dim must be > 0 and free_dim, lookahead >= 0, got {d}")
-        return cfg
+        try:
+            return cls.model_validate(d)
+        except ValidationError as exc:
+            raise ValueError(invalid_entry("copy_head", exc, COPY_HEAD_FIELDS)) from None
 
     def to_dict(self) -> dict[str, Any]:
         """JSON-serialisable dict for ``config.json`` (the :data:`OPTIONAL_FIELDS` only when on)."""
-        out = {k: getattr(self, k) for k in COPY_HEAD_FIELDS}
+        out = self.model_dump()
         for k in OPTIONAL_FIELDS:
             if not out[k]:
                 del out[k]
         return out
 
 
-def _is_id(x: Any) -> bool:
-    return isinstance(x, int) and not isinstance(x, bool) and x >= 0
+#: Keys of the ``copy_head`` entry in ``config.json``.
+COPY_HEAD_FIELDS = tuple(CopyHeadConfig.model_fields)
+#: Keys of the ``copy_head`` entry that may be left out (their rule is then off).
+OPTIONAL_FIELDS = ("spaced_word_starts", "answer_match_responses")
 
 
 @dataclass

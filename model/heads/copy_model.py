@@ -28,10 +28,10 @@ def softcap(logits: torch.Tensor, cap: float | None) -> torch.Tensor:
 class DiffusionGemmaWithCopyHead(DiffusionGemmaForBlockDiffusion):  # type: ignore[misc]
     """``DiffusionGemmaForBlockDiffusion`` plus a :class:`CopyHead`.
 
-    ``forward`` takes the base model's arguments plus ``copy_memory``. With a memory, or with ``input_ids`` (the
-    memory is then built from the encoder's states), ``logits`` is the ``[B, C, V]`` float32 log-mixture; with
-    neither, the call is the base model's. Raises ValueError at construction for a missing or malformed
-    ``config.copy_head``."""
+    ``forward`` takes the base model's arguments, by keyword, plus ``copy_memory``. With a memory, or with
+    ``input_ids`` (the memory is then built from the encoder's states), ``logits`` is the ``[B, C, V]`` float32
+    log-mixture; with neither, the call is the base model's. Raises ValueError at construction for a missing or
+    malformed ``config.copy_head``."""
 
     def __init__(self, config: Any) -> None:
         super().__init__(config)
@@ -50,45 +50,20 @@ class DiffusionGemmaWithCopyHead(DiffusionGemmaForBlockDiffusion):  # type: igno
             return
         super()._init_weights(module)
 
-    def forward(  # type: ignore[override]
-        self,
-        input_ids: torch.Tensor | None = None,
-        attention_mask: torch.Tensor | None = None,
-        cache: Any = None,
-        position_ids: torch.Tensor | None = None,
-        decoder_input_ids: torch.Tensor | None = None,
-        self_conditioning_logits: torch.Tensor | None = None,
-        self_conditioning_mask: torch.Tensor | None = None,
-        decoder_attention_mask: Any = None,
-        decoder_position_ids: torch.Tensor | None = None,
-        copy_memory: CopyMemory | None = None,
-        **kwargs: Any,
-    ) -> Any:
-        """Base forward; with a copy memory (given, or built from ``input_ids``) the logits are the log-mixture."""
-        inputs = {
-            "input_ids": input_ids,
-            "attention_mask": attention_mask,
-            "cache": cache,
-            "position_ids": position_ids,
-            "decoder_input_ids": decoder_input_ids,
-            "self_conditioning_logits": self_conditioning_logits,
-            "self_conditioning_mask": self_conditioning_mask,
-            "decoder_attention_mask": decoder_attention_mask,
-            "decoder_position_ids": decoder_position_ids,
-            **kwargs,
-        }
-        if copy_memory is None and input_ids is None:
+    def forward(self, *, copy_memory: CopyMemory | None = None, **inputs: Any) -> Any:  # type: ignore[override]
+        """The base forward's keyword arguments; with a copy memory (given, or built from ``input_ids``) the logits
+        are the log-mixture."""
+        if copy_memory is None and inputs.get("input_ids") is None:
             return super().forward(**inputs)
 
         out = self.model(**inputs)
         if copy_memory is None:
-            assert input_ids is not None
-            copy_memory = self.copy_head.new_memory(input_ids, out.encoder_last_hidden_state, attention_mask)
+            copy_memory = self.copy_head.new_memory(
+                inputs["input_ids"], out.encoder_last_hidden_state, inputs.get("attention_mask")
+            )
         h = out.last_hidden_state
         vocab_logits = softcap(self.lm_head(h), self.final_logit_softcapping)
-        canvas = decoder_input_ids
-        assert canvas is not None
-        ptr = self.copy_head.pointer(h, canvas, copy_memory)
+        ptr = self.copy_head.pointer(h, inputs["decoder_input_ids"], copy_memory)
         logits = self.copy_head.mixture_logits(vocab_logits, ptr, copy_memory)
         return DiffusionGemmaBlockDiffusionOutputWithPast(
             logits=logits,

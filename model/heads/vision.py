@@ -207,31 +207,23 @@ class VisionInputs:
         return {"pixel_values": self.pixel_values, "image_position_ids": self.image_position_ids}
 
 
+@dataclass
 class VisionProcessor:
     """A checkpoint's image processor and image token ids.
 
-    Args:
+    Attributes:
         image_processor: transformers' ``Gemma4ImageProcessor`` (or any taking ``max_soft_tokens`` and returning
             ``pixel_values``, ``image_position_ids`` and ``num_soft_tokens_per_image``).
         image_token_id, boi_token_id, eoi_token_id: ids of ``<|image|>``, ``<|image>``, ``<image|>``.
         source: the checkpoint's name, for messages.
         max_side: the most patches along one side the vision tower has positions for; ``None``: unchecked."""
 
-    def __init__(
-        self,
-        image_processor: Any,
-        image_token_id: int,
-        boi_token_id: int,
-        eoi_token_id: int,
-        source: str = "checkpoint",
-        max_side: int | None = None,
-    ) -> None:
-        self.max_side = max_side
-        self.image_processor = image_processor
-        self.image_token_id = int(image_token_id)
-        self.boi_token_id = int(boi_token_id)
-        self.eoi_token_id = int(eoi_token_id)
-        self.source = source
+    image_processor: Any
+    image_token_id: int
+    boi_token_id: int
+    eoi_token_id: int
+    source: str = "checkpoint"
+    max_side: int | None = None
 
     def process(
         self,
@@ -319,18 +311,13 @@ def vision_processor(checkpoint: Any) -> VisionProcessor:
         if getattr(config, "vision_config", None) is None or getattr(encoder, "vision_tower", None) is None:
             raise ImageError(f"checkpoint {source} has no vision tower: it cannot read images")
         tok = checkpoint.tokenizer
-        ids = {}
-        for name, attr, fallback in (
-            ("image", "image_token_id", "<|image|>"),
-            ("boi", "boi_token_id", "<|image>"),
-            ("eoi", "eoi_token_id", "<image|>"),
-        ):
-            value = getattr(config, attr, None)
-            if value is None:
-                value = tok.convert_tokens_to_ids(fallback)
+        ids = []  # of <|image|>, <|image>, <image|>: the config's, else the tokenizer's
+        for attr, fallback in (("image", "<|image|>"), ("boi", "<|image>"), ("eoi", "<image|>")):
+            value = getattr(config, f"{attr}_token_id", None)
+            value = tok.convert_tokens_to_ids(fallback) if value is None else value
             if value is None or value == tok.unk_token_id or not 0 <= int(value) < len(tok):
                 raise ImageError(f"checkpoint {source} has no {fallback} token: it cannot read images")
-            ids[name] = int(value)
+            ids.append(int(value))
         try:
             from transformers import AutoImageProcessor
 
@@ -342,29 +329,10 @@ def vision_processor(checkpoint: Any) -> VisionProcessor:
                 f"processor_config.json): {first}"
             ) from None
         side = getattr(config.vision_config, "position_embedding_size", None)
-        vp = VisionProcessor(
-            processor,
-            ids["image"],
-            ids["boi"],
-            ids["eoi"],
-            source=source,
-            max_side=None if side is None else int(side),
-        )
+        image, boi, eoi = ids
+        vp = VisionProcessor(processor, image, boi, eoi, source, None if side is None else int(side))
         checkpoint._vision = vp
         return vp
-
-
-def image_parts(messages: list[dict[str, Any]]) -> list[tuple[int, dict[str, Any]]]:
-    """The image content parts of ``messages`` in prompt order, as ``(message index, part)``: OpenAI's ``image_url``
-    parts and transformers' ``{"type": "image", ...}``."""
-    out = []
-    for i, m in enumerate(messages):
-        content = m.get("content") if isinstance(m, dict) else None
-        if isinstance(content, list):
-            for part in content:
-                if isinstance(part, dict) and part.get("type") in ("image_url", "image"):
-                    out.append((i, part))
-    return out
 
 
 def image_names(messages: list[dict[str, Any]], where: list[int]) -> list[str]:
@@ -409,7 +377,8 @@ def prepare_images(
 
     Args:
         checkpoint: a :class:`model.checkpoint.loading.LoadedCheckpoint`.
-        messages: OpenAI-style messages (image parts as :func:`image_parts` reads them).
+        messages: OpenAI-style messages; image parts are OpenAI's ``image_url`` parts and transformers'
+            ``{"type": "image", ...}``.
         vision_budget: budget of parts without their own ``vision_budget`` (``None``: the checkpoint's default).
 
     Returns:
@@ -418,30 +387,25 @@ def prepare_images(
 
     Raises:
         ImageError: see :func:`vision_processor`, :func:`open_image` and :func:`check_budget`."""
-    found = image_parts(messages)
+    default = None if vision_budget is None else check_budget(vision_budget)
+    found: list[tuple[int, dict[str, Any]]] = []  # (message index, image part), in prompt order
+    out = []
+    for i, m in enumerate(messages):
+        c = m.get("content") if isinstance(m, dict) else None
+        if isinstance(c, list):
+            image = [isinstance(p, dict) and p.get("type") in ("image_url", "image") for p in c]
+            found += [(i, p) for p, yes in zip(c, image, strict=True) if yes]
+            m = {**m, "content": [{"type": "image"} if yes else p for p, yes in zip(c, image, strict=True)]}
+        out.append(m)
     if not found:
-        if vision_budget is not None:
-            check_budget(vision_budget)
         return messages, None
     vp = vision_processor(checkpoint)
-    default = None if vision_budget is None else check_budget(vision_budget)
     images, budgets = [], []
     for _, part in found:
         images.append(open_image(part_source(part)))
         own = part.get("vision_budget")  # an agentkit image part's own budget
         budgets.append(default if own is None else check_budget(own))
-    vision = vp.process(images, budgets, image_names(messages, [i for i, _ in found]))
-    out = []
-    for m in messages:
-        c = m.get("content")
-        if isinstance(c, list):
-            c = [
-                {"type": "image"} if isinstance(p, dict) and p.get("type") in ("image", "image_url") else p
-                for p in c
-            ]
-            m = {**m, "content": c}
-        out.append(m)
-    return out, vision
+    return out, vp.process(images, budgets, image_names(messages, [i for i, _ in found]))
 
 
 #: A checkpoint's processor config (transformers' layout).

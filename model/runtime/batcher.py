@@ -14,6 +14,7 @@ A request's failure (its constraint or stream callback raising) fails that reque
 
 from __future__ import annotations
 
+import math
 import threading
 import time
 from collections.abc import Callable
@@ -171,13 +172,10 @@ class CanvasBatcher:
             self._closed = True
             self._cv.notify_all()
         if wait:
-            deadline = None if timeout is None else time.monotonic() + timeout
-            with self._cv:
-                while self._waiting or self._active:
-                    left = None if deadline is None else deadline - time.monotonic()
-                    if left is not None and left <= 0:
-                        break
-                    self._cv.wait(timeout=left if left is not None else 0.5)
+            deadline = math.inf if timeout is None else time.monotonic() + timeout
+            with self._cv:  # woken after each step; polled too (a failed admission notifies no one)
+                while (self._waiting or self._active) and (left := deadline - time.monotonic()) > 0:
+                    self._cv.wait(timeout=min(left, 0.5))
         with self._cv:
             self._stop = True
             self._cv.notify_all()

@@ -11,9 +11,6 @@ from typing import Any
 
 import torch
 
-#: The phases :meth:`GenerationStats.phase` times (each adds to ``time_<name>_s``).
-PHASES = ("prefill", "decoder", "sampling", "constraint", "commit")
-
 
 @dataclass
 class StepEvent:
@@ -76,7 +73,7 @@ class GenerationStats:
 
     @contextmanager
     def phase(self, name: str) -> Iterator[None]:
-        """Time the ``with`` body into ``time_<name>_s`` (``name`` one of :data:`PHASES`)."""
+        """Time the ``with`` body into ``time_<name>_s`` (``name``: prefill, decoder, sampling, constraint or commit)."""
         t0 = time.perf_counter()
         try:
             yield

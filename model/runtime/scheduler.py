@@ -333,16 +333,6 @@ def decoder_inputs(den: Denoiser, batch: FixedBatch, canvas: Canvas) -> dict[str
     return out
 
 
-def denoise_canvas(
-    den: Denoiser, batch: FixedBatch, canvas: Canvas, on_event: EventCallback | None = None
-) -> tuple[Canvas, int]:
-    """:meth:`Scheduler.step` until the canvas is done; returns the last canvas and the steps taken."""
-    cohort, scheduler = Cohort(den, batch, on_event, canvas), Scheduler(den.model, den.settings)
-    while not scheduler.step([cohort]):
-        pass
-    return cohort.own_canvas(), cohort.steps
-
-
 def commit_canvas(
     den: Denoiser, batch: FixedBatch, canvas: Canvas, steps: int, on_event: EventCallback | None = None
 ) -> bool:
@@ -377,12 +367,6 @@ def commit_canvas(
             )
         )
     return bool(batch.done.all())
-
-
-def encode_canvas(den: Denoiser, batch: FixedBatch) -> None:
-    """:meth:`FixedBatch.advance`, then encode the committed canvas."""
-    batch.advance(den.settings.canvas_length)
-    encode(den, batch)
 
 
 def result(den: Denoiser, batch: FixedBatch, started: float) -> GenerationResult:

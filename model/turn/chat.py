@@ -436,11 +436,8 @@ def grounding_texts(messages: list[dict[str, Any]]) -> list[str]:
             return
         elif isinstance(v, int | float):
             out.append(str(v))
-        elif isinstance(v, dict):
-            for x in v.values():
-                leaves(x)
-        elif isinstance(v, list | tuple):
-            for x in v:
+        elif isinstance(v, dict | list | tuple):
+            for x in v.values() if isinstance(v, dict) else v:
                 leaves(x)
 
     for m in messages:
