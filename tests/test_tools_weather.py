@@ -307,10 +307,8 @@ def test_argument_models_json_schema():
     assert (props["days"]["minimum"], props["days"]["maximum"], props["days"]["default"]) == (1, 16, 3)
     assert props["units"]["enum"] == ["metric", "imperial"]
     assert {"type": "string", "format": "date"} in props["date"]["anyOf"]
-    assert props["days"]["description"].endswith("leave it out when date is given.")
-    assert props["date"]["description"].endswith(
-        "When given, only that day is returned (days must be left out)."
-    )
+    # the declaration the checkpoint was trained on (model/training/bot_tools.json): date is "instead of" days
+    assert "instead of a number of days" in props["date"]["description"]
     assert CurrentWeatherArgs.model_json_schema()["properties"]["place"]["minLength"] == 2
     with pytest.raises(ValueError):
         ForecastArgs(place="Berlin", extra=1)

@@ -130,19 +130,11 @@ UnitsArg = Annotated[
 ]
 #: ``days`` of :meth:`OpenMeteo.forecast` and :func:`get_forecast` when not given.
 DEFAULT_DAYS = 3
-Days = Annotated[
-    int,
-    Field(
-        ge=1,
-        le=16,
-        description="Number of forecast days, 1-16, starting today; leave it out when date is given.",
-    ),
-]
+Days = Annotated[int, Field(ge=1, le=16, description="Number of forecast days, 1-16, starting today.")]
 ForecastDate = Annotated[
     dt.date | None,
     Field(
-        description="A single day to forecast (YYYY-MM-DD) instead of a number of days; at most 15 days ahead. "
-        "When given, only that day is returned (days must be left out)."
+        description="A single day to forecast (YYYY-MM-DD) instead of a number of days; at most 15 days ahead."
     ),
 ]
 Count = Annotated[int, Field(ge=1, le=10, description="How many matching places to return, 1-10.")]
