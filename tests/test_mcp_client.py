@@ -244,7 +244,8 @@ def test_is_error_timeout_and_crash_are_tool_errors_and_the_run_returns():
     assert got[2][2] == "exception" and "MCP server 'fixture', tool 'crash'" in got[2][1]
     assert got[3][2] == "exception" and "Connection closed" in got[3][1]
     assert result.answer == "end"
-    assert time.monotonic() - t0 < 25  # the 30 s sleep was cut by the 1 s timeout (slack for a loaded machine)
+    # the 30 s sleep was cut by the 1 s timeout (slack for a loaded machine)
+    assert time.monotonic() - t0 < 25
 
 
 @pytest.mark.parametrize(
