@@ -123,6 +123,17 @@ def _is_context_annotation(annotation: Any) -> bool:
     return isinstance(annotation, type) and issubclass(annotation, ToolContext)
 
 
+def _bad_name(fname: str, name: Any) -> str:
+    """The error for a tool name that is not valid: the function's own (``name`` None) or ``name`` as given
+    (named after the function unless it has that name too, as MCP tools' wrappers do)."""
+    rule = "use letters, digits, '_', '.', '-' (max 64), starting with a letter or '_'"
+    if name is None:
+        return f"invalid tool name {fname!r} (the function's name): {rule}; give name= one that is"
+    if name == fname:
+        return f"invalid tool name {name!r}: {rule}"
+    return f"tool {fname!r}: invalid name {name!r}: {rule} (or None for the function's name)"
+
+
 def _check_settings(name: str, timeout: float | None, retries: int, max_output_bytes: int | None) -> None:
     """Raise :class:`ToolDefinitionError` for a bad timeout, retry budget or output limit."""
     if timeout is not None and (
@@ -228,10 +239,7 @@ class Tool:
         fname = getattr(base, "__name__", None) or type(base).__name__
         self.name = fname if name is None else name
         if not isinstance(self.name, str) or not _NAME_RE.match(self.name):
-            raise ToolDefinitionError(
-                f"tool {fname!r}: invalid name {self.name!r}: use letters, digits, '_', '.', '-' (max 64), "
-                "starting with a letter or '_' (or None for the function's name)"
-            )
+            raise ToolDefinitionError(_bad_name(fname, name))
         _check_settings(self.name, timeout, retries, max_output_bytes)
         self.max_output_bytes = max_output_bytes
         if args_model is not None and parameters is not None:

@@ -9,6 +9,7 @@ import json
 import subprocess
 import sys
 import threading
+from collections.abc import Callable
 from typing import Annotated, Literal
 
 import numpy as np
@@ -269,6 +270,14 @@ def _named(x: int) -> int:
     return x
 
 
+def _renamed(name: str) -> Callable[..., int]:
+    def call(x: int) -> int:
+        return x
+
+    call.__name__ = name
+    return call
+
+
 @pytest.mark.parametrize(
     ("make", "message"),
     [
@@ -277,6 +286,16 @@ def _named(x: int) -> int:
         (lambda: tool(name="")(_named), r"tool '_named': invalid name '': use letters"),
         (lambda: tool(name="  ")(_named), r"tool '_named': invalid name '  ': use letters"),
         (lambda: Tool(_named, name=5), r"tool '_named': invalid name 5: use letters"),
+        # the function's own name: no "or None" (it was None), no tool name said twice
+        (
+            lambda: tool(lambda x: x),
+            r"^invalid tool name '<lambda>' \(the function's name\): use letters, .*; give name= one that is$",
+        ),
+        # a wrapper named as its tool (MCP): the name once, no function to fall back on
+        (
+            lambda: Tool(_renamed("ns:write"), name="ns:write"),
+            r"^(?!.*None)invalid tool name 'ns:write': use letters.*'_'$",
+        ),
         (lambda: Tool(lambda x: x, name="f", timeout=0), "timeout must be a number > 0"),
         (
             lambda: Tool(lambda x: x, name="f", timeout="5"),
