@@ -263,6 +263,9 @@ class Generator:
         ValueError: for an unknown split, or a share outside its range.
     """
 
+    paired_declines = False
+    _twin: Example | None = None  # the call that pairs the decline just drawn (``paired_declines``)
+
     def __init__(
         self,
         seed: int = 0,
@@ -284,7 +287,6 @@ class Generator:
         self.glaive = [t for t in load_glaive_tools(maskbench) if split_of(t.name) == split]
         self.bots = bot_tools()
         self.paired_declines = paired_declines
-        self._twin: Example | None = None
 
     def tool(self) -> TrainingTool:
         """Draw one tool: 40% Glaive, 45% generated, 15% bot tools."""
