@@ -111,29 +111,54 @@ def test_one_to_template_messages_turns_json_object_results_into_objects() -> No
     assert out[0] is msgs[0]
 
 
-def test_serve_and_history_reuse_the_message_parts() -> None:
+def test_serve_and_history_reuse_the_message_model() -> None:
     from agentkit import history
     from agentkit.serve import schemas
 
     assert history.TextPart is TextPart and history.ImageURLPart is ImageURLPart
+    image = {"type": "image_url", "image_url": {"url": "data:image/png;base64,AAAA"}}
     req = schemas.ChatCompletionRequest.model_validate(
         {
             "model": "m",
             "messages": [
+                {"role": "developer", "content": "be brief"},
+                {"role": "user", "content": [image, {"type": "text", "text": "hi"}]},
                 {
-                    "role": "user",
-                    "content": [
-                        {"type": "image_url", "image_url": {"url": "data:image/png;base64,AAAA"}},
-                        {"type": "text", "text": "hi"},
-                        {"type": "input_audio", "input_audio": {}},
+                    "role": "assistant",
+                    "tool_calls": [
+                        {"id": "c1", "type": "function", "function": {"name": "f", "arguments": "{}"}}
                     ],
-                }
+                },
+                {"role": "tool", "tool_call_id": "c1", "content": "ok"},
             ],
         }
     )
-    parts = req.messages[0].content
-    assert isinstance(parts, list)
-    assert [type(p).__name__ for p in parts] == ["ImageURLPart", "TextPart", "OtherPart"]
+    system, user, assistant, tool = req.messages
+    assert [type(m).__name__ for m in req.messages] == [
+        "SystemMessage",
+        "UserMessage",
+        "AssistantMessage",
+        "ToolMessage",
+    ]
+    assert isinstance(user, UserMessage) and isinstance(user.content, list)
+    assert [type(p).__name__ for p in user.content] == ["ImageURLPart", "TextPart"]
+    assert isinstance(assistant, AssistantMessage) and assistant.tool_calls == [
+        ToolCall("c1", "f", {}, None, "{}")
+    ]
+    assert isinstance(tool, ToolMessage) and tool.name is None and system.role == "developer"
+    with pytest.raises(pydantic.ValidationError, match="'input_audio'"):
+        schemas.ChatCompletionRequest.model_validate(
+            {"model": "m", "messages": [{"role": "user", "content": [{"type": "input_audio"}]}]}
+        )
+
+
+def test_a_call_encodes_for_the_wire_with_json_text_arguments() -> None:
+    ok = ToolCall("c1", "add", {"a": "é"})
+    assert ok.to_dict(wire=True)["function"]["arguments"] == '{"a": "é"}'
+    assert ok.to_dict()["function"]["arguments"] == {"a": "é"}
+    bad = ToolCall("c2", "add", {}, "arguments are not valid JSON", '{"a":')
+    assert bad.to_dict(wire=True)["function"]["arguments"] == '{"a":'
+    assert ToolCall.from_dict({"id": None, "function": {"name": "f"}}).id == ""
 
 
 def test_backend_call_type_is_the_message_call_type() -> None:

@@ -12,7 +12,6 @@ server's reasoning field is sent back on the current turn's assistant tool-call 
 from __future__ import annotations
 
 import asyncio
-import json
 import os
 import re
 import threading
@@ -25,7 +24,7 @@ import httpx
 from agentkit.backends.base import Backend, ModelTurn, PromptTooLong, TurnRequest, Usage, tool_choice_name
 from agentkit.backends.textcalls import THINKING_TAGS, recover_calls, split_thinking
 from agentkit.errors import BackendError
-from agentkit.messages import ToolCall, decode_arguments
+from agentkit.messages import ToolCall
 from tools.httpclient import RetriesExhausted, RetryingClient
 
 
@@ -79,13 +78,6 @@ def context_overflow(resp: httpx.Response) -> PromptTooLong | None:
             return PromptTooLong(num(m[3]), num(m[1]) - num(m[4]), num(m[1]))
         return PromptTooLong(num(m[2]), num(m[1]), num(m[1]))
     return None
-
-
-def _wire_call(call: dict[str, Any]) -> dict[str, Any]:
-    """A tool call as OpenAI's API takes it: ``arguments`` as JSON text."""
-    args = call["function"]["arguments"]
-    text = args if isinstance(args, str) else json.dumps(args, ensure_ascii=False)
-    return {**call, "function": {**call["function"], "arguments": text}}
 
 
 def wire_content(content: Any) -> Any:
@@ -210,7 +202,7 @@ class OpenAIBackend(Backend):
                 if calls := m.get("tool_calls"):  # an assistant's, with its thinking when replayed
                     if m.get("thinking") and self.replay_reasoning and field:
                         out[-1][field] = m["thinking"]
-                    out[-1]["tool_calls"] = [_wire_call(tc) for tc in calls]
+                    out[-1]["tool_calls"] = [ToolCall.from_dict(tc).to_dict(wire=True) for tc in calls]
             if shown and (i + 1 == len(messages) or messages[i + 1].get("role") != "tool"):
                 out.append({"role": "user", "content": shown})
                 shown = []
@@ -236,7 +228,7 @@ class OpenAIBackend(Backend):
         ``tool_choice`` is not ``"none"``.
 
         Raises:
-            BackendError: no ``choices[0].message`` in the response.
+            BackendError: no ``choices[0].message`` in the response, or a tool call without a function name.
         """
         try:
             msg = data["choices"][0]["message"]
@@ -256,14 +248,12 @@ class OpenAIBackend(Backend):
             self._server_reasoning_field = key
         text, inline = split_thinking(content)
         thinking = "\n\n".join(t for t in (msg[key] if key else "", inline) if t)
-        calls: list[ToolCall] = []
-        for tc in msg.get("tool_calls") or []:
-            fn = tc.get("function") or {}
-            args, err = decode_arguments(raw := fn.get("arguments"))
-            raw_text = raw if isinstance(raw, str) else None
-            calls.append(
-                ToolCall(tc.get("id") or self._new_id(), str(fn.get("name") or ""), args, err, raw_text)
-            )
+        try:
+            calls = [ToolCall.from_dict(tc) for tc in msg.get("tool_calls") or []]
+        except ValueError as exc:
+            raise BackendError(f"{self.url}: choices[0].message.tool_calls: {exc}") from None
+        for c in calls:
+            c.id = c.id or self._new_id()
         format_error: str | None = None
         if (
             not calls

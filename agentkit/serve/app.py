@@ -27,7 +27,7 @@ from starlette.concurrency import run_in_threadpool
 from starlette.exceptions import HTTPException as StarletteHTTPException
 from starlette.responses import Response
 
-from agentkit.messages import ImageURL
+from agentkit import messages as M
 from agentkit.serve import schemas as S
 from agentkit.serve.engine import ServeEngine, ServeError, StreamView, finish_reason, usage
 
@@ -40,7 +40,7 @@ API_KEY_ENV = "AGENTKIT_API_KEY"
 #: The field names of the request's models: what a validation error's location keeps (not union branches).
 _FIELDS = {
     f.alias or name
-    for model in (*vars(S).values(), ImageURL)
+    for model in (*vars(S).values(), *vars(M).values())
     if isinstance(model, type) and issubclass(model, BaseModel)
     for name, f in model.model_fields.items()
 }
