@@ -201,3 +201,23 @@ def test_a_number_beyond_a_double_in_a_call_is_refused_not_read_as_infinity() ->
     assert decode_arguments('{"a": 1.5e308, "b": 1e-400}') == ({"a": 1.5e308, "b": 0.0}, None)
     found = recover_calls('<tool_call>{"name": "add", "arguments": {"a": 1e400}}</tool_call>')
     assert found.calls == [] and "1e400 is beyond a double's range at character 35" in str(found.problem)
+
+
+def test_history_messages_are_the_one_models_user_and_assistant_messages() -> None:
+    from agentkit.history import SavedConversation
+
+    turn = [{"role": "user", "content": "q"}, {"role": "assistant", "content": "a"}]
+    saved = SavedConversation.model_validate(
+        {"format": "agentkit.conversation", "version": 1, "messages": turn}
+    )
+    assert [type(m) for m in saved.messages] == [UserMessage, AssistantMessage]
+    assert [dump_message(m) for m in saved.messages] == turn
+    calls = [{"id": "c", "type": "function", "function": {"name": "f", "arguments": {}}}]
+    with pytest.raises(pydantic.ValidationError, match="message 1 is an assistant tool-call message"):
+        SavedConversation.model_validate(
+            {
+                "format": "agentkit.conversation",
+                "version": 1,
+                "messages": [turn[0], {"role": "assistant", "content": None, "tool_calls": calls}],
+            }
+        )
