@@ -27,15 +27,6 @@ from agentkit.errors import BackendError
 from agentkit.messages import ToolCall
 from tools.httpclient import RetriesExhausted, RetryingClient
 
-
-def _unclosed_thinking(content: str) -> bool:
-    """True when ``content`` opens a thinking block (:data:`THINKING_TAGS`) that it never closes."""
-    return any(
-        (o := content.rfind(open_tag)) >= 0 and content.find(close_tag, o) < 0
-        for open_tag, close_tag in THINKING_TAGS
-    )
-
-
 DEFAULT_BASE_URL = "http://127.0.0.1:8000/v1"
 
 
@@ -252,8 +243,6 @@ class OpenAIBackend(Backend):
             calls = [ToolCall.from_dict(tc) for tc in msg.get("tool_calls") or []]
         except ValueError as exc:
             raise BackendError(f"{self.url}: choices[0].message.tool_calls: {exc}") from None
-        for c in calls:
-            c.id = c.id or self._new_id()
         format_error: str | None = None
         if (
             not calls
@@ -265,13 +254,14 @@ class OpenAIBackend(Backend):
             found = recover_calls(text)
             if (format_error := found.problem) is None:
                 text, calls = found.text, found.calls
-                for c in calls:
-                    c.id = self._new_id()
-        if not calls and not text and inline and format_error is None and _unclosed_thinking(content):
-            # the reply ended inside a thinking block: no answer was written (a cut-short generation)
+        # an open thinking tag with no close after it: the reply was cut short inside its thinking
+        unclosed = any(content.rfind(o) > content.rfind(c) for o, c in THINKING_TAGS)
+        if not calls and not text and inline and format_error is None and unclosed:  # and no answer after it
             format_error = (
                 "the reply ended inside a thinking block, without an answer or a tool call after it"
             )
+        for c in calls:
+            c.id = c.id or self._new_id()
         u = data.get("usage") or {}
         usage = Usage(int(u.get("prompt_tokens") or 0), int(u.get("completion_tokens") or 0), requests)
         return ModelTurn(
