@@ -450,13 +450,20 @@ def usage(prompt: int, completion: int) -> dict[str, int]:
 
 class StreamView:
     """What a streamed response has sent so far, and the deltas up to a longer output (content per canvas,
-    a tool call whole once its ``<tool_call|>`` is generated, thinking as ``reasoning_content``)."""
+    a tool call whole once its ``<tool_call|>`` is generated, thinking as ``reasoning_content``).
 
-    def __init__(self, engine: ServeEngine) -> None:
+    As OpenAI's, the first delta has ``role`` and ``content``: ``""`` for prose, ``null`` for a tool call. A turn
+    that can only be one (no tools, or a ``tool_choice`` other than ``auto``) opens at once (:attr:`opening`),
+    one that may be either with its first delta."""
+
+    def __init__(self, engine: ServeEngine, tools: bool, tool_choice: Any) -> None:
         self.engine = engine
         self.sent = {"reasoning_content": "", "content": ""}  # the text of each field sent so far
         self.calls = 0
         self.tokens: list[int] = []
+        self.opened = not tools or tool_choice not in (None, "auto")
+        prose = not tools or tool_choice == "none"
+        self.opening = [{"role": "assistant", "content": "" if prose else None}] if self.opened else []
 
     def _view(self, final: bool) -> tuple[str, str, list[Any]]:
         text = decode_marked(self.engine.chat_model.tokenizer, self.tokens)
@@ -475,8 +482,19 @@ class StreamView:
             return self.sent["reasoning_content"], self.sent["content"], []
         return parsed.thinking or "", parsed.text, parsed.calls
 
-    def feed(self, tokens: list[int], final: bool = False) -> dict[str, Any] | None:
-        """Add a committed canvas's ``tokens``; the delta to send, or ``None`` when nothing is new."""
+    def feed(self, tokens: list[int], final: bool = False) -> list[dict[str, Any]]:
+        """Add a committed canvas's ``tokens`` (``final``: the turn's last); the deltas to send, the opening
+        first when not sent yet: ``role`` (``content: null``) on a first tool call's delta, else its own
+        ``content: ""`` delta."""
+        delta = self._delta(tokens, final)
+        if self.opened or not (delta or final):
+            return [delta] if delta else []
+        self.opened = True
+        if "tool_calls" in delta and not delta.keys() & {"content", "reasoning_content"}:
+            return [{"role": "assistant", "content": None, **delta}]
+        return [{"role": "assistant", "content": ""}, *([delta] if delta else [])]
+
+    def _delta(self, tokens: list[int], final: bool) -> dict[str, Any]:
         self.tokens.extend(tokens)
         reasoning, content, calls = self._view(final)
         delta: dict[str, Any] = {}
@@ -487,4 +505,4 @@ class StreamView:
             fresh = self.engine.tool_calls(calls[self.calls :])
             delta["tool_calls"] = [{"index": self.calls + k, **c} for k, c in enumerate(fresh)]
             self.calls = len(calls)
-        return delta or None
+        return delta
