@@ -25,7 +25,7 @@ from typing import Annotated, Any, Literal
 import pydantic
 
 from agentkit.backends.base import ChatMessage
-from agentkit.messages import ContentPart, ImageURL, ImageURLPart, TextPart
+from agentkit.messages import AssistantMessage, ImageURL, ImageURLPart, TextPart, UserMessage
 
 __all__ = [
     "Conversation",
@@ -41,40 +41,55 @@ FORMAT = "agentkit.conversation"
 VERSION = 1
 
 
-class _Strict(pydantic.BaseModel):
-    model_config = pydantic.ConfigDict(extra="forbid")
+#: A kept message: the one model's user message (text or content parts) or final answer (text); the history's
+#: own rules (these two roles, alternating, exactly ``role`` and ``content``) are :class:`SavedConversation`'s.
+HistoryMessage = Annotated[UserMessage | AssistantMessage, pydantic.Field(discriminator="role")]
 
 
-class _Question(_Strict):
-    role: Literal["user"]
-    content: str | Annotated[list[ContentPart], pydantic.Field(min_length=1)]
-
-
-class _Answer(_Strict):
-    role: Literal["assistant"]
-    content: str
-
-
-#: A kept message: a user message (text or content parts) or a final answer (text).
-HistoryMessage = Annotated[_Question | _Answer, pydantic.Field(discriminator="role")]
-
-
-class SavedConversation(_Strict):
+class SavedConversation(pydantic.BaseModel):
     """The saved-conversation file (see the module docstring); :meth:`Conversation.to_dict` writes it."""
+
+    model_config = pydantic.ConfigDict(extra="forbid")
 
     format: Literal["agentkit.conversation"]
     version: Literal[1]
     metadata: dict[str, Any] = pydantic.Field(default_factory=dict)
     messages: list[HistoryMessage]
 
-    @pydantic.model_validator(mode="after")
-    def _turns(self) -> SavedConversation:
-        for i, m in enumerate(self.messages):
-            if m.role != (expected := ("user", "assistant")[i % 2]):
-                raise ValueError(f"message {i} has role {m.role!r}, expected {expected!r} (turns alternate)")
-        if len(self.messages) % 2:
-            raise ValueError("the last message is a user message without a final answer")
-        return self
+    @pydantic.field_validator("messages", mode="before")
+    @classmethod
+    def _kept(cls, messages: Any) -> Any:
+        if isinstance(messages, list):
+            for i, m in enumerate(messages):
+                if (problem := _kept_problem(i, m)) is not None:
+                    raise ValueError(problem)
+            if len(messages) % 2:
+                raise ValueError("the last message is a user message without a final answer")
+        return messages
+
+
+def _kept_problem(i: int, m: Any) -> str | None:
+    """What keeps ``m`` from being message ``i`` of a history (its parts are the model's to check)."""
+    if not isinstance(m, dict):
+        return f"message {i} must be an object, got {type(m).__name__}"
+    role, content = m.get("role"), m.get("content")
+    if role == "assistant" and "tool_calls" in m:
+        return f"message {i} is an assistant tool-call message: {_KEPT}"
+    if role not in ("user", "assistant"):
+        hint = f": {_KEPT}" if role in ("tool", "system", "developer") else ""
+        return f"message {i} has role {role!r}, expected 'user' or 'assistant'{hint}"
+    if set(m) != {"role", "content"}:
+        return (
+            f"message {i} must have exactly the keys 'role' and 'content' (history keeps only user messages and "
+            "final answers)"
+        )
+    if role != (expected := ("user", "assistant")[i % 2]):
+        return f"message {i} has role {role!r}, expected {expected!r} (turns alternate)"
+    if role == "assistant" and not isinstance(content, str):
+        return f"message {i} content must be a string"
+    if not isinstance(content, str | list):
+        return f"message {i} content must be a string or a list of content parts"
+    return f"message {i}: content parts must not be empty" if content == [] else None
 
 
 def _validated(data: dict[str, Any], where: str = "") -> SavedConversation:
@@ -258,13 +273,9 @@ _KEPT = (
 
 
 def _problem(exc: pydantic.ValidationError) -> str:
-    """The first validation error in the words of the history's format: which message, part or key."""
+    """The first validation error in the words of the history's format: which key, message or part."""
     errors = exc.errors(include_url=False)
-    # a tool-call message is named as one; else the deepest error (for str | list content: the list's own)
-    err = next(
-        (e for e in errors if e["loc"][-1:] == ("tool_calls",)),
-        max(errors, key=lambda e: (len(e["loc"]), e["loc"][-1:] != ("str",))),
-    )
+    err = max(errors, key=lambda e: (len(e["loc"]), e["loc"][-1:] != ("str",)))  # str | list: the list's own
     kind, got = err["type"], err["input"]
     if kind == "value_error":
         return str(err["ctx"]["error"])
@@ -273,26 +284,12 @@ def _problem(exc: pydantic.ValidationError) -> str:
         if kind == "extra_forbidden":
             return f"unknown conversation key(s): {loc}"
         return f"conversation {loc[0]} must be " + ("an object" if loc[0] == "metadata" else "a list")
-    i, rest = loc[1], loc[2:]
-    if rest == ["tool_calls"]:
-        return f"message {i} is an assistant tool-call message: {_KEPT}"
-    if kind == "union_tag_invalid" and not rest:
-        hint = f": {_KEPT}" if got["role"] in ("tool", "system", "developer") else ""
-        return f"message {i} has role {got['role']!r}, expected 'user' or 'assistant'{hint}"
-    if kind in ("extra_forbidden", "union_tag_not_found", "missing") and len(rest) < 2:
-        return (
-            f"message {i} must have exactly the keys 'role' and 'content' (history keeps only user messages and "
-            "final answers)"
-        )
-    if not rest:
-        return f"message {i} must be an object, got {type(got).__name__}"
-    if len(rest) == 1:
-        if kind == "too_short":
-            return f"message {i}: content parts must not be empty"
-        what = "a string" if "assistant" in err["loc"] else "a string or a list of content parts"
-        return f"message {i} content must be {what}"
-    j, field = rest[1], rest[3] if len(rest) > 3 else ""  # rest[2] is the part's type (the union's tag)
-    if len(rest) == 2:
+    i, j, field = (
+        loc[1],
+        loc[3],
+        loc[5] if len(loc) > 5 else "",
+    )  # loc[4] is the part's type (the union's tag)
+    if len(loc) == 4:
         part = got.get("type") if isinstance(got, dict) else type(got).__name__
         return f"message {i} part {j}: content parts are 'text' or 'image_url', got {part!r}"
     if field in ("image_url", "text"):

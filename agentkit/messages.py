@@ -136,9 +136,12 @@ class ToolCall:
     error: str | None = None
     raw_arguments: str | None = None
 
-    def to_dict(self) -> dict[str, Any]:
-        """The call as an assistant message holds it (``arguments`` the raw text when ``error`` is set)."""
+    def to_dict(self, *, wire: bool = False) -> dict[str, Any]:
+        """The call as an assistant message holds it (``arguments`` the raw text when ``error`` is set); ``wire``:
+        as OpenAI's API sends it, ``arguments`` always JSON text."""
         args: Any = self.arguments if self.error is None else (self.raw_arguments or "")
+        if wire and self.error is None:
+            args = json.dumps(args, ensure_ascii=False)
         return {"id": self.id, "type": "function", "function": {"name": self.name, "arguments": args}}
 
     @classmethod
@@ -155,17 +158,17 @@ class ToolCall:
             )
         raw = fn.get("arguments")
         args, error = decode_arguments(raw)
-        return cls(str(data.get("id", "")), fn["name"], args, error, raw if isinstance(raw, str) else None)
+        return cls(str(data.get("id") or ""), fn["name"], args, error, raw if isinstance(raw, str) else None)
 
 
 # --------------------------------------------------------------------------------------------- messages
 
 
 class SystemMessage(_Open):
-    """``{"role": "system", "content": str}``."""
+    """``{"role": "system", "content": str | [part, ...]}`` (OpenAI's ``developer`` role is one too)."""
 
-    role: Literal["system"]
-    content: str
+    role: Literal["system", "developer"]
+    content: Content
 
 
 class UserMessage(_Open):
@@ -176,10 +179,11 @@ class UserMessage(_Open):
 
 
 class AssistantMessage(_Open):
-    """``{"role": "assistant", "content": str | None, "tool_calls": [...], "thinking": str}`` (both optional)."""
+    """``{"role": "assistant", "content": str | [part, ...] | None, "tool_calls": [...], "thinking": str}`` (both
+    optional)."""
 
     role: Literal["assistant"]
-    content: str | None = None
+    content: Content | None = None
     tool_calls: list[ToolCall] | None = None
     thinking: str | None = None
 
@@ -197,11 +201,12 @@ class AssistantMessage(_Open):
 
 class ToolMessage(_Open):
     """``{"role": "tool", "tool_call_id": str, "name": str, "content": str | [part, ...]}``: one call's response
-    (content parts, the text first, when it has images for a backend that takes them)."""
+    (content parts, the text first, when it has images for a backend that takes them; ``name`` is optional on
+    the wire, where the call id names the tool)."""
 
     role: Literal["tool"]
     tool_call_id: str
-    name: str
+    name: str | None = None
     content: Content
 
 

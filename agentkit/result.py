@@ -15,21 +15,11 @@ from pydantic import (
 )
 from pydantic.dataclasses import dataclass
 
-from agentkit.backends.base import ChatMessage, Usage, plain_data
+from agentkit.backends.base import ChatMessage, PlainData, Usage, plain_data
 from agentkit.history import Conversation
 
 # the planner builds records from checked values: free-form values (arguments, results, messages) pass as they are
 _CONFIG = ConfigDict(arbitrary_types_allowed=True, extra="forbid")
-
-
-class _Plain:
-    """``to_dict`` of the pydantic dataclasses below."""
-
-    __slots__ = ()
-
-    def to_dict(self) -> dict[str, Any]:
-        """JSON-ready dict (a record's ``result`` left out)."""
-        return dict(plain_data(self))
 
 
 #: What went wrong with a tool call (see :class:`ToolCallRecord`).
@@ -42,7 +32,7 @@ StopReason = Literal[
 
 
 @dataclass(slots=True, config=_CONFIG)
-class ToolCallRecord(_Plain):
+class ToolCallRecord(PlainData):
     """One tool call and the tool response the model got for it.
 
     Attributes:
@@ -69,7 +59,7 @@ class ToolCallRecord(_Plain):
 
 
 @dataclass(slots=True, config=_CONFIG)
-class Step(_Plain):
+class Step(PlainData):
     """One model turn and the tool calls it requested.
 
     Attributes:
@@ -88,7 +78,7 @@ class Step(_Plain):
 
 
 @dataclass(slots=True, config=_CONFIG)
-class Timing(_Plain):
+class Timing(PlainData):
     """Wall-clock split of a run (seconds): the whole run, inside the backend, in the steps' tool batches."""
 
     total_seconds: float = 0.0

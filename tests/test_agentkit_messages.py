@@ -111,29 +111,54 @@ def test_one_to_template_messages_turns_json_object_results_into_objects() -> No
     assert out[0] is msgs[0]
 
 
-def test_serve_and_history_reuse_the_message_parts() -> None:
+def test_serve_and_history_reuse_the_message_model() -> None:
     from agentkit import history
     from agentkit.serve import schemas
 
     assert history.TextPart is TextPart and history.ImageURLPart is ImageURLPart
+    image = {"type": "image_url", "image_url": {"url": "data:image/png;base64,AAAA"}}
     req = schemas.ChatCompletionRequest.model_validate(
         {
             "model": "m",
             "messages": [
+                {"role": "developer", "content": "be brief"},
+                {"role": "user", "content": [image, {"type": "text", "text": "hi"}]},
                 {
-                    "role": "user",
-                    "content": [
-                        {"type": "image_url", "image_url": {"url": "data:image/png;base64,AAAA"}},
-                        {"type": "text", "text": "hi"},
-                        {"type": "input_audio", "input_audio": {}},
+                    "role": "assistant",
+                    "tool_calls": [
+                        {"id": "c1", "type": "function", "function": {"name": "f", "arguments": "{}"}}
                     ],
-                }
+                },
+                {"role": "tool", "tool_call_id": "c1", "content": "ok"},
             ],
         }
     )
-    parts = req.messages[0].content
-    assert isinstance(parts, list)
-    assert [type(p).__name__ for p in parts] == ["ImageURLPart", "TextPart", "OtherPart"]
+    system, user, assistant, tool = req.messages
+    assert [type(m).__name__ for m in req.messages] == [
+        "SystemMessage",
+        "UserMessage",
+        "AssistantMessage",
+        "ToolMessage",
+    ]
+    assert isinstance(user, UserMessage) and isinstance(user.content, list)
+    assert [type(p).__name__ for p in user.content] == ["ImageURLPart", "TextPart"]
+    assert isinstance(assistant, AssistantMessage) and assistant.tool_calls == [
+        ToolCall("c1", "f", {}, None, "{}")
+    ]
+    assert isinstance(tool, ToolMessage) and tool.name is None and system.role == "developer"
+    with pytest.raises(pydantic.ValidationError, match="'input_audio'"):
+        schemas.ChatCompletionRequest.model_validate(
+            {"model": "m", "messages": [{"role": "user", "content": [{"type": "input_audio"}]}]}
+        )
+
+
+def test_a_call_encodes_for_the_wire_with_json_text_arguments() -> None:
+    ok = ToolCall("c1", "add", {"a": "é"})
+    assert ok.to_dict(wire=True)["function"]["arguments"] == '{"a": "é"}'
+    assert ok.to_dict()["function"]["arguments"] == {"a": "é"}
+    bad = ToolCall("c2", "add", {}, "arguments are not valid JSON", '{"a":')
+    assert bad.to_dict(wire=True)["function"]["arguments"] == '{"a":'
+    assert ToolCall.from_dict({"id": None, "function": {"name": "f"}}).id == ""
 
 
 def test_backend_call_type_is_the_message_call_type() -> None:
@@ -176,3 +201,23 @@ def test_a_number_beyond_a_double_in_a_call_is_refused_not_read_as_infinity() ->
     assert decode_arguments('{"a": 1.5e308, "b": 1e-400}') == ({"a": 1.5e308, "b": 0.0}, None)
     found = recover_calls('<tool_call>{"name": "add", "arguments": {"a": 1e400}}</tool_call>')
     assert found.calls == [] and "1e400 is beyond a double's range at character 35" in str(found.problem)
+
+
+def test_history_messages_are_the_one_models_user_and_assistant_messages() -> None:
+    from agentkit.history import SavedConversation
+
+    turn = [{"role": "user", "content": "q"}, {"role": "assistant", "content": "a"}]
+    saved = SavedConversation.model_validate(
+        {"format": "agentkit.conversation", "version": 1, "messages": turn}
+    )
+    assert [type(m) for m in saved.messages] == [UserMessage, AssistantMessage]
+    assert [dump_message(m) for m in saved.messages] == turn
+    calls = [{"id": "c", "type": "function", "function": {"name": "f", "arguments": {}}}]
+    with pytest.raises(pydantic.ValidationError, match="message 1 is an assistant tool-call message"):
+        SavedConversation.model_validate(
+            {
+                "format": "agentkit.conversation",
+                "version": 1,
+                "messages": [turn[0], {"role": "assistant", "content": None, "tool_calls": calls}],
+            }
+        )

@@ -11,9 +11,9 @@ from openai_fakes import completion
 from sample_tools import add, get_weather
 
 from agentkit import Agent
-from agentkit.backends.openai import OpenAIBackend, decode_arguments
+from agentkit.backends.openai import OpenAIBackend
 from agentkit.errors import BackendError
-from agentkit.messages import loads_json
+from agentkit.messages import decode_arguments, loads_json
 
 
 class FakeServer:

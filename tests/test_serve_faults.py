@@ -269,7 +269,7 @@ def _tool_f(a: dict) -> dict:
                 "messages": [{"role": "user", "content": [{"type": "input_audio", "input_audio": {}}]}],
             },
             400,
-            ["messages[0].content[0]", "'input_audio'", "not supported"],
+            ["messages[0].content[0]", "'input_audio'", "expected tags: 'text', 'image_url'"],
         ),
         (chat_body(max_tokens="10"), 400, ["max_tokens", "valid integer"]),
         (chat_body(stream="yes"), 400, ["stream", "valid boolean"]),

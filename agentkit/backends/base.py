@@ -26,8 +26,23 @@ ToolDeclaration = dict[str, Any]
 ToolChoice = Literal["auto", "required", "none"] | dict[str, str]
 
 
+def plain_data(obj: Any) -> Any:
+    """``obj`` (a Pydantic dataclass) as plain Python data, by the serializer its schema carries."""
+    return obj.__pydantic_serializer__.to_python(obj)
+
+
+class PlainData:
+    """``to_dict`` of a Pydantic dataclass (:class:`Usage`, the records of :mod:`agentkit.result`)."""
+
+    __slots__ = ()
+
+    def to_dict(self) -> dict[str, Any]:
+        """JSON-ready dict (a tool-call record's ``result`` left out)."""
+        return dict(plain_data(self))
+
+
 @pydantic_dataclass(slots=True, config=ConfigDict(extra="forbid"))
-class Usage:
+class Usage(PlainData):
     """Token and request counts of one model turn, or summed over a run (0 when unknown; ``requests``: HTTP
     requests for ``openai``, retried ones included)."""
 
@@ -45,15 +60,6 @@ class Usage:
     def total_tokens(self) -> int:
         """``input_tokens + output_tokens``."""
         return self.input_tokens + self.output_tokens
-
-    def to_dict(self) -> dict[str, int]:
-        """JSON-ready dict."""
-        return dict(plain_data(self))
-
-
-def plain_data(obj: Any) -> Any:
-    """``obj`` (a Pydantic dataclass) as plain Python data, by the serializer its schema carries."""
-    return obj.__pydantic_serializer__.to_python(obj)
 
 
 #: The name this type had before :mod:`agentkit.messages` (kept for existing imports).

@@ -12,7 +12,6 @@ server's reasoning field is sent back on the current turn's assistant tool-call 
 from __future__ import annotations
 
 import asyncio
-import json
 import os
 import re
 import threading
@@ -25,17 +24,8 @@ import httpx
 from agentkit.backends.base import Backend, ModelTurn, PromptTooLong, TurnRequest, Usage, tool_choice_name
 from agentkit.backends.textcalls import THINKING_TAGS, recover_calls, split_thinking
 from agentkit.errors import BackendError
-from agentkit.messages import ToolCall, decode_arguments
+from agentkit.messages import ToolCall
 from tools.httpclient import RetriesExhausted, RetryingClient
-
-
-def _unclosed_thinking(content: str) -> bool:
-    """True when ``content`` opens a thinking block (:data:`THINKING_TAGS`) that it never closes."""
-    return any(
-        (o := content.rfind(open_tag)) >= 0 and content.find(close_tag, o) < 0
-        for open_tag, close_tag in THINKING_TAGS
-    )
-
 
 DEFAULT_BASE_URL = "http://127.0.0.1:8000/v1"
 
@@ -79,13 +69,6 @@ def context_overflow(resp: httpx.Response) -> PromptTooLong | None:
             return PromptTooLong(num(m[3]), num(m[1]) - num(m[4]), num(m[1]))
         return PromptTooLong(num(m[2]), num(m[1]), num(m[1]))
     return None
-
-
-def _wire_call(call: dict[str, Any]) -> dict[str, Any]:
-    """A tool call as OpenAI's API takes it: ``arguments`` as JSON text."""
-    args = call["function"]["arguments"]
-    text = args if isinstance(args, str) else json.dumps(args, ensure_ascii=False)
-    return {**call, "function": {**call["function"], "arguments": text}}
 
 
 def wire_content(content: Any) -> Any:
@@ -210,7 +193,7 @@ class OpenAIBackend(Backend):
                 if calls := m.get("tool_calls"):  # an assistant's, with its thinking when replayed
                     if m.get("thinking") and self.replay_reasoning and field:
                         out[-1][field] = m["thinking"]
-                    out[-1]["tool_calls"] = [_wire_call(tc) for tc in calls]
+                    out[-1]["tool_calls"] = [ToolCall.from_dict(tc).to_dict(wire=True) for tc in calls]
             if shown and (i + 1 == len(messages) or messages[i + 1].get("role") != "tool"):
                 out.append({"role": "user", "content": shown})
                 shown = []
@@ -236,7 +219,7 @@ class OpenAIBackend(Backend):
         ``tool_choice`` is not ``"none"``.
 
         Raises:
-            BackendError: no ``choices[0].message`` in the response.
+            BackendError: no ``choices[0].message`` in the response, or a tool call without a function name.
         """
         try:
             msg = data["choices"][0]["message"]
@@ -256,14 +239,10 @@ class OpenAIBackend(Backend):
             self._server_reasoning_field = key
         text, inline = split_thinking(content)
         thinking = "\n\n".join(t for t in (msg[key] if key else "", inline) if t)
-        calls: list[ToolCall] = []
-        for tc in msg.get("tool_calls") or []:
-            fn = tc.get("function") or {}
-            args, err = decode_arguments(raw := fn.get("arguments"))
-            raw_text = raw if isinstance(raw, str) else None
-            calls.append(
-                ToolCall(tc.get("id") or self._new_id(), str(fn.get("name") or ""), args, err, raw_text)
-            )
+        try:
+            calls = [ToolCall.from_dict(tc) for tc in msg.get("tool_calls") or []]
+        except ValueError as exc:
+            raise BackendError(f"{self.url}: choices[0].message.tool_calls: {exc}") from None
         format_error: str | None = None
         if (
             not calls
@@ -275,13 +254,14 @@ class OpenAIBackend(Backend):
             found = recover_calls(text)
             if (format_error := found.problem) is None:
                 text, calls = found.text, found.calls
-                for c in calls:
-                    c.id = self._new_id()
-        if not calls and not text and inline and format_error is None and _unclosed_thinking(content):
-            # the reply ended inside a thinking block: no answer was written (a cut-short generation)
+        # an open thinking tag with no close after it: the reply was cut short inside its thinking
+        unclosed = any(content.rfind(o) > content.rfind(c) for o, c in THINKING_TAGS)
+        if not calls and not text and inline and format_error is None and unclosed:  # and no answer after it
             format_error = (
                 "the reply ended inside a thinking block, without an answer or a tool call after it"
             )
+        for c in calls:
+            c.id = c.id or self._new_id()
         u = data.get("usage") or {}
         usage = Usage(int(u.get("prompt_tokens") or 0), int(u.get("completion_tokens") or 0), requests)
         return ModelTurn(

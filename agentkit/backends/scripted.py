@@ -49,18 +49,12 @@ def call(
 
 def answer(text: str, *, thinking: str = "") -> ModelTurn:
     """A scripted final answer, optionally with thinking; TypeError for a value that is not a string."""
-    out = ModelTurn(text=text, thinking=thinking)
-    if (problem := item_problem(out)) is not None:
-        raise TypeError(f"answer(): {problem}")
-    return out
+    return script_turn(ModelTurn(text=text, thinking=thinking), "answer(): ")
 
 
 def turn(*calls: ToolCall, text: str = "", thinking: str = "", usage: Usage | None = None) -> ModelTurn:
     """A scripted turn with text, thinking and any number of calls; TypeError for a bad value."""
-    out = ModelTurn(text=text, thinking=thinking, tool_calls=list(calls), usage=usage or Usage())
-    if (problem := item_problem(out)) is not None:
-        raise TypeError(f"turn(): {problem}")
-    return out
+    return script_turn(ModelTurn(text, thinking, list(calls), usage or Usage()), "turn(): ")
 
 
 def _call_problem(c: Any) -> str | None:
@@ -71,26 +65,31 @@ def _call_problem(c: Any) -> str | None:
     return None
 
 
-def item_problem(item: Any) -> str | None:
-    """What is wrong with a script item (``None``: it is a :data:`ScriptItem` the backend can play)."""
+def script_turn(item: Any, where: str = "") -> ModelTurn:
+    """A :data:`ScriptItem` as a new :class:`ModelTurn` (its calls and usage copied); TypeError, after ``where``,
+    saying what is wrong with it."""
     if isinstance(item, str):
-        return None
-    if isinstance(item, ModelTurn):
-        for field in ("text", "thinking"):
-            if not isinstance(value := getattr(item, field), str):
-                return f"the turn's {field} must be a string, got {value!r}"
-        return next(filter(None, map(_call_problem, item.tool_calls)), None)
-    calls = [item] if isinstance(item, ToolCall) else item
-    if (
-        isinstance(calls, Sequence)
-        and not isinstance(calls, bytes)
-        and all(isinstance(c, ToolCall) for c in calls)
+        item = ModelTurn(text=item)
+    elif isinstance(item, ToolCall):
+        item = ModelTurn(tool_calls=[item])
+    elif (
+        isinstance(item, Sequence)
+        and not isinstance(item, bytes)
+        and all(isinstance(c, ToolCall) for c in item)
     ):
-        return next(filter(None, map(_call_problem, calls)), None)
-    return (
-        "not a script item (a string answer, a call(), a list of calls or a ModelTurn such as answer(...)), "
-        f"got {item!r}"
-    )
+        item = ModelTurn(tool_calls=list(item))
+    elif not isinstance(item, ModelTurn):
+        raise TypeError(
+            f"{where}not a script item (a string answer, a call(), a list of calls or a ModelTurn such as "
+            f"answer(...)), got {item!r}"
+        )
+    for field in ("text", "thinking"):
+        if not isinstance(value := getattr(item, field), str):
+            raise TypeError(f"{where}the turn's {field} must be a string, got {value!r}")
+    if (problem := next(filter(None, map(_call_problem, item.tool_calls)), None)) is not None:
+        raise TypeError(where + problem)
+    calls = [ToolCall(c.id, c.name, dict(c.arguments), c.error, c.raw_arguments) for c in item.tool_calls]
+    return ModelTurn(item.text, item.thinking, calls, Usage(**item.usage.to_dict()), item.raw)
 
 
 def _estimate_tokens(messages: list[ChatMessage]) -> int:
@@ -139,8 +138,7 @@ class ScriptedBackend(Backend):
         else:
             self._items = list(script)
             for i, item in enumerate(self._items):
-                if (problem := item_problem(item)) is not None:
-                    raise TypeError(f"scripted backend {name!r}: script item {i}: {problem}")
+                script_turn(item, f"scripted backend {name!r}: script item {i}: ")
         self._pos = 0
         self._next_id = 0
         self._lock = threading.Lock()
@@ -174,10 +172,10 @@ class ScriptedBackend(Backend):
                 if not isinstance(args, dict):
                     raise ValueError(f"{p}: turn {i} call {j}: arguments must be an object")
                 calls.append(ToolCall(id=str(c.get("id", "")), name=c["name"], arguments=args))
-            made = ModelTurn(text=item.get("text", ""), thinking=item.get("thinking", ""), tool_calls=calls)
-            if (problem := item_problem(made)) is not None:
-                raise ValueError(f"{p}: turn {i}: {problem}")
-            items.append(made)
+            try:
+                items.append(script_turn(ModelTurn(item.get("text", ""), item.get("thinking", ""), calls)))
+            except TypeError as exc:
+                raise ValueError(f"{p}: turn {i}: {exc}") from None
         return cls(items, name=f"scripted:{p.name}")
 
     @property
@@ -209,24 +207,12 @@ class ScriptedBackend(Backend):
         return out
 
     def _to_turn(self, item: Any) -> ModelTurn:
-        if (problem := item_problem(item)) is not None:  # a function's item (a list's was checked up front)
-            raise BackendError(f"scripted backend {self.name!r}: {problem}")
-        if isinstance(item, str):
-            return ModelTurn(text=item)
-        if isinstance(item, ToolCall):
-            out = ModelTurn(tool_calls=[item])
-        elif isinstance(item, ModelTurn):
-            out = ModelTurn(
-                item.text, item.thinking, list(item.tool_calls), Usage(**item.usage.to_dict()), item.raw
-            )
-        else:
-            out = ModelTurn(tool_calls=list(item))
-        calls = []
+        try:  # a function's item (a list's was checked up front)
+            out = script_turn(item)
+        except TypeError as exc:
+            raise BackendError(f"scripted backend {self.name!r}: {exc}") from None
         for c in out.tool_calls:
-            cid = c.id
-            if not cid:
-                cid = f"call_{self._next_id}"
+            if not c.id:
+                c.id = f"call_{self._next_id}"
                 self._next_id += 1
-            calls.append(ToolCall(cid, c.name, dict(c.arguments), c.error, c.raw_arguments))
-        out.tool_calls = calls
         return out

@@ -27,7 +27,7 @@ from starlette.concurrency import run_in_threadpool
 from starlette.exceptions import HTTPException as StarletteHTTPException
 from starlette.responses import Response
 
-from agentkit.messages import ImageURL
+from agentkit import messages as M
 from agentkit.serve import schemas as S
 from agentkit.serve.engine import ServeEngine, ServeError, StreamView, finish_reason, usage
 
@@ -40,7 +40,7 @@ API_KEY_ENV = "AGENTKIT_API_KEY"
 #: The field names of the request's models: what a validation error's location keeps (not union branches).
 _FIELDS = {
     f.alias or name
-    for model in (*vars(S).values(), ImageURL)
+    for model in (*vars(S).values(), *vars(M).values())
     if isinstance(model, type) and issubclass(model, BaseModel)
     for name, f in model.model_fields.items()
 }
@@ -292,36 +292,14 @@ async def _stream(
 
     try:
         sub = engine.submit(turn, req.seed, lambda toks: loop.call_soon_threadsafe(queue.put_nowait, toks))
-        view = StreamView(engine)
-        # as OpenAI's, the first delta has role and content: "" for prose, null for a tool call; a turn that
-        # may be either (tools, tool_choice auto) opens with its first delta, the others at once
-        opened = not req.tools or req.tool_choice not in (None, "auto")
-        if opened:
-            prose = not req.tools or req.tool_choice == "none"
-            yield chunk({"role": "assistant", "content": "" if prose else None})
-
-        def send(delta: dict[str, Any] | None) -> list[dict[str, str]]:
-            """The events of ``delta``, after the opening when not yet sent: ``role`` (``content: null``) on a
-            first tool call's chunk, else its own ``content: ""`` chunk."""
-            nonlocal opened
-            events = [] if delta is None else [chunk(delta)]
-            if opened:
-                return events
-            opened = True
-            if (
-                delta is not None
-                and "tool_calls" in delta
-                and not delta.keys() & {"content", "reasoning_content"}
-            ):
-                return [chunk({"role": "assistant", "content": None, **delta})]
-            return [chunk({"role": "assistant", "content": ""}), *events]
-
+        view = StreamView(engine, bool(req.tools), req.tool_choice)
+        for delta in view.opening:
+            yield chunk(delta)
         fut = asyncio.wrap_future(sub.handle.future)
         fut.add_done_callback(lambda _: queue.put_nowait(None))  # queued after the canvases the batcher sent
         while (tokens := await queue.get()) is not None:
-            if (delta := view.feed(tokens)) is not None:
-                for event in send(delta):
-                    yield event
+            for delta in view.feed(tokens):
+                yield chunk(delta)
         try:
             result = fut.result()
         except Exception as exc:
@@ -330,8 +308,8 @@ async def _stream(
             yield {"data": json.dumps(err.body())}
             yield {"data": "[DONE]"}
             return
-        for event in send(view.feed([], final=True)):
-            yield event
+        for delta in view.feed([], final=True):
+            yield chunk(delta)
         yield chunk({}, finish_reason(sub, result, view.calls > 0))
         if with_usage:
             yield _event(engine, sub, [], usage=usage(result.prompt_tokens, len(result.tokens)))

@@ -15,7 +15,7 @@ import uuid
 from dataclasses import KW_ONLY, dataclass, field
 from typing import Any, Literal
 
-from agentkit.messages import decode_arguments, to_template_messages
+from agentkit.messages import TextPart, ToolCall, ToolMessage, to_template_messages
 from agentkit.serve import schemas as S
 from grammar import special_tokens as st
 from grammar.parse import ToolCallParseError, parse_tool_calls
@@ -49,29 +49,29 @@ class ServeError(Exception):
 
 def _content(content: Any, where: str, *, images: bool = False) -> Any:
     """The text of a message's content, or, when ``images`` and it holds ``image_url`` parts, its text and image
-    parts. ServeError (400) for another part type or an image that is not a ``data:`` URL (never fetched)."""
+    parts. ServeError (400) for an image outside a user message or one that is not a ``data:`` URL (never fetched)."""
     if not isinstance(content, list):
         return content or ""
     parts: list[dict[str, Any]] = []
     for j, p in enumerate(content):
-        if isinstance(p, S.ImageURLPart) and images and not p.image_url.url.startswith("data:"):
+        if isinstance(p, TextPart):
+            parts.append({"type": "text", "text": p.text})
+            continue
+        if not images:
+            raise ServeError(
+                400,
+                f"{where}[{j}]: content parts of type 'image_url' are not supported by this server here (text "
+                "only: images go in user messages)",
+                param=f"{where}[{j}].type",
+            )
+        if not p.image_url.url.startswith("data:"):
             raise ServeError(
                 400,
                 f"{where}[{j}]: an image_url part must hold the image as a data:image/...;base64, URL "
                 "(this server does not fetch URLs or read files)",
                 param=f"{where}[{j}].image_url.url",
             )
-        if not (isinstance(p, S.TextPart) or (images and isinstance(p, S.ImageURLPart))):
-            allowed = "text and image_url only" if images else "text only"
-            raise ServeError(
-                400,
-                f"{where}[{j}]: content parts of type {p.type!r} are not supported by this server ({allowed})",
-                param=f"{where}[{j}].type",
-            )
-        if isinstance(p, S.TextPart):
-            parts.append({"type": "text", "text": p.text})
-        elif isinstance(p, S.ImageURLPart):
-            parts.append({"type": "image_url", "image_url": {"url": p.image_url.url}})
+        parts.append({"type": "image_url", "image_url": {"url": p.image_url.url}})
     if any(part["type"] == "image_url" for part in parts):
         return parts
     return "".join(part["text"] for part in parts)
@@ -91,7 +91,7 @@ def from_wire_messages(messages: list[Any]) -> list[dict[str, Any]]:
     pending: dict[str, None] = {}  # the calls of the assistant message at ``asked`` not answered yet
     asked = 0
     for i, m in enumerate([*messages, None]):
-        if pending and not isinstance(m, S.ToolMessage):
+        if pending and not isinstance(m, ToolMessage):
             raise ServeError(
                 400,
                 f"messages[{asked}]: an assistant message with 'tool_calls' must be followed by tool messages "
@@ -101,7 +101,7 @@ def from_wire_messages(messages: list[Any]) -> list[dict[str, Any]]:
         if m is None:
             break
         msg: dict[str, Any] = {"role": "system" if m.role == "developer" else m.role}
-        if isinstance(m, S.ToolMessage):
+        if isinstance(m, ToolMessage):
             if (name := m.name or names.get(m.tool_call_id)) is None:
                 raise ServeError(
                     400,
@@ -112,18 +112,13 @@ def from_wire_messages(messages: list[Any]) -> list[dict[str, Any]]:
             msg.update(tool_call_id=m.tool_call_id, name=name)
             pending.pop(m.tool_call_id, None)
         msg["content"] = _content(m.content, f"messages[{i}].content", images=m.role == "user")
-        for j, tc in enumerate(getattr(m, "tool_calls", None) or []):
-            args, err = decode_arguments(tc.function.arguments)
-            if err is not None:
+        for j, tc in enumerate(calls := getattr(m, "tool_calls", None) or []):
+            if tc.error is not None:
                 where = f"messages[{i}].tool_calls[{j}].function.arguments"
-                raise ServeError(400, f"{where}: {err}", param=where)
-            names[tc.id], pending[tc.id], asked = tc.function.name, None, i
-            call = {
-                "id": tc.id,
-                "type": "function",
-                "function": {"name": tc.function.name, "arguments": args},
-            }
-            msg.setdefault("tool_calls", []).append(call)
+                raise ServeError(400, f"{where}: {tc.error}", param=where)
+            names[tc.id], pending[tc.id], asked = tc.name, None, i
+        if calls:
+            msg["tool_calls"] = [tc.to_dict() for tc in calls]
         out.append(msg)
     return to_template_messages(out)
 
@@ -406,11 +401,7 @@ class ServeEngine:
     def tool_calls(calls: list[Any]) -> list[dict[str, Any]]:
         """OpenAI tool calls (fresh ids, JSON-string arguments) of parsed calls (``name``, ``arguments``)."""
         return [
-            {
-                "id": f"call_{uuid.uuid4().hex[:24]}",
-                "type": "function",
-                "function": {"name": c.name, "arguments": json.dumps(c.arguments, ensure_ascii=False)},
-            }
+            ToolCall(f"call_{uuid.uuid4().hex[:24]}", c.name, dict(c.arguments)).to_dict(wire=True)
             for c in calls
         ]
 
@@ -459,13 +450,20 @@ def usage(prompt: int, completion: int) -> dict[str, int]:
 
 class StreamView:
     """What a streamed response has sent so far, and the deltas up to a longer output (content per canvas,
-    a tool call whole once its ``<tool_call|>`` is generated, thinking as ``reasoning_content``)."""
+    a tool call whole once its ``<tool_call|>`` is generated, thinking as ``reasoning_content``).
 
-    def __init__(self, engine: ServeEngine) -> None:
+    As OpenAI's, the first delta has ``role`` and ``content``: ``""`` for prose, ``null`` for a tool call. A turn
+    that can only be one (no tools, or a ``tool_choice`` other than ``auto``) opens at once (:attr:`opening`),
+    one that may be either with its first delta."""
+
+    def __init__(self, engine: ServeEngine, tools: bool, tool_choice: Any) -> None:
         self.engine = engine
         self.sent = {"reasoning_content": "", "content": ""}  # the text of each field sent so far
         self.calls = 0
         self.tokens: list[int] = []
+        self.opened = not tools or tool_choice not in (None, "auto")
+        prose = not tools or tool_choice == "none"
+        self.opening = [{"role": "assistant", "content": "" if prose else None}] if self.opened else []
 
     def _view(self, final: bool) -> tuple[str, str, list[Any]]:
         text = decode_marked(self.engine.chat_model.tokenizer, self.tokens)
@@ -484,8 +482,19 @@ class StreamView:
             return self.sent["reasoning_content"], self.sent["content"], []
         return parsed.thinking or "", parsed.text, parsed.calls
 
-    def feed(self, tokens: list[int], final: bool = False) -> dict[str, Any] | None:
-        """Add a committed canvas's ``tokens``; the delta to send, or ``None`` when nothing is new."""
+    def feed(self, tokens: list[int], final: bool = False) -> list[dict[str, Any]]:
+        """Add a committed canvas's ``tokens`` (``final``: the turn's last); the deltas to send, the opening
+        first when not sent yet: ``role`` (``content: null``) on a first tool call's delta, else its own
+        ``content: ""`` delta."""
+        delta = self._delta(tokens, final)
+        if self.opened or not (delta or final):
+            return [delta] if delta else []
+        self.opened = True
+        if "tool_calls" in delta and not delta.keys() & {"content", "reasoning_content"}:
+            return [{"role": "assistant", "content": None, **delta}]
+        return [{"role": "assistant", "content": ""}, *([delta] if delta else [])]
+
+    def _delta(self, tokens: list[int], final: bool) -> dict[str, Any]:
         self.tokens.extend(tokens)
         reasoning, content, calls = self._view(final)
         delta: dict[str, Any] = {}
@@ -496,4 +505,4 @@ class StreamView:
             fresh = self.engine.tool_calls(calls[self.calls :])
             delta["tool_calls"] = [{"index": self.calls + k, **c} for k, c in enumerate(fresh)]
             self.calls = len(calls)
-        return delta or None
+        return delta

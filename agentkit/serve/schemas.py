@@ -1,84 +1,20 @@
-"""Pydantic models of the OpenAI chat-completions request ``agentkit serve`` reads (its answers are dicts:
-:mod:`agentkit.serve.engine`); unknown request fields (``user``, ``top_p``, ...) are ignored."""
+"""Pydantic models of the OpenAI chat-completions request ``agentkit serve`` reads, its messages those of
+:mod:`agentkit.messages` (its answers are dicts: :mod:`agentkit.serve.engine`); unknown request fields (``user``,
+``top_p``, ...) are ignored."""
 
 from __future__ import annotations
 
-from typing import Annotated, Any, Literal
+from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Discriminator, Field, Tag, field_validator
+from pydantic import BaseModel, ConfigDict, Field, field_validator
 
-from agentkit.messages import ImageURLPart, TextPart
+from agentkit.messages import Message
 
 
 class _Open(BaseModel):
     """Request shapes: unknown fields ignored, known ones typed strictly (``"max_tokens": "10"`` is a 400)."""
 
     model_config = ConfigDict(extra="ignore", strict=True)
-
-
-class OtherPart(_Open):
-    """A content part of a type this server does not take (``input_audio``, ...), refused by name."""
-
-    type: str
-
-
-def _part_kind(value: Any) -> str:
-    kind = value.get("type") if isinstance(value, dict) else getattr(value, "type", None)
-    return f"part:{kind}" if kind in ("text", "image_url") else "part:other"
-
-
-#: A content part: ``text``, ``image_url`` or another type refused by name (tags that are not identifiers stay
-#: out of error paths).
-WirePart = Annotated[
-    Annotated[TextPart, Tag("part:text")]
-    | Annotated[ImageURLPart, Tag("part:image_url")]
-    | Annotated[OtherPart, Tag("part:other")],
-    Discriminator(_part_kind),
-]
-
-Content = str | list[WirePart] | None
-
-
-class FunctionCall(_Open):
-    """``function`` of a tool call: its name and JSON-encoded ``arguments``."""
-
-    name: str
-    arguments: str | dict[str, Any] = "{}"
-
-
-class ToolCall(_Open):
-    """One tool call of an assistant message (OpenAI shape)."""
-
-    id: str
-    type: Literal["function"] = "function"
-    function: FunctionCall
-
-
-class SystemMessage(_Open):
-    role: Literal["system", "developer"]
-    content: str | list[WirePart]
-
-
-class UserMessage(_Open):
-    role: Literal["user"]
-    content: str | list[WirePart]
-
-
-class AssistantMessage(_Open):
-    role: Literal["assistant"]
-    content: Content = None
-    tool_calls: list[ToolCall] | None = None
-    reasoning_content: str | None = None
-
-
-class ToolMessage(_Open):
-    role: Literal["tool"]
-    tool_call_id: str
-    content: str | list[WirePart]
-    name: str | None = None
-
-
-Message = Annotated[SystemMessage | UserMessage | AssistantMessage | ToolMessage, Field(discriminator="role")]
 
 
 class FunctionDef(_Open):
