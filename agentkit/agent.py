@@ -253,13 +253,11 @@ class Agent(Host):
         if check_tool is not None:
             check_tool(tl.name, tl.parameters)
         self.graph.tools[tl.name] = tl
-        self.graph.declarations.append(tl.declaration())
         return tl
 
     def remove_tool(self, name: str) -> None:
         """Unregister the tool ``name`` (nothing if there is none)."""
-        if self.graph.tools.pop(name, None) is not None:
-            self.graph.declarations = [d for d in self.graph.declarations if d["function"]["name"] != name]
+        self.graph.tools.pop(name, None)
 
     async def __aenter__(self) -> Agent:
         """Open the toolsets (MCP servers) for the runs inside the block (blocks may nest or overlap)."""
@@ -305,7 +303,7 @@ class Agent(Host):
 
     def declarations(self) -> list[ToolDeclaration]:
         """The tool declarations sent to the model."""
-        return list(self.graph.declarations)
+        return [t.declaration() for t in self.graph.tools.values()]
 
     def tool_output_budget(self) -> int | None:
         """Bytes of tool output the model may see per model turn (see ``max_tool_output_bytes``; ``"auto"`` asks
