@@ -7,7 +7,7 @@ step; ``Agent.chat`` keeps a multi-turn :class:`ChatSession` (user messages and 
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal, TypedDict, Unpack, overload
 
@@ -47,14 +47,6 @@ class RunOptions(TurnOptions, total=False):
     """The keywords of :meth:`Agent.run`, :meth:`Agent.arun` and :meth:`Agent.iter`: a turn's and its history."""
 
     history: HistoryLike | None
-
-
-def check_options(call: str, options: Mapping[str, Any]) -> None:
-    """Raise ``TypeError`` naming the call, an unknown keyword and the :class:`RunOptions` it takes."""
-    unknown = [k for k in options if k not in RunOptions.__optional_keys__]
-    if unknown:
-        takes = ", ".join(sorted(RunOptions.__optional_keys__))
-        raise TypeError(f"{call} got an unexpected keyword argument {unknown[0]!r} (it takes {takes})")
 
 
 def refuse_in_event_loop(call: str, instead: str) -> None:
@@ -253,13 +245,11 @@ class Agent(Host):
         if check_tool is not None:
             check_tool(tl.name, tl.parameters)
         self.graph.tools[tl.name] = tl
-        self.graph.declarations.append(tl.declaration())
         return tl
 
     def remove_tool(self, name: str) -> None:
         """Unregister the tool ``name`` (nothing if there is none)."""
-        if self.graph.tools.pop(name, None) is not None:
-            self.graph.declarations = [d for d in self.graph.declarations if d["function"]["name"] != name]
+        self.graph.tools.pop(name, None)
 
     async def __aenter__(self) -> Agent:
         """Open the toolsets (MCP servers) for the runs inside the block (blocks may nest or overlap)."""
@@ -305,7 +295,7 @@ class Agent(Host):
 
     def declarations(self) -> list[ToolDeclaration]:
         """The tool declarations sent to the model."""
-        return list(self.graph.declarations)
+        return [t.declaration() for t in self.graph.tools.values()]
 
     def tool_output_budget(self) -> int | None:
         """Bytes of tool output the model may see per model turn (see ``max_tool_output_bytes``; ``"auto"`` asks
@@ -331,8 +321,7 @@ class Agent(Host):
     def run(self, question: str, **options: Unpack[RunOptions]) -> RunResult:
         """Answer one user message: :meth:`arun` run synchronously (``RuntimeError`` inside an event loop)."""
         refuse_in_event_loop("Agent.run()", "await agent.arun(...)")
-        check_options("Agent.run()", options)
-        return asyncio.run(self._complete(self._prepare(question, **options), True))
+        return asyncio.run(self._complete(self._prepare("Agent.run()", question, options), True))
 
     async def arun(self, question: str, **options: Unpack[RunOptions]) -> RunResult:
         """Answer one user message: loop model turn -> tool calls -> tool responses until a final answer.
@@ -358,8 +347,7 @@ class Agent(Host):
                 ``PromptTooLong``, ``ToolCallFormatError``), the partial transcript in ``.result``.
             BackendError: the backend failed (after its own retries).
         """
-        check_options("Agent.arun()", options)
-        return await self._complete(self._prepare(question, **options), False)
+        return await self._complete(self._prepare("Agent.arun()", question, options), False)
 
     def iter(self, question: str, **options: Unpack[RunOptions]) -> AgentRun:
         """The run :meth:`arun` makes, step by step (``async for step in run``) or node by node
@@ -368,32 +356,27 @@ class Agent(Host):
         answer's last; ``run.result`` is then the :class:`~agentkit.result.RunResult`. A run that stops raises
         from the loop as :meth:`arun`; a second loop continues where the first stopped. Raises ``ValueError`` and
         ``ImageError`` as :meth:`arun`, at once."""
-        check_options("Agent.iter()", options)
-        state = self._prepare(question, **options)
+        state = self._prepare("Agent.iter()", question, options)
         if self._toolsets and not self._toolsets_held:
             raise RuntimeError("an agent with toolsets iterates inside `async with agent:`")
         return AgentRun(self.graph, state)
 
-    def _prepare(
-        self,
-        question: str,
-        *,
-        history: HistoryLike | None = None,
-        deps: Any = None,
-        on_event: EventCallback | None = None,
-        images: Sequence[ImageSource] | None = None,
-        vision_budget: int | None = None,
-    ) -> RunState:
-        """The state of a run (:class:`RunOptions` as :meth:`arun`); raises as :meth:`arun`, at once."""
+    def _prepare(self, call: str, question: str, options: RunOptions) -> RunState:
+        """The state of a run (:class:`RunOptions` as :meth:`arun`); raises as :meth:`arun`, at once, and
+        ``TypeError`` naming ``call`` for an unknown keyword."""
+        if unknown := [k for k in options if k not in RunOptions.__optional_keys__]:
+            takes = ", ".join(sorted(RunOptions.__optional_keys__))
+            raise TypeError(f"{call} got an unexpected keyword argument {unknown[0]!r} (it takes {takes})")
         if self.tool_choice == "required" and not self.graph.tools and not self._toolsets:
             raise ValueError(
                 "tool_choice='required' needs a tool, and this agent has none: add one (add_tool, @agent.tool) "
                 "or use tool_choice='auto'"
             )
-        if on_event is not None:
+        if (on_event := options.get("on_event")) is not None:
             check_callback(on_event)
-        content = user_content(question, images, vision_budget)
-        return self.graph.prepare(question, content, as_conversation(history), deps, on_event)
+        content = user_content(question, options.get("images"), options.get("vision_budget"))
+        history = as_conversation(options.get("history"))
+        return self.graph.prepare(question, content, history, options.get("deps"), on_event)
 
     async def _complete(self, state: RunState, prefer_sync: bool) -> RunResult:
         # a run uses the agent's MCP servers (if any): the first user opens them, concurrent runs share them, the

@@ -158,7 +158,6 @@ class AgentRun:
         self.node: Node = UserPrompt(state)
         self.runner: asyncio.Runner | None = None
         self._handed_out = False  # whether ``node`` was yielded by nodes()
-        self._failed = False
         self._steps: AsyncIterator[Step] | None = None
         self._steps_seen = 0
 
@@ -170,7 +169,7 @@ class AgentRun:
     @property
     def done(self) -> bool:
         """True once :class:`End` was handed out, or a node raised."""
-        return self._failed or (isinstance(self.node, End) and self._handed_out)
+        return self.state.failed or (isinstance(self.node, End) and self._handed_out)
 
     def pending(self) -> Node | None:
         """The next node if it has not been handed out yet (it is marked handed out), else ``None``."""
@@ -188,8 +187,7 @@ class AgentRun:
         try:
             self.node = await node.run(self.graph, prefer_sync=prefer_sync)
         except BaseException as exc:
-            self._failed = True
-            self.state.report_failure(exc)  # RunFailed, also for a cancelled run or an override's error
+            self.state.fail(exc)  # RunFailed, also for a cancelled run or an override's error
             raise
         self._handed_out = False
         return self.node

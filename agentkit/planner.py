@@ -14,7 +14,7 @@ import json
 import time
 from collections.abc import Callable, Coroutine, Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol, TypeVar
 
 from agentkit.backends.base import ChatMessage, ModelTurn, ToolChoice, Usage
 from agentkit.backends.base import PromptTooLong as BackendPromptTooLong
@@ -26,7 +26,6 @@ from agentkit.calls import (
     unique_ids,
 )
 from agentkit.errors import (
-    AgentRunError,
     LoopGuardTriggered,
     PromptTooLong,
     ToolCallFormatError,
@@ -50,37 +49,26 @@ from agentkit.tool_output import ToolImageLimits, ToolImageShare, cap_output, ca
 from agentkit.tools import Tool, ToolArgumentsError, ToolContext, ToolTimeoutError
 
 if TYPE_CHECKING:
-    from agentkit.backends.base import Backend, ToolDeclaration
+    from agentkit.backends.base import Backend
 
-__all__ = ["CallPlan", "Emitter", "Host", "RunGraph", "RunState"]
+__all__ = ["CallPlan", "Host", "RunGraph", "RunState"]
 
 _perf = time.perf_counter
-
-
-class Emitter:
-    """The run's event callbacks as one callable; with none it does nothing (no ``if emit:`` guards)."""
-
-    def __init__(self, callbacks: Sequence[EventCallback]) -> None:
-        self.callbacks = list(callbacks)
-
-    def __call__(self, event: Event) -> None:
-        """Hand ``event`` to every callback, in order."""
-        for cb in self.callbacks:
-            cb(event)
+_E = TypeVar("_E", bound=BaseException)
 
 
 @dataclass
 class RunState:
     """Everything one run carries between its phases: the question and its content, the history it started
-    from, ``deps``, the transcript (``messages``), what the result reports, the loop-guard counts
-    (``repeats``), failures per tool, how many droppable groups the prompt leaves out, reminders sent and the
-    tool-output budgets (bytes, tokens; asked once per run)."""
+    from, ``deps``, the event ``callbacks``, the transcript (``messages``), what the result reports, the
+    loop-guard counts (``repeats``), failures per tool, how many droppable groups the prompt leaves out, reminders
+    sent, the tool-output budgets (bytes, tokens; asked once per run) and whether it failed."""
 
     question: str
     content: str | list[dict[str, Any]]
     conversation: Conversation
     deps: Any
-    emit: Emitter
+    callbacks: list[EventCallback]
     messages: list[ChatMessage]
     tool_choice: ToolChoice
     backend_name: str
@@ -95,7 +83,12 @@ class RunState:
     budget: tuple[int | None, int | None] | None = None
     t_start: float = field(default_factory=_perf)
     result: RunResult | None = None
-    failure_reported: bool = False
+    failed: bool = False
+
+    def emit(self, event: Event) -> None:
+        """Hand ``event`` to every callback, in order."""
+        for cb in self.callbacks:
+            cb(event)
 
     def prompt_view(self) -> tuple[list[ChatMessage], list[tuple[int, int]]]:
         """The messages sent to the model (the dropped groups left out) and the droppable groups."""
@@ -123,16 +116,12 @@ class RunState:
             self.backend_name,
         )
 
-    def fail(self, exc: AgentRunError) -> AgentRunError:
-        """Emit :class:`~agentkit.events.RunFailed` and return ``exc`` for the caller to raise."""
-        self.report_failure(exc)
-        return exc
-
-    def report_failure(self, exc: BaseException) -> None:
-        """Emit :class:`~agentkit.events.RunFailed` for ``exc``, once per run."""
-        if not self.failure_reported:
-            self.failure_reported = True
+    def fail(self, exc: _E) -> _E:
+        """Emit :class:`~agentkit.events.RunFailed` for ``exc`` (once per run); ``exc``, for the caller to raise."""
+        if not self.failed:
+            self.failed = True
             self.emit(RunFailed(exc))
+        return exc
 
 
 @dataclass
@@ -279,13 +268,12 @@ async def gather_calls(runs: Sequence[Coroutine[Any, Any, ToolCallRecord]]) -> l
 
 
 class RunGraph:
-    """The run logic of ``agent`` (``agent.graph``): its ``tools`` by name, their ``declarations`` in order, the
-    event ``callbacks`` of every run, and the phases the nodes of :mod:`agentkit.nodes` run."""
+    """The run logic of ``agent`` (``agent.graph``): its ``tools`` by name, the event ``callbacks`` of every run,
+    and the phases the nodes of :mod:`agentkit.nodes` run."""
 
     def __init__(self, agent: Host) -> None:
         self.agent = agent
         self.tools: dict[str, Tool] = {}
-        self.declarations: list[ToolDeclaration] = []
         self.callbacks: list[EventCallback] = []
 
     def prepare(
@@ -303,13 +291,13 @@ class RunGraph:
             messages.append({"role": "system", "content": self.agent.system_prompt})
         messages.extend(dict(m) for m in conv.messages)  # type: ignore[misc]
         messages.append({"role": "user", "content": content})
-        callbacks = self.callbacks if on_event is None else [*self.callbacks, on_event]
+        callbacks = [*self.callbacks, *([] if on_event is None else [on_event])]
         return RunState(
             question,
             content,
             conv,
             deps,
-            Emitter(callbacks),
+            callbacks,
             messages,
             self.agent.tool_choice,
             self.agent.backend.name,
@@ -322,19 +310,20 @@ class RunGraph:
         # Agent.run owns its event loop (nothing else runs on it): the sync path is as good and keeps the
         # backend's sync connection pool across runs.
         acomplete = None if prefer_sync else getattr(backend, "acomplete", None)
+        declarations = [t.declaration() for t in self.tools.values()]
         t0 = _perf()
         while True:
             prompt, groups = state.prompt_view()
             try:
                 if acomplete is not None:
-                    turn: ModelTurn = await acomplete(prompt, self.declarations, state.tool_choice)
+                    turn: ModelTurn = await acomplete(prompt, declarations, state.tool_choice)
                 else:
-                    turn = backend.complete(prompt, self.declarations, state.tool_choice)
+                    turn = backend.complete(prompt, declarations, state.tool_choice)
             except BackendPromptTooLong as exc:
                 self._trim(state, exc, prompt, groups, t0)
                 continue
             except Exception as exc:
-                state.report_failure(exc)
+                state.fail(exc)
                 raise
             break
         model_s = _perf() - t0

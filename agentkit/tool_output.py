@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import base64
+import bisect
 import concurrent.futures
 import contextvars
 import dataclasses
@@ -180,14 +181,7 @@ def _json_fallback(value: Any) -> Any:
 
 def longest_fitting(n: int, fits: Callable[[int], bool]) -> int:
     """The largest ``k`` in ``0..n`` with ``fits(k)``, by bisection (``fits`` is monotone; ``0`` when none)."""
-    lo, hi = 0, n
-    while lo < hi:
-        mid = (lo + hi + 1) // 2
-        if fits(mid):
-            lo = mid
-        else:
-            hi = mid - 1
-    return lo
+    return bisect.bisect_left(range(1, n + 1), True, key=lambda k: not fits(k))
 
 
 def _cut_marker(cut: int, total: int, limit: int, unit: str = "bytes") -> str:

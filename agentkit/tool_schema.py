@@ -7,7 +7,6 @@ from __future__ import annotations
 import difflib
 import functools
 import inspect
-import logging
 import re
 import typing
 from collections.abc import Callable, Sequence
@@ -33,13 +32,8 @@ def parse_docstring(doc: str | None) -> tuple[str, dict[str, str]]:
         return "", {}
     from griffe import Docstring
 
-    log = logging.getLogger("griffe")
-    level = log.level
-    log.setLevel(logging.ERROR)
-    try:
-        sections = Docstring(inspect.cleandoc(doc)).parse("auto")
-    finally:
-        log.setLevel(level)
+    quiet = {style: {"warnings": False} for style in ("google", "numpy", "sphinx")}
+    sections = Docstring(inspect.cleandoc(doc)).parse("auto", per_style_options=quiet)
     desc: list[str] = []
     params: dict[str, str] = {}
     in_description = True

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import asyncio
 import copy
+import functools
 import inspect
 import json
 import re
@@ -501,12 +502,7 @@ def tool(
         ToolDefinitionError: see :class:`Tool`.
     """
 
-    def wrap(fn: Callable[..., Any]) -> Tool:
-        return Tool(fn, **options)
-
-    if function is not None:
-        return wrap(function)
-    return wrap
+    return Tool(function, **options) if function is not None else functools.partial(Tool, **options)
 
 
 def as_tool(obj: Tool | Callable[..., Any]) -> Tool:

@@ -9,7 +9,7 @@ from agentkit import Agent, tool
 from agentkit.backends.scripted import ScriptedBackend, answer, call
 from agentkit.errors import ToolRetriesExceeded
 from agentkit.history import Conversation
-from agentkit.planner import Emitter, RunGraph, RunState
+from agentkit.planner import RunGraph, RunState
 from agentkit.result import Step
 
 
@@ -37,7 +37,7 @@ def test_prepare_builds_the_state():
     assert isinstance(st, RunState) and st.deps == "D" and st.step == 0
     assert [m["role"] for m in st.messages] == ["system", "user", "assistant", "user"]
     assert st.messages[-1] == {"role": "user", "content": "2+2?"}
-    assert st.emit.callbacks == [events.append]
+    assert st.callbacks == [events.append]
 
 
 def test_model_turn_then_plan_execute_resolve():
@@ -108,11 +108,14 @@ def test_phases_are_overridable():
     assert a.seen == 2 and isinstance(a.graph, RunGraph)
 
 
-def test_the_emitter_without_callbacks_does_nothing():
-    Emitter([])(object())  # no callbacks: no error, nothing to guard
+def test_a_run_state_emits_to_each_callback_and_without_any_does_nothing():
+    a = agent([])
+    a.graph.prepare("q", "q", None, None, None).emit(object())  # no callbacks: no error, nothing to guard
     got = []
-    Emitter([got.append, got.append])("e")
-    assert got == ["e", "e"]
+    a.graph.prepare("q", "q", None, None, got.append).emit("e")
+    a.graph.callbacks = [got.append]
+    a.graph.prepare("q", "q", None, None, got.append).emit("f")
+    assert got == ["e", "f", "f"]
 
 
 def test_iterating_a_run_again_continues_it_and_never_restarts_it():

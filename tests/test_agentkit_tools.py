@@ -162,6 +162,21 @@ def test_sphinx_and_numpy_docstrings():
     assert params == {"x": "The value.", "factor": "How much."}
 
 
+def test_a_docstring_griffe_finds_fault_with_is_read_without_a_log_line(caplog):
+    caplog.set_level("DEBUG")
+    desc, params = parse_docstring(
+        """Look up.
+
+        Args:
+            x: the key
+              indented oddly
+            y
+        """
+    )
+    assert desc == "Look up." and params["x"] == "the key indented oddly"
+    assert caplog.records == []
+
+
 class SearchArgs(BaseModel):
     query: str = Field(description="What to look for.")
     limit: int = Field(5, ge=1, le=50)
