@@ -115,7 +115,7 @@ def diffusion_loss(
     ids, attn, canvas, is_target = (batch[k] for k in ("input_ids", "attention_mask", "canvas", "is_target"))
     B, C = canvas.shape
     dev = canvas.device
-    noised, corrupt, t = _noised(canvas, t, 0.0, is_target, vocab_size, generator)
+    noised, corrupt, t = noised_canvas(canvas, t, 0.0, is_target, vocab_size, generator)
     w = batch.get("weight")
     if w is None:
         w = torch.where(is_target, torch.ones(B, C, device=dev), torch.full((B, C), pad_weight, device=dev))
@@ -162,12 +162,13 @@ def _binding_loss(
     return decl, valid, loss
 
 
-def _noised(
+def noised_canvas(
     canvas: Any, t: Any, prefix_clean_p: float, is_target: Any, vocab_size: int, generator: Any
 ) -> tuple[Any, Any, Any]:
-    """``(noised canvas [B, C], its noised positions [B, C] bool, noise levels [B])``: uniform noise tokens at
-    levels ``t`` (default ``U(0, 1)`` per row) or, with probability ``prefix_clean_p``, where a prefix commit
-    leaves them at inference (a clean prefix, then mostly noise)."""
+    """``(noised canvas [B, C] int64, its noised positions [B, C] bool, noise levels [B] float32)``: tokens
+    uniform in ``[0, vocab_size)`` at levels ``t`` [B] (default ``U(0, 1)`` per row, drawn with ``generator``) or,
+    with probability ``prefix_clean_p``, where a prefix commit leaves them at inference (a clean prefix, then
+    mostly noise; only when ``t`` is drawn). ``is_target`` [B, C] bool marks the target tokens."""
     B, C = canvas.shape
     dev = canvas.device
     tt = t if t is not None else torch.rand(B, device=dev, generator=generator)
@@ -269,7 +270,9 @@ def _copy_draw(
     """One noise draw: ``loss`` plus ``1 / draws`` of the mixture, pointer and parameter losses (figures added to
     ``sums``), and :func:`_draw_hits`' counts when ``with_stats``."""
     head = model.copy_head
-    noised, corrupt, tt = _noised(d.canvas, d.t, cfg.prefix_clean_p, d.is_target, cfg.vocab_size, generator)
+    noised, corrupt, tt = noised_canvas(
+        d.canvas, d.t, cfg.prefix_clean_p, d.is_target, cfg.vocab_size, generator
+    )
     use_sc = float(torch.rand(1, device=d.canvas.device, generator=generator)) < sc_p
     h, vocab_logits = _copy_decode(model, d.cache, noised, d.dec_mask, d.dec_pos, d.mem, use_sc)
     ptr = head.pointer(h, noised, d.mem)
