@@ -492,30 +492,25 @@ class Generator:
             ][:2]
         return Example(msgs, tools, nxt.target, "followup_call", nxt.calls, nxt.bindings)
 
-    def _bot_parts(self) -> tuple[dict[str, Any], list[dict[str, Any]], list[dict[str, Any]]]:
-        """``(bot exchange, messages, tools)``: the bundle's system prompt (70%), its tools in order (80%)."""
+    def _bot_parts(self) -> tuple[dict[str, Any], list[dict[str, Any]], list[dict[str, Any]], list[Any]]:
+        """``(bot exchange, messages, tools, calls)``: the bundle's system prompt (70%), its tools in order (80%)."""
         rng = self.rng
         parts = bot_example_parts(rng)
-        order = next(p for p in parts["tools"] if p["function"]["name"] == parts["tool"])["function"]
-        props = list(order["parameters"].get("properties", {}))
-        parts["arguments"] = {k: parts["arguments"][k] for k in props if k in parts["arguments"]}
         tools = list(parts["tools"])
         if rng.random() >= 0.8:
             tools = [t.openai() for t in self._toolset([])] + tools
             rng.shuffle(tools)
         system = parts["system_prompt"] if rng.random() < 0.7 else rng.choice(SYSTEM_PROMPTS)
         msgs = [{"role": "system", "content": system}, {"role": "user", "content": parts["question"]}]
-        return parts, msgs, tools
+        return parts, msgs, tools, [(parts["tool"], parts["arguments"])]
 
     def _ex_bot_call(self) -> Example:
-        parts, msgs, tools = self._bot_parts()
-        calls = [(parts["tool"], parts["arguments"])]
+        parts, msgs, tools, calls = self._bot_parts()
         binds = [(parts["tool"], k, v) for k, v in parts["bindings"]]
         return Example(msgs, tools, self._calls_target(calls), "bot_call", calls, binds)
 
     def _ex_bot_answer(self) -> Example:
-        parts, msgs, tools = self._bot_parts()
-        calls = [(parts["tool"], parts["arguments"])]
+        parts, msgs, tools, calls = self._bot_parts()
         cid = [f"call_{self.rng.randint(0, 10**6)}"]
         msgs = [
             *msgs,
