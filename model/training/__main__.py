@@ -8,6 +8,9 @@ import inspect
 import re
 import sys
 import typing
+from typing import Any
+
+from pydantic import ValidationError
 
 from model.training.settings import TrainConfig
 
@@ -17,6 +20,13 @@ def option_help() -> dict[str, str]:
     section = inspect.cleandoc(TrainConfig.__doc__ or "").split("Attributes:\n", 1)[1]
     entries = re.finditer(r"^    (\w+): (.*(?:\n {8}.*)*)", section, flags=re.MULTILINE)
     return {m[1]: " ".join(m[2].split()) for m in entries}
+
+
+def _problem(err: Any) -> str:
+    """One of pydantic's errors as ``--flag: problem, got VALUE``, or the message of a check between options."""
+    if not err["loc"]:
+        return str(err["ctx"]["error"])
+    return f"--{str(err['loc'][0]).replace('_', '-')}: {err['msg'].lower()}, got {err['input']}"
 
 
 def parse_args(argv: list[str] | None = None) -> TrainConfig:
@@ -40,8 +50,8 @@ def parse_args(argv: list[str] | None = None) -> TrainConfig:
             ap.add_argument(flag, type=kind, default=f.default, help=text)
     try:
         return TrainConfig(**vars(ap.parse_args(argv)))
-    except ValueError as e:  # an option out of its range, or one that needs another
-        ap.error(str(e))
+    except ValidationError as e:  # an option out of its range, or one that needs another
+        ap.error("; ".join(_problem(err) for err in e.errors()))
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -465,17 +465,18 @@ def bot_answer(rng: random.Random, tool: str, args: dict[str, Any], resp: dict[s
 
 
 def bot_example_parts(rng: random.Random) -> dict[str, Any]:
-    """One bot-domain exchange: ``domain``, ``system_prompt``, ``tools`` (OpenAI-style), ``question``, ``tool``,
-    ``arguments``, ``bindings`` (``[(parameter, spoken)]``), ``response`` and ``answer``."""
+    """One bot-domain exchange: ``system_prompt``, ``tools`` (OpenAI-style), ``question``, ``tool``, ``arguments``
+    (in the declaration's order), ``bindings`` (``[(parameter, spoken)]``), ``response`` and ``answer``."""
     bots = load_bot_tools()
     domain = rng.choice(("code_search", "weather"))
     while True:
         q, tool, args, binds = (code_request if domain == "code_search" else weather_request)(rng)
         if q not in TEST_QUESTIONS:
             break
+    declared = next(t["function"] for t in bots[domain]["tools"] if t["function"]["name"] == tool)
+    args = {k: args[k] for k in declared["parameters"].get("properties", {}) if k in args}
     resp = bot_response(rng, tool, args)
     return {
-        "domain": domain,
         "system_prompt": bots[domain]["system_prompt"],
         "tools": bots[domain]["tools"],
         "question": q,

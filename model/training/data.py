@@ -87,16 +87,16 @@ def _param_phrase(rng: random.Random, pname: str, kind: Kind, spoken: str, schem
 
 
 def _draw_args(
-    rng: random.Random, tool: TrainingTool, optional_p: float = 0.45, spoken_out: dict[str, str] | None = None
-) -> tuple[dict[str, Any], list[str]]:
-    """Argument values and their mention phrases (optional ones with ``optional_p``); ``spoken_out`` gets each
-    argument's spoken value."""
+    rng: random.Random, tool: TrainingTool, optional_p: float = 0.45
+) -> tuple[dict[str, Any], list[str], dict[str, str]]:
+    """Argument values, their mention phrases and each one's spoken value (optional ones with ``optional_p``)."""
     props = tool.parameters["properties"]
     required = set(tool.parameters.get("required", []))
     if not required and props:
         required = {rng.choice(sorted(props))}
     args: dict[str, Any] = {}
     phrases: list[str] = []
+    spoken_out: dict[str, str] = {}
     for pname, schema in props.items():
         if pname not in required and rng.random() >= optional_p:
             continue
@@ -113,10 +113,9 @@ def _draw_args(
             value = args["start_line"] + rng.randint(5, 80)
             spoken = str(value)
         args[pname] = value
-        if spoken_out is not None:
-            spoken_out[pname] = str(spoken)
+        spoken_out[pname] = str(spoken)
         phrases.append(_param_phrase(rng, pname, kind, spoken, schema))
-    return args, phrases
+    return args, phrases, spoken_out
 
 
 def _join(rng: random.Random, phrases: list[str]) -> str:
@@ -356,16 +355,21 @@ class Generator:
     def _calls_target(self, calls: list[tuple[str, dict[str, Any]]]) -> str:
         return "".join(format_call(n, a) for n, a in calls) + st.TOOL_RESPONSE_START
 
+    def _call(
+        self, kind: str, msgs: list[dict[str, Any]], tools: list[TrainingTool], calls: Any, binds: Any
+    ) -> Example:
+        """An example whose target is ``calls``, ``tools`` declared."""
+        return Example(msgs, [t.openai() for t in tools], self._calls_target(calls), kind, calls, binds)
+
     def _ex_call(self) -> Example:
         tool = self.tool()
-        spoken: dict[str, str] = {}
-        args, phrases = _draw_args(self.rng, tool, spoken_out=spoken)
+        args, phrases, spoken = _draw_args(self.rng, tool)
         req = _request(self.rng, tool, phrases)
         tools = self._toolset([tool])
         msgs = [*self._system(), {"role": "user", "content": req}]
-        calls = [(tool.name, args)]
-        binds = [(tool.name, k, v) for k, v in spoken.items()]
-        return Example(msgs, [t.openai() for t in tools], self._calls_target(calls), "call", calls, binds)
+        return self._call(
+            "call", msgs, tools, [(tool.name, args)], [(tool.name, k, v) for k, v in spoken.items()]
+        )
 
     def _ex_parallel(self) -> Example:
         rng = self.rng
@@ -381,8 +385,7 @@ class Generator:
                 break
         else:
             return self._ex_call()
-        spoken_args: dict[str, str] = {}
-        args, _ = _draw_args(rng, tool, optional_p=0.3, spoken_out=spoken_args)
+        args, _, spoken_args = _draw_args(rng, tool, optional_p=0.3)
         vary = rng.choice([k for k in strs if k in args] or strs)
         kind = tool.kinds[vary]
         k = rng.choice((2, 2, 3, 3, 4))
@@ -419,7 +422,7 @@ class Generator:
         msgs = [*self._system(), {"role": "user", "content": text}]
         binds = [(tool.name, vary, sp) for sp in spoken]
         binds += [(tool.name, p, spoken_args[p]) for p in args if p != vary and p in spoken_args]
-        return Example(msgs, [t.openai() for t in tools], self._calls_target(calls), "parallel", calls, binds)
+        return self._call("parallel", msgs, tools, calls, binds)
 
     def _ex_multi_call(self) -> Example:
         rng = self.rng
@@ -429,8 +432,7 @@ class Generator:
             return self._ex_call()
         reqs, calls, binds = [], [], []
         for t in (t1, t2):
-            spoken: dict[str, str] = {}
-            args, phrases = _draw_args(rng, t, spoken_out=spoken)
+            args, phrases, spoken = _draw_args(rng, t)
             reqs.append(_request(rng, t, phrases).rstrip(".!?"))
             calls.append((t.name, args))
             binds += [(t.name, k, v) for k, v in spoken.items()]
@@ -439,9 +441,7 @@ class Generator:
         text = reqs[0] + joiner + second + "."
         tools = self._toolset([t1, t2], extra_max=2)
         msgs = [*self._system(), {"role": "user", "content": text}]
-        return Example(
-            msgs, [t.openai() for t in tools], self._calls_target(calls), "multi_call", calls, binds
-        )
+        return self._call("multi_call", msgs, tools, calls, binds)
 
     def _ex_answer_after_tool(self) -> Example:
         base = self._ex_call() if self.rng.random() < 0.75 else self._ex_parallel()
@@ -492,30 +492,25 @@ class Generator:
             ][:2]
         return Example(msgs, tools, nxt.target, "followup_call", nxt.calls, nxt.bindings)
 
-    def _bot_parts(self) -> tuple[dict[str, Any], list[dict[str, Any]], list[dict[str, Any]]]:
-        """``(bot exchange, messages, tools)``: the bundle's system prompt (70%), its tools in order (80%)."""
+    def _bot_parts(self) -> tuple[dict[str, Any], list[dict[str, Any]], list[dict[str, Any]], list[Any]]:
+        """``(bot exchange, messages, tools, calls)``: the bundle's system prompt (70%), its tools in order (80%)."""
         rng = self.rng
         parts = bot_example_parts(rng)
-        order = next(p for p in parts["tools"] if p["function"]["name"] == parts["tool"])["function"]
-        props = list(order["parameters"].get("properties", {}))
-        parts["arguments"] = {k: parts["arguments"][k] for k in props if k in parts["arguments"]}
         tools = list(parts["tools"])
         if rng.random() >= 0.8:
             tools = [t.openai() for t in self._toolset([])] + tools
             rng.shuffle(tools)
         system = parts["system_prompt"] if rng.random() < 0.7 else rng.choice(SYSTEM_PROMPTS)
         msgs = [{"role": "system", "content": system}, {"role": "user", "content": parts["question"]}]
-        return parts, msgs, tools
+        return parts, msgs, tools, [(parts["tool"], parts["arguments"])]
 
     def _ex_bot_call(self) -> Example:
-        parts, msgs, tools = self._bot_parts()
-        calls = [(parts["tool"], parts["arguments"])]
+        parts, msgs, tools, calls = self._bot_parts()
         binds = [(parts["tool"], k, v) for k, v in parts["bindings"]]
         return Example(msgs, tools, self._calls_target(calls), "bot_call", calls, binds)
 
     def _ex_bot_answer(self) -> Example:
-        parts, msgs, tools = self._bot_parts()
-        calls = [(parts["tool"], parts["arguments"])]
+        parts, msgs, tools, calls = self._bot_parts()
         cid = [f"call_{self.rng.randint(0, 10**6)}"]
         msgs = [
             *msgs,
@@ -533,8 +528,7 @@ class Generator:
     def _ex_unanswerable(self) -> Example:
         rng = self.rng
         want = self.tool()
-        spoken: dict[str, str] = {}
-        args, phrases = _draw_args(rng, want, spoken_out=spoken)
+        args, phrases, spoken = _draw_args(rng, want)
         req = _request(rng, want, phrases)
         others: list[TrainingTool] = []
         for _ in range(rng.randint(1, 3)):
@@ -549,11 +543,8 @@ class Generator:
         if self.paired_declines:
             offered = list(others)
             offered.insert(rng.randint(0, len(offered)), want)
-            calls = [(want.name, args)]
             binds = [(want.name, k, v) for k, v in spoken.items()]
-            self._twin = Example(
-                msgs, [t.openai() for t in offered], self._calls_target(calls), "call", calls, binds
-            )
+            self._twin = self._call("call", msgs, offered, [(want.name, args)], binds)
         return Example(msgs, [t.openai() for t in others], answer + st.TURN_END, "unanswerable", [])
 
     def __iter__(self) -> Iterator[Example]:

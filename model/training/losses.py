@@ -115,11 +115,7 @@ def diffusion_loss(
     ids, attn, canvas, is_target = (batch[k] for k in ("input_ids", "attention_mask", "canvas", "is_target"))
     B, C = canvas.shape
     dev = canvas.device
-    if t is None:
-        t = torch.rand(B, device=dev, generator=generator)
-    corrupt = torch.rand(B, C, device=dev, generator=generator) < t[:, None]
-    noise = torch.randint(0, vocab_size, (B, C), device=dev, generator=generator)
-    noised = torch.where(corrupt, noise, canvas)
+    noised, corrupt, t = noised_canvas(canvas, t, 0.0, is_target, vocab_size, generator)
     w = batch.get("weight")
     if w is None:
         w = torch.where(is_target, torch.ones(B, C, device=dev), torch.full((B, C), pad_weight, device=dev))
@@ -166,12 +162,15 @@ def _binding_loss(
     return decl, valid, loss
 
 
-def _corruption(
-    B: int, C: int, t: Any, prefix_clean_p: float, is_target: Any, generator: Any
-) -> tuple[Any, Any]:
-    """``(noised positions [B, C] bool, noise levels [B])``: ``t ~ U(0, 1)`` per row, or with probability
-    ``prefix_clean_p`` what a prefix commit leaves at inference (a clean prefix, then mostly noise)."""
-    dev = is_target.device
+def noised_canvas(
+    canvas: Any, t: Any, prefix_clean_p: float, is_target: Any, vocab_size: int, generator: Any
+) -> tuple[Any, Any, Any]:
+    """``(noised canvas [B, C] int64, its noised positions [B, C] bool, noise levels [B] float32)``: tokens
+    uniform in ``[0, vocab_size)`` at levels ``t`` [B] (default ``U(0, 1)`` per row, drawn with ``generator``) or,
+    with probability ``prefix_clean_p``, where a prefix commit leaves them at inference (a clean prefix, then
+    mostly noise; only when ``t`` is drawn). ``is_target`` [B, C] bool marks the target tokens."""
+    B, C = canvas.shape
+    dev = canvas.device
     tt = t if t is not None else torch.rand(B, device=dev, generator=generator)
     corrupt = torch.rand(B, C, device=dev, generator=generator) < tt[:, None]
     if t is None and prefix_clean_p > 0:
@@ -183,7 +182,8 @@ def _corruption(
         pref = right & (torch.rand(B, C, device=dev, generator=generator) < t_right[:, None])
         corrupt = torch.where(pick[:, None], pref, corrupt)
         tt = torch.where(pick, t_right, tt)
-    return corrupt, tt
+    noise = torch.randint(0, vocab_size, (B, C), device=dev, generator=generator)
+    return torch.where(corrupt, noise, canvas), corrupt, tt
 
 
 def _copy_decode(
@@ -270,12 +270,10 @@ def _copy_draw(
     """One noise draw: ``loss`` plus ``1 / draws`` of the mixture, pointer and parameter losses (figures added to
     ``sums``), and :func:`_draw_hits`' counts when ``with_stats``."""
     head = model.copy_head
-    B, C = d.canvas.shape
-    dev = d.canvas.device
-    corrupt, tt = _corruption(B, C, d.t, cfg.prefix_clean_p, d.is_target, generator)
-    noise = torch.randint(0, cfg.vocab_size, (B, C), device=dev, generator=generator)
-    noised = torch.where(corrupt, noise, d.canvas)
-    use_sc = float(torch.rand(1, device=dev, generator=generator)) < sc_p
+    noised, corrupt, tt = noised_canvas(
+        d.canvas, d.t, cfg.prefix_clean_p, d.is_target, cfg.vocab_size, generator
+    )
+    use_sc = float(torch.rand(1, device=d.canvas.device, generator=generator)) < sc_p
     h, vocab_logits = _copy_decode(model, d.cache, noised, d.dec_mask, d.dec_pos, d.mem, use_sc)
     ptr = head.pointer(h, noised, d.mem)
     log_mix, log_ptr = head.target_logprob(vocab_logits, ptr, d.mem, d.canvas)
@@ -361,3 +359,41 @@ def copy_diffusion_loss(
     stats["acc_noised"] = acc_hits / max(1.0, acc_n)
     stats["copy_acc"] = copy_hits / max(1.0, copy_n)
     return loss, stats
+
+
+def batch_loss(
+    model: Any,
+    batch: dict[str, Any],
+    cfg: TrainConfig,
+    gen: Any,
+    with_stats: bool,
+    t: Any = None,
+    encoded: tuple[Any, Any] | None = None,
+) -> tuple[Any, dict[str, float]]:
+    """The loss of one batch for ``cfg``: :func:`copy_diffusion_loss` with the copy head (``encoded``: its prompt
+    already encoded), else :func:`diffusion_loss`; at fixed noise levels ``t`` (held-out) with one draw and
+    neither self-conditioning nor the AR loss."""
+    sc_p = cfg.self_cond_p if t is None else 0.0
+    if cfg.copy_head:
+        draws = None if t is None else 1
+        return copy_diffusion_loss(
+            model,
+            batch,
+            cfg,
+            generator=gen,
+            t=t,
+            draws=draws,
+            self_cond_p=sc_p,
+            with_stats=with_stats,
+            encoded=encoded,
+        )
+    return diffusion_loss(
+        model,
+        batch,
+        vocab_size=cfg.vocab_size,
+        self_cond_p=sc_p,
+        pad_weight=cfg.pad_weight,
+        generator=gen,
+        t=t,
+        ar_weight=cfg.ar_weight if t is None else 0.0,
+    )

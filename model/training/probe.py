@@ -27,7 +27,7 @@ from model.heads.copy_head import has_copy_head
 from model.training.batches import encode_examples, make_batch
 from model.training.data import Generator
 from model.training.labels import CONTROL_SPELLING
-from model.training.losses import ar_readout
+from model.training.losses import ar_readout, noised_canvas
 
 #: Seed of the held-out examples the probes read (noise draws use fixed seeds too: results are deterministic).
 HELDOUT_SEED = 7
@@ -49,10 +49,8 @@ def _denoised_once(
     model: Any, cache: Any, attn: Any, canvas: Any, is_target: Any, tv: float, V: int, seed: int, extra: Any
 ) -> tuple[Any, Any]:
     """``(argmax == canvas, noised target positions)`` [B, C] of one pass over a canvas noised at level ``tv``."""
-    B, C = canvas.shape
     g = torch.Generator().manual_seed(seed)
-    corrupt = torch.rand(B, C, generator=g) < tv
-    noised = torch.where(corrupt, torch.randint(0, V, (B, C), generator=g), canvas)
+    noised, corrupt, _ = noised_canvas(canvas, torch.full(canvas.shape[:1], tv), 0.0, is_target, V, g)
     logits = model(
         cache=cache,
         decoder_input_ids=noised,

@@ -2,45 +2,22 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Annotated, Any
+
+from pydantic import Field
+from pydantic.dataclasses import dataclass
 
 from grammar import special_tokens as st
 from model.checkpoint.config import small_config
 
-#: Shares and probabilities: each option must be in [0, 1].
-UNIT_OPTIONS = ("min_lr_ratio", "terse_p", "prefix_clean_p", "self_cond_p")
-#: Loss weights and the weight decay: each option must be >= 0.
-NON_NEGATIVE_OPTIONS = (
-    "weight_decay",
-    "copy_weight",
-    "ar_weight",
-    "bind_weight",
-    "key_weight",
-    "ptr_weight",
-    "none_weight",
-    "pad_weight",
-)
 #: Copy-head rules that a training option turns on (``TrainConfig`` fields named as the ``copy_head`` keys).
 COPY_HEAD_RULES = ("spaced_word_starts", "answer_match_responses")
 
-#: Options that must be positive integers (when given).
-POSITIVE_OPTIONS = (
-    "threads",
-    "steps",
-    "stop_at",
-    "batch_size",
-    "n_train",
-    "n_heldout",
-    "canvas_length",
-    "max_prompt",
-    "noise_draws",
-    "ckpt_every",
-    "eval_every",
-    "log_every",
-    "bucket_mult",
-)
+#: Option types with their ranges (pydantic checks them; ``ValidationError``, a ``ValueError``, names the field).
+Unit = Annotated[float, Field(ge=0, le=1)]  # shares and probabilities
+NonNegative = Annotated[float, Field(ge=0)]  # loss weights and the weight decay
+Positive = Annotated[int, Field(ge=1)]  # counts and sizes
 
 
 def _flag(name: str) -> str:
@@ -52,8 +29,8 @@ class TrainConfig:
     """All knobs of a training run (saved as ``train_config.json`` next to the checkpoints).
 
     Each attribute is also a ``python -m model.training`` option (``--field-name``; the text below is its
-    ``--help``). Sizes are in tokens, times in minutes. ``ValueError`` naming the option for one out of its range
-    or one that needs another.
+    ``--help``). Sizes are in tokens, times in minutes. pydantic's ``ValidationError`` (a ``ValueError``) naming
+    the option for one out of its range or one that needs another.
 
     Attributes:
         out_dir: Folder of the run: tokenizer, checkpoints, logs and train_config.json.
@@ -123,19 +100,19 @@ class TrainConfig:
     final_dir: str | None = None
     seed: int = 0
     device: str = "cpu"
-    threads: int = 1
-    steps: int = 3000
-    stop_at: int | None = None
+    threads: Positive = 1
+    steps: Positive = 3000
+    stop_at: Positive | None = None
     max_minutes: float | None = None
-    batch_size: int = 16
+    batch_size: Positive = 16
     lr: float = 2e-3
-    min_lr_ratio: float = 0.1
+    min_lr_ratio: Unit = 0.1
     warmup: int = 100
-    weight_decay: float = 0.01
+    weight_decay: NonNegative = 0.01
     grad_clip: float = 1.0
     maskbench: str = ""
-    n_train: int = 60000
-    n_heldout: int = 512
+    n_train: Positive = 60000
+    n_heldout: Positive = 512
     tokenizer_examples: int = 20000
     vocab_size: int = 8192
     hidden_size: int = 256
@@ -145,56 +122,45 @@ class TrainConfig:
     num_heads: int = 4
     num_kv_heads: int = 2
     head_dim: int = 64
-    canvas_length: int = 64
-    max_prompt: int = 512
+    canvas_length: Positive = 64
+    max_prompt: Positive = 512
     space_tokens: bool = False
-    copy_weight: float = 0.0
-    ar_weight: float = 0.0
-    terse_p: float = 0.0
+    copy_weight: NonNegative = 0.0
+    ar_weight: NonNegative = 0.0
+    terse_p: Unit = 0.0
     drill_steps: int = 0
     copy_head: bool = False
     copy_dim: int = 64
     spaced_word_starts: bool = False
     answer_match_responses: bool = False
-    noise_draws: int = 1
-    prefix_clean_p: float = 0.0
-    bot_share: float | None = None
+    noise_draws: Positive = 1
+    prefix_clean_p: Unit = 0.0
+    bot_share: Annotated[float, Field(ge=0, lt=1)] | None = None
     decline_share: float | None = None
     paired_declines: bool = False
-    bind_weight: float = 1.0
-    key_weight: float = 0.5
-    ptr_weight: float = 0.5
-    none_weight: float = 0.3
+    bind_weight: NonNegative = 1.0
+    key_weight: NonNegative = 0.5
+    ptr_weight: NonNegative = 0.5
+    none_weight: NonNegative = 0.3
     init_from: str = ""
     align_copies: bool = False
     sliding_window: int = 256
     max_position_embeddings: int = 2048
-    self_cond_p: float = 0.5
-    pad_weight: float = 0.25
-    ckpt_every: int = 250
-    eval_every: int = 250
-    log_every: int = 10
-    bucket_mult: int = 32
+    self_cond_p: Unit = 0.5
+    pad_weight: NonNegative = 0.25
+    ckpt_every: Positive = 250
+    eval_every: Positive = 250
+    log_every: Positive = 10
+    bucket_mult: Positive = 32
     resume: bool = True
-    stage: int | None = None
+    stage: Annotated[int, Field(ge=0)] | None = None
     stages_dir: str = ""
     from_stage: int | None = None
 
     def __post_init__(self) -> None:
-        for name in UNIT_OPTIONS:
-            if not 0.0 <= getattr(self, name) <= 1.0:
-                raise ValueError(f"{_flag(name)} must be between 0 and 1, got {getattr(self, name)}")
-        for name in NON_NEGATIVE_OPTIONS:
-            if not getattr(self, name) >= 0.0:
-                raise ValueError(f"{_flag(name)} must be >= 0, got {getattr(self, name)}")
-        for name in POSITIVE_OPTIONS:
-            if (value := getattr(self, name)) is not None and value < 1:
-                raise ValueError(f"{_flag(name)} must be >= 1, got {value}")
         for rule in COPY_HEAD_RULES:
             if getattr(self, rule) and not self.copy_head:
                 raise ValueError(f"{_flag(rule)} is a copy-head rule: give --copy-head with it")
-        if self.bot_share is not None and not 0.0 <= self.bot_share < 1.0:
-            raise ValueError(f"--bot-share must be in [0, 1), got {self.bot_share}")
         top = 1.0 - (self.bot_share or 0.0)
         if self.decline_share is not None and not 0.0 <= self.decline_share < top:
             raise ValueError(
@@ -209,8 +175,6 @@ class TrainConfig:
             if self.stages_dir:
                 raise ValueError("--stages-dir needs --stage N (the stage to train)")
             return
-        if self.stage < 0:
-            raise ValueError(f"--stage must be >= 0, got {self.stage}")
         if not self.stages_dir:
             raise ValueError("--stage needs --stages-dir (the folder of the stage folders)")
         if self.max_minutes is not None or self.stop_at is not None:

@@ -28,7 +28,7 @@ from model.checkpoint.loading import DEFAULT_CHECKPOINT, load_checkpoint
 from model.heads.copy_head import CopyHead
 from model.training.batches import batches, device_batch, encode_examples, encode_labelled, word_token_table
 from model.training.bundle_data import train_and_heldout
-from model.training.losses import copy_diffusion_loss, diffusion_loss
+from model.training.losses import batch_loss
 from model.training.settings import TrainConfig
 from model.turn.chat import ChatModel
 
@@ -187,14 +187,9 @@ def _train_adapter(
         if prefix is not None:
             loss = torch.zeros((), device=cfg.device)
             for sub, encoded, share in prefix.groups(batch):
-                part, _ = copy_diffusion_loss(
-                    inner, sub, tcfg, generator=gen, with_stats=False, encoded=encoded
-                )
-                loss = loss + share * part
+                loss = loss + share * batch_loss(inner, sub, tcfg, gen, False, encoded=encoded)[0]
         else:
-            loss, _ = diffusion_loss(
-                inner, batch, vocab_size=tcfg.vocab_size, self_cond_p=0.5, pad_weight=0.25, generator=gen
-            )
+            loss = batch_loss(inner, batch, tcfg, gen, False)[0]
         opt.zero_grad(set_to_none=True)
         loss.backward()
         torch.nn.utils.clip_grad_norm_(trainable, 1.0)

@@ -39,19 +39,19 @@ def stage_dir(stages_dir: str | Path, n: int) -> Path:
 def compact_optimizer_state(state: dict[str, Any]) -> dict[str, Any]:
     """A new optimizer ``state_dict`` with every floating state tensor but the ``step`` counters in bfloat16
     (the second moment's tiny values keep their range, with about 3 significant digits)."""
-    return _cast_state(state, lambda k, v: k != "step" and v.is_floating_point(), torch.bfloat16)
+    return _cast_state(state, torch.bfloat16)
 
 
 def expand_optimizer_state(state: dict[str, Any]) -> dict[str, Any]:
-    """Inverse of :func:`compact_optimizer_state`: bfloat16 tensors back to float32 (values as stored)."""
-    return _cast_state(state, lambda k, v: v.dtype == torch.bfloat16, torch.float32)
+    """Inverse of :func:`compact_optimizer_state`: the same tensors back in float32 (values as stored)."""
+    return _cast_state(state, torch.float32)
 
 
-def _cast_state(state: dict[str, Any], pick: Any, dtype: Any) -> dict[str, Any]:
-    """A copy of optimizer ``state`` with the tensors ``pick(key, tensor)`` selects cast to ``dtype``."""
+def _cast_state(state: dict[str, Any], dtype: Any) -> dict[str, Any]:
+    """A copy of optimizer ``state`` with its floating tensors but the ``step`` counters cast to ``dtype``."""
 
     def cast(k: str, v: Any) -> Any:
-        return v.to(dtype) if isinstance(v, torch.Tensor) and pick(k, v) else v
+        return v.to(dtype) if isinstance(v, torch.Tensor) and v.is_floating_point() and k != "step" else v
 
     return {
         "state": {i: {k: cast(k, v) for k, v in s.items()} for i, s in state["state"].items()},

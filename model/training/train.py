@@ -34,7 +34,7 @@ from model.training.batches import (
 )
 from model.training.catalog import DEFAULT_MASKBENCH
 from model.training.data import Generator, copy_drill, corpus_texts
-from model.training.losses import copy_diffusion_loss, diffusion_loss
+from model.training.losses import batch_loss
 from model.training.render import strip_descriptions
 from model.training.settings import COPY_HEAD_RULES, TrainConfig, build_model, generation_config
 
@@ -64,33 +64,6 @@ def _save_state(
         },
         path / "trainer_state.pt",
     )
-
-
-def heldout_loss(
-    model: Any, data: list[Encoded], cfg: TrainConfig, device: str, autocast: Any
-) -> dict[str, float]:
-    """Mean held-out ``loss`` at t = 0.25, 0.5, 1.0, one-pass accuracy from pure noise ``acc_t1`` and, with the
-    copy head, the copied-token accuracy at t = 0.25 ``copy_t025``."""
-    model.eval()
-    rng = random.Random(1234)
-    out: dict[str, list[float]] = {"loss": [], "acc_t1": []}
-    with torch.no_grad():
-        for s in range(0, len(data), cfg.batch_size):
-            items = data[s : s + cfg.batch_size]
-            b = device_batch(items, cfg, rng, device)
-            g = torch.Generator(device=device).manual_seed(s)
-            for tv in (0.25, 0.5, 1.0):
-                t = torch.full((len(items),), tv, device=device)
-                with autocast():
-                    loss, stats = _step_loss(model, b, cfg, g, True, t)
-                # the copy head's held-out loss is its mixture NLL, a float32 like the plain loss
-                out["loss"].append(float(torch.tensor(stats["mix_nll"]) if cfg.copy_head else loss))
-                if tv == 0.25 and cfg.copy_head:
-                    out.setdefault("copy_t025", []).append(stats["copy_acc"])
-                if tv == 1.0:
-                    out["acc_t1"].append(stats["acc_noised"])
-    model.train()
-    return {k: sum(v) / max(1, len(v)) for k, v in out.items()}
 
 
 def _lr_at(step: int, total: int, cfg: TrainConfig) -> float:
@@ -204,41 +177,33 @@ def _optimizer(model: Any, cfg: TrainConfig, state: dict[str, Any] | None) -> An
     return opt
 
 
-def _step_loss(
-    model: Any, batch: dict[str, Any], cfg: TrainConfig, gen: Any, with_stats: bool, t: Any = None
-) -> tuple[Any, Any]:
-    """The loss of one batch, the copy head's or the plain diffusion loss; at fixed noise levels ``t`` (held-out)
-    with one draw and neither self-conditioning nor the AR loss."""
-    sc_p = cfg.self_cond_p if t is None else 0.0
-    if cfg.copy_head:
-        draws = None if t is None else 1
-        return copy_diffusion_loss(
-            model, batch, cfg, generator=gen, t=t, draws=draws, self_cond_p=sc_p, with_stats=with_stats
-        )
-    return diffusion_loss(
-        model,
-        batch,
-        vocab_size=cfg.vocab_size,
-        self_cond_p=sc_p,
-        pad_weight=cfg.pad_weight,
-        generator=gen,
-        t=t,
-        ar_weight=cfg.ar_weight if t is None else 0.0,
-    )
-
-
 def _evaluate(
-    model: Any,
-    held_data: list[Encoded],
-    cfg: TrainConfig,
-    device: str,
-    autocast: Any,
-    step: int,
-    ema: Any,
-    console: Any,
+    model: Any, held_data: list[Encoded], cfg: TrainConfig, autocast: Any, step: int, ema: Any, console: Any
 ) -> dict[str, Any]:
-    """Held-out figures of ``step`` (printed, and returned for the log)."""
-    h = heldout_loss(model, held_data[:128], cfg, device, autocast)
+    """Held-out figures of ``step`` on the first 128 held-out examples (printed, and returned for the log): the
+    mean loss at t = 0.25, 0.5, 1.0, the one-pass accuracy from pure noise and, with the copy head, the
+    copied-token accuracy at t = 0.25."""
+    model.eval()
+    rng = random.Random(1234)
+    data = held_data[:128]
+    out: dict[str, list[float]] = {"loss": [], "acc_t1": []}
+    with torch.no_grad():
+        for s in range(0, len(data), cfg.batch_size):
+            items = data[s : s + cfg.batch_size]
+            b = device_batch(items, cfg, rng, cfg.device)
+            g = torch.Generator(device=cfg.device).manual_seed(s)
+            for tv in (0.25, 0.5, 1.0):
+                t = torch.full((len(items),), tv, device=cfg.device)
+                with autocast():
+                    loss, stats = batch_loss(model, b, cfg, g, True, t)
+                # the copy head's held-out loss is its mixture NLL, a float32 like the plain loss
+                out["loss"].append(float(torch.tensor(stats["mix_nll"]) if cfg.copy_head else loss))
+                if tv == 0.25 and cfg.copy_head:
+                    out.setdefault("copy_t025", []).append(stats["copy_acc"])
+                if tv == 1.0:
+                    out["acc_t1"].append(stats["acc_noised"])
+    model.train()
+    h = {k: sum(v) / max(1, len(v)) for k, v in out.items()}
     rec = {"step": step, "heldout_loss": h["loss"], "heldout_acc_t1": h["acc_t1"]}
     extra = ""
     if "copy_t025" in h:
@@ -292,7 +257,7 @@ def _optimizer_step(
     for g in opt.param_groups:
         g["lr"] = lr
     with autocast():
-        loss, figures = _step_loss(model, batch, cfg, gen, stats)
+        loss, figures = batch_loss(model, batch, cfg, gen, stats)
     opt.zero_grad(set_to_none=True)
     loss.backward()
     gnorm = torch.nn.utils.clip_grad_norm_(model.parameters(), cfg.grad_clip)
@@ -409,7 +374,7 @@ def train(cfg: TrainConfig, *, optimizer_state: dict[str, Any] | None = None) ->
                 else {}
             )
             if step % cfg.eval_every == 0 or step == total:
-                rec.update(_evaluate(model, held_data, cfg, device, autocast, step, meter.ema, console))
+                rec.update(_evaluate(model, held_data, cfg, autocast, step, meter.ema, console))
             if rec:
                 log_f.write(json.dumps(rec) + "\n")
                 log_f.flush()
