@@ -10,8 +10,6 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar
 
-import pydantic
-
 from agentkit.backends import make_backend
 from agentkit.backends.embedded import constraint_support_error
 from agentkit.bundle_document import FieldPath, Positions, field_name, leaves, read_yaml, schema_issues
@@ -195,30 +193,10 @@ class _Load:
         return data
 
     def model_section(self, model: dict[str, Any]) -> EmbeddedModel | OpenAIModel | ScriptedModel:
-        """The typed ``model:`` section; a setting of another backend is an issue naming which."""
+        """The typed ``model:`` section (the JSON Schema has checked each backend's settings: cannot fail)."""
         kind = model.get("backend", "embedded")
         self.checked = (self.backend or kind) == "embedded"  # the constraint check is the embedded backend's
-        try:
-            return MODEL_SECTION.validate_python({"backend": kind, **model})
-        except pydantic.ValidationError as exc:
-            for err in exc.errors():
-                where = err["loc"][1:]
-                if err["type"] == "missing" and where == ("name",):
-                    self.add(("model",), f"the {kind} backend needs model.name")
-                elif err["type"] == "extra_forbidden" and kind == "scripted":
-                    self.add(
-                        ("model", *where), f"the scripted backend takes no '{where[0]}' setting", key=True
-                    )
-                elif err["type"] == "extra_forbidden":
-                    other = "openai" if kind == "embedded" else "embedded"
-                    self.add(
-                        ("model", *where),
-                        f"'{where[0]}' applies to the {other} backend only (backend is {kind!r})",
-                        key=True,
-                    )
-                else:
-                    self.add(("model", *where), err["msg"])
-            return EmbeddedModel()
+        return MODEL_SECTION.validate_python({"backend": kind, **model})
 
     # -- tools
 
