@@ -11,7 +11,7 @@ import shutil
 import threading
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, TypeVar
+from typing import TYPE_CHECKING, Any
 from urllib.parse import urlsplit
 
 from agentkit.backends import make_backend
@@ -34,7 +34,7 @@ from agentkit.bundle_tools import (
     placeholders,
 )
 from agentkit.errors import BundleError, BundleIssue, ToolDefinitionError
-from agentkit.mcp import command_not_found, interpreter
+from agentkit.mcp.guard import command_not_found, interpreter
 from agentkit.tool_schema import grounded_keyword, schema_problems
 from agentkit.tools import DEFAULT_RETRIES, DEFAULT_TIMEOUT_S, Tool
 from schema import SchemaError
@@ -47,8 +47,6 @@ if TYPE_CHECKING:
 
 __all__ = ["BundleSpec", "load_spec"]
 
-#: A :class:`BundleSpec` class.
-S = TypeVar("S", bound="BundleSpec")
 _ENV = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)\}")
 _MCP_OPTIONS = (
     "name",
@@ -426,9 +424,8 @@ def load_spec(
     http_client: httpx.Client | None = None,
     sandbox_runner: SandboxRunner | None = None,
     backend: str | None = None,
-    cls: type[S] = BundleSpec,  # type: ignore[assignment]
-) -> S:
-    """Load and validate a bundle file to a ``cls`` instance.
+) -> BundleSpec:
+    """Load and validate a bundle file to its :class:`BundleSpec`.
 
     Args:
         path: the YAML file.
@@ -436,7 +433,6 @@ def load_spec(
             tools' parameters runs only for ``embedded``.
         http_client: httpx client of the ``http:`` tools (default: one created on first call).
         sandbox_runner: runs ``sandbox:`` tools (default :func:`default_sandbox_runner`, Docker).
-        cls: :class:`BundleSpec` or a subclass (:class:`agentkit.bundle.Bundle`).
 
     Raises:
         BundleError: every problem found, each with file, line, column and field.
@@ -453,7 +449,7 @@ def load_spec(
         dict(data.get("agent", {})), {t["name"] for t in data["tools"]}, bool(data.get("toolsets"))
     )
     load.raise_if_any()
-    return cls(
+    return BundleSpec(
         path=p,
         name=data["name"],
         description=data.get("description", ""),
