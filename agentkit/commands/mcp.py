@@ -10,7 +10,7 @@ from typing import Any
 import typer
 
 from agentkit.commands import fail, load_bundle_or_exit
-from agentkit.mcp import interpreter
+from agentkit.mcp.guard import interpreter
 
 mcp_app = typer.Typer(
     name="mcp", help="MCP: serve a bundle's tools, list a server's tools (docs/MCP.md).", no_args_is_help=True

@@ -33,8 +33,8 @@ from pydantic import Field
 
 from agentkit.backends.embedded import constraint_support_error
 from agentkit.errors import ToolDefinitionError
-from agentkit.mcp import command_not_found
 from agentkit.mcp.content import MCPServerError, result_value
+from agentkit.mcp.guard import command_not_found
 from agentkit.tools import DEFAULT_RETRIES, Tool, ToolTimeoutError
 from schema import SchemaError
 from tools.args import format_validation_error
