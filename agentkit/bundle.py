@@ -55,6 +55,5 @@ def load_bundle(
     backend: str | None = None,
 ) -> Bundle:
     """Load and validate a bundle file (arguments and errors: :func:`agentkit.bundle_load.load_spec`)."""
-    return load_spec(
-        path, http_client=http_client, sandbox_runner=sandbox_runner, backend=backend, cls=Bundle
-    )
+    spec = load_spec(path, http_client=http_client, sandbox_runner=sandbox_runner, backend=backend)
+    return Bundle(**vars(spec))

@@ -191,7 +191,8 @@ def schema_issues(data: Any, issue: Callable[..., BundleIssue]) -> list[BundleIs
         got = err.instance
         if err.validator == "required" and isinstance(got, dict):
             missing = [r for r in err.validator_value if r not in got]
-            out += [issue((*path, r), f"required field '{r}' is missing", at=path, key=True) for r in missing]
+            why = err.schema.get("x-messages", {}).get("required", "required field '{field}' is missing")
+            out += [issue((*path, r), why.format(field=r), at=path, key=True) for r in missing]
         elif err.validator == "additionalProperties" and isinstance(got, dict):
             allowed = err.schema.get("properties", {})
             why = f"(allowed: {', '.join(sorted(allowed))})"
@@ -199,7 +200,7 @@ def schema_issues(data: Any, issue: Callable[..., BundleIssue]) -> list[BundleIs
                 issue((*path, k), f"unknown field '{k}' {why}", key=True) for k in got if k not in allowed
             ]
         else:
-            out.append(issue(path, _schema_message(err)))
+            out.append(issue(path, _schema_message(err), key=err.validator == "not"))  # a field not allowed
     return list(dict.fromkeys(out))  # jsonschema reports a "required" per missing field, each naming them all
 
 

@@ -5,12 +5,14 @@ names...), every problem at once with file, line, column and field in a :class:`
 from __future__ import annotations
 
 import math
+import os
+import re
+import shutil
 import threading
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, TypeVar
-
-import pydantic
+from typing import TYPE_CHECKING, Any
+from urllib.parse import urlsplit
 
 from agentkit.backends import make_backend
 from agentkit.backends.embedded import constraint_support_error
@@ -32,7 +34,7 @@ from agentkit.bundle_tools import (
     placeholders,
 )
 from agentkit.errors import BundleError, BundleIssue, ToolDefinitionError
-from agentkit.mcp.bundle import toolsets_of
+from agentkit.mcp.guard import command_not_found, interpreter
 from agentkit.tool_schema import grounded_keyword, schema_problems
 from agentkit.tools import DEFAULT_RETRIES, DEFAULT_TIMEOUT_S, Tool
 from schema import SchemaError
@@ -41,11 +43,21 @@ if TYPE_CHECKING:
     import httpx
 
     from agentkit.backends.base import Backend
+    from agentkit.mcp.client import MCPToolset
 
 __all__ = ["BundleSpec", "load_spec"]
 
-#: A :class:`BundleSpec` class.
-S = TypeVar("S", bound="BundleSpec")
+_ENV = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)\}")
+_MCP_OPTIONS = (
+    "name",
+    "prefix",
+    "include",
+    "exclude",
+    "on_unsupported",
+    "timeout",
+    "startup_timeout",
+    "retries",
+)
 
 
 @dataclass
@@ -154,11 +166,6 @@ class _Load:
         fld = field_name(tuple(x for x in path_ if x != "#dup"))
         return BundleIssue(self.file, line, col, fld, message)
 
-    def place(self, path_: FieldPath) -> str:
-        """``FILE:LINE`` of the field at ``path_``."""
-        line, _ = self.pos.at(path_)
-        return f"{self.file}:{line}" if line is not None else self.file
-
     def add(self, path_: FieldPath, message: str, *, key: bool = False) -> None:
         """Record an issue."""
         self.issues.append(self.issue(path_, message, key=key))
@@ -195,30 +202,10 @@ class _Load:
         return data
 
     def model_section(self, model: dict[str, Any]) -> EmbeddedModel | OpenAIModel | ScriptedModel:
-        """The typed ``model:`` section; a setting of another backend is an issue naming which."""
+        """The typed ``model:`` section (the JSON Schema has checked each backend's settings: cannot fail)."""
         kind = model.get("backend", "embedded")
         self.checked = (self.backend or kind) == "embedded"  # the constraint check is the embedded backend's
-        try:
-            return MODEL_SECTION.validate_python({"backend": kind, **model})
-        except pydantic.ValidationError as exc:
-            for err in exc.errors():
-                where = err["loc"][1:]
-                if err["type"] == "missing" and where == ("name",):
-                    self.add(("model",), f"the {kind} backend needs model.name")
-                elif err["type"] == "extra_forbidden" and kind == "scripted":
-                    self.add(
-                        ("model", *where), f"the scripted backend takes no '{where[0]}' setting", key=True
-                    )
-                elif err["type"] == "extra_forbidden":
-                    other = "openai" if kind == "embedded" else "embedded"
-                    self.add(
-                        ("model", *where),
-                        f"'{where[0]}' applies to the {other} backend only (backend is {kind!r})",
-                        key=True,
-                    )
-                else:
-                    self.add(("model", *where), err["msg"])
-            return EmbeddedModel()
+        return MODEL_SECTION.validate_python({"backend": kind, **model})
 
     # -- tools
 
@@ -353,6 +340,63 @@ class _Load:
                 tools.append(made)
         return tools
 
+    # -- toolsets: MCP servers (the schema checked their shape: what it cannot check is checked here)
+
+    def env(self, value: str, *at: str | int) -> str:
+        """``value`` with each ``${NAME}`` from the environment; an unset NAME is an issue at ``at``."""
+        for name in _ENV.findall(value):
+            if name not in os.environ:
+                self.add(at, f"environment variable {name} is not set")
+        return _ENV.sub(lambda m: os.environ.get(m.group(1), m.group(0)), value)
+
+    def mcp_command(self, spec: dict[str, Any], at: FieldPath) -> tuple[str, str | None]:
+        """The command (``python``: agentkit's interpreter) and its ``cwd``, each relative to the bundle."""
+        before = len(self.issues)
+        cmd = self.env(spec["command"], *at, "command")
+        cwd = self.env(spec["cwd"], *at, "cwd") if "cwd" in spec else None
+        if cwd is not None and not Path(cwd).is_absolute():
+            cwd = str(self.path.parent / cwd)
+        if (exe := interpreter(cmd)) != cmd:  # no PATH lookup nor bundle-relative path for agentkit's own
+            return exe, cwd
+        if "/" in cmd and not Path(cmd).is_absolute():
+            cmd = str(self.path.parent / cmd)
+        if len(self.issues) == before and shutil.which(cmd) is None:
+            why = command_not_found(cmd)
+            why = why if "is a file" in why else f"{why} (not on PATH, or not an executable file)"
+            self.add((*at, "command"), why)
+        return cmd, cwd
+
+    def toolsets(self, specs: list[dict[str, Any]]) -> list[MCPToolset]:
+        """The bundle's MCP toolsets (closed), each knowing where it was written for its start errors."""
+        from agentkit.mcp.client import MCPToolset
+
+        out: list[MCPToolset] = []
+        for i, entry in enumerate(specs):
+            at: FieldPath = ("toolsets", i, "mcp")
+            spec, before = entry["mcp"], len(self.issues)
+            opts = {k: spec[k] for k in _MCP_OPTIONS if k in spec}
+            if (
+                "url" in spec
+            ):  # exactly one of url and command, each with its own settings: the schema's check
+                url = self.env(spec["url"], *at, "url")
+                parts = urlsplit(url)
+                if len(self.issues) == before and (
+                    parts.scheme not in ("http", "https") or not parts.hostname
+                ):
+                    self.add((*at, "url"), f"url must be http:// or https:// with a host, got {url!r}")
+                headers = {k: self.env(v, *at, "headers", k) for k, v in (spec.get("headers") or {}).items()}
+                made = MCPToolset.http(url, headers=headers, **opts) if len(self.issues) == before else None
+            else:
+                cmd, cwd = self.mcp_command(spec, at)
+                args = [self.env(a, *at, "args", n) for n, a in enumerate(spec.get("args") or [])]
+                env = {k: self.env(v, *at, "env", k) for k, v in (spec.get("env") or {}).items()}
+                ok = len(self.issues) == before
+                made = MCPToolset.stdio(cmd, args, env=env or None, cwd=cwd, **opts) if ok else None
+            if made is not None:
+                made.opts.origin = f"{self.file}:{self.pos.at(at)[0]} toolsets[{i}].mcp"
+                out.append(made)
+        return out
+
     def agent_section(
         self, agent: dict[str, Any], tool_names: set[str], has_toolsets: bool
     ) -> dict[str, Any]:
@@ -380,9 +424,8 @@ def load_spec(
     http_client: httpx.Client | None = None,
     sandbox_runner: SandboxRunner | None = None,
     backend: str | None = None,
-    cls: type[S] = BundleSpec,  # type: ignore[assignment]
-) -> S:
-    """Load and validate a bundle file to a ``cls`` instance.
+) -> BundleSpec:
+    """Load and validate a bundle file to its :class:`BundleSpec`.
 
     Args:
         path: the YAML file.
@@ -390,7 +433,6 @@ def load_spec(
             tools' parameters runs only for ``embedded``.
         http_client: httpx client of the ``http:`` tools (default: one created on first call).
         sandbox_runner: runs ``sandbox:`` tools (default :func:`default_sandbox_runner`, Docker).
-        cls: :class:`BundleSpec` or a subclass (:class:`agentkit.bundle.Bundle`).
 
     Raises:
         BundleError: every problem found, each with file, line, column and field.
@@ -402,12 +444,12 @@ def load_spec(
     model = dict(data.get("model", {}))
     section = load.model_section(model)
     tools = load.tools(data["tools"])
-    toolsets = toolsets_of(data.get("toolsets") or [], load.add, p.parent, load.place)
+    toolsets = load.toolsets(data.get("toolsets") or [])
     agent_settings = load.agent_section(
         dict(data.get("agent", {})), {t["name"] for t in data["tools"]}, bool(data.get("toolsets"))
     )
     load.raise_if_any()
-    return cls(
+    return BundleSpec(
         path=p,
         name=data["name"],
         description=data.get("description", ""),

@@ -526,6 +526,44 @@ ERROR_CASES = [
         "model.base_url",
         "applies to the openai backend only",
     ),
+    (  # each backend's own settings are the JSON Schema's to check, at the setting's key
+        """
+        agentkit_bundle: 1
+        name: x
+        model:
+          backend: openai
+          name: m
+          dtype: float32
+        tools: []
+        """,
+        6,
+        "model.dtype",
+        "'dtype' applies to the embedded backend only (backend is 'openai')",
+    ),
+    (
+        """
+        agentkit_bundle: 1
+        name: x
+        model: {backend: scripted, name: s.json,
+                seed: 1}
+        tools: []
+        """,
+        4,
+        "model.seed",
+        "the scripted backend takes no 'seed' setting",
+    ),
+    (
+        """
+        agentkit_bundle: 1
+        name: x
+        model:
+          backend: openai
+        tools: []
+        """,
+        3,
+        "model.name",
+        "the openai backend needs model.name",
+    ),
     (
         """
         agentkit_bundle: 1

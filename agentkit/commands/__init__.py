@@ -10,18 +10,21 @@ import math
 import sys
 from collections.abc import Callable
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated, Any, get_args
+from typing import TYPE_CHECKING, Annotated, Any, TypeVar, get_args
 
 import typer
 
 from agentkit.backends import BACKENDS
 from agentkit.errors import BundleError
 from agentkit.render import terminal_safe
+from model.errors import CheckpointError
 from model.heads.vision import ImageError, check_images
 from model.threads import apply_threads
 
 if TYPE_CHECKING:
     from agentkit.bundle import Bundle
+
+T = TypeVar("T")
 
 #: Help of ``--threads`` (run, chat, generate, serve, eval).
 THREADS_HELP = (
@@ -34,6 +37,18 @@ THREADS_HELP = (
 Threads = Annotated[int | None, typer.Option("--threads", min=1, help=THREADS_HELP)]
 Device = Annotated[str, typer.Option(help="cpu or cuda.")]
 DType = Annotated[str, typer.Option(help="float32, bfloat16 or float16.")]
+Adapter = Annotated[
+    Path | None,
+    typer.Option(
+        help="LoRA adapter folder from `agentkit specialize` (embedded backend), applied to the checkpoint."
+    ),
+]
+VisionBudget = Annotated[
+    int | None,
+    typer.Option(
+        help="Soft tokens per image (embedded model): 70, 140, 280 (default), 560 or 1120 (docs/AGENTS.md)."
+    ),
+]
 
 
 def error(message: str) -> None:
@@ -81,11 +96,16 @@ def check_binding(binding: str | None) -> None:
         raise fail(f"error: --binding must be {', '.join(names[:-1])} or {names[-1]}, got {binding!r}")
 
 
-def apply_threads_or_exit(threads: int | None) -> None:
-    """Set torch's threads; a bad ``$AGENTKIT_THREADS`` exits 2 with one line."""
+def load_or_exit(threads: int | None, load: Callable[..., T], *args: Any, **kwargs: Any) -> T:
+    """``load(*args, **kwargs)`` (a checkpoint, a model, an engine) on ``threads`` torch threads; a bad
+    ``$AGENTKIT_THREADS`` or a checkpoint that cannot load exits 2 with one line."""
     try:
         apply_threads(threads)
     except ValueError as exc:
+        raise fail(f"error: {exc}") from None
+    try:
+        return load(*args, **kwargs)
+    except CheckpointError as exc:
         raise fail(f"error: {exc}") from None
 
 

@@ -9,25 +9,19 @@ from typing import Any
 import typer
 from rich.console import Console
 
-from agentkit.commands import Threads, apply_threads_or_exit, check_binding, fail
-from model.errors import CheckpointError
+from agentkit.commands import Threads, check_binding, fail, load_or_exit
 
 eval_app = typer.Typer(
     help="Evaluate a checkpoint (BFCL AST scoring, held-out synthetic data).", no_args_is_help=True
 )
 
 
-def _load_chat_model(checkpoint: str | None, threads: int | None, binding: str) -> Any:
-    """The checkpoint's ChatModel on ``threads`` torch threads, after checking ``binding``; a bad option or
-    checkpoint is one red line and exit status 2, as in ``agentkit run``."""
+def _chat_model(checkpoint: str | None, threads: int | None, binding: str) -> Any:
+    """The checkpoint's ChatModel, after checking ``binding``; a bad option or checkpoint: one red line, exit 2."""
     from model.turn.chat import ChatModel
 
     check_binding(binding)
-    apply_threads_or_exit(threads)
-    try:
-        return ChatModel.load(checkpoint)
-    except CheckpointError as exc:
-        raise fail(f"error: {exc}") from None
+    return load_or_exit(threads, ChatModel.load, checkpoint)
 
 
 # The options both eval commands take.
@@ -94,7 +88,7 @@ def bfcl_command(
     if not questions:
         raise fail(f"no BFCL questions read from {data or category}")
     label = category if data is None or answers is not None else "irrelevance"
-    cm = _load_chat_model(checkpoint, threads, binding)
+    cm = _chat_model(checkpoint, threads, binding)
 
     def chat(
         messages: list[dict[str, Any]], tools: list[dict[str, Any]]
@@ -137,7 +131,7 @@ def heldout_command(
     """Exact-match accuracy on the held-out synthetic split (calls order-free; prose turns: no call made)."""
     from evals.heldout import evaluate_heldout
 
-    cm = _load_chat_model(checkpoint, threads, binding)
+    cm = _chat_model(checkpoint, threads, binding)
     rep = evaluate_heldout(cm, limit=limit, seed=seed, binder=binding)
     if json_out:
         typer.echo(json.dumps(rep))

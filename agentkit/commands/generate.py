@@ -11,12 +11,14 @@ from rich.console import Console, Group
 from rich.text import Text
 
 from agentkit.commands import (
+    Adapter,
     Device,
     DType,
     Threads,
-    apply_threads_or_exit,
+    VisionBudget,
     check_images_or_exit,
     fail,
+    load_or_exit,
 )
 from agentkit.render import call_arguments, call_text, terminal_safe
 from grammar.parse import ToolCallParseError, parse_tool_calls
@@ -184,24 +186,16 @@ def generate_command(
     image: list[Path] | None = typer.Option(
         None, "--image", help="An image the prompt is about (PNG, JPEG or WebP); repeat for several."
     ),
-    vision_budget: int | None = typer.Option(
-        None, "--vision-budget", help="Soft tokens per image: 70, 140, 280 (default), 560 or 1120."
-    ),
-    adapter: Path | None = typer.Option(
-        None, "--adapter", help="LoRA adapter folder from `agentkit specialize`, applied to the checkpoint."
-    ),
+    vision_budget: VisionBudget = None,
+    adapter: Adapter = None,
 ) -> None:
     """Generate an answer with the block-diffusion runtime and print it readably (tool calls as
     name(arguments)) with its stats; --raw-output prints the canvases' tokens as generated."""
     _check_input(prompt, image, raw_prompt, vision_budget)
 
-    from model.checkpoint.loading import CheckpointError, load_checkpoint
+    from model.checkpoint.loading import load_checkpoint
 
-    apply_threads_or_exit(threads)
-    try:
-        ck = load_checkpoint(model, dtype=dtype, device=device, adapter=adapter)
-    except CheckpointError as exc:
-        raise fail(f"error: {exc}") from None
+    ck = load_or_exit(threads, load_checkpoint, model, dtype=dtype, device=device, adapter=adapter)
     try:
         ids, images = _prompt_ids(ck, prompt, raw_prompt, image, vision_budget)
     except ImageError as exc:  # e.g. a checkpoint that cannot read images

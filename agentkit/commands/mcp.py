@@ -10,6 +10,7 @@ from typing import Any
 import typer
 
 from agentkit.commands import fail, load_bundle_or_exit
+from agentkit.mcp.guard import interpreter
 
 mcp_app = typer.Typer(
     name="mcp", help="MCP: serve a bundle's tools, list a server's tools (docs/MCP.md).", no_args_is_help=True
@@ -81,7 +82,6 @@ def _pairs(values: list[str], sep: str, what: str) -> dict[str, str]:
 
 
 async def _list(target: str, args: list[str], env: dict[str, str], headers: dict[str, str]) -> list[Any]:
-    from agentkit.mcp.bundle import interpreter
     from agentkit.mcp.client import MCPToolset, check_tool_schema
 
     if "://" in target:  # a URL (one that is not http(s) is refused by name, not run as a command)

@@ -14,6 +14,8 @@ from typer.core import TyperCommand
 
 from agentkit.commands import (
     THREADS_HELP,
+    Adapter,
+    VisionBudget,
     check_backend,
     check_binding,
     check_images_or_exit,
@@ -58,16 +60,6 @@ _THREADS = typer.Option(
     None, "--threads", min=1, help=THREADS_HELP + " Overrides the bundle's model.threads."
 )
 _IMAGE_HELP = "An image the question is about (PNG, JPEG or WebP); repeat for several."
-_VISION_BUDGET = typer.Option(
-    None,
-    "--vision-budget",
-    help="Soft tokens per image for the embedded model: 70, 140, 280 (default), 560 or 1120 (see docs/AGENTS.md).",
-)
-_ADAPTER = typer.Option(
-    None,
-    "--adapter",
-    help="LoRA adapter folder from `agentkit specialize` (embedded backend), applied to the checkpoint.",
-)
 _SEED_HELP = (
     "Seed of the model's sampling (embedded: denoising seed; openai: the request's seed); default: the "
     "bundle's model.seed. Same seed, same question, same answer."
@@ -193,8 +185,8 @@ def run_command(
     max_steps: int | None = _MAX_STEPS,
     seed: int | None = _SEED,
     image: list[Path] | None = typer.Option(None, "--image", help=_IMAGE_HELP),
-    vision_budget: int | None = _VISION_BUDGET,
-    adapter: Path | None = _ADAPTER,
+    vision_budget: VisionBudget = None,
+    adapter: Adapter = None,
     binding: str | None = _BINDING,
     threads: int | None = _THREADS,
 ) -> None:
@@ -356,8 +348,8 @@ def chat_command(
     image: list[Path] | None = typer.Option(
         None, "--image", help=_IMAGE_HELP + " Attached to the first message; /image PATH attaches later ones."
     ),
-    vision_budget: int | None = _VISION_BUDGET,
-    adapter: Path | None = _ADAPTER,
+    vision_budget: VisionBudget = None,
+    adapter: Adapter = None,
     binding: str | None = _BINDING,
     threads: int | None = _THREADS,
 ) -> None:

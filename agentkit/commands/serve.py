@@ -7,7 +7,7 @@ from typing import Any
 
 import typer
 
-from agentkit.commands import Device, DType, Threads, apply_threads_or_exit, fail, finite
+from agentkit.commands import Device, DType, Threads, fail, finite, load_or_exit
 from agentkit.serve import load_engine
 
 
@@ -31,13 +31,10 @@ def _check_address(host: str, port: int, api_key: str | None) -> str | None:
 def _load(threads: int | None, device: str, dtype: str, **options: Any) -> Any:
     """The serving engine (``options``: :func:`agentkit.serve.load_engine`'s); a checkpoint, device or dtype
     that cannot load exits 2 with one line."""
-    from model.checkpoint.loading import CheckpointError
-
-    apply_threads_or_exit(threads)
     try:
-        return load_engine(dtype=dtype, device=device, **options)
-    except CheckpointError as exc:
-        raise fail(f"error: {exc}") from None
+        return load_or_exit(threads, load_engine, dtype=dtype, device=device, **options)
+    except typer.Exit:
+        raise
     except (RuntimeError, ValueError, TypeError) as exc:  # a device or dtype torch does not know
         first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
         raise fail(f"error: cannot load the model on --device {device} --dtype {dtype}: {first}") from None

@@ -34,6 +34,7 @@ from pydantic import Field
 from agentkit.backends.embedded import constraint_support_error
 from agentkit.errors import ToolDefinitionError
 from agentkit.mcp.content import MCPServerError, result_value
+from agentkit.mcp.guard import command_not_found
 from agentkit.tools import DEFAULT_RETRIES, Tool, ToolTimeoutError
 from schema import SchemaError
 from tools.args import format_validation_error
@@ -408,14 +409,6 @@ class MCPToolset:
                 f"MCP server {self.name!r} is not open (use `async with agent:` or run the agent)"
             )
         return self._client
-
-
-def command_not_found(command: str) -> str:
-    """Why ``command`` cannot be run: not found, or a file that is not executable (say how to run a script)."""
-    if Path(command).is_file():
-        how = f"python {command}" if command.endswith(".py") else f"INTERPRETER {command}"
-        return f"command {command!r} is a file but not executable (run it with its interpreter: {how})"
-    return f"command {command!r} not found"
 
 
 def _bad_line(exc: Exception) -> str:

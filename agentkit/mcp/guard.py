@@ -1,4 +1,5 @@
-"""Parent-death guard for MCP server processes, run by path (it imports nothing of agentkit).
+"""MCP server processes: how a server command is found (:func:`interpreter`, :func:`command_not_found`), and their
+parent-death guard, run by path (this module imports nothing of agentkit).
 
 ``python guard.py PARENT_PID COMMAND [ARGS...]`` runs COMMAND as its child, in the process group the stdio
 client made for it (the guard is the group's leader), and exits with the child's status. When the agent's
@@ -14,8 +15,22 @@ import subprocess
 import sys
 import threading
 import time
+from pathlib import Path
 
 PR_SET_PDEATHSIG = 1
+
+
+def interpreter(command: str) -> str:
+    """``command``, except that ``python`` and ``python3`` mean agentkit's own interpreter."""
+    return sys.executable if command in ("python", "python3") else command
+
+
+def command_not_found(command: str) -> str:
+    """Why ``command`` cannot be run: not found, or a file that is not executable (say how to run a script)."""
+    if Path(command).is_file():
+        how = f"python {command}" if command.endswith(".py") else f"INTERPRETER {command}"
+        return f"command {command!r} is a file but not executable (run it with its interpreter: {how})"
+    return f"command {command!r} not found"
 
 
 def _kill_group(*_: object) -> None:

@@ -30,7 +30,7 @@ from agentkit.mcp.content import MCPToolError
 from agentkit.tool_output import ToolContent, cap_output
 from agentkit.tools import Tool, ToolArgumentsError, ToolContext, ToolTimeoutError
 
-__all__ = ["build_server", "check_key", "serve_http", "serve_stdio", "serve_stdio_process", "served"]
+__all__ = ["check_key", "serve_http", "serve_stdio_process", "served"]
 
 
 def _error(text: str) -> types.CallToolResult:
@@ -71,32 +71,6 @@ def _content_result(value: ToolContent, limit: int | None) -> types.CallToolResu
     return types.CallToolResult(content=blocks)
 
 
-def build_server(
-    tools: Sequence[Tool], *, name: str = "agentkit", instructions: str | None = None
-) -> Server[Any]:
-    """An MCP server listing ``tools`` and calling them; ValueError for two tools with one name."""
-    by_name = {t.name: t for t in tools}
-    if len(by_name) != len(tools):
-        raise ValueError("duplicate tool names")
-    listed = [
-        types.Tool(name=t.name, description=t.description or None, input_schema=t.parameters) for t in tools
-    ]
-
-    async def list_tools(ctx: Any, params: types.PaginatedRequestParams | None) -> types.ListToolsResult:
-        return types.ListToolsResult(tools=listed)
-
-    async def on_call(ctx: Any, params: types.CallToolRequestParams) -> types.CallToolResult:
-        return await call_tool(by_name, params.name, params.arguments, str(ctx.request_id))
-
-    return Server(
-        name,
-        version=__version__,
-        instructions=instructions,
-        on_list_tools=list_tools,
-        on_call_tool=on_call,
-    )
-
-
 @contextlib.asynccontextmanager
 async def served(
     tools: Sequence[Tool],
@@ -105,8 +79,8 @@ async def served(
     name: str = "agentkit",
     instructions: str | None = None,
 ) -> AsyncIterator[Server[Any]]:
-    """The server of ``tools`` and of the tools of ``toolsets``, which are opened here (without the embedded
-    constraint check) and closed when the block ends.
+    """An MCP server listing and calling ``tools`` and the tools of ``toolsets``, which are opened here (without
+    the embedded constraint check) and closed when the block ends; each tool listed with its JSON Schema.
 
     Raises:
         MCPServerError: a toolset's server did not start.
@@ -114,34 +88,48 @@ async def served(
     """
     opened: list[Any] = []
     try:
-        every = list(tools)
+        by_name = {t.name: t for t in tools}
+        seen: dict[str, str] = dict.fromkeys(by_name, "the bundle's tools")
         for ts in toolsets:
             opened.append(ts)
-            every.extend(await ts.open(check=False))
-        seen: dict[str, str] = {t.name: "the bundle's tools" for t in tools}
-        for ts in opened:
-            for t in ts.tools:
+            for t in await ts.open(check=False):
                 if t.name in seen:
                     raise ValueError(
                         f"tool {t.name!r} of MCP server {ts.name!r} has the name of a tool of {seen[t.name]} "
                         "(give the toolset a 'prefix', or 'exclude' it)"
                     )
-                seen[t.name] = f"MCP server {ts.name!r}"
-        yield build_server(every, name=name, instructions=instructions)
+                seen[t.name], by_name[t.name] = f"MCP server {ts.name!r}", t
+        listed = [
+            types.Tool(name=t.name, description=t.description or None, input_schema=t.parameters)
+            for t in by_name.values()
+        ]
+
+        async def list_tools(ctx: Any, params: types.PaginatedRequestParams | None) -> types.ListToolsResult:
+            return types.ListToolsResult(tools=listed)
+
+        async def on_call(ctx: Any, params: types.CallToolRequestParams) -> types.CallToolResult:
+            return await call_tool(by_name, params.name, params.arguments, str(ctx.request_id))
+
+        yield Server(
+            name,
+            version=__version__,
+            instructions=instructions,
+            on_list_tools=list_tools,
+            on_call_tool=on_call,
+        )
     finally:
         for ts in opened:
             await ts.close()
 
 
-async def serve_stdio(server: Server[Any]) -> None:
-    """Serve over this process's stdin/stdout until stdin closes."""
-    async with stdio_server() as (read, write):
-        await server.run(read, write, server.create_initialization_options(NotificationOptions()))
-
-
 def serve_stdio_process(make: Callable[[], contextlib.AbstractAsyncContextManager[Server[Any]]]) -> None:
-    """Serve ``make()``'s server over stdio until stdin closes, or SIGINT / SIGTERM: then its context is left and
-    the process ends with ``os._exit(128 + signal)`` (the SDK's stdin thread would wait for a line forever)."""
+    """Serve ``make()``'s server over this process's stdin/stdout until stdin closes, or SIGINT / SIGTERM: then
+    its context is left and the process ends with ``os._exit(128 + signal)`` (the SDK's stdin thread would wait
+    for a line forever)."""
+
+    async def serve(server: Server[Any]) -> None:
+        async with stdio_server() as (read, write):
+            await server.run(read, write, server.create_initialization_options(NotificationOptions()))
 
     async def main() -> None:
         loop = asyncio.get_running_loop()
@@ -156,7 +144,7 @@ def serve_stdio_process(make: Callable[[], contextlib.AbstractAsyncContextManage
         for sig in (signal.SIGINT, signal.SIGTERM):
             loop.add_signal_handler(sig, on_signal, int(sig))
         async with make() as srv:
-            serving: asyncio.Future[None] = asyncio.ensure_future(serve_stdio(srv))
+            serving: asyncio.Future[None] = asyncio.ensure_future(serve(srv))
             await asyncio.wait([serving, stop], return_when=asyncio.FIRST_COMPLETED)
             if serving.done():
                 serving.result()
@@ -185,15 +173,15 @@ def check_key(app: Any, api_key: str) -> Callable[..., Any]:
 
 
 def serve_http(
-    server: Server[Any] | Callable[[], contextlib.AbstractAsyncContextManager[Server[Any]]],
+    make: Callable[[], contextlib.AbstractAsyncContextManager[Server[Any]]],
     *,
     host: str = "127.0.0.1",
     port: int = 8765,
     api_key: str | None = None,
     on_ready: Callable[[int], None] | None = None,
 ) -> None:
-    """Serve streamable HTTP at ``http://HOST:PORT/mcp`` with uvicorn until SIGINT/SIGTERM; ``server`` is a server
-    or a function giving an async context manager of one, entered in the serving loop.
+    """Serve ``make()``'s server (its context entered in the serving loop) over streamable HTTP at
+    ``http://HOST:PORT/mcp`` with uvicorn until SIGINT/SIGTERM.
 
     Raises:
         ValueError: a non-loopback ``host`` without an API key.
@@ -218,10 +206,7 @@ def serve_http(
         await task
 
     async def main() -> None:
-        if isinstance(server, Server):
-            await run(server)
-            return
-        async with server() as srv:
+        async with make() as srv:
             await run(srv)
 
     with sock:
