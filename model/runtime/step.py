@@ -10,7 +10,7 @@ terminated); finished rows keep their canvas."""
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, fields, replace
 from typing import Any
 
 import torch
@@ -67,15 +67,7 @@ class Canvas:
         """The canvas of ``rows`` (views)."""
         if rows.start == 0 and rows.stop == self.tokens.shape[0]:
             return self
-        per_row = (
-            "tokens",
-            "argmax",
-            "prev_accepted",
-            "finished",
-            "steps_left",
-            "self_cond",
-            "self_cond_mask",
-        )
+        per_row = [f.name for f in fields(self) if f.name != "history"]  # history is [T, B, C]
         cut: dict[str, Any] = {f: None if (t := getattr(self, f)) is None else t[rows] for f in per_row}
         return replace(self, history=self.history[:, rows], **cut)
 
