@@ -19,7 +19,7 @@ import threading
 import time
 from collections.abc import Callable
 from concurrent.futures import Future
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import torch
@@ -52,33 +52,26 @@ class BatchOutput:
     finish_reason: str  # "stop" (EOS) or "length" (budget spent)
 
 
-@dataclass
-class _Row:
-    """One request and, once admitted, its cohort."""
+@dataclass(eq=False)
+class RequestHandle:
+    """A submitted request and, once admitted, its cohort: ``future`` resolves to :class:`BatchOutput`;
+    :meth:`cancel` frees its row."""
 
     prompt: list[int]
     settings: DenoiseSettings
     constraint: GuardedConstraint | None
     seed: int
     on_canvas: CanvasCallback | None
-    future: Future[BatchOutput]
-    cancelled: threading.Event
+    future: Future[BatchOutput] = field(default_factory=Future)
+    cancelled: threading.Event = field(default_factory=threading.Event)
     vision: Any = None  # model.heads.vision.VisionInputs of the prompt's images, consumed by the prefill
     prefill: Prefill | None = None  # the prompt's ready prefill, consumed at admission
     cohort: Cohort | None = None  # filled at admission
     started: float = 0.0
 
-
-class RequestHandle:
-    """A submitted request: ``future`` resolves to :class:`BatchOutput`; :meth:`cancel` frees its row."""
-
-    def __init__(self, row: _Row) -> None:
-        self._row = row
-        self.future = row.future
-
     def cancel(self) -> None:
         """Leave the batch before the next step (the future raises :class:`RequestCancelled`)."""
-        self._row.cancelled.set()
+        self.cancelled.set()
 
 
 class CanvasBatcher:
@@ -98,8 +91,8 @@ class CanvasBatcher:
         self.settings = settings.replace(canvas_length=int(model.config.canvas_length))
         self.max_batch = max_batch
         self.scheduler = Scheduler(model, self.settings)
-        self._waiting: list[_Row] = []
-        self._active: list[_Row] = []
+        self._waiting: list[RequestHandle] = []
+        self._active: list[RequestHandle] = []
         self._cv = threading.Condition()
         self._closed = False
         self._stop = False
@@ -155,15 +148,13 @@ class CanvasBatcher:
         s = settings or self.settings  # its temperature schedule and budget; the rest is the batcher's
         s = self.settings.replace(t_max=s.t_max, t_min=s.t_min, max_new_tokens=s.max_new_tokens)
         guarded = None if constraint is None else GuardedConstraint(constraint)
-        row = _Row(
-            list(input_ids), s, guarded, int(seed), on_canvas, Future(), threading.Event(), vision, prefill
-        )
+        row = RequestHandle(list(input_ids), s, guarded, int(seed), on_canvas, vision=vision, prefill=prefill)
         with self._cv:
             if self._closed:
                 raise BatcherClosed("the batcher is shutting down")
             self._waiting.append(row)
             self._cv.notify_all()
-        return RequestHandle(row)
+        return row
 
     def close(self, wait: bool = True, timeout: float | None = None) -> None:
         """Take no new requests; with ``wait``, let admitted and queued ones finish (at most ``timeout`` s).
@@ -209,11 +200,11 @@ class CanvasBatcher:
                 self._active = [r for r in self._active if not r.future.done()]
                 self._cv.notify_all()
 
-    def _fail(self, row: _Row, exc: BaseException) -> None:
+    def _fail(self, row: RequestHandle, exc: BaseException) -> None:
         if not row.future.done():
             row.future.set_exception(exc)
 
-    def _drop_if_cancelled(self, row: _Row) -> bool:
+    def _drop_if_cancelled(self, row: RequestHandle) -> bool:
         if row.future.done():
             return True
         if row.cancelled.is_set():
@@ -222,7 +213,7 @@ class CanvasBatcher:
         return False
 
     @torch.no_grad()
-    def _admit(self, row: _Row) -> None:
+    def _admit(self, row: RequestHandle) -> None:
         """Prefill one request alone, as its own cohort; on success it joins ``_active``."""
         if self._drop_if_cancelled(row):
             return
@@ -244,14 +235,14 @@ class CanvasBatcher:
             self._active.append(row)
             self.max_rows_seen = max(self.max_rows_seen, len(self._active))
 
-    def _step(self, rows: list[_Row]) -> None:
+    def _step(self, rows: list[RequestHandle]) -> None:
         """One scheduler step for every row; rows whose canvas is done commit, then leave or encode."""
         ended = self.scheduler.step([r.cohort for r in rows])  # type: ignore[misc]
         going_on = [r.cohort for r in rows if r.cohort in ended and self._commit(r)]
         if going_on:
             self.scheduler.encode(going_on)  # type: ignore[arg-type]
 
-    def _commit(self, r: _Row) -> bool:
+    def _commit(self, r: RequestHandle) -> bool:
         """Commit the row's canvas and stream it; True when the row goes on."""
         cohort, guard, eos = r.cohort, r.constraint, self.settings.eos_token_ids
         assert cohort is not None

@@ -250,18 +250,14 @@ class ConstraintBatch:
 def _allowed_tokens(masks: list[torch.Tensor], vocab: int, device: torch.device) -> torch.Tensor:
     """``[n, vocab]`` bool from the frontier masks (a short mask allows none of the rest)."""
 
-    def fit(m: torch.Tensor) -> torch.Tensor:
-        m = m[:vocab]
-        return torch.nn.functional.pad(m, (0, vocab - m.numel()), value=False) if m.numel() < vocab else m
+    def fit(m: torch.Tensor) -> torch.Tensor:  # [..., k] bool -> [..., vocab]
+        m = m[..., :vocab]
+        return torch.nn.functional.pad(m, (0, vocab - m.shape[-1]), value=False) if m.shape[-1] < vocab else m
 
     if all(m.dtype != torch.bool for m in masks) and len({m.numel() for m in masks}) == 1:
-        words = torch.stack([m.reshape(-1) for m in masks]).to(device)
-        unpacked = unpack_bitmask(words, vocab)
-        if unpacked.shape[-1] < vocab:
-            unpacked = torch.nn.functional.pad(unpacked, (0, vocab - unpacked.shape[-1]), value=False)
-        return unpacked
+        return fit(unpack_bitmask(torch.stack([m.reshape(-1) for m in masks]).to(device), vocab))
     rows = [
-        fit(m.to(device)) if m.dtype == torch.bool else fit(unpack_bitmask(m.to(device).reshape(-1), vocab))
+        m.to(device) if m.dtype == torch.bool else unpack_bitmask(m.to(device).reshape(-1), vocab)
         for m in masks
     ]
-    return torch.stack(rows)
+    return torch.stack([fit(m) for m in rows])

@@ -467,8 +467,8 @@ class Scheduler:
 
     def __init__(self, model: Any, settings: DenoiseSettings) -> None:
         self.model, self.settings = model, settings
-        self._inputs: tuple[tuple[Any, ...], dict[str, Any]] | None = None  # (cohorts key, decoder inputs)
-        self._joint: tuple[tuple[Any, ...], Denoiser] | None = None  # (key, the cohorts' denoiser)
+        # (cohorts key, their denoiser, decoder inputs): once per canvas and set of cohorts
+        self._plan: tuple[tuple[Any, ...], Denoiser, dict[str, Any]] | None = None
         self._last: tuple[tuple[Any, ...], Canvas] | None = None  # (key, the last step's next canvas)
 
     def run(self, cohort: Cohort) -> None:
@@ -491,21 +491,17 @@ class Scheduler:
             return cohorts[0].own_canvas()
         return Canvas.gather([(c.canvas, i) for c in cohorts for i in range(c.rows.start, c.rows.stop)])  # type: ignore[misc]
 
-    def _denoiser(self, cohorts: list[Cohort], key: tuple[Any, ...]) -> Denoiser:
-        """One cohort's denoiser, or one over several cohorts' rows (a generator per row)."""
-        if len(cohorts) == 1:
-            return cohorts[0].den
-        if self._joint is None or self._joint[0] != key:
-            gens = []
-            for c in cohorts:
-                g = c.den.generator
-                if not isinstance(g, torch.Generator) or c.batch.done.shape[0] != 1:
-                    raise ValueError("cohorts step together only as one row each with its own generator")
-                gens.append(g)
-            rows = [r for c in cohorts for r in c.den.constraints.rows]
-            parts = (TorchSampler(gens), ConstraintBatch(rows), gens, GenerationStats(), cohorts[0].den.vocab)
-            self._joint = (key, Denoiser(self.model, self.settings, *parts))
-        return replace(self._joint[1], stats=GenerationStats())
+    def _joint(self, cohorts: list[Cohort]) -> Denoiser:
+        """One denoiser over several cohorts' rows (a generator per row)."""
+        gens = []
+        for c in cohorts:
+            g = c.den.generator
+            if not isinstance(g, torch.Generator) or c.batch.done.shape[0] != 1:
+                raise ValueError("cohorts step together only as one row each with its own generator")
+            gens.append(g)
+        rows = [r for c in cohorts for r in c.den.constraints.rows]
+        parts = (TorchSampler(gens), ConstraintBatch(rows), gens, GenerationStats(), cohorts[0].den.vocab)
+        return Denoiser(self.model, self.settings, *parts)
 
     @torch.no_grad()
     def step(self, cohorts: list[Cohort]) -> list[Cohort]:
@@ -513,23 +509,24 @@ class Scheduler:
         temperature; a cohort without a canvas starts one); returns the cohorts whose canvas is done, to
         :meth:`commit`."""
         key = tuple((c, c.batch.canvas_index) for c in cohorts)
-        canvas, den = self._canvas(cohorts, key), self._denoiser(cohorts, key)
-        if self._inputs is None or self._inputs[0] != key:  # once per canvas and set of cohorts
+        canvas = self._canvas(cohorts, key)
+        if self._plan is None or self._plan[0] != key:
+            den = cohorts[0].den if len(cohorts) == 1 else self._joint(cohorts)
             batch = FixedBatch.pack(self.model, [c.batch for c in cohorts])
-            self._inputs = (key, decoder_inputs(den, batch, canvas))
+            self._plan = (key, den, decoder_inputs(den, batch, canvas))
+        _, den, inputs = self._plan
         start = 0
         for c in cohorts:  # their rows' places in this step's canvas
             c.index, start = start, start + c.batch.done.shape[0]
             c.batch.forwards += (~(canvas.finished[c.rows] | c.batch.done)).long()
             c.steps += 1
         temperature: float | torch.Tensor = den.settings.temperature(canvas.steps_left[0])
-        if len(cohorts) > 1:
+        if len(cohorts) > 1:  # the step's times (shared out below), a temperature per row
+            den = replace(den, stats=GenerationStats())
             temps = [c.den.settings.temperature(n) for c in cohorts for n in canvas.steps_left[c.rows]]
             temperature = torch.tensor(temps, device=canvas.tokens.device)
         # through the module: the one step function (a test patches it there)
-        out = step.denoise_step(
-            den, canvas, self._inputs[1], temperature, canvas_index=cohorts[0].batch.canvas_index
-        )
+        out = step.denoise_step(den, canvas, inputs, temperature, canvas_index=cohorts[0].batch.canvas_index)
         self._last, ended, done = (key, out.canvas), [], out.canvas_done()
         for c in cohorts:
             c.canvas, rows = out.canvas, c.rows

@@ -10,7 +10,7 @@ terminated); finished rows keep their canvas."""
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, fields, replace
 from typing import Any
 
 import torch
@@ -67,15 +67,7 @@ class Canvas:
         """The canvas of ``rows`` (views)."""
         if rows.start == 0 and rows.stop == self.tokens.shape[0]:
             return self
-        per_row = (
-            "tokens",
-            "argmax",
-            "prev_accepted",
-            "finished",
-            "steps_left",
-            "self_cond",
-            "self_cond_mask",
-        )
+        per_row = [f.name for f in fields(self) if f.name != "history"]  # history is [T, B, C]
         cut: dict[str, Any] = {f: None if (t := getattr(self, f)) is None else t[rows] for f in per_row}
         return replace(self, history=self.history[:, rows], **cut)
 
@@ -83,31 +75,29 @@ class Canvas:
     def gather(cls, parts: Sequence[tuple[Canvas, int]]) -> Canvas:
         """One canvas of the rows ``(canvas, row index)``, in order; rows without self-conditioning logits get zeros
         and ``self_cond_mask`` False."""
-        rows = [(c, slice(i, i + 1)) for c, i in parts]
+        rows = [c.select(slice(i, i + 1)) for c, i in parts]
         real = [
-            c.self_cond is not None and (c.self_cond_mask is None or bool(c.self_cond_mask[i]))
-            for c, i in parts
+            r.self_cond is not None and (r.self_cond_mask is None or bool(r.self_cond_mask[0])) for r in rows
         ]
         self_cond = mask = None
         if any(real):
-            like = next(c.self_cond for (c, _), r in zip(parts, real, strict=True) if r)
+            like = next(r.self_cond for r, ok in zip(rows, real, strict=True) if ok)
             assert like is not None
-            zeros = like.new_zeros((1, *like.shape[1:]))
-            self_cond = torch.cat(
-                [
-                    c.self_cond[s] if r and c.self_cond is not None else zeros
-                    for (c, s), r in zip(rows, real, strict=True)
-                ]
-            )
+            cond = [
+                r.self_cond if ok and r.self_cond is not None else like.new_zeros(like.shape)
+                for r, ok in zip(rows, real, strict=True)
+            ]
+            self_cond = torch.cat(cond)
             if not all(real):
                 mask = torch.tensor(real, device=like.device)
+        cat = {
+            f: torch.cat([getattr(r, f) for r in rows])
+            for f in ("tokens", "argmax", "prev_accepted", "finished")
+        }
         return cls(
-            tokens=torch.cat([c.tokens[s] for c, s in rows]),
-            argmax=torch.cat([c.argmax[s] for c, s in rows]),
-            history=torch.cat([c.history[:, s] for c, s in rows], dim=1),
-            prev_accepted=torch.cat([c.prev_accepted[s] for c, s in rows]),
-            finished=torch.cat([c.finished[s] for c, s in rows]),
-            steps_left=tuple(c.steps_left[i] for c, i in parts),
+            **cat,
+            history=torch.cat([r.history for r in rows], dim=1),
+            steps_left=tuple(n for r in rows for n in r.steps_left),
             self_cond=self_cond,
             self_cond_mask=mask,
         )
