@@ -27,11 +27,11 @@ from schema import (
     SchemaError,
     ToolSpec,
     build_ir,
-    cached_ir,
     canonical,
     ir,
     normalize_tool,
     pattern_matches,
+    tool_ir,
 )
 
 
@@ -111,14 +111,6 @@ __all__ = [
 #: The thinking block's rule and the terminal of its text.
 _THINKING = "thinking: <|channel> THOUGHT <channel|>"
 _THOUGHT = r"/(?s:.*)/ & ~/(?s:.*)<channel\|>(?s:.*)/"
-
-
-def _tool_ir(spec: ToolSpec, additional_default: bool) -> ir.IR:
-    compiled = cached_ir(canonical(spec.parameters), additional_default)
-    root = ir.object_part(compiled.root, compiled.defs)
-    if isinstance(root, ir.Never):
-        raise SchemaError("type", "", f"tool {spec.name!r}: parameters must describe a JSON object")
-    return ir.IR(root, compiled.defs, compiled.paths)
 
 
 def _choice_key(tool_choice: Any) -> str:
@@ -260,7 +252,7 @@ def _gemma_calls(
     alts = []
     for i, spec in enumerate(specs):
         try:
-            body = comp.compile(_tool_ir(spec, additional), i)
+            body = comp.compile(tool_ir(spec.name, spec.parameters, additional), i)
         except SchemaError as e:
             message = str(e).rsplit(" (keyword ", 1)[0]  # the new error names keyword and path again
             raise SchemaError(e.keyword, e.path, f"tool {spec.name!r}: {message}") from None
@@ -274,7 +266,7 @@ def _json_call(specs: list[ToolSpec], additional: bool) -> str:
     options = []
     all_defs: dict[str, Any] = {}
     for i, spec in enumerate(specs):
-        args = _ir_json(_tool_ir(spec, additional), additional, f"t{i}_")
+        args = _ir_json(tool_ir(spec.name, spec.parameters, additional), additional, f"t{i}_")
         all_defs.update(args.pop("$defs", {}))
         options.append(
             {
