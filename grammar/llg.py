@@ -32,6 +32,15 @@ def parser_limits() -> Any:
     return llguidance.LLParserLimits(initial_lexer_fuel=INITIAL_LEXER_FUEL)
 
 
+def grammar_error(grammar: str, *, limited: bool = True) -> str:
+    """llguidance's error text for ``grammar`` ("" when it compiles), under :func:`parser_limits` when
+    ``limited`` (else llguidance's default limits)."""
+    import llguidance
+
+    limits = parser_limits() if limited else None
+    return str(llguidance.LLMatcher.validate_grammar(grammar, limits=limits) or "")
+
+
 def new_matcher(hf_tokenizer: Any, grammar: str) -> Any:
     """A fresh ``llguidance.LLMatcher`` for ``grammar`` (e.g. from :func:`grammar.turn.tool_call_grammar`) over
     ``hf_tokenizer`` with :func:`parser_limits`, in its initial state.

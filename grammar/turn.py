@@ -22,7 +22,7 @@ from typing import Any
 
 from grammar.gemma_lark import MAX_GRAMMAR_CHARS, NO_FLEX, SYNTAXES, TOOL_CHOICES, GemmaCompiler, lark_str
 from grammar.grounding import MAX_GROUNDED_CHARS, answer_regex, bounded_texts, has_span
-from grammar.llg import parser_limits
+from grammar.llg import grammar_error
 from schema import (
     SchemaError,
     ToolSpec,
@@ -189,9 +189,7 @@ def _cached_grammar(specs_json: str, choice: str, syntax: str, *args: Any) -> st
 def _validate(grammar: str) -> None:
     """Compile ``grammar`` once with llguidance so errors surface at registration: a :class:`SchemaError` when
     it is rejected (e.g. overlapping ``patternProperties`` in the JSON syntax)."""
-    import llguidance
-
-    err = llguidance.LLMatcher.validate_grammar(grammar, limits=parser_limits())
+    err = grammar_error(grammar)
     if err:
         first = err.strip().splitlines()[0]
         keyword = next(
