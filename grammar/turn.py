@@ -290,25 +290,6 @@ def _ir_json(compiled: ir.IR, additional: bool, prefix: str = "") -> Any:
     return {**out, "$defs": defs} if defs and isinstance(out, dict) else out
 
 
-def _call_rules(
-    specs: list[ToolSpec],
-    syntax: str,
-    additional: bool,
-    grounding: tuple[str, ...] | None,
-    calls: str,
-) -> tuple[list[str], dict[str, str], dict[str, str]]:
-    """The ``calls`` rule and what it needs; ``calls``: ``"one"`` (at most one call) or ``"many"``."""
-    head = [f"calls: call{'' if calls == 'one' else '+'} <|tool_response>"]
-    if syntax == "gemma":
-        alts, rules, terms = _gemma_calls(specs, additional, grounding)
-        return [*head, "call: <|tool_call> (" + " | ".join(alts) + ") <tool_call|>"], rules, terms
-    return (
-        [*head, "call: <|tool_call> call_json <tool_call|>"],
-        {"call_json": _json_call(specs, additional)},
-        {},
-    )
-
-
 def _build_grammar(
     specs: list[ToolSpec],
     choice: str,
@@ -347,10 +328,15 @@ def _build_grammar(
         lines.append(_THINKING)
 
     rules: dict[str, str] = {}
-    if callable_specs:
-        call_lines, rules, call_terms = _call_rules(callable_specs, syntax, additional, grounding, calls)
-        lines += call_lines
-        terms.update(call_terms)
+    if callable_specs:  # calls: "one" (at most one call) or "many"
+        lines.append(f"calls: call{'' if calls == 'one' else '+'} <|tool_response>")
+        if syntax == "gemma":
+            alts, rules, call_terms = _gemma_calls(callable_specs, additional, grounding)
+            lines.append("call: <|tool_call> (" + " | ".join(alts) + ") <tool_call|>")
+            terms.update(call_terms)
+        else:
+            lines.append("call: <|tool_call> call_json <tool_call|>")
+            rules = {"call_json": _json_call(callable_specs, additional)}
     out = [*lines, *(f"{k}: {v}" for k, v in rules.items()), *(f"{k}: {v}" for k, v in terms.items())]
     return "\n".join(out) + "\n"
 
