@@ -11,6 +11,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from grammar.grounding import MAX_GROUNDED_CHARS, grounding_regex
+from grammar.llg import grammar_error
 from schema import (
     FORMAT_LIMITS,
     FORMATS,
@@ -413,9 +414,7 @@ def _rep(expr: str, lo: int, hi: int | None) -> str:
 
 @functools.lru_cache(maxsize=1024)
 def _number_error(body: str) -> str:
-    import llguidance
-
-    return str(llguidance.LLMatcher.validate_grammar(f"start: {body}\n"))
+    return grammar_error(f"start: {body}\n", limited=False)
 
 
 def _check_number(body: str, node: ir.Num, path: str) -> None:

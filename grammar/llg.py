@@ -1,10 +1,13 @@
 """llguidance tokenizers for Hugging Face tokenizers, built once per tokenizer object and cached (building one
-costs 12 ms for a 2k vocabulary, 1.4 s for 262k)."""
+costs 12 ms for a 2k vocabulary, 1.4 s for 262k), parser limits, grammar checks and matchers (``llguidance.hf``,
+which imports transformers, only when a tokenizer is built)."""
 
 from __future__ import annotations
 
 import functools
 from typing import Any
+
+import llguidance
 
 
 @functools.lru_cache(maxsize=16)
@@ -27,9 +30,14 @@ INITIAL_LEXER_FUEL = 10_000_000
 
 def parser_limits() -> Any:
     """``llguidance.LLParserLimits`` for tool-call grammars (:data:`INITIAL_LEXER_FUEL`, other limits default)."""
-    import llguidance
-
     return llguidance.LLParserLimits(initial_lexer_fuel=INITIAL_LEXER_FUEL)
+
+
+def grammar_error(grammar: str, *, limited: bool = True) -> str:
+    """llguidance's error text for ``grammar`` ("" when it compiles), under :func:`parser_limits` when
+    ``limited`` (else llguidance's default limits)."""
+    limits = parser_limits() if limited else None
+    return str(llguidance.LLMatcher.validate_grammar(grammar, limits=limits) or "")
 
 
 def new_matcher(hf_tokenizer: Any, grammar: str) -> Any:
@@ -39,8 +47,6 @@ def new_matcher(hf_tokenizer: Any, grammar: str) -> Any:
     Raises:
         ValueError: llguidance rejects the grammar (its first error line).
     """
-    import llguidance
-
     m = llguidance.LLMatcher(llg_tokenizer(hf_tokenizer), grammar, log_level=0, limits=parser_limits())
     if m.is_error():
         raise ValueError(f"tool grammar does not compile: {m.get_error().strip().splitlines()[0][:300]}")

@@ -22,16 +22,16 @@ from typing import Any
 
 from grammar.gemma_lark import MAX_GRAMMAR_CHARS, NO_FLEX, SYNTAXES, TOOL_CHOICES, GemmaCompiler, lark_str
 from grammar.grounding import MAX_GROUNDED_CHARS, answer_regex, bounded_texts, has_span
-from grammar.llg import parser_limits
+from grammar.llg import grammar_error
 from schema import (
     SchemaError,
     ToolSpec,
     build_ir,
-    cached_ir,
     canonical,
     ir,
     normalize_tool,
     pattern_matches,
+    tool_ir,
 )
 
 
@@ -113,14 +113,6 @@ _THINKING = "thinking: <|channel> THOUGHT <channel|>"
 _THOUGHT = r"/(?s:.*)/ & ~/(?s:.*)<channel\|>(?s:.*)/"
 
 
-def _tool_ir(spec: ToolSpec, additional_default: bool) -> ir.IR:
-    compiled = cached_ir(canonical(spec.parameters), additional_default)
-    root = ir.object_part(compiled.root, compiled.defs)
-    if isinstance(root, ir.Never):
-        raise SchemaError("type", "", f"tool {spec.name!r}: parameters must describe a JSON object")
-    return ir.IR(root, compiled.defs, compiled.paths)
-
-
 def _choice_key(tool_choice: Any) -> str:
     if isinstance(tool_choice, str) and tool_choice in TOOL_CHOICES:
         return tool_choice
@@ -197,9 +189,7 @@ def _cached_grammar(specs_json: str, choice: str, syntax: str, *args: Any) -> st
 def _validate(grammar: str) -> None:
     """Compile ``grammar`` once with llguidance so errors surface at registration: a :class:`SchemaError` when
     it is rejected (e.g. overlapping ``patternProperties`` in the JSON syntax)."""
-    import llguidance
-
-    err = llguidance.LLMatcher.validate_grammar(grammar, limits=parser_limits())
+    err = grammar_error(grammar)
     if err:
         first = err.strip().splitlines()[0]
         keyword = next(
@@ -260,7 +250,7 @@ def _gemma_calls(
     alts = []
     for i, spec in enumerate(specs):
         try:
-            body = comp.compile(_tool_ir(spec, additional), i)
+            body = comp.compile(tool_ir(spec.name, spec.parameters, additional), i)
         except SchemaError as e:
             message = str(e).rsplit(" (keyword ", 1)[0]  # the new error names keyword and path again
             raise SchemaError(e.keyword, e.path, f"tool {spec.name!r}: {message}") from None
@@ -274,7 +264,7 @@ def _json_call(specs: list[ToolSpec], additional: bool) -> str:
     options = []
     all_defs: dict[str, Any] = {}
     for i, spec in enumerate(specs):
-        args = _ir_json(_tool_ir(spec, additional), additional, f"t{i}_")
+        args = _ir_json(tool_ir(spec.name, spec.parameters, additional), additional, f"t{i}_")
         all_defs.update(args.pop("$defs", {}))
         options.append(
             {
@@ -298,25 +288,6 @@ def _ir_json(compiled: ir.IR, additional: bool, prefix: str = "") -> Any:
         for k, v in compiled.defs.items()
     }
     return {**out, "$defs": defs} if defs and isinstance(out, dict) else out
-
-
-def _call_rules(
-    specs: list[ToolSpec],
-    syntax: str,
-    additional: bool,
-    grounding: tuple[str, ...] | None,
-    calls: str,
-) -> tuple[list[str], dict[str, str], dict[str, str]]:
-    """The ``calls`` rule and what it needs; ``calls``: ``"one"`` (at most one call) or ``"many"``."""
-    head = [f"calls: call{'' if calls == 'one' else '+'} <|tool_response>"]
-    if syntax == "gemma":
-        alts, rules, terms = _gemma_calls(specs, additional, grounding)
-        return [*head, "call: <|tool_call> (" + " | ".join(alts) + ") <tool_call|>"], rules, terms
-    return (
-        [*head, "call: <|tool_call> call_json <tool_call|>"],
-        {"call_json": _json_call(specs, additional)},
-        {},
-    )
 
 
 def _build_grammar(
@@ -357,10 +328,15 @@ def _build_grammar(
         lines.append(_THINKING)
 
     rules: dict[str, str] = {}
-    if callable_specs:
-        call_lines, rules, call_terms = _call_rules(callable_specs, syntax, additional, grounding, calls)
-        lines += call_lines
-        terms.update(call_terms)
+    if callable_specs:  # calls: "one" (at most one call) or "many"
+        lines.append(f"calls: call{'' if calls == 'one' else '+'} <|tool_response>")
+        if syntax == "gemma":
+            alts, rules, call_terms = _gemma_calls(callable_specs, additional, grounding)
+            lines.append("call: <|tool_call> (" + " | ".join(alts) + ") <tool_call|>")
+            terms.update(call_terms)
+        else:
+            lines.append("call: <|tool_call> call_json <tool_call|>")
+            rules = {"call_json": _json_call(callable_specs, additional)}
     out = [*lines, *(f"{k}: {v}" for k, v in rules.items()), *(f"{k}: {v}" for k, v in terms.items())]
     return "\n".join(out) + "\n"
 

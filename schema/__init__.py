@@ -18,7 +18,7 @@ from schema.formats import FORMAT_LIMITS, FORMATS, format_matches
 from schema.ir import MAX_MULTIPLE_OF
 from schema.normalize import MAX_NESTING, check_nesting, nesting, normalize_schema
 from schema.regex import pattern_matches, pattern_to_regex
-from schema.spec import ToolSpec, canonical, fingerprint, normalize_tool
+from schema.spec import ToolSpec, canonical, fingerprint, normalize_tool, tool_ir
 
 __all__ = [
     "FORMATS",
@@ -41,4 +41,5 @@ __all__ = [
     "normalize_tool",
     "pattern_matches",
     "pattern_to_regex",
+    "tool_ir",
 ]

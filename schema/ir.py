@@ -18,17 +18,35 @@ NUM_KEYWORDS = ("minimum", "maximum", "exclusiveMinimum", "exclusiveMaximum", "m
 
 
 class Node:
-    """Base class of the schema IR (immutable, hashable, compared structurally)."""
+    """Base class of the schema IR (immutable, compared structurally). The hash (that of the fields' tuple, as a
+    dataclass's) is computed once and kept in the instance ``__dict__``, and equality compares hashes first: a
+    dataclass hash walks the whole subtree on every call, which made compiling shared definitions quadratic."""
 
     __slots__ = ()
 
+    def _fields(self) -> tuple[Any, ...]:
+        return tuple(map(self.__dict__.__getitem__, self.__dataclass_fields__))  # type: ignore[attr-defined]
 
-@dataclass(frozen=True)
+    def __hash__(self) -> int:
+        h = self.__dict__.get("_hash")
+        if h is None:
+            h = self.__dict__["_hash"] = hash(self._fields())
+        return int(h)
+
+    def __eq__(self, other: object) -> bool:
+        if self is other:
+            return True
+        if other.__class__ is not self.__class__:
+            return NotImplemented
+        return hash(self) == hash(other) and self._fields() == other._fields()  # type: ignore[attr-defined]
+
+
+@dataclass(frozen=True, eq=False)
 class AnyNode(Node):
     """Any JSON value."""
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, eq=False)
 class Never(Node):
     """No value (``false``, or an unsatisfiable combination). ``keyword``/``path`` say where it came from."""
 
@@ -37,17 +55,17 @@ class Never(Node):
     path: str = ""
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, eq=False)
 class Null(Node):
     """``null``."""
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, eq=False)
 class Bool(Node):
     """``true``/``false``."""
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, eq=False)
 class Num(Node):
     """A number; ``integer`` means no fraction or exponent. Bounds are inclusive unless ``excl_*``."""
 
@@ -70,7 +88,7 @@ class Num(Node):
         return len(self.json_schema()) > 1
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, eq=False)
 class Str(Node):
     """A string. ``patterns``: ECMA patterns (JSON Schema search semantics); ``formats``: format names;
     ``grounded``: the value must be a span of the conversation (``x-grounded: true``; see
@@ -83,7 +101,7 @@ class Str(Node):
     grounded: bool = False
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, eq=False)
 class Lit(Node):
     """One JSON scalar (string, number, bool or null), from ``enum``/``const``."""
 
@@ -99,7 +117,7 @@ class Lit(Node):
         raise TypeError(f"not a JSON scalar: {value!r}")
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, eq=False)
 class Arr(Node):
     """An array: ``prefix`` item schemas, then ``items`` for the rest (``Never`` = no more items)."""
 
@@ -113,7 +131,7 @@ class Arr(Node):
         return self.prefix[i] if i < len(self.prefix) else self.items
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, eq=False)
 class Obj(Node):
     """An object: ``props`` in emission order, ``required`` in order (undeclared names after them, valued by
     ``pattern_props``, ECMA pattern -> schema, or ``additional``); ``additional=None``: not specified (a compile
@@ -136,14 +154,14 @@ class Obj(Node):
         return next((v for k, v in self.props if k == name), None)
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, eq=False)
 class AnyOf(Node):
     """One of several schemas (at least two, none ``Never``/``AnyNode``)."""
 
     options: tuple[Node, ...]
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, eq=False)
 class OneOf(Node):
     """``oneOf`` whose branches are not (yet) provably disjoint; one left in the built schema is an error."""
 
@@ -151,40 +169,11 @@ class OneOf(Node):
     path: str = ""
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, eq=False)
 class Ref(Node):
     """A recursive reference to ``IR.defs[name]``."""
 
     name: str
-
-
-def _memo_hash(cls: type) -> None:
-    """Give an IR class a structural hash computed once (kept in the instance ``__dict__``) and an equality that
-    compares hashes first: the dataclass hash walks the whole subtree on every call, which made compiling
-    schemas with shared definitions quadratic."""
-    structural_hash: Any = cls.__hash__
-    structural_eq: Any = cls.__eq__
-
-    def __hash__(self: Any) -> int:
-        d = self.__dict__
-        h = d.get("_hash")
-        if h is None:
-            h = d["_hash"] = structural_hash(self)
-        return int(h)
-
-    def __eq__(self: Any, other: Any) -> Any:
-        if self is other:
-            return True
-        if other.__class__ is self.__class__ and hash(self) != hash(other):
-            return False
-        return structural_eq(self, other)
-
-    cls.__hash__ = __hash__  # type: ignore[method-assign,assignment]
-    cls.__eq__ = __eq__  # type: ignore[method-assign,assignment]
-
-
-for _cls in (AnyNode, Never, Null, Bool, Num, Str, Lit, Arr, Obj, AnyOf, OneOf, Ref):
-    _memo_hash(_cls)
 
 
 @dataclass

@@ -10,7 +10,7 @@ from typing import Any
 
 from schema.build import cached_ir
 from schema.errors import SchemaError
-from schema.ir import Never, object_part
+from schema.ir import IR, Never, object_part
 from schema.normalize import normalize_schema
 
 
@@ -61,10 +61,18 @@ def normalize_tool(tool: Any) -> ToolSpec:
     if not isinstance(params, dict):
         raise SchemaError("parameters", "", f"tool {name!r}: parameters must be a JSON Schema object")
     clean = normalize_schema(params)
-    ir = cached_ir(canonical(clean), False)
-    if isinstance(object_part(ir.root, ir.defs), Never):
-        raise SchemaError("type", "", f"tool {name!r}: parameters must describe a JSON object")
+    tool_ir(name, clean, False)
     return ToolSpec(name=name, description=description, parameters=clean)
+
+
+def tool_ir(name: str, parameters: dict[str, Any], additional_default: bool) -> IR:
+    """The (cached) :class:`IR` of tool ``name``'s normalised ``parameters``, its root narrowed to the part that
+    accepts objects; a :class:`SchemaError` when that part is empty or the schema is refused."""
+    compiled = cached_ir(canonical(parameters), additional_default)
+    root = object_part(compiled.root, compiled.defs)
+    if isinstance(root, Never):
+        raise SchemaError("type", "", f"tool {name!r}: parameters must describe a JSON object")
+    return IR(root, compiled.defs, compiled.paths)
 
 
 def canonical(obj: Any) -> str:
