@@ -1,5 +1,5 @@
-"""Errors of the model runtime that more than one module raises (here so that :mod:`model.checkpoint.adapters` need
-not import the loader), and the one wording of a config entry pydantic refuses."""
+"""Errors of the model runtime that callers catch without importing the loader (and torch), and the one wording of
+a config entry pydantic refuses."""
 
 from __future__ import annotations
 

@@ -232,10 +232,7 @@ class _Runs:
     """A stand-in labelling with given tagger spans (all a string array's candidates read)."""
 
     def __init__(self, spans: dict) -> None:
-        self.spans = spans
-
-    def runs(self) -> dict:
-        return self.spans
+        self.runs = spans
 
 
 def test_an_array_of_strings_takes_the_tagger_spans_read_as_lists():

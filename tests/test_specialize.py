@@ -17,8 +17,7 @@ from typer.testing import CliRunner
 
 from agentkit.cli import app
 from agentkit.commands.specialize import bundle_declarations
-from model.checkpoint.adapters import ADAPTER_INFO, AdapterError, base_fingerprint
-from model.checkpoint.loading import load_checkpoint
+from model.checkpoint.loading import ADAPTER_INFO, AdapterError, base_fingerprint, load_checkpoint
 from model.training.bundle_data import BundleGenerator, pattern_sampler, tool_specs, train_and_heldout
 
 ROOT = Path(__file__).resolve().parents[1]

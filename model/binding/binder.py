@@ -78,7 +78,7 @@ def _number_lists(labelling: Labelling, key: tuple[str, str], schema: dict[str, 
 
 def _string_lists(labelling: Labelling, key: tuple[str, str], schema: dict[str, Any]) -> Scored:
     """Each tagger span read as a list, and several spans in request order, that ``schema`` accepts."""
-    spans = labelling.runs().get(key, {})
+    spans = labelling.runs.get(key, {})
     found = [(typed.written_list(text), score) for text, score in spans.items()]
     if len(spans) > 1:
         found.append(([item for text in spans for item in typed.written_list(text)], min(spans.values())))
@@ -105,7 +105,7 @@ def _strings(labelling: Labelling, key: tuple[str, str], schema: dict[str, Any])
             for v in typed.shaped_strings(schema, request)
         ]
     out: Scored = []
-    spans = labelling.runs().get(key, {})
+    spans = labelling.runs.get(key, {})
     for text, score in spans.items():  # a span that is a whole date: also its ISO form
         out += [
             (v, score) for v in (text, typed.whole_date(text)) if v is not None and typed.accepts(schema, v)

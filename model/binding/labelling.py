@@ -61,11 +61,6 @@ class Labelling:
         """``{(tool, parameter): column of logp}``."""
         return {(tool, name): k + 1 for k, (tool, name, _, _) in enumerate(self.keys)}
 
-    def runs(self) -> dict[tuple[str, str], dict[str, float]]:
-        """Each parameter's runs of request tokens labelled with it, widened to whole words: ``{(tool, parameter):
-        {text: confidence}}`` in request order (confidence: the highest probability over the run)."""
-        return {key: dict(scored) for key, scored in self._scored_runs.items()}
-
     def token_score(self, key: tuple[str, str], tokens: list[int]) -> float:
         """The highest probability (0..1) of parameter ``key`` over ``tokens`` (0.0 for none)."""
         column = self.columns.get(key)
@@ -74,7 +69,9 @@ class Labelling:
         return float(self.logp[tokens, column].max().exp())
 
     @functools.cached_property
-    def _scored_runs(self) -> dict[tuple[str, str], dict[str, float]]:
+    def runs(self) -> dict[tuple[str, str], dict[str, float]]:
+        """Each parameter's runs of request tokens labelled with it, widened to whole words: ``{(tool, parameter):
+        {text: confidence}}`` in request order (confidence: the highest probability over the run)."""
         lo, hi = self.user
         tokens = range(self.token_at(lo), self.token_at(hi - 1) + 1)
         labels = self.logp.argmax(-1).tolist()

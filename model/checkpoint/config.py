@@ -56,13 +56,10 @@ def small_config(
 
     layer_types = ["sliding_attention" if i % 2 == 0 else "full_attention" for i in range(num_layers)]
     layer_types[-1] = "full_attention"
-    # consumed by the configs' __post_init__ (not declared fields, hence passed through dicts)
+    # the top config consumes the ids and the text config global_head_dim in __post_init__ (not declared fields,
+    # hence passed through dicts)
+    ids: dict[str, Any] = {"pad_token_id": st.PAD_ID, "eos_token_id": st.EOS_ID, "bos_token_id": st.BOS_ID}
     extra_text: dict[str, Any] = {"global_head_dim": head_dim}
-    extra_top: dict[str, Any] = {
-        "pad_token_id": st.PAD_ID,
-        "eos_token_id": st.EOS_ID,
-        "bos_token_id": st.BOS_ID,
-    }
     text = DiffusionGemmaTextConfig(
         vocab_size=vocab_size,
         hidden_size=hidden_size,
@@ -77,9 +74,7 @@ def small_config(
         top_k_experts=top_k_experts,
         max_position_embeddings=max_position_embeddings,
         sliding_window=sliding_window,
-        pad_token_id=st.PAD_ID,
-        eos_token_id=st.EOS_ID,
-        bos_token_id=st.BOS_ID,
+        **ids,
         **extra_text,
     )
     return DiffusionGemmaConfig(
@@ -89,5 +84,5 @@ def small_config(
         boi_token_id=st.SPECIAL_IDS[st.IMAGE_START],
         eoi_token_id=st.SPECIAL_IDS[st.IMAGE_END],
         image_token_id=st.SPECIAL_IDS[st.IMAGE_TOKEN],
-        **extra_top,
+        **ids,
     )

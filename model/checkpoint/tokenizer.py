@@ -8,6 +8,7 @@ appear only where the template or the grammar places them."""
 from __future__ import annotations
 
 import functools
+import itertools
 import re
 from collections.abc import Iterable
 from dataclasses import dataclass
@@ -100,7 +101,7 @@ class _Controls:
 
     ids: dict[str, int]  # control token text -> id
     id_set: frozenset[int]
-    structural: re.Pattern[str] | None  # control tokens of st.CONTROL_SHAPE, longest first
+    structural: re.Pattern[str]  # control tokens of st.CONTROL_SHAPE, longest first, as a group
     text_tok: Any  # tokenizers.Tokenizer copy with encode_special_tokens=True
 
 
@@ -122,7 +123,7 @@ def _controls(tokenizer: Any) -> _Controls:
         if (t.special or t.content in protocol) and t.content.strip()
     }
     shaped = sorted((c for c in ids if re.fullmatch(st.CONTROL_SHAPE, c)), key=len, reverse=True)
-    structural = re.compile("|".join(map(re.escape, shaped))) if shaped else None
+    structural = re.compile(f"({'|'.join(map(re.escape, shaped))})" if shaped else "(?!)")
     text_tok = Tokenizer.from_str(tokenizer.backend_tokenizer.to_str())
     text_tok.no_padding()
     text_tok.no_truncation()
@@ -143,24 +144,19 @@ def _encode_texts(ctl: _Controls, texts: list[str]) -> list[list[int]]:
     """Ordinary-token ids of each text; never a control id."""
     texts = [_escape_surrogates(t) for t in texts]
     out = [list(e.ids) for e in ctl.text_tok.encode_batch(texts, add_special_tokens=False)]
+    tok = ctl.text_tok
     for k, ids in enumerate(out):
         if ctl.id_set.isdisjoint(ids):
             continue
         # the BPE rebuilt a control token from plain text: split the pre-tokens that still give one
-        out[k] = _encode_pretokens(ctl, texts[k])
+        norm = tok.normalizer.normalize_str(texts[k]) if tok.normalizer is not None else texts[k]
+        pieces = (
+            [p for p, _ in tok.pre_tokenizer.pre_tokenize_str(norm)]
+            if tok.pre_tokenizer is not None
+            else [norm]
+        )
+        out[k] = [i for piece in pieces for i in _tokenize_piece(ctl, piece)]
     return out
-
-
-def _encode_pretokens(ctl: _Controls, text: str) -> list[int]:
-    tok = ctl.text_tok
-    norm = tok.normalizer.normalize_str(text) if tok.normalizer is not None else text
-    pieces = (
-        [p for p, _ in tok.pre_tokenizer.pre_tokenize_str(norm)] if tok.pre_tokenizer is not None else [norm]
-    )
-    ids: list[int] = []
-    for piece in pieces:
-        ids.extend(_tokenize_piece(ctl, piece))
-    return ids
 
 
 def _tokenize_piece(ctl: _Controls, piece: str) -> list[int]:
@@ -192,24 +188,11 @@ def encode_marked(tokenizer: Any, marked: str) -> list[int]:
     their ids, everything else ordinary text tokens (no BOS/EOS). Without marks this equals ``tokenizer(marked,
     add_special_tokens=False)`` when the control tokens have :data:`grammar.special_tokens.CONTROL_SHAPE`."""
     ctl = _controls(tokenizer)
-    layout: list[str | int] = []
-    pos = 0
-    if ctl.structural is not None:
-        for m in ctl.structural.finditer(marked):
-            if m.start() > pos:
-                layout.append(marked[pos : m.start()])
-            layout.append(ctl.ids[m.group()])
-            pos = m.end()
-    if pos < len(marked):
-        layout.append(marked[pos:])
-    texts = [st.unmark_text(x) for x in layout if isinstance(x, str)]
-    encoded = iter(_encode_texts(ctl, texts))
-    ids: list[int] = []
-    for x in layout:
-        if isinstance(x, int):
-            ids.append(x)
-        else:
-            ids.extend(next(encoded))
+    parts = ctl.structural.split(marked)  # text, control, text, ..., text
+    encoded = _encode_texts(ctl, [st.unmark_text(x) for x in parts[::2]])
+    ids = encoded[0]
+    for control, text_ids in zip(parts[1::2], encoded[1:], strict=True):
+        ids += [ctl.ids[control], *text_ids]
     return ids
 
 
@@ -217,24 +200,13 @@ def decode_marked(tokenizer: Any, ids: Iterable[int]) -> str:
     """Decode ``ids`` to a marked string: control tokens as their text, ordinary tokens' text marked, so
     :func:`grammar.parse.parse_tool_calls` tells the token ``<|"|>`` from the text ``<|"|>`` in a value.
     ``unmark_text`` of the result equals ``tokenizer.decode(ids, skip_special_tokens=False)``."""
-    ctl = _controls(tokenizer)
-    names = {i: c for c, i in ctl.ids.items()}
+    names = {i: c for c, i in _controls(tokenizer).ids.items()}
     out: list[str] = []
-    run: list[int] = []
-
-    def flush() -> None:
-        if run:
-            out.append(st.mark_text(str(tokenizer.decode(run, skip_special_tokens=False))))
-            run.clear()
-
-    for i in ids:
-        i = int(i)
-        if i in names:
-            flush()
-            out.append(names[i])
+    for control, run in itertools.groupby(map(int, ids), names.__contains__):
+        if control:
+            out += [names[i] for i in run]
         else:
-            run.append(i)
-    flush()
+            out.append(st.mark_text(str(tokenizer.decode(list(run), skip_special_tokens=False))))
     return "".join(out)
 
 

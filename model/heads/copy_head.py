@@ -84,11 +84,7 @@ class CopyHeadConfig(BaseModel):
 
     def to_dict(self) -> dict[str, Any]:
         """JSON-serialisable dict for ``config.json`` (the :data:`OPTIONAL_FIELDS` only when on)."""
-        out = self.model_dump()
-        for k in OPTIONAL_FIELDS:
-            if not out[k]:
-                del out[k]
-        return out
+        return self.model_dump(exclude={k for k in OPTIONAL_FIELDS if not getattr(self, k)})
 
 
 #: Keys of the ``copy_head`` entry in ``config.json``.

@@ -76,34 +76,34 @@ def _data_url_bytes(url: str) -> bytes:
         raise ImageError(f"{describe(url)}: the base64 payload does not decode ({exc})") from exc
 
 
-def read_image_bytes(source: ImageSource) -> tuple[bytes | None, Any]:
-    """The encoded bytes of ``source`` (``None`` for a ``PIL.Image.Image``, returned second).
-
-    Raises:
-        ImageError: a missing or unreadable file, a remote URL (never fetched), a malformed data URL, or an object
-            that is not an image."""
+def _load(source: ImageSource) -> tuple[bytes | None, Any, str | None]:
+    """``(bytes, image, mime)``: the encoded bytes of ``source`` (``None`` for a ``PIL.Image.Image``), the image
+    checked and upright, the bytes' MIME type (:class:`ImageError` otherwise)."""
     from PIL import Image
 
+    name = describe(source)
     if isinstance(source, Image.Image):
-        return None, source
+        return None, _upright(source, name), None
     if isinstance(source, (bytes, bytearray)):
-        return bytes(source), None
-    if isinstance(source, str) and source.startswith("data:"):
-        return _data_url_bytes(source), None
-    if isinstance(source, str) and source.startswith(("http://", "https://")):
+        data = bytes(source)
+    elif isinstance(source, str) and source.startswith("data:"):
+        data = _data_url_bytes(source)
+    elif isinstance(source, str) and source.startswith(("http://", "https://")):
         raise ImageError(
             f"{source}: remote image URLs are not fetched (the embedded runtime works offline); download the "
             "image and pass the file"
         )
-    if isinstance(source, str) and source.startswith("file://"):
-        source = source[len("file://") :]
-    if not isinstance(source, (str, Path)):
-        raise ImageError(
-            f"{describe(source)}: not an image (give a file path, bytes, a data URL or a PIL.Image.Image)"
-        )
-    path = Path(source)
+    elif isinstance(source, (str, Path)):
+        data = _read_file(Path(source.removeprefix("file://") if isinstance(source, str) else source))
+    else:
+        raise ImageError(f"{name}: not an image (give a file path, bytes, a data URL or a PIL.Image.Image)")
+    image = _decode(data, name)
+    return data, _upright(image, name), ACCEPTED_FORMATS[str(image.format)]
+
+
+def _read_file(path: Path) -> bytes:
     try:
-        return path.read_bytes(), None
+        return path.read_bytes()
     except FileNotFoundError:
         raise ImageError(f"{path}: no such image file") from None
     except IsADirectoryError:
@@ -117,10 +117,9 @@ def open_image(source: ImageSource) -> Any:
     file must be PNG, JPEG or WebP and decode completely; its EXIF orientation is applied.
 
     Raises:
-        ImageError: as :func:`read_image_bytes`; not an image, corrupt, truncated or of another format."""
-    data, image = read_image_bytes(source)
-    name = describe(source)
-    return _upright(image if image is not None else _decode(data or b"", name), name)
+        ImageError: a missing or unreadable file, a remote URL (never fetched), a malformed data URL, an object that
+            is not an image; not an image, corrupt, truncated or of another format."""
+    return _load(source)[1]
 
 
 def _decode(data: bytes, name: str) -> Any:
@@ -159,23 +158,19 @@ def to_data_url(source: ImageSource) -> str:
 
     Raises:
         ImageError: see :func:`open_image`."""
-    data, image = read_image_bytes(source)
-    name = describe(source)
-    if data is not None:  # the file's own bytes, read once; checked and kept as they are
-        decoded = _decode(data, name)
-        _upright(decoded, name)
-        if isinstance(source, str) and source.startswith("data:"):
-            return source
-        return f"data:{ACCEPTED_FORMATS[str(decoded.format)]};base64,{base64.b64encode(data).decode('ascii')}"
-    image = _upright(image, name)
-    if image.mode not in _PNG_MODES:  # CMYK, YCbCr, ...
-        image = image.convert("RGB")
-    buf = io.BytesIO()
-    try:
-        image.save(buf, format="PNG")
-    except (OSError, ValueError) as exc:
-        raise ImageError(f"{name}: cannot be encoded as PNG ({exc})") from None
-    return f"data:image/png;base64,{base64.b64encode(buf.getvalue()).decode('ascii')}"
+    data, image, mime = _load(source)
+    if isinstance(source, str) and source.startswith("data:"):
+        return source
+    if data is None:  # a PIL image: written as PNG
+        if image.mode not in _PNG_MODES:  # CMYK, YCbCr, ...
+            image = image.convert("RGB")
+        buf = io.BytesIO()
+        try:
+            image.save(buf, format="PNG")
+        except (OSError, ValueError) as exc:
+            raise ImageError(f"{describe(source)}: cannot be encoded as PNG ({exc})") from None
+        data, mime = buf.getvalue(), "image/png"
+    return f"data:{mime};base64,{base64.b64encode(data).decode('ascii')}"
 
 
 def check_images(sources: Any, budget: int | None = None) -> None:
@@ -264,17 +259,13 @@ class VisionProcessor:
                     f"one side; the vision tower of {self.source} has positions for {self.max_side}: use a smaller "
                     "budget or a less elongated image"
                 )
-            pixels.append(out["pixel_values"].float())
-            positions.append(grid)
+            pixels.append(out["pixel_values"][0].float())
+            positions.append(grid[0])
             counts.append(int(out["num_soft_tokens_per_image"][0]))
         if not pixels:
             raise ImageError("no images to process")
-        width = max(p.shape[1] for p in pixels)
-        for k, (pv, pos) in enumerate(zip(pixels, positions, strict=True)):
-            if pv.shape[1] < width:
-                pixels[k] = torch.nn.functional.pad(pv, (0, 0, 0, width - pv.shape[1]))
-                positions[k] = torch.nn.functional.pad(pos, (0, 0, 0, width - pos.shape[1]), value=-1)
-        return VisionInputs(torch.cat(pixels), torch.cat(positions), counts, chosen)
+        pad = torch.nn.utils.rnn.pad_sequence
+        return VisionInputs(pad(pixels, True), pad(positions, True, -1), counts, chosen)
 
     def expand(self, input_ids: list[int], soft_tokens: list[int]) -> list[int]:
         """Replace the i-th ``<|image|>`` id by ``<|image>`` + ``soft_tokens[i]`` x ``<|image|>`` + ``<image|>``.

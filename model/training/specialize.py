@@ -1,7 +1,7 @@
 """``agentkit specialize``: LoRA fine-tuning of a checkpoint on one bundle's tools, within a time budget.
 
 Synthetic dialogues for the bundle's declarations (:mod:`model.training.bundle_data`) train LoRA adapters (peft;
-:data:`model.checkpoint.adapters.LORA_TARGETS`) with the loss the base was trained with, the base frozen; the
+:data:`model.checkpoint.loading.LORA_TARGETS`) with the loss the base was trained with, the base frozen; the
 schedule (warm-up, cosine) is fitted to ``minutes`` once the first steps are timed, and the prompt prefix every
 dialogue shares is encoded once (:class:`PrefixEncoder`). The held-out exact-call accuracy
 (the ``evaluate`` it is given: ``evals.heldout.evaluate_examples``) is measured before and after, the adapter reloaded onto the
@@ -23,8 +23,14 @@ from typing import Any
 import torch
 
 from model.checkpoint import hf_compat as hf
-from model.checkpoint.adapters import ADAPTER_INFO, LORA_TARGETS, base_fingerprint, quiet_peft
-from model.checkpoint.loading import DEFAULT_CHECKPOINT, load_checkpoint
+from model.checkpoint.loading import (
+    ADAPTER_INFO,
+    DEFAULT_CHECKPOINT,
+    LORA_TARGETS,
+    base_fingerprint,
+    load_checkpoint,
+    quiet_peft,
+)
 from model.heads.copy_head import CopyHead
 from model.training.batches import batches, device_batch, encode_examples, encode_labelled, word_token_table
 from model.training.bundle_data import train_and_heldout
