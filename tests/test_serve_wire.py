@@ -195,19 +195,3 @@ def test_a_tool_call_turn_has_null_content_as_on_openai_and_takes_a_response_for
     # prose opens with its own content "" chunk, as on OpenAI
     first, second, *_ = _stream_chunks(url, chat_body(max_tokens=16, seed=1))
     assert first == {"role": "assistant", "content": ""} and second["content"]
-
-
-def test_a_bad_content_part_is_named_by_its_path_not_its_type_tag(server):
-    """The part's ``type`` is the union's tag in pydantic's location; the path names the part's own fields."""
-    url, _ = server
-    for part, path in [
-        ({"type": "image_url", "image_url": {}}, "messages[0].content[0].image_url.url: Field required"),
-        ({"type": "text"}, "messages[0].content[0].text: Field required"),
-    ]:
-        r = httpx.post(
-            url + "/v1/chat/completions",
-            json={"model": MODEL, "messages": [{"role": "user", "content": [part]}]},
-        )
-        message = r.json()["error"]["message"]
-        assert r.status_code == 400 and path in message, message
-        assert "image_url.image_url" not in message and "text.text" not in message, message

@@ -47,14 +47,11 @@ _FIELDS = {
 
 
 def _param(loc: tuple[Any, ...]) -> str:
-    """A pydantic error location as the request's path (``messages[0].content``): an item of a tagged union's
-    list is followed by its tag (a content part's ``type``, ``image_url``), which is no key of the request."""
+    """A pydantic error location as the request's path (``messages[0].content``)."""
     out = ""
-    for i, x in enumerate(loc):
+    for x in loc:
         if isinstance(x, int):
             out += f"[{x}]"
-        elif i > 1 and isinstance(loc[i - 1], int) and str(loc[i - 2]).startswith("list[tagged-union["):
-            continue
         elif x in _FIELDS:
             out += ("." if out else "") + x
     return out
