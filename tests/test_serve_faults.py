@@ -464,6 +464,22 @@ def test_error_params_name_the_field_as_written(server):
     for body, param in cases:
         r = httpx.post(url + "/v1/chat/completions", json=body)
         assert (r.status_code, r.json()["error"]["param"]) == (400, param), r.text
+    # a content part's field is named once (not after the part's type tag too), without the branch the content
+    # is not of ("content: Input should be a valid string" for a list)
+    for part, param, says in [
+        ({"type": "text", "text": 5}, "messages[0].content[0].text", "Input should be a valid string"),
+        ({"type": "image_url", "image_url": {}}, "messages[0].content[0].image_url.url", "Field required"),
+        ({"type": "input_audio", "input_audio": {}}, "messages[0].content[0]", "Input tag 'input_audio'"),
+    ]:
+        r = httpx.post(
+            url + "/v1/chat/completions",
+            json={"model": MODEL, "messages": [{"role": "user", "content": [part]}]},
+        )
+        err, text = r.json()["error"], r.text
+        assert (r.status_code, err["param"]) == (400, param), text
+        assert err["message"] == f"invalid request: {param}: {says}" or err["message"].startswith(
+            f"invalid request: {param}: {says} found"
+        ), text
     # an assistant message's tool call as OpenAI's API takes it: an id the tool message answers, type "function"
     # (a saved history's calls are read leniently; the request's are not)
     call = {"id": "c1", "type": "function", "function": {"name": "get_weather", "arguments": "{}"}}
