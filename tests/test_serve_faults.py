@@ -489,6 +489,11 @@ def test_error_params_name_the_field_as_written(server):
         ({**call, "type": "custom"}, "messages[1].tool_calls[0].type", "Input should be 'function'"),
         ({"id": "c1", "type": "function"}, "messages[1].tool_calls[0].function", "Field required"),
         ({**call, "function": {"name": 5}}, "messages[1].tool_calls[0].function.name", "valid string"),
+        (
+            {**call, "function": {"name": "get_weather", "arguments": None}},
+            "messages[1].tool_calls[0].function.arguments",
+            "valid string",
+        ),
     ]:
         body = chat_body(
             messages=[

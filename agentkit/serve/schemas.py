@@ -23,7 +23,7 @@ class FunctionCall(_Open):
     refused when they are no object, by :func:`agentkit.serve.engine.from_wire_messages`)."""
 
     name: str
-    arguments: str | dict[str, Any] | None = None
+    arguments: str | dict[str, Any] = "{}"
 
 
 class WireToolCall(_Open):
