@@ -7,6 +7,7 @@ from __future__ import annotations
 import difflib
 import functools
 import inspect
+import math
 import re
 import typing
 from collections.abc import Callable, Sequence
@@ -316,16 +317,32 @@ def unresolvable_ref(schema: dict[str, Any]) -> tuple[tuple[str | int, ...], str
     return None
 
 
+def non_finite_numbers(schema: Any) -> list[tuple[tuple[str | int, ...], str]]:
+    """``[(path, why)]`` of each NaN or infinity in ``schema`` (a bound, an ``enum`` value, a ``default``...):
+    JSON has none, so no model could be sent the schema (a bundle refuses them when it is read)."""
+    out: list[tuple[tuple[str | int, ...], str]] = []
+    stack: list[tuple[Any, tuple[str | int, ...]]] = [(schema, ())]
+    while stack:
+        node, path = stack.pop()
+        if isinstance(node, float) and not math.isfinite(node):
+            out.append((path, f"must be a finite number, got {node} (JSON has no NaN or infinity)"))
+        items = node.items() if isinstance(node, dict) else enumerate(node) if isinstance(node, list) else ()
+        stack.extend((value, (*path, key)) for key, value in reversed(list(items)))
+    return out
+
+
 def schema_problems(parameters: Any) -> list[tuple[tuple[str | int, ...], str]]:
     """``[(path, why)]`` of a written ``parameters`` schema (a tool's or a bundle's): not an object schema,
-    nested deeper than ``schema.MAX_NESTING``, not valid JSON Schema, each misspelt keyword, or a ``$ref`` that
-    does not resolve inside it; ``[]`` when none."""
+    nested deeper than ``schema.MAX_NESTING``, a NaN or an infinity, not valid JSON Schema, each misspelt
+    keyword, or a ``$ref`` that does not resolve inside it; ``[]`` when none."""
     import jsonschema
 
     if not isinstance(parameters, dict) or parameters.get("type", "object") != "object":
         return [(("type",) if isinstance(parameters, dict) else (), "must be a JSON Schema of type 'object'")]
     if (depth := nesting(parameters)) > MAX_NESTING:  # before anything recurses into it
         return [((), f"nested too deeply ({depth} levels of objects and arrays; at most {MAX_NESTING})")]
+    if not_json := non_finite_numbers(parameters):
+        return not_json
     try:
         jsonschema.validators.validator_for(parameters, default=jsonschema.Draft202012Validator).check_schema(
             parameters

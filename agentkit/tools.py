@@ -47,6 +47,7 @@ from agentkit.tool_schema import (
     grammar_format_checker,
     keywords_taken,
     mark_grounded,
+    non_finite_numbers,
     parse_docstring,
     refuse_unbound_method,
     schema_problems,
@@ -133,6 +134,13 @@ def _bad_name(fname: str, name: Any) -> str:
     if name == fname:
         return f"invalid tool name {name!r}: {rule}"
     return f"tool {fname!r}: invalid name {name!r}: {rule} (or None for the function's name)"
+
+
+def _schema_error(name: str, problems: list[tuple[tuple[str | int, ...], str]]) -> ToolDefinitionError:
+    """The error of a tool whose parameters schema has ``problems`` (the first named, with its path)."""
+    (where, why), *_ = problems
+    at = f" at '{'/'.join(map(str, where))}'" if where else ""
+    return ToolDefinitionError(f"tool {name!r}: parameters{at}: {why}")
 
 
 def _check_settings(name: str, timeout: float | None, retries: int, max_output_bytes: int | None) -> None:
@@ -275,6 +283,8 @@ class Tool:
             if sig is None:
                 raise ToolDefinitionError(f"tool {self.name!r}: cannot read the signature of {function!r}")
             self._validate = self._init_from_signature(sig, hints, doc_params)
+        if problems := non_finite_numbers(self.parameters):  # a default or a bound of the signature or model
+            raise _schema_error(self.name, problems)
         self._invoke = _invoker(function, self._context_param, keywords=args_model is None)
         if grounded:
             self.parameters: dict[str, Any] = mark_grounded(self.name, self.parameters, grounded)
@@ -299,9 +309,7 @@ class Tool:
         from jsonschema_specifications import REGISTRY as SPECIFICATIONS
 
         if problems := schema_problems(parameters):
-            (where, why), *_ = problems
-            at = f" at '{'/'.join(map(str, where))}'" if where else ""
-            raise ToolDefinitionError(f"tool {self.name!r}: parameters{at}: {why}")
+            raise _schema_error(self.name, problems)
         schema = {"type": "object", "properties": {}, **parameters}
         validator_cls = jsonschema.validators.validator_for(schema, default=jsonschema.Draft202012Validator)
         # the registry of the JSON Schema meta-schemas only: a $ref never makes jsonschema fetch a URL

@@ -24,6 +24,7 @@ Nothing is written; CPU, one thread, a few minutes.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import gzip
 import hashlib
 import json
@@ -39,6 +40,20 @@ sys.path.insert(0, str(ROOT))
 
 def _sha(obj: Any) -> str:
     return hashlib.sha1(json.dumps(obj, sort_keys=True, default=str).encode()).hexdigest()
+
+
+def _free_turn(cm: Any, question: str, seed: int) -> str:
+    """The raw text (special tokens kept) of an unconstrained turn: what the runtime wrote, unparsed (without the
+    constraint the checkpoint may write a malformed tool call, which ``ChatModel.chat`` refuses to parse)."""
+    import torch
+
+    from model.runtime import generate
+
+    turn = cm.prepare([{"role": "user", "content": question}], constrained=False)
+    ids = torch.tensor([turn.input_ids], dtype=torch.long)
+    result = generate(cm.model, ids, turn.settings, seed=seed, prefill=turn.prefill)
+    new = [t for t in result.new_tokens[0].tolist() if t != turn.settings.pad_token_id]
+    return str(cm.tokenizer.decode(new, skip_special_tokens=False))
 
 
 def runtime() -> str:
@@ -70,7 +85,7 @@ def runtime() -> str:
         for tc in ("auto", "required"):
             r = cm.chat([{"role": "user", "content": q}], tools=tools, tool_choice=tc, seed=i)
             out[f"chat {i} {tc}"] = [r.text, [(c.name, c.arguments) for c in r.tool_calls]]
-        out[f"chat {i} free"] = cm.chat([{"role": "user", "content": q}], seed=i, constrained=False).text
+        out[f"chat {i} free"] = _free_turn(cm, q, seed=i)
     folder = tempfile.mkdtemp()
     ids = torch.tensor([[2, 5, 9, 11, 13], [0, 2, 7, 8, 9]])
     mask = torch.tensor([[1] * 5, [0, 1, 1, 1, 1]])
@@ -251,19 +266,16 @@ def main() -> None:
     import torch
 
     torch.set_num_threads(1)
-    print(
-        json.dumps(
-            {
-                "runtime": runtime(),
-                "grammars_bfcl": grammars_bfcl(),
-                "grammars_maskbench": None if args.skip_maskbench else grammars_maskbench(),
-                "training_data": training_data(),
-                "training_losses": training_losses(),
-                "training_loop": training_loop(),
-            },
-            indent=1,
-        )
-    )
+    with contextlib.redirect_stdout(sys.stderr):  # train()'s log: stdout holds the JSON alone
+        parts = {
+            "runtime": runtime(),
+            "grammars_bfcl": grammars_bfcl(),
+            "grammars_maskbench": None if args.skip_maskbench else grammars_maskbench(),
+            "training_data": training_data(),
+            "training_losses": training_losses(),
+            "training_loop": training_loop(),
+        }
+    print(json.dumps(parts, indent=1))
 
 
 if __name__ == "__main__":

@@ -223,6 +223,36 @@ def test_a_misspelt_schema_keyword_is_refused_naming_the_keyword_meant():
     assert Tool(lambda **k: k, name="g", parameters={**fine, "frobnicate": 3}).name == "g"
 
 
+@pytest.mark.parametrize(
+    "schema, where, value",
+    [
+        ({"type": "number", "maximum": float("inf")}, "properties/x/maximum", "inf"),
+        ({"type": "number", "exclusiveMinimum": float("-inf")}, "properties/x/exclusiveMinimum", "-inf"),
+        ({"type": "number", "minimum": float("nan")}, "properties/x/minimum", "nan"),
+        ({"enum": [1.5, float("inf")]}, "properties/x/enum/1", "inf"),
+    ],
+)
+def test_a_non_finite_number_in_a_schema_is_refused_as_a_bundle_refuses_it(schema, where, value):
+    """JSON has no NaN or infinity: such a schema could be sent to no model (a YAML bundle's ``.inf`` is refused
+    when it is read); a Python tool's is refused when it is made, naming the tool and the keyword's path."""
+    params = {"type": "object", "properties": {"x": schema}, "required": ["x"]}
+    with pytest.raises(ToolDefinitionError, match=rf"^tool 'f': parameters at '{where}': .*got {value} "):
+        Tool(lambda x: x, name="f", parameters=params)
+    with pytest.raises(ToolDefinitionError, match=rf"^tool 'g': parameters at '{where}'"):
+        tool(name="g", parameters=params)(lambda x: x)
+
+
+def test_a_non_finite_default_of_a_signature_is_refused_naming_the_parameter():
+    def scale(x: float, limit: float = float("inf")) -> float:
+        return min(x, limit)
+
+    with pytest.raises(
+        ToolDefinitionError, match=r"^tool 'scale': parameters at 'properties/limit/default': .* got inf"
+    ):
+        tool(scale)
+    assert tool(lambda x, limit=1e308: x, name="big").parameters["properties"]["limit"]["default"] == 1e308
+
+
 def test_yaml_number_hint_names_the_yaml_1_1_spelling_of_a_number_read_as_text():
     assert yaml_number_hint("1e30") == " (YAML reads 1e30 as a string: write 1.0e+30)"
     assert yaml_number_hint("2E-3") == " (YAML reads 2E-3 as a string: write 2.0e-3)"

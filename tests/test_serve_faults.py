@@ -464,6 +464,49 @@ def test_error_params_name_the_field_as_written(server):
     for body, param in cases:
         r = httpx.post(url + "/v1/chat/completions", json=body)
         assert (r.status_code, r.json()["error"]["param"]) == (400, param), r.text
+    # a content part's field is named once (not after the part's type tag too), without the branch the content
+    # is not of ("content: Input should be a valid string" for a list)
+    for part, param, says in [
+        ({"type": "text", "text": 5}, "messages[0].content[0].text", "Input should be a valid string"),
+        ({"type": "image_url", "image_url": {}}, "messages[0].content[0].image_url.url", "Field required"),
+        ({"type": "input_audio", "input_audio": {}}, "messages[0].content[0]", "Input tag 'input_audio'"),
+    ]:
+        r = httpx.post(
+            url + "/v1/chat/completions",
+            json={"model": MODEL, "messages": [{"role": "user", "content": [part]}]},
+        )
+        err, text = r.json()["error"], r.text
+        assert (r.status_code, err["param"]) == (400, param), text
+        assert err["message"] == f"invalid request: {param}: {says}" or err["message"].startswith(
+            f"invalid request: {param}: {says} found"
+        ), text
+    # an assistant message's tool call as OpenAI's API takes it: an id the tool message answers, type "function"
+    # (a saved history's calls are read leniently; the request's are not)
+    call = {"id": "c1", "type": "function", "function": {"name": "get_weather", "arguments": "{}"}}
+    for bad, param, says in [
+        ({k: v for k, v in call.items() if k != "id"}, "messages[1].tool_calls[0].id", "Field required"),
+        ({**call, "id": None}, "messages[1].tool_calls[0].id", "valid string"),
+        ({**call, "type": "custom"}, "messages[1].tool_calls[0].type", "Input should be 'function'"),
+        ({"id": "c1", "type": "function"}, "messages[1].tool_calls[0].function", "Field required"),
+        ({**call, "function": {"name": 5}}, "messages[1].tool_calls[0].function.name", "valid string"),
+        (
+            {**call, "function": {"name": "get_weather", "arguments": None}},
+            "messages[1].tool_calls[0].function.arguments",
+            "valid string",
+        ),
+    ]:
+        body = chat_body(
+            messages=[
+                {"role": "user", "content": "Oslo?"},
+                {"role": "assistant", "content": None, "tool_calls": [bad]},
+                {"role": "tool", "tool_call_id": "c1", "content": "cold"},
+            ],
+            tools=[WEATHER],
+        )
+        r = httpx.post(url + "/v1/chat/completions", json=body)
+        err, text = r.json()["error"], r.text
+        assert (r.status_code, err["param"]) == (400, param), text
+        assert err["message"].startswith(f"invalid request: {param}: ") and says in err["message"], text
     r = httpx.post(
         url + "/v1/chat/completions", content='{"model": 1,,}', headers={"content-type": "application/json"}
     )

@@ -47,11 +47,17 @@ _FIELDS = {
 
 
 def _param(loc: tuple[Any, ...]) -> str:
-    """A pydantic error location as the request's path (``messages[0].content``)."""
+    """A pydantic error location as the request's path (``messages[0].content``): the fields and indexes, not the
+    union branches, nor a tagged union member's tag (a part's ``text``, which is also a field's name)."""
     out = ""
+    tag_next = False  # after a tagged union's branch (a list of parts): an index, then the member's tag
     for x in loc:
         if isinstance(x, int):
             out += f"[{x}]"
+        elif tag_next:
+            tag_next = False
+        elif "tagged-union[" in x:
+            tag_next = True
         elif x in _FIELDS:
             out += ("." if out else "") + x
     return out
@@ -68,13 +74,24 @@ _JSON_KINDS = {
 }
 
 
+def _other_branch(loc: tuple[Any, ...], kind: str, errors: Any) -> bool:
+    """Whether an error is a union branch the value is not of (``content``: not a string) while another error
+    reaches inside a branch it is of (``content[0].text``): only the latter says what is wrong."""
+    if not loc or not isinstance(loc[-1], str) or loc[-1] in _FIELDS or not kind.endswith("_type"):
+        return False
+    return any(len(e["loc"]) > len(loc) and tuple(e["loc"][: len(loc) - 1]) == loc[:-1] for e in errors)
+
+
 def _validation_message(exc: RequestValidationError, content_type: str) -> tuple[str, str | None]:
     """The 400's message and ``param``: malformed JSON, a body that is no JSON object (a form, an array...), else
     the fields' problems (the first five)."""
     parts = []
     param = None
-    for err in exc.errors():
+    errors = exc.errors()
+    for err in errors:
         loc = tuple(err.get("loc", ()))
+        if _other_branch(loc, str(err.get("type")), errors):
+            continue
         if err.get("type") == "json_invalid":
             ctx = err.get("ctx") or {}
             at = next((f" at character {x}" for x in loc if isinstance(x, int)), "")

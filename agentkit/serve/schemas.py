@@ -1,20 +1,67 @@
 """Pydantic models of the OpenAI chat-completions request ``agentkit serve`` reads, its messages those of
-:mod:`agentkit.messages` (its answers are dicts: :mod:`agentkit.serve.engine`); unknown request fields (``user``,
-``top_p``, ...) are ignored."""
+:mod:`agentkit.messages` (an assistant message's tool calls checked as OpenAI's API sends them); its answers are
+dicts (:mod:`agentkit.serve.engine`); unknown request fields (``user``, ``top_p``, ...) are ignored."""
 
 from __future__ import annotations
 
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator
+from pydantic import BaseModel, ConfigDict, Field, GetCoreSchemaHandler, field_validator
+from pydantic_core import CoreSchema, core_schema
 
-from agentkit.messages import Message
+from agentkit import messages as M
 
 
 class _Open(BaseModel):
     """Request shapes: unknown fields ignored, known ones typed strictly (``"max_tokens": "10"`` is a 400)."""
 
     model_config = ConfigDict(extra="ignore", strict=True)
+
+
+class FunctionCall(_Open):
+    """``function`` of a request's tool call: its name and ``arguments`` (JSON text or an object; decoded, and
+    refused when they are no object, by :func:`agentkit.serve.engine.from_wire_messages`)."""
+
+    name: str
+    arguments: str | dict[str, Any] = "{}"
+
+
+class WireToolCall(_Open):
+    """One tool call of a request's assistant message as OpenAI's API sends it: an ``id`` (the tool message
+    answers it) and type ``function`` (a saved history's calls, :class:`agentkit.messages.ToolCall`, are read
+    leniently)."""
+
+    id: str
+    type: Literal["function"] = "function"
+    function: FunctionCall
+
+
+class _AsWireCall:
+    """The schema of a :class:`agentkit.messages.ToolCall` read as a :class:`WireToolCall` (its errors located at
+    the call's field)."""
+
+    def __get_pydantic_core_schema__(self, source: Any, handler: GetCoreSchemaHandler) -> CoreSchema:
+        return core_schema.no_info_after_validator_function(
+            lambda wire: M.ToolCall.from_dict(wire.model_dump()), handler.generate_schema(WireToolCall)
+        )
+
+
+class AssistantMessage(M.AssistantMessage):
+    """:class:`agentkit.messages.AssistantMessage` in a request: each tool call a :class:`WireToolCall`."""
+
+    tool_calls: list[Annotated[M.ToolCall, _AsWireCall()]] | None = None
+
+    @field_validator("tool_calls", mode="before")
+    @classmethod
+    def _calls(cls, value: Any) -> Any:
+        """The field's type reads the wire shape (in place of the saved history's lenient reading)."""
+        return value
+
+
+#: A request's message, discriminated by ``role``.
+Message = Annotated[
+    M.SystemMessage | M.UserMessage | AssistantMessage | M.ToolMessage, Field(discriminator="role")
+]
 
 
 class FunctionDef(_Open):
