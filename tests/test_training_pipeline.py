@@ -527,6 +527,9 @@ def test_heldout_scoring_matches_a_boolean_only_with_a_boolean_at_any_depth():
         (["--terse-p", "2"], *_range_messages("--terse-p", "2.0", "less than or equal to 1")),
         (["--self-cond-p", "nan"], *_range_messages("--self-cond-p", "nan", "less than or equal to 1")),
         (["--key-weight", "-1"], *_range_messages("--key-weight", "-1.0", "greater than or equal to 0")),
+        # refused when parsed, not by torch's AdamW after the data are built (a minute or more)
+        (["--lr", "-1"], *_range_messages("--lr", "-1.0", "greater than 0")),
+        (["--lr", "nan"], *_range_messages("--lr", "nan", "a finite number")),
     ],
 )
 def test_out_of_range_training_options_are_refused_when_parsed(argv, message, pattern, capsys, tmp_path):

@@ -18,6 +18,7 @@ COPY_HEAD_RULES = ("spaced_word_starts", "answer_match_responses")
 Unit = Annotated[float, Field(ge=0, le=1)]  # shares and probabilities
 NonNegative = Annotated[float, Field(ge=0)]  # loss weights and the weight decay
 Positive = Annotated[int, Field(ge=1)]  # counts and sizes
+Rate = Annotated[float, Field(gt=0, allow_inf_nan=False)]  # the learning rate (AdamW only checks it late)
 
 
 def _flag(name: str) -> str:
@@ -42,7 +43,7 @@ class TrainConfig:
         stop_at: Stop (and save) after this many steps while keeping the schedule of STEPS.
         max_minutes: Fit the step count to this wall-clock budget (minutes), timed on the first 20 steps.
         batch_size: Examples per optimizer step.
-        lr: AdamW's peak learning rate.
+        lr: AdamW's peak learning rate (above 0).
         min_lr_ratio: Floor of the cosine schedule, as a fraction of LR.
         warmup: Linear warm-up steps.
         weight_decay: AdamW weight decay.
@@ -105,7 +106,7 @@ class TrainConfig:
     stop_at: Positive | None = None
     max_minutes: float | None = None
     batch_size: Positive = 16
-    lr: float = 2e-3
+    lr: Rate = 2e-3
     min_lr_ratio: Unit = 0.1
     warmup: int = 100
     weight_decay: NonNegative = 0.01
