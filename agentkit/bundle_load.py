@@ -368,6 +368,8 @@ class _Load:
 
     def toolsets(self, specs: list[dict[str, Any]]) -> list[MCPToolset]:
         """The bundle's MCP toolsets (closed), each knowing where it was written for its start errors."""
+        if not specs:  # a bundle without toolsets never imports the MCP SDK
+            return []
         from agentkit.mcp.client import MCPToolset
 
         out: list[MCPToolset] = []

@@ -3,6 +3,9 @@ file:line:field (missing command, bad URL, unknown key, unset variable, command 
 
 from __future__ import annotations
 
+import pathlib
+import subprocess
+import sys
 import textwrap
 
 import pytest
@@ -141,3 +144,16 @@ def test_example_notes_server_errors_reach_the_model():
         "Error executing tool read_note: no note titled 'dentist'; titles: groceries"
     )
     assert (found.error, found.content) == (None, '{"result":"milk, eggs, bread"}')  # its output schema
+
+
+def test_a_bundle_without_toolsets_never_imports_the_mcp_sdk():
+    # A subprocess, so modules imported by other tests do not count; the SDK costs about 0.4 s on every run.
+    code = (
+        "import sys\n"
+        "from agentkit import load_bundle\n"
+        "load_bundle('examples/code_search/bundle.yaml')\n"
+        "print(sorted(m for m in ('mcp', 'agentkit.mcp.client') if m in sys.modules))\n"
+    )
+    root = pathlib.Path(__file__).resolve().parents[1]
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True, cwd=root)
+    assert out.stdout.strip() == "[]"
