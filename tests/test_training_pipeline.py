@@ -528,6 +528,11 @@ def test_heldout_scoring_matches_a_boolean_only_with_a_boolean_at_any_depth():
         (["--self-cond-p", "nan"], *_range_messages("--self-cond-p", "nan", "less than or equal to 1")),
         (["--key-weight", "-1.0"], *_range_messages("--key-weight", "-1.0", "greater than or equal to 0")),
         # refused when parsed, not by torch's AdamW after the data are built (a minute or more)
+        (
+            ["--num-heads", "3", "--num-kv-heads", "2"],
+            "--num-heads (3) must be a multiple of --num-kv-heads (2)",
+            re.escape("--num-heads (3) must be a multiple of --num-kv-heads (2)"),
+        ),
         (["--lr", "-1.0"], *_range_messages("--lr", "-1.0", "greater than 0")),
         (["--lr", "nan"], *_range_messages("--lr", "nan", "a finite number")),
         # these trained nonsense (no clipping, zeroed gradients) or failed only in the run

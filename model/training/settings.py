@@ -168,6 +168,10 @@ class TrainConfig:
             raise ValueError(
                 f"--decline-share must be in [0, 1 - --bot-share) = [0, {top:g}), got {self.decline_share}"
             )
+        if self.num_heads % self.num_kv_heads:  # grouped-query attention; the first forward pass failed
+            raise ValueError(
+                f"--num-heads ({self.num_heads}) must be a multiple of --num-kv-heads ({self.num_kv_heads})"
+            )
         if self.ar_weight > 0 and self.max_prompt + self.canvas_length >= self.sliding_window:
             raise ValueError(
                 f"--ar-weight needs --max-prompt + the canvas ({self.max_prompt} + {self.canvas_length}) below "
