@@ -524,12 +524,44 @@ def test_heldout_scoring_matches_a_boolean_only_with_a_boolean_at_any_depth():
             "--decline-share must be in [0, 1 - --bot-share) = [0, 0.8)",
             re.escape("--decline-share must be in [0, 1 - --bot-share) = [0, 0.8)"),
         ),
-        (["--terse-p", "2"], *_range_messages("--terse-p", "2.0", "less than or equal to 1")),
+        (["--terse-p", "2.0"], *_range_messages("--terse-p", "2.0", "less than or equal to 1")),
         (["--self-cond-p", "nan"], *_range_messages("--self-cond-p", "nan", "less than or equal to 1")),
-        (["--key-weight", "-1"], *_range_messages("--key-weight", "-1.0", "greater than or equal to 0")),
+        (["--key-weight", "-1.0"], *_range_messages("--key-weight", "-1.0", "greater than or equal to 0")),
         # refused when parsed, not by torch's AdamW after the data are built (a minute or more)
-        (["--lr", "-1"], *_range_messages("--lr", "-1.0", "greater than 0")),
+        (
+            ["--num-heads", "3", "--num-kv-heads", "2"],
+            "--num-heads (3) must be a multiple of --num-kv-heads (2)",
+            re.escape("--num-heads (3) must be a multiple of --num-kv-heads (2)"),
+        ),
+        (["--lr", "-1.0"], *_range_messages("--lr", "-1.0", "greater than 0")),
         (["--lr", "nan"], *_range_messages("--lr", "nan", "a finite number")),
+        # these trained nonsense (no clipping, zeroed gradients) or failed only in the run
+        (["--warmup", "-5"], *_range_messages("--warmup", "-5", "greater than or equal to 0")),
+        (["--grad-clip", "0.0"], *_range_messages("--grad-clip", "0.0", "greater than 0")),
+        (["--grad-clip", "nan"], *_range_messages("--grad-clip", "nan", "a finite number")),
+        (["--max-minutes", "-1.0"], *_range_messages("--max-minutes", "-1.0", "greater than 0")),
+        (["--max-minutes", "inf"], *_range_messages("--max-minutes", "inf", "a finite number")),
+        (["--drill-steps", "-1"], *_range_messages("--drill-steps", "-1", "greater than or equal to 0")),
+        (
+            ["--tokenizer-examples", "0"],
+            *_range_messages("--tokenizer-examples", "0", "greater than or equal to 1"),
+        ),
+        (["--from-stage", "-1"], *_range_messages("--from-stage", "-1", "greater than or equal to 0")),
+        *(
+            ([f"--{o}", "0"], *_range_messages(f"--{o}", "0", "greater than or equal to 1"))
+            for o in ("vocab-size", "hidden-size", "intermediate-size", "moe-intermediate-size", "num-layers")
+        ),
+        *(
+            ([f"--{o}", "-1"], *_range_messages(f"--{o}", "-1", "greater than or equal to 1"))
+            for o in (
+                "num-heads",
+                "num-kv-heads",
+                "head-dim",
+                "sliding-window",
+                "max-position-embeddings",
+                "copy-dim",
+            )
+        ),
     ],
 )
 def test_out_of_range_training_options_are_refused_when_parsed(argv, message, pattern, capsys, tmp_path):
@@ -541,5 +573,12 @@ def test_out_of_range_training_options_are_refused_when_parsed(argv, message, pa
     assert ei.value.code == 2 and message in capsys.readouterr().err
     assert not (tmp_path / "x").exists()
     with pytest.raises(ValueError, match=pattern):
-        TrainConfig(**{a[2:].replace("-", "_"): float(b) for a, b in zip(argv[::2], argv[1::2], strict=True)})
+        TrainConfig(
+            **{
+                a[2:].replace("-", "_"): int(b) if b.lstrip("-").isdigit() else float(b)
+                for a, b in zip(argv[::2], argv[1::2], strict=True)
+            }
+        )
     assert parse_args(["--bot-share", "0", "--decline-share", "0.99", "--terse-p", "1"]).decline_share == 0.99
+    ok = parse_args(["--warmup", "0", "--drill-steps", "0", "--grad-clip", "0.5", "--max-minutes", "0.5"])
+    assert (ok.warmup, ok.drill_steps, ok.grad_clip, ok.max_minutes) == (0, 0, 0.5, 0.5)

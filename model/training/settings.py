@@ -18,7 +18,8 @@ COPY_HEAD_RULES = ("spaced_word_starts", "answer_match_responses")
 Unit = Annotated[float, Field(ge=0, le=1)]  # shares and probabilities
 NonNegative = Annotated[float, Field(ge=0)]  # loss weights and the weight decay
 Positive = Annotated[int, Field(ge=1)]  # counts and sizes
-Rate = Annotated[float, Field(gt=0, allow_inf_nan=False)]  # the learning rate (AdamW only checks it late)
+Steps = Annotated[int, Field(ge=0)]  # step counts that may be 0, stage numbers
+Finite = Annotated[float, Field(gt=0, allow_inf_nan=False)]  # above 0: the lr, gradient clip, minutes
 
 
 def _flag(name: str) -> str:
@@ -104,34 +105,34 @@ class TrainConfig:
     threads: Positive = 1
     steps: Positive = 3000
     stop_at: Positive | None = None
-    max_minutes: float | None = None
+    max_minutes: Finite | None = None
     batch_size: Positive = 16
-    lr: Rate = 2e-3
+    lr: Finite = 2e-3
     min_lr_ratio: Unit = 0.1
-    warmup: int = 100
+    warmup: Steps = 100
     weight_decay: NonNegative = 0.01
-    grad_clip: float = 1.0
+    grad_clip: Finite = 1.0
     maskbench: str = ""
     n_train: Positive = 60000
     n_heldout: Positive = 512
-    tokenizer_examples: int = 20000
-    vocab_size: int = 8192
-    hidden_size: int = 256
-    intermediate_size: int = 768
-    moe_intermediate_size: int = 256
-    num_layers: int = 4
-    num_heads: int = 4
-    num_kv_heads: int = 2
-    head_dim: int = 64
+    tokenizer_examples: Positive = 20000
+    vocab_size: Positive = 8192
+    hidden_size: Positive = 256
+    intermediate_size: Positive = 768
+    moe_intermediate_size: Positive = 256
+    num_layers: Positive = 4
+    num_heads: Positive = 4
+    num_kv_heads: Positive = 2
+    head_dim: Positive = 64
     canvas_length: Positive = 64
     max_prompt: Positive = 512
     space_tokens: bool = False
     copy_weight: NonNegative = 0.0
     ar_weight: NonNegative = 0.0
     terse_p: Unit = 0.0
-    drill_steps: int = 0
+    drill_steps: Steps = 0
     copy_head: bool = False
-    copy_dim: int = 64
+    copy_dim: Positive = 64
     spaced_word_starts: bool = False
     answer_match_responses: bool = False
     noise_draws: Positive = 1
@@ -145,8 +146,8 @@ class TrainConfig:
     none_weight: NonNegative = 0.3
     init_from: str = ""
     align_copies: bool = False
-    sliding_window: int = 256
-    max_position_embeddings: int = 2048
+    sliding_window: Positive = 256
+    max_position_embeddings: Positive = 2048
     self_cond_p: Unit = 0.5
     pad_weight: NonNegative = 0.25
     ckpt_every: Positive = 250
@@ -154,9 +155,9 @@ class TrainConfig:
     log_every: Positive = 10
     bucket_mult: Positive = 32
     resume: bool = True
-    stage: Annotated[int, Field(ge=0)] | None = None
+    stage: Steps | None = None
     stages_dir: str = ""
-    from_stage: int | None = None
+    from_stage: Steps | None = None
 
     def __post_init__(self) -> None:
         for rule in COPY_HEAD_RULES:
@@ -166,6 +167,10 @@ class TrainConfig:
         if self.decline_share is not None and not 0.0 <= self.decline_share < top:
             raise ValueError(
                 f"--decline-share must be in [0, 1 - --bot-share) = [0, {top:g}), got {self.decline_share}"
+            )
+        if self.num_heads % self.num_kv_heads:  # grouped-query attention; the first forward pass failed
+            raise ValueError(
+                f"--num-heads ({self.num_heads}) must be a multiple of --num-kv-heads ({self.num_kv_heads})"
             )
         if self.ar_weight > 0 and self.max_prompt + self.canvas_length >= self.sliding_window:
             raise ValueError(
