@@ -444,6 +444,14 @@ def test_error_params_name_the_field_as_written(server):
         (chat_body(messages="hi"), "messages"),
         (chat_body(tools=[WEATHER], tool_choice="sometimes"), "tool_choice"),
         ({"model": MODEL, "messages": [{"role": "user", "content": 5}]}, "messages[0].content"),
+        # reasoning_content is text or null (a number or an object was ignored without a word)
+        *(
+            (
+                chat_body(messages=[{"role": "assistant", "content": "hi", "reasoning_content": bad}]),
+                "messages[0].reasoning_content",
+            )
+            for bad in (5, {"text": "x"}, ["x"])
+        ),
         (chat_body(max_tokens=2000), "max_tokens"),
         # an unreadable image is the messages' fault, not response_format's (it used to be named)
         (
