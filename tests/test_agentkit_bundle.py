@@ -1017,6 +1017,29 @@ def test_an_embedded_checkpoint_folder_is_relative_to_the_bundle(tmp_path, monke
     assert load_bundle(hub).make_backend().model_path == "org/model"  # no such folder there: a hub id
 
 
+def test_model_name_and_adapter_expand_env_like_the_toolsets(tmp_path, monkeypatch):
+    # ${VAR} in model.name stayed literal (a folder named "${CKPT_DIR}/ckpt") while the toolsets expanded it
+    (tmp_path / "bot" / "ckpt").mkdir(parents=True)
+    monkeypatch.setenv("AK_TEST_BOT", str(tmp_path / "bot"))
+    text = "agentkit_bundle: 1\nname: y\nmodel: {name: '${AK_TEST_BOT}/ckpt', adapter: '${AK_TEST_BOT}/a'}\ntools: []\n"
+    backend = load_bundle(write(tmp_path, text)).make_backend()
+    assert (backend.model_path, backend.adapter) == (
+        str(tmp_path / "bot" / "ckpt"),
+        str(tmp_path / "bot" / "a"),
+    )
+    openai = (
+        "agentkit_bundle: 1\nname: y\nmodel:\n  backend: openai\n  name: ${AK_TEST_MODEL_UNSET}\ntools: []\n"
+    )
+    with pytest.raises(BundleError) as ei:
+        load_bundle(write(tmp_path, openai, "o.yaml"))
+    (issue,) = ei.value.issues
+    assert (issue.line, issue.field, issue.message) == (
+        5,
+        "model.name",
+        "environment variable AK_TEST_MODEL_UNSET is not set",
+    )
+
+
 def test_two_bundles_each_with_its_own_helpers_module_get_their_own_functions(tmp_path):
     # the second bundle's `python: helpers:f` got the first bundle's helpers.f (sys.modules kept it)
     name = f"helpers_{tmp_path.name}"  # a name no other test imports
