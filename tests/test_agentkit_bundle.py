@@ -11,7 +11,7 @@ import pytest
 from sandbox_fixtures import docker_client, sandbox_image, shared_sandbox  # noqa: F401  (fixtures)
 
 from agentkit import Agent, BundleError, load_bundle
-from agentkit.backends.embedded import EmbeddedBackend
+from agentkit.backends.embedded import MAX_NEW_TOKENS, EmbeddedBackend
 from agentkit.backends.openai import OpenAIBackend
 from agentkit.backends.scripted import ScriptedBackend, call
 from agentkit.bundle import schema
@@ -996,11 +996,25 @@ def test_a_bad_seed_given_to_from_bundle_is_refused_before_any_model_loads(tmp_p
     assert message in str(ei.value)
 
 
-def test_the_embedded_backend_refuses_settings_its_runtime_would_refuse_after_loading():
+def test_the_embedded_backend_refuses_settings_its_runtime_would_refuse_after_loading(tmp_path):
     with pytest.raises(ValueError, match="threads must be an integer >= 1 or None, got 0"):
         EmbeddedBackend(threads=0)
     with pytest.raises(ValueError, match="max_new_tokens must be an integer >= 1 or None, got '64'"):
         EmbeddedBackend(max_new_tokens="64")
+    # 99999999 was taken, and refused only at the first turn, as a prompt too long for the budget
+    with pytest.raises(ValueError, match=r"max_new_tokens must be at most 131,072 .*, got 99,999,999"):
+        EmbeddedBackend(max_new_tokens=99_999_999)
+    assert EmbeddedBackend(max_new_tokens=MAX_NEW_TOKENS).max_new_tokens == 131_072
+    text = "agentkit_bundle: 1\nname: y\nmodel:\n  max_new_tokens: 99999999\ntools: []\n"
+    with pytest.raises(BundleError) as ei:
+        load_bundle(write(tmp_path, text))
+    (issue,) = ei.value.issues
+    assert (issue.line, issue.field) == (4, "model.max_new_tokens")
+    assert (
+        issue.message
+        == "must be at most 131072 tokens (a DiffusionGemma context, prompt included), got 99999999"
+    )
+    assert schema()["$defs"]["model"]["properties"]["max_new_tokens"]["maximum"] == MAX_NEW_TOKENS
     assert EmbeddedBackend(seed=-(2**63), threads=1, max_new_tokens=8).seed == -(2**63)
 
 
