@@ -629,6 +629,23 @@ ERROR_CASES = [
         "tools[0].parameters.properties.tags.uniqueItems",
         "keyword 'uniqueItems' is not supported",
     ),
+    (  # a required parameter not in properties: the constraint forced every call to write it with any value
+        """
+        agentkit_bundle: 1
+        name: x
+        tools:
+          - name: t
+            parameters:
+              type: object
+              properties:
+                q: {type: string}
+              required: [q, r]
+            sandbox: {code: "print(1)"}
+        """,
+        9,
+        "tools[0].parameters.required",
+        "tool 't': required parameter 'r' is not in properties",
+    ),
     (  # a misspelt keyword would go unenforced (JSON Schema ignores unknown keys): refused, naming the meant one
         """
         agentkit_bundle: 1

@@ -469,6 +469,15 @@ def test_error_params_name_the_field_as_written(server):
             },
             "messages",
         ),
+        # a required parameter not in properties: the constraint forced a call to write it with any value
+        (
+            chat_body(
+                tools=[
+                    {**WEATHER, "function": {**WEATHER["function"], "parameters": {"required": ["country"]}}}
+                ]
+            ),
+            "tools[0].function.parameters",
+        ),
         # a tool's name is its name's fault (was: its parameters'; a duplicate: response_format's, or none)
         (
             chat_body(tools=[{**WEATHER, "function": {**WEATHER["function"], "name": "get weather"}}]),
