@@ -202,10 +202,12 @@ class _Load:
         return data
 
     def model_section(self, model: dict[str, Any]) -> EmbeddedModel | OpenAIModel | ScriptedModel:
-        """The typed ``model:`` section (the JSON Schema has checked each backend's settings: cannot fail)."""
+        """The typed ``model:`` section (the JSON Schema has checked each backend's settings: cannot fail), its
+        ``name`` and ``adapter`` with ``${ENV}`` expanded as the toolsets' fields are (an unset one: an issue)."""
         kind = model.get("backend", "embedded")
         self.checked = (self.backend or kind) == "embedded"  # the constraint check is the embedded backend's
-        return MODEL_SECTION.validate_python({"backend": kind, **model})
+        expanded = {k: self.env(model[k], "model", k) for k in ("name", "adapter") if k in model}
+        return MODEL_SECTION.validate_python({"backend": kind, **model, **expanded})
 
     # -- tools
 

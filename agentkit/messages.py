@@ -15,6 +15,8 @@ from typing import Annotated, Any, Literal
 import pydantic
 from pydantic import ConfigDict, Field
 
+from model.heads.vision import check_budget
+
 __all__ = [
     "AssistantMessage",
     "ContentPart",
@@ -60,11 +62,12 @@ class ImageURL(_Open):
 
 class ImageURLPart(_Open):
     """``{"type": "image_url", "image_url": {"url": ...}, "vision_budget": N}`` (the budget, in soft tokens per
-    image for the embedded backend, is optional)."""
+    image for the embedded backend and ``agentkit serve``, is optional: one of
+    :data:`model.heads.vision.VISION_BUDGETS`)."""
 
     type: Literal["image_url"]
     image_url: ImageURL
-    vision_budget: int | None = None
+    vision_budget: Annotated[int, pydantic.Strict(), pydantic.AfterValidator(check_budget)] | None = None
 
 
 #: A content part, discriminated by ``type``.

@@ -10,8 +10,9 @@ from typing import Any
 
 from schema.build import cached_ir
 from schema.errors import SchemaError
-from schema.ir import IR, Never, object_part
+from schema.ir import IR, Never, Obj, object_part
 from schema.normalize import normalize_schema
+from schema.regex import pattern_matches
 
 
 @dataclass(frozen=True)
@@ -67,11 +68,19 @@ def normalize_tool(tool: Any) -> ToolSpec:
 
 def tool_ir(name: str, parameters: dict[str, Any], additional_default: bool) -> IR:
     """The (cached) :class:`IR` of tool ``name``'s normalised ``parameters``, its root narrowed to the part that
-    accepts objects; a :class:`SchemaError` when that part is empty or the schema is refused."""
+    accepts objects; a :class:`SchemaError` when that part is empty, a ``required`` parameter is declared nowhere
+    (not in ``properties``, no ``patternProperties`` or ``additionalProperties`` taking it, unless
+    ``additional_default``), or the schema is refused."""
     compiled = cached_ir(canonical(parameters), additional_default)
     root = object_part(compiled.root, compiled.defs)
     if isinstance(root, Never):
         raise SchemaError("type", "", f"tool {name!r}: parameters must describe a JSON object")
+    if isinstance(root, Obj) and root.additional is None and not additional_default:
+        for r in root.required_only():
+            if not any(pattern_matches(p, r) for p, _ in root.pattern_props):
+                raise SchemaError(
+                    "required", "", f"tool {name!r}: required parameter {r!r} is not in properties"
+                )
     return IR(root, compiled.defs, compiled.paths)
 
 

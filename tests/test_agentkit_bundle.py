@@ -11,7 +11,7 @@ import pytest
 from sandbox_fixtures import docker_client, sandbox_image, shared_sandbox  # noqa: F401  (fixtures)
 
 from agentkit import Agent, BundleError, load_bundle
-from agentkit.backends.embedded import EmbeddedBackend
+from agentkit.backends.embedded import MAX_NEW_TOKENS, EmbeddedBackend
 from agentkit.backends.openai import OpenAIBackend
 from agentkit.backends.scripted import ScriptedBackend, call
 from agentkit.bundle import schema
@@ -629,6 +629,23 @@ ERROR_CASES = [
         "tools[0].parameters.properties.tags.uniqueItems",
         "keyword 'uniqueItems' is not supported",
     ),
+    (  # a required parameter not in properties: the constraint forced every call to write it with any value
+        """
+        agentkit_bundle: 1
+        name: x
+        tools:
+          - name: t
+            parameters:
+              type: object
+              properties:
+                q: {type: string}
+              required: [q, r]
+            sandbox: {code: "print(1)"}
+        """,
+        9,
+        "tools[0].parameters.required",
+        "tool 't': required parameter 'r' is not in properties",
+    ),
     (  # a misspelt keyword would go unenforced (JSON Schema ignores unknown keys): refused, naming the meant one
         """
         agentkit_bundle: 1
@@ -996,11 +1013,25 @@ def test_a_bad_seed_given_to_from_bundle_is_refused_before_any_model_loads(tmp_p
     assert message in str(ei.value)
 
 
-def test_the_embedded_backend_refuses_settings_its_runtime_would_refuse_after_loading():
+def test_the_embedded_backend_refuses_settings_its_runtime_would_refuse_after_loading(tmp_path):
     with pytest.raises(ValueError, match="threads must be an integer >= 1 or None, got 0"):
         EmbeddedBackend(threads=0)
     with pytest.raises(ValueError, match="max_new_tokens must be an integer >= 1 or None, got '64'"):
         EmbeddedBackend(max_new_tokens="64")
+    # 99999999 was taken, and refused only at the first turn, as a prompt too long for the budget
+    with pytest.raises(ValueError, match=r"max_new_tokens must be at most 131,072 .*, got 99,999,999"):
+        EmbeddedBackend(max_new_tokens=99_999_999)
+    assert EmbeddedBackend(max_new_tokens=MAX_NEW_TOKENS).max_new_tokens == 131_072
+    text = "agentkit_bundle: 1\nname: y\nmodel:\n  max_new_tokens: 99999999\ntools: []\n"
+    with pytest.raises(BundleError) as ei:
+        load_bundle(write(tmp_path, text))
+    (issue,) = ei.value.issues
+    assert (issue.line, issue.field) == (4, "model.max_new_tokens")
+    assert (
+        issue.message
+        == "must be at most 131072 tokens (a DiffusionGemma context, prompt included), got 99999999"
+    )
+    assert schema()["$defs"]["model"]["properties"]["max_new_tokens"]["maximum"] == MAX_NEW_TOKENS
     assert EmbeddedBackend(seed=-(2**63), threads=1, max_new_tokens=8).seed == -(2**63)
 
 
@@ -1015,6 +1046,29 @@ def test_an_embedded_checkpoint_folder_is_relative_to_the_bundle(tmp_path, monke
         tmp_path / "bot", "agentkit_bundle: 1\nname: y\nmodel: {name: org/model}\ntools: []\n", "h.yaml"
     )
     assert load_bundle(hub).make_backend().model_path == "org/model"  # no such folder there: a hub id
+
+
+def test_model_name_and_adapter_expand_env_like_the_toolsets(tmp_path, monkeypatch):
+    # ${VAR} in model.name stayed literal (a folder named "${CKPT_DIR}/ckpt") while the toolsets expanded it
+    (tmp_path / "bot" / "ckpt").mkdir(parents=True)
+    monkeypatch.setenv("AK_TEST_BOT", str(tmp_path / "bot"))
+    text = "agentkit_bundle: 1\nname: y\nmodel: {name: '${AK_TEST_BOT}/ckpt', adapter: '${AK_TEST_BOT}/a'}\ntools: []\n"
+    backend = load_bundle(write(tmp_path, text)).make_backend()
+    assert (backend.model_path, backend.adapter) == (
+        str(tmp_path / "bot" / "ckpt"),
+        str(tmp_path / "bot" / "a"),
+    )
+    openai = (
+        "agentkit_bundle: 1\nname: y\nmodel:\n  backend: openai\n  name: ${AK_TEST_MODEL_UNSET}\ntools: []\n"
+    )
+    with pytest.raises(BundleError) as ei:
+        load_bundle(write(tmp_path, openai, "o.yaml"))
+    (issue,) = ei.value.issues
+    assert (issue.line, issue.field, issue.message) == (
+        5,
+        "model.name",
+        "environment variable AK_TEST_MODEL_UNSET is not set",
+    )
 
 
 def test_two_bundles_each_with_its_own_helpers_module_get_their_own_functions(tmp_path):

@@ -375,6 +375,11 @@ UNENFORCEABLE = [
         {"type": "object", "properties": {"n": {"type": "integer", "minimum": 10**20}}},
         r"minimum=100000000000000000000 is beyond .*keyword 'minimum' at /properties/n",
     ),
+    (  # the constraint made every call write "b" with any value, which the function then refused as unknown
+        {"type": "object", "properties": {"a": {"type": "string"}}, "required": ["a", "b"]},
+        r"tool 'f': the tool-call constraint cannot enforce its parameters: required parameter 'b' is not in "
+        r"properties \(keyword 'required' at /\)",
+    ),
 ]
 
 

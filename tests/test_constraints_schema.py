@@ -259,6 +259,30 @@ def test_unsupported_or_unsatisfiable_schemas_fail_at_registration(params, keywo
     assert repr(keyword) in str(ei.value) and (path or "/") in str(ei.value)
 
 
+def test_a_required_parameter_declared_nowhere_is_refused_naming_tool_and_parameter():
+    # JSON Schema allows it, but tool arguments take no undeclared key: the constraint used to force the key
+    # with an unconstrained value (the Gemma syntax) that no function or server declared
+    params = {"type": "object", "properties": {"city": {"type": "string"}}, "required": ["city", "country"]}
+    with pytest.raises(SchemaError) as ei:
+        normalize_tool({"name": "weather", "parameters": params})
+    assert (ei.value.keyword, ei.value.path) == ("required", "")
+    assert (
+        str(ei.value)
+        == "tool 'weather': required parameter 'country' is not in properties (keyword 'required' at /)"
+    )
+    # declared another way, or required by one branch of properties declared beside it: fine
+    for ok in (
+        {"type": "object", "additionalProperties": {"type": "string"}, "required": ["x"]},
+        {"type": "object", "patternProperties": {"^x": {"type": "string"}}, "required": ["xy"]},
+        {
+            "type": "object",
+            "properties": {"v": {"type": "string"}, "w": {"type": "string"}},
+            "anyOf": [{"required": ["v"]}, {"required": ["w"]}],
+        },
+    ):
+        assert normalize_tool({"name": "t", "parameters": ok}).parameters == ok
+
+
 @pytest.mark.parametrize("name", ["", "two words", "f{x}", "a:b", None])
 def test_bad_tool_names(name):
     with pytest.raises(SchemaError) as ei:

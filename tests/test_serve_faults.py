@@ -426,6 +426,16 @@ def test_an_image_in_a_user_message_reaches_the_prompt(server):
     b = httpx.post(f"{url_base}/v1/chat/completions", json=image, timeout=60)
     assert a.status_code == 200 and b.status_code == 200, b.text
     assert b.json()["usage"]["prompt_tokens"] - a.json()["usage"]["prompt_tokens"] == 280 + 2
+    # the part's own vision_budget is honoured as in the Python API (it was dropped: 280 whatever it said)
+    image["messages"][0]["content"][0]["vision_budget"] = 70
+    c = httpx.post(f"{url_base}/v1/chat/completions", json=image, timeout=60)
+    assert c.status_code == 200, c.text
+    assert c.json()["usage"]["prompt_tokens"] - a.json()["usage"]["prompt_tokens"] == 70 + 2
+    for bad in (3, "70", True):  # one of the budgets the image processor supports, an integer
+        image["messages"][0]["content"][0]["vision_budget"] = bad
+        r = httpx.post(f"{url_base}/v1/chat/completions", json=image, timeout=60)
+        err = r.json()["error"]
+        assert (r.status_code, err["param"]) == (400, "messages[0].content[0].vision_budget"), r.text
 
 
 def test_error_params_name_the_field_as_written(server):
@@ -434,6 +444,14 @@ def test_error_params_name_the_field_as_written(server):
         (chat_body(messages="hi"), "messages"),
         (chat_body(tools=[WEATHER], tool_choice="sometimes"), "tool_choice"),
         ({"model": MODEL, "messages": [{"role": "user", "content": 5}]}, "messages[0].content"),
+        # reasoning_content is text or null (a number or an object was ignored without a word)
+        *(
+            (
+                chat_body(messages=[{"role": "assistant", "content": "hi", "reasoning_content": bad}]),
+                "messages[0].reasoning_content",
+            )
+            for bad in (5, {"text": "x"}, ["x"])
+        ),
         (chat_body(max_tokens=2000), "max_tokens"),
         # an unreadable image is the messages' fault, not response_format's (it used to be named)
         (
@@ -450,6 +468,15 @@ def test_error_params_name_the_field_as_written(server):
                 "response_format": {"type": "json_object"},
             },
             "messages",
+        ),
+        # a required parameter not in properties: the constraint forced a call to write it with any value
+        (
+            chat_body(
+                tools=[
+                    {**WEATHER, "function": {**WEATHER["function"], "parameters": {"required": ["country"]}}}
+                ]
+            ),
+            "tools[0].function.parameters",
         ),
         # a tool's name is its name's fault (was: its parameters'; a duplicate: response_format's, or none)
         (

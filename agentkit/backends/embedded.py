@@ -21,6 +21,11 @@ from agentkit.messages import ToolCall, to_template_messages
 from model.heads.vision import DEFAULT_VISION_BUDGET, ImageError, vision_processor
 from schema import SchemaError, fingerprint, normalize_tool
 
+#: The largest ``max_new_tokens`` (tokens per model turn) taken before a checkpoint loads: transformers'
+#: DiffusionGemma default context, 131,072 positions, prompt included (bundle.schema.json holds the same bound); the
+#: checkpoint's own ``max_position_embeddings`` is checked at each turn (``PromptTooLong`` naming ``max_new_tokens``).
+MAX_NEW_TOKENS = 131_072
+
 #: One checkpoint load at a time: transformers loads under process-wide state (the ``meta`` device).
 _LOAD_LOCK = threading.Lock()
 
@@ -58,6 +63,11 @@ def _check_settings(*, seed: Any, max_new_tokens: Any, threads: Any) -> None:
             isinstance(value, bool) or not isinstance(value, numbers.Integral) or int(value) < 1
         ):
             raise ValueError(f"{name} must be an integer >= 1 or None, got {value!r}")
+    if max_new_tokens is not None and int(max_new_tokens) > MAX_NEW_TOKENS:
+        raise ValueError(
+            f"max_new_tokens must be at most {MAX_NEW_TOKENS:,} (a DiffusionGemma context, prompt included), "
+            f"got {max_new_tokens:,}"
+        )
 
 
 class EmbeddedBackend(Backend):

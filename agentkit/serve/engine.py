@@ -71,7 +71,9 @@ def _content(content: Any, where: str, *, images: bool = False) -> Any:
                 "(this server does not fetch URLs or read files)",
                 param=f"{where}[{j}].image_url.url",
             )
-        parts.append({"type": "image_url", "image_url": {"url": p.image_url.url}})
+        parts.append(
+            {"type": "image_url", "image_url": {"url": p.image_url.url}, "vision_budget": p.vision_budget}
+        )
     if any(part["type"] == "image_url" for part in parts):
         return parts
     return "".join(part["text"] for part in parts)

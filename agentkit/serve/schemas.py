@@ -47,9 +47,11 @@ class _AsWireCall:
 
 
 class AssistantMessage(M.AssistantMessage):
-    """:class:`agentkit.messages.AssistantMessage` in a request: each tool call a :class:`WireToolCall`."""
+    """:class:`agentkit.messages.AssistantMessage` in a request: each tool call a :class:`WireToolCall`; the
+    ``reasoning_content`` this server answers with (and clients send back) is text or null."""
 
     tool_calls: list[Annotated[M.ToolCall, _AsWireCall()]] | None = None
+    reasoning_content: str | None = None
 
     @field_validator("tool_calls", mode="before")
     @classmethod
