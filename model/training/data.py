@@ -500,6 +500,12 @@ class Generator:
         if rng.random() >= 0.8:
             tools = [t.openai() for t in self._toolset([])] + tools
             rng.shuffle(tools)
+            unique: dict[
+                str, dict[str, Any]
+            ] = {}  # the catalogue holds the bots' own tools too: each name once
+            for t in tools:
+                unique.setdefault(t["function"]["name"], t)
+            tools = list(unique.values())
         system = parts["system_prompt"] if rng.random() < 0.7 else rng.choice(SYSTEM_PROMPTS)
         msgs = [{"role": "system", "content": system}, {"role": "user", "content": parts["question"]}]
         return parts, msgs, tools, [(parts["tool"], parts["arguments"])]
@@ -563,9 +569,14 @@ def corpus_texts(examples: list[Example]) -> Iterator[str]:
 
 
 def sanity_check(ex: Example) -> None:
-    """Raise ``ValueError`` naming the problem unless each call has a declared name, declared parameters and
-    finite numbers."""
+    """Raise ``ValueError`` naming the problem unless each tool is declared once and each call has a declared name,
+    declared parameters and finite numbers."""
     declared = {t["function"]["name"]: t["function"]["parameters"] for t in ex.tools}
+    if len(declared) != len(ex.tools):
+        names = [t["function"]["name"] for t in ex.tools]
+        raise ValueError(
+            f"{ex.kind}: tools declared twice: {sorted({n for n in names if names.count(n) > 1})}"
+        )
     for name, args in ex.calls:
         if name not in declared:
             raise ValueError(f"{ex.kind}: call {name!r} is not among the declared tools {sorted(declared)}")
