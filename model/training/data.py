@@ -500,9 +500,8 @@ class Generator:
         if rng.random() >= 0.8:
             tools = [t.openai() for t in self._toolset([])] + tools
             rng.shuffle(tools)
-            unique: dict[
-                str, dict[str, Any]
-            ] = {}  # the catalogue holds the bots' own tools too: each name once
+            # the catalogue holds the bots' own tools too: each name once
+            unique: dict[str, dict[str, Any]] = {}
             for t in tools:
                 unique.setdefault(t["function"]["name"], t)
             tools = list(unique.values())
