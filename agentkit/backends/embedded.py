@@ -19,6 +19,7 @@ from agentkit.backends.base import Backend, ModelTurn, PromptTooLong, ToolDeclar
 from agentkit.errors import BackendError, ToolDefinitionError
 from agentkit.messages import ToolCall, to_template_messages
 from model.heads.vision import DEFAULT_VISION_BUDGET, ImageError, vision_processor
+from model.threads import MAX_THREADS
 from schema import SchemaError, fingerprint, normalize_tool
 
 #: One checkpoint load at a time: transformers loads under process-wide state (the ``meta`` device).
@@ -58,6 +59,8 @@ def _check_settings(*, seed: Any, max_new_tokens: Any, threads: Any) -> None:
             isinstance(value, bool) or not isinstance(value, numbers.Integral) or int(value) < 1
         ):
             raise ValueError(f"{name} must be an integer >= 1 or None, got {value!r}")
+    if threads is not None and int(threads) > MAX_THREADS:
+        raise ValueError(f"threads must be at most {MAX_THREADS}, got {threads}")
 
 
 class EmbeddedBackend(Backend):

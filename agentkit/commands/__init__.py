@@ -19,7 +19,7 @@ from agentkit.errors import BundleError
 from agentkit.render import terminal_safe
 from model.errors import CheckpointError
 from model.heads.vision import ImageError, check_images
-from model.threads import apply_threads
+from model.threads import MAX_THREADS, apply_threads
 
 if TYPE_CHECKING:
     from agentkit.bundle import Bundle
@@ -34,7 +34,7 @@ THREADS_HELP = (
 )
 
 # Options several commands take, as typer reads them from ``Annotated``.
-Threads = Annotated[int | None, typer.Option("--threads", min=1, help=THREADS_HELP)]
+Threads = Annotated[int | None, typer.Option("--threads", min=1, max=MAX_THREADS, help=THREADS_HELP)]
 Device = Annotated[str, typer.Option(help="cpu or cuda.")]
 DType = Annotated[str, typer.Option(help="float32, bfloat16 or float16.")]
 Adapter = Annotated[
