@@ -776,6 +776,21 @@ def test_alias_expansion_is_refused_before_anything_walks_it(tmp_path):
     assert str(ei.value).splitlines()[1].strip().startswith(f"{tmp_path / 'bundle.yaml'}:3:8: the document")
 
 
+def test_nesting_past_the_yaml_readers_recursion_is_an_issue_not_a_traceback(tmp_path):
+    """5,000 nested `[` (or indented mappings) ended `agentkit check` and `run` with PyYAML's RecursionError."""
+    flow = "agentkit_bundle: 1\nname: deep\ndescription: " + "[" * 5000 + "]" * 5000 + "\ntools: []\n"
+    block = "agentkit_bundle: 1\nname: deep\ntools: []\ndescription:\n"
+    block += "".join(" " * (i + 1) + "a:\n" for i in range(2000)) + " " * 2002 + "x\n"
+    for text in (flow, block):
+        with pytest.raises(BundleError, match="nest too deep here for the YAML reader") as ei:
+            load_bundle(write(tmp_path, text))
+        (issue,) = ei.value.issues
+        assert issue.line is not None and issue.line >= (3 if text is flow else 5), issue
+    ok = "agentkit_bundle: 1\nname: deep\ndescription: " + "[" * 100 + "]" * 100 + "\ntools: []\n"
+    with pytest.raises(BundleError, match="is not of type 'string'"):  # read, then the schema speaks
+        load_bundle(write(tmp_path, ok))
+
+
 def test_empty_file(tmp_path):
     with pytest.raises(BundleError, match="the file is empty"):
         load_bundle(write(tmp_path, "\n"))
