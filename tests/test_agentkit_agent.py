@@ -867,3 +867,6 @@ def test_a_bad_scripted_item_is_refused_where_the_script_is_built(tmp_path):
         ScriptedBackend.from_file(bad)
     with pytest.raises(BackendError, match=r"not a script item .* got None"):
         Agent(ScriptedBackend(lambda messages, tools, choice: None)).run("?")  # type: ignore[arg-type,return-value]
+    bad.write_text("[" * 100_000 + "]" * 100_000)  # was json's RecursionError traceback from `agentkit run`
+    with pytest.raises(ValueError, match=r"turns.json: cannot read scripted turns: maximum recursion depth"):
+        ScriptedBackend.from_file(bad)
