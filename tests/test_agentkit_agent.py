@@ -527,6 +527,13 @@ def test_ctrl_c_in_one_of_several_async_tool_calls_reaches_the_awaiting_caller_a
             {"on_event": 5},
             "on_event must be a callable or a list of callables, got 5",
         ),
+        # was AttributeError "'str' object has no attribute 'tools'" at the first run
+        (
+            (ScriptedBackend([]),),
+            {"toolsets": ["notes"]},
+            "toolsets must be a list of agentkit.mcp.MCPToolset",
+        ),
+        ((ScriptedBackend([]),), {"toolsets": "notes"}, "MCPToolset, got 'notes'"),
     ],
 )
 def test_a_first_agent_s_mix_ups_are_named(args, options, message):
