@@ -699,6 +699,12 @@ def test_the_constraint_check_follows_the_backend(tmp_path):
     assert [t.name for t in b.tools] == ["t"]
     with pytest.raises(ToolDefinitionError, match=r"tool 't': .*keyword 'uniqueItems' is not supported"):
         b.make_agent(backend="embedded")
+    # a backend name that names none was taken as "not embedded" and skipped the check silently
+    for bad in ("embeded", "Embedded"):
+        with pytest.raises(
+            ValueError, match=f"unknown backend '{bad}'; choose one of embedded, openai, scripted"
+        ):
+            load_bundle(p, backend=bad)
 
 
 def test_a_python_tool_whose_signature_the_constraint_cannot_enforce_has_a_line(tmp_path):
