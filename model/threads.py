@@ -26,7 +26,8 @@ def usable_cores() -> int:
 def default_threads(cores: int | None = None) -> int:
     """The intra-op thread count used when none is given: ``$AGENTKIT_THREADS`` when set, else a whole
     ``$OMP_NUM_THREADS`` >= 1, else 1 on at most 2 ``cores`` (default :func:`usable_cores`), else ``min(4, cores //
-    2)``. ValueError for a ``$AGENTKIT_THREADS`` that is not an integer from 1 to :data:`MAX_THREADS`."""
+    2)``. ValueError for a ``$AGENTKIT_THREADS`` that is not an integer from 1 to :data:`MAX_THREADS`, or an
+    ``$OMP_NUM_THREADS`` above it."""
     env = os.environ.get(ENV_VAR, "").strip()
     if env:
         if not env.isdigit() or int(env) < 1:
@@ -35,6 +36,8 @@ def default_threads(cores: int | None = None) -> int:
             raise ValueError(f"${ENV_VAR} must be at most {MAX_THREADS}, got {env!r}")
         return int(env)
     omp = os.environ.get("OMP_NUM_THREADS", "").strip()
+    if omp.isdigit() and int(omp) > MAX_THREADS:
+        raise ValueError(f"$OMP_NUM_THREADS must be at most {MAX_THREADS} for agentkit, got {omp!r}")
     if omp.isdigit() and int(omp) >= 1:
         return int(omp)
     n = usable_cores() if cores is None else cores

@@ -329,6 +329,12 @@ def test_thread_counts_past_the_cap_are_refused_where_given(monkeypatch, tmp_pat
     with pytest.raises(ValueError, match="AGENTKIT_THREADS must be at most 1024, got '100000'"):
         default_threads()
     monkeypatch.delenv(ENV_VAR)
+    monkeypatch.setenv("OMP_NUM_THREADS", "100000")  # torch's variable: named, not a bare "threads" count
+    with pytest.raises(
+        ValueError, match=r"\$OMP_NUM_THREADS must be at most 1024 for agentkit, got '100000'"
+    ):
+        default_threads()
+    monkeypatch.delenv("OMP_NUM_THREADS")
     with pytest.raises(ValueError, match="threads must be from 1 to 1024, got 100000"):
         apply_threads(100000)
     with pytest.raises(ValueError, match="threads must be at most 1024, got 100000"):
