@@ -191,6 +191,10 @@ class Agent(Host):
         for t in tools:
             self.add_tool(t)
         self._toolsets = list(toolsets)
+        if isinstance(toolsets, (str, bytes)) or any(
+            not callable(getattr(t, "open", None)) for t in self._toolsets
+        ):
+            raise TypeError(f"toolsets must be a list of agentkit.mcp.MCPToolset, got {toolsets!r}")
         self._toolset_lease = ToolsetLease(self, self._toolsets)
         self._toolsets_held = 0  # `async with agent:` blocks open now
         forced = tool_choice_name(tool_choice)

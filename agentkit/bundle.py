@@ -8,6 +8,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from agentkit.agent import Agent
+from agentkit.backends import BACKENDS
 from agentkit.bundle_document import FORMAT_VERSION, schema
 from agentkit.bundle_load import BundleSpec, load_spec
 from agentkit.bundle_sections import AgentSection, EmbeddedModel, OpenAIModel, ScriptedModel
@@ -54,6 +55,9 @@ def load_bundle(
     sandbox_runner: SandboxRunner | None = None,
     backend: str | None = None,
 ) -> Bundle:
-    """Load and validate a bundle file (arguments and errors: :func:`agentkit.bundle_load.load_spec`)."""
+    """Load and validate a bundle file (arguments and errors: :func:`agentkit.bundle_load.load_spec`;
+    ValueError for a ``backend`` that names none of :data:`agentkit.backends.BACKENDS`)."""
+    if backend is not None and backend not in BACKENDS:
+        raise ValueError(f"unknown backend {backend!r}; choose one of {', '.join(BACKENDS)}")
     spec = load_spec(path, http_client=http_client, sandbox_runner=sandbox_runner, backend=backend)
     return Bundle(**vars(spec))

@@ -176,6 +176,10 @@ def read_yaml(path: Path, file: str, pos: Positions) -> tuple[Any, list[tuple[Fi
         raise BundleError([BundleIssue(file, line, col, "", f"YAML syntax: {msg}")]) from None
     except yaml.YAMLError as exc:
         raise BundleError([BundleIssue(file, None, None, "", f"YAML: {exc}")]) from None
+    except RecursionError:  # PyYAML composes (and we walk) nested values recursively: ~300 levels end it
+        mark = loader.get_mark()
+        msg = "lists and mappings nest too deep here for the YAML reader (a few hundred levels)"
+        raise BundleError([BundleIssue(file, mark.line + 1, mark.column + 1, "", msg)]) from None
     finally:
         loader.dispose()
     return data, raw

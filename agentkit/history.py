@@ -173,8 +173,8 @@ class Conversation:
         """Parse :meth:`to_json` output (``ValueError``: not JSON, or as :meth:`from_dict`)."""
         try:
             data = json.loads(text)
-        except json.JSONDecodeError as exc:
-            raise ValueError(f"conversation is not valid JSON: {exc}") from exc
+        except (json.JSONDecodeError, RecursionError) as exc:  # RecursionError: nested past Python's limit
+            raise ValueError(f"conversation is not valid JSON: {exc}") from None
         return cls.from_dict(data)
 
     def save(self, path: str | Path) -> None:

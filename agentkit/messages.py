@@ -83,7 +83,7 @@ Content = str | list[ContentPart]
 def loads_json(text: str) -> Any:
     """``json.loads`` as RFC 8259 reads JSON: ``NaN``, ``Infinity``, ``-Infinity`` and a number too large for a
     double (``1e400``) raise :class:`json.JSONDecodeError` at the first of them (they could not be written
-    back as strict JSON)."""
+    back as strict JSON), as does nesting past Python's recursion limit (at character 0)."""
 
     def refuse(literal: str, why: str = "is not a JSON number") -> Any:
         raise json.JSONDecodeError(f"{literal} {why}", text, max(text.find(literal), 0))
@@ -92,7 +92,10 @@ def loads_json(text: str) -> Any:
         value = float(literal)
         return refuse(literal, "is beyond a double's range") if math.isinf(value) else value
 
-    return json.loads(text, parse_constant=refuse, parse_float=finite)
+    try:
+        return json.loads(text, parse_constant=refuse, parse_float=finite)
+    except RecursionError:
+        raise json.JSONDecodeError("arrays and objects nest too deep to read", text, 0) from None
 
 
 def decode_arguments(raw: Any) -> tuple[dict[str, Any], str | None]:

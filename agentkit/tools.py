@@ -143,8 +143,22 @@ def _schema_error(name: str, problems: list[tuple[tuple[str | int, ...], str]]) 
     return ToolDefinitionError(f"tool {name!r}: parameters{at}: {why}")
 
 
-def _check_settings(name: str, timeout: float | None, retries: int, max_output_bytes: int | None) -> None:
-    """Raise :class:`ToolDefinitionError` for a bad timeout, retry budget or output limit."""
+def _check_settings(
+    name: str,
+    timeout: float | None,
+    retries: int,
+    max_output_bytes: int | None,
+    description: Any,
+    grounded: Any,
+) -> None:
+    """Raise :class:`ToolDefinitionError` for a bad timeout, retry budget, output limit, description or
+    ``grounded`` given as one string."""
+    if description is not None and not isinstance(description, str):
+        raise ToolDefinitionError(f"tool {name!r}: description must be a string or None, got {description!r}")
+    if isinstance(grounded, str):
+        raise ToolDefinitionError(
+            f"tool {name!r}: grounded must be a list of parameter names, got {grounded!r}: wrap it in a list"
+        )
     if timeout is not None and (
         isinstance(timeout, bool) or not isinstance(timeout, (int, float)) or not timeout > 0
     ):
@@ -249,7 +263,7 @@ class Tool:
         self.name = fname if name is None else name
         if not isinstance(self.name, str) or not _NAME_RE.match(self.name):
             raise ToolDefinitionError(_bad_name(fname, name))
-        _check_settings(self.name, timeout, retries, max_output_bytes)
+        _check_settings(self.name, timeout, retries, max_output_bytes, description, grounded)
         self.max_output_bytes = max_output_bytes
         if args_model is not None and parameters is not None:
             raise ToolDefinitionError(f"tool {self.name!r}: give args_model or parameters, not both")

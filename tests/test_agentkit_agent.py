@@ -527,6 +527,13 @@ def test_ctrl_c_in_one_of_several_async_tool_calls_reaches_the_awaiting_caller_a
             {"on_event": 5},
             "on_event must be a callable or a list of callables, got 5",
         ),
+        # was AttributeError "'str' object has no attribute 'tools'" at the first run
+        (
+            (ScriptedBackend([]),),
+            {"toolsets": ["notes"]},
+            "toolsets must be a list of agentkit.mcp.MCPToolset",
+        ),
+        ((ScriptedBackend([]),), {"toolsets": "notes"}, "MCPToolset, got 'notes'"),
     ],
 )
 def test_a_first_agent_s_mix_ups_are_named(args, options, message):
@@ -867,3 +874,6 @@ def test_a_bad_scripted_item_is_refused_where_the_script_is_built(tmp_path):
         ScriptedBackend.from_file(bad)
     with pytest.raises(BackendError, match=r"not a script item .* got None"):
         Agent(ScriptedBackend(lambda messages, tools, choice: None)).run("?")  # type: ignore[arg-type,return-value]
+    bad.write_text("[" * 100_000 + "]" * 100_000)  # was json's RecursionError traceback from `agentkit run`
+    with pytest.raises(ValueError, match=r"turns.json: cannot read scripted turns: maximum recursion depth"):
+        ScriptedBackend.from_file(bad)

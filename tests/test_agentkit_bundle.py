@@ -716,6 +716,12 @@ def test_the_constraint_check_follows_the_backend(tmp_path):
     assert [t.name for t in b.tools] == ["t"]
     with pytest.raises(ToolDefinitionError, match=r"tool 't': .*keyword 'uniqueItems' is not supported"):
         b.make_agent(backend="embedded")
+    # a backend name that names none was taken as "not embedded" and skipped the check silently
+    for bad in ("embeded", "Embedded"):
+        with pytest.raises(
+            ValueError, match=f"unknown backend '{bad}'; choose one of embedded, openai, scripted"
+        ):
+            load_bundle(p, backend=bad)
 
 
 def test_a_python_tool_whose_signature_the_constraint_cannot_enforce_has_a_line(tmp_path):
@@ -791,6 +797,20 @@ def test_alias_expansion_is_refused_before_anything_walks_it(tmp_path):
     (issue,) = ei.value.issues
     assert (issue.line, issue.column) == (3, 8)  # the anchored value the alias points back into
     assert str(ei.value).splitlines()[1].strip().startswith(f"{tmp_path / 'bundle.yaml'}:3:8: the document")
+
+
+def test_nesting_past_the_yaml_readers_recursion_is_an_issue_not_a_traceback(tmp_path):
+    """5,000 nested `[` (or mappings) ended `agentkit check` and `run` with PyYAML's RecursionError."""
+    n = 100_000  # past any recursion limit (scripts/structure.py raises it to 10,000)
+    for value in ("[" * n + "]" * n, "{a: " * n + "x" + "}" * n):
+        text = f"agentkit_bundle: 1\nname: deep\ntools: []\ndescription: {value}\n"
+        with pytest.raises(BundleError, match="nest too deep here for the YAML reader") as ei:
+            load_bundle(write(tmp_path, text))
+        (issue,) = ei.value.issues
+        assert issue.line == 4, issue
+    ok = "agentkit_bundle: 1\nname: deep\ndescription: " + "[" * 100 + "]" * 100 + "\ntools: []\n"
+    with pytest.raises(BundleError, match="is not of type 'string'"):  # read, then the schema speaks
+        load_bundle(write(tmp_path, ok))
 
 
 def test_empty_file(tmp_path):

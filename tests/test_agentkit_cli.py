@@ -459,6 +459,22 @@ def test_check_validates_a_bundle_without_running_it(bundle, tmp_path):
     }
     res = runner.invoke(app, ["check", str(tmp_path / "missing.yaml")])
     assert res.exit_code == 2 and "missing.yaml: cannot read bundle: No such file or directory" in res.stderr
+    # with --json an unreadable file is an issue on stdout too (it was the plain line on stderr, stdout empty)
+    for path, why in ((tmp_path / "missing.yaml", "No such file or directory"), (tmp_path, "Is a directory")):
+        res = runner.invoke(app, ["check", str(path), "--json"])
+        assert res.exit_code == 2
+        assert json.loads(res.stdout) == {
+            "ok": False,
+            "issues": [
+                {
+                    "file": str(path),
+                    "line": None,
+                    "column": None,
+                    "field": "",
+                    "message": f"cannot read bundle: {why}",
+                }
+            ],
+        }
 
 
 def test_run_and_chat_seed_help_is_plain_and_its_range_is_checked(bundle):

@@ -317,6 +317,46 @@ def test_default_threads_leave_a_busy_core_alone(monkeypatch):
             default_threads()
 
 
+def test_thread_counts_past_the_cap_are_refused_where_given(monkeypatch, tmp_path):
+    """100,000 threads crashed the checkpoint load ('does not match the DiffusionGemma architecture (can't start
+    new thread)') and then segfaulted; each way of asking for them is now refused, naming the cap."""
+    from agentkit.backends.embedded import EmbeddedBackend
+    from agentkit.errors import BundleError
+    from model.threads import ENV_VAR, MAX_THREADS, apply_threads, default_threads
+
+    assert MAX_THREADS == 1024
+    monkeypatch.setenv(ENV_VAR, "100000")
+    with pytest.raises(ValueError, match="AGENTKIT_THREADS must be at most 1024, got '100000'"):
+        default_threads()
+    monkeypatch.delenv(ENV_VAR)
+    monkeypatch.setenv("OMP_NUM_THREADS", "100000")  # torch's variable: named, not a bare "threads" count
+    with pytest.raises(
+        ValueError, match=r"\$OMP_NUM_THREADS must be at most 1024 for agentkit, got '100000'"
+    ):
+        default_threads()
+    monkeypatch.delenv("OMP_NUM_THREADS")
+    with pytest.raises(ValueError, match="threads must be from 1 to 1024, got 100000"):
+        apply_threads(100000)
+    with pytest.raises(ValueError, match="threads must be at most 1024, got 100000"):
+        EmbeddedBackend(threads=100000)
+    assert EmbeddedBackend(threads=1024).threads == 1024
+    p = tmp_path / "b.yaml"
+    p.write_text("agentkit_bundle: 1\nname: b\nmodel:\n  threads: 100000\ntools: []\n")
+    with pytest.raises(BundleError) as info:
+        load_bundle(p)
+    (issue,) = info.value.issues
+    assert (issue.line, issue.field) == (4, "model.threads")
+    assert "100000 is greater than the maximum of 1024" in issue.message
+    bundle = str(ROOT / "examples" / "code_search" / "bundle.yaml")
+    for cmd in (
+        ["run", bundle, "hi"],
+        ["generate", "hi"],
+        ["specialize", bundle, "--out", str(tmp_path / "o")],
+    ):
+        res = runner.invoke(app, [*cmd, "--threads", "100000"])
+        assert res.exit_code == 2 and "--threads" in res.output and "1024" in res.output, (cmd, res.output)
+
+
 def test_threads_option_on_every_model_command(monkeypatch, tmp_path, tools_module):
     from model.threads import ENV_VAR
 

@@ -218,6 +218,16 @@ def test_not_json():
         Conversation.from_json("{nope")
 
 
+def test_json_nested_past_the_recursion_limit_is_a_value_error(tmp_path):
+    """`agentkit chat --load` of such a file ended with json's RecursionError traceback."""
+    deep = '[{"role": "user", "content": ' + "[" * 100_000 + "]" * 100_000 + "}]"
+    (tmp_path / "deep.json").write_text(deep)
+    with pytest.raises(
+        ValueError, match=r"deep.json: conversation is not valid JSON: maximum recursion depth"
+    ):
+        Conversation.load(tmp_path / "deep.json")
+
+
 def test_save_writes_lone_surrogates_as_escapes_and_loads_them_back(tmp_path):
     from agentkit.history import Conversation
 

@@ -128,6 +128,19 @@ def test_bad_arguments_go_back_to_the_model_listing_valid_tools(raw, error):
         loads_json(text)
 
 
+def test_arguments_nested_past_the_recursion_limit_go_back_as_a_decode_error():
+    """They ended the run with json's RecursionError (``agentkit run`` printed its traceback)."""
+    raw = '{"city": ' + "[" * 100_000 + "]" * 100_000 + "}"
+    server = FakeServer([completion(tool_calls=[("c1", "get_weather", raw)]), completion(content="Sorry.")])
+    result = Agent(backend_for(server), [get_weather]).run("Weather?")
+    rec = result.steps[0].tool_calls[0]
+    assert (result.answer, rec.error_kind) == ("Sorry.", "decode")
+    assert (
+        rec.error == "arguments are not valid JSON (arrays and objects nest too deep to read at character 0)"
+    )
+    assert decode_arguments(raw) == ({}, rec.error)
+
+
 def test_unknown_tool_name_goes_back_listing_valid_tools():
     server = FakeServer(
         [completion(tool_calls=[("c1", "weather", '{"city": "Oslo"}')]), completion(content="ok")]

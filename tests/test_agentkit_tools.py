@@ -348,6 +348,15 @@ def _renamed(name: str) -> Callable[..., int]:
         ),
         (lambda: Tool(lambda x: x, name="f", retries=-1), "retries must be an integer >= 0"),
         (lambda: Tool(lambda x: x, name="f", retries=1.5), "retries must be an integer >= 0, got 1.5"),
+        # were: AttributeError "'int' object has no attribute 'strip'"; "grounded parameter 'c' is not one of ..."
+        (
+            lambda: Tool(lambda x: x, name="f", description=5),
+            r"^tool 'f': description must be a string or None, got 5$",
+        ),
+        (
+            lambda: Tool(lambda city: city, name="f", grounded="city"),
+            r"^tool 'f': grounded must be a list of parameter names, got 'city': wrap it in a list$",
+        ),
         (
             lambda: Tool(lambda x: x, name="f", args_model=SearchArgs, parameters={"type": "object"}),
             "give args_model or parameters, not both",

@@ -299,6 +299,22 @@ def test_cli_specialize_refuses_bad_input_in_one_line(tmp_path):
     assert r.exit_code == 2 and "not an adapter folder" in r.output
 
 
+def test_cli_specialize_refuses_an_out_it_cannot_create_before_any_work(tmp_path, monkeypatch):
+    """--out under a file (or in /proc) failed only when the adapter was saved, after the base evaluation and the
+    fine-tuning, as a FileNotFoundError traceback: the trained adapter was lost."""
+    import model.training.specialize as sp
+
+    def generated(*a, **k):
+        raise AssertionError("data generated before --out was checked")
+
+    monkeypatch.setattr(sp, "train_and_heldout", generated)
+    (tmp_path / "f").write_text("a file")
+    out = tmp_path / "f" / "adapter"
+    r = CliRunner().invoke(app, ["specialize", str(GREENHOUSE), "--out", str(out), "--eval", "1"])
+    assert r.exit_code == 2 and "Traceback" not in r.output, r.output
+    assert f"error: {out}: cannot create the --out folder (Not a directory)" in r.output
+
+
 def test_cli_specialize_checks_the_base_before_it_generates_data(tmp_path, monkeypatch):
     import model.training.specialize as sp
 

@@ -19,6 +19,7 @@ from agentkit.backends.base import Backend, ModelTurn, PromptTooLong, ToolDeclar
 from agentkit.errors import BackendError, ToolDefinitionError
 from agentkit.messages import ToolCall, to_template_messages
 from model.heads.vision import DEFAULT_VISION_BUDGET, ImageError, vision_processor
+from model.threads import MAX_THREADS
 from schema import SchemaError, fingerprint, normalize_tool
 
 #: The largest ``max_new_tokens`` (tokens per model turn) taken before a checkpoint loads: transformers'
@@ -68,6 +69,8 @@ def _check_settings(*, seed: Any, max_new_tokens: Any, threads: Any) -> None:
             f"max_new_tokens must be at most {MAX_NEW_TOKENS:,} (a DiffusionGemma context, prompt included), "
             f"got {max_new_tokens:,}"
         )
+    if threads is not None and int(threads) > MAX_THREADS:
+        raise ValueError(f"threads must be at most {MAX_THREADS}, got {threads}")
 
 
 class EmbeddedBackend(Backend):

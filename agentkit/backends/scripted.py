@@ -151,7 +151,7 @@ class ScriptedBackend(Backend):
         p = Path(path)
         try:
             data = json.loads(p.read_text(encoding="utf-8"))
-        except (OSError, json.JSONDecodeError) as exc:
+        except (OSError, json.JSONDecodeError, RecursionError) as exc:  # RecursionError: nested too deep
             raise ValueError(f"{p}: cannot read scripted turns: {exc}") from exc
         if not isinstance(data, list):
             raise ValueError(f"{p}: a script is a JSON list of turns, got {type(data).__name__}")

@@ -15,11 +15,11 @@ from typing import TYPE_CHECKING, Annotated, Any, TypeVar, get_args
 import typer
 
 from agentkit.backends import BACKENDS
-from agentkit.errors import BundleError
+from agentkit.errors import BundleError, BundleIssue
 from agentkit.render import terminal_safe
 from model.errors import CheckpointError
 from model.heads.vision import ImageError, check_images
-from model.threads import apply_threads
+from model.threads import MAX_THREADS, apply_threads
 
 if TYPE_CHECKING:
     from agentkit.bundle import Bundle
@@ -34,7 +34,7 @@ THREADS_HELP = (
 )
 
 # Options several commands take, as typer reads them from ``Annotated``.
-Threads = Annotated[int | None, typer.Option("--threads", min=1, help=THREADS_HELP)]
+Threads = Annotated[int | None, typer.Option("--threads", min=1, max=MAX_THREADS, help=THREADS_HELP)]
 Device = Annotated[str, typer.Option(help="cpu or cuda.")]
 DType = Annotated[str, typer.Option(help="float32, bfloat16 or float16.")]
 Adapter = Annotated[
@@ -136,8 +136,12 @@ def load_bundle_or_exit(
     except BundleError as exc:
         if not issues_json:
             raise fail(str(exc)) from None
-        issues = [dataclasses.asdict(i) for i in exc.issues]
-        typer.echo(json.dumps({"ok": False, "issues": issues}, ensure_ascii=False))
-        raise typer.Exit(2) from None
+        issues = exc.issues
     except OSError as exc:
-        raise fail(f"{path}: cannot read bundle: {exc.strerror or exc}") from None
+        if not issues_json:
+            raise fail(f"{path}: cannot read bundle: {exc.strerror or exc}") from None
+        issues = [BundleIssue(str(path), None, None, "", f"cannot read bundle: {exc.strerror or exc}")]
+    typer.echo(
+        json.dumps({"ok": False, "issues": [dataclasses.asdict(i) for i in issues]}, ensure_ascii=False)
+    )
+    raise typer.Exit(2)

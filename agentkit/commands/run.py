@@ -28,6 +28,7 @@ from agentkit.errors import AgentKitError, AgentRunError, BackendError, PromptTo
 from agentkit.history import Conversation
 from agentkit.render import RichRenderer, no_tool_response, terminal_safe
 from model.heads.vision import ImageError, open_image
+from model.threads import MAX_THREADS
 
 if TYPE_CHECKING:
     from agentkit.agent import Agent, ChatSession
@@ -57,7 +58,7 @@ _MODEL = typer.Option(
 )
 _MAX_STEPS = typer.Option(None, "--max-steps", min=1, help="Override the bundle's step limit.")
 _THREADS = typer.Option(
-    None, "--threads", min=1, help=THREADS_HELP + " Overrides the bundle's model.threads."
+    None, "--threads", min=1, max=MAX_THREADS, help=THREADS_HELP + " Overrides the bundle's model.threads."
 )
 _IMAGE_HELP = "An image the question is about (PNG, JPEG or WebP); repeat for several."
 _SEED_HELP = (

@@ -11,6 +11,7 @@ import typer
 
 from agentkit.commands import fail, finite, prints_to_stderr
 from agentkit.errors import AgentKitError
+from model.threads import MAX_THREADS
 
 
 def bundle_declarations(bundle_path: Path) -> tuple[list[dict[str, Any]], str | None]:
@@ -45,7 +46,9 @@ def specialize_command(
     ),
     lora_rank: int = typer.Option(8, "--lora-rank", min=1, max=256, help="LoRA rank."),
     seed: int = typer.Option(0, "--seed", help="Seed of the data, the noise and the evaluation."),
-    threads: int | None = typer.Option(None, "--threads", min=1, help="torch threads (default: every core)."),
+    threads: int | None = typer.Option(
+        None, "--threads", min=1, max=MAX_THREADS, help="torch threads (default: every core)."
+    ),
     n_eval: int = typer.Option(100, "--eval", min=1, help="Held-out dialogues scored before and after."),
     lr: float = typer.Option(
         6e-3, "--lr", callback=finite(0.0, inclusive=False), help="Peak learning rate of the LoRA weights."

@@ -285,6 +285,10 @@ def _checked_out(cfg: SpecializeConfig) -> Path:
         raise ValueError(
             f"{out}: the output folder exists and is not an adapter folder; choose another --out"
         )
+    try:  # now, not when the adapter is saved after the whole fine-tuning
+        out.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise ValueError(f"{out}: cannot create the --out folder ({exc.strerror or exc})") from None
     return out
 
 
