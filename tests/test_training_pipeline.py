@@ -537,6 +537,8 @@ def test_heldout_scoring_matches_a_boolean_only_with_a_boolean_at_any_depth():
         (["--lr", "nan"], *_range_messages("--lr", "nan", "a finite number")),
         # these trained nonsense (no clipping, zeroed gradients) or failed only in the run
         (["--warmup", "-5"], *_range_messages("--warmup", "-5", "greater than or equal to 0")),
+        # a tokenizers PanicException traceback ("global thread pool has not been initialized")
+        (["--threads", "100000"], *_range_messages("--threads", "100000", "less than or equal to 1024")),
         (["--grad-clip", "0.0"], *_range_messages("--grad-clip", "0.0", "greater than 0")),
         (["--grad-clip", "nan"], *_range_messages("--grad-clip", "nan", "a finite number")),
         (["--max-minutes", "-1.0"], *_range_messages("--max-minutes", "-1.0", "greater than 0")),

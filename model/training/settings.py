@@ -10,6 +10,7 @@ from pydantic.dataclasses import dataclass
 
 from grammar import special_tokens as st
 from model.checkpoint.config import small_config
+from model.threads import MAX_THREADS
 
 #: Copy-head rules that a training option turns on (``TrainConfig`` fields named as the ``copy_head`` keys).
 COPY_HEAD_RULES = ("spaced_word_starts", "answer_match_responses")
@@ -102,7 +103,7 @@ class TrainConfig:
     final_dir: str | None = None
     seed: int = 0
     device: str = "cpu"
-    threads: Positive = 1
+    threads: Annotated[int, Field(ge=1, le=MAX_THREADS)] = 1
     steps: Positive = 3000
     stop_at: Positive | None = None
     max_minutes: Finite | None = None
