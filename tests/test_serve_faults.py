@@ -261,7 +261,7 @@ def _tool_f(a: dict) -> dict:
                 ],
             },
             400,
-            ["data URL (image/png", "not a readable image"],
+            ["messages[0].content[0].image_url.url: data URL (image/png", "not a readable image"],
         ),
         (
             {
@@ -467,7 +467,7 @@ def test_error_params_name_the_field_as_written(server):
                 ],
                 "response_format": {"type": "json_object"},
             },
-            "messages",
+            "messages[0].content[0].image_url.url",
         ),
         # a required parameter not in properties: the constraint forced a call to write it with any value
         (

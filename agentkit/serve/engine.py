@@ -361,8 +361,11 @@ class ServeEngine:
             raise _context_error(
                 exc, max_tokens, -(-asked // canvas) * canvas, canvas, response_format
             ) from None
-        except ImageError as exc:  # an image of the messages (named in the message), whatever else was asked
-            raise ServeError(400, str(exc), param="messages") from None
+        except ImageError as exc:  # an image of the messages, whatever else was asked
+            if exc.part is None:  # not one part's fault (a checkpoint without a vision tower)
+                raise ServeError(400, str(exc), param="messages") from None
+            path = "messages[{}].content[{}].image_url.url".format(*exc.part)
+            raise ServeError(400, f"{path}: {exc}", param=path) from None
         except SchemaError as exc:
             raise ServeError(
                 400,

@@ -39,7 +39,10 @@ ImageSource = str | Path | bytes | Any
 
 
 class ImageError(ValueError):
-    """An image cannot be used; the one-line message names the image and why."""
+    """An image cannot be used; the one-line message names the image and why. ``part``: ``(message index, content
+    index)`` of the image part in the messages (set by :func:`prepare_images`), else ``None``."""
+
+    part: tuple[int, int] | None = None
 
 
 def check_budget(budget: Any) -> int:
@@ -379,24 +382,30 @@ def prepare_images(
     Raises:
         ImageError: see :func:`vision_processor`, :func:`open_image` and :func:`check_budget`."""
     default = None if vision_budget is None else check_budget(vision_budget)
-    found: list[tuple[int, dict[str, Any]]] = []  # (message index, image part), in prompt order
+    found: list[
+        tuple[int, int, dict[str, Any]]
+    ] = []  # (message index, part index, image part), in prompt order
     out = []
     for i, m in enumerate(messages):
         c = m.get("content") if isinstance(m, dict) else None
         if isinstance(c, list):
             image = [isinstance(p, dict) and p.get("type") in ("image_url", "image") for p in c]
-            found += [(i, p) for p, yes in zip(c, image, strict=True) if yes]
+            found += [(i, j, p) for j, (p, yes) in enumerate(zip(c, image, strict=True)) if yes]
             m = {**m, "content": [{"type": "image"} if yes else p for p, yes in zip(c, image, strict=True)]}
         out.append(m)
     if not found:
         return messages, None
     vp = vision_processor(checkpoint)
     images, budgets = [], []
-    for _, part in found:
-        images.append(open_image(part_source(part)))
-        own = part.get("vision_budget")  # an agentkit image part's own budget
-        budgets.append(default if own is None else check_budget(own))
-    return out, vp.process(images, budgets, image_names(messages, [i for i, _ in found]))
+    for i, j, part in found:
+        try:
+            images.append(open_image(part_source(part)))
+            own = part.get("vision_budget")  # an agentkit image part's own budget
+            budgets.append(default if own is None else check_budget(own))
+        except ImageError as exc:
+            exc.part = (i, j)
+            raise
+    return out, vp.process(images, budgets, image_names(messages, [i for i, _, _ in found]))
 
 
 #: A checkpoint's processor config (transformers' layout).
