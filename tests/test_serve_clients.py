@@ -135,6 +135,23 @@ def test_response_format_json_schema_and_json_object(client):
     assert isinstance(json.loads(r.choices[0].message.content), dict)
 
 
+@pytest.mark.parametrize("seed", [0, 1])
+def test_response_format_with_tools_under_auto_is_the_json_answer(client, seed):
+    """docs/SERVING.md: under ``auto`` the turn is the JSON answer, never a call (offering both in one grammar made
+    the shipped checkpoint call a tool at almost every turn)."""
+    r = client.chat.completions.create(
+        model="agentkit-tiny",
+        messages=[{"role": "user", "content": "What is the weather in Berlin?"}],
+        tools=[WEATHER],
+        response_format={"type": "json_object"},
+        max_tokens=64,
+        seed=seed,
+    )
+    message = r.choices[0].message
+    assert not message.tool_calls and r.choices[0].finish_reason == "stop"
+    assert isinstance(json.loads(message.content), dict)
+
+
 def test_streaming_matches_the_non_streamed_answer(client):
     kwargs = dict(model="agentkit-tiny", messages=[{"role": "user", "content": "Hello there"}], seed=5)
     whole = client.chat.completions.create(**kwargs)
