@@ -196,6 +196,7 @@ class ChatModel:
             extend_prose=self.settings.extend_prose or answer_json is not None,  # a JSON answer: as calls
             repeat_window=self.settings.repeat_window,
             span_copy=SpanCopier.from_texts(span_texts, self.tokenizer) if span_texts else None,
+            answer_vote=answer_json is not None and bool(tools) and tool_choice in ("auto", None),
         )
 
     @property
