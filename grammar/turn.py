@@ -101,6 +101,7 @@ __all__ = [
     "MAX_GRAMMAR_CHARS",
     "SYNTAXES",
     "TOOL_CHOICES",
+    "answer_value_json",
     "ir_to_json_schema",
     "response_format_grammar",
     "tool_call_grammar",
@@ -135,6 +136,7 @@ def tool_call_grammar(
     grounding: Sequence[str] | None = None,
     parallel_tool_calls: bool = True,
     answer_grounding: Sequence[str] | None = None,
+    answer_json: str | None = None,
 ) -> str:
     """The llguidance grammar of one assistant turn with tool calls (see the module docstring).
 
@@ -149,6 +151,8 @@ def tool_call_grammar(
         parallel_tool_calls: ``False``: one call at most.
         answer_grounding: the texts a grounded answer copies its facts from
             (:func:`grammar.grounding.answer_regex`); ``None``: prose is free.
+        answer_json: the answer is this JSON value instead of prose (OpenAI's ``response_format``, written by
+            :func:`answer_value_json`), ended by ``<turn|>``; under ``"auto"`` the turn is that value or calls.
 
     Raises:
         SchemaError: a tool's schema is unsupported, unsatisfiable or too large (:data:`schema.MAX_COMPILE_STEPS`,
@@ -174,7 +178,7 @@ def tool_call_grammar(
     calls = "many" if parallel_tool_calls else "one"
     answer = None if answer_grounding is None else answer_regex(answer_grounding)
     flags = (bool(allow_thinking), bool(additional_properties))
-    return _cached_grammar(canonical(specs), choice, syntax, *flags, ground, calls, answer)
+    return _cached_grammar(canonical(specs), choice, syntax, *flags, ground, calls, answer, answer_json)
 
 
 @functools.lru_cache(maxsize=256)
@@ -299,8 +303,10 @@ def _build_grammar(
     grounding: tuple[str, ...] | None = None,
     calls: str = "many",
     answer: str | None = None,
+    answer_json: str | None = None,
 ) -> str:
-    """The grammar text of :func:`tool_call_grammar`; ``answer``: the regex prose must match (``None``: any)."""
+    """The grammar text of :func:`tool_call_grammar`; ``answer``: the regex prose must match (``None``: any);
+    ``answer_json``: the ``%json`` schema of an answer that is a JSON value (then no prose, nor prose before calls)."""
     names = [s.name for s in specs]
     if len(set(names)) != len(names):
         raise ValueError(f"duplicate tool names: {sorted({n for n in names if names.count(n) > 1})}")
@@ -316,13 +322,16 @@ def _build_grammar(
 
     thinking = "thinking? " if allow_thinking else ""
     terms: dict[str, str] = {}
-    if not callable_specs or choice == "auto":
+    if answer_json is None and (not callable_specs or choice == "auto"):
         # Prose never spells, with ordinary tokens, the tokens a turn ends at or a call starts with: a model
         # that starts writing one as text is steered to the token itself.
         text = "(?s:.+)" if answer is None else answer
         terms["PROSE"] = f"/{text}/ & ~/(?s:.*)(?:<\\|tool_call>|<turn\\|>|<\\|tool_response>|<eos>)(?s:.*)/"
     ending = "<turn|>" if not callable_specs else "(<turn|> | calls)" if choice == "auto" else None
     lines = [f"start: {thinking}PROSE? {ending}" if ending else f"start: {thinking}calls"]
+    if answer_json is not None and ending:
+        lines = [f"start: {thinking}{'(value <turn|> | calls)' if callable_specs else 'value <turn|>'}"]
+        lines.append(f"value: %json {answer_json}")
     if allow_thinking:
         terms["THOUGHT"] = _THOUGHT
         lines.append(_THINKING)
@@ -341,28 +350,27 @@ def _build_grammar(
     return "\n".join(out) + "\n"
 
 
-def response_format_grammar(schema: Any | None, *, strict: bool = True) -> str:
-    """The grammar of one assistant turn whose text is a compact JSON value (OpenAI ``response_format``): optional
-    thinking, the value, ``<turn|>``. ``schema``: the JSON Schema it must match (``None``: any object);
-    ``strict``: objects without ``additionalProperties`` are closed (OpenAI's strict mode).
-
-    Raises:
-        SchemaError: a schema :func:`schema.build_ir` or llguidance's JSON compiler refuses.
-    """
+def answer_value_json(schema: Any | None, *, strict: bool = True) -> str:
+    """The ``%json`` schema (JSON text) of an answer that is a compact JSON value (OpenAI ``response_format``).
+    ``schema``: the JSON Schema it must match (``None``: any object); ``strict``: objects without
+    ``additionalProperties`` are closed (OpenAI's strict mode). SchemaError: a schema :func:`schema.build_ir`
+    refuses."""
     json_schema: Any = {"type": "object"}
     if schema is not None:
         json_schema = _ir_json(build_ir(schema, additional_properties=not strict), not strict)
     if isinstance(json_schema, dict):
         json_schema = {**json_schema, **NO_FLEX}
-    lines = [
-        "start: thinking? value <turn|>",
-        "value: %json " + json.dumps(json_schema, ensure_ascii=False),
-        _THINKING,
-        f"THOUGHT: {_THOUGHT}",
-    ]
-    grammar = "\n".join(lines) + "\n"
-    _validate(grammar)
-    return grammar
+    return json.dumps(json_schema, ensure_ascii=False)
+
+
+def response_format_grammar(schema: Any | None, *, strict: bool = True) -> str:
+    """The grammar of one assistant turn whose text is a compact JSON value (:func:`answer_value_json`):
+    optional thinking, the value, ``<turn|>``; no tools.
+
+    Raises:
+        SchemaError: a schema :func:`schema.build_ir` or llguidance's JSON compiler refuses.
+    """
+    return tool_call_grammar([], "none", answer_json=answer_value_json(schema, strict=strict))
 
 
 def value_grammar(schema: Any, *, additional_properties: bool = True) -> str:

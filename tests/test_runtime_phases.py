@@ -289,6 +289,29 @@ def test_constraint_batch_unpacks_every_frontier_at_once():
         ConstraintBatch([None, Fixed([], packed([]))]).apply(torch.zeros(2, 3, vocab), [True, True])
 
 
+def test_a_vote_moves_the_forbidden_mass_onto_its_tokens():
+    """ConstraintPlan.vote: the vote tokens weigh what they and the forbidden tokens weighed; the other allowed
+    tokens keep their probability (a JSON answer's openers take the prose beside a call)."""
+    vocab = 8
+    logits = torch.randn(1, 2, vocab, generator=torch.Generator().manual_seed(0))
+    before = logits[0, 0].softmax(-1)
+    allowed, vote = torch.zeros(vocab, dtype=torch.bool), torch.zeros(vocab, dtype=torch.bool)
+    allowed[[1, 2, 5]] = True
+    vote[[2, 5]] = True  # token 1 is the call; 0, 3, 4, 6, 7 are forbidden prose
+
+    class Voting(Fixed):
+        def plan(self):
+            return ConstraintPlan(fixed=[], mask=allowed, vote=vote)
+
+    ConstraintBatch([Voting([])]).apply(logits, [True])
+    after = logits[0, 0].softmax(-1)
+    assert torch.isfinite(logits[0, 0]).nonzero().flatten().tolist() == [1, 2, 5]
+    assert after[1].item() == pytest.approx(before[1].item(), rel=1e-5)
+    assert after[[2, 5]].sum().item() == pytest.approx(1 - before[1].item(), rel=1e-5)
+    assert (after[2] / after[5]).item() == pytest.approx((before[2] / before[5]).item(), rel=1e-5)
+    assert torch.isfinite(logits[0, 1]).all()  # only the frontier
+
+
 def test_the_transformers_adapter_names_a_missing_helper(ck):
     hf_compat.check_model(ck.model)
 

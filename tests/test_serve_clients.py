@@ -135,21 +135,38 @@ def test_response_format_json_schema_and_json_object(client):
     assert isinstance(json.loads(r.choices[0].message.content), dict)
 
 
+_AFTER_A_RESULT = [
+    {"role": "user", "content": "What is the weather in Berlin?"},
+    {
+        "role": "assistant",
+        "tool_calls": [
+            {
+                "id": "c1",
+                "type": "function",
+                "function": {"name": "get_weather", "arguments": '{"city": "Berlin"}'},
+            }
+        ],
+    },
+    {"role": "tool", "tool_call_id": "c1", "content": '{"city": "Berlin", "temperature": 4.0}'},
+]
+
+
 @pytest.mark.parametrize("seed", [0, 1])
-def test_response_format_with_tools_under_auto_is_the_json_answer(client, seed):
-    """docs/SERVING.md: under ``auto`` the turn is the JSON answer, never a call (offering both in one grammar made
-    the shipped checkpoint call a tool at almost every turn)."""
-    r = client.chat.completions.create(
-        model="agentkit-tiny",
-        messages=[{"role": "user", "content": "What is the weather in Berlin?"}],
-        tools=[WEATHER],
-        response_format={"type": "json_object"},
-        max_tokens=64,
-        seed=seed,
-    )
-    message = r.choices[0].message
-    assert not message.tool_calls and r.choices[0].finish_reason == "stop"
-    assert isinstance(json.loads(message.content), dict)
+@pytest.mark.parametrize(
+    "messages",
+    [[{"role": "user", "content": "Tell me a joke."}], _AFTER_A_RESULT],
+    ids=["small-talk", "after-a-result"],
+)
+def test_response_format_with_tools_answers_in_json_where_the_model_would_answer(client, seed, messages):
+    """Under ``auto`` a request the checkpoint answers in prose without ``response_format`` is answered in JSON
+    with it, not with a call: the prose it would write votes for the JSON answer (docs/SERVING.md). Without the
+    vote it called ``get_weather`` again after the tool's result, so a client's loop never ended."""
+    kwargs = dict(model="agentkit-tiny", messages=messages, tools=[WEATHER], max_tokens=64, seed=seed)
+    plain = client.chat.completions.create(**kwargs).choices[0]
+    assert not plain.message.tool_calls  # the model's own choice: an answer
+    r = client.chat.completions.create(**kwargs, response_format={"type": "json_object"}).choices[0]
+    assert not r.message.tool_calls and r.finish_reason == "stop"
+    assert isinstance(json.loads(r.message.content), dict)
 
 
 def test_streaming_matches_the_non_streamed_answer(client):

@@ -195,3 +195,27 @@ def test_a_tool_call_turn_has_null_content_as_on_openai_and_takes_a_response_for
     # prose opens with its own content "" chunk, as on OpenAI
     first, second, *_ = _stream_chunks(url, chat_body(max_tokens=16, seed=1))
     assert first == {"role": "assistant", "content": ""} and second["content"]
+
+
+def test_response_format_with_tools_under_auto_may_call_a_tool(server):
+    # the response_format grammar replaced the tools' grammar: with tool_choice "auto" no tool was ever called
+    url, _ = server
+    schema = {"type": "object", "properties": {"answer": {"type": "string"}}, "required": ["answer"]}
+    rf = {"type": "json_schema", "json_schema": {"name": "f", "schema": schema}}
+    body = chat_body(
+        q="What is the weather in Paris?", tools=[WEATHER], tool_choice="auto", seed=4, response_format=rf
+    )
+    r = httpx.post(url + "/v1/chat/completions", json=body, timeout=120)
+    message = r.json()["choices"][0]["message"]
+    assert message["content"] is None and message["tool_calls"][0]["function"]["name"] == "get_weather", (
+        r.text
+    )
+    # the answer, with the tools still declared, is the JSON value the schema describes
+    call_id = message["tool_calls"][0]["id"]
+    body["messages"] += [
+        message,
+        {"role": "tool", "tool_call_id": call_id, "content": '{"temperature": 4.0}'},
+    ]
+    r = httpx.post(url + "/v1/chat/completions", json={**body, "tool_choice": "none"}, timeout=120)
+    message = r.json()["choices"][0]["message"]
+    assert message.get("tool_calls") is None and set(json.loads(message["content"])) == {"answer"}, r.text

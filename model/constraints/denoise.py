@@ -77,6 +77,10 @@ class GrammarConstraint:
             ``repeat_window`` tokens (``no_repeat_ngram_size=1`` within a window; numbers are left alone).
         span_copy: a :class:`model.constraints.span_copy.SpanCopier` over the tool responses: in prose a token
             continuing a span is committed with the rest of it, or a glued span restarted; ``None``: off.
+        answer_vote: for a grammar whose answer is a JSON value beside calls (OpenAI ``response_format`` under
+            ``tool_choice="auto"``): at the turn's first position the tokens the grammar forbids (the prose the model
+            would write) count for the JSON answer's openers (:class:`model.runtime.ConstraintPlan` ``vote``), so the
+            turn calls a tool when the model would without ``response_format``.
 
     Raises:
         ValueError: the matcher is in an error state (bad grammar), or ``repeat_window < 1``."""
@@ -93,6 +97,7 @@ class GrammarConstraint:
         extend_prose: bool = True,
         repeat_window: int = 1,
         span_copy: Any = None,
+        answer_vote: bool = False,
     ) -> None:
         if matcher.is_error():
             raise ValueError(f"grammar matcher is in an error state: {matcher.get_error()}")
@@ -105,6 +110,9 @@ class GrammarConstraint:
         self.extend = extend
         self.extend_prose = extend_prose
         self._call_start = int(tokenizer.convert_tokens_to_ids(st.TOOL_CALL_START))
+        #: The turn's openers other than the answer's: a call, thinking (``answer_vote``).
+        self._not_answer = [self._call_start, int(tokenizer.convert_tokens_to_ids(st.CHANNEL_START))]
+        self.answer_vote = answer_vote
         self.no_repeat = no_repeat
         self._bases = word_bases(tokenizer) if no_repeat else None
         if repeat_window < 1:
@@ -289,7 +297,16 @@ class GrammarConstraint:
             return ConstraintPlan(fixed=self.canvas + [self.pad] * self._room())
         if self._room() <= 0:
             return ConstraintPlan(fixed=list(self.canvas))
-        return ConstraintPlan(fixed=list(self.canvas), mask=torch.from_numpy(self._frontier_mask()))
+        allowed = self._frontier_mask()
+        vote = None
+        if self.answer_vote and not self.all_tokens:  # the turn's first position
+            vote = allowed.copy()
+            vote[[t for t in self._not_answer if t < vote.size]] = False
+        return ConstraintPlan(
+            fixed=list(self.canvas),
+            mask=torch.from_numpy(allowed),
+            vote=None if vote is None else torch.from_numpy(vote),
+        )
 
     def commit(
         self,

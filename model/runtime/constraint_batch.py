@@ -25,10 +25,14 @@ class ConstraintPlan:
         fixed: tokens for positions ``0..len(fixed)-1``: the committed prefix, fast-forward tokens, then pad once the
             grammar has terminated; they get entropy 0, are always accepted and stay out of the stop statistics.
         mask: optional allowed-token mask for the frontier ``len(fixed)``: bool ``[V]``, or packed int32
-            ``[ceil(V/32)]`` in llguidance's layout. It must allow at least one token."""
+            ``[ceil(V/32)]`` in llguidance's layout. It must allow at least one token.
+        vote: optional bool ``[V]``, allowed tokens that take the probability of the tokens ``mask`` forbids:
+            their logits rise by ``logaddexp(lse(vote), lse(forbidden)) - lse(vote)``, so together they weigh what
+            they and the forbidden tokens weighed (a JSON answer's openers take the prose the model would write)."""
 
     fixed: list[int]
     mask: torch.Tensor | None = None
+    vote: torch.Tensor | None = None
 
 
 @runtime_checkable
@@ -160,7 +164,7 @@ class ConstraintBatch:
         device = logits.device
         fixed_mask = torch.zeros((batch, canvas_len), dtype=torch.bool, device=device)
         fixed_tok = torch.zeros((batch, canvas_len), dtype=torch.long, device=device)
-        frontier: list[tuple[int, int, torch.Tensor]] = []
+        frontier: list[tuple[int, int, torch.Tensor, torch.Tensor | None]] = []
         for r, c in self._live(active):
             plan = c.plan()
             k = min(len(plan.fixed), canvas_len)
@@ -168,15 +172,19 @@ class ConstraintBatch:
                 fixed_mask[r, :k] = True
                 fixed_tok[r, :k] = torch.tensor(plan.fixed[:k], dtype=torch.long, device=device)
             if plan.mask is not None and k < canvas_len:
-                frontier.append((r, k, plan.mask))
+                frontier.append((r, k, plan.mask, plan.vote))
         if frontier:
-            allowed = _allowed_tokens([m for _, _, m in frontier], vocab, device)
+            allowed = _allowed_tokens([m for _, _, m, _ in frontier], vocab, device)
             ok = allowed.any(dim=-1)
             if not bool(ok.all()):
-                r, k, _ = frontier[int((~ok).nonzero()[0])]
+                r, k, _, _ = frontier[int((~ok).nonzero()[0])]
                 raise ValueError(f"row {r}: constraint mask at canvas position {k} allows no token")
             forbidden = ~allowed
-            for j, (r, k, _) in enumerate(frontier):  # in place on each row's view (no gather and scatter)
+            for j, (r, k, _, vote) in enumerate(
+                frontier
+            ):  # in place on each row's view (no gather and scatter)
+                if vote is not None:
+                    _take_vote(logits[r, k], vote.to(device)[:vocab] & allowed[j], forbidden[j])
                 logits[r, k].masked_fill_(forbidden[j], float("-inf"))
         if bool(fixed_mask.any()):
             # in place: -inf everywhere, 0 at the fixed token (entropy 0)
@@ -245,6 +253,16 @@ class ConstraintBatch:
                 )
             readout[r] = torch.tensor(toks, dtype=torch.long, device=argmax.device)
         return readout
+
+
+def _take_vote(row: torch.Tensor, vote: torch.Tensor, forbidden: torch.Tensor) -> None:
+    """``row`` ``[V]`` logits in place: the ``vote`` tokens (bool ``[V]``) take the mass of the ``forbidden`` ones
+    (:class:`ConstraintPlan`); nothing when either set is empty."""
+    if not bool(vote.any()) or not bool(forbidden.any()):
+        return
+    mine, theirs = torch.logsumexp(row[vote], 0), torch.logsumexp(row[forbidden], 0)
+    if bool(torch.isfinite(mine)):
+        row[vote] += torch.logaddexp(mine, theirs) - mine
 
 
 def _allowed_tokens(masks: list[torch.Tensor], vocab: int, device: torch.device) -> torch.Tensor:

@@ -17,7 +17,7 @@ import torch
 
 from grammar.llg import new_matcher
 from grammar.parse import parse_tool_calls
-from grammar.turn import response_format_grammar, tool_call_grammar
+from grammar.turn import answer_value_json, tool_call_grammar
 from model.binding import BindingInputs
 from model.binding.binder import resolve_binder
 from model.checkpoint.loading import LoadedCheckpoint, load_checkpoint
@@ -160,6 +160,7 @@ class ChatModel:
         parallel_tool_calls: bool = True,
         answer_grounding: list[str] | None = None,
         span_texts: list[str] | None = None,
+        answer_json: str | None = None,
     ) -> Any:
         """A fresh :class:`GrammarConstraint` for ``tools`` and ``tool_choice``.
 
@@ -172,6 +173,7 @@ class ChatModel:
             answer_grounding: texts the prose takes its numbers and dates from (:func:`answer_texts`); ``None``: free.
             span_texts: texts whose spans the prose copies whole once started
                 (:class:`model.constraints.span_copy.SpanCopier`); ``None``: no span copies.
+            answer_json: the answer is this JSON value, not prose (``grammar.turn.answer_value_json``).
 
         Raises:
             schema.SchemaError: unsupported keyword or unsatisfiable schema (names its path).
@@ -183,6 +185,7 @@ class ChatModel:
             grounding=grounding,
             parallel_tool_calls=parallel_tool_calls,
             answer_grounding=answer_grounding,
+            answer_json=answer_json,
         )
         matcher = new_matcher(self.tokenizer, grammar)
         return GrammarConstraint(
@@ -190,9 +193,10 @@ class ChatModel:
             self.tokenizer,
             pad_token_id=self.settings.pad_token_id,
             no_repeat=self.settings.no_repeat if no_repeat is None else no_repeat,
-            extend_prose=self.settings.extend_prose,
+            extend_prose=self.settings.extend_prose or answer_json is not None,  # a JSON answer: as calls
             repeat_window=self.settings.repeat_window,
             span_copy=SpanCopier.from_texts(span_texts, self.tokenizer) if span_texts else None,
+            answer_vote=answer_json is not None and bool(tools) and tool_choice in ("auto", None),
         )
 
     @property
@@ -236,10 +240,9 @@ class ChatModel:
         check_prompt_length(len(input_ids), self.model, settings)  # before any grammar work
         if tool_choice not in ("auto", "none", None):
             response_format = None  # the turn is a call; response_format shapes text answers (as on OpenAI)
-        if response_format is not None and response_format.get("type", "text") != "text":
-            constraint = self._response_constraint(response_format)
+        answer_json = _answer_json(response_format)  # a JSON answer, or calls under "auto"; None: prose
         # without tools: the prose-only grammar (text, never a call or a control token)
-        elif options.get("constrained", True):
+        if options.get("constrained", True) or answer_json is not None:
             tools = tools or []
             grounding = grounding_texts(messages) if any(_grounded(t) for t in tools) else None
             if tool_specs is not None and len(tool_specs) != len(tools):
@@ -256,10 +259,18 @@ class ChatModel:
                 prefill = prefill_prompt(self.model, torch.tensor([input_ids], device=self.model.device))
                 specs = self._bind(found, prefill, input_ids, tools, specs, tool_choice)
             choice = tool_choice if tools else "auto"
-            facts = answer_texts(messages) if settings.ground_answers else None
-            spans = tool_texts(messages) if settings.span_copy else None
+            prose = answer_json is None  # the prose rules (grounded facts, span copies, no repeats)
+            facts = answer_texts(messages) if settings.ground_answers and prose else None
+            spans = tool_texts(messages) if settings.span_copy and prose else None
             constraint = self.make_constraint(
-                specs, choice, grounding, None, options.get("parallel_tool_calls", True), facts, spans
+                specs,
+                choice,
+                grounding,
+                None if prose else False,
+                options.get("parallel_tool_calls", True),
+                facts,
+                spans,
+                answer_json,
             )
         if constraint is not None:
             settings = self._fit_budget(constraint, settings, len(input_ids), response_format, tool_choice)
@@ -312,23 +323,6 @@ class ChatModel:
         )
         decision = binder.propose(inputs)
         return normalized if decision is None else decision.apply(normalized)
-
-    def _response_constraint(self, response_format: dict[str, Any]) -> Any:
-        kind = response_format.get("type")
-        if kind == "json_object":
-            grammar = response_format_grammar(None)
-        elif kind == "json_schema":
-            spec = response_format.get("json_schema")
-            if not isinstance(spec, dict) or "schema" not in spec:
-                raise ValueError("response_format json_schema needs a 'json_schema' object with a 'schema'")
-            grammar = response_format_grammar(spec["schema"], strict=bool(spec.get("strict", False)))
-        else:
-            raise ValueError(
-                f"response_format type must be 'text', 'json_object' or 'json_schema', got {kind!r}"
-            )
-        return GrammarConstraint(
-            new_matcher(self.tokenizer, grammar), self.tokenizer, pad_token_id=self.settings.pad_token_id
-        )
 
     def finish(
         self, new_tokens: list[int], prompt_tokens: int, stats: GenerationStats, started: float
@@ -418,6 +412,23 @@ class PreparedTurn:
     constraint: Any = None
     vision: VisionInputs | None = None
     prefill: Prefill | None = None
+
+
+def _answer_json(response_format: dict[str, Any] | None) -> str | None:
+    """The ``%json`` schema of the answer OpenAI's ``response_format`` asks for (``None``: prose); ValueError for
+    an unknown type or a ``json_schema`` without its schema, SchemaError for a schema the grammar refuses."""
+    rf = response_format or {}
+    kind = rf.get("type", "text")
+    if kind == "text":
+        return None
+    if kind == "json_object":
+        return answer_value_json(None)
+    if kind == "json_schema":
+        spec = rf.get("json_schema")
+        if not isinstance(spec, dict) or "schema" not in spec:
+            raise ValueError("response_format json_schema needs a 'json_schema' object with a 'schema'")
+        return answer_value_json(spec["schema"], strict=bool(spec.get("strict", False)))
+    raise ValueError(f"response_format type must be 'text', 'json_object' or 'json_schema', got {kind!r}")
 
 
 def _grounded(tool: dict[str, Any]) -> bool:
