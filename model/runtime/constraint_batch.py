@@ -184,7 +184,8 @@ class ConstraintBatch:
                 frontier
             ):  # in place on each row's view (no gather and scatter)
                 if vote is not None:
-                    _take_vote(logits[r, k], vote.to(device)[:vocab] & allowed[j], forbidden[j])
+                    mine = _allowed_tokens([vote], vocab, device)[0] & allowed[j]
+                    _take_vote(logits[r, k], mine, forbidden[j])
                 logits[r, k].masked_fill_(forbidden[j], float("-inf"))
         if bool(fixed_mask.any()):
             # in place: -inf everywhere, 0 at the fixed token (entropy 0)
