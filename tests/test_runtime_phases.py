@@ -297,7 +297,9 @@ def test_a_vote_moves_the_forbidden_mass_onto_its_tokens():
     before = logits[0, 0].softmax(-1)
     allowed, vote = torch.zeros(vocab, dtype=torch.bool), torch.zeros(vocab - 2, dtype=torch.bool)
     allowed[[1, 2, 5]] = True
-    vote[[2, 5]] = True  # token 1 is the call; 0, 3, 4, 6, 7 are forbidden prose; a tokenizer 2 short of the model
+    vote[[2, 5]] = (
+        True  # token 1 is the call; 0, 3, 4, 6, 7 are forbidden prose; a tokenizer 2 short of the model
+    )
 
     class Voting(Fixed):
         def plan(self):
