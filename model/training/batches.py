@@ -90,6 +90,7 @@ def make_batch(
     *,
     pad_weight: float = 0.25,
     copy_weight: float = 0.0,
+    decision_weight: float = 1.0,
 ) -> dict[str, Any]:
     """Collate examples into left-padded tensors: of a longer target, one canvas-aligned window drawn uniformly,
     the earlier target tokens appended to the prompt; prompts keep their last ``max_prompt`` tokens.
@@ -97,7 +98,8 @@ def make_batch(
     Returns:
         ``input_ids``, ``attention_mask`` [B, P] int64, ``canvas`` [B, C] int64 (``<pad>`` after the target),
         ``is_target`` [B, C] bool, ``weight`` [B, C] float32 (``pad_weight`` after the target, ``1 +
-        copy_weight`` on copied tokens, else 1) and, with labels, ``decl_pos`` [B, K] int64, ``decl_valid``
+        copy_weight`` on copied tokens, else 1; times ``decision_weight`` at a turn's first token, where it
+        calls or answers) and, with labels, ``decl_pos`` [B, K] int64, ``decl_valid``
         [B, K] bool, ``bind`` [B, P], ``key`` [B, C] int64 (-100: no label) and ``ptr`` [B, C] bool.
     """
     C = canvas_length
@@ -122,6 +124,8 @@ def make_batch(
         real.append(len(c))
         cp = it.copied[w * C : (w + 1) * C] if it.copied else [False] * len(c)
         weights.append([1.0 + copy_weight * f for f in cp] + [pad_weight] * (C - len(c)))
+        if w == 0 and c:
+            weights[-1][0] *= decision_weight
         canvases.append(c + [st.PAD_ID] * (C - len(c)))
         prompts.append(p)
     P = max(len(p) for p in prompts)
@@ -148,7 +152,13 @@ def make_batch(
 def device_batch(items: list[Encoded], cfg: TrainConfig, rng: random.Random, device: str) -> dict[str, Any]:
     """:func:`make_batch` with ``cfg``'s canvas, prompt cap and loss weights, tensors moved to ``device``."""
     b = make_batch(
-        items, cfg.canvas_length, cfg.max_prompt, rng, pad_weight=cfg.pad_weight, copy_weight=cfg.copy_weight
+        items,
+        cfg.canvas_length,
+        cfg.max_prompt,
+        rng,
+        pad_weight=cfg.pad_weight,
+        copy_weight=cfg.copy_weight,
+        decision_weight=cfg.decision_weight,
     )
     return {k: v.to(device) for k, v in b.items()}
 

@@ -66,6 +66,7 @@ class TrainConfig:
         max_prompt: Prompt tokens kept per example (the last ones).
         space_tokens: Spaces as their own pre-tokens in a fresh tokenizer.
         copy_weight: Extra loss weight on copied value tokens.
+        decision_weight: Loss weight factor of a turn's first token (a call opens, or the prose answer starts).
         ar_weight: Weight of the encoder's autoregressive loss (MAX_PROMPT + CANVAS_LENGTH < SLIDING_WINDOW).
         terse_p: Share of the examples whose tool declarations lose their descriptions.
         drill_steps: First steps on the copy drill only (terse single calls); give STEPS, not MAX_MINUTES.
@@ -129,6 +130,7 @@ class TrainConfig:
     max_prompt: Positive = 512
     space_tokens: bool = False
     copy_weight: NonNegative = 0.0
+    decision_weight: NonNegative = 1.0
     ar_weight: NonNegative = 0.0
     terse_p: Unit = 0.0
     drill_steps: Steps = 0
