@@ -320,18 +320,21 @@ def test_space_tokens_make_copies_identity_and_copy_weights_mark_values():
     assert w == [3.0 if c else 1.0 for c in enc.copied] + [0.25] * 4
 
 
-def test_decision_weight_scales_only_a_turns_first_token():
+def test_decision_weight_scales_a_turns_first_token_and_the_token_after_each_call():
     from model.training.labels import Encoded
 
-    enc = Encoded(prompt=[5, 6, 7], target=[10, 11, 12, 13, 14, 15])
+    end = st.SPECIAL_IDS[st.TOOL_CALL_END]
+    enc = Encoded(prompt=[5, 6, 7], target=[10, 11, end, 13, 14, 15])
     seen = set()
     for seed in range(12):  # a 6-token target over a 4-token canvas: window 0 or window 1
         b = make_batch([enc], 4, 4096, random.Random(seed), pad_weight=0.25, decision_weight=5.0)
         first = b["canvas"][0, 0].item()
         seen.add(first)
-        expect = [5.0, 1.0, 1.0, 1.0] if first == 10 else [1.0, 1.0, 0.25, 0.25]
+        expect = [5.0, 1.0, 1.0, 5.0] if first == 10 else [1.0, 1.0, 0.25, 0.25]
         assert b["weight"][0].tolist() == expect
     assert seen == {10, 14}
+    plain = make_batch([enc], 8, 4096, random.Random(0))  # default: the loss as before
+    assert plain["weight"][0].tolist() == [1.0] * 6 + [0.25] * 2
 
 
 def test_ar_weight_needs_the_prompt_and_canvas_inside_the_sliding_window(tmp_path, capsys):

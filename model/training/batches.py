@@ -14,6 +14,8 @@ from model.training.labels import Encoded, example_labels
 from model.training.render import render_prompt
 from model.training.settings import TrainConfig
 
+_CALL_END = st.SPECIAL_IDS[st.TOOL_CALL_END]
+
 
 def word_token_table(tok: Any) -> list[bool]:
     """``table[id]`` is True when token ``id`` decodes to text with a letter or digit (not a control token)."""
@@ -98,8 +100,8 @@ def make_batch(
     Returns:
         ``input_ids``, ``attention_mask`` [B, P] int64, ``canvas`` [B, C] int64 (``<pad>`` after the target),
         ``is_target`` [B, C] bool, ``weight`` [B, C] float32 (``pad_weight`` after the target, ``1 +
-        copy_weight`` on copied tokens, else 1; times ``decision_weight`` at a turn's first token, where it
-        calls or answers) and, with labels, ``decl_pos`` [B, K] int64, ``decl_valid``
+        copy_weight`` on copied tokens, else 1; times ``decision_weight`` at a turn's first token and after each
+        ``<tool_call|>``, where it calls or answers, and calls again or stops) and, with labels, ``decl_pos`` [B, K] int64, ``decl_valid``
         [B, K] bool, ``bind`` [B, P], ``key`` [B, C] int64 (-100: no label) and ``ptr`` [B, C] bool.
     """
     C = canvas_length
@@ -123,9 +125,11 @@ def make_batch(
         c = t[w * C : (w + 1) * C]
         real.append(len(c))
         cp = it.copied[w * C : (w + 1) * C] if it.copied else [False] * len(c)
-        weights.append([1.0 + copy_weight * f for f in cp] + [pad_weight] * (C - len(c)))
-        if w == 0 and c:
-            weights[-1][0] *= decision_weight
+        row = [1.0 + copy_weight * f for f in cp] + [pad_weight] * (C - len(c))
+        for i in range(w * C, w * C + len(c)):  # where the turn calls or answers, and goes on or stops
+            if i == 0 or t[i - 1] == _CALL_END:
+                row[i - w * C] *= decision_weight
+        weights.append(row)
         canvases.append(c + [st.PAD_ID] * (C - len(c)))
         prompts.append(p)
     P = max(len(p) for p in prompts)

@@ -66,7 +66,8 @@ class TrainConfig:
         max_prompt: Prompt tokens kept per example (the last ones).
         space_tokens: Spaces as their own pre-tokens in a fresh tokenizer.
         copy_weight: Extra loss weight on copied value tokens.
-        decision_weight: Loss weight factor of a turn's first token (a call opens, or the prose answer starts).
+        decision_weight: Loss weight factor of a turn's first token and of the token after each call (call or
+            answer; another call or the end).
         ar_weight: Weight of the encoder's autoregressive loss (MAX_PROMPT + CANVAS_LENGTH < SLIDING_WINDOW).
         terse_p: Share of the examples whose tool declarations lose their descriptions.
         drill_steps: First steps on the copy drill only (terse single calls); give STEPS, not MAX_MINUTES.
