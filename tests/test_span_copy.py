@@ -313,3 +313,53 @@ def test_the_shipped_checkpoint_copies_facts_whole_or_not_at_all():
         named.append(bool(re.search(r"(?<![\w/])model/batching\.py:173(?!\d)", text)))
         texts.append(text)
     assert named == [True, False, False], texts
+
+
+def test_whole_words_a_call_value_does_not_end_inside_a_copied_word(tok):
+    """``value_copy``: a string value whose last word is a strict prefix of a word of the request (``Ten`` of
+    ``Tennis``) and no whole word of it may not end there: the closing ``<|"|>`` is refused at the frontier and
+    re-noised when accepted; a whole word, a word the request does not start, and key names end as before."""
+    tool = {
+        "type": "function",
+        "function": {
+            "name": "find_matches",
+            "description": "Matches of a sport.",
+            "parameters": {
+                "type": "object",
+                "properties": {"sport": {"type": "string"}},
+                "required": ["sport"],
+            },
+        },
+    }
+    grammar = tool_call_grammar([tool], "required")
+    words = SpanCopier.from_texts(["Who won the Tennis final in Tenerife?"], tok)
+    delim = tok.convert_tokens_to_ids('<|"|>')
+    head = [*ids(tok, "<|tool_call>call:find_matches{sport:"), delim]
+
+    def close(value: str, value_copy: Any) -> tuple[list[int], bool]:
+        c = GrammarConstraint(new_matcher(tok, grammar), tok, value_copy=value_copy)
+        c.start_canvas(64, 256)
+        assert c._consume(head + ids(tok, value)) == len(head) + len(ids(tok, value))
+        at, tokens, accepted = len(c.canvas), [0] * 64, [False] * 64
+        tokens[at], accepted[at] = delim, True
+        mask = c._frontier_mask()
+        return c.commit(tokens, accepted), bool(mask[delim])
+
+    assert close("Ten", words) == ([len(head) + len(ids(tok, "Ten"))], False)  # refused, re-noised
+    assert close("Ten", None) == ([], True)
+    assert close("Tennis", words) == ([], True)  # a whole word
+    assert close("Tenn", words)[1] is False
+    assert close("Badminton", words) == ([], True)  # no word of the request
+    c = GrammarConstraint(new_matcher(tok, grammar), tok, value_copy=words)
+    c.start_canvas(64, 256)
+    c._consume(head + ids(tok, "Ten"))
+    mask = c._frontier_mask()
+    goes_on = ["Ten" + tok.decode([t]) for t in range(len(tok)) if mask[t]]
+    words_of = ("Tennis", "Tenerife")
+    assert "Tennis" in goes_on or any("Tennis".startswith(w) for w in goes_on)
+    assert all(any(w.startswith(x) or x.startswith(w) for x in words_of) for w in goes_on)
+    assert close("Tene", words)[1] is False and close("Tenerife", words) == ([], True)
+    c = GrammarConstraint(new_matcher(tok, grammar), tok, value_copy=words)
+    c.start_canvas(64, 256)
+    c._consume(ids(tok, "<|tool_call>call:find_matches{"))
+    assert c._value_keep() is None  # a key name is no value
