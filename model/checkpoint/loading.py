@@ -56,7 +56,6 @@ class _DecodingOptions(BaseModel):
     bind_values: bool = False
     ground_answers: bool = False
     span_copy: bool = False
-    whole_words: bool = False
 
     @model_validator(mode="after")
     def _widens_no_repeat(self) -> _DecodingOptions:

@@ -81,10 +81,6 @@ class GrammarConstraint:
             ``tool_choice="auto"``): at the turn's first position the tokens the grammar forbids (the prose the model
             would write) count for the JSON answer's openers (:class:`model.runtime.ConstraintPlan` ``vote``), so the
             turn calls a tool when the model would without ``response_format``.
-        value_copy: a :class:`model.constraints.span_copy.SpanCopier` over the texts a call's values copy (the
-            user's messages, the tool responses): a string value whose last word is a strict prefix of one of their
-            words, and none of them whole, goes on copying it (``Ten`` of ``Tennis`` neither ends the value nor
-            turns into another word); ``None``: off.
 
     Raises:
         ValueError: the matcher is in an error state (bad grammar), or ``repeat_window < 1``."""
@@ -102,7 +98,6 @@ class GrammarConstraint:
         repeat_window: int = 1,
         span_copy: Any = None,
         answer_vote: bool = False,
-        value_copy: Any = None,
     ) -> None:
         if matcher.is_error():
             raise ValueError(f"grammar matcher is in an error state: {matcher.get_error()}")
@@ -124,8 +119,6 @@ class GrammarConstraint:
             raise ValueError(f"repeat_window must be >= 1, got {repeat_window}")
         self.repeat_window = repeat_window
         self.span_copy = span_copy
-        self.value_copy = value_copy
-        self._delim = int(tokenizer.convert_tokens_to_ids(st.STRING_DELIM))
         #: Tokens committed by whole-span copies (candidate included).
         self.span_copied_tokens = 0
         self.extended_tokens = 0
@@ -249,27 +242,6 @@ class GrammarConstraint:
         """True once the turn has opened a tool call (for the per-mode accept window)."""
         return self._call_at is not None
 
-    def _value_keep(self, allowed: np.ndarray | None = None) -> np.ndarray | None:
-        """Inside a call's string value whose last word copies a word of ``value_copy`` only in part: the frontier's
-        tokens (``allowed``, default the grammar's) that go on copying it; ``None`` elsewhere, or when the grammar
-        lets none go on."""
-        if self.value_copy is None or self._call_at is None:
-            return None
-        if self.all_tokens[self._call_at :].count(self._delim) % 2 == 0:
-            return None  # not inside a string
-        goes_on = self.value_copy.copy_continuations(self.all_tokens, self.vocab_size)
-        if goes_on is None:
-            return None
-        if allowed is None:
-            allowed = bitmask_to_bool(self.matcher.compute_bitmask(), self.vocab_size)
-        keep = allowed & goes_on[: allowed.size]
-        return keep if keep.any() else None
-
-    def _cuts_value(self, tok: int) -> bool:
-        """True when ``tok`` would break off a copy :meth:`_value_keep` keeps going."""
-        keep = self._value_keep()
-        return keep is not None and not (tok < keep.size and bool(keep[tok]))
-
     def _in_prose(self) -> bool:
         """True when the extension must wait (``extend_prose`` off and the turn is prose)."""
         return not self.extend_prose and bool(self.all_tokens) and not self.in_call
@@ -280,8 +252,6 @@ class GrammarConstraint:
             inside = self.span_copy.allowed(self.all_tokens, allowed.size, restart=bool(self.canvas))
             if inside is not None and (allowed & inside).any():  # never empty the mask
                 allowed = allowed & inside
-        if (keep := self._value_keep(allowed)) is not None:
-            allowed = keep
         banned = self._banned()
         if banned and self._bases is not None:
             keep = allowed & ~np.isin(self._bases[0][: allowed.size], banned)
@@ -363,12 +333,7 @@ class GrammarConstraint:
         while (i := len(self.canvas)) < self.canvas_length and not self.done and not self.closing:
             if i == frontier and (k := self._span_copy(i, tokens, accepted, logits)):
                 self.span_copied_tokens += k
-            elif (
-                accepted[i]
-                and not self._repeats(int(tokens[i]))
-                and not self._cuts_value(int(tokens[i]))
-                and self._consume([int(tokens[i])]) == 1
-            ):
+            elif accepted[i] and not self._repeats(int(tokens[i])) and self._consume([int(tokens[i])]) == 1:
                 pass
             elif ff := self.matcher.compute_ff_tokens():
                 # pragma: no cover - ff tokens come from the matcher, so they are always consumed
@@ -433,7 +398,6 @@ class GrammarConstraint:
                         tok < self.vocab_size
                         and bool((raw[tok >> 3] >> (tok & 7)) & 1)
                         and not self._repeats(tok)
-                        and not self._cuts_value(tok)
                     )
                 if not ok:
                     if allowed is None:

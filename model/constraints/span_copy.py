@@ -173,18 +173,6 @@ class SpanCopier:
             ids += [int(t) for t in self.tokenizer(rest, add_special_tokens=False)["input_ids"]]
         return ids
 
-    def copy_continuations(self, committed: Sequence[int], vocab_size: int) -> np.ndarray | None:
-        """While the word being written is a strict prefix of a span and no whole span (``Ten`` of ``Tennis``), the
-        ``[vocab_size]`` bool tokens that keep it a prefix of a span or end it on a whole one; else ``None``."""
-        word = self.word(committed)
-        if not word or word not in self._prefixes or word in self._span_set:
-            return None
-        out = np.zeros(vocab_size, dtype=bool)
-        for t, lead, entire, _ in _lead_table(self.tokenizer, vocab_size):
-            if t < vocab_size:
-                out[t] = (word + lead in self._prefixes) if entire else (word + lead in self._span_set)
-        return out
-
     def restart(self, committed: Sequence[int], candidate: int) -> list[int]:
         """The tokens to commit *in place of* the last committed token when it and ``candidate`` are two pieces of a
         fact span glued to the plain word before (possibly after letters of the span's first word the pointer

@@ -40,9 +40,7 @@ class DenoiseSettings:
         ground_answers: prose writes a digit only inside a fact of the conversation, copied whole
             (:func:`grammar.grounding.answer_regex`; read by ``ChatModel.prepare``).
         span_copy: whole-span copying in answers (:mod:`model.constraints.span_copy`; read by
-            ``ChatModel.prepare``).
-        whole_words: a call's string value that starts copying a word of the user's messages or the tool
-            responses does not end inside it (``GrammarConstraint`` ``value_copy``; read by ``ChatModel.prepare``)."""
+            ``ChatModel.prepare``)."""
 
     canvas_length: int = 256
     max_new_tokens: int = 256
@@ -62,7 +60,6 @@ class DenoiseSettings:
     bind_values: bool = False
     ground_answers: bool = False
     span_copy: bool = False
-    whole_words: bool = False
 
     def __post_init__(self) -> None:
         for k in ("canvas_length", "max_new_tokens", "max_denoising_steps", "entropy_bound"):

@@ -161,7 +161,6 @@ class ChatModel:
         answer_grounding: list[str] | None = None,
         span_texts: list[str] | None = None,
         answer_json: str | None = None,
-        value_texts: list[str] | None = None,
     ) -> Any:
         """A fresh :class:`GrammarConstraint` for ``tools`` and ``tool_choice``.
 
@@ -175,8 +174,6 @@ class ChatModel:
             span_texts: texts whose spans the prose copies whole once started
                 (:class:`model.constraints.span_copy.SpanCopier`); ``None``: no span copies.
             answer_json: the answer is this JSON value, not prose (``grammar.turn.answer_value_json``).
-            value_texts: texts whose words a call's string values copy whole once started (``GrammarConstraint``
-                ``value_copy``); ``None``: values end anywhere the grammar allows.
 
         Raises:
             schema.SchemaError: unsupported keyword or unsatisfiable schema (names its path).
@@ -200,7 +197,6 @@ class ChatModel:
             repeat_window=self.settings.repeat_window,
             span_copy=SpanCopier.from_texts(span_texts, self.tokenizer) if span_texts else None,
             answer_vote=answer_json is not None and bool(tools) and tool_choice in ("auto", None),
-            value_copy=SpanCopier.from_texts(value_texts, self.tokenizer) if value_texts else None,
         )
 
     @property
@@ -266,7 +262,6 @@ class ChatModel:
             prose = answer_json is None  # the prose rules (grounded facts, span copies, no repeats)
             facts = answer_texts(messages) if settings.ground_answers and prose else None
             spans = tool_texts(messages) if settings.span_copy and prose else None
-            words = grounding_texts(messages) if settings.whole_words and tools else None
             constraint = self.make_constraint(
                 specs,
                 choice,
@@ -276,7 +271,6 @@ class ChatModel:
                 facts,
                 spans,
                 answer_json,
-                words,
             )
         if constraint is not None:
             settings = self._fit_budget(constraint, settings, len(input_ids), response_format, tool_choice)
