@@ -640,3 +640,32 @@ def test_run_python_refuses_bad_files(runner, files, error, message):
 def test_run_python_bad_timeout(runner):
     with pytest.raises(ValueError, match="timeout: Input should be less than or equal to 60"):
         cs.run_python("print(1)", timeout=61)
+
+
+def test_find_definition_finds_module_level_variables_and_falls_back_to_other_kinds(tmp_path):
+    (tmp_path / "limits.py").write_text(
+        "MAX_ITEMS = 10\nlimit: int = 3\nclass Box:\n    size = 1\n\n\ndef max_items_for(box):\n    local = 2\n"
+        "    return MAX_ITEMS\n"
+    )
+    repo = CodeRepo(tmp_path)
+    found = repo.find_definitions("MAX_ITEMS")
+    assert [(m["location"], m["kind"], m["signature"]) for m in found["matches"]] == [
+        ("limits.py:1", "variable", "MAX_ITEMS = 10")
+    ]
+    assert repo.find_definitions("limit")["matches"][0]["signature"] == "limit: int = 3"
+    for q in ("variable MAX_ITEMS", "constant MAX_ITEMS", "const MAX_ITEMS"):  # the kind word a model writes
+        assert repo.find_definitions(q)["matches"][0]["location"] == "limits.py:1", q
+    # a function of a longer name ranks before a variable of the same rank; locals and class attributes are no
+    # module-level variables
+    assert [m["name"] for m in repo.find_definitions("max_item")["matches"]] == ["max_items_for", "MAX_ITEMS"]
+    assert repo.find_definitions("local")["matches"] == [] and repo.find_definitions("size")["matches"] == []
+    # asked as a function: no function has the name, so its definitions of other kinds, with a note
+    as_function = repo.find_definitions("MAX_ITEMS", kind="function")
+    assert [m["location"] for m in as_function["matches"]] == ["limits.py:1"]
+    assert "No function definition matches 'MAX_ITEMS'" in as_function["note"]
+    assert repo.find_definitions("max_items_for", kind="class")["matches"][0]["kind"] == "function"
+    # without the name itself, the kind asked for; a part of a name never brings in another kind
+    assert [m["name"] for m in repo.find_definitions("max_item", kind="function")["matches"]] == [
+        "max_items_for"
+    ]
+    assert repo.find_definitions("MAX_IT", kind="class")["matches"] == []

@@ -36,7 +36,8 @@ _CLASS_KWS = frozenset("class struct enum interface trait type module impl objec
 #: A Python ``def``/``async def``/``class`` line.
 PY_DEF_LINE_RE = re.compile(r"^\s*(?:async\s+def|def|class)\s")
 
-Kind = Literal["function", "class", "method"]
+#: ``variable``: a name a Python module assigns at its top level (``MAX_THREADS = 1024``, ``Units = Literal[...]``).
+Kind = Literal["function", "class", "method", "variable"]
 KindFilter = Literal["any", "function", "class", "method"]
 
 
@@ -72,9 +73,23 @@ def _py_signature(node: ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef) -
     return sig if len(sig) <= 300 else sig[:297] + "..."
 
 
+def _assigned_names(node: ast.stmt) -> list[str]:
+    """The plain names a top-level assignment binds (``A = B = 1``, ``x: int = 2``)."""
+    targets = (
+        node.targets
+        if isinstance(node, ast.Assign)
+        else [node.target]
+        if isinstance(node, ast.AnnAssign)
+        else []
+    )
+    return [t.id for t in targets if isinstance(t, ast.Name)]
+
+
 def python_definitions(rel: str, text: str) -> list[Definition]:
-    """All function/class/method definitions of a Python source; SyntaxError/ValueError if it does not parse."""
+    """All function/class/method definitions of a Python source, and the names its module level assigns
+    (``variable``); SyntaxError/ValueError if it does not parse."""
     tree = ast.parse(text)
+    lines = text.splitlines()
     out: list[Definition] = []
 
     def visit(body: list[ast.stmt], prefix: str, in_class: bool) -> None:
@@ -98,6 +113,10 @@ def python_definitions(rel: str, text: str) -> list[Definition]:
                     )
                 )
                 visit(node.body, qual + ".", isinstance(node, ast.ClassDef))
+            elif not prefix and (names := _assigned_names(node)):
+                line = lines[node.lineno - 1].strip()[:300] if node.lineno <= len(lines) else ""
+                end = node.end_lineno or node.lineno
+                out.extend(Definition(rel, node.lineno, end, "variable", n, n, line, "") for n in names)
             elif isinstance(node, ast.If | ast.Try | ast.With | ast.AsyncWith | ast.For | ast.While):
                 # definitions under `if TYPE_CHECKING:`, `try:` etc. belong to the enclosing scope
                 for field in ("body", "orelse", "finalbody"):
@@ -134,9 +153,10 @@ def regex_definitions(rel: str, text: str) -> list[Definition]:
 
 
 def normalize_query(name: str) -> str:
-    """Strip what a model may wrap around a name: ``def``/``class`` keywords, ``()``, backticks, spaces."""
+    """Strip what a model may wrap around a name: ``def``/``class`` and kind words (``variable MAX``), ``()``,
+    backticks, spaces."""
     q = name.strip().strip("`'\"").strip()
-    q = re.sub(r"^(?:async\s+def|def|class|function|func|fn)\s+", "", q)
+    q = re.sub(r"^(?:async\s+def|def|class|function|func|fn|method|variable|constant|const|var)\s+", "", q)
     q = re.sub(r"\(.*\)?$", "", q).strip()
     return q
 

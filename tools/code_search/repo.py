@@ -282,8 +282,10 @@ class CodeRepo:
 
         ``name``: a name, a part of one, or a dotted name (``Agent.run``, ``agentkit.bundle.load_bundle``),
         case-insensitive, ``def``/``class`` and ``(...)`` around it ignored; ``kind``: ``"any"``, ``"function"``,
-        ``"class"`` or ``"method"``; ``glob``: an optional :func:`path_glob`. Ranking: exact name, exact ignoring
-        case, qualified-name match, prefix, substring; within a rank source before tests/examples before docs,
+        ``"class"`` or ``"method"`` (when no definition of that kind has the name itself, those of other kinds
+        that have it, with a ``note``); ``glob``: an optional :func:`path_glob`. Module-level variables (``MAX_THREADS = 1024``)
+        match under ``"any"``. Ranking: exact name, exact ignoring case, qualified-name match, prefix, substring;
+        within a rank functions, classes and methods before variables, source before tests/examples before docs,
         public before ``_private`` (unless asked for), module-level before nested, shallower paths, then path
         and line. When some definition is named ``name`` itself (the first three ranks), only those are listed
         and counted: beside it, ``test_load_bundle`` is noise.
@@ -307,18 +309,28 @@ class CodeRepo:
             if text is None or needle not in text.casefold().encode():
                 continue
             for d in self._definitions(rel, text):
-                if kind != "any" and d.kind != kind:
-                    continue
                 score = match_score(query, d)
                 if score is None:
                     continue
                 private = d.name.startswith("_") and not query.startswith("_")
                 nested = "." in d.qualname  # a method or nested function: after module-level definitions
-                key = (score, path_rank(rel), private, nested, rel.count("/"), rel, d.line)
+                key = (
+                    score,
+                    d.kind == "variable",
+                    path_rank(rel),
+                    private,
+                    nested,
+                    rel.count("/"),
+                    rel,
+                    d.line,
+                )
                 scored.append((key, d))
         scored.sort(key=lambda kd: kd[0])
-        named = [kd for kd in scored if kd[0][0] <= NAMED]
-        listed = named or scored  # definitions of the name itself, when there are any
+        wanted = [kd for kd in scored if kind in ("any", kd[1].kind)]
+        named = [kd for kd in wanted if kd[0][0] <= NAMED]
+        # no definition of this kind has the name itself: those of other kinds that have it come before parts
+        other_kinds = [kd for kd in scored if kd[0][0] <= NAMED] if not named else []
+        listed = named or other_kinds or wanted
         shown = listed[:max_results]
         out: dict[str, Any] = {
             "query": query,
@@ -326,10 +338,14 @@ class CodeRepo:
             "total": len(listed),
             "truncated": len(listed) > len(shown) or timed_out,
         }
-        if not scored:
+        if not listed:
             what = "definition" if kind == "any" else f"{kind} definition"
             out["hint"] = glob_note or (
                 f"No {what} matches {query!r}; try a shorter part of the name, another kind, or search_code."
+            )
+        elif other_kinds:
+            out["note"] = (
+                f"No {kind} definition matches {query!r}; these are definitions of it of other kinds."
             )
         elif glob_note:
             out["note"] = glob_note
