@@ -312,6 +312,16 @@ def test_a_vote_moves_the_forbidden_mass_onto_its_tokens():
     assert after[[2, 5]].sum().item() == pytest.approx(1 - before[1].item(), rel=1e-5)
     assert (after[2] / after[5]).item() == pytest.approx((before[2] / before[5]).item(), rel=1e-5)
     assert torch.isfinite(logits[0, 1]).all()  # only the frontier
+    for t in (
+        0.4,
+        torch.tensor([0.6]),
+    ):  # at the sampler's temperature: the tempered masses, as the draw sees them
+        raw = torch.randn(1, 1, vocab, generator=torch.Generator().manual_seed(1))
+        tempered = (raw[0, 0] / t).softmax(-1)
+        ConstraintBatch([Voting([])]).apply(raw, [True], t)
+        drawn = (raw[0, 0] / t).softmax(-1)
+        assert drawn[1].item() == pytest.approx(tempered[1].item(), rel=1e-5)
+        assert drawn[[2, 5]].sum().item() == pytest.approx(1 - tempered[1].item(), rel=1e-5)
 
 
 def test_the_transformers_adapter_names_a_missing_helper(ck):

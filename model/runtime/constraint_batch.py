@@ -27,8 +27,9 @@ class ConstraintPlan:
         mask: optional allowed-token mask for the frontier ``len(fixed)``: bool ``[V]``, or packed int32
             ``[ceil(V/32)]`` in llguidance's layout. It must allow at least one token.
         vote: optional bool ``[V]``, allowed tokens that take the probability of the tokens ``mask`` forbids:
-            their logits rise by ``logaddexp(lse(vote), lse(forbidden)) - lse(vote)``, so together they weigh what
-            they and the forbidden tokens weighed (a JSON answer's openers take the prose the model would write)."""
+            at the sampler's temperature ``T`` their logits rise by ``T x (logaddexp(lse(vote / T), lse(forbidden /
+            T)) - lse(vote / T))``, so once tempered they weigh what they and the forbidden tokens weighed (a JSON
+            answer's openers take the prose the model would write)."""
 
     fixed: list[int]
     mask: torch.Tensor | None = None
@@ -153,10 +154,13 @@ class ConstraintBatch:
             for c, aware in zip(self.rows, self._call_aware, strict=True)
         ]
 
-    def apply(self, logits: torch.Tensor, active: Sequence[bool]) -> tuple[torch.Tensor, torch.Tensor]:
+    def apply(
+        self, logits: torch.Tensor, active: Sequence[bool], temperature: float | torch.Tensor = 1.0
+    ) -> tuple[torch.Tensor, torch.Tensor]:
         """Apply each active row's :class:`ConstraintPlan` to a step's ``logits`` ``[B, C, V]`` in place: fixed
         positions ``-inf`` but ``0`` at their token, frontiers masked. ``active``: per row, whether its constraint
-        is consulted. Returns ``(fixed_mask, fixed_tok)``, ``[B, C]`` bool and int64.
+        is consulted; ``temperature`` (one, or ``[B]``): the sampler's, at which a vote moves the mass. Returns
+        ``(fixed_mask, fixed_tok)``, ``[B, C]`` bool and int64.
 
         Raises:
             ValueError: a frontier mask allows no token (names the row and position)."""
@@ -185,7 +189,8 @@ class ConstraintBatch:
             ):  # in place on each row's view (no gather and scatter)
                 if vote is not None:
                     mine = _allowed_tokens([vote], vocab, device)[0] & allowed[j]
-                    _take_vote(logits[r, k], mine, forbidden[j])
+                    t = float(temperature[r]) if isinstance(temperature, torch.Tensor) else float(temperature)
+                    _take_vote(logits[r, k], mine, forbidden[j], t)
                 logits[r, k].masked_fill_(forbidden[j], float("-inf"))
         if bool(fixed_mask.any()):
             # in place: -inf everywhere, 0 at the fixed token (entropy 0)
@@ -256,14 +261,15 @@ class ConstraintBatch:
         return readout
 
 
-def _take_vote(row: torch.Tensor, vote: torch.Tensor, forbidden: torch.Tensor) -> None:
-    """``row`` ``[V]`` logits in place: the ``vote`` tokens (bool ``[V]``) take the mass of the ``forbidden`` ones
-    (:class:`ConstraintPlan`); nothing when either set is empty."""
+def _take_vote(row: torch.Tensor, vote: torch.Tensor, forbidden: torch.Tensor, temperature: float) -> None:
+    """``row`` ``[V]`` logits in place: once divided by ``temperature``, the ``vote`` tokens (bool ``[V]``) take
+    the mass of the ``forbidden`` ones (:class:`ConstraintPlan`); nothing when either set is empty."""
     if not bool(vote.any()) or not bool(forbidden.any()):
         return
-    mine, theirs = torch.logsumexp(row[vote], 0), torch.logsumexp(row[forbidden], 0)
+    mine = torch.logsumexp(row[vote] / temperature, 0)
+    theirs = torch.logsumexp(row[forbidden] / temperature, 0)
     if bool(torch.isfinite(mine)):
-        row[vote] += torch.logaddexp(mine, theirs) - mine
+        row[vote] += temperature * (torch.logaddexp(mine, theirs) - mine)
 
 
 def _allowed_tokens(masks: list[torch.Tensor], vocab: int, device: torch.device) -> torch.Tensor:

@@ -197,7 +197,7 @@ def denoise_step(
     live = (~canvas.finished).tolist() if cons.any else []
     if cons.any:
         with stats.phase("constraint"):
-            fixed_mask, fixed_tok = cons.apply(logits, live)
+            fixed_mask, fixed_tok = cons.apply(logits, live, temperature)
     with stats.phase("sampling"):
         draw = den.sampler.draw(
             logits, temperature, s.entropy_bound, canvas=canvas_index, step=canvas.steps_left[0]
