@@ -131,13 +131,36 @@ def test_a_body_that_is_no_json_object_says_so(server):
         assert r.status_code == 400 and r.json()["error"]["message"] == (
             f"the request body must be a JSON object, sent with Content-Type: application/json; got {sent}"
         ), r.text
-    for content in (b'{"model": "\xff\xfe"}', b"[" * 60_000):  # not UTF-8; nested past the JSON parser
+    # not UTF-8; nested past the JSON parser; an integer past Python's 4,300 digits (the message named
+    # only the first two)
+    for content in (b'{"model": "\xff\xfe"}', b"[" * 60_000, b'{"max_tokens": 1' + b"0" * 5000 + b"}"):
         r = httpx.post(
             url + "/v1/chat/completions", content=content, headers={"content-type": "application/json"}
         )
         assert r.status_code == 400 and r.json()["error"]["message"] == (
-            "the request body could not be read as JSON (it is not UTF-8, or nests too deeply)"
+            "the request body could not be read as JSON (it is not UTF-8, nests too deeply, or holds a "
+            "number of more than 4,300 digits)"
         ), r.text
+    # an empty body said "body: Field required"
+    r = httpx.post(url + "/v1/chat/completions", content=b"", headers={"content-type": "application/json"})
+    assert r.status_code == 400 and r.json()["error"]["message"] == (
+        "the request body must be a JSON object, sent with Content-Type: application/json; got an empty body"
+    ), r.text
+
+
+def test_a_chunked_body_over_the_cap_is_named_as_one_with_a_length(server):
+    # a body sent without Content-Length (chunked) is cut by FastAPI's limit: its 413 said "Content Too
+    # Large", code null, where a declared length gets the cap and code request_too_large
+    url, _ = server
+    body = json.dumps(chat_body(q="x" * 70_000)).encode()
+    for chunked in (False, True):
+        content = (body[i : i + 4096] for i in range(0, len(body), 4096)) if chunked else body
+        r = httpx.post(
+            url + "/v1/chat/completions", content=content, headers={"content-type": "application/json"}
+        )
+        err = r.json()["error"]
+        assert (r.status_code, err["code"]) == (413, "request_too_large"), (chunked, r.text)
+        assert "over this server's cap of 65,536" in err["message"], (chunked, err)
 
 
 def test_an_unserved_route_names_the_ones_served(server):
