@@ -39,6 +39,21 @@ def test_a_max_tokens_over_the_context_says_what_fits(server):
     ), err
 
 
+def test_a_prompt_over_the_default_budget_says_a_max_tokens_fits(server):
+    # without max_tokens the budget is the server's default (256 tokens): a prompt that fits beside a smaller
+    # one was refused with "this model takes at most 1,792", though max_tokens=64 serves it
+    url, _ = server
+    r = httpx.post(url + "/v1/chat/completions", json=chat_body(q="word " * 1850))
+    err = r.json()["error"]
+    assert (r.status_code, err["param"], err["code"]) == (400, "messages", "context_length_exceeded")
+    prompt = int(err["message"].split()[3].replace(",", ""))
+    assert err["message"] == (
+        f"the prompt is {prompt:,} tokens but this model takes at most 1,792 (2,048 positions minus a "
+        "generation budget of 256 tokens); that budget is this server's default: a max_tokens of at most "
+        f"{(2048 - prompt) // 64 * 64} fits this prompt"
+    )
+
+
 def test_nulls_openai_allows_are_the_defaults(server):
     # OpenAI's API takes null for n, stream and stream_options.include_usage (the defaults); clients that
     # write every field out send them so

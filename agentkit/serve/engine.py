@@ -236,6 +236,11 @@ def _context_error(
             code="context_length_exceeded",
         )
     message = str(exc)
+    if max_tokens is None and exc.prompt_tokens < exc.max_positions - canvas:  # the default budget's fault
+        fits = (exc.max_positions - exc.prompt_tokens) // canvas * canvas
+        message += (
+            f"; that budget is this server's default: a max_tokens of at most {fits:,} fits this prompt"
+        )
     if exc.limit <= 0:  # the prompt alone leaves no room for one canvas (exc's text blames max_new_tokens)
         message = (
             f"the prompt is {exc.prompt_tokens:,} tokens but this model takes at most "
