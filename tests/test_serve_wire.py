@@ -104,6 +104,24 @@ def test_a_schema_whose_shortest_value_overflows_the_context_is_named(server):
         assert "max_new_tokens" not in err["message"] and "lower max_tokens" not in err["message"], err
 
 
+def test_a_schema_with_no_short_value_has_one_code_for_tools_and_response_format(server):
+    # a tool no call of which can finish was code unsupported_schema, the same schema as response_format null
+    url, _ = server
+    loop = {
+        "type": "object",
+        "properties": {"next": {"$ref": "#"}, "v": {"type": "integer"}},
+        "required": ["next"],
+    }
+    tool = {"type": "function", "function": {"name": "f", "parameters": loop}}
+    rf = {"type": "json_schema", "json_schema": {"name": "r", "schema": loop}}
+    for body, param in (
+        (chat_body(tools=[tool]), "tools[0].function.parameters"),
+        (chat_body(response_format=rf), "response_format"),
+    ):
+        err = httpx.post(url + "/v1/chat/completions", json=body, timeout=60).json()["error"]
+        assert (err["param"], err["code"]) == (param, "unsupported_schema"), err
+
+
 def test_tool_calls_left_unanswered_are_a_400_as_on_openai(server):
     # they used to reach the model, which answered "" with finish_reason "length"
     url, _ = server

@@ -378,9 +378,10 @@ class ServeEngine:
                 param="response_format",
                 code="unsupported_schema",
             ) from None
-        except ValueError as exc:
+        except ValueError as exc:  # with a response_format: its schema has no short value (as a tool's)
             param = "response_format" if response_format is not None else None
-            raise ServeError(400, str(exc), param=param) from None
+            code = "unsupported_schema" if param else None
+            raise ServeError(400, str(exc), param=param, code=code) from None
         return turn, tools
 
     def submit(self, turn: Any, seed: int | None, on_canvas: Any = None) -> Submission:
