@@ -8,7 +8,7 @@ import json
 
 import httpx
 import pytest
-from serve_helpers import MODEL, WEATHER, chat_body, running_server
+from serve_helpers import CHECKPOINT, MODEL, WEATHER, chat_body, running_server
 
 
 @pytest.fixture(scope="module")
@@ -275,3 +275,17 @@ def test_response_format_with_tools_under_auto_may_call_a_tool(server):
     r = httpx.post(url + "/v1/chat/completions", json={**body, "tool_choice": "none"}, timeout=120)
     message = r.json()["choices"][0]["message"]
     assert message.get("tool_calls") is None and set(json.loads(message["content"])) == {"answer"}, r.text
+
+
+def test_a_checkpoint_named_by_a_relative_path_serves_under_its_folder_name(monkeypatch):
+    # `agentkit serve --model .` in the checkpoint's folder served the model as '' (Path('.').name)
+    from agentkit.serve import load_engine
+
+    if not (CHECKPOINT / "config.json").is_file():
+        pytest.skip("the embedded checkpoint is not present")
+    monkeypatch.chdir(CHECKPOINT)
+    engine = load_engine(".", max_batch=1)
+    try:
+        assert engine.model_id == "agentkit-tiny"
+    finally:
+        engine.close(wait=False)
