@@ -437,3 +437,17 @@ def test_trim_strips_setuid_and_prepares_work_dir(tmp_path):
     assert su.stat().st_mode & 0o7777 == 0o755
     assert (root / "work").stat().st_mode & 0o7777 == 0o1777
     assert os.readlink(root / "usr/bin/python") == "python3"
+
+
+def test_cli_names_an_unknown_language_before_reaching_the_engine(tmp_path, monkeypatch):
+    # `agentkit sandbox run -l ruby ...` said only that the Docker engine was unreachable (or, with one, left
+    # the language to Sandbox.run after starting a container)
+    from typer.testing import CliRunner
+
+    from agentkit.cli import app
+
+    monkeypatch.setenv("DOCKER_HOST", f"unix://{tmp_path}/no-engine.sock")
+    res = CliRunner().invoke(app, ["sandbox", "run", "--language", "ruby", "puts 1"])
+    assert res.exit_code == 2, res.output
+    assert "'ruby' is not one of 'python', 'bash', 'sh'" in re.sub(r"[│\s]+", " ", res.output), res.output
+    assert "Docker engine" not in res.output

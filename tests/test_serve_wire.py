@@ -8,7 +8,7 @@ import json
 
 import httpx
 import pytest
-from serve_helpers import MODEL, WEATHER, chat_body, running_server
+from serve_helpers import CHECKPOINT, MODEL, WEATHER, chat_body, running_server
 
 
 @pytest.fixture(scope="module")
@@ -37,6 +37,21 @@ def test_a_max_tokens_over_the_context_says_what_fits(server):
     assert err["message"].endswith(
         "but this model takes at most 1,984 (2,048 positions minus one canvas of 64 tokens to answer in)"
     ), err
+
+
+def test_a_prompt_over_the_default_budget_says_a_max_tokens_fits(server):
+    # without max_tokens the budget is the server's default (256 tokens): a prompt that fits beside a smaller
+    # one was refused with "this model takes at most 1,792", though max_tokens=64 serves it
+    url, _ = server
+    r = httpx.post(url + "/v1/chat/completions", json=chat_body(q="word " * 1850))
+    err = r.json()["error"]
+    assert (r.status_code, err["param"], err["code"]) == (400, "messages", "context_length_exceeded")
+    prompt = int(err["message"].split()[3].replace(",", ""))
+    assert err["message"] == (
+        f"the prompt is {prompt:,} tokens but this model takes at most 1,792 (2,048 positions minus a "
+        "generation budget of 256 tokens); that budget is this server's default: a max_tokens of at most "
+        f"{(2048 - prompt) // 64 * 64} fits this prompt"
+    )
 
 
 def test_nulls_openai_allows_are_the_defaults(server):
@@ -89,6 +104,24 @@ def test_a_schema_whose_shortest_value_overflows_the_context_is_named(server):
         assert "max_new_tokens" not in err["message"] and "lower max_tokens" not in err["message"], err
 
 
+def test_a_schema_with_no_short_value_has_one_code_for_tools_and_response_format(server):
+    # a tool no call of which can finish was code unsupported_schema, the same schema as response_format null
+    url, _ = server
+    loop = {
+        "type": "object",
+        "properties": {"next": {"$ref": "#"}, "v": {"type": "integer"}},
+        "required": ["next"],
+    }
+    tool = {"type": "function", "function": {"name": "f", "parameters": loop}}
+    rf = {"type": "json_schema", "json_schema": {"name": "r", "schema": loop}}
+    for body, param in (
+        (chat_body(tools=[tool]), "tools[0].function.parameters"),
+        (chat_body(response_format=rf), "response_format"),
+    ):
+        err = httpx.post(url + "/v1/chat/completions", json=body, timeout=60).json()["error"]
+        assert (err["param"], err["code"]) == (param, "unsupported_schema"), err
+
+
 def test_tool_calls_left_unanswered_are_a_400_as_on_openai(server):
     # they used to reach the model, which answered "" with finish_reason "length"
     url, _ = server
@@ -131,13 +164,36 @@ def test_a_body_that_is_no_json_object_says_so(server):
         assert r.status_code == 400 and r.json()["error"]["message"] == (
             f"the request body must be a JSON object, sent with Content-Type: application/json; got {sent}"
         ), r.text
-    for content in (b'{"model": "\xff\xfe"}', b"[" * 60_000):  # not UTF-8; nested past the JSON parser
+    # not UTF-8; nested past the JSON parser; an integer past Python's 4,300 digits (the message named
+    # only the first two)
+    for content in (b'{"model": "\xff\xfe"}', b"[" * 60_000, b'{"max_tokens": 1' + b"0" * 5000 + b"}"):
         r = httpx.post(
             url + "/v1/chat/completions", content=content, headers={"content-type": "application/json"}
         )
         assert r.status_code == 400 and r.json()["error"]["message"] == (
-            "the request body could not be read as JSON (it is not UTF-8, or nests too deeply)"
+            "the request body could not be read as JSON (it is not UTF-8, nests too deeply, or holds a "
+            "number of more than 4,300 digits)"
         ), r.text
+    # an empty body said "body: Field required"
+    r = httpx.post(url + "/v1/chat/completions", content=b"", headers={"content-type": "application/json"})
+    assert r.status_code == 400 and r.json()["error"]["message"] == (
+        "the request body must be a JSON object, sent with Content-Type: application/json; got an empty body"
+    ), r.text
+
+
+def test_a_chunked_body_over_the_cap_is_named_as_one_with_a_length(server):
+    # a body sent without Content-Length (chunked) is cut by FastAPI's limit: its 413 said "Content Too
+    # Large", code null, where a declared length gets the cap and code request_too_large
+    url, _ = server
+    body = json.dumps(chat_body(q="x" * 70_000)).encode()
+    for chunked in (False, True):
+        content = (body[i : i + 4096] for i in range(0, len(body), 4096)) if chunked else body
+        r = httpx.post(
+            url + "/v1/chat/completions", content=content, headers={"content-type": "application/json"}
+        )
+        err = r.json()["error"]
+        assert (r.status_code, err["code"]) == (413, "request_too_large"), (chunked, r.text)
+        assert "over this server's cap of 65,536" in err["message"], (chunked, err)
 
 
 def test_an_unserved_route_names_the_ones_served(server):
@@ -219,3 +275,17 @@ def test_response_format_with_tools_under_auto_may_call_a_tool(server):
     r = httpx.post(url + "/v1/chat/completions", json={**body, "tool_choice": "none"}, timeout=120)
     message = r.json()["choices"][0]["message"]
     assert message.get("tool_calls") is None and set(json.loads(message["content"])) == {"answer"}, r.text
+
+
+def test_a_checkpoint_named_by_a_relative_path_serves_under_its_folder_name(monkeypatch):
+    # `agentkit serve --model .` in the checkpoint's folder served the model as '' (Path('.').name)
+    from agentkit.serve import load_engine
+
+    if not (CHECKPOINT / "config.json").is_file():
+        pytest.skip("the embedded checkpoint is not present")
+    monkeypatch.chdir(CHECKPOINT)
+    engine = load_engine(".", max_batch=1)
+    try:
+        assert engine.model_id == "agentkit-tiny"
+    finally:
+        engine.close(wait=False)

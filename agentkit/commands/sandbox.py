@@ -6,7 +6,7 @@ import json
 import sys
 from dataclasses import asdict
 from pathlib import Path
-from typing import Annotated
+from typing import Annotated, Literal
 
 import typer
 
@@ -22,7 +22,9 @@ sandbox_app = typer.Typer(
 @sandbox_app.command("run")
 def run_cmd(
     code: Annotated[str, typer.Argument(help="Program text, or '-' to read it from stdin.")],
-    language: Annotated[str, typer.Option("--language", "-l", help="python | bash | sh")] = "python",
+    language: Annotated[  # checked here: a bad one is named before the engine is reached
+        Literal["python", "bash", "sh"], typer.Option("--language", "-l", help="python | bash | sh")
+    ] = "python",
     file: Annotated[
         list[Path] | None,
         typer.Option("--file", "-f", help="Local file copied into the work dir (repeatable)."),

@@ -35,5 +35,6 @@ def load_engine(
 
     cm = ChatModel.load(model, dtype=dtype, device=device, adapter=adapter)
     if model_id is None:  # what clients name: a local checkpoint's folder name, else the hub id as given
-        model_id = "agentkit-tiny" if model is None else Path(model).name if Path(model).exists() else model
+        local = Path(model).resolve().name if model is not None and Path(model).exists() else None
+        model_id = local or model or "agentkit-tiny"  # (resolved: '--model .' is the folder's name, not '')
     return ServeEngine(cm, model_id, max_batch=max_batch, binding=binding)

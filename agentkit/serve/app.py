@@ -96,11 +96,13 @@ def _validation_message(exc: RequestValidationError, content_type: str) -> tuple
             ctx = err.get("ctx") or {}
             at = next((f" at character {x}" for x in loc if isinstance(x, int)), "")
             return f"malformed JSON in the request body{at}: {ctx.get('error', err.get('msg'))}", None
-        if loc == ("body",) and err.get("type") in ("model_attributes_type", "dict_type"):
+        if loc == ("body",) and err.get("type") in ("model_attributes_type", "dict_type", "missing"):
             ctype = content_type.split(";", 1)[0].strip().lower()
             got = f"a JSON {_JSON_KINDS.get(type(exc.body), 'value')}"
             if ctype != "application/json":
                 got = f"a body of Content-Type {ctype or '(none)'}"
+            if err.get("type") == "missing":
+                got = "an empty body"
             whole = "the request body must be a JSON object, sent with Content-Type: application/json"
             return f"{whole}; got {got}", None
         where = _param(loc)
@@ -185,7 +187,15 @@ def _add_error_handlers(app: FastAPI) -> None:
         if exc.status_code == 404 and message == "Not Found":  # no such route (not a model: that is ours)
             message = f"no route {where}: this server answers {_ROUTES}"
         elif exc.status_code == 400 and message == "There was an error parsing the body":  # FastAPI's
-            message = "the request body could not be read as JSON (it is not UTF-8, or nests too deeply)"
+            message = (
+                "the request body could not be read as JSON (it is not UTF-8, nests too deeply, or holds a "
+                "number of more than 4,300 digits)"
+            )
+        elif exc.status_code == 413:  # a body without Content-Length, cut by FastAPI's own limit
+            cap = request.app.state.max_body_bytes
+            message = f"the request body is over this server's cap of {cap:,} bytes"
+            err = ServeError(413, message, code="request_too_large")
+            return JSONResponse(err.body(), status_code=413)
         elif exc.status_code == 405:
             allowed = (getattr(exc, "headers", None) or {}).get("Allow", "")
             message = f"{where} is not allowed" + (
@@ -213,6 +223,7 @@ def create_app(
     app.state.engine = engine
     app.state.draining = False
     app.state.inflight = 0
+    app.state.max_body_bytes = max_body_bytes
 
     def leave() -> None:  # (the count changes on the event loop's thread only)
         app.state.inflight -= 1

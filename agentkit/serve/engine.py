@@ -236,6 +236,11 @@ def _context_error(
             code="context_length_exceeded",
         )
     message = str(exc)
+    if max_tokens is None and exc.prompt_tokens < exc.max_positions - canvas:  # the default budget's fault
+        fits = (exc.max_positions - exc.prompt_tokens) // canvas * canvas
+        message += (
+            f"; that budget is this server's default: a max_tokens of at most {fits:,} fits this prompt"
+        )
     if exc.limit <= 0:  # the prompt alone leaves no room for one canvas (exc's text blames max_new_tokens)
         message = (
             f"the prompt is {exc.prompt_tokens:,} tokens but this model takes at most "
@@ -373,9 +378,10 @@ class ServeEngine:
                 param="response_format",
                 code="unsupported_schema",
             ) from None
-        except ValueError as exc:
+        except ValueError as exc:  # with a response_format: its schema has no short value (as a tool's)
             param = "response_format" if response_format is not None else None
-            raise ServeError(400, str(exc), param=param) from None
+            code = "unsupported_schema" if param else None
+            raise ServeError(400, str(exc), param=param, code=code) from None
         return turn, tools
 
     def submit(self, turn: Any, seed: int | None, on_canvas: Any = None) -> Submission:
