@@ -27,6 +27,7 @@ from dataclasses import dataclass
 from typing import Any, cast
 
 import pydantic
+import pydantic_core
 from referencing.exceptions import Unresolvable
 
 from agentkit.backends.base import ToolDeclaration
@@ -406,6 +407,11 @@ class Tool:
             schema = model.model_json_schema(schema_generator=ToolJsonSchema)
         except (pydantic.PydanticSchemaGenerationError, pydantic.PydanticUserError, TypeError) as exc:
             raise ToolDefinitionError(f"tool {self.name!r}: its parameters cannot be typed: {exc}") from exc
+        except pydantic_core.SchemaError as exc:  # a constraint pydantic cannot build, e.g. pattern="["
+            why = " ".join(str(exc).rpartition("SchemaError:")[2].split())  # the innermost cause
+            bad = next((p for f, p in names if f'Field "{f}"' in str(exc)), None)
+            where = f"parameter {bad!r}" if bad else "its parameters"
+            raise ToolDefinitionError(f"tool {self.name!r}: {where}: invalid constraint: {why}") from None
         schema = clean_schema(schema)
         schema.setdefault("properties", {})
         self.parameters = schema
