@@ -9,6 +9,7 @@ from typer.testing import CliRunner
 
 from agentkit.cli import app
 from agentkit.errors import ToolDefinitionError
+from agentkit.history import Conversation
 from agentkit.tools import tool
 
 runner = CliRunner()
@@ -44,3 +45,11 @@ def test_check_reports_a_python_tool_whose_pattern_does_not_compile(tmp_path, to
         f"{p}:4:5: tools[0]: tool 'find': parameter 'code': invalid constraint: regex parse error"
         in res.output
     )
+
+
+def test_saving_a_conversation_into_a_missing_folder_names_the_file_asked_for(tmp_path):
+    target = tmp_path / "no" / "such" / "conv.json"
+    with pytest.raises(FileNotFoundError) as err:
+        Conversation().with_turn("q", "a").save(target)
+    assert err.value.filename == str(target)
+    assert str(err.value) == f"[Errno 2] No such file or directory: '{target}'"
