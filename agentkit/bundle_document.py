@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import math
+import sys
 from collections.abc import Callable, Iterator
 from functools import lru_cache
 from pathlib import Path
@@ -166,7 +167,13 @@ def read_yaml(path: Path, file: str, pos: Positions) -> tuple[Any, list[tuple[Fi
             raise BundleError([BundleIssue(file, *_mark(big), "", msg)])
         raw: list[tuple[FieldPath, str, bool]] = []
         _walk(node, (), pos, raw)  # as written: constructing it flattens `<<` merges into the mappings
-        data = loader.construct_document(node)
+        try:
+            data = loader.construct_document(node)
+        except (
+            ValueError
+        ):  # PyYAML's int() of a number longer than Python reads (sys.get_int_max_str_digits())
+            why = f"YAML: a number has more than {sys.get_int_max_str_digits():,} digits, which Python does not read"
+            raise BundleError([BundleIssue(file, None, None, "", why)]) from None
     except yaml.MarkedYAMLError as exc:
         mark, opened = exc.problem_mark or exc.context_mark, exc.context_mark
         msg = " ".join(x for x in (exc.context, exc.problem) if x) or str(exc)

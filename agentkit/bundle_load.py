@@ -8,6 +8,7 @@ import math
 import os
 import re
 import shutil
+import sys
 import threading
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -191,11 +192,20 @@ class _Load:
         data, raw = read_yaml(self.path, self.file, self.pos)
         self.issues.extend(self.issue(pth, msg, key=k) for pth, msg, k in raw)
         self.issues.extend(schema_issues(data, self.issue))
-        # no setting takes a NaN or an infinity (YAML's .nan, .inf, 1e400): in model.request it is not JSON
+        # no setting takes a NaN or an infinity (YAML's .nan, .inf, 1e400): in model.request it is not JSON;
+        # nor an integer past a double's range (a timeout of 10**400 seconds cannot be waited for)
         self.issues.extend(
             self.issue(at, f"must be a finite number, got {v}")
             for at, v in leaves(data)
             if isinstance(v, float) and not math.isfinite(v)
+        )
+        self.issues.extend(
+            self.issue(
+                at,
+                f"must be a finite number, got an integer of {len(str(abs(v)))} digits, beyond a double's range",
+            )
+            for at, v in leaves(data)
+            if isinstance(v, int) and abs(v) > sys.float_info.max
         )
         self.raise_if_any()
         assert isinstance(data, dict)

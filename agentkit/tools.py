@@ -18,7 +18,9 @@ import copy
 import functools
 import inspect
 import json
+import math
 import re
+import sys
 import threading
 import types
 import typing
@@ -161,10 +163,13 @@ def _check_settings(
             f"tool {name!r}: grounded must be a list of parameter names, got {grounded!r}: wrap it in a list"
         )
     if timeout is not None and (
-        isinstance(timeout, bool) or not isinstance(timeout, (int, float)) or not timeout > 0
+        isinstance(timeout, bool)
+        or not isinstance(timeout, (int, float))
+        or not timeout > 0
+        or (timeout != math.inf and timeout > sys.float_info.max)  # asyncio's clock cannot wait 10**400 s
     ):
         raise ToolDefinitionError(
-            f"tool {name!r}: timeout must be a number > 0 (seconds) or None, got {timeout!r}"
+            f"tool {name!r}: timeout must be a number > 0 (seconds, within a double's range) or None, got {timeout!r}"
         )
     if not int_at_least(retries, 0):
         raise ToolDefinitionError(f"tool {name!r}: retries must be an integer >= 0, got {retries!r}")

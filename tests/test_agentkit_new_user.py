@@ -53,3 +53,35 @@ def test_saving_a_conversation_into_a_missing_folder_names_the_file_asked_for(tm
         Conversation().with_turn("q", "a").save(target)
     assert err.value.filename == str(target)
     assert str(err.value) == f"[Errno 2] No such file or directory: '{target}'"
+
+
+HUGE = "1" + "0" * 400  # past a double's range (about 1.8e308)
+
+
+def test_a_timeout_past_a_doubles_range_is_refused_when_the_tool_is_defined():
+    def add(a: int) -> int:
+        return a
+
+    with pytest.raises(
+        ToolDefinitionError, match=r"^tool 'add': timeout must be a number > 0 \(seconds, within"
+    ):
+        tool(timeout=int(HUGE))(add)
+    assert tool(timeout=float("inf"))(add).timeout == float("inf")  # waits forever, as None does
+
+
+def test_check_refuses_integers_past_a_doubles_range_and_past_pythons_digit_limit(tmp_path, tools_module):
+    mod = tools_module("nu_big", "def add(a: int) -> int:\n    return a\n")
+    p = tmp_path / "b.yaml"
+    p.write_text(
+        f"agentkit_bundle: 1\nname: b\ntools:\n  - name: add\n    python: '{mod}:add'\n    timeout: {HUGE}\n"
+        f"  - name: sb\n    parameters: {{type: object}}\n    sandbox: {{code: 'print(1)', timeout: {HUGE}}}\n"
+    )
+    res = runner.invoke(app, ["check", str(p)])
+    assert res.exit_code == 2 and "Traceback" not in res.output, res.output
+    why = "must be a finite number, got an integer of 401 digits, beyond a double's range"
+    assert f"{p}:6:14: tools[0].timeout: {why}" in res.output
+    assert f"{p}:9:42: tools[1].sandbox.timeout: {why}" in res.output
+    p.write_text(f"agentkit_bundle: 1\nname: b\ntools: []\nagent: {{max_steps: 1{'0' * 5000}}}\n")
+    res = runner.invoke(app, ["check", str(p)])
+    assert res.exit_code == 2, res.output
+    assert f"{p}: YAML: a number has more than 4,300 digits, which Python does not read" in res.output
