@@ -39,6 +39,7 @@ from agentkit.tool_output import (
     run_sync_in_thread,
     serialize_result,
     tool_thread_limit,
+    tool_threads_all_busy,
 )
 from agentkit.tool_schema import (
     Grounded,
@@ -483,7 +484,7 @@ class Tool:
             if not cm.expired():
                 raise
             note = ""
-            if not self.is_async and not started.is_set():
+            if not self.is_async and not started.is_set() and tool_threads_all_busy():
                 note = (
                     f"it never started: all {tool_thread_limit()} of agentkit's tool threads are held by sync tool calls "
                     "still running past their timeouts (a tool that hangs: give it its own timeout, e.g. on its "

@@ -1,12 +1,16 @@
 """A new user's mistakes (trial 10): each is a one-line error naming the problem and where, never a traceback.
 Offline, CPU."""
 
+import asyncio
 from typing import Annotated
 
 import pytest
 from pydantic import Field
 from typer.testing import CliRunner
 
+import agentkit.tools as tools_module
+from agentkit import Agent
+from agentkit.backends.scripted import ScriptedBackend, call
 from agentkit.cli import app
 from agentkit.errors import ToolDefinitionError
 from agentkit.history import Conversation
@@ -85,3 +89,18 @@ def test_check_refuses_integers_past_a_doubles_range_and_past_pythons_digit_limi
     res = runner.invoke(app, ["check", str(p)])
     assert res.exit_code == 2, res.output
     assert f"{p}: YAML: a number has more than 4,300 digits, which Python does not read" in res.output
+
+
+def test_a_sync_call_that_times_out_before_its_thread_starts_blames_no_thread_shortage(monkeypatch):
+    # the tool threads are free (none held): a call not yet picked up when a tiny timeout ends is no sign of
+    # hung calls; the note "all 64 ... threads are held" was added whatever the pool's state
+    monkeypatch.setattr(
+        tools_module, "run_sync_in_thread", lambda *a, **k: asyncio.get_running_loop().create_future()
+    )
+
+    @tool(timeout=0.05)
+    def quick() -> str:
+        return "now"
+
+    result = Agent(ScriptedBackend([call("quick"), "done"]), [quick]).run("?")
+    assert result.tool_calls[0].error == "tool 'quick' timed out after 0.05 s"
