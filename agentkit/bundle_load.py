@@ -104,7 +104,15 @@ class BundleSpec:
         Raises:
             ValueError: unknown backend kind, a required model name missing, or ``adapter`` or ``binding`` with
                 a backend other than embedded.
+            TypeError: ``model`` that is not a name (a backend object goes in ``backend``).
         """
+        if model is not None and not isinstance(
+            model, (str, os.PathLike)
+        ):  # Agent(model=...) takes a backend
+            hint = ": pass a backend object as backend=" if callable(getattr(model, "complete", None)) else ""
+            raise TypeError(
+                f"model is the checkpoint, served model or script (a name), got {type(model).__name__}{hint}"
+            )
         if backend is not None and not isinstance(backend, str):
             return backend
         own = self.model_section

@@ -104,3 +104,15 @@ def test_a_sync_call_that_times_out_before_its_thread_starts_blames_no_thread_sh
 
     result = Agent(ScriptedBackend([call("quick"), "done"]), [quick]).run("?")
     assert result.tool_calls[0].error == "tool 'quick' timed out after 0.05 s"
+
+
+def test_from_bundle_refuses_a_backend_object_given_as_model(tmp_path):
+    # Agent(model=...) takes a backend; from_bundle's model= is a name, and an object became the embedded
+    # backend's checkpoint folder "<agentkit.backends.scripted.ScriptedBackend object at 0x...>"
+    p = tmp_path / "b.yaml"
+    p.write_text("agentkit_bundle: 1\nname: b\ntools: []\n")
+    with pytest.raises(TypeError, match=r"got ScriptedBackend: pass a backend object as backend=$"):
+        Agent.from_bundle(p, model=ScriptedBackend(["hi"]))
+    with pytest.raises(TypeError, match=r"a name\), got int$"):
+        Agent.from_bundle(p, backend="openai", model=5)
+    assert Agent.from_bundle(p, backend=ScriptedBackend(["hi"])).run("q").answer == "hi"
