@@ -2,6 +2,10 @@
 Offline, CPU."""
 
 import asyncio
+import os
+import pathlib
+import subprocess
+import sys
 from typing import Annotated
 
 import pytest
@@ -116,3 +120,38 @@ def test_from_bundle_refuses_a_backend_object_given_as_model(tmp_path):
     with pytest.raises(TypeError, match=r"a name\), got int$"):
         Agent.from_bundle(p, backend="openai", model=5)
     assert Agent.from_bundle(p, backend=ScriptedBackend(["hi"])).run("q").answer == "hi"
+
+
+ROOT = pathlib.Path(__file__).resolve().parents[1]
+
+
+@pytest.mark.parametrize("name", ["tools", "model"])
+def test_a_users_module_named_like_an_agentkit_package_is_named_on_import(tmp_path, name):
+    # a tools.py beside the user's script came first on sys.path: `from agentkit import Agent` failed with
+    # "No module named 'tools.args'; 'tools' is not a package"
+    (tmp_path / f"{name}.py").write_text("X = 1\n")
+    (tmp_path / "main.py").write_text("from agentkit import Agent\n")
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    out = subprocess.run(
+        [sys.executable, "main.py"], cwd=tmp_path, env=env, capture_output=True, text=True, timeout=120
+    )
+    assert out.returncode == 1
+    assert out.stderr.strip().endswith(
+        f"ImportError: agentkit's package {name!r} is hidden by {tmp_path / name}.py, found first on sys.path "
+        f"(the folder of the script you run, or the current folder with python -m): rename it, e.g. to my_{name}.py"
+    )
+
+
+def test_a_bundle_helper_named_like_an_agentkit_package_is_refused_where_it_is_named(tmp_path):
+    # importing it replaced agentkit's own `model` package: the embedded backend then failed at its first turn
+    # with "No module named 'model.checkpoint'; 'model' is not a package"
+    (tmp_path / "model.py").write_text("def shout(text: str) -> str:\n    return text.upper()\n")
+    p = tmp_path / "b.yaml"
+    p.write_text("agentkit_bundle: 1\nname: b\ntools:\n  - name: shout\n    python: model:shout\n")
+    res = runner.invoke(app, ["check", str(p)])
+    assert res.exit_code == 2, res.output
+    assert (
+        f"{p}:5:13: tools[0].python: cannot import 'model:shout': {tmp_path / 'model.py'} has the name of "
+        "agentkit's own package 'model'; rename it, e.g. to my_model"
+    ) in res.output.replace("\n  ", " ").replace("\n", "")
+    assert sys.modules["model"].__file__ == str(ROOT / "model" / "__init__.py")
