@@ -2,6 +2,7 @@
 Offline, CPU."""
 
 import asyncio
+import json
 import os
 import pathlib
 import subprocess
@@ -155,3 +156,25 @@ def test_a_bundle_helper_named_like_an_agentkit_package_is_refused_where_it_is_n
         "agentkit's own package 'model'; rename it, e.g. to my_model"
     ) in res.output.replace("\n  ", " ").replace("\n", "")
     assert sys.modules["model"].__file__ == str(ROOT / "model" / "__init__.py")
+
+
+def test_run_prints_an_answer_and_tool_output_holding_lone_surrogates(tmp_path, tools_module):
+    # a tool reading a file name that is not UTF-8 (os.listdir's surrogate escapes) or a server's "\ud800":
+    # printing the panel or --json raised UnicodeEncodeError: surrogates not allowed
+    mod = tools_module("nu_names", "def names() -> str:\n    return 'caf\\udce9.txt'\n")
+    (tmp_path / "script.json").write_text(
+        json.dumps([{"tool_calls": [{"name": "names", "arguments": {}}]}, "got \ud800 it"])
+    )
+    p = tmp_path / "b.yaml"
+    p.write_text(
+        "agentkit_bundle: 1\nname: b\nmodel: {backend: scripted, name: script.json}\n"
+        f"tools:\n  - name: names\n    python: '{mod}:names'\n"
+    )
+    res = runner.invoke(app, ["run", str(p), "q"])
+    assert res.exit_code == 0, res.output
+    assert "← names" in res.output and ": caf\\udce9.txt" in res.output
+    assert "│ got \\ud800 it" in res.output
+    res = runner.invoke(app, ["run", str(p), "q", "--json"])
+    assert res.exit_code == 0, res.output
+    out = json.loads(res.stdout)
+    assert out["answer"] == "got \ud800 it" and out["steps"][0]["tool_calls"][0]["content"] == "caf\udce9.txt"
