@@ -178,3 +178,23 @@ def test_run_prints_an_answer_and_tool_output_holding_lone_surrogates(tmp_path, 
     assert res.exit_code == 0, res.output
     out = json.loads(res.stdout)
     assert out["answer"] == "got \ud800 it" and out["steps"][0]["tool_calls"][0]["content"] == "caf\udce9.txt"
+
+
+def test_check_says_what_a_name_url_or_device_must_look_like_not_the_regex(tmp_path):
+    p = tmp_path / "b.yaml"
+    p.write_text(
+        "agentkit_bundle: 1\nname: my bot\nmodel: {device: gpu}\ntools:\n"
+        "  - name: 1st\n    parameters: {type: object}\n    http: {url: 'localhost:8000/x'}\n"
+    )
+    res = runner.invoke(app, ["check", str(p)])
+    assert res.exit_code == 2 and "does not match" not in res.output, res.output
+    lines = [line.strip() for line in res.output.splitlines()]
+    assert lines[1:] == [
+        f"{p}:2:7: name: use letters, digits, '_', '.', '-' (at most 64, starting with a letter or digit), got "
+        "'my bot'",
+        f"{p}:3:17: model.device: must be 'cpu', 'cuda' or 'cuda:N', got 'gpu'",
+        f"{p}:5:11: tools[0].name: use letters, digits, '_', '.', '-' (at most 64, starting with a letter or '_'), "
+        "got '1st'",
+        f"{p}:7:17: tools[0].http.url: must start with http:// or https:// (or a ${{ENV}} placeholder), got "
+        "'localhost:8000/x'",
+    ]
