@@ -198,3 +198,14 @@ def test_check_says_what_a_name_url_or_device_must_look_like_not_the_regex(tmp_p
         f"{p}:7:17: tools[0].http.url: must start with http:// or https:// (or a ${{ENV}} placeholder), got "
         "'localhost:8000/x'",
     ]
+
+
+def test_an_empty_yaml_value_is_named_as_empty_not_as_pythons_none(tmp_path):
+    p = tmp_path / "b.yaml"
+    p.write_text("agentkit_bundle: 1\nname: b\nagent:\n  max_steps:\ntools:\n")
+    res = runner.invoke(app, ["check", str(p)])
+    assert res.exit_code == 2 and "None" not in res.output, res.output
+    assert res.output.splitlines()[1:] == [
+        f"  {p}:4:13: agent.max_steps: the value is empty (YAML reads it as null), expected an integer",
+        f"  {p}:5:7: tools: the value is empty (YAML reads it as null), expected a list",
+    ]
