@@ -9,6 +9,7 @@ import subprocess
 import sys
 from typing import Annotated
 
+import httpx
 import pytest
 from pydantic import Field
 from typer.testing import CliRunner
@@ -16,6 +17,7 @@ from typer.testing import CliRunner
 import agentkit.tools as tools_module
 from agentkit import Agent
 from agentkit.backends.scripted import ScriptedBackend, call
+from agentkit.bundle import load_bundle
 from agentkit.cli import app
 from agentkit.errors import ToolDefinitionError
 from agentkit.history import Conversation
@@ -209,3 +211,17 @@ def test_an_empty_yaml_value_is_named_as_empty_not_as_pythons_none(tmp_path):
         f"  {p}:4:13: agent.max_steps: the value is empty (YAML reads it as null), expected an integer",
         f"  {p}:5:7: tools: the value is empty (YAML reads it as null), expected a list",
     ]
+
+
+def test_an_http_tools_error_shows_its_url_without_user_password(tmp_path, monkeypatch):
+    # the docs promise the query string is never echoed (keys); http://user:${KEY}@host/ echoed the key
+    monkeypatch.setenv("NU_SECRET", "hunter2")
+    p = tmp_path / "b.yaml"
+    p.write_text(
+        "agentkit_bundle: 1\nname: b\ntools:\n  - name: get\n    parameters: {type: object}\n"
+        "    http: {url: 'https://bot:${NU_SECRET}@api.example/v1/x?key=${NU_SECRET}#top', retries: 0}\n"
+    )
+    client = httpx.Client(transport=httpx.MockTransport(lambda request: httpx.Response(503, text="busy")))
+    agent = load_bundle(p, http_client=client).make_agent(ScriptedBackend([call("get"), "done"]))
+    (record,) = agent.run("q").tool_calls
+    assert record.error == "RuntimeError: GET https://api.example/v1/x: HTTP 503: busy (after 1 attempt(s))"
