@@ -225,3 +225,15 @@ def test_an_http_tools_error_shows_its_url_without_user_password(tmp_path, monke
     agent = load_bundle(p, http_client=client).make_agent(ScriptedBackend([call("get"), "done"]))
     (record,) = agent.run("q").tool_calls
     assert record.error == "RuntimeError: GET https://api.example/v1/x: HTTP 503: busy (after 1 attempt(s))"
+
+
+@pytest.mark.parametrize("command", ["run", "chat"])
+def test_threads_with_a_backend_other_than_embedded_is_refused_not_ignored(tmp_path, command):
+    (tmp_path / "script.json").write_text('["hi"]')
+    p = tmp_path / "b.yaml"
+    p.write_text("agentkit_bundle: 1\nname: b\nmodel: {backend: scripted, name: script.json}\ntools: []\n")
+    args = [command, str(p), *(["q"] if command == "run" else []), "--threads", "2"]
+    res = runner.invoke(app, args, input="hi\n")
+    assert res.exit_code == 2, res.output
+    assert f"{p}: --threads applies to the embedded backend only (backend is 'scripted')" in res.output
+    assert runner.invoke(app, args[:-2], input="hi\n").exit_code == 0

@@ -164,6 +164,11 @@ def _build_agent(
         raise fail(f"{bundle}: {exc}", EXIT_BAD_INPUT) from None
     from agentkit.backends.embedded import EmbeddedBackend
 
+    if threads is not None and not isinstance(agent.backend, EmbeddedBackend):  # as --adapter and --binding
+        kind = backend or b.model_section.backend
+        raise fail(
+            f"{bundle}: --threads applies to the embedded backend only (backend is {kind!r})", EXIT_BAD_INPUT
+        )
     if isinstance(agent.backend, EmbeddedBackend):  # a checkpoint that cannot load is bad input (exit 2)
         if threads is not None:
             agent.backend.threads = threads
