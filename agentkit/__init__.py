@@ -26,8 +26,11 @@ from agentkit.errors import (  # light (no imports of its own): loaded at once
     ToolDefinitionError,
     ToolRetriesExceeded,
 )
+from agentkit.siblings import check_sibling_packages  # light, as errors
 
 __version__ = "0.1.0"
+
+check_sibling_packages()
 
 if TYPE_CHECKING:
     from agentkit.agent import Agent, AgentRun, ChatSession

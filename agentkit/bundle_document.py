@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import math
+import sys
 from collections.abc import Callable, Iterator
 from functools import lru_cache
 from pathlib import Path
@@ -166,7 +167,13 @@ def read_yaml(path: Path, file: str, pos: Positions) -> tuple[Any, list[tuple[Fi
             raise BundleError([BundleIssue(file, *_mark(big), "", msg)])
         raw: list[tuple[FieldPath, str, bool]] = []
         _walk(node, (), pos, raw)  # as written: constructing it flattens `<<` merges into the mappings
-        data = loader.construct_document(node)
+        try:
+            data = loader.construct_document(node)
+        except (
+            ValueError
+        ):  # PyYAML's int() of a number longer than Python reads (sys.get_int_max_str_digits())
+            why = f"YAML: a number has more than {sys.get_int_max_str_digits():,} digits, which Python does not read"
+            raise BundleError([BundleIssue(file, None, None, "", why)]) from None
     except yaml.MarkedYAMLError as exc:
         mark, opened = exc.problem_mark or exc.context_mark, exc.context_mark
         msg = " ".join(x for x in (exc.context, exc.problem) if x) or str(exc)
@@ -208,10 +215,17 @@ def schema_issues(data: Any, issue: Callable[..., BundleIssue]) -> list[BundleIs
     return list(dict.fromkeys(out))  # jsonschema reports a "required" per missing field, each naming them all
 
 
+#: JSON Schema types in a YAML author's words.
+_YAML_TYPES = {"array": "a list", "object": "a mapping", "string": "a string", "integer": "an integer"}
+
+
 def _schema_message(err: Any) -> str:
     """The message of one ``jsonschema.ValidationError``: the schema's ``x-messages`` for its keyword, filled."""
     got, kinds = err.instance, {"list": "a list", "str": "a string"}
     template = err.schema.get("x-messages", {}).get(err.validator)
+    if template is None and err.validator == "type" and got is None:  # `tools:` with nothing after it
+        want = err.validator_value if isinstance(err.validator_value, str) else "/".join(err.validator_value)
+        return f"the value is empty (YAML reads it as null), expected {_YAML_TYPES.get(want, want)}"
     if template is None:  # a number YAML 1.1 read as text (timeout: 1e3) says how to write it
         return str(err.message) + (yaml_number_hint(got) if err.validator == "type" else "")
     found = " and ".join(k for k in ("python", "http", "sandbox") if isinstance(got, dict) and k in got)

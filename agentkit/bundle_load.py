@@ -8,6 +8,7 @@ import math
 import os
 import re
 import shutil
+import sys
 import threading
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -103,7 +104,15 @@ class BundleSpec:
         Raises:
             ValueError: unknown backend kind, a required model name missing, or ``adapter`` or ``binding`` with
                 a backend other than embedded.
+            TypeError: ``model`` that is not a name (a backend object goes in ``backend``).
         """
+        if model is not None and not isinstance(
+            model, (str, os.PathLike)
+        ):  # Agent(model=...) takes a backend
+            hint = ": pass a backend object as backend=" if callable(getattr(model, "complete", None)) else ""
+            raise TypeError(
+                f"model is the checkpoint, served model or script (a name), got {type(model).__name__}{hint}"
+            )
         if backend is not None and not isinstance(backend, str):
             return backend
         own = self.model_section
@@ -191,11 +200,20 @@ class _Load:
         data, raw = read_yaml(self.path, self.file, self.pos)
         self.issues.extend(self.issue(pth, msg, key=k) for pth, msg, k in raw)
         self.issues.extend(schema_issues(data, self.issue))
-        # no setting takes a NaN or an infinity (YAML's .nan, .inf, 1e400): in model.request it is not JSON
+        # no setting takes a NaN or an infinity (YAML's .nan, .inf, 1e400): in model.request it is not JSON;
+        # nor an integer past a double's range (a timeout of 10**400 seconds cannot be waited for)
         self.issues.extend(
             self.issue(at, f"must be a finite number, got {v}")
             for at, v in leaves(data)
             if isinstance(v, float) and not math.isfinite(v)
+        )
+        self.issues.extend(
+            self.issue(
+                at,
+                f"must be a finite number, got an integer of {len(str(abs(v)))} digits, beyond a double's range",
+            )
+            for at, v in leaves(data)
+            if isinstance(v, int) and abs(v) > sys.float_info.max
         )
         self.raise_if_any()
         assert isinstance(data, dict)

@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from agentkit.bundle_document import FieldPath, leaves
+from agentkit.siblings import SIBLING_PACKAGES
 from agentkit.tool_output import INVALID_UTF8_NOTE, decode_utf8
 
 if TYPE_CHECKING:
@@ -52,8 +53,15 @@ def import_python_target(target: str, bundle_dir: str) -> Any:
         sys.path.insert(0, bundle_dir)
     top = target.partition(":")[0].split(".")[0]
     here = Path(bundle_dir) / top
+    beside = (here / "__init__.py").is_file() or here.with_suffix(".py").is_file()
+    ours = Path(__file__).resolve().parent.parent / top  # agentkit's own package of that name, if any
+    if beside and top in ("agentkit", *SIBLING_PACKAGES) and here.resolve() != ours:
+        raise TargetImportError(  # importing it would replace agentkit's own package for the whole process
+            f"cannot import {target!r}: {here if here.is_dir() else here.with_suffix('.py')} has the name of "
+            f"agentkit's own package {top!r}; rename it, e.g. to my_{top}"
+        )
     loaded = getattr(sys.modules.get(top), "__file__", None)
-    if loaded and ((here / "__init__.py").is_file() or here.with_suffix(".py").is_file()):
+    if loaded and beside:
         if not Path(loaded).resolve().is_relative_to(Path(bundle_dir).resolve()):
             for name in [m for m in sys.modules if m == top or m.startswith(top + ".")]:
                 del sys.modules[name]
@@ -217,7 +225,10 @@ def make_http_function(
 
     def call(**arguments: Any) -> Any:
         parts = _request_parts(spec, arguments, where)
-        shown = f"{method} {parts['url'].split('?', 1)[0]}"
+        u = urllib.parse.urlsplit(
+            parts["url"]
+        )  # shown without its query or user:password@ (they may hold keys)
+        shown = f"{method} {u._replace(netloc=u.netloc.rpartition('@')[2], query='', fragment='').geturl()}"
         http = RetryingClient(
             client_getter(), attempts=retries + 1, retry_wait=retry_wait, max_wait=retry_wait * 16
         )

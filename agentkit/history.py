@@ -195,6 +195,12 @@ class Conversation:
             if target.exists():  # an earlier file keeps its permissions (a private 0600 one stays private)
                 os.chmod(tmp, target.stat().st_mode & 0o7777)
             os.replace(tmp, target)
+        except OSError as exc:
+            if exc.filename is None:
+                raise
+            raise type(exc)(
+                exc.errno, exc.strerror, str(path)
+            ) from None  # the file asked for, not the temporary one
         finally:
             tmp.unlink(missing_ok=True)
 

@@ -14,14 +14,15 @@ from agentkit.events import Event, ModelResponded, PromptTrimmed, ToolCallFinish
 from agentkit.result import RunResult
 
 #: C0 and C1 control characters but newline and tab (ESC starts colour, cursor and title sequences; CR rewrites
-#: the line; BEL rings).
-_CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f]")
+#: the line; BEL rings), and lone surrogates (no encoding can write them: printing one raised UnicodeEncodeError).
+_CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f\ud800-\udfff]")
 
 
 def terminal_safe(text: str) -> str:
-    """``text`` to print on a terminal: each control character other than newline and tab written as ``\\xNN``,
-    so a tool response or a model's answer cannot restyle, retitle, clear or overwrite the terminal."""
-    return _CONTROL.sub(lambda m: f"\\x{ord(m.group()):02x}", text)
+    """``text`` to print on a terminal: each control character other than newline and tab written as ``\\xNN``
+    (a lone surrogate as ``\\udXXX``), so a tool response or a model's answer cannot restyle, retitle, clear or
+    overwrite the terminal, nor fail to print."""
+    return _CONTROL.sub(lambda m: f"\\{'x' if ord(m.group()) < 256 else 'u'}{ord(m.group()):02x}", text)
 
 
 def no_tool_response(result: RunResult) -> bool:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 from typing import Annotated, Any, Literal
 
 from pydantic import (
@@ -20,6 +21,8 @@ from agentkit.history import Conversation
 
 # the planner builds records from checked values: free-form values (arguments, results, messages) pass as they are
 _CONFIG = ConfigDict(arbitrary_types_allowed=True, extra="forbid")
+
+_SURROGATE = re.compile(r"[\ud800-\udfff]")
 
 
 #: What went wrong with a tool call (see :class:`ToolCallRecord`).
@@ -128,4 +131,11 @@ class RunResult:
 
     def to_json(self, *, indent: int | None = None) -> str:
         """:meth:`to_dict` as JSON (tool results that are not JSON are written with ``str``)."""
-        return json.dumps(self.to_dict(), ensure_ascii=False, indent=indent, default=str)
+        return json_text(self.to_dict(), indent=indent)
+
+
+def json_text(value: Any, *, indent: int | None = None) -> str:
+    """``value`` as JSON text, non-ASCII as is but lone surrogates as ``\\udXXX`` escapes (as JSON reads them
+    back), so the text can be written in UTF-8; values JSON has no type for are written with ``str``."""
+    text = json.dumps(value, ensure_ascii=False, indent=indent, default=str)
+    return _SURROGATE.sub(lambda m: f"\\u{ord(m.group()):04x}", text)  # only ever inside a JSON string

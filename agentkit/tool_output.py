@@ -80,6 +80,12 @@ class _DaemonThreadPool:
 _POOL = _DaemonThreadPool()
 
 
+def tool_threads_all_busy() -> bool:
+    """Every one of the :func:`tool_thread_limit` threads is running a call (a new call waits for one)."""
+    with _POOL._lock:
+        return _POOL._threads >= _POOL.max_workers and _POOL._idle == 0
+
+
 def tool_thread_limit() -> int:
     """The most daemon threads sync tools run on at once (a call that finds them all busy waits for one)."""
     return _POOL.max_workers

@@ -18,7 +18,9 @@ import copy
 import functools
 import inspect
 import json
+import math
 import re
+import sys
 import threading
 import types
 import typing
@@ -27,6 +29,7 @@ from dataclasses import dataclass
 from typing import Any, cast
 
 import pydantic
+import pydantic_core
 from referencing.exceptions import Unresolvable
 
 from agentkit.backends.base import ToolDeclaration
@@ -36,6 +39,7 @@ from agentkit.tool_output import (
     run_sync_in_thread,
     serialize_result,
     tool_thread_limit,
+    tool_threads_all_busy,
 )
 from agentkit.tool_schema import (
     Grounded,
@@ -160,10 +164,13 @@ def _check_settings(
             f"tool {name!r}: grounded must be a list of parameter names, got {grounded!r}: wrap it in a list"
         )
     if timeout is not None and (
-        isinstance(timeout, bool) or not isinstance(timeout, (int, float)) or not timeout > 0
+        isinstance(timeout, bool)
+        or not isinstance(timeout, (int, float))
+        or not timeout > 0
+        or (timeout != math.inf and timeout > sys.float_info.max)  # asyncio's clock cannot wait 10**400 s
     ):
         raise ToolDefinitionError(
-            f"tool {name!r}: timeout must be a number > 0 (seconds) or None, got {timeout!r}"
+            f"tool {name!r}: timeout must be a number > 0 (seconds, within a double's range) or None, got {timeout!r}"
         )
     if not int_at_least(retries, 0):
         raise ToolDefinitionError(f"tool {name!r}: retries must be an integer >= 0, got {retries!r}")
@@ -406,6 +413,11 @@ class Tool:
             schema = model.model_json_schema(schema_generator=ToolJsonSchema)
         except (pydantic.PydanticSchemaGenerationError, pydantic.PydanticUserError, TypeError) as exc:
             raise ToolDefinitionError(f"tool {self.name!r}: its parameters cannot be typed: {exc}") from exc
+        except pydantic_core.SchemaError as exc:  # a constraint pydantic cannot build, e.g. pattern="["
+            why = " ".join(str(exc).rpartition("SchemaError:")[2].split())  # the innermost cause
+            bad = next((p for f, p in names if f'Field "{f}"' in str(exc)), None)
+            where = f"parameter {bad!r}" if bad else "its parameters"
+            raise ToolDefinitionError(f"tool {self.name!r}: {where}: invalid constraint: {why}") from None
         schema = clean_schema(schema)
         schema.setdefault("properties", {})
         self.parameters = schema
@@ -472,7 +484,7 @@ class Tool:
             if not cm.expired():
                 raise
             note = ""
-            if not self.is_async and not started.is_set():
+            if not self.is_async and not started.is_set() and tool_threads_all_busy():
                 note = (
                     f"it never started: all {tool_thread_limit()} of agentkit's tool threads are held by sync tool calls "
                     "still running past their timeouts (a tool that hangs: give it its own timeout, e.g. on its "

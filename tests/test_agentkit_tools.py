@@ -344,7 +344,7 @@ def _renamed(name: str) -> Callable[..., int]:
         (lambda: Tool(lambda x: x, name="f", timeout=0), "timeout must be a number > 0"),
         (
             lambda: Tool(lambda x: x, name="f", timeout="5"),
-            r"timeout must be a number > 0 \(seconds\) or None, got '5'",
+            r"timeout must be a number > 0 \(seconds, within a double's range\) or None, got '5'",
         ),
         (lambda: Tool(lambda x: x, name="f", retries=-1), "retries must be an integer >= 0"),
         (lambda: Tool(lambda x: x, name="f", retries=1.5), "retries must be an integer >= 0, got 1.5"),

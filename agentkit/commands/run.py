@@ -27,6 +27,7 @@ from agentkit.commands import (
 from agentkit.errors import AgentKitError, AgentRunError, BackendError, PromptTooLong
 from agentkit.history import Conversation
 from agentkit.render import RichRenderer, no_tool_response, terminal_safe
+from agentkit.result import json_text
 from model.heads.vision import ImageError, open_image
 from model.threads import MAX_THREADS
 
@@ -163,6 +164,11 @@ def _build_agent(
         raise fail(f"{bundle}: {exc}", EXIT_BAD_INPUT) from None
     from agentkit.backends.embedded import EmbeddedBackend
 
+    if threads is not None and not isinstance(agent.backend, EmbeddedBackend):  # as --adapter and --binding
+        kind = backend or b.model_section.backend
+        raise fail(
+            f"{bundle}: --threads applies to the embedded backend only (backend is {kind!r})", EXIT_BAD_INPUT
+        )
     if isinstance(agent.backend, EmbeddedBackend):  # a checkpoint that cannot load is bad input (exit 2)
         if threads is not None:
             agent.backend.threads = threads
@@ -211,7 +217,7 @@ def run_command(
         if json_out:
             partial = None if stopped is None else stopped.result.to_dict()
             out = {"error": {"type": kind, "message": str(exc)}, "result": partial}
-            typer.echo(json.dumps(out, ensure_ascii=False, default=str))
+            typer.echo(json_text(out))
         elif stopped is not None:
             _print_failure(stopped, json_hint=True)
         else:
