@@ -145,6 +145,20 @@ def test_a_users_module_named_like_an_agentkit_package_is_named_on_import(tmp_pa
     )
 
 
+def test_a_users_sandbox_or_evals_module_does_not_stop_import_agentkit(tmp_path):
+    # agentkit loads its sandbox and evals packages only for sandbox tools and `agentkit eval`
+    for name in ("sandbox", "evals"):
+        (tmp_path / f"{name}.py").write_text("X = 1\n")
+    (tmp_path / "main.py").write_text(
+        "from agentkit import Agent\nimport sandbox\nprint(Agent.__name__, sandbox.X)\n"
+    )
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    out = subprocess.run(
+        [sys.executable, "main.py"], cwd=tmp_path, env=env, capture_output=True, text=True, timeout=120
+    )
+    assert (out.returncode, out.stdout) == (0, "Agent 1\n"), out.stderr
+
+
 def test_a_bundle_helper_named_like_an_agentkit_package_is_refused_where_it_is_named(tmp_path):
     # importing it replaced agentkit's own `model` package: the embedded backend then failed at its first turn
     # with "No module named 'model.checkpoint'; 'model' is not a package"
