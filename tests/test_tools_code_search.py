@@ -669,3 +669,22 @@ def test_find_definition_finds_module_level_variables_and_falls_back_to_other_ki
         "max_items_for"
     ]
     assert repo.find_definitions("MAX_IT", kind="class")["matches"] == []
+
+
+def test_find_definition_another_kinds_name_in_another_case_leaves_the_kinds_partial_matches(tmp_path):
+    (tmp_path / "budget.py").write_text("def tool_output_budget():\n    pass\n")
+    (tmp_path / "tests").mkdir()
+    (tmp_path / "tests" / "test_b.py").write_text("BUDGET = 3\n")
+    repo = CodeRepo(tmp_path)
+    as_function = repo.find_definitions("budget", kind="function")  # was the test's BUDGET, with a note
+    assert [m["name"] for m in as_function["matches"]] == ["tool_output_budget"] and "note" not in as_function
+    # the name as written, or no partial match of the kind, still brings in the other kinds
+    assert [m["name"] for m in repo.find_definitions("BUDGET", kind="function")["matches"]] == ["BUDGET"]
+    assert [m["name"] for m in repo.find_definitions("budget", kind="class")["matches"]] == ["BUDGET"]
+
+
+def test_find_definition_variable_signatures_count_lines_as_python_does(tmp_path):
+    (tmp_path / "ff.py").write_text("A = 1\n\x0c\nB = 2\nS = 'x\u2028y'\nC = 3\r\nD = 4\n")
+    repo = CodeRepo(tmp_path)
+    signatures = [repo.find_definitions(n)["matches"][0]["signature"] for n in "ABCD"]
+    assert signatures == ["A = 1", "B = 2", "C = 3", "D = 4"]  # were 'A = 1', '', "S = 'x", ...

@@ -89,7 +89,7 @@ def python_definitions(rel: str, text: str) -> list[Definition]:
     """All function/class/method definitions of a Python source, and the names its module level assigns
     (``variable``); SyntaxError/ValueError if it does not parse."""
     tree = ast.parse(text)
-    lines = text.splitlines()
+    lines = re.split(r"\r\n?|\n", text)  # ast's line breaks (splitlines also breaks at \f, \u2028...)
     out: list[Definition] = []
 
     def visit(body: list[ast.stmt], prefix: str, in_class: bool) -> None:

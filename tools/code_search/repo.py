@@ -283,7 +283,7 @@ class CodeRepo:
         ``name``: a name, a part of one, or a dotted name (``Agent.run``, ``agentkit.bundle.load_bundle``),
         case-insensitive, ``def``/``class`` and ``(...)`` around it ignored; ``kind``: ``"any"``, ``"function"``,
         ``"class"`` or ``"method"`` (when no definition of that kind has the name itself, those of other kinds
-        that have it, with a ``note``); ``glob``: an optional :func:`path_glob`. Module-level variables (``MAX_THREADS = 1024``)
+        that have it, as written if that kind has partial matches, with a ``note``); ``glob``: an optional :func:`path_glob`. Module-level variables (``MAX_THREADS = 1024``)
         match under ``"any"``. Ranking: exact name, exact ignoring case, qualified-name match, prefix, substring;
         within a rank functions, classes and methods before variables, source before tests/examples before docs,
         public before ``_private`` (unless asked for), module-level before nested, shallower paths, then path
@@ -328,8 +328,9 @@ class CodeRepo:
         scored.sort(key=lambda kd: kd[0])
         wanted = [kd for kd in scored if kind in ("any", kd[1].kind)]
         named = [kd for kd in wanted if kd[0][0] <= NAMED]
-        # no definition of this kind has the name itself: those of other kinds that have it come before parts
-        other_kinds = [kd for kd in scored if kd[0][0] <= NAMED] if not named else []
+        # no definition of this kind has the name itself: those of other kinds that have it come before parts,
+        # but only as written when this kind has parts (function 'limit' is tool_thread_limit, not a test's LIMIT)
+        other_kinds = [kd for kd in scored if kd[0][0] <= (0 if wanted else NAMED)] if not named else []
         listed = named or other_kinds or wanted
         shown = listed[:max_results]
         out: dict[str, Any] = {
