@@ -117,12 +117,16 @@ class StreamOptions(_Open):
     include_usage: bool | None = None  # null or left out: no usage chunk
 
 
+#: At most this many tools per request, as on OpenAI (each tool's grammar is compiled when first seen).
+MAX_TOOLS = 128
+
+
 class ChatCompletionRequest(_Open):
     """The body of ``POST /v1/chat/completions`` (see the module docstring for ignored fields)."""
 
     model: str
     messages: list[Message] = Field(min_length=1)
-    tools: list[Tool] | None = None
+    tools: list[Tool] | None = Field(default=None, max_length=MAX_TOOLS)
     tool_choice: Literal["auto", "none", "required"] | NamedToolChoice | None = None
     response_format: ResponseFormat | None = None
     max_tokens: int | None = Field(default=None, ge=1)
