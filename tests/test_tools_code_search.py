@@ -653,7 +653,12 @@ def test_find_definition_finds_module_level_variables_and_falls_back_to_other_ki
         ("limits.py:1", "variable", "MAX_ITEMS = 10")
     ]
     assert repo.find_definitions("limit")["matches"][0]["signature"] == "limit: int = 3"
-    for q in ("variable MAX_ITEMS", "constant MAX_ITEMS", "const MAX_ITEMS"):  # the kind word a model writes
+    for q in (
+        "variable MAX_ITEMS",
+        "constant MAX_ITEMS",
+        "const MAX_ITEMS",
+        "MAX_ITEMS constant",
+    ):  # kind words
         assert repo.find_definitions(q)["matches"][0]["location"] == "limits.py:1", q
     # a function of a longer name ranks before a variable of the same rank; locals and class attributes are no
     # module-level variables

@@ -153,12 +153,12 @@ def regex_definitions(rel: str, text: str) -> list[Definition]:
 
 
 def normalize_query(name: str) -> str:
-    """Strip what a model may wrap around a name: ``def``/``class`` and kind words (``variable MAX``), ``()``,
-    backticks, spaces."""
+    """Strip what a model may wrap around a name: ``def``/``class`` and kind words before or after it
+    (``variable MAX``, ``Agent class``), ``()``, backticks, spaces."""
     q = name.strip().strip("`'\"").strip()
     q = re.sub(r"^(?:async\s+def|def|class|function|func|fn|method|variable|constant|const|var)\s+", "", q)
     q = re.sub(r"\(.*\)?$", "", q).strip()
-    return q
+    return re.sub(r"\s+(?:class|function|method|variable|constant)$", "", q)
 
 
 #: The highest :func:`match_score` that names the definition itself (exact, exact ignoring case, qualified
