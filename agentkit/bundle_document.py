@@ -169,9 +169,8 @@ def read_yaml(path: Path, file: str, pos: Positions) -> tuple[Any, list[tuple[Fi
         _walk(node, (), pos, raw)  # as written: constructing it flattens `<<` merges into the mappings
         try:
             data = loader.construct_document(node)
-        except (
-            ValueError
-        ):  # PyYAML's int() of a number longer than Python reads (sys.get_int_max_str_digits())
+        except ValueError:
+            # PyYAML's int() of a number longer than Python reads (sys.get_int_max_str_digits())
             why = f"YAML: a number has more than {sys.get_int_max_str_digits():,} digits, which Python does not read"
             raise BundleError([BundleIssue(file, None, None, "", why)]) from None
     except yaml.MarkedYAMLError as exc:

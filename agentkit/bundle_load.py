@@ -106,9 +106,8 @@ class BundleSpec:
                 a backend other than embedded.
             TypeError: ``model`` that is not a name (a backend object goes in ``backend``).
         """
-        if model is not None and not isinstance(
-            model, (str, os.PathLike)
-        ):  # Agent(model=...) takes a backend
+        # Agent(model=...) takes a backend
+        if model is not None and not isinstance(model, (str, os.PathLike)):
             hint = ": pass a backend object as backend=" if callable(getattr(model, "complete", None)) else ""
             raise TypeError(
                 f"model is the checkpoint, served model or script (a name), got {type(model).__name__}{hint}"

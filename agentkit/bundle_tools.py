@@ -225,9 +225,8 @@ def make_http_function(
 
     def call(**arguments: Any) -> Any:
         parts = _request_parts(spec, arguments, where)
-        u = urllib.parse.urlsplit(
-            parts["url"]
-        )  # shown without its query or user:password@ (they may hold keys)
+        # shown without its query or user:password@ (they may hold keys)
+        u = urllib.parse.urlsplit(parts["url"])
         shown = f"{method} {u._replace(netloc=u.netloc.rpartition('@')[2], query='', fragment='').geturl()}"
         http = RetryingClient(
             client_getter(), attempts=retries + 1, retry_wait=retry_wait, max_wait=retry_wait * 16
