@@ -169,7 +169,8 @@ def test_cold_sandbox_without_pool(docker_client, sandbox_image):
         ex = sb.run("print('cold')")
         assert ex.stdout == "cold\n" and ex.warm is False
         sid = sb.session_id
-    assert docker_client.containers.list(all=True, filters={"label": f"agentkit.sandbox.session={sid}"}) == []
+    label = {"label": f"agentkit.sandbox.session={sid}"}
+    assert docker_client.containers.list(all=True, filters=label, ignore_removed=True) == []
     with pytest.raises(SandboxClosedError):
         sb.run("print(1)")
 

@@ -40,7 +40,9 @@ CHILD = textwrap.dedent(
 
 
 def _session_containers(client, sid: str) -> list:
-    return client.containers.list(all=True, filters={"label": f"agentkit.sandbox.session={sid}"})
+    # ignore_removed: a container removed between the listing and its inspection is gone, not a 404
+    label = {"label": f"agentkit.sandbox.session={sid}"}
+    return client.containers.list(all=True, filters=label, ignore_removed=True)
 
 
 @pytest.fixture
