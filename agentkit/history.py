@@ -198,9 +198,8 @@ class Conversation:
         except OSError as exc:
             if exc.filename is None:
                 raise
-            raise type(exc)(
-                exc.errno, exc.strerror, str(path)
-            ) from None  # the file asked for, not the temporary one
+            # the file asked for, not the temporary one
+            raise type(exc)(exc.errno, exc.strerror, str(path)) from None
         finally:
             tmp.unlink(missing_ok=True)
 

@@ -58,6 +58,11 @@ class _DaemonThreadPool:
             self._queue.put((fut, fn))
         return fut
 
+    def all_busy(self) -> bool:
+        """Every one of the ``max_workers`` threads is running a call (a new call waits for one)."""
+        with self._lock:
+            return self._threads >= self.max_workers and self._idle == 0
+
     def _work(self) -> None:
         while True:
             with self._lock:
@@ -82,8 +87,7 @@ _POOL = _DaemonThreadPool()
 
 def tool_threads_all_busy() -> bool:
     """Every one of the :func:`tool_thread_limit` threads is running a call (a new call waits for one)."""
-    with _POOL._lock:
-        return _POOL._threads >= _POOL.max_workers and _POOL._idle == 0
+    return _POOL.all_busy()
 
 
 def tool_thread_limit() -> int:

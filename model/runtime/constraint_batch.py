@@ -184,9 +184,8 @@ class ConstraintBatch:
                 r, k, _, _ = frontier[int((~ok).nonzero()[0])]
                 raise ValueError(f"row {r}: constraint mask at canvas position {k} allows no token")
             forbidden = ~allowed
-            for j, (r, k, _, vote) in enumerate(
-                frontier
-            ):  # in place on each row's view (no gather and scatter)
+            # in place on each row's view (no gather and scatter)
+            for j, (r, k, _, vote) in enumerate(frontier):
                 if vote is not None:
                     mine = _allowed_tokens([vote], vocab, device)[0] & allowed[j]
                     t = float(temperature[r]) if isinstance(temperature, torch.Tensor) else float(temperature)

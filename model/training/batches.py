@@ -101,8 +101,8 @@ def make_batch(
         ``input_ids``, ``attention_mask`` [B, P] int64, ``canvas`` [B, C] int64 (``<pad>`` after the target),
         ``is_target`` [B, C] bool, ``weight`` [B, C] float32 (``pad_weight`` after the target, ``1 +
         copy_weight`` on copied tokens, else 1; times ``decision_weight`` at a turn's first token and after each
-        ``<tool_call|>``, where it calls or answers, and calls again or stops) and, with labels, ``decl_pos`` [B, K] int64, ``decl_valid``
-        [B, K] bool, ``bind`` [B, P], ``key`` [B, C] int64 (-100: no label) and ``ptr`` [B, C] bool.
+        ``<tool_call|>``, where it calls or answers, and calls again or stops) and, with labels, ``decl_pos``
+        [B, K] int64, ``decl_valid`` [B, K] bool, ``bind`` [B, P], ``key`` [B, C] int64 (-100: no label) and ``ptr`` [B, C] bool.
     """
     C = canvas_length
     labelled = all(it.bind for it in items)
