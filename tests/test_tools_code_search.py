@@ -242,6 +242,19 @@ def test_find_definition_module_path_of_a_package_is_its_init(tmp_path):
     assert [m["location"] for m in out["matches"]] == ["pkg/__init__.py:1"]
 
 
+def test_find_definition_as_written_leaves_out_other_cases(tmp_path):
+    (tmp_path / "tables.py").write_text(
+        "class _Tables:\n    pass\n\n\ndef _tables(tok):\n    return _Tables()\n"
+    )
+    repo = CodeRepo(tmp_path)
+    out = repo.find_definitions("_tables")
+    assert [(m["location"], m["name"]) for m in out["matches"]] == [("tables.py:5", "_tables")]
+    assert out["total"] == 1
+    # no definition has the name as written: both, ignoring case, in line order
+    out = repo.find_definitions("_TABLES")
+    assert [m["location"] for m in out["matches"]] == ["tables.py:1", "tables.py:5"]
+
+
 def test_find_definition_other_languages_and_broken_python(repo):
     js = repo.find_definitions("loadBundle")["matches"]
     assert [(m["location"], m["kind"]) for m in js][:2] == [
