@@ -169,13 +169,8 @@ def _request_parts(spec: dict[str, Any], arguments: dict[str, Any], where: str) 
             params = rest
         else:
             body = rest
-    if isinstance(params, dict):
-        params = {
-            k: json.dumps(v)
-            if isinstance(v, dict)
-            else ("true" if v is True else "false" if v is False else v)
-            for k, v in params.items()
-        }
+    if isinstance(params, dict):  # a mapping goes as its JSON (httpx writes booleans as true and false)
+        params = {k: json.dumps(v) if isinstance(v, dict) else v for k, v in params.items()}
     return {"url": url, "headers": headers, "params": params, "json": body}
 
 

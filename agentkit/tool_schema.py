@@ -1,6 +1,6 @@
 """How a tool's declaration is written: the function read (signature, type hints, docstring), grounded
-parameters, titles dropped, checks of a written schema, and the string formats the tool-call grammar enforces
-(checked for remote models too)."""
+parameters, the JSON Schema of a dict[int, V], checks of a written schema, and the string formats the tool-call
+grammar enforces (checked for remote models too)."""
 
 from __future__ import annotations
 
@@ -19,7 +19,7 @@ import pydantic.json_schema
 from agentkit.errors import ToolDefinitionError
 from schema import FORMATS, MAX_NESTING, format_matches, nesting
 from schema.errors import SchemaError
-from schema.normalize import drop_titles, map_subschemas_at
+from schema.normalize import map_subschemas_at
 from schema.refs import Refs
 
 # --------------------------------------------------------------------------------------------- docstrings
@@ -227,10 +227,6 @@ def mark_grounded(tool: str, parameters: dict[str, Any], names: Sequence[str]) -
                 ],
             }
     return {**parameters, "properties": props}
-
-
-#: Drop Pydantic's ``title`` keywords from a JSON Schema (:func:`schema.drop_titles`).
-clean_schema = drop_titles
 
 
 def grounded_keyword(

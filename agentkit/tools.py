@@ -45,7 +45,6 @@ from agentkit.tool_schema import (
     Grounded,
     ToolJsonSchema,
     check_schema_fits,
-    clean_schema,
     field_alias,
     function_docstring,
     grammar_format_checker,
@@ -58,6 +57,7 @@ from agentkit.tool_schema import (
     signature_and_hints,
     unwrapped,
 )
+from schema.normalize import drop_titles
 from tools.args import format_validation_error
 
 __all__ = [
@@ -367,7 +367,7 @@ class Tool:
                     f"tool {self.name!r}: with args_model the function must take exactly one argument (the "
                     f"model instance) besides an optional ToolContext, it takes {others}"
                 )
-        self.parameters = clean_schema(model.model_json_schema(schema_generator=ToolJsonSchema))
+        self.parameters = drop_titles(model.model_json_schema(schema_generator=ToolJsonSchema))
 
         def validate(arguments: dict[str, Any]) -> Any:
             try:
@@ -418,7 +418,7 @@ class Tool:
             bad = next((p for f, p in names if f'Field "{f}"' in str(exc)), None)
             where = f"parameter {bad!r}" if bad else "its parameters"
             raise ToolDefinitionError(f"tool {self.name!r}: {where}: invalid constraint: {why}") from None
-        schema = clean_schema(schema)
+        schema = drop_titles(schema)
         schema.setdefault("properties", {})
         self.parameters = schema
         validator = model.__pydantic_validator__

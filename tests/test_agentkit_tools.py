@@ -22,8 +22,9 @@ from agentkit.backends.embedded import EmbeddedBackend
 from agentkit.backends.scripted import ScriptedBackend, call
 from agentkit.errors import ToolDefinitionError
 from agentkit.tool_output import serialize_result
-from agentkit.tool_schema import clean_schema, misspelt_keywords, parse_docstring, yaml_number_hint
+from agentkit.tool_schema import misspelt_keywords, parse_docstring, yaml_number_hint
 from agentkit.tools import Tool, ToolArgumentsError, ToolContext, tool
+from schema.normalize import drop_titles as clean_schema
 
 
 @tool
