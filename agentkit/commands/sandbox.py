@@ -99,7 +99,7 @@ def doctor_cmd(
     image: Annotated[str | None, typer.Option(help="Image to check.")] = None,
     as_json: Annotated[bool, typer.Option("--json", help="Print the checks as JSON.")] = False,
 ) -> None:
-    """Check the engine, the image, limit support, runtimes and stale containers; exit 1 if one is required."""
+    """Check the engine, the image, limit support, runtimes and stale containers; exit 1 if a required check fails."""
     from rich.console import Console
     from rich.table import Table
 
