@@ -39,7 +39,8 @@ def run_cmd(
     pids: Annotated[int, typer.Option(help="Max processes/threads.")] = 64,
     runtime: Annotated[str | None, typer.Option(help="OCI runtime, e.g. runsc (gVisor).")] = None,
     image: Annotated[
-        str | None, typer.Option(help="Image (default: agentkit-sandbox:<recipe hash>).")
+        str | None,
+        typer.Option(help="Image (default: $AGENTKIT_SANDBOX_IMAGE, else agentkit-sandbox:<recipe hash>)."),
     ] = None,
     as_json: Annotated[bool, typer.Option("--json", help="Print the Execution as one JSON object.")] = False,
 ) -> None:
@@ -77,7 +78,10 @@ def run_cmd(
 
 @sandbox_app.command("build-image")
 def build_image_cmd(
-    mirror: Annotated[str | None, typer.Option(help="Debian mirror URL (default: from apt sources).")] = None,
+    mirror: Annotated[
+        str | None,
+        typer.Option(help="Debian mirror URL (default: $AGENTKIT_SANDBOX_MIRROR, else from apt sources)."),
+    ] = None,
     force: Annotated[bool, typer.Option(help="Rebuild even if the tagged image exists.")] = False,
 ) -> None:
     """Build the base image offline with debootstrap and tag it by its recipe hash (idempotent; needs root)."""
@@ -99,7 +103,7 @@ def doctor_cmd(
     image: Annotated[str | None, typer.Option(help="Image to check.")] = None,
     as_json: Annotated[bool, typer.Option("--json", help="Print the checks as JSON.")] = False,
 ) -> None:
-    """Check the engine, the image, limit support, runtimes and stale containers; exit 1 if one is required."""
+    """Check the engine, the image, limit support, runtimes and stale containers; exit 1 if a required check fails."""
     from rich.console import Console
     from rich.table import Table
 
