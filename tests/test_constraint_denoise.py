@@ -225,6 +225,26 @@ def test_no_repeat_rule_never_commits_a_word_twice_in_a_row(ckpt, no_repeat):
     assert doubled is (not no_repeat)
 
 
+def test_no_repeat_rule_looks_through_a_lone_space_token(ckpt):
+    """With a space-isolating tokenizer a word and its repeat have a space token between them (``is Ġ is``): the
+    rule bans the repeat after the space as it does right after the word."""
+    tok = ckpt.tokenizer
+    grammar = 'start: "say:" /[a-z ]+/ "."'
+    vocab = tok.get_vocab()
+    space = vocab["\u0120"]
+    w = next(i for p, i in sorted(vocab.items()) if p.isalpha() and p.islower() and len(p) >= 3)
+    for no_repeat in (True, False):
+        m = llguidance.LLMatcher(ckpt.llg, llguidance.LLMatcher.grammar_from_lark(grammar))
+        c = GrammarConstraint(m, tok, no_repeat=no_repeat)
+        c.start_canvas(16, 16)
+        fixed = c.plan().fixed
+        k = len(fixed)
+        c.commit(fixed + [w, space] + [0] * (14 - k), [True] * (k + 2) + [False] * (14 - k))
+        assert c.committed[-2:] == [w, space]
+        mask = c.plan().mask
+        assert mask is not None and bool(mask[w]) is (not no_repeat)
+
+
 @pytest.mark.parametrize("window", [1, 3])
 def test_repeat_window_keeps_prose_from_looping_back_on_a_word_but_not_numbers_or_calls(ckpt, window):
     """repeat_window=3: in prose a word of 3+ letters among the last 3 committed tokens is not committed again

@@ -34,25 +34,28 @@ from model.runtime.constraint_batch import ConstraintPlan
 
 
 @functools.lru_cache(maxsize=16)
-def word_bases(tokenizer: Any) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """Per token id ``([V] int64, [V] bool, [V] bool)``: its space-stripped form's id, whether it is word-like (a
-    letter or digit), whether its stripped form is a word of 3+ letters; special tokens none of these. Cached per
-    tokenizer."""
+def word_bases(tokenizer: Any) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """Per token id ``([V] int64, [V] bool, [V] bool, [V] bool)``: its space-stripped form's id, whether it is
+    word-like (a letter or digit), whether its stripped form is a word of 3+ letters, whether it is spaces only (a
+    space-isolating tokenizer's ``Ġ``, which the repeat rule looks through); special tokens none of these. Cached
+    per tokenizer."""
     vocab = tokenizer.get_vocab()
     n = len(tokenizer)
     base = np.arange(n, dtype=np.int64)
     word = np.zeros(n, dtype=bool)
     letters = np.zeros(n, dtype=bool)
+    spaces = np.zeros(n, dtype=bool)
     special = set(tokenizer.all_special_ids)
     for piece, i in vocab.items():
         if i >= n or i in special:
             continue
         word[i] = any(ch.isalnum() for ch in piece)
+        spaces[i] = bool(piece) and set(piece) == {"Ġ"}
         stripped = piece.removeprefix("Ġ")
         letters[i] = stripped.isalpha() and len(stripped) >= 3
         if piece.startswith("Ġ") and len(piece) > 1 and piece[1:] in vocab and vocab[piece[1:]] < n:
             base[i] = vocab[piece[1:]]
-    return base, word, letters
+    return base, word, letters, spaces
 
 
 class GrammarConstraint:
@@ -217,15 +220,17 @@ class GrammarConstraint:
         """The space-stripped ids the no-repeat rule forbids next ([] when it is off)."""
         if self._bases is None or not self.all_tokens:
             return []
-        base, word, letters = self._bases
-        last = self.all_tokens[-1]
+        base, word, letters, spaces = self._bases
+        # the last tokens that are not spaces alone (``is Ġ is`` repeats ``is``)
+        recent = [
+            t for t in self.all_tokens[-2 * self.repeat_window :] if not (0 <= t < len(spaces) and spaces[t])
+        ][-self.repeat_window :]
+        if not recent:
+            return []
+        last = recent[-1]
         out = [int(base[last])] if 0 <= last < len(word) and word[last] else []
         if self.repeat_window > 1 and not self.in_call:
-            out += [
-                int(base[t])
-                for t in self.all_tokens[-self.repeat_window : -1]
-                if 0 <= t < len(letters) and letters[t]
-            ]
+            out += [int(base[t]) for t in recent[:-1] if 0 <= t < len(letters) and letters[t]]
         return out
 
     def _repeats(self, tok: int) -> bool:
