@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import asyncio
 import copy
-import functools
 import inspect
 import json
 import math
@@ -237,6 +236,7 @@ class Tool:
         "_declaration",
         "_format_validator",
         "_invoke",
+        "_options",
         "_validate",
         "description",
         "function",
@@ -265,9 +265,18 @@ class Tool:
     ) -> None:
         if not callable(function):
             raise ToolDefinitionError(f"tool implementation must be callable, got {function!r}")
+        if isinstance(function, Tool):  # it would be declared as 'Tool', with this class's docstring
+            raise ToolDefinitionError(
+                f"{function!r} is a Tool already: change its settings with tool(t, ...)"
+            )
+        self._options = ToolOptions(
+            name=name, description=description, args_model=args_model, timeout=timeout
+        )
+        self._options |= {"parameters": parameters, "retries": retries, "serializer": serializer}
+        self._options |= {"grounded": grounded, "max_output_bytes": max_output_bytes}
         base, _ = unwrapped(function)
         fname = getattr(base, "__name__", None) or type(base).__name__
-        self.name = fname if name is None else name
+        self.name: str = fname if name is None else name
         if not isinstance(self.name, str) or not _NAME_RE.match(self.name):
             raise ToolDefinitionError(_bad_name(fname, name))
         _check_settings(self.name, timeout, retries, max_output_bytes, description, grounded)
@@ -492,6 +501,13 @@ class Tool:
                 )
             raise ToolTimeoutError(self.name, self.timeout, note) from None
 
+    def replace(self, **options: typing.Unpack[ToolOptions]) -> Tool:
+        """A new tool of the same function with ``options`` (:func:`tool`'s keywords) in place of this one's
+        settings; ``parameters`` replaces an ``args_model`` and the reverse. Raises as :class:`Tool`."""
+        other = {"parameters": "args_model", "args_model": "parameters"}
+        kept = {k: v for k, v in self._options.items() if other.get(k) not in options}
+        return Tool(self.function, **{**kept, **options})  # type: ignore[arg-type]
+
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
         """Call the underlying function directly (a decorated function stays usable as a function)."""
         return self.function(*args, **kwargs)
@@ -528,7 +544,8 @@ def tool(**options: typing.Unpack[ToolOptions]) -> Callable[[Callable[..., Any]]
 def tool(
     function: Callable[..., Any] | None = None, /, **options: typing.Unpack[ToolOptions]
 ) -> Tool | Callable[[Callable[..., Any]], Tool]:
-    """Make a :class:`Tool` from a function: ``@tool`` or ``@tool(timeout=5, retries=1, ...)``.
+    """Make a :class:`Tool` from a function: ``@tool`` or ``@tool(timeout=5, retries=1, ...)``; given a
+    :class:`Tool`, a copy with these settings changed (:meth:`Tool.replace`).
 
     The keywords (:class:`ToolOptions`) are those of :class:`Tool`; an unknown one raises ``TypeError``.
 
@@ -536,7 +553,10 @@ def tool(
         ToolDefinitionError: see :class:`Tool`.
     """
 
-    return Tool(function, **options) if function is not None else functools.partial(Tool, **options)
+    def make(fn: Callable[..., Any]) -> Tool:
+        return fn.replace(**options) if isinstance(fn, Tool) else Tool(fn, **options)
+
+    return make(function) if function is not None else make
 
 
 def as_tool(obj: Tool | Callable[..., Any]) -> Tool:

@@ -690,3 +690,29 @@ def test_int_keyed_dict_parameters_declare_integer_keys():
     assert props["n"]["anyOf"][0]["patternProperties"] == {INT_KEY_PATTERN: {"type": "integer"}}
     assert props["k"]["anyOf"][0] == {"type": "object", "additionalProperties": {"type": "integer"}}
     assert f.validate({"m": {"1": "a", "-20": "b"}}) == {"m": {1: "a", -20: "b"}, "n": None, "k": None}
+
+
+def test_tool_on_a_tool_changes_its_settings_and_keeps_the_rest():
+    # tool(t, ...) on a Tool wrapped the Tool object itself: a tool named 'Tool', with the Tool class's docstring
+    # as its description and untyped parameters
+    class Q(BaseModel):
+        query: str
+        limit: int = 2
+
+    @tool(args_model=Q, timeout=3, serializer=lambda v: f"n={len(v)}")
+    def search(q: Q) -> list[str]:
+        """Search things."""
+        return [q.query] * q.limit
+
+    again = tool(retries=1)(search)
+    assert (again.name, again.description, again.timeout, again.retries) == ("search", "Search things.", 3, 1)
+    assert again.parameters == search.parameters
+    assert tool(search, name="find").name == "find"
+    result = Agent(ScriptedBackend([call("search", query="a"), "ok"]), [again]).run("q")
+    assert result.tool_calls[0].content == "n=2"
+    schema = {"type": "object", "properties": {"q": {"type": "object"}}, "required": ["q"]}
+    assert search.replace(parameters=schema).parameters == schema  # parameters replaces args_model
+    with pytest.raises(
+        ToolDefinitionError, match=r"Tool\(name='search'.* is a Tool already: change its settings"
+    ):
+        Tool(search)
