@@ -11,7 +11,7 @@ import math
 import re
 import typing
 from collections.abc import Callable, Sequence
-from typing import TYPE_CHECKING, Annotated, Any, TypeVar
+from typing import TYPE_CHECKING, Annotated, Any, Literal, TypeVar
 
 import pydantic
 import pydantic.json_schema
@@ -168,7 +168,21 @@ INT_KEY_PATTERN = r"^-?(0|[1-9][0-9]*)$"
 
 class ToolJsonSchema(pydantic.json_schema.GenerateJsonSchema):
     """Pydantic's JSON Schema of a tool's arguments, with a ``dict[int, V]``'s keys written as integers' digits
-    (``patternProperties`` {:data:`INT_KEY_PATTERN`: V}, no other key) rather than any string."""
+    (``patternProperties`` {:data:`INT_KEY_PATTERN`: V}, no other key) rather than any string, and a model that
+    leaves ``extra`` unset closed (``additionalProperties: false``); ``keeps_extra``: a model sets it to
+    ``allow`` or ``ignore``."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.keeps_extra = False
+
+    def model_schema(self, schema: Any) -> Any:
+        out = super().model_schema(schema)
+        extra = schema["cls"].model_config.get("extra")
+        if extra is None and out.get("type") == "object":
+            out["additionalProperties"] = False  # an unknown key is refused (arguments_schema)
+        self.keeps_extra |= extra in ("allow", "ignore")
+        return out
 
     def dict_schema(self, schema: Any) -> Any:
         out = super().dict_schema(schema)
@@ -177,6 +191,15 @@ class ToolJsonSchema(pydantic.json_schema.GenerateJsonSchema):
             out["patternProperties"] = {INT_KEY_PATTERN: out.pop("additionalProperties", True)}
             out["additionalProperties"] = False
         return out
+
+
+def arguments_schema(model: type[pydantic.BaseModel]) -> tuple[dict[str, Any], Literal["forbid"] | None]:
+    """The JSON Schema a tool declares for ``model`` (:class:`ToolJsonSchema`, titles dropped) and the ``extra``
+    its arguments are validated with: ``"forbid"`` (an unknown key, nested ones too, is an error) unless one of
+    its models sets ``extra`` itself. Raises what ``model_json_schema`` raises."""
+    gen = ToolJsonSchema()
+    schema = clean_schema(model.model_json_schema(schema_generator=lambda **_: gen))  # type: ignore[arg-type]
+    return schema, None if gen.keeps_extra else "forbid"
 
 
 #: Keyword marking a grounded string parameter (see :class:`Grounded`).

@@ -42,9 +42,8 @@ from agentkit.tool_output import (
 )
 from agentkit.tool_schema import (
     Grounded,
-    ToolJsonSchema,
+    arguments_schema,
     check_schema_fits,
-    clean_schema,
     field_alias,
     function_docstring,
     grammar_format_checker,
@@ -376,11 +375,11 @@ class Tool:
                     f"tool {self.name!r}: with args_model the function must take exactly one argument (the "
                     f"model instance) besides an optional ToolContext, it takes {others}"
                 )
-        self.parameters = clean_schema(model.model_json_schema(schema_generator=ToolJsonSchema))
+        self.parameters, extra = arguments_schema(model)
 
         def validate(arguments: dict[str, Any]) -> Any:
             try:
-                return model.model_validate(arguments)
+                return model.model_validate(arguments, extra=extra)
             except pydantic.ValidationError as exc:
                 raise ToolArgumentsError(format_validation_error(exc)) from None
 
@@ -419,7 +418,7 @@ class Tool:
                 __config__=pydantic.ConfigDict(extra="forbid", arbitrary_types_allowed=False),
                 **fields,
             )
-            schema = model.model_json_schema(schema_generator=ToolJsonSchema)
+            schema, extra = arguments_schema(model)
         except (pydantic.PydanticSchemaGenerationError, pydantic.PydanticUserError, TypeError) as exc:
             raise ToolDefinitionError(f"tool {self.name!r}: its parameters cannot be typed: {exc}") from exc
         except pydantic_core.SchemaError as exc:  # a constraint pydantic cannot build, e.g. pattern="["
@@ -427,14 +426,13 @@ class Tool:
             bad = next((p for f, p in names if f'Field "{f}"' in str(exc)), None)
             where = f"parameter {bad!r}" if bad else "its parameters"
             raise ToolDefinitionError(f"tool {self.name!r}: {where}: invalid constraint: {why}") from None
-        schema = clean_schema(schema)
         schema.setdefault("properties", {})
         self.parameters = schema
         validator = model.__pydantic_validator__
 
         def validate(arguments: dict[str, Any]) -> Any:
             try:
-                inst = validator.validate_python(arguments)
+                inst = validator.validate_python(arguments, extra=extra)
             except pydantic.ValidationError as exc:
                 raise ToolArgumentsError(format_validation_error(exc)) from None
             d = inst.__dict__

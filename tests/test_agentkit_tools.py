@@ -716,3 +716,35 @@ def test_tool_on_a_tool_changes_its_settings_and_keeps_the_rest():
         ToolDefinitionError, match=r"Tool\(name='search'.* is a Tool already: change its settings"
     ):
         Tool(search)
+
+
+def test_unknown_keys_in_an_args_model_or_a_nested_model_are_refused():
+    # pydantic ignores unknown keys by default: a misspelt optional argument ('limt') was dropped silently and
+    # its default used, although the model is told that unknown arguments are refused
+    class Place(BaseModel):
+        city: str
+
+    class Q(BaseModel):
+        query: str
+        limit: int = 2
+        near: Place | None = None
+
+    class Open(BaseModel):
+        model_config = {"extra": "allow"}
+        a: int
+
+    by_model = Tool(lambda q: q, name="m", args_model=Q)
+    with pytest.raises(ToolArgumentsError, match=r"^limt: unknown argument$"):
+        by_model.validate({"query": "x", "limt": 5})
+    with pytest.raises(ToolArgumentsError, match=r"^near\.town: unknown argument$"):
+        by_model.validate({"query": "x", "near": {"city": "Oslo", "town": "y"}})
+    assert by_model.parameters["additionalProperties"] is False
+    assert by_model.parameters["$defs"]["Place"]["additionalProperties"] is False
+
+    @tool
+    def f(place: Place, o: Open | None = None) -> str:
+        """x"""
+        return place.city
+
+    assert f.validate({"place": {"city": "a"}, "o": {"a": 1, "b": 2}})["o"].b == 2  # Open allows its own
+    assert f.parameters["$defs"]["Open"]["additionalProperties"] is True
