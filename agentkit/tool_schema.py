@@ -168,13 +168,19 @@ INT_KEY_PATTERN = r"^-?(0|[1-9][0-9]*)$"
 
 class ToolJsonSchema(pydantic.json_schema.GenerateJsonSchema):
     """Pydantic's JSON Schema of a tool's arguments, with a ``dict[int, V]``'s keys written as integers' digits
-    (``patternProperties`` {:data:`INT_KEY_PATTERN`: V}, no other key) rather than any string, and a model that
-    leaves ``extra`` unset closed (``additionalProperties: false``); ``keeps_extra``: a model sets it to
-    ``allow`` or ``ignore``."""
+    (``patternProperties`` {:data:`INT_KEY_PATTERN`: V}, no other key) rather than any string, a set as an
+    array (its duplicates are dropped, not refused) and a model that leaves ``extra`` unset closed
+    (``additionalProperties: false``); ``keeps_extra``: a model sets it to ``allow`` or ``ignore``."""
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
         self.keeps_extra = False
+
+    def set_schema(self, schema: Any) -> Any:
+        # pydantic drops a set's duplicate items: no `uniqueItems`, which the embedded constraint cannot enforce
+        return {k: v for k, v in super().set_schema(schema).items() if k != "uniqueItems"}
+
+    frozenset_schema = set_schema
 
     def model_schema(self, schema: Any) -> Any:
         out = super().model_schema(schema)

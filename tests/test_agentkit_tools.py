@@ -748,3 +748,18 @@ def test_unknown_keys_in_an_args_model_or_a_nested_model_are_refused():
 
     assert f.validate({"place": {"city": "a"}, "o": {"a": 1, "b": 2}})["o"].b == 2  # Open allows its own
     assert f.parameters["$defs"]["Open"]["additionalProperties"] is True
+
+
+def test_a_set_parameter_is_an_array_an_embedded_agent_takes():
+    # set[str] was declared uniqueItems: true, which the embedded constraint refuses, so the tool could not be
+    # used on the default backend although validation merely drops duplicates
+    @tool
+    def tag(tags: set[str], ids: frozenset[int] = frozenset()) -> list[str]:
+        """x"""
+        return sorted(tags)
+
+    props = tag.parameters["properties"]
+    assert props["tags"] == {"type": "array", "items": {"type": "string"}}
+    assert "uniqueItems" not in props["ids"]
+    Agent(EmbeddedBackend(), tools=[tag])  # no ToolDefinitionError
+    assert tag.validate({"tags": ["a", "a", "b"]}) == {"tags": {"a", "b"}, "ids": frozenset()}
