@@ -17,7 +17,7 @@ from agentkit.errors import ToolDefinitionError
 from agentkit.events import EventCallback, check_callback
 from agentkit.history import Conversation, HistoryLike, as_conversation
 from agentkit.mcp.host import ToolsetLease, refresh_toolsets, tool_choice_written_at
-from agentkit.nodes import AgentRun
+from agentkit.nodes import AgentRun, refuse_in_event_loop
 from agentkit.planner import Host, RunGraph, RunState
 from agentkit.result import RunResult, Step
 from agentkit.tool_output import ToolImageLimits, int_at_least, prompt_tokens
@@ -47,15 +47,6 @@ class RunOptions(TurnOptions, total=False):
     """The keywords of :meth:`Agent.run`, :meth:`Agent.arun` and :meth:`Agent.iter`: a turn's and its history."""
 
     history: HistoryLike | None
-
-
-def refuse_in_event_loop(call: str, instead: str) -> None:
-    """Raise ``RuntimeError`` inside a running event loop: a sync entry point runs its own."""
-    try:
-        asyncio.get_running_loop()
-    except RuntimeError:
-        return
-    raise RuntimeError(f"{call} cannot be called from a running event loop; use `{instead}`")
 
 
 def user_content(
