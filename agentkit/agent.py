@@ -367,6 +367,11 @@ class Agent(Host):
                 "tool_choice='required' needs a tool, and this agent has none: add one (add_tool, @agent.tool) "
                 "or use tool_choice='auto'"
             )
+        forced = tool_choice_name(self.tool_choice)  # set, or its tool removed, after __init__ checked it
+        if forced is not None and forced not in self.graph.tools and not self._toolsets:
+            raise ValueError(
+                f"tool_choice names tool {forced!r}, which is not a tool of this agent ({list(self.tools)})"
+            )
         if (on_event := options.get("on_event")) is not None:
             check_callback(on_event)
         content = user_content(question, options.get("images"), options.get("vision_budget"))

@@ -384,6 +384,28 @@ def test_tool_choice_required_without_tools_is_refused_before_the_model_is_asked
     assert agent.run("?").answer == "done"
 
 
+def test_a_forced_tool_choice_whose_tool_was_removed_is_refused_before_the_model_is_asked():
+    # __init__ checks the name; remove_tool (or setting tool_choice later) left it to the backend, whose turn
+    # then failed (the embedded grammar: after loading the checkpoint) or ignored it
+    @tool
+    def ping() -> str:
+        """Ping."""
+        return "pong"
+
+    backend = ScriptedBackend([call("ping"), "done"])
+    agent = Agent(backend, [ping], tool_choice={"name": "ping"})
+    agent.remove_tool("ping")
+    with pytest.raises(
+        ValueError, match=r"tool_choice names tool 'ping', which is not a tool of this agent \(\[\]\)"
+    ):
+        agent.run("?")
+    agent.tool_choice = {"name": "pong"}
+    agent.add_tool(ping)
+    with pytest.raises(ValueError, match="tool_choice names tool 'pong'"):
+        agent.run("?")
+    assert backend.requests == []
+
+
 def test_a_tool_that_calls_sys_exit_is_a_failed_call_not_the_end_of_the_process():
     import argparse
     import sys
