@@ -763,3 +763,21 @@ def test_a_set_parameter_is_an_array_an_embedded_agent_takes():
     assert "uniqueItems" not in props["ids"]
     Agent(EmbeddedBackend(), tools=[tag])  # no ToolDefinitionError
     assert tag.validate({"tags": ["a", "a", "b"]}) == {"tags": {"a", "b"}, "ids": frozenset()}
+
+
+def test_a_circular_result_is_an_error_that_says_so():
+    # the retry that decodes nested bytes recursed forever: the model was told "RecursionError: maximum recursion
+    # depth exceeded" instead of pydantic's own reason
+    loop: list = [1]
+    loop.append(loop)
+
+    @tool
+    def circular() -> list:
+        """x"""
+        return loop
+
+    record = Agent(ScriptedBackend([call("circular"), "ok"]), [circular]).run("q").tool_calls[0]
+    assert record.error_kind == "exception"
+    assert json.loads(record.content)["error"] == (
+        "PydanticSerializationError: Error serializing to JSON: ValueError: Circular reference detected (id repeated)"
+    )
