@@ -899,3 +899,19 @@ def test_a_bad_scripted_item_is_refused_where_the_script_is_built(tmp_path):
     bad.write_text("[" * 100_000 + "]" * 100_000)  # was json's RecursionError traceback from `agentkit run`
     with pytest.raises(ValueError, match=r"turns.json: cannot read scripted turns: maximum recursion depth"):
         ScriptedBackend.from_file(bad)
+
+
+def test_result_json_writes_non_finite_arguments_as_strings():
+    # a custom backend's arguments may hold NaN (Python's json reads it): to_json() (and `agentkit run --json`)
+    # wrote a bare NaN, which is not JSON, so strict readers (jq, JSON.parse) refused the whole result
+    @tool
+    def g(x: float, y: list[float]) -> str:
+        """G."""
+        return "ok"
+
+    nan, inf = float("nan"), float("inf")
+    result = Agent(ScriptedBackend([call("g", x=nan, y=[inf, -inf]), "done"]), [g]).run("q")
+    text = result.to_json()
+    strict = json.loads(text, parse_constant=lambda c: pytest.fail(f"not JSON: {c}"))
+    assert strict["steps"][0]["tool_calls"][0]["arguments"] == {"x": "NaN", "y": ["Infinity", "-Infinity"]}
+    assert result.tool_calls[0].arguments["y"] == [inf, -inf]  # the record itself keeps the floats
