@@ -211,7 +211,7 @@ class Agent(Host):
         """Build an agent from a YAML tool bundle (docs/BUNDLES.md): a path or a loaded
         :class:`agentkit.bundle_load.BundleSpec`; ``backend``, ``model``, ``seed``, ``adapter``, ``binding``
         override its ``model:`` section (:meth:`agentkit.bundle_load.BundleSpec.make_backend`), ``overrides``
-        are :class:`Agent` keywords.
+        are :class:`Agent` keywords (``tools=`` replaces the bundle's tools).
 
         Raises:
             BundleError: the file is invalid (file, line, field in the message).
@@ -221,7 +221,8 @@ class Agent(Host):
         kind = backend if isinstance(backend, str) else None if backend is None else "custom"
         spec = bundle if isinstance(bundle, BundleSpec) else load_spec(bundle, backend=kind)
         made = spec.make_backend(backend, model, seed=seed, adapter=adapter, binding=binding)
-        agent = cls(made, spec.tools, **spec.agent_settings_with(**overrides))
+        tools = overrides.pop("tools", spec.tools)  # an Agent keyword too: it replaces the bundle's tools
+        agent = cls(made, tools, **spec.agent_settings_with(**overrides))
         if spec.tool_choice_at is not None and "tool_choice" not in overrides:
             tool_choice_written_at(agent, spec.tool_choice_at)
         return agent

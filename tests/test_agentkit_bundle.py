@@ -1281,3 +1281,21 @@ def test_a_decorated_python_target_keeps_its_args_model_schema_and_serializer(tm
         records[1].error_kind == "invalid_arguments"
         and "-1 is less than the minimum of 0" in records[1].error
     )
+
+
+def test_from_bundle_takes_tools_as_an_agent_keyword(tmp_path, pymod):
+    # tools= is an Agent keyword like max_steps, but from_bundle passed the bundle's tools positionally as well:
+    # TypeError "Agent.__init__() got multiple values for argument 'tools'"
+    p = write(
+        tmp_path,
+        f"agentkit_bundle: 1\nname: t\nagent: {{max_steps: 3}}\ntools:\n  - {{name: add, python: '{pymod}:add'}}\n",
+    )
+
+    def sub(a: int, b: int) -> int:
+        """Subtract."""
+        return a - b
+
+    bundled = load_bundle(p).tools
+    agent = Agent.from_bundle(p, backend=ScriptedBackend([call("sub", a=5, b=2), "3"]), tools=[*bundled, sub])
+    assert list(agent.tools) == ["add", "sub"] and agent.max_steps == 3
+    assert agent.run("5-2?").tool_calls[0].content == "3"
