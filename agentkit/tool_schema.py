@@ -31,10 +31,23 @@ def parse_docstring(doc: str | None) -> tuple[str, dict[str, str]]:
     paragraphs kept, and each parameter's text with its lines joined."""
     if not doc:
         return "", {}
+    desc, params = _parsed(inspect.cleandoc(doc), "auto")
+    if not params:  # griffe reads the first line as the summary: one that opens the parameters section is not
+        for style in ("google", "numpy", "sphinx"):
+            opening, params = _parsed(inspect.cleandoc("_\n\n" + doc), style)
+            if params and opening == "_":
+                return "", params
+    return desc, params
+
+
+def _parsed(text: str, style: Literal["auto", "google", "numpy", "sphinx"]) -> tuple[str, dict[str, str]]:
     from griffe import Docstring
 
-    quiet = {style: {"warnings": False} for style in ("google", "numpy", "sphinx")}
-    sections = Docstring(inspect.cleandoc(doc)).parse("auto", per_style_options=quiet)
+    if style == "auto":
+        quiet = {s: {"warnings": False} for s in ("google", "numpy", "sphinx")}
+        sections = Docstring(text).parse(style, per_style_options=quiet)
+    else:
+        sections = Docstring(text).parse(style, warnings=False)
     desc: list[str] = []
     params: dict[str, str] = {}
     in_description = True

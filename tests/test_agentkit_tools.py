@@ -781,3 +781,26 @@ def test_a_circular_result_is_an_error_that_says_so():
     assert json.loads(record.content)["error"] == (
         "PydanticSerializationError: Error serializing to JSON: ValueError: Circular reference detected (id repeated)"
     )
+
+
+@pytest.mark.parametrize(
+    "doc",
+    [
+        "\n    Args:\n        city: City name.\n        days: Days ahead.\n    ",
+        "Parameters\n----------\ncity : str\n    City name.\ndays : int\n    Days ahead.",
+        ":param city: City name.\n:param days: Days ahead.",
+    ],
+)
+def test_a_docstring_that_opens_with_its_parameters_describes_them(doc):
+    # griffe reads a docstring's first line as its summary: the whole Args: section became the tool's description
+    # ("Args:\ncity: City name. ...") and the parameters had none
+    def f(city: str, days: int = 1) -> str:
+        return city
+
+    f.__doc__ = doc
+    t = Tool(f)
+    assert t.description == ""
+    assert {k: v.get("description") for k, v in t.parameters["properties"].items()} == {
+        "city": "City name.",
+        "days": "Days ahead.",
+    }
