@@ -319,6 +319,11 @@ class RunGraph:
                     turn: ModelTurn = await acomplete(prompt, declarations, state.tool_choice)
                 else:
                     turn = backend.complete(prompt, declarations, state.tool_choice)
+                if not isinstance(turn, ModelTurn):
+                    raise TypeError(
+                        f"backend {backend.name!r} returned {type(turn).__name__} for a model turn, not an "
+                        "agentkit.backends.base.ModelTurn"
+                    )
             except BackendPromptTooLong as exc:
                 self._trim(state, exc, prompt, groups, t0)
                 continue

@@ -915,3 +915,31 @@ def test_result_json_writes_non_finite_arguments_as_strings():
     strict = json.loads(text, parse_constant=lambda c: pytest.fail(f"not JSON: {c}"))
     assert strict["steps"][0]["tool_calls"][0]["arguments"] == {"x": "NaN", "y": ["Infinity", "-Infinity"]}
     assert result.tool_calls[0].arguments["y"] == [inf, -inf]  # the record itself keeps the floats
+
+
+def test_a_custom_backend_without_a_name_or_returning_no_model_turn_is_told_so():
+    # both ended in an AttributeError from deep inside the run: "'dict' object has no attribute 'usage'",
+    # "'Nameless' object has no attribute 'name'"
+    class Nameless:
+        def complete(self, messages, tools, tool_choice="auto"):
+            return ModelTurn("hi", "", [])
+
+    with pytest.raises(
+        TypeError, match=r"^a backend needs a name \(a str attribute, e.g. 'mine'\), Nameless has none$"
+    ):
+        Agent(Nameless())
+
+    class Dicts(Nameless):
+        name = "dicts"
+
+        def complete(self, messages, tools, tool_choice="auto"):
+            return {"text": "hi"}
+
+    events = []
+    agent = Agent(Dicts(), on_event=events.append)
+    with pytest.raises(
+        TypeError,
+        match=r"^backend 'dicts' returned dict for a model turn, not an agentkit\.backends\.base\.ModelTurn$",
+    ):
+        agent.run("?")
+    assert [e.kind for e in events] == ["run_started", "run_failed"]
