@@ -939,7 +939,23 @@ def test_a_custom_backend_without_a_name_or_returning_no_model_turn_is_told_so()
     agent = Agent(Dicts(), on_event=events.append)
     with pytest.raises(
         TypeError,
-        match=r"^backend 'dicts' returned dict for a model turn, not an agentkit\.backends\.base\.ModelTurn$",
+        match=r"^backend 'dicts': returned dict for a model turn, not an agentkit\.backends\.base\.ModelTurn$",
     ):
         agent.run("?")
     assert [e.kind for e in events] == ["run_started", "run_failed"]
+
+    class Bad(Nameless):
+        name = "bad"
+
+        def __init__(self, turn):
+            self.result = turn
+
+        def complete(self, messages, tools, tool_choice="auto"):
+            return self.result
+
+    with pytest.raises(TypeError, match=r"^backend 'bad': the turn's text must be a string, got None$"):
+        Agent(Bad(ModelTurn(None))).run("?")  # was a pydantic ValidationError for Step at '1'
+    with pytest.raises(
+        TypeError, match=r"^backend 'bad': a tool call must be an agentkit\.messages\.ToolCall"
+    ):
+        Agent(Bad(ModelTurn("", "", [{"name": "f", "arguments": {}}]))).run("?")
