@@ -21,7 +21,7 @@ from agentkit.nodes import AgentRun, refuse_in_event_loop
 from agentkit.planner import Host, RunGraph, RunState
 from agentkit.result import RunResult, Step
 from agentkit.tool_output import ToolImageLimits, int_at_least, prompt_tokens
-from agentkit.tools import Tool, ToolOptions, as_tool
+from agentkit.tools import Tool, ToolOptions, as_tool, tool
 from model.heads.vision import ImageError, ImageSource, check_budget, to_data_url
 
 if TYPE_CHECKING:
@@ -281,8 +281,8 @@ class Agent(Host):
         """Decorator registering ``fn`` as a tool: ``@agent.tool`` or ``@agent.tool(timeout=5, ...)`` (the
         keywords of :func:`agentkit.tools.tool`); raises as :meth:`add_tool`."""
         if fn is not None:
-            return self.add_tool(Tool(fn, **options) if options else fn)
-        return lambda f: self.add_tool(Tool(f, **options))
+            return self.add_tool(tool(**options)(fn) if options else fn)
+        return lambda f: self.add_tool(tool(**options)(f))
 
     @property
     def tools(self) -> dict[str, Tool]:

@@ -266,7 +266,7 @@ class Tool:
             raise ToolDefinitionError(f"tool implementation must be callable, got {function!r}")
         if isinstance(function, Tool):  # it would be declared as 'Tool', with this class's docstring
             raise ToolDefinitionError(
-                f"{function!r} is a Tool already: change its settings with tool(t, ...)"
+                f"{function!r} is a Tool already: change its settings with tool(...)(t) or t.replace(...)"
             )
         self._options = ToolOptions(
             name=name, description=description, args_model=args_model, timeout=timeout

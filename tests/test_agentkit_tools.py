@@ -707,7 +707,9 @@ def test_tool_on_a_tool_changes_its_settings_and_keeps_the_rest():
     again = tool(retries=1)(search)
     assert (again.name, again.description, again.timeout, again.retries) == ("search", "Search things.", 3, 1)
     assert again.parameters == search.parameters
-    assert tool(search, name="find").name == "find"
+    assert tool(name="find")(search).name == "find"
+    registered = Agent(ScriptedBackend([])).tool(timeout=5)(search)  # @agent.tool(...) on a Tool, likewise
+    assert (registered.name, registered.timeout, registered.parameters) == ("search", 5, search.parameters)
     result = Agent(ScriptedBackend([call("search", query="a"), "ok"]), [again]).run("q")
     assert result.tool_calls[0].content == "n=2"
     schema = {"type": "object", "properties": {"q": {"type": "object"}}, "required": ["q"]}
