@@ -198,8 +198,8 @@ class ToolJsonSchema(pydantic.json_schema.GenerateJsonSchema):
     def model_schema(self, schema: Any) -> Any:
         out = super().model_schema(schema)
         extra = schema["cls"].model_config.get("extra")
-        if extra is None and out.get("type") == "object":
-            out["additionalProperties"] = False  # an unknown key is refused (arguments_schema)
+        if extra is None and out.get("type") == "object":  # a RootModel of a dict keeps its values' schema
+            out.setdefault("additionalProperties", False)  # an unknown key is refused (arguments_schema)
         self.keeps_extra |= extra in ("allow", "ignore")
         return out
 

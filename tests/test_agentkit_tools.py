@@ -13,6 +13,7 @@ from collections.abc import Callable
 from typing import Annotated, Literal
 
 import numpy as np
+import pydantic
 import pytest
 import torch
 from pydantic import BaseModel, Field
@@ -750,6 +751,17 @@ def test_unknown_keys_in_an_args_model_or_a_nested_model_are_refused():
 
     assert f.validate({"place": {"city": "a"}, "o": {"a": 1, "b": 2}})["o"].b == 2  # Open allows its own
     assert f.parameters["$defs"]["Open"]["additionalProperties"] is True
+
+    class Counts(pydantic.RootModel[dict[str, int]]):
+        pass
+
+    @tool
+    def g(c: Counts) -> int:
+        """x"""
+        return len(c.root)
+
+    assert g.parameters["$defs"]["Counts"] == {"type": "object", "additionalProperties": {"type": "integer"}}
+    assert g.validate({"c": {"a": 1}})["c"].root == {"a": 1}
 
 
 def test_a_set_parameter_is_an_array_an_embedded_agent_takes():
