@@ -17,11 +17,11 @@ from agentkit.errors import ToolDefinitionError
 from agentkit.events import EventCallback, check_callback
 from agentkit.history import Conversation, HistoryLike, as_conversation
 from agentkit.mcp.host import ToolsetLease, refresh_toolsets, tool_choice_written_at
-from agentkit.nodes import AgentRun
+from agentkit.nodes import AgentRun, refuse_in_event_loop
 from agentkit.planner import Host, RunGraph, RunState
 from agentkit.result import RunResult, Step
 from agentkit.tool_output import ToolImageLimits, int_at_least, prompt_tokens
-from agentkit.tools import Tool, ToolOptions, as_tool
+from agentkit.tools import Tool, ToolOptions, as_tool, tool
 from model.heads.vision import ImageError, ImageSource, check_budget, to_data_url
 
 if TYPE_CHECKING:
@@ -47,15 +47,6 @@ class RunOptions(TurnOptions, total=False):
     """The keywords of :meth:`Agent.run`, :meth:`Agent.arun` and :meth:`Agent.iter`: a turn's and its history."""
 
     history: HistoryLike | None
-
-
-def refuse_in_event_loop(call: str, instead: str) -> None:
-    """Raise ``RuntimeError`` inside a running event loop: a sync entry point runs its own."""
-    try:
-        asyncio.get_running_loop()
-    except RuntimeError:
-        return
-    raise RuntimeError(f"{call} cannot be called from a running event loop; use `{instead}`")
 
 
 def user_content(
@@ -220,7 +211,7 @@ class Agent(Host):
         """Build an agent from a YAML tool bundle (docs/BUNDLES.md): a path or a loaded
         :class:`agentkit.bundle_load.BundleSpec`; ``backend``, ``model``, ``seed``, ``adapter``, ``binding``
         override its ``model:`` section (:meth:`agentkit.bundle_load.BundleSpec.make_backend`), ``overrides``
-        are :class:`Agent` keywords.
+        are :class:`Agent` keywords (``tools=`` replaces the bundle's tools).
 
         Raises:
             BundleError: the file is invalid (file, line, field in the message).
@@ -230,7 +221,8 @@ class Agent(Host):
         kind = backend if isinstance(backend, str) else None if backend is None else "custom"
         spec = bundle if isinstance(bundle, BundleSpec) else load_spec(bundle, backend=kind)
         made = spec.make_backend(backend, model, seed=seed, adapter=adapter, binding=binding)
-        agent = cls(made, spec.tools, **spec.agent_settings_with(**overrides))
+        tools = overrides.pop("tools", spec.tools)  # an Agent keyword too: it replaces the bundle's tools
+        agent = cls(made, tools, **spec.agent_settings_with(**overrides))
         if spec.tool_choice_at is not None and "tool_choice" not in overrides:
             tool_choice_written_at(agent, spec.tool_choice_at)
         return agent
@@ -289,8 +281,8 @@ class Agent(Host):
         """Decorator registering ``fn`` as a tool: ``@agent.tool`` or ``@agent.tool(timeout=5, ...)`` (the
         keywords of :func:`agentkit.tools.tool`); raises as :meth:`add_tool`."""
         if fn is not None:
-            return self.add_tool(Tool(fn, **options) if options else fn)
-        return lambda f: self.add_tool(Tool(f, **options))
+            return self.add_tool(tool(**options)(fn) if options else fn)
+        return lambda f: self.add_tool(tool(**options)(f))
 
     @property
     def tools(self) -> dict[str, Tool]:
@@ -375,6 +367,11 @@ class Agent(Host):
             raise ValueError(
                 "tool_choice='required' needs a tool, and this agent has none: add one (add_tool, @agent.tool) "
                 "or use tool_choice='auto'"
+            )
+        forced = tool_choice_name(self.tool_choice)  # set, or its tool removed, after __init__ checked it
+        if forced is not None and forced not in self.graph.tools and not self._toolsets:
+            raise ValueError(
+                f"tool_choice names tool {forced!r}, which is not a tool of this agent ({list(self.tools)})"
             )
         if (on_event := options.get("on_event")) is not None:
             check_callback(on_event)

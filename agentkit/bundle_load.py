@@ -299,24 +299,24 @@ class _Load:
         except TargetImportError as exc:
             self.add((*tp, "python"), str(exc))
             return None
-        base_timeout: float | None = DEFAULT_TIMEOUT_S
         if isinstance(obj, Tool):
-            base_timeout = obj.timeout
-            for key in ("retries", "max_output_bytes", "description"):
-                if t.get(key) is None:
-                    common[key] = getattr(obj, key)
+            # all the decorator's settings (its args_model or parameters, serializer...) but the bundle's own
+            own = {
+                k: common[k] for k in ("retries", "max_output_bytes", "description") if t.get(k) is not None
+            }
+            own.update({k: v for k, v in (("parameters", params), ("timeout", t.get("timeout"))) if k in t})
             # the decorator's grounded parameters stay grounded (the bundle may add more)
             marked = [
                 k
                 for k, v in (obj.parameters.get("properties") or {}).items()
                 if isinstance(v, dict) and v.get("x-grounded") is True
             ]
-            common["grounded"] = list(dict.fromkeys([*marked, *common["grounded"]]))
-            obj = obj.function
+            grounded = list(dict.fromkeys([*marked, *common["grounded"]]))
+            return obj.replace(name=t["name"], grounded=grounded, **own)
         if not callable(obj):
             self.add((*tp, "python"), f"{target!r} is not callable")
             return None
-        return Tool(obj, parameters=params, timeout=t.get("timeout", base_timeout), **common)
+        return Tool(obj, parameters=params, timeout=t.get("timeout", DEFAULT_TIMEOUT_S), **common)
 
     def http_tool(
         self, t: dict[str, Any], tp: FieldPath, params: dict[str, Any], common: dict[str, Any]

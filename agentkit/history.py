@@ -280,14 +280,17 @@ _KEPT = (
 def _problem(exc: pydantic.ValidationError) -> str:
     """The first validation error in the words of the history's format: which key, message or part."""
     errors = exc.errors(include_url=False)
-    err = max(errors, key=lambda e: (len(e["loc"]), e["loc"][-1:] != ("str",)))  # str | list: the list's own
+    # str | list: the list's own; a misspelt key before the missing one
+    err = max(
+        errors, key=lambda e: (len(e["loc"]), e["type"] == "extra_forbidden", e["loc"][-1:] != ("str",))
+    )
     kind, got = err["type"], err["input"]
     if kind == "value_error":
         return str(err["ctx"]["error"])
     loc = [x for x in err["loc"] if x not in ("user", "assistant", "str") and not str(x).startswith("list[")]
     if len(loc) < 2:
-        if kind == "extra_forbidden":
-            return f"unknown conversation key(s): {loc}"
+        if kind in ("extra_forbidden", "missing"):
+            return f"{'missing' if kind == 'missing' else 'unknown'} conversation key {loc[0]!r}"
         return f"conversation {loc[0]} must be " + ("an object" if loc[0] == "metadata" else "a list")
     i, j, field = (
         loc[1],

@@ -99,6 +99,15 @@ class End:
 Node = UserPrompt | ModelRequest | CallTools | End
 
 
+def refuse_in_event_loop(call: str, instead: str) -> None:
+    """Raise ``RuntimeError`` inside a running event loop: a sync entry point runs its own."""
+    try:
+        asyncio.get_running_loop()
+    except RuntimeError:
+        return
+    raise RuntimeError(f"{call} cannot be called from a running event loop; use `{instead}`")
+
+
 def _close_runner(runner: asyncio.Runner) -> None:
     """Close the event loop of a dropped run's ``for`` iteration (inside a running loop, only the loop)."""
     try:
@@ -127,6 +136,7 @@ class Nodes:
                 if node is not None:
                     yield node
                     continue
+                refuse_in_event_loop("`for node in run.nodes()`", "async for node in run.nodes()")
                 if run.runner is None:
                     run.runner = asyncio.Runner()
                     # a run left unfinished (a loop that broke and never came back) closes its loop when dropped

@@ -16,7 +16,7 @@ from collections.abc import Callable, Coroutine, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Protocol, TypeVar
 
-from agentkit.backends.base import ChatMessage, ModelTurn, ToolChoice, Usage
+from agentkit.backends.base import ChatMessage, ModelTurn, ToolChoice, Usage, turn_problem
 from agentkit.backends.base import PromptTooLong as BackendPromptTooLong
 from agentkit.calls import (
     canonical_arguments,
@@ -319,6 +319,8 @@ class RunGraph:
                     turn: ModelTurn = await acomplete(prompt, declarations, state.tool_choice)
                 else:
                     turn = backend.complete(prompt, declarations, state.tool_choice)
+                if (problem := turn_problem(turn)) is not None:
+                    raise TypeError(f"backend {backend.name!r}: {problem}")
             except BackendPromptTooLong as exc:
                 self._trim(state, exc, prompt, groups, t0)
                 continue

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import math
 import re
 from typing import Annotated, Any, Literal
 
@@ -136,6 +137,19 @@ class RunResult:
 
 def json_text(value: Any, *, indent: int | None = None) -> str:
     """``value`` as JSON text, non-ASCII as is but lone surrogates as ``\\udXXX`` escapes (as JSON reads them
-    back), so the text can be written in UTF-8; values JSON has no type for are written with ``str``."""
-    text = json.dumps(value, ensure_ascii=False, indent=indent, default=str)
+    back), so the text can be written in UTF-8; values JSON has no type for are written with ``str``, NaN and
+    infinities (a custom backend's arguments) as the strings ``"NaN"``, ``"Infinity"``, ``"-Infinity"``."""
+    try:
+        text = json.dumps(value, ensure_ascii=False, indent=indent, default=str, allow_nan=False)
+    except ValueError:  # json.dumps would write NaN, which is not JSON
+        text = json.dumps(_finite(value), ensure_ascii=False, indent=indent, default=str)
     return _SURROGATE.sub(lambda m: f"\\u{ord(m.group()):04x}", text)  # only ever inside a JSON string
+
+
+def _finite(value: Any) -> Any:
+    """``value`` with its NaN and infinite floats as strings (as tool results write them)."""
+    if isinstance(value, float) and not math.isfinite(value):
+        return "NaN" if math.isnan(value) else "Infinity" if value > 0 else "-Infinity"
+    if isinstance(value, dict):
+        return {k: _finite(v) for k, v in value.items()}
+    return [_finite(v) for v in value] if isinstance(value, (list, tuple)) else value

@@ -168,7 +168,10 @@ def serialize_result(value: Any) -> str:
             return value.model_dump_json()
         return pydantic_core.to_json(value, fallback=_json_fallback, inf_nan_mode="strings").decode()
     except pydantic_core.PydanticSerializationError:
-        fixed, bad = _decode_nested_bytes(value)
+        try:
+            fixed, bad = _decode_nested_bytes(value)
+        except RecursionError:  # a circular or too deep value: pydantic's error says which
+            bad = 0
         if not bad:
             raise
     return (

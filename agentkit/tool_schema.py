@@ -11,7 +11,7 @@ import math
 import re
 import typing
 from collections.abc import Callable, Sequence
-from typing import TYPE_CHECKING, Annotated, Any, TypeVar
+from typing import TYPE_CHECKING, Annotated, Any, Literal, TypeVar
 
 import pydantic
 import pydantic.json_schema
@@ -19,7 +19,7 @@ import pydantic.json_schema
 from agentkit.errors import ToolDefinitionError
 from schema import FORMATS, MAX_NESTING, format_matches, nesting
 from schema.errors import SchemaError
-from schema.normalize import map_subschemas_at
+from schema.normalize import drop_titles, map_subschemas_at
 from schema.refs import Refs
 
 # --------------------------------------------------------------------------------------------- docstrings
@@ -31,10 +31,23 @@ def parse_docstring(doc: str | None) -> tuple[str, dict[str, str]]:
     paragraphs kept, and each parameter's text with its lines joined."""
     if not doc:
         return "", {}
+    desc, params = _parsed(inspect.cleandoc(doc), "auto")
+    if not params:  # griffe reads the first line as the summary: one that opens the parameters section is not
+        for style in ("google", "numpy", "sphinx"):
+            opening, params = _parsed(inspect.cleandoc("_\n\n" + doc), style)
+            if params and opening == "_":
+                return "", params
+    return desc, params
+
+
+def _parsed(text: str, style: Literal["auto", "google", "numpy", "sphinx"]) -> tuple[str, dict[str, str]]:
     from griffe import Docstring
 
-    quiet = {style: {"warnings": False} for style in ("google", "numpy", "sphinx")}
-    sections = Docstring(inspect.cleandoc(doc)).parse("auto", per_style_options=quiet)
+    if style == "auto":
+        quiet = {s: {"warnings": False} for s in ("google", "numpy", "sphinx")}
+        sections = Docstring(text).parse(style, per_style_options=quiet)
+    else:
+        sections = Docstring(text).parse(style, warnings=False)
     desc: list[str] = []
     params: dict[str, str] = {}
     in_description = True
@@ -168,7 +181,27 @@ INT_KEY_PATTERN = r"^-?(0|[1-9][0-9]*)$"
 
 class ToolJsonSchema(pydantic.json_schema.GenerateJsonSchema):
     """Pydantic's JSON Schema of a tool's arguments, with a ``dict[int, V]``'s keys written as integers' digits
-    (``patternProperties`` {:data:`INT_KEY_PATTERN`: V}, no other key) rather than any string."""
+    (``patternProperties`` {:data:`INT_KEY_PATTERN`: V}, no other key) rather than any string, a set as an
+    array (its duplicates are dropped, not refused) and a model that leaves ``extra`` unset closed
+    (``additionalProperties: false``); ``keeps_extra``: a model sets it to ``allow`` or ``ignore``."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.keeps_extra = False
+
+    def set_schema(self, schema: Any) -> Any:
+        # pydantic drops a set's duplicate items: no `uniqueItems`, which the embedded constraint cannot enforce
+        return {k: v for k, v in super().set_schema(schema).items() if k != "uniqueItems"}
+
+    frozenset_schema = set_schema
+
+    def model_schema(self, schema: Any) -> Any:
+        out = super().model_schema(schema)
+        extra = schema["cls"].model_config.get("extra")
+        if extra is None and out.get("type") == "object":  # a RootModel of a dict keeps its values' schema
+            out.setdefault("additionalProperties", False)  # an unknown key is refused (arguments_schema)
+        self.keeps_extra |= extra in ("allow", "ignore")
+        return out
 
     def dict_schema(self, schema: Any) -> Any:
         out = super().dict_schema(schema)
@@ -177,6 +210,15 @@ class ToolJsonSchema(pydantic.json_schema.GenerateJsonSchema):
             out["patternProperties"] = {INT_KEY_PATTERN: out.pop("additionalProperties", True)}
             out["additionalProperties"] = False
         return out
+
+
+def arguments_schema(model: type[pydantic.BaseModel]) -> tuple[dict[str, Any], Literal["forbid"] | None]:
+    """The JSON Schema a tool declares for ``model`` (:class:`ToolJsonSchema`, titles dropped) and the ``extra``
+    its arguments are validated with: ``"forbid"`` (an unknown key, nested ones too, is an error) unless one of
+    its models sets ``extra`` itself. Raises what ``model_json_schema`` raises."""
+    gen = ToolJsonSchema()
+    schema = drop_titles(model.model_json_schema(schema_generator=lambda **_: gen))  # type: ignore[arg-type]
+    return schema, None if gen.keeps_extra else "forbid"
 
 
 #: Keyword marking a grounded string parameter (see :class:`Grounded`).

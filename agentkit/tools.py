@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import asyncio
 import copy
-import functools
 import inspect
 import json
 import math
@@ -43,7 +42,7 @@ from agentkit.tool_output import (
 )
 from agentkit.tool_schema import (
     Grounded,
-    ToolJsonSchema,
+    arguments_schema,
     check_schema_fits,
     field_alias,
     function_docstring,
@@ -57,7 +56,6 @@ from agentkit.tool_schema import (
     signature_and_hints,
     unwrapped,
 )
-from schema.normalize import drop_titles
 from tools.args import format_validation_error
 
 __all__ = [
@@ -237,6 +235,7 @@ class Tool:
         "_declaration",
         "_format_validator",
         "_invoke",
+        "_options",
         "_validate",
         "description",
         "function",
@@ -265,9 +264,18 @@ class Tool:
     ) -> None:
         if not callable(function):
             raise ToolDefinitionError(f"tool implementation must be callable, got {function!r}")
+        if isinstance(function, Tool):  # it would be declared as 'Tool', with this class's docstring
+            raise ToolDefinitionError(
+                f"{function!r} is a Tool already: change its settings with tool(...)(t) or t.replace(...)"
+            )
+        self._options = ToolOptions(
+            name=name, description=description, args_model=args_model, timeout=timeout
+        )
+        self._options |= {"parameters": parameters, "retries": retries, "serializer": serializer}
+        self._options |= {"grounded": grounded, "max_output_bytes": max_output_bytes}
         base, _ = unwrapped(function)
         fname = getattr(base, "__name__", None) or type(base).__name__
-        self.name = fname if name is None else name
+        self.name: str = fname if name is None else name
         if not isinstance(self.name, str) or not _NAME_RE.match(self.name):
             raise ToolDefinitionError(_bad_name(fname, name))
         _check_settings(self.name, timeout, retries, max_output_bytes, description, grounded)
@@ -367,11 +375,11 @@ class Tool:
                     f"tool {self.name!r}: with args_model the function must take exactly one argument (the "
                     f"model instance) besides an optional ToolContext, it takes {others}"
                 )
-        self.parameters = drop_titles(model.model_json_schema(schema_generator=ToolJsonSchema))
+        self.parameters, extra = arguments_schema(model)
 
         def validate(arguments: dict[str, Any]) -> Any:
             try:
-                return model.model_validate(arguments)
+                return model.model_validate(arguments, extra=extra)
             except pydantic.ValidationError as exc:
                 raise ToolArgumentsError(format_validation_error(exc)) from None
 
@@ -410,7 +418,7 @@ class Tool:
                 __config__=pydantic.ConfigDict(extra="forbid", arbitrary_types_allowed=False),
                 **fields,
             )
-            schema = model.model_json_schema(schema_generator=ToolJsonSchema)
+            schema, extra = arguments_schema(model)
         except (pydantic.PydanticSchemaGenerationError, pydantic.PydanticUserError, TypeError) as exc:
             raise ToolDefinitionError(f"tool {self.name!r}: its parameters cannot be typed: {exc}") from exc
         except pydantic_core.SchemaError as exc:  # a constraint pydantic cannot build, e.g. pattern="["
@@ -418,14 +426,13 @@ class Tool:
             bad = next((p for f, p in names if f'Field "{f}"' in str(exc)), None)
             where = f"parameter {bad!r}" if bad else "its parameters"
             raise ToolDefinitionError(f"tool {self.name!r}: {where}: invalid constraint: {why}") from None
-        schema = drop_titles(schema)
         schema.setdefault("properties", {})
         self.parameters = schema
         validator = model.__pydantic_validator__
 
         def validate(arguments: dict[str, Any]) -> Any:
             try:
-                inst = validator.validate_python(arguments)
+                inst = validator.validate_python(arguments, extra=extra)
             except pydantic.ValidationError as exc:
                 raise ToolArgumentsError(format_validation_error(exc)) from None
             d = inst.__dict__
@@ -492,6 +499,13 @@ class Tool:
                 )
             raise ToolTimeoutError(self.name, self.timeout, note) from None
 
+    def replace(self, **options: typing.Unpack[ToolOptions]) -> Tool:
+        """A new tool of the same function with ``options`` (:func:`tool`'s keywords) in place of this one's
+        settings; ``parameters`` replaces an ``args_model`` and the reverse. Raises as :class:`Tool`."""
+        other = {"parameters": "args_model", "args_model": "parameters"}
+        kept = {k: v for k, v in self._options.items() if other.get(k) not in options}
+        return Tool(self.function, **{**kept, **options})  # type: ignore[arg-type]
+
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
         """Call the underlying function directly (a decorated function stays usable as a function)."""
         return self.function(*args, **kwargs)
@@ -528,7 +542,8 @@ def tool(**options: typing.Unpack[ToolOptions]) -> Callable[[Callable[..., Any]]
 def tool(
     function: Callable[..., Any] | None = None, /, **options: typing.Unpack[ToolOptions]
 ) -> Tool | Callable[[Callable[..., Any]], Tool]:
-    """Make a :class:`Tool` from a function: ``@tool`` or ``@tool(timeout=5, retries=1, ...)``.
+    """Make a :class:`Tool` from a function: ``@tool`` or ``@tool(timeout=5, retries=1, ...)``; given a
+    :class:`Tool`, a copy with these settings changed (:meth:`Tool.replace`).
 
     The keywords (:class:`ToolOptions`) are those of :class:`Tool`; an unknown one raises ``TypeError``.
 
@@ -536,7 +551,10 @@ def tool(
         ToolDefinitionError: see :class:`Tool`.
     """
 
-    return Tool(function, **options) if function is not None else functools.partial(Tool, **options)
+    def make(fn: Callable[..., Any]) -> Tool:
+        return fn.replace(**options) if isinstance(fn, Tool) else Tool(fn, **options)
+
+    return make(function) if function is not None else make
 
 
 def as_tool(obj: Tool | Callable[..., Any]) -> Tool:

@@ -384,6 +384,28 @@ def test_tool_choice_required_without_tools_is_refused_before_the_model_is_asked
     assert agent.run("?").answer == "done"
 
 
+def test_a_forced_tool_choice_whose_tool_was_removed_is_refused_before_the_model_is_asked():
+    # __init__ checks the name; remove_tool (or setting tool_choice later) left it to the backend, whose turn
+    # then failed (the embedded grammar: after loading the checkpoint) or ignored it
+    @tool
+    def ping() -> str:
+        """Ping."""
+        return "pong"
+
+    backend = ScriptedBackend([call("ping"), "done"])
+    agent = Agent(backend, [ping], tool_choice={"name": "ping"})
+    agent.remove_tool("ping")
+    with pytest.raises(
+        ValueError, match=r"tool_choice names tool 'ping', which is not a tool of this agent \(\[\]\)"
+    ):
+        agent.run("?")
+    agent.tool_choice = {"name": "pong"}
+    agent.add_tool(ping)
+    with pytest.raises(ValueError, match="tool_choice names tool 'pong'"):
+        agent.run("?")
+    assert backend.requests == []
+
+
 def test_a_tool_that_calls_sys_exit_is_a_failed_call_not_the_end_of_the_process():
     import argparse
     import sys
@@ -877,3 +899,63 @@ def test_a_bad_scripted_item_is_refused_where_the_script_is_built(tmp_path):
     bad.write_text("[" * 100_000 + "]" * 100_000)  # was json's RecursionError traceback from `agentkit run`
     with pytest.raises(ValueError, match=r"turns.json: cannot read scripted turns: maximum recursion depth"):
         ScriptedBackend.from_file(bad)
+
+
+def test_result_json_writes_non_finite_arguments_as_strings():
+    # a custom backend's arguments may hold NaN (Python's json reads it): to_json() (and `agentkit run --json`)
+    # wrote a bare NaN, which is not JSON, so strict readers (jq, JSON.parse) refused the whole result
+    @tool
+    def g(x: float, y: list[float]) -> str:
+        """G."""
+        return "ok"
+
+    nan, inf = float("nan"), float("inf")
+    result = Agent(ScriptedBackend([call("g", x=nan, y=[inf, -inf]), "done"]), [g]).run("q")
+    text = result.to_json()
+    strict = json.loads(text, parse_constant=lambda c: pytest.fail(f"not JSON: {c}"))
+    assert strict["steps"][0]["tool_calls"][0]["arguments"] == {"x": "NaN", "y": ["Infinity", "-Infinity"]}
+    assert result.tool_calls[0].arguments["y"] == [inf, -inf]  # the record itself keeps the floats
+
+
+def test_a_custom_backend_without_a_name_or_returning_no_model_turn_is_told_so():
+    # both ended in an AttributeError from deep inside the run: "'dict' object has no attribute 'usage'",
+    # "'Nameless' object has no attribute 'name'"
+    class Nameless:
+        def complete(self, messages, tools, tool_choice="auto"):
+            return ModelTurn("hi", "", [])
+
+    with pytest.raises(
+        TypeError, match=r"^a backend needs a name \(a str attribute, e.g. 'mine'\), Nameless has none$"
+    ):
+        Agent(Nameless())
+
+    class Dicts(Nameless):
+        name = "dicts"
+
+        def complete(self, messages, tools, tool_choice="auto"):
+            return {"text": "hi"}
+
+    events = []
+    agent = Agent(Dicts(), on_event=events.append)
+    with pytest.raises(
+        TypeError,
+        match=r"^backend 'dicts': returned dict for a model turn, not an agentkit\.backends\.base\.ModelTurn$",
+    ):
+        agent.run("?")
+    assert [e.kind for e in events] == ["run_started", "run_failed"]
+
+    class Bad(Nameless):
+        name = "bad"
+
+        def __init__(self, turn):
+            self.result = turn
+
+        def complete(self, messages, tools, tool_choice="auto"):
+            return self.result
+
+    with pytest.raises(TypeError, match=r"^backend 'bad': the turn's text must be a string, got None$"):
+        Agent(Bad(ModelTurn(None))).run("?")  # was a pydantic ValidationError for Step at '1'
+    with pytest.raises(
+        TypeError, match=r"^backend 'bad': a tool call must be an agentkit\.messages\.ToolCall"
+    ):
+        Agent(Bad(ModelTurn("", "", [{"name": "f", "arguments": {}}]))).run("?")

@@ -1244,3 +1244,58 @@ def test_each_missing_required_field_is_reported_once(tmp_path):
         (1, "name", "required field 'name' is missing"),
         (1, "tools", "required field 'tools' is missing"),
     ]
+
+
+def test_a_decorated_python_target_keeps_its_args_model_schema_and_serializer(tmp_path):
+    # the bundle rebuilt a @tool target from its bare function: an args_model became one nested 'args'
+    # parameter, a parameters= schema became untyped parameters, and the serializer was dropped
+    (tmp_path / "deco.py").write_text(
+        "from pydantic import BaseModel\nfrom agentkit import tool\n\n"
+        "class Q(BaseModel):\n    query: str\n\n"
+        "@tool(args_model=Q, serializer=lambda v: 'got ' + v)\n"
+        "def search(q: Q) -> str:\n    '''Search.'''\n    return q.query\n\n"
+        "@tool(parameters={'type': 'object', 'properties': {'a': {'type': 'integer', 'minimum': 0}}, "
+        "'required': ['a']}, timeout=4)\n"
+        "def plain(a):\n    '''Plain.'''\n    return a\n"
+    )
+    p = write(
+        tmp_path,
+        """
+        agentkit_bundle: 1
+        name: d
+        tools:
+          - {name: find, python: "deco:search"}
+          - {name: plain, python: "deco:plain", retries: 1}
+        """,
+    )
+    find, plain = load_bundle(p).tools
+    assert find.parameters["properties"] == {"query": {"type": "string"}}
+    assert plain.parameters["properties"] == {"a": {"type": "integer", "minimum": 0}}
+    assert (find.name, plain.timeout, plain.retries) == ("find", 4, 1)
+    agent = Agent.from_bundle(
+        p, backend=ScriptedBackend([[call("find", query="x"), call("plain", a=-1)], "ok"])
+    )
+    records = agent.run("q").tool_calls
+    assert records[0].content == "got x"
+    assert (
+        records[1].error_kind == "invalid_arguments"
+        and "-1 is less than the minimum of 0" in records[1].error
+    )
+
+
+def test_from_bundle_takes_tools_as_an_agent_keyword(tmp_path, pymod):
+    # tools= is an Agent keyword like max_steps, but from_bundle passed the bundle's tools positionally as well:
+    # TypeError "Agent.__init__() got multiple values for argument 'tools'"
+    p = write(
+        tmp_path,
+        f"agentkit_bundle: 1\nname: t\nagent: {{max_steps: 3}}\ntools:\n  - {{name: add, python: '{pymod}:add'}}\n",
+    )
+
+    def sub(a: int, b: int) -> int:
+        """Subtract."""
+        return a - b
+
+    bundled = load_bundle(p).tools
+    agent = Agent.from_bundle(p, backend=ScriptedBackend([call("sub", a=5, b=2), "3"]), tools=[*bundled, sub])
+    assert list(agent.tools) == ["add", "sub"] and agent.max_steps == 3
+    assert agent.run("5-2?").tool_calls[0].content == "3"

@@ -204,8 +204,14 @@ def test_a_history_of_another_kind_is_refused_by_name_before_the_model_is_asked(
         ),
         (
             {"format": "agentkit.conversation", "version": 1, "messages": [], "extra": 1},
-            "unknown conversation key",
+            "^unknown conversation key 'extra'$",
         ),
+        # a misspelt 'messages' was reported as "conversation messages must be a list", naming no key
+        (
+            {"format": "agentkit.conversation", "version": 1, "mesages": []},
+            "^unknown conversation key 'mesages'$",
+        ),
+        ({"format": "agentkit.conversation", "version": 1}, "^missing conversation key 'messages'$"),
     ],
 )
 def test_invalid_conversations_are_rejected_clearly(data, message):

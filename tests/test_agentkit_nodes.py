@@ -200,3 +200,17 @@ def test_a_dropped_unfinished_run_closes_its_event_loop():
     del run, node
     gc.collect()
     assert loop.is_closed()
+
+
+def test_a_sync_node_loop_inside_an_event_loop_says_to_use_async_for():
+    # asyncio's own "Runner.run() cannot be called from a running event loop" came out, and a coroutine that
+    # was never awaited was left for a RuntimeWarning
+    run = agent([call("add", a=1, b=2), "3"]).iter("sum?")
+
+    async def inside():
+        return [type(n).__name__ for n in run.nodes()]
+
+    with pytest.raises(RuntimeError, match=r"use `async for node in run.nodes\(\)`"):
+        asyncio.run(inside())
+    assert kinds(run.nodes()) == ["ModelRequest", "CallTools", "ModelRequest", "End"]  # outside: it goes on
+    assert run.result.answer == "3"

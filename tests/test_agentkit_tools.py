@@ -13,6 +13,7 @@ from collections.abc import Callable
 from typing import Annotated, Literal
 
 import numpy as np
+import pydantic
 import pytest
 import torch
 from pydantic import BaseModel, Field
@@ -691,3 +692,130 @@ def test_int_keyed_dict_parameters_declare_integer_keys():
     assert props["n"]["anyOf"][0]["patternProperties"] == {INT_KEY_PATTERN: {"type": "integer"}}
     assert props["k"]["anyOf"][0] == {"type": "object", "additionalProperties": {"type": "integer"}}
     assert f.validate({"m": {"1": "a", "-20": "b"}}) == {"m": {1: "a", -20: "b"}, "n": None, "k": None}
+
+
+def test_tool_on_a_tool_changes_its_settings_and_keeps_the_rest():
+    # tool(t, ...) on a Tool wrapped the Tool object itself: a tool named 'Tool', with the Tool class's docstring
+    # as its description and untyped parameters
+    class Q(BaseModel):
+        query: str
+        limit: int = 2
+
+    @tool(args_model=Q, timeout=3, serializer=lambda v: f"n={len(v)}")
+    def search(q: Q) -> list[str]:
+        """Search things."""
+        return [q.query] * q.limit
+
+    again = tool(retries=1)(search)
+    assert (again.name, again.description, again.timeout, again.retries) == ("search", "Search things.", 3, 1)
+    assert again.parameters == search.parameters
+    assert tool(name="find")(search).name == "find"
+    registered = Agent(ScriptedBackend([])).tool(timeout=5)(search)  # @agent.tool(...) on a Tool, likewise
+    assert (registered.name, registered.timeout, registered.parameters) == ("search", 5, search.parameters)
+    result = Agent(ScriptedBackend([call("search", query="a"), "ok"]), [again]).run("q")
+    assert result.tool_calls[0].content == "n=2"
+    schema = {"type": "object", "properties": {"q": {"type": "object"}}, "required": ["q"]}
+    assert search.replace(parameters=schema).parameters == schema  # parameters replaces args_model
+    with pytest.raises(
+        ToolDefinitionError, match=r"Tool\(name='search'.* is a Tool already: change its settings"
+    ):
+        Tool(search)
+
+
+def test_unknown_keys_in_an_args_model_or_a_nested_model_are_refused():
+    # pydantic ignores unknown keys by default: a misspelt optional argument ('limt') was dropped silently and
+    # its default used, although the model is told that unknown arguments are refused
+    class Place(BaseModel):
+        city: str
+
+    class Q(BaseModel):
+        query: str
+        limit: int = 2
+        near: Place | None = None
+
+    class Open(BaseModel):
+        model_config = {"extra": "allow"}
+        a: int
+
+    by_model = Tool(lambda q: q, name="m", args_model=Q)
+    with pytest.raises(ToolArgumentsError, match=r"^limt: unknown argument$"):
+        by_model.validate({"query": "x", "limt": 5})
+    with pytest.raises(ToolArgumentsError, match=r"^near\.town: unknown argument$"):
+        by_model.validate({"query": "x", "near": {"city": "Oslo", "town": "y"}})
+    assert by_model.parameters["additionalProperties"] is False
+    assert by_model.parameters["$defs"]["Place"]["additionalProperties"] is False
+
+    @tool
+    def f(place: Place, o: Open | None = None) -> str:
+        """x"""
+        return place.city
+
+    assert f.validate({"place": {"city": "a"}, "o": {"a": 1, "b": 2}})["o"].b == 2  # Open allows its own
+    assert f.parameters["$defs"]["Open"]["additionalProperties"] is True
+
+    class Counts(pydantic.RootModel[dict[str, int]]):
+        pass
+
+    @tool
+    def g(c: Counts) -> int:
+        """x"""
+        return len(c.root)
+
+    assert g.parameters["$defs"]["Counts"] == {"type": "object", "additionalProperties": {"type": "integer"}}
+    assert g.validate({"c": {"a": 1}})["c"].root == {"a": 1}
+
+
+def test_a_set_parameter_is_an_array_an_embedded_agent_takes():
+    # set[str] was declared uniqueItems: true, which the embedded constraint refuses, so the tool could not be
+    # used on the default backend although validation merely drops duplicates
+    @tool
+    def tag(tags: set[str], ids: frozenset[int] = frozenset()) -> list[str]:
+        """x"""
+        return sorted(tags)
+
+    props = tag.parameters["properties"]
+    assert props["tags"] == {"type": "array", "items": {"type": "string"}}
+    assert "uniqueItems" not in props["ids"]
+    Agent(EmbeddedBackend(), tools=[tag])  # no ToolDefinitionError
+    assert tag.validate({"tags": ["a", "a", "b"]}) == {"tags": {"a", "b"}, "ids": frozenset()}
+
+
+def test_a_circular_result_is_an_error_that_says_so():
+    # the retry that decodes nested bytes recursed forever: the model was told "RecursionError: maximum recursion
+    # depth exceeded" instead of pydantic's own reason
+    loop: list = [1]
+    loop.append(loop)
+
+    @tool
+    def circular() -> list:
+        """x"""
+        return loop
+
+    record = Agent(ScriptedBackend([call("circular"), "ok"]), [circular]).run("q").tool_calls[0]
+    assert record.error_kind == "exception"
+    assert json.loads(record.content)["error"] == (
+        "PydanticSerializationError: Error serializing to JSON: ValueError: Circular reference detected (id repeated)"
+    )
+
+
+@pytest.mark.parametrize(
+    "doc",
+    [
+        "\n    Args:\n        city: City name.\n        days: Days ahead.\n    ",
+        "Parameters\n----------\ncity : str\n    City name.\ndays : int\n    Days ahead.",
+        ":param city: City name.\n:param days: Days ahead.",
+    ],
+)
+def test_a_docstring_that_opens_with_its_parameters_describes_them(doc):
+    # griffe reads a docstring's first line as its summary: the whole Args: section became the tool's description
+    # ("Args:\ncity: City name. ...") and the parameters had none
+    def f(city: str, days: int = 1) -> str:
+        return city
+
+    f.__doc__ = doc
+    t = Tool(f)
+    assert t.description == ""
+    assert {k: v.get("description") for k, v in t.parameters["properties"].items()} == {
+        "city": "City name.",
+        "days": "Days ahead.",
+    }

@@ -44,7 +44,7 @@ def make_backend(kind: str, model: str | None = None, **settings: Any) -> Backen
 def resolve_backend(spec: Backend | str | None) -> Backend:
     """An ``Agent(model=...)`` value as a backend: ``None`` (the embedded default), ``"KIND[:MODEL]"``
     (:func:`make_backend`) or a :class:`Backend`. ValueError for a string naming no backend, TypeError for an
-    object without ``complete``."""
+    object without ``complete`` or a string ``name``."""
     if spec is None:
         return make_backend("embedded")
     if isinstance(spec, str):
@@ -53,5 +53,9 @@ def resolve_backend(spec: Backend | str | None) -> Backend:
     if not callable(getattr(spec, "complete", None)):
         raise TypeError(
             f"model must be a Backend (with .complete), a backend spec string or None, got {spec!r}"
+        )
+    if not isinstance(getattr(spec, "name", None), str):  # results and events name it
+        raise TypeError(
+            f"a backend needs a name (a str attribute, e.g. 'mine'), {type(spec).__name__} has none"
         )
     return spec

@@ -86,6 +86,20 @@ class ModelTurn:
     format_error: str | None = None
 
 
+def turn_problem(turn: Any) -> str | None:
+    """What keeps ``turn`` from being a :class:`ModelTurn` the planner can read, or ``None``."""
+    if not isinstance(turn, ModelTurn):
+        return f"returned {type(turn).__name__} for a model turn, not an agentkit.backends.base.ModelTurn"
+    for name in ("text", "thinking"):
+        if not isinstance(value := getattr(turn, name), str):
+            return f"the turn's {name} must be a string, got {value!r}"
+    calls = turn.tool_calls
+    bad = next((c for c in calls if not (isinstance(c, ToolCall) and isinstance(c.name, str))), None)
+    return (
+        None if bad is None else f"a tool call must be an agentkit.messages.ToolCall with a name, got {bad!r}"
+    )
+
+
 @dataclass(slots=True)
 class TurnRequest:
     """One model request: the conversation so far, the tool declarations (may be empty) and the tool choice."""

@@ -29,6 +29,7 @@ from agentkit.backends.base import (
     ToolDeclaration,
     TurnRequest,
     Usage,
+    turn_problem,
 )
 from agentkit.errors import BackendError
 from agentkit.messages import ToolCall
@@ -83,10 +84,9 @@ def script_turn(item: Any, where: str = "") -> ModelTurn:
             f"{where}not a script item (a string answer, a call(), a list of calls or a ModelTurn such as "
             f"answer(...)), got {item!r}"
         )
-    for field in ("text", "thinking"):
-        if not isinstance(value := getattr(item, field), str):
-            raise TypeError(f"{where}the turn's {field} must be a string, got {value!r}")
-    if (problem := next(filter(None, map(_call_problem, item.tool_calls)), None)) is not None:
+    if (
+        problem := next(filter(None, map(_call_problem, item.tool_calls)), None) or turn_problem(item)
+    ) is not None:
         raise TypeError(where + problem)
     calls = [ToolCall(c.id, c.name, dict(c.arguments), c.error, c.raw_arguments) for c in item.tool_calls]
     return ModelTurn(item.text, item.thinking, calls, Usage(**item.usage.to_dict()), item.raw)

@@ -181,7 +181,7 @@ def generate_command(
     as_json: bool = typer.Option(
         False,
         "--json",
-        help="Print one JSON object: answer, thinking, tool_calls, raw (the canvases), stats.",
+        help="Print one JSON object: answer, thinking, tool_calls, error (a malformed call), raw (the canvases), stats.",
     ),
     image: list[Path] | None = typer.Option(
         None, "--image", help="An image the prompt is about (PNG, JPEG or WebP); repeat for several."
