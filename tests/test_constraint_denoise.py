@@ -227,7 +227,8 @@ def test_no_repeat_rule_never_commits_a_word_twice_in_a_row(ckpt, no_repeat):
 
 def test_no_repeat_rule_looks_through_a_lone_space_token(ckpt):
     """With a space-isolating tokenizer a word and its repeat have a space token between them (``is Ġ is``): the
-    rule bans the repeat after the space as it does right after the word."""
+    rule bans the repeat after the space as it does right after the word, and a second space after the space (such
+    a tokenizer writes a run of spaces as one token)."""
     tok = ckpt.tokenizer
     grammar = 'start: "say:" /[a-z ]+/ "."'
     vocab = tok.get_vocab()
@@ -243,6 +244,7 @@ def test_no_repeat_rule_looks_through_a_lone_space_token(ckpt):
         assert c.committed[-2:] == [w, space]
         mask = c.plan().mask
         assert mask is not None and bool(mask[w]) is (not no_repeat)
+        assert bool(mask[space]) is (not no_repeat)
 
 
 @pytest.mark.parametrize("window", [1, 3])

@@ -74,8 +74,9 @@ class GrammarConstraint:
         extend: the frontier extension (module docstring); False keeps the accepted-and-grammatical walk.
         extend_prose: with ``extend``, extend prose too (before the turn's first ``<|tool_call>``); False for small
             checkpoints, whose parallel prose predictions skip or repeat tokens (docs/TRAINING.md).
-        no_repeat: never commit a word-like token right after the same word (on the space-stripped form), a
-            bigram-repetition ban for small checkpoints.
+        no_repeat: never commit a word-like token right after the same word (on the space-stripped form; a token of
+            spaces alone between them does not count), nor spaces right after spaces: a bigram-repetition ban for
+            small checkpoints.
         repeat_window: with ``no_repeat``, in prose a word of 3+ letters is also not committed while among the last
             ``repeat_window`` tokens (``no_repeat_ngram_size=1`` within a window; numbers are left alone).
         span_copy: a :class:`model.constraints.span_copy.SpanCopier` over the tool responses: in prose a token
@@ -221,14 +222,18 @@ class GrammarConstraint:
         if self._bases is None or not self.all_tokens:
             return []
         base, word, letters, spaces = self._bases
+        is_space = [
+            0 <= t < len(spaces) and bool(spaces[t]) for t in self.all_tokens[-2 * self.repeat_window :]
+        ]
+        # spaces after spaces: no tokenizer that isolates runs of spaces writes them
+        out = [int(b) for b in np.unique(base[spaces])] if is_space[-1] else []
         # the last tokens that are not spaces alone (``is Ġ is`` repeats ``is``)
-        recent = [
-            t for t in self.all_tokens[-2 * self.repeat_window :] if not (0 <= t < len(spaces) and spaces[t])
-        ][-self.repeat_window :]
+        recent = [t for t, sp in zip(self.all_tokens[-len(is_space) :], is_space, strict=True) if not sp]
+        recent = recent[-self.repeat_window :]
         if not recent:
-            return []
+            return out
         last = recent[-1]
-        out = [int(base[last])] if 0 <= last < len(word) and word[last] else []
+        out += [int(base[last])] if 0 <= last < len(word) and word[last] else []
         if self.repeat_window > 1 and not self.in_call:
             out += [int(base[t]) for t in recent[:-1] if 0 <= t < len(letters) and letters[t]]
         return out
