@@ -111,6 +111,30 @@ def test_shortest_completion_of_a_long_array_writes_exactly_the_items_needed(tok
     assert m.consume_tokens(comp) and m.is_accepting()
 
 
+class _CountingMatcher:
+    """An ``LLMatcher`` whose copies (and their copies) count into ``copies``."""
+
+    def __init__(self, m, copies):
+        self.m, self.copies = m, copies
+
+    def deep_copy(self):
+        self.copies.append(1)
+        return _CountingMatcher(self.m.deep_copy(), self.copies)
+
+    def __getattr__(self, name):
+        return getattr(self.m, name)
+
+
+def test_shortest_completion_copies_the_matcher_once_not_at_every_step(tok):
+    # a copy costs the whole token history: one per step made a 4,096-token probe of a string with no reachable
+    # end (minLength 1e9) quadratic, minutes of CPU for one request's tool check in agentkit serve
+    g = tool_call_grammar([tool({"type": "string", "minLength": 10**9})], {"name": "f"}, allow_thinking=False)
+    copies: list[int] = []
+    m = _CountingMatcher(new_matcher(tok, g), copies)
+    assert len(shortest_completion(m, tok, 1024)) == 1024
+    assert len(copies) == 1
+
+
 def test_response_format_with_a_long_string_completes_to_the_exact_length(tok):
     g = response_format_grammar(
         {"type": "object", "properties": {"x": {"type": "string", "pattern": "^.{2000}$"}}, "required": ["x"]}
