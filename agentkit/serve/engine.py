@@ -15,6 +15,8 @@ import uuid
 from dataclasses import KW_ONLY, dataclass, field
 from typing import Any, Literal
 
+import jsonschema
+
 from agentkit.messages import TextPart, ToolCall, ToolMessage, to_template_messages
 from agentkit.serve import schemas as S
 from grammar import special_tokens as st
@@ -186,6 +188,19 @@ def _check_nesting(schema: Any, where: str, param: str) -> None:
         )
 
 
+def _check_valid(schema: Any, where: str, param: str) -> None:
+    """ServeError (400, code ``invalid_schema``, the keyword's JSON pointer named) unless ``schema`` is valid JSON
+    Schema under its ``$schema`` (2020-12 when none): ``"required": "a"`` would otherwise be ignored."""
+    try:
+        jsonschema.validators.validator_for(schema, default=jsonschema.Draft202012Validator).check_schema(
+            schema
+        )
+    except jsonschema.SchemaError as exc:
+        pointer = "/" + "/".join(str(x) for x in exc.path)
+        message = f"{where}: not a valid JSON Schema: {exc.message} (at {pointer})"
+        raise ServeError(400, message, param=param, code="invalid_schema") from None
+
+
 def _response_format(req: S.ChatCompletionRequest) -> dict[str, Any] | None:
     """The runtime's ``response_format`` (``None`` for plain text); ServeError for a missing or too deep schema."""
     rf = req.response_format
@@ -198,6 +213,7 @@ def _response_format(req: S.ChatCompletionRequest) -> dict[str, Any] | None:
     out: dict[str, Any] = {"type": rf.type}
     if rf.json_schema is not None:
         _check_nesting(rf.json_schema.schema_, "response_format", "response_format")
+        _check_valid(rf.json_schema.schema_, "response_format", "response_format")
         out["json_schema"] = {"schema": rf.json_schema.schema_, "strict": bool(rf.json_schema.strict)}
     return out
 
@@ -285,6 +301,7 @@ class ServeEngine:
         _check_nesting(tool["function"].get("parameters"), f"tools[{i}] ({name})", param)
         try:
             constraint = self.chat_model.make_constraint([tool], {"name": name})
+            _check_valid(tool["function"].get("parameters"), f"tools[{i}] ({name})", param)
             shortest = constraint.min_completion_tokens(4096)
         except SchemaError as exc:
             if exc.keyword == "name" and not exc.path:  # the tool's name, not its parameters
