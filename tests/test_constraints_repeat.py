@@ -184,3 +184,14 @@ def test_number_bounds_llguidance_cannot_express_name_the_property(prop):
         tool_call_grammar([tool(prop)], "required")
     assert (ei.value.keyword, ei.value.path) == ("minimum", "/properties/x")
     assert "number bounds not supported by the grammar" in str(ei.value)
+
+
+def test_an_enum_of_thousands_of_strings_is_one_terminal_not_an_earley_item_per_value(tok):
+    # one item per value passed llguidance's 2,000 items per row: the matcher failed at the property ('max is
+    # 2000'), and agentkit serve refused the tool as "no call of this tool fits in 4096 tokens"
+    prop = {"enum": [f"v{j}" for j in range(2500)] + [7, ""]}
+    for ok in ("v0", "v2499", 7, ""):
+        assert call_accepts(tok, prop, ok), ok
+    assert not call_accepts(tok, prop, "v2500")
+    value, _ = completed_value(tok, tool_call_grammar([tool(prop)], {"name": "f"}, allow_thinking=False))
+    assert value in prop["enum"]
