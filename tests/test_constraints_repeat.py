@@ -3,7 +3,9 @@ and their shortest completion is found without stepping through every repetition
 ``multipleOf`` llguidance would build an automaton of millions of states for is refused at registration, as
 are number bounds its regexes cannot express, with the keyword and the path named."""
 
+import gc
 import json
+import tracemalloc
 
 import llguidance
 import pytest
@@ -195,3 +197,21 @@ def test_an_enum_of_thousands_of_strings_is_one_terminal_not_an_earley_item_per_
     assert not call_accepts(tok, prop, "v2500")
     value, _ = completed_value(tok, tool_call_grammar([tool(prop)], {"name": "f"}, allow_thinking=False))
     assert value in prop["enum"]
+
+
+def test_the_grammar_cache_holds_no_tool_text():
+    # keyed by the tool list's JSON, the cache kept up to 256 request-sized keys (a 3.5 MB description each: an
+    # agentkit serve process grew ~8 MB a request); now by its SHA-256
+    tracemalloc.start()
+    try:
+        before = tracemalloc.get_traced_memory()[0]
+        for i in range(5):
+            t = tool({"type": "string"})
+            t["function"]["description"] = f"{i} " + "d" * 1_000_000
+            tool_call_grammar([t], {"name": "f"}, allow_thinking=False)
+            del t
+        gc.collect()
+        held = tracemalloc.get_traced_memory()[0] - before
+    finally:
+        tracemalloc.stop()
+    assert held < 500_000

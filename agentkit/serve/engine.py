@@ -9,7 +9,6 @@ refused request is a :class:`ServeError` (HTTP status, OpenAI's ``type``/``param
 
 from __future__ import annotations
 
-import json
 import time
 import uuid
 from dataclasses import KW_ONLY, dataclass, field
@@ -24,7 +23,7 @@ from grammar.parse import ToolCallParseError, parse_tool_calls
 from model.checkpoint.tokenizer import decode_marked
 from model.heads.vision import ImageError
 from model.turn.limits import PromptTooLong
-from schema import MAX_NESTING, SchemaError, nesting
+from schema import MAX_NESTING, SchemaError, fingerprint, nesting
 
 #: The lowest temperature of a denoising step (``temperature = 0`` ends here, starting from twice this).
 MIN_STEP_TEMPERATURE = 0.01
@@ -278,7 +277,7 @@ class ServeEngine:
         self.model_id = model_id
         self.created = int(time.time())
         self.batcher = CanvasBatcher(chat_model.model, chat_model.settings, max_batch=max_batch)
-        self._checked: set[str] = set()  # tools whose schema passed _check_tool (canonical JSON)
+        self._checked: set[str] = set()  # SHA-256 of the tools whose schema passed _check_tool
 
     def check_model(self, name: str) -> None:
         """Raises :class:`ServeError` (404) unless ``name`` is the served model's id."""
@@ -293,7 +292,7 @@ class ServeEngine:
     def _check_tool(self, i: int, tool: dict[str, Any]) -> None:
         """ServeError (400) unless ``tools[i]``'s schema compiles and a forced call of it fits in 4,096 tokens
         (a required property that recurses into itself has no end)."""
-        key = json.dumps(tool, sort_keys=True)
+        key = fingerprint(tool)  # (a digest: a tool's JSON may be megabytes, and 1,024 are kept)
         if key in self._checked:  # clients resend the same tools with every request
             return
         name = tool["function"]["name"]
