@@ -133,34 +133,40 @@ def _search_exit(m: Any, tab: _Tables, depth: int = 3, budget: int = 300) -> lis
 
     start = chars(m)
     seen = {start}
-    frontier: list[tuple[Any, list[int], tuple[int, ...]]] = [(m, [], start)]
+    frontier: list[tuple[list[int], tuple[int, ...]]] = [([], start)]
     probes = 0
     for _ in range(depth):
-        nxt: list[tuple[Any, list[int], tuple[int, ...]]] = []
-        for node, path, allowed in frontier:
+        nxt: list[tuple[list[int], tuple[int, ...]]] = []
+        for path, allowed in frontier:
             for c in allowed:
                 probes += 1
                 if probes > budget:
                     return None
-                probe = node.deep_copy()
-                if probe.try_consume_tokens([c]) != 1:
-                    continue
-                if probe.is_accepting() or _exit(probe, tab) >= 0:
-                    return [*path, c]
-                sig = chars(probe)
+                n = m.try_consume_tokens([*path, c])  # probed in place: a copy costs the whole history
+                try:
+                    if n != len(path) + 1:
+                        continue
+                    if m.is_accepting() or _exit(m, tab) >= 0:
+                        return [*path, c]
+                    sig = chars(m)
+                finally:
+                    m.rollback(n)
                 if sig not in seen:
                     seen.add(sig)
-                    nxt.append((probe, [*path, c], sig))
+                    nxt.append(([*path, c], sig))
         frontier = nxt
     return None
 
 
 def _first_leading_out(m: Any, cands: Iterable[int], ok: Any) -> int:
-    """The first of ``cands`` after which ``ok(matcher)`` holds (probed on a copy), else -1."""
+    """The first of ``cands`` after which ``ok(matcher)`` holds (probed in place and rolled back: a copy would
+    cost the matcher's whole token history, quadratic over a long completion), else -1."""
     for c in cands:
-        probe = m.deep_copy()
-        if probe.try_consume_tokens([c]) == 1 and ok(probe):
-            return c
+        if m.try_consume_tokens([c]) == 1:
+            good = ok(m)
+            m.rollback(1)
+            if good:
+                return c
     return -1
 
 

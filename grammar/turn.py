@@ -15,8 +15,9 @@ appear bare in rules; grammars are cached by all their arguments. Sources: llgui
 from __future__ import annotations
 
 import dataclasses
-import functools
+import hashlib
 import json
+import threading
 from collections.abc import Sequence
 from typing import Any
 
@@ -178,15 +179,29 @@ def tool_call_grammar(
     calls = "many" if parallel_tool_calls else "one"
     answer = None if answer_grounding is None else answer_regex(answer_grounding)
     flags = (bool(allow_thinking), bool(additional_properties))
-    return _cached_grammar(canonical(specs), choice, syntax, *flags, ground, calls, answer, answer_json)
+    return _cached_grammar(specs, choice, syntax, *flags, ground, calls, answer, answer_json)
 
 
-@functools.lru_cache(maxsize=256)
-def _cached_grammar(specs_json: str, choice: str, syntax: str, *args: Any) -> str:
-    """:func:`_build_grammar`'s text for the specs written as ``specs_json``, validated once and cached."""
-    specs = [ToolSpec(**d) for d in json.loads(specs_json)]
-    grammar = _build_grammar(specs, choice, syntax, *args)
-    _validate(grammar)
+#: The last 256 grammars built, by the SHA-256 of their arguments: a key holds no schema or description text
+#: (an ``lru_cache`` on the specs' JSON kept up to 256 request-sized keys: ~1 GB of 4 MB tool lists in a server).
+_GRAMMARS: dict[str, str] = {}
+_GRAMMARS_LOCK = threading.Lock()
+
+
+def _cached_grammar(specs: list[ToolSpec], choice: str, syntax: str, *args: Any) -> str:
+    """:func:`_build_grammar`'s text for ``specs``, validated once and cached."""
+    key = hashlib.sha256(
+        repr((canonical(specs), choice, syntax, args)).encode("utf-8", "surrogatepass")
+    ).hexdigest()
+    with _GRAMMARS_LOCK:
+        grammar = _GRAMMARS.pop(key, None)  # (re-inserted below: the most recent last)
+    if grammar is None:
+        grammar = _build_grammar(specs, choice, syntax, *args)
+        _validate(grammar)
+    with _GRAMMARS_LOCK:
+        _GRAMMARS[key] = grammar
+        while len(_GRAMMARS) > 256:
+            del _GRAMMARS[next(iter(_GRAMMARS))]
     return grammar
 
 

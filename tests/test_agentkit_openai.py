@@ -390,6 +390,11 @@ def test_a_server_saying_the_prompt_is_too_long_makes_the_agent_trim_history():
     "message, counts",
     [
         (AGENTKIT_TOO_LONG["error"]["message"], (2490, 1984)),
+        (  # agentkit serve, when the request's max_tokens (in whole 64-token canvases) leaves too little room
+            "max_tokens=1000 does not fit with this prompt: the prompt is 1,110 tokens of this model's 2,048 "
+            "positions, and max_tokens is counted in whole canvases of 64 tokens; lower max_tokens to 896 or less",
+            (1110, 1024),
+        ),
         (  # OpenAI
             "This model's maximum context length is 128000 tokens. However, your messages resulted in 130511 "
             "tokens. Please reduce the length of the messages.",

@@ -3,7 +3,9 @@ and their shortest completion is found without stepping through every repetition
 ``multipleOf`` llguidance would build an automaton of millions of states for is refused at registration, as
 are number bounds its regexes cannot express, with the keyword and the path named."""
 
+import gc
 import json
+import tracemalloc
 
 import llguidance
 import pytest
@@ -111,6 +113,30 @@ def test_shortest_completion_of_a_long_array_writes_exactly_the_items_needed(tok
     assert m.consume_tokens(comp) and m.is_accepting()
 
 
+class _CountingMatcher:
+    """An ``LLMatcher`` whose copies (and their copies) count into ``copies``."""
+
+    def __init__(self, m, copies):
+        self.m, self.copies = m, copies
+
+    def deep_copy(self):
+        self.copies.append(1)
+        return _CountingMatcher(self.m.deep_copy(), self.copies)
+
+    def __getattr__(self, name):
+        return getattr(self.m, name)
+
+
+def test_shortest_completion_copies_the_matcher_once_not_at_every_step(tok):
+    # a copy costs the whole token history: one per step made a 4,096-token probe of a string with no reachable
+    # end (minLength 1e9) quadratic, minutes of CPU for one request's tool check in agentkit serve
+    g = tool_call_grammar([tool({"type": "string", "minLength": 10**9})], {"name": "f"}, allow_thinking=False)
+    copies: list[int] = []
+    m = _CountingMatcher(new_matcher(tok, g), copies)
+    assert len(shortest_completion(m, tok, 1024)) == 1024
+    assert len(copies) == 1
+
+
 def test_response_format_with_a_long_string_completes_to_the_exact_length(tok):
     g = response_format_grammar(
         {"type": "object", "properties": {"x": {"type": "string", "pattern": "^.{2000}$"}}, "required": ["x"]}
@@ -160,3 +186,32 @@ def test_number_bounds_llguidance_cannot_express_name_the_property(prop):
         tool_call_grammar([tool(prop)], "required")
     assert (ei.value.keyword, ei.value.path) == ("minimum", "/properties/x")
     assert "number bounds not supported by the grammar" in str(ei.value)
+
+
+def test_an_enum_of_thousands_of_strings_is_one_terminal_not_an_earley_item_per_value(tok):
+    # one item per value passed llguidance's 2,000 items per row: the matcher failed at the property ('max is
+    # 2000'), and agentkit serve refused the tool as "no call of this tool fits in 4096 tokens"
+    prop = {"enum": [f"v{j}" for j in range(2500)] + [7, ""]}
+    for ok in ("v0", "v2499", 7, ""):
+        assert call_accepts(tok, prop, ok), ok
+    assert not call_accepts(tok, prop, "v2500")
+    value, _ = completed_value(tok, tool_call_grammar([tool(prop)], {"name": "f"}, allow_thinking=False))
+    assert value in prop["enum"]
+
+
+def test_the_grammar_cache_holds_no_tool_text():
+    # keyed by the tool list's JSON, the cache kept up to 256 request-sized keys (a 3.5 MB description each: an
+    # agentkit serve process grew ~8 MB a request); now by its SHA-256
+    tracemalloc.start()
+    try:
+        before = tracemalloc.get_traced_memory()[0]
+        for i in range(5):
+            t = tool({"type": "string"})
+            t["function"]["description"] = f"{i} " + "d" * 1_000_000
+            tool_call_grammar([t], {"name": "f"}, allow_thinking=False)
+            del t
+        gc.collect()
+        held = tracemalloc.get_traced_memory()[0] - before
+    finally:
+        tracemalloc.stop()
+    assert held < 500_000

@@ -352,6 +352,36 @@ def test_errors_have_their_status_and_name_the_problem(server, body, status, fra
         assert f in err["message"], (f, err["message"])
 
 
+@pytest.mark.parametrize(
+    "field, schema, param, fragments",
+    [
+        (
+            "tools",
+            {"type": "object", "required": "a"},
+            "tools[0].function.parameters",
+            ["'a' is not of type 'array'", "(at /required)"],
+        ),
+        ("response_format", {"type": "object", "required": "a"}, "response_format", ["(at /required)"]),
+    ],
+)
+def test_a_schema_that_is_not_valid_json_schema_is_refused(server, field, schema, param, fragments):
+    # before, the compiler skipped what it could not read: "required": "a" was answered 200, 'a' optional
+    url, _ = server
+    if field == "tools":
+        body = chat_body(tools=[{"type": "function", "function": {"name": "f", "parameters": schema}}])
+    else:
+        body = chat_body(
+            response_format={"type": "json_schema", "json_schema": {"name": "r", "schema": schema}}
+        )
+    r = httpx.post(url + "/v1/chat/completions", json=body)
+    assert r.status_code == 400, r.text
+    err = r.json()["error"]
+    assert (err["param"], err["code"], err["type"]) == (param, "invalid_schema", "invalid_request_error")
+    assert "not a valid JSON Schema" in err["message"]
+    for f in fragments:
+        assert f in err["message"], (f, err["message"])
+
+
 def test_schema_depth_is_refused_whatever_the_recursion_limit(server):
     """``torch.compile`` raises the interpreter's recursion limit for the whole process (to 2000): a deep schema is
     still a 400 naming the nesting, checked before anything recurses, with the tool's or response_format's

@@ -42,8 +42,13 @@ def escape_lone_surrogates(value: Any) -> Any:
     return value
 
 
-#: "Prompt too long" messages with the counts: ``agentkit serve``'s, and OpenAI's and vLLM's.
+#: "Prompt too long" messages with the counts: ``agentkit serve``'s (the prompt's; beside the request's
+#: ``max_tokens``, in whole canvases), and OpenAI's and vLLM's.
 _AGENTKIT_TOO_LONG = re.compile(r"the prompt is ([\d,]+) tokens but this model takes at most ([\d,]+)")
+_AGENTKIT_BUDGET_TOO_LONG = re.compile(
+    r"max_tokens=(\d+) does not fit with this prompt: the prompt is ([\d,]+) tokens of this model's ([\d,]+) "
+    r"positions, and max_tokens is counted in whole canvases of (\d+) tokens"
+)
 _OPENAI_TOO_LONG = re.compile(
     r"maximum context length is ([\d,]+) tokens.*?(?:resulted in|requested) ([\d,]+) tokens"
     r"(?: \(([\d,]+) in the messages, ([\d,]+) in the completion\))?",
@@ -64,6 +69,9 @@ def context_overflow(resp: httpx.Response) -> PromptTooLong | None:
 
     if m := _AGENTKIT_TOO_LONG.search(message):
         return PromptTooLong(num(m[1]), num(m[2]))
+    if m := _AGENTKIT_BUDGET_TOO_LONG.search(message):  # the prompt may take what the budget leaves
+        budget = -(-num(m[1]) // num(m[4])) * num(m[4])
+        return PromptTooLong(num(m[2]), num(m[3]) - budget, num(m[3]))
     if m := _OPENAI_TOO_LONG.search(message):
         if m[3] is not None:  # "(P in the messages, C in the completion)": the prompt may take the rest
             return PromptTooLong(num(m[3]), num(m[1]) - num(m[4]), num(m[1]))

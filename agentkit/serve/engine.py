@@ -9,11 +9,12 @@ refused request is a :class:`ServeError` (HTTP status, OpenAI's ``type``/``param
 
 from __future__ import annotations
 
-import json
 import time
 import uuid
 from dataclasses import KW_ONLY, dataclass, field
 from typing import Any, Literal
+
+import jsonschema
 
 from agentkit.messages import TextPart, ToolCall, ToolMessage, to_template_messages
 from agentkit.serve import schemas as S
@@ -22,7 +23,7 @@ from grammar.parse import ToolCallParseError, parse_tool_calls
 from model.checkpoint.tokenizer import decode_marked
 from model.heads.vision import ImageError
 from model.turn.limits import PromptTooLong
-from schema import MAX_NESTING, SchemaError, nesting
+from schema import MAX_NESTING, SchemaError, fingerprint, nesting
 
 #: The lowest temperature of a denoising step (``temperature = 0`` ends here, starting from twice this).
 MIN_STEP_TEMPERATURE = 0.01
@@ -186,6 +187,19 @@ def _check_nesting(schema: Any, where: str, param: str) -> None:
         )
 
 
+def _check_valid(schema: Any, where: str, param: str) -> None:
+    """ServeError (400, code ``invalid_schema``, the keyword's JSON pointer named) unless ``schema`` is valid JSON
+    Schema under its ``$schema`` (2020-12 when none): ``"required": "a"`` would otherwise be ignored."""
+    try:
+        jsonschema.validators.validator_for(schema, default=jsonschema.Draft202012Validator).check_schema(
+            schema
+        )
+    except jsonschema.SchemaError as exc:
+        pointer = "/" + "/".join(str(x) for x in exc.path)
+        message = f"{where}: not a valid JSON Schema: {exc.message} (at {pointer})"
+        raise ServeError(400, message, param=param, code="invalid_schema") from None
+
+
 def _response_format(req: S.ChatCompletionRequest) -> dict[str, Any] | None:
     """The runtime's ``response_format`` (``None`` for plain text); ServeError for a missing or too deep schema."""
     rf = req.response_format
@@ -198,6 +212,7 @@ def _response_format(req: S.ChatCompletionRequest) -> dict[str, Any] | None:
     out: dict[str, Any] = {"type": rf.type}
     if rf.json_schema is not None:
         _check_nesting(rf.json_schema.schema_, "response_format", "response_format")
+        _check_valid(rf.json_schema.schema_, "response_format", "response_format")
         out["json_schema"] = {"schema": rf.json_schema.schema_, "strict": bool(rf.json_schema.strict)}
     return out
 
@@ -262,7 +277,7 @@ class ServeEngine:
         self.model_id = model_id
         self.created = int(time.time())
         self.batcher = CanvasBatcher(chat_model.model, chat_model.settings, max_batch=max_batch)
-        self._checked: set[str] = set()  # tools whose schema passed _check_tool (canonical JSON)
+        self._checked: set[str] = set()  # SHA-256 of the tools whose schema passed _check_tool
 
     def check_model(self, name: str) -> None:
         """Raises :class:`ServeError` (404) unless ``name`` is the served model's id."""
@@ -277,7 +292,7 @@ class ServeEngine:
     def _check_tool(self, i: int, tool: dict[str, Any]) -> None:
         """ServeError (400) unless ``tools[i]``'s schema compiles and a forced call of it fits in 4,096 tokens
         (a required property that recurses into itself has no end)."""
-        key = json.dumps(tool, sort_keys=True)
+        key = fingerprint(tool)  # (a digest: a tool's JSON may be megabytes, and 1,024 are kept)
         if key in self._checked:  # clients resend the same tools with every request
             return
         name = tool["function"]["name"]
@@ -285,6 +300,7 @@ class ServeEngine:
         _check_nesting(tool["function"].get("parameters"), f"tools[{i}] ({name})", param)
         try:
             constraint = self.chat_model.make_constraint([tool], {"name": name})
+            _check_valid(tool["function"].get("parameters"), f"tools[{i}] ({name})", param)
             shortest = constraint.min_completion_tokens(4096)
         except SchemaError as exc:
             if exc.keyword == "name" and not exc.path:  # the tool's name, not its parameters
