@@ -182,8 +182,9 @@ INT_KEY_PATTERN = r"^-?(0|[1-9][0-9]*)$"
 class ToolJsonSchema(pydantic.json_schema.GenerateJsonSchema):
     """Pydantic's JSON Schema of a tool's arguments, with a ``dict[int, V]``'s keys written as integers' digits
     (``patternProperties`` {:data:`INT_KEY_PATTERN`: V}, no other key) rather than any string, a set as an
-    array (its duplicates are dropped, not refused) and a model that leaves ``extra`` unset closed
-    (``additionalProperties: false``); ``keeps_extra``: a model sets it to ``allow`` or ``ignore``."""
+    array (its duplicates are dropped, not refused) and a model, pydantic dataclass or TypedDict that leaves
+    ``extra`` unset closed (``additionalProperties: false``); ``keeps_extra``: one sets it to ``allow`` or
+    ``ignore``."""
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
@@ -196,8 +197,18 @@ class ToolJsonSchema(pydantic.json_schema.GenerateJsonSchema):
     frozenset_schema = set_schema
 
     def model_schema(self, schema: Any) -> Any:
-        out = super().model_schema(schema)
-        extra = schema["cls"].model_config.get("extra")
+        return self._closed(super().model_schema(schema), schema["cls"].model_config.get("extra"))
+
+    # pydantic dataclasses and TypedDicts set ``extra`` in ``__pydantic_config__``, which the override also beats
+    def dataclass_schema(self, schema: Any) -> Any:
+        config = getattr(schema["cls"], "__pydantic_config__", None) or {}
+        return self._closed(super().dataclass_schema(schema), config.get("extra"))
+
+    def typed_dict_schema(self, schema: Any) -> Any:
+        config = getattr(schema.get("cls"), "__pydantic_config__", None) or {}
+        return self._closed(super().typed_dict_schema(schema), config.get("extra"))
+
+    def _closed(self, out: Any, extra: str | None) -> Any:
         if extra is None and out.get("type") == "object":  # a RootModel of a dict keeps its values' schema
             out.setdefault("additionalProperties", False)  # an unknown key is refused (arguments_schema)
         self.keeps_extra |= extra in ("allow", "ignore")

@@ -14,8 +14,10 @@ from typing import Annotated, Literal
 
 import numpy as np
 import pydantic
+import pydantic.dataclasses
 import pytest
 import torch
+import typing_extensions
 from pydantic import BaseModel, Field
 
 from agentkit import Agent
@@ -763,6 +765,41 @@ def test_unknown_keys_in_an_args_model_or_a_nested_model_are_refused():
 
     assert g.parameters["$defs"]["Counts"] == {"type": "object", "additionalProperties": {"type": "integer"}}
     assert g.validate({"c": {"a": 1}})["c"].root == {"a": 1}
+
+
+def test_a_dataclass_or_typed_dict_that_sets_extra_keeps_it():
+    # only models were read for their own `extra`: a pydantic dataclass or TypedDict set to extra="allow" (declared
+    # additionalProperties: true) had its keys refused by the forbid override, and an unset dataclass was refused
+    # them while declared open
+    @pydantic.dataclasses.dataclass(config=pydantic.ConfigDict(extra="allow"))
+    class Open:
+        a: int
+
+    class Loose(typing_extensions.TypedDict):
+        __pydantic_config__ = pydantic.ConfigDict(extra="allow")  # type: ignore[misc]
+        a: int
+
+    @pydantic.dataclasses.dataclass
+    class Shut:
+        a: int
+
+    @tool
+    def f(o: Open, t: Loose, s: Shut | None = None) -> int:
+        """x"""
+        return o.a
+
+    got = f.validate({"o": {"a": 1, "b": 2}, "t": {"a": 3, "c": 4}})
+    assert (got["o"].a, got["t"]) == (1, {"a": 3, "c": 4})
+    defs = f.parameters["$defs"]
+    assert [defs[k]["additionalProperties"] for k in ("Open", "Loose", "Shut")] == [True, True, False]
+
+    @tool
+    def g(s: Shut) -> int:
+        """x"""
+        return s.a
+
+    with pytest.raises(ToolArgumentsError, match=r"^s\.b: "):
+        g.validate({"s": {"a": 1, "b": 2}})
 
 
 def test_a_set_parameter_is_an_array_an_embedded_agent_takes():
