@@ -253,6 +253,12 @@ def test_find_definition_as_written_leaves_out_other_cases(tmp_path):
     # no definition has the name as written: both, ignoring case, in line order
     out = repo.find_definitions("_TABLES")
     assert [m["location"] for m in out["matches"]] == ["tables.py:1", "tables.py:5"]
+    # a test's fixture named as written does not hide the source's class
+    (tmp_path / "tests").mkdir()
+    (tmp_path / "tests" / "test_x.py").write_text("def tables():\n    pass\n")
+    (tmp_path / "core.py").write_text("class Tables:\n    pass\n")
+    out = repo.find_definitions("tables")
+    assert [m["location"] for m in out["matches"]] == ["tests/test_x.py:1", "core.py:1"]
 
 
 def test_find_definition_other_languages_and_broken_python(repo):

@@ -289,7 +289,8 @@ class CodeRepo:
         public before ``_private`` (unless asked for), module-level before nested, shallower paths, then path
         and line. When some definition is named ``name`` itself (the first three ranks), only those are listed
         and counted: beside it, ``test_load_bundle`` is noise; and those that have it only ignoring case are left
-        out where one in a file of their language has it as written (``class Bundle`` beside ``def bundle``).
+        out where one in a file of their language, as far in (source, tests, docs), has it as written (``class
+        Bundle`` beside ``def bundle``).
 
         Returns:
             ``{"query", "matches": [Definition.as_dict()], "total", "truncated"}`` (``total``: the matches of the
@@ -329,9 +330,14 @@ class CodeRepo:
         scored.sort(key=lambda kd: kd[0])
         wanted = [kd for kd in scored if kind in ("any", kd[1].kind)]
         named = [kd for kd in wanted if kd[0][0] <= NAMED]
-        # one language's ``_Tables`` is another name than its ``_tables`` (Go's ``LoadBundle`` may be JS's ``loadBundle``)
-        exact = {PurePosixPath(d.path).suffix for key, d in named if key[0] == 0}
-        named = [kd for kd in named if kd[0][0] != 1 or PurePosixPath(kd[1].path).suffix not in exact]
+        # one language's ``_Tables`` is another name than its ``_tables`` (Go's ``LoadBundle`` may be JS's
+        # ``loadBundle``), unless the one written so sits further out (a test's ``agent`` beside the class ``Agent``)
+        exact = [(PurePosixPath(d.path).suffix, key[2]) for key, d in named if key[0] == 0]
+        named = [
+            (key, d)
+            for key, d in named
+            if key[0] != 1 or not any(sx == PurePosixPath(d.path).suffix and pr <= key[2] for sx, pr in exact)
+        ]
         # no definition of this kind has the name itself: those of other kinds that have it come before parts,
         # but only as written when this kind has parts (function 'limit' is tool_thread_limit, not a test's LIMIT)
         other_kinds = [kd for kd in scored if kd[0][0] <= (0 if wanted else NAMED)] if not named else []
