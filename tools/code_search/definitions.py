@@ -205,6 +205,31 @@ def match_score(query: str, d: Definition) -> int | None:
     return None
 
 
+def listed_matches(
+    ranked: list[tuple[tuple[Any, ...], Definition]], kind: str
+) -> tuple[list[tuple[tuple[Any, ...], Definition]], bool]:
+    """The definitions ``find_definitions`` lists, from its ``ranked`` ``(key, definition)`` pairs (sorted; ``key[0]``
+    the :func:`match_score`, ``key[2]`` the :func:`path_rank`) and the asked ``kind`` (``"any"`` or a kind).
+
+    Those of ``kind`` that name the query (scores up to :data:`NAMED`), less the ones that have it only ignoring case
+    where one in a file of their language, as far in, has it as written; when none of ``kind`` names it, those of
+    other kinds that do (only as written when ``kind`` has partial matches); else ``kind``'s partial matches.
+    Returns ``(listed, whether they are of other kinds)``."""
+    wanted = [kd for kd in ranked if kind in ("any", kd[1].kind)]
+    named = [kd for kd in wanted if kd[0][0] <= NAMED]
+    # one language's ``_Tables`` is another name than its ``_tables`` (Go's ``LoadBundle`` may be JS's
+    # ``loadBundle``), unless the one written so sits further out (a test's ``agent`` beside the class ``Agent``)
+    exact = [(PurePosixPath(d.path).suffix, key[2]) for key, d in named if key[0] == 0]
+    named = [
+        (key, d)
+        for key, d in named
+        if key[0] != 1 or not any(sx == PurePosixPath(d.path).suffix and pr <= key[2] for sx, pr in exact)
+    ]
+    # function 'limit' is tool_thread_limit, not a test's LIMIT: other kinds as written when this kind has parts
+    other_kinds = [kd for kd in ranked if kd[0][0] <= (0 if wanted else NAMED)] if not named else []
+    return named or other_kinds or wanted, bool(other_kinds)
+
+
 def path_rank(rel: str) -> int:
     """0 source, 1 tests/examples/benchmarks/scripts, 2 docs."""
     p = PurePosixPath(rel)

@@ -16,11 +16,11 @@ import regex
 
 from tools.code_search.definitions import (
     DECL_RE,
-    NAMED,
     NON_CODE_SUFFIXES,
     PY_DEF_LINE_RE,
     Definition,
     KindFilter,
+    listed_matches,
     match_score,
     normalize_query,
     path_rank,
@@ -328,20 +328,7 @@ class CodeRepo:
                 )
                 scored.append((key, d))
         scored.sort(key=lambda kd: kd[0])
-        wanted = [kd for kd in scored if kind in ("any", kd[1].kind)]
-        named = [kd for kd in wanted if kd[0][0] <= NAMED]
-        # one language's ``_Tables`` is another name than its ``_tables`` (Go's ``LoadBundle`` may be JS's
-        # ``loadBundle``), unless the one written so sits further out (a test's ``agent`` beside the class ``Agent``)
-        exact = [(PurePosixPath(d.path).suffix, key[2]) for key, d in named if key[0] == 0]
-        named = [
-            (key, d)
-            for key, d in named
-            if key[0] != 1 or not any(sx == PurePosixPath(d.path).suffix and pr <= key[2] for sx, pr in exact)
-        ]
-        # no definition of this kind has the name itself: those of other kinds that have it come before parts,
-        # but only as written when this kind has parts (function 'limit' is tool_thread_limit, not a test's LIMIT)
-        other_kinds = [kd for kd in scored if kd[0][0] <= (0 if wanted else NAMED)] if not named else []
-        listed = named or other_kinds or wanted
+        listed, other_kinds = listed_matches(scored, kind)
         shown = listed[:max_results]
         out: dict[str, Any] = {
             "query": query,
