@@ -15,7 +15,6 @@ appear bare in rules; grammars are cached by all their arguments. Sources: llgui
 from __future__ import annotations
 
 import dataclasses
-import hashlib
 import json
 import threading
 from collections.abc import Sequence
@@ -28,7 +27,7 @@ from schema import (
     SchemaError,
     ToolSpec,
     build_ir,
-    canonical,
+    fingerprint,
     ir,
     normalize_tool,
     pattern_matches,
@@ -190,9 +189,7 @@ _GRAMMARS_LOCK = threading.Lock()
 
 def _cached_grammar(specs: list[ToolSpec], choice: str, syntax: str, *args: Any) -> str:
     """:func:`_build_grammar`'s text for ``specs``, validated once and cached."""
-    key = hashlib.sha256(
-        repr((canonical(specs), choice, syntax, args)).encode("utf-8", "surrogatepass")
-    ).hexdigest()
+    key = fingerprint([specs, choice, syntax, args])
     with _GRAMMARS_LOCK:
         grammar = _GRAMMARS.pop(key, None)  # (re-inserted below: the most recent last)
     if grammar is None:

@@ -119,6 +119,8 @@ class GrammarConstraint:
         self.answer_vote = answer_vote
         self.no_repeat = no_repeat
         self._bases = word_bases(tokenizer) if no_repeat else None
+        #: The space-stripped ids of the tokens of spaces alone (banned after one of them).
+        self._space_bases = [] if self._bases is None else np.unique(self._bases[0][self._bases[3]]).tolist()
         if repeat_window < 1:
             raise ValueError(f"repeat_window must be >= 1, got {repeat_window}")
         self.repeat_window = repeat_window
@@ -226,7 +228,7 @@ class GrammarConstraint:
             0 <= t < len(spaces) and bool(spaces[t]) for t in self.all_tokens[-2 * self.repeat_window :]
         ]
         # spaces after spaces: no tokenizer that isolates runs of spaces writes them
-        out = [int(b) for b in np.unique(base[spaces])] if is_space[-1] else []
+        out = list(self._space_bases) if is_space[-1] else []
         # the last tokens that are not spaces alone (``is Ġ is`` repeats ``is``)
         recent = [t for t, sp in zip(self.all_tokens[-len(is_space) :], is_space, strict=True) if not sp]
         recent = recent[-self.repeat_window :]

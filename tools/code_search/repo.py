@@ -284,10 +284,10 @@ class CodeRepo:
         case-insensitive, ``def``/``class`` and ``(...)`` around it ignored; ``kind``: ``"any"``, ``"function"``,
         ``"class"`` or ``"method"`` (when no definition of that kind has the name itself, those of other kinds
         that have it, as written if that kind has partial matches, with a ``note``); ``glob``: an optional
-        :func:`path_glob`. Module-level variables (``MAX_THREADS = 1024``) match under ``"any"``. Ranking: exact name, exact ignoring case, qualified-name match, prefix, substring;
-        within a rank functions, classes and methods before variables, source before tests/examples before docs,
-        public before ``_private`` (unless asked for), module-level before nested, shallower paths, then path
-        and line. When some definition is named ``name`` itself (the first three ranks), only those are listed
+        :func:`path_glob`. Module-level variables (``MAX_THREADS = 1024``) match under ``"any"``. Ranking: exact
+        name, exact ignoring case, qualified-name match, prefix, substring; within a rank functions, classes and
+        methods before variables, source before tests/examples before docs, public before ``_private`` (unless
+        asked for), module-level before nested, shallower paths, then path and line. When some definition is named ``name`` itself (the first three ranks), only those are listed
         and counted: beside it, ``test_load_bundle`` is noise; and those that have it only ignoring case are left
         out where one in a file of their language, as far in (source, tests, docs), has it as written (``class
         Bundle`` beside ``def bundle``).
