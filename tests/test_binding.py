@@ -19,6 +19,7 @@ from model.binding import (
     scored_candidates,
     typed,
 )
+from model.binding.fit import DECLINE_FIT, name_fit, shares_a_word, words
 from model.binding.labelling import Labelling, _word_span, token_pieces
 from schema import normalize_tool
 
@@ -360,3 +361,117 @@ def test_a_turn_keeps_one_of_identical_calls_and_every_different_one():
     tokens = encode_marked(cm.tokenizer, a + a + b + a)
     out = cm.finish(tokens, 10, GenerationStats(), 0.0)
     assert [c.arguments["place"] for c in out.tool_calls] == ["Oslo", "Bergen"]
+
+
+# ------------------------------------------------------------------------------------------ declining
+
+PRODUCTS = {
+    "type": "function",
+    "function": {
+        "name": "search_products",
+        "description": "Search the shop's catalogue.",
+        "parameters": {
+            "type": "object",
+            "properties": {"category": {"type": "string"}, "max_price": {"type": "number"}},
+            "required": ["category"],
+        },
+    },
+}
+
+
+def test_words_split_names_and_function_words_are_never_shared():
+    assert words("Where is the getWeather_tool defined?") == [
+        "where",
+        "is",
+        "the",
+        "get",
+        "weather",
+        "tool",
+        "defined",
+    ]
+    tool = normalize_tool({"name": "get_the_time", "description": "Tell what time it is where you are."})
+    assert not shares_a_word("Where are you? Tell me!", [tool])
+    assert shares_a_word("What time?", [tool])
+
+
+def test_a_shared_word_or_its_first_five_letters_is_a_sign_of_fit():
+    specs = [normalize_tool(WEATHER)]
+    assert shares_a_word("Which city is warmest?", specs)  # a parameter's description
+    assert shares_a_word("Use imperial", specs)  # an enum option
+    assert shares_a_word("How many days?", specs)  # a parameter's name
+    assert shares_a_word("Any weathery news?", specs)
+    assert not shares_a_word("Hello, how are you?", specs)
+    assert not shares_a_word("Where is the function load_bundle defined?", [normalize_tool(PRODUCTS)])
+
+
+def test_name_fit_reads_a_word_after_the_verb_or_the_spelling():
+    assert name_fit("find_current_weather", ["get_current_weather"]) == 1.0
+    assert name_fit("get_weather", ["geo.get_weather"]) == 1.0
+    assert name_fit("find_definition", ["search_products"]) < DECLINE_FIT
+    assert name_fit("", []) == 0.0
+
+
+def test_a_request_no_offered_tool_fits_is_declined_under_auto_only():
+    cm = _shipped()
+    msgs = _ask("Where is the function load_bundle defined?")
+    alone = cm.chat(msgs, [PRODUCTS], seed=0, binder=None)
+    assert [c.name for c in alone.tool_calls] == ["search_products"]  # the checkpoint alone calls
+    declined = cm.chat(msgs, [PRODUCTS], seed=0, binder="copy-head")
+    assert declined.tool_calls == [] and declined.text.strip()
+    required = cm.chat(msgs, [PRODUCTS], seed=0, binder="copy-head", tool_choice="required")
+    assert [c.name for c in required.tool_calls] == ["search_products"]
+    kept = cm.chat(msgs, [PRODUCTS], seed=0, binder=CopyHeadBinder(decline=False))
+    assert [c.name for c in kept.tool_calls] == ["search_products"]
+
+
+def test_a_fit_request_sharing_no_word_keeps_its_call_and_the_draft_leaves_the_cache_as_it_was():
+    cm = _shipped()
+    msgs = _ask("How cold is it in Dubai right now?")
+    assert not shares_a_word(msgs[0]["content"], [normalize_tool(WEATHER)])  # so the name is drafted
+    checked = cm.chat(msgs, [WEATHER], seed=0, binder="copy-head")
+    unchecked = cm.chat(msgs, [WEATHER], seed=0, binder=CopyHeadBinder(decline=False))
+    assert [c.arguments for c in checked.tool_calls] == [{"place": "Dubai"}]
+    assert checked.raw == unchecked.raw
+
+
+def test_only_a_turn_right_after_the_users_message_under_auto_is_checked(monkeypatch):
+    import dataclasses
+
+    import model.binding.binder as binder_module
+    import model.binding.fit as fit
+    from model.turn.prefill import Prefill, prefill_prompt
+
+    drafted: list[str] = []
+    monkeypatch.setattr(
+        Prefill, "draft", lambda self, m, t, opening, until: drafted.append(opening) or "find_def"
+    )
+    cm = _shipped()
+    msgs = _ask("Where is the function load_bundle defined?")
+    ids = cm.encode(msgs, [PRODUCTS])
+    pf = prefill_prompt(cm.model, torch.tensor([ids]))
+    spec = normalize_tool(PRODUCTS)
+    base = BindingInputs(cm.model, cm.tokenizer, ids, [PRODUCTS], [spec], "auto", pf.hidden, None, pf, True)
+    assert fit.no_tool_fits(base, msgs[0]["content"])
+    assert drafted == ["<|tool_call>call:"]
+    for change in (
+        {"request_turn": False},
+        {"tool_choice": "required"},
+        {"syntax": "json"},
+        {"prefill": None},
+    ):
+        assert not fit.no_tool_fits(dataclasses.replace(base, **change), msgs[0]["content"]), change
+    assert drafted == ["<|tool_call>call:"]
+
+    seen: list[bool] = []
+    monkeypatch.setattr(
+        binder_module, "no_tool_fits", lambda inputs, request: seen.append(inputs.request_turn)
+    )
+    call = {"id": "c1", "type": "function", "function": {"name": "search_products", "arguments": "{}"}}
+    after = [
+        *msgs,
+        {"role": "assistant", "content": "", "tool_calls": [call]},
+        {"role": "tool", "tool_call_id": "c1", "content": "[]"},
+    ]
+    cm.prepare(msgs, [PRODUCTS], binder="copy-head")
+    cm.prepare(after, [PRODUCTS], binder="copy-head")
+    assert seen == [True, False]

@@ -11,6 +11,7 @@ from typing import Any
 
 from model.binding import typed
 from model.binding.decision import Binder, BindingInputs, Decision
+from model.binding.fit import no_tool_fits
 from model.binding.labelling import Labelling, label_request
 
 #: The tagger's confidence at which one candidate is forced, per kind (``None``: never): the lowest at which a
@@ -180,17 +181,21 @@ def scored_candidates(labelling: Labelling, specs: list[Any]) -> dict[tuple[str,
 @dataclasses.dataclass(frozen=True)
 class CopyHeadBinder:
     """The binder of a checkpoint with a copy head: for each parameter, the values :func:`pick` keeps from
-    :func:`scored_candidates`. No decision without a copy head, a user message or declarations.
+    :func:`scored_candidates`. No decision without a copy head, a user message or declarations. With
+    ``tool_choice`` ``"auto"``, a request no offered tool fits (:func:`model.binding.fit.no_tool_fits`, read
+    right after the user's message) is declined instead.
 
     Attributes:
         thresholds: confidence needed to force one value per kind (``None``: never); default
             :data:`FORCE_CONFIDENCE`.
         margin: the runner-up's share of the best's confidence below which the best may be forced.
-        max_candidates: most candidates per parameter."""
+        max_candidates: most candidates per parameter.
+        decline: whether to decline requests no offered tool fits."""
 
     thresholds: Mapping[str, float | None] = dataclasses.field(default_factory=lambda: dict(FORCE_CONFIDENCE))
     margin: float = FORCE_MARGIN
     max_candidates: int = MAX_CANDIDATES
+    decline: bool = True
     name = "copy-head"
 
     def propose(self, inputs: BindingInputs) -> Decision | None:
@@ -200,6 +205,8 @@ class CopyHeadBinder:
         )
         if labelling is None:
             return None
+        if self.decline and no_tool_fits(inputs, labelling.request):
+            return Decision({}, decline=True)
         kinds = {
             (s.name, p): kind_of(v)
             for s in inputs.specs

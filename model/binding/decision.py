@@ -21,7 +21,11 @@ class BindingInputs:
         specs: the same tools, normalised (``schema.ToolSpec``).
         tool_choice: the turn's ``tool_choice``.
         hidden: ``[1, P, H]`` the encoder's final states over the prompt (``None``: not run).
-        memory_keys: ``[1, >= P, D]`` the copy head's pointer keys (``None``: no copy head)."""
+        memory_keys: ``[1, >= P, D]`` the copy head's pointer keys (``None``: no copy head).
+        prefill: the prompt's ``model.turn.prefill.Prefill`` (its KV cache may be read, never extended; ``None``:
+            not run).
+        request_turn: the turn answers the user's last message (no tool response since).
+        syntax: the checkpoint's call syntax, ``"gemma"`` or ``"json"``."""
 
     model: Any
     tokenizer: Any
@@ -31,13 +35,18 @@ class BindingInputs:
     tool_choice: Any = "auto"
     hidden: torch.Tensor | None = None
     memory_keys: torch.Tensor | None = None
+    prefill: Any = None
+    request_turn: bool = False
+    syntax: str = "gemma"
 
 
 @dataclasses.dataclass(frozen=True)
 class Decision:
-    """A binder's proposal: ``candidates`` ``{(tool, parameter): (value, ...)}``, best first; one value forces it."""
+    """A binder's proposal: ``candidates`` ``{(tool, parameter): (value, ...)}``, best first; one value forces it.
+    ``decline``: no offered tool fits, so the turn answers without a call (``tool_choice`` ``"auto"`` only)."""
 
     candidates: Mapping[tuple[str, str], tuple[Any, ...]]
+    decline: bool = False
 
     def apply(self, specs: list[Any]) -> list[Any]:
         """``specs`` with each proposed parameter narrowed to its candidates (``enum``; ``pattern``, ``format``,

@@ -257,7 +257,11 @@ class ChatModel:
                 and (found := resolve_binder(self.default_binder if binder == "auto" else binder))
             ):
                 prefill = prefill_prompt(self.model, torch.tensor([input_ids], device=self.model.device))
-                specs = self._bind(found, prefill, input_ids, tools, specs, tool_choice)
+                request_turn = bool(messages) and messages[-1].get("role") == "user"
+                specs, declined = self._bind(
+                    found, prefill, input_ids, tools, specs, tool_choice, request_turn
+                )
+                tool_choice = "none" if declined else tool_choice
             choice = tool_choice if tools else "auto"
             prose = answer_json is None  # the prose rules (grounded facts, span copies, no repeats)
             facts = answer_texts(messages) if settings.ground_answers and prose else None
@@ -314,15 +318,29 @@ class ChatModel:
         tools: list[dict[str, Any]],
         specs: list[Any],
         tool_choice: Any,
-    ) -> list[Any]:
-        """``specs`` normalised and narrowed by ``binder``'s decision on ``prefill``'s states."""
+        request_turn: bool,
+    ) -> tuple[list[Any], bool]:
+        """``specs`` normalised and narrowed by ``binder``'s decision on ``prefill``'s states, and whether it
+        declined the call."""
         normalized = [normalize_tool(t) for t in specs]
         keys = None if prefill.memory is None else prefill.memory.keys
         inputs = BindingInputs(
-            self.model, self.tokenizer, input_ids, tools, normalized, tool_choice, prefill.hidden, keys
+            self.model,
+            self.tokenizer,
+            input_ids,
+            tools,
+            normalized,
+            tool_choice,
+            prefill.hidden,
+            keys,
+            prefill,
+            request_turn,
+            self.syntax,
         )
         decision = binder.propose(inputs)
-        return normalized if decision is None else decision.apply(normalized)
+        if decision is None:
+            return normalized, False
+        return decision.apply(normalized), decision.decline and tool_choice in ("auto", None)
 
     def finish(
         self, new_tokens: list[int], prompt_tokens: int, stats: GenerationStats, started: float

@@ -3,6 +3,7 @@ binder reads and :func:`model.runtime.generate` continues from) and a prefill's 
 
 from __future__ import annotations
 
+import re
 import time
 from dataclasses import dataclass
 from typing import Any
@@ -53,6 +54,36 @@ class Prefill:
     hidden: torch.Tensor
     memory: CopyMemory | None
     seconds: float
+
+    def draft(
+        self, model: Any, tokenizer: Any, opening: str, until: re.Pattern[str], passes: int = 12
+    ) -> str:
+        """What ``model`` writes after ``opening`` with no constraint, read cheaply: a canvas of ``opening`` then
+        uniform noise (seed 0) over this prefill's KV cache (read, not extended); each ``[1, C]`` decoder pass
+        commits the argmax of the next position until ``until`` stops matching the whole text (its match is
+        returned) or ``passes`` positions are written."""
+        prompt, length = int(self.hidden.shape[1]), int(model.config.canvas_length)
+        start = tokenizer.encode(opening, add_special_tokens=False)
+        noise = torch.Generator().manual_seed(0)
+        canvas = torch.randint(0, int(model.config.text_config.vocab_size), (1, length), generator=noise)
+        canvas[0, : len(start)] = torch.tensor(start)
+        canvas = canvas.to(model.device)
+        seen = torch.ones((1, prompt + length), dtype=torch.bool, device=model.device)
+        inputs = {
+            "cache": self.cache,
+            "decoder_attention_mask": hf.decoder_mask(model, canvas, self.cache, seen),
+            "decoder_position_ids": torch.arange(
+                prompt, prompt + length, dtype=torch.int32, device=model.device
+            )[None],
+        } | ({} if self.memory is None else {"copy_memory": self.memory})
+        text = ""
+        with torch.no_grad():
+            for pos in range(len(start), min(len(start) + passes, length)):
+                canvas[0, pos] = model(decoder_input_ids=canvas, **inputs).logits[0, pos].argmax()
+                text = tokenizer.decode(canvas[0, len(start) : pos + 1].tolist(), skip_special_tokens=False)
+                if (found := until.match(text)) is None or found.group() != text:
+                    return "" if found is None else found.group()
+        return text
 
     def check_covers(self, prompt_tokens: int) -> None:
         """ValueError unless this prefill is one row of ``prompt_tokens`` positions."""
