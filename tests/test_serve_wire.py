@@ -231,6 +231,18 @@ def test_an_unserved_route_names_the_ones_served(server):
     )
 
 
+def test_health_answers_head_as_load_balancers_send_it(server):
+    # HEAD /health was a 405: a load balancer's HEAD check (or curl -I) took the replica for dead
+    url, app = server
+    r = httpx.head(url + "/health")
+    assert (r.status_code, r.content, r.headers["content-type"]) == (200, b"", "application/json")
+    app.state.draining = True
+    try:
+        assert httpx.head(url + "/health").status_code == 503
+    finally:
+        app.state.draining = False
+
+
 def _stream_chunks(url, body):
     with httpx.stream("POST", url + "/v1/chat/completions", json={**body, "stream": True}, timeout=120) as r:
         lines = [line[len("data: ") :] for line in r.iter_lines() if line.startswith("data: ")]
