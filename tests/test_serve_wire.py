@@ -75,6 +75,25 @@ def test_nulls_openai_allows_are_the_defaults(server):
     assert (r.status_code, r.json()["error"]["param"]) == (400, "n")
 
 
+@pytest.mark.parametrize("stream", [False, None, "absent"])
+def test_stream_options_without_stream_is_a_400_as_on_openai(server, stream):
+    # it was accepted silently; OpenAI refuses it, naming the field
+    url, _ = server
+    body = chat_body(max_tokens=4, stream_options={"include_usage": True})
+    if stream != "absent":
+        body["stream"] = stream
+    r = httpx.post(url + "/v1/chat/completions", json=body, timeout=60)
+    assert r.json() == {
+        "error": {
+            "message": "stream_options is only allowed when stream is true",
+            "type": "invalid_request_error",
+            "param": "stream_options",
+            "code": None,
+        }
+    }
+    assert r.status_code == 400
+
+
 def test_a_schema_whose_shortest_value_overflows_the_context_is_named(server):
     # a forced call (or a response_format value) of 1,000 integers cannot fit: the budget was raised past the
     # context, and the error blamed max_tokens ("lower max_tokens to 1,984", with max_tokens=64) or
