@@ -7,6 +7,7 @@ from __future__ import annotations
 import json
 
 import httpx
+import jsonschema
 import pytest
 from serve_helpers import CHECKPOINT, MODEL, WEATHER, chat_body, running_server
 
@@ -139,6 +140,30 @@ def test_a_schema_with_no_short_value_has_one_code_for_tools_and_response_format
     ):
         err = httpx.post(url + "/v1/chat/completions", json=body, timeout=60).json()["error"]
         assert (err["param"], err["code"]) == (param, "unsupported_schema"), err
+
+
+def test_a_pattern_properties_tool_with_min_properties_is_called(server):
+    # refused with "no call of this tool fits in 4096 tokens": a patternProperties key may hold ':' (a:b), and the
+    # shortest-call search never took the ':' before the value as the way out of the key
+    url, _ = server
+    params = {
+        "type": "object",
+        "properties": {
+            "tags": {
+                "type": "object",
+                "patternProperties": {"^[a-z]": {"type": "string"}},
+                "minProperties": 1,
+                "additionalProperties": False,
+            }
+        },
+        "required": ["tags"],
+    }
+    tool = {"type": "function", "function": {"name": "tag", "parameters": params}}
+    body = chat_body(q="Tag it", tools=[tool], tool_choice="required", max_tokens=64, seed=3)
+    r = httpx.post(url + "/v1/chat/completions", json=body, timeout=120)
+    assert r.status_code == 200, r.text
+    call = r.json()["choices"][0]["message"]["tool_calls"][0]["function"]
+    jsonschema.validate(json.loads(call["arguments"]), params)
 
 
 def test_more_tools_than_openai_takes_are_a_400_before_any_grammar_is_built(server, monkeypatch):
