@@ -32,6 +32,9 @@ class _Tables:
     quotes: list[int]  # <|"|> and '"': end a string (or open one)
     probes: list[int]  # single ASCII letters: allowed only inside free text
     exits: list[int]  # closers that may end free text: specials, quotes, brackets, ':'
+    colon: int  # ':' (-1: no such token): may also go on inside a key (grammar.gemma_lark.KEY_REGEX)
+    delim: int  # <|"|> (-1: none): opens a string value
+    openers: list[int]  # other value starts (0 t f n - [): never go on in a key after its ':'
     structural: list[int]  # closers outside text: specials, brackets, quotes
     chars: list[int]  # single printable ASCII characters, by rank
     avoid: set[int]  # tried only when nothing else is allowed (<|channel>)
@@ -94,8 +97,12 @@ def _tables(tokenizer: Any) -> _Tables:
     long_ids = np.flatnonzero(printable)
     long_order = long_ids[np.argsort(-lengths[long_ids], kind="stable")]
     exits, structural = specials + quotes + brackets + ids((":",)), specials + brackets + quotes
+    colon, delim = (next(iter(ids((text,))), -1) for text in (":", st.STRING_DELIM))
+    key_end = (colon, delim, ids(("0", "t", "f", "n", "-", "[")))  # a key's ':', what may start its value
     avoid = set() if opener is None else {opener}
-    return _Tables(vocab, specials, quotes, probes, exits, structural, chars, avoid, order, long_order)
+    return _Tables(
+        vocab, specials, quotes, probes, exits, *key_end, structural, chars, avoid, order, long_order
+    )
 
 
 def _ok(m: Any, t: int) -> bool:
@@ -108,10 +115,33 @@ def _in_text(m: Any, tab: _Tables) -> bool:
     return any(_ok(m, t) for t in tab.probes)
 
 
-def _exit(m: Any, tab: _Tables) -> int:
-    """An allowed closer whose consumption leaves free text (-1 if none): ends a string, key or prose."""
-    allowed = (t for t in tab.exits if _ok(m, t))
-    return _first_leading_out(m, allowed, lambda p: p.is_accepting() or not _in_text(p, tab))
+def _exit(m: Any, tab: _Tables) -> list[int]:
+    """An allowed closer whose consumption leaves free text ([] if none): ends a string, key or prose. A ``:``
+    after which the text may go on (a patternProperties key may hold ``a:b``, grammar.gemma_lark.KEY_REGEX)
+    leaves it with the value's first token (:func:`_value_start`): ``[":", "<|"|>"]``."""
+    for t in tab.exits:
+        if not _ok(m, t) or m.try_consume_tokens([t]) != 1:
+            continue
+        path = []
+        if m.is_accepting() or not _in_text(m, tab):
+            path = [t]
+        elif t == tab.colon and (first := _value_start(m, tab)) >= 0:
+            path = [t, first]
+        m.rollback(1)
+        if path:
+            return path
+    return []
+
+
+def _value_start(m: Any, tab: _Tables) -> int:
+    """A value's first token allowed here (-1 if none): ``<|"|>``, else one of :attr:`_Tables.openers` after which
+    no free text goes on (``0``, ``t`` of ``true``); none when all are allowed (free text, not a value's start)."""
+    if tab.delim >= 0 and _ok(m, tab.delim):
+        return tab.delim
+    allowed = [t for t in tab.openers if _ok(m, t)]
+    if len(allowed) == len(tab.openers):
+        return -1
+    return _first_leading_out(m, allowed, lambda p: not _in_text(p, tab))
 
 
 def _ranked(allowed: np.ndarray, tab: _Tables, k: int) -> list[int]:
@@ -146,7 +176,7 @@ def _search_exit(m: Any, tab: _Tables, depth: int = 3, budget: int = 300) -> lis
                 try:
                     if n != len(path) + 1:
                         continue
-                    if m.is_accepting() or _exit(m, tab) >= 0:
+                    if m.is_accepting() or _exit(m, tab):
                         return [*path, c]
                     sig = chars(m)
                 finally:
@@ -186,13 +216,14 @@ class _TextRun:
 
 
 def _text_choice(m: Any, tab: _Tables, allowed: np.ndarray, run: _TextRun, lookahead: int) -> list[int]:
-    """Inside free text: an allowed closer that leaves it; else, at doubling gaps, a :func:`_search_exit` path;
-    else a token after which a closer is allowed; else progress (the longest token after :data:`_LONG_RUN`)."""
-    choice = _exit(m, tab)
-    if choice >= 0:
+    """Inside free text: an allowed closer that leaves it (:func:`_exit`); else, at doubling gaps, a
+    :func:`_search_exit` path; else a token after which a closer is allowed; else progress (the longest token
+    after :data:`_LONG_RUN`)."""
+    way_out = _exit(m, tab)
+    if way_out:
         run.stuck = run.length = 0
         run.gap = 4
-        return [choice]
+        return way_out
     if run.stuck >= run.gap:
         run.stuck = 0
         path = _search_exit(m, tab)
@@ -203,7 +234,7 @@ def _text_choice(m: Any, tab: _Tables, allowed: np.ndarray, run: _TextRun, looka
     run.stuck += 1
     run.length += 1
     cands = _ranked(allowed, tab, lookahead)
-    choice = _first_leading_out(m, cands, lambda p: _exit(p, tab) >= 0)
+    choice = _first_leading_out(m, cands, lambda p: bool(_exit(p, tab)))
     if choice >= 0:
         return [choice]
     if run.length > _LONG_RUN:
@@ -251,7 +282,7 @@ def _would_choose(m: Any, tab: _Tables, t: int, banned: set[int]) -> int:
     if _in_text(m, tab):
         first = next((c for c in tab.exits if _ok(m, c)), -1)
         if first >= 0 and first != t:  # a closer that may not leave the text (``]`` in a key): probe them
-            first = _exit(m, tab)
+            first = next(iter(_exit(m, tab)), -1)
         return 2 * (first == t) if first >= 0 else int(_ok(m, t))
     first = next((c for c in tab.structural if c not in banned and _ok(m, c)), -1)
     if first >= 0 or t in tab.structural:

@@ -593,6 +593,25 @@ COMPLETION_TOOLS = [
         },
         {"s": "abcdefx", "o": {"key": 1}},
     ),
+    (  # a patternProperties key may hold ":" (a:b): the ":" before its value is still the way out of the key
+        {
+            "type": "object",
+            "properties": {
+                "tags": {
+                    "type": "object",
+                    "patternProperties": {
+                        "^t": {"type": "string"},
+                        "^n": {"type": "integer"},
+                        "^b": {"type": "boolean"},
+                    },
+                    "minProperties": 1,
+                    "additionalProperties": False,
+                }
+            },
+            "required": ["tags"],
+        },
+        {"tags": {"topic": "x", "n1": 2, "b": True}},
+    ),
 ]
 
 

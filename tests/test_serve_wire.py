@@ -7,6 +7,7 @@ from __future__ import annotations
 import json
 
 import httpx
+import jsonschema
 import pytest
 from serve_helpers import CHECKPOINT, MODEL, WEATHER, chat_body, running_server
 
@@ -75,6 +76,25 @@ def test_nulls_openai_allows_are_the_defaults(server):
     assert (r.status_code, r.json()["error"]["param"]) == (400, "n")
 
 
+@pytest.mark.parametrize("stream", [False, None, "absent"])
+def test_stream_options_without_stream_is_a_400_as_on_openai(server, stream):
+    # it was accepted silently; OpenAI refuses it, naming the field
+    url, _ = server
+    body = chat_body(max_tokens=4, stream_options={"include_usage": True})
+    if stream != "absent":
+        body["stream"] = stream
+    r = httpx.post(url + "/v1/chat/completions", json=body, timeout=60)
+    assert r.json() == {
+        "error": {
+            "message": "stream_options is only allowed when stream is true",
+            "type": "invalid_request_error",
+            "param": "stream_options",
+            "code": None,
+        }
+    }
+    assert r.status_code == 400
+
+
 def test_a_schema_whose_shortest_value_overflows_the_context_is_named(server):
     # a forced call (or a response_format value) of 1,000 integers cannot fit: the budget was raised past the
     # context, and the error blamed max_tokens ("lower max_tokens to 1,984", with max_tokens=64) or
@@ -120,6 +140,30 @@ def test_a_schema_with_no_short_value_has_one_code_for_tools_and_response_format
     ):
         err = httpx.post(url + "/v1/chat/completions", json=body, timeout=60).json()["error"]
         assert (err["param"], err["code"]) == (param, "unsupported_schema"), err
+
+
+def test_a_pattern_properties_tool_with_min_properties_is_called(server):
+    # refused with "no call of this tool fits in 4096 tokens": a patternProperties key may hold ':' (a:b), and the
+    # shortest-call search never took the ':' before the value as the way out of the key
+    url, _ = server
+    params = {
+        "type": "object",
+        "properties": {
+            "tags": {
+                "type": "object",
+                "patternProperties": {"^[a-z]": {"type": "string"}},
+                "minProperties": 1,
+                "additionalProperties": False,
+            }
+        },
+        "required": ["tags"],
+    }
+    tool = {"type": "function", "function": {"name": "tag", "parameters": params}}
+    body = chat_body(q="Tag it", tools=[tool], tool_choice="required", max_tokens=64, seed=3)
+    r = httpx.post(url + "/v1/chat/completions", json=body, timeout=120)
+    assert r.status_code == 200, r.text
+    call = r.json()["choices"][0]["message"]["tool_calls"][0]["function"]
+    jsonschema.validate(json.loads(call["arguments"]), params)
 
 
 def test_more_tools_than_openai_takes_are_a_400_before_any_grammar_is_built(server, monkeypatch):
@@ -229,6 +273,18 @@ def test_an_unserved_route_names_the_ones_served(server):
     assert r.status_code == 405 and r.json()["error"]["message"] == (
         "GET /v1/chat/completions is not allowed: use POST"
     )
+
+
+def test_health_answers_head_as_load_balancers_send_it(server):
+    # HEAD /health was a 405: a load balancer's HEAD check (or curl -I) took the replica for dead
+    url, app = server
+    r = httpx.head(url + "/health")
+    assert (r.status_code, r.content, r.headers["content-type"]) == (200, b"", "application/json")
+    app.state.draining = True
+    try:
+        assert httpx.head(url + "/health").status_code == 503
+    finally:
+        app.state.draining = False
 
 
 def _stream_chunks(url, body):

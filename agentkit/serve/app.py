@@ -1,6 +1,6 @@
 """The ASGI app of ``agentkit serve``: OpenAI-compatible endpoints over the embedded runtime.
 
-:func:`create_app` serves ``GET /health`` (503 while draining), ``GET /v1/models[/{id}]`` and ``POST
+:func:`create_app` serves ``GET /health`` (and ``HEAD``; 503 while draining), ``GET /v1/models[/{id}]`` and ``POST
 /v1/chat/completions`` (streamed as OpenAI's chunks with sse-starlette); every error is OpenAI's shape
 ``{"error": {"message", "type", "param", "code"}}`` (``docs/SERVING.md`` lists them). :func:`run_server` runs
 it with uvicorn.
@@ -231,7 +231,7 @@ def create_app(
     _add_error_handlers(app)
     app.add_middleware(_Gate, state=app.state, api_key=api_key, max_body_bytes=max_body_bytes)
 
-    @app.get("/health")
+    @app.api_route("/health", methods=["GET", "HEAD"])  # HEAD: load balancers, curl -I (no body)
     async def health() -> JSONResponse:
         status = "draining" if app.state.draining else "ok"
         body = {"status": status, "model": engine.model_id, "load": engine.batcher.load}

@@ -139,7 +139,8 @@ class Submission:
 
 
 def _refuse_unsupported(req: S.ChatCompletionRequest) -> None:
-    """400 for what this server does not do: ``n != 1``, stop sequences, logprobs."""
+    """400 for what this server does not do: ``n != 1``, stop sequences, logprobs; and, as OpenAI,
+    ``stream_options`` without ``stream: true``."""
     if req.n is not None and req.n != 1:
         raise ServeError(400, f"n={req.n} is not supported: this server returns one choice (n=1)", param="n")
     if req.stop:
@@ -151,6 +152,8 @@ def _refuse_unsupported(req: S.ChatCompletionRequest) -> None:
         )
     if req.logprobs:
         raise ServeError(400, "logprobs are not supported by this server", param="logprobs")
+    if req.stream_options is not None and not req.stream:
+        raise ServeError(400, "stream_options is only allowed when stream is true", param="stream_options")
 
 
 def _tool_choice(req: S.ChatCompletionRequest, tools: list[dict[str, Any]]) -> Any:
