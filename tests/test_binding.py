@@ -411,6 +411,43 @@ def test_name_fit_reads_a_word_after_the_verb_or_the_spelling():
     assert name_fit("", []) == 0.0
 
 
+POGODA = {
+    "type": "function",
+    "function": {
+        "name": "pogoda",
+        "description": "Текущая погода в городе.",
+        "parameters": {
+            "type": "object",
+            "properties": {"gorod": {"type": "string", "description": "Название города."}},
+            "required": ["gorod"],
+        },
+    },
+}
+SEARCH = {
+    "type": "function",
+    "function": {
+        "name": "search",
+        "parameters": {"type": "object", "properties": {"q": {"type": "string"}}, "required": ["q"]},
+    },
+}
+
+
+def test_words_of_any_script_are_shared_so_a_russian_fit_request_keeps_its_call():
+    assert words("Какая погода в Москве? Température") == ["какая", "погода", "в", "москве", "température"]
+    assert shares_a_word("Какая погода в Москве?", [normalize_tool(POGODA)])
+    out = _shipped().chat(_ask("Какая погода в Москве?"), [POGODA], seed=0, binder="copy-head")
+    assert [c.name for c in out.tool_calls] == ["pogoda"]  # declined when only a-z letters made words
+
+
+def test_a_tool_without_a_description_is_never_declined_against():
+    cm = _shipped()
+    for request in ("python tutorials", "headphones under 50 dollars"):  # drafted: find_s, find_er
+        out = cm.chat(_ask(request), [SEARCH], seed=0, binder="copy-head")
+        assert [c.name for c in out.tool_calls] == ["search"], request
+    described = {**SEARCH, "function": {**SEARCH["function"], "description": "Search the web."}}
+    assert cm.chat(_ask("thanks"), [described], seed=0, binder="copy-head").tool_calls == []
+
+
 def test_a_request_no_offered_tool_fits_is_declined_under_auto_only():
     cm = _shipped()
     msgs = _ask("Where is the function load_bundle defined?")

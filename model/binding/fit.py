@@ -22,8 +22,8 @@ TOOL_NAME = re.compile(r"[A-Za-z0-9_.\-]*")
 
 
 def words(text: str) -> list[str]:
-    """Lower-case words of ``text``, ``camelCase`` and ``snake_case`` split, in order."""
-    return re.findall(r"[a-z]+|\d+", re.sub(r"([a-z])([A-Z])", r"\1 \2", text).lower())
+    """Lower-case words (letters of any script) of ``text``, ``camelCase`` and ``snake_case`` split, in order."""
+    return re.findall(r"[^\W\d_]+|\d+", re.sub(r"([a-z])([A-Z])", r"\1 \2", text).lower())
 
 
 def content_words(text: str) -> set[str]:
@@ -69,11 +69,12 @@ def name_fit(drafted: str, offered: list[str]) -> float:
 
 def no_tool_fits(inputs: Any, request: str) -> bool:
     """True when no offered tool fits ``request`` (the user's last message) in ``inputs``, a turn's
-    ``BindingInputs`` right after it under ``tool_choice`` ``"auto"`` with Gemma calls and a prefill: no shared
-    word (:func:`shares_a_word`) and, only then drafted, a name below :data:`DECLINE_FIT` (:func:`name_fit`)."""
+    ``BindingInputs`` right after it under ``tool_choice`` "auto", Gemma calls, a prefill, every tool described
+    (or no words to judge): no shared word (:func:`shares_a_word`), then a drafted name below :data:`DECLINE_FIT`."""
     if not (inputs.request_turn and inputs.tool_choice in ("auto", None) and inputs.syntax == "gemma"):
         return False
-    if inputs.prefill is None or not inputs.specs or shares_a_word(request, inputs.specs):
+    described = bool(inputs.specs) and all((s.description or "").strip() for s in inputs.specs)
+    if inputs.prefill is None or not described or shares_a_word(request, inputs.specs):
         return False
     drafted = inputs.prefill.draft(inputs.model, inputs.tokenizer, "<|tool_call>call:", TOOL_NAME)
     return name_fit(drafted, [s.name for s in inputs.specs]) < DECLINE_FIT
