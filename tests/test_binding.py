@@ -448,6 +448,42 @@ def test_a_tool_without_a_description_is_never_declined_against():
     assert cm.chat(_ask("thanks"), [described], seed=0, binder="copy-head").tool_calls == []
 
 
+def test_descriptions_are_read_as_rendered_not_from_an_agents_specs(monkeypatch):
+    import model.binding.fit as fit
+    from agentkit import Agent, tool
+    from agentkit.backends.embedded import EmbeddedBackend
+    from model.turn.prefill import Prefill, prefill_prompt
+
+    cm = _shipped()
+
+    @tool
+    def search_products(category: str) -> str:
+        """Search the shop's catalogue.
+
+        Args:
+            category: Product category.
+        """
+        return "[]"
+
+    agent = Agent(EmbeddedBackend(chat_model=cm, seed=0), tools=[search_products], max_steps=1)
+    run = agent.run("Where is the function load_bundle defined?")
+    assert run.tool_calls == []  # an agent declines too (its specs have no descriptions)
+
+    monkeypatch.setattr(Prefill, "draft", lambda self, m, t, opening, until: "find_def")
+    bare = normalize_tool({"name": "search_products", "parameters": PRODUCTS["function"]["parameters"]})
+    assert not bare.description  # as an agent's embedded backend keeps it
+    for request, declined in (
+        ("Where is the function load_bundle defined?", True),
+        ("Anything in the catalogue for hiking?", False),  # shares a word with the description only
+    ):
+        ids = cm.encode(_ask(request), [PRODUCTS])
+        pf = prefill_prompt(cm.model, torch.tensor([ids]))
+        inputs = BindingInputs(
+            cm.model, cm.tokenizer, ids, [PRODUCTS], [bare], "auto", pf.hidden, None, pf, True
+        )
+        assert fit.no_tool_fits(inputs, request) is declined, request
+
+
 def test_a_request_no_offered_tool_fits_is_declined_under_auto_only():
     cm = _shipped()
     msgs = _ask("Where is the function load_bundle defined?")
