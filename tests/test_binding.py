@@ -411,6 +411,79 @@ def test_name_fit_reads_a_word_after_the_verb_or_the_spelling():
     assert name_fit("", []) == 0.0
 
 
+POGODA = {
+    "type": "function",
+    "function": {
+        "name": "pogoda",
+        "description": "Текущая погода в городе.",
+        "parameters": {
+            "type": "object",
+            "properties": {"gorod": {"type": "string", "description": "Название города."}},
+            "required": ["gorod"],
+        },
+    },
+}
+SEARCH = {
+    "type": "function",
+    "function": {
+        "name": "search",
+        "parameters": {"type": "object", "properties": {"q": {"type": "string"}}, "required": ["q"]},
+    },
+}
+
+
+def test_words_of_any_script_are_shared_so_a_russian_fit_request_keeps_its_call():
+    assert words("Какая погода в Москве? Température") == ["какая", "погода", "в", "москве", "température"]
+    assert shares_a_word("Какая погода в Москве?", [normalize_tool(POGODA)])
+    out = _shipped().chat(_ask("Какая погода в Москве?"), [POGODA], seed=0, binder="copy-head")
+    assert [c.name for c in out.tool_calls] == ["pogoda"]  # declined when only a-z letters made words
+
+
+def test_a_tool_without_a_description_is_never_declined_against():
+    cm = _shipped()
+    for request in ("python tutorials", "headphones under 50 dollars"):  # drafted: find_s, find_er
+        out = cm.chat(_ask(request), [SEARCH], seed=0, binder="copy-head")
+        assert [c.name for c in out.tool_calls] == ["search"], request
+    described = {**SEARCH, "function": {**SEARCH["function"], "description": "Search the web."}}
+    assert cm.chat(_ask("thanks"), [described], seed=0, binder="copy-head").tool_calls == []
+
+
+def test_descriptions_are_read_as_rendered_not_from_an_agents_specs(monkeypatch):
+    import model.binding.fit as fit
+    from agentkit import Agent, tool
+    from agentkit.backends.embedded import EmbeddedBackend
+    from model.turn.prefill import Prefill, prefill_prompt
+
+    cm = _shipped()
+
+    @tool
+    def search_products(category: str) -> str:
+        """Search the shop's catalogue.
+
+        Args:
+            category: Product category.
+        """
+        return "[]"
+
+    agent = Agent(EmbeddedBackend(chat_model=cm, seed=0), tools=[search_products], max_steps=1)
+    run = agent.run("Where is the function load_bundle defined?")
+    assert run.tool_calls == []  # an agent declines too (its specs have no descriptions)
+
+    monkeypatch.setattr(Prefill, "draft", lambda self, m, t, opening, until: "find_def")
+    bare = normalize_tool({"name": "search_products", "parameters": PRODUCTS["function"]["parameters"]})
+    assert not bare.description  # as an agent's embedded backend keeps it
+    for request, declined in (
+        ("Where is the function load_bundle defined?", True),
+        ("Anything in the catalogue for hiking?", False),  # shares a word with the description only
+    ):
+        ids = cm.encode(_ask(request), [PRODUCTS])
+        pf = prefill_prompt(cm.model, torch.tensor([ids]))
+        inputs = BindingInputs(
+            cm.model, cm.tokenizer, ids, [PRODUCTS], [bare], "auto", pf.hidden, None, pf, True
+        )
+        assert fit.no_tool_fits(inputs, request) is declined, request
+
+
 def test_a_request_no_offered_tool_fits_is_declined_under_auto_only():
     cm = _shipped()
     msgs = _ask("Where is the function load_bundle defined?")

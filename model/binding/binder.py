@@ -181,9 +181,8 @@ def scored_candidates(labelling: Labelling, specs: list[Any]) -> dict[tuple[str,
 @dataclasses.dataclass(frozen=True)
 class CopyHeadBinder:
     """The binder of a checkpoint with a copy head: for each parameter, the values :func:`pick` keeps from
-    :func:`scored_candidates`. No decision without a copy head, a user message or declarations. With
-    ``tool_choice`` ``"auto"``, a request no offered tool fits (:func:`model.binding.fit.no_tool_fits`, read
-    right after the user's message) is declined instead.
+    :func:`scored_candidates`. No decision without a copy head, a user message or declared parameters. A request
+    no offered tool fits (:func:`model.binding.fit.no_tool_fits`) is declined instead.
 
     Attributes:
         thresholds: confidence needed to force one value per kind (``None``: never); default

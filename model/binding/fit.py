@@ -1,13 +1,14 @@
 """Whether any offered tool fits a request, for declining (issue #40; docs/TRAINING.md, "Declining when no tool
-fits"): no, when the request shares no content word with any declaration and the model, asked for a tool name
-before the grammar narrows it to the offered ones (``model.turn.prefill.Prefill.draft``), names none that
-resembles them."""
+fits"): no, when the request shares no content word with any declaration and the model, asked for a tool name before
+the grammar narrows it (``model.turn.prefill.Prefill.draft``), names none that resembles the offered ones."""
 
 from __future__ import annotations
 
 import difflib
 import re
 from typing import Any
+
+from schema import normalize_tool
 
 #: English function words: never evidence that a request is about a tool.
 FUNCTION_WORDS = frozenset(
@@ -22,8 +23,8 @@ TOOL_NAME = re.compile(r"[A-Za-z0-9_.\-]*")
 
 
 def words(text: str) -> list[str]:
-    """Lower-case words of ``text``, ``camelCase`` and ``snake_case`` split, in order."""
-    return re.findall(r"[a-z]+|\d+", re.sub(r"([a-z])([A-Z])", r"\1 \2", text).lower())
+    """Lower-case words (letters of any script) of ``text``, ``camelCase`` and ``snake_case`` split, in order."""
+    return re.findall(r"[^\W\d_]+|\d+", re.sub(r"([a-z])([A-Z])", r"\1 \2", text).lower())
 
 
 def content_words(text: str) -> set[str]:
@@ -69,11 +70,12 @@ def name_fit(drafted: str, offered: list[str]) -> float:
 
 def no_tool_fits(inputs: Any, request: str) -> bool:
     """True when no offered tool fits ``request`` (the user's last message) in ``inputs``, a turn's
-    ``BindingInputs`` right after it under ``tool_choice`` ``"auto"`` with Gemma calls and a prefill: no shared
-    word (:func:`shares_a_word`) and, only then drafted, a name below :data:`DECLINE_FIT` (:func:`name_fit`)."""
+    ``BindingInputs`` right after it under ``tool_choice`` "auto", Gemma calls, a prefill, every tool described (as
+    ``tools`` render it: an agent's ``specs`` have none): no shared word, then a name below :data:`DECLINE_FIT`."""
     if not (inputs.request_turn and inputs.tool_choice in ("auto", None) and inputs.syntax == "gemma"):
         return False
-    if inputs.prefill is None or not inputs.specs or shares_a_word(request, inputs.specs):
+    decls = [normalize_tool(t) for t in inputs.tools]
+    if inputs.prefill is None or not all(d.description for d in decls) or shares_a_word(request, decls):
         return False
     drafted = inputs.prefill.draft(inputs.model, inputs.tokenizer, "<|tool_call>call:", TOOL_NAME)
-    return name_fit(drafted, [s.name for s in inputs.specs]) < DECLINE_FIT
+    return name_fit(drafted, [s.name for s in decls]) < DECLINE_FIT
