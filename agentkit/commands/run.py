@@ -70,7 +70,7 @@ _BINDING = typer.Option(
     None,
     "--binding",
     help="Binder before each tool-call turn (embedded backend): auto (the checkpoint's default), copy-head (the "
-    "copy head proposes parameter values from the request) or none (the model alone); default: the bundle's "
+    "copy head proposes parameter values from the request and declines one no tool fits) or none (the model alone); default: the bundle's "
     "model.binding, else auto.",
 )
 

@@ -71,7 +71,7 @@ def serve_command(
         "none",
         "--binding",
         help="Binder of every request that names none: none (clients' schemas enforced as written) or "
-        "copy-head (the copy head proposes parameter values); a request's own 'binding' field overrides it.",
+        "copy-head (the copy head proposes parameter values and declines a request no tool fits); a request's own 'binding' field overrides it.",
     ),
     log_level: str = typer.Option(
         "info",
