@@ -287,10 +287,11 @@ class CodeRepo:
         :func:`path_glob`. Module-level variables (``MAX_THREADS = 1024``) match under ``"any"``. Ranking: exact
         name, exact ignoring case, qualified-name match, prefix, substring; within a rank functions, classes and
         methods before variables, source before tests/examples before docs, public before ``_private`` (unless
-        asked for), module-level before nested, shallower paths, then path and line. When some definition is named ``name`` itself (the first three ranks), only those are listed
-        and counted: beside it, ``test_load_bundle`` is noise; and those that have it only ignoring case are left
-        out where one in a file of their language, as far in (source, tests, docs), has it as written (``class
-        Bundle`` beside ``def bundle``).
+        asked for), module-level before nested, shallower paths, then path and line. When some definition is
+        named ``name`` itself (the first three ranks), only those are listed and counted: beside it,
+        ``test_load_bundle`` is noise; and those that have it only ignoring case are left out where one in a file
+        of their language, as far in (source, tests, docs), has it as written (``class Bundle`` beside ``def
+        bundle``); :func:`tools.code_search.definitions.listed_matches` decides.
 
         Returns:
             ``{"query", "matches": [Definition.as_dict()], "total", "truncated"}`` (``total``: the matches of the
