@@ -266,19 +266,33 @@ def test_the_threshold_decides_between_forcing_one_value_and_offering_several():
     free = CopyHeadBinder(thresholds={}).propose(inputs)  # nothing is sure enough to force
     assert free is not None and sorted(free.candidates[("get_current_weather", "days")]) == [2, 5]
     everything = dict.fromkeys(("string", "number"), 0.0)  # everything is, and any lower runner-up will do
-    sure = CopyHeadBinder(thresholds=everything, margin=1.0).propose(inputs)
+    sure = CopyHeadBinder(thresholds=everything).propose(inputs)
     assert sure is not None and all(len(v) == 1 for v in sure.candidates.values())
 
 
-def test_one_value_is_forced_only_when_no_other_comes_near_it():
-    assert pick([("a", 0.9), ("b", 0.5)], bar=0.8) == ("a",)  # shipped: any lower runner-up
+def test_one_value_is_forced_only_when_no_other_ties_with_it():
+    assert pick([("a", 0.9), ("b", 0.5)], bar=0.8) == ("a",)  # any lower runner-up
     assert pick([("a", 1.0), ("b", 1.0)], bar=0.8) == ("a", "b")  # a tie is offered, not forced
-    assert pick([("a", 0.9), ("b", 0.1)], bar=0.8, margin=0.2) == ("a",)  # the runner-up far below
-    close = [("a", 0.9), ("b", 0.5), ("c", 0.3), ("d", 0.2)]
-    assert pick(close, bar=0.8, margin=0.2) == ("a", "b", "c")  # close: the best three offered
-    assert pick([("a", 0.7), ("b", 0.01)], bar=0.8) == ("a", "b")  # below the threshold
+    close = [("a", 0.7), ("b", 0.5), ("c", 0.3), ("d", 0.2)]
+    assert pick(close, bar=0.8) == ("a", "b", "c")  # below the threshold: the best three offered
     assert pick([("a", 0.99)], bar=None) == () and pick([("a", 0.7)], bar=0.8) == ()  # one unsure value: free
     assert pick([("a", 0.99)], bar=0.8) == ("a",)
+    assert pick([("a", 0.07)], bar=0.8, lone=True) == ("a",) == pick([("a", 0.07)], bar=None, lone=True)
+    assert pick([("a", 0.07), ("b", 0.05)], bar=0.8, lone=True) == ("a", "b")  # lone: the only one
+
+
+def test_a_string_parameters_only_candidate_is_forced_however_unsure_the_tagger_is():
+    cm = _shipped()
+    ids = cm.encode(_ask("What's the weather in Oslo in imperial units?"), [WEATHER])
+    inputs = BindingInputs(cm.model, cm.tokenizer, ids, [WEATHER], [normalize_tool(WEATHER)])
+    labelling = label_request(cm.model, cm.tokenizer, ids, [WEATHER])
+    units = ("get_current_weather", "units")
+    [(value, confidence)] = scored_candidates(labelling, [normalize_tool(WEATHER)])[units]
+    assert value == "imperial" and confidence < 0.8  # the enum option named, the tagger unsure of it
+    decision = CopyHeadBinder().propose(inputs)
+    assert decision is not None and decision.candidates[units] == ("imperial",)
+    kept_free = CopyHeadBinder(lone=()).propose(inputs)  # the rule before issue #40's lone-candidate change
+    assert kept_free is not None and units not in kept_free.candidates
 
 
 # ------------------------------------------------------------------------------------------ the turn

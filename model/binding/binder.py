@@ -19,8 +19,8 @@ from model.binding.labelling import Labelling, label_request
 FORCE_CONFIDENCE: dict[str, float | None] = {"string": 0.8, "number": 0.3, "array": 0.3}
 #: A forced value must be right this often: the checkpoint's own per-argument accuracy without a binder.
 FORCE_PRECISION = 0.45
-#: The runner-up's share of the best's confidence below which the best may be forced (1.0: any lower one).
-FORCE_MARGIN = 1.0
+#: Kinds whose only candidate is forced at any confidence (a string's lone candidate: docs/TRAINING.md, issue #40).
+FORCE_LONE = ("string",)
 #: At most this many candidates per parameter.
 MAX_CANDIDATES = 3
 
@@ -28,14 +28,14 @@ Scored = list[tuple[Any, float]]
 
 
 def pick(
-    scored: Scored, bar: float | None, margin: float = FORCE_MARGIN, most: int = MAX_CANDIDATES
+    scored: Scored, bar: float | None, most: int = MAX_CANDIDATES, lone: bool = False
 ) -> tuple[Any, ...]:
     """The values one parameter is narrowed to, from ``scored`` (best first, confidences 0..1): the best alone when
-    it reaches ``bar`` (``None``: never) and the runner-up is below ``margin`` times it; else the best ``most`` when
-    there are two or more; else ``()``."""
-    if bar is not None and scored and scored[0][1] >= bar:
-        if len(scored) == 1 or scored[1][1] < margin * scored[0][1]:
-            return (scored[0][0],)
+    it reaches ``bar`` (``None``: never) and no runner-up ties with it, or when it is the only one and ``lone``; else
+    the best ``most`` when there are two or more; else ``()``."""
+    runner_up = scored[1][1] if len(scored) >= 2 else -1.0
+    if scored and ((lone and len(scored) == 1) or (bar is not None and runner_up < scored[0][1] >= bar)):
+        return (scored[0][0],)
     return tuple(v for v, _ in scored[:most]) if len(scored) >= 2 else ()
 
 
@@ -187,12 +187,12 @@ class CopyHeadBinder:
     Attributes:
         thresholds: confidence needed to force one value per kind (``None``: never); default
             :data:`FORCE_CONFIDENCE`.
-        margin: the runner-up's share of the best's confidence below which the best may be forced.
+        lone: kinds whose only candidate is forced at any confidence; default :data:`FORCE_LONE`.
         max_candidates: most candidates per parameter.
         decline: whether to decline requests no offered tool fits."""
 
     thresholds: Mapping[str, float | None] = dataclasses.field(default_factory=lambda: dict(FORCE_CONFIDENCE))
-    margin: float = FORCE_MARGIN
+    lone: tuple[str, ...] = FORCE_LONE
     max_candidates: int = MAX_CANDIDATES
     decline: bool = True
     name = "copy-head"
@@ -211,11 +211,11 @@ class CopyHeadBinder:
             for s in inputs.specs
             for p, v in (s.parameters.get("properties") or {}).items()
         }
-        chosen = {
-            key: pick(scored, self.thresholds.get(kinds.get(key) or ""), self.margin, self.max_candidates)
-            for key, scored in scored_candidates(labelling, inputs.specs).items()
-        }
-        chosen = {key: values for key, values in chosen.items() if values}
+        chosen: dict[tuple[str, str], tuple[Any, ...]] = {}
+        for key, scored in scored_candidates(labelling, inputs.specs).items():
+            kind = kinds.get(key) or ""
+            if values := pick(scored, self.thresholds.get(kind), self.max_candidates, kind in self.lone):
+                chosen[key] = values
         return Decision(chosen) if chosen else None
 
 
