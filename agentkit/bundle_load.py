@@ -201,19 +201,14 @@ class _Load:
         self.issues.extend(schema_issues(data, self.issue))
         # no setting takes a NaN or an infinity (YAML's .nan, .inf, 1e400): in model.request it is not JSON;
         # nor an integer past a double's range (a timeout of 10**400 seconds cannot be waited for)
-        self.issues.extend(
-            self.issue(at, f"must be a finite number, got {v}")
-            for at, v in leaves(data)
-            if isinstance(v, float) and not math.isfinite(v)
-        )
-        self.issues.extend(
-            self.issue(
-                at,
-                f"must be a finite number, got an integer of {len(str(abs(v)))} digits, beyond a double's range",
-            )
-            for at, v in leaves(data)
-            if isinstance(v, int) and abs(v) > sys.float_info.max
-        )
+        for at, v in leaves(data):
+            if isinstance(v, float) and not math.isfinite(v):
+                self.add(at, f"must be a finite number, got {v}")
+            elif isinstance(v, int) and abs(v) > sys.float_info.max:
+                digits = len(str(abs(v)))
+                self.add(
+                    at, f"must be a finite number, got an integer of {digits} digits, beyond a double's range"
+                )
         self.raise_if_any()
         assert isinstance(data, dict)
         return data
