@@ -38,7 +38,6 @@ from agentkit.errors import BundleError, BundleIssue, ToolDefinitionError
 from agentkit.mcp.guard import command_not_found, interpreter
 from agentkit.tool_schema import grounded_keyword, schema_problems
 from agentkit.tools import DEFAULT_RETRIES, DEFAULT_TIMEOUT_S, Tool
-from schema import SchemaError
 
 if TYPE_CHECKING:
     import httpx
@@ -223,10 +222,6 @@ class _Load:
 
     # -- tools
 
-    def unsupported(self, name: str, params: dict[str, Any]) -> SchemaError | None:
-        """What the embedded backend's constraint cannot enforce in ``params`` (``None``: all, or not checked)."""
-        return constraint_support_error(name, params) if self.checked else None
-
     def parameters(self, t: dict[str, Any], tp: FieldPath) -> tuple[dict[str, Any] | None, bool]:
         """``(parameters or None, ok)``: ``grounded: true`` read as ``x-grounded``; a valid object schema."""
         params = t.get("parameters")
@@ -270,10 +265,16 @@ class _Load:
         except ToolDefinitionError as exc:
             self.add(tp, str(exc))
             return None
-        if made is None or (problem := self.unsupported(t["name"], made.parameters)) is None:
+        # what the embedded backend's constraint cannot enforce (checked for that backend only)
+        if (
+            made is None
+            or not self.checked
+            or (problem := constraint_support_error(t["name"], made.parameters)) is None
+        ):
             return made
         where = tuple(int(x) if x.isdigit() else x for x in problem.path.split("/") if x)
-        why = f"the tool-call constraint cannot enforce this schema: {_as_written(problem)}"
+        as_written = str(problem).replace("'x-grounded'", "'grounded'")  # the bundle's spelling
+        why = f"the tool-call constraint cannot enforce this schema: {as_written}"
         if "parameters" not in t:  # the schema of the function's signature
             why = f"the tool-call constraint cannot enforce the parameters of {t['python']!r}: {problem}"
             self.add((*tp, "python"), why)
@@ -478,8 +479,3 @@ def load_spec(
         toolsets=toolsets,
         tool_choice_at=load.tool_choice_at,
     )
-
-
-def _as_written(unsupported: SchemaError) -> str:
-    """The problem in the bundle's spelling (``grounded``, not ``x-grounded``)."""
-    return str(unsupported).replace("'x-grounded'", "'grounded'")
