@@ -321,17 +321,15 @@ class _Load:
         spec = t["http"]
         props = set(params.get("properties", {}))
         required = set(params.get("required", []))
-        bad = False
+        before = len(self.issues)
         for n, where in placeholders(spec["url"], (*tp, "http", "url")):
             if n not in required:
                 self.add(where, f"URL placeholder {{{n}}} must be a required parameter")
-                bad = True
         for part in ("headers", "query", "body"):
             for n, where in placeholders(spec.get(part), (*tp, "http", part)):
                 if n not in props:
                     self.add(where, f"placeholder {{{n}}} names no parameter (have: {sorted(props)})")
-                    bad = True
-        if bad:
+        if len(self.issues) > before:
             return None
         per_try = float(spec.get("timeout", 10.0))
         attempts = int(spec.get("retries", 2)) + 1
@@ -392,9 +390,8 @@ class _Load:
             at: FieldPath = ("toolsets", i, "mcp")
             spec, before = entry["mcp"], len(self.issues)
             opts = {k: spec[k] for k in _MCP_OPTIONS if k in spec}
-            if (
-                "url" in spec
-            ):  # exactly one of url and command, each with its own settings: the schema's check
+            # exactly one of url and command, each with its own settings: the schema's check
+            if "url" in spec:
                 url = self.env(spec["url"], *at, "url")
                 parts = urlsplit(url)
                 if len(self.issues) == before and (
