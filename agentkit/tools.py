@@ -459,27 +459,20 @@ class Tool:
                 its daemon thread; an async tool is cancelled).
             Exception: whatever the tool raised.
         """
-
         started = threading.Event()  # a sync tool's thread picked the call up
-
-        async def run() -> Any:
-            if self.is_async:
-                result = await cast(Awaitable[Any], self._invoke(validated, ctx))
-            else:
-                result = await run_sync_in_thread(_collected, self._invoke, validated, ctx, started)
-                result = await result if inspect.isawaitable(result) else result
-            if inspect.isasyncgen(result):  # an async generator's items, within the timeout
-                return [item async for item in result]
-            return result
-
-        if self.timeout is None:
-            return await run()
-        cm = asyncio.timeout(self.timeout)
+        cm = asyncio.timeout(self.timeout)  # None: no limit
         try:
             async with cm:
-                return await run()
+                if self.is_async:
+                    result = await cast(Awaitable[Any], self._invoke(validated, ctx))
+                else:
+                    result = await run_sync_in_thread(_collected, self._invoke, validated, ctx, started)
+                    result = await result if inspect.isawaitable(result) else result
+                if inspect.isasyncgen(result):  # an async generator's items, within the timeout
+                    result = [item async for item in result]
+                return result
         except TimeoutError:
-            if not cm.expired():
+            if not cm.expired() or self.timeout is None:
                 raise
             note = ""
             if not self.is_async and not started.is_set() and tool_threads_all_busy():
