@@ -7,7 +7,7 @@ from __future__ import annotations
 import json
 import math
 import sys
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from functools import lru_cache
 from pathlib import Path
 from typing import Any
@@ -15,7 +15,7 @@ from typing import Any
 import yaml
 
 from agentkit.errors import BundleError, BundleIssue
-from agentkit.tool_schema import yaml_number_hint
+from agentkit.tool_schema import leaves, yaml_number_hint
 
 __all__ = [
     "FORMAT_VERSION",
@@ -48,15 +48,6 @@ def field_name(path: FieldPath) -> str:
     for p in path:
         out += f"[{p}]" if isinstance(p, int) else (f".{p}" if out else str(p))
     return out
-
-
-def leaves(node: Any, path: FieldPath = ()) -> Iterator[tuple[FieldPath, Any]]:
-    """``(path, value)`` of every value in ``node`` that is not a mapping or a list, in order."""
-    if isinstance(node, (dict, list)):
-        for key, value in node.items() if isinstance(node, dict) else enumerate(node):
-            yield from leaves(value, (*path, key))
-    else:
-        yield path, node
 
 
 class Positions:

@@ -38,7 +38,6 @@ from agentkit.errors import BundleError, BundleIssue, ToolDefinitionError
 from agentkit.mcp.guard import command_not_found, interpreter
 from agentkit.tool_schema import grounded_keyword, schema_problems
 from agentkit.tools import DEFAULT_RETRIES, DEFAULT_TIMEOUT_S, Tool
-from schema import SchemaError
 
 if TYPE_CHECKING:
     import httpx
@@ -201,19 +200,14 @@ class _Load:
         self.issues.extend(schema_issues(data, self.issue))
         # no setting takes a NaN or an infinity (YAML's .nan, .inf, 1e400): in model.request it is not JSON;
         # nor an integer past a double's range (a timeout of 10**400 seconds cannot be waited for)
-        self.issues.extend(
-            self.issue(at, f"must be a finite number, got {v}")
-            for at, v in leaves(data)
-            if isinstance(v, float) and not math.isfinite(v)
-        )
-        self.issues.extend(
-            self.issue(
-                at,
-                f"must be a finite number, got an integer of {len(str(abs(v)))} digits, beyond a double's range",
-            )
-            for at, v in leaves(data)
-            if isinstance(v, int) and abs(v) > sys.float_info.max
-        )
+        for at, v in leaves(data):
+            if isinstance(v, float) and not math.isfinite(v):
+                self.add(at, f"must be a finite number, got {v}")
+            elif isinstance(v, int) and abs(v) > sys.float_info.max:
+                digits = len(str(abs(v)))
+                self.add(
+                    at, f"must be a finite number, got an integer of {digits} digits, beyond a double's range"
+                )
         self.raise_if_any()
         assert isinstance(data, dict)
         return data
@@ -227,10 +221,6 @@ class _Load:
         return MODEL_SECTION.validate_python({"backend": kind, **model, **expanded})
 
     # -- tools
-
-    def unsupported(self, name: str, params: dict[str, Any]) -> SchemaError | None:
-        """What the embedded backend's constraint cannot enforce in ``params`` (``None``: all, or not checked)."""
-        return constraint_support_error(name, params) if self.checked else None
 
     def parameters(self, t: dict[str, Any], tp: FieldPath) -> tuple[dict[str, Any] | None, bool]:
         """``(parameters or None, ok)``: ``grounded: true`` read as ``x-grounded``; a valid object schema."""
@@ -275,10 +265,16 @@ class _Load:
         except ToolDefinitionError as exc:
             self.add(tp, str(exc))
             return None
-        if made is None or (problem := self.unsupported(t["name"], made.parameters)) is None:
+        # what the embedded backend's constraint cannot enforce (checked for that backend only)
+        if (
+            made is None
+            or not self.checked
+            or (problem := constraint_support_error(t["name"], made.parameters)) is None
+        ):
             return made
         where = tuple(int(x) if x.isdigit() else x for x in problem.path.split("/") if x)
-        why = f"the tool-call constraint cannot enforce this schema: {_as_written(problem)}"
+        as_written = str(problem).replace("'x-grounded'", "'grounded'")  # the bundle's spelling
+        why = f"the tool-call constraint cannot enforce this schema: {as_written}"
         if "parameters" not in t:  # the schema of the function's signature
             why = f"the tool-call constraint cannot enforce the parameters of {t['python']!r}: {problem}"
             self.add((*tp, "python"), why)
@@ -325,17 +321,15 @@ class _Load:
         spec = t["http"]
         props = set(params.get("properties", {}))
         required = set(params.get("required", []))
-        bad = False
+        before = len(self.issues)
         for n, where in placeholders(spec["url"], (*tp, "http", "url")):
             if n not in required:
                 self.add(where, f"URL placeholder {{{n}}} must be a required parameter")
-                bad = True
         for part in ("headers", "query", "body"):
             for n, where in placeholders(spec.get(part), (*tp, "http", part)):
                 if n not in props:
                     self.add(where, f"placeholder {{{n}}} names no parameter (have: {sorted(props)})")
-                    bad = True
-        if bad:
+        if len(self.issues) > before:
             return None
         per_try = float(spec.get("timeout", 10.0))
         attempts = int(spec.get("retries", 2)) + 1
@@ -396,9 +390,8 @@ class _Load:
             at: FieldPath = ("toolsets", i, "mcp")
             spec, before = entry["mcp"], len(self.issues)
             opts = {k: spec[k] for k in _MCP_OPTIONS if k in spec}
-            if (
-                "url" in spec
-            ):  # exactly one of url and command, each with its own settings: the schema's check
+            # exactly one of url and command, each with its own settings: the schema's check
+            if "url" in spec:
                 url = self.env(spec["url"], *at, "url")
                 parts = urlsplit(url)
                 if len(self.issues) == before and (
@@ -483,8 +476,3 @@ def load_spec(
         toolsets=toolsets,
         tool_choice_at=load.tool_choice_at,
     )
-
-
-def _as_written(unsupported: SchemaError) -> str:
-    """The problem in the bundle's spelling (``grounded``, not ``x-grounded``)."""
-    return str(unsupported).replace("'x-grounded'", "'grounded'")

@@ -4,6 +4,7 @@ tools (one request per call, retried) and ``sandbox:`` tools (code in the Docker
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import pkgutil
@@ -160,10 +161,8 @@ def _request_parts(spec: dict[str, Any], arguments: dict[str, Any], where: str) 
     params: Any = _render(spec["query"], arguments, where) if "query" in spec else None
     body: Any = None
     if "body" in spec:
-        try:
+        with contextlib.suppress(_Missing):  # a body that needs an absent argument is not sent
             body = _render(spec["body"], arguments, where)
-        except _Missing:
-            body = None
     if "query" not in spec and "body" not in spec and rest:
         if method in ("GET", "DELETE"):
             params = rest

@@ -10,7 +10,7 @@ import inspect
 import math
 import re
 import typing
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from typing import TYPE_CHECKING, Annotated, Any, Literal, TypeVar
 
 import pydantic
@@ -366,18 +366,23 @@ def unresolvable_ref(schema: dict[str, Any]) -> tuple[tuple[str | int, ...], str
     return None
 
 
+def leaves(node: Any, path: tuple[str | int, ...] = ()) -> Iterator[tuple[tuple[str | int, ...], Any]]:
+    """``(path, value)`` of every value in ``node`` that is not a mapping or a list, in order."""
+    if isinstance(node, (dict, list)):
+        for key, value in node.items() if isinstance(node, dict) else enumerate(node):
+            yield from leaves(value, (*path, key))
+    else:
+        yield path, node
+
+
 def non_finite_numbers(schema: Any) -> list[tuple[tuple[str | int, ...], str]]:
     """``[(path, why)]`` of each NaN or infinity in ``schema`` (a bound, an ``enum`` value, a ``default``...):
     JSON has none, so no model could be sent the schema (a bundle refuses them when it is read)."""
-    out: list[tuple[tuple[str | int, ...], str]] = []
-    stack: list[tuple[Any, tuple[str | int, ...]]] = [(schema, ())]
-    while stack:
-        node, path = stack.pop()
-        if isinstance(node, float) and not math.isfinite(node):
-            out.append((path, f"must be a finite number, got {node} (JSON has no NaN or infinity)"))
-        items = node.items() if isinstance(node, dict) else enumerate(node) if isinstance(node, list) else ()
-        stack.extend((value, (*path, key)) for key, value in reversed(list(items)))
-    return out
+    return [
+        (path, f"must be a finite number, got {v} (JSON has no NaN or infinity)")
+        for path, v in leaves(schema)
+        if isinstance(v, float) and not math.isfinite(v)
+    ]
 
 
 def schema_problems(parameters: Any) -> list[tuple[tuple[str | int, ...], str]]:

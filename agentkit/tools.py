@@ -182,16 +182,19 @@ def _format_message(e: Any) -> str:
     return f"{'.'.join(str(p) for p in e.path) or '(arguments)'}: {e.message}"
 
 
-def _invoker(
-    fn: Callable[..., Any], ctx_param: str | None, *, keywords: bool
-) -> Callable[[Any, ToolContext], Any]:
-    """Calls ``fn`` with validated arguments as keywords or as the one model instance, plus the context."""
+def _model_validator(
+    model: type[pydantic.BaseModel], extra: Any, convert: Callable[[Any], Any]
+) -> Callable[[dict[str, Any]], Any]:
+    """Validates the model's arguments with ``model`` (an error: :class:`ToolArgumentsError`), then ``convert``."""
 
-    def invoke(validated: Any, ctx: ToolContext) -> Any:
-        extra = {} if ctx_param is None else {ctx_param: ctx}
-        return fn(**validated, **extra) if keywords else fn(validated, **extra)
+    def validate(arguments: dict[str, Any]) -> Any:
+        try:
+            inst = model.model_validate(arguments, extra=extra)
+        except pydantic.ValidationError as exc:
+            raise ToolArgumentsError(format_validation_error(exc)) from None
+        return convert(inst)
 
-    return invoke
+    return validate
 
 
 def _collected(
@@ -234,7 +237,6 @@ class Tool:
         "_context_param",
         "_declaration",
         "_format_validator",
-        "_invoke",
         "_options",
         "_validate",
         "description",
@@ -314,7 +316,6 @@ class Tool:
             self._validate = self._init_from_signature(sig, hints, doc_params)
         if problems := non_finite_numbers(self.parameters):  # a default or a bound of the signature or model
             raise _schema_error(self.name, problems)
-        self._invoke = _invoker(function, self._context_param, keywords=args_model is None)
         if grounded:
             self.parameters: dict[str, Any] = mark_grounded(self.name, self.parameters, grounded)
         self._declaration: ToolDeclaration = {
@@ -376,14 +377,7 @@ class Tool:
                     f"model instance) besides an optional ToolContext, it takes {others}"
                 )
         self.parameters, extra = arguments_schema(model)
-
-        def validate(arguments: dict[str, Any]) -> Any:
-            try:
-                return model.model_validate(arguments, extra=extra)
-            except pydantic.ValidationError as exc:
-                raise ToolArgumentsError(format_validation_error(exc)) from None
-
-        return validate
+        return _model_validator(model, extra, lambda inst: inst)
 
     def _init_from_signature(
         self, sig: inspect.Signature, hints: dict[str, Any], doc_params: dict[str, str]
@@ -428,19 +422,16 @@ class Tool:
             raise ToolDefinitionError(f"tool {self.name!r}: {where}: invalid constraint: {why}") from None
         schema.setdefault("properties", {})
         self.parameters = schema
-        validator = model.__pydantic_validator__
-
-        def validate(arguments: dict[str, Any]) -> Any:
-            try:
-                inst = validator.validate_python(arguments, extra=extra)
-            except pydantic.ValidationError as exc:
-                raise ToolArgumentsError(format_validation_error(exc)) from None
-            d = inst.__dict__
-            return {pname: d[fname] for fname, pname in names}
-
-        return validate
+        return _model_validator(model, extra, lambda inst: {p: inst.__dict__[f] for f, p in names})
 
     # -- use
+
+    def _invoke(self, validated: Any, ctx: ToolContext) -> Any:
+        """The function called with validated arguments (keywords, or the one model instance) and its context."""
+        extra = {} if self._context_param is None else {self._context_param: ctx}
+        if self._options.get("args_model") is None:
+            return self.function(**validated, **extra)
+        return self.function(validated, **extra)
 
     def declaration(self) -> ToolDeclaration:
         """The OpenAI-style declaration ``{"type": "function", "function": {...}}`` (shared: do not mutate)."""
@@ -468,27 +459,20 @@ class Tool:
                 its daemon thread; an async tool is cancelled).
             Exception: whatever the tool raised.
         """
-
         started = threading.Event()  # a sync tool's thread picked the call up
-
-        async def run() -> Any:
-            if self.is_async:
-                result = await cast(Awaitable[Any], self._invoke(validated, ctx))
-            else:
-                result = await run_sync_in_thread(_collected, self._invoke, validated, ctx, started)
-                result = await result if inspect.isawaitable(result) else result
-            if inspect.isasyncgen(result):  # an async generator's items, within the timeout
-                return [item async for item in result]
-            return result
-
-        if self.timeout is None:
-            return await run()
-        cm = asyncio.timeout(self.timeout)
+        cm = asyncio.timeout(self.timeout)  # None: no limit
         try:
             async with cm:
-                return await run()
+                if self.is_async:
+                    result = await cast(Awaitable[Any], self._invoke(validated, ctx))
+                else:
+                    result = await run_sync_in_thread(_collected, self._invoke, validated, ctx, started)
+                    result = await result if inspect.isawaitable(result) else result
+                if inspect.isasyncgen(result):  # an async generator's items, within the timeout
+                    result = [item async for item in result]
+                return result
         except TimeoutError:
-            if not cm.expired():
+            if not cm.expired() or self.timeout is None:
                 raise
             note = ""
             if not self.is_async and not started.is_set() and tool_threads_all_busy():
