@@ -17,6 +17,7 @@ import contextvars
 import dataclasses
 import functools
 import io
+import queue
 import threading
 from collections.abc import Callable
 from typing import Annotated, Any, Literal
@@ -31,38 +32,54 @@ from model.heads.vision import ACCEPTED_FORMATS, DEFAULT_VISION_BUDGET, check_bu
 
 
 class _DaemonThreadPool:
-    """Daemon threads for sync tool calls, at most ``max_workers`` running at once (a call waits for a free slot):
-    unlike ``ThreadPoolExecutor``'s, they are not joined at exit, so a hung tool cannot keep the process alive."""
+    """A pool of daemon threads, grown while every thread is busy (up to ``max_workers``): unlike
+    ``ThreadPoolExecutor``'s, they are not joined at exit, so a hung tool cannot keep the process alive."""
 
-    def __init__(self, max_workers: int = 64) -> None:
-        self.max_workers = max_workers
-        self._slots = threading.BoundedSemaphore(max_workers)
+    def __init__(self, max_workers: int = 64, name: str = "agentkit-tool") -> None:
+        self._queue: queue.SimpleQueue[tuple[concurrent.futures.Future[Any], Callable[[], Any]]] = (
+            queue.SimpleQueue()
+        )
         self._lock = threading.Lock()
-        self._running = 0
+        self._idle = 0
+        self._pending = 0
+        self._threads = 0
+        self.max_workers = max_workers
+        self._name = name
 
     def submit(self, fn: Callable[[], Any]) -> concurrent.futures.Future[Any]:
-        """Run ``fn()`` on a daemon thread once a slot is free; returns its future."""
+        """Run ``fn()`` on a worker thread; returns its future."""
         fut: concurrent.futures.Future[Any] = concurrent.futures.Future()
-        threading.Thread(target=self._work, args=(fut, fn), name="agentkit-tool", daemon=True).start()
+        with self._lock:
+            self._pending += 1
+            if self._pending > self._idle and self._threads < self.max_workers:
+                self._threads += 1
+                t = threading.Thread(target=self._work, name=f"{self._name}-{self._threads}", daemon=True)
+                t.start()
+            self._queue.put((fut, fn))
         return fut
 
     def all_busy(self) -> bool:
-        """Every one of the ``max_workers`` slots is running a call (a new call waits for one)."""
-        return self._running >= self.max_workers
+        """Every one of the ``max_workers`` threads is running a call (a new call waits for one)."""
+        with self._lock:
+            return self._threads >= self.max_workers and self._idle == 0
 
-    def _work(self, fut: concurrent.futures.Future[Any], fn: Callable[[], Any]) -> None:
-        with self._slots:
-            if not fut.set_running_or_notify_cancel():
-                return
+    def _work(self) -> None:
+        while True:
             with self._lock:
-                self._running += 1
+                self._idle += 1
+            fut, fn = self._queue.get()
+            with self._lock:
+                self._idle -= 1
+                self._pending -= 1
+            if not fut.set_running_or_notify_cancel():
+                continue
             try:
-                fut.set_result(fn())
+                result = fn()
             except BaseException as exc:
                 fut.set_exception(exc)
-            finally:
-                with self._lock:
-                    self._running -= 1
+            else:
+                fut.set_result(result)
+            del fut, fn
 
 
 _POOL = _DaemonThreadPool()
