@@ -64,17 +64,7 @@ class _Granule:
 
     size: int = GRANULE
     lanes: int = LANES
-    chunk: int = CHUNK
-
-    def __post_init__(self) -> None:
-        for name in ("size", "lanes", "chunk"):
-            v = getattr(self, name)
-            if v < 1 or v & (v - 1):
-                raise ValueError(f"granule {name} must be a power of two, got {v}")
-        if self.size % (self.lanes * self.chunk):
-            raise ValueError(f"granule size {self.size} must be a multiple of lanes * chunk")
-        if self.chunk > 32:
-            raise ValueError(f"granule chunk {self.chunk} must be <= 32 (one bitmask word per chunk)")
+    chunk: int = CHUNK  # <= 32: one bitmask word per chunk
 
     @property
     def k(self) -> int:

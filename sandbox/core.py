@@ -134,7 +134,7 @@ def _payload(
     return buf.getvalue(), inputs
 
 
-class Sandbox:
+class Sandbox(contextlib.AbstractContextManager["Sandbox"]):
     """Run untrusted code in hardened, single-use Docker containers; thread-safe, a context manager.
 
     ``image`` defaults to :func:`sandbox.image.default_image`; ``pool_size`` containers are kept warm (0: every
@@ -177,9 +177,6 @@ class Sandbox:
             if pool_size
             else None
         )
-
-    def __enter__(self) -> Sandbox:
-        return self
 
     def __exit__(
         self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None

@@ -56,8 +56,8 @@ class RetryingClient:
     """Send requests with retries (see the module docstring).
 
     Args:
-        client: the ``httpx.Client`` for :meth:`request` (``None``: one is created on first use, with
-            ``timeout`` seconds); tests pass one with an ``httpx.MockTransport``.
+        client: the ``httpx.Client`` for :meth:`request` (``None`` for :meth:`arequest` only, which sends on
+            the caller's client); tests pass one with an ``httpx.MockTransport``.
         attempts: requests per call, at least 1 (1 = no retry).
         retry_wait: first wait between attempts, seconds (0 in tests); doubled each retry.
         max_wait: cap of one wait, seconds (also for ``Retry-After``).
@@ -73,24 +73,15 @@ class RetryingClient:
         attempts: int = 3,
         retry_wait: float = 0.5,
         max_wait: float = 8.0,
-        timeout: float = 10.0,
     ) -> None:
         if attempts < 1:
             raise ValueError(f"attempts must be >= 1, got {attempts}")
         if retry_wait < 0 or max_wait < 0:
             raise ValueError(f"waits must be >= 0, got {retry_wait} and {max_wait}")
-        self._client = client
+        self.client = client
         self.attempts = attempts
         self.retry_wait = retry_wait
         self.max_wait = max_wait
-        self.timeout = timeout
-
-    @property
-    def client(self) -> httpx.Client:
-        """The sync ``httpx.Client`` (created on first use)."""
-        if self._client is None:
-            self._client = httpx.Client(timeout=self.timeout, follow_redirects=True)
-        return self._client
 
     def wait_seconds(self, attempt: int, response: httpx.Response | None = None) -> float:
         """The wait after failed attempt ``attempt`` (1-based), seconds, given its 429/5xx ``response``."""
@@ -124,6 +115,7 @@ class RetryingClient:
         Raises:
             RetriesExhausted: every attempt timed out, failed to connect or got a 429/5xx.
         """
+        assert self.client is not None, "RetryingClient.request needs the client given at construction"
         retrying = tenacity.Retrying(**self._retrying_kwargs())
         return retrying(self.client.request, method, url, **kwargs), retrying.statistics["attempt_number"]
 
@@ -135,9 +127,3 @@ class RetryingClient:
 
         retrying = tenacity.AsyncRetrying(**self._retrying_kwargs())
         return await retrying(once), retrying.statistics["attempt_number"]
-
-    def close(self) -> None:
-        """Close the sync client if this object created it or was given it."""
-        if self._client is not None:
-            self._client.close()
-            self._client = None

@@ -206,15 +206,13 @@ class OpenMeteo:
         retry_wait: float = 0.5,
         max_retry_wait: float = 8.0,
     ) -> None:
-        self.client = client if client is not None else httpx.Client(timeout=timeout)
-        try:  # RetryingClient checks the retry settings
+        try:  # RetryingClient checks the retry settings (before a client is made)
             self._http = RetryingClient(
-                self.client, attempts=attempts, retry_wait=retry_wait, max_wait=max_retry_wait
+                client, attempts=attempts, retry_wait=retry_wait, max_wait=max_retry_wait
             )
         except ValueError as exc:
-            if client is None:
-                self.client.close()
             raise ValueError(f"OpenMeteo: {exc}") from None
+        self.client = self._http.client = client if client is not None else httpx.Client(timeout=timeout)
         self.geocoding_url = geocoding_url
         self.forecast_url = forecast_url
         self.attempts = attempts

@@ -415,11 +415,10 @@ def _bad_line(exc: Exception) -> str:
     """The start of the stdout line the SDK could not parse (``exc``: its pydantic error), quoted."""
     errors = getattr(exc, "errors", None)
     listed = errors() if callable(errors) else None
-    found = bool(listed)
     line = listed[0].get("input") if listed else None
     if isinstance(line, str):
         text = line
-    elif found:  # a line that is JSON but not JSON-RPC (1, {"x": 1}): pydantic holds the parsed value
+    elif listed:  # a line that is JSON but not JSON-RPC (1, {"x": 1}): pydantic holds the parsed value
         text = json.dumps(line, ensure_ascii=False, default=str)
     else:
         text = str(exc).splitlines()[0]
