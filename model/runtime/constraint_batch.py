@@ -263,16 +263,9 @@ def _take_vote(row: torch.Tensor, vote: torch.Tensor, forbidden: torch.Tensor, t
 
 
 def _allowed_tokens(masks: list[torch.Tensor], vocab: int, device: torch.device) -> torch.Tensor:
-    """``[n, vocab]`` bool from the frontier masks (a short mask allows none of the rest)."""
-
-    def fit(m: torch.Tensor) -> torch.Tensor:  # [..., k] bool -> [..., vocab]
-        m = m[..., :vocab]
-        return torch.nn.functional.pad(m, (0, vocab - m.shape[-1]), value=False) if m.shape[-1] < vocab else m
-
-    if all(m.dtype != torch.bool for m in masks) and len({m.numel() for m in masks}) == 1:
-        return fit(unpack_bitmask(torch.stack([m.reshape(-1) for m in masks]).to(device), vocab))
-    rows = [
-        m.to(device) if m.dtype == torch.bool else unpack_bitmask(m.to(device).reshape(-1), vocab)
-        for m in masks
-    ]
-    return torch.stack([fit(m) for m in rows])
+    """``[n, vocab]`` bool from the frontier masks, bool ``[k]`` or packed (a short mask allows none of the rest)."""
+    rows = []
+    for m in masks:
+        m = m.to(device) if m.dtype == torch.bool else unpack_bitmask(m.to(device).reshape(-1), vocab)
+        rows.append(torch.nn.functional.pad(m[:vocab], (0, max(vocab - m.shape[-1], 0)), value=False))
+    return torch.stack(rows)
