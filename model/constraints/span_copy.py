@@ -23,8 +23,9 @@ arXiv:2307.06962)."""
 from __future__ import annotations
 
 import functools
+import os
 import re
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from typing import Any
 
 import numpy as np
@@ -81,7 +82,7 @@ class SpanCopier:
         if not self.spans:
             raise ValueError("SpanCopier needs at least one span")
         self.tokenizer = tokenizer
-        self._text_cache: dict[int, str] = {}
+        self._text: Callable[[int], str] = functools.cache(lambda token: tokenizer.decode([token]))
         self._span_set = frozenset(self.spans)
         self._prefixes = {sp[:k] for sp in self.spans for k in range(1, len(sp) + 1)}
         self._facts = [sp for sp in self.spans if FACT_MARKS & set(sp)]
@@ -91,11 +92,6 @@ class SpanCopier:
         """A copier over the spans of ``texts``, or ``None`` when they hold none."""
         spans = tool_spans(texts)
         return cls(spans, tokenizer) if spans else None
-
-    def _text(self, token: int) -> str:
-        if token not in self._text_cache:
-            self._text_cache[token] = self.tokenizer.decode([token])
-        return self._text_cache[token]
 
     def word(self, committed: Sequence[int]) -> str:
         """The word being written: the run of :data:`SPAN_CHARS` ending the decoded ``committed`` tokens (``""``
@@ -120,10 +116,8 @@ class SpanCopier:
         longer = [c for i, c in enumerate(ends) if not (i + 1 < len(ends) and ends[i + 1].startswith(c))]
         if not longer:
             return ""
-        first, last = min(longer), max(longer)  # the common prefix of a set is that of its extremes
-        n = 0
-        while n < min(len(first), len(last)) and first[n] == last[n]:
-            n += 1
+        first = min(longer)
+        n = len(os.path.commonprefix(longer))  # noqa: RUF071 - characters, not paths
         if n and first[n - 1].isalnum() and any(len(c) > n and c[n].isalnum() for c in longer):
             while n > 0 and first[n - 1].isalnum():  # the spans part inside a word: never stop there
                 n -= 1

@@ -220,16 +220,13 @@ class CopyHead(nn.Module):
                 if j is not None and j not in special:
                     base[i] = j
                     spaced[j] = i
+        tables: dict[str, Any] = dict(base_ids=base, spaced_ids=spaced, is_spaced=is_sp, copyable=copyable)
+        if self.cfg.spaced_word_starts:
+            tables["word_piece"], tables["ends_alnum"] = word_tables(tokenizer, V)
         with torch.no_grad():
-            dev = self.base_ids.device
-            if self.cfg.spaced_word_starts:
-                word_piece, ends_alnum = word_tables(tokenizer, V)
-                self.word_piece.copy_(word_piece.to(dev))
-                self.ends_alnum.copy_(ends_alnum.to(dev))
-            self.base_ids.copy_(torch.tensor(base, device=dev))
-            self.spaced_ids.copy_(torch.tensor(spaced, device=dev))
-            self.is_spaced.copy_(torch.tensor(is_sp, device=dev))
-            self.copyable.copy_(torch.tensor(copyable, device=dev))
+            for name, values in tables.items():
+                buffer = getattr(self, name)
+                buffer.copy_(torch.as_tensor(values).to(buffer.device))
 
     def _keys(self, hidden: torch.Tensor) -> torch.Tensor:
         """Keys of positions ``0 .. L-1-lookahead`` of ``hidden`` ``[B, L, H]``."""

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import Any, Protocol, cast, runtime_checkable
+from typing import Any, Protocol, runtime_checkable
 
 import torch
 
@@ -117,17 +117,15 @@ class GuardedConstraint:
 
     @property
     def committed(self) -> list[int] | None:
-        inner = self.inner
-        return inner.committed if self.error is None and isinstance(inner, TerminatingConstraint) else None
+        return None if self.error is not None else getattr(self.inner, "committed", None)
 
     @property
     def done(self) -> bool:
-        return self.error is None and isinstance(self.inner, TerminatingConstraint) and bool(self.inner.done)
+        return self.error is None and bool(getattr(self.inner, "done", False))
 
     @property
     def in_call(self) -> bool:
-        inner = self.inner
-        return self.error is None and isinstance(inner, CallAwareConstraint) and bool(inner.in_call)
+        return self.error is None and bool(getattr(self.inner, "in_call", False))
 
 
 class ConstraintBatch:
@@ -136,8 +134,6 @@ class ConstraintBatch:
     def __init__(self, constraints: Sequence[CanvasConstraint | None]) -> None:
         self.rows = list(constraints)
         self.any = any(c is not None for c in self.rows)
-        self._terminating = [isinstance(c, TerminatingConstraint) for c in self.rows]
-        self._call_aware = [isinstance(c, CallAwareConstraint) for c in self.rows]
 
     def _live(self, active: Sequence[bool]) -> list[tuple[int, CanvasConstraint]]:
         return [(r, c) for r, c in enumerate(self.rows) if c is not None and active[r]]
@@ -148,11 +144,9 @@ class ConstraintBatch:
             c.start_canvas(canvas_length, tokens_left)
 
     def in_call(self) -> list[bool]:
-        """Per row, whether its constraint reports a tool call opened (False without one)."""
-        return [
-            aware and bool(cast(CallAwareConstraint, c).in_call)
-            for c, aware in zip(self.rows, self._call_aware, strict=True)
-        ]
+        """Per row, whether its constraint reports a tool call opened (:class:`CallAwareConstraint`; False
+        without one)."""
+        return [bool(getattr(c, "in_call", False)) for c in self.rows]
 
     def apply(
         self, logits: torch.Tensor, active: Sequence[bool], temperature: float | torch.Tensor = 1.0
@@ -230,15 +224,12 @@ class ConstraintBatch:
         canvas_len = denoised.shape[1]
         for r, c in self._live(active):
             veto = c.commit(tok_rows[r], acc_rows[r], logits=processed[r], entropy_bound=entropy_bound)
-            if self._terminating[r]:
-                c = cast(TerminatingConstraint, c)  # checked once, in __init__
-                prefix = c.committed
-                if prefix:  # committed tokens go into the next step's canvas (the extension may differ)
-                    k = min(len(prefix), canvas_len)
-                    denoised[r, :k] = torch.tensor(prefix[:k], dtype=torch.long, device=device)
-                    accepted[r, :k] = True
-                if c.done:
-                    done[r] = True
+            # a TerminatingConstraint's committed tokens go into the next step's canvas (the extension may differ)
+            if prefix := getattr(c, "committed", None):
+                k = min(len(prefix), canvas_len)
+                denoised[r, :k] = torch.tensor(prefix[:k], dtype=torch.long, device=device)
+                accepted[r, :k] = True
+            done[r] = bool(getattr(c, "done", False))
             if veto:
                 accepted[r, torch.tensor(veto, dtype=torch.long, device=device)] = False
         return denoised, accepted, done
@@ -272,16 +263,9 @@ def _take_vote(row: torch.Tensor, vote: torch.Tensor, forbidden: torch.Tensor, t
 
 
 def _allowed_tokens(masks: list[torch.Tensor], vocab: int, device: torch.device) -> torch.Tensor:
-    """``[n, vocab]`` bool from the frontier masks (a short mask allows none of the rest)."""
-
-    def fit(m: torch.Tensor) -> torch.Tensor:  # [..., k] bool -> [..., vocab]
-        m = m[..., :vocab]
-        return torch.nn.functional.pad(m, (0, vocab - m.shape[-1]), value=False) if m.shape[-1] < vocab else m
-
-    if all(m.dtype != torch.bool for m in masks) and len({m.numel() for m in masks}) == 1:
-        return fit(unpack_bitmask(torch.stack([m.reshape(-1) for m in masks]).to(device), vocab))
-    rows = [
-        m.to(device) if m.dtype == torch.bool else unpack_bitmask(m.to(device).reshape(-1), vocab)
-        for m in masks
-    ]
-    return torch.stack([fit(m) for m in rows])
+    """``[n, vocab]`` bool from the frontier masks, bool ``[k]`` or packed (a short mask allows none of the rest)."""
+    rows = []
+    for m in masks:
+        m = m.to(device) if m.dtype == torch.bool else unpack_bitmask(m.to(device).reshape(-1), vocab)
+        rows.append(torch.nn.functional.pad(m[:vocab], (0, max(vocab - m.shape[-1], 0)), value=False))
+    return torch.stack(rows)

@@ -128,7 +128,6 @@ class StepDraw:
 class StepSampler(Protocol):
     """Turns one step's constrained logits into a :class:`StepDraw`; ``parity``: it reproduces transformers' draws."""
 
-    name: str
     parity: bool
 
     def draw(
@@ -153,7 +152,6 @@ def _temper(logits: torch.Tensor, temperature: float | torch.Tensor) -> torch.Te
 class ParitySampler:
     """transformers' sampling step, draw for draw (global RNG)."""
 
-    name = "parity"
     parity = True
 
     def draw(
@@ -192,7 +190,6 @@ class TorchSampler:
             vocabulary 8,192; ``benchmarks/step_compile.py``); entropies differ by about 1e-6 nats, so draws are not
             token-identical to eager."""
 
-    name = "torch"
     parity = False
 
     def __init__(
@@ -230,14 +227,11 @@ class KernelSampler:
     """:func:`dg_kernels.sampling.fused_sample` (or, with ``reference=True``, its PyTorch reference); Philox draws
     keyed by ``(seed, canvas * 4096 + step)``. Raises ImportError when the kernels cannot be imported."""
 
-    name = "kernel"
     parity = False
 
     def __init__(self, seed: int, *, reference: bool = False) -> None:
         self.kernel = "reference" if reference else "auto"
         self.seed = int(seed) & 0x7FFFFFFF
-        if reference:
-            self.name = "reference"
 
     def draw(
         self, logits: torch.Tensor, temperature: float | torch.Tensor, bound: float, *, canvas: int, step: int

@@ -16,7 +16,7 @@ from typing import Any, TypedDict, Unpack
 import torch
 
 from grammar.llg import new_matcher
-from grammar.parse import parse_tool_calls
+from grammar.parse import ParsedCall, parse_tool_calls
 from grammar.turn import answer_value_json, tool_call_grammar
 from model.binding import BindingInputs
 from model.binding.binder import resolve_binder
@@ -30,14 +30,6 @@ from model.runtime.settings import DenoiseSettings
 from model.turn.limits import check_prompt_length, prompt_token_limit
 from model.turn.prefill import Prefill, prefill_prompt
 from schema import normalize_tool
-
-
-@dataclass
-class ToolCall:
-    """One tool call produced by the model: ``name`` and JSON-typed ``arguments``."""
-
-    name: str
-    arguments: dict[str, Any]
 
 
 class TurnOptions(TypedDict, total=False):
@@ -75,7 +67,7 @@ class ChatOutput:
     Attributes:
         text: prose of the model turn (thinking and control tokens removed).
         thinking: the thought channel's text, if any.
-        tool_calls: parsed tool calls, in order.
+        tool_calls: parsed tool calls (``name`` and JSON-typed ``arguments``), in order.
         raw: the decoded generation with control tokens kept.
         stats: runtime statistics.
         prompt_tokens, completion_tokens: token counts.
@@ -83,7 +75,7 @@ class ChatOutput:
 
     text: str
     thinking: str | None
-    tool_calls: list[ToolCall]
+    tool_calls: list[ParsedCall]
     raw: str
     stats: GenerationStats
     prompt_tokens: int = 0
@@ -353,13 +345,13 @@ class ChatModel:
             grammar.parse.ToolCallParseError: malformed call text (only possible unconstrained)."""
         raw = self.tokenizer.decode(new_tokens, skip_special_tokens=False)
         parsed = parse_tool_calls(decode_marked(self.tokenizer, new_tokens), syntax=self.syntax)
-        calls: dict[str, Any] = {}
+        calls: dict[str, ParsedCall] = {}
         for c in parsed.calls:
             calls.setdefault(json.dumps([c.name, c.arguments], sort_keys=True), c)
         return ChatOutput(
             text=parsed.text,
             thinking=parsed.thinking,
-            tool_calls=[ToolCall(name=c.name, arguments=dict(c.arguments)) for c in calls.values()],
+            tool_calls=list(calls.values()),
             raw=raw,
             stats=stats,
             prompt_tokens=prompt_tokens,
