@@ -206,6 +206,8 @@ def inline_all(keep: set[str], refs: Refs, limit: int | None) -> Any:
         if not isinstance(node, dict):
             return node
         out = map_subschemas_at(node, lambda sub, _where: inline(sub))
+        for k in [k for k, v in out.items() if k in SCHEMA_LIST_KEYS and not isinstance(v, list)]:
+            out[k] = inline(out[k])  # not a list (build_ir refuses it, or ignores prefixItems): inlined too
         if "$ref" not in out:
             return out
         ptr = refs.pointer(out["$ref"], "")
