@@ -236,10 +236,8 @@ class GemmaCompiler:
             if i < k:
                 rest, rest_null = tail(i + 1, False)
                 expr = f"{sep}{self.value(node.prefix[i], scope, defs, f'{path}/prefixItems/{i}')}"
-                if rest:
+                if rest:  # (a tail that cannot be empty is never dead: make_arr pruned those)
                     expr += f" {rest}?" if rest_null else f" {rest}"
-                elif not rest_null:  # pragma: no cover - a dead tail was pruned by make_arr
-                    return "", i >= mn
                 return f"({expr})", i >= mn
             if isinstance(node.items, ir.Never):
                 return "", i >= mn

@@ -139,7 +139,7 @@ class _ValueParser:
         if c == "{":
             return self.obj(i)
         if c == "[":
-            return self.arr(i)
+            return self._items(i, "]", self.value)
         for word, val in (("true", True), ("false", False), ("null", None)):
             if t.startswith(word, i):
                 return val, i + len(word)
@@ -150,9 +150,6 @@ class _ValueParser:
                 return float(s), m.end()
             return int(s), m.end()
         raise ToolCallParseError(f"expected a value, found {t[i : i + 12]!r}", i)
-
-    def arr(self, i: int) -> tuple[list[Any], int]:
-        return self._items(i, "]", self.value)
 
     def obj(self, i: int) -> tuple[dict[str, Any], int]:
         pairs, j = self._items(i, "}", self.member)

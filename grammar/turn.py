@@ -43,9 +43,10 @@ def _put_size_bounds(out: dict[str, Any], what: str, low: int, high: int | None)
         out[f"max{what}"] = high
 
 
-def ir_to_json_schema(node: ir.Node, *, additional_default: bool, ref_prefix: str = "") -> Any:
-    """Write IR back as plain JSON Schema with the same instances (no ``allOf``/``oneOf``; an unspecified
-    ``additionalProperties`` written as ``additional_default``; :class:`Ref` as ``#/$defs/<ref_prefix><name>``)."""
+def ir_to_json_schema(compiled: ir.IR, additional_default: bool, ref_prefix: str = "") -> Any:
+    """Write ``compiled`` back as plain JSON Schema with the same instances (no ``allOf``/``oneOf``; an unspecified
+    ``additionalProperties`` written as ``additional_default``; :class:`Ref` as ``#/$defs/<ref_prefix><name>``,
+    the definitions under ``$defs``)."""
 
     def go(n: ir.Node) -> Any:
         if isinstance(n, (ir.AnyNode, ir.Never)):
@@ -94,7 +95,9 @@ def ir_to_json_schema(node: ir.Node, *, additional_default: bool, ref_prefix: st
             return {"$ref": f"#/$defs/{ref_prefix}{n.name}"}
         raise TypeError(f"unknown IR node {n!r}")  # pragma: no cover
 
-    return go(node)
+    out = go(compiled.root)
+    defs = {ref_prefix + k: go(v) for k, v in compiled.defs.items()}
+    return {**out, "$defs": defs} if defs and isinstance(out, dict) else out
 
 
 __all__ = [
@@ -280,7 +283,7 @@ def _json_call(specs: list[ToolSpec], additional: bool) -> str:
     options = []
     all_defs: dict[str, Any] = {}
     for i, spec in enumerate(specs):
-        args = _ir_json(tool_ir(spec.name, spec.parameters, additional), additional, f"t{i}_")
+        args = ir_to_json_schema(tool_ir(spec.name, spec.parameters, additional), additional, f"t{i}_")
         all_defs.update(args.pop("$defs", {}))
         options.append(
             {
@@ -294,16 +297,6 @@ def _json_call(specs: list[ToolSpec], additional: bool) -> str:
     if all_defs:
         schema = {**schema, "$defs": all_defs}
     return "%json " + json.dumps({**schema, **NO_FLEX}, ensure_ascii=False)
-
-
-def _ir_json(compiled: ir.IR, additional: bool, prefix: str = "") -> Any:
-    """``compiled`` as plain JSON Schema (:func:`ir_to_json_schema`), its definitions under ``$defs``."""
-    out = ir_to_json_schema(compiled.root, additional_default=additional, ref_prefix=prefix)
-    defs = {
-        prefix + k: ir_to_json_schema(v, additional_default=additional, ref_prefix=prefix)
-        for k, v in compiled.defs.items()
-    }
-    return {**out, "$defs": defs} if defs and isinstance(out, dict) else out
 
 
 def _build_grammar(
@@ -369,7 +362,7 @@ def answer_value_json(schema: Any | None, *, strict: bool = True) -> str:
     refuses."""
     json_schema: Any = {"type": "object"}
     if schema is not None:
-        json_schema = _ir_json(build_ir(schema, additional_properties=not strict), not strict)
+        json_schema = ir_to_json_schema(build_ir(schema, additional_properties=not strict), not strict)
     if isinstance(json_schema, dict):
         json_schema = {**json_schema, **NO_FLEX}
     return json.dumps(json_schema, ensure_ascii=False)

@@ -12,13 +12,13 @@ JSON pointer. Semantics: JSON Schema 2020-12 with llguidance's departures
 
 from schema import ir
 from schema.algebra import MAX_COMPILE_STEPS
-from schema.build import Builder, build_ir, cached_ir
+from schema.build import Builder, build_ir
 from schema.errors import SchemaError
 from schema.formats import FORMAT_LIMITS, FORMATS, format_matches
 from schema.ir import MAX_MULTIPLE_OF
-from schema.normalize import MAX_NESTING, check_nesting, nesting, normalize_schema
+from schema.normalize import MAX_NESTING, nesting, normalize_schema
 from schema.regex import pattern_matches, pattern_to_regex
-from schema.spec import ToolSpec, canonical, fingerprint, normalize_tool, tool_ir
+from schema.spec import ToolSpec, fingerprint, normalize_tool, tool_ir
 
 __all__ = [
     "FORMATS",
@@ -30,9 +30,6 @@ __all__ = [
     "SchemaError",
     "ToolSpec",
     "build_ir",
-    "cached_ir",
-    "canonical",
-    "check_nesting",
     "fingerprint",
     "format_matches",
     "ir",

@@ -43,18 +43,6 @@ def _uniq(t: tuple[str, ...]) -> tuple[str, ...]:
     return tuple(dict.fromkeys(t))
 
 
-def _json_eq(a: Any, b: Any) -> bool:
-    if isinstance(a, bool) or isinstance(b, bool):
-        return isinstance(a, bool) and isinstance(b, bool) and a == b
-    if isinstance(a, (int, float)) and isinstance(b, (int, float)):
-        return a == b and type(a) is type(b)
-    if isinstance(a, list) and isinstance(b, list):
-        return len(a) == len(b) and all(_json_eq(x, y) for x, y in zip(a, b, strict=True))
-    if isinstance(a, dict) and isinstance(b, dict):
-        return a.keys() == b.keys() and all(_json_eq(a[k], b[k]) for k in a)
-    return type(a) is type(b) and a == b
-
-
 def _num_range(n: Num) -> tuple[float, float]:
     lo = max([x for x in (n.minimum, n.excl_min) if x is not None], default=-math.inf)
     hi = min([x for x in (n.maximum, n.excl_max) if x is not None], default=math.inf)
@@ -69,10 +57,6 @@ def _num_ok(n: Num, v: float) -> bool:
         and (n.excl_max is None or v < n.excl_max)
         and (n.multiple_of is None or (Fraction(str(v)) / Fraction(str(n.multiple_of))).denominator == 1)
     )
-
-
-def _sized(n: int, low: int, high: int | None) -> bool:
-    return low <= n and (high is None or n <= high)
 
 
 def num_unsat(n: Num) -> tuple[str, str] | None:
@@ -285,20 +269,19 @@ class Algebra:
         return any_of(live)
 
     def accepts(self, node: Node, v: Any, depth: int = 0) -> bool:
-        """Whether JSON value ``v`` is valid against ``node`` (patterns checked with Python's ``re``)."""
+        """Whether JSON scalar ``v`` (a :class:`Lit`'s value: every caller tests one) is valid against ``node``
+        (patterns checked with Python's ``re``); ``True`` is not ``1``, nor ``1.0`` ``1``."""
         if depth > 50:
             return True
         node = self.resolve(node)
         if isinstance(node, AnyNode):
             return True
-        if isinstance(node, Never):
-            return False
         if isinstance(node, AnyOf):
             return any(self.accepts(o, v, depth + 1) for o in node.options)
         if isinstance(node, OneOf):
             return sum(self.accepts(o, v, depth + 1) for o in node.options) == 1
         if isinstance(node, Lit):
-            return _json_eq(node.value, v)
+            return type(node.value) is type(v) and node.value == v
         if isinstance(node, Null):
             return v is None
         if isinstance(node, Bool):
@@ -309,24 +292,12 @@ class Algebra:
         if isinstance(node, Str):
             return (
                 isinstance(v, str)
-                and _sized(len(v), node.min_len, node.max_len)
+                and len(v) >= node.min_len
+                and (node.max_len is None or len(v) <= node.max_len)
                 and all(pattern_matches(p, v) is not False for p in node.patterns)
                 and all(format_matches(f, v) for f in node.formats)
             )
-        if isinstance(node, Arr):
-            return (
-                isinstance(v, list)
-                and _sized(len(v), node.min_items, node.max_items)
-                and all(self.accepts(node.item(i), x, depth + 1) for i, x in enumerate(v))
-            )
-        if isinstance(node, Obj):
-            return (
-                isinstance(v, dict)
-                and set(node.required) <= set(v)
-                and _sized(len(v), node.min_props, node.max_props)
-                and all(self.accepts(self.prop_schema(node, k, True), x, depth + 1) for k, x in v.items())
-            )
-        return True  # pragma: no cover
+        return False  # Never, or an array or object (no scalar)
 
     def disjoint(self, a: Node, b: Node, depth: int = 0) -> bool:
         """True only when no value can be valid against both ``a`` and ``b`` (a sound, incomplete test)."""

@@ -268,9 +268,10 @@ def children(n: Node) -> list[Node]:
     return []
 
 
-def object_part(node: Node, defs: dict[str, Node] | None = None) -> Node:
-    """The part of ``node`` that accepts objects (``Never`` when it accepts none)."""
-    if isinstance(node, Ref) and defs is not None and node.name in defs:
+def object_part(node: Node, defs: dict[str, Node]) -> Node:
+    """The part of ``node``, a built IR node (no :class:`OneOf`: :func:`schema.build_ir` refuses those), that
+    accepts objects (``Never`` when it accepts none)."""
+    if isinstance(node, Ref) and node.name in defs:
         return object_part(defs[node.name], defs)
     if isinstance(node, AnyNode):
         return Obj()
@@ -278,8 +279,4 @@ def object_part(node: Node, defs: dict[str, Node] | None = None) -> Node:
         return node
     if isinstance(node, AnyOf):
         return any_of([object_part(o, defs) for o in node.options])
-    if isinstance(node, OneOf):
-        parts = [object_part(o, defs) for o in node.options]
-        live = [p for p in parts if not isinstance(p, Never)]
-        return OneOf(tuple(live), node.path) if len(live) > 1 else any_of(parts)
     return Never("not an object", "type")

@@ -7,31 +7,13 @@ from typing import Any
 from schema.errors import SchemaError
 from schema.refs import (
     MAX_INLINED_NODES,
-    SCHEMA_KEYS,
-    SCHEMA_LIST_KEYS,
-    SCHEMA_MAP_KEYS,
     Refs,
     TooLarge,
     escape_pointer_token,
     inline_all,
+    map_subschemas_at,
     recursive_targets,
 )
-
-
-def map_subschemas_at(schema: dict[str, Any], f: Any) -> dict[str, Any]:
-    """A copy of ``schema`` with ``f(subschema, where)`` applied to each direct subschema, ``where`` being its
-    place (``("items",)``, ``("anyOf", 0)``, ``("properties", "name")``); data (``enum``, ``default``) is kept."""
-    out: dict[str, Any] = {}
-    for k, v in schema.items():
-        if k in SCHEMA_KEYS:
-            out[k] = [f(x, (k, i)) for i, x in enumerate(v)] if isinstance(v, list) else f(v, (k,))
-        elif k in SCHEMA_LIST_KEYS:
-            out[k] = [f(x, (k, i)) for i, x in enumerate(v)] if isinstance(v, list) else v
-        elif k in SCHEMA_MAP_KEYS:
-            out[k] = {kk: f(vv, (k, kk)) for kk, vv in v.items()} if isinstance(v, dict) else v
-        else:
-            out[k] = v
-    return out
 
 
 def drop_titles(schema: Any) -> Any:

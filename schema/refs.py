@@ -170,43 +170,55 @@ def _def_names(ptrs: set[str]) -> dict[str, str]:
     return names
 
 
+def map_subschemas_at(schema: dict[str, Any], f: Any) -> dict[str, Any]:
+    """A copy of ``schema`` with ``f(subschema, where)`` applied to each direct subschema, ``where`` being its
+    place (``("items",)``, ``("anyOf", 0)``, ``("properties", "name")``); data (``enum``, ``default``) is kept."""
+    out: dict[str, Any] = {}
+    for k, v in schema.items():
+        if k in SCHEMA_KEYS:
+            out[k] = [f(x, (k, i)) for i, x in enumerate(v)] if isinstance(v, list) else f(v, (k,))
+        elif k in SCHEMA_LIST_KEYS:
+            out[k] = [f(x, (k, i)) for i, x in enumerate(v)] if isinstance(v, list) else v
+        elif k in SCHEMA_MAP_KEYS:
+            out[k] = {kk: f(vv, (k, kk)) for kk, vv in v.items()} if isinstance(v, dict) else v
+        else:
+            out[k] = v
+    return out
+
+
 def inline_all(keep: set[str], refs: Refs, limit: int | None) -> Any:
-    """The root document with every reference inlined but those to ``keep``; raises :class:`TooLarge` past ``limit`` nodes."""
+    """The root document with every reference inlined but those to ``keep``; raises :class:`TooLarge` past ``limit``
+    nodes (schemas and lists of schemas)."""
     names = _def_names(keep)
     count = [0]
 
     def inline(node: Any) -> Any:
         count[0] += 1
+        if isinstance(node, dict):
+            node = {k: v for k, v in node.items() if k not in ("$defs", "definitions")}
+            count[0] += sum(
+                isinstance(v, list) for k, v in node.items() if k in SCHEMA_KEYS + SCHEMA_LIST_KEYS
+            )
         if limit is not None and count[0] > limit:
             raise TooLarge
         if isinstance(node, list):
             return [inline(x) for x in node]
         if not isinstance(node, dict):
             return node
-        out: dict[str, Any] = {}
-        ref_target: Any = None
-        ref_at = -1
-        for k, v in node.items():
-            if k in ("$defs", "definitions"):
-                continue
-            if k == "$ref":
-                ptr = refs.pointer(v, "")
-                if ptr in names:
-                    out["$ref"] = f"#/$defs/{names[ptr]}"
-                else:
-                    ref_target = inline(refs.at[ptr])
-                    ref_at = len(out)
-                continue
-            if k in SCHEMA_KEYS or k in SCHEMA_LIST_KEYS:
-                out[k] = inline(v)
-            elif k in SCHEMA_MAP_KEYS and isinstance(v, dict):
-                out[k] = {name: inline(sub) for name, sub in v.items()}
-            else:
-                out[k] = v
-        if ref_target is None:
+        out = map_subschemas_at(node, lambda sub, _where: inline(sub))
+        for k in [k for k, v in out.items() if k in SCHEMA_LIST_KEYS and not isinstance(v, list)]:
+            out[k] = inline(out[k])  # not a list (build_ir refuses it, or ignores prefixItems): inlined too
+        if "$ref" not in out:
             return out
+        ptr = refs.pointer(out["$ref"], "")
+        if ptr in names:
+            return {**out, "$ref": f"#/$defs/{names[ptr]}"}
+        ref_target = inline(refs.at[ptr])
+        ref_at = list(out).index("$ref")
+        items = [(k, v) for k, v in out.items() if k != "$ref"]
+        if ref_target is None:
+            return dict(items)
         # Keep the reference where it was among its siblings (keyword order fixes property order).
-        items = list(out.items())
         notes = {k: v for k, v in items if k in _ANNOTATIONS}
         before = {k: v for k, v in items[:ref_at] if k not in _ANNOTATIONS}
         after = {k: v for k, v in items[ref_at:] if k not in _ANNOTATIONS}
