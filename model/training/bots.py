@@ -120,11 +120,10 @@ def _doc(rng: random.Random) -> str:
     )
 
 
-def find_definition_response(
-    rng: random.Random, name: str, kind: str = "any", found_p: float = 0.9
-) -> dict[str, Any]:
-    """A ``find_definition`` result shaped like ``tools.code_search.find_definition``'s."""
-    if rng.random() >= found_p:
+def find_definition_response(rng: random.Random, name: str, kind: str = "any") -> dict[str, Any]:
+    """A ``find_definition`` result shaped like ``tools.code_search.find_definition``'s (none found 10% of the
+    time)."""
+    if rng.random() >= 0.9:
         return {
             "query": name,
             "matches": [],
@@ -291,9 +290,9 @@ def forecast_response(
     }
 
 
-def geocode_response(rng: random.Random, place: str, count: int = 1) -> dict[str, Any]:
-    """A ``geocode`` result shaped like ``tools.weather.geocode``'s."""
-    return {"matches": [_place_info(rng, place) for _ in range(max(1, min(count, 3)))]}
+def geocode_response(rng: random.Random, place: str) -> dict[str, Any]:
+    """A ``geocode`` result shaped like ``tools.weather.geocode``'s (one match)."""
+    return {"matches": [_place_info(rng, place)]}
 
 
 def _find_definition_request(rng: random.Random) -> tuple[str, str, dict[str, Any], list[tuple[str, str]]]:

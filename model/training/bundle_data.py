@@ -202,8 +202,6 @@ class BundleGenerator(D.Generator):
             raise ValueError(f"split must be 'train' or 'heldout', got {split!r}")
         self.weights = BUNDLE_KIND_WEIGHTS
         self.rng = random.Random(f"bundle:{seed}:{split}")
-        self.split = split
-        self.glaive = []
         self.bots = []
         self.specs = tool_specs(declarations)
         self.declarations = [dict(d) for d in declarations]

@@ -282,7 +282,6 @@ class Generator:
             raise ValueError(f"decline_share must be in [0, 1 - bot_share), got {decline_share}")
         self.weights = _kind_weights(bot_share, decline_share)
         self.rng = random.Random(f"{seed}:{split}")
-        self.split = split
         self.glaive = [t for t in load_glaive_tools(maskbench) if split_of(t.name) == split]
         self.bots = bot_tools()
         self.paired_declines = paired_declines
@@ -551,10 +550,6 @@ class Generator:
             binds = [(want.name, k, v) for k, v in spoken.items()]
             self._twin = self._call("call", msgs, offered, [(want.name, args)], binds)
         return Example(msgs, [t.openai() for t in others], answer + st.TURN_END, "unanswerable", [])
-
-    def __iter__(self) -> Iterator[Example]:
-        while True:
-            yield self.example()
 
     def take(self, n: int) -> list[Example]:
         """The next ``n`` examples of the stream."""

@@ -282,12 +282,8 @@ def generation_config(canvas_length: int, overrides: dict[str, Any] | None = Non
     g = {**GENERATION_DEFAULTS, **(overrides or {})}
     return DiffusionGemmaGenerationConfig(
         max_new_tokens=int(g.get("max_new_tokens", canvas_length * 4)),
-        max_denoising_steps=int(g["max_denoising_steps"]),
         sampler_config=EntropyBoundSamplerConfig(entropy_bound=float(g["entropy_bound"])),
-        t_max=float(g["t_max"]),
-        t_min=float(g["t_min"]),
-        stability_threshold=int(g["stability_threshold"]),
-        confidence_threshold=float(g["confidence_threshold"]),
+        **{k: type(v)(g[k]) for k, v in GENERATION_DEFAULTS.items() if k != "entropy_bound"},
         eos_token_id=list(st.GENERATION_EOS_IDS),
         pad_token_id=st.PAD_ID,
         bos_token_id=st.BOS_ID,
