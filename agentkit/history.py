@@ -292,11 +292,8 @@ def _problem(exc: pydantic.ValidationError) -> str:
         if kind in ("extra_forbidden", "missing"):
             return f"{'missing' if kind == 'missing' else 'unknown'} conversation key {loc[0]!r}"
         return f"conversation {loc[0]} must be " + ("an object" if loc[0] == "metadata" else "a list")
-    i, j, field = (
-        loc[1],
-        loc[3],
-        loc[5] if len(loc) > 5 else "",
-    )  # loc[4] is the part's type (the union's tag)
+    i, j = loc[1], loc[3]
+    field = loc[5] if len(loc) > 5 else ""  # loc[4] is the part's type (the union's tag)
     if len(loc) == 4:
         part = got.get("type") if isinstance(got, dict) else type(got).__name__
         return f"message {i} part {j}: content parts are 'text' or 'image_url', got {part!r}"

@@ -10,6 +10,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import contextvars
+import itertools
 import numbers
 import threading
 from pathlib import Path
@@ -126,7 +127,7 @@ class EmbeddedBackend(Backend):
             )
         self.binding = binding
         self.name = f"embedded:{self.model_path or 'default'}" + (f"+{self.adapter}" if self.adapter else "")
-        self._next_id = 0
+        self._ids = itertools.count()
         #: soft tokens of an image part without ``vision_budget`` (the planner sizes images by it when trimming)
         self.default_vision_budget = DEFAULT_VISION_BUDGET
         # (tool name, fingerprint of its parameters) -> its ToolSpec: normalised once in check_tool
@@ -221,11 +222,7 @@ class EmbeddedBackend(Backend):
             raise
         except ValueError as exc:  # model.constraints SchemaError / ToolCallParseError, grammar errors
             raise BackendError(f"embedded backend: {type(exc).__name__}: {exc}") from exc
-        calls = [
-            ToolCall(f"call_{self._next_id + k}", c.name, dict(c.arguments))
-            for k, c in enumerate(out.tool_calls)
-        ]
-        self._next_id += len(calls)
+        calls = [ToolCall(f"call_{next(self._ids)}", c.name, dict(c.arguments)) for c in out.tool_calls]
         prompt, completion = (
             int(getattr(out, key, 0) or 0) for key in ("prompt_tokens", "completion_tokens")
         )

@@ -12,6 +12,7 @@ server's reasoning field is sent back on the current turn's assistant tool-call 
 from __future__ import annotations
 
 import asyncio
+import itertools
 import os
 import re
 import threading
@@ -166,7 +167,7 @@ class OpenAIBackend(Backend):
         self._client_lock = threading.Lock()  # two threads' first requests make one client
         # per event loop: its client and the async generator that closes it when the loop shuts down
         self._aclients: dict[asyncio.AbstractEventLoop, tuple[httpx.AsyncClient, AsyncIterator[None]]] = {}
-        self._next_id = 0
+        self._ids = itertools.count()  # call_0, call_1... for calls the server sent without an id
         self.recover_text_calls = recover_text_calls
         self.replay_reasoning = replay_reasoning
         self.reasoning_field = reasoning_field
@@ -216,11 +217,6 @@ class OpenAIBackend(Backend):
             )
         return cast(dict[str, Any], escape_lone_surrogates(body))
 
-    def _new_id(self) -> str:
-        cid = f"call_{self._next_id}"
-        self._next_id += 1
-        return cid
-
     def parse_response(self, data: Any, request: TurnRequest | None = None, requests: int = 1) -> ModelTurn:
         """Turn a ``/chat/completions`` JSON response (that took ``requests`` HTTP requests) into a
         :class:`ModelTurn`; calls written as text are recovered only when ``request`` declared tools and its
@@ -269,7 +265,7 @@ class OpenAIBackend(Backend):
                 "the reply ended inside a thinking block, without an answer or a tool call after it"
             )
         for c in calls:
-            c.id = c.id or self._new_id()
+            c.id = c.id or f"call_{next(self._ids)}"
         u = data.get("usage") or {}
         usage = Usage(int(u.get("prompt_tokens") or 0), int(u.get("completion_tokens") or 0), requests)
         return ModelTurn(

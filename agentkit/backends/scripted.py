@@ -15,6 +15,7 @@ or a function ``(messages, tools, tool_choice) -> item``. Every request is recor
 from __future__ import annotations
 
 import copy
+import itertools
 import json
 import threading
 from collections.abc import Callable, Sequence
@@ -140,7 +141,7 @@ class ScriptedBackend(Backend):
             for i, item in enumerate(self._items):
                 script_turn(item, f"scripted backend {name!r}: script item {i}: ")
         self._pos = 0
-        self._next_id = 0
+        self._ids = itertools.count()
         self._lock = threading.Lock()
         self.record = record
         self.requests: list[TurnRequest] = []
@@ -212,7 +213,5 @@ class ScriptedBackend(Backend):
         except TypeError as exc:
             raise BackendError(f"scripted backend {self.name!r}: {exc}") from None
         for c in out.tool_calls:
-            if not c.id:
-                c.id = f"call_{self._next_id}"
-                self._next_id += 1
+            c.id = c.id or f"call_{next(self._ids)}"
         return out

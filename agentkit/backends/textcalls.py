@@ -40,9 +40,7 @@ _CALL_KEYS = {"name", "arguments", "parameters", "id", "type"}
 
 
 def _strip_channel_name(body: str, open_tag: str) -> str:
-    if open_tag == st.CHANNEL_START and body.startswith("thought"):
-        body = body[len("thought") :]
-    return body.strip()
+    return (body.removeprefix("thought") if open_tag == st.CHANNEL_START else body).strip()
 
 
 def split_thinking(text: str) -> tuple[str, str]:

@@ -157,10 +157,12 @@ class _Gate:
         return None
 
 
-def _consume(fut: Any) -> None:
-    """Retrieve a future's outcome nobody waits for any more (no 'exception was never retrieved' log)."""
-    if not fut.cancelled():
-        fut.exception()
+def _abandon(sub: Any, fut: Any) -> None:
+    """Cancel ``sub``'s row; the outcome of ``fut`` (its future), which nobody waits for any more, is retrieved
+    when it comes (no 'exception was never retrieved' log)."""
+    sub.handle.cancel()
+    if fut is not None:
+        fut.add_done_callback(lambda f: f.cancelled() or f.exception())
 
 
 #: What :func:`create_app` serves, for the 404 of any other route.
@@ -283,8 +285,7 @@ async def _wait(sub: Any, request: Request) -> Any:
             if done:
                 break
             if await request.is_disconnected():
-                sub.handle.cancel()
-                fut.add_done_callback(_consume)
+                _abandon(sub, fut)
                 return None
         return fut.result()
     except RequestCancelled:
@@ -292,8 +293,7 @@ async def _wait(sub: Any, request: Request) -> Any:
     except BatcherClosed as exc:
         raise ServeError(503, str(exc), type="server_error") from None
     except asyncio.CancelledError:
-        sub.handle.cancel()
-        fut.add_done_callback(_consume)
+        _abandon(sub, fut)
         raise
 
 
@@ -344,9 +344,7 @@ async def _stream(
         yield {"data": "[DONE]"}
     finally:
         if sub is not None and not sub.handle.future.done():
-            sub.handle.cancel()  # the client went away mid-stream: free the row
-            if fut is not None:
-                fut.add_done_callback(_consume)
+            _abandon(sub, fut)  # the client went away mid-stream: free the row
         leave()
 
 

@@ -243,19 +243,18 @@ def _context_error(
             param="response_format" if json_value else "tools",
             code="context_length_exceeded",
         )
-    if max_tokens is not None and exc.prompt_tokens < exc.max_positions - canvas:
-        fits = (exc.max_positions - exc.prompt_tokens) // canvas * canvas
-        return ServeError(  # the prompt would fit with a smaller budget: the culprit is max_tokens
-            400,
-            f"max_tokens={max_tokens} does not fit with this prompt: the prompt is {exc.prompt_tokens:,} "
-            f"tokens of this model's {exc.max_positions:,} positions, and max_tokens is counted in "
-            f"whole canvases of {canvas} tokens; lower max_tokens to {fits:,} or less",
-            param="max_tokens",
-            code="context_length_exceeded",
-        )
     message = str(exc)
-    if max_tokens is None and exc.prompt_tokens < exc.max_positions - canvas:  # the default budget's fault
+    if exc.prompt_tokens < exc.max_positions - canvas:  # the prompt would fit with a smaller budget
         fits = (exc.max_positions - exc.prompt_tokens) // canvas * canvas
+        if max_tokens is not None:  # the culprit is max_tokens
+            return ServeError(
+                400,
+                f"max_tokens={max_tokens} does not fit with this prompt: the prompt is {exc.prompt_tokens:,} "
+                f"tokens of this model's {exc.max_positions:,} positions, and max_tokens is counted in "
+                f"whole canvases of {canvas} tokens; lower max_tokens to {fits:,} or less",
+                param="max_tokens",
+                code="context_length_exceeded",
+            )
         message += (
             f"; that budget is this server's default: a max_tokens of at most {fits:,} fits this prompt"
         )

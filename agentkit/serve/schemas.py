@@ -6,8 +6,7 @@ from __future__ import annotations
 
 from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, GetCoreSchemaHandler, field_validator
-from pydantic_core import CoreSchema, core_schema
+from pydantic import AfterValidator, BaseModel, ConfigDict, Field, field_validator
 
 from agentkit import messages as M
 
@@ -36,21 +35,15 @@ class WireToolCall(_Open):
     function: FunctionCall
 
 
-class _AsWireCall:
-    """The schema of a :class:`agentkit.messages.ToolCall` read as a :class:`WireToolCall` (its errors located at
-    the call's field)."""
-
-    def __get_pydantic_core_schema__(self, source: Any, handler: GetCoreSchemaHandler) -> CoreSchema:
-        return core_schema.no_info_after_validator_function(
-            lambda wire: M.ToolCall.from_dict(wire.model_dump()), handler.generate_schema(WireToolCall)
-        )
+#: A :class:`agentkit.messages.ToolCall` read as a :class:`WireToolCall` (its errors located at the call's field).
+_WireCall = Annotated[WireToolCall, AfterValidator(lambda wire: M.ToolCall.from_dict(wire.model_dump()))]
 
 
 class AssistantMessage(M.AssistantMessage):
     """:class:`agentkit.messages.AssistantMessage` in a request: each tool call a :class:`WireToolCall`; the
     ``reasoning_content`` this server answers with (and clients send back) is text or null."""
 
-    tool_calls: list[Annotated[M.ToolCall, _AsWireCall()]] | None = None
+    tool_calls: list[_WireCall] | None = None  # type: ignore[assignment]  # (validated to a ToolCall)
     reasoning_content: str | None = None
 
     @field_validator("tool_calls", mode="before")
