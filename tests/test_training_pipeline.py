@@ -482,8 +482,8 @@ def test_training_options_are_typed_by_annotation_and_documented(capsys):
 
 def test_heldout_report_counts_unfit_requests_in_prose_and_arguments_by_kind():
     from evals.heldout import argument_hits, evaluate_examples
+    from grammar.parse import ParsedCall
     from model.training.data import Example
-    from model.turn.chat import ToolCall
 
     tool = [{"type": "function", "function": {"name": "f", "parameters": {"type": "object"}}}]
     examples = [
@@ -492,7 +492,7 @@ def test_heldout_report_counts_unfit_requests_in_prose_and_arguments_by_kind():
         Example([], tool, "", "no_tool", []),
         Example([], [], "", "no_tool", []),
     ]
-    replies = iter([[ToolCall("f", {"city": "Oslo", "days": 4.0})], [ToolCall("f", {})], [], []])
+    replies = iter([[ParsedCall("f", {"city": "Oslo", "days": 4.0})], [ParsedCall("f", {})], [], []])
 
     class Fake:
         def chat(self, messages, tools, seed, binder):
