@@ -401,9 +401,23 @@ class GrammarConstraint:
                 pos = len(self.canvas)
                 tok = int(best[pos])
                 spans = self.span_copy is not None and not self.in_call
-                allowed = self._frontier_mask()
-                if not (tok < self.vocab_size and allowed[tok]):
-                    tok = int(np.argmax(np.where(allowed, scores[pos, : self.vocab_size], -math.inf)))
+                allowed = self._frontier_mask() if spans else None
+                if allowed is not None:
+                    ok = tok < self.vocab_size and bool(allowed[tok])
+                else:
+                    raw = self.matcher.compute_bitmask()
+                    ok = (
+                        tok < self.vocab_size
+                        and bool((raw[tok >> 3] >> (tok & 7)) & 1)
+                        and not self._repeats(tok)
+                    )
+                if not ok:
+                    if allowed is None:
+                        allowed = self._frontier_mask()
+                    row = np.where(
+                        allowed, scores[pos, : self.vocab_size], -math.inf
+                    )  # tokenizer <= model vocab
+                    tok = int(np.argmax(row))
                     if not allowed[tok]:  # pragma: no cover - a live matcher allows >= 1 token
                         raise RuntimeError("grammar allows no token at the readout frontier")
                 if spans and (k := self._copy_from(tok)):
