@@ -367,12 +367,16 @@ def unresolvable_ref(schema: dict[str, Any]) -> tuple[tuple[str | int, ...], str
 
 
 def leaves(node: Any, path: tuple[str | int, ...] = ()) -> Iterator[tuple[tuple[str | int, ...], Any]]:
-    """``(path, value)`` of every value in ``node`` that is not a mapping or a list, in order."""
-    if isinstance(node, (dict, list)):
-        for key, value in node.items() if isinstance(node, dict) else enumerate(node):
-            yield from leaves(value, (*path, key))
-    else:
-        yield path, node
+    """``(path, value)`` of every value in ``node`` that is not a mapping or a list, in order (an explicit stack:
+    no depth limit)."""
+    stack: list[tuple[tuple[str | int, ...], Any]] = [(path, node)]
+    while stack:
+        at, value = stack.pop()
+        if isinstance(value, (dict, list)):
+            items = value.items() if isinstance(value, dict) else enumerate(value)
+            stack.extend(((*at, k), v) for k, v in reversed(list(items)))
+        else:
+            yield at, value
 
 
 def non_finite_numbers(schema: Any) -> list[tuple[tuple[str | int, ...], str]]:

@@ -25,7 +25,7 @@ from agentkit.backends.embedded import EmbeddedBackend
 from agentkit.backends.scripted import ScriptedBackend, call
 from agentkit.errors import ToolDefinitionError
 from agentkit.tool_output import serialize_result
-from agentkit.tool_schema import misspelt_keywords, parse_docstring, yaml_number_hint
+from agentkit.tool_schema import misspelt_keywords, non_finite_numbers, parse_docstring, yaml_number_hint
 from agentkit.tools import Tool, ToolArgumentsError, ToolContext, tool
 from schema.normalize import drop_titles as clean_schema
 
@@ -244,6 +244,20 @@ def test_a_non_finite_number_in_a_schema_is_refused_as_a_bundle_refuses_it(schem
         Tool(lambda x: x, name="f", parameters=params)
     with pytest.raises(ToolDefinitionError, match=rf"^tool 'g': parameters at '{where}'"):
         tool(name="g", parameters=params)(lambda x: x)
+
+
+def test_non_finite_numbers_walks_any_depth_in_document_order():
+    """The walk keeps no Python stack per level: a schema nested past the recursion limit is still read."""
+    deep: dict = {"type": "object"}
+    node = deep
+    for _ in range(3000):
+        node["properties"] = {"x": {"type": "object"}}
+        node = node["properties"]["x"]
+    node["maximum"] = float("inf")
+    (path, why), *rest = non_finite_numbers(deep)
+    assert rest == [] and len(path) == 6001 and path[-1] == "maximum" and "got inf" in why
+    flat = {"enum": [float("nan"), 1.0, float("-inf")], "default": float("inf")}
+    assert [p for p, _ in non_finite_numbers(flat)] == [("enum", 0), ("enum", 2), ("default",)]
 
 
 def test_a_non_finite_default_of_a_signature_is_refused_naming_the_parameter():
