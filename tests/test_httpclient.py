@@ -75,3 +75,8 @@ def test_waits_double_up_to_the_cap_and_honour_retry_after():
 def test_bad_settings_are_refused(kwargs, message):
     with pytest.raises(ValueError, match=message):
         RetryingClient(**kwargs)
+
+
+def test_a_sync_request_without_a_client_is_refused_by_name():
+    with pytest.raises(ValueError, match=r"RetryingClient.request sends on the client given at construction"):
+        RetryingClient(None, retry_wait=0).request("GET", "http://127.0.0.1:9/")

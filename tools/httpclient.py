@@ -114,8 +114,12 @@ class RetryingClient:
 
         Raises:
             RetriesExhausted: every attempt timed out, failed to connect or got a 429/5xx.
+            ValueError: the object was made without a client (only :meth:`arequest` takes the caller's).
         """
-        assert self.client is not None, "RetryingClient.request needs the client given at construction"
+        if self.client is None:
+            raise ValueError(
+                "RetryingClient.request sends on the client given at construction, and none was given"
+            )
         retrying = tenacity.Retrying(**self._retrying_kwargs())
         return retrying(self.client.request, method, url, **kwargs), retrying.statistics["attempt_number"]
 

@@ -229,7 +229,8 @@ class ConstraintBatch:
                 k = min(len(prefix), canvas_len)
                 denoised[r, :k] = torch.tensor(prefix[:k], dtype=torch.long, device=device)
                 accepted[r, :k] = True
-            done[r] = bool(getattr(c, "done", False))
+            if getattr(c, "done", False):
+                done[r] = True
             if veto:
                 accepted[r, torch.tensor(veto, dtype=torch.long, device=device)] = False
         return denoised, accepted, done
