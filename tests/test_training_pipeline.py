@@ -84,32 +84,6 @@ def test_paired_declines_follow_each_other_tools_job_with_its_call():
         assert called not in names(decline) and sorted(names(twin)) == sorted([*names(decline), called])
 
 
-def test_value_noise_replaces_free_text_values_with_pool_words_stated_in_the_request():
-    plain = [e.to_json() for e in Generator(5).take(200)]
-    assert plain == [
-        e.to_json() for e in Generator(5, value_noise=0.0).take(200)
-    ]  # off: the stream unchanged
-    gen = Generator(5, value_noise=1.0)
-    pool = set(gen.noise[1])
-    assert len(pool) > 1000 and all(w.isalpha() and w == w.lower() for w in pool)
-    noised = 0
-    for e in gen.take(300):
-        if e.kind != "call":
-            continue
-        tool = next(t["function"] for t in e.tools if t["function"]["name"] == e.calls[0][0])
-        for k, v in e.calls[0][1].items():
-            schema = tool["parameters"]["properties"][k]
-            if schema.get("type") != "string" or {"enum", "format", "pattern"} & set(schema):
-                continue
-            words = re.split(r"[ _-]", re.sub(r"\d+$", "", v))
-            assert all(w.lower() in pool for w in words), (k, v)
-            assert v in e.messages[-1]["content"]
-            noised += 1
-    assert noised > 50
-    with pytest.raises(ValueError, match="value_noise"):
-        Generator(5, value_noise=1.5)
-
-
 def test_values_are_copied_from_the_request():
     """String arguments of single calls appear verbatim in the user's request (the skill being taught)."""
     n_checked = 0

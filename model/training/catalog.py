@@ -8,7 +8,6 @@ import gzip
 import hashlib
 import json
 import random
-import re
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -197,29 +196,6 @@ def _glaive_kind(pname: str, schema: dict[str, Any], samples: list[Any]) -> Kind
         NUMERIC if t in ("integer", "number") else (("{n}: {v}",) if t == "boolean" else GENERIC + QUOTED[:2])
     )
     return Kind((pname,), schema, gen, mentions)
-
-
-def description_words(path: Path = DEFAULT_MASKBENCH) -> tuple[str, ...]:
-    """The words (4-14 letters, lower-cased, sorted) of every ``description`` in the MaskBench schemas outside
-    its BFCL groups: the word pool of the training data's value noise; ``()`` without the file."""
-    if not path.exists():
-        return ()
-    words: set[str] = set()
-    with gzip.open(path, "rt", encoding="utf-8") as fh:
-        for line in fh:
-            o = json.loads(line)
-            if str(o.get("group", "")).startswith("BFCL"):
-                continue
-            stack: list[Any] = [o["schema"]]
-            while stack:
-                x = stack.pop()
-                if isinstance(x, dict):
-                    if isinstance(x.get("description"), str):
-                        words.update(w.lower() for w in re.findall(r"\b[A-Za-z]{4,14}\b", x["description"]))
-                    stack.extend(x.values())
-                elif isinstance(x, list):
-                    stack.extend(x)
-    return tuple(sorted(words))
 
 
 def load_glaive_tools(path: Path = DEFAULT_MASKBENCH) -> list[TrainingTool]:

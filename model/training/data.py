@@ -22,7 +22,6 @@ from model.training.catalog import (
     DEFAULT_MASKBENCH,
     TrainingTool,
     bot_tools,
-    description_words,
     generated_tool,
     load_glaive_tools,
     split_of,
@@ -87,28 +86,10 @@ def _param_phrase(rng: random.Random, pname: str, kind: Kind, spoken: str, schem
     return tmpl.format(n=n, v=spoken)
 
 
-def _noise_value(rng: random.Random, pool: tuple[str, ...]) -> str:
-    """One to three words of ``pool``, each capitalised half the time, joined by a space, ``_`` or ``-``, with
-    digits after them one time in seven."""
-    words = [
-        w.capitalize() if rng.random() < 0.5 else w for w in rng.sample(pool, rng.choice((1, 1, 2, 2, 3)))
-    ]
-    text = rng.choice((" ", " ", " ", "_", "-")).join(words)
-    return text + str(rng.randint(2, 999)) if rng.random() < 1 / 7 else text
-
-
 def _draw_args(
-    rng: random.Random,
-    tool: TrainingTool,
-    optional_p: float = 0.45,
-    noise: tuple[float, tuple[str, ...]] = (0.0, ()),
+    rng: random.Random, tool: TrainingTool, optional_p: float = 0.45
 ) -> tuple[dict[str, Any], list[str], dict[str, str]]:
-    """Argument values, their mention phrases and each one's spoken value (optional ones with ``optional_p``).
-
-    ``noise`` ``(p, pool)``: a free-text string value (no ``enum``, ``format`` or ``pattern``) is replaced, with
-    probability ``p``, by words of ``pool`` (:func:`_noise_value`), so that the binding tagger learns a value from
-    where the request states it rather than from the value banks' words (entity replacement, as in slot-filling
-    data augmentation; Dai and Adel 2020, arXiv:2010.11683)."""
+    """Argument values, their mention phrases and each one's spoken value (optional ones with ``optional_p``)."""
     props = tool.parameters["properties"]
     required = set(tool.parameters.get("required", []))
     if not required and props:
@@ -123,8 +104,6 @@ def _draw_args(
             continue
         kind = tool.kinds[pname]
         value, spoken = kind.gen(rng)
-        if noise[0] > 0 and _free_text(schema, value) and rng.random() < noise[0]:
-            value = spoken = _noise_value(rng, noise[1])
         if (
             pname == "end_line"
             and "start_line" in args
@@ -137,14 +116,6 @@ def _draw_args(
         spoken_out[pname] = str(spoken)
         phrases.append(_param_phrase(rng, pname, kind, spoken, schema))
     return args, phrases, spoken_out
-
-
-def _free_text(schema: dict[str, Any], value: Any) -> bool:
-    return (
-        isinstance(value, str)
-        and schema.get("type") == "string"
-        and not {"enum", "format", "pattern"} & set(schema)
-    )
 
 
 def _join(rng: random.Random, phrases: list[str]) -> str:
@@ -283,17 +254,15 @@ def _kind_weights(
 
 class Generator:
     """Deterministic stream of :class:`Example` s per ``(seed, split)`` (``"train"`` or ``"heldout"``);
-        ``maskbench``: the Glaive schemas (missing: none); ``bot_share``/``decline_share``: see :func:`_kind_weights`
-        (defaults 16% and 11%); ``paired_declines``: each request for another tool's job is followed by the same
-        request with its tool offered among the same others, called (a contrast pair); ``value_noise``: the share of
-    free-text string values replaced by words of MaskBench's descriptions (see :func:`_draw_args`).
+    ``maskbench``: the Glaive schemas (missing: none); ``bot_share``/``decline_share``: see :func:`_kind_weights`
+    (defaults 16% and 11%); ``paired_declines``: each request for another tool's job is followed by the same
+    request with its tool offered among the same others, called (a contrast pair).
 
-        Raises:
-            ValueError: for an unknown split, or a share outside its range.
+    Raises:
+        ValueError: for an unknown split, or a share outside its range.
     """
 
     paired_declines = False
-    noise: tuple[float, tuple[str, ...]] = (0.0, ())  # value noise: (share, word pool) for :func:`_draw_args`
     _twin: Example | None = None  # the call that pairs the decline just drawn (``paired_declines``)
 
     def __init__(
@@ -304,10 +273,7 @@ class Generator:
         bot_share: float | None = None,
         decline_share: float | None = None,
         paired_declines: bool = False,
-        value_noise: float = 0.0,
     ) -> None:
-        if not 0.0 <= value_noise <= 1.0:
-            raise ValueError(f"value_noise must be in [0, 1], got {value_noise}")
         if split not in ("train", "heldout"):
             raise ValueError(f"split must be 'train' or 'heldout', got {split!r}")
         if bot_share is not None and not 0.0 <= bot_share < 1.0:
@@ -319,7 +285,6 @@ class Generator:
         self.glaive = [t for t in load_glaive_tools(maskbench) if split_of(t.name) == split]
         self.bots = bot_tools()
         self.paired_declines = paired_declines
-        self.noise = (value_noise, description_words(maskbench) if value_noise > 0 else ())
 
     def tool(self) -> TrainingTool:
         """Draw one tool: 40% Glaive, 45% generated, 15% bot tools."""
@@ -397,7 +362,7 @@ class Generator:
 
     def _ex_call(self) -> Example:
         tool = self.tool()
-        args, phrases, spoken = _draw_args(self.rng, tool, noise=self.noise)
+        args, phrases, spoken = _draw_args(self.rng, tool)
         req = _request(self.rng, tool, phrases)
         tools = self._toolset([tool])
         msgs = [*self._system(), {"role": "user", "content": req}]
@@ -466,7 +431,7 @@ class Generator:
             return self._ex_call()
         reqs, calls, binds = [], [], []
         for t in (t1, t2):
-            args, phrases, spoken = _draw_args(rng, t, noise=self.noise)
+            args, phrases, spoken = _draw_args(rng, t)
             reqs.append(_request(rng, t, phrases).rstrip(".!?"))
             calls.append((t.name, args))
             binds += [(t.name, k, v) for k, v in spoken.items()]
@@ -567,7 +532,7 @@ class Generator:
     def _ex_unanswerable(self) -> Example:
         rng = self.rng
         want = self.tool()
-        args, phrases, spoken = _draw_args(rng, want, noise=self.noise)
+        args, phrases, spoken = _draw_args(rng, want)
         req = _request(rng, want, phrases)
         others: list[TrainingTool] = []
         for _ in range(rng.randint(1, 3)):

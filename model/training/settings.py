@@ -79,7 +79,6 @@ class TrainConfig:
         prefix_clean_p: Share of canvases with a clean prefix, mostly noise after it (as prefix commits leave).
         bot_share: Share of the training stream in the example bots' domains (default: the generator's 16%).
         decline_share: Share of the training stream that declines in prose (default: the generator's 11%).
-        value_noise: Share of free-text string values replaced by words of MaskBench's descriptions (0: off).
         paired_declines: Follow each request for another tool's job with the same request, its tool offered, called.
         bind_weight: Weight of the binding loss (request tokens against the declared parameters).
         key_weight: Weight of the parameter loss (value tokens against the parameter they fill).
@@ -145,7 +144,6 @@ class TrainConfig:
     bot_share: Annotated[float, Field(ge=0, lt=1)] | None = None
     decline_share: float | None = None
     paired_declines: bool = False
-    value_noise: Unit = 0.0
     bind_weight: NonNegative = 1.0
     key_weight: NonNegative = 0.5
     ptr_weight: NonNegative = 0.5

@@ -86,13 +86,7 @@ def prepare(cfg: TrainConfig, log: Any = print) -> tuple[Any, list[Encoded], lis
     fresh_tok = not cfg.init_from and not (tok_dir / "tokenizer.json").exists()
     # a fresh tokenizer reads the stream's first TOKENIZER_EXAMPLES examples even when fewer are trained on
     drawn = Generator(
-        cfg.seed,
-        "train",
-        mb,
-        cfg.bot_share,
-        cfg.decline_share,
-        paired_declines=cfg.paired_declines,
-        value_noise=cfg.value_noise,
+        cfg.seed, "train", mb, cfg.bot_share, cfg.decline_share, paired_declines=cfg.paired_declines
     ).take(max(cfg.n_train, cfg.tokenizer_examples if fresh_tok else 0))
     train_ex = drawn[: cfg.n_train]
     if cfg.terse_p > 0:  # a seeded share of the examples gets declarations without descriptions
