@@ -460,6 +460,22 @@ def test_pattern_translation_matches_python_search(ll, pattern, texts):
         assert got == (re.search(pattern, text, re.ASCII) is not None), (pattern, text, rx)
 
 
+@pytest.mark.parametrize("pattern", ["(a+)+$(", "a)b", "((a)", "^x(?:y|z$"])
+def test_an_unbalanced_parenthesis_is_reported_as_python_re_reports_it(pattern):
+    # "(a+)+$(" was reported as "anchor '$' inside pattern ... is not supported", not as the bad regex it is
+    with pytest.raises(re.error) as py:
+        re.compile(pattern)
+    tool = {
+        "name": "t",
+        "parameters": {"type": "object", "properties": {"p": {"type": "string", "pattern": pattern}}},
+    }
+    with pytest.raises(SchemaError) as info:
+        tool_call_grammar([tool])
+    assert str(info.value) == (
+        f"pattern {pattern!r} is not a valid regular expression: {py.value} (keyword 'pattern' at /properties/p)"
+    )
+
+
 def test_format_regexes_accept_and_reject():
     from schema import FORMATS
 
