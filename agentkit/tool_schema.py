@@ -17,7 +17,7 @@ import pydantic
 import pydantic.json_schema
 
 from agentkit.errors import ToolDefinitionError
-from schema import FORMATS, MAX_NESTING, format_matches, nesting
+from schema import FORMATS, MAX_NESTING, format_matches, nesting, too_deep
 from schema.errors import SchemaError
 from schema.normalize import drop_titles, map_subschemas_at
 from schema.refs import Refs
@@ -398,7 +398,7 @@ def schema_problems(parameters: Any) -> list[tuple[tuple[str | int, ...], str]]:
     if not isinstance(parameters, dict) or parameters.get("type", "object") != "object":
         return [(("type",) if isinstance(parameters, dict) else (), "must be a JSON Schema of type 'object'")]
     if (depth := nesting(parameters)) > MAX_NESTING:  # before anything recurses into it
-        return [((), f"nested too deeply ({depth} levels of objects and arrays; at most {MAX_NESTING})")]
+        return [((), too_deep(depth))]
     if not_json := non_finite_numbers(parameters):
         return not_json
     try:

@@ -427,9 +427,17 @@ def _number_error(body: str) -> str:
 
 
 def _check_number(body: str, node: ir.Num, path: str) -> None:
-    """Raise a :class:`SchemaError` at ``path`` (keyword ``multipleOf`` when the message names it, else
-    ``minimum``) when llguidance cannot build a bounded number's regex (``minimum: 1e100``...)."""
+    """Raise a :class:`SchemaError` at ``path`` when llguidance cannot build a bounded number's regex: at the
+    bound beyond its float range (``minimum: 1e100``: whatever is within +-1e18 works), else at ``multipleOf``
+    when the message names it, else at ``minimum`` (``exclusiveMinimum: 1e-300``: the regex nests too deep)."""
     err = _number_error(body)
+    for k, v in node.json_schema().items() if "for float range" in err else ():  # name the bound at fault
+        if k not in ("type", "multipleOf") and _number_error(
+            f"%json {json.dumps({'type': 'number', k: v, **NO_FLEX})}"
+        ):
+            raise SchemaError(
+                k, path, f"{k}={v!r} is beyond the range the grammar's number bounds support (|{k}| < 1e18)"
+            )
     if err:
         lines = err.strip().splitlines()
         first = lines[0].split("failed to compile JSON schema: ", 1)[-1]

@@ -16,7 +16,7 @@ from schema.build import Builder, build_ir
 from schema.errors import SchemaError
 from schema.formats import FORMAT_LIMITS, FORMATS, format_matches
 from schema.ir import MAX_MULTIPLE_OF
-from schema.normalize import MAX_NESTING, nesting, normalize_schema
+from schema.normalize import MAX_NESTING, nesting, normalize_schema, too_deep
 from schema.regex import pattern_matches, pattern_to_regex
 from schema.spec import ToolSpec, fingerprint, normalize_tool, tool_ir
 
@@ -38,5 +38,6 @@ __all__ = [
     "normalize_tool",
     "pattern_matches",
     "pattern_to_regex",
+    "too_deep",
     "tool_ir",
 ]

@@ -42,6 +42,14 @@ def nesting(value: Any) -> int:
     return deepest
 
 
+def too_deep(levels: int) -> str:
+    """Why a schema of :func:`nesting` ``levels`` (past :data:`MAX_NESTING`) is refused, saying what is counted."""
+    return (
+        f"nested too deeply: {levels} levels of JSON objects and arrays, at most {MAX_NESTING} (a schema under "
+        "'properties' takes two levels: the mapping and the schema)"
+    )
+
+
 def check_nesting(schema: Any) -> None:
     """Raise :class:`SchemaError` (at the first object or array past the limit, with the keyword holding it)
     when ``schema`` nests objects and arrays deeper than :data:`MAX_NESTING`."""
@@ -54,7 +62,7 @@ def check_nesting(schema: Any) -> None:
             raise SchemaError(
                 at[-1] if at else "type",
                 "".join(f"/{escape_pointer_token(k)}" for k in at[:-1]),
-                f"the schema is nested too deeply (more than {MAX_NESTING} levels of objects and arrays)",
+                f"the schema is {too_deep(nesting(schema))}",
             )
         pairs = v.items() if isinstance(v, dict) else enumerate(v)
         stack.extend((c, depth + 1, (*at, str(k))) for k, c in pairs)

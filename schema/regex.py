@@ -35,6 +35,19 @@ def _scan(p: str) -> Iterator[tuple[int, str, int]]:
         i += 1
 
 
+def _paren_error(p: str) -> str | None:
+    """Python ``re``'s message for an unbalanced parenthesis of ``p`` (outside escapes and classes), or None."""
+    opened: list[int] = []
+    for i, c, _ in _scan(p):
+        if c == "(":
+            opened.append(i)
+        elif c == ")":
+            if not opened:
+                return f"unbalanced parenthesis at position {i}"
+            opened.pop()
+    return f"missing ), unterminated subpattern at position {opened[-1]}" if opened else None
+
+
 def _split_top(p: str) -> list[str]:
     """Split ``p`` at top-level ``|`` (outside groups and classes)."""
     cuts = [i for i, c, depth in _scan(p) if c == "|" and depth == 0]
@@ -169,8 +182,11 @@ def pattern_to_regex(pattern: str, path: str = "") -> str:
     for Lark's ``/.../`` literals.
 
     Raises:
-        SchemaError: lookaround, backreference, an inner anchor, or syntax llguidance rejects (``"pattern"``).
+        SchemaError: unbalanced parentheses, lookaround, backreference, an inner anchor, or syntax llguidance
+            rejects (``"pattern"``).
     """
+    if err := _paren_error(pattern):
+        raise SchemaError("pattern", path, f"pattern {pattern!r} is not a valid regular expression: {err}")
     if _LOOKAROUND.search(pattern):
         raise SchemaError("pattern", path, f"lookaround in pattern {pattern!r} is not supported")
     if _BACKREF.search(pattern):

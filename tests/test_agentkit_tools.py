@@ -504,8 +504,21 @@ def test_parameters_nested_too_deeply_are_a_definition_error():
     deep: dict = {"type": "string"}
     for _ in range(300):
         deep = {"type": "array", "items": deep}
-    with pytest.raises(ToolDefinitionError, match=r"tool 't': parameters: nested too deeply \(303 levels"):
+    with pytest.raises(ToolDefinitionError, match=r"tool 't': parameters: nested too deeply: 303 levels"):
         Tool(lambda **k: k, name="t", parameters={"type": "object", "properties": {"a": deep}})
+
+
+def test_objects_nested_too_deeply_say_what_the_levels_count():
+    # 200 nested object schemas were "401 levels of objects and arrays": the count of JSON levels, unexplained
+    deep: dict = {"type": "string"}
+    for _ in range(200):
+        deep = {"type": "object", "properties": {"a": deep}}
+    with pytest.raises(ToolDefinitionError) as info:
+        Tool(lambda **k: k, name="t", parameters=deep)
+    assert str(info.value) == (
+        "tool 't': parameters: nested too deeply: 401 levels of JSON objects and arrays, at most 128 (a schema "
+        "under 'properties' takes two levels: the mapping and the schema)"
+    )
 
 
 class Counter:

@@ -174,16 +174,29 @@ def test_multiple_of_with_a_huge_automaton_is_refused_with_keyword_and_path(prop
 
 
 @pytest.mark.parametrize(
-    "prop",
+    ("prop", "keyword", "value"),
     [
-        {"type": "number", "minimum": 1e100},
-        {"type": "number", "minimum": -1.5e20, "maximum": 3.25e20},
-        {"type": "number", "exclusiveMinimum": 1e-300},
+        ({"type": "number", "minimum": 1e100}, "minimum", "1e+100"),
+        ({"type": "number", "minimum": -1.5e20, "maximum": 3.25e20}, "minimum", "-1.5e+20"),
+        ({"type": "number", "exclusiveMaximum": -2e18}, "exclusiveMaximum", "-2e+18"),
     ],
 )
-def test_number_bounds_llguidance_cannot_express_name_the_property(prop):
+def test_number_bounds_beyond_llguidance_float_range_name_the_bound(prop, keyword, value):
+    # the message was llguidance's "Failed to generate regex for float range: min=Some(1e100), max=None"
     with pytest.raises(SchemaError) as ei:
         tool_call_grammar([tool(prop)], "required")
+    assert (ei.value.keyword, ei.value.path) == (keyword, "/properties/x")
+    assert str(ei.value) == (
+        f"tool 'f': {keyword}={value} is beyond the range the grammar's number bounds support (|{keyword}| < 1e18) "
+        f"(keyword {keyword!r} at /properties/x)"
+    )
+    assert "Some(" not in str(ei.value)
+    tool_call_grammar([tool({"type": "number", "minimum": -9.9e17, "maximum": 9.9e17})], "required")
+
+
+def test_number_bounds_llguidance_cannot_express_name_the_property():
+    with pytest.raises(SchemaError) as ei:
+        tool_call_grammar([tool({"type": "number", "exclusiveMinimum": 1e-300})], "required")
     assert (ei.value.keyword, ei.value.path) == ("minimum", "/properties/x")
     assert "number bounds not supported by the grammar" in str(ei.value)
 

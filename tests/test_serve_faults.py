@@ -182,6 +182,28 @@ def _tool_f(a: dict) -> dict:
             400,
             ["tools[0]", "'multipleOf'", "/properties/a", "up to 20,000"],
         ),
+        (  # was "anchor '$' inside pattern ... is not supported"
+            chat_body(tools=[_tool_f({"type": "string", "pattern": "(a+)+$("})]),
+            400,
+            ["tools[0]", "not a valid regular expression: missing ), unterminated subpattern at position 6"],
+        ),
+        (  # was llguidance's "Failed to generate regex for float range: min=Some(1e100), max=None"
+            chat_body(tools=[_tool_f({"type": "number", "minimum": 1e100})]),
+            400,
+            [
+                "tools[0]",
+                "minimum=1e+100 is beyond the range",
+                "(|minimum| < 1e18)",
+                "'minimum' at /properties/a",
+            ],
+        ),
+        (
+            chat_body(tools=[_deep_tool(200)]),
+            400,
+            [
+                "nested too deeply: 401 levels of JSON objects and arrays, at most 128 (a schema under 'properties'"
+            ],
+        ),
         (
             chat_body(
                 response_format={
@@ -217,7 +239,6 @@ def _tool_f(a: dict) -> dict:
             ["tools[0]", "no call of this tool fits", "recurses"],
         ),
         (chat_body(tools=[_deep_tool(300)]), 400, ["tools[0]", "nested too deeply"]),
-        (chat_body(tools=[_deep_tool(200)]), 400, ["nested too deeply"]),
         (
             chat_body(
                 response_format={
@@ -313,6 +334,9 @@ def _tool_f(a: dict) -> dict:
         "unknown-schema-type",
         "unsupported-keyword",
         "multiple-of-too-large",
+        "unbalanced-pattern",
+        "number-bound-1e100",
+        "deep-schema-200",
         "response-format-keyword",
         "prompt-too-long",
         "unknown-named-tool",
@@ -324,7 +348,6 @@ def _tool_f(a: dict) -> dict:
         "unknown-model",
         "recursive-required-ref",
         "deep-schema",
-        "deep-schema-200",
         "deep-response-format",
         "recursive-response-format",
         "max-tokens-over-context",
@@ -412,6 +435,10 @@ def test_schema_depth_is_refused_whatever_the_recursion_limit(server):
             assert r.status_code == 400, r.text
             err = r.json()["error"]
             assert "nested too deeply" in err["message"] and f"at most {MAX_SCHEMA_NESTING}" in err["message"]
+            assert (
+                "levels of JSON objects and arrays" in err["message"]
+                and "'properties' takes two" in err["message"]
+            )
             assert err["param"] == param
     finally:
         sys.setrecursionlimit(before)

@@ -23,7 +23,7 @@ from grammar.parse import ToolCallParseError, parse_tool_calls
 from model.checkpoint.tokenizer import decode_marked
 from model.heads.vision import ImageError
 from model.turn.limits import PromptTooLong
-from schema import MAX_NESTING, SchemaError, fingerprint, nesting
+from schema import MAX_NESTING, SchemaError, fingerprint, nesting, too_deep
 
 #: The lowest temperature of a denoising step (``temperature = 0`` ends here, starting from twice this).
 MIN_STEP_TEMPERATURE = 0.01
@@ -183,8 +183,7 @@ def _check_nesting(schema: Any, where: str, param: str) -> None:
     if n > MAX_NESTING:
         raise ServeError(
             400,
-            f"{where}: the schema is nested too deeply ({n} levels of objects and arrays; at most "
-            f"{MAX_NESTING})",
+            f"{where}: the schema is {too_deep(n)}",
             param=param,
             code="unsupported_schema",
         )
