@@ -511,7 +511,19 @@ def test_run_says_how_to_pass_a_question_that_starts_with_a_dash(bundle, tmp_pat
     res = runner.invoke(app, ["run", str(bundle), "-5 degrees in Oslo?"])
     assert res.exit_code == 2
     err = " ".join(res.stderr.replace("│", " ").split())  # rich boxes and wraps the error
-    assert "No such option: -5; a question that starts with '-' goes after --" in err
+    assert (
+        "No such option: -5; a question that starts with '-' goes after --: agentkit run BUNDLE -- \"-5 degrees in Oslo?\""
+        in err
+    )
+    res = runner.invoke(
+        app, ["run", str(bundle), "-what", "is", "this", "--json"]
+    )  # unquoted: the words joined
+    err = " ".join(res.stderr.replace("│", " ").split())
+    assert res.exit_code == 2 and "No such option: -w;" in err
+    assert 'goes after --: agentkit run BUNDLE -- "-what is this"' in err and '-w..."' not in err
+    res = runner.invoke(app, ["generate", "-what's $HOME"])  # the same hint, shell-quoted
+    err = " ".join(res.stderr.replace("│", " ").split())
+    assert "a prompt that starts with '-' goes after --: agentkit generate -- '-what'\"'\"'s $HOME'" in err
     res = runner.invoke(app, ["run", str(bundle), "--jsn", "q"])  # a mistyped long option: no such hint
     assert res.exit_code == 2 and "goes after --" not in res.stderr
     script = tmp_path / "plain.json"
