@@ -36,7 +36,7 @@ from agentkit.bundle_tools import (
 )
 from agentkit.errors import BundleError, BundleIssue, ToolDefinitionError
 from agentkit.mcp.guard import command_not_found, interpreter
-from agentkit.tool_schema import grounded_keyword, schema_problems
+from agentkit.tool_schema import grounded_keyword, mark_grounded, schema_problems
 from agentkit.tools import DEFAULT_RETRIES, DEFAULT_TIMEOUT_S, Tool
 
 if TYPE_CHECKING:
@@ -249,21 +249,10 @@ class _Load:
             "max_output_bytes": t.get("max_output_bytes"),
         }
         try:
-            if "python" in t:
-                made = self.python_tool(t, tp, params, common)
-            elif params is None:
-                impl = "http" if "http" in t else "sandbox"
-                self.add(tp, f"a {impl} tool needs 'parameters' (a JSON Schema of its arguments)")
-                return None
-            elif "http" in t:
-                made = self.http_tool(t, tp, params, common)
-            else:
-                spec = t["sandbox"]
-                fn = make_sandbox_function(t["name"], spec, self.runner)
-                timeout = t.get("timeout", float(spec.get("timeout", 10.0)) + 60.0)
-                made = Tool(fn, parameters=params, timeout=timeout, **common)
+            made = self.made_tool(t, tp, params, common)
         except ToolDefinitionError as exc:
-            self.add(tp, str(exc))
+            if not self.grounded_issues(t, tp, params, common):
+                self.add(tp, str(exc))
             return None
         # what the embedded backend's constraint cannot enforce (checked for that backend only)
         if (
@@ -284,6 +273,42 @@ class _Load:
             keyword = "grounded" if problem.keyword == "x-grounded" else problem.keyword  # as written
             self.add((*tp, "parameters", *where, keyword), why)
         return None
+
+    def made_tool(
+        self, t: dict[str, Any], tp: FieldPath, params: dict[str, Any] | None, common: dict[str, Any]
+    ) -> Tool | None:
+        """The tool of ``t`` by its kind, or ``None`` with its issues recorded; raises ToolDefinitionError."""
+        if "python" in t:
+            return self.python_tool(t, tp, params, common)
+        if params is None:
+            impl = "http" if "http" in t else "sandbox"
+            self.add(tp, f"a {impl} tool needs 'parameters' (a JSON Schema of its arguments)")
+            return None
+        if "http" in t:
+            return self.http_tool(t, tp, params, common)
+        spec = t["sandbox"]
+        fn = make_sandbox_function(t["name"], spec, self.runner)
+        timeout = t.get("timeout", float(spec.get("timeout", 10.0)) + 60.0)
+        return Tool(fn, parameters=params, timeout=timeout, **common)
+
+    def grounded_issues(
+        self, t: dict[str, Any], tp: FieldPath, params: dict[str, Any] | None, common: dict[str, Any]
+    ) -> bool:
+        """After a tool failed to build: record each entry of its ``grounded:`` list that names no string
+        parameter (all of them, each at its entry); whether there was one."""
+        try:
+            made = self.made_tool(t, tp, params, {**common, "grounded": []}) if common["grounded"] else None
+        except ToolDefinitionError:
+            return False  # the tool fails for another reason
+        if made is None:
+            return False
+        before = len(self.issues)
+        for i, n in enumerate(common["grounded"]):
+            try:
+                mark_grounded(t["name"], made.parameters, [n])
+            except ToolDefinitionError as exc:
+                self.add((*tp, "grounded", i), str(exc))
+        return len(self.issues) > before
 
     def python_tool(
         self, t: dict[str, Any], tp: FieldPath, params: dict[str, Any] | None, common: dict[str, Any]

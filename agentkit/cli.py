@@ -48,7 +48,7 @@ def version() -> None:
 app.command("run", cls=run.RunCommand)(run.run_command)
 app.command("chat")(run.chat_command)
 app.command("check")(check.check_command)
-app.command("generate")(generate.generate_command)
+app.command("generate", cls=generate.GenerateCommand)(generate.generate_command)
 app.command("serve")(serve.serve_command)
 app.add_typer(sandbox.sandbox_app, name="sandbox")
 app.command(

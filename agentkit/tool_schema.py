@@ -391,8 +391,8 @@ def non_finite_numbers(schema: Any) -> list[tuple[tuple[str | int, ...], str]]:
 
 def schema_problems(parameters: Any) -> list[tuple[tuple[str | int, ...], str]]:
     """``[(path, why)]`` of a written ``parameters`` schema (a tool's or a bundle's): not an object schema,
-    nested deeper than ``schema.MAX_NESTING``, a NaN or an infinity, not valid JSON Schema, each misspelt
-    keyword, or a ``$ref`` that does not resolve inside it; ``[]`` when none."""
+    nested deeper than ``schema.MAX_NESTING``, a NaN or an infinity; else each way it is not valid JSON Schema;
+    else each misspelt keyword and a ``$ref`` that does not resolve inside it; ``[]`` when none."""
     import jsonschema
 
     if not isinstance(parameters, dict) or parameters.get("type", "object") != "object":
@@ -401,14 +401,16 @@ def schema_problems(parameters: Any) -> list[tuple[tuple[str | int, ...], str]]:
         return [((), too_deep(depth))]
     if not_json := non_finite_numbers(parameters):
         return not_json
-    try:
-        jsonschema.validators.validator_for(parameters, default=jsonschema.Draft202012Validator).check_schema(
-            parameters
-        )
-    except jsonschema.SchemaError as exc:
-        return [(tuple(exc.path), f"not a valid JSON Schema: {exc.message}{yaml_number_hint(exc.instance)}")]
+    # every error of the meta-schema, not only check_schema's first
+    cls = jsonschema.validators.validator_for(parameters, default=jsonschema.Draft202012Validator)
+    meta = jsonschema.validators.validator_for(cls.META_SCHEMA, default=cls)
+    errors = meta(cls.META_SCHEMA, format_checker=meta.FORMAT_CHECKER).iter_errors(parameters)
+    if invalid := [
+        (tuple(e.path), f"not a valid JSON Schema: {e.message}{yaml_number_hint(e.instance)}") for e in errors
+    ]:
+        return invalid
     bad_ref = unresolvable_ref(parameters)
-    return misspelt_keywords(parameters) or ([] if bad_ref is None else [bad_ref])
+    return misspelt_keywords(parameters) + ([] if bad_ref is None else [bad_ref])
 
 
 @functools.cache

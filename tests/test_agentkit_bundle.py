@@ -937,6 +937,78 @@ def test_a_tool_level_grounded_list_is_checked_at_load_with_its_line(tmp_path):
     ]
 
 
+def test_every_bad_entry_of_a_grounded_list_is_reported_at_once_each_at_its_entry(tmp_path):
+    sandbox = """\
+        agentkit_bundle: 1
+        name: g
+        tools:
+          - name: search
+            sandbox: {code: "print(1)"}
+            grounded: [max_results, nope, query]
+            parameters: {type: object, properties: {query: {type: string}, max_results: {type: integer}}}
+        """
+    with pytest.raises(BundleError) as ei:
+        load_bundle(write(tmp_path, textwrap.dedent(sandbox)))
+    got = [(i.field, i.line, i.column, i.message) for i in ei.value.issues]
+    assert got == [
+        (
+            "tools[0].grounded[0]",
+            6,
+            16,
+            "tool 'search': grounded parameter 'max_results' must be a string (a span of the conversation)",
+        ),
+        (
+            "tools[0].grounded[1]",
+            6,
+            29,
+            "tool 'search': grounded parameter 'nope' is not one of its parameters "
+            "(['max_results', 'query'])",
+        ),
+    ]
+    # a python target's parameters come from its signature: the same, per entry
+    (tmp_path / "gtools.py").write_text("def look(x: str, n: int = 1) -> str:\n    return x\n")
+    (tmp_path / "p.yaml").write_text(
+        "agentkit_bundle: 1\nname: g\ntools:\n  - name: look\n    python: gtools:look\n    grounded: [n, z, x]\n"
+    )
+    with pytest.raises(BundleError) as ei:
+        load_bundle(tmp_path / "p.yaml")
+    assert [(i.field, i.message[-40:]) for i in ei.value.issues] == [
+        ("tools[0].grounded[0]", "be a string (a span of the conversation)"),
+        ("tools[0].grounded[1]", "s not one of its parameters (['n', 'x'])"),
+    ]
+
+
+def test_every_json_schema_error_of_a_tool_is_reported_at_once(tmp_path):
+    text = """\
+        agentkit_bundle: 1
+        name: s
+        tools:
+          - name: search
+            sandbox: {code: "print(1)"}
+            parameters:
+              type: object
+              properties:
+                query: {type: strin}
+                n: {type: integer, minimum: ten}
+              required: query
+        """
+    with pytest.raises(BundleError) as ei:
+        load_bundle(write(tmp_path, textwrap.dedent(text)))
+    assert [(i.field, i.line, i.message) for i in ei.value.issues] == [
+        (
+            "tools[0].parameters.properties.query.type",
+            9,
+            "not a valid JSON Schema: 'strin' is not valid under any of the given schemas",
+        ),
+        (
+            "tools[0].parameters.properties.n.minimum",
+            10,
+            "not a valid JSON Schema: 'ten' is not of type 'number'",
+        ),
+        ("tools[0].parameters.required", 11, "not a valid JSON Schema: 'query' is not of type 'array'"),
+    ]
+
+
 def test_grounded_inside_a_nested_schema_is_converted_too(tmp_path):
     nested = """
         type: object

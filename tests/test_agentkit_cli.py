@@ -457,6 +457,27 @@ def test_check_validates_a_bundle_without_running_it(bundle, tmp_path):
             }
         ],
     }
+    # every independent error of a tool at once, each at its own line and field
+    bad.write_text(
+        "agentkit_bundle: 1\nname: bad\ntools:\n  - name: s\n    sandbox: {code: x}\n    grounded: [n, nope]\n"
+        "    parameters: {type: object, properties: {n: {type: integer}, q: {type: strin}}, required: q}\n"
+    )
+    res = runner.invoke(app, ["check", str(bad)])
+    assert res.exit_code == 2
+    assert res.stderr.splitlines()[1:] == [
+        f"  {bad}:7:75: tools[0].parameters.properties.q.type: not a valid JSON Schema: 'strin' is not valid "
+        "under any of the given schemas",
+        f"  {bad}:7:94: tools[0].parameters.required: not a valid JSON Schema: 'q' is not of type 'array'",
+    ]
+    bad.write_text(bad.read_text().replace("strin}}, required: q", "string}}"))
+    res = runner.invoke(app, ["check", str(bad)])
+    assert res.exit_code == 2
+    assert res.stderr.splitlines()[1:] == [
+        f"  {bad}:6:16: tools[0].grounded[0]: tool 's': grounded parameter 'n' must be a string (a span of the "
+        "conversation)",
+        f"  {bad}:6:19: tools[0].grounded[1]: tool 's': grounded parameter 'nope' is not one of its parameters "
+        "(['n', 'q'])",
+    ]
     res = runner.invoke(app, ["check", str(tmp_path / "missing.yaml")])
     assert res.exit_code == 2 and "missing.yaml: cannot read bundle: No such file or directory" in res.stderr
     # with --json an unreadable file is an issue on stdout too (it was the plain line on stderr, stdout empty)
@@ -511,7 +532,19 @@ def test_run_says_how_to_pass_a_question_that_starts_with_a_dash(bundle, tmp_pat
     res = runner.invoke(app, ["run", str(bundle), "-5 degrees in Oslo?"])
     assert res.exit_code == 2
     err = " ".join(res.stderr.replace("│", " ").split())  # rich boxes and wraps the error
-    assert "No such option: -5; a question that starts with '-' goes after --" in err
+    assert (
+        "No such option: -5; a question that starts with '-' goes after --: agentkit run BUNDLE -- \"-5 degrees in Oslo?\""
+        in err
+    )
+    res = runner.invoke(
+        app, ["run", str(bundle), "-what", "is", "this", "--json"]
+    )  # unquoted: the words joined
+    err = " ".join(res.stderr.replace("│", " ").split())
+    assert res.exit_code == 2 and "No such option: -w;" in err
+    assert 'goes after --: agentkit run BUNDLE -- "-what is this"' in err and '-w..."' not in err
+    res = runner.invoke(app, ["generate", "-what's $HOME"])  # the same hint, shell-quoted
+    err = " ".join(res.stderr.replace("│", " ").split())
+    assert "a prompt that starts with '-' goes after --: agentkit generate -- '-what'\"'\"'s $HOME'" in err
     res = runner.invoke(app, ["run", str(bundle), "--jsn", "q"])  # a mistyped long option: no such hint
     assert res.exit_code == 2 and "goes after --" not in res.stderr
     script = tmp_path / "plain.json"

@@ -7,12 +7,14 @@ import contextlib
 import dataclasses
 import json
 import math
+import shlex
 import sys
 from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any, TypeVar, get_args
 
 import typer
+from typer.core import TyperCommand
 
 from agentkit.backends import BACKENDS
 from agentkit.errors import BundleError, BundleIssue
@@ -49,6 +51,41 @@ VisionBudget = Annotated[
         help="Soft tokens per image (embedded model): 70, 140, 280 (default), 560 or 1120 (docs/AGENTS.md)."
     ),
 ]
+
+
+class DashTextCommand(TyperCommand):
+    """A command whose text argument may start with ``-``: an unknown short option (``-what is this``) adds a
+    hint to pass the text after ``--``, quoting the user's own words (the argument the option came from and the
+    plain words after it), else a placeholder. Subclasses set ``usage`` (``agentkit run BUNDLE``) and ``text``
+    (``question``)."""
+
+    usage, text = "agentkit COMMAND", "text"
+
+    def parse_args(self, ctx: Any, args: list[str]) -> list[str]:
+        given = list(args)  # click's parser consumes ``args``
+        try:
+            return super().parse_args(ctx, args)
+        except Exception as exc:  # click's NoSuchOption (typer keeps its click private): always raised again
+            name, message = getattr(exc, "option_name", None), getattr(exc, "message", None)
+            if isinstance(name, str) and isinstance(message, str) and not name.startswith("--"):
+                hint = f"a {self.text} that starts with '-' goes after --: {self.usage} -- {_dash_text(name, given)}"
+                setattr(exc, "message", f"{message}; {hint}")  # noqa: B010 (click's type is not importable)
+            raise
+
+
+def _dash_text(option: str, args: list[str]) -> str:
+    """The shell-quoted words of ``args`` from the first that starts with ``option`` (``-w`` of ``-what``) up to
+    the next option; ``"-TEXT"`` when none does."""
+    start = next((i for i, a in enumerate(args) if a.startswith(option) and not a.startswith("--")), None)
+    if start is None:
+        return '"-TEXT"'
+    words = [args[start]]
+    for a in args[start + 1 :]:
+        if a.startswith("-"):
+            break
+        words.append(a)
+    text = " ".join(words)
+    return shlex.quote(text) if any(c in text for c in '"$`\\!') else f'"{text}"'
 
 
 def error(message: str) -> None:

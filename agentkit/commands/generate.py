@@ -12,6 +12,7 @@ from rich.text import Text
 
 from agentkit.commands import (
     Adapter,
+    DashTextCommand,
     Device,
     DType,
     Threads,
@@ -155,6 +156,12 @@ def _print_stats(console: Any, s: Any) -> None:
         f"sampling {s.time_sampling_s * 1000:.0f} ms, total {s.time_total_s * 1000:.0f} ms[/cyan]",
         soft_wrap=True,
     )
+
+
+class GenerateCommand(DashTextCommand):
+    """``generate``'s command: a prompt that starts with ``-`` is told to go after ``--``."""
+
+    usage, text = "agentkit generate", "prompt"
 
 
 def generate_command(

@@ -10,11 +10,11 @@ from typing import TYPE_CHECKING, Any
 import typer
 from rich.console import Console
 from rich.text import Text
-from typer.core import TyperCommand
 
 from agentkit.commands import (
     THREADS_HELP,
     Adapter,
+    DashTextCommand,
     VisionBudget,
     check_backend,
     check_binding,
@@ -85,19 +85,10 @@ def _seed_in_range(seed: int | None) -> int | None:
 _SEED = typer.Option(None, "--seed", callback=_seed_in_range, help=_SEED_HELP)
 
 
-class RunCommand(TyperCommand):
-    """``run``'s command: an unknown short option (``-5 degrees in Oslo?``, a question that starts with ``-``)
-    says how to pass such a question, after ``--``."""
+class RunCommand(DashTextCommand):
+    """``run``'s command: a question that starts with ``-`` (``-5 degrees in Oslo?``) is told to go after ``--``."""
 
-    def parse_args(self, ctx: Any, args: list[str]) -> list[str]:
-        try:
-            return super().parse_args(ctx, args)
-        except Exception as exc:  # click's NoSuchOption (typer keeps its click private): always raised again
-            name, message = getattr(exc, "option_name", None), getattr(exc, "message", None)
-            if isinstance(name, str) and isinstance(message, str) and not name.startswith("--"):
-                hint = f"a question that starts with '-' goes after --: agentkit run BUNDLE -- \"{name}...\""
-                setattr(exc, "message", f"{message}; {hint}")  # noqa: B010 (click's type is not importable)
-            raise
+    usage, text = "agentkit run BUNDLE", "question"
 
 
 def _short(value: Any, limit: int = 160) -> str:
