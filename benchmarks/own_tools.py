@@ -96,7 +96,7 @@ def main(argv: list[str] | None = None) -> int:
     rows = []
     for request, want in REQUESTS:
         result = agent.run(request)
-        calls = [(c.name, dict(c.arguments)) for s in result.steps for c in s.tool_calls]
+        calls = [(c.name, dict(c.arguments)) for c in result.tool_calls]
         first = calls[0] if calls else None
         rows.append(
             {
