@@ -2,7 +2,7 @@
 
 Runs, on one checkpoint (default: the embedded ``agentkit-tiny``), on the CPU:
 
-* the copy probe (``python -m model.training.probe``): accuracy of one decoder pass on the value tokens a call
+* the copy probe (``python -m evals.probe``): accuracy of one decoder pass on the value tokens a call
   copies from the request, at noise level t = 0.25 (200 held-out calls; ``--quick``: 50);
 * the held-out synthetic split (``agentkit eval heldout``): share of call examples whose calls match exactly,
   arguments included (200 examples; ``--quick``: 40);
@@ -107,7 +107,7 @@ def main(argv: list[str] | None = None) -> int:
     from evals.heldout import evaluate_heldout
     from model.checkpoint.loading import DEFAULT_CHECKPOINT
     from model.errors import CheckpointError
-    from model.training.probe import copy_probe
+    from evals.probe import copy_probe
     from model.turn.chat import ChatModel
 
     ckpt = a.checkpoint or str(DEFAULT_CHECKPOINT)

@@ -327,14 +327,19 @@ def test_a_vote_moves_the_forbidden_mass_onto_its_tokens():
 def test_the_transformers_adapter_names_a_missing_helper(ck):
     hf_compat.check_model(ck.model)
 
-    class Old:
-        _prepare_cache_for_generation = ck.model._prepare_cache_for_generation
-        model = ck.model.model
+    class Old(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self._prepare_cache_for_generation = ck.model._prepare_cache_for_generation
+            self.model = ck.model.model
 
     with pytest.raises(
         RuntimeError, match=r"Old\._prepare_encoder_inputs is missing: transformers \S+ is not"
     ):
         hf_compat.check_model(Old())
+    # the object load_checkpoint returns, passed where its model belongs
+    with pytest.raises(TypeError, match=r"got LoadedCheckpoint; pass its \.model$"):
+        generate(ck, torch.ones(1, 3, dtype=torch.long))
 
 
 def test_the_compiled_step_agrees_with_eager():

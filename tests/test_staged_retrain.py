@@ -68,7 +68,7 @@ def test_a_word_splits_the_same_with_or_without_a_leading_space(space_tok):
 
 
 def test_every_copied_word_is_reachable_with_the_space_tokenizer(space_tok, tmp_path):
-    from model.training.probe import copy_reachability, word_reachability
+    from evals.probe import copy_reachability, word_reachability
 
     prompt = (
         '<|tool_response>response:find_definition{path:<|"|>agentkit/bundle.py<|"|>,line:600}<tool_response|>'

@@ -137,7 +137,7 @@ def test_copy_probe_on_shipped_checkpoint(capsys):
     the copy head: 0.56 and 0.00; docs/TRAINING.md)."""
     import json
 
-    from model.training.probe import copy_probe, main
+    from evals.probe import copy_probe, main
 
     r = copy_probe(str(CKPT), n=12)
     assert r["n_examples"] == 12
@@ -162,7 +162,7 @@ def test_word_reachability_finds_bpe_spacing_mismatches(capsys):
 
     from transformers import AutoTokenizer
 
-    from model.training.probe import copy_reachability, main, word_reachability
+    from evals.probe import copy_reachability, main, word_reachability
 
     tok = AutoTokenizer.from_pretrained(CKPT)
     response = '{"location":"agentkit/bundle.py:466","path":"agentkit/bundle.py"}'

@@ -20,8 +20,14 @@ _NEEDED = (
 
 
 def check_model(model: Any) -> None:
-    """RuntimeError naming the helper and the installed transformers version when ``model`` lacks one the runtime
-    calls."""
+    """TypeError when ``model`` is not a torch module (e.g. a ``LoadedCheckpoint``, whose ``.model`` is meant);
+    RuntimeError naming the helper and the installed transformers version when it lacks one the runtime calls."""
+    if not isinstance(model, torch.nn.Module):
+        inner = getattr(model, "model", None)
+        hint = "; pass its .model" if isinstance(inner, torch.nn.Module) else ""
+        raise TypeError(
+            f"model must be transformers' DiffusionGemmaForBlockDiffusion, got {type(model).__name__}{hint}"
+        )
     for owner, name in _NEEDED:
         obj = model
         for part in filter(None, owner.split(".")):

@@ -417,7 +417,8 @@ def generate(
         ValueError: ``input_ids`` not 2-D, empty, not integer or outside the vocabulary; a mismatched
             ``attention_mask``; an unknown ``sampler``; a seed outside int64; ``constraints`` of the wrong length; a
             constraint mask that allows no token; image soft tokens that do not match the prompt.
-        TypeError: an option :class:`RunOptions` lacks."""
+        TypeError: an option :class:`RunOptions` lacks; ``model`` not a torch module (e.g. the
+            ``LoadedCheckpoint`` rather than its ``.model``)."""
     started = time.perf_counter()
     den = denoiser(model, input_ids, settings, **options)
     images = image_inputs(model, input_ids, pixel_values, image_position_ids, mm_token_type_ids)

@@ -1,6 +1,6 @@
 """Copy probe: how often a checkpoint reproduces the value tokens a tool call must copy from the request.
 
-``python -m model.training.probe CKPT [--n 200] [--json]`` scores held-out single-call examples on their target
+``python -m evals.probe CKPT [--n 200] [--json]`` scores held-out single-call examples on their target
 tokens, all of them and the copied ones (word-like tokens whose stripped text is a request token's and no system
 token's): ``ar``, the next-token accuracy of the causal encoder's read-out (what ``--ar-weight`` trains), and
 ``diffusion_t{0.25,0.5,1.0}``, the accuracy of one decoder pass on a canvas noised at level t (a copy-head
@@ -170,7 +170,7 @@ def copy_reachability(checkpoint: str, n: int = 300) -> dict[str, Any]:
 
 def main(argv: list[str] | None = None) -> int:
     """CLI entry point; prints a table (or one JSON object with ``--json``); returns the exit code."""
-    ap = argparse.ArgumentParser(prog="python -m model.training.probe", description=__doc__.split("\n\n")[0])
+    ap = argparse.ArgumentParser(prog="python -m evals.probe", description=__doc__.split("\n\n")[0])
     ap.add_argument("checkpoint")
     ap.add_argument("--n", type=int, default=200, help="held-out single-call examples")
     ap.add_argument("--threads", type=int, default=1)
