@@ -348,7 +348,9 @@ class _Load:
         required = set(params.get("required", []))
         before = len(self.issues)
         for n, where in placeholders(spec["url"], (*tp, "http", "url")):
-            if n not in required:
+            if n not in props:
+                self.add(where, f"URL placeholder {{{n}}} names no parameter (have: {sorted(props)})")
+            elif n not in required:
                 self.add(where, f"URL placeholder {{{n}}} must be a required parameter")
         for part in ("headers", "query", "body"):
             for n, where in placeholders(spec.get(part), (*tp, "http", part)):

@@ -423,6 +423,32 @@ ERROR_CASES = [
     ),
     (
         """
+        agentkit_bundle: "1"
+        name: x
+        tools: []
+        """,
+        1,
+        "agentkit_bundle",
+        "unsupported bundle format version '1'; this agentkit reads version 1 (the number: agentkit_bundle: 1)",
+    ),
+    (
+        """
+        agentkit_bundle: 1
+        name: x
+        tools:
+          - name: t
+            parameters:
+              type: object
+              $defs: {A: {$ref: "#/$defs/B"}, B: {$ref: "#/$defs/A"}}
+              properties: {s: {$ref: "#/$defs/A"}}
+            sandbox: {code: "print(1)"}
+        """,
+        7,
+        "tools[0].parameters.$defs.A",
+        "leads into a loop of references that reaches no property or item",
+    ),
+    (
+        """
         agentkit_bundle: 1
         name: x
         tools:
@@ -497,6 +523,20 @@ ERROR_CASES = [
         7,
         "tools[0].http.url",
         "URL placeholder {q} must be a required parameter",
+    ),
+    (
+        """
+        agentkit_bundle: 1
+        name: x
+        tools:
+          - name: t
+            parameters: {type: object, properties: {q: {type: string}}, required: [q]}
+            http:
+              url: "https://x.example/{q}/{zz}"
+        """,
+        7,
+        "tools[0].http.url",
+        "URL placeholder {zz} names no parameter (have: ['q'])",
     ),
     (
         """
