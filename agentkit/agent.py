@@ -215,6 +215,7 @@ class Agent(Host):
 
         Raises:
             BundleError: the file is invalid (file, line, field in the message).
+            TypeError: ``bundle`` is neither a path nor a ``BundleSpec``.
         """
         from agentkit.bundle_load import BundleSpec, load_spec
 

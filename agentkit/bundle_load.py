@@ -478,7 +478,12 @@ def load_spec(
     Raises:
         BundleError: every problem found, each with file, line, column and field.
         OSError: the file cannot be read.
+        TypeError: ``path`` is not a ``str`` or ``os.PathLike``.
     """
+    if not isinstance(path, (str, os.PathLike)):
+        raise TypeError(
+            f"the bundle path must be a str or a pathlib.Path, got {type(path).__name__}: {path!r}"
+        )
     p = Path(path)
     load = _Load(p, http_client, sandbox_runner or default_sandbox_runner, backend)
     data = load.read()

@@ -1411,3 +1411,11 @@ def test_from_bundle_takes_tools_as_an_agent_keyword(tmp_path, pymod):
     agent = Agent.from_bundle(p, backend=ScriptedBackend([call("sub", a=5, b=2), "3"]), tools=[*bundled, sub])
     assert list(agent.tools) == ["add", "sub"] and agent.max_steps == 3
     assert agent.run("5-2?").tool_calls[0].content == "3"
+
+
+@pytest.mark.parametrize("path, kind", [(123, "int"), (None, "NoneType"), ({"name": "x"}, "dict")])
+def test_a_bundle_path_that_is_no_path_is_a_type_error_naming_it(path, kind):
+    # was Python's "expected str, bytes or os.PathLike object, not int", naming no parameter
+    for load in (load_bundle, Agent.from_bundle):
+        with pytest.raises(TypeError, match=f"the bundle path must be a str or a pathlib.Path, got {kind}: "):
+            load(path)
