@@ -60,7 +60,9 @@ def user_content(
         model.heads.vision.ImageError: an unusable image or vision budget (names the image and the reason).
     """
     if not isinstance(question, str) or not question.strip():
-        raise ValueError("question must be a non-empty string")
+        raise ValueError(
+            f"question must be a non-empty string, got {type(question).__name__} {question!r:.80}"
+        )
     if vision_budget is not None:
         check_budget(vision_budget)
     if images is None or len(images) == 0:
@@ -215,6 +217,7 @@ class Agent(Host):
 
         Raises:
             BundleError: the file is invalid (file, line, field in the message).
+            TypeError: ``bundle`` is neither a path nor a ``BundleSpec``.
         """
         from agentkit.bundle_load import BundleSpec, load_spec
 

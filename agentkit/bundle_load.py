@@ -348,7 +348,9 @@ class _Load:
         required = set(params.get("required", []))
         before = len(self.issues)
         for n, where in placeholders(spec["url"], (*tp, "http", "url")):
-            if n not in required:
+            if n not in props:
+                self.add(where, f"URL placeholder {{{n}}} names no parameter (have: {sorted(props)})")
+            elif n not in required:
                 self.add(where, f"URL placeholder {{{n}}} must be a required parameter")
         for part in ("headers", "query", "body"):
             for n, where in placeholders(spec.get(part), (*tp, "http", part)):
@@ -476,7 +478,12 @@ def load_spec(
     Raises:
         BundleError: every problem found, each with file, line, column and field.
         OSError: the file cannot be read.
+        TypeError: ``path`` is not a ``str`` or ``os.PathLike``.
     """
+    if not isinstance(path, (str, os.PathLike)):
+        raise TypeError(
+            f"the bundle path must be a str or a pathlib.Path, got {type(path).__name__}: {path!r}"
+        )
     p = Path(path)
     load = _Load(p, http_client, sandbox_runner or default_sandbox_runner, backend)
     data = load.read()

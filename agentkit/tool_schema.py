@@ -20,7 +20,7 @@ from agentkit.errors import ToolDefinitionError
 from schema import FORMATS, MAX_NESTING, format_matches, nesting, too_deep
 from schema.errors import SchemaError
 from schema.normalize import drop_titles, map_subschemas_at
-from schema.refs import Refs
+from schema.refs import Refs, in_place_loop
 
 # --------------------------------------------------------------------------------------------- docstrings
 
@@ -338,8 +338,9 @@ _DATA_KEYWORDS = frozenset({"enum", "const", "default", "examples"})
 
 
 def unresolvable_ref(schema: dict[str, Any]) -> tuple[tuple[str | int, ...], str] | None:
-    """``(path, message)`` of the first ``$ref`` that does not resolve inside ``schema`` (agentkit fetches none),
-    else ``None`` (also for a nested ``$id``, left to jsonschema at call time)."""
+    """``(path, message)`` of the first ``$ref`` that does not resolve inside ``schema`` (agentkit fetches none)
+    or that leads back to itself in place (:func:`schema.refs.in_place_loop`), else ``None`` (also for a nested
+    ``$id``, left to jsonschema at call time)."""
     found: list[tuple[tuple[str | int, ...], Any]] = []
     stack: list[tuple[Any, tuple[str | int, ...]]] = [(schema, ())]
     while stack:
@@ -355,7 +356,8 @@ def unresolvable_ref(schema: dict[str, Any]) -> tuple[tuple[str | int, ...], str
             elif k not in _DATA_KEYWORDS:
                 stack.append((v, (*path, k)))
     refs = Refs(schema)
-    for path, ref in sorted(found, key=lambda x: [str(p) for p in x[0]]):
+    found.sort(key=lambda x: [str(p) for p in x[0]])
+    for path, ref in found:
         try:
             refs.pointer(ref, "/".join(map(str, path)))
         except SchemaError:
@@ -363,6 +365,14 @@ def unresolvable_ref(schema: dict[str, Any]) -> tuple[tuple[str | int, ...], str
                 path,
                 f"$ref {ref!r} does not resolve (a reference must point inside the schema: agentkit fetches none)",
             )
+    if loop := in_place_loop(refs, [refs.pointer(ref, "") for _, ref in found]):
+        path, ref = next((p, r) for p, r in found if refs.pointer(r, "") == loop[0])
+        chain = " -> ".join(f"#{p}" for p in loop)
+        return (
+            path,
+            f"$ref {ref!r} leads into a loop of references that reaches no property or item ({chain}): no value "
+            "can be checked against it",
+        )
     return None
 
 

@@ -156,6 +156,51 @@ def recursive_targets(refs: Refs) -> set[str]:
     return recursive
 
 
+#: Keywords whose subschemas apply to the value itself, not to one of its properties or items.
+_IN_PLACE_KEYS = ("allOf", "anyOf", "oneOf", "not", "if", "then", "else", "dependentSchemas")
+
+
+def _in_place_refs(node: Any, refs: Refs) -> Iterator[str]:
+    """The pointers of the ``$ref``s that apply to the very value ``node`` applies to."""
+    stack = [node]
+    while stack:
+        n = stack.pop()
+        if not isinstance(n, dict):
+            continue
+        if "$ref" in n:
+            yield refs.pointer(n["$ref"], "")
+        for k in _IN_PLACE_KEYS:
+            v = n.get(k)
+            if k == "dependentSchemas" and isinstance(v, dict):
+                stack.extend(v.values())
+            else:
+                stack.extend(v if isinstance(v, list) else [v])
+
+
+def in_place_loop(refs: Refs, starts: list[str]) -> list[str] | None:
+    """A chain of pointers ``[p, ..., p]`` along which references lead from ``p`` back to ``p`` without reaching
+    a property or an item (``A: {$ref: B}``, ``B: {anyOf: [{$ref: A}]}``): checking a value against ``p`` never
+    ends (JSON Schema leaves it undefined, jsonschema recurses until ``RecursionError``); ``None`` when no
+    reference reached from ``starts`` (resolved pointers) is on one. Raises :class:`SchemaError` as
+    :meth:`Refs.pointer`."""
+    done: set[str] = set()
+    for start in starts:
+        if start in done:
+            continue
+        path, stack = [start], [iter(list(_in_place_refs(refs.at[start], refs)))]
+        while stack:
+            nxt = next(stack[-1], None)
+            if nxt is None:
+                done.add(path.pop())
+                stack.pop()
+            elif nxt in path:
+                return [*path[path.index(nxt) :], nxt]
+            elif nxt not in done:
+                path.append(nxt)
+                stack.append(iter(list(_in_place_refs(refs.at[nxt], refs))))
+    return None
+
+
 def _def_names(ptrs: set[str]) -> dict[str, str]:
     names: dict[str, str] = {}
     used: set[str] = set()

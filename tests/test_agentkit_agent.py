@@ -335,8 +335,11 @@ def test_constructor_checks():
         Agent(ScriptedBackend([]), max_steps=0)
     with pytest.raises(ValueError, match="tool_choice must be"):
         Agent(ScriptedBackend([]), tool_choice="sometimes")  # type: ignore[arg-type]
-    with pytest.raises(ValueError, match="question must be a non-empty string"):
+    with pytest.raises(ValueError, match=r"question must be a non-empty string, got str '  '$"):
         Agent(ScriptedBackend([])).run("  ")
+    # the message named no type
+    with pytest.raises(ValueError, match=r"question must be a non-empty string, got int 123$"):
+        Agent(ScriptedBackend([])).run(123)  # type: ignore[arg-type]
 
 
 def test_plain_functions_and_agent_tool_decorator():

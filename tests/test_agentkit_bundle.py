@@ -423,6 +423,32 @@ ERROR_CASES = [
     ),
     (
         """
+        agentkit_bundle: "1"
+        name: x
+        tools: []
+        """,
+        1,
+        "agentkit_bundle",
+        "unsupported bundle format version '1'; this agentkit reads version 1 (the number: agentkit_bundle: 1)",
+    ),
+    (
+        """
+        agentkit_bundle: 1
+        name: x
+        tools:
+          - name: t
+            parameters:
+              type: object
+              $defs: {A: {$ref: "#/$defs/B"}, B: {$ref: "#/$defs/A"}}
+              properties: {s: {$ref: "#/$defs/A"}}
+            sandbox: {code: "print(1)"}
+        """,
+        7,
+        "tools[0].parameters.$defs.A",
+        "leads into a loop of references that reaches no property or item",
+    ),
+    (
+        """
         agentkit_bundle: 1
         name: x
         tools:
@@ -497,6 +523,20 @@ ERROR_CASES = [
         7,
         "tools[0].http.url",
         "URL placeholder {q} must be a required parameter",
+    ),
+    (
+        """
+        agentkit_bundle: 1
+        name: x
+        tools:
+          - name: t
+            parameters: {type: object, properties: {q: {type: string}}, required: [q]}
+            http:
+              url: "https://x.example/{q}/{zz}"
+        """,
+        7,
+        "tools[0].http.url",
+        "URL placeholder {zz} names no parameter (have: ['q'])",
     ),
     (
         """
@@ -1371,3 +1411,11 @@ def test_from_bundle_takes_tools_as_an_agent_keyword(tmp_path, pymod):
     agent = Agent.from_bundle(p, backend=ScriptedBackend([call("sub", a=5, b=2), "3"]), tools=[*bundled, sub])
     assert list(agent.tools) == ["add", "sub"] and agent.max_steps == 3
     assert agent.run("5-2?").tool_calls[0].content == "3"
+
+
+@pytest.mark.parametrize("path, kind", [(123, "int"), (None, "NoneType"), ({"name": "x"}, "dict")])
+def test_a_bundle_path_that_is_no_path_is_a_type_error_naming_it(path, kind):
+    # was Python's "expected str, bytes or os.PathLike object, not int", naming no parameter
+    for load in (load_bundle, Agent.from_bundle):
+        with pytest.raises(TypeError, match=f"the bundle path must be a str or a pathlib.Path, got {kind}: "):
+            load(path)

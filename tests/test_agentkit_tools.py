@@ -883,3 +883,35 @@ def test_a_docstring_that_opens_with_its_parameters_describes_them(doc):
         "city": "City name.",
         "days": "Days ahead.",
     }
+
+
+@pytest.mark.parametrize(
+    "defs, where, chain",
+    [
+        (
+            {"A": {"$ref": "#/$defs/B"}, "B": {"$ref": "#/$defs/A"}},
+            "$defs/A",
+            "#/$defs/B -> #/$defs/A -> #/$defs/B",
+        ),
+        (
+            {"A": {"anyOf": [{"type": "null"}, {"$ref": "#/$defs/A"}]}},
+            "$defs/A/anyOf/1",
+            "#/$defs/A -> #/$defs/A",
+        ),
+    ],
+)
+def test_a_ref_loop_that_reaches_no_property_or_item_is_refused_at_definition(defs, where, chain):
+    # it used to pass, then agent.run() ended in jsonschema's RecursionError at the tool's first call (and the
+    # embedded backend wrote a call that could not parse)
+    params = {"type": "object", "$defs": defs, "properties": {"x": {"$ref": "#/$defs/A"}}, "required": ["x"]}
+    with pytest.raises(ToolDefinitionError) as info:
+        Tool(lambda **k: k, name="f", parameters=params)
+    assert f"tool 'f': parameters at '{where}': $ref '#/$defs/" in str(info.value)
+    assert f"leads into a loop of references that reaches no property or item ({chain})" in str(info.value)
+
+
+def test_a_ref_that_recurses_through_a_property_is_still_a_tool():
+    node = {"type": "object", "properties": {"v": {"type": "integer"}, "next": {"$ref": "#/$defs/Node"}}}
+    params = {"type": "object", "$defs": {"Node": node}, "properties": {"x": {"$ref": "#/$defs/Node"}}}
+    made = Tool(lambda **k: k, name="f", parameters=params)
+    assert made.validate({"x": {"v": 1, "next": {"v": 2}}}) == {"x": {"v": 1, "next": {"v": 2}}}

@@ -361,6 +361,9 @@ def test_bad_inputs_get_one_line_errors(ck):
     ids, am = prompt()
     with pytest.raises(ValueError, match=r"input_ids must be integer token ids \(int64\), got torch.float32"):
         generate(ck.model, ids.float(), seed=0)
+    for not_a_tensor, kind in (([[5, 6, 7]], "list"), ("hello", "str")):  # was AttributeError: ... 'dim'
+        with pytest.raises(TypeError, match=rf"int64 torch.Tensor of token ids, got {kind} \(torch.tensor"):
+            generate(ck.model, not_a_tensor, seed=0)
     vocab = int(ck.model.config.get_text_config().vocab_size)
     with pytest.raises(ValueError, match=rf"outside the vocabulary \[0, {vocab}\): smallest -3, largest 10"):
         generate(ck.model, ids - 3, seed=0)

@@ -197,7 +197,9 @@ def test_find_definition_module_level_before_methods_of_the_same_name(tmp_path):
 
 
 def test_find_definition_normalizes_model_style_queries(repo):
-    for q in ("def load_bundle()", "`load_bundle`", "load_bundle(path)", "  LOAD_BUNDLE "):
+    # a span copied from "load_bundle - where is it defined?" ended in " -" and found nothing
+    wrapped = ("load_bundle -", "load_bundle?", "`load_bundle`.", "load_bundle():", "- load_bundle,")
+    for q in ("def load_bundle()", "`load_bundle`", "load_bundle(path)", "  LOAD_BUNDLE ", *wrapped):
         assert repo.find_definitions(q)["matches"][0]["location"] == "pkg/bundles.py:5", q
 
 

@@ -217,6 +217,11 @@ def denoiser(
         )
     constraints, seed, parity = options.get("constraints"), options.get("seed"), options.get("parity", False)
     attention_mask = options.get("attention_mask")
+    if not isinstance(input_ids, torch.Tensor):  # a list of ids or a prompt string: torch's error is no help
+        raise TypeError(
+            f"input_ids must be a [batch, prompt_len] int64 torch.Tensor of token ids, got "
+            f"{type(input_ids).__name__} (torch.tensor([ids]) makes one row)"
+        )
     if input_ids.dim() != 2:
         raise ValueError(f"input_ids must be [batch, prompt_len], got shape {tuple(input_ids.shape)}")
     if input_ids.shape[1] == 0:
@@ -418,7 +423,7 @@ def generate(
             ``attention_mask``; an unknown ``sampler``; a seed outside int64; ``constraints`` of the wrong length; a
             constraint mask that allows no token; image soft tokens that do not match the prompt.
         TypeError: an option :class:`RunOptions` lacks; ``model`` not a torch module (e.g. the
-            ``LoadedCheckpoint`` rather than its ``.model``)."""
+            ``LoadedCheckpoint`` rather than its ``.model``); ``input_ids`` not a tensor (a list, a string)."""
     started = time.perf_counter()
     den = denoiser(model, input_ids, settings, **options)
     images = image_inputs(model, input_ids, pixel_values, image_position_ids, mm_token_type_ids)

@@ -154,8 +154,9 @@ def regex_definitions(rel: str, text: str) -> list[Definition]:
 
 def normalize_query(name: str) -> str:
     """Strip what a model may wrap around a name: ``def``/``class`` and kind words before or after it
-    (``variable MAX``, ``Agent class``), ``()``, backticks, spaces."""
-    q = name.strip().strip("`'\"").strip()
+    (``variable MAX``, ``Agent class``), ``()``, backticks, quotes, spaces, and the punctuation a span copied
+    from a question ends with (``load_bundle -``, ``load_bundle?``, ``Agent.run.``)."""
+    q = name.lstrip("`'\"?!,;:- \t\n").rstrip("`'\".?!,;:- \t\n")
     q = re.sub(r"^(?:async\s+def|def|class|function|func|fn|method|variable|constant|const|var)\s+", "", q)
     q = re.sub(r"\(.*\)?$", "", q).strip()
     return re.sub(r"\s+(?:class|function|method|variable|constant)$", "", q)
