@@ -105,9 +105,9 @@ def main(argv: list[str] | None = None) -> int:
     import torch
 
     from evals.heldout import evaluate_heldout
+    from evals.probe import copy_probe
     from model.checkpoint.loading import DEFAULT_CHECKPOINT
     from model.errors import CheckpointError
-    from evals.probe import copy_probe
     from model.turn.chat import ChatModel
 
     ckpt = a.checkpoint or str(DEFAULT_CHECKPOINT)

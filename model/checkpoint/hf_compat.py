@@ -29,7 +29,7 @@ def check_model(model: Any) -> None:
             f"model must be transformers' DiffusionGemmaForBlockDiffusion, got {type(model).__name__}{hint}"
         )
     for owner, name in _NEEDED:
-        obj = model
+        obj: Any = model
         for part in filter(None, owner.split(".")):
             obj = getattr(obj, part, None)
         if not callable(getattr(obj, name, None)):
