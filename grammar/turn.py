@@ -102,8 +102,6 @@ def ir_to_json_schema(compiled: ir.IR, additional_default: bool, ref_prefix: str
 
 __all__ = [
     "MAX_GRAMMAR_CHARS",
-    "SYNTAXES",
-    "TOOL_CHOICES",
     "answer_value_json",
     "ir_to_json_schema",
     "response_format_grammar",
