@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING, Any
 
 from agentkit.agent import Agent
 from agentkit.backends import BACKENDS
-from agentkit.bundle_document import FORMAT_VERSION, schema
+from agentkit.bundle_document import schema
 from agentkit.bundle_load import BundleSpec, load_spec
 from agentkit.bundle_sections import AgentSection, EmbeddedModel, OpenAIModel, ScriptedModel
 from agentkit.bundle_tools import SandboxRunner, default_sandbox_runner
@@ -21,7 +21,6 @@ if TYPE_CHECKING:
     from agentkit.backends.base import Backend
 
 __all__ = [
-    "FORMAT_VERSION",
     "AgentSection",
     "Bundle",
     "BundleError",

@@ -18,7 +18,6 @@ from agentkit.errors import BundleError, BundleIssue
 from agentkit.tool_schema import leaves, yaml_number_hint
 
 __all__ = [
-    "FORMAT_VERSION",
     "MAX_EXPANDED_NODES",
     "FieldPath",
     "Positions",
@@ -29,8 +28,6 @@ __all__ = [
     "schema_issues",
 ]
 
-#: The bundle format version this agentkit reads (``agentkit_bundle: 1``).
-FORMAT_VERSION = 1
 SCHEMA_PATH = Path(__file__).resolve().parent / "schemas" / "bundle.schema.json"
 
 

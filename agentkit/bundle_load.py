@@ -173,9 +173,9 @@ class _Load:
         fld = field_name(tuple(x for x in path_ if x != "#dup"))
         return BundleIssue(self.file, line, col, fld, message)
 
-    def add(self, path_: FieldPath, message: str, *, key: bool = False) -> None:
+    def add(self, path_: FieldPath, message: str) -> None:
         """Record an issue."""
-        self.issues.append(self.issue(path_, message, key=key))
+        self.issues.append(self.issue(path_, message))
 
     def raise_if_any(self) -> None:
         """Raise every issue found so far, by line."""

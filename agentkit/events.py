@@ -95,18 +95,18 @@ Event = (
 EventCallback = Callable[[Event], Any]
 
 
-def check_callback(callback: Any, where: str = "on_event") -> None:
+def check_callback(callback: Any) -> None:
     """Raise ``TypeError`` for an event callback that is not callable or is ``async`` (callbacks are called
     synchronously: its coroutine would never run)."""
     if not callable(callback):
-        raise TypeError(f"{where} must be a callable or a list of callables, got {callback!r}")
+        raise TypeError(f"on_event must be a callable or a list of callables, got {callback!r}")
     target = callback
     while isinstance(target, functools.partial):
         target = target.func
     if inspect.iscoroutinefunction(target if inspect.isroutine(target) else type(target).__call__):
         name = getattr(target, "__name__", type(target).__name__)
         raise TypeError(
-            f"{where}: {name} is an async function, but event callbacks are called synchronously, so it would "
+            f"on_event: {name} is an async function, but event callbacks are called synchronously, so it would "
             "never run; use a plain function (to hand events to async code, put them on an asyncio.Queue with "
             "put_nowait)"
         )

@@ -25,12 +25,11 @@ from typing import Annotated, Any, Literal
 import pydantic
 
 from agentkit.backends.base import ChatMessage
-from agentkit.messages import AssistantMessage, ImageURL, ImageURLPart, TextPart, UserMessage
+from agentkit.messages import AssistantMessage, ImageURLPart, TextPart, UserMessage
 
 __all__ = [
     "Conversation",
     "HistoryMessage",
-    "ImageURL",
     "ImageURLPart",
     "SavedConversation",
     "TextPart",

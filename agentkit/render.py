@@ -98,7 +98,7 @@ class RichRenderer:
                 line.append(f": {_short(rec.error or '', self.max_chars)}", style="red")
             c.print(line)
 
-    def answer(self, result: RunResult, *, title: str = "answer") -> None:
+    def answer(self, result: RunResult) -> None:
         """Print the final answer in a panel with step, token and time totals, then a warning line when the
         run made tool calls and every one of them failed (the answer then rests on no tool response)."""
         sub = (
@@ -108,7 +108,7 @@ class RichRenderer:
         answer = Text(terminal_safe(result.answer or ""))
         if not answer.plain.strip():
             answer = Text("(empty)", style="dim")  # said so, not an empty panel
-        self.console.print(Panel(answer, title=title, subtitle=sub, border_style="blue"))
+        self.console.print(Panel(answer, title="answer", subtitle=sub, border_style="blue"))
         calls = result.tool_calls
         if no_tool_response(result):
             last = calls[-1]

@@ -3,7 +3,7 @@
 :func:`fused_sample` turns ``[R, V]`` logits (a canvas ``[B, C, V]`` flattened) into, per row, the argmax, a
 token sampled from ``softmax(logits / temperature)`` restricted to the tokens a bitmask allows, the entropy of
 that tempered, masked distribution and its largest probability, by the fused Triton kernel (CUDA) or the
-PyTorch reference (any device; the tests' oracle); :func:`entropy_reference` gives the entropy alone.
+PyTorch reference (any device; the tests' oracle).
 
 Semantics of both kernels:
 
@@ -42,7 +42,6 @@ __all__ = [
     "KERNELS",
     "MIN_TEMPERATURE",
     "SampleOutput",
-    "entropy_reference",
     "fused_sample",
     "triton_available",
 ]
@@ -316,27 +315,6 @@ def _sample_reference(p: _Prepared, granule: _Granule = _DEFAULT_GRANULE) -> Sam
         entropy=entropy,
         max_prob=max_prob,
     )
-
-
-def entropy_reference(logits: torch.Tensor, temperature: float | torch.Tensor) -> torch.Tensor:
-    """Entropy (nats, float32, shape ``logits.shape[:-1]``) of ``softmax(logits / max(temperature,
-    MIN_TEMPERATURE))`` for [..., V] logits (float32, bfloat16 or float16) and a float >= 0 or a floating tensor
-    of shape ``logits.shape[:-1]``; ValueError as :func:`fused_sample`."""
-    if not isinstance(logits, torch.Tensor) or logits.dim() < 1:
-        raise ValueError("entropy_reference: logits must be a tensor with a vocabulary dimension")
-    lead = logits.shape[:-1]
-    flat_t: float | torch.Tensor = temperature
-    if isinstance(temperature, torch.Tensor):
-        if temperature.shape != lead:
-            raise ValueError(
-                f"entropy_reference: temperature shape {tuple(temperature.shape)} must equal "
-                f"logits.shape[:-1] = {tuple(lead)}"
-            )
-        flat_t = temperature.reshape(-1)
-    p = _prepare("entropy_reference", logits.reshape(-1, logits.shape[-1]), flat_t, None, 0, 0)
-    _raw, x2 = _masked_and_tempered2(p)
-    _check_rows("entropy_reference", x2, p.temp)
-    return _entropy_max_prob(x2)[0].reshape(lead)
 
 
 @functools.cache

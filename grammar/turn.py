@@ -102,8 +102,6 @@ def ir_to_json_schema(compiled: ir.IR, additional_default: bool, ref_prefix: str
 
 __all__ = [
     "MAX_GRAMMAR_CHARS",
-    "SYNTAXES",
-    "TOOL_CHOICES",
     "answer_value_json",
     "ir_to_json_schema",
     "response_format_grammar",
@@ -378,11 +376,11 @@ def response_format_grammar(schema: Any | None, *, strict: bool = True) -> str:
     return tool_call_grammar([], "none", answer_json=answer_value_json(schema, strict=strict))
 
 
-def value_grammar(schema: Any, *, additional_properties: bool = True) -> str:
+def value_grammar(schema: Any) -> str:
     """The Lark grammar of the Gemma-syntax rendering of JSON values valid against ``schema`` (for MaskBench and
     tests); a :class:`SchemaError` for a schema :func:`schema.build_ir` refuses."""
-    comp = GemmaCompiler(additional_properties)
-    body = comp.compile(build_ir(schema, additional_properties=additional_properties), 0)
+    comp = GemmaCompiler(True)
+    body = comp.compile(build_ir(schema), 0)
     out = [f"start: {body}", *(f"{k}: {v}" for k, v in comp.rules.items())]
     out += [f"{k}: {v}" for k, v in comp.terms.items()]
     return "\n".join(out) + "\n"

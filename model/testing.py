@@ -14,7 +14,7 @@ from model.checkpoint.tokenizer import build_tokenizer
 from model.heads.copy_head import CopyHeadConfig
 from model.heads.copy_model import DiffusionGemmaWithCopyHead
 from model.heads.vision import write_processor_config
-from model.training.settings import TrainConfig, generation_config
+from model.training.settings import generation_config
 
 _CORPUS_SEED = (
     "The weather in Paris is sunny today. get_weather city days units metric imperial forecast. "
@@ -34,21 +34,6 @@ def tiny_corpus() -> list[str]:
     for i in range(200):
         lines.append(" ".join(words[(i * 7 + j) % len(words)] for j in range(12)) + f" {i} {i * 3.5}")
     return lines
-
-
-def tiny_train_config(**overrides: Any) -> Any:
-    """A :class:`model.training.settings.TrainConfig` of a model small enough for CPU tests; ``overrides`` set any
-    field."""
-    fields: dict[str, Any] = {
-        "hidden_size": 64,
-        "intermediate_size": 128,
-        "moe_intermediate_size": 64,
-        "num_layers": 2,
-        "num_heads": 2,
-        "num_kv_heads": 1,
-        "head_dim": 32,
-    }
-    return TrainConfig(**{**fields, **overrides})
 
 
 def make_tiny_checkpoint(

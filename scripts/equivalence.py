@@ -152,7 +152,7 @@ def training_data() -> str:
     )
 
 
-#: The tiny model of the training fingerprints (the fields of ``model.testing.tiny_train_config``).
+#: The tiny model of the training fingerprints (the fields of ``tests/training_helpers.tiny_train_config``).
 _TINY = {
     "hidden_size": 64,
     "intermediate_size": 128,
@@ -178,7 +178,7 @@ def training_losses() -> str:
     tok = build_tokenizer(tiny_corpus() + list(corpus_texts(examples)), vocab_size=512, min_frequency=1)
     out: dict[str, Any] = {}
     for head in (True, False):
-        # spelled out rather than model.testing.tiny_train_config: this script also runs in older checkouts
+        # spelled out rather than tests/training_helpers.tiny_train_config: this script also runs in older checkouts
         cfg = TrainConfig(
             copy_head=head,
             vocab_size=len(tok),

@@ -7,9 +7,9 @@ from pathlib import Path
 
 import pytest
 import torch
+from training_helpers import tiny_train_config
 
 from grammar import special_tokens as st
-from model.testing import tiny_train_config
 from model.training.data import Generator, corpus_texts
 from model.training.settings import TrainConfig
 

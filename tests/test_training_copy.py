@@ -8,12 +8,12 @@ from pathlib import Path
 
 import pytest
 import torch
+from training_helpers import sanity_check, tiny_train_config
 
 from grammar import special_tokens as st
-from model.testing import tiny_train_config
 from model.training.batches import encode_labelled, make_batch, word_token_table
 from model.training.bots import TEST_QUESTIONS, load_bot_tools
-from model.training.data import Example, Generator, sanity_check
+from model.training.data import Example, Generator
 from model.training.labels import IGNORE, example_labels
 from model.training.losses import copy_diffusion_loss
 from model.training.settings import TrainConfig, build_model

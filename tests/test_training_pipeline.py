@@ -8,11 +8,11 @@ import re
 
 import pytest
 import torch
+from training_helpers import sanity_check, tiny_train_config
 
 from grammar import special_tokens as st
-from model.testing import tiny_train_config
 from model.training.batches import Encoded, make_batch
-from model.training.data import Generator, sanity_check
+from model.training.data import Generator
 from model.training.losses import diffusion_loss
 from model.training.settings import TrainConfig, build_model_config
 from model.training.train import train

@@ -127,7 +127,6 @@ class GrammarConstraint:
         self.span_copy = span_copy
         #: Tokens committed by whole-span copies (candidate included).
         self.span_copied_tokens = 0
-        self.extended_tokens = 0
         self.canvas: list[int] = []
         self.canvas_length = 0
         self.tokens_left_at_start = 0
@@ -356,7 +355,6 @@ class GrammarConstraint:
                 if h > budget or prev_tok != tok or self._consume([tok]) != 1:
                     return [i] if accepted[i] else []
                 budget -= h
-                self.extended_tokens += 1
             else:
                 return [i] if accepted[i] else []
             back = self._budget_check()

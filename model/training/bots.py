@@ -43,9 +43,9 @@ def say(rng: random.Random, table: dict[str, tuple[str, ...]], purpose: str, **f
     return rng.choice(table[purpose]).format(**fields)
 
 
-def load_bot_tools(path: Path = BOT_TOOLS_PATH) -> dict[str, dict[str, Any]]:
+def load_bot_tools() -> dict[str, dict[str, Any]]:
     """``{"code_search": {"system_prompt", "tools"}, "weather": {...}}`` from the snapshot."""
-    data: dict[str, dict[str, Any]] = json.loads(path.read_text(encoding="utf-8"))
+    data: dict[str, dict[str, Any]] = json.loads(BOT_TOOLS_PATH.read_text(encoding="utf-8"))
     return data
 
 

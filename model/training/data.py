@@ -8,7 +8,6 @@ example bots; requests from hand-written templates (no BFCL data). Deterministic
 from __future__ import annotations
 
 import json
-import math
 import random
 from collections.abc import Iterator
 from dataclasses import dataclass, field
@@ -560,23 +559,3 @@ def corpus_texts(examples: list[Example]) -> Iterator[str]:
     """Full rendered texts (prompt + target) for tokenizer training."""
     for ex in examples:
         yield render_prompt(ex.messages, ex.tools) + ex.target
-
-
-def sanity_check(ex: Example) -> None:
-    """Raise ``ValueError`` naming the problem unless each tool is declared once and each call has a declared name,
-    declared parameters and finite numbers."""
-    declared = {t["function"]["name"]: t["function"]["parameters"] for t in ex.tools}
-    if len(declared) != len(ex.tools):
-        names = [t["function"]["name"] for t in ex.tools]
-        raise ValueError(
-            f"{ex.kind}: tools declared twice: {sorted({n for n in names if names.count(n) > 1})}"
-        )
-    for name, args in ex.calls:
-        if name not in declared:
-            raise ValueError(f"{ex.kind}: call {name!r} is not among the declared tools {sorted(declared)}")
-        unknown = set(args) - set(declared[name].get("properties", {}))
-        if unknown:
-            raise ValueError(f"{ex.kind}: call {name!r} has undeclared arguments {sorted(unknown)}")
-        for k, v in args.items():
-            if isinstance(v, float) and (math.isnan(v) or math.isinf(v)):
-                raise ValueError(f"{ex.kind}: {name}.{k} is not finite")
