@@ -447,6 +447,28 @@ ERROR_CASES = [
         "tools[0].parameters.$defs.A",
         "leads into a loop of references that reaches no property or item",
     ),
+    (  # agentkit check said ok; a forced call then ran into "found no completion shorter than 4096 tokens"
+        """
+        agentkit_bundle: 1
+        name: x
+        tools:
+          - name: t
+            parameters:
+              type: object
+              properties: {node: {$ref: "#/$defs/Node"}}
+              required: [node]
+              $defs:
+                Node:
+                  type: object
+                  properties: {v: {type: integer}, next: {$ref: "#/$defs/Node"}}
+                  required: [v, next]
+            sandbox: {code: "print(1)"}
+        """,
+        11,
+        "tools[0].parameters.$defs.Node",
+        "every value of it needs a 'next' that is again a Node: no finite value satisfies it (make 'next' "
+        "optional or allow null)",
+    ),
     (
         """
         agentkit_bundle: 1
