@@ -365,7 +365,7 @@ class _Load:
         return Tool(fn, parameters=params, timeout=t.get("timeout", default_timeout), **common)
 
     def tools(self, specs: list[dict[str, Any]]) -> list[Tool]:
-        """Every tool of the bundle (a duplicate name is an issue, naming the first)."""
+        """Every tool of the bundle (a duplicate name is an issue, naming the first; the duplicate is checked too)."""
         tools: list[Tool] = []
         first: dict[str, int] = {}
         for i, t in enumerate(specs):
@@ -373,10 +373,8 @@ class _Load:
             name = t["name"]
             if name in first:
                 self.add((*tp, "name"), f"duplicate tool name {name!r} (first at tools[{first[name]}])")
-                continue
-            first[name] = i
-            made = self.tool(t, tp)
-            if made is not None:
+            first.setdefault(name, i)
+            if (made := self.tool(t, tp)) is not None and first[name] == i:
                 tools.append(made)
         return tools
 

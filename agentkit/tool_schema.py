@@ -20,7 +20,7 @@ from agentkit.errors import ToolDefinitionError
 from schema import FORMATS, MAX_NESTING, format_matches, nesting, too_deep
 from schema.errors import SchemaError
 from schema.normalize import drop_titles, map_subschemas_at
-from schema.refs import Refs, in_place_loop
+from schema.refs import Refs, in_place_loop, no_finite_value
 
 # --------------------------------------------------------------------------------------------- docstrings
 
@@ -339,8 +339,9 @@ _DATA_KEYWORDS = frozenset({"enum", "const", "default", "examples"})
 
 def unresolvable_ref(schema: dict[str, Any]) -> tuple[tuple[str | int, ...], str] | None:
     """``(path, message)`` of the first ``$ref`` that does not resolve inside ``schema`` (agentkit fetches none)
-    or that leads back to itself in place (:func:`schema.refs.in_place_loop`), else ``None`` (also for a nested
-    ``$id``, left to jsonschema at call time)."""
+    or that leads back to itself in place (:func:`schema.refs.in_place_loop`), or the definition where a loop that
+    leaves no finite value begins (:func:`schema.refs.no_finite_value`), else ``None`` (also for a nested ``$id``,
+    left to jsonschema at call time)."""
     found: list[tuple[tuple[str | int, ...], Any]] = []
     stack: list[tuple[Any, tuple[str | int, ...]]] = [(schema, ())]
     while stack:
@@ -373,7 +374,7 @@ def unresolvable_ref(schema: dict[str, Any]) -> tuple[tuple[str | int, ...], str
             f"$ref {ref!r} leads into a loop of references that reaches no property or item ({chain}): no value "
             "can be checked against it",
         )
-    return None
+    return no_finite_value(refs)
 
 
 def leaves(node: Any, path: tuple[str | int, ...] = ()) -> Iterator[tuple[tuple[str | int, ...], Any]]:

@@ -54,6 +54,7 @@ from agentkit.tool_schema import (
     refuse_unbound_method,
     schema_problems,
     signature_and_hints,
+    unresolvable_ref,
     unwrapped,
 )
 from tools.args import format_validation_error
@@ -314,7 +315,8 @@ class Tool:
             if sig is None:
                 raise ToolDefinitionError(f"tool {self.name!r}: cannot read the signature of {function!r}")
             self._validate = self._init_from_signature(sig, hints, doc_params)
-        if problems := non_finite_numbers(self.parameters):  # a default or a bound of the signature or model
+        endless = [] if parameters is not None else [e for e in [unresolvable_ref(self.parameters)] if e]
+        if problems := non_finite_numbers(self.parameters) + endless:  # a NaN bound, a model needing itself
             raise _schema_error(self.name, problems)
         if grounded:
             self.parameters: dict[str, Any] = mark_grounded(self.name, self.parameters, grounded)

@@ -204,6 +204,7 @@ class GemmaCompiler:
             if len(words) < 2 or not (isinstance(o, ir.Lit) and o.kind == "str" and o.value)
         ]
         if len(words) >= 2:
+            self._where, self._where_node = path, node  # not the last alternative's
             alts.insert(0, f'<|"|> {self.term(" | ".join(map(lark_str, words)))} <|"|>')
         return " | ".join(alts)
 

@@ -258,6 +258,18 @@ def _has_grounded(spec: ToolSpec) -> bool:
     return '"x-grounded"' in json.dumps(spec.parameters)
 
 
+def _as_written(keyword: str, path: str, parameters: Any) -> str:
+    """``keyword`` of an error at ``path`` in ``parameters``, but ``enum`` where the IR's ``anyOf`` (of an enum's
+    values) was written as an ``enum``."""
+    node = parameters
+    for token in path.split("/")[1:]:
+        token = token.replace("~1", "/").replace("~0", "~")
+        at_index = isinstance(node, list) and token.isdigit() and int(token) < len(node)
+        node = node[int(token)] if at_index else node.get(token) if isinstance(node, dict) else None
+    written = isinstance(node, dict) and "enum" in node and "anyOf" not in node
+    return "enum" if keyword == "anyOf" and written else keyword
+
+
 def _gemma_calls(
     specs: list[ToolSpec], additional: bool, grounding: tuple[str, ...] | None
 ) -> tuple[list[str], dict[str, str], dict[str, str]]:
@@ -270,7 +282,8 @@ def _gemma_calls(
             body = comp.compile(tool_ir(spec.name, spec.parameters, additional), i)
         except SchemaError as e:
             message = str(e).rsplit(" (keyword ", 1)[0]  # the new error names keyword and path again
-            raise SchemaError(e.keyword, e.path, f"tool {spec.name!r}: {message}") from None
+            keyword = _as_written(e.keyword, e.path, spec.parameters)
+            raise SchemaError(keyword, e.path, f"tool {spec.name!r}: {message}") from None
         alts.append(f"{lark_str('call:' + spec.name)} {body}")
     return alts, dict(comp.rules), dict(comp.terms)
 

@@ -201,6 +201,130 @@ def in_place_loop(refs: Refs, starts: list[str]) -> list[str] | None:
     return None
 
 
+#: A reason a subschema has no finite value: ``(kind, detail)`` steps, the last one ``("ref", pointer)``,
+#: ``("branches", keyword)`` or ``("false", "")``; before it ``("prop", name)`` or ``("items", min_items)``.
+Steps = list[tuple[str, Any]]
+
+
+def _no_value(node: Any, refs: Refs, known: set[str]) -> Steps | None:
+    """Why no finite value matches ``node`` while only the targets in ``known`` are known to have one (``None``
+    when it may have one: keywords this does not read never count against it, so it is never wrong to accept)."""
+    if node is False:
+        return [("false", "")]
+    if not isinstance(node, dict) or "enum" in node or "const" in node or node.get("nullable") is True:
+        return None
+    ref, root = node.get("$ref"), refs.at[""]
+    if isinstance(ref, str) and (ptr := refs.pointer(ref, "")) not in known:
+        return [("ref", ptr)]
+    if isinstance(ref, str) and isinstance(root, dict) and "draft-0" in str(root.get("$schema")):
+        return None  # drafts 4 to 7 ignore the keywords beside a $ref
+    types = node.get("type")
+    types = [types] if isinstance(types, str) else types if isinstance(types, list) else ["any"]
+    if all(t in ("object", "array") for t in types):  # else a scalar needs none of the keywords below
+        props, required = node.get("properties"), node.get("required")
+        props, required = (
+            (props, required) if isinstance(props, dict) and isinstance(required, list) else ({}, [])
+        )
+        as_obj: Steps | None = None
+        for r in required:
+            if isinstance(r, str) and r in props and (steps := _no_value(props[r], refs, known)):
+                as_obj = [("prop", r), *steps]
+                break
+        items, low = node.get("prefixItems", node.get("items")), node.get("minItems")
+        first = items[0] if isinstance(items, list) and items else items  # draft 4's list form: its first
+        as_arr = None
+        if isinstance(low, int) and low > 0 and (steps := _no_value(first, refs, known)):
+            as_arr = [("items", low), *steps]
+        if (as_obj or "object" not in types) and (as_arr or "array" not in types):
+            return as_obj or as_arr
+    parts = node.get("allOf")
+    for part in parts if isinstance(parts, list) else ():
+        if steps := _no_value(part, refs, known):
+            return steps
+    for key in ("anyOf", "oneOf"):
+        branches = node.get(key)
+        if isinstance(branches, list) and branches:
+            why = [_no_value(b, refs, known) or [] for b in branches]
+            if all(why):  # followed into a branch that recurses, if one does
+                return [("branches", key), *next((w for w in why if w[-1][0] == "ref"), why[0])]
+    return None
+
+
+def _named(ptr: str) -> str:
+    """``a Node`` for ``/$defs/Node``, ``the whole schema`` for ``""``, else the quoted reference."""
+    tokens = [t.replace("~1", "/").replace("~0", "~") for t in ptr.split("/")[1:]]
+    if len(tokens) == 2 and tokens[0] in ("$defs", "definitions"):
+        return f"{_a(tokens[1])} {tokens[1]}"
+    return f"'#{ptr}'" if ptr else "the whole schema"
+
+
+def _a(word: str) -> str:
+    return "an" if word.strip("'\"")[:1].lower() in tuple("aeiou") else "a"
+
+
+def _explain(steps: Steps, start: str) -> str:
+    """``steps`` in words (``needs a 'next' that is again a Node``), ``start`` being the definition they begin at."""
+    words = []
+    for kind, detail in steps:
+        if kind == "prop":
+            words.append(f"needs {_a(detail)} {detail!r} that")
+        elif kind == "items":
+            words.append(f"needs at least {detail} item{'s' * (detail > 1)}, the first of which")
+        elif kind == "branches":
+            words.append(f"matches one of its {detail} branches, each without a finite value; the first")
+        elif kind == "ref":
+            words.append(f"is {'again ' * (detail == start)}{_named(detail)}")
+    return " ".join(words)
+
+
+def no_finite_value(refs: Refs) -> tuple[tuple[str | int, ...], str] | None:
+    """``(path, why)`` when no finite JSON value matches the root because a definition on its way needs again
+    itself (``Node`` requires a ``next`` that is a ``Node``: the least fixpoint of "has a finite value" over the
+    references leaves the root out), naming the place where the loop begins; ``None`` when one may exist (any
+    other reason, or keywords not read, give ``None``). Call it once every reference resolves."""
+    users: dict[str, set[str]] = {"": set()}
+    todo = [""]
+    while todo:
+        at = todo.pop()
+        for ptr in _direct_refs(refs.at[at], at, refs):
+            if ptr not in users:
+                users[ptr] = set()
+                todo.append(ptr)
+            users[ptr].add(at)
+    known: set[str] = set()
+    todo = list(users)
+    while todo:  # a target is tried again once one it refers to is known to have a value
+        at = todo.pop()
+        if at not in known and _no_value(refs.at[at], refs, known) is None:
+            known.add(at)
+            todo.extend(users[at])
+    chain = [""]
+    while (steps := _no_value(refs.at[chain[-1]], refs, known)) and steps[-1][0] == "ref":
+        if steps[-1][1] in chain:
+            loop = chain[chain.index(steps[-1][1]) :]
+            break
+        chain.append(steps[-1][1])
+    else:
+        return None  # a value exists, or none for a reason other than a loop
+    start = loop[0]
+    shown = loop if len(loop) <= 3 else [*loop[:2], loop[-1]]  # a long loop: its start and its end
+    parts = [_explain(_no_value(refs.at[p], refs, known) or [], start) for p in shown]
+    why = ", which ".join(parts[:2] + [f"... ({len(loop) - 3:,} more) ..."] * (len(loop) > 3) + parts[2:])
+    kind, detail = (_no_value(refs.at[start], refs, known) or [("", "")])[0]
+    fix = {
+        "prop": f"make {detail!r} optional or allow null",
+        "items": "let the array be empty (minItems: 0)",
+        "branches": f"give its {detail} a branch that does not recurse",
+    }.get(kind, "give the loop a way out: an optional property, null, or a branch that does not recurse")
+    place: list[str | int] = []
+    node = refs.at[""]
+    for token in start.split("/")[1:]:
+        token = token.replace("~1", "/").replace("~0", "~")
+        place.append(int(token) if isinstance(node, list) else token)
+        node = node[place[-1]]
+    return tuple(place), f"every value of it {why}: no finite value satisfies it ({fix})"
+
+
 def _def_names(ptrs: set[str]) -> dict[str, str]:
     names: dict[str, str] = {}
     used: set[str] = set()

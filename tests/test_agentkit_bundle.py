@@ -447,6 +447,28 @@ ERROR_CASES = [
         "tools[0].parameters.$defs.A",
         "leads into a loop of references that reaches no property or item",
     ),
+    (  # agentkit check said ok; a forced call then ran into "found no completion shorter than 4096 tokens"
+        """
+        agentkit_bundle: 1
+        name: x
+        tools:
+          - name: t
+            parameters:
+              type: object
+              properties: {node: {$ref: "#/$defs/Node"}}
+              required: [node]
+              $defs:
+                Node:
+                  type: object
+                  properties: {v: {type: integer}, next: {$ref: "#/$defs/Node"}}
+                  required: [v, next]
+            sandbox: {code: "print(1)"}
+        """,
+        11,
+        "tools[0].parameters.$defs.Node",
+        "every value of it needs a 'next' that is again a Node: no finite value satisfies it (make 'next' "
+        "optional or allow null)",
+    ),
     (
         """
         agentkit_bundle: 1
@@ -787,6 +809,34 @@ def test_a_python_tool_whose_signature_the_constraint_cannot_enforce_has_a_line(
     assert (issue.line, issue.field) == (5, "tools[0].python")
     assert "cannot enforce the parameters of 'unenforceable_mod:big'" in issue.message
     assert "keyword 'minimum'" in issue.message
+
+
+def test_a_duplicate_tool_name_does_not_hide_that_tools_other_problems(tmp_path):
+    p = write(
+        tmp_path,
+        """
+        agentkit_bundle: 1
+        name: x
+        tools:
+          - name: t
+            sandbox: {code: "print(1)"}
+            parameters: {type: object}
+          - name: t
+            sandbox: {code: "print(2)"}
+            parameters: {type: object, properties: {n: {type: integr}}}
+        """,
+    )
+    with pytest.raises(BundleError) as ei:
+        load_bundle(p)
+    # the second tool's bad type was not reported until its name was changed
+    assert [(i.line, i.field, i.message) for i in ei.value.issues] == [
+        (7, "tools[1].name", "duplicate tool name 't' (first at tools[0])"),
+        (
+            9,
+            "tools[1].parameters.properties.n.type",
+            "not a valid JSON Schema: 'integr' is not valid under any of the given schemas",
+        ),
+    ]
 
 
 def test_all_problems_are_reported_at_once_sorted_by_line(tmp_path):

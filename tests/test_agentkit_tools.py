@@ -915,3 +915,171 @@ def test_a_ref_that_recurses_through_a_property_is_still_a_tool():
     params = {"type": "object", "$defs": {"Node": node}, "properties": {"x": {"$ref": "#/$defs/Node"}}}
     made = Tool(lambda **k: k, name="f", parameters=params)
     assert made.validate({"x": {"v": 1, "next": {"v": 2}}}) == {"x": {"v": 1, "next": {"v": 2}}}
+
+
+def _node_tool(node: dict, required: bool = True) -> dict:
+    """Parameters with one property ``node`` (required unless told) of the definition ``Node``."""
+    ref = {"$ref": "#/$defs/Node"}
+    return {
+        "type": "object",
+        "$defs": {"Node": node},
+        "properties": {"node": ref},
+        "required": ["node"] * required,
+    }
+
+
+_NEXT = {"type": "object", "properties": {"v": {"type": "integer"}, "next": {"$ref": "#/$defs/Node"}}}
+
+
+@pytest.mark.parametrize(
+    "params, where, why",
+    [
+        (
+            _node_tool({**_NEXT, "required": ["v", "next"]}),
+            "$defs/Node",
+            "every value of it needs a 'next' that is again a Node: no finite value satisfies it (make 'next' "
+            "optional or allow null)",
+        ),
+        (  # the loop runs through two definitions
+            {
+                "type": "object",
+                "$defs": {
+                    "A": {"type": "object", "properties": {"b": {"$ref": "#/$defs/B"}}, "required": ["b"]},
+                    "B": {"type": "object", "properties": {"a": {"$ref": "#/$defs/A"}}, "required": ["a"]},
+                },
+                "properties": {"x": {"$ref": "#/$defs/A"}},
+                "required": ["x"],
+            },
+            "$defs/A",
+            "every value of it needs a 'b' that is a B, which needs an 'a' that is again an A: no finite value "
+            "satisfies it (make 'b' optional or allow null)",
+        ),
+        (  # the root itself
+            {"type": "object", "properties": {"next": {"$ref": "#"}}, "required": ["next"]},
+            "",
+            "every value of it needs a 'next' that is again the whole schema: no finite value satisfies it",
+        ),
+        (  # every anyOf branch recurses
+            _node_tool(
+                {
+                    "anyOf": [
+                        {**_NEXT, "required": ["next"]},
+                        {"type": "array", "items": {"$ref": "#/$defs/Node"}, "minItems": 2},
+                    ]
+                }
+            ),
+            "$defs/Node",
+            "every value of it matches one of its anyOf branches, each without a finite value; the first needs "
+            "a 'next' that is again a Node: no finite value satisfies it (give its anyOf a branch that does not "
+            "recurse)",
+        ),
+        (  # an array that needs an item
+            _node_tool(
+                {
+                    "type": "object",
+                    "properties": {
+                        "kids": {"type": "array", "items": {"$ref": "#/$defs/Node"}, "minItems": 1}
+                    },
+                    "required": ["kids"],
+                }
+            ),
+            "$defs/Node",
+            "every value of it needs a 'kids' that needs at least 1 item, the first of which is again a Node",
+        ),
+    ],
+)
+def test_a_schema_that_only_recursion_could_satisfy_is_refused_at_definition(params, where, why):
+    # agentkit check said ok; a forced call ended in "found no completion shorter than 4096 tokens" and with
+    # tool_choice auto the tool was silently never called
+    with pytest.raises(ToolDefinitionError) as info:
+        Tool(lambda **k: k, name="f", parameters=params)
+    at = f" at '{where}'" if where else ""
+    assert f"tool 'f': parameters{at}: {why}" in str(info.value)
+
+
+class _Endless(BaseModel):
+    v: int
+    next: "_Endless"
+
+
+class _Linked(BaseModel):
+    v: int
+    next: "_Linked | None" = None
+
+
+def test_a_pydantic_model_that_needs_itself_is_refused_and_one_with_an_end_is_a_tool():
+    def walk(n: _Endless) -> int:
+        return n.v
+
+    with pytest.raises(ToolDefinitionError) as info:
+        tool(walk)
+    assert str(info.value) == (
+        "tool 'walk': parameters at '$defs/_Endless': every value of it needs a 'next' that is again a _Endless: "
+        "no finite value satisfies it (make 'next' optional or allow null)"
+    )
+
+    def follow(n: _Linked) -> int:
+        return n.v
+
+    assert tool(follow).validate({"n": {"v": 1, "next": {"v": 2}}}) == {"n": _Linked(v=1, next=_Linked(v=2))}
+
+
+@pytest.mark.parametrize(
+    "params",
+    [
+        _node_tool({**_NEXT, "required": ["v"]}),  # next optional
+        _node_tool({**_NEXT, "type": ["object", "null"], "required": ["v", "next"]}),  # a null ends it
+        _node_tool({**_NEXT, "nullable": True, "required": ["v", "next"]}),  # OpenAPI's null
+        _node_tool(  # next may be null
+            {
+                "type": "object",
+                "properties": {"next": {"anyOf": [{"$ref": "#/$defs/Node"}, {"type": "null"}]}},
+                "required": ["next"],
+            }
+        ),
+        _node_tool({"anyOf": [{"type": "integer"}, {**_NEXT, "required": ["next"]}]}),  # a base case
+        _node_tool({"oneOf": [{"type": "integer"}, {**_NEXT, "required": ["next"]}]}),
+        _node_tool(  # an empty array of Nodes
+            {
+                "type": "object",
+                "properties": {"kids": {"type": "array", "items": {"$ref": "#/$defs/Node"}, "minItems": 0}},
+                "required": ["kids"],
+            }
+        ),
+        _node_tool({"properties": {"next": {"$ref": "#/$defs/Node"}}, "required": ["next"]}),  # 1 is a value
+        _node_tool({**_NEXT, "required": ["v", "next"], "enum": [1]}),  # enum: not looked into
+        _node_tool({**_NEXT, "required": ["v", "next"]}, required=False),  # {} calls the tool
+        {  # draft 7 ignores the keywords beside a $ref: x is any object
+            "$schema": "http://json-schema.org/draft-07/schema#",
+            "type": "object",
+            "definitions": {"B": {"type": "object"}},
+            "properties": {
+                "x": {
+                    "$ref": "#/definitions/B",
+                    "required": ["n"],
+                    "properties": {"n": {"$ref": "#/properties/x"}},
+                }
+            },
+            "required": ["x"],
+        },
+    ],
+)
+def test_a_recursive_schema_with_a_finite_value_is_still_a_tool(params):
+    assert Tool(lambda **k: k, name="f", parameters=params).parameters == params
+
+
+def test_a_long_loop_of_definitions_is_named_by_its_start_and_end():
+    defs = {
+        f"D{i}": {"type": "object", "properties": {"n": {"$ref": f"#/$defs/D{(i + 1) % 50}"}}}
+        for i in range(50)
+    }
+    params = {"type": "object", "$defs": defs, "properties": {"x": {"$ref": "#/$defs/D0"}}, "required": ["x"]}
+    for d in defs.values():
+        d["required"] = ["n"]
+    with pytest.raises(ToolDefinitionError) as info:
+        Tool(lambda **k: k, name="f", parameters=params)
+    assert str(info.value) == (
+        "tool 'f': parameters at '$defs/D0': every value of it needs a 'n' that is a D1, which needs a 'n' that is "
+        "a D2, which ... (47 more) ..., which needs a 'n' that is again a D0: no finite value satisfies it (make "
+        "'n' optional or allow null)"
+    )

@@ -73,6 +73,24 @@ def test_huge_enum_is_refused_before_it_is_built():
     assert (ei.value.keyword, ei.value.path) == ("enum", "/properties/code")
 
 
+@pytest.mark.parametrize(
+    "written, keyword",
+    [
+        ({"enum": [f"v{i}" for i in range(50_000)]}, "enum"),  # was 'anyOf', the enum's internal form
+        ({"anyOf": [{"const": f"v{i}"} for i in range(50_000)]}, "anyOf"),
+        # the values join the other branch (was: keyword 'type' at /properties/s/anyOf/0, the integer)
+        ({"anyOf": [{"type": "integer"}, {"enum": [f"v{i}" for i in range(50_000)]}]}, "anyOf"),
+    ],
+)
+def test_an_untyped_enum_past_the_grammar_bound_is_named_as_written(written, keyword):
+    params = {"type": "object", "properties": {"s": written}}
+    with pytest.raises(SchemaError) as ei:
+        tool_call_grammar([tool_decl(params)], tool_choice="required")
+    assert f"its grammar exceeds {MAX_GRAMMAR_CHARS:,} characters" in str(ei.value)
+    assert str(ei.value).endswith(f"(keyword {keyword!r} at /properties/s)")
+    assert (ei.value.keyword, ei.value.path) == (keyword, "/properties/s")
+
+
 def test_grammar_size_bound_names_the_subschema_being_compiled():
     # 20 objects of 1,000 string properties with distinct lengths: within the step bound, but more grammar
     # text than MAX_GRAMMAR_CHARS allows.

@@ -18,6 +18,7 @@ import jsonschema
 
 from agentkit.messages import TextPart, ToolCall, ToolMessage, to_template_messages
 from agentkit.serve import schemas as S
+from agentkit.tool_schema import unresolvable_ref
 from grammar import special_tokens as st
 from grammar.parse import ToolCallParseError, parse_tool_calls
 from model.checkpoint.tokenizer import decode_marked
@@ -302,6 +303,10 @@ class ServeEngine:
         try:
             constraint = self.chat_model.make_constraint([tool], {"name": name})
             _check_valid(tool["function"].get("parameters"), f"tools[{i}] ({name})", param)
+            if endless := unresolvable_ref(tool["function"].get("parameters", {})):  # before the 4096 below
+                where, why = endless
+                message = f"tools[{i}] ({name}): {why} (at /{'/'.join(map(str, where))})"
+                raise ServeError(400, message, param=param, code="unsupported_schema")
             shortest = constraint.min_completion_tokens(4096)
         except SchemaError as exc:
             if exc.keyword == "name" and not exc.path:  # the tool's name, not its parameters
