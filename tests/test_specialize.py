@@ -388,3 +388,25 @@ def test_adapter_files_missing_or_corrupt_are_one_line(tiny, adapter, tmp_path):
     with pytest.raises(AdapterError, match="cannot be loaded onto") as info:
         load_checkpoint(base, adapter=broken)
     assert "\n" not in str(info.value)
+
+
+def test_a_malformed_adapter_config_or_mismatched_weights_say_what_is_wrong(tiny, adapter, tmp_path):
+    _, base, _ = tiny
+    folder, _, _ = adapter
+    broken = tmp_path / "badconfig"
+    shutil.copytree(folder, broken)
+    (broken / "adapter_config.json").write_text("{bad", encoding="utf-8")
+    with pytest.raises(AdapterError, match=r"unreadable adapter_config\.json \(Expecting property name"):
+        load_checkpoint(base, adapter=broken)
+    shutil.copy(folder / "adapter_config.json", broken / "adapter_config.json")
+    (broken / ADAPTER_INFO).write_bytes(b"\xff\xfe{}")  # not UTF-8: was a UnicodeDecodeError traceback
+    with pytest.raises(AdapterError, match=f"unreadable {ADAPTER_INFO}"):
+        load_checkpoint(base, adapter=broken)
+    ranked = tmp_path / "rank"
+    shutil.copytree(folder, ranked)
+    config = json.loads((ranked / "adapter_config.json").read_text(encoding="utf-8"))
+    config["r"] *= 2  # the weights on disk keep the trained rank
+    (ranked / "adapter_config.json").write_text(json.dumps(config), encoding="utf-8")
+    with pytest.raises(AdapterError, match="cannot be loaded onto") as info:
+        load_checkpoint(base, adapter=ranked)
+    assert "size mismatch for" in str(info.value) and "\n" not in str(info.value)
