@@ -17,7 +17,7 @@ import pydantic
 import pydantic.json_schema
 
 from agentkit.errors import ToolDefinitionError
-from schema import FORMATS, MAX_NESTING, format_matches, nesting, too_deep
+from schema import MAX_NESTING, nesting, too_deep
 from schema.errors import SchemaError
 from schema.normalize import drop_titles, map_subschemas_at
 from schema.refs import Refs, in_place_loop, no_finite_value
@@ -422,23 +422,6 @@ def schema_problems(parameters: Any) -> list[tuple[tuple[str | int, ...], str]]:
         return invalid
     bad_ref = unresolvable_ref(parameters)
     return misspelt_keywords(parameters) + ([] if bad_ref is None else [bad_ref])
-
-
-@functools.cache
-def grammar_format_checker() -> Any:
-    """A ``jsonschema.FormatChecker`` (built once) of exactly the string formats the tool-call grammar enforces
-    (``schema.FORMATS``, with its regexes and length limits), so a remote model is held to what the embedded
-    one can write; values that are not strings pass."""
-    import jsonschema
-
-    checker = jsonschema.FormatChecker(formats=())
-    for fmt in FORMATS:
-
-        def check(value: Any, _fmt: str = fmt) -> bool:
-            return not isinstance(value, str) or format_matches(_fmt, value)
-
-        checker.checks(fmt)(check)
-    return checker
 
 
 #: A number as YAML 1.1 (PyYAML) reads it as a *string*: an exponent without a dot or sign (``1e30``, ``2E-5``).

@@ -46,7 +46,6 @@ from agentkit.tool_schema import (
     check_schema_fits,
     field_alias,
     function_docstring,
-    grammar_format_checker,
     keywords_taken,
     mark_grounded,
     non_finite_numbers,
@@ -57,6 +56,7 @@ from agentkit.tool_schema import (
     unresolvable_ref,
     unwrapped,
 )
+from schema import grammar_format_checker
 from tools.args import format_validation_error
 
 __all__ = [
