@@ -9,6 +9,7 @@ import functools
 import inspect
 import math
 import re
+import sys
 import typing
 from collections.abc import Callable, Iterator, Sequence
 from typing import TYPE_CHECKING, Annotated, Any, Literal, TypeVar
@@ -101,12 +102,21 @@ def signature_and_hints(
         return sig, typing.get_type_hints(function, include_extras=True)
     except Exception:
         target = function.__call__ if not inspect.isroutine(function) else function  # type: ignore[operator]
-        try:
-            return sig, typing.get_type_hints(target, include_extras=True)
+        try:  # also a hint naming a class local to the function that wrote @tool or Agent(tools=...)
+            return sig, typing.get_type_hints(target, localns=caller_locals(), include_extras=True)
         except Exception as exc:
             raise ToolDefinitionError(
                 f"tool {name!r}: cannot resolve the type hints of {fname}: {exc}"
             ) from exc
+
+
+def caller_locals() -> dict[str, Any]:
+    """The local names of the innermost frame outside agentkit (the code that called ``tool`` or ``Agent``): under
+    ``from __future__ import annotations`` a hint naming a class defined in that function is only a string there."""
+    frame = sys._getframe(1)
+    while frame.f_back is not None and frame.f_globals.get("__name__", "").split(".")[0] == "agentkit":
+        frame = frame.f_back
+    return dict(frame.f_locals)
 
 
 def refuse_unbound_method(

@@ -1083,3 +1083,26 @@ def test_a_long_loop_of_definitions_is_named_by_its_start_and_end():
         "a D2, which ... (47 more) ..., which needs a 'n' that is again a D0: no finite value satisfies it (make "
         "'n' optional or allow null)"
     )
+
+
+def test_a_hint_naming_a_class_local_to_the_defining_function_resolves():
+    # as `from __future__ import annotations` writes every hint: `item: Item` with Item defined in this function
+    # was "cannot resolve the type hints of add: name 'Item' is not defined" (Pydantic resolves it for a model)
+    class Item(BaseModel):
+        name: str
+
+    def add(item: "Item", n: "int" = 1) -> str:
+        """Add an item."""
+        return f"{type(item).__name__} {item.name} {n}"
+
+    backend = ScriptedBackend([call("add", item={"name": "x"}), "ok"])
+    result = Agent(backend, [add]).run("q")
+    assert result.tool_calls[0].content == "Item x 1"
+    assert tool(add).parameters["properties"]["item"] == {"$ref": "#/$defs/Item"}
+
+    def missing(item: "NoSuchItem") -> str:  # type: ignore[name-defined]  # noqa: F821
+        """Refused."""
+        return ""
+
+    with pytest.raises(ToolDefinitionError, match="name 'NoSuchItem' is not defined"):
+        tool(missing)
