@@ -79,11 +79,12 @@ def unwrapped(function: Callable[..., Any]) -> tuple[Callable[..., Any], set[str
 
 
 def function_docstring(function: Callable[..., Any]) -> str | None:
-    """The docstring of ``function``, or of its ``__call__`` for a callable object whose class has none."""
-    doc = inspect.getdoc(function)
+    """The docstring of ``function`` as written (``inspect.getdoc`` would dedent the lines under a first-line
+    ``Args:`` out of its section), of its ``__call__`` for a callable object whose class has none, else inherited."""
+    doc = getattr(function, "__doc__", None)
     if doc is None and not inspect.isroutine(function) and not inspect.isclass(function):
-        doc = inspect.getdoc(type(function).__call__)
-    return doc
+        doc = getattr(type(function).__call__, "__doc__", None)
+    return doc if isinstance(doc, str) else inspect.getdoc(function)
 
 
 def signature_and_hints(

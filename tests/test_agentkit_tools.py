@@ -1106,3 +1106,20 @@ def test_a_hint_naming_a_class_local_to_the_defining_function_resolves():
 
     with pytest.raises(ToolDefinitionError, match="name 'NoSuchItem' is not defined"):
         tool(missing)
+
+
+def test_a_docstring_that_opens_with_its_args_section_keeps_the_parameter_descriptions():
+    # inspect.getdoc dedents the lines under a first-line "Args:" to its level, so griffe read no parameter and the
+    # whole section became the tool's description: 'Args:\na: Row count.'
+    def rows(a: int, b: str = "") -> str:
+        """Args:
+        a: Row count.
+        b: Table name,
+            e.g. "users".
+        """
+        return ""
+
+    t = tool(rows)
+    assert t.description == ""
+    assert t.parameters["properties"]["a"]["description"] == "Row count."
+    assert t.parameters["properties"]["b"]["description"] == 'Table name, e.g. "users".'
