@@ -980,3 +980,21 @@ def test_a_custom_backend_without_a_name_or_returning_no_model_turn_is_told_so()
         TypeError, match=r"^backend 'bad': a tool call must be an agentkit\.messages\.ToolCall"
     ):
         Agent(Bad(ModelTurn("", "", [{"name": "f", "arguments": {}}]))).run("?")
+
+
+def test_a_serializer_that_returns_no_str_is_an_error_response_naming_it():
+    # bytes crashed the run (pydantic ValidationError for ToolCallRecord); an int or None was reported as
+    # "TypeError: object of type 'int' has no len()"
+    for returned in (b"\xff", 5, None):
+
+        @tool(serializer=lambda v, r=returned: r)
+        def stamp() -> str:
+            """Stamp."""
+            return "val"
+
+        result = Agent(ScriptedBackend([call("stamp"), "done"]), [stamp]).run("?")
+        record = result.tool_calls[0]
+        assert result.answer == "done" and record.error is not None
+        assert json.loads(record.content)["error"] == (
+            f"TypeError: the serializer of tool 'stamp' returned {type(returned).__name__}, not str"
+        )
