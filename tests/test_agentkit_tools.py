@@ -371,6 +371,11 @@ def _renamed(name: str) -> Callable[..., int]:
             lambda: Tool(lambda x: x, name="f", description=5),
             r"^tool 'f': description must be a string or None, got 5$",
         ),
+        # was accepted, and every call then answered "TypeError: 'int' object is not callable"
+        (
+            lambda: Tool(lambda x: x, name="f", serializer=5),
+            r"^tool 'f': serializer must be a function \(return value -> str\) or None, got 5$",
+        ),
         (
             lambda: Tool(lambda city: city, name="f", grounded="city"),
             r"^tool 'f': grounded must be a list of parameter names, got 'city': wrap it in a list$",
