@@ -16,7 +16,7 @@ from collections.abc import Callable, Coroutine, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Protocol, TypeVar
 
-from agentkit.backends.base import ChatMessage, ModelTurn, ToolChoice, Usage, turn_problem
+from agentkit.backends.base import ChatMessage, ModelTurn, ToolChoice, Usage, tool_choice_name, turn_problem
 from agentkit.backends.base import PromptTooLong as BackendPromptTooLong
 from agentkit.calls import (
     canonical_arguments,
@@ -226,7 +226,9 @@ class Host(Protocol):
         t0 = _perf()
         try:
             value = await tl.acall(validated, ToolContext(tl.name, c.id, state.step, state.deps))
-            content = cap(tl.serializer(value))
+            if not isinstance(text := tl.serializer(value), str):
+                raise TypeError(f"the serializer of tool {tl.name!r} returned {type(text).__name__}, not str")
+            content = cap(text)
         except ToolTimeoutError as exc:
             hint = "the tool did not answer in time; try other arguments or another approach"
             rec = error_record(c, c.arguments, "timeout", str(exc), {"hint": hint}, cap)
@@ -311,6 +313,12 @@ class RunGraph:
         # backend's sync connection pool across runs.
         acomplete = None if prefer_sync else getattr(backend, "acomplete", None)
         declarations = [t.declaration() for t in self.tools.values()]
+        if (forced := tool_choice_name(state.tool_choice)) is not None and forced not in self.tools:
+            raise state.fail(  # removed by a tool (remove_tool) or its MCP server since the run started
+                ValueError(
+                    f"tool_choice names tool {forced!r}, which the agent no longer has ({list(self.tools)})"
+                )
+            )
         t0 = _perf()
         while True:
             prompt, groups = state.prompt_view()

@@ -253,6 +253,14 @@ class ToolImage:
     data: bytes = dataclasses.field(repr=False)  # megabytes: not in reprs, logs or test reports
     mime_type: str
 
+    def __post_init__(self) -> None:
+        """Raises ``TypeError`` for ``data`` that is not ``bytes`` (a PIL image, a path, base64 text)."""
+        if not isinstance(self.data, bytes):
+            raise TypeError(
+                "ToolImage.data must be the image file's bytes (PNG, JPEG or WebP, e.g. Path(p).read_bytes()), "
+                f"got {type(self.data).__name__}"
+            )
+
     def note(self) -> str:
         """The one-line note that stands for the image in text: ``[image image/png, 70 bytes]``."""
         return f"[image {self.mime_type}, {len(self.data)} bytes]"

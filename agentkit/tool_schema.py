@@ -9,6 +9,7 @@ import functools
 import inspect
 import math
 import re
+import sys
 import typing
 from collections.abc import Callable, Iterator, Sequence
 from typing import TYPE_CHECKING, Annotated, Any, Literal, TypeVar
@@ -17,7 +18,7 @@ import pydantic
 import pydantic.json_schema
 
 from agentkit.errors import ToolDefinitionError
-from schema import FORMATS, MAX_NESTING, format_matches, nesting, too_deep
+from schema import MAX_NESTING, nesting, too_deep
 from schema.errors import SchemaError
 from schema.normalize import drop_titles, map_subschemas_at
 from schema.refs import Refs, in_place_loop, no_finite_value
@@ -78,11 +79,12 @@ def unwrapped(function: Callable[..., Any]) -> tuple[Callable[..., Any], set[str
 
 
 def function_docstring(function: Callable[..., Any]) -> str | None:
-    """The docstring of ``function``, or of its ``__call__`` for a callable object whose class has none."""
-    doc = inspect.getdoc(function)
+    """The docstring of ``function`` as written (``inspect.getdoc`` would dedent the lines under a first-line
+    ``Args:`` out of its section), of its ``__call__`` for a callable object whose class has none, else inherited."""
+    doc = getattr(function, "__doc__", None)
     if doc is None and not inspect.isroutine(function) and not inspect.isclass(function):
-        doc = inspect.getdoc(type(function).__call__)
-    return doc
+        doc = getattr(type(function).__call__, "__doc__", None)
+    return doc if isinstance(doc, str) else inspect.getdoc(function)
 
 
 def signature_and_hints(
@@ -101,12 +103,21 @@ def signature_and_hints(
         return sig, typing.get_type_hints(function, include_extras=True)
     except Exception:
         target = function.__call__ if not inspect.isroutine(function) else function  # type: ignore[operator]
-        try:
-            return sig, typing.get_type_hints(target, include_extras=True)
+        try:  # also a hint naming a class local to the function that wrote @tool or Agent(tools=...)
+            return sig, typing.get_type_hints(target, localns=caller_locals(), include_extras=True)
         except Exception as exc:
             raise ToolDefinitionError(
                 f"tool {name!r}: cannot resolve the type hints of {fname}: {exc}"
             ) from exc
+
+
+def caller_locals() -> dict[str, Any]:
+    """The local names of the innermost frame outside agentkit (the code that called ``tool`` or ``Agent``): under
+    ``from __future__ import annotations`` a hint naming a class defined in that function is only a string there."""
+    frame = sys._getframe(1)
+    while frame.f_back is not None and frame.f_globals.get("__name__", "").split(".")[0] == "agentkit":
+        frame = frame.f_back
+    return dict(frame.f_locals)
 
 
 def refuse_unbound_method(
@@ -422,23 +433,6 @@ def schema_problems(parameters: Any) -> list[tuple[tuple[str | int, ...], str]]:
         return invalid
     bad_ref = unresolvable_ref(parameters)
     return misspelt_keywords(parameters) + ([] if bad_ref is None else [bad_ref])
-
-
-@functools.cache
-def grammar_format_checker() -> Any:
-    """A ``jsonschema.FormatChecker`` (built once) of exactly the string formats the tool-call grammar enforces
-    (``schema.FORMATS``, with its regexes and length limits), so a remote model is held to what the embedded
-    one can write; values that are not strings pass."""
-    import jsonschema
-
-    checker = jsonschema.FormatChecker(formats=())
-    for fmt in FORMATS:
-
-        def check(value: Any, _fmt: str = fmt) -> bool:
-            return not isinstance(value, str) or format_matches(_fmt, value)
-
-        checker.checks(fmt)(check)
-    return checker
 
 
 #: A number as YAML 1.1 (PyYAML) reads it as a *string*: an exponent without a dot or sign (``1e30``, ``2E-5``).

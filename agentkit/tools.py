@@ -46,7 +46,6 @@ from agentkit.tool_schema import (
     check_schema_fits,
     field_alias,
     function_docstring,
-    grammar_format_checker,
     keywords_taken,
     mark_grounded,
     non_finite_numbers,
@@ -57,6 +56,7 @@ from agentkit.tool_schema import (
     unresolvable_ref,
     unwrapped,
 )
+from schema import grammar_format_checker
 from tools.args import format_validation_error
 
 __all__ = [
@@ -153,9 +153,14 @@ def _check_settings(
     max_output_bytes: int | None,
     description: Any,
     grounded: Any,
+    serializer: Any = None,
 ) -> None:
-    """Raise :class:`ToolDefinitionError` for a bad timeout, retry budget, output limit, description or
-    ``grounded`` given as one string."""
+    """Raise :class:`ToolDefinitionError` for a bad timeout, retry budget, output limit, description,
+    ``grounded`` given as one string or a serializer that cannot be called."""
+    if serializer is not None and not callable(serializer):
+        raise ToolDefinitionError(
+            f"tool {name!r}: serializer must be a function (return value -> str) or None, got {serializer!r}"
+        )
     if description is not None and not isinstance(description, str):
         raise ToolDefinitionError(f"tool {name!r}: description must be a string or None, got {description!r}")
     if isinstance(grounded, str):
@@ -281,7 +286,7 @@ class Tool:
         self.name: str = fname if name is None else name
         if not isinstance(self.name, str) or not _NAME_RE.match(self.name):
             raise ToolDefinitionError(_bad_name(fname, name))
-        _check_settings(self.name, timeout, retries, max_output_bytes, description, grounded)
+        _check_settings(self.name, timeout, retries, max_output_bytes, description, grounded, serializer)
         self.max_output_bytes = max_output_bytes
         if args_model is not None and parameters is not None:
             raise ToolDefinitionError(f"tool {self.name!r}: give args_model or parameters, not both")

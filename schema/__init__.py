@@ -14,7 +14,7 @@ from schema import ir
 from schema.algebra import MAX_COMPILE_STEPS
 from schema.build import Builder, build_ir
 from schema.errors import SchemaError
-from schema.formats import FORMAT_LIMITS, FORMATS, format_matches
+from schema.formats import FORMAT_LIMITS, FORMATS, format_matches, grammar_format_checker
 from schema.ir import MAX_MULTIPLE_OF
 from schema.normalize import MAX_NESTING, nesting, normalize_schema, too_deep
 from schema.regex import pattern_matches, pattern_to_regex
@@ -32,6 +32,7 @@ __all__ = [
     "build_ir",
     "fingerprint",
     "format_matches",
+    "grammar_format_checker",
     "ir",
     "nesting",
     "normalize_schema",

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import functools
 import re
+from typing import Any
 
 _HEX = "[0-9a-fA-F]"
 _DEC_OCTET = "(?:25[0-5]|2[0-4][0-9]|1[0-9][0-9]|[1-9][0-9]|[0-9])"
@@ -88,3 +90,20 @@ def format_matches(name: str, value: str) -> bool:
     """Whether ``value`` is a string of format ``name`` (a key of :data:`FORMATS`), its length limits
     (:data:`FORMAT_LIMITS`) included. Raises ``KeyError`` for an unknown format."""
     return all(re.fullmatch(rx, value) is not None for rx in (FORMATS[name], *FORMAT_LIMITS.get(name, ())))
+
+
+@functools.cache
+def grammar_format_checker() -> Any:
+    """A ``jsonschema.FormatChecker`` (built once) of exactly the string formats the tool-call grammar enforces
+    (:data:`FORMATS`, with their regexes and length limits), so a remote model is held to what the embedded
+    one can write; values that are not strings pass."""
+    import jsonschema
+
+    checker = jsonschema.FormatChecker(formats=())
+    for fmt in FORMATS:
+
+        def check(value: Any, _fmt: str = fmt) -> bool:
+            return not isinstance(value, str) or format_matches(_fmt, value)
+
+        checker.checks(fmt)(check)
+    return checker

@@ -409,6 +409,24 @@ def test_a_forced_tool_choice_whose_tool_was_removed_is_refused_before_the_model
     assert backend.requests == []
 
 
+def test_a_forced_tool_choice_whose_tool_a_tool_removed_during_the_run_is_refused_before_the_next_turn():
+    # with reset_tool_choice=False the next turn was sent still forcing the removed tool: the embedded backend
+    # failed with "BackendError: embedded backend: ValueError: ... not declared", a server with a 400
+    agent: Agent
+
+    @tool
+    def once() -> str:
+        """Runs once, then leaves the agent."""
+        agent.remove_tool("once")
+        return "gone"
+
+    backend = ScriptedBackend([call("once"), "done"])
+    agent = Agent(backend, [once], tool_choice={"name": "once"}, reset_tool_choice=False)
+    with pytest.raises(ValueError, match=r"tool_choice names tool 'once', which the agent no longer has"):
+        agent.run("?")
+    assert len(backend.requests) == 1
+
+
 def test_a_tool_that_calls_sys_exit_is_a_failed_call_not_the_end_of_the_process():
     import argparse
     import sys
@@ -962,3 +980,21 @@ def test_a_custom_backend_without_a_name_or_returning_no_model_turn_is_told_so()
         TypeError, match=r"^backend 'bad': a tool call must be an agentkit\.messages\.ToolCall"
     ):
         Agent(Bad(ModelTurn("", "", [{"name": "f", "arguments": {}}]))).run("?")
+
+
+def test_a_serializer_that_returns_no_str_is_an_error_response_naming_it():
+    # bytes crashed the run (pydantic ValidationError for ToolCallRecord); an int or None was reported as
+    # "TypeError: object of type 'int' has no len()"
+    for returned in (b"\xff", 5, None):
+
+        @tool(serializer=lambda v, r=returned: r)
+        def stamp() -> str:
+            """Stamp."""
+            return "val"
+
+        result = Agent(ScriptedBackend([call("stamp"), "done"]), [stamp]).run("?")
+        record = result.tool_calls[0]
+        assert result.answer == "done" and record.error is not None
+        assert json.loads(record.content)["error"] == (
+            f"TypeError: the serializer of tool 'stamp' returned {type(returned).__name__}, not str"
+        )

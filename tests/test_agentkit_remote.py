@@ -15,7 +15,7 @@ from sample_tools import add, get_weather
 from agentkit import Agent, ChatSession, Tool, ToolCallFormatError, tool
 from agentkit.backends.openai import OpenAIBackend
 from agentkit.backends.textcalls import recover_calls, split_thinking
-from agentkit.tool_schema import grammar_format_checker
+from schema import grammar_format_checker
 
 
 class FakeServer:

@@ -371,6 +371,11 @@ def _renamed(name: str) -> Callable[..., int]:
             lambda: Tool(lambda x: x, name="f", description=5),
             r"^tool 'f': description must be a string or None, got 5$",
         ),
+        # was accepted, and every call then answered "TypeError: 'int' object is not callable"
+        (
+            lambda: Tool(lambda x: x, name="f", serializer=5),
+            r"^tool 'f': serializer must be a function \(return value -> str\) or None, got 5$",
+        ),
         (
             lambda: Tool(lambda city: city, name="f", grounded="city"),
             r"^tool 'f': grounded must be a list of parameter names, got 'city': wrap it in a list$",
@@ -1083,3 +1088,43 @@ def test_a_long_loop_of_definitions_is_named_by_its_start_and_end():
         "a D2, which ... (47 more) ..., which needs a 'n' that is again a D0: no finite value satisfies it (make "
         "'n' optional or allow null)"
     )
+
+
+def test_a_hint_naming_a_class_local_to_the_defining_function_resolves():
+    # as `from __future__ import annotations` writes every hint: `item: Item` with Item defined in this function
+    # was "cannot resolve the type hints of add: name 'Item' is not defined" (Pydantic resolves it for a model)
+    class Item(BaseModel):
+        name: str
+
+    def add(item: "Item", n: "int" = 1) -> str:
+        """Add an item."""
+        return f"{type(item).__name__} {item.name} {n}"
+
+    backend = ScriptedBackend([call("add", item={"name": "x"}), "ok"])
+    result = Agent(backend, [add]).run("q")
+    assert result.tool_calls[0].content == "Item x 1"
+    assert tool(add).parameters["properties"]["item"] == {"$ref": "#/$defs/Item"}
+
+    def missing(item: "NoSuchItem") -> str:  # type: ignore[name-defined]  # noqa: F821
+        """Refused."""
+        return ""
+
+    with pytest.raises(ToolDefinitionError, match="name 'NoSuchItem' is not defined"):
+        tool(missing)
+
+
+def test_a_docstring_that_opens_with_its_args_section_keeps_the_parameter_descriptions():
+    # inspect.getdoc dedents the lines under a first-line "Args:" to its level, so griffe read no parameter and the
+    # whole section became the tool's description: 'Args:\na: Row count.'
+    def rows(a: int, b: str = "") -> str:
+        """Args:
+        a: Row count.
+        b: Table name,
+            e.g. "users".
+        """
+        return ""
+
+    t = tool(rows)
+    assert t.description == ""
+    assert t.parameters["properties"]["a"]["description"] == "Row count."
+    assert t.parameters["properties"]["b"]["description"] == 'Table name, e.g. "users".'

@@ -3,6 +3,7 @@ parameters and nothing else; the model decides the rest."""
 
 from __future__ import annotations
 
+import datetime
 import functools
 import json
 
@@ -222,11 +223,42 @@ def test_nullable_parameters_and_unread_formats_get_candidates_by_their_type():
     for tool in (plain, typed_tool):
         lab = label_request(cm.model, cm.tokenizer, cm.encode(msgs, [tool]), [tool])
         got[id(tool)] = scored_candidates(lab, [normalize_tool(tool)])
-    # a format the binder does not read (time) takes the tagger's spans as a plain string does; a nullable
-    # integer takes the request's numbers as an integer does
+    # a format the binder does not read (time) takes those of the tagger's spans the format accepts (none of
+    # "noon", "Standup"...: a time is 12:00:00Z to the grammar); a nullable integer takes the request's numbers
     assert [v for v, _ in got[id(typed_tool)][("add_event", "until")]] == [12]
     starts = [[v for v, _ in got[id(t)].get(("add_event", "start"), [])] for t in (typed_tool, plain)]
-    assert starts[0] and starts[0] == starts[1]
+    assert starts[1] and starts[0] == []
+
+
+def test_candidates_are_held_to_the_formats_the_grammar_writes():
+    time, date_time = {"type": "string", "format": "time"}, {"type": "string", "format": "date-time"}
+    assert not typed.accepts(time, "10:30") and typed.accepts(time, "10:30:00Z")
+    assert not typed.accepts(date_time, "2024-05-06T00:00:00")  # no offset: not RFC 3339
+    assert typed.accepts({"type": "array", "items": time}, ["10:30:00+01:00"])
+    assert not typed.accepts({"type": "array", "items": time}, ["noon"])
+
+
+def test_a_bound_time_parameter_still_gets_a_call_that_validates():
+    # the binder's span "10:30" (or "called Standup") narrowed `start` to an enum without its format, so the
+    # grammar wrote it and the call failed validation: "start: '10:30' is not a 'time'"
+    from agentkit import Agent, tool
+    from agentkit.backends.embedded import EmbeddedBackend
+
+    @tool
+    def add_event(title: str, start: datetime.time) -> str:
+        """Add a calendar event.
+
+        Args:
+            title: Event title.
+            start: Start time.
+        """
+        return f"added at {start.isoformat()}"
+
+    backend = EmbeddedBackend(chat_model=_shipped(), seed=0, binding="copy-head")
+    for request in ("Add an event called Standup starting at 10:30", "Add an event called Standup at noon"):
+        agent = Agent(backend, tools=[add_event], tool_choice={"name": "add_event"}, max_steps=2)
+        record = agent.run(request).tool_calls[0]
+        assert record.content.startswith("added at "), (request, record.content)
 
 
 class _Runs:

@@ -700,8 +700,7 @@ def test_email_and_hostname_values_end_within_their_rfc_length_limits(ll, tok):
     """RFC 5321: an email's local part is at most 64 characters and the address 254; RFC 1035: a hostname is
     at most 253. The grammar (Gemma syntax) and the remote-argument format checker hold both, so a value the
     model writes cannot run on (a new user saw a 369-character email take 40-94 s)."""
-    from agentkit.tool_schema import grammar_format_checker
-    from schema import format_matches
+    from schema import format_matches, grammar_format_checker
 
     g = tool_call_grammar(
         [

@@ -181,6 +181,16 @@ def test_the_real_format_decides_png_jpeg_webp_only():
     )
 
 
+def test_a_tool_image_of_anything_but_the_files_bytes_is_refused_where_it_is_made():
+    # a PIL image was kept and failed later as "TypeError: object of type 'Image' has no len()"; a str was
+    # counted as bytes ("[image image/png, 8 bytes]") and base64-encoded nowhere
+    with Image.new("RGB", (4, 4)) as im:
+        for data in (im, "notbytes", None):
+            with pytest.raises(TypeError, match=r"ToolImage\.data must be the image file's bytes .* got "):
+                ToolImage(data, "image/png")  # type: ignore[arg-type]
+    assert ToolImage(b"\x89PNG", "image/png").data == b"\x89PNG"
+
+
 def test_soft_token_share_per_step_and_settings():
     limits = ToolImageLimits(vision_budget=70, max_soft_tokens=150)
     script = [

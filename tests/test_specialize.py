@@ -388,3 +388,49 @@ def test_adapter_files_missing_or_corrupt_are_one_line(tiny, adapter, tmp_path):
     with pytest.raises(AdapterError, match="cannot be loaded onto") as info:
         load_checkpoint(base, adapter=broken)
     assert "\n" not in str(info.value)
+
+
+def test_a_malformed_adapter_config_or_mismatched_weights_say_what_is_wrong(tiny, adapter, tmp_path):
+    _, base, _ = tiny
+    folder, _, _ = adapter
+    broken = tmp_path / "badconfig"
+    shutil.copytree(folder, broken)
+    (broken / "adapter_config.json").write_text("{bad", encoding="utf-8")
+    with pytest.raises(AdapterError, match=r"unreadable adapter_config\.json \(Expecting property name"):
+        load_checkpoint(base, adapter=broken)
+    shutil.copy(folder / "adapter_config.json", broken / "adapter_config.json")
+    (broken / ADAPTER_INFO).write_bytes(b"\xff\xfe{}")  # not UTF-8: was a UnicodeDecodeError traceback
+    with pytest.raises(AdapterError, match=f"unreadable {ADAPTER_INFO}"):
+        load_checkpoint(base, adapter=broken)
+    ranked = tmp_path / "rank"
+    shutil.copytree(folder, ranked)
+    config = json.loads((ranked / "adapter_config.json").read_text(encoding="utf-8"))
+    config["r"] *= 2  # the weights on disk keep the trained rank
+    (ranked / "adapter_config.json").write_text(json.dumps(config), encoding="utf-8")
+    with pytest.raises(AdapterError, match="cannot be loaded onto") as info:
+        load_checkpoint(base, adapter=ranked)
+    assert "size mismatch for" in str(info.value) and "\n" not in str(info.value)
+
+
+def test_a_bundle_whose_requests_all_occur_in_training_says_accuracy_is_not_measured(tiny, tmp_path):
+    # a tool without parameters has few requests: 1,000 training dialogues hold them all, so no held-out one is
+    # left and the report read "exact-call accuracy 0.000 -> 0.000 (+0.0 points) on 0 held-out call dialogues"
+    from evals.heldout import evaluate_examples
+    from model.training.specialize import SpecializeConfig, specialize
+
+    _, base, _ = tiny
+    ping = {"type": "function", "function": {"name": "ping", "description": "Check the service is up."}}
+    ping["function"]["parameters"] = {"type": "object", "properties": {}}
+    cfg = SpecializeConfig(
+        bundle="ping", out=str(tmp_path / "a"), base=str(base), minutes=5, lora_rank=2, threads=1,
+        n_train=1000, n_eval=3, batch_size=4, max_prompt=512, max_steps=1,
+    )  # fmt: skip
+    lines: list[str] = []
+    report = specialize(cfg, [ping], None, log=lines.append, evaluate=evaluate_examples)
+    assert report["held_out_call_dialogues"] == 0
+    assert any(
+        "not measured: none of the 0 held-out dialogues asks for a call (3 asked for: the others' requests are all"
+        in line
+        for line in lines
+    ), lines
+    assert not any("0.000 -> 0.000" in line for line in lines)

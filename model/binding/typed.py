@@ -13,6 +13,7 @@ from typing import Any
 
 import jsonschema
 
+from schema import grammar_format_checker
 from schema.regex import pattern_matches
 
 _EMAIL = re.compile(r"[\w.+-]+@[\w-]+(?:\.[\w-]+)+")
@@ -49,9 +50,14 @@ def base_type(schema: Any) -> Any:
 
 
 def accepts(schema: dict[str, Any], value: Any) -> bool:
-    """Whether ``schema`` (its ``x-grounded`` mark aside) accepts ``value``."""
+    """Whether ``schema`` (its ``x-grounded`` mark aside) accepts ``value``, string formats as the tool-call grammar
+    writes them (a candidate becomes an ``enum`` that drops the ``format``: it must satisfy it already)."""
     try:
-        jsonschema.validate(value, {k: v for k, v in schema.items() if k != "x-grounded"})
+        jsonschema.validate(
+            value,
+            {k: v for k, v in schema.items() if k != "x-grounded"},
+            format_checker=grammar_format_checker(),
+        )
     except (jsonschema.exceptions.ValidationError, jsonschema.exceptions.SchemaError):
         return False
     return True

@@ -346,8 +346,8 @@ def read_adapter_info(adapter: str | Path) -> dict[str, Any]:
     """The :data:`ADAPTER_INFO` record of an adapter folder.
 
     Raises:
-        AdapterError: no such folder, no ``adapter_config.json`` or ``adapter_model.safetensors``, or a missing or
-            malformed :data:`ADAPTER_INFO`."""
+        AdapterError: no such folder, no ``adapter_config.json`` or ``adapter_model.safetensors``, a malformed
+            ``adapter_config.json``, or a missing or malformed :data:`ADAPTER_INFO`."""
     root = Path(adapter)
     if root.is_file():
         raise AdapterError(f"adapter {root}: is a file; give the adapter's folder")
@@ -359,6 +359,10 @@ def read_adapter_info(adapter: str | Path) -> dict[str, Any]:
         raise AdapterError(
             f"adapter {root}: no adapter_model.safetensors (the adapter's weights are missing)"
         )
+    try:
+        json.loads((root / "adapter_config.json").read_text(encoding="utf-8"))
+    except (OSError, ValueError) as exc:  # ValueError: malformed JSON or not UTF-8
+        raise AdapterError(f"adapter {root}: unreadable adapter_config.json ({exc})") from None
     info_file = root / ADAPTER_INFO
     try:
         info = json.loads(info_file.read_text(encoding="utf-8"))
@@ -367,7 +371,7 @@ def read_adapter_info(adapter: str | Path) -> dict[str, Any]:
             f"adapter {root}: no {ADAPTER_INFO} (it records the base checkpoint; write adapters with "
             "agentkit specialize)"
         ) from None
-    except (OSError, json.JSONDecodeError) as exc:
+    except (OSError, ValueError) as exc:
         raise AdapterError(f"adapter {root}: unreadable {ADAPTER_INFO} ({exc})") from None
     if not isinstance(info, dict) or not isinstance(info.get("base_fingerprint"), str):
         raise AdapterError(f"adapter {root}: {ADAPTER_INFO} has no base_fingerprint")
@@ -397,7 +401,9 @@ def apply_adapter(model: Any, base_folder: str | Path, adapter: str | Path) -> A
         with quiet_peft():
             wrapped = PeftModel.from_pretrained(model, str(adapter), is_trainable=False)
     except Exception as exc:
-        first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+        lines = [line.strip() for line in str(exc).splitlines() if line.strip()] or [type(exc).__name__]
+        # torch's load_state_dict heads its details with "Error(s) in loading state_dict for X:"
+        first = " ".join(lines[:2]) if lines[0].endswith(":") else lines[0]
         raise AdapterError(f"adapter {adapter}: cannot be loaded onto {base_folder} ({first})") from None
     inner: Any = wrapped.base_model.model  # the same model object, LoRA layers injected (not merged)
     inner.eval()

@@ -354,7 +354,16 @@ def specialize(
     base_src = ck.source
     log(f"base: {base_src}; held-out evaluation of the base ({len(held_ex)} dialogues)...")
     before = _scores(evaluate(ChatModel(ck), held_ex, log))
-    log(f"base: exact-call accuracy {before['call_accuracy']:.3f} ({before['n_calls']} call dialogues)")
+    unmeasured = (
+        f"exact-call accuracy not measured: none of the {len(held_ex)} held-out dialogues asks for a call"
+    )
+    if len(held_ex) < cfg.n_eval:  # a held-out request must differ from every training one
+        unmeasured += f" ({cfg.n_eval} asked for: the others' requests are all training ones)"
+    log(
+        f"base: exact-call accuracy {before['call_accuracy']:.3f} ({before['n_calls']} call dialogues)"
+        if before["n_calls"]
+        else f"base: {unmeasured}"
+    )
 
     model, tok = ck.model, ck.tokenizer
     tcfg = _train_config(cfg, model, out)
@@ -375,9 +384,12 @@ def specialize(
     )
     report = _report(cfg, base_src, out, before, after, train_s, steps, threads, len(train_ex), n_trainable)
     adapter_bytes = report["adapter_bytes"]
-    log(
+    scored = (
         f"exact-call accuracy {before['call_accuracy']:.3f} -> {after['call_accuracy']:.3f} "
-        f"({report['gain_points']:+.1f} points) on {after['n_calls']} held-out call dialogues; "
+        f"({report['gain_points']:+.1f} points) on {after['n_calls']} held-out call dialogues"
+    )
+    log(
+        f"{scored if after['n_calls'] else unmeasured}; "
         f"{train_s / 60:.1f} min of fine-tuning on {threads} thread(s), {steps} steps; adapter "
         f"{adapter_bytes / 1e6:.2f} MB = {100 * report['adapter_share_of_base']:.1f}% of the base"
     )
