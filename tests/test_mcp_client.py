@@ -336,3 +336,16 @@ def test_a_server_tool_named_as_the_agents_own_is_refused_and_the_agents_tool_is
         assert list(agent.tools) == ["add"] and agent.tools["add"].description.startswith("Local add")
     result, _, _ = run_script(stdio(include=["add"], prefix="fx"), [call("fx_add", a=1, b=2), "done"])
     assert calls(result) == [("fx_add", "3", None)]
+
+
+def test_a_listing_the_sdk_cannot_read_is_named_in_the_timeout_error():
+    agent = Agent(ScriptedBackend(["never"]), toolsets=[stdio("--mode", "deep", startup_timeout=2)])
+    with pytest.raises(MCPServerError) as err:
+        agent.run("go")
+    msg = str(err.value)
+    assert msg.startswith(
+        "MCP server 'fixture': tools/list failed: no answer to initialize / tools/list within 2 s (it wrote "
+        """'{"jsonrpc":"2.0","id":2,"result":{"tools":"""
+    )
+    assert "(Invalid JSON: recursion limit exceeded at line 1 column " in msg
+    assert msg.endswith(" on stdout, which could not be read)")

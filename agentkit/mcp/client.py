@@ -105,6 +105,7 @@ class MCPToolset:
         self._ready: asyncio.Future[Client] | None = None
         self._errlog: Any = None
         self._http_status: str | None = None  # the last HTTP error status of a url server, for messages
+        self._unread: str | None = None  # the last stdout line the SDK could not read, for timeout messages
         self._check = True
 
     @classmethod
@@ -172,7 +173,7 @@ class MCPToolset:
         if self._client is not None:
             return self.tools
         self._check = check
-        self._http_status = None
+        self._http_status = self._unread = None
         ready: asyncio.Future[Client] = asyncio.get_running_loop().create_future()
         self._stop = asyncio.Event()
         self._ready = ready
@@ -249,6 +250,7 @@ class MCPToolset:
                         )
                     )
                 elif ready is None or ready.exception() is None:  # (not a start already failed)
+                    self._unread = line
                     log.warning(
                         "MCP server %r wrote %s on stdout, which is not MCP; ignored", self.name, line
                     )
@@ -283,6 +285,8 @@ class MCPToolset:
             exc = exc.exceptions[0]
         if isinstance(exc, TimeoutError):
             why = f"no answer to initialize / tools/list within {self.opts.startup_timeout:g} s"
+            if self._unread is not None:  # the answer may have been that line
+                why += f" (it wrote {self._unread} on stdout, which could not be read)"
         else:
             why = f"{type(exc).__name__}: {exc}" if str(exc) else type(exc).__name__
         if starting and str(exc) == "Connection closed" and isinstance(self.params, StdioServerParameters):
@@ -422,7 +426,8 @@ def _bad_line(exc: Exception) -> str:
         text = json.dumps(line, ensure_ascii=False, default=str)
     else:
         text = str(exc).splitlines()[0]
-    return repr(text[:120])
+    why = str(listed[0].get("msg", "")) if listed else ""  # JSON-RPC nested past the SDK's reader: say so
+    return repr(text[:120]) + (f" ({why})" if "recursion limit" in why else "")
 
 
 class _DropParseErrors(logging.Filter):
