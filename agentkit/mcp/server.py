@@ -95,10 +95,10 @@ async def served(
             for t in await ts.open(check=False):
                 if t.name in seen:
                     raise ValueError(
-                        f"tool {t.name!r} of MCP server {ts.name!r} has the name of a tool of {seen[t.name]} "
+                        f"tool {t.name!r} of {ts.label} has the name of a tool of {seen[t.name]} "
                         "(give the toolset a 'prefix', or 'exclude' it)"
                     )
-                seen[t.name], by_name[t.name] = f"MCP server {ts.name!r}", t
+                seen[t.name], by_name[t.name] = ts.label, t
         listed = [
             types.Tool(name=t.name, description=t.description or None, input_schema=t.parameters)
             for t in by_name.values()
