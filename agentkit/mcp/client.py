@@ -35,6 +35,7 @@ from agentkit.backends.embedded import constraint_support_error
 from agentkit.errors import ToolDefinitionError
 from agentkit.mcp.content import MCPServerError, result_value
 from agentkit.mcp.guard import command_not_found
+from agentkit.tool_schema import schema_problems
 from agentkit.tools import DEFAULT_RETRIES, Tool, ToolTimeoutError
 from schema import SchemaError
 from tools.args import format_validation_error
@@ -54,12 +55,18 @@ class MCPSchemaError(ToolDefinitionError):
 
 
 def check_tool_schema(name: str, schema: Any) -> SchemaError | None:
-    """What the embedded tool-call constraint cannot enforce of one tool (its name included), else ``None``."""
+    """What the embedded tool-call constraint cannot enforce of one tool (its name included), or what keeps its
+    schema from being a tool's (not valid JSON Schema, a misspelt keyword: ``tool_schema.schema_problems``),
+    else ``None``."""
     if not _NAME_RE.match(name):
         return SchemaError("name", "", f"tool name {name!r} is not a valid agentkit tool name")
     if not isinstance(schema, dict) or schema.get("type", "object") != "object":
         return SchemaError("type", "", "the input schema is not an object schema")
-    return constraint_support_error(name, schema)
+    if (problem := constraint_support_error(name, schema)) is not None:
+        return problem
+    for path, why in schema_problems(schema)[:1]:  # as Tool() would refuse it
+        return SchemaError(str(path[-1]) if path else "schema", "".join(f"/{p}" for p in path[:-1]), why)
+    return None
 
 
 @pydantic.dataclasses.dataclass(slots=True, config=pydantic.ConfigDict(extra="forbid"))
