@@ -35,9 +35,9 @@ def explode(reason: str) -> str:
     raise RuntimeError(reason)
 
 
-def leave() -> str:
-    '''Calls sys.exit, as an argparse-using tool may.'''
-    raise SystemExit(3)
+def leave(how: str = "exit") -> str:
+    '''Calls sys.exit, as an argparse-using tool may, or raises KeyboardInterrupt.'''
+    raise SystemExit(3) if how == "exit" else KeyboardInterrupt
 """
 
 
@@ -89,8 +89,10 @@ async def exercise(client: Client) -> dict:
     unknown = await client.call_tool("nope", {})
     # a tool's sys.exit() ended the server (a traceback on its stderr; the client waited on)
     gone = await client.call_tool("leave", {}, read_timeout_seconds=20)
+    # a KeyboardInterrupt a tool raises (no Ctrl-C reaches a call: asyncio cancels) ended it too, and it hung
+    stopped = await client.call_tool("leave", {"how": "interrupt"}, read_timeout_seconds=20)
     after = await client.call_tool("add", {"a": 1, "b": 1}, read_timeout_seconds=20)
-    return {"listed": listed.tools, "results": [ok, bad, extra, long, boom, unknown, gone, after]}
+    return {"listed": listed.tools, "results": [ok, bad, extra, long, boom, unknown, gone, stopped, after]}
 
 
 def check(got: dict) -> None:
@@ -98,7 +100,7 @@ def check(got: dict) -> None:
     assert sorted(tools) == ["add", "explode", "leave", "shout"]
     assert tools["add"].input_schema["required"] == ["a", "b"]
     assert tools["shout"].input_schema["properties"]["word"] == {"type": "string", "maxLength": 8}
-    ok, bad, extra, long, boom, unknown, gone, after = got["results"]
+    ok, bad, extra, long, boom, unknown, gone, stopped, after = got["results"]
     assert (ok.is_error, text(ok)) == (False, "5")
     assert bad.is_error and text(bad).startswith("invalid arguments for 'add': a:")
     assert extra.is_error and "c:" in text(extra)
@@ -106,6 +108,7 @@ def check(got: dict) -> None:
     assert boom.is_error and text(boom) == "tool 'explode' failed: RuntimeError: on purpose"
     assert unknown.is_error and "unknown tool 'nope'" in text(unknown)
     assert gone.is_error and text(gone) == "tool 'leave' failed: SystemExit: the tool called sys.exit(3)"
+    assert stopped.is_error and text(stopped) == "tool 'leave' failed: KeyboardInterrupt"
     assert (after.is_error, text(after)) == (False, "2")
 
 

@@ -40,8 +40,8 @@ def _error(text: str) -> types.CallToolResult:
 async def call_tool(
     tools: dict[str, Tool], name: str, arguments: dict[str, Any] | None, call_id: str
 ) -> types.CallToolResult:
-    """Run one call of ``tools[name]`` as in a run; any failure (``sys.exit()`` too, not ``KeyboardInterrupt``)
-    is an ``isError`` result naming it."""
+    """Run one call of ``tools[name]`` as in a run; any failure (``sys.exit()`` and ``KeyboardInterrupt`` too) is
+    an ``isError`` result naming it."""
     tl = tools.get(name)
     if tl is None:
         return _error(f"unknown tool {name!r}; tools: {', '.join(sorted(tools))}")
@@ -56,9 +56,9 @@ async def call_tool(
         text = cap_output(tl.serializer(value), tl.max_output_bytes)
     except (ToolTimeoutError, MCPToolError) as exc:  # a re-served MCP tool's own error text as is
         return _error(str(exc))
-    except (KeyboardInterrupt, asyncio.CancelledError, GeneratorExit):
+    except (asyncio.CancelledError, GeneratorExit):
         raise
-    except BaseException as exc:  # also sys.exit(), as in a run: the server outlives it
+    except BaseException as exc:  # sys.exit(), KeyboardInterrupt too (a Ctrl-C cancels the call instead)
         return _error(f"tool {name!r} failed: {describe_exception(exc)}")
     return types.CallToolResult(content=[types.TextContent(type="text", text=text)])
 
