@@ -160,7 +160,9 @@ class Conversation:
             raise ValueError(
                 f"not an agentkit conversation: format is {data.get('format')!r}, expected {FORMAT!r}"
             )
-        if data.get("version") != VERSION:
+        if (version := data.get("version")) != VERSION and str(version) == str(VERSION):
+            raise ValueError(f"conversation version must be the number {VERSION}, got the string {version!r}")
+        if version != VERSION:
             raise ValueError(
                 f"unsupported conversation version {data.get('version')!r} (this agentkit reads {VERSION})"
             )

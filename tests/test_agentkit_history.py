@@ -181,6 +181,11 @@ IMAGE = {"type": "image_url", "image_url": {"url": "data:image/png;base64,AAAA"}
             {"format": "agentkit.conversation", "version": 2, "messages": []},
             "unsupported conversation version 2",
         ),
+        # was "unsupported conversation version '1' (this agentkit reads 1)"
+        (
+            {"format": "agentkit.conversation", "version": "1", "messages": []},
+            r"^conversation version must be the number 1, got the string '1'$",
+        ),
         ({"format": "agentkit.conversation", "version": 1, "messages": {}}, "messages must be a list"),
         (
             {
