@@ -394,6 +394,11 @@ class _Load:
         cwd = self.env(spec["cwd"], *at, "cwd") if "cwd" in spec else None
         if cwd is not None and not Path(cwd).is_absolute():
             cwd = str(self.path.parent / cwd)
+        if cwd is not None and len(self.issues) == before and not Path(cwd).is_dir():
+            self.add(
+                (*at, "cwd"),
+                f"{cwd} is not a folder" if Path(cwd).exists() else f"folder {cwd} does not exist",
+            )
         if (exe := interpreter(cmd)) != cmd:  # no PATH lookup nor bundle-relative path for agentkit's own
             return exe, cwd
         if "/" in cmd and not Path(cmd).is_absolute():

@@ -160,7 +160,9 @@ class Conversation:
             raise ValueError(
                 f"not an agentkit conversation: format is {data.get('format')!r}, expected {FORMAT!r}"
             )
-        if data.get("version") != VERSION:
+        if (version := data.get("version")) != VERSION and str(version) == str(VERSION):
+            raise ValueError(f"conversation version must be the number {VERSION}, got the string {version!r}")
+        if version != VERSION:
             raise ValueError(
                 f"unsupported conversation version {data.get('version')!r} (this agentkit reads {VERSION})"
             )
@@ -284,9 +286,10 @@ def _problem(exc: pydantic.ValidationError) -> str:
         errors, key=lambda e: (len(e["loc"]), e["type"] == "extra_forbidden", e["loc"][-1:] != ("str",))
     )
     kind, got = err["type"], err["input"]
-    if kind == "value_error":
-        return str(err["ctx"]["error"])
     loc = [x for x in err["loc"] if x not in ("user", "assistant", "str") and not str(x).startswith("list[")]
+    if kind == "value_error":  # the list's own check names the message; a part's names neither
+        why = str(err["ctx"]["error"])
+        return why if len(loc) < 4 else f"message {loc[1]} part {loc[3]}: {loc[-1]}: {why}"
     if len(loc) < 2:
         if kind in ("extra_forbidden", "missing"):
             return f"{'missing' if kind == 'missing' else 'unknown'} conversation key {loc[0]!r}"

@@ -170,6 +170,9 @@ def test_a_history_of_another_kind_is_refused_by_name_before_the_model_is_asked(
     assert backend.requests == []
 
 
+IMAGE = {"type": "image_url", "image_url": {"url": "data:image/png;base64,AAAA"}}
+
+
 @pytest.mark.parametrize(
     ("data", "message"),
     [
@@ -177,6 +180,11 @@ def test_a_history_of_another_kind_is_refused_by_name_before_the_model_is_asked(
         (
             {"format": "agentkit.conversation", "version": 2, "messages": []},
             "unsupported conversation version 2",
+        ),
+        # was "unsupported conversation version '1' (this agentkit reads 1)"
+        (
+            {"format": "agentkit.conversation", "version": "1", "messages": []},
+            r"^conversation version must be the number 1, got the string '1'$",
         ),
         ({"format": "agentkit.conversation", "version": 1, "messages": {}}, "messages must be a list"),
         (
@@ -212,6 +220,23 @@ def test_a_history_of_another_kind_is_refused_by_name_before_the_model_is_asked(
             "^unknown conversation key 'mesages'$",
         ),
         ({"format": "agentkit.conversation", "version": 1}, "^missing conversation key 'messages'$"),
+        # a part's own check named no message nor part (was: "vision budget 999 is not supported: ...")
+        (
+            {
+                "format": "agentkit.conversation",
+                "version": 1,
+                "messages": [
+                    {"role": "user", "content": "x"},
+                    {"role": "assistant", "content": "y"},
+                    {
+                        "role": "user",
+                        "content": [{"type": "text", "text": "a"}, {**IMAGE, "vision_budget": 999}],
+                    },
+                    {"role": "assistant", "content": "z"},
+                ],
+            },
+            r"^message 2 part 1: vision_budget: vision budget 999 is not supported: use one of 70, 140",
+        ),
     ],
 )
 def test_invalid_conversations_are_rejected_clearly(data, message):

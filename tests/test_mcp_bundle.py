@@ -77,6 +77,13 @@ def test_stdio_toolset_from_a_bundle_runs(tmp_path, monkeypatch):
         ),
         ("- mcp: {command: python, url: 'http://x/mcp'}\n", 5, "toolsets[0].mcp", "exactly one of 'command'"),
         ("- mcp: {command: python, prefix: 'a b'}\n", 5, "toolsets[0].mcp.prefix", "does not match"),
+        # was a run's "failed to start: FileNotFoundError: ..." with no field, and `agentkit check` said ok
+        (
+            "- mcp: {command: python, cwd: no-such-dir}\n",
+            5,
+            "toolsets[0].mcp.cwd",
+            "folder {dir}/no-such-dir does not exist",
+        ),
     ],
 )
 def test_toolset_errors_name_file_line_and_field(tmp_path, toolsets, line, field, message):
@@ -85,7 +92,7 @@ def test_toolset_errors_name_file_line_and_field(tmp_path, toolsets, line, field
         load_bundle(path)
     issue = ei.value.issues[0]
     assert (issue.file, issue.line, issue.field) == (path, line, field), str(ei.value)
-    assert message in issue.message
+    assert message.format(dir=tmp_path) in issue.message
     assert f"{path}:{line}:" in str(ei.value)
 
 

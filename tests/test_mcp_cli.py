@@ -107,3 +107,27 @@ def test_list_python_is_the_interpreter_agentkit_runs_on(tmp_path, monkeypatch):
     res = CliRunner().invoke(app, ["mcp", "list", "python", SERVER, "--json"])
     assert res.exit_code == 0, res.output
     assert len(json.loads(res.stdout)) == 10
+
+
+NULL_BOUND_SERVER = """
+import asyncio, mcp_types as t
+from mcp.server.lowlevel.server import Server
+from mcp.server.stdio import stdio_server
+tool = t.Tool(name="n", input_schema={"type": "object", "properties": {"a": {"type": "number", "maximum": None}}})
+async def tools(ctx, params):
+    return t.ListToolsResult(tools=[tool])
+async def main():
+    s = Server("nb", on_list_tools=tools)
+    async with stdio_server() as (r, w):
+        await s.run(r, w, s.create_initialization_options())
+asyncio.run(main())
+"""
+
+
+def test_list_calls_a_schema_that_is_no_json_schema_not_enforceable():
+    # a server's `maximum: inf` reaches the client as null: no agent can take the tool, so list says so
+    res = CliRunner().invoke(app, ["mcp", "list", PY, "-c", NULL_BOUND_SERVER, "--json"])
+    assert res.exit_code == 0, res.output
+    (row,) = json.loads(res.stdout)
+    assert (row["enforceable"], row["keyword"], row["pointer"]) == (False, "maximum", "/properties/a")
+    assert row["reason"].startswith("not a valid JSON Schema: None is not of type 'number'")

@@ -13,6 +13,7 @@ from mcp_helpers import PY, SERVER, free_port, http_process
 
 from agentkit import Agent
 from agentkit.backends.scripted import ScriptedBackend, answer, call
+from agentkit.errors import ToolDefinitionError
 from agentkit.mcp import MCPSchemaError, MCPServerError, MCPToolset
 
 
@@ -311,3 +312,40 @@ def test_http_error_status_is_named(tmp_path):
     assert taken.returncode == 2, taken.stderr
     assert taken.stderr.strip().startswith(f"error: cannot listen on 127.0.0.1:{port}: "), taken.stderr
     assert "Traceback" not in taken.stderr
+
+
+def test_a_server_tool_named_as_the_agents_own_is_refused_and_the_agents_tool_is_kept():
+    def add(a: int, b: int) -> str:
+        """Local add.
+
+        Args:
+            a: first
+            b: second
+        """
+        return f"local {a + b}"
+
+    backend = ScriptedBackend([call("add", a=1, b=2), "done"] * 2)
+    agent = Agent(backend, [add], toolsets=[stdio(include=["add"])], loop_guard=None)
+    for _ in range(2):  # a second run fails the same way: the failed start did not drop the agent's own 'add'
+        with pytest.raises(ToolDefinitionError) as err:
+            agent.run("go")
+        assert str(err.value) == (
+            "MCP server 'fixture': its tool 'add' has the name of another tool of this agent "
+            "(give the toolset a 'prefix', or 'exclude' the tool)"
+        )
+        assert list(agent.tools) == ["add"] and agent.tools["add"].description.startswith("Local add")
+    result, _, _ = run_script(stdio(include=["add"], prefix="fx"), [call("fx_add", a=1, b=2), "done"])
+    assert calls(result) == [("fx_add", "3", None)]
+
+
+def test_a_listing_the_sdk_cannot_read_is_named_in_the_timeout_error():
+    agent = Agent(ScriptedBackend(["never"]), toolsets=[stdio("--mode", "deep", startup_timeout=2)])
+    with pytest.raises(MCPServerError) as err:
+        agent.run("go")
+    msg = str(err.value)
+    assert msg.startswith(
+        "MCP server 'fixture': tools/list failed: no answer to initialize / tools/list within 2 s (it wrote "
+        """'{"jsonrpc":"2.0","id":2,"result":{"tools":"""
+    )
+    assert "(Invalid JSON: recursion limit exceeded at line 1 column " in msg
+    assert msg.endswith(" on stdout, which could not be read)")

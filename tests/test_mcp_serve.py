@@ -33,6 +33,11 @@ def add(a: int, b: int) -> int:
 def explode(reason: str) -> str:
     '''Always raises.'''
     raise RuntimeError(reason)
+
+
+def leave(how: str = "exit") -> str:
+    '''Calls sys.exit, as an argparse-using tool may, or raises KeyboardInterrupt.'''
+    raise SystemExit(3) if how == "exit" else KeyboardInterrupt
 """
 
 
@@ -50,6 +55,8 @@ def bundle(tmp_path, tools_module) -> str:
             python: {mod}:add
           - name: explode
             python: {mod}:explode
+          - name: leave
+            python: {mod}:leave
           - name: shout
             description: Upper-case a word.
             parameters:
@@ -80,21 +87,29 @@ async def exercise(client: Client) -> dict:
     long = await client.call_tool("shout", {"word": "much-too-long"})
     boom = await client.call_tool("explode", {"reason": "on purpose"})
     unknown = await client.call_tool("nope", {})
-    return {"listed": listed.tools, "results": [ok, bad, extra, long, boom, unknown]}
+    # a tool's sys.exit() ended the server (a traceback on its stderr; the client waited on)
+    gone = await client.call_tool("leave", {}, read_timeout_seconds=20)
+    # a KeyboardInterrupt a tool raises (no Ctrl-C reaches a call: asyncio cancels) ended it too, and it hung
+    stopped = await client.call_tool("leave", {"how": "interrupt"}, read_timeout_seconds=20)
+    after = await client.call_tool("add", {"a": 1, "b": 1}, read_timeout_seconds=20)
+    return {"listed": listed.tools, "results": [ok, bad, extra, long, boom, unknown, gone, stopped, after]}
 
 
 def check(got: dict) -> None:
     tools = {t.name: t for t in got["listed"]}
-    assert sorted(tools) == ["add", "explode", "shout"]
+    assert sorted(tools) == ["add", "explode", "leave", "shout"]
     assert tools["add"].input_schema["required"] == ["a", "b"]
     assert tools["shout"].input_schema["properties"]["word"] == {"type": "string", "maxLength": 8}
-    ok, bad, extra, long, boom, unknown = got["results"]
+    ok, bad, extra, long, boom, unknown, gone, stopped, after = got["results"]
     assert (ok.is_error, text(ok)) == (False, "5")
     assert bad.is_error and text(bad).startswith("invalid arguments for 'add': a:")
     assert extra.is_error and "c:" in text(extra)
     assert long.is_error and text(long) == "invalid arguments for 'shout': word: 'much-too-long' is too long"
     assert boom.is_error and text(boom) == "tool 'explode' failed: RuntimeError: on purpose"
     assert unknown.is_error and "unknown tool 'nope'" in text(unknown)
+    assert gone.is_error and text(gone) == "tool 'leave' failed: SystemExit: the tool called sys.exit(3)"
+    assert stopped.is_error and text(stopped) == "tool 'leave' failed: KeyboardInterrupt"
+    assert (after.is_error, text(after)) == (False, "2")
 
 
 def test_stdio_with_the_sdk_client(bundle):
@@ -151,7 +166,7 @@ def test_pydantic_ai_agent_calls_the_served_tools(bundle):
     with http_process([sys.executable, "-m", "agentkit", "mcp", "serve", bundle, "--http", str(port)], port):
         agent = PAgent(FunctionModel(model), toolsets=[PMCPToolset(f"http://127.0.0.1:{port}/mcp")])
         result = agent.run_sync("add")
-    assert result.output == "['add', 'explode', 'shout'] -> 42"
+    assert result.output == "['add', 'explode', 'leave', 'shout'] -> 42"
 
 
 def test_sandbox_tool_served(tmp_path, docker_client, sandbox_image):  # noqa: F811 (fixtures)

@@ -172,10 +172,10 @@ def test_a_toolset_that_fails_or_clashes_is_a_clear_error(tmp_path):
     )
     res = CliRunner().invoke(app, ["mcp", "serve", str(clash), "--http", "0"])
     assert res.exit_code == 2, res.output
-    assert (
-        "tool 'add' of MCP server 'other' has the name of a tool of MCP server 'mcp_fixture_server'"
-        in res.output
-    )
+    assert (  # both named with their lines, as start errors are
+        f"tool 'add' of MCP server 'other' ({clash}:6 toolsets[1].mcp) has the name of a tool of MCP server "
+        f"'mcp_fixture_server' ({clash}:5 toolsets[0].mcp)"
+    ) in res.output.replace("\n", "")
 
 
 def test_a_toolset_tool_whose_name_agentkit_cannot_take_is_a_clear_error(tmp_path):

@@ -213,6 +213,28 @@ def test_tool_calls_left_unanswered_are_a_400_as_on_openai(server):
     assert r.status_code == 200, r.text
 
 
+def test_two_tool_calls_with_one_id_are_a_400(server):
+    # one tool message answered both, so the second call's answer was never asked for: a 200
+    url, _ = server
+    call = {
+        "id": "c1",
+        "type": "function",
+        "function": {"name": "get_weather", "arguments": '{"city": "Oslo"}'},
+    }
+    messages = [
+        {"role": "user", "content": "Weather in Oslo and Rome?"},
+        {"role": "assistant", "content": None, "tool_calls": [call, call]},
+        {"role": "tool", "tool_call_id": "c1", "content": "sunny"},
+    ]
+    r = httpx.post(url + "/v1/chat/completions", json=chat_body(messages=messages, tools=[WEATHER]))
+    err = r.json()["error"]
+    assert (r.status_code, err["param"]) == (400, "messages[1].tool_calls[1].id"), r.text
+    assert err["message"] == (
+        "messages[1].tool_calls[1].id: 'c1' is the id of an earlier call of this message; each tool call "
+        "needs its own id"
+    )
+
+
 def test_a_body_that_is_no_json_object_says_so(server):
     # curl -d without -H 'Content-Type: application/json' sends a form: the 400 said only "body: Input should
     # be a valid dictionary or object to extract fields from"
@@ -227,15 +249,23 @@ def test_a_body_that_is_no_json_object_says_so(server):
         assert r.status_code == 400 and r.json()["error"]["message"] == (
             f"the request body must be a JSON object, sent with Content-Type: application/json; got {sent}"
         ), r.text
-    # not UTF-8; nested past the JSON parser; an integer past Python's 4,300 digits (the message named
-    # only the first two)
-    for content in (b'{"model": "\xff\xfe"}', b"[" * 60_000, b'{"max_tokens": 1' + b"0" * 5000 + b"}"):
+    # not UTF-8 (say, Latin-1): named with the byte and its offset (was one message for all three causes)
+    r = httpx.post(
+        url + "/v1/chat/completions",
+        content='{"model": "café"}'.encode("latin-1"),
+        headers={"content-type": "application/json"},
+    )
+    assert r.status_code == 400 and r.json()["error"]["message"] == (
+        "the request body is not UTF-8 (byte 0xe9 at offset 14); send JSON encoded as UTF-8"
+    ), r.text
+    # nested past the JSON parser; an integer past Python's 4,300 digits
+    for content in (b"[" * 60_000, b'{"max_tokens": 1' + b"0" * 5000 + b"}"):
         r = httpx.post(
             url + "/v1/chat/completions", content=content, headers={"content-type": "application/json"}
         )
         assert r.status_code == 400 and r.json()["error"]["message"] == (
-            "the request body could not be read as JSON (it is not UTF-8, nests too deeply, or holds a "
-            "number of more than 4,300 digits)"
+            "the request body could not be read as JSON (it nests too deeply, or holds a number of more than "
+            "4,300 digits)"
         ), r.text
     # an empty body said "body: Field required"
     r = httpx.post(url + "/v1/chat/completions", content=b"", headers={"content-type": "application/json"})

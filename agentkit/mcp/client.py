@@ -35,6 +35,7 @@ from agentkit.backends.embedded import constraint_support_error
 from agentkit.errors import ToolDefinitionError
 from agentkit.mcp.content import MCPServerError, result_value
 from agentkit.mcp.guard import command_not_found
+from agentkit.tool_schema import schema_problems
 from agentkit.tools import DEFAULT_RETRIES, Tool, ToolTimeoutError
 from schema import SchemaError
 from tools.args import format_validation_error
@@ -54,12 +55,18 @@ class MCPSchemaError(ToolDefinitionError):
 
 
 def check_tool_schema(name: str, schema: Any) -> SchemaError | None:
-    """What the embedded tool-call constraint cannot enforce of one tool (its name included), else ``None``."""
+    """What the embedded tool-call constraint cannot enforce of one tool (its name included), or what keeps its
+    schema from being a tool's (not valid JSON Schema, a misspelt keyword: ``tool_schema.schema_problems``),
+    else ``None``."""
     if not _NAME_RE.match(name):
         return SchemaError("name", "", f"tool name {name!r} is not a valid agentkit tool name")
     if not isinstance(schema, dict) or schema.get("type", "object") != "object":
         return SchemaError("type", "", "the input schema is not an object schema")
-    return constraint_support_error(name, schema)
+    if (problem := constraint_support_error(name, schema)) is not None:
+        return problem
+    for path, why in schema_problems(schema)[:1]:  # as Tool() would refuse it
+        return SchemaError(str(path[-1]) if path else "schema", "".join(f"/{p}" for p in path[:-1]), why)
+    return None
 
 
 @pydantic.dataclasses.dataclass(slots=True, config=pydantic.ConfigDict(extra="forbid"))
@@ -105,6 +112,7 @@ class MCPToolset:
         self._ready: asyncio.Future[Client] | None = None
         self._errlog: Any = None
         self._http_status: str | None = None  # the last HTTP error status of a url server, for messages
+        self._unread: str | None = None  # the last stdout line the SDK could not read, for timeout messages
         self._check = True
 
     @classmethod
@@ -172,7 +180,7 @@ class MCPToolset:
         if self._client is not None:
             return self.tools
         self._check = check
-        self._http_status = None
+        self._http_status = self._unread = None
         ready: asyncio.Future[Client] = asyncio.get_running_loop().create_future()
         self._stop = asyncio.Event()
         self._ready = ready
@@ -249,6 +257,7 @@ class MCPToolset:
                         )
                     )
                 elif ready is None or ready.exception() is None:  # (not a start already failed)
+                    self._unread = line
                     log.warning(
                         "MCP server %r wrote %s on stdout, which is not MCP; ignored", self.name, line
                     )
@@ -283,6 +292,8 @@ class MCPToolset:
             exc = exc.exceptions[0]
         if isinstance(exc, TimeoutError):
             why = f"no answer to initialize / tools/list within {self.opts.startup_timeout:g} s"
+            if self._unread is not None:  # the answer may have been that line
+                why += f" (it wrote {self._unread} on stdout, which could not be read)"
         else:
             why = f"{type(exc).__name__}: {exc}" if str(exc) else type(exc).__name__
         if starting and str(exc) == "Connection closed" and isinstance(self.params, StdioServerParameters):
@@ -422,7 +433,8 @@ def _bad_line(exc: Exception) -> str:
         text = json.dumps(line, ensure_ascii=False, default=str)
     else:
         text = str(exc).splitlines()[0]
-    return repr(text[:120])
+    why = str(listed[0].get("msg", "")) if listed else ""  # JSON-RPC nested past the SDK's reader: say so
+    return repr(text[:120]) + (f" ({why})" if "recursion limit" in why else "")
 
 
 class _DropParseErrors(logging.Filter):

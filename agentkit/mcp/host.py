@@ -54,14 +54,14 @@ async def open_toolsets(agent: Any, toolsets: Sequence[Any]) -> None:
 
     Raises:
         MCPServerError, MCPSchemaError: from :meth:`MCPToolset.open`.
-        ToolDefinitionError: a tool name taken, or a forced ``tool_choice`` naming no tool (BundleError when
-            a bundle wrote it).
+        ToolDefinitionError: a tool name taken (names the server), or a forced ``tool_choice`` naming no tool
+            (BundleError when a bundle wrote it).
     """
     check = callable(getattr(agent.backend, "check_tool", None))
     try:
         for ts in toolsets:
             for t in await ts.open(check=check):
-                agent.add_tool(t)
+                _register(agent, ts, t)
         if toolsets:
             _check_tool_choice(agent, toolsets)
     except BaseException:
@@ -75,20 +75,34 @@ async def refresh_toolsets(agent: Any, toolsets: Sequence[Any]) -> None:
     for ts in toolsets:
         if not ts.changed or not ts.is_open:
             continue
-        old = [t.name for t in ts.tools]
+        old = list(ts.tools)
         new = await ts.refresh()
-        for name in old:
-            agent.remove_tool(name)
+        _unregister(agent, old)
         for t in new:
-            agent.add_tool(t)
+            _register(agent, ts, t)
 
 
 async def close_toolsets(agent: Any, toolsets: Sequence[Any]) -> None:
     """Unregister the toolsets' tools and close them (never raises)."""
     for ts in toolsets:
-        for t in ts.tools:
-            agent.remove_tool(t.name)
+        _unregister(agent, ts.tools)
         await ts.close()
+
+
+def _register(agent: Any, ts: Any, tool: Any) -> None:
+    if tool.name in agent.tools:
+        raise ToolDefinitionError(
+            f"{ts.label}: its tool {tool.name!r} has the name of another tool of this agent "
+            "(give the toolset a 'prefix', or 'exclude' the tool)"
+        )
+    agent.add_tool(tool)
+
+
+def _unregister(agent: Any, tools: Sequence[Any]) -> None:
+    """Remove these tool objects from ``agent``: never another tool of the same name (the agent's own)."""
+    for t in tools:
+        if agent.tools.get(t.name) is t:
+            agent.remove_tool(t.name)
 
 
 class ToolsetLease:

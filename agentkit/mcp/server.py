@@ -40,7 +40,8 @@ def _error(text: str) -> types.CallToolResult:
 async def call_tool(
     tools: dict[str, Tool], name: str, arguments: dict[str, Any] | None, call_id: str
 ) -> types.CallToolResult:
-    """Run one call of ``tools[name]`` as in a run; any failure is an ``isError`` result naming it."""
+    """Run one call of ``tools[name]`` as in a run; any failure (``sys.exit()`` and ``KeyboardInterrupt`` too) is
+    an ``isError`` result naming it."""
     tl = tools.get(name)
     if tl is None:
         return _error(f"unknown tool {name!r}; tools: {', '.join(sorted(tools))}")
@@ -55,7 +56,9 @@ async def call_tool(
         text = cap_output(tl.serializer(value), tl.max_output_bytes)
     except (ToolTimeoutError, MCPToolError) as exc:  # a re-served MCP tool's own error text as is
         return _error(str(exc))
-    except Exception as exc:
+    except (asyncio.CancelledError, GeneratorExit):
+        raise
+    except BaseException as exc:  # sys.exit(), KeyboardInterrupt too (a Ctrl-C cancels the call instead)
         return _error(f"tool {name!r} failed: {describe_exception(exc)}")
     return types.CallToolResult(content=[types.TextContent(type="text", text=text)])
 
@@ -95,10 +98,10 @@ async def served(
             for t in await ts.open(check=False):
                 if t.name in seen:
                     raise ValueError(
-                        f"tool {t.name!r} of MCP server {ts.name!r} has the name of a tool of {seen[t.name]} "
+                        f"tool {t.name!r} of {ts.label} has the name of a tool of {seen[t.name]} "
                         "(give the toolset a 'prefix', or 'exclude' it)"
                     )
-                seen[t.name], by_name[t.name] = f"MCP server {ts.name!r}", t
+                seen[t.name], by_name[t.name] = ts.label, t
         listed = [
             types.Tool(name=t.name, description=t.description or None, input_schema=t.parameters)
             for t in by_name.values()

@@ -189,10 +189,7 @@ def _add_error_handlers(app: FastAPI) -> None:
         if exc.status_code == 404 and message == "Not Found":  # no such route (not a model: that is ours)
             message = f"no route {where}: this server answers {_ROUTES}"
         elif exc.status_code == 400 and message == "There was an error parsing the body":  # FastAPI's
-            message = (
-                "the request body could not be read as JSON (it is not UTF-8, nests too deeply, or holds a "
-                "number of more than 4,300 digits)"
-            )
+            message = await _unparsable(request)
         elif exc.status_code == 413:  # a body without Content-Length, cut by FastAPI's own limit
             cap = request.app.state.max_body_bytes
             message = f"the request body is over this server's cap of {cap:,} bytes"
@@ -210,6 +207,19 @@ def _add_error_handlers(app: FastAPI) -> None:
     async def _crash(_: Request, exc: Exception) -> JSONResponse:
         err = ServeError(500, f"internal error: {type(exc).__name__}: {exc}", type="server_error")
         return JSONResponse(err.body(), status_code=500)
+
+
+async def _unparsable(request: Request) -> str:
+    """Why FastAPI could not parse a JSON body: not UTF-8 (the byte and where), else too deep or a huge number."""
+    try:
+        (await request.body()).decode("utf-8")
+    except UnicodeDecodeError as exc:
+        where = f"byte 0x{exc.object[exc.start]:02x} at offset {exc.start}"
+        return f"the request body is not UTF-8 ({where}); send JSON encoded as UTF-8"
+    return (
+        "the request body could not be read as JSON (it nests too deeply, or holds a number of more than "
+        "4,300 digits)"
+    )
 
 
 def create_app(

@@ -86,8 +86,8 @@ def from_wire_messages(messages: list[Any]) -> list[dict[str, Any]]:
     a tool message is named by the call it answers.
 
     Raises:
-        ServeError: (400) arguments that are not a JSON object, a tool message that answers no earlier call and
-            has no ``name``, or (as OpenAI) an assistant message whose ``tool_calls`` the tool messages right
+        ServeError: (400) arguments that are not a JSON object, two calls of one message with one id, a tool
+            message that answers no earlier call and has no ``name``, or (as OpenAI) an assistant message whose ``tool_calls`` the tool messages right
             after it do not all answer.
     """
     out: list[dict[str, Any]] = []
@@ -120,6 +120,10 @@ def from_wire_messages(messages: list[Any]) -> list[dict[str, Any]]:
             if tc.error is not None:
                 where = f"messages[{i}].tool_calls[{j}].function.arguments"
                 raise ServeError(400, f"{where}: {tc.error}", param=where)
+            if tc.id in pending:  # (``pending`` holds this message's calls so far)
+                where = f"messages[{i}].tool_calls[{j}].id"
+                why = f"{tc.id!r} is the id of an earlier call of this message"
+                raise ServeError(400, f"{where}: {why}; each tool call needs its own id", param=where)
             names[tc.id], pending[tc.id], asked = tc.name, None, i
         if calls:
             msg["tool_calls"] = [tc.to_dict() for tc in calls]
