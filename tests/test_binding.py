@@ -76,7 +76,6 @@ def _ask(question: str) -> list[dict]:
 def test_dates_are_read_by_dateparser_in_iso_form_and_relative_spans_are_no_date():
     req = "Book it for March 10th, 2025 or on 2025-04-01, for 3 days"
     assert [v for v, _, _ in typed.dated(req)] == ["2025-03-10", "2025-04-01"]
-    assert typed.dated(req, with_time=True)[0][0] == "2025-03-10T00:00:00"
     assert next(req[a:b] for a, b in typed.date_spans(req)).startswith("March 10th")
     assert typed.dated("Hello, how are you?") == []
     # search_dates stops after the first date of this list; the rest of the request is searched again
@@ -594,3 +593,15 @@ def test_only_a_turn_right_after_the_users_message_under_auto_is_checked(monkeyp
     cm.prepare(msgs, [PRODUCTS], binder="copy-head")
     cm.prepare(after, [PRODUCTS], binder="copy-head")
     assert seen == [True, False]
+
+
+def test_date_and_date_time_parameters_get_only_values_their_format_accepts():
+    # a date is read from the request; a date-time is not (a request's date carries no UTC offset): it takes the
+    # tagger's spans the format accepts, here none
+    cm = _shipped()
+    msgs = _ask("Add an event called Standup on May 6 2024 at 10:30")
+    tool = _event_tool({"type": "string", "format": "date-time"}, {"type": "string", "format": "date"})
+    lab = label_request(cm.model, cm.tokenizer, cm.encode(msgs, [tool]), [tool])
+    got = scored_candidates(lab, [normalize_tool(tool)])
+    assert [v for v, _ in got[("add_event", "until")]] == ["2024-05-06"]
+    assert got.get(("add_event", "start"), []) == []

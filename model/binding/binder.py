@@ -95,10 +95,10 @@ def _strings(labelling: Labelling, key: tuple[str, str], schema: dict[str, Any])
             for o in typed.named_options(schema, request)
         ]
     if "pattern" in schema or schema.get("format") in typed.READ_FORMATS:
-        if schema.get("format") in ("date", "date-time"):
+        if schema.get("format") == "date":
             return [
                 (v, labelling.token_score(key, _span_tokens(labelling, a, b)))
-                for v, a, b in typed.dated(request, with_time=schema["format"] == "date-time")
+                for v, a, b in typed.dated(request)
                 if typed.accepts(schema, v)
             ]
         return [

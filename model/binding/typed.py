@@ -84,9 +84,9 @@ def date_spans(request: str) -> list[tuple[int, int]]:
     return [(a, b) for a, b, _ in _found_dates(request)]
 
 
-def dated(request: str, with_time: bool = False) -> list[tuple[str, int, int]]:
-    """The dates of :func:`date_spans` in ISO 8601 (with ``with_time``, a date-time) and their spans."""
-    return [(w.isoformat() if with_time else w.date().isoformat(), a, b) for a, b, w in _found_dates(request)]
+def dated(request: str) -> list[tuple[str, int, int]]:
+    """The dates of :func:`date_spans` in ISO 8601 and their spans."""
+    return [(w.date().isoformat(), a, b) for a, b, w in _found_dates(request)]
 
 
 def whole_date(text: str) -> str | None:
@@ -130,8 +130,9 @@ def named_options(schema: dict[str, Any], request: str) -> list[Any]:
     return out
 
 
-#: The ``format`` values read from a request; other formats take the tagger's spans.
-READ_FORMATS = ("date", "date-time", "email")
+#: The ``format`` values read from a request; other formats take the tagger's spans (a ``date-time`` too: a
+#: request's date and time carry no UTC offset, which RFC 3339 requires).
+READ_FORMATS = ("date", "email")
 
 
 def shaped_strings(schema: dict[str, Any], request: str) -> list[str]:
