@@ -363,7 +363,7 @@ def unresolvable_ref(schema: dict[str, Any]) -> tuple[tuple[str | int, ...], str
             if isinstance(nested, str) and not nested.startswith("#"):
                 return None
         for k, v in items:
-            if k == "$ref" and isinstance(node, dict) and isinstance(v, str):
+            if k == "$ref" and isinstance(node, dict):
                 found.append((path, v))
             elif k not in _DATA_KEYWORDS:
                 stack.append((v, (*path, k)))
@@ -372,10 +372,9 @@ def unresolvable_ref(schema: dict[str, Any]) -> tuple[tuple[str | int, ...], str
     for path, ref in found:
         try:
             refs.pointer(ref, "/".join(map(str, path)))
-        except SchemaError:
-            return (
-                path,
-                f"$ref {ref!r} does not resolve (a reference must point inside the schema: agentkit fetches none)",
+        except SchemaError as exc:
+            return path, exc.message if not isinstance(ref, str) else (
+                f"$ref {ref!r} does not resolve (a reference must point inside the schema: agentkit fetches none)"
             )
     if loop := in_place_loop(refs, [refs.pointer(ref, "") for _, ref in found]):
         path, ref = next((p, r) for p, r in found if refs.pointer(r, "") == loop[0])

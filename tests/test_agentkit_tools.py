@@ -606,6 +606,14 @@ def test_a_ref_that_cannot_resolve_is_refused_at_definition(ref, where):
     assert f"tool 'f': parameters at '{where}': $ref {ref!r} does not resolve" in str(info.value)
 
 
+def test_a_ref_that_is_no_string_is_refused_naming_the_tool():
+    # draft 4's meta-schema allows it: this was a bare SchemaError from the reference-loop checks
+    params = {"$schema": "http://json-schema.org/draft-04/schema#", "properties": {"a": {"$ref": 5}}}
+    with pytest.raises(ToolDefinitionError) as info:
+        Tool(lambda **k: k, name="f", parameters={"type": "object", **params})
+    assert "tool 'f': parameters at 'properties/a': $ref must be a string, got 5" in str(info.value)
+
+
 def test_a_ref_left_to_resolve_at_call_time_is_a_tool_error_not_a_crash():
     from agentkit.backends.scripted import ScriptedBackend, answer, call
 
