@@ -15,6 +15,7 @@ from agentkit import Agent
 from agentkit.backends.scripted import ScriptedBackend, answer, call
 from agentkit.errors import ToolDefinitionError
 from agentkit.mcp import MCPSchemaError, MCPServerError, MCPToolset
+from agentkit.mcp.client import check_tool_schema
 
 
 def stdio(*extra: str, **opts):
@@ -349,3 +350,24 @@ def test_a_listing_the_sdk_cannot_read_is_named_in_the_timeout_error():
     )
     assert "(Invalid JSON: recursion limit exceeded at line 1 column " in msg
     assert msg.endswith(" on stdout, which could not be read)")
+
+
+@pytest.mark.parametrize(
+    "defs, pointer",
+    [
+        (
+            {"Node": {"type": "object", "properties": {"n": {"$ref": "#/$defs/Node"}}, "required": ["n"]}},
+            "/$defs/Node",
+        ),
+        ({"A": {"anyOf": [{"$ref": "#/$defs/B"}]}, "B": {"$ref": "#/$defs/A"}}, "/$defs/A/anyOf/0"),
+    ],
+)
+def test_check_tool_schema_names_ref_at_the_place_of_a_loop(defs, pointer):
+    # `agentkit mcp list` said "(keyword 'Node' at /$defs)", "(keyword '0' at /$defs/A/anyOf)"
+    schema = {
+        "type": "object",
+        "properties": {"x": {"$ref": "#/$defs/" + next(iter(defs))}},
+        "required": ["x"],
+    }
+    problem = check_tool_schema("f", {**schema, "$defs": defs})
+    assert problem is not None and (problem.keyword, problem.path) == ("$ref", pointer)
