@@ -923,6 +923,21 @@ def test_a_ref_loop_that_reaches_no_property_or_item_is_refused_at_definition(de
     assert f"leads into a loop of references that reaches no property or item ({chain})" in str(info.value)
 
 
+def test_a_draft_7_loop_beside_a_ref_is_ignored_as_jsonschema_ignores_it():
+    # drafts 4 to 7 ignore the keywords beside a $ref: this was refused as a loop jsonschema never follows
+    a = {"$ref": "#/definitions/S", "anyOf": [{"$ref": "#/properties/a"}]}
+    params = {
+        "$schema": "http://json-schema.org/draft-07/schema#",
+        "type": "object",
+        "properties": {"a": a},
+        "definitions": {"S": {"type": "string"}},
+    }
+    made = Tool(lambda **k: k, name="f", parameters=params)
+    assert made.validate({"a": "x"}) == {"a": "x"}
+    with pytest.raises(ToolArgumentsError, match="is not of type 'string'"):
+        made.validate({"a": 5})
+
+
 def test_a_ref_that_recurses_through_a_property_is_still_a_tool():
     node = {"type": "object", "properties": {"v": {"type": "integer"}, "next": {"$ref": "#/$defs/Node"}}}
     params = {"type": "object", "$defs": {"Node": node}, "properties": {"x": {"$ref": "#/$defs/Node"}}}
