@@ -331,12 +331,25 @@ def test_a_server_tool_named_as_the_agents_own_is_refused_and_the_agents_tool_is
         with pytest.raises(ToolDefinitionError) as err:
             agent.run("go")
         assert str(err.value) == (
-            "MCP server 'fixture': its tool 'add' has the name of another tool of this agent "
+            "MCP server 'fixture': its tool 'add' has the name of one of this agent's own tools "
             "(give the toolset a 'prefix', or 'exclude' the tool)"
         )
         assert list(agent.tools) == ["add"] and agent.tools["add"].description.startswith("Local add")
     result, _, _ = run_script(stdio(include=["add"], prefix="fx"), [call("fx_add", a=1, b=2), "done"])
     assert calls(result) == [("fx_add", "3", None)]
+
+
+def test_a_tool_name_two_toolsets_list_names_the_other_toolset():
+    # it said "has the name of another tool of this agent", naming neither the toolset nor where the other is
+    one = MCPToolset.stdio(PY, [SERVER], name="one", include=["add"])
+    two = MCPToolset.stdio(PY, [SERVER], name="two", include=["add"])
+    agent = Agent(ScriptedBackend([call("add", a=1, b=2), "done"]), toolsets=[one, two], loop_guard=None)
+    with pytest.raises(ToolDefinitionError) as err:
+        agent.run("go")
+    assert str(err.value) == (
+        "MCP server 'two': its tool 'add' has the name of a tool of MCP server 'one' "
+        "(give the toolset a 'prefix', or 'exclude' the tool)"
+    )
 
 
 def test_a_listing_the_sdk_cannot_read_is_named_in_the_timeout_error():
