@@ -1151,3 +1151,29 @@ def test_a_docstring_that_opens_with_its_args_section_keeps_the_parameter_descri
     assert t.description == ""
     assert t.parameters["properties"]["a"]["description"] == "Row count."
     assert t.parameters["properties"]["b"]["description"] == 'Table name, e.g. "users".'
+
+
+class Shadowed(BaseModel):
+    a: int
+
+
+def _takes_shadowed(item: "Shadowed", n: "Count") -> str:  # type: ignore[name-defined]  # noqa: F821
+    """Take one."""
+    return ""
+
+
+def test_a_callers_local_name_never_hides_the_tool_modules_own():
+    # the caller's `Shadowed` replaced this module's when the hints were resolved: {"b": string}, not {"a": int}
+    class Shadowed(BaseModel):
+        b: str
+
+    Count = int  # read by the hint of _takes_shadowed, missing from this module)
+    params = tool(_takes_shadowed).parameters
+    assert params["$defs"]["Shadowed"]["properties"] == {"a": {"type": "integer"}}
+    assert params["properties"]["n"] == {"type": "integer"}
+
+    def local(item: "Shadowed", n: "Count") -> str:  # defined here: the local class is the one it names
+        """Take one."""
+        return ""
+
+    assert tool(local).parameters["$defs"]["Shadowed"]["properties"] == {"b": {"type": "string"}}
