@@ -1167,7 +1167,7 @@ def test_a_callers_local_name_never_hides_the_tool_modules_own():
     class Shadowed(BaseModel):
         b: str
 
-    Count = int  # read by the hint of _takes_shadowed, missing from this module)
+    Count = int  # read by the hint of _takes_shadowed, missing from this module
     params = tool(_takes_shadowed).parameters
     assert params["$defs"]["Shadowed"]["properties"] == {"a": {"type": "integer"}}
     assert params["properties"]["n"] == {"type": "integer"}
