@@ -226,9 +226,7 @@ class Host(Protocol):
         t0 = _perf()
         try:
             value = await tl.acall(validated, ToolContext(tl.name, c.id, state.step, state.deps))
-            if not isinstance(text := tl.serializer(value), str):
-                raise TypeError(f"the serializer of tool {tl.name!r} returned {type(text).__name__}, not str")
-            content = cap(text)
+            content = cap(tl.serialize(value))
         except ToolTimeoutError as exc:
             hint = "the tool did not answer in time; try other arguments or another approach"
             rec = error_record(c, c.arguments, "timeout", str(exc), {"hint": hint}, cap)

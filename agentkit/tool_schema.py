@@ -104,20 +104,25 @@ def signature_and_hints(
     except Exception:
         target = function.__call__ if not inspect.isroutine(function) else function  # type: ignore[operator]
         try:  # also a hint naming a class local to the function that wrote @tool or Agent(tools=...)
-            return sig, typing.get_type_hints(target, localns=caller_locals(), include_extras=True)
+            return sig, typing.get_type_hints(target, localns=caller_locals(target), include_extras=True)
         except Exception as exc:
             raise ToolDefinitionError(
                 f"tool {name!r}: cannot resolve the type hints of {fname}: {exc}"
             ) from exc
 
 
-def caller_locals() -> dict[str, Any]:
+def caller_locals(function: Any) -> dict[str, Any]:
     """The local names of the innermost frame outside agentkit (the code that called ``tool`` or ``Agent``): under
-    ``from __future__ import annotations`` a hint naming a class defined in that function is only a string there."""
+    ``from __future__ import annotations`` a hint naming a class defined in that function is only a string there.
+    All of them when ``function`` was defined in that frame, else those missing from its globals (a caller's
+    ``Item`` never hides the one of the tool's module)."""
     frame = sys._getframe(1)
     while frame.f_back is not None and frame.f_globals.get("__name__", "").split(".")[0] == "agentkit":
         frame = frame.f_back
-    return dict(frame.f_locals)
+    if getattr(function, "__qualname__", "").startswith(f"{frame.f_code.co_qualname}.<locals>."):
+        return dict(frame.f_locals)
+    own = getattr(function, "__globals__", {})
+    return {k: v for k, v in frame.f_locals.items() if k not in own}
 
 
 def refuse_unbound_method(
@@ -363,7 +368,7 @@ def unresolvable_ref(schema: dict[str, Any]) -> tuple[tuple[str | int, ...], str
             if isinstance(nested, str) and not nested.startswith("#"):
                 return None
         for k, v in items:
-            if k == "$ref" and isinstance(node, dict) and isinstance(v, str):
+            if k == "$ref" and isinstance(node, dict):
                 found.append((path, v))
             elif k not in _DATA_KEYWORDS:
                 stack.append((v, (*path, k)))
@@ -372,10 +377,9 @@ def unresolvable_ref(schema: dict[str, Any]) -> tuple[tuple[str | int, ...], str
     for path, ref in found:
         try:
             refs.pointer(ref, "/".join(map(str, path)))
-        except SchemaError:
-            return (
-                path,
-                f"$ref {ref!r} does not resolve (a reference must point inside the schema: agentkit fetches none)",
+        except SchemaError as exc:
+            return path, exc.message if not isinstance(ref, str) else (
+                f"$ref {ref!r} does not resolve (a reference must point inside the schema: agentkit fetches none)"
             )
     if loop := in_place_loop(refs, [refs.pointer(ref, "") for _, ref in found]):
         path, ref = next((p, r) for p, r in found if refs.pointer(r, "") == loop[0])

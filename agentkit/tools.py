@@ -458,6 +458,17 @@ class Tool:
                 raise ToolArgumentsError("; ".join(_format_message(e) for e in bad))
         return self._validate(arguments)
 
+    def serialize(self, value: Any) -> str:
+        """The response text of ``value`` (what the tool returned) by :attr:`serializer`, uncapped.
+
+        Raises:
+            TypeError: the serializer returned something other than ``str``, naming the tool.
+            Exception: whatever the serializer raised.
+        """
+        if not isinstance(text := self.serializer(value), str):
+            raise TypeError(f"the serializer of tool {self.name!r} returned {type(text).__name__}, not str")
+        return text
+
     async def acall(self, validated: Any, ctx: ToolContext) -> Any:
         """Run the tool on validated arguments, within :attr:`timeout`.
 

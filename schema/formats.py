@@ -6,6 +6,8 @@ import functools
 import re
 from typing import Any
 
+import jsonschema
+
 _HEX = "[0-9a-fA-F]"
 _DEC_OCTET = "(?:25[0-5]|2[0-4][0-9]|1[0-9][0-9]|[1-9][0-9]|[0-9])"
 _IPV4 = rf"(?:{_DEC_OCTET}\.){{3}}{_DEC_OCTET}"
@@ -97,8 +99,6 @@ def grammar_format_checker() -> Any:
     """A ``jsonschema.FormatChecker`` (built once) of exactly the string formats the tool-call grammar enforces
     (:data:`FORMATS`, with their regexes and length limits), so a remote model is held to what the embedded
     one can write; values that are not strings pass."""
-    import jsonschema
-
     checker = jsonschema.FormatChecker(formats=())
     for fmt in FORMATS:
 

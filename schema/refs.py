@@ -38,6 +38,11 @@ def escape_pointer_token(name: str) -> str:
     return name.replace("~", "~0").replace("/", "~1")
 
 
+def unescape_pointer_token(token: str) -> str:
+    """The name one JSON pointer token stands for (``~1`` -> ``/``, ``~0`` -> ``~``)."""
+    return token.replace("~1", "/").replace("~0", "~")
+
+
 @dataclass(frozen=True)
 class Located:
     """A value of the schema document with its JSON pointer (``""``: the root)."""
@@ -160,6 +165,12 @@ def recursive_targets(refs: Refs) -> set[str]:
 _IN_PLACE_KEYS = ("allOf", "anyOf", "oneOf", "not", "if", "then", "else", "dependentSchemas")
 
 
+def _ref_alone(refs: Refs) -> bool:
+    """Whether the document is drafts 4 to 7, which ignore the keywords beside a ``$ref``."""
+    root = refs.at[""]
+    return isinstance(root, dict) and "draft-0" in str(root.get("$schema"))
+
+
 def _in_place_refs(node: Any, refs: Refs) -> Iterator[str]:
     """The pointers of the ``$ref``s that apply to the very value ``node`` applies to."""
     stack = [node]
@@ -169,6 +180,8 @@ def _in_place_refs(node: Any, refs: Refs) -> Iterator[str]:
             continue
         if "$ref" in n:
             yield refs.pointer(n["$ref"], "")
+            if _ref_alone(refs):
+                continue
         for k in _IN_PLACE_KEYS:
             v = n.get(k)
             if k == "dependentSchemas" and isinstance(v, dict):
@@ -213,11 +226,11 @@ def _no_value(node: Any, refs: Refs, known: set[str]) -> Steps | None:
         return [("false", "")]
     if not isinstance(node, dict) or "enum" in node or "const" in node or node.get("nullable") is True:
         return None
-    ref, root = node.get("$ref"), refs.at[""]
+    ref = node.get("$ref")
     if isinstance(ref, str) and (ptr := refs.pointer(ref, "")) not in known:
         return [("ref", ptr)]
-    if isinstance(ref, str) and isinstance(root, dict) and "draft-0" in str(root.get("$schema")):
-        return None  # drafts 4 to 7 ignore the keywords beside a $ref
+    if isinstance(ref, str) and _ref_alone(refs):
+        return None
     types = node.get("type")
     types = [types] if isinstance(types, str) else types if isinstance(types, list) else ["any"]
     if all(t in ("object", "array") for t in types):  # else a scalar needs none of the keywords below
@@ -252,7 +265,7 @@ def _no_value(node: Any, refs: Refs, known: set[str]) -> Steps | None:
 
 def _named(ptr: str) -> str:
     """``a Node`` for ``/$defs/Node``, ``the whole schema`` for ``""``, else the quoted reference."""
-    tokens = [t.replace("~1", "/").replace("~0", "~") for t in ptr.split("/")[1:]]
+    tokens = [unescape_pointer_token(t) for t in ptr.split("/")[1:]]
     if len(tokens) == 2 and tokens[0] in ("$defs", "definitions"):
         return f"{_a(tokens[1])} {tokens[1]}"
     return f"'#{ptr}'" if ptr else "the whole schema"
@@ -319,7 +332,7 @@ def no_finite_value(refs: Refs) -> tuple[tuple[str | int, ...], str] | None:
     place: list[str | int] = []
     node = refs.at[""]
     for token in start.split("/")[1:]:
-        token = token.replace("~1", "/").replace("~0", "~")
+        token = unescape_pointer_token(token)
         place.append(int(token) if isinstance(node, list) else token)
         node = node[place[-1]]
     return tuple(place), f"every value of it {why}: no finite value satisfies it ({fix})"

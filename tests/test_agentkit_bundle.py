@@ -447,6 +447,22 @@ ERROR_CASES = [
         "tools[0].parameters.$defs.A",
         "leads into a loop of references that reaches no property or item",
     ),
+    (  # draft-04 lets a $ref be a number: this crashed with a bare SchemaError, no file, line or field
+        """
+        agentkit_bundle: 1
+        name: x
+        tools:
+          - name: t
+            parameters:
+              $schema: "http://json-schema.org/draft-04/schema#"
+              type: object
+              properties: {a: {$ref: 5}}
+            sandbox: {code: "print(1)"}
+        """,
+        8,
+        "tools[0].parameters.properties.a",
+        "$ref must be a string, got 5",
+    ),
     (  # agentkit check said ok; a forced call then ran into "found no completion shorter than 4096 tokens"
         """
         agentkit_bundle: 1

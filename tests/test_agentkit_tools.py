@@ -606,6 +606,14 @@ def test_a_ref_that_cannot_resolve_is_refused_at_definition(ref, where):
     assert f"tool 'f': parameters at '{where}': $ref {ref!r} does not resolve" in str(info.value)
 
 
+def test_a_ref_that_is_no_string_is_refused_naming_the_tool():
+    # draft 4's meta-schema allows it: this was a bare SchemaError from the reference-loop checks
+    params = {"$schema": "http://json-schema.org/draft-04/schema#", "properties": {"a": {"$ref": 5}}}
+    with pytest.raises(ToolDefinitionError) as info:
+        Tool(lambda **k: k, name="f", parameters={"type": "object", **params})
+    assert "tool 'f': parameters at 'properties/a': $ref must be a string, got 5" in str(info.value)
+
+
 def test_a_ref_left_to_resolve_at_call_time_is_a_tool_error_not_a_crash():
     from agentkit.backends.scripted import ScriptedBackend, answer, call
 
@@ -915,6 +923,21 @@ def test_a_ref_loop_that_reaches_no_property_or_item_is_refused_at_definition(de
     assert f"leads into a loop of references that reaches no property or item ({chain})" in str(info.value)
 
 
+def test_a_draft_7_loop_beside_a_ref_is_ignored_as_jsonschema_ignores_it():
+    # drafts 4 to 7 ignore the keywords beside a $ref: this was refused as a loop jsonschema never follows
+    a = {"$ref": "#/definitions/S", "anyOf": [{"$ref": "#/properties/a"}]}
+    params = {
+        "$schema": "http://json-schema.org/draft-07/schema#",
+        "type": "object",
+        "properties": {"a": a},
+        "definitions": {"S": {"type": "string"}},
+    }
+    made = Tool(lambda **k: k, name="f", parameters=params)
+    assert made.validate({"a": "x"}) == {"a": "x"}
+    with pytest.raises(ToolArgumentsError, match="is not of type 'string'"):
+        made.validate({"a": 5})
+
+
 def test_a_ref_that_recurses_through_a_property_is_still_a_tool():
     node = {"type": "object", "properties": {"v": {"type": "integer"}, "next": {"$ref": "#/$defs/Node"}}}
     params = {"type": "object", "$defs": {"Node": node}, "properties": {"x": {"$ref": "#/$defs/Node"}}}
@@ -1128,3 +1151,29 @@ def test_a_docstring_that_opens_with_its_args_section_keeps_the_parameter_descri
     assert t.description == ""
     assert t.parameters["properties"]["a"]["description"] == "Row count."
     assert t.parameters["properties"]["b"]["description"] == 'Table name, e.g. "users".'
+
+
+class Shadowed(BaseModel):
+    a: int
+
+
+def _takes_shadowed(item: "Shadowed", n: "Count") -> str:  # type: ignore[name-defined]  # noqa: F821
+    """Take one."""
+    return ""
+
+
+def test_a_callers_local_name_never_hides_the_tool_modules_own():
+    # the caller's `Shadowed` replaced this module's when the hints were resolved: {"b": string}, not {"a": int}
+    class Shadowed(BaseModel):
+        b: str
+
+    Count = int  # read by the hint of _takes_shadowed, missing from this module
+    params = tool(_takes_shadowed).parameters
+    assert params["$defs"]["Shadowed"]["properties"] == {"a": {"type": "integer"}}
+    assert params["properties"]["n"] == {"type": "integer"}
+
+    def local(item: "Shadowed", n: "Count") -> str:  # defined here: the local class is the one it names
+        """Take one."""
+        return ""
+
+    assert tool(local).parameters["$defs"]["Shadowed"]["properties"] == {"b": {"type": "string"}}

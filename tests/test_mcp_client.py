@@ -15,6 +15,7 @@ from agentkit import Agent
 from agentkit.backends.scripted import ScriptedBackend, answer, call
 from agentkit.errors import ToolDefinitionError
 from agentkit.mcp import MCPSchemaError, MCPServerError, MCPToolset
+from agentkit.mcp.client import check_tool_schema
 
 
 def stdio(*extra: str, **opts):
@@ -330,12 +331,25 @@ def test_a_server_tool_named_as_the_agents_own_is_refused_and_the_agents_tool_is
         with pytest.raises(ToolDefinitionError) as err:
             agent.run("go")
         assert str(err.value) == (
-            "MCP server 'fixture': its tool 'add' has the name of another tool of this agent "
+            "MCP server 'fixture': its tool 'add' has the name of one of this agent's own tools "
             "(give the toolset a 'prefix', or 'exclude' the tool)"
         )
         assert list(agent.tools) == ["add"] and agent.tools["add"].description.startswith("Local add")
     result, _, _ = run_script(stdio(include=["add"], prefix="fx"), [call("fx_add", a=1, b=2), "done"])
     assert calls(result) == [("fx_add", "3", None)]
+
+
+def test_a_tool_name_two_toolsets_list_names_the_other_toolset():
+    # it said "has the name of another tool of this agent", naming neither the toolset nor where the other is
+    one = MCPToolset.stdio(PY, [SERVER], name="one", include=["add"])
+    two = MCPToolset.stdio(PY, [SERVER], name="two", include=["add"])
+    agent = Agent(ScriptedBackend([call("add", a=1, b=2), "done"]), toolsets=[one, two], loop_guard=None)
+    with pytest.raises(ToolDefinitionError) as err:
+        agent.run("go")
+    assert str(err.value) == (
+        "MCP server 'two': its tool 'add' has the name of a tool of MCP server 'one' "
+        "(give the toolset a 'prefix', or 'exclude' the tool)"
+    )
 
 
 def test_a_listing_the_sdk_cannot_read_is_named_in_the_timeout_error():
@@ -349,3 +363,24 @@ def test_a_listing_the_sdk_cannot_read_is_named_in_the_timeout_error():
     )
     assert "(Invalid JSON: recursion limit exceeded at line 1 column " in msg
     assert msg.endswith(" on stdout, which could not be read)")
+
+
+@pytest.mark.parametrize(
+    "defs, pointer",
+    [
+        (
+            {"Node": {"type": "object", "properties": {"n": {"$ref": "#/$defs/Node"}}, "required": ["n"]}},
+            "/$defs/Node",
+        ),
+        ({"A": {"anyOf": [{"$ref": "#/$defs/B"}]}, "B": {"$ref": "#/$defs/A"}}, "/$defs/A/anyOf/0"),
+    ],
+)
+def test_check_tool_schema_names_ref_at_the_place_of_a_loop(defs, pointer):
+    # `agentkit mcp list` said "(keyword 'Node' at /$defs)", "(keyword '0' at /$defs/A/anyOf)"
+    schema = {
+        "type": "object",
+        "properties": {"x": {"$ref": "#/$defs/" + next(iter(defs))}},
+        "required": ["x"],
+    }
+    problem = check_tool_schema("f", {**schema, "$defs": defs})
+    assert problem is not None and (problem.keyword, problem.path) == ("$ref", pointer)

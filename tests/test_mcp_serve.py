@@ -15,6 +15,9 @@ from mcp_helpers import free_port, http_process
 from sandbox_fixtures import docker_client, sandbox_image  # noqa: F401  (fixtures)
 from typer.testing import CliRunner
 
+from agentkit import tool
+from agentkit.mcp.server import call_tool
+
 ROOT = Path(__file__).resolve().parents[1]
 ENV = {**os.environ, "PYTHONPATH": str(ROOT)}
 
@@ -213,3 +216,17 @@ def test_what_a_module_prints_at_import_goes_to_stderr_over_stdio(tmp_path, tool
     )
     assert got.returncode == 0, got.stderr
     assert got.stdout == "" and "loaded!" in got.stderr
+
+
+@pytest.mark.parametrize("returned", [b"s", None, 5])
+def test_a_serializer_returning_no_str_is_an_is_error_result(returned):
+    # None raised pydantic's ValidationError out of the call; bytes were coerced into the text
+    @tool(serializer=lambda v: returned)
+    def stamp(x: int) -> str:
+        """Stamp."""
+        return "s"
+
+    result = asyncio.run(call_tool({"stamp": stamp}, "stamp", {"x": 1}, "1"))
+    assert result.is_error and result.content[0].text == (
+        f"tool 'stamp' failed: TypeError: the serializer of tool 'stamp' returned {type(returned).__name__}, not str"
+    )

@@ -65,6 +65,11 @@ def check_tool_schema(name: str, schema: Any) -> SchemaError | None:
     if (problem := constraint_support_error(name, schema)) is not None:
         return problem
     for path, why in schema_problems(schema)[:1]:  # as Tool() would refuse it
+        node = schema
+        for p in path:
+            node = node[p]
+        if isinstance(node, dict):  # a subschema: a $ref, or a definition where a loop of them begins
+            return SchemaError("$ref", "".join(f"/{p}" for p in path), why)
         return SchemaError(str(path[-1]) if path else "schema", "".join(f"/{p}" for p in path[:-1]), why)
     return None
 

@@ -61,7 +61,7 @@ async def open_toolsets(agent: Any, toolsets: Sequence[Any]) -> None:
     try:
         for ts in toolsets:
             for t in await ts.open(check=check):
-                _register(agent, ts, t)
+                _register(agent, ts, t, toolsets)
         if toolsets:
             _check_tool_choice(agent, toolsets)
     except BaseException:
@@ -79,7 +79,7 @@ async def refresh_toolsets(agent: Any, toolsets: Sequence[Any]) -> None:
         new = await ts.refresh()
         _unregister(agent, old)
         for t in new:
-            _register(agent, ts, t)
+            _register(agent, ts, t, toolsets)
 
 
 async def close_toolsets(agent: Any, toolsets: Sequence[Any]) -> None:
@@ -89,10 +89,13 @@ async def close_toolsets(agent: Any, toolsets: Sequence[Any]) -> None:
         await ts.close()
 
 
-def _register(agent: Any, ts: Any, tool: Any) -> None:
-    if tool.name in agent.tools:
+def _register(agent: Any, ts: Any, tool: Any, toolsets: Sequence[Any]) -> None:
+    """Add ``tool`` (of ``ts``) to ``agent``; a ``ToolDefinitionError`` naming who has the name already."""
+    if (taken := agent.tools.get(tool.name)) is not None:
+        mine = "one of this agent's own tools"
+        owner = next((f"a tool of {o.label}" for o in toolsets if any(t is taken for t in o.tools)), mine)
         raise ToolDefinitionError(
-            f"{ts.label}: its tool {tool.name!r} has the name of another tool of this agent "
+            f"{ts.label}: its tool {tool.name!r} has the name of {owner} "
             "(give the toolset a 'prefix', or 'exclude' the tool)"
         )
     agent.add_tool(tool)

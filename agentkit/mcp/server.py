@@ -53,7 +53,7 @@ async def call_tool(
         value = await tl.acall(validated, ToolContext(tl.name, call_id, 0))
         if isinstance(value, ToolContent):
             return _content_result(value, tl.max_output_bytes)
-        text = cap_output(tl.serializer(value), tl.max_output_bytes)
+        text = cap_output(tl.serialize(value), tl.max_output_bytes)
     except (ToolTimeoutError, MCPToolError) as exc:  # a re-served MCP tool's own error text as is
         return _error(str(exc))
     except (asyncio.CancelledError, GeneratorExit):
