@@ -374,15 +374,16 @@ def unresolvable_ref(schema: dict[str, Any]) -> tuple[tuple[str | int, ...], str
                 stack.append((v, (*path, k)))
     refs = Refs(schema)
     found.sort(key=lambda x: [str(p) for p in x[0]])
+    targets = []  # each reference's resolved pointer, in the order of ``found``
     for path, ref in found:
         try:
-            refs.pointer(ref, "/".join(map(str, path)))
+            targets.append(refs.pointer(ref, "/".join(map(str, path))))
         except SchemaError as exc:
             return path, exc.message if not isinstance(ref, str) else (
                 f"$ref {ref!r} does not resolve (a reference must point inside the schema: agentkit fetches none)"
             )
-    if loop := in_place_loop(refs, [refs.pointer(ref, "") for _, ref in found]):
-        path, ref = next((p, r) for p, r in found if refs.pointer(r, "") == loop[0])
+    if loop := in_place_loop(refs, targets):
+        path, ref = found[targets.index(loop[0])]
         chain = " -> ".join(f"#{p}" for p in loop)
         return (
             path,

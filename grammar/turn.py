@@ -33,6 +33,7 @@ from schema import (
     pattern_matches,
     tool_ir,
 )
+from schema.refs import unescape_pointer_token
 
 
 def _put_size_bounds(out: dict[str, Any], what: str, low: int, high: int | None) -> None:
@@ -262,8 +263,7 @@ def _as_written(keyword: str, path: str, parameters: Any) -> str:
     """``keyword`` of an error at ``path`` in ``parameters``, but ``enum`` where the IR's ``anyOf`` (of an enum's
     values) was written as an ``enum``."""
     node = parameters
-    for token in path.split("/")[1:]:
-        token = token.replace("~1", "/").replace("~0", "~")
+    for token in map(unescape_pointer_token, path.split("/")[1:]):
         at_index = isinstance(node, list) and token.isdigit() and int(token) < len(node)
         node = node[int(token)] if at_index else node.get(token) if isinstance(node, dict) else None
     written = isinstance(node, dict) and "enum" in node and "anyOf" not in node

@@ -321,9 +321,10 @@ def no_finite_value(refs: Refs) -> tuple[tuple[str | int, ...], str] | None:
         return None  # a value exists, or none for a reason other than a loop
     start = loop[0]
     shown = loop if len(loop) <= 3 else [*loop[:2], loop[-1]]  # a long loop: its start and its end
-    parts = [_explain(_no_value(refs.at[p], refs, known) or [], start) for p in shown]
+    reasons: list[Steps] = [_no_value(refs.at[p], refs, known) or [] for p in shown]
+    parts = [_explain(st, start) for st in reasons]
     why = ", which ".join(parts[:2] + [f"... ({len(loop) - 3:,} more) ..."] * (len(loop) > 3) + parts[2:])
-    kind, detail = (_no_value(refs.at[start], refs, known) or [("", "")])[0]
+    kind, detail = (reasons[0] or [("", "")])[0]
     fix = {
         "prop": f"make {detail!r} optional or allow null",
         "items": "let the array be empty (minItems: 0)",
